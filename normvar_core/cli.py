@@ -1,0 +1,49 @@
+"""The ``normvar`` command line. Each group of sub-commands lives in its own module and
+registers itself here; every command takes ``--data-dir`` (default $NORMVAR_DATA or ./data).
+
+A user-facing failure (``NormvarError``) prints one line ``normvar: error: ...`` and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import NormvarError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import commands_app, commands_jobs, commands_runs
+
+    parser = argparse.ArgumentParser(
+        prog="normvar",
+        description="Exact norm/variance statistics of contextualized embeddings.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in (commands_runs, commands_jobs, commands_app):
+        module.register(sub)
+    return parser
+
+
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir", default=None,
+        help="data directory (runs/, corpora/, queue/, checkpoints/); default $NORMVAR_DATA or ./data",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except NormvarError as err:
+        print(f"normvar: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("normvar: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

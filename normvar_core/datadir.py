@@ -1,0 +1,67 @@
+"""The data directory: one root for runs, uploaded corpora, the job queue and checkpoints.
+
+Resolution order: an explicit path (``--data-dir``), the ``NORMVAR_DATA`` environment
+variable, then ``./data``. Two roots never share any state.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = PACKAGE_ROOT / "data" / "corpora" / "novels_en.txt.gz"
+
+
+def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:
+    """Return the data-directory root: ``path``, else $NORMVAR_DATA, else ./data."""
+    if path:
+        return Path(path).expanduser().resolve()
+    env = os.environ.get("NORMVAR_DATA")
+    if env:
+        return Path(env).expanduser().resolve()
+    return Path("data").resolve()
+
+
+@dataclass(frozen=True)
+class DataDir:
+    """Paths under one data directory; ``DataDir.at(None)`` follows ``resolve_data_dir``."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, path: str | os.PathLike | None = None) -> "DataDir":
+        return cls(resolve_data_dir(path))
+
+    def _sub(self, name: str) -> Path:
+        p = self.root / name
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
+    @property
+    def runs(self) -> Path:
+        return self._sub("runs")
+
+    @property
+    def corpora(self) -> Path:
+        return self._sub("corpora")
+
+    @property
+    def queue(self) -> Path:
+        return self._sub("queue")
+
+    @property
+    def checkpoints(self) -> Path:
+        return self._sub("checkpoints")
+
+    @property
+    def cache(self) -> Path:
+        return self._sub("cache")
+
+    def run_path(self, name: str) -> Path:
+        return self.runs / f"{name}.duckdb"
+
+    def published_runs(self) -> list[Path]:
+        """Finished run files, newest first (temporary files are never listed)."""
+        files = [p for p in self.runs.glob("*.duckdb") if not p.name.startswith(".")]
+        return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
