@@ -1,0 +1,231 @@
+"""TokenMoments / TokenStats against an independent float64 two-pass brute force (tests/brute.py)."""
+from __future__ import annotations
+
+import io
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import brute
+from normvar_core import TokenMoments, TokenStats
+
+BACKENDS = ["numba", "torch"]
+
+
+def _check_against_brute(res: TokenStats, X: np.ndarray, ids: np.ndarray, rtol: float) -> None:
+    ref = brute.per_type(X, ids)
+    assert res.token_ids.tolist() == sorted(ref)
+    for k, t in enumerate(res.token_ids):
+        n, mu, q, m, v = ref[int(t)]
+        assert res.n[k] == n
+        scale = max(1.0, float(np.abs(q).max()))
+        np.testing.assert_allclose(res.mean[:, k], mu, rtol=rtol, atol=rtol * np.sqrt(scale))
+        np.testing.assert_allclose(res.q[:, k], q, rtol=rtol, atol=1e-300)
+        np.testing.assert_allclose(res.m[:, k], m, rtol=rtol, atol=rtol * scale)
+        np.testing.assert_allclose(res.v[:, k], v, rtol=rtol, atol=rtol * scale)
+
+
+@st.composite
+def batches(draw):
+    L = draw(st.integers(1, 3))
+    d = draw(st.integers(1, 9))
+    n_batches = draw(st.integers(1, 4))
+    n_types = draw(st.integers(1, 6))
+    gap = draw(st.sampled_from([1, 7, 1000]))  # ids with gaps (and a large id)
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_batches):
+        N = draw(st.integers(0, 40))  # empty updates included
+        X = rng.normal(size=(L, N, d)) * rng.uniform(0.1, 10) + rng.normal(size=(1, 1, d)) * 5
+        ids = rng.integers(0, n_types, N) * gap
+        out.append((X, ids))
+    return L, d, out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=batches())
+def test_matches_two_pass_brute_force(backend, data):
+    L, d, parts = data
+    acc = TokenMoments(L, d, backend=backend)
+    for X, ids in parts:
+        assert acc.update(X, ids) is acc
+    X = np.concatenate([p[0] for p in parts], axis=1)
+    ids = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    res = acc.result()
+    assert acc.n_embeddings == ids.size
+    _check_against_brute(res, X, ids, rtol=1e-10)
+    # eq. 1 for every (layer, type)
+    np.testing.assert_allclose(res.q, res.m + res.v, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_low_precision_inputs_are_exact_on_their_values(dtype, backend):
+    """fp16/bf16/fp32 inputs: the statistics are exact (float64) for the values actually given."""
+    g = torch.Generator().manual_seed(3)
+    X = (torch.randn(2, 500, 12, generator=g) * 2 + 3).to(dtype)
+    ids = torch.randint(0, 9, (500,), generator=g)
+    acc = TokenMoments(2, 12, backend=backend).update(X[:, :200], ids[:200]).update(X[:, 200:], ids[200:])
+    _check_against_brute(acc.result(), X.double().numpy(), ids.numpy(), rtol=1e-11)
+
+
+def test_single_occurrence_single_type_and_d1():
+    acc = TokenMoments(1, 1)
+    acc.update(np.array([[[2.5]]], dtype=np.float32), np.array([42]))
+    r = acc.result()
+    assert r.token_ids.tolist() == [42] and r.n.tolist() == [1]
+    assert r.q[0, 0] == pytest.approx(6.25) and r.m[0, 0] == pytest.approx(6.25) and r.v[0, 0] == 0.0
+
+
+def test_stability_offset_1e4_noise_1e2():
+    """Offset of norm 1e4 plus noise 1e-2: V to 1e-8 relative of a float64 two-pass (issue #2).
+    The study's float32 running-mean loop is off by ~20 % here; raw sums lose everything."""
+    rng = np.random.default_rng(7)
+    d = 384
+    offset = rng.normal(size=d)
+    offset *= 1e4 / np.linalg.norm(offset)
+    acc = TokenMoments(1, d)
+    parts = []
+    for _ in range(5):
+        X = (offset + rng.normal(size=(2000, d)) * 1e-2).astype(np.float32)[None]
+        ids = rng.integers(0, 15, 2000)
+        acc.update(X, ids)
+        parts.append((X, ids))
+    X = np.concatenate([p[0] for p in parts], 1).astype(np.float64)
+    ids = np.concatenate([p[1] for p in parts])
+    res = acc.result()
+    ref = brute.per_type(X, ids)
+    worst = max(abs(res.v[0, k] - ref[int(t)][4][0]) / ref[int(t)][4][0] for k, t in enumerate(res.token_ids))
+    assert worst < 1e-8
+    # the study's Algorithm 1 style (float32 running mean and mean squared norm, V = Q - M) fails
+    t0 = int(res.token_ids[0])
+    x = X[0, ids == t0].astype(np.float32)
+    mu, q = np.zeros(d, np.float32), np.float32(0)
+    for i, row in enumerate(x, start=1):
+        mu += (row - mu) / np.float32(i)
+        q += (np.float32(row @ row) - q) / np.float32(i)
+    study_v = float(q - mu @ mu)
+    assert abs(study_v - ref[t0][4][0]) / ref[t0][4][0] > 1e-2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_merge_equals_one_pass_in_any_order(backend):
+    rng = np.random.default_rng(11)
+    L, d = 2, 6
+    shards = []
+    for s in range(4):
+        N = 50 + 10 * s
+        X = rng.normal(size=(L, N, d)) * (s + 1) + 100
+        ids = rng.integers(0, 8 + 3 * s, N) * 5
+        shards.append((X, ids))
+    whole = TokenMoments(L, d, backend=backend)
+    for X, ids in shards:
+        whole.update(X, ids)
+    ref = whole.result()
+    for perm in itertools.permutations(range(4)):
+        accs = [TokenMoments(L, d, backend=backend).update(*shards[i]) for i in perm]
+        merged = accs[0]
+        for a in accs[1:]:
+            assert merged.merge(a) is merged
+        r = merged.result()
+        assert np.array_equal(r.token_ids, ref.token_ids) and np.array_equal(r.n, ref.n)
+        for name in ("mean", "q", "m", "v"):
+            np.testing.assert_allclose(getattr(r, name), getattr(ref, name), rtol=1e-12, atol=1e-12)
+        assert merged.n_embeddings == whole.n_embeddings
+
+
+def test_state_dict_round_trip_through_npz_without_pickle():
+    rng = np.random.default_rng(5)
+    acc = TokenMoments(3, 4, layer_index=[0, 2, 4])
+    acc.update(rng.normal(size=(3, 100, 4)), rng.integers(0, 30, 100))
+    buf = io.BytesIO()
+    np.savez(buf, **acc.state_dict())
+    buf.seek(0)
+    with np.load(buf, allow_pickle=False) as z:
+        back = TokenMoments.from_state_dict({k: z[k] for k in z.files})
+    more_X, more_ids = rng.normal(size=(3, 60, 4)), rng.integers(0, 40, 60)
+    acc.update(more_X, more_ids)
+    back.update(more_X, more_ids)
+    a, b = acc.result(), back.result()
+    assert np.array_equal(a.token_ids, b.token_ids) and a.layer_index.tolist() == [0, 2, 4]
+    for name in ("mean", "q", "m", "v"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_float32_mean_storage_halves_memory_and_stays_close():
+    rng = np.random.default_rng(2)
+    X, ids = rng.normal(size=(2, 3000, 16)) + 3, rng.integers(0, 50, 3000)
+    a64 = TokenMoments(2, 16).update(X, ids).result()
+    a32 = TokenMoments(2, 16, mean_dtype="float32").update(X[:, :1500], ids[:1500]).update(X[:, 1500:], ids[1500:]).result()
+    assert a32.mean.dtype == np.float32 and a32.mean.nbytes * 2 == a64.mean.nbytes
+    np.testing.assert_allclose(a32.v, a64.v, rtol=1e-5)
+    np.testing.assert_allclose(a32.q, a32.m + a32.v, rtol=1e-12)
+
+
+def test_rejects_bad_shapes_and_ids():
+    acc = TokenMoments(2, 3)
+    with pytest.raises(ValueError):
+        acc.update(np.zeros((1, 4, 3)), np.zeros(4, dtype=int))
+    with pytest.raises(ValueError):
+        acc.update(np.zeros((2, 4, 3)), np.zeros(5, dtype=int))
+    with pytest.raises(ValueError):
+        acc.update(np.zeros((2, 1, 3)), np.array([-1]))
+    with pytest.raises(TypeError):
+        acc.update(np.zeros((2, 1, 3), dtype=np.int32), np.array([1]))
+
+
+# ----------------------------------------------------------------------------- corpus level (§4)
+@st.composite
+def corpora(draw):
+    L = draw(st.integers(1, 3))
+    d = draw(st.integers(1, 6))
+    n_types = draw(st.integers(1, 150))  # > 64 exercises the block prefix sums
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    counts = rng.zipf(1.6, n_types).clip(1, 60)
+    ids = np.repeat(np.arange(n_types) * 3, counts)
+    X = rng.normal(size=(L, ids.size, d)) * rng.uniform(0.5, 3) + rng.normal(size=(L, 1, d)) * 20
+    n_min = draw(st.sampled_from([1, 2, 3, 5]))
+    n_max = draw(st.sampled_from([1, 4, 10, 60, np.inf]))
+    return X, ids, n_min, n_max
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=corpora())
+def test_corpus_band_matches_brute_force(data):
+    X, ids, n_min, n_max = data
+    res = TokenMoments(X.shape[0], X.shape[2]).update(X, ids).result()
+    df = res.corpus(n_min, n_max)
+    counts = dict(zip(*np.unique(ids, return_counts=True)))
+    keep = np.array([n_min <= counts[t] <= n_max for t in ids])
+    if not keep.any():
+        assert (df["n"] == 0).all() and df["q"].isna().all()
+        return
+    ref = brute.corpus(X[:, keep], ids[keep])
+    assert (df["n"] == keep.sum()).all()
+    for col in ("q", "m", "v", "v_w", "v_b"):
+        np.testing.assert_allclose(df[col], ref[col], rtol=1e-9, atol=1e-9 * ref["q"].max())
+    # eqs. 9 and 13 hold to 1e-10 relative
+    np.testing.assert_allclose(df["v"], df["v_w"] + df["v_b"], rtol=1e-10)
+    np.testing.assert_allclose(df["q"], df["m"] + df["v_w"] + df["v_b"], rtol=1e-10)
+
+
+def test_corpus_identity_at_decoder_magnitudes():
+    """Q ~ 1e9 with a common offset (massive activations): eq. 13 still to 1e-10."""
+    rng = np.random.default_rng(4)
+    d = 32
+    ids = np.repeat(np.arange(300), rng.integers(1, 40, 300))
+    X = (rng.normal(size=(1, ids.size, d)) * 50 + 3e4 / np.sqrt(d)).astype(np.float32)
+    res = TokenMoments(1, d).update(X, ids).result()
+    df = res.corpus(2, 30)
+    np.testing.assert_allclose(df["q"], df["m"] + df["v_w"] + df["v_b"], rtol=1e-10)
+    keep = np.isin(ids, res.token_ids[res.band(2, 30)])
+    ref = brute.corpus(X[:, keep], ids[keep])
+    np.testing.assert_allclose(df["v_b"], ref["v_b"], rtol=1e-6)
+    np.testing.assert_allclose(df["v_w"], ref["v_w"], rtol=1e-9)
