@@ -1,0 +1,215 @@
+"""Sentences → padded token batches → hidden states (the embeddings f(s, t) of the study's §3).
+
+``make_batches`` tokenizes every sentence once with the model's own special tokens (BERT
+[CLS]…[SEP], RoBERTa <s>…</s>, Llama/Gemma BOS as the tokenizer adds it; a tokenizer that adds
+none but has BOS/EOS — GPT-2 — is wrapped as <|endoftext|>…<|endoftext|>, as in the study's
+App. B), truncates to ``max_length`` keeping the special tokens, sorts by length (longest first,
+stable) and cuts batches under a token budget. ``extract`` runs one forward pass and returns
+every kept position as ``states`` (L, N, d) with its ``token_ids`` (N,), ready for
+``TokenMoments.update``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import NormvarError
+
+DEFAULT_MAX_TOKENS = {"cpu": 16384, "mps": 16384, "cuda": 65536}
+
+
+@dataclass
+class Batch:
+    """One padded batch. ``indices``: positions in the input sentence list; ``input_ids`` /
+    ``attention_mask`` (B, T) int64; ``special_mask`` (B, T) bool, True where the tokenizer (or
+    the GPT-2 style wrap) added a special token; ``padding_side``: "right" or "left"."""
+
+    indices: np.ndarray
+    input_ids: Any
+    attention_mask: Any
+    special_mask: Any
+    padding_side: str = "right"
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+    def split(self) -> tuple["Batch", "Batch"]:
+        """Two halves (for an out-of-memory retry), padding trimmed to each half's longest row."""
+        if len(self) < 2:
+            raise ValueError("cannot split a batch of one sentence")
+        h = len(self) // 2
+        return self._rows(slice(0, h)), self._rows(slice(h, None))
+
+    def _rows(self, sl: slice) -> "Batch":
+        am = self.attention_mask[sl]
+        width = int(am.sum(1).max())
+        cols = slice(0, width) if self.padding_side == "right" else slice(am.shape[1] - width, None)
+        return Batch(self.indices[sl], self.input_ids[sl, cols], am[:, cols],
+                     self.special_mask[sl, cols], self.padding_side)
+
+
+def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
+    """(bos, eos) ids to add around each sentence, or (None, None).
+
+    Wrapped: a tokenizer that adds no special token itself and has one document separator
+    (bos == eos, or only one of them) — GPT-2's <|endoftext|> on both ends, as the study does.
+    Not wrapped: tokenizers that add their own (BERT, RoBERTa, Llama/Gemma BOS), and those
+    whose distinct bos/eos are chat-turn markers (SmolLM2-Instruct: <|im_start|>/<|im_end|>),
+    which keep their own behaviour (no BOS: the first word is position 0)."""
+    probe = "a"
+    with_sp = tokenizer(probe, add_special_tokens=True)["input_ids"]
+    without = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    if len(with_sp) != len(without):
+        return None, None
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    if bos is None and eos is None:
+        return None, None
+    if bos is not None and eos is not None and bos != eos:
+        return None, None
+    sep = bos if bos is not None else eos
+    return sep, sep
+
+
+def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_size: int | None = None,
+                 max_tokens: int | None = None, wrap: str = "auto") -> tuple[list[Batch], int]:
+    """Tokenize, wrap, truncate, sort and batch; returns (batches, n_truncated).
+
+    ``batch_size``: sentences per batch; else a token budget ``max_tokens`` (rows × padded
+    width, default 16384). ``wrap``: "auto" (see ``wrap_tokens``) or "none". Deterministic."""
+    import torch
+
+    if max_length < 2:
+        raise NormvarError(f"max_length must be >= 2, got {max_length}", fix="omit it to use the model's maximum")
+    sentences = list(sentences)
+    if not sentences:
+        return [], 0
+    bos, eos = wrap_tokens(tokenizer) if wrap == "auto" else (None, None)
+    enc = tokenizer(sentences, add_special_tokens=True, return_special_tokens_mask=True,
+                    return_attention_mask=False, truncation=False, verbose=False)
+    seqs: list[list[int]] = []
+    specs: list[list[int]] = []
+    n_truncated = 0
+    for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"]):
+        if bos is not None:
+            ids, sp = [bos, *ids, eos], [1, *sp, 1]
+        if len(ids) > max_length:
+            ids, sp = _truncate(ids, sp, max_length)
+            n_truncated += 1
+        seqs.append(ids)
+        specs.append(sp)
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    order = np.argsort(-lengths, kind="stable")
+    budget = int(max_tokens or DEFAULT_MAX_TOKENS["cpu"])
+    groups: list[np.ndarray] = []
+    start = 0
+    while start < len(order):
+        if batch_size:
+            stop = min(start + int(batch_size), len(order))
+        else:
+            width = int(lengths[order[start]])  # longest first: the first row sets the width
+            stop = min(start + max(1, budget // max(width, 1)), len(order))
+        groups.append(order[start:stop])
+        start = stop
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    side = "left" if getattr(tokenizer, "padding_side", "right") == "left" else "right"
+    batches = []
+    for g in groups:
+        width = int(lengths[g].max())
+        ids_arr = np.full((len(g), width), pad_id, dtype=np.int64)
+        am = np.zeros((len(g), width), dtype=np.int64)
+        sp = np.zeros((len(g), width), dtype=bool)
+        for r, i in enumerate(g):
+            n = len(seqs[i])
+            cols = slice(0, n) if side == "right" else slice(width - n, width)
+            ids_arr[r, cols] = seqs[i]
+            am[r, cols] = 1
+            sp[r, cols] = specs[i]
+        batches.append(Batch(g.astype(np.int64), torch.from_numpy(ids_arr), torch.from_numpy(am),
+                             torch.from_numpy(sp), side))
+    return batches, n_truncated
+
+
+def _truncate(ids: list[int], sp: list[int], max_length: int) -> tuple[list[int], list[int]]:
+    """Cut the content, keep the leading and trailing special tokens (as HF truncation does)."""
+    lead = 0
+    while lead < len(sp) and sp[lead]:
+        lead += 1
+    trail = 0
+    while trail < len(sp) - lead and sp[len(sp) - 1 - trail]:
+        trail += 1
+    room = max(max_length - lead - trail, 0)
+    keep = list(range(lead)) + list(range(lead, lead + room)) + list(range(len(ids) - trail, len(ids)))
+    keep = keep[:max_length] if len(keep) > max_length else keep
+    return [ids[k] for k in keep], [sp[k] for k in keep]
+
+
+def _position_ids_needed(model) -> bool:
+    """Left padding needs explicit position ids unless the model derives them from pad ids
+    (RoBERTa/MPNet embeddings carry ``padding_idx``)."""
+    import inspect
+
+    if "position_ids" not in inspect.signature(model.forward).parameters:
+        return False
+    emb = getattr(model, "embeddings", None)
+    return not isinstance(getattr(emb, "padding_idx", None), int)
+
+
+def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_position0: bool = False,
+            layers: Sequence[int] | None = None):
+    """One forward pass; returns (states (L_kept, N, d) on the model's device and dtype,
+    token_ids (N,) int64). Padding is dropped through the attention mask (either side);
+    position 0 is the first real token of each row, whatever the padding side."""
+    import torch
+
+    model = loaded.model
+    device = next(model.parameters()).device
+    ids = batch.input_ids.to(device)
+    am = batch.attention_mask.to(device)
+    kwargs = {}
+    if batch.padding_side == "left":
+        need = loaded.extra.get("position_ids") if hasattr(loaded, "extra") else None
+        if need is None:
+            need = _position_ids_needed(model)
+            if hasattr(loaded, "extra"):
+                loaded.extra["position_ids"] = need
+        if need:
+            kwargs["position_ids"] = (am.cumsum(1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        hs = model(input_ids=ids, attention_mask=am, output_hidden_states=True, **kwargs).hidden_states
+        idx = list(range(len(hs))) if layers is None else [int(x) for x in layers]
+        bad = [x for x in idx if not 0 <= x < len(hs)]
+        if bad:
+            raise NormvarError(f"layer(s) {bad} out of range: the model has hidden states 0..{len(hs) - 1}",
+                               fix=f"pass --layers within 0..{len(hs) - 1}")
+        keep = am.bool()
+        if exclude_special:
+            keep &= ~batch.special_mask.to(device)
+        if exclude_position0:
+            first = am.argmax(dim=1)  # first non-pad column (left or right padding)
+            keep[torch.arange(len(first), device=device), first] = False
+        states = torch.stack([hs[i][keep] for i in idx])
+        token_ids = ids[keep].long()
+    return states, token_ids
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for out-of-memory errors (CUDA, MPS, CPU allocator): retry with half the batch."""
+    import torch
+
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    if isinstance(exc, MemoryError) or (oom_type is not None and isinstance(exc, oom_type)):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def auto_max_tokens(device: str) -> int:
+    """Token budget per batch for ``make_batches`` on this device type."""
+    return DEFAULT_MAX_TOKENS.get(str(device).split(":")[0], DEFAULT_MAX_TOKENS["cpu"])
