@@ -1,6 +1,151 @@
-"""Placeholder: sub-commands registered by this module (being written)."""
+"""Sub-commands of the dashboard: ``up`` and ``dashboard``.
+
+``normvar up``         start the background worker (a subprocess), submit the default run if the data
+                       directory has no run published and none queued, then serve the dashboard
+                       (``streamlit run app.py``) and print its URL. Ctrl-C stops both.
+``normvar dashboard``  only serve the dashboard.
+
+The default run is MiniLM × the shipped novels, limited to ``DEFAULT_MAX_SENTENCES`` sentences so it
+computes in a few minutes on 2 CPU cores; compute the full corpus with
+``normvar submit --model minilm --name minilm__novels_en_full``.
+"""
 from __future__ import annotations
 
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-def register(sub) -> None:  # noqa: D103
-    return None
+from .config import RunConfig
+from .datadir import PACKAGE_ROOT, DataDir
+
+APP = PACKAGE_ROOT / "app.py"
+DEFAULT_MAX_SENTENCES = 5000
+DEFAULT_RUN_NAME = "minilm__novels_en"
+
+
+def default_config() -> RunConfig:
+    """The run ``normvar up`` submits on an empty data directory (documented in the README)."""
+    return RunConfig(model="minilm", corpus="", name=DEFAULT_RUN_NAME, max_sentences=DEFAULT_MAX_SENTENCES)
+
+
+def register(sub) -> None:
+    from .cli import add_data_dir
+
+    for name, helptext in (("up", "start the worker and the dashboard; submit the default run if none exists"),
+                           ("dashboard", "serve the Streamlit dashboard only")):
+        p = sub.add_parser(name, help=helptext, description=helptext)
+        add_data_dir(p)
+        p.add_argument("--port", type=int, default=int(os.environ.get("NORMVAR_PORT", 8501)))
+        p.add_argument("--host", default=os.environ.get("NORMVAR_HOST", "localhost"),
+                       help="address to listen on (0.0.0.0 in a container)")
+        p.add_argument("--max-upload-mb", type=float, default=None,
+                       help="corpus upload cap in MB (default $NORMVAR_MAX_UPLOAD_MB or 200)")
+        if name == "up":
+            p.add_argument("--no-default-run", action="store_true", help="do not submit the default run")
+            p.set_defaults(func=cmd_up)
+        else:
+            p.set_defaults(func=cmd_dashboard)
+
+
+def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_upload_mb: float | None = None) -> list[str]:
+    from .jobs import max_upload_bytes
+
+    cap_mb = max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
+    return [sys.executable, "-m", "streamlit", "run", str(APP),
+            "--server.headless", "true", "--server.port", str(port), "--server.address", host,
+            "--server.maxUploadSize", str(cap_mb + 1), "--server.fileWatcherType", "none",
+            "--browser.gatherUsageStats", "false", "--theme.base", "light",
+            "--", "--data-dir", str(data_dir)]
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://{'localhost' if host in ('0.0.0.0', '::', '') else host}:{port}"
+
+
+def maybe_submit_default(data_dir: Path) -> str | None:
+    """Submit the default run if nothing is published and nothing is queued or running."""
+    from .jobs import JobStore
+    from .runfile import list_runs
+
+    if len(list_runs(data_dir)):
+        return None
+    store = JobStore(data_dir)
+    if store.list(limit=None, states=("queued", "running")):
+        return None
+    return store.submit(default_config())
+
+
+def _env(max_upload_mb: float | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    if max_upload_mb is not None:
+        env["NORMVAR_MAX_UPLOAD_MB"] = str(max_upload_mb)
+    return env
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def _serve(args: argparse.Namespace, with_worker: bool) -> int:
+    dd = DataDir.at(args.data_dir)
+    root = dd.root
+    dd.runs  # noqa: B018 - create the folders
+    env = _env(args.max_upload_mb)
+    procs: list[subprocess.Popen] = []
+
+    def _terminate(signum, frame):  # noqa: ARG001 - SIGTERM (docker stop, kill): clean up the children
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        if with_worker:
+            from .jobs import JobStore
+
+            if JobStore(root).worker_running():
+                print(f"normvar: a worker is already running on {root}; not starting another", flush=True)
+            else:
+                procs.append(subprocess.Popen([sys.executable, "-m", "normvar_core.cli", "worker",
+                                               "--data-dir", str(root)], env=env))
+            if not args.no_default_run:
+                job = maybe_submit_default(root)
+                if job:
+                    print(f"normvar: no run yet: submitted the default run {DEFAULT_RUN_NAME!r} "
+                          f"(MiniLM × shipped novels, first {DEFAULT_MAX_SENTENCES} sentences) as job {job}; "
+                          "its progress shows on the Runs page", flush=True)
+        procs.append(subprocess.Popen(streamlit_command(root, args.port, args.host, args.max_upload_mb), env=env))
+        print(f"normvar: dashboard at {_url(args.host, args.port)}  (data dir {root}; Ctrl-C stops)", flush=True)
+        while True:
+            for p in procs:
+                if p.poll() is not None:
+                    print(f"normvar: {'worker' if p is not procs[-1] else 'dashboard'} exited "
+                          f"with status {p.returncode}", file=sys.stderr, flush=True)
+                    return int(p.returncode or 0) or (1 if p is procs[-1] else 0)
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        _stop(procs)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    return _serve(args, with_worker=True)
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    args.no_default_run = True
+    return _serve(args, with_worker=False)

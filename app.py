@@ -1,0 +1,55 @@
+"""normvar dashboard: every figure of "Norm of Mean Contextualized Embeddings Determines their
+Variance" (Yamagiwa & Shimodaira), live, for any run in the data directory.
+
+    streamlit run app.py -- --data-dir D        # or NORMVAR_DATA=D; default ./data
+    normvar dashboard / normvar up              # the same, via the CLI
+
+A link restores the view: /tradeoff?run=NAME&layer=3&band=1,5&tokens=the,once&present=1
+(``page=tradeoff`` works too). Pages live in views/ (not pages/: a pages/ folder switches Streamlit to its v1
+multipage mode, which runs a page without app.py when a link opens it directly); shared plumbing in
+views/_ui.py.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+st.set_page_config(page_title="normvar", page_icon=":material/scatter_plot:", layout="wide",
+                   initial_sidebar_state="expanded")
+
+from views import _ui  # noqa: E402  (after set_page_config)
+
+PAGES = {
+    "runs": st.Page("views/runs.py", title="Runs", icon=":material/table_view:", default=True),
+    "tradeoff": st.Page("views/tradeoff.py", title="Trade-off", icon=":material/scatter_plot:", url_path="tradeoff"),
+    "layers": st.Page("views/layers.py", title="Layers", icon=":material/stacked_line_chart:", url_path="layers"),
+    "decomposition": st.Page("views/decomposition.py", title="Decomposition", icon=":material/stacked_bar_chart:",
+                             url_path="decomposition"),
+    "frequency": st.Page("views/frequency.py", title="Frequency", icon=":material/bar_chart:", url_path="frequency"),
+    "clouds": st.Page("views/clouds.py", title="Token clouds", icon=":material/bubble_chart:", url_path="clouds"),
+    "new-run": st.Page("views/new_run.py", title="New run", icon=":material/add_circle:", url_path="new-run"),
+    "compare": st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+}
+
+nav = st.navigation({"Explore": [PAGES[k] for k in ("runs", "tradeoff", "layers", "decomposition",
+                                                    "frequency", "clouds")],
+                     "Work": [PAGES[k] for k in ("compare", "new-run")]})
+
+view = _ui.view()
+# A shared link may name its page as ?page=... : honour it once per session.
+if not st.session_state.get("_page_routed"):
+    st.session_state["_page_routed"] = True
+    target = PAGES.get(view.page or "")
+    if target is not None and target.url_path != nav.url_path:
+        st.switch_page(target, query_params=view.to_query())
+
+with st.sidebar:
+    st.markdown("### normvar")
+    st.caption("Q(X_t) = M(X_t) + V(X_t): norm of the mean vs. variance of contextualized embeddings")
+    _ui.run_selector()
+    _ui.bind("w_present", view.presentation)
+    view.presentation = st.toggle("Presentation mode", key="w_present",
+                                  help="large fonts and a clean white background, for a lab meeting")
+    st.caption(f"Data: `{_ui.data_dir()}`")
+
+_ui.apply_presentation_css()
+nav.run()

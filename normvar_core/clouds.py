@@ -1,0 +1,58 @@
+"""PCA of sampled raw embeddings for the token clouds (the study's Fig. 1, App. A).
+
+PCA is fitted on the selected tokens' sampled embeddings together; the origin 0 in R^d is projected
+with the same transform, and every 2-D point is translated so that the projected origin sits at (0, 0)
+("After the transformation, we translated all 2D points so that the transformed origin coincided with
+the new origin", App. A). The distance of a cloud from (0, 0) then shows how far its embeddings lie
+from the origin along the two principal directions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Cloud:
+    coords: pd.DataFrame
+    """One row per sampled embedding: token_id, token, n, pc1, pc2 (origin at (0, 0))."""
+    explained: tuple[float, float]
+    """Fraction of the pooled samples' variance on PC1 and PC2."""
+    origin_before: tuple[float, float]
+    """Where the origin projected before the translation (the mean's offset)."""
+
+
+def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None) -> Cloud:
+    """``samples``: DataFrame[token_id, token, vector] (a Run's ``samples(layer, ids)``); ``n``: n_t by
+    token_id for the colouring (defaults to the sample count). Deterministic (sign fixed so that
+    each component's largest-|loading| coordinate is positive)."""
+    if samples is None or len(samples) == 0:
+        empty = pd.DataFrame(columns=["token_id", "token", "n", "pc1", "pc2"])
+        return Cloud(empty, (float("nan"), float("nan")), (0.0, 0.0))
+    X = np.stack([np.asarray(v, dtype=np.float64).ravel() for v in samples["vector"]])
+    mean = X.mean(axis=0)
+    Xc = X - mean
+    # SVD of the centred data: rows of vt are the principal directions
+    _, s, vt = np.linalg.svd(Xc, full_matrices=False)
+    comps = vt[:2] if vt.shape[0] >= 2 else np.vstack([vt, np.zeros((2 - vt.shape[0], vt.shape[1]))])
+    for k in range(comps.shape[0]):
+        j = int(np.argmax(np.abs(comps[k])))
+        if comps[k, j] < 0:
+            comps[k] = -comps[k]
+    total = float((s ** 2).sum())
+    explained = tuple(float(s[k] ** 2 / total) if total > 0 and k < s.size else float("nan") for k in range(2))
+    proj = Xc @ comps.T
+    origin = (np.zeros_like(mean) - mean) @ comps.T  # the transformed origin
+    proj = proj - origin
+    ids = samples["token_id"].to_numpy()
+    if n is None:
+        counts = samples["token_id"].value_counts()
+        nt = counts.reindex(ids).to_numpy()
+    else:
+        lookup = n if isinstance(n, dict) else n.to_dict()
+        nt = np.array([lookup.get(int(i), np.nan) for i in ids])
+    coords = pd.DataFrame({"token_id": ids, "token": samples["token"].astype(str).to_numpy(), "n": nt,
+                           "pc1": proj[:, 0], "pc2": proj[:, 1]})
+    return Cloud(coords, (explained[0], explained[1]), (float(origin[0]), float(origin[1])))

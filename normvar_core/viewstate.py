@@ -1,0 +1,233 @@
+"""The dashboard's view state and its URL form, plus the figure theme.
+
+A view is what a shared link restores: the run, the page, the layer, the frequency band (log10 n_t),
+the highlighted tokens, the presentation toggle, and for Compare a second run and a relative depth.
+``ViewState.from_query`` parses ``st.query_params`` (a mapping of strings, forgiving: a malformed
+value falls back to the default) and ``to_query`` writes only the values that differ from the defaults,
+so links stay short. Pure Python + plotly: no Streamlit import here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+#: the study's band for regressions and statistics over X (§5.3): 1 <= log10 n_t <= 5
+DEFAULT_BAND: tuple[float, float] = (1.0, 5.0)
+MAX_TOKENS = 50
+MAX_TOKEN_CHARS = 64
+
+PAGES = ("runs", "tradeoff", "layers", "decomposition", "frequency", "clouds", "new-run", "compare")
+
+
+def _first(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return str(value[-1]) if value else None
+    return str(value)
+
+
+def parse_int(value: Any, default: int | None = None) -> int | None:
+    s = _first(value)
+    if s is None:
+        return default
+    try:
+        return int(float(s))
+    except (TypeError, ValueError):
+        return default
+
+
+def parse_float(value: Any, default: float | None = None) -> float | None:
+    s = _first(value)
+    if s is None:
+        return default
+    try:
+        x = float(s)
+    except (TypeError, ValueError):
+        return default
+    return x if math.isfinite(x) else default
+
+
+def parse_bool(value: Any, default: bool = False) -> bool:
+    s = _first(value)
+    if s is None:
+        return default
+    return s.strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_band(value: Any, default: tuple[float, float] = DEFAULT_BAND,
+               bounds: tuple[float, float] = (0.0, 9.0)) -> tuple[float, float]:
+    """``"1,5"`` or ``"1-5"`` -> (1.0, 5.0) in log10 n_t; clipped to ``bounds``, ordered."""
+    s = _first(value)
+    if not s:
+        return default
+    parts = s.replace(";", ",").replace("-", ",").replace("_", ",").split(",")
+    try:
+        lo, hi = (float(p) for p in parts if p.strip() != "")
+    except (TypeError, ValueError):
+        return default
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return default
+    lo, hi = sorted((lo, hi))
+    lo = min(max(lo, bounds[0]), bounds[1])
+    hi = min(max(hi, bounds[0]), bounds[1])
+    return (round(lo, 2), round(hi, 2))
+
+
+def format_band(band: Sequence[float]) -> str:
+    return ",".join(_num(b) for b in band)
+
+
+def _num(x: float) -> str:
+    return f"{float(x):g}"
+
+
+def band_counts(band: Sequence[float]) -> tuple[float, float]:
+    """log10 band -> (n_min, n_max) as counts; (1, 5) -> (10, 100000)."""
+    lo, hi = band
+    return (10.0 ** float(lo), 10.0 ** float(hi))
+
+
+def parse_tokens(value: Any) -> list[str]:
+    """``"the, once ,winked"`` -> ["the", "once", "winked"]: stripped, deduplicated, capped.
+
+    Accepts a list too (repeated query params)."""
+    if value is None:
+        return []
+    items: list[str] = []
+    raw = value if isinstance(value, (list, tuple)) else [value]
+    for chunk in raw:
+        for tok in str(chunk).split(","):
+            tok = tok.strip()[:MAX_TOKEN_CHARS]
+            if tok and tok not in items:
+                items.append(tok)
+    return items[:MAX_TOKENS]
+
+
+def format_tokens(tokens: Sequence[str]) -> str:
+    return ",".join(t for t in tokens if t)
+
+
+@dataclass
+class ViewState:
+    """Everything a link restores. ``layer`` is a hidden-state index (0 = input embeddings);
+    ``None`` means "the run's middle layer"."""
+
+    run: str | None = None
+    page: str | None = None
+    layer: int | None = None
+    band: tuple[float, float] = DEFAULT_BAND
+    tokens: list[str] = field(default_factory=list)
+    presentation: bool = False
+    run2: str | None = None
+    depth: float | None = None
+
+    @classmethod
+    def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
+        page = _first(params.get("page"))
+        depth = parse_float(params.get("depth"))
+        return cls(
+            run=_first(params.get("run")) or None,
+            page=page if page in PAGES else None,
+            layer=parse_int(params.get("layer")),
+            band=parse_band(params.get("band")),
+            tokens=parse_tokens(params.get("tokens")),
+            presentation=parse_bool(params.get("present")),
+            run2=_first(params.get("run2")) or None,
+            depth=None if depth is None else min(max(depth, 0.0), 1.0),
+        )
+
+    def to_query(self) -> dict[str, str]:
+        q: dict[str, str] = {}
+        if self.run:
+            q["run"] = self.run
+        if self.page:
+            q["page"] = self.page
+        if self.layer is not None:
+            q["layer"] = str(int(self.layer))
+        if tuple(self.band) != DEFAULT_BAND:
+            q["band"] = format_band(self.band)
+        if self.tokens:
+            q["tokens"] = format_tokens(self.tokens)
+        if self.presentation:
+            q["present"] = "1"
+        if self.run2:
+            q["run2"] = self.run2
+        if self.depth is not None:
+            q["depth"] = _num(round(self.depth, 3))
+        return q
+
+    def with_(self, **changes: Any) -> "ViewState":
+        return replace(self, **changes)
+
+
+# ----------------------------------------------------------------------------- layers and depth
+def default_layer(layers: Sequence[int]) -> int:
+    """The middle stored layer (the study's Fig. 1, 2, 7 use the middle layer)."""
+    layers = list(layers)
+    return int(layers[len(layers) // 2]) if layers else 0
+
+
+def nearest_layer(layers: Sequence[int], layer: int | None) -> int:
+    """``layer`` if the run stores it, else the closest stored one (None -> middle)."""
+    layers = [int(x) for x in layers]
+    if not layers:
+        return 0
+    if layer is None:
+        return default_layer(layers)
+    return min(layers, key=lambda x: (abs(x - int(layer)), x))
+
+
+def relative_depth(layer: int, num_hidden_states: int) -> float:
+    """Hidden-state index -> depth in [0, 1] (0 = input embeddings, 1 = last hidden state)."""
+    last = max(int(num_hidden_states) - 1, 1)
+    return float(layer) / last
+
+
+def layer_at_depth(layers: Sequence[int], depth: float, num_hidden_states: int | None = None) -> int:
+    """The stored layer whose relative depth is closest to ``depth`` (ties -> the shallower)."""
+    layers = [int(x) for x in layers]
+    if not layers:
+        return 0
+    n = num_hidden_states if num_hidden_states else max(layers) + 1
+    return min(layers, key=lambda x: (round(abs(relative_depth(x, n) - float(depth)), 9), x))
+
+
+# ----------------------------------------------------------------------------- theme
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+#: the decomposition's colours, fixed across every figure: M, V_B, V_W, V, Q
+QCOLORS = {"Q": "#444444", "M": "#1f77b4", "V": "#d62728", "V_W": "#ff7f0e", "V_B": "#2ca02c"}
+HIGHLIGHT = "#e4002b"
+COLORSCALE = "Viridis"
+
+
+def layout_theme(presentation: bool = False) -> dict[str, Any]:
+    """Plotly layout settings: a clean white figure; presentation mode = large fonts, thick lines."""
+    base = 20 if presentation else 13
+    return dict(
+        template="plotly_white",
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        font=dict(family="Inter, Helvetica Neue, Arial, sans-serif", size=base, color="#222"),
+        title=dict(font=dict(size=base + 4), x=0.01, xanchor="left"),
+        legend=dict(font=dict(size=base - 1), bgcolor="rgba(255,255,255,0.8)"),
+        hoverlabel=dict(font=dict(size=base), bgcolor="white"),
+        margin=dict(l=70, r=30, t=70 if presentation else 60, b=60),
+        colorway=PALETTE,
+    )
+
+
+def apply_theme(fig, presentation: bool = False):
+    """Apply ``layout_theme`` to a plotly figure (in place) and return it."""
+    fig.update_layout(**layout_theme(presentation))
+    axis = dict(showline=True, linecolor="#888", mirror=True, ticks="outside",
+                gridcolor="#eee", zeroline=False,
+                title_font=dict(size=(20 if presentation else 13) + 1))
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(**axis)
+    if presentation:
+        fig.update_traces(selector=dict(mode="lines"), line=dict(width=4))
+        fig.update_traces(selector=dict(mode="lines+markers"), line=dict(width=4), marker=dict(size=10))
+        fig.update_annotations(font_size=22)
+    return fig

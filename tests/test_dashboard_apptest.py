@@ -1,0 +1,347 @@
+"""Every dashboard page under Streamlit's AppTest, on a real small run (MiniLM × 300 sentences of the
+shipped novels): the plotly figure JSON each page sends is decoded and compared with the library."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from normvar_core import analyses
+from normvar_core.config import RunConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+RUN = "minilm-novels300"
+RUN2 = "minilm-novels300-even"  # the same statistics, even layers only: a shallower "model" for Compare
+
+
+# ============================================================================ data
+def build_dashboard_data(root: Path) -> Path:
+    """A data dir with a real MiniLM run (computed once per test session) and a second run holding
+    its even layers. Shared with the browser tests (same session directory)."""
+    ready = root / ".ready"
+    if ready.exists():
+        return root
+    from normvar_core.compute import compute_run
+    from normvar_core.moments import TokenStats
+    from normvar_core.runfile import open_run, write_run
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    path = compute_run(RunConfig(model="minilm", max_sentences=300, name=RUN), root)
+    run = open_run(path)
+    st = run.stats()
+    keep = [i for i, l in enumerate(run.layers) if l % 2 == 0]
+    sub = TokenStats(st.token_ids, st.n, st.mean[keep], st.q[keep], st.m[keep], st.v[keep],
+                     layer_index=st.layer_index[keep])
+    meta = {k: v for k, v in run.meta.items() if k not in ("name",)}
+    meta["layers"] = [int(x) for x in sub.layer_index]
+    meta["created_at"] = "2020-01-01T00:00:00Z"  # older: RUN stays the newest (the default selection)
+    write_run(root / "runs" / f"{RUN2}.duckdb", meta=meta, stats=sub, tokens=run.tokens()["token"].tolist(),
+              sentence_lengths=np.repeat(run.sentence_length_hist()["words"], run.sentence_length_hist()["count"]),
+              samples=None)
+    os.utime(root / "runs" / f"{RUN2}.duckdb", (time.time() - 3600, time.time() - 3600))
+    ready.touch()
+    return root
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - minilm_path: the model must be installed
+    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+
+
+@pytest.fixture(scope="session")
+def run(data_dir):
+    from normvar_core.runfile import open_run
+
+    return open_run(data_dir / "runs" / f"{RUN}.duckdb")
+
+
+@pytest.fixture
+def app(data_dir, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("NORMVAR_DATA", str(data_dir))
+    at = AppTest.from_file(APP, default_timeout=90)
+    return at
+
+
+# ============================================================================ helpers
+def arr(v) -> np.ndarray:
+    """A plotly JSON array: a list, or {"bdata": base64, "dtype": "f8", ("shape")}."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        if "shape" in v:
+            shape = v["shape"]
+            a = a.reshape([int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape)
+        return a
+    return np.asarray(v)
+
+
+def figures_of(at) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def figure(at, title_part: str) -> dict:
+    figs = figures_of(at)
+    for f in figs:
+        title = (f.get("layout", {}).get("title") or {}).get("text") or ""
+        if title_part in title:
+            return f
+    raise AssertionError(f"no figure titled ~{title_part!r}; have "
+                         f"{[(f['layout'].get('title') or {}).get('text') for f in figs]}")
+
+
+def trace(fig: dict, name: str) -> dict:
+    for t in fig["data"]:
+        if t.get("name") == name:
+            return t
+    raise AssertionError(f"no trace {name!r} in {[t.get('name') for t in fig['data']]}")
+
+
+def ok(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def in_band(run, layer, lo=1.0, hi=5.0):
+    t = run.token_table(layer)
+    return t.loc[(t.n >= 10 ** lo) & (t.n <= 10 ** hi)]
+
+
+def open_page(at, page: str, **params):
+    at.query_params.update({"run": RUN, **params})
+    at.run()
+    at.switch_page(f"views/{page}.py").run()
+    ok(at)
+    return at
+
+
+# ============================================================================ Trade-off
+def test_tradeoff_scatter_counts_and_slope(app, run):
+    at = open_page(app, "tradeoff", layer="3")
+    fig = figure(at, "layer 3")
+    pts = trace(fig, "token types")
+    band = in_band(run, 3)
+    x, y = arr(pts["x"]), arr(pts["y"])
+    assert len(x) == len(band) > 20                      # one point per token type in the band
+    np.testing.assert_allclose(np.sort(x), np.sort(band["m"].to_numpy()))
+    np.testing.assert_allclose(np.sort(y), np.sort(band["v"].to_numpy()))
+    lib = analyses.tradeoff(run.stats(), 10, 1e5).set_index("layer").loc[3]
+    line = trace(fig, "regression")
+    lx, ly = arr(line["x"]), arr(line["y"])
+    assert (ly[1] - ly[0]) / (lx[1] - lx[0]) == pytest.approx(lib["slope"], rel=1e-9)
+    assert f"slope = {lib['slope']:.3f}" in fig["layout"]["annotations"][0]["text"]
+    assert f"R² = {lib['r2']:.3f}" in fig["layout"]["annotations"][0]["text"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["slope (V on M)"] == f"{lib['slope']:.3f}"
+    assert metrics["token types in band"] == f"{len(band):,}"
+    assert "%{text}" in pts["hovertemplate"] and "customdata[0]" in pts["hovertemplate"]  # token, n, Q, M, V
+    np.testing.assert_array_equal(np.sort(np.asarray(pts["text"])), np.sort(band["token"].to_numpy(dtype=str)))
+    assert at.query_params["layer"] == ["3"] or at.query_params["layer"] == "3"
+
+
+def test_tradeoff_layer_and_band_sliders(app, run):
+    at = open_page(app, "tradeoff")
+    layer_w = at.select_slider(key="w_layer")
+    assert layer_w.value == 3                            # the middle of 0..6 by default
+    layer_w.set_value(5).run()
+    ok(at)
+    x = arr(trace(figure(at, "layer 5"), "token types")["x"])
+    np.testing.assert_allclose(np.sort(x), np.sort(in_band(run, 5)["m"].to_numpy()))
+    at.slider(key="w_band").set_value((1.5, 4.0)).run()
+    ok(at)
+    fig = figure(at, "layer 5")
+    assert len(arr(trace(fig, "token types")["x"])) == len(in_band(run, 5, 1.5, 4.0))
+    lib = analyses.tradeoff(run.stats(), 10 ** 1.5, 1e4).set_index("layer").loc[5]
+    assert f"slope = {lib['slope']:.3f}" in fig["layout"]["annotations"][0]["text"]
+    qp = dict(at.query_params)
+    flat = {k: (v[-1] if isinstance(v, list) else v) for k, v in qp.items()}
+    assert flat["layer"] == "5" and flat["band"] == "1.5,4" and flat["page"] == "tradeoff"
+
+
+def test_tradeoff_highlights_tokens_and_lists_them(app, run):
+    at = open_page(app, "tradeoff", layer="2")
+    at.text_input(key="w_tokens").set_value("the, said, notatoken").run()
+    ok(at)
+    hl = trace(figure(at, "layer 2"), "highlighted")
+    tab = run.token_table(2).set_index("token")
+    assert list(hl["text"]) == ["the", "said"]
+    np.testing.assert_allclose(arr(hl["x"]), tab.loc[["the", "said"], "m"].to_numpy())
+    shown = at.dataframe[0].value
+    assert shown["token"].tolist() == ["the", "said"]
+    assert any("notatoken" in c.value for c in at.caption)
+
+
+def test_query_params_restore_the_view(app, run):
+    """A shared link: run, page, layer, band and highlighted tokens come back."""
+    app.query_params.update({"run": RUN, "page": "tradeoff", "layer": "4", "band": "1.2,3.5",
+                             "tokens": "the,she", "present": "1"})
+    at = app.run()
+    ok(at)
+    assert at.select_slider(key="w_layer").value == 4
+    assert at.slider(key="w_band").value == (1.2, 3.5)
+    assert at.text_input(key="w_tokens").value == "the,she"
+    assert at.toggle(key="w_present").value is True
+    fig = figure(at, "layer 4")
+    assert len(arr(trace(fig, "token types")["x"])) == len(in_band(run, 4, 1.2, 3.5))
+    assert list(trace(fig, "highlighted")["text"]) == ["the", "she"]
+    assert fig["layout"]["font"]["size"] >= 18            # presentation theme
+    assert at.selectbox(key="w_run").value == RUN
+
+
+# ============================================================================ other pages
+def test_layers_page_matches_tradeoff_table(app, run):
+    at = open_page(app, "layers")
+    fig = figures_of(at)[0]
+    lib = analyses.tradeoff(run.stats(), 10, 1e5)
+    cv, slope, r2 = [t for t in fig["data"] if t.get("name") == RUN][:3]
+    np.testing.assert_allclose(arr(cv["y"]), lib["cv_q"])
+    np.testing.assert_allclose(arr(slope["y"]), lib["slope"])
+    np.testing.assert_allclose(arr(r2["y"]), lib["r2"])
+    at.multiselect(key="w_layers_runs").set_value([RUN, RUN2]).run()
+    at.toggle(key="w_relative").set_value(True).run()
+    ok(at)
+    fig = figures_of(at)[0]
+    other = [t for t in fig["data"] if t.get("name") == RUN2]
+    assert len(other) == 3
+    np.testing.assert_allclose(arr(other[0]["x"]), [0, 2 / 6, 4 / 6, 1])   # relative depth
+    assert fig["layout"]["xaxis"]["title"]["text"] == "relative depth"
+
+
+def test_decomposition_bars_equal_library(app, run):
+    at = open_page(app, "decomposition", band="1,4")
+    lib = analyses.decomposition(run.stats(), 10, 1e4)
+    bars = figure(at, "shares of Q(X)")
+    by_name = {t["name"]: t for t in bars["data"]}
+    np.testing.assert_allclose(arr(by_name["M(X)/Q(X)"]["y"]), lib["m_over_q"])
+    np.testing.assert_allclose(arr(by_name["V<sub>B</sub>(X)/Q(X)"]["y"]), lib["v_b_over_q"])
+    np.testing.assert_allclose(arr(by_name["V<sub>W</sub>(X)/Q(X)"]["y"]), lib["v_w_over_q"])
+    np.testing.assert_allclose(arr(by_name["V<sub>W</sub>(X)/V(X)"]["y"]), lib["v_w_over_v"])
+    raw = figure(at, "Raw values")
+    np.testing.assert_allclose(arr(trace(raw, "Q")["y"]), lib["q"])
+    np.testing.assert_allclose(arr(trace(raw, "V<sub>B</sub>")["y"]), lib["v_b"])
+    assert at.slider(key="w_band").value == (1.0, 4.0)
+
+
+def test_frequency_page(app, run):
+    at = open_page(app, "frequency", layer="3")
+    regs = analyses.frequency_regressions(run.stats(), 10, 1e5)
+    slopes = figure(at, "Slope on")
+    for name in ("Q", "M", "V"):
+        expect = regs.loc[regs.quantity == name].sort_values("layer")["slope"].to_numpy()
+        np.testing.assert_allclose(arr(trace(slopes, name)["y"]), expect)
+    sc = figure(at, "layer 3 (Fig. 7")
+    band = in_band(run, 3)
+    q = arr(sc["data"][0]["y"])
+    np.testing.assert_allclose(np.sort(q), np.sort(np.log10(1 + band["q"].to_numpy())))
+    row = regs.loc[(regs.layer == 3) & (regs.quantity == "Q")].iloc[0]
+    line = sc["data"][1]
+    lx, ly = arr(line["x"]), arr(line["y"])
+    assert (ly[-1] - ly[0]) / (lx[-1] - lx[0]) == pytest.approx(row["slope"], rel=1e-9)
+    hist = figure(at, "Histograms at layer 3")
+    lib = analyses.histograms(run.stats(), 3, bins=50, n_min=10, n_max=1e5)
+    np.testing.assert_array_equal(arr(hist["data"][0]["y"]), lib.loc[lib.quantity == "Q", "count"])
+    corpus = figure(at, "The corpus")
+    assert arr(corpus["data"][0]["y"]).sum() == 300   # sentences
+
+
+def test_clouds_page_default_is_app_a_selection(app, run):
+    at = open_page(app, "clouds", layer="3")
+    names = run.tokens()["token"].tolist()
+    sampled = set(run.sampled_tokens()["token_id"].astype(int))
+    expect = [int(t) for t in analyses.select_tokens(run.stats(), names) if int(t) in sampled]
+    chosen = at.multiselect(key="w_cloud_tokens").value
+    assert chosen == expect and len(chosen) >= 5
+    fig = figure(at, "sampled embeddings")
+    pts = trace(fig, "embeddings")
+    n_samples = len(run.samples(3, chosen))
+    assert len(arr(pts["x"])) == n_samples
+    origin = trace(fig, "origin")
+    assert list(origin["x"]) == [0] and list(origin["y"]) == [0]
+    table = at.dataframe[0].value
+    assert sorted(table["token_id"]) == sorted(chosen)
+    # the user picks other sampled tokens
+    at.multiselect(key="w_cloud_tokens").set_value(chosen[:2]).run()
+    ok(at)
+    assert len(arr(trace(figure(at, "sampled embeddings"), "embeddings")["x"])) == len(run.samples(3, chosen[:2]))
+
+
+def test_compare_page_matches_relative_depth(app, run):
+    at = open_page(app, "compare", run2=RUN2, depth="0.5")
+    a = figure(at, f"{RUN} · layer 3")
+    b = figure(at, f"{RUN2} · layer 2")          # stored layers 0,2,4,6: 2 is the closest to depth 0.5
+    assert len(arr(trace(a, "token types")["x"])) == len(in_band(run, 3))
+    assert len(arr(trace(b, "token types")["x"])) == len(in_band(run, 2))
+    dec = figure(at, "Fig. 5/6")
+    lib = analyses.decomposition(run.stats(), 10, 1e5)
+    first = [t for t in dec["data"] if t.get("name") == RUN][0]
+    np.testing.assert_allclose(arr(first["y"]), lib["m_over_q"])
+    np.testing.assert_allclose(arr(first["x"]), lib["layer"] / 6)
+
+
+def test_runs_page_lists_runs_and_metadata(app, run):
+    at = open_page(app, "runs")
+    table = at.dataframe[0].value
+    assert set(table["name"]) == {RUN, RUN2}
+    row = table.set_index("name").loc[RUN]
+    assert row["|T|"] == run.meta["n_types"] and row["|X| per layer"] == run.meta["n_embeddings"]
+    assert any(j.value.get("name") == RUN for j in at.json if isinstance(j.value, dict)) or \
+        any(RUN in str(j.value) for j in at.json)
+    ls = [d.value for d in at.dataframe if "v_w" in d.value.columns][0]
+    np.testing.assert_allclose(ls["q"], run.layer_stats()["q"])
+
+
+def test_new_run_rejects_oversize_upload(app, monkeypatch, data_dir):
+    monkeypatch.setenv("NORMVAR_MAX_UPLOAD_MB", "0.0001")  # ~100 bytes
+    at = open_page(app, "new_run")
+    at.file_uploader(key="w_upload").set_value(("big.txt", b"A sentence.\n" * 100, "text/plain"))
+    at.button(key="w_submit").click().run()
+    assert at.error and "over the" in at.error[0].value and "MB limit" in at.error[0].value
+    assert not list((data_dir / "corpora").glob("*")) or all(p.stat().st_size < 1000 for p in (data_dir / "corpora").glob("*"))
+
+
+# ============================================================================ end to end
+def test_upload_worker_publish_visible(tmp_path, monkeypatch, minilm_path):  # noqa: ARG001
+    """Upload a corpus on New run -> the job queue -> a real worker process -> a published run that
+    the Trade-off page draws."""
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.jobs import JobStore
+
+    monkeypatch.setenv("NORMVAR_DATA", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.run()
+    at.switch_page("views/new_run.py").run()
+    ok(at)
+    text = "\n".join(f"The {w} was quiet in the morning and the house was still." for w in
+                     ("garden", "street", "river", "room", "town", "field", "sea", "sky")) * 3
+    at.file_uploader(key="w_upload").set_value(("../../etc/My Corpus!.txt", text.encode(), "text/plain"))
+    at.button(key="w_submit").click().run()
+    ok(at)
+    jobs = JobStore(tmp_path).list()
+    assert len(jobs) == 1 and jobs[0].state == "queued"
+    job = jobs[0]
+    assert job.name == "minilm__My-Corpus"             # the uploaded name is sanitized, never a path
+    corpus = Path(job.config["corpus"])
+    assert corpus.parent == tmp_path / "corpora" and corpus.read_bytes() == text.encode()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "normvar_core.cli", "worker", "--once", "--data-dir", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert JobStore(tmp_path).get(job.id).state == "done"
+    at.run()   # the watcher shows it published
+    ok(at)
+    assert any("Published" in s.value for s in at.success)
+    at.query_params.update({"run": job.name})
+    at.switch_page("views/tradeoff.py").run()
+    ok(at)
+    assert at.selectbox(key="w_run").value == job.name
+    fig = figures_of(at)[0]
+    assert job.name in fig["layout"]["title"]["text"]

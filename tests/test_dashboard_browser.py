@@ -1,0 +1,152 @@
+"""The dashboard in a real browser: `streamlit run app.py` as a subprocess, Debian's chromium driven by
+Playwright (ENVIRONMENT.md recipe). Screenshots land in test-artifacts/."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from test_dashboard_apptest import RUN, build_dashboard_data
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PLOT_READY = "() => { const g = document.querySelector('.js-plotly-plot'); return !!(g && g._fullData && g._fullData.length); }"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
+    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+
+
+@pytest.fixture(scope="module")
+def run(data):
+    from normvar_core.runfile import open_run
+
+    return open_run(data / "runs" / f"{RUN}.duckdb")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data):
+    port = _free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    log = open(tmp_path_factory.getbasetemp() / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+         "--browser.gatherUsageStats", "false", "--", "--data-dir", str(data)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"streamlit did not start: {(tmp_path_factory.getbasetemp() / 'streamlit.log').read_text()[-2000:]}")
+        time.sleep(0.3)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()
+
+
+def _title(page) -> str:
+    return page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.title.text || ''")
+
+
+def _wait_title(page, part: str, timeout=30000) -> None:
+    page.wait_for_function(
+        "(part) => { const g = document.querySelector('.js-plotly-plot');"
+        " return !!(g && g._fullLayout && (g._fullLayout.title.text || '').includes(part)); }",
+        arg=part, timeout=timeout)
+
+
+def test_tradeoff_in_a_browser(server, browser, run):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/tradeoff?run={RUN}")
+    page.wait_for_function(PLOT_READY, timeout=60000)
+    _wait_title(page, "layer 3")
+    t3 = run.token_table(3)
+    n3 = int(((t3.n >= 10) & (t3.n <= 1e5)).sum())
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].x.length") == n3
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].type") == "scattergl"
+
+    # move the layer slider with the keyboard: 3 -> 4
+    thumb = page.get_by_role("slider").first
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    _wait_title(page, "layer 4")
+    t4 = run.token_table(4)
+    n4 = int(((t4.n >= 10) & (t4.n <= 1e5)).sum())
+    page.wait_for_function("(n) => document.querySelector('.js-plotly-plot')._fullData[0].x.length === n", arg=n4)
+    assert "layer=4" in page.url
+
+    # hover the most frequent token's point and read the tooltip
+    page.wait_for_timeout(500)
+    pos = page.evaluate("""() => {
+        const g = document.querySelector('.js-plotly-plot'), d = g._fullData[0], L = g._fullLayout;
+        let k = 0; for (let i = 0; i < d.x.length; i++) if (d.customdata[i][0] > d.customdata[k][0]) k = i;
+        const r = g.getBoundingClientRect();
+        return {x: r.left + L.xaxis._offset + L.xaxis.l2p(d.x[k]), y: r.top + L.yaxis._offset + L.yaxis.l2p(d.y[k]),
+                token: String(d.text[k])};
+    }""")
+    page.mouse.move(pos["x"] - 30, pos["y"] - 30)
+    page.mouse.move(pos["x"], pos["y"], steps=5)
+    page.wait_for_selector(".hoverlayer .hovertext", timeout=15000)
+    tip = page.locator(".hoverlayer .hovertext").first.text_content()
+    assert pos["token"] in tip and "n =" in tip and "Q =" in tip and "M =" in tip and "V =" in tip
+    page.locator(".js-plotly-plot").first.screenshot(path=str(ARTIFACTS / "tradeoff_hover.png"))
+    page.close()
+
+
+def test_shared_link_restores_the_view(server, browser, run):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/?page=tradeoff&run={RUN}&layer=2&band=1.5,4&tokens=the,said&present=1")
+    page.wait_for_function(PLOT_READY, timeout=60000)
+    _wait_title(page, "layer 2")
+    t = run.token_table(2)
+    n = int(((t.n >= 10 ** 1.5) & (t.n <= 1e4)).sum())
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].x.length") == n
+    labels = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData.filter(d => d.name === 'highlighted')[0].text")
+    assert list(labels) == ["the", "said"]
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.font.size") >= 18
+    assert "/tradeoff" in page.url
+    page.get_by_text("Highlighted tokens").wait_for()
+    page.locator(".js-plotly-plot").first.screenshot(path=str(ARTIFACTS / "tradeoff_shared_link.png"))
+    page.close()

@@ -1,0 +1,67 @@
+"""Compare two runs: Fig. 4 and Fig. 5/6 curves on a relative-depth axis, and the trade-off scatter
+of each at a matched relative depth."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from normvar_core import figures, viewstate
+from views import _ui
+
+_ui.page_header("Compare two runs",
+                "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
+                "line up; the scatters show each run at the layer closest to the chosen depth.")
+run_a = _ui.require_run()
+v = _ui.view()
+names = _ui.runs_table()["name"].tolist()
+others = [n for n in names if n != run_a.name] or names
+
+c1, c2, c3 = st.columns([2, 2, 2])
+with c1:
+    _ui.bind("w_run2", v.run2 if v.run2 in others else others[0], lambda x: x in names)
+    v.run2 = st.selectbox("Compare with", names, key="w_run2")
+with c2:
+    _ui.bind("w_depth", 0.5 if v.depth is None else float(v.depth))
+    v.depth = st.slider("Relative depth", 0.0, 1.0, step=0.05, key="w_depth")
+with c3:
+    band = _ui.band_slider(run_a)
+
+run_b = _ui.open_run(v.run2)
+if run_b is None:
+    st.info("Pick a second run.")
+    st.stop()
+label_a, label_b = run_a.name, run_b.name if run_b.name != run_a.name else run_b.name + " (2)"
+try:
+    la = viewstate.layer_at_depth(run_a.layers, v.depth, _ui.num_hidden_states(run_a))
+    lb = viewstate.layer_at_depth(run_b.layers, v.depth, _ui.num_hidden_states(run_b))
+    fits_a, fits_b = _ui.tradeoff(run_a, band), _ui.tradeoff(run_b, band)
+    depths = {label_a: _ui.num_hidden_states(run_a), label_b: _ui.num_hidden_states(run_b)}
+    layers_fig = figures.layers_figure({label_a: fits_a, label_b: fits_b}, relative=True,
+                                       num_hidden_states=depths, mark_layer={label_a: la, label_b: lb},
+                                       presentation=v.presentation, title="Fig. 4 on a relative-depth axis")
+    dec_a, dec_b = _ui.decomposition(run_a, band), _ui.decomposition(run_b, band)
+    dec_fig = figures.decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True,
+                                            num_hidden_states=depths, presentation=v.presentation,
+                                            title="Fig. 5/6 ratios on a relative-depth axis")
+    scat = []
+    for r, layer, fits in ((run_a, la, fits_a), (run_b, lb, fits_b)):
+        pts = _ui.band_points(r, layer, band)
+        drawn, total = figures.downsample(pts, figures.MAX_POINTS)
+        scat.append((r, layer, pts, figures.tradeoff_scatter(
+            drawn, figures.fit_row(fits, layer=layer), total=total, presentation=v.presentation, height=480,
+            title=f"{r.name} · layer {layer} (depth {viewstate.relative_depth(layer, _ui.num_hidden_states(r)):.2f})")))
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+
+_ui.chart(layers_fig, key="cmp_layers",
+          data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
+          name=f"compare_{run_a.name}_{run_b.name}_layers")
+_ui.chart(dec_fig, key="cmp_decomp",
+          data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
+          name=f"compare_{run_a.name}_{run_b.name}_decomposition")
+cols = st.columns(2)
+for i, (col, (r, layer, pts, fig)) in enumerate(zip(cols, scat)):
+    with col:
+        _ui.chart(fig, key=f"cmp_scatter_{i}", data=pts, name=f"{r.name}_tradeoff_layer{layer}")
+_ui.sync_url("compare")

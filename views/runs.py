@@ -1,0 +1,119 @@
+"""Runs: the published runs, the job queue with live progress, and one run's full metadata."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pandas as pd
+import streamlit as st
+
+from views import _ui
+
+_ui.page_header("Runs", "Published runs in the data directory, the worker's job queue, and what each run contains.")
+v = _ui.view()
+runs = _ui.runs_table()
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "–"
+    s = max(0, time.time() - float(ts))
+    return f"{s:.0f} s ago" if s < 90 else (f"{s / 60:.0f} min ago" if s < 5400 else f"{s / 3600:.1f} h ago")
+
+
+def _eta(s: float | None) -> str:
+    if s is None:
+        return "–"
+    s = float(s)
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+@st.fragment(run_every=2.0)
+def jobs_panel() -> None:
+    """The job queue, refreshed every 2 s (only this fragment reruns)."""
+    from normvar_core import jobs
+
+    try:
+        store = jobs.JobStore(_ui.data_dir())
+        items = store.list(limit=20)
+        worker = store.worker()
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+        return
+    head = st.columns([3, 1])
+    head[0].subheader("Jobs")
+    if worker is not None:
+        head[1].success(f"worker running (pid {worker.pid})", icon=":material/memory:")
+    else:
+        head[1].warning("no worker running", icon=":material/power_off:")
+    if not items:
+        st.caption("No jobs yet. Submit one on **New run**, or `normvar submit`.")
+        return
+    active = [j for j in items if j.state in ("queued", "running")]
+    for j in active:
+        with st.container(border=True):
+            c1, c2 = st.columns([3, 2])
+            cfg = j.config
+            c1.markdown(f"**{j.name}** · `{cfg.get('model')}` · job `{j.id}`")
+            p = j.progress or {}
+            if j.state == "queued":
+                c1.progress(0, text="queued — waiting for the worker")
+            else:
+                pct = j.percent
+                text = (f"{p.get('stage') or 'running'} · {_ui.fmt_int(p.get('sentences_done'))}/"
+                        f"{_ui.fmt_int(p.get('sentences_total'))} sentences · "
+                        f"{(p.get('emb_per_s') or 0):,.0f} emb/s · ETA {_eta(j.eta_s)}")
+                if j.interrupted:
+                    text += " · worker gone: resumes when a worker starts"
+                c1.progress(int(pct or 0), text=text)
+            if c2.button("Cancel", key=f"cancel_{j.id}", icon=":material/cancel:"):
+                store.cancel(j.id)
+                st.rerun(scope="fragment")
+    done = [j for j in items if j.state not in ("queued", "running")]
+    if done:
+        table = pd.DataFrame([{
+            "run": j.name, "model": j.config.get("model"), "state": j.state,
+            "finished": _ago(j.finished), "message": (j.message or "")[:200], "job": j.id} for j in done])
+        st.dataframe(table, hide_index=True, width="stretch", key="jobs_table")
+    # a job finished since the last look: refresh the whole app so the run appears everywhere
+    n_done = sum(1 for j in items if j.state == "done")
+    if st.session_state.get("_jobs_done") not in (None, n_done):
+        st.session_state["_jobs_done"] = n_done
+        st.rerun(scope="app")
+    st.session_state["_jobs_done"] = n_done
+
+
+st.subheader("Published runs")
+if runs.empty:
+    st.info("No published run yet — `make run` submits the default (MiniLM × the shipped novels); "
+            "or start one on **New run**.")
+else:
+    show = runs.rename(columns={"n_types": "|T|", "n_embeddings": "|X| per layer", "num_layers": "layers",
+                                "norm_placement": "norm", "created_at": "created"})
+    st.dataframe(show.drop(columns=["path"]), hide_index=True, width="stretch", key="runs_table",
+                 column_config={"|T|": st.column_config.NumberColumn(format="localized"),
+                                "|X| per layer": st.column_config.NumberColumn(format="localized")})
+
+jobs_panel()
+
+run = _ui.current_run()
+if run is not None:
+    st.subheader(f"Run: {run.name}")
+    m = run.meta
+    c = st.columns(6)
+    c[0].metric("model", str(m.get("model")))
+    c[1].metric("|T| token types", _ui.fmt_int(m.get("n_types")))
+    c[2].metric("|X| embeddings / layer", _ui.fmt_int(m.get("n_embeddings")))
+    c[3].metric("hidden states", f"{len(run.layers)} × {m.get('dim')} d")
+    c[4].metric("norm placement", str(m.get("norm_placement") or "–"))
+    c[5].metric("sentences", _ui.fmt_int(m.get("n_sentences")))
+    st.caption(f"{m.get('architecture') or ''} · corpus `{m.get('corpus_name')}` · created {m.get('created_at')} · "
+               f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown("**Corpus-level statistics per layer** (all types; eqs. 8–11)")
+        st.dataframe(run.layer_stats(), hide_index=True, width="stretch", key="layer_stats")
+    with c2:
+        st.markdown("**Full metadata** (the `run` row; `options` reproduces the run)")
+        st.json(m, expanded=1)
+_ui.sync_url("runs")

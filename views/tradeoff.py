@@ -1,0 +1,77 @@
+"""Trade-off (the study's Fig. 2, 8 and Table 2): V(X_t) against M(X_t) at one layer."""
+from __future__ import annotations
+
+import streamlit as st
+
+from normvar_core import figures
+from views import _ui
+
+_ui.page_header("Trade-off: V(X_t) against M(X_t)",
+                "Each point is a token type t. Q = M + V, so when Q(X_t) varies little across types the "
+                "points fall on a line of slope ≈ −1 (Fig. 2). The regression uses the types inside the band.")
+run = _ui.require_run()
+v = _ui.view()
+
+c1, c2, c3 = st.columns([2, 2, 3])
+with c1:
+    layer = _ui.layer_slider(run)
+with c2:
+    band = _ui.band_slider(run)
+
+
+def _highlight_app_a() -> None:
+    """Fig. 8: highlight App. A's token selection (the tokens of the clouds)."""
+    ids = set(_ui.app_a_tokens(run))
+    toks = _ui.token_table(run, run.layers[0])
+    st.session_state["w_tokens"] = ",".join(toks.loc[toks["token_id"].isin(ids), "token"].astype(str))
+
+
+with c3:
+    queries = _ui.tokens_input()
+    st.button("Highlight App. A's selection (Fig. 8)", key="w_app_a", on_click=_highlight_app_a,
+              type="tertiary", icon=":material/auto_awesome:")
+
+try:
+    fits = _ui.tradeoff(run, band)
+    fit = figures.fit_row(fits, layer=layer)
+    points = _ui.band_points(run, layer, band)
+    drawn, total = figures.downsample(points, figures.MAX_POINTS)
+    table = _ui.token_table(run, layer)
+    hl, missing = figures.find_tokens(table, queries)
+    fig = figures.tradeoff_scatter(
+        drawn, fit, highlight=hl, total=total, presentation=v.presentation,
+        title=f"{run.name} · layer {layer} · {len(points):,} token types with "
+              f"{10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("token types in band", f"{len(points):,}")
+m2.metric("slope (V on M)", figures.fmt(fit["slope"]) if fit else "–")
+m3.metric("R²", figures.fmt(fit["r2"]) if fit else "–")
+m4.metric("C.V. of Q(X_t)", figures.fmt(fit["cv_q"], 4) if fit else "–")
+if total > len(drawn):
+    st.warning(f"Showing a uniform random sample of {len(drawn):,} of {total:,} token types to keep the "
+               "WebGL scatter responsive; the regression uses all of them.", icon=":material/filter_alt:")
+
+_ui.chart(fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
+          name=f"{run.name}_tradeoff_layer{layer}")
+
+if queries:
+    st.subheader("Highlighted tokens")
+    if missing:
+        st.caption("not in this run: " + ", ".join(f"`{m}`" for m in missing))
+    if len(hl):
+        shown = hl[["token", "token_id", "n", "q", "m", "v"]].copy()
+        shown.insert(3, "in band", figures.band_mask(shown["n"], 10 ** band[0], 10 ** band[1]))
+        st.dataframe(shown, hide_index=True, width="stretch", key="highlight_table",
+                     column_config={"q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
+                                    "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),
+                                    "v": st.column_config.NumberColumn("V(X_t)", format="%.4g"),
+                                    "n": st.column_config.NumberColumn("n_t", format="%d")})
+
+with st.expander("Per-layer fits (the data of Fig. 4)"):
+    st.dataframe(fits, hide_index=True, width="stretch")
+
+_ui.sync_url("tradeoff")
