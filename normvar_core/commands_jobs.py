@@ -1,6 +1,135 @@
-"""Placeholder: sub-commands registered by this module (being written)."""
+"""Sub-commands of the background queue: ``worker``, ``submit``, ``jobs``, ``cancel``.
+
+``normvar worker``   long-lived consumer of the data directory's queue (one job at a time);
+                     SIGTERM/Ctrl-C stop it at the next batch, keeping the job's checkpoint.
+``normvar submit``   the options of ``normvar compute`` (RunConfig) + ``--overwrite``; prints the job id.
+``normvar jobs``     table of jobs: id, state, progress, embeddings/s, ETA, name, message.
+``normvar cancel``   cancel a queued or running job.
+"""
 from __future__ import annotations
 
+import argparse
+import json
+import logging
+import os
+import sys
 
-def register(sub) -> None:  # noqa: D103
-    return None
+from .config import RunConfig
+
+
+def register(sub) -> None:
+    from .cli import add_data_dir
+
+    p = sub.add_parser("worker", help="run the background worker (computes queued runs)",
+                       description="Compute queued runs one at a time, until SIGTERM/Ctrl-C.")
+    add_data_dir(p)
+    p.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    p.add_argument("--poll", type=float, default=0.5, metavar="S", help="seconds between queue polls")
+    p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="S",
+                   help="seconds between checkpoints of a running job (default 30)")
+    p.set_defaults(func=_worker)
+
+    p = sub.add_parser("submit", help="queue a run for the worker; prints the job id",
+                       description="Queue a run (same options as `normvar compute`).")
+    RunConfig.add_arguments(p)
+    p.add_argument("--overwrite", action="store_true", help="replace a published run of the same name")
+    add_data_dir(p)
+    p.set_defaults(func=_submit)
+
+    p = sub.add_parser("jobs", help="list queued, running and finished jobs")
+    add_data_dir(p)
+    p.add_argument("--limit", type=int, default=20, help="newest N jobs (default 20; 0 = all)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=_jobs)
+
+    p = sub.add_parser("cancel", help="cancel a queued or running job")
+    p.add_argument("job_id", help="job id (or a unique prefix), see `normvar jobs`")
+    add_data_dir(p)
+    p.set_defaults(func=_cancel)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from .jobs import Worker
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s normvar worker: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("huey").setLevel(logging.WARNING)
+    w = Worker(args.data_dir, poll_s=args.poll, checkpoint_every_s=args.checkpoint_every)
+    print(f"normvar worker: pid {os.getpid()}, data dir {w.dd.root}", file=sys.stderr, flush=True)
+    n = w.run(once=args.once)
+    print(f"normvar worker: stopped after {n} job(s)", file=sys.stderr, flush=True)
+    return 0
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from .jobs import JobStore
+
+    cfg = RunConfig.from_args(args)
+    job_id = JobStore(args.data_dir).submit(cfg, overwrite=args.overwrite)
+    print(job_id)
+    return 0
+
+
+def _fmt_eta(s) -> str:
+    if s is None:
+        return ""
+    s = int(round(float(s)))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def _state_label(job) -> str:
+    if job.state == "running" and job.interrupted:
+        return "interrupted"
+    if job.state == "running" and job.cancel_requested:
+        return "cancelling"
+    return job.state
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from .jobs import JobStore
+
+    store = JobStore(args.data_dir)
+    jobs = store.list(limit=args.limit or None)
+    if args.json:
+        for j in jobs:
+            print(json.dumps(j.to_dict(), sort_keys=True))
+        return 0
+    if not jobs:
+        print(f"no jobs in {store.dd.root}")
+        return 0
+    rows = [("ID", "STATE", "PROGRESS", "EMB/S", "ETA", "NAME", "MESSAGE")]
+    for j in jobs:
+        pct = j.percent
+        stage = j.stage if j.state == "running" else None
+        prog = "" if pct is None else f"{pct:5.1f}%"
+        if stage and stage not in ("compute", "embed"):
+            prog = f"{prog} {stage}".strip()
+        eps = "" if j.emb_per_s is None or j.state != "running" else f"{j.emb_per_s:,.0f}"
+        msg = (j.message or "").replace("\n", " ")
+        if j.state == "running" and j.interrupted:
+            msg = msg or "worker gone; resumes from its checkpoint when a worker starts"
+        if len(msg) > 80:
+            msg = msg[:77] + "..."
+        rows.append((j.id, _state_label(j), prog, eps, _fmt_eta(j.eta_s), j.name, msg))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    if any(j.state in ("queued", "running") for j in jobs) and store.worker() is None:
+        print("(no worker is running: start one with `normvar worker`)", file=sys.stderr)
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    from .jobs import JobStore
+
+    job = JobStore(args.data_dir).cancel(args.job_id)
+    if job.state == "running":
+        print(f"{job.id}: cancelling (stops at the next batch)")
+    elif job.state == "cancelled":
+        print(f"{job.id}: cancelled")
+    else:
+        print(f"{job.id}: already {job.state}, nothing to cancel")
+    return 0
+

@@ -1,0 +1,909 @@
+"""The persistent job queue, the job table, the background worker and the corpus store.
+
+Everything lives under one data directory (``DataDir``); two data directories never share state:
+
+``queue/huey.sqlite``
+    The queue itself: `huey <https://huey.readthedocs.io>`_ with its SQLite storage
+    (``huey.SqliteHuey``). Chosen because it is a maintained queue library that needs no
+    server (one SQLite file, WAL mode), survives restarts of the worker and of the app, and is
+    already a pinned dependency. A queued task carries nothing but the job id (a string); the
+    tasks are serialized as JSON (``_JsonSerializer``), never with pickle, and huey's result
+    store is switched off.
+``queue/jobs.sqlite``
+    The job table: id, run name, the ``RunConfig`` as JSON, state (queued, running, done,
+    failed, cancelled), message (the failure text), progress JSON (stage, sentences_done,
+    sentences_total, embeddings, emb_per_s, eta_s, updated), run path, created/started/finished
+    times, heartbeat. WAL mode with a busy timeout; every transaction is short, so the
+    dashboard and ``normvar jobs`` can read it at any time from other processes.
+``queue/worker.lock``
+    ``flock``-ed by the one worker of this data directory for its whole life; the kernel drops
+    the lock when the worker dies, even on SIGKILL. A second worker is refused.
+``checkpoints/<job id>.ckpt``
+    The checkpoint that ``compute_run`` rewrites atomically while a job runs.
+
+huey deletes a task from its queue when a consumer takes it, so a task whose worker was killed
+mid-run is gone from huey. The job table is the source of truth: when a worker starts it
+re-enqueues every job left ``running`` by a dead worker (at the front of the queue, so it
+resumes from its checkpoint) and every ``queued`` job that has no task in huey.
+
+Public API (used by the CLI and the dashboard)::
+
+    store = JobStore(data_dir)
+    job_id = store.submit(cfg, overwrite=False)      # -> str
+    store.list(limit=50) -> list[Job]; store.get(job_id) -> Job; store.cancel(job_id) -> Job
+    store.worker() -> WorkerInfo | None              # is a worker running on this data dir?
+    run_worker(data_dir, once=False, poll_s=0.5, checkpoint_every_s=30.0) -> int
+    store_corpus(data_dir, data, ext) -> Path        # uploaded corpora: corpora/<sha256><ext>
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import signal
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from huey import SqliteHuey
+from huey.registry import Message
+from huey.serializer import Serializer
+
+from .config import RunConfig
+from .datadir import DataDir
+from .errors import CancelledError, NormvarError
+
+log = logging.getLogger("normvar.jobs")
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+ACTIVE_STATES = ("queued", "running")
+FINAL_STATES = ("done", "failed", "cancelled")
+PROGRESS_FIELDS = ("stage", "sentences_done", "sentences_total", "embeddings", "emb_per_s", "eta_s")
+
+PROGRESS_EVERY_S = 0.5
+"""Progress is written to the job table at most this often (and flushed by the heartbeat)."""
+HEARTBEAT_EVERY_S = 0.5
+MAX_ATTEMPTS = 3
+"""A job that was running when its worker died this many times is marked failed."""
+
+_HUEY_NAME = "normvar"
+_TASK_NAME = "run_job"
+_RESUME_PRIORITY = 1.0  # jobs resumed after a crash go first; fresh jobs use -seq (FIFO)
+
+_SCHEMA = (
+    """create table if not exists jobs (
+        seq integer primary key autoincrement,
+        id text not null unique,
+        name text not null,
+        config text not null,
+        overwrite integer not null default 0,
+        state text not null,
+        message text,
+        progress text,
+        run_path text,
+        created real not null,
+        started real,
+        finished real,
+        heartbeat real,
+        worker_pid integer,
+        cancel_requested integer not null default 0,
+        attempts integer not null default 0)""",
+    "create index if not exists jobs_state on jobs (state)",
+    "create index if not exists jobs_name on jobs (name)",
+    """create table if not exists worker (
+        one integer primary key check (one = 1),
+        pid integer, started real, heartbeat real, job_id text)""",
+)
+
+
+# ---------------------------------------------------------------------------------- job rows
+@dataclass(frozen=True)
+class Job:
+    """One row of the job table (a snapshot; call ``JobStore.get`` again for fresh values)."""
+
+    id: str
+    name: str
+    config: dict[str, Any]
+    state: str
+    message: str | None
+    progress: dict[str, Any] | None
+    run_path: str | None
+    created: float
+    started: float | None
+    finished: float | None
+    heartbeat: float | None
+    overwrite: bool
+    cancel_requested: bool
+    attempts: int
+    worker_pid: int | None
+    interrupted: bool = False
+    """True for a ``running`` job whose worker is gone (it resumes when a worker starts)."""
+
+    @property
+    def cfg(self) -> RunConfig:
+        return RunConfig.from_dict(self.config)
+
+    @property
+    def percent(self) -> float | None:
+        if self.state == "done":
+            return 100.0
+        p = self.progress or {}
+        done, total = p.get("sentences_done"), p.get("sentences_total")
+        if done is None or not total:
+            return None
+        return max(0.0, min(100.0, 100.0 * float(done) / float(total)))
+
+    @property
+    def emb_per_s(self) -> float | None:
+        return (self.progress or {}).get("emb_per_s")
+
+    @property
+    def eta_s(self) -> float | None:
+        return (self.progress or {}).get("eta_s") if self.state == "running" else None
+
+    @property
+    def stage(self) -> str | None:
+        return (self.progress or {}).get("stage")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["percent"] = self.percent
+        return d
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    pid: int | None
+    started: float | None
+    heartbeat: float | None
+    job_id: str | None
+
+
+# ---------------------------------------------------------------------------------- sqlite
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("pragma busy_timeout = 30000")
+    conn.execute("pragma synchronous = normal")
+    return conn
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + 30.0
+    while True:  # switching a fresh file to WAL needs a write lock; retry under concurrency
+        try:
+            conn.execute("pragma journal_mode = wal")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _json_safe(value.item())
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def progress_dict(p: Any) -> dict[str, Any]:
+    """``compute.Progress`` (dataclass, namedtuple or mapping) -> JSON-able dict."""
+    if isinstance(p, dict):
+        d = dict(p)
+    elif dataclasses.is_dataclass(p):
+        d = dataclasses.asdict(p)
+    elif hasattr(p, "_asdict"):
+        d = p._asdict()
+    else:
+        d = {k: getattr(p, k, None) for k in PROGRESS_FIELDS}
+    return {k: _json_safe(v) for k, v in d.items()}
+
+
+# ---------------------------------------------------------------------------------- huey
+def _make_huey(queue_dir: Path, task_fn=None):
+    """The huey instance of one data directory, with the ``run_job`` task registered.
+
+    ``task_fn`` is what the worker executes; submitters register a placeholder under the same
+    name (a task message holds only the task's name and the job id)."""
+    huey = SqliteHuey(
+        name=_HUEY_NAME,
+        filename=str(queue_dir / "huey.sqlite"),
+        results=False,
+        serializer=_JsonSerializer(),
+        journal_mode="wal",
+        timeout=30,
+    )
+
+    def run_job(job_id: str) -> None:  # noqa: D401 - huey task
+        if task_fn is None:
+            raise RuntimeError("jobs are executed by `normvar worker`")
+        task_fn(job_id)
+
+    wrapper = huey.task(name=_TASK_NAME)(run_job)
+    return huey, wrapper
+
+
+class _JsonSerializer(Serializer):
+    """Serializes huey task messages as JSON (huey's default is pickle, which we never use).
+
+    Only plain tasks are supported: no eta/expiry/pipelines, and the arguments must be JSON
+    (normvar passes just the job id)."""
+
+    def _serialize(self, data):
+        if not isinstance(data, Message):
+            return json.dumps({"value": data}).encode()
+        if any(getattr(data, f) is not None for f in
+               ("eta", "on_complete", "on_error", "expires", "expires_resolved", "chord_config")):
+            raise TypeError("normvar's queue carries only plain tasks (job ids)")
+        fields = data._asdict()
+        fields["args"] = list(fields["args"] or ())
+        return json.dumps({"message": fields}).encode()
+
+    def _deserialize(self, data):
+        obj = json.loads(bytes(data).decode())
+        if "message" in obj:
+            fields = obj["message"]
+            fields["args"] = tuple(fields.get("args") or ())
+            return Message(**fields)
+        return obj.get("value")
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as err:
+        return err.errno == errno.EPERM
+    return True
+
+
+def default_run_name(cfg: RunConfig) -> str:
+    """``<model>__<corpus stem>``, the name ``compute`` gives a run without ``--name``."""
+    try:  # engineer B's rule, if compute.py exposes one
+        from . import compute as _compute
+
+        for attr in ("default_run_name", "run_name", "default_name"):
+            fn = getattr(_compute, attr, None)
+            if callable(fn):
+                name = fn(cfg)
+                if isinstance(name, str) and name:
+                    return name
+    except Exception:  # noqa: BLE001 - compute.py may be missing or unimportable here
+        pass
+
+    def clean(s: str) -> str:
+        s = re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-._")
+        return s or "x"
+
+    model = clean(Path(cfg.model.rstrip("/\\")).name or cfg.model)
+    corpus = Path(cfg.corpus).name if cfg.corpus else "novels_en"
+    for suffix in (".gz", ".txt", ".jsonl", ".csv", ".parquet"):
+        if corpus.endswith(suffix):
+            corpus = corpus[: -len(suffix)]
+    return f"{model}__{clean(corpus)}"[:128]
+
+
+def _absolute_paths(cfg: RunConfig) -> RunConfig:
+    """The worker may run in another directory: make local corpus/model paths absolute."""
+    changes: dict[str, Any] = {}
+    if cfg.corpus and not Path(cfg.corpus).expanduser().is_absolute():
+        changes["corpus"] = str(Path(cfg.corpus).expanduser().resolve())
+    m = cfg.model
+    looks_local = m.startswith((".", "~", "/")) or os.sep in m and Path(m).expanduser().exists()
+    if looks_local and Path(m).expanduser().exists() and not Path(m).expanduser().is_absolute():
+        changes["model"] = str(Path(m).expanduser().resolve())
+    return cfg.replace(**changes) if changes else cfg
+
+
+# ---------------------------------------------------------------------------------- store
+class JobStore:
+    """The job table (and the huey queue) of one data directory. Cheap to create; every
+    method opens its own short-lived SQLite connection, so it is safe across processes and
+    threads."""
+
+    def __init__(self, data_dir: str | os.PathLike | DataDir | None = None):
+        self.dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+        self.queue_dir = self.dd.queue
+        self.db_path = self.queue_dir / "jobs.sqlite"
+        self.lock_path = self.queue_dir / "worker.lock"
+        self._huey = None
+        with self._conn() as conn:
+            _set_wal(conn)
+            for stmt in _SCHEMA:
+                conn.execute(stmt)
+
+    # -------------------------------------------------------------- plumbing
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        conn = _connect(self.db_path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A short write transaction (BEGIN IMMEDIATE: no lock upgrade deadlocks)."""
+        with self._conn() as conn:
+            conn.execute("begin immediate")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("rollback")
+                raise
+            conn.execute("commit")
+
+    def _queue(self):
+        if self._huey is None:
+            self._huey = _make_huey(self.queue_dir)
+        return self._huey
+
+    def _enqueue(self, job_id: str, priority: float) -> None:
+        huey, task = self._queue()
+        try:
+            huey.enqueue(task.s(job_id, priority=priority))
+        finally:
+            huey.storage.close()  # no idle SQLite handle left in long-lived callers
+
+    def _job(self, row: sqlite3.Row, worker_running: bool | None = None) -> Job:
+        interrupted = False
+        if row["state"] == "running":
+            if worker_running is None:
+                worker_running = self.worker_running()
+            interrupted = not worker_running
+        return Job(
+            id=row["id"], name=row["name"], config=json.loads(row["config"]), state=row["state"],
+            message=row["message"],
+            progress=json.loads(row["progress"]) if row["progress"] else None,
+            run_path=row["run_path"], created=row["created"], started=row["started"],
+            finished=row["finished"], heartbeat=row["heartbeat"], overwrite=bool(row["overwrite"]),
+            cancel_requested=bool(row["cancel_requested"]), attempts=int(row["attempts"]),
+            worker_pid=row["worker_pid"], interrupted=interrupted,
+        )
+
+    def checkpoint_path(self, job_id: str) -> Path:
+        return self.dd.checkpoints / f"{job_id}.ckpt"
+
+    def remove_checkpoint(self, job_id: str) -> None:
+        """Remove every file of the job's checkpoint (``<id>.ckpt`` and its siblings)."""
+        import shutil
+
+        for p in self.dd.checkpoints.glob(f"{job_id}.*"):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+        for p in self.dd.checkpoints.glob(f".{job_id}.*"):  # temp files of an atomic rewrite
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+    # -------------------------------------------------------------- public API
+    def submit(self, cfg: RunConfig | dict, *, overwrite: bool = False) -> str:
+        """Queue a run; returns the job id. Validates the configuration and refuses a run name
+        that is already published or queued/running (unless ``overwrite``)."""
+        if isinstance(cfg, dict):
+            cfg = RunConfig.from_dict(cfg)
+        elif not isinstance(cfg, RunConfig):
+            raise NormvarError(f"not a run configuration: {type(cfg).__name__}", fix="pass a RunConfig")
+        cfg = RunConfig.from_dict(cfg.to_dict())  # validates
+        cfg = _absolute_paths(cfg)
+        name = cfg.name or default_run_name(cfg)
+        cfg = cfg.replace(name=name)
+        job_id = uuid.uuid4().hex[:12]
+        now = time.time()
+        with self._tx() as conn:
+            if not overwrite:
+                if self.dd.run_path(name).exists():
+                    raise NormvarError(
+                        f"a run named {name!r} already exists ({self.dd.run_path(name)})",
+                        fix="choose another --name, or pass --overwrite to replace it")
+                other = conn.execute(
+                    "select id, state from jobs where name = ? and state in ('queued','running')",
+                    (name,)).fetchone()
+                if other:
+                    raise NormvarError(
+                        f"a run named {name!r} is already {other['state']} as job {other['id']}",
+                        fix="choose another --name, cancel that job, or pass --overwrite")
+            cur = conn.execute(
+                "insert into jobs (id, name, config, overwrite, state, created) "
+                "values (?, ?, ?, ?, 'queued', ?)",
+                (job_id, name, cfg.to_json(), int(bool(overwrite)), now))
+            seq = cur.lastrowid
+        # After the commit: if this enqueue is lost, the worker re-enqueues the job at start.
+        self._enqueue(job_id, priority=-float(seq))
+        return job_id
+
+    def list(self, limit: int | None = 50, *, states: tuple[str, ...] | None = None) -> list[Job]:
+        """Jobs, newest first."""
+        sql = "select * from jobs"
+        params: list[Any] = []
+        if states:
+            sql += f" where state in ({','.join('?' * len(states))})"
+            params += list(states)
+        sql += " order by seq desc"
+        if limit is not None:
+            sql += " limit ?"
+            params.append(int(limit))
+        with self._conn() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        running = self.worker_running() if any(r["state"] == "running" for r in rows) else None
+        return [self._job(r, running) for r in rows]
+
+    def get(self, job_id: str) -> Job:
+        """A job by id (or by a unique prefix of it)."""
+        job_id = str(job_id).strip()
+        if not job_id:
+            raise NormvarError("no job id given", fix="see `normvar jobs` for the ids")
+        with self._conn() as conn:
+            rows = conn.execute(
+                "select * from jobs where id = ? union select * from jobs where id like ? escape '\\' "
+                "limit 3", (job_id, job_id.replace("\\", "\\\\").replace("%", "\\%")
+                                        .replace("_", "\\_") + "%")).fetchall()
+        exact = [r for r in rows if r["id"] == job_id]
+        if exact:
+            return self._job(exact[0])
+        if not rows:
+            raise NormvarError(f"no job {job_id!r} in {self.dd.root}", fix="see `normvar jobs` for the ids")
+        if len(rows) > 1:
+            raise NormvarError(f"job id {job_id!r} is ambiguous", fix="give more characters of the id")
+        return self._job(rows[0])
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a job. A queued job never runs; a running job stops at its next batch
+        (the worker marks it cancelled, publishes nothing and removes its checkpoint).
+        A finished job is returned unchanged."""
+        job = self.get(job_id)
+        now = time.time()
+        with self._tx() as conn:
+            row = conn.execute("select state from jobs where id = ?", (job.id,)).fetchone()
+            state = row["state"]
+            if state == "queued":
+                conn.execute(
+                    "update jobs set state='cancelled', cancel_requested=1, finished=?, "
+                    "message='cancelled before it ran' where id=? and state='queued'", (now, job.id))
+            elif state == "running":
+                conn.execute("update jobs set cancel_requested=1 where id=?", (job.id,))
+        if state == "queued":
+            self.remove_checkpoint(job.id)  # a job requeued after SIGTERM may have one
+        elif state == "running" and not self.worker_running():
+            # its worker died: nobody will see the request, so finish it here
+            with self._tx() as conn:
+                n = conn.execute(
+                    "update jobs set state='cancelled', finished=?, message='cancelled', worker_pid=null "
+                    "where id=? and state='running'", (now, job.id)).rowcount
+            if n:
+                self.remove_checkpoint(job.id)
+        return self.get(job.id)
+
+    def worker_running(self) -> bool:
+        """Whether a worker holds this data directory's worker lock (exact, even after SIGKILL)."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
+    def worker(self) -> WorkerInfo | None:
+        """The running worker of this data directory, or None."""
+        if not self.worker_running():
+            return None
+        with self._conn() as conn:
+            row = conn.execute("select * from worker").fetchone()
+        if row is None:
+            return WorkerInfo(None, None, None, None)
+        return WorkerInfo(row["pid"], row["started"], row["heartbeat"], row["job_id"])
+
+    # -------------------------------------------------------------- used by the worker
+    def _pending_job_ids(self) -> set[str]:
+        huey, _task = self._queue()
+        try:
+            return {str(t.args[0]) for t in huey.pending() if t.args}
+        finally:
+            huey.storage.close()
+
+
+# ---------------------------------------------------------------------------------- worker
+class _ForcedStop(BaseException):
+    """Second SIGTERM/SIGINT: leave at once (the running job resumes at the next start)."""
+
+
+class Worker:
+    """The single consumer of one data directory's queue. Runs one job at a time in the
+    calling thread; ``stop()`` (or SIGTERM/SIGINT) ends it at the next batch, keeping the
+    checkpoint and putting the job back at the front of the queue."""
+
+    def __init__(self, data_dir=None, *, poll_s: float = 0.5, checkpoint_every_s: float = 30.0,
+                 compute=None):
+        """``compute``: a callable with ``compute_run``'s signature (tests); default compute_run."""
+        self._compute_fn = compute
+        self.store = JobStore(data_dir)
+        self.dd = self.store.dd
+        self.poll_s = float(poll_s)
+        self.checkpoint_every_s = float(checkpoint_every_s)
+        self._stop = threading.Event()
+        self._lock_fd: int | None = None
+        self.huey, self.task = _make_huey(self.store.queue_dir, task_fn=self._run_job)
+        self.jobs_run = 0
+
+    # -------------------------------------------------------------- life cycle
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _acquire_lock(self, wait_s: float = 5.0) -> None:
+        fd = os.open(self.store.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    info = self.store.worker()
+                    pid = f" (pid {info.pid})" if info and info.pid else ""
+                    raise NormvarError(
+                        f"another worker{pid} is already running on {self.dd.root}",
+                        fix="one worker per data directory; stop it first or use another --data-dir")
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _beat(self, job_id: str | None) -> None:
+        now = time.time()
+        with self.store._conn() as conn:
+            conn.execute(
+                "insert into worker (one, pid, started, heartbeat, job_id) values (1, ?, ?, ?, ?) "
+                "on conflict(one) do update set pid=excluded.pid, heartbeat=excluded.heartbeat, "
+                "job_id=excluded.job_id, started=coalesce(case when worker.pid=excluded.pid "
+                "then worker.started end, excluded.started)",
+                (os.getpid(), now, now, job_id))
+
+    def recover(self) -> None:
+        """Called with the worker lock held, so no other worker is alive: requeue what a dead
+        worker left behind (running jobs first, to resume from their checkpoints)."""
+        store = self.store
+        now = time.time()
+        with store._conn() as conn:
+            running = conn.execute("select * from jobs where state='running' order by seq").fetchall()
+        for row in running:
+            jid = row["id"]
+            if row["cancel_requested"]:
+                with store._tx() as conn:
+                    conn.execute("update jobs set state='cancelled', finished=?, message='cancelled', "
+                                 "worker_pid=null where id=? and state='running'", (now, jid))
+                store.remove_checkpoint(jid)
+                continue
+            if int(row["attempts"]) >= MAX_ATTEMPTS:
+                msg = f"the worker died {row['attempts']} times while running this job"
+                with store._tx() as conn:
+                    conn.execute("update jobs set state='failed', finished=?, message=?, worker_pid=null "
+                                 "where id=? and state='running'", (now, msg, jid))
+                store.remove_checkpoint(jid)
+                continue
+            log.warning("job %s was left running by a dead worker (pid %s): resuming it",
+                        jid, row["worker_pid"])
+            with store._tx() as conn:
+                conn.execute("update jobs set state='queued', worker_pid=null where id=? and state='running'",
+                             (jid,))
+            store._enqueue(jid, priority=_RESUME_PRIORITY)
+        pending = store._pending_job_ids()
+        with store._conn() as conn:
+            queued = conn.execute("select id, seq from jobs where state='queued' order by seq").fetchall()
+        for row in queued:
+            if row["id"] not in pending:
+                store._enqueue(row["id"], priority=-float(row["seq"]))
+        self._clean_stale_temp_runs()
+
+    def _clean_stale_temp_runs(self) -> None:
+        """Remove temp run files (``.<name>.tmp-<pid>.duckdb*``) of processes that are gone."""
+        for p in self.dd.runs.glob(".*.tmp-*"):
+            m = re.search(r"\.tmp-(\d+)\.duckdb", p.name)
+            if m and not _pid_alive(int(m.group(1))):
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+    def run(self, *, once: bool = False, install_signals: bool = True) -> int:
+        """Process jobs until stopped (or, with ``once``, until the queue is empty).
+        Returns the number of jobs taken from the queue."""
+        old_handlers = {}
+        if install_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                old_handlers[sig] = signal.signal(sig, self._on_signal)
+        self._acquire_lock()
+        try:
+            self._beat(None)
+            self.recover()
+            log.info("worker %d on %s", os.getpid(), self.dd.root)
+            last_beat = time.monotonic()
+            while not self.stopping:
+                task = self.huey.dequeue()
+                if task is None:
+                    if once:
+                        break
+                    if time.monotonic() - last_beat > 2.0:
+                        self._beat(None)
+                        last_beat = time.monotonic()
+                    self._stop.wait(self.poll_s)
+                    continue
+                self.jobs_run += 1
+                self.huey.execute(task)  # runs self._run_job(job_id); it never raises Exception
+                self._beat(None)
+                last_beat = time.monotonic()
+        finally:
+            with contextlib.suppress(Exception):
+                with self.store._conn() as conn:
+                    conn.execute("delete from worker where pid=?", (os.getpid(),))
+            self._release_lock()
+            for sig, h in old_handlers.items():
+                signal.signal(sig, h)
+        return self.jobs_run
+
+    def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
+        if self.stopping:
+            raise _ForcedStop()
+        log.warning("signal %d: stopping (a running job stops at its next batch and keeps its checkpoint)", signum)
+        self._stop.set()
+
+    # -------------------------------------------------------------- one job
+    def _run_job(self, job_id: str) -> None:
+        store = self.store
+        now = time.time()
+        with store._tx() as conn:
+            claimed = conn.execute(
+                "update jobs set state='running', started=coalesce(started, ?), heartbeat=?, "
+                "worker_pid=?, attempts=attempts+1, message=null where id=? and state='queued' "
+                "and cancel_requested=0", (now, now, os.getpid(), job_id)).rowcount
+            if not claimed:  # a cancel that raced with a requeue
+                conn.execute("update jobs set state='cancelled', finished=?, message='cancelled' "
+                             "where id=? and state='queued' and cancel_requested=1", (now, job_id))
+            row = conn.execute("select * from jobs where id=?", (job_id,)).fetchone()
+        if not claimed:
+            log.info("job %s: not queued any more (%s), skipped", job_id, row["state"] if row else "unknown")
+            return
+        log.info("job %s (%s): started", job_id, row["name"])
+        reporter = _Reporter(store, job_id)
+        reporter.start()
+        self._beat(job_id)
+        try:
+            state, message, run_path = self._compute(row, reporter)
+        finally:
+            reporter.stop()
+        finished = time.time()
+        if state == "queued":  # stopped by SIGTERM: back to the front of the queue
+            with store._tx() as conn:
+                conn.execute("update jobs set state='queued', worker_pid=null, attempts=max(attempts-1, 0), "
+                             "message=? where id=? and state='running'", (message, job_id))
+            store._enqueue(job_id, priority=_RESUME_PRIORITY)
+            log.info("job %s: stopped, will resume from its checkpoint", job_id)
+            return
+        with store._tx() as conn:
+            conn.execute(
+                "update jobs set state=?, message=?, run_path=?, finished=?, heartbeat=?, worker_pid=null "
+                "where id=?", (state, message, run_path, finished, finished, job_id))
+        store.remove_checkpoint(job_id)  # compute_run removes it on success; leftovers of a kill too
+        log.info("job %s: %s%s", job_id, state, f" ({message})" if message else "")
+
+    def _cancel_requested(self, job_id: str) -> bool:
+        with self.store._conn() as conn:
+            row = conn.execute("select cancel_requested from jobs where id=?", (job_id,)).fetchone()
+        return bool(row is None or row["cancel_requested"])
+
+    def _compute(self, row: sqlite3.Row, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
+        """Run compute_run for one claimed job: (state, message, run path)."""
+        job_id = row["id"]
+        try:
+            cfg = RunConfig.from_json(row["config"])
+        except NormvarError as err:
+            return "failed", f"invalid stored configuration: {err}", None
+        run_path = self.dd.run_path(cfg.name)
+        ckpt = self.store.checkpoint_path(job_id)
+        if (int(row["attempts"]) > 1 and run_path.exists() and row["started"]
+                and run_path.stat().st_mtime >= row["started"]
+                and not any(self.dd.checkpoints.glob(f"{job_id}.*"))):
+            # the previous attempt published its run and died before marking the job done
+            return "done", None, str(run_path)
+
+        last_check = [0.0, False]
+
+        def should_cancel() -> bool:
+            if self.stopping:
+                return True
+            t = time.monotonic()
+            if t - last_check[0] >= 0.25:
+                last_check[0] = t
+                last_check[1] = self._cancel_requested(job_id)
+            return last_check[1]
+
+        try:
+            compute_run = self._compute_fn
+            if compute_run is None:
+                from .compute import compute_run
+            path = compute_run(
+                cfg, self.dd.root, overwrite=bool(row["overwrite"]), progress=reporter.update,
+                checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
+                should_cancel=should_cancel)
+        except CancelledError as err:
+            if self._cancel_requested(job_id):
+                return "cancelled", "cancelled", None
+            if self.stopping:
+                return "queued", "interrupted by a worker shutdown; resumes from its checkpoint", None
+            return "cancelled", err.message or "cancelled", None
+        except NormvarError as err:
+            return "failed", str(err), None
+        except Exception as err:  # noqa: BLE001 - a bad job must not kill the worker
+            log.exception("job %s failed", job_id)
+            return "failed", f"{type(err).__name__}: {err}".strip(), None
+        return "done", None, str(path)
+
+
+class _Reporter:
+    """Progress callback for compute_run: writes progress at most every PROGRESS_EVERY_S and
+    keeps the heartbeat alive from a background thread (so progress that arrives during a
+    quiet spell is still flushed within about a second)."""
+
+    def __init__(self, store: JobStore, job_id: str):
+        self.store, self.job_id = store, job_id
+        self._lock = threading.Lock()
+        self._pending: dict | None = None
+        self._last_write = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"normvar-heartbeat-{job_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+        self._flush()
+
+    def update(self, p: Any) -> None:
+        d = progress_dict(p)
+        d["updated"] = time.time()
+        with self._lock:
+            stage_changed = self._pending is None or self._pending.get("stage") != d.get("stage")
+            self._pending = d
+        if stage_changed or time.monotonic() - self._last_write >= PROGRESS_EVERY_S:
+            self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            d = self._pending
+            if d is None or d.get("_written"):
+                return
+            d["_written"] = True
+            payload = json.dumps({k: v for k, v in d.items() if not k.startswith("_")})
+        now = time.time()
+        self._last_write = time.monotonic()
+        try:
+            with self.store._conn() as conn:
+                conn.execute("update jobs set progress=?, heartbeat=? where id=?", (payload, now, self.job_id))
+        except sqlite3.Error:  # progress is best effort; never fail the job for it
+            log.warning("job %s: could not write progress", self.job_id, exc_info=True)
+
+    def _loop(self) -> None:
+        while not self._done.wait(HEARTBEAT_EVERY_S):
+            try:
+                with self._lock:
+                    dirty = self._pending is not None and not self._pending.get("_written")
+                if dirty and time.monotonic() - self._last_write >= PROGRESS_EVERY_S:
+                    self._flush()
+                else:
+                    with self.store._conn() as conn:
+                        conn.execute("update jobs set heartbeat=? where id=?", (time.time(), self.job_id))
+            except Exception:  # noqa: BLE001
+                log.warning("heartbeat failed", exc_info=True)
+
+
+def run_worker(data_dir=None, *, once: bool = False, poll_s: float = 0.5,
+               checkpoint_every_s: float = 30.0, install_signals: bool = True) -> int:
+    """Run the worker of ``data_dir`` (see ``Worker``); returns the number of jobs taken."""
+    w = Worker(data_dir, poll_s=poll_s, checkpoint_every_s=checkpoint_every_s)
+    return w.run(once=once, install_signals=install_signals)
+
+
+# ---------------------------------------------------------------------------------- corpora
+CORPUS_EXTENSIONS = (".txt.gz", ".txt", ".csv", ".jsonl", ".parquet")
+DEFAULT_MAX_UPLOAD_MB = 200.0
+
+
+def max_upload_bytes(max_mb: float | None = None) -> int:
+    """The upload size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
+    if max_mb is None:
+        env = os.environ.get("NORMVAR_MAX_UPLOAD_MB")
+        try:
+            max_mb = float(env) if env else DEFAULT_MAX_UPLOAD_MB
+        except ValueError:
+            raise NormvarError(f"NORMVAR_MAX_UPLOAD_MB={env!r} is not a number",
+                               fix="set it to a size in MB, e.g. 500") from None
+    return int(float(max_mb) * 1024 * 1024)
+
+
+def corpus_extension(ext_or_filename: str) -> str:
+    """The allow-listed extension of ``ext`` or a file name ('x.TXT.GZ' -> '.txt.gz').
+    The result is always one of CORPUS_EXTENSIONS (never taken from the user's string)."""
+    s = str(ext_or_filename or "").strip().lower()
+    bare = {e.lstrip("."): e for e in CORPUS_EXTENSIONS}
+    if s in bare:
+        return bare[s]
+    for allowed in CORPUS_EXTENSIONS:  # .txt.gz is tried before .txt
+        if s.endswith(allowed):
+            return allowed
+    raise NormvarError(f"unsupported corpus file type {ext_or_filename!r}",
+                       fix=f"upload one of: {', '.join(CORPUS_EXTENSIONS)}")
+
+
+def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None) -> Path:
+    """Store uploaded corpus bytes as ``corpora/<sha256><ext>`` and return the path.
+
+    The same bytes stored twice give one file. ``ext`` (an extension or the uploaded file's
+    name) only selects one of CORPUS_EXTENSIONS; the uploaded name is never used as a path.
+    Size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
+    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+    suffix = corpus_extension(ext)
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        raise NormvarError("corpus upload is not bytes", fix="pass the file's raw bytes")
+    if not data:
+        raise NormvarError("the uploaded corpus is empty", fix="upload a file with one sentence per line")
+    cap = max_upload_bytes(max_mb)
+    if len(data) > cap:
+        raise NormvarError(
+            f"the uploaded corpus is {len(data) / 2**20:.1f} MB, over the {cap / 2**20:.0f} MB limit",
+            fix="upload a smaller file (or a .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
+    if suffix == ".txt.gz" and data[:2] != b"\x1f\x8b":
+        raise NormvarError("the uploaded .txt.gz file is not gzip-compressed", fix="upload it as .txt")
+    if suffix == ".parquet" and (data[:4] != b"PAR1" or data[-4:] != b"PAR1"):
+        raise NormvarError("the uploaded .parquet file is not a Parquet file", fix="check the file")
+    digest = hashlib.sha256(data).hexdigest()
+    target = dd.corpora / f"{digest}{suffix}"
+    if target.exists() and target.stat().st_size == len(data):
+        return target
+    tmp = dd.corpora / f".{digest}{suffix}.tmp-{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return target
