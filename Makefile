@@ -41,6 +41,9 @@ run: venv browser
 
 bench: venv
 	$(PY) benchmarks/bench_moments.py
+	$(PY) benchmarks/bench_compute.py
+	$(PY) benchmarks/bench_rss.py
+	$(PY) benchmarks/bench_dashboard.py
 
 clean-venv:
 	rm -rf .venv

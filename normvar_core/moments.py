@@ -170,6 +170,12 @@ class TokenMoments:
             n[:T] = self._n[:T]
         self._mean, self._s, self._ids, self._n, self._cap = mean, s, ids, n, cap
 
+    def reserve(self, num_types: int) -> "TokenMoments":
+        """Pre-size the tables for ``num_types`` types (e.g. counted from the tokenized corpus),
+        so they are allocated once instead of grown by copies."""
+        self._reserve(int(num_types))
+        return self
+
     def _rows_for(self, uniq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Table rows of the (sorted, unique) ids; new ids get new rows. Returns (rows, is_new)."""
         top = int(uniq[-1]) + 1

@@ -1,0 +1,194 @@
+"""A bounded, seeded reservoir of raw embeddings for the PCA clouds (the study's Fig. 1, App. A).
+
+Token counts n_t = |X_t| (eq. 2) depend only on the tokenization and on which positions are
+counted, so they are known *before* any forward pass. ``plan_samples`` therefore
+
+1. counts every counted position of every batch (vectorised over the id tensors),
+2. chooses the tokens: App. A's selection (``analyses.select_tokens`` on the prefix-stripped
+   token strings, band 10 <= n_t <= 1e5, seeded) united with the 50 most frequent types,
+3. picks, for each chosen type, at most ``samples_per_token`` of its occurrences uniformly
+   without replacement with ``numpy.random.default_rng(seed)`` (occurrences ordered by
+   (sentence, position), so the picks do not depend on batch size or padding side).
+
+``SampleCollector.gather`` then copies the picked hidden states out of the main pass's own
+``extract`` output — no second forward pass, memory bounded by chosen types x samples_per_token
+x layers x d floats. The counts are checked against the final statistics (``check_counts``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+N_TOP = 50            # the most frequent types always sampled
+BAND = (10, 1e5)      # App. A: 1 <= log10 n_t <= 5
+
+
+def valid_mask(batch, *, exclude_special: bool, exclude_position0: bool) -> torch.Tensor:
+    """Bool (B, W): the positions whose embeddings are counted (attention mask, minus special
+    tokens and/or the first real position of each sentence when asked) — as ``batches.extract``."""
+    att = torch.as_tensor(batch.attention_mask).bool()
+    mask = att.clone()
+    if exclude_special:
+        mask &= ~torch.as_tensor(batch.special_mask).bool()
+    if exclude_position0:
+        first = att.int().argmax(dim=1)  # first attended column (left or right padding)
+        mask[torch.arange(att.shape[0]), first] = False
+    return mask
+
+
+def _first_col(batch) -> torch.Tensor:
+    return torch.as_tensor(batch.attention_mask).bool().int().argmax(dim=1)
+
+
+def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(token_ids ascending, n_t) over every counted position of ``batches``."""
+    parts = []
+    for b in batches:
+        m = valid_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
+        parts.append(torch.as_tensor(b.input_ids)[m].to(torch.int64))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ids = torch.cat(parts)
+    if ids.numel() == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    counts = torch.bincount(ids)
+    uniq = torch.nonzero(counts).reshape(-1)
+    return uniq.numpy().astype(np.int64), counts[uniq].numpy().astype(np.int64)
+
+
+def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
+                  n_top: int = N_TOP) -> np.ndarray:
+    """App. A's selection (stripped strings, band 10..1e5, seeded) ∪ the ``n_top`` most frequent types."""
+    from . import analyses
+    from .moments import TokenStats
+
+    token_ids = np.asarray(token_ids, np.int64)
+    n = np.asarray(n, np.int64)
+    if token_ids.size == 0:
+        return np.zeros(0, np.int64)
+    T = token_ids.size
+    zeros = np.zeros((1, T))
+    counts_only = TokenStats(token_ids=token_ids, n=n, mean=np.zeros((1, T, 1)), q=zeros, m=zeros, v=zeros)
+    # select_tokens applies the study's min_chars rule to the prefix-stripped strings (fn. 7)
+    sel = np.asarray(analyses.select_tokens(counts_only, list(tokens), n_min=BAND[0], n_max=BAND[1], seed=seed),
+                     dtype=np.int64)
+    top = token_ids[np.argsort(-n, kind="stable")[:n_top]]
+    return np.union1d(sel, top).astype(np.int64)
+
+
+@dataclass
+class SamplePlan:
+    """The picked occurrences, sorted by (token_id, i): ``token_ids``, ``i`` (index within its
+    type), ``batch`` (batch index), ``sentence`` (corpus sentence index) and ``offset`` (position
+    counted from the sentence's first real token). ``by_batch`` maps a batch to its picks."""
+
+    token_ids: np.ndarray
+    i: np.ndarray
+    batch: np.ndarray
+    sentence: np.ndarray
+    offset: np.ndarray
+    by_batch: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(self.token_ids.size)
+
+
+def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, exclude_special: bool,
+                 exclude_position0: bool) -> SamplePlan:
+    """Pick at most ``per_token`` occurrences of each chosen type, uniformly, seeded."""
+    chosen_t = torch.as_tensor(np.asarray(chosen, np.int64))
+    cols = {k: [] for k in ("tok", "batch", "sentence", "offset")}
+    if per_token > 0 and chosen_t.numel():
+        for bi, b in enumerate(batches):
+            ids = torch.as_tensor(b.input_ids).to(torch.int64)
+            m = valid_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
+            m &= torch.isin(ids, chosen_t)
+            rows, cc = torch.nonzero(m, as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            sent = torch.as_tensor(np.asarray(b.indices, np.int64))[rows]
+            cols["tok"].append(ids[rows, cc].numpy())
+            cols["batch"].append(np.full(rows.numel(), bi, np.int64))
+            cols["sentence"].append(sent.numpy())
+            cols["offset"].append((cc - _first_col(b)[rows]).numpy())
+    if not cols["tok"]:
+        e = np.zeros(0, np.int64)
+        return SamplePlan(e, e.astype(np.int32), e, e, e, {})
+    tok, bat, sent, off = (np.concatenate(cols[k]).astype(np.int64) for k in ("tok", "batch", "sentence", "offset"))
+    order = np.lexsort((off, sent, tok))          # by type, then (sentence, position)
+    tok, bat, sent, off = tok[order], bat[order], sent[order], off[order]
+    uniq, starts, counts = np.unique(tok, return_index=True, return_counts=True)
+    rng = np.random.default_rng(seed)
+    keep, within = [], []
+    for s, c in zip(starts, counts):
+        k = min(int(per_token), int(c))
+        pick = np.sort(rng.choice(int(c), size=k, replace=False)) if k < c else np.arange(c)
+        keep.append(s + pick)
+        within.append(np.arange(k, dtype=np.int32))
+    keep = np.concatenate(keep)
+    plan = SamplePlan(token_ids=tok[keep], i=np.concatenate(within), batch=bat[keep], sentence=sent[keep],
+                      offset=off[keep])
+    for bi in np.unique(plan.batch):
+        plan.by_batch[int(bi)] = np.flatnonzero(plan.batch == bi)
+    return plan
+
+
+class SampleCollector:
+    """Holds the picked raw embeddings, (L, P, d) float32, filled batch by batch."""
+
+    def __init__(self, plan: SamplePlan, num_layers: int, dim: int):
+        self.plan = plan
+        self.vectors = np.zeros((num_layers, plan.size, dim), dtype=np.float32)
+        self.filled = np.zeros(plan.size, dtype=bool)
+
+    def gather(self, batch_index: int, batch, mask: torch.Tensor, states) -> None:
+        """Copy the picks of ``batch`` (possibly a row subset of batch ``batch_index``) out of
+        ``states`` (L, N, d), the embeddings of the True positions of ``mask`` in row-major order."""
+        picks = self.plan.by_batch.get(int(batch_index))
+        if picks is None or picks.size == 0:
+            return
+        sent_of_row = {int(s): r for r, s in enumerate(np.asarray(batch.indices, np.int64))}
+        rows = np.array([sent_of_row.get(int(s), -1) for s in self.plan.sentence[picks]], dtype=np.int64)
+        here = rows >= 0
+        if not here.any():
+            return
+        picks, rows = picks[here], rows[here]
+        first = _first_col(batch).numpy()
+        cols = first[rows] + self.plan.offset[picks]
+        W = mask.shape[1]
+        flat = torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1
+        idx = flat[torch.as_tensor(rows * W + cols)]
+        X = states[:, idx] if isinstance(states, torch.Tensor) else torch.as_tensor(states)[:, idx]
+        self.vectors[:, picks] = X.detach().to("cpu", torch.float32).numpy()
+        self.filled[picks] = True
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"vectors": self.vectors, "filled": self.filled}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        v = np.asarray(state["vectors"], np.float32)
+        if v.shape != self.vectors.shape:
+            raise ValueError("sample checkpoint does not match the plan")
+        self.vectors[...] = v
+        self.filled[...] = np.asarray(state["filled"], bool)
+
+    def result(self, tokens_of: dict[int, str]) -> dict:
+        """The ``samples`` argument of ``runfile.write_run``."""
+        if not self.filled.all():
+            raise RuntimeError(f"{int((~self.filled).sum())} sampled positions were never filled")
+        return {"token_ids": self.plan.token_ids, "tokens": [tokens_of.get(int(t), "") for t in self.plan.token_ids],
+                "i": self.plan.i, "vectors": self.vectors}
+
+
+def check_counts(pre_ids: np.ndarray, pre_n: np.ndarray, stats) -> None:
+    """The pre-counted n_t must equal the accumulated ones (same positions counted)."""
+    if not (np.array_equal(pre_ids, stats.token_ids) and np.array_equal(pre_n, stats.n)):
+        raise RuntimeError("token counts from tokenization differ from the accumulated statistics; "
+                           "samples.valid_mask and batches.extract disagree")
+
+
+__all__ = ["valid_mask", "count_tokens", "choose_tokens", "plan_samples", "SamplePlan", "SampleCollector",
+           "check_counts", "N_TOP", "BAND"]
