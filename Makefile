@@ -41,6 +41,7 @@ run: venv browser
 
 bench: venv
 	$(PY) benchmarks/bench_moments.py
+	$(PY) benchmarks/bench_bands.py
 	$(PY) benchmarks/bench_compute.py
 	$(PY) benchmarks/bench_rss.py
 	$(PY) benchmarks/bench_dashboard.py

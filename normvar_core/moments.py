@@ -99,6 +99,34 @@ if _HAVE_NUMBA:
                 s_part[l, b, g] = acc
 
 
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def _block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pragma: no cover
+        """Per layer: c = mu(X) over all types, then per block of ``block`` count-sorted types
+        bvec[b+1] = sum n_t (mu_t - c) and bdev[b+1] = sum n_t ||mu_t - c||^2 (not yet cumulated)."""
+        L, T, d = mean.shape
+        N = 0.0
+        for t in range(T):
+            N += n_sorted[t]
+        for l in numba.prange(L):
+            for t in range(T):  # sequential rows: c = sum_t p_t mu_t (eq. 14)
+                row = mean[l, t]
+                w = n_orig[t] / N
+                for j in range(d):
+                    c[l, j] += w * np.float64(row[j])
+            for b in range(nb):
+                acc = 0.0
+                for k in range(b * block, (b + 1) * block):
+                    row = mean[l, order[k]]
+                    w = n_sorted[k]
+                    dev = 0.0
+                    for j in range(d):
+                        dv = np.float64(row[j]) - c[l, j]
+                        bvec[l, b + 1, j] += w * dv
+                        dev += dv * dv
+                    acc += w * dev
+                bdev[l, b + 1] = acc
+
+
 def _as_tensor(x, name: str) -> torch.Tensor:
     if isinstance(x, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(x))
@@ -418,23 +446,32 @@ class TokenStats:
         n = self.n[order].astype(np.float64)
         N = n.sum()
         L, T, d = self.mean.shape
-        c = np.einsum("t,ltd->ld", self.n.astype(np.float64), self.mean, dtype=np.float64) / max(N, 1.0)
         nb = T // _BLOCK
         bq = np.zeros((L, nb + 1))
         bv = np.zeros((L, nb + 1))
         bdev = np.zeros((L, nb + 1))
         bvec = np.zeros((L, nb + 1, d))
         bn = np.zeros(nb + 1)
-        for l in range(L):
-            mu = self.mean[l][order].astype(np.float64) - c[l]
-            devsq = np.einsum("td,td->t", mu, mu)
-            if nb:
-                full = nb * _BLOCK
-                blk = lambda a: a[:full].reshape(nb, _BLOCK, *a.shape[1:]).sum(1)  # noqa: E731
-                bq[l, 1:] = np.cumsum(blk(n * self.q[l][order]))
-                bv[l, 1:] = np.cumsum(blk(n * self.v[l][order]))
-                bdev[l, 1:] = np.cumsum(blk(n * devsq))
-                bvec[l, 1:] = np.cumsum(blk(n[:, None] * mu), axis=0)
+        full = nb * _BLOCK
+
+        def blk(a):  # sums over blocks of _BLOCK consecutive count-sorted types
+            return a[..., :full].reshape(*a.shape[:-1], nb, _BLOCK).sum(-1)
+
+        if nb:
+            bq[:, 1:] = np.cumsum(blk(n * self.q[:, order]), axis=1)
+            bv[:, 1:] = np.cumsum(blk(n * self.v[:, order]), axis=1)
+        if _HAVE_NUMBA:  # one pass over the means, no L x T x d temporaries
+            c = np.zeros((L, d))
+            _block_kernel(self.mean, order, n, self.n.astype(np.float64), nb, _BLOCK, c, bvec, bdev)
+            bvec[:, 1:] = np.cumsum(bvec[:, 1:], axis=1)
+            bdev[:, 1:] = np.cumsum(bdev[:, 1:], axis=1)
+        else:
+            c = np.einsum("t,ltd->ld", self.n.astype(np.float64), self.mean, dtype=np.float64) / max(N, 1.0)
+            for l in range(L):
+                mu = self.mean[l][order].astype(np.float64) - c[l]
+                if nb:
+                    bdev[l, 1:] = np.cumsum(blk(n * np.einsum("td,td->t", mu, mu)))
+                    bvec[l, 1:] = np.cumsum(blk((n[:, None] * mu).T).T, axis=0)
         if nb:
             bn[1:] = np.cumsum(n[: nb * _BLOCK].reshape(nb, _BLOCK).sum(1))
         self._prefix = dict(order=order, n_sorted=self.n[order], c=c, bq=bq, bv=bv, bdev=bdev,
