@@ -52,52 +52,46 @@ _BLOCK = 64  # rows per block of the band prefix sums in TokenStats
 if _HAVE_NUMBA:
 
     @numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
-    def _update_kernel(X, order, starts, rows, n_new, mean, s_part, n_blocks):  # pragma: no cover
+    def _update_kernel(X, order, starts, rows, n_new, mean, s_out, bounds):  # pragma: no cover
         """One pass over a batch. X (L,N,d) f32/f64; ``order`` sorts the N embeddings by type,
         group g owns order[starts[g]:starts[g+1]] and table row rows[g]; n_new[g] = n' (eq. above).
-        Updates ``mean`` in place; writes ss - ||s1||^2/n' of each column block to s_part.
-        All arithmetic in float64; the column loops are independent lanes, so they vectorise."""
+        Threads take contiguous ranges of groups (``bounds``, balanced by work) and whole rows.
+        Updates ``mean`` in place; s_out[l, g] = ss - ||s1||^2 / n'. All arithmetic in float64;
+        the column loops are independent lanes, so they vectorise."""
         L, N, d = X.shape
-        U = rows.shape[0]
-        bs = (d + n_blocks - 1) // n_blocks
-        for task in numba.prange(L * n_blocks):
-            l = task // n_blocks
-            b = task % n_blocks
-            j0 = b * bs
-            j1 = min(d, j0 + bs)
-            w = j1 - j0
-            if w <= 0:
-                continue
-            s1 = np.empty(w, dtype=np.float64)
-            s2 = np.empty(w, dtype=np.float64)
-            for g in range(U):
-                mrow = mean[l, rows[g], j0:j1]
+        n_chunks = bounds.shape[0] - 1
+        for task in numba.prange(L * n_chunks):
+            l = task // n_chunks
+            ch = task % n_chunks
+            s1 = np.empty(d, dtype=np.float64)
+            s2 = np.empty(d, dtype=np.float64)
+            for g in range(bounds[ch], bounds[ch + 1]):
+                mrow = mean[l, rows[g]]
                 inv_n = 1.0 / n_new[g]
                 k0 = starts[g]
                 k1 = starts[g + 1]
                 acc = 0.0
                 if k1 - k0 == 1:  # a type seen once in this batch: one fused loop
-                    xrow = X[l, order[k0], j0:j1]
-                    for j in range(w):
+                    xrow = X[l, order[k0]]
+                    for j in range(d):
                         dv = np.float64(xrow[j]) - np.float64(mrow[j])
                         acc += dv * dv * (1.0 - inv_n)
                         mrow[j] = np.float64(mrow[j]) + dv * inv_n
                 else:
-                    for j in range(w):
+                    for j in range(d):
                         s1[j] = 0.0
                         s2[j] = 0.0
                     for k in range(k0, k1):
-                        xrow = X[l, order[k], j0:j1]
-                        for j in range(w):
+                        xrow = X[l, order[k]]
+                        for j in range(d):
                             dv = np.float64(xrow[j]) - np.float64(mrow[j])
                             s1[j] += dv
                             s2[j] += dv * dv
-                    for j in range(w):
+                    for j in range(d):
                         v = s1[j]
                         acc += s2[j] - v * v * inv_n
                         mrow[j] = np.float64(mrow[j]) + v * inv_n
-                s_part[l, b, g] = acc
-
+                s_out[l, g] = acc
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def _block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pragma: no cover
@@ -290,10 +284,14 @@ class TokenMoments:
             mean[:, rows[is_new]] = Xn[:, order[first[is_new]]]
         n = self._n.numpy()
         n_new = n[rows] + counts
-        n_blocks = max(1, min(numba.get_num_threads(), self.dim // 32 or 1))
-        s_part = np.empty((self.num_layers, n_blocks, rows.size), dtype=np.float64)
-        _update_kernel(Xn, order, starts, rows, n_new.astype(np.float64), mean, s_part, n_blocks)
-        self._s.numpy()[:, rows] += s_part.sum(axis=1)
+        # contiguous ranges of groups per thread, balanced by work (rows + one per group)
+        work = np.cumsum(counts + 1)
+        n_chunks = max(1, min(numba.get_num_threads() * 2, rows.size))
+        cuts = np.searchsorted(work, np.linspace(0, work[-1], n_chunks + 1)[1:-1])
+        bounds = np.concatenate(([0], cuts, [rows.size])).astype(np.int64)
+        s_out = np.empty((self.num_layers, rows.size), dtype=np.float64)
+        _update_kernel(Xn, order, starts, rows, n_new.astype(np.float64), mean, s_out, bounds)
+        self._s.numpy()[:, rows] += s_out
         n[rows] = n_new
 
     def _update_torch(self, X, inv, rows, n_new) -> None:
