@@ -352,10 +352,24 @@ class Run:
 
     # ---------------------------------------------------------------- lazy parts
     def _reopen(self) -> duckdb.DuckDBPyConnection:
-        if not self.path.exists() or _file_id(self.path) != self._file_id:
-            raise NormvarError(f"run file {self.path} was replaced or removed since it was opened",
-                               fix="open the run again")
-        return _connect_ro(self.path)
+        """Connect, then check the file is still the one opened: checking first would race with
+        an atomic replace between the check and the connect (seen in the soak test)."""
+        replaced = NormvarError(f"run file {self.path} was replaced or removed since it was opened",
+                                fix="open the run again")
+        try:
+            con = _connect_ro(self.path)
+        except NormvarError:
+            if not self.path.exists():
+                raise replaced from None
+            raise
+        try:
+            same = _file_id(self.path) == self._file_id
+        except OSError:
+            same = False
+        if not same:
+            con.close()
+            raise replaced
+        return con
 
     def stats(self) -> TokenStats:
         """The full TokenStats (means as float32 from ``token_means``; q, m, v exact float64)."""
@@ -435,8 +449,12 @@ def open_run(path) -> Run:
     path = Path(path)
     if not path.exists():
         raise NormvarError(f"run file not found: {path}", fix="list runs with `normvar show` or check the path")
-    fid = _file_id(path)
-    con = _connect_ro(path)
+    for _attempt in range(3):  # a file replaced between the stat and the connect: read it again
+        fid = _file_id(path)
+        con = _connect_ro(path)
+        if _file_id(path) == fid:
+            break
+        con.close()
     try:
         try:
             meta = _read_meta(con)
