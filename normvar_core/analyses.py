@@ -116,21 +116,30 @@ def strip_prefix(token: str) -> str:
 def select_tokens(stats: TokenStats, tokens: Sequence[str], n_min: float = STUDY_BAND[0],
                   n_max: float = STUDY_BAND[1], min_chars: int = 3, bins: int = 10,
                   seed: int = 0) -> np.ndarray:
-    """App. A: among types in the band whose stripped string has >= ``min_chars`` characters,
-    cut [min log10 n_t, max log10 n_t] into ``bins`` equal intervals I_r and draw, without
-    replacement and seeded, N_r = 2 + floor(sqrt(4 |T_r| / max_r |T_r|)) types from each T_r.
-    Returns the chosen token ids, bin by bin."""
+    """App. A's token selection for a TokenStats; see ``select_by_counts``."""
+    return select_by_counts(stats.token_ids, stats.n, tokens, n_min=n_min, n_max=n_max,
+                            min_chars=min_chars, bins=bins, seed=seed)
+
+
+def select_by_counts(token_ids: np.ndarray, n: np.ndarray, tokens: Sequence[str],
+                     n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1], min_chars: int = 3,
+                     bins: int = 10, seed: int = 0) -> np.ndarray:
+    """App. A: among types with n_min <= n_t <= n_max whose stripped string has >= ``min_chars``
+    characters, cut [min log10 n_t, max log10 n_t] into ``bins`` equal intervals I_r and draw,
+    without replacement and seeded, N_r = 2 + floor(sqrt(4 |T_r| / max_r |T_r|)) types from each
+    T_r. Needs only the counts (known from tokenization). Returns the chosen ids, bin by bin."""
+    token_ids = np.asarray(token_ids, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
     tokens = list(tokens)
-    if len(tokens) != stats.num_types:
-        raise ValueError("tokens must align with stats.token_ids")
-    keep = stats.band(n_min, n_max) & np.array([len(strip_prefix(t).strip()) >= min_chars for t in tokens],
-                                               dtype=bool)
+    if len(tokens) != token_ids.size or n.size != token_ids.size:
+        raise ValueError("token_ids, n and tokens must align")
+    keep = (n >= n_min) & (n <= n_max) & np.array([len(strip_prefix(t).strip()) >= min_chars for t in tokens],
+                                                  dtype=bool)
     idx = np.flatnonzero(keep)
     if idx.size == 0:
         return np.empty(0, dtype=np.int64)
-    logn = np.log10(stats.n[idx].astype(np.float64))
-    lo, hi = logn.min(), logn.max()
-    edges = np.linspace(lo, hi, bins + 1)
+    logn = np.log10(n[idx].astype(np.float64))
+    edges = np.linspace(logn.min(), logn.max(), bins + 1)
     r = np.clip(np.searchsorted(edges, logn, side="right") - 1, 0, bins - 1)  # last interval closed
     sizes = np.bincount(r, minlength=bins)
     rng = np.random.default_rng(seed)
@@ -141,7 +150,7 @@ def select_tokens(stats: TokenStats, tokens: Sequence[str], n_min: float = STUDY
             continue
         n_r = 2 + int(math.floor(math.sqrt(4 * sizes[b] / sizes.max())))
         pick = rng.choice(members, size=min(n_r, members.size), replace=False)
-        chosen.extend(stats.token_ids[np.sort(pick)].tolist())
+        chosen.extend(token_ids[np.sort(pick)].tolist())
     return np.asarray(chosen, dtype=np.int64)
 
 

@@ -44,14 +44,15 @@ class Batch:
         if len(self) < 2:
             raise ValueError("cannot split a batch of one sentence")
         h = len(self) // 2
-        return self._rows(slice(0, h)), self._rows(slice(h, None))
+        return self.subset(0, h), self.subset(h, len(self))
 
-    def _rows(self, sl: slice) -> "Batch":
-        am = self.attention_mask[sl]
+    def subset(self, start: int, stop: int) -> "Batch":
+        """Rows [start, stop), padding columns trimmed to the longest kept row."""
+        am = self.attention_mask[start:stop]
         width = int(am.sum(1).max())
         cols = slice(0, width) if self.padding_side == "right" else slice(am.shape[1] - width, None)
-        return Batch(self.indices[sl], self.input_ids[sl, cols], am[:, cols],
-                     self.special_mask[sl, cols], self.padding_side)
+        return Batch(self.indices[start:stop], self.input_ids[start:stop, cols], am[:, cols],
+                     self.special_mask[start:stop, cols], self.padding_side)
 
 
 def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
@@ -162,6 +163,25 @@ def _position_ids_needed(model) -> bool:
     return not isinstance(getattr(emb, "padding_idx", None), int)
 
 
+def first_position(batch: Batch):
+    """(B,) column of each row's first real token (left or right padding)."""
+    return batch.attention_mask.bool().int().argmax(dim=1)
+
+
+def counted_mask(batch: Batch, *, exclude_special: bool = False, exclude_position0: bool = False):
+    """Bool (B, W): the positions whose embeddings count — attended positions, minus special
+    tokens and/or each sentence's first real position when asked. The one definition shared by
+    ``extract``, the token counts and the sample plan."""
+    import torch
+
+    keep = batch.attention_mask.bool().clone()
+    if exclude_special:
+        keep &= ~batch.special_mask.bool()
+    if exclude_position0:
+        keep[torch.arange(keep.shape[0]), first_position(batch)] = False
+    return keep
+
+
 def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_position0: bool = False,
             layers: Sequence[int] | None = None):
     """One forward pass; returns (states (L_kept, N, d) on the model's device and dtype,
@@ -189,12 +209,8 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
         if bad:
             raise NormvarError(f"layer(s) {bad} out of range: the model has hidden states 0..{len(hs) - 1}",
                                fix=f"pass --layers within 0..{len(hs) - 1}")
-        keep = am.bool()
-        if exclude_special:
-            keep &= ~batch.special_mask.to(device)
-        if exclude_position0:
-            first = am.argmax(dim=1)  # first non-pad column (left or right padding)
-            keep[torch.arange(len(first), device=device), first] = False
+        keep = counted_mask(batch, exclude_special=exclude_special,
+                            exclude_position0=exclude_position0).to(device)
         states = torch.stack([hs[i][keep] for i in idx])
         token_ids = ids[keep].long()
     return states, token_ids

@@ -19,12 +19,10 @@ Nothing is published on any error; ``should_cancel()`` is polled between batches
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import os
 import platform
-import re
 import sys
 import time
 import warnings
@@ -35,12 +33,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from .config import RunConfig
-from .datadir import DEFAULT_CORPUS, DataDir
+from .config import RunConfig, default_run_name
+from .datadir import DataDir
 from .errors import CancelledError, NormvarError
 
 CHECKPOINT_FORMAT = "normvar-checkpoint-1"
-_CORPUS_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".txt", ".jsonl", ".json", ".csv", ".tsv", ".parquet")
 
 
 @dataclass
@@ -54,33 +51,6 @@ class Progress:
     embeddings: int = 0
     emb_per_s: float = 0.0
     eta_s: float | None = None
-
-
-# ============================================================================ names
-def _sanitize(text: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
-    return s or "run"
-
-
-def _corpus_stem(corpus: str) -> str:
-    name = Path(corpus or DEFAULT_CORPUS).name
-    changed = True
-    while changed:
-        changed = False
-        for suf in _CORPUS_SUFFIXES:
-            if name.lower().endswith(suf) and len(name) > len(suf):
-                name, changed = name[: -len(suf)], True
-    return name
-
-
-def default_run_name(cfg: RunConfig) -> str:
-    """``<model alias or last path part>__<corpus stem>``, sanitized (letters, digits, . _ -)."""
-    model = cfg.model.rstrip("/\\")
-    model = re.split(r"[/\\]", model)[-1] if model else "model"
-    if cfg.gguf_file:
-        model = f"{model}-{_corpus_stem(cfg.gguf_file.replace('.gguf', ''))}"
-    name = f"{_sanitize(model)}__{_sanitize(_corpus_stem(cfg.corpus))}"
-    return name[:128].rstrip("-._") or "run"
 
 
 def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
@@ -100,21 +70,6 @@ def versions() -> dict[str, str]:
 
     return {"normvar": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
-
-
-# ============================================================================ batches
-def _rows(batch) -> int:
-    return int(torch.as_tensor(batch.input_ids).shape[0])
-
-
-def subset_batch(batch, start: int, stop: int):
-    """Rows [start, stop) of a batch, padding columns trimmed to the longest kept row."""
-    am = batch.attention_mask[start:stop]
-    width = int(am.sum(1).max())
-    W = am.shape[1]
-    cols = slice(0, width) if getattr(batch, "padding_side", "right") == "right" else slice(W - width, W)
-    return dataclasses.replace(batch, indices=batch.indices[start:stop], input_ids=batch.input_ids[start:stop, cols],
-                               attention_mask=am[:, cols], special_mask=batch.special_mask[start:stop, cols])
 
 
 # ============================================================================ checkpoints
@@ -201,7 +156,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         raise CancelledError("cancelled")
 
     report(Progress("tokenize", sentences_total=len(sentences)))
-    max_length = cfg.max_length or getattr(info, "max_length", None)
+    max_length = cfg.max_length or info.max_length
     batch_list, n_truncated = B.make_batches(sentences, loaded.tokenizer, max_length=max_length,
                                              batch_size=cfg.batch_size,
                                              max_tokens=B.auto_max_tokens(device.type))
@@ -222,11 +177,11 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
 
     acc = TokenMoments(num_layers=len(layers), dim=int(info.dim), device=device, mean_dtype=cfg.mean_dtype,
                        layer_index=layers)
-    _reserve(acc, int(pre_ids.size))
-    sent_done_at = np.cumsum([_rows(b) for b in batch_list])
+    acc.reserve(int(pre_ids.size))  # the type count is known: size the tables once
+    sent_done_at = np.cumsum([len(b) for b in batch_list])
     state = dict(next_batch=0, seconds=0.0, oom_splits=0, max_rows=None, resumed_from=None)
     ck_meta_base = {"format": CHECKPOINT_FORMAT, "config": cfg.to_dict(), "n_batches": len(batch_list),
-                    "corpus_sha256": corpus.sha256, "weights_hash": getattr(info, "weights_hash", None),
+                    "corpus_sha256": corpus.sha256, "weights_hash": info.weights_hash,
                     "total_embeddings": total_emb, "n_samples": plan.size}
     if ckpt_path is not None and ckpt_path.exists():
         loaded_ck = _load_checkpoint(ckpt_path)
@@ -250,11 +205,11 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         _save_checkpoint(ckpt_path, meta, acc.state_dict(), collector.state_dict())
 
     def process(bi: int, batch) -> None:
-        rows = _rows(batch)
+        rows = len(batch)
         cap = state["max_rows"]
         if cap is not None and rows > cap:
             for a in range(0, rows, cap):
-                process(bi, subset_batch(batch, a, min(rows, a + cap)))
+                process(bi, batch.subset(a, min(rows, a + cap)))
             return
         try:
             states, ids = B.extract(loaded, batch, layers=layers, **excl)
@@ -268,15 +223,12 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
             state["oom_splits"] += 1
             half = (rows + 1) // 2
             state["max_rows"] = half if cap is None else min(cap, half)
-            process(bi, subset_batch(batch, 0, half))
-            process(bi, subset_batch(batch, half, rows))
+            process(bi, batch.subset(0, half))
+            process(bi, batch.subset(half, rows))
             return
-        mask = S.valid_mask(batch, **excl)
-        expect = torch.as_tensor(batch.input_ids)[mask].to(torch.int64)
-        if not torch.equal(torch.as_tensor(ids).reshape(-1).to("cpu", torch.int64), expect):
-            raise RuntimeError("batches.extract counted other positions than samples.valid_mask")
         acc.update(states, ids)
-        collector.gather(bi, batch, mask, states)
+        if plan.size:
+            collector.gather(bi, batch, B.counted_mask(batch, **excl), states)
 
     # ---------------------------------------------------------------- main pass
     first = state["next_batch"]
@@ -318,19 +270,18 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     tokens = [tokens_of[int(t)] for t in stats.token_ids]
     seconds = state["seconds"] + (time.monotonic() - t_start)
     meta = {
-        "model": cfg.model, "revision": cfg.revision, "weights_hash": getattr(info, "weights_hash", None),
-        "architecture": getattr(info, "architecture", None), "norm_placement": getattr(info, "norm_placement", None),
-        "norm_type": getattr(info, "norm_type", None), "final_norm": _bool_or_none(getattr(info, "final_norm", None)),
+        "model": cfg.model, "revision": cfg.revision, "weights_hash": info.weights_hash,
+        "architecture": info.architecture, "norm_placement": info.norm_placement,
+        "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
         "num_layers": num_hidden - 1, "dim": int(info.dim), "layers": layers,
         "corpus_name": corpus.name, "corpus_sha256": corpus.sha256, "options": cfg.to_dict(),
         "n_sentences": len(sentences), "n_truncated": int(n_truncated), "n_embeddings": n_embeddings,
         "n_types": stats.num_types, "device": str(device), "dtype": cfg.dtype, "seconds": seconds,
         "versions": versions(), "created_at": _dt.datetime.now(_dt.timezone.utc),
-        "notes": {"n_batches": len(batch_list), "batch_size": cfg.batch_size or max(_rows(b) for b in batch_list),
+        "notes": {"n_batches": len(batch_list), "batch_size": cfg.batch_size or max(len(b) for b in batch_list),
                   "oom_splits": state["oom_splits"], "max_rows_after_oom": state["max_rows"],
                   "resumed_from_batch": state["resumed_from"], "n_samples": plan.size,
-                  "n_sampled_types": int(np.unique(plan.token_ids).size), "is_decoder": _bool_or_none(
-                      getattr(info, "is_decoder", None)), "max_length": max_length,
+                  "n_sampled_types": int(np.unique(plan.token_ids).size), "is_decoder": bool(info.is_decoder), "max_length": max_length,
                   "corpus": _corpus_notes(corpus)},
     }
     path = write_run(out_path, meta=meta, stats=stats, tokens=tokens,
@@ -340,14 +291,6 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         ckpt_path.unlink(missing_ok=True)
     report(Progress("done", len(sentences), len(sentences), n_embeddings, 0.0, 0.0))
     return path
-
-
-def _reserve(acc, num_types: int) -> None:
-    """The number of types is known from the counts: size the tables once (no 1.5x growth and
-    no transient copies while the accumulator grows)."""
-    reserve = getattr(acc, "reserve", None) or getattr(acc, "_reserve", None)
-    if reserve is not None and num_types > 0:
-        reserve(num_types)
 
 
 _MALLOPT_DONE = False
@@ -369,10 +312,6 @@ def _limit_heap_growth() -> None:
         libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):  # not glibc (musl, ...): nothing to do
         pass
-
-
-def _bool_or_none(x) -> bool | None:
-    return None if x is None else bool(x)
 
 
 def _corpus_notes(corpus) -> dict:
@@ -439,5 +378,5 @@ class TqdmProgress:
             self.bar = None
 
 
-__all__ = ["compute_run", "Progress", "default_run_name", "run_path_for", "TqdmProgress", "subset_batch",
+__all__ = ["compute_run", "Progress", "default_run_name", "run_path_for", "TqdmProgress",
            "versions"]

@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from dataclasses import dataclass, field, fields
+import re
+from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any
 
+from .datadir import DEFAULT_CORPUS
 from .errors import NormvarError
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -117,8 +120,6 @@ class RunConfig:
         if int(self.samples_per_token) < 0:
             bad("samples_per_token must be >= 0", "use 200 (default) or 0 to keep no samples")
         if self.name is not None:
-            import re
-
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.name):
                 bad(f"invalid run name {self.name!r}", "use letters, digits, '.', '_' and '-' (max 128)")
         return self
@@ -160,3 +161,33 @@ class RunConfig:
             except ValueError:
                 raise NormvarError(f"invalid --layers {data['layers']!r}", fix="e.g. --layers 0,6,12") from None
         return cls.from_dict(data)
+
+
+_CORPUS_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".txt", ".jsonl", ".json", ".csv", ".tsv", ".parquet")
+
+
+def _sanitize(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
+    return s or "run"
+
+
+def _corpus_stem(corpus: str) -> str:
+    name = Path(corpus or DEFAULT_CORPUS).name
+    changed = True
+    while changed:
+        changed = False
+        for suf in _CORPUS_SUFFIXES:
+            if name.lower().endswith(suf) and len(name) > len(suf):
+                name, changed = name[: -len(suf)], True
+    return name
+
+
+def default_run_name(cfg: RunConfig) -> str:
+    """The name of a run without ``--name``: ``<model alias or last path part>__<corpus stem>``,
+    sanitized to letters, digits, '.', '_' and '-' (used by compute, submit and the upload page)."""
+    model = cfg.model.rstrip("/\\")
+    model = re.split(r"[/\\]", model)[-1] if model else "model"
+    if cfg.gguf_file:
+        model = f"{model}-{_corpus_stem(cfg.gguf_file.replace('.gguf', ''))}"
+    name = f"{_sanitize(model)}__{_sanitize(_corpus_stem(cfg.corpus))}"
+    return name[:128].rstrip("-._") or "run"

@@ -60,7 +60,7 @@ from huey import SqliteHuey
 from huey.registry import Message
 from huey.serializer import Serializer
 
-from .config import RunConfig
+from .config import RunConfig, default_run_name
 from .datadir import DataDir
 from .errors import CancelledError, NormvarError
 
@@ -270,32 +270,6 @@ def _pid_alive(pid: int) -> bool:
     except OSError as err:
         return err.errno == errno.EPERM
     return True
-
-
-def default_run_name(cfg: RunConfig) -> str:
-    """``<model>__<corpus stem>``, the name ``compute`` gives a run without ``--name``."""
-    try:  # engineer B's rule, if compute.py exposes one
-        from . import compute as _compute
-
-        for attr in ("default_run_name", "run_name", "default_name"):
-            fn = getattr(_compute, attr, None)
-            if callable(fn):
-                name = fn(cfg)
-                if isinstance(name, str) and name:
-                    return name
-    except Exception:  # noqa: BLE001 - compute.py may be missing or unimportable here
-        pass
-
-    def clean(s: str) -> str:
-        s = re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-._")
-        return s or "x"
-
-    model = clean(Path(cfg.model.rstrip("/\\")).name or cfg.model)
-    corpus = Path(cfg.corpus).name if cfg.corpus else "novels_en"
-    for suffix in (".gz", ".txt", ".jsonl", ".csv", ".parquet"):
-        if corpus.endswith(suffix):
-            corpus = corpus[: -len(suffix)]
-    return f"{model}__{clean(corpus)}"[:128]
 
 
 def _absolute_paths(cfg: RunConfig) -> RunConfig:

@@ -445,7 +445,6 @@ def _dequantized_dir(src: _Source, cache: Path) -> Path:
 # ----------------------------------------------------------------------------- loading
 def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     """Load ``cfg.model`` (alias, local dir, .gguf file or hub id) offline-first; see module doc."""
-    import torch
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

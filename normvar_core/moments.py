@@ -37,88 +37,82 @@ import numpy as np
 import pandas as pd
 import torch
 
-try:  # the CPU fast path; the torch path below is used when numba is unavailable
-    import numba
-
-    _HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - numba is a pinned dependency
-    _HAVE_NUMBA = False
+import numba
 
 _FLOAT_DTYPES = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
 _BLOCK = 64  # rows per block of the band prefix sums in TokenStats
 
 
-# ----------------------------------------------------------------------------- CPU kernel
-if _HAVE_NUMBA:
+# ----------------------------------------------------------------------------- CPU kernels
 
-    @numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
-    def _update_kernel(X, order, starts, rows, n_new, mean, s_out, bounds):  # pragma: no cover
-        """One pass over a batch. X (L,N,d) f32/f64; ``order`` sorts the N embeddings by type,
-        group g owns order[starts[g]:starts[g+1]] and table row rows[g]; n_new[g] = n' (eq. above).
-        Threads take contiguous ranges of groups (``bounds``, balanced by work) and whole rows.
-        Updates ``mean`` in place; s_out[l, g] = ss - ||s1||^2 / n'. All arithmetic in float64;
-        the column loops are independent lanes, so they vectorise."""
-        L, N, d = X.shape
-        n_chunks = bounds.shape[0] - 1
-        for task in numba.prange(L * n_chunks):
-            l = task // n_chunks
-            ch = task % n_chunks
-            s1 = np.empty(d, dtype=np.float64)
-            s2 = np.empty(d, dtype=np.float64)
-            for g in range(bounds[ch], bounds[ch + 1]):
-                mrow = mean[l, rows[g]]
-                inv_n = 1.0 / n_new[g]
-                k0 = starts[g]
-                k1 = starts[g + 1]
-                acc = 0.0
-                if k1 - k0 == 1:  # a type seen once in this batch: one fused loop
-                    xrow = X[l, order[k0]]
+@numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
+def _update_kernel(X, order, starts, rows, n_new, mean, s_out, bounds):  # pragma: no cover
+    """One pass over a batch. X (L,N,d) f32/f64; ``order`` sorts the N embeddings by type,
+    group g owns order[starts[g]:starts[g+1]] and table row rows[g]; n_new[g] = n' (eq. above).
+    Threads take contiguous ranges of groups (``bounds``, balanced by work) and whole rows.
+    Updates ``mean`` in place; s_out[l, g] = ss - ||s1||^2 / n'. All arithmetic in float64;
+    the column loops are independent lanes, so they vectorise."""
+    L, N, d = X.shape
+    n_chunks = bounds.shape[0] - 1
+    for task in numba.prange(L * n_chunks):
+        l = task // n_chunks
+        ch = task % n_chunks
+        s1 = np.empty(d, dtype=np.float64)
+        s2 = np.empty(d, dtype=np.float64)
+        for g in range(bounds[ch], bounds[ch + 1]):
+            mrow = mean[l, rows[g]]
+            inv_n = 1.0 / n_new[g]
+            k0 = starts[g]
+            k1 = starts[g + 1]
+            acc = 0.0
+            if k1 - k0 == 1:  # a type seen once in this batch: one fused loop
+                xrow = X[l, order[k0]]
+                for j in range(d):
+                    dv = np.float64(xrow[j]) - np.float64(mrow[j])
+                    acc += dv * dv * (1.0 - inv_n)
+                    mrow[j] = np.float64(mrow[j]) + dv * inv_n
+            else:
+                for j in range(d):
+                    s1[j] = 0.0
+                    s2[j] = 0.0
+                for k in range(k0, k1):
+                    xrow = X[l, order[k]]
                     for j in range(d):
                         dv = np.float64(xrow[j]) - np.float64(mrow[j])
-                        acc += dv * dv * (1.0 - inv_n)
-                        mrow[j] = np.float64(mrow[j]) + dv * inv_n
-                else:
-                    for j in range(d):
-                        s1[j] = 0.0
-                        s2[j] = 0.0
-                    for k in range(k0, k1):
-                        xrow = X[l, order[k]]
-                        for j in range(d):
-                            dv = np.float64(xrow[j]) - np.float64(mrow[j])
-                            s1[j] += dv
-                            s2[j] += dv * dv
-                    for j in range(d):
-                        v = s1[j]
-                        acc += s2[j] - v * v * inv_n
-                        mrow[j] = np.float64(mrow[j]) + v * inv_n
-                s_out[l, g] = acc
-
-    @numba.njit(parallel=True, cache=True, nogil=True)
-    def _block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pragma: no cover
-        """Per layer: c = mu(X) over all types, then per block of ``block`` count-sorted types
-        bvec[b+1] = sum n_t (mu_t - c) and bdev[b+1] = sum n_t ||mu_t - c||^2 (not yet cumulated)."""
-        L, T, d = mean.shape
-        N = 0.0
-        for t in range(T):
-            N += n_sorted[t]
-        for l in numba.prange(L):
-            for t in range(T):  # sequential rows: c = sum_t p_t mu_t (eq. 14)
-                row = mean[l, t]
-                w = n_orig[t] / N
+                        s1[j] += dv
+                        s2[j] += dv * dv
                 for j in range(d):
-                    c[l, j] += w * np.float64(row[j])
-            for b in range(nb):
-                acc = 0.0
-                for k in range(b * block, (b + 1) * block):
-                    row = mean[l, order[k]]
-                    w = n_sorted[k]
-                    dev = 0.0
-                    for j in range(d):
-                        dv = np.float64(row[j]) - c[l, j]
-                        bvec[l, b + 1, j] += w * dv
-                        dev += dv * dv
-                    acc += w * dev
-                bdev[l, b + 1] = acc
+                    v = s1[j]
+                    acc += s2[j] - v * v * inv_n
+                    mrow[j] = np.float64(mrow[j]) + v * inv_n
+            s_out[l, g] = acc
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pragma: no cover
+    """Per layer: c = mu(X) over all types, then per block of ``block`` count-sorted types
+    bvec[b+1] = sum n_t (mu_t - c) and bdev[b+1] = sum n_t ||mu_t - c||^2 (not yet cumulated)."""
+    L, T, d = mean.shape
+    N = 0.0
+    for t in range(T):
+        N += n_sorted[t]
+    for l in numba.prange(L):
+        for t in range(T):  # sequential rows: c = sum_t p_t mu_t (eq. 14)
+            row = mean[l, t]
+            w = n_orig[t] / N
+            for j in range(d):
+                c[l, j] += w * np.float64(row[j])
+        for b in range(nb):
+            acc = 0.0
+            for k in range(b * block, (b + 1) * block):
+                row = mean[l, order[k]]
+                w = n_sorted[k]
+                dev = 0.0
+                for j in range(d):
+                    dv = np.float64(row[j]) - c[l, j]
+                    bvec[l, b + 1, j] += w * dv
+                    dev += dv * dv
+                acc += w * dev
+            bdev[l, b + 1] = acc
 
 
 def _as_tensor(x, name: str) -> torch.Tensor:
@@ -154,9 +148,9 @@ class TokenMoments:
         self.mean_dtype = mean_dtype
         if backend not in ("auto", "numba", "torch"):
             raise ValueError("backend must be 'auto', 'numba' or 'torch'")
-        if backend == "numba" and (self.device.type != "cpu" or not _HAVE_NUMBA):
-            raise ValueError("the numba backend needs device='cpu' and numba installed")
-        self.backend = ("numba" if self.device.type == "cpu" and _HAVE_NUMBA else "torch") if backend == "auto" else backend
+        if backend == "numba" and self.device.type != "cpu":
+            raise ValueError("the numba backend needs device='cpu'")
+        self.backend = ("numba" if self.device.type == "cpu" else "torch") if backend == "auto" else backend
         self.layer_index = (np.arange(num_layers, dtype=np.int64) if layer_index is None
                             else np.asarray(layer_index, dtype=np.int64))
         if self.layer_index.shape != (self.num_layers,):
@@ -442,7 +436,6 @@ class TokenStats:
             return self._prefix
         order = np.argsort(self.n, kind="stable")
         n = self.n[order].astype(np.float64)
-        N = n.sum()
         L, T, d = self.mean.shape
         nb = T // _BLOCK
         bq = np.zeros((L, nb + 1))
@@ -458,18 +451,10 @@ class TokenStats:
         if nb:
             bq[:, 1:] = np.cumsum(blk(n * self.q[:, order]), axis=1)
             bv[:, 1:] = np.cumsum(blk(n * self.v[:, order]), axis=1)
-        if _HAVE_NUMBA:  # one pass over the means, no L x T x d temporaries
-            c = np.zeros((L, d))
-            _block_kernel(self.mean, order, n, self.n.astype(np.float64), nb, _BLOCK, c, bvec, bdev)
-            bvec[:, 1:] = np.cumsum(bvec[:, 1:], axis=1)
-            bdev[:, 1:] = np.cumsum(bdev[:, 1:], axis=1)
-        else:
-            c = np.einsum("t,ltd->ld", self.n.astype(np.float64), self.mean, dtype=np.float64) / max(N, 1.0)
-            for l in range(L):
-                mu = self.mean[l][order].astype(np.float64) - c[l]
-                if nb:
-                    bdev[l, 1:] = np.cumsum(blk(n * np.einsum("td,td->t", mu, mu)))
-                    bvec[l, 1:] = np.cumsum(blk((n[:, None] * mu).T).T, axis=0)
+        c = np.zeros((L, d))  # one numba pass over the means, no L x T x d temporaries
+        _block_kernel(self.mean, order, n, self.n.astype(np.float64), nb, _BLOCK, c, bvec, bdev)
+        bvec[:, 1:] = np.cumsum(bvec[:, 1:], axis=1)
+        bdev[:, 1:] = np.cumsum(bdev[:, 1:], axis=1)
         if nb:
             bn[1:] = np.cumsum(n[: nb * _BLOCK].reshape(nb, _BLOCK).sum(1))
         self._prefix = dict(order=order, n_sorted=self.n[order], c=c, bq=bq, bv=bv, bdev=bdev,

@@ -21,32 +21,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .batches import counted_mask, first_position
+
 N_TOP = 50            # the most frequent types always sampled
 BAND = (10, 1e5)      # App. A: 1 <= log10 n_t <= 5
-
-
-def valid_mask(batch, *, exclude_special: bool, exclude_position0: bool) -> torch.Tensor:
-    """Bool (B, W): the positions whose embeddings are counted (attention mask, minus special
-    tokens and/or the first real position of each sentence when asked) — as ``batches.extract``."""
-    att = torch.as_tensor(batch.attention_mask).bool()
-    mask = att.clone()
-    if exclude_special:
-        mask &= ~torch.as_tensor(batch.special_mask).bool()
-    if exclude_position0:
-        first = att.int().argmax(dim=1)  # first attended column (left or right padding)
-        mask[torch.arange(att.shape[0]), first] = False
-    return mask
-
-
-def _first_col(batch) -> torch.Tensor:
-    return torch.as_tensor(batch.attention_mask).bool().int().argmax(dim=1)
 
 
 def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
     """(token_ids ascending, n_t) over every counted position of ``batches``."""
     parts = []
     for b in batches:
-        m = valid_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
+        m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
         parts.append(torch.as_tensor(b.input_ids)[m].to(torch.int64))
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -61,19 +46,13 @@ def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> 
 def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
                   n_top: int = N_TOP) -> np.ndarray:
     """App. A's selection (stripped strings, band 10..1e5, seeded) ∪ the ``n_top`` most frequent types."""
-    from . import analyses
-    from .moments import TokenStats
+    from .analyses import select_by_counts
 
     token_ids = np.asarray(token_ids, np.int64)
     n = np.asarray(n, np.int64)
     if token_ids.size == 0:
         return np.zeros(0, np.int64)
-    T = token_ids.size
-    zeros = np.zeros((1, T))
-    counts_only = TokenStats(token_ids=token_ids, n=n, mean=np.zeros((1, T, 1)), q=zeros, m=zeros, v=zeros)
-    # select_tokens applies the study's min_chars rule to the prefix-stripped strings (fn. 7)
-    sel = np.asarray(analyses.select_tokens(counts_only, list(tokens), n_min=BAND[0], n_max=BAND[1], seed=seed),
-                     dtype=np.int64)
+    sel = select_by_counts(token_ids, n, tokens, n_min=BAND[0], n_max=BAND[1], seed=seed)
     top = token_ids[np.argsort(-n, kind="stable")[:n_top]]
     return np.union1d(sel, top).astype(np.int64)
 
@@ -104,7 +83,7 @@ def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, excl
     if per_token > 0 and chosen_t.numel():
         for bi, b in enumerate(batches):
             ids = torch.as_tensor(b.input_ids).to(torch.int64)
-            m = valid_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
+            m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
             m &= torch.isin(ids, chosen_t)
             rows, cc = torch.nonzero(m, as_tuple=True)
             if rows.numel() == 0:
@@ -113,7 +92,7 @@ def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, excl
             cols["tok"].append(ids[rows, cc].numpy())
             cols["batch"].append(np.full(rows.numel(), bi, np.int64))
             cols["sentence"].append(sent.numpy())
-            cols["offset"].append((cc - _first_col(b)[rows]).numpy())
+            cols["offset"].append((cc - first_position(b)[rows]).numpy())
     if not cols["tok"]:
         e = np.zeros(0, np.int64)
         return SamplePlan(e, e.astype(np.int32), e, e, e, {})
@@ -156,7 +135,7 @@ class SampleCollector:
         if not here.any():
             return
         picks, rows = picks[here], rows[here]
-        first = _first_col(batch).numpy()
+        first = first_position(batch).numpy()
         cols = first[rows] + self.plan.offset[picks]
         W = mask.shape[1]
         flat = torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1
@@ -187,8 +166,8 @@ def check_counts(pre_ids: np.ndarray, pre_n: np.ndarray, stats) -> None:
     """The pre-counted n_t must equal the accumulated ones (same positions counted)."""
     if not (np.array_equal(pre_ids, stats.token_ids) and np.array_equal(pre_n, stats.n)):
         raise RuntimeError("token counts from tokenization differ from the accumulated statistics; "
-                           "samples.valid_mask and batches.extract disagree")
+                           "the counted positions and batches.extract disagree")
 
 
-__all__ = ["valid_mask", "count_tokens", "choose_tokens", "plan_samples", "SamplePlan", "SampleCollector",
+__all__ = ["count_tokens", "choose_tokens", "plan_samples", "SamplePlan", "SampleCollector",
            "check_counts", "N_TOP", "BAND"]

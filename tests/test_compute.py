@@ -287,7 +287,7 @@ def test_oom_halves_the_batch(tiny_models, tiny_corpus, tmp_path, monkeypatch):
 def test_existing_name_refused_before_loading(tiny_models, tiny_corpus, tmp_path, monkeypatch):
     cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), samples_per_token=0)
     path = compute_run(cfg, tmp_path)
-    assert path.name == f"tiny-bert__novels60.duckdb"
+    assert path.name == "tiny-bert__novels60.duckdb"
     before = path.stat().st_mtime_ns
     monkeypatch.setattr(M, "load_model", lambda *a, **k: pytest.fail("model loaded before the name check"))
     t0 = time.monotonic()

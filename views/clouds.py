@@ -50,7 +50,7 @@ try:
     points = _ui.band_points(run, layer, v.band)
     fig8 = figures.tradeoff_scatter(points, figures.fit_row(fits, layer=layer), highlight=rows,
                                     presentation=v.presentation, colorbar=False, height=520,
-                                    title=f"The selected tokens among all types (Fig. 8)")
+                                    title="The selected tokens among all types (Fig. 8)")
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

@@ -1,7 +1,6 @@
 """Runs: the published runs, the job queue with live progress, and one run's full metadata."""
 from __future__ import annotations
 
-import datetime as dt
 import time
 
 import pandas as pd
