@@ -23,4 +23,4 @@ RUN .venv/bin/pip install -q --no-deps -e . && touch .venv/.installed
 VOLUME /data
 EXPOSE 8501
 # `make run` = `normvar up`: worker + dashboard, submits the default run on an empty /data
-CMD [".venv/bin/python", "-m", "normvar_core.cli", "up", "--data-dir", "/data", "--host", "0.0.0.0", "--port", "8501"]
+CMD [".venv/bin/python", "-m", "normvar_core.service.cli", "up", "--data-dir", "/data", "--host", "0.0.0.0", "--port", "8501"]

@@ -31,13 +31,13 @@ test: venv browser
 
 # The optional offline models: mpnet, smollm2, gemma3-270m (see README, "Models").
 models: venv
-	$(PY) -m normvar_core.cli models --install
+	$(PY) -m normvar_core.service.cli models --install
 
 show: venv
-	$(PY) -m normvar_core.cli show default --data-dir $(DATA)
+	$(PY) -m normvar_core.service.cli show default --data-dir $(DATA)
 
 run: venv browser
-	$(PY) -m normvar_core.cli up --data-dir $(DATA) --port $(PORT)
+	$(PY) -m normvar_core.service.cli up --data-dir $(DATA) --port $(PORT)
 
 bench: venv
 	$(PY) benchmarks/bench_moments.py

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
-from normvar_core.compute import compute_run
+from normvar_core.pipeline.compute import compute_run
 from normvar_core.config import RunConfig
-from normvar_core.runfile import open_run
+from normvar_core.runs.runfile import open_run
 t0 = time.perf_counter()
 path = compute_run(RunConfig(model="minilm", max_sentences={n}, name="rss{n}"), {data!r}, overwrite=True)
 secs = time.perf_counter() - t0

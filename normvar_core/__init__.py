@@ -1,10 +1,12 @@
 """normvar_core — exact moments of contextualized embeddings (Yamagiwa & Shimodaira, 2024).
 
-Data flow, one module per step:
-    corpus.py (text → sentences) → batches.py (sentences → token batches → hidden states)
-    → moments.py (TokenMoments → TokenStats) → runfile.py (DuckDB run file)
-    → analyses.py (the study's figures as tidy tables) → figures.py (plotly figures).
-compute.py drives the pipeline; jobs.py queues it for the background worker.
+Layers (each imports only the ones above it; see ARCHITECTURE.md and tests/test_layers.py):
+    errors, constants, config, datadir   the base: no numpy-heavy imports
+    stats/      pure statistics (TokenStats, analyses, geometry): numpy/pandas, numba only lazily
+    runs/       the run file: DuckDB writer and reader (no torch)
+    pipeline/   plan -> state source -> accumulators -> merge -> publish (torch lives here)
+    viz/        plotly figure builders and view state (no streamlit)
+    service/    the worker, the job queue and the CLI
 
 The public names below load lazily, so light commands (``normvar jobs``) skip torch.
 """
@@ -18,12 +20,13 @@ _PUBLIC = {
     "RunConfig": "config",
     "NormvarError": "errors",
     "DataDir": "datadir",
-    "TokenMoments": "moments",
-    "TokenStats": "moments",
-    "compute_run": "compute",
-    "open_run": "runfile",
-    "list_runs": "runfile",
-    "JobStore": "jobs",
+    "TokenStats": "stats.tokenstats",
+    "open_run": "runs.runfile",
+    "list_runs": "runs.runfile",
+    "write_run": "runs.runfile",
+    "TokenMoments": "pipeline.moments",
+    "compute_run": "pipeline.compute",
+    "JobStore": "service.jobs",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .datadir import DEFAULT_CORPUS
-from .errors import NormvarError
+from normvar_core.constants import MAX_WORDS, SAMPLES_PER_TOKEN
+from normvar_core.datadir import DEFAULT_CORPUS
+from normvar_core.errors import NormvarError
 
 DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -38,7 +39,7 @@ class RunConfig:
     trust_remote_code: bool = False
     text_column: str | None = None
     split_sentences: bool = False
-    max_words: int = 64
+    max_words: int = MAX_WORDS
     """Keep sentences with fewer than this many whitespace words (the study: 64); 0 = no limit."""
     sample_frac: float = 1.0
     seed: int = 0
@@ -56,7 +57,7 @@ class RunConfig:
     """Hidden-state indices to keep (0 = input embeddings); default all. Lowers memory."""
     mean_dtype: str = "float64"
     """Storage of per-type means: float64, or float32 (halves the largest table)."""
-    samples_per_token: int = 200
+    samples_per_token: int = SAMPLES_PER_TOKEN
     """Reservoir size of raw embeddings kept per (layer, sampled token) for the PCA clouds."""
 
     # ------------------------------------------------------------------ construction

@@ -9,7 +9,7 @@ from sklearn.linear_model import LinearRegression
 
 import brute
 from normvar_core import TokenMoments
-from normvar_core import analyses as A
+from normvar_core.stats import analyses as A
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from normvar_core import batches as B
-from normvar_core import cli
-from normvar_core import models as M
+from normvar_core.pipeline import batches as B
+from normvar_core.service import cli
+from normvar_core.pipeline import models as M
 from normvar_core.datadir import DEFAULT_CORPUS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,7 +136,7 @@ def test_models_lists_aliases(capsys, tmp_path):
 def test_entry_point_subprocess(tmp_path):
     """The real process: exit status 2 and exactly one stderr line for a missing corpus."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    res = subprocess.run([sys.executable, "-m", "normvar_core.cli", "compute", "--corpus", str(tmp_path / "x.txt"),
+    res = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "compute", "--corpus", str(tmp_path / "x.txt"),
                           "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, env=env, cwd=ROOT,
                          timeout=300)
     assert res.returncode == 2

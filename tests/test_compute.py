@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from normvar_core import batches as B
-from normvar_core import compute as compute_mod
-from normvar_core import models as M
-from normvar_core.compute import Progress, compute_run, default_run_name
+from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import compute as compute_mod
+from normvar_core.pipeline import models as M
+from normvar_core.pipeline.compute import Progress, compute_run, default_run_name
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.runfile import open_run
+from normvar_core.runs.runfile import open_run
 
 
 def _novel_lines(start: int, n: int) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from normvar_core import analyses
+from normvar_core.stats import analyses
 from normvar_core.config import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,9 +29,9 @@ def build_dashboard_data(root: Path) -> Path:
     ready = root / ".ready"
     if ready.exists():
         return root
-    from normvar_core.compute import compute_run
-    from normvar_core.moments import TokenStats
-    from normvar_core.runfile import open_run, write_run
+    from normvar_core.pipeline.compute import compute_run
+    from normvar_core.stats.tokenstats import TokenStats
+    from normvar_core.runs.runfile import open_run, write_run
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     path = compute_run(RunConfig(model="minilm", max_sentences=300, name=RUN), root)
@@ -58,7 +58,7 @@ def data_dir(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - minilm_pa
 
 @pytest.fixture(scope="session")
 def run(data_dir):
-    from normvar_core.runfile import open_run
+    from normvar_core.runs.runfile import open_run
 
     return open_run(data_dir / "runs" / f"{RUN}.duckdb")
 
@@ -313,7 +313,7 @@ def test_upload_worker_publish_visible(tmp_path, monkeypatch, minilm_path):  # n
     the Trade-off page draws."""
     from streamlit.testing.v1 import AppTest
 
-    from normvar_core.jobs import JobStore
+    from normvar_core.service.jobs import JobStore
 
     monkeypatch.setenv("NORMVAR_DATA", str(tmp_path))
     at = AppTest.from_file(APP, default_timeout=90)
@@ -332,7 +332,7 @@ def test_upload_worker_publish_visible(tmp_path, monkeypatch, minilm_path):  # n
     corpus = Path(job.config["corpus"])
     assert corpus.parent == tmp_path / "corpora" and corpus.read_bytes() == text.encode()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "normvar_core.cli", "worker", "--once", "--data-dir", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "worker", "--once", "--data-dir", str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert JobStore(tmp_path).get(job.id).state == "done"

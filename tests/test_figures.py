@@ -1,4 +1,4 @@
-"""Figure builders (normvar_core.figures / clouds / viewstate) on synthetic TokenStats: the figures
+"""Figure builders (normvar_core.viz.figures / clouds / viewstate) on synthetic TokenStats: the figures
 draw exactly what the library computed, and nothing else."""
 from __future__ import annotations
 
@@ -7,8 +7,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from normvar_core import analyses, clouds, figures, viewstate
-from normvar_core.moments import TokenStats
+from normvar_core.stats import analyses
+
+from normvar_core.viz import clouds
+
+from normvar_core.viz import figures
+
+from normvar_core.viz import viewstate
+from normvar_core.stats.tokenstats import TokenStats
 
 
 def synthetic_stats(T: int = 600, L: int = 5, d: int = 8, seed: int = 0) -> TokenStats:

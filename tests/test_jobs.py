@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from normvar_core import jobs as J
+from normvar_core.service import jobs as J
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import CancelledError, NormvarError
@@ -87,7 +87,7 @@ def test_submit_list_get_and_json_queue(dd):
     con.close()
     msgs = [json.loads(x)["message"] for x in blobs]
     assert [m["args"] for m in msgs] == [[a], [b]]  # FIFO
-    assert {m["name"] for m in msgs} == {"normvar_core.jobs.run_job"}
+    assert {m["name"] for m in msgs} == {"normvar_core.service.jobs.run_job"}
 
 
 def test_submit_validates_and_refuses_duplicates(dd):
@@ -318,7 +318,7 @@ def test_progress_dict_accepts_dataclass_namedtuple_and_nan():
 
 # ------------------------------------------------------------------------- CLI
 def test_cli_submit_jobs_cancel(dd, capsys):
-    from normvar_core import cli
+    from normvar_core.service import cli
 
     root = str(dd.root)
     assert cli.main(["submit", "--data-dir", root, "--name", "x", "--max-sentences", "5"]) == 0

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from normvar_core import models as M
+from normvar_core.pipeline import models as M
 from normvar_core.config import RunConfig
 from normvar_core.datadir import PACKAGE_ROOT
 from normvar_core.errors import NormvarError

@@ -9,10 +9,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from normvar_core import runfile
+from normvar_core.runs import runfile
 from normvar_core.errors import NormvarError
-from normvar_core.moments import TokenMoments
-from normvar_core.runfile import list_runs, open_run, write_run
+from normvar_core.pipeline.moments import TokenMoments
+from normvar_core.runs.runfile import list_runs, open_run, write_run
 
 
 def _stats(seed=0, L=3, d=8, N=4000, V=200):

@@ -1,7 +1,7 @@
 """End-to-end tests of the background worker with real processes, the real ``compute_run`` and
 the real MiniLM on a few hundred sentences of the shipped novels (CPU, offline).
 
-Every worker is a subprocess ``python -m normvar_core.cli worker --data-dir D``; fixtures kill
+Every worker is a subprocess ``python -m normvar_core.service.cli worker --data-dir D``; fixtures kill
 any that is still alive at teardown. Jobs are submitted and read through ``JobStore`` from this
 (other) process, as the dashboard does.
 """
@@ -24,7 +24,7 @@ import pytest
 
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
-from normvar_core.jobs import JobStore
+from normvar_core.service.jobs import JobStore
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ class Workers:
     def start(self, data_dir: Path, *, checkpoint_every: float = 0.2) -> subprocess.Popen:
         log = open(self.tmp / f"worker-{len(self.procs)}.log", "wb")
         p = subprocess.Popen(
-            [sys.executable, "-m", "normvar_core.cli", "worker", "--data-dir", str(data_dir),
+            [sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data_dir),
              "--poll", "0.1", "--checkpoint-every", str(checkpoint_every)],
             stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=self.tmp)
         p.log_path = log.name  # type: ignore[attr-defined]
@@ -185,7 +185,7 @@ def test_cancel_queued_and_running(tmp_path, workers, minilm_path, corpus):
     store = JobStore(dd)
     running = store.submit(mini(minilm_path, corpus, "long", batch_size=2))
     queued = store.submit(mini(minilm_path, corpus, "never", max_sentences=20))
-    r = subprocess.run([sys.executable, "-m", "normvar_core.cli", "cancel", queued, "--data-dir", str(dd.root)],
+    r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "cancel", queued, "--data-dir", str(dd.root)],
                        capture_output=True, text=True, env=_env(), timeout=60)
     assert r.returncode == 0 and "cancelled" in r.stdout, r
     workers.start(dd.root, checkpoint_every=0.2)
@@ -205,7 +205,7 @@ def test_failing_jobs_then_two_good_ones_in_order(tmp_path, workers, minilm_path
     store = JobStore(dd)
     missing = store.submit(RunConfig(model=str(minilm_path), corpus=str(tmp_path / "nope.txt"), name="missing"))
     unknown = store.submit(RunConfig(model="no-such-model-xyz", corpus=str(corpus), name="unknown"))
-    r = subprocess.run([sys.executable, "-m", "normvar_core.cli", "submit", "--data-dir", str(dd.root),
+    r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "submit", "--data-dir", str(dd.root),
                         "--model", str(minilm_path), "--corpus", str(corpus), "--name", "good1",
                         "--max-sentences", "60", "--device", "cpu", "--samples-per-token", "5"],
                        capture_output=True, text=True, env=_env(), timeout=120)
@@ -221,7 +221,7 @@ def test_failing_jobs_then_two_good_ones_in_order(tmp_path, workers, minilm_path
     assert jobs["missing"].finished <= jobs["unknown"].started <= jobs["unknown"].finished
     assert jobs["unknown"].finished <= jobs["good1"].started <= jobs["good1"].finished <= jobs["good2"].started
     assert sorted(p.stem for p in dd.published_runs()) == ["good1", "good2"]
-    from normvar_core import cli
+    from normvar_core.service import cli
 
     assert cli.main(["jobs", "--data-dir", str(dd.root)]) == 0
     out = capsys.readouterr().out
@@ -265,7 +265,7 @@ READER = textwrap.dedent("""
     import json, sys, time, traceback
     import duckdb
     from normvar_core.errors import NormvarError
-    from normvar_core.runfile import list_runs, open_run
+    from normvar_core.runs.runfile import list_runs, open_run
     from normvar_core.datadir import DataDir
     dd = DataDir.at(sys.argv[1]); until = time.monotonic() + float(sys.argv[2])
     out = dict(loops=0, opens=0, queries=0, replaced=0, errors=[], names=set())

@@ -4,7 +4,7 @@
 * cached reads: a run is opened once per (path, mtime) and every analysis table is cached per
   (run path, mtime, band) — ``st.cache_resource`` (shared, never pickled or copied; treat as read-only);
 * the view state (run, layer, band, highlighted tokens, presentation) kept in ``st.session_state``
-  and mirrored into the URL's query parameters (``normvar_core.viewstate``);
+  and mirrored into the URL's query parameters (``normvar_core.viz.viewstate``);
 * widgets bound to that state, figure rendering and the PNG/SVG/CSV download row.
 
 Pages only call the library and draw; everything statistical lives in ``normvar_core``.
@@ -21,10 +21,12 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from normvar_core import figures, viewstate
+from normvar_core.viz import figures
+
+from normvar_core.viz import viewstate
 from normvar_core.datadir import DataDir, resolve_data_dir
 from normvar_core.errors import NormvarError
-from normvar_core.viewstate import ViewState
+from normvar_core.viz.viewstate import ViewState
 
 # ============================================================================ data dir
 def data_dir() -> Path:
@@ -47,7 +49,7 @@ def _mtime(path: str | Path) -> int:
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _list_runs(root: str, signature: tuple) -> pd.DataFrame:
-    from normvar_core import runfile
+    from normvar_core.runs import runfile
 
     return runfile.list_runs(root)
 
@@ -61,7 +63,7 @@ def runs_table() -> pd.DataFrame:
 
 @st.cache_resource(show_spinner=False, max_entries=12)
 def _open_run(path: str, mtime: int):
-    from normvar_core import runfile
+    from normvar_core.runs import runfile
 
     return runfile.open_run(path)
 
@@ -94,7 +96,7 @@ def stats(run):
 
 @st.cache_resource(show_spinner=False, max_entries=256)
 def _analysis(kind: str, path: str, mtime: int, n_min: float, n_max: float):
-    from normvar_core import analyses
+    from normvar_core.stats import analyses
 
     fn = getattr(analyses, kind)
     return fn(_stats(path, mtime), n_min, n_max)
@@ -115,7 +117,7 @@ def frequency_regressions(run, band) -> pd.DataFrame:
 
 @st.cache_resource(show_spinner=False, max_entries=128)
 def _histograms(path: str, mtime: int, layer: int, bins: int, n_min: float, n_max: float):
-    from normvar_core import analyses
+    from normvar_core.stats import analyses
 
     return analyses.histograms(_stats(path, mtime), layer, bins=bins, n_min=n_min, n_max=n_max)
 
@@ -145,7 +147,7 @@ def band_points(run, layer: int, band) -> pd.DataFrame:
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _app_a_tokens(path: str, mtime: int) -> tuple[int, ...]:
-    from normvar_core import analyses
+    from normvar_core.stats import analyses
 
     run = _open_run(path, mtime)
     st_ = _stats(path, mtime)
@@ -160,7 +162,7 @@ def app_a_tokens(run) -> tuple[int, ...]:
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _cloud(path: str, mtime: int, layer: int, ids: tuple[int, ...]):
-    from normvar_core import clouds
+    from normvar_core.viz import clouds
 
     run = _open_run(path, mtime)
     samples = run.samples(layer, list(ids))

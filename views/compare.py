@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from normvar_core import figures, viewstate
+from normvar_core.viz import figures
+
+from normvar_core.viz import viewstate
 from views import _ui
 
 _ui.page_header("Compare two runs",

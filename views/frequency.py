@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from normvar_core import figures
+from normvar_core.viz import figures
 from views import _ui
 
 _ui.page_header("Frequency: Q, M and V against log₁₀ n_t",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from normvar_core import figures
+from normvar_core.viz import figures
 from views import _ui
 
 _ui.page_header("Layers: where the trade-off is strongest",

@@ -14,7 +14,9 @@ _ui.page_header("New run", "Upload a corpus (or use the shipped novels), pick a 
                 "worker computes the exact moments; the run appears in every page when it is published.")
 v = _ui.view()
 
-from normvar_core import jobs, models  # noqa: E402
+from normvar_core.service import jobs
+
+from normvar_core.pipeline import models  # noqa: E402
 
 cap = jobs.max_upload_bytes()
 cap_mb = max(1, math.floor(cap / 2**20))

@@ -30,7 +30,7 @@ def _eta(s: float | None) -> str:
 @st.fragment(run_every=2.0)
 def jobs_panel() -> None:
     """The job queue, refreshed every 2 s (only this fragment reruns)."""
-    from normvar_core import jobs
+    from normvar_core.service import jobs
 
     try:
         store = jobs.JobStore(_ui.data_dir())

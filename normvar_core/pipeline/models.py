@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import RunConfig
-from .datadir import DataDir
-from .errors import NormvarError
+from normvar_core.config import RunConfig
+from normvar_core.datadir import DataDir
+from normvar_core.errors import NormvarError
 
 NORM_PLACEMENTS = ("post", "pre", "pre+post")
 

@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import RunConfig
-from .datadir import PACKAGE_ROOT, DataDir
+from normvar_core.config import RunConfig
+from normvar_core.datadir import PACKAGE_ROOT, DataDir
 
 APP = PACKAGE_ROOT / "app.py"
 DEFAULT_MAX_SENTENCES = 5000
@@ -33,7 +33,7 @@ def default_config() -> RunConfig:
 
 
 def register(sub) -> None:
-    from .cli import add_data_dir
+    from normvar_core.service.args import add_data_dir
 
     for name, helptext in (("up", "start the worker and the dashboard; submit the default run if none exists"),
                            ("dashboard", "serve the Streamlit dashboard only")):
@@ -52,7 +52,7 @@ def register(sub) -> None:
 
 
 def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_upload_mb: float | None = None) -> list[str]:
-    from .jobs import max_upload_bytes
+    from normvar_core.service.jobs import max_upload_bytes
 
     cap_mb = max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
     return [sys.executable, "-m", "streamlit", "run", str(APP),
@@ -68,8 +68,8 @@ def _url(host: str, port: int) -> str:
 
 def maybe_submit_default(data_dir: Path) -> str | None:
     """Submit the default run if nothing is published and nothing is queued or running."""
-    from .jobs import JobStore
-    from .runfile import list_runs
+    from normvar_core.service.jobs import JobStore
+    from normvar_core.runs.runfile import list_runs
 
     if len(list_runs(data_dir)):
         return None
@@ -114,12 +114,12 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         if with_worker:
-            from .jobs import JobStore
+            from normvar_core.service.jobs import JobStore
 
             if JobStore(root).worker_running():
                 print(f"normvar: a worker is already running on {root}; not starting another", flush=True)
             else:
-                procs.append(subprocess.Popen([sys.executable, "-m", "normvar_core.cli", "worker",
+                procs.append(subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker",
                                                "--data-dir", str(root)], env=env))
             if not args.no_default_run:
                 job = maybe_submit_default(root)

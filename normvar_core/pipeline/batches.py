@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import NormvarError
+from normvar_core.errors import NormvarError
 
 DEFAULT_MAX_TOKENS = {"cpu": 16384, "mps": 16384, "cuda": 65536}
 

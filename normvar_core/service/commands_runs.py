@@ -11,12 +11,13 @@ import argparse
 import math
 import sys
 
-from .config import RunConfig
-from .errors import NormvarError
+from normvar_core.config import RunConfig
+from normvar_core.constants import STUDY_BAND
+from normvar_core.errors import NormvarError
 
 
 def register(sub) -> None:
-    from .cli import add_data_dir
+    from normvar_core.service.args import add_data_dir
 
     p = sub.add_parser("compute", help="compute a run (model x corpus) and publish its DuckDB file",
                        description="Compute exact per-token-type moments and publish DIR/<name>.duckdb.")
@@ -32,8 +33,8 @@ def register(sub) -> None:
                        description="Per layer: n, Q(X), M(X), V_W, V_B, C.V.(Q), slope and R² of V on M.")
     p.add_argument("run", nargs="?", default=None, help="run name (in runs/) or path to a .duckdb file; "
                    "omitted: list the runs")
-    p.add_argument("--n-min", type=float, default=10.0, help="least n_t of the band (default 10)")
-    p.add_argument("--n-max", type=float, default=1e5, help="largest n_t of the band (default 1e5)")
+    p.add_argument("--n-min", type=float, default=STUDY_BAND[0], help="least n_t of the band (default 10)")
+    p.add_argument("--n-max", type=float, default=STUDY_BAND[1], help="largest n_t of the band (default 1e5)")
     add_data_dir(p)
     p.set_defaults(func=cmd_show)
 
@@ -45,7 +46,7 @@ def register(sub) -> None:
 
 # ----------------------------------------------------------------------------- compute
 def cmd_compute(args: argparse.Namespace) -> int:
-    from .compute import TqdmProgress, compute_run
+    from normvar_core.pipeline.compute import TqdmProgress, compute_run
 
     cfg = RunConfig.from_args(args)
     bar = None if args.quiet else TqdmProgress()
@@ -71,11 +72,11 @@ def _fmt(x, digits: int = 4) -> str:
     return f"{float(x):.{digits}g}"
 
 
-def show_table(run, n_min: float = 10.0, n_max: float = 1e5):
+def show_table(run, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]):
     """DataFrame[layer, n, n_types, Q, M, V_W, V_B, CV_Q, slope, R2] over the band."""
     import pandas as pd
 
-    from . import analyses
+    from normvar_core.stats import analyses
 
     stats = run.stats()
     dec = analyses.decomposition(stats, n_min, n_max)
@@ -88,7 +89,7 @@ def show_table(run, n_min: float = 10.0, n_max: float = 1e5):
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .runfile import list_runs, open_run, resolve_run
+    from normvar_core.runs.runfile import list_runs, open_run, resolve_run
 
     if args.run is None:
         errors: list = []
@@ -125,7 +126,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- models
 def cmd_models(args: argparse.Namespace) -> int:
-    from . import models
+    from normvar_core.pipeline import models
 
     if args.install:
         for alias, res in models.install_optional_models().items():

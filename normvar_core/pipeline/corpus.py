@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import RunConfig
-from .datadir import DEFAULT_CORPUS, DataDir
-from .errors import NormvarError
+from normvar_core.config import RunConfig
+from normvar_core.datadir import DEFAULT_CORPUS, DataDir
+from normvar_core.errors import NormvarError
 
 FORMATS = (".txt", ".txt.gz", ".jsonl", ".csv", ".parquet")
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .batches import counted_mask, first_position
+from normvar_core.pipeline.batches import counted_mask, first_position
 
-N_TOP = 50            # the most frequent types always sampled
-BAND = (10, 1e5)      # App. A: 1 <= log10 n_t <= 5
+from normvar_core.constants import SAMPLES_TOP_TYPES as N_TOP
+from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t <= 5
 
 
 def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> 
 def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
                   n_top: int = N_TOP) -> np.ndarray:
     """App. A's selection (stripped strings, band 10..1e5, seeded) ∪ the ``n_top`` most frequent types."""
-    from .analyses import select_by_counts
+    from normvar_core.stats.analyses import select_by_counts
 
     token_ids = np.asarray(token_ids, np.int64)
     n = np.asarray(n, np.int64)

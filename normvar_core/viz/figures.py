@@ -15,9 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .viewstate import COLORSCALE, HIGHLIGHT, PALETTE, QCOLORS, apply_theme, relative_depth
+from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, QCOLORS, apply_theme, relative_depth
 
 #: WebGL scatters stay interactive up to this many points; beyond it we draw a uniform sample.
+from normvar_core.constants import STUDY_BAND
+
 MAX_POINTS = 100_000
 
 _LABEL = {
@@ -33,7 +35,7 @@ def band_mask(n: Any, n_min: float, n_max: float) -> np.ndarray:
     return (n >= n_min) & (n <= n_max)
 
 
-def tradeoff_points(table: pd.DataFrame, n_min: float = 10, n_max: float = 1e5) -> pd.DataFrame:
+def tradeoff_points(table: pd.DataFrame, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]) -> pd.DataFrame:
     """Rows of a token table (token_id, token, n, q, m, v) inside the band, plus ``log10_n``."""
     out = table.loc[band_mask(table["n"].to_numpy(), n_min, n_max)]
     out = out.assign(log10_n=np.log10(out["n"].to_numpy(dtype=np.float64)))
@@ -41,7 +43,7 @@ def tradeoff_points(table: pd.DataFrame, n_min: float = 10, n_max: float = 1e5) 
 
 
 def _norm_token(s: str) -> str:
-    from .analyses import strip_prefix  # the study's footnote 7: "##ing" and "ing" are the same token
+    from normvar_core.stats.analyses import strip_prefix  # the study's footnote 7: "##ing" and "ing" are the same token
 
     return strip_prefix(str(s)).strip().lower()
 

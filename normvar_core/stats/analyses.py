@@ -18,9 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .moments import TokenStats
+from normvar_core.stats.tokenstats import TokenStats
 
-STUDY_BAND = (10.0, 1e5)
+from normvar_core.constants import APP_A_BINS, APP_A_MIN_CHARS, STUDY_BAND
 _PREFIXES = ("##", "Ġ", "▁")
 
 
@@ -114,7 +114,7 @@ def strip_prefix(token: str) -> str:
 
 
 def select_tokens(stats: TokenStats, tokens: Sequence[str], n_min: float = STUDY_BAND[0],
-                  n_max: float = STUDY_BAND[1], min_chars: int = 3, bins: int = 10,
+                  n_max: float = STUDY_BAND[1], min_chars: int = APP_A_MIN_CHARS, bins: int = APP_A_BINS,
                   seed: int = 0) -> np.ndarray:
     """App. A's token selection for a TokenStats; see ``select_by_counts``."""
     return select_by_counts(stats.token_ids, stats.n, tokens, n_min=n_min, n_max=n_max,
@@ -122,8 +122,8 @@ def select_tokens(stats: TokenStats, tokens: Sequence[str], n_min: float = STUDY
 
 
 def select_by_counts(token_ids: np.ndarray, n: np.ndarray, tokens: Sequence[str],
-                     n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1], min_chars: int = 3,
-                     bins: int = 10, seed: int = 0) -> np.ndarray:
+                     n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1], min_chars: int = APP_A_MIN_CHARS,
+                     bins: int = APP_A_BINS, seed: int = 0) -> np.ndarray:
     """App. A: among types with n_min <= n_t <= n_max whose stripped string has >= ``min_chars``
     characters, cut [min log10 n_t, max log10 n_t] into ``bins`` equal intervals I_r and draw,
     without replacement and seeded, N_r = 2 + floor(sqrt(4 |T_r| / max_r |T_r|)) types from each

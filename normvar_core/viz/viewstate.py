@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 #: the study's band for regressions and statistics over X (§5.3): 1 <= log10 n_t <= 5
-DEFAULT_BAND: tuple[float, float] = (1.0, 5.0)
+from normvar_core.constants import STUDY_BAND_LOG10 as DEFAULT_BAND
 MAX_TOKENS = 50
 MAX_TOKEN_CHARS = 64
 

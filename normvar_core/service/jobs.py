@@ -60,9 +60,9 @@ from huey import SqliteHuey
 from huey.registry import Message
 from huey.serializer import Serializer
 
-from .config import RunConfig, default_run_name
-from .datadir import DataDir
-from .errors import CancelledError, NormvarError
+from normvar_core.config import RunConfig, default_run_name
+from normvar_core.datadir import DataDir
+from normvar_core.errors import CancelledError, NormvarError
 
 log = logging.getLogger("normvar.jobs")
 
@@ -727,7 +727,7 @@ class Worker:
         try:
             compute_run = self._compute_fn
             if compute_run is None:
-                from .compute import compute_run
+                from normvar_core.pipeline.compute import compute_run
             path = compute_run(
                 cfg, self.dd.root, overwrite=bool(row["overwrite"]), progress=reporter.update,
                 checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,

@@ -9,11 +9,13 @@ import argparse
 import os
 import sys
 
-from .errors import NormvarError
+from normvar_core.errors import NormvarError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import commands_app, commands_jobs, commands_runs
+    from normvar_core.service import commands_app
+    from normvar_core.service import commands_jobs
+    from normvar_core.service import commands_runs
 
     parser = argparse.ArgumentParser(
         prog="normvar",
@@ -23,13 +25,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (commands_runs, commands_jobs, commands_app):
         module.register(sub)
     return parser
-
-
-def add_data_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data-dir", default=None,
-        help="data directory (runs/, corpora/, queue/, checkpoints/); default $NORMVAR_DATA or ./data",
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

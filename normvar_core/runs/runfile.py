@@ -52,11 +52,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .errors import NormvarError
-from .moments import TokenStats
+from normvar_core.errors import NormvarError
+from normvar_core.stats.tokenstats import TokenStats
 
 SCHEMA_VERSION = 1
-FREQ_BIN = 0.1  # width of the log10 n_t bins of frequency_hist (Fig. 10)
+from normvar_core.constants import FREQ_BIN  # width of the log10 n_t bins of frequency_hist (Fig. 10)
 
 RUN_COLUMNS: list[tuple[str, str]] = [
     ("name", "VARCHAR"), ("model", "VARCHAR"), ("revision", "VARCHAR"), ("weights_hash", "VARCHAR"),
@@ -495,7 +495,7 @@ def list_runs(data_dir=None, *, errors: list | None = None) -> pd.DataFrame:
     """One row per published run under ``<data_dir>/runs`` (newest first): name, model, corpus,
     n_types, n_embeddings, num_layers, dim, norm_placement, created_at, path. Unreadable files
     are skipped and reported in ``errors`` (list of (path, message)) when given; never raises."""
-    from .datadir import DataDir
+    from normvar_core.datadir import DataDir
 
     dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
     rows = []
@@ -520,7 +520,7 @@ def list_runs(data_dir=None, *, errors: list | None = None) -> pd.DataFrame:
 
 def resolve_run(ref: str, data_dir=None) -> Path:
     """A run name (looked up in ``<data_dir>/runs``) or a path to a ``.duckdb`` file."""
-    from .datadir import DataDir
+    from normvar_core.datadir import DataDir
 
     p = Path(ref)
     if p.suffix == ".duckdb" or os.sep in ref or p.exists():

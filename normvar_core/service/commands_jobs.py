@@ -14,11 +14,11 @@ import logging
 import os
 import sys
 
-from .config import RunConfig
+from normvar_core.config import RunConfig
 
 
 def register(sub) -> None:
-    from .cli import add_data_dir
+    from normvar_core.service.args import add_data_dir
 
     p = sub.add_parser("worker", help="run the background worker (computes queued runs)",
                        description="Compute queued runs one at a time, until SIGTERM/Ctrl-C.")
@@ -49,7 +49,7 @@ def register(sub) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from .jobs import Worker
+    from normvar_core.service.jobs import Worker
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s normvar worker: %(message)s", datefmt="%H:%M:%S")
@@ -62,7 +62,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from .jobs import JobStore
+    from normvar_core.service.jobs import JobStore
 
     cfg = RunConfig.from_args(args)
     job_id = JobStore(args.data_dir).submit(cfg, overwrite=args.overwrite)
@@ -88,7 +88,7 @@ def _state_label(job) -> str:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from .jobs import JobStore
+    from normvar_core.service.jobs import JobStore
 
     store = JobStore(args.data_dir)
     jobs = store.list(limit=args.limit or None)
@@ -122,7 +122,7 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from .jobs import JobStore
+    from normvar_core.service.jobs import JobStore
 
     job = JobStore(args.data_dir).cancel(args.job_id)
     if job.state == "running":

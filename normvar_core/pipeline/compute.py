@@ -33,9 +33,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from .config import RunConfig, default_run_name
-from .datadir import DataDir
-from .errors import CancelledError, NormvarError
+from normvar_core.config import RunConfig, default_run_name
+from normvar_core.datadir import DataDir
+from normvar_core.errors import CancelledError, NormvarError
 
 CHECKPOINT_FORMAT = "normvar-checkpoint-1"
 
@@ -66,7 +66,7 @@ def versions() -> dict[str, str]:
     import duckdb
     import transformers
 
-    from . import __version__
+    from normvar_core import __version__
 
     return {"normvar": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
@@ -127,12 +127,12 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     cancelled = should_cancel or (lambda: False)
     ckpt_path = Path(checkpoint) if checkpoint is not None else None
 
-    from . import batches as B
-    from . import corpus as C
-    from . import models as M
-    from . import samples as S
-    from .moments import TokenMoments
-    from .runfile import write_run
+    from normvar_core.pipeline import batches as B
+    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline import samples as S
+    from normvar_core.pipeline.moments import TokenMoments
+    from normvar_core.runs.runfile import write_run
 
     report(Progress("corpus"))
     corpus = C.load_sentences(cfg, dd.root)

@@ -1,0 +1,24 @@
+"""The study's constants, in one place (Yamagiwa & Shimodaira 2024, ../shared/seeds/002).
+
+Every module that needs one of these imports it from here; nothing else hard-codes them.
+"""
+from __future__ import annotations
+
+STUDY_BAND: tuple[float, float] = (10.0, 1e5)
+"""§5.3: corpus-level values and regressions over types with 10 <= n_t <= 1e5 (1 <= log10 n_t <= 5)."""
+STUDY_BAND_LOG10: tuple[float, float] = (1.0, 5.0)
+"""The same band in log10 n_t, as the dashboard's band slider shows it."""
+MAX_WORDS = 64
+"""§5.1: sentences with fewer than 64 whitespace-separated words are kept."""
+SAMPLE_FRAC = 0.01
+"""§5.1: the study's 1 % sample of BookCorpus (seed 0)."""
+APP_A_MIN_CHARS = 3
+"""App. A: sampled tokens have at least 3 characters once the '##'/'Ġ'/'▁' prefix is stripped."""
+APP_A_BINS = 10
+"""App. A: one token per log10 n_t bin, 10 bins over the band."""
+SAMPLES_TOP_TYPES = 50
+"""Fig. 1: the most frequent types always get PCA samples."""
+SAMPLES_PER_TOKEN = 200
+"""Reservoir size of raw embeddings per (layer, sampled type) for the PCA clouds."""
+FREQ_BIN = 0.1
+"""Width of the log10 n_t bins of the frequency histogram (Fig. 10)."""

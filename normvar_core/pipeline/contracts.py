@@ -1,0 +1,141 @@
+"""The two contracts of the pipeline: a **state source** yields batches of hidden states, and
+**accumulators** consume them.
+
+    plan (corpus -> sentences -> batches -> counts -> sample plan)       plan.py
+      -> state source: StateBatch per batch                              sources.py
+      -> accumulators: update(batch) ... merge(other) ... result()       accumulators/
+      -> partial states merge (shards, checkpoints)                      execute.py
+      -> publish one run file                                            publish.py
+
+A **StateBatch** holds, for one batch of the plan, every counted position (padding dropped;
+special tokens and position 0 dropped when the run asks) of every kept layer:
+
+    states       (L, N, d)  hidden states on the source's device, in its dtype
+    token_ids    (N,)       int64 token id of each position
+    sentence_ids (N,)       int64 index of its sentence in the plan's sentence list
+    positions    (N,)       int64 index in the model's input sequence (special tokens included,
+                            padding excluded: the first real token is 0)
+
+An **Accumulator** is one streamed measure. Its contract (checked on every registered
+accumulator by ``tests/test_accumulator_contract.py``):
+
+* ``for_run(ctx) -> Accumulator | None`` builds it for a run (``None``: not wanted by this run);
+* ``update(batch)`` adds a StateBatch; ``merge(other)`` pools another partial state of the same
+  run exactly (any split of the batches, any order: "two halves merged = one stream");
+* ``state_dict()`` -> dict of numpy arrays only (saved with np.savez, loaded with
+  allow_pickle=False) and ``load_state_dict(state)``; ``from_state_dict(state, ctx)``;
+* ``result()`` the finished measure; ``tables(result, ctx)`` -> {table name: pyarrow.Table}
+  written to the run file. ``name`` is recorded in the run row's ``accumulators`` list, so
+  readers and pages ask a run what it has instead of assuming.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterator, Protocol
+
+import numpy as np
+
+
+@dataclass
+class StateBatch:
+    """One batch of hidden states (see the module docstring)."""
+
+    index: int
+    states: Any          # torch.Tensor (L, N, d)
+    token_ids: Any       # torch.Tensor (N,) int64
+    sentence_ids: Any    # torch.Tensor (N,) int64
+    positions: Any       # torch.Tensor (N,) int64
+
+    @property
+    def size(self) -> int:
+        return int(self.token_ids.shape[0])
+
+
+@dataclass
+class SourceInfo:
+    """What a state source tells the run about itself (the run row's model columns)."""
+
+    dim: int
+    num_hidden_states: int           # L + 1 for a transformer of L blocks (0 = input embeddings)
+    device: str = "cpu"
+    meta: dict = field(default_factory=dict)   # run-row columns: model, architecture, norm placement, ...
+
+
+@dataclass
+class RunContext:
+    """Everything an accumulator may need to size itself: the run's configuration, the kept
+    layers, the dimension, the device and the plan (pre-counted token types, sample plan)."""
+
+    cfg: Any                 # RunConfig
+    layers: list[int]        # hidden-state indices kept, ascending
+    dim: int
+    device: Any              # torch.device
+    plan: Any = None         # RunPlan
+    tokens: dict = field(default_factory=dict)    # token id -> string
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+
+class StateSource(Protocol):
+    """Anything that yields StateBatches for a range of the plan's batches."""
+
+    info: SourceInfo
+
+    def batches(self, plan, start: int, stop: int) -> Iterator[StateBatch]:
+        """StateBatches for plan batches [start, stop), in order. A source may split a batch
+        (out of memory): it then yields several StateBatches with the same ``index``."""
+        ...
+
+
+class Accumulator(ABC):
+    """One streamed measure (see the module docstring for the contract)."""
+
+    name: ClassVar[str]
+    table_names: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    @abstractmethod
+    def for_run(cls, ctx: RunContext) -> "Accumulator | None":
+        """This accumulator sized for the run, or None if the run does not want it."""
+
+    @abstractmethod
+    def update(self, batch: StateBatch) -> None:
+        ...
+
+    @abstractmethod
+    def merge(self, other: "Accumulator") -> "Accumulator":
+        ...
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, np.ndarray]:
+        ...
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        ...
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, np.ndarray], ctx: RunContext) -> "Accumulator":
+        acc = cls.for_run(ctx)
+        if acc is None:
+            raise ValueError(f"accumulator {cls.name!r} is not enabled for this run")
+        acc.load_state_dict(state)
+        return acc
+
+    @abstractmethod
+    def result(self) -> Any:
+        ...
+
+    @abstractmethod
+    def tables(self, result: Any, ctx: RunContext) -> dict[str, Any]:
+        """{table name: pyarrow.Table} for the run file (names from ``table_names``)."""
+
+    def run_meta(self, result: Any) -> dict:
+        """Extra notes for the run row (JSON), e.g. counts or reasons a part was skipped."""
+        return {}
+
+
+__all__ = ["StateBatch", "SourceInfo", "RunContext", "StateSource", "Accumulator"]

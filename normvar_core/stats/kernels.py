@@ -1,0 +1,80 @@
+"""numba kernels of the statistics (compiled on first use; cached on disk).
+
+Imported lazily: reading a run (``normvar show``, the dashboard) imports this module only when a
+frequency band is first asked for, never at import time of ``normvar_core.stats``.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
+def update_kernel(X, order, starts, rows, n_new, mean, s_out, bounds):  # pragma: no cover
+    """One pass over a batch. X (L,N,d) f32/f64; ``order`` sorts the N embeddings by type,
+    group g owns order[starts[g]:starts[g+1]] and table row rows[g]; n_new[g] = n' (eq. above).
+    Threads take contiguous ranges of groups (``bounds``, balanced by work) and whole rows.
+    Updates ``mean`` in place; s_out[l, g] = ss - ||s1||^2 / n'. All arithmetic in float64;
+    the column loops are independent lanes, so they vectorise."""
+    L, N, d = X.shape
+    n_chunks = bounds.shape[0] - 1
+    for task in numba.prange(L * n_chunks):
+        l = task // n_chunks
+        ch = task % n_chunks
+        s1 = np.empty(d, dtype=np.float64)
+        s2 = np.empty(d, dtype=np.float64)
+        for g in range(bounds[ch], bounds[ch + 1]):
+            mrow = mean[l, rows[g]]
+            inv_n = 1.0 / n_new[g]
+            k0 = starts[g]
+            k1 = starts[g + 1]
+            acc = 0.0
+            if k1 - k0 == 1:  # a type seen once in this batch: one fused loop
+                xrow = X[l, order[k0]]
+                for j in range(d):
+                    dv = np.float64(xrow[j]) - np.float64(mrow[j])
+                    acc += dv * dv * (1.0 - inv_n)
+                    mrow[j] = np.float64(mrow[j]) + dv * inv_n
+            else:
+                for j in range(d):
+                    s1[j] = 0.0
+                    s2[j] = 0.0
+                for k in range(k0, k1):
+                    xrow = X[l, order[k]]
+                    for j in range(d):
+                        dv = np.float64(xrow[j]) - np.float64(mrow[j])
+                        s1[j] += dv
+                        s2[j] += dv * dv
+                for j in range(d):
+                    v = s1[j]
+                    acc += s2[j] - v * v * inv_n
+                    mrow[j] = np.float64(mrow[j]) + v * inv_n
+            s_out[l, g] = acc
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pragma: no cover
+    """Per layer: c = mu(X) over all types, then per block of ``block`` count-sorted types
+    bvec[b+1] = sum n_t (mu_t - c) and bdev[b+1] = sum n_t ||mu_t - c||^2 (not yet cumulated)."""
+    L, T, d = mean.shape
+    N = 0.0
+    for t in range(T):
+        N += n_sorted[t]
+    for l in numba.prange(L):
+        for t in range(T):  # sequential rows: c = sum_t p_t mu_t (eq. 14)
+            row = mean[l, t]
+            w = n_orig[t] / N
+            for j in range(d):
+                c[l, j] += w * np.float64(row[j])
+        for b in range(nb):
+            acc = 0.0
+            for k in range(b * block, (b + 1) * block):
+                row = mean[l, order[k]]
+                w = n_sorted[k]
+                dev = 0.0
+                for j in range(d):
+                    dv = np.float64(row[j]) - c[l, j]
+                    bvec[l, b + 1, j] += w * dv
+                    dev += dv * dv
+                acc += w * dev
+            bdev[l, b + 1] = acc
