@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from normvar_core.runs import runfile
+from normvar_core.runs import runfile, writer
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.moments import TokenMoments
 from normvar_core.runs.runfile import list_runs, open_run, write_run
@@ -149,15 +149,15 @@ def test_atomic_publish(tmp_path, monkeypatch):
     st = _stats()
     final = tmp_path / "runs" / "atomic.duckdb"
     seen = []
-    real_insert = runfile._insert
+    real_append = writer._append
 
-    def spy(con, table, data):
+    def spy(con, table, data, created):
         seen.append((table, final.exists(), sorted(p.name for p in final.parent.iterdir())))
         if table == "samples":
             raise RuntimeError("disk full (simulated)")
-        return real_insert(con, table, data)
+        return real_append(con, table, data, created)
 
-    monkeypatch.setattr(runfile, "_insert", spy)
+    monkeypatch.setattr(writer, "_append", spy)
     with pytest.raises(RuntimeError, match="disk full"):
         write_run(final, meta=META, stats=st, tokens=[str(t) for t in st.token_ids],
                   sentence_lengths=np.array([2]), samples=_samples(st, np.random.default_rng(0)))
@@ -165,7 +165,7 @@ def test_atomic_publish(tmp_path, monkeypatch):
     tmp_name = f".atomic.tmp-{os.getpid()}.duckdb"
     assert all(names and all(n.startswith(tmp_name) for n in names) for _, _, names in seen)
     assert list(final.parent.iterdir()) == []                        # nothing left behind
-    monkeypatch.setattr(runfile, "_insert", real_insert)
+    monkeypatch.setattr(writer, "_append", real_append)
     write_run(final, meta=META, stats=st, tokens=[str(t) for t in st.token_ids], sentence_lengths=np.array([2]),
               samples=None)
     assert [p.name for p in final.parent.iterdir()] == ["atomic.duckdb"]

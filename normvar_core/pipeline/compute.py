@@ -1,43 +1,28 @@
-"""``compute_run``: corpus + model -> one published DuckDB run file (drives the whole pipeline).
+"""``compute_run``: corpus + model -> one published run file, as a short composition of the stages
 
-Steps: load the corpus -> load the model -> tokenize into length-sorted batches -> count n_t and
-plan the PCA samples (``samples.py``) -> for each batch: ``extract`` the hidden states and
-``TokenMoments.update`` (exact streaming n_t, mu(X_t), Q/M/V, eqs. 1–6, float64 on the model's
-device) -> ``write_run`` (temp name, atomic publish) -> remove the checkpoint.
+    plan (plan.py) -> state source (sources.py) -> accumulators (accumulators/) -> merge (execute.py)
+    -> publish (publish.py)
 
-Checkpoints (``checkpoint=PATH``): every ``checkpoint_every_s`` seconds, and when cancelled or
-interrupted between batches, one ``.npz`` (numpy arrays + a JSON string, loaded with
-``allow_pickle=False``) is written to ``.<PATH name>.tmp-<pid>`` and ``os.replace``d onto PATH.
-It holds the accumulator's ``state_dict``, the samples gathered so far and the next batch index.
-A run resumes from it when its stored configuration equals ``cfg``; batch order is
-deterministic, so the published statistics equal those of an uninterrupted run exactly.
-
-Out of memory on a batch: the batch is split in half (recursively) and later batches are capped
-at the size that fit; the number of splits is recorded in the run's ``notes``.
-Nothing is published on any error; ``should_cancel()`` is polled between batches and raises
-``errors.CancelledError``.
+The checks that need no model come first (name taken, destination writable, corpus readable);
+then the model is loaded, the plan built, the batches run through every accumulator and the run
+published atomically. Checkpoints (``checkpoint=PATH``): every ``checkpoint_every_s`` seconds, and
+when cancelled or interrupted between batches, the partial state of the batches done is saved
+(``checkpoint.py``); a run resumes from it when its plan fingerprint matches, and the published
+statistics equal those of an uninterrupted run exactly. Nothing is published on any error;
+``should_cancel()`` is polled between batches and raises ``errors.CancelledError``.
 """
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
-import platform
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-import torch
-
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
-from normvar_core.errors import CancelledError, NormvarError
-
-CHECKPOINT_FORMAT = "normvar-checkpoint-1"
+from normvar_core.errors import NormvarError
 
 
 @dataclass
@@ -62,49 +47,41 @@ def _datadir(data_dir) -> DataDir:
     return data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
 
 
-def versions() -> dict[str, str]:
-    import duckdb
-    import transformers
-
-    from normvar_core import __version__
-
-    return {"normvar": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
-
-
-# ============================================================================ checkpoints
-def _save_checkpoint(path: Path, meta: dict, acc_state: dict, sample_state: dict) -> None:
-    arrays = {f"acc__{k}": np.asarray(v) for k, v in acc_state.items()}
-    arrays.update({f"samples__{k}": np.asarray(v) for k, v in sample_state.items()})
-    arrays["meta_json"] = np.array(json.dumps(meta, sort_keys=True))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+def check_destination(out_path: Path, overwrite: bool) -> None:
+    """Before any expensive work: the name is free (or --overwrite) and the folder is writable."""
+    if out_path.exists() and not overwrite:
+        raise NormvarError(f"run {out_path.stem!r} already exists: {out_path}",
+                           fix="choose another --name or pass --overwrite")
+    folder = out_path.parent
     try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, FileExistsError) as exc:
+        raise NormvarError(f"cannot create the run folder {folder}: {exc.strerror or exc}",
+                           fix="choose a writable --data-dir or --out") from None
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise NormvarError(f"the run folder {folder} is not writable", fix="choose a writable --data-dir or --out")
 
 
-def _load_checkpoint(path: Path) -> tuple[dict, dict, dict] | None:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta_json"]))
-            acc = {k[5:]: z[k] for k in z.files if k.startswith("acc__")}
-            smp = {k[9:]: z[k] for k in z.files if k.startswith("samples__")}
-    except Exception as exc:  # noqa: BLE001 - a damaged checkpoint means: start over
-        warnings.warn(f"ignoring unreadable checkpoint {path}: {exc}", stacklevel=3)
-        return None
-    if meta.get("format") != CHECKPOINT_FORMAT:
-        return None
-    return meta, acc, smp
+class _Checkpointer:
+    """Saves the partial state every ``every_s`` seconds and on interruption between batches."""
+
+    def __init__(self, path: Path | None, fingerprint: dict, every_s: float):
+        self.path, self.fingerprint, self.every_s = path, fingerprint, every_s
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        return self.path is not None and time.monotonic() - self.last >= self.every_s
+
+    def save(self, accs: dict, next_batch: int, extra: dict) -> None:
+        from normvar_core.pipeline import checkpoint
+        from normvar_core.pipeline.execute import partial_state
+
+        if self.path is None:
+            return
+        checkpoint.save(self.path, self.fingerprint, partial_state(accs, 0, next_batch), extra)
+        self.last = time.monotonic()
 
 
-# ============================================================================ the run
 def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
                 progress: Callable[[Progress], Any] | None = None, checkpoint=None,
                 checkpoint_every_s: float = 30.0, should_cancel: Callable[[], bool] | None = None,
@@ -113,6 +90,16 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
 
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence) or CancelledError; nothing is published then. ``out_dir`` overrides runs/ (CLI --out)."""
+    from normvar_core.errors import CancelledError
+    from normvar_core.pipeline import checkpoint as ckpt
+    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.execute import build_accumulators, load_partial, run_range
+    from normvar_core.pipeline.plan import make_plan
+    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.sources import TransformerSource
+
     t_start = time.monotonic()
     _limit_heap_growth()
     cfg = cfg.validate()
@@ -120,176 +107,84 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     if cfg.name is None:
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
-    if out_path.exists() and not overwrite:  # before any expensive work
-        raise NormvarError(f"run {cfg.name!r} already exists: {out_path}",
-                           fix="choose another --name or pass --overwrite")
+    check_destination(out_path, overwrite)
     report = progress or (lambda p: None)
     cancelled = should_cancel or (lambda: False)
-    ckpt_path = Path(checkpoint) if checkpoint is not None else None
 
-    from normvar_core.pipeline import batches as B
-    from normvar_core.pipeline import corpus as C
-    from normvar_core.pipeline import models as M
-    from normvar_core.pipeline import samples as S
-    from normvar_core.pipeline.moments import TokenMoments
-    from normvar_core.runs.runfile import write_run
+    def check_cancel() -> None:
+        if cancelled():
+            raise CancelledError("cancelled")
 
+    # ---- plan: corpus, model, batches, counts, samples
     report(Progress("corpus"))
     corpus = C.load_sentences(cfg, dd.root)
-    sentences = list(corpus.sentences)
-    if not sentences:
+    if not corpus.sentences:
         raise NormvarError("no sentences left after filtering the corpus",
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
-    if cancelled():
-        raise CancelledError("cancelled")
-    report(Progress("model", sentences_total=len(sentences)))
+    check_cancel()
+    total = len(corpus.sentences)
+    report(Progress("model", sentences_total=total))
     loaded = M.load_model(cfg, dd.root)
-    info = loaded.info
-    device = _device_of(loaded)
-    num_hidden = int(info.num_hidden_states)
-    layers = list(range(num_hidden)) if cfg.layers is None else sorted(set(int(x) for x in cfg.layers))
-    bad = [x for x in layers if x >= num_hidden]
-    if bad:
-        raise NormvarError(f"layer(s) {bad} do not exist: the model has hidden states 0..{num_hidden - 1}",
-                           fix=f"use --layers with indices below {num_hidden}")
-    if cancelled():
-        raise CancelledError("cancelled")
+    check_cancel()
+    report(Progress("tokenize", sentences_total=total))
+    plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
+                     max_length=int(loaded.info.max_length), device_type=loaded.device.type)
+    del corpus
+    source = TransformerSource(loaded, plan.layers)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
+                     tokens=plan.tokens)
 
-    report(Progress("tokenize", sentences_total=len(sentences)))
-    max_length = cfg.max_length or info.max_length
-    batch_list, n_truncated = B.make_batches(sentences, loaded.tokenizer, max_length=max_length,
-                                             batch_size=cfg.batch_size,
-                                             max_tokens=B.auto_max_tokens(device.type))
-    excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
-    pre_ids, pre_n = S.count_tokens(batch_list, **excl)
-    total_emb = int(pre_n.sum())
-    if total_emb == 0:
-        raise NormvarError("no embeddings to count: every position is excluded",
-                           fix="drop --exclude-special/--exclude-position0 or use longer sentences")
-    tok_strings = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens([int(i) for i in pre_ids])]
-    tokens_of = dict(zip((int(i) for i in pre_ids), tok_strings))
-    if cfg.samples_per_token > 0:
-        chosen = S.choose_tokens(pre_ids, pre_n, tok_strings, seed=cfg.seed)
+    # ---- accumulators, resumed from a checkpoint of this plan if there is one
+    ckpt_path = Path(checkpoint) if checkpoint is not None else None
+    fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
+    saved = ckpt.load(ckpt_path, fingerprint) if ckpt_path is not None else None
+    if saved is not None:
+        partial, meta = saved
+        accs = load_partial(ctx, partial)
+        first, seconds_before, resumed_from = partial.stop, float(meta.get("seconds", 0.0)), partial.stop
+        source.oom_splits, source.max_rows = int(meta.get("oom_splits", 0)), meta.get("max_rows")
     else:
-        chosen = np.zeros(0, np.int64)
-    plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
-    collector = S.SampleCollector(plan, len(layers), int(info.dim))
+        accs = build_accumulators(ctx)
+        first, seconds_before, resumed_from = 0, 0.0, None
+    moments = accs["moments"]
+    saver = _Checkpointer(ckpt_path, fingerprint, checkpoint_every_s)
+    done_at = plan.sentences_done_at()
+    pos = {"next": first, "clean_n": moments.n_embeddings}
+    emb_at_start, t_loop = moments.n_embeddings, time.monotonic()
 
-    acc = TokenMoments(num_layers=len(layers), dim=int(info.dim), device=device, mean_dtype=cfg.mean_dtype,
-                       layer_index=layers)
-    acc.reserve(int(pre_ids.size))  # the type count is known: size the tables once
-    sent_done_at = np.cumsum([len(b) for b in batch_list])
-    state = dict(next_batch=0, seconds=0.0, oom_splits=0, max_rows=None, resumed_from=None)
-    ck_meta_base = {"format": CHECKPOINT_FORMAT, "config": cfg.to_dict(), "n_batches": len(batch_list),
-                    "corpus_sha256": corpus.sha256, "weights_hash": info.weights_hash,
-                    "total_embeddings": total_emb, "n_samples": plan.size}
-    if ckpt_path is not None and ckpt_path.exists():
-        loaded_ck = _load_checkpoint(ckpt_path)
-        if loaded_ck is not None:
-            meta, acc_state, smp_state = loaded_ck
-            if all(meta.get(k) == v for k, v in ck_meta_base.items()):
-                acc = TokenMoments.from_state_dict(acc_state, device=device)
-                collector.load_state_dict(smp_state)
-                state.update(next_batch=int(meta["next_batch"]), seconds=float(meta["seconds"]),
-                             oom_splits=int(meta["oom_splits"]), max_rows=meta.get("max_rows"),
-                             resumed_from=int(meta["next_batch"]))
-            else:
-                warnings.warn(f"checkpoint {ckpt_path} belongs to another configuration; starting over",
-                              stacklevel=2)
+    def extra() -> dict:
+        return {"seconds": seconds_before + (time.monotonic() - t_start), "oom_splits": source.oom_splits,
+                "max_rows": source.max_rows}
 
-    def save_checkpoint() -> None:
-        if ckpt_path is None:
-            return
-        meta = dict(ck_meta_base, next_batch=state["next_batch"], oom_splits=state["oom_splits"],
-                    max_rows=state["max_rows"], seconds=state["seconds"] + (time.monotonic() - t_start))
-        _save_checkpoint(ckpt_path, meta, acc.state_dict(), collector.state_dict())
+    def on_batch(bi: int) -> None:
+        pos["next"], pos["clean_n"] = bi + 1, moments.n_embeddings
+        rate = (moments.n_embeddings - emb_at_start) / max(time.monotonic() - t_loop, 1e-9)
+        eta = (plan.total_embeddings - moments.n_embeddings) / rate if rate > 0 else None
+        report(Progress("compute", int(done_at[bi]), total, moments.n_embeddings, rate, eta))
+        if saver.due() and bi + 1 < plan.n_batches:
+            saver.save(accs, bi + 1, extra())
 
-    def process(bi: int, batch) -> None:
-        rows = len(batch)
-        cap = state["max_rows"]
-        if cap is not None and rows > cap:
-            for a in range(0, rows, cap):
-                process(bi, batch.subset(a, min(rows, a + cap)))
-            return
-        try:
-            states, ids = B.extract(loaded, batch, layers=layers, **excl)
-        except Exception as exc:  # noqa: BLE001
-            if not B.is_oom(exc):
-                raise
-            if rows <= 1:
-                raise NormvarError("out of memory on a single sentence",
-                                   fix="lower --max-length, keep fewer --layers or use --device cpu") from None
-            _free_memory(device)
-            state["oom_splits"] += 1
-            half = (rows + 1) // 2
-            state["max_rows"] = half if cap is None else min(cap, half)
-            process(bi, batch.subset(0, half))
-            process(bi, batch.subset(half, rows))
-            return
-        acc.update(states, ids)
-        if plan.size:
-            collector.gather(bi, batch, B.counted_mask(batch, **excl), states)
-
-    # ---------------------------------------------------------------- main pass
-    first = state["next_batch"]
-    emb_at_start = acc.n_embeddings
-    t_loop = time.monotonic()
-    last_ck = time.monotonic()
-    report(Progress("compute", int(sent_done_at[first - 1]) if first else 0, len(sentences), acc.n_embeddings,
-                    0.0, None))
-    clean = True  # False while a batch is half-applied: never checkpoint then
+    report(Progress("compute", int(done_at[first - 1]) if first else 0, total, moments.n_embeddings, 0.0, None))
     try:
-        for bi in range(first, len(batch_list)):
-            if cancelled():
-                raise CancelledError("cancelled")
-            clean = False
-            process(bi, batch_list[bi])
-            clean = True
-            state["next_batch"] = bi + 1
-            now = time.monotonic()
-            rate = (acc.n_embeddings - emb_at_start) / max(now - t_loop, 1e-9)
-            eta = (total_emb - acc.n_embeddings) / rate if rate > 0 else None
-            report(Progress("compute", int(sent_done_at[bi]), len(sentences), acc.n_embeddings, rate, eta))
-            if ckpt_path is not None and now - last_ck >= checkpoint_every_s and bi + 1 < len(batch_list):
-                save_checkpoint()
-                last_ck = time.monotonic()
+        run_range(source, plan, accs, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled)
     except BaseException:
-        if clean and ckpt_path is not None and state["next_batch"] > (state["resumed_from"] or 0):
+        clean = moments.n_embeddings == pos["clean_n"]  # no piece of an unfinished batch was added
+        if clean and ckpt_path is not None and pos["next"] > (resumed_from or 0):
             try:
-                save_checkpoint()
+                saver.save(accs, pos["next"], extra())
             except Exception:  # noqa: BLE001 - the original error matters more
                 pass
         raise
 
-    # ---------------------------------------------------------------- publish
-    report(Progress("write", len(sentences), len(sentences), acc.n_embeddings, 0.0, 0.0))
-    n_embeddings = int(acc.n_embeddings)
-    stats = acc.result()
-    acc = None  # drop the accumulator's tables before writing (the result is a copy)
-    S.check_counts(pre_ids, pre_n, stats)
-    tokens = [tokens_of[int(t)] for t in stats.token_ids]
-    seconds = state["seconds"] + (time.monotonic() - t_start)
-    meta = {
-        "model": cfg.model, "revision": cfg.revision, "weights_hash": info.weights_hash,
-        "architecture": info.architecture, "norm_placement": info.norm_placement,
-        "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
-        "num_layers": num_hidden - 1, "dim": int(info.dim), "layers": layers,
-        "corpus_name": corpus.name, "corpus_sha256": corpus.sha256, "options": cfg.to_dict(),
-        "n_sentences": len(sentences), "n_truncated": int(n_truncated), "n_embeddings": n_embeddings,
-        "n_types": stats.num_types, "device": str(device), "dtype": cfg.dtype, "seconds": seconds,
-        "versions": versions(), "created_at": _dt.datetime.now(_dt.timezone.utc),
-        "notes": {"n_batches": len(batch_list), "batch_size": cfg.batch_size or max(len(b) for b in batch_list),
-                  "oom_splits": state["oom_splits"], "max_rows_after_oom": state["max_rows"],
-                  "resumed_from_batch": state["resumed_from"], "n_samples": plan.size,
-                  "n_sampled_types": int(np.unique(plan.token_ids).size), "is_decoder": bool(info.is_decoder), "max_length": max_length,
-                  "corpus": _corpus_notes(corpus)},
-    }
-    path = write_run(out_path, meta=meta, stats=stats, tokens=tokens,
-                     sentence_lengths=np.asarray(corpus.sentence_lengths),
-                     samples=collector.result(tokens_of) if plan.size else None, overwrite=overwrite)
+    # ---- publish
+    report(Progress("write", total, total, moments.n_embeddings, 0.0, 0.0))
+    n_embeddings = moments.n_embeddings
+    notes = {**source.notes(), "resumed_from_batch": resumed_from}
+    path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
+                       seconds=seconds_before + (time.monotonic() - t_start))
     if ckpt_path is not None:
         ckpt_path.unlink(missing_ok=True)
-    report(Progress("done", len(sentences), len(sentences), n_embeddings, 0.0, 0.0))
+    report(Progress("done", total, total, n_embeddings, 0.0, 0.0))
     return path
 
 
@@ -314,34 +209,7 @@ def _limit_heap_growth() -> None:
         pass
 
 
-def _corpus_notes(corpus) -> dict:
-    out = {}
-    for k in ("path", "format", "text_column", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out",
-              "n_capped"):
-        v = getattr(corpus, k, None)
-        if v is not None:
-            out[k] = str(v) if isinstance(v, Path) else v
-    return out
 
-
-def _device_of(loaded) -> torch.device:
-    dev = getattr(loaded, "device", None)
-    if dev is not None:
-        return torch.device(dev)
-    try:
-        return next(loaded.model.parameters()).device
-    except StopIteration:  # pragma: no cover
-        return torch.device("cpu")
-
-
-def _free_memory(device: torch.device) -> None:
-    import gc
-
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    elif device.type == "mps" and hasattr(torch, "mps"):
-        torch.mps.empty_cache()
 
 
 # ============================================================================ CLI progress
@@ -378,5 +246,4 @@ class TqdmProgress:
             self.bar = None
 
 
-__all__ = ["compute_run", "Progress", "default_run_name", "run_path_for", "TqdmProgress",
-           "versions"]
+__all__ = ["compute_run", "Progress", "default_run_name", "run_path_for", "TqdmProgress", "check_destination"]

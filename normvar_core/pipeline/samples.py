@@ -10,9 +10,9 @@ counted, so they are known *before* any forward pass. ``plan_samples`` therefore
    without replacement with ``numpy.random.default_rng(seed)`` (occurrences ordered by
    (sentence, position), so the picks do not depend on batch size or padding side).
 
-``SampleCollector.gather`` then copies the picked hidden states out of the main pass's own
-``extract`` output — no second forward pass, memory bounded by chosen types x samples_per_token
-x layers x d floats. The counts are checked against the final statistics (``check_counts``).
+``accumulators.samples.SampleAccumulator`` then copies the picked hidden states out of the main
+pass — no second forward pass, memory bounded by chosen types x samples_per_token x layers x d
+floats. The counts are checked against the final statistics (``publish.check_counts``).
 """
 from __future__ import annotations
 
@@ -115,59 +115,4 @@ def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, excl
     return plan
 
 
-class SampleCollector:
-    """Holds the picked raw embeddings, (L, P, d) float32, filled batch by batch."""
-
-    def __init__(self, plan: SamplePlan, num_layers: int, dim: int):
-        self.plan = plan
-        self.vectors = np.zeros((num_layers, plan.size, dim), dtype=np.float32)
-        self.filled = np.zeros(plan.size, dtype=bool)
-
-    def gather(self, batch_index: int, batch, mask: torch.Tensor, states) -> None:
-        """Copy the picks of ``batch`` (possibly a row subset of batch ``batch_index``) out of
-        ``states`` (L, N, d), the embeddings of the True positions of ``mask`` in row-major order."""
-        picks = self.plan.by_batch.get(int(batch_index))
-        if picks is None or picks.size == 0:
-            return
-        sent_of_row = {int(s): r for r, s in enumerate(np.asarray(batch.indices, np.int64))}
-        rows = np.array([sent_of_row.get(int(s), -1) for s in self.plan.sentence[picks]], dtype=np.int64)
-        here = rows >= 0
-        if not here.any():
-            return
-        picks, rows = picks[here], rows[here]
-        first = first_position(batch).numpy()
-        cols = first[rows] + self.plan.offset[picks]
-        W = mask.shape[1]
-        flat = torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1
-        idx = flat[torch.as_tensor(rows * W + cols)]
-        X = states[:, idx] if isinstance(states, torch.Tensor) else torch.as_tensor(states)[:, idx]
-        self.vectors[:, picks] = X.detach().to("cpu", torch.float32).numpy()
-        self.filled[picks] = True
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {"vectors": self.vectors, "filled": self.filled}
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        v = np.asarray(state["vectors"], np.float32)
-        if v.shape != self.vectors.shape:
-            raise ValueError("sample checkpoint does not match the plan")
-        self.vectors[...] = v
-        self.filled[...] = np.asarray(state["filled"], bool)
-
-    def result(self, tokens_of: dict[int, str]) -> dict:
-        """The ``samples`` argument of ``runfile.write_run``."""
-        if not self.filled.all():
-            raise RuntimeError(f"{int((~self.filled).sum())} sampled positions were never filled")
-        return {"token_ids": self.plan.token_ids, "tokens": [tokens_of.get(int(t), "") for t in self.plan.token_ids],
-                "i": self.plan.i, "vectors": self.vectors}
-
-
-def check_counts(pre_ids: np.ndarray, pre_n: np.ndarray, stats) -> None:
-    """The pre-counted n_t must equal the accumulated ones (same positions counted)."""
-    if not (np.array_equal(pre_ids, stats.token_ids) and np.array_equal(pre_n, stats.n)):
-        raise RuntimeError("token counts from tokenization differ from the accumulated statistics; "
-                           "the counted positions and batches.extract disagree")
-
-
-__all__ = ["count_tokens", "choose_tokens", "plan_samples", "SamplePlan", "SampleCollector",
-           "check_counts", "N_TOP", "BAND"]
+__all__ = ["count_tokens", "choose_tokens", "plan_samples", "SamplePlan", "N_TOP", "BAND"]

@@ -1,0 +1,56 @@
+"""The moments accumulator: exact n_t, mu(X_t), Q/M/V per (layer, token type) (the study's §3–4,
+eqs. 1–6) — ``TokenMoments`` behind the accumulator contract.
+
+Run-file tables: ``token_stats``, ``token_means``, ``layer_stats`` (eqs. 8–11 over all types) and
+``frequency_hist`` (Fig. 10).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.pipeline.moments import TokenMoments
+from normvar_core.runs import tables as T
+from normvar_core.stats.tokenstats import TokenStats
+
+
+class MomentsAccumulator(Accumulator):
+    name = "moments"
+    table_names = ("token_stats", "token_means", "layer_stats", "frequency_hist")
+
+    def __init__(self, ctx: RunContext):
+        self.acc = TokenMoments(num_layers=ctx.num_layers, dim=ctx.dim, device=ctx.device,
+                                mean_dtype=getattr(ctx.cfg, "mean_dtype", "float64"), layer_index=ctx.layers)
+        if ctx.plan is not None and getattr(ctx.plan, "token_ids", None) is not None:
+            self.acc.reserve(int(ctx.plan.token_ids.size))  # the type count is known: size the tables once
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> "MomentsAccumulator":
+        return cls(ctx)
+
+    @property
+    def n_embeddings(self) -> int:
+        return int(self.acc.n_embeddings)
+
+    def update(self, batch: StateBatch) -> None:
+        self.acc.update(batch.states, batch.token_ids)
+
+    def merge(self, other: "MomentsAccumulator") -> "MomentsAccumulator":
+        self.acc.merge(other.acc)
+        return self
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return self.acc.state_dict()
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.acc = TokenMoments.from_state_dict(state, device=self.acc.device)
+
+    def result(self) -> TokenStats:
+        return self.acc.result()
+
+    def tables(self, result: TokenStats, ctx: RunContext) -> dict:
+        tokens = [ctx.tokens.get(int(t), "") for t in result.token_ids]
+        return T.moments_tables(result, tokens)
+
+
+__all__ = ["MomentsAccumulator"]

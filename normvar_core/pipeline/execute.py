@@ -1,0 +1,119 @@
+"""Stages 3–4 — run the accumulators over a range of batches, and merge partial states.
+
+A run over batches [start, stop) leaves its accumulators holding a **partial state**; partial
+states of disjoint ranges merge exactly (Chan et al.'s pooled update for the moments), in any
+order, into the state of one pass over their union. So:
+
+* a checkpoint is "the partial state of [0, next) + next";
+* sharding (processes, Ray actors, machines) is "map ``compute_partial`` over batch ranges, then
+  ``merge_partials``" — the published run equals the single-process one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from normvar_core.errors import CancelledError
+from normvar_core.pipeline.accumulators import REGISTRY
+from normvar_core.pipeline.contracts import Accumulator, RunContext
+
+
+def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]:
+    """Every registered accumulator the run wants, by name (moments first)."""
+    accs = {}
+    for cls in (REGISTRY if registry is None else registry):
+        acc = cls.for_run(ctx)
+        if acc is not None:
+            accs[cls.name] = acc
+    return accs
+
+
+def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int, *,
+              on_batch: Callable[[int], None] | None = None,
+              should_cancel: Callable[[], bool] | None = None) -> None:
+    """Feed the StateBatches of plan batches [start, stop) to every accumulator.
+    ``on_batch(i)`` runs after batch i is complete (all its pieces, if it was split);
+    ``should_cancel()`` is polled before each batch and raises CancelledError."""
+    if start >= stop:
+        return
+    if should_cancel is not None and should_cancel():
+        raise CancelledError("cancelled")
+    current = start
+    for sb in source.batches(plan, start, stop):
+        if sb.index != current:  # the previous batch is complete
+            _done(current, on_batch, should_cancel)
+            current = sb.index
+        for acc in accs.values():
+            acc.update(sb)
+    _done(current, on_batch, None)
+
+
+def _done(index: int, on_batch, should_cancel) -> None:
+    if on_batch is not None:
+        on_batch(index)
+    if should_cancel is not None and should_cancel():
+        raise CancelledError("cancelled")
+
+
+@dataclass
+class PartialState:
+    """The accumulators' state after batches [start, stop): {accumulator name: state_dict}."""
+
+    start: int
+    stop: int
+    states: dict
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Flat {"<acc>__<key>": array} for np.savez (no pickle)."""
+        return {f"{a}__{k}": np.asarray(v) for a, st in self.states.items() for k, v in st.items()}
+
+    @classmethod
+    def from_arrays(cls, start: int, stop: int, arrays: dict) -> "PartialState":
+        states: dict = {}
+        for key, v in arrays.items():
+            a, _, k = key.partition("__")
+            states.setdefault(a, {})[k] = v
+        return cls(start, stop, states)
+
+
+def partial_state(accs: dict[str, Accumulator], start: int, stop: int) -> PartialState:
+    return PartialState(start, stop, {name: acc.state_dict() for name, acc in accs.items()})
+
+
+def compute_partial(source, plan, ctx: RunContext, start: int, stop: int, **kw) -> PartialState:
+    """One shard: fresh accumulators over batches [start, stop), returned as a partial state."""
+    accs = build_accumulators(ctx)
+    run_range(source, plan, accs, start, stop, **kw)
+    return partial_state(accs, start, stop)
+
+
+def load_partial(ctx: RunContext, partial: PartialState) -> dict[str, Accumulator]:
+    """Accumulators restored from a partial state (every registered one the run wants)."""
+    accs = build_accumulators(ctx)
+    for name, acc in accs.items():
+        if name not in partial.states:
+            raise ValueError(f"partial state lacks accumulator {name!r}")
+        acc.load_state_dict(partial.states[name])
+    return accs
+
+
+def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, Accumulator]:
+    """Merge partial states of disjoint batch ranges into the accumulators of their union."""
+    if not partials:
+        return build_accumulators(ctx)
+    ranges = sorted((p.start, p.stop) for p in partials)
+    for (a0, a1), (b0, _) in zip(ranges, ranges[1:]):
+        if b0 < a1:
+            raise ValueError(f"overlapping batch ranges {a0}..{a1} and {b0}..")
+    merged = load_partial(ctx, partials[0])
+    for p in partials[1:]:
+        other = load_partial(ctx, p)
+        for name, acc in merged.items():
+            acc.merge(other[name])
+    return merged
+
+
+__all__ = ["build_accumulators", "run_range", "PartialState", "partial_state", "compute_partial",
+           "load_partial", "merge_partials"]

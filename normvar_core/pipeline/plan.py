@@ -1,0 +1,116 @@
+"""Stage 1 — the plan: corpus -> sentences -> token batches -> counts -> sample plan.
+
+Everything here depends only on the corpus, the tokenizer and the options, never on a forward
+pass, so the plan is the same in every process that builds it: shards of a run (batch ranges) and
+resumed runs see the same batches in the same order. Token counts n_t (eq. 2) are known before
+any hidden state exists, which sizes the accumulators once and lets the PCA samples be chosen up
+front (``samples.plan_samples``) and copied out of the one main pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from normvar_core.config import RunConfig
+from normvar_core.errors import NormvarError
+from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import samples as S
+
+
+@dataclass
+class RunPlan:
+    """The deterministic work of a run. ``layers``: hidden-state indices kept (ascending);
+    ``token_ids``/``counts``: the counted types and their n_t; ``tokens``: id -> string."""
+
+    cfg: RunConfig
+    sentences: list[str]
+    batches: list
+    layers: list[int]
+    max_length: int
+    n_truncated: int
+    token_ids: np.ndarray
+    counts: np.ndarray
+    tokens: dict
+    samples: S.SamplePlan
+    sentence_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    corpus_notes: dict = field(default_factory=dict)
+    corpus_name: str = ""
+    corpus_sha256: str = ""
+
+    @property
+    def n_batches(self) -> int:
+        return len(self.batches)
+
+    @property
+    def total_embeddings(self) -> int:
+        """|X| per layer: the number of counted positions."""
+        return int(self.counts.sum())
+
+    @property
+    def exclusions(self) -> dict:
+        return dict(exclude_special=self.cfg.exclude_special, exclude_position0=self.cfg.exclude_position0)
+
+    def sentences_done_at(self) -> np.ndarray:
+        """Sentences finished after each batch (for progress)."""
+        return np.cumsum([len(b) for b in self.batches])
+
+    def fingerprint(self) -> dict:
+        """What must match for a checkpoint or a shard to belong to this plan."""
+        return {"config": self.cfg.to_dict(), "n_batches": self.n_batches, "corpus_sha256": self.corpus_sha256,
+                "total_embeddings": self.total_embeddings, "n_samples": self.samples.size}
+
+
+def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
+    """The hidden-state indices a run keeps (all by default); out of range is a NormvarError."""
+    layers = list(range(num_hidden_states)) if cfg.layers is None else sorted(set(int(x) for x in cfg.layers))
+    bad = [x for x in layers if x >= num_hidden_states]
+    if bad:
+        raise NormvarError(f"layer(s) {bad} do not exist: the model has hidden states 0..{num_hidden_states - 1}",
+                           fix=f"use --layers with indices below {num_hidden_states}")
+    return layers
+
+
+def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_length: int,
+              device_type: str = "cpu") -> RunPlan:
+    """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples."""
+    sentences = list(corpus.sentences)
+    if not sentences:
+        raise NormvarError("no sentences left after filtering the corpus",
+                           fix="check the corpus, --max-words, --sample-frac and --max-sentences")
+    layers = kept_layers(cfg, num_hidden_states)
+    max_length = int(cfg.max_length or max_length)
+    if cfg.max_length is not None and cfg.max_length > max_length:
+        raise NormvarError(f"--max-length {cfg.max_length} exceeds the model's limit of {max_length} tokens",
+                           fix=f"use --max-length {max_length} or less")
+    batch_list, n_truncated = B.make_batches(sentences, tokenizer, max_length=max_length,
+                                             batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(device_type))
+    excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
+    ids, n = S.count_tokens(batch_list, **excl)
+    if int(n.sum()) == 0:
+        raise NormvarError("no embeddings to count: every position is excluded",
+                           fix="drop --exclude-special/--exclude-position0 or use longer sentences")
+    strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
+    chosen = (S.choose_tokens(ids, n, strings, seed=cfg.seed) if cfg.samples_per_token > 0
+              else np.zeros(0, np.int64))
+    sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
+    return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
+                   n_truncated=int(n_truncated), token_ids=ids, counts=n,
+                   tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan,
+                   sentence_lengths=np.asarray(getattr(corpus, "sentence_lengths", np.zeros(0)), np.int64),
+                   corpus_notes=corpus_notes(corpus), corpus_name=getattr(corpus, "name", ""),
+                   corpus_sha256=getattr(corpus, "sha256", ""))
+
+
+def corpus_notes(corpus) -> dict:
+    """How the sentences were selected (the run row's notes.corpus)."""
+    out = {}
+    for k in ("path", "format", "text_column", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out",
+              "n_capped"):
+        v = getattr(corpus, k, None)
+        if v is not None:
+            out[k] = v if isinstance(v, (int, float, str, bool)) else str(v)
+    return out
+
+
+__all__ = ["RunPlan", "make_plan", "kept_layers", "corpus_notes"]

@@ -1,0 +1,71 @@
+"""Stage 5 — publish: accumulators' results -> one run file (``runs.writer.write_tables``).
+
+The run row (``runs.record.RunRecord``) says where the states came from (``source``), which
+accumulators the run holds, the model, the corpus and the full RunConfig (enough to reproduce it);
+every accumulator contributes its own tables.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.runs.record import RunRecord
+from normvar_core.runs.tables import sentence_length_table
+from normvar_core.runs.writer import write_tables
+
+
+def versions() -> dict[str, str]:
+    import duckdb
+    import torch
+    import transformers
+
+    from normvar_core import __version__
+
+    return {"normvar": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
+
+
+def check_counts(plan, stats) -> None:
+    """The counts planned from tokenization must equal the accumulated ones (same positions)."""
+    if not (np.array_equal(plan.token_ids, stats.token_ids) and np.array_equal(plan.counts, stats.n)):
+        raise RuntimeError("token counts from tokenization differ from the accumulated statistics; "
+                           "the counted positions and the state source disagree")
+
+
+def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str, Accumulator],
+                seconds: float, notes: dict, overwrite: bool = False, source_kind: str = "model") -> Path:
+    """Finish every accumulator, build the run row and write + publish the run file."""
+    results = {name: acc.result() for name, acc in accs.items()}
+    stats = results["moments"]
+    check_counts(plan, stats)
+    cfg = plan.cfg
+    tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths)}
+    acc_notes: dict = {}
+    for name, acc in accs.items():
+        tables.update(acc.tables(results[name], ctx))
+        acc_notes.update(acc.run_meta(results[name]))
+    model_meta = dict(source.info.meta)
+    is_decoder = bool(model_meta.pop("is_decoder", False))
+    record = RunRecord(
+        **{k: v for k, v in model_meta.items() if k in RunRecord.__dataclass_fields__},
+        layers=list(plan.layers), corpus_name=plan.corpus_name, corpus_sha256=plan.corpus_sha256,
+        options=cfg.to_dict(), n_sentences=len(plan.sentences), n_truncated=plan.n_truncated,
+        n_embeddings=int(accs["moments"].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
+        seconds=float(seconds), versions=versions(), created_at=_dt.datetime.now(_dt.timezone.utc),
+        source=source_kind, accumulators=list(accs), sweep=getattr(cfg, "sweep", None),
+        step=getattr(cfg, "step", None), unit="token",
+        notes={"n_batches": plan.n_batches,
+               "batch_size": cfg.batch_size or max((len(b) for b in plan.batches), default=0),
+               **notes, **acc_notes, "is_decoder": is_decoder, "max_length": plan.max_length,
+               "corpus": plan.corpus_notes},
+    )
+    record.model = cfg.model
+    record.dtype = cfg.dtype
+    return write_tables(out_path, record, tables, overwrite=overwrite)
+
+
+__all__ = ["publish_run", "check_counts", "versions"]

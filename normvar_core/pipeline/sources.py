@@ -1,0 +1,148 @@
+"""Stage 2 — state sources: where hidden states come from.
+
+* ``TransformerSource``: a Hugging Face model (``models.load_model``); one forward pass per plan
+  batch with ``output_hidden_states``; padding dropped through the attention mask (either side);
+  special tokens / position 0 dropped when the run asks (``batches.counted_mask``). Out of memory
+  on a batch: the batch is split in half (recursively) and later batches are capped at the size
+  that fit (``oom_splits``/``max_rows`` go to the run's notes).
+* ``GaussianSource``: seeded synthetic states x = s_l (mu_t + sigma z) with mu_t a fixed random
+  vector per token id and z ~ N(0, I) drawn per batch from ``Generator([seed, batch index])`` —
+  the same states whatever the batch range or process, so it exercises the pipeline (merge,
+  shards, checkpoints) against a float64 brute force without a model.
+
+Both yield ``contracts.StateBatch`` for plan batches [start, stop).
+"""
+from __future__ import annotations
+
+import gc
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from normvar_core.errors import NormvarError
+from normvar_core.pipeline import batches as B
+from normvar_core.pipeline.contracts import SourceInfo, StateBatch
+
+
+def positions_of(batch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sentence_ids, positions) of the True entries of ``mask`` (B, W) in row-major order — the
+    order of ``hidden_state[mask]``. Positions count from each row's first real token."""
+    rows, cols = torch.nonzero(mask.cpu(), as_tuple=True)
+    sent = torch.as_tensor(np.asarray(batch.indices, np.int64))[rows]
+    pos = cols - B.first_position(batch)[rows]
+    return sent, pos.to(torch.int64)
+
+
+class TransformerSource:
+    """Hidden states of a transformer (see the module docstring)."""
+
+    def __init__(self, loaded, layers: list[int]):
+        self.loaded = loaded
+        self.layers = list(layers)
+        info = loaded.info
+        self.info = SourceInfo(dim=int(info.dim), num_hidden_states=int(info.num_hidden_states),
+                               device=str(loaded.device), meta=_model_meta(info))
+        self.oom_splits = 0
+        self.max_rows: int | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.loaded.device
+
+    @property
+    def tokenizer(self):
+        return self.loaded.tokenizer
+
+    def batches(self, plan, start: int, stop: int) -> Iterator[StateBatch]:
+        for bi in range(start, stop):
+            yield from self._forward(bi, plan.batches[bi], plan.exclusions)
+
+    def _forward(self, bi: int, batch, excl: dict) -> Iterator[StateBatch]:
+        rows = len(batch)
+        cap = self.max_rows
+        if cap is not None and rows > cap:
+            for a in range(0, rows, cap):
+                yield from self._forward(bi, batch.subset(a, min(rows, a + cap)), excl)
+            return
+        try:
+            states, ids = B.extract(self.loaded, batch, layers=self.layers, **excl)
+        except Exception as exc:  # noqa: BLE001
+            if not B.is_oom(exc):
+                raise
+            if rows <= 1:
+                raise NormvarError("out of memory on a single sentence",
+                                   fix="lower --max-length, keep fewer --layers or use --device cpu") from None
+            _free_memory(self.device)
+            self.oom_splits += 1
+            half = (rows + 1) // 2
+            self.max_rows = half if cap is None else min(cap, half)
+            yield from self._forward(bi, batch.subset(0, half), excl)
+            yield from self._forward(bi, batch.subset(half, rows), excl)
+            return
+        sent, pos = positions_of(batch, B.counted_mask(batch, **excl))
+        yield StateBatch(index=bi, states=states, token_ids=ids, sentence_ids=sent, positions=pos)
+
+    def notes(self) -> dict:
+        return {"oom_splits": self.oom_splits, "max_rows_after_oom": self.max_rows}
+
+
+class GaussianSource:
+    """Seeded Gaussian states for the plan's token ids (see the module docstring).
+
+    ``scales`` (L,): per-layer factor s_l; ``offset``: norm of the per-type means mu_t;
+    ``sigma``: spread around them. ``mean_of(token_id)`` is the exact mu_t (for brute-force tests)."""
+
+    def __init__(self, *, dim: int, layers: list[int], seed: int = 0, offset: float = 1.0, sigma: float = 1.0,
+                 scales=None, num_hidden_states: int | None = None, dtype=torch.float32):
+        self.dim = int(dim)
+        self.layers = list(layers)
+        self.seed = int(seed)
+        self.offset = float(offset)
+        self.sigma = float(sigma)
+        self.scales = np.ones(len(self.layers)) if scales is None else np.asarray(scales, np.float64)
+        self.dtype = dtype
+        self.info = SourceInfo(dim=self.dim, num_hidden_states=int(num_hidden_states or max(self.layers) + 1),
+                               device="cpu", meta={"model": f"gaussian:{self.seed}", "architecture": "Gaussian",
+                                                   "norm_placement": "none", "norm_type": "none",
+                                                   "final_norm": False, "weights_hash": f"gaussian-{self.seed}"})
+
+    def mean_of(self, token_id: int) -> np.ndarray:
+        v = np.random.default_rng([self.seed, 1, int(token_id)]).standard_normal(self.dim)
+        return self.offset * v / np.linalg.norm(v)
+
+    def batches(self, plan, start: int, stop: int) -> Iterator[StateBatch]:
+        for bi in range(start, stop):
+            batch = plan.batches[bi]
+            mask = B.counted_mask(batch, **plan.exclusions)
+            ids = torch.as_tensor(batch.input_ids)[mask].to(torch.int64)
+            uniq, inv = np.unique(ids.numpy(), return_inverse=True)
+            mu = np.stack([self.mean_of(t) for t in uniq]) if uniq.size else np.zeros((0, self.dim))
+            z = np.random.default_rng([self.seed, 0, bi]).standard_normal((ids.numel(), self.dim))
+            base = mu[inv] + self.sigma * z
+            X = np.stack([s * base for s in self.scales])
+            sent, pos = positions_of(batch, mask)
+            yield StateBatch(index=bi, states=torch.from_numpy(X).to(self.dtype), token_ids=ids,
+                             sentence_ids=sent, positions=pos)
+
+    def notes(self) -> dict:
+        return {}
+
+
+def _model_meta(info) -> dict:
+    return {"model": info.name, "revision": info.revision, "weights_hash": info.weights_hash,
+            "architecture": info.architecture, "norm_placement": info.norm_placement,
+            "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
+            "num_layers": int(info.num_hidden_states) - 1, "dim": int(info.dim), "dtype": info.dtype,
+            "is_decoder": bool(info.is_decoder)}
+
+
+def _free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps" and hasattr(torch, "mps"):
+        torch.mps.empty_cache()
+
+
+__all__ = ["TransformerSource", "GaussianSource", "positions_of"]

@@ -1,0 +1,380 @@
+"""Reading run files: ``open_run`` (the small tables in memory, the file closed at once),
+``read_meta``, ``list_runs`` and ``resolve_run``. DuckDB, pandas and pyarrow only: reading a run
+never imports torch or transformers.
+
+``open_run`` opens read-only, copies what it needs and closes at once, so another process may
+replace the file at any time (see ENVIRONMENT.md on DuckDB's file locks); the large parts (means,
+samples, any accumulator's table) are read on first use by reopening the file briefly and checking
+it is still the same file.
+"""
+from __future__ import annotations
+
+import math
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from normvar_core.errors import NormvarError
+from normvar_core.runs.record import JSON_COLUMNS, RunRecord
+from normvar_core.runs.tables import list_to_matrix
+from normvar_core.stats.tokenstats import TokenStats
+
+# tables -> the accumulator that writes them (files older than the accumulators column)
+_LEGACY_ACCUMULATORS = {"token_stats": "moments", "samples": "samples"}
+
+
+def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise NormvarError(f"cannot open run file {path}: {str(exc).splitlines()[0]}",
+                           fix="check that it is a normvar run file (normvar show lists runs)") from None
+
+
+def _table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                      "WHERE table_schema = 'main' ORDER BY table_name").fetchall()]
+
+
+def _clean(k: str, v):
+    if k in JSON_COLUMNS:
+        return json.loads(v) if isinstance(v, str) and v else ({} if k != "accumulators" else [])
+    if k == "layers":
+        return [int(x) for x in v] if v is not None else []
+    if k == "created_at":
+        return pd.Timestamp(v).strftime("%Y-%m-%dT%H:%M:%SZ") if v is not None and not pd.isna(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return None if math.isnan(v) else float(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def _read_meta(con: duckdb.DuckDBPyConnection) -> dict:
+    df = con.sql("SELECT * FROM run").df()
+    if len(df) != 1:
+        raise NormvarError("run file has no single run row", fix="recompute the run")
+    meta = {k: _clean(k, v) for k, v in df.iloc[0].to_dict().items()}
+    if not meta.get("accumulators"):
+        tables = set(_table_names(con))
+        meta["accumulators"] = [a for t, a in _LEGACY_ACCUMULATORS.items() if t in tables]
+    meta.setdefault("source", "model")
+    return meta
+
+
+def _file_id(path: Path) -> tuple:
+    st = path.stat()
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass
+class Run:
+    """A published run, held in memory (the DuckDB file is never kept open).
+
+    ``meta`` is the ``run`` row as a dict (``meta["options"]`` the RunConfig dict), ``record`` the
+    same as a typed RunRecord; ``layers`` the stored hidden-state indices; ``table_names`` the
+    tables in the file. Large parts are read on first use by reopening the file briefly; if the
+    file was replaced meanwhile a NormvarError asks to reopen the run."""
+
+    name: str
+    path: Path
+    meta: dict
+    layers: list[int]
+    table_names: list[str]
+    _token_stats: pd.DataFrame = field(repr=False)
+    _layer_stats: pd.DataFrame = field(repr=False)
+    _sentence_lengths: pd.DataFrame = field(repr=False)
+    _frequency_hist: pd.DataFrame = field(repr=False)
+    _file_id: tuple = field(repr=False)
+    _stats: TokenStats | None = field(default=None, repr=False)
+    _samples: dict = field(default_factory=dict, repr=False)
+    _sampled: pd.DataFrame | None = field(default=None, repr=False)
+    _tables: dict = field(default_factory=dict, repr=False)
+
+    # ---------------------------------------------------------------- what the run has
+    @property
+    def record(self) -> RunRecord:
+        known = {f for f in RunRecord.__dataclass_fields__}
+        return RunRecord(**{k: v for k, v in self.meta.items() if k in known})
+
+    @property
+    def accumulators(self) -> list[str]:
+        return list(self.meta.get("accumulators") or [])
+
+    def has(self, what: str) -> bool:
+        """True if the run holds the accumulator or the table ``what``."""
+        return what in self.accumulators or what in self.table_names
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["dim"])
+
+    @property
+    def num_hidden_states(self) -> int:
+        n = self.meta.get("num_layers")
+        return int(n) + 1 if n is not None else max(self.layers) + 1
+
+    # ---------------------------------------------------------------- small tables
+    def token_table(self, layer: int) -> pd.DataFrame:
+        """DataFrame[token_id, token, n, q, m, v] of one hidden-state index, by token id."""
+        self._check_layer(layer)
+        df = self._token_stats[self._token_stats["layer"] == layer]
+        return df[["token_id", "token", "n", "q", "m", "v"]].reset_index(drop=True)
+
+    def tokens(self) -> pd.DataFrame:
+        """DataFrame[token_id, token, n] of every type (aligned with ``stats().token_ids``)."""
+        df = self._token_stats[self._token_stats["layer"] == self.layers[0]]
+        return df[["token_id", "token", "n"]].reset_index(drop=True)
+
+    def layer_stats(self) -> pd.DataFrame:
+        """DataFrame[layer, n, q, m, v, v_w, v_b] over all types (eqs. 8–11)."""
+        return self._layer_stats.copy()
+
+    def sentence_length_hist(self) -> pd.DataFrame:
+        """DataFrame[words, count] (Fig. 9)."""
+        return self._sentence_lengths.copy()
+
+    def frequency_hist(self) -> pd.DataFrame:
+        """DataFrame[log10_n_left, log10_n_right, count] (Fig. 10)."""
+        return self._frequency_hist.copy()
+
+    def _check_layer(self, layer: int) -> None:
+        if layer not in self.layers:
+            raise NormvarError(f"layer {layer} is not stored in run {self.name!r}",
+                               fix=f"use one of {self.layers}")
+
+    # ---------------------------------------------------------------- lazy parts
+    def _reopen(self) -> duckdb.DuckDBPyConnection:
+        """Connect, then check the file is still the one opened: checking first would race with
+        an atomic replace between the check and the connect (seen in the soak test)."""
+        replaced = NormvarError(f"run file {self.path} was replaced or removed since it was opened",
+                                fix="open the run again")
+        try:
+            con = _connect_ro(self.path)
+        except NormvarError:
+            if not self.path.exists():
+                raise replaced from None
+            raise
+        try:
+            same = _file_id(self.path) == self._file_id
+        except OSError:
+            same = False
+        if not same:
+            con.close()
+            raise replaced
+        return con
+
+    def _query(self, sql: str, what: str):
+        con = self._reopen()
+        try:
+            return con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            raise NormvarError(f"run file {self.path} is damaged ({what}): {str(exc).splitlines()[0]}",
+                               fix="recompute the run") from None
+        finally:
+            con.close()
+
+    def table(self, name: str) -> pd.DataFrame:
+        """Any table of the run as a DataFrame (cached), e.g. an accumulator's ``layer_geometry``."""
+        if name not in self.table_names:
+            raise NormvarError(f"run {self.name!r} has no table {name!r}",
+                               fix="recompute the run with the measure switched on")
+        if name not in self._tables:
+            self._tables[name] = self._query(f'SELECT * FROM "{name}"', name).to_pandas()
+        return self._tables[name].copy()
+
+    def stats(self) -> TokenStats:
+        """The full TokenStats (means as float32 from ``token_means``; q, m, v exact float64)."""
+        if self._stats is not None:
+            return self._stats
+        ts = self._token_stats
+        L = len(self.layers)
+        first = ts[ts["layer"] == self.layers[0]]
+        ids = first["token_id"].to_numpy(np.int64)
+        T = ids.size
+        d = self.dim
+        mean = np.empty((L, T, d), dtype=np.float32)
+        con = self._reopen()
+        try:
+            for li, layer in enumerate(self.layers):  # layer by layer bounds the Arrow copy to T x d
+                tab = con.sql(f"SELECT token_id, mean FROM token_means WHERE layer = {int(layer)} "
+                              "ORDER BY token_id").to_arrow_table()
+                got = tab.column("token_id").to_numpy()
+                if got.size != T or not np.array_equal(got, ids):
+                    raise NormvarError(f"run file {self.path} is inconsistent (token_means)", fix="recompute the run")
+                mean[li] = list_to_matrix(tab.column("mean"), d)
+        except duckdb.Error as exc:
+            raise NormvarError(f"run file {self.path} is damaged (token_means): {str(exc).splitlines()[0]}",
+                               fix="recompute the run") from None
+        finally:
+            con.close()
+
+        def grid(col: str, dtype) -> np.ndarray:
+            return ts[col].to_numpy(dtype).reshape(L, T)
+
+        self._stats = TokenStats(token_ids=ids, n=first["n"].to_numpy(np.int64), mean=mean,
+                                 q=grid("q", np.float64), m=grid("m", np.float64), v=grid("v", np.float64),
+                                 layer_index=np.asarray(self.layers, dtype=np.int64))
+        return self._stats
+
+    def sampled_tokens(self, layer: int | None = None) -> pd.DataFrame:
+        """DataFrame[token_id, token, count] of the types with stored samples."""
+        if layer is not None:
+            self._check_layer(layer)
+        if self._sampled is None:
+            if "samples" not in self.table_names:
+                self._sampled = pd.DataFrame({"token_id": np.zeros(0, np.int64), "token": [], "count": np.zeros(0, np.int64)})
+            else:
+                self._sampled = self._query(
+                    f"SELECT token_id, any_value(token) AS token, count(*) AS count FROM samples "
+                    f"WHERE layer = {int(self.layers[0])} GROUP BY token_id ORDER BY token_id", "samples").to_pandas()
+        return self._sampled.copy()
+
+    @property
+    def has_contexts(self) -> bool:
+        """True if samples carry their sentence and position (runs made since the token explorer)."""
+        return "sentences" in self.table_names
+
+    def samples(self, layer: int, token_ids: Iterable[int] | None = None) -> pd.DataFrame:
+        """DataFrame[token_id, token, i, vector, sentence_id, position] of raw embeddings
+        (``vector``: float32 (d,)); sentence_id/position are -1 in runs older than the explorer."""
+        self._check_layer(layer)
+        if layer not in self._samples:
+            if "samples" not in self.table_names:
+                tab = None
+            else:
+                ctx = "sentence_id, position" if self.has_contexts else "-1 AS sentence_id, -1 AS position"
+                tab = self._query(f"SELECT token_id, token, i, vector, {ctx} FROM samples WHERE layer = {int(layer)} "
+                                  "ORDER BY token_id, i", "samples")
+            if tab is None or tab.num_rows == 0:
+                e = np.zeros(0, np.int64)
+                self._samples[layer] = (e, [], e, np.zeros((0, self.dim), np.float32), e, e)
+            else:
+                self._samples[layer] = (tab.column("token_id").to_numpy(), tab.column("token").to_pylist(),
+                                        tab.column("i").to_numpy(), list_to_matrix(tab.column("vector"), self.dim),
+                                        tab.column("sentence_id").to_numpy(), tab.column("position").to_numpy())
+        ids, toks, i, mat, sent, pos = self._samples[layer]
+        sel = np.ones(ids.size, bool) if token_ids is None else np.isin(ids, np.asarray(list(token_ids), np.int64))
+        idx = np.flatnonzero(sel)
+        return pd.DataFrame({"token_id": ids[idx], "token": [toks[k] for k in idx], "i": i[idx],
+                             "vector": list(mat[idx]), "sentence_id": sent[idx], "position": pos[idx]})
+
+    def sentences(self, sentence_ids: Iterable[int] | None = None) -> dict[int, str]:
+        """{sentence_id: text} of the sentences behind the samples ({} for older runs)."""
+        if not self.has_contexts:
+            return {}
+        df = self.table("sentences")
+        if sentence_ids is not None:
+            df = df[df["sentence_id"].isin(list(sentence_ids))]
+        return dict(zip(df["sentence_id"].astype(int), df["text"]))
+
+
+def _open_connection(path: Path) -> tuple[duckdb.DuckDBPyConnection, tuple]:
+    for _attempt in range(3):  # a file replaced between the stat and the connect: read it again
+        fid = _file_id(path)
+        con = _connect_ro(path)
+        if _file_id(path) == fid:
+            return con, fid
+        con.close()
+    return con, fid
+
+
+def open_run(path) -> Run:
+    """Open a published run: read the small tables into memory and close the file at once."""
+    path = Path(path)
+    if not path.exists():
+        raise NormvarError(f"run file not found: {path}", fix="list runs with `normvar show` or check the path")
+    con, fid = _open_connection(path)
+    try:
+        try:
+            meta = _read_meta(con)
+            names = _table_names(con)
+            token_stats = con.sql("SELECT layer, token_id, token, n, q, m, v FROM token_stats "
+                                  "ORDER BY layer, token_id").df()
+            layer_stats = con.sql("SELECT * FROM layer_stats ORDER BY layer").df()
+            sl = con.sql("SELECT * FROM sentence_lengths ORDER BY words").df()
+            fh = con.sql("SELECT * FROM frequency_hist ORDER BY log10_n_left").df()
+        except duckdb.Error as exc:
+            raise NormvarError(f"{path} is not a complete normvar run file: {str(exc).splitlines()[0]}",
+                               fix="recompute the run") from None
+    finally:
+        con.close()
+    return Run(name=meta.get("name") or path.stem, path=path, meta=meta, layers=list(meta["layers"]),
+               table_names=names, _token_stats=token_stats, _layer_stats=layer_stats, _sentence_lengths=sl,
+               _frequency_hist=fh, _file_id=fid)
+
+
+LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layers", "dim",
+                "norm_placement", "created_at", "path"]
+
+
+def read_meta(path) -> dict:
+    """Only the ``run`` row of a run file (opened read-only and closed at once)."""
+    path = Path(path)
+    con = _connect_ro(path)
+    try:
+        try:
+            return _read_meta(con)
+        except duckdb.Error as exc:
+            raise NormvarError(f"{path} is not a normvar run file: {str(exc).splitlines()[0]}",
+                               fix="recompute the run") from None
+    finally:
+        con.close()
+
+
+def list_runs(data_dir=None, *, errors: list | None = None) -> pd.DataFrame:
+    """One row per published run under ``<data_dir>/runs`` (newest first): name, model, corpus,
+    n_types, n_embeddings, num_layers, dim, norm_placement, created_at, path. Unreadable files
+    are skipped and reported in ``errors`` (list of (path, message)) when given; never raises."""
+    from normvar_core.datadir import DataDir
+
+    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+    rows = []
+    try:
+        files = dd.published_runs()
+    except OSError:
+        files = []
+    for p in files:
+        try:
+            m = read_meta(p)
+        except Exception as exc:  # noqa: BLE001 - a bad file must never break the listing
+            if errors is not None:
+                errors.append((p, str(exc)))
+            continue
+        rows.append({"name": m.get("name") or p.stem, "model": m.get("model"), "corpus": m.get("corpus_name"),
+                     "n_types": m.get("n_types"), "n_embeddings": m.get("n_embeddings"),
+                     "num_layers": m.get("num_layers"), "dim": m.get("dim"),
+                     "norm_placement": m.get("norm_placement"), "created_at": m.get("created_at"),
+                     "path": str(p)})
+    return pd.DataFrame(rows, columns=LIST_COLUMNS)
+
+
+def resolve_run(ref: str, data_dir=None) -> Path:
+    """A run name (looked up in ``<data_dir>/runs``) or a path to a ``.duckdb`` file."""
+    from normvar_core.datadir import DataDir
+
+    p = Path(ref)
+    if p.suffix == ".duckdb" or os.sep in ref or p.exists():
+        if not p.exists():
+            raise NormvarError(f"run file not found: {p}", fix="check the path")
+        return p
+    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+    cand = dd.run_path(ref)
+    if not cand.exists():
+        known = [q.stem for q in dd.published_runs()]
+        raise NormvarError(f"no run named {ref!r} in {dd.runs}",
+                           fix=("known runs: " + ", ".join(known[:10])) if known else "compute one with `normvar compute`")
+    return cand
+
+
+__all__ = ["Run", "open_run", "read_meta", "list_runs", "resolve_run", "LIST_COLUMNS"]

@@ -1,0 +1,117 @@
+"""Arrow tables of the run file, built from in-memory results (the writer's input) and read back
+into numpy (the reader's output). Every builder returns ``{table name: TableData}``, where a
+TableData is one ``pyarrow.Table`` or an iterable of them (parts appended in order — the large
+tables are written layer by layer so no second full copy is held in memory).
+
+Schemas (``layer`` is always the model's hidden-state index, 0 = input embeddings):
+
+``token_stats(layer INTEGER, token_id BIGINT, token VARCHAR, n BIGINT, q DOUBLE, m DOUBLE, v DOUBLE)``
+``token_means(layer INTEGER, token_id BIGINT, mean FLOAT[d])``
+``layer_stats(layer INTEGER, n BIGINT, q DOUBLE, m DOUBLE, v DOUBLE, v_w DOUBLE, v_b DOUBLE)``
+``frequency_hist(log10_n_left DOUBLE, log10_n_right DOUBLE, count BIGINT)``
+``sentence_lengths(words INTEGER, count BIGINT)``
+``samples(layer INTEGER, token_id BIGINT, token VARCHAR, i INTEGER, vector FLOAT[d], sentence_id BIGINT, position INTEGER)``
+``sentences(sentence_id BIGINT, text VARCHAR)``
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Iterator, Union
+
+import numpy as np
+import pyarrow as pa
+
+from normvar_core.constants import FREQ_BIN
+from normvar_core.stats.tokenstats import TokenStats
+
+TableData = Union[pa.Table, Iterable[pa.Table]]
+
+
+def fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:
+    """(rows, d) array -> Arrow FixedSizeList<float32>[d] (DuckDB FLOAT[d]) without a Python loop."""
+    mat = np.ascontiguousarray(mat, dtype=np.float32)
+    return pa.FixedSizeListArray.from_arrays(pa.array(mat.reshape(-1)), int(mat.shape[1]))
+
+
+def list_to_matrix(col, d: int) -> np.ndarray:
+    """Arrow FixedSizeList column -> (rows, d) float32 numpy array (one copy)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if len(col) == 0:
+        return np.zeros((0, d), dtype=np.float32)
+    return col.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, d)
+
+
+def sentence_length_table(sentence_lengths: np.ndarray) -> pa.Table:
+    """Fig. 9: counts of whitespace words per sentence."""
+    w = np.asarray(sentence_lengths, dtype=np.int64).reshape(-1)
+    words, count = np.unique(w, return_counts=True) if w.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return pa.table({"words": words.astype(np.int32), "count": count.astype(np.int64)})
+
+
+def frequency_table(n: np.ndarray, width: float = FREQ_BIN) -> pa.Table:
+    """Fig. 10: histogram of log10 n_t with bins ``width`` wide starting at 0."""
+    n = np.asarray(n, dtype=np.float64)
+    n = n[n > 0]
+    if n.size == 0:
+        e = np.zeros(0)
+        return pa.table({"log10_n_left": e, "log10_n_right": e, "count": np.zeros(0, np.int64)})
+    x = np.log10(n)
+    k = int(math.floor(x.max() / width)) + 1
+    edges = np.round(np.arange(k + 1) * width, 10)
+    idx = np.minimum((x / width + 1e-9).astype(np.int64), k - 1)
+    count = np.bincount(idx, minlength=k)
+    return pa.table({"log10_n_left": edges[:-1], "log10_n_right": edges[1:], "count": count.astype(np.int64)})
+
+
+def moments_tables(stats: TokenStats, tokens: list[str]) -> dict[str, TableData]:
+    """token_stats, token_means (layer by layer), layer_stats (eqs. 8–11 over all types), frequency_hist."""
+    L, T = stats.num_layers, stats.num_types
+    if len(tokens) != T:
+        raise ValueError(f"{len(tokens)} token strings for {T} types")
+    tok_arr = pa.array([str(t) for t in tokens], type=pa.string())
+    token_stats = pa.table({
+        "layer": np.repeat(stats.layer_index.astype(np.int32), T),
+        "token_id": np.tile(stats.token_ids.astype(np.int64), L),
+        "token": pa.concat_arrays([tok_arr] * L) if L else tok_arr,
+        "n": np.tile(stats.n.astype(np.int64), L),
+        "q": np.asarray(stats.q, np.float64).reshape(-1), "m": np.asarray(stats.m, np.float64).reshape(-1),
+        "v": np.asarray(stats.v, np.float64).reshape(-1),
+    })
+
+    def means() -> Iterator[pa.Table]:
+        for l in range(L):  # layer by layer bounds the float32 copy to T x d
+            yield pa.table({"layer": np.full(T, stats.layer_index[l], np.int32),
+                            "token_id": stats.token_ids.astype(np.int64), "mean": fixed_list(stats.mean[l])})
+
+    ls = stats.corpus()
+    layer_stats = pa.table({"layer": ls["layer"].to_numpy(np.int32), "n": ls["n"].to_numpy(np.int64),
+                            **{c: ls[c].to_numpy(np.float64) for c in ("q", "m", "v", "v_w", "v_b")}})
+    return {"token_stats": token_stats, "token_means": means(), "layer_stats": layer_stats,
+            "frequency_hist": frequency_table(stats.n)}
+
+
+def samples_tables(layer_index, *, token_ids, tokens, i, vectors, sentence_ids, positions,
+                   sentences: dict[int, str] | None) -> dict[str, TableData]:
+    """samples (one part per layer) and sentences (only those some sample points at)."""
+    s_ids = np.asarray(token_ids, np.int64)
+    s_tok = pa.array([str(t) for t in tokens], type=pa.string())
+    s_i = np.asarray(i, np.int32)
+    s_sent = np.asarray(sentence_ids, np.int64)
+    s_pos = np.asarray(positions, np.int32)
+
+    def parts() -> Iterator[pa.Table]:
+        for l, layer in enumerate(layer_index):
+            yield pa.table({"layer": np.full(s_ids.size, int(layer), np.int32), "token_id": s_ids, "token": s_tok,
+                            "i": s_i, "vector": fixed_list(vectors[l]), "sentence_id": s_sent, "position": s_pos})
+
+    out: dict[str, TableData] = {"samples": parts()}
+    if sentences is not None:
+        keys = np.array(sorted(sentences), dtype=np.int64)
+        out["sentences"] = pa.table({"sentence_id": keys,
+                                     "text": pa.array([sentences[int(k)] for k in keys], type=pa.string())})
+    return out
+
+
+__all__ = ["TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
+           "moments_tables", "samples_tables"]

@@ -1,0 +1,151 @@
+"""Writing a run file and publishing it atomically.
+
+``write_tables(path, record, tables)`` writes ``<dir>/.<name>.tmp-<pid>.duckdb`` — the ``run`` row
+plus every table given (Arrow in, one ``CREATE TABLE ... AS`` for the first part of a table and
+``INSERT`` for the rest) — CHECKPOINTs, closes, then publishes it under its final name by a hard
+link (or ``os.replace`` when overwriting): a reader never sees a half-written run under that name.
+Nothing is left behind on error. ``write_run`` is the original entry point (moments + samples).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from normvar_core.errors import NormvarError
+from normvar_core.runs.record import RUN_COLUMNS, RunRecord
+from normvar_core.runs.tables import TableData, moments_tables, samples_tables, sentence_length_table
+from normvar_core.stats.tokenstats import TokenStats
+
+
+def taken(path: Path) -> NormvarError:
+    return NormvarError(f"run {path.stem!r} already exists: {path}", fix="choose another --name or pass --overwrite")
+
+
+def run_path(path) -> Path:
+    path = Path(path)
+    return path if path.suffix == ".duckdb" else path.with_name(path.name + ".duckdb")
+
+
+def temp_path(path: Path) -> Path:
+    return path.parent / f".{path.stem}.tmp-{os.getpid()}.duckdb"
+
+
+def _remove(*paths: Path) -> None:
+    for p in paths:
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _run_table(record: RunRecord) -> pa.Table:
+    row = record.to_row()
+    df = pd.DataFrame([{c: row[c] for c, _ in RUN_COLUMNS}])
+    return df
+
+
+def _append(con: duckdb.DuckDBPyConnection, name: str, data: TableData, created: set) -> None:
+    parts = [data] if isinstance(data, (pa.Table, pd.DataFrame)) else data
+    for part in parts:
+        con.register("_normvar_src", part)
+        try:
+            if name in created:
+                con.execute(f'INSERT INTO "{name}" SELECT * FROM _normvar_src')
+            else:
+                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _normvar_src')
+                created.add(name)
+        finally:
+            con.unregister("_normvar_src")
+
+
+def write_tables(path, record: RunRecord, tables: Mapping[str, TableData], *, overwrite: bool = False) -> Path:
+    """Write the run row and ``tables`` to a temp file, then publish it at ``path`` atomically."""
+    path = run_path(path)
+    record.name = path.stem
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not overwrite:
+        raise taken(path)
+    tmp = temp_path(path)
+    wal = Path(str(tmp) + ".wal")
+    _remove(tmp, wal)
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            cols = ", ".join(f"{c} {t}" for c, t in RUN_COLUMNS)
+            con.execute(f"CREATE TABLE run ({cols})")
+            con.register("_normvar_src", _run_table(record))
+            con.execute("INSERT INTO run SELECT * FROM _normvar_src")
+            con.unregister("_normvar_src")
+            created: set = set()
+            for name, data in tables.items():
+                _append(con, name, data, created)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        publish(tmp, path, overwrite)
+    except BaseException:
+        _remove(tmp, wal)
+        raise
+    return path
+
+
+def publish(tmp: Path, path: Path, overwrite: bool) -> None:
+    """Atomic publish: rename when overwriting; otherwise hard-link (fails if the name exists,
+    so two writers never clobber each other) then drop the temp name."""
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise taken(path) from None
+    except OSError:  # file system without hard links: check-then-rename
+        if path.exists():
+            raise taken(path) from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
+
+
+def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentence_lengths: np.ndarray,
+              samples: dict | None, overwrite: bool = False) -> Path:
+    """Write a run of moments (+ optional samples) and publish it atomically at ``path``.
+
+    ``tokens[i]`` is the string of ``stats.token_ids[i]``. ``samples`` (optional) maps
+    ``token_ids`` (P,), ``tokens`` (P,), ``i`` (P,) and ``vectors`` (L, P, d) — raw embeddings of the
+    layers of ``stats.layer_index`` — and optionally ``sentence_ids``, ``positions`` (P,) and
+    ``sentences`` {sentence_id: text}. An existing run of that name is refused unless ``overwrite``."""
+    path = run_path(path)
+    if path.exists() and not overwrite:
+        raise taken(path)
+    record = RunRecord.from_dict({k: v for k, v in meta.items()})
+    if record.dim is None:
+        record.dim = stats.dim
+    if not record.layers:
+        record.layers = [int(x) for x in stats.layer_index]
+    if record.n_types is None:
+        record.n_types = stats.num_types
+    if record.n_embeddings is None:
+        record.n_embeddings = int(stats.n.sum())
+    tables: dict[str, TableData] = dict(moments_tables(stats, tokens))
+    tables["sentence_lengths"] = sentence_length_table(sentence_lengths)
+    accs = ["moments"]
+    if samples is not None and len(samples.get("token_ids", [])):
+        P = len(samples["token_ids"])
+        tables.update(samples_tables(
+            stats.layer_index, token_ids=samples["token_ids"], tokens=samples["tokens"], i=samples["i"],
+            vectors=samples["vectors"], sentence_ids=samples.get("sentence_ids", np.full(P, -1)),
+            positions=samples.get("positions", np.full(P, -1)), sentences=samples.get("sentences")))
+        accs.append("samples")
+    if not record.accumulators:
+        record.accumulators = accs
+    return write_tables(path, record, tables, overwrite=overwrite)
+
+
+__all__ = ["write_tables", "write_run", "publish", "run_path", "temp_path"]
