@@ -216,7 +216,7 @@ def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_pa
                     checkpoint_every_s=1e9)
     assert _runs_dir_files(tmp_path / "b") == [] and ckpt.exists()
     with np.load(ckpt, allow_pickle=False) as z:  # never pickled
-        assert "meta_json" in z.files and any(k.startswith("acc__") for k in z.files)
+        assert "meta_json" in z.files and any(k.startswith("moments__") for k in z.files)
 
     # 2) crash (exception) 2 batches later, periodic checkpoints after every batch
     seen = []

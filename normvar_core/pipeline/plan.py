@@ -113,4 +113,42 @@ def corpus_notes(corpus) -> dict:
     return out
 
 
-__all__ = ["RunPlan", "make_plan", "kept_layers", "corpus_notes"]
+
+
+
+def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers: list[int], seed: int = 0,
+                   min_len: int = 3, max_len: int = 24, batch_size: int = 16, zipf: float = 1.2) -> RunPlan:
+    """A plan over random "sentences" of Zipf-distributed token ids (no tokenizer, no corpus): for
+    synthetic state sources in tests and benchmarks. Batches are right-padded, no special tokens."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(min_len, max_len + 1, size=n_sentences)
+    ranks = np.arange(1, vocab_size + 1, dtype=np.float64)
+    p = ranks ** -zipf
+    p /= p.sum()
+    seqs = [rng.choice(vocab_size, size=int(k), p=p).astype(np.int64) for k in lengths]
+    order = np.argsort(-lengths, kind="stable")
+    batch_list = []
+    for a in range(0, n_sentences, batch_size):
+        g = order[a:a + batch_size]
+        width = int(lengths[g].max())
+        ids = np.zeros((len(g), width), np.int64)
+        am = np.zeros((len(g), width), np.int64)
+        for r, i in enumerate(g):
+            ids[r, :lengths[i]] = seqs[i]
+            am[r, :lengths[i]] = 1
+        batch_list.append(B.Batch(g.astype(np.int64), torch.from_numpy(ids), torch.from_numpy(am),
+                                  torch.zeros((len(g), width), dtype=torch.bool), "right"))
+    excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
+    tok_ids, n = S.count_tokens(batch_list, **excl)
+    strings = [f"t{int(i)}" for i in tok_ids]
+    chosen = (S.choose_tokens(tok_ids, n, strings, seed=cfg.seed) if cfg.samples_per_token > 0
+              else np.zeros(0, np.int64))
+    return RunPlan(cfg=cfg, sentences=[" ".join(f"t{t}" for t in s) for s in seqs], batches=batch_list,
+                   layers=list(layers), max_length=max_len, n_truncated=0, token_ids=tok_ids, counts=n,
+                   tokens=dict(zip((int(i) for i in tok_ids), strings)),
+                   samples=S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl),
+                   sentence_lengths=lengths.astype(np.int64), corpus_name="synthetic",
+                   corpus_sha256=f"synthetic-{seed}-{n_sentences}-{vocab_size}")
+__all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes"]

@@ -64,6 +64,8 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
                "corpus": plan.corpus_notes},
     )
     record.model = cfg.model
+    record.dim = int(source.info.dim)
+    record.num_layers = int(source.info.num_hidden_states) - 1
     record.dtype = cfg.dtype
     return write_tables(out_path, record, tables, overwrite=overwrite)
 

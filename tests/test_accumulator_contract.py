@@ -1,0 +1,82 @@
+"""One contract, checked on every registered accumulator (as scikit-learn checks every estimator):
+state_dict holds numpy arrays only and round-trips through np.savez without pickle; two halves
+merged equal one stream; the tables it writes are the ones it declares."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.accumulators import REGISTRY
+from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.plan import synthetic_plan
+from normvar_core.pipeline.sources import GaussianSource
+
+LAYERS = [0, 2]
+DIM = 10
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = RunConfig(model="gaussian", samples_per_token=4)
+    plan = synthetic_plan(cfg, n_sentences=70, vocab_size=30, layers=LAYERS, batch_size=9)
+    source = GaussianSource(dim=DIM, layers=LAYERS, seed=3, offset=50.0, scales=[1.0, 3.0], dtype=torch.float64)
+    ctx = RunContext(cfg=cfg, layers=LAYERS, dim=DIM, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+    return plan, source, ctx
+
+
+def _fed(cls, ctx, source, plan, a, b):
+    acc = cls.for_run(ctx)
+    for sb in source.batches(plan, a, b):
+        acc.update(sb)
+    return acc
+
+
+def _flat(x):
+    """Any result -> a list of numpy arrays, for exact comparison."""
+    if isinstance(x, dict):
+        return [a for k in sorted(x) for a in _flat(x[k])]
+    if hasattr(x, "__dataclass_fields__"):
+        return [a for k in sorted(x.__dataclass_fields__) if not k.startswith("_") for a in _flat(getattr(x, k))]
+    if hasattr(x, "to_numpy"):
+        return [x.to_numpy()]
+    if isinstance(x, (list, tuple)):
+        return [a for v in x for a in _flat(v)]
+    return [np.asarray(x)]
+
+
+@pytest.mark.parametrize("cls", REGISTRY, ids=lambda c: c.name)
+def test_contract(cls, setup, tmp_path):
+    plan, source, ctx = setup
+    assert issubclass(cls, Accumulator) and cls.name and cls.table_names
+    acc = cls.for_run(ctx)
+    if acc is None:
+        pytest.fail(f"{cls.name} is not enabled for the contract run: widen the fixture")
+    one = _fed(cls, ctx, source, plan, 0, plan.n_batches)
+    h = plan.n_batches // 2
+    a = _fed(cls, ctx, source, plan, 0, h)
+    b = _fed(cls, ctx, source, plan, h, plan.n_batches)
+
+    # state_dict: arrays only, saved and loaded without pickle
+    state = a.state_dict()
+    assert state and all(isinstance(v, np.ndarray) and v.dtype != object for v in state.values())
+    np.savez(tmp_path / "s.npz", **state)
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
+        a2 = cls.from_state_dict({k: z[k] for k in z.files}, ctx)
+
+    # two halves merged (through a saved state) = one stream
+    merged = a2.merge(b)
+    for x, y in zip(_flat(one.result()), _flat(merged.result())):
+        if np.issubdtype(np.asarray(x).dtype, np.floating):
+            np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
+        else:
+            np.testing.assert_array_equal(x, y)
+
+    # its tables are the declared ones, as Arrow
+    tables = one.tables(one.result(), ctx)
+    assert set(tables) <= set(cls.table_names) and tables
+    for t in tables.values():
+        parts = [t] if isinstance(t, pa.Table) else list(t)
+        assert parts and all(isinstance(p, pa.Table) for p in parts)
