@@ -22,3 +22,5 @@ SAMPLES_PER_TOKEN = 200
 """Reservoir size of raw embeddings per (layer, sampled type) for the PCA clouds."""
 FREQ_BIN = 0.1
 """Width of the log10 n_t bins of the frequency histogram (Fig. 10)."""
+UNK_FLAG = 0.05
+"""A run whose counted positions are more than 5 % unknown tokens is flagged (wrong tokenizer?)."""

@@ -58,8 +58,13 @@ def check_destination(out_path: Path, overwrite: bool) -> None:
     except (OSError, FileExistsError) as exc:
         raise NormvarError(f"cannot create the run folder {folder}: {exc.strerror or exc}",
                            fix="choose a writable --data-dir or --out") from None
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise NormvarError(f"the run folder {folder} is not writable", fix="choose a writable --data-dir or --out")
+    probe = folder / f".normvar-write-probe-{os.getpid()}"
+    try:  # os.access says yes to root even for read-only or immutable folders: really try
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise NormvarError(f"the run folder {folder} is not writable ({exc.strerror or exc})",
+                           fix="choose a writable --data-dir or --out") from None
 
 
 class _Checkpointer:

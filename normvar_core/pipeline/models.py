@@ -455,6 +455,7 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     device = resolve_device(cfg)
     dtype = _torch_dtype(cfg, device)
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
+    check_model_dir(Path(path), src.name)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
         model = AutoModel.from_pretrained(path, dtype=dtype, **kw)
@@ -468,6 +469,11 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     except OSError as exc:
         raise NormvarError(f"could not load model {src.name!r} from {path}: {str(exc).splitlines()[0]}",
                            fix="the directory needs config.json, weights and tokenizer files") from None
+    except Exception as exc:  # noqa: BLE001 - damaged weights: safetensors/torch errors of many types
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise NormvarError(f"the weights of model {src.name!r} are damaged or incomplete ({type(exc).__name__}: "
+                           f"{first[:160]})", fix="copy or download the model files again") from None
+    check_tokenizer(tok, src.name)
     model.config.output_hidden_states = True
     model.eval().to(device)
     arch = detect_architecture(model, tok)
@@ -481,6 +487,40 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
         device=device, dtype=str(dtype).replace("torch.", ""),
     )
     return LoadedModel(model, tok, info)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "sentencepiece.model")
+_PROBE = "The old man walked slowly along the river, thinking of his daughter."
+
+
+def check_model_dir(path: Path, name: str) -> None:
+    """A local model directory must have a config, weights and tokenizer files (checked before
+    anything is loaded, so a half-copied model gives one line instead of a traceback or a run
+    over [UNK] alone)."""
+    if not path.is_dir():
+        return  # a hub id resolved by transformers' cache
+    missing = []
+    if not (path / "config.json").exists():
+        missing.append("config.json")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")) and not any(path.glob("*.pt")):
+        missing.append("weights (*.safetensors)")
+    if not any((path / f).exists() for f in TOKENIZER_FILES):
+        missing.append("tokenizer files (tokenizer.json or vocab files)")
+    if missing:
+        raise NormvarError(f"model directory {path} of {name!r} lacks {', '.join(missing)}",
+                           fix="copy the complete model folder (config, weights and tokenizer files)")
+
+
+def check_tokenizer(tok, name: str) -> None:
+    """Refuse a tokenizer that maps ordinary English words to the unknown token."""
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        return
+    ids = tok(_PROBE, add_special_tokens=False)["input_ids"]
+    if ids and sum(i == unk for i in ids) / len(ids) > 0.5:
+        raise NormvarError(f"the tokenizer of {name!r} maps most words to {tok.unk_token!r}",
+                           fix="the tokenizer files are missing or do not belong to this model")
 
 
 def _cached_hash(path: Path) -> str | None:

@@ -37,6 +37,8 @@ class RunPlan:
     corpus_notes: dict = field(default_factory=dict)
     corpus_name: str = ""
     corpus_sha256: str = ""
+    unk_share: float = 0.0
+    """Share of counted positions that are the tokenizer's unknown token (flagged above UNK_FLAG)."""
 
     @property
     def n_batches(self) -> int:
@@ -79,10 +81,10 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
         raise NormvarError("no sentences left after filtering the corpus",
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
     layers = kept_layers(cfg, num_hidden_states)
-    max_length = int(cfg.max_length or max_length)
     if cfg.max_length is not None and cfg.max_length > max_length:
         raise NormvarError(f"--max-length {cfg.max_length} exceeds the model's limit of {max_length} tokens",
                            fix=f"use --max-length {max_length} or less")
+    max_length = int(cfg.max_length or max_length)
     batch_list, n_truncated = B.make_batches(sentences, tokenizer, max_length=max_length,
                                              batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(device_type))
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
@@ -93,13 +95,15 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
     chosen = (S.choose_tokens(ids, n, strings, seed=cfg.seed) if cfg.samples_per_token > 0
               else np.zeros(0, np.int64))
+    unk = getattr(tokenizer, "unk_token_id", None)
+    unk_n = int(n[ids == unk].sum()) if unk is not None else 0
     sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
                    n_truncated=int(n_truncated), token_ids=ids, counts=n,
                    tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan,
                    sentence_lengths=np.asarray(getattr(corpus, "sentence_lengths", np.zeros(0)), np.int64),
                    corpus_notes=corpus_notes(corpus), corpus_name=getattr(corpus, "name", ""),
-                   corpus_sha256=getattr(corpus, "sha256", ""))
+                   corpus_sha256=getattr(corpus, "sha256", ""), unk_share=unk_n / max(int(n.sum()), 1))
 
 
 def corpus_notes(corpus) -> dict:
