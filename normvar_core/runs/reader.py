@@ -27,6 +27,9 @@ from normvar_core.stats.tokenstats import TokenStats
 
 # tables -> the accumulator that writes them (files older than the accumulators column)
 _LEGACY_ACCUMULATORS = {"token_stats": "moments", "samples": "samples"}
+# tables every run of an accumulator must have
+_REQUIRED = {"moments": ("token_stats", "token_means", "layer_stats", "frequency_hist"), "samples": ("samples",)}
+_HEADER_BYTES = 3 * 4096  # DuckDB's file header + two database headers precede the blocks
 
 
 def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
@@ -70,6 +73,38 @@ def _read_meta(con: duckdb.DuckDBPyConnection) -> dict:
         meta["accumulators"] = [a for t, a in _LEGACY_ACCUMULATORS.items() if t in tables]
     meta.setdefault("source", "model")
     return meta
+
+
+def damage(con: duckdb.DuckDBPyConnection, path: Path, meta: dict) -> str | None:
+    """A cheap integrity check (metadata only, no data block read): the file holds every block its
+    header promises (a copy cut short fails here), the tables of its accumulators exist and the
+    per-type tables have one row per (layer, type). Returns what is wrong, or None."""
+    try:
+        info = con.sql("PRAGMA database_size").df().iloc[0].to_dict()
+        need = int(info["block_size"]) * int(info["total_blocks"])
+        have = path.stat().st_size - _HEADER_BYTES
+        if have < need:
+            return f"cut short ({have / 1e6:.1f} of {need / 1e6:.1f} MB)"
+        tables = set(_table_names(con))
+        if "sentence_lengths" not in tables:
+            return "missing table sentence_lengths"
+        for acc in meta.get("accumulators") or []:
+            missing = [t for t in _REQUIRED.get(acc, ()) if t not in tables]
+            if missing:
+                return f"missing table(s) {', '.join(missing)}"
+        if "moments" in (meta.get("accumulators") or []):
+            rows = con.execute("SELECT count(*) FROM token_stats").fetchall()[0][0]
+            want = len(meta.get("layers") or []) * int(meta.get("n_types") or 0)
+            if rows != want:
+                return f"token_stats has {rows} rows, expected {want}"
+    except (duckdb.Error, OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"unreadable ({str(exc).splitlines()[0][:120]})"
+    return None
+
+
+def _damaged(path: Path, why: str) -> NormvarError:
+    return NormvarError(f"run file {path} is damaged: {why}",
+                        fix="recompute the run (normvar compute ... --overwrite) or delete the file")
 
 
 def _file_id(path: Path) -> tuple:
@@ -298,6 +333,9 @@ def open_run(path) -> Run:
     try:
         try:
             meta = _read_meta(con)
+            why = damage(con, path, meta)
+            if why:
+                raise _damaged(path, why)
             names = _table_names(con)
             token_stats = con.sql("SELECT layer, token_id, token, n, q, m, v FROM token_stats "
                                   "ORDER BY layer, token_id").df()
@@ -315,16 +353,21 @@ def open_run(path) -> Run:
 
 
 LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layers", "dim",
-                "norm_placement", "created_at", "path"]
+                "norm_placement", "created_at", "path", "status", "problem"]
 
 
-def read_meta(path) -> dict:
-    """Only the ``run`` row of a run file (opened read-only and closed at once)."""
+def read_meta(path, *, check: bool = False) -> dict:
+    """Only the ``run`` row of a run file (opened read-only and closed at once); with ``check``
+    also the cheap integrity check (a damaged file raises NormvarError)."""
     path = Path(path)
     con = _connect_ro(path)
     try:
         try:
-            return _read_meta(con)
+            meta = _read_meta(con)
+            why = damage(con, path, meta) if check else None
+            if why:
+                raise _damaged(path, why)
+            return meta
         except duckdb.Error as exc:
             raise NormvarError(f"{path} is not a normvar run file: {str(exc).splitlines()[0]}",
                                fix="recompute the run") from None
@@ -332,10 +375,12 @@ def read_meta(path) -> dict:
         con.close()
 
 
-def list_runs(data_dir=None, *, errors: list | None = None) -> pd.DataFrame:
+def list_runs(data_dir=None, *, errors: list | None = None, include_damaged: bool = False) -> pd.DataFrame:
     """One row per published run under ``<data_dir>/runs`` (newest first): name, model, corpus,
-    n_types, n_embeddings, num_layers, dim, norm_placement, created_at, path. Unreadable files
-    are skipped and reported in ``errors`` (list of (path, message)) when given; never raises."""
+    n_types, n_embeddings, num_layers, dim, norm_placement, created_at, path, status ("ok" or
+    "damaged") and problem. Each file gets the cheap integrity check (``damage``). Damaged files
+    are listed (status "damaged") with ``include_damaged``, else skipped; either way they are
+    reported in ``errors`` (list of (path, message)) when given. Never raises."""
     from normvar_core.datadir import DataDir
 
     dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
@@ -346,16 +391,18 @@ def list_runs(data_dir=None, *, errors: list | None = None) -> pd.DataFrame:
         files = []
     for p in files:
         try:
-            m = read_meta(p)
+            m = read_meta(p, check=True)
         except Exception as exc:  # noqa: BLE001 - a bad file must never break the listing
             if errors is not None:
                 errors.append((p, str(exc)))
+            if include_damaged:
+                rows.append({"name": p.stem, "path": str(p), "status": "damaged", "problem": str(exc)})
             continue
-        rows.append({"name": m.get("name") or p.stem, "model": m.get("model"), "corpus": m.get("corpus_name"),
+        rows.append({"name": p.stem, "model": m.get("model"), "corpus": m.get("corpus_name"),
                      "n_types": m.get("n_types"), "n_embeddings": m.get("n_embeddings"),
                      "num_layers": m.get("num_layers"), "dim": m.get("dim"),
                      "norm_placement": m.get("norm_placement"), "created_at": m.get("created_at"),
-                     "path": str(p)})
+                     "path": str(p), "status": "ok", "problem": None})
     return pd.DataFrame(rows, columns=LIST_COLUMNS)
 
 
@@ -377,4 +424,4 @@ def resolve_run(ref: str, data_dir=None) -> Path:
     return cand
 
 
-__all__ = ["Run", "open_run", "read_meta", "list_runs", "resolve_run", "LIST_COLUMNS"]
+__all__ = ["Run", "open_run", "read_meta", "list_runs", "resolve_run", "damage", "LIST_COLUMNS"]

@@ -92,14 +92,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     from normvar_core.runs.runfile import list_runs, open_run, resolve_run
 
     if args.run is None:
-        errors: list = []
-        df = list_runs(args.data_dir, errors=errors)
+        df = list_runs(args.data_dir, include_damaged=True)
         if df.empty:
             print("no runs yet: compute one with `normvar compute`")
         else:
-            print(df.drop(columns=["path"]).to_string(index=False))
-        for p, msg in errors:
-            print(f"normvar: skipped unreadable run file {p}: {msg}", file=sys.stderr)
+            shown = df.drop(columns=["path", "problem"]).astype(object).where(df.notna(), "")
+            for c in ("n_types", "n_embeddings", "num_layers", "dim"):
+                shown[c] = [f"{int(v):,}" if v != "" else "" for v in shown[c]]
+            print(shown.to_string(index=False))
+        for _, r in df[df["status"] == "damaged"].iterrows():
+            print(f"normvar: {r['problem']}", file=sys.stderr)
         return 0
     if not (args.n_min >= 1 and args.n_max >= args.n_min):
         raise NormvarError(f"invalid band {args.n_min} .. {args.n_max}", fix="use 1 <= --n-min <= --n-max")

@@ -1,0 +1,69 @@
+"""Damaged run files: every table of a run dropped or the file cut short — the reader names the
+damage in one line, the listing marks the file damaged instead of healthy, and `normvar show`
+reports it (exit 2 for the run itself) while the other runs stay usable."""
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import pytest
+
+from normvar_core.errors import NormvarError
+from normvar_core.runs.reader import list_runs, open_run
+from normvar_core.service import cli
+from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
+
+TABLES = ("run", "token_stats", "token_means", "layer_stats", "frequency_hist", "samples", "sentence_lengths")
+
+
+def _data_dir_with(tmp_path, src, name):
+    runs = tmp_path / "data" / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, runs / "good.duckdb")
+    dst = runs / f"{name}.duckdb"
+    shutil.copy(src, dst)
+    return tmp_path / "data", dst
+
+
+def _drop(path, table):
+    con = duckdb.connect(str(path))
+    con.execute(f'DROP TABLE "{table}"')
+    con.execute("CHECKPOINT")
+    con.close()
+
+
+def _cut(path, frac=0.5):
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.truncate(int(size * frac))
+
+
+@pytest.mark.parametrize("damage", [f"drop:{t}" for t in TABLES] + ["cut:0.5", "cut:0.9", "cut:0.01", "garbage"])
+def test_damaged_file_is_named_and_listed(damage, tmp_path, capsys, written_run_path):
+    data, bad = _data_dir_with(tmp_path, written_run_path, "bad")
+    kind, _, arg = damage.partition(":")
+    if kind == "drop":
+        _drop(bad, arg)
+    elif kind == "cut":
+        _cut(bad, float(arg))
+    else:
+        bad.write_bytes(b"this is not a duckdb file\n" * 100)
+    with pytest.raises(NormvarError) as ei:
+        run = open_run(bad)
+        run.stats()
+        run.samples(run.layers[0])
+    msg = str(ei.value)
+    assert "\n" not in msg and ("recompute" in msg or "normvar run file" in msg)
+
+    listing = list_runs(data, include_damaged=True).set_index("name")
+    assert listing.loc["good", "status"] == "ok"
+    assert listing.loc["bad", "status"] == "damaged" and listing.loc["bad", "problem"]
+    assert list(list_runs(data)["name"]) == ["good"]          # never offered as a healthy run
+
+    assert cli.main(["show", "--data-dir", str(data)]) == 0
+    out, err = capsys.readouterr()
+    assert "damaged" in out and "bad" in err
+    assert cli.main(["show", "bad", "--data-dir", str(data)]) == 2
+    out, err = capsys.readouterr()
+    assert len([x for x in err.splitlines() if x.strip()]) == 1 and err.startswith("normvar: error:")
+    assert cli.main(["show", "good", "--data-dir", str(data)]) == 0
