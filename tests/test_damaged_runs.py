@@ -3,6 +3,7 @@ damage in one line, the listing marks the file damaged instead of healthy, and `
 reports it (exit 2 for the run itself) while the other runs stay usable."""
 from __future__ import annotations
 
+import os
 import shutil
 
 import duckdb
@@ -67,3 +68,25 @@ def test_damaged_file_is_named_and_listed(damage, tmp_path, capsys, written_run_
     out, err = capsys.readouterr()
     assert len([x for x in err.splitlines() if x.strip()]) == 1 and err.startswith("normvar: error:")
     assert cli.main(["show", "good", "--data-dir", str(data)]) == 0
+
+
+def test_a_writer_removes_temp_files_of_dead_processes(tmp_path, written_run_path):
+    """A kill during the write leaves .<name>.tmp-<pid>.duckdb behind: the next write cleans it."""
+    import subprocess
+    import sys
+
+    from normvar_core.runs.reader import open_run as _open
+    from normvar_core.runs.writer import write_tables
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    stale = [runs / f".x.tmp-{pid}.duckdb", runs / f".x.tmp-{pid}.duckdb.wal"]
+    for p in stale:
+        p.write_bytes(b"\0" * 1000)
+    alive = runs / f".y.tmp-{os.getppid()}.duckdb"   # a live process's temp file stays
+    alive.write_bytes(b"\0")
+    run = _open(written_run_path)
+    write_tables(runs / "new.duckdb", run.record, {"sentence_lengths": run.sentence_length_hist()})
+    assert not any(p.exists() for p in stale) and alive.exists()

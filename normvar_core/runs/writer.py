@@ -8,7 +8,9 @@ Nothing is left behind on error. ``write_run`` is the original entry point (mome
 """
 from __future__ import annotations
 
+import errno
 import os
+import re
 from pathlib import Path
 from typing import Mapping
 
@@ -44,6 +46,33 @@ def _remove(*paths: Path) -> None:
             pass
 
 
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as err:
+        return err.errno == errno.EPERM
+    return True
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Remove temp run files (``.<name>.tmp-<pid>.duckdb[.wal]``) left by processes that are gone
+    (a kill during the write); called by every writer before it writes, and by the worker."""
+    removed = []
+    try:
+        candidates = list(Path(folder).glob(".*.tmp-*"))
+    except OSError:
+        return removed
+    for p in candidates:
+        m = re.search(r"\.tmp-(\d+)\.duckdb", p.name)
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError:
+                pass
+    return removed
+
+
 def _run_table(record: RunRecord) -> pa.Table:
     row = record.to_row()
     df = pd.DataFrame([{c: row[c] for c, _ in RUN_COLUMNS}])
@@ -71,6 +100,7 @@ def write_tables(path, record: RunRecord, tables: Mapping[str, TableData], *, ov
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not overwrite:
         raise taken(path)
+    remove_stale_temps(path.parent)
     tmp = temp_path(path)
     wal = Path(str(tmp) + ".wal")
     _remove(tmp, wal)
@@ -148,4 +178,4 @@ def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentenc
     return write_tables(path, record, tables, overwrite=overwrite)
 
 
-__all__ = ["write_tables", "write_run", "publish", "run_path", "temp_path"]
+__all__ = ["write_tables", "write_run", "publish", "run_path", "temp_path", "remove_stale_temps", "pid_alive"]
