@@ -75,14 +75,14 @@ def _read_meta(con: duckdb.DuckDBPyConnection) -> dict:
     return meta
 
 
-def damage(con: duckdb.DuckDBPyConnection, path: Path, meta: dict) -> str | None:
+def damage(con: duckdb.DuckDBPyConnection, file_size: int, meta: dict) -> str | None:
     """A cheap integrity check (metadata only, no data block read): the file holds every block its
     header promises (a copy cut short fails here), the tables of its accumulators exist and the
     per-type tables have one row per (layer, type). Returns what is wrong, or None."""
     try:
         info = con.sql("PRAGMA database_size").df().iloc[0].to_dict()
         need = int(info["block_size"]) * int(info["total_blocks"])
-        have = path.stat().st_size - _HEADER_BYTES
+        have = int(file_size) - _HEADER_BYTES  # the size of the file opened (it may be replaced since)
         if have < need:
             return f"cut short ({have / 1e6:.1f} of {need / 1e6:.1f} MB)"
         tables = set(_table_names(con))
@@ -315,13 +315,17 @@ class Run:
 
 
 def _open_connection(path: Path) -> tuple[duckdb.DuckDBPyConnection, tuple]:
-    for _attempt in range(3):  # a file replaced between the stat and the connect: read it again
-        fid = _file_id(path)
+    """A read-only connection and the identity (inode, size, mtime) of the very file it opened."""
+    for attempt in range(3):  # a file replaced between the stat and the connect: read it again
+        try:
+            fid = _file_id(path)
+        except FileNotFoundError:
+            raise NormvarError(f"run file not found: {path}", fix="list runs with `normvar show`") from None
         con = _connect_ro(path)
-        if _file_id(path) == fid:
+        if attempt == 2 or _file_id(path) == fid:
             return con, fid
         con.close()
-    return con, fid
+    raise AssertionError("unreachable")
 
 
 def open_run(path) -> Run:
@@ -333,7 +337,7 @@ def open_run(path) -> Run:
     try:
         try:
             meta = _read_meta(con)
-            why = damage(con, path, meta)
+            why = damage(con, fid[1], meta)
             if why:
                 raise _damaged(path, why)
             names = _table_names(con)
@@ -360,11 +364,11 @@ def read_meta(path, *, check: bool = False) -> dict:
     """Only the ``run`` row of a run file (opened read-only and closed at once); with ``check``
     also the cheap integrity check (a damaged file raises NormvarError)."""
     path = Path(path)
-    con = _connect_ro(path)
+    con, fid = _open_connection(path)
     try:
         try:
             meta = _read_meta(con)
-            why = damage(con, path, meta) if check else None
+            why = damage(con, fid[1], meta) if check else None
             if why:
                 raise _damaged(path, why)
             return meta
