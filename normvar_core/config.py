@@ -14,13 +14,14 @@ from pathlib import Path
 from dataclasses import dataclass, fields
 from typing import Any
 
-from normvar_core.constants import MAX_WORDS, SAMPLES_PER_TOKEN
+from normvar_core.constants import ID_SAMPLE, MAX_WORDS, SAMPLES_PER_TOKEN
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 
 DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MEAN_DTYPES = ("float64", "float32")
+SELF_SIMILARITY = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,12 @@ class RunConfig:
     """Storage of per-type means: float64, or float32 (halves the largest table)."""
     samples_per_token: int = SAMPLES_PER_TOKEN
     """Reservoir size of raw embeddings kept per (layer, sampled token) for the PCA clouds."""
+    geometry: bool = True
+    """Layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, TwoNN, outlier dims."""
+    id_sample: int = ID_SAMPLE
+    """Embeddings per layer in the seeded uniform sample for TwoNN and seed 004's batch anisotropy."""
+    self_similarity: str = "auto"
+    """Per-type self-similarity (an L x T x d table): auto (on below 1 GB), on, off."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -118,6 +125,10 @@ class RunConfig:
             bad(f"unknown mean_dtype {self.mean_dtype!r}", f"use one of {', '.join(MEAN_DTYPES)}")
         if self.layers is not None and (not self.layers or min(self.layers) < 0):
             bad(f"invalid layer subset {self.layers}", "give non-negative hidden-state indices, e.g. --layers 0,6,12")
+        if int(self.id_sample) < 0:
+            bad(f"id_sample must be >= 0, got {self.id_sample}", "use 16384 (seed 004) or 0 to skip TwoNN")
+        if self.self_similarity not in SELF_SIMILARITY:
+            bad(f"unknown self_similarity {self.self_similarity!r}", f"use one of {', '.join(SELF_SIMILARITY)}")
         if int(self.samples_per_token) < 0:
             bad("samples_per_token must be >= 0", "use 200 (default) or 0 to keep no samples")
         if self.name is not None:
@@ -150,7 +161,12 @@ class RunConfig:
         a("--dtype", default="float32", choices=DTYPES, help="forward dtype (bf16/fp16 on GPU only)")
         a("--layers", default=None, help="comma-separated hidden-state indices to keep")
         a("--mean-dtype", default="float64", choices=MEAN_DTYPES)
-        a("--samples-per-token", type=int, default=200)
+        a("--samples-per-token", type=int, default=SAMPLES_PER_TOKEN)
+        a("--no-geometry", dest="geometry", action="store_false",
+          help="skip the layer geometry (covariance spectrum, cosines, TwoNN, outlier dimensions)")
+        a("--id-sample", type=int, default=ID_SAMPLE, help="embeddings per layer sampled for TwoNN (seed 004: 16384)")
+        a("--self-similarity", default="auto", choices=SELF_SIMILARITY,
+          help="per-type self-similarity table (auto: on below 1 GB)")
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> "RunConfig":

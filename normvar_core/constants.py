@@ -24,3 +24,5 @@ FREQ_BIN = 0.1
 """Width of the log10 n_t bins of the frequency histogram (Fig. 10)."""
 UNK_FLAG = 0.05
 """A run whose counted positions are more than 5 % unknown tokens is flagged (wrong tokenizer?)."""
+ID_SAMPLE = 16384
+"""Seed 004 §2.4: TwoNN on a uniform sample of embeddings, in batches of 4,096."""

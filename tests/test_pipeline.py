@@ -69,7 +69,8 @@ def test_synthetic_run_equals_float64_brute_force(tmp_path):
     path = publish_run(tmp_path / "syn.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0,
                        notes={}, source_kind="synthetic")
     run = open_run(path)
-    assert run.meta["accumulators"] == ["moments", "samples"] and run.meta["source"] == "synthetic"
+    assert run.meta["accumulators"] == ["moments", "samples", "geometry", "selfsim", "outliers"]
+    assert run.meta["source"] == "synthetic"
     truth = per_type(X, ids)
     for layer in LAYERS:
         tab = run.token_table(layer).set_index("token_id")
@@ -145,3 +146,26 @@ def test_overlapping_ranges_are_refused():
     b = compute_partial(source, plan, ctx, 2, plan.n_batches)
     with pytest.raises(ValueError, match="overlapping"):
         merge_partials(ctx, [a, b])
+
+
+def test_geometry_of_the_stress_case_equals_numpy(tmp_path):
+    """Offset of norm 1e4 plus noise 1e-2 (||mu||^2 / V ~ 1e10): the streamed covariance keeps every
+    digit — its spectrum, trace, anisotropy and participation ratio equal numpy's eigendecomposition
+    of the full centred matrix; the trace equals V(X) of the moments."""
+    plan, source, ctx = _setup(offset=1e4, sigma=1e-2)
+    X, ids, _ = _all_states(source, plan)
+    accs = _one_pass(plan, source, ctx)
+    path = publish_run(tmp_path / "g.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0, notes={})
+    run = open_run(path)
+    geo = run.table("layer_geometry").set_index("layer")
+    spec = run.table("layer_spectrum")
+    ls = run.layer_stats().set_index("layer")
+    for li, layer in enumerate(LAYERS):
+        x = X[li]
+        xc = x - x.mean(0)
+        lam = np.linalg.eigvalsh(xc.T @ xc / x.shape[0])[::-1]
+        got = spec[spec.layer == layer].sort_values("k")["eigenvalue"].to_numpy()
+        np.testing.assert_allclose(got, lam, rtol=1e-9, atol=1e-12 * lam[0])
+        np.testing.assert_allclose(geo.loc[layer, "anisotropy"], lam[0] / lam.sum(), rtol=1e-9)
+        np.testing.assert_allclose(geo.loc[layer, "participation_ratio"], lam.sum() ** 2 / (lam ** 2).sum(), rtol=1e-9)
+        np.testing.assert_allclose(geo.loc[layer, "trace"], ls.loc[layer, "v"], rtol=1e-10)

@@ -3,9 +3,14 @@ registered accumulator whose ``for_run`` returns one (the names go to the run ro
 ``accumulators`` column). A new measure = one module here + one line in ``REGISTRY``."""
 from __future__ import annotations
 
+from normvar_core.pipeline.accumulators.geometry import GeometryAccumulator
 from normvar_core.pipeline.accumulators.moments import MomentsAccumulator
+from normvar_core.pipeline.accumulators.outliers import OutlierAccumulator
 from normvar_core.pipeline.accumulators.samples import SampleAccumulator
+from normvar_core.pipeline.accumulators.selfsim import SelfSimilarityAccumulator
 
-REGISTRY = [MomentsAccumulator, SampleAccumulator]
+REGISTRY = [MomentsAccumulator, SampleAccumulator, GeometryAccumulator, SelfSimilarityAccumulator,
+            OutlierAccumulator]
 
-__all__ = ["REGISTRY", "MomentsAccumulator", "SampleAccumulator"]
+__all__ = ["REGISTRY", "MomentsAccumulator", "SampleAccumulator", "GeometryAccumulator",
+           "SelfSimilarityAccumulator", "OutlierAccumulator"]

@@ -1,0 +1,143 @@
+"""Outlier dimensions and massive activations, per stored layer (decoders carry activations
+100–1000× the median on the first position and a few dimensions — ENVIRONMENT.md, SmolLM2, Gemma).
+
+Streamed exactly: per dimension j the mean and variance of h_j (Chan's pooled update) and max |h_j|;
+Σ‖x‖² over all embeddings and over those at position 0 (the share of Q(X) = E‖x‖² carried by the
+first position); the ``TOP_K`` largest |h| with the token, sentence and position that carry them
+(merge = the top of the union, ties broken by (sentence, position, dim)).
+
+Tables: ``dim_stats(layer, dim, mean, var, max_abs)`` and
+``top_activations(layer, rank, value, dim, token_id, token, sentence_id, position)``; the shares go
+to ``layer_outliers(layer, q, q_share_pos0, q_share_top1dim, q_share_top5dim, max_abs, max_over_median)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+
+TOP_K = 20
+
+
+class OutlierAccumulator(Accumulator):
+    name = "outliers"
+    table_names = ("dim_stats", "top_activations", "layer_outliers")
+
+    def __init__(self, ctx: RunContext):
+        L, d = ctx.num_layers, ctx.dim
+        self.layers = list(ctx.layers)
+        self.dim = d
+        self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
+        z = dict(dtype=torch.float64, device=self.device)
+        self.n = 0
+        self.mean = torch.zeros((L, d), **z)
+        self.m2 = torch.zeros((L, d), **z)        # Σ (h_j − mean_j)²
+        self.max_abs = torch.zeros((L, d), **z)
+        self.sq_all = torch.zeros(L, **z)          # Σ ‖x‖²
+        self.sq_pos0 = torch.zeros(L, **z)         # Σ ‖x‖² over position 0
+        # top activations: value (signed), dim, token, sentence, position per layer
+        self.top = np.zeros((L, 0, 5), np.float64)
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> "OutlierAccumulator | None":
+        return cls(ctx) if getattr(ctx.cfg, "geometry", True) else None
+
+    def update(self, batch: StateBatch) -> None:
+        X = batch.states
+        N = X.shape[1]
+        if N == 0:
+            return
+        X = X.to(self.device)
+        pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
+        tops = []
+        for l in range(X.shape[0]):
+            x = X[l].to(torch.float64)
+            mb = x.mean(0)
+            m2b = ((x - mb) ** 2).sum(0)
+            na, n = self.n, self.n + N
+            delta = mb - self.mean[l]
+            self.mean[l] += delta * (N / n)
+            self.m2[l] += m2b + delta * delta * (na * N / n)
+            a = x.abs()
+            self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values)
+            sq = (x * x).sum(1)
+            self.sq_all[l] += sq.sum()
+            self.sq_pos0[l] += sq[pos0].sum()
+            k = min(TOP_K, a.numel())
+            vals, flat = torch.topk(a.reshape(-1), k)
+            rows, dims = flat // self.dim, flat % self.dim
+            tops.append(np.stack([x.reshape(-1)[flat].cpu().numpy(), dims.cpu().numpy(),
+                                  torch.as_tensor(batch.token_ids)[rows.cpu()].numpy(),
+                                  torch.as_tensor(batch.sentence_ids)[rows.cpu()].numpy(),
+                                  torch.as_tensor(batch.positions)[rows.cpu()].numpy()], axis=1))
+        self.n += N
+        self._keep(np.concatenate([self.top, np.stack(tops)], axis=1))
+
+    def _keep(self, top: np.ndarray) -> None:
+        out = []
+        for t in top:  # per layer: largest |value|, ties by (sentence, position, dim)
+            order = np.lexsort((t[:, 1], t[:, 4], t[:, 3], -np.abs(t[:, 0])))[:TOP_K]
+            out.append(t[order])
+        self.top = np.stack(out)
+
+    def merge(self, other: "OutlierAccumulator") -> "OutlierAccumulator":
+        if other.n:
+            na, nb = self.n, other.n
+            n = na + nb
+            delta = other.mean.to(self.device) - self.mean
+            self.m2 += other.m2.to(self.device) + delta * delta * (na * nb / n)
+            self.mean += delta * (nb / n)
+            self.max_abs = torch.maximum(self.max_abs, other.max_abs.to(self.device))
+            self.sq_all += other.sq_all.to(self.device)
+            self.sq_pos0 += other.sq_pos0.to(self.device)
+            self.n = n
+            self._keep(np.concatenate([self.top, other.top], axis=1))
+        return self
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"n": np.array([self.n], np.int64), "mean": self.mean.cpu().numpy(), "m2": self.m2.cpu().numpy(),
+                "max_abs": self.max_abs.cpu().numpy(), "sq_all": self.sq_all.cpu().numpy(),
+                "sq_pos0": self.sq_pos0.cpu().numpy(), "top": self.top.copy()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.n = int(np.asarray(state["n"])[0])
+        for k in ("mean", "m2", "max_abs", "sq_all", "sq_pos0"):
+            setattr(self, k, torch.from_numpy(np.array(state[k], np.float64)).to(self.device))
+        self.top = np.asarray(state["top"], np.float64).copy()
+
+    def result(self) -> dict:
+        n = max(self.n, 1)
+        mean, var = self.mean.cpu().numpy(), (self.m2 / n).cpu().numpy()
+        max_abs = self.max_abs.cpu().numpy()
+        e2 = var + mean ** 2                                # E[h_j²]; Σ_j E[h_j²] = Q(X)
+        q = e2.sum(1)
+        srt = -np.sort(-e2, axis=1)
+        med = np.median(max_abs, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            layer = {"layer": np.asarray(self.layers, np.int32), "q": q,
+                     "q_share_pos0": (self.sq_pos0 / self.sq_all).cpu().numpy(),
+                     "q_share_top1dim": srt[:, 0] / q, "q_share_top5dim": srt[:, :5].sum(1) / q,
+                     "max_abs": max_abs.max(1), "max_over_median": max_abs.max(1) / med}
+        return {"mean": mean, "var": var, "max_abs": max_abs, "layer": layer, "top": self.top}
+
+    def tables(self, result: dict, ctx: RunContext) -> dict:
+        L, d = len(self.layers), self.dim
+        top = result["top"]
+        k = top.shape[1]
+        tok_ids = top[:, :, 2].astype(np.int64).reshape(-1)
+        dim_stats = pa.table({"layer": np.repeat(np.asarray(self.layers, np.int32), d),
+                              "dim": np.tile(np.arange(d, dtype=np.int32), L),
+                              "mean": result["mean"].reshape(-1), "var": result["var"].reshape(-1),
+                              "max_abs": result["max_abs"].reshape(-1)})
+        top_t = pa.table({"layer": np.repeat(np.asarray(self.layers, np.int32), k),
+                          "rank": np.tile(np.arange(k, dtype=np.int32), L),
+                          "value": top[:, :, 0].reshape(-1), "dim": top[:, :, 1].astype(np.int32).reshape(-1),
+                          "token_id": tok_ids, "token": [ctx.tokens.get(int(t), "") for t in tok_ids],
+                          "sentence_id": top[:, :, 3].astype(np.int64).reshape(-1),
+                          "position": top[:, :, 4].astype(np.int32).reshape(-1)})
+        return {"dim_stats": dim_stats, "top_activations": top_t, "layer_outliers": pa.table(result["layer"])}
+
+
+__all__ = ["OutlierAccumulator", "TOP_K"]

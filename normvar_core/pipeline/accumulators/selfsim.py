@@ -1,0 +1,85 @@
+"""Self-similarity of every token type (Ethayarajh 2019), exact: with u = x/‖x‖ and s_t = Σ_{x∈X_t} u,
+the mean cosine between distinct occurrences of t is (‖s_t‖² − n_t) / (n_t (n_t − 1)).
+
+Streams s_t per (layer, type) in float64: an L × T × d table, the size of the means. It is on by
+default when that table is below ``SELFSIM_AUTO_BYTES`` (RunConfig ``self_similarity``: auto / on /
+off); the reason it is off is recorded in the run notes. Table:
+``token_selfsim(layer, token_id, n, self_similarity)`` (NaN for types seen once).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.stats.geometry import mean_cosine
+
+SELFSIM_AUTO_BYTES = 1 << 30
+
+
+def selfsim_bytes(ctx: RunContext) -> int:
+    T = int(ctx.plan.token_ids.size) if ctx.plan is not None else 0
+    return ctx.num_layers * T * ctx.dim * 8
+
+
+class SelfSimilarityAccumulator(Accumulator):
+    name = "selfsim"
+    table_names = ("token_selfsim",)
+
+    def __init__(self, ctx: RunContext):
+        self.layers = list(ctx.layers)
+        self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
+        self.token_ids = torch.as_tensor(np.asarray(ctx.plan.token_ids, np.int64), device=self.device)
+        T = self.token_ids.numel()
+        self.sum_u = torch.zeros((len(self.layers), T, ctx.dim), dtype=torch.float64, device=self.device)
+        self.n = torch.zeros(T, dtype=torch.int64, device=self.device)
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> "SelfSimilarityAccumulator | None":
+        mode = getattr(ctx.cfg, "self_similarity", "auto")
+        if ctx.plan is None or getattr(ctx.plan, "token_ids", None) is None or mode == "off":
+            return None
+        if mode == "auto" and selfsim_bytes(ctx) > SELFSIM_AUTO_BYTES:
+            return None
+        return cls(ctx)
+
+    def update(self, batch: StateBatch) -> None:
+        if batch.size == 0:
+            return
+        ids = torch.as_tensor(batch.token_ids, device=self.device)
+        rows = torch.searchsorted(self.token_ids, ids)
+        self.n.index_add_(0, rows, torch.ones_like(rows))
+        X = batch.states.to(self.device)
+        for l in range(X.shape[0]):
+            x = X[l].to(torch.float64)
+            norms = x.norm(dim=1, keepdim=True)
+            u = torch.where(norms > 0, x / norms.clamp_min(1e-300), torch.zeros_like(x))
+            self.sum_u[l].index_add_(0, rows, u)
+
+    def merge(self, other: "SelfSimilarityAccumulator") -> "SelfSimilarityAccumulator":
+        self.sum_u += other.sum_u.to(self.device)
+        self.n += other.n.to(self.device)
+        return self
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"sum_u": self.sum_u.cpu().numpy(), "n": self.n.cpu().numpy()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.sum_u = torch.from_numpy(np.array(state["sum_u"], np.float64)).to(self.device)
+        self.n = torch.from_numpy(np.array(state["n"], np.int64)).to(self.device)
+
+    def result(self) -> dict:
+        s = self.sum_u.cpu().numpy()
+        n = self.n.cpu().numpy()
+        return {"n": n, "self_similarity": mean_cosine(np.einsum("ltd,ltd->lt", s, s), n[None, :])}
+
+    def tables(self, result: dict, ctx: RunContext) -> dict:
+        L, T = result["self_similarity"].shape
+        return {"token_selfsim": pa.table({
+            "layer": np.repeat(np.asarray(self.layers, np.int32), T),
+            "token_id": np.tile(self.token_ids.cpu().numpy(), L), "n": np.tile(result["n"].astype(np.int64), L),
+            "self_similarity": result["self_similarity"].reshape(-1)})}
+
+
+__all__ = ["SelfSimilarityAccumulator", "SELFSIM_AUTO_BYTES", "selfsim_bytes"]

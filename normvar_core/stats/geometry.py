@@ -1,0 +1,155 @@
+"""Layer geometry from exact streamed quantities (seed 004 §2.3–2.4; Ethayarajh 2019; Facco et al.
+2017). Pure numpy: the accumulators in ``pipeline/accumulators/geometry.py`` stream the inputs.
+
+* Spectrum of the covariance Σ = (1/n) Σ (x − μ)(x − μ)ᵀ of every embedding of a layer, eigenvalues
+  λ₁ ≥ … ≥ λ_d ≥ 0:
+  anisotropy = λ₁ / Σλ (seed 004's σ₁²/Σσᵢ² of the centred matrix, §2.3); participation ratio
+  PR = (Σλ)² / Σλ²; n90 / n99 = components needed for 90 % / 99 % of the variance; trace Σλ = V(X).
+* Mean cosine between two distinct embeddings, exact over all n(n−1) ordered pairs from
+  s = Σ u, u = x / ‖x‖:   mean cos = (‖s‖² − n) / (n (n − 1)).
+  Per token type the same formula over X_t is its self-similarity.
+* TwoNN (Facco et al. 2017, seed 004 §2.4): μᵢ = r₂ / r₁ (second / first nearest-neighbour
+  distance); the largest 10 % of μ discarded; the slope of −log(1 − F_emp(μ)) on log μ through the
+  origin, F_emp(μ_(i)) = i / N — the estimator of scikit-dimension's ``TwoNN`` (checked against it in
+  the tests). Points with r₁ = 0 (duplicates) are dropped and counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+TWONN_DISCARD = 0.1
+BATCH_SIZE = 4096  # seed 004: anisotropy and TwoNN on batches of 4,096 embeddings
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """Summary of a covariance spectrum (eigenvalues descending)."""
+
+    eigenvalues: np.ndarray
+    trace: float
+    anisotropy: float
+    participation_ratio: float
+    n90: int
+    n99: int
+
+
+def spectrum(cov: np.ndarray) -> Spectrum:
+    """Eigen-summary of a symmetric PSD matrix (float64 eigh; tiny negative rounding clipped to 0)."""
+    lam = np.linalg.eigvalsh(np.asarray(cov, dtype=np.float64))[::-1]
+    lam = np.clip(lam, 0.0, None)
+    total = float(lam.sum())
+    if total <= 0:
+        return Spectrum(lam, 0.0, float("nan"), float("nan"), 0, 0)
+    cum = np.cumsum(lam) / total
+    return Spectrum(eigenvalues=lam, trace=total, anisotropy=float(lam[0] / total),
+                    participation_ratio=float(total ** 2 / np.sum(lam ** 2)),
+                    n90=int(np.searchsorted(cum, 0.90 - 1e-12) + 1), n99=int(np.searchsorted(cum, 0.99 - 1e-12) + 1))
+
+
+def mean_cosine(sum_u_sq: float | np.ndarray, n: float | np.ndarray):
+    """(‖Σu‖² − n) / (n (n − 1)): the mean cosine over all ordered pairs of distinct embeddings."""
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (np.asarray(sum_u_sq, dtype=np.float64) - n) / (n * (n - 1))
+    return np.where(n >= 2, out, np.nan)
+
+
+def batch_anisotropy(X: np.ndarray) -> float:
+    """σ₁² / Σσᵢ² of the centred matrix of one batch (seed 004's estimate)."""
+    X = np.asarray(X, dtype=np.float64)
+    Xc = X - X.mean(0)
+    s = np.linalg.svd(Xc, compute_uv=False)
+    p = s ** 2
+    return float(p[0] / p.sum()) if p.sum() > 0 else float("nan")
+
+
+def nearest_two(X: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Exact distances (r₁, r₂) of every row to its two nearest other rows. Candidates come from a
+    float32 Gram-matrix search (top 4), then the candidates' distances are recomputed in float64, so
+    duplicates give r₁ = 0 exactly (the Gram trick alone leaves rounding noise)."""
+    X64 = np.asarray(X, dtype=np.float64)
+    X32 = X64.astype(np.float32)
+    sq = np.einsum("ij,ij->i", X32, X32)
+    m = X64.shape[0]
+    k = min(4, m - 1)
+    r1 = np.empty(m)
+    r2 = np.empty(m)
+    for a in range(0, m, chunk):
+        b = min(m, a + chunk)
+        d2 = sq[a:b, None] + sq[None, :] - 2.0 * (X32[a:b] @ X32.T)
+        d2[np.arange(b - a), np.arange(a, b)] = np.inf
+        cand = np.argpartition(d2, k - 1, axis=1)[:, :k]
+        diff = X64[cand] - X64[a:b, None, :]
+        dist = np.sqrt(np.einsum("ikd,ikd->ik", diff, diff))
+        dist.sort(axis=1)
+        r1[a:b], r2[a:b] = dist[:, 0], dist[:, 1]
+    return r1, r2
+
+
+def twonn_from_distances(r1: np.ndarray, r2: np.ndarray, discard: float = TWONN_DISCARD) -> tuple[float, int]:
+    """(TwoNN dimension, number of duplicate points dropped) from nearest-neighbour distances."""
+    r1 = np.asarray(r1, dtype=np.float64)
+    r2 = np.asarray(r2, dtype=np.float64)
+    ok = r1 > 0
+    dup = int((~ok).sum())
+    mu = r2[ok] / r1[ok]
+    N = mu.size
+    n_keep = int(N * (1 - discard))
+    if n_keep < 2:
+        return float("nan"), dup
+    mu = np.sort(mu)[:n_keep]
+    x = np.log(mu)
+    y = -np.log(1.0 - np.arange(1, n_keep + 1) / N)
+    return float(np.dot(x, y) / np.dot(x, x)), dup
+
+
+def twonn(X: np.ndarray, discard: float = TWONN_DISCARD) -> tuple[float, int]:
+    """TwoNN intrinsic dimension of the rows of X and the number of duplicates dropped."""
+    return twonn_from_distances(*nearest_two(X), discard=discard)
+
+
+def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE) -> dict:
+    """Seed 004's protocol on a shuffled sample: split into batches of ``batch`` rows (the rest
+    joins the last batch), per batch TwoNN and the anisotropy; mean ± std over batches."""
+    m = X.shape[0]
+    nb = max(1, m // batch)
+    bounds = np.linspace(0, m, nb + 1).astype(int) if m >= batch else np.array([0, m])
+    ids, ans, dups = [], [], 0
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b - a < 3:
+            continue
+        d, dup = twonn(X[a:b])
+        ids.append(d)
+        dups += dup
+        ans.append(batch_anisotropy(X[a:b]))
+    def ms(v):
+        v = np.asarray(v, dtype=np.float64)
+        v = v[np.isfinite(v)]
+        return (float(v.mean()), float(v.std())) if v.size else (float("nan"), float("nan"))
+    (id_mean, id_std), (an_mean, an_std) = ms(ids), ms(ans)
+    return {"twonn_id": id_mean, "twonn_id_std": id_std, "twonn_duplicates": dups, "twonn_batches": len(ids),
+            "anisotropy_batch_mean": an_mean, "anisotropy_batch_std": an_std}
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """A 64-bit mixing hash (SplitMix64's finaliser), vectorised; uint64 in, uint64 out."""
+    z = np.asarray(x, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """A seeded random key per corpus position: the reservoir keeps the smallest keys, so the sample
+    is uniform and the same whatever the batches, their order or the shards (merge = union)."""
+    s = np.asarray(sentence_ids, dtype=np.uint64) << np.uint64(20)
+    with np.errstate(over="ignore"):
+        base = splitmix64(np.uint64(seed) * np.uint64(0x632BE59BD9B4E019) + np.uint64(1))
+        return splitmix64(s ^ np.asarray(positions, dtype=np.uint64) ^ base)
+
+
+__all__ = ["Spectrum", "spectrum", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
+           "twonn", "batched_estimates", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]

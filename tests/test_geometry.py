@@ -1,0 +1,167 @@
+"""Layer geometry (seed 004) against independent ground truth.
+
+Real MiniLM hidden states of 150 novel sentences, every state kept in float64 in the test: the
+streamed spectrum, anisotropy, participation ratio and trace equal numpy's eigendecomposition of the
+full centred matrix; the mean cosine equals the mean over all pairs; self-similarities equal the
+pairwise means; the outlier statistics equal numpy. TwoNN: points of known dimension embedded in
+384–768 d, and equality with scikit-dimension on the same batch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.corpus import load_sentences
+from normvar_core.pipeline.execute import build_accumulators, run_range
+from normvar_core.pipeline.models import load_model
+from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.sources import TransformerSource
+from normvar_core.stats import geometry as G
+
+
+@pytest.fixture(scope="module")
+def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
+    cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
+    corpus = load_sentences(cfg)
+    loaded = load_model(cfg)
+    plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=loaded.info.num_hidden_states,
+                     max_length=loaded.info.max_length)
+    source = TransformerSource(loaded, plan.layers)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
+                     tokens=plan.tokens)
+    parts = list(source.batches(plan, 0, plan.n_batches))
+    accs = build_accumulators(ctx)
+    for sb in parts:
+        for acc in accs.values():
+            acc.update(sb)
+    X = torch.cat([p.states for p in parts], 1).double().numpy()
+    ids = torch.cat([p.token_ids for p in parts]).numpy()
+    pos = torch.cat([p.positions for p in parts]).numpy()
+    return plan, accs, X, ids, pos
+
+
+def test_spectrum_anisotropy_and_trace_equal_numpy(minilm_pass):
+    plan, accs, X, _, _ = minilm_pass
+    res = accs["geometry"].result()
+    stats = accs["moments"].result()
+    v_all = stats.corpus()["v"].to_numpy()
+    for li, row in enumerate(res["rows"]):
+        x = X[li]
+        xc = x - x.mean(0)
+        lam = np.clip(np.linalg.eigvalsh(xc.T @ xc / x.shape[0])[::-1], 0, None)
+        np.testing.assert_allclose(res["spectra"][li], lam, rtol=1e-9, atol=1e-9 * lam[0])
+        np.testing.assert_allclose(row["anisotropy"], lam[0] / lam.sum(), rtol=1e-9)
+        np.testing.assert_allclose(row["participation_ratio"], lam.sum() ** 2 / (lam ** 2).sum(), rtol=1e-9)
+        np.testing.assert_allclose(row["trace"], v_all[li], rtol=1e-10)
+        cum = np.cumsum(lam) / lam.sum()
+        assert row["n90"] == int(np.argmax(cum >= 0.9)) + 1 and row["n99"] == int(np.argmax(cum >= 0.99)) + 1
+
+
+def test_mean_cosine_equals_the_mean_over_all_pairs(minilm_pass):
+    _, accs, X, _, _ = minilm_pass
+    res = accs["geometry"].result()
+    for li in (0, 3, 6):
+        u = X[li] / np.linalg.norm(X[li], axis=1, keepdims=True)
+        n = u.shape[0]
+        total = 0.0
+        for a in range(0, n, 2048):  # all pairs, chunked: sum of cos over i != j
+            c = u[a:a + 2048] @ u.T
+            total += c.sum() - np.trace(c[:, a:a + 2048])
+        np.testing.assert_allclose(res["rows"][li]["mean_cosine"], total / (n * (n - 1)), rtol=1e-9)
+
+
+def test_self_similarity_equals_pairwise_mean(minilm_pass):
+    plan, accs, X, ids, _ = minilm_pass
+    res = accs["selfsim"].result()
+    tokens = plan.token_ids
+    for t in tokens[np.argsort(-plan.counts)][[0, 5, 40]]:
+        row = int(np.searchsorted(tokens, t))
+        for li in (1, 4):
+            u = X[li][ids == t]
+            u = u / np.linalg.norm(u, axis=1, keepdims=True)
+            c = u @ u.T
+            n = u.shape[0]
+            want = (c.sum() - np.trace(c)) / (n * (n - 1))
+            np.testing.assert_allclose(res["self_similarity"][li, row], want, rtol=1e-9)
+
+
+def test_outlier_statistics_equal_numpy(minilm_pass):
+    _, accs, X, ids, pos = minilm_pass
+    res = accs["outliers"].result()
+    np.testing.assert_allclose(res["mean"], X.mean(1), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res["var"], X.var(1), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(res["max_abs"], np.abs(X).max(1), rtol=0)
+    sq = (X ** 2).sum(-1)
+    np.testing.assert_allclose(res["layer"]["q_share_pos0"], sq[:, pos == 0].sum(1) / sq.sum(1), rtol=1e-9)
+    e2 = (X ** 2).mean(1)
+    np.testing.assert_allclose(res["layer"]["q_share_top1dim"], e2.max(1) / e2.sum(1), rtol=1e-8)
+    top = res["top"]
+    for li in (0, 6):
+        flat = np.abs(X[li]).reshape(-1)
+        want = np.sort(flat)[::-1][: top.shape[1]]
+        np.testing.assert_allclose(np.abs(top[li, :, 0]), want, rtol=1e-6)
+        r, d = divmod(int(np.argmax(flat)), X.shape[2])
+        assert int(top[li, 0, 1]) == d and int(top[li, 0, 2]) == ids[r] and int(top[li, 0, 4]) == pos[r]
+
+
+def test_reservoir_holds_the_smallest_keys_of_all_positions(minilm_pass):
+    """The TwoNN sample: the id_sample positions with the smallest seeded keys, with their states."""
+    plan, accs, X, _, pos = minilm_pass
+    geo = accs["geometry"]
+    sent = np.concatenate([np.asarray(b.indices)[np.nonzero(b.attention_mask.numpy())[0]] for b in plan.batches])
+    keys = G.sample_keys(plan.cfg.seed, sent, pos)
+    want = np.sort(keys)[:600]
+    assert np.array_equal(geo.keys, want)
+    where = {k: i for i, k in enumerate(keys)}
+    idx = np.array([where[k] for k in geo.keys])
+    np.testing.assert_array_equal(geo.sample[2], X[2][idx].astype(np.float32))
+
+
+# ----------------------------------------------------------------------------- TwoNN
+def _embed(Z: np.ndarray, D: int, rng) -> np.ndarray:
+    Q, _ = np.linalg.qr(rng.standard_normal((D, Z.shape[1])))
+    return Z @ Q.T
+
+
+@pytest.mark.parametrize("case,truth,D", [("linear5", 5, 384), ("gauss10", 10, 768), ("swissroll", 2, 384)])
+def test_twonn_recovers_known_dimensions(case, truth, D):
+    rng = np.random.default_rng(0)
+    m = 4096
+    if case == "linear5":
+        Z = rng.uniform(-1, 1, (m, 5))
+    elif case == "gauss10":
+        Z = rng.standard_normal((m, 10))
+    else:
+        t = 1.5 * np.pi * (1 + 2 * rng.random(m))
+        Z = np.stack([t * np.cos(t), 21 * rng.random(m), t * np.sin(t)], 1)
+    d, dup = G.twonn(_embed(Z, D, rng))
+    assert dup == 0
+    assert abs(d - truth) / truth < 0.10, (case, d)
+
+
+def test_twonn_equals_scikit_dimension_and_drops_duplicates():
+    import skdim
+
+    rng = np.random.default_rng(1)
+    X = _embed(rng.standard_normal((1500, 7)), 384, rng)
+    ours, _ = G.twonn(X)
+    ref = skdim.id.TwoNN().fit(X).dimension_
+    np.testing.assert_allclose(ours, ref, rtol=1e-9)
+    Xd = np.concatenate([X, X[:40]])             # 40 exact duplicates (fp16 states, repeated contexts)
+    d, dup = G.twonn(Xd)
+    assert dup == 80 and np.isfinite(d)         # both copies of each pair have r1 = 0 exactly
+    # the estimate is the one of the points that are left, with the distances they really have
+    r1, r2 = G.nearest_two(Xd)
+    keep = r1 > 0
+    assert keep.sum() == Xd.shape[0] - 80
+    np.testing.assert_allclose(d, G.twonn_from_distances(r1[keep], r2[keep])[0], rtol=1e-12)
+
+
+def test_sample_keys_do_not_depend_on_batching():
+    s = np.arange(1000) // 10
+    p = np.arange(1000) % 10
+    k = G.sample_keys(3, s, p)
+    assert np.array_equal(k[500:], G.sample_keys(3, s[500:], p[500:]))
+    assert len(np.unique(k)) == 1000 and not np.array_equal(k, G.sample_keys(4, s, p))
