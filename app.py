@@ -26,12 +26,15 @@ PAGES = {
                              url_path="decomposition"),
     "frequency": st.Page("views/frequency.py", title="Frequency", icon=":material/bar_chart:", url_path="frequency"),
     "clouds": st.Page("views/clouds.py", title="Token clouds", icon=":material/bubble_chart:", url_path="clouds"),
+    "geometry": st.Page("views/geometry.py", title="Geometry", icon=":material/blur_on:", url_path="geometry"),
+    "outliers": st.Page("views/outliers.py", title="Outliers", icon=":material/flare:", url_path="outliers"),
     "new-run": st.Page("views/new_run.py", title="New run", icon=":material/add_circle:", url_path="new-run"),
     "compare": st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
 }
 
 nav = st.navigation({"Explore": [PAGES[k] for k in ("runs", "tradeoff", "layers", "decomposition",
                                                     "frequency", "clouds")],
+                     "Geometry": [PAGES[k] for k in ("geometry", "outliers")],
                      "Work": [PAGES[k] for k in ("compare", "new-run")]})
 
 view = _ui.view()

@@ -184,6 +184,25 @@ def sampled_tokens(run) -> pd.DataFrame:
     return _sampled(*_key(run))
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _table(path: str, mtime: int, name: str) -> pd.DataFrame:
+    return _open_run(path, mtime).table(name)
+
+
+def table(run, name: str) -> pd.DataFrame:
+    """Any table of the run (an accumulator's), read once per file version."""
+    return _table(*_key(run), name).copy()
+
+
+def require(run, what: str, label: str) -> None:
+    """Stop the page with a message naming the fix when the run lacks ``what`` (an accumulator)."""
+    if not run.has(what):
+        st.info(f"Run **{run.name}** has no {label}: it was computed before normvar measured it, or with it "
+                f"switched off. Recompute it (New run, or `normvar compute ... --overwrite`) to see this page.",
+                icon=":material/info:")
+        st.stop()
+
+
 def num_hidden_states(run) -> int:
     """Hidden states of the model (blocks + the input embeddings) for the relative-depth axis."""
     n = run.meta.get("num_layers")

@@ -137,5 +137,10 @@ class Accumulator(ABC):
         """Extra notes for the run row (JSON), e.g. counts or reasons a part was skipped."""
         return {}
 
+    def sentence_ids(self, result: Any) -> set[int]:
+        """Sentences this accumulator's tables point at: their text goes to the run's ``sentences``
+        table (one table for every accumulator, holding only the sentences something points at)."""
+        return set()
+
 
 __all__ = ["StateBatch", "SourceInfo", "RunContext", "StateSource", "Accumulator"]

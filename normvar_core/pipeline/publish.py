@@ -15,7 +15,7 @@ import numpy as np
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.runs.record import RunRecord
-from normvar_core.runs.tables import sentence_length_table
+from normvar_core.runs.tables import sentence_length_table, sentences_table
 from normvar_core.runs.writer import write_tables
 
 
@@ -46,9 +46,13 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
     cfg = plan.cfg
     tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths)}
     acc_notes: dict = {}
+    referenced: set[int] = set()
     for name, acc in accs.items():
         tables.update(acc.tables(results[name], ctx))
         acc_notes.update(acc.run_meta(results[name]))
+        referenced |= acc.sentence_ids(results[name])
+    if referenced:
+        tables["sentences"] = sentences_table({i: plan.sentences[i] for i in sorted(referenced)})
     model_meta = dict(source.info.meta)
     is_decoder = bool(model_meta.pop("is_decoder", False))
     record = RunRecord(

@@ -126,6 +126,7 @@ class Run:
     meta: dict
     layers: list[int]
     table_names: list[str]
+    sample_columns: list[str]
     _token_stats: pd.DataFrame = field(repr=False)
     _layer_stats: pd.DataFrame = field(repr=False)
     _sentence_lengths: pd.DataFrame = field(repr=False)
@@ -278,7 +279,7 @@ class Run:
     @property
     def has_contexts(self) -> bool:
         """True if samples carry their sentence and position (runs made since the token explorer)."""
-        return "sentences" in self.table_names
+        return "sentence_id" in self.sample_columns
 
     def samples(self, layer: int, token_ids: Iterable[int] | None = None) -> pd.DataFrame:
         """DataFrame[token_id, token, i, vector, sentence_id, position] of raw embeddings
@@ -306,7 +307,7 @@ class Run:
 
     def sentences(self, sentence_ids: Iterable[int] | None = None) -> dict[int, str]:
         """{sentence_id: text} of the sentences behind the samples ({} for older runs)."""
-        if not self.has_contexts:
+        if "sentences" not in self.table_names:
             return {}
         df = self.table("sentences")
         if sentence_ids is not None:
@@ -341,6 +342,8 @@ def open_run(path) -> Run:
             if why:
                 raise _damaged(path, why)
             names = _table_names(con)
+            sample_cols = [r[0] for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'samples'").fetchall()]
             token_stats = con.sql("SELECT layer, token_id, token, n, q, m, v FROM token_stats "
                                   "ORDER BY layer, token_id").df()
             layer_stats = con.sql("SELECT * FROM layer_stats ORDER BY layer").df()
@@ -352,7 +355,7 @@ def open_run(path) -> Run:
     finally:
         con.close()
     return Run(name=meta.get("name") or path.stem, path=path, meta=meta, layers=list(meta["layers"]),
-               table_names=names, _token_stats=token_stats, _layer_stats=layer_stats, _sentence_lengths=sl,
+               table_names=names, sample_columns=sample_cols, _token_stats=token_stats, _layer_stats=layer_stats, _sentence_lengths=sl,
                _frequency_hist=fh, _file_id=fid)
 
 

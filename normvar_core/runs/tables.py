@@ -107,11 +107,15 @@ def samples_tables(layer_index, *, token_ids, tokens, i, vectors, sentence_ids, 
 
     out: dict[str, TableData] = {"samples": parts()}
     if sentences is not None:
-        keys = np.array(sorted(sentences), dtype=np.int64)
-        out["sentences"] = pa.table({"sentence_id": keys,
-                                     "text": pa.array([sentences[int(k)] for k in keys], type=pa.string())})
+        out["sentences"] = sentences_table(sentences)
     return out
 
 
+def sentences_table(sentences: dict[int, str]) -> pa.Table:
+    """sentence_id, text — only the sentences some table points at."""
+    keys = np.array(sorted(sentences), dtype=np.int64)
+    return pa.table({"sentence_id": keys, "text": pa.array([sentences[int(k)] for k in keys], type=pa.string())})
+
+
 __all__ = ["TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
-           "moments_tables", "samples_tables"]
+           "moments_tables", "samples_tables", "sentences_table"]

@@ -177,8 +177,7 @@ def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentenc
             vectors=samples["vectors"], sentence_ids=samples.get("sentence_ids", np.full(P, -1)),
             positions=samples.get("positions", np.full(P, -1)), sentences=samples.get("sentences")))
         accs.append("samples")
-    if not record.accumulators:
-        record.accumulators = accs
+    record.accumulators = accs  # what this file really holds, whatever the meta said
     return write_tables(path, record, tables, overwrite=overwrite)
 
 

@@ -17,7 +17,8 @@ from normvar_core.constants import STUDY_BAND_LOG10 as DEFAULT_BAND
 MAX_TOKENS = 50
 MAX_TOKEN_CHARS = 64
 
-PAGES = ("runs", "tradeoff", "layers", "decomposition", "frequency", "clouds", "new-run", "compare")
+PAGES = ("runs", "tradeoff", "layers", "decomposition", "frequency", "clouds", "geometry", "outliers", "new-run",
+         "compare")
 
 
 def _first(value: Any) -> str | None:

@@ -139,5 +139,8 @@ class OutlierAccumulator(Accumulator):
                           "position": top[:, :, 4].astype(np.int32).reshape(-1)})
         return {"dim_stats": dim_stats, "top_activations": top_t, "layer_outliers": pa.table(result["layer"])}
 
+    def sentence_ids(self, result) -> set[int]:
+        return {int(s) for s in np.unique(result["top"][:, :, 3]) if s >= 0}
+
 
 __all__ = ["OutlierAccumulator", "TOP_K"]

@@ -2,8 +2,8 @@
 the PCA clouds (Fig. 1, App. A) and the token explorer, with the sentence and position each came
 from. Memory: (L, P, d) float32 for P picks, filled batch by batch from the main pass.
 
-Run-file tables: ``samples`` (layer, token_id, token, i, vector, sentence_id, position) and
-``sentences`` (sentence_id, text) — only the sentences some sample points at.
+Run-file table: ``samples`` (layer, token_id, token, i, vector, sentence_id, position); the text of
+the sentences they point at goes to the run's ``sentences`` table (``sentence_ids``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _KEY = np.int64(1 << 24)  # sentence_id * _KEY + position identifies a position 
 
 class SampleAccumulator(Accumulator):
     name = "samples"
-    table_names = ("samples", "sentences")
+    table_names = ("samples",)
 
     def __init__(self, ctx: RunContext):
         self.plan = ctx.plan.samples
@@ -70,11 +70,12 @@ class SampleAccumulator(Accumulator):
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         p = self.plan
-        sents = ctx.plan.sentences
         return samples_tables(
             ctx.layers, token_ids=p.token_ids, tokens=[ctx.tokens.get(int(t), "") for t in p.token_ids], i=p.i,
-            vectors=result["vectors"], sentence_ids=p.sentence, positions=p.offset,
-            sentences={int(s): sents[int(s)] for s in np.unique(p.sentence)})
+            vectors=result["vectors"], sentence_ids=p.sentence, positions=p.offset, sentences=None)
+
+    def sentence_ids(self, result) -> set[int]:
+        return {int(s) for s in np.unique(self.plan.sentence)}
 
     def run_meta(self, result) -> dict:
         return {"n_samples": self.plan.size, "n_sampled_types": int(np.unique(self.plan.token_ids).size)}

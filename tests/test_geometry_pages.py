@@ -1,0 +1,41 @@
+"""The Geometry and Outliers pages under AppTest, on the real MiniLM run of the dashboard tests: the
+figures carry the run's own layer_geometry / dim_stats values; a run without geometry (written by
+an older normvar) gets a message naming the fix instead of an error."""
+from __future__ import annotations
+
+import numpy as np
+
+from test_dashboard_apptest import RUN, RUN2, app, arr, data_dir, figure, figures_of, ok, open_page, run  # noqa: F401
+
+
+def test_geometry_page_shows_the_runs_values(app, run):
+    at = open_page(app, "geometry")
+    fig = figure(at, "Layer geometry")
+    geo = run.table("layer_geometry").sort_values("layer")
+    aniso = [t for t in fig["data"] if t.get("name") == RUN and t.get("xaxis") in (None, "x")][0]
+    np.testing.assert_allclose(arr(aniso["y"]), geo["anisotropy"].to_numpy())
+    ids = [t for t in fig["data"] if t.get("name") == RUN and t.get("xaxis") == "x2"][0]
+    np.testing.assert_allclose(arr(ids["y"]), geo["twonn_id"].to_numpy())
+    spec = figure(at, "covariance spectrum")
+    lam = run.table("layer_spectrum").query("layer == 3").sort_values("k")["eigenvalue"].to_numpy()
+    assert len(arr(spec["data"][0]["y"])) == lam.size == run.dim
+
+
+def test_outliers_page(app, run):
+    at = open_page(app, "outliers")
+    heat = figure(at, "Outlier dimensions")
+    z = np.asarray(heat["data"][0]["z"] if not isinstance(heat["data"][0]["z"], dict) else arr(heat["data"][0]["z"]))
+    assert z.shape == (len(run.layers), run.dim)
+    top = at.dataframe[0].value
+    mid = run.layers[len(run.layers) // 2]
+    want = run.table("top_activations").query("layer == @mid")
+    assert len(top) == len(want) > 0 and top["sentence"].str.len().min() > 0
+    np.testing.assert_allclose(np.sort(top["value"].to_numpy()), np.sort(want["value"].to_numpy()))
+
+
+def test_run_without_geometry_gets_a_message(app):
+    app.query_params.update({"run": RUN2})
+    app.run()
+    app.switch_page("views/geometry.py").run()
+    assert not app.exception
+    assert any("no layer geometry" in i.value for i in app.info)
