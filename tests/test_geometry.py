@@ -106,16 +106,17 @@ def test_outlier_statistics_equal_numpy(minilm_pass):
         assert int(top[li, 0, 1]) == d and int(top[li, 0, 2]) == ids[r] and int(top[li, 0, 4]) == pos[r]
 
 
-def test_reservoir_holds_the_smallest_keys_of_all_positions(minilm_pass):
+def test_twonn_sample_is_the_smallest_keys_of_all_positions(minilm_pass):
     """The TwoNN sample: the id_sample positions with the smallest seeded keys, with their states."""
     plan, accs, X, _, pos = minilm_pass
     geo = accs["geometry"]
     sent = np.concatenate([np.asarray(b.indices)[np.nonzero(b.attention_mask.numpy())[0]] for b in plan.batches])
     keys = G.sample_keys(plan.cfg.seed, sent, pos)
-    want = np.sort(keys)[:600]
-    assert np.array_equal(geo.keys, want)
+    planned = plan.uniform.token_ids.view(np.uint64)
+    assert np.array_equal(planned, np.sort(keys)[:600])
     where = {k: i for i, k in enumerate(keys)}
-    idx = np.array([where[k] for k in geo.keys])
+    idx = np.array([where[k] for k in planned])
+    assert geo.filled.all()
     np.testing.assert_array_equal(geo.sample[2], X[2][idx].astype(np.float32))
 
 

@@ -39,3 +39,10 @@ def test_run_without_geometry_gets_a_message(app):
     app.switch_page("views/geometry.py").run()
     assert not app.exception
     assert any("no layer geometry" in i.value for i in app.info)
+
+
+def test_frequency_page_shows_self_similarity(app, run):
+    at = open_page(app, "frequency", layer="2")
+    fig = figure(at, "Self-similarity")
+    ss = run.table("token_selfsim").query("layer == 2").dropna(subset=["self_similarity"])
+    np.testing.assert_allclose(np.sort(arr(fig["data"][0]["y"])), np.sort(ss["self_similarity"].to_numpy()))

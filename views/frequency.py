@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from normvar_core.viz import figures
+from normvar_core.viz import geometry_figures as GF
 from views import _ui
 
 _ui.page_header("Frequency: Q, M and V against log₁₀ n_t",
@@ -48,4 +49,15 @@ with c1:
 with c2:
     _ui.chart(hfig, key="freq_hist", data=hist, name=f"{run.name}_histograms_layer{layer}")
 _ui.chart(corpus, key="corpus_hist", data=None, name=f"{run.name}_corpus")
+if run.has("selfsim"):
+    try:
+        ss = _ui.table(run, "token_selfsim")
+        ss = ss[ss["layer"] == layer].merge(run.tokens()[["token_id", "token"]], on="token_id", how="left")
+        sfig = GF.selfsim_scatter(ss, presentation=v.presentation,
+                                  title=f"Self-similarity against log₁₀ n_t, layer {layer} (exact)")
+        _ui.chart(sfig, key="freq_selfsim", data=ss, name=f"{run.name}_selfsim_layer{layer}")
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+else:
+    st.caption("Self-similarity: not in this run (recompute with `--self-similarity on`).")
 _ui.sync_url("frequency")

@@ -33,6 +33,8 @@ class RunPlan:
     counts: np.ndarray
     tokens: dict
     samples: S.SamplePlan
+    uniform: S.SamplePlan = None  # type: ignore[assignment]
+    """The seeded uniform sample of positions for TwoNN (``samples.plan_uniform``; keys in token_ids)."""
     sentence_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     corpus_notes: dict = field(default_factory=dict)
     corpus_name: str = ""
@@ -60,7 +62,8 @@ class RunPlan:
     def fingerprint(self) -> dict:
         """What must match for a checkpoint or a shard to belong to this plan."""
         return {"config": self.cfg.to_dict(), "n_batches": self.n_batches, "corpus_sha256": self.corpus_sha256,
-                "total_embeddings": self.total_embeddings, "n_samples": self.samples.size}
+                "total_embeddings": self.total_embeddings, "n_samples": self.samples.size,
+                "n_uniform": self.uniform.size if self.uniform is not None else 0}
 
 
 def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
@@ -98,9 +101,10 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     unk = getattr(tokenizer, "unk_token_id", None)
     unk_n = int(n[ids == unk].sum()) if unk is not None else 0
     sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
+    uniform = S.plan_uniform(batch_list, size=cfg.id_sample if cfg.geometry else 0, seed=cfg.seed, **excl)
     return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
                    n_truncated=int(n_truncated), token_ids=ids, counts=n,
-                   tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan,
+                   tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan, uniform=uniform,
                    sentence_lengths=np.asarray(getattr(corpus, "sentence_lengths", np.zeros(0)), np.int64),
                    corpus_notes=corpus_notes(corpus), corpus_name=getattr(corpus, "name", ""),
                    corpus_sha256=getattr(corpus, "sha256", ""), unk_share=unk_n / max(int(n.sum()), 1))
@@ -153,6 +157,7 @@ def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers:
                    layers=list(layers), max_length=max_len, n_truncated=0, token_ids=tok_ids, counts=n,
                    tokens=dict(zip((int(i) for i in tok_ids), strings)),
                    samples=S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl),
+                   uniform=S.plan_uniform(batch_list, size=cfg.id_sample if cfg.geometry else 0, seed=cfg.seed, **excl),
                    sentence_lengths=lengths.astype(np.int64), corpus_name="synthetic",
                    corpus_sha256=f"synthetic-{seed}-{n_sentences}-{vocab_size}")
 __all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes"]

@@ -115,4 +115,50 @@ def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, excl
     return plan
 
 
-__all__ = ["count_tokens", "choose_tokens", "plan_samples", "SamplePlan", "N_TOP", "BAND"]
+def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclude_position0: bool) -> SamplePlan:
+    """A seeded uniform sample of ``size`` counted positions over the whole corpus (the TwoNN sample of
+    seed 004 §2.4): the positions with the smallest ``stats.geometry.sample_keys(seed, sentence,
+    position)``, ordered by key (a random order). Known before the forward pass, like the PCA samples,
+    so the main pass only copies the picked states; the same sample whatever the batches or shards."""
+    from normvar_core.stats.geometry import sample_keys
+
+    e = np.zeros(0, np.int64)
+    if size <= 0:
+        return SamplePlan(e, e.astype(np.int32), e, e, e, {})
+    cols = {k: [] for k in ("key", "batch", "sentence", "offset")}
+    for bi, b in enumerate(batches):
+        m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
+        rows, cc = torch.nonzero(m, as_tuple=True)
+        if rows.numel() == 0:
+            continue
+        sent = np.asarray(b.indices, np.int64)[rows.numpy()]
+        off = (cc - first_position(b)[rows]).numpy().astype(np.int64)
+        key = sample_keys(seed, sent, off)
+        if key.size > size:  # keep only what can still make the cut
+            part = np.argpartition(key, size - 1)[:size]
+            sent, off, key = sent[part], off[part], key[part]
+        cols["key"].append(key)
+        cols["batch"].append(np.full(key.size, bi, np.int64))
+        cols["sentence"].append(sent)
+        cols["offset"].append(off)
+        if sum(c.size for c in cols["key"]) > 4 * size:  # bound memory on huge corpora
+            _trim(cols, size)
+    if not cols["key"]:
+        return SamplePlan(e, e.astype(np.int32), e, e, e, {})
+    _trim(cols, size)
+    key, bat, sent, off = (cols[k][0] for k in ("key", "batch", "sentence", "offset"))
+    plan = SamplePlan(token_ids=key.view(np.int64), i=np.arange(key.size, dtype=np.int32), batch=bat,
+                      sentence=sent, offset=off)
+    for bi in np.unique(plan.batch):
+        plan.by_batch[int(bi)] = np.flatnonzero(plan.batch == bi)
+    return plan
+
+
+def _trim(cols: dict, size: int) -> None:
+    key = np.concatenate(cols["key"])
+    order = np.argsort(key, kind="stable")[:size]
+    for k in cols:
+        cols[k] = [np.concatenate(cols[k])[order]]
+
+
+__all__ = ["count_tokens", "choose_tokens", "plan_samples", "plan_uniform", "SamplePlan", "N_TOP", "BAND"]

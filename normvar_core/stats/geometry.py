@@ -57,15 +57,20 @@ def mean_cosine(sum_u_sq: float | np.ndarray, n: float | np.ndarray):
 
 
 def batch_anisotropy(X: np.ndarray) -> float:
-    """σ₁² / Σσᵢ² of the centred matrix of one batch (seed 004's estimate)."""
+    """σ₁² / Σσᵢ² of the centred matrix of one batch (seed 004's estimate): the squared singular
+    values of X_c are the eigenvalues of X_cᵀ X_c (one d x d eigh instead of an m x d SVD)."""
     X = np.asarray(X, dtype=np.float64)
     Xc = X - X.mean(0)
-    s = np.linalg.svd(Xc, compute_uv=False)
-    p = s ** 2
-    return float(p[0] / p.sum()) if p.sum() > 0 else float("nan")
+    lam = np.clip(np.linalg.eigvalsh(Xc.T @ Xc), 0.0, None)
+    return float(lam[-1] / lam.sum()) if lam.sum() > 0 else float("nan")
 
 
-def nearest_two(X: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+def smallest_numpy(d2: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of the k smallest entries of each row (any order)."""
+    return np.argpartition(d2, k - 1, axis=1)[:, :k]
+
+
+def nearest_two(X: np.ndarray, chunk: int = 1024, smallest=smallest_numpy) -> tuple[np.ndarray, np.ndarray]:
     """Exact distances (r₁, r₂) of every row to its two nearest other rows. Candidates come from a
     float32 Gram-matrix search (top 4), then the candidates' distances are recomputed in float64, so
     duplicates give r₁ = 0 exactly (the Gram trick alone leaves rounding noise)."""
@@ -80,7 +85,7 @@ def nearest_two(X: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarra
         b = min(m, a + chunk)
         d2 = sq[a:b, None] + sq[None, :] - 2.0 * (X32[a:b] @ X32.T)
         d2[np.arange(b - a), np.arange(a, b)] = np.inf
-        cand = np.argpartition(d2, k - 1, axis=1)[:, :k]
+        cand = smallest(d2, k)
         diff = X64[cand] - X64[a:b, None, :]
         dist = np.sqrt(np.einsum("ikd,ikd->ik", diff, diff))
         dist.sort(axis=1)
@@ -105,12 +110,12 @@ def twonn_from_distances(r1: np.ndarray, r2: np.ndarray, discard: float = TWONN_
     return float(np.dot(x, y) / np.dot(x, x)), dup
 
 
-def twonn(X: np.ndarray, discard: float = TWONN_DISCARD) -> tuple[float, int]:
+def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, smallest=smallest_numpy) -> tuple[float, int]:
     """TwoNN intrinsic dimension of the rows of X and the number of duplicates dropped."""
-    return twonn_from_distances(*nearest_two(X), discard=discard)
+    return twonn_from_distances(*nearest_two(X, smallest=smallest), discard=discard)
 
 
-def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE) -> dict:
+def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, smallest=smallest_numpy) -> dict:
     """Seed 004's protocol on a shuffled sample: split into batches of ``batch`` rows (the rest
     joins the last batch), per batch TwoNN and the anisotropy; mean ± std over batches."""
     m = X.shape[0]
@@ -120,7 +125,7 @@ def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE) -> dict:
     for a, b in zip(bounds[:-1], bounds[1:]):
         if b - a < 3:
             continue
-        d, dup = twonn(X[a:b])
+        d, dup = twonn(X[a:b], smallest=smallest)
         ids.append(d)
         dups += dup
         ans.append(batch_anisotropy(X[a:b]))

@@ -5,9 +5,9 @@
   C = C_a + C_b + δδᵀ n_a n_b / n,  δ = μ_b − μ_a  — never Σxxᵀ − nμμᵀ from raw sums, which loses
   every digit at decoders' squared norms of 1e7–1e9;
 * s = Σ x/‖x‖ for the exact mean cosine between distinct embeddings;
-* a seeded uniform reservoir of ``id_sample`` embeddings (the positions with the smallest
-  ``stats.geometry.sample_keys``; the same sample whatever the batch split) for TwoNN and seed
-  004's batch anisotropy.
+* the states of a seeded uniform sample of ``id_sample`` positions (planned before the pass:
+  ``samples.plan_uniform``, the positions with the smallest ``stats.geometry.sample_keys``; the
+  same sample whatever the batch split) for TwoNN and seed 004's batch anisotropy.
 
 Tables: ``layer_geometry`` (one row per layer) and ``layer_spectrum`` (layer, k, eigenvalue; k = 0
 the largest). Memory: d² · 8 bytes per layer plus the reservoir (L · K · d float32); runs with
@@ -19,37 +19,52 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.stats import geometry as G
 
 GEOMETRY_MAX_DIM = 4096
 
 
+def _topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
+    """torch's multi-threaded top-k for the TwoNN neighbour search (numpy's argpartition is single-threaded)."""
+    return torch.topk(torch.from_numpy(d2), k, dim=1, largest=False).indices.numpy()
+
+
+def gram(xc: torch.Tensor) -> torch.Tensor:
+    """xcᵀ xc in float64 (numpy's BLAS on the CPU: measured 1.7x torch's there; torch elsewhere)."""
+    if xc.device.type == "cpu":
+        a = xc.numpy()
+        return torch.from_numpy(a.T @ a)
+    return xc.T @ xc
+
+
 class GeometryAccumulator(Accumulator):
     name = "geometry"
     table_names = ("layer_geometry", "layer_spectrum")
 
-    def __init__(self, ctx: RunContext, k: int):
+    def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
         self.layers = list(ctx.layers)
         self.dim = d
-        self.k = int(k)
-        self.seed = int(getattr(ctx.cfg, "seed", 0))
+        self.uplan = getattr(ctx.plan, "uniform", None)
+        K = self.uplan.size if self.uplan is not None else 0
+        self._pkeys = position_keys(self.uplan) if K else np.zeros(0, np.int64)
         self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
         self.n = 0
         self.mean = torch.zeros((L, d), dtype=torch.float64, device=self.device)
         self.scatter = torch.zeros((L, d, d), dtype=torch.float64, device=self.device)
         self.sum_u = torch.zeros((L, d), dtype=torch.float64, device=self.device)
         self.n_u = np.zeros(L, np.int64)  # per layer: embeddings with a non-zero norm (the cosine's n)
-        self.keys = np.zeros(0, np.uint64)
-        self.sample = np.zeros((L, 0, d), np.float32)
+        self.sample = np.zeros((L, K, d), np.float32)
+        self.filled = np.zeros(K, bool)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "GeometryAccumulator | None":
         cfg = ctx.cfg
         if not getattr(cfg, "geometry", True) or ctx.dim > GEOMETRY_MAX_DIM:
             return None
-        return cls(ctx, getattr(cfg, "id_sample", 16384))
+        return cls(ctx)
 
     # ------------------------------------------------------------------ streaming
     def update(self, batch: StateBatch) -> None:
@@ -58,14 +73,16 @@ class GeometryAccumulator(Accumulator):
         if N == 0:
             return
         X = X.to(self.device)
-        for l in range(X.shape[0]):  # one layer at a time bounds the float64 copy to N x d
-            x = X[l].to(torch.float64)
-            mb = x.mean(0)
-            xc = x - mb
-            self._pool(l, N, mb, xc.T @ xc)
-            norms = x.norm(dim=1)
+        for l in range(X.shape[0]):  # one layer at a time: one float64 N x d temporary (x - m_b)
+            mb = X[l].mean(0, dtype=torch.float64)
+            xc = X[l].to(torch.float64).sub_(mb)
+            self._pool(l, N, mb, gram(xc))
+            # ‖x‖² = ‖x_c‖² + 2 x_c·m_b + ‖m_b‖²  and  Σ x/‖x‖ = x_cᵀ w + m_b Σ w,  w = 1/‖x‖ (0 for x = 0)
+            sq = torch.einsum("ij,ij->i", xc, xc) + 2.0 * (xc @ mb) + mb @ mb
+            norms = sq.clamp_min(0).sqrt()
             nz = norms > 0
-            self.sum_u[l] += (x[nz] / norms[nz, None]).sum(0)
+            w = torch.where(nz, 1.0 / norms.clamp_min(1e-300), torch.zeros_like(norms))
+            self.sum_u[l] += xc.T @ w + mb * w.sum()
             self.n_u[l] += int(nz.sum())
         self.n += N
         self._reservoir(batch, X)
@@ -82,20 +99,12 @@ class GeometryAccumulator(Accumulator):
         self.scatter[l] += cb + torch.outer(delta, delta) * (na * nb / n)
 
     def _reservoir(self, batch: StateBatch, X: torch.Tensor) -> None:
-        keys = G.sample_keys(self.seed, torch.as_tensor(batch.sentence_ids).cpu().numpy(),
-                             torch.as_tensor(batch.positions).cpu().numpy())
-        if self.keys.size >= self.k:
-            cand = np.flatnonzero(keys < self.keys.max())
-        else:
-            cand = np.arange(keys.size)
-        if cand.size == 0:
+        if self.uplan is None or not self.uplan.size:
             return
-        vec = X[:, torch.as_tensor(cand, device=X.device)].detach().to("cpu", torch.float32).numpy()
-        self._keep(np.concatenate([self.keys, keys[cand]]), np.concatenate([self.sample, vec], axis=1))
-
-    def _keep(self, keys: np.ndarray, vec: np.ndarray) -> None:
-        order = np.argsort(keys, kind="stable")[: self.k]
-        self.keys, self.sample = keys[order], vec[:, order]
+        picks, idx = locate(self.uplan, self._pkeys, batch)
+        if picks.size:
+            self.sample[:, picks] = X[:, torch.as_tensor(idx, device=X.device)].detach().to("cpu", torch.float32).numpy()
+            self.filled[picks] = True
 
     # ------------------------------------------------------------------ merge and state
     def merge(self, other: "GeometryAccumulator") -> "GeometryAccumulator":
@@ -105,7 +114,8 @@ class GeometryAccumulator(Accumulator):
             self.n += other.n
             self.sum_u += other.sum_u.to(self.device)
             self.n_u += other.n_u
-        self._keep(np.concatenate([self.keys, other.keys]), np.concatenate([self.sample, other.sample], axis=1))
+        self.sample[:, other.filled] = other.sample[:, other.filled]
+        self.filled |= other.filled
         return self
 
     def _pool_other(self, l: int, other: "GeometryAccumulator") -> None:
@@ -122,7 +132,7 @@ class GeometryAccumulator(Accumulator):
     def state_dict(self) -> dict[str, np.ndarray]:
         return {"n": np.array([self.n], np.int64), "n_u": self.n_u.copy(), "mean": self.mean.cpu().numpy(),
                 "scatter": self.scatter.cpu().numpy(), "sum_u": self.sum_u.cpu().numpy(),
-                "keys": self.keys.copy(), "sample": self.sample.copy()}
+                "filled": self.filled.copy(), "sample": self.sample.copy()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         self.n = int(np.asarray(state["n"])[0])
@@ -130,7 +140,7 @@ class GeometryAccumulator(Accumulator):
         self.mean = torch.from_numpy(np.array(state["mean"], np.float64)).to(self.device)
         self.scatter = torch.from_numpy(np.array(state["scatter"], np.float64)).to(self.device)
         self.sum_u = torch.from_numpy(np.array(state["sum_u"], np.float64)).to(self.device)
-        self.keys = np.asarray(state["keys"], np.uint64).copy()
+        self.filled = np.asarray(state["filled"], bool).copy()
         self.sample = np.asarray(state["sample"], np.float32).copy()
 
     # ------------------------------------------------------------------ result
@@ -138,10 +148,11 @@ class GeometryAccumulator(Accumulator):
         rows, spectra = [], []
         cov = (self.scatter / max(self.n, 1)).cpu().numpy()
         su = self.sum_u.cpu().numpy()
-        order = np.argsort(self.keys, kind="stable")   # the keys are random: a shuffled sample
-        for li, layer in enumerate(self.layers):
+        if not self.filled.all():
+            raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
+        for li, layer in enumerate(self.layers):  # the sample is in key order: a random order
             sp = G.spectrum(cov[li])
-            est = G.batched_estimates(self.sample[li][order]) if self.keys.size >= 3 else {}
+            est = G.batched_estimates(self.sample[li], smallest=_topk_smallest) if self.filled.size >= 3 else {}
             rows.append({"layer": int(layer), "n": int(self.n), "anisotropy": sp.anisotropy,
                          "anisotropy_batch_mean": est.get("anisotropy_batch_mean", np.nan),
                          "anisotropy_batch_std": est.get("anisotropy_batch_std", np.nan),
@@ -149,7 +160,7 @@ class GeometryAccumulator(Accumulator):
                          "trace": sp.trace, "mean_cosine": float(G.mean_cosine(float(su[li] @ su[li]), self.n_u[li])),
                          "twonn_id": est.get("twonn_id", np.nan), "twonn_id_std": est.get("twonn_id_std", np.nan),
                          "twonn_duplicates": int(est.get("twonn_duplicates", 0)),
-                         "twonn_batches": int(est.get("twonn_batches", 0)), "id_sample": int(self.keys.size)})
+                         "twonn_batches": int(est.get("twonn_batches", 0)), "id_sample": int(self.filled.size)})
             spectra.append(sp.eigenvalues)
         return {"rows": rows, "spectra": spectra}
 
@@ -164,7 +175,7 @@ class GeometryAccumulator(Accumulator):
         return {"layer_geometry": geo, "layer_spectrum": spec}
 
     def run_meta(self, result) -> dict:
-        return {"id_sample": int(self.keys.size)}
+        return {"id_sample": int(self.filled.size)}
 
 
 __all__ = ["GeometryAccumulator", "GEOMETRY_MAX_DIM"]

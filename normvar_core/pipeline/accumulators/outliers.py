@@ -53,27 +53,38 @@ class OutlierAccumulator(Accumulator):
         pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
         tops = []
         for l in range(X.shape[0]):
-            x = X[l].to(torch.float64)
+            xl = X[l]
+            x = xl.to(torch.float64)
             mb = x.mean(0)
-            m2b = ((x - mb) ** 2).sum(0)
+            xc = x - mb
+            m2b = (xc * xc).sum(0)
             na, n = self.n, self.n + N
             delta = mb - self.mean[l]
             self.mean[l] += delta * (N / n)
             self.m2[l] += m2b + delta * delta * (na * N / n)
-            a = x.abs()
-            self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values)
+            a = xl.abs()                                    # |h| in the states' own dtype: max is exact
+            self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))
             sq = (x * x).sum(1)
             self.sq_all[l] += sq.sum()
             self.sq_pos0[l] += sq[pos0].sum()
-            k = min(TOP_K, a.numel())
-            vals, flat = torch.topk(a.reshape(-1), k)
-            rows, dims = flat // self.dim, flat % self.dim
-            tops.append(np.stack([x.reshape(-1)[flat].cpu().numpy(), dims.cpu().numpy(),
-                                  torch.as_tensor(batch.token_ids)[rows.cpu()].numpy(),
-                                  torch.as_tensor(batch.sentence_ids)[rows.cpu()].numpy(),
-                                  torch.as_tensor(batch.positions)[rows.cpu()].numpy()], axis=1))
+            tops.append(self._top(a, x, batch))
         self.n += N
         self._keep(np.concatenate([self.top, np.stack(tops)], axis=1))
+
+    def _top(self, a: torch.Tensor, x: torch.Tensor, batch: StateBatch) -> np.ndarray:
+        """The TOP_K largest |h| of the batch: they lie in the TOP_K rows with the largest row maximum
+        (a row outside those has at least TOP_K larger entries elsewhere), so only those rows are searched."""
+        N = a.shape[0]
+        k = min(TOP_K, N)
+        cand = torch.topk(a.max(1).values, k).indices
+        kk = min(TOP_K, k * self.dim)
+        _, flat = torch.topk(a[cand].reshape(-1), kk)
+        rows = cand[flat // self.dim].cpu()
+        dims = (flat % self.dim).cpu()
+        return np.stack([x[rows.to(x.device), dims.to(x.device)].cpu().numpy(), dims.numpy(),
+                         torch.as_tensor(batch.token_ids).cpu()[rows].numpy(),
+                         torch.as_tensor(batch.sentence_ids).cpu()[rows].numpy(),
+                         torch.as_tensor(batch.positions).cpu()[rows].numpy()], axis=1)
 
     def _keep(self, top: np.ndarray) -> None:
         out = []

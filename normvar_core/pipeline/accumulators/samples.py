@@ -16,6 +16,25 @@ from normvar_core.runs.tables import samples_tables
 _KEY = np.int64(1 << 24)  # sentence_id * _KEY + position identifies a position in the corpus
 
 
+def locate(plan, keys_of_plan: np.ndarray, batch: StateBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The plan's picks that lie in ``batch`` and their column in the batch's states:
+    (pick indices, state indices). ``keys_of_plan`` = sentence * _KEY + offset of every pick."""
+    picks = plan.by_batch.get(int(batch.index))
+    e = np.zeros(0, np.int64)
+    if picks is None or picks.size == 0 or batch.size == 0:
+        return e, e
+    keys = (torch.as_tensor(batch.sentence_ids).cpu().numpy().astype(np.int64) * _KEY
+            + torch.as_tensor(batch.positions).cpu().numpy().astype(np.int64))
+    order = np.argsort(keys, kind="stable")
+    where = np.minimum(np.searchsorted(keys[order], keys_of_plan[picks]), keys.size - 1)
+    hit = keys[order][where] == keys_of_plan[picks]
+    return picks[hit], order[where[hit]]  # an out-of-memory half batch holds only some rows
+
+
+def position_keys(plan) -> np.ndarray:
+    return plan.sentence.astype(np.int64) * _KEY + plan.offset.astype(np.int64)
+
+
 class SampleAccumulator(Accumulator):
     name = "samples"
     table_names = ("samples",)
@@ -24,7 +43,7 @@ class SampleAccumulator(Accumulator):
         self.plan = ctx.plan.samples
         self.vectors = np.zeros((ctx.num_layers, self.plan.size, ctx.dim), dtype=np.float32)
         self.filled = np.zeros(self.plan.size, dtype=bool)
-        self._keys = self.plan.sentence.astype(np.int64) * _KEY + self.plan.offset.astype(np.int64)
+        self._keys = position_keys(self.plan)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "SampleAccumulator | None":
@@ -32,18 +51,9 @@ class SampleAccumulator(Accumulator):
         return cls(ctx) if plan is not None and plan.size else None
 
     def update(self, batch: StateBatch) -> None:
-        picks = self.plan.by_batch.get(int(batch.index))
-        if picks is None or picks.size == 0 or batch.size == 0:
+        picks, idx = locate(self.plan, self._keys, batch)
+        if picks.size == 0:
             return
-        keys = (torch.as_tensor(batch.sentence_ids).cpu().numpy().astype(np.int64) * _KEY
-                + torch.as_tensor(batch.positions).cpu().numpy().astype(np.int64))
-        order = np.argsort(keys, kind="stable")
-        where = np.searchsorted(keys[order], self._keys[picks])
-        where = np.minimum(where, keys.size - 1)
-        hit = keys[order][where] == self._keys[picks]
-        if not hit.any():
-            return  # an out-of-memory half batch without these rows
-        picks, idx = picks[hit], order[where[hit]]
         X = batch.states[:, torch.as_tensor(idx, device=batch.states.device)]
         self.vectors[:, picks] = X.detach().to("cpu", torch.float32).numpy()
         self.filled[picks] = True
@@ -81,4 +91,4 @@ class SampleAccumulator(Accumulator):
         return {"n_samples": self.plan.size, "n_sampled_types": int(np.unique(self.plan.token_ids).size)}
 
 
-__all__ = ["SampleAccumulator"]
+__all__ = ["SampleAccumulator", "locate", "position_keys"]
