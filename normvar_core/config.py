@@ -11,7 +11,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from normvar_core.constants import ID_SAMPLE, MAX_WORDS, SAMPLES_PER_TOKEN
@@ -24,64 +24,74 @@ MEAN_DTYPES = ("float64", "float32")
 SELF_SIMILARITY = ("auto", "on", "off")
 
 
+def opt(default: Any, help: str, *, section: str = "advanced", choices: tuple | None = None, minimum=None,
+        label: str | None = None, flag: str | None = None) -> Any:
+    """A RunConfig field with what the CLI and the New-run form need: its help, the form section
+    ("corpus", "model", "options" or "advanced"), allowed choices, the least value, a form label and a CLI
+    flag when it is not ``--<name-with-dashes>`` (e.g. ``--no-geometry`` for a field that defaults on)."""
+    return field(default=default, metadata=dict(help=help, section=section, choices=choices, minimum=minimum,
+                                                label=label, flag=flag))
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run. Defaults follow the study (§5.1): sentences with
-    fewer than 64 words, every hidden state from the input embeddings (layer 0) to the last."""
+    fewer than 64 words, every hidden state from the input embeddings (layer 0) to the last.
+    Each field's metadata (``opt``) generates its CLI flag and its New-run form widget."""
 
-    model: str = "minilm"
-    """Offline alias (``normvar models``), Hugging Face model id, or local directory."""
-    corpus: str = ""
-    """Corpus file (.txt/.txt.gz one sentence a line, .jsonl, .csv, .parquet); '' = the shipped novels."""
-    name: str | None = None
-    """Run name (file DIR/<name>.duckdb); default: <model>__<corpus stem>."""
-    revision: str | None = None
-    gguf_file: str | None = None
-    trust_remote_code: bool = False
-    text_column: str | None = None
-    split_sentences: bool = False
-    max_words: int = MAX_WORDS
-    """Keep sentences with fewer than this many whitespace words (the study: 64); 0 = no limit."""
-    sample_frac: float = 1.0
-    seed: int = 0
-    max_sentences: int | None = None
-    exclude_special: bool = False
-    exclude_position0: bool = False
-    max_length: int | None = None
-    """Truncation length in tokens; default: the model's maximum."""
-    batch_size: int | None = None
-    """Sentences per forward pass; default: automatic."""
-    device: str = "auto"
-    dtype: str = "float32"
-    """Forward-pass dtype (bf16/fp16 only on GPU); statistics are always accumulated in float64."""
-    layers: tuple[int, ...] | None = None
-    """Hidden-state indices to keep (0 = input embeddings); default all. Lowers memory."""
-    mean_dtype: str = "float64"
-    """Storage of per-type means: float64, or float32 (halves the largest table)."""
-    samples_per_token: int = SAMPLES_PER_TOKEN
-    """Reservoir size of raw embeddings kept per (layer, sampled token) for the PCA clouds."""
-    geometry: bool = True
-    """Layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, TwoNN, outlier dims."""
-    id_sample: int = ID_SAMPLE
-    """Embeddings per layer in the seeded uniform sample for TwoNN and seed 004's batch anisotropy."""
-    self_similarity: str = "auto"
-    """Per-type self-similarity (an L x T x d table): auto (on below 1 GB), on, off."""
+    model: str = opt("minilm", "alias (normvar models), Hugging Face model id or local directory", section="model")
+    corpus: str = opt("", "corpus file (.txt/.txt.gz one sentence a line, .jsonl, .csv, .parquet); '' = the shipped novels",
+                      section="corpus")
+    name: str | None = opt(None, "run name (file DIR/<name>.duckdb); default <model>__<corpus stem>", section="options",
+                           label="Run name")
+    revision: str | None = opt(None, "model revision (branch, tag or commit)", section="model")
+    gguf_file: str | None = opt(None, "GGUF file inside the model directory", section="model", label="GGUF file")
+    trust_remote_code: bool = opt(False, "allow the model's own code (off by default; only for models you trust)",
+                                  section="model")
+    text_column: str | None = opt(None, "column holding the text (.jsonl/.csv/.parquet); default: the only text column",
+                                  section="corpus")
+    split_sentences: bool = opt(False, "split lines into sentences (nupunkt)", section="corpus")
+    max_words: int = opt(MAX_WORDS, "keep sentences with fewer whitespace words (the study: 64); 0 = no limit",
+                         section="options", minimum=0, label="Word limit")
+    sample_frac: float = opt(1.0, "random fraction of sentences (the study: 0.01 of BookCorpus)", section="options",
+                             minimum=0.0, label="Sample fraction")
+    seed: int = opt(0, "seed of the sentence sample, the PCA samples and the TwoNN sample", section="options", minimum=0)
+    max_sentences: int | None = opt(None, "keep at most this many sentences (default all)", section="options",
+                                    minimum=1, label="Max sentences")
+    exclude_special: bool = opt(False, "drop special tokens ([CLS], <s>, BOS ...)", section="options")
+    exclude_position0: bool = opt(False, "drop the first position of each sentence (decoders' massive activations)",
+                                  section="options", label="Exclude position 0")
+    max_length: int | None = opt(None, "truncation length in tokens; default: the model's maximum", minimum=2)
+    batch_size: int | None = opt(None, "sentences per forward pass; default: automatic (a token budget)", minimum=1)
+    device: str = opt("auto", "where the model runs", choices=DEVICES)
+    dtype: str = opt("float32", "forward-pass dtype (bf16/fp16 on GPU only); statistics always accumulate in float64",
+                     choices=DTYPES)
+    layers: tuple[int, ...] | None = opt(None, "comma-separated hidden-state indices to keep (0 = input embeddings); "
+                                         "default all — fewer layers, less memory")
+    mean_dtype: str = opt("float64", "storage of per-type means: float64, or float32 (halves the largest table)",
+                          choices=MEAN_DTYPES)
+    samples_per_token: int = opt(SAMPLES_PER_TOKEN, "raw embeddings kept per (layer, sampled token) for the PCA "
+                                 "clouds and the token explorer; 0 = none", minimum=0)
+    geometry: bool = opt(True, "layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, "
+                         "TwoNN, outlier dimensions", flag="--no-geometry")
+    id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's "
+                         "batch anisotropy (seed 004: 16384)", minimum=0, label="TwoNN sample")
+    self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on below 1 GB",
+                               choices=SELF_SIMILARITY)
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
-        """Build from a mapping; unknown keys are an error (no silent typos)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        """Build from a mapping; unknown keys are an error (no silent typos); every value is coerced
+        to its field's type or refused with a NormvarError naming the option."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
         if unknown:
             raise NormvarError(
                 f"unknown run option(s): {', '.join(unknown)}",
                 fix=f"use only: {', '.join(sorted(known))}",
             )
-        data = dict(data)
-        if data.get("layers") is not None:
-            data["layers"] = tuple(int(x) for x in data["layers"])
-        cfg = cls(**data)
+        cfg = cls(**{k: _coerce(known[k], v) for k, v in data.items()})
         cfg.validate()
         return cfg
 
@@ -102,35 +112,26 @@ class RunConfig:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def validate(self) -> "RunConfig":
+        """Every value of the right type (``_coerce``), at least its field's minimum, one of its choices;
+        then the checks that concern one option in particular."""
         def bad(msg: str, fix: str) -> None:
             raise NormvarError(msg, fix=fix)
 
-        if not isinstance(self.model, str) or not self.model.strip():
+        for f in fields(self):
+            value = _coerce(f, getattr(self, f.name))
+            meta = f.metadata
+            flag = "--" + f.name.replace("_", "-")
+            if value is not None and meta.get("minimum") is not None and value < meta["minimum"]:
+                bad(f"{f.name} must be >= {meta['minimum']}, got {value}", f"pass {flag} {meta['minimum']} or more"
+                    + (" or leave it out" if optional(f) else ""))
+            if meta.get("choices") and value not in meta["choices"]:
+                bad(f"unknown {f.name} {value!r}", f"use one of {', '.join(meta['choices'])}")
+        if not self.model.strip():
             bad("no model given", "pass --model with an alias (normvar models), a hub id or a local path")
         if not 0.0 < float(self.sample_frac) <= 1.0:
             bad(f"sample_frac must be in (0, 1], got {self.sample_frac}", "e.g. --sample-frac 0.01")
-        if int(self.max_words) < 0:
-            bad(f"max_words must be >= 0, got {self.max_words}", "use 64 (the study) or 0 for no limit")
-        if self.max_sentences is not None and int(self.max_sentences) < 1:
-            bad(f"max_sentences must be >= 1, got {self.max_sentences}", "omit it to keep every sentence")
-        if self.batch_size is not None and int(self.batch_size) < 1:
-            bad(f"batch_size must be >= 1, got {self.batch_size}", "omit it for an automatic size")
-        if self.max_length is not None and int(self.max_length) < 2:
-            bad(f"max_length must be >= 2, got {self.max_length}", "omit it to use the model's maximum")
-        if self.device not in DEVICES:
-            bad(f"unknown device {self.device!r}", f"use one of {', '.join(DEVICES)}")
-        if self.dtype not in DTYPES:
-            bad(f"unknown dtype {self.dtype!r}", f"use one of {', '.join(DTYPES)}")
-        if self.mean_dtype not in MEAN_DTYPES:
-            bad(f"unknown mean_dtype {self.mean_dtype!r}", f"use one of {', '.join(MEAN_DTYPES)}")
         if self.layers is not None and (not self.layers or min(self.layers) < 0):
             bad(f"invalid layer subset {self.layers}", "give non-negative hidden-state indices, e.g. --layers 0,6,12")
-        if int(self.id_sample) < 0:
-            bad(f"id_sample must be >= 0, got {self.id_sample}", "use 16384 (seed 004) or 0 to skip TwoNN")
-        if self.self_similarity not in SELF_SIMILARITY:
-            bad(f"unknown self_similarity {self.self_similarity!r}", f"use one of {', '.join(SELF_SIMILARITY)}")
-        if int(self.samples_per_token) < 0:
-            bad("samples_per_token must be >= 0", "use 200 (default) or 0 to keep no samples")
         if self.name is not None:
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.name):
                 bad(f"invalid run name {self.name!r}", "use letters, digits, '.', '_' and '-' (max 128)")
@@ -139,45 +140,81 @@ class RunConfig:
     # ------------------------------------------------------------------ CLI
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """Add one ``--option`` per field; shared by ``normvar compute`` and ``normvar submit``."""
-        a = parser.add_argument
-        a("--model", default="minilm", help="alias (normvar models), HF model id or local path")
-        a("--corpus", default="", help="corpus file; default: the shipped novels")
-        a("--name", default=None, help="run name; default <model>__<corpus>")
-        a("--revision", default=None, help="model revision (branch, tag or commit)")
-        a("--gguf-file", default=None, help="GGUF file inside the model directory")
-        a("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
-        a("--text-column", default=None, help="column holding the text (.jsonl/.csv/.parquet)")
-        a("--split-sentences", action="store_true", help="split lines into sentences (nupunkt)")
-        a("--max-words", type=int, default=64, help="keep sentences with fewer words (0 = no limit)")
-        a("--sample-frac", type=float, default=1.0, help="random fraction of sentences (the study: 0.01)")
-        a("--seed", type=int, default=0)
-        a("--max-sentences", type=int, default=None)
-        a("--exclude-special", action="store_true", help="drop special tokens ([CLS], <s>, BOS...)")
-        a("--exclude-position0", action="store_true", help="drop the first position of each sentence")
-        a("--max-length", type=int, default=None, help="truncation length in tokens")
-        a("--batch-size", type=int, default=None, help="sentences per batch (default automatic)")
-        a("--device", default="auto", choices=DEVICES)
-        a("--dtype", default="float32", choices=DTYPES, help="forward dtype (bf16/fp16 on GPU only)")
-        a("--layers", default=None, help="comma-separated hidden-state indices to keep")
-        a("--mean-dtype", default="float64", choices=MEAN_DTYPES)
-        a("--samples-per-token", type=int, default=SAMPLES_PER_TOKEN)
-        a("--no-geometry", dest="geometry", action="store_false",
-          help="skip the layer geometry (covariance spectrum, cosines, TwoNN, outlier dimensions)")
-        a("--id-sample", type=int, default=ID_SAMPLE, help="embeddings per layer sampled for TwoNN (seed 004: 16384)")
-        a("--self-similarity", default="auto", choices=SELF_SIMILARITY,
-          help="per-type self-similarity table (auto: on below 1 GB)")
+        """One ``--option`` per field, generated from the fields' metadata (``compute``, ``submit``, ``sweep``)."""
+        for f in fields(RunConfig):
+            meta = f.metadata
+            kind = _kind(f)
+            flag = meta.get("flag") or "--" + f.name.replace("_", "-")
+            if kind is bool:
+                action = "store_false" if f.default else "store_true"
+                parser.add_argument(flag, dest=f.name, action=action, help=meta.get("help"))
+                continue
+            kw = dict(dest=f.name, default=f.default, help=meta.get("help"))
+            if kind in (int, float):
+                kw["type"] = kind
+            if meta.get("choices"):
+                kw["choices"] = meta["choices"]
+            parser.add_argument(flag, **kw)
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> "RunConfig":
         names = {f.name for f in fields(cls)}
-        data = {k: v for k, v in vars(ns).items() if k in names}
-        if isinstance(data.get("layers"), str):
-            try:
-                data["layers"] = tuple(int(x) for x in data["layers"].split(",") if x.strip())
-            except ValueError:
-                raise NormvarError(f"invalid --layers {data['layers']!r}", fix="e.g. --layers 0,6,12") from None
-        return cls.from_dict(data)
+        return cls.from_dict({k: v for k, v in vars(ns).items() if k in names})
+
+
+def _kind(f) -> type:
+    """The value type of a field: bool, int, float, str or tuple (Optional stripped)."""
+    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    for name, kind in (("bool", bool), ("tuple", tuple), ("int", int), ("float", float)):
+        if t.startswith(name):
+            return kind
+    return str
+
+
+def optional(f) -> bool:
+    t = f.type if isinstance(f.type, str) else str(f.type)
+    return "None" in t
+
+
+def _coerce(f, value: Any) -> Any:
+    """``value`` as field ``f``'s type; a NormvarError naming the option when it cannot be."""
+    kind = _kind(f)
+    flag = "--" + f.name.replace("_", "-")
+    if value is None:
+        if optional(f):
+            return None
+        raise NormvarError(f"option {f.name} cannot be empty", fix=f"give {flag} a value or leave it out")
+    try:
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            if isinstance(value, (int, float)) and value in (0, 1):
+                return bool(value)
+            raise ValueError
+        if kind is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not float(value).is_integer()):
+                raise ValueError
+            return int(value)
+        if kind is float:
+            if isinstance(value, bool):
+                raise ValueError
+            out = float(value)
+            if out != out or out in (float("inf"), float("-inf")):
+                raise ValueError
+            return out
+        if kind is tuple:
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(int(x) for x in items if str(x).strip() != "")
+        if not isinstance(value, str):
+            raise ValueError
+        return value
+    except (ValueError, TypeError, OverflowError):
+        what = {bool: "true or false", int: "an integer", float: "a number", tuple: "comma-separated integers",
+                str: "text"}[kind]
+        raise NormvarError(f"option {f.name} must be {what}, got {value!r}"[:200],
+                           fix=f"pass {flag} with {what}") from None
 
 
 _CORPUS_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".txt", ".jsonl", ".json", ".csv", ".tsv", ".parquet")

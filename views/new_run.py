@@ -6,9 +6,9 @@ import re
 
 import streamlit as st
 
-from normvar_core.config import RunConfig
+from normvar_core.config import RunConfig, default_run_name
 from normvar_core.errors import NormvarError
-from views import _ui
+from views import _form, _ui
 
 _ui.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
                 "worker computes the exact moments; the run appears in every page when it is published.")
@@ -29,9 +29,7 @@ with st.form("new_run", border=True):
     up = st.file_uploader(
         f"One sentence per line (.txt, .txt.gz), or a table with a text column (.csv, .jsonl, .parquet) — max {cap_mb} MB",
         type=["txt", "gz", "csv", "jsonl", "parquet"], key="w_upload", max_upload_size=cap_mb)
-    c1, c2 = st.columns(2)
-    text_column = c1.text_input("Text column (tables)", key="w_text_column", placeholder="auto")
-    split = c2.checkbox("Split lines into sentences (nupunkt)", key="w_split")
+    values = _form.config_section("corpus")
     st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels).")
 
     st.markdown("**Model**")
@@ -43,22 +41,13 @@ with st.form("new_run", border=True):
     missing = [a for a in aliases if not a["installed"]]
     if missing:
         st.caption("Not installed: " + ", ".join(f"`{a['alias']}` ({a['install']})" for a in missing))
+    values.update(_form.config_section("model"))
 
     st.markdown("**Options**")
-    c1, c2, c3, c4 = st.columns(4)
-    sample_frac = c1.number_input("Sample fraction", 0.0001, 1.0, 1.0, step=0.01, format="%.4f", key="w_frac",
-                                  help="random fraction of sentences (the study: 0.01 of BookCorpus)")
-    max_words = c2.number_input("Word limit", 0, 10_000, 64, key="w_max_words",
-                                help="keep sentences with fewer words (the study: 64); 0 = no limit")
-    max_sentences = c3.number_input("Max sentences (0 = all)", 0, 100_000_000, 0, step=1000, key="w_max_sent")
-    name = c4.text_input("Run name", key="w_name", placeholder="automatic",
-                         help="letters, digits, '.', '_' and '-'")
-    c1, c2, c3, c4 = st.columns(4)
-    excl_special = c1.checkbox("Exclude special tokens", key="w_excl_special", help="[CLS], [SEP], <s>, BOS ...")
-    excl_pos0 = c2.checkbox("Exclude position 0", key="w_excl_pos0",
-                            help="decoders put massive activations on the first position")
-    seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="w_seed")
-    overwrite = c4.checkbox("Replace a run of that name", key="w_overwrite")
+    values.update(_form.config_section("options"))
+    with st.expander("Advanced: device, precision, layers, geometry, samples"):
+        values.update(_form.config_section("advanced"))
+    overwrite = st.checkbox("Replace a run of that name", key="w_overwrite")
     submitted = st.form_submit_button("Submit run", type="primary", icon=":material/rocket_launch:", key="w_submit")
 
 if submitted:
@@ -73,17 +62,11 @@ if submitted:
                                    fix="upload a smaller file (or gzip it as .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
             # the uploaded name only picks an allow-listed extension; the file is stored under its sha256
             corpus = str(jobs.store_corpus(_ui.data_dir(), up.getvalue(), up.name))
-        run_name = name.strip() or None
-        if run_name is None and up is not None:
+        if values.get("name") is None and up is not None:
             base = up.name.replace("\\", "/").split("/")[-1].split(".")[0]  # a label only, never a path
             stem = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-_")[:60] or "upload"
-            alias = re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").split("/")[-1]).strip("-._")[:60] or "model"
-            run_name = f"{alias}__{stem}"
-        cfg = RunConfig.from_dict(dict(
-            model=model, corpus=corpus, name=run_name, sample_frac=float(sample_frac), max_words=int(max_words),
-            max_sentences=int(max_sentences) or None, exclude_special=bool(excl_special),
-            exclude_position0=bool(excl_pos0), seed=int(seed), text_column=text_column.strip() or None,
-            split_sentences=bool(split)))
+            values["name"] = default_run_name(RunConfig(model=model, corpus=f"{stem}.txt"))
+        cfg = RunConfig.from_dict({**values, "model": model, "corpus": corpus})
         job_id = jobs.JobStore(_ui.data_dir()).submit(cfg, overwrite=bool(overwrite))
         st.session_state["submitted_job"] = job_id
         st.toast(f"Submitted job {job_id}", icon=":material/rocket_launch:")

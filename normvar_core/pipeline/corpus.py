@@ -26,9 +26,6 @@ from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.errors import NormvarError
 
-FORMATS = (".txt", ".txt.gz", ".jsonl", ".csv", ".parquet")
-
-
 @dataclass
 class CorpusText:
     """The sentences of a run and how they were selected (``sentence_lengths``: Fig 9)."""
@@ -47,9 +44,6 @@ class CorpusText:
     text_column: str | None = None
     format: str = ".txt"
 
-    def summary(self) -> dict:
-        return {k: getattr(self, k) for k in ("name", "sha256", "n_read", "n_kept", "n_too_long",
-                                              "n_empty", "n_sampled_out", "n_capped", "format", "text_column")}
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -199,6 +193,9 @@ def _pick_column(available: list[str], string_cols: list[str], wanted: str | Non
         if wanted not in available:
             raise NormvarError(f"column {wanted!r} not in {path.name}; columns: {', '.join(available)}",
                                fix=f"pass --text-column with one of: {', '.join(string_cols or available)}")
+        if wanted not in string_cols:
+            raise NormvarError(f"column {wanted!r} of {path.name} does not hold text (numbers or empty cells)",
+                               fix=f"pass --text-column with a text column: {', '.join(string_cols) or 'there is none'}")
         return wanted
     if len(string_cols) == 1:
         return string_cols[0]
@@ -206,6 +203,14 @@ def _pick_column(available: list[str], string_cols: list[str], wanted: str | Non
         f"{path.name} has {len(string_cols)} text columns ({', '.join(string_cols) or 'none'}); "
         f"columns: {', '.join(available)}",
         fix="pass --text-column NAME")
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def _cell(v) -> str:
@@ -247,7 +252,8 @@ def _csv_records(text: str, path: Path, wanted: str | None) -> tuple[list[str], 
                            fix="write a header row and quote fields that contain commas") from None
     available = [str(c) for c in df.columns]
     string_cols = [str(c) for c in df.columns
-                   if pd.api.types.is_string_dtype(df[c]) or pd.api.types.is_object_dtype(df[c])]
+                   if (pd.api.types.is_string_dtype(df[c]) or pd.api.types.is_object_dtype(df[c]))
+                   and any(not _is_number(v) for v in df[c].tolist() if str(v).strip())]
     col = _pick_column(available, string_cols, wanted, path)
     return [_cell(v) for v in df[col].tolist()], col
 
