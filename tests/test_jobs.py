@@ -87,7 +87,7 @@ def test_submit_list_get_and_json_queue(dd):
     con.close()
     msgs = [json.loads(x)["message"] for x in blobs]
     assert [m["args"] for m in msgs] == [[a], [b]]  # FIFO
-    assert {m["name"] for m in msgs} == {"normvar_core.service.jobs.run_job"}
+    assert {m["name"] for m in msgs} == {"normvar_core.service.queue.run_job"}
 
 
 def test_submit_validates_and_refuses_duplicates(dd):
@@ -153,7 +153,11 @@ def test_failing_job_then_good_one(dd):
     work(dd, FakeCompute())
     assert store.get(bad).state == "failed"
     assert "unknown model 'bad'" in store.get(bad).message
-    assert store.get(boom).state == "failed" and store.get(boom).message == "RuntimeError: kaboom"
+    msg = store.get(boom).message                      # one line, the traceback in a log file
+    assert store.get(boom).state == "failed" and "\n" not in msg
+    assert msg.startswith("unexpected error (RuntimeError: kaboom); full traceback in ")
+    log = store.log_path(boom)
+    assert str(log) in msg and "Traceback" in log.read_text() and "kaboom" in log.read_text()
     assert store.get(good).state == "done"
 
 
@@ -410,3 +414,22 @@ def test_queued_job_with_a_cancel_request_is_never_run(dd):
     fake = FakeCompute()
     work(dd, fake)
     assert fake.calls == [] and store.get(jid).state == "cancelled"
+
+
+def test_upload_gzip_bomb_is_refused_while_streaming(tmp_path):
+    """A .txt.gz that expands beyond the cap is refused without inflating it (cap on the expanded size)."""
+    import gzip
+    import tracemalloc
+
+    from normvar_core.service.corpus_store import store_corpus
+
+    bomb = gzip.compress(b"a" * (64 * 2**20))          # 64 MB of text in ~65 kB
+    tracemalloc.start()
+    with pytest.raises(NormvarError, match="expands beyond"):
+        store_corpus(tmp_path, bomb, "x.txt.gz", max_mb=8)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 2**20                             # never held more than a few chunks
+    assert not list((tmp_path / "corpora").glob("*"))   # nothing stored
+    ok = store_corpus(tmp_path, gzip.compress(b"one sentence.\n" * 10), "x.txt.gz", max_mb=8)
+    assert ok.exists() and ok.suffix == ".gz"

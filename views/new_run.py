@@ -8,6 +8,7 @@ import streamlit as st
 
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.errors import NormvarError
+from normvar_core.service.states import JobState
 from views import _form, _ui
 
 _ui.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
@@ -86,14 +87,14 @@ def watch(job_id: str) -> None:
         return
     p = job.progress or {}
     st.markdown(f"**Job `{job.id}`** — run **{job.name}** · state: `{job.state}`")
-    if job.state == "queued":
+    if job.state == JobState.QUEUED:
         st.progress(0, text="queued — " + ("waiting for the worker" if store.worker_running()
                                              else "no worker is running: start one with `normvar worker`"))
-    elif job.state == "running":
+    elif job.state == JobState.RUNNING:
         st.progress(int(job.percent or 0),
                     text=f"{p.get('stage') or 'running'} · {_ui.fmt_int(p.get('sentences_done'))}/"
                          f"{_ui.fmt_int(p.get('sentences_total'))} sentences · {(p.get('emb_per_s') or 0):,.0f} emb/s")
-    elif job.state == "done":
+    elif job.state == JobState.DONE:
         st.success(f"Published **{job.name}**.", icon=":material/check_circle:")
         if st.button("Open it on the Trade-off page", key="open_new_run", type="primary"):
             v.run = job.name

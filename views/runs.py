@@ -6,6 +6,8 @@ import time
 import pandas as pd
 import streamlit as st
 
+from normvar_core.service.states import JobState
+
 from views import _ui
 
 _ui.page_header("Runs", "Published runs in the data directory, the worker's job queue, and what each run contains.")
@@ -48,14 +50,14 @@ def jobs_panel() -> None:
     if not items:
         st.caption("No jobs yet. Submit one on **New run**, or `normvar submit`.")
         return
-    active = [j for j in items if j.state in ("queued", "running")]
+    active = [j for j in items if j.state.active]
     for j in active:
         with st.container(border=True):
             c1, c2 = st.columns([3, 2])
             cfg = j.config
             c1.markdown(f"**{j.name}** · `{cfg.get('model')}` · job `{j.id}`")
             p = j.progress or {}
-            if j.state == "queued":
+            if j.state == JobState.QUEUED:
                 c1.progress(0, text="queued — waiting for the worker")
             else:
                 pct = j.percent
@@ -68,14 +70,14 @@ def jobs_panel() -> None:
             if c2.button("Cancel", key=f"cancel_{j.id}", icon=":material/cancel:"):
                 store.cancel(j.id)
                 st.rerun(scope="fragment")
-    done = [j for j in items if j.state not in ("queued", "running")]
+    done = [j for j in items if j.state.final]
     if done:
         table = pd.DataFrame([{
-            "run": j.name, "model": j.config.get("model"), "state": j.state,
+            "run": j.name, "model": j.config.get("model"), "state": j.state.value,
             "finished": _ago(j.finished), "message": (j.message or "")[:200], "job": j.id} for j in done])
         st.dataframe(table, hide_index=True, width="stretch", key="jobs_table")
     # a job finished since the last look: refresh the whole app so the run appears everywhere
-    n_done = sum(1 for j in items if j.state == "done")
+    n_done = sum(1 for j in items if j.state == JobState.DONE)
     if st.session_state.get("_jobs_done") not in (None, n_done):
         st.session_state["_jobs_done"] = n_done
         st.rerun(scope="app")

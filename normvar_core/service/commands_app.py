@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from normvar_core.config import RunConfig
+from normvar_core.service.states import ACTIVE, JobState
 from normvar_core.datadir import PACKAGE_ROOT, DataDir
 
 APP = PACKAGE_ROOT / "app.py"
@@ -74,7 +75,7 @@ def maybe_submit_default(data_dir: Path) -> str | None:
     if len(list_runs(data_dir)):
         return None
     store = JobStore(data_dir)
-    if store.list(limit=None, states=("queued", "running")):
+    if store.list(limit=None, states=tuple(ACTIVE)):
         return None
     return store.submit(default_config())
 

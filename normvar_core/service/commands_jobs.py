@@ -15,6 +15,7 @@ import os
 import sys
 
 from normvar_core.config import RunConfig
+from normvar_core.service.states import ACTIVE, JobState
 
 
 def register(sub) -> None:
@@ -80,9 +81,9 @@ def _fmt_eta(s) -> str:
 
 
 def _state_label(job) -> str:
-    if job.state == "running" and job.interrupted:
+    if job.state == JobState.RUNNING and job.interrupted:
         return "interrupted"
-    if job.state == "running" and job.cancel_requested:
+    if job.state == JobState.RUNNING and job.cancel_requested:
         return "cancelling"
     return job.state
 
@@ -102,13 +103,13 @@ def _jobs(args: argparse.Namespace) -> int:
     rows = [("ID", "STATE", "PROGRESS", "EMB/S", "ETA", "NAME", "MESSAGE")]
     for j in jobs:
         pct = j.percent
-        stage = j.stage if j.state == "running" else None
+        stage = j.stage if j.state == JobState.RUNNING else None
         prog = "" if pct is None else f"{pct:5.1f}%"
         if stage and stage not in ("compute", "embed"):
             prog = f"{prog} {stage}".strip()
-        eps = "" if j.emb_per_s is None or j.state != "running" else f"{j.emb_per_s:,.0f}"
+        eps = "" if j.emb_per_s is None or j.state != JobState.RUNNING else f"{j.emb_per_s:,.0f}"
         msg = (j.message or "").replace("\n", " ")
-        if j.state == "running" and j.interrupted:
+        if j.state == JobState.RUNNING and j.interrupted:
             msg = msg or "worker gone; resumes from its checkpoint when a worker starts"
         if len(msg) > 80:
             msg = msg[:77] + "..."
@@ -116,7 +117,7 @@ def _jobs(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    if any(j.state in ("queued", "running") for j in jobs) and store.worker() is None:
+    if any(j.state in tuple(ACTIVE) for j in jobs) and store.worker() is None:
         print("(no worker is running: start one with `normvar worker`)", file=sys.stderr)
     return 0
 
@@ -125,9 +126,9 @@ def _cancel(args: argparse.Namespace) -> int:
     from normvar_core.service.jobs import JobStore
 
     job = JobStore(args.data_dir).cancel(args.job_id)
-    if job.state == "running":
+    if job.state == JobState.RUNNING:
         print(f"{job.id}: cancelling (stops at the next batch)")
-    elif job.state == "cancelled":
+    elif job.state == JobState.CANCELLED:
         print(f"{job.id}: cancelled")
     else:
         print(f"{job.id}: already {job.state}, nothing to cancel")

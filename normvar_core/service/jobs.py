@@ -32,16 +32,14 @@ Public API (used by the CLI and the dashboard)::
     job_id = store.submit(cfg, overwrite=False)      # -> str
     store.list(limit=50) -> list[Job]; store.get(job_id) -> Job; store.cancel(job_id) -> Job
     store.worker() -> WorkerInfo | None              # is a worker running on this data dir?
-    run_worker(data_dir, once=False, poll_s=0.5, checkpoint_every_s=30.0) -> int
+    Worker(data_dir).run(once=False) -> int           # the worker loop (normvar worker)
     store_corpus(data_dir, data, ext) -> Path        # uploaded corpora: corpora/<sha256><ext>
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import fcntl
-import hashlib
 import json
 import logging
 import math
@@ -51,24 +49,27 @@ import signal
 import sqlite3
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from huey import SqliteHuey
-from huey.registry import Message
-from huey.serializer import Serializer
 
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.runs.writer import remove_stale_temps
+from normvar_core.service.corpus_store import (CORPUS_EXTENSIONS, DEFAULT_MAX_UPLOAD_MB, corpus_extension,
+                                               max_upload_bytes, store_corpus)
+from normvar_core.service.queue import make_huey as _make_huey
+from normvar_core.service.states import ACTIVE, FINAL, JobState, move
 
 log = logging.getLogger("normvar.jobs")
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
-ACTIVE_STATES = ("queued", "running")
-FINAL_STATES = ("done", "failed", "cancelled")
+STATES = tuple(s.value for s in JobState)
+ACTIVE_STATES = tuple(s.value for s in ACTIVE)
+FINAL_STATES = tuple(s.value for s in FINAL)
 PROGRESS_FIELDS = ("stage", "sentences_done", "sentences_total", "embeddings", "emb_per_s", "eta_s")
 
 PROGRESS_EVERY_S = 0.5
@@ -77,8 +78,6 @@ HEARTBEAT_EVERY_S = 0.5
 MAX_ATTEMPTS = 3
 """A job that was running when its worker died this many times is marked failed."""
 
-_HUEY_NAME = "normvar"
-_TASK_NAME = "run_job"
 _RESUME_PRIORITY = 1.0  # jobs resumed after a crash go first; fresh jobs use -seq (FIFO)
 
 _SCHEMA = (
@@ -136,7 +135,7 @@ class Job:
 
     @property
     def percent(self) -> float | None:
-        if self.state == "done":
+        if self.state == JobState.DONE:
             return 100.0
         p = self.progress or {}
         done, total = p.get("sentences_done"), p.get("sentences_total")
@@ -150,7 +149,7 @@ class Job:
 
     @property
     def eta_s(self) -> float | None:
-        return (self.progress or {}).get("eta_s") if self.state == "running" else None
+        return (self.progress or {}).get("eta_s") if self.state == JobState.RUNNING else None
 
     @property
     def stage(self) -> str | None:
@@ -214,64 +213,7 @@ def progress_dict(p: Any) -> dict[str, Any]:
     return {k: _json_safe(v) for k, v in d.items()}
 
 
-# ---------------------------------------------------------------------------------- huey
-def _make_huey(queue_dir: Path, task_fn=None):
-    """The huey instance of one data directory, with the ``run_job`` task registered.
-
-    ``task_fn`` is what the worker executes; submitters register a placeholder under the same
-    name (a task message holds only the task's name and the job id)."""
-    huey = SqliteHuey(
-        name=_HUEY_NAME,
-        filename=str(queue_dir / "huey.sqlite"),
-        results=False,
-        serializer=_JsonSerializer(),
-        journal_mode="wal",
-        timeout=30,
-    )
-
-    def run_job(job_id: str) -> None:  # noqa: D401 - huey task
-        if task_fn is None:
-            raise RuntimeError("jobs are executed by `normvar worker`")
-        task_fn(job_id)
-
-    wrapper = huey.task(name=_TASK_NAME)(run_job)
-    return huey, wrapper
-
-
-class _JsonSerializer(Serializer):
-    """Serializes huey task messages as JSON (huey's default is pickle, which we never use).
-
-    Only plain tasks are supported: no eta/expiry/pipelines, and the arguments must be JSON
-    (normvar passes just the job id)."""
-
-    def _serialize(self, data):
-        if not isinstance(data, Message):
-            return json.dumps({"value": data}).encode()
-        if any(getattr(data, f) is not None for f in
-               ("eta", "on_complete", "on_error", "expires", "expires_resolved", "chord_config")):
-            raise TypeError("normvar's queue carries only plain tasks (job ids)")
-        fields = data._asdict()
-        fields["args"] = list(fields["args"] or ())
-        return json.dumps({"message": fields}).encode()
-
-    def _deserialize(self, data):
-        obj = json.loads(bytes(data).decode())
-        if "message" in obj:
-            fields = obj["message"]
-            fields["args"] = tuple(fields.get("args") or ())
-            return Message(**fields)
-        return obj.get("value")
-
-
 # ---------------------------------------------------------------------------------- helpers
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError as err:
-        return err.errno == errno.EPERM
-    return True
-
-
 def _absolute_paths(cfg: RunConfig) -> RunConfig:
     """The worker may run in another directory: make local corpus/model paths absolute."""
     changes: dict[str, Any] = {}
@@ -336,12 +278,12 @@ class JobStore:
 
     def _job(self, row: sqlite3.Row, worker_running: bool | None = None) -> Job:
         interrupted = False
-        if row["state"] == "running":
+        if row["state"] == JobState.RUNNING:
             if worker_running is None:
                 worker_running = self.worker_running()
             interrupted = not worker_running
         return Job(
-            id=row["id"], name=row["name"], config=json.loads(row["config"]), state=row["state"],
+            id=row["id"], name=row["name"], config=json.loads(row["config"]), state=JobState(row["state"]),
             message=row["message"],
             progress=json.loads(row["progress"]) if row["progress"] else None,
             run_path=row["run_path"], created=row["created"], started=row["started"],
@@ -349,6 +291,10 @@ class JobStore:
             cancel_requested=bool(row["cancel_requested"]), attempts=int(row["attempts"]),
             worker_pid=row["worker_pid"], interrupted=interrupted,
         )
+
+    def log_path(self, job_id: str) -> Path:
+        """Where the worker writes the full traceback of a job's unexpected failure."""
+        return self.dd.queue / "logs" / f"{re.sub(r'[^A-Za-z0-9_-]', '_', job_id)}.log"
 
     def checkpoint_path(self, job_id: str) -> Path:
         return self.dd.checkpoints / f"{job_id}.ckpt"
@@ -416,7 +362,7 @@ class JobStore:
             params.append(int(limit))
         with self._conn() as conn:
             rows = conn.execute(sql, params).fetchall()
-        running = self.worker_running() if any(r["state"] == "running" for r in rows) else None
+        running = self.worker_running() if any(r["state"] == JobState.RUNNING for r in rows) else None
         return [self._job(r, running) for r in rows]
 
     def get(self, job_id: str) -> Job:
@@ -447,20 +393,17 @@ class JobStore:
         with self._tx() as conn:
             row = conn.execute("select state from jobs where id = ?", (job.id,)).fetchone()
             state = row["state"]
-            if state == "queued":
-                conn.execute(
-                    "update jobs set state='cancelled', cancel_requested=1, finished=?, "
-                    "message='cancelled before it ran' where id=? and state='queued'", (now, job.id))
-            elif state == "running":
+            if state == JobState.QUEUED:
+                move(conn, job.id, "cancel_queued", cancel_requested=1, finished=now,
+                     message="cancelled before it ran")
+            elif state == JobState.RUNNING:
                 conn.execute("update jobs set cancel_requested=1 where id=?", (job.id,))
-        if state == "queued":
+        if state == JobState.QUEUED:
             self.remove_checkpoint(job.id)  # a job requeued after SIGTERM may have one
-        elif state == "running" and not self.worker_running():
+        elif state == JobState.RUNNING and not self.worker_running():
             # its worker died: nobody will see the request, so finish it here
             with self._tx() as conn:
-                n = conn.execute(
-                    "update jobs set state='cancelled', finished=?, message='cancelled', worker_pid=null "
-                    "where id=? and state='running'", (now, job.id)).rowcount
+                n = move(conn, job.id, "cancel_running", finished=now, message="cancelled", worker_pid=None)
             if n:
                 self.remove_checkpoint(job.id)
         return self.get(job.id)
@@ -574,31 +517,28 @@ class Worker:
         store = self.store
         now = time.time()
         with store._conn() as conn:
-            running = conn.execute("select * from jobs where state='running' order by seq").fetchall()
+            running = conn.execute("select * from jobs where state=? order by seq", (JobState.RUNNING.value,)).fetchall()
         for row in running:
             jid = row["id"]
             if row["cancel_requested"]:
                 with store._tx() as conn:
-                    conn.execute("update jobs set state='cancelled', finished=?, message='cancelled', "
-                                 "worker_pid=null where id=? and state='running'", (now, jid))
+                    move(conn, jid, "cancel_running", finished=now, message="cancelled", worker_pid=None)
                 store.remove_checkpoint(jid)
                 continue
             if int(row["attempts"]) >= MAX_ATTEMPTS:
                 msg = f"the worker died {row['attempts']} times while running this job"
                 with store._tx() as conn:
-                    conn.execute("update jobs set state='failed', finished=?, message=?, worker_pid=null "
-                                 "where id=? and state='running'", (now, msg, jid))
+                    move(conn, jid, "fail", finished=now, message=msg, worker_pid=None)
                 store.remove_checkpoint(jid)
                 continue
             log.warning("job %s was left running by a dead worker (pid %s): resuming it",
                         jid, row["worker_pid"])
             with store._tx() as conn:
-                conn.execute("update jobs set state='queued', worker_pid=null where id=? and state='running'",
-                             (jid,))
+                move(conn, jid, "requeue", worker_pid=None)
             store._enqueue(jid, priority=_RESUME_PRIORITY)
         pending = store._pending_job_ids()
         with store._conn() as conn:
-            queued = conn.execute("select id, seq from jobs where state='queued' order by seq").fetchall()
+            queued = conn.execute("select id, seq from jobs where state=? order by seq", (JobState.QUEUED.value,)).fetchall()
         for row in queued:
             if row["id"] not in pending:
                 store._enqueue(row["id"], priority=-float(row["seq"]))
@@ -606,11 +546,7 @@ class Worker:
 
     def _clean_stale_temp_runs(self) -> None:
         """Remove temp run files (``.<name>.tmp-<pid>.duckdb*``) of processes that are gone."""
-        for p in self.dd.runs.glob(".*.tmp-*"):
-            m = re.search(r"\.tmp-(\d+)\.duckdb", p.name)
-            if m and not _pid_alive(int(m.group(1))):
-                with contextlib.suppress(OSError):
-                    p.unlink()
+        remove_stale_temps(self.dd.runs)
 
     def run(self, *, once: bool = False, install_signals: bool = True) -> int:
         """Process jobs until stopped (or, with ``once``, until the queue is empty).
@@ -659,13 +595,11 @@ class Worker:
         store = self.store
         now = time.time()
         with store._tx() as conn:
-            claimed = conn.execute(
-                "update jobs set state='running', started=coalesce(started, ?), heartbeat=?, "
-                "worker_pid=?, attempts=attempts+1, message=null where id=? and state='queued' "
-                "and cancel_requested=0", (now, now, os.getpid(), job_id)).rowcount
+            claimed = move(conn, job_id, "claim", where="cancel_requested = 0",
+                           started=("sql", f"coalesce(started, {float(now)!r})"), heartbeat=now,
+                           worker_pid=os.getpid(), attempts=("sql", "attempts + 1"), message=None)
             if not claimed:  # a cancel that raced with a requeue
-                conn.execute("update jobs set state='cancelled', finished=?, message='cancelled' "
-                             "where id=? and state='queued' and cancel_requested=1", (now, job_id))
+                move(conn, job_id, "cancel_queued", where="cancel_requested = 1", finished=now, message="cancelled")
             row = conn.execute("select * from jobs where id=?", (job_id,)).fetchone()
         if not claimed:
             log.info("job %s: not queued any more (%s), skipped", job_id, row["state"] if row else "unknown")
@@ -679,17 +613,16 @@ class Worker:
         finally:
             reporter.stop()
         finished = time.time()
-        if state == "queued":  # stopped by SIGTERM: back to the front of the queue
+        if state == JobState.QUEUED:  # stopped by SIGTERM: back to the front of the queue
             with store._tx() as conn:
-                conn.execute("update jobs set state='queued', worker_pid=null, attempts=max(attempts-1, 0), "
-                             "message=? where id=? and state='running'", (message, job_id))
+                move(conn, job_id, "requeue", worker_pid=None, attempts=("sql", "max(attempts - 1, 0)"), message=message)
             store._enqueue(job_id, priority=_RESUME_PRIORITY)
             log.info("job %s: stopped, will resume from its checkpoint", job_id)
             return
+        outcome = {JobState.DONE: "succeed", JobState.FAILED: "fail", JobState.CANCELLED: "cancel_running"}
         with store._tx() as conn:
-            conn.execute(
-                "update jobs set state=?, message=?, run_path=?, finished=?, heartbeat=?, worker_pid=null "
-                "where id=?", (state, message, run_path, finished, finished, job_id))
+            move(conn, job_id, outcome[JobState(state)], message=message, run_path=run_path, finished=finished,
+                 heartbeat=finished, worker_pid=None)
         store.remove_checkpoint(job_id)  # compute_run removes it on success; leftovers of a kill too
         log.info("job %s: %s%s", job_id, state, f" ({message})" if message else "")
 
@@ -704,14 +637,14 @@ class Worker:
         try:
             cfg = RunConfig.from_json(row["config"])
         except NormvarError as err:
-            return "failed", f"invalid stored configuration: {err}", None
+            return JobState.FAILED, f"invalid stored configuration: {err}", None
         run_path = self.dd.run_path(cfg.name)
         ckpt = self.store.checkpoint_path(job_id)
         if (int(row["attempts"]) > 1 and run_path.exists() and row["started"]
                 and run_path.stat().st_mtime >= row["started"]
                 and not any(self.dd.checkpoints.glob(f"{job_id}.*"))):
             # the previous attempt published its run and died before marking the job done
-            return "done", None, str(run_path)
+            return JobState.DONE, None, str(run_path)
 
         last_check = [0.0, False]
 
@@ -734,16 +667,24 @@ class Worker:
                 should_cancel=should_cancel)
         except CancelledError as err:
             if self._cancel_requested(job_id):
-                return "cancelled", "cancelled", None
+                return JobState.CANCELLED, "cancelled", None
             if self.stopping:
-                return "queued", "interrupted by a worker shutdown; resumes from its checkpoint", None
-            return "cancelled", err.message or "cancelled", None
+                return JobState.QUEUED, "interrupted by a worker shutdown; resumes from its checkpoint", None
+            return JobState.CANCELLED, err.message or "cancelled", None
         except NormvarError as err:
-            return "failed", str(err), None
+            return JobState.FAILED, str(err), None
         except Exception as err:  # noqa: BLE001 - a bad job must not kill the worker
             log.exception("job %s failed", job_id)
-            return "failed", f"{type(err).__name__}: {err}".strip(), None
-        return "done", None, str(path)
+            trace = self.store.log_path(job_id)
+            try:
+                trace.parent.mkdir(parents=True, exist_ok=True)
+                trace.write_text(traceback.format_exc())
+            except OSError:
+                trace = None
+            first = (str(err).splitlines() or [""])[0][:200]
+            where = f"; full traceback in {trace}" if trace else ""
+            return JobState.FAILED, f"unexpected error ({type(err).__name__}: {first}){where}", None
+        return JobState.DONE, None, str(path)
 
 
 class _Reporter:
@@ -803,81 +744,3 @@ class _Reporter:
                         conn.execute("update jobs set heartbeat=? where id=?", (time.time(), self.job_id))
             except Exception:  # noqa: BLE001
                 log.warning("heartbeat failed", exc_info=True)
-
-
-def run_worker(data_dir=None, *, once: bool = False, poll_s: float = 0.5,
-               checkpoint_every_s: float = 30.0, install_signals: bool = True) -> int:
-    """Run the worker of ``data_dir`` (see ``Worker``); returns the number of jobs taken."""
-    w = Worker(data_dir, poll_s=poll_s, checkpoint_every_s=checkpoint_every_s)
-    return w.run(once=once, install_signals=install_signals)
-
-
-# ---------------------------------------------------------------------------------- corpora
-CORPUS_EXTENSIONS = (".txt.gz", ".txt", ".csv", ".jsonl", ".parquet")
-DEFAULT_MAX_UPLOAD_MB = 200.0
-
-
-def max_upload_bytes(max_mb: float | None = None) -> int:
-    """The upload size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
-    if max_mb is None:
-        env = os.environ.get("NORMVAR_MAX_UPLOAD_MB")
-        try:
-            max_mb = float(env) if env else DEFAULT_MAX_UPLOAD_MB
-        except ValueError:
-            raise NormvarError(f"NORMVAR_MAX_UPLOAD_MB={env!r} is not a number",
-                               fix="set it to a size in MB, e.g. 500") from None
-    return int(float(max_mb) * 1024 * 1024)
-
-
-def corpus_extension(ext_or_filename: str) -> str:
-    """The allow-listed extension of ``ext`` or a file name ('x.TXT.GZ' -> '.txt.gz').
-    The result is always one of CORPUS_EXTENSIONS (never taken from the user's string)."""
-    s = str(ext_or_filename or "").strip().lower()
-    bare = {e.lstrip("."): e for e in CORPUS_EXTENSIONS}
-    if s in bare:
-        return bare[s]
-    for allowed in CORPUS_EXTENSIONS:  # .txt.gz is tried before .txt
-        if s.endswith(allowed):
-            return allowed
-    raise NormvarError(f"unsupported corpus file type {ext_or_filename!r}",
-                       fix=f"upload one of: {', '.join(CORPUS_EXTENSIONS)}")
-
-
-def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None) -> Path:
-    """Store uploaded corpus bytes as ``corpora/<sha256><ext>`` and return the path.
-
-    The same bytes stored twice give one file. ``ext`` (an extension or the uploaded file's
-    name) only selects one of CORPUS_EXTENSIONS; the uploaded name is never used as a path.
-    Size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
-    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
-    suffix = corpus_extension(ext)
-    if isinstance(data, (bytearray, memoryview)):
-        data = bytes(data)
-    if not isinstance(data, bytes):
-        raise NormvarError("corpus upload is not bytes", fix="pass the file's raw bytes")
-    if not data:
-        raise NormvarError("the uploaded corpus is empty", fix="upload a file with one sentence per line")
-    cap = max_upload_bytes(max_mb)
-    if len(data) > cap:
-        raise NormvarError(
-            f"the uploaded corpus is {len(data) / 2**20:.1f} MB, over the {cap / 2**20:.0f} MB limit",
-            fix="upload a smaller file (or a .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
-    if suffix == ".txt.gz" and data[:2] != b"\x1f\x8b":
-        raise NormvarError("the uploaded .txt.gz file is not gzip-compressed", fix="upload it as .txt")
-    if suffix == ".parquet" and (data[:4] != b"PAR1" or data[-4:] != b"PAR1"):
-        raise NormvarError("the uploaded .parquet file is not a Parquet file", fix="check the file")
-    digest = hashlib.sha256(data).hexdigest()
-    target = dd.corpora / f"{digest}{suffix}"
-    if target.exists() and target.stat().st_size == len(data):
-        return target
-    tmp = dd.corpora / f".{digest}{suffix}.tmp-{os.getpid()}-{threading.get_ident()}"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return target

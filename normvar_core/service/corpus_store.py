@@ -1,0 +1,107 @@
+"""Uploaded corpora: stored as ``corpora/<sha256><ext>`` (the upload's own name is never a path),
+size-capped — for a .txt.gz also what it expands to, checked while decompressing in a stream."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import zlib
+from pathlib import Path
+
+from normvar_core.datadir import DataDir
+from normvar_core.errors import NormvarError
+
+
+CORPUS_EXTENSIONS = (".txt.gz", ".txt", ".csv", ".jsonl", ".parquet")
+DEFAULT_MAX_UPLOAD_MB = 200.0
+
+
+def max_upload_bytes(max_mb: float | None = None) -> int:
+    """The upload size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
+    if max_mb is None:
+        env = os.environ.get("NORMVAR_MAX_UPLOAD_MB")
+        try:
+            max_mb = float(env) if env else DEFAULT_MAX_UPLOAD_MB
+        except ValueError:
+            raise NormvarError(f"NORMVAR_MAX_UPLOAD_MB={env!r} is not a number",
+                               fix="set it to a size in MB, e.g. 500") from None
+    return int(float(max_mb) * 1024 * 1024)
+
+
+def corpus_extension(ext_or_filename: str) -> str:
+    """The allow-listed extension of ``ext`` or a file name ('x.TXT.GZ' -> '.txt.gz').
+    The result is always one of CORPUS_EXTENSIONS (never taken from the user's string)."""
+    s = str(ext_or_filename or "").strip().lower()
+    bare = {e.lstrip("."): e for e in CORPUS_EXTENSIONS}
+    if s in bare:
+        return bare[s]
+    for allowed in CORPUS_EXTENSIONS:  # .txt.gz is tried before .txt
+        if s.endswith(allowed):
+            return allowed
+    raise NormvarError(f"unsupported corpus file type {ext_or_filename!r}",
+                       fix=f"upload one of: {', '.join(CORPUS_EXTENSIONS)}")
+
+
+def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None) -> Path:
+    """Store uploaded corpus bytes as ``corpora/<sha256><ext>`` and return the path.
+
+    The same bytes stored twice give one file. ``ext`` (an extension or the uploaded file's
+    name) only selects one of CORPUS_EXTENSIONS; the uploaded name is never used as a path.
+    Size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
+    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+    suffix = corpus_extension(ext)
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        raise NormvarError("corpus upload is not bytes", fix="pass the file's raw bytes")
+    if not data:
+        raise NormvarError("the uploaded corpus is empty", fix="upload a file with one sentence per line")
+    cap = max_upload_bytes(max_mb)
+    if len(data) > cap:
+        raise NormvarError(
+            f"the uploaded corpus is {len(data) / 2**20:.1f} MB, over the {cap / 2**20:.0f} MB limit",
+            fix="upload a smaller file (or a .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
+    if suffix == ".txt.gz" and data[:2] != b"\x1f\x8b":
+        raise NormvarError("the uploaded .txt.gz file is not gzip-compressed", fix="upload it as .txt")
+    if suffix == ".txt.gz":
+        check_expanded_size(data, cap)
+    if suffix == ".parquet" and (data[:4] != b"PAR1" or data[-4:] != b"PAR1"):
+        raise NormvarError("the uploaded .parquet file is not a Parquet file", fix="check the file")
+    digest = hashlib.sha256(data).hexdigest()
+    target = dd.corpora / f"{digest}{suffix}"
+    if target.exists() and target.stat().st_size == len(data):
+        return target
+    tmp = dd.corpora / f".{digest}{suffix}.tmp-{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return target
+
+
+def check_expanded_size(data: bytes, cap: int, chunk: int = 1 << 20) -> int:
+    """Decompress a gzip upload in a stream, holding at most ``chunk`` bytes of output at a time, and
+    refuse it as soon as it expands beyond ``cap`` (a 'zip bomb' is never inflated in memory).
+    Returns the expanded size."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    total, pos = 0, 0
+    try:
+        while pos < len(data) or d.unconsumed_tail:
+            src = d.unconsumed_tail or data[pos:pos + chunk]
+            if not d.unconsumed_tail:
+                pos += chunk
+            total += len(d.decompress(src, chunk))
+            if total > cap:
+                raise NormvarError(f"the uploaded .txt.gz expands beyond the {cap / 2**20:.0f} MB limit",
+                                   fix="upload a smaller corpus, or raise NORMVAR_MAX_UPLOAD_MB")
+            if d.eof:
+                break
+    except zlib.error as exc:
+        raise NormvarError(f"the uploaded .txt.gz file is damaged ({exc})", fix="re-compress it with gzip") from None
+    return total
