@@ -18,24 +18,14 @@ st.set_page_config(page_title="normvar", page_icon=":material/scatter_plot:", la
 
 from views import _ui  # noqa: E402  (after set_page_config)
 
-PAGES = {
-    "runs": st.Page("views/runs.py", title="Runs", icon=":material/table_view:", default=True),
-    "tradeoff": st.Page("views/tradeoff.py", title="Trade-off", icon=":material/scatter_plot:", url_path="tradeoff"),
-    "layers": st.Page("views/layers.py", title="Layers", icon=":material/stacked_line_chart:", url_path="layers"),
-    "decomposition": st.Page("views/decomposition.py", title="Decomposition", icon=":material/stacked_bar_chart:",
-                             url_path="decomposition"),
-    "frequency": st.Page("views/frequency.py", title="Frequency", icon=":material/bar_chart:", url_path="frequency"),
-    "clouds": st.Page("views/clouds.py", title="Token clouds", icon=":material/bubble_chart:", url_path="clouds"),
-    "geometry": st.Page("views/geometry.py", title="Geometry", icon=":material/blur_on:", url_path="geometry"),
-    "outliers": st.Page("views/outliers.py", title="Outliers", icon=":material/flare:", url_path="outliers"),
-    "new-run": st.Page("views/new_run.py", title="New run", icon=":material/add_circle:", url_path="new-run"),
-    "compare": st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
-}
+from normvar_core.viz.pages import DEFAULT_PAGE, PAGES as REGISTRY  # noqa: E402
 
-nav = st.navigation({"Explore": [PAGES[k] for k in ("runs", "tradeoff", "layers", "decomposition",
-                                                    "frequency", "clouds")],
-                     "Geometry": [PAGES[k] for k in ("geometry", "outliers")],
-                     "Work": [PAGES[k] for k in ("compare", "new-run")]})
+PAGES = {p.key: st.Page(f"views/{p.file}", title=p.title, icon=f":material/{p.icon}:", default=p.key == DEFAULT_PAGE,
+                        **({} if p.key == DEFAULT_PAGE else {"url_path": p.key})) for p in REGISTRY}
+groups: dict[str, list] = {}
+for p in REGISTRY:
+    groups.setdefault(p.group, []).append(PAGES[p.key])
+nav = st.navigation(groups)
 
 view = _ui.view()
 # A shared link may name its page as ?page=... : honour it once per session.

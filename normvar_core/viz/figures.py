@@ -8,7 +8,7 @@ Static export (PNG/SVG) goes through kaleido (``to_image``); no Streamlit import
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -464,9 +464,6 @@ def figure_data(fig: go.Figure) -> pd.DataFrame:
         rows.append(d)
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["trace", "x", "y"])
 
-
-def iter_traces(fig: go.Figure) -> Iterable[Any]:  # small convenience for tests
-    return iter(fig.data)
 
 
 #: public names for the pages

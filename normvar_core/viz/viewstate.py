@@ -17,8 +17,7 @@ from normvar_core.constants import STUDY_BAND_LOG10 as DEFAULT_BAND
 MAX_TOKENS = 50
 MAX_TOKEN_CHARS = 64
 
-PAGES = ("runs", "tradeoff", "layers", "decomposition", "frequency", "clouds", "geometry", "outliers", "new-run",
-         "compare")
+from normvar_core.viz.pages import PAGE_KEYS as PAGES  # noqa: E402  (the registry: viz/pages.py)
 
 
 def _first(value: Any) -> str | None:

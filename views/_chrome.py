@@ -1,0 +1,78 @@
+"""Dashboard plumbing, part 3: page chrome — titles, the presentation style, figures with their
+PNG/SVG/CSV downloads, and errors shown as one line with the fix."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from normvar_core.errors import NormvarError
+from normvar_core.viz import figures
+from views._state import view
+
+
+# ============================================================================ page chrome
+def page_header(title: str, caption: str | None = None) -> None:
+    st.title(title)
+    if caption:
+        st.caption(caption)
+
+
+def apply_presentation_css() -> None:
+    if view().presentation:
+        st.markdown(
+            """<style>
+            [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
+            [data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p {font-size: 1.2rem !important;}
+            [data-testid="stMetricValue"] {font-size: 2.8rem !important;}
+            [data-testid="stMetricLabel"] p {font-size: 1.15rem !important;}
+            .stApp h1 {font-size: 2.8rem !important;} .stApp h2 {font-size: 2.0rem !important;}
+            </style>""",
+            unsafe_allow_html=True,
+        )
+
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(s)).strip("_")[:120] or "figure"
+
+
+def chart(fig, *, key: str, data: pd.DataFrame | None = None, name: str | None = None,
+          downloads: bool = True) -> None:
+    """Draw a plotly figure and, under it, PNG / SVG (kaleido, generated on click) and CSV downloads."""
+    st.plotly_chart(fig, width="stretch", theme=None, key=key,
+                    config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
+    if downloads:
+        download_row(fig, data=data, name=name or key, key=key)
+
+
+def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None:
+    """PNG / SVG through kaleido and the figure's data as CSV; all generated only when clicked
+    (deferred downloads), so they never slow a rerun."""
+    base = _safe(name)
+    row = st.container(horizontal=True, gap="small")
+    common = dict(on_click="ignore", width="content", type="tertiary")
+    row.download_button("PNG", data=lambda: figures.to_image(fig, "png"), file_name=f"{base}.png",
+                        mime="image/png", key=f"dl_png_{key}", icon=":material/image:", **common)
+    row.download_button("SVG", data=lambda: figures.to_image(fig, "svg"), file_name=f"{base}.svg",
+                        mime="image/svg+xml", key=f"dl_svg_{key}", icon=":material/draw:", **common)
+    csv = (lambda: figures.to_csv(data)) if data is not None else (lambda: figures.to_csv(figures.figure_data(fig)))
+    row.download_button("CSV", data=csv, file_name=f"{base}.csv", mime="text/csv", key=f"dl_csv_{key}",
+                        icon=":material/table:", **common)
+
+
+def show_error(err: Exception) -> None:
+    if isinstance(err, NormvarError):
+        st.error(f"{err.message}" + (f"  \n**Fix:** {err.fix}" if err.fix else ""), icon=":material/error:")
+    else:
+        st.exception(err)
+
+
+def fmt_int(x: Any) -> str:
+    try:
+        return f"{int(x):,}"
+    except (TypeError, ValueError):
+        return "–"
+
+__all__ = ['page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

@@ -1,0 +1,127 @@
+"""Dashboard plumbing, part 2: the view state (run, layer, band, highlighted tokens, presentation)
+kept in ``st.session_state`` and mirrored into the URL's query parameters, and the widgets bound to it."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamlit as st
+
+from normvar_core.viz import viewstate
+from normvar_core.viz.viewstate import ViewState
+from views._data import num_hidden_states, open_run, runs_table, stats
+
+
+# ============================================================================ view state
+def view() -> ViewState:
+    """This session's view, first parsed from the URL's query parameters."""
+    if "view" not in st.session_state:
+        st.session_state["view"] = ViewState.from_query(st.query_params.to_dict())
+    return st.session_state["view"]
+
+
+def sync_url(page: str) -> None:
+    """Write the view into the URL (only the parameters that differ from the defaults)."""
+    v = view()
+    v.page = page
+    want = v.to_query()
+    if st.query_params.to_dict() != want:
+        st.query_params.from_dict(want)
+
+
+def bind(key: str, value: Any, valid: Callable[[Any], bool] = lambda _: True) -> None:
+    """Seed a widget's session state from the view before it is created (widget state is
+    dropped on pages that do not show the widget; the view survives)."""
+    current = st.session_state.get(key, None)
+    ok = key in st.session_state and valid(current)
+    # Re-assigning even an unchanged value matters: a widget with the same key on another page has
+    # another element id, and only a value set through the Session State API carries over to it.
+    st.session_state[key] = current if ok else value
+
+
+def run_selector(sidebar: bool = True) -> None:
+    """The run picker (sidebar, on every page)."""
+    runs = runs_table()
+    v = view()
+    names = runs["name"].tolist()
+    where = st.sidebar if sidebar else st
+    if not names:
+        where.info("No published run yet.")
+        v.run = None
+        return
+    labels = {r["name"]: f"{r['name']}  ·  {r['model']}" for _, r in runs.iterrows()}
+    bind("w_run", v.run if v.run in names else names[0], lambda x: x in names)
+    v.run = where.selectbox("Run", names, key="w_run", format_func=lambda n: labels.get(n, n),
+                            help="published runs, newest first")
+
+
+def current_run():
+    v = view()
+    return open_run(v.run)
+
+
+def require_run():
+    """The selected run, or a friendly message and ``st.stop()``."""
+    run = current_run()
+    if run is None:
+        st.info("No published run yet. Start one on **New run** (or `normvar compute` / `make run`); "
+                "it appears here when the worker publishes it.")
+        st.page_link("views/runs.py", label="See the job queue on Runs", icon=":material/table:")
+        st.stop()
+    return run
+
+
+def layer_slider(run, label: str = "Layer", key: str = "w_layer") -> int:
+    """Layer slider over the run's stored hidden-state indices (0 = input embeddings)."""
+    v = view()
+    layers = [int(x) for x in run.layers]
+    bind(key, viewstate.nearest_layer(layers, v.layer), lambda x: x in layers)
+    if len(layers) == 1:
+        st.caption(f"Layer {layers[0]} (the only stored layer)")
+        v.layer = layers[0]
+        return layers[0]
+    layer = st.select_slider(label, options=layers, key=key,
+                             help="hidden-state index: 0 = input embeddings, "
+                                  f"{num_hidden_states(run) - 1} = last layer")
+    v.layer = int(layer)
+    return int(layer)
+
+
+def band_slider(run=None, key: str = "w_band") -> tuple[float, float]:
+    """Frequency band in log10 n_t (default 1..5, i.e. 10 <= n_t <= 1e5 as in the study)."""
+    v = view()
+    top = 5.0
+    if run is not None:
+        try:
+            top = max(5.0, float(runs_max_log10n(run)))
+        except Exception:  # noqa: BLE001
+            pass
+    lo, hi = v.band
+    bind(key, (min(lo, top), min(hi, top)), lambda x: isinstance(x, tuple) and len(x) == 2)
+    band = st.slider("Frequency band: log₁₀ n_t", min_value=0.0, max_value=top, step=0.1, key=key,
+                     help="only token types with 10^lo ≤ n_t ≤ 10^hi enter the regressions and figures "
+                          "(the study: 1 ≤ log₁₀ n_t ≤ 5)")
+    band = (round(float(band[0]), 2), round(float(band[1]), 2))
+    v.band = band
+    return band
+
+
+def runs_max_log10n(run) -> float:
+    import math
+
+    fh = run.frequency_hist()
+    if len(fh) and "log10_n_right" in fh:
+        return math.ceil(float(fh["log10_n_right"].max()))
+    return 5.0
+
+
+def tokens_input(key: str = "w_tokens", label: str = "Highlight tokens") -> list[str]:
+    v = view()
+    bind(key, viewstate.format_tokens(v.tokens))
+    raw = st.text_input(label, key=key, placeholder="e.g. the, once, winked",
+                        help="comma-separated; '##ing', 'Ġing' and 'ing' are the same token (footnote 7)")
+    v.tokens = viewstate.parse_tokens(raw)
+    return v.tokens
+
+
+
+__all__ = ['view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']
