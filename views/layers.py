@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from normvar_core.runs.null import nulls_of
 from normvar_core.viz import figures
 from views import _ui
 
@@ -15,7 +16,7 @@ v = _ui.view()
 runs = _ui.runs_table()
 names = runs["name"].tolist()
 
-c1, c2, c3 = st.columns([3, 2, 1])
+c1, c2, c3, c4 = st.columns([3, 2, 1, 2])
 with c1:
     _ui.bind("w_layers_runs", [v.run], lambda x: isinstance(x, list) and all(n in names for n in x))
     chosen = st.multiselect("Runs to overlay", names, key="w_layers_runs",
@@ -26,6 +27,11 @@ with c3:
     _ui.bind("w_relative", False)
     relative = st.toggle("Relative depth", key="w_relative",
                          help="x = layer / (number of layers): models of different depth line up")
+with c4:
+    nulls = nulls_of(runs, v.run)
+    null_pick = st.selectbox("Gaussian null (seed 003)", ["none"] + nulls, key="w_layers_null",
+                             help="dashed grey: the same token counts drawn from a Gaussian "
+                                  "(`normvar null RUN`, or the button on Runs)")
 if v.run not in chosen:
     chosen = [v.run] + list(chosen)
 
@@ -39,8 +45,15 @@ try:
         curves[name] = df
         depths[name] = _ui.num_hidden_states(r)
         rows.append(df.assign(run=name, model=r.meta.get("model")))
+    null_curves = {}
+    if null_pick != "none":
+        nr = _ui.open_run(null_pick)
+        if nr is not None:
+            label = "Gaussian null (" + str(nr.meta.get("source", "")).split(":")[1] + ")"
+            null_curves[label] = _ui.tradeoff(nr, band)
+            depths[label] = _ui.num_hidden_states(nr)
     fig = figures.layers_figure(curves, relative=relative, num_hidden_states=depths,
-                                presentation=v.presentation)
+                                presentation=v.presentation, null_curves=null_curves)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

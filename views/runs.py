@@ -110,6 +110,21 @@ if run is not None:
     c[5].metric("sentences", _ui.fmt_int(m.get("n_sentences")))
     st.caption(f"{m.get('architecture') or ''} · corpus `{m.get('corpus_name')}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
+    if not str(m.get("source") or "model").startswith("null:"):
+        with st.container(horizontal=True):
+            kind = st.selectbox("Gaussian null", ["isotropic", "offset", "matched"], key="w_null_kind",
+                                help="seed 003: the same token counts, layers and d drawn from a Gaussian "
+                                     "(isotropic N(0, Q/d I); offset N(c, V/d I), |c|² = M; matched N(μ_t, V_t/d I))")
+            if st.button("Draw the Gaussian null", key="w_null_go", icon=":material/casino:"):
+                from normvar_core.runs.null import null_name, write_null_run
+
+                try:
+                    with st.spinner("drawing the null from sufficient statistics ..."):
+                        path = write_null_run(run, kind, _ui.data_dir() / "runs" / f"{null_name(run, kind, 0)}.duckdb",
+                                              overwrite=True)
+                    st.success(f"Published `{path.stem}`: pick it as the Gaussian null on Layers.")
+                except Exception as err:  # noqa: BLE001
+                    _ui.show_error(err)
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Corpus-level statistics per layer** (all types; eqs. 8–11)")

@@ -21,6 +21,7 @@ from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, QCOLORS, 
 from normvar_core.constants import STUDY_BAND
 
 MAX_POINTS = 100_000
+NULL_COLOR = "#9a9a9a"  # Gaussian null runs (seed 003): dashed grey, behind the real curves
 
 _LABEL = {
     "q": "Q(X<sub>t</sub>)", "m": "M(X<sub>t</sub>)", "v": "V(X<sub>t</sub>)",
@@ -179,11 +180,20 @@ def _xcol(df: pd.DataFrame, relative: bool, num_hidden_states: int | None) -> np
 
 def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
                   num_hidden_states: Mapping[str, int] | None = None, mark_layer: Mapping[str, int] | None = None,
-                  presentation: bool = False, title: str | None = None) -> go.Figure:
+                  presentation: bool = False, title: str | None = None,
+                  null_curves: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
     """C.V. of Q(X_t), slope and R^2 of V on M, against layer; one line per run (``curves``: label ->
-    ``analyses.tradeoff`` table). ``relative``: x = layer / (hidden states - 1)."""
+    ``analyses.tradeoff`` table). ``relative``: x = layer / (hidden states - 1). ``null_curves``: the
+    same for Gaussian null runs (seed 003), drawn as dashed grey lines."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=("C.V. of Q(X<sub>t</sub>)", "slope (V on M)", "R²"),
                         horizontal_spacing=0.08)
+    for label, df in (null_curves or {}).items():
+        df = df.sort_values("layer")
+        x = _xcol(df, relative, (num_hidden_states or {}).get(label))
+        for col, key in enumerate(("cv_q", "slope", "r2"), start=1):
+            fig.add_trace(go.Scatter(x=x, y=df[key], mode="lines", name=label, legendgroup=label, showlegend=col == 1,
+                                     line=dict(color=NULL_COLOR, width=2, dash="dash"),
+                                     hovertemplate=f"{label}<br>{key} = %{{y:.4g}}<extra></extra>"), row=1, col=col)
     for i, (label, df) in enumerate(curves.items()):
         df = df.sort_values("layer")
         x = _xcol(df, relative, (num_hidden_states or {}).get(label))

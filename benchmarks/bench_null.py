@@ -1,0 +1,29 @@
+"""A Gaussian null at the study's scale: bert-base shape (13 layers x 768 d x 30,000 types, counts
+summing to ~12M embeddings per layer) drawn from sufficient statistics (stats.null), per kind.
+Usage: .venv/bin/python benchmarks/bench_null.py"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from normvar_core.stats.null import null_stats  # noqa: E402
+from normvar_core.stats.tokenstats import TokenStats  # noqa: E402
+
+L, T, d = 13, 30_000, 768
+rng = np.random.default_rng(0)
+n = np.maximum(1, (12_000_000 * (np.arange(1, T + 1) ** -1.0) / np.sum(np.arange(1, T + 1) ** -1.0))).astype(np.int64)
+mean = rng.standard_normal((L, T, d)).astype(np.float32)
+base = TokenStats(np.arange(T), n, mean, np.full((L, T), 200.0), np.full((L, T), 20.0), np.full((L, T), 180.0))
+totals = pd.DataFrame({"layer": np.arange(L), "q": 200.0, "m": 20.0, "v": 180.0})
+print(f"bert-base shape: {L} layers x {T:,} types x {d} d, sum n_t = {n.sum():,} embeddings per layer\n")
+print("| kind | seconds |\n|---|---:|")
+for kind in ("isotropic", "offset", "matched"):
+    t = time.perf_counter()
+    null_stats(kind, base, totals, seed=0)
+    print(f"| {kind} | {time.perf_counter() - t:.1f} |")

@@ -1,0 +1,56 @@
+"""Publish the Gaussian null run of a run (``stats.null``): same token ids and strings, counts n_t,
+layers and d; statistics drawn from the null. The run row says where it came from:
+``source = 'null:<kind>:<run>'``, the seed in its notes. No torch: O(L·T·d) numpy draws."""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from pathlib import Path
+
+import numpy as np
+
+from normvar_core.errors import NormvarError
+from normvar_core.runs.reader import Run
+from normvar_core.runs.record import RunRecord
+from normvar_core.runs.tables import moments_tables, sentence_length_table
+from normvar_core.runs.writer import write_tables
+from normvar_core.stats.null import KINDS, null_stats
+
+
+def null_name(run: Run, kind: str, seed: int) -> str:
+    return f"{run.name}__null-{kind}-s{seed}"[:128]
+
+
+def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwrite: bool = False) -> Path:
+    """Draw the null ``kind`` of ``run`` and publish it at ``out_path`` (atomically)."""
+    if kind not in KINDS:
+        raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(KINDS)}")
+    if seed < 0:
+        raise NormvarError(f"seed must be >= 0, got {seed}", fix="pass --seed 0 or more")
+    if str(run.meta.get("source") or "model").startswith("null:"):
+        raise NormvarError(f"run {run.name!r} is itself a null run", fix="draw the null of the real run")
+    t0 = time.monotonic()
+    stats = run.stats()
+    null = null_stats(kind, stats, run.layer_stats(), seed=seed)
+    tokens = run.tokens()["token"].tolist()
+    tables = dict(moments_tables(null, tokens))
+    hist = run.sentence_length_hist()
+    tables["sentence_lengths"] = sentence_length_table(np.repeat(hist["words"].to_numpy(), hist["count"].to_numpy()))
+    known = set(RunRecord.__dataclass_fields__)
+    meta = {k: v for k, v in run.meta.items() if k in known}
+    record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": ["moments"],
+                          "created_at": _dt.datetime.now(_dt.timezone.utc), "seconds": time.monotonic() - t0,
+                          "notes": {**(run.meta.get("notes") or {}), "null": {"kind": kind, "seed": int(seed),
+                                                                                "of": run.name}}})
+    return write_tables(out_path, record, tables, overwrite=overwrite)
+
+
+def nulls_of(runs_table, name: str) -> list[str]:
+    """Names of the published null runs drawn from run ``name`` (a ``list_runs`` table with a source column)."""
+    if "source" not in runs_table:
+        return []
+    src = runs_table["source"].fillna("")
+    return runs_table.loc[src.str.startswith("null:") & src.str.endswith(f":{name}"), "name"].tolist()
+
+
+__all__ = ["write_null_run", "null_name", "nulls_of"]

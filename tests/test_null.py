@@ -1,0 +1,129 @@
+"""Gaussian null runs (seed 003): shapes equal to the source run's; the sufficient-statistic draws equal
+brute-force simulation in distribution; the isotropic null's closed forms; the CLI."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from normvar_core.errors import NormvarError
+from normvar_core.runs.null import write_null_run
+from normvar_core.runs.reader import list_runs, open_run
+from normvar_core.service import cli
+from normvar_core.stats import analyses
+from normvar_core.stats.null import draw_type_moments, null_stats
+from normvar_core.stats.tokenstats import TokenStats
+from test_dashboard_apptest import data_dir  # noqa: F401  (fixture: the real MiniLM dashboard run)
+from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
+
+
+def _qmv(mean, S, n):
+    m = (mean ** 2).sum(-1)
+    v = S / n
+    return m + v, m, v
+
+
+@pytest.mark.parametrize("n,d", [(2, 8), (5, 8), (30, 3)])
+def test_sufficient_statistics_equal_brute_force_in_distribution(n, d):
+    rng = np.random.default_rng(0)
+    reps = 4000
+    mu = np.linspace(-1, 2, d)
+    s2 = 0.7
+    # brute force: n draws of N(mu, s2 I), per repetition
+    X = mu + np.sqrt(s2) * rng.standard_normal((reps, n, d))
+    xbar = X.mean(1)
+    bq, bm, bv = _qmv(xbar, ((X - xbar[:, None]) ** 2).sum((1, 2)), n)
+    mean, S = draw_type_moments(np.tile(mu, (reps, 1)), s2, np.full(reps, n), rng)
+    q, m, v = _qmv(mean, S, n)
+    for a, b in ((q, bq), (m, bm), (v, bv)):
+        se = np.sqrt(a.var() / reps + b.var() / reps)
+        assert abs(a.mean() - b.mean()) < 4.5 * se, (a.mean(), b.mean(), se)
+        assert abs(a.var() / b.var() - 1) < 0.12                        # spreads agree too
+    # closed forms: E[V] = s2 d (n-1)/n, E[M] = |mu|^2 + s2 d / n
+    assert abs(v.mean() - s2 * d * (n - 1) / n) < 4.5 * v.std() / np.sqrt(reps)
+    assert abs(m.mean() - (mu @ mu + s2 * d / n)) < 4.5 * m.std() / np.sqrt(reps)
+
+
+def test_isotropic_closed_forms():
+    rng = np.random.default_rng(1)
+    T, d = 3000, 256
+    n = np.unique(np.round(10 ** rng.uniform(1, 4, T)).astype(np.int64))
+    T = n.size
+    base = TokenStats.from_moments(np.arange(T), n, np.zeros((1, T, d)), np.full((1, T), d * 1.0) * n)
+    totals = pd.DataFrame({"layer": [0], "q": [float(d)], "m": [0.0], "v": [float(d)]})
+    st = null_stats("isotropic", base, totals, seed=3)
+    cv = st.q[0].std() / st.q[0].mean()
+    assert cv == pytest.approx(np.sqrt(2 / d * np.mean(1 / n)), rel=0.1)           # seed 003: concentration
+    slope = np.polyfit(np.log10(n), np.log10(st.m[0]), 1)[0]
+    assert slope == pytest.approx(-1.0, abs=0.05)                                   # M ~ 1/n_t
+    assert np.median(st.m[0] / st.v[0] * n) == pytest.approx(1.0, rel=0.1)         # M/V ~ 1/n_t
+
+
+def test_null_run_has_the_shape_of_its_source(tmp_path, written_run_path):
+    run = open_run(written_run_path)
+    for kind in ("isotropic", "offset", "matched"):
+        path = write_null_run(run, kind, tmp_path / f"n-{kind}.duckdb", seed=2)
+        null = open_run(path)
+        assert null.meta["source"] == f"null:{kind}:{run.name}" and null.meta["notes"]["null"]["seed"] == 2
+        assert null.layers == run.layers and null.dim == run.dim and null.accumulators == ["moments"]
+        for layer in run.layers:
+            a, b = run.token_table(layer), null.token_table(layer)
+            assert a["token_id"].tolist() == b["token_id"].tolist() and a["token"].tolist() == b["token"].tolist()
+            assert a["n"].tolist() == b["n"].tolist()
+        st = null.stats()
+        np.testing.assert_allclose(st.q, st.m + st.v, rtol=1e-12)
+        ls = null.layer_stats()
+        if kind == "offset":  # the same Q(X) and M(X) as the source, up to sampling error
+            src = run.layer_stats()
+            np.testing.assert_allclose(ls["q"], src["q"], rtol=0.15)
+    with pytest.raises(NormvarError, match="itself a null run"):
+        write_null_run(open_run(path), "isotropic", tmp_path / "x.duckdb")
+
+
+def test_null_cli(tmp_path, capsys, written_run_path):
+    data = tmp_path / "data"
+    (data / "runs").mkdir(parents=True)
+    import shutil
+
+    shutil.copy(written_run_path, data / "runs" / "g.duckdb")
+    assert cli.main(["null", "g", "--kind", "matched", "--seed", "1", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.endswith("g__null-matched-s1.duckdb")
+    runs = list_runs(data).set_index("name")
+    assert runs.loc["g__null-matched-s1", "source"] == "null:matched:g"
+    assert cli.main(["null", "g", "--kind", "matched", "--seed", "1", "--data-dir", str(data)]) == 2  # taken
+    assert cli.main(["null", "nope", "--data-dir", str(data)]) == 2
+    assert cli.main(["null", "g", "--seed", "-3", "--data-dir", str(data)]) == 2
+    tr = analyses.tradeoff(open_run(out).stats(), 1, 1e9)
+    assert len(tr) == len(open_run(out).layers)
+
+
+def test_layers_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):  # noqa: F811
+    """Runs page button draws the null; the Layers page overlays it as dashed grey lines whose values
+    are the null run's own trade-off."""
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    from test_dashboard_apptest import APP, RUN, arr, figure
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir / "runs", data / "runs")
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"run": RUN})
+    at.run()
+    at.switch_page("views/runs.py").run()
+    at.selectbox(key="w_null_kind").set_value("offset")
+    at.button(key="w_null_go").click().run()
+    assert not at.exception and any("Published" in s.value for s in at.success)
+    null_name = f"{RUN}__null-offset-s0"
+    assert (data / "runs" / f"{null_name}.duckdb").exists()
+    at.switch_page("views/layers.py").run()
+    at.selectbox(key="w_layers_null").set_value(null_name).run()
+    assert not at.exception
+    fig = figure(at, "")
+    dashed = [t for t in fig["data"] if (t.get("line") or {}).get("dash") == "dash"]
+    assert len(dashed) == 3
+    want = analyses.tradeoff(open_run(data / "runs" / f"{null_name}.duckdb").stats(), 10, 1e5)
+    np.testing.assert_allclose(arr(dashed[1]["y"]), want.sort_values("layer")["slope"].to_numpy(), rtol=1e-9)
