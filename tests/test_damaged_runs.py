@@ -12,6 +12,7 @@ import pytest
 from normvar_core.errors import NormvarError
 from normvar_core.runs.reader import list_runs, open_run
 from normvar_core.service import cli
+from test_dashboard_apptest import data_dir  # noqa: F401  (fixture: the real MiniLM dashboard run)
 from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
 
 TABLES = ("run", "token_stats", "token_means", "layer_stats", "frequency_hist", "samples", "sentence_lengths")
@@ -90,3 +91,31 @@ def test_a_writer_removes_temp_files_of_dead_processes(tmp_path, written_run_pat
     run = _open(written_run_path)
     write_tables(runs / "new.duckdb", run.record, {"sentence_lengths": run.sentence_length_hist()})
     assert not any(p.exists() for p in stale) and alive.exists()
+
+
+@pytest.mark.slow
+def test_every_page_survives_a_damaged_newest_run(tmp_path, monkeypatch, data_dir):  # noqa: F811
+    """A run file cut short is the newest in the folder: it is never selected, the Runs page names it,
+    every page renders with the good run."""
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.viz.pages import PAGES
+    from test_dashboard_apptest import APP, RUN
+
+    runs = tmp_path / "data" / "runs"
+    shutil.copytree(data_dir / "runs", runs)
+    bad = runs / "zz-newest.duckdb"
+    shutil.copy(runs / f"{RUN}.duckdb", bad)
+    _cut(bad, 0.6)
+    os.utime(bad, (time.time() + 60, time.time() + 60))
+    monkeypatch.setenv("NORMVAR_DATA", str(tmp_path / "data"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception and at.selectbox(key="w_run").value == RUN
+    assert any("zz-newest" in w.value and "damaged" in w.value for w in at.warning)
+    for page in PAGES:
+        at.switch_page(f"views/{page.file}").run()
+        assert not at.exception, (page.key, [e.value for e in at.exception])
+        assert not at.error, (page.key, [e.value for e in at.error])

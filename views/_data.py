@@ -42,6 +42,21 @@ def _list_runs(root: str, signature: tuple) -> pd.DataFrame:
     return runfile.list_runs(root)
 
 
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _damaged(root: str, signature: tuple) -> pd.DataFrame:
+    from normvar_core.runs import runfile
+
+    runs = runfile.list_runs(root, include_damaged=True)
+    return runs[runs["status"] == "damaged"][["name", "path", "problem"]].reset_index(drop=True)
+
+
+def damaged_runs() -> pd.DataFrame:
+    """Run files that fail the integrity check (name, path, problem): listed on Runs, never selected."""
+    dd = DataDir(data_dir())
+    sig = tuple((p.name, _mtime(p)) for p in dd.published_runs())
+    return _damaged(str(dd.root), sig)
+
+
 def runs_table() -> pd.DataFrame:
     """Published runs (``runfile.list_runs``), re-read only when the runs folder changes."""
     dd = DataDir(data_dir())
@@ -200,4 +215,4 @@ def num_hidden_states(run) -> int:
 
 
 
-__all__ = ['data_dir', 'runs_table', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states']
+__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states']

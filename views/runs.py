@@ -95,6 +95,10 @@ else:
                  column_config={"|T|": st.column_config.NumberColumn(format="localized"),
                                 "|X| per layer": st.column_config.NumberColumn(format="localized")})
 
+damaged = _ui.damaged_runs()
+for _, r in damaged.iterrows():
+    st.warning(f"**{r['name']}** is damaged and left out of every page: {r['problem']}", icon=":material/warning:")
+
 jobs_panel()
 
 run = _ui.current_run()
