@@ -46,3 +46,39 @@ def test_frequency_page_shows_self_similarity(app, run):
     fig = figure(at, "Self-similarity")
     ss = run.table("token_selfsim").query("layer == 2").dropna(subset=["self_similarity"])
     np.testing.assert_allclose(np.sort(arr(fig["data"][0]["y"])), np.sort(ss["self_similarity"].to_numpy()))
+
+
+def test_token_view_renders_from_a_url(app, run):
+    """?page=token&token=her: n_t, Q/M/V across layers equal the run's, contexts ordered by distance."""
+    from normvar_core.stats.contexts import contexts
+
+    at = open_page(app, "token", token="her")
+    qmv = figure(at, "Q, M, V across layers")
+    table = run.token_table(3)
+    tid = int(table.loc[table["token"] == "her", "token_id"].iloc[0])
+    st_ = run.stats()
+    col = int(np.searchsorted(st_.token_ids, tid))
+    np.testing.assert_allclose(arr(qmv["data"][1]["y"]), st_.m[:, col])       # M(X_t) per layer
+    md = " ".join(m.value for m in at.markdown)
+    assert "Most typical" in md and "<mark><b>her</b></mark>" in md
+    layer = run.layers[len(run.layers) // 2]
+    smp = run.samples(layer, [tid])
+    want = contexts(smp, st_.mean[st_.layer(layer), col], run.sentences(smp["sentence_id"].tolist()))
+    first = next(m.value for m in at.markdown if "‖x − μ‖" in m.value)
+    assert f"{want['distance'].iloc[0]:.3f}" in first
+    assert at.query_params["token"] == ["her"] or at.query_params["token"] == "her"
+
+
+def test_clouds_hover_shows_the_sentence(app, run):
+    at = open_page(app, "clouds")
+    fig = figure(at, "sampled embeddings")
+    pts = fig["data"][0]
+    assert "customdata[1]" in pts["hovertemplate"]
+    ctx = [c[1] for c in pts["customdata"]]
+    toks = list(pts["text"])
+    words = [c for c, t in zip(ctx, toks) if not (t.startswith("[") and t.endswith("]"))]
+    assert words and all("<b>" in c for c in words)               # the token highlighted in its sentence
+    assert all(c for c in ctx)                                    # specials: their sentence, no highlight
+    sents = set(run.sentences().values())
+    plain = ctx[0].replace("<b>", "").replace("</b>", "").replace("… ", "").replace(" …", "")
+    assert any(plain in s for s in sents)

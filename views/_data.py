@@ -171,7 +171,7 @@ def _cloud(path: str, mtime: int, layer: int, ids: tuple[int, ...]):
     samples = run.samples(layer, list(ids))
     tt = _token_table(path, mtime, layer)
     n = dict(zip(tt["token_id"].astype(int), tt["n"].astype(int)))
-    return clouds.pca_cloud(samples, n)
+    return clouds.pca_cloud(samples, n, sentences=run.sentences(samples["sentence_id"].tolist()))
 
 
 def cloud(run, layer: int, ids) -> Any:

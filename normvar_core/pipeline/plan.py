@@ -102,6 +102,7 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     unk_n = int(n[ids == unk].sum()) if unk is not None else 0
     sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     uniform = S.plan_uniform(batch_list, size=cfg.id_sample if cfg.geometry else 0, seed=cfg.seed, **excl)
+    S.char_spans(sample_plan, sentences, tokenizer, wrapped=B.wrap_tokens(tokenizer)[0] is not None)
     return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
                    n_truncated=int(n_truncated), token_ids=ids, counts=n,
                    tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan, uniform=uniform,

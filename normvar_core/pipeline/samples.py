@@ -69,10 +69,32 @@ class SamplePlan:
     sentence: np.ndarray
     offset: np.ndarray
     by_batch: dict = field(default_factory=dict)
+    char_start: np.ndarray | None = None   # the token's character span in its sentence (-1: unknown)
+    char_end: np.ndarray | None = None
 
     @property
     def size(self) -> int:
         return int(self.token_ids.size)
+
+
+def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bool) -> None:
+    """Fill ``plan.char_start/char_end``: each pick's character span in its sentence, from the fast
+    tokenizer's offset mapping (position 0 = the first token of the model input; ``wrapped``: the
+    run added a BOS-like separator in front). Slow tokenizers and special tokens give -1."""
+    start = np.full(plan.size, -1, np.int64)
+    end = np.full(plan.size, -1, np.int64)
+    if plan.size and getattr(tokenizer, "is_fast", False):
+        uniq = np.unique(plan.sentence)
+        enc = tokenizer([sentences[int(s)] for s in uniq], add_special_tokens=True, return_offsets_mapping=True,
+                        truncation=False, verbose=False)
+        row = {int(s): i for i, s in enumerate(uniq)}
+        shift = 1 if wrapped else 0
+        for k in range(plan.size):
+            offs = enc["offset_mapping"][row[int(plan.sentence[k])]]
+            p = int(plan.offset[k]) - shift
+            if 0 <= p < len(offs) and offs[p][1] > offs[p][0]:
+                start[k], end[k] = offs[p]
+    plan.char_start, plan.char_end = start, end
 
 
 def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, exclude_special: bool,

@@ -282,28 +282,31 @@ class Run:
         return "sentence_id" in self.sample_columns
 
     def samples(self, layer: int, token_ids: Iterable[int] | None = None) -> pd.DataFrame:
-        """DataFrame[token_id, token, i, vector, sentence_id, position] of raw embeddings
-        (``vector``: float32 (d,)); sentence_id/position are -1 in runs older than the explorer."""
+        """DataFrame[token_id, token, i, vector, sentence_id, position, char_start, char_end] of raw
+        embeddings (``vector``: float32 (d,)); the context columns are -1 in runs older than the explorer."""
         self._check_layer(layer)
         if layer not in self._samples:
             if "samples" not in self.table_names:
                 tab = None
             else:
-                ctx = "sentence_id, position" if self.has_contexts else "-1 AS sentence_id, -1 AS position"
+                ctx = ", ".join(c if c in self.sample_columns else f"-1 AS {c}"
+                                for c in ("sentence_id", "position", "char_start", "char_end"))
                 tab = self._query(f"SELECT token_id, token, i, vector, {ctx} FROM samples WHERE layer = {int(layer)} "
                                   "ORDER BY token_id, i", "samples")
             if tab is None or tab.num_rows == 0:
                 e = np.zeros(0, np.int64)
-                self._samples[layer] = (e, [], e, np.zeros((0, self.dim), np.float32), e, e)
+                self._samples[layer] = (e, [], e, np.zeros((0, self.dim), np.float32), e, e, e, e)
             else:
                 self._samples[layer] = (tab.column("token_id").to_numpy(), tab.column("token").to_pylist(),
                                         tab.column("i").to_numpy(), list_to_matrix(tab.column("vector"), self.dim),
-                                        tab.column("sentence_id").to_numpy(), tab.column("position").to_numpy())
-        ids, toks, i, mat, sent, pos = self._samples[layer]
+                                        *(tab.column(c).to_numpy() for c in ("sentence_id", "position", "char_start",
+                                                                             "char_end")))
+        ids, toks, i, mat, sent, pos, c0, c1 = self._samples[layer]
         sel = np.ones(ids.size, bool) if token_ids is None else np.isin(ids, np.asarray(list(token_ids), np.int64))
         idx = np.flatnonzero(sel)
         return pd.DataFrame({"token_id": ids[idx], "token": [toks[k] for k in idx], "i": i[idx],
-                             "vector": list(mat[idx]), "sentence_id": sent[idx], "position": pos[idx]})
+                             "vector": list(mat[idx]), "sentence_id": sent[idx], "position": pos[idx],
+                             "char_start": c0[idx], "char_end": c1[idx]})
 
     def sentences(self, sentence_ids: Iterable[int] | None = None) -> dict[int, str]:
         """{sentence_id: text} of the sentences behind the samples ({} for older runs)."""

@@ -10,7 +10,8 @@ Schemas (``layer`` is always the model's hidden-state index, 0 = input embedding
 ``layer_stats(layer INTEGER, n BIGINT, q DOUBLE, m DOUBLE, v DOUBLE, v_w DOUBLE, v_b DOUBLE)``
 ``frequency_hist(log10_n_left DOUBLE, log10_n_right DOUBLE, count BIGINT)``
 ``sentence_lengths(words INTEGER, count BIGINT)``
-``samples(layer INTEGER, token_id BIGINT, token VARCHAR, i INTEGER, vector FLOAT[d], sentence_id BIGINT, position INTEGER)``
+``samples(layer INTEGER, token_id BIGINT, token VARCHAR, i INTEGER, vector FLOAT[d], sentence_id BIGINT, position INTEGER,
+char_start INTEGER, char_end INTEGER)`` (the token's character span in its sentence; -1 unknown)
 ``sentences(sentence_id BIGINT, text VARCHAR)``
 """
 from __future__ import annotations
@@ -92,18 +93,21 @@ def moments_tables(stats: TokenStats, tokens: list[str]) -> dict[str, TableData]
 
 
 def samples_tables(layer_index, *, token_ids, tokens, i, vectors, sentence_ids, positions,
-                   sentences: dict[int, str] | None) -> dict[str, TableData]:
+                   sentences: dict[int, str] | None, char_start=None, char_end=None) -> dict[str, TableData]:
     """samples (one part per layer) and sentences (only those some sample points at)."""
     s_ids = np.asarray(token_ids, np.int64)
     s_tok = pa.array([str(t) for t in tokens], type=pa.string())
     s_i = np.asarray(i, np.int32)
     s_sent = np.asarray(sentence_ids, np.int64)
     s_pos = np.asarray(positions, np.int32)
+    c0 = np.full(s_ids.size, -1, np.int32) if char_start is None else np.asarray(char_start, np.int32)
+    c1 = np.full(s_ids.size, -1, np.int32) if char_end is None else np.asarray(char_end, np.int32)
 
     def parts() -> Iterator[pa.Table]:
         for l, layer in enumerate(layer_index):
             yield pa.table({"layer": np.full(s_ids.size, int(layer), np.int32), "token_id": s_ids, "token": s_tok,
-                            "i": s_i, "vector": fixed_list(vectors[l]), "sentence_id": s_sent, "position": s_pos})
+                            "i": s_i, "vector": fixed_list(vectors[l]), "sentence_id": s_sent, "position": s_pos,
+                            "char_start": c0, "char_end": c1})
 
     out: dict[str, TableData] = {"samples": parts()}
     if sentences is not None:

@@ -24,10 +24,12 @@ class Cloud:
     """Where the origin projected before the translation (the mean's offset)."""
 
 
-def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None) -> Cloud:
+def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None,
+              sentences: dict[int, str] | None = None) -> Cloud:
     """``samples``: DataFrame[token_id, token, vector] (a Run's ``samples(layer, ids)``); ``n``: n_t by
     token_id for the colouring (defaults to the sample count). Deterministic (sign fixed so that
-    each component's largest-|loading| coordinate is positive)."""
+    each component's largest-|loading| coordinate is positive). With ``sentences`` ({sentence_id:
+    text}) each point also gets ``context``: its sentence around the token, the token in bold."""
     if samples is None or len(samples) == 0:
         empty = pd.DataFrame(columns=["token_id", "token", "n", "pc1", "pc2"])
         return Cloud(empty, (float("nan"), float("nan")), (0.0, 0.0))
@@ -55,4 +57,10 @@ def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None) -> Cloud
         nt = np.array([lookup.get(int(i), np.nan) for i in ids])
     coords = pd.DataFrame({"token_id": ids, "token": samples["token"].astype(str).to_numpy(), "n": nt,
                            "pc1": proj[:, 0], "pc2": proj[:, 1]})
+    if sentences and "sentence_id" in samples:
+        from normvar_core.stats.contexts import highlight
+
+        coords["sentence_id"] = samples["sentence_id"].to_numpy()
+        coords["context"] = [highlight(sentences.get(int(s), ""), int(a), int(b), mark=("<b>", "</b>"), window=14)
+                             for s, a, b in zip(samples["sentence_id"], samples["char_start"], samples["char_end"])]
     return Cloud(coords, (explained[0], explained[1]), (float(origin[0]), float(origin[1])))

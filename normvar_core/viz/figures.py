@@ -399,8 +399,12 @@ def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = N
         x=coords["pc1"], y=coords["pc2"], mode="markers", name="embeddings",
         marker=dict(size=6, color=logn, colorscale=COLORSCALE, opacity=0.7,
                     colorbar=dict(title=dict(text="log<sub>10</sub> n<sub>t</sub>"), thickness=14, len=0.8)),
-        text=coords["token"].to_numpy(dtype=str), customdata=coords["n"].to_numpy(dtype=np.float64),
-        hovertemplate="<b>%{text}</b> (n = %{customdata:,})<br>PC1 %{x:.3g}, PC2 %{y:.3g}<extra></extra>",
+        text=coords["token"].to_numpy(dtype=str),
+        customdata=np.stack([coords["n"].to_numpy(dtype=np.float64),
+                             coords["context"].to_numpy(dtype=object) if "context" in coords
+                             else np.full(len(coords), "", dtype=object)], axis=1) if len(coords) else None,
+        hovertemplate="<b>%{text}</b> (n = %{customdata[0]:,})<br>%{customdata[1]}<br>"
+                      "PC1 %{x:.3g}, PC2 %{y:.3g}<extra></extra>",
     ))
     if label_tokens and len(coords):
         cent = coords.groupby("token", sort=False)[["pc1", "pc2"]].mean().reset_index()

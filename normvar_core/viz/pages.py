@@ -21,6 +21,7 @@ PAGES: tuple[Page, ...] = (
     Page("decomposition", "decomposition.py", "Decomposition", "stacked_bar_chart", "Explore"),
     Page("frequency", "frequency.py", "Frequency", "bar_chart", "Explore"),
     Page("clouds", "clouds.py", "Token clouds", "bubble_chart", "Explore"),
+    Page("token", "token.py", "Token", "search", "Explore"),
     Page("geometry", "geometry.py", "Geometry", "blur_on", "Geometry"),
     Page("outliers", "outliers.py", "Outliers", "flare", "Geometry"),
     Page("compare", "compare.py", "Compare", "compare", "Work"),

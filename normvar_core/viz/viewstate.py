@@ -122,6 +122,8 @@ class ViewState:
     presentation: bool = False
     run2: str | None = None
     depth: float | None = None
+    token: str | None = None
+    """The Token view's token (``?token=``)."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
@@ -136,6 +138,7 @@ class ViewState:
             presentation=parse_bool(params.get("present")),
             run2=_first(params.get("run2")) or None,
             depth=None if depth is None else min(max(depth, 0.0), 1.0),
+            token=(_first(params.get("token")) or "")[:MAX_TOKEN_CHARS] or None,
         )
 
     def to_query(self) -> dict[str, str]:
@@ -156,6 +159,8 @@ class ViewState:
             q["run2"] = self.run2
         if self.depth is not None:
             q["depth"] = _num(round(self.depth, 3))
+        if self.token:
+            q["token"] = self.token
         return q
 
     def with_(self, **changes: Any) -> "ViewState":

@@ -82,7 +82,8 @@ class SampleAccumulator(Accumulator):
         p = self.plan
         return samples_tables(
             ctx.layers, token_ids=p.token_ids, tokens=[ctx.tokens.get(int(t), "") for t in p.token_ids], i=p.i,
-            vectors=result["vectors"], sentence_ids=p.sentence, positions=p.offset, sentences=None)
+            vectors=result["vectors"], sentence_ids=p.sentence, positions=p.offset, sentences=None,
+            char_start=p.char_start, char_end=p.char_end)
 
     def sentence_ids(self, result) -> set[int]:
         return {int(s) for s in np.unique(self.plan.sentence)}
