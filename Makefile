@@ -22,9 +22,9 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt pyprojec
 
 # Debian's chromium for the browser tests and static figure export (kaleido).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
-	  echo "could not install chromium (browser tests will fail): run 'apt-get install chromium' as root"; }
+	@{ command -v chromium >/dev/null 2>&1 && command -v pdftoppm >/dev/null 2>&1; } || { \
+	  (apt-get update -qq && apt-get install -y -qq chromium poppler-utils >/dev/null) || \
+	  echo "could not install chromium/poppler-utils (browser and report tests will fail): run 'apt-get install chromium poppler-utils' as root"; }
 
 test: venv browser
 	$(PY) -m pytest

@@ -62,6 +62,25 @@ def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None
                         icon=":material/table:", **common)
 
 
+def report_button(runs: list, *, key: str) -> None:
+    """'Download report': the slide deck of ``runs`` (python-pptx), built only when clicked."""
+    def build() -> bytes:
+        import tempfile
+        from pathlib import Path
+
+        from normvar_core.report.slides import build_slides
+        from normvar_core.report.writers import write_report
+
+        with tempfile.TemporaryDirectory() as tmp:
+            return write_report(build_slides(runs), Path(tmp) / "report.pptx", "pptx").read_bytes()
+
+    name = _safe("_vs_".join(r.name for r in runs)) + ".pptx"
+    st.download_button("Download report (slides)", data=build, file_name=name, key=key, on_click="ignore",
+                       mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
+                       icon=":material/slideshow:", help="one slide per figure of the study, takeaways computed from "
+                       "the numbers, exact values in the speaker notes (also: normvar report RUN --format pdf|html)")
+
+
 def show_error(err: Exception) -> None:
     if isinstance(err, NormvarError):
         st.error(f"{err.message}" + (f"  \n**Fix:** {err.fix}" if err.fix else ""), icon=":material/error:")
@@ -75,4 +94,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['report_button', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

@@ -56,6 +56,7 @@ except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
 
+_ui.report_button([run_a, run_b], key="w_report_compare")
 _ui.chart(layers_fig, key="cmp_layers",
           data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
           name=f"compare_{run_a.name}_{run_b.name}_layers")

@@ -114,6 +114,7 @@ if run is not None:
     c[5].metric("sentences", _ui.fmt_int(m.get("n_sentences")))
     st.caption(f"{m.get('architecture') or ''} · corpus `{m.get('corpus_name')}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
+    _ui.report_button([run], key="w_report_run")
     if not str(m.get("source") or "model").startswith("null:"):
         with st.container(horizontal=True):
             kind = st.selectbox("Gaussian null", ["isotropic", "offset", "matched"], key="w_null_kind",

@@ -1,0 +1,204 @@
+"""The slides of a report: a registry of builders, each taking the report's runs and returning a Slide
+or None when the runs lack what it needs (so a new figure is one function + one registry line).
+
+A Slide holds a plotly figure in the presentation theme at 16:9, a one-line takeaway computed from the
+numbers, and speaker notes with the exact values."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from normvar_core.constants import STUDY_BAND
+from normvar_core.stats import analyses
+from normvar_core.viz import figures
+from normvar_core.viz import geometry_figures as GF
+from normvar_core.viz.clouds import pca_cloud
+from normvar_core.viz.viewstate import default_layer
+
+WIDTH, HEIGHT = 1600, 900  # 16:9
+
+
+@dataclass
+class Slide:
+    title: str
+    takeaway: str
+    notes: str
+    figure: go.Figure | None = None
+    lines: list[str] = field(default_factory=list)   # a text slide (the title slide)
+    _png: bytes | None = field(default=None, repr=False)
+
+    def png(self) -> bytes:
+        """The figure as a 16:9 PNG (kaleido), rendered once and shared by the PPTX and PDF writers."""
+        if self._png is None:
+            from normvar_core.viz.figures import to_image
+
+            self._png = to_image(self.figure, "png", width=WIDTH, height=HEIGHT - 120, scale=1.25)
+        return self._png
+
+
+def _fit(fig: go.Figure) -> go.Figure:
+    fig.update_layout(width=WIDTH, height=HEIGHT - 120, title=None)
+    return fig
+
+
+def _table_notes(df: pd.DataFrame, cols: list[str]) -> str:
+    return df[cols].to_string(index=False, float_format=lambda x: f"{x:.6g}")
+
+
+def _depth(run) -> int:
+    return run.num_hidden_states
+
+
+def reproduce(run) -> str:
+    """The ``normvar compute`` command that reproduces the run (from its stored RunConfig)."""
+    from normvar_core.config import RunConfig
+
+    opts = dict(run.meta.get("options") or {})
+    default = RunConfig()
+    parts = ["normvar", "compute"]
+    for k, v in sorted(opts.items()):
+        if not hasattr(default, k) or v == getattr(default, k) or (k == "layers" and v is None):
+            continue
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, bool):
+            parts.append(flag if v else f"--no-{k.replace('_', '-')}")
+        elif isinstance(v, list):
+            parts += [flag, ",".join(map(str, v))]
+        else:
+            parts += [flag, str(v)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+# ----------------------------------------------------------------------------- builders
+def title_slide(runs) -> Slide:
+    lines = []
+    for run in runs:
+        m = run.meta
+        lines += [f"{run.name}: {m.get('model')}" + (f" @ {m['revision']}" if m.get("revision") else "")
+                  + f" ({m.get('architecture')}, {m.get('norm_placement')}-{m.get('norm_type')}, "
+                  f"{m.get('num_layers')} layers × {m.get('dim')} d)",
+                  f"corpus {m.get('corpus_name')}: {int(m.get('n_sentences') or 0):,} sentences; "
+                  f"|X| = {int(m.get('n_embeddings') or 0):,} per layer, |T| = {int(m.get('n_types') or 0):,}; "
+                  f"{m.get('created_at')}",
+                  f"reproduce: {reproduce(run)}"]
+    title = "Norm of the mean vs. variance of contextualized embeddings"
+    return Slide(title, "Exact statistics over every embedding (normvar)", "\n".join(lines), lines=lines)
+
+
+def tradeoff_slide(runs) -> Slide | None:
+    run = runs[0]
+    tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
+    if tr["r2"].isna().all():
+        return None
+    best = tr.loc[tr["r2"].idxmax()]
+    layer = int(best["layer"])
+    points = figures.tradeoff_points(run.token_table(layer), *STUDY_BAND)
+    fig = figures.tradeoff_scatter(points, figures.fit_row(tr, layer=layer), presentation=True)
+    take = (f"At layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope {best['slope']:.2f}, "
+            f"R² {best['r2']:.2f} over {int(best['n_types']):,} types")
+    return Slide(f"{run.name}: the M–V trade-off (Fig. 2)", take,
+                 _table_notes(tr, ["layer", "n_types", "cv_q", "slope", "intercept", "r2"]), _fit(fig))
+
+
+def layers_slide(runs) -> Slide | None:
+    curves = {r.name: analyses.tradeoff(r.stats(), *STUDY_BAND) for r in runs}
+    rel = len(runs) > 1
+    fig = figures.layers_figure(curves, relative=rel, num_hidden_states={r.name: _depth(r) for r in runs},
+                                presentation=True)
+    parts, notes = [], []
+    for name, tr in curves.items():
+        m = tr.loc[tr["cv_q"].idxmin()]
+        parts.append(f"{name}: C.V. of Q is smallest at layer {int(m['layer'])} ({m['cv_q']:.3f}), where the "
+                     f"slope of V on M is {m['slope']:.2f}, R² {m['r2']:.2f}")
+        notes.append(f"{name}\n" + _table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
+    return Slide("Where the trade-off is strongest (Fig. 4)" + (" — relative depth" if rel else ""),
+                 "; ".join(parts), "\n\n".join(notes), _fit(fig))
+
+
+def decomposition_slide(runs) -> Slide | None:
+    if len(runs) > 1:
+        decs = {r.name: analyses.decomposition(r.stats(), *STUDY_BAND) for r in runs}
+        fig = figures.decomposition_compare(decs, relative=True, num_hidden_states={r.name: _depth(r) for r in runs},
+                                            presentation=True)
+        take = "; ".join(f"{n}: V_W/V grows from {d['v_w_over_v'].iloc[0]:.2f} to {d['v_w_over_v'].iloc[-1]:.2f}"
+                         for n, d in decs.items())
+        notes = "\n\n".join(f"{n}\n" + _table_notes(d, ["layer", "m_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v"])
+                            for n, d in decs.items())
+        return Slide("Q = M + V_W + V_B across depth (Fig. 5, 6)", take, notes, _fit(fig))
+    run = runs[0]
+    dec = analyses.decomposition(run.stats(), *STUDY_BAND)
+    fig = figures.decomposition_bars(dec, presentation=True)
+    take = (f"V_W/V grows from {dec['v_w_over_v'].iloc[0]:.2f} (layer {int(dec['layer'].iloc[0])}) to "
+            f"{dec['v_w_over_v'].iloc[-1]:.2f} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
+            f"{dec['m_over_q'].max():.2f} (layer {int(dec.loc[dec['m_over_q'].idxmax(), 'layer'])})")
+    return Slide(f"{run.name}: Q = M + V_W + V_B (Fig. 5, 6)", take,
+                 _table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"]), _fit(fig))
+
+
+def frequency_slide(runs) -> Slide | None:
+    run = runs[0]
+    regs = analyses.frequency_regressions(run.stats(), *STUDY_BAND)
+    layer = default_layer(run.layers)
+    fig = figures.frequency_scatter(figures.tradeoff_points(run.token_table(layer), *STUDY_BAND), regs, layer=layer,
+                                    presentation=True)
+    r = regs[regs["layer"] == layer].set_index("quantity")
+    take = (f"At layer {layer}, against log₁₀ n_t: M falls (slope {r.loc['M', 'slope']:.3f}), V rises "
+            f"({r.loc['V', 'slope']:.3f}), Q stays nearly flat ({r.loc['Q', 'slope']:.3f})")
+    return Slide(f"{run.name}: frequency (Fig. 7)", take, _table_notes(regs, ["layer", "quantity", "slope", "r2"]),
+                 _fit(fig))
+
+
+def clouds_slide(runs) -> Slide | None:
+    run = runs[0]
+    if not run.has("samples"):
+        return None
+    layer = default_layer(run.layers)
+    sampled = run.sampled_tokens()
+    have = set(sampled["token_id"].astype(int))
+    ids = [int(i) for i in analyses.select_tokens(run.stats(), run.tokens()["token"].tolist()) if int(i) in have]
+    ids = ids[:10] or sampled["token_id"].astype(int).head(10).tolist()
+    tt = run.token_table(layer)
+    cloud = pca_cloud(run.samples(layer, ids), dict(zip(tt["token_id"].astype(int), tt["n"].astype(int))))
+    fig = figures.clouds_figure(cloud.coords, explained=cloud.explained, presentation=True)
+    rows = tt[tt["token_id"].isin(ids)].sort_values("n")
+    take = (f"Rare tokens sit away from the origin (M large), frequent ones around it (V large): "
+            f"{rows['token'].iloc[0]!s} (n={int(rows['n'].iloc[0])}) M/Q={rows['m'].iloc[0] / rows['q'].iloc[0]:.2f} vs "
+            f"{rows['token'].iloc[-1]!s} (n={int(rows['n'].iloc[-1])}) M/Q={rows['m'].iloc[-1] / rows['q'].iloc[-1]:.2f}")
+    return Slide(f"{run.name}: token clouds at layer {layer} (Fig. 1)", take,
+                 _table_notes(rows, ["token", "n", "q", "m", "v"]), _fit(fig))
+
+
+def geometry_slide(runs) -> Slide | None:
+    have = [r for r in runs if r.has("geometry")]
+    if not have:
+        return None
+    curves = {r.name: r.table("layer_geometry") for r in have}
+    fig = GF.geometry_profiles(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
+                               presentation=True)
+    take = "; ".join(f"{n}: anisotropy peaks at {g['anisotropy'].max():.3f} (layer {int(g.loc[g['anisotropy'].idxmax(), 'layer'])}), "
+                     f"TwoNN ID {g['twonn_id'].min():.1f}–{g['twonn_id'].max():.1f}" for n, g in curves.items())
+    notes = "\n\n".join(f"{n}\n" + _table_notes(g, ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio",
+                                                    "mean_cosine", "twonn_id", "twonn_id_std"]) for n, g in curves.items())
+    return Slide("Layer geometry (seed 004, Fig. 1)", take, notes, _fit(fig))
+
+
+REGISTRY: list[Callable] = [title_slide, tradeoff_slide, layers_slide, decomposition_slide, frequency_slide,
+                            clouds_slide, geometry_slide]
+
+
+def build_slides(runs) -> list[Slide]:
+    """Every registered slide the runs support, in order."""
+    out = []
+    for builder in REGISTRY:
+        s = builder(runs)
+        if s is not None:
+            out.append(s)
+    return out
+
+
+__all__ = ["Slide", "REGISTRY", "build_slides", "reproduce", "WIDTH", "HEIGHT"]

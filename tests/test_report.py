@@ -1,0 +1,102 @@
+"""Reports for the lab meeting, on the real MiniLM run of the dashboard tests: the .pptx opened with
+python-pptx (a picture on every figure slide, the exact values in the notes), the PDF pages rendered
+with pdftoppm and not blank, the HTML loaded in a real browser with the network blocked."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from normvar_core.constants import STUDY_BAND
+from normvar_core.report.slides import build_slides, reproduce
+from normvar_core.report.writers import write_report
+from normvar_core.service import cli
+from normvar_core.stats import analyses
+from test_dashboard_apptest import RUN, RUN2, data_dir, run  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def slides(run):  # noqa: F811
+    return build_slides([run])
+
+
+def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa: F811
+    titles = [s.title for s in slides]
+    assert len(slides) == 7 and "Fig. 2" in titles[1] and "Fig. 4" in titles[2] and "seed 004" in titles[6]
+    tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
+    best = tr.loc[tr["r2"].idxmax()]
+    assert f"slope {best['slope']:.2f}, R² {best['r2']:.2f}" in slides[1].takeaway
+    low = tr.loc[tr["cv_q"].idxmin()]
+    assert f"layer {int(low['layer'])} ({low['cv_q']:.3f})" in slides[2].takeaway
+    assert reproduce(run) in slides[0].notes and "normvar compute" in reproduce(run)
+
+
+def test_pptx(slides, run, tmp_path):  # noqa: F811
+    from pptx import Presentation
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    path = write_report(slides, tmp_path / "r.pptx", "pptx")
+    prs = Presentation(path)
+    assert len(prs.slides) == len(slides)
+    assert prs.slide_width * 9 == prs.slide_height * 16
+    for s, sl in zip(slides, prs.slides):
+        pics = [sh for sh in sl.shapes if sh.shape_type == MSO_SHAPE_TYPE.PICTURE]
+        assert len(pics) == (1 if s.figure is not None else 0)
+        assert sl.notes_slide.notes_text_frame.text == s.notes
+    notes = prs.slides[1].notes_slide.notes_text_frame.text
+    tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
+    for slope in tr["slope"]:
+        assert f"{slope:.6g}" in notes
+
+
+def test_pdf_pages_are_not_blank(slides, tmp_path):
+    from PIL import Image
+
+    path = write_report(slides, tmp_path / "r.pdf", "pdf")
+    subprocess.run(["pdftoppm", "-png", "-r", "30", str(path), str(tmp_path / "p")], check=True)
+    pages = sorted(tmp_path.glob("p-*.png"))
+    assert len(pages) == len(slides)
+    for p in pages:
+        a = np.asarray(Image.open(p).convert("L"), dtype=np.float64)
+        assert a.std() > 10 and (a < 128).mean() > 0.005, p
+
+
+def test_cli_comparison_and_bad_destinations(tmp_path, capsys, data_dir):  # noqa: F811
+    out = tmp_path / "cmp.html"
+    assert cli.main(["report", RUN, RUN2, "--format", "html", "--out", str(out), "--data-dir", str(data_dir)]) == 0
+    text = out.read_text()
+    assert "relative depth" in text and "<script src=" not in text        # plotly.js is inlined
+    assert cli.main(["report", RUN, "--out", str(tmp_path / "missing" / "x.pptx"), "--data-dir", str(data_dir)]) == 2
+    assert cli.main(["report", "nope", "--out", str(tmp_path / "x.pptx"), "--data-dir", str(data_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("normvar: error:") for e in err)
+
+
+@pytest.mark.browser
+def test_html_renders_offline_in_a_real_browser(slides, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    path = write_report(slides, tmp_path / "r.html", "html")
+    requests = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                                          "--disable-background-networking", "--disable-component-update",
+                                          "--disable-sync"])
+        page = browser.new_page()
+
+        def block(route):
+            requests.append(route.request.url)
+            return route.continue_() if route.request.url.startswith("file://") else route.abort()
+
+        page.route("**/*", block)
+        page.goto(path.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6 && "
+                               "[...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)",
+                               timeout=60_000)
+        n = page.evaluate("document.querySelectorAll('.js-plotly-plot .main-svg').length")
+        browser.close()
+    assert n >= 6
+    assert [u for u in requests if not u.startswith("file://")] == []
