@@ -83,6 +83,8 @@ class RunConfig:
                         "there are GPUs), partial states merged exactly", choices=EXECUTORS)
     ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")
     workers: int | None = opt(None, "Ray actors (default: one per GPU, else 2)", minimum=1)
+    sweep: str | None = opt(None, "the training sweep this run belongs to (set by normvar sweep)")
+    step: int | None = opt(None, "the checkpoint's training step (set by normvar sweep)", minimum=0)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -137,9 +139,9 @@ class RunConfig:
             bad(f"sample_frac must be in (0, 1], got {self.sample_frac}", "e.g. --sample-frac 0.01")
         if self.layers is not None and (not self.layers or min(self.layers) < 0):
             bad(f"invalid layer subset {self.layers}", "give non-negative hidden-state indices, e.g. --layers 0,6,12")
-        if self.name is not None:
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.name):
-                bad(f"invalid run name {self.name!r}", "use letters, digits, '.', '_' and '-' (max 128)")
+        for label, value in (("run name", self.name), ("sweep name", self.sweep)):
+            if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
+                bad(f"invalid {label} {value!r}", "use letters, digits, '.', '_' and '-' (max 128)")
         return self
 
     # ------------------------------------------------------------------ CLI

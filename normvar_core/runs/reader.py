@@ -363,7 +363,7 @@ def open_run(path) -> Run:
 
 
 LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layers", "dim",
-                "norm_placement", "created_at", "path", "status", "problem", "source"]
+                "norm_placement", "created_at", "path", "status", "problem", "source", "sweep", "step"]
 
 
 def read_meta(path, *, check: bool = False) -> dict:
@@ -412,7 +412,8 @@ def list_runs(data_dir=None, *, errors: list | None = None, include_damaged: boo
                      "n_types": m.get("n_types"), "n_embeddings": m.get("n_embeddings"),
                      "num_layers": m.get("num_layers"), "dim": m.get("dim"),
                      "norm_placement": m.get("norm_placement"), "created_at": m.get("created_at"),
-                     "path": str(p), "status": "ok", "problem": None, "source": m.get("source") or "model"})
+                     "path": str(p), "status": "ok", "problem": None, "source": m.get("source") or "model",
+                     "sweep": m.get("sweep"), "step": m.get("step")})
     return pd.DataFrame(rows, columns=LIST_COLUMNS)
 
 

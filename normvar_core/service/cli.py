@@ -19,13 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
     from normvar_core.service import commands_null
     from normvar_core.service import commands_report
     from normvar_core.service import commands_runs
+    from normvar_core.service import commands_sweep
 
     parser = argparse.ArgumentParser(
         prog="normvar",
         description="Exact norm/variance statistics of contextualized embeddings.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (commands_runs, commands_contexts, commands_null, commands_report, commands_jobs, commands_app):
+    for module in (commands_runs, commands_contexts, commands_null, commands_report, commands_sweep, commands_jobs,
+                   commands_app):
         module.register(sub)
     return parser
 

@@ -1,0 +1,70 @@
+"""``normvar sweep --checkpoints DIR`` / ``normvar sweep --model ID --revisions step1000,step8000``: one
+run per checkpoint of a training series, queued as worker jobs and grouped as one sweep (the run row's
+``sweep`` and ``step``), with every option ``compute`` takes, the same for each checkpoint. ``--extend``
+adds checkpoints to an existing sweep, skipping the steps it already has."""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    from normvar_core.config import RunConfig
+    from normvar_core.service.args import add_data_dir
+
+    p = sub.add_parser("sweep", help="queue one run per training checkpoint (seed 004's training dynamics)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoints", default=None, help="a trainer's folder of checkpoint-<step>/ folders")
+    src.add_argument("--revisions", default=None, help="hub revisions of --model, e.g. step1000,step8000")
+    p.add_argument("--extend", action="store_true", help="add to an existing sweep: skip steps it already has")
+    RunConfig.add_arguments(p)  # --sweep names the sweep; --model is the hub id for --revisions
+    add_data_dir(p)
+    p.set_defaults(func=cmd_sweep)
+
+
+def sweep_configs(args: argparse.Namespace):
+    """(sweep name, [RunConfig per checkpoint], problems) — checked before anything is queued."""
+    from normvar_core.config import RunConfig
+    from normvar_core.errors import NormvarError
+    from normvar_core.pipeline.checkpoints import discover_checkpoints, parse_revisions
+
+    base = RunConfig.from_args(args)
+    if base.name is not None or base.step is not None:
+        raise NormvarError("--name and --step are set per checkpoint by the sweep", fix="use --sweep NAME instead")
+    problems: list[str] = []
+    if args.checkpoints:
+        cps, problems = discover_checkpoints(args.checkpoints)
+        default = Path(args.checkpoints).expanduser().resolve().name
+    else:
+        cps = parse_revisions(base.model, args.revisions)
+        default = base.model.rstrip("/").split("/")[-1]
+    sweep = base.sweep or re.sub(r"[^A-Za-z0-9._-]+", "-", default).strip("-._")[:100] or "sweep"
+    cfgs = [base.replace(model=str(Path(c.path).resolve()) if args.checkpoints else c.path,
+                         revision=c.revision or base.revision, sweep=sweep, step=c.step,
+                         name=f"{sweep}__step{c.step}") for c in cps]
+    return sweep, cfgs, problems
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from normvar_core.datadir import DataDir
+    from normvar_core.errors import NormvarError
+    from normvar_core.service.jobs import JobStore
+
+    sweep, cfgs, problems = sweep_configs(args)
+    dd = DataDir.at(args.data_dir)
+    store = JobStore(dd)
+    have = {j.name for j in store.list(limit=None)} | {p.stem for p in dd.published_runs()}
+    todo = [c for c in cfgs if c.name not in have]
+    if len(todo) < len(cfgs) and not args.extend:
+        taken = ", ".join(c.name for c in cfgs if c.name in have)
+        raise NormvarError(f"sweep {sweep!r} already has {taken}", fix="pass --extend to add only new checkpoints")
+    for p in problems:
+        print(f"normvar: skipped checkpoint {p}", file=sys.stderr)
+    for cfg in todo:
+        job = store.submit(cfg)
+        print(f"{job}  {cfg.name}  step {cfg.step}")
+    if not todo:
+        print(f"sweep {sweep!r}: nothing new to add")
+    return 0
