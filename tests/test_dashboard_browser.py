@@ -150,3 +150,35 @@ def test_shared_link_restores_the_view(server, browser, run):
     page.get_by_text("Highlighted tokens").wait_for()
     page.locator(".js-plotly-plot").first.screenshot(path=str(ARTIFACTS / "tradeoff_shared_link.png"))
     page.close()
+
+
+def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
+    """?page=token&token=her renders the token's contexts; on Token clouds hovering a point shows its
+    sentence with the token in bold; the developer chrome ("Deploy") is hidden."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page.goto(f"{server}/?page=token&run={RUN}&token=her")
+    page.get_by_text("Most typical").wait_for(timeout=60000)
+    marks = page.locator("mark b").all_text_contents()
+    assert marks and all(m.lower() == "her" for m in marks)
+    assert page.get_by_text("Deploy").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "token_view.png"))
+
+    page.goto(f"{server}/clouds?run={RUN}")
+    page.wait_for_function(PLOT_READY, timeout=60000)
+    page.wait_for_timeout(500)
+    pos = page.evaluate("""() => {
+        const g = document.querySelector('.js-plotly-plot'), d = g._fullData[0], L = g._fullLayout;
+        let k = 0; while (k < d.x.length && !String(d.customdata[k][1]).includes('<b>')) k++;
+        const r = g.getBoundingClientRect();
+        return {x: r.left + L.xaxis._offset + L.xaxis.l2p(d.x[k]), y: r.top + L.yaxis._offset + L.yaxis.l2p(d.y[k]),
+                ctx: String(d.customdata[k][1])};
+    }""")
+    page.mouse.move(pos["x"] - 20, pos["y"] - 20)
+    page.mouse.move(pos["x"], pos["y"], steps=5)
+    page.wait_for_selector(".hoverlayer .hovertext", timeout=15000)
+    tip = page.locator(".hoverlayer .hovertext").first.text_content()
+    plain = pos["ctx"].replace("<b>", "").replace("</b>", "")
+    assert plain.split("…")[-1].strip()[:20] in tip
+    page.locator(".js-plotly-plot").first.screenshot(path=str(ARTIFACTS / "clouds_hover.png"))
+    page.close()

@@ -39,12 +39,28 @@ def _safe(s: str) -> str:
 
 
 def chart(fig, *, key: str, data: pd.DataFrame | None = None, name: str | None = None,
-          downloads: bool = True) -> None:
-    """Draw a plotly figure and, under it, PNG / SVG (kaleido, generated on click) and CSV downloads."""
-    st.plotly_chart(fig, width="stretch", theme=None, key=key,
-                    config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
+          downloads: bool = True, selectable: bool = False):
+    """Draw a plotly figure and, under it, PNG / SVG (kaleido, generated on click) and CSV downloads.
+    ``selectable``: clicking a point reruns the page; returns the selection event."""
+    kw = dict(on_select="rerun", selection_mode="points") if selectable else {}
+    event = st.plotly_chart(fig, width="stretch", theme=None, key=key, **kw,
+                            config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
     if downloads:
         download_row(fig, data=data, name=name or key, key=key)
+    return event
+
+
+def token_link(event, *, key: str) -> None:
+    """Under a scatter of token types: the clicked point's token, and a button to its Token view."""
+    points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
+    tokens = [str(p.get("text")) for p in points if p.get("text")]
+    if not tokens:
+        st.caption("Click a point to open its token's contexts in the Token view.")
+        return
+    if st.button(f"Open {tokens[0]!r} in the Token view", key=key, icon=":material/search:"):
+        view().token = tokens[0]
+        st.session_state["w_token"] = tokens[0]
+        st.switch_page("views/token.py")
 
 
 def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None:
@@ -94,4 +110,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['report_button', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['token_link', 'report_button', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

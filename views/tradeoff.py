@@ -55,8 +55,9 @@ if total > len(drawn):
     st.warning(f"Showing a uniform random sample of {len(drawn):,} of {total:,} token types to keep the "
                "WebGL scatter responsive; the regression uses all of them.", icon=":material/filter_alt:")
 
-_ui.chart(fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
-          name=f"{run.name}_tradeoff_layer{layer}")
+event = _ui.chart(fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
+                  name=f"{run.name}_tradeoff_layer{layer}", selectable=True)
+_ui.token_link(event, key="tradeoff_token")
 
 if queries:
     st.subheader("Highlighted tokens")
