@@ -22,12 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from normvar_core.config import RunConfig  # noqa: E402
-from normvar_core.pipeline.contracts import RunContext  # noqa: E402
-from normvar_core.pipeline.corpus import load_sentences  # noqa: E402
 from normvar_core.pipeline.execute import build_accumulators  # noqa: E402
-from normvar_core.pipeline.models import load_model  # noqa: E402
-from normvar_core.pipeline.plan import make_plan  # noqa: E402
-from normvar_core.pipeline.sources import TransformerSource  # noqa: E402
+from normvar_core.pipeline.sources import prepare_transformer_run  # noqa: E402
 
 
 def main() -> None:
@@ -36,13 +32,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=2000)
     a = ap.parse_args()
     cfg = RunConfig(model=a.model, max_sentences=a.sentences)
-    corpus = load_sentences(cfg)
-    loaded = load_model(cfg)
-    plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=loaded.info.num_hidden_states,
-                     max_length=loaded.info.max_length)
-    source = TransformerSource(loaded, plan.layers)
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
-                     tokens=plan.tokens)
+    plan, source, ctx = prepare_transformer_run(cfg)
     accs = build_accumulators(ctx)
     t_update: dict[str, float] = defaultdict(float)
     t_fwd = 0.0

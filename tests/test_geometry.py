@@ -12,25 +12,15 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.corpus import load_sentences
-from normvar_core.pipeline.execute import build_accumulators, run_range
-from normvar_core.pipeline.models import load_model
-from normvar_core.pipeline.plan import make_plan
-from normvar_core.pipeline.sources import TransformerSource
+from normvar_core.pipeline.execute import build_accumulators
+from normvar_core.pipeline.sources import prepare_transformer_run
 from normvar_core.stats import geometry as G
 
 
 @pytest.fixture(scope="module")
 def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
     cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
-    corpus = load_sentences(cfg)
-    loaded = load_model(cfg)
-    plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=loaded.info.num_hidden_states,
-                     max_length=loaded.info.max_length)
-    source = TransformerSource(loaded, plan.layers)
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
-                     tokens=plan.tokens)
+    plan, source, ctx = prepare_transformer_run(cfg)
     parts = list(source.batches(plan, 0, plan.n_batches))
     accs = build_accumulators(ctx)
     for sb in parts:

@@ -98,20 +98,9 @@ class _Shard:
         # states (and the run) are bit-identical to a single-process run, not merely close
         torch.set_num_threads(threads)
         from normvar_core.config import RunConfig
-        from normvar_core.pipeline import corpus as C
-        from normvar_core.pipeline import models as M
-        from normvar_core.pipeline.contracts import RunContext
-        from normvar_core.pipeline.plan import make_plan
-        from normvar_core.pipeline.sources import TransformerSource
+        from normvar_core.pipeline.sources import prepare_transformer_run
 
-        cfg = RunConfig.from_json(cfg_json)
-        loaded = M.load_model(cfg, data_dir)
-        self.plan = make_plan(cfg, C.load_sentences(cfg, data_dir), loaded.tokenizer,
-                              num_hidden_states=int(loaded.info.num_hidden_states),
-                              max_length=int(loaded.info.max_length), device_type=loaded.device.type)
-        self.source = TransformerSource(loaded, self.plan.layers)
-        self.ctx = RunContext(cfg=cfg, layers=self.plan.layers, dim=self.source.info.dim, device=loaded.device,
-                              plan=self.plan, tokens=self.plan.tokens)
+        self.plan, self.source, self.ctx = prepare_transformer_run(RunConfig.from_json(cfg_json), data_dir)
 
     def run(self, start: int, stop: int) -> dict:
         from normvar_core.pipeline.execute import compute_partial

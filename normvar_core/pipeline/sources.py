@@ -145,4 +145,23 @@ def _free_memory(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
-__all__ = ["TransformerSource", "GaussianSource", "positions_of"]
+
+
+
+def prepare_transformer_run(cfg, data_dir=None):
+    """Corpus → model → plan → source → context for ``cfg``: (plan, source, ctx). The same steps
+    compute_run takes (it reports progress between them); used by the Ray actors, tests and benchmarks."""
+    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.plan import make_plan
+
+    loaded = M.load_model(cfg, data_dir)
+    plan = make_plan(cfg, C.load_sentences(cfg, data_dir), loaded.tokenizer,
+                     num_hidden_states=int(loaded.info.num_hidden_states), max_length=int(loaded.info.max_length),
+                     device_type=loaded.device.type)
+    source = TransformerSource(loaded, plan.layers)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
+                     tokens=plan.tokens)
+    return plan, source, ctx
+__all__ = ["TransformerSource", "GaussianSource", "positions_of", "prepare_transformer_run"]

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.stats import geometry as G
@@ -76,7 +77,7 @@ class GeometryAccumulator(Accumulator):
         for l in range(X.shape[0]):  # one layer at a time: one float64 N x d temporary (x - m_b)
             mb = X[l].mean(0, dtype=torch.float64)
             xc = X[l].to(torch.float64).sub_(mb)
-            self._pool(l, N, mb, gram(xc))
+            pool_into(self.mean[l], self.scatter[l], self.n, mb, gram(xc), N, outer=True)
             # ‖x‖² = ‖x_c‖² + 2 x_c·m_b + ‖m_b‖²  and  Σ x/‖x‖ = x_cᵀ w + m_b Σ w,  w = 1/‖x‖ (0 for x = 0)
             sq = torch.einsum("ij,ij->i", xc, xc) + 2.0 * (xc @ mb) + mb @ mb
             norms = sq.clamp_min(0).sqrt()
@@ -86,17 +87,6 @@ class GeometryAccumulator(Accumulator):
             self.n_u[l] += int(nz.sum())
         self.n += N
         self._reservoir(batch, X)
-
-    def _pool(self, l: int, nb: int, mb: torch.Tensor, cb: torch.Tensor) -> None:
-        na = self.n
-        if na == 0:
-            self.mean[l] = mb
-            self.scatter[l] = cb
-            return
-        n = na + nb
-        delta = mb - self.mean[l]
-        self.mean[l] += delta * (nb / n)
-        self.scatter[l] += cb + torch.outer(delta, delta) * (na * nb / n)
 
     def _reservoir(self, batch: StateBatch, X: torch.Tensor) -> None:
         if self.uplan is None or not self.uplan.size:
@@ -110,24 +100,14 @@ class GeometryAccumulator(Accumulator):
     def merge(self, other: "GeometryAccumulator") -> "GeometryAccumulator":
         if other.n:
             for l in range(len(self.layers)):
-                self._pool_other(l, other)
+                pool_into(self.mean[l], self.scatter[l], self.n, other.mean[l].to(self.device),
+                          other.scatter[l].to(self.device), other.n, outer=True)
             self.n += other.n
             self.sum_u += other.sum_u.to(self.device)
             self.n_u += other.n_u
         self.sample[:, other.filled] = other.sample[:, other.filled]
         self.filled |= other.filled
         return self
-
-    def _pool_other(self, l: int, other: "GeometryAccumulator") -> None:
-        na, nb = self.n, other.n
-        mb, cb = other.mean[l].to(self.device), other.scatter[l].to(self.device)
-        if na == 0:
-            self.mean[l], self.scatter[l] = mb, cb.clone()
-            return
-        n = na + nb
-        delta = mb - self.mean[l]
-        self.mean[l] += delta * (nb / n)
-        self.scatter[l] += cb + torch.outer(delta, delta) * (na * nb / n)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return {"n": np.array([self.n], np.int64), "n_u": self.n_u.copy(), "mean": self.mean.cpu().numpy(),

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 
 TOP_K = 20
@@ -57,11 +58,7 @@ class OutlierAccumulator(Accumulator):
             x = xl.to(torch.float64)
             mb = x.mean(0)
             xc = x - mb
-            m2b = (xc * xc).sum(0)
-            na, n = self.n, self.n + N
-            delta = mb - self.mean[l]
-            self.mean[l] += delta * (N / n)
-            self.m2[l] += m2b + delta * delta * (na * N / n)
+            pool_into(self.mean[l], self.m2[l], self.n, mb, (xc * xc).sum(0), N, outer=False)
             a = xl.abs()                                    # |h| in the states' own dtype: max is exact
             self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))
             sq = (x * x).sum(1)
@@ -95,11 +92,10 @@ class OutlierAccumulator(Accumulator):
 
     def merge(self, other: "OutlierAccumulator") -> "OutlierAccumulator":
         if other.n:
-            na, nb = self.n, other.n
-            n = na + nb
-            delta = other.mean.to(self.device) - self.mean
-            self.m2 += other.m2.to(self.device) + delta * delta * (na * nb / n)
-            self.mean += delta * (nb / n)
+            n = self.n + other.n
+            for l in range(len(self.layers)):
+                pool_into(self.mean[l], self.m2[l], self.n, other.mean[l].to(self.device), other.m2[l].to(self.device),
+                          other.n, outer=False)
             self.max_abs = torch.maximum(self.max_abs, other.max_abs.to(self.device))
             self.sq_all += other.sq_all.to(self.device)
             self.sq_pos0 += other.sq_pos0.to(self.device)
