@@ -158,15 +158,17 @@ def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     page.goto(f"{server}/?page=token&run={RUN}&token=her")
-    page.get_by_text("Most typical").wait_for(timeout=60000)
+    page.get_by_text("Most typical").wait_for(timeout=90000)
     marks = page.locator("mark b").all_text_contents()
     assert marks and all(m.lower() == "her" for m in marks)
     assert page.get_by_text("Deploy").count() == 0
     page.screenshot(path=str(ARTIFACTS / "token_view.png"))
 
     page.goto(f"{server}/clouds?run={RUN}")
-    page.wait_for_function(PLOT_READY, timeout=60000)
-    page.wait_for_timeout(500)
+    page.wait_for_function(PLOT_READY, timeout=90000)
+    page.wait_for_function("() => String(document.querySelector('.js-plotly-plot')._fullLayout.title.text || '')"
+                           ".includes('sampled embeddings')", timeout=90000)
+    page.wait_for_timeout(1500)
     pos = page.evaluate("""() => {
         const g = document.querySelector('.js-plotly-plot'), d = g._fullData[0], L = g._fullLayout;
         let k = 0; while (k < d.x.length && !String(d.customdata[k][1]).includes('<b>')) k++;
@@ -176,7 +178,7 @@ def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
     }""")
     page.mouse.move(pos["x"] - 20, pos["y"] - 20)
     page.mouse.move(pos["x"], pos["y"], steps=5)
-    page.wait_for_selector(".hoverlayer .hovertext", timeout=15000)
+    page.wait_for_selector(".hoverlayer .hovertext", timeout=30000)
     tip = page.locator(".hoverlayer .hovertext").first.text_content()
     plain = pos["ctx"].replace("<b>", "").replace("</b>", "")
     assert plain.split("…")[-1].strip()[:20] in tip
