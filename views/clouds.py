@@ -57,7 +57,8 @@ except Exception as err:  # noqa: BLE001
 
 c1, c2 = st.columns([3, 2])
 with c1:
-    _ui.chart(fig, key="clouds", data=cloud.coords, name=f"{run.name}_clouds_layer{layer}")
+    event = _ui.chart(fig, key="clouds", data=cloud.coords, name=f"{run.name}_clouds_layer{layer}", selectable=True)
+    _ui.token_link(event, key="clouds_token")
 with c2:
     _ui.chart(fig8, key="clouds_fig8", data=rows, name=f"{run.name}_fig8_layer{layer}")
 st.subheader("n_t, Q, M, V of the selected tokens (Table 2)")
