@@ -1,52 +1,38 @@
 """Corpora: a text file → the filtered, sampled sentences of a run (the study's §5.1.2).
 
-Formats: ``.txt``/``.txt.gz`` (one sentence a line; with ``split_sentences`` blank-line separated
-paragraphs are joined and split with nupunkt, offline), ``.jsonl``/``.csv``/``.parquet`` with
-``text_column`` (optional when the file has exactly one string column).
+Formats (``normvar_core.corpus_formats``): ``.txt``/``.txt.gz`` (one sentence a line; with
+``split_sentences`` blank-line separated paragraphs are joined and split with nupunkt, offline),
+``.jsonl``/``.csv``/``.parquet`` with ``text_column`` (optional when the file has exactly one
+text column; a column that is not text is refused).
 
 Selection, order preserved: drop empty lines; keep sentences with fewer than ``max_words``
 whitespace words (0 = no limit); keep each remaining sentence with probability ``sample_frac``
 (uniforms from ``numpy.random.default_rng(seed)``, one draw per non-empty sentence in file
 order, so filtering and sampling commute as in the study's "1 % sample, < 64 words"); then
 the first ``max_sentences``. Counts: n_read = n_empty + n_too_long + n_sampled_out + n_capped + n_kept.
+
+Streaming: the file is read, hashed (sha256 of its bytes), decompressed, decoded, split and
+selected block by block (``corpus_stream``, ``corpus_select``, ``corpus_tables``): memory grows
+with the kept sentences, not with the file. The only unbounded buffer is one record: a line, or
+with ``split_sentences`` one paragraph of a .txt file.
 """
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
-import json
-import zlib
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
 from normvar_core.config import RunConfig
+from normvar_core.corpus_formats import CORPUS_SUFFIXES, TABLE_SUFFIXES, corpus_stem, corpus_suffix
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.corpus_select import CorpusText, Selection
+from normvar_core.pipeline.corpus_stream import CorpusStream
+from normvar_core.pipeline.corpus_tables import select_table
 
-@dataclass
-class CorpusText:
-    """The sentences of a run and how they were selected (``sentence_lengths``: Fig 9)."""
-
-    sentences: list[str]
-    name: str
-    path: Path
-    sha256: str
-    n_read: int
-    n_kept: int
-    n_too_long: int
-    n_empty: int
-    n_sampled_out: int
-    n_capped: int = 0
-    sentence_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    text_column: str | None = None
-    format: str = ".txt"
+__all__ = ["CorpusText", "load_sentences", "resolve_corpus_path", "corpus_format"]
+_SUPPORTED = ", ".join(CORPUS_SUFFIXES)
 
 
-
-# ----------------------------------------------------------------------------- entry point
 def resolve_corpus_path(corpus: str, data_dir=None) -> Path:
     """'' → the shipped novels; else the path, or a file of that name in <data dir>/corpora."""
     if not corpus:
@@ -60,216 +46,67 @@ def resolve_corpus_path(corpus: str, data_dir=None) -> Path:
         raise NormvarError(f"corpus file not found: {corpus}",
                            fix="check the path (omit --corpus for the shipped novels)")
     if p.is_dir():
-        raise NormvarError(f"corpus path is a directory: {corpus}", fix="pass one file (.txt, .txt.gz, .jsonl, .csv, .parquet)")
+        raise NormvarError(f"corpus path is a directory: {corpus}", fix=f"pass one file ({_SUPPORTED})")
     return p
 
 
 def corpus_format(path: Path) -> str:
-    name = path.name.lower()
-    for ext in (".txt.gz", ".jsonl", ".csv", ".parquet", ".txt"):
-        if name.endswith(ext):
-            return ext
-    raise NormvarError(f"unsupported corpus file type: {path.name}",
-                       fix="use .txt (one sentence a line), .txt.gz, .jsonl, .csv or .parquet")
+    """The supported suffix of ``path`` ('.txt.gz', '.csv', ...), else a NormvarError."""
+    fmt = corpus_suffix(path.name)
+    if fmt is None:
+        raise NormvarError(f"unsupported corpus file type: {path.name}",
+                           fix="use .txt (one sentence a line), .txt.gz, .jsonl, .csv or .parquet")
+    return fmt
 
 
 def load_sentences(cfg: RunConfig, data_dir=None) -> CorpusText:
-    """Read ``cfg.corpus`` and select sentences as described in the module docstring."""
+    """Stream ``cfg.corpus`` and select sentences as described in the module docstring."""
     path = resolve_corpus_path(cfg.corpus, data_dir)
     fmt = corpus_format(path)
-    raw = path.read_bytes()
-    digest = hashlib.sha256(raw).hexdigest()
-    if not raw.strip():
-        raise NormvarError(f"corpus file is empty: {path.name}", fix="pass a file with one sentence a line")
+    sel = Selection(cfg)
+    sink = _SentenceSplitter(sel) if cfg.split_sentences else sel
     column = None
-    if fmt == ".parquet":
-        records, column = _parquet_records(raw, path, cfg.text_column)
+    if fmt in TABLE_SUFFIXES:
+        column, digest = select_table(path, fmt, cfg.text_column, sink)
     else:
-        text = _decode(_gunzip(raw, path) if fmt == ".txt.gz" else raw, path)
-        if fmt in (".txt", ".txt.gz"):
-            records = _paragraphs(text) if cfg.split_sentences else text.splitlines()
-        elif fmt == ".jsonl":
-            records, column = _jsonl_records(text, path, cfg.text_column)
-        else:
-            records, column = _csv_records(text, path, cfg.text_column)
-    if cfg.split_sentences:
-        records = _split(records)
-    return _select(records, cfg, name=_stem(path), path=path, sha256=digest, fmt=fmt, column=column)
+        stream = CorpusStream(path, gzipped=fmt == ".txt.gz")
+        lines = stream.lines()
+        for batch in _paragraphs(lines) if cfg.split_sentences else lines:
+            sink.add(batch)
+        digest = stream.sha256
+    return sel.result(name=corpus_stem(path.name), path=path, sha256=digest, fmt=fmt, column=column)
 
 
-# ----------------------------------------------------------------------------- selection
-def _select(records: list[str], cfg: RunConfig, *, name, path, sha256, fmt, column) -> CorpusText:
-    sents = [r.strip() for r in records]
-    n_read = len(sents)
-    nonempty = [s for s in sents if s]
-    n_empty = n_read - len(nonempty)
-    if not nonempty:
-        raise NormvarError(f"corpus {path.name} holds no text", fix="pass a file with one sentence a line")
-    words = np.fromiter((len(s.split()) for s in nonempty), dtype=np.int64, count=len(nonempty))
-    short = words < cfg.max_words if cfg.max_words > 0 else np.ones(len(nonempty), bool)
-    if cfg.sample_frac < 1.0:
-        drawn = np.random.default_rng(cfg.seed).random(len(nonempty)) < cfg.sample_frac
-    else:
-        drawn = np.ones(len(nonempty), bool)
-    keep = np.flatnonzero(short & drawn)
-    n_capped = 0
-    if cfg.max_sentences is not None and len(keep) > cfg.max_sentences:
-        n_capped = len(keep) - int(cfg.max_sentences)
-        keep = keep[: int(cfg.max_sentences)]
-    n_too_long = int((~short).sum())
-    n_sampled_out = int((short & ~drawn).sum())
-    if len(keep) == 0:
-        raise NormvarError(
-            f"no sentences left after filtering {path.name}: {len(nonempty)} read, {n_too_long} with "
-            f">= {cfg.max_words} words, {n_sampled_out} sampled out",
-            fix="raise --max-words (0 = no limit) or --sample-frac")
-    return CorpusText(
-        sentences=[nonempty[i] for i in keep], name=name, path=path, sha256=sha256, n_read=n_read,
-        n_kept=len(keep), n_too_long=n_too_long, n_empty=n_empty, n_sampled_out=n_sampled_out,
-        n_capped=n_capped, sentence_lengths=words[keep], text_column=column, format=fmt)
-
-
-def _stem(path: Path) -> str:
-    name = path.name
-    for ext in (".txt.gz", ".jsonl", ".csv", ".parquet", ".txt"):
-        if name.lower().endswith(ext):
-            return name[: -len(ext)]
-    return path.stem
-
-
-# ----------------------------------------------------------------------------- decoding
-def _gunzip(raw: bytes, path: Path) -> bytes:
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise NormvarError(f"corpus {path.name} is not a valid gzip file ({exc})",
-                           fix="re-compress it with gzip, or pass the plain .txt") from None
-
-
-def _decode(data: bytes, path: Path) -> str:
-    """Strict UTF-8 (a BOM is dropped); NUL bytes mean a binary file."""
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        raise NormvarError(f"corpus {path.name} looks binary (NUL byte at byte offset {nul})",
-                           fix="pass a UTF-8 text file (one sentence a line), .jsonl, .csv or .parquet")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        where = " of the decompressed text" if path.name.lower().endswith(".gz") else ""
-        raise NormvarError(
-            f"corpus {path.name} is not UTF-8: invalid byte 0x{data[exc.start]:02x} at byte offset {exc.start}{where}",
-            fix=f"convert it to UTF-8, e.g. iconv -f latin1 -t utf-8 {path.name} > fixed.txt") from None
-
-
-def _paragraphs(text: str) -> list[str]:
+def _paragraphs(batches: Iterator[list[str]]) -> Iterator[list[str]]:
     """Blank-line separated paragraphs, each joined to one line (hard-wrapped text)."""
-    paras, cur = [], []
-    for line in text.splitlines():
-        if line.strip():
-            cur.append(line.strip())
-        elif cur:
-            paras.append(" ".join(cur))
-            cur = []
+    cur: list[str] = []
+    for lines in batches:
+        paras = []
+        for line in lines:
+            if line.strip():
+                cur.append(line.strip())
+            elif cur:
+                paras.append(" ".join(cur))
+                cur = []
+        yield paras
     if cur:
-        paras.append(" ".join(cur))
-    return paras
+        yield [" ".join(cur)]
 
 
-def _split(records: list[str]) -> list[str]:
-    from nupunkt import sent_tokenize
+class _SentenceSplitter:
+    """Splits each record into sentences (nupunkt) before passing them on; empty records stay empty."""
 
-    out: list[str] = []
-    for r in records:
-        if r and r.strip():
-            out.extend(sent_tokenize(r.strip()))
-        else:
-            out.append("")
-    return out
+    def __init__(self, sel: Selection):
+        from nupunkt import sent_tokenize
 
+        self._split = sent_tokenize
+        self._sel = sel
 
-# ----------------------------------------------------------------------------- tables
-def _pick_column(available: list[str], string_cols: list[str], wanted: str | None, path: Path) -> str:
-    if wanted:
-        if wanted not in available:
-            raise NormvarError(f"column {wanted!r} not in {path.name}; columns: {', '.join(available)}",
-                               fix=f"pass --text-column with one of: {', '.join(string_cols or available)}")
-        if wanted not in string_cols:
-            raise NormvarError(f"column {wanted!r} of {path.name} does not hold text (numbers or empty cells)",
-                               fix=f"pass --text-column with a text column: {', '.join(string_cols) or 'there is none'}")
-        return wanted
-    if len(string_cols) == 1:
-        return string_cols[0]
-    raise NormvarError(
-        f"{path.name} has {len(string_cols)} text columns ({', '.join(string_cols) or 'none'}); "
-        f"columns: {', '.join(available)}",
-        fix="pass --text-column NAME")
-
-
-def _is_number(v) -> bool:
-    try:
-        float(v)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _cell(v) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return ""
-    return v if isinstance(v, str) else str(v)
-
-
-def _jsonl_records(text: str, path: Path, wanted: str | None) -> tuple[list[str], str]:
-    rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise NormvarError(f"{path.name} line {lineno} is not JSON ({exc.msg})",
-                               fix="write one JSON object per line") from None
-        if not isinstance(obj, dict):
-            raise NormvarError(f"{path.name} line {lineno} is not a JSON object",
-                               fix='write one object per line, e.g. {"text": "..."}')
-        rows.append(obj)
-    if not rows:
-        raise NormvarError(f"corpus file is empty: {path.name}", fix="pass a file with one JSON object per line")
-    available = list(dict.fromkeys(k for r in rows for k in r))
-    string_cols = [k for k in available if any(isinstance(r.get(k), str) for r in rows)
-                   and all(r.get(k) is None or isinstance(r.get(k), str) for r in rows)]
-    col = _pick_column(available, string_cols, wanted, path)
-    return [_cell(r.get(col)) for r in rows], col
-
-
-def _csv_records(text: str, path: Path, wanted: str | None) -> tuple[list[str], str]:
-    import pandas as pd
-
-    try:
-        df = pd.read_csv(io.StringIO(text), keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise NormvarError(f"{path.name} is not a readable CSV file ({str(exc).splitlines()[0]})",
-                           fix="write a header row and quote fields that contain commas") from None
-    available = [str(c) for c in df.columns]
-    string_cols = [str(c) for c in df.columns
-                   if (pd.api.types.is_string_dtype(df[c]) or pd.api.types.is_object_dtype(df[c]))
-                   and any(not _is_number(v) for v in df[c].tolist() if str(v).strip())]
-    col = _pick_column(available, string_cols, wanted, path)
-    return [_cell(v) for v in df[col].tolist()], col
-
-
-def _parquet_records(raw: bytes, path: Path, wanted: str | None) -> tuple[list[str], str]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(pa.BufferReader(raw))
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise NormvarError(f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
-                           fix="write it with pandas.DataFrame.to_parquet or pyarrow") from None
-    available = list(table.column_names)
-    string_cols = [f.name for f in table.schema
-                   if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-                   or pa.types.is_string_view(f.type)]
-    col = _pick_column(available, string_cols, wanted, path)
-    return [_cell(v) for v in table.column(col).to_pylist()], col
+    def add(self, records: list[str]) -> None:
+        out: list[str] = []
+        for r in records:
+            if r and r.strip():
+                out.extend(self._split(r.strip()))
+            else:
+                out.append("")
+        self._sel.add(out)

@@ -1,0 +1,227 @@
+"""Tables (.jsonl, .csv, .parquet): stream the cells of the text column into a ``Selection``.
+
+The text column is ``text_column``, or the one text column when there is exactly one (which
+needs the whole file, so without ``text_column`` a .jsonl/.csv file is read twice: once for its
+columns, once for the cells). A column that is not text (numbers, booleans, only nulls) is
+refused. What counts as text is what a whole-file read gives: in JSONL every value is a string
+or null and one is a string; in CSV pandas infers a string column (``keep_default_na=False``);
+in Parquet the type is a string type (or, when named, a dictionary of strings).
+
+Errors come in the whole-file reader's order: byte-level errors (``CorpusStream``) > a bad
+JSON line / unparsable CSV / unreadable Parquet > an empty table > column errors > no text.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from normvar_core.errors import NormvarError
+from normvar_core.pipeline.corpus_select import Selection
+from normvar_core.pipeline.corpus_stream import CorpusStream
+
+CSV_ROWS = 20_000
+PARQUET_ROWS = 20_000
+
+
+def select_table(path: Path, fmt: str, wanted: str | None, sel: Selection) -> tuple[str, str]:
+    """Feed the text column of ``path`` to ``sel``; return (column, sha256 of the file)."""
+    read = {".jsonl": _jsonl, ".csv": _csv, ".parquet": _parquet}[fmt]
+    return read(path, wanted, sel)
+
+
+def cell(v) -> str:
+    """A cell as text: None (null) -> ''."""
+    return "" if v is None else v if isinstance(v, str) else str(v)
+
+
+def pick_column(available: list[str], text_cols: list[str], wanted: str | None, path: Path,
+                named_ok: list[str] | None = None) -> str:
+    """``wanted`` (which must exist and hold text), else the only text column."""
+    if wanted:
+        if wanted not in available:
+            raise NormvarError(f"column {wanted!r} not in {path.name}; columns: {', '.join(available)}",
+                               fix=f"pass --text-column with one of: {', '.join(text_cols or available)}")
+        if wanted not in (named_ok if named_ok is not None else text_cols):
+            others = ", ".join(text_cols)
+            raise NormvarError(f"column {wanted!r} of {path.name} is not text (numbers, booleans or only nulls)",
+                               fix=f"pass --text-column with a text column: {others}" if others
+                               else "write the sentences as a column of strings")
+        return wanted
+    if len(text_cols) == 1:
+        return text_cols[0]
+    raise NormvarError(
+        f"{path.name} has {len(text_cols)} text columns ({', '.join(text_cols) or 'none'}); "
+        f"columns: {', '.join(available)}",
+        fix="pass --text-column NAME")
+
+
+def _same_file(first: str, second: str, path: Path) -> None:
+    if first != second:
+        raise NormvarError(f"corpus {path.name} changed while it was read",
+                           fix="run again once the file is no longer being written")
+
+
+# ----------------------------------------------------------------------------- JSONL
+class _JsonColumns:
+    """Keys in first-seen order; a key holds text when every value is a string or null, one a string."""
+
+    def __init__(self):
+        self.rows = 0
+        self.keys: dict[str, list[bool]] = {}  # key -> [some value is a string, every value is str/null]
+
+    def add(self, rows: list[dict]) -> None:
+        self.rows += len(rows)
+        for r in rows:
+            for k, v in r.items():
+                flags = self.keys.setdefault(k, [False, True])
+                if isinstance(v, str):
+                    flags[0] = True
+                elif v is not None:
+                    flags[1] = False
+
+    def pick(self, wanted: str | None, path: Path) -> str:
+        if not self.rows:
+            raise NormvarError(f"corpus file is empty: {path.name}", fix="pass a file with one JSON object per line")
+        text = [k for k, (some, all_text) in self.keys.items() if some and all_text]
+        return pick_column(list(self.keys), text, wanted, path)
+
+
+def _jsonl_rows(stream: CorpusStream, path: Path) -> Iterator[list[dict]]:
+    """Batches of JSON objects; a bad line raises only once the bytes after it are checked."""
+    lineno = 0
+    batches = stream.lines()
+    for lines in batches:
+        rows, err = [], None
+        for line in lines:
+            lineno += 1
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                err = NormvarError(f"{path.name} line {lineno} is not JSON ({exc.msg})",
+                                   fix="write one JSON object per line")
+                break
+            if not isinstance(obj, dict):
+                err = NormvarError(f"{path.name} line {lineno} is not a JSON object",
+                                   fix='write one object per line, e.g. {"text": "..."}')
+                break
+            rows.append(obj)
+        if err is not None:
+            for _ in batches:
+                pass
+            raise err
+        yield rows
+
+
+def _jsonl(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
+    cols = _JsonColumns()
+    first = CorpusStream(path)
+    for rows in _jsonl_rows(first, path):
+        cols.add(rows)
+        if wanted:
+            sel.add([cell(r.get(wanted)) for r in rows])
+    col = cols.pick(wanted, path)
+    if not wanted:
+        second = CorpusStream(path)
+        for rows in _jsonl_rows(second, path):
+            sel.add([cell(r.get(col)) for r in rows])
+        _same_file(first.sha256, second.sha256, path)
+    return col, first.sha256
+
+
+# ----------------------------------------------------------------------------- CSV
+class _TextFile:
+    """A read(n) file over text blocks, for pandas."""
+
+    def __init__(self, blocks: Iterator[str]):
+        self._blocks = blocks
+        self._buf = ""
+
+    def read(self, n: int = -1) -> str:
+        while n is None or n < 0 or len(self._buf) < n:
+            block = next(self._blocks, None)
+            if block is None:
+                break
+            self._buf += block
+        if n is None or n < 0:
+            n = len(self._buf)
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def drain(self) -> None:
+        for _ in self._blocks:
+            pass
+
+
+def _csv_chunks(stream: CorpusStream, path: Path, **kw) -> Iterator:
+    import pandas as pd
+
+    src = _TextFile(stream.text_blocks())
+    try:
+        yield from pd.read_csv(src, keep_default_na=False, chunksize=CSV_ROWS, **kw)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        src.drain()  # byte-level errors anywhere come first
+        raise NormvarError(f"{path.name} is not a readable CSV file ({str(exc).splitlines()[0]})",
+                           fix="write a header row and quote fields that contain commas") from None
+    src.drain()
+
+
+def _csv_kind(series) -> str:
+    import pandas as pd
+
+    if pd.api.types.is_string_dtype(series) or pd.api.types.is_object_dtype(series):
+        return "text"
+    return "bool" if pd.api.types.is_bool_dtype(series) else "number"
+
+
+def _csv(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
+    first = CorpusStream(path)
+    available: list[str] = []
+    kinds: dict[str, set[str]] = {}
+    for chunk in _csv_chunks(first, path):
+        available = [str(c) for c in chunk.columns]
+        if len(chunk) or not kinds:  # a header-only file: one empty chunk, every column text
+            for c in chunk.columns:
+                kinds.setdefault(str(c), set()).add(_csv_kind(chunk[c]) if len(chunk) else "text")
+    # as whole-file inference: text if any chunk is text, or booleans mixed with numbers
+    text = [c for c in available if "text" in kinds.get(c, {"text"}) or len(kinds.get(c, ())) > 1]
+    col = pick_column(available, text, wanted, path)
+    second = CorpusStream(path)
+    for chunk in _csv_chunks(second, path, dtype=str):
+        sel.add([cell(v) for v in chunk[col].tolist()])
+    _same_file(first.sha256, second.sha256, path)
+    return col, first.sha256
+
+
+# ----------------------------------------------------------------------------- Parquet
+def _parquet(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def unreadable(exc) -> NormvarError:
+        return NormvarError(f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
+                            fix="write it with pandas.DataFrame.to_parquet or pyarrow")
+
+    def is_string(t) -> bool:
+        return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+    sha = CorpusStream(path).finish()
+    try:
+        pf = pq.ParquetFile(path)
+        schema = pf.schema_arrow
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise unreadable(exc) from None
+    available = list(schema.names)
+    text = [f.name for f in schema if is_string(f.type)]
+    named_ok = text + [f.name for f in schema if pa.types.is_dictionary(f.type) and is_string(f.type.value_type)]
+    col = pick_column(available, text, wanted, path, named_ok=named_ok)
+    try:
+        for batch in pf.iter_batches(batch_size=PARQUET_ROWS, columns=[col]):
+            sel.add([cell(v) for v in batch.column(0).to_pylist()])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise unreadable(exc) from None
+    finally:
+        pf.close()
+    return col, sha
