@@ -433,3 +433,22 @@ def test_upload_gzip_bomb_is_refused_while_streaming(tmp_path):
     assert not list((tmp_path / "corpora").glob("*"))   # nothing stored
     ok = store_corpus(tmp_path, gzip.compress(b"one sentence.\n" * 10), "x.txt.gz", max_mb=8)
     assert ok.exists() and ok.suffix == ".gz"
+
+
+def test_tasks_queued_by_older_versions_still_run(tmp_path):
+    """A task message written by an older normvar (run_job in normvar_core.jobs) is run by this worker."""
+    from huey.registry import Message
+
+    from normvar_core.service.queue import LEGACY_MODULES, make_huey
+
+    ran = []
+    dd = DataDir.at(tmp_path / "data")
+    huey, _ = make_huey(dd.queue, task_fn=ran.append)
+    for i, module in enumerate(LEGACY_MODULES):
+        msg = Message(id=f"m{i}", name=f"{module}.run_job", eta=None, retries=0, retry_delay=0, priority=0,
+                      args=(f"job{i}",), kwargs={}, on_complete=None, on_error=None, expires=None,
+                      expires_resolved=None)
+        huey.enqueue(huey._registry.create_task(msg))
+    while (task := huey.dequeue()) is not None:
+        huey.execute(task)
+    assert ran == ["job0", "job1"]

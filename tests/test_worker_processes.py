@@ -96,8 +96,10 @@ def workers(tmp_path):
 
 
 def mini(minilm_path, corpus, name: str, **kw) -> RunConfig:
+    # the worker is under test here, not the geometry (tests/test_geometry*.py): keep the runs light so
+    # the timing-bound tests (progress within 2 s, the soak) measure the worker, not the CPU
     opts = dict(model=str(minilm_path), corpus=str(corpus), name=name, device="cpu",
-                batch_size=8, samples_per_token=20)
+                batch_size=8, samples_per_token=20, geometry=False)
     opts.update(kw)
     return RunConfig(**opts)
 
@@ -119,7 +121,8 @@ def assert_same_stats(a, b) -> None:
     for sql in ("SELECT * FROM token_stats ORDER BY layer, token_id",
                 "SELECT * FROM layer_stats ORDER BY layer",
                 "SELECT layer, token_id, mean FROM token_means ORDER BY layer, token_id",
-                "SELECT layer, token_id, i, vector FROM samples ORDER BY layer, token_id, i"):
+                "SELECT layer, token_id, i, vector FROM samples ORDER BY layer, token_id, i",
+                "SELECT * FROM layer_geometry ORDER BY layer", "SELECT * FROM layer_spectrum ORDER BY layer, k"):
         ta, tb = table(a, sql), table(b, sql)
         assert len(ta) > 0
         if "mean" in ta or "vector" in ta:
@@ -136,7 +139,8 @@ def ckpt_exists(dd: DataDir, job_id: str) -> bool:
 def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minilm_path, corpus):
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
-    resumed = store.submit(mini(minilm_path, corpus, "resumed", max_sentences=96))
+    # with the geometry on: its checkpointed state (scatter, cosines, TwoNN sample) must resume exactly too
+    resumed = store.submit(mini(minilm_path, corpus, "resumed", max_sentences=96, geometry=True, id_sample=256))
     w = workers.start(dd.root, checkpoint_every=0.2)
     wait_for(lambda: ckpt_exists(dd, resumed)
              and (store.get(resumed).progress or {}).get("sentences_done", 0) >= 40, 180,
@@ -148,7 +152,7 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     assert job.state == "running" and job.interrupted, job  # what the dead worker left
     assert before < 96 and not dd.run_path("resumed").exists()
 
-    straight = store.submit(mini(minilm_path, corpus, "straight", max_sentences=96))
+    straight = store.submit(mini(minilm_path, corpus, "straight", max_sentences=96, geometry=True, id_sample=256))
     workers.start(dd.root, checkpoint_every=0.2)
     a, b = wait_final(store, resumed), wait_final(store, straight)
     assert a.state == "done" and b.state == "done", (a, b, workers.log(workers.procs[-1]))

@@ -11,6 +11,7 @@ from huey.serializer import Serializer
 
 HUEY_NAME = "normvar"
 TASK_NAME = "run_job"
+LEGACY_MODULES = ("normvar_core.jobs", "normvar_core.service.jobs")  # where run_job lived before
 
 
 def make_huey(queue_dir: Path, task_fn=None):
@@ -33,6 +34,12 @@ def make_huey(queue_dir: Path, task_fn=None):
         task_fn(job_id)
 
     wrapper = huey.task(name=TASK_NAME)(run_job)
+    for module in LEGACY_MODULES:  # tasks queued by older normvar versions carry their module in the name
+        def legacy(job_id: str) -> None:
+            run_job(job_id)
+
+        legacy.__module__ = module
+        huey.task(name=TASK_NAME)(legacy)
     return huey, wrapper
 
 
