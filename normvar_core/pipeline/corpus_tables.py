@@ -209,7 +209,7 @@ def _parquet(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
 
     sha = CorpusStream(path).finish()
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(path, pre_buffer=False)  # pre-buffered ranges stayed allocated: +40 MB at 2M rows
         schema = pf.schema_arrow
     except (pa.ArrowInvalid, OSError) as exc:
         raise unreadable(exc) from None
@@ -218,7 +218,7 @@ def _parquet(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
     named_ok = text + [f.name for f in schema if pa.types.is_dictionary(f.type) and is_string(f.type.value_type)]
     col = pick_column(available, text, wanted, path, named_ok=named_ok)
     try:
-        for batch in pf.iter_batches(batch_size=PARQUET_ROWS, columns=[col]):
+        for batch in pf.iter_batches(batch_size=PARQUET_ROWS, columns=[col], use_threads=False):
             sel.add([cell(v) for v in batch.column(0).to_pylist()])
     except (pa.ArrowInvalid, OSError) as exc:
         raise unreadable(exc) from None
