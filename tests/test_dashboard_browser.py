@@ -159,6 +159,9 @@ def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     page.goto(f"{server}/?page=token&run={RUN}&token=her")
     page.get_by_text("Most typical").wait_for(timeout=90000)
+    page.get_by_text("Most atypical").wait_for(timeout=30000)
+    # the sentences render after the headings: wait for both columns' marks, not just the first heading
+    page.wait_for_function("() => document.querySelectorAll('mark b').length >= 2", timeout=30000)
     marks = page.locator("mark b").all_text_contents()
     assert marks and all(m.lower() == "her" for m in marks)
     assert page.get_by_text("Deploy").count() == 0
