@@ -1,6 +1,8 @@
 """Publish the Gaussian null run of a run (``stats.null``): same token ids and strings, counts n_t,
 layers and d; statistics drawn from the null. The run row says where it came from:
-``source = 'null:<kind>:<run>'``, the seed in its notes. No torch: O(L·T·d) numpy draws."""
+``source = 'null:<kind>:<run>'``, the seed in its notes. No torch: O(L·T·d) numpy draws for the
+moments; when the run has the layer geometry, the null's too (``stats.null_geometry``: O(L·T·d²)
+for the exact between-type scatter, a sample of the run's TwoNN size for the rest)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -12,17 +14,39 @@ import numpy as np
 from normvar_core.errors import NormvarError
 from normvar_core.runs.reader import Run
 from normvar_core.runs.record import RunRecord
-from normvar_core.runs.tables import moments_tables, sentence_length_table
+from normvar_core.runs.tables import geometry_tables, moments_tables, sentence_length_table
 from normvar_core.runs.writer import write_tables
-from normvar_core.stats.null import KINDS, null_stats
+from normvar_core.stats.null import KINDS, null_params, null_stats
+from normvar_core.stats.null_geometry import null_layer_geometry
+
+DEFAULT_SAMPLE = 16384
 
 
 def null_name(run: Run, kind: str, seed: int) -> str:
     return f"{run.name}__null-{kind}-s{seed}"[:128]
 
 
-def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwrite: bool = False) -> Path:
-    """Draw the null ``kind`` of ``run`` and publish it at ``out_path`` (atomically)."""
+def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, smallest=None) -> dict:
+    """The geometry tables of the null ``null`` (a ``null_stats`` draw of ``stats``): same layers and
+    sample size as the run's own geometry. ``smallest``: the top-k used for TwoNN (numpy's by default)."""
+    geo = run.table("layer_geometry")
+    size = int(geo["id_sample"].max()) if "id_sample" in geo and len(geo) else DEFAULT_SAMPLE
+    rows, spectra, cosines = [], [], []
+    for li, mu, s2 in null_params(kind, stats, run.layer_stats(), seed=seed):
+        layer = int(stats.layer_index[li])
+        rng = np.random.default_rng([seed, KINDS.index(kind), 2, layer])
+        row, eig, cos = null_layer_geometry(mu, s2, null.mean[li], null.v[li] * null.n, null.n, size, rng,
+                                            smallest=smallest)
+        rows.append({"layer": layer, **row})
+        spectra.append(eig)
+        cosines.append(cos)
+    return geometry_tables(stats.layer_index, rows, spectra, cosines)
+
+
+def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwrite: bool = False,
+                   smallest=None) -> Path:
+    """Draw the null ``kind`` of ``run`` and publish it at ``out_path`` (atomically); with the
+    run's layer geometry, the null's geometry too."""
     if kind not in KINDS:
         raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(KINDS)}")
     if seed < 0:
@@ -36,9 +60,13 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     tables = dict(moments_tables(null, tokens))
     hist = run.sentence_length_hist()
     tables["sentence_lengths"] = sentence_length_table(np.repeat(hist["words"].to_numpy(), hist["count"].to_numpy()))
+    accumulators = ["moments"]
+    if run.has("layer_geometry"):
+        tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, smallest=smallest))
+        accumulators.append("geometry")
     known = set(RunRecord.__dataclass_fields__)
     meta = {k: v for k, v in run.meta.items() if k in known}
-    record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": ["moments"],
+    record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": accumulators,
                           "created_at": _dt.datetime.now(_dt.timezone.utc), "seconds": time.monotonic() - t0,
                           "notes": {**(run.meta.get("notes") or {}), "null": {"kind": kind, "seed": int(seed),
                                                                                 "of": run.name}}})

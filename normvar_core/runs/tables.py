@@ -13,6 +13,8 @@ Schemas (``layer`` is always the model's hidden-state index, 0 = input embedding
 ``samples(layer INTEGER, token_id BIGINT, token VARCHAR, i INTEGER, vector FLOAT[d], sentence_id BIGINT, position INTEGER,
 char_start INTEGER, char_end INTEGER)`` (the token's character span in its sentence; -1 unknown)
 ``sentences(sentence_id BIGINT, text VARCHAR)``
+``layer_geometry(layer INTEGER, n, anisotropy, ..., norm_mean, norm_cv)`` (``stats.geometry.layer_row``),
+``layer_spectrum(layer INTEGER, k INTEGER, eigenvalue DOUBLE)``, ``pair_cosines(layer INTEGER, cosine FLOAT)``
 """
 from __future__ import annotations
 
@@ -123,3 +125,17 @@ def sentences_table(sentences: dict[int, str]) -> pa.Table:
 
 __all__ = ["TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
            "moments_tables", "samples_tables", "sentences_table"]
+
+
+def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines: list[np.ndarray]) -> dict[str, pa.Table]:
+    """The geometry tables from per-layer rows (``stats.geometry.layer_row`` plus ``layer``), eigenvalues
+    (descending) and random-pair cosines — one builder for a model's run and for a Gaussian null."""
+    layers = np.asarray(layers, np.int32)
+    geo = (pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows
+           else pa.table({"layer": pa.array([], pa.int32())}))
+    spec = pa.table({"layer": np.repeat(layers, [len(e) for e in spectra]),
+                     "k": np.concatenate([np.arange(len(e), dtype=np.int32) for e in spectra]) if spectra else np.zeros(0, np.int32),
+                     "eigenvalue": np.concatenate(spectra) if spectra else np.zeros(0)})
+    cos = pa.table({"layer": np.repeat(layers, [len(c) for c in cosines]),
+                    "cosine": np.concatenate(cosines).astype(np.float32) if cosines else np.zeros(0, np.float32)})
+    return {"layer_geometry": geo, "layer_spectrum": spec, "pair_cosines": cos}

@@ -12,6 +12,9 @@
   distance); the largest 10 % of μ discarded; the slope of −log(1 − F_emp(μ)) on log μ through the
   origin, F_emp(μ_(i)) = i / N — the estimator of scikit-dimension's ``TwoNN`` (checked against it in
   the tests). Points with r₁ = 0 (duplicates) are dropped and counted.
+* Seed 003's high-dimensional checks: the spread of the norm, std(‖x‖)/E‖x‖ (a Gaussian in R^d puts
+  it near 1/√(2d)), exact from Σ‖x‖ and Σ‖x‖²; cosines of disjoint random pairs of the sample (near
+  N(0, 1/d) for isotropic vectors).
 """
 from __future__ import annotations
 
@@ -63,6 +66,47 @@ def batch_anisotropy(X: np.ndarray) -> float:
     Xc = X - X.mean(0)
     lam = np.clip(np.linalg.eigvalsh(Xc.T @ Xc), 0.0, None)
     return float(lam[-1] / lam.sum()) if lam.sum() > 0 else float("nan")
+
+
+def norm_spread(norm_sum: float, sq_sum: float, n: float) -> tuple[float, float]:
+    """(E‖x‖, std(‖x‖) / E‖x‖) from Σ‖x‖ and Σ‖x‖² over n embeddings (std with 1/n, as Q is a mean)."""
+    if n <= 0 or norm_sum <= 0:
+        return float("nan"), float("nan")
+    mean = norm_sum / n
+    var = max(sq_sum / n - mean * mean, 0.0)
+    return float(mean), float(np.sqrt(var) / mean)
+
+
+def pair_cosines(X: np.ndarray) -> np.ndarray:
+    """Cosines of the disjoint pairs (x₀, x₁), (x₂, x₃), … of the rows of X (a random order: random
+    pairs); pairs with a zero vector are dropped."""
+    X = np.asarray(X, dtype=np.float64)
+    m = X.shape[0] // 2 * 2
+    a, b = X[0:m:2], X[1:m:2]
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    ok = (na > 0) & (nb > 0)
+    return np.einsum("ij,ij->i", a[ok], b[ok]) / (na[ok] * nb[ok])
+
+
+def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,
+              sq_sum: float, smallest=None) -> tuple[dict, np.ndarray]:
+    """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
+    its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
+    One definition for the accumulator over a model's states and for the Gaussian null."""
+    sp = spectrum(cov)
+    kw = {} if smallest is None else {"smallest": smallest}
+    est = batched_estimates(sample, **kw) if len(sample) >= 3 else {}
+    norm_mean, norm_cv = norm_spread(norm_sum, sq_sum, n)
+    row = {"n": int(n), "anisotropy": sp.anisotropy,
+           "anisotropy_batch_mean": est.get("anisotropy_batch_mean", np.nan),
+           "anisotropy_batch_std": est.get("anisotropy_batch_std", np.nan),
+           "participation_ratio": sp.participation_ratio, "n90": sp.n90, "n99": sp.n99,
+           "trace": sp.trace, "mean_cosine": float(mean_cosine(sum_u_sq, n_u)),
+           "twonn_id": est.get("twonn_id", np.nan), "twonn_id_std": est.get("twonn_id_std", np.nan),
+           "twonn_duplicates": int(est.get("twonn_duplicates", 0)),
+           "twonn_batches": int(est.get("twonn_batches", 0)), "id_sample": int(len(sample)),
+           "norm_mean": norm_mean, "norm_cv": norm_cv}
+    return row, sp.eigenvalues
 
 
 def smallest_numpy(d2: np.ndarray, k: int) -> np.ndarray:

@@ -37,28 +37,38 @@ def draw_type_moments(mu: np.ndarray, s2: np.ndarray | float, n: np.ndarray, rng
     return mean, S
 
 
-def null_stats(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0) -> TokenStats:
-    """A TokenStats of the same token ids, counts and layers as ``stats`` drawn from the Gaussian null
-    ``kind``. ``layer_totals``: DataFrame with q, m, v per layer (the run's layer_stats, all types)."""
+def null_params(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0):
+    """Per layer (li, mu (T, d) float32 — a broadcast view for the shared-mean kinds —, s2 (T,)): the
+    null model's mean and variance per dimension of every type. The offset's direction is seeded per
+    layer, so the moments and the geometry sample of a null see the same model."""
     if kind not in KINDS:
         raise ValueError(f"unknown null kind {kind!r}; use one of {KINDS}")
-    rng = np.random.default_rng([seed, KINDS.index(kind)])
-    L, T, d = stats.num_layers, stats.num_types, stats.dim
+    T, d = stats.num_types, stats.dim
     tot = layer_totals.set_index("layer")
-    mean = np.empty((L, T, d), dtype=np.float32)
-    m = np.empty((L, T))
-    v = np.empty((L, T))
     for li, layer in enumerate(stats.layer_index):
         row = tot.loc[int(layer)]
         if kind == "isotropic":
-            mu, s2 = np.zeros((1, d), np.float32), float(row["q"]) / d
+            mu, s2 = np.zeros((1, d), np.float32), np.full(T, float(row["q"]) / d)
         elif kind == "offset":
-            c = rng.standard_normal(d)
+            c = np.random.default_rng([seed, KINDS.index(kind), 1, int(layer)]).standard_normal(d)
             c *= np.sqrt(float(row["m"])) / np.linalg.norm(c)
-            mu, s2 = c.astype(np.float32)[None, :], float(row["v"]) / d
+            mu, s2 = c.astype(np.float32)[None, :], np.full(T, float(row["v"]) / d)
         else:
             mu, s2 = stats.mean[li].astype(np.float32, copy=False), stats.v[li] / d
-        mt, S = draw_type_moments(np.broadcast_to(mu, (T, d)), s2, stats.n, rng)
+        yield li, np.broadcast_to(mu, (T, d)), s2
+
+
+def null_stats(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0) -> TokenStats:
+    """A TokenStats of the same token ids, counts and layers as ``stats`` drawn from the Gaussian null
+    ``kind``. ``layer_totals``: DataFrame with q, m, v per layer (the run's layer_stats, all types).
+    The within-type sums of squares S_t are kept as ``v · n`` (V = S_t / n_t)."""
+    rng = np.random.default_rng([seed, KINDS.index(kind) if kind in KINDS else 0])
+    L, T, d = stats.num_layers, stats.num_types, stats.dim
+    mean = np.empty((L, T, d), dtype=np.float32)
+    m = np.empty((L, T))
+    v = np.empty((L, T))
+    for li, mu, s2 in null_params(kind, stats, layer_totals, seed=seed):
+        mt, S = draw_type_moments(mu, s2, stats.n, rng)
         m[li] = np.einsum("td,td->t", mt, mt, dtype=np.float64)
         v[li] = S / stats.n
         mean[li] = mt
@@ -66,4 +76,4 @@ def null_stats(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0) -> 
                       layer_index=stats.layer_index.copy())
 
 
-__all__ = ["KINDS", "draw_type_moments", "null_stats"]
+__all__ = ["KINDS", "draw_type_moments", "null_params", "null_stats"]

@@ -4,24 +4,26 @@
   centred on its own mean and pooled with Chan et al.'s update
   C = C_a + C_b + δδᵀ n_a n_b / n,  δ = μ_b − μ_a  — never Σxxᵀ − nμμᵀ from raw sums, which loses
   every digit at decoders' squared norms of 1e7–1e9;
-* s = Σ x/‖x‖ for the exact mean cosine between distinct embeddings;
+* s = Σ x/‖x‖ for the exact mean cosine between distinct embeddings; Σ‖x‖ and Σ‖x‖² for the
+  spread of the norm (seed 003);
 * the states of a seeded uniform sample of ``id_sample`` positions (planned before the pass:
   ``samples.plan_uniform``, the positions with the smallest ``stats.geometry.sample_keys``; the
   same sample whatever the batch split) for TwoNN and seed 004's batch anisotropy.
 
-Tables: ``layer_geometry`` (one row per layer) and ``layer_spectrum`` (layer, k, eigenvalue; k = 0
-the largest). Memory: d² · 8 bytes per layer plus the reservoir (L · K · d float32); runs with
+Tables: ``layer_geometry`` (one row per layer, ``stats.geometry.layer_row``), ``layer_spectrum``
+(layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
+of the sample, seed 003's check against N(0, 1/d)). Memory: d² · 8 bytes per layer plus the reservoir (L · K · d float32); runs with
 d > GEOMETRY_MAX_DIM skip the covariance and say so in the run notes.
 """
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import torch
 
 from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats import geometry as G
 
 GEOMETRY_MAX_DIM = 4096
@@ -42,7 +44,7 @@ def gram(xc: torch.Tensor) -> torch.Tensor:
 
 class GeometryAccumulator(Accumulator):
     name = "geometry"
-    table_names = ("layer_geometry", "layer_spectrum")
+    table_names = ("layer_geometry", "layer_spectrum", "pair_cosines")
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
@@ -57,6 +59,8 @@ class GeometryAccumulator(Accumulator):
         self.scatter = torch.zeros((L, d, d), dtype=torch.float64, device=self.device)
         self.sum_u = torch.zeros((L, d), dtype=torch.float64, device=self.device)
         self.n_u = np.zeros(L, np.int64)  # per layer: embeddings with a non-zero norm (the cosine's n)
+        self.norm_sum = np.zeros(L)  # Σ‖x‖ and Σ‖x‖² (float64, summed per batch in float64)
+        self.sq_sum = np.zeros(L)
         self.sample = np.zeros((L, K, d), np.float32)
         self.filled = np.zeros(K, bool)
 
@@ -85,6 +89,8 @@ class GeometryAccumulator(Accumulator):
             w = torch.where(nz, 1.0 / norms.clamp_min(1e-300), torch.zeros_like(norms))
             self.sum_u[l] += xc.T @ w + mb * w.sum()
             self.n_u[l] += int(nz.sum())
+            self.norm_sum[l] += float(norms.sum())
+            self.sq_sum[l] += float(sq.clamp_min(0).sum())
         self.n += N
         self._reservoir(batch, X)
 
@@ -105,18 +111,24 @@ class GeometryAccumulator(Accumulator):
             self.n += other.n
             self.sum_u += other.sum_u.to(self.device)
             self.n_u += other.n_u
+            self.norm_sum += other.norm_sum
+            self.sq_sum += other.sq_sum
         self.sample[:, other.filled] = other.sample[:, other.filled]
         self.filled |= other.filled
         return self
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {"n": np.array([self.n], np.int64), "n_u": self.n_u.copy(), "mean": self.mean.cpu().numpy(),
+        return {"n": np.array([self.n], np.int64), "n_u": self.n_u.copy(), "norm_sum": self.norm_sum.copy(),
+                "sq_sum": self.sq_sum.copy(), "mean": self.mean.cpu().numpy(),
                 "scatter": self.scatter.cpu().numpy(), "sum_u": self.sum_u.cpu().numpy(),
                 "filled": self.filled.copy(), "sample": self.sample.copy()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         self.n = int(np.asarray(state["n"])[0])
         self.n_u = np.asarray(state["n_u"], np.int64).copy()
+        # checkpoints written before the norm spread existed resume with it unknown (NaN), never wrong
+        self.norm_sum = np.array(state.get("norm_sum", np.full(len(self.layers), np.nan)), np.float64)
+        self.sq_sum = np.array(state.get("sq_sum", np.full(len(self.layers), np.nan)), np.float64)
         self.mean = torch.from_numpy(np.array(state["mean"], np.float64)).to(self.device)
         self.scatter = torch.from_numpy(np.array(state["scatter"], np.float64)).to(self.device)
         self.sum_u = torch.from_numpy(np.array(state["sum_u"], np.float64)).to(self.device)
@@ -130,29 +142,18 @@ class GeometryAccumulator(Accumulator):
         su = self.sum_u.cpu().numpy()
         if not self.filled.all():
             raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
+        cosines = []
         for li, layer in enumerate(self.layers):  # the sample is in key order: a random order
-            sp = G.spectrum(cov[li])
-            est = G.batched_estimates(self.sample[li], smallest=_topk_smallest) if self.filled.size >= 3 else {}
-            rows.append({"layer": int(layer), "n": int(self.n), "anisotropy": sp.anisotropy,
-                         "anisotropy_batch_mean": est.get("anisotropy_batch_mean", np.nan),
-                         "anisotropy_batch_std": est.get("anisotropy_batch_std", np.nan),
-                         "participation_ratio": sp.participation_ratio, "n90": sp.n90, "n99": sp.n99,
-                         "trace": sp.trace, "mean_cosine": float(G.mean_cosine(float(su[li] @ su[li]), self.n_u[li])),
-                         "twonn_id": est.get("twonn_id", np.nan), "twonn_id_std": est.get("twonn_id_std", np.nan),
-                         "twonn_duplicates": int(est.get("twonn_duplicates", 0)),
-                         "twonn_batches": int(est.get("twonn_batches", 0)), "id_sample": int(self.filled.size)})
-            spectra.append(sp.eigenvalues)
-        return {"rows": rows, "spectra": spectra}
+            row, eig = G.layer_row(cov[li], self.sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
+                                   n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
+                                   sq_sum=float(self.sq_sum[li]), smallest=_topk_smallest)
+            rows.append({"layer": int(layer), **row})
+            spectra.append(eig)
+            cosines.append(G.pair_cosines(self.sample[li]))
+        return {"rows": rows, "spectra": spectra, "cosines": cosines}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
-        rows = result["rows"]
-        geo = pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows else pa.table({"layer": pa.array([], pa.int32())})
-        d = self.dim
-        spec = pa.table({
-            "layer": np.repeat(np.asarray(self.layers, np.int32), d),
-            "k": np.tile(np.arange(d, dtype=np.int32), len(self.layers)),
-            "eigenvalue": np.concatenate(result["spectra"]) if result["spectra"] else np.zeros(0)})
-        return {"layer_geometry": geo, "layer_spectrum": spec}
+        return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"])
 
     def run_meta(self, result) -> dict:
         return {"id_sample": int(self.filled.size)}
