@@ -103,19 +103,21 @@ def test_null_cli(tmp_path, capsys, written_run_path):
     assert len(tr) == len(open_run(out).layers)
 
 
-def test_layers_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):  # noqa: F811
-    """Runs page button draws the null; the Layers page overlays it as dashed grey lines whose values
-    are the null run's own trade-off."""
+def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):  # noqa: F811
+    """Runs page button draws the null; Layers, Decomposition, Frequency, Trade-off and Geometry overlay
+    it (dashed grey lines, a grey cloud behind scatters) with the null run's own values; the choice
+    carries from page to page and into the URL."""
     import shutil
 
     from streamlit.testing.v1 import AppTest
 
-    from test_dashboard_apptest import APP, RUN, arr, figure
+    from normvar_core.viz.overlay import NULL_CLOUD
+    from test_dashboard_apptest import APP, RUN, arr, figure, figures_of
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
     monkeypatch.setenv("NORMVAR_DATA", str(data))
-    at = AppTest.from_file(APP, default_timeout=90)
+    at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"run": RUN})
     at.run()
     at.switch_page("views/runs.py").run()
@@ -123,12 +125,45 @@ def test_layers_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir)
     at.button(key="w_null_go").click().run()
     assert not at.exception and any("Published" in s.value for s in at.success)
     null_name = f"{RUN}__null-offset-s0"
-    assert (data / "runs" / f"{null_name}.duckdb").exists()
+    null = open_run(data / "runs" / f"{null_name}.duckdb")
+    assert null.has("layer_geometry")
+
+    def dashed(fig):
+        return [t for t in fig["data"] if (t.get("line") or {}).get("dash") == "dash" and "Gaussian null" in t["name"]]
+
     at.switch_page("views/layers.py").run()
-    at.selectbox(key="w_layers_null").set_value(null_name).run()
+    at.selectbox(key="w_null").set_value(null_name).run()
+    assert not at.exception and null_name in str(at.query_params["null"])
+    lines = dashed(figure(at, ""))
+    assert len(lines) == 3
+    want = analyses.tradeoff(null.stats(), 10, 1e5)
+    np.testing.assert_allclose(arr(lines[1]["y"]), want.sort_values("layer")["slope"].to_numpy(), rtol=1e-9)
+
+    at.switch_page("views/decomposition.py").run()          # the pick carries over
+    assert not at.exception and at.selectbox(key="w_null").value == null_name
+    ratios = figure(at, "Ratios to Q(X)")
+    want = analyses.decomposition(null.stats(), 10, 1e5).sort_values("layer")
+    np.testing.assert_allclose(arr(dashed(ratios)[0]["y"]), want["m_over_q"].to_numpy(), rtol=1e-9)
+    assert len(dashed(figure(at, "Raw values"))) == 5
+
+    at.switch_page("views/frequency.py").run()
     assert not at.exception
-    fig = figure(at, "")
-    dashed = [t for t in fig["data"] if (t.get("line") or {}).get("dash") == "dash"]
-    assert len(dashed) == 3
-    want = analyses.tradeoff(open_run(data / "runs" / f"{null_name}.duckdb").stats(), 10, 1e5)
-    np.testing.assert_allclose(arr(dashed[1]["y"]), want.sort_values("layer")["slope"].to_numpy(), rtol=1e-9)
+    slopes = figure(at, "Slope on")
+    want = analyses.frequency_regressions(null.stats(), 10, 1e5)
+    want_m = want[want["quantity"] == "M"].sort_values("layer")["slope"].to_numpy()
+    np.testing.assert_allclose(arr(dashed(slopes)[1]["y"]), want_m, rtol=1e-9)
+
+    at.switch_page("views/tradeoff.py").run()
+    assert not at.exception
+    layer = at.select_slider(key="w_layer").value
+    cloud = [t for t in figure(at, "token types with")["data"] if (t.get("marker") or {}).get("color") == NULL_CLOUD]
+    t = null.token_table(layer)
+    t = t[(t.n >= 10) & (t.n <= 1e5)]
+    assert len(cloud) == 1 and sorted(arr(cloud[0]["x"])) == pytest.approx(sorted(t["m"].to_numpy()), rel=1e-9)
+
+    at.switch_page("views/geometry.py").run()
+    assert not at.exception
+    geo = figure(at, "Layer geometry")
+    ng = null.table("layer_geometry").sort_values("layer")
+    np.testing.assert_allclose(arr(dashed(geo)[0]["y"]), ng["anisotropy"].to_numpy(), rtol=1e-9)
+    assert len(figures_of(at)) >= 2

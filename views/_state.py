@@ -123,5 +123,39 @@ def tokens_input(key: str = "w_tokens", label: str = "Highlight tokens") -> list
     return v.tokens
 
 
+def runs_to_overlay(label: str, key: str, relative_key: str, relative_default: bool) -> tuple[list[str], bool]:
+    """The runs overlaid on a per-layer figure (a multiselect; the sidebar's run always first) and the
+    relative-depth toggle (x = layer / (hidden states − 1), so models of different depth line up)."""
+    v = view()
+    names = runs_table()["name"].tolist()
+    c1, c2 = st.columns([3, 1])
+    with c1:
+        bind(key, [v.run], lambda x: isinstance(x, list) and all(n in names for n in x))
+        chosen = st.multiselect(label, names, key=key, help="the sidebar's run is always included")
+    with c2:
+        bind(relative_key, relative_default)
+        relative = st.toggle("Relative depth", key=relative_key,
+                             help="x = layer / (number of layers): models of different depth line up")
+    return ([v.run] + [n for n in chosen if n != v.run]), relative
 
-__all__ = ['view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']
+
+def null_picker(run, key: str = "w_null"):
+    """The Gaussian null (seed 003) overlaid on this page's figures: a selectbox over the published null
+    runs of ``run`` (shared by every page and kept in the URL as ``?null=``). Returns (label, Run) or
+    (None, None)."""
+    from normvar_core.runs.null import nulls_of
+    from normvar_core.viz.overlay import null_label
+
+    v = view()
+    nulls = nulls_of(runs_table(), run.name)
+    options = ["none"] + nulls
+    bind(key, v.null if v.null in nulls else "none", lambda x: x in options)
+    pick = st.selectbox("Gaussian null (seed 003)", options, key=key,
+                        help="overlay what plain Gaussians with the same token counts give (dashed grey, a grey "
+                             "cloud behind scatters). Draw one with the button on Runs or `normvar null RUN`.")
+    v.null = None if pick == "none" else pick
+    nr = open_run(pick) if v.null else None
+    return (null_label(nr.meta), nr) if nr is not None else (None, None)
+
+
+__all__ = ['runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']

@@ -12,20 +12,24 @@ _ui.page_header("Decomposition of the whole embedding set X",
 run = _ui.require_run()
 v = _ui.view()
 
-c1, c2 = st.columns([2, 3])
+c1, c2, c3 = st.columns([2, 2, 1])
 with c1:
     band = _ui.band_slider(run)
 with c2:
+    null_label, null_run = _ui.null_picker(run)
+with c3:
     _ui.bind("w_decomp_log", False)
     log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
 
 try:
     d = _ui.decomposition(run, band)
+    nd = _ui.decomposition(null_run, band) if null_run is not None else None
     bars = figures.decomposition_bars(d, presentation=v.presentation,
                                       title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V_W/V (Fig. 6)")
-    ratios = figures.decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)")
+    ratios = figures.decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
+                                          null=nd, null_label=null_label or "")
     raw = figures.decomposition_raw(d, log_y=log_y, presentation=v.presentation,
-                                    title="Raw values (Fig. 19, 20)")
+                                    title="Raw values (Fig. 19, 20)", null=nd, null_label=null_label or "")
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

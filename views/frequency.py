@@ -13,12 +13,14 @@ _ui.page_header("Frequency: Q, M and V against log₁₀ n_t",
 run = _ui.require_run()
 v = _ui.view()
 
-c1, c2, c3 = st.columns([2, 2, 1])
+c1, c2, c3, c4 = st.columns([2, 2, 2, 1])
 with c1:
     layer = _ui.layer_slider(run)
 with c2:
     band = _ui.band_slider(run)
 with c3:
+    null_label, null_run = _ui.null_picker(run)
+with c4:
     _ui.bind("w_freq_raw", False)
     log_y = not st.toggle("Raw values (Fig. 7)", key="w_freq_raw",
                           help="off: log₁₀(1 + Z), the scale of the regressions (App. F); on: Q, M, V themselves")
@@ -27,10 +29,16 @@ try:
     regs = _ui.frequency_regressions(run, band)
     points = _ui.band_points(run, layer, band)
     drawn, total = figures.downsample(points, figures.MAX_POINTS)
+    null_points = null_regs = None
+    if null_run is not None:
+        null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band), figures.MAX_POINTS)
+        null_regs = _ui.frequency_regressions(null_run, band)
     scatter = figures.frequency_scatter(drawn, regs, layer=layer, log_y=log_y, total=total,
-                                        presentation=v.presentation,
+                                        presentation=v.presentation, null_points=null_points,
+                                        null_label=null_label or "",
                                         title=f"{run.name} · layer {layer} (Fig. 7, 11–13)")
-    slopes = figures.frequency_slopes(regs, presentation=v.presentation,
+    slopes = figures.frequency_slopes(regs, presentation=v.presentation, null_regs=null_regs,
+                                      null_label=null_label or "",
                                       title="Slope on log₁₀ n_t per layer (Fig. 17)")
     hist = _ui.histograms(run, layer, band)
     hfig = figures.histograms_figure(hist, presentation=v.presentation,

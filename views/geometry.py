@@ -17,19 +17,9 @@ _ui.page_header("Geometry: anisotropy and intrinsic dimension across layers",
 run = _ui.require_run()
 _ui.require(run, "geometry", "layer geometry")
 v = _ui.view()
-runs = _ui.runs_table()
-names = runs["name"].tolist()
-
-c1, c2 = st.columns([3, 1])
-with c1:
-    _ui.bind("w_geo_runs", [v.run], lambda x: isinstance(x, list) and all(n in names for n in x))
-    chosen = st.multiselect("Runs to overlay (encoder next to decoder)", names, key="w_geo_runs",
-                            help="the sidebar's run is always included")
-with c2:
-    _ui.bind("w_geo_relative", True)
-    relative = st.toggle("Relative depth", key="w_geo_relative")
-if v.run not in chosen:
-    chosen = [v.run] + list(chosen)
+chosen, relative = _ui.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
+                                       "w_geo_relative", True)
+null_label, null_run = _ui.null_picker(run)
 
 curves, depths, skipped = {}, {}, []
 try:
@@ -42,11 +32,17 @@ try:
             continue
         curves[name] = _ui.table(r, "layer_geometry")
         depths[name] = _ui.num_hidden_states(r)
+    null_curves = {}
+    if null_run is not None and null_run.has("layer_geometry"):
+        null_curves[null_label] = _ui.table(null_run, "layer_geometry")
+        depths[null_label] = _ui.num_hidden_states(null_run)
     fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
-                               title="Layer geometry (seed 004, Fig. 1)")
+                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
+if null_run is not None and not null_curves:
+    st.caption(f"{null_label} has no geometry: draw it again (nulls of runs with the layer geometry carry it).")
 if skipped:
     st.caption("Without geometry (recompute to include): " + ", ".join(skipped))
 data = pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True)

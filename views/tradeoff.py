@@ -12,11 +12,13 @@ _ui.page_header("Trade-off: V(X_t) against M(X_t)",
 run = _ui.require_run()
 v = _ui.view()
 
-c1, c2, c3 = st.columns([2, 2, 3])
+c1, c2, c3, c4 = st.columns([2, 2, 3, 2])
 with c1:
     layer = _ui.layer_slider(run)
 with c2:
     band = _ui.band_slider(run)
+with c4:
+    null_label, null_run = _ui.null_picker(run)
 
 
 def _highlight_app_a() -> None:
@@ -38,8 +40,12 @@ try:
     drawn, total = figures.downsample(points, figures.MAX_POINTS)
     table = _ui.token_table(run, layer)
     hl, missing = figures.find_tokens(table, queries)
+    null_points = None
+    if null_run is not None:
+        null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band), figures.MAX_POINTS)
     fig = figures.tradeoff_scatter(
         drawn, fit, highlight=hl, total=total, presentation=v.presentation,
+        null_points=null_points, null_label=null_label or "Gaussian null",
         title=f"{run.name} · layer {layer} · {len(points):,} token types with "
               f"{10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
 except Exception as err:  # noqa: BLE001

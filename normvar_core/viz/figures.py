@@ -15,13 +15,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, QCOLORS, apply_theme, relative_depth
+from normvar_core.viz.overlay import depth_x, null_cloud, null_line
+from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, QCOLORS, apply_theme
 
 #: WebGL scatters stay interactive up to this many points; beyond it we draw a uniform sample.
 from normvar_core.constants import STUDY_BAND
 
 MAX_POINTS = 100_000
-NULL_COLOR = "#9a9a9a"  # Gaussian null runs (seed 003): dashed grey, behind the real curves
 
 _LABEL = {
     "q": "Q(X<sub>t</sub>)", "m": "M(X<sub>t</sub>)", "v": "V(X<sub>t</sub>)",
@@ -113,11 +113,14 @@ def _line_through(x: np.ndarray, slope: float, intercept: float) -> tuple[list[f
 def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None, *,
                      highlight: pd.DataFrame | None = None, title: str | None = None,
                      total: int | None = None, presentation: bool = False,
-                     colorbar: bool = True, height: int | None = None) -> go.Figure:
+                     colorbar: bool = True, height: int | None = None,
+                     null_points: pd.DataFrame | None = None, null_label: str = "Gaussian null",
+                     q_pred: float | None = None) -> go.Figure:
     """V(X_t) against M(X_t): one WebGL point per token type (coloured by log10 n_t, hover: token,
     n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a row of
     ``analyses.tradeoff``), highlighted tokens ringed and labelled. ``total`` > len(points) adds a
-    notice that a sample is drawn."""
+    notice that a sample is drawn. ``null_points``: a Gaussian null's types (m, v), a grey cloud
+    behind; ``q_pred``: App. I's LayerNorm prediction Q ≈ ‖γ‖² + ‖β‖², drawn as V = Q_pred − M."""
     x = points["m"].to_numpy(dtype=np.float64)
     y = points["v"].to_numpy(dtype=np.float64)
     logn = (points["log10_n"] if "log10_n" in points else np.log10(points["n"])).to_numpy(dtype=np.float64)
@@ -127,6 +130,8 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
     text = points["token"].to_numpy(dtype=str)
     custom = np.column_stack([points["n"].to_numpy(dtype=np.float64), points["q"].to_numpy(dtype=np.float64)])
     fig = go.Figure()
+    if null_points is not None and len(null_points):
+        null_cloud(fig, null_points["m"], null_points["v"], null_label, size=5 if len(null_points) > 5000 else 7)
     fig.add_trace(go.Scattergl(
         x=x, y=y, mode="markers", name="token types",
         marker=dict(size=5 if len(x) > 5000 else 7, color=logn, colorscale=COLORSCALE, opacity=0.75,
@@ -148,6 +153,11 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
             align="right", bgcolor="rgba(255,255,255,0.85)", bordercolor="#bbb", borderwidth=1,
             font=dict(size=15),
         )
+    if q_pred is not None and np.isfinite(q_pred) and x.size:
+        lx = np.array([0.0, min(float(q_pred), float(np.nanmax(x)) * 1.05)])
+        fig.add_trace(go.Scatter(x=lx, y=q_pred - lx, mode="lines", name="LayerNorm prediction",
+                                 line=dict(color="#b15928", width=2, dash="dot"),
+                                 hovertemplate=f"App. I: V = ‖γ‖² + ‖β‖² − M, ‖γ‖² + ‖β‖² = {q_pred:.4g}<extra></extra>"))
     if highlight is not None and len(highlight):
         fig.add_trace(go.Scatter(
             x=highlight["m"], y=highlight["v"], mode="markers+text", name="highlighted",
@@ -170,14 +180,6 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
 
 
 # ============================================================================ Fig 4: layers
-def _xcol(df: pd.DataFrame, relative: bool, num_hidden_states: int | None) -> np.ndarray:
-    layers = df["layer"].to_numpy()
-    if not relative:
-        return layers
-    n = num_hidden_states or (int(layers.max()) + 1 if layers.size else 1)
-    return np.array([relative_depth(int(l), n) for l in layers])
-
-
 def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
                   num_hidden_states: Mapping[str, int] | None = None, mark_layer: Mapping[str, int] | None = None,
                   presentation: bool = False, title: str | None = None,
@@ -189,14 +191,12 @@ def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
                         horizontal_spacing=0.08)
     for label, df in (null_curves or {}).items():
         df = df.sort_values("layer")
-        x = _xcol(df, relative, (num_hidden_states or {}).get(label))
+        x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         for col, key in enumerate(("cv_q", "slope", "r2"), start=1):
-            fig.add_trace(go.Scatter(x=x, y=df[key], mode="lines", name=label, legendgroup=label, showlegend=col == 1,
-                                     line=dict(color=NULL_COLOR, width=2, dash="dash"),
-                                     hovertemplate=f"{label}<br>{key} = %{{y:.4g}}<extra></extra>"), row=1, col=col)
+            null_line(fig, x, df[key], label, showlegend=col == 1, what=f"{key} =", row=1, col=col)
     for i, (label, df) in enumerate(curves.items()):
         df = df.sort_values("layer")
-        x = _xcol(df, relative, (num_hidden_states or {}).get(label))
+        x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = PALETTE[i % len(PALETTE)]
         for col, key in enumerate(("cv_q", "slope", "r2"), start=1):
             fig.add_trace(go.Scatter(
@@ -207,7 +207,7 @@ def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
         if mark_layer and label in mark_layer:
             sel = df.loc[df["layer"] == mark_layer[label]]
             if len(sel):
-                xs = _xcol(sel, relative, (num_hidden_states or {}).get(label))
+                xs = depth_x(sel, relative, (num_hidden_states or {}).get(label))
                 for col, key in enumerate(("cv_q", "slope", "r2"), start=1):
                     fig.add_trace(go.Scatter(x=xs, y=sel[key], mode="markers", showlegend=False, hoverinfo="skip",
                                              marker=dict(size=15, color="rgba(0,0,0,0)",
@@ -238,23 +238,41 @@ def decomposition_bars(decomp: pd.DataFrame, *, presentation: bool = False, titl
     return apply_theme(fig, presentation)
 
 
-def decomposition_ratios(decomp: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
-    """Fig 18: M/Q, V/Q, V_W/Q, V_B/Q against layer."""
+def decomposition_ratios(decomp: pd.DataFrame, *, presentation: bool = False, title: str | None = None,
+                         null: pd.DataFrame | None = None, null_label: str = "Gaussian null") -> go.Figure:
+    """Fig 18: M/Q, V/Q, V_W/Q, V_B/Q against layer; ``null``: a Gaussian null's, dashed grey."""
     d = decomp.sort_values("layer")
     fig = go.Figure()
-    for key, name, color in (("m_over_q", "M/Q", QCOLORS["M"]), ("v_over_q", "V/Q", QCOLORS["V"]),
-                             ("v_w_over_q", "V<sub>W</sub>/Q", QCOLORS["V_W"]), ("v_b_over_q", "V<sub>B</sub>/Q", QCOLORS["V_B"])):
+    keys = (("m_over_q", "M/Q", QCOLORS["M"]), ("v_over_q", "V/Q", QCOLORS["V"]),
+            ("v_w_over_q", "V<sub>W</sub>/Q", QCOLORS["V_W"]), ("v_b_over_q", "V<sub>B</sub>/Q", QCOLORS["V_B"]))
+    if null is not None and len(null):
+        nd = null.sort_values("layer")
+        for i, (key, name, _) in enumerate(keys):
+            null_line(fig, nd["layer"], nd[key], null_label, showlegend=i == 0, what=f"{name} =")
+    for key, name, color in keys:
         fig.add_trace(go.Scatter(x=d["layer"], y=d[key], mode="lines+markers", name=name, line=dict(color=color, width=2.5)))
     fig.update_layout(title=title, xaxis_title="layer", yaxis_title="ratio", height=380, hovermode="x unified")
     return apply_theme(fig, presentation)
 
 
 def decomposition_raw(decomp: pd.DataFrame, *, log_y: bool = False, presentation: bool = False,
-                      title: str | None = None) -> go.Figure:
-    """Fig 19 + 20: Q(X), M(X), V(X) and V_W(X), V_B(X) against layer (raw values)."""
+                      title: str | None = None, null: pd.DataFrame | None = None,
+                      null_label: str = "Gaussian null", q_pred: pd.DataFrame | None = None) -> go.Figure:
+    """Fig 19 + 20: Q(X), M(X), V(X) and V_W(X), V_B(X) against layer (raw values). ``null``: a
+    Gaussian null's, dashed grey; ``q_pred``: App. I's ‖γ‖² + ‖β‖² per layer (layer, q_pred), dotted,
+    only at the layers that are outputs of a normalization."""
     d = decomp.sort_values("layer")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Q(X), M(X), V(X)", "V<sub>W</sub>(X), V<sub>B</sub>(X)"),
                         horizontal_spacing=0.1)
+    if null is not None and len(null):
+        nd = null.sort_values("layer")
+        for i, (key, col) in enumerate((("q", 1), ("m", 1), ("v", 1), ("v_w", 2), ("v_b", 2))):
+            null_line(fig, nd["layer"], nd[key], null_label, showlegend=i == 0, what=f"{key} =", row=1, col=col)
+    if q_pred is not None and len(q_pred):
+        fig.add_trace(go.Scatter(x=q_pred["layer"], y=q_pred["q_pred"], mode="markers+lines", name="‖γ‖² + ‖β‖² (App. I)",
+                                 line=dict(color="#b15928", width=2, dash="dot"), marker=dict(symbol="x", size=9),
+                                 hovertemplate="layer %{x}<br>LayerNorm prediction of Q = %{y:.5g}<extra></extra>"),
+                      row=1, col=1)
     for key, name, col in (("q", "Q", 1), ("m", "M", 1), ("v", "V", 1), ("v_w", "V_W", 2), ("v_b", "V_B", 2)):
         fig.add_trace(go.Scatter(x=d["layer"], y=d[key], mode="lines+markers", name=name.replace("_W", "<sub>W</sub>").replace("_B", "<sub>B</sub>"),
                                  line=dict(color=QCOLORS[name], width=2.5),
@@ -275,7 +293,7 @@ def decomposition_compare(decomps: Mapping[str, pd.DataFrame], *, relative: bool
     dashes = ["solid", "dash", "dot", "dashdot"]
     for i, (label, d) in enumerate(decomps.items()):
         d = d.sort_values("layer")
-        x = _xcol(d, relative, (num_hidden_states or {}).get(label))
+        x = depth_x(d, relative, (num_hidden_states or {}).get(label))
         for col, key in enumerate(("m_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v"), start=1):
             fig.add_trace(go.Scatter(x=x, y=d[key], mode="lines+markers", name=label, legendgroup=label,
                                      showlegend=col == 1, line=dict(color=PALETTE[i % len(PALETTE)], width=2.5,
@@ -291,17 +309,23 @@ def decomposition_compare(decomps: Mapping[str, pd.DataFrame], *, relative: bool
 # ============================================================================ Fig 7, 11-17: frequency
 def frequency_scatter(points: pd.DataFrame, regs: pd.DataFrame | None = None, *, layer: int | None = None,
                       log_y: bool = True, total: int | None = None, presentation: bool = False,
-                      title: str | None = None) -> go.Figure:
+                      title: str | None = None, null_points: pd.DataFrame | None = None,
+                      null_label: str = "Gaussian null") -> go.Figure:
     """Q, M, V against log10 n_t (three panels) with the regression lines of ``regs`` (rows of
     ``analyses.frequency_regressions``, which regresses log10(1 + Z) on log10 n_t, App. F).
     ``log_y``: plot log10(1 + Z), where the fitted lines are straight; else the raw Z (Fig. 7) with
-    the same fit drawn as the curve Z = 10^(a + b log10 n) - 1."""
+    the same fit drawn as the curve Z = 10^(a + b log10 n) - 1. ``null_points``: a Gaussian null's
+    types, a grey cloud behind each panel."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=tuple(("log<sub>10</sub>(1 + %s)" if log_y else "%s") % _LABEL[k]
                                              for k in ("Q", "M", "V")))
     x = (points["log10_n"] if "log10_n" in points else np.log10(points["n"])).to_numpy(dtype=np.float64)
     tok = points["token"].to_numpy(dtype=str)
     for col, (key, qname) in enumerate((("q", "Q"), ("m", "M"), ("v", "V")), start=1):
+        if null_points is not None and len(null_points):
+            nraw = null_points[key].to_numpy(dtype=np.float64)
+            nx = (null_points["log10_n"] if "log10_n" in null_points else np.log10(null_points["n"]))
+            null_cloud(fig, nx, np.log10(1.0 + nraw) if log_y else nraw, null_label, size=4, row=1, col=col)
         raw = points[key].to_numpy(dtype=np.float64)
         y = np.log10(1.0 + raw) if log_y else raw
         fig.add_trace(go.Scattergl(x=x, y=y, mode="markers", name=qname, showlegend=False,
@@ -331,9 +355,15 @@ def frequency_scatter(points: pd.DataFrame, regs: pd.DataFrame | None = None, *,
     return apply_theme(fig, presentation)
 
 
-def frequency_slopes(regs: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
-    """Fig 17: slope of Q, M, V on log10 n_t against layer (and R^2 on hover)."""
+def frequency_slopes(regs: pd.DataFrame, *, presentation: bool = False, title: str | None = None,
+                     null_regs: pd.DataFrame | None = None, null_label: str = "Gaussian null") -> go.Figure:
+    """Fig 17: slope of Q, M, V on log10 n_t against layer (and R^2 on hover); ``null_regs``: a
+    Gaussian null's slopes, dashed grey (seed 003: M falls as 1/n_t for plain Gaussians too)."""
     fig = go.Figure()
+    for i, qname in enumerate(("Q", "M", "V")):
+        if null_regs is not None and len(null_regs):
+            nd = null_regs.loc[null_regs["quantity"] == qname].sort_values("layer")
+            null_line(fig, nd["layer"], nd["slope"], null_label, showlegend=i == 0, what=f"{qname} slope =")
     for qname in ("Q", "M", "V"):
         d = regs.loc[regs["quantity"] == qname].sort_values("layer")
         fig.add_trace(go.Scatter(x=d["layer"], y=d["slope"], mode="lines+markers", name=qname,

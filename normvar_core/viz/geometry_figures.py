@@ -9,30 +9,30 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme, relative_depth
+from normvar_core.viz.overlay import depth_x, null_line
+from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
 
 PANELS = (("anisotropy", "anisotropy λ₁/Σλ (exact)"), ("twonn_id", "intrinsic dimension (TwoNN)"),
           ("participation_ratio", "participation ratio (Σλ)²/Σλ²"), ("mean_cosine", "mean cosine (all pairs)"))
 
 
-def _x(df: pd.DataFrame, relative: bool, num_hidden_states: int | None) -> np.ndarray:
-    layers = df["layer"].to_numpy()
-    if not relative:
-        return layers
-    n = num_hidden_states or (int(layers.max()) + 1 if layers.size else 1)
-    return np.array([relative_depth(int(l), n) for l in layers])
-
-
 def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
                       num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                      title: str | None = None) -> go.Figure:
+                      title: str | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
     """Four panels against (relative) depth, one line per run: exact anisotropy with seed 004's batch
-    estimate (± std, dashed), TwoNN ID ± std, participation ratio, mean cosine."""
+    estimate (± std, dashed), TwoNN ID ± std, participation ratio, mean cosine. ``null_curves``: the
+    same tables of Gaussian null runs, dashed grey."""
     fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.16,
                         horizontal_spacing=0.09)
+    for label, df in (null_curves or {}).items():
+        df = df.sort_values("layer")
+        x = depth_x(df, relative, (num_hidden_states or {}).get(label))
+        for k, (key, _) in enumerate(PANELS):
+            r, c = divmod(k, 2)
+            null_line(fig, x, df[key], label, showlegend=k == 0, what=f"{key} =", row=r + 1, col=c + 1)
     for i, (label, df) in enumerate(curves.items()):
         df = df.sort_values("layer")
-        x = _x(df, relative, (num_hidden_states or {}).get(label))
+        x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = PALETTE[i % len(PALETTE)]
         for k, (key, _) in enumerate(PANELS):
             r, c = divmod(k, 2)

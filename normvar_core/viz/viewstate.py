@@ -124,6 +124,8 @@ class ViewState:
     depth: float | None = None
     token: str | None = None
     """The Token view's token (``?token=``)."""
+    null: str | None = None
+    """The Gaussian null run overlaid on the figures (``?null=``, seed 003)."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
@@ -139,6 +141,7 @@ class ViewState:
             run2=_first(params.get("run2")) or None,
             depth=None if depth is None else min(max(depth, 0.0), 1.0),
             token=(_first(params.get("token")) or "")[:MAX_TOKEN_CHARS] or None,
+            null=_first(params.get("null")) or None,
         )
 
     def to_query(self) -> dict[str, str]:
@@ -161,6 +164,8 @@ class ViewState:
             q["depth"] = _num(round(self.depth, 3))
         if self.token:
             q["token"] = self.token
+        if self.null:
+            q["null"] = self.null
         return q
 
     def with_(self, **changes: Any) -> "ViewState":
