@@ -62,6 +62,23 @@ def test_mean_cosine_equals_the_mean_over_all_pairs(minilm_pass):
         np.testing.assert_allclose(res["rows"][li]["mean_cosine"], total / (n * (n - 1)), rtol=1e-9)
 
 
+def test_norm_spread_and_pair_cosines_equal_numpy(minilm_pass):
+    """Seed 003's checks: std(‖x‖)/E‖x‖ over every embedding, and the cosines of disjoint pairs of the
+    (random-order) TwoNN sample."""
+    _, accs, X, _, _ = minilm_pass
+    acc = accs["geometry"]
+    res = acc.result()
+    for li, row in enumerate(res["rows"]):
+        norms = np.linalg.norm(X[li], axis=1)
+        np.testing.assert_allclose(row["norm_mean"], norms.mean(), rtol=1e-9)
+        np.testing.assert_allclose(row["norm_cv"], norms.std() / norms.mean(), rtol=1e-6)
+        S = acc.sample[li].astype(np.float64)
+        a, b = S[0::2][: len(S) // 2], S[1::2][: len(S) // 2]
+        want = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        np.testing.assert_allclose(res["cosines"][li], want, rtol=1e-9)
+        assert len(want) == 300
+
+
 def test_self_similarity_equals_pairwise_mean(minilm_pass):
     plan, accs, X, ids, _ = minilm_pass
     res = accs["selfsim"].result()

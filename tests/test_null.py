@@ -167,3 +167,41 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     ng = null.table("layer_geometry").sort_values("layer")
     np.testing.assert_allclose(arr(dashed(geo)[0]["y"]), ng["anisotropy"].to_numpy(), rtol=1e-9)
     assert len(figures_of(at)) >= 2
+
+
+def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data_dir):  # noqa: F811
+    """High-dimensional geometry: the run's norm spread, mean cosine and n·M/V per layer are its own
+    tables'; the isotropic null sits at seed 003's closed forms (1/√(2d), 1); the pair-cosine histogram
+    holds the run's sampled pairs."""
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.stats.highdim import highdim_table
+    from test_dashboard_apptest import APP, RUN, arr, figure
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir / "runs", data / "runs")
+    run = open_run(data / "runs" / f"{RUN}.duckdb")
+    write_null_run(run, "isotropic", data / "runs" / f"{RUN}__null-isotropic-s0.duckdb")
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"run": RUN})
+    at.run()
+    at.switch_page("views/highdim.py").run()
+    assert not at.exception and not at.error
+    fig = figure(at, "seed 003's checks")
+    want = highdim_table(run.layer_stats(), run.table("layer_geometry"), run.stats(), 10, 1e5)
+    mine = [t for t in fig["data"] if t.get("name") == RUN]
+    np.testing.assert_allclose(arr(mine[0]["y"]), want["norm_cv"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(arr(mine[1]["y"]), want["mean_cosine"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(arr(mine[2]["y"]), want["n_m_over_v"].to_numpy(), rtol=1e-9)
+    null = [t for t in fig["data"] if t.get("name") == "Gaussian null (isotropic)"]
+    np.testing.assert_allclose(arr(null[0]["y"]), 1 / np.sqrt(2 * run.dim), rtol=0.05)   # radii concentrate
+    np.testing.assert_allclose(arr(null[2]["y"]), 1.0, rtol=0.1)                         # M/V ≈ 1/(n−1)
+    assert np.abs(arr(null[1]["y"])).max() < 0.01                                         # near-orthogonal
+    assert (want["n_m_over_v"] > 10 * arr(null[2]["y"])).all()   # MiniLM: means far larger than random draws give
+    cos = figure(at, "random pairs")
+    hist = [t for t in cos["data"] if t.get("name") == RUN][0]
+    layer = at.select_slider(key="w_layer").value
+    assert len(arr(hist["x"])) == len(run.table("pair_cosines").query("layer == @layer"))

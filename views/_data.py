@@ -118,6 +118,20 @@ def frequency_regressions(run, band) -> pd.DataFrame:
     return _analysis("frequency_regressions", *_key(run), *viewstate.band_counts(band))
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _highdim(path: str, mtime: int, n_min: float, n_max: float) -> pd.DataFrame:
+    from normvar_core.stats.highdim import highdim_table
+
+    run = _open_run(path, mtime)
+    geo = run.table("layer_geometry") if run.has("layer_geometry") else None
+    return highdim_table(run.layer_stats(), geo, _stats(path, mtime), n_min, n_max)
+
+
+def highdim(run, band) -> pd.DataFrame:
+    """``stats.highdim.highdim_table`` (seed 003's checks per layer) for the band."""
+    return _highdim(*_key(run), *viewstate.band_counts(band)).copy()
+
+
 @st.cache_resource(show_spinner=False, max_entries=128)
 def _histograms(path: str, mtime: int, layer: int, bins: int, n_min: float, n_max: float):
     from normvar_core.stats import analyses
@@ -215,4 +229,4 @@ def num_hidden_states(run) -> int:
 
 
 
-__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states']
+__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states']

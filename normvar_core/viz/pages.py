@@ -24,6 +24,7 @@ PAGES: tuple[Page, ...] = (
     Page("token", "token.py", "Token", "search", "Explore"),
     Page("geometry", "geometry.py", "Geometry", "blur_on", "Geometry"),
     Page("outliers", "outliers.py", "Outliers", "flare", "Geometry"),
+    Page("highdim", "highdim.py", "High-dimensional geometry", "grain", "Geometry"),
     Page("training", "training.py", "Training", "timeline", "Geometry"),
     Page("compare", "compare.py", "Compare", "compare", "Work"),
     Page("new-run", "new_run.py", "New run", "add_circle", "Work"),
