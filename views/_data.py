@@ -132,6 +132,15 @@ def highdim(run, band) -> pd.DataFrame:
     return _highdim(*_key(run), *viewstate.band_counts(band)).copy()
 
 
+def layernorm(run, band) -> pd.DataFrame | None:
+    """App. I per layer (``stats.layernorm.layernorm_table``), or None for runs without ``norm_params``."""
+    if not run.has("norm_params"):
+        return None
+    from normvar_core.stats.layernorm import layernorm_table
+
+    return layernorm_table(table(run, "norm_params"), stats(run), *viewstate.band_counts(band))
+
+
 @st.cache_resource(show_spinner=False, max_entries=128)
 def _histograms(path: str, mtime: int, layer: int, bins: int, n_min: float, n_max: float):
     from normvar_core.stats import analyses
@@ -229,4 +238,4 @@ def num_hidden_states(run) -> int:
 
 
 
-__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states']
+__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states']

@@ -24,12 +24,15 @@ with c3:
 try:
     d = _ui.decomposition(run, band)
     nd = _ui.decomposition(null_run, band) if null_run is not None else None
+    ln = _ui.layernorm(run, band)
+    q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
     bars = figures.decomposition_bars(d, presentation=v.presentation,
                                       title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V_W/V (Fig. 6)")
     ratios = figures.decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
                                           null=nd, null_label=null_label or "")
     raw = figures.decomposition_raw(d, log_y=log_y, presentation=v.presentation,
-                                    title="Raw values (Fig. 19, 20)", null=nd, null_label=null_label or "")
+                                    title="Raw values (Fig. 19, 20)", null=nd, null_label=null_label or "",
+                                    q_pred=q_pred)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
@@ -43,6 +46,16 @@ with c1:
     _ui.chart(ratios, key="decomp_ratios", data=d, name=f"{run.name}_decomposition_ratios")
 with c2:
     _ui.chart(raw, key="decomp_raw", data=d, name=f"{run.name}_decomposition_raw")
+if ln is not None:
+    with st.expander("App. I: what LayerNorm predicts, per layer", expanded=False):
+        if (ln["module"] == "").all():
+            st.caption("No stored hidden state is the output of a normalization (Pre-LN blocks without a final "
+                       "norm in the stored layers): LayerNorm predicts nothing here.")
+        st.caption("Q(X_t) ≈ ‖γ‖² + ‖β‖² where the hidden state is a norm's output (exact when γ is uniform); "
+                   "mean and C.V. of Q(X_t) over the types in the band. Empty module: a Pre-LN block's output.")
+        st.dataframe(ln, hide_index=True, width="stretch", key="layernorm_table")
+else:
+    st.caption("App. I (LayerNorm's prediction of Q): not in this run — recompute it to record the norms' γ and β.")
 with st.expander("Table"):
     st.dataframe(d, hide_index=True, width="stretch")
 _ui.sync_url("decomposition")

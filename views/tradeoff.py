@@ -43,8 +43,11 @@ try:
     null_points = None
     if null_run is not None:
         null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band), figures.MAX_POINTS)
+    ln = _ui.layernorm(run, band)
+    ln_row = ln.set_index("layer").loc[layer] if ln is not None and layer in set(ln["layer"]) else None
     fig = figures.tradeoff_scatter(
         drawn, fit, highlight=hl, total=total, presentation=v.presentation,
+        q_pred=float(ln_row["q_pred"]) if ln_row is not None else None,
         null_points=null_points, null_label=null_label or "Gaussian null",
         title=f"{run.name} · layer {layer} · {len(points):,} token types with "
               f"{10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
@@ -57,6 +60,12 @@ m1.metric("token types in band", f"{len(points):,}")
 m2.metric("slope (V on M)", figures.fmt(fit["slope"]) if fit else "–")
 m3.metric("R²", figures.fmt(fit["r2"]) if fit else "–")
 m4.metric("C.V. of Q(X_t)", figures.fmt(fit["cv_q"], 4) if fit else "–")
+if ln_row is not None:
+    st.caption(f"App. I: layer {layer} is the output of `{ln_row['module']}`; LayerNorm predicts Q(X_t) ≈ ‖γ‖² + ‖β‖² "
+               f"= {ln_row['q_pred']:.4g} (dotted line V = ‖γ‖² + ‖β‖² − M); measured mean {ln_row['q_types_mean']:.4g} "
+               f"({ln_row['measured_over_predicted']:.3f}×)." if ln_row["module"] else
+               f"App. I: layer {layer} is not the output of a normalization (a Pre-LN block), so LayerNorm makes no "
+               "prediction of Q here.")
 if total > len(drawn):
     st.warning(f"Showing a uniform random sample of {len(drawn):,} of {total:,} token types to keep the "
                "WebGL scatter responsive; the regression uses all of them.", icon=":material/filter_alt:")

@@ -60,6 +60,7 @@ class SourceInfo:
     num_hidden_states: int           # L + 1 for a transformer of L blocks (0 = input embeddings)
     device: str = "cpu"
     meta: dict = field(default_factory=dict)   # run-row columns: model, architecture, norm placement, ...
+    tables: dict = field(default_factory=dict)  # run-file tables the source itself publishes (norm_params)
 
 
 @dataclass

@@ -44,7 +44,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
     stats = results["moments"]
     check_counts(plan, stats)
     cfg = plan.cfg
-    tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths)}
+    tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
     acc_notes: dict = {}
     referenced: set[int] = set()
     for name, acc in accs.items():

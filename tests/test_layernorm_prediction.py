@@ -1,0 +1,95 @@
+"""App. I — what LayerNorm predicts: the run records ‖γ‖² + ‖β‖² of the normalization whose output each
+hidden state is. Ground truth: the modules' own parameters (randomized so that γ ≠ 1, β ≠ 0) on tiny
+BERT / RoBERTa (Post-LN: every hidden state), GPT-2 / Llama (Pre-LN: only the final norm), and
+Gemma's RMSNorm x·(1 + w), whose effective γ is 1 + w."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from normvar_core.config import RunConfig
+from normvar_core.pipeline import models as M
+from normvar_core.pipeline.norm_params import effective_affine, norm_param_table
+from test_dashboard_apptest import app, data_dir, run  # noqa: F401  (fixtures: the real MiniLM dashboard run)
+
+
+def _randomized(path, tmp_path):
+    """A copy of a tiny model whose normalization weights and biases are random."""
+    import transformers as T
+
+    model = T.AutoModel.from_pretrained(path)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for mod in model.modules():
+            if M._is_norm(mod):
+                for pname, p in mod.named_parameters(recurse=False):
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1.0 if pname == "weight" else 0.0))
+    out = tmp_path / path.name
+    model.save_pretrained(out)
+    T.AutoTokenizer.from_pretrained(path).save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("kind,norm_layers", [("bert", "all"), ("roberta", "all"), ("gpt2", "last"), ("llama", "last")])
+def test_recorded_norm_parameters_equal_the_modules(kind, norm_layers, tiny_models, tmp_path):
+    loaded = M.load_model(RunConfig(model=str(_randomized(tiny_models[kind], tmp_path))))
+    L = loaded.info.num_hidden_states
+    tab = norm_param_table(loaded.model, loaded.tokenizer, list(range(L)), loaded.info.dim).to_pandas()
+    mods = dict(loaded.model.named_modules())
+    want = list(range(L)) if norm_layers == "all" else [L - 1]
+    assert tab.loc[tab["module"] != "", "layer"].tolist() == want
+    assert tab.loc[tab["module"] == "", "q_pred"].isna().all()          # Pre-LN blocks: no prediction
+    for row in tab[tab["module"] != ""].itertuples():
+        mod = mods[row.module]
+        w = mod.weight.detach().double().numpy()
+        b = mod.bias.detach().double().numpy() if getattr(mod, "bias", None) is not None else np.zeros_like(w)
+        assert row.gamma_sq == pytest.approx(w @ w, rel=1e-5)
+        assert row.beta_sq == pytest.approx(b @ b, rel=1e-5, abs=1e-9)
+        assert row.norm_type == ("RMSNorm" if kind == "llama" else "LayerNorm")
+
+
+def test_gemma_rmsnorm_scales_by_one_plus_w():
+    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
+
+    norm = GemmaRMSNorm(24, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.copy_(torch.linspace(-0.5, 0.7, 24))
+    kind, gamma, beta = effective_affine(norm, 24)
+    assert kind == "RMSNorm"
+    np.testing.assert_allclose(gamma, 1 + np.linspace(-0.5, 0.7, 24), rtol=1e-5)
+    np.testing.assert_allclose(beta, 0, atol=1e-7)
+
+
+def test_minilm_run_records_every_layernorm(run, minilm_path):
+    """The real MiniLM run (Post-LN): every stored hidden state is a LayerNorm output (the embeddings'
+    and each block's ``output.LayerNorm``), with the parameters of the real checkpoint. How close
+    Q(X_t) comes to the prediction is measured, not assumed (README: App. I table)."""
+    import transformers as T
+
+    tab = run.table("norm_params").sort_values("layer")
+    assert tab["layer"].tolist() == run.layers
+    assert tab["module"].tolist() == ["embeddings.LayerNorm"] + [f"encoder.layer.{i}.output.LayerNorm"
+                                                                 for i in range(len(run.layers) - 1)]
+    mods = dict(T.AutoModel.from_pretrained(minilm_path).named_modules())
+    for row in tab.itertuples():
+        w, b = (mods[row.module].weight.detach().double().numpy(), mods[row.module].bias.detach().double().numpy())
+        assert row.q_pred == pytest.approx(w @ w + b @ b, rel=1e-5)
+
+
+def test_pages_draw_the_prediction(app, run):
+    """Trade-off: the line V = ‖γ‖² + ‖β‖² − M at the chosen layer; Decomposition: the predicted Q per
+    layer on the raw values and the measured-vs-predicted table."""
+    from test_dashboard_apptest import arr, figure, open_page, trace
+
+    tab = run.table("norm_params").set_index("layer")
+    at = open_page(app, "tradeoff", layer="3")
+    line = trace(figure(at, "layer 3"), "LayerNorm prediction")
+    np.testing.assert_allclose(arr(line["x"]) + arr(line["y"]), tab.loc[3, "q_pred"], rtol=1e-12)
+    assert any("App. I" in c.value for c in at.caption)
+    at.switch_page("views/decomposition.py").run()
+    assert not at.exception
+    pred = trace(figure(at, "Raw values"), "‖γ‖² + ‖β‖² (App. I)")
+    np.testing.assert_allclose(arr(pred["y"]), tab.sort_index()["q_pred"].to_numpy(), rtol=1e-12)
+    shown = next(d.value for d in at.dataframe if "measured_over_predicted" in d.value)
+    assert shown["module"].tolist() == tab.sort_index()["module"].tolist()
