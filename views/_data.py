@@ -97,25 +97,40 @@ def stats(run):
     return _stats(*_key(run))
 
 
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _pooled(path: str, mtime: int):
+    """(TokenStats, keys) with the types that share a key pooled exactly (fn. 7: "##ing" with "ing",
+    "Ġthe" with "the"; ``analyses.merge_by_key``)."""
+    from normvar_core.stats.analyses import merge_by_key, strip_prefix
+
+    tokens = _open_run(path, mtime).tokens()["token"].astype(str)
+    return merge_by_key(_stats(path, mtime), [strip_prefix(t) for t in tokens])
+
+
+def _stats_of(path: str, mtime: int, pool: bool):
+    return _pooled(path, mtime)[0] if pool else _stats(path, mtime)
+
+
 @st.cache_resource(show_spinner=False, max_entries=256)
-def _analysis(kind: str, path: str, mtime: int, n_min: float, n_max: float):
+def _analysis(kind: str, path: str, mtime: int, n_min: float, n_max: float, pool: bool = False):
     from normvar_core.stats import analyses
 
     fn = getattr(analyses, kind)
-    return fn(_stats(path, mtime), n_min, n_max)
+    return fn(_stats_of(path, mtime, pool), n_min, n_max)
 
 
-def tradeoff(run, band) -> pd.DataFrame:
-    """``analyses.tradeoff`` per layer (C.V. of Q, slope, intercept, R^2) for the band."""
-    return _analysis("tradeoff", *_key(run), *viewstate.band_counts(band))
+def tradeoff(run, band, pool: bool = False) -> pd.DataFrame:
+    """``analyses.tradeoff`` per layer (C.V. of Q, slope, intercept, R^2) for the band; ``pool``:
+    over the pooled sub-word variants (fn. 7)."""
+    return _analysis("tradeoff", *_key(run), *viewstate.band_counts(band), bool(pool))
 
 
-def decomposition(run, band) -> pd.DataFrame:
-    return _analysis("decomposition", *_key(run), *viewstate.band_counts(band))
+def decomposition(run, band, pool: bool = False) -> pd.DataFrame:
+    return _analysis("decomposition", *_key(run), *viewstate.band_counts(band), bool(pool))
 
 
-def frequency_regressions(run, band) -> pd.DataFrame:
-    return _analysis("frequency_regressions", *_key(run), *viewstate.band_counts(band))
+def frequency_regressions(run, band, pool: bool = False) -> pd.DataFrame:
+    return _analysis("frequency_regressions", *_key(run), *viewstate.band_counts(band), bool(pool))
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -142,33 +157,41 @@ def layernorm(run, band) -> pd.DataFrame | None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=128)
-def _histograms(path: str, mtime: int, layer: int, bins: int, n_min: float, n_max: float):
+def _histograms(path: str, mtime: int, layer: int, bins: int, n_min: float, n_max: float, pool: bool = False):
     from normvar_core.stats import analyses
 
-    return analyses.histograms(_stats(path, mtime), layer, bins=bins, n_min=n_min, n_max=n_max)
+    return analyses.histograms(_stats_of(path, mtime, pool), layer, bins=bins, n_min=n_min, n_max=n_max)
 
 
-def histograms(run, layer: int, band, bins: int = 50) -> pd.DataFrame:
-    return _histograms(*_key(run), int(layer), int(bins), *viewstate.band_counts(band))
+def histograms(run, layer: int, band, bins: int = 50, pool: bool = False) -> pd.DataFrame:
+    return _histograms(*_key(run), int(layer), int(bins), *viewstate.band_counts(band), bool(pool))
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def _token_table(path: str, mtime: int, layer: int) -> pd.DataFrame:
+def _token_table(path: str, mtime: int, layer: int, pool: bool = False) -> pd.DataFrame:
+    if pool:
+        from normvar_core.stats.analyses import token_table as pooled_table
+
+        merged, keys = _pooled(path, mtime)
+        return pooled_table(merged, layer, tokens=keys)
     return _open_run(path, mtime).token_table(layer)
 
 
-def token_table(run, layer: int) -> pd.DataFrame:
-    return _token_table(*_key(run), int(layer))
+def token_table(run, layer: int, pool: bool = False) -> pd.DataFrame:
+    """The types of ``layer`` (token_id, token, n, q, m, v); ``pool``: the pooled sub-word variants,
+    whose token_id is the index of their key (not a vocabulary id)."""
+    return _token_table(*_key(run), int(layer), bool(pool))
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def _points(path: str, mtime: int, layer: int, n_min: float, n_max: float) -> pd.DataFrame:
-    return figures.tradeoff_points(_token_table(path, mtime, layer), n_min, n_max)
+def _points(path: str, mtime: int, layer: int, n_min: float, n_max: float, pool: bool = False) -> pd.DataFrame:
+    return figures.tradeoff_points(_token_table(path, mtime, layer, pool), n_min, n_max)
 
 
-def band_points(run, layer: int, band) -> pd.DataFrame:
-    """Token types of ``layer`` inside the band (token_id, token, n, q, m, v, log10_n)."""
-    return _points(*_key(run), int(layer), *viewstate.band_counts(band))
+def band_points(run, layer: int, band, pool: bool = False) -> pd.DataFrame:
+    """Token types of ``layer`` inside the band (token_id, token, n, q, m, v, log10_n); ``pool``: see
+    ``token_table``."""
+    return _points(*_key(run), int(layer), *viewstate.band_counts(band), bool(pool))
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)

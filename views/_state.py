@@ -139,6 +139,16 @@ def runs_to_overlay(label: str, key: str, relative_key: str, relative_default: b
     return ([v.run] + [n for n in chosen if n != v.run]), relative
 
 
+def pool_toggle(key: str = "w_pool") -> bool:
+    """The study's footnote-7 pooling: "##ing" with "ing", "Ġthe" with "the" (exact, ``merge_by_key``)."""
+    v = view()
+    bind(key, v.pool)
+    v.pool = bool(st.toggle("Pool sub-word variants", key=key,
+                            help="fn. 7: pool the types that differ only by a sub-word marker (\"##ing\" with "
+                                 "\"ing\", \"Ġthe\" with \"the\"), exactly: pooled n, mean and variance"))
+    return v.pool
+
+
 def null_picker(run, key: str = "w_null"):
     """The Gaussian null (seed 003) overlaid on this page's figures: a selectbox over the published null
     runs of ``run`` (shared by every page and kept in the URL as ``?null=``). Returns (label, Run) or
@@ -158,4 +168,4 @@ def null_picker(run, key: str = "w_null"):
     return (null_label(nr.meta), nr) if nr is not None else (None, None)
 
 
-__all__ = ['runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']
+__all__ = ['pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']

@@ -15,6 +15,7 @@ v = _ui.view()
 c1, c2, c3 = st.columns([2, 2, 1])
 with c1:
     band = _ui.band_slider(run)
+    pool = _ui.pool_toggle()
 with c2:
     null_label, null_run = _ui.null_picker(run)
 with c3:
@@ -22,8 +23,8 @@ with c3:
     log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
 
 try:
-    d = _ui.decomposition(run, band)
-    nd = _ui.decomposition(null_run, band) if null_run is not None else None
+    d = _ui.decomposition(run, band, pool)
+    nd = _ui.decomposition(null_run, band, pool) if null_run is not None else None
     ln = _ui.layernorm(run, band)
     q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
     bars = figures.decomposition_bars(d, presentation=v.presentation,

@@ -18,6 +18,7 @@ with c1:
     layer = _ui.layer_slider(run)
 with c2:
     band = _ui.band_slider(run)
+    pool = _ui.pool_toggle()
 with c3:
     null_label, null_run = _ui.null_picker(run)
 with c4:
@@ -26,13 +27,13 @@ with c4:
                           help="off: log₁₀(1 + Z), the scale of the regressions (App. F); on: Q, M, V themselves")
 
 try:
-    regs = _ui.frequency_regressions(run, band)
-    points = _ui.band_points(run, layer, band)
+    regs = _ui.frequency_regressions(run, band, pool)
+    points = _ui.band_points(run, layer, band, pool)
     drawn, total = figures.downsample(points, figures.MAX_POINTS)
     null_points = null_regs = None
     if null_run is not None:
-        null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band), figures.MAX_POINTS)
-        null_regs = _ui.frequency_regressions(null_run, band)
+        null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band, pool), figures.MAX_POINTS)
+        null_regs = _ui.frequency_regressions(null_run, band, pool)
     scatter = figures.frequency_scatter(drawn, regs, layer=layer, log_y=log_y, total=total,
                                         presentation=v.presentation, null_points=null_points,
                                         null_label=null_label or "",
@@ -40,7 +41,7 @@ try:
     slopes = figures.frequency_slopes(regs, presentation=v.presentation, null_regs=null_regs,
                                       null_label=null_label or "",
                                       title="Slope on log₁₀ n_t per layer (Fig. 17)")
-    hist = _ui.histograms(run, layer, band)
+    hist = _ui.histograms(run, layer, band, pool=pool)
     hfig = figures.histograms_figure(hist, presentation=v.presentation,
                                      title=f"Histograms at layer {layer} (Fig. 14–16)")
     corpus = figures.corpus_histograms(run.sentence_length_hist(), run.frequency_hist(),

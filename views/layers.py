@@ -17,6 +17,7 @@ chosen, relative = _ui.runs_to_overlay("Runs to overlay", "w_layers_runs", "w_re
 c1, c2 = st.columns([2, 2])
 with c1:
     band = _ui.band_slider(run)
+    pool = _ui.pool_toggle()
 with c2:
     null_label, null_run = _ui.null_picker(run)
 
@@ -26,13 +27,13 @@ try:
         r = _ui.open_run(name)
         if r is None:
             continue
-        df = _ui.tradeoff(r, band)
+        df = _ui.tradeoff(r, band, pool)
         curves[name] = df
         depths[name] = _ui.num_hidden_states(r)
         rows.append(df.assign(run=name, model=r.meta.get("model")))
     null_curves = {}
     if null_run is not None:
-        null_curves[null_label] = _ui.tradeoff(null_run, band)
+        null_curves[null_label] = _ui.tradeoff(null_run, band, pool)
         depths[null_label] = _ui.num_hidden_states(null_run)
     fig = figures.layers_figure(curves, relative=relative, num_hidden_states=depths,
                                 presentation=v.presentation, null_curves=null_curves)

@@ -17,6 +17,7 @@ with c1:
     layer = _ui.layer_slider(run)
 with c2:
     band = _ui.band_slider(run)
+    pool = _ui.pool_toggle()
 with c4:
     null_label, null_run = _ui.null_picker(run)
 
@@ -34,15 +35,15 @@ with c3:
               type="tertiary", icon=":material/auto_awesome:")
 
 try:
-    fits = _ui.tradeoff(run, band)
+    fits = _ui.tradeoff(run, band, pool)
     fit = figures.fit_row(fits, layer=layer)
-    points = _ui.band_points(run, layer, band)
+    points = _ui.band_points(run, layer, band, pool)
     drawn, total = figures.downsample(points, figures.MAX_POINTS)
-    table = _ui.token_table(run, layer)
+    table = _ui.token_table(run, layer, pool)
     hl, missing = figures.find_tokens(table, queries)
     null_points = None
     if null_run is not None:
-        null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band), figures.MAX_POINTS)
+        null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band, pool), figures.MAX_POINTS)
     ln = _ui.layernorm(run, band)
     ln_row = ln.set_index("layer").loc[layer] if ln is not None and layer in set(ln["layer"]) else None
     fig = figures.tradeoff_scatter(

@@ -126,6 +126,8 @@ class ViewState:
     """The Token view's token (``?token=``)."""
     null: str | None = None
     """The Gaussian null run overlaid on the figures (``?null=``, seed 003)."""
+    pool: bool = False
+    """Pool sub-word variants ("##ing" with "ing", "Ġthe" with "the"; fn. 7) — ``?pool=1``."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
@@ -142,6 +144,7 @@ class ViewState:
             depth=None if depth is None else min(max(depth, 0.0), 1.0),
             token=(_first(params.get("token")) or "")[:MAX_TOKEN_CHARS] or None,
             null=_first(params.get("null")) or None,
+            pool=parse_bool(params.get("pool")),
         )
 
     def to_query(self) -> dict[str, str]:
@@ -166,6 +169,8 @@ class ViewState:
             q["token"] = self.token
         if self.null:
             q["null"] = self.null
+        if self.pool:
+            q["pool"] = "1"
         return q
 
     def with_(self, **changes: Any) -> "ViewState":
