@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from normvar_core.errors import NormvarError
+
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = PACKAGE_ROOT / "data" / "corpora" / "novels_en.txt.gz"
 
@@ -35,7 +37,11 @@ class DataDir:
 
     def _sub(self, name: str) -> Path:
         p = self.root / name
-        p.mkdir(parents=True, exist_ok=True)
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, a read-only or full disk
+            raise NormvarError(f"cannot use the folder {p} of the data directory ({exc.strerror or exc})",
+                               fix="choose a writable --data-dir (or $NORMVAR_DATA), or move what is in the way") from None
         return p
 
     @property

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
+from normvar_core.runs.writer import check_destination
 
 
 @dataclass
@@ -45,26 +46,6 @@ def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
 
 def _datadir(data_dir) -> DataDir:
     return data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
-
-
-def check_destination(out_path: Path, overwrite: bool) -> None:
-    """Before any expensive work: the name is free (or --overwrite) and the folder is writable."""
-    if out_path.exists() and not overwrite:
-        raise NormvarError(f"run {out_path.stem!r} already exists: {out_path}",
-                           fix="choose another --name or pass --overwrite")
-    folder = out_path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except (OSError, FileExistsError) as exc:
-        raise NormvarError(f"cannot create the run folder {folder}: {exc.strerror or exc}",
-                           fix="choose a writable --data-dir or --out") from None
-    probe = folder / f".normvar-write-probe-{os.getpid()}"
-    try:  # os.access says yes to root even for read-only or immutable folders: really try
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise NormvarError(f"the run folder {folder} is not writable ({exc.strerror or exc})",
-                           fix="choose a writable --data-dir or --out") from None
 
 
 class _Checkpointer:

@@ -181,4 +181,24 @@ def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentenc
     return write_tables(path, record, tables, overwrite=overwrite)
 
 
-__all__ = ["write_tables", "write_run", "publish", "run_path", "temp_path", "remove_stale_temps", "pid_alive"]
+def check_destination(out_path: Path, overwrite: bool) -> None:
+    """Before any expensive work: the name is free (or --overwrite) and the folder is writable."""
+    if out_path.exists() and not overwrite:
+        raise NormvarError(f"run {out_path.stem!r} already exists: {out_path}",
+                           fix="choose another --name or pass --overwrite")
+    folder = out_path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, FileExistsError) as exc:
+        raise NormvarError(f"cannot create the run folder {folder}: {exc.strerror or exc}",
+                           fix="choose a writable --data-dir or --out") from None
+    probe = folder / f".normvar-write-probe-{os.getpid()}"
+    try:  # os.access says yes to root even for read-only or immutable folders: really try
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise NormvarError(f"the run folder {folder} is not writable ({exc.strerror or exc})",
+                           fix="choose a writable --data-dir or --out") from None
+
+
+__all__ = ["check_destination", "write_tables", "write_run", "publish", "run_path", "temp_path", "remove_stale_temps", "pid_alive"]

@@ -59,7 +59,7 @@ from typing import Any, Iterator
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.runs.writer import remove_stale_temps
+from normvar_core.runs.writer import check_destination, remove_stale_temps
 from normvar_core.service.corpus_store import (CORPUS_EXTENSIONS, DEFAULT_MAX_UPLOAD_MB, corpus_extension,
                                                max_upload_bytes, store_corpus)
 from normvar_core.service.queue import make_huey as _make_huey
@@ -178,6 +178,32 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+@contextlib.contextmanager
+def database_errors(path: Path) -> Iterator[None]:
+    """A damaged, locked or unwritable queue database -> one NormvarError naming the fix (the CLI
+    exits 2, the dashboard shows it). Published runs never live in it, so moving it aside loses
+    only the queue."""
+    try:
+        yield
+    except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+        raise
+    except sqlite3.OperationalError as err:
+        text = str(err)
+        if "locked" in text or "busy" in text:
+            raise NormvarError(f"the job database {path} stayed locked by another process for 30 s",
+                               fix="wait for the other normvar process, or stop it (normvar worker stop)") from None
+        if "readonly" in text or "unable to open" in text or "disk I/O" in text:
+            raise NormvarError(f"cannot write the job database {path} ({text})",
+                               fix=f"make {path.parent} writable, or use another --data-dir") from None
+        raise NormvarError(f"the job database {path} is damaged ({text})",
+                           fix=f"move it aside (mv {path} {path}.damaged) and start again; published runs "
+                               "are not affected, the jobs queued in it are lost") from None
+    except sqlite3.DatabaseError as err:
+        raise NormvarError(f"the job database {path} is damaged ({err})",
+                           fix=f"move it aside (mv {path} {path}.damaged) and start again; published runs "
+                               "are not affected, the jobs queued in it are lost") from None
+
+
 def _set_wal(conn: sqlite3.Connection) -> None:
     deadline = time.monotonic() + 30.0
     while True:  # switching a fresh file to WAL needs a write lock; retry under concurrency
@@ -246,11 +272,12 @@ class JobStore:
     # -------------------------------------------------------------- plumbing
     @contextlib.contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
-        conn = _connect(self.db_path)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        with database_errors(self.db_path):
+            conn = _connect(self.db_path)
+            try:
+                yield conn
+            finally:
+                conn.close()
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -270,11 +297,12 @@ class JobStore:
         return self._huey
 
     def _enqueue(self, job_id: str, priority: float) -> None:
-        huey, task = self._queue()
-        try:
-            huey.enqueue(task.s(job_id, priority=priority))
-        finally:
-            huey.storage.close()  # no idle SQLite handle left in long-lived callers
+        with database_errors(self.queue_dir / "huey.sqlite"):
+            huey, task = self._queue()
+            try:
+                huey.enqueue(task.s(job_id, priority=priority))
+            finally:
+                huey.storage.close()  # no idle SQLite handle left in long-lived callers
 
     def _job(self, row: sqlite3.Row, worker_running: bool | None = None) -> Job:
         interrupted = False
@@ -325,6 +353,7 @@ class JobStore:
         cfg = _absolute_paths(cfg)
         name = cfg.name or default_run_name(cfg)
         cfg = cfg.replace(name=name)
+        check_destination(self.dd.run_path(name), overwrite)  # the same pre-load check as `normvar run`
         job_id = uuid.uuid4().hex[:12]
         now = time.time()
         with self._tx() as conn:
@@ -345,8 +374,14 @@ class JobStore:
                 "values (?, ?, ?, ?, 'queued', ?)",
                 (job_id, name, cfg.to_json(), int(bool(overwrite)), now))
             seq = cur.lastrowid
-        # After the commit: if this enqueue is lost, the worker re-enqueues the job at start.
-        self._enqueue(job_id, priority=-float(seq))
+        # After the commit: if this enqueue is lost (a crash), the worker re-enqueues the job at start;
+        # if the queue refuses it (damaged), the job is taken back: nothing is left half-queued.
+        try:
+            self._enqueue(job_id, priority=-float(seq))
+        except NormvarError:
+            with self._tx() as conn:
+                conn.execute("delete from jobs where id = ?", (job_id,))
+            raise
         return job_id
 
     def list(self, limit: int | None = 50, *, states: tuple[str, ...] | None = None) -> list[Job]:
@@ -436,11 +471,12 @@ class JobStore:
 
     # -------------------------------------------------------------- used by the worker
     def _pending_job_ids(self) -> set[str]:
-        huey, _task = self._queue()
-        try:
-            return {str(t.args[0]) for t in huey.pending() if t.args}
-        finally:
-            huey.storage.close()
+        with database_errors(self.queue_dir / "huey.sqlite"):
+            huey, _task = self._queue()
+            try:
+                return {str(t.args[0]) for t in huey.pending() if t.args}
+            finally:
+                huey.storage.close()
 
 
 # ---------------------------------------------------------------------------------- worker
@@ -463,7 +499,8 @@ class Worker:
         self.checkpoint_every_s = float(checkpoint_every_s)
         self._stop = threading.Event()
         self._lock_fd: int | None = None
-        self.huey, self.task = _make_huey(self.store.queue_dir, task_fn=self._run_job)
+        with database_errors(self.store.queue_dir / "huey.sqlite"):
+            self.huey, self.task = _make_huey(self.store.queue_dir, task_fn=self._run_job)
         self.jobs_run = 0
 
     # -------------------------------------------------------------- life cycle
@@ -557,24 +594,8 @@ class Worker:
                 old_handlers[sig] = signal.signal(sig, self._on_signal)
         self._acquire_lock()
         try:
-            self._beat(None)
-            self.recover()
-            log.info("worker %d on %s", os.getpid(), self.dd.root)
-            last_beat = time.monotonic()
-            while not self.stopping:
-                task = self.huey.dequeue()
-                if task is None:
-                    if once:
-                        break
-                    if time.monotonic() - last_beat > 2.0:
-                        self._beat(None)
-                        last_beat = time.monotonic()
-                    self._stop.wait(self.poll_s)
-                    continue
-                self.jobs_run += 1
-                self.huey.execute(task)  # runs self._run_job(job_id); it never raises Exception
-                self._beat(None)
-                last_beat = time.monotonic()
+            with database_errors(self.store.queue_dir / "huey.sqlite"):
+                self._serve(once)
         finally:
             with contextlib.suppress(Exception):
                 with self.store._conn() as conn:
@@ -583,6 +604,27 @@ class Worker:
             for sig, h in old_handlers.items():
                 signal.signal(sig, h)
         return self.jobs_run
+
+    def _serve(self, once: bool) -> None:
+        """The worker loop: recover, then take one task at a time until stopped (or empty, ``once``)."""
+        self._beat(None)
+        self.recover()
+        log.info("worker %d on %s", os.getpid(), self.dd.root)
+        last_beat = time.monotonic()
+        while not self.stopping:
+            task = self.huey.dequeue()
+            if task is None:
+                if once:
+                    break
+                if time.monotonic() - last_beat > 2.0:
+                    self._beat(None)
+                    last_beat = time.monotonic()
+                self._stop.wait(self.poll_s)
+                continue
+            self.jobs_run += 1
+            self.huey.execute(task)  # runs self._run_job(job_id); it never raises Exception
+            self._beat(None)
+            last_beat = time.monotonic()
 
     def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
         if self.stopping:

@@ -1,0 +1,88 @@
+"""A damaged job database (``queue/jobs.sqlite``) or queue (``queue/huey.sqlite``): every command says so on
+one line naming the fix and exits 2; nothing is left half-queued; the dashboard's Runs page keeps showing
+the published runs. ``submit`` runs the same destination check as ``run`` before it queues anything."""
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from normvar_core.service import cli
+from normvar_core.service.jobs import JobStore
+
+
+def _garbage(path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(os.urandom(6000))
+
+
+def _truncated(path) -> None:
+    JobStore(path.parent.parent)  # a real database with its schema, then cut to a third
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+
+
+def _one_line_error(capsys, argv, data) -> str:
+    assert cli.main([*argv, "--data-dir", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("normvar: error:") and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("damage", [_garbage, _truncated])
+def test_damaged_job_database_is_one_line_and_exit_2(tmp_path, capsys, damage):
+    data = tmp_path / "data"
+    damage(data / "queue" / "jobs.sqlite")
+    for argv in (["jobs"], ["cancel", "abc"], ["worker", "--once"],
+                 ["submit", "--model", "minilm", "--max-sentences", "10"]):
+        err = _one_line_error(capsys, argv, data)
+        assert "job database" in err and "is damaged" in err and "mv " in err
+
+
+def test_damaged_queue_leaves_nothing_half_queued(tmp_path, capsys):
+    data = tmp_path / "data"
+    JobStore(data)
+    _garbage(data / "queue" / "huey.sqlite")
+    err = _one_line_error(capsys, ["submit", "--model", "minilm", "--max-sentences", "10"], data)
+    assert "huey.sqlite is damaged" in err
+    rows = sqlite3.connect(data / "queue" / "jobs.sqlite").execute("select count(*) from jobs").fetchone()[0]
+    assert rows == 0                                       # the job row was taken back
+    assert "huey.sqlite is damaged" in _one_line_error(capsys, ["worker", "--once"], data)
+    (data / "queue" / "huey.sqlite").rename(data / "queue" / "huey.sqlite.damaged")   # the fix works
+    assert cli.main(["submit", "--model", "minilm", "--max-sentences", "10", "--data-dir", str(data)]) == 0
+
+
+def test_submit_checks_the_destination_before_queueing(tmp_path, capsys):
+    data = tmp_path / "data"
+    JobStore(data)
+    (data / "runs").rmdir() if (data / "runs").is_dir() else None
+    (data / "runs").write_text("not a folder")
+    err = _one_line_error(capsys, ["submit", "--model", "minilm", "--max-sentences", "10"], data)
+    assert "runs" in err and "data directory" in err
+    rows = sqlite3.connect(data / "queue" / "jobs.sqlite").execute("select count(*) from jobs").fetchone()[0]
+    assert rows == 0
+
+
+def test_runs_page_survives_a_damaged_job_database(tmp_path, monkeypatch, data_dir):  # noqa: F811
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    from test_dashboard_apptest import APP, RUN
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir / "runs", data / "runs")
+    _garbage(data / "queue" / "jobs.sqlite")
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"run": RUN})
+    at.run()
+    at.switch_page("views/runs.py").run()
+    assert not at.exception
+    shown = " ".join(str(e.value) for e in at.error)
+    assert "job database" in shown and "damaged" in shown
+    assert any(RUN in str(df.value.to_dict()) for df in at.dataframe)   # the runs are still listed
+
+
+from test_dashboard_apptest import data_dir  # noqa: E402,F401  (fixture: the real MiniLM dashboard run)
