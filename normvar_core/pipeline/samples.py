@@ -28,19 +28,20 @@ from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t 
 
 
 def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(token_ids ascending, n_t) over every counted position of ``batches``."""
-    parts = []
+    """(token_ids ascending, n_t) over every counted position of ``batches``, counted batch by batch
+    (memory: one batch and the count table, never every id of the corpus at once)."""
+    counts = np.zeros(0, np.int64)
     for b in batches:
         m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
-        parts.append(torch.as_tensor(b.input_ids)[m].to(torch.int64))
-    if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ids = torch.cat(parts)
-    if ids.numel() == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    counts = torch.bincount(ids)
-    uniq = torch.nonzero(counts).reshape(-1)
-    return uniq.numpy().astype(np.int64), counts[uniq].numpy().astype(np.int64)
+        ids = torch.as_tensor(b.input_ids)[m].to(torch.int64)
+        if ids.numel() == 0:
+            continue
+        part = torch.bincount(ids).numpy()
+        if part.size > counts.size:
+            counts = np.concatenate([counts, np.zeros(part.size - counts.size, np.int64)])
+        counts[:part.size] += part
+    uniq = np.flatnonzero(counts)
+    return uniq.astype(np.int64), counts[uniq].astype(np.int64)
 
 
 def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
