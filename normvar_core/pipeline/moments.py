@@ -267,11 +267,12 @@ class TokenMoments:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu") -> "TokenMoments":
+    def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu",
+                        backend: str = "auto") -> "TokenMoments":
         mean = np.asarray(state["mean"])
         L, T, d = mean.shape
         acc = cls(L, d, device=device, mean_dtype="float32" if mean.dtype == np.float32 else "float64",
-                  layer_index=state.get("layer_index"))
+                  layer_index=state.get("layer_index"), backend=backend)
         if T:
             acc._reserve(T)
             ids = torch.from_numpy(np.asarray(state["ids"], dtype=np.int64)).to(acc.device)
