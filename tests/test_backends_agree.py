@@ -113,3 +113,64 @@ def test_low_precision_states_and_float32_means(dtype):
         assert np.array_equal(ra.n, rb.n)
         for f in ("mean", "q", "m", "v"):
             close(getattr(ra, f), getattr(rb, f), rtol)
+
+
+def _batches(seed=1, L=2, N=3000, d=16, vocab=400):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (N,), generator=g) * 3  # ids with gaps
+    X = torch.randn((L, N, d), generator=g, dtype=torch.float64) * 2 + 1e3  # a large mean: exactness matters
+    return [(X[:, s:s + 500], ids[s:s + 500]) for s in range(0, N, 500)], ids
+
+
+def test_registered_torch_path_equals_the_kernel_and_merges():
+    """register() (rows assigned up front, no host sync in update beyond torch.unique) changes nothing:
+    same result as the numba kernel, unseen registered types absent, shards merge in any mix."""
+    parts, ids = _batches()
+    plan_ids = np.union1d(ids.numpy(), [5, 7, 10_000])  # registered but never seen
+    ref = TokenMoments(2, 16, backend="numba")
+    reg = TokenMoments(2, 16, backend="torch").register(plan_ids)
+    assert reg._fixed and reg.num_types == 0
+    for X, i in parts:
+        ref.update(X, i)
+        reg.update(X, i)
+    ra, rb = ref.result(), reg.result()
+    assert reg.num_types == ra.num_types == np.unique(ids.numpy()).size
+    assert np.array_equal(ra.token_ids, rb.token_ids) and np.array_equal(ra.n, rb.n)
+    for f in ("mean", "q", "m", "v"):
+        close(getattr(ra, f), getattr(rb, f))
+    sd = reg.state_dict()
+    assert np.array_equal(np.sort(sd["ids"]), ra.token_ids) and (sd["n"] > 0).all()
+    # halves: registered + registered, registered + plain, plain + registered
+    for kinds in (("reg", "reg"), ("reg", "plain"), ("plain", "reg")):
+        halves = []
+        for k, chunk in zip(kinds, (parts[:3], parts[3:])):
+            acc = TokenMoments(2, 16, backend="torch")
+            if k == "reg":
+                acc.register(plan_ids)
+            for X, i in chunk:
+                acc.update(X, i)
+            halves.append(acc)
+        merged = halves[0].merge(halves[1]).result()
+        assert np.array_equal(merged.n, ra.n)
+        for f in ("mean", "q", "m", "v"):
+            close(getattr(merged, f), getattr(ra, f))
+    restored = TokenMoments.from_state_dict(sd, backend="torch").result()
+    close(restored.v, ra.v)
+
+
+@pytest.mark.parametrize("bad", [10_001, 4, -3])
+def test_registered_path_refuses_unregistered_ids_at_the_end(bad):
+    parts, ids = _batches()
+    acc = TokenMoments(2, 16, backend="torch").register(ids.numpy())
+    X, i = parts[0]
+    acc.update(X, torch.cat([i[:-1], torch.tensor([bad])]))  # no check (no host sync) per batch ...
+    with pytest.raises(ValueError, match="outside the registered types"):
+        acc.result()  # ... but the result is never wrong silently
+    with pytest.raises(ValueError, match="outside the registered types"):
+        acc.state_dict()
+    other = TokenMoments(2, 16, backend="torch").update(X[:, :3], torch.tensor([1, 10_001, 2]))
+    fresh = TokenMoments(2, 16, backend="torch").register(ids.numpy())
+    with pytest.raises(ValueError, match="outside the registered types"):
+        fresh.merge(other)
+    with pytest.raises(ValueError, match="non-negative"):
+        TokenMoments(2, 16, backend="torch").register([-1, 2])

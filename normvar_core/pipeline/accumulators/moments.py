@@ -28,7 +28,7 @@ class MomentsAccumulator(Accumulator):
                                 mean_dtype=getattr(ctx.cfg, "mean_dtype", "float64"), layer_index=ctx.layers,
                                 backend=self.backend)
         if ctx.plan is not None and getattr(ctx.plan, "token_ids", None) is not None:
-            self.acc.reserve(int(ctx.plan.token_ids.size))  # the type count is known: size the tables once
+            self.acc.register(ctx.plan.token_ids)  # the types are known: size the tables once (rows too, on torch)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "MomentsAccumulator":
