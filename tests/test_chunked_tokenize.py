@@ -120,3 +120,39 @@ def test_wrapped_tokenizer_chunked(tiny_models, sentences):
         part, nt2 = make_batches(sentences, tok, max_length=20, chunk=chunk)
         assert nt2 == nt >= 1
         assert_same_batches(part, whole)
+
+
+@pytest.mark.parametrize("excl", [dict(exclude_special=False, exclude_position0=False),
+                                  dict(exclude_special=True, exclude_position0=True)])
+def test_sample_plan_is_the_same_for_every_scan_budget(sentences, minilm_tok, excl):
+    """plan_samples scans the chosen types in groups (bounded memory): the picks equal one pass over
+    every occurrence (budget above the total), and a brute force over the rows in sentence order."""
+    batches, _ = make_batches(sentences, minilm_tok, max_length=24, max_tokens=300)
+    ids, n = S.count_tokens(batches, **excl)
+    chosen = ids[np.argsort(-n, kind="stable")[:40]]
+    chosen = np.union1d(chosen, ids[n == 1][:15])  # frequent and singleton types
+    whole = S.plan_samples(batches, chosen, per_token=4, seed=3, budget=10**12, **excl)
+    assert whole.size == sum(min(4, int(c)) for t, c in zip(ids, n) if t in set(chosen.tolist()))
+    for budget in (1, 5, 97, int(n.sum()) // 3):
+        assert_same_sample_plan(S.plan_samples(batches, chosen, per_token=4, seed=3, budget=budget, **excl),
+                                whole)
+    # brute force: every occurrence listed by (type, sentence, offset) from the batches' rows
+    occ = []
+    for bi, b in enumerate(batches):
+        m = counted_mask(b, **excl)
+        for r in range(len(b)):
+            first = int(torch.nonzero(b.attention_mask[r])[0])
+            for c in torch.nonzero(m[r]).reshape(-1).tolist():
+                t = int(b.input_ids[r, c])
+                if t in set(chosen.tolist()):
+                    occ.append((t, int(b.indices[r]), c - first, bi))
+    occ.sort()
+    rng = np.random.default_rng(3)
+    want = []
+    for t, grp in itertools.groupby(occ, key=lambda o: o[0]):
+        grp = list(grp)
+        k = min(4, len(grp))
+        pick = np.sort(rng.choice(len(grp), size=k, replace=False)) if k < len(grp) else range(len(grp))
+        want += [grp[p] for p in pick]
+    got = list(zip(whole.token_ids.tolist(), whole.sentence.tolist(), whole.offset.tolist(), whole.batch.tolist()))
+    assert got == want
