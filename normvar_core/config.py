@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from normvar_core.constants import ID_SAMPLE, MAX_WORDS, SAMPLES_PER_TOKEN
+from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 
@@ -41,7 +42,8 @@ class RunConfig:
     Each field's metadata (``opt``) generates its CLI flag and its New-run form widget."""
 
     model: str = opt("minilm", "alias (normvar models), Hugging Face model id or local directory", section="model")
-    corpus: str = opt("", "corpus file (.txt/.txt.gz one sentence a line, .jsonl, .csv, .parquet); '' = the shipped novels",
+    corpus: str = opt("", f"corpus file ({'/'.join(TEXT_SUFFIXES)} one sentence a line, {', '.join(TABLE_SUFFIXES)}); "
+                      "'' = the shipped novels",
                       section="corpus")
     name: str | None = opt(None, "run name (file DIR/<name>.duckdb); default <model>__<corpus stem>", section="options",
                            label="Run name")
@@ -224,23 +226,14 @@ def _coerce(f, value: Any) -> Any:
                            fix=f"pass {flag} with {what}") from None
 
 
-_CORPUS_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".txt", ".jsonl", ".json", ".csv", ".tsv", ".parquet")
-
-
 def _sanitize(text: str) -> str:
     s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
     return s or "run"
 
 
 def _corpus_stem(corpus: str) -> str:
-    name = Path(corpus or DEFAULT_CORPUS).name
-    changed = True
-    while changed:
-        changed = False
-        for suf in _CORPUS_SUFFIXES:
-            if name.lower().endswith(suf) and len(name) > len(suf):
-                name, changed = name[: -len(suf)], True
-    return name
+    """The file name of ``corpus`` (the shipped novels if empty) without its corpus suffix."""
+    return corpus_stem(Path(corpus or DEFAULT_CORPUS).name)
 
 
 def default_run_name(cfg: RunConfig) -> str:

@@ -7,6 +7,7 @@ import re
 import streamlit as st
 
 from normvar_core.config import RunConfig, default_run_name
+from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, UPLOAD_TYPES
 from normvar_core.errors import NormvarError
 from normvar_core.service.states import JobState
 from views import _form, _ui
@@ -28,8 +29,9 @@ OTHER = "other: Hugging Face id or local path"
 with st.form("new_run", border=True):
     st.markdown("**Corpus**")
     up = st.file_uploader(
-        f"One sentence per line (.txt, .txt.gz), or a table with a text column (.csv, .jsonl, .parquet) — max {cap_mb} MB",
-        type=["txt", "gz", "csv", "jsonl", "parquet"], key="w_upload", max_upload_size=cap_mb)
+        f"One sentence per line ({', '.join(TEXT_SUFFIXES)}), or a table with a text column "
+        f"({', '.join(TABLE_SUFFIXES)}) — max {cap_mb} MB",
+        type=list(UPLOAD_TYPES), key="w_upload", max_upload_size=cap_mb)
     values = _form.config_section("corpus")
     st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels).")
 

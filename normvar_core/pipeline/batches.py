@@ -1,6 +1,7 @@
 """Sentences → padded token batches → hidden states (the embeddings f(s, t) of the study's §3).
 
-``make_batches`` tokenizes every sentence once with the model's own special tokens (BERT
+``make_batches`` tokenizes every sentence once (``TOKENIZE_CHUNK`` sentences per tokenizer call,
+kept as flat arrays) with the model's own special tokens (BERT
 [CLS]…[SEP], RoBERTa <s>…</s>, Llama/Gemma BOS as the tokenizer adds it; a tokenizer that adds
 none but has BOS/EOS — GPT-2 — is wrapped as <|endoftext|>…<|endoftext|>, as in the study's
 App. B), truncates to ``max_length`` keeping the special tokens, sorts by length (longest first,
@@ -77,34 +78,79 @@ def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
     return sep, sep
 
 
+TOKENIZE_CHUNK = 4096
+"""Sentences tokenized per tokenizer call by ``make_batches``: the tokenizer's Python lists exist for
+one chunk at a time; the whole corpus is held only as flat int64 ids + uint8 special flags."""
+
+
+@dataclass
+class Encoded:
+    """Every sentence's model input, flat: sentence i is ``ids[starts[i]:starts[i] + lengths[i]]``
+    (wrapped and truncated), ``special`` its special-token flags. 9 bytes a token, no Python objects."""
+
+    ids: np.ndarray
+    special: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    n_truncated: int
+
+
+def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wrap: str = "auto",
+                     chunk: int | None = None) -> Encoded:
+    """Tokenize ``sentences`` ``chunk`` at a time (with the model's special tokens; wrapped as
+    ``wrap_tokens`` says; over ``max_length`` truncated keeping the special tokens) into flat arrays.
+    Each sentence is encoded on its own, so any chunk size gives the same arrays."""
+    from itertools import chain
+
+    bos, eos = wrap_tokens(tokenizer) if wrap == "auto" else (None, None)
+    n = len(sentences)
+    lengths = np.zeros(n, np.int64)
+    id_parts: list[np.ndarray] = []
+    sp_parts: list[np.ndarray] = []
+    n_truncated = 0
+    chunk = max(1, int(chunk or TOKENIZE_CHUNK))
+    for a in range(0, n, chunk):
+        enc = tokenizer(list(sentences[a:a + chunk]), add_special_tokens=True, return_special_tokens_mask=True,
+                        return_attention_mask=False, truncation=False, verbose=False)
+        seqs, specs = [], []
+        for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"]):
+            if bos is not None:
+                ids, sp = [bos, *ids, eos], [1, *sp, 1]
+            if len(ids) > max_length:
+                ids, sp = _truncate(ids, sp, max_length)
+                n_truncated += 1
+            seqs.append(ids)
+            specs.append(sp)
+        del enc
+        lengths[a:a + len(seqs)] = [len(x) for x in seqs]
+        total = int(lengths[a:a + len(seqs)].sum())
+        id_parts.append(np.fromiter(chain.from_iterable(seqs), np.int64, count=total))
+        sp_parts.append(np.fromiter(chain.from_iterable(specs), np.uint8, count=total))
+    starts = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, np.int64)
+    del id_parts
+    special = np.concatenate(sp_parts).astype(bool) if sp_parts else np.zeros(0, bool)
+    return Encoded(ids, special, starts, lengths, n_truncated)
+
+
 def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_size: int | None = None,
-                 max_tokens: int | None = None, wrap: str = "auto") -> tuple[list[Batch], int]:
+                 max_tokens: int | None = None, wrap: str = "auto",
+                 chunk: int | None = None) -> tuple[list[Batch], int]:
     """Tokenize, wrap, truncate, sort and batch; returns (batches, n_truncated).
 
     ``batch_size``: sentences per batch; else a token budget ``max_tokens`` (rows × padded
-    width, default 16384). ``wrap``: "auto" (see ``wrap_tokens``) or "none". Deterministic."""
+    width, default 16384). ``wrap``: "auto" (see ``wrap_tokens``) or "none". ``chunk``: sentences
+    per tokenizer call (default ``TOKENIZE_CHUNK``; the result does not depend on it). Deterministic."""
     import torch
 
     if max_length < 2:
         raise NormvarError(f"max_length must be >= 2, got {max_length}", fix="omit it to use the model's maximum")
-    sentences = list(sentences)
-    if not sentences:
+    if not len(sentences):
         return [], 0
-    bos, eos = wrap_tokens(tokenizer) if wrap == "auto" else (None, None)
-    enc = tokenizer(sentences, add_special_tokens=True, return_special_tokens_mask=True,
-                    return_attention_mask=False, truncation=False, verbose=False)
-    seqs: list[list[int]] = []
-    specs: list[list[int]] = []
-    n_truncated = 0
-    for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"]):
-        if bos is not None:
-            ids, sp = [bos, *ids, eos], [1, *sp, 1]
-        if len(ids) > max_length:
-            ids, sp = _truncate(ids, sp, max_length)
-            n_truncated += 1
-        seqs.append(ids)
-        specs.append(sp)
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    enc = encode_sentences(sentences, tokenizer, max_length=max_length, wrap=wrap, chunk=chunk)
+    lengths = enc.lengths
     order = np.argsort(-lengths, kind="stable")
     budget = int(max_tokens or DEFAULT_MAX_TOKENS["cpu"])
     groups: list[np.ndarray] = []
@@ -128,14 +174,14 @@ def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_
         am = np.zeros((len(g), width), dtype=np.int64)
         sp = np.zeros((len(g), width), dtype=bool)
         for r, i in enumerate(g):
-            n = len(seqs[i])
+            n, a = int(lengths[i]), int(enc.starts[i])
             cols = slice(0, n) if side == "right" else slice(width - n, width)
-            ids_arr[r, cols] = seqs[i]
+            ids_arr[r, cols] = enc.ids[a:a + n]
             am[r, cols] = 1
-            sp[r, cols] = specs[i]
+            sp[r, cols] = enc.special[a:a + n]
         batches.append(Batch(g.astype(np.int64), torch.from_numpy(ids_arr), torch.from_numpy(am),
                              torch.from_numpy(sp), side))
-    return batches, n_truncated
+    return batches, enc.n_truncated
 
 
 def _truncate(ids: list[int], sp: list[int], max_length: int) -> tuple[list[int], list[int]]:

@@ -55,7 +55,7 @@ def corpus_format(path: Path) -> str:
     fmt = corpus_suffix(path.name)
     if fmt is None:
         raise NormvarError(f"unsupported corpus file type: {path.name}",
-                           fix="use .txt (one sentence a line), .txt.gz, .jsonl, .csv or .parquet")
+                           fix=f"use one of: {_SUPPORTED}")
     return fmt
 
 

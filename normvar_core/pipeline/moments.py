@@ -89,12 +89,14 @@ class TokenMoments:
         self._mean = torch.empty((self.num_layers, 0, self.dim), dtype=self._tdtype, device=self.device)
         self._s = torch.empty((self.num_layers, 0), dtype=torch.float64, device=self.device)
         self._row_of = torch.full((0,), -1, dtype=torch.int64, device=self.device)
+        self._fixed = False  # rows pre-assigned by register(): the sync-free torch update
         self.n_embeddings = 0
 
     # ------------------------------------------------------------------ table management
     @property
     def num_types(self) -> int:
-        return self._T
+        seen = self._seen()
+        return self._T if seen is None else int(seen.size)
 
     def _reserve(self, need: int) -> None:
         if need <= self._cap:
@@ -117,6 +119,47 @@ class TokenMoments:
         so they are allocated once instead of grown by copies."""
         self._reserve(int(num_types))
         return self
+
+    def register(self, token_ids) -> "TokenMoments":
+        """Size the tables for the types a run will see (the plan's counted types, known from the
+        tokenization). On the numba backend this only reserves the rows. On the torch backend (the
+        GPU path) it also assigns every type its row up front, so that ``update`` needs no host
+        synchronisation beyond ``torch.unique``'s own: no rows to allocate, a type's first reference
+        (its first embedding) chosen on the device, and ids outside the registered set routed to one
+        overflow row that ``state_dict``/``result``/``merge`` check (a ValueError there). Results are
+        the same as without registering. Only on an empty accumulator."""
+        ids = np.unique(np.asarray(token_ids, dtype=np.int64).reshape(-1))
+        if self.backend != "torch" or self._T or ids.size == 0:
+            self._reserve(int(ids.size))
+            return self
+        if ids[0] < 0:
+            raise ValueError("token ids must be non-negative")
+        T = int(ids.size)
+        self._reserve(T + 1)  # + the overflow row T
+        self._ids[:T] = torch.from_numpy(ids).to(self.device)
+        self._row_of = torch.full((int(ids[-1]) + 2,), T, dtype=torch.int64, device=self.device)
+        self._row_of[self._ids[:T]] = torch.arange(T, device=self.device)
+        self._T, self._fixed = T, True
+        return self
+
+    def _fixed_rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Registered rows of ``ids`` (any shape); unregistered or negative ids -> the overflow row."""
+        top = self._row_of.numel() - 1
+        return self._row_of[torch.where((ids >= 0) & (ids < top), ids, top)]
+
+    def _check_overflow(self) -> None:
+        if self._fixed and bool(self._n[self._T] != 0):
+            raise ValueError("token ids outside the registered types (or negative) were added")
+
+    def _seen(self) -> np.ndarray | None:
+        """Rows holding data: None for all of [0, T), or in registered mode those with n > 0."""
+        self._check_overflow()
+        return np.flatnonzero(self._n[: self._T].cpu().numpy() > 0) if self._fixed else None
+
+    def _host(self, table: torch.Tensor, take: np.ndarray | None, axis: int = -1) -> np.ndarray:
+        """A numpy copy of ``table``'s rows [0, T) (along ``axis``), only rows ``take`` if given."""
+        out = table.narrow(axis, 0, self._T).cpu().numpy()
+        return np.take(out, take, axis=axis) if take is not None else out.copy()
 
     def _rows_for(self, uniq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Table rows of the (sorted, unique) ids; new ids get new rows. Returns (rows, is_new)."""
@@ -166,11 +209,13 @@ class TokenMoments:
         N = ids.numel()
         if N == 0:
             return self
-        if int(ids.min()) < 0:
+        if not (self._fixed and self.backend == "torch") and int(ids.min()) < 0:  # registered: checked later
             raise ValueError("token ids must be non-negative")
         X = X.to(self.device)
         if self.backend == "numba":
             self._update_cpu(X, ids.numpy())
+        elif self._fixed:
+            self._update_registered(X, ids)
         else:
             uniq, inv, counts = torch.unique(ids, sorted=True, return_inverse=True, return_counts=True)
             rows, is_new = self._rows_for(uniq)
@@ -214,11 +259,25 @@ class TokenMoments:
         self._s.numpy()[:, rows] += s_out
         n[rows] = n_new
 
-    def _update_torch(self, X, inv, rows, n_new) -> None:
+    def _update_registered(self, X: torch.Tensor, ids: torch.Tensor) -> None:
+        """The torch update with pre-assigned rows: the only host sync is inside torch.unique."""
+        rows_tok = self._fixed_rows(ids)
+        rows, inv, counts = torch.unique(rows_tok, sorted=True, return_inverse=True, return_counts=True)
+        N = ids.numel()
+        first = torch.full((rows.numel(),), N, dtype=torch.int64, device=self.device).scatter_reduce_(
+            0, inv, torch.arange(N, device=self.device), "amin")  # each type's first embedding in the batch
+        fresh = self._n[rows] == 0  # its reference: the running mean, or for a first batch that embedding
+        n_new = self._n[rows] + counts
+        self._update_torch(X, inv, rows, n_new, fresh=fresh, first=first)
+        self._n[rows] = n_new
+
+    def _update_torch(self, X, inv, rows, n_new, fresh=None, first=None) -> None:
         U = rows.numel()
         n_new64 = n_new.to(torch.float64)
         for l in range(self.num_layers):  # one layer at a time bounds the N x d float64 temporaries
             ref = self._mean[l, rows].to(torch.float64)
+            if fresh is not None:  # as if stored in the mean table first (same rounding as the other paths)
+                ref = torch.where(fresh[:, None], X[l, first].to(self._tdtype).to(torch.float64), ref)
             dev = X[l].to(torch.float64) - ref[inv]
             s1 = torch.zeros((U, self.dim), dtype=torch.float64, device=self.device).index_add_(0, inv, dev)
             ss = torch.zeros(U, dtype=torch.float64, device=self.device).index_add_(0, inv, (dev * dev).sum(1))
@@ -231,16 +290,24 @@ class TokenMoments:
         mu = mu_a + delta n_b / n,  S = S_a + S_b + ||delta||^2 n_a n_b / n,  delta = mu_b - mu_a."""
         if (other.num_layers, other.dim) != (self.num_layers, self.dim):
             raise ValueError("cannot merge accumulators of different shapes")
-        if other._T == 0:
-            return self
         dev = self.device
-        o_ids = other._ids[: other._T].to(dev)
-        o_n = other._n[: other._T].to(dev)
-        o_mean = other._mean[:, : other._T].to(dev, torch.float64)
-        o_s = other._s[:, : other._T].to(dev)
+        o_rows = other._seen()
+        o_rows = slice(0, other._T) if o_rows is None else torch.from_numpy(o_rows).to(other.device)
+        o_ids = other._ids[o_rows].to(dev)
+        if o_ids.numel() == 0:
+            return self
+        o_n = other._n[o_rows].to(dev)
+        o_mean = other._mean[:, o_rows].to(dev, torch.float64)
+        o_s = other._s[:, o_rows].to(dev)
         order = torch.argsort(o_ids)
         o_ids, o_n, o_mean, o_s = o_ids[order], o_n[order], o_mean[:, order], o_s[:, order]
-        rows, is_new = self._rows_for(o_ids)
+        if self._fixed:
+            rows = self._fixed_rows(o_ids)
+            if bool((rows == self._T).any()):
+                raise ValueError("cannot merge token ids outside the registered types")
+            is_new = self._n[rows] == 0
+        else:
+            rows, is_new = self._rows_for(o_ids)
         old_n = self._n[rows].to(torch.float64)
         b_n = o_n.to(torch.float64)
         n = old_n + b_n
@@ -256,22 +323,23 @@ class TokenMoments:
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, np.ndarray]:
         """Numpy arrays only (no pickle): ids, n, mean, s, layer_index, shape info."""
-        T = self._T
+        rows = self._seen()
         return {
-            "ids": self._ids[:T].cpu().numpy().copy(),
-            "n": self._n[:T].cpu().numpy().copy(),
-            "mean": self._mean[:, :T].cpu().numpy().copy(),
-            "s": self._s[:, :T].cpu().numpy().copy(),
+            "ids": self._host(self._ids, rows),
+            "n": self._host(self._n, rows),
+            "mean": self._host(self._mean, rows, axis=1),
+            "s": self._host(self._s, rows),
             "layer_index": self.layer_index.copy(),
             "n_embeddings": np.array([self.n_embeddings], dtype=np.int64),
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu") -> "TokenMoments":
+    def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu",
+                        backend: str = "auto") -> "TokenMoments":
         mean = np.asarray(state["mean"])
         L, T, d = mean.shape
         acc = cls(L, d, device=device, mean_dtype="float32" if mean.dtype == np.float32 else "float64",
-                  layer_index=state.get("layer_index"))
+                  layer_index=state.get("layer_index"), backend=backend)
         if T:
             acc._reserve(T)
             ids = torch.from_numpy(np.asarray(state["ids"], dtype=np.int64)).to(acc.device)
@@ -287,13 +355,15 @@ class TokenMoments:
 
     def result(self) -> "TokenStats":
         """The per-(layer, type) statistics, types sorted by token id."""
-        T = self._T
-        ids = self._ids[:T].cpu().numpy()
-        order = np.argsort(ids, kind="stable")
-        mean = self._mean[:, :T].cpu().numpy()[:, order]
-        n = self._n[:T].cpu().numpy()[order].astype(np.int64)
-        s = self._s[:, :T].cpu().numpy()[:, order]
-        return TokenStats.from_moments(ids[order].astype(np.int64), n, mean, s, self.layer_index.copy())
+        rows = self._seen()
+        ids = self._ids[: self._T].cpu().numpy()
+        order = np.argsort(ids if rows is None else ids[rows], kind="stable")
+        take = order if rows is None else rows[order]
+        ids = ids[take]
+        mean = self._mean[:, : self._T].cpu().numpy()[:, take]
+        n = self._n[: self._T].cpu().numpy()[take].astype(np.int64)
+        s = self._s[:, : self._T].cpu().numpy()[:, take]
+        return TokenStats.from_moments(ids.astype(np.int64), n, mean, s, self.layer_index.copy())
 
 
 __all__ = ["TokenMoments", "TokenStats"]

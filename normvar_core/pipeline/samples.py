@@ -3,7 +3,7 @@
 Token counts n_t = |X_t| (eq. 2) depend only on the tokenization and on which positions are
 counted, so they are known *before* any forward pass. ``plan_samples`` therefore
 
-1. counts every counted position of every batch (vectorised over the id tensors),
+1. counts every counted position of every batch (vectorised over the id tensors, batch by batch),
 2. chooses the tokens: App. A's selection (``analyses.select_tokens`` on the prefix-stripped
    token strings, band 10 <= n_t <= 1e5, seeded) united with the 50 most frequent types,
 3. picks, for each chosen type, at most ``samples_per_token`` of its occurrences uniformly
@@ -28,19 +28,20 @@ from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t 
 
 
 def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(token_ids ascending, n_t) over every counted position of ``batches``."""
-    parts = []
+    """(token_ids ascending, n_t) over every counted position of ``batches``, counted batch by batch
+    (memory: one batch and the count table, never every id of the corpus at once)."""
+    counts = np.zeros(0, np.int64)
     for b in batches:
         m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
-        parts.append(torch.as_tensor(b.input_ids)[m].to(torch.int64))
-    if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ids = torch.cat(parts)
-    if ids.numel() == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    counts = torch.bincount(ids)
-    uniq = torch.nonzero(counts).reshape(-1)
-    return uniq.numpy().astype(np.int64), counts[uniq].numpy().astype(np.int64)
+        ids = torch.as_tensor(b.input_ids)[m].to(torch.int64)
+        if ids.numel() == 0:
+            continue
+        part = torch.bincount(ids).numpy()
+        if part.size > counts.size:
+            counts = np.concatenate([counts, np.zeros(part.size - counts.size, np.int64)])
+        counts[:part.size] += part
+    uniq = np.flatnonzero(counts)
+    return uniq.astype(np.int64), counts[uniq].astype(np.int64)
 
 
 def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
@@ -97,32 +98,69 @@ def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bo
     plan.char_start, plan.char_end = start, end
 
 
+SCAN_BUDGET = 1 << 20
+"""Occurrences of the chosen types ``plan_samples`` holds at once: the types are scanned in
+contiguous groups of ascending ids with at most this many occurrences (one type may exceed it)."""
+
+
 def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, exclude_special: bool,
-                 exclude_position0: bool) -> SamplePlan:
-    """Pick at most ``per_token`` occurrences of each chosen type, uniformly, seeded."""
-    chosen_t = torch.as_tensor(np.asarray(chosen, np.int64))
-    cols = {k: [] for k in ("tok", "batch", "sentence", "offset")}
-    if per_token > 0 and chosen_t.numel():
-        for bi, b in enumerate(batches):
-            ids = torch.as_tensor(b.input_ids).to(torch.int64)
-            m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
-            m &= torch.isin(ids, chosen_t)
-            rows, cc = torch.nonzero(m, as_tuple=True)
-            if rows.numel() == 0:
-                continue
-            sent = torch.as_tensor(np.asarray(b.indices, np.int64))[rows]
-            cols["tok"].append(ids[rows, cc].numpy())
-            cols["batch"].append(np.full(rows.numel(), bi, np.int64))
-            cols["sentence"].append(sent.numpy())
-            cols["offset"].append((cc - first_position(b)[rows]).numpy())
-    if not cols["tok"]:
-        e = np.zeros(0, np.int64)
+                 exclude_position0: bool, budget: int | None = None) -> SamplePlan:
+    """Pick at most ``per_token`` occurrences of each chosen type, uniformly, seeded.
+
+    Memory: the occurrences of one group of types at a time (``SCAN_BUDGET``), one pass over the
+    batches per group; the groups are ascending id ranges, so the generator is drawn in the same
+    order as by a single pass over every occurrence — the picks do not depend on the budget."""
+    e = np.zeros(0, np.int64)
+    chosen = np.unique(np.asarray(chosen, np.int64))
+    excl = dict(exclude_special=exclude_special, exclude_position0=exclude_position0)
+    if per_token <= 0 or chosen.size == 0:
         return SamplePlan(e, e.astype(np.int32), e, e, e, {})
-    tok, bat, sent, off = (np.concatenate(cols[k]).astype(np.int64) for k in ("tok", "batch", "sentence", "offset"))
-    order = np.lexsort((off, sent, tok))          # by type, then (sentence, position)
+    ids, n = count_tokens(batches, **excl)
+    present = np.isin(ids, chosen)
+    types, counts = ids[present], n[present]
+    if types.size == 0:
+        return SamplePlan(e, e.astype(np.int32), e, e, e, {})
+    budget = int(budget or SCAN_BUDGET)
+    groups, first, total = [], 0, 0
+    for j, c in enumerate(counts.tolist()):
+        if total and total + c > budget:
+            groups.append(types[first:j])
+            first, total = j, 0
+        total += c
+    groups.append(types[first:])
+    rng = np.random.default_rng(seed)
+    parts = [_pick(_occurrences(batches, g, excl), rng, per_token) for g in groups]
+    tok, within, bat, sent, off = (np.concatenate([p[k] for p in parts]) for k in range(5))
+    plan = SamplePlan(token_ids=tok, i=within, batch=bat, sentence=sent, offset=off)
+    for bi in np.unique(plan.batch):
+        plan.by_batch[int(bi)] = np.flatnonzero(plan.batch == bi)
+    return plan
+
+
+def _occurrences(batches, types: np.ndarray, excl: dict) -> tuple[np.ndarray, ...]:
+    """(token, batch, sentence, offset) of every counted occurrence of ``types``."""
+    types_t = torch.as_tensor(types)
+    cols = {k: [] for k in ("tok", "batch", "sentence", "offset")}
+    for bi, b in enumerate(batches):
+        ids = torch.as_tensor(b.input_ids).to(torch.int64)
+        m = counted_mask(b, **excl)
+        m &= torch.isin(ids, types_t)
+        rows, cc = torch.nonzero(m, as_tuple=True)
+        if rows.numel() == 0:
+            continue
+        cols["tok"].append(ids[rows, cc].numpy())
+        cols["batch"].append(np.full(rows.numel(), bi, np.int64))
+        cols["sentence"].append(np.asarray(b.indices, np.int64)[rows.numpy()])
+        cols["offset"].append((cc - first_position(b)[rows]).numpy())
+    return tuple(np.concatenate(cols[k]).astype(np.int64) for k in ("tok", "batch", "sentence", "offset"))
+
+
+def _pick(occ: tuple[np.ndarray, ...], rng, per_token: int) -> tuple[np.ndarray, ...]:
+    """Order the occurrences by type, then (sentence, position); draw each type's picks from ``rng``."""
+    tok, bat, sent, off = occ
+    order = np.lexsort((off, sent, tok))
     tok, bat, sent, off = tok[order], bat[order], sent[order], off[order]
     uniq, starts, counts = np.unique(tok, return_index=True, return_counts=True)
-    rng = np.random.default_rng(seed)
     keep, within = [], []
     for s, c in zip(starts, counts):
         k = min(int(per_token), int(c))
@@ -130,11 +168,7 @@ def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, excl
         keep.append(s + pick)
         within.append(np.arange(k, dtype=np.int32))
     keep = np.concatenate(keep)
-    plan = SamplePlan(token_ids=tok[keep], i=np.concatenate(within), batch=bat[keep], sentence=sent[keep],
-                      offset=off[keep])
-    for bi in np.unique(plan.batch):
-        plan.by_batch[int(bi)] = np.flatnonzero(plan.batch == bi)
-    return plan
+    return tok[keep], np.concatenate(within), bat[keep], sent[keep], off[keep]
 
 
 def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclude_position0: bool) -> SamplePlan:
@@ -183,4 +217,4 @@ def _trim(cols: dict, size: int) -> None:
         cols[k] = [np.concatenate(cols[k])[order]]
 
 
-__all__ = ["count_tokens", "choose_tokens", "plan_samples", "plan_uniform", "SamplePlan", "N_TOP", "BAND"]
+__all__ = ["count_tokens", "choose_tokens", "plan_samples", "SCAN_BUDGET", "plan_uniform", "SamplePlan", "N_TOP", "BAND"]

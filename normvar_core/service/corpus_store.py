@@ -1,5 +1,7 @@
 """Uploaded corpora: stored as ``corpora/<sha256><ext>`` (the upload's own name is never a path),
-size-capped — for a .txt.gz also what it expands to, checked while decompressing in a stream."""
+size-capped — for a compressed format also what it expands to (a .txt.gz checked while
+decompressing in a stream, a .parquet from its footer's uncompressed sizes). Every format the
+reader handles can be uploaded: the list is ``corpus_formats.CORPUS_SUFFIXES``."""
 from __future__ import annotations
 
 import contextlib
@@ -9,11 +11,13 @@ import threading
 import zlib
 from pathlib import Path
 
+from normvar_core.corpus_formats import CORPUS_SUFFIXES, corpus_suffix
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
 
 
-CORPUS_EXTENSIONS = (".txt.gz", ".txt", ".csv", ".jsonl", ".parquet")
+CORPUS_EXTENSIONS = CORPUS_SUFFIXES
+"""What an upload may be: exactly what the reader reads (one list, in ``corpus_formats``)."""
 DEFAULT_MAX_UPLOAD_MB = 200.0
 
 
@@ -36,9 +40,9 @@ def corpus_extension(ext_or_filename: str) -> str:
     bare = {e.lstrip("."): e for e in CORPUS_EXTENSIONS}
     if s in bare:
         return bare[s]
-    for allowed in CORPUS_EXTENSIONS:  # .txt.gz is tried before .txt
-        if s.endswith(allowed):
-            return allowed
+    found = corpus_suffix(s)  # .txt.gz is tried before .txt
+    if found is not None:
+        return found
     raise NormvarError(f"unsupported corpus file type {ext_or_filename!r}",
                        fix=f"upload one of: {', '.join(CORPUS_EXTENSIONS)}")
 
@@ -66,8 +70,8 @@ def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None
         raise NormvarError("the uploaded .txt.gz file is not gzip-compressed", fix="upload it as .txt")
     if suffix == ".txt.gz":
         check_expanded_size(data, cap)
-    if suffix == ".parquet" and (data[:4] != b"PAR1" or data[-4:] != b"PAR1"):
-        raise NormvarError("the uploaded .parquet file is not a Parquet file", fix="check the file")
+    if suffix == ".parquet":
+        check_parquet_size(data, cap)
     digest = hashlib.sha256(data).hexdigest()
     target = dd.corpora / f"{digest}{suffix}"
     if target.exists() and target.stat().st_size == len(data):
@@ -104,4 +108,27 @@ def check_expanded_size(data: bytes, cap: int, chunk: int = 1 << 20) -> int:
                 break
     except zlib.error as exc:
         raise NormvarError(f"the uploaded .txt.gz file is damaged ({exc})", fix="re-compress it with gzip") from None
+    return total
+
+
+def check_parquet_size(data: bytes, cap: int) -> int:
+    """Refuse a .parquet upload that is not Parquet, or whose columns expand beyond ``cap`` bytes
+    once decompressed (the footer's uncompressed sizes; nothing is decompressed here).
+    Returns the uncompressed size."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    if data[:4] != b"PAR1" or data[-4:] != b"PAR1":
+        raise NormvarError("the uploaded .parquet file is not a Parquet file", fix="check the file")
+    try:
+        meta = pq.ParquetFile(io.BytesIO(data)).metadata
+        total = sum(meta.row_group(i).column(j).total_uncompressed_size
+                    for i in range(meta.num_row_groups) for j in range(meta.num_columns))
+    except Exception as exc:  # noqa: BLE001 - any footer error is a damaged upload
+        raise NormvarError(f"the uploaded .parquet file is damaged ({type(exc).__name__})",
+                           fix="write it again (e.g. pandas.DataFrame.to_parquet)") from None
+    if total > cap:
+        raise NormvarError(f"the uploaded .parquet expands beyond the {cap / 2**20:.0f} MB limit",
+                           fix="upload a smaller corpus, or raise NORMVAR_MAX_UPLOAD_MB")
     return total

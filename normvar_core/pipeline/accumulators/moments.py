@@ -6,6 +6,8 @@ Run-file tables: ``token_stats``, ``token_means``, ``layer_stats`` (eqs. 8–11 
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
@@ -17,12 +19,16 @@ from normvar_core.stats.tokenstats import TokenStats
 class MomentsAccumulator(Accumulator):
     name = "moments"
     table_names = ("token_stats", "token_means", "layer_stats", "frequency_hist")
+    backend: ClassVar[str] = "auto"
+    """``TokenMoments``' update path: "auto" (the numba kernel on CPU, torch ``index_add_`` on other
+    devices), or "torch" on any device (the GPU path, which tests run on CPU against the kernel)."""
 
     def __init__(self, ctx: RunContext):
         self.acc = TokenMoments(num_layers=ctx.num_layers, dim=ctx.dim, device=ctx.device,
-                                mean_dtype=getattr(ctx.cfg, "mean_dtype", "float64"), layer_index=ctx.layers)
+                                mean_dtype=getattr(ctx.cfg, "mean_dtype", "float64"), layer_index=ctx.layers,
+                                backend=self.backend)
         if ctx.plan is not None and getattr(ctx.plan, "token_ids", None) is not None:
-            self.acc.reserve(int(ctx.plan.token_ids.size))  # the type count is known: size the tables once
+            self.acc.register(ctx.plan.token_ids)  # the types are known: size the tables once (rows too, on torch)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "MomentsAccumulator":
@@ -43,7 +49,7 @@ class MomentsAccumulator(Accumulator):
         return self.acc.state_dict()
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.acc = TokenMoments.from_state_dict(state, device=self.acc.device)
+        self.acc = TokenMoments.from_state_dict(state, device=self.acc.device, backend=self.acc.backend)
 
     def result(self) -> TokenStats:
         return self.acc.result()
