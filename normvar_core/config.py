@@ -20,6 +20,7 @@ from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 
 DTYPES = ("float32", "bfloat16", "float16")
+UNITS = ("token", "word")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MEAN_DTYPES = ("float64", "float32")
 SELF_SIMILARITY = ("auto", "on", "off")
@@ -85,6 +86,9 @@ class RunConfig:
                         "there are GPUs), partial states merged exactly", choices=EXECUTORS)
     ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")
     workers: int | None = opt(None, "Ray actors (default: one per GPU, else 2)", minimum=1)
+    unit: str = opt("token", "what a type is: token (the study's main text) or word (App. J: x_w = the mean of a word's "
+                    "token embeddings, words from the fast tokenizer's word ids, keyed by their text)",
+                    section="options", choices=UNITS)
     sweep: str | None = opt(None, "the training sweep this run belongs to (set by normvar sweep)")
     step: int | None = opt(None, "the checkpoint's training step (set by normvar sweep)", minimum=0)
 

@@ -32,6 +32,10 @@ class Batch:
     attention_mask: Any
     special_mask: Any
     padding_side: str = "right"
+    word_type: Any = None
+    """Word runs (App. J): (B, T) int64, the word type of every token of a counted word, else -1."""
+    word_occ: Any = None
+    """Word runs: (B, T) int64, the word's index in its sentence (the fast tokenizer's word id), else -1."""
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -52,8 +56,10 @@ class Batch:
         am = self.attention_mask[start:stop]
         width = int(am.sum(1).max())
         cols = slice(0, width) if self.padding_side == "right" else slice(am.shape[1] - width, None)
+        words = {} if self.word_type is None else dict(word_type=self.word_type[start:stop, cols],
+                                                         word_occ=self.word_occ[start:stop, cols])
         return Batch(self.indices[start:stop], self.input_ids[start:stop, cols], am[:, cols],
-                     self.special_mask[start:stop, cols], self.padding_side)
+                     self.special_mask[start:stop, cols], self.padding_side, **words)
 
 
 def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
@@ -93,13 +99,19 @@ class Encoded:
     starts: np.ndarray
     lengths: np.ndarray
     n_truncated: int
+    word_type: np.ndarray | None = None
+    """Word runs: per token, its word's type id (an index into ``words``), -1 outside counted words."""
+    word_occ: np.ndarray | None = None
+    words: list[str] | None = None
+    """Word runs: the word types' strings, in order of first appearance in the corpus."""
 
 
 def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wrap: str = "auto",
-                     chunk: int | None = None) -> Encoded:
+                     chunk: int | None = None, unit: str = "token") -> Encoded:
     """Tokenize ``sentences`` ``chunk`` at a time (with the model's special tokens; wrapped as
     ``wrap_tokens`` says; over ``max_length`` truncated keeping the special tokens) into flat arrays.
-    Each sentence is encoded on its own, so any chunk size gives the same arrays."""
+    Each sentence is encoded on its own, so any chunk size gives the same arrays. ``unit="word"``:
+    also the words of App. J (``word_units``)."""
     from itertools import chain
 
     bos, eos = wrap_tokens(tokenizer) if wrap == "auto" else (None, None)
@@ -109,18 +121,33 @@ def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wr
     sp_parts: list[np.ndarray] = []
     n_truncated = 0
     chunk = max(1, int(chunk or TOKENIZE_CHUNK))
+    words: dict[str, int] | None = {} if unit == "word" else None
+    if words is not None and not getattr(tokenizer, "is_fast", False):
+        raise NormvarError("--unit word needs a fast tokenizer (its word ids); this model's tokenizer is slow",
+                           fix="use --unit token, or a model with a tokenizer.json")
+    wt_parts: list[np.ndarray] = []
+    wo_parts: list[np.ndarray] = []
     for a in range(0, n, chunk):
-        enc = tokenizer(list(sentences[a:a + chunk]), add_special_tokens=True, return_special_tokens_mask=True,
-                        return_attention_mask=False, truncation=False, verbose=False)
+        part = list(sentences[a:a + chunk])
+        enc = tokenizer(part, add_special_tokens=True, return_special_tokens_mask=True,
+                        return_attention_mask=False, truncation=False, verbose=False,
+                        return_offsets_mapping=words is not None)
         seqs, specs = [], []
-        for ids, sp in zip(enc["input_ids"], enc["special_tokens_mask"]):
+        for r, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
+            wid = word_units(enc, r, part[r], words) if words is not None else None
             if bos is not None:
                 ids, sp = [bos, *ids, eos], [1, *sp, 1]
+                wid = None if wid is None else ([(-1, -1)] + wid + [(-1, -1)])
             if len(ids) > max_length:
+                if wid is not None:
+                    wid = _truncate_words(wid, sp, max_length)
                 ids, sp = _truncate(ids, sp, max_length)
                 n_truncated += 1
             seqs.append(ids)
             specs.append(sp)
+            if wid is not None:
+                wt_parts.append(np.asarray([w for w, _ in wid], np.int64))
+                wo_parts.append(np.asarray([o for _, o in wid], np.int64))
         del enc
         lengths[a:a + len(seqs)] = [len(x) for x in seqs]
         total = int(lengths[a:a + len(seqs)].sum())
@@ -132,7 +159,44 @@ def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wr
     ids = np.concatenate(id_parts) if id_parts else np.zeros(0, np.int64)
     del id_parts
     special = np.concatenate(sp_parts).astype(bool) if sp_parts else np.zeros(0, bool)
-    return Encoded(ids, special, starts, lengths, n_truncated)
+    if words is None:
+        return Encoded(ids, special, starts, lengths, n_truncated)
+    e = np.zeros(0, np.int64)
+    return Encoded(ids, special, starts, lengths, n_truncated,
+                   word_type=np.concatenate(wt_parts) if wt_parts else e,
+                   word_occ=np.concatenate(wo_parts) if wo_parts else e, words=list(words))
+
+
+def word_units(enc, row: int, sentence: str, words: dict[str, int]) -> list[tuple[int, int]]:
+    """App. J's words of one encoded sentence: per token (word type, word index in the sentence), or
+    (-1, -1) for special tokens. A word is the fast tokenizer's word id; its type is its text, the
+    sentence's characters from its first token's start to its last token's end (new types get the
+    next id of ``words``, so ids follow first appearance and do not depend on chunking)."""
+    wids = enc.word_ids(row)
+    offs = enc["offset_mapping"][row]
+    span: dict[int, list[int]] = {}
+    for w, (s0, s1) in zip(wids, offs):
+        if w is not None:
+            sp = span.setdefault(w, [s0, s1])
+            sp[0], sp[1] = min(sp[0], s0), max(sp[1], s1)
+    out = []
+    for w in wids:
+        if w is None:
+            out.append((-1, -1))
+            continue
+        text = sentence[span[w][0]:span[w][1]]
+        out.append((words.setdefault(text, len(words)), int(w)))
+    return out
+
+
+def _truncate_words(wid: list[tuple[int, int]], sp: list[int], max_length: int) -> list[tuple[int, int]]:
+    """The words of a truncated sentence (``_truncate``'s cut): a word cut by the truncation is dropped
+    (its tokens get (-1, -1)), never half-pooled."""
+    kept = _truncate([i for i in range(len(wid))], sp, max_length)[0]
+    out = [wid[k] for k in kept]
+    kept_set = set(kept)
+    cut = {wid[k][1] for k in range(len(wid)) if k not in kept_set and wid[k][1] >= 0}
+    return [(-1, -1) if o in cut else (w, o) for w, o in out]
 
 
 def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_size: int | None = None,
@@ -150,6 +214,13 @@ def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_
     if not len(sentences):
         return [], 0
     enc = encode_sentences(sentences, tokenizer, max_length=max_length, wrap=wrap, chunk=chunk)
+    return batches_from(enc, tokenizer, batch_size=batch_size, max_tokens=max_tokens), enc.n_truncated
+
+
+def batches_from(enc: Encoded, tokenizer, *, batch_size: int | None = None, max_tokens: int | None = None) -> list[Batch]:
+    """``make_batches`` after the tokenization: sort by length (longest first, stable) and cut batches."""
+    import torch
+
     lengths = enc.lengths
     order = np.argsort(-lengths, kind="stable")
     budget = int(max_tokens or DEFAULT_MAX_TOKENS["cpu"])
@@ -173,15 +244,23 @@ def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_
         ids_arr = np.full((len(g), width), pad_id, dtype=np.int64)
         am = np.zeros((len(g), width), dtype=np.int64)
         sp = np.zeros((len(g), width), dtype=bool)
+        wt = wo = None
+        if enc.word_type is not None:
+            wt = np.full((len(g), width), -1, dtype=np.int64)
+            wo = np.full((len(g), width), -1, dtype=np.int64)
         for r, i in enumerate(g):
             n, a = int(lengths[i]), int(enc.starts[i])
             cols = slice(0, n) if side == "right" else slice(width - n, width)
             ids_arr[r, cols] = enc.ids[a:a + n]
             am[r, cols] = 1
             sp[r, cols] = enc.special[a:a + n]
+            if wt is not None:
+                wt[r, cols] = enc.word_type[a:a + n]
+                wo[r, cols] = enc.word_occ[a:a + n]
+        words = {} if wt is None else dict(word_type=torch.from_numpy(wt), word_occ=torch.from_numpy(wo))
         batches.append(Batch(g.astype(np.int64), torch.from_numpy(ids_arr), torch.from_numpy(am),
-                             torch.from_numpy(sp), side))
-    return batches, enc.n_truncated
+                             torch.from_numpy(sp), side, **words))
+    return batches
 
 
 def _truncate(ids: list[int], sp: list[int], max_length: int) -> tuple[list[int], list[int]]:
@@ -225,7 +304,51 @@ def counted_mask(batch: Batch, *, exclude_special: bool = False, exclude_positio
         keep &= ~batch.special_mask.bool()
     if exclude_position0:
         keep[torch.arange(keep.shape[0]), first_position(batch)] = False
+    if batch.word_occ is not None:  # word runs: a word counts once, at its first token
+        keep &= word_starts(batch)
     return keep
+
+
+def word_starts(batch: Batch):
+    """Bool (B, W): the first token of each counted word (word runs)."""
+    import torch
+
+    occ = torch.as_tensor(batch.word_occ)
+    prev = torch.cat([torch.full_like(occ[:, :1], -1), occ[:, :-1]], dim=1)
+    return (occ >= 0) & (occ != prev)
+
+
+def unit_ids(batch: Batch):
+    """(B, W) int64: what a position counts as — its token id, or in word runs its word type."""
+    import torch
+
+    return torch.as_tensor(batch.word_type if batch.word_type is not None else batch.input_ids).to(torch.int64)
+
+
+def word_members(batch: Batch, keep):
+    """(member (B, W) bool, group (n_tokens,), n_words): the tokens of the words whose first token is in
+    ``keep``, and for each the index of its word among those, in ``keep``'s row-major order."""
+    import torch
+
+    occ = torch.as_tensor(batch.word_occ).to(keep.device)
+    rows = torch.arange(occ.shape[0], device=keep.device)[:, None].expand_as(occ)
+    key = rows * (occ.shape[1] + 1) + occ                       # a word occurrence, row-major ordered
+    first_keys = key[keep]
+    member = (occ >= 0) & torch.isin(key, first_keys)
+    return member, torch.searchsorted(first_keys, key[member]), int(first_keys.numel())
+
+
+def pool_words(states, batch: Batch, keep):
+    """App. J, eq. 33: x_w = the mean of the word's token states, for the words whose first token is in
+    ``keep`` (``counted_mask``), in its row-major order. ``states``: (L, B, W, d) on any device."""
+    import torch
+
+    member, group, n_words = word_members(batch, keep)
+    x = states[:, member]                                      # (L, n_tokens, d)
+    sums = torch.zeros((x.shape[0], n_words, x.shape[2]), dtype=torch.float64, device=x.device)
+    sums.index_add_(1, group, x.to(torch.float64))
+    count = torch.bincount(group, minlength=n_words).to(torch.float64)
+    return (sums / count[None, :, None]).to(states.dtype)
 
 
 def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_position0: bool = False,
@@ -257,8 +380,11 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
                                fix=f"pass --layers within 0..{len(hs) - 1}")
         keep = counted_mask(batch, exclude_special=exclude_special,
                             exclude_position0=exclude_position0).to(device)
-        states = torch.stack([hs[i][keep] for i in idx])
-        token_ids = ids[keep].long()
+        if batch.word_occ is not None:
+            states = pool_words(torch.stack([hs[i] for i in idx]), batch, keep)
+        else:
+            states = torch.stack([hs[i][keep] for i in idx])
+        token_ids = unit_ids(batch).to(device)[keep]
     return states, token_ids
 
 

@@ -41,6 +41,12 @@ class RunPlan:
     corpus_sha256: str = ""
     unk_share: float = 0.0
     """Share of counted positions that are the tokenizer's unknown token (flagged above UNK_FLAG)."""
+    word_tokens: np.ndarray | None = None
+    """Word runs (App. J): |T_w|, the mean number of tokens per occurrence of each type (aligned with token_ids)."""
+
+    @property
+    def unit(self) -> str:
+        return getattr(self.cfg, "unit", "token")
 
     @property
     def n_batches(self) -> int:
@@ -88,27 +94,35 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
         raise NormvarError(f"--max-length {cfg.max_length} exceeds the model's limit of {max_length} tokens",
                            fix=f"use --max-length {max_length} or less")
     max_length = int(cfg.max_length or max_length)
-    batch_list, n_truncated = B.make_batches(sentences, tokenizer, max_length=max_length,
-                                             batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(device_type))
+    words = cfg.unit == "word"
+    enc = B.encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
+    batch_list = B.batches_from(enc, tokenizer, batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(device_type))
+    n_truncated = enc.n_truncated
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
     ids, n = S.count_tokens(batch_list, **excl)
     if int(n.sum()) == 0:
         raise NormvarError("no embeddings to count: every position is excluded",
                            fix="drop --exclude-special/--exclude-position0 or use longer sentences")
-    strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
+    if words:
+        strings = [enc.words[int(i)] for i in ids]
+    else:
+        strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
+    del enc
     chosen = (S.choose_tokens(ids, n, strings, seed=cfg.seed) if cfg.samples_per_token > 0
               else np.zeros(0, np.int64))
     unk = getattr(tokenizer, "unk_token_id", None)
-    unk_n = int(n[ids == unk].sum()) if unk is not None else 0
+    unk_n = int(n[ids == unk].sum()) if unk is not None and not words else 0
     sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     uniform = S.plan_uniform(batch_list, size=cfg.id_sample if cfg.geometry else 0, seed=cfg.seed, **excl)
-    S.char_spans(sample_plan, sentences, tokenizer, wrapped=B.wrap_tokens(tokenizer)[0] is not None)
+    S.char_spans(sample_plan, sentences, tokenizer, wrapped=B.wrap_tokens(tokenizer)[0] is not None, words=words)
+    word_tokens = S.word_token_counts(batch_list, ids, n, **excl) if words else None
     return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
                    n_truncated=int(n_truncated), token_ids=ids, counts=n,
                    tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan, uniform=uniform,
                    sentence_lengths=np.asarray(getattr(corpus, "sentence_lengths", np.zeros(0)), np.int64),
                    corpus_notes=corpus_notes(corpus), corpus_name=getattr(corpus, "name", ""),
-                   corpus_sha256=getattr(corpus, "sha256", ""), unk_share=unk_n / max(int(n.sum()), 1))
+                   corpus_sha256=getattr(corpus, "sha256", ""), unk_share=unk_n / max(int(n.sum()), 1),
+                   word_tokens=word_tokens)
 
 
 def corpus_notes(corpus) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.runs.record import RunRecord
-from normvar_core.runs.tables import sentence_length_table, sentences_table
+from normvar_core.runs.tables import sentence_length_table, sentences_table, word_units_table
 from normvar_core.runs.writer import write_tables
 
 
@@ -51,6 +51,8 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         tables.update(acc.tables(results[name], ctx))
         acc_notes.update(acc.run_meta(results[name]))
         referenced |= acc.sentence_ids(results[name])
+    if plan.word_tokens is not None:  # App. J: |T_w| of every word type
+        tables["word_units"] = word_units_table(stats.token_ids, plan.word_tokens)
     if referenced:
         tables["sentences"] = sentences_table({i: plan.sentences[i] for i in sorted(referenced)})
     model_meta = dict(source.info.meta)
@@ -62,7 +64,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         n_embeddings=int(accs["moments"].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
         seconds=float(seconds), versions=versions(), created_at=_dt.datetime.now(_dt.timezone.utc),
         source=source_kind, accumulators=list(accs), sweep=getattr(cfg, "sweep", None),
-        step=getattr(cfg, "step", None), unit="token",
+        step=getattr(cfg, "step", None), unit=plan.unit,
         notes={"n_batches": plan.n_batches,
                "batch_size": cfg.batch_size or max((len(b) for b in plan.batches), default=0),
                **notes, **acc_notes, "is_decoder": is_decoder, "max_length": plan.max_length,

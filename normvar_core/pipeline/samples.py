@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from normvar_core.pipeline.batches import counted_mask, first_position
+from normvar_core.pipeline.batches import counted_mask, first_position, unit_ids
 
 from normvar_core.constants import SAMPLES_TOP_TYPES as N_TOP
 from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t <= 5
@@ -33,7 +33,7 @@ def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> 
     counts = np.zeros(0, np.int64)
     for b in batches:
         m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
-        ids = torch.as_tensor(b.input_ids)[m].to(torch.int64)
+        ids = unit_ids(b)[m]
         if ids.numel() == 0:
             continue
         part = torch.bincount(ids).numpy()
@@ -42,6 +42,22 @@ def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> 
         counts[:part.size] += part
     uniq = np.flatnonzero(counts)
     return uniq.astype(np.int64), counts[uniq].astype(np.int64)
+
+
+def word_token_counts(batches, token_ids: np.ndarray, n: np.ndarray, *, exclude_special: bool,
+                      exclude_position0: bool) -> np.ndarray:
+    """Word runs: |T_w| per counted word type (aligned with ``token_ids``), the mean number of tokens
+    of its counted occurrences (a word is tokenized alike almost everywhere; BPE's leading-space
+    variants can differ)."""
+    from normvar_core.pipeline.batches import word_members
+
+    total = np.zeros(int(token_ids.max()) + 1 if token_ids.size else 0, np.float64)
+    for b in batches:
+        keep = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
+        member, _, _ = word_members(b, keep)
+        types = unit_ids(b)[member].numpy()
+        total += np.bincount(types, minlength=total.size)[:total.size]
+    return total[token_ids] / np.maximum(n, 1)
 
 
 def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
@@ -78,10 +94,11 @@ class SamplePlan:
         return int(self.token_ids.size)
 
 
-def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bool) -> None:
+def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bool, words: bool = False) -> None:
     """Fill ``plan.char_start/char_end``: each pick's character span in its sentence, from the fast
     tokenizer's offset mapping (position 0 = the first token of the model input; ``wrapped``: the
-    run added a BOS-like separator in front). Slow tokenizers and special tokens give -1."""
+    run added a BOS-like separator in front; ``words``: the span of the whole word that starts
+    there). Slow tokenizers and special tokens give -1."""
     start = np.full(plan.size, -1, np.int64)
     end = np.full(plan.size, -1, np.int64)
     if plan.size and getattr(tokenizer, "is_fast", False):
@@ -95,6 +112,9 @@ def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bo
             p = int(plan.offset[k]) - shift
             if 0 <= p < len(offs) and offs[p][1] > offs[p][0]:
                 start[k], end[k] = offs[p]
+                w = enc.word_ids(row[int(plan.sentence[k])])[p] if words else None
+                if w is not None:
+                    start[k], end[k] = enc.word_to_chars(row[int(plan.sentence[k])], w)
     plan.char_start, plan.char_end = start, end
 
 
@@ -142,7 +162,7 @@ def _occurrences(batches, types: np.ndarray, excl: dict) -> tuple[np.ndarray, ..
     types_t = torch.as_tensor(types)
     cols = {k: [] for k in ("tok", "batch", "sentence", "offset")}
     for bi, b in enumerate(batches):
-        ids = torch.as_tensor(b.input_ids).to(torch.int64)
+        ids = unit_ids(b)
         m = counted_mask(b, **excl)
         m &= torch.isin(ids, types_t)
         rows, cc = torch.nonzero(m, as_tuple=True)

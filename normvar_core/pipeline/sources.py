@@ -118,7 +118,7 @@ class GaussianSource:
         for bi in range(start, stop):
             batch = plan.batches[bi]
             mask = B.counted_mask(batch, **plan.exclusions)
-            ids = torch.as_tensor(batch.input_ids)[mask].to(torch.int64)
+            ids = B.unit_ids(batch)[mask]
             uniq, inv = np.unique(ids.numpy(), return_inverse=True)
             mu = np.stack([self.mean_of(t) for t in uniq]) if uniq.size else np.zeros((0, self.dim))
             z = np.random.default_rng([self.seed, 0, bi]).standard_normal((ids.numel(), self.dim))

@@ -139,3 +139,9 @@ def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines
     cos = pa.table({"layer": np.repeat(layers, [len(c) for c in cosines]),
                     "cosine": np.concatenate(cosines).astype(np.float32) if cosines else np.zeros(0, np.float32)})
     return {"layer_geometry": geo, "layer_spectrum": spec, "pair_cosines": cos}
+
+
+def word_units_table(token_ids: np.ndarray, n_subtokens: np.ndarray) -> pa.Table:
+    """``word_units(token_id BIGINT, n_subtokens DOUBLE)``: word runs' |T_w| (App. J, Fig. 22), the
+    mean number of tokens per occurrence of each word type."""
+    return pa.table({"token_id": np.asarray(token_ids, np.int64), "n_subtokens": np.asarray(n_subtokens, np.float64)})
