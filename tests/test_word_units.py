@@ -96,3 +96,28 @@ def test_word_unit_refuses_a_slow_tokenizer():
 
     with pytest.raises(NormvarError, match="fast tokenizer"):
         B.encode_sentences(["a b"], Slow(), max_length=8, unit="word")
+
+
+def test_pages_colour_words_by_their_number_of_tokens(word_run, monkeypatch):
+    """Trade-off and Token clouds of a word run colour each word by |T_w| (App. J, Fig. 22)."""
+    from streamlit.testing.v1 import AppTest
+
+    from test_dashboard_apptest import APP, arr, figure, trace
+
+    monkeypatch.setenv("NORMVAR_DATA", str(word_run.path.parent.parent))
+    units = word_run.table("word_units").set_index("token_id")["n_subtokens"]
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"run": "w", "band": "0,5"})
+    at.run()
+    at.switch_page("views/tradeoff.py").run()
+    assert not at.exception and at.toggle(key="w_word_colour").value is True
+    fig = figure(at, "token types with")
+    pts = trace(fig, "token types")
+    toks = word_run.tokens().set_index("token")
+    want = [units[toks.loc[t, "token_id"]] for t in pts["text"]]
+    np.testing.assert_allclose(arr(pts["marker"]["color"]), want)
+    assert "T<sub>w</sub>" in pts["marker"]["colorbar"]["title"]["text"]
+    at.switch_page("views/clouds.py").run()
+    assert not at.exception
+    emb = trace(figure(at, "sampled embeddings"), "embeddings")
+    np.testing.assert_allclose(arr(emb["marker"]["color"]), [units[toks.loc[t, "token_id"]] for t in emb["text"]])

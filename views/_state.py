@@ -139,6 +139,32 @@ def runs_to_overlay(label: str, key: str, relative_key: str, relative_default: b
     return ([v.run] + [n for n in chosen if n != v.run]), relative
 
 
+WORD_COLOUR = "n_subtokens"
+
+
+def word_colour(run, key: str = "w_word_colour") -> dict | None:
+    """Word runs (App. J): "Colour by |T_w|" — the study's Fig. 22 artifact (words with the same number of
+    tokens cluster in shallow layers). Returns {token_id: |T_w|} when on, else None."""
+    if run.meta.get("unit") != "word" or not run.has("word_units"):
+        return None
+    bind(key, True)
+    if not st.toggle("Colour words by |T_w|", key=key,
+                     help="App. J, Fig. 22: the number of tokens of each word; in shallow layers words with the "
+                          "same |T_w| cluster"):
+        return None
+    from views._data import table
+
+    units = table(run, "word_units")
+    return dict(zip(units["token_id"].astype(int), units["n_subtokens"].astype(float)))
+
+
+def with_word_colour(df, colours: dict | None):
+    """``df`` with the |T_w| column (``WORD_COLOUR``) when ``colours`` is given."""
+    if colours is None or df is None or not len(df):
+        return df
+    return df.assign(**{WORD_COLOUR: df["token_id"].map(colours).astype(float)})
+
+
 def pool_toggle(key: str = "w_pool") -> bool:
     """The study's footnote-7 pooling: "##ing" with "ing", "Ġthe" with "the" (exact, ``merge_by_key``)."""
     v = view()
@@ -168,4 +194,4 @@ def null_picker(run, key: str = "w_null"):
     return (null_label(nr.meta), nr) if nr is not None else (None, None)
 
 
-__all__ = ['pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']
+__all__ = ['WORD_COLOUR', 'word_colour', 'with_word_colour', 'pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']

@@ -18,6 +18,7 @@ if sampled.empty:
     st.info("This run stores no sampled embeddings (computed with samples_per_token = 0).")
     st.stop()
 layer = _ui.layer_slider(run)
+colours = _ui.word_colour(run)
 table = _ui.token_table(run, layer)
 n_of = dict(zip(table["token_id"].astype(int), table["n"].astype(int)))
 options = [int(t) for t in sampled["token_id"]]
@@ -42,7 +43,9 @@ if not chosen:
     st.stop()
 try:
     cloud = _ui.cloud(run, layer, chosen)
-    fig = figures.clouds_figure(cloud.coords, explained=cloud.explained, presentation=v.presentation,
+    fig = figures.clouds_figure(_ui.with_word_colour(cloud.coords, colours), explained=cloud.explained,
+                                presentation=v.presentation, color_by=_ui.WORD_COLOUR if colours else None,
+                                color_title="|T<sub>w</sub>|",
                                 title=f"{run.name} · layer {layer} · {len(chosen)} tokens, "
                                       f"{len(cloud.coords):,} sampled embeddings")
     rows = table.loc[table["token_id"].isin(chosen)]

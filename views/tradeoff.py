@@ -18,6 +18,7 @@ with c1:
 with c2:
     band = _ui.band_slider(run)
     pool = _ui.pool_toggle()
+    colours = None if pool else _ui.word_colour(run)
 with c4:
     null_label, null_run = _ui.null_picker(run)
 
@@ -37,7 +38,7 @@ with c3:
 try:
     fits = _ui.tradeoff(run, band, pool)
     fit = figures.fit_row(fits, layer=layer)
-    points = _ui.band_points(run, layer, band, pool)
+    points = _ui.with_word_colour(_ui.band_points(run, layer, band, pool), colours)
     drawn, total = figures.downsample(points, figures.MAX_POINTS)
     table = _ui.token_table(run, layer, pool)
     hl, missing = figures.find_tokens(table, queries)
@@ -49,6 +50,7 @@ try:
     fig = figures.tradeoff_scatter(
         drawn, fit, highlight=hl, total=total, presentation=v.presentation,
         q_pred=float(ln_row["q_pred"]) if ln_row is not None else None,
+        color_by=_ui.WORD_COLOUR if colours else None, color_title="|T<sub>w</sub>|",
         null_points=null_points, null_label=null_label or "Gaussian null",
         title=f"{run.name} · layer {layer} · {len(points):,} token types with "
               f"{10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")

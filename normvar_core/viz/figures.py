@@ -115,12 +115,14 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
                      total: int | None = None, presentation: bool = False,
                      colorbar: bool = True, height: int | None = None,
                      null_points: pd.DataFrame | None = None, null_label: str = "Gaussian null",
-                     q_pred: float | None = None) -> go.Figure:
+                     q_pred: float | None = None, color_by: str | None = None,
+                     color_title: str | None = None) -> go.Figure:
     """V(X_t) against M(X_t): one WebGL point per token type (coloured by log10 n_t, hover: token,
     n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a row of
     ``analyses.tradeoff``), highlighted tokens ringed and labelled. ``total`` > len(points) adds a
     notice that a sample is drawn. ``null_points``: a Gaussian null's types (m, v), a grey cloud
-    behind; ``q_pred``: App. I's LayerNorm prediction Q ≈ ‖γ‖² + ‖β‖², drawn as V = Q_pred − M."""
+    behind; ``q_pred``: App. I's LayerNorm prediction Q ≈ ‖γ‖² + ‖β‖², drawn as V = Q_pred − M.
+    ``color_by``: a column of ``points`` to colour by instead of log10 n_t (word runs: |T_w|, App. J)."""
     x = points["m"].to_numpy(dtype=np.float64)
     y = points["v"].to_numpy(dtype=np.float64)
     logn = (points["log10_n"] if "log10_n" in points else np.log10(points["n"])).to_numpy(dtype=np.float64)
@@ -132,13 +134,15 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
     fig = go.Figure()
     if null_points is not None and len(null_points):
         null_cloud(fig, null_points["m"], null_points["v"], null_label, size=5 if len(null_points) > 5000 else 7)
+    color, ctitle = logn, "log<sub>10</sub> n<sub>t</sub>"
+    if color_by is not None and color_by in points:
+        color, ctitle = points[color_by].to_numpy(dtype=np.float64), color_title or color_by
     fig.add_trace(go.Scattergl(
         x=x, y=y, mode="markers", name="token types",
-        marker=dict(size=5 if len(x) > 5000 else 7, color=logn, colorscale=COLORSCALE, opacity=0.75,
-                    cmin=float(np.floor(logn.min())) if logn.size else 0,
-                    cmax=float(np.ceil(logn.max())) if logn.size else 1,
-                    showscale=colorbar, colorbar=dict(title=dict(text="log<sub>10</sub> n<sub>t</sub>"),
-                                                      thickness=14, len=0.8)),
+        marker=dict(size=5 if len(x) > 5000 else 7, color=color, colorscale=COLORSCALE, opacity=0.75,
+                    cmin=float(np.floor(np.nanmin(color))) if color.size else 0,
+                    cmax=float(np.ceil(np.nanmax(color))) if color.size else 1,
+                    showscale=colorbar, colorbar=dict(title=dict(text=ctitle), thickness=14, len=0.8)),
         text=text, customdata=custom,
         hovertemplate=("<b>%{text}</b><br>n = %{customdata[0]:,}<br>Q = %{customdata[1]:.4g}"
                        "<br>M = %{x:.4g}<br>V = %{y:.4g}<extra></extra>"),
@@ -420,15 +424,19 @@ def corpus_histograms(sentence_lengths: pd.DataFrame, frequencies: pd.DataFrame,
 
 # ============================================================================ Fig 1: token clouds
 def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = None, presentation: bool = False,
-                  title: str | None = None, label_tokens: bool = True) -> go.Figure:
+                  title: str | None = None, label_tokens: bool = True, color_by: str | None = None,
+                  color_title: str | None = None) -> go.Figure:
     """PCA scatter of the selected tokens' sampled embeddings (``clouds.pca_cloud``): points coloured
-    by log10 n_t, each token labelled at its centroid, the origin (0, 0) marked with x."""
+    by log10 n_t (or the column ``color_by``: word runs' |T_w|, App. J Fig. 22), each token labelled at
+    its centroid, the origin (0, 0) marked with x."""
     fig = go.Figure()
-    logn = np.log10(coords["n"].to_numpy(dtype=np.float64))
+    color, ctitle = np.log10(coords["n"].to_numpy(dtype=np.float64)), "log<sub>10</sub> n<sub>t</sub>"
+    if color_by is not None and color_by in coords:
+        color, ctitle = coords[color_by].to_numpy(dtype=np.float64), color_title or color_by
     fig.add_trace(go.Scattergl(
         x=coords["pc1"], y=coords["pc2"], mode="markers", name="embeddings",
-        marker=dict(size=6, color=logn, colorscale=COLORSCALE, opacity=0.7,
-                    colorbar=dict(title=dict(text="log<sub>10</sub> n<sub>t</sub>"), thickness=14, len=0.8)),
+        marker=dict(size=6, color=color, colorscale=COLORSCALE, opacity=0.7,
+                    colorbar=dict(title=dict(text=ctitle), thickness=14, len=0.8)),
         text=coords["token"].to_numpy(dtype=str),
         customdata=np.stack([coords["n"].to_numpy(dtype=np.float64),
                              coords["context"].to_numpy(dtype=object) if "context" in coords
