@@ -29,7 +29,7 @@ from normvar_core.stats import geometry as G
 GEOMETRY_MAX_DIM = 4096
 
 
-def _topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
+def topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
     """torch's multi-threaded top-k for the TwoNN neighbour search (numpy's argpartition is single-threaded)."""
     return torch.topk(torch.from_numpy(d2), k, dim=1, largest=False).indices.numpy()
 
@@ -146,7 +146,7 @@ class GeometryAccumulator(Accumulator):
         for li, layer in enumerate(self.layers):  # the sample is in key order: a random order
             row, eig = G.layer_row(cov[li], self.sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                    n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
-                                   sq_sum=float(self.sq_sum[li]), smallest=_topk_smallest)
+                                   sq_sum=float(self.sq_sum[li]), smallest=topk_smallest)
             rows.append({"layer": int(layer), **row})
             spectra.append(eig)
             cosines.append(G.pair_cosines(self.sample[li]))
