@@ -123,10 +123,30 @@ def write_tables(path, record: RunRecord, tables: Mapping[str, TableData], *, ov
         finally:
             con.close()
         publish(tmp, path, overwrite)
+    except NormvarError:
+        _remove(tmp, wal)
+        raise
+    except (OSError, duckdb.Error) as exc:  # disk full, file too large, folder gone, I/O error
+        _remove(tmp, wal)
+        raise write_failed(path, exc) from None
     except BaseException:
         _remove(tmp, wal)
         raise
     return path
+
+
+def write_failed(path: Path, exc: BaseException) -> NormvarError:
+    """One line for a write that failed part-way (nothing was published, the temp file is gone)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().splitlines()[0]
+    full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    full = full or any(w in reason.lower() for w in ("no space", "file too large", "disk quota"))
+    fix = (f"free space on {path.parent} (or use another --data-dir / --out) and run it again" if full
+           else f"check that {path.parent} is writable and run it again")
+    return NormvarError(f"could not write the run file {path.name}: {reason[:200]}; nothing was published", fix=fix)
+
+
+# what link(2) says on a file system without hard links (FAT, some network and FUSE mounts)
+NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
 
 
 def publish(tmp: Path, path: Path, overwrite: bool) -> None:
@@ -139,7 +159,10 @@ def publish(tmp: Path, path: Path, overwrite: bool) -> None:
         os.link(tmp, path)
     except FileExistsError:
         raise taken(path) from None
-    except OSError:  # file system without hard links: check-then-rename
+    except OSError as exc:
+        if exc.errno not in NO_HARD_LINKS:
+            raise
+        # a file system without hard links: check-then-rename
         if path.exists():
             raise taken(path) from None
         os.replace(tmp, path)
@@ -201,4 +224,4 @@ def check_destination(out_path: Path, overwrite: bool) -> None:
                            fix="choose a writable --data-dir or --out") from None
 
 
-__all__ = ["check_destination", "write_tables", "write_run", "publish", "run_path", "temp_path", "remove_stale_temps", "pid_alive"]
+__all__ = ["check_destination", "write_failed", "write_tables", "write_run", "publish", "run_path", "temp_path", "remove_stale_temps", "pid_alive"]
