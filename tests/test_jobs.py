@@ -452,3 +452,23 @@ def test_tasks_queued_by_older_versions_still_run(tmp_path):
     while (task := huey.dequeue()) is not None:
         huey.execute(task)
     assert ran == ["job0", "job1"]
+
+
+def test_runs_page_shows_a_failed_jobs_traceback(dd, monkeypatch):
+    """The one-line message is in the jobs table; the full traceback of the log file is on the page."""
+    from streamlit.testing.v1 import AppTest
+
+    from test_dashboard_apptest import APP
+
+    store = J.JobStore(dd)
+    boom = store.submit(cfg("boom", model="boom"))
+    work(dd, FakeCompute())
+    monkeypatch.setenv("NORMVAR_DATA", str(dd.root))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/runs.py").run()
+    assert not at.exception
+    [exp] = [e for e in at.expander if boom in e.label]
+    code = " ".join(c.value for c in exp.code)
+    assert "Traceback (most recent call last)" in code and "RuntimeError: kaboom" in code
+    assert any("kaboom" in str(df.value.to_dict()) for df in at.dataframe)

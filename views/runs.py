@@ -76,6 +76,14 @@ def jobs_panel() -> None:
             "run": j.name, "model": j.config.get("model"), "state": j.state.value,
             "finished": _ago(j.finished), "message": (j.message or "")[:200], "job": j.id} for j in done])
         st.dataframe(table, hide_index=True, width="stretch", key="jobs_table")
+        for j in done:  # an unexpected failure keeps its full traceback in queue/logs/<job>.log
+            log = store.log_path(j.id)
+            if j.state == JobState.FAILED and log.is_file():
+                with st.expander(f"Traceback of the failed job {j.name} (`{j.id}`)", icon=":material/bug_report:"):
+                    text = log.read_text(errors="replace")[-20000:]
+                    st.code(text, language="python")
+                    st.download_button("Download the log", text, file_name=f"normvar-job-{j.id}.log",
+                                       key=f"log_{j.id}", icon=":material/download:")
     # a job finished since the last look: refresh the whole app so the run appears everywhere
     n_done = sum(1 for j in items if j.state == JobState.DONE)
     if st.session_state.get("_jobs_done") not in (None, n_done):

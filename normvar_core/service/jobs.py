@@ -682,10 +682,9 @@ class Worker:
             return JobState.FAILED, f"invalid stored configuration: {err}", None
         run_path = self.dd.run_path(cfg.name)
         ckpt = self.store.checkpoint_path(job_id)
-        if (int(row["attempts"]) > 1 and run_path.exists() and row["started"]
-                and run_path.stat().st_mtime >= row["started"]
-                and not any(self.dd.checkpoints.glob(f"{job_id}.*"))):
-            # the previous attempt published its run and died before marking the job done
+        if int(row["attempts"]) > 1 and _published_since(run_path, row["started"]):
+            # the previous attempt published its run and died before marking the job done (its
+            # checkpoint, if any, is removed with the job's end as always)
             return JobState.DONE, None, str(run_path)
 
         last_check = [0.0, False]
@@ -727,6 +726,12 @@ class Worker:
             where = f"; full traceback in {trace}" if trace else ""
             return JobState.FAILED, f"unexpected error ({type(err).__name__}: {first}){where}", None
         return JobState.DONE, None, str(path)
+
+
+def _published_since(run_path: Path, started: float | None) -> bool:
+    """A complete run file under the job's name, written after the job first started. Only this job
+    can have written it: names are unique among queued and running jobs, and publishing is atomic."""
+    return bool(started) and run_path.exists() and run_path.stat().st_mtime >= started
 
 
 class _Reporter:
