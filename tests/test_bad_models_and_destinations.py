@@ -58,3 +58,43 @@ def test_out_is_a_regular_file(capsys, tmp_path, corpus40, monkeypatch):
 def test_max_length_above_the_models_limit(capsys, tmp_path, tiny_models, corpus40):
     assert_bad(capsys, tmp_path / "data", "compute", "--model", tiny_models["bert"], "--corpus", corpus40,
                "--max-length", 100000, match="exceeds the model's limit")
+
+
+def test_a_run_mostly_of_unknown_tokens_is_flagged_in_its_row_and_on_the_pages(capsys, tmp_path, tiny_models,
+                                                                                monkeypatch):
+    """Text the tokenizer cannot read (emoji for a WordPiece vocabulary) gives a run of [UNK]s: the run
+    row records the share (checked against the tokenizer itself) and flags it; every page says so."""
+    import json
+
+    import duckdb
+    from streamlit.testing.v1 import AppTest
+    from transformers import AutoTokenizer
+
+    from test_cli_runs import run_cli
+    from test_dashboard_apptest import APP
+
+    lines = [f"the {'🦜🐙🦑🦀'[i % 4] * (1 + i % 3)} and {'🐳🦈'[i % 2]} {i % 7} {'🪼' * (1 + i % 2)}"
+             for i in range(60)]
+    corpus = tmp_path / "emoji.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = tmp_path / "data"
+    code, out, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus,
+                             "--name", "unk", "--no-geometry", "--data-dir", data)
+    assert code == 0, err
+    tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
+    ids = [i for s in lines for i in tok(s)["input_ids"]]
+    share = sum(i == tok.unk_token_id for i in ids) / len(ids)
+    assert share > 0.3
+    con = duckdb.connect(str(data / "runs" / "unk.duckdb"), read_only=True)
+    notes = json.loads(con.execute("SELECT notes FROM run").fetchone()[0])
+    con.close()
+    assert notes["unk_flag"] is True and notes["unk_share"] == pytest.approx(share, abs=1e-6)
+
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    for page in ("views/runs.py", "views/tradeoff.py", "views/layers.py"):
+        at = AppTest.from_file(APP, default_timeout=90)
+        at.query_params.update({"run": "unk"})
+        at.run()
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert any("unknown token" in str(w.value) for w in at.warning), (page, [w.value for w in at.warning])

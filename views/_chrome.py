@@ -97,6 +97,16 @@ def report_button(runs: list, *, key: str) -> None:
                        "the numbers, exact values in the speaker notes (also: normvar report RUN --format pdf|html)")
 
 
+def unknown_token_warning(run) -> None:
+    """The run row flags a run whose counted positions are mostly the unknown token (a tokenizer that
+    does not match the model or the corpus): every page that shows the run says so."""
+    notes = run.meta.get("notes") or {}
+    if notes.get("unk_flag"):
+        st.warning(f"{100 * notes.get('unk_share', 0):.1f} % of the counted positions of {run.name} are the unknown "
+                   "token: the tokenizer probably does not match the model or the corpus, so these statistics "
+                   "describe [UNK], not the text.", icon=":material/warning:")
+
+
 def show_error(err: Exception) -> None:
     if isinstance(err, NormvarError):
         st.error(f"{err.message}" + (f"  \n**Fix:** {err.fix}" if err.fix else ""), icon=":material/error:")
@@ -110,4 +120,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['token_link', 'report_button', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['token_link', 'report_button', 'unknown_token_warning', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

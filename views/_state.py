@@ -67,6 +67,9 @@ def require_run():
                 "it appears here when the worker publishes it.")
         st.page_link("views/runs.py", label="See the job queue on Runs", icon=":material/table:")
         st.stop()
+    from views._chrome import unknown_token_warning
+
+    unknown_token_warning(run)
     return run
 
 

@@ -122,10 +122,7 @@ if run is not None:
     c[5].metric("sentences", _ui.fmt_int(m.get("n_sentences")))
     st.caption(f"{m.get('architecture') or ''} · corpus `{m.get('corpus_name')}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
-    notes = m.get("notes") or {}
-    if notes.get("unk_flag"):
-        st.warning(f"{100 * notes.get('unk_share', 0):.1f} % of this run's counted positions are the unknown token: "
-                   "the tokenizer probably does not match the model or the corpus.", icon=":material/warning:")
+    _ui.unknown_token_warning(run)
     _ui.report_button([run], key="w_report_run")
     if not str(m.get("source") or "model").startswith("null:"):
         with st.container(horizontal=True):
