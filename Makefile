@@ -46,6 +46,10 @@ bench: venv
 	$(PY) benchmarks/bench_compute.py
 	$(PY) benchmarks/bench_rss.py
 	$(PY) benchmarks/bench_dashboard.py
+	$(PY) benchmarks/bench_geometry.py
+	$(PY) benchmarks/bench_null.py
+	$(PY) benchmarks/bench_corpus_memory.py
+	$(PY) benchmarks/bench_tokenize_memory.py
 
 clean-venv:
 	rm -rf .venv

@@ -360,8 +360,11 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
 
     model = loaded.model
     device = next(model.parameters()).device
-    ids = batch.input_ids.to(device)
-    am = batch.attention_mask.to(device)
+    ids, am = _to_device(batch.input_ids, device), _to_device(batch.attention_mask, device)
+    # which positions count is known on the host: select them by index (no boolean mask on the
+    # device, whose result size would cost a host synchronisation per batch)
+    keep = counted_mask(batch, exclude_special=exclude_special, exclude_position0=exclude_position0)
+    flat = keep.reshape(-1).nonzero().squeeze(1)
     kwargs = {}
     if batch.padding_side == "left":
         need = loaded.extra.get("position_ids") if hasattr(loaded, "extra") else None
@@ -378,14 +381,20 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
         if bad:
             raise NormvarError(f"layer(s) {bad} out of range: the model has hidden states 0..{len(hs) - 1}",
                                fix=f"pass --layers within 0..{len(hs) - 1}")
-        keep = counted_mask(batch, exclude_special=exclude_special,
-                            exclude_position0=exclude_position0).to(device)
         if batch.word_occ is not None:
-            states = pool_words(torch.stack([hs[i] for i in idx]), batch, keep)
+            states = pool_words(torch.stack([hs[i] for i in idx]), batch, keep.to(device))
         else:
-            states = torch.stack([hs[i][keep] for i in idx])
-        token_ids = unit_ids(batch).to(device)[keep]
+            sel = _to_device(flat, device)
+            states = torch.stack([hs[i].flatten(0, 1).index_select(0, sel) for i in idx])
+        token_ids = _to_device(unit_ids(batch).reshape(-1)[flat], device)
     return states, token_ids
+
+
+def _to_device(t, device):
+    """Host tensor -> ``device``; to a CUDA device from pinned memory, without blocking the host."""
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
 
 
 def is_oom(exc: BaseException) -> bool:
