@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from test_dashboard_apptest import RUN, RUN2, app, arr, data_dir, figure, figures_of, ok, open_page, run  # noqa: F401
+from test_dashboard_apptest import RUN, RUN2, app, arr, data_dir, figure, figures_of, ok, open_page, run, trace  # noqa: F401
 
 
 def test_geometry_page_shows_the_runs_values(app, run):
@@ -82,3 +82,56 @@ def test_clouds_hover_shows_the_sentence(app, run):
     sents = set(run.sentences().values())
     plain = ctx[0].replace("<b>", "").replace("</b>", "").replace("… ", "").replace(" …", "")
     assert any(plain in s for s in sents)
+
+
+def _data_with(tmp_path, data_dir, sibling: bool):  # noqa: F811
+    """A copy of the dashboard's run; with ``sibling``, a second file of the same options but
+    exclude_position0 = true (its anisotropy halved, to tell the two apart)."""
+    import json
+    import shutil
+
+    import duckdb
+
+    runs = tmp_path / "data" / "runs"
+    runs.mkdir(parents=True)
+    shutil.copy(data_dir / "runs" / f"{RUN}.duckdb", runs / f"{RUN}.duckdb")
+    if sibling:
+        shutil.copy(data_dir / "runs" / f"{RUN}.duckdb", runs / "sib.duckdb")
+        con = duckdb.connect(str(runs / "sib.duckdb"))
+        opts = json.loads(con.execute("SELECT options FROM run").fetchone()[0])
+        opts.update(name="sib", exclude_position0=True)
+        con.execute("UPDATE run SET options = ?, name = 'sib'", [json.dumps(opts)])
+        con.execute("UPDATE layer_geometry SET anisotropy = anisotropy / 2")
+        con.execute("CHECKPOINT")
+        con.close()
+    return tmp_path / "data"
+
+
+def test_outliers_page_puts_the_geometry_without_position0_next_to_it(tmp_path, data_dir, monkeypatch, run):  # noqa: F811
+    from streamlit.testing.v1 import AppTest
+
+    from test_dashboard_apptest import APP
+
+    monkeypatch.setenv("NORMVAR_DATA", str(_data_with(tmp_path, data_dir, sibling=True)))
+    at = open_page(AppTest.from_file(APP, default_timeout=90), "outliers")
+    fig = figure(at, "with and without position 0")
+    geo = run.table("layer_geometry").sort_values("layer")["anisotropy"].to_numpy()
+    np.testing.assert_allclose(arr(trace(fig, f"{RUN} (all positions)")["y"]), geo)
+    np.testing.assert_allclose(arr(trace(fig, "sib (position 0 excluded)")["y"]), geo / 2)
+
+
+def test_outliers_page_queues_the_run_without_position0(tmp_path, data_dir, monkeypatch, run):  # noqa: F811
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.service.jobs import JobStore
+    from test_dashboard_apptest import APP
+
+    data = _data_with(tmp_path, data_dir, sibling=False)
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = open_page(AppTest.from_file(APP, default_timeout=90), "outliers")
+    assert any("position 0" in i.value for i in at.info)
+    at.button(key="w_pos0_submit").click().run()
+    assert not at.exception and any("Queued job" in s.value for s in at.success)
+    [job] = JobStore(data).list()
+    want = {**run.meta["options"], "exclude_position0": True, "name": f"{RUN}-nopos0"}
+    assert {k: v for k, v in job.config.items() if k != "corpus"} == {k: v for k, v in want.items() if k != "corpus"}

@@ -252,6 +252,26 @@ def require(run, what: str, label: str) -> None:
         st.stop()
 
 
+_NOT_COMPARED = ("name", "exclude_position0")
+
+
+def position0_sibling(run):
+    """The published run computed with the same options as ``run`` except ``exclude_position0``
+    flipped (the same model, corpus and sample, with or without each sentence's first position), or None."""
+    mine = dict(run.meta.get("options") or {})
+    if not mine:
+        return None
+    want = {k: v for k, v in mine.items() if k not in _NOT_COMPARED}
+    flipped = not bool(mine.get("exclude_position0"))
+    for name in runs_table()["name"]:
+        other = open_run(name) if name != run.name else None
+        opts = dict(other.meta.get("options") or {}) if other is not None else {}
+        if (opts and bool(opts.get("exclude_position0")) == flipped
+                and {k: v for k, v in opts.items() if k not in _NOT_COMPARED} == want):
+            return other
+    return None
+
+
 def num_hidden_states(run) -> int:
     """Hidden states of the model (blocks + the input embeddings) for the relative-depth axis."""
     n = run.meta.get("num_layers")
@@ -261,4 +281,4 @@ def num_hidden_states(run) -> int:
 
 
 
-__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states']
+__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states', 'position0_sibling']

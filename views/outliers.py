@@ -2,6 +2,7 @@
 the squared norm (decoders put activations 100–1000× the median on the first position)."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from normvar_core.viz import geometry_figures as GF
@@ -30,4 +31,35 @@ rows = rows.assign(sentence=[sents.get(int(s), "") for s in rows["sentence_id"]]
 st.markdown(f"**Largest activations at layer {layer}**")
 st.dataframe(rows[["rank", "value", "dim", "token", "position", "sentence_id", "sentence"]], hide_index=True,
              width="stretch", key="top_acts")
+
+st.subheader("The layer geometry with and without position 0")
+other = _ui.position0_sibling(run)
+if other is not None and other.has("geometry"):
+    without = bool((run.meta.get("options") or {}).get("exclude_position0"))
+    pair = {(other if without else run).name + " (all positions)": (other if without else run),
+            (run if without else other).name + " (position 0 excluded)": (run if without else other)}
+    curves = {label: _ui.table(r, "layer_geometry") for label, r in pair.items()}
+    fig = GF.geometry_profiles(curves, relative=False, presentation=v.presentation,
+                               title="Layer geometry with and without position 0")
+    _ui.chart(fig, key="geometry_pos0",
+              data=pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True),
+              name=f"{run.name}_geometry_position0")
+else:
+    opts = dict(run.meta.get("options") or {})
+    flipped = not bool(opts.get("exclude_position0"))
+    st.info("No run of the same model, corpus and options with position 0 "
+            f"{'excluded' if flipped else 'included'} yet: compute it to see how anisotropy, intrinsic dimension "
+            "and the mean cosine change when the first position's massive activations are left out.",
+            icon=":material/info:")
+    if opts and st.button("Compute it (a worker job)", key="w_pos0_submit", icon=":material/rocket_launch:"):
+        from normvar_core.config import RunConfig
+        from normvar_core.service.jobs import JobStore
+
+        try:
+            cfg = RunConfig.from_dict({**opts, "exclude_position0": flipped,
+                                       "name": f"{run.name}-{'nopos0' if flipped else 'allpos'}"})
+            job = JobStore(_ui.data_dir()).submit(cfg)
+            st.success(f"Queued job `{job}` ({cfg.name}); it appears here when the worker publishes it.")
+        except Exception as err:  # noqa: BLE001
+            _ui.show_error(err)
 _ui.sync_url("outliers")
