@@ -342,11 +342,14 @@ class TokenMoments:
                   layer_index=state.get("layer_index"), backend=backend)
         if T:
             acc._reserve(T)
-            ids = torch.from_numpy(np.asarray(state["ids"], dtype=np.int64)).to(acc.device)
+            def host(a, dtype=None):  # read-only arrays (from Ray's object store) are copied, not shared
+                return torch.from_numpy(np.require(a, dtype, requirements="W"))
+
+            ids = host(state["ids"], np.int64).to(acc.device)
             acc._ids[:T] = ids
-            acc._n[:T] = torch.from_numpy(np.asarray(state["n"], dtype=np.int64)).to(acc.device)
-            acc._mean[:, :T] = torch.from_numpy(mean).to(acc.device, acc._tdtype)
-            acc._s[:, :T] = torch.from_numpy(np.asarray(state["s"], dtype=np.float64)).to(acc.device)
+            acc._n[:T] = host(state["n"], np.int64).to(acc.device)
+            acc._mean[:, :T] = host(mean).to(acc.device, acc._tdtype)
+            acc._s[:, :T] = host(state["s"], np.float64).to(acc.device)
             acc._T = T
             acc._row_of = torch.full((int(ids.max()) + 1,), -1, dtype=torch.int64, device=acc.device)
             acc._row_of[ids] = torch.arange(T, device=acc.device)

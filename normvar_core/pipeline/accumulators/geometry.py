@@ -58,9 +58,11 @@ class GeometryAccumulator(Accumulator):
         self.mean = torch.zeros((L, d), dtype=torch.float64, device=self.device)
         self.scatter = torch.zeros((L, d, d), dtype=torch.float64, device=self.device)
         self.sum_u = torch.zeros((L, d), dtype=torch.float64, device=self.device)
-        self.n_u = np.zeros(L, np.int64)  # per layer: embeddings with a non-zero norm (the cosine's n)
-        self.norm_sum = np.zeros(L)  # Σ‖x‖ and Σ‖x‖² (float64, summed per batch in float64)
-        self.sq_sum = np.zeros(L)
+        # per layer, on the states' device (no host sync per batch): embeddings with a non-zero norm
+        # (the cosine's n), Σ‖x‖ and Σ‖x‖² (float64, summed per batch in float64)
+        self.n_u = torch.zeros(L, dtype=torch.int64, device=self.device)
+        self.norm_sum = torch.zeros(L, dtype=torch.float64, device=self.device)
+        self.sq_sum = torch.zeros(L, dtype=torch.float64, device=self.device)
         self.sample = np.zeros((L, K, d), np.float32)
         self.filled = np.zeros(K, bool)
 
@@ -88,9 +90,9 @@ class GeometryAccumulator(Accumulator):
             nz = norms > 0
             w = torch.where(nz, 1.0 / norms.clamp_min(1e-300), torch.zeros_like(norms))
             self.sum_u[l] += xc.T @ w + mb * w.sum()
-            self.n_u[l] += int(nz.sum())
-            self.norm_sum[l] += float(norms.sum())
-            self.sq_sum[l] += float(sq.clamp_min(0).sum())
+            self.n_u[l] += nz.sum()
+            self.norm_sum[l] += norms.sum()
+            self.sq_sum[l] += sq.clamp_min(0).sum()
         self.n += N
         self._reservoir(batch, X)
 
@@ -110,25 +112,26 @@ class GeometryAccumulator(Accumulator):
                           other.scatter[l].to(self.device), other.n, outer=True)
             self.n += other.n
             self.sum_u += other.sum_u.to(self.device)
-            self.n_u += other.n_u
-            self.norm_sum += other.norm_sum
-            self.sq_sum += other.sq_sum
+            self.n_u += other.n_u.to(self.device)
+            self.norm_sum += other.norm_sum.to(self.device)
+            self.sq_sum += other.sq_sum.to(self.device)
         self.sample[:, other.filled] = other.sample[:, other.filled]
         self.filled |= other.filled
         return self
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {"n": np.array([self.n], np.int64), "n_u": self.n_u.copy(), "norm_sum": self.norm_sum.copy(),
-                "sq_sum": self.sq_sum.copy(), "mean": self.mean.cpu().numpy(),
+        return {"n": np.array([self.n], np.int64), "n_u": self.n_u.cpu().numpy(),
+                "norm_sum": self.norm_sum.cpu().numpy(), "sq_sum": self.sq_sum.cpu().numpy(), "mean": self.mean.cpu().numpy(),
                 "scatter": self.scatter.cpu().numpy(), "sum_u": self.sum_u.cpu().numpy(),
                 "filled": self.filled.copy(), "sample": self.sample.copy()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         self.n = int(np.asarray(state["n"])[0])
-        self.n_u = np.asarray(state["n_u"], np.int64).copy()
+        self.n_u = torch.from_numpy(np.array(state["n_u"], np.int64)).to(self.device)
         # checkpoints written before the norm spread existed resume with it unknown (NaN), never wrong
-        self.norm_sum = np.array(state.get("norm_sum", np.full(len(self.layers), np.nan)), np.float64)
-        self.sq_sum = np.array(state.get("sq_sum", np.full(len(self.layers), np.nan)), np.float64)
+        nan = np.full(len(self.layers), np.nan)
+        self.norm_sum = torch.from_numpy(np.array(state.get("norm_sum", nan), np.float64)).to(self.device)
+        self.sq_sum = torch.from_numpy(np.array(state.get("sq_sum", nan), np.float64)).to(self.device)
         self.mean = torch.from_numpy(np.array(state["mean"], np.float64)).to(self.device)
         self.scatter = torch.from_numpy(np.array(state["scatter"], np.float64)).to(self.device)
         self.sum_u = torch.from_numpy(np.array(state["sum_u"], np.float64)).to(self.device)
