@@ -99,3 +99,32 @@ def test_sweep_queues_jobs_and_the_worker_publishes_equal_runs(series, tmp_path,
         assert len(aniso["data"]) == 3                           # one curve per checkpoint
     finally:
         os.environ.pop("NORMVAR_DATA", None)
+
+
+def test_new_run_page_queues_a_sweep(series, tmp_path, monkeypatch):
+    """The New-run page's sweep mode queues the same jobs as `normvar sweep` (names, steps, options),
+    refuses to queue them twice, and with "extend" adds nothing new."""
+    from streamlit.testing.v1 import AppTest
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.run()
+    at.switch_page("views/new_run.py").run()
+    at.radio(key="w_mode").set_value("A training sweep: one run per checkpoint").run()
+    at.text_input(key="w_sweep_dir").input(str(series))
+    at.number_input(key="w_cfg_max_sentences").set_value(60)
+    at.button(key="w_submit").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("queued 3 runs" in s.value for s in at.success)
+    jobs = {j.name: j.cfg for j in J.JobStore(data).list(limit=None)}
+    assert sorted(jobs) == ["tiny__step0", "tiny__step16", "tiny__step32"]
+    cfg = jobs["tiny__step16"]
+    assert (cfg.sweep, cfg.step, cfg.max_sentences, Path(cfg.model).name) == ("tiny", 16, 60, "checkpoint-16")
+    at.button(key="w_submit").click().run()                         # the same sweep again: refused
+    assert any("already has" in e.value for e in at.error)
+    at.checkbox(key="w_sweep_extend").check()
+    at.button(key="w_submit").click().run()
+    assert any("already has every one" in i.value for i in at.info), ([i.value for i in at.info],
+                                                                       [e.value for e in at.error])
+    assert len(J.JobStore(data).list(limit=None)) == 3

@@ -26,6 +26,12 @@ aliases = models.list_aliases()
 installed = [a["alias"] for a in aliases if a["installed"]]
 OTHER = "other: Hugging Face id or local path"
 
+SWEEP = "A training sweep: one run per checkpoint"
+mode = st.radio("What to run", ["One model", SWEEP], horizontal=True, key="w_mode",
+                help="a sweep queues one run per checkpoint of a training series, with the same corpus and options "
+                     "(seed 004's training dynamics; the Training page shows it)")
+sweep_mode = mode == SWEEP
+
 with st.form("new_run", border=True):
     st.markdown("**Corpus**")
     up = st.file_uploader(
@@ -36,14 +42,24 @@ with st.form("new_run", border=True):
     st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels).")
 
     st.markdown("**Model**")
-    c1, c2 = st.columns(2)
-    choice = c1.selectbox("Model", installed + [OTHER], key="w_model",
-                          help="offline aliases installed here; `make models` installs mpnet, smollm2, gemma3-270m")
-    other = c2.text_input("Hugging Face id or local path", key="w_model_other",
-                          placeholder="e.g. bert-base-uncased or /models/my-bert")
-    missing = [a for a in aliases if not a["installed"]]
-    if missing:
-        st.caption("Not installed: " + ", ".join(f"`{a['alias']}` ({a['install']})" for a in missing))
+    if sweep_mode:
+        c1, c2, c3 = st.columns(3)
+        sweep_dir = c1.text_input("Checkpoints folder", key="w_sweep_dir", placeholder="/train/out",
+                                  help="a trainer's output folder of checkpoint-<step>/ folders, each with its config "
+                                       "and weights; the step is read from trainer_state.json or the folder name")
+        sweep_model = c2.text_input("or a hub model id", key="w_sweep_model", placeholder="EleutherAI/pythia-70m")
+        sweep_revs = c3.text_input("with revisions", key="w_sweep_revisions", placeholder="step1000,step8000")
+        extend = st.checkbox("Add to an existing sweep (only the checkpoints it does not have)", key="w_sweep_extend")
+        st.caption("The sweep is named after the folder or the model unless you set *Sweep* under Advanced.")
+    else:
+        c1, c2 = st.columns(2)
+        choice = c1.selectbox("Model", installed + [OTHER], key="w_model",
+                              help="offline aliases installed here; `make models` installs mpnet, smollm2, gemma3-270m")
+        other = c2.text_input("Hugging Face id or local path", key="w_model_other",
+                              placeholder="e.g. bert-base-uncased or /models/my-bert")
+        missing = [a for a in aliases if not a["installed"]]
+        if missing:
+            st.caption("Not installed: " + ", ".join(f"`{a['alias']}` ({a['install']})" for a in missing))
     values.update(_form.config_section("model"))
 
     st.markdown("**Options**")
@@ -51,20 +67,45 @@ with st.form("new_run", border=True):
     with st.expander("Advanced: device, precision, layers, geometry, samples"):
         values.update(_form.config_section("advanced"))
     overwrite = st.checkbox("Replace a run of that name", key="w_overwrite")
-    submitted = st.form_submit_button("Submit run", type="primary", icon=":material/rocket_launch:", key="w_submit")
+    submitted = st.form_submit_button("Submit sweep" if sweep_mode else "Submit run", type="primary",
+                                      icon=":material/rocket_launch:", key="w_submit")
 
-if submitted:
+
+def stored_upload() -> str:
+    """The uploaded corpus stored under its sha256 (its name only picks an allow-listed extension), or ""."""
+    if up is None:
+        return ""
+    if up.size > cap:
+        raise NormvarError(f"the uploaded file is {up.size / 2**20:.1f} MB, over the {cap_mb} MB limit",
+                           fix="upload a smaller file (or gzip it as .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
+    return str(jobs.store_corpus(_ui.data_dir(), up.getvalue(), up.name))
+
+
+if submitted and sweep_mode:
+    from normvar_core.service.commands_sweep import plan_sweep, queue_sweep
+
+    try:
+        hub = sweep_model.strip()
+        base = RunConfig.from_dict({**values, "model": hub or "minilm", "corpus": stored_upload()})
+        sweep, cfgs, problems = plan_sweep(base, checkpoints=sweep_dir.strip() or None,
+                                           revisions=sweep_revs.strip() or None)
+        queued = queue_sweep(_ui.data_dir(), sweep, cfgs, extend=bool(extend))
+        for p in problems:
+            st.warning(f"Skipped checkpoint {p}", icon=":material/warning:")
+        if queued:
+            st.success(f"Sweep **{sweep}**: queued {len(queued)} runs (steps "
+                       f"{', '.join(str(c.step) for _, c in queued)}). Follow them on Runs; the Training page "
+                       "shows the sweep as its runs are published.", icon=":material/check_circle:")
+        else:
+            st.info(f"Sweep **{sweep}** already has every one of these checkpoints.")
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+elif submitted:
     try:
         model = other.strip() if choice == OTHER else choice
         if not model:
             raise NormvarError("no model given", fix="pick an installed alias or type a hub id / local path")
-        corpus = ""
-        if up is not None:
-            if up.size > cap:
-                raise NormvarError(f"the uploaded file is {up.size / 2**20:.1f} MB, over the {cap_mb} MB limit",
-                                   fix="upload a smaller file (or gzip it as .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
-            # the uploaded name only picks an allow-listed extension; the file is stored under its sha256
-            corpus = str(jobs.store_corpus(_ui.data_dir(), up.getvalue(), up.name))
+        corpus = stored_upload()
         if values.get("name") is None and up is not None:
             base = up.name.replace("\\", "/").split("/")[-1].split(".")[0]  # a label only, never a path
             stem = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-_")[:60] or "upload"
