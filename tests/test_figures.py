@@ -171,3 +171,20 @@ def test_static_export_png_svg_and_csv(stats):
     csv = figures.to_csv(pd.DataFrame({"a": [1, 2]}))
     assert csv.decode().splitlines() == ["a", "1", "2"]
     assert len(figures.figure_data(fig)) == sum(len(t.x) for t in fig.data)
+
+
+def test_presentation_downloads_are_16_9_slides(stats):
+    """In presentation mode a figure's PNG/SVG is a slide: 1600 x 900 (x the PNG scale), whatever its
+    on-screen height; otherwise it keeps its own size."""
+    import io
+    import re
+
+    from PIL import Image
+
+    fig = figures.decomposition_bars(analyses.decomposition(stats, 10, 1e5), presentation=True)
+    w, h = Image.open(io.BytesIO(figures.export_image(fig, "png", presentation=True))).size
+    assert (w, h) == (3200, 1800)
+    svg = figures.export_image(fig, "svg", presentation=True).decode()
+    assert re.search(r'<svg[^>]*width="1600"[^>]*height="900"', svg)
+    w, h = Image.open(io.BytesIO(figures.export_image(fig, "png"))).size
+    assert h / w != 900 / 1600 and h == 2 * (fig.layout.height or 500)

@@ -69,9 +69,10 @@ def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None
     base = _safe(name)
     row = st.container(horizontal=True, gap="small")
     common = dict(on_click="ignore", width="content", type="tertiary")
-    row.download_button("PNG", data=lambda: figures.to_image(fig, "png"), file_name=f"{base}.png",
+    slide = view().presentation  # presentation mode: the image is a 16:9 slide
+    row.download_button("PNG", data=lambda: figures.export_image(fig, "png", presentation=slide), file_name=f"{base}.png",
                         mime="image/png", key=f"dl_png_{key}", icon=":material/image:", **common)
-    row.download_button("SVG", data=lambda: figures.to_image(fig, "svg"), file_name=f"{base}.svg",
+    row.download_button("SVG", data=lambda: figures.export_image(fig, "svg", presentation=slide), file_name=f"{base}.svg",
                         mime="image/svg+xml", key=f"dl_svg_{key}", icon=":material/draw:", **common)
     csv = (lambda: figures.to_csv(data)) if data is not None else (lambda: figures.to_csv(figures.figure_data(fig)))
     row.download_button("CSV", data=csv, file_name=f"{base}.csv", mime="text/csv", key=f"dl_csv_{key}",

@@ -18,9 +18,10 @@ from normvar_core.stats import analyses
 from normvar_core.viz import figures
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.clouds import pca_cloud
+from normvar_core.viz.figures import SLIDE_SIZE
 from normvar_core.viz.viewstate import default_layer
 
-WIDTH, HEIGHT = 1600, 900  # 16:9
+WIDTH, HEIGHT = SLIDE_SIZE  # 16:9
 
 
 @dataclass

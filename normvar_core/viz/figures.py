@@ -499,6 +499,16 @@ def to_image(fig: go.Figure, fmt: str = "png", *, width: int | None = None, heig
         return fig.to_image(format=fmt, width=w, height=h, scale=scale if fmt in ("png", "jpeg", "webp") else 1)
 
 
+SLIDE_SIZE = (1600, 900)  # 16:9, the report's slides and presentation-mode downloads
+
+
+def export_image(fig: go.Figure, fmt: str = "png", *, presentation: bool = False) -> bytes:
+    """A figure download: at its on-screen size, or in presentation mode at slide size (16:9)."""
+    if presentation:
+        return to_image(fig, fmt, width=SLIDE_SIZE[0], height=SLIDE_SIZE[1])
+    return to_image(fig, fmt)
+
+
 def to_csv(df: pd.DataFrame) -> bytes:
     """A figure's data as CSV (UTF-8)."""
     return df.to_csv(index=False).encode("utf-8")
