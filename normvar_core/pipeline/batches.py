@@ -12,7 +12,8 @@ every kept position as ``states`` (L, N, d) with its ``token_ids`` (N,), ready f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -201,7 +202,7 @@ def _truncate_words(wid: list[tuple[int, int]], sp: list[int], max_length: int) 
 
 def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_size: int | None = None,
                  max_tokens: int | None = None, wrap: str = "auto",
-                 chunk: int | None = None) -> tuple[list[Batch], int]:
+                 chunk: int | None = None) -> tuple["PaddedBatches | list[Batch]", int]:
     """Tokenize, wrap, truncate, sort and batch; returns (batches, n_truncated).
 
     ``batch_size``: sentences per batch; else a token budget ``max_tokens`` (rows × padded
@@ -217,10 +218,9 @@ def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_
     return batches_from(enc, tokenizer, batch_size=batch_size, max_tokens=max_tokens), enc.n_truncated
 
 
-def batches_from(enc: Encoded, tokenizer, *, batch_size: int | None = None, max_tokens: int | None = None) -> list[Batch]:
+def batches_from(enc: Encoded, tokenizer, *, batch_size: int | None = None,
+                 max_tokens: int | None = None) -> "PaddedBatches":
     """``make_batches`` after the tokenization: sort by length (longest first, stable) and cut batches."""
-    import torch
-
     lengths = enc.lengths
     order = np.argsort(-lengths, kind="stable")
     budget = int(max_tokens or DEFAULT_MAX_TOKENS["cpu"])
@@ -238,10 +238,41 @@ def batches_from(enc: Encoded, tokenizer, *, batch_size: int | None = None, max_
     if pad_id is None:
         pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     side = "left" if getattr(tokenizer, "padding_side", "right") == "left" else "right"
-    batches = []
-    for g in groups:
+    return PaddedBatches(enc, groups, int(pad_id), side)
+
+
+class PaddedBatches(Sequence):
+    """The plan's batches, each padded ``Batch`` built when it is asked for from the flat encoding
+    (9 bytes a token) instead of all of them held padded; sizes and token counts without building.
+    Building is deterministic, so a batch built twice (planning, then the pass) is the same batch."""
+
+    def __init__(self, enc: Encoded, groups: list[np.ndarray], pad_id: int, side: str):
+        self.enc = enc
+        self.groups = groups
+        self.pad_id, self.side = pad_id, side
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._build(self.groups[i])
+
+    def sizes(self) -> np.ndarray:
+        """Sentences per batch."""
+        return np.array([len(g) for g in self.groups], np.int64)
+
+    def token_counts(self) -> np.ndarray:
+        """Real (non-padding) tokens per batch."""
+        return np.array([int(self.enc.lengths[g].sum()) for g in self.groups], np.int64)
+
+    def _build(self, g: np.ndarray) -> Batch:
+        import torch
+
+        enc, lengths = self.enc, self.enc.lengths
         width = int(lengths[g].max())
-        ids_arr = np.full((len(g), width), pad_id, dtype=np.int64)
+        ids_arr = np.full((len(g), width), self.pad_id, dtype=np.int64)
         am = np.zeros((len(g), width), dtype=np.int64)
         sp = np.zeros((len(g), width), dtype=bool)
         wt = wo = None
@@ -250,7 +281,7 @@ def batches_from(enc: Encoded, tokenizer, *, batch_size: int | None = None, max_
             wo = np.full((len(g), width), -1, dtype=np.int64)
         for r, i in enumerate(g):
             n, a = int(lengths[i]), int(enc.starts[i])
-            cols = slice(0, n) if side == "right" else slice(width - n, width)
+            cols = slice(0, n) if self.side == "right" else slice(width - n, width)
             ids_arr[r, cols] = enc.ids[a:a + n]
             am[r, cols] = 1
             sp[r, cols] = enc.special[a:a + n]
@@ -258,9 +289,19 @@ def batches_from(enc: Encoded, tokenizer, *, batch_size: int | None = None, max_
                 wt[r, cols] = enc.word_type[a:a + n]
                 wo[r, cols] = enc.word_occ[a:a + n]
         words = {} if wt is None else dict(word_type=torch.from_numpy(wt), word_occ=torch.from_numpy(wo))
-        batches.append(Batch(g.astype(np.int64), torch.from_numpy(ids_arr), torch.from_numpy(am),
-                             torch.from_numpy(sp), side, **words))
-    return batches
+        return Batch(g.astype(np.int64), torch.from_numpy(ids_arr), torch.from_numpy(am),
+                     torch.from_numpy(sp), self.side, **words)
+
+
+def batch_sizes(batches) -> np.ndarray:
+    """Sentences per batch, for PaddedBatches (without building them) or any list of Batch."""
+    return batches.sizes() if hasattr(batches, "sizes") else np.array([len(b) for b in batches], np.int64)
+
+
+def batch_token_counts(batches) -> np.ndarray:
+    """Real tokens per batch, for PaddedBatches (without building them) or any list of Batch."""
+    return (batches.token_counts() if hasattr(batches, "token_counts")
+            else np.array([b.n_tokens for b in batches], np.int64))
 
 
 def _truncate(ids: list[int], sp: list[int], max_length: int) -> tuple[list[int], list[int]]:
@@ -394,7 +435,7 @@ def _to_device(t, device):
     """Host tensor -> ``device``; to a CUDA device from pinned memory, without blocking the host."""
     if device.type != "cuda":
         return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
+    return (t if t.is_pinned() else t.pin_memory()).to(device, non_blocking=True)
 
 
 def is_oom(exc: BaseException) -> bool:

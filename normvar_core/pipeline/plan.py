@@ -63,7 +63,7 @@ class RunPlan:
 
     def sentences_done_at(self) -> np.ndarray:
         """Sentences finished after each batch (for progress)."""
-        return np.cumsum([len(b) for b in self.batches])
+        return np.cumsum(B.batch_sizes(self.batches))
 
     def fingerprint(self) -> dict:
         """What must match for a checkpoint or a shard to belong to this plan."""
@@ -107,7 +107,7 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
         strings = [enc.words[int(i)] for i in ids]
     else:
         strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
-    del enc
+    enc.words = None  # the batches keep the flat encoding; the word strings are in `strings` now
     chosen = (S.choose_tokens(ids, n, strings, seed=cfg.seed) if cfg.samples_per_token > 0
               else np.zeros(0, np.int64))
     unk = getattr(tokenizer, "unk_token_id", None)

@@ -16,6 +16,7 @@ from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table, word_units_table
+from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.runs.writer import write_tables
 
 
@@ -66,7 +67,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         source=source_kind, accumulators=list(accs), sweep=getattr(cfg, "sweep", None),
         step=getattr(cfg, "step", None), unit=plan.unit,
         notes={"n_batches": plan.n_batches,
-               "batch_size": cfg.batch_size or max((len(b) for b in plan.batches), default=0),
+               "batch_size": cfg.batch_size or int(max(batch_sizes(plan.batches), default=0)),
                **notes, **acc_notes, "is_decoder": is_decoder, "max_length": plan.max_length,
                "unk_share": round(float(plan.unk_share), 6), "unk_flag": bool(plan.unk_share > UNK_FLAG),
                "corpus": plan.corpus_notes},

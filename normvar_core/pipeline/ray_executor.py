@@ -21,13 +21,14 @@ from typing import Callable
 import numpy as np
 
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.batches import batch_token_counts
 
 CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: path of a marker file; the first actor to see it absent dies
 
 
 def shard_ranges(plan, n_shards: int) -> list[tuple[int, int]]:
     """Contiguous batch ranges with about equal token counts."""
-    tokens = np.array([b.n_tokens for b in plan.batches], dtype=np.float64)
+    tokens = batch_token_counts(plan.batches).astype(np.float64)
     cum = np.cumsum(tokens)
     cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_shards + 1)[1:-1], side="right")
     bounds = sorted(set([0, *cuts.tolist(), plan.n_batches]))

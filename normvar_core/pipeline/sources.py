@@ -15,6 +15,7 @@ Both yield ``contracts.StateBatch`` for plan batches [start, stop).
 from __future__ import annotations
 
 import gc
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
@@ -58,8 +59,25 @@ class TransformerSource:
         return self.loaded.tokenizer
 
     def batches(self, plan, start: int, stop: int) -> Iterator[StateBatch]:
-        for bi in range(start, stop):
-            yield from self._forward(bi, plan.batches[bi], plan.exclusions)
+        """One forward pass per plan batch; the next batch is built (padded from the flat encoding,
+        and pinned for a CUDA device) in a background thread while the model runs on this one."""
+        if start >= stop:
+            return
+        pin = self.device.type == "cuda"
+
+        def prepare(bi: int):
+            batch = plan.batches[bi]
+            if pin:
+                batch.input_ids, batch.attention_mask = batch.input_ids.pin_memory(), batch.attention_mask.pin_memory()
+            return batch
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="normvar-batches") as pool:
+            ahead = pool.submit(prepare, start)
+            for bi in range(start, stop):
+                batch = ahead.result()
+                if bi + 1 < stop:
+                    ahead = pool.submit(prepare, bi + 1)
+                yield from self._forward(bi, batch, plan.exclusions)
 
     def _forward(self, bi: int, batch, excl: dict) -> Iterator[StateBatch]:
         rows = len(batch)
