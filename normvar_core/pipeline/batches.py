@@ -270,25 +270,24 @@ class PaddedBatches(Sequence):
     def _build(self, g: np.ndarray) -> Batch:
         import torch
 
-        enc, lengths = self.enc, self.enc.lengths
-        width = int(lengths[g].max())
-        ids_arr = np.full((len(g), width), self.pad_id, dtype=np.int64)
-        am = np.zeros((len(g), width), dtype=np.int64)
-        sp = np.zeros((len(g), width), dtype=bool)
-        wt = wo = None
-        if enc.word_type is not None:
-            wt = np.full((len(g), width), -1, dtype=np.int64)
-            wo = np.full((len(g), width), -1, dtype=np.int64)
-        for r, i in enumerate(g):
-            n, a = int(lengths[i]), int(enc.starts[i])
-            cols = slice(0, n) if self.side == "right" else slice(width - n, width)
-            ids_arr[r, cols] = enc.ids[a:a + n]
-            am[r, cols] = 1
-            sp[r, cols] = enc.special[a:a + n]
-            if wt is not None:
-                wt[r, cols] = enc.word_type[a:a + n]
-                wo[r, cols] = enc.word_occ[a:a + n]
-        words = {} if wt is None else dict(word_type=torch.from_numpy(wt), word_occ=torch.from_numpy(wo))
+        enc = self.enc
+        n = enc.lengths[g].astype(np.int64)
+        width = int(n.max())
+        col = np.arange(width)[None, :]
+        pad = (width - n)[:, None] if self.side == "left" else np.zeros((len(g), 1), np.int64)
+        real = (col >= pad) & (col < pad + n[:, None])            # (rows, width): the real tokens
+        src = (enc.starts[g].astype(np.int64)[:, None] + col - pad)[real]  # their places in the flat arrays
+
+        def padded(flat: np.ndarray, fill, dtype) -> np.ndarray:
+            out = np.full((len(g), width), fill, dtype=dtype)
+            out[real] = flat[src]
+            return out
+
+        ids_arr = padded(enc.ids, self.pad_id, np.int64)
+        am = real.astype(np.int64)
+        sp = padded(enc.special, False, bool)
+        words = {} if enc.word_type is None else dict(word_type=torch.from_numpy(padded(enc.word_type, -1, np.int64)),
+                                                      word_occ=torch.from_numpy(padded(enc.word_occ, -1, np.int64)))
         return Batch(g.astype(np.int64), torch.from_numpy(ids_arr), torch.from_numpy(am),
                      torch.from_numpy(sp), self.side, **words)
 
