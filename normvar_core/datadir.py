@@ -64,6 +64,11 @@ class DataDir:
     def cache(self) -> Path:
         return self._sub("cache")
 
+    @property
+    def reports(self) -> Path:
+        """Reports built by the worker (``<job id>.<format>``)."""
+        return self._sub("reports")
+
     def run_path(self, name: str) -> Path:
         return self.runs / f"{name}.duckdb"
 

@@ -100,3 +100,44 @@ def test_html_renders_offline_in_a_real_browser(slides, tmp_path):
         browser.close()
     assert n >= 6
     assert [u for u in requests if not u.startswith("file://")] == []
+
+
+def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_dir, slides):  # noqa: F811
+    """Runs page: 'Build report' queues a job; the worker writes reports/<job>.pptx (the slides of the
+    run, as `normvar report` builds them); the page then offers it for download. The same report asked
+    twice while queued is one job; an unknown run or format is refused before anything is queued."""
+    from pptx import Presentation
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.errors import NormvarError
+    from normvar_core.service import jobs as J
+    from test_dashboard_apptest import APP
+
+    data = tmp_path / "data"
+    (data / "runs").mkdir(parents=True)
+    shutil.copy(data_dir / "runs" / f"{RUN}.duckdb", data / "runs" / f"{RUN}.duckdb")
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"run": RUN})
+    at.run()
+    at.switch_page("views/runs.py").run()
+    at.button(key="w_report_run").click().run()
+    assert not at.exception
+    assert any("no worker is running" in c.value for c in at.caption)
+    store = J.JobStore(data)
+    [job] = store.list()
+    assert job.is_report and store.submit_report([RUN], "pptx") == job.id
+    with pytest.raises(NormvarError):
+        store.submit_report(["no-such-run"], "pptx")
+    with pytest.raises(NormvarError, match="format"):
+        store.submit_report([RUN], "docx")
+
+    J.Worker(data, poll_s=0.05).run(once=True, install_signals=False)
+    done = store.get(job.id)
+    assert done.state == "done" and done.run_path == str(data / "reports" / f"{job.id}.pptx"), done
+    deck = Presentation(done.run_path)
+    assert len(deck.slides) == len(slides)
+    at.run()
+    assert not at.exception
+    [dl] = [d for d in at.get("download_button") if "Download the report" in d.proto.label]
+    assert dl.proto.label == "Download the report (pptx)"

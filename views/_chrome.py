@@ -10,6 +10,7 @@ import streamlit as st
 
 from normvar_core.errors import NormvarError
 from normvar_core.viz import figures
+from views._data import data_dir
 from views._state import view
 
 
@@ -80,22 +81,50 @@ def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None
 
 
 def report_button(runs: list, *, key: str) -> None:
-    """'Download report': the slide deck of ``runs`` (python-pptx), built only when clicked."""
-    def build() -> bytes:
-        import tempfile
-        from pathlib import Path
+    """'Build report': the worker builds the slide deck (or PDF / self-contained HTML) of ``runs`` as a
+    job — it takes tens of seconds — and a download button appears when it is written."""
+    from normvar_core.service.jobs import JobStore
 
-        from normvar_core.report.slides import build_slides
-        from normvar_core.report.writers import write_report
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    fmt = row.selectbox("Report", ["pptx", "pdf", "html"], key=f"{key}_fmt", width=110,
+                        help="pptx: slides with speaker notes; pdf: one 16:9 page per slide; html: one file, "
+                             "interactive figures, opens offline")
+    if row.button("Build report", key=key, icon=":material/slideshow:",
+                  help="one slide per figure of the study, takeaways computed from the numbers, exact values in "
+                       "the speaker notes; built by the background worker (also: normvar report RUN ...)"):
+        try:
+            st.session_state[f"{key}_job"] = JobStore(data_dir()).submit_report([r.name for r in runs], fmt)
+        except Exception as err:  # noqa: BLE001
+            show_error(err)
+    job_id = st.session_state.get(f"{key}_job")
+    if job_id:
+        _report_status(job_id, "_vs_".join(r.name for r in runs), key)
 
-        with tempfile.TemporaryDirectory() as tmp:
-            return write_report(build_slides(runs), Path(tmp) / "report.pptx", "pptx").read_bytes()
 
-    name = _safe("_vs_".join(r.name for r in runs)) + ".pptx"
-    st.download_button("Download report (slides)", data=build, file_name=name, key=key, on_click="ignore",
-                       mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
-                       icon=":material/slideshow:", help="one slide per figure of the study, takeaways computed from "
-                       "the numbers, exact values in the speaker notes (also: normvar report RUN --format pdf|html)")
+@st.fragment(run_every=1.5)
+def _report_status(job_id: str, stem: str, key: str) -> None:
+    from pathlib import Path
+
+    from normvar_core.service.jobs import JobStore
+    from normvar_core.service.states import JobState
+
+    store = JobStore(data_dir())
+    try:
+        job = store.get(job_id)
+    except Exception as err:  # noqa: BLE001
+        show_error(err)
+        return
+    out = Path(job.run_path) if job.run_path else None
+    if job.state == JobState.DONE and out is not None and out.is_file():
+        st.download_button(f"Download the report ({out.suffix[1:]})", data=out.read_bytes(),
+                           file_name=_safe(stem) + out.suffix, key=f"{key}_download", icon=":material/download:",
+                           type="primary", on_click="ignore")
+    elif job.state in (JobState.FAILED, JobState.CANCELLED) or job.state == JobState.DONE:
+        st.error(f"The report job {job.state}: {job.message or 'its file is gone'}", icon=":material/error:")
+    elif job.state == JobState.QUEUED and not store.worker_running():
+        st.caption("Report queued — no worker is running: start one with `normvar worker` (`make run` does).")
+    else:
+        st.caption(f"Building the report in the worker (job `{job.id}`) …")
 
 
 def unknown_token_warning(run) -> None:

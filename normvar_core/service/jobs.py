@@ -10,7 +10,8 @@ Everything lives under one data directory (``DataDir``); two data directories ne
     tasks are serialized as JSON (``_JsonSerializer``), never with pickle, and huey's result
     store is switched off.
 ``queue/jobs.sqlite``
-    The job table: id, run name, the ``RunConfig`` as JSON, state (queued, running, done,
+    The job table: id, run name, the ``RunConfig`` as JSON (a report job: ``{"report": {"runs",
+    "format"}}``, written to ``reports/<job id>.<format>``), state (queued, running, done,
     failed, cancelled), message (the failure text), progress JSON (stage, sentences_done,
     sentences_total, embeddings, emb_per_s, eta_s, updated), run path, created/started/finished
     times, heartbeat. WAL mode with a busy timeout; every transaction is short, so the
@@ -30,6 +31,7 @@ Public API (used by the CLI and the dashboard)::
 
     store = JobStore(data_dir)
     job_id = store.submit(cfg, overwrite=False)      # -> str
+    job_id = store.submit_report(runs, "pptx")       # a slide deck / PDF / HTML built by the worker
     store.list(limit=50) -> list[Job]; store.get(job_id) -> Job; store.cancel(job_id) -> Job
     store.worker() -> WorkerInfo | None              # is a worker running on this data dir?
     Worker(data_dir).run(once=False) -> int           # the worker loop (normvar worker)
@@ -132,6 +134,11 @@ class Job:
     @property
     def cfg(self) -> RunConfig:
         return RunConfig.from_dict(self.config)
+
+    @property
+    def is_report(self) -> bool:
+        """A report job (``JobStore.submit_report``); its ``run_path`` is the written report."""
+        return "report" in self.config
 
     @property
     def percent(self) -> float | None:
@@ -369,11 +376,39 @@ class JobStore:
                     raise NormvarError(
                         f"a run named {name!r} is already {other['state']} as job {other['id']}",
                         fix="choose another --name, cancel that job, or pass --overwrite")
-            cur = conn.execute(
-                "insert into jobs (id, name, config, overwrite, state, created) "
-                "values (?, ?, ?, ?, 'queued', ?)",
-                (job_id, name, cfg.to_json(), int(bool(overwrite)), now))
-            seq = cur.lastrowid
+            seq = self._insert(conn, job_id, name, cfg.to_json(), overwrite, now)
+        return self._enqueue_new(job_id, seq)
+
+    def submit_report(self, runs: list[str], fmt: str = "pptx") -> str:
+        """Queue a report (slide deck, PDF or HTML) of published ``runs``; returns the job id. The
+        worker writes it to ``reports/<job id>.<fmt>`` (the job's ``run_path``). The same report
+        already queued or running is not queued twice: its job id is returned."""
+        from normvar_core.report.writers import FORMATS
+        from normvar_core.runs.reader import resolve_run
+
+        if fmt not in FORMATS:
+            raise NormvarError(f"unknown report format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+        if not runs:
+            raise NormvarError("a report needs at least one run", fix="pick a published run")
+        paths = [str(resolve_run(r, self.dd.root)) for r in runs]  # every run checked before queueing
+        name = f"report: {' vs '.join(Path(p).stem for p in paths)} ({fmt})"[:200]
+        config = json.dumps({"report": {"runs": paths, "format": fmt}})
+        with self._tx() as conn:
+            same = conn.execute("select id from jobs where name = ? and config = ? and state in ('queued','running')",
+                                (name, config)).fetchone()
+            if same:
+                return same["id"]
+            job_id = uuid.uuid4().hex[:12]
+            seq = self._insert(conn, job_id, name, config, False, time.time())
+        return self._enqueue_new(job_id, seq)
+
+    @staticmethod
+    def _insert(conn, job_id: str, name: str, config: str, overwrite: bool, now: float) -> int:
+        cur = conn.execute("insert into jobs (id, name, config, overwrite, state, created) "
+                           "values (?, ?, ?, ?, 'queued', ?)", (job_id, name, config, int(bool(overwrite)), now))
+        return cur.lastrowid
+
+    def _enqueue_new(self, job_id: str, seq: int) -> str:
         # After the commit: if this enqueue is lost (a crash), the worker re-enqueues the job at start;
         # if the queue refuses it (damaged), the job is taken back: nothing is left half-queued.
         try:
@@ -676,6 +711,9 @@ class Worker:
     def _compute(self, row: sqlite3.Row, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
         """Run compute_run for one claimed job: (state, message, run path)."""
         job_id = row["id"]
+        spec = json.loads(row["config"]).get("report")
+        if spec is not None:
+            return self._report(job_id, spec, reporter)
         try:
             cfg = RunConfig.from_json(row["config"])
         except NormvarError as err:
@@ -715,17 +753,40 @@ class Worker:
         except NormvarError as err:
             return JobState.FAILED, str(err), None
         except Exception as err:  # noqa: BLE001 - a bad job must not kill the worker
-            log.exception("job %s failed", job_id)
-            trace = self.store.log_path(job_id)
-            try:
-                trace.parent.mkdir(parents=True, exist_ok=True)
-                trace.write_text(traceback.format_exc())
-            except OSError:
-                trace = None
-            first = (str(err).splitlines() or [""])[0][:200]
-            where = f"; full traceback in {trace}" if trace else ""
-            return JobState.FAILED, f"unexpected error ({type(err).__name__}: {first}){where}", None
+            return JobState.FAILED, self._unexpected(job_id, err), None
         return JobState.DONE, None, str(path)
+
+    def _unexpected(self, job_id: str, err: Exception) -> str:
+        """One line for the job row; the full traceback in the job's log file."""
+        log.exception("job %s failed", job_id)
+        trace = self.store.log_path(job_id)
+        try:
+            trace.parent.mkdir(parents=True, exist_ok=True)
+            trace.write_text(traceback.format_exc())
+        except OSError:
+            trace = None
+        first = (str(err).splitlines() or [""])[0][:200]
+        where = f"; full traceback in {trace}" if trace else ""
+        return f"unexpected error ({type(err).__name__}: {first}){where}"
+
+    def _report(self, job_id: str, spec: dict, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
+        """A report job: build the slides of the runs and write ``reports/<job id>.<format>`` atomically."""
+        from normvar_core.report.slides import build_slides
+        from normvar_core.report.writers import write_report
+        from normvar_core.runs.reader import open_run
+
+        fmt = spec.get("format", "pptx")
+        out = self.dd.reports / f"{job_id}.{fmt}"
+        try:
+            reporter.update({"stage": "report"})
+            write_report(build_slides([open_run(p) for p in spec["runs"]]), out, fmt)  # temp file + rename
+        except NormvarError as err:
+            return JobState.FAILED, str(err), None
+        except OSError as err:
+            return JobState.FAILED, f"could not write the report {out}: {err.strerror or err}", None
+        except Exception as err:  # noqa: BLE001
+            return JobState.FAILED, self._unexpected(job_id, err), None
+        return JobState.DONE, None, str(out)
 
 
 def _published_since(run_path: Path, started: float | None) -> bool:
