@@ -104,7 +104,7 @@ def test_null_cli(tmp_path, capsys, written_run_path):
 
 
 def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):  # noqa: F811
-    """Runs page button draws the null; Layers, Decomposition, Frequency, Trade-off and Geometry overlay
+    """Runs page button queues the null (a worker job); Layers, Decomposition, Frequency, Trade-off and Geometry overlay
     it (dashed grey lines, a grey cloud behind scatters) with the null run's own values; the choice
     carries from page to page and into the URL."""
     import shutil
@@ -123,7 +123,12 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     at.switch_page("views/runs.py").run()
     at.selectbox(key="w_null_kind").set_value("offset")
     at.button(key="w_null_go").click().run()
-    assert not at.exception and any("Published" in s.value for s in at.success)
+    assert not at.exception and any("Queued job" in s.value for s in at.success)
+    from normvar_core.service import jobs as J
+
+    J.Worker(data, poll_s=0.05).run(once=True, install_signals=False)   # the worker draws it
+    [job] = J.JobStore(data).list()
+    assert job.task == "null" and job.state == "done", job
     null_name = f"{RUN}__null-offset-s0"
     null = open_run(data / "runs" / f"{null_name}.duckdb")
     assert null.has("layer_geometry")

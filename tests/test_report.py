@@ -126,7 +126,7 @@ def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_d
     assert any("no worker is running" in c.value for c in at.caption)
     store = J.JobStore(data)
     [job] = store.list()
-    assert job.is_report and store.submit_report([RUN], "pptx") == job.id
+    assert job.task == "report" and store.submit_report([RUN], "pptx") == job.id
     with pytest.raises(NormvarError):
         store.submit_report(["no-such-run"], "pptx")
     with pytest.raises(NormvarError, match="format"):

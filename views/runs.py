@@ -129,14 +129,16 @@ if run is not None:
             kind = st.selectbox("Gaussian null", ["isotropic", "offset", "matched"], key="w_null_kind",
                                 help="seed 003: the same token counts, layers and d drawn from a Gaussian "
                                      "(isotropic N(0, Q/d I); offset N(c, V/d I), |c|² = M; matched N(μ_t, V_t/d I))")
-            if st.button("Draw the Gaussian null", key="w_null_go", icon=":material/casino:"):
-                from normvar_core.runs.null import null_name, write_null_run
+            if st.button("Draw the Gaussian null", key="w_null_go", icon=":material/casino:",
+                         help="a worker job: the moments are instant, the null's layer geometry takes up to a "
+                              "minute or two at bert-base scale"):
+                from normvar_core.runs.null import null_name
+                from normvar_core.service.jobs import JobStore
 
                 try:
-                    with st.spinner("drawing the null from sufficient statistics ..."):
-                        path = write_null_run(run, kind, _ui.data_dir() / "runs" / f"{null_name(run, kind, 0)}.duckdb",
-                                              overwrite=True)
-                    st.success(f"Published `{path.stem}`: pick it as the Gaussian null on Layers.")
+                    job = JobStore(_ui.data_dir()).submit_null(run.name, kind, 0)
+                    st.success(f"Queued job `{job}`: `{null_name(run, kind, 0)}` appears among the runs when the "
+                               "worker has drawn it; pick it as the Gaussian null on any page.")
                 except Exception as err:  # noqa: BLE001
                     _ui.show_error(err)
     c1, c2 = st.columns(2)

@@ -32,6 +32,7 @@ Public API (used by the CLI and the dashboard)::
     store = JobStore(data_dir)
     job_id = store.submit(cfg, overwrite=False)      # -> str
     job_id = store.submit_report(runs, "pptx")       # a slide deck / PDF / HTML built by the worker
+    job_id = store.submit_null(run, "isotropic")     # a Gaussian null run drawn by the worker
     store.list(limit=50) -> list[Job]; store.get(job_id) -> Job; store.cancel(job_id) -> Job
     store.worker() -> WorkerInfo | None              # is a worker running on this data dir?
     Worker(data_dir).run(once=False) -> int           # the worker loop (normvar worker)
@@ -136,9 +137,9 @@ class Job:
         return RunConfig.from_dict(self.config)
 
     @property
-    def is_report(self) -> bool:
-        """A report job (``JobStore.submit_report``); its ``run_path`` is the written report."""
-        return "report" in self.config
+    def task(self) -> str:
+        """"run", or the worker task of a job that is not a run (``TASKS``: "report", "null")."""
+        return next((t for t in TASKS if t in self.config), "run")
 
     @property
     def percent(self) -> float | None:
@@ -381,8 +382,7 @@ class JobStore:
 
     def submit_report(self, runs: list[str], fmt: str = "pptx") -> str:
         """Queue a report (slide deck, PDF or HTML) of published ``runs``; returns the job id. The
-        worker writes it to ``reports/<job id>.<fmt>`` (the job's ``run_path``). The same report
-        already queued or running is not queued twice: its job id is returned."""
+        worker writes it to ``reports/<job id>.<fmt>`` (the job's ``run_path``)."""
         from normvar_core.report.writers import FORMATS
         from normvar_core.runs.reader import resolve_run
 
@@ -392,7 +392,28 @@ class JobStore:
             raise NormvarError("a report needs at least one run", fix="pick a published run")
         paths = [str(resolve_run(r, self.dd.root)) for r in runs]  # every run checked before queueing
         name = f"report: {' vs '.join(Path(p).stem for p in paths)} ({fmt})"[:200]
-        config = json.dumps({"report": {"runs": paths, "format": fmt}})
+        return self._submit_task("report", {"runs": paths, "format": fmt}, name)
+
+    def submit_null(self, run: str, kind: str, seed: int = 0) -> str:
+        """Queue the Gaussian null of a published run (``runs.null.write_null_run``; with the run's
+        layer geometry it takes up to a minute or two at bert-base scale); publishes ``null_name``."""
+        from normvar_core.runs.null import null_name
+        from normvar_core.runs.reader import open_run, resolve_run
+        from normvar_core.stats.null import KINDS
+
+        if kind not in KINDS:
+            raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(KINDS)}")
+        if int(seed) < 0:
+            raise NormvarError(f"the seed must be >= 0, got {seed}", fix="use a seed of 0 or more")
+        src = open_run(resolve_run(run, self.dd.root))
+        name = null_name(src, kind, int(seed))
+        check_destination(self.dd.run_path(name), True)
+        return self._submit_task("null", {"run": str(src.path), "kind": kind, "seed": int(seed)}, name)
+
+    def _submit_task(self, task: str, spec: dict, name: str) -> str:
+        """Queue a worker task other than a run (``TASKS``); the same task already queued or running is
+        not queued twice: its job id is returned."""
+        config = json.dumps({task: spec})
         with self._tx() as conn:
             same = conn.execute("select id from jobs where name = ? and config = ? and state in ('queued','running')",
                                 (name, config)).fetchone()
@@ -711,9 +732,10 @@ class Worker:
     def _compute(self, row: sqlite3.Row, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
         """Run compute_run for one claimed job: (state, message, run path)."""
         job_id = row["id"]
-        spec = json.loads(row["config"]).get("report")
-        if spec is not None:
-            return self._report(job_id, spec, reporter)
+        config = json.loads(row["config"])
+        task = next((t for t in TASKS if t in config), None)
+        if task is not None:
+            return self._task(job_id, task, config[task], reporter)
         try:
             cfg = RunConfig.from_json(row["config"])
         except NormvarError as err:
@@ -769,24 +791,44 @@ class Worker:
         where = f"; full traceback in {trace}" if trace else ""
         return f"unexpected error ({type(err).__name__}: {first}){where}"
 
-    def _report(self, job_id: str, spec: dict, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
-        """A report job: build the slides of the runs and write ``reports/<job id>.<format>`` atomically."""
-        from normvar_core.report.slides import build_slides
-        from normvar_core.report.writers import write_report
-        from normvar_core.runs.reader import open_run
-
-        fmt = spec.get("format", "pptx")
-        out = self.dd.reports / f"{job_id}.{fmt}"
+    def _task(self, job_id: str, task: str, spec: dict, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
+        """A worker task other than a run: (state, message, path of what it wrote)."""
         try:
-            reporter.update({"stage": "report"})
-            write_report(build_slides([open_run(p) for p in spec["runs"]]), out, fmt)  # temp file + rename
+            reporter.update({"stage": task})
+            out = TASKS[task](self.dd, job_id, spec)
         except NormvarError as err:
             return JobState.FAILED, str(err), None
         except OSError as err:
-            return JobState.FAILED, f"could not write the report {out}: {err.strerror or err}", None
+            return JobState.FAILED, f"could not write the {task}: {err.strerror or err}", None
         except Exception as err:  # noqa: BLE001
             return JobState.FAILED, self._unexpected(job_id, err), None
         return JobState.DONE, None, str(out)
+
+
+def _write_report(dd: DataDir, job_id: str, spec: dict) -> Path:
+    """Task "report": the slides of the runs -> ``reports/<job id>.<format>`` (temp file + rename)."""
+    from normvar_core.report.slides import build_slides
+    from normvar_core.report.writers import write_report
+    from normvar_core.runs.reader import open_run
+
+    fmt = spec.get("format", "pptx")
+    return write_report(build_slides([open_run(p) for p in spec["runs"]]), dd.reports / f"{job_id}.{fmt}", fmt)
+
+
+def _write_null(dd: DataDir, job_id: str, spec: dict) -> Path:  # noqa: ARG001
+    """Task "null": the Gaussian null of a run, published as an ordinary run (atomically)."""
+    from normvar_core.pipeline.accumulators.geometry import topk_smallest
+    from normvar_core.runs.null import null_name, write_null_run
+    from normvar_core.runs.reader import open_run
+
+    run = open_run(spec["run"])
+    name = null_name(run, spec["kind"], int(spec["seed"]))
+    return write_null_run(run, spec["kind"], dd.run_path(name), seed=int(spec["seed"]), overwrite=True,
+                          smallest=topk_smallest)
+
+
+TASKS = {"report": _write_report, "null": _write_null}
+"""Worker tasks besides runs; a job's config is ``{task: spec}`` (``JobStore.submit_report/submit_null``)."""
 
 
 def _published_since(run_path: Path, started: float | None) -> bool:
