@@ -10,8 +10,8 @@ Everything lives under one data directory (``DataDir``); two data directories ne
     tasks are serialized as JSON (``_JsonSerializer``), never with pickle, and huey's result
     store is switched off.
 ``queue/jobs.sqlite``
-    The job table: id, run name, the ``RunConfig`` as JSON (a report job: ``{"report": {"runs",
-    "format"}}``, written to ``reports/<job id>.<format>``), state (queued, running, done,
+    The job table: id, run name, the ``RunConfig`` as JSON (a worker task that is not a run:
+    ``{"report"|"null": spec}``, see ``TASKS``), state (queued, running, done,
     failed, cancelled), message (the failure text), progress JSON (stage, sentences_done,
     sentences_total, embeddings, emb_per_s, eta_s, updated), run path, created/started/finished
     times, heartbeat. WAL mode with a busy timeout; every transaction is short, so the
@@ -732,8 +732,11 @@ class Worker:
     def _compute(self, row: sqlite3.Row, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
         """Run compute_run for one claimed job: (state, message, run path)."""
         job_id = row["id"]
-        config = json.loads(row["config"])
-        task = next((t for t in TASKS if t in config), None)
+        try:
+            config = json.loads(row["config"])
+        except ValueError as err:
+            return JobState.FAILED, f"invalid stored configuration: {err}", None
+        task = next((t for t in TASKS if isinstance(config, dict) and t in config), None)
         if task is not None:
             return self._task(job_id, task, config[task], reporter)
         try:
