@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from normvar_core.service import jobs as J
+from normvar_core.service import worker as W
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import CancelledError, NormvarError
@@ -67,7 +68,7 @@ def dd(tmp_path) -> DataDir:
 
 
 def work(dd, fake, **kw) -> int:
-    return J.Worker(dd, compute=fake, poll_s=0.05, **kw).run(once=True, install_signals=False)
+    return W.Worker(dd, compute=fake, poll_s=0.05, **kw).run(once=True, install_signals=False)
 
 
 # ------------------------------------------------------------------------- submit / table
@@ -194,7 +195,7 @@ def test_cancel_running_stops_and_publishes_nothing(dd):
 def test_stop_requeues_at_front_and_resumes_from_checkpoint(dd):
     store = J.JobStore(dd)
     a, b = store.submit(cfg("a")), store.submit(cfg("b"))
-    w = J.Worker(dd, compute=None, poll_s=0.05)
+    w = W.Worker(dd, compute=None, poll_s=0.05)
 
     def on_step(c, i):
         if c.name == "a" and i == 3:
@@ -237,7 +238,7 @@ def test_recovery_gives_up_after_max_attempts_and_honours_cancel(dd):
     a, b = store.submit(cfg("a")), store.submit(cfg("b"))
     with store._conn() as conn:
         conn.execute("update jobs set state='running', attempts=?, worker_pid=999999 where id=?",
-                     (J.MAX_ATTEMPTS, a))
+                     (W.MAX_ATTEMPTS, a))
         conn.execute("update jobs set state='running', attempts=1, worker_pid=999999 where id=?", (b,))
     store._queue()[0].flush()
     # cancel while no worker is alive: finished at once
@@ -262,12 +263,12 @@ def test_published_but_not_marked_done_is_not_recomputed(dd):
 
 
 def test_one_worker_per_data_dir(dd):
-    w1 = J.Worker(dd)
+    w1 = W.Worker(dd)
     w1._acquire_lock()
     try:
         assert J.JobStore(dd).worker_running()
         with pytest.raises(NormvarError, match="another worker"):
-            J.Worker(dd)._acquire_lock(wait_s=0.2)
+            W.Worker(dd)._acquire_lock(wait_s=0.2)
     finally:
         w1._release_lock()
     assert not J.JobStore(dd).worker_running()
@@ -293,14 +294,14 @@ def test_worker_status_while_running(dd):
 def test_progress_is_throttled_but_flushed(dd):
     store = J.JobStore(dd)
     jid = store.submit(cfg("a"))
-    rep = J._Reporter(store, jid)
+    rep = W._Reporter(store, jid)
     rep.start()
     try:
         for i in range(200):  # a burst: only the first write goes through immediately
             rep.update({"stage": "compute", "sentences_done": i, "sentences_total": 200})
         first = store.get(jid).progress["sentences_done"]
         assert first < 199
-        time.sleep(J.PROGRESS_EVERY_S + 2 * J.HEARTBEAT_EVERY_S)  # the heartbeat flushes the rest
+        time.sleep(W.PROGRESS_EVERY_S + 2 * W.HEARTBEAT_EVERY_S)  # the heartbeat flushes the rest
         assert store.get(jid).progress["sentences_done"] == 199
     finally:
         rep.stop()

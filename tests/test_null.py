@@ -125,8 +125,9 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     at.button(key="w_null_go").click().run()
     assert not at.exception and any("Queued job" in s.value for s in at.success)
     from normvar_core.service import jobs as J
+    from normvar_core.service import worker as W
 
-    J.Worker(data, poll_s=0.05).run(once=True, install_signals=False)   # the worker draws it
+    W.Worker(data, poll_s=0.05).run(once=True, install_signals=False)   # the worker draws it
     [job] = J.JobStore(data).list()
     assert job.task == "null" and job.state == "done", job
     null_name = f"{RUN}__null-offset-s0"

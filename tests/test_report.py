@@ -111,6 +111,7 @@ def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_d
 
     from normvar_core.errors import NormvarError
     from normvar_core.service import jobs as J
+    from normvar_core.service import worker as W
     from test_dashboard_apptest import APP
 
     data = tmp_path / "data"
@@ -132,7 +133,7 @@ def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_d
     with pytest.raises(NormvarError, match="format"):
         store.submit_report([RUN], "docx")
 
-    J.Worker(data, poll_s=0.05).run(once=True, install_signals=False)
+    W.Worker(data, poll_s=0.05).run(once=True, install_signals=False)
     done = store.get(job.id)
     assert done.state == "done" and done.run_path == str(data / "reports" / f"{job.id}.pptx"), done
     deck = Presentation(done.run_path)

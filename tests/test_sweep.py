@@ -18,6 +18,7 @@ from normvar_core.pipeline.checkpoints import discover_checkpoints, parse_revisi
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
 from normvar_core.service import jobs as J
+from normvar_core.service import worker as W
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,7 +71,7 @@ def test_sweep_queues_jobs_and_the_worker_publishes_equal_runs(series, tmp_path,
     store = J.JobStore(data)
     cfgs = {j.name: j.cfg for j in store.list(limit=None)}
     assert cfgs["tiny__step16"].sweep == "tiny" and cfgs["tiny__step16"].step == 16
-    J.Worker(data, poll_s=0.05).run(once=True, install_signals=False)
+    W.Worker(data, poll_s=0.05).run(once=True, install_signals=False)
     assert all(j.state == "done" for j in store.list(limit=None))
     got = open_run(data / "runs" / "tiny__step16.duckdb")
     assert got.meta["sweep"] == "tiny" and got.meta["step"] == 16

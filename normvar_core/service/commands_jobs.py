@@ -50,7 +50,7 @@ def register(sub) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from normvar_core.service.jobs import Worker
+    from normvar_core.service.worker import Worker
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s normvar worker: %(message)s", datefmt="%H:%M:%S")
