@@ -246,6 +246,10 @@ def table(run, name: str) -> pd.DataFrame:
 def require(run, what: str, label: str) -> None:
     """Stop the page with a message naming the fix when the run lacks ``what`` (an accumulator)."""
     if not run.has(what):
+        reason = run.skipped(what)
+        if reason:
+            st.info(f"Run **{run.name}** has no {label}: {reason}.", icon=":material/info:")
+            st.stop()
         st.info(f"Run **{run.name}** has no {label}: it was computed before normvar measured it, or with it "
                 f"switched off. Recompute it (New run, or `normvar compute ... --overwrite`) to see this page.",
                 icon=":material/info:")

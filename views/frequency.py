@@ -68,5 +68,5 @@ if run.has("selfsim"):
     except Exception as err:  # noqa: BLE001
         _ui.show_error(err)
 else:
-    st.caption("Self-similarity: not in this run (recompute with `--self-similarity on`).")
+    st.caption(f"Self-similarity: {run.skipped('selfsim') or 'not in this run (recompute with `--self-similarity on`)'}.")
 _ui.sync_url("frequency")

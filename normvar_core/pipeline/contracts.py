@@ -20,6 +20,8 @@ An **Accumulator** is one streamed measure. Its contract (checked on every regis
 accumulator by ``tests/test_accumulator_contract.py``):
 
 * ``for_run(ctx) -> Accumulator | None`` builds it for a run (``None``: not wanted by this run);
+  ``skip_reason(ctx)`` says why in one line naming the fix, when the run asked for it but cannot
+  have it (too much memory); it goes to the run row's ``notes.skipped`` and the pages that need it;
 * ``update(batch)`` adds a StateBatch; ``merge(other)`` pools another partial state of the same
   run exactly (any split of the batches, any order: "two halves merged = one stream");
 * ``state_dict()`` -> dict of numpy arrays only (saved with np.savez, loaded with
@@ -101,6 +103,11 @@ class Accumulator(ABC):
     @abstractmethod
     def for_run(cls, ctx: RunContext) -> "Accumulator | None":
         """This accumulator sized for the run, or None if the run does not want it."""
+
+    @classmethod
+    def skip_reason(cls, ctx: RunContext) -> str | None:
+        """Why ``for_run(ctx)`` is None, in one line naming the fix; None when there is nothing to say."""
+        return None
 
     @abstractmethod
     def update(self, batch: StateBatch) -> None:

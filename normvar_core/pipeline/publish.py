@@ -14,6 +14,7 @@ import numpy as np
 
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.execute import skip_reasons
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table, word_units_table
 from normvar_core.pipeline.batches import batch_sizes
@@ -52,6 +53,9 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         tables.update(acc.tables(results[name], ctx))
         acc_notes.update(acc.run_meta(results[name]))
         referenced |= acc.sentence_ids(results[name])
+    skipped = skip_reasons(ctx, accs)
+    if skipped:
+        acc_notes["skipped"] = skipped
     if plan.word_tokens is not None:  # App. J: |T_w| of every word type
         tables["word_units"] = word_units_table(stats.token_ids, plan.word_tokens)
     if referenced:

@@ -151,6 +151,12 @@ class Run:
         """True if the run holds the accumulator or the table ``what``."""
         return what in self.accumulators or what in self.table_names
 
+    def skipped(self, what: str) -> str | None:
+        """Why the run lacks the accumulator ``what`` although it asked for it (notes.skipped), or None."""
+        notes = self.meta.get("notes") or {}
+        reason = (notes.get("skipped") or {}).get(what) if isinstance(notes, dict) else None
+        return str(reason) if reason else None
+
     @property
     def dim(self) -> int:
         return int(self.meta["dim"])

@@ -57,7 +57,17 @@ def cmd_compute(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     print(path)
+    print_skipped(path)
     return 0
+
+
+def print_skipped(path) -> None:
+    """One stderr line per measure the run asked for but could not hold (its notes.skipped)."""
+    from normvar_core.runs.reader import read_meta
+
+    notes = read_meta(path).get("notes") or {}
+    for reason in ((notes.get("skipped") or {}) if isinstance(notes, dict) else {}).values():
+        print(f"normvar: note: {reason}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------- show

@@ -12,8 +12,10 @@
 
 Tables: ``layer_geometry`` (one row per layer, ``stats.geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
-of the sample, seed 003's check against N(0, 1/d)). Memory: d² · 8 bytes per layer plus the reservoir (L · K · d float32); runs with
-d > GEOMETRY_MAX_DIM skip the covariance and say so in the run notes.
+of the sample, seed 003's check against N(0, 1/d)). Memory (``geometry_bytes``): per layer the d² · 8
+bytes of the scatter plus the sample's K · d · 4 (4.7 + 50 MB at d = 768, K = 16,384; 134 + 268 MB at
+d = 4096). A run whose layers need more than ``GEOMETRY_MAX_BYTES`` skips the geometry and says so in
+its notes, with the layer subset that would fit (``skip_reason``).
 """
 from __future__ import annotations
 
@@ -26,7 +28,22 @@ from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats import geometry as G
 
-GEOMETRY_MAX_DIM = 4096
+GEOMETRY_MAX_BYTES = 4 << 30
+
+
+def geometry_bytes(num_layers: int, dim: int, sample: int) -> int:
+    """Memory the accumulator holds: L · (d² · 8 + K · d · 4 + 2 · d · 8 + 3 · 8) bytes (the float64
+    scatter, the float32 sample, the float64 mean and Σu, three per-layer scalars)."""
+    return int(num_layers) * (dim * dim * 8 + sample * dim * 4 + 2 * dim * 8 + 3 * 8)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 2**30:.1f} GB"
+
+
+def _sample_size(ctx: RunContext) -> int:
+    uplan = getattr(ctx.plan, "uniform", None)
+    return int(uplan.size) if uplan is not None else 0
 
 
 def topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
@@ -68,10 +85,28 @@ class GeometryAccumulator(Accumulator):
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "GeometryAccumulator | None":
-        cfg = ctx.cfg
-        if not getattr(cfg, "geometry", True) or ctx.dim > GEOMETRY_MAX_DIM:
+        if not getattr(ctx.cfg, "geometry", True) or cls.skip_reason(ctx):
             return None
         return cls(ctx)
+
+    @classmethod
+    def skip_reason(cls, ctx: RunContext) -> str | None:
+        """Set when the kept layers' covariances and samples exceed GEOMETRY_MAX_BYTES; names the
+        largest evenly spaced subset of the kept layers that fits."""
+        if not getattr(ctx.cfg, "geometry", True):
+            return None
+        L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
+        need = geometry_bytes(L, d, K)
+        if need <= GEOMETRY_MAX_BYTES:
+            return None
+        fit = GEOMETRY_MAX_BYTES // geometry_bytes(1, d, K)
+        layers = list(ctx.layers)
+        head = (f"layer geometry skipped: {L} layers at d = {d} need {_gb(need)} (a {d} x {d} float64 covariance "
+                f"and a {K:,}-embedding sample per layer; the limit is {_gb(GEOMETRY_MAX_BYTES)})")
+        if fit < 1:
+            return head + " — lower --id-sample"
+        pick = sorted({layers[int(round(i))] for i in np.linspace(0, len(layers) - 1, int(fit))})
+        return head + f" — keep at most {int(fit)} layers (e.g. --layers {','.join(map(str, pick))}) or lower --id-sample"
 
     # ------------------------------------------------------------------ streaming
     def update(self, batch: StateBatch) -> None:
@@ -162,4 +197,4 @@ class GeometryAccumulator(Accumulator):
         return {"id_sample": int(self.filled.size)}
 
 
-__all__ = ["GeometryAccumulator", "GEOMETRY_MAX_DIM"]
+__all__ = ["GeometryAccumulator", "GEOMETRY_MAX_BYTES", "geometry_bytes"]

@@ -44,6 +44,16 @@ class SelfSimilarityAccumulator(Accumulator):
             return None
         return cls(ctx)
 
+    @classmethod
+    def skip_reason(cls, ctx: RunContext) -> str | None:
+        """Set when ``auto`` turned the table off for its size."""
+        if (getattr(ctx.cfg, "self_similarity", "auto") != "auto" or ctx.plan is None
+                or selfsim_bytes(ctx) <= SELFSIM_AUTO_BYTES):
+            return None
+        return (f"self-similarity skipped: its {ctx.num_layers} x {int(ctx.plan.token_ids.size):,} x {ctx.dim} table "
+                f"needs {selfsim_bytes(ctx) / 2**30:.1f} GB (auto limit {SELFSIM_AUTO_BYTES / 2**30:.0f} GB) — "
+                f"--self-similarity on to keep it anyway, or fewer --layers")
+
     def update(self, batch: StateBatch) -> None:
         if batch.size == 0:
             return

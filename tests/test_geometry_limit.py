@@ -1,0 +1,87 @@
+"""A run whose layer geometry would not fit in memory (issue 9: "say so and offer a layer subset"):
+the geometry is skipped, the run's notes say why and which ``--layers`` would fit, ``compute``
+prints that line, the Geometry page shows it (and the Frequency page the same for
+the self-similarity table over its auto limit), and the suggested subset really does compute.
+``geometry_bytes`` is checked against the arrays a built accumulator holds."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from normvar_core.pipeline.accumulators import geometry as GA
+from normvar_core.pipeline.accumulators import selfsim as SS
+from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
+from test_dashboard_apptest import APP
+
+
+def _held_bytes(acc: GA.GeometryAccumulator) -> int:
+    return sum(t.numel() * t.element_size() for t in (acc.mean, acc.scatter, acc.sum_u, acc.n_u, acc.norm_sum, acc.sq_sum)) \
+        + acc.sample.nbytes
+
+
+def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys, tmp_path, tiny_models, corpus40,
+                                                                          monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.runs.reader import open_run
+
+    data = tmp_path / "data"
+    base = ["compute", "--model", tiny_models["bert"], "--corpus", corpus40, "--id-sample", "200",
+            "--samples-per-token", "0", "--data-dir", data]
+    code, out, _ = run_cli(capsys, *base, "--name", "whole")
+    assert code == 0
+    whole = open_run(out.strip())
+    assert whole.has("geometry") and whole.skipped("geometry") is None
+    L, d, K = len(whole.layers), whole.dim, int(whole.meta["notes"]["id_sample"])
+    assert L == 3 and K == 200
+
+    # the limit lets exactly two of the three layers fit
+    monkeypatch.setattr(GA, "GEOMETRY_MAX_BYTES", GA.geometry_bytes(2, d, K) + 1)
+    # and the self-similarity table is over its auto limit (L x T x d float64)
+    monkeypatch.setattr(SS, "SELFSIM_AUTO_BYTES", L * whole.meta["n_types"] * d * 8 - 1)
+    code, out, err = run_cli(capsys, *base, "--name", "big")
+    assert code == 0
+    big = open_run(out.strip())
+    reason = big.skipped("geometry")
+    assert not big.has("geometry") and not big.has("layer_geometry") and big.has("moments")
+    assert reason and f"normvar: note: {reason}" in err.splitlines()
+    m = re.search(r"--layers (\d+(?:,\d+)*)", reason)
+    subset = [int(x) for x in m.group(1).split(",")]
+    assert len(subset) == 2 and set(subset) <= set(big.layers) and "keep at most 2 layers" in reason
+    ss_reason = big.skipped("selfsim")
+    assert not big.has("selfsim") and whole.has("selfsim") and "--self-similarity on" in ss_reason
+    assert f"normvar: note: {ss_reason}" in err.splitlines()
+
+    # the suggested subset fits and computes, and its geometry agrees with the moments: trace(cov) = V(X)
+    code, out, err = run_cli(capsys, *base, "--name", "subset", "--layers", m.group(1))
+    assert code == 0 and "note:" not in err
+    sub = open_run(out.strip())
+    assert sub.has("geometry") and sub.skipped("geometry") is None
+    geo = sub.table("layer_geometry").set_index("layer")
+    ls = sub.layer_stats().set_index("layer")
+    for layer in subset:
+        np.testing.assert_allclose(geo.loc[layer, "trace"], ls.loc[layer, "v"], rtol=1e-10)
+
+    # the Geometry page of the skipped run shows the reason instead of a figure
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"run": "big"})
+    at.run()
+    at.switch_page("views/geometry.py").run()
+    assert not at.exception
+    assert any(reason in i.value for i in at.info)
+    at.switch_page("views/frequency.py").run()
+    assert not at.exception
+    assert any(ss_reason in c.value for c in at.caption)
+
+
+def test_geometry_bytes_is_what_the_accumulator_holds(minilm_path):  # noqa: ARG001 - the model must be installed
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.sources import prepare_transformer_run
+
+    cfg = RunConfig(model="minilm", max_sentences=20, samples_per_token=0, id_sample=100, layers=(0, 3, 6))
+    plan, source, ctx = prepare_transformer_run(cfg)
+    acc = GA.GeometryAccumulator.for_run(ctx)
+    assert acc is not None and GA.GeometryAccumulator.skip_reason(ctx) is None
+    assert GA.geometry_bytes(3, ctx.dim, 100) == _held_bytes(acc)
