@@ -34,3 +34,18 @@ def corpus(X: np.ndarray, ids: np.ndarray):
         v_w += ((x - mt[:, None]) ** 2).sum(-1).sum(1) / n
         v_b += x.shape[1] * ((mt - mu) ** 2).sum(-1) / n
     return dict(q=q, m=m, v=v, v_w=v_w, v_b=v_b)
+
+
+def pass_in_memory(cfg):
+    """One pass of a real model kept in memory: (plan, source, ctx, parts, accs) — every StateBatch
+    of the run (``parts``) fed to every accumulator the run wants (``accs``), for brute-force checks."""
+    from normvar_core.pipeline.execute import build_accumulators
+    from normvar_core.pipeline.sources import prepare_transformer_run
+
+    plan, source, ctx = prepare_transformer_run(cfg)
+    parts = list(source.batches(plan, 0, plan.n_batches))
+    accs = build_accumulators(ctx)
+    for sb in parts:
+        for acc in accs.values():
+            acc.update(sb)
+    return plan, source, ctx, parts, accs

@@ -12,20 +12,14 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.execute import build_accumulators
-from normvar_core.pipeline.sources import prepare_transformer_run
 from normvar_core.stats import geometry as G
+from brute import pass_in_memory
 
 
 @pytest.fixture(scope="module")
 def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
     cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
-    plan, source, ctx = prepare_transformer_run(cfg)
-    parts = list(source.batches(plan, 0, plan.n_batches))
-    accs = build_accumulators(ctx)
-    for sb in parts:
-        for acc in accs.values():
-            acc.update(sb)
+    plan, _, _, parts, accs = pass_in_memory(cfg)
     X = torch.cat([p.states for p in parts], 1).double().numpy()
     ids = torch.cat([p.token_ids for p in parts]).numpy()
     pos = torch.cat([p.positions for p in parts]).numpy()

@@ -93,3 +93,44 @@ def test_pages_draw_the_prediction(app, run):
     np.testing.assert_allclose(arr(pred["y"]), tab.sort_index()["q_pred"].to_numpy(), rtol=1e-12)
     shown = next(d.value for d in at.dataframe if "measured_over_predicted" in d.value)
     assert shown["module"].tolist() == tab.sort_index()["module"].tolist()
+    why = next(d.value for d in at.dataframe if "gamma_weighting" in d.value).set_index("layer")
+    assert why.index.tolist() == run.layers
+    # the three terms add up to Q(X), and Q(X) from the per-coordinate statistics is the moments' Q(X)
+    np.testing.assert_allclose(why["gamma_term"] + why["cross_term"] + why["beta_sq"], why["q_all"], rtol=1e-9)
+    np.testing.assert_allclose(why["q_all"], run.layer_stats().set_index("layer").loc[run.layers, "q"], rtol=1e-9)
+
+
+def test_attribution_equals_brute_force_on_kept_states(tiny_models, tmp_path):
+    """Where App. I fails, from the run's tables (``norm_affine`` + ``dim_stats``), against the kept
+    hidden states of a tiny BERT with random γ, β and the modules' own parameters, in float64:
+    Q(X) = Σ γ² E z² + 2 Σ γ β E z + ‖β‖², z = (x − β)/γ per coordinate."""
+    from brute import pass_in_memory
+    from normvar_core.stats.layernorm import layernorm_attribution
+
+    cfg = RunConfig(model=str(_randomized(tiny_models["bert"], tmp_path)), max_sentences=80, samples_per_token=0,
+                    id_sample=50)
+    plan, source, ctx, parts, accs = pass_in_memory(cfg)
+    out = accs["outliers"]
+    dim_stats = out.tables(out.result(), ctx)["dim_stats"].to_pandas()
+    got = layernorm_attribution(source.info.tables["norm_affine"].to_pandas(), dim_stats).set_index("layer")
+    X = torch.cat([p.states for p in parts], 1).double().numpy()
+    mods = dict(source.loaded.model.named_modules())
+    names = source.info.tables["norm_params"].to_pandas().set_index("layer")["module"]
+    assert got.index.tolist() == list(plan.layers)
+    for li, layer in enumerate(plan.layers):
+        mod = mods[names[layer]]
+        g, b = mod.weight.detach().double().numpy(), mod.bias.detach().double().numpy()
+        x = X[li]
+        z = (x - b) / g
+        ez2, ez = (z * z).mean(0), z.mean(0)
+        row = got.loc[layer]
+        assert row.q_all == pytest.approx((x * x).sum(1).mean(), rel=1e-9)
+        assert row.gamma_term == pytest.approx(g * g @ ez2, rel=1e-6)
+        assert row.cross_term == pytest.approx(2 * (g * b) @ ez, rel=1e-5, abs=1e-6 * row.q_all)
+        assert row.beta_sq == pytest.approx(b @ b, rel=1e-5)
+        assert row.gamma_term + row.cross_term + row.beta_sq == pytest.approx(row.q_all, rel=1e-9)
+        assert row.gamma_weighting == pytest.approx(g * g @ ez2 / (g @ g), rel=1e-6)
+        assert row.z_energy == pytest.approx(1.0, abs=1e-4) and (z * z).sum(1).mean() / z.shape[1] == pytest.approx(1.0, abs=1e-4)
+        top = np.argsort(ez2)[::-1][:5]
+        assert row.top_z_share == pytest.approx(ez2[top].sum() / ez2.sum(), rel=1e-6)
+        assert row.top_gamma_sq_ratio == pytest.approx((g[top] ** 2).mean() / (g ** 2).mean(), rel=1e-6)

@@ -156,6 +156,16 @@ def layernorm(run, band) -> pd.DataFrame | None:
     return layernorm_table(table(run, "norm_params"), stats(run), *viewstate.band_counts(band))
 
 
+def layernorm_attribution(run) -> pd.DataFrame | None:
+    """Where App. I fails, per norm-output layer (``stats.layernorm.layernorm_attribution``), or None
+    for runs without ``norm_affine`` (older runs) or ``dim_stats`` (geometry off)."""
+    if not (run.has("norm_affine") and run.has("dim_stats")):
+        return None
+    from normvar_core.stats.layernorm import layernorm_attribution as attribution
+
+    return attribution(table(run, "norm_affine"), table(run, "dim_stats"))
+
+
 @st.cache_resource(show_spinner=False, max_entries=128)
 def _histograms(path: str, mtime: int, layer: int, bins: int, n_min: float, n_max: float, pool: bool = False):
     from normvar_core.stats import analyses
@@ -285,4 +295,4 @@ def num_hidden_states(run) -> int:
 
 
 
-__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states', 'position0_sibling']
+__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states', 'position0_sibling']

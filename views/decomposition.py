@@ -55,6 +55,15 @@ if ln is not None:
         st.caption("Q(X_t) ≈ ‖γ‖² + ‖β‖² where the hidden state is a norm's output (exact when γ is uniform); "
                    "mean and C.V. of Q(X_t) over the types in the band. Empty module: a Pre-LN block's output.")
         st.dataframe(ln, hide_index=True, width="stretch", key="layernorm_table")
+        why = _ui.layernorm_attribution(run)
+        if why is not None and len(why):
+            st.caption("Why it holds or fails, over all embeddings of each norm-output layer: "
+                       "Q(X) = Σ γᵢ² E zᵢ² + 2 Σ βᵢ(mᵢ − βᵢ) + ‖β‖² exactly, and App. I takes E zᵢ² = 1 in every "
+                       "coordinate. γ-weighting = Σ γᵢ² E zᵢ² / ‖γ‖² (1 if z spreads evenly); z energy = Σ E zᵢ²/d "
+                       "(1 for a norm output); top-5 share = the part of z's energy in its 5 largest coordinates, "
+                       "and their γᵢ² over the mean γᵢ² — below 1, the norm shrinks the coordinates z loads "
+                       "(outlier dimensions) and Q falls below ‖γ‖² + ‖β‖².")
+            st.dataframe(why, hide_index=True, width="stretch", key="layernorm_attribution")
 else:
     st.caption("App. I (LayerNorm's prediction of Q): not in this run — recompute it to record the norms' γ and β.")
 with st.expander("Table"):

@@ -84,27 +84,47 @@ def norm_outputs(model, tokenizer) -> dict[int, str]:
     return found
 
 
-def norm_param_table(model, tokenizer, layers: list[int], dim: int) -> pa.Table:
-    """``norm_params(layer, module, norm_type, gamma_sq, beta_sq, q_pred)``: one row per stored layer;
-    module '' and NaN where the hidden state is not a norm output (Pre-LN blocks)."""
+def norm_tables(model, tokenizer, layers: list[int], dim: int) -> dict[str, pa.Table]:
+    """App. I's two tables, from one probe of every normalization:
+
+    * ``norm_params(layer, module, norm_type, gamma_sq, beta_sq, q_pred)``: one row per stored layer;
+      module '' and NaN where the hidden state is not a norm output (Pre-LN blocks);
+    * ``norm_affine(layer, dim, gamma, beta)``: the effective γ and β of every norm output, per
+      coordinate (d rows per such layer) — what ``stats.layernorm.layernorm_attribution`` needs to say
+      where the prediction fails."""
     where = norm_outputs(model, tokenizer)
     mods = dict(model.named_modules())
     rows = {"layer": [], "module": [], "norm_type": [], "gamma_sq": [], "beta_sq": [], "q_pred": []}
+    affine = {"layer": [], "dim": [], "gamma": [], "beta": []}
     for layer in layers:
         name = where.get(int(layer), "")
         kind, g2, b2 = "", np.nan, np.nan
         if name:
             kind, gamma, beta = effective_affine(mods[name], dim)
             g2, b2 = float(gamma @ gamma), float(beta @ beta)
+            affine["layer"].append(np.full(dim, int(layer), np.int32))
+            affine["dim"].append(np.arange(dim, dtype=np.int32))
+            affine["gamma"].append(gamma)
+            affine["beta"].append(beta)
         rows["layer"].append(int(layer))
         rows["module"].append(name)
         rows["norm_type"].append(kind)
         rows["gamma_sq"].append(g2)
         rows["beta_sq"].append(b2)
         rows["q_pred"].append(g2 + b2)
-    return pa.table({"layer": pa.array(rows["layer"], pa.int32()), "module": rows["module"],
-                     "norm_type": rows["norm_type"], "gamma_sq": rows["gamma_sq"], "beta_sq": rows["beta_sq"],
-                     "q_pred": rows["q_pred"]})
+    params = pa.table({"layer": pa.array(rows["layer"], pa.int32()), "module": rows["module"],
+                       "norm_type": rows["norm_type"], "gamma_sq": rows["gamma_sq"], "beta_sq": rows["beta_sq"],
+                       "q_pred": rows["q_pred"]})
+    cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int32 if k in ("layer", "dim") else np.float64))
+           for k, v in affine.items()}
+    return {"norm_params": params, "norm_affine": pa.table({
+        "layer": pa.array(cat["layer"], pa.int32()), "dim": pa.array(cat["dim"], pa.int32()),
+        "gamma": pa.array(cat["gamma"], pa.float64()), "beta": pa.array(cat["beta"], pa.float64())})}
 
 
-__all__ = ["effective_affine", "norm_outputs", "norm_param_table", "PROBE"]
+def norm_param_table(model, tokenizer, layers: list[int], dim: int) -> pa.Table:
+    """``norm_params`` alone (see ``norm_tables``)."""
+    return norm_tables(model, tokenizer, layers, dim)["norm_params"]
+
+
+__all__ = ["effective_affine", "norm_outputs", "norm_tables", "norm_param_table", "PROBE"]

@@ -1,7 +1,7 @@
 """Stage 2 — state sources: where hidden states come from.
 
 * ``TransformerSource``: a Hugging Face model (``models.load_model``); one forward pass per plan
-  batch with ``output_hidden_states``; it publishes App. I's ``norm_params`` table (``norm_params``); padding dropped through the attention mask (either side);
+  batch with ``output_hidden_states``; it publishes App. I's ``norm_params`` and ``norm_affine`` tables (``norm_params``); padding dropped through the attention mask (either side);
   special tokens / position 0 dropped when the run asks (``batches.counted_mask``). Out of memory
   on a batch: the batch is split in half (recursively) and later batches are capped at the size
   that fit (``oom_splits``/``max_rows`` go to the run's notes).
@@ -24,7 +24,7 @@ import torch
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import batches as B
 from normvar_core.pipeline.contracts import SourceInfo, StateBatch
-from normvar_core.pipeline.norm_params import norm_param_table
+from normvar_core.pipeline.norm_params import norm_tables
 
 
 def positions_of(batch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,8 +45,7 @@ class TransformerSource:
         info = loaded.info
         self.info = SourceInfo(dim=int(info.dim), num_hidden_states=int(info.num_hidden_states),
                                device=str(loaded.device), meta=_model_meta(info),
-                               tables={"norm_params": norm_param_table(loaded.model, loaded.tokenizer,
-                                                                       self.layers, int(info.dim))})
+                               tables=norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim)))
         self.oom_splits = 0
         self.max_rows: int | None = None
 
