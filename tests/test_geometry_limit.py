@@ -74,6 +74,9 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     at.switch_page("views/frequency.py").run()
     assert not at.exception
     assert any(ss_reason in c.value for c in at.caption)
+    at.switch_page("views/runs.py").run()
+    assert not at.exception
+    assert {reason, ss_reason} <= {i.value for i in at.info}
 
 
 def test_geometry_bytes_is_what_the_accumulator_holds(minilm_path):  # noqa: ARG001 - the model must be installed
