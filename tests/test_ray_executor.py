@@ -1,6 +1,7 @@
 """The Ray executor on a local Ray (2 CPU actors): a sharded run equals the single-process run (every
 table, 1e-12 relative); an actor killed in the middle of the run still gives the identical run; a Ray
-that cannot be reached gives one line before any model is loaded."""
+that cannot be reached gives one line before any model is loaded; progress moves batch by batch
+inside the shards, and a cancelled Ray job publishes nothing."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,8 @@ import pandas as pd
 import pytest
 
 from normvar_core.config import RunConfig
+from normvar_core.errors import CancelledError
+from normvar_core.pipeline import ray_executor as RE
 from normvar_core.pipeline.compute import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
@@ -49,11 +52,32 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, tin
     one = open_run(compute_run(RunConfig(**base, name="one"), tmp_path / "a"))
     marker = tmp_path / "crashed"
     monkeypatch.setenv("NORMVAR_TEST_CRASH_ONCE", str(marker))   # the first shard's actor dies (os._exit)
+    monkeypatch.setenv(RE.DELAY_ENV, "0.3")                       # each batch then lingers 0.3 s in its shard
+    monkeypatch.setattr(RE, "PROGRESS_EVERY_S", 0.05)
+    shards = tmp_path / "ck" / "j.ckpt.shards"
+    seen = []  # (embeddings reported, shards finished at that moment)
+
+    def progress(p):
+        if p.stage == "compute":
+            seen.append((p.embeddings, len(list(shards.glob("*.npz"))) if shards.exists() else 0))
+
     try:
         sharded = open_run(compute_run(RunConfig(**base, name="one", executor="ray", workers=2), tmp_path / "b",
-                                       checkpoint=tmp_path / "ck" / "j.ckpt"))
+                                       checkpoint=tmp_path / "ck" / "j.ckpt", progress=progress))
+        # a cancelled Ray job stops at the driver's next poll and publishes nothing
+        started = []
+
+        def cancel_once_moving(p):
+            started.append(p.stage == "compute" and p.embeddings > 0)
+
+        with pytest.raises(CancelledError):
+            compute_run(RunConfig(**base, name="two", executor="ray", workers=2), tmp_path / "c",
+                        progress=cancel_once_moving, should_cancel=lambda: any(started))
     finally:
         ray.shutdown()
+    assert not list((tmp_path / "c").rglob("*.duckdb"))
+    # progress moves batch by batch inside the shards, before any shard has finished
+    assert any(emb > 0 and finished == 0 for emb, finished in seen), seen
     assert marker.exists()                                        # an actor really died mid-run
     assert sharded.meta["notes"]["executor"] == "ray" and sharded.meta["notes"]["shards"] >= 4
     assert not (tmp_path / "ck" / "j.ckpt.shards").exists() or not list((tmp_path / "ck" / "j.ckpt.shards").iterdir())

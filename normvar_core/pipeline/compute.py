@@ -128,7 +128,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     ckpt_path = Path(checkpoint) if checkpoint is not None else None
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     if cfg.executor == "ray":
-        return _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite,
+        return _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite, cancelled,
                                t_start)
     saved = ckpt.load(ckpt_path, fingerprint) if ckpt_path is not None else None
     if saved is not None:
@@ -181,7 +181,8 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     return path
 
 
-def _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite, t_start):
+def _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite, cancelled,
+                    t_start):
     """The Ray executor's loop (``ray_executor.run_sharded``), then the same publish stage."""
     from normvar_core.pipeline.publish import publish_run
     from normvar_core.pipeline.ray_executor import run_sharded
@@ -193,11 +194,12 @@ def _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint
     def progress(batches_done: int, n_batches: int) -> None:
         emb = int(plan.total_embeddings * batches_done / max(n_batches, 1))
         rate = emb / max(time.monotonic() - t_loop, 1e-9)
-        report(Progress("compute", int(done_at[max(batches_done - 1, 0)]), total, emb, rate,
+        report(Progress("compute", int(done_at[batches_done - 1]) if batches_done else 0, total, emb, rate,
                         (plan.total_embeddings - emb) / rate if rate > 0 else None))
 
     report(Progress("compute", 0, total, 0, 0.0, None))
-    accs, notes = run_sharded(cfg, dd.root, plan, ctx, checkpoint=ckpt_path, fingerprint=fingerprint, progress=progress)
+    accs, notes = run_sharded(cfg, dd.root, plan, ctx, checkpoint=ckpt_path, fingerprint=fingerprint, progress=progress,
+                              should_cancel=cancelled)
     report(Progress("write", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
     path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
                        seconds=time.monotonic() - t_start)

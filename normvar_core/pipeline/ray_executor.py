@@ -11,10 +11,15 @@ Faults: actors restart (``max_restarts``) and a range whose actor died is run ag
 finished range is checkpointed (``checkpoint.save`` under ``<checkpoint>.shards/``), so a restarted
 driver runs only the ranges still missing. Ray is an optional extra (``requirements-ray.txt``);
 it is imported only here.
+
+Progress: every shard reports each finished batch to a small counter actor (fire-and-forget); the
+driver polls it every ``PROGRESS_EVERY_S`` while it waits, so a run's progress moves batch by batch
+as in one process, and a cancelled job kills its actors at the next poll.
 """
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +29,8 @@ from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
 
 CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: path of a marker file; the first actor to see it absent dies
+DELAY_ENV = "NORMVAR_TEST_BATCH_DELAY_S"  # tests: seconds each shard sleeps after reporting a batch
+PROGRESS_EVERY_S = 0.5
 
 
 def shard_ranges(plan, n_shards: int) -> list[tuple[int, int]]:
@@ -103,20 +110,54 @@ class _Shard:
 
         self.plan, self.source, self.ctx = prepare_transformer_run(RunConfig.from_json(cfg_json), data_dir)
 
-    def run(self, start: int, stop: int) -> dict:
+    def run(self, start: int, stop: int, counter=None) -> dict:
         from normvar_core.pipeline.execute import compute_partial
 
         marker = os.environ.get(CRASH_ENV)
         if marker and not Path(marker).exists():
             Path(marker).write_text(str(os.getpid()))
             os._exit(1)  # a hard crash in the middle of the run (tests)
-        part = compute_partial(self.source, self.plan, self.ctx, start, stop)
+        delay = float(os.environ.get(DELAY_ENV) or 0)
+
+        def on_batch(i: int) -> None:
+            if counter is not None:
+                counter.report.remote(start, i + 1 - start)
+            if delay:
+                time.sleep(delay)
+
+        part = compute_partial(self.source, self.plan, self.ctx, start, stop, on_batch=on_batch)
         return {"arrays": part.arrays(), "oom_splits": self.source.oom_splits}
 
 
+class _Counter:
+    """Batches finished in each running range, by its first batch (reported by the shards)."""
+
+    def __init__(self):
+        self.done: dict[int, int] = {}
+
+    def report(self, start: int, done: int) -> None:
+        self.done[int(start)] = int(done)
+
+    def get(self) -> dict[int, int]:
+        return dict(self.done)
+
+
+def _in_flight(ray, counter, pending: dict) -> int:
+    """Batches finished inside the ranges still running (0 if the counter does not answer)."""
+    try:
+        got = ray.get(counter.get.remote(), timeout=5)
+    except Exception:  # noqa: BLE001 - progress is best effort
+        return 0
+    return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
+
+
 def run_sharded(cfg, data_dir: Path, plan, ctx, *, checkpoint: Path | None, fingerprint: dict,
-                progress: Callable[[int, int], None] | None = None) -> tuple[dict, dict]:
-    """Run every batch range of ``plan`` on Ray actors; returns (merged accumulators, notes)."""
+                progress: Callable[[int, int], None] | None = None,
+                should_cancel: Callable[[], bool] | None = None) -> tuple[dict, dict]:
+    """Run every batch range of ``plan`` on Ray actors; returns (merged accumulators, notes).
+    ``progress(batches_done, n_batches)`` is called as batches finish; ``should_cancel()`` is polled
+    as often and, when true, kills the actors and raises CancelledError (finished shards stay saved)."""
+    from normvar_core.errors import CancelledError
     from normvar_core.pipeline import checkpoint as ckpt
     from normvar_core.pipeline.execute import PartialState, merge_partials
 
@@ -139,12 +180,21 @@ def run_sharded(cfg, data_dir: Path, plan, ctx, *, checkpoint: Path | None, fing
 
     actors = [actor_cls.remote(cfg.to_json(), str(data_dir), torch.get_num_threads())
               for _ in range(min(workers, max(len(todo), 1)))]
+    counter = ray.remote(num_cpus=0)(_Counter).remote()
     pending = {}
     for i, r in enumerate(todo):
-        pending[actors[i % len(actors)].run.remote(*r)] = r
+        pending[actors[i % len(actors)].run.remote(*r, counter)] = r
     oom = 0
     while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_EVERY_S)
+        if should_cancel is not None and should_cancel():
+            for a in [*actors, counter]:
+                ray.kill(a)
+            raise CancelledError("cancelled")
+        if not ready:
+            if progress is not None:
+                progress(sum(b - a for a, b in done) + _in_flight(ray, counter, pending), plan.n_batches)
+            continue
         r = pending.pop(ready[0])
         try:
             out = ray.get(ready[0])
@@ -158,7 +208,7 @@ def run_sharded(cfg, data_dir: Path, plan, ctx, *, checkpoint: Path | None, fing
             ckpt.save(shard_dir / f"{r[0]}-{r[1]}.npz", fingerprint, part, {})
         if progress is not None:
             progress(sum(b - a for a, b in done), plan.n_batches)
-    for a in actors:
+    for a in [*actors, counter]:
         ray.kill(a)
     accs = merge_partials(ctx, [done[r] for r in ranges])
     if shard_dir is not None:
@@ -169,4 +219,4 @@ def run_sharded(cfg, data_dir: Path, plan, ctx, *, checkpoint: Path | None, fing
                   "resumed_shards": len(ranges) - len(todo)}
 
 
-__all__ = ["run_sharded", "shard_ranges", "start_ray", "CRASH_ENV"]
+__all__ = ["run_sharded", "shard_ranges", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
