@@ -49,6 +49,14 @@ def test_pptx(slides, run, tmp_path):  # noqa: F811
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     for slope in tr["slope"]:
         assert f"{slope:.6g}" in notes
+    # the decomposition slide's notes carry App. I: Q(X) over all embeddings against ‖γ‖² + ‖β‖²
+    dec = next(sl.notes_slide.notes_text_frame.text for sl in prs.slides
+               if "App. I" in sl.notes_slide.notes_text_frame.text)
+    rows = [line.split() for line in dec.split("App. I", 1)[1].splitlines()[2:] if line.strip()]
+    shown = dict((int(r[0]), float(r[3])) for r in rows)             # layer -> q_over_pred
+    want = (run.layer_stats().set_index("layer")["q"] / run.table("norm_params").set_index("layer")["q_pred"])
+    assert sorted(shown) == run.layers
+    np.testing.assert_allclose([shown[layer] for layer in run.layers], want.loc[run.layers], rtol=1e-5)
 
 
 def test_pdf_pages_are_not_blank(slides, tmp_path):

@@ -137,8 +137,26 @@ def decomposition_slide(runs) -> Slide | None:
     take = (f"V_W/V grows from {dec['v_w_over_v'].iloc[0]:.2f} (layer {int(dec['layer'].iloc[0])}) to "
             f"{dec['v_w_over_v'].iloc[-1]:.2f} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
             f"{dec['m_over_q'].max():.2f} (layer {int(dec.loc[dec['m_over_q'].idxmax(), 'layer'])})")
-    return Slide(f"{run.name}: Q = M + V_W + V_B (Fig. 5, 6)", take,
-                 _table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"]), _fit(fig))
+    notes = _table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"])
+    return Slide(f"{run.name}: Q = M + V_W + V_B (Fig. 5, 6)", take, notes + _layernorm_notes(run), _fit(fig))
+
+
+def _layernorm_notes(run) -> str:
+    """App. I for the speaker notes: Q(X) over all embeddings against ‖γ‖² + ‖β‖² per norm-output
+    layer, and the γ-weighting that explains the gap (``stats.layernorm.layernorm_attribution``)."""
+    if not (run.has("norm_affine") and run.has("dim_stats") and run.has("norm_params")):
+        return ""
+    from normvar_core.stats.layernorm import layernorm_attribution
+
+    att = layernorm_attribution(run.table("norm_affine"), run.table("dim_stats"))
+    if not len(att):
+        return ""
+    att = att.merge(run.table("norm_params")[["layer", "q_pred"]], on="layer")
+    att["q_over_pred"] = att["q_all"] / att["q_pred"]
+    return ("\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² (q_pred) against Q(X) over all embeddings; "
+            "gamma_weighting = Σγ²E z²/‖γ‖², top_z_share = z's energy in its 5 largest coordinates\n"
+            + _table_notes(att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share",
+                                 "top_gamma_sq_ratio"]))
 
 
 def frequency_slide(runs) -> Slide | None:
