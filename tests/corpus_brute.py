@@ -183,13 +183,16 @@ def _csv_records(text: str, path: Path, wanted: str | None) -> tuple[list[str], 
     import pandas as pd
 
     try:
-        df = pd.read_csv(io.StringIO(text), keep_default_na=False)
+        df = pd.read_csv(io.StringIO(text), keep_default_na=False, dtype=str)
+        typed = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NormvarError(f"{path.name} is not a readable CSV file ({str(exc).splitlines()[0]})",
                            fix="write a header row and quote fields that contain commas") from None
     available = [str(c) for c in df.columns]
-    string_cols = [str(c) for c in df.columns
-                   if pd.api.types.is_string_dtype(df[c]) or pd.api.types.is_object_dtype(df[c])]
+    # text: some non-empty cell that pandas does not parse as a number or a boolean (whole file);
+    # a file with a header only: every column
+    string_cols = [str(c) for c in typed.columns
+                   if not len(typed) or any(isinstance(v, str) for v in typed[c].dropna())]
     col = _pick_column(available, string_cols, wanted, path)
     return [_cell(v) for v in df[col].tolist()], col
 

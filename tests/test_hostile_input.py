@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from normvar_core.config import RunConfig
@@ -71,6 +71,8 @@ def test_text_in_any_encoding(tmp_path, text, encoding, gz):
     "text": st.one_of(_text, st.integers(), st.none(), st.floats(allow_nan=True)),
     "id": st.one_of(st.integers(), _text), "score": st.floats(allow_nan=True)}), max_size=12),
     column=st.sampled_from([None, "text", "id", "score", "missing"]), fmt=st.sampled_from(["jsonl", "csv", "parquet"]))
+@example(rows=[{}, {"text": None, "id": 0}], column="id", fmt="csv")  # numbers with a blank cell (found in CI)
+@example(rows=[{"id": True}, {}], column="id", fmt="csv")             # booleans with a blank cell
 def test_tables_with_any_columns(tmp_path, rows, column, fmt):
     p = tmp_path / f"c.{fmt}"
     if fmt == "jsonl":
@@ -89,7 +91,8 @@ def test_tables_with_any_columns(tmp_path, rows, column, fmt):
     corpus = _load(p, text_column=column)
     if corpus is not None and column in ("id", "score"):
         # a numeric column must not become a corpus of "0", "1", ... (it is refused instead)
-        assert not all(s.replace(".", "", 1).replace("-", "", 1).isdigit() for s in corpus.sentences)
+        assert not all(s.replace(".", "", 1).replace("-", "", 1).isdigit() or s in ("True", "False")
+                       for s in corpus.sentences)
 
 
 _opt_values = st.one_of(st.none(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),

@@ -4,7 +4,8 @@ The text column is ``text_column``, or the one text column when there is exactly
 needs the whole file, so without ``text_column`` a .jsonl/.csv file is read twice: once for its
 columns, once for the cells). A column that is not text (numbers, booleans, only nulls) is
 refused. What counts as text is what a whole-file read gives: in JSONL every value is a string
-or null and one is a string; in CSV pandas infers a string column (``keep_default_na=False``);
+or null and one is a string; in CSV some non-empty cell is neither a number nor a boolean as pandas
+parses them (empty cells are missing, so numbers with blanks are numbers, not text);
 in Parquet the type is a string type (or, when named, a dictionary of strings).
 
 Errors come in the whole-file reader's order: byte-level errors (``CorpusStream``) > a bad
@@ -15,6 +16,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus_select import Selection
@@ -169,24 +172,33 @@ def _csv_chunks(stream: CorpusStream, path: Path, **kw) -> Iterator:
 
 
 def _csv_kind(series) -> str:
+    """'text' when a non-empty cell is not a number or a boolean; else 'number', 'bool' or 'null'
+    (cells read with only the empty cell as missing, so a column of numbers with blanks is numbers)."""
     import pandas as pd
 
-    if pd.api.types.is_string_dtype(series) or pd.api.types.is_object_dtype(series):
+    vals = series.dropna()
+    if not len(vals):
+        return "null"
+    if pd.api.types.is_bool_dtype(vals):
+        return "bool"
+    if pd.api.types.is_numeric_dtype(vals):
+        return "number"
+    if any(isinstance(v, str) for v in vals):
         return "text"
-    return "bool" if pd.api.types.is_bool_dtype(series) else "number"
+    return "bool" if all(isinstance(v, (bool, np.bool_)) for v in vals) else "number"
 
 
 def _csv(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
     first = CorpusStream(path)
     available: list[str] = []
     kinds: dict[str, set[str]] = {}
-    for chunk in _csv_chunks(first, path):
+    for chunk in _csv_chunks(first, path, na_values=[""]):
         available = [str(c) for c in chunk.columns]
         if len(chunk) or not kinds:  # a header-only file: one empty chunk, every column text
             for c in chunk.columns:
                 kinds.setdefault(str(c), set()).add(_csv_kind(chunk[c]) if len(chunk) else "text")
-    # as whole-file inference: text if any chunk is text, or booleans mixed with numbers
-    text = [c for c in available if "text" in kinds.get(c, {"text"}) or len(kinds.get(c, ())) > 1]
+    # as whole-file inference: text if any chunk is text, or booleans mixed with numbers (read as text)
+    text = [c for c in available if "text" in kinds.get(c, {"text"}) or {"bool", "number"} <= kinds.get(c, set())]
     col = pick_column(available, text, wanted, path)
     second = CorpusStream(path)
     for chunk in _csv_chunks(second, path, dtype=str):
