@@ -89,12 +89,12 @@ def pair_cosines(X: np.ndarray) -> np.ndarray:
 
 
 def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,
-              sq_sum: float, smallest=None) -> tuple[dict, np.ndarray]:
+              sq_sum: float, smallest=None, search=None) -> tuple[dict, np.ndarray]:
     """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
     its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
     One definition for the accumulator over a model's states and for the Gaussian null."""
     sp = spectrum(cov)
-    kw = {} if smallest is None else {"smallest": smallest}
+    kw = {"search": search} if smallest is None else {"smallest": smallest, "search": search}
     est = batched_estimates(sample, **kw) if len(sample) >= 3 else {}
     norm_mean, norm_cv = norm_spread(norm_sum, sq_sum, n)
     row = {"n": int(n), "anisotropy": sp.anisotropy,
@@ -114,23 +114,35 @@ def smallest_numpy(d2: np.ndarray, k: int) -> np.ndarray:
     return np.argpartition(d2, k - 1, axis=1)[:, :k]
 
 
-def nearest_two(X: np.ndarray, chunk: int = 1024, smallest=smallest_numpy) -> tuple[np.ndarray, np.ndarray]:
-    """Exact distances (r₁, r₂) of every row to its two nearest other rows. Candidates come from a
-    float32 Gram-matrix search (top 4), then the candidates' distances are recomputed in float64, so
-    duplicates give r₁ = 0 exactly (the Gram trick alone leaves rounding noise)."""
-    X64 = np.asarray(X, dtype=np.float64)
-    X32 = X64.astype(np.float32)
+def gram_candidates(X32: np.ndarray, k: int, chunk: int = 1024, smallest=smallest_numpy) -> np.ndarray:
+    """(m, k) indices of each row's k nearest other rows by float32 squared distance
+    ‖a‖² + ‖b‖² − 2 a·b (the Gram trick), ``chunk`` rows at a time."""
     sq = np.einsum("ij,ij->i", X32, X32)
-    m = X64.shape[0]
-    k = min(4, m - 1)
-    r1 = np.empty(m)
-    r2 = np.empty(m)
+    m = X32.shape[0]
+    out = np.empty((m, k), np.int64)
     for a in range(0, m, chunk):
         b = min(m, a + chunk)
         d2 = sq[a:b, None] + sq[None, :] - 2.0 * (X32[a:b] @ X32.T)
         d2[np.arange(b - a), np.arange(a, b)] = np.inf
-        cand = smallest(d2, k)
-        diff = X64[cand] - X64[a:b, None, :]
+        out[a:b] = smallest(d2, k)
+    return out
+
+
+def nearest_two(X: np.ndarray, chunk: int = 1024, smallest=smallest_numpy, search=None) -> tuple[np.ndarray, np.ndarray]:
+    """Exact distances (r₁, r₂) of every row to its two nearest other rows. Candidates come from a
+    float32 Gram-matrix search (top 4; ``search(X32, k)`` replaces it, e.g. on a GPU), then the
+    candidates' distances are recomputed in float64, so duplicates give r₁ = 0 exactly (the Gram
+    trick alone leaves rounding noise)."""
+    X64 = np.asarray(X, dtype=np.float64)
+    X32 = X64.astype(np.float32)
+    m = X64.shape[0]
+    k = min(4, m - 1)
+    cand = search(X32, k) if search is not None else gram_candidates(X32, k, chunk, smallest)
+    r1 = np.empty(m)
+    r2 = np.empty(m)
+    for a in range(0, m, chunk):
+        b = min(m, a + chunk)
+        diff = X64[cand[a:b]] - X64[a:b, None, :]
         dist = np.sqrt(np.einsum("ikd,ikd->ik", diff, diff))
         dist.sort(axis=1)
         r1[a:b], r2[a:b] = dist[:, 0], dist[:, 1]
@@ -154,12 +166,12 @@ def twonn_from_distances(r1: np.ndarray, r2: np.ndarray, discard: float = TWONN_
     return float(np.dot(x, y) / np.dot(x, x)), dup
 
 
-def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, smallest=smallest_numpy) -> tuple[float, int]:
+def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, smallest=smallest_numpy, search=None) -> tuple[float, int]:
     """TwoNN intrinsic dimension of the rows of X and the number of duplicates dropped."""
-    return twonn_from_distances(*nearest_two(X, smallest=smallest), discard=discard)
+    return twonn_from_distances(*nearest_two(X, smallest=smallest, search=search), discard=discard)
 
 
-def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, smallest=smallest_numpy) -> dict:
+def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, smallest=smallest_numpy, search=None) -> dict:
     """Seed 004's protocol on a shuffled sample: split into batches of ``batch`` rows (the rest
     joins the last batch), per batch TwoNN and the anisotropy; mean ± std over batches."""
     m = X.shape[0]
@@ -169,7 +181,7 @@ def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, smallest=smallest_
     for a, b in zip(bounds[:-1], bounds[1:]):
         if b - a < 3:
             continue
-        d, dup = twonn(X[a:b], smallest=smallest)
+        d, dup = twonn(X[a:b], smallest=smallest, search=search)
         ids.append(d)
         dups += dup
         ans.append(batch_anisotropy(X[a:b]))
