@@ -143,7 +143,9 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
     # with the geometry on: its checkpointed state (scatter, cosines, TwoNN sample) must resume exactly too
-    resumed = store.submit(mini(minilm_path, corpus, "resumed", max_sentences=96, geometry=True, id_sample=256))
+    # 24 batches of 4: many still to go when the kill lands, however fast the machine
+    resumed = store.submit(mini(minilm_path, corpus, "resumed", max_sentences=96, batch_size=4, geometry=True,
+                                id_sample=256))
     w = workers.start(dd.root, checkpoint_every=0.2)
     wait_for(lambda: ckpt_exists(dd, resumed)
              and (store.get(resumed).progress or {}).get("sentences_done", 0) >= 40, 180,
@@ -155,7 +157,8 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     assert job.state == "running" and job.interrupted, job  # what the dead worker left
     assert before < 96 and not dd.run_path("resumed").exists()
 
-    straight = store.submit(mini(minilm_path, corpus, "straight", max_sentences=96, geometry=True, id_sample=256))
+    straight = store.submit(mini(minilm_path, corpus, "straight", max_sentences=96, batch_size=4, geometry=True,
+                                 id_sample=256))
     workers.start(dd.root, checkpoint_every=0.2)
     a, b = wait_final(store, resumed), wait_final(store, straight)
     assert a.state == "done" and b.state == "done", (a, b, workers.log(workers.procs[-1]))
@@ -172,7 +175,9 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
 def test_sigterm_stops_at_next_batch_keeps_checkpoint_and_resumes(tmp_path, workers, minilm_path, corpus):
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
-    jid = store.submit(mini(minilm_path, corpus, "term", max_sentences=96))
+    # 150 batches of 2: the job is still far from done when the signal lands, however fast the machine
+    # (with 12 batches of 8 a fast run finished within the 0.5 s between progress writes)
+    jid = store.submit(mini(minilm_path, corpus, "term", batch_size=2))
     w = workers.start(dd.root, checkpoint_every=60)  # only the stop writes a checkpoint
     wait_for(lambda: (store.get(jid).progress or {}).get("sentences_done", 0) >= 24, 180, "compute")
     w.send_signal(signal.SIGTERM)
