@@ -10,7 +10,7 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline import models as M
-from normvar_core.pipeline.norm_params import effective_affine, norm_param_table
+from normvar_core.pipeline.norm_params import effective_affine, norm_tables
 from test_dashboard_apptest import app, data_dir, run  # noqa: F401  (fixtures: the real MiniLM dashboard run)
 
 
@@ -35,7 +35,7 @@ def _randomized(path, tmp_path):
 def test_recorded_norm_parameters_equal_the_modules(kind, norm_layers, tiny_models, tmp_path):
     loaded = M.load_model(RunConfig(model=str(_randomized(tiny_models[kind], tmp_path))))
     L = loaded.info.num_hidden_states
-    tab = norm_param_table(loaded.model, loaded.tokenizer, list(range(L)), loaded.info.dim).to_pandas()
+    tab = norm_tables(loaded.model, loaded.tokenizer, list(range(L)), loaded.info.dim)["norm_params"].to_pandas()
     mods = dict(loaded.model.named_modules())
     want = list(range(L)) if norm_layers == "all" else [L - 1]
     assert tab.loc[tab["module"] != "", "layer"].tolist() == want
@@ -112,7 +112,8 @@ def test_attribution_equals_brute_force_on_kept_states(tiny_models, tmp_path):
     plan, source, ctx, parts, accs = pass_in_memory(cfg)
     out = accs["outliers"]
     dim_stats = out.tables(out.result(), ctx)["dim_stats"].to_pandas()
-    got = layernorm_attribution(source.info.tables["norm_affine"].to_pandas(), dim_stats).set_index("layer")
+    params = source.info.tables["norm_params"].to_pandas()
+    got = layernorm_attribution(source.info.tables["norm_affine"].to_pandas(), dim_stats, params).set_index("layer")
     X = torch.cat([p.states for p in parts], 1).double().numpy()
     mods = dict(source.loaded.model.named_modules())
     names = source.info.tables["norm_params"].to_pandas().set_index("layer")["module"]

@@ -159,11 +159,11 @@ def layernorm(run, band) -> pd.DataFrame | None:
 def layernorm_attribution(run) -> pd.DataFrame | None:
     """Where App. I fails, per norm-output layer (``stats.layernorm.layernorm_attribution``), or None
     for runs without ``norm_affine`` (older runs) or ``dim_stats`` (geometry off)."""
-    if not (run.has("norm_affine") and run.has("dim_stats")):
+    if not (run.has("norm_affine") and run.has("dim_stats") and run.has("norm_params")):
         return None
     from normvar_core.stats.layernorm import layernorm_attribution as attribution
 
-    return attribution(table(run, "norm_affine"), table(run, "dim_stats"))
+    return attribution(table(run, "norm_affine"), table(run, "dim_stats"), table(run, "norm_params"))
 
 
 @st.cache_resource(show_spinner=False, max_entries=128)

@@ -28,7 +28,8 @@ try:
         if r is None:
             continue
         if not r.has("geometry"):
-            skipped.append(name + (f" ({r.skipped('geometry')})" if r.skipped("geometry") else ""))
+            why = r.skipped("geometry")
+            skipped.append(f"{name} ({why})" if why else name)
             continue
         curves[name] = _ui.table(r, "layer_geometry")
         depths[name] = _ui.num_hidden_states(r)

@@ -123,9 +123,10 @@ if run is not None:
     st.caption(f"{m.get('architecture') or ''} · corpus `{m.get('corpus_name')}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
     _ui.unknown_token_warning(run)
-    notes = m.get("notes") if isinstance(m.get("notes"), dict) else {}
-    for reason in (notes.get("skipped") or {}).values():  # measures asked for but too big (notes.skipped)
-        st.info(str(reason), icon=":material/info:")
+    from normvar_core.runs.reader import skipped_measures
+
+    for reason in skipped_measures(m).values():  # measures asked for but too big (notes.skipped)
+        st.info(reason, icon=":material/info:")
     _ui.report_button([run], key="w_report_run")
     if not str(m.get("source") or "model").startswith("null:"):
         with st.container(horizontal=True):

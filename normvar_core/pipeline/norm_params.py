@@ -122,9 +122,4 @@ def norm_tables(model, tokenizer, layers: list[int], dim: int) -> dict[str, pa.T
         "gamma": pa.array(cat["gamma"], pa.float64()), "beta": pa.array(cat["beta"], pa.float64())})}
 
 
-def norm_param_table(model, tokenizer, layers: list[int], dim: int) -> pa.Table:
-    """``norm_params`` alone (see ``norm_tables``)."""
-    return norm_tables(model, tokenizer, layers, dim)["norm_params"]
-
-
-__all__ = ["effective_affine", "norm_outputs", "norm_tables", "norm_param_table", "PROBE"]
+__all__ = ["effective_affine", "norm_outputs", "norm_tables", "PROBE"]

@@ -148,11 +148,9 @@ def _layernorm_notes(run) -> str:
         return ""
     from normvar_core.stats.layernorm import layernorm_attribution
 
-    att = layernorm_attribution(run.table("norm_affine"), run.table("dim_stats"))
+    att = layernorm_attribution(run.table("norm_affine"), run.table("dim_stats"), run.table("norm_params"))
     if not len(att):
         return ""
-    att = att.merge(run.table("norm_params")[["layer", "q_pred"]], on="layer")
-    att["q_over_pred"] = att["q_all"] / att["q_pred"]
     return ("\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² (q_pred) against Q(X) over all embeddings; "
             "gamma_weighting = Σγ²E z²/‖γ‖², top_z_share = z's energy in its 5 largest coordinates\n"
             + _table_notes(att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share",

@@ -26,9 +26,9 @@ def null_name(run: Run, kind: str, seed: int) -> str:
     return f"{run.name}__null-{kind}-s{seed}"[:128]
 
 
-def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, smallest=None) -> dict:
+def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, search=None) -> dict:
     """The geometry tables of the null ``null`` (a ``null_stats`` draw of ``stats``): same layers and
-    sample size as the run's own geometry. ``smallest``: the top-k used for TwoNN (numpy's by default)."""
+    sample size as the run's own geometry. ``search``: the TwoNN candidate search (numpy's by default)."""
     geo = run.table("layer_geometry")
     size = int(geo["id_sample"].max()) if "id_sample" in geo and len(geo) else DEFAULT_SAMPLE
     rows, spectra, cosines = [], [], []
@@ -36,7 +36,7 @@ def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, sma
         layer = int(stats.layer_index[li])
         rng = np.random.default_rng([seed, KINDS.index(kind), 2, layer])
         row, eig, cos = null_layer_geometry(mu, s2, null.mean[li], null.v[li] * null.n, null.n, size, rng,
-                                            smallest=smallest)
+                                            search=search)
         rows.append({"layer": layer, **row})
         spectra.append(eig)
         cosines.append(cos)
@@ -44,7 +44,7 @@ def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, sma
 
 
 def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwrite: bool = False,
-                   smallest=None) -> Path:
+                   search=None) -> Path:
     """Draw the null ``kind`` of ``run`` and publish it at ``out_path`` (atomically); with the
     run's layer geometry, the null's geometry too."""
     if kind not in KINDS:
@@ -62,7 +62,7 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     tables["sentence_lengths"] = sentence_length_table(np.repeat(hist["words"].to_numpy(), hist["count"].to_numpy()))
     accumulators = ["moments"]
     if run.has("layer_geometry"):
-        tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, smallest=smallest))
+        tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, search=search))
         accumulators.append("geometry")
     known = set(RunRecord.__dataclass_fields__)
     meta = {k: v for k, v in run.meta.items() if k in known}

@@ -153,9 +153,7 @@ class Run:
 
     def skipped(self, what: str) -> str | None:
         """Why the run lacks the accumulator ``what`` although it asked for it (notes.skipped), or None."""
-        notes = self.meta.get("notes") or {}
-        reason = (notes.get("skipped") or {}).get(what) if isinstance(notes, dict) else None
-        return str(reason) if reason else None
+        return skipped_measures(self.meta).get(what)
 
     @property
     def dim(self) -> int:
@@ -372,6 +370,13 @@ LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layer
                 "norm_placement", "created_at", "path", "status", "problem", "source", "sweep", "step"]
 
 
+def skipped_measures(meta: dict) -> dict[str, str]:
+    """{accumulator: why} for the measures a run asked for but could not hold (its ``notes.skipped``)."""
+    notes = meta.get("notes")
+    skipped = notes.get("skipped") if isinstance(notes, dict) else None
+    return {str(k): str(v) for k, v in skipped.items() if v} if isinstance(skipped, dict) else {}
+
+
 def read_meta(path, *, check: bool = False) -> dict:
     """Only the ``run`` row of a run file (opened read-only and closed at once); with ``check``
     also the cheap integrity check (a damaged file raises NormvarError)."""
@@ -441,4 +446,4 @@ def resolve_run(ref: str, data_dir=None) -> Path:
     return cand
 
 
-__all__ = ["Run", "open_run", "read_meta", "list_runs", "resolve_run", "damage", "LIST_COLUMNS"]
+__all__ = ["Run", "open_run", "read_meta", "skipped_measures", "list_runs", "resolve_run", "damage", "LIST_COLUMNS"]

@@ -63,10 +63,9 @@ def cmd_compute(args: argparse.Namespace) -> int:
 
 def print_skipped(path) -> None:
     """One stderr line per measure the run asked for but could not hold (its notes.skipped)."""
-    from normvar_core.runs.reader import read_meta
+    from normvar_core.runs.reader import read_meta, skipped_measures
 
-    notes = read_meta(path).get("notes") or {}
-    for reason in ((notes.get("skipped") or {}) if isinstance(notes, dict) else {}).values():
+    for reason in skipped_measures(read_meta(path)).values():
         print(f"normvar: note: {reason}", file=sys.stderr)
 
 

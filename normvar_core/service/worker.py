@@ -318,14 +318,14 @@ def _write_report(dd: DataDir, job_id: str, spec: dict) -> Path:
 
 def _write_null(dd: DataDir, job_id: str, spec: dict) -> Path:  # noqa: ARG001
     """Task "null": the Gaussian null of a run, published as an ordinary run (atomically)."""
-    from normvar_core.pipeline.accumulators.geometry import topk_smallest
+    from normvar_core.pipeline.accumulators.geometry import host_search
     from normvar_core.runs.null import null_name, write_null_run
     from normvar_core.runs.reader import open_run
 
     run = open_run(spec["run"])
     name = null_name(run, spec["kind"], int(spec["seed"]))
     return write_null_run(run, spec["kind"], dd.run_path(name), seed=int(spec["seed"]), overwrite=True,
-                          smallest=topk_smallest)
+                          search=host_search)
 
 
 TASKS = {"report": _write_report, "null": _write_null}

@@ -89,13 +89,13 @@ def pair_cosines(X: np.ndarray) -> np.ndarray:
 
 
 def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,
-              sq_sum: float, smallest=None, search=None) -> tuple[dict, np.ndarray]:
+              sq_sum: float, search=None) -> tuple[dict, np.ndarray]:
     """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
     its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
-    One definition for the accumulator over a model's states and for the Gaussian null."""
+    One definition for the accumulator over a model's states and for the Gaussian null;
+    ``search(X32, k)``: the TwoNN candidate search (``gram_candidates`` by default)."""
     sp = spectrum(cov)
-    kw = {"search": search} if smallest is None else {"smallest": smallest, "search": search}
-    est = batched_estimates(sample, **kw) if len(sample) >= 3 else {}
+    est = batched_estimates(sample, search=search) if len(sample) >= 3 else {}
     norm_mean, norm_cv = norm_spread(norm_sum, sq_sum, n)
     row = {"n": int(n), "anisotropy": sp.anisotropy,
            "anisotropy_batch_mean": est.get("anisotropy_batch_mean", np.nan),
@@ -128,16 +128,16 @@ def gram_candidates(X32: np.ndarray, k: int, chunk: int = 1024, smallest=smalles
     return out
 
 
-def nearest_two(X: np.ndarray, chunk: int = 1024, smallest=smallest_numpy, search=None) -> tuple[np.ndarray, np.ndarray]:
+def nearest_two(X: np.ndarray, chunk: int = 1024, search=None) -> tuple[np.ndarray, np.ndarray]:
     """Exact distances (r₁, r₂) of every row to its two nearest other rows. Candidates come from a
-    float32 Gram-matrix search (top 4; ``search(X32, k)`` replaces it, e.g. on a GPU), then the
+    float32 Gram-matrix search (top 4: ``search(X32, k)``, default ``gram_candidates``), then the
     candidates' distances are recomputed in float64, so duplicates give r₁ = 0 exactly (the Gram
     trick alone leaves rounding noise)."""
     X64 = np.asarray(X, dtype=np.float64)
     X32 = X64.astype(np.float32)
     m = X64.shape[0]
     k = min(4, m - 1)
-    cand = search(X32, k) if search is not None else gram_candidates(X32, k, chunk, smallest)
+    cand = search(X32, k) if search is not None else gram_candidates(X32, k, chunk)
     r1 = np.empty(m)
     r2 = np.empty(m)
     for a in range(0, m, chunk):
@@ -166,12 +166,12 @@ def twonn_from_distances(r1: np.ndarray, r2: np.ndarray, discard: float = TWONN_
     return float(np.dot(x, y) / np.dot(x, x)), dup
 
 
-def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, smallest=smallest_numpy, search=None) -> tuple[float, int]:
+def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, search=None) -> tuple[float, int]:
     """TwoNN intrinsic dimension of the rows of X and the number of duplicates dropped."""
-    return twonn_from_distances(*nearest_two(X, smallest=smallest, search=search), discard=discard)
+    return twonn_from_distances(*nearest_two(X, search=search), discard=discard)
 
 
-def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, smallest=smallest_numpy, search=None) -> dict:
+def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, search=None) -> dict:
     """Seed 004's protocol on a shuffled sample: split into batches of ``batch`` rows (the rest
     joins the last batch), per batch TwoNN and the anisotropy; mean ± std over batches."""
     m = X.shape[0]
@@ -181,7 +181,7 @@ def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, smallest=smallest_
     for a, b in zip(bounds[:-1], bounds[1:]):
         if b - a < 3:
             continue
-        d, dup = twonn(X[a:b], smallest=smallest, search=search)
+        d, dup = twonn(X[a:b], search=search)
         ids.append(d)
         dups += dup
         ans.append(batch_anisotropy(X[a:b]))

@@ -35,7 +35,8 @@ def layernorm_table(norm_params: pd.DataFrame, stats: TokenStats, n_min: float, 
 TOP_DIMS = 5
 
 
-def layernorm_attribution(norm_affine: pd.DataFrame, dim_stats: pd.DataFrame, top: int = TOP_DIMS) -> pd.DataFrame:
+def layernorm_attribution(norm_affine: pd.DataFrame, dim_stats: pd.DataFrame, norm_params: pd.DataFrame,
+                          top: int = TOP_DIMS) -> pd.DataFrame:
     """Where App. I's prediction fails, exactly, per norm-output layer, over all embeddings of the layer.
 
     With y = γ ⊙ z + β and the layer's per-coordinate mean m_i and variance v_i (``dim_stats``),
@@ -43,8 +44,9 @@ def layernorm_attribution(norm_affine: pd.DataFrame, dim_stats: pd.DataFrame, to
 
         Q(X) = Σ_i γ_i² E z_i²  +  2 Σ_i β_i (m_i − β_i)  +  ‖β‖²          (App. I, before averaging)
 
-    identically. App. I's ‖γ‖² + ‖β‖² takes E z_i² = 1 in every coordinate (LayerNorm only fixes
-    Σ_i z_i² = d). Columns: ``q_all`` (= Σ v_i + m_i², Q(X)), ``gamma_term``, ``cross_term``,
+    identically. App. I's ‖γ‖² + ‖β‖² (``q_pred``, from ``norm_params``) takes E z_i² = 1 in every
+    coordinate (LayerNorm only fixes Σ_i z_i² = d). Columns: ``q_all`` (= Σ v_i + m_i², Q(X)),
+    ``q_pred``, ``q_over_pred``, ``gamma_term``, ``cross_term``,
     ``beta_sq``; ``gamma_weighting`` = Σ γ_i² E z_i² / ‖γ‖² (1 when z spreads its energy evenly or γ
     is uniform); ``z_energy`` = Σ E z_i² / d (1 for a norm output: checks the recorded γ, β);
     ``top_z_share`` = share of Σ E z_i² in the ``top`` coordinates with the largest E z_i², and
@@ -74,7 +76,10 @@ def layernorm_attribution(norm_affine: pd.DataFrame, dim_stats: pd.DataFrame, to
                      "top_gamma_sq_ratio": float(g2[order].mean() / g2.mean()) if g2.mean() > 0 else np.nan})
     cols = ["layer", "q_all", "gamma_term", "cross_term", "beta_sq", "gamma_weighting", "z_energy", "top_z_share",
             "top_gamma_sq_ratio"]
-    return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols).merge(norm_params[["layer", "q_pred"]], on="layer", how="left")
+    out.insert(2, "q_pred", out.pop("q_pred"))
+    out.insert(3, "q_over_pred", out["q_all"] / out["q_pred"])
+    return out
 
 
 __all__ = ["layernorm_table", "layernorm_attribution", "TOP_DIMS"]

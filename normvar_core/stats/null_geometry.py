@@ -81,7 +81,7 @@ def null_sample(mu: np.ndarray, s2: np.ndarray, n: np.ndarray, size: int, rng: n
 
 
 def null_layer_geometry(mu: np.ndarray, s2: np.ndarray, mean: np.ndarray, S: np.ndarray, n: np.ndarray,
-                        sample_size: int, rng: np.random.Generator, smallest=None):
+                        sample_size: int, rng: np.random.Generator, search=None):
     """(``layer_geometry`` row without the layer, eigenvalues, pair cosines) of one null layer."""
     cov = null_covariance(mean, S, n, s2, rng)
     X = null_sample(mu, s2, n, sample_size, rng)
@@ -90,7 +90,7 @@ def null_layer_geometry(mu: np.ndarray, s2: np.ndarray, mean: np.ndarray, S: np.
     u = X64[norms > 0] / norms[norms > 0, None]
     su = u.sum(0)
     row, eig = G.layer_row(cov, X, n=len(X), sum_u_sq=float(su @ su), n_u=len(u), norm_sum=float(norms.sum()),
-                           sq_sum=float(norms @ norms), smallest=smallest)
+                           sq_sum=float(norms @ norms), search=search)
     row["n"] = int(np.sum(n))
     return row, eig, G.pair_cosines(X)
 

@@ -51,6 +51,12 @@ def topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
     return torch.topk(torch.from_numpy(d2), k, dim=1, largest=False).indices.numpy()
 
 
+def host_search(X32: np.ndarray, k: int) -> np.ndarray:
+    """The TwoNN candidate search on the CPU: numpy's Gram products (measured 1.1–1.2x faster than
+    torch's here) with torch's threaded top-k."""
+    return G.gram_candidates(X32, k, smallest=topk_smallest)
+
+
 def device_search(device: torch.device, chunk: int = 4096):
     """The TwoNN candidate search on ``device`` (a GPU run): per chunk of rows the float32 squared
     distances ‖a‖² + ‖b‖² − 2 a·b as one matmul, then ``torch.topk``; only the (m, k) indices come
@@ -67,6 +73,11 @@ def device_search(device: torch.device, chunk: int = 4096):
             out.append(torch.topk(d2, k, dim=1, largest=False).indices)
         return torch.cat(out).cpu().numpy().astype(np.int64)
     return search
+
+
+def neighbour_search(device: torch.device):
+    """The TwoNN candidate search for states on ``device``: ``host_search`` on the CPU, else ``device_search``."""
+    return host_search if device.type == "cpu" else device_search(device)
 
 
 def gram(xc: torch.Tensor) -> torch.Tensor:
@@ -199,11 +210,11 @@ class GeometryAccumulator(Accumulator):
         if not self.filled.all():
             raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
         cosines = []
-        search = device_search(self.device) if self.device.type != "cpu" else None  # neighbours on the GPU
+        search = neighbour_search(self.device)
         for li, layer in enumerate(self.layers):  # the sample is in key order: a random order
             row, eig = G.layer_row(cov[li], self.sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                    n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
-                                   sq_sum=float(self.sq_sum[li]), smallest=topk_smallest, search=search)
+                                   sq_sum=float(self.sq_sum[li]), search=search)
             rows.append({"layer": int(layer), **row})
             spectra.append(eig)
             cosines.append(G.pair_cosines(self.sample[li]))
@@ -216,4 +227,5 @@ class GeometryAccumulator(Accumulator):
         return {"id_sample": int(self.filled.size)}
 
 
-__all__ = ["GeometryAccumulator", "GEOMETRY_MAX_BYTES", "geometry_bytes", "device_search"]
+__all__ = ["GeometryAccumulator", "GEOMETRY_MAX_BYTES", "geometry_bytes", "host_search", "device_search",
+           "neighbour_search"]

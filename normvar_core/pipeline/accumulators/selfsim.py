@@ -40,14 +40,12 @@ class SelfSimilarityAccumulator(Accumulator):
         mode = getattr(ctx.cfg, "self_similarity", "auto")
         if ctx.plan is None or getattr(ctx.plan, "token_ids", None) is None or mode == "off":
             return None
-        if mode == "auto" and selfsim_bytes(ctx) > SELFSIM_AUTO_BYTES:
-            return None
-        return cls(ctx)
+        return None if cls.skip_reason(ctx) else cls(ctx)
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
         """Set when ``auto`` turned the table off for its size."""
-        if (getattr(ctx.cfg, "self_similarity", "auto") != "auto" or ctx.plan is None
+        if (getattr(ctx.cfg, "self_similarity", "auto") != "auto" or getattr(ctx.plan, "token_ids", None) is None
                 or selfsim_bytes(ctx) <= SELFSIM_AUTO_BYTES):
             return None
         return (f"self-similarity skipped: its {ctx.num_layers} x {int(ctx.plan.token_ids.size):,} x {ctx.dim} table "
