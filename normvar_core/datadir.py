@@ -11,8 +11,23 @@ from pathlib import Path
 
 from normvar_core.errors import NormvarError
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = PACKAGE_ROOT / "data" / "corpora" / "novels_en.txt.gz"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the checkout (site-packages once installed)
+_PACKAGE = Path(__file__).resolve().parent
+# what ships inside the installed package (setup.py maps these repository folders into the wheel)
+_SHIPPED = {"dashboard": "", "corpora": "data/corpora"}
+
+
+def shipped(folder: str, name: str) -> Path:
+    """A file the package ships: ``normvar_core/<folder>/<name>`` when installed from a wheel or
+    sdist, else the checkout's own copy (``dashboard`` = the repository root with app.py and views/,
+    ``corpora`` = data/corpora). The installed copy wins where both exist."""
+    installed = _PACKAGE / folder / name
+    if installed.exists():
+        return installed
+    return PACKAGE_ROOT / _SHIPPED[folder] / name
+
+
+DEFAULT_CORPUS = shipped("corpora", "novels_en.txt.gz")
 
 
 def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:

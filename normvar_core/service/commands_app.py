@@ -21,9 +21,11 @@ from pathlib import Path
 
 from normvar_core.config import RunConfig
 from normvar_core.service.states import ACTIVE, JobState
-from normvar_core.datadir import PACKAGE_ROOT, DataDir
+from normvar_core.datadir import DataDir, shipped
 
-APP = PACKAGE_ROOT / "app.py"
+APP = shipped("dashboard", "app.py")  # the checkout's app.py, or the installed package's copy of it
+# Streamlit reads .streamlit/config.toml only from the working directory: the shipped file is passed as flags
+STREAMLIT_CONFIG = shipped("dashboard", ".streamlit/config.toml")
 DEFAULT_MAX_SENTENCES = 5000
 DEFAULT_RUN_NAME = "minilm__novels_en"
 
@@ -52,11 +54,22 @@ def register(sub) -> None:
             p.set_defaults(func=cmd_dashboard)
 
 
+def config_flags(path: Path = STREAMLIT_CONFIG) -> list[str]:
+    """``[section] key = value`` of the shipped .streamlit/config.toml as ``--section.key value`` flags, so
+    the dashboard looks the same when started from any directory (flags given later override these)."""
+    import tomllib
+
+    with open(path, "rb") as fh:
+        conf = tomllib.load(fh)
+    return [x for section, opts in conf.items() for key, value in opts.items()
+            for x in (f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value))]
+
+
 def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_upload_mb: float | None = None) -> list[str]:
     from normvar_core.service.jobs import max_upload_bytes
 
     cap_mb = max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
-    return [sys.executable, "-m", "streamlit", "run", str(APP),
+    return [sys.executable, "-m", "streamlit", "run", str(APP), *config_flags(),
             "--server.headless", "true", "--server.port", str(port), "--server.address", host,
             "--server.maxUploadSize", str(cap_mb + 1), "--server.fileWatcherType", "none",
             "--browser.gatherUsageStats", "false", "--theme.base", "light",

