@@ -1,0 +1,174 @@
+"""`pip install normvar` works outside the repository: the sdist and the wheel are built (``python -m build
+--no-isolation``: tests reach no network) and pass ``twine check``; the wheel carries the dashboard and the
+default corpus; installed with ``--no-deps`` into a fresh virtual environment (its dependencies reused
+from this one through a .pth path line, which does *not* bring this environment's editable normvar), and
+from a folder outside the checkout ``normvar compute --max-sentences 50`` computes on the packaged corpus,
+the packaged dashboard renders its pages (AppTest), ``normvar up`` answers on /_stcore/health, and
+``normvar export`` round-trips: pandas and DuckDB read back the run's own numbers."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "data" / "corpora" / "novels_en.txt.gz"
+pytestmark = pytest.mark.slow
+
+
+def _sh(cmd, *, cwd, env, timeout=600) -> subprocess.CompletedProcess:
+    res = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, f"{cmd}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return res
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # sdist first, then the wheel built from the unpacked sdist (what `pip install normvar-*.tar.gz` does)
+    _sh([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT], cwd=ROOT, env=env)
+    return out
+
+
+@pytest.fixture(scope="module")
+def venv(dist, tmp_path_factory) -> dict:
+    """A fresh venv with only normvar installed; this environment's site-packages on a .pth line."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", root / "v"], check=True)
+    py = root / "v" / "bin" / "python"
+    purelib = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    # a plain path line: the shared packages become importable, but .pth files there (this environment's
+    # editable normvar finder) are not executed
+    (purelib / "_shared_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NORMVAR_DATA", "VIRTUAL_ENV")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", PIP_NO_INDEX="1",
+               PATH=f"{root / 'v' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    wheel = next(dist.glob("normvar-*.whl"))
+    _sh([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], cwd=root, env=env)
+    elsewhere = root / "elsewhere"  # outside the checkout: nothing of it on sys.path or in the cwd
+    elsewhere.mkdir()
+    return {"py": py, "bin": root / "v" / "bin", "purelib": purelib, "env": env, "cwd": elsewhere}
+
+
+def test_sdist_and_wheel_pass_twine_and_carry_the_dashboard(dist):
+    sdist, wheel = next(dist.glob("normvar-*.tar.gz")), next(dist.glob("normvar-*.whl"))
+    assert len(list(dist.iterdir())) == 2
+    _sh([sys.executable, "-m", "twine", "check", "--strict", sdist, wheel], cwd=ROOT, env=dict(os.environ))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    views = {f"normvar_core/dashboard/views/{p.name}" for p in (ROOT / "views").glob("*.py")}
+    assert views and views <= names
+    assert {"normvar_core/dashboard/app.py", "normvar_core/dashboard/.streamlit/config.toml",
+            "normvar_core/corpora/novels_en.txt.gz", "normvar/__main__.py"} <= names
+    assert "normvar_core/dashboard/setup.py" not in names
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "normvar_core").rglob("*.py")}
+    assert modules <= names, modules - names  # every module of the library ships
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("normvar_core/corpora/novels_en.txt.gz") == CORPUS.read_bytes()
+        meta = zf.read("normvar-0.1.0.dist-info/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in meta and "Provides-Extra: ray" in meta and "Provides-Extra: models" in meta
+
+
+def test_installed_package_is_the_wheel_not_the_checkout(venv):
+    res = _sh([venv["py"], "-c", "import normvar_core, normvar_core.datadir as d, normvar_core.service.commands_app as a;"
+               "print(normvar_core.__file__); print(d.DEFAULT_CORPUS); print(a.APP)"], cwd=venv["cwd"], env=venv["env"])
+    pkg, corpus, app = (Path(x) for x in res.stdout.split())
+    for p in (pkg, corpus, app):
+        assert p.is_relative_to(venv["purelib"]) and p.exists(), p
+    assert not pkg.is_relative_to(ROOT)
+    res = _sh([venv["py"], "-m", "normvar", "--help"], cwd=venv["cwd"], env=venv["env"])
+    assert "export" in res.stdout and "compute" in res.stdout
+
+
+def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
+    env, cwd = venv["env"], venv["cwd"]
+    t0 = time.perf_counter()
+    _sh([venv["bin"] / "normvar", "compute", "--max-sentences", "50"], cwd=cwd, env=env)
+    t_compute = time.perf_counter() - t0
+    run_file = cwd / "data" / "runs" / "minilm__novels_en.duckdb"  # default data dir ./data of the cwd
+    from normvar_core.runs.runfile import open_run
+
+    run = open_run(run_file)
+    assert run.meta["n_sentences"] == 50 and run.meta["corpus_name"] == "novels_en"
+    assert run.meta["corpus_sha256"] == hashlib.sha256(CORPUS.read_bytes()).hexdigest()  # the packaged corpus
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as fh:
+        words = [len(next(fh).split()) for _ in range(50)]
+    hist = run.sentence_length_hist()
+    assert dict(zip(hist["words"], hist["count"])) == dict(zip(*np.unique(words, return_counts=True)))
+
+    # the packaged dashboard renders (its views import from the installed copy) on this run
+    script = ("from streamlit.testing.v1 import AppTest; from normvar_core.service.commands_app import APP\n"
+              "at = AppTest.from_file(str(APP), default_timeout=120); at.run()\n"
+              "assert not at.exception, at.exception\n"
+              "at.switch_page('views/runs.py').run(); assert not at.exception, at.exception\n"
+              "print('RUNS', [o for s in at.selectbox for o in s.options])")
+    res = _sh([venv["py"], "-c", script], cwd=cwd, env={**env, "NORMVAR_DATA": str(cwd / "data")})
+    assert "minilm__novels_en" in res.stdout.split("RUNS", 1)[1]
+
+    # normvar up: worker + dashboard; the health endpoint answers on 127.0.0.1
+    port = _free_port()
+    log = open(tmp_path / "up.log", "w")
+    up = subprocess.Popen([venv["bin"] / "normvar", "up", "--host", "127.0.0.1", "--port", str(port)],
+                          cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline, health = time.monotonic() + 120, None
+        while time.monotonic() < deadline and up.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    health = r.read().decode()
+                    break
+            except OSError:
+                time.sleep(0.5)
+        assert health == "ok", (tmp_path / "up.log").read_text()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+            assert r.status == 200 and b"<noscript>" in r.read()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=30) == 0
+        log.close()
+    with socket.socket() as s:  # the dashboard went with it
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    assert "already running" not in (tmp_path / "up.log").read_text()
+
+    # exports round-trip: pandas and DuckDB read back the run's own numbers
+    st = run.stats()
+    for fmt in ("parquet", "csv"):
+        _sh([venv["bin"] / "normvar", "export", "minilm__novels_en", "--format", fmt, "--out", f"exp-{fmt}"],
+            cwd=cwd, env=env)
+        f = cwd / f"exp-{fmt}" / f"token_stats.{fmt}"
+        reader = "read_parquet" if fmt == "parquet" else "read_csv"
+        for got in ((pd.read_parquet(f) if fmt == "parquet" else pd.read_csv(f, keep_default_na=False)),
+                    duckdb.sql(f"SELECT * FROM {reader}('{f}')").df()):
+            got = got.sort_values(["layer", "token_id"])
+            for c in ("q", "m", "v"):
+                assert np.array_equal(got[c].to_numpy(np.float64), getattr(st, c).reshape(-1)), (fmt, c)
+        f = cwd / f"exp-{fmt}" / f"token_means.{fmt}"
+        for got in ((pd.read_parquet(f) if fmt == "parquet" else pd.read_csv(f)),
+                    duckdb.sql(f"SELECT * FROM {reader}('{f}')").df()):
+            got = got.sort_values(["layer", "token_id"])
+            mat = (np.stack(got["mean"].to_numpy()) if fmt == "parquet"
+                   else got[[f"mean_{k}" for k in range(run.dim)]].to_numpy(np.float64))
+            assert np.array_equal(mat.astype(np.float32).reshape(st.mean.shape), st.mean), fmt
+        assert np.array_equal(np.load(cwd / f"exp-{fmt}" / "token_means.npy"), st.mean)
+    print(f"compute --max-sentences 50 in the installed wheel: {t_compute:.1f} s")
