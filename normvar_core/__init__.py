@@ -26,6 +26,7 @@ _PUBLIC = {
     "write_run": "runs.runfile",
     "TokenMoments": "pipeline.moments",
     "compute_run": "pipeline.compute",
+    "export_run": "runs.export",
     "JobStore": "service.jobs",
 }
 __all__ = sorted(_PUBLIC)

