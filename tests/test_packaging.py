@@ -4,7 +4,8 @@ default corpus; installed with ``--no-deps`` into a fresh virtual environment (i
 from this one through a .pth path line, which does *not* bring this environment's editable normvar), and
 from a folder outside the checkout ``normvar compute --max-sentences 50`` computes on the packaged corpus,
 the packaged dashboard renders its pages (AppTest), ``normvar up`` answers on /_stcore/health, and
-``normvar export`` round-trips: pandas and DuckDB read back the run's own numbers."""
+```normvar export`` round-trips: pandas and DuckDB read back the run's own numbers. The end-to-end tests
+are marked slow (about 2 min on 2 shared cores); the lookup and config checks are fast."""
 from __future__ import annotations
 
 import gzip
@@ -27,7 +28,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "data" / "corpora" / "novels_en.txt.gz"
-pytestmark = pytest.mark.slow
 
 
 def _sh(cmd, *, cwd, env, timeout=600) -> subprocess.CompletedProcess:
@@ -72,6 +72,7 @@ def venv(dist, tmp_path_factory) -> dict:
     return {"py": py, "bin": root / "v" / "bin", "purelib": purelib, "env": env, "cwd": elsewhere}
 
 
+@pytest.mark.slow
 def test_sdist_and_wheel_pass_twine_and_carry_the_dashboard(dist):
     sdist, wheel = next(dist.glob("normvar-*.tar.gz")), next(dist.glob("normvar-*.whl"))
     assert len(list(dist.iterdir())) == 2
@@ -90,6 +91,7 @@ def test_sdist_and_wheel_pass_twine_and_carry_the_dashboard(dist):
     assert "License-Expression: Apache-2.0" in meta and "Provides-Extra: ray" in meta and "Provides-Extra: models" in meta
 
 
+@pytest.mark.slow
 def test_installed_package_is_the_wheel_not_the_checkout(venv):
     res = _sh([venv["py"], "-c", "import normvar_core, normvar_core.datadir as d, normvar_core.service.commands_app as a;"
                "print(normvar_core.__file__); print(d.DEFAULT_CORPUS); print(a.APP)"], cwd=venv["cwd"], env=venv["env"])
@@ -101,6 +103,7 @@ def test_installed_package_is_the_wheel_not_the_checkout(venv):
     assert "export" in res.stdout and "compute" in res.stdout
 
 
+@pytest.mark.slow
 def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
     env, cwd = venv["env"], venv["cwd"]
     t0 = time.perf_counter()
@@ -184,3 +187,34 @@ def test_dockerfile_installs_what_this_test_installs():
     assert "pip install -q --no-deps /tmp/dist/normvar-*.whl" in final
     assert "COPY . ." not in final and "-e ." not in final
     assert final.rstrip().splitlines()[-1].startswith('CMD ["normvar", "up"')
+
+
+def test_shipped_files_resolve_to_the_checkout_here(tmp_path, monkeypatch):
+    """One lookup, two layouts: in a checkout the top-level files; where the installed copy exists, it."""
+    from normvar_core import datadir
+    from normvar_core.service import commands_app
+
+    assert datadir.DEFAULT_CORPUS == CORPUS and commands_app.APP == ROOT / "app.py"
+    assert commands_app.STREAMLIT_CONFIG == ROOT / ".streamlit" / "config.toml"
+    fake = tmp_path / "normvar_core"
+    (fake / "dashboard").mkdir(parents=True)
+    (fake / "dashboard" / "app.py").write_text("")
+    monkeypatch.setattr(datadir, "_PACKAGE", fake)
+    assert datadir.shipped("dashboard", "app.py") == fake / "dashboard" / "app.py"
+    assert datadir.shipped("corpora", "novels_en.txt.gz") == CORPUS  # no installed copy: the checkout's
+
+
+def test_streamlit_config_survives_installation():
+    """Streamlit reads .streamlit/config.toml only from the working folder: `normvar up` passes every option
+    of it as a flag, so the dashboard looks the same started from anywhere."""
+    import tomllib
+
+    from normvar_core.service.commands_app import streamlit_command
+
+    conf = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    cmd = streamlit_command(Path("/d"), 8501)
+    for section, opts in conf.items():
+        for key, value in opts.items():
+            i = cmd.index(f"--{section}.{key}")
+            assert cmd[i + 1] == (str(value).lower() if isinstance(value, bool) else str(value))
+    assert conf["client"]["toolbarMode"] == "viewer"
