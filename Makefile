@@ -12,7 +12,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt requirements-ray.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt requirements-ray.txt pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
