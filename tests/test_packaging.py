@@ -131,6 +131,7 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
 
     # normvar up: worker + dashboard; the health endpoint answers on 127.0.0.1
     port = _free_port()
+    local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to 127.0.0.1, never a proxy
     log = open(tmp_path / "up.log", "w")
     up = subprocess.Popen([venv["bin"] / "normvar", "up", "--host", "127.0.0.1", "--port", str(port)],
                           cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -138,13 +139,13 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
         deadline, health = time.monotonic() + 120, None
         while time.monotonic() < deadline and up.poll() is None:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                with local.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
                     health = r.read().decode()
                     break
             except OSError:
                 time.sleep(0.5)
         assert health == "ok", (tmp_path / "up.log").read_text()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+        with local.open(f"http://127.0.0.1:{port}/", timeout=5) as r:
             assert r.status == 200 and b"<noscript>" in r.read()
     finally:
         up.send_signal(signal.SIGTERM)
