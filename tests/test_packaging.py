@@ -68,7 +68,8 @@ def venv(dist, tmp_path_factory) -> dict:
     wheel = next(dist.glob("normvar-*.whl"))
     _sh([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], cwd=root, env=env)
     elsewhere = root / "elsewhere"  # outside the checkout: nothing of it on sys.path or in the cwd
-    elsewhere.mkdir()
+    (elsewhere / "views").mkdir(parents=True)  # a user's own `views` package must not shadow the dashboard's
+    (elsewhere / "views" / "__init__.py").write_text("")
     return {"py": py, "bin": root / "v" / "bin", "purelib": purelib, "env": env, "cwd": elsewhere}
 
 
@@ -80,7 +81,8 @@ def test_sdist_and_wheel_pass_twine_and_carry_the_dashboard(dist):
     names = set(zipfile.ZipFile(wheel).namelist())
     views = {f"normvar_core/dashboard/views/{p.name}" for p in (ROOT / "views").glob("*.py")}
     assert views and views <= names
-    assert {"normvar_core/dashboard/app.py", "normvar_core/dashboard/.streamlit/config.toml",
+    assert {"normvar_core/dashboard/app.py", "normvar_core/dashboard/views/__init__.py",
+            "normvar_core/dashboard/.streamlit/config.toml",
             "normvar_core/corpora/novels_en.txt.gz", "normvar/__main__.py"} <= names
     assert "normvar_core/dashboard/setup.py" not in names
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "normvar_core").rglob("*.py")}
