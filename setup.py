@@ -16,7 +16,6 @@ SHIPPED = {
 }
 
 
-
 class BuildPy(build_py):
     """The repository root is the dashboard's folder: of its modules only app.py ships (not setup.py)."""
 
