@@ -103,6 +103,8 @@ def test_installed_package_is_the_wheel_not_the_checkout(venv):
     assert not pkg.is_relative_to(ROOT)
     res = _sh([venv["py"], "-m", "normvar", "--help"], cwd=venv["cwd"], env=venv["env"])
     assert "export" in res.stdout and "compute" in res.stdout
+    res = _sh([venv["bin"] / "normvar", "models"], cwd=venv["cwd"], env=venv["env"])
+    assert res.stdout.startswith("minilm") and "not installed" not in res.stdout.splitlines()[0]
 
 
 @pytest.mark.slow
