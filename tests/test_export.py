@@ -150,6 +150,12 @@ def test_projector_pair(exported):
     assert [float(r[3]) for r in rows] == st.q[li].tolist()
 
 
+def test_cli_offers_every_format_without_importing_the_exporter():
+    from normvar_core.service import commands_export
+
+    assert commands_export.FORMATS == export_mod.FORMATS
+
+
 def test_destination_rules(tmp_path, capsys):
     path, st, *_ = _run(tmp_path)
     a_file = tmp_path / "taken.txt"

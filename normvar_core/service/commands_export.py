@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 
 
+# = runs.export.FORMATS (checked by tests/test_export.py), spelled out so that building the parser
+# does not import duckdb/pyarrow for every other command
+FORMATS = ("parquet", "csv", "projector")
+
+
 def register(sub) -> None:
-    from normvar_core.runs.export import FORMATS
     from normvar_core.service.args import add_data_dir
 
     p = sub.add_parser("export", help="write a run's tables as Parquet or CSV (+ means as .npy), or a Projector TSV pair",
