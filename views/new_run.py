@@ -107,8 +107,10 @@ elif submitted:
             raise NormvarError("no model given", fix="pick an installed alias or type a hub id / local path")
         corpus = stored_upload()
         if values.get("name") is None and up is not None:
-            base = up.name.replace("\\", "/").split("/")[-1].split(".")[0]  # a label only, never a path
-            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-_")[:60] or "upload"
+            from normvar_core.corpus_formats import corpus_label
+
+            # the upload's file name (with a short hash only when another upload has that name): a label only
+            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", corpus_label(corpus)).strip("-_")[:60] or "upload"
             values["name"] = default_run_name(RunConfig(model=model, corpus=f"{stem}.txt"))
         cfg = RunConfig.from_dict({**values, "model": model, "corpus": corpus})
         job_id = jobs.JobStore(_ui.data_dir()).submit(cfg, overwrite=bool(overwrite))
