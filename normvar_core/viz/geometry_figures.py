@@ -181,7 +181,7 @@ def selfsim_scatter(points: pd.DataFrame, *, presentation: bool = False, title: 
     fig = go.Figure(go.Scattergl(x=np.log10(df["n"]), y=df["self_similarity"], mode="markers",
                                  marker=dict(size=5, color=PALETTE[0], opacity=0.6), text=df.get("token"),
                                  hovertemplate="%{text}<br>log₁₀ n = %{x:.2f}<br>self-similarity = %{y:.3f}<extra></extra>"))
-    fig.update_xaxes(title_text="log₁₀ n_t")
+    fig.update_xaxes(title_text="log₁₀ nₜ")
     fig.update_yaxes(title_text="self-similarity (mean cosine between occurrences)")
     fig.update_layout(title=title or "Self-similarity against frequency", height=440 if presentation else 400)
     return apply_theme(fig, presentation)
