@@ -27,6 +27,8 @@ installed = [a["alias"] for a in aliases if a["installed"]]
 OTHER = "other: Hugging Face id or local path"
 
 SWEEP = "A training sweep: one run per checkpoint"
+if st.session_state.pop("_new_run_mode", None) == "sweep":   # from the Training page's empty state
+    st.session_state["w_mode"] = SWEEP
 mode = st.radio("What to run", ["One model", SWEEP], horizontal=True, key="w_mode",
                 help="a sweep queues one run per checkpoint of a training series, with the same corpus and options "
                      "(seed 004's training dynamics; the Training page shows it)")

@@ -124,6 +124,9 @@ if runs.empty:
             "or start one on **New run**.")
 else:
     # hidden states = blocks + the input embeddings, as in the run's header below (num_layers counts blocks)
+    from normvar_core.viz.overlay import runs_in_order
+
+    runs = runs.set_index("name", drop=False).loc[runs_in_order(runs)].reset_index(drop=True)  # nulls under their run
     show = runs.assign(num_layers=runs["num_layers"].map(lambda n: int(n) + 1 if pd.notna(n) else None),
                        corpus=runs["corpus"].map(short_corpus))
     show = show.rename(columns={"n_types": "|T|", "n_embeddings": "|X| per layer", "num_layers": "hidden states",
