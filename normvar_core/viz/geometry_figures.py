@@ -119,15 +119,15 @@ def spectrum_figure(spectrum: pd.DataFrame, layer: int, *, presentation: bool = 
                           title=title or f"Covariance spectrum, layer {layer}")
 
 
-def colour_range(z: np.ndarray, lo_q: float = 1.0, hi_q: float = 99.9) -> tuple[float, float]:
-    """The colour scale's (zmin, zmax) from the bulk of the finite values: the ``lo_q`` and ``hi_q``
-    percentiles, widened to include 0 (the median dimension), so that a few near-zero dimensions
-    (log₁₀ ≈ −30) cannot stretch the scale and hide the outliers at the top."""
+def colour_range(z: np.ndarray, lo_q: float = 1.0) -> tuple[float, float]:
+    """The colour scale's (zmin, zmax): from the ``lo_q`` percentile of the finite values (widened to
+    include 0, the median dimension) up to their maximum. The bulk sets the bottom, so a few near-zero
+    dimensions (log₁₀ ≈ −30) cannot stretch the scale and wash the map into one colour; the top stays
+    the largest value, so the outlier dimensions take the top colour."""
     f = z[np.isfinite(z)]
     if not f.size:
         return (0.0, 1.0)
-    lo, hi = float(np.percentile(f, lo_q)), float(np.percentile(f, hi_q))
-    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    lo, hi = min(float(np.percentile(f, lo_q)), 0.0), max(float(f.max()), 0.0)
     return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
 
 
