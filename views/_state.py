@@ -102,7 +102,7 @@ def band_slider(run=None, key: str = "w_band") -> tuple[float, float]:
             pass
     lo, hi = v.band
     bind(key, (min(lo, top), min(hi, top)), lambda x: isinstance(x, tuple) and len(x) == 2)
-    band = st.slider("Frequency band: log₁₀ n_t", min_value=0.0, max_value=top, step=0.1, key=key,
+    band = st.slider("Frequency band: log₁₀ nₜ", min_value=0.0, max_value=top, step=0.1, key=key,
                      help="only token types with 10^lo ≤ n_t ≤ 10^hi enter the regressions and figures "
                           "(the study: 1 ≤ log₁₀ n_t ≤ 5)")
     band = (round(float(band[0]), 2), round(float(band[1]), 2))
