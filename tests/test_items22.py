@@ -168,3 +168,18 @@ def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir
     np.testing.assert_allclose(np.sort(arr(spec["data"][4]["y"])), np.sort(lam["eigenvalue"].to_numpy()))
     # the link written back keeps the overlay, the null and the toggle
     assert at.query_params["overlay"] in ([UPLOAD_RUN], UPLOAD_RUN) and at.query_params["rel"] in (["0"], "0")
+
+
+# ---------------------------------------------------------------------------- dropped sentences (item 8)
+def test_sentences_dropped_by_the_word_limit_are_kept_as_examples():
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.corpus_select import KEEP_TOO_LONG, Selection
+
+    sel = Selection(RunConfig(max_words=5))
+    long = [" ".join(["w"] * (5 + i)) for i in range(KEEP_TOO_LONG + 5)]
+    sel.add(["a b c", long[0], "", "d e"])
+    sel.add(long[1:])
+    got = sel.result(name="x", path=__import__("pathlib").Path("x.txt"), sha256="", fmt=".txt", column=None)
+    assert got.n_too_long == len(long) and len(got.too_long) == KEEP_TOO_LONG
+    assert got.too_long[:2] == [f"[5 words] {long[0]}", f"[6 words] {long[1]}"]   # in file order, with their length
+    assert got.sentences == ["a b c", "d e"]
