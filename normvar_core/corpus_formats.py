@@ -28,3 +28,22 @@ def corpus_stem(name: str) -> str:
     """``name`` without its supported suffix ('novels.txt.gz' -> 'novels'); unchanged if none."""
     suffix = corpus_suffix(name)
     return str(name)[: -len(suffix)] if suffix else str(name)
+
+
+LABEL_SUFFIX = ".name"
+"""An uploaded corpus ``corpora/<sha256><ext>`` keeps the upload's file name (a label, never a path)
+beside it in ``corpora/<sha256><ext>.name``."""
+
+
+def corpus_label(path) -> str:
+    """The name a run records for its corpus: an upload's own file name (from its ``.name`` file),
+    else the file's stem ('novels.txt.gz' -> 'novels')."""
+    from pathlib import Path
+
+    p = Path(path)
+    side = p.with_name(p.name + LABEL_SUFFIX)
+    try:
+        label = side.read_text(encoding="utf-8").strip()[:80]
+    except (OSError, UnicodeDecodeError):
+        label = ""
+    return label or corpus_stem(p.name)

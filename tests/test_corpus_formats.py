@@ -83,6 +83,7 @@ def test_upload_round_trips_into_a_readable_corpus(tmp_path, suffix):
     text = load_sentences(RunConfig(corpus=str(path)))
     assert text.sentences == SENTENCES
     assert text.n_read == len(SENTENCES) and text.n_kept == len(SENTENCES)
+    assert text.name == "My-Corpus"            # the upload's file name, not its 64-character hash
     import hashlib
 
     assert text.sha256 == hashlib.sha256(data).hexdigest()

@@ -16,7 +16,7 @@ def test_geometry_page_shows_the_runs_values(app, run):
     np.testing.assert_allclose(arr(aniso["y"]), geo["anisotropy"].to_numpy())
     ids = [t for t in fig["data"] if t.get("name") == RUN and t.get("xaxis") == "x2"][0]
     np.testing.assert_allclose(arr(ids["y"]), geo["twonn_id"].to_numpy())
-    spec = figure(at, "covariance spectrum")
+    spec = figure(at, "Covariance spectrum")
     lam = run.table("layer_spectrum").query("layer == 3").sort_values("k")["eigenvalue"].to_numpy()
     assert len(arr(spec["data"][0]["y"])) == lam.size == run.dim
 

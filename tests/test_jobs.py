@@ -353,9 +353,15 @@ def test_store_corpus_dedup_and_hash_name(dd):
 
     assert p1.name == hashlib.sha256(data).hexdigest() + ".txt"
     assert p1.read_bytes() == data
-    assert [p.name for p in dd.corpora.iterdir()] == [p1.name]  # one copy, no temp left
+    # one copy, no temp left; the upload's file name kept beside it as the label runs record
+    assert sorted(p.name for p in dd.corpora.iterdir()) == [p1.name, p1.name + ".name"]
+    assert (dd.corpora / (p1.name + ".name")).read_text() == "my-upload"
     gz = J.store_corpus(dd, gzip.compress(data), "corpus.txt.gz")
     assert gz.name.endswith(".txt.gz") and gz != p1
+    # another file uploaded under a name already taken: the short hash tells them apart
+    other = J.store_corpus(dd, b"Something else.\n", "my upload.txt")
+    digest = hashlib.sha256(b"Something else.\n").hexdigest()
+    assert (dd.corpora / (other.name + ".name")).read_text() == f"my-upload-{digest[:8]}"
 
 
 def test_store_corpus_never_uses_the_name_as_a_path(dd, tmp_path):

@@ -45,6 +45,8 @@ def test_pptx(slides, run, tmp_path):  # noqa: F811
         pics = [sh for sh in sl.shapes if sh.shape_type == MSO_SHAPE_TYPE.PICTURE]
         assert len(pics) == (1 if s.figure is not None else 0)
         assert sl.notes_slide.notes_text_frame.text == s.notes
+        assert sl.shapes.title is not None and sl.shapes.title.text == s.title   # the outline lists the titles
+    assert prs.core_properties.title == run.name
     notes = prs.slides[1].notes_slide.notes_text_frame.text
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     for slope in tr["slope"]:
@@ -63,6 +65,8 @@ def test_pdf_pages_are_not_blank(slides, tmp_path):
     from PIL import Image
 
     path = write_report(slides, tmp_path / "r.pdf", "pdf")
+    info = subprocess.run(["pdfinfo", str(path)], check=True, capture_output=True, text=True).stdout
+    assert f"Title:           {RUN}" in info.splitlines()                      # the run's name, not "untitled"
     subprocess.run(["pdftoppm", "-png", "-r", "30", str(path), str(tmp_path / "p")], check=True)
     pages = sorted(tmp_path.glob("p-*.png"))
     assert len(pages) == len(slides)

@@ -21,18 +21,29 @@ def page_header(title: str, caption: str | None = None) -> None:
         st.caption(caption)
 
 
+NO_TRUNCATION_CSS = """
+    [data-testid="stMetricLabel"] *, [data-testid="stMetricValue"] *, [data-testid="stSidebarNavLink"] span {
+        white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+        overflow-wrap: anywhere;}
+"""
+"""Metric labels and values, and the page names in the sidebar, wrap instead of ending in "…"."""
+
+PRESENTATION_CSS = """
+    [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
+    [data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p {font-size: 1.2rem !important;}
+    [data-testid="stMetricValue"], [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p
+        {font-size: 2.8rem !important; line-height: 1.15 !important;}
+    [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] [data-testid="stMarkdownContainer"] p
+        {font-size: 1.25rem !important;}
+    .stApp h1 {font-size: 2.8rem !important;} .stApp h2 {font-size: 2.0rem !important;}
+"""
+"""Presentation mode: larger text, and the metrics' numbers larger still (their value is a markdown
+paragraph, so the metric rules must out-rank the paragraph rule above them)."""
+
+
 def apply_presentation_css() -> None:
-    if view().presentation:
-        st.markdown(
-            """<style>
-            [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
-            [data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p {font-size: 1.2rem !important;}
-            [data-testid="stMetricValue"] {font-size: 2.8rem !important;}
-            [data-testid="stMetricLabel"] p {font-size: 1.15rem !important;}
-            .stApp h1 {font-size: 2.8rem !important;} .stApp h2 {font-size: 2.0rem !important;}
-            </style>""",
-            unsafe_allow_html=True,
-        )
+    css = NO_TRUNCATION_CSS + (PRESENTATION_CSS if view().presentation else "")
+    st.markdown(f"<style>{css}</style>", unsafe_allow_html=True)
 
 
 def _safe(s: str) -> str:
@@ -52,12 +63,22 @@ def chart(fig, *, key: str, data: pd.DataFrame | None = None, name: str | None =
 
 
 def token_link(event, *, key: str) -> None:
-    """Under a scatter of token types: the clicked point's token, and a button to its Token view."""
-    points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
+    """Under a scatter of token types: one click on a point opens its token's Token view at once; a box or
+    lasso selection (several points) leaves a button to the first one's."""
+    sel = getattr(event, "selection", None) if event is not None else None
+    points = (getattr(sel, "points", None) or []) if sel is not None else []
     tokens = [str(p.get("text")) for p in points if p.get("text")]
     if not tokens:
         st.caption("Click a point to open its token's contexts in the Token view.")
         return
+    boxed = bool(getattr(sel, "box", None) or getattr(sel, "lasso", None))
+    if len(tokens) == 1 and not boxed:
+        clicked = (tokens[0], points[0].get("curve_number"), points[0].get("point_index"))
+        if st.session_state.get(f"_{key}_opened") != clicked:   # not the click that brought us here before
+            st.session_state[f"_{key}_opened"] = clicked
+            view().token = tokens[0]
+            st.session_state["w_token"] = tokens[0]
+            st.switch_page("views/token.py")
     if st.button(f"Open {tokens[0]!r} in the Token view", key=key, icon=":material/search:"):
         view().token = tokens[0]
         st.session_state["w_token"] = tokens[0]

@@ -40,9 +40,11 @@ def bind(key: str, value: Any, valid: Callable[[Any], bool] = lambda _: True) ->
 
 def run_selector(sidebar: bool = True) -> None:
     """The run picker (sidebar, on every page)."""
+    from normvar_core.viz.overlay import runs_in_order
+
     runs = runs_table()
     v = view()
-    names = runs["name"].tolist()
+    names = runs_in_order(runs)
     where = st.sidebar if sidebar else st
     if not names:
         where.info("No published run yet.")
@@ -51,7 +53,7 @@ def run_selector(sidebar: bool = True) -> None:
     labels = {r["name"]: f"{r['name']}  ·  {r['model']}" for _, r in runs.iterrows()}
     bind("w_run", v.run if v.run in names else names[0], lambda x: x in names)
     v.run = where.selectbox("Run", names, key="w_run", format_func=lambda n: labels.get(n, n),
-                            help="published runs, newest first")
+                            help="published runs, newest first; each Gaussian null under its run")
 
 
 def current_run():
@@ -100,7 +102,7 @@ def band_slider(run=None, key: str = "w_band") -> tuple[float, float]:
             pass
     lo, hi = v.band
     bind(key, (min(lo, top), min(hi, top)), lambda x: isinstance(x, tuple) and len(x) == 2)
-    band = st.slider("Frequency band: log₁₀ n_t", min_value=0.0, max_value=top, step=0.1, key=key,
+    band = st.slider("Frequency band: log₁₀ nₜ", min_value=0.0, max_value=top, step=0.1, key=key,
                      help="only token types with 10^lo ≤ n_t ≤ 10^hi enter the regressions and figures "
                           "(the study: 1 ≤ log₁₀ n_t ≤ 5)")
     band = (round(float(band[0]), 2), round(float(band[1]), 2))
@@ -128,18 +130,26 @@ def tokens_input(key: str = "w_tokens", label: str = "Highlight tokens") -> list
 
 def runs_to_overlay(label: str, key: str, relative_key: str, relative_default: bool) -> tuple[list[str], bool]:
     """The runs overlaid on a per-layer figure (a multiselect; the sidebar's run always first) and the
-    relative-depth toggle (x = layer / (hidden states − 1), so models of different depth line up)."""
+    relative-depth toggle (x = layer / (hidden states − 1), so models of different depth line up).
+    Both live in the view (``?overlay=`` and ``?rel=``), so a shared link restores them."""
+    from normvar_core.viz.overlay import runs_in_order
+
     v = view()
-    names = runs_table()["name"].tolist()
+    names = runs_in_order(runs_table())
     c1, c2 = st.columns([3, 1])
     with c1:
-        bind(key, [v.run], lambda x: isinstance(x, list) and all(n in names for n in x))
-        chosen = st.multiselect(label, names, key=key, help="the sidebar's run is always included")
+        bind(key, [v.run] + [n for n in v.overlay if n in names and n != v.run],
+             lambda x: isinstance(x, list) and all(n in names for n in x))
+        chosen = st.multiselect(label, names, key=key,
+                                help="the sidebar's run is always included; real runs first, each Gaussian null "
+                                     "under its run")
     with c2:
-        bind(relative_key, relative_default)
+        bind(relative_key, relative_default if v.relative is None else v.relative)
         relative = st.toggle("Relative depth", key=relative_key,
                              help="x = layer / (number of layers): models of different depth line up")
-    return ([v.run] + [n for n in chosen if n != v.run]), relative
+    v.overlay = [n for n in chosen if n != v.run]
+    v.relative = None if relative == relative_default else bool(relative)
+    return [v.run] + v.overlay, relative
 
 
 WORD_COLOUR = "n_subtokens"

@@ -8,6 +8,8 @@ import streamlit as st
 from normvar_core.viz import figures
 
 from normvar_core.viz import viewstate
+from normvar_core.viz.overlay import runs_in_order
+from normvar_core.viz.shared_axes import share_ranges
 from views import _ui
 
 _ui.page_header("Compare two runs",
@@ -15,13 +17,13 @@ _ui.page_header("Compare two runs",
                 "line up; the scatters show each run at the layer closest to the chosen depth.")
 run_a = _ui.require_run()
 v = _ui.view()
-names = _ui.runs_table()["name"].tolist()
+names = runs_in_order(_ui.runs_table())  # real runs first, each Gaussian null under its run
 others = [n for n in names if n != run_a.name] or names
 
 c1, c2, c3 = st.columns([2, 2, 2])
 with c1:
     _ui.bind("w_run2", v.run2 if v.run2 in others else others[0], lambda x: x in names)
-    v.run2 = st.selectbox("Compare with", names, key="w_run2")
+    v.run2 = st.selectbox("Compare with", names, key="w_run2", help="real runs first, each Gaussian null under its run")
 with c2:
     _ui.bind("w_depth", 0.5 if v.depth is None else float(v.depth))
     v.depth = st.slider("Relative depth", 0.0, 1.0, step=0.05, key="w_depth")
@@ -52,6 +54,7 @@ try:
         scat.append((r, layer, pts, figures.tradeoff_scatter(
             drawn, figures.fit_row(fits, layer=layer), total=total, presentation=v.presentation, height=480,
             title=f"{r.name} · layer {layer} (depth {viewstate.relative_depth(layer, _ui.num_hidden_states(r)):.2f})")))
+    share_ranges([fig for *_, fig in scat])  # the same axes and colour scale: the panels read across
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

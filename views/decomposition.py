@@ -28,7 +28,7 @@ try:
     ln = _ui.layernorm(run, band)
     q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
     bars = figures.decomposition_bars(d, presentation=v.presentation,
-                                      title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V_W/V (Fig. 6)")
+                                      title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
     ratios = figures.decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
                                           null=nd, null_label=null_label or "")
     raw = figures.decomposition_raw(d, log_y=log_y, presentation=v.presentation,

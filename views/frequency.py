@@ -40,7 +40,7 @@ try:
                                         title=f"{run.name} · layer {layer} (Fig. 7, 11–13)")
     slopes = figures.frequency_slopes(regs, presentation=v.presentation, null_regs=null_regs,
                                       null_label=null_label or "",
-                                      title="Slope on log₁₀ n_t per layer (Fig. 17)")
+                                      title="Slope on log₁₀ nₜ per layer (Fig. 17)")
     hist = _ui.histograms(run, layer, band, pool=pool)
     hfig = figures.histograms_figure(hist, presentation=v.presentation,
                                      title=f"Histograms at layer {layer} (Fig. 14–16)")
@@ -63,7 +63,7 @@ if run.has("selfsim"):
         ss = _ui.table(run, "token_selfsim")
         ss = ss[ss["layer"] == layer].merge(run.tokens()[["token_id", "token"]], on="token_id", how="left")
         sfig = GF.selfsim_scatter(ss, presentation=v.presentation,
-                                  title=f"Self-similarity against log₁₀ n_t, layer {layer} (exact)")
+                                  title=f"Self-similarity against log₁₀ nₜ, layer {layer} (exact)")
         _ui.chart(sfig, key="freq_selfsim", data=ss, name=f"{run.name}_selfsim_layer{layer}")
     except Exception as err:  # noqa: BLE001
         _ui.show_error(err)

@@ -5,27 +5,42 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from normvar_core.runs.null import nulls_of
 from normvar_core.viz import geometry_figures as GF
+from normvar_core.viz.overlay import null_kind, null_source
+from normvar_core.viz.overlay import null_label as null_label_of
+from normvar_core.viz.viewstate import layer_at_depth, nearest_layer, relative_depth
 from views import _ui
 
 _ui.page_header("Geometry: anisotropy and intrinsic dimension across layers",
                 "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
                 "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
-                "16,384 embeddings in batches of 4,096 (seed 004 §2.4). Dashed: seed 004's own anisotropy estimate, "
+                "16,384 embeddings in batches of 4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, "
                 "the mean ± std over batches of 4,096 — a batch holds few embeddings per direction, so it reads higher "
-                "than the exact value over all embeddings.")
+                "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).")
 run = _ui.require_run()
 _ui.require(run, "geometry", "layer geometry")
 v = _ui.view()
 chosen, relative = _ui.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
                                        "w_geo_relative", True)
 null_label, null_run = _ui.null_picker(run)
+table = _ui.runs_table()
+kind = null_kind(v.null) if null_run is not None else None
 
-curves, depths, skipped = {}, {}, []
+curves, depths, skipped, tables = {}, {}, [], {}
+null_curves, null_of, spectra_of = {}, {}, {}
 try:
     for name in chosen:
         r = _ui.open_run(name)
         if r is None:
+            continue
+        parent = null_source(r.meta.get("source"))
+        if parent is not None:                      # a null picked among the runs: drawn as a null
+            if r.has("layer_geometry"):
+                label = f"{parent} · {null_label_of(r.meta)}"
+                null_curves[label], depths[label], null_of[label] = _ui.table(r, "layer_geometry"), \
+                    _ui.num_hidden_states(r), parent
+                spectra_of[label] = r
             continue
         if not r.has("geometry"):
             why = r.skipped("geometry")
@@ -33,30 +48,57 @@ try:
             continue
         curves[name] = _ui.table(r, "layer_geometry")
         depths[name] = _ui.num_hidden_states(r)
-    null_curves = {}
-    if null_run is not None and null_run.has("layer_geometry"):
-        null_curves[null_label] = _ui.table(null_run, "layer_geometry")
-        depths[null_label] = _ui.num_hidden_states(null_run)
+        spectra_of[name] = r
+        if kind is None:
+            continue
+        # the null of the same kind of every overlaid run (the sidebar's: the picked one)
+        mine = [null_run.name] if name == run.name else [n for n in nulls_of(table, name) if null_kind(n) == kind]
+        for nn in mine[:1]:
+            nr = null_run if nn == null_run.name else _ui.open_run(nn)
+            label = f"{name} · {null_label_of(nr.meta)}"
+            if nr is not None and nr.has("layer_geometry") and label not in null_curves:
+                null_curves[label], depths[label], null_of[label] = _ui.table(nr, "layer_geometry"), \
+                    _ui.num_hidden_states(nr), name
+                spectra_of[label] = nr
+    log_key = "w_geo_log_null" if null_curves else "w_geo_log"   # on by default as soon as a null is drawn
+    _ui.bind(log_key, bool(null_curves))
+    log_y = st.toggle("Log scale for intrinsic dimension and participation ratio", key=log_key,
+                      help="a Gaussian null's ID (~100) and participation ratio (~400) sit far above the real curves")
     fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
-                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves)
+                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves, null_of=null_of,
+                               log_y=log_y)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
-if null_run is not None and not null_curves:
+if null_run is not None and not any(null_of.get(lab) == run.name for lab in null_curves):
     st.caption(f"{null_label} has no geometry: draw it again (nulls of runs with the layer geometry carry it).")
+missing = [n for n in curves if n != run.name and kind and not any(null_of.get(l) == n for l in null_curves)]
+if missing:
+    st.caption(f"No {kind} null with geometry yet for: " + ", ".join(missing) + " (draw one on Runs).")
 if skipped:
     st.caption("Without geometry (recompute to include): " + ", ".join(skipped))
-data = pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True)
+data = pd.concat([df.assign(run=n) for n, df in {**curves, **null_curves}.items()], ignore_index=True)
 _ui.chart(fig, key="geometry", data=data, name=f"{run.name}_geometry")
 
 layer = _ui.layer_slider(run)
 try:
-    spec = GF.spectrum_figure(_ui.table(run, "layer_spectrum"), layer, presentation=v.presentation,
-                              title=f"{run.name} · covariance spectrum at layer {layer}")
+    depth = relative_depth(layer, _ui.num_hidden_states(run))
+    spectra, rows = {}, []
+    for label, r in spectra_of.items():
+        if not r.has("layer_spectrum"):
+            continue
+        at = (layer_at_depth(r.layers, depth, _ui.num_hidden_states(r)) if relative
+              else nearest_layer(r.layers, layer))
+        spec_t = _ui.table(r, "layer_spectrum")
+        spectra[label] = (spec_t, at)
+        rows.append(spec_t[spec_t["layer"] == at].assign(run=label))
+    where = f"depth {depth:.2f}" if relative and len(spectra) > 1 else f"layer {layer}"
+    spec = GF.spectra_figure(spectra, presentation=v.presentation, nulls=list(null_curves), null_of=null_of,
+                             title=f"Covariance spectrum at {where}" + ("" if len(spectra) > 1 else f" · {run.name}"))
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
-_ui.chart(spec, key="spectrum", data=_ui.table(run, "layer_spectrum").query("layer == @layer"),
+_ui.chart(spec, key="spectrum", data=pd.concat(rows, ignore_index=True) if rows else None,
           name=f"{run.name}_spectrum_layer{layer}")
 with st.expander("Table (layer_geometry)"):
     st.dataframe(data, hide_index=True, width="stretch")

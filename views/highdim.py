@@ -63,7 +63,7 @@ with c2:
     pts = _ui.band_points(run, layer, band)
     npts = {lab: _ui.band_points(nr, layer, band) for lab, nr in opened.items()}
     fig = HF.mv_scatter(pts, npts, label=run.name, presentation=v.presentation,
-                        title=f"M(X_t)/V(X_t) against n_t, layer {layer}")
+                        title=f"M(Xₜ)/V(Xₜ) against nₜ, layer {layer}")
     _ui.chart(fig, key="highdim_mv", data=pts[["token_id", "token", "n", "m", "v"]],
               name=f"{run.name}_m_over_v_layer{layer}")
 with st.expander("Table"):

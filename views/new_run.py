@@ -27,6 +27,8 @@ installed = [a["alias"] for a in aliases if a["installed"]]
 OTHER = "other: Hugging Face id or local path"
 
 SWEEP = "A training sweep: one run per checkpoint"
+if st.session_state.pop("_new_run_mode", None) == "sweep":   # from the Training page's empty state
+    st.session_state["w_mode"] = SWEEP
 mode = st.radio("What to run", ["One model", SWEEP], horizontal=True, key="w_mode",
                 help="a sweep queues one run per checkpoint of a training series, with the same corpus and options "
                      "(seed 004's training dynamics; the Training page shows it)")
@@ -107,8 +109,10 @@ elif submitted:
             raise NormvarError("no model given", fix="pick an installed alias or type a hub id / local path")
         corpus = stored_upload()
         if values.get("name") is None and up is not None:
-            base = up.name.replace("\\", "/").split("/")[-1].split(".")[0]  # a label only, never a path
-            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-_")[:60] or "upload"
+            from normvar_core.corpus_formats import corpus_label
+
+            # the upload's file name (with a short hash only when another upload has that name): a label only
+            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", corpus_label(corpus)).strip("-_")[:60] or "upload"
             values["name"] = default_run_name(RunConfig(model=model, corpus=f"{stem}.txt"))
         cfg = RunConfig.from_dict({**values, "model": model, "corpus": corpus})
         job_id = jobs.JobStore(_ui.data_dir()).submit(cfg, overwrite=bool(overwrite))

@@ -25,10 +25,11 @@ except Exception as err:  # noqa: BLE001
 _ui.chart(heat, key="outlier_heat", data=_ui.table(run, "dim_stats"), name=f"{run.name}_outlier_dims")
 _ui.chart(shares, key="outlier_shares", data=_ui.table(run, "layer_outliers"), name=f"{run.name}_q_shares")
 layer = _ui.layer_slider(run)
-rows = top[top["layer"] == layer].sort_values("rank")
+rows = GF.distinct_top(top[top["layer"] == layer])
 sents = run.sentences(rows["sentence_id"].tolist()) if run.has_contexts else {}
 rows = rows.assign(sentence=[sents.get(int(s), "") for s in rows["sentence_id"]])
-st.markdown(f"**Largest activations at layer {layer}**")
+st.markdown(f"**Largest activations at layer {layer}** — one row per (token, position, dimension), at its "
+            "largest |h| and the sentence that carries it")
 st.dataframe(rows[["rank", "value", "dim", "token", "position", "sentence_id", "sentence"]], hide_index=True,
              width="stretch", key="top_acts")
 

@@ -1,6 +1,7 @@
 """Runs: the published runs, the job queue with live progress, and one run's full metadata."""
 from __future__ import annotations
 
+import re
 import time
 
 import pandas as pd
@@ -20,6 +21,14 @@ def _ago(ts: float | None) -> str:
         return "–"
     s = max(0, time.time() - float(ts))
     return f"{s:.0f} s ago" if s < 90 else (f"{s / 60:.0f} min ago" if s < 5400 else f"{s / 3600:.1f} h ago")
+
+
+def short_corpus(name) -> str | None:
+    """A corpus name for the table: an upload recorded by its 64-hex sha256 (runs from before uploads kept
+    their file name) shows its first 8 hex digits."""
+    if not isinstance(name, str):
+        return name
+    return f"upload {name[:8]}…" if re.fullmatch(r"[0-9a-f]{64}", name) else name
 
 
 def _eta(s: float | None) -> str:
@@ -92,12 +101,35 @@ def jobs_panel() -> None:
     st.session_state["_jobs_done"] = n_done
 
 
+def dropped_sentences(meta: dict) -> None:
+    """The sentences the word limit dropped (the first ones, as the corpus was read), under their count."""
+    notes = (meta.get("notes") or {}).get("corpus") or {}
+    n, examples = int(notes.get("n_too_long") or 0), notes.get("too_long_examples") or []
+    if not n:
+        return
+    limit = (meta.get("options") or {}).get("max_words")
+    with st.expander(f"{n:,} sentences dropped by the {limit}-word limit" if limit else
+                     f"{n:,} sentences dropped by the word limit", icon=":material/content_cut:"):
+        if examples:
+            st.caption(f"The first {len(examples)} (raise `max_words`, 0 = no limit, to keep them):")
+            st.dataframe(pd.DataFrame({"sentence": examples}), hide_index=True, width="stretch",
+                         key="too_long_table")
+        else:
+            st.caption("This run was computed before normvar kept examples of them.")
+
+
 st.subheader("Published runs")
 if runs.empty:
     st.info("No published run yet — `make run` submits the default (MiniLM × the shipped novels); "
             "or start one on **New run**.")
 else:
-    show = runs.rename(columns={"n_types": "|T|", "n_embeddings": "|X| per layer", "num_layers": "layers",
+    # hidden states = blocks + the input embeddings, as in the run's header below (num_layers counts blocks)
+    from normvar_core.viz.overlay import runs_in_order
+
+    runs = runs.set_index("name", drop=False).loc[runs_in_order(runs)].reset_index(drop=True)  # nulls under their run
+    show = runs.assign(num_layers=runs["num_layers"].map(lambda n: int(n) + 1 if pd.notna(n) else None),
+                       corpus=runs["corpus"].map(short_corpus))
+    show = show.rename(columns={"n_types": "|T|", "n_embeddings": "|X| per layer", "num_layers": "hidden states",
                                 "norm_placement": "norm", "created_at": "created"})
     st.dataframe(show.drop(columns=["path"]), hide_index=True, width="stretch", key="runs_table",
                  column_config={"|T|": st.column_config.NumberColumn(format="localized"),
@@ -117,12 +149,16 @@ if run is not None:
     c[0].metric("model", str(m.get("model")))
     c[1].metric("|T| token types", _ui.fmt_int(m.get("n_types")))
     c[2].metric("|X| embeddings / layer", _ui.fmt_int(m.get("n_embeddings")))
-    c[3].metric("hidden states", f"{len(run.layers)} × {m.get('dim')} d")
+    n_hidden = _ui.num_hidden_states(run)
+    c[3].metric("hidden states", f"{n_hidden} × {m.get('dim')} d",
+                help="the input embeddings + one per block" + ("" if len(run.layers) == n_hidden else
+                                                              f"; {len(run.layers)} of them stored in this run"))
     c[4].metric("norm placement", str(m.get("norm_placement") or "–"))
     c[5].metric("sentences", _ui.fmt_int(m.get("n_sentences")))
-    st.caption(f"{m.get('architecture') or ''} · corpus `{m.get('corpus_name')}` · created {m.get('created_at')} · "
+    st.caption(f"{m.get('architecture') or ''} · corpus `{short_corpus(m.get('corpus_name'))}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
     _ui.unknown_token_warning(run)
+    dropped_sentences(m)
     from normvar_core.runs.reader import skipped_measures
 
     for reason in skipped_measures(m).values():  # measures asked for but too big (notes.skipped)

@@ -14,8 +14,13 @@ v = _ui.view()
 runs = _ui.runs_table()
 sweeps = sorted(s for s in runs["sweep"].dropna().unique()) if "sweep" in runs else []
 if not sweeps:
-    st.info("No sweep yet. Queue one with `normvar sweep --checkpoints DIR` (a trainer's checkpoint-<step>/ "
-            "folders; `examples/train_tiny_pythia.py` makes a real series offline) and start the worker.")
+    st.info("No sweep yet. Queue one here — one run per checkpoint of a trainer's checkpoint-<step>/ folders, or of "
+            "a hub model's revisions — or with `normvar sweep --checkpoints DIR` "
+            "(`examples/train_tiny_pythia.py` makes a real series offline); the worker computes them.",
+            icon=":material/info:")
+    if st.button("Set up a sweep on New run", key="w_training_sweep", type="primary", icon=":material/timeline:"):
+        st.session_state["_new_run_mode"] = "sweep"   # New run opens in its sweep mode
+        st.switch_page("views/new_run.py")
     st.stop()
 current = runs.loc[runs["name"] == v.run, "sweep"]
 default = current.iloc[0] if len(current) and current.iloc[0] in sweeps else sweeps[0]

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from normvar_core.config import RunConfig
-from normvar_core.corpus_formats import CORPUS_SUFFIXES, TABLE_SUFFIXES, corpus_stem, corpus_suffix
+from normvar_core.corpus_formats import CORPUS_SUFFIXES, TABLE_SUFFIXES, corpus_label, corpus_suffix
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus_select import CorpusText, Selection
@@ -74,7 +74,7 @@ def load_sentences(cfg: RunConfig, data_dir=None) -> CorpusText:
         for batch in _paragraphs(lines) if cfg.split_sentences else lines:
             sink.add(batch)
         digest = stream.sha256
-    return sel.result(name=corpus_stem(path.name), path=path, sha256=digest, fmt=fmt, column=column)
+    return sel.result(name=corpus_label(path), path=path, sha256=digest, fmt=fmt, column=column)
 
 
 def _paragraphs(batches: Iterator[list[str]]) -> Iterator[list[str]]:

@@ -40,6 +40,13 @@ class CorpusText:
     sentence_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     text_column: str | None = None
     format: str = ".txt"
+    too_long: list[str] = field(default_factory=list)
+    """The first ``KEEP_TOO_LONG`` sentences dropped for having ``max_words`` words or more (each cut
+    to ``TOO_LONG_CHARS`` characters): shown on the Runs page so the limit's effect can be read."""
+
+
+KEEP_TOO_LONG = 20
+TOO_LONG_CHARS = 400
 
 
 class Selection:
@@ -53,6 +60,7 @@ class Selection:
         self.kept: list[str] = []
         self._lengths: list[np.ndarray] = []
         self.n_read = self.n_empty = self.n_too_long = self.n_sampled_out = self.n_capped = 0
+        self.too_long: list[str] = []
 
     def add(self, records: list[str]) -> None:
         """Select from the next ``records`` (in file order)."""
@@ -66,6 +74,11 @@ class Selection:
         short = words < self.max_words if self.max_words > 0 else np.ones(len(nonempty), bool)
         drawn = self._rng.random(len(nonempty)) < self.frac if self._rng is not None else np.ones(len(nonempty), bool)
         self.n_too_long += int((~short).sum())
+        if len(self.too_long) < KEEP_TOO_LONG and not short.all():
+            for i in np.flatnonzero(~short)[:KEEP_TOO_LONG - len(self.too_long)]:
+                text = nonempty[i]
+                cut = text if len(text) <= TOO_LONG_CHARS else text[:TOO_LONG_CHARS] + " …"
+                self.too_long.append(f"[{int(words[i])} words] {cut}")
         self.n_sampled_out += int((short & ~drawn).sum())
         picked = np.flatnonzero(short & drawn)
         if self.cap is not None:
@@ -90,4 +103,4 @@ class Selection:
             sentences=self.kept, name=name, path=path, sha256=sha256, n_read=self.n_read,
             n_kept=len(self.kept), n_too_long=self.n_too_long, n_empty=self.n_empty,
             n_sampled_out=self.n_sampled_out, n_capped=self.n_capped, sentence_lengths=lengths,
-            text_column=column, format=fmt)
+            text_column=column, format=fmt, too_long=list(self.too_long))

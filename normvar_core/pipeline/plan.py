@@ -133,6 +133,8 @@ def corpus_notes(corpus) -> dict:
         v = getattr(corpus, k, None)
         if v is not None:
             out[k] = v if isinstance(v, (int, float, str, bool)) else str(v)
+    if getattr(corpus, "too_long", None):
+        out["too_long_examples"] = [str(x) for x in corpus.too_long]
     return out
 
 

@@ -31,6 +31,8 @@ class Slide:
     notes: str
     figure: go.Figure | None = None
     lines: list[str] = field(default_factory=list)   # a text slide (the title slide)
+    deck: str = ""
+    """The deck's name (the title slide carries it: the report's runs): the PPTX and PDF title metadata."""
     _png: bytes | None = field(default=None, repr=False)
 
     def png(self) -> bytes:
@@ -88,7 +90,13 @@ def title_slide(runs) -> Slide:
                   f"{m.get('created_at')}",
                   f"reproduce: {reproduce(run)}"]
     title = "Norm of the mean vs. variance of contextualized embeddings"
-    return Slide(title, "Exact statistics over every embedding (normvar)", "\n".join(lines), lines=lines)
+    return Slide(title, "Exact statistics over every embedding (normvar)", "\n".join(lines), lines=lines,
+                 deck=deck_name(runs))
+
+
+def deck_name(runs) -> str:
+    """The report's name: its run, or its runs joined by " vs "."""
+    return " vs ".join(r.name for r in runs)
 
 
 def tradeoff_slide(runs) -> Slide | None:
@@ -218,4 +226,4 @@ def build_slides(runs) -> list[Slide]:
     return out
 
 
-__all__ = ["Slide", "REGISTRY", "build_slides", "reproduce", "WIDTH", "HEIGHT"]
+__all__ = ["Slide", "REGISTRY", "build_slides", "deck_name", "reproduce", "WIDTH", "HEIGHT"]

@@ -14,20 +14,33 @@ from normvar_core.report.slides import HEIGHT, WIDTH, Slide
 FORMATS = ("pptx", "pdf", "html")
 
 
+def deck_title(slides: list[Slide]) -> str:
+    """The deck's name (its runs, from the title slide), else "normvar report"."""
+    return next((s.deck for s in slides if s.deck), "normvar report")
+
+
 def write_pptx(slides: list[Slide], out: Path) -> Path:
+    """Each slide on the "Title Only" layout: the title goes in the layout's title placeholder (so the
+    outline view and screen readers list the slides by title); the deck's name is its title property."""
     from pptx import Presentation
     from pptx.util import Emu, Pt
 
     prs = Presentation()
     prs.slide_width, prs.slide_height = Emu(12192000), Emu(6858000)   # 13.333 x 7.5 in: 16:9
     W, H = prs.slide_width, prs.slide_height
-    blank = prs.slide_layouts[6]
+    title_only = prs.slide_layouts[5]
+    prs.core_properties.title = deck_title(slides)
+    prs.core_properties.subject = "normvar report"
     for s in slides:
-        sl = prs.slides.add_slide(blank)
-        box = sl.shapes.add_textbox(Emu(int(W * 0.03)), Emu(int(H * 0.02)), Emu(int(W * 0.94)), Emu(int(H * 0.09)))
-        box.text_frame.text = s.title
-        box.text_frame.paragraphs[0].runs[0].font.size = Pt(28)
-        box.text_frame.paragraphs[0].runs[0].font.bold = True
+        sl = prs.slides.add_slide(title_only)
+        head = sl.shapes.title
+        head.left, head.top, head.width, head.height = (Emu(int(W * 0.03)), Emu(int(H * 0.02)), Emu(int(W * 0.94)),
+                                                        Emu(int(H * 0.09)))
+        head.text_frame.text = s.title
+        para = head.text_frame.paragraphs[0]
+        para.alignment = 1  # left
+        para.runs[0].font.size = Pt(28)
+        para.runs[0].font.bold = True
         sub = sl.shapes.add_textbox(Emu(int(W * 0.03)), Emu(int(H * 0.105)), Emu(int(W * 0.94)), Emu(int(H * 0.07)))
         sub.text_frame.word_wrap = True
         sub.text_frame.text = s.takeaway
@@ -77,7 +90,8 @@ def write_pdf(slides: list[Slide], out: Path) -> Path:
                     draw.text((64, y), part, fill="black", font=_font(24))
                     y += 36
         pages.append(page)
-    pages[0].save(out, "PDF", resolution=110, save_all=True, append_images=pages[1:])
+    pages[0].save(out, "PDF", resolution=110, save_all=True, append_images=pages[1:], title=deck_title(slides),
+                  subject="normvar report", creator="normvar")
     return out
 
 
@@ -93,7 +107,7 @@ def write_html(slides: list[Slide], out: Path) -> Path:
         lines = "".join(f"<p>{html.escape(x)}</p>" for x in s.lines)
         parts.append(f"<section><h2>{html.escape(s.title)}</h2><p class='take'>{html.escape(s.takeaway)}</p>{lines}"
                      f"{fig_html}<details><summary>values</summary><pre>{html.escape(s.notes)}</pre></details></section>")
-    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>normvar report</title><style>"
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(deck_title(slides))}</title><style>"
             "body{font-family:sans-serif;margin:2em;max-width:1700px} section{margin-bottom:3em;"
             "border-bottom:1px solid #ddd} .take{font-size:1.2em;color:#333}</style></head><body>"
             + "".join(parts) + "</body></html>")
@@ -113,4 +127,4 @@ def write_report(slides: list[Slide], out: Path, fmt: str) -> Path:
     return out
 
 
-__all__ = ["write_report", "write_pptx", "write_pdf", "write_html", "FORMATS"]
+__all__ = ["deck_title", "write_report", "write_pptx", "write_pdf", "write_html", "FORMATS"]

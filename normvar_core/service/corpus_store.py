@@ -1,4 +1,6 @@
-"""Uploaded corpora: stored as ``corpora/<sha256><ext>`` (the upload's own name is never a path),
+"""Uploaded corpora: stored as ``corpora/<sha256><ext>`` (the upload's own name is never a path; it is
+kept as a label in ``corpora/<sha256><ext>.name``, with a short hash only when another upload has the
+same name),
 size-capped — for a compressed format also what it expands to (a .txt.gz checked while
 decompressing in a stream, a .parquet from its footer's uncompressed sizes). Every format the
 reader handles can be uploaded: the list is ``corpus_formats.CORPUS_SUFFIXES``."""
@@ -7,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import threading
 import zlib
 from pathlib import Path
 
-from normvar_core.corpus_formats import CORPUS_SUFFIXES, corpus_suffix
+from normvar_core.corpus_formats import CORPUS_SUFFIXES, LABEL_SUFFIX, corpus_stem, corpus_suffix
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
 
@@ -74,7 +77,10 @@ def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None
         check_parquet_size(data, cap)
     digest = hashlib.sha256(data).hexdigest()
     target = dd.corpora / f"{digest}{suffix}"
+    label = upload_label(dd.corpora, ext, digest, suffix)
     if target.exists() and target.stat().st_size == len(data):
+        if label:
+            write_label(target, label)
         return target
     tmp = dd.corpora / f".{digest}{suffix}.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
@@ -86,7 +92,36 @@ def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+    if label:
+        write_label(target, label)
     return target
+
+
+def upload_label(corpora: Path, filename: str, digest: str, suffix: str) -> str:
+    """The label of an upload: its file name's stem, cleaned (letters, digits, ``._-``, at most 60
+    characters; never a path), with ``-<first 8 hex of its sha256>`` only when another stored corpus
+    already carries that label. '' when ``filename`` is a bare extension."""
+    base = str(filename or "").replace("\\", "/").split("/")[-1]
+    if not corpus_suffix(base) or base.lower().lstrip(".") == suffix.lstrip("."):
+        return ""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", corpus_stem(base)).strip("-_.")[:60]
+    if not stem:
+        return ""
+    own = corpora / f"{digest}{suffix}{LABEL_SUFFIX}"
+    for side in corpora.glob(f"*{LABEL_SUFFIX}"):
+        if side != own and side.read_text(encoding="utf-8", errors="replace").strip() == stem:
+            return f"{stem}-{digest[:8]}"
+    return stem
+
+
+def write_label(target: Path, label: str) -> None:
+    """Write ``<target>.name`` atomically (the first label of these bytes stays: runs already name it)."""
+    side = target.with_name(target.name + LABEL_SUFFIX)
+    if side.exists():
+        return
+    tmp = side.with_name(f".{side.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    tmp.write_text(label, encoding="utf-8")
+    os.replace(tmp, side)
 
 
 def check_expanded_size(data: bytes, cap: int, chunk: int = 1 << 20) -> int:

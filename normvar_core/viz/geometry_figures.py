@@ -2,38 +2,50 @@
 ``layer_geometry``, ``layer_spectrum``, ``dim_stats``, ``top_activations`` and ``token_selfsim`` tables."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from normvar_core.viz.overlay import depth_x, null_line
+from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
 from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
 
 PANELS = (("anisotropy", "anisotropy λ₁/Σλ (exact)"), ("twonn_id", "intrinsic dimension (TwoNN)"),
           ("participation_ratio", "participation ratio (Σλ)²/Σλ²"), ("mean_cosine", "mean cosine (all pairs)"))
+#: the panels whose Gaussian null sits an order of magnitude above the real curves (ID ≈ 100, PR ≈ 400)
+LOG_PANELS = ("twonn_id", "participation_ratio")
+#: log axes print plain powers of ten (1e-6 as 10⁻⁶), never SI prefixes (1µ, 1n)
+POWER_TICKS = dict(exponentformat="power", showexponent="all")
 
 
 def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
                       num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                      title: str | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
+                      title: str | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None,
+                      null_of: Mapping[str, str] | None = None, log_y: bool | None = None) -> go.Figure:
     """Four panels against (relative) depth, one line per run: exact anisotropy with seed 004's batch
-    estimate (± std, dashed), TwoNN ID ± std, participation ratio, mean cosine. ``null_curves``: the
-    same tables of Gaussian null runs, dashed grey."""
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.16,
-                        horizontal_spacing=0.09)
-    for label, df in (null_curves or {}).items():
+    estimate (± std, dotted), TwoNN ID ± std, participation ratio, mean cosine. ``null_curves``: the
+    same tables of Gaussian null runs, dashed — in the colour of their run when ``null_of`` maps the
+    null's label to it, else grey. ``log_y`` (default: on when a null is drawn): log y for the ID and
+    participation-ratio panels, so a null two orders of magnitude up does not flatten the real curves.
+    The x-axis title sits under the bottom row only, so it never meets the lower panels' titles."""
+    null_curves = dict(null_curves or {})
+    log_y = bool(null_curves) if log_y is None else bool(log_y)
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.2,
+                        horizontal_spacing=0.1)
+    colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(curves)}
+    for label, df in null_curves.items():
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
+        color = colors.get((null_of or {}).get(label), NULL_COLOR)
         for k, (key, _) in enumerate(PANELS):
             r, c = divmod(k, 2)
-            null_line(fig, x, df[key], label, showlegend=k == 0, what=f"{key} =", row=r + 1, col=c + 1)
-    for i, (label, df) in enumerate(curves.items()):
+            null_line(fig, x, df[key], label, showlegend=k == 0, what=f"{key} =", row=r + 1, col=c + 1, color=color)
+    for label, df in curves.items():
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
-        color = PALETTE[i % len(PALETTE)]
+        color = colors[label]
         for k, (key, _) in enumerate(PANELS):
             r, c = divmod(k, 2)
             err = dict(type="data", array=df["twonn_id_std"], visible=True) if key == "twonn_id" else None
@@ -43,41 +55,92 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                                      hovertemplate=f"{label}<br>layer %{{customdata}}<br>{key} = %{{y:.4g}}<extra></extra>"),
                           row=r + 1, col=c + 1)
         fig.add_trace(go.Scatter(x=x, y=df["anisotropy_batch_mean"], mode="lines+markers", name=f"{label} (batches of 4,096)",
-                                 legendgroup=label, line=dict(color=color, width=1.5, dash="dash"), marker=dict(size=5),
+                                 legendgroup=label, line=dict(color=color, width=1.5, dash="dot"), marker=dict(size=5),
                                  error_y=dict(type="data", array=df["anisotropy_batch_std"], visible=True),
                                  customdata=df["layer"],
                                  hovertemplate=f"{label}: seed 004 estimate<br>layer %{{customdata}}<br>%{{y:.4g}}<extra></extra>"),
                       row=1, col=1)
-    fig.update_xaxes(title_text="relative depth" if relative else "layer")
-    fig.update_layout(title=title, height=720 if presentation else 640, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.25, x=0))
-    return apply_theme(fig, presentation)
+    xtitle = "relative depth" if relative else "layer"
+    for c in (1, 2):
+        fig.update_xaxes(title_text=xtitle, row=2, col=c)
+    if log_y:
+        for k, (key, _) in enumerate(PANELS):
+            if key in LOG_PANELS:
+                r, c = divmod(k, 2)
+                fig.update_yaxes(type="log", row=r + 1, col=c + 1, **POWER_TICKS)
+    fig.update_layout(title=title, height=760 if presentation else 660, hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.12, x=0),
+                      margin=dict(b=140))
+    apply_theme(fig, presentation)
+    fig.update_layout(margin=dict(b=150 if presentation else 120))
+    return fig
+
+
+def spectra_figure(spectra: Mapping[str, tuple[pd.DataFrame, int]], *, presentation: bool = False,
+                   title: str | None = None, nulls: Sequence[str] = (),
+                   null_of: Mapping[str, str] | None = None) -> go.Figure:
+    """Covariance spectra of several runs side by side: left the eigenvalues λ_k (log-log, k = 1 the
+    largest), right the cumulative share Σ_{j≤k} λ_j / Σλ. ``spectra``: label -> (a run's
+    ``layer_spectrum`` table, the layer to draw); labels in ``nulls`` are drawn dashed (in their run's
+    colour when ``null_of`` names it, else grey)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["eigenvalues λₖ", "cumulative share of Σλ"],
+                        horizontal_spacing=0.1)
+    real = [lab for lab in spectra if lab not in set(nulls)]
+    colors = {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(real)}
+    for lab, (spectrum, layer) in spectra.items():
+        s = spectrum[spectrum["layer"] == layer].sort_values("k")
+        lam = s["eigenvalue"].to_numpy(dtype=np.float64)
+        k = s["k"].to_numpy() + 1
+        is_null = lab in set(nulls)
+        color = colors.get((null_of or {}).get(lab), NULL_COLOR) if is_null else colors[lab]
+        line = dict(color=color, width=2 if is_null else 2.5, dash="dash" if is_null else None)
+        name = f"{lab} · layer {layer}"
+        fig.add_trace(go.Scatter(x=k, y=np.where(lam > 0, lam, np.nan), mode="lines", name=name, legendgroup=lab,
+                                 line=line, hovertemplate=f"{lab}<br>k = %{{x}}<br>λ = %{{y:.4g}}<extra></extra>"),
+                      row=1, col=1)
+        cum = np.cumsum(lam) / lam.sum() if lam.sum() > 0 else lam
+        fig.add_trace(go.Scatter(x=k, y=cum, mode="lines", name=name, legendgroup=lab, showlegend=False, line=line,
+                                 hovertemplate=f"{lab}<br>k = %{{x}}<br>share = %{{y:.3f}}<extra></extra>"),
+                      row=1, col=2)
+    fig.update_xaxes(type="log", title_text="k (largest first)", **POWER_TICKS)
+    fig.update_yaxes(type="log", title_text="eigenvalue", row=1, col=1, **POWER_TICKS)
+    fig.update_yaxes(title_text="share of the trace", range=[0, 1.02], row=1, col=2)
+    fig.update_layout(title=title or "Covariance spectra", height=500 if presentation else 440,
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    apply_theme(fig, presentation)
+    fig.update_layout(margin=dict(b=130 if presentation else 110))
+    return fig
 
 
 def spectrum_figure(spectrum: pd.DataFrame, layer: int, *, presentation: bool = False,
                     title: str | None = None) -> go.Figure:
-    """Eigenvalues of the covariance of one layer (log y), k = 1 the largest, and the cumulative share."""
-    s = spectrum[spectrum["layer"] == layer].sort_values("k")
-    lam = s["eigenvalue"].to_numpy()
-    k = s["k"].to_numpy() + 1
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=k, y=np.where(lam > 0, lam, np.nan), mode="lines", name="eigenvalue λ_k",
-                             line=dict(color=PALETTE[0], width=2.5)), secondary_y=False)
-    cum = np.cumsum(lam) / lam.sum() if lam.sum() > 0 else lam
-    fig.add_trace(go.Scatter(x=k, y=cum, mode="lines", name="cumulative share", line=dict(color=PALETTE[1], dash="dot")),
-                  secondary_y=True)
-    fig.update_yaxes(type="log", title_text="λ_k", secondary_y=False)
-    fig.update_yaxes(title_text="Σ_{j≤k} λ_j / Σλ", range=[0, 1.02], secondary_y=True)
-    fig.update_xaxes(type="log", title_text="k")
-    fig.update_layout(title=title or f"Covariance spectrum, layer {layer}", height=460 if presentation else 400)
-    return apply_theme(fig, presentation)
+    """One run's spectrum at ``layer`` (``spectra_figure`` with one entry)."""
+    return spectra_figure({"eigenvalues": (spectrum, layer)}, presentation=presentation,
+                          title=title or f"Covariance spectrum, layer {layer}")
+
+
+def colour_range(z: np.ndarray, lo_q: float = 1.0) -> tuple[float, float]:
+    """The colour scale's (zmin, zmax): from the ``lo_q`` percentile of the finite values (widened to
+    include 0, the median dimension) up to their maximum. The bulk sets the bottom, so a few near-zero
+    dimensions (log₁₀ ≈ −30) cannot stretch the scale and wash the map into one colour; the top stays
+    the largest value, so the outlier dimensions take the top colour."""
+    f = z[np.isfinite(z)]
+    if not f.size:
+        return (0.0, 1.0)
+    lo, hi = min(float(np.percentile(f, lo_q)), 0.0), max(float(f.max()), 0.0)
+    return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
 
 
 def outlier_heatmap(dim_stats: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
-    """max |h_j| / median_j max |h| per (dimension, layer): the outlier dimensions light up."""
+    """log₁₀ of max |h_j| / median_j max |h| per (dimension, layer): the outlier dimensions light up. The
+    colour scale spans the bulk of the values (``colour_range``); values beyond it take the end colours
+    and keep their true ratio in the hover."""
     piv = dim_stats.pivot(index="layer", columns="dim", values="max_abs").sort_index()
-    ratio = piv.to_numpy() / np.median(piv.to_numpy(), axis=1, keepdims=True)
-    fig = go.Figure(go.Heatmap(z=np.log10(ratio), x=piv.columns, y=piv.index, colorscale=COLORSCALE,
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = piv.to_numpy() / np.median(piv.to_numpy(), axis=1, keepdims=True)
+        z = np.log10(ratio)
+    zmin, zmax = colour_range(z)
+    fig = go.Figure(go.Heatmap(z=z, x=piv.columns, y=piv.index, colorscale=COLORSCALE, zmin=zmin, zmax=zmax,
                                colorbar=dict(title="log₁₀ max|h| / median"),
                                customdata=ratio,
                                hovertemplate="layer %{y}, dim %{x}<br>max|h| / median = %{customdata:.3g}<extra></extra>"))
@@ -86,6 +149,16 @@ def outlier_heatmap(dim_stats: pd.DataFrame, *, presentation: bool = False, titl
     fig.update_layout(title=title or "Outlier dimensions: max |h| relative to the layer's median dimension",
                       height=460 if presentation else 420)
     return apply_theme(fig, presentation)
+
+
+def distinct_top(rows: pd.DataFrame) -> pd.DataFrame:
+    """A ``top_activations`` table with one row per (token, position, dim), its largest |value| (runs
+    written before the accumulator kept distinct keys repeat a context-free state), re-ranked from 1."""
+    if not len(rows):
+        return rows
+    r = rows.assign(_a=rows["value"].abs()).sort_values(["_a", "sentence_id"], ascending=[False, True])
+    r = r.drop_duplicates(["token_id", "position", "dim"]).drop(columns="_a")
+    return r.assign(rank=np.arange(1, len(r) + 1))
 
 
 def shares_figure(outliers: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
@@ -108,10 +181,10 @@ def selfsim_scatter(points: pd.DataFrame, *, presentation: bool = False, title: 
     fig = go.Figure(go.Scattergl(x=np.log10(df["n"]), y=df["self_similarity"], mode="markers",
                                  marker=dict(size=5, color=PALETTE[0], opacity=0.6), text=df.get("token"),
                                  hovertemplate="%{text}<br>log₁₀ n = %{x:.2f}<br>self-similarity = %{y:.3f}<extra></extra>"))
-    fig.update_xaxes(title_text="log₁₀ n_t")
+    fig.update_xaxes(title_text="log₁₀ nₜ")
     fig.update_yaxes(title_text="self-similarity (mean cosine between occurrences)")
     fig.update_layout(title=title or "Self-similarity against frequency", height=440 if presentation else 400)
     return apply_theme(fig, presentation)
 
 
-__all__ = ["geometry_profiles", "spectrum_figure", "outlier_heatmap", "shares_figure", "selfsim_scatter", "PANELS"]
+__all__ = ["colour_range", "distinct_top", "geometry_profiles", "spectra_figure", "spectrum_figure", "LOG_PANELS", "POWER_TICKS", "outlier_heatmap", "shares_figure", "selfsim_scatter", "PANELS"]

@@ -83,7 +83,7 @@ def mv_scatter(points: pd.DataFrame, null_points: Mapping[str, pd.DataFrame], *,
                                hovertemplate="<b>%{text}</b><br>n = %{x:,}<br>M/V = %{y:.4g}<extra></extra>"))
     if len(points):
         n = np.geomspace(max(2.0, float(points["n"].min())), float(points["n"].max()) + 1, 60)
-        fig.add_trace(go.Scatter(x=n, y=1.0 / (n - 1), mode="lines", name="Gaussian: 1/(n_t − 1)",
+        fig.add_trace(go.Scatter(x=n, y=1.0 / (n - 1), mode="lines", name="Gaussian: 1/(nₜ − 1)",
                                  line=dict(color="#222", width=1.5, dash="dot"), hoverinfo="skip"))
     fig.update_xaxes(type="log", title_text="n<sub>t</sub>")
     fig.update_yaxes(type="log", title_text="M(X<sub>t</sub>) / V(X<sub>t</sub>)")

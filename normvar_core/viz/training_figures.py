@@ -78,9 +78,9 @@ def anisotropy_by_step(runs: list, *, presentation: bool = False, title: str | N
 
 def measures_figure(m: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
     """The study's measures against training step, the layer where each is reached in the hover."""
-    panels = (("min_cv_q", "min C.V. of Q(X_t)", "min_cv_q_layer"), ("best_slope", "most negative slope V on M",
+    panels = (("min_cv_q", "min C.V. of Q(Xₜ)", "min_cv_q_layer"), ("best_slope", "most negative slope V on M",
               "best_slope_layer"), ("best_r2", "best R²", "best_r2_layer"), ("m_over_q", "M(X)/Q(X), last layer", None),
-              ("v_w_over_v", "V_W(X)/V(X), last layer", None))
+              ("v_w_over_v", "V<sub>W</sub>(X)/V(X), last layer", None))
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.05)
     for c, (key, _, layer_key) in enumerate(panels, start=1):
         if key not in m:

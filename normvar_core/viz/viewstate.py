@@ -105,6 +105,18 @@ def parse_tokens(value: Any) -> list[str]:
     return items[:MAX_TOKENS]
 
 
+def parse_names(value: Any, limit: int = 16) -> list[str]:
+    """``"a,b"`` (run names: no commas in them) -> ["a", "b"]: stripped, deduplicated, capped."""
+    names: list[str] = []
+    raw = value if isinstance(value, (list, tuple)) else ([] if value is None else [value])
+    for chunk in raw:
+        for n in str(chunk).split(","):
+            n = n.strip()[:200]
+            if n and n not in names:
+                names.append(n)
+    return names[:limit]
+
+
 def format_tokens(tokens: Sequence[str]) -> str:
     return ",".join(t for t in tokens if t)
 
@@ -128,6 +140,10 @@ class ViewState:
     """The Gaussian null run overlaid on the figures (``?null=``, seed 003)."""
     pool: bool = False
     """Pool sub-word variants ("##ing" with "ing", "Ġthe" with "the"; fn. 7) — ``?pool=1``."""
+    overlay: list[str] = field(default_factory=list)
+    """The runs overlaid on Geometry and Layers besides the sidebar's run (``?overlay=a,b``)."""
+    relative: bool | None = None
+    """The relative-depth toggle of the overlay pages (``?rel=1`` / ``?rel=0``; None = the page's default)."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
@@ -145,6 +161,8 @@ class ViewState:
             token=(_first(params.get("token")) or "")[:MAX_TOKEN_CHARS] or None,
             null=_first(params.get("null")) or None,
             pool=parse_bool(params.get("pool")),
+            overlay=parse_names(params.get("overlay")),
+            relative=None if params.get("rel") is None else parse_bool(params.get("rel")),
         )
 
     def to_query(self) -> dict[str, str]:
@@ -171,6 +189,10 @@ class ViewState:
             q["null"] = self.null
         if self.pool:
             q["pool"] = "1"
+        if self.overlay:
+            q["overlay"] = ",".join(self.overlay)
+        if self.relative is not None:
+            q["rel"] = "1" if self.relative else "0"
         return q
 
     def with_(self, **changes: Any) -> "ViewState":

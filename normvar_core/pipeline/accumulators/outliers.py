@@ -3,8 +3,10 @@
 
 Streamed exactly: per dimension j the mean and variance of h_j (Chan's pooled update) and max |h_j|;
 Σ‖x‖² over all embeddings and over those at position 0 (the share of Q(X) = E‖x‖² carried by the
-first position); the ``TOP_K`` largest |h| with the token, sentence and position that carry them
-(merge = the top of the union, ties broken by (sentence, position, dim)).
+first position); the ``TOP_K`` largest |h| of distinct (token, position, dimension) keys — each key once,
+at its largest |h|, with the sentence that carries it (a context-free state such as layer 0's [CLS]
+repeats in every sentence and would otherwise fill the list) — merge = the top distinct keys of the
+union, ties broken by (sentence, position, dim).
 
 Tables: ``dim_stats(layer, dim, mean, var, max_abs)`` and
 ``top_activations(layer, rank, value, dim, token_id, token, sentence_id, position)``; the shares go
@@ -69,26 +71,35 @@ class OutlierAccumulator(Accumulator):
         self._keep(np.concatenate([self.top, np.stack(tops)], axis=1))
 
     def _top(self, a: torch.Tensor, x: torch.Tensor, batch: StateBatch) -> np.ndarray:
-        """The TOP_K largest |h| of the batch: they lie in the TOP_K rows with the largest row maximum
-        (a row outside those has at least TOP_K larger entries elsewhere), so only those rows are searched."""
-        N = a.shape[0]
-        k = min(TOP_K, N)
-        cand = torch.topk(a.max(1).values, k).indices
-        kk = min(TOP_K, k * self.dim)
-        _, flat = torch.topk(a[cand].reshape(-1), kk)
-        rows = cand[flat // self.dim].cpu()
-        dims = (flat % self.dim).cpu()
-        return np.stack([x[rows.to(x.device), dims.to(x.device)].cpu().numpy(), dims.numpy(),
-                         torch.as_tensor(batch.token_ids).cpu()[rows].numpy(),
-                         torch.as_tensor(batch.sentence_ids).cpu()[rows].numpy(),
-                         torch.as_tensor(batch.positions).cpu()[rows].numpy()], axis=1)
+        """Candidates for the TOP_K largest distinct keys of the batch: each row's TOP_K largest |h|. A key
+        whose largest entry lies outside its row's top TOP_K is beaten by TOP_K other dimensions of the same
+        (token, position), i.e. by TOP_K other keys, so it cannot be among the TOP_K."""
+        k = min(TOP_K, self.dim)
+        _, dims = torch.topk(a, k, dim=1)                      # (N, k)
+        rows = torch.arange(a.shape[0], device=a.device).repeat_interleave(k)
+        dims = dims.reshape(-1)
+        vals = x[rows.to(x.device), dims.to(x.device)].cpu().numpy()
+        rows, dims = rows.cpu(), dims.cpu()
+        return self._distinct(np.stack([vals, dims.numpy(),
+                                        torch.as_tensor(batch.token_ids).cpu()[rows].numpy(),
+                                        torch.as_tensor(batch.sentence_ids).cpu()[rows].numpy(),
+                                        torch.as_tensor(batch.positions).cpu()[rows].numpy()], axis=1))
+
+    @staticmethod
+    def _distinct(t: np.ndarray) -> np.ndarray:
+        """The TOP_K rows of largest |value| with distinct (token, position, dim) keys, each key at its
+        largest |value| (ties by (sentence, position, dim)); padded with rows of NaN to TOP_K."""
+        t = t[np.isfinite(t[:, 0])]
+        order = np.lexsort((t[:, 1], t[:, 4], t[:, 3], -np.abs(t[:, 0])))
+        t = t[order]
+        _, first = np.unique(t[:, [2, 4, 1]], axis=0, return_index=True)
+        t = t[np.sort(first)][:TOP_K]
+        if len(t) < TOP_K:
+            t = np.concatenate([t, np.full((TOP_K - len(t), 5), np.nan)])
+        return t
 
     def _keep(self, top: np.ndarray) -> None:
-        out = []
-        for t in top:  # per layer: largest |value|, ties by (sentence, position, dim)
-            order = np.lexsort((t[:, 1], t[:, 4], t[:, 3], -np.abs(t[:, 0])))[:TOP_K]
-            out.append(t[order])
-        self.top = np.stack(out)
+        self.top = np.stack([self._distinct(t) for t in top])
 
     def merge(self, other: "OutlierAccumulator") -> "OutlierAccumulator":
         if other.n:
@@ -133,6 +144,8 @@ class OutlierAccumulator(Accumulator):
         L, d = len(self.layers), self.dim
         top = result["top"]
         k = top.shape[1]
+        keep = np.isfinite(top[:, :, 0]).reshape(-1)           # fewer distinct keys than TOP_K: NaN rows
+        top = np.nan_to_num(top, nan=-1.0)
         tok_ids = top[:, :, 2].astype(np.int64).reshape(-1)
         dim_stats = pa.table({"layer": np.repeat(np.asarray(self.layers, np.int32), d),
                               "dim": np.tile(np.arange(d, dtype=np.int32), L),
@@ -143,11 +156,11 @@ class OutlierAccumulator(Accumulator):
                           "value": top[:, :, 0].reshape(-1), "dim": top[:, :, 1].astype(np.int32).reshape(-1),
                           "token_id": tok_ids, "token": [ctx.tokens.get(int(t), "") for t in tok_ids],
                           "sentence_id": top[:, :, 3].astype(np.int64).reshape(-1),
-                          "position": top[:, :, 4].astype(np.int32).reshape(-1)})
+                          "position": top[:, :, 4].astype(np.int32).reshape(-1)}).filter(pa.array(keep))
         return {"dim_stats": dim_stats, "top_activations": top_t, "layer_outliers": pa.table(result["layer"])}
 
     def sentence_ids(self, result) -> set[int]:
-        return {int(s) for s in np.unique(result["top"][:, :, 3]) if s >= 0}
+        return {int(s) for s in np.unique(result["top"][:, :, 3]) if np.isfinite(s) and s >= 0}
 
 
 __all__ = ["OutlierAccumulator", "TOP_K"]
