@@ -105,6 +105,19 @@ def parse_tokens(value: Any) -> list[str]:
     return items[:MAX_TOKENS]
 
 
+def parse_ids(value: Any) -> list[int]:
+    """``"101,2003"`` -> [101, 2003]: token ids, deduplicated, capped; anything not an integer is dropped."""
+    out: list[int] = []
+    for tok in parse_tokens(value):
+        try:
+            i = int(tok)
+        except ValueError:
+            continue
+        if i >= 0 and i not in out:
+            out.append(i)
+    return out
+
+
 def format_tokens(tokens: Sequence[str]) -> str:
     return ",".join(t for t in tokens if t)
 
@@ -128,6 +141,10 @@ class ViewState:
     """The Gaussian null run overlaid on the figures (``?null=``, seed 003)."""
     pool: bool = False
     """Pool sub-word variants ("##ing" with "ing", "Ġthe" with "the"; fn. 7) — ``?pool=1``."""
+    cloud: list[int] = field(default_factory=list)
+    """The Token clouds' picked token ids (``?cloud=101,2003``); empty: App. A's selection."""
+    cmap: str = "pca"
+    """The Token clouds' map: "pca" or "tsne" (``?map=tsne``)."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
@@ -145,6 +162,8 @@ class ViewState:
             token=(_first(params.get("token")) or "")[:MAX_TOKEN_CHARS] or None,
             null=_first(params.get("null")) or None,
             pool=parse_bool(params.get("pool")),
+            cloud=parse_ids(params.get("cloud")),
+            cmap="tsne" if _first(params.get("map")) == "tsne" else "pca",
         )
 
     def to_query(self) -> dict[str, str]:
@@ -171,6 +190,10 @@ class ViewState:
             q["null"] = self.null
         if self.pool:
             q["pool"] = "1"
+        if self.cloud:
+            q["cloud"] = ",".join(str(int(t)) for t in self.cloud)
+        if self.cmap != "pca":
+            q["map"] = self.cmap
         return q
 
     def with_(self, **changes: Any) -> "ViewState":
