@@ -94,6 +94,8 @@ def own_sentence(layer: int) -> None:
         else:
             own = pd.DataFrame(doc["rows"])
             st.markdown(f"**{html.escape(doc['text'])}**")
+            st.caption("Blank cells: the type has no sampled uses in this run (samples are kept for App. A's tokens "
+                       "and the 50 most frequent types), or is not in the run at all.")
             _ui.chart(percentile_heatmap(own, presentation=v.presentation,
                                          title="Distance to its type's mean μ(X_t): percentile of the type's sampled uses"),
                       key="own_heatmap", data=own, name=f"{run.name}_own_sentence")
@@ -103,7 +105,9 @@ def own_sentence(layer: int) -> None:
                 st.info("None of the sentence's tokens is a type of this run.")
             else:
                 choices = ok["position"].tolist()
-                first = next((p for p, pc in zip(ok["position"], ok["percentile"]) if pc == pc and pc is not None), choices[0])
+                words = [p for p, t, pc in zip(ok["position"], ok["token"], ok["percentile"])
+                     if pd.notna(pc) and not (str(t).startswith(("[", "<")) and str(t).endswith(("]", ">")))]
+            first = words[0] if words else choices[0]
                 pos = st.selectbox("Token of the sentence", choices, index=choices.index(first), key="w_own_pos",
                                    format_func=lambda p: f"{p}: {at.loc[at['position'] == p, 'token'].iloc[0]}")
                 r = ok[ok["position"] == pos].iloc[0]
