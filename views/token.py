@@ -106,8 +106,8 @@ def own_sentence(layer: int) -> None:
             else:
                 choices = ok["position"].tolist()
                 words = [p for p, t, pc in zip(ok["position"], ok["token"], ok["percentile"])
-                     if pd.notna(pc) and not (str(t).startswith(("[", "<")) and str(t).endswith(("]", ">")))]
-            first = words[0] if words else choices[0]
+                         if pd.notna(pc) and not (str(t).startswith(("[", "<")) and str(t).endswith(("]", ">")))]
+                first = words[0] if words else choices[0]
                 pos = st.selectbox("Token of the sentence", choices, index=choices.index(first), key="w_own_pos",
                                    format_func=lambda p: f"{p}: {at.loc[at['position'] == p, 'token'].iloc[0]}")
                 r = ok[ok["position"] == pos].iloc[0]
