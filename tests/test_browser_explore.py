@@ -28,7 +28,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
-    return build_dashboard_data(Path(os.environ.get("DEVDATA_UI22B", tmp_path_factory.getbasetemp() / "dashboard-data")))
+    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
 
 
 @pytest.fixture(scope="module")
