@@ -477,8 +477,10 @@ def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = N
         sizes = coords["token"].astype(str).value_counts().reindex(names).to_numpy()
         order = np.argsort(-sizes, kind="stable")
         offs = np.zeros((len(names), 2))
-        offs[order] = place_labels(cent.to_numpy()[order], [names[j] for j in order],
-                                   np.column_stack([coords[xc], coords[yc]]), frame, font)
+        pts = np.column_stack([coords[xc], coords[yc]])
+        if not tsne:  # the origin's × weighs as 25 points: labels keep off it
+            pts = np.vstack([pts, np.zeros((25, 2))])
+        offs[order] = place_labels(cent.to_numpy()[order], [names[j] for j in order], pts, frame, font)
         for j, t in enumerate(names):
             fig.add_annotation(x=float(cent.iloc[j, 0]), y=float(cent.iloc[j, 1]), text=t, name=f"label:{t}",
                                showarrow=True, arrowhead=0, arrowwidth=1.2, arrowcolor=colours[t],
