@@ -260,9 +260,11 @@ def test_clouds_page_default_is_app_a_selection(app, run):
     chosen = at.multiselect(key="w_cloud_tokens").value
     assert chosen == expect and len(chosen) >= 5
     fig = figure(at, "sampled embeddings")
-    pts = trace(fig, "embeddings")
+    per_token = [d for d in fig["data"] if d.get("type") == "scattergl"]      # one trace (colour) per token
     n_samples = len(run.samples(3, chosen))
-    assert len(arr(pts["x"])) == n_samples
+    assert sum(len(arr(d["x"])) for d in per_token) == n_samples
+    label = dict(zip(run.sampled_tokens()["token_id"].astype(int), run.sampled_tokens()["token"].astype(str)))
+    assert [d["name"] for d in per_token] == [label[t] for t in chosen]
     origin = trace(fig, "origin")
     assert list(origin["x"]) == [0] and list(origin["y"]) == [0]
     table = at.dataframe[0].value
@@ -270,7 +272,10 @@ def test_clouds_page_default_is_app_a_selection(app, run):
     # the user picks other sampled tokens
     at.multiselect(key="w_cloud_tokens").set_value(chosen[:2]).run()
     ok(at)
-    assert len(arr(trace(figure(at, "sampled embeddings"), "embeddings")["x"])) == len(run.samples(3, chosen[:2]))
+    assert sum(len(arr(d["x"])) for d in figure(at, "sampled embeddings")["data"]
+               if d.get("type") == "scattergl") == len(run.samples(3, chosen[:2]))
+    want = ",".join(str(t) for t in chosen[:2])
+    assert at.query_params["cloud"] in ([want], want)                         # the URL keeps the pick
 
 
 def test_compare_page_matches_relative_depth(app, run):

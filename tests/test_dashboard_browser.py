@@ -173,7 +173,8 @@ def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
                            ".includes('sampled embeddings')", timeout=90000)
     page.wait_for_timeout(1500)
     pos = page.evaluate("""() => {
-        const g = document.querySelector('.js-plotly-plot'), d = g._fullData[0], L = g._fullLayout;
+        const g = document.querySelector('.js-plotly-plot'), L = g._fullLayout;
+        const d = g._fullData.find(d => d.customdata && d.customdata.some(c => String(c[1]).includes('<b>')));
         let k = 0; while (k < d.x.length && !String(d.customdata[k][1]).includes('<b>')) k++;
         const r = g.getBoundingClientRect();
         return {x: r.left + L.xaxis._offset + L.xaxis.l2p(d.x[k]), y: r.top + L.yaxis._offset + L.yaxis.l2p(d.y[k]),

@@ -72,10 +72,10 @@ def test_token_view_renders_from_a_url(app, run):
 def test_clouds_hover_shows_the_sentence(app, run):
     at = open_page(app, "clouds")
     fig = figure(at, "sampled embeddings")
-    pts = fig["data"][0]
-    assert "customdata[1]" in pts["hovertemplate"]
-    ctx = [c[1] for c in pts["customdata"]]
-    toks = list(pts["text"])
+    per_token = [d for d in fig["data"] if d.get("type") == "scattergl"]   # one trace per token
+    assert all("customdata[1]" in d["hovertemplate"] for d in per_token)
+    ctx = [c[1] for d in per_token for c in d["customdata"]]
+    toks = [t for d in per_token for t in d["text"]]
     words = [c for c, t in zip(ctx, toks) if not (t.startswith("[") and t.endswith("]"))]
     assert words and all("<b>" in c for c in words)               # the token highlighted in its sentence
     assert all(c for c in ctx)                                    # specials: their sentence, no highlight

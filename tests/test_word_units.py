@@ -119,5 +119,5 @@ def test_pages_colour_words_by_their_number_of_tokens(word_run, monkeypatch):
     assert "T<sub>w</sub>" in pts["marker"]["colorbar"]["title"]["text"]
     at.switch_page("views/clouds.py").run()
     assert not at.exception
-    emb = trace(figure(at, "sampled embeddings"), "embeddings")
-    np.testing.assert_allclose(arr(emb["marker"]["color"]), [units[toks.loc[t, "token_id"]] for t in emb["text"]])
+    for emb in [d for d in figure(at, "sampled embeddings")["data"] if d.get("type") == "scattergl"]:
+        np.testing.assert_allclose(arr(emb["marker"]["color"]), [units[toks.loc[t, "token_id"]] for t in emb["text"]])

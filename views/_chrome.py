@@ -51,11 +51,13 @@ def _safe(s: str) -> str:
 
 
 def chart(fig, *, key: str, data: pd.DataFrame | None = None, name: str | None = None,
-          downloads: bool = True, selectable: bool = False):
+          downloads: bool = True, selectable: bool = False, lasso: bool = False, width: str = "stretch"):
     """Draw a plotly figure and, under it, PNG / SVG (kaleido, generated on click) and CSV downloads.
-    ``selectable``: clicking a point reruns the page; returns the selection event."""
-    kw = dict(on_select="rerun", selection_mode="points") if selectable else {}
-    event = st.plotly_chart(fig, width="stretch", theme=None, key=key, **kw,
+    ``selectable``: clicking a point reruns the page; ``lasso``: box and lasso selections too; returns
+    the selection event. ``width="content"``: the figure's own width (figures laid out in pixels)."""
+    kw = dict(on_select="rerun", selection_mode=("points", "box", "lasso") if lasso else "points") \
+        if (selectable or lasso) else {}
+    event = st.plotly_chart(fig, width=width, theme=None, key=key, **kw,
                             config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
     if downloads:
         download_row(fig, data=data, name=name or key, key=key)

@@ -12,8 +12,11 @@ import streamlit as st
 
 from normvar_core.stats.analyses import strip_prefix
 from normvar_core.stats.contexts import contexts, highlight
+from normvar_core.stats.lookup import find_type, split_note, suggest
+from normvar_core.viz import figures
+from normvar_core.viz.explore_figures import add_occurrence, percentile_heatmap
 from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
-from views import _ui
+from views import _explore, _ui
 
 _ui.page_header("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "
                 "to its mean μ(X_t) (typical) and farthest from it (atypical).")
@@ -22,16 +25,134 @@ v = _ui.view()
 tokens = run.tokens()
 if "w_token" not in st.session_state:
     st.session_state["w_token"] = v.token or tokens.sort_values("n", ascending=False)["token"].iloc[min(40, len(tokens) - 1)]
-query = st.text_input("Token", key="w_token", help="as the tokenizer writes it ('##ing', 'Ġthe') or without the prefix")
-hit = tokens[tokens["token"] == query]
+query = st.text_input("Token", key="w_token",
+                      help="as typed: it is normalised as the model's tokenizer does (an uncased model lowercases), "
+                           "and '##ing', 'Ġthe' and 'the' match without the sub-word marker")
+tk = _explore.tokenizer_of(run)
+normalise = tk.normalise if tk is not None else None
+hit = find_type(tokens, query, normalise)
+
+
+def _pick(tok: str) -> None:
+    st.session_state["w_token"] = tok
+
+
+def _submit() -> None:
+    from normvar_core.service.jobs import JobStore
+
+    try:
+        st.session_state["own_job"] = JobStore(_ui.data_dir()).submit_sentence(run.name, st.session_state.get("w_own_text", ""))
+        st.session_state.pop("own_result", None)
+    except Exception as err:  # noqa: BLE001
+        st.session_state["own_error"] = err
+
+
+@st.fragment(run_every=1.0)
+def _own_status(job_id: str) -> None:
+    from normvar_core.service.jobs import JobStore
+    from normvar_core.service.states import JobState
+
+    store = JobStore(_ui.data_dir())
+    job = store.get(job_id)
+    if job.state == JobState.DONE and job.run_path:
+        st.session_state["own_result"] = job.run_path
+        st.session_state.pop("own_job", None)
+        st.rerun()
+    elif job.state in (JobState.FAILED, JobState.CANCELLED, JobState.DONE):
+        st.session_state.pop("own_job", None)
+        st.error(f"The sentence job {job.state}: {job.message or 'no result'}", icon=":material/error:")
+    elif job.state == JobState.QUEUED and not store.worker_running():
+        st.caption("Queued — no worker is running: start one with `normvar worker` (`make run` does).")
+    else:
+        st.caption(f"Running the model in the worker (job `{job.id}`) …")
+
+
+def own_sentence(layer: int) -> None:
+    """Your own sentence (LIT): see the caption."""
+    st.subheader("Your own sentence")
+    st.caption("The worker runs the run's model on it; for each of its tokens and layers: the distance ‖x − μ(X_t)‖ to "
+               "its type's mean in this run, as a percentile of the type's sampled uses (0 = more typical than every "
+               "sampled use, 100 = more atypical), and its point (M(X_t), ‖x − μ(X_t)‖²) on the trade-off — the type's "
+               "point (M, V) is the mean of its uses' points.")
+    c1, c2 = st.columns([5, 1])
+    with c1:
+        st.text_area("Sentence", key="w_own_text", height=80, max_chars=1000,
+                     placeholder="e.g. She signed the License with her father's pen.")
+    with c2:
+        st.write("")
+        st.button("Run the model", key="w_own_go", on_click=_submit, type="primary", icon=":material/play_arrow:")
+    if "own_error" in st.session_state:
+        _ui.show_error(st.session_state.pop("own_error"))
+    if st.session_state.get("own_job"):
+        _own_status(st.session_state["own_job"])
+    if st.session_state.get("own_result"):
+        from normvar_core.service.own_sentence import read_result
+
+        doc = read_result(st.session_state["own_result"])
+        if doc.get("run") != run.name:
+            st.caption(f"The last sentence was run on **{doc.get('run')}**; run it again for this run.")
+        else:
+            own = pd.DataFrame(doc["rows"])
+            st.markdown(f"**{html.escape(doc['text'])}**")
+            st.caption("Blank cells: the type has no sampled uses in this run (samples are kept for App. A's tokens "
+                       "and the 50 most frequent types), or is not in the run at all.")
+            _ui.chart(percentile_heatmap(own, presentation=v.presentation,
+                                         title="Distance to its type's mean μ(X_t): percentile of the type's sampled uses"),
+                      key="own_heatmap", data=own, name=f"{run.name}_own_sentence")
+            at = own[own["layer"] == layer].reset_index(drop=True)
+            ok = at[at["m"].notna()]
+            if ok.empty:
+                st.info("None of the sentence's tokens is a type of this run.")
+            else:
+                choices = ok["position"].tolist()
+                words = [p for p, t, pc in zip(ok["position"], ok["token"], ok["percentile"])
+                         if pd.notna(pc) and not (str(t).startswith(("[", "<")) and str(t).endswith(("]", ">")))]
+                first = words[0] if words else choices[0]
+                pos = st.selectbox("Token of the sentence", choices, index=choices.index(first), key="w_own_pos",
+                                   format_func=lambda p: f"{p}: {at.loc[at['position'] == p, 'token'].iloc[0]}")
+                r = ok[ok["position"] == pos].iloc[0]
+                m1, m2, m3, m4 = st.columns(4)
+                m1.metric("‖x − μ(X_t)‖", f"{r['distance']:.4g}")
+                m2.metric("percentile", "–" if pd.isna(r["percentile"]) else f"{r['percentile']:.1f}",
+                          help=f"among the type's {int(r['n_samples'])} sampled uses at layer {layer}")
+                m3.metric("n_t in the run", _ui.fmt_int(r["n"]))
+                m4.metric("‖x − μ‖² vs V(X_t)", f"{r['dist_sq']:.4g} vs {r['v']:.4g}")
+                tt = _ui.token_table(run, layer)
+                occ_fig = figures.tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
+                                                   highlight=tt[tt["token_id"] == int(r["token_id"])],
+                                                   presentation=v.presentation, colorbar=False, height=460,
+                                                   title=f"'{r['token']}' of your sentence on the trade-off at layer {layer}")
+                add_occurrence(occ_fig, float(r["m"]), float(r["dist_sq"]), float(r["v"]), str(r["token"]))
+                _ui.chart(occ_fig, key="own_tradeoff", data=at, name=f"{run.name}_own_sentence_layer{layer}")
+                st.dataframe(at[["position", "token", "n", "n_samples", "distance", "percentile", "m", "v", "dist_sq"]],
+                             hide_index=True, width="stretch", key="own_table")
+
+
 if hit.empty:
-    hit = tokens[[strip_prefix(t) == strip_prefix(query) for t in tokens["token"]]]
-if hit.empty:
-    st.info(f"No token {query!r} in run **{run.name}**.")
+    st.info(f"No token {query!r} in run **{run.name}**"
+            + (f" (normalised by the tokenizer: {normalise(query.strip())!r})." if normalise
+               and normalise(query.strip()) != query.strip() else "."))
+    pieces = [p for p in (tk.pieces(query.strip()) if tk is not None else [])]
+    have = set(tokens["token"].astype(str))
+    if len(pieces) > 1:
+        st.markdown(f"The tokenizer splits it into {split_note(pieces)}; these types are in the run:")
+        row_p = st.container(horizontal=True, gap="small")
+        for j, p in enumerate(dict.fromkeys(p for p in pieces if p in have)):
+            row_p.button(p, key=f"w_piece_{j}", on_click=_pick, args=(p,), type="secondary")
+    sug = suggest(tokens, query, normalise, k=10)
+    if len(sug):
+        st.markdown("Nearest types by prefix and edit distance:")
+        row_s = st.container(horizontal=True, gap="small")
+        for j, r in enumerate(sug.itertuples()):
+            row_s.button(f"{r.token} (n={int(r.n):,})", key=f"w_suggest_{j}", on_click=_pick, args=(str(r.token),))
+    own_sentence(_ui.layer_slider(run))
+    _ui.sync_url("token")
     st.stop()
 row = hit.sort_values("n", ascending=False).iloc[0]
 tid, tok = int(row["token_id"]), str(row["token"])
 v.token = tok
+if tok != query.strip():
+    st.caption(f"{query.strip()!r} is the run's type {tok!r} (as the tokenizer normalises it).")
 st_ = _ui.stats(run)
 col = int(np.searchsorted(st_.token_ids, tid))
 layers = list(run.layers)
@@ -74,14 +195,32 @@ if len(variants) > 1:
     st.markdown(f"**Pooled variants** (footnote 7: {', '.join(map(repr, variants['token']))}) at layer {layer_v}")
     st.dataframe(tt[tt["token_id"].isin(variants["token_id"])], hide_index=True, width="stretch", key="token_variants")
 
+layer = _ui.layer_slider(run)
+li = st_.layer(layer)
+
+st.subheader(f"Nearest types at layer {layer}")
+c1, c2 = st.columns([2, 3])
+with c1:
+    k = st.slider("k", 3, 30, 10, key="w_token_k", help="the k types whose mean μ(X_s) has the largest cosine with "
+                                                      "μ(X_t) at this layer (TensorBoard Projector's nearest points)")
+    nn = _explore.neighbours(run, layer, st_.mean[li, col], k, exclude=tid)
+    st.dataframe(nn[["rank", "token", "cosine", "n", "m", "v"]], hide_index=True, width="stretch",
+                 key="token_nn", column_config=_explore.NN_COLUMNS)
+with c2:
+    me = _ui.token_table(run, layer)
+    me = me[me["token_id"] == tid]
+    nn_fig = figures.tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
+                                      highlight=pd.concat([me, nn.drop(columns=["rank", "cosine"])], ignore_index=True),
+                                      presentation=v.presentation, colorbar=False, height=460,
+                                      title=f"{tok} and its {k} nearest types at layer {layer}")
+    _ui.chart(nn_fig, key="token_nn_fig", data=nn, name=f"{run.name}_{tok}_neighbours_layer{layer}")
+
 st.subheader("Contexts")
 if not run.has_contexts:
     st.info("This run was computed before samples kept their sentences: recompute it to read the contexts.")
 elif tid not in set(_ui.sampled_tokens(run)["token_id"].astype(int)):
     st.info(f"No sampled contexts for {tok!r}: contexts are kept for App. A's tokens and the 50 most frequent types.")
 else:
-    layer = _ui.layer_slider(run)
-    li = st_.layer(layer)
     smp = run.samples(layer, [tid])
     ctx = contexts(smp, st_.mean[li, col], run.sentences(smp["sentence_id"].tolist()))
     k = min(8, len(ctx))
@@ -103,4 +242,6 @@ else:
         show(ctx.tail(k).iloc[::-1])
     with st.expander(f"All {len(ctx)} sampled contexts"):
         st.dataframe(ctx.drop(columns=["char_start", "char_end"]), hide_index=True, width="stretch", key="token_contexts")
+
+own_sentence(layer)
 _ui.sync_url("token")

@@ -4,11 +4,12 @@ from __future__ import annotations
 import streamlit as st
 
 from normvar_core.viz import figures
-from views import _ui
+from views import _explore, _ui
 
 _ui.page_header("Trade-off: V(X_t) against M(X_t)",
                 "Each point is a token type t. Q = M + V, so when Q(X_t) varies little across types the "
-                "points fall on a line of slope ≈ −1 (Fig. 2). The regression uses the types inside the band.")
+                "points fall on a line of slope ≈ −1 (Fig. 2). The regression uses the types inside the band. "
+                "Drag a box or lasso to hand a set of types to Token clouds or the highlights.")
 run = _ui.require_run()
 v = _ui.view()
 
@@ -74,8 +75,8 @@ if total > len(drawn):
                "WebGL scatter responsive; the regression uses all of them.", icon=":material/filter_alt:")
 
 event = _ui.chart(fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
-                  name=f"{run.name}_tradeoff_layer{layer}", selectable=True)
-_ui.token_link(event, key="tradeoff_token")
+                  name=f"{run.name}_tradeoff_layer{layer}", lasso=True)
+_explore.selection_bar(run, _explore.selected_tokens(event), key="tradeoff_sel", here="tradeoff")
 
 if queries:
     st.subheader("Highlighted tokens")

@@ -189,7 +189,9 @@ def clouds_slide(runs) -> Slide | None:
     ids = ids[:10] or sampled["token_id"].astype(int).head(10).tolist()
     tt = run.token_table(layer)
     cloud = pca_cloud(run.samples(layer, ids), dict(zip(tt["token_id"].astype(int), tt["n"].astype(int))))
-    fig = figures.clouds_figure(cloud.coords, explained=cloud.explained, presentation=True)
+    # laid out at the slide's size: the labels are placed in pixels (no overlaps, drawn above the points)
+    fig = figures.clouds_figure(cloud.coords, explained=cloud.explained, presentation=True, width=WIDTH,
+                                height=HEIGHT - 120, token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]])
     rows = tt[tt["token_id"].isin(ids)].sort_values("n")
     take = (f"Rare tokens sit away from the origin (M large), frequent ones around it (V large): "
             f"{rows['token'].iloc[0]!s} (n={int(rows['n'].iloc[0])}) M/Q={rows['m'].iloc[0] / rows['q'].iloc[0]:.2f} vs "

@@ -74,7 +74,7 @@ PROGRESS_FIELDS = ("stage", "sentences_done", "sentences_total", "embeddings", "
 
 
 RESUME_PRIORITY = 1.0  # jobs resumed after a crash go first; fresh jobs use -seq (FIFO)
-TASK_NAMES = ("report", "null")
+TASK_NAMES = ("report", "null", "sentence")
 """Worker tasks besides runs (``worker.TASKS``); such a job's config is ``{task: spec}``."""
 
 _SCHEMA = (
@@ -403,6 +403,16 @@ class JobStore:
         name = null_name(src, kind, int(seed))
         check_destination(self.dd.run_path(name), True)
         return self._submit_task("null", {"run": str(src.path), "kind": kind, "seed": int(seed)}, name)
+
+    def submit_sentence(self, run: str, text: str) -> str:
+        """Queue "your own sentence" on a published run (``own_sentence.write_sentence``): the worker runs
+        the run's model on ``text`` and writes ``reports/<job id>.sentence.json``."""
+        from normvar_core.runs.reader import resolve_run
+        from normvar_core.service.own_sentence import check_text
+
+        text = check_text(text)
+        path = str(resolve_run(run, self.dd.root))
+        return self._submit_task("sentence", {"run": path, "text": text}, f"sentence: {Path(path).stem}")
 
     def _submit_task(self, task: str, spec: dict, name: str) -> str:
         """Queue a worker task other than a run (``TASKS``); the same task already queued or running is

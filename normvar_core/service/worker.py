@@ -1,6 +1,6 @@
 """The background worker of a data directory: takes jobs from the queue (``jobs.JobStore``), runs
 ``compute_run`` for run jobs (checkpointed, resumed after a crash) and the worker tasks of the other
-jobs (``TASKS``: report, null), writes progress and heartbeats (``_Reporter``), and recovers what a
+jobs (``TASKS``: report, null, sentence), writes progress and heartbeats (``_Reporter``), and recovers what a
 dead worker left (``Worker.recover``). One worker per data directory (``queue/worker.lock``)."""
 from __future__ import annotations
 
@@ -328,7 +328,15 @@ def _write_null(dd: DataDir, job_id: str, spec: dict) -> Path:  # noqa: ARG001
                           search=host_search)
 
 
-TASKS = {"report": _write_report, "null": _write_null}
+def _write_sentence(dd: DataDir, job_id: str, spec: dict) -> Path:
+    """Task "sentence": a typed sentence against a run's statistics (``own_sentence``) ->
+    ``reports/<job id>.sentence.json``."""
+    from normvar_core.service.own_sentence import write_sentence
+
+    return write_sentence(spec["run"], spec["text"], dd.reports / f"{job_id}.sentence.json", dd.root)
+
+
+TASKS = {"report": _write_report, "null": _write_null, "sentence": _write_sentence}
 """Worker tasks besides runs; a job's config is ``{task: spec}`` (``JobStore.submit_report/submit_null``)."""
 assert tuple(TASKS) == TASK_NAMES
 

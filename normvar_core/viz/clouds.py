@@ -57,6 +57,8 @@ def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None,
         nt = np.array([lookup.get(int(i), np.nan) for i in ids])
     coords = pd.DataFrame({"token_id": ids, "token": samples["token"].astype(str).to_numpy(), "n": nt,
                            "pc1": proj[:, 0], "pc2": proj[:, 1]})
+    if "i" in samples:
+        coords["i"] = samples["i"].to_numpy()
     if sentences and "sentence_id" in samples:
         from normvar_core.stats.contexts import highlight
 
@@ -64,3 +66,35 @@ def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None,
         coords["context"] = [highlight(sentences.get(int(s), ""), int(a), int(b), mark=("<b>", "</b>"), window=14)
                              for s, a, b in zip(samples["sentence_id"], samples["char_start"], samples["char_end"])]
     return Cloud(coords, (explained[0], explained[1]), (float(origin[0]), float(origin[1])))
+
+
+TSNE_SEED = 0
+"""The t-SNE map's seed: the same run and layer always give the same map."""
+
+
+def tsne_map(samples: pd.DataFrame, seed: int = TSNE_SEED, perplexity: float = 30.0) -> pd.DataFrame:
+    """A non-linear 2-D map (openTSNE: Euclidean input, PCA initialisation, 250 + 300 iterations, ``seed``) of every
+    sampled embedding of a layer (``Run.samples(layer)``, all stored types): computed once per run and
+    layer and shared by every token selection, so a token's cloud keeps its place when others are
+    added. Returns DataFrame[token_id, i, tsne1, tsne2]; the perplexity is capped at (m − 1) / 3 for
+    m samples. Unlike PCA, distances between far clouds and the origin carry no meaning here."""
+    from openTSNE import TSNE
+
+    if samples is None or len(samples) == 0:
+        return pd.DataFrame(columns=["token_id", "i", "tsne1", "tsne2"])
+    X = np.stack([np.asarray(v, dtype=np.float64).ravel() for v in samples["vector"]])
+    m = X.shape[0]
+    if m < 4:
+        Y = np.zeros((m, 2))
+    else:
+        perp = max(1.0, min(float(perplexity), (m - 1) / 3.0))
+        Y = np.asarray(TSNE(n_components=2, perplexity=perp, random_state=int(seed), n_jobs=1, n_iter=300,
+                            negative_gradient_method="bh" if m < 10_000 else "fft",
+                            initialization="pca", metric="euclidean", verbose=False).fit(X))
+    return pd.DataFrame({"token_id": samples["token_id"].to_numpy(), "i": samples["i"].to_numpy(),
+                         "tsne1": Y[:, 0], "tsne2": Y[:, 1]})
+
+
+def with_tsne(coords: pd.DataFrame, tmap: pd.DataFrame) -> pd.DataFrame:
+    """``coords`` (a Cloud's) with the t-SNE columns of their samples (joined on token_id, i)."""
+    return coords.merge(tmap, on=["token_id", "i"], how="inner")

@@ -115,6 +115,17 @@ def parse_names(value: Any, limit: int = 16) -> list[str]:
             if n and n not in names:
                 names.append(n)
     return names[:limit]
+def parse_ids(value: Any) -> list[int]:
+    """``"101,2003"`` -> [101, 2003]: token ids, deduplicated, capped; anything not an integer is dropped."""
+    out: list[int] = []
+    for tok in parse_tokens(value):
+        try:
+            i = int(tok)
+        except ValueError:
+            continue
+        if i >= 0 and i not in out:
+            out.append(i)
+    return out
 
 
 def format_tokens(tokens: Sequence[str]) -> str:
@@ -144,6 +155,10 @@ class ViewState:
     """The runs overlaid on Geometry and Layers besides the sidebar's run (``?overlay=a,b``)."""
     relative: bool | None = None
     """The relative-depth toggle of the overlay pages (``?rel=1`` / ``?rel=0``; None = the page's default)."""
+    cloud: list[int] = field(default_factory=list)
+    """The Token clouds' picked token ids (``?cloud=101,2003``); empty: App. A's selection."""
+    cmap: str = "pca"
+    """The Token clouds' map: "pca" or "tsne" (``?map=tsne``)."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
@@ -163,6 +178,8 @@ class ViewState:
             pool=parse_bool(params.get("pool")),
             overlay=parse_names(params.get("overlay")),
             relative=None if params.get("rel") is None else parse_bool(params.get("rel")),
+            cloud=parse_ids(params.get("cloud")),
+            cmap="tsne" if _first(params.get("map")) == "tsne" else "pca",
         )
 
     def to_query(self) -> dict[str, str]:
@@ -193,6 +210,10 @@ class ViewState:
             q["overlay"] = ",".join(self.overlay)
         if self.relative is not None:
             q["rel"] = "1" if self.relative else "0"
+        if self.cloud:
+            q["cloud"] = ",".join(str(int(t)) for t in self.cloud)
+        if self.cmap != "pca":
+            q["map"] = self.cmap
         return q
 
     def with_(self, **changes: Any) -> "ViewState":

@@ -1,0 +1,108 @@
+"""Exploration helpers shared by Trade-off, Token clouds and Token: the linked selection (a box or
+lasso on a scatter gives a token list the other pages take), nearest types by cosine
+(``stats.neighbours``), the tokenizer-normalised lookup (``stats.lookup``) and "your own sentence"
+(the worker task ``sentence``). Torch never loads here: the tokenizer is read from its files."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from normvar_core.stats.neighbours import nearest_types
+from views import _ui
+
+
+# ============================================================================ linked selection
+def selected_tokens(event) -> list[str]:
+    """The distinct tokens (point texts) of a plotly selection event, in selection order."""
+    points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
+    return list(dict.fromkeys(str(p.get("text")) for p in points if p.get("text")))
+
+
+def _take(run, tokens: list[str], target: str) -> None:
+    """on_click: hand the selection to another page (through the view, so links keep it)."""
+    v = _ui.view()
+    if target == "tradeoff":
+        v.tokens = tokens[:50]
+        st.session_state["w_tokens"] = ",".join(v.tokens)
+    elif target == "clouds":
+        have = _ui.sampled_tokens(run)
+        ids = dict(zip(have["token"].astype(str), have["token_id"].astype(int)))
+        v.cloud = [ids[t] for t in tokens if t in ids][:50]
+        st.session_state["w_cloud_tokens"] = list(v.cloud)
+    elif target == "token":
+        v.token = tokens[0]
+        st.session_state["w_token"] = tokens[0]
+    st.session_state["_explore_go"] = target
+
+
+PAGES = {"tradeoff": "views/tradeoff.py", "clouds": "views/clouds.py", "token": "views/token.py"}
+
+
+def selection_bar(run, tokens: list[str], *, key: str, here: str) -> None:
+    """Under a scatter with box/lasso selection: the selected tokens and buttons that hand them to the
+    other pages (Trade-off's highlights, Token clouds' tokens, the Token view)."""
+    go = st.session_state.pop("_explore_go", None)
+    if go and go != here:
+        st.switch_page(PAGES[go])
+    if not tokens:
+        st.caption("Click a point, or drag a box or lasso (the chart's toolbar) to select token types.")
+        return
+    shown = ", ".join(f"`{t}`" for t in tokens[:40]) + (" …" if len(tokens) > 40 else "")
+    st.markdown(f"**Selection: {len(tokens)} token type{'s' if len(tokens) != 1 else ''}** — {shown}")
+    row = st.container(horizontal=True, gap="small")
+    row.button("Highlight on Trade-off", key=f"{key}_to_tradeoff", on_click=_take, args=(run, tokens, "tradeoff"),
+               icon=":material/scatter_plot:", help="the highlighted tokens (also in the URL: ?tokens=)")
+    row.button("Show in Token clouds", key=f"{key}_to_clouds", on_click=_take, args=(run, tokens, "clouds"),
+               icon=":material/bubble_chart:", help="those of them with stored samples")
+    row.button(f"Open {tokens[0]!r} in Token", key=f"{key}_to_token", on_click=_take, args=(run, tokens, "token"),
+               icon=":material/search:")
+
+
+# ============================================================================ nearest types
+def neighbours(run, layer: int, query, k: int, exclude: int | None = None) -> pd.DataFrame:
+    """The ``k`` types nearest to ``query`` by cosine at ``layer``, with their n, Q, M, V there."""
+    st_ = _ui.stats(run)
+    li = st_.layer(layer)
+    nn = nearest_types(st_.mean[li], st_.token_ids, query, k, exclude=exclude)
+    table = _ui.token_table(run, layer)
+    return nn.merge(table[["token_id", "token", "n", "q", "m", "v"]], on="token_id", how="left")
+
+
+NN_COLUMNS = {"cosine": st.column_config.NumberColumn("cosine", format="%.4f"),
+              "q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
+              "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),
+              "v": st.column_config.NumberColumn("V(X_t)", format="%.4g"),
+              "n": st.column_config.NumberColumn("n_t", format="%d")}
+
+
+# ============================================================================ lookup
+@st.cache_resource(show_spinner=False, max_entries=8)
+def tokenizer_files(model: str, data_dir: str):
+    """The run's tokenizer, read from its files (``pipeline.tokenizer_files``; no torch)."""
+    from normvar_core.pipeline.tokenizer_files import for_model
+
+    return for_model(model, data_dir)
+
+
+def tokenizer_of(run):
+    return tokenizer_files(str(run.meta.get("model") or ""), str(_ui.data_dir()))
+
+
+__all__ = ["selected_tokens", "selection_bar", "neighbours", "NN_COLUMNS", "tokenizer_of"]
+
+
+# ============================================================================ t-SNE
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _tsne(path: str, mtime: int, layer: int) -> pd.DataFrame:
+    from normvar_core.viz.clouds import tsne_map
+    from views._data import _open_run
+
+    return tsne_map(_open_run(path, mtime).samples(int(layer)))
+
+
+def tsne(run, layer: int) -> pd.DataFrame:
+    """The seeded t-SNE map of all the run's sampled embeddings at ``layer``, computed once per run
+    (file version) and layer (``viz.clouds.tsne_map``)."""
+    from views._data import _key
+
+    return _tsne(*_key(run), int(layer))
