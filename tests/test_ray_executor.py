@@ -194,6 +194,24 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
     _assert_same(sharded, one)
 
 
+def test_missing_ranges_cover_exactly_the_batches_not_merged():
+    from normvar_core.pipeline.batches import batch_token_counts
+    from normvar_core.pipeline.plan import synthetic_plan
+
+    plan = synthetic_plan(RunConfig(samples_per_token=0), n_sentences=300, vocab_size=50, layers=[0], batch_size=8)
+    n, tokens = plan.n_batches, batch_token_counts(plan.batches)
+    for covered, pieces in (([], 8), ([(0, 5), (12, 20)], 8), ([(3, n)], 3), ([(0, n)], 4), ([], 1)):
+        got = RE.missing_ranges(plan, covered, pieces)
+        hit = np.zeros(n, int)
+        for a, b in covered + got:
+            hit[a:b] += 1
+        assert (hit == 1).all() and all(b > a for a, b in got)     # every batch exactly once
+        if not covered:
+            assert len(got) == pieces
+            share = [tokens[a:b].sum() / tokens.sum() for a, b in got]
+            assert max(share) < 1.6 / pieces                          # about equal token counts
+
+
 def test_unreachable_ray_is_one_line_before_the_model_loads(capsys, tmp_path, corpus40, monkeypatch):
     from normvar_core.pipeline import models as M
 

@@ -47,15 +47,6 @@ DELAY_ENV = "NORMVAR_TEST_BATCH_DELAY_S"  # tests: seconds each shard sleeps aft
 PROGRESS_EVERY_S = 0.5
 
 
-def shard_ranges(plan, n_shards: int) -> list[tuple[int, int]]:
-    """Contiguous batch ranges with about equal token counts."""
-    tokens = batch_token_counts(plan.batches).astype(np.float64)
-    cum = np.cumsum(tokens)
-    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_shards + 1)[1:-1], side="right")
-    bounds = sorted(set([0, *cuts.tolist(), plan.n_batches]))
-    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
 def _ray():
     try:
         import ray
@@ -432,4 +423,4 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-__all__ = ["RayPool", "missing_ranges", "shard_ranges", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
+__all__ = ["RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
