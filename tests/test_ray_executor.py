@@ -8,6 +8,7 @@ run on both nodes, the run is identical, and every socket Ray listens on is boun
 that cannot be reached gives one line before any model is loaded."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,7 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
                                        progress=vanish))
     finally:
         ray.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert listening and not _not_loopback(listening), listening  # the private Ray listens on loopback only
     # progress moves batch by batch inside the shards, before any partial state has been merged
     assert any(emb > 0 and not merged for emb, merged in seen), seen
@@ -166,7 +168,8 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
 
     ray.shutdown()
     RE.loopback_only(ray)  # what pins Ray to 127.0.0.1: see ray_executor.loopback_only
-    monkeypatch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="nvray", dir="/tmp"))  # its own session files
+    ray_tmp = tempfile.mkdtemp(prefix="nvray", dir="/tmp")  # its own session files (short: socket paths)
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
     cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
                                                                 node_ip_address="127.0.0.1"))
     corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
@@ -187,6 +190,7 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
     finally:
         ray.shutdown()
         cluster.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert nodes == ["127.0.0.1", "127.0.0.1"]
     assert sharded.meta["notes"]["ray_nodes"] == 2                 # actors ran on both nodes
     assert {p for _, p in listening} >= {"gcs_server", "raylet"}, listening
