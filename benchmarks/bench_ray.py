@@ -1,19 +1,29 @@
-"""Sharded (Ray, local cluster, K actors) versus single-process, on CPU: equal results, and the overhead.
+"""The Ray executor on a local Ray (CPU): driver memory with K actors, tokenization spread over them,
+and equality with the single-process run.
 
-MiniLM on the first N sentences (default 600) of the shipped novels with every default accumulator
-(moments, samples, geometry, self-similarity, outliers). Runs `compute_run` with `--executor local`,
-then with `--executor ray --workers K` (a local Ray started by the run, as a user without a cluster
-gets it), and reports wall-clock seconds of each and the largest relative difference of token_stats
-and layer_geometry between the two published files. On a 2-core box the actors share the cores the
-single process already used, so the sharded run can only be slower: what this measures is Ray's fixed
-cost (start-up, actors loading the model) and that the merge is exact.
+1. **Driver peak RSS.** MiniLM on the first N sentences (default 600) of the shipped novels,
+   ``--batch-size 16``, every default accumulator. One run with ``--executor local`` and one with
+   ``--executor ray --workers K`` for each K (default 1, 2, 4), each in a fresh process whose own peak
+   RSS (``ru_maxrss`` of the driver; Ray's processes are children and not counted) is reported, with
+   the wall-clock seconds and the largest relative difference of token_stats and layer_geometry from
+   the local run. Before this change (every range's partial state held until the end) the issue
+   measured 3.2 GB with 1 actor and 5.7 GB with 3.
+2. **Tokenization per actor.** ``RayPool.encode`` on the first M sentences (default 40,000): each of
+   K actors tokenizes one contiguous share; reported: CPU seconds of each actor's share and that the
+   merged encoding equals ``encode_sentences`` on the whole list.
 
-Usage: .venv/bin/python benchmarks/bench_ray.py [--sentences N] [--workers K]
+On a 2-core box the actors share the cores, so wall-clock time can only grow with K: what this
+measures is memory, work per actor and exactness, not speed-up.
+
+Usage: .venv/bin/python benchmarks/bench_ray.py [--sentences N] [--workers 1,2,4] [--tokenize M]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,53 +31,130 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-import duckdb  # noqa: E402
 import numpy as np  # noqa: E402
 
-from normvar_core.config import RunConfig  # noqa: E402
-from normvar_core.pipeline.compute import compute_run  # noqa: E402
+
+def _one_run(executor: str, workers: int, sentences: int, batch_size: int, out: str) -> dict:
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.compute import compute_run
+    from normvar_core.runs.reader import open_run
+
+    cfg = RunConfig(model="minilm", max_sentences=sentences, batch_size=batch_size, device="cpu",
+                    name=f"bench-{executor}-{workers}", executor=executor,
+                    workers=workers if executor == "ray" else None)
+    t = time.perf_counter()
+    path = compute_run(cfg, out)
+    secs = time.perf_counter() - t
+    notes = open_run(path).meta["notes"]
+    return {"path": str(path), "seconds": secs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "notes": {k: notes.get(k) for k in ("shards", "ray_workers", "tokenize_cpu_s")}}
 
 
-def _frame(path: Path, sql: str):
-    con = duckdb.connect(str(path), read_only=True)
+def _frame(path: str, sql: str):
+    import duckdb
+
+    con = duckdb.connect(path, read_only=True)
     try:
         return con.sql(sql).df()
     finally:
         con.close()
 
 
-def _max_rel(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
+def _max_rel(paths: tuple[str, str]) -> dict:
+    out = {}
+    for table, cols, order in (("token_stats", ("n", "q", "m", "v"), "layer, token_id"),
+                               ("layer_geometry", ("anisotropy", "participation_ratio", "trace", "mean_cosine",
+                                                   "twonn_id"), "layer")):
+        a, b = (_frame(p, f"SELECT * FROM {table} ORDER BY {order}") for p in paths)
+        out[table] = max(float(np.max(np.abs(a[c] - b[c]) / np.maximum(np.abs(b[c]), 1e-300))) for c in cols)
+    return out
+
+
+def _tokenize(workers: int, sentences: int) -> dict:
+    import ray
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline import batches as B
+    from normvar_core.pipeline.corpus import load_sentences
+    from normvar_core.pipeline.models import load_model
+    from normvar_core.pipeline.ray_executor import RayPool
+
+    cfg = RunConfig(model="minilm", max_sentences=sentences, device="cpu", executor="ray", workers=workers)
+    text = load_sentences(cfg).sentences
+    tok = load_model(cfg).tokenizer
+    pool = RayPool(cfg, None)
+    try:
+        t = time.perf_counter()
+        got = pool.encode(text, max_length=512, unit="token")
+        secs = time.perf_counter() - t
+    finally:
+        pool.close()
+        ray.shutdown()
+    t = time.process_time()
+    whole = B.encode_sentences(text, tok, max_length=512)
+    local_cpu = time.process_time() - t
+    same = all(np.array_equal(getattr(got, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths"))
+    return {"cpu_s": pool.tokenize_cpu_s, "wall_s": secs, "local_cpu_s": local_cpu, "equal": same,
+            "tokens": int(whole.ids.size)}
+
+
+def _child(args) -> None:
+    if args.child == "tokenize":
+        print(json.dumps(_tokenize(args.k, args.tokenize)))
+    else:
+        print(json.dumps(_one_run(args.child, args.k, args.sentences, args.batch_size, args.out)))
+
+
+def _spawn(*argv) -> dict:
+    res = subprocess.run([sys.executable, __file__, *map(str, argv)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if res.returncode != 0:
+        sys.exit(f"benchmark child failed: {res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sentences", type=int, default=600)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--tokenize", type=int, default=40_000, help="sentences for the tokenization measure (0: skip)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--k", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        return _child(args)
+    ks = [int(x) for x in args.workers.split(",")]
+    common = ["--sentences", args.sentences, "--batch-size", args.batch_size, "--tokenize", args.tokenize]
+    if args.tokenize:
+        print(f"Tokenization of {args.tokenize:,} sentences (RayPool.encode), CPU seconds per actor\n")
+        print("| actors | CPU s per actor (each share) | max | wall s | equals one process |\n|---:|---|---:|---:|---|")
+        for k in ks:
+            t = _spawn(*common, "--child", "tokenize", "--k", k)
+            print(f"| {k} | {', '.join(f'{x:.2f}' for x in t['cpu_s'])} | {max(t['cpu_s']):.2f} | {t['wall_s']:.1f} | "
+                  f"{'yes' if t['equal'] else 'NO'} ({t['tokens']:,} tokens; one process {t['local_cpu_s']:.2f} s) |",
+                  flush=True)
+        print()
+    if not args.sentences:
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        paths, secs = {}, {}
-        for executor in ("local", "ray"):
-            cfg = RunConfig(model="minilm", max_sentences=args.sentences, name=f"bench-{executor}", device="cpu",
-                            executor=executor, workers=args.workers if executor == "ray" else None)
-            t = time.perf_counter()
-            paths[executor] = compute_run(cfg, tmp)
-            secs[executor] = time.perf_counter() - t
-        diffs = {}
-        for table, cols, order in (("token_stats", ("n", "q", "m", "v"), "layer, token_id"),
-                                   ("layer_geometry", ("anisotropy", "participation_ratio", "trace", "mean_cosine",
-                                                       "twonn_id"), "layer")):
-            a = _frame(paths["ray"], f"SELECT * FROM {table} ORDER BY {order}")
-            b = _frame(paths["local"], f"SELECT * FROM {table} ORDER BY {order}")
-            diffs[table] = max(_max_rel(a[c], b[c]) for c in cols)
-    print(f"MiniLM, {args.sentences} sentences, {os.cpu_count()} cores, Ray with {args.workers} actors\n")
-    print("| executor | seconds | max rel. diff vs local |\n|---|---:|---|")
-    print(f"| local | {secs['local']:.1f} | — |")
-    print(f"| ray ({args.workers} actors) | {secs['ray']:.1f} | token_stats {diffs['token_stats']:.1e}, "
-          f"layer_geometry {diffs['layer_geometry']:.1e} |")
+        local = _spawn(*common, "--child", "local", "--out", tmp)
+        rays = {k: _spawn(*common, "--child", "ray", "--k", k, "--out", tmp) for k in ks}
+        diffs = {k: _max_rel((r["path"], local["path"])) for k, r in rays.items()}
+    print(f"MiniLM, {args.sentences} sentences, --batch-size {args.batch_size}, {os.cpu_count()} cores, CPU\n")
+    print("| executor | driver peak RSS (MB) | seconds | max rel. diff vs local |\n|---|---:|---:|---|")
+    print(f"| local | {local['peak_rss_mb']:,.0f} | {local['seconds']:.1f} | — |")
+    for k, r in rays.items():
+        d = diffs[k]
+        print(f"| ray, {k} actor{'s' if k > 1 else ''} | {r['peak_rss_mb']:,.0f} | {r['seconds']:.1f} | "
+              f"token_stats {d['token_stats']:.1e}, layer_geometry {d['layer_geometry']:.1e} |")
+    base = rays[ks[0]]["peak_rss_mb"]
+    print("\nDriver peak RSS relative to 1 actor: " + ", ".join(f"{k} actors {r['peak_rss_mb'] / base:.2f}"
+                                                                for k, r in rays.items()))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,15 @@
-"""The Ray executor on a local Ray (2 CPU actors): a sharded run equals the single-process run (every
-table, 1e-12 relative); an actor killed in the middle of the run still gives the identical run; a Ray
-that cannot be reached gives one line before any model is loaded; progress moves batch by batch
-inside the shards, and a cancelled Ray job publishes nothing."""
+"""The Ray executor. On a private local Ray (2 CPU actors, started although a leftover session file
+names another cluster): the actors tokenize the corpus in shares and never open its path (the file is
+gone once the driver has read it); a sharded run equals the single-process run (every table, 1e-12
+relative) even when an actor dies holding an unflushed range; progress moves batch by batch inside the
+shards; a cancelled job publishes nothing and keeps the merged checkpoint, from which a new driver
+resumes to the identical run. On a real two-node cluster (``ray.cluster_utils.Cluster``): the actors
+run on both nodes, the run is identical, and every socket Ray listens on is bound to loopback. A Ray
+that cannot be reached gives one line before any model is loaded."""
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,50 +45,175 @@ def _assert_same(a, b):
                 # eigenvalues at the rounding floor (a LayerNorm makes the covariance singular) compare
                 # against the largest one: 1e-12 of the spectrum's scale
                 atol = 1e-12 * np.nanmax(np.abs(yv)) if t == "layer_spectrum" else 1e-300
+                if c == "norm_cv":  # sqrt(Σ‖x‖²/n − mean²)/mean: the difference cancels to a few ulps of
+                    atol = 4 * np.sqrt(np.finfo(float).eps)  # mean² when every norm is equal (LayerNorm)
                 np.testing.assert_allclose(x[c].to_numpy(np.float64), yv, rtol=1e-12, atol=atol, err_msg=f"{t}.{c}")
     # the means are stored in float32: the exact float64 values may round to neighbouring floats (1 ulp)
     np.testing.assert_allclose(a.stats().mean, b.stats().mean, rtol=2.0 ** -23, atol=1e-30)
 
 
+LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")
+
+
+def ray_listeners() -> list[tuple[str, str]]:
+    """(local address, process) of every TCP listener of this process and its descendants (Ray's GCS,
+    raylets, agents, workers), from ``ss -ltnp``."""
+    import re
+    import subprocess
+
+    import psutil
+
+    me = psutil.Process()
+    pids = {me.pid, *(c.pid for c in me.children(recursive=True))}
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        cols = line.split()
+        for name, pid in re.findall(r'\("([^"]+)",pid=(\d+)', line):
+            if int(pid) in pids:
+                found.append((cols[3], name))
+    return found
+
+
+def _not_loopback(listeners):
+    return [(a, p) for a, p in listeners if a.rpartition(":")[0] not in LOOPBACK]
+
+
+def _vanishing_corpus(src, tmp_path):
+    """A copy of ``src`` and a progress hook that deletes it once the driver has read it (stage
+    "model"): an actor that opened the corpus path would fail."""
+    corpus = tmp_path / "vanishing.txt"
+    corpus.write_bytes(src.read_bytes())
+
+    def hook(p):
+        if p.stage == "model":
+            corpus.unlink(missing_ok=True)
+    return corpus, hook
+
+
+@pytest.fixture(scope="module")
+def base(tiny_models) -> dict:
+    return dict(model=str(tiny_models["bert"]), batch_size=4, samples_per_token=5, id_sample=64)
+
+
+@pytest.fixture(scope="module")
+def one(base, corpus40, tmp_path_factory):
+    """The single-process run the sharded runs must equal."""
+    return open_run(compute_run(RunConfig(**base, corpus=str(corpus40), name="one"), tmp_path_factory.mktemp("one")))
+
+
 @pytest.mark.slow
-def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, tiny_models, corpus40, monkeypatch):
+def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, base, one, corpus40, monkeypatch):
+    import tempfile
+
     import ray
 
-    base = dict(model=str(tiny_models["bert"]), corpus=str(corpus40), batch_size=4, samples_per_token=5,
-                id_sample=64)
-    one = open_run(compute_run(RunConfig(**base, name="one"), tmp_path / "a"))
+    # a session file left by an earlier `ray start` whose cluster is gone: the run must not attach to it
+    ray_tmp = Path(tempfile.mkdtemp(prefix="nvray", dir="/tmp"))
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
     marker = tmp_path / "crashed"
-    monkeypatch.setenv("NORMVAR_TEST_CRASH_ONCE", str(marker))   # the first shard's actor dies (os._exit)
-    monkeypatch.setenv(RE.DELAY_ENV, "0.3")                       # each batch then lingers 0.3 s in its shard
+    monkeypatch.setenv(RE.CRASH_ENV, str(marker))  # an actor dies in a range while holding another unflushed
+    monkeypatch.setenv(RE.DELAY_ENV, "0.3")         # each batch then lingers 0.3 s in its shard
     monkeypatch.setattr(RE, "PROGRESS_EVERY_S", 0.05)
-    shards = tmp_path / "ck" / "j.ckpt.shards"
-    seen = []  # (embeddings reported, shards finished at that moment)
+    corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
+    ckpt = tmp_path / "ck" / "j.ckpt"
+    seen, listening = [], []  # (embeddings reported, merged checkpoint written); Ray's listeners
 
     def progress(p):
+        vanish(p)
         if p.stage == "compute":
-            seen.append((p.embeddings, len(list(shards.glob("*.npz"))) if shards.exists() else 0))
+            seen.append((p.embeddings, ckpt.exists()))
+            if not listening:
+                listening.extend(ray_listeners())
 
     try:
-        sharded = open_run(compute_run(RunConfig(**base, name="one", executor="ray", workers=2), tmp_path / "b",
-                                       checkpoint=tmp_path / "ck" / "j.ckpt", progress=progress))
-        # a cancelled Ray job stops at the driver's next poll and publishes nothing
-        started = []
-
-        def cancel_once_moving(p):
-            started.append(p.stage == "compute" and p.embeddings > 0)
-
+        cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2)
+        sharded = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=progress))
+        # cancelled once a merged checkpoint exists: nothing published, the checkpoint kept ...
+        monkeypatch.delenv(RE.CRASH_ENV)
+        corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
         with pytest.raises(CancelledError):
-            compute_run(RunConfig(**base, name="two", executor="ray", workers=2), tmp_path / "c",
-                        progress=cancel_once_moving, should_cancel=lambda: any(started))
+            compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt, progress=vanish,
+                        checkpoint_every_s=0.2, should_cancel=ckpt.exists)
+        assert ckpt.exists() and not list((tmp_path / "c").rglob("*.duckdb"))
+        # ... and a new driver resumes from it, running only the batches it does not cover
+        corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
+        resumed = open_run(compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt,
+                                       progress=vanish))
     finally:
         ray.shutdown()
-    assert not list((tmp_path / "c").rglob("*.duckdb"))
-    # progress moves batch by batch inside the shards, before any shard has finished
-    assert any(emb > 0 and finished == 0 for emb, finished in seen), seen
-    assert marker.exists()                                        # an actor really died mid-run
-    assert sharded.meta["notes"]["executor"] == "ray" and sharded.meta["notes"]["shards"] >= 4
-    assert not (tmp_path / "ck" / "j.ckpt.shards").exists() or not list((tmp_path / "ck" / "j.ckpt.shards").iterdir())
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert listening and not _not_loopback(listening), listening  # the private Ray listens on loopback only
+    # progress moves batch by batch inside the shards, before any partial state has been merged
+    assert any(emb > 0 and not merged for emb, merged in seen), seen
+    assert marker.exists()                                        # an actor really died mid-run ...
+    notes = sharded.meta["notes"]
+    assert notes["executor"] == "ray" and notes["shards"] >= 4
+    assert notes["rerun_ranges"] >= 1                             # ... and the range it held was run again
+    assert len(notes["tokenize_cpu_s"]) == 2                      # both actors tokenized a share
+    assert resumed.meta["notes"]["resumed_batches"] > 0
+    assert not ckpt.exists()
     _assert_same(sharded, one)
+    _assert_same(resumed, one)
+
+
+@pytest.mark.slow
+def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch):
+    import tempfile
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    RE.loopback_only(ray)  # what pins Ray to 127.0.0.1: see ray_executor.loopback_only
+    ray_tmp = tempfile.mkdtemp(prefix="nvray", dir="/tmp")  # its own session files (short: socket paths)
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
+    cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
+                                                                node_ip_address="127.0.0.1"))
+    corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
+    listening = []
+
+    def progress(p):
+        vanish(p)
+        if p.stage == "compute" and p.embeddings > 0 and not listening:
+            listening.extend(ray_listeners())
+
+    try:
+        cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        cluster.wait_for_nodes()
+        cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2,
+                        ray_address=cluster.address)
+        sharded = open_run(compute_run(cfg, tmp_path / "b", progress=progress))
+        nodes = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert nodes == ["127.0.0.1", "127.0.0.1"]
+    assert sharded.meta["notes"]["ray_nodes"] == 2                 # actors ran on both nodes
+    assert {p for _, p in listening} >= {"gcs_server", "raylet"}, listening
+    assert not _not_loopback(listening), listening
+    _assert_same(sharded, one)
+
+
+def test_missing_ranges_cover_exactly_the_batches_not_merged():
+    from normvar_core.pipeline.batches import batch_token_counts
+    from normvar_core.pipeline.plan import synthetic_plan
+
+    plan = synthetic_plan(RunConfig(samples_per_token=0), n_sentences=300, vocab_size=50, layers=[0], batch_size=8)
+    n, tokens = plan.n_batches, batch_token_counts(plan.batches)
+    for covered, pieces in (([], 8), ([(0, 5), (12, 20)], 8), ([(3, n)], 3), ([(0, n)], 4), ([], 1)):
+        got = RE.missing_ranges(plan, covered, pieces)
+        hit = np.zeros(n, int)
+        for a, b in covered + got:
+            hit[a:b] += 1
+        assert (hit == 1).all() and all(b > a for a, b in got)     # every batch exactly once
+        if not covered:
+            assert len(got) == pieces
+            share = [tokens[a:b].sum() / tokens.sum() for a, b in got]
+            assert max(share) < 1.6 / pieces                          # about equal token counts
 
 
 def test_unreachable_ray_is_one_line_before_the_model_loads(capsys, tmp_path, corpus40, monkeypatch):

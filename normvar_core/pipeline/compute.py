@@ -117,6 +117,10 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     loaded = M.load_model(cfg, dd.root)
     check_cancel()
     report(Progress("tokenize", sentences_total=total))
+    ckpt_path = Path(checkpoint) if checkpoint is not None else None
+    if cfg.executor == "ray":
+        return _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwrite, cancelled, t_start,
+                               checkpoint_every_s)
     plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
                      max_length=int(loaded.info.max_length), device_type=loaded.device.type)
     del corpus
@@ -125,11 +129,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
                      tokens=plan.tokens)
 
     # ---- accumulators, resumed from a checkpoint of this plan if there is one
-    ckpt_path = Path(checkpoint) if checkpoint is not None else None
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
-    if cfg.executor == "ray":
-        return _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite, cancelled,
-                               t_start)
     saved = ckpt.load(ckpt_path, fingerprint) if ckpt_path is not None else None
     if saved is not None:
         partial, meta = saved
@@ -181,28 +181,45 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     return path
 
 
-def _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite, cancelled,
-                    t_start):
-    """The Ray executor's loop (``ray_executor.run_sharded``), then the same publish stage."""
+def _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwrite, cancelled, t_start,
+                    checkpoint_every_s):
+    """The Ray executor (``ray_executor.RayPool``): the actors tokenize the corpus in shares for the plan,
+    then run its batches; the driver merges their partial states and publishes as in one process."""
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.publish import publish_run
-    from normvar_core.pipeline.ray_executor import run_sharded
+    from normvar_core.pipeline.ray_executor import RayPool
+    from normvar_core.pipeline.sources import TransformerSource
 
-    total = len(plan.sentences)
-    done_at = plan.sentences_done_at()
-    t_loop = time.monotonic()
+    pool = RayPool(cfg, dd.root)
+    try:
+        plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
+                         max_length=int(loaded.info.max_length), device_type=loaded.device.type, encode=pool.encode)
+        del corpus
+        source = TransformerSource(loaded, plan.layers)
+        ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
+                         tokens=plan.tokens)
+        fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
+        total = len(plan.sentences)
+        done_at = plan.sentences_done_at()
+        t_loop = time.monotonic()
 
-    def progress(batches_done: int, n_batches: int) -> None:
-        emb = int(plan.total_embeddings * batches_done / max(n_batches, 1))
-        rate = emb / max(time.monotonic() - t_loop, 1e-9)
-        report(Progress("compute", int(done_at[batches_done - 1]) if batches_done else 0, total, emb, rate,
-                        (plan.total_embeddings - emb) / rate if rate > 0 else None))
+        def progress(batches_done: int, n_batches: int) -> None:
+            emb = int(plan.total_embeddings * batches_done / max(n_batches, 1))
+            rate = emb / max(time.monotonic() - t_loop, 1e-9)
+            report(Progress("compute", int(done_at[batches_done - 1]) if batches_done else 0, total, emb, rate,
+                            (plan.total_embeddings - emb) / rate if rate > 0 else None))
 
-    report(Progress("compute", 0, total, 0, 0.0, None))
-    accs, notes = run_sharded(cfg, dd.root, plan, ctx, checkpoint=ckpt_path, fingerprint=fingerprint, progress=progress,
-                              should_cancel=cancelled)
+        report(Progress("compute", 0, total, 0, 0.0, None))
+        accs, notes = pool.run(plan, ctx, checkpoint=ckpt_path, fingerprint=fingerprint, progress=progress,
+                               should_cancel=cancelled, checkpoint_every_s=checkpoint_every_s)
+    finally:
+        pool.close()
     report(Progress("write", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
     path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
                        seconds=time.monotonic() - t_start)
+    if ckpt_path is not None:
+        ckpt_path.unlink(missing_ok=True)
     report(Progress("done", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
     return path
 

@@ -83,8 +83,10 @@ def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
 
 
 def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_length: int,
-              device_type: str = "cpu") -> RunPlan:
-    """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples."""
+              device_type: str = "cpu", encode=None) -> RunPlan:
+    """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples.
+    ``encode(sentences, max_length=, unit=)``: the tokenization (default ``batches.encode_sentences``
+    with ``tokenizer``; the Ray executor spreads it over its actors, ``corpus_shares``)."""
     sentences = list(corpus.sentences)
     if not sentences:
         raise NormvarError("no sentences left after filtering the corpus",
@@ -95,7 +97,10 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
                            fix=f"use --max-length {max_length} or less")
     max_length = int(cfg.max_length or max_length)
     words = cfg.unit == "word"
-    enc = B.encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
+    if encode is None:
+        enc = B.encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
+    else:
+        enc = encode(sentences, max_length=max_length, unit=cfg.unit)
     batch_list = B.batches_from(enc, tokenizer, batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(device_type))
     n_truncated = enc.n_truncated
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)

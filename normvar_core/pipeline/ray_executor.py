@@ -1,16 +1,27 @@
-"""The Ray executor: a run's batch ranges sharded over Ray actors, partial states merged exactly.
+"""The Ray executor: a run's tokenization and batch ranges spread over Ray actors, merged exactly.
 
-Each actor rebuilds the run's plan from the RunConfig (the plan is deterministic: the same batches in
-the same order in every process), loads the model once (one actor per GPU where there are GPUs) and
-returns, per batch range, the partial state of its accumulators as plain numpy arrays
-(``PartialState.arrays()``). The driver merges them (``execute.merge_partials``: exact, any order) and
-publishes one ordinary run file — equal to the single-process run.
+``RayPool`` starts (or joins) Ray and K actors, each loading the model once (one actor per GPU where
+there are GPUs). Then:
 
-Faults: actors restart (``max_restarts``) and a range whose actor died is run again
-(``max_task_retries``): ranges are pure functions of the plan, so the result is unchanged. Every
-finished range is checkpointed (``checkpoint.save`` under ``<checkpoint>.shards/``), so a restarted
-driver runs only the ranges still missing. Ray is an optional extra (``requirements-ray.txt``);
-it is imported only here.
+1. **Plan.** The driver reads the corpus once and cuts the kept sentences into K contiguous shares
+   (``corpus_shares``); each share reaches an actor through Ray's object store (actors never open the
+   corpus path), the actor tokenizes it, and the driver merges the encodings — the same encoding as one
+   process's — and builds the plan from them (counts, sample plan, batches: ``plan.make_plan``).
+2. **Pass.** The plan goes to the actors as plain arrays (``plan_payload``, one object shared by all).
+   The batches are cut into about 4·K ranges of equal token counts, handed to the actors one at a time
+   as each finishes its previous one. An actor accumulates *every* range it runs into one partial
+   state; the driver asks each actor for it (``flush``) when the actor has nothing left to do (and
+   every ``checkpoint_every_s`` while it runs), merges it into one running state at once
+   (``Accumulator.merge``: exact, any order) and checkpoints that merged state with the batch ranges
+   it covers. The driver holds the merged state plus one incoming partial, whatever K.
+
+Faults: actors restart (``max_restarts``) and the task that was running is retried
+(``max_task_retries``). A restarted actor has lost the ranges it held unflushed: its ``flush`` lists
+the ranges its state covers, and the driver runs the missing ones again (ranges are pure functions of
+the plan, so the result is unchanged). A restarted driver loads the merged checkpoint and runs only
+the batches it does not cover. Ray is an optional extra (``requirements-ray.txt``); it is imported only
+here. Without ``--ray-address`` the run starts a private local Ray (``address="local"``), never one it
+finds on the machine.
 
 Progress: every shard reports each finished batch to a small counter actor (fire-and-forget); the
 driver polls it every ``PROGRESS_EVERY_S`` while it waits, so a run's progress moves batch by batch
@@ -28,18 +39,12 @@ import numpy as np
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
 
-CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: path of a marker file; the first actor to see it absent dies
+CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: marker file; the first actor to see it absent while it holds
+#                                        an unflushed range dies in the middle of its next range
+RANGES_PER_ACTOR = 4
+MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
 DELAY_ENV = "NORMVAR_TEST_BATCH_DELAY_S"  # tests: seconds each shard sleeps after reporting a batch
 PROGRESS_EVERY_S = 0.5
-
-
-def shard_ranges(plan, n_shards: int) -> list[tuple[int, int]]:
-    """Contiguous batch ranges with about equal token counts."""
-    tokens = batch_token_counts(plan.batches).astype(np.float64)
-    cum = np.cumsum(tokens)
-    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_shards + 1)[1:-1], side="right")
-    bounds = sorted(set([0, *cuts.tolist(), plan.n_batches]))
-    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def _ray():
@@ -76,6 +81,19 @@ def preflight(cfg) -> None:
         check_address(cfg.ray_address)
 
 
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def loopback_only(ray) -> None:
+    """Keep a Ray started from this process on 127.0.0.1. Ray replaces a loopback node address by the
+    machine's own (``services.resolve_ip_for_localhost``) unless its cluster mode is off
+    (``ray_constants.ENABLE_RAY_CLUSTER``, read from ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` at import):
+    off, with node address 127.0.0.1, the GCS, raylets, agents and workers listen on loopback only.
+    The environment variable reaches the processes Ray starts; the constant, this one."""
+    os.environ[LOOPBACK_ENV] = "0"
+    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 def start_ray(address: str | None, workers: int):
     ray = _ray()
     if ray.is_initialized():
@@ -85,9 +103,10 @@ def start_ray(address: str | None, workers: int):
     try:
         if address:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
-        else:
-            ray.init(num_cpus=max(workers, 1), ignore_reinit_error=True, log_to_driver=False,
-                     include_dashboard=False)
+        else:  # a private Ray: never attach to a cluster named by a leftover /tmp/ray session file
+            loopback_only(ray)
+            ray.init(address="local", num_cpus=max(workers, 1), ignore_reinit_error=True, log_to_driver=False,
+                     include_dashboard=False, _node_ip_address="127.0.0.1")
     except Exception as exc:  # noqa: BLE001 - Ray raises many types when it cannot start or connect
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise NormvarError(f"Ray could not start{f' at {address}' if address else ''}: {first}",
@@ -96,37 +115,86 @@ def start_ray(address: str | None, workers: int):
 
 
 class _Shard:
-    """One actor: the plan, the source and the accumulators' factory of the run (built once)."""
+    """One actor: the model (loaded once), the run's plan (from the driver's payload, built once) and
+    one running partial state of every range it ran since its last ``flush``."""
 
     def __init__(self, cfg_json: str, data_dir: str, threads: int):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import ray
         import torch
 
         # the driver's intra-op thread count: matmul reductions then split the same way, so the hidden
         # states (and the run) are bit-identical to a single-process run, not merely close
         torch.set_num_threads(threads)
         from normvar_core.config import RunConfig
-        from normvar_core.pipeline.sources import prepare_transformer_run
+        from normvar_core.pipeline.models import load_model
 
-        self.plan, self.source, self.ctx = prepare_transformer_run(RunConfig.from_json(cfg_json), data_dir)
+        self.cfg = RunConfig.from_json(cfg_json)
+        self.loaded = load_model(self.cfg, data_dir)
+        self.node = ray.get_runtime_context().get_node_id()
+        self.plan = self.source = self.ctx = self.accs = None
+        self.covered: list[tuple[int, int]] = []
+        self.oom_reported = 0
 
-    def run(self, start: int, stop: int, counter=None) -> dict:
-        from normvar_core.pipeline.execute import compute_partial
+    def tokenize(self, share: dict, max_length: int, unit: str) -> dict:
+        """The encoding of one corpus share (``corpus_shares``) and the CPU seconds it took."""
+        from normvar_core.pipeline.batches import encode_sentences
+        from normvar_core.pipeline.corpus_shares import encoded_arrays, unpack_strings
 
+        t0 = time.process_time()
+        enc = encode_sentences(unpack_strings(share), self.loaded.tokenizer, max_length=max_length, unit=unit)
+        return dict(encoded_arrays(enc), cpu_s=np.float64(time.process_time() - t0))
+
+    def _ensure_plan(self, payload_box: list) -> None:
+        if self.plan is not None:
+            return
+        import ray
+
+        from normvar_core.pipeline.contracts import RunContext
+        from normvar_core.pipeline.plan_payload import plan_from_payload
+        from normvar_core.pipeline.sources import TransformerSource
+
+        self.plan = plan_from_payload(self.cfg, ray.get(payload_box[0]))
+        self.source = TransformerSource(self.loaded, self.plan.layers)
+        self.ctx = RunContext(cfg=self.cfg, layers=self.plan.layers, dim=self.source.info.dim,
+                              device=self.loaded.device, plan=self.plan, tokens=self.plan.tokens)
+
+    def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
+        """Add batches [start, stop) to this actor's running partial state."""
+        from normvar_core.pipeline.execute import build_accumulators, run_range
+
+        self._ensure_plan(payload_box)
         marker = os.environ.get(CRASH_ENV)
-        if marker and not Path(marker).exists():
-            Path(marker).write_text(str(os.getpid()))
-            os._exit(1)  # a hard crash in the middle of the run (tests)
         delay = float(os.environ.get(DELAY_ENV) or 0)
+        crash = bool(marker) and bool(self.covered) and not Path(marker).exists()
+        if self.accs is None:
+            self.accs = build_accumulators(self.ctx)
 
         def on_batch(i: int) -> None:
             if counter is not None:
                 counter.report.remote(start, i + 1 - start)
+            if crash:  # a hard crash in the middle of a range, with another range held unflushed (tests)
+                Path(marker).write_text(str(os.getpid()))
+                os._exit(1)
             if delay:
                 time.sleep(delay)
 
-        part = compute_partial(self.source, self.plan, self.ctx, start, stop, on_batch=on_batch)
-        return {"arrays": part.arrays(), "oom_splits": self.source.oom_splits}
+        run_range(self.source, self.plan, self.accs, start, stop, on_batch=on_batch)
+        self.covered.append((int(start), int(stop)))
+        return [int(start), int(stop)]
+
+    def flush(self) -> dict:
+        """The running partial state (plain arrays), the ranges it covers, then a fresh state."""
+        from normvar_core.pipeline.execute import partial_state
+
+        out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "arrays": {}, "node": self.node,
+               "oom_splits": 0}
+        if self.accs is not None:
+            out["arrays"] = partial_state(self.accs, 0, 0).arrays()
+            out["oom_splits"] = self.source.oom_splits - self.oom_reported
+            self.oom_reported = self.source.oom_splits
+        self.accs, self.covered = None, []
+        return out
 
 
 class _Counter:
@@ -142,6 +210,210 @@ class _Counter:
         return dict(self.done)
 
 
+def missing_ranges(plan, covered: list[tuple[int, int]], pieces: int) -> list[tuple[int, int]]:
+    """The batches not in ``covered``, as about ``pieces`` contiguous ranges of equal token counts."""
+    todo = np.ones(plan.n_batches, bool)
+    for a, b in covered:
+        todo[a:b] = False
+    if not todo.any():
+        return []
+    tokens = batch_token_counts(plan.batches).astype(np.float64)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], todo.astype(np.int8), [0]])))
+    spans = list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+    total = float(tokens[todo].sum()) or 1.0
+    out = []
+    for a, b in spans:
+        k = max(1, min(b - a, int(round(pieces * float(tokens[a:b].sum()) / total))))
+        cum = np.cumsum(tokens[a:b])
+        cuts = np.searchsorted(cum, np.linspace(0, cum[-1], k + 1)[1:-1], side="right") + a
+        bounds = sorted(set([a, *cuts.tolist(), b]))
+        out += [(x, y) for x, y in zip(bounds, bounds[1:]) if y > x]
+    return out
+
+
+class RayPool:
+    """Ray started (or joined) with K model-holding actors: ``encode`` for the plan, ``run`` for the pass."""
+
+    def __init__(self, cfg, data_dir: Path):
+        import torch
+
+        self.cfg = cfg
+        workers = int(cfg.workers or 2)
+        self.ray = ray = start_ray(cfg.ray_address, workers)
+        gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+        if gpus and cfg.workers is None:
+            workers = int(ray.cluster_resources()["GPU"])
+        actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2)(_Shard)
+        self.actors = [actor_cls.remote(cfg.to_json(), str(data_dir), torch.get_num_threads())
+                       for _ in range(workers)]
+        self.counter = ray.remote(num_cpus=0)(_Counter).remote()
+        self.tokenize_cpu_s: list[float] = []
+
+    def close(self) -> None:
+        for a in [*self.actors, self.counter]:
+            try:
+                self.ray.kill(a)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+    def _get(self, ref, what: str):
+        try:
+            return self.ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - the actor failed beyond its retries
+            raise NormvarError(f"a Ray shard ({what}) failed: {str(exc).splitlines()[0][:200]}",
+                               fix="see the Ray logs; rerun resumes from the merged checkpoint") from None
+
+    def encode(self, sentences, *, max_length: int, unit: str):
+        """The encoding of ``sentences``, one contiguous share per actor (``corpus_shares``)."""
+        from normvar_core.pipeline.corpus_shares import merge_encoded, split_shares
+
+        shares = split_shares(list(sentences), len(self.actors))
+        refs = [a.tokenize.remote(self.ray.put(s), int(max_length), unit) for a, s in zip(self.actors, shares)]
+        parts = [self._get(r, "tokenizing") for r in refs]
+        self.tokenize_cpu_s = [round(float(p["cpu_s"]), 4) for p in parts]
+        return merge_encoded(parts)
+
+    def run(self, plan, ctx, *, checkpoint: Path | None, fingerprint: dict, checkpoint_every_s: float = 30.0,
+            progress: Callable[[int, int], None] | None = None,
+            should_cancel: Callable[[], bool] | None = None) -> tuple[dict, dict]:
+        """Every batch of ``plan`` through the actors; returns (merged accumulators, notes). See the
+        module docstring. ``should_cancel()`` is polled every ``PROGRESS_EVERY_S``: when true the actors
+        are killed and CancelledError raised (the merged checkpoint stays)."""
+        from normvar_core.pipeline.plan_payload import plan_payload
+
+        st = _Merged(ctx, checkpoint, fingerprint)
+        resumed = st.resume()
+        payload = [self.ray.put(plan_payload(plan))]
+        rerun = rounds = 0
+        while True:
+            todo = missing_ranges(plan, st.covered, RANGES_PER_ACTOR * len(self.actors))
+            if not todo:
+                break
+            rounds += 1
+            if rounds > 1:
+                rerun += len(todo)
+            if rounds > MAX_ROUNDS:
+                raise NormvarError(f"Ray shards kept losing batch ranges ({len(todo)} still missing)",
+                                   fix="see the Ray logs; rerun resumes from the merged checkpoint")
+            self._round(plan, todo, payload, st, checkpoint_every_s, progress, should_cancel)
+        if st.merged is None:
+            st.merged = _fresh(ctx)
+        return st.merged, {"executor": "ray", "ray_workers": len(self.actors), "shards": st.n_ranges,
+                           "ray_nodes": len(st.nodes), "oom_splits": st.oom, "resumed_batches": resumed,
+                           "rerun_ranges": rerun, "tokenize_cpu_s": self.tokenize_cpu_s}
+
+    def _round(self, plan, todo, payload, st, every_s, progress, should_cancel) -> None:
+        from collections import deque
+
+        from normvar_core.errors import CancelledError
+
+        ray, actors = self.ray, self.actors
+        queue = deque(todo)
+        inflight: dict = {}       # ref -> (kind, actor index, range)
+        running = [0] * len(actors)
+        acked: set = set()        # ranges finished this round (held by an actor or merged)
+        last_flush, turn = time.monotonic(), 0
+
+        def submit_run(j: int) -> None:
+            r = queue.popleft()
+            inflight[actors[j].run.remote(payload, r[0], r[1], self.counter)] = ("run", j, r)
+            running[j] += 1
+
+        def submit_flush(j: int) -> None:
+            inflight[actors[j].flush.remote()] = ("flush", j, None)
+
+        def done_batches() -> int:
+            held = {r for r in acked} | set(map(tuple, st.covered))
+            return min(plan.n_batches, sum(b - a for a, b in held))
+
+        for j in range(min(len(actors), len(queue))):
+            submit_run(j)
+        while inflight:
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=PROGRESS_EVERY_S)
+            if should_cancel is not None and should_cancel():
+                self.close()
+                raise CancelledError("cancelled")
+            if not ready:
+                if progress is not None:
+                    pending = {k: v[2] for k, v in inflight.items() if v[0] == "run"}
+                    progress(min(plan.n_batches, done_batches() + _in_flight(ray, self.counter, pending)),
+                             plan.n_batches)
+                if st.path is not None and time.monotonic() - last_flush >= every_s:
+                    busy = [j for j in range(len(actors)) if running[j]]
+                    if busy:  # one actor at a time: the driver then receives one partial at a time
+                        submit_flush(busy[turn % len(busy)])
+                        turn += 1
+                    last_flush = time.monotonic()
+                continue
+            kind, j, r = inflight.pop(ready[0])
+            if kind == "run":
+                self._get(ready[0], f"batches {r[0]}..{r[1]}")
+                running[j] -= 1
+                acked.add(r)
+                if queue:
+                    submit_run(j)
+                elif not running[j]:
+                    submit_flush(j)
+            else:
+                st.add(self._get(ready[0], "flush"))
+            if progress is not None:
+                progress(done_batches(), plan.n_batches)
+
+
+def _fresh(ctx) -> dict:
+    from normvar_core.pipeline.execute import build_accumulators
+
+    return build_accumulators(ctx)
+
+
+class _Merged:
+    """The driver's one running state: partials merged as they arrive, checkpointed with their ranges."""
+
+    def __init__(self, ctx, path: Path | None, fingerprint: dict):
+        self.ctx, self.path, self.fingerprint = ctx, path, fingerprint
+        self.merged: dict | None = None
+        self.covered: list[tuple[int, int]] = []
+        self.nodes: set = set()
+        self.oom = 0
+        self.n_ranges = 0
+
+    def resume(self) -> int:
+        """Load the merged checkpoint of this plan, if any; the batches it covers."""
+        from normvar_core.pipeline import checkpoint as ckpt
+        from normvar_core.pipeline.execute import load_partial
+
+        got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
+        if got is None or "ray_ranges" not in got[1]:
+            return 0
+        self.merged = load_partial(self.ctx, got[0])
+        self.covered = [(int(a), int(b)) for a, b in got[1]["ray_ranges"]]
+        self.oom = int(got[1].get("oom_splits", 0))
+        return sum(b - a for a, b in self.covered)
+
+    def add(self, out: dict) -> None:
+        from normvar_core.pipeline import checkpoint as ckpt
+        from normvar_core.pipeline.execute import PartialState, load_partial, partial_state
+
+        ranges = [(int(a), int(b)) for a, b in np.asarray(out["covered"]).reshape(-1, 2)]
+        if not ranges:
+            return
+        self.nodes.add(out.get("node"))
+        self.oom += int(out.get("oom_splits", 0))
+        incoming = load_partial(self.ctx, PartialState.from_arrays(0, 0, out["arrays"]))
+        out.clear()  # the incoming arrays are held once, by its accumulators
+        if self.merged is None:
+            self.merged = incoming
+        else:
+            for name, acc in self.merged.items():
+                acc.merge(incoming[name])
+        del incoming
+        self.covered += ranges
+        self.n_ranges += len(ranges)
+        if self.path is not None:
+            ckpt.save(self.path, self.fingerprint, partial_state(self.merged, 0, 0),
+                      {"ray_ranges": sorted(self.covered), "oom_splits": self.oom})
+
+
 def _in_flight(ray, counter, pending: dict) -> int:
     """Batches finished inside the ranges still running (0 if the counter does not answer)."""
     try:
@@ -151,72 +423,4 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-def run_sharded(cfg, data_dir: Path, plan, ctx, *, checkpoint: Path | None, fingerprint: dict,
-                progress: Callable[[int, int], None] | None = None,
-                should_cancel: Callable[[], bool] | None = None) -> tuple[dict, dict]:
-    """Run every batch range of ``plan`` on Ray actors; returns (merged accumulators, notes).
-    ``progress(batches_done, n_batches)`` is called as batches finish; ``should_cancel()`` is polled
-    as often and, when true, kills the actors and raises CancelledError (finished shards stay saved)."""
-    from normvar_core.errors import CancelledError
-    from normvar_core.pipeline import checkpoint as ckpt
-    from normvar_core.pipeline.execute import PartialState, merge_partials
-
-    workers = int(cfg.workers or 2)
-    ray = start_ray(cfg.ray_address, workers)
-    gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-    if gpus and cfg.workers is None:
-        workers = int(ray.cluster_resources()["GPU"])
-    ranges = shard_ranges(plan, max(1, min(plan.n_batches, 4 * workers)))
-    shard_dir = Path(str(checkpoint) + ".shards") if checkpoint is not None else None
-    done: dict[tuple[int, int], PartialState] = {}
-    for a, b in ranges:
-        if shard_dir is not None:
-            got = ckpt.load(shard_dir / f"{a}-{b}.npz", fingerprint)
-            if got is not None:
-                done[(a, b)] = got[0]
-    todo = [r for r in ranges if r not in done]
-    actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2)(_Shard)
-    import torch
-
-    actors = [actor_cls.remote(cfg.to_json(), str(data_dir), torch.get_num_threads())
-              for _ in range(min(workers, max(len(todo), 1)))]
-    counter = ray.remote(num_cpus=0)(_Counter).remote()
-    pending = {}
-    for i, r in enumerate(todo):
-        pending[actors[i % len(actors)].run.remote(*r, counter)] = r
-    oom = 0
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_EVERY_S)
-        if should_cancel is not None and should_cancel():
-            for a in [*actors, counter]:
-                ray.kill(a)
-            raise CancelledError("cancelled")
-        if not ready:
-            if progress is not None:
-                progress(sum(b - a for a, b in done) + _in_flight(ray, counter, pending), plan.n_batches)
-            continue
-        r = pending.pop(ready[0])
-        try:
-            out = ray.get(ready[0])
-        except Exception as exc:  # noqa: BLE001 - the actor failed beyond its retries
-            raise NormvarError(f"a Ray shard (batches {r[0]}..{r[1]}) failed: {str(exc).splitlines()[0][:200]}",
-                               fix="see the Ray logs; rerun resumes the finished shards") from None
-        part = PartialState.from_arrays(r[0], r[1], out["arrays"])
-        oom += int(out["oom_splits"])
-        done[r] = part
-        if shard_dir is not None:
-            ckpt.save(shard_dir / f"{r[0]}-{r[1]}.npz", fingerprint, part, {})
-        if progress is not None:
-            progress(sum(b - a for a, b in done), plan.n_batches)
-    for a in [*actors, counter]:
-        ray.kill(a)
-    accs = merge_partials(ctx, [done[r] for r in ranges])
-    if shard_dir is not None:
-        for f in shard_dir.glob("*.npz"):
-            f.unlink(missing_ok=True)
-        shard_dir.rmdir() if shard_dir.exists() else None
-    return accs, {"executor": "ray", "shards": len(ranges), "ray_workers": len(actors), "oom_splits": oom,
-                  "resumed_shards": len(ranges) - len(todo)}
-
-
-__all__ = ["run_sharded", "shard_ranges", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
+__all__ = ["RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
