@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
+from normvar_core.destination import resolve_destination
 from normvar_core.errors import NormvarError
 from normvar_core.runs.writer import check_destination
 
@@ -94,6 +95,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
+    ckpt_path = resolve_destination(checkpoint, what="--checkpoint") if checkpoint is not None else None
     if cfg.executor == "ray":
         from normvar_core.pipeline.ray_executor import preflight
 
@@ -125,7 +127,6 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
                      tokens=plan.tokens)
 
     # ---- accumulators, resumed from a checkpoint of this plan if there is one
-    ckpt_path = Path(checkpoint) if checkpoint is not None else None
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     if cfg.executor == "ray":
         return _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite, cancelled,
