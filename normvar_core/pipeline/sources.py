@@ -47,6 +47,7 @@ class TransformerSource:
                                device=str(loaded.device), meta=_model_meta(info),
                                tables=norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim)))
         self.oom_splits = 0
+        self.completed_batch: int | None = None
         self.max_rows: int | None = None
 
     @property
@@ -63,6 +64,7 @@ class TransformerSource:
         if start >= stop:
             return
         pin = self.device.type == "cuda"
+        self.completed_batch = None
 
         def prepare(bi: int):
             batch = plan.batches[bi]
@@ -77,6 +79,7 @@ class TransformerSource:
                 if bi + 1 < stop:
                     ahead = pool.submit(prepare, bi + 1)
                 yield from self._forward(bi, batch, plan.exclusions)
+                self.completed_batch = bi  # every piece of batch bi was taken (runs before the next forward)
 
     def _forward(self, bi: int, batch, excl: dict) -> Iterator[StateBatch]:
         rows = len(batch)

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from normvar_core.errors import NormvarError
+from normvar_core.errors import NormvarError, Terminated
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     except NormvarError as err:
         print(f"normvar: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("normvar: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in a foreground compute (errors.Terminated)
+        print(f"normvar: {getattr(exc, 'message', None) or ('terminated' if isinstance(exc, Terminated) else 'interrupted')}",
+              file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
 
 
 if __name__ == "__main__":

@@ -46,13 +46,23 @@ def register(sub) -> None:
 
 # ----------------------------------------------------------------------------- compute
 def cmd_compute(args: argparse.Namespace) -> int:
+    from normvar_core.errors import terminate_as_interrupt
     from normvar_core.pipeline.compute import TqdmProgress, compute_run
 
     cfg = RunConfig.from_args(args)
     bar = None if args.quiet else TqdmProgress()
     try:
-        path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
-                           checkpoint=args.checkpoint, out_dir=args.out)
+        with terminate_as_interrupt():  # SIGTERM as Ctrl-C: temp files removed, checkpoint kept
+            path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
+                               checkpoint=args.checkpoint, out_dir=args.out)
+    except KeyboardInterrupt as exc:
+        from pathlib import Path
+
+        what = "terminated (SIGTERM)" if getattr(exc, "exit_code", 130) == 143 else "interrupted"
+        kept = args.checkpoint and Path(args.checkpoint).exists()
+        exc.message = (f"{what}; nothing was published" +
+                       (f"; checkpoint kept in {args.checkpoint}: the same command resumes from it" if kept else ""))
+        raise
     finally:
         if bar is not None:
             bar.close()
