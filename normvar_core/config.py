@@ -65,6 +65,8 @@ class RunConfig:
     exclude_special: bool = opt(False, "drop special tokens ([CLS], <s>, BOS ...)", section="options")
     exclude_position0: bool = opt(False, "drop the first position of each sentence (decoders' massive activations)",
                                   section="options", label="Exclude position 0")
+    allow_unknown: bool = opt(False, "compute even when over half of the corpus's tokens are the tokenizer's "
+                              "unknown token ([UNK]); refused otherwise", section="options")
     max_length: int | None = opt(None, "truncation length in tokens; default: the model's maximum", minimum=2)
     batch_size: int | None = opt(None, "sentences per forward pass; default: automatic (a token budget)", minimum=1)
     device: str = opt("auto", "where the model runs", choices=DEVICES)

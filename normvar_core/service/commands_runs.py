@@ -72,11 +72,31 @@ def cmd_compute(args: argparse.Namespace) -> int:
 
 
 def print_skipped(path) -> None:
-    """One stderr line per measure the run asked for but could not hold (its notes.skipped)."""
+    """One stderr line per measure the run asked for but could not hold (its notes.skipped), and the
+    notes about its input: the share of unknown tokens, the sentences truncated to the model's maximum."""
     from normvar_core.runs.reader import read_meta, skipped_measures
 
-    for reason in skipped_measures(read_meta(path)).values():
+    meta = read_meta(path)
+    for reason in skipped_measures(meta).values():
         print(f"normvar: note: {reason}", file=sys.stderr)
+    for line in input_notes(meta):
+        print(f"normvar: note: {line}", file=sys.stderr)
+
+
+def input_notes(meta: dict) -> list[str]:
+    """Lines about what the model could not read: unknown tokens (share of the non-special tokens) and
+    sentences cut at the model's maximum length (their tail is not counted)."""
+    notes = meta.get("notes") or {}
+    out = []
+    share = float(notes.get("unk_share_text") or 0.0)
+    if share > 0:
+        out.append(f"{share:.1%} of the counted non-special tokens are the tokenizer's unknown token "
+                   "(text its vocabulary cannot read)")
+    cut = int(meta.get("n_truncated") or 0)
+    if cut:
+        out.append(f"{cut:,} sentence{'s' if cut != 1 else ''} longer than {notes.get('max_length')} tokens "
+                   "(the model's maximum or --max-length) were truncated: their tail is not counted")
+    return out
 
 
 # ----------------------------------------------------------------------------- show
