@@ -94,6 +94,11 @@ class RunConfig:
     sweep: str | None = opt(None, "the training sweep this run belongs to (set by normvar sweep)")
     step: int | None = opt(None, "the checkpoint's training step (set by normvar sweep)", minimum=0)
 
+    def __post_init__(self) -> None:
+        # what runs is what is recorded: --layers 0,0 or 6,0 keeps hidden states [0] or [0, 6]
+        if isinstance(self.layers, (tuple, list)) and all(isinstance(x, int) for x in self.layers):
+            object.__setattr__(self, "layers", tuple(sorted(set(self.layers))))
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunConfig":

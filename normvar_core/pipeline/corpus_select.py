@@ -40,6 +40,7 @@ class CorpusText:
     sentence_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     text_column: str | None = None
     format: str = ".txt"
+    n_not_text: int = 0  # cells of a JSONL text column that were not strings (numbers ...): skipped, in n_empty
 
 
 class Selection:
@@ -53,6 +54,7 @@ class Selection:
         self.kept: list[str] = []
         self._lengths: list[np.ndarray] = []
         self.n_read = self.n_empty = self.n_too_long = self.n_sampled_out = self.n_capped = 0
+        self.n_not_text = 0
 
     def add(self, records: list[str]) -> None:
         """Select from the next ``records`` (in file order)."""
@@ -90,4 +92,4 @@ class Selection:
             sentences=self.kept, name=name, path=path, sha256=sha256, n_read=self.n_read,
             n_kept=len(self.kept), n_too_long=self.n_too_long, n_empty=self.n_empty,
             n_sampled_out=self.n_sampled_out, n_capped=self.n_capped, sentence_lengths=lengths,
-            text_column=column, format=fmt)
+            text_column=column, format=fmt, n_not_text=self.n_not_text)

@@ -92,6 +92,11 @@ def input_notes(meta: dict) -> list[str]:
     if share > 0:
         out.append(f"{share:.1%} of the counted non-special tokens are the tokenizer's unknown token "
                    "(text its vocabulary cannot read)")
+    corpus = notes.get("corpus") or {}
+    skipped = int(corpus.get("n_not_text") or 0)
+    if skipped:
+        out.append(f"{skipped:,} cell{'s' if skipped != 1 else ''} of column {corpus.get('text_column')!r} "
+                   "were not text (numbers, booleans ...) and were skipped")
     cut = int(meta.get("n_truncated") or 0)
     if cut:
         out.append(f"{cut:,} sentence{'s' if cut != 1 else ''} longer than {notes.get('max_length')} tokens "
