@@ -49,6 +49,9 @@ class RunConfig:
     name: str | None = opt(None, "run name (file DIR/<name>.duckdb); default <model>__<corpus stem>", section="options",
                            label="Run name")
     revision: str | None = opt(None, "model revision (branch, tag or commit)", section="model")
+    stack: str = opt("encoder", "encoder-decoder models (T5, BART): the stack measured — its encoder, or its decoder "
+                     "(the sentence as decoder input after the start token, as in training)", section="model",
+                     choices=("encoder", "decoder"))
     gguf_file: str | None = opt(None, "GGUF file inside the model directory", section="model", label="GGUF file")
     trust_remote_code: bool = opt(False, "allow the model's own code (off by default; only for models you trust)",
                                   section="model")

@@ -157,7 +157,7 @@ def _model_meta(info) -> dict:
             "architecture": info.architecture, "norm_placement": info.norm_placement,
             "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
             "num_layers": int(info.num_hidden_states) - 1, "dim": int(info.dim), "dtype": info.dtype,
-            "is_decoder": bool(info.is_decoder)}
+            "is_decoder": bool(info.is_decoder), "stack": getattr(info, "stack", None)}
 
 
 def _free_memory(device: torch.device) -> None:

@@ -151,7 +151,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise NormvarError(f"invalid band {args.n_min} .. {args.n_max}", fix="use 1 <= --n-min <= --n-max")
     run = open_run(resolve_run(args.run, args.data_dir))
     m = run.meta
-    print(f"run {run.name}: model {m.get('model')} ({m.get('architecture')}, {m.get('norm_placement')}-"
+    stack = f" {m['stack']} stack" if m.get("stack") else ""
+    print(f"run {run.name}: model {m.get('model')} ({m.get('architecture')}{stack}, {m.get('norm_placement')}-"
           f"{m.get('norm_type')}, {m.get('num_layers')} layers x {m.get('dim')} d); corpus {m.get('corpus_name')}: "
           f"{_fmt(m.get('n_sentences'))} sentences, |X| = {_fmt(m.get('n_embeddings'))} per layer, "
           f"|T| = {_fmt(m.get('n_types'))}")
