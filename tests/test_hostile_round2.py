@@ -115,7 +115,7 @@ def test_overwrite_of_a_queued_run_says_so_instead_of_queuing_a_duplicate(capsys
 def test_token_page_shows_corpus_sentences_as_plain_text_in_a_browser(tmp_path, tiny_models):
     """A sentence holding a Markdown image link (to 127.0.0.1) and emphasis is shown on the Token page
     as the text it is: no <img>, no <em>, the characters visible."""
-    from test_dashboard_browser import ARGS, CHROMIUM, ROOT, _free_port
+    from test_dashboard_browser import ARGS, CHROMIUM, start_streamlit, stop_streamlit
 
     from normvar_core.service import cli
 
@@ -126,27 +126,14 @@ def test_token_page_shows_corpus_sentences_as_plain_text_in_a_browser(tmp_path, 
     data = tmp_path / "data"
     assert cli.main(["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", "md",
                      "--no-geometry", "--quiet", "--data-dir", str(data)]) == 0
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
-    log = open(tmp_path / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-         "--browser.gatherUsageStats", "false", "--", "--data-dir", str(data)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc, base, log = start_streamlit(data, tmp_path / "streamlit.log")
     try:
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             page = b.new_page(viewport={"width": 1400, "height": 1100})
-            for _ in range(300):
-                try:
-                    page.goto(f"http://127.0.0.1:{port}/?page=token&run=md&token=the")
-                    break
-                except Exception:  # noqa: BLE001 - the server is still starting
-                    assert proc.poll() is None, (tmp_path / "streamlit.log").read_text()
-                    page.wait_for_timeout(300)
+            page.goto(f"{base}/?page=token&run=md&token=the")
             page.get_by_text("Most typical").wait_for(timeout=90000)
             page.wait_for_function("() => document.querySelectorAll('mark b').length >= 2", timeout=60000)
             body = page.inner_text("body")
@@ -156,9 +143,4 @@ def test_token_page_shows_corpus_sentences_as_plain_text_in_a_browser(tmp_path, 
             assert page.locator("em", has_text="stars").count() == 0
             b.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_streamlit(proc, log)
