@@ -59,10 +59,11 @@ def probe_writable(folder: Path, what: str = "--out") -> None:
                            fix=f"choose a writable folder for {what}") from None
 
 
-def resolve_destination(path, *, what: str = "--out", probe: bool = True) -> Path:
+def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_parents: bool = False) -> Path:
     """The regular file that writing ``path`` will create or replace (see the module docstring);
     NormvarError for anything else. ``what`` names the option in the message; ``probe=False`` skips
-    the try-a-write check of the folder."""
+    the try-a-write check of the folder; ``make_parents=True`` creates a missing folder (mkdir -p,
+    for checkpoints) instead of refusing."""
     shown = str(path)
     p = Path(os.path.expanduser(shown))
     if not shown.strip():
@@ -79,6 +80,12 @@ def resolve_destination(path, *, what: str = "--out", probe: bool = True) -> Pat
             raise _refuse_kind(shown, target, st.st_mode, what)
     else:
         folder = target.parent
+        if make_parents and not folder.exists():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise NormvarError(f"cannot create the folder of {what}: {folder} ({exc.strerror or exc})",
+                                   fix=f"choose another {what}") from None
         if not folder.exists():
             via = f" (the target of the link {shown})" if os.path.islink(p) else ""
             raise NormvarError(f"the folder of {what} {target}{via} does not exist: {folder}",

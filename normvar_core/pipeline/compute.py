@@ -95,7 +95,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
-    ckpt_path = resolve_destination(checkpoint, what="--checkpoint") if checkpoint is not None else None
+    ckpt_path = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
     if cfg.executor == "ray":
         from normvar_core.pipeline.ray_executor import preflight
 
