@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"normvar: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in a foreground compute (errors.Terminated)
-        print(f"normvar: {getattr(exc, 'message', None) or ('terminated' if isinstance(exc, Terminated) else 'interrupted')}",
-              file=sys.stderr)
+        default = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"normvar: {getattr(exc, 'message', None) or default}", file=sys.stderr)
         return getattr(exc, "exit_code", 130)
 
 
