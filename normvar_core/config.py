@@ -49,6 +49,9 @@ class RunConfig:
     name: str | None = opt(None, "run name (file DIR/<name>.duckdb); default <model>__<corpus stem>", section="options",
                            label="Run name")
     revision: str | None = opt(None, "model revision (branch, tag or commit)", section="model")
+    stack: str = opt("encoder", "encoder-decoder models (T5, BART): the stack measured — its encoder, or its decoder "
+                     "(the sentence as decoder input after the start token, as in training)", section="model",
+                     choices=("encoder", "decoder"))
     gguf_file: str | None = opt(None, "GGUF file inside the model directory", section="model", label="GGUF file")
     trust_remote_code: bool = opt(False, "allow the model's own code (off by default; only for models you trust)",
                                   section="model")
@@ -65,6 +68,8 @@ class RunConfig:
     exclude_special: bool = opt(False, "drop special tokens ([CLS], <s>, BOS ...)", section="options")
     exclude_position0: bool = opt(False, "drop the first position of each sentence (decoders' massive activations)",
                                   section="options", label="Exclude position 0")
+    allow_unknown: bool = opt(False, "compute even when over half of the corpus's tokens are the tokenizer's "
+                              "unknown token ([UNK]); refused otherwise", section="options")
     max_length: int | None = opt(None, "truncation length in tokens; default: the model's maximum", minimum=2)
     batch_size: int | None = opt(None, "sentences per forward pass; default: automatic (a token budget)", minimum=1)
     device: str = opt("auto", "where the model runs", choices=DEVICES)
@@ -91,6 +96,11 @@ class RunConfig:
                     section="options", choices=UNITS)
     sweep: str | None = opt(None, "the training sweep this run belongs to (set by normvar sweep)")
     step: int | None = opt(None, "the checkpoint's training step (set by normvar sweep)", minimum=0)
+
+    def __post_init__(self) -> None:
+        # what runs is what is recorded: --layers 0,0 or 6,0 keeps hidden states [0] or [0, 6]
+        if isinstance(self.layers, (tuple, list)) and all(isinstance(x, int) for x in self.layers):
+            object.__setattr__(self, "layers", tuple(sorted(set(self.layers))))
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -18,3 +18,39 @@ class NormvarError(Exception):
 
 class CancelledError(NormvarError):
     """Raised inside a computation when its job was cancelled."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, ``docker stop``, a scheduler) during a foreground command,
+    raised by ``terminate_as_interrupt``'s handler: every ``except KeyboardInterrupt`` / ``finally``
+    cleans up as for Ctrl-C (temp files removed, checkpoint kept); the CLI exits 143 (128 + 15)."""
+
+    exit_code = 143
+
+
+class terminate_as_interrupt:
+    """``with terminate_as_interrupt(): ...`` — SIGTERM raises ``Terminated`` in the main thread for
+    the duration (a second SIGTERM during the clean-up is ignored); the old handler comes back after.
+    Outside the main thread it does nothing."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.fired = False
+            self.old = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    def _raise(self, signum, frame):  # noqa: ARG002
+        if not self.fired:
+            self.fired = True
+            raise Terminated("terminated (SIGTERM)")
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.old is not None:
+            signal.signal(signal.SIGTERM, self.old)
+        return False

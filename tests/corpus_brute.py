@@ -173,10 +173,9 @@ def _jsonl_records(text: str, path: Path, wanted: str | None) -> tuple[list[str]
     if not rows:
         raise NormvarError(f"corpus file is empty: {path.name}", fix="pass a file with one JSON object per line")
     available = list(dict.fromkeys(k for r in rows for k in r))
-    string_cols = [k for k in available if any(isinstance(r.get(k), str) for r in rows)
-                   and all(r.get(k) is None or isinstance(r.get(k), str) for r in rows)]
+    string_cols = [k for k in available if any(isinstance(r.get(k), str) for r in rows)]
     col = _pick_column(available, string_cols, wanted, path)
-    return [_cell(r.get(col)) for r in rows], col
+    return [r.get(col) if isinstance(r.get(col), str) else "" for r in rows], col  # non-strings skipped
 
 
 def _csv_records(text: str, path: Path, wanted: str | None) -> tuple[list[str], str]:

@@ -79,7 +79,7 @@ def test_a_run_mostly_of_unknown_tokens_is_flagged_in_its_row_and_on_the_pages(c
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data = tmp_path / "data"
     code, out, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus,
-                             "--name", "unk", "--no-geometry", "--data-dir", data)
+                             "--name", "unk", "--no-geometry", "--allow-unknown", "--data-dir", data)
     assert code == 0, err
     tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
     ids = [i for s in lines for i in tok(s)["input_ids"]]

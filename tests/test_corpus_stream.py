@@ -195,10 +195,12 @@ def test_columns_that_are_not_text_are_refused(tmp_path):
         assert load_sentences(RunConfig(corpus=str(tmp_path / f"t.{ext}"), text_column="text")).n_kept == 6
 
 
-def test_mixed_jsonl_column_refused_and_no_text_column_at_all(tmp_path):
-    (tmp_path / "m.jsonl").write_text('{"t": "a b"}\n{"t": 3}\n{"t": null}\n')
-    with pytest.raises(NormvarError, match="'t' of m.jsonl is not text"):
-        load_sentences(RunConfig(corpus=str(tmp_path / "m.jsonl"), text_column="t"))
+def test_mixed_jsonl_column_takes_its_strings_and_no_text_column_at_all(tmp_path):
+    """A JSONL text field that is sometimes a number: its strings are the corpus, the rest counted."""
+    (tmp_path / "m.jsonl").write_text('{"t": "a b"}\n{"t": 3}\n{"t": null}\n{"t": true}\n{"t": "c"}\n')
+    for col in ("t", None):
+        c = load_sentences(RunConfig(corpus=str(tmp_path / "m.jsonl"), text_column=col))
+        assert c.sentences == ["a b", "c"] and c.n_not_text == 2 and c.n_empty == 3 and c.text_column == "t"
     pd.DataFrame({"n": [1, 2, 3]}).to_csv(tmp_path / "n.csv", index=False)
     with pytest.raises(NormvarError) as ei:
         load_sentences(RunConfig(corpus=str(tmp_path / "n.csv"), text_column="n"))

@@ -42,11 +42,12 @@ def run(data):
     return open_run(data / "runs" / f"{RUN}.duckdb")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, data):
+def start_streamlit(data: Path, log_path: Path) -> tuple[subprocess.Popen, str, object]:
+    """`streamlit run app.py` on a free 127.0.0.1 port over ``data``; returns (process, base URL, log
+    file) once its health check answers."""
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    log = open(tmp_path_factory.getbasetemp() / "streamlit.log", "w")
+    log = open(log_path, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
@@ -63,15 +64,25 @@ def server(tmp_path_factory, data):
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"streamlit did not start: {(tmp_path_factory.getbasetemp() / 'streamlit.log').read_text()[-2000:]}")
+            raise RuntimeError(f"streamlit did not start: {Path(log_path).read_text()[-2000:]}")
         time.sleep(0.3)
-    yield base
+    return proc, base, log
+
+
+def stop_streamlit(proc: subprocess.Popen, log) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data):
+    proc, base, log = start_streamlit(data, tmp_path_factory.getbasetemp() / "streamlit.log")
+    yield base
+    stop_streamlit(proc, log)
 
 
 @pytest.fixture(scope="module")

@@ -60,11 +60,11 @@ def test_token_view_renders_from_a_url(app, run):
     col = int(np.searchsorted(st_.token_ids, tid))
     np.testing.assert_allclose(arr(qmv["data"][1]["y"]), st_.m[:, col])       # M(X_t) per layer
     md = " ".join(m.value for m in at.markdown)
-    assert "Most typical" in md and "<mark><b>her</b></mark>" in md
+    assert "Most typical" in md and "<mark><b>her</b></mark>" in " ".join(h.body for h in at.html)
     layer = run.layers[len(run.layers) // 2]
     smp = run.samples(layer, [tid])
     want = contexts(smp, st_.mean[st_.layer(layer), col], run.sentences(smp["sentence_id"].tolist()))
-    first = next(m.value for m in at.markdown if "‖x − μ‖" in m.value)
+    first = next(h.body for h in at.html if "‖x − μ‖" in h.body)
     assert f"{want['distance'].iloc[0]:.3f}" in first
     assert at.query_params["token"] == ["her"] or at.query_params["token"] == "her"
 

@@ -100,7 +100,9 @@ def test_submit_validates_and_refuses_duplicates(dd):
     store.submit(cfg("dup"))
     with pytest.raises(NormvarError, match="already queued"):
         store.submit(cfg("dup"))
-    store.submit(cfg("dup"), overwrite=True)  # explicit overwrite is allowed
+    with pytest.raises(NormvarError, match="would only queue a duplicate"):  # the same options again
+        store.submit(cfg("dup"), overwrite=True)
+    store.submit(cfg("dup").replace(seed=1), overwrite=True)  # other options: an explicit replacement
     dd.run_path("pub").write_text("x")
     with pytest.raises(NormvarError, match="already exists"):
         store.submit(cfg("pub"))

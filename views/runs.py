@@ -146,7 +146,8 @@ if run is not None:
     st.subheader(f"Run: {run.name}")
     m = run.meta
     c = st.columns(6)
-    c[0].metric("model", str(m.get("model")))
+    c[0].metric("model", str(m.get("model")) + (f" · {m['stack']}" if m.get("stack") else ""),
+                help="encoder-decoder: the stack this run measures (--stack)" if m.get("stack") else None)
     c[1].metric("|T| token types", _ui.fmt_int(m.get("n_types")))
     c[2].metric("|X| embeddings / layer", _ui.fmt_int(m.get("n_embeddings")))
     n_hidden = _ui.num_hidden_states(run)
@@ -155,7 +156,8 @@ if run is not None:
                                                               f"; {len(run.layers)} of them stored in this run"))
     c[4].metric("norm placement", str(m.get("norm_placement") or "–"))
     c[5].metric("sentences", _ui.fmt_int(m.get("n_sentences")))
-    st.caption(f"{m.get('architecture') or ''} · corpus `{short_corpus(m.get('corpus_name'))}` · created {m.get('created_at')} · "
+    stack = f" ({m['stack']} stack)" if m.get("stack") else ""
+    st.caption(f"{m.get('architecture') or ''}{stack} · corpus `{short_corpus(m.get('corpus_name'))}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
     _ui.unknown_token_warning(run)
     dropped_sentences(m)

@@ -230,8 +230,8 @@ else:
             text = highlight(html.escape(r.sentence), -1, -1) if r.char_start < 0 else (
                 html.escape(r.sentence[:r.char_start]) + "<mark><b>" + html.escape(r.sentence[r.char_start:r.char_end])
                 + "</b></mark>" + html.escape(r.sentence[r.char_end:]))
-            st.markdown(f"<small>‖x − μ‖ = {r.distance:.3f} · cos = {r.cosine:+.3f}</small><br>{text}",
-                        unsafe_allow_html=True)
+            # st.html, not st.markdown: corpus text is shown as it is (an image link stays text)
+            st.html(f"<div><small>‖x − μ‖ = {r.distance:.3f} · cos = {r.cosine:+.3f}</small><br>{text}</div>")
 
     c1, c2 = st.columns(2)
     with c1:

@@ -70,7 +70,12 @@ def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
     (bos == eos, or only one of them) — GPT-2's <|endoftext|> on both ends, as the study does.
     Not wrapped: tokenizers that add their own (BERT, RoBERTa, Llama/Gemma BOS), and those
     whose distinct bos/eos are chat-turn markers (SmolLM2-Instruct: <|im_start|>/<|im_end|>),
-    which keep their own behaviour (no BOS: the first word is position 0)."""
+    which keep their own behaviour (no BOS: the first word is position 0). An encoder-decoder's
+    decoder stack (``tokenizer.normvar_decoder_start`` set by ``encdec.select_stack``): (start, None),
+    the start token before the tokenizer's own encoding.""" 
+    start = getattr(tokenizer, "normvar_decoder_start", None)
+    if start is not None:  # an encoder-decoder's decoder stack: [start] + the sentence (pipeline/encdec.py)
+        return int(start), None
     probe = "a"
     with_sp = tokenizer(probe, add_special_tokens=True)["input_ids"]
     without = tokenizer(probe, add_special_tokens=False)["input_ids"]
@@ -137,8 +142,9 @@ def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wr
         for r, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
             wid = word_units(enc, r, part[r], words) if words is not None else None
             if bos is not None:
-                ids, sp = [bos, *ids, eos], [1, *sp, 1]
-                wid = None if wid is None else ([(-1, -1)] + wid + [(-1, -1)])
+                tail = [] if eos is None else [eos]
+                ids, sp = [bos, *ids, *tail], [1, *sp, *([1] * len(tail))]
+                wid = None if wid is None else ([(-1, -1)] + wid + [(-1, -1)] * len(tail))
             if len(ids) > max_length:
                 if wid is not None:
                     wid = _truncate_words(wid, sp, max_length)

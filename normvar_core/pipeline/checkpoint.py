@@ -1,7 +1,8 @@
 """Checkpoints: the partial state of batches [0, next) plus ``next`` (see ``execute``).
 
 One ``.npz`` (numpy arrays + a JSON string; loaded with ``allow_pickle=False``) written to
-``.<name>.tmp-<pid>`` and ``os.replace``d onto the path, so a reader sees the old or the new
+``.<name>.tmp-<pid>`` and ``os.replace``d onto the path (``destination.write_atomic``: never over a
+device, FIFO or folder; a user's ``--checkpoint`` is checked by ``destination.resolve_destination``), so a reader sees the old or the new
 checkpoint, never half of one. A checkpoint is used only when its plan fingerprint (config,
 batches, corpus hash, weights hash, counts) equals the run's; batch order is deterministic, so a
 resumed run equals an uninterrupted one exactly.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from normvar_core.destination import write_atomic
 from normvar_core.pipeline.execute import PartialState
 
 FORMAT = "normvar-checkpoint-2"
@@ -25,16 +27,14 @@ def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> N
     meta = dict(fingerprint=fingerprint, format=FORMAT, start=partial.start, next_batch=partial.stop, **extra)
     arrays["meta_json"] = np.array(json.dumps(meta, sort_keys=True, default=str))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    try:
+
+    def write(tmp: Path) -> None:
         with open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    write_atomic(path, write, what="--checkpoint")
 
 
 def load(path: Path, fingerprint: dict) -> tuple[PartialState, dict] | None:

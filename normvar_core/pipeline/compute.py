@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
+from normvar_core.destination import resolve_destination
 from normvar_core.errors import NormvarError
 from normvar_core.runs.writer import check_destination
 
@@ -94,6 +95,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
+    ckpt_path = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
     if cfg.executor == "ray":
         from normvar_core.pipeline.ray_executor import preflight
 
@@ -162,6 +164,8 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         run_range(source, plan, accs, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled)
     except BaseException:
         clean = moments.n_embeddings == pos["clean_n"]  # no piece of an unfinished batch was added
+        if not clean and getattr(source, "completed_batch", None) == pos["next"]:
+            pos["next"], clean = pos["next"] + 1, True  # interrupted in the next forward: that batch is whole
         if clean and ckpt_path is not None and pos["next"] > (resumed_from or 0):
             try:
                 saver.save(accs, pos["next"], extra())
@@ -173,8 +177,16 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     report(Progress("write", total, total, moments.n_embeddings, 0.0, 0.0))
     n_embeddings = moments.n_embeddings
     notes = {**source.notes(), "resumed_from_batch": resumed_from}
-    path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
-                       seconds=seconds_before + (time.monotonic() - t_start))
+    try:
+        path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
+                           seconds=seconds_before + (time.monotonic() - t_start))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
+        if ckpt_path is not None:
+            try:
+                saver.save(accs, plan.n_batches, extra())
+            except Exception:  # noqa: BLE001 - the interruption matters more
+                pass
+        raise
     if ckpt_path is not None:
         ckpt_path.unlink(missing_ok=True)
     report(Progress("done", total, total, n_embeddings, 0.0, 0.0))

@@ -3,8 +3,9 @@
 The text column is ``text_column``, or the one text column when there is exactly one (which
 needs the whole file, so without ``text_column`` a .jsonl/.csv file is read twice: once for its
 columns, once for the cells). A column that is not text (numbers, booleans, only nulls) is
-refused. What counts as text is what a whole-file read gives: in JSONL every value is a string
-or null and one is a string; in CSV some non-empty cell is neither a number nor a boolean as pandas
+refused. What counts as text is what a whole-file read gives: in JSONL a key with some string
+value (its other values — numbers, booleans, objects — are skipped, counted as ``n_not_text`` and
+printed by ``compute``); in CSV some non-empty cell is neither a number nor a boolean as pandas
 parses them (empty cells are missing, so numbers with blanks are numbers, not text);
 in Parquet the type is a string type (or, when named, a dictionary of strings).
 
@@ -67,7 +68,7 @@ def _same_file(first: str, second: str, path: Path) -> None:
 
 # ----------------------------------------------------------------------------- JSONL
 class _JsonColumns:
-    """Keys in first-seen order; a key holds text when every value is a string or null, one a string."""
+    """Keys in first-seen order; a key holds text when one of its values is a string."""
 
     def __init__(self):
         self.rows = 0
@@ -86,7 +87,7 @@ class _JsonColumns:
     def pick(self, wanted: str | None, path: Path) -> str:
         if not self.rows:
             raise NormvarError(f"corpus file is empty: {path.name}", fix="pass a file with one JSON object per line")
-        text = [k for k, (some, all_text) in self.keys.items() if some and all_text]
+        text = [k for k, (some, _) in self.keys.items() if some]
         return pick_column(list(self.keys), text, wanted, path)
 
 
@@ -118,18 +119,26 @@ def _jsonl_rows(stream: CorpusStream, path: Path) -> Iterator[list[dict]]:
         yield rows
 
 
+def _json_cells(rows: list[dict], col: str, sel: Selection) -> None:
+    """The string values of ``col`` to ``sel``; a value that is not a string (3, true, {...}) is
+    skipped like an empty cell and counted in ``sel.n_not_text``."""
+    values = [r.get(col) for r in rows]
+    sel.n_not_text += sum(v is not None and not isinstance(v, str) for v in values)
+    sel.add([v if isinstance(v, str) else "" for v in values])
+
+
 def _jsonl(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
     cols = _JsonColumns()
     first = CorpusStream(path)
     for rows in _jsonl_rows(first, path):
         cols.add(rows)
         if wanted:
-            sel.add([cell(r.get(wanted)) for r in rows])
+            _json_cells(rows, wanted, sel)
     col = cols.pick(wanted, path)
     if not wanted:
         second = CorpusStream(path)
         for rows in _jsonl_rows(second, path):
-            sel.add([cell(r.get(col)) for r in rows])
+            _json_cells(rows, col, sel)
         _same_file(first.sha256, second.sha256, path)
     return col, first.sha256
 

@@ -172,6 +172,8 @@ class ModelInfo:
     gguf_file: str | None = None
     device: str = "cpu"
     dtype: str = "float32"
+    stack: str | None = None
+    """Encoder-decoders: the stack measured, "encoder" or "decoder" (``encdec``); None otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -456,6 +458,9 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     device = resolve_device(cfg)
     dtype = _torch_dtype(cfg, device)
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
+    from normvar_core.pipeline.encdec import check_text_model, select_stack
+
+    check_text_model(path, src.name, **kw)  # vision / audio: one line before anything heavy
     check_model_dir(Path(path), src.name)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
@@ -475,12 +480,14 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
         raise NormvarError(f"the weights of model {src.name!r} are damaged or incomplete ({type(exc).__name__}: "
                            f"{first[:160]})", fix="copy or download the model files again") from None
     check_tokenizer(tok, src.name)
+    architecture = type(model).__name__
+    model, stack = select_stack(model, tok, getattr(cfg, "stack", "encoder"), src.name)
     model.config.output_hidden_states = True
     model.eval().to(device)
     arch = detect_architecture(model, tok)
     info = ModelInfo(
-        name=src.name, source=str(path), revision=src.revision,
-        architecture=type(model).__name__, model_type=str(getattr(model.config, "model_type", "")),
+        name=src.name, source=str(path), revision=src.revision, stack=stack,
+        architecture=architecture, model_type=str(getattr(model.config, "model_type", "")),
         num_hidden_states=arch["num_hidden_states"], dim=arch["dim"], max_length=_max_length(model, tok),
         is_decoder=arch["is_decoder"], norm_placement=arch["norm_placement"], norm_type=arch["norm_type"],
         final_norm=arch["final_norm"], weights_hash=_cached_hash(path) or weights_hash(model),

@@ -40,6 +40,8 @@ class RunPlan:
     corpus_name: str = ""
     corpus_sha256: str = ""
     unk_share: float = 0.0
+    unk_share_text: float = 0.0
+    """Share of the counted non-special positions ([CLS], <s>, padding left out) that are unknown."""
     """Share of counted positions that are the tokenizer's unknown token (flagged above UNK_FLAG)."""
     word_tokens: np.ndarray | None = None
     """Word runs (App. J): |T_w|, the mean number of tokens per occurrence of each type (aligned with token_ids)."""
@@ -117,6 +119,7 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
               else np.zeros(0, np.int64))
     unk = getattr(tokenizer, "unk_token_id", None)
     unk_n = int(n[ids == unk].sum()) if unk is not None and not words else 0
+    unk_text = check_unknown_share(cfg, tokenizer, ids, n, unk_n)
     sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     uniform = S.plan_uniform(batch_list, size=cfg.id_sample if cfg.geometry else 0, seed=cfg.seed, **excl)
     S.char_spans(sample_plan, sentences, tokenizer, wrapped=B.wrap_tokens(tokenizer)[0] is not None, words=words)
@@ -127,14 +130,35 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
                    sentence_lengths=np.asarray(getattr(corpus, "sentence_lengths", np.zeros(0)), np.int64),
                    corpus_notes=corpus_notes(corpus), corpus_name=getattr(corpus, "name", ""),
                    corpus_sha256=getattr(corpus, "sha256", ""), unk_share=unk_n / max(int(n.sum()), 1),
+                   unk_share_text=unk_text,
                    word_tokens=word_tokens)
+
+
+UNKNOWN_REFUSE = 0.5  # above this share of non-special tokens, the corpus is refused without --allow-unknown
+
+
+def check_unknown_share(cfg, tokenizer, ids: np.ndarray, n: np.ndarray, unk_n: int) -> float:
+    """u = n(unknown) / n(non-special) over the counted positions (the tokenizer's special tokens other
+    than its unknown token left out). u > UNKNOWN_REFUSE refuses the run (the model cannot read the
+    text: every statistic would be about one [UNK] type) unless ``cfg.allow_unknown``; returns u."""
+    if not unk_n:
+        return 0.0
+    unk = tokenizer.unk_token_id
+    special = [int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []) if int(i) != unk]
+    text_n = int(n[~np.isin(ids, special)].sum())
+    share = unk_n / max(text_n, 1)
+    if share > UNKNOWN_REFUSE and not getattr(cfg, "allow_unknown", False):
+        raise NormvarError(f"{share:.0%} of the corpus's tokens are the tokenizer's unknown token "
+                           f"{tokenizer.unk_token!r}: the model cannot read this text",
+                           fix="use a model whose vocabulary covers it, or pass --allow-unknown to compute it anyway")
+    return float(share)
 
 
 def corpus_notes(corpus) -> dict:
     """How the sentences were selected (the run row's notes.corpus)."""
     out = {}
     for k in ("path", "format", "text_column", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out",
-              "n_capped"):
+              "n_capped", "n_not_text"):
         v = getattr(corpus, k, None)
         if v is not None:
             out[k] = v if isinstance(v, (int, float, str, bool)) else str(v)

@@ -73,7 +73,8 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         notes={"n_batches": plan.n_batches,
                "batch_size": cfg.batch_size or int(max(batch_sizes(plan.batches), default=0)),
                **notes, **acc_notes, "is_decoder": is_decoder, "max_length": plan.max_length,
-               "unk_share": round(float(plan.unk_share), 6), "unk_flag": bool(plan.unk_share > UNK_FLAG),
+               "unk_share": round(float(plan.unk_share), 6),
+               "unk_share_text": round(float(getattr(plan, "unk_share_text", 0.0)), 6), "unk_flag": bool(plan.unk_share > UNK_FLAG),
                "corpus": plan.corpus_notes},
     )
     record.model = cfg.model

@@ -47,6 +47,7 @@ class TransformerSource:
                                device=str(loaded.device), meta=_model_meta(info),
                                tables=norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim)))
         self.oom_splits = 0
+        self.completed_batch: int | None = None
         self.max_rows: int | None = None
 
     @property
@@ -63,6 +64,7 @@ class TransformerSource:
         if start >= stop:
             return
         pin = self.device.type == "cuda"
+        self.completed_batch = None
 
         def prepare(bi: int):
             batch = plan.batches[bi]
@@ -77,6 +79,7 @@ class TransformerSource:
                 if bi + 1 < stop:
                     ahead = pool.submit(prepare, bi + 1)
                 yield from self._forward(bi, batch, plan.exclusions)
+                self.completed_batch = bi  # every piece of batch bi was taken (runs before the next forward)
 
     def _forward(self, bi: int, batch, excl: dict) -> Iterator[StateBatch]:
         rows = len(batch)
@@ -154,7 +157,7 @@ def _model_meta(info) -> dict:
             "architecture": info.architecture, "norm_placement": info.norm_placement,
             "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
             "num_layers": int(info.num_hidden_states) - 1, "dim": int(info.dim), "dtype": info.dtype,
-            "is_decoder": bool(info.is_decoder)}
+            "is_decoder": bool(info.is_decoder), "stack": getattr(info, "stack", None)}
 
 
 def _free_memory(device: torch.device) -> None:

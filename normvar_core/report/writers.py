@@ -116,15 +116,15 @@ def write_html(slides: list[Slide], out: Path) -> Path:
 
 
 def write_report(slides: list[Slide], out: Path, fmt: str) -> Path:
+    """Write ``slides`` to ``out`` atomically (``destination.write_atomic``: a temp file beside it, then
+    a rename). ``out`` must be a regular file or a free name: pass it through
+    ``destination.resolve_destination`` first when the user chose it."""
     if fmt not in FORMATS:
         raise ValueError(fmt)
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        {"pptx": write_pptx, "pdf": write_pdf, "html": write_html}[fmt](slides, tmp)
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    from normvar_core.destination import write_atomic
+
+    write = {"pptx": write_pptx, "pdf": write_pdf, "html": write_html}[fmt]
+    return write_atomic(out, lambda tmp: write(slides, tmp))
 
 
 __all__ = ["deck_title", "write_report", "write_pptx", "write_pdf", "write_html", "FORMATS"]

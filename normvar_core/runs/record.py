@@ -24,6 +24,7 @@ RUN_COLUMNS: list[tuple[str, str]] = [
     # schema 2: the pipeline's stages
     ("source", "VARCHAR"), ("accumulators", "VARCHAR"), ("sweep", "VARCHAR"), ("step", "BIGINT"),
     ("unit", "VARCHAR"), ("schema_version", "INTEGER"),
+    ("stack", "VARCHAR"),  # encoder-decoders: "encoder" or "decoder"; NULL for one-stack models
 ]
 JSON_COLUMNS = ("options", "versions", "notes", "accumulators")
 SCHEMA_VERSION = 2
@@ -65,6 +66,7 @@ class RunRecord:
     step: int | None = None
     unit: str | None = "token"
     schema_version: int | None = SCHEMA_VERSION
+    stack: str | None = None
 
     @classmethod
     def from_dict(cls, meta: dict) -> "RunRecord":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Mapping
 
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from normvar_core.destination import kind_of
 from normvar_core.errors import NormvarError
 from normvar_core.runs.record import RUN_COLUMNS, RunRecord
 from normvar_core.runs.tables import TableData, moments_tables, samples_tables, sentence_length_table
@@ -153,6 +155,8 @@ def publish(tmp: Path, path: Path, overwrite: bool) -> None:
     """Atomic publish: rename when overwriting; otherwise hard-link (fails if the name exists,
     so two writers never clobber each other) then drop the temp name."""
     if overwrite:
+        if (err := not_a_run_file(path)) is not None:
+            raise err
         os.replace(tmp, path)
         return
     try:
@@ -204,8 +208,24 @@ def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentenc
     return write_tables(path, record, tables, overwrite=overwrite)
 
 
+def not_a_run_file(path: Path) -> NormvarError | None:
+    """The error for a run name taken by something that is not a regular file (a link, a folder, a
+    device, a FIFO): normvar publishes runs by rename and never replaces or follows those."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)
+    return NormvarError(f"the run file {path} is {kind}, not a run", fix="remove it or choose another --name / --out")
+
+
 def check_destination(out_path: Path, overwrite: bool) -> None:
-    """Before any expensive work: the name is free (or --overwrite) and the folder is writable."""
+    """Before any expensive work: the name is free (or --overwrite, over a regular file only) and the
+    folder is writable."""
+    if (err := not_a_run_file(out_path)) is not None:
+        raise err
     if out_path.exists() and not overwrite:
         raise NormvarError(f"run {out_path.stem!r} already exists: {out_path}",
                            fix="choose another --name or pass --overwrite")

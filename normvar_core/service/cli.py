@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from normvar_core.errors import NormvarError
+from normvar_core.errors import NormvarError, Terminated
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,17 +33,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_library_warnings() -> None:
+    """No raw warning on stderr: normvar's own warnings (``warnings.warn`` in normvar_core) become one
+    ``normvar: note:`` line; the libraries' (numpy RuntimeWarnings, deprecations, transformers' log
+    warnings) are not shown. ``NORMVAR_WARNINGS=1`` shows everything as Python would."""
+    import warnings
+
+    if os.environ.get("NORMVAR_WARNINGS"):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+        if "normvar_core" in str(filename) and not issubclass(category, (RuntimeWarning, DeprecationWarning)):
+            text = str(message).strip().splitlines()
+            print(f"normvar: note: {text[0] if text else category.__name__}", file=sys.stderr)
+
+    warnings.showwarning = show
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # read when transformers is first imported
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    quiet_library_warnings()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except NormvarError as err:
         print(f"normvar: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("normvar: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in a foreground compute (errors.Terminated)
+        default = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"normvar: {getattr(exc, 'message', None) or default}", file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
 
 
 if __name__ == "__main__":

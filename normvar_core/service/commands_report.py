@@ -18,20 +18,18 @@ def register(sub) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from normvar_core.destination import resolve_destination
     from normvar_core.errors import NormvarError
     from normvar_core.report.slides import build_slides
     from normvar_core.report.writers import write_report
     from normvar_core.runs.reader import open_run, resolve_run
 
     out = Path(args.out or f"{'_vs_'.join(Path(r).stem for r in args.runs)[:120]}.{args.format}")
-    if out.is_dir():
-        raise NormvarError(f"--out {out} is a folder", fix="give a file name, e.g. --out talk.pptx")
-    if not out.parent.exists():
-        raise NormvarError(f"the folder of --out does not exist: {out.parent}", fix="create it or choose another --out")
+    target = resolve_destination(out, what="--out")  # a regular file, a link's target, or exit 2
     runs = [open_run(resolve_run(r, args.data_dir)) for r in args.runs]  # all checked before any work
     try:
-        path = write_report(build_slides(runs), out, args.format)
+        write_report(build_slides(runs), target, args.format)
     except OSError as exc:
         raise NormvarError(f"cannot write {out}: {exc.strerror or exc}", fix="choose a writable --out") from None
-    print(path)
+    print(out)
     return 0

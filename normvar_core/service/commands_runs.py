@@ -46,13 +46,23 @@ def register(sub) -> None:
 
 # ----------------------------------------------------------------------------- compute
 def cmd_compute(args: argparse.Namespace) -> int:
+    from normvar_core.errors import terminate_as_interrupt
     from normvar_core.pipeline.compute import TqdmProgress, compute_run
 
     cfg = RunConfig.from_args(args)
     bar = None if args.quiet else TqdmProgress()
     try:
-        path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
-                           checkpoint=args.checkpoint, out_dir=args.out)
+        with terminate_as_interrupt():  # SIGTERM as Ctrl-C: temp files removed, checkpoint kept
+            path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
+                               checkpoint=args.checkpoint, out_dir=args.out)
+    except KeyboardInterrupt as exc:
+        from pathlib import Path
+
+        what = "terminated (SIGTERM)" if getattr(exc, "exit_code", 130) == 143 else "interrupted"
+        kept = args.checkpoint and Path(args.checkpoint).exists()
+        exc.message = (f"{what}; nothing was published" +
+                       (f"; checkpoint kept in {args.checkpoint}: the same command resumes from it" if kept else ""))
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -62,11 +72,36 @@ def cmd_compute(args: argparse.Namespace) -> int:
 
 
 def print_skipped(path) -> None:
-    """One stderr line per measure the run asked for but could not hold (its notes.skipped)."""
+    """One stderr line per measure the run asked for but could not hold (its notes.skipped), and the
+    notes about its input: the share of unknown tokens, the sentences truncated to the model's maximum."""
     from normvar_core.runs.reader import read_meta, skipped_measures
 
-    for reason in skipped_measures(read_meta(path)).values():
+    meta = read_meta(path)
+    for reason in skipped_measures(meta).values():
         print(f"normvar: note: {reason}", file=sys.stderr)
+    for line in input_notes(meta):
+        print(f"normvar: note: {line}", file=sys.stderr)
+
+
+def input_notes(meta: dict) -> list[str]:
+    """Lines about what the model could not read: unknown tokens (share of the non-special tokens) and
+    sentences cut at the model's maximum length (their tail is not counted)."""
+    notes = meta.get("notes") or {}
+    out = []
+    share = float(notes.get("unk_share_text") or 0.0)
+    if share > 0:
+        out.append(f"{share:.1%} of the counted non-special tokens are the tokenizer's unknown token "
+                   "(text its vocabulary cannot read)")
+    corpus = notes.get("corpus") or {}
+    skipped = int(corpus.get("n_not_text") or 0)
+    if skipped:
+        out.append(f"{skipped:,} cell{'s' if skipped != 1 else ''} of column {corpus.get('text_column')!r} "
+                   "were not text (numbers, booleans ...) and were skipped")
+    cut = int(meta.get("n_truncated") or 0)
+    if cut:
+        out.append(f"{cut:,} sentence{'s' if cut != 1 else ''} longer than {notes.get('max_length')} tokens "
+                   "(the model's maximum or --max-length) were truncated: their tail is not counted")
+    return out
 
 
 # ----------------------------------------------------------------------------- show
@@ -116,7 +151,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise NormvarError(f"invalid band {args.n_min} .. {args.n_max}", fix="use 1 <= --n-min <= --n-max")
     run = open_run(resolve_run(args.run, args.data_dir))
     m = run.meta
-    print(f"run {run.name}: model {m.get('model')} ({m.get('architecture')}, {m.get('norm_placement')}-"
+    stack = f" {m['stack']} stack" if m.get("stack") else ""
+    print(f"run {run.name}: model {m.get('model')} ({m.get('architecture')}{stack}, {m.get('norm_placement')}-"
           f"{m.get('norm_type')}, {m.get('num_layers')} layers x {m.get('dim')} d); corpus {m.get('corpus_name')}: "
           f"{_fmt(m.get('n_sentences'))} sentences, |X| = {_fmt(m.get('n_embeddings'))} per layer, "
           f"|T| = {_fmt(m.get('n_types'))}")

@@ -371,8 +371,25 @@ class JobStore:
                     raise NormvarError(
                         f"a run named {name!r} is already {other['state']} as job {other['id']}",
                         fix="choose another --name, cancel that job, or pass --overwrite")
+            else:
+                self._refuse_duplicate(conn, name, cfg)
             seq = self._insert(conn, job_id, name, cfg.to_json(), overwrite, now)
         return self._enqueue_new(job_id, seq)
+
+    @staticmethod
+    def _refuse_duplicate(conn, name: str, cfg: RunConfig) -> None:
+        """``--overwrite`` of a run that a queued or running job will already compute with the very
+        same options: say so instead of queuing a second identical job (other options may replace it)."""
+        for other in conn.execute("select id, state, config from jobs where name = ? and state in "
+                                  "('queued','running')", (name,)).fetchall():
+            try:
+                same = RunConfig.from_json(other["config"]).to_json() == cfg.to_json()
+            except (NormvarError, ValueError):
+                same = False
+            if same:
+                raise NormvarError(f"run {name!r} is already {other['state']} as job {other['id']} with the same "
+                                   "options; --overwrite would only queue a duplicate",
+                                   fix=f"wait for it (normvar jobs) or cancel it first (normvar cancel {other['id']})")
 
     def submit_report(self, runs: list[str], fmt: str = "pptx") -> str:
         """Queue a report (slide deck, PDF or HTML) of published ``runs``; returns the job id. The

@@ -11,7 +11,9 @@
 * TwoNN (Facco et al. 2017, seed 004 §2.4): μᵢ = r₂ / r₁ (second / first nearest-neighbour
   distance); the largest 10 % of μ discarded; the slope of −log(1 − F_emp(μ)) on log μ through the
   origin, F_emp(μ_(i)) = i / N — the estimator of scikit-dimension's ``TwoNN`` (checked against it in
-  the tests). Points with r₁ = 0 (duplicates) are dropped and counted.
+  the tests). Identical rows are reduced to one copy first (as DADApy's ``remove_identical_points``)
+  and the removed copies counted: the estimator runs on distinct points, so no point takes a copy of a
+  duplicated pair as its two neighbours (r₁ = r₂, μ = 1).
 * Seed 003's high-dimensional checks: the spread of the norm, std(‖x‖)/E‖x‖ (a Gaussian in R^d puts
   it near 1/√(2d)), exact from Σ‖x‖ and Σ‖x‖²; cosines of disjoint random pairs of the sample (near
   N(0, 1/d) for isotropic vectors).
@@ -166,9 +168,25 @@ def twonn_from_distances(r1: np.ndarray, r2: np.ndarray, discard: float = TWONN_
     return float(np.dot(x, y) / np.dot(x, x)), dup
 
 
+def distinct_rows(X: np.ndarray) -> tuple[np.ndarray, int]:
+    """(one copy of each distinct row of X, in their first order; how many identical copies were
+    removed) — DADApy's ``remove_identical_points``. Rows compare by value (0.0 == −0.0)."""
+    X = np.asarray(X)
+    if X.shape[0] < 2:
+        return X, 0
+    _, first = np.unique(X, axis=0, return_index=True)
+    first.sort()
+    return X[first], int(X.shape[0] - first.size)
+
+
 def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, search=None) -> tuple[float, int]:
-    """TwoNN intrinsic dimension of the rows of X and the number of duplicates dropped."""
-    return twonn_from_distances(*nearest_two(X, search=search), discard=discard)
+    """TwoNN intrinsic dimension of the distinct rows of X, and the number of identical copies
+    removed before it (``distinct_rows``)."""
+    X, dup = distinct_rows(X)
+    if X.shape[0] < 3:
+        return float("nan"), dup
+    d, _ = twonn_from_distances(*nearest_two(X, search=search), discard=discard)
+    return d, dup
 
 
 def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, search=None) -> dict:
@@ -213,4 +231,4 @@ def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> n
 
 
 __all__ = ["Spectrum", "spectrum", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
-           "twonn", "batched_estimates", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]
+           "twonn", "distinct_rows", "batched_estimates", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]

@@ -1,0 +1,131 @@
+"""User-chosen destination files (``report --out``, ``compute --checkpoint``, exports): the one rule for
+every path normvar writes on a user's say-so.
+
+    target = resolve_destination(path, what="--out")     # checks only; raises NormvarError (exit 2)
+    write_atomic(target, lambda tmp: fig.write_html(tmp))  # temp file beside target, then os.replace
+
+``resolve_destination(path)`` returns the file that will really be written:
+
+* an existing regular file: itself (it will be replaced, atomically);
+* a missing name in an existing, writable folder: itself;
+* a symbolic link (any chain of them): its final target, written *through* — if that target is a
+  regular file or a missing name in an existing folder; the link itself stays as it is;
+* anything else is refused with one line naming the fix: a folder, a character or block device
+  (``/dev/null``, ``/dev/full``), a FIFO, a socket; a missing parent folder; a folder normvar cannot
+  write in (tried for real: ``os.access`` says yes to root even on read-only mounts).
+
+``write_atomic(target, write)`` calls ``write(tmp)`` with a temp path in the target's folder
+(``.<name>.tmp-<pid>``; same file system, so the rename is atomic), then checks again that the
+target is not something other than a regular file (a device or FIFO created meanwhile is refused,
+never replaced) and ``os.replace``s the temp file onto it. A replaced file keeps its permission
+bits; a new one gets 0o666 minus the umask. The temp file is removed on any error, KeyboardInterrupt
+included. Base layer: no torch, no numpy.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, Callable
+
+from normvar_core.errors import NormvarError
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of(mode: int) -> str:
+    """'a regular file', 'a folder', 'a character device', ... for an ``st_mode``."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse_kind(shown: str, target: Path, mode: int, what: str) -> NormvarError:
+    via = f" (a link to {target})" if str(target) != shown else ""
+    fix = ("give a file name inside it, e.g. " + f"{what} {Path(shown) / 'out.html'}" if stat.S_ISDIR(mode)
+           else f"give {what} a regular file name (normvar never writes over {kind_of(mode)})")
+    return NormvarError(f"{what} {shown}{via} is {kind_of(mode)}", fix=fix)
+
+
+def probe_writable(folder: Path, what: str = "--out") -> None:
+    """Create and remove a file in ``folder``; one NormvarError line if that fails."""
+    probe = folder / f".normvar-write-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise NormvarError(f"cannot write in the folder of {what}: {folder} ({exc.strerror or exc})",
+                           fix=f"choose a writable folder for {what}") from None
+
+
+def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_parents: bool = False) -> Path:
+    """The regular file that writing ``path`` will create or replace (see the module docstring);
+    NormvarError for anything else. ``what`` names the option in the message; ``probe=False`` skips
+    the try-a-write check of the folder; ``make_parents=True`` creates a missing folder (mkdir -p,
+    for checkpoints) instead of refusing."""
+    shown = str(path)
+    p = Path(os.path.expanduser(shown))
+    if not shown.strip():
+        raise NormvarError(f"{what} is empty", fix=f"give {what} a file name")
+    target = Path(os.path.realpath(p))  # follows every link; a dangling one gives its missing target
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise NormvarError(f"cannot use {what} {shown}: {exc.strerror or exc}", fix=f"choose another {what}") from None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse_kind(shown, target, st.st_mode, what)
+    else:
+        folder = target.parent
+        if make_parents and not folder.exists():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise NormvarError(f"cannot create the folder of {what}: {folder} ({exc.strerror or exc})",
+                                   fix=f"choose another {what}") from None
+        if not folder.exists():
+            via = f" (the target of the link {shown})" if os.path.islink(p) else ""
+            raise NormvarError(f"the folder of {what} {target}{via} does not exist: {folder}",
+                               fix=f"create it (mkdir -p {folder}) or choose another {what}")
+        if not folder.is_dir():
+            raise NormvarError(f"the folder of {what} is not a folder: {folder}", fix=f"choose another {what}")
+    if probe:
+        probe_writable(target.parent, what)
+    return target
+
+
+def write_atomic(target, write: Callable[[Path], Any], *, what: str = "--out") -> Path:
+    """``write(tmp)`` into a temp file beside ``target`` (a path from ``resolve_destination``), then
+    ``os.replace`` it onto ``target``; returns ``target``. Nothing but a complete file ever carries
+    the name; the temp file is removed on any failure."""
+    target = Path(target)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    try:
+        write(tmp)
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):  # changed since resolve_destination
+            raise _refuse_kind(str(target), target, st.st_mode, what)
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    finally:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return target
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+__all__ = ["resolve_destination", "write_atomic", "probe_writable", "kind_of"]
