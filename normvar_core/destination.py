@@ -97,6 +97,32 @@ def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_p
     return target
 
 
+def resolve_folder_destination(path, *, what: str = "--out") -> Path:
+    """The folder that an export to ``path`` will create or replace: the same rule as
+    ``resolve_destination`` for a folder. A link (any chain) is written through to its final target;
+    an existing folder or a missing name in an existing, writable folder is used; anything else — a
+    regular file, a device, a FIFO, a socket, a missing parent — is refused with one line."""
+    shown = str(path)
+    if not shown.strip():
+        raise NormvarError(f"{what} is empty", fix=f"give {what} a folder name")
+    target = Path(os.path.realpath(Path(os.path.expanduser(shown))))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise NormvarError(f"cannot use {what} {shown}: {exc.strerror or exc}", fix=f"choose another {what}") from None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise NormvarError(f"{what} {shown} is {kind_of(st.st_mode)}, not a folder",
+                           fix=f"choose a new or empty folder for {what}")
+    folder = target.parent
+    if not folder.is_dir():
+        raise NormvarError(f"the folder of {what} {target} does not exist: {folder}",
+                           fix=f"create it (mkdir -p {folder}) or choose another {what}")
+    probe_writable(folder, what)
+    return target
+
+
 def write_atomic(target, write: Callable[[Path], Any], *, what: str = "--out") -> Path:
     """``write(tmp)`` into a temp file beside ``target`` (a path from ``resolve_destination``), then
     ``os.replace`` it onto ``target``; returns ``target``. Nothing but a complete file ever carries

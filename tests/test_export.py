@@ -4,6 +4,8 @@ means and the Projector pair, and the destination rules (a file refused, nothing
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import duckdb
 import numpy as np
@@ -175,6 +177,26 @@ def test_destination_rules(tmp_path, capsys):
     assert cli(["export", str(path), "--out", str(out), "--overwrite"]) == 0
     assert (out / "token_stats.parquet").exists() and not (out / "token_stats.csv").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_export_out_follows_the_destination_rule(tmp_path, capsys):
+    """--out of export: a link is written through to its folder (the link stays a link); a FIFO and a
+    missing parent are refused with one line, exit 2, nothing created (issue 23's rule, issue 24's export)."""
+    path, *_ = _run(tmp_path)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    assert cli(["export", str(path), "--format", "projector", "--out", str(link)]) == 0
+    assert link.is_symlink() and (real / "vectors.tsv").exists()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert cli(["export", str(path), "--out", str(fifo)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "FIFO" in err[0] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert cli(["export", str(path), "--out", str(tmp_path / "nope" / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mkdir -p" in err[0] and not (tmp_path / "nope").exists()
 
 
 def test_nothing_half_published_on_failure(tmp_path, monkeypatch):

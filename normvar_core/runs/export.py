@@ -33,6 +33,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from normvar_core.destination import resolve_folder_destination
 from normvar_core.errors import NormvarError
 from normvar_core.runs.reader import open_run
 from normvar_core.runs.tables import list_to_matrix
@@ -48,17 +49,10 @@ def publish_folder(out: Path, write: Callable[[Path], None], *, overwrite: bool 
     ``out`` may be missing or an empty folder; a non-empty folder is replaced only with ``overwrite``
     (the old one is renamed aside first, then removed); anything else (a file) is refused. On any
     error the temporary folder is removed and ``out`` is as it was."""
-    out = Path(out).expanduser().absolute()
-    if out.exists() and not out.is_dir():
-        raise NormvarError(f"--out {out} exists and is not a folder", fix="choose a folder path for --out")
+    out = resolve_folder_destination(out)  # one rule for user-chosen paths: links written through
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise NormvarError(f"--out {out} is a folder that is not empty",
                            fix="choose a new or empty folder, or pass --overwrite to replace it")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise NormvarError(f"cannot create the folder {out.parent} ({exc.strerror or exc})",
-                           fix="choose a writable --out") from None
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     old = out.parent / f".{out.name}.old-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
