@@ -82,6 +82,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.execute import build_accumulators, load_partial, run_range
+    from normvar_core.pipeline.memory import GiB, run_budget, shape_of_loaded
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.publish import publish_run
     from normvar_core.pipeline.sources import TransformerSource
@@ -124,13 +125,16 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
                      tokens=plan.tokens)
 
-    # ---- accumulators, resumed from a checkpoint of this plan if there is one
+    # ---- accumulators, resumed from a checkpoint of this plan if there is one; what fits in memory
     ckpt_path = Path(checkpoint) if checkpoint is not None else None
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
-    if cfg.executor == "ray":
-        return _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite, cancelled,
-                               t_start)
-    saved = ckpt.load(ckpt_path, fingerprint) if ckpt_path is not None else None
+    saved = ckpt.load(ckpt_path, fingerprint) if ckpt_path is not None and cfg.executor != "ray" else None
+    ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
+                            resume_names=set(saved[0].states) if saved is not None else None)
+    if cfg.executor == "ray":  # the actors decide from the same figure (the driver holds the merged state)
+        ray_cfg = cfg if cfg.memory_gb is not None else cfg.replace(memory_gb=ctx.memory.memory_bytes / GiB)
+        return _compute_on_ray(ray_cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint, report, overwrite,
+                               cancelled, t_start)
     if saved is not None:
         partial, meta = saved
         accs = load_partial(ctx, partial)
@@ -172,7 +176,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     # ---- publish
     report(Progress("write", total, total, moments.n_embeddings, 0.0, 0.0))
     n_embeddings = moments.n_embeddings
-    notes = {**source.notes(), "resumed_from_batch": resumed_from}
+    notes = {**source.notes(), "resumed_from_batch": resumed_from, "memory": memory_note(ctx)}
     path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
                        seconds=seconds_before + (time.monotonic() - t_start))
     if ckpt_path is not None:
@@ -201,10 +205,17 @@ def _compute_on_ray(cfg, dd, plan, source, ctx, out_path, ckpt_path, fingerprint
     accs, notes = run_sharded(cfg, dd.root, plan, ctx, checkpoint=ckpt_path, fingerprint=fingerprint, progress=progress,
                               should_cancel=cancelled)
     report(Progress("write", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
+    notes = {**notes, "memory": memory_note(ctx)}
     path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
                        seconds=time.monotonic() - t_start)
     report(Progress("done", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
     return path
+
+
+def memory_note(ctx) -> dict:
+    """The run row's notes.memory: the planned peak, the memory it was planned against, whether it fit."""
+    mp = ctx.memory
+    return {} if mp is None else {"total_bytes": mp.total_bytes, "memory_bytes": mp.memory_bytes, "fits": mp.fits}
 
 
 _MALLOPT_DONE = False
