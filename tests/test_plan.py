@@ -129,3 +129,29 @@ def test_plan_refuses_bad_input_in_one_line(capsys, tmp_path, corpus40):
     BertConfig().save_pretrained(notok)
     assert_bad(capsys, data, "plan", "--model", notok, "--corpus", corpus40, match="tokenizer")
     assert_bad(capsys, data, "plan", "--model", "minilm", "--corpus", corpus40, "--memory-gb", "0", match="memory_gb")
+
+
+@pytest.mark.slow
+def test_new_run_page_shows_the_plan_before_submit(tmp_path, monkeypatch):
+    """"Check memory" on the New-run page: the plan's figure ("needs X GB of Y GB"), computed in a child
+    process (the dashboard does not import torch), equal to the plan of the same options; nothing submitted."""
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.memory import gb, plan_run
+    from normvar_core.service.jobs import JobStore
+    from test_dashboard_apptest import APP
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    at.switch_page("views/new_run.py").run()
+    at.number_input(key="w_cfg_max_sentences").set_value(30)
+    at.button(key="w_plan").click().run()
+    assert not at.exception
+    shown = [s.value for s in at.success]
+    want = plan_run(RunConfig(model="minilm", max_sentences=30, memory_gb=1000), data)
+    assert len(shown) == 1 and f"This run needs {gb(want.total_bytes)} of " in shown[0], shown
+    assert f"{want.params:,} parameters" in shown[0]
+    assert JobStore(data).list() == []

@@ -36,3 +36,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         print("\n".join(mp.lines()))
     return 0
+
+
+def plan_in_subprocess(cfg: RunConfig, data_dir=None, timeout: float = 180.0) -> dict:
+    """The plan's JSON computed in a child process (the dashboard never imports torch):
+    ``{"error": line}`` when the options are bad or the child fails or times out."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    request = json.dumps({"config": cfg.to_dict(), "data_dir": None if data_dir is None else str(data_dir)})
+    try:
+        out = subprocess.run([sys.executable, "-m", "normvar_core.service.commands_plan"], input=request,
+                             capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the memory plan took longer than {timeout:.0f} s (a large corpus is tokenized first)"}
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": (out.stderr.strip().splitlines() or ["the memory plan failed"])[-1][:300]}
+
+
+def _child() -> None:
+    """Read {"config", "data_dir"} on stdin, print the plan's JSON (or {"error": line})."""
+    import sys
+
+    from normvar_core.errors import NormvarError
+    from normvar_core.pipeline.memory import gb, plan_run
+
+    req = json.loads(sys.stdin.read())
+    try:
+        mp = plan_run(RunConfig.from_dict(req["config"]), req.get("data_dir"))
+        print(json.dumps({**mp.to_dict(), "summary": mp.summary(), "gb_total": gb(mp.total_bytes)}))
+    except NormvarError as err:
+        print(json.dumps({"error": str(err)}))
+
+
+if __name__ == "__main__":
+    _child()
