@@ -328,11 +328,15 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     suggestions = []
     if not fits:
         suggestions = _suggestions(ctx, registry, base_for, memory_bytes, total, set(dropped), device, dtype, sub_ctx)
-        rows = _rows_that_fit(ctx, shape, dtype, memory_bytes - (total - max(base["pass"], base["publish"])),
-                              base["publish"])
-        if rows and rows < largest_batch(ctx.plan.batches)[0]:
-            suggestions.insert(0, f"--batch-size {rows}: the forward pass of the largest batch alone needs "
-                                  f"{gb(base['pass'])}")
+    if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
+        pass_or_publish = max(base["pass"], base["publish"])
+        for label, held in (("keeps everything asked for", fixed - pass_or_publish + sum(sizes[n] for n in droppable)),
+                            ("fits", total - pass_or_publish)):
+            rows = _rows_that_fit(ctx, shape, dtype, memory_bytes - held, base["publish"])
+            if rows and rows < largest_batch(ctx.plan.batches)[0]:
+                suggestions.insert(0, f"--batch-size {rows} {label} (the forward pass of the largest batch now "
+                                      f"needs {gb(base['pass'])})")
+                break
     tc = ctx.plan.token_ids.size if ctx.plan is not None else 0
     return MemoryPlan(params=shape.params, params_with_lm_head=shape.params + shape.lm_head_params,
                       weights_bytes=wbytes, hidden_states=shape.num_hidden_states, dim=shape.dim, types=int(tc),
@@ -376,8 +380,10 @@ def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype,
             out.append(f"keep {k} of the {len(ctx.layers)} layers: --layers {','.join(map(str, c.layers))}")
             break
     else:
-        out.append(f"even one layer needs more than {gb(memory)}: a larger device, or lower --batch-size / "
-                   f"--max-length")
+        weights = base_for(ctx)["weights"]
+        out.append(f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: normvar holds a whole model per "
+                   f"device (no model parallelism) — a larger device" if weights >= memory else
+                   f"even one layer needs more than {gb(memory)}: a larger device, or lower --batch-size / --max-length")
     return out
 
 
