@@ -155,3 +155,10 @@ def test_new_run_page_shows_the_plan_before_submit(tmp_path, monkeypatch):
     assert len(shown) == 1 and f"This run needs {gb(want.total_bytes)} of " in shown[0], shown
     assert f"{want.params:,} parameters" in shown[0]
     assert JobStore(data).list() == []
+    # what the page imports to get the plan leaves torch and transformers out of the dashboard's process
+    import subprocess
+    import sys
+
+    code = ("import sys, normvar_core.service.commands_plan as c, views._form; "
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
