@@ -85,8 +85,11 @@ class RunConfig:
                          "TwoNN, outlier dimensions", flag="--no-geometry")
     id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's "
                          "batch anisotropy (seed 004: 16384)", minimum=0, label="TwoNN sample")
-    self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on below 1 GB",
-                               choices=SELF_SIMILARITY)
+    self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on when it fits in the "
+                               "device's memory (normvar plan)", choices=SELF_SIMILARITY)
+    memory_gb: float | None = opt(None, "memory the run may hold, in GB (2^30 bytes); default: what the device reports "
+                                  "free (CUDA free memory, else available RAM). Decides which measures fit "
+                                  "(normvar plan shows it)", minimum=0.01, label="Memory (GB)")
     executor: str = opt("local", "local: one process; ray: batch ranges sharded over Ray actors (one per GPU where "
                         "there are GPUs), partial states merged exactly", choices=EXECUTORS)
     ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")

@@ -1,6 +1,7 @@
 """One contract, checked on every registered accumulator (as scikit-learn checks every estimator):
 state_dict holds numpy arrays only and round-trips through np.savez without pickle; two halves
-merged equal one stream; the tables it writes are the ones it declares."""
+merged equal one stream; the tables it writes are the ones it declares; the bytes it declares before
+anything is built (``planned_bytes``, the memory plan's figure) are the bytes its state holds."""
 from __future__ import annotations
 
 import numpy as np
@@ -73,6 +74,9 @@ def test_contract(cls, setup, tmp_path):
             np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
         else:
             np.testing.assert_array_equal(x, y)
+
+    # planned before anything exists = what the state holds after the whole pass
+    assert cls.planned_bytes(ctx) == sum(v.nbytes for v in one.state_dict().values()) > 0
 
     # its tables are the declared ones, as Arrow
     tables = one.tables(one.result(), ctx)

@@ -1,16 +1,18 @@
-"""A run whose layer geometry would not fit in memory (issue 9: "say so and offer a layer subset"):
-the geometry is skipped, the run's notes say why and which ``--layers`` would fit, ``compute``
-prints that line, the Geometry page shows it (and the Frequency page the same for
-the self-similarity table over its auto limit), and the suggested subset really does compute.
-``geometry_bytes`` is checked against the arrays a built accumulator holds."""
+"""A run whose layer geometry would not fit in memory (issue 9: "say so and offer a layer subset";
+issue 20: the limit is the device's memory, here forced with ``--memory-gb``, and ``compute`` follows
+the same plan as ``normvar plan``): the geometry is skipped, the run's notes say why and which
+``--layers`` would fit, ``compute`` prints that line, the Geometry page shows it (and the Frequency
+page the same for the self-similarity table that did not fit), and the suggested subset really does
+compute. ``geometry_bytes`` is checked against the arrays a built accumulator holds."""
 from __future__ import annotations
 
 import re
 
 import numpy as np
 
+import json
+
 from normvar_core.pipeline.accumulators import geometry as GA
-from normvar_core.pipeline.accumulators import selfsim as SS
 from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
 from test_dashboard_apptest import APP
 
@@ -36,10 +38,17 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     L, d, K = len(whole.layers), whole.dim, int(whole.meta["notes"]["id_sample"])
     assert L == 3 and K == 200
 
-    # the limit lets exactly two of the three layers fit
-    monkeypatch.setattr(GA, "GEOMETRY_MAX_BYTES", GA.geometry_bytes(2, d, K) + 1)
-    # and the self-similarity table is over its auto limit (L x T x d float64)
-    monkeypatch.setattr(SS, "SELFSIM_AUTO_BYTES", L * whole.meta["n_types"] * d * 8 - 1)
+    # the plan of the same run (no weights loaded), with room for everything
+    code, out, _ = run_cli(capsys, "plan", "--json", *base[1:], "--memory-gb", "1000")
+    plan = json.loads(out)
+    assert code == 0 and not plan["dropped"] and plan["total_bytes"] == whole.meta["notes"]["memory"]["total_bytes"]
+    acc = plan["accumulators"]
+    assert acc["geometry"] == GA.geometry_bytes(L, d, K) + K + 8
+    # a device whose memory leaves room for the geometry of two of the three layers, not for the self-similarity
+    rest = plan["total_bytes"] - acc["geometry"] - acc["selfsim"]
+    memory = rest + GA.geometry_bytes(2, d, K) + K + 8 + 64
+    assert acc["selfsim"] > memory - rest
+    base += ["--memory-gb", repr(memory / 2**30)]
     code, out, err = run_cli(capsys, *base, "--name", "big")
     assert code == 0
     big = open_run(out.strip())
@@ -51,11 +60,12 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     assert len(subset) == 2 and set(subset) <= set(big.layers) and "keep at most 2 layers" in reason
     ss_reason = big.skipped("selfsim")
     assert not big.has("selfsim") and whole.has("selfsim") and "--self-similarity on" in ss_reason
+    assert big.meta["notes"]["memory"] == {"total_bytes": rest, "memory_bytes": memory, "fits": True}
     assert f"normvar: note: {ss_reason}" in err.splitlines()
 
     # the suggested subset fits and computes, and its geometry agrees with the moments: trace(cov) = V(X)
     code, out, err = run_cli(capsys, *base, "--name", "subset", "--layers", m.group(1))
-    assert code == 0 and "note:" not in err
+    assert code == 0 and "geometry skipped" not in err
     sub = open_run(out.strip())
     assert sub.has("geometry") and sub.skipped("geometry") is None
     geo = sub.table("layer_geometry").set_index("layer")

@@ -71,6 +71,17 @@ with st.form("new_run", border=True):
     overwrite = st.checkbox("Replace a run of that name", key="w_overwrite")
     submitted = st.form_submit_button("Submit sweep" if sweep_mode else "Submit run", type="primary",
                                       icon=":material/rocket_launch:", key="w_submit")
+    check = False if sweep_mode else st.form_submit_button(
+        "Check memory", icon=":material/memory:", key="w_plan",
+        help="normvar plan: the bytes this run will hold (from the model's config, no weights loaded) against the "
+             "device's memory, and what it would drop")
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def memory_plan(cfg_json: str, data_dir: str) -> dict:
+    from normvar_core.service.commands_plan import plan_in_subprocess
+
+    return plan_in_subprocess(RunConfig.from_json(cfg_json), data_dir)
 
 
 def stored_upload() -> str:
@@ -100,6 +111,22 @@ if submitted and sweep_mode:
                        "shows the sweep as its runs are published.", icon=":material/check_circle:")
         else:
             st.info(f"Sweep **{sweep}** already has every one of these checkpoints.")
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+elif check:
+    try:
+        model = other.strip() if choice == OTHER else choice
+        cfg = RunConfig.from_dict({**values, "model": model or "minilm", "corpus": stored_upload()})
+        with st.spinner("Planning the run's memory (tokenizing the corpus, no weights loaded)…"):
+            plan = memory_plan(cfg.to_json(), str(_ui.data_dir()))
+        if "error" in plan:
+            st.error(plan["error"], icon=":material/error:")
+        else:
+            (st.success if plan["fits"] else st.warning)(
+                f"This run {plan['summary']} ({plan['params']:,} parameters, {plan['types']:,} types)"
+                + ("" if plan["fits"] else " — it does not fit"), icon=":material/memory:")
+            for line in [plan["reasons"][n] for n in plan["dropped"]] + [f"fix: {s}" for s in plan["suggestions"]]:
+                st.caption(line)
     except Exception as err:  # noqa: BLE001
         _ui.show_error(err)
 elif submitted:

@@ -83,6 +83,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.execute import build_accumulators, load_partial, run_range
+    from normvar_core.pipeline.memory import GiB, run_budget, shape_of_loaded
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.publish import publish_run
     from normvar_core.pipeline.sources import TransformerSource
@@ -119,7 +120,6 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     loaded = M.load_model(cfg, dd.root)
     check_cancel()
     report(Progress("tokenize", sentences_total=total))
-    ckpt_path = Path(checkpoint) if checkpoint is not None else None
     if cfg.executor == "ray":
         return _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwrite, cancelled, t_start,
                                checkpoint_every_s)
@@ -130,9 +130,11 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
                      tokens=plan.tokens)
 
-    # ---- accumulators, resumed from a checkpoint of this plan if there is one
+    # ---- accumulators, resumed from a checkpoint of this plan if there is one; what fits in memory
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     saved = ckpt.load(ckpt_path, fingerprint) if ckpt_path is not None else None
+    ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
+                            resume_names=set(saved[0].states) if saved is not None else None)
     if saved is not None:
         partial, meta = saved
         accs = load_partial(ctx, partial)
@@ -176,7 +178,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     # ---- publish
     report(Progress("write", total, total, moments.n_embeddings, 0.0, 0.0))
     n_embeddings = moments.n_embeddings
-    notes = {**source.notes(), "resumed_from_batch": resumed_from}
+    notes = {**source.notes(), "resumed_from_batch": resumed_from, "memory": memory_note(ctx)}
     try:
         path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
                            seconds=seconds_before + (time.monotonic() - t_start))
@@ -198,6 +200,7 @@ def _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwr
     """The Ray executor (``ray_executor.RayPool``): the actors tokenize the corpus in shares for the plan,
     then run its batches; the driver merges their partial states and publishes as in one process."""
     from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.publish import publish_run
     from normvar_core.pipeline.ray_executor import RayPool
@@ -211,6 +214,8 @@ def _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwr
         source = TransformerSource(loaded, plan.layers)
         ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
                          tokens=plan.tokens)
+        # what fits: the driver's figure decides for every actor (they get its decisions with the plan)
+        ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype)
         fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
         total = len(plan.sentences)
         done_at = plan.sentences_done_at()
@@ -228,12 +233,19 @@ def _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwr
     finally:
         pool.close()
     report(Progress("write", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
+    notes = {**notes, "memory": memory_note(ctx)}
     path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
                        seconds=time.monotonic() - t_start)
     if ckpt_path is not None:
         ckpt_path.unlink(missing_ok=True)
     report(Progress("done", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
     return path
+
+
+def memory_note(ctx) -> dict:
+    """The run row's notes.memory: the planned peak, the memory it was planned against, whether it fit."""
+    mp = ctx.memory
+    return {} if mp is None else {"total_bytes": mp.total_bytes, "memory_bytes": mp.memory_bytes, "fits": mp.fits}
 
 
 _MALLOPT_DONE = False

@@ -26,6 +26,10 @@ accumulator by ``tests/test_accumulator_contract.py``):
   run exactly (any split of the batches, any order: "two halves merged = one stream");
 * ``state_dict()`` -> dict of numpy arrays only (saved with np.savez, loaded with
   allow_pickle=False) and ``load_state_dict(state)``; ``from_state_dict(state, ctx)``;
+* ``planned_bytes(ctx)`` the bytes its state will hold for this run (0: the run does not want it),
+  before anything is built — exactly the arrays of its ``state_dict`` after the whole pass (checked);
+  ``droppable(ctx)`` whether a run short of memory may leave it out, and ``drop_reason(ctx, need=,
+  free=, subset=)`` the one line saying so (``memory.plan_memory`` decides; ``ctx.memory`` holds the decision);
 * ``result()`` the finished measure; ``tables(result, ctx)`` -> {table name: pyarrow.Table}
   written to the run file. ``name`` is recorded in the run row's ``accumulators`` list, so
   readers and pages ask a run what it has instead of assuming.
@@ -76,10 +80,15 @@ class RunContext:
     device: Any              # torch.device
     plan: Any = None         # RunPlan
     tokens: dict = field(default_factory=dict)    # token id -> string
+    memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
 
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    def dropped(self, name: str) -> str | None:
+        """The one-line reason the memory plan left accumulator ``name`` out, or None."""
+        return None if self.memory is None else self.memory.reasons.get(name)
 
 
 class StateSource(Protocol):
@@ -108,6 +117,25 @@ class Accumulator(ABC):
     def skip_reason(cls, ctx: RunContext) -> str | None:
         """Why ``for_run(ctx)`` is None, in one line naming the fix; None when there is nothing to say."""
         return None
+
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int:
+        """Bytes of this accumulator's state for the run (the README's "Memory" formula), 0 when the run
+        does not want it; computed from the plan before anything is allocated."""
+        raise NotImplementedError(f"accumulator {cls.name!r} does not declare planned_bytes")
+
+    @classmethod
+    def droppable(cls, ctx: RunContext) -> bool:
+        """True when a run short of memory may leave this accumulator out (and say why)."""
+        return False
+
+    @classmethod
+    def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
+        """The one line recorded in ``notes.skipped`` when the memory plan leaves it out."""
+        fix = (f"keep fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset
+               else "use a larger device or fewer --layers")
+        return (f"{cls.name} skipped: needs {need / 2**30:.1f} GB, {free / 2**30:.1f} GB left on the device after "
+                f"the weights and the moments — {fix}, or a larger --memory-gb")
 
     @abstractmethod
     def update(self, batch: StateBatch) -> None:

@@ -69,7 +69,8 @@ class RunPlan:
 
     def fingerprint(self) -> dict:
         """What must match for a checkpoint or a shard to belong to this plan."""
-        return {"config": self.cfg.to_dict(), "n_batches": self.n_batches, "corpus_sha256": self.corpus_sha256,
+        config = {k: v for k, v in self.cfg.to_dict().items() if k != "memory_gb"}  # which measures fit, not their values
+        return {"config": config, "n_batches": self.n_batches, "corpus_sha256": self.corpus_sha256,
                 "total_embeddings": self.total_embeddings, "n_samples": self.samples.size,
                 "n_uniform": self.uniform.size if self.uniform is not None else 0}
 

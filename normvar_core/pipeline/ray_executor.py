@@ -29,6 +29,7 @@ as in one process, and a cancelled job kills its actors at the next poll.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -154,10 +155,12 @@ class _Shard:
         from normvar_core.pipeline.plan_payload import plan_from_payload
         from normvar_core.pipeline.sources import TransformerSource
 
-        self.plan = plan_from_payload(self.cfg, ray.get(payload_box[0]))
+        arrays = ray.get(payload_box[0])
+        self.plan = plan_from_payload(self.cfg, arrays)
         self.source = TransformerSource(self.loaded, self.plan.layers)
         self.ctx = RunContext(cfg=self.cfg, layers=self.plan.layers, dim=self.source.info.dim,
-                              device=self.loaded.device, plan=self.plan, tokens=self.plan.tokens)
+                              device=self.loaded.device, plan=self.plan, tokens=self.plan.tokens,
+                              memory=_Decisions(json.loads(str(arrays[MEMORY_KEY]))))
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
@@ -283,7 +286,7 @@ class RayPool:
 
         st = _Merged(ctx, checkpoint, fingerprint)
         resumed = st.resume()
-        payload = [self.ray.put(plan_payload(plan))]
+        payload = [self.ray.put({**plan_payload(plan), MEMORY_KEY: np.array(json.dumps(memory_reasons(ctx)))})]
         rerun = rounds = 0
         while True:
             todo = missing_ranges(plan, st.covered, RANGES_PER_ACTOR * len(self.actors))
@@ -358,6 +361,21 @@ class RayPool:
                 st.add(self._get(ready[0], "flush"))
             if progress is not None:
                 progress(done_batches(), plan.n_batches)
+
+
+MEMORY_KEY = "memory_reasons"  # the driver's memory decisions, sent with the plan: {accumulator: reason}
+
+
+class _Decisions:
+    """An actor's ``ctx.memory``: the driver's drops (``RunContext.dropped`` reads ``.reasons``), so every
+    actor holds exactly the accumulators the driver merges."""
+
+    def __init__(self, reasons: dict):
+        self.reasons = dict(reasons)
+
+
+def memory_reasons(ctx) -> dict:
+    return {} if ctx.memory is None else dict(ctx.memory.reasons)
 
 
 def _fresh(ctx) -> dict:

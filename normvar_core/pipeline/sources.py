@@ -177,6 +177,7 @@ def prepare_transformer_run(cfg, data_dir=None):
     from normvar_core.pipeline import corpus as C
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
     from normvar_core.pipeline.plan import make_plan
 
     loaded = M.load_model(cfg, data_dir)
@@ -186,5 +187,6 @@ def prepare_transformer_run(cfg, data_dir=None):
     source = TransformerSource(loaded, plan.layers)
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
                      tokens=plan.tokens)
+    ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype)
     return plan, source, ctx
 __all__ = ["TransformerSource", "GaussianSource", "positions_of", "prepare_transformer_run"]

@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     from normvar_core.service import commands_contexts
     from normvar_core.service import commands_export
     from normvar_core.service import commands_null
+    from normvar_core.service import commands_plan
     from normvar_core.service import commands_report
     from normvar_core.service import commands_runs
     from normvar_core.service import commands_sweep
@@ -27,8 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exact norm/variance statistics of contextualized embeddings.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (commands_runs, commands_contexts, commands_null, commands_report, commands_sweep, commands_jobs,
-                   commands_app, commands_export):
+    for module in (commands_runs, commands_plan, commands_contexts, commands_null, commands_report, commands_sweep,
+                   commands_jobs, commands_app, commands_export):
         module.register(sub)
     return parser
 

@@ -14,8 +14,9 @@ Tables: ``layer_geometry`` (one row per layer, ``stats.geometry.layer_row``), ``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
 of the sample, seed 003's check against N(0, 1/d)). Memory (``geometry_bytes``): per layer the d² · 8
 bytes of the scatter plus the sample's K · d · 4 (4.7 + 50 MB at d = 768, K = 16,384; 134 + 268 MB at
-d = 4096). A run whose layers need more than ``GEOMETRY_MAX_BYTES`` skips the geometry and says so in
-its notes, with the layer subset that would fit (``skip_reason``).
+d = 4096). A run whose layers do not fit in the device's memory after the weights and the moments
+(``memory.plan_memory``) skips the geometry and says so in its notes, with the layer subset that
+would fit (``drop_reason``).
 """
 from __future__ import annotations
 
@@ -27,9 +28,6 @@ from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats import geometry as G
-
-GEOMETRY_MAX_BYTES = 4 << 30
-
 
 def geometry_bytes(num_layers: int, dim: int, sample: int) -> int:
     """Memory the accumulator holds: L · (d² · 8 + K · d · 4 + 2 · d · 8 + 3 · 8) bytes (the float64
@@ -120,22 +118,32 @@ class GeometryAccumulator(Accumulator):
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
-        """Set when the kept layers' covariances and samples exceed GEOMETRY_MAX_BYTES; names the
-        largest evenly spaced subset of the kept layers that fits."""
+        """Set when the memory plan found no room for the kept layers' covariances and samples."""
+        return ctx.dropped(cls.name) if getattr(ctx.cfg, "geometry", True) else None
+
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int:
+        """``geometry_bytes(L, d, K)`` + K (filled flags) + 8 (n)."""
         if not getattr(ctx.cfg, "geometry", True):
-            return None
+            return 0
+        K = _sample_size(ctx)
+        return geometry_bytes(ctx.num_layers, ctx.dim, K) + K + 8
+
+    @classmethod
+    def droppable(cls, ctx: RunContext) -> bool:
+        return bool(getattr(ctx.cfg, "geometry", True))
+
+    @classmethod
+    def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
+        """Names the largest evenly spaced subset of the kept layers with which the whole run fits."""
         L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
-        need = geometry_bytes(L, d, K)
-        if need <= GEOMETRY_MAX_BYTES:
-            return None
-        fit = GEOMETRY_MAX_BYTES // geometry_bytes(1, d, K)
-        layers = list(ctx.layers)
         head = (f"layer geometry skipped: {L} layers at d = {d} need {_gb(need)} (a {d} x {d} float64 covariance "
-                f"and a {K:,}-embedding sample per layer; the limit is {_gb(GEOMETRY_MAX_BYTES)})")
-        if fit < 1:
-            return head + " — lower --id-sample"
-        pick = sorted({layers[int(round(i))] for i in np.linspace(0, len(layers) - 1, int(fit))})
-        return head + f" — keep at most {int(fit)} layers (e.g. --layers {','.join(map(str, pick))}) or lower --id-sample"
+                f"and a {K:,}-embedding sample per layer); {_gb(free)} left on the device after the weights and "
+                f"the moments")
+        if not subset:
+            return head + " — lower --id-sample, or a larger --memory-gb"
+        return head + (f" — keep at most {len(subset)} layers (e.g. --layers {','.join(map(str, subset))}) "
+                       f"or lower --id-sample")
 
     # ------------------------------------------------------------------ streaming
     def update(self, batch: StateBatch) -> None:
@@ -227,5 +235,5 @@ class GeometryAccumulator(Accumulator):
         return {"id_sample": int(self.filled.size)}
 
 
-__all__ = ["GeometryAccumulator", "GEOMETRY_MAX_BYTES", "geometry_bytes", "host_search", "device_search",
+__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search", "device_search",
            "neighbour_search"]

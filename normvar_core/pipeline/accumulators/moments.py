@@ -34,6 +34,15 @@ class MomentsAccumulator(Accumulator):
     def for_run(cls, ctx: RunContext) -> "MomentsAccumulator":
         return cls(ctx)
 
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int:
+        """L·T·d·b_μ (the means; b_μ = 8, or 4 with mean_dtype float32) + 8·L·T (S_t) + 16·T (ids, n_t)
+        + 8·L + 8 (layer index, |X|)."""
+        T = int(ctx.plan.token_ids.size) if getattr(ctx.plan, "token_ids", None) is not None else 0
+        L, d = ctx.num_layers, ctx.dim
+        b = 4 if getattr(ctx.cfg, "mean_dtype", "float64") == "float32" else 8
+        return L * T * d * b + 8 * L * T + 16 * T + 8 * L + 8
+
     @property
     def n_embeddings(self) -> int:
         return int(self.acc.n_embeddings)

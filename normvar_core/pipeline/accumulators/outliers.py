@@ -47,6 +47,16 @@ class OutlierAccumulator(Accumulator):
     def for_run(cls, ctx: RunContext) -> "OutlierAccumulator | None":
         return cls(ctx) if getattr(ctx.cfg, "geometry", True) else None
 
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int:
+        """24·L·d (per-dimension mean, M2, max |h|) + 16·L (Σ‖x‖², at position 0) + 40·L·K (the K = TOP_K
+        top activations, 5 float64 each) + 8."""
+        if not getattr(ctx.cfg, "geometry", True):
+            return 0
+        L, d = ctx.num_layers, ctx.dim
+        total = int(getattr(ctx.plan, "total_embeddings", TOP_K) or 0) if ctx.plan is not None else TOP_K
+        return 24 * L * d + 16 * L + 40 * L * min(TOP_K, total * d) + 8
+
     def update(self, batch: StateBatch) -> None:
         X = batch.states
         N = X.shape[1]

@@ -50,6 +50,13 @@ class SampleAccumulator(Accumulator):
         plan = getattr(ctx.plan, "samples", None)
         return cls(ctx) if plan is not None and plan.size else None
 
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int:
+        """4·L·P·d (float32 vectors of the P picked positions) + P (filled flags)."""
+        plan = getattr(ctx.plan, "samples", None)
+        P = int(plan.size) if plan is not None else 0
+        return 4 * ctx.num_layers * P * ctx.dim + P
+
     def update(self, batch: StateBatch) -> None:
         picks, idx = locate(self.plan, self._keys, batch)
         if picks.size == 0:

@@ -1,9 +1,10 @@
 """Self-similarity of every token type (Ethayarajh 2019), exact: with u = x/‖x‖ and s_t = Σ_{x∈X_t} u,
 the mean cosine between distinct occurrences of t is (‖s_t‖² − n_t) / (n_t (n_t − 1)).
 
-Streams s_t per (layer, type) in float64: an L × T × d table, the size of the means. It is on by
-default when that table is below ``SELFSIM_AUTO_BYTES`` (RunConfig ``self_similarity``: auto / on /
-off); the reason it is off is recorded in the run notes. Table:
+Streams s_t per (layer, type) in float64: an L × T × d table, the size of the means. In ``auto``
+(RunConfig ``self_similarity``: auto / on / off) it is kept when it fits in the device's memory after
+everything else the run holds (``memory.plan_memory``, after the layer geometry); the reason it is
+off is recorded in the run notes. Table:
 ``token_selfsim(layer, token_id, n, self_similarity)`` (NaN for types seen once).
 """
 from __future__ import annotations
@@ -14,9 +15,6 @@ import torch
 
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.stats.geometry import mean_cosine
-
-SELFSIM_AUTO_BYTES = 1 << 30
-
 
 def selfsim_bytes(ctx: RunContext) -> int:
     T = int(ctx.plan.token_ids.size) if ctx.plan is not None else 0
@@ -44,13 +42,28 @@ class SelfSimilarityAccumulator(Accumulator):
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
-        """Set when ``auto`` turned the table off for its size."""
-        if (getattr(ctx.cfg, "self_similarity", "auto") != "auto" or getattr(ctx.plan, "token_ids", None) is None
-                or selfsim_bytes(ctx) <= SELFSIM_AUTO_BYTES):
+        """Set when ``auto`` turned the table off: the memory plan found no room for it."""
+        if getattr(ctx.cfg, "self_similarity", "auto") != "auto" or getattr(ctx.plan, "token_ids", None) is None:
             return None
+        return ctx.dropped(cls.name)
+
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int:
+        """8·L·T·d (Σu per layer and type, float64) + 8·T (n_t)."""
+        if getattr(ctx.cfg, "self_similarity", "auto") == "off" or getattr(ctx.plan, "token_ids", None) is None:
+            return 0
+        return selfsim_bytes(ctx) + 8 * int(ctx.plan.token_ids.size)
+
+    @classmethod
+    def droppable(cls, ctx: RunContext) -> bool:
+        return getattr(ctx.cfg, "self_similarity", "auto") == "auto"
+
+    @classmethod
+    def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
+        fix = f", or fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset else ""
         return (f"self-similarity skipped: its {ctx.num_layers} x {int(ctx.plan.token_ids.size):,} x {ctx.dim} table "
-                f"needs {selfsim_bytes(ctx) / 2**30:.1f} GB (auto limit {SELFSIM_AUTO_BYTES / 2**30:.0f} GB) — "
-                f"--self-similarity on to keep it anyway, or fewer --layers")
+                f"needs {need / 2**30:.1f} GB, {free / 2**30:.1f} GB left on the device after the rest of the run — "
+                f"--self-similarity on to keep it anyway{fix}")
 
     def update(self, batch: StateBatch) -> None:
         if batch.size == 0:
@@ -90,4 +103,4 @@ class SelfSimilarityAccumulator(Accumulator):
             "self_similarity": result["self_similarity"].reshape(-1)})}
 
 
-__all__ = ["SelfSimilarityAccumulator", "SELFSIM_AUTO_BYTES", "selfsim_bytes"]
+__all__ = ["SelfSimilarityAccumulator", "selfsim_bytes"]

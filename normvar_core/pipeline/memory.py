@@ -1,0 +1,492 @@
+"""The run's memory, planned before any weight loads (``normvar plan``), and the limits ``compute``
+keeps to (which measures it holds or drops), both from the same figures.
+
+Peak bytes of a run on the CPU (every term in bytes; README "Memory"):
+
+    total = runtime + plan + weights + Σ_a planned_bytes(a) + max(pass, publish)
+
+* runtime  the interpreter with torch, transformers, numba, DuckDB loaded (``RUNTIME_BYTES``, measured);
+* plan     the kept sentences and their flat encoding (measured on the built plan);
+* weights  parameters and buffers at the forward dtype (the base model ``AutoModel`` loads, no LM head);
+* Σ_a      each accumulator's own ``planned_bytes(ctx)`` (pipeline/contracts.py): its state's arrays;
+* pass     one forward pass of the largest padded batch (P = rows x width tokens, N ≤ P counted,
+           H hidden states, L kept, e bytes of the dtype, f the MLP width, h heads):
+           H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
+           + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
+* publish  the moments' result copies the means once: L·T·d·b_μ (b_μ = 8, or 4 with --mean-dtype float32).
+
+On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in
+host memory and are not counted against the GPU). What does not fit is dropped in registry order
+among the accumulators that may be dropped (the layer geometry, then the self-similarity table in
+``auto``), each with a one-line reason naming the fix (``notes.skipped``); when even the rest does
+not fit, the plan says so (``fits`` false) and suggests ``--mean-dtype float32``, a ``--layers``
+subset, self-similarity off.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from normvar_core.errors import NormvarError
+
+GiB = 1 << 30
+RUNTIME_BYTES = 640 << 20
+"""The process before any run state: Python with torch, transformers, tokenizers, numba, pyarrow and
+DuckDB imported (measured 472 MB peak RSS for the imports alone, 600-700 MB once a tokenizer and the
+numba kernels are loaded: benchmarks/bench_plan.py)."""
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass
+class ModelShape:
+    """What the plan needs of a model, from its config alone (built on the meta device)."""
+
+    name: str
+    architecture: str
+    params: int                 # the base model normvar loads (AutoModel: no LM head)
+    lm_head_params: int         # vocab x d: the output matrix published counts of decoders include
+    buffer_bytes: int           # non-parameter buffers (position ids ...) at their own dtypes
+    dim: int
+    num_hidden_states: int      # blocks + 1 (0 = the input embeddings)
+    heads: int
+    ffn: int
+    vocab: int
+    max_length: int
+
+
+def _text_config(config):
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
+
+
+def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False, tokenizer=None) -> ModelShape:
+    """Build ``AutoModel.from_config(config)`` on the meta device (no weights read or allocated) and
+    count its parameters; the width, depth, heads and MLP width from the (text) config."""
+    import torch
+    from transformers import AutoModel
+
+    from normvar_core.pipeline.models import _max_length
+
+    with torch.device("meta"):
+        model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+    params = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    tc = _text_config(config)
+    d = int(getattr(tc, "hidden_size", 0) or getattr(tc, "d_model", 0) or getattr(tc, "n_embd", 0))
+    blocks = int(getattr(tc, "num_hidden_layers", 0) or getattr(tc, "n_layer", 0))
+    heads = int(getattr(tc, "num_attention_heads", 0) or getattr(tc, "n_head", 0) or 1)
+    ffn = int(getattr(tc, "intermediate_size", 0) or getattr(tc, "ffn_hidden_size", 0) or getattr(tc, "n_inner", 0)
+              or 4 * d)
+    vocab = int(getattr(tc, "vocab_size", 0) or 0)
+    if d < 1 or blocks < 1:
+        raise NormvarError(f"cannot read the width and depth of {name or 'the model'} from its config",
+                           fix="pass a transformers model directory whose config.json has hidden_size and "
+                               "num_hidden_layers")
+
+    class _Tok:  # _max_length reads model_max_length only
+        model_max_length = getattr(tokenizer, "model_max_length", None)
+
+    return ModelShape(name=name, architecture=type(model).__name__, params=int(params), lm_head_params=vocab * d,
+                      buffer_bytes=int(buffers), dim=d, num_hidden_states=blocks + 1, heads=heads, ffn=ffn,
+                      vocab=vocab, max_length=_max_length(model, _Tok()))
+
+
+def weights_bytes(shape: ModelShape, dtype: str) -> int:
+    return shape.params * DTYPE_BYTES[dtype] + shape.buffer_bytes
+
+
+# ----------------------------------------------------------------------------- the device
+def device_memory(device_type: str) -> int:
+    """Bytes the device reports free now: CUDA free memory, else the available RAM (psutil)."""
+    if device_type == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def memory_in_use(device_type: str) -> int:
+    """Bytes this process already holds on the device (added back to the free memory when a run
+    measures its budget after loading the model: the plan counts those bytes itself)."""
+    if device_type == "cuda":
+        import torch
+
+        return int(torch.cuda.memory_reserved())
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+# ----------------------------------------------------------------------------- the plan's parts
+def plan_bytes(plan) -> int:
+    """Bytes the built plan holds through the pass: the sentences (Python strings) and every numpy
+    array of the flat encoding, the counts and the sample plans."""
+    n = sum(sys.getsizeof(s) + 8 for s in plan.sentences)
+    arrays = [plan.token_ids, plan.counts, plan.sentence_lengths]
+    enc = getattr(plan.batches, "enc", None)
+    if enc is not None:
+        arrays += [getattr(enc, k, None) for k in ("ids", "special", "starts", "lengths", "word_type", "word_occ")]
+    for sp in (plan.samples, plan.uniform):
+        if sp is not None:
+            arrays += [getattr(sp, k, None) for k in ("token_ids", "i", "batch", "sentence", "offset", "char_start",
+                                                      "char_end")]
+    n += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+    n += sum(sys.getsizeof(s) + 100 for s in plan.tokens.values())  # the type strings and their dict
+    return int(n)
+
+
+def largest_batch(batches) -> tuple[int, int, int]:
+    """(rows, padded width, real tokens) of the batch with the most padded tokens."""
+    enc = getattr(batches, "enc", None)
+    best = (0, 0, 0)
+    if enc is not None:
+        for g in batches.groups:
+            lens = enc.lengths[g]
+            rows, width = len(g), int(lens.max()) if len(g) else 0
+            if rows * width > best[0] * best[1]:
+                best = (rows, width, int(lens.sum()))
+        return best
+    for b in batches:
+        rows, width = (int(x) for x in b.input_ids.shape)
+        if rows * width > best[0] * best[1]:
+            best = (rows, width, int(b.attention_mask.sum()))
+    return best
+
+
+def pass_bytes(shape: ModelShape, plan, num_layers: int, dtype: str, batch: tuple[int, int, int] | None = None) -> int:
+    """One forward pass of the largest padded batch (the module docstring's ``pass``); ``batch``:
+    (rows, width, real tokens) of another batch instead."""
+    rows, width, n = largest_batch(plan.batches) if batch is None else batch
+    P, d, e = rows * width, shape.dim, DTYPE_BYTES[dtype]
+    return int(shape.num_hidden_states * P * d * e + P * (shape.ffn + 4 * d) * e + rows * shape.heads * width ** 2 * e
+               + num_layers * n * d * e + 3 * n * d * 8)
+
+
+def publish_bytes(ctx) -> int:
+    """The moments' result copies the means once: L·T·d·b_μ."""
+    T = int(ctx.plan.token_ids.size)
+    return ctx.num_layers * T * ctx.dim * (4 if getattr(ctx.cfg, "mean_dtype", "float64") == "float32" else 8)
+
+
+# ----------------------------------------------------------------------------- the plan
+@dataclass
+class MemoryPlan:
+    """The figures of ``normvar plan --json`` and the decisions ``compute`` follows."""
+
+    params: int
+    params_with_lm_head: int
+    weights_bytes: int
+    hidden_states: int
+    dim: int
+    types: int
+    layers: list[int]
+    device: str
+    dtype: str
+    accumulators: dict[str, int]         # every accumulator the run asks for: its planned bytes
+    runtime_bytes: int
+    plan_bytes: int
+    pass_bytes: int
+    publish_bytes: int
+    total_bytes: int                     # what the run holds at its peak, after the drops
+    memory_bytes: int
+    fits: bool
+    dropped: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    suggestions: list[str] = field(default_factory=list)
+    model: str = ""
+    architecture: str = ""
+    unknown: list[str] = field(default_factory=list)   # accumulators that do not declare their bytes
+    sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
+    id_sample: int = 0                   # K: the uniform TwoNN sample
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    def kept(self, name: str) -> bool:
+        return name not in self.dropped
+
+    def summary(self) -> str:
+        """"needs 31.2 GB of 80.0 GB" (GB = 2^30 bytes)."""
+        return f"needs {gb(self.total_bytes)} of {gb(self.memory_bytes)}"
+
+    def lines(self) -> list[str]:
+        """The plan as text (``normvar plan``)."""
+        out = [f"model {self.model} ({self.architecture}): {self.params:,} parameters "
+               f"({self.params_with_lm_head:,} with a vocab x d LM head), {self.hidden_states} hidden states x "
+               f"{self.dim} d; corpus: {self.types:,} types; {len(self.layers)} layers kept; {self.device}, {self.dtype}",
+               f"  {'weights':<10} {gb(self.weights_bytes):>10}"]
+        for name, b in self.accumulators.items():
+            tag = "  (dropped)" if name in self.dropped else ""
+            out.append(f"  {name:<10} {gb(b):>10}{tag}")
+        host = self.device != "cuda"
+        if host:
+            out.append(f"  {'runtime':<10} {gb(self.runtime_bytes):>10}")
+            out.append(f"  {'plan':<10} {gb(self.plan_bytes):>10}")
+        out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch)")
+        if host:
+            out.append(f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the result's copy of the means; the "
+                       f"larger of pass and publish counts)")
+        out.append(f"  {'total':<10} {gb(self.total_bytes):>10}   {self.summary()}: "
+                   + ("fits" if self.fits else "does NOT fit"))
+        out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
+        out += [f"  fix: {s}" for s in self.suggestions]
+        out += [f"  note: accumulator {n} does not declare planned_bytes: not counted" for n in self.unknown]
+        return out
+
+
+def gb(n: float) -> str:
+    return f"{n / GiB:.1f} GB"
+
+
+def _fixed_and_optional(ctx, registry) -> tuple[dict[str, int], list, list[str]]:
+    """({name: bytes} of every accumulator the run asks for, [droppable classes in order], [unknown])."""
+    sizes, optional, unknown = {}, [], []
+    for cls in registry:
+        try:
+            b = int(cls.planned_bytes(ctx))
+        except NotImplementedError:
+            unknown.append(cls.name)
+            continue
+        if b > 0:
+            sizes[cls.name] = b
+            if cls.droppable(ctx):
+                optional.append(cls)
+    return sizes, optional, unknown
+
+
+def _total(ctx, registry, base: dict, drop=()) -> int:
+    sizes, _, _ = _fixed_and_optional(ctx, registry)
+    return (base["host"] + base["weights"] + sum(b for n, b in sizes.items() if n not in drop)
+            + max(base["pass"], base["publish"]))
+
+
+def evenly_spaced(layers: list[int], k: int) -> list[int]:
+    """``k`` of ``layers``, evenly spaced, first and last included."""
+    if k >= len(layers):
+        return list(layers)
+    return sorted({layers[int(round(i))] for i in np.linspace(0, len(layers) - 1, max(int(k), 1))})
+
+
+def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype: str, registry=None,
+                plan_held: int | None = None, forced_keep: set[str] | None = None) -> MemoryPlan:
+    """Size every accumulator the run asks for, add the weights, the pass and (on the CPU) the runtime,
+    the plan and the publish copy; drop what does not fit in ``memory_bytes`` (see the module docstring).
+    ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
+    from normvar_core.pipeline.accumulators import REGISTRY
+    from normvar_core.pipeline.contracts import RunContext
+
+    registry = REGISTRY if registry is None else registry
+    host = device != "cuda"
+    wbytes = weights_bytes(shape, dtype)
+
+    def base_for(c) -> dict:
+        return {"host": (RUNTIME_BYTES + (plan_bytes(c.plan) if plan_held is None else plan_held)) if host else 0,
+                "weights": wbytes, "pass": pass_bytes(shape, c.plan, c.num_layers, dtype),
+                "publish": publish_bytes(c) if host else 0}
+
+    base = base_for(ctx)
+    sizes, optional, unknown = _fixed_and_optional(ctx, registry)
+    droppable = {cls.name for cls in optional} - set(forced_keep or ())
+    fixed = base["host"] + base["weights"] + max(base["pass"], base["publish"]) + sum(
+        b for n, b in sizes.items() if n not in droppable)
+    free = memory_bytes - fixed
+    dropped, reasons = [], {}
+
+    def sub_ctx(k: int):
+        return RunContext(cfg=ctx.cfg, layers=evenly_spaced(list(ctx.layers), k), dim=ctx.dim, device=ctx.device,
+                          plan=ctx.plan, tokens=ctx.tokens)
+
+    def largest_fit(drop: set[str]) -> list[int] | None:
+        """The largest evenly spaced subset of the kept layers whose whole run (without ``drop``) fits."""
+        for k in range(len(ctx.layers), 0, -1):
+            c = sub_ctx(k)
+            if _total(c, registry, base_for(c), drop) <= memory_bytes:
+                return list(c.layers)
+        return None
+
+    for cls in optional:
+        if cls.name not in droppable:
+            continue
+        need = sizes[cls.name]
+        if need <= free:
+            free -= need
+            continue
+        dropped.append(cls.name)
+        later = {c.name for c in optional if c.name in droppable and c is not cls}
+        subset = largest_fit(set(dropped[:-1]) | later)
+        reasons[cls.name] = cls.drop_reason(ctx, need=need, free=max(free, 0), subset=subset)
+    total = fixed + sum(sizes[c.name] for c in optional if c.name in droppable and c.name not in dropped)
+    fits = total <= memory_bytes
+    suggestions = []
+    if not fits:
+        suggestions = _suggestions(ctx, registry, base_for, memory_bytes, total, set(dropped), device, dtype, sub_ctx)
+    if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
+        pass_or_publish = max(base["pass"], base["publish"])
+        for label, held in (("keeps everything asked for", fixed - pass_or_publish + sum(sizes[n] for n in droppable)),
+                            ("fits", total - pass_or_publish)):
+            rows = _rows_that_fit(ctx, shape, dtype, memory_bytes - held, base["publish"])
+            if rows and rows < largest_batch(ctx.plan.batches)[0]:
+                suggestions.insert(0, f"--batch-size {rows} {label} (the forward pass of the largest batch now "
+                                      f"needs {gb(base['pass'])})")
+                break
+    tc = ctx.plan.token_ids.size if ctx.plan is not None else 0
+    return MemoryPlan(params=shape.params, params_with_lm_head=shape.params + shape.lm_head_params,
+                      weights_bytes=wbytes, hidden_states=shape.num_hidden_states, dim=shape.dim, types=int(tc),
+                      layers=list(ctx.layers), device=device, dtype=dtype, accumulators=sizes,
+                      runtime_bytes=RUNTIME_BYTES if host else 0, plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
+                      pass_bytes=base["pass"], publish_bytes=base["publish"], total_bytes=int(total),
+                      memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
+                      suggestions=suggestions, model=shape.name, architecture=shape.architecture, unknown=unknown,
+                      sample_positions=int(getattr(getattr(ctx.plan, "samples", None), "size", 0) or 0),
+                      id_sample=int(getattr(getattr(ctx.plan, "uniform", None), "size", 0) or 0))
+
+
+def _rows_that_fit(ctx, shape, dtype, room: int, publish: int) -> int:
+    """The most sentences per batch (at the longest sentence's width) whose pass fits in ``room``."""
+    enc = getattr(ctx.plan.batches, "enc", None)
+    width = int(enc.lengths.max()) if enc is not None and enc.lengths.size else largest_batch(ctx.plan.batches)[1]
+    best = 0
+    for rows in (512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
+        if max(pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, (rows, width, rows * width)), publish) <= room:
+            best = rows
+            break
+    return best
+
+
+def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype, sub_ctx) -> list[str]:
+    out = []
+    cfg = ctx.cfg
+    if getattr(cfg, "mean_dtype", "float64") == "float64":
+        c32 = type(ctx)(cfg=cfg.replace(mean_dtype="float32"), layers=ctx.layers, dim=ctx.dim, device=ctx.device,
+                        plan=ctx.plan, tokens=ctx.tokens)
+        t32 = _total(c32, registry, base_for(c32), dropped)
+        out.append(f"--mean-dtype float32 halves the means: {gb(t32)} in all"
+                   + ("" if t32 <= memory else " (still over)"))
+    if getattr(cfg, "self_similarity", "auto") == "on":
+        out.append("--self-similarity off drops the L x T x d self-similarity table")
+    if device == "cuda" and dtype == "float32":
+        out.append("--dtype bfloat16 halves the weights and the pass")
+    for k in range(len(ctx.layers) - 1, 0, -1):
+        c = sub_ctx(k)
+        if _total(c, registry, base_for(c), dropped) <= memory:
+            out.append(f"keep {k} of the {len(ctx.layers)} layers: --layers {','.join(map(str, c.layers))}")
+            break
+    else:
+        weights = base_for(ctx)["weights"]
+        out.append(f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: normvar holds a whole model per "
+                   f"device (no model parallelism) — a larger device" if weights >= memory else
+                   f"even one layer needs more than {gb(memory)}: a larger device, or lower --batch-size / --max-length")
+    return out
+
+
+# ----------------------------------------------------------------------------- the run's budget
+def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: bool = True,
+               resume_names: set[str] | None = None) -> MemoryPlan:
+    """The plan ``compute`` follows: ``--memory-gb`` if given, else what the device reports free now
+    plus what this process already holds there (``loaded``: the weights and the plan are resident).
+    ``resume_names``: the accumulators of the checkpoint the run resumes — exactly those are held."""
+    if getattr(cfg, "memory_gb", None) is not None:
+        memory = int(round(float(cfg.memory_gb) * GiB))
+    else:
+        memory = device_memory(device) + (memory_in_use(device) if loaded else 0)
+    mp = plan_memory(ctx, shape=shape, memory_bytes=memory, device=device, dtype=dtype, forced_keep=resume_names)
+    if resume_names is not None:
+        from normvar_core.pipeline.accumulators import REGISTRY
+
+        for name in [c.name for c in REGISTRY if c.droppable(ctx) and c.name in mp.accumulators]:
+            if name not in resume_names and name not in mp.dropped:
+                mp.dropped.append(name)
+                mp.reasons[name] = (f"{name} skipped: the checkpoint this run resumed from was computed without it "
+                                    f"(memory) — compute again without --checkpoint to have it")
+    return mp
+
+
+def config_and_tokenizer(cfg, data_dir=None):
+    """(name, transformers config, tokenizer) of ``cfg.model`` without reading any weights: an alias,
+    a local directory holding config.json and the tokenizer files, a cached hub id, or a GGUF file
+    (its metadata; a dequantized cache when there is one)."""
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from normvar_core.datadir import DataDir
+    from normvar_core.pipeline import models as M
+
+    hf_logging.disable_progress_bar()
+    cache = DataDir.at(data_dir).cache / "models"
+    src = M._resolve(cfg, cache)
+    kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
+    path, gguf = Path(src.path), None
+    if src.gguf_file:
+        if src.cache_key and (cache / src.cache_key / "config.json").exists():
+            path = cache / src.cache_key
+        elif src.prepare is not None:
+            path = M._dequantized_dir(src, cache)  # the file has to be assembled first (gemma's parts)
+        else:
+            gguf = src.gguf_file
+    if gguf is None and path.is_dir() and not (path / "config.json").exists():
+        raise NormvarError(f"model directory {path} of {src.name!r} lacks config.json",
+                           fix="pass a transformers model directory (config.json + tokenizer files)")
+    if gguf is None and path.is_dir() and not any((path / f).exists() for f in M.TOKENIZER_FILES):
+        raise NormvarError(f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "
+                           "corpus' types with the tokenizer", fix="copy tokenizer.json (or the vocab files) beside "
+                           "config.json")
+    extra = {"gguf_file": gguf} if gguf else {}
+    try:
+        config = AutoConfig.from_pretrained(path, **kw, **extra)
+        tok = AutoTokenizer.from_pretrained(path, **kw, **extra)
+    except (OSError, ValueError) as exc:
+        raise NormvarError(f"could not read the config of model {src.name!r}: {str(exc).splitlines()[0]}"[:300],
+                           fix="pass a transformers model directory (config.json + tokenizer files)") from None
+    M.check_tokenizer(tok, src.name)
+    return src.name, config, tok
+
+
+def plan_run(cfg, data_dir=None) -> MemoryPlan:
+    """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
+    corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free."""
+    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.plan import make_plan
+
+    cfg = cfg.validate()
+    device = cfg.device if cfg.device != "auto" else M.resolve_device(cfg)
+    if cfg.memory_gb is None:
+        device = M.resolve_device(cfg)  # measuring needs the device itself
+    M._torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
+    name, config, tok = config_and_tokenizer(cfg, data_dir)
+    shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
+    corpus = C.load_sentences(cfg, data_dir)
+    plan = make_plan(cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length,
+                     device_type=device)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
+    return run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
+
+
+def shape_of_loaded(loaded) -> ModelShape:
+    """The ModelShape of a loaded model (its real parameters; no meta build)."""
+    model = loaded.model
+    cfg = _text_config(model.config)
+    params = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    d = int(loaded.info.dim)
+    return ModelShape(name=loaded.info.name, architecture=loaded.info.architecture, params=int(params),
+                      lm_head_params=int(getattr(cfg, "vocab_size", 0) or 0) * d, buffer_bytes=int(buffers), dim=d,
+                      num_hidden_states=int(loaded.info.num_hidden_states),
+                      heads=int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "n_head", 0) or 1),
+                      ffn=int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "ffn_hidden_size", 0) or 4 * d),
+                      vocab=int(getattr(cfg, "vocab_size", 0) or 0), max_length=int(loaded.info.max_length))
+
+
+__all__ = ["ModelShape", "MemoryPlan", "shape_from_config", "shape_of_loaded", "plan_memory", "run_budget", "plan_run",
+           "config_and_tokenizer",
+           "device_memory", "weights_bytes", "plan_bytes", "pass_bytes", "publish_bytes", "evenly_spaced",
+           "RUNTIME_BYTES", "GiB", "gb"]
