@@ -24,6 +24,7 @@ UNITS = ("token", "word")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MEAN_DTYPES = ("float64", "float32")
 SELF_SIMILARITY = ("auto", "on", "off")
+SCATTER_DTYPES = ("float64", "float32", "auto")
 EXECUTORS = ("local", "ray")
 
 
@@ -82,6 +83,9 @@ class RunConfig:
                          "batch anisotropy (seed 004: 16384)", minimum=0, label="TwoNN sample")
     self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on below 1 GB",
                                choices=SELF_SIMILARITY)
+    scatter_dtype: str = opt("auto", "per-batch arithmetic of the covariance and cosine sums (merged in float64): "
+                             "float64 (exact), float32 (GPUs with slow float64), auto = float64 on CPU and on "
+                             "compute capability 8.0/9.0 GPUs, float32 elsewhere", choices=SCATTER_DTYPES)
     executor: str = opt("local", "local: one process; ray: batch ranges sharded over Ray actors (one per GPU where "
                         "there are GPUs), partial states merged exactly", choices=EXECUTORS)
     ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")

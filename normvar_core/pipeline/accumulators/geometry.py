@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
@@ -80,15 +81,7 @@ def neighbour_search(device: torch.device):
     return host_search if device.type == "cpu" else device_search(device)
 
 
-def gram(xc: torch.Tensor) -> torch.Tensor:
-    """xcᵀ xc in float64 (numpy's BLAS on the CPU: measured 1.7x torch's there; torch elsewhere)."""
-    if xc.device.type == "cpu":
-        a = xc.numpy()
-        return torch.from_numpy(a.T @ a)
-    return xc.T @ xc
-
-
-class GeometryAccumulator(Accumulator):
+class GeometryAccumulator(LayerMajor, Accumulator):
     name = "geometry"
     table_names = ("layer_geometry", "layer_spectrum", "pair_cosines")
 
@@ -111,6 +104,7 @@ class GeometryAccumulator(Accumulator):
         self.sq_sum = torch.zeros(L, dtype=torch.float64, device=self.device)
         self.sample = np.zeros((L, K, d), np.float32)
         self.filled = np.zeros(K, bool)
+        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "GeometryAccumulator | None":
@@ -138,27 +132,22 @@ class GeometryAccumulator(Accumulator):
         return head + f" — keep at most {int(fit)} layers (e.g. --layers {','.join(map(str, pick))}) or lower --id-sample"
 
     # ------------------------------------------------------------------ streaming
-    def update(self, batch: StateBatch) -> None:
-        X = batch.states
-        N = X.shape[1]
-        if N == 0:
-            return
-        X = X.to(self.device)
-        for l in range(X.shape[0]):  # one layer at a time: one float64 N x d temporary (x - m_b)
-            mb = X[l].mean(0, dtype=torch.float64)
-            xc = X[l].to(torch.float64).sub_(mb)
-            pool_into(self.mean[l], self.scatter[l], self.n, mb, gram(xc), N, outer=True)
-            # ‖x‖² = ‖x_c‖² + 2 x_c·m_b + ‖m_b‖²  and  Σ x/‖x‖ = x_cᵀ w + m_b Σ w,  w = 1/‖x‖ (0 for x = 0)
-            sq = torch.einsum("ij,ij->i", xc, xc) + 2.0 * (xc @ mb) + mb @ mb
-            norms = sq.clamp_min(0).sqrt()
-            nz = norms > 0
-            w = torch.where(nz, 1.0 / norms.clamp_min(1e-300), torch.zeros_like(norms))
-            self.sum_u[l] += xc.T @ w + mb * w.sum()
-            self.n_u[l] += nz.sum()
-            self.norm_sum[l] += norms.sum()
-            self.sq_sum[l] += sq.clamp_min(0).sum()
-        self.n += N
-        self._reservoir(batch, X)
+    def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
+        """Pool the batch's scatter about its own mean (Chan); Σ x/‖x‖ = x_cᵀ w + m Σ w, w = 1/‖x‖
+        (0 for x = 0); Σ‖x‖, Σ‖x‖² — all from the layer view shared with the outliers."""
+        pool_into(self.mean[l], self.scatter[l], self.n, view.mean, view.scatter, view.n, outer=True)
+        sq = view.sq
+        norms = sq.sqrt()
+        nz = norms > 0
+        w = torch.where(nz, 1.0 / norms.clamp_min(1e-300), torch.zeros_like(norms))
+        self.sum_u[l] += view.weighted_sum(w)
+        self.n_u[l] += nz.sum()
+        self.norm_sum[l] += norms.sum()
+        self.sq_sum[l] += sq.sum()
+
+    def end_batch(self, batch: StateBatch) -> None:
+        self.n += batch.size
+        self._reservoir(batch, batch.states)
 
     def _reservoir(self, batch: StateBatch, X: torch.Tensor) -> None:
         if self.uplan is None or not self.uplan.size:
@@ -224,7 +213,7 @@ class GeometryAccumulator(Accumulator):
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"])
 
     def run_meta(self, result) -> dict:
-        return {"id_sample": int(self.filled.size)}
+        return {"id_sample": int(self.filled.size), "scatter_dtype": self.scatter_dtype}
 
 
 __all__ = ["GeometryAccumulator", "GEOMETRY_MAX_BYTES", "geometry_bytes", "host_search", "device_search",
