@@ -11,7 +11,8 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
 Then ``--tail-sentences`` (default 600) runs of the default compute, alternated the same way: the share of
 the process's wall time spent after the last forward batch (the "finalize" and "write" phases: spectra,
 TwoNN, seed 004's batches, the run file). Targets: default <= 1.40x bare, lean <= 1.10x, tail <= 20 %.
-Prints a markdown table with the load average (the machine may be shared: read ratios, not seconds).
+Prints a markdown table of wall and CPU seconds (user + system, all threads: the steadier measure when
+other jobs share the cores) with the load average.
 Usage: .venv/bin/python benchmarks/bench_cost.py [--sentences N] [--repeat R] [--tail-sentences M]
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,11 +74,18 @@ def tail_main(n: int, data_dir: str) -> None:
     print(json.dumps({"last_batch": marks["last_batch"], "end": time.time(), "stages": marks}))
 
 
+CPU: dict = {}
+
+
 def _timed(cmd: list[str]) -> tuple[float, str]:
+    """Wall seconds of the whole process (and its CPU seconds, user + system, in CPU[tuple(cmd)])."""
     t0 = time.time()
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True)
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    CPU.setdefault(tuple(cmd), []).append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
     return time.time() - t0, r.stdout
 
 
@@ -115,11 +124,14 @@ def main() -> None:
                 times[k].append(_timed(cmd)[0])
                 load.append(os.getloadavg()[0])
         med = {k: statistics.median(v) for k, v in times.items()}
-        lines += ["", f"{args.sentences:,} sentences:", "", "| variant | runs (s) | median (s) | / bare |", "|---|---|---:|---:|"]
+        cpu = {k: statistics.median(CPU[tuple(cmd)]) for k, cmd in variants.items()}
+        lines += ["", f"{args.sentences:,} sentences:", "",
+                  "| variant | wall, runs (s) | wall median (s) | / bare | CPU median (s) | / bare |",
+                  "|---|---|---:|---:|---:|---:|"]
         for k, label in (("bare", "bare forward, output_hidden_states"), ("default", "default `normvar compute`"),
                          ("lean", "`--no-geometry --self-similarity off`")):
             lines.append(f"| {label} | {', '.join(f'{t:.1f}' for t in times[k])} | {med[k]:.1f} | "
-                         f"{med[k] / med['bare']:.2f}x |")
+                         f"{med[k] / med['bare']:.2f}x | {cpu[k]:.1f} | {cpu[k] / cpu['bare']:.2f}x |")
     if "tail" not in skip:
         shares, walls = [], []
         for _ in range(args.repeat):

@@ -79,8 +79,9 @@ class RunConfig:
                                  "clouds and the token explorer; 0 = none", minimum=0)
     geometry: bool = opt(True, "layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, "
                          "TwoNN, outlier dimensions", flag="--no-geometry")
-    id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's "
-                         "batch anisotropy (seed 004: 16384)", minimum=0, label="TwoNN sample")
+    id_sample: int = opt(ID_SAMPLE, "most embeddings per layer in the seeded uniform sample for TwoNN and seed "
+                         "004's batch anisotropy (seed 004: 16384); sized to the run: at most 1/32 of a layer's "
+                         "embeddings, at least 1,024", minimum=0, label="TwoNN sample")
     self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on below 1 GB",
                                choices=SELF_SIMILARITY)
     scatter_dtype: str = opt("auto", "per-batch arithmetic of the covariance and cosine sums (merged in float64): "

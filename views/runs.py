@@ -22,12 +22,6 @@ def _ago(ts: float | None) -> str:
     return f"{s:.0f} s ago" if s < 90 else (f"{s / 60:.0f} min ago" if s < 5400 else f"{s / 3600:.1f} h ago")
 
 
-def _eta(s: float | None) -> str:
-    if s is None:
-        return "–"
-    s = float(s)
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
-
 
 @st.fragment(run_every=2.0)
 def jobs_panel() -> None:
@@ -61,9 +55,7 @@ def jobs_panel() -> None:
                 c1.progress(0, text="queued — waiting for the worker")
             else:
                 pct = j.percent
-                text = (f"{p.get('stage') or 'running'} · {_ui.fmt_int(p.get('sentences_done'))}/"
-                        f"{_ui.fmt_int(p.get('sentences_total'))} sentences · "
-                        f"{(p.get('emb_per_s') or 0):,.0f} emb/s · ETA {_eta(j.eta_s)}")
+                text = jobs.progress_text(p, j.task)
                 if j.interrupted:
                     text += " · worker gone: resumes when a worker starts"
                 c1.progress(int(pct or 0), text=text)

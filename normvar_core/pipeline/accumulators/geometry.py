@@ -81,9 +81,37 @@ def neighbour_search(device: torch.device):
     return host_search if device.type == "cpu" else device_search(device)
 
 
+def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
+    """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
+    neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
+    BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
+    import os
+
+    cores = os.cpu_count() or 1
+    if not parallel or cores < 2 or n_layers < 2:
+        return [fn(i) for i in range(n_layers)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn's dependency, normally there
+        threadpool_limits = None
+    limit = threadpool_limits(1) if threadpool_limits is not None else None
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=min(cores, n_layers), thread_name_prefix="normvar-layer") as pool:
+            return list(pool.map(fn, range(n_layers)))
+    finally:
+        torch.set_num_threads(torch_threads)
+        if limit is not None:
+            limit.unregister()
+
+
 class GeometryAccumulator(LayerMajor, Accumulator):
     name = "geometry"
     table_names = ("layer_geometry", "layer_spectrum", "pair_cosines")
+    finalize_in_background = True  # publish writes the other tables meanwhile
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
@@ -193,21 +221,20 @@ class GeometryAccumulator(LayerMajor, Accumulator):
 
     # ------------------------------------------------------------------ result
     def result(self) -> dict:
-        rows, spectra = [], []
         cov = (self.scatter / max(self.n, 1)).cpu().numpy()
         su = self.sum_u.cpu().numpy()
         if not self.filled.all():
             raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
-        cosines = []
         search = neighbour_search(self.device)
-        for li, layer in enumerate(self.layers):  # the sample is in key order: a random order
+
+        def one(li: int):  # the sample is in key order: a random order
             row, eig = G.layer_row(cov[li], self.sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                    n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
                                    sq_sum=float(self.sq_sum[li]), search=search)
-            rows.append({"layer": int(layer), **row})
-            spectra.append(eig)
-            cosines.append(G.pair_cosines(self.sample[li]))
-        return {"rows": rows, "spectra": spectra, "cosines": cosines}
+            return {"layer": int(self.layers[li]), **row}, eig, G.pair_cosines(self.sample[li])
+
+        out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
+        return {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out]}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"])
