@@ -27,6 +27,9 @@ def selfsim_bytes(ctx: RunContext) -> int:
 class SelfSimilarityAccumulator(Accumulator):
     name = "selfsim"
     table_names = ("token_selfsim",)
+    backend = "auto"
+    """"auto": the numba kernel on the CPU, torch ``index_add_`` elsewhere; "torch" on any device (the
+    GPU path, which tests run on the CPU against the kernel)."""
 
     def __init__(self, ctx: RunContext):
         self.layers = list(ctx.layers)
@@ -61,7 +64,7 @@ class SelfSimilarityAccumulator(Accumulator):
         if batch.size == 0:
             return
         X = batch.states.to(self.device)
-        if self.device.type == "cpu":
+        if self.device.type == "cpu" and self.backend == "auto":
             from normvar_core.stats.kernels import type_groups, unit_sum_kernel
 
             ids = np.asarray(torch.as_tensor(batch.token_ids).numpy(), np.int64)
