@@ -123,6 +123,8 @@ def main() -> None:
             for k, cmd in variants.items():
                 times[k].append(_timed(cmd)[0])
                 load.append(os.getloadavg()[0])
+                print(f"# {k}: wall {times[k][-1]:.1f} s, CPU {CPU[tuple(cmd)][-1]:.1f} s, load {load[-1]:.1f}",
+                      file=sys.stderr, flush=True)
         med = {k: statistics.median(v) for k, v in times.items()}
         cpu = {k: statistics.median(CPU[tuple(cmd)]) for k, cmd in variants.items()}
         lines += ["", f"{args.sentences:,} sentences:", "",
@@ -142,6 +144,8 @@ def main() -> None:
             walls.append(wall)
             shares.append((m["end"] - m["last_batch"]) / wall)
             load.append(os.getloadavg()[0])
+            print(f"# tail: wall {wall:.1f} s, after the last batch {shares[-1] * 100:.1f} %, load {load[-1]:.1f}",
+                  file=sys.stderr, flush=True)
         lines += ["", f"{args.tail_sentences} sentences, default compute: wall {statistics.median(walls):.1f} s, "
                   f"after the last forward batch {statistics.median(shares) * 100:.1f} % "
                   f"(runs: {', '.join(f'{s * 100:.0f} %' for s in shares)})"]
