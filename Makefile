@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: venv test run models browser show bench dist clean-venv
+.PHONY: venv test run models browser show bench bench-gpu dist clean-venv
 
 venv: $(STAMP)
 
@@ -50,6 +50,12 @@ bench: venv
 	$(PY) benchmarks/bench_null.py
 	$(PY) benchmarks/bench_corpus_memory.py
 	$(PY) benchmarks/bench_tokenize_memory.py
+	$(PY) benchmarks/bench_cost.py
+
+# On a CUDA machine: compute / bare bf16 forward, embeddings/s, peak GPU memory per scatter dtype (README table);
+# elsewhere one line and exit 0.
+bench-gpu: venv
+	$(PY) benchmarks/bench_gpu.py
 
 # sdist + wheel in dist/ (the wheel carries the dashboard and the default corpus; see README, "Install"),
 # checked with twine. `python -m build` fetches setuptools into an isolated env; offline, use

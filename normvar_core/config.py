@@ -24,6 +24,7 @@ UNITS = ("token", "word")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MEAN_DTYPES = ("float64", "float32")
 SELF_SIMILARITY = ("auto", "on", "off")
+SCATTER_DTYPES = ("float64", "float32", "auto")
 EXECUTORS = ("local", "ray")
 
 
@@ -83,13 +84,17 @@ class RunConfig:
                                  "clouds and the token explorer; 0 = none", minimum=0)
     geometry: bool = opt(True, "layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, "
                          "TwoNN, outlier dimensions", flag="--no-geometry")
-    id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's "
-                         "batch anisotropy (seed 004: 16384)", minimum=0, label="TwoNN sample")
+    id_sample: int = opt(ID_SAMPLE, "most embeddings per layer in the seeded uniform sample for TwoNN and seed "
+                         "004's batch anisotropy (seed 004: 16384); sized to the run: at most 1/32 of a layer's "
+                         "embeddings, at least 1,024", minimum=0, label="TwoNN sample")
     self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on when it fits in the "
                                "device's memory (normvar plan)", choices=SELF_SIMILARITY)
     memory_gb: float | None = opt(None, "memory the run may hold, in GB (2^30 bytes); default: what the device reports "
                                   "free (CUDA free memory, else available RAM). Decides which measures fit "
                                   "(normvar plan shows it)", minimum=0.01, label="Memory (GB)")
+    scatter_dtype: str = opt("auto", "per-batch arithmetic of the covariance and cosine sums (merged in float64): "
+                             "float64 (exact), float32 (GPUs with slow float64), auto = float64 on CPU and on "
+                             "compute capability 8.0/9.0 GPUs, float32 elsewhere", choices=SCATTER_DTYPES)
     executor: str = opt("local", "local: one process; ray: batch ranges sharded over Ray actors (one per GPU where "
                         "there are GPUs), partial states merged exactly", choices=EXECUTORS)
     ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")

@@ -26,3 +26,16 @@ UNK_FLAG = 0.05
 """A run whose counted positions are more than 5 % unknown tokens is flagged (wrong tokenizer?)."""
 ID_SAMPLE = 16384
 """Seed 004 §2.4: TwoNN on a uniform sample of embeddings, in batches of 4,096."""
+ID_SAMPLE_SHARE = 1 / 32
+"""The TwoNN sample is sized to the run: at most this share of a layer's counted embeddings (seed 004's
+batches of 4,096 only once the sample reaches them), so the end-of-run part scales with the run."""
+ID_SAMPLE_FLOOR = 1024
+"""... but at least this many points (or all of them, on a smaller run): TwoNN needs neighbours."""
+
+
+def sized_id_sample(requested: int, n_embeddings: int) -> int:
+    """The TwoNN sample of a run with ``n_embeddings`` counted positions per layer: ``requested``
+    (--id-sample) capped at max(ID_SAMPLE_FLOOR, n · ID_SAMPLE_SHARE), never more than n."""
+    if requested <= 0:
+        return 0
+    return int(min(requested, n_embeddings, max(ID_SAMPLE_FLOOR, int(n_embeddings * ID_SAMPLE_SHARE))))

@@ -316,6 +316,15 @@ def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     comp = [e for e in events if e.stage == "compute"]
     assert comp[-1].sentences_done == comp[-1].sentences_total == a.meta["n_sentences"]
     assert comp[-1].embeddings == a.meta["n_embeddings"] and comp[-1].emb_per_s > 0
+    # phases in order (plan, forward, finalize, write, done), each with its counts; the bar never goes back
+    phases = [e.phase for e in events]
+    firsts = sorted({p: phases.index(p) for p in phases}.items(), key=lambda kv: kv[1])
+    assert [p for p, _ in firsts] == ["plan", "forward", "finalize", "write", "done"]
+    assert all(b.percent >= a_.percent for a_, b in zip(events, events[1:])) and events[-1].percent == 100
+    fin = [e for e in events if e.phase == "finalize"]
+    assert fin[-1].done == fin[-1].total == len(a.meta["accumulators"]) and fin[-1].unit == "measures"
+    wr = [e for e in events if e.phase == "write"]
+    assert wr[-1].unit == "tables" and wr[-1].done == wr[-1].total - 1 and wr[-1].eta_s is not None
     b = open_run(compute_run(cfg.replace(name="p2", batch_size=5), tmp_path))  # other batching: same picks
     sa, sb = a.samples(2), b.samples(2)
     assert sa["token_id"].tolist() == sb["token_id"].tolist()

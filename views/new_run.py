@@ -165,9 +165,7 @@ def watch(job_id: str) -> None:
         st.progress(0, text="queued — " + ("waiting for the worker" if store.worker_running()
                                              else "no worker is running: start one with `normvar worker`"))
     elif job.state == JobState.RUNNING:
-        st.progress(int(job.percent or 0),
-                    text=f"{p.get('stage') or 'running'} · {_ui.fmt_int(p.get('sentences_done'))}/"
-                         f"{_ui.fmt_int(p.get('sentences_total'))} sentences · {(p.get('emb_per_s') or 0):,.0f} emb/s")
+        st.progress(int(job.percent or 0), text=jobs.progress_text(p, job.task))
     elif job.state == JobState.DONE:
         st.success(f"Published **{job.name}**.", icon=":material/check_circle:")
         if st.button("Open it on the Trade-off page", key="open_new_run", type="primary"):

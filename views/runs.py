@@ -31,12 +31,6 @@ def short_corpus(name) -> str | None:
     return f"upload {name[:8]}…" if re.fullmatch(r"[0-9a-f]{64}", name) else name
 
 
-def _eta(s: float | None) -> str:
-    if s is None:
-        return "–"
-    s = float(s)
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
-
 
 @st.fragment(run_every=2.0)
 def jobs_panel() -> None:
@@ -70,9 +64,7 @@ def jobs_panel() -> None:
                 c1.progress(0, text="queued — waiting for the worker")
             else:
                 pct = j.percent
-                text = (f"{p.get('stage') or 'running'} · {_ui.fmt_int(p.get('sentences_done'))}/"
-                        f"{_ui.fmt_int(p.get('sentences_total'))} sentences · "
-                        f"{(p.get('emb_per_s') or 0):,.0f} emb/s · ETA {_eta(j.eta_s)}")
+                text = jobs.progress_text(p, j.task)
                 if j.interrupted:
                     text += " · worker gone: resumes when a worker starts"
                 c1.progress(int(pct or 0), text=text)

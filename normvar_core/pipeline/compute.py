@@ -27,10 +27,22 @@ from normvar_core.errors import NormvarError
 from normvar_core.runs.writer import check_destination
 
 
+PHASES = {"corpus": "plan", "model": "plan", "tokenize": "plan", "compute": "forward", "finalize": "finalize",
+          "write": "write", "done": "done"}
+"""stage -> phase: plan (read the corpus, load the model, tokenize and count), forward (the batches),
+finalize (every measure's result: spectra, TwoNN, seed 004's batches), write (the run file's tables)."""
+PHASE_SPAN = {"plan": (0.0, 5.0), "forward": (5.0, 90.0), "finalize": (90.0, 95.0), "write": (95.0, 100.0),
+              "done": (100.0, 100.0)}
+"""The part of the progress bar each phase fills (percent): the forward pass is most of a run."""
+
+
 @dataclass
 class Progress:
-    """Passed to ``progress(p)``. ``stage`` in {corpus, model, tokenize, compute, write, done};
-    ``embeddings`` counted so far (per layer), ``emb_per_s`` and ``eta_s`` for the compute stage."""
+    """Passed to ``progress(p)``. ``stage`` in {corpus, model, tokenize, compute, finalize, write, done}
+    (``phase``: plan, forward, finalize, write, done — ``PHASES``); ``embeddings`` counted so far (per
+    layer), ``emb_per_s`` for the forward phase; ``done``/``total`` counts of the phase in ``unit``
+    (sentences, measures, tables), ``detail`` what it is doing, ``eta_s`` the phase's remaining seconds
+    (forward: the batches left at the current rate), ``percent`` the whole run's (``PHASE_SPAN``)."""
 
     stage: str
     sentences_done: int = 0
@@ -38,6 +50,37 @@ class Progress:
     embeddings: int = 0
     emb_per_s: float = 0.0
     eta_s: float | None = None
+    phase: str = ""
+    done: int = 0
+    total: int = 0
+    unit: str = ""
+    detail: str = ""
+    percent: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.phase = self.phase or PHASES.get(self.stage, self.stage)
+        if self.stage == "compute" and not self.unit:
+            self.done, self.total, self.unit = self.sentences_done, self.sentences_total, "sentences"
+        a, b = PHASE_SPAN.get(self.phase, (0.0, 0.0))
+        frac = self.done / self.total if self.total else 0.0
+        self.percent = round(a + (b - a) * min(max(frac, 0.0), 1.0), 2)
+
+
+class _PhaseClock:
+    """ETA of a phase counted in steps: elapsed / done × (total − done); thread-safe reports."""
+
+    def __init__(self, report):
+        import threading
+
+        self.report, self.lock, self.t0, self.phase = report, threading.Lock(), time.monotonic(), None
+
+    def __call__(self, stage: str, done: int, total: int, unit: str, detail: str = "", **kw) -> None:
+        with self.lock:
+            if PHASES.get(stage) != self.phase:
+                self.phase, self.t0 = PHASES.get(stage), time.monotonic()
+            el = time.monotonic() - self.t0
+            eta = el / done * (total - done) if done > 0 else None
+            self.report(Progress(stage, eta_s=eta, done=done, total=total, unit=unit, detail=detail, **kw))
 
 
 def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
@@ -109,17 +152,18 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
             raise CancelledError("cancelled")
 
     # ---- plan: corpus, model, batches, counts, samples
-    report(Progress("corpus"))
+    report(Progress("corpus", done=0, total=3, unit="steps", detail="read the corpus"))
     corpus = C.load_sentences(cfg, dd.root)
     if not corpus.sentences:
         raise NormvarError("no sentences left after filtering the corpus",
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
     check_cancel()
     total = len(corpus.sentences)
-    report(Progress("model", sentences_total=total))
+    report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail="load the model"))
     loaded = M.load_model(cfg, dd.root)
     check_cancel()
-    report(Progress("tokenize", sentences_total=total))
+    report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps",
+                    detail="tokenize and count"))
     if cfg.executor == "ray":
         return _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwrite, cancelled, t_start,
                                checkpoint_every_s)
@@ -176,12 +220,12 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         raise
 
     # ---- publish
-    report(Progress("write", total, total, moments.n_embeddings, 0.0, 0.0))
     n_embeddings = moments.n_embeddings
     notes = {**source.notes(), "resumed_from_batch": resumed_from, "memory": memory_note(ctx)}
     try:
         path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
-                           seconds=seconds_before + (time.monotonic() - t_start))
+                           seconds=seconds_before + (time.monotonic() - t_start),
+                           progress=_publish_progress(report, total, n_embeddings))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
         if ckpt_path is not None:
             try:
@@ -193,6 +237,16 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         ckpt_path.unlink(missing_ok=True)
     report(Progress("done", total, total, n_embeddings, 0.0, 0.0))
     return path
+
+
+def _publish_progress(report, total: int, n_embeddings: int):
+    """publish_run's ``progress(stage, done, total, unit, detail)`` -> Progress events with an ETA."""
+    clock = _PhaseClock(report)
+
+    def progress(stage: str, done: int, n: int, unit: str, detail: str = "") -> None:
+        clock(stage, done, n, unit, detail, sentences_done=total, sentences_total=total, embeddings=n_embeddings)
+
+    return progress
 
 
 def _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwrite, cancelled, t_start,
@@ -232,10 +286,10 @@ def _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwr
                                should_cancel=cancelled, checkpoint_every_s=checkpoint_every_s)
     finally:
         pool.close()
-    report(Progress("write", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
     notes = {**notes, "memory": memory_note(ctx)}
     path = publish_run(out_path, plan=plan, source=source, ctx=ctx, accs=accs, notes=notes, overwrite=overwrite,
-                       seconds=time.monotonic() - t_start)
+                       seconds=time.monotonic() - t_start,
+                       progress=_publish_progress(report, total, accs["moments"].n_embeddings))
     if ckpt_path is not None:
         ckpt_path.unlink(missing_ok=True)
     report(Progress("done", total, total, accs["moments"].n_embeddings, 0.0, 0.0))
@@ -274,34 +328,42 @@ def _limit_heap_growth() -> None:
 
 # ============================================================================ CLI progress
 class TqdmProgress:
-    """A ``progress`` callback drawing a tqdm bar on stderr: sentences, embeddings/s, ETA."""
+    """A ``progress`` callback drawing tqdm bars on stderr, one per phase: plan (steps), forward
+    (sentences, embeddings/s, ETA), finalize (measures: spectra, TwoNN ...), write (tables)."""
 
     def __init__(self, file=None, disable: bool | None = None):
         self.file = file or sys.stderr
         self.disable = disable
         self.bar = None
-        self.stage = None
+        self.phase = None
 
-    def __call__(self, p: Progress) -> None:
+    def _open(self, p: Progress) -> None:
         from tqdm import tqdm
 
-        if p.stage != self.stage:
-            self.stage = p.stage
-            if p.stage == "compute" and self.bar is None:
-                self.bar = tqdm(total=p.sentences_total, initial=p.sentences_done, unit="sent", file=self.file,
-                                disable=self.disable, desc="normvar", dynamic_ncols=True, mininterval=0.5)
-            elif p.stage in ("write", "done") and self.bar is not None:
-                self.bar.n = p.sentences_done
-                self.bar.refresh()
-                self.bar.close()
-                self.bar = None
+        self.close()
+        self.phase = p.phase
+        if p.phase == "done":
             return
-        if self.bar is not None and p.stage == "compute":
-            self.bar.update(max(0, p.sentences_done - self.bar.n))
+        self.bar = tqdm(total=p.total or None, initial=p.done, unit=p.unit or "step", file=self.file,
+                        disable=self.disable, desc=f"normvar {p.phase}", dynamic_ncols=True, mininterval=0.5)
+
+    def __call__(self, p: Progress) -> None:
+        if p.phase != self.phase:
+            self._open(p)
+        if self.bar is None:
+            return
+        if p.total and self.bar.total != p.total:
+            self.bar.total = p.total
+        self.bar.update(max(0, p.done - self.bar.n))
+        if p.phase == "forward":
             self.bar.set_postfix_str(f"{p.embeddings:,} emb, {p.emb_per_s:,.0f} emb/s", refresh=False)
+        elif p.detail:
+            eta = f", ETA {p.eta_s:.0f} s" if p.eta_s is not None else ""
+            self.bar.set_postfix_str(f"{p.detail}{eta}", refresh=False)
 
     def close(self) -> None:
         if self.bar is not None:
+            self.bar.refresh()
             self.bar.close()
             self.bar = None
 

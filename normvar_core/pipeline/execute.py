@@ -17,6 +17,7 @@ import numpy as np
 
 from normvar_core.errors import CancelledError
 from normvar_core.pipeline.accumulators import REGISTRY
+from normvar_core.pipeline.accumulators.layerview import update_all
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 
 
@@ -44,7 +45,8 @@ def skip_reasons(ctx: RunContext, accs: dict[str, Accumulator], registry=None) -
 def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int, *,
               on_batch: Callable[[int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None) -> None:
-    """Feed the StateBatches of plan batches [start, stop) to every accumulator.
+    """Feed the StateBatches of plan batches [start, stop) to every accumulator (``layerview.update_all``:
+    the layer-major ones share one float64 copy per layer and batch).
     ``on_batch(i)`` runs after batch i is complete (all its pieces, if it was split);
     ``should_cancel()`` is polled before each batch and raises CancelledError."""
     if start >= stop:
@@ -56,8 +58,7 @@ def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int,
         if sb.index != current:  # the previous batch is complete
             _done(current, on_batch, should_cancel)
             current = sb.index
-        for acc in accs.values():
-            acc.update(sb)
+        update_all(accs, sb)
     _done(current, on_batch, None)
 
 

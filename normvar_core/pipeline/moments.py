@@ -33,8 +33,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import numba
-
+from normvar_core.stats.kernels import type_groups as _type_groups
 from normvar_core.stats.kernels import update_kernel as _update_kernel
 from normvar_core.stats.tokenstats import TokenStats
 
@@ -231,13 +230,10 @@ class TokenMoments:
         return self
 
     def _update_cpu(self, X: torch.Tensor, ids: np.ndarray) -> None:
-        """CPU path: one sort of the ids, bookkeeping in numpy views, then the fused kernel."""
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
-        first = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-        uniq = sorted_ids[first]
-        starts = np.append(first, ids.size).astype(np.int64)
-        counts = np.diff(starts)
+        """CPU path: one sort of the ids (``kernels.type_groups``, which also balances the groups over
+        the threads), bookkeeping in numpy views, then the fused kernel."""
+        order, starts, uniq, bounds = _type_groups(ids)
+        first, counts = starts[:-1], np.diff(starts)
         rows_t, is_new_t = self._rows_for(torch.from_numpy(uniq))
         rows, is_new = rows_t.numpy(), is_new_t.numpy()
         if X.dtype in (torch.float16, torch.bfloat16):
@@ -249,11 +245,6 @@ class TokenMoments:
             mean[:, rows[is_new]] = Xn[:, order[first[is_new]]]
         n = self._n.numpy()
         n_new = n[rows] + counts
-        # contiguous ranges of groups per thread, balanced by work (rows + one per group)
-        work = np.cumsum(counts + 1)
-        n_chunks = max(1, min(numba.get_num_threads() * 2, rows.size))
-        cuts = np.searchsorted(work, np.linspace(0, work[-1], n_chunks + 1)[1:-1])
-        bounds = np.concatenate(([0], cuts, [rows.size])).astype(np.int64)
         s_out = np.empty((self.num_layers, rows.size), dtype=np.float64)
         _update_kernel(Xn, order, starts, rows, n_new.astype(np.float64), mean, s_out, bounds)
         self._s.numpy()[:, rows] += s_out

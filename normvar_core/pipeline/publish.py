@@ -39,27 +39,87 @@ def check_counts(plan, stats) -> None:
                            "the counted positions and the state source disagree")
 
 
+FINALIZE_DETAIL = {"geometry": "spectra, TwoNN, seed 004's batches", "moments": "moments", "samples": "samples",
+                   "selfsim": "self-similarity", "outliers": "outliers"}
+
+
 def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str, Accumulator],
-                seconds: float, notes: dict, overwrite: bool = False, source_kind: str = "model") -> Path:
-    """Finish every accumulator, build the run row and write + publish the run file."""
-    results = {name: acc.result() for name, acc in accs.items()}
-    stats = results["moments"]
-    check_counts(plan, stats)
-    cfg = plan.cfg
-    tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
+                seconds: float, notes: dict, overwrite: bool = False, source_kind: str = "model",
+                progress=None) -> Path:
+    """Finish every accumulator, build the run row and write + publish the run file.
+
+    The accumulators that say ``finalize_in_background`` (the geometry: spectra, TwoNN, seed 004's
+    batches) finish in a thread while the other tables are written; theirs are written last, then the
+    run row. ``progress(stage, done, total, unit, detail)``: stage "finalize" as each accumulator's
+    result is ready (unit "measures"), "write" before each table (unit "tables")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    report = progress or (lambda *a: None)
+    names = list(accs)
+    later = [n for n in names if getattr(accs[n], "finalize_in_background", False)]
+    done = [0]
+
+    def finish(name: str):
+        out = accs[name].result()
+        done[0] += 1
+        report("finalize", done[0], len(names), "measures", FINALIZE_DETAIL.get(name, name))
+        return out
+
+    report("finalize", 0, len(names), "measures", " · ".join(FINALIZE_DETAIL.get(n, n) for n in later) or "results")
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="normvar-finalize") as pool:
+        futures = {n: pool.submit(finish, n) for n in later}
+        results = {n: finish(n) for n in names if n not in futures}
+        stats = results["moments"]
+        check_counts(plan, stats)
+        cfg = plan.cfg
+        tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
+        for name in names:
+            if name in futures:
+                continue
+            tables.update(accs[name].tables(results[name], ctx))
+        if plan.word_tokens is not None:  # App. J: |T_w| of every word type
+            tables["word_units"] = word_units_table(stats.token_ids, plan.word_tokens)
+        built: dict = {}
+
+        def late_tables(name: str) -> dict:
+            if name not in built:
+                results[name] = futures[name].result()
+                built[name] = accs[name].tables(results[name], ctx)
+            return built[name]
+
+        for name in later:
+            for tname in accs[name].table_names:
+                tables[tname] = (lambda n=name, t=tname: late_tables(n)[t])
+
+        def referenced_sentences():
+            referenced: set[int] = set()
+            for name in names:
+                referenced |= accs[name].sentence_ids(results[name] if name not in futures else futures[name].result())
+            return sentences_table({i: plan.sentences[i] for i in sorted(referenced)}) if referenced else None
+
+        tables["sentences"] = referenced_sentences
+
+        def record() -> RunRecord:
+            for name in later:
+                late_tables(name)
+            return run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, source_kind)
+
+        def on_table(done_tables: int, n_tables: int, name: str) -> None:
+            if all(f.done() for f in futures.values()):
+                report("write", done_tables, n_tables, "tables", name)
+
+        return write_tables(out_path, record, tables, overwrite=overwrite, on_table=on_table)
+
+
+def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, source_kind) -> RunRecord:
+    """The run row: the model, the corpus, the full RunConfig, counts and every accumulator's notes."""
     acc_notes: dict = {}
-    referenced: set[int] = set()
     for name, acc in accs.items():
-        tables.update(acc.tables(results[name], ctx))
         acc_notes.update(acc.run_meta(results[name]))
-        referenced |= acc.sentence_ids(results[name])
     skipped = skip_reasons(ctx, accs)
     if skipped:
         acc_notes["skipped"] = skipped
-    if plan.word_tokens is not None:  # App. J: |T_w| of every word type
-        tables["word_units"] = word_units_table(stats.token_ids, plan.word_tokens)
-    if referenced:
-        tables["sentences"] = sentences_table({i: plan.sentences[i] for i in sorted(referenced)})
     model_meta = dict(source.info.meta)
     is_decoder = bool(model_meta.pop("is_decoder", False))
     record = RunRecord(
@@ -81,7 +141,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
     record.dim = int(source.info.dim)
     record.num_layers = int(source.info.num_hidden_states) - 1
     record.dtype = cfg.dtype
-    return write_tables(out_path, record, tables, overwrite=overwrite)
+    return record
 
 
 __all__ = ["publish_run", "check_counts", "versions"]

@@ -44,9 +44,11 @@ def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, sea
 
 
 def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwrite: bool = False,
-                   search=None) -> Path:
+                   search=None, progress=None) -> Path:
     """Draw the null ``kind`` of ``run`` and publish it at ``out_path`` (atomically); with the
-    run's layer geometry, the null's geometry too."""
+    run's layer geometry, the null's geometry too. ``progress(phase, done, total, unit, detail)``:
+    phases draw, geometry, write."""
+    report = progress or (lambda *a: None)
     if kind not in KINDS:
         raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(KINDS)}")
     if seed < 0:
@@ -54,6 +56,7 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     if str(run.meta.get("source") or "model").startswith("null:"):
         raise NormvarError(f"run {run.name!r} is itself a null run", fix="draw the null of the real run")
     t0 = time.monotonic()
+    report("draw", 0, 1, "steps", f"{kind} null of the moments")
     stats = run.stats()
     null = null_stats(kind, stats, run.layer_stats(), seed=seed)
     tokens = run.tokens()["token"].tolist()
@@ -62,6 +65,7 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     tables["sentence_lengths"] = sentence_length_table(np.repeat(hist["words"].to_numpy(), hist["count"].to_numpy()))
     accumulators = ["moments"]
     if run.has("layer_geometry"):
+        report("geometry", 0, 1, "steps", "spectra and TwoNN of the null")
         tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, search=search))
         accumulators.append("geometry")
     known = set(RunRecord.__dataclass_fields__)
@@ -70,7 +74,8 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
                           "created_at": _dt.datetime.now(_dt.timezone.utc), "seconds": time.monotonic() - t0,
                           "notes": {**(run.meta.get("notes") or {}), "null": {"kind": kind, "seed": int(seed),
                                                                                 "of": run.name}}})
-    return write_tables(out_path, record, tables, overwrite=overwrite)
+    return write_tables(out_path, record, tables, overwrite=overwrite,
+                        on_table=lambda i, n, name: report("write", i, n, "tables", name))
 
 
 def nulls_of(runs_table, name: str) -> list[str]:

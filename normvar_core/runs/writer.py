@@ -81,9 +81,36 @@ def _run_table(record: RunRecord) -> pa.Table:
     return df
 
 
+INSERT_BYTES = 256 << 20
+"""Parts of a table are concatenated (zero-copy) into one Arrow table per insert up to this size: one
+``CREATE TABLE ... AS`` for a run of ordinary size, a bounded copy for very large ones."""
+
+
+def _inserts(data: TableData):
+    """The Arrow tables to insert for ``data``: a table (or a callable returning one, or the parts of
+    one) — parts grouped up to INSERT_BYTES each."""
+    if callable(data) and not isinstance(data, (pa.Table, pd.DataFrame)):
+        data = data()
+    if data is None:  # a lazy table with nothing to write
+        return
+    if isinstance(data, (pa.Table, pd.DataFrame)):
+        yield data
+        return
+    group, size = [], 0
+    for part in data:
+        if isinstance(part, pd.DataFrame):
+            part = pa.Table.from_pandas(part, preserve_index=False)
+        group.append(part)
+        size += part.nbytes
+        if size >= INSERT_BYTES:
+            yield pa.concat_tables(group)
+            group, size = [], 0
+    if group:
+        yield pa.concat_tables(group)
+
+
 def _append(con: duckdb.DuckDBPyConnection, name: str, data: TableData, created: set) -> None:
-    parts = [data] if isinstance(data, (pa.Table, pd.DataFrame)) else data
-    for part in parts:
+    for part in _inserts(data):
         con.register("_normvar_src", part)
         try:
             if name in created:
@@ -95,10 +122,15 @@ def _append(con: duckdb.DuckDBPyConnection, name: str, data: TableData, created:
             con.unregister("_normvar_src")
 
 
-def write_tables(path, record: RunRecord, tables: Mapping[str, TableData], *, overwrite: bool = False) -> Path:
-    """Write the run row and ``tables`` to a temp file, then publish it at ``path`` atomically."""
+def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bool = False,
+                 on_table=None) -> Path:
+    """Write ``tables`` and the run row to a temp file, then publish it at ``path`` atomically.
+
+    A table may be given lazily (a callable returning its TableData, called when its turn comes), and
+    ``record`` may be a callable returning the RunRecord, called after every table is written: the
+    caller can finish slow parts (the geometry's spectra and TwoNN) while the others are written.
+    ``on_table(done, total, name)`` is called before each table (and the run row) is written."""
     path = run_path(path)
-    record.name = path.stem
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not overwrite:
         raise taken(path)
@@ -113,14 +145,22 @@ def write_tables(path, record: RunRecord, tables: Mapping[str, TableData], *, ov
             # of the write; readers ORDER BY, so insertion order need not be kept
             con.execute("SET force_compression='uncompressed'")
             con.execute("SET preserve_insertion_order=false")
+            created: set = set()
+            n_tables = len(tables) + 1
+            for i, (name, data) in enumerate(tables.items()):
+                if on_table is not None:
+                    on_table(i, n_tables, name)
+                _append(con, name, data, created)
+            if on_table is not None:
+                on_table(n_tables - 1, n_tables, "run")
+            if callable(record):
+                record = record()
+            record.name = path.stem
             cols = ", ".join(f"{c} {t}" for c, t in RUN_COLUMNS)
             con.execute(f"CREATE TABLE run ({cols})")
             con.register("_normvar_src", _run_table(record))
             con.execute("INSERT INTO run SELECT * FROM _normvar_src")
             con.unregister("_normvar_src")
-            created: set = set()
-            for name, data in tables.items():
-                _append(con, name, data, created)
             con.execute("CHECKPOINT")
         finally:
             con.close()

@@ -105,8 +105,9 @@ def _jobs(args: argparse.Namespace) -> int:
         pct = j.percent
         stage = j.stage if j.state == JobState.RUNNING else None
         prog = "" if pct is None else f"{pct:5.1f}%"
-        if stage and stage not in ("compute", "embed"):
-            prog = f"{prog} {stage}".strip()
+        phase = (j.progress or {}).get("phase") if j.state == JobState.RUNNING else None
+        if phase or (stage and stage not in ("compute", "embed")):
+            prog = f"{prog} {phase or stage}".strip()
         eps = "" if j.emb_per_s is None or j.state != JobState.RUNNING else f"{j.emb_per_s:,.0f}"
         msg = (j.message or "").replace("\n", " ")
         if j.state == JobState.RUNNING and j.interrupted:

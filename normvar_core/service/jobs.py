@@ -70,7 +70,8 @@ log = logging.getLogger("normvar.jobs")
 STATES = tuple(s.value for s in JobState)
 ACTIVE_STATES = tuple(s.value for s in ACTIVE)
 FINAL_STATES = tuple(s.value for s in FINAL)
-PROGRESS_FIELDS = ("stage", "sentences_done", "sentences_total", "embeddings", "emb_per_s", "eta_s")
+PROGRESS_FIELDS = ("stage", "sentences_done", "sentences_total", "embeddings", "emb_per_s", "eta_s", "phase", "done",
+                   "total", "unit", "detail", "percent")
 
 
 RESUME_PRIORITY = 1.0  # jobs resumed after a crash go first; fresh jobs use -seq (FIFO)
@@ -140,6 +141,8 @@ class Job:
         if self.state == JobState.DONE:
             return 100.0
         p = self.progress or {}
+        if p.get("percent") is not None and p.get("phase"):  # the whole run's, by phase (compute.PHASE_SPAN)
+            return max(0.0, min(100.0, float(p["percent"])))
         done, total = p.get("sentences_done"), p.get("sentences_total")
         if done is None or not total:
             return None
@@ -226,6 +229,44 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
+
+
+def fmt_eta(seconds) -> str:
+    """"1:05:03", "4:12", "12 s", or "–" when unknown."""
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "–"
+    s = int(round(float(seconds)))
+    if s < 60:
+        return f"{s} s"
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def progress_text(p: dict | None, task: str = "run") -> str:
+    """One line for a running job's progress, by phase: "forward · 1,200/3,000 sentences · 5,300 emb/s ·
+    ETA 0:42", "finalize · spectra, TwoNN · 2/5 measures · ETA 3 s", "write · 12/17 tables", a worker
+    task's own phase ("null · geometry · 3/7 layers"); the older stage-only form for other producers."""
+    p = p or {}
+    phase, stage = p.get("phase"), p.get("stage")
+    if not phase:
+        if not stage:
+            return "starting"
+        if p.get("sentences_total"):
+            return (f"{stage} · {int(p.get('sentences_done') or 0):,}/{int(p['sentences_total']):,} sentences · "
+                    f"{(p.get('emb_per_s') or 0):,.0f} emb/s · ETA {fmt_eta(p.get('eta_s'))}")
+        return str(stage)
+    head = phase if task == "run" else f"{task} · {phase}"
+    parts = [head]
+    if p.get("detail"):
+        parts.append(str(p["detail"]))
+    if p.get("total"):
+        parts.append(f"{int(p.get('done') or 0):,}/{int(p['total']):,} {p.get('unit') or ''}".rstrip())
+    if phase == "forward":
+        parts.append(f"{(p.get('emb_per_s') or 0):,.0f} emb/s")
+    if phase not in ("plan", "done"):
+        parts.append(f"ETA {fmt_eta(p.get('eta_s'))}")
+    return " · ".join(parts)
 
 
 def progress_dict(p: Any) -> dict[str, Any]:

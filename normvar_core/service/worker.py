@@ -295,8 +295,8 @@ class Worker:
     def _task(self, job_id: str, task: str, spec: dict, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
         """A worker task other than a run: (state, message, path of what it wrote)."""
         try:
-            reporter.update({"stage": task})
-            out = TASKS[task](self.dd, job_id, spec)
+            reporter.update({"stage": task, "phase": "start", "task": task})
+            out = TASKS[task](self.dd, job_id, spec, progress=_task_progress(reporter, task))
         except NormvarError as err:
             return JobState.FAILED, str(err), None
         except OSError as err:
@@ -306,17 +306,42 @@ class Worker:
         return JobState.DONE, None, str(out)
 
 
-def _write_report(dd: DataDir, job_id: str, spec: dict) -> Path:
-    """Task "report": the slides of the runs -> ``reports/<job id>.<format>`` (temp file + rename)."""
+def _task_progress(reporter: "_Reporter", task: str):
+    """A worker task's ``progress(phase, done, total, unit, detail)`` -> the job's progress, with the
+    phase's ETA (elapsed / done × remaining steps; none before the first step is done)."""
+    state = {"phase": None, "t0": time.monotonic()}
+
+    def progress(phase: str, done: int, total: int, unit: str = "steps", detail: str = "") -> None:
+        if phase != state["phase"]:
+            state["phase"], state["t0"] = phase, time.monotonic()
+        el = time.monotonic() - state["t0"]
+        reporter.update({"stage": task, "task": task, "phase": phase, "done": int(done), "total": int(total),
+                         "unit": unit, "detail": detail, "eta_s": el / done * (total - done) if done else None,
+                         "percent": round(100.0 * done / total, 1) if total else None})
+
+    return progress
+
+
+def _write_report(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
+    """Task "report": the slides of the runs -> ``reports/<job id>.<format>`` (temp file + rename);
+    phases read (runs), slides, write."""
     from normvar_core.report.slides import build_slides
     from normvar_core.report.writers import write_report
     from normvar_core.runs.reader import open_run
 
+    report = progress or (lambda *a, **k: None)
     fmt = spec.get("format", "pptx")
-    return write_report(build_slides([open_run(p) for p in spec["runs"]]), dd.reports / f"{job_id}.{fmt}", fmt)
+    runs = []
+    for i, p in enumerate(spec["runs"]):
+        report("read", i, len(spec["runs"]), "runs", Path(p).stem)
+        runs.append(open_run(p))
+    report("slides", 0, 1, "steps", f"{len(runs)} run(s)")
+    slides = build_slides(runs)
+    report("write", 0, 1, "files", f"{fmt.upper()}")
+    return write_report(slides, dd.reports / f"{job_id}.{fmt}", fmt)
 
 
-def _write_null(dd: DataDir, job_id: str, spec: dict) -> Path:  # noqa: ARG001
+def _write_null(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:  # noqa: ARG001
     """Task "null": the Gaussian null of a run, published as an ordinary run (atomically)."""
     from normvar_core.pipeline.accumulators.geometry import host_search
     from normvar_core.runs.null import null_name, write_null_run
@@ -325,7 +350,7 @@ def _write_null(dd: DataDir, job_id: str, spec: dict) -> Path:  # noqa: ARG001
     run = open_run(spec["run"])
     name = null_name(run, spec["kind"], int(spec["seed"]))
     return write_null_run(run, spec["kind"], dd.run_path(name), seed=int(spec["seed"]), overwrite=True,
-                          search=host_search)
+                          search=host_search, progress=progress)
 
 
 def _write_sentence(dd: DataDir, job_id: str, spec: dict) -> Path:

@@ -78,3 +78,44 @@ def block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pr
                     dev += dv * dv
                 acc += w * dev
             bdev[l, b + 1] = acc
+
+
+@numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
+def unit_sum_kernel(X, order, starts, rows, sum_u, bounds):  # pragma: no cover
+    """Self-similarity's scatter-add in one pass, grouped like ``update_kernel``: for group g (the
+    embeddings order[starts[g]:starts[g+1]] of table row rows[g]) sum_u[l, rows[g]] += Σ x / ‖x‖
+    (zero vectors add nothing). ‖x‖ and the sum in float64, whatever X's dtype; threads own whole rows."""
+    L, N, d = X.shape
+    n_chunks = bounds.shape[0] - 1
+    for task in numba.prange(L * n_chunks):
+        l = task // n_chunks
+        ch = task % n_chunks
+        for g in range(bounds[ch], bounds[ch + 1]):
+            srow = sum_u[l, rows[g]]
+            for k in range(starts[g], starts[g + 1]):
+                xrow = X[l, order[k]]
+                sq = 0.0
+                for j in range(d):
+                    v = np.float64(xrow[j])
+                    sq += v * v
+                if sq > 0.0:
+                    w = 1.0 / np.sqrt(sq)
+                    for j in range(d):
+                        srow[j] += np.float64(xrow[j]) * w
+
+
+def type_groups(ids: np.ndarray, n_threads: int | None = None):
+    """The grouping both kernels take: ``order`` (a stable sort of ``ids``), group ``starts`` (G + 1),
+    the sorted unique ids and ``bounds``: contiguous ranges of groups per thread, balanced by work
+    (rows + one per group), two per thread."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    first = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    uniq = sorted_ids[first]
+    starts = np.append(first, ids.size).astype(np.int64)
+    counts = np.diff(starts)
+    work = np.cumsum(counts + 1)
+    n_chunks = max(1, min((n_threads or numba.get_num_threads()) * 2, uniq.size))
+    cuts = np.searchsorted(work, np.linspace(0, work[-1], n_chunks + 1)[1:-1])
+    bounds = np.concatenate(([0], cuts, [uniq.size])).astype(np.int64)
+    return order, starts, uniq, bounds

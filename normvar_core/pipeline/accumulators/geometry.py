@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
@@ -78,17 +79,37 @@ def neighbour_search(device: torch.device):
     return host_search if device.type == "cpu" else device_search(device)
 
 
-def gram(xc: torch.Tensor) -> torch.Tensor:
-    """xcᵀ xc in float64 (numpy's BLAS on the CPU: measured 1.7x torch's there; torch elsewhere)."""
-    if xc.device.type == "cpu":
-        a = xc.numpy()
-        return torch.from_numpy(a.T @ a)
-    return xc.T @ xc
+def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
+    """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
+    neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
+    BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
+    import os
+
+    cores = os.cpu_count() or 1
+    if not parallel or cores < 2 or n_layers < 2:
+        return [fn(i) for i in range(n_layers)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn's dependency, normally there
+        threadpool_limits = None
+    limit = threadpool_limits(1) if threadpool_limits is not None else None
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=min(cores, n_layers), thread_name_prefix="normvar-layer") as pool:
+            return list(pool.map(fn, range(n_layers)))
+    finally:
+        torch.set_num_threads(torch_threads)
+        if limit is not None:
+            limit.unregister()
 
 
-class GeometryAccumulator(Accumulator):
+class GeometryAccumulator(LayerMajor, Accumulator):
     name = "geometry"
     table_names = ("layer_geometry", "layer_spectrum", "pair_cosines")
+    finalize_in_background = True  # publish writes the other tables meanwhile
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
@@ -109,6 +130,7 @@ class GeometryAccumulator(Accumulator):
         self.sq_sum = torch.zeros(L, dtype=torch.float64, device=self.device)
         self.sample = np.zeros((L, K, d), np.float32)
         self.filled = np.zeros(K, bool)
+        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "GeometryAccumulator | None":
@@ -146,27 +168,22 @@ class GeometryAccumulator(Accumulator):
                        f"or lower --id-sample")
 
     # ------------------------------------------------------------------ streaming
-    def update(self, batch: StateBatch) -> None:
-        X = batch.states
-        N = X.shape[1]
-        if N == 0:
-            return
-        X = X.to(self.device)
-        for l in range(X.shape[0]):  # one layer at a time: one float64 N x d temporary (x - m_b)
-            mb = X[l].mean(0, dtype=torch.float64)
-            xc = X[l].to(torch.float64).sub_(mb)
-            pool_into(self.mean[l], self.scatter[l], self.n, mb, gram(xc), N, outer=True)
-            # ‖x‖² = ‖x_c‖² + 2 x_c·m_b + ‖m_b‖²  and  Σ x/‖x‖ = x_cᵀ w + m_b Σ w,  w = 1/‖x‖ (0 for x = 0)
-            sq = torch.einsum("ij,ij->i", xc, xc) + 2.0 * (xc @ mb) + mb @ mb
-            norms = sq.clamp_min(0).sqrt()
-            nz = norms > 0
-            w = torch.where(nz, 1.0 / norms.clamp_min(1e-300), torch.zeros_like(norms))
-            self.sum_u[l] += xc.T @ w + mb * w.sum()
-            self.n_u[l] += nz.sum()
-            self.norm_sum[l] += norms.sum()
-            self.sq_sum[l] += sq.clamp_min(0).sum()
-        self.n += N
-        self._reservoir(batch, X)
+    def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
+        """Pool the batch's scatter about its own mean (Chan); Σ x/‖x‖ = x_cᵀ w + m Σ w, w = 1/‖x‖
+        (0 for x = 0); Σ‖x‖, Σ‖x‖² — all from the layer view shared with the outliers."""
+        pool_into(self.mean[l], self.scatter[l], self.n, view.mean, view.scatter, view.n, outer=True)
+        sq = view.sq
+        norms = sq.sqrt()
+        nz = norms > 0
+        w = torch.where(nz, 1.0 / norms.clamp_min(1e-300), torch.zeros_like(norms))
+        self.sum_u[l] += view.weighted_sum(w)
+        self.n_u[l] += nz.sum()
+        self.norm_sum[l] += norms.sum()
+        self.sq_sum[l] += sq.sum()
+
+    def end_batch(self, batch: StateBatch) -> None:
+        self.n += batch.size
+        self._reservoir(batch, batch.states)
 
     def _reservoir(self, batch: StateBatch, X: torch.Tensor) -> None:
         if self.uplan is None or not self.uplan.size:
@@ -212,27 +229,26 @@ class GeometryAccumulator(Accumulator):
 
     # ------------------------------------------------------------------ result
     def result(self) -> dict:
-        rows, spectra = [], []
         cov = (self.scatter / max(self.n, 1)).cpu().numpy()
         su = self.sum_u.cpu().numpy()
         if not self.filled.all():
             raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
-        cosines = []
         search = neighbour_search(self.device)
-        for li, layer in enumerate(self.layers):  # the sample is in key order: a random order
+
+        def one(li: int):  # the sample is in key order: a random order
             row, eig = G.layer_row(cov[li], self.sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                    n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
                                    sq_sum=float(self.sq_sum[li]), search=search)
-            rows.append({"layer": int(layer), **row})
-            spectra.append(eig)
-            cosines.append(G.pair_cosines(self.sample[li]))
-        return {"rows": rows, "spectra": spectra, "cosines": cosines}
+            return {"layer": int(self.layers[li]), **row}, eig, G.pair_cosines(self.sample[li])
+
+        out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
+        return {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out]}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"])
 
     def run_meta(self, result) -> dict:
-        return {"id_sample": int(self.filled.size)}
+        return {"id_sample": int(self.filled.size), "scatter_dtype": self.scatter_dtype}
 
 
 __all__ = ["GeometryAccumulator", "geometry_bytes", "host_search", "device_search",

@@ -18,13 +18,14 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 
 TOP_K = 20
 
 
-class OutlierAccumulator(Accumulator):
+class OutlierAccumulator(LayerMajor, Accumulator):
     name = "outliers"
     table_names = ("dim_stats", "top_activations", "layer_outliers")
 
@@ -42,6 +43,7 @@ class OutlierAccumulator(Accumulator):
         self.sq_pos0 = torch.zeros(L, **z)         # Σ ‖x‖² over position 0
         # top activations: value (signed), dim, token, sentence, position per layer
         self.top = np.zeros((L, 0, 5), np.float64)
+        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "OutlierAccumulator | None":
@@ -57,28 +59,25 @@ class OutlierAccumulator(Accumulator):
         total = int(getattr(ctx.plan, "total_embeddings", TOP_K) or 0) if ctx.plan is not None else TOP_K
         return 24 * L * d + 16 * L + 40 * L * min(TOP_K, total * d) + 8
 
-    def update(self, batch: StateBatch) -> None:
-        X = batch.states
-        N = X.shape[1]
-        if N == 0:
-            return
-        X = X.to(self.device)
-        pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
-        tops = []
-        for l in range(X.shape[0]):
-            xl = X[l]
-            x = xl.to(torch.float64)
-            mb = x.mean(0)
-            xc = x - mb
-            pool_into(self.mean[l], self.m2[l], self.n, mb, (xc * xc).sum(0), N, outer=False)
-            a = xl.abs()                                    # |h| in the states' own dtype: max is exact
-            self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))
-            sq = (x * x).sum(1)
-            self.sq_all[l] += sq.sum()
-            self.sq_pos0[l] += sq[pos0].sum()
-            tops.append(self._top(a, x, batch))
-        self.n += N
-        self._keep(np.concatenate([self.top, np.stack(tops)], axis=1))
+    def begin_batch(self, batch: StateBatch) -> None:
+        self._pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
+        self._tops = []
+
+    def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
+        """Per-dimension mean and Σ(h_j − m_j)² (diag of the shared batch scatter, pooled by Chan),
+        max |h_j|, Σ‖x‖² overall and at position 0, and the batch's top |h| — one shared layer view."""
+        pool_into(self.mean[l], self.m2[l], self.n, view.mean, view.col_sq, view.n, outer=False)
+        a = view.x.abs()                                    # |h| in the states' own dtype: max is exact
+        self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))
+        sq = view.sq
+        self.sq_all[l] += sq.sum()
+        self.sq_pos0[l] += sq[self._pos0].sum()
+        self._tops.append(self._top(a, view.x, batch))
+
+    def end_batch(self, batch: StateBatch) -> None:
+        self.n += batch.size
+        self._keep(np.concatenate([self.top, np.stack(self._tops)], axis=1))
+        self._pos0 = self._tops = None
 
     def _top(self, a: torch.Tensor, x: torch.Tensor, batch: StateBatch) -> np.ndarray:
         """Candidates for the TOP_K largest distinct keys of the batch: each row's TOP_K largest |h|. A key

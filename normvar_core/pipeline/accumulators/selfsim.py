@@ -14,6 +14,7 @@ import pyarrow as pa
 import torch
 
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.pipeline.accumulators.layerview import resolve_scatter_dtype
 from normvar_core.stats.geometry import mean_cosine
 
 def selfsim_bytes(ctx: RunContext) -> int:
@@ -24,6 +25,9 @@ def selfsim_bytes(ctx: RunContext) -> int:
 class SelfSimilarityAccumulator(Accumulator):
     name = "selfsim"
     table_names = ("token_selfsim",)
+    backend = "auto"
+    """"auto": the numba kernel on the CPU, torch ``index_add_`` elsewhere; "torch" on any device (the
+    GPU path, which tests run on the CPU against the kernel)."""
 
     def __init__(self, ctx: RunContext):
         self.layers = list(ctx.layers)
@@ -32,6 +36,7 @@ class SelfSimilarityAccumulator(Accumulator):
         T = self.token_ids.numel()
         self.sum_u = torch.zeros((len(self.layers), T, ctx.dim), dtype=torch.float64, device=self.device)
         self.n = torch.zeros(T, dtype=torch.int64, device=self.device)
+        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "SelfSimilarityAccumulator | None":
@@ -66,17 +71,36 @@ class SelfSimilarityAccumulator(Accumulator):
                 f"--self-similarity on to keep it anyway{fix}")
 
     def update(self, batch: StateBatch) -> None:
+        """s_t += Σ x/‖x‖ over the batch's occurrences of t: on the CPU one fused numba pass
+        (``stats.kernels.unit_sum_kernel``, float64); elsewhere torch ``index_add_`` per layer, in the
+        run's scatter dtype per batch (float32: summed per batch, then added to the float64 table)."""
         if batch.size == 0:
+            return
+        X = batch.states.to(self.device)
+        if self.device.type == "cpu" and self.backend == "auto":
+            from normvar_core.stats.kernels import type_groups, unit_sum_kernel
+
+            ids = np.asarray(torch.as_tensor(batch.token_ids).numpy(), np.int64)
+            order, starts, uniq, bounds = type_groups(ids)
+            rows = np.searchsorted(self.token_ids.numpy(), uniq)
+            if X.dtype in (torch.float16, torch.bfloat16):
+                X = X.float()
+            unit_sum_kernel(X.contiguous().numpy(), order, starts, rows, self.sum_u.numpy(), bounds)
+            self.n.numpy()[rows] += np.diff(starts)
             return
         ids = torch.as_tensor(batch.token_ids, device=self.device)
         rows = torch.searchsorted(self.token_ids, ids)
         self.n.index_add_(0, rows, torch.ones_like(rows))
-        X = batch.states.to(self.device)
+        dt = torch.float64 if self.scatter_dtype == "float64" else torch.float32
         for l in range(X.shape[0]):
-            x = X[l].to(torch.float64)
-            norms = x.norm(dim=1, keepdim=True)
-            u = torch.where(norms > 0, x / norms.clamp_min(1e-300), torch.zeros_like(x))
-            self.sum_u[l].index_add_(0, rows, u)
+            x = X[l].to(dt)
+            norms = torch.linalg.vector_norm(x, dim=1, keepdim=True, dtype=torch.float64).to(dt)
+            u = torch.where(norms > 0, x / norms.clamp_min(torch.finfo(dt).tiny), torch.zeros_like(x))
+            if dt == torch.float64:
+                self.sum_u[l].index_add_(0, rows, u)
+            else:  # the batch's sums in float32, accumulated across batches in float64
+                part = torch.zeros((self.sum_u.shape[1], self.sum_u.shape[2]), dtype=dt, device=self.device)
+                self.sum_u[l] += part.index_add_(0, rows, u).to(torch.float64)
 
     def merge(self, other: "SelfSimilarityAccumulator") -> "SelfSimilarityAccumulator":
         self.sum_u += other.sum_u.to(self.device)

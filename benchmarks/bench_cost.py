@@ -1,0 +1,157 @@
+"""The cost of a run against its forward pass (issue 21), as whole processes on the shipped novels, MiniLM.
+
+Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3) at ``--sentences``
+(default 3,000):
+
+* default  = ``normvar compute`` (every measure: moments, samples, geometry, self-similarity, outliers);
+* lean     = ``normvar compute --no-geometry --self-similarity off``;
+* bare     = this script's ``--bare``: load the corpus and the model, tokenize (``batches.make_batches``),
+  ``model(..., output_hidden_states=True)`` for every batch, nothing else.
+
+Then ``--tail-sentences`` (default 600) runs of the default compute, alternated the same way: the share of
+the process's wall time spent after the last forward batch (the "finalize" and "write" phases: spectra,
+TwoNN, seed 004's batches, the run file). Targets: default <= 1.40x bare, lean <= 1.10x, tail <= 20 %.
+Prints a markdown table of wall and CPU seconds (user + system, all threads: the steadier measure when
+other jobs share the cores) with the load average.
+Usage: .venv/bin/python benchmarks/bench_cost.py [--sentences N] [--repeat R] [--tail-sentences M]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env() -> dict:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
+def bare_main(n: int, data_dir: str) -> None:
+    """The bare forward pass (run in its own process by the parent)."""
+    import torch
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline import batches as B
+    from normvar_core.pipeline.corpus import load_sentences
+    from normvar_core.pipeline.models import load_model
+
+    cfg = RunConfig(model="minilm", max_sentences=n)
+    corpus = load_sentences(cfg, data_dir)
+    loaded = load_model(cfg, data_dir)
+    batches, _ = B.make_batches(corpus.sentences, loaded.tokenizer, max_length=loaded.info.max_length,
+                                max_tokens=B.auto_max_tokens(loaded.device.type))
+    with torch.inference_mode():
+        for b in batches:
+            out = loaded.model(input_ids=torch.as_tensor(b.input_ids), attention_mask=torch.as_tensor(b.attention_mask),
+                               output_hidden_states=True)
+            del out
+
+
+def tail_main(n: int, data_dir: str) -> None:
+    """A default compute that prints (as JSON) when its last forward batch was done and when it ended."""
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.compute import compute_run
+
+    marks: dict = {}
+
+    def progress(p) -> None:
+        if p.stage in ("forward", "compute"):
+            marks["last_batch"] = time.time()
+        marks.setdefault(p.stage, time.time())
+
+    compute_run(RunConfig(model="minilm", max_sentences=n, name="tail"), data_dir, progress=progress, overwrite=True)
+    print(json.dumps({"last_batch": marks["last_batch"], "end": time.time(), "stages": marks}))
+
+
+CPU: dict = {}
+
+
+def _timed(cmd: list[str]) -> tuple[float, str]:
+    """Wall seconds of the whole process (and its CPU seconds, user + system, in CPU[tuple(cmd)])."""
+    t0 = time.time()
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True)
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    CPU.setdefault(tuple(cmd), []).append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
+    return time.time() - t0, r.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sentences", type=int, default=3000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tail-sentences", type=int, default=600)
+    ap.add_argument("--bare", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--tail", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--data-dir", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: cost, tail")
+    args = ap.parse_args()
+    if args.bare is not None:
+        return bare_main(args.bare, args.data_dir)
+    if args.tail is not None:
+        return tail_main(args.tail, args.data_dir)
+    data_dir = tempfile.mkdtemp(prefix="normvar-bench-cost-")
+    py = sys.executable
+    cli = [py, "-m", "normvar_core.service.cli", "compute", "--quiet", "--overwrite", "--data-dir", data_dir,
+           "--name", "bench"]
+    variants = {
+        "default": cli + ["--max-sentences", str(args.sentences)],
+        "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
+        "bare": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir],
+    }
+    skip = set(filter(None, args.skip.split(",")))
+    _timed(cli + ["--max-sentences", "100"])  # warm-up: numba's on-disk cache, the OS file cache
+    load = [os.getloadavg()[0]]
+    lines = [f"MiniLM, the shipped novels, whole processes, alternated, median of {args.repeat}; "
+             f"{os.cpu_count()} cores; torch threads default"]
+    if "cost" not in skip:
+        times: dict = {k: [] for k in variants}
+        for _ in range(args.repeat):
+            for k, cmd in variants.items():
+                times[k].append(_timed(cmd)[0])
+                load.append(os.getloadavg()[0])
+                print(f"# {k}: wall {times[k][-1]:.1f} s, CPU {CPU[tuple(cmd)][-1]:.1f} s, load {load[-1]:.1f}",
+                      file=sys.stderr, flush=True)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        cpu = {k: statistics.median(CPU[tuple(cmd)]) for k, cmd in variants.items()}
+        lines += ["", f"{args.sentences:,} sentences:", "",
+                  "| variant | wall, runs (s) | wall median (s) | / bare | CPU median (s) | / bare |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for k, label in (("bare", "bare forward, output_hidden_states"), ("default", "default `normvar compute`"),
+                         ("lean", "`--no-geometry --self-similarity off`")):
+            lines.append(f"| {label} | {', '.join(f'{t:.1f}' for t in times[k])} | {med[k]:.1f} | "
+                         f"{med[k] / med['bare']:.2f}x | {cpu[k]:.1f} | {cpu[k] / cpu['bare']:.2f}x |")
+    if "tail" not in skip:
+        shares, walls = [], []
+        for _ in range(args.repeat):
+            t0 = time.time()
+            _, out = _timed([py, str(Path(__file__).resolve()), "--tail", str(args.tail_sentences), "--data-dir", data_dir])
+            m = json.loads(out.strip().splitlines()[-1])
+            wall = m["end"] - t0
+            walls.append(wall)
+            shares.append((m["end"] - m["last_batch"]) / wall)
+            load.append(os.getloadavg()[0])
+            print(f"# tail: wall {wall:.1f} s, after the last batch {shares[-1] * 100:.1f} %, load {load[-1]:.1f}",
+                  file=sys.stderr, flush=True)
+        lines += ["", f"{args.tail_sentences} sentences, default compute: wall {statistics.median(walls):.1f} s, "
+                  f"after the last forward batch {statistics.median(shares) * 100:.1f} % "
+                  f"(runs: {', '.join(f'{s * 100:.0f} %' for s in shares)})"]
+    lines.append(f"\nload average (1 min) during the runs: min {min(load):.1f}, max {max(load):.1f}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

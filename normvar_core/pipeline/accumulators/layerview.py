@@ -1,0 +1,169 @@
+"""The layer-major update loop: one layer of a batch at a time, with the quantities that geometry and
+outliers both need computed once (one float64 — or float32, ``scatter_dtype`` — copy of the layer's
+states per batch instead of one per accumulator).
+
+For layer l of a batch of N embeddings x_i (``LayerView``):
+
+* ``mean``    m_b = (1/N) Σ x_i                                    (float64)
+* ``centred`` x_i − m_b in the scatter dtype (float32: x − m32, m32 = m_b rounded to float32)
+* ``scatter`` C_b = Σ (x_i − m_b)(x_i − m_b)ᵀ (float64 d × d). In float32 the Gram matrix G of the
+  float32 deviations is exact up to float32 products; with δ = Σ(x − m32)/N it equals
+  Σ(x − m32)(x − m32)ᵀ, so C_b = G − N δδᵀ (the batch's scatter about its own mean, in float64), which
+  the accumulators pool across batches with Chan's update in float64 (``pooling.pool_into``).
+* ``col_sq``  Σ_i (x_ij − m_bj)² per dimension = diag(C_b) (the outliers' per-dimension variance)
+* ``sq``      ‖x_i‖² = ‖x_i − m_b‖² + 2 (x_i − m_b)·m_b + ‖m_b‖²  (float64)
+
+``scatter_dtype``: "float64" (exact, the CPU default), "float32" (GPUs without fast float64), or
+"auto" → ``resolve_scatter_dtype``: float64 on the CPU and on GPUs of compute capability 8.0 / 9.0
+(A100, H100, H200: float64 at half the float32 rate), float32 elsewhere (consumer cards run float64
+at 1/32–1/64 of float32) and on MPS (no float64 at all).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+
+SCATTER_DTYPES = ("float64", "float32", "auto")
+FAST_FLOAT64_CAPABILITIES = {(8, 0), (9, 0)}
+
+
+def resolve_scatter_dtype(choice: str, device) -> str:
+    """"float64" or "float32" for ``choice`` (float64 / float32 / auto) on ``device``."""
+    if choice in ("float64", "float32"):
+        return choice
+    if choice != "auto":
+        raise ValueError(f"scatter dtype must be one of {SCATTER_DTYPES}, got {choice!r}")
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type == "cpu":
+        return "float64"
+    if dev.type == "cuda":
+        return "float64" if tuple(torch.cuda.get_device_capability(dev)) in FAST_FLOAT64_CAPABILITIES else "float32"
+    return "float32"
+
+
+def gram(xc: torch.Tensor) -> torch.Tensor:
+    """xcᵀ xc (numpy's BLAS on the CPU, which takes the symmetric product for a.T @ a; torch elsewhere)."""
+    if xc.device.type == "cpu":
+        a = xc.numpy()
+        return torch.from_numpy(a.T @ a)
+    return xc.T @ xc
+
+
+class LayerView:
+    """Layer l of a StateBatch (``x``: (N, d) on the accumulators' device, the states' dtype) and the
+    shared quantities of the module docstring, each computed on first use."""
+
+    def __init__(self, x: torch.Tensor, scatter_dtype: str = "float64"):
+        self.x = x
+        self.n = int(x.shape[0])
+        self.dtype = torch.float64 if scatter_dtype == "float64" else torch.float32
+        self._mean = self._centred = self._scatter = self._sq = None
+
+    @property
+    def mean(self) -> torch.Tensor:
+        if self._mean is None:
+            self._mean = self.x.mean(0, dtype=torch.float64)
+        return self._mean
+
+    @property
+    def centred(self) -> torch.Tensor:
+        if self._centred is None:
+            if self.dtype == torch.float64:
+                self._centred = self.x.to(torch.float64).sub_(self.mean)
+            else:
+                self._centred = self.x.to(torch.float32) - self.mean.to(torch.float32)
+        return self._centred
+
+    @property
+    def scatter(self) -> torch.Tensor:
+        if self._scatter is None:
+            xc = self.centred
+            g = gram(xc).to(torch.float64)
+            if xc.dtype != torch.float64:  # deviations from m32, not m_b: C_b = G − N δδᵀ
+                delta = xc.sum(0, dtype=torch.float64) / self.n
+                g -= torch.outer(delta, delta) * self.n
+            self._scatter = g
+        return self._scatter
+
+    @property
+    def col_sq(self) -> torch.Tensor:
+        """Σ_i (x_ij − m_bj)² (float64, d): diag(C_b) when the scatter is there, else one pass."""
+        if self._scatter is not None:
+            return torch.diagonal(self._scatter).clone()
+        xc = self.centred
+        out = (xc * xc).sum(0, dtype=torch.float64)
+        if xc.dtype != torch.float64:
+            delta = xc.sum(0, dtype=torch.float64) / self.n
+            out -= delta * delta * self.n
+        return out
+
+    @property
+    def sq(self) -> torch.Tensor:
+        """‖x_i‖² (float64, N), from the centred copy: ‖x_c‖² + 2 x_c·m + ‖m‖² (m the centring vector)."""
+        if self._sq is None:
+            xc = self.centred
+            m = self.mean.to(xc.dtype)
+            m64 = m.to(torch.float64)
+            self._sq = ((xc * xc).sum(1, dtype=torch.float64) + 2.0 * (xc @ m).to(torch.float64) + m64 @ m64).clamp_min_(0)
+        return self._sq
+
+    def weighted_sum(self, w: torch.Tensor) -> torch.Tensor:
+        """Σ_i w_i x_i (float64, d) = x_cᵀ w + m Σ w."""
+        xc = self.centred
+        m64 = self.mean.to(xc.dtype).to(torch.float64)
+        return (xc.T @ w.to(xc.dtype)).to(torch.float64) + m64 * w.sum()
+
+
+class LayerMajor:
+    """An accumulator updated one layer at a time from shared ``LayerView``s. Subclasses define
+    ``update_layer(l, view, batch)`` and may define ``begin_batch(batch)`` / ``end_batch(batch)``;
+    ``update(batch)`` runs the loop for this accumulator alone (the contract's update)."""
+
+    scatter_dtype: str = "float64"
+    device: torch.device
+
+    def begin_batch(self, batch) -> None:
+        pass
+
+    def update_layer(self, l: int, view: LayerView, batch) -> None:
+        raise NotImplementedError
+
+    def end_batch(self, batch) -> None:
+        pass
+
+    def update(self, batch) -> None:
+        update_layer_major([self], batch)
+
+
+def update_layer_major(accs: Iterable[LayerMajor], batch) -> None:
+    """Layer by layer, one ``LayerView`` shared by every accumulator in ``accs`` (same device and
+    scatter dtype: the first one's); at most one layer's float64 copy lives at a time."""
+    accs = list(accs)
+    if not accs or batch.size == 0:
+        return
+    dev, dtype = accs[0].device, accs[0].scatter_dtype
+    X = batch.states.to(dev)
+    for acc in accs:
+        acc.begin_batch(batch)
+    for l in range(X.shape[0]):
+        view = LayerView(X[l], dtype)
+        for acc in accs:
+            acc.update_layer(l, view, batch)
+        del view
+    for acc in accs:
+        acc.end_batch(batch)
+
+
+def update_all(accs: dict, batch) -> None:
+    """One batch into every accumulator: the layer-major ones share their layer views, the others
+    take ``update(batch)``."""
+    layered = [a for a in accs.values() if isinstance(a, LayerMajor)]
+    for acc in accs.values():
+        if not isinstance(acc, LayerMajor):
+            acc.update(batch)
+    update_layer_major(layered, batch)
+
+
+__all__ = ["LayerView", "LayerMajor", "update_layer_major", "update_all", "resolve_scatter_dtype", "SCATTER_DTYPES",
+           "gram", "FAST_FLOAT64_CAPABILITIES"]
