@@ -203,7 +203,8 @@ class MemoryPlan:
     architecture: str = ""
     unknown: list[str] = field(default_factory=list)   # accumulators that do not declare their bytes
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
-    id_sample: int = 0                   # K: the uniform TwoNN sample
+    id_sample: int = 0                   # K: the uniform TwoNN sample (constants.sized_id_sample of embeddings)
+    embeddings: int = 0                  # n: counted positions per layer
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -346,7 +347,8 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
                       suggestions=suggestions, model=shape.name, architecture=shape.architecture, unknown=unknown,
                       sample_positions=int(getattr(getattr(ctx.plan, "samples", None), "size", 0) or 0),
-                      id_sample=int(getattr(getattr(ctx.plan, "uniform", None), "size", 0) or 0))
+                      id_sample=int(getattr(getattr(ctx.plan, "uniform", None), "size", 0) or 0),
+                      embeddings=int(getattr(ctx.plan, "total_embeddings", 0) or 0))
 
 
 def _rows_that_fit(ctx, shape, dtype, room: int, publish: int) -> int:
