@@ -21,7 +21,7 @@ chosen, relative = _ui.runs_to_overlay("Runs to overlay (encoder next to decoder
                                        "w_geo_relative", True)
 null_label, null_run = _ui.null_picker(run)
 
-curves, depths, skipped = {}, {}, []
+curves, depths, skipped, bands = {}, {}, [], {}
 try:
     for name in chosen:
         r = _ui.open_run(name)
@@ -32,13 +32,16 @@ try:
             skipped.append(f"{name} ({why})" if why else name)
             continue
         curves[name] = _ui.table(r, "layer_geometry")
+        if r.has("intervals"):
+            bands[name] = _ui.table(r, "intervals")
         depths[name] = _ui.num_hidden_states(r)
     null_curves = {}
     if null_run is not None and null_run.has("layer_geometry"):
         null_curves[null_label] = _ui.table(null_run, "layer_geometry")
         depths[null_label] = _ui.num_hidden_states(null_run)
     fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
-                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves)
+                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves,
+                               bands=bands)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

@@ -104,5 +104,21 @@ def interval_table(stats: TokenStats, band: tuple[float, float], halves: pd.Data
     return pd.concat(parts, ignore_index=True)
 
 
-__all__ = ["SPLIT_QUANTITIES", "BOOT_QUANTITIES", "COLUMNS", "band_types", "half_values", "split_rows",
+def run_intervals(run, band: tuple[float, float] | None = None, *, stats: TokenStats | None = None) -> pd.DataFrame:
+    """The intervals of a run (a ``runs.reader.Run``) for the figures: its stored ``intervals`` table
+    when the band is the study's (the run file's); else the bootstrap over the band's types, computed
+    now from ``stats`` (default ``run.stats()``); split-half rows only from the stored table."""
+    from normvar_core.constants import STUDY_BAND
+
+    band = tuple(band) if band is not None else STUDY_BAND
+    stored = run.table("intervals") if "intervals" in run.table_names else None
+    if stored is not None and np.allclose(band, STUDY_BAND):
+        return stored
+    live = tradeoff_intervals(stats if stats is not None else run.stats(), band)
+    if stored is not None:
+        live = pd.concat([live, stored[stored["method"] == "split-half"]], ignore_index=True)
+    return live
+
+
+__all__ = ["run_intervals", "SPLIT_QUANTITIES", "BOOT_QUANTITIES", "COLUMNS", "band_types", "half_values", "split_rows",
            "bootstrap_rows", "tradeoff_intervals", "interval_table"]

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.overlay import depth_x, null_line
 from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
 
@@ -18,10 +19,12 @@ PANELS = (("anisotropy", "anisotropy λ₁/Σλ (exact)"), ("twonn_id", "intrins
 
 def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
                       num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                      title: str | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
+                      title: str | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None,
+                      bands: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
     """Four panels against (relative) depth, one line per run: exact anisotropy with seed 004's batch
     estimate (± std, dashed), TwoNN ID ± std, participation ratio, mean cosine. ``null_curves``: the
-    same tables of Gaussian null runs, dashed grey."""
+    same tables of Gaussian null runs, dashed grey. ``bands``: label -> the run's ``stats.intervals``
+    table: the anisotropy's split-half interval as a band; the TwoNN band is mean ± 1.96 std / √batches."""
     fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.16,
                         horizontal_spacing=0.09)
     for label, df in (null_curves or {}).items():
@@ -34,6 +37,14 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = PALETTE[i % len(PALETTE)]
+        if label in (bands or {}):
+            band = band_rows(bands[label], "anisotropy", df["layer"])
+            if band is not None:
+                add_band(fig, x, *band, color=color, label=label, what="95 % split-half interval", row=1, col=1)
+            if "twonn_batches" in df:
+                half = 1.959963984540054 * df["twonn_id_std"] / np.sqrt(df["twonn_batches"].clip(lower=1))
+                add_band(fig, x, df["twonn_id"] - half, df["twonn_id"] + half, color=color, label=label,
+                         what="95 % interval over TwoNN batches", row=1, col=2)
         for k, (key, _) in enumerate(PANELS):
             r, c = divmod(k, 2)
             err = dict(type="data", array=df["twonn_id_std"], visible=True) if key == "twonn_id" else None
