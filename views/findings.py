@@ -36,8 +36,8 @@ except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
 
-table = pd.DataFrame({"claim": [c for _, c, _ in F.CLAIMS], "id": list(F.CLAIM_IDS),
-                      "seed": [s for _, _, s in F.CLAIMS],
+table = pd.DataFrame({"claim": [c for _, _, c in F.CLAIMS], "id": list(F.CLAIM_IDS),
+                      "seed": [s for _, s, _ in F.CLAIMS],
                       **{name: [F.cell(f) for f in fs] for name, fs in per_run.items()}})
 st.dataframe(table, hide_index=True, width="stretch", key="findings_table")
 tidy = F.findings_table(per_run)

@@ -54,6 +54,6 @@ def cmd_findings(args: argparse.Namespace) -> int:
     print()
     for name, fs in per_run.items():
         print(f"# {name}")
-        for f, (_, claim, seed) in zip(fs, CLAIMS):
+        for f, (_, seed, claim) in zip(fs, CLAIMS):
             print(f"- {f.id} ({seed}): {claim}\n    {f.verdict}: {f.why}")
     return 0

@@ -11,10 +11,12 @@ Claims, in this order (stable ids), with the rule that decides each verdict:
 1. ``identity`` (002 eq. 1): Q(X_t) = M(X_t) + V(X_t) for every type: max |Q − M − V| / Q ≤ 1e-12; and
    the corpus Q(X) of the moments equals E‖x‖² of the geometry's separate stream to 1e-9 (model runs).
 2. ``cv_min_intermediate`` (002 §5.2, Fig. 4): the layer of smallest C.V.(Q(X_t)) over the band's
-   types (10 ≤ n_t ≤ 1e5) is neither the first nor the last hidden state of the model.
-3. ``tradeoff_slope`` (002 Fig. 4, §5.2): in that layer the OLS slope of V on M is within
-   ``SLOPE_TOL`` of −1 and R² ≥ ``R2_MIN`` — the study's claim for post-LN encoders (BERT, RoBERTa);
-   untestable on other placements (GPT-2: slope ≈ −0.2, R² ≈ 0.5).
+   types (10 ≤ n_t ≤ 1e5) is neither the first nor the last hidden state of the model, and the dip is
+   a clear, supported dip: in ≥ ``SUPPORT_MIN`` of the bootstrap resamples the smallest intermediate
+   C.V. is below ``DIP`` × both end layers' (a flat profile — a Gaussian null's — puts its minimum anywhere).
+3. ``tradeoff_slope`` (002 Fig. 4, §5.2): in that layer (an intermediate C.V. minimum) the slope's 95 %
+   interval lies within −1 ± ``SLOPE_TOL`` and R²'s interval above ``R2_MIN`` — the study's claim
+   for post-LN encoders (BERT, RoBERTa); untestable on other placements (GPT-2: ≈ −0.2, R² ≈ 0.5).
 4. ``vw_share_grows`` (002 Fig. 6): V_W(X)/V(X) grows with depth: last − first > 0 and Spearman
    ρ(layer, ratio) ≥ ``RHO_MIN``.
 5. ``m_grows_vb_shrinks`` (002 §5.3, Fig. 5): M(X)/Q(X) grows (Δ > 0, ρ ≥ RHO_MIN) and V_B(X)/Q(X)
@@ -48,6 +50,8 @@ RHO_MIN = 0.5
 FLAT_MAX = 0.5
 BELL_MIN = 1.25
 OUTLIER_MIN = 100.0
+SUPPORT_MIN = 0.95
+DIP = 0.8
 IDENTITY_TOL = 1e-12
 CROSS_TOL = 1e-9
 
@@ -217,18 +221,22 @@ def _cv_min(rv: RunView, pt: pd.DataFrame, boot: dict) -> tuple[Finding, int | N
                        why="fewer than 3 stored layers, or none intermediate: compute with all layers"), None
     li = int(np.nanargmin(cv))
     layer = int(rv.layers[li])
-    reps = boot["replicates"]["cv_q"]
-    arg = np.nanargmin(np.where(np.isfinite(reps), reps, np.inf), axis=1)
-    share = float(np.mean([rv.interior(rv.layers[a]) for a in arg]))
+    reps = np.where(np.isfinite(boot["replicates"]["cv_q"]), boot["replicates"]["cv_q"], np.inf)
+    inner = np.array([rv.interior(l) for l in rv.layers])
+    # the sampling support of a dip: resamples in which the smallest intermediate C.V. is below both ends
+    share = float(np.mean(reps[:, inner].min(1) < DIP * np.minimum(reps[:, 0], reps[:, -1])))
     lo, hi = boot["cv_q"][0][li], boot["cv_q"][1][li]
-    verdict = "holds" if rv.interior(layer) else "fails"
+    ok = rv.interior(layer) and share >= SUPPORT_MIN
+    prof = ", ".join(f"{x:.3g}" for x in cv)
     why = (f"smallest C.V. {_f(cv[li])} at layer {layer} of 0..{rv.num_hidden_states - 1} over {nb:,} band types; "
-           f"the minimum is intermediate in {share:.0%} of {reps.shape[0]:,} bootstrap resamples")
-    return Finding(*_c("cv_min_intermediate"), verdict, value=float(cv[li]), interval=_interval(lo, hi),
-                   layer=layer, why=why, details={"bootstrap_share_intermediate": share, "band_types": nb}), li
+           f"an intermediate layer is below {DIP:g} × both ends in {share:.1%} of {reps.shape[0]:,} bootstrap resamples "
+           f"(holds when intermediate and ≥ {SUPPORT_MIN:.0%}); C.V. per layer: {prof}")
+    return Finding(*_c("cv_min_intermediate"), "holds" if ok else "fails", value=float(cv[li]),
+                   interval=_interval(lo, hi), layer=layer, why=why,
+                   details={"bootstrap_share_dip": share, "band_types": nb}), li
 
 
-def _tradeoff(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None) -> Finding:
+def _tradeoff(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None, dip: bool) -> Finding:
     if li is None:
         return Finding(*_c("tradeoff_slope"), "untestable", why="no C.V.-minimum layer (see cv_min_intermediate)")
     layer = int(rv.layers[li])
@@ -241,9 +249,13 @@ def _tradeoff(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None) -> Find
         return Finding(*_c("tradeoff_slope"), "untestable", value=s, interval=_interval(lo, hi), layer=layer,
                        why=f"{nums}; the study claims this for post-LN encoders, this model is "
                            f"{rv.norm_placement or 'of unknown placement'}-LN (GPT-2: ≈ −0.2, R² ≈ 0.5)", details=det)
-    ok = abs(s + 1.0) <= SLOPE_TOL and r2 >= R2_MIN
+    ok = dip and -1.0 - SLOPE_TOL <= lo and hi <= -1.0 + SLOPE_TOL and r_lo >= R2_MIN
+    rule = (f"holds when this layer is an intermediate C.V. minimum (cv_min_intermediate), the slope's interval lies "
+            f"within −1 ± {SLOPE_TOL} and R²'s interval above {R2_MIN}")
+    if not dip:
+        rule = "fails: no intermediate C.V. minimum (cv_min_intermediate fails), so no layer where the study expects it; " + rule
     return Finding(*_c("tradeoff_slope"), "holds" if ok else "fails", value=s, interval=_interval(lo, hi), layer=layer,
-                   why=f"{nums}; holds when |slope + 1| ≤ {SLOPE_TOL} and R² ≥ {R2_MIN}", details=det)
+                   why=f"{nums}; {rule}", details=det)
 
 
 def _ratio_curves(rv: RunView, cols) -> dict | None:
@@ -285,7 +297,7 @@ def _depth_trend(rv: RunView, cid: str, run, parts) -> Finding:
         det[f"{col}_delta"], det[f"{col}_rho"] = delta, rho
         if value is None:
             value, interval = delta, iv
-    need = " and ".join(f"{'Δ > 0, ρ ≥' if s > 0 else 'Δ < 0, ρ ≤ −'}{RHO_MIN}" for _, s in parts)
+    need = " and ".join(f"{'Δ > 0, ρ ≥ ' if s > 0 else 'Δ < 0, ρ ≤ −'}{RHO_MIN}" for _, s in parts)
     return Finding(*_c(cid), "holds" if ok else "fails", value=value, interval=interval,
                    why="; ".join(bits) + f" (holds when {need})", details=det)
 
@@ -417,7 +429,7 @@ def findings(run, *, resamples: int = RESAMPLES, seed: int = 0) -> list[Finding]
     boot = _boot(rv, resamples, seed) if rv.band().sum() >= 3 else {"replicates": {}}
     out = [_identity(rv)]
     cvf, li = _cv_min(rv, pt, boot)
-    out += [cvf, _tradeoff(rv, pt, boot, li),
+    out += [cvf, _tradeoff(rv, pt, boot, li, cvf.verdict == "holds"),
             _depth_trend(rv, "vw_share_grows", run, [("v_w_over_v", +1)]),
             _depth_trend(rv, "m_grows_vb_shrinks", run, [("m_over_q", +1), ("v_b_over_q", -1)]),
             _null(rv, pt, boot, li, resamples, seed), _anisotropy(rv), _id(rv), _position0(rv)]
