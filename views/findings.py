@@ -7,16 +7,17 @@ import streamlit as st
 
 from normvar_core.stats import findings as F
 from views import _ui
+from views._data import _key, _open_run
 
 
 @st.cache_data(show_spinner="Testing the claims (1,000 bootstrap resamples)…", max_entries=16)
 def _findings(path: str, mtime: int) -> list[dict]:
-    run = _ui._open_run(path, mtime)
+    run = _open_run(path, mtime)
     return [f.to_dict() for f in F.findings(run)]
 
 
 def findings_of(run) -> list[F.Finding]:
-    return [F.Finding(**d) for d in _findings(*_ui._key(run))]
+    return [F.Finding(**d) for d in _findings(*_key(run))]
 
 
 _ui.page_header("Findings: does each claim hold on this run?",
