@@ -216,7 +216,7 @@ def test_cli_json_and_table(minilm, capsys, tmp_path):
 def test_findings_page_and_bands(app, minilm):  # noqa: F811
     r, f, _ = minilm
     at = open_page(app, "findings")
-    table = at.dataframe(key="findings_table").value
+    table = at.dataframe[0].value
     assert list(table["id"]) == list(CLAIM_IDS)
     assert [c.split(":")[0] for c in table[RUN]] == [f[i].verdict for i in CLAIM_IDS]
     at.switch_page("views/layers.py").run()
@@ -224,7 +224,10 @@ def test_findings_page_and_bands(app, minilm):  # noqa: F811
     fig = figures_of(at)[0]
     fills = [t for t in fig["data"] if t.get("fill") == "tonexty" and str(t.get("name", "")).startswith(RUN)]
     assert len(fills) == 3                                    # C.V., slope, R²: one band each
-    iv = r.table("intervals")
+    from normvar_core.stats.intervals import run_intervals
+
+    assert r.has("intervals")
+    iv = run_intervals(r)                                     # the run file's table
     lo = iv[iv.quantity == "cv_q"].sort_values("layer")["low"].to_numpy()
     from test_dashboard_apptest import arr
 
