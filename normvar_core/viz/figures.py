@@ -158,14 +158,13 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
             lo_y = [y0 + slope_interval[0] * (xx - x0) for xx in lx]
             hi_y = [y0 + slope_interval[1] * (xx - x0) for xx in lx]
             add_band(fig, lx, lo_y, hi_y, color="#222222", label="slope", what="95 % bootstrap interval of the slope")
-            fig.add_annotation(xref="paper", yref="paper", x=0.99, y=0.86, xanchor="right", yanchor="top",
-                               showarrow=False, font=dict(size=13),
-                               text=f"95 % interval [{_fmt(slope_interval[0])}, {_fmt(slope_interval[1])}]")
         fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", name="regression",
                                  line=dict(color="#222", width=2, dash="dash"), hoverinfo="skip"))
         fig.add_annotation(
             xref="paper", yref="paper", x=0.99, y=0.99, xanchor="right", yanchor="top", showarrow=False,
-            text=f"slope = {_fmt(fit['slope'])}<br>R² = {_fmt(fit['r2'])}",
+            text=f"slope = {_fmt(fit['slope'])}<br>R² = {_fmt(fit['r2'])}" + (
+                f"<br>95 %: [{_fmt(slope_interval[0])}, {_fmt(slope_interval[1])}]"
+                if slope_interval is not None and np.isfinite(slope_interval).all() else ""),
             align="right", bgcolor="rgba(255,255,255,0.85)", bordercolor="#bbb", borderwidth=1,
             font=dict(size=15),
         )
