@@ -84,6 +84,9 @@ class RunConfig:
                                  "clouds and the token explorer; 0 = none", minimum=0)
     geometry: bool = opt(True, "layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, "
                          "TwoNN, outlier dimensions", flag="--no-geometry")
+    halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
+                       "corpus-level quantities and the geometry: twice the per-type moments' memory",
+                       flag="--no-halves")
     id_sample: int = opt(ID_SAMPLE, "most embeddings per layer in the seeded uniform sample for TwoNN and seed "
                          "004's batch anisotropy (seed 004: 16384); sized to the run: at most 1/32 of a layer's "
                          "embeddings, at least 1,024", minimum=0, label="TwoNN sample")

@@ -24,13 +24,14 @@ def slides(run):  # noqa: F811
 
 def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa: F811
     titles = [s.title for s in slides]
-    assert len(slides) == 7 and "Fig. 2" in titles[1] and "Fig. 4" in titles[2] and "seed 004" in titles[6]
+    assert len(slides) == 8 and "Findings" in titles[0] and "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
+    assert "seed 004" in titles[7]
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     best = tr.loc[tr["r2"].idxmax()]
-    assert f"slope {best['slope']:.2f}, R² {best['r2']:.2f}" in slides[1].takeaway
+    assert f"slope {best['slope']:.2f}, R² {best['r2']:.2f}" in slides[2].takeaway
     low = tr.loc[tr["cv_q"].idxmin()]
-    assert f"layer {int(low['layer'])} ({low['cv_q']:.3f})" in slides[2].takeaway
-    assert reproduce(run) in slides[0].notes and "normvar compute" in reproduce(run)
+    assert f"layer {int(low['layer'])} ({low['cv_q']:.3f})" in slides[3].takeaway
+    assert reproduce(run) in slides[1].notes and "normvar compute" in reproduce(run)
 
 
 def test_pptx(slides, run, tmp_path):  # noqa: F811
@@ -47,7 +48,7 @@ def test_pptx(slides, run, tmp_path):  # noqa: F811
         assert sl.notes_slide.notes_text_frame.text == s.notes
         assert sl.shapes.title is not None and sl.shapes.title.text == s.title   # the outline lists the titles
     assert prs.core_properties.title == run.name
-    notes = prs.slides[1].notes_slide.notes_text_frame.text
+    notes = prs.slides[2].notes_slide.notes_text_frame.text
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     for slope in tr["slope"]:
         assert f"{slope:.6g}" in notes

@@ -125,6 +125,19 @@ def tradeoff(run, band, pool: bool = False) -> pd.DataFrame:
     return _analysis("tradeoff", *_key(run), *viewstate.band_counts(band), bool(pool))
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _intervals(path: str, mtime: int, n_min: float, n_max: float, pool: bool):
+    from normvar_core.stats.intervals import run_intervals
+
+    return run_intervals(_open_run(path, mtime), (n_min, n_max), stats=_stats_of(path, mtime, pool) if pool else None)
+
+
+def intervals(run, band, pool: bool = False) -> pd.DataFrame:
+    """``stats.intervals.run_intervals``: the run file's intervals for the study's band, else the
+    bootstrap over the band's (pooled) types now (issue 26: bands on Layers, Trade-off, Geometry)."""
+    return _intervals(*_key(run), *viewstate.band_counts(band), bool(pool))
+
+
 def decomposition(run, band, pool: bool = False) -> pd.DataFrame:
     return _analysis("decomposition", *_key(run), *viewstate.band_counts(band), bool(pool))
 
@@ -295,4 +308,4 @@ def num_hidden_states(run) -> int:
 
 
 
-__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states', 'position0_sibling']
+__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'intervals', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states', 'position0_sibling']

@@ -27,7 +27,7 @@ null_label, null_run = _ui.null_picker(run)
 table = _ui.runs_table()
 kind = null_kind(v.null) if null_run is not None else None
 
-curves, depths, skipped, tables = {}, {}, [], {}
+curves, depths, skipped, tables, bands = {}, {}, [], {}, {}
 null_curves, null_of, spectra_of = {}, {}, {}
 try:
     for name in chosen:
@@ -47,6 +47,8 @@ try:
             skipped.append(f"{name} ({why})" if why else name)
             continue
         curves[name] = _ui.table(r, "layer_geometry")
+        if r.has("intervals"):
+            bands[name] = _ui.table(r, "intervals")
         depths[name] = _ui.num_hidden_states(r)
         spectra_of[name] = r
         if kind is None:
@@ -66,7 +68,7 @@ try:
                       help="a Gaussian null's ID (~100) and participation ratio (~400) sit far above the real curves")
     fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
                                title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves, null_of=null_of,
-                               log_y=log_y)
+                               log_y=log_y, bands=bands)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

@@ -48,11 +48,14 @@ try:
         null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band, pool), figures.MAX_POINTS)
     ln = _ui.layernorm(run, band)
     ln_row = ln.set_index("layer").loc[layer] if ln is not None and layer in set(ln["layer"]) else None
+    iv = _ui.intervals(run, band, pool)
+    siv = iv[(iv["quantity"] == "slope") & (iv["layer"] == layer)]
     fig = figures.tradeoff_scatter(
         drawn, fit, highlight=hl, total=total, presentation=v.presentation,
         q_pred=float(ln_row["q_pred"]) if ln_row is not None else None,
         color_by=_ui.WORD_COLOUR if colours else None, color_title="|T<sub>w</sub>|",
         null_points=null_points, null_label=null_label or "Gaussian null",
+        slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0])) if len(siv) else None,
         title=f"{run.name} · layer {layer} · {len(points):,} token types with "
               f"{10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
 except Exception as err:  # noqa: BLE001

@@ -78,6 +78,51 @@ def reproduce(run) -> str:
 
 
 # ----------------------------------------------------------------------------- builders
+_FINDINGS: dict = {}
+
+
+def run_findings(run) -> dict:
+    """{claim id: Finding} of a run (``stats.findings``), computed once per run file per process."""
+    from normvar_core.stats.findings import findings
+
+    key = (str(run.path), getattr(run, "_file_id", None))
+    if key not in _FINDINGS:
+        _FINDINGS[key] = {f.id: f for f in findings(run)}
+    return _FINDINGS[key]
+
+
+def verdicts(runs, *ids: str) -> str:
+    """" Claim <id>: holds (value [interval])" for the slides' takeaways (issue 26)."""
+    from normvar_core.stats.findings import cell
+
+    parts = []
+    for cid in ids:
+        cells = [f"{r.name}: {cell(run_findings(r)[cid])}" if len(runs) > 1 else cell(run_findings(r)[cid]) for r in runs]
+        parts.append(f"claim {cid} — " + "; ".join(cells))
+    return " · " + " · ".join(parts) if parts else ""
+
+
+def findings_slide(runs) -> Slide:
+    """The verdict table: one row per claim, one column per run (``stats.findings``)."""
+    from normvar_core.stats.findings import CLAIMS, cell
+
+    colors = {"holds": "#d9f2d9", "fails": "#f8d7d7", "untestable": "#eeeeee"}
+    per = {r.name: run_findings(r) for r in runs}
+    header = ["claim (seed)"] + list(per)
+    first = [f"{cid} ({seed}): {claim}" for cid, seed, claim in CLAIMS]
+    cols = [first] + [[cell(fs[cid]) for cid, _, _ in CLAIMS] for fs in per.values()]
+    fills = [["#ffffff"] * len(CLAIMS)] + [[colors[fs[cid].verdict] for cid, _, _ in CLAIMS] for fs in per.values()]
+    fig = go.Figure(go.Table(columnwidth=[3] + [2] * len(per),
+                             header=dict(values=header, align="left", font=dict(size=15), fill_color="#dddddd"),
+                             cells=dict(values=cols, align="left", font=dict(size=13), fill_color=fills, height=34)))
+    counts = [f"{n}: {sum(f.verdict == 'holds' for f in fs.values())} hold, "
+              f"{sum(f.verdict == 'fails' for f in fs.values())} fail, "
+              f"{sum(f.verdict == 'untestable' for f in fs.values())} untestable" for n, fs in per.items()]
+    notes = "\n\n".join(f"{n}\n" + "\n".join(f"{f.id}: {f.verdict} — {f.why}" for f in fs.values())
+                         for n, fs in per.items())
+    return Slide("Findings: each claim of the studies tested on this run", "; ".join(counts), notes, _fit(fig))
+
+
 def title_slide(runs) -> Slide:
     lines = []
     for run in runs:
@@ -107,9 +152,15 @@ def tradeoff_slide(runs) -> Slide | None:
     best = tr.loc[tr["r2"].idxmax()]
     layer = int(best["layer"])
     points = figures.tradeoff_points(run.token_table(layer), *STUDY_BAND)
-    fig = figures.tradeoff_scatter(points, figures.fit_row(tr, layer=layer), presentation=True)
+    from normvar_core.stats.intervals import run_intervals
+
+    iv = run_intervals(run)
+    siv = iv[(iv["quantity"] == "slope") & (iv["layer"] == layer)]
+    fig = figures.tradeoff_scatter(points, figures.fit_row(tr, layer=layer), presentation=True,
+                                   slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0]))
+                                   if len(siv) else None)
     take = (f"At layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope {best['slope']:.2f}, "
-            f"R² {best['r2']:.2f} over {int(best['n_types']):,} types")
+            f"R² {best['r2']:.2f} over {int(best['n_types']):,} types" + verdicts([run], "tradeoff_slope"))
     return Slide(f"{run.name}: the M–V trade-off (Fig. 2)", take,
                  _table_notes(tr, ["layer", "n_types", "cv_q", "slope", "intercept", "r2"]), _fit(fig))
 
@@ -117,8 +168,10 @@ def tradeoff_slide(runs) -> Slide | None:
 def layers_slide(runs) -> Slide | None:
     curves = {r.name: analyses.tradeoff(r.stats(), *STUDY_BAND) for r in runs}
     rel = len(runs) > 1
+    from normvar_core.stats.intervals import run_intervals
+
     fig = figures.layers_figure(curves, relative=rel, num_hidden_states={r.name: _depth(r) for r in runs},
-                                presentation=True)
+                                presentation=True, bands={r.name: run_intervals(r) for r in runs})
     parts, notes = [], []
     for name, tr in curves.items():
         m = tr.loc[tr["cv_q"].idxmin()]
@@ -126,7 +179,7 @@ def layers_slide(runs) -> Slide | None:
                      f"slope of V on M is {m['slope']:.2f}, R² {m['r2']:.2f}")
         notes.append(f"{name}\n" + _table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
     return Slide("Where the trade-off is strongest (Fig. 4)" + (" — relative depth" if rel else ""),
-                 "; ".join(parts), "\n\n".join(notes), _fit(fig))
+                 "; ".join(parts) + verdicts(runs, "cv_min_intermediate"), "\n\n".join(notes), _fit(fig))
 
 
 def decomposition_slide(runs) -> Slide | None:
@@ -138,7 +191,8 @@ def decomposition_slide(runs) -> Slide | None:
                          for n, d in decs.items())
         notes = "\n\n".join(f"{n}\n" + _table_notes(d, ["layer", "m_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v"])
                             for n, d in decs.items())
-        return Slide("Q = M + V_W + V_B across depth (Fig. 5, 6)", take, notes, _fit(fig))
+        return Slide("Q = M + V_W + V_B across depth (Fig. 5, 6)", take + verdicts(runs, "vw_share_grows", "m_grows_vb_shrinks"),
+                     notes, _fit(fig))
     run = runs[0]
     dec = analyses.decomposition(run.stats(), *STUDY_BAND)
     fig = figures.decomposition_bars(dec, presentation=True)
@@ -146,6 +200,7 @@ def decomposition_slide(runs) -> Slide | None:
             f"{dec['v_w_over_v'].iloc[-1]:.2f} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
             f"{dec['m_over_q'].max():.2f} (layer {int(dec.loc[dec['m_over_q'].idxmax(), 'layer'])})")
     notes = _table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"])
+    take += verdicts(runs, "vw_share_grows", "m_grows_vb_shrinks")
     return Slide(f"{run.name}: Q = M + V_W + V_B (Fig. 5, 6)", take, notes + _layernorm_notes(run), _fit(fig))
 
 
@@ -206,15 +261,16 @@ def geometry_slide(runs) -> Slide | None:
         return None
     curves = {r.name: r.table("layer_geometry") for r in have}
     fig = GF.geometry_profiles(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
-                               presentation=True)
+                               presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")})
     take = "; ".join(f"{n}: anisotropy peaks at {g['anisotropy'].max():.3f} (layer {int(g.loc[g['anisotropy'].idxmax(), 'layer'])}), "
                      f"TwoNN ID {g['twonn_id'].min():.1f}–{g['twonn_id'].max():.1f}" for n, g in curves.items())
     notes = "\n\n".join(f"{n}\n" + _table_notes(g, ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio",
                                                     "mean_cosine", "twonn_id", "twonn_id_std"]) for n, g in curves.items())
-    return Slide("Layer geometry (seed 004, Fig. 1)", take, notes, _fit(fig))
+    return Slide("Layer geometry (seed 004, Fig. 1)", take + verdicts(have, "anisotropy_profile", "id_profile"),
+                 notes, _fit(fig))
 
 
-REGISTRY: list[Callable] = [title_slide, tradeoff_slide, layers_slide, decomposition_slide, frequency_slide,
+REGISTRY: list[Callable] = [findings_slide, title_slide, tradeoff_slide, layers_slide, decomposition_slide, frequency_slide,
                             clouds_slide, geometry_slide]
 
 
@@ -228,4 +284,5 @@ def build_slides(runs) -> list[Slide]:
     return out
 
 
-__all__ = ["Slide", "REGISTRY", "build_slides", "deck_name", "reproduce", "WIDTH", "HEIGHT"]
+__all__ = ["Slide", "REGISTRY", "build_slides", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
+           "WIDTH", "HEIGHT"]

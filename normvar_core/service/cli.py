@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from normvar_core.service import commands_jobs
     from normvar_core.service import commands_contexts
     from normvar_core.service import commands_export
+    from normvar_core.service import commands_findings
     from normvar_core.service import commands_null
     from normvar_core.service import commands_plan
     from normvar_core.service import commands_report
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for module in (commands_runs, commands_plan, commands_contexts, commands_null, commands_report, commands_sweep,
-                   commands_jobs, commands_app, commands_export):
+                   commands_jobs, commands_app, commands_export, commands_findings):
         module.register(sub)
     return parser
 

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.overlay import depth_x, null_cloud, null_line
 from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, QCOLORS, apply_theme
 
@@ -116,13 +117,15 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
                      colorbar: bool = True, height: int | None = None,
                      null_points: pd.DataFrame | None = None, null_label: str = "Gaussian null",
                      q_pred: float | None = None, color_by: str | None = None,
-                     color_title: str | None = None) -> go.Figure:
+                     color_title: str | None = None, slope_interval: tuple[float, float] | None = None) -> go.Figure:
     """V(X_t) against M(X_t): one WebGL point per token type (coloured by log10 n_t, hover: token,
     n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a row of
     ``analyses.tradeoff``), highlighted tokens ringed and labelled. ``total`` > len(points) adds a
     notice that a sample is drawn. ``null_points``: a Gaussian null's types (m, v), a grey cloud
     behind; ``q_pred``: App. I's LayerNorm prediction Q ≈ ‖γ‖² + ‖β‖², drawn as V = Q_pred − M.
-    ``color_by``: a column of ``points`` to colour by instead of log10 n_t (word runs: |T_w|, App. J)."""
+    ``color_by``: a column of ``points`` to colour by instead of log10 n_t (word runs: |T_w|, App. J).
+    ``slope_interval``: the slope's 95 % bootstrap interval over types, a band of lines through the fit
+    line's point at the mean M (the regression's pivot) with the interval's slopes."""
     x = points["m"].to_numpy(dtype=np.float64)
     y = points["v"].to_numpy(dtype=np.float64)
     logn = (points["log10_n"] if "log10_n" in points else np.log10(points["n"])).to_numpy(dtype=np.float64)
@@ -149,11 +152,19 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
     ))
     if fit is not None and np.isfinite(float(fit.get("slope", np.nan))):
         lx, ly = _line_through(x, float(fit["slope"]), float(fit["intercept"]))
+        if slope_interval is not None and np.isfinite(slope_interval).all() and x.size:
+            x0 = float(np.nanmean(x))
+            y0 = float(fit["intercept"]) + float(fit["slope"]) * x0
+            lo_y = [y0 + slope_interval[0] * (xx - x0) for xx in lx]
+            hi_y = [y0 + slope_interval[1] * (xx - x0) for xx in lx]
+            add_band(fig, lx, lo_y, hi_y, color="#222222", label="slope", what="95 % bootstrap interval of the slope")
         fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", name="regression",
                                  line=dict(color="#222", width=2, dash="dash"), hoverinfo="skip"))
         fig.add_annotation(
             xref="paper", yref="paper", x=0.99, y=0.99, xanchor="right", yanchor="top", showarrow=False,
-            text=f"slope = {_fmt(fit['slope'])}<br>R² = {_fmt(fit['r2'])}",
+            text=f"slope = {_fmt(fit['slope'])}<br>R² = {_fmt(fit['r2'])}" + (
+                f"<br>95 %: [{_fmt(slope_interval[0])}, {_fmt(slope_interval[1])}]"
+                if slope_interval is not None and np.isfinite(slope_interval).all() else ""),
             align="right", bgcolor="rgba(255,255,255,0.85)", bordercolor="#bbb", borderwidth=1,
             font=dict(size=15),
         )
@@ -187,10 +198,12 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
 def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
                   num_hidden_states: Mapping[str, int] | None = None, mark_layer: Mapping[str, int] | None = None,
                   presentation: bool = False, title: str | None = None,
-                  null_curves: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
+                  null_curves: Mapping[str, pd.DataFrame] | None = None,
+                  bands: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
     """C.V. of Q(X_t), slope and R^2 of V on M, against layer; one line per run (``curves``: label ->
     ``analyses.tradeoff`` table). ``relative``: x = layer / (hidden states - 1). ``null_curves``: the
-    same for Gaussian null runs (seed 003), drawn as dashed grey lines."""
+    same for Gaussian null runs (seed 003), drawn as dashed grey lines. ``bands``: label -> the run's
+    ``stats.intervals`` table: the bootstrap intervals over types, drawn as bands under each line."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=("C.V. of Q(X<sub>t</sub>)", "slope (V on M)", "R²"),
                         horizontal_spacing=0.08)
     for label, df in (null_curves or {}).items():
@@ -203,6 +216,9 @@ def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = PALETTE[i % len(PALETTE)]
         for col, key in enumerate(("cv_q", "slope", "r2"), start=1):
+            band = band_rows((bands or {}).get(label), key, df["layer"])
+            if band is not None:
+                add_band(fig, x, *band, color=color, label=label, what="95 % bootstrap interval", row=1, col=col)
             fig.add_trace(go.Scatter(
                 x=x, y=df[key], mode="lines+markers", name=label, legendgroup=label, showlegend=col == 1,
                 line=dict(color=color, width=2.5), marker=dict(size=7),

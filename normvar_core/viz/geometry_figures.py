@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
 from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
 
@@ -23,13 +24,16 @@ POWER_TICKS = dict(exponentformat="power", showexponent="all")
 def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
                       num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
                       title: str | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None,
-                      null_of: Mapping[str, str] | None = None, log_y: bool | None = None) -> go.Figure:
+                      null_of: Mapping[str, str] | None = None, log_y: bool | None = None,
+                      bands: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
     """Four panels against (relative) depth, one line per run: exact anisotropy with seed 004's batch
     estimate (± std, dotted), TwoNN ID ± std, participation ratio, mean cosine. ``null_curves``: the
     same tables of Gaussian null runs, dashed — in the colour of their run when ``null_of`` maps the
     null's label to it, else grey. ``log_y`` (default: on when a null is drawn): log y for the ID and
     participation-ratio panels, so a null two orders of magnitude up does not flatten the real curves.
-    The x-axis title sits under the bottom row only, so it never meets the lower panels' titles."""
+    The x-axis title sits under the bottom row only, so it never meets the lower panels' titles.
+    ``bands``: label -> the run's ``stats.intervals`` table: the anisotropy's split-half interval as a band;
+    the TwoNN band is mean ± 1.96 std / √batches."""
     null_curves = dict(null_curves or {})
     log_y = bool(null_curves) if log_y is None else bool(log_y)
     fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.2,
@@ -46,6 +50,14 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = colors[label]
+        if label in (bands or {}):
+            band = band_rows(bands[label], "anisotropy", df["layer"])
+            if band is not None:
+                add_band(fig, x, *band, color=color, label=label, what="95 % split-half interval", row=1, col=1)
+            if "twonn_batches" in df:
+                half = 1.959963984540054 * df["twonn_id_std"] / np.sqrt(df["twonn_batches"].clip(lower=1))
+                add_band(fig, x, df["twonn_id"] - half, df["twonn_id"] + half, color=color, label=label,
+                         what="95 % interval over TwoNN batches", row=1, col=2)
         for k, (key, _) in enumerate(PANELS):
             r, c = divmod(k, 2)
             err = dict(type="data", array=df["twonn_id_std"], visible=True) if key == "twonn_id" else None

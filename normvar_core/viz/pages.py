@@ -16,6 +16,7 @@ class Page(NamedTuple):
 
 PAGES: tuple[Page, ...] = (
     Page("runs", "runs.py", "Runs", "table_view", "Explore"),
+    Page("findings", "findings.py", "Findings", "fact_check", "Explore"),
     Page("tradeoff", "tradeoff.py", "Trade-off", "scatter_plot", "Explore"),
     Page("layers", "layers.py", "Layers", "stacked_line_chart", "Explore"),
     Page("decomposition", "decomposition.py", "Decomposition", "stacked_bar_chart", "Explore"),

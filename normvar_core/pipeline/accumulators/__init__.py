@@ -4,13 +4,15 @@ registered accumulator whose ``for_run`` returns one (the names go to the run ro
 from __future__ import annotations
 
 from normvar_core.pipeline.accumulators.geometry import GeometryAccumulator
+from normvar_core.pipeline.accumulators.halves import HalvesAccumulator
 from normvar_core.pipeline.accumulators.moments import MomentsAccumulator
 from normvar_core.pipeline.accumulators.outliers import OutlierAccumulator
 from normvar_core.pipeline.accumulators.samples import SampleAccumulator
 from normvar_core.pipeline.accumulators.selfsim import SelfSimilarityAccumulator
 
 REGISTRY = [MomentsAccumulator, SampleAccumulator, GeometryAccumulator, SelfSimilarityAccumulator,
-            OutlierAccumulator]
+            OutlierAccumulator, HalvesAccumulator]
 
 __all__ = ["REGISTRY", "MomentsAccumulator", "SampleAccumulator", "GeometryAccumulator",
-           "SelfSimilarityAccumulator", "OutlierAccumulator"]
+           "SelfSimilarityAccumulator", "OutlierAccumulator",
+           "HalvesAccumulator"]

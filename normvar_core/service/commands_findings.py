@@ -1,0 +1,59 @@
+"""``normvar findings RUN [RUN ...] [--json]``: each claim of seeds 002, 003 and 004 tested on the
+run(s) — value, interval, layer and verdict (``stats.findings``)."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub) -> None:
+    from normvar_core.service.args import add_data_dir
+
+    p = sub.add_parser("findings", help="test each claim of the studies on runs: verdict, value and interval")
+    p.add_argument("runs", nargs="+", help="run names or .duckdb paths (several: side by side)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of findings (one object per claim and run)")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples over token types (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of the Gaussian null")
+    add_data_dir(p)
+    p.set_defaults(func=cmd_findings)
+
+
+def format_table(per_run: dict) -> str:
+    """Claims as rows, runs as columns: 'verdict: value [low, high] @layer'."""
+    from normvar_core.stats.findings import CLAIMS, cell
+
+    names = list(per_run)
+    rows = [["claim"] + names]
+    for k, (cid, _, _) in enumerate(CLAIMS):
+        rows.append([cid] + [cell(per_run[n][k]) for n in names])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def cmd_findings(args: argparse.Namespace) -> int:
+    from normvar_core.errors import NormvarError
+    from normvar_core.runs.reader import open_run, resolve_run
+    from normvar_core.stats.findings import CLAIMS, findings
+
+    if args.resamples < 100:
+        raise NormvarError(f"--resamples {args.resamples} is too few for 95 % percentile intervals",
+                           fix="use --resamples 100 or more (default 1000)")
+    if args.seed < 0:
+        raise NormvarError(f"--seed must be >= 0, got {args.seed}", fix="pass --seed 0 or more")
+    runs = [open_run(resolve_run(r, args.data_dir)) for r in args.runs]  # all checked before any work
+    per_run = {r.name: findings(r, resamples=args.resamples, seed=args.seed) for r in runs}
+    if args.json:
+        out = []
+        for name, fs in per_run.items():
+            out += [{**f.to_dict(), "run": name} for f in fs]
+        print(json.dumps(out, indent=1, ensure_ascii=False))
+        return 0
+    print(format_table(per_run))
+    print()
+    for name, fs in per_run.items():
+        print(f"# {name}")
+        for f, (_, seed, claim) in zip(fs, CLAIMS):
+            print(f"- {f.id} ({seed}): {claim}\n    {f.verdict}: {f.why}")
+    return 0

@@ -1,0 +1,124 @@
+"""The run's intervals, one table for the figures, the findings and the run file.
+
+``half_values`` turns one half's (or the whole corpus') statistics into the per-layer quantities the
+study plots (seed 002 Fig. 5, 6, 18: M/Q, V/Q, V_W/Q, V_B/Q, V_W/V over the band's types, eqs. 8–15;
+seed 004 §2.3: anisotropy λ₁/Σλ of the exact covariance; the share of Q(X) carried by position 0).
+``interval_table`` gives per layer and quantity: value, low, high, method —
+``bootstrap-types`` for the trade-off (C.V. of Q(X_t), slope, R²; ``stats.bootstrap``) and
+``split-half`` for the corpus-level and geometry quantities (θ ± 1.96 |θ_A − θ_B| / 2).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from normvar_core.stats.bootstrap import RESAMPLES, bootstrap_tradeoff, split_half_interval
+from normvar_core.stats.tokenstats import TokenStats
+
+SPLIT_QUANTITIES = ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v", "anisotropy", "q_share_pos0")
+BOOT_QUANTITIES = ("cv_q", "slope", "r2")
+COLUMNS = ["layer", "quantity", "value", "low", "high", "method"]
+
+
+def band_types(n_full: np.ndarray, band: tuple[float, float]) -> np.ndarray:
+    """Mask of the types whose count in the whole run lies in the band (the halves use the same types)."""
+    return (n_full >= band[0]) & (n_full <= band[1])
+
+
+def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None = None,
+                sq_all: np.ndarray | None = None, sq_pos0: np.ndarray | None = None) -> pd.DataFrame:
+    """Per layer: n, n_types, q, m, v, v_w, v_b (eqs. 8–15 over the types ``keep_ids`` that this
+    ``stats`` holds), their ratios, and, when given, the anisotropy λ₁/Σλ and trace of ``cov``
+    (L, d, d) and the share Σ‖x‖²(position 0) / Σ‖x‖²."""
+    sub = stats.subset(np.isin(stats.token_ids, keep_ids))
+    df = sub.corpus(1, np.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for part in ("m", "v", "v_w", "v_b"):
+            df[f"{part}_over_q"] = df[part] / df["q"]
+        df["v_w_over_v"] = df["v_w"] / df["v"]
+    L = stats.num_layers
+    an, tr = np.full(L, np.nan), np.full(L, np.nan)
+    if cov is not None:
+        for li in range(L):
+            lam = np.clip(np.linalg.eigvalsh(cov[li]), 0.0, None)
+            tr[li] = lam.sum()
+            an[li] = lam[-1] / tr[li] if tr[li] > 0 else np.nan
+    df["anisotropy"], df["trace"] = an, tr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df["q_share_pos0"] = (np.asarray(sq_pos0, float) / np.asarray(sq_all, float)
+                              if sq_all is not None else np.full(L, np.nan))
+    return df
+
+
+def split_rows(halves: pd.DataFrame, quantities=SPLIT_QUANTITIES) -> pd.DataFrame:
+    """Interval rows from a ``halves_layer`` table (rows half = all / a / b per layer)."""
+    rows = []
+    by = {h: g.set_index("layer") for h, g in halves.groupby("half")}
+    if not {"all", "a", "b"} <= set(by):
+        return pd.DataFrame(columns=COLUMNS)
+    full, a, b = by["all"], by["a"].reindex(by["all"].index), by["b"].reindex(by["all"].index)
+    for qn in quantities:
+        if qn not in full:
+            continue
+        lo, hi = split_half_interval(full[qn], a[qn], b[qn])
+        for layer, val, l, h in zip(full.index, full[qn], lo, hi):
+            if np.isfinite(val):
+                rows.append((int(layer), qn, float(val), float(l), float(h), "split-half"))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def bootstrap_rows(stats_q: np.ndarray, stats_m: np.ndarray, stats_v: np.ndarray, layers, *,
+                   seed: int = 0, resamples: int = RESAMPLES) -> pd.DataFrame:
+    """Interval rows of C.V.(Q), slope, R² per layer: point estimate on all band types, percentile
+    bootstrap interval over types (arrays (L, T) of the band's types)."""
+    from normvar_core.stats.analyses import _ols
+
+    q, m, v = (np.asarray(a, dtype=np.float64) for a in (stats_q, stats_m, stats_v))
+    boot = bootstrap_tradeoff(q, m, v, resamples=resamples, seed=seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cv = q.std(1) / q.mean(1) if q.shape[1] else np.full(q.shape[0], np.nan)
+    slope, _, r2 = _ols(m, v)
+    point = {"cv_q": cv, "slope": slope, "r2": r2}
+    rows = []
+    for qn in BOOT_QUANTITIES:
+        lo, hi = boot[qn]
+        for li, layer in enumerate(layers):
+            rows.append((int(layer), qn, float(point[qn][li]), float(lo[li]), float(hi[li]), "bootstrap-types"))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def tradeoff_intervals(stats: TokenStats, band: tuple[float, float], *, seed: int = 0,
+                       resamples: int = RESAMPLES) -> pd.DataFrame:
+    """``bootstrap_rows`` over the types of ``stats`` in ``band``."""
+    mask = stats.band(*band)
+    return bootstrap_rows(stats.q[:, mask], stats.m[:, mask], stats.v[:, mask], stats.layer_index,
+                          seed=seed, resamples=resamples)
+
+
+def interval_table(stats: TokenStats, band: tuple[float, float], halves: pd.DataFrame | None = None, *,
+                   seed: int = 0, resamples: int = RESAMPLES) -> pd.DataFrame:
+    """All interval rows of a run: bootstrap over types + split-half (when ``halves`` is given)."""
+    parts = [tradeoff_intervals(stats, band, seed=seed, resamples=resamples)]
+    if halves is not None and len(halves):
+        parts.append(split_rows(halves))
+    return pd.concat(parts, ignore_index=True)
+
+
+def run_intervals(run, band: tuple[float, float] | None = None, *, stats: TokenStats | None = None) -> pd.DataFrame:
+    """The intervals of a run (a ``runs.reader.Run``) for the figures: its stored ``intervals`` table
+    when the band is the study's (the run file's); else the bootstrap over the band's types, computed
+    now from ``stats`` (default ``run.stats()``); split-half rows only from the stored table."""
+    from normvar_core.constants import STUDY_BAND
+
+    band = tuple(band) if band is not None else STUDY_BAND
+    stored = run.table("intervals") if "intervals" in run.table_names else None
+    if stored is not None and np.allclose(band, STUDY_BAND):
+        return stored
+    live = tradeoff_intervals(stats if stats is not None else run.stats(), band)
+    if stored is not None:
+        live = pd.concat([live, stored[stored["method"] == "split-half"]], ignore_index=True)
+    return live
+
+
+__all__ = ["run_intervals", "SPLIT_QUANTITIES", "BOOT_QUANTITIES", "COLUMNS", "band_types", "half_values", "split_rows",
+           "bootstrap_rows", "tradeoff_intervals", "interval_table"]

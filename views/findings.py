@@ -1,0 +1,53 @@
+"""Findings: each claim of seeds 002, 003 and 004 tested on the run(s), with its number, interval and
+verdict (``stats.findings`` — the same function as ``normvar findings`` and the deck's first slide)."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from normvar_core.stats import findings as F
+from views import _ui
+from views._data import _key, _open_run
+
+
+@st.cache_data(show_spinner="Testing the claims (1,000 bootstrap resamples)…", max_entries=16)
+def _findings(path: str, mtime: int) -> list[dict]:
+    run = _open_run(path, mtime)
+    return [f.to_dict() for f in F.findings(run)]
+
+
+def findings_of(run) -> list[F.Finding]:
+    return [F.Finding(**d) for d in _findings(*_key(run))]
+
+
+_ui.page_header("Findings: does each claim hold on this run?",
+                "Each claim of the three studies in one line, tested on the run: its number, a 95 % interval "
+                "(bootstrap over token types for the trade-off; split halves of the corpus for the corpus-level "
+                "quantities and the geometry) and a verdict — holds, fails, or untestable on this run (with why).")
+run = _ui.require_run()
+chosen, _ = _ui.runs_to_overlay("Runs side by side", "w_find_runs", "w_find_relative", False)
+
+per_run = {}
+try:
+    for name in chosen:
+        r = _ui.open_run(name)
+        if r is not None:
+            per_run[name] = findings_of(r)
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+
+table = pd.DataFrame({"claim": [c for _, _, c in F.CLAIMS], "id": list(F.CLAIM_IDS),
+                      "seed": [s for _, s, _ in F.CLAIMS],
+                      **{name: [F.cell(f) for f in fs] for name, fs in per_run.items()}})
+st.dataframe(table, hide_index=True, width="stretch", key="findings_table")
+tidy = F.findings_table(per_run)
+st.download_button("Download findings (CSV)", tidy.to_csv(index=False).encode(), file_name=f"{run.name}_findings.csv",
+                   mime="text/csv", key="findings_csv")
+for name, fs in per_run.items():
+    with st.expander(f"Why — {name}", expanded=len(per_run) == 1):
+        for f in fs:
+            st.markdown(f"**{f.id}** ({f.seed}) — {f.claim}: **{f.verdict}**  \n{f.why}")
+if not run.has("halves"):
+    st.caption("This run has no split halves: the corpus-level claims have no interval (recompute it to add them).")
+_ui.sync_url("findings")
