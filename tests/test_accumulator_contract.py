@@ -76,7 +76,11 @@ def test_contract(cls, setup, tmp_path):
             np.testing.assert_array_equal(x, y)
 
     # planned before anything exists = what the state holds after the whole pass
-    assert cls.planned_bytes(ctx) == sum(v.nbytes for v in one.state_dict().values()) > 0
+    held = sum(v.nbytes for v in one.state_dict().values())
+    if cls.planned_exact:
+        assert cls.planned_bytes(ctx) == held > 0
+    else:  # an upper bound (split halves: a type missing from one half has no row there), never below
+        assert 0 < held <= cls.planned_bytes(ctx)
 
     # its tables are the declared ones, as Arrow
     tables = one.tables(one.result(), ctx)

@@ -107,6 +107,7 @@ class Accumulator(ABC):
 
     name: ClassVar[str]
     table_names: ClassVar[tuple[str, ...]] = ()
+    planned_exact: ClassVar[bool] = True  # planned_bytes is the state's size (False: an upper bound of it)
 
     @classmethod
     @abstractmethod

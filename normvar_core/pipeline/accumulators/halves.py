@@ -21,7 +21,7 @@ the bootstrap over types of the trade-off, 1,000 seeded resamples).
 Memory (``halves_bytes``), with T types, L kept layers, d the width, e = 8 (float64 means) or 4
 (``--mean-dtype float32``), G = 1 with the geometry on else 0:
 
-    2 · [L·T·(d·e + 8) + 16·T  +  G·L·(8·d² + 8·d + 8)  +  16·L]  bytes,
+    2 · [L·T·(d·e + 8) + 16·T + 8·L + 8  +  G·8·L·(d² + d)  +  16·L + 8]  bytes,
 
 i.e. twice the moments' per-type state plus twice the geometry's covariance; ``result()`` holds a
 third copy of the per-type state while it merges. MiniLM (L = 7, d = 384, T = 10k): 0.45 GB;
@@ -34,7 +34,7 @@ import pyarrow as pa
 import torch
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.pipeline.accumulators.geometry import gram
+from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, gram, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.moments import TokenMoments
@@ -52,9 +52,12 @@ def half_of(sentence_ids) -> np.ndarray:
 
 
 def halves_bytes(num_layers: int, num_types: int, dim: int, *, mean_bytes: int = 8, geometry: bool = True) -> int:
-    """The formula of the module docstring."""
+    """The formula of the module docstring: per half, a TokenMoments (L·T·d·e + 8·L·T + 16·T + 8·L + 8, as
+    the moments accumulator), with the geometry a mean and a scatter per layer (8·L·(d² + d)), Σ‖x‖² and its
+    position-0 part (16·L) and n (8)."""
     L, T, d = int(num_layers), int(num_types), int(dim)
-    per_half = L * T * (d * mean_bytes + 8) + 16 * T + (L * (8 * d * d + 8 * d + 8) if geometry else 0) + 16 * L
+    moments = L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8
+    per_half = moments + (8 * L * (d * d + d) if geometry else 0) + 16 * L + 8
     return 2 * per_half
 
 
@@ -63,9 +66,10 @@ def _num_types(ctx: RunContext) -> int:
     return int(len(ids)) if ids is not None else 0
 
 
-class HalvesAccumulator(Accumulator):
+class HalvesAccumulator(LayerMajor, Accumulator):
     name = "halves"
     table_names = ("halves_layer", "intervals")
+    planned_exact = False  # a type that one half never sees holds no row there: planned_bytes is the bound
 
     def __init__(self, ctx: RunContext):
         self.layers = list(ctx.layers)
@@ -73,6 +77,7 @@ class HalvesAccumulator(Accumulator):
         self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
         self.mean_dtype = getattr(ctx.cfg, "mean_dtype", "float64")
         self.with_geometry = bool(getattr(ctx.cfg, "geometry", True))
+        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
         self.seed = int(getattr(ctx.cfg, "seed", 0) or 0)
         ids = getattr(ctx.plan, "token_ids", None)
         self.moments = []
@@ -119,33 +124,56 @@ class HalvesAccumulator(Accumulator):
                 "or --no-halves (the findings then have bootstrap intervals only)")
 
     # ------------------------------------------------------------------ streaming
-    def update(self, batch: StateBatch) -> None:
+    def begin_batch(self, batch: StateBatch) -> None:
+        """Each half's rows of the batch (by ``half_of`` its sentence ids) and its moments update."""
         X = batch.states
-        if X.shape[1] == 0:
-            return
         sid = batch.sentence_ids.cpu().numpy() if isinstance(batch.sentence_ids, torch.Tensor) else batch.sentence_ids
         half = half_of(sid)
         pos0 = torch.as_tensor(batch.positions).to(self.device) == 0
+        self._rows, self._rows0 = [], []
         for h in (0, 1):
-            idx = np.flatnonzero(half == h)
-            if idx.size == 0:
-                continue
-            tidx = torch.as_tensor(idx, device=X.device)
-            Xh = X.index_select(1, tidx).to(self.device)
-            self.moments[h].update(Xh, batch.token_ids.index_select(0, tidx.to(batch.token_ids.device)))
-            p0 = pos0.index_select(0, tidx.to(self.device))
-            N = Xh.shape[1]
-            for l in range(Xh.shape[0]):
-                x = Xh[l].to(torch.float64)
-                mb = x.mean(0)
-                xc = x - mb
-                self.sq_all[h][l] += torch.einsum("ij,ij->", xc, xc) + N * (mb @ mb)
-                if bool(p0.any()):
-                    x0 = x[p0]
-                    self.sq_pos0[h][l] += torch.einsum("ij,ij->", x0, x0)
-                if self.with_geometry:
-                    pool_into(self.mean[h][l], self.scatter[h][l], self.n[h], mb, gram(xc), N, outer=True)
-            self.n[h] += N
+            idx = torch.as_tensor(np.flatnonzero(half == h), device=self.device)
+            self._rows.append(idx)
+            self._rows0.append(idx[pos0.index_select(0, idx)])
+            if idx.numel():
+                tidx = idx.to(X.device)
+                self.moments[h].update(X.index_select(1, tidx), batch.token_ids.index_select(0, tidx.to(batch.token_ids.device)))
+
+    def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
+        """Σ‖x‖² (all positions, position 0) per half from the shared ‖x_i‖², and, with the geometry,
+        each half's mean and scatter pooled by Chan. One Gram matrix, of the smaller half: the other
+        half's scatter is the batch's (shared with the geometry) minus it and the between-halves term,
+        S_b = S − S_a − (n_a n_b / n)(μ_a − μ_b)(μ_a − μ_b)ᵀ."""
+        sq = view.sq
+        n_h = [int(r.numel()) for r in self._rows]
+        for h in (0, 1):
+            if n_h[h]:
+                self.sq_all[h][l] += sq.index_select(0, self._rows[h]).sum()
+                self.sq_pos0[h][l] += sq.index_select(0, self._rows0[h]).sum()
+        if not self.with_geometry:
+            return
+        if 0 in n_h:  # the whole batch is one half: the batch's own mean and scatter
+            h = 0 if n_h[0] else 1
+            pool_into(self.mean[h][l], self.scatter[h][l], self.n[h], view.mean, view.scatter, view.n, outer=True)
+            return
+        xc = view.centred                      # deviations from c (the batch mean, in the scatter dtype)
+        c = view.mean.to(xc.dtype).to(torch.float64)
+        total = xc.sum(0, dtype=torch.float64)
+        s = 0 if n_h[0] <= n_h[1] else 1       # the smaller half gets the Gram matrix
+        o = 1 - s
+        xs = xc.index_select(0, self._rows[s])
+        d_s = xs.sum(0, dtype=torch.float64) / n_h[s]
+        d_o = (total - d_s * n_h[s]) / n_h[o]
+        S_s = gram(xs).to(torch.float64) - torch.outer(d_s, d_s) * n_h[s]
+        diff = d_s - d_o
+        S_o = view.scatter - S_s - torch.outer(diff, diff) * (n_h[s] * n_h[o] / view.n)
+        for h, S, d in ((s, S_s, d_s), (o, S_o, d_o)):
+            pool_into(self.mean[h][l], self.scatter[h][l], self.n[h], c + d, S, n_h[h], outer=True)
+
+    def end_batch(self, batch: StateBatch) -> None:
+        for h in (0, 1):
+            self.n[h] += int(self._rows[h].numel())
+        self._rows = self._rows0 = None
 
     def merge(self, other: "HalvesAccumulator") -> "HalvesAccumulator":
         for h in (0, 1):
