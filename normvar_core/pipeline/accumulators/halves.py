@@ -41,7 +41,6 @@ from normvar_core.pipeline.moments import TokenMoments
 from normvar_core.stats import intervals as I
 from normvar_core.stats.geometry import splitmix64
 
-HALVES_MAX_BYTES = 6 << 30
 HALF_SALT = 0x5EED_0F_4A1F
 
 
@@ -114,13 +113,19 @@ class HalvesAccumulator(LayerMajor, Accumulator):
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
+        """Set when the memory plan (``pipeline/memory.py``, from the device's memory) found no room."""
         if not getattr(ctx.cfg, "halves", True):
             return None
-        need = cls.planned_bytes(ctx)
-        if need <= HALVES_MAX_BYTES:
-            return None
-        return (f"split halves skipped: {need / 2**30:.1f} GB for two copies of the per-type moments "
-                f"(limit {HALVES_MAX_BYTES / 2**30:.0f} GB) — keep fewer --layers, use --mean-dtype float32, "
+        return ctx.dropped(cls.name)
+
+    @classmethod
+    def droppable(cls, ctx: RunContext) -> bool:
+        return bool(getattr(ctx.cfg, "halves", True))
+
+    @classmethod
+    def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
+        return (f"split halves skipped: two copies of the per-type moments need {need / 2**30:.1f} GB, "
+                f"{free / 2**30:.1f} GB left on the device — keep fewer --layers, use --mean-dtype float32, "
                 "or --no-halves (the findings then have bootstrap intervals only)")
 
     # ------------------------------------------------------------------ streaming
@@ -257,4 +262,4 @@ class HalvesAccumulator(LayerMajor, Accumulator):
                            "embeddings": [int(self.n[0]), int(self.n[1])]}}
 
 
-__all__ = ["HalvesAccumulator", "half_of", "halves_bytes", "HALVES_MAX_BYTES"]
+__all__ = ["HalvesAccumulator", "half_of", "halves_bytes"]
