@@ -45,7 +45,9 @@ def _fig(page, title: str, expr: str):
 
 
 def _names(page, title: str, axis: str = "x") -> list[str]:
-    return _fig(page, title, f"g._fullData.filter(d => (d.xaxis || 'x') === '{axis}').map(d => d.name)")
+    """The runs' and nulls' lines in one panel (the interval bands of issue 26 are filled areas: left out)."""
+    return _fig(page, title, f"g._fullData.filter(d => (d.xaxis || 'x') === '{axis}' && (!d.fill || d.fill === 'none') && "
+                             f"!(d.name || '').includes('interval')).map(d => d.name)")
 
 
 def _table(page, header: str) -> list[list[str]]:

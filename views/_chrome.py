@@ -64,15 +64,12 @@ def chart(fig, *, key: str, data: pd.DataFrame | None = None, name: str | None =
     return event
 
 
-def token_link(event, *, key: str) -> None:
-    """Under a scatter of token types: one click on a point opens its token's Token view at once; a box or
-    lasso selection (several points) leaves a button to the first one's."""
+def open_on_click(event, *, key: str) -> list[str]:
+    """One click on a single point of a token-type scatter opens its Token view at once (a box or lasso
+    selection does not); returns the selected points' tokens."""
     sel = getattr(event, "selection", None) if event is not None else None
     points = (getattr(sel, "points", None) or []) if sel is not None else []
     tokens = [str(p.get("text")) for p in points if p.get("text")]
-    if not tokens:
-        st.caption("Click a point to open its token's contexts in the Token view.")
-        return
     boxed = bool(getattr(sel, "box", None) or getattr(sel, "lasso", None))
     if len(tokens) == 1 and not boxed:
         clicked = (tokens[0], points[0].get("curve_number"), points[0].get("point_index"))
@@ -81,6 +78,16 @@ def token_link(event, *, key: str) -> None:
             view().token = tokens[0]
             st.session_state["w_token"] = tokens[0]
             st.switch_page("views/token.py")
+    return tokens
+
+
+def token_link(event, *, key: str) -> None:
+    """Under a scatter of token types: one click on a point opens its token's Token view at once; a box or
+    lasso selection (several points) leaves a button to the first one's."""
+    tokens = open_on_click(event, key=key)
+    if not tokens:
+        st.caption("Click a point to open its token's contexts in the Token view.")
+        return
     if st.button(f"Open {tokens[0]!r} in the Token view", key=key, icon=":material/search:"):
         view().token = tokens[0]
         st.session_state["w_token"] = tokens[0]
@@ -173,4 +180,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['token_link', 'report_button', 'unknown_token_warning', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

@@ -79,6 +79,7 @@ if total > len(drawn):
 
 event = _ui.chart(fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
                   name=f"{run.name}_tradeoff_layer{layer}", lasso=True)
+_ui.open_on_click(event, key="tradeoff_click")   # one click on a point: its Token view
 _explore.selection_bar(run, _explore.selected_tokens(event), key="tradeoff_sel", here="tradeoff")
 
 if queries:

@@ -85,20 +85,26 @@ def occurrence_rows(run, ids, pieces, offsets, states) -> list[dict]:
     return rows
 
 
-def write_sentence(run_path: str, text: str, out: Path, data_dir=None) -> Path:
-    """The task: the rows above and the sentence as JSON at ``out`` (temp file + rename)."""
+def write_sentence(run_path: str, text: str, out: Path, data_dir=None, progress=None) -> Path:
+    """The task: the rows above and the sentence as JSON at ``out`` (temp file + rename); phases
+    read (the run), forward (load the model, one forward pass), compare (percentiles), write."""
     from normvar_core.runs.reader import open_run
 
+    report = progress or (lambda *a, **k: None)
     text = check_text(text)
+    report("read", 0, 1, "runs", Path(run_path).stem)
     run = open_run(run_path)
     if run.meta.get("unit") == "word":
         raise NormvarError(f"run {run.name!r} counts words (App. J), not tokens",
                            fix="pick a token run for your own sentence")
     if str(run.meta.get("source") or "model") != "model":
         raise NormvarError(f"run {run.name!r} is a Gaussian null, not a model's run", fix="pick the model's run")
+    report("forward", 0, 1, "steps", "load the model and run the sentence")
     ids, pieces, offsets, states = hidden_states(run, text, data_dir)
+    report("compare", 0, 1, "steps", f"{len(ids)} tokens against the run's statistics")
     doc = {"run": run.name, "text": text, "layers": [int(l) for l in run.layers],
            "rows": occurrence_rows(run, ids, pieces, offsets, states)}
+    report("write", 0, 1, "files", out.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(doc))

@@ -353,12 +353,13 @@ def _write_null(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:  #
                           search=host_search, progress=progress)
 
 
-def _write_sentence(dd: DataDir, job_id: str, spec: dict) -> Path:
+def _write_sentence(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
     """Task "sentence": a typed sentence against a run's statistics (``own_sentence``) ->
     ``reports/<job id>.sentence.json``."""
     from normvar_core.service.own_sentence import write_sentence
 
-    return write_sentence(spec["run"], spec["text"], dd.reports / f"{job_id}.sentence.json", dd.root)
+    return write_sentence(spec["run"], spec["text"], dd.reports / f"{job_id}.sentence.json", dd.root,
+                          progress=progress)
 
 
 TASKS = {"report": _write_report, "null": _write_null, "sentence": _write_sentence}
