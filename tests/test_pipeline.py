@@ -69,7 +69,7 @@ def test_synthetic_run_equals_float64_brute_force(tmp_path):
     path = publish_run(tmp_path / "syn.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0,
                        notes={}, source_kind="synthetic")
     run = open_run(path)
-    assert run.meta["accumulators"] == ["moments", "samples", "geometry", "selfsim", "outliers"]
+    assert run.meta["accumulators"] == ["moments", "samples", "geometry", "selfsim", "outliers", "halves"]
     assert run.meta["source"] == "synthetic"
     truth = per_type(X, ids)
     for layer in LAYERS:
