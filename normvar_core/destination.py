@@ -59,6 +59,20 @@ def probe_writable(folder: Path, what: str = "--out") -> None:
                            fix=f"choose a writable folder for {what}") from None
 
 
+def _final_target(shown: str, what: str, noun: str) -> tuple[Path, os.stat_result | None]:
+    """``shown`` with ``~`` expanded and every link followed (a dangling one gives its missing target),
+    and its stat (None when missing); one NormvarError line for an empty path or an unreadable one."""
+    if not shown.strip():
+        raise NormvarError(f"{what} is empty", fix=f"give {what} {noun}")
+    target = Path(os.path.realpath(Path(os.path.expanduser(shown))))
+    try:
+        return target, os.stat(target)
+    except FileNotFoundError:
+        return target, None
+    except OSError as exc:
+        raise NormvarError(f"cannot use {what} {shown}: {exc.strerror or exc}", fix=f"choose another {what}") from None
+
+
 def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_parents: bool = False) -> Path:
     """The regular file that writing ``path`` will create or replace (see the module docstring);
     NormvarError for anything else. ``what`` names the option in the message; ``probe=False`` skips
@@ -66,15 +80,7 @@ def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_p
     for checkpoints) instead of refusing."""
     shown = str(path)
     p = Path(os.path.expanduser(shown))
-    if not shown.strip():
-        raise NormvarError(f"{what} is empty", fix=f"give {what} a file name")
-    target = Path(os.path.realpath(p))  # follows every link; a dangling one gives its missing target
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise NormvarError(f"cannot use {what} {shown}: {exc.strerror or exc}", fix=f"choose another {what}") from None
+    target, st = _final_target(shown, what, "a file name")
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise _refuse_kind(shown, target, st.st_mode, what)
@@ -103,15 +109,7 @@ def resolve_folder_destination(path, *, what: str = "--out") -> Path:
     an existing folder or a missing name in an existing, writable folder is used; anything else — a
     regular file, a device, a FIFO, a socket, a missing parent — is refused with one line."""
     shown = str(path)
-    if not shown.strip():
-        raise NormvarError(f"{what} is empty", fix=f"give {what} a folder name")
-    target = Path(os.path.realpath(Path(os.path.expanduser(shown))))
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise NormvarError(f"cannot use {what} {shown}: {exc.strerror or exc}", fix=f"choose another {what}") from None
+    target, st = _final_target(shown, what, "a folder name")
     if st is not None and not stat.S_ISDIR(st.st_mode):
         raise NormvarError(f"{what} {shown} is {kind_of(st.st_mode)}, not a folder",
                            fix=f"choose a new or empty folder for {what}")

@@ -10,15 +10,13 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from test_dashboard_apptest import RUN, build_dashboard_data
-from test_dashboard_browser import ARGS, CHROMIUM, PLOT_READY, _free_port
+from test_dashboard_browser import ARGS, CHROMIUM, PLOT_READY, start_streamlit, stop_streamlit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -41,42 +39,24 @@ def run(data):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, data):
     """The dashboard and a worker on the data directory (the worker runs "your own sentence")."""
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     base_tmp = tmp_path_factory.getbasetemp()
-    log = open(base_tmp / "streamlit-explore.log", "w")
     wlog = open(base_tmp / "worker-explore.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-         "--browser.gatherUsageStats", "false", "--", "--data-dir", str(data)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     worker = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
-                              cwd=ROOT, env=env, stdout=wlog, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            worker.kill()
-            raise RuntimeError(f"streamlit did not start: {(base_tmp / 'streamlit-explore.log').read_text()[-2000:]}")
-        time.sleep(0.3)
+                              cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
+                              stdout=wlog, stderr=subprocess.STDOUT)
+    try:
+        proc, base, log = start_streamlit(data, base_tmp / "streamlit-explore.log")
+    except BaseException:
+        worker.kill()
+        raise
     yield {"url": base, "pid": proc.pid}
-    for p in (worker, proc):
-        p.terminate()
-    for p in (worker, proc):
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    log.close()
+    worker.terminate()
+    try:
+        worker.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        worker.kill()
     wlog.close()
+    stop_streamlit(proc, log)
 
 
 @pytest.fixture(scope="module")
