@@ -33,7 +33,7 @@ CHILD = r"""
 import json, sys, time
 sys.path[:0] = [{root!r}, {tests!r}]
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.corpus import load_sentences
+from normvar_core.pipeline.corpus.read import load_sentences
 from corpus_brute import brute_load
 import pandas, pyarrow.parquet  # the table readers' imports, so the baseline RSS includes them
 def hwm():  # peak RSS of this process image (ru_maxrss would carry the parent's over the exec)

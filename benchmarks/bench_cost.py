@@ -43,7 +43,7 @@ def bare_main(n: int, data_dir: str) -> None:
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline import batches as B
-    from normvar_core.pipeline.corpus import load_sentences
+    from normvar_core.pipeline.corpus.read import load_sentences
     from normvar_core.pipeline.models import load_model
 
     cfg = RunConfig(model="minilm", max_sentences=n)
@@ -61,7 +61,7 @@ def bare_main(n: int, data_dir: str) -> None:
 def tail_main(n: int, data_dir: str) -> None:
     """A default compute that prints (as JSON) when its last forward batch was done and when it ended."""
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.compute import compute_run
+    from normvar_core.pipeline.execute.local import compute_run
 
     marks: dict = {}
 

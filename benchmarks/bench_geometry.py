@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from normvar_core.config import RunConfig  # noqa: E402
-from normvar_core.pipeline.execute import build_accumulators  # noqa: E402
+from normvar_core.pipeline.execute.partials import build_accumulators  # noqa: E402
 from normvar_core.pipeline.sources import prepare_transformer_run  # noqa: E402
 
 

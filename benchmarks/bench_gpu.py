@@ -87,7 +87,7 @@ def bare(model, plan) -> float:
 
 def compute(source, plan, ctx) -> dict:
     """Every accumulator over every batch, then their results; seconds, embeddings, peak memory."""
-    from normvar_core.pipeline.execute import build_accumulators, run_range
+    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 
     _reset_peak()
     _sync()

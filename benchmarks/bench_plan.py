@@ -20,7 +20,7 @@ CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.compute import compute_run
+from normvar_core.pipeline.execute.local import compute_run
 t0 = time.perf_counter()
 compute_run(RunConfig(model={model!r}, max_sentences={n}, name="p{n}"), {data!r}, overwrite=True)
 print(json.dumps(dict(peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, secs=time.perf_counter() - t0)))

@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 
 def _one_run(executor: str, workers: int, sentences: int, batch_size: int, out: str) -> dict:
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.compute import compute_run
+    from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.runs.reader import open_run
 
     cfg = RunConfig(model="minilm", max_sentences=sentences, batch_size=batch_size, device="cpu",
@@ -78,9 +78,9 @@ def _tokenize(workers: int, sentences: int) -> dict:
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline import batches as B
-    from normvar_core.pipeline.corpus import load_sentences
+    from normvar_core.pipeline.corpus.read import load_sentences
     from normvar_core.pipeline.models import load_model
-    from normvar_core.pipeline.ray_executor import RayPool
+    from normvar_core.pipeline.execute.on_ray import RayPool
 
     cfg = RunConfig(model="minilm", max_sentences=sentences, device="cpu", executor="ray", workers=workers)
     text = load_sentences(cfg).sentences

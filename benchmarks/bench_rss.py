@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
-from normvar_core.pipeline.compute import compute_run
+from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.config import RunConfig
 from normvar_core.runs.runfile import open_run
 t0 = time.perf_counter()

@@ -38,7 +38,7 @@ def shape_dirs(root: Path) -> dict[str, Path]:
 
 def main() -> None:
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.memory import GiB, config_and_tokenizer, gb, run_budget, shape_from_config
     from normvar_core.pipeline.plan import make_plan

@@ -39,7 +39,7 @@ def corpus(X: np.ndarray, ids: np.ndarray):
 def pass_in_memory(cfg):
     """One pass of a real model kept in memory: (plan, source, ctx, parts, accs) — every StateBatch
     of the run (``parts``) fed to every accumulator the run wants (``accs``), for brute-force checks."""
-    from normvar_core.pipeline.execute import build_accumulators
+    from normvar_core.pipeline.execute.partials import build_accumulators
     from normvar_core.pipeline.sources import prepare_transformer_run
 
     plan, source, ctx = prepare_transformer_run(cfg)

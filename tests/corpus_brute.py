@@ -1,6 +1,6 @@
 """Test oracle: the read-everything corpus reader that ``load_sentences`` replaced.
 
-The pre-streaming implementation of ``normvar_core.pipeline.corpus`` (commit 234b18c), kept
+The pre-streaming implementation of ``normvar_core.pipeline.corpus.read`` (commit 234b18c), kept
 verbatim except for its name: file bytes, decoded text and every record in memory, then one
 ``rng.random(n)`` draw over all non-empty sentences. The streamed reader must select exactly
 what this selects, and fail with the same messages.
@@ -18,7 +18,7 @@ import numpy as np
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus import CorpusText, corpus_format, resolve_corpus_path
+from normvar_core.pipeline.corpus.read import CorpusText, corpus_format, resolve_corpus_path
 
 
 def brute_load(cfg: RunConfig, data_dir=None) -> CorpusText:

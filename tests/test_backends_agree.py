@@ -1,5 +1,5 @@
 """The two update paths of TokenMoments — the fused numba kernel (CPU default, stats/kernels.py) and
-torch ``index_add_`` (the GPU path, pipeline/moments.py) — give the same run: the whole pipeline on
+torch ``index_add_`` (the GPU path, pipeline/accumulators/token_moments.py) — give the same run: the whole pipeline on
 the real MiniLM, published and read back, and sharded partial states merged, to float64 rounding."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.pipeline import models as M
 from normvar_core.pipeline.accumulators.moments import MomentsAccumulator
-from normvar_core.pipeline.compute import compute_run
+from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.execute import compute_partial, merge_partials
-from normvar_core.pipeline.moments import TokenMoments
+from normvar_core.pipeline.execute.partials import compute_partial, merge_partials
+from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.pipeline.plan import make_plan
 from normvar_core.pipeline.sources import TransformerSource
 from normvar_core.runs.runfile import open_run

@@ -14,7 +14,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.pipeline import batches as B
-from normvar_core.pipeline import samples as S
+from normvar_core.pipeline import sample_plan as S
 from normvar_core.pipeline.batches import counted_mask, encode_sentences, make_batches
 from normvar_core.pipeline.plan import make_plan
 

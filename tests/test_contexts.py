@@ -15,7 +15,7 @@ from normvar_core.stats.contexts import contexts, highlight
 
 @pytest.fixture(scope="module")
 def explorer_run(tmp_path_factory, minilm_path):  # noqa: ARG001
-    from normvar_core.pipeline.compute import compute_run
+    from normvar_core.pipeline.execute.local import compute_run
 
     data = tmp_path_factory.mktemp("explorer")
     path = compute_run(RunConfig(model="minilm", max_sentences=150, samples_per_token=30, name="ex", geometry=False),

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.corpus import load_sentences
+from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 

@@ -10,10 +10,10 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline import batches as B
-from normvar_core.pipeline.corpus_shares import (encoded_arrays, merge_encoded, pack_strings, split_shares,
+from normvar_core.pipeline.corpus.shares import (encoded_arrays, merge_encoded, pack_strings, split_shares,
                                                  unpack_strings)
 from normvar_core.pipeline.plan import make_plan
-from normvar_core.pipeline.plan_payload import plan_from_payload, plan_payload
+from normvar_core.pipeline.execute.plan_payload import plan_from_payload, plan_payload
 
 SENTENCES = ["The old man looked at the sea.", "Émile's café — naïve, façade!", "a", "the the the the the",
              "Line with\nan inner newline from a table cell", "He said: «nothing» and left.", "x " * 40,

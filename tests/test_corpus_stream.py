@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from corpus_brute import brute_load
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline import corpus_stream, corpus_tables
-from normvar_core.pipeline.corpus import load_sentences
+from normvar_core.pipeline.corpus import stream as corpus_stream
+from normvar_core.pipeline.corpus import tables as corpus_tables
+from normvar_core.pipeline.corpus.read import load_sentences
 
 WORDS = ["the", "cat", "Ünïcödé", "—", "naïve", "日本語", "🙂", "007", "1.50", "True", "Mr.", "end.", "a,b", '"q"']
 SEPS = ["\n", "\n", "\n", "\r\n", "\r", "\u2028", "\x85", "\x0c", "\n\n"]

@@ -29,7 +29,7 @@ def build_dashboard_data(root: Path) -> Path:
     ready = root / ".ready"
     if ready.exists():
         return root
-    from normvar_core.pipeline.compute import compute_run
+    from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.stats.tokenstats import TokenStats
     from normvar_core.runs.runfile import open_run, write_run
 

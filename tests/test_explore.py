@@ -146,7 +146,7 @@ def _lev(a: str, b: str) -> int:
 def test_lookup_normalises_like_the_tokenizer_and_suggests(minilm_path):
     from transformers import AutoTokenizer
 
-    from normvar_core.pipeline.tokenizer_files import for_model
+    from normvar_core.pipeline.models.tokenizer_files import for_model
 
     real = AutoTokenizer.from_pretrained(minilm_path)
     files = for_model("minilm")
@@ -237,7 +237,7 @@ def test_tokenizer_files_do_not_load_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from normvar_core.pipeline.tokenizer_files import for_model; "
+    code = ("import sys; from normvar_core.pipeline.models.tokenizer_files import for_model; "
             "from normvar_core.stats.lookup import find_type; t = for_model('minilm'); "
             "assert t.normalise('License') == 'license', t.normalise('License'); "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus import load_sentences
+from normvar_core.pipeline.corpus.read import load_sentences
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

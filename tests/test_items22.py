@@ -173,7 +173,7 @@ def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir
 # ---------------------------------------------------------------------------- dropped sentences (item 8)
 def test_sentences_dropped_by_the_word_limit_are_kept_as_examples():
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.corpus_select import KEEP_TOO_LONG, Selection
+    from normvar_core.pipeline.corpus.select import KEEP_TOO_LONG, Selection
 
     sel = Selection(RunConfig(max_words=5))
     long = [" ".join(["w"] * (5 + i)) for i in range(KEEP_TOO_LONG + 5)]

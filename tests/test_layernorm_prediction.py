@@ -10,7 +10,7 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline import models as M
-from normvar_core.pipeline.norm_params import effective_affine, norm_tables
+from normvar_core.pipeline.models.norm_params import effective_affine, norm_tables
 from test_dashboard_apptest import app, data_dir, run  # noqa: F401  (fixtures: the real MiniLM dashboard run)
 
 

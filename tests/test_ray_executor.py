@@ -17,8 +17,8 @@ import pytest
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError
-from normvar_core.pipeline import ray_executor as RE
-from normvar_core.pipeline.compute import compute_run
+from normvar_core.pipeline.execute import on_ray as RE
+from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
 from test_cli_runs import corpus40  # noqa: F401  (fixture)

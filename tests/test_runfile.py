@@ -11,7 +11,7 @@ import pytest
 
 from normvar_core.runs import runfile, writer
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.moments import TokenMoments
+from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.runs.runfile import list_runs, open_run, write_run
 
 

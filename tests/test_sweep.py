@@ -14,7 +14,7 @@ import pytest
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.checkpoints import discover_checkpoints, parse_revisions
+from normvar_core.pipeline.models.training_steps import discover_checkpoints, parse_revisions
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
 from normvar_core.service import jobs as J
@@ -75,7 +75,7 @@ def test_sweep_queues_jobs_and_the_worker_publishes_equal_runs(series, tmp_path,
     assert all(j.state == "done" for j in store.list(limit=None))
     got = open_run(data / "runs" / "tiny__step16.duckdb")
     assert got.meta["sweep"] == "tiny" and got.meta["step"] == 16
-    from normvar_core.pipeline.compute import compute_run
+    from normvar_core.pipeline.execute.local import compute_run
 
     plain = open_run(compute_run(cfgs["tiny__step16"].replace(name="plain", sweep=None, step=None), tmp_path / "p"))
     for layer in got.layers:

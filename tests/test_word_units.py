@@ -10,7 +10,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import batches as B
-from normvar_core.pipeline.compute import compute_run
+from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 
 SENTENCES = [

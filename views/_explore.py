@@ -79,7 +79,7 @@ NN_COLUMNS = {"cosine": st.column_config.NumberColumn("cosine", format="%.4f"),
 @st.cache_resource(show_spinner=False, max_entries=8)
 def tokenizer_files(model: str, data_dir: str):
     """The run's tokenizer, read from its files (``pipeline.tokenizer_files``; no torch)."""
-    from normvar_core.pipeline.tokenizer_files import for_model
+    from normvar_core.pipeline.models.tokenizer_files import for_model
 
     return for_model(model, data_dir)
 

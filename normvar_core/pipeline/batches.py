@@ -74,7 +74,7 @@ def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
     decoder stack (``tokenizer.normvar_decoder_start`` set by ``encdec.select_stack``): (start, None),
     the start token before the tokenizer's own encoding.""" 
     start = getattr(tokenizer, "normvar_decoder_start", None)
-    if start is not None:  # an encoder-decoder's decoder stack: [start] + the sentence (pipeline/encdec.py)
+    if start is not None:  # an encoder-decoder's decoder stack: [start] + the sentence (pipeline/models/encdec.py)
         return int(start), None
     probe = "a"
     with_sp = tokenizer(probe, add_special_tokens=True)["input_ids"]

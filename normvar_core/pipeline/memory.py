@@ -454,7 +454,7 @@ def config_and_tokenizer(cfg, data_dir=None):
 def plan_run(cfg, data_dir=None) -> MemoryPlan:
     """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
     corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free."""
-    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.plan import make_plan

@@ -16,7 +16,7 @@ from normvar_core.config import RunConfig
 from normvar_core.constants import sized_id_sample
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import batches as B
-from normvar_core.pipeline import samples as S
+from normvar_core.pipeline import sample_plan as S
 
 
 @dataclass

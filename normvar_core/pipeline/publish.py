@@ -14,7 +14,7 @@ import numpy as np
 
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.contracts import Accumulator, RunContext
-from normvar_core.pipeline.execute import skip_reasons
+from normvar_core.pipeline.execute.partials import skip_reasons
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table, word_units_table
 from normvar_core.pipeline.batches import batch_sizes

@@ -24,7 +24,7 @@ import torch
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import batches as B
 from normvar_core.pipeline.contracts import SourceInfo, StateBatch
-from normvar_core.pipeline.norm_params import norm_tables
+from normvar_core.pipeline.models.norm_params import norm_tables
 
 
 def positions_of(batch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,7 +174,7 @@ def _free_memory(device: torch.device) -> None:
 def prepare_transformer_run(cfg, data_dir=None):
     """Corpus → model → plan → source → context for ``cfg``: (plan, source, ctx). The same steps
     compute_run takes (it reports progress between them); used by the Ray actors, tests and benchmarks."""
-    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.memory import run_budget, shape_of_loaded

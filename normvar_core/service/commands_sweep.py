@@ -36,7 +36,7 @@ def plan_sweep(base, *, checkpoints: str | None = None, revisions: str | None = 
     ``base.model`` (``revisions``, comma-separated), each with ``base``'s options, the sweep's name and
     the step: (sweep name, configs, problems). Shared by ``normvar sweep`` and the New-run page."""
     from normvar_core.errors import NormvarError
-    from normvar_core.pipeline.checkpoints import discover_checkpoints, parse_revisions
+    from normvar_core.pipeline.models.training_steps import discover_checkpoints, parse_revisions
 
     if base.name is not None or base.step is not None:
         raise NormvarError("--name and --step are set per checkpoint by the sweep", fix="use --sweep NAME instead")

@@ -262,7 +262,7 @@ class Worker:
         try:
             compute_run = self._compute_fn
             if compute_run is None:
-                from normvar_core.pipeline.compute import compute_run
+                from normvar_core.pipeline.execute.local import compute_run
             path = compute_run(
                 cfg, self.dd.root, overwrite=bool(row["overwrite"]), progress=reporter.update,
                 checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,

@@ -1,5 +1,5 @@
 """App. I — measured against predicted: where a hidden state is a normalization's output the run
-records ‖γ‖² + ‖β‖² (``norm_params``, see ``pipeline/norm_params.py``); App. I predicts
+records ‖γ‖² + ‖β‖² (``norm_params``, see ``pipeline/models/norm_params.py``); App. I predicts
 Q(X_t) ≈ ‖γ‖² + ‖β‖² for every type, with C.V. O(n₀^{-1/2}).
 
 The prediction is exact when γ is uniform (‖z‖² = d for LayerNorm's z); with a non-uniform γ,

@@ -37,7 +37,7 @@ from normvar_core.constants import STUDY_BAND
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, gram, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.moments import TokenMoments
+from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.stats import intervals as I
 from normvar_core.stats.geometry import splitmix64
 

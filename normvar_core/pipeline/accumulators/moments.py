@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.moments import TokenMoments
+from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.runs import tables as T
 from normvar_core.stats.tokenstats import TokenStats
 

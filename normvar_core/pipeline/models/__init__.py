@@ -458,7 +458,7 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     device = resolve_device(cfg)
     dtype = _torch_dtype(cfg, device)
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
-    from normvar_core.pipeline.encdec import check_text_model, select_stack
+    from normvar_core.pipeline.models.encdec import check_text_model, select_stack
 
     check_text_model(path, src.name, **kw)  # vision / audio: one line before anything heavy
     check_model_dir(Path(path), src.name)

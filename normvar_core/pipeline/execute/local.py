@@ -103,8 +103,8 @@ class _Checkpointer:
         return self.path is not None and time.monotonic() - self.last >= self.every_s
 
     def save(self, accs: dict, next_batch: int, extra: dict) -> None:
-        from normvar_core.pipeline import checkpoint
-        from normvar_core.pipeline.execute import partial_state
+        from normvar_core.pipeline.execute import checkpoint
+        from normvar_core.pipeline.execute.partials import partial_state
 
         if self.path is None:
             return
@@ -121,11 +121,11 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence) or CancelledError; nothing is published then. ``out_dir`` overrides runs/ (CLI --out)."""
     from normvar_core.errors import CancelledError
-    from normvar_core.pipeline import checkpoint as ckpt
-    from normvar_core.pipeline import corpus as C
+    from normvar_core.pipeline.execute import checkpoint as ckpt
+    from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.execute import build_accumulators, load_partial, run_range
+    from normvar_core.pipeline.execute.partials import build_accumulators, load_partial, run_range
     from normvar_core.pipeline.memory import GiB, run_budget, shape_of_loaded
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.publish import publish_run
@@ -141,7 +141,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     check_destination(out_path, overwrite)
     ckpt_path = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
     if cfg.executor == "ray":
-        from normvar_core.pipeline.ray_executor import preflight
+        from normvar_core.pipeline.execute.on_ray import preflight
 
         preflight(cfg)
     report = progress or (lambda p: None)
@@ -257,7 +257,7 @@ def _compute_on_ray(cfg, dd, corpus, loaded, out_path, ckpt_path, report, overwr
     from normvar_core.pipeline.memory import run_budget, shape_of_loaded
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.publish import publish_run
-    from normvar_core.pipeline.ray_executor import RayPool
+    from normvar_core.pipeline.execute.on_ray import RayPool
     from normvar_core.pipeline.sources import TransformerSource
 
     pool = RayPool(cfg, dd.root)

@@ -13,7 +13,7 @@ import numpy as np
 
 from normvar_core.pipeline.batches import Encoded, PaddedBatches
 from normvar_core.pipeline.plan import RunPlan
-from normvar_core.pipeline.samples import SamplePlan
+from normvar_core.pipeline.sample_plan import SamplePlan
 
 _SAMPLE_FIELDS = ("token_ids", "i", "batch", "sentence", "offset")
 

@@ -1,7 +1,7 @@
 """Filter, sample and cap sentences as they stream past; memory grows with the kept ones only.
 
 ``Selection(cfg)`` takes records (lines, paragraphs' sentences or table cells) in file order,
-in batches of any size, and applies the rule of ``normvar_core.pipeline.corpus``: strip; drop
+in batches of any size, and applies the rule of ``normvar_core.pipeline.corpus.read``: strip; drop
 empty records; a record is *short* when it has fewer than ``max_words`` whitespace words
 (0 = no limit); it is *drawn* when its uniform from ``numpy.random.default_rng(seed)`` (one
 draw per non-empty record, in file order) is below ``sample_frac``; short and drawn records are

@@ -25,9 +25,9 @@ from normvar_core.config import RunConfig
 from normvar_core.corpus_formats import CORPUS_SUFFIXES, TABLE_SUFFIXES, corpus_label, corpus_suffix
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus_select import CorpusText, Selection
-from normvar_core.pipeline.corpus_stream import CorpusStream
-from normvar_core.pipeline.corpus_tables import select_table
+from normvar_core.pipeline.corpus.select import CorpusText, Selection
+from normvar_core.pipeline.corpus.stream import CorpusStream
+from normvar_core.pipeline.corpus.tables import select_table
 
 __all__ = ["CorpusText", "load_sentences", "resolve_corpus_path", "corpus_format"]
 _SUPPORTED = ", ".join(CORPUS_SUFFIXES)

@@ -140,7 +140,7 @@ class _Shard:
     def tokenize(self, share: dict, max_length: int, unit: str) -> dict:
         """The encoding of one corpus share (``corpus_shares``) and the CPU seconds it took."""
         from normvar_core.pipeline.batches import encode_sentences
-        from normvar_core.pipeline.corpus_shares import encoded_arrays, unpack_strings
+        from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
 
         t0 = time.process_time()
         enc = encode_sentences(unpack_strings(share), self.loaded.tokenizer, max_length=max_length, unit=unit)
@@ -152,7 +152,7 @@ class _Shard:
         import ray
 
         from normvar_core.pipeline.contracts import RunContext
-        from normvar_core.pipeline.plan_payload import plan_from_payload
+        from normvar_core.pipeline.execute.plan_payload import plan_from_payload
         from normvar_core.pipeline.sources import TransformerSource
 
         arrays = ray.get(payload_box[0])
@@ -164,7 +164,7 @@ class _Shard:
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
-        from normvar_core.pipeline.execute import build_accumulators, run_range
+        from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 
         self._ensure_plan(payload_box)
         marker = os.environ.get(CRASH_ENV)
@@ -188,7 +188,7 @@ class _Shard:
 
     def flush(self) -> dict:
         """The running partial state (plain arrays), the ranges it covers, then a fresh state."""
-        from normvar_core.pipeline.execute import partial_state
+        from normvar_core.pipeline.execute.partials import partial_state
 
         out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "arrays": {}, "node": self.node,
                "oom_splits": 0}
@@ -268,7 +268,7 @@ class RayPool:
 
     def encode(self, sentences, *, max_length: int, unit: str):
         """The encoding of ``sentences``, one contiguous share per actor (``corpus_shares``)."""
-        from normvar_core.pipeline.corpus_shares import merge_encoded, split_shares
+        from normvar_core.pipeline.corpus.shares import merge_encoded, split_shares
 
         shares = split_shares(list(sentences), len(self.actors))
         refs = [a.tokenize.remote(self.ray.put(s), int(max_length), unit) for a, s in zip(self.actors, shares)]
@@ -282,7 +282,7 @@ class RayPool:
         """Every batch of ``plan`` through the actors; returns (merged accumulators, notes). See the
         module docstring. ``should_cancel()`` is polled every ``PROGRESS_EVERY_S``: when true the actors
         are killed and CancelledError raised (the merged checkpoint stays)."""
-        from normvar_core.pipeline.plan_payload import plan_payload
+        from normvar_core.pipeline.execute.plan_payload import plan_payload
 
         st = _Merged(ctx, checkpoint, fingerprint)
         resumed = st.resume()
@@ -379,7 +379,7 @@ def memory_reasons(ctx) -> dict:
 
 
 def _fresh(ctx) -> dict:
-    from normvar_core.pipeline.execute import build_accumulators
+    from normvar_core.pipeline.execute.partials import build_accumulators
 
     return build_accumulators(ctx)
 
@@ -397,8 +397,8 @@ class _Merged:
 
     def resume(self) -> int:
         """Load the merged checkpoint of this plan, if any; the batches it covers."""
-        from normvar_core.pipeline import checkpoint as ckpt
-        from normvar_core.pipeline.execute import load_partial
+        from normvar_core.pipeline.execute import checkpoint as ckpt
+        from normvar_core.pipeline.execute.partials import load_partial
 
         got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
         if got is None or "ray_ranges" not in got[1]:
@@ -409,8 +409,8 @@ class _Merged:
         return sum(b - a for a, b in self.covered)
 
     def add(self, out: dict) -> None:
-        from normvar_core.pipeline import checkpoint as ckpt
-        from normvar_core.pipeline.execute import PartialState, load_partial, partial_state
+        from normvar_core.pipeline.execute import checkpoint as ckpt
+        from normvar_core.pipeline.execute.partials import PartialState, load_partial, partial_state
 
         ranges = [(int(a), int(b)) for a, b in np.asarray(out["covered"]).reshape(-1, 2)]
         if not ranges:

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus_select import Selection
-from normvar_core.pipeline.corpus_stream import CorpusStream
+from normvar_core.pipeline.corpus.select import Selection
+from normvar_core.pipeline.corpus.stream import CorpusStream
 
 CSV_ROWS = 20_000
 PARQUET_ROWS = 20_000

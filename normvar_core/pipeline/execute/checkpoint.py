@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.destination import write_atomic
-from normvar_core.pipeline.execute import PartialState
+from normvar_core.pipeline.execute.partials import PartialState
 
 FORMAT = "normvar-checkpoint-2"
 

@@ -1,0 +1,1 @@
+"""Running a plan: the exact partial/merge algebra, the local strategy and the Ray strategy."""
