@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 from normvar_core.config import RunConfig  # noqa: E402
 from normvar_core.pipeline.execute.partials import build_accumulators  # noqa: E402
-from normvar_core.pipeline.sources import prepare_transformer_run  # noqa: E402
+from normvar_core.pipeline.execute.prepare import prepare  # noqa: E402
 
 
 def main() -> None:
@@ -32,7 +32,8 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=2000)
     a = ap.parse_args()
     cfg = RunConfig(model=a.model, max_sentences=a.sentences)
-    plan, source, ctx = prepare_transformer_run(cfg)
+    setup = prepare(cfg)
+    plan, source, ctx = setup.plan, setup.source, setup.ctx
     accs = build_accumulators(ctx)
     t_update: dict[str, float] = defaultdict(float)
     t_fwd = 0.0

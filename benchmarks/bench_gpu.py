@@ -108,13 +108,14 @@ def compute(source, plan, ctx) -> dict:
 def real_model(alias: str, n: int, rows: list) -> None:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.models import alias_installed
-    from normvar_core.pipeline.sources import prepare_transformer_run
+    from normvar_core.pipeline.execute.prepare import prepare
 
     if not alias_installed(alias):
         rows.append((alias, "not installed (make models)", "", "", "", "", "", ""))
         return
     base = RunConfig(model=alias, max_sentences=n, device=DEVICE.type, dtype="bfloat16" if DEVICE.type == "cuda" else "float32")
-    plan, source, ctx = prepare_transformer_run(base)
+    setup = prepare(base)
+    plan, source, ctx = setup.plan, setup.source, setup.ctx
     model = source.loaded.model
     bare(model, plan)  # warm-up: kernels, allocator
     t_bare = min(bare(model, plan), bare(model, plan))

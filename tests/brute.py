@@ -40,9 +40,10 @@ def pass_in_memory(cfg):
     """One pass of a real model kept in memory: (plan, source, ctx, parts, accs) — every StateBatch
     of the run (``parts``) fed to every accumulator the run wants (``accs``), for brute-force checks."""
     from normvar_core.pipeline.execute.partials import build_accumulators
-    from normvar_core.pipeline.sources import prepare_transformer_run
+    from normvar_core.pipeline.execute.prepare import prepare
 
-    plan, source, ctx = prepare_transformer_run(cfg)
+    setup = prepare(cfg)
+    plan, source, ctx = setup.plan, setup.source, setup.ctx
     parts = list(source.batches(plan, 0, plan.n_batches))
     accs = build_accumulators(ctx)
     for sb in parts:

@@ -91,10 +91,11 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
 
 def test_geometry_bytes_is_what_the_accumulator_holds(minilm_path):  # noqa: ARG001 - the model must be installed
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.sources import prepare_transformer_run
+    from normvar_core.pipeline.execute.prepare import prepare
 
     cfg = RunConfig(model="minilm", max_sentences=20, samples_per_token=0, id_sample=100, layers=(0, 3, 6))
-    plan, source, ctx = prepare_transformer_run(cfg)
+    setup = prepare(cfg)
+    plan, source, ctx = setup.plan, setup.source, setup.ctx
     acc = GA.GeometryAccumulator.for_run(ctx)
     assert acc is not None and GA.GeometryAccumulator.skip_reason(ctx) is None
     assert GA.geometry_bytes(3, ctx.dim, 100) == _held_bytes(acc)

@@ -11,6 +11,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.pipeline import models as M
 from normvar_core.pipeline.models.norm_params import effective_affine, norm_tables
+from normvar_core.pipeline.models.probe import is_norm
 from test_dashboard_apptest import app, data_dir, run  # noqa: F401  (fixtures: the real MiniLM dashboard run)
 
 
@@ -22,7 +23,7 @@ def _randomized(path, tmp_path):
     g = torch.Generator().manual_seed(3)
     with torch.no_grad():
         for mod in model.modules():
-            if M._is_norm(mod):
+            if is_norm(mod):
                 for pname, p in mod.named_parameters(recurse=False):
                     p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1.0 if pname == "weight" else 0.0))
     out = tmp_path / path.name

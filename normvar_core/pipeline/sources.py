@@ -1,7 +1,8 @@
 """Stage 2 — state sources: where hidden states come from.
 
 * ``TransformerSource``: a Hugging Face model (``models.load_model``); one forward pass per plan
-  batch with ``output_hidden_states``; it publishes App. I's ``norm_params`` and ``norm_affine`` tables (``norm_params``); padding dropped through the attention mask (either side);
+  batch with ``output_hidden_states``; it publishes App. I's ``norm_params`` and ``norm_affine``
+  tables (``models.norm_params``, from the load's probe); padding dropped through the attention mask (either side);
   special tokens / position 0 dropped when the run asks (``batches.counted_mask``). Out of memory
   on a batch: the batch is split in half (recursively) and later batches are capped at the size
   that fit (``oom_splits``/``max_rows`` go to the run's notes).
@@ -45,7 +46,8 @@ class TransformerSource:
         info = loaded.info
         self.info = SourceInfo(dim=int(info.dim), num_hidden_states=int(info.num_hidden_states),
                                device=str(loaded.device), meta=_model_meta(info),
-                               tables=norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim)))
+                               tables=norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim),
+                                                  where=getattr(loaded, "norm_outputs", None)))
         self.oom_splits = 0
         self.completed_batch: int | None = None
         self.max_rows: int | None = None
@@ -168,25 +170,4 @@ def _free_memory(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
-
-
-
-def prepare_transformer_run(cfg, data_dir=None):
-    """Corpus → model → plan → source → context for ``cfg``: (plan, source, ctx). The same steps
-    compute_run takes (it reports progress between them); used by the Ray actors, tests and benchmarks."""
-    from normvar_core.pipeline.corpus import read as C
-    from normvar_core.pipeline import models as M
-    from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
-    from normvar_core.pipeline.plan import make_plan
-
-    loaded = M.load_model(cfg, data_dir)
-    plan = make_plan(cfg, C.load_sentences(cfg, data_dir), loaded.tokenizer,
-                     num_hidden_states=int(loaded.info.num_hidden_states), max_length=int(loaded.info.max_length),
-                     device_type=loaded.device.type)
-    source = TransformerSource(loaded, plan.layers)
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
-                     tokens=plan.tokens)
-    ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype)
-    return plan, source, ctx
-__all__ = ["TransformerSource", "GaussianSource", "positions_of", "prepare_transformer_run"]
+__all__ = ["TransformerSource", "GaussianSource", "positions_of"]

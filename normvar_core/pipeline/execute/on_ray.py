@@ -39,6 +39,7 @@ import numpy as np
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
+from normvar_core.pipeline.execute.ray_cluster import loopback_only, start_ray  # noqa: F401 - loopback_only: tests
 
 CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: marker file; the first actor to see it absent while it holds
 #                                        an unflushed range dies in the middle of its next range
@@ -46,73 +47,6 @@ RANGES_PER_ACTOR = 4
 MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
 DELAY_ENV = "NORMVAR_TEST_BATCH_DELAY_S"  # tests: seconds each shard sleeps after reporting a batch
 PROGRESS_EVERY_S = 0.5
-
-
-def _ray():
-    try:
-        import ray
-    except ImportError:
-        raise NormvarError("the Ray executor needs Ray", fix="pip install -r requirements-ray.txt "
-                           "(or pip install 'normvar[ray]')") from None
-    return ray
-
-
-def check_address(address: str, timeout: float = 3.0) -> None:
-    """Fail fast (one line) when nothing listens at a ``host:port`` / ``ray://host:port`` address —
-    Ray itself retries for minutes before giving up."""
-    import socket
-
-    if address in ("auto", "local"):
-        return
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise NormvarError(f"invalid Ray address {address!r}", fix="use HOST:PORT or ray://HOST:PORT (see `ray status`)")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as exc:
-        raise NormvarError(f"Ray could not start: nothing answers at {address} ({exc.strerror or exc})",
-                           fix="check --ray-address (ray status), or drop --executor ray to run in one process") from None
-
-
-def preflight(cfg) -> None:
-    """What can be checked before the model is loaded: Ray installed, the cluster address answering."""
-    _ray()
-    if cfg.ray_address:
-        check_address(cfg.ray_address)
-
-
-LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-
-
-def loopback_only(ray) -> None:
-    """Keep a Ray started from this process on 127.0.0.1. Ray replaces a loopback node address by the
-    machine's own (``services.resolve_ip_for_localhost``) unless its cluster mode is off
-    (``ray_constants.ENABLE_RAY_CLUSTER``, read from ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` at import):
-    off, with node address 127.0.0.1, the GCS, raylets, agents and workers listen on loopback only.
-    The environment variable reaches the processes Ray starts; the constant, this one."""
-    os.environ[LOOPBACK_ENV] = "0"
-    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
-
-
-def start_ray(address: str | None, workers: int):
-    ray = _ray()
-    if ray.is_initialized():
-        return ray
-    if address:
-        check_address(address)
-    try:
-        if address:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
-        else:  # a private Ray: never attach to a cluster named by a leftover /tmp/ray session file
-            loopback_only(ray)
-            ray.init(address="local", num_cpus=max(workers, 1), ignore_reinit_error=True, log_to_driver=False,
-                     include_dashboard=False, _node_ip_address="127.0.0.1")
-    except Exception as exc:  # noqa: BLE001 - Ray raises many types when it cannot start or connect
-        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-        raise NormvarError(f"Ray could not start{f' at {address}' if address else ''}: {first}",
-                           fix="check --ray-address (ray status), or drop --executor ray to run in one process") from None
-    return ray
 
 
 class _Shard:
@@ -363,6 +297,39 @@ class RayPool:
                 progress(done_batches(), plan.n_batches)
 
 
+def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30.0):
+    """The Ray strategy over ``prepare``'s setup: the actors start once the driver's model is loaded and
+    tokenize the corpus in shares for the plan (``RayPool.encode``), then run its batches; returns
+    (setup, merged accumulators, notes) for ``prepare.publish``, as in one process."""
+    from normvar_core.pipeline.execute.prepare import prepare
+    from normvar_core.pipeline.execute.progress import ForwardClock
+
+    pools: list[RayPool] = []
+
+    def start_pool(loaded) -> Callable:
+        pools.append(RayPool(target.cfg, target.data_dir.root))
+        return pools[0].encode
+
+    try:
+        # no checkpoint here: the pool resumes from its own merged one (``_Merged.resume``); the driver's
+        # memory figure decides for every actor (they get its decisions with the plan)
+        setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=should_cancel, encoder=start_pool)
+        plan = setup.plan
+        clock = ForwardClock(report, plan)
+
+        def progress(batches_done: int, n_batches: int) -> None:
+            clock(batches_done, int(plan.total_embeddings * batches_done / max(n_batches, 1)))
+
+        clock(0, 0)
+        accs, notes = pools[0].run(plan, setup.ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
+                                   progress=progress, should_cancel=should_cancel,
+                                   checkpoint_every_s=checkpoint_every_s)
+    finally:
+        for pool in pools:
+            pool.close()
+    return setup, accs, notes
+
+
 MEMORY_KEY = "memory_reasons"  # the driver's memory decisions, sent with the plan: {accumulator: reason}
 
 
@@ -441,4 +408,4 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-__all__ = ["RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
+__all__ = ["compute_on_ray", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]

@@ -8,9 +8,9 @@ If a hidden state is the output of a normalization, x = z ⊙ γ + β with z the
 so Q(X_t) ≈ ‖γ‖² + ‖β‖², with a C.V. of O(n₀^{-1/2}). For RMSNorm (no β; z has mean square 1) the
 same argument gives ‖γ‖².
 
-Which hidden states are norm outputs is found, not assumed: forward hooks on every normalization
-module record its output on one sentence, and hidden state l is a norm output when one of them is
-the very tensor HF returns (``torch.equal``) — BERT's and RoBERTa's every block and embeddings
+Which hidden states are norm outputs is found, not assumed: in the model's one probe (``probe.py``),
+forward hooks on every normalization module record its output on one sentence, and hidden state l
+is a norm output when one of them is the very tensor HF returns (``torch.equal``) — BERT's and RoBERTa's every block and embeddings
 (Post-LN), GPT-2's / Llama's last hidden state (the final norm), nothing else in Pre-LN blocks.
 
 The effective γ and β are measured on the module itself, so every parameterization is covered
@@ -20,31 +20,17 @@ from mean-zero probes p: γ = (f(p) − β) / z(p), z(p) = (p − mean p)/std p.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 
-from normvar_core.pipeline.models import _is_norm
-
-PROBE = 100.0  # probe amplitude: the norm's ε (1e-12 … 1e-5) is negligible against PROBE²
+from normvar_core.pipeline.models.probe import PROBE, as_function, norm_kind, run_probe
 
 
 def effective_affine(norm, dim: int) -> tuple[str, np.ndarray, np.ndarray]:
     """(kind, γ, β) of a normalization module, measured by probing it (module docstring)."""
-    import torch
-
-    p = next(norm.parameters(), None)
-    device, dtype = (p.device, p.dtype) if p is not None else (torch.device("cpu"), torch.float32)
-
-    def f(x: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            t = torch.as_tensor(x, dtype=torch.float32).to(device=device, dtype=dtype)[None]
-            return norm(t)[0].to(torch.float64).cpu().numpy()
-
-    ones = np.full(dim, PROBE)
-    plus, minus = f(ones), f(-ones)
-    if np.allclose(plus, minus, rtol=1e-3, atol=1e-6 * (1 + np.abs(plus).max())):  # centred: LayerNorm
+    f = as_function(norm)
+    kind, plus, minus = norm_kind(f, dim)
+    if kind == "LayerNorm":  # centred: both constant probes gave β
         beta = (plus + minus) / 2
         alt = np.where(np.arange(dim) % 2 == 0, PROBE, -PROBE)
         gamma = np.empty(dim)
@@ -52,47 +38,28 @@ def effective_affine(norm, dim: int) -> tuple[str, np.ndarray, np.ndarray]:
             z = (probe - probe.mean()) / probe.std()
             ok = np.abs(z) > 0.5
             gamma[ok] = ((f(probe) - beta) / np.where(ok, z, 1.0))[ok]
-        return "LayerNorm", gamma, beta
-    return "RMSNorm", (plus - minus) / 2, (plus + minus) / 2
+        return kind, gamma, beta
+    return kind, (plus - minus) / 2, (plus + minus) / 2
 
 
 def norm_outputs(model, tokenizer) -> dict[int, str]:
-    """{hidden-state index: name of the normalization module whose output it is}."""
-    import torch
-
-    outs: dict[str, Any] = {}
-    hooks = []
-    for name, mod in model.named_modules():
-        if name and _is_norm(mod) and any(True for _ in mod.parameters(recurse=False)):
-            def hook(m, args, output, name=name):
-                outs.setdefault(name, output if isinstance(output, torch.Tensor) else None)
-            hooks.append(mod.register_forward_hook(hook))
-    device = next(model.parameters()).device
-    ids = tokenizer("The old man looked at the sea for a while.", return_tensors="pt")["input_ids"].to(device)
-    try:
-        with torch.inference_mode():
-            hs = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True).hidden_states
-    finally:
-        for h in hooks:
-            h.remove()
-    found: dict[int, str] = {}
-    for layer, h in enumerate(hs):
-        for name, o in outs.items():
-            if o is not None and o.shape == h.shape and torch.equal(o, h):
-                found[layer] = name
-                break
-    return found
+    """{hidden-state index: name of the normalization module whose output it is} (``probe.run_probe``)."""
+    return run_probe(model, tokenizer).norm_of_hidden_states()
 
 
-def norm_tables(model, tokenizer, layers: list[int], dim: int) -> dict[str, pa.Table]:
+def norm_tables(model, tokenizer, layers: list[int], dim: int,
+                where: dict[int, str] | None = None) -> dict[str, pa.Table]:
     """App. I's two tables, from one probe of every normalization:
 
     * ``norm_params(layer, module, norm_type, gamma_sq, beta_sq, q_pred)``: one row per stored layer;
       module '' and NaN where the hidden state is not a norm output (Pre-LN blocks);
     * ``norm_affine(layer, dim, gamma, beta)``: the effective γ and β of every norm output, per
       coordinate (d rows per such layer) — what ``stats.layernorm.layernorm_attribution`` needs to say
-      where the prediction fails."""
-    where = norm_outputs(model, tokenizer)
+      where the prediction fails.
+
+    ``where``: {hidden-state index: norm module} when the model's load probe already found it
+    (``LoadedModel.norm_outputs``); else the model is probed now."""
+    where = norm_outputs(model, tokenizer) if where is None else where
     mods = dict(model.named_modules())
     rows = {"layer": [], "module": [], "norm_type": [], "gamma_sq": [], "beta_sq": [], "q_pred": []}
     affine = {"layer": [], "dim": [], "gamma": [], "beta": []}

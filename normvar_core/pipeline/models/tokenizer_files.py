@@ -2,7 +2,7 @@
 token lookup (``stats.lookup``): the ``tokenizers`` library loads ``tokenizer.json`` and gives the
 tokenizer's own normalizer (an uncased BERT lowercases and strips accents) and its split of a word
 into types. A model directory with only ``vocab.txt`` falls back to ``tokenizer_config.json``'s
-``do_lower_case``. Nothing here imports torch: ``models._resolve`` only finds paths.
+``do_lower_case``. Nothing here imports torch: ``resolve.resolve_source`` only finds paths.
 """
 from __future__ import annotations
 
@@ -62,18 +62,19 @@ def for_model(model: str, data_dir=None) -> TokenizerFiles | None:
     they cannot be found offline (the lookup then matches the names as typed)."""
     from normvar_core.config import RunConfig
     from normvar_core.datadir import DataDir
-    from normvar_core.pipeline import models
+    from normvar_core.pipeline.models.aliases import ALIASES
+    from normvar_core.pipeline.models.resolve import resolve_source
 
     try:
         cfg = RunConfig(model=model)
         cache = DataDir.at(data_dir).cache / "models"
         name = cfg.model.strip()
-        if name not in models.ALIASES and not Path(name).expanduser().exists():
+        if name not in ALIASES and not Path(name).expanduser().exists():
             from huggingface_hub import snapshot_download
 
             src_path = Path(snapshot_download(name, local_files_only=True))
         else:
-            src = models._resolve(cfg, cache)
+            src = resolve_source(cfg, cache)
             src_path = (cache / src.cache_key) if src.gguf_file and src.cache_key else src.path
         return from_directory(src_path)
     except Exception:  # noqa: BLE001 - not installed, not cached, offline: exact names only

@@ -1,0 +1,149 @@
+"""A run's setup, written once for both strategies (``local.py`` in this process, ``on_ray.py`` on Ray actors).
+
+``run_target`` makes the checks that need no model (the configuration valid and named, the run's
+file free, the checkpoint path writable); ``prepare`` then takes a run's steps up to its first batch:
+
+    corpus (corpus/read.py) -> model (models/load.py) -> plan (plan.py: tokenize, count, sample)
+    -> state source (sources.py) -> context + memory plan (contracts.py, memory.py)
+
+and returns them as one ``RunSetup``. ``publish`` ends a run the same way for both strategies: the
+run file written atomically (publish.py), the checkpoint removed, "done" reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from normvar_core.config import RunConfig, default_run_name
+from normvar_core.datadir import DataDir
+from normvar_core.destination import resolve_destination
+from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.execute.progress import Progress, publish_progress
+from normvar_core.runs.writer import check_destination
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where a run goes: its validated, named configuration, data dir, run file and checkpoint."""
+
+    cfg: RunConfig
+    data_dir: DataDir
+    out_path: Path
+    checkpoint: Path | None
+    overwrite: bool
+
+
+@dataclass
+class RunSetup:
+    """Everything a strategy needs before the first batch. ``ctx.memory`` is the memory plan (which
+    accumulators fit); ``fingerprint`` the plan's and the weights' (a checkpoint resumes only under
+    it); ``resumed``: (partial state, meta) of the checkpoint this run resumes, if any."""
+
+    cfg: RunConfig
+    loaded: Any                 # models.LoadedModel
+    plan: Any                   # plan.RunPlan
+    source: Any                 # sources.TransformerSource
+    ctx: RunContext
+    fingerprint: dict
+    resumed: tuple | None = None
+
+    @property
+    def total(self) -> int:
+        """Sentences in the run."""
+        return len(self.plan.sentences)
+
+
+def data_dir_of(data_dir) -> DataDir:
+    return data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+
+
+def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
+    out = Path(out_dir) if out_dir is not None else data_dir_of(data_dir).runs
+    return out / f"{cfg.name or default_run_name(cfg)}.duckdb"
+
+
+def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None) -> RunTarget:
+    """The checks that need no model: ``cfg`` valid, named, its run file free (or ``overwrite``), the
+    checkpoint's folder writable. ``out_dir`` overrides runs/ (CLI --out)."""
+    cfg = cfg.validate()
+    dd = data_dir_of(data_dir)
+    if cfg.name is None:
+        cfg = cfg.replace(name=default_run_name(cfg))
+    out_path = run_path_for(cfg, dd, out_dir)
+    check_destination(out_path, overwrite)
+    ckpt = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
+    return RunTarget(cfg, dd, out_path, ckpt, overwrite)
+
+
+def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
+            should_cancel: Callable[[], bool] | None = None, checkpoint: Path | None = None,
+            encoder: Callable[[Any], Callable] | None = None) -> RunSetup:
+    """Corpus → model → plan → source → context and memory plan for ``cfg`` (module docstring).
+
+    ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
+    ``checkpoint``: resume from it when its fingerprint matches (the memory plan then keeps exactly
+    the accumulators it holds). ``encoder(loaded)``: called once the model is loaded, returns the
+    plan's tokenization (``plan.make_plan``'s ``encode``; the Ray strategy starts its actors there)."""
+    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline.corpus import read as C
+    from normvar_core.pipeline.execute import checkpoint as ckpt
+    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
+    from normvar_core.pipeline.plan import make_plan
+    from normvar_core.pipeline.sources import TransformerSource
+
+    dd = data_dir_of(data_dir)
+    report = report or (lambda p: None)
+
+    def check_cancel() -> None:
+        if should_cancel is not None and should_cancel():
+            raise CancelledError("cancelled")
+
+    report(Progress("corpus", done=0, total=3, unit="steps", detail="read the corpus"))
+    corpus = C.load_sentences(cfg, dd.root)
+    if not corpus.sentences:
+        raise NormvarError("no sentences left after filtering the corpus",
+                           fix="check the corpus, --max-words, --sample-frac and --max-sentences")
+    check_cancel()
+    total = len(corpus.sentences)
+    report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail="load the model"))
+    loaded = M.load_model(cfg, dd.root)
+    check_cancel()
+    report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps", detail="tokenize and count"))
+    plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
+                     max_length=int(loaded.info.max_length), device_type=loaded.device.type,
+                     encode=encoder(loaded) if encoder is not None else None)
+    del corpus
+    source = TransformerSource(loaded, plan.layers)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
+                     tokens=plan.tokens)
+    fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
+    resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
+    ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
+                            resume_names=set(resumed[0].states) if resumed is not None else None)
+    return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
+
+
+def memory_note(ctx) -> dict:
+    """The run row's notes.memory: the planned peak, the memory it was planned against, whether it fit."""
+    mp = ctx.memory
+    return {} if mp is None else {"total_bytes": mp.total_bytes, "memory_bytes": mp.memory_bytes, "fits": mp.fits}
+
+
+def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seconds: float,
+            report: Callable[[Progress], Any]) -> Path:
+    """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
+    from normvar_core.pipeline.publish import publish_run
+
+    n_embeddings = accs["moments"].n_embeddings
+    path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, accs=accs,
+                       notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
+                       seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))
+    if target.checkpoint is not None:
+        target.checkpoint.unlink(missing_ok=True)
+    report(Progress("done", setup.total, setup.total, n_embeddings, 0.0, 0.0))
+    return path
+
+
+__all__ = ["RunTarget", "RunSetup", "run_target", "prepare", "publish", "run_path_for", "memory_note"]

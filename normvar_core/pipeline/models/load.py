@@ -1,0 +1,207 @@
+"""Loading: ``load_model(cfg, data_dir)`` → ``LoadedModel`` (the base model, its tokenizer, ``ModelInfo``).
+
+The model is the base AutoModel in eval mode with every hidden state f_0..f_L of the study's §3
+(layer 0 = input embeddings); ``ModelInfo`` records where the normalization sits, detected by one
+probe of the model (``probe.py``, ``architecture.py``) whose norm outputs the run's App. I tables
+reuse (``LoadedModel.norm_outputs``). Where the files are: ``resolve.py``; the aliases: ``aliases.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from normvar_core.config import RunConfig
+from normvar_core.datadir import DataDir
+from normvar_core.errors import NormvarError
+from normvar_core.pipeline.models.resolve import cached_hash, dequantized_dir, resolve_source, weights_hash
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "sentencepiece.model")
+_WORDS = "The old man walked slowly along the river, thinking of his daughter."
+
+
+@dataclass
+class ModelInfo:
+    """What a run records about its model. ``norm_placement``: "post" (norm after the residual add,
+    BERT), "pre" (norm on the block input, GPT-2/Llama) or "pre+post" (Gemma: also on each
+    sublayer output); ``final_norm``: HF's last hidden state is taken after a final norm."""
+
+    name: str
+    source: str
+    revision: str | None
+    architecture: str
+    model_type: str
+    num_hidden_states: int
+    dim: int
+    max_length: int
+    is_decoder: bool
+    norm_placement: str
+    norm_type: str
+    final_norm: bool
+    weights_hash: str
+    padding_side: str
+    gguf_file: str | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    stack: str | None = None
+    """Encoder-decoders: the stack measured, "encoder" or "decoder" (``encdec``); None otherwise."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    info: ModelInfo
+    extra: dict[str, Any] = field(default_factory=dict)
+    norm_outputs: dict[int, str] | None = None
+    """{hidden-state index: normalization module whose output it is}, from the load's probe (None: probe again)."""
+
+    @property
+    def device(self):
+        import torch
+
+        return torch.device(self.info.device)
+
+
+def resolve_device(cfg: RunConfig) -> str:
+    """cfg.device, with "auto" → cuda > mps > cpu. An unavailable explicit device is an error."""
+    import torch
+
+    want = cfg.device
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    if want == "auto":
+        return "cuda" if cuda else "mps" if mps else "cpu"
+    if want == "cuda" and not cuda:
+        raise NormvarError("device 'cuda' requested but no CUDA GPU is available", fix="use --device auto or cpu")
+    if want == "mps" and not mps:
+        raise NormvarError("device 'mps' requested but MPS is not available", fix="use --device auto or cpu")
+    return want
+
+
+def torch_dtype(cfg: RunConfig, device: str):
+    import torch
+
+    if cfg.dtype != "float32" and device == "cpu":
+        raise NormvarError(f"dtype {cfg.dtype} is only supported on a GPU (device is cpu)",
+                           fix="use --dtype float32 on CPU")
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
+
+
+def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
+    """Load ``cfg.model`` (alias, local dir, .gguf file or hub id) offline-first; see module doc."""
+    from transformers.utils import logging as hf_logging
+
+    from normvar_core.pipeline.models.architecture import detect_architecture
+    from normvar_core.pipeline.models.encdec import select_stack
+    from normvar_core.pipeline.models.probe import run_probe
+
+    hf_logging.disable_progress_bar()
+    cache = DataDir.at(data_dir).cache / "models"
+    src = resolve_source(cfg, cache)
+    path = dequantized_dir(src, cache) if src.gguf_file else src.path
+    device = resolve_device(cfg)
+    dtype = torch_dtype(cfg, device)
+    model, tok = _from_pretrained(cfg, Path(path), src.name, dtype)
+    architecture = type(model).__name__
+    model, stack = select_stack(model, tok, getattr(cfg, "stack", "encoder"), src.name)
+    model.config.output_hidden_states = True
+    model.eval().to(device)
+    probe = run_probe(model, tok)
+    arch = detect_architecture(model, tok, probe)
+    info = ModelInfo(
+        name=src.name, source=str(path), revision=src.revision, stack=stack,
+        architecture=architecture, model_type=str(getattr(model.config, "model_type", "")),
+        num_hidden_states=arch["num_hidden_states"], dim=arch["dim"], max_length=max_length(model, tok),
+        is_decoder=arch["is_decoder"], norm_placement=arch["norm_placement"], norm_type=arch["norm_type"],
+        final_norm=arch["final_norm"], weights_hash=cached_hash(path) or weights_hash(model),
+        padding_side=str(getattr(tok, "padding_side", "right")), gguf_file=src.gguf_file,
+        device=device, dtype=str(dtype).replace("torch.", ""),
+    )
+    return LoadedModel(model, tok, info, norm_outputs=probe.norm_of_hidden_states())
+
+
+def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype):
+    """(model, tokenizer) from a local directory, each failure as one line naming the fix."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from normvar_core.pipeline.models.encdec import check_text_model
+
+    kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
+    check_text_model(path, name, **kw)  # vision / audio: one line before anything heavy
+    check_model_dir(path, name)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **kw)
+        model = AutoModel.from_pretrained(path, dtype=dtype, **kw)
+    except ValueError as exc:
+        msg = str(exc).splitlines()[0]
+        if "trust_remote_code" in msg:
+            raise NormvarError(f"model {name!r} needs its own code", fix="re-run with --trust-remote-code "
+                               "if you trust it") from None
+        raise NormvarError(f"could not load model {name!r}: {msg}", fix="pass a transformers model "
+                           "directory (config.json + weights + tokenizer)") from None
+    except OSError as exc:
+        raise NormvarError(f"could not load model {name!r} from {path}: {str(exc).splitlines()[0]}",
+                           fix="the directory needs config.json, weights and tokenizer files") from None
+    except Exception as exc:  # noqa: BLE001 - damaged weights: safetensors/torch errors of many types
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise NormvarError(f"the weights of model {name!r} are damaged or incomplete ({type(exc).__name__}: "
+                           f"{first[:160]})", fix="copy or download the model files again") from None
+    check_tokenizer(tok, name)
+    return model, tok
+
+
+def check_model_dir(path: Path, name: str) -> None:
+    """A local model directory must have a config, weights and tokenizer files (checked before
+    anything is loaded, so a half-copied model gives one line instead of a traceback or a run
+    over [UNK] alone)."""
+    if not path.is_dir():
+        return  # a hub id resolved by transformers' cache
+    missing = []
+    if not (path / "config.json").exists():
+        missing.append("config.json")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")) and not any(path.glob("*.pt")):
+        missing.append("weights (*.safetensors)")
+    if not any((path / f).exists() for f in TOKENIZER_FILES):
+        missing.append("tokenizer files (tokenizer.json or vocab files)")
+    if missing:
+        raise NormvarError(f"model directory {path} of {name!r} lacks {', '.join(missing)}",
+                           fix="copy the complete model folder (config, weights and tokenizer files)")
+
+
+def check_tokenizer(tok, name: str) -> None:
+    """Refuse a tokenizer that maps ordinary English words to the unknown token."""
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        return
+    ids = tok(_WORDS, add_special_tokens=False)["input_ids"]
+    if ids and sum(i == unk for i in ids) / len(ids) > 0.5:
+        raise NormvarError(f"the tokenizer of {name!r} maps most words to {tok.unk_token!r}",
+                           fix="the tokenizer files are missing or do not belong to this model")
+
+
+def max_length(model, tok) -> int:
+    """Usable positions: config max positions (minus RoBERTa-style padding offset), capped by the
+    tokenizer's model_max_length when that is set; fallback 512."""
+    cfg = model.config
+    n = None
+    for attr in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+        v = getattr(cfg, attr, None)
+        if isinstance(v, int) and v > 0:
+            n = v
+            break
+    pad_idx = getattr(getattr(model, "embeddings", None), "padding_idx", None)
+    if n is not None and isinstance(pad_idx, int):
+        n -= pad_idx + 1
+    t = getattr(tok, "model_max_length", None)
+    if isinstance(t, int) and 0 < t < 1_000_000:
+        n = min(n, t) if n else t
+    return int(n) if n and n > 1 else 512
+
+
+__all__ = ["ModelInfo", "LoadedModel", "load_model", "resolve_device", "torch_dtype", "check_model_dir",
+           "check_tokenizer", "max_length", "TOKENIZER_FILES"]
