@@ -2,8 +2,8 @@
 
 * ``TransformerSource``: a Hugging Face model (``models.load_model``); one forward pass per plan
   batch with ``output_hidden_states``; it publishes App. I's ``norm_params`` and ``norm_affine``
-  tables (``models.norm_params``, from the load's probe); padding dropped through the attention mask (either side);
-  special tokens / position 0 dropped when the run asks (``batches.counted_mask``). Out of memory
+  tables (``models.norm_params``, from the load's probe); padding dropped through the attention
+  mask (either side); special tokens / position 0 dropped when the run asks (``batches.counted_mask``). Out of memory
   on a batch: the batch is split in half (recursively) and later batches are capped at the size
   that fit (``oom_splits``/``max_rows`` go to the run's notes).
 * ``GaussianSource``: seeded synthetic states x = s_l (mu_t + sigma z) with mu_t a fixed random

@@ -1,5 +1,9 @@
 """The Ray executor: a run's tokenization and batch ranges spread over Ray actors, merged exactly.
 
+``compute_on_ray`` is the strategy's entry (``local.compute_run`` calls it for ``--executor ray``):
+the run's setup is ``prepare.prepare``'s, with the plan tokenized by the pool, and the driver
+publishes with ``prepare.publish`` as in one process. Starting Ray: ``ray_cluster.py``.
+
 ``RayPool`` starts (or joins) Ray and K actors, each loading the model once (one actor per GPU where
 there are GPUs). Then:
 

@@ -136,8 +136,10 @@ def run_probe(model, tokenizer) -> Probe:
         x = kwargs.get("hidden_states")
         rec.setdefault("in", x if x is not None else first_tensor(args))
 
-    def block_out(key):
-        return lambda mod, args, output: rec.setdefault(key, first_tensor(output))
+    def block_out(key):  # a forward hook that returns a value replaces the output: these return None
+        def hook(mod, args, output) -> None:
+            rec.setdefault(key, first_tensor(output))
+        return hook
 
     def call(mod, args, kwargs, output):
         if names[mod] not in calls:
@@ -145,7 +147,9 @@ def run_probe(model, tokenizer) -> Probe:
             calls[names[mod]] = (mod, x, first_tensor(output))
 
     def norm_out(name):
-        return lambda mod, args, output: norms.setdefault(name, output if isinstance(output, torch.Tensor) else None)
+        def hook(mod, args, output) -> None:
+            norms.setdefault(name, output if isinstance(output, torch.Tensor) else None)
+        return hook
 
     hooks = [first.register_forward_pre_hook(block_in, with_kwargs=True),
              first.register_forward_hook(block_out("out")), last.register_forward_hook(block_out("last_out"))]
