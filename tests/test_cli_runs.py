@@ -13,7 +13,7 @@ import pytest
 
 from normvar_core.pipeline import batches as B
 from normvar_core.service import cli
-from normvar_core.pipeline import models as M
+from normvar_core.pipeline.models import resolve as R
 from normvar_core.datadir import DEFAULT_CORPUS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def test_bad_model_inputs(capsys, tmp_path, corpus40, monkeypatch):
     gguf_dir = tmp_path / "g"
     gguf_dir.mkdir()
     (gguf_dir / "m.gguf").write_bytes(b"GGUF" + b"\0" * 64)
-    monkeypatch.setattr(M, "_has_accelerate", lambda: False)
+    monkeypatch.setattr(R, "has_accelerate", lambda: False)
     assert_bad(capsys, data, "compute", "--model", gguf_dir / "m.gguf", *corpus, match="accelerate")
     assert_bad(capsys, data, "compute", "--model", "minilm", *corpus, "--layers", "0,99", match="layer")
     assert_bad(capsys, data, "compute", "--model", "minilm", *corpus, "--layers", "a,b", match="layers")
