@@ -107,8 +107,10 @@ def _damaged(path: Path, why: str) -> NormvarError:
                         fix="recompute the run (normvar compute ... --overwrite) or delete the file")
 
 
-def _file_id(path: Path) -> tuple:
-    st = path.stat()
+def file_version(path) -> tuple[int, int, int]:
+    """The version of a run file: (inode, size, mtime_ns). Runs are replaced by atomic rename, never
+    modified in place, so a new version is a new inode; caches of a run's reads key on it."""
+    st = Path(path).stat()
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
@@ -160,6 +162,11 @@ class Run:
         return int(self.meta["dim"])
 
     @property
+    def version(self) -> tuple[int, int, int]:
+        """The version of the file this Run was read from (``file_version``: inode, size, mtime_ns)."""
+        return self._file_id
+
+    @property
     def num_hidden_states(self) -> int:
         n = self.meta.get("num_layers")
         return int(n) + 1 if n is not None else max(self.layers) + 1
@@ -206,7 +213,7 @@ class Run:
                 raise replaced from None
             raise
         try:
-            same = _file_id(self.path) == self._file_id
+            same = file_version(self.path) == self._file_id
         except OSError:
             same = False
         if not same:
@@ -326,11 +333,11 @@ def _open_connection(path: Path) -> tuple[duckdb.DuckDBPyConnection, tuple]:
     """A read-only connection and the identity (inode, size, mtime) of the very file it opened."""
     for attempt in range(3):  # a file replaced between the stat and the connect: read it again
         try:
-            fid = _file_id(path)
+            fid = file_version(path)
         except FileNotFoundError:
             raise NormvarError(f"run file not found: {path}", fix="list runs with `normvar show`") from None
         con = _connect_ro(path)
-        if attempt == 2 or _file_id(path) == fid:
+        if attempt == 2 or file_version(path) == fid:
             return con, fid
         con.close()
     raise AssertionError("unreachable")
