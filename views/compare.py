@@ -8,7 +8,6 @@ import streamlit as st
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
-
 from normvar_core.viz import viewstate
 from normvar_core.viz.overlay import runs_in_order
 from normvar_core.viz.shared_axes import share_ranges

@@ -6,6 +6,7 @@ import streamlit as st
 from normvar_core.stats.tokenstats import in_band
 from normvar_core.viz.selection import MAX_POINTS, downsample, find_tokens, fit_row, fmt
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
+from normvar_core.viz.viewstate import band_counts
 from views import _explore, _ui
 
 run, v = _ui.run_page("Trade-off: V(X_t) against M(X_t)",
@@ -81,7 +82,7 @@ if queries:
         st.caption("not in this run: " + ", ".join(f"`{m}`" for m in missing))
     if len(hl):
         shown = hl[["token", "token_id", "n", "q", "m", "v"]].copy()
-        shown.insert(3, "in band", in_band(shown["n"], 10 ** band[0], 10 ** band[1]))
+        shown.insert(3, "in band", in_band(shown["n"], *band_counts(band)))
         st.dataframe(shown, hide_index=True, width="stretch", key="highlight_table",
                      column_config={"q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
                                     "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),

@@ -108,8 +108,7 @@ def _damaged(path: Path, why: str) -> NormvarError:
 
 
 def file_version(path) -> tuple[int, int, int]:
-    """The version of a run file: (inode, size, mtime_ns). Runs are replaced by atomic rename, never
-    modified in place, so a new version is a new inode; caches of a run's reads key on it."""
+    """A run file's version (inode, size, mtime_ns): runs are replaced by atomic rename, never edited."""
     st = Path(path).stat()
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
@@ -133,7 +132,7 @@ class Run:
     _layer_stats: pd.DataFrame = field(repr=False)
     _sentence_lengths: pd.DataFrame = field(repr=False)
     _frequency_hist: pd.DataFrame = field(repr=False)
-    _file_id: tuple = field(repr=False)
+    version: tuple = field(repr=False)
     _stats: TokenStats | None = field(default=None, repr=False)
     _samples: dict = field(default_factory=dict, repr=False)
     _sampled: pd.DataFrame | None = field(default=None, repr=False)
@@ -160,11 +159,6 @@ class Run:
     @property
     def dim(self) -> int:
         return int(self.meta["dim"])
-
-    @property
-    def version(self) -> tuple[int, int, int]:
-        """The version of the file this Run was read from (``file_version``: inode, size, mtime_ns)."""
-        return self._file_id
 
     @property
     def num_hidden_states(self) -> int:
@@ -213,7 +207,7 @@ class Run:
                 raise replaced from None
             raise
         try:
-            same = file_version(self.path) == self._file_id
+            same = file_version(self.path) == self.version
         except OSError:
             same = False
         if not same:
@@ -370,7 +364,7 @@ def open_run(path) -> Run:
         con.close()
     return Run(name=meta.get("name") or path.stem, path=path, meta=meta, layers=list(meta["layers"]),
                table_names=names, sample_columns=sample_cols, _token_stats=token_stats, _layer_stats=layer_stats, _sentence_lengths=sl,
-               _frequency_hist=fh, _file_id=fid)
+               _frequency_hist=fh, version=fid)
 
 
 LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layers", "dim",
