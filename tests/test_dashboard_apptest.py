@@ -350,3 +350,30 @@ def test_upload_worker_publish_visible(tmp_path, monkeypatch, minilm_path):  # n
     assert at.selectbox(key="w_run").value == job.name
     fig = figures_of(at)[0]
     assert job.name in fig["layout"]["title"]["text"]
+
+
+# ============================================================================ the process
+def test_every_page_draws_without_loading_torch(data_dir):
+    """A fresh interpreter runs the app and every page of the registry on the real run: no page fails,
+    and the dashboard's process ends with neither torch nor transformers loaded (the New-run page reads
+    the installed aliases and plans memory in a child process; the Token page reads the tokenizer's files)."""
+    code = f"""
+import json, sys
+from streamlit.testing.v1 import AppTest
+from normvar_core.viz.pages import PAGES
+at = AppTest.from_file({APP!r}, default_timeout=120)
+at.query_params.update({{"run": {RUN!r}}})
+at.run()
+failed = {{}}
+for page in PAGES:
+    at.switch_page("views/" + page.file).run()
+    problems = [e.value for e in at.exception] + [e.value for e in at.error]
+    if problems:
+        failed[page.key] = [str(p)[:300] for p in problems]
+print(json.dumps({{"failed": failed, "loaded": sorted(m for m in ("torch", "transformers") if m in sys.modules)}}))
+"""
+    env = dict(os.environ, NORMVAR_DATA=str(data_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"failed": {}, "loaded": []}, result

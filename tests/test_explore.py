@@ -186,7 +186,7 @@ def test_token_colours_are_far_apart_in_cielab():
 def test_cloud_labels_never_overlap_and_stay_in_the_plot(run):
     from normvar_core.viz.cloud_layout import equal_frame, label_box
     from normvar_core.viz.clouds import pca_cloud
-    from normvar_core.viz.figures import clouds_figure
+    from normvar_core.viz.cloud_figures import clouds_figure
 
     ids = run.sampled_tokens()["token_id"].astype(int).tolist()[:16]
     coords = pca_cloud(run.samples(3, ids)).coords

@@ -1,4 +1,4 @@
-"""Figure builders (normvar_core.viz.figures / clouds / viewstate) on synthetic TokenStats: the figures
+"""Figure builders (the normvar_core.viz figure modules, clouds, viewstate) on synthetic TokenStats: the figures
 draw exactly what the library computed, and nothing else."""
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ import pytest
 from normvar_core.stats import analyses
 
 from normvar_core.viz import clouds
-
-from normvar_core.viz import figures
+from normvar_core.viz.cloud_figures import clouds_figure
+from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_ratios, decomposition_raw
+from normvar_core.viz.figure_export import export_image, figure_data, to_csv, to_image
+from normvar_core.viz.frequency_figures import frequency_scatter, frequency_slopes, histograms_figure
+from normvar_core.viz.selection import downsample, find_tokens, fit_row, tradeoff_points
+from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 
 from normvar_core.viz import viewstate
 from normvar_core.stats.tokenstats import TokenStats
@@ -45,10 +49,10 @@ def table(stats: TokenStats, layer: int) -> pd.DataFrame:
 
 def test_tradeoff_scatter_draws_the_band_and_the_library_fit(stats):
     tab = table(stats, 2)
-    pts = figures.tradeoff_points(tab, 10, 1e5)
+    pts = tradeoff_points(tab, 10, 1e5)
     assert len(pts) == int(stats.band(10, 1e5).sum())
-    fit = figures.fit_row(analyses.tradeoff(stats, 10, 1e5), layer=2)
-    fig = figures.tradeoff_scatter(pts, fit, highlight=tab.iloc[[0, 3]])
+    fit = fit_row(analyses.tradeoff(stats, 10, 1e5), layer=2)
+    fig = tradeoff_scatter(pts, fit, highlight=tab.iloc[[0, 3]])
     scatter, line, hl = fig.data
     assert isinstance(scatter, go.Scattergl) and len(scatter.x) == len(pts)
     np.testing.assert_array_equal(np.asarray(scatter.x), pts["m"].to_numpy())
@@ -62,53 +66,53 @@ def test_tradeoff_scatter_draws_the_band_and_the_library_fit(stats):
 
 
 def test_downsample_caps_points_with_a_notice(stats):
-    pts = figures.tradeoff_points(table(stats, 0), 1, 1e9)
-    drawn, total = figures.downsample(pts, 100)
+    pts = tradeoff_points(table(stats, 0), 1, 1e9)
+    drawn, total = downsample(pts, 100)
     assert total == len(pts) and len(drawn) == 100
-    fig = figures.tradeoff_scatter(drawn, None, total=total)
+    fig = tradeoff_scatter(drawn, None, total=total)
     assert any(f"100 of {total:,}" in a.text for a in fig.layout.annotations)
-    same, n = figures.downsample(pts, 10**6)
+    same, n = downsample(pts, 10**6)
     assert same is pts and n == len(pts)
 
 
 def test_find_tokens_matches_subword_prefixes():
     tab = pd.DataFrame({"token_id": [1, 2, 3, 4], "token": ["the", "##ing", "Ġonce", "##the"], "n": [5, 6, 7, 8],
                         "q": [1.0, 2, 3, 4], "m": [0.5, 1, 1, 1], "v": [0.5, 1, 2, 3]})
-    hit, missing = figures.find_tokens(tab, ["ing", "once", "nope", "the"])
+    hit, missing = find_tokens(tab, ["ing", "once", "nope", "the"])
     assert hit["token_id"].tolist() == [2, 3, 1]          # an exact match wins over "##the"
-    assert figures.find_tokens(tab, ["THE"])[0]["token_id"].tolist() == [1, 4]
+    assert find_tokens(tab, ["THE"])[0]["token_id"].tolist() == [1, 4]
     assert missing == ["nope"]
 
 
 def test_layers_and_decomposition_figures_carry_the_library_values(stats):
     tr = analyses.tradeoff(stats, 10, 1e5)
-    fig = figures.layers_figure({"a": tr}, relative=True, num_hidden_states={"a": 5})
+    fig = layers_figure({"a": tr}, relative=True, num_hidden_states={"a": 5})
     cv, slope, r2 = fig.data[:3]
     np.testing.assert_allclose(cv.y, tr["cv_q"])
     np.testing.assert_allclose(slope.y, tr["slope"])
     np.testing.assert_allclose(r2.y, tr["r2"])
     np.testing.assert_allclose(cv.x, tr["layer"] / 4)
     dec = analyses.decomposition(stats, 10, 1e5)
-    bars = figures.decomposition_bars(dec)
+    bars = decomposition_bars(dec)
     stacked = np.sum([np.asarray(b.y) for b in bars.data if b.type == "bar"], axis=0)
     np.testing.assert_allclose(stacked, 1.0, rtol=1e-9)  # M/Q + V_B/Q + V_W/Q = 1 (eqs. 9, 13)
     np.testing.assert_allclose(bars.data[3].y, dec["v_w_over_v"])
-    raw = figures.decomposition_raw(dec, log_y=True)
+    raw = decomposition_raw(dec, log_y=True)
     np.testing.assert_allclose(raw.data[0].y, dec["q"])
 
 
 def test_frequency_figures(stats):
     regs = analyses.frequency_regressions(stats, 10, 1e5)
-    pts = figures.tradeoff_points(table(stats, 1), 10, 1e5)
-    fig = figures.frequency_scatter(pts, regs, layer=1, log_y=True)
+    pts = tradeoff_points(table(stats, 1), 10, 1e5)
+    fig = frequency_scatter(pts, regs, layer=1, log_y=True)
     qpts, qline = fig.data[0], fig.data[1]
     np.testing.assert_allclose(qpts.y, np.log10(1 + pts["q"]))
-    row = figures.fit_row(regs, layer=1, quantity="Q")
+    row = fit_row(regs, layer=1, quantity="Q")
     assert (qline.y[1] - qline.y[0]) / (qline.x[1] - qline.x[0]) == pytest.approx(row["slope"], rel=1e-9)
-    slopes = figures.frequency_slopes(regs)
+    slopes = frequency_slopes(regs)
     np.testing.assert_allclose(slopes.data[1].y, regs.loc[regs.quantity == "M"].sort_values("layer")["slope"])
     hist = analyses.histograms(stats, 1, bins=20, n_min=10, n_max=1e5)
-    h = figures.histograms_figure(hist)
+    h = histograms_figure(hist)
     assert sum(np.asarray(t.y).sum() for t in h.data) == 3 * len(pts)
 
 
@@ -130,7 +134,7 @@ def test_pca_cloud_puts_the_origin_at_zero():
     np.testing.assert_allclose(got, expect * signs, atol=1e-9)
     assert cloud.coords["n"].tolist()[:1] == [100]
     assert 0 < cloud.explained[1] <= cloud.explained[0] < 1
-    fig = figures.clouds_figure(cloud.coords, explained=cloud.explained)
+    fig = clouds_figure(cloud.coords, explained=cloud.explained)
     origin = [t for t in fig.data if t.name == "origin"][0]
     assert (origin.x[0], origin.y[0]) == (0, 0)
 
@@ -155,22 +159,22 @@ def test_viewstate_round_trip_and_forgiving_parse():
 
 def test_presentation_theme_enlarges_fonts(stats):
     dec = analyses.decomposition(stats, 10, 1e5)
-    small = figures.decomposition_ratios(dec)
-    big = figures.decomposition_ratios(dec, presentation=True)
+    small = decomposition_ratios(dec)
+    big = decomposition_ratios(dec, presentation=True)
     assert big.layout.font.size > small.layout.font.size
     assert big.layout.plot_bgcolor == "white" and big.layout.paper_bgcolor == "white"
 
 
 def test_static_export_png_svg_and_csv(stats):
     """kaleido + Debian's chromium: the PNG/SVG download buttons' bytes."""
-    fig = figures.decomposition_bars(analyses.decomposition(stats, 10, 1e5))
-    png = figures.to_image(fig, "png", width=600, height=300, scale=1)
+    fig = decomposition_bars(analyses.decomposition(stats, 10, 1e5))
+    png = to_image(fig, "png", width=600, height=300, scale=1)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    svg = figures.to_image(fig, "svg", width=600, height=300)
+    svg = to_image(fig, "svg", width=600, height=300)
     assert b"<svg" in svg[:400]
-    csv = figures.to_csv(pd.DataFrame({"a": [1, 2]}))
+    csv = to_csv(pd.DataFrame({"a": [1, 2]}))
     assert csv.decode().splitlines() == ["a", "1", "2"]
-    assert len(figures.figure_data(fig)) == sum(len(t.x) for t in fig.data)
+    assert len(figure_data(fig)) == sum(len(t.x) for t in fig.data)
 
 
 def test_presentation_downloads_are_16_9_slides(stats):
@@ -181,10 +185,10 @@ def test_presentation_downloads_are_16_9_slides(stats):
 
     from PIL import Image
 
-    fig = figures.decomposition_bars(analyses.decomposition(stats, 10, 1e5), presentation=True)
-    w, h = Image.open(io.BytesIO(figures.export_image(fig, "png", presentation=True))).size
+    fig = decomposition_bars(analyses.decomposition(stats, 10, 1e5), presentation=True)
+    w, h = Image.open(io.BytesIO(export_image(fig, "png", presentation=True))).size
     assert (w, h) == (3200, 1800)
-    svg = figures.export_image(fig, "svg", presentation=True).decode()
+    svg = export_image(fig, "svg", presentation=True).decode()
     assert re.search(r'<svg[^>]*width="1600"[^>]*height="900"', svg)
-    w, h = Image.open(io.BytesIO(figures.export_image(fig, "png"))).size
+    w, h = Image.open(io.BytesIO(export_image(fig, "png"))).size
     assert h / w != 900 / 1600 and h == 2 * (fig.layout.height or 500)

@@ -1,5 +1,6 @@
-"""Dashboard plumbing, part 3: page chrome — titles, the presentation style, figures with their
-PNG/SVG/CSV downloads, and errors shown as one line with the fix."""
+"""Dashboard plumbing, part 3: page chrome — a page's head (title, the selected run or a message), the
+presentation style, figures with their PNG/SVG/CSV downloads, and errors shown as one line with the fix.
+The plumbing's modules import downwards only: ``_run_cache`` < ``_data`` < ``_state`` < ``_chrome``."""
 from __future__ import annotations
 
 import re
@@ -9,16 +10,56 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.errors import NormvarError
-from normvar_core.viz import figures
-from views._data import data_dir
+from normvar_core.viz.figure_export import export_image, figure_data, to_csv
+from views._data import data_dir, open_run
 from views._state import view
 
 
-# ============================================================================ page chrome
+# ============================================================================ a page's head
 def page_header(title: str, caption: str | None = None) -> None:
     st.title(title)
     if caption:
         st.caption(caption)
+
+
+def current_run():
+    return open_run(view().run)
+
+
+def require_run():
+    """The selected run, or a friendly message and ``st.stop()``."""
+    run = current_run()
+    if run is None:
+        st.info("No published run yet. Start one on **New run** (or `normvar compute` / `make run`); "
+                "it appears here when the worker publishes it.")
+        st.page_link("views/runs.py", label="See the job queue on Runs", icon=":material/table:")
+        st.stop()
+    unknown_token_warning(run)
+    return run
+
+
+def require(run, what: str, label: str) -> None:
+    """Stop the page with a message naming the fix when the run lacks ``what`` (an accumulator)."""
+    if not run.has(what):
+        reason = run.skipped(what)
+        if reason:
+            st.info(f"Run **{run.name}** has no {label}: {reason}.", icon=":material/info:")
+            st.stop()
+        st.info(f"Run **{run.name}** has no {label}: it was computed before normvar measured it, or with it "
+                f"switched off. Recompute it (New run, or `normvar compute ... --overwrite`) to see this page.",
+                icon=":material/info:")
+        st.stop()
+
+
+def run_page(title: str, caption: str | None = None, *, needs: tuple[str, str] | None = None):
+    """The head of every page about the selected run: title and caption, the run (or a message and
+    ``st.stop()``), and with ``needs=(accumulator, label)`` a stop naming the fix when the run lacks
+    it. Returns (run, view)."""
+    page_header(title, caption)
+    run = require_run()
+    if needs is not None:
+        require(run, *needs)
+    return run, view()
 
 
 NO_TRUNCATION_CSS = """
@@ -101,11 +142,11 @@ def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None
     row = st.container(horizontal=True, gap="small")
     common = dict(on_click="ignore", width="content", type="tertiary")
     slide = view().presentation  # presentation mode: the image is a 16:9 slide
-    row.download_button("PNG", data=lambda: figures.export_image(fig, "png", presentation=slide), file_name=f"{base}.png",
+    row.download_button("PNG", data=lambda: export_image(fig, "png", presentation=slide), file_name=f"{base}.png",
                         mime="image/png", key=f"dl_png_{key}", icon=":material/image:", **common)
-    row.download_button("SVG", data=lambda: figures.export_image(fig, "svg", presentation=slide), file_name=f"{base}.svg",
+    row.download_button("SVG", data=lambda: export_image(fig, "svg", presentation=slide), file_name=f"{base}.svg",
                         mime="image/svg+xml", key=f"dl_svg_{key}", icon=":material/draw:", **common)
-    csv = (lambda: figures.to_csv(data)) if data is not None else (lambda: figures.to_csv(figures.figure_data(fig)))
+    csv = (lambda: to_csv(data)) if data is not None else (lambda: to_csv(figure_data(fig)))
     row.download_button("CSV", data=csv, file_name=f"{base}.csv", mime="text/csv", key=f"dl_csv_{key}",
                         icon=":material/table:", **common)
 
@@ -180,4 +221,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

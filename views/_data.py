@@ -1,19 +1,24 @@
-"""Dashboard plumbing, part 1: the data directory and cached reads. A run is opened once per (path,
-mtime) and every analysis table is cached per (run path, mtime, band) with ``st.cache_resource``
-(shared, never pickled or copied; treat as read-only)."""
+"""Dashboard plumbing, part 1: the data directory and the cached reads. The list of runs is read
+again when the runs folder changes; a run is opened once per file version, and every read of it
+(its statistics, an analysis table for a band, a layer's points...) is a reader cached per (run file,
+version, arguments) by ``per_run_version`` (``views/_run_cache.py``)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from normvar_core.datadir import DataDir, resolve_data_dir
-from normvar_core.viz import figures, viewstate
+from normvar_core.runs import runfile
+from normvar_core.runs.reader import file_version
+from normvar_core.runs.siblings import position0_sibling as _sibling_of
+from normvar_core.stats import analyses
+from normvar_core.viz.selection import tradeoff_points
+from normvar_core.viz.viewstate import band_counts
+from views._run_cache import per_run_version
 
 
 # ============================================================================ data dir
@@ -27,52 +32,44 @@ def data_dir() -> Path:
     return Path(st.session_state["_data_dir"])
 
 
-# ============================================================================ cached reads
-def _mtime(path: str | Path) -> int:
+# ============================================================================ the runs
+def _version(path) -> tuple:
     try:
-        return os.stat(path).st_mtime_ns
+        return file_version(path)
     except OSError:
-        return -1
+        return ()
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _list_runs(root: str, signature: tuple) -> pd.DataFrame:
-    from normvar_core.runs import runfile
-
-    return runfile.list_runs(root)
-
-
-@st.cache_resource(show_spinner=False, max_entries=16)
-def _damaged(root: str, signature: tuple) -> pd.DataFrame:
-    from normvar_core.runs import runfile
-
+def _listing(root: str, signature: tuple, damaged: bool) -> pd.DataFrame:
+    if not damaged:
+        return runfile.list_runs(root)
     runs = runfile.list_runs(root, include_damaged=True)
     return runs[runs["status"] == "damaged"][["name", "path", "problem"]].reset_index(drop=True)
 
 
-def damaged_runs() -> pd.DataFrame:
-    """Run files that fail the integrity check (name, path, problem): listed on Runs, never selected."""
+def _listed(damaged: bool) -> pd.DataFrame:
     dd = DataDir(data_dir())
-    sig = tuple((p.name, _mtime(p)) for p in dd.published_runs())
-    return _damaged(str(dd.root), sig)
+    return _listing(str(dd.root), tuple((p.name, _version(p)) for p in dd.published_runs()), damaged)
 
 
 def runs_table() -> pd.DataFrame:
-    """Published runs (``runfile.list_runs``), re-read only when the runs folder changes."""
-    dd = DataDir(data_dir())
-    sig = tuple((p.name, _mtime(p)) for p in dd.published_runs())
-    return _list_runs(str(dd.root), sig)
+    """Published runs (``runfile.list_runs``), re-read only when a run file in the runs folder changes."""
+    return _listed(False)
+
+
+def damaged_runs() -> pd.DataFrame:
+    """Run files that fail the integrity check (name, path, problem): listed on Runs, never selected."""
+    return _listed(True)
 
 
 @st.cache_resource(show_spinner=False, max_entries=12)
-def _open_run(path: str, mtime: int):
-    from normvar_core.runs import runfile
-
+def _open_run(path: str, version: tuple):
     return runfile.open_run(path)
 
 
 def open_run(name: str | None):
-    """The published run ``name`` (cached per file version), or None."""
+    """The published run ``name`` (opened once per file version), or None."""
     if not name:
         return None
     runs = runs_table()
@@ -80,84 +77,76 @@ def open_run(name: str | None):
     if hit.empty:
         return None
     path = str(hit.iloc[0]["path"])
-    return _open_run(path, _mtime(path))
+    return _open_run(path, _version(path))
 
 
-def _key(run) -> tuple[str, int]:
-    return (str(run.path), _mtime(run.path))
+def opened_runs(names) -> dict:
+    """{name: Run} of the published runs among ``names``, in order (runs gone meanwhile are left out):
+    the runs a page overlays."""
+    runs = {name: open_run(name) for name in names}
+    return {name: r for name, r in runs.items() if r is not None}
 
 
-@st.cache_resource(show_spinner=False, max_entries=48)
-def _stats(path: str, mtime: int):
-    return _open_run(path, mtime).stats()
+def position0_sibling(run):
+    """``runs.siblings.position0_sibling`` among the published runs: the run with the same options but
+    ``exclude_position0`` flipped, or None."""
+    return _sibling_of(run, (open_run(name) for name in runs_table()["name"] if name != run.name))
 
 
+# ============================================================================ cached reads of one run
+@per_run_version(48)
 def stats(run):
     """The run's TokenStats (means loaded once per file version)."""
-    return _stats(*_key(run))
+    return run.stats()
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def _pooled(path: str, mtime: int):
+@per_run_version(16)
+def pooled_stats(run):
     """(TokenStats, keys) with the types that share a key pooled exactly (fn. 7: "##ing" with "ing",
     "Ġthe" with "the"; ``analyses.merge_by_key``)."""
-    from normvar_core.stats.analyses import merge_by_key, strip_prefix
-
-    tokens = _open_run(path, mtime).tokens()["token"].astype(str)
-    return merge_by_key(_stats(path, mtime), [strip_prefix(t) for t in tokens])
+    tokens = run.tokens()["token"].astype(str)
+    return analyses.merge_by_key(stats(run), [analyses.strip_prefix(t) for t in tokens])
 
 
-def _stats_of(path: str, mtime: int, pool: bool):
-    return _pooled(path, mtime)[0] if pool else _stats(path, mtime)
+def _stats_of(run, pool: bool):
+    return pooled_stats(run)[0] if pool else stats(run)
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
-def _analysis(kind: str, path: str, mtime: int, n_min: float, n_max: float, pool: bool = False):
-    from normvar_core.stats import analyses
-
-    fn = getattr(analyses, kind)
-    return fn(_stats_of(path, mtime, pool), n_min, n_max)
-
-
+@per_run_version(256)
 def tradeoff(run, band, pool: bool = False) -> pd.DataFrame:
-    """``analyses.tradeoff`` per layer (C.V. of Q, slope, intercept, R^2) for the band; ``pool``:
-    over the pooled sub-word variants (fn. 7)."""
-    return _analysis("tradeoff", *_key(run), *viewstate.band_counts(band), bool(pool))
+    """``analyses.tradeoff`` per layer (C.V. of Q, slope, intercept, R^2) for the band (log10 n_t);
+    ``pool``: over the pooled sub-word variants (fn. 7)."""
+    return analyses.tradeoff(_stats_of(run, pool), *band_counts(band))
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _intervals(path: str, mtime: int, n_min: float, n_max: float, pool: bool):
-    from normvar_core.stats.intervals import run_intervals
+@per_run_version(256)
+def decomposition(run, band, pool: bool = False) -> pd.DataFrame:
+    """``analyses.decomposition`` (Q = M + V_W + V_B per layer, eqs. 8–15) for the band."""
+    return analyses.decomposition(_stats_of(run, pool), *band_counts(band))
 
-    return run_intervals(_open_run(path, mtime), (n_min, n_max), stats=_stats_of(path, mtime, pool) if pool else None)
+
+@per_run_version(256)
+def frequency_regressions(run, band, pool: bool = False) -> pd.DataFrame:
+    """``analyses.frequency_regressions`` (log10(1 + Z) on log10 n_t, App. F) for the band."""
+    return analyses.frequency_regressions(_stats_of(run, pool), *band_counts(band))
 
 
+@per_run_version(64)
 def intervals(run, band, pool: bool = False) -> pd.DataFrame:
     """``stats.intervals.run_intervals``: the run file's intervals for the study's band, else the
     bootstrap over the band's (pooled) types now (issue 26: bands on Layers, Trade-off, Geometry)."""
-    return _intervals(*_key(run), *viewstate.band_counts(band), bool(pool))
+    from normvar_core.stats.intervals import run_intervals
+
+    return run_intervals(run, band_counts(band), stats=_stats_of(run, pool) if pool else None)
 
 
-def decomposition(run, band, pool: bool = False) -> pd.DataFrame:
-    return _analysis("decomposition", *_key(run), *viewstate.band_counts(band), bool(pool))
-
-
-def frequency_regressions(run, band, pool: bool = False) -> pd.DataFrame:
-    return _analysis("frequency_regressions", *_key(run), *viewstate.band_counts(band), bool(pool))
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _highdim(path: str, mtime: int, n_min: float, n_max: float) -> pd.DataFrame:
-    from normvar_core.stats.highdim import highdim_table
-
-    run = _open_run(path, mtime)
-    geo = run.table("layer_geometry") if run.has("layer_geometry") else None
-    return highdim_table(run.layer_stats(), geo, _stats(path, mtime), n_min, n_max)
-
-
+@per_run_version(64, copy=True)
 def highdim(run, band) -> pd.DataFrame:
     """``stats.highdim.highdim_table`` (seed 003's checks per layer) for the band."""
-    return _highdim(*_key(run), *viewstate.band_counts(band)).copy()
+    from normvar_core.stats.highdim import highdim_table
+
+    geo = run.table("layer_geometry") if run.has("layer_geometry") else None
+    return highdim_table(run.layer_stats(), geo, stats(run), *band_counts(band))
 
 
 def layernorm(run, band) -> pd.DataFrame | None:
@@ -166,7 +155,7 @@ def layernorm(run, band) -> pd.DataFrame | None:
         return None
     from normvar_core.stats.layernorm import layernorm_table
 
-    return layernorm_table(table(run, "norm_params"), stats(run), *viewstate.band_counts(band))
+    return layernorm_table(table(run, "norm_params"), stats(run), *band_counts(band))
 
 
 def layernorm_attribution(run) -> pd.DataFrame | None:
@@ -179,133 +168,70 @@ def layernorm_attribution(run) -> pd.DataFrame | None:
     return attribution(table(run, "norm_affine"), table(run, "dim_stats"), table(run, "norm_params"))
 
 
-@st.cache_resource(show_spinner=False, max_entries=128)
-def _histograms(path: str, mtime: int, layer: int, bins: int, n_min: float, n_max: float, pool: bool = False):
-    from normvar_core.stats import analyses
-
-    return analyses.histograms(_stats_of(path, mtime, pool), layer, bins=bins, n_min=n_min, n_max=n_max)
-
-
+@per_run_version(128)
 def histograms(run, layer: int, band, bins: int = 50, pool: bool = False) -> pd.DataFrame:
-    return _histograms(*_key(run), int(layer), int(bins), *viewstate.band_counts(band), bool(pool))
+    """``analyses.histograms`` of Q, M, V at ``layer`` over the band's types (Fig. 14–16)."""
+    n_min, n_max = band_counts(band)
+    return analyses.histograms(_stats_of(run, pool), int(layer), bins=int(bins), n_min=n_min, n_max=n_max)
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
-def _token_table(path: str, mtime: int, layer: int, pool: bool = False) -> pd.DataFrame:
-    if pool:
-        from normvar_core.stats.analyses import token_table as pooled_table
-
-        merged, keys = _pooled(path, mtime)
-        return pooled_table(merged, layer, tokens=keys)
-    return _open_run(path, mtime).token_table(layer)
-
-
+@per_run_version(256)
 def token_table(run, layer: int, pool: bool = False) -> pd.DataFrame:
     """The types of ``layer`` (token_id, token, n, q, m, v); ``pool``: the pooled sub-word variants,
     whose token_id is the index of their key (not a vocabulary id)."""
-    return _token_table(*_key(run), int(layer), bool(pool))
+    if pool:
+        merged, keys = pooled_stats(run)
+        return analyses.token_table(merged, int(layer), tokens=keys)
+    return run.token_table(int(layer))
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
-def _points(path: str, mtime: int, layer: int, n_min: float, n_max: float, pool: bool = False) -> pd.DataFrame:
-    return figures.tradeoff_points(_token_table(path, mtime, layer, pool), n_min, n_max)
-
-
+@per_run_version(256)
 def band_points(run, layer: int, band, pool: bool = False) -> pd.DataFrame:
     """Token types of ``layer`` inside the band (token_id, token, n, q, m, v, log10_n); ``pool``: see
     ``token_table``."""
-    return _points(*_key(run), int(layer), *viewstate.band_counts(band), bool(pool))
+    return tradeoff_points(token_table(run, layer, pool), *band_counts(band))
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def _app_a_tokens(path: str, mtime: int) -> tuple[int, ...]:
-    from normvar_core.stats import analyses
-
-    run = _open_run(path, mtime)
-    st_ = _stats(path, mtime)
-    names = run.tokens()["token"].astype(str).tolist()
-    return tuple(int(t) for t in analyses.select_tokens(st_, names))
-
-
+@per_run_version(32)
 def app_a_tokens(run) -> tuple[int, ...]:
     """App. A's token selection (``analyses.select_tokens``) for the run."""
-    return _app_a_tokens(*_key(run))
+    names = run.tokens()["token"].astype(str).tolist()
+    return tuple(int(t) for t in analyses.select_tokens(stats(run), names))
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _cloud(path: str, mtime: int, layer: int, ids: tuple[int, ...]):
+@per_run_version(64)
+def cloud(run, layer: int, ids):
+    """``viz.clouds.pca_cloud`` of the sampled embeddings of the types ``ids`` at ``layer``."""
     from normvar_core.viz import clouds
 
-    run = _open_run(path, mtime)
-    samples = run.samples(layer, list(ids))
-    tt = _token_table(path, mtime, layer)
+    samples = run.samples(int(layer), sorted(int(i) for i in ids))
+    tt = token_table(run, layer)
     n = dict(zip(tt["token_id"].astype(int), tt["n"].astype(int)))
     return clouds.pca_cloud(samples, n, sentences=run.sentences(samples["sentence_id"].tolist()))
 
 
-def cloud(run, layer: int, ids) -> Any:
-    return _cloud(*_key(run), int(layer), tuple(sorted(int(i) for i in ids)))
-
-
-@st.cache_resource(show_spinner=False, max_entries=32)
-def _sampled(path: str, mtime: int) -> pd.DataFrame:
-    return _open_run(path, mtime).sampled_tokens()
-
-
+@per_run_version(32)
 def sampled_tokens(run) -> pd.DataFrame:
-    return _sampled(*_key(run))
+    """The types with stored samples (token_id, token, count)."""
+    return run.sampled_tokens()
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _table(path: str, mtime: int, name: str) -> pd.DataFrame:
-    return _open_run(path, mtime).table(name)
+@per_run_version(16, spinner="Testing the claims (1,000 bootstrap resamples)…")
+def findings(run) -> tuple:
+    """``stats.findings.findings``: each claim of seeds 002–004 tested on the run (its number, interval
+    and verdict)."""
+    from normvar_core.stats.findings import findings as test_claims
+
+    return tuple(test_claims(run))
 
 
+@per_run_version(64, copy=True)
 def table(run, name: str) -> pd.DataFrame:
     """Any table of the run (an accumulator's), read once per file version."""
-    return _table(*_key(run), name).copy()
+    return run.table(name)
 
 
-def require(run, what: str, label: str) -> None:
-    """Stop the page with a message naming the fix when the run lacks ``what`` (an accumulator)."""
-    if not run.has(what):
-        reason = run.skipped(what)
-        if reason:
-            st.info(f"Run **{run.name}** has no {label}: {reason}.", icon=":material/info:")
-            st.stop()
-        st.info(f"Run **{run.name}** has no {label}: it was computed before normvar measured it, or with it "
-                f"switched off. Recompute it (New run, or `normvar compute ... --overwrite`) to see this page.",
-                icon=":material/info:")
-        st.stop()
-
-
-_NOT_COMPARED = ("name", "exclude_position0")
-
-
-def position0_sibling(run):
-    """The published run computed with the same options as ``run`` except ``exclude_position0``
-    flipped (the same model, corpus and sample, with or without each sentence's first position), or None."""
-    mine = dict(run.meta.get("options") or {})
-    if not mine:
-        return None
-    want = {k: v for k, v in mine.items() if k not in _NOT_COMPARED}
-    flipped = not bool(mine.get("exclude_position0"))
-    for name in runs_table()["name"]:
-        other = open_run(name) if name != run.name else None
-        opts = dict(other.meta.get("options") or {}) if other is not None else {}
-        if (opts and bool(opts.get("exclude_position0")) == flipped
-                and {k: v for k, v in opts.items() if k not in _NOT_COMPARED} == want):
-            return other
-    return None
-
-
-def num_hidden_states(run) -> int:
-    """Hidden states of the model (blocks + the input embeddings) for the relative-depth axis."""
-    n = run.meta.get("num_layers")
-    if n:
-        return int(n) + 1
-    return max(run.layers) + 1
-
-
-
-__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'stats', 'tradeoff', 'intervals', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm', 'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud', 'sampled_tokens', 'table', 'require', 'num_hidden_states', 'position0_sibling']
+__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'opened_runs', 'position0_sibling', 'stats',
+           'pooled_stats', 'tradeoff', 'intervals', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm',
+           'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud',
+           'sampled_tokens', 'findings', 'table']

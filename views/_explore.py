@@ -9,6 +9,7 @@ import streamlit as st
 
 from normvar_core.stats.neighbours import nearest_types
 from views import _ui
+from views._run_cache import per_run_version
 
 
 # ============================================================================ linked selection
@@ -88,21 +89,14 @@ def tokenizer_of(run):
     return tokenizer_files(str(run.meta.get("model") or ""), str(_ui.data_dir()))
 
 
-__all__ = ["selected_tokens", "selection_bar", "neighbours", "NN_COLUMNS", "tokenizer_of"]
-
-
 # ============================================================================ t-SNE
-@st.cache_resource(show_spinner=False, max_entries=16)
-def _tsne(path: str, mtime: int, layer: int) -> pd.DataFrame:
-    from normvar_core.viz.clouds import tsne_map
-    from views._data import _open_run
-
-    return tsne_map(_open_run(path, mtime).samples(int(layer)))
-
-
+@per_run_version(16)
 def tsne(run, layer: int) -> pd.DataFrame:
     """The seeded t-SNE map of all the run's sampled embeddings at ``layer``, computed once per run
     (file version) and layer (``viz.clouds.tsne_map``)."""
-    from views._data import _key
+    from normvar_core.viz.clouds import tsne_map
 
-    return _tsne(*_key(run), int(layer))
+    return tsne_map(run.samples(int(layer)))
+
+
+__all__ = ["selected_tokens", "selection_bar", "neighbours", "NN_COLUMNS", "tokenizer_of", "tsne"]

@@ -2,13 +2,17 @@
 kept in ``st.session_state`` and mirrored into the URL's query parameters, and the widgets bound to it."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import streamlit as st
 
+from normvar_core.runs.null import nulls_of
 from normvar_core.viz import viewstate
+from normvar_core.viz.overlay import null_label, runs_in_order
 from normvar_core.viz.viewstate import ViewState
-from views._data import num_hidden_states, open_run, runs_table, stats
+from views._data import open_run, runs_table, table
 
 
 # ============================================================================ view state
@@ -40,8 +44,6 @@ def bind(key: str, value: Any, valid: Callable[[Any], bool] = lambda _: True) ->
 
 def run_selector(sidebar: bool = True) -> None:
     """The run picker (sidebar, on every page)."""
-    from normvar_core.viz.overlay import runs_in_order
-
     runs = runs_table()
     v = view()
     names = runs_in_order(runs)
@@ -56,25 +58,6 @@ def run_selector(sidebar: bool = True) -> None:
                             help="published runs, newest first; each Gaussian null under its run")
 
 
-def current_run():
-    v = view()
-    return open_run(v.run)
-
-
-def require_run():
-    """The selected run, or a friendly message and ``st.stop()``."""
-    run = current_run()
-    if run is None:
-        st.info("No published run yet. Start one on **New run** (or `normvar compute` / `make run`); "
-                "it appears here when the worker publishes it.")
-        st.page_link("views/runs.py", label="See the job queue on Runs", icon=":material/table:")
-        st.stop()
-    from views._chrome import unknown_token_warning
-
-    unknown_token_warning(run)
-    return run
-
-
 def layer_slider(run, label: str = "Layer", key: str = "w_layer") -> int:
     """Layer slider over the run's stored hidden-state indices (0 = input embeddings)."""
     v = view()
@@ -86,7 +69,7 @@ def layer_slider(run, label: str = "Layer", key: str = "w_layer") -> int:
         return layers[0]
     layer = st.select_slider(label, options=layers, key=key,
                              help="hidden-state index: 0 = input embeddings, "
-                                  f"{num_hidden_states(run) - 1} = last layer")
+                                  f"{run.num_hidden_states - 1} = last layer")
     v.layer = int(layer)
     return int(layer)
 
@@ -111,8 +94,6 @@ def band_slider(run=None, key: str = "w_band") -> tuple[float, float]:
 
 
 def runs_max_log10n(run) -> float:
-    import math
-
     fh = run.frequency_hist()
     if len(fh) and "log10_n_right" in fh:
         return math.ceil(float(fh["log10_n_right"].max()))
@@ -132,8 +113,6 @@ def runs_to_overlay(label: str, key: str, relative_key: str, relative_default: b
     """The runs overlaid on a per-layer figure (a multiselect; the sidebar's run always first) and the
     relative-depth toggle (x = layer / (hidden states − 1), so models of different depth line up).
     Both live in the view (``?overlay=`` and ``?rel=``), so a shared link restores them."""
-    from normvar_core.viz.overlay import runs_in_order
-
     v = view()
     names = runs_in_order(runs_table())
     c1, c2 = st.columns([3, 1])
@@ -165,8 +144,6 @@ def word_colour(run, key: str = "w_word_colour") -> dict | None:
                      help="App. J, Fig. 22: the number of tokens of each word; in shallow layers words with the "
                           "same |T_w| cluster"):
         return None
-    from views._data import table
-
     units = table(run, "word_units")
     return dict(zip(units["token_id"].astype(int), units["n_subtokens"].astype(float)))
 
@@ -192,9 +169,6 @@ def null_picker(run, key: str = "w_null"):
     """The Gaussian null (seed 003) overlaid on this page's figures: a selectbox over the published null
     runs of ``run`` (shared by every page and kept in the URL as ``?null=``). Returns (label, Run) or
     (None, None)."""
-    from normvar_core.runs.null import nulls_of
-    from normvar_core.viz.overlay import null_label
-
     v = view()
     nulls = nulls_of(runs_table(), run.name)
     options = ["none"] + nulls
@@ -207,4 +181,40 @@ def null_picker(run, key: str = "w_null"):
     return (null_label(nr.meta), nr) if nr is not None else (None, None)
 
 
-__all__ = ['WORD_COLOUR', 'word_colour', 'with_word_colour', 'pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'current_run', 'require_run', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']
+# ============================================================================ a page's header row
+@dataclass
+class Controls:
+    """What the header row of a run page set: the layer, the band (log10 n_t), the pooling toggle, the
+    Gaussian null (label and Run, or None), and the columns left for the page's own widgets."""
+
+    layer: int | None = None
+    band: tuple[float, float] | None = None
+    pool: bool = False
+    null_label: str | None = None
+    null_run: Any = None
+    extra: list = field(default_factory=list)
+
+
+def page_controls(run, *, layer: bool = False, band: bool = False, pool: bool = False, null: bool = False,
+                  extra: Sequence[float] = ()) -> Controls:
+    """The header row the run pages share, the widgets asked for in this order, each in a column of
+    width 2: the layer slider, the band slider with the pooling toggle under it, the Gaussian-null
+    picker; then columns of the widths ``extra`` for the page's own widgets (``Controls.extra``)."""
+    widths = [2] * (int(layer) + int(band or pool) + int(null)) + list(extra)
+    cols = iter(st.columns(widths))
+    out = Controls()
+    if layer:
+        with next(cols):
+            out.layer = layer_slider(run)
+    if band or pool:
+        with next(cols):
+            out.band = band_slider(run) if band else None
+            out.pool = pool_toggle() if pool else False
+    if null:
+        with next(cols):
+            out.null_label, out.null_run = null_picker(run)
+    out.extra = list(cols)
+    return out
+
+
+__all__ = ['Controls', 'page_controls', 'WORD_COLOUR', 'word_colour', 'with_word_colour', 'pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']

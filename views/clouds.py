@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from normvar_core.viz import figures
+from normvar_core.viz.cloud_figures import clouds_figure
+from normvar_core.viz.selection import fit_row
+from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.clouds import with_tsne
 from views import _explore, _ui
 
-_ui.page_header("Token clouds",
-                "Sampled contextualized embeddings of a few token types, PCA-projected together; the origin is "
-                "projected too and everything is shifted so that it sits at × = (0, 0) (App. A). Clouds near the "
-                "origin have small M(X_t) and large V(X_t). t-SNE: a non-linear map of the same embeddings.")
-run = _ui.require_run()
-v = _ui.view()
+run, v = _ui.run_page("Token clouds",
+                      "Sampled contextualized embeddings of a few token types, PCA-projected together; the origin is "
+                      "projected too and everything is shifted so that it sits at × = (0, 0) (App. A). Clouds near the "
+                      "origin have small M(X_t) and large V(X_t). t-SNE: a non-linear map of the same embeddings.")
 
 sampled = _ui.sampled_tokens(run)
 if sampled.empty:
@@ -68,10 +68,10 @@ try:
                         "(once per run and layer) …"):
             coords = with_tsne(coords, _explore.tsne(run, layer))
     order = [label[t] for t in chosen]
-    fig = figures.clouds_figure(_ui.with_word_colour(coords, colours), explained=cloud.explained,
-                                presentation=v.presentation, color_by=_ui.WORD_COLOUR if colours else None,
-                                color_title="|T<sub>w</sub>|", method=v.cmap, token_order=order,
-                                title=f"{run.name} · layer {layer} · {'t-SNE' if v.cmap == 'tsne' else 'PCA'} · "
+    fig = clouds_figure(_ui.with_word_colour(coords, colours), explained=cloud.explained,
+                        presentation=v.presentation, color_by=_ui.WORD_COLOUR if colours else None,
+                        color_title="|T<sub>w</sub>|", method=v.cmap, token_order=order,
+                        title=f"{run.name} · layer {layer} · {'t-SNE' if v.cmap == 'tsne' else 'PCA'} · "
                                       f"{len(chosen)} tokens, {len(coords):,} sampled embeddings")
     rows = table.loc[table["token_id"].isin(chosen)]
 except Exception as err:  # noqa: BLE001
@@ -106,10 +106,10 @@ try:
     fits = _ui.tradeoff(run, v.band)
     band_pts = _ui.band_points(run, layer, v.band)
     hl = nn if nn is not None else rows
-    fig8 = figures.tradeoff_scatter(band_pts, figures.fit_row(fits, layer=layer), highlight=hl,
-                                    presentation=v.presentation, colorbar=False, height=520,
-                                    title="Nearest types among all types" if nn is not None
-                                    else "The selected tokens among all types (Fig. 8)")
+    fig8 = tradeoff_scatter(band_pts, fit_row(fits, layer=layer), highlight=hl,
+                            presentation=v.presentation, colorbar=False, height=520,
+                            title="Nearest types among all types" if nn is not None
+                            else "The selected tokens among all types (Fig. 8)")
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

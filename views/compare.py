@@ -5,18 +5,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from normvar_core.viz import figures
-
+from normvar_core.viz.decomposition_figures import decomposition_compare
+from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
+from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 from normvar_core.viz import viewstate
 from normvar_core.viz.overlay import runs_in_order
 from normvar_core.viz.shared_axes import share_ranges
 from views import _ui
 
-_ui.page_header("Compare two runs",
-                "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
-                "line up; the scatters show each run at the layer closest to the chosen depth.")
-run_a = _ui.require_run()
-v = _ui.view()
+run_a, v = _ui.run_page("Compare two runs",
+                        "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
+                        "line up; the scatters show each run at the layer closest to the chosen depth.")
 names = runs_in_order(_ui.runs_table())  # real runs first, each Gaussian null under its run
 others = [n for n in names if n != run_a.name] or names
 
@@ -36,24 +35,24 @@ if run_b is None:
     st.stop()
 label_a, label_b = run_a.name, run_b.name if run_b.name != run_a.name else run_b.name + " (2)"
 try:
-    la = viewstate.layer_at_depth(run_a.layers, v.depth, _ui.num_hidden_states(run_a))
-    lb = viewstate.layer_at_depth(run_b.layers, v.depth, _ui.num_hidden_states(run_b))
+    la = viewstate.layer_at_depth(run_a.layers, v.depth, run_a.num_hidden_states)
+    lb = viewstate.layer_at_depth(run_b.layers, v.depth, run_b.num_hidden_states)
     fits_a, fits_b = _ui.tradeoff(run_a, band), _ui.tradeoff(run_b, band)
-    depths = {label_a: _ui.num_hidden_states(run_a), label_b: _ui.num_hidden_states(run_b)}
-    layers_fig = figures.layers_figure({label_a: fits_a, label_b: fits_b}, relative=True,
-                                       num_hidden_states=depths, mark_layer={label_a: la, label_b: lb},
-                                       presentation=v.presentation, title="Fig. 4 on a relative-depth axis")
+    depths = {label_a: run_a.num_hidden_states, label_b: run_b.num_hidden_states}
+    layers_fig = layers_figure({label_a: fits_a, label_b: fits_b}, relative=True,
+                               num_hidden_states=depths, mark_layer={label_a: la, label_b: lb},
+                               presentation=v.presentation, title="Fig. 4 on a relative-depth axis")
     dec_a, dec_b = _ui.decomposition(run_a, band), _ui.decomposition(run_b, band)
-    dec_fig = figures.decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True,
-                                            num_hidden_states=depths, presentation=v.presentation,
-                                            title="Fig. 5/6 ratios on a relative-depth axis")
+    dec_fig = decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True,
+                                    num_hidden_states=depths, presentation=v.presentation,
+                                    title="Fig. 5/6 ratios on a relative-depth axis")
     scat = []
     for r, layer, fits in ((run_a, la, fits_a), (run_b, lb, fits_b)):
         pts = _ui.band_points(r, layer, band)
-        drawn, total = figures.downsample(pts, figures.MAX_POINTS)
-        scat.append((r, layer, pts, figures.tradeoff_scatter(
-            drawn, figures.fit_row(fits, layer=layer), total=total, presentation=v.presentation, height=480,
-            title=f"{r.name} · layer {layer} (depth {viewstate.relative_depth(layer, _ui.num_hidden_states(r)):.2f})")))
+        drawn, total = downsample(pts, MAX_POINTS)
+        scat.append((r, layer, pts, tradeoff_scatter(
+            drawn, fit_row(fits, layer=layer), total=total, presentation=v.presentation, height=480,
+            title=f"{r.name} · layer {layer} (depth {viewstate.relative_depth(layer, r.num_hidden_states):.2f})")))
     share_ranges([fig for *_, fig in scat])  # the same axes and colour scale: the panels read across
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)

@@ -3,22 +3,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from normvar_core.viz import figures
+from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_ratios, decomposition_raw
 from views import _ui
 
-_ui.page_header("Decomposition of the whole embedding set X",
-                "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
-                "token types in the band. Deeper layers: M/Q grows (anisotropy) and V_W takes over from V_B (Fig. 5, 6).")
-run = _ui.require_run()
-v = _ui.view()
-
-c1, c2, c3 = st.columns([2, 2, 1])
-with c1:
-    band = _ui.band_slider(run)
-    pool = _ui.pool_toggle()
-with c2:
-    null_label, null_run = _ui.null_picker(run)
-with c3:
+run, v = _ui.run_page("Decomposition of the whole embedding set X",
+                      "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
+                      "token types in the band. Deeper layers: M/Q grows (anisotropy) and V_W takes over from V_B "
+                      "(Fig. 5, 6).")
+ctl = _ui.page_controls(run, band=True, pool=True, null=True, extra=[1])
+band, pool, null_label, null_run = ctl.band, ctl.pool, ctl.null_label, ctl.null_run
+with ctl.extra[0]:
     _ui.bind("w_decomp_log", False)
     log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
 
@@ -27,13 +21,13 @@ try:
     nd = _ui.decomposition(null_run, band, pool) if null_run is not None else None
     ln = _ui.layernorm(run, band)
     q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
-    bars = figures.decomposition_bars(d, presentation=v.presentation,
-                                      title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
-    ratios = figures.decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
-                                          null=nd, null_label=null_label or "")
-    raw = figures.decomposition_raw(d, log_y=log_y, presentation=v.presentation,
-                                    title="Raw values (Fig. 19, 20)", null=nd, null_label=null_label or "",
-                                    q_pred=q_pred)
+    bars = decomposition_bars(d, presentation=v.presentation,
+                              title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
+    ratios = decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
+                                  null=nd, null_label=null_label or "")
+    raw = decomposition_raw(d, log_y=log_y, presentation=v.presentation,
+                            title="Raw values (Fig. 19, 20)", null=nd, null_label=null_label or "",
+                            q_pred=q_pred)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

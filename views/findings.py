@@ -7,32 +7,15 @@ import streamlit as st
 
 from normvar_core.stats import findings as F
 from views import _ui
-from views._data import _key, _open_run
 
-
-@st.cache_data(show_spinner="Testing the claims (1,000 bootstrap resamples)…", max_entries=16)
-def _findings(path: str, mtime: int) -> list[dict]:
-    run = _open_run(path, mtime)
-    return [f.to_dict() for f in F.findings(run)]
-
-
-def findings_of(run) -> list[F.Finding]:
-    return [F.Finding(**d) for d in _findings(*_key(run))]
-
-
-_ui.page_header("Findings: does each claim hold on this run?",
-                "Each claim of the three studies in one line, tested on the run: its number, a 95 % interval "
-                "(bootstrap over token types for the trade-off; split halves of the corpus for the corpus-level "
-                "quantities and the geometry) and a verdict — holds, fails, or untestable on this run (with why).")
-run = _ui.require_run()
+run, _ = _ui.run_page("Findings: does each claim hold on this run?",
+                      "Each claim of the three studies in one line, tested on the run: its number, a 95 % interval "
+                      "(bootstrap over token types for the trade-off; split halves of the corpus for the corpus-level "
+                      "quantities and the geometry) and a verdict — holds, fails, or untestable on this run (with why).")
 chosen, _ = _ui.runs_to_overlay("Runs side by side", "w_find_runs", "w_find_relative", False)
 
-per_run = {}
 try:
-    for name in chosen:
-        r = _ui.open_run(name)
-        if r is not None:
-            per_run[name] = findings_of(r)
+    per_run = {name: _ui.findings(r) for name, r in _ui.opened_runs(chosen).items()}
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

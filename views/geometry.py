@@ -12,56 +12,51 @@ from normvar_core.viz.overlay import null_label as null_label_of
 from normvar_core.viz.viewstate import layer_at_depth, nearest_layer, relative_depth
 from views import _ui
 
-_ui.page_header("Geometry: anisotropy and intrinsic dimension across layers",
-                "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
-                "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
-                "16,384 embeddings in batches of 4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, "
-                "the mean ± std over batches of 4,096 — a batch holds few embeddings per direction, so it reads higher "
-                "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).")
-run = _ui.require_run()
-_ui.require(run, "geometry", "layer geometry")
-v = _ui.view()
+run, v = _ui.run_page("Geometry: anisotropy and intrinsic dimension across layers",
+                      "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
+                      "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
+                      "16,384 embeddings in batches of 4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, "
+                      "the mean ± std over batches of 4,096 — a batch holds few embeddings per direction, so it reads higher "
+                      "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).",
+                      needs=("geometry", "layer geometry"))
 chosen, relative = _ui.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
                                        "w_geo_relative", True)
 null_label, null_run = _ui.null_picker(run)
 table = _ui.runs_table()
 kind = null_kind(v.null) if null_run is not None else None
 
-curves, depths, skipped, tables, bands = {}, {}, [], {}, {}
+curves, depths, skipped, bands = {}, {}, [], {}
 null_curves, null_of, spectra_of = {}, {}, {}
+
+
+def add_null(label: str, nr, parent: str) -> None:
+    """A null run's layer geometry, drawn dashed in the colour of the run ``parent``."""
+    if nr is not None and nr.has("layer_geometry") and label not in null_curves:
+        null_curves[label], depths[label], null_of[label] = _ui.table(nr, "layer_geometry"), nr.num_hidden_states, parent
+        spectra_of[label] = nr
+
+
 try:
-    for name in chosen:
-        r = _ui.open_run(name)
-        if r is None:
-            continue
+    for name, r in _ui.opened_runs(chosen).items():
         parent = null_source(r.meta.get("source"))
         if parent is not None:                      # a null picked among the runs: drawn as a null
-            if r.has("layer_geometry"):
-                label = f"{parent} · {null_label_of(r.meta)}"
-                null_curves[label], depths[label], null_of[label] = _ui.table(r, "layer_geometry"), \
-                    _ui.num_hidden_states(r), parent
-                spectra_of[label] = r
+            add_null(f"{parent} · {null_label_of(r.meta)}", r, parent)
             continue
         if not r.has("geometry"):
             why = r.skipped("geometry")
             skipped.append(f"{name} ({why})" if why else name)
             continue
-        curves[name] = _ui.table(r, "layer_geometry")
+        curves[name], depths[name], spectra_of[name] = _ui.table(r, "layer_geometry"), r.num_hidden_states, r
         if r.has("intervals"):
             bands[name] = _ui.table(r, "intervals")
-        depths[name] = _ui.num_hidden_states(r)
-        spectra_of[name] = r
         if kind is None:
             continue
         # the null of the same kind of every overlaid run (the sidebar's: the picked one)
         mine = [null_run.name] if name == run.name else [n for n in nulls_of(table, name) if null_kind(n) == kind]
         for nn in mine[:1]:
             nr = null_run if nn == null_run.name else _ui.open_run(nn)
-            label = f"{name} · {null_label_of(nr.meta)}"
-            if nr is not None and nr.has("layer_geometry") and label not in null_curves:
-                null_curves[label], depths[label], null_of[label] = _ui.table(nr, "layer_geometry"), \
-                    _ui.num_hidden_states(nr), name
-                spectra_of[label] = nr
+            if nr is not None:
+                add_null(f"{name} · {null_label_of(nr.meta)}", nr, name)
     log_key = "w_geo_log_null" if null_curves else "w_geo_log"   # on by default as soon as a null is drawn
     _ui.bind(log_key, bool(null_curves))
     log_y = st.toggle("Log scale for intrinsic dimension and participation ratio", key=log_key,
@@ -84,12 +79,12 @@ _ui.chart(fig, key="geometry", data=data, name=f"{run.name}_geometry")
 
 layer = _ui.layer_slider(run)
 try:
-    depth = relative_depth(layer, _ui.num_hidden_states(run))
+    depth = relative_depth(layer, run.num_hidden_states)
     spectra, rows = {}, []
     for label, r in spectra_of.items():
         if not r.has("layer_spectrum"):
             continue
-        at = (layer_at_depth(r.layers, depth, _ui.num_hidden_states(r)) if relative
+        at = (layer_at_depth(r.layers, depth, r.num_hidden_states) if relative
               else nearest_layer(r.layers, layer))
         spec_t = _ui.table(r, "layer_spectrum")
         spectra[label] = (spec_t, at)

@@ -10,13 +10,11 @@ from normvar_core.viz import highdim_figures as HF
 from normvar_core.viz.overlay import null_label
 from views import _ui
 
-_ui.page_header("High-dimensional geometry: the run next to its Gaussian nulls",
-                "Seed 003: radii of Gaussians concentrate (relative width ≈ 1/√(2d)); a random offset moves the "
-                "radius and raises every cosine to ≈ M(X)/Q(X), nothing more; two random vectors are nearly "
-                "orthogonal; and the mean of n_t random draws is small, M/V ≈ 1/(n_t − 1). Where the run departs "
-                "from its nulls, the model — not the dimension — is speaking.")
-run = _ui.require_run()
-v = _ui.view()
+run, v = _ui.run_page("High-dimensional geometry: the run next to its Gaussian nulls",
+                      "Seed 003: radii of Gaussians concentrate (relative width ≈ 1/√(2d)); a random offset moves the "
+                      "radius and raises every cosine to ≈ M(X)/Q(X), nothing more; two random vectors are nearly "
+                      "orthogonal; and the mean of n_t random draws is small, M/V ≈ 1/(n_t − 1). Where the run departs "
+                      "from its nulls, the model — not the dimension — is speaking.")
 nulls = nulls_of(_ui.runs_table(), run.name)
 c1, c2 = st.columns([3, 2])
 with c1:
@@ -30,11 +28,7 @@ if not nulls:
             "to see it next to the run. The references 1/√(2d), M(X)/Q(X) and 1/(n_t − 1) are drawn anyway.",
             icon=":material/casino:")
 
-opened = {}
-for name in picked:
-    nr = _ui.open_run(name)
-    if nr is not None:
-        opened[null_label(nr.meta)] = nr
+opened = {null_label(nr.meta): nr for nr in _ui.opened_runs(picked).values()}
 try:
     table = _ui.highdim(run, band)
     null_tables = {lab: _ui.highdim(nr, band) for lab, nr in opened.items()}

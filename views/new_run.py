@@ -9,17 +9,15 @@ import streamlit as st
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, UPLOAD_TYPES
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline import models
+from normvar_core.service import jobs
 from normvar_core.service.states import JobState
+from normvar_core.service.sweeps import plan_sweep, queue_sweep
 from views import _form, _ui
 
 _ui.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
                 "worker computes the exact moments; the run appears in every page when it is published.")
 v = _ui.view()
-
-from normvar_core.service import jobs
-
-from normvar_core.pipeline import models  # noqa: E402
-
 cap = jobs.max_upload_bytes()
 cap_mb = max(1, math.floor(cap / 2**20))
 aliases = models.list_aliases()
@@ -95,8 +93,6 @@ def stored_upload() -> str:
 
 
 if submitted and sweep_mode:
-    from normvar_core.service.commands_sweep import plan_sweep, queue_sweep
-
     try:
         hub = sweep_model.strip()
         base = RunConfig.from_dict({**values, "model": hub or "minilm", "corpus": stored_upload()})

@@ -5,16 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from normvar_core.runs.siblings import excludes_position0, position0_sibling_config
 from normvar_core.viz import geometry_figures as GF
 from views import _ui
 
-_ui.page_header("Outliers: massive activations and outlier dimensions",
-                "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
-                "the share of Q(X) = E‖x‖² carried by position 0 and by the largest dimensions; the largest "
-                "activations with the token, sentence and position that carry them.")
-run = _ui.require_run()
-_ui.require(run, "outliers", "outlier statistics")
-v = _ui.view()
+run, v = _ui.run_page("Outliers: massive activations and outlier dimensions",
+                      "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
+                      "the share of Q(X) = E‖x‖² carried by position 0 and by the largest dimensions; the largest "
+                      "activations with the token, sentence and position that carry them.",
+                      needs=("outliers", "outlier statistics"))
 try:
     heat = GF.outlier_heatmap(_ui.table(run, "dim_stats"), presentation=v.presentation)
     shares = GF.shares_figure(_ui.table(run, "layer_outliers"), presentation=v.presentation)
@@ -36,29 +35,25 @@ st.dataframe(rows[["rank", "value", "dim", "token", "position", "sentence_id", "
 st.subheader("The layer geometry with and without position 0")
 other = _ui.position0_sibling(run)
 if other is not None and other.has("geometry"):
-    without = bool((run.meta.get("options") or {}).get("exclude_position0"))
-    pair = {(other if without else run).name + " (all positions)": (other if without else run),
-            (run if without else other).name + " (position 0 excluded)": (run if without else other)}
-    curves = {label: _ui.table(r, "layer_geometry") for label, r in pair.items()}
+    with_all, without = (other, run) if excludes_position0(run) else (run, other)
+    curves = {f"{with_all.name} (all positions)": _ui.table(with_all, "layer_geometry"),
+              f"{without.name} (position 0 excluded)": _ui.table(without, "layer_geometry")}
     fig = GF.geometry_profiles(curves, relative=False, presentation=v.presentation,
                                title="Layer geometry with and without position 0")
     _ui.chart(fig, key="geometry_pos0",
               data=pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True),
               name=f"{run.name}_geometry_position0")
 else:
-    opts = dict(run.meta.get("options") or {})
-    flipped = not bool(opts.get("exclude_position0"))
     st.info("No run of the same model, corpus and options with position 0 "
-            f"{'excluded' if flipped else 'included'} yet: compute it to see how anisotropy, intrinsic dimension "
-            "and the mean cosine change when the first position's massive activations are left out.",
-            icon=":material/info:")
-    if opts and st.button("Compute it (a worker job)", key="w_pos0_submit", icon=":material/rocket_launch:"):
-        from normvar_core.config import RunConfig
+            f"{'included' if excludes_position0(run) else 'excluded'} yet: compute it to see how anisotropy, "
+            "intrinsic dimension and the mean cosine change when the first position's massive activations are "
+            "left out.", icon=":material/info:")
+    if run.meta.get("options") and st.button("Compute it (a worker job)", key="w_pos0_submit",
+                                             icon=":material/rocket_launch:"):
         from normvar_core.service.jobs import JobStore
 
         try:
-            cfg = RunConfig.from_dict({**opts, "exclude_position0": flipped,
-                                       "name": f"{run.name}-{'nopos0' if flipped else 'allpos'}"})
+            cfg = position0_sibling_config(run)
             job = JobStore(_ui.data_dir()).submit(cfg)
             st.success(f"Queued job `{job}` ({cfg.name}); it appears here when the worker publishes it.")
         except Exception as err:  # noqa: BLE001

@@ -142,7 +142,7 @@ if run is not None:
                 help="encoder-decoder: the stack this run measures (--stack)" if m.get("stack") else None)
     c[1].metric("|T| token types", _ui.fmt_int(m.get("n_types")))
     c[2].metric("|X| embeddings / layer", _ui.fmt_int(m.get("n_embeddings")))
-    n_hidden = _ui.num_hidden_states(run)
+    n_hidden = run.num_hidden_states
     c[3].metric("hidden states", f"{n_hidden} × {m.get('dim')} d",
                 help="the input embeddings + one per block" + ("" if len(run.layers) == n_hidden else
                                                               f"; {len(run.layers)} of them stored in this run"))

@@ -13,15 +13,13 @@ import streamlit as st
 from normvar_core.stats.analyses import strip_prefix
 from normvar_core.stats.contexts import contexts, highlight
 from normvar_core.stats.lookup import find_type, split_note, suggest
-from normvar_core.viz import figures
+from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.explore_figures import add_occurrence, percentile_heatmap
 from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
 from views import _explore, _ui
 
-_ui.page_header("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "
-                "to its mean μ(X_t) (typical) and farthest from it (atypical).")
-run = _ui.require_run()
-v = _ui.view()
+run, v = _ui.run_page("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "
+                      "to its mean μ(X_t) (typical) and farthest from it (atypical).")
 tokens = run.tokens()
 if "w_token" not in st.session_state:
     st.session_state["w_token"] = v.token or tokens.sort_values("n", ascending=False)["token"].iloc[min(40, len(tokens) - 1)]
@@ -118,10 +116,10 @@ def own_sentence(layer: int) -> None:
                 m3.metric("n_t in the run", _ui.fmt_int(r["n"]))
                 m4.metric("‖x − μ‖² vs V(X_t)", f"{r['dist_sq']:.4g} vs {r['v']:.4g}")
                 tt = _ui.token_table(run, layer)
-                occ_fig = figures.tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
-                                                   highlight=tt[tt["token_id"] == int(r["token_id"])],
-                                                   presentation=v.presentation, colorbar=False, height=460,
-                                                   title=f"'{r['token']}' of your sentence on the trade-off at layer {layer}")
+                occ_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
+                                           highlight=tt[tt["token_id"] == int(r["token_id"])],
+                                           presentation=v.presentation, colorbar=False, height=460,
+                                           title=f"'{r['token']}' of your sentence on the trade-off at layer {layer}")
                 add_occurrence(occ_fig, float(r["m"]), float(r["dist_sq"]), float(r["v"]), str(r["token"]))
                 _ui.chart(occ_fig, key="own_tradeoff", data=at, name=f"{run.name}_own_sentence_layer{layer}")
                 st.dataframe(at[["position", "token", "n", "n_samples", "distance", "percentile", "m", "v", "dist_sq"]],
@@ -209,10 +207,10 @@ with c1:
 with c2:
     me = _ui.token_table(run, layer)
     me = me[me["token_id"] == tid]
-    nn_fig = figures.tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
-                                      highlight=pd.concat([me, nn.drop(columns=["rank", "cosine"])], ignore_index=True),
-                                      presentation=v.presentation, colorbar=False, height=460,
-                                      title=f"{tok} and its {k} nearest types at layer {layer}")
+    nn_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
+                              highlight=pd.concat([me, nn.drop(columns=["rank", "cosine"])], ignore_index=True),
+                              presentation=v.presentation, colorbar=False, height=460,
+                              title=f"{tok} and its {k} nearest types at layer {layer}")
     _ui.chart(nn_fig, key="token_nn_fig", data=nn, name=f"{run.name}_{tok}_neighbours_layer{layer}")
 
 st.subheader("Contexts")

@@ -3,25 +3,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from normvar_core.viz import figures
+from normvar_core.stats.tokenstats import in_band
+from normvar_core.viz.selection import MAX_POINTS, downsample, find_tokens, fit_row, fmt
+from normvar_core.viz.tradeoff_figures import tradeoff_scatter
+from normvar_core.viz.viewstate import band_counts
 from views import _explore, _ui
 
-_ui.page_header("Trade-off: V(X_t) against M(X_t)",
-                "Each point is a token type t. Q = M + V, so when Q(X_t) varies little across types the "
-                "points fall on a line of slope ≈ −1 (Fig. 2). The regression uses the types inside the band. "
-                "Drag a box or lasso to hand a set of types to Token clouds or the highlights.")
-run = _ui.require_run()
-v = _ui.view()
-
-c1, c2, c3, c4 = st.columns([2, 2, 3, 2])
-with c1:
-    layer = _ui.layer_slider(run)
-with c2:
-    band = _ui.band_slider(run)
-    pool = _ui.pool_toggle()
-    colours = None if pool else _ui.word_colour(run)
-with c4:
-    null_label, null_run = _ui.null_picker(run)
+run, v = _ui.run_page("Trade-off: V(X_t) against M(X_t)",
+                      "Each point is a token type t. Q = M + V, so when Q(X_t) varies little across types the "
+                      "points fall on a line of slope ≈ −1 (Fig. 2). The regression uses the types inside the band. "
+                      "Drag a box or lasso to hand a set of types to Token clouds or the highlights.")
+ctl = _ui.page_controls(run, layer=True, band=True, pool=True, null=True, extra=[3])
+layer, band, pool, null_label, null_run = ctl.layer, ctl.band, ctl.pool, ctl.null_label, ctl.null_run
 
 
 def _highlight_app_a() -> None:
@@ -31,26 +24,27 @@ def _highlight_app_a() -> None:
     st.session_state["w_tokens"] = ",".join(toks.loc[toks["token_id"].isin(ids), "token"].astype(str))
 
 
-with c3:
+with ctl.extra[0]:
+    colours = None if pool else _ui.word_colour(run)
     queries = _ui.tokens_input()
     st.button("Highlight App. A's selection (Fig. 8)", key="w_app_a", on_click=_highlight_app_a,
               type="tertiary", icon=":material/auto_awesome:")
 
 try:
     fits = _ui.tradeoff(run, band, pool)
-    fit = figures.fit_row(fits, layer=layer)
+    fit = fit_row(fits, layer=layer)
     points = _ui.with_word_colour(_ui.band_points(run, layer, band, pool), colours)
-    drawn, total = figures.downsample(points, figures.MAX_POINTS)
+    drawn, total = downsample(points, MAX_POINTS)
     table = _ui.token_table(run, layer, pool)
-    hl, missing = figures.find_tokens(table, queries)
+    hl, missing = find_tokens(table, queries)
     null_points = None
     if null_run is not None:
-        null_points, _ = figures.downsample(_ui.band_points(null_run, layer, band, pool), figures.MAX_POINTS)
+        null_points, _ = downsample(_ui.band_points(null_run, layer, band, pool), MAX_POINTS)
     ln = _ui.layernorm(run, band)
     ln_row = ln.set_index("layer").loc[layer] if ln is not None and layer in set(ln["layer"]) else None
     iv = _ui.intervals(run, band, pool)
     siv = iv[(iv["quantity"] == "slope") & (iv["layer"] == layer)]
-    fig = figures.tradeoff_scatter(
+    fig = tradeoff_scatter(
         drawn, fit, highlight=hl, total=total, presentation=v.presentation,
         q_pred=float(ln_row["q_pred"]) if ln_row is not None else None,
         color_by=_ui.WORD_COLOUR if colours else None, color_title="|T<sub>w</sub>|",
@@ -64,9 +58,9 @@ except Exception as err:  # noqa: BLE001
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("token types in band", f"{len(points):,}")
-m2.metric("slope (V on M)", figures.fmt(fit["slope"]) if fit else "–")
-m3.metric("R²", figures.fmt(fit["r2"]) if fit else "–")
-m4.metric("C.V. of Q(X_t)", figures.fmt(fit["cv_q"], 4) if fit else "–")
+m2.metric("slope (V on M)", fmt(fit["slope"]) if fit else "–")
+m3.metric("R²", fmt(fit["r2"]) if fit else "–")
+m4.metric("C.V. of Q(X_t)", fmt(fit["cv_q"], 4) if fit else "–")
 if ln_row is not None:
     st.caption(f"App. I: layer {layer} is the output of `{ln_row['module']}`; LayerNorm predicts Q(X_t) ≈ ‖γ‖² + ‖β‖² "
                f"= {ln_row['q_pred']:.4g} (dotted line V = ‖γ‖² + ‖β‖² − M); measured mean {ln_row['q_types_mean']:.4g} "
@@ -88,7 +82,7 @@ if queries:
         st.caption("not in this run: " + ", ".join(f"`{m}`" for m in missing))
     if len(hl):
         shown = hl[["token", "token_id", "n", "q", "m", "v"]].copy()
-        shown.insert(3, "in band", figures.band_mask(shown["n"], 10 ** band[0], 10 ** band[1]))
+        shown.insert(3, "in band", in_band(shown["n"], *band_counts(band)))
         st.dataframe(shown, hide_index=True, width="stretch", key="highlight_table",
                      column_config={"q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
                                     "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),

@@ -15,10 +15,14 @@ import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats import analyses
-from normvar_core.viz import figures
+from normvar_core.viz.cloud_figures import clouds_figure
+from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
+from normvar_core.viz.frequency_figures import frequency_scatter
+from normvar_core.viz.selection import fit_row, tradeoff_points
+from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.clouds import pca_cloud
-from normvar_core.viz.figures import SLIDE_SIZE
+from normvar_core.viz.figure_export import SLIDE_SIZE
 from normvar_core.viz.viewstate import default_layer
 
 WIDTH, HEIGHT = SLIDE_SIZE  # 16:9
@@ -38,7 +42,7 @@ class Slide:
     def png(self) -> bytes:
         """The figure as a 16:9 PNG (kaleido), rendered once and shared by the PPTX and PDF writers."""
         if self._png is None:
-            from normvar_core.viz.figures import to_image
+            from normvar_core.viz.figure_export import to_image
 
             self._png = to_image(self.figure, "png", width=WIDTH, height=HEIGHT - 120, scale=1.25)
         return self._png
@@ -85,7 +89,7 @@ def run_findings(run) -> dict:
     """{claim id: Finding} of a run (``stats.findings``), computed once per run file per process."""
     from normvar_core.stats.findings import findings
 
-    key = (str(run.path), getattr(run, "_file_id", None))
+    key = (str(run.path), run.version)
     if key not in _FINDINGS:
         _FINDINGS[key] = {f.id: f for f in findings(run)}
     return _FINDINGS[key]
@@ -151,14 +155,14 @@ def tradeoff_slide(runs) -> Slide | None:
         return None
     best = tr.loc[tr["r2"].idxmax()]
     layer = int(best["layer"])
-    points = figures.tradeoff_points(run.token_table(layer), *STUDY_BAND)
+    points = tradeoff_points(run.token_table(layer), *STUDY_BAND)
     from normvar_core.stats.intervals import run_intervals
 
     iv = run_intervals(run)
     siv = iv[(iv["quantity"] == "slope") & (iv["layer"] == layer)]
-    fig = figures.tradeoff_scatter(points, figures.fit_row(tr, layer=layer), presentation=True,
-                                   slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0]))
-                                   if len(siv) else None)
+    fig = tradeoff_scatter(points, fit_row(tr, layer=layer), presentation=True,
+                           slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0]))
+                           if len(siv) else None)
     take = (f"At layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope {best['slope']:.2f}, "
             f"R² {best['r2']:.2f} over {int(best['n_types']):,} types" + verdicts([run], "tradeoff_slope"))
     return Slide(f"{run.name}: the M–V trade-off (Fig. 2)", take,
@@ -170,8 +174,8 @@ def layers_slide(runs) -> Slide | None:
     rel = len(runs) > 1
     from normvar_core.stats.intervals import run_intervals
 
-    fig = figures.layers_figure(curves, relative=rel, num_hidden_states={r.name: _depth(r) for r in runs},
-                                presentation=True, bands={r.name: run_intervals(r) for r in runs})
+    fig = layers_figure(curves, relative=rel, num_hidden_states={r.name: _depth(r) for r in runs},
+                        presentation=True, bands={r.name: run_intervals(r) for r in runs})
     parts, notes = [], []
     for name, tr in curves.items():
         m = tr.loc[tr["cv_q"].idxmin()]
@@ -185,8 +189,8 @@ def layers_slide(runs) -> Slide | None:
 def decomposition_slide(runs) -> Slide | None:
     if len(runs) > 1:
         decs = {r.name: analyses.decomposition(r.stats(), *STUDY_BAND) for r in runs}
-        fig = figures.decomposition_compare(decs, relative=True, num_hidden_states={r.name: _depth(r) for r in runs},
-                                            presentation=True)
+        fig = decomposition_compare(decs, relative=True, num_hidden_states={r.name: _depth(r) for r in runs},
+                                    presentation=True)
         take = "; ".join(f"{n}: V_W/V grows from {d['v_w_over_v'].iloc[0]:.2f} to {d['v_w_over_v'].iloc[-1]:.2f}"
                          for n, d in decs.items())
         notes = "\n\n".join(f"{n}\n" + _table_notes(d, ["layer", "m_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v"])
@@ -195,7 +199,7 @@ def decomposition_slide(runs) -> Slide | None:
                      notes, _fit(fig))
     run = runs[0]
     dec = analyses.decomposition(run.stats(), *STUDY_BAND)
-    fig = figures.decomposition_bars(dec, presentation=True)
+    fig = decomposition_bars(dec, presentation=True)
     take = (f"V_W/V grows from {dec['v_w_over_v'].iloc[0]:.2f} (layer {int(dec['layer'].iloc[0])}) to "
             f"{dec['v_w_over_v'].iloc[-1]:.2f} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
             f"{dec['m_over_q'].max():.2f} (layer {int(dec.loc[dec['m_over_q'].idxmax(), 'layer'])})")
@@ -224,8 +228,8 @@ def frequency_slide(runs) -> Slide | None:
     run = runs[0]
     regs = analyses.frequency_regressions(run.stats(), *STUDY_BAND)
     layer = default_layer(run.layers)
-    fig = figures.frequency_scatter(figures.tradeoff_points(run.token_table(layer), *STUDY_BAND), regs, layer=layer,
-                                    presentation=True)
+    fig = frequency_scatter(tradeoff_points(run.token_table(layer), *STUDY_BAND), regs, layer=layer,
+                            presentation=True)
     r = regs[regs["layer"] == layer].set_index("quantity")
     take = (f"At layer {layer}, against log₁₀ n_t: M falls (slope {r.loc['M', 'slope']:.3f}), V rises "
             f"({r.loc['V', 'slope']:.3f}), Q stays nearly flat ({r.loc['Q', 'slope']:.3f})")
@@ -245,8 +249,8 @@ def clouds_slide(runs) -> Slide | None:
     tt = run.token_table(layer)
     cloud = pca_cloud(run.samples(layer, ids), dict(zip(tt["token_id"].astype(int), tt["n"].astype(int))))
     # laid out at the slide's size: the labels are placed in pixels (no overlaps, drawn above the points)
-    fig = figures.clouds_figure(cloud.coords, explained=cloud.explained, presentation=True, width=WIDTH,
-                                height=HEIGHT - 120, token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]])
+    fig = clouds_figure(cloud.coords, explained=cloud.explained, presentation=True, width=WIDTH,
+                        height=HEIGHT - 120, token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]])
     rows = tt[tt["token_id"].isin(ids)].sort_values("n")
     take = (f"Rare tokens sit away from the origin (M large), frequent ones around it (V large): "
             f"{rows['token'].iloc[0]!s} (n={int(rows['n'].iloc[0])}) M/Q={rows['m'].iloc[0] / rows['q'].iloc[0]:.2f} vs "

@@ -107,8 +107,9 @@ def _damaged(path: Path, why: str) -> NormvarError:
                         fix="recompute the run (normvar compute ... --overwrite) or delete the file")
 
 
-def _file_id(path: Path) -> tuple:
-    st = path.stat()
+def file_version(path) -> tuple[int, int, int]:
+    """A run file's version (inode, size, mtime_ns): runs are replaced by atomic rename, never edited."""
+    st = Path(path).stat()
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
@@ -131,7 +132,7 @@ class Run:
     _layer_stats: pd.DataFrame = field(repr=False)
     _sentence_lengths: pd.DataFrame = field(repr=False)
     _frequency_hist: pd.DataFrame = field(repr=False)
-    _file_id: tuple = field(repr=False)
+    version: tuple = field(repr=False)
     _stats: TokenStats | None = field(default=None, repr=False)
     _samples: dict = field(default_factory=dict, repr=False)
     _sampled: pd.DataFrame | None = field(default=None, repr=False)
@@ -206,7 +207,7 @@ class Run:
                 raise replaced from None
             raise
         try:
-            same = _file_id(self.path) == self._file_id
+            same = file_version(self.path) == self.version
         except OSError:
             same = False
         if not same:
@@ -326,11 +327,11 @@ def _open_connection(path: Path) -> tuple[duckdb.DuckDBPyConnection, tuple]:
     """A read-only connection and the identity (inode, size, mtime) of the very file it opened."""
     for attempt in range(3):  # a file replaced between the stat and the connect: read it again
         try:
-            fid = _file_id(path)
+            fid = file_version(path)
         except FileNotFoundError:
             raise NormvarError(f"run file not found: {path}", fix="list runs with `normvar show`") from None
         con = _connect_ro(path)
-        if attempt == 2 or _file_id(path) == fid:
+        if attempt == 2 or file_version(path) == fid:
             return con, fid
         con.close()
     raise AssertionError("unreachable")
@@ -363,7 +364,7 @@ def open_run(path) -> Run:
         con.close()
     return Run(name=meta.get("name") or path.stem, path=path, meta=meta, layers=list(meta["layers"]),
                table_names=names, sample_columns=sample_cols, _token_stats=token_stats, _layer_stats=layer_stats, _sentence_lengths=sl,
-               _frequency_hist=fh, _file_id=fid)
+               _frequency_hist=fh, version=fid)
 
 
 LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layers", "dim",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from normvar_core.stats.tokenstats import TokenStats
+from normvar_core.stats.tokenstats import TokenStats, in_band
 
 from normvar_core.constants import APP_A_BINS, APP_A_MIN_CHARS, STUDY_BAND
 _PREFIXES = ("##", "Ġ", "▁")
@@ -133,7 +133,7 @@ def select_by_counts(token_ids: np.ndarray, n: np.ndarray, tokens: Sequence[str]
     tokens = list(tokens)
     if len(tokens) != token_ids.size or n.size != token_ids.size:
         raise ValueError("token_ids, n and tokens must align")
-    keep = (n >= n_min) & (n <= n_max) & np.array([len(strip_prefix(t).strip()) >= min_chars for t in tokens],
+    keep = in_band(n, n_min, n_max) & np.array([len(strip_prefix(t).strip()) >= min_chars for t in tokens],
                                                   dtype=bool)
     idx = np.flatnonzero(keep)
     if idx.size == 0:

@@ -43,6 +43,7 @@ import pandas as pd
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats.bootstrap import RESAMPLES, Z95, bootstrap_tradeoff, split_half_interval
+from normvar_core.stats.tokenstats import in_band
 
 SLOPE_TOL = 0.2
 R2_MIN = 0.8
@@ -159,7 +160,7 @@ class RunView:
                    halves=get("halves_layer"), geometry=get("layer_geometry"), outliers=get("layer_outliers"))
 
     def band(self) -> np.ndarray:
-        return (self.n >= STUDY_BAND[0]) & (self.n <= STUDY_BAND[1])
+        return in_band(self.n, *STUDY_BAND)
 
     def interior(self, layer: int) -> bool:
         return 0 < int(layer) < self.num_hidden_states - 1

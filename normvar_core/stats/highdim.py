@@ -25,7 +25,7 @@ def norm_spread_reference(dim: int) -> float:
 
 def mv_ratio(stats: TokenStats, n_min: float, n_max: float) -> pd.DataFrame:
     """Per layer the median over the types in the band of n_t · M(X_t)/V(X_t) (≈ 1 for Gaussians)."""
-    keep = (stats.n >= n_min) & (stats.n <= n_max)
+    keep = stats.band(n_min, n_max)
     rows = []
     for li, layer in enumerate(stats.layer_index):
         m, v, n = stats.m[li, keep], stats.v[li, keep], stats.n[keep].astype(np.float64)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.stats.bootstrap import RESAMPLES, bootstrap_tradeoff, split_half_interval
-from normvar_core.stats.tokenstats import TokenStats
+from normvar_core.stats.tokenstats import TokenStats, in_band
 
 SPLIT_QUANTITIES = ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v", "anisotropy", "q_share_pos0")
 BOOT_QUANTITIES = ("cv_q", "slope", "r2")
@@ -22,7 +22,7 @@ COLUMNS = ["layer", "quantity", "value", "low", "high", "method"]
 
 def band_types(n_full: np.ndarray, band: tuple[float, float]) -> np.ndarray:
     """Mask of the types whose count in the whole run lies in the band (the halves use the same types)."""
-    return (n_full >= band[0]) & (n_full <= band[1])
+    return in_band(n_full, *band)
 
 
 def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None = None,

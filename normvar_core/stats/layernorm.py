@@ -17,7 +17,7 @@ from normvar_core.stats.tokenstats import TokenStats
 def layernorm_table(norm_params: pd.DataFrame, stats: TokenStats, n_min: float, n_max: float) -> pd.DataFrame:
     """Per stored layer: the norm module (''  where the state is not a norm output), the predicted Q,
     the mean and C.V. of Q(X_t) over the types in the band, and measured / predicted."""
-    keep = (stats.n >= n_min) & (stats.n <= n_max)
+    keep = stats.band(n_min, n_max)
     rows = []
     pred = norm_params.set_index("layer")
     for li, layer in enumerate(stats.layer_index):

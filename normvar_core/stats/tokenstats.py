@@ -13,6 +13,13 @@ import pandas as pd
 _BLOCK = 64  # rows per block of the band prefix sums
 
 
+def in_band(n, n_min: float = 1, n_max: float = math.inf) -> np.ndarray:
+    """Mask of the counts with n_min <= n_t <= n_max: the study's frequency band (§5.3 uses 10 .. 1e5,
+    i.e. 1 <= log10 n_t <= 5). The one place the band test is written; ``TokenStats.band`` applies it."""
+    n = np.asarray(n)
+    return (n >= n_min) & (n <= n_max)
+
+
 @dataclass
 class TokenStats:
     """Per-(layer, token type) statistics. Arrays: ``token_ids`` (T,) ascending, ``n`` (T,),
@@ -63,8 +70,8 @@ class TokenStats:
         return int(hits[0])
 
     def band(self, n_min: float = 1, n_max: float = math.inf) -> np.ndarray:
-        """Mask of the types with n_min <= n_t <= n_max (the study's §5.3 uses 10 .. 1e5)."""
-        return (self.n >= n_min) & (self.n <= n_max)
+        """Mask of the types with n_min <= n_t <= n_max (the study's §5.3 uses 10 .. 1e5; ``in_band``)."""
+        return in_band(self.n, n_min, n_max)
 
     def subset(self, mask: np.ndarray) -> "TokenStats":
         mask = np.asarray(mask)

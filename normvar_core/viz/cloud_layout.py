@@ -2,7 +2,7 @@
 CIELAB, glasbey-style) and label placement in pixels so that no two labels overlap and each label
 covers as few points as possible (drawn as annotations above the points, with a leader line to its
 cloud's centroid). Pure numpy; the figure size and axis ranges are fixed by the caller
-(``figures.clouds_figure``) so that the pixel layout is exact.
+(``cloud_figures.clouds_figure``) so that the pixel layout is exact.
 """
 from __future__ import annotations
 

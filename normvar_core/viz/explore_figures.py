@@ -1,6 +1,6 @@
 """Figures of "your own sentence" (``service.own_sentence``): the percentile of each token's distance to
 its type's mean, per layer, as a heat map; and one occurrence's point on the trade-off, added to a
-``figures.tradeoff_scatter``. No Streamlit, no torch."""
+``tradeoff_figures.tradeoff_scatter``. No Streamlit, no torch."""
 from __future__ import annotations
 
 import numpy as np

@@ -9,7 +9,7 @@ so links stay short. Pure Python + plotly: no Streamlit import here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 #: the study's band for regressions and statistics over X (§5.3): 1 <= log10 n_t <= 5
@@ -215,9 +215,6 @@ class ViewState:
         if self.cmap != "pca":
             q["map"] = self.cmap
         return q
-
-    def with_(self, **changes: Any) -> "ViewState":
-        return replace(self, **changes)
 
 
 # ----------------------------------------------------------------------------- layers and depth
