@@ -302,7 +302,7 @@ class JobStore:
     threads."""
 
     def __init__(self, data_dir: str | os.PathLike | DataDir | None = None):
-        self.dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+        self.dd = DataDir.at(data_dir)
         self.queue_dir = self.dd.queue
         self.db_path = self.queue_dir / "jobs.sqlite"
         self.lock_path = self.queue_dir / "worker.lock"

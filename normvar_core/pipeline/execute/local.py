@@ -84,12 +84,8 @@ class _PhaseClock:
 
 
 def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
-    out = Path(out_dir) if out_dir is not None else _datadir(data_dir).runs
+    out = Path(out_dir) if out_dir is not None else DataDir.at(data_dir).runs
     return out / f"{cfg.name or default_run_name(cfg)}.duckdb"
-
-
-def _datadir(data_dir) -> DataDir:
-    return data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
 
 
 class _Checkpointer:
@@ -134,7 +130,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     t_start = time.monotonic()
     _limit_heap_growth()
     cfg = cfg.validate()
-    dd = _datadir(data_dir)
+    dd = DataDir.at(data_dir)
     if cfg.name is None:
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
