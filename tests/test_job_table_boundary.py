@@ -1,4 +1,4 @@
-"""The job table keeps its room (issue 25): outside ``service/job_table.py`` and ``service/jobs.py`` no
+"""The job table keeps its room (issue 25): outside ``service/job_table.py``, ``job_db.py`` and ``jobs.py`` no
 module of ``normvar_core/``, ``views/`` or ``app.py`` reads a private (``_name``) attribute of ``JobStore``
 or ``JobTable``, or holds SQL on the ``jobs`` table. The worker, the CLI and the pages use the public
 operations (claim, heartbeat, write_progress, finish, requeue, ...)."""
@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-JOB_TABLE_MODULES = {ROOT / "normvar_core" / "service" / "job_table.py", ROOT / "normvar_core" / "service" / "jobs.py"}
+JOB_TABLE_MODULES = {ROOT / "normvar_core" / "service" / f for f in ("job_table.py", "job_db.py", "jobs.py")}
 SQL_ON_JOBS = re.compile(r"\b(?:from|into|update|join|table(?:\s+if\s+not\s+exists)?)\s+jobs\b", re.IGNORECASE)
 
 

@@ -1,7 +1,8 @@
 """The job table of one data directory (``queue/jobs.sqlite``) and every transition of a job in it.
 
-This is the one module that writes SQL on ``jobs``: the submitters (``jobs.JobStore``), the CLI, the
-dashboard and the worker (``worker.Worker``) call the methods of ``JobTable``.
+This is the one module that writes SQL on ``jobs`` (its schema and connection: ``job_db``): the
+submitters (``jobs.JobStore``), the CLI, the dashboard and the worker (``worker.Worker``) call the
+methods of ``JobTable``.
 
 Columns: id, run name, the ``RunConfig`` as JSON (a worker task that is not a run: ``{task: spec}``, see
 ``tasks.TASKS``), state (``states.JobState``), message (the failure text), progress JSON
@@ -24,11 +25,13 @@ import re
 import shutil
 import sqlite3
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
+from normvar_core.service.job_db import SCHEMA, connect, database_errors, set_wal
 from normvar_core.service.job_rows import Job, WorkerInfo
 from normvar_core.service.queue import make_huey
 from normvar_core.service.states import TRANSITIONS, JobState
@@ -38,80 +41,8 @@ log = logging.getLogger("normvar.jobs")
 RESUME_PRIORITY = 1.0
 """Jobs put back after a crash or a shutdown go first; fresh jobs use -seq (FIFO)."""
 
-_SCHEMA = (
-    """create table if not exists jobs (
-        seq integer primary key autoincrement,
-        id text not null unique,
-        name text not null,
-        config text not null,
-        overwrite integer not null default 0,
-        state text not null,
-        message text,
-        progress text,
-        run_path text,
-        created real not null,
-        started real,
-        finished real,
-        heartbeat real,
-        worker_pid integer,
-        cancel_requested integer not null default 0,
-        attempts integer not null default 0)""",
-    "create index if not exists jobs_state on jobs (state)",
-    "create index if not exists jobs_name on jobs (name)",
-    """create table if not exists worker (
-        one integer primary key check (one = 1),
-        pid integer, started real, heartbeat real, job_id text)""",
-)
 _MOVABLE_COLUMNS = {"started", "finished", "heartbeat", "worker_pid", "attempts", "message", "run_path",
                     "cancel_requested"}
-
-
-def _damaged(path: Path, text: str) -> NormvarError:
-    return NormvarError(f"the job database {path} is damaged ({text})",
-                        fix=f"move it aside (mv {path} {path}.damaged) and start again; published runs "
-                            "are not affected, the jobs queued in it are lost")
-
-
-@contextlib.contextmanager
-def database_errors(path: Path) -> Iterator[None]:
-    """A damaged, locked or unwritable queue database -> one NormvarError naming the fix (the CLI
-    exits 2, the dashboard shows it). Published runs never live in it, so moving it aside loses
-    only the queue."""
-    try:
-        yield
-    except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
-        raise
-    except sqlite3.OperationalError as err:
-        text = str(err)
-        if "locked" in text or "busy" in text:
-            raise NormvarError(f"the job database {path} stayed locked by another process for 30 s",
-                               fix="wait for the other normvar process, or stop it (normvar worker stop)") from None
-        if "readonly" in text or "unable to open" in text or "disk I/O" in text:
-            raise NormvarError(f"cannot write the job database {path} ({text})",
-                               fix=f"make {path.parent} writable, or use another --data-dir") from None
-        raise _damaged(path, text) from None
-    except sqlite3.DatabaseError as err:
-        raise _damaged(path, str(err)) from None
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute("pragma busy_timeout = 30000")
-    conn.execute("pragma synchronous = normal")
-    return conn
-
-
-def _set_wal(conn: sqlite3.Connection) -> None:
-    deadline = time.monotonic() + 30.0
-    while True:  # switching a fresh file to WAL needs a write lock; retry under concurrency
-        try:
-            conn.execute("pragma journal_mode = wal")
-            return
-        except sqlite3.OperationalError as err:
-            if "locked" not in str(err) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
 
 
 def move(conn: sqlite3.Connection, job_id: str, transition: str, *, where: str = "", **columns) -> int:
@@ -147,15 +78,15 @@ class JobTable:
         self.lock_path = self.queue_dir / "worker.lock"
         self._huey = None
         with self._conn() as conn:
-            _set_wal(conn)
-            for stmt in _SCHEMA:
+            set_wal(conn)
+            for stmt in SCHEMA:
                 conn.execute(stmt)
 
     # -------------------------------------------------------------- plumbing
     @contextlib.contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
         with database_errors(self.db_path):
-            conn = _connect(self.db_path)
+            conn = connect(self.db_path)
             try:
                 yield conn
             finally:
@@ -212,8 +143,6 @@ class JobTable:
         transaction and raises to refuse it, or returns the id of an equal job to give back instead.
         The task is enqueued after the commit: if that is lost (a crash), the worker re-enqueues the job
         at start (``enqueue_lost``); if the queue refuses it (damaged), the job is taken back."""
-        import uuid
-
         with self._tx() as conn:
             rows = conn.execute("select * from jobs where name = ? and state in (?, ?) order by seq",
                                 (name, JobState.QUEUED.value, JobState.RUNNING.value)).fetchall()
@@ -221,9 +150,9 @@ class JobTable:
             if same is not None:
                 return same
             job_id = uuid.uuid4().hex[:12]
-            seq = conn.execute("insert into jobs (id, name, config, overwrite, state, created) values (?, ?, ?, ?, ?, ?)",
-                               (job_id, name, config, int(bool(overwrite)), JobState.QUEUED.value,
-                                time.time())).lastrowid
+            seq = conn.execute("insert into jobs (id, name, config, overwrite, state, created) "
+                               "values (?, ?, ?, ?, ?, ?)", (job_id, name, config, int(bool(overwrite)),
+                                                             JobState.QUEUED.value, time.time())).lastrowid
         try:
             self._enqueue(job_id, priority=-float(seq))
         except NormvarError:
@@ -427,4 +356,4 @@ class JobTable:
                 self._enqueue(row["id"], priority=-float(row["seq"]))
 
 
-__all__ = ["JobTable", "database_errors", "move", "RESUME_PRIORITY"]
+__all__ = ["JobTable", "move", "RESUME_PRIORITY"]

@@ -48,7 +48,8 @@ from normvar_core.service.corpus_store import (CORPUS_EXTENSIONS, DEFAULT_MAX_UP
                                                max_upload_bytes, store_corpus)
 from normvar_core.service.job_progress import fmt_eta, progress_dict, progress_text
 from normvar_core.service.job_rows import Job, WorkerInfo
-from normvar_core.service.job_table import JobTable, database_errors
+from normvar_core.service.job_db import database_errors
+from normvar_core.service.job_table import JobTable
 
 
 def _absolute_paths(cfg: RunConfig) -> RunConfig:

@@ -23,7 +23,7 @@ from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.runs.writer import remove_stale_temps
 from normvar_core.service.job_progress import progress_dict
 from normvar_core.service.job_rows import Job
-from normvar_core.service.job_table import database_errors
+from normvar_core.service.job_db import database_errors
 from normvar_core.service.jobs import JobStore
 from normvar_core.service.queue import make_huey as _make_huey
 from normvar_core.service.states import JobState
