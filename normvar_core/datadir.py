@@ -47,8 +47,10 @@ class DataDir:
     root: Path
 
     @classmethod
-    def at(cls, path: str | os.PathLike | None = None) -> "DataDir":
-        return cls(resolve_data_dir(path))
+    def at(cls, path: "str | os.PathLike | DataDir | None" = None) -> "DataDir":
+        """The data directory of ``path``: a ``DataDir`` as it is, else ``resolve_data_dir(path)`` (a path,
+        or None for $NORMVAR_DATA / ./data) — the one place a "path or DataDir" argument is read."""
+        return path if isinstance(path, DataDir) else cls(resolve_data_dir(path))
 
     def _sub(self, name: str) -> Path:
         p = self.root / name

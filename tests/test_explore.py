@@ -135,6 +135,28 @@ def test_submit_sentence_refuses_bad_input(run):
         store.submit_sentence("no-such-run", "A sentence.")
 
 
+def test_sentence_job_runs_through_the_worker_once(run, tmp_path):
+    """``submit_sentence`` -> the worker's "sentence" task (``tasks.TASKS``) -> ``reports/<job>.sentence.json``
+    with the rows of ``write_sentence`` called directly; the same request while queued gives back its job."""
+    import shutil
+
+    from normvar_core.service.jobs import JobStore
+    from normvar_core.service.own_sentence import read_result, write_sentence
+    from normvar_core.service.worker import Worker
+
+    data = tmp_path / "data"
+    (data / "runs").mkdir(parents=True)
+    path = Path(shutil.copy(run.path, data / "runs" / run.path.name))
+    store = JobStore(data)
+    jid = store.submit_sentence(RUN, SENTENCE)
+    assert store.submit_sentence(RUN, SENTENCE) == jid
+    assert Worker(data, poll_s=0.05).run(once=True, install_signals=False) == 1
+    job = store.get(jid)
+    assert (job.task, job.state, job.run_path) == ("sentence", "done", str(data / "reports" / f"{jid}.sentence.json"))
+    direct = read_result(write_sentence(str(path), SENTENCE, tmp_path / "s.json", data))
+    assert read_result(job.run_path)["rows"] == direct["rows"]
+
+
 # ------------------------------------------------------------------------------------ lookup
 @lru_cache(maxsize=None)
 def _lev(a: str, b: str) -> int:

@@ -405,7 +405,7 @@ def list_runs(data_dir=None, *, errors: list | None = None, include_damaged: boo
     reported in ``errors`` (list of (path, message)) when given. Never raises."""
     from normvar_core.datadir import DataDir
 
-    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+    dd = DataDir.at(data_dir)
     rows = []
     try:
         files = dd.published_runs()
@@ -438,7 +438,7 @@ def resolve_run(ref: str, data_dir=None) -> Path:
         if not p.exists():
             raise NormvarError(f"run file not found: {p}", fix="check the path")
         return p
-    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+    dd = DataDir.at(data_dir)
     cand = dd.run_path(ref)
     if not cand.exists():
         known = [q.stem for q in dd.published_runs()]

@@ -56,7 +56,7 @@ def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None
     The same bytes stored twice give one file. ``ext`` (an extension or the uploaded file's
     name) only selects one of CORPUS_EXTENSIONS; the uploaded name is never used as a path.
     Size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
-    dd = data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
+    dd = DataDir.at(data_dir)
     suffix = corpus_extension(ext)
     if isinstance(data, (bytearray, memoryview)):
         data = bytes(data)

@@ -3,13 +3,11 @@
     queued --claim--> running --finish--> done | failed | cancelled
     queued --cancel--> cancelled          running --requeue--> queued   (SIGTERM, or a dead worker)
 
-``move(conn, job_id, transition, **columns)`` performs a transition as ONE ``UPDATE`` guarded by
-the state it starts from (``... WHERE id = ? AND state IN (...)``), so two processes racing on
-a job never both succeed; it returns the number of rows changed (0: the job was not in that state).
+``job_table.move(conn, job_id, transition, **columns)`` performs a transition as ONE ``UPDATE`` guarded
+by the states it starts from (``TRANSITIONS``), so two processes racing on a job never both succeed.
 """
 from __future__ import annotations
 
-import sqlite3
 from enum import Enum
 
 
@@ -44,26 +42,5 @@ TRANSITIONS: dict[str, tuple[tuple[JobState, ...], JobState]] = {
     "succeed": ((JobState.RUNNING,), JobState.DONE),
     "fail": ((JobState.RUNNING,), JobState.FAILED),
 }
-_ALLOWED_COLUMNS = {"started", "finished", "heartbeat", "worker_pid", "attempts", "message", "run_path",
-                    "cancel_requested"}
 
-
-def move(conn: sqlite3.Connection, job_id: str, transition: str, *, where: str = "", **columns) -> int:
-    """Apply ``transition`` to ``job_id`` with the extra ``columns`` set (values, or SQL expressions
-    given as ``("sql", "expr")`` tuples); ``where`` adds a guard. Returns the rows changed."""
-    frm, to = TRANSITIONS[transition]
-    sets, args = ["state = ?"], [to.value]
-    for col, val in columns.items():
-        if col not in _ALLOWED_COLUMNS:
-            raise ValueError(f"unknown job column {col!r}")
-        if isinstance(val, tuple) and val and val[0] == "sql":
-            sets.append(f"{col} = {val[1]}")
-        else:
-            sets.append(f"{col} = ?")
-            args.append(val)
-    marks = ", ".join("?" for _ in frm)
-    sql = f"UPDATE jobs SET {', '.join(sets)} WHERE id = ? AND state IN ({marks})" + (f" AND {where}" if where else "")
-    return conn.execute(sql, (*args, job_id, *(s.value for s in frm))).rowcount
-
-
-__all__ = ["JobState", "ACTIVE", "FINAL", "TRANSITIONS", "move"]
+__all__ = ["JobState", "ACTIVE", "FINAL", "TRANSITIONS"]

@@ -1,12 +1,13 @@
 """The background worker of a data directory: takes jobs from the queue (``jobs.JobStore``), runs
 ``compute_run`` for run jobs (checkpointed, resumed after a crash) and the worker tasks of the other
-jobs (``TASKS``: report, null, sentence), writes progress and heartbeats (``_Reporter``), and recovers what a
-dead worker left (``Worker.recover``). One worker per data directory (``queue/worker.lock``)."""
+jobs (``tasks.TASKS``: report, null, sentence), writes progress and heartbeats (``_Reporter``), and
+recovers what a dead worker left (``Worker.recover``). One worker per data directory
+(``queue/worker.lock``). It changes the job table only through ``JobTable``'s public operations
+(claim, heartbeat, write_progress, finish, requeue, enqueue_lost, record_worker, forget_worker)."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import signal
@@ -18,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from normvar_core.config import RunConfig
-from normvar_core.datadir import DataDir
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.runs.writer import remove_stale_temps
-from normvar_core.service.jobs import RESUME_PRIORITY, TASK_NAMES, JobStore, database_errors, progress_dict
+from normvar_core.service.job_progress import progress_dict
+from normvar_core.service.job_rows import Job
+from normvar_core.service.job_db import database_errors
+from normvar_core.service.jobs import JobStore
 from normvar_core.service.queue import make_huey as _make_huey
-from normvar_core.service.states import JobState, move
+from normvar_core.service.states import JobState
+from normvar_core.service.tasks import TASKS
 
 log = logging.getLogger("normvar.worker")
 
@@ -92,47 +96,19 @@ class Worker:
                 os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _beat(self, job_id: str | None) -> None:
-        now = time.time()
-        with self.store._conn() as conn:
-            conn.execute(
-                "insert into worker (one, pid, started, heartbeat, job_id) values (1, ?, ?, ?, ?) "
-                "on conflict(one) do update set pid=excluded.pid, heartbeat=excluded.heartbeat, "
-                "job_id=excluded.job_id, started=coalesce(case when worker.pid=excluded.pid "
-                "then worker.started end, excluded.started)",
-                (os.getpid(), now, now, job_id))
-
     def recover(self) -> None:
         """Called with the worker lock held, so no other worker is alive: requeue what a dead
-        worker left behind (running jobs first, to resume from their checkpoints)."""
+        worker left behind (running jobs first, oldest first, to resume from their checkpoints)."""
         store = self.store
-        now = time.time()
-        with store._conn() as conn:
-            running = conn.execute("select * from jobs where state=? order by seq", (JobState.RUNNING.value,)).fetchall()
-        for row in running:
-            jid = row["id"]
-            if row["cancel_requested"]:
-                with store._tx() as conn:
-                    move(conn, jid, "cancel_running", finished=now, message="cancelled", worker_pid=None)
-                store.remove_checkpoint(jid)
-                continue
-            if int(row["attempts"]) >= MAX_ATTEMPTS:
-                msg = f"the worker died {row['attempts']} times while running this job"
-                with store._tx() as conn:
-                    move(conn, jid, "fail", finished=now, message=msg, worker_pid=None)
-                store.remove_checkpoint(jid)
-                continue
-            log.warning("job %s was left running by a dead worker (pid %s): resuming it",
-                        jid, row["worker_pid"])
-            with store._tx() as conn:
-                move(conn, jid, "requeue", worker_pid=None)
-            store._enqueue(jid, priority=RESUME_PRIORITY)
-        pending = store._pending_job_ids()
-        with store._conn() as conn:
-            queued = conn.execute("select id, seq from jobs where state=? order by seq", (JobState.QUEUED.value,)).fetchall()
-        for row in queued:
-            if row["id"] not in pending:
-                store._enqueue(row["id"], priority=-float(row["seq"]))
+        for job in reversed(store.list(limit=None, states=(JobState.RUNNING.value,))):
+            if job.cancel_requested:
+                store.finish(job.id, JobState.CANCELLED, "cancelled")
+            elif job.attempts >= MAX_ATTEMPTS:
+                store.finish(job.id, JobState.FAILED, f"the worker died {job.attempts} times while running this job")
+            else:
+                log.warning("job %s was left running by a dead worker (pid %s): resuming it", job.id, job.worker_pid)
+                store.requeue(job.id)
+        store.enqueue_lost()
         self._clean_stale_temp_runs()
 
     def _clean_stale_temp_runs(self) -> None:
@@ -152,8 +128,7 @@ class Worker:
                 self._serve(once)
         finally:
             with contextlib.suppress(Exception):
-                with self.store._conn() as conn:
-                    conn.execute("delete from worker where pid=?", (os.getpid(),))
+                self.store.forget_worker()
             self._release_lock()
             for sig, h in old_handlers.items():
                 signal.signal(sig, h)
@@ -161,7 +136,7 @@ class Worker:
 
     def _serve(self, once: bool) -> None:
         """The worker loop: recover, then take one task at a time until stopped (or empty, ``once``)."""
-        self._beat(None)
+        self.store.record_worker(None)
         self.recover()
         log.info("worker %d on %s", os.getpid(), self.dd.root)
         last_beat = time.monotonic()
@@ -171,13 +146,13 @@ class Worker:
                 if once:
                     break
                 if time.monotonic() - last_beat > 2.0:
-                    self._beat(None)
+                    self.store.record_worker(None)
                     last_beat = time.monotonic()
                 self._stop.wait(self.poll_s)
                 continue
             self.jobs_run += 1
             self.huey.execute(task)  # runs self._run_job(job_id); it never raises Exception
-            self._beat(None)
+            self.store.record_worker(None)
             last_beat = time.monotonic()
 
     def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
@@ -189,61 +164,36 @@ class Worker:
     # -------------------------------------------------------------- one job
     def _run_job(self, job_id: str) -> None:
         store = self.store
-        now = time.time()
-        with store._tx() as conn:
-            claimed = move(conn, job_id, "claim", where="cancel_requested = 0",
-                           started=("sql", f"coalesce(started, {float(now)!r})"), heartbeat=now,
-                           worker_pid=os.getpid(), attempts=("sql", "attempts + 1"), message=None)
-            if not claimed:  # a cancel that raced with a requeue
-                move(conn, job_id, "cancel_queued", where="cancel_requested = 1", finished=now, message="cancelled")
-            row = conn.execute("select * from jobs where id=?", (job_id,)).fetchone()
-        if not claimed:
-            log.info("job %s: not queued any more (%s), skipped", job_id, row["state"] if row else "unknown")
+        job = store.claim(job_id)
+        if job is None:
             return
-        log.info("job %s (%s): started", job_id, row["name"])
+        log.info("job %s (%s): started", job_id, job.name)
         reporter = _Reporter(store, job_id)
         reporter.start()
-        self._beat(job_id)
+        store.record_worker(job_id)
         try:
-            state, message, run_path = self._compute(row, reporter)
+            state, message, run_path = self._compute(job, reporter)
         finally:
             reporter.stop()
-        finished = time.time()
         if state == JobState.QUEUED:  # stopped by SIGTERM: back to the front of the queue
-            with store._tx() as conn:
-                move(conn, job_id, "requeue", worker_pid=None, attempts=("sql", "max(attempts - 1, 0)"), message=message)
-            store._enqueue(job_id, priority=RESUME_PRIORITY)
+            store.requeue(job_id, shutdown=message)
             log.info("job %s: stopped, will resume from its checkpoint", job_id)
             return
-        outcome = {JobState.DONE: "succeed", JobState.FAILED: "fail", JobState.CANCELLED: "cancel_running"}
-        with store._tx() as conn:
-            move(conn, job_id, outcome[JobState(state)], message=message, run_path=run_path, finished=finished,
-                 heartbeat=finished, worker_pid=None)
-        store.remove_checkpoint(job_id)  # compute_run removes it on success; leftovers of a kill too
+        store.finish(job_id, state, message, run_path)  # removes the checkpoint: a kill's leftovers too
         log.info("job %s: %s%s", job_id, state, f" ({message})" if message else "")
 
-    def _cancel_requested(self, job_id: str) -> bool:
-        with self.store._conn() as conn:
-            row = conn.execute("select cancel_requested from jobs where id=?", (job_id,)).fetchone()
-        return bool(row is None or row["cancel_requested"])
-
-    def _compute(self, row: sqlite3.Row, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
-        """Run compute_run for one claimed job: (state, message, run path)."""
-        job_id = row["id"]
+    def _compute(self, job: Job, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
+        """Run compute_run (or the worker task) of one claimed job: (state, message, run path)."""
+        job_id = job.id
+        if job.task != "run":
+            return self._task(job_id, job.task, job.config[job.task], reporter)
         try:
-            config = json.loads(row["config"])
-        except ValueError as err:
-            return JobState.FAILED, f"invalid stored configuration: {err}", None
-        task = next((t for t in TASKS if isinstance(config, dict) and t in config), None)
-        if task is not None:
-            return self._task(job_id, task, config[task], reporter)
-        try:
-            cfg = RunConfig.from_json(row["config"])
+            cfg = RunConfig.from_dict(job.config)
         except NormvarError as err:
             return JobState.FAILED, f"invalid stored configuration: {err}", None
         run_path = self.dd.run_path(cfg.name)
         ckpt = self.store.checkpoint_path(job_id)
-        if int(row["attempts"]) > 1 and _published_since(run_path, row["started"]):
+        if job.attempts > 1 and _published_since(run_path, job.started):
             # the previous attempt published its run and died before marking the job done (its
             # checkpoint, if any, is removed with the job's end as always)
             return JobState.DONE, None, str(run_path)
@@ -256,7 +206,7 @@ class Worker:
             t = time.monotonic()
             if t - last_check[0] >= 0.25:
                 last_check[0] = t
-                last_check[1] = self._cancel_requested(job_id)
+                last_check[1] = self.store.cancel_requested(job_id)
             return last_check[1]
 
         try:
@@ -264,11 +214,11 @@ class Worker:
             if compute_run is None:
                 from normvar_core.pipeline.execute.local import compute_run
             path = compute_run(
-                cfg, self.dd.root, overwrite=bool(row["overwrite"]), progress=reporter.update,
+                cfg, self.dd.root, overwrite=job.overwrite, progress=reporter.update,
                 checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
                 should_cancel=should_cancel)
         except CancelledError as err:
-            if self._cancel_requested(job_id):
+            if self.store.cancel_requested(job_id):
                 return JobState.CANCELLED, "cancelled", None
             if self.stopping:
                 return JobState.QUEUED, "interrupted by a worker shutdown; resumes from its checkpoint", None
@@ -322,51 +272,6 @@ def _task_progress(reporter: "_Reporter", task: str):
     return progress
 
 
-def _write_report(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
-    """Task "report": the slides of the runs -> ``reports/<job id>.<format>`` (temp file + rename);
-    phases read (runs), slides, write."""
-    from normvar_core.report.slides import build_slides
-    from normvar_core.report.writers import write_report
-    from normvar_core.runs.reader import open_run
-
-    report = progress or (lambda *a, **k: None)
-    fmt = spec.get("format", "pptx")
-    runs = []
-    for i, p in enumerate(spec["runs"]):
-        report("read", i, len(spec["runs"]), "runs", Path(p).stem)
-        runs.append(open_run(p))
-    report("slides", 0, 1, "steps", f"{len(runs)} run(s)")
-    slides = build_slides(runs)
-    report("write", 0, 1, "files", f"{fmt.upper()}")
-    return write_report(slides, dd.reports / f"{job_id}.{fmt}", fmt)
-
-
-def _write_null(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:  # noqa: ARG001
-    """Task "null": the Gaussian null of a run, published as an ordinary run (atomically)."""
-    from normvar_core.pipeline.accumulators.geometry import host_search
-    from normvar_core.runs.null import null_name, write_null_run
-    from normvar_core.runs.reader import open_run
-
-    run = open_run(spec["run"])
-    name = null_name(run, spec["kind"], int(spec["seed"]))
-    return write_null_run(run, spec["kind"], dd.run_path(name), seed=int(spec["seed"]), overwrite=True,
-                          search=host_search, progress=progress)
-
-
-def _write_sentence(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
-    """Task "sentence": a typed sentence against a run's statistics (``own_sentence``) ->
-    ``reports/<job id>.sentence.json``."""
-    from normvar_core.service.own_sentence import write_sentence
-
-    return write_sentence(spec["run"], spec["text"], dd.reports / f"{job_id}.sentence.json", dd.root,
-                          progress=progress)
-
-
-TASKS = {"report": _write_report, "null": _write_null, "sentence": _write_sentence}
-"""Worker tasks besides runs; a job's config is ``{task: spec}`` (``JobStore.submit_report/submit_null``)."""
-assert tuple(TASKS) == TASK_NAMES
-
-
 def _published_since(run_path: Path, started: float | None) -> bool:
     """A complete run file under the job's name, written after the job first started. Only this job
     can have written it: names are unique among queued and running jobs, and publishing is atomic."""
@@ -409,13 +314,11 @@ class _Reporter:
             if d is None or d.get("_written"):
                 return
             d["_written"] = True
-            payload = json.dumps({k: v for k, v in d.items() if not k.startswith("_")})
-        now = time.time()
+            payload = {k: v for k, v in d.items() if not k.startswith("_")}
         self._last_write = time.monotonic()
         try:
-            with self.store._conn() as conn:
-                conn.execute("update jobs set progress=?, heartbeat=? where id=?", (payload, now, self.job_id))
-        except sqlite3.Error:  # progress is best effort; never fail the job for it
+            self.store.write_progress(self.job_id, payload)
+        except (sqlite3.Error, NormvarError):  # progress is best effort; never fail the job for it
             log.warning("job %s: could not write progress", self.job_id, exc_info=True)
 
     def _loop(self) -> None:
@@ -426,7 +329,6 @@ class _Reporter:
                 if dirty and time.monotonic() - self._last_write >= PROGRESS_EVERY_S:
                     self._flush()
                 else:
-                    with self.store._conn() as conn:
-                        conn.execute("update jobs set heartbeat=? where id=?", (time.time(), self.job_id))
+                    self.store.heartbeat(self.job_id)
             except Exception:  # noqa: BLE001
                 log.warning("heartbeat failed", exc_info=True)

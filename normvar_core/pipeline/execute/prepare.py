@@ -55,12 +55,9 @@ class RunSetup:
         return len(self.plan.sentences)
 
 
-def data_dir_of(data_dir) -> DataDir:
-    return data_dir if isinstance(data_dir, DataDir) else DataDir.at(data_dir)
-
 
 def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
-    out = Path(out_dir) if out_dir is not None else data_dir_of(data_dir).runs
+    out = Path(out_dir) if out_dir is not None else DataDir.at(data_dir).runs
     return out / f"{cfg.name or default_run_name(cfg)}.duckdb"
 
 
@@ -68,7 +65,7 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
     """The checks that need no model: ``cfg`` valid, named, its run file free (or ``overwrite``), the
     checkpoint's folder writable. ``out_dir`` overrides runs/ (CLI --out)."""
     cfg = cfg.validate()
-    dd = data_dir_of(data_dir)
+    dd = DataDir.at(data_dir)
     if cfg.name is None:
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
@@ -93,7 +90,7 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.sources import TransformerSource
 
-    dd = data_dir_of(data_dir)
+    dd = DataDir.at(data_dir)
     report = report or (lambda p: None)
 
     def check_cancel() -> None:

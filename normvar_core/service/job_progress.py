@@ -1,0 +1,78 @@
+"""A job's progress: the JSON the job table stores (``progress_dict``) and the one line the CLI, the New-run
+and the Runs pages show for it (``progress_text``). A run reports ``pipeline.execute.local.Progress``; its
+fields are ``PROGRESS_FIELDS`` (read from the dataclass, never restated here)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from normvar_core.pipeline.execute.local import Progress
+
+PROGRESS_FIELDS = tuple(f.name for f in dataclasses.fields(Progress))
+"""What a run's progress holds (stage, counts, rate, ETA, phase, percent): ``Progress``'s fields."""
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _json_safe(value.item())
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def progress_dict(p: Any) -> dict[str, Any]:
+    """``Progress`` (or any dataclass, namedtuple or mapping; else an object read by ``PROGRESS_FIELDS``)
+    -> a JSON-able dict (NaN and infinities become None, numpy scalars plain numbers)."""
+    if isinstance(p, dict):
+        d = dict(p)
+    elif dataclasses.is_dataclass(p):
+        d = dataclasses.asdict(p)
+    elif hasattr(p, "_asdict"):
+        d = p._asdict()
+    else:
+        d = {k: getattr(p, k, None) for k in PROGRESS_FIELDS}
+    return {k: _json_safe(v) for k, v in d.items()}
+
+
+def fmt_eta(seconds) -> str:
+    """"1:05:03", "4:12", "12 s", or "–" when unknown."""
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "–"
+    s = int(round(float(seconds)))
+    if s < 60:
+        return f"{s} s"
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def progress_text(p: dict | None, task: str = "run") -> str:
+    """One line for a running job's progress, by phase: "forward · 1,200/3,000 sentences · 5,300 emb/s ·
+    ETA 0:42", "finalize · spectra, TwoNN · 2/5 measures · ETA 3 s", "write · 12/17 tables", a worker
+    task's own phase ("null · geometry · 3/7 layers"); the older stage-only form for other producers."""
+    p = p or {}
+    phase, stage = p.get("phase"), p.get("stage")
+    if not phase:
+        if not stage:
+            return "starting"
+        if p.get("sentences_total"):
+            return (f"{stage} · {int(p.get('sentences_done') or 0):,}/{int(p['sentences_total']):,} sentences · "
+                    f"{(p.get('emb_per_s') or 0):,.0f} emb/s · ETA {fmt_eta(p.get('eta_s'))}")
+        return str(stage)
+    head = phase if task == "run" else f"{task} · {phase}"
+    parts = [head]
+    if p.get("detail"):
+        parts.append(str(p["detail"]))
+    if p.get("total"):
+        parts.append(f"{int(p.get('done') or 0):,}/{int(p['total']):,} {p.get('unit') or ''}".rstrip())
+    if phase == "forward":
+        parts.append(f"{(p.get('emb_per_s') or 0):,.0f} emb/s")
+    if phase not in ("plan", "done"):
+        parts.append(f"ETA {fmt_eta(p.get('eta_s'))}")
+    return " · ".join(parts)
+
+
+__all__ = ["PROGRESS_FIELDS", "progress_dict", "progress_text", "fmt_eta"]

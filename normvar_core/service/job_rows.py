@@ -1,0 +1,85 @@
+"""What the job table's rows read as: one job (``Job``, a snapshot) and the data directory's worker
+(``WorkerInfo``). The table itself is ``job_table.JobTable``."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from normvar_core.config import RunConfig
+from normvar_core.service.states import JobState
+from normvar_core.service.tasks import TASKS
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the job table (a snapshot; call ``JobStore.get`` again for fresh values)."""
+
+    id: str
+    name: str
+    config: dict[str, Any]
+    state: str
+    message: str | None
+    progress: dict[str, Any] | None
+    run_path: str | None
+    created: float
+    started: float | None
+    finished: float | None
+    heartbeat: float | None
+    overwrite: bool
+    cancel_requested: bool
+    attempts: int
+    worker_pid: int | None
+    interrupted: bool = False
+    """True for a ``running`` job whose worker is gone (it resumes when a worker starts)."""
+
+    @property
+    def cfg(self) -> RunConfig:
+        return RunConfig.from_dict(self.config)
+
+    @property
+    def task(self) -> str:
+        """"run", or the worker task of a job that is not a run (a key of ``tasks.TASKS``)."""
+        return next((t for t in TASKS if isinstance(self.config, dict) and t in self.config), "run")
+
+    @property
+    def percent(self) -> float | None:
+        if self.state == JobState.DONE:
+            return 100.0
+        p = self.progress or {}
+        if p.get("percent") is not None and p.get("phase"):  # the whole run's, by phase (local.PHASE_SPAN)
+            return max(0.0, min(100.0, float(p["percent"])))
+        done, total = p.get("sentences_done"), p.get("sentences_total")
+        if done is None or not total:
+            return None
+        return max(0.0, min(100.0, 100.0 * float(done) / float(total)))
+
+    @property
+    def emb_per_s(self) -> float | None:
+        return (self.progress or {}).get("emb_per_s")
+
+    @property
+    def eta_s(self) -> float | None:
+        return (self.progress or {}).get("eta_s") if self.state == JobState.RUNNING else None
+
+    @property
+    def stage(self) -> str | None:
+        return (self.progress or {}).get("stage")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["percent"] = self.percent
+        return d
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """The worker row: its process id, when it started, its last heartbeat, the job it runs (None: idle)."""
+
+    pid: int | None
+    started: float | None
+    heartbeat: float | None
+    job_id: str | None
+
+
+__all__ = ["Job", "WorkerInfo"]

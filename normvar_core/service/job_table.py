@@ -1,0 +1,359 @@
+"""The job table of one data directory (``queue/jobs.sqlite``) and every transition of a job in it.
+
+This is the one module that writes SQL on ``jobs`` (its schema and connection: ``job_db``): the
+submitters (``jobs.JobStore``), the CLI, the dashboard and the worker (``worker.Worker``) call the
+methods of ``JobTable``.
+
+Columns: id, run name, the ``RunConfig`` as JSON (a worker task that is not a run: ``{task: spec}``, see
+``tasks.TASKS``), state (``states.JobState``), message (the failure text), progress JSON
+(``job_progress``), run path, created/started/finished times, heartbeat, the worker's pid, a cancel
+request and the number of attempts. A second table, ``worker``, holds the one row of the data
+directory's worker (pid, started, heartbeat, job). WAL mode with a busy timeout; every transaction is
+short, so the dashboard and ``normvar jobs`` can read the table at any time from other processes.
+
+Every change of state is ``move``: ONE ``UPDATE`` guarded by the states the transition starts from
+(``states.TRANSITIONS``), so two processes racing on a job never both succeed.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from normvar_core.datadir import DataDir
+from normvar_core.errors import NormvarError
+from normvar_core.service.job_db import SCHEMA, connect, database_errors, set_wal
+from normvar_core.service.job_rows import Job, WorkerInfo
+from normvar_core.service.queue import make_huey
+from normvar_core.service.states import TRANSITIONS, JobState
+
+log = logging.getLogger("normvar.jobs")
+
+RESUME_PRIORITY = 1.0
+"""Jobs put back after a crash or a shutdown go first; fresh jobs use -seq (FIFO)."""
+
+_MOVABLE_COLUMNS = {"started", "finished", "heartbeat", "worker_pid", "attempts", "message", "run_path",
+                    "cancel_requested"}
+
+
+def move(conn: sqlite3.Connection, job_id: str, transition: str, *, where: str = "", **columns) -> int:
+    """Apply ``transition`` (``states.TRANSITIONS``) to ``job_id`` with the extra ``columns`` set (values,
+    or SQL expressions given as ``("sql", "expr")`` tuples); ``where`` adds a guard. Returns the rows
+    changed (0: the job was not in a state the transition starts from)."""
+    frm, to = TRANSITIONS[transition]
+    sets, args = ["state = ?"], [to.value]
+    for col, val in columns.items():
+        if col not in _MOVABLE_COLUMNS:
+            raise ValueError(f"unknown job column {col!r}")
+        if isinstance(val, tuple) and val and val[0] == "sql":
+            sets.append(f"{col} = {val[1]}")
+        else:
+            sets.append(f"{col} = ?")
+            args.append(val)
+    marks = ", ".join("?" for _ in frm)
+    sql = f"UPDATE jobs SET {', '.join(sets)} WHERE id = ? AND state IN ({marks})" + (f" AND {where}" if where else "")
+    return conn.execute(sql, (*args, job_id, *(s.value for s in frm))).rowcount
+
+
+_FINISH = {JobState.DONE: "succeed", JobState.FAILED: "fail", JobState.CANCELLED: "cancel_running"}
+
+
+class JobTable:
+    """The job table (and the huey queue) of one data directory. Cheap to create; every method opens
+    its own short-lived SQLite connection, so it is safe across processes and threads."""
+
+    def __init__(self, data_dir: str | os.PathLike | DataDir | None = None):
+        self.dd = DataDir.at(data_dir)
+        self.queue_dir = self.dd.queue
+        self.db_path = self.queue_dir / "jobs.sqlite"
+        self.lock_path = self.queue_dir / "worker.lock"
+        self._huey = None
+        with self._conn() as conn:
+            set_wal(conn)
+            for stmt in SCHEMA:
+                conn.execute(stmt)
+
+    # -------------------------------------------------------------- plumbing
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        with database_errors(self.db_path):
+            conn = connect(self.db_path)
+            try:
+                yield conn
+            finally:
+                conn.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A short write transaction (BEGIN IMMEDIATE: no lock upgrade deadlocks)."""
+        with self._conn() as conn:
+            conn.execute("begin immediate")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("rollback")
+                raise
+            conn.execute("commit")
+
+    def _queue(self):
+        if self._huey is None:
+            self._huey = make_huey(self.queue_dir)
+        return self._huey
+
+    @contextlib.contextmanager
+    def _huey_storage(self) -> Iterator[Any]:
+        with database_errors(self.queue_dir / "huey.sqlite"):
+            huey, task = self._queue()
+            try:
+                yield huey, task
+            finally:
+                huey.storage.close()  # no idle SQLite handle left in long-lived callers
+
+    def _enqueue(self, job_id: str, priority: float) -> None:
+        with self._huey_storage() as (huey, task):
+            huey.enqueue(task.s(job_id, priority=priority))
+
+    def _job(self, row: sqlite3.Row, worker_running: bool | None = None) -> Job:
+        interrupted = False
+        if row["state"] == JobState.RUNNING:
+            if worker_running is None:
+                worker_running = self.worker_running()
+            interrupted = not worker_running
+        return Job(
+            id=row["id"], name=row["name"], config=json.loads(row["config"]), state=JobState(row["state"]),
+            message=row["message"],
+            progress=json.loads(row["progress"]) if row["progress"] else None,
+            run_path=row["run_path"], created=row["created"], started=row["started"],
+            finished=row["finished"], heartbeat=row["heartbeat"], overwrite=bool(row["overwrite"]),
+            cancel_requested=bool(row["cancel_requested"]), attempts=int(row["attempts"]),
+            worker_pid=row["worker_pid"], interrupted=interrupted,
+        )
+
+    def _add(self, name: str, config: str, overwrite: bool, vet: Callable[[list[Job]], str | None]) -> str:
+        """Queue a new job: ``vet(the queued and running jobs of this name)`` runs inside the insert's
+        transaction and raises to refuse it, or returns the id of an equal job to give back instead.
+        The task is enqueued after the commit: if that is lost (a crash), the worker re-enqueues the job
+        at start (``enqueue_lost``); if the queue refuses it (damaged), the job is taken back."""
+        with self._tx() as conn:
+            rows = conn.execute("select * from jobs where name = ? and state in (?, ?) order by seq",
+                                (name, JobState.QUEUED.value, JobState.RUNNING.value)).fetchall()
+            same = vet([self._job(r) for r in rows])
+            if same is not None:
+                return same
+            job_id = uuid.uuid4().hex[:12]
+            seq = conn.execute("insert into jobs (id, name, config, overwrite, state, created) "
+                               "values (?, ?, ?, ?, ?, ?)", (job_id, name, config, int(bool(overwrite)),
+                                                             JobState.QUEUED.value, time.time())).lastrowid
+        try:
+            self._enqueue(job_id, priority=-float(seq))
+        except NormvarError:
+            with self._tx() as conn:
+                conn.execute("delete from jobs where id = ?", (job_id,))
+            raise
+        return job_id
+
+    # -------------------------------------------------------------- files of a job
+    def log_path(self, job_id: str) -> Path:
+        """Where the worker writes the full traceback of a job's unexpected failure."""
+        return self.dd.queue / "logs" / f"{re.sub(r'[^A-Za-z0-9_-]', '_', job_id)}.log"
+
+    def checkpoint_path(self, job_id: str) -> Path:
+        return self.dd.checkpoints / f"{job_id}.ckpt"
+
+    def remove_checkpoint(self, job_id: str) -> None:
+        """Remove every file of the job's checkpoint (``<id>.ckpt`` and its siblings)."""
+        for p in self.dd.checkpoints.glob(f"{job_id}.*"):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+        for p in self.dd.checkpoints.glob(f".{job_id}.*"):  # temp files of an atomic rewrite
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+    # -------------------------------------------------------------- reading
+    def list(self, limit: int | None = 50, *, states: tuple[str, ...] | None = None) -> list[Job]:
+        """Jobs, newest first."""
+        sql = "select * from jobs"
+        params: list[Any] = []
+        if states:
+            sql += f" where state in ({','.join('?' * len(states))})"
+            params += [str(s) for s in states]
+        sql += " order by seq desc"
+        if limit is not None:
+            sql += " limit ?"
+            params.append(int(limit))
+        with self._conn() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        running = self.worker_running() if any(r["state"] == JobState.RUNNING for r in rows) else None
+        return [self._job(r, running) for r in rows]
+
+    def get(self, job_id: str) -> Job:
+        """A job by id (or by a unique prefix of it)."""
+        job_id = str(job_id).strip()
+        if not job_id:
+            raise NormvarError("no job id given", fix="see `normvar jobs` for the ids")
+        with self._conn() as conn:
+            rows = conn.execute(
+                "select * from jobs where id = ? union select * from jobs where id like ? escape '\\' "
+                "limit 3", (job_id, job_id.replace("\\", "\\\\").replace("%", "\\%")
+                                        .replace("_", "\\_") + "%")).fetchall()
+        exact = [r for r in rows if r["id"] == job_id]
+        if exact:
+            return self._job(exact[0])
+        if not rows:
+            raise NormvarError(f"no job {job_id!r} in {self.dd.root}", fix="see `normvar jobs` for the ids")
+        if len(rows) > 1:
+            raise NormvarError(f"job id {job_id!r} is ambiguous", fix="give more characters of the id")
+        return self._job(rows[0])
+
+    def cancel_requested(self, job_id: str) -> bool:
+        """Whether a cancel was asked for the job (True, too, for a job that is gone)."""
+        with self._conn() as conn:
+            row = conn.execute("select cancel_requested from jobs where id=?", (job_id,)).fetchone()
+        return bool(row is None or row["cancel_requested"])
+
+    def worker_running(self) -> bool:
+        """Whether a worker holds this data directory's worker lock (exact, even after SIGKILL)."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
+    def worker(self) -> WorkerInfo | None:
+        """The running worker of this data directory, or None."""
+        if not self.worker_running():
+            return None
+        with self._conn() as conn:
+            row = conn.execute("select * from worker").fetchone()
+        if row is None:
+            return WorkerInfo(None, None, None, None)
+        return WorkerInfo(row["pid"], row["started"], row["heartbeat"], row["job_id"])
+
+    # -------------------------------------------------------------- cancel (CLI, dashboard)
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a job. A queued job never runs; a running job stops at its next batch
+        (the worker marks it cancelled, publishes nothing and removes its checkpoint).
+        A finished job is returned unchanged."""
+        job = self.get(job_id)
+        now = time.time()
+        with self._tx() as conn:
+            state = conn.execute("select state from jobs where id = ?", (job.id,)).fetchone()["state"]
+            if state == JobState.QUEUED:
+                move(conn, job.id, "cancel_queued", cancel_requested=1, finished=now,
+                     message="cancelled before it ran")
+            elif state == JobState.RUNNING:
+                conn.execute("update jobs set cancel_requested=1 where id=?", (job.id,))
+        if state == JobState.QUEUED:
+            self.remove_checkpoint(job.id)  # a job requeued after SIGTERM may have one
+        elif state == JobState.RUNNING and not self.worker_running():
+            # its worker died: nobody will see the request, so finish it here
+            with self._tx() as conn:
+                n = move(conn, job.id, "cancel_running", finished=now, message="cancelled", worker_pid=None)
+            if n:
+                self.remove_checkpoint(job.id)
+        return self.get(job.id)
+
+    # -------------------------------------------------------------- the worker's operations
+    def record_worker(self, job_id: str | None) -> None:
+        """This process is the data directory's worker, alive now, running ``job_id`` (None: idle)."""
+        now = time.time()
+        with self._conn() as conn:
+            conn.execute(
+                "insert into worker (one, pid, started, heartbeat, job_id) values (1, ?, ?, ?, ?) "
+                "on conflict(one) do update set pid=excluded.pid, heartbeat=excluded.heartbeat, "
+                "job_id=excluded.job_id, started=coalesce(case when worker.pid=excluded.pid "
+                "then worker.started end, excluded.started)",
+                (os.getpid(), now, now, job_id))
+
+    def forget_worker(self) -> None:
+        """This process's worker row is removed (the worker stops)."""
+        with self._conn() as conn:
+            conn.execute("delete from worker where pid=?", (os.getpid(),))
+
+    def claim(self, job_id: str) -> Job | None:
+        """queued -> running in this process (``started`` kept from a first attempt, one more attempt).
+        A job whose cancel was asked while it was queued is cancelled instead. Returns the claimed job,
+        or None when it was not queued any more, or when its stored config is not JSON (then failed)."""
+        now = time.time()
+        with self._tx() as conn:
+            claimed = move(conn, job_id, "claim", where="cancel_requested = 0",
+                           started=("sql", f"coalesce(started, {float(now)!r})"), heartbeat=now,
+                           worker_pid=os.getpid(), attempts=("sql", "attempts + 1"), message=None)
+            if not claimed:  # a cancel that raced with a requeue
+                move(conn, job_id, "cancel_queued", where="cancel_requested = 1", finished=now, message="cancelled")
+            row = conn.execute("select * from jobs where id=?", (job_id,)).fetchone()
+        if not claimed:
+            log.info("job %s: not queued any more (%s), skipped", job_id, row["state"] if row else "unknown")
+            return None
+        try:
+            return self._job(row, worker_running=True)
+        except ValueError as err:
+            self.finish(job_id, JobState.FAILED, f"invalid stored configuration: {err}")
+            return None
+
+    def heartbeat(self, job_id: str) -> None:
+        """The running job's worker is alive now."""
+        with self._conn() as conn:
+            conn.execute("update jobs set heartbeat=? where id=?", (time.time(), job_id))
+
+    def write_progress(self, job_id: str, progress: dict) -> None:
+        """Store the running job's progress (a JSON-able dict, ``job_progress.progress_dict``); a beat too."""
+        with self._conn() as conn:
+            conn.execute("update jobs set progress=?, heartbeat=? where id=?",
+                         (json.dumps(progress), time.time(), job_id))
+
+    def finish(self, job_id: str, state: JobState, message: str | None = None, run_path: str | None = None) -> None:
+        """running -> done, failed or cancelled, with its message and what it wrote; the checkpoint is
+        removed. A finish by the job's own worker is its last heartbeat too (a dead worker's is kept)."""
+        now = time.time()
+        with self._tx() as conn:
+            move(conn, job_id, _FINISH[JobState(state)], message=message, run_path=run_path, finished=now,
+                 heartbeat=("sql", f"case when worker_pid = {os.getpid()} then {now!r} else heartbeat end"),
+                 worker_pid=None)
+        self.remove_checkpoint(job_id)
+
+    def requeue(self, job_id: str, *, shutdown: str | None = None) -> None:
+        """running -> queued, at the front of the queue (it resumes from its checkpoint). ``shutdown``:
+        the message of a job a worker's shutdown put back (that attempt does not count); None for a
+        job that a dead worker left (the attempt counts)."""
+        columns: dict[str, Any] = {"worker_pid": None}
+        if shutdown is not None:
+            columns.update(attempts=("sql", "max(attempts - 1, 0)"), message=shutdown)
+        with self._tx() as conn:
+            move(conn, job_id, "requeue", **columns)
+        self._enqueue(job_id, priority=RESUME_PRIORITY)
+
+    def enqueue_lost(self) -> None:
+        """Enqueue again, in submission order, every queued job that has no task in huey (its enqueue
+        was lost in a crash, or a worker that died took the task before claiming the job)."""
+        with self._huey_storage() as (huey, _task):
+            pending = {str(t.args[0]) for t in huey.pending() if t.args}
+        with self._conn() as conn:
+            queued = conn.execute("select id, seq from jobs where state=? order by seq",
+                                  (JobState.QUEUED.value,)).fetchall()
+        for row in queued:
+            if row["id"] not in pending:
+                self._enqueue(row["id"], priority=-float(row["seq"]))
+
+
+__all__ = ["JobTable", "move", "RESUME_PRIORITY"]

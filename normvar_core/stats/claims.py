@@ -1,0 +1,149 @@
+"""The claims that ``findings`` tests (``CLAIMS``: id, seed, wording), the thresholds of their rules, what
+a verdict holds (``Finding``), and what the rules read from a run, gathered once (``RunView``). The rules
+themselves: ``claims_moments`` (seeds 002 and 003) and ``claims_geometry`` (seed 004, outliers)."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from normvar_core.constants import STUDY_BAND
+from normvar_core.stats.tokenstats import in_band
+
+SLOPE_TOL = 0.2
+R2_MIN = 0.8
+RHO_MIN = 0.5
+FLAT_MAX = 0.5
+BELL_MIN = 1.25
+OUTLIER_MIN = 100.0
+SUPPORT_MIN = 0.95
+DIP = 0.8
+IDENTITY_TOL = 1e-12
+CROSS_TOL = 1e-9
+
+CLAIMS = (
+    ("identity", "002", "Q(X_t) = M(X_t) + V(X_t) for every type, to machine precision (eq. 1)"),
+    ("cv_min_intermediate", "002", "C.V. of Q(X_t) is smallest in an intermediate layer (§5.2, Fig. 4)"),
+    ("tradeoff_slope", "002", "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)"),
+    ("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)"),
+    ("m_grows_vb_shrinks", "002", "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)"),
+    ("null_vs_run", "003", "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)"),
+    ("anisotropy_profile", "004", "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)"),
+    ("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers"),
+    ("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)"),
+)
+CLAIM_IDS = tuple(c[0] for c in CLAIMS)
+
+
+@dataclass
+class Finding:
+    id: str
+    claim: str
+    seed: str
+    verdict: str                    # holds | fails | untestable
+    value: float | None = None
+    interval: list | None = None    # [low, high] or None
+    layer: int | None = None
+    why: str = ""
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["value"] = finite_or_none(self.value)
+        d["interval"] = [finite_or_none(x) for x in self.interval] if self.interval is not None else None
+        d["details"] = {k: finite_or_none(v) if isinstance(v, (float, np.floating)) else v
+                        for k, v in self.details.items()}
+        return d
+
+
+def finite_or_none(x):
+    """``x`` as a float, or None when it is missing, NaN or infinite (what JSON and the tables hold)."""
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else x
+
+
+def fmt(x, digits: int = 3) -> str:
+    """``x`` in ``digits`` significant digits for a verdict's text; "n/a" when missing or not finite."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.{digits}g}"
+
+
+def finite_interval(lo, hi) -> list | None:
+    """[lo, hi] as floats, or None unless both ends are finite."""
+    return [float(lo), float(hi)] if np.isfinite(lo) and np.isfinite(hi) else None
+
+
+def finding(cid: str, verdict: str, **numbers) -> Finding:
+    """Claim ``cid``'s Finding (its wording and seed read from ``CLAIMS``) with its ``verdict`` and numbers."""
+    for i, s, c in CLAIMS:
+        if i == cid:
+            return Finding(i, c, s, verdict, **numbers)
+    raise KeyError(cid)
+
+
+def spearman(x, y) -> float:
+    """Spearman's ρ (ranks by argsort; ties are rare for real-valued curves)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+    rx, ry = np.argsort(np.argsort(x[ok])), np.argsort(np.argsort(y[ok]))
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+    return float((rx * ry).sum() / den) if den > 0 else float("nan")
+
+
+@dataclass
+class RunView:
+    """What the claims read from a run (a ``runs.reader.Run``), gathered once."""
+
+    name: str
+    layers: list
+    num_hidden_states: int
+    is_decoder: bool
+    norm_placement: str
+    is_null: bool
+    exclude_position0: bool
+    token_ids: np.ndarray
+    n: np.ndarray
+    q: np.ndarray
+    m: np.ndarray
+    v: np.ndarray
+    layer_stats: pd.DataFrame
+    halves: pd.DataFrame | None
+    geometry: pd.DataFrame | None
+    outliers: pd.DataFrame | None
+
+    @classmethod
+    def of(cls, run) -> "RunView":
+        L = len(run.layers)
+        tabs = [run.token_table(layer) for layer in run.layers]
+        first = tabs[0]
+        grid = lambda c: np.stack([t[c].to_numpy(np.float64) for t in tabs]) if L else np.zeros((0, 0))  # noqa: E731
+        notes = run.meta.get("notes") or {}
+        opts = run.meta.get("options") or {}
+        get = lambda t: run.table(t) if t in run.table_names else None  # noqa: E731
+        return cls(name=run.name, layers=list(run.layers), num_hidden_states=run.num_hidden_states,
+                   is_decoder=bool(notes.get("is_decoder", False)),
+                   norm_placement=str(run.meta.get("norm_placement") or ""),
+                   is_null=str(run.meta.get("source") or "model").startswith("null:"),
+                   exclude_position0=bool(opts.get("exclude_position0", False)),
+                   token_ids=first["token_id"].to_numpy(np.int64), n=first["n"].to_numpy(np.int64),
+                   q=grid("q"), m=grid("m"), v=grid("v"), layer_stats=run.layer_stats(),
+                   halves=get("halves_layer"), geometry=get("layer_geometry"), outliers=get("layer_outliers"))
+
+    def band(self) -> np.ndarray:
+        return in_band(self.n, *STUDY_BAND)
+
+    def interior(self, layer: int) -> bool:
+        return 0 < int(layer) < self.num_hidden_states - 1
+
+
+__all__ = ["CLAIMS", "CLAIM_IDS", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt",
+           "spearman", "SLOPE_TOL", "R2_MIN", "RHO_MIN", "FLAT_MAX", "BELL_MIN", "OUTLIER_MIN", "SUPPORT_MIN", "DIP",
+           "IDENTITY_TOL", "CROSS_TOL"]

@@ -1,0 +1,98 @@
+"""The verdict rules of the claims on the layers' geometry and outliers (``claims.CLAIMS`` 7–9, seed 004 and
+ENVIRONMENT.md): a flat or bell-shaped anisotropy profile, an interior peak of the TwoNN dimension, and
+position 0's share of Q(X) where outliers dominate."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from normvar_core.stats.bootstrap import Z95, split_half_interval
+from normvar_core.stats.claims import (BELL_MIN, FLAT_MAX, OUTLIER_MIN, Finding, RunView, finding, finite_interval,
+                                       fmt)
+
+
+def anisotropy_profile(rv: RunView) -> Finding:
+    """Claim 7 (004 §4.1, Fig. 1): λ₁/Σλ across layers is flat in encoders ((max − min) / mean ≤ FLAT_MAX) and
+    bell-shaped in decoders (largest interior / max(first, last) ≥ BELL_MIN); split-half interval when stored."""
+    g = rv.geometry
+    if g is None or "anisotropy" not in g or g["anisotropy"].notna().sum() < 3:
+        return finding("anisotropy_profile", "untestable",
+                       why="no layer geometry in this run (or < 3 layers): compute without --no-geometry")
+    g = g.sort_values("layer")
+    layers = g["layer"].to_numpy(int)
+
+    def stat(a: np.ndarray) -> float:
+        if rv.is_decoder:
+            return float(np.nanmax(a[1:-1]) / max(a[0], a[-1]))
+        return float((np.nanmax(a) - np.nanmin(a)) / np.nanmean(a))
+
+    a = g["anisotropy"].to_numpy(float)
+    val = stat(a)
+    iv = None
+    if rv.halves is not None and "anisotropy" in rv.halves:
+        h = {k: x.set_index("layer")["anisotropy"].reindex(layers).to_numpy(float) for k, x in rv.halves.groupby("half")}
+        if {"a", "b"} <= set(h) and np.isfinite(h["a"]).all() and np.isfinite(h["b"]).all():
+            iv = finite_interval(*split_half_interval(val, stat(h["a"]), stat(h["b"])))
+    peak = int(layers[int(np.nanargmax(a))])
+    if rv.is_decoder:
+        ok = val >= BELL_MIN
+        rule = f"decoder: largest interior anisotropy / max(first, last) = {fmt(val)} (bell when ≥ {BELL_MIN})"
+    else:
+        ok = val <= FLAT_MAX
+        rule = f"encoder: (max − min) / mean across layers = {fmt(val)} (flat when ≤ {FLAT_MAX})"
+    ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}] split-half" if iv else ""
+    prof = ", ".join(f"{x:.3f}" for x in a)
+    return finding("anisotropy_profile", "holds" if ok else "fails", value=val, interval=iv, layer=peak,
+                   why=f"{rule}{ivs}; λ₁/Σλ of the exact covariance per layer: {prof}",
+                   details={"decoder": rv.is_decoder, "peak_layer": peak})
+
+
+def id_profile(rv: RunView) -> Finding:
+    """Claim 8 (004 Fig. 2): the TwoNN dimension peaks at an interior layer, above the first and the last;
+    interval mean ± 1.96 std / √batches over seed 004's batches."""
+    g = rv.geometry
+    if g is None or "twonn_id" not in g or g["twonn_id"].notna().sum() < 3:
+        return finding("id_profile", "untestable", why="no TwoNN estimates in this run (geometry off or id_sample 0)")
+    g = g.sort_values("layer")
+    d, layers = g["twonn_id"].to_numpy(float), g["layer"].to_numpy(int)
+    k = int(np.nanargmax(d))
+    ok = 0 < k < len(d) - 1 and d[k] > d[0] and d[k] > d[-1]
+    nb = int(g["twonn_batches"].iloc[k]) if "twonn_batches" in g else 0
+    sd = float(g["twonn_id_std"].iloc[k]) if "twonn_id_std" in g else float("nan")
+    iv = finite_interval(d[k] - Z95 * sd / math.sqrt(nb), d[k] + Z95 * sd / math.sqrt(nb)) if nb >= 2 and sd > 0 else None
+    prof = ", ".join(f"{x:.1f}" for x in d)
+    ivs = f" ± {fmt(Z95 * sd / math.sqrt(nb))} over {nb} batches" if iv else " (one batch: no interval)"
+    return finding("id_profile", "holds" if ok else "fails", value=float(d[k]), interval=iv, layer=int(layers[k]),
+                   why=f"peak TwoNN dimension {fmt(d[k])}{ivs} at layer {layers[k]} (first {fmt(d[0])}, last {fmt(d[-1])}); "
+                       f"per layer: {prof}")
+
+
+def position0_share(rv: RunView) -> Finding:
+    """Claim 9 (ENVIRONMENT.md, 004/003 on outliers): where max |h| ≥ OUTLIER_MIN × the median in some layer,
+    position 0 carries ≥ half of Q(X) in the most dominated layer."""
+    if rv.exclude_position0:
+        return finding("position0_share", "untestable", why="the run excluded position 0 (--exclude-position0)")
+    o = rv.outliers
+    if o is None or not len(o):
+        return finding("position0_share", "untestable", why="no outlier statistics (geometry off, or a null run)")
+    o = o.sort_values("layer")
+    dom = o[o["max_over_median"] >= OUTLIER_MIN]
+    if not len(dom):
+        return finding("position0_share", "untestable",
+                       why=f"outliers do not dominate: max |h| / median < {OUTLIER_MIN:g} in every layer "
+                           f"(largest {fmt(float(o['max_over_median'].max()))})")
+    row = dom.loc[dom["max_over_median"].idxmax()]
+    layer, share = int(row["layer"]), float(row["q_share_pos0"])
+    iv = None
+    if rv.halves is not None and "q_share_pos0" in rv.halves:
+        h = {k: x.set_index("layer")["q_share_pos0"].get(layer, np.nan) for k, x in rv.halves.groupby("half")}
+        if {"a", "b"} <= set(h):
+            iv = finite_interval(*split_half_interval(share, h["a"], h["b"]))
+    ok = share >= 0.5
+    return finding("position0_share", "holds" if ok else "fails", value=share, interval=iv, layer=layer,
+                   why=f"layer {layer}: max |h| = {fmt(float(row['max_over_median']))} × median; position 0 carries "
+                       f"{share:.1%} of Q(X) (holds when ≥ 50 %; {len(dom)} layer(s) with outliers ≥ {OUTLIER_MIN:g} × median)")
+
+
+__all__ = ["anisotropy_profile", "id_profile", "position0_share"]
