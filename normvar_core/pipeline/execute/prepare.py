@@ -55,7 +55,6 @@ class RunSetup:
         return len(self.plan.sentences)
 
 
-
 def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
     out = Path(out_dir) if out_dir is not None else DataDir.at(data_dir).runs
     return out / f"{cfg.name or default_run_name(cfg)}.duckdb"
