@@ -24,8 +24,8 @@ _PUBLIC = {
     "open_run": "runs.runfile",
     "list_runs": "runs.runfile",
     "write_run": "runs.runfile",
-    "TokenMoments": "pipeline.moments",
-    "compute_run": "pipeline.compute",
+    "TokenMoments": "pipeline.accumulators.token_moments",
+    "compute_run": "pipeline.execute.local",
     "export_run": "runs.export",
     "JobStore": "service.jobs",
 }
