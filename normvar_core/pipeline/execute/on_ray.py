@@ -49,6 +49,8 @@ from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Piece
 
 CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: marker file; the first actor to see it absent while it holds
 #                                        an unflushed range dies in the middle of its next range
+PIECE_CRASH_ENV = "NORMVAR_TEST_CRASH_IN_PIECE"  # tests: marker file; the first actor asked for a block while it
+#                                                is absent dies there
 RANGES_PER_ACTOR = 4
 MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
 DELAY_ENV = "NORMVAR_TEST_BATCH_DELAY_S"  # tests: seconds each shard sleeps after reporting a batch
@@ -216,6 +218,10 @@ class _Shard:
 
     def piece(self, token: str, key: str, block: int) -> np.ndarray:
         """Layer block ``block`` of the outgoing array ``key`` (runs beside ``run``: its own thread)."""
+        marker = os.environ.get(PIECE_CRASH_ENV)
+        if marker and not Path(marker).exists():  # tests: die while the driver is half-way through a merge
+            Path(marker).write_text(str(os.getpid()))
+            os._exit(1)
         held = self.outgoing
         if held is None or held[0] != token:  # a restarted actor: the state the driver asks for is gone
             raise LookupError(f"flush {token} is not held here")
@@ -415,4 +421,4 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-__all__ = ["RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
+__all__ = ["RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "PIECE_CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
