@@ -108,6 +108,9 @@ def test_contract(cls, setup, tmp_path):
     for part in (a, b):
         pieced.merge_from(LayerBlockReader(part.state_dict()))
     _assert_same_result(one.result(), pieced.result())
+    # device moves come with the registration (here CPU to CPU: the state and its result unchanged)
+    assert pieced.to(torch.device("cpu")) is pieced
+    _assert_same_result(one.result(), pieced.result())
 
     # planned before anything exists = what the state holds after the whole pass
     held = sum(v.nbytes for v in one.state_dict().values())

@@ -337,6 +337,11 @@ class TokenMoments:
                 "mean": ((L, T, d), np.dtype(self.mean_dtype)), "s": ((L, T), np.dtype(np.float64)),
                 "layer_index": ((L,), np.dtype(np.int64)), "n_embeddings": ((1,), np.dtype(np.int64))}
 
+    def to(self, device) -> "TokenMoments":
+        """This state on ``device`` (a new accumulator; the same backend on the same kind of device)."""
+        same = torch.device(device).type == self.device.type
+        return type(self).from_state_dict(self.state_dict(), device=device, backend=self.backend if same else "auto")
+
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         """Replace this accumulator's state by ``state`` (same device and backend)."""
         self.__dict__.update(type(self).from_state_dict(state, device=self.device, backend=self.backend).__dict__)
