@@ -1,6 +1,8 @@
 """One contract, checked on every registered accumulator (as scikit-learn checks every estimator):
-state_dict holds numpy arrays only and round-trips through np.savez without pickle; two halves
-merged equal one stream; the tables it writes are the ones it declares; the bytes it declares before
+state_dict holds numpy arrays only and round-trips through np.savez without pickle; it holds exactly
+the registered state (``state_spec``: keys, shapes, dtypes); two halves merged equal one stream, also
+when the merge may read no incoming array of 3+ dimensions whole (one layer block at a time, as the
+Ray driver merges); the tables it writes are the ones it declares; the bytes it declares before
 anything is built (``planned_bytes``, the memory plan's figure) are the bytes its state holds."""
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from normvar_core.pipeline.accumulators import REGISTRY
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
+from normvar_core.pipeline.state import DictReader
 
 LAYERS = [0, 2]
 DIM = 10
@@ -33,6 +36,29 @@ def _fed(cls, ctx, source, plan, a, b):
     for sb in source.batches(plan, a, b):
         acc.update(sb)
     return acc
+
+
+class LayerBlockReader(DictReader):
+    """A reader that refuses to hand out an array of 3+ dimensions whole (the Ray driver's pieces)."""
+
+    def get(self, key):
+        a = super().get(key)
+        assert a.ndim < 3, f"the merge read {self.prefix + key} {a.shape} whole instead of layer by layer"
+        return a
+
+    def blocks(self, key):
+        yield from DictReader.get(self, key)
+
+    def sub(self, prefix):
+        return LayerBlockReader(self.arrays, self.prefix + prefix)
+
+
+def _assert_same_result(x_res, y_res):
+    for x, y in zip(_flat(x_res), _flat(y_res)):
+        if np.issubdtype(np.asarray(x).dtype, np.floating):
+            np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
+        else:
+            np.testing.assert_array_equal(x, y)
 
 
 def _flat(x):
@@ -67,13 +93,24 @@ def test_contract(cls, setup, tmp_path):
     with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
         a2 = cls.from_state_dict({k: z[k] for k in z.files}, ctx)
 
+    # the registered state is what state_dict holds: the same keys, shapes and dtypes
+    for acc in (a, one):
+        spec, held = acc.state_spec(), acc.state_dict()
+        assert set(spec) == set(held)
+        assert all(spec[k] == (held[k].shape, held[k].dtype) for k in held), \
+            {k: (spec[k], (held[k].shape, held[k].dtype)) for k in held}
+
     # two halves merged (through a saved state) = one stream
     merged = a2.merge(b)
-    for x, y in zip(_flat(one.result()), _flat(merged.result())):
-        if np.issubdtype(np.asarray(x).dtype, np.floating):
-            np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
-        else:
-            np.testing.assert_array_equal(x, y)
+    _assert_same_result(one.result(), merged.result())
+    # ... and merged into a fresh state one layer block at a time (the Ray driver's way)
+    pieced = cls.for_run(ctx)
+    for part in (a, b):
+        pieced.merge_from(LayerBlockReader(part.state_dict()))
+    _assert_same_result(one.result(), pieced.result())
+    # device moves come with the registration (here CPU to CPU: the state and its result unchanged)
+    assert pieced.to(torch.device("cpu")) is pieced
+    _assert_same_result(one.result(), pieced.result())
 
     # planned before anything exists = what the state holds after the whole pass
     held = sum(v.nbytes for v in one.state_dict().values())

@@ -80,8 +80,8 @@ def test_halves_merged_equal_the_main_moments(streamed):
     moments, halves, geometry = streamed
     main = moments.result()
     merged = halves.merged_moments().result()
-    a, b = halves.moments[0].result(), halves.moments[1].result()
-    assert a.n.sum() > 0 and b.n.sum() > 0 and halves.n[0] + halves.n[1] == moments.n_embeddings
+    a, b = halves.a.tm.result(), halves.b.tm.result()
+    assert a.n.sum() > 0 and b.n.sum() > 0 and halves.a.n + halves.b.n == moments.n_embeddings
     np.testing.assert_array_equal(merged.token_ids, main.token_ids)
     np.testing.assert_array_equal(merged.n, main.n)
     for k in ("mean", "q", "m", "v"):  # |x| ~ 1e4: Q ~ 1e9, V ~ 10: relative to Q, 1e-12

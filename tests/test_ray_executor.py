@@ -160,6 +160,27 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
 
 
 @pytest.mark.slow
+def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back(tmp_path, base, one, corpus40,
+                                                                                  monkeypatch):
+    """The driver merges a flushed state in place, block by block: an actor that dies half-way leaves
+    a half-merged state, which must be dropped (for the last checkpoint, or an empty state) and the
+    ranges it no longer covers run again — the published run still equals the single-process one."""
+    import ray
+
+    marker = tmp_path / "died-in-piece"
+    monkeypatch.setenv(RE.PIECE_CRASH_ENV, str(marker))
+    monkeypatch.setenv(RE.DELAY_ENV, "0.2")
+    try:
+        cfg = RunConfig(**base, corpus=str(corpus40), name="one", executor="ray", workers=2)
+        run = open_run(compute_run(cfg, tmp_path / "b", checkpoint=tmp_path / "j.ckpt", checkpoint_every_s=0.3))
+    finally:
+        ray.shutdown()
+    assert marker.exists()                                   # an actor died while handing blocks over ...
+    assert run.meta["notes"]["merge_rollbacks"] == 1         # ... the half-merged state was dropped ...
+    _assert_same(run, one)                                   # ... and the run is still the one-process run
+
+
+@pytest.mark.slow
 def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch):
     import tempfile
 

@@ -4,7 +4,7 @@
     plan (corpus -> sentences -> batches -> counts -> sample plan)       plan.py
       -> state source: StateBatch per batch                              sources.py
       -> accumulators: update(batch) ... merge(other) ... result()       accumulators/
-      -> partial states merge (shards, checkpoints)                      execute.py
+      -> partial states merge (shards, checkpoints)                      execute/partials.py
       -> publish one run file                                            publish.py
 
 A **StateBatch** holds, for one batch of the plan, every counted position (padding dropped;
@@ -22,10 +22,13 @@ accumulator by ``tests/test_accumulator_contract.py``):
 * ``for_run(ctx) -> Accumulator | None`` builds it for a run (``None``: not wanted by this run);
   ``skip_reason(ctx)`` says why in one line naming the fix, when the run asked for it but cannot
   have it (too much memory); it goes to the run row's ``notes.skipped`` and the pages that need it;
-* ``update(batch)`` adds a StateBatch; ``merge(other)`` pools another partial state of the same
-  run exactly (any split of the batches, any order: "two halves merged = one stream");
-* ``state_dict()`` -> dict of numpy arrays only (saved with np.savez, loaded with
-  allow_pickle=False) and ``load_state_dict(state)``; ``from_state_dict(state, ctx)``;
+* its state is **registered** once (``state.Stateful._add_state``: name, initial array, merge rule),
+  from which ``state_dict()`` (numpy arrays only, saved with np.savez, loaded with
+  allow_pickle=False), ``load_state_dict(state)``, ``from_state_dict(state, ctx)``, ``state_spec()``
+  (the registered keys, shapes, dtypes = what state_dict holds; checked), ``to(device)`` and the merge
+  follow; ``update(batch)`` adds a StateBatch; ``merge(other)`` / ``merge_from(reader)`` pools another
+  partial state of the same run exactly (any split of the batches, any order: "two halves merged =
+  one stream"), reading it one array or one layer block at a time;
 * ``planned_bytes(ctx)`` the bytes its state will hold for this run (0: the run does not want it),
   before anything is built — exactly the arrays of its ``state_dict`` after the whole pass (checked);
   ``droppable(ctx)`` whether a run short of memory may leave it out, and ``drop_reason(ctx, need=,
@@ -38,9 +41,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol
 
 import numpy as np
+
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.state import Stateful
+
+if TYPE_CHECKING:
+    from normvar_core.pipeline.plan import RunPlan
 
 
 @dataclass
@@ -74,17 +83,33 @@ class RunContext:
     """Everything an accumulator may need to size itself: the run's configuration, the kept
     layers, the dimension, the device and the plan (pre-counted token types, sample plan)."""
 
-    cfg: Any                 # RunConfig
+    cfg: RunConfig
     layers: list[int]        # hidden-state indices kept, ascending
     dim: int
-    device: Any              # torch.device
-    plan: Any = None         # RunPlan
+    device: Any              # torch.device (or its name)
+    plan: RunPlan
     tokens: dict = field(default_factory=dict)    # token id -> string
     memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
 
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    @property
+    def num_types(self) -> int:
+        """T: the plan's counted token types."""
+        return int(self.plan.token_ids.size)
+
+    @property
+    def mean_bytes(self) -> int:
+        """Bytes of one stored per-type mean coordinate: 4 with ``--mean-dtype float32``, else 8."""
+        return 4 if self.cfg.mean_dtype == "float32" else 8
+
+    @property
+    def torch_device(self):
+        import torch
+
+        return torch.device(self.device) if self.device is not None else torch.device("cpu")
 
     def dropped(self, name: str) -> str | None:
         """The one-line reason the memory plan left accumulator ``name`` out, or None."""
@@ -102,8 +127,9 @@ class StateSource(Protocol):
         ...
 
 
-class Accumulator(ABC):
-    """One streamed measure (see the module docstring for the contract)."""
+class Accumulator(Stateful, ABC):
+    """One streamed measure (see the module docstring for the contract). Its state is registered
+    (``state.Stateful._add_state``): ``state_dict``, ``load_state_dict``, ``merge`` and device moves follow."""
 
     name: ClassVar[str]
     table_names: ClassVar[tuple[str, ...]] = ()
@@ -140,18 +166,6 @@ class Accumulator(ABC):
 
     @abstractmethod
     def update(self, batch: StateBatch) -> None:
-        ...
-
-    @abstractmethod
-    def merge(self, other: "Accumulator") -> "Accumulator":
-        ...
-
-    @abstractmethod
-    def state_dict(self) -> dict[str, np.ndarray]:
-        ...
-
-    @abstractmethod
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         ...
 
     @classmethod

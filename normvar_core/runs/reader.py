@@ -22,13 +22,11 @@ import pandas as pd
 
 from normvar_core.errors import NormvarError
 from normvar_core.runs.record import JSON_COLUMNS, RunRecord
-from normvar_core.runs.tables import list_to_matrix
+from normvar_core.runs.tables import REQUIRED_TABLES, list_to_matrix
 from normvar_core.stats.tokenstats import TokenStats
 
 # tables -> the accumulator that writes them (files older than the accumulators column)
 _LEGACY_ACCUMULATORS = {"token_stats": "moments", "samples": "samples"}
-# tables every run of an accumulator must have
-_REQUIRED = {"moments": ("token_stats", "token_means", "layer_stats", "frequency_hist"), "samples": ("samples",)}
 _HEADER_BYTES = 3 * 4096  # DuckDB's file header + two database headers precede the blocks
 
 
@@ -89,7 +87,7 @@ def damage(con: duckdb.DuckDBPyConnection, file_size: int, meta: dict) -> str | 
         if "sentence_lengths" not in tables:
             return "missing table sentence_lengths"
         for acc in meta.get("accumulators") or []:
-            missing = [t for t in _REQUIRED.get(acc, ()) if t not in tables]
+            missing = [t for t in REQUIRED_TABLES.get(acc, ()) if t not in tables]
             if missing:
                 return f"missing table(s) {', '.join(missing)}"
         if "moments" in (meta.get("accumulators") or []):

@@ -29,6 +29,17 @@ from normvar_core.stats.tokenstats import TokenStats
 
 TableData = Union[pa.Table, Iterable[pa.Table]]
 
+# The tables each accumulator writes (one source of truth: the accumulators' ``table_names`` and the
+# reader's integrity check both read these).
+MOMENTS_TABLES = ("token_stats", "token_means", "layer_stats", "frequency_hist")
+SAMPLES_TABLES = ("samples",)
+GEOMETRY_TABLES = ("layer_geometry", "layer_spectrum", "pair_cosines")
+SELFSIM_TABLES = ("token_selfsim",)
+OUTLIER_TABLES = ("dim_stats", "top_activations", "layer_outliers")
+HALVES_TABLES = ("halves_layer", "intervals")
+REQUIRED_TABLES = {"moments": MOMENTS_TABLES, "samples": SAMPLES_TABLES}
+"""Tables every run of these accumulators has (``reader.damage`` checks them)."""
+
 
 def fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:
     """(rows, d) array -> Arrow FixedSizeList<float32>[d] (DuckDB FLOAT[d]) without a Python loop."""
@@ -123,7 +134,8 @@ def sentences_table(sentences: dict[int, str]) -> pa.Table:
     return pa.table({"sentence_id": keys, "text": pa.array([sentences[int(k)] for k in keys], type=pa.string())})
 
 
-__all__ = ["TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
+__all__ = ["MOMENTS_TABLES", "SAMPLES_TABLES", "GEOMETRY_TABLES", "SELFSIM_TABLES", "OUTLIER_TABLES",
+           "HALVES_TABLES", "REQUIRED_TABLES", "TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
            "moments_tables", "samples_tables", "sentences_table"]
 
 

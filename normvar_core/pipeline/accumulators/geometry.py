@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.pooling import pool_into
-from normvar_core.pipeline.accumulators.samples import locate, position_keys
+from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
+from normvar_core.pipeline.accumulators.samples import fill_planned, planned_vectors, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.runs.tables import geometry_tables
+from normvar_core.runs.tables import GEOMETRY_TABLES, geometry_tables
 from normvar_core.stats import geometry as G
 
 def geometry_bytes(num_layers: int, dim: int, sample: int) -> int:
@@ -41,8 +41,7 @@ def _gb(n: int) -> str:
 
 
 def _sample_size(ctx: RunContext) -> int:
-    uplan = getattr(ctx.plan, "uniform", None)
-    return int(uplan.size) if uplan is not None else 0
+    return int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0
 
 
 def topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
@@ -108,52 +107,51 @@ def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
 
 class GeometryAccumulator(LayerMajor, Accumulator):
     name = "geometry"
-    table_names = ("layer_geometry", "layer_spectrum", "pair_cosines")
+    table_names = GEOMETRY_TABLES
     finalize_in_background = True  # publish writes the other tables meanwhile
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
         self.layers = list(ctx.layers)
         self.dim = d
-        self.uplan = getattr(ctx.plan, "uniform", None)
-        K = self.uplan.size if self.uplan is not None else 0
-        self._pkeys = position_keys(self.uplan) if K else np.zeros(0, np.int64)
-        self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
-        self.n = 0
-        self.mean = torch.zeros((L, d), dtype=torch.float64, device=self.device)
-        self.scatter = torch.zeros((L, d, d), dtype=torch.float64, device=self.device)
-        self.sum_u = torch.zeros((L, d), dtype=torch.float64, device=self.device)
+        self.uplan = ctx.plan.uniform
+        self._pkeys = position_keys(self.uplan) if _sample_size(ctx) else np.zeros(0, np.int64)
+        self.device = ctx.torch_device
+        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
+        z = dict(dtype=torch.float64, device=self.device)
+        self._add_state("n", 0)
+        self._add_state("mean", torch.zeros((L, d), **z), merge="pooled")
+        self._add_state("scatter", torch.zeros((L, d, d), **z), merge=Chan(count="n", mean="mean", outer=True))
+        self._add_state("sum_u", torch.zeros((L, d), **z))      # Σ x/‖x‖
         # per layer, on the states' device (no host sync per batch): embeddings with a non-zero norm
         # (the cosine's n), Σ‖x‖ and Σ‖x‖² (float64, summed per batch in float64)
-        self.n_u = torch.zeros(L, dtype=torch.int64, device=self.device)
-        self.norm_sum = torch.zeros(L, dtype=torch.float64, device=self.device)
-        self.sq_sum = torch.zeros(L, dtype=torch.float64, device=self.device)
-        self.sample = np.zeros((L, K, d), np.float32)
-        self.filled = np.zeros(K, bool)
-        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
+        self._add_state("n_u", torch.zeros(L, dtype=torch.int64, device=self.device))
+        self._add_state("norm_sum", torch.zeros(L, **z))
+        self._add_state("sq_sum", torch.zeros(L, **z))
+        planned_vectors(self, ctx, self.uplan, vectors="sample", flags="filled")
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "GeometryAccumulator | None":
-        if not getattr(ctx.cfg, "geometry", True) or cls.skip_reason(ctx):
+        if not ctx.cfg.geometry or cls.skip_reason(ctx):
             return None
         return cls(ctx)
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
         """Set when the memory plan found no room for the kept layers' covariances and samples."""
-        return ctx.dropped(cls.name) if getattr(ctx.cfg, "geometry", True) else None
+        return ctx.dropped(cls.name) if ctx.cfg.geometry else None
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """``geometry_bytes(L, d, K)`` + K (filled flags) + 8 (n)."""
-        if not getattr(ctx.cfg, "geometry", True):
+        if not ctx.cfg.geometry:
             return 0
         K = _sample_size(ctx)
         return geometry_bytes(ctx.num_layers, ctx.dim, K) + K + 8
 
     @classmethod
     def droppable(cls, ctx: RunContext) -> bool:
-        return bool(getattr(ctx.cfg, "geometry", True))
+        return bool(ctx.cfg.geometry)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -183,49 +181,8 @@ class GeometryAccumulator(LayerMajor, Accumulator):
 
     def end_batch(self, batch: StateBatch) -> None:
         self.n += batch.size
-        self._reservoir(batch, batch.states)
-
-    def _reservoir(self, batch: StateBatch, X: torch.Tensor) -> None:
-        if self.uplan is None or not self.uplan.size:
-            return
-        picks, idx = locate(self.uplan, self._pkeys, batch)
-        if picks.size:
-            self.sample[:, picks] = X[:, torch.as_tensor(idx, device=X.device)].detach().to("cpu", torch.float32).numpy()
-            self.filled[picks] = True
-
-    # ------------------------------------------------------------------ merge and state
-    def merge(self, other: "GeometryAccumulator") -> "GeometryAccumulator":
-        if other.n:
-            for l in range(len(self.layers)):
-                pool_into(self.mean[l], self.scatter[l], self.n, other.mean[l].to(self.device),
-                          other.scatter[l].to(self.device), other.n, outer=True)
-            self.n += other.n
-            self.sum_u += other.sum_u.to(self.device)
-            self.n_u += other.n_u.to(self.device)
-            self.norm_sum += other.norm_sum.to(self.device)
-            self.sq_sum += other.sq_sum.to(self.device)
-        self.sample[:, other.filled] = other.sample[:, other.filled]
-        self.filled |= other.filled
-        return self
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {"n": np.array([self.n], np.int64), "n_u": self.n_u.cpu().numpy(),
-                "norm_sum": self.norm_sum.cpu().numpy(), "sq_sum": self.sq_sum.cpu().numpy(), "mean": self.mean.cpu().numpy(),
-                "scatter": self.scatter.cpu().numpy(), "sum_u": self.sum_u.cpu().numpy(),
-                "filled": self.filled.copy(), "sample": self.sample.copy()}
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.n = int(np.asarray(state["n"])[0])
-        self.n_u = torch.from_numpy(np.array(state["n_u"], np.int64)).to(self.device)
-        # checkpoints written before the norm spread existed resume with it unknown (NaN), never wrong
-        nan = np.full(len(self.layers), np.nan)
-        self.norm_sum = torch.from_numpy(np.array(state.get("norm_sum", nan), np.float64)).to(self.device)
-        self.sq_sum = torch.from_numpy(np.array(state.get("sq_sum", nan), np.float64)).to(self.device)
-        self.mean = torch.from_numpy(np.array(state["mean"], np.float64)).to(self.device)
-        self.scatter = torch.from_numpy(np.array(state["scatter"], np.float64)).to(self.device)
-        self.sum_u = torch.from_numpy(np.array(state["sum_u"], np.float64)).to(self.device)
-        self.filled = np.asarray(state["filled"], bool).copy()
-        self.sample = np.asarray(state["sample"], np.float32).copy()
+        if self.uplan is not None and self.uplan.size:
+            fill_planned(self.sample, self.filled, self.uplan, self._pkeys, batch)
 
     # ------------------------------------------------------------------ result
     def result(self) -> dict:

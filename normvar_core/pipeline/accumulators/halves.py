@@ -35,8 +35,10 @@ import torch
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, gram, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.pooling import pool_into
+from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.pipeline.state import Stateful
+from normvar_core.runs.tables import HALVES_TABLES
 from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.stats import intervals as I
 from normvar_core.stats.geometry import splitmix64
@@ -60,67 +62,65 @@ def halves_bytes(num_layers: int, num_types: int, dim: int, *, mean_bytes: int =
     return 2 * per_half
 
 
-def _num_types(ctx: RunContext) -> int:
-    ids = getattr(ctx.plan, "token_ids", None)
-    return int(len(ids)) if ids is not None else 0
+class Half(Stateful):
+    """One half's registered state: its TokenMoments (nested, keys ``tm.*``), n, the per-layer mean and
+    scatter (Chan; empty (L, 0, 0) without the geometry) and Σ‖x‖² overall and at position 0."""
+
+    def __init__(self, ctx: RunContext, device: torch.device, with_geometry: bool):
+        L, d = ctx.num_layers, int(ctx.dim)
+        tm = TokenMoments(num_layers=L, dim=d, device=device, mean_dtype=ctx.cfg.mean_dtype, layer_index=ctx.layers)
+        self._add_state("tm", tm.register(ctx.plan.token_ids))
+        z = dict(dtype=torch.float64, device=device)
+        g = d if with_geometry else 0  # no geometry: no covariance kept
+        self._add_state("n", 0)
+        self._add_state("mean", torch.zeros((L, g), **z), merge="pooled")
+        self._add_state("scatter", torch.zeros((L, g, g), **z), merge=Chan(count="n", mean="mean", outer=True))
+        self._add_state("sq_all", torch.zeros(L, **z))
+        self._add_state("sq_pos0", torch.zeros(L, **z))
 
 
 class HalvesAccumulator(LayerMajor, Accumulator):
     name = "halves"
-    table_names = ("halves_layer", "intervals")
+    table_names = HALVES_TABLES
     planned_exact = False  # a type that one half never sees holds no row there: planned_bytes is the bound
 
     def __init__(self, ctx: RunContext):
         self.layers = list(ctx.layers)
         self.dim = int(ctx.dim)
-        self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
-        self.mean_dtype = getattr(ctx.cfg, "mean_dtype", "float64")
-        self.with_geometry = bool(getattr(ctx.cfg, "geometry", True))
-        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
-        self.seed = int(getattr(ctx.cfg, "seed", 0) or 0)
-        ids = getattr(ctx.plan, "token_ids", None)
-        self.moments = []
-        for _ in range(2):
-            tm = TokenMoments(num_layers=len(self.layers), dim=self.dim, device=self.device,
-                              mean_dtype=self.mean_dtype, layer_index=self.layers)
-            if ids is not None:
-                tm.register(ids)
-            self.moments.append(tm)
-        L, d = len(self.layers), self.dim
-        z = dict(dtype=torch.float64, device=self.device)
-        self.n = [0, 0]
-        g = d if self.with_geometry else 0  # no geometry: no covariance kept
-        self.mean = [torch.zeros((L, g), **z) for _ in range(2)]
-        self.scatter = [torch.zeros((L, g, g), **z) for _ in range(2)]
-        self.sq_all = [torch.zeros(L, **z) for _ in range(2)]
-        self.sq_pos0 = [torch.zeros(L, **z) for _ in range(2)]
+        self.device = ctx.torch_device
+        self.with_geometry = bool(ctx.cfg.geometry)
+        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
+        self.seed = int(ctx.cfg.seed or 0)
+        self._add_state("a", Half(ctx, self.device, self.with_geometry))
+        self._add_state("b", Half(ctx, self.device, self.with_geometry))
+
+    @property
+    def halves(self) -> tuple[Half, Half]:
+        return self.a, self.b
 
     # ------------------------------------------------------------------ contract
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """``halves_bytes`` for the run (0 when the run does not want the halves)."""
-        if not getattr(ctx.cfg, "halves", True):
+        if not ctx.cfg.halves:
             return 0
-        return halves_bytes(ctx.num_layers, _num_types(ctx), ctx.dim,
-                            mean_bytes=4 if getattr(ctx.cfg, "mean_dtype", "float64") == "float32" else 8,
-                            geometry=bool(getattr(ctx.cfg, "geometry", True)))
+        return halves_bytes(ctx.num_layers, ctx.num_types, ctx.dim, mean_bytes=ctx.mean_bytes,
+                            geometry=bool(ctx.cfg.geometry))
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "HalvesAccumulator | None":
-        if not getattr(ctx.cfg, "halves", True) or cls.skip_reason(ctx):
+        if not ctx.cfg.halves or cls.skip_reason(ctx):
             return None
         return cls(ctx)
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
         """Set when the memory plan (``pipeline/memory.py``, from the device's memory) found no room."""
-        if not getattr(ctx.cfg, "halves", True):
-            return None
-        return ctx.dropped(cls.name)
+        return ctx.dropped(cls.name) if ctx.cfg.halves else None
 
     @classmethod
     def droppable(cls, ctx: RunContext) -> bool:
-        return bool(getattr(ctx.cfg, "halves", True))
+        return bool(ctx.cfg.halves)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -142,7 +142,7 @@ class HalvesAccumulator(LayerMajor, Accumulator):
             self._rows0.append(idx[pos0.index_select(0, idx)])
             if idx.numel():
                 tidx = idx.to(X.device)
-                self.moments[h].update(X.index_select(1, tidx), batch.token_ids.index_select(0, tidx.to(batch.token_ids.device)))
+                self.halves[h].tm.update(X.index_select(1, tidx), batch.token_ids.index_select(0, tidx.to(batch.token_ids.device)))
 
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Σ‖x‖² (all positions, position 0) per half from the shared ‖x_i‖², and, with the geometry,
@@ -153,13 +153,14 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         n_h = [int(r.numel()) for r in self._rows]
         for h in (0, 1):
             if n_h[h]:
-                self.sq_all[h][l] += sq.index_select(0, self._rows[h]).sum()
-                self.sq_pos0[h][l] += sq.index_select(0, self._rows0[h]).sum()
+                self.halves[h].sq_all[l] += sq.index_select(0, self._rows[h]).sum()
+                self.halves[h].sq_pos0[l] += sq.index_select(0, self._rows0[h]).sum()
         if not self.with_geometry:
             return
         if 0 in n_h:  # the whole batch is one half: the batch's own mean and scatter
             h = 0 if n_h[0] else 1
-            pool_into(self.mean[h][l], self.scatter[h][l], self.n[h], view.mean, view.scatter, view.n, outer=True)
+            hf = self.halves[h]
+            pool_into(hf.mean[l], hf.scatter[l], hf.n, view.mean, view.scatter, view.n, outer=True)
             return
         xc = view.centred                      # deviations from c (the batch mean, in the scatter dtype)
         c = view.mean.to(xc.dtype).to(torch.float64)
@@ -173,74 +174,41 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         diff = d_s - d_o
         S_o = view.scatter - S_s - torch.outer(diff, diff) * (n_h[s] * n_h[o] / view.n)
         for h, S, d in ((s, S_s, d_s), (o, S_o, d_o)):
-            pool_into(self.mean[h][l], self.scatter[h][l], self.n[h], c + d, S, n_h[h], outer=True)
+            hf = self.halves[h]
+            pool_into(hf.mean[l], hf.scatter[l], hf.n, c + d, S, n_h[h], outer=True)
 
     def end_batch(self, batch: StateBatch) -> None:
         for h in (0, 1):
-            self.n[h] += int(self._rows[h].numel())
+            self.halves[h].n += int(self._rows[h].numel())
         self._rows = self._rows0 = None
-
-    def merge(self, other: "HalvesAccumulator") -> "HalvesAccumulator":
-        for h in (0, 1):
-            self.moments[h].merge(other.moments[h])
-            if other.n[h]:
-                for l in range(len(self.layers) if self.with_geometry else 0):
-                    pool_into(self.mean[h][l], self.scatter[h][l], self.n[h], other.mean[h][l].to(self.device),
-                              other.scatter[h][l].to(self.device), other.n[h], outer=True)
-                self.n[h] += other.n[h]
-                self.sq_all[h] += other.sq_all[h].to(self.device)
-                self.sq_pos0[h] += other.sq_pos0[h].to(self.device)
-        return self
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for h, tag in ((0, "a"), (1, "b")):
-            out.update({f"{tag}.tm.{k}": v for k, v in self.moments[h].state_dict().items()})
-            out[f"{tag}.n"] = np.array([self.n[h]], np.int64)
-            out[f"{tag}.mean"] = self.mean[h].cpu().numpy()
-            out[f"{tag}.scatter"] = self.scatter[h].cpu().numpy()
-            out[f"{tag}.sq_all"] = self.sq_all[h].cpu().numpy()
-            out[f"{tag}.sq_pos0"] = self.sq_pos0[h].cpu().numpy()
-        return out
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        def t(a):
-            return torch.from_numpy(np.array(a, np.float64)).to(self.device)
-
-        for h, tag in ((0, "a"), (1, "b")):
-            pre = f"{tag}.tm."
-            self.moments[h] = TokenMoments.from_state_dict({k[len(pre):]: v for k, v in state.items()
-                                                            if k.startswith(pre)}, device=self.device)
-            self.n[h] = int(np.asarray(state[f"{tag}.n"])[0])
-            self.mean[h], self.scatter[h] = t(state[f"{tag}.mean"]), t(state[f"{tag}.scatter"])
-            self.sq_all[h], self.sq_pos0[h] = t(state[f"{tag}.sq_all"]), t(state[f"{tag}.sq_pos0"])
 
     # ------------------------------------------------------------------ result
     def merged_moments(self) -> TokenMoments:
         """A + B as one TokenMoments (a copy: the halves are left as they are)."""
-        full = TokenMoments.from_state_dict(self.moments[0].state_dict(), device=self.device)
-        return full.merge(self.moments[1])
+        full = TokenMoments.from_state_dict(self.a.tm.state_dict(), device=self.device)
+        return full.merge(self.b.tm)
 
     def _covariances(self) -> list:
         """The covariance per layer of half A, half B and the whole corpus (pooled), or Nones."""
         if not self.with_geometry:
             return [None, None, None]
-        mean, scatter, n = self.mean[0].clone(), self.scatter[0].clone(), self.n[0]
+        a, b = self.halves
+        mean, scatter = a.mean.clone(), a.scatter.clone()
         for l in range(len(self.layers)):
-            pool_into(mean[l], scatter[l], n, self.mean[1][l], self.scatter[1][l], self.n[1], outer=True)
-        covs = [(s / max(k, 1)).cpu().numpy() for s, k in ((self.scatter[0], self.n[0]), (self.scatter[1], self.n[1]))]
-        return covs + [(scatter / max(n + self.n[1], 1)).cpu().numpy()]
+            pool_into(mean[l], scatter[l], a.n, b.mean[l], b.scatter[l], b.n, outer=True)
+        covs = [(h.scatter / max(h.n, 1)).cpu().numpy() for h in (a, b)]
+        return covs + [(scatter / max(a.n + b.n, 1)).cpu().numpy()]
 
     def result(self) -> dict:
         full = self.merged_moments().result()
         keep = full.token_ids[I.band_types(full.n, STUDY_BAND)]
         covs = self._covariances()
-        sq_all = [self.sq_all[0].cpu().numpy(), self.sq_all[1].cpu().numpy()]
-        sq_pos0 = [self.sq_pos0[0].cpu().numpy(), self.sq_pos0[1].cpu().numpy()]
+        sq_all = [h.sq_all.cpu().numpy() for h in self.halves]
+        sq_pos0 = [h.sq_pos0.cpu().numpy() for h in self.halves]
         parts = []
         for tag, stats, cov, sa, s0 in (("all", full, covs[2], sq_all[0] + sq_all[1], sq_pos0[0] + sq_pos0[1]),
-                                        ("a", self.moments[0].result(), covs[0], sq_all[0], sq_pos0[0]),
-                                        ("b", self.moments[1].result(), covs[1], sq_all[1], sq_pos0[1])):
+                                        ("a", self.a.tm.result(), covs[0], sq_all[0], sq_pos0[0]),
+                                        ("b", self.b.tm.result(), covs[1], sq_all[1], sq_pos0[1])):
             df = I.half_values(stats, keep, cov, sa, s0)
             df.insert(1, "half", tag)
             parts.append(df)
@@ -259,7 +227,7 @@ class HalvesAccumulator(LayerMajor, Accumulator):
 
     def run_meta(self, result) -> dict:
         return {"halves": {"sentences_hash": "splitmix64(sentence_id ^ 0x5EED0F4A1F) & 1",
-                           "embeddings": [int(self.n[0]), int(self.n[1])]}}
+                           "embeddings": [int(self.a.n), int(self.b.n)]}}
 
 
 __all__ = ["HalvesAccumulator", "half_of", "halves_bytes"]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
-
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.runs import tables as T
@@ -18,17 +16,16 @@ from normvar_core.stats.tokenstats import TokenStats
 
 class MomentsAccumulator(Accumulator):
     name = "moments"
-    table_names = ("token_stats", "token_means", "layer_stats", "frequency_hist")
+    table_names = T.MOMENTS_TABLES
     backend: ClassVar[str] = "auto"
     """``TokenMoments``' update path: "auto" (the numba kernel on CPU, torch ``index_add_`` on other
     devices), or "torch" on any device (the GPU path, which tests run on CPU against the kernel)."""
 
     def __init__(self, ctx: RunContext):
-        self.acc = TokenMoments(num_layers=ctx.num_layers, dim=ctx.dim, device=ctx.device,
-                                mean_dtype=getattr(ctx.cfg, "mean_dtype", "float64"), layer_index=ctx.layers,
-                                backend=self.backend)
-        if ctx.plan is not None and getattr(ctx.plan, "token_ids", None) is not None:
-            self.acc.register(ctx.plan.token_ids)  # the types are known: size the tables once (rows too, on torch)
+        tm = TokenMoments(num_layers=ctx.num_layers, dim=ctx.dim, device=ctx.device, mean_dtype=ctx.cfg.mean_dtype,
+                          layer_index=ctx.layers, backend=self.backend)
+        tm.register(ctx.plan.token_ids)  # the types are known: size the tables once (rows too, on torch)
+        self._add_state("acc", tm)  # nested: keys acc.ids, acc.n, acc.mean, acc.s, ... (Chan's merge, layer by layer)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "MomentsAccumulator":
@@ -38,10 +35,8 @@ class MomentsAccumulator(Accumulator):
     def planned_bytes(cls, ctx: RunContext) -> int:
         """L·T·d·b_μ (the means; b_μ = 8, or 4 with mean_dtype float32) + 8·L·T (S_t) + 16·T (ids, n_t)
         + 8·L + 8 (layer index, |X|)."""
-        T = int(ctx.plan.token_ids.size) if getattr(ctx.plan, "token_ids", None) is not None else 0
-        L, d = ctx.num_layers, ctx.dim
-        b = 4 if getattr(ctx.cfg, "mean_dtype", "float64") == "float32" else 8
-        return L * T * d * b + 8 * L * T + 16 * T + 8 * L + 8
+        L, d, T = ctx.num_layers, ctx.dim, ctx.num_types
+        return L * T * d * ctx.mean_bytes + 8 * L * T + 16 * T + 8 * L + 8
 
     @property
     def n_embeddings(self) -> int:
@@ -49,16 +44,6 @@ class MomentsAccumulator(Accumulator):
 
     def update(self, batch: StateBatch) -> None:
         self.acc.update(batch.states, batch.token_ids)
-
-    def merge(self, other: "MomentsAccumulator") -> "MomentsAccumulator":
-        self.acc.merge(other.acc)
-        return self
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return self.acc.state_dict()
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.acc = TokenMoments.from_state_dict(state, device=self.acc.device, backend=self.acc.backend)
 
     def result(self) -> TokenStats:
         return self.acc.result()

@@ -19,45 +19,45 @@ import pyarrow as pa
 import torch
 
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.pooling import pool_into
+from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.runs.tables import OUTLIER_TABLES
 
 TOP_K = 20
 
 
 class OutlierAccumulator(LayerMajor, Accumulator):
     name = "outliers"
-    table_names = ("dim_stats", "top_activations", "layer_outliers")
+    table_names = OUTLIER_TABLES
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
         self.layers = list(ctx.layers)
         self.dim = d
-        self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
+        self.device = ctx.torch_device
+        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
         z = dict(dtype=torch.float64, device=self.device)
-        self.n = 0
-        self.mean = torch.zeros((L, d), **z)
-        self.m2 = torch.zeros((L, d), **z)        # Σ (h_j − mean_j)²
-        self.max_abs = torch.zeros((L, d), **z)
-        self.sq_all = torch.zeros(L, **z)          # Σ ‖x‖²
-        self.sq_pos0 = torch.zeros(L, **z)         # Σ ‖x‖² over position 0
-        # top activations: value (signed), dim, token, sentence, position per layer
-        self.top = np.zeros((L, 0, 5), np.float64)
-        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
+        self._add_state("n", 0)
+        self._add_state("mean", torch.zeros((L, d), **z), merge="pooled")
+        self._add_state("m2", torch.zeros((L, d), **z), merge=Chan(count="n", mean="mean", outer=False))  # Σ (h_j − mean_j)²
+        self._add_state("max_abs", torch.zeros((L, d), **z), merge="max")
+        self._add_state("sq_all", torch.zeros(L, **z))          # Σ ‖x‖²
+        self._add_state("sq_pos0", torch.zeros(L, **z))         # Σ ‖x‖² over position 0
+        # top activations: value (signed), dim, token, sentence, position per layer (TOP_K once the first batch is in)
+        self._add_state("top", np.zeros((L, 0, 5), np.float64), merge="custom", fixed_shape=False)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "OutlierAccumulator | None":
-        return cls(ctx) if getattr(ctx.cfg, "geometry", True) else None
+        return cls(ctx) if ctx.cfg.geometry else None
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """24·L·d (per-dimension mean, M2, max |h|) + 16·L (Σ‖x‖², at position 0) + 40·L·K (the K = TOP_K
         top activations, 5 float64 each) + 8."""
-        if not getattr(ctx.cfg, "geometry", True):
+        if not ctx.cfg.geometry:
             return 0
         L, d = ctx.num_layers, ctx.dim
-        total = int(getattr(ctx.plan, "total_embeddings", TOP_K) or 0) if ctx.plan is not None else TOP_K
-        return 24 * L * d + 16 * L + 40 * L * min(TOP_K, total * d) + 8
+        return 24 * L * d + 16 * L + 40 * L * min(TOP_K, ctx.plan.total_embeddings * d) + 8
 
     def begin_batch(self, batch: StateBatch) -> None:
         self._pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
@@ -110,29 +110,10 @@ class OutlierAccumulator(LayerMajor, Accumulator):
     def _keep(self, top: np.ndarray) -> None:
         self.top = np.stack([self._distinct(t) for t in top])
 
-    def merge(self, other: "OutlierAccumulator") -> "OutlierAccumulator":
-        if other.n:
-            n = self.n + other.n
-            for l in range(len(self.layers)):
-                pool_into(self.mean[l], self.m2[l], self.n, other.mean[l].to(self.device), other.m2[l].to(self.device),
-                          other.n, outer=False)
-            self.max_abs = torch.maximum(self.max_abs, other.max_abs.to(self.device))
-            self.sq_all += other.sq_all.to(self.device)
-            self.sq_pos0 += other.sq_pos0.to(self.device)
-            self.n = n
-            self._keep(np.concatenate([self.top, other.top], axis=1))
-        return self
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {"n": np.array([self.n], np.int64), "mean": self.mean.cpu().numpy(), "m2": self.m2.cpu().numpy(),
-                "max_abs": self.max_abs.cpu().numpy(), "sq_all": self.sq_all.cpu().numpy(),
-                "sq_pos0": self.sq_pos0.cpu().numpy(), "top": self.top.copy()}
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.n = int(np.asarray(state["n"])[0])
-        for k in ("mean", "m2", "max_abs", "sq_all", "sq_pos0"):
-            setattr(self, k, torch.from_numpy(np.array(state[k], np.float64)).to(self.device))
-        self.top = np.asarray(state["top"], np.float64).copy()
+    def merge_top(self, reader) -> None:
+        """The top distinct keys of the union (the custom rule of the registered ``top``)."""
+        if int(reader.get("n").reshape(-1)[0]):
+            self._keep(np.concatenate([self.top, np.stack(list(reader.blocks("top")))], axis=1))
 
     def result(self) -> dict:
         n = max(self.n, 1)

@@ -24,4 +24,27 @@ def pool_into(mean: torch.Tensor, m2: torch.Tensor, n_a: int, mean_b: torch.Tens
     m2 += m2_b + (torch.outer(delta, delta) if outer else delta * delta) * (n_a * n_b / n)
 
 
-__all__ = ["pool_into"]
+class Chan:
+    """The merge rule of a registered (count, mean, second moment) triple, declared on the second
+    moment's entry (``_add_state("scatter", ..., merge=Chan(count="n", mean="mean", outer=True))``; the
+    mean registered with ``merge="pooled"``, the count with ``"sum"``): per layer block,
+    ``pool_into`` with the counts as they were before the merge. The incoming second moment is read
+    one layer block at a time (``reader.blocks``), so a d × d scatter per layer is the largest piece."""
+
+    def __init__(self, *, count: str, mean: str, outer: bool):
+        self.count, self.mean, self.outer = count, mean, outer
+
+    def merge(self, holder, name: str, reader) -> None:
+        from normvar_core.pipeline.state import as_like
+
+        n_b = int(reader.get(self.count).reshape(-1)[0])
+        if n_b == 0:
+            return
+        n_a = int(getattr(holder, self.count))
+        mean, m2 = getattr(holder, self.mean), getattr(holder, name)
+        mean_b = as_like(reader.get(self.mean), mean)
+        for l, block in enumerate(reader.blocks(name)):
+            pool_into(mean[l], m2[l], n_a, mean_b[l], as_like(block, m2), n_b, outer=self.outer)
+
+
+__all__ = ["pool_into", "Chan"]

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.runs.tables import samples_tables
+from normvar_core.runs.tables import SAMPLES_TABLES, samples_tables
 
 _KEY = np.int64(1 << 24)  # sentence_id * _KEY + position identifies a position in the corpus
 
@@ -35,50 +35,60 @@ def position_keys(plan) -> np.ndarray:
     return plan.sentence.astype(np.int64) * _KEY + plan.offset.astype(np.int64)
 
 
+def fill_planned(vectors: np.ndarray, filled: np.ndarray, plan, keys: np.ndarray, batch: StateBatch) -> None:
+    """Copy the batch's states at the plan's picks into ``vectors`` (L, P, d) float32 and flag them
+    in ``filled`` (the PCA samples and the geometry's TwoNN sample alike)."""
+    picks, idx = locate(plan, keys, batch)
+    if picks.size:
+        X = batch.states
+        vectors[:, picks] = X[:, torch.as_tensor(idx, device=X.device)].detach().to("cpu", torch.float32).numpy()
+        filled[picks] = True
+
+
+class Fill:
+    """The merge rule of planned picks (``_add_state("vectors", ..., merge=Fill("filled"))``, the flags
+    registered with ``"or"``): the other's filled picks copied in, one layer block at a time."""
+
+    def __init__(self, flags: str):
+        self.flags = flags
+
+    def merge(self, holder, name: str, reader) -> None:
+        theirs = np.asarray(reader.get(self.flags), bool)
+        if not theirs.any():
+            return
+        vectors = getattr(holder, name)
+        for l, block in enumerate(reader.blocks(name)):
+            vectors[l, theirs] = np.asarray(block)[theirs]
+
+
+def planned_vectors(holder, ctx: RunContext, plan, *, vectors: str, flags: str) -> None:
+    """Register an (L, P, d) float32 table of ``plan``'s picks and its filled flags on ``holder``."""
+    P = plan.size if plan is not None else 0
+    holder._add_state(vectors, np.zeros((ctx.num_layers, P, ctx.dim), np.float32), merge=Fill(flags))
+    holder._add_state(flags, np.zeros(P, bool), merge="or")
+
+
 class SampleAccumulator(Accumulator):
     name = "samples"
-    table_names = ("samples",)
+    table_names = SAMPLES_TABLES
 
     def __init__(self, ctx: RunContext):
         self.plan = ctx.plan.samples
-        self.vectors = np.zeros((ctx.num_layers, self.plan.size, ctx.dim), dtype=np.float32)
-        self.filled = np.zeros(self.plan.size, dtype=bool)
+        planned_vectors(self, ctx, self.plan, vectors="vectors", flags="filled")
         self._keys = position_keys(self.plan)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "SampleAccumulator | None":
-        plan = getattr(ctx.plan, "samples", None)
-        return cls(ctx) if plan is not None and plan.size else None
+        return cls(ctx) if ctx.plan.samples.size else None
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """4·L·P·d (float32 vectors of the P picked positions) + P (filled flags)."""
-        plan = getattr(ctx.plan, "samples", None)
-        P = int(plan.size) if plan is not None else 0
+        P = int(ctx.plan.samples.size)
         return 4 * ctx.num_layers * P * ctx.dim + P
 
     def update(self, batch: StateBatch) -> None:
-        picks, idx = locate(self.plan, self._keys, batch)
-        if picks.size == 0:
-            return
-        X = batch.states[:, torch.as_tensor(idx, device=batch.states.device)]
-        self.vectors[:, picks] = X.detach().to("cpu", torch.float32).numpy()
-        self.filled[picks] = True
-
-    def merge(self, other: "SampleAccumulator") -> "SampleAccumulator":
-        self.vectors[:, other.filled] = other.vectors[:, other.filled]
-        self.filled |= other.filled
-        return self
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {"vectors": self.vectors, "filled": self.filled}
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        v = np.asarray(state["vectors"], np.float32)
-        if v.shape != self.vectors.shape:
-            raise ValueError("sample checkpoint does not match the plan")
-        self.vectors[...] = v
-        self.filled[...] = np.asarray(state["filled"], bool)
+        fill_planned(self.vectors, self.filled, self.plan, self._keys, batch)
 
     def result(self) -> dict:
         if not self.filled.all():
@@ -99,4 +109,4 @@ class SampleAccumulator(Accumulator):
         return {"n_samples": self.plan.size, "n_sampled_types": int(np.unique(self.plan.token_ids).size)}
 
 
-__all__ = ["SampleAccumulator", "locate", "position_keys"]
+__all__ = ["SampleAccumulator", "locate", "position_keys", "fill_planned", "Fill", "planned_vectors"]

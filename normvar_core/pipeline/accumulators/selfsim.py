@@ -15,58 +15,56 @@ import torch
 
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.accumulators.layerview import resolve_scatter_dtype
+from normvar_core.runs.tables import SELFSIM_TABLES
 from normvar_core.stats.geometry import mean_cosine
 
 def selfsim_bytes(ctx: RunContext) -> int:
-    T = int(ctx.plan.token_ids.size) if ctx.plan is not None else 0
-    return ctx.num_layers * T * ctx.dim * 8
+    """8·L·T·d: Σu per layer and type, float64."""
+    return ctx.num_layers * ctx.num_types * ctx.dim * 8
 
 
 class SelfSimilarityAccumulator(Accumulator):
     name = "selfsim"
-    table_names = ("token_selfsim",)
+    table_names = SELFSIM_TABLES
     backend = "auto"
     """"auto": the numba kernel on the CPU, torch ``index_add_`` elsewhere; "torch" on any device (the
     GPU path, which tests run on the CPU against the kernel)."""
 
     def __init__(self, ctx: RunContext):
         self.layers = list(ctx.layers)
-        self.device = torch.device(ctx.device) if ctx.device is not None else torch.device("cpu")
+        self.device = ctx.torch_device
         self.token_ids = torch.as_tensor(np.asarray(ctx.plan.token_ids, np.int64), device=self.device)
         T = self.token_ids.numel()
-        self.sum_u = torch.zeros((len(self.layers), T, ctx.dim), dtype=torch.float64, device=self.device)
-        self.n = torch.zeros(T, dtype=torch.int64, device=self.device)
-        self.scatter_dtype = resolve_scatter_dtype(getattr(ctx.cfg, "scatter_dtype", "float64"), self.device)
+        self._add_state("sum_u", torch.zeros((len(self.layers), T, ctx.dim), dtype=torch.float64, device=self.device))
+        self._add_state("n", torch.zeros(T, dtype=torch.int64, device=self.device))
+        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "SelfSimilarityAccumulator | None":
-        mode = getattr(ctx.cfg, "self_similarity", "auto")
-        if ctx.plan is None or getattr(ctx.plan, "token_ids", None) is None or mode == "off":
+        if ctx.cfg.self_similarity == "off":
             return None
         return None if cls.skip_reason(ctx) else cls(ctx)
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
         """Set when ``auto`` turned the table off: the memory plan found no room for it."""
-        if getattr(ctx.cfg, "self_similarity", "auto") != "auto" or getattr(ctx.plan, "token_ids", None) is None:
-            return None
-        return ctx.dropped(cls.name)
+        return ctx.dropped(cls.name) if ctx.cfg.self_similarity == "auto" else None
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """8·L·T·d (Σu per layer and type, float64) + 8·T (n_t)."""
-        if getattr(ctx.cfg, "self_similarity", "auto") == "off" or getattr(ctx.plan, "token_ids", None) is None:
+        if ctx.cfg.self_similarity == "off":
             return 0
-        return selfsim_bytes(ctx) + 8 * int(ctx.plan.token_ids.size)
+        return selfsim_bytes(ctx) + 8 * ctx.num_types
 
     @classmethod
     def droppable(cls, ctx: RunContext) -> bool:
-        return getattr(ctx.cfg, "self_similarity", "auto") == "auto"
+        return ctx.cfg.self_similarity == "auto"
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         fix = f", or fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset else ""
-        return (f"self-similarity skipped: its {ctx.num_layers} x {int(ctx.plan.token_ids.size):,} x {ctx.dim} table "
+        return (f"self-similarity skipped: its {ctx.num_layers} x {ctx.num_types:,} x {ctx.dim} table "
                 f"needs {need / 2**30:.1f} GB, {free / 2**30:.1f} GB left on the device after the rest of the run — "
                 f"--self-similarity on to keep it anyway{fix}")
 
@@ -101,18 +99,6 @@ class SelfSimilarityAccumulator(Accumulator):
             else:  # the batch's sums in float32, accumulated across batches in float64
                 part = torch.zeros((self.sum_u.shape[1], self.sum_u.shape[2]), dtype=dt, device=self.device)
                 self.sum_u[l] += part.index_add_(0, rows, u).to(torch.float64)
-
-    def merge(self, other: "SelfSimilarityAccumulator") -> "SelfSimilarityAccumulator":
-        self.sum_u += other.sum_u.to(self.device)
-        self.n += other.n.to(self.device)
-        return self
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {"sum_u": self.sum_u.cpu().numpy(), "n": self.n.cpu().numpy()}
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.sum_u = torch.from_numpy(np.array(state["sum_u"], np.float64)).to(self.device)
-        self.n = torch.from_numpy(np.array(state["n"], np.int64)).to(self.device)
 
     def result(self) -> dict:
         s = self.sum_u.cpu().numpy()

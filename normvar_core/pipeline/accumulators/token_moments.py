@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from normvar_core.pipeline.state import DictReader
 from normvar_core.stats.kernels import type_groups as _type_groups
 from normvar_core.stats.kernels import update_kernel as _update_kernel
 from normvar_core.stats.tokenstats import TokenStats
@@ -113,12 +114,6 @@ class TokenMoments:
             n[:T] = self._n[:T]
         self._mean, self._s, self._ids, self._n, self._cap = mean, s, ids, n, cap
 
-    def reserve(self, num_types: int) -> "TokenMoments":
-        """Pre-size the tables for ``num_types`` types (e.g. counted from the tokenized corpus),
-        so they are allocated once instead of grown by copies."""
-        self._reserve(int(num_types))
-        return self
-
     def register(self, token_ids) -> "TokenMoments":
         """Size the tables for the types a run will see (the plan's counted types, known from the
         tokenization). On the numba backend this only reserves the rows. On the torch backend (the
@@ -156,9 +151,10 @@ class TokenMoments:
         return np.flatnonzero(self._n[: self._T].cpu().numpy() > 0) if self._fixed else None
 
     def _host(self, table: torch.Tensor, take: np.ndarray | None, axis: int = -1) -> np.ndarray:
-        """A numpy copy of ``table``'s rows [0, T) (along ``axis``), only rows ``take`` if given."""
+        """``table``'s rows [0, T) (along ``axis``) on the host — a view on the CPU, no copy of the
+        largest table when the driver checkpoints or an actor flushes — only rows ``take`` (a copy) if given."""
         out = table.narrow(axis, 0, self._T).cpu().numpy()
-        return np.take(out, take, axis=axis) if take is not None else out.copy()
+        return np.take(out, take, axis=axis) if take is not None else out
 
     def _rows_for(self, uniq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Table rows of the (sorted, unique) ids; new ids get new rows. Returns (rows, is_new)."""
@@ -277,21 +273,27 @@ class TokenMoments:
 
     # ------------------------------------------------------------------ merge
     def merge(self, other: "TokenMoments") -> "TokenMoments":
-        """Pool another accumulator into this one (in place; returns self). Exact (Chan et al.):
-        mu = mu_a + delta n_b / n,  S = S_a + S_b + ||delta||^2 n_a n_b / n,  delta = mu_b - mu_a."""
+        """Pool another accumulator into this one (in place; returns self); see ``merge_from``."""
         if (other.num_layers, other.dim) != (self.num_layers, self.dim):
             raise ValueError("cannot merge accumulators of different shapes")
+        return self.merge_from(DictReader(other.state_dict()))
+
+    def merge_from(self, reader) -> "TokenMoments":
+        """Pool another partial state, read through ``reader`` (``state.DictReader`` or a Ray actor's
+        pieces), in place. Exact (Chan et al.), one layer of the incoming means at a time:
+        mu = mu_a + delta n_b / n,  S = S_a + S_b + ||delta||^2 n_a n_b / n,  delta = mu_b - mu_a."""
         dev = self.device
-        o_rows = other._seen()
-        o_rows = slice(0, other._T) if o_rows is None else torch.from_numpy(o_rows).to(other.device)
-        o_ids = other._ids[o_rows].to(dev)
+        o_ids = torch.from_numpy(np.array(reader.get("ids"), np.int64))
+        n_emb = int(np.asarray(reader.get("n_embeddings")).reshape(-1)[0])
         if o_ids.numel() == 0:
+            self.n_embeddings += n_emb
             return self
-        o_n = other._n[o_rows].to(dev)
-        o_mean = other._mean[:, o_rows].to(dev, torch.float64)
-        o_s = other._s[:, o_rows].to(dev)
         order = torch.argsort(o_ids)
-        o_ids, o_n, o_mean, o_s = o_ids[order], o_n[order], o_mean[:, order], o_s[:, order]
+        o_ids = o_ids[order].to(dev)
+        o_n = torch.from_numpy(np.array(reader.get("n"), np.int64))[order].to(dev)
+        o_s = torch.from_numpy(np.array(reader.get("s"), np.float64))[:, order].to(dev)
+        if o_s.shape[0] != self.num_layers:
+            raise ValueError("cannot merge accumulators of different shapes")
         if self._fixed:
             rows = self._fixed_rows(o_ids)
             if bool((rows == self._T).any()):
@@ -302,13 +304,17 @@ class TokenMoments:
         old_n = self._n[rows].to(torch.float64)
         b_n = o_n.to(torch.float64)
         n = old_n + b_n
-        mu_a = self._mean[:, rows].to(torch.float64)
-        mu_a[:, is_new] = o_mean[:, is_new]
-        delta = o_mean - mu_a
-        self._mean[:, rows] = (mu_a + delta * (b_n / n)[None, :, None]).to(self._tdtype)
-        self._s[:, rows] = self._s[:, rows] + o_s + (delta * delta).sum(-1) * (old_n * b_n / n)[None, :]
+        for l, block in enumerate(reader.blocks("mean")):
+            if block.shape[-1] != self.dim:
+                raise ValueError("cannot merge accumulators of different shapes")
+            o_mean = torch.from_numpy(np.array(block, np.float64))[order].to(dev)
+            mu_a = self._mean[l, rows].to(torch.float64)
+            mu_a[is_new] = o_mean[is_new]
+            delta = o_mean - mu_a
+            self._mean[l, rows] = (mu_a + delta * (b_n / n)[:, None]).to(self._tdtype)
+            self._s[l, rows] = self._s[l, rows] + o_s[l] + (delta * delta).sum(-1) * (old_n * b_n / n)
         self._n[rows] = self._n[rows] + o_n
-        self.n_embeddings += other.n_embeddings
+        self.n_embeddings += n_emb
         return self
 
     # ------------------------------------------------------------------ state
@@ -320,9 +326,25 @@ class TokenMoments:
             "n": self._host(self._n, rows),
             "mean": self._host(self._mean, rows, axis=1),
             "s": self._host(self._s, rows),
-            "layer_index": self.layer_index.copy(),
+            "layer_index": self.layer_index,
             "n_embeddings": np.array([self.n_embeddings], dtype=np.int64),
         }
+
+    def state_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """{key: (shape, dtype)} of ``state_dict``, from the tables: T seen types, L layers, d."""
+        L, T, d = self.num_layers, self.num_types, self.dim
+        return {"ids": ((T,), np.dtype(np.int64)), "n": ((T,), np.dtype(np.int64)),
+                "mean": ((L, T, d), np.dtype(self.mean_dtype)), "s": ((L, T), np.dtype(np.float64)),
+                "layer_index": ((L,), np.dtype(np.int64)), "n_embeddings": ((1,), np.dtype(np.int64))}
+
+    def to(self, device) -> "TokenMoments":
+        """This state on ``device`` (a new accumulator; the same backend on the same kind of device)."""
+        same = torch.device(device).type == self.device.type
+        return type(self).from_state_dict(self.state_dict(), device=device, backend=self.backend if same else "auto")
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Replace this accumulator's state by ``state`` (same device and backend)."""
+        self.__dict__.update(type(self).from_state_dict(state, device=self.device, backend=self.backend).__dict__)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu",

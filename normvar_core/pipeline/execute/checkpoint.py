@@ -19,7 +19,7 @@ import numpy as np
 from normvar_core.destination import write_atomic
 from normvar_core.pipeline.execute.partials import PartialState
 
-FORMAT = "normvar-checkpoint-2"
+FORMAT = "normvar-checkpoint-3"  # 3: registered state keys (the moments under acc.*)
 
 
 def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> None:

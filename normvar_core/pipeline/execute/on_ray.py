@@ -15,14 +15,20 @@ there are GPUs). Then:
    The batches are cut into about 4·K ranges of equal token counts, handed to the actors one at a time
    as each finishes its previous one. An actor accumulates *every* range it runs into one partial
    state; the driver asks each actor for it (``flush``) when the actor has nothing left to do (and
-   every ``checkpoint_every_s`` while it runs), merges it into one running state at once
-   (``Accumulator.merge``: exact, any order) and checkpoints that merged state with the batch ranges
-   it covers. The driver holds the merged state plus one incoming partial, whatever K.
+   every ``checkpoint_every_s`` while it runs), merges it in place into one running state
+   (``Accumulator.merge_from``: exact, any order) and checkpoints that merged state with the batch
+   ranges it covers. The flush brings only the small arrays; every array of 3+ dimensions (per-type
+   means and Σu, scatters, samples) stays with the actor and is fetched one layer block at a time
+   (``_Shard.piece``, in its own concurrency group, so it is served while the actor runs its next
+   range), merged and dropped before the next: the driver holds the merged state plus one layer block,
+   whatever K.
 
 Faults: actors restart (``max_restarts``) and the task that was running is retried
 (``max_task_retries``). A restarted actor has lost the ranges it held unflushed: its ``flush`` lists
 the ranges its state covers, and the driver runs the missing ones again (ranges are pure functions of
-the plan, so the result is unchanged). A restarted driver loads the merged checkpoint and runs only
+the plan, so the result is unchanged). An actor that dies while the driver is fetching its flushed
+blocks leaves a half-merged state: the driver drops it for its last checkpoint (the state before that
+merge) or, without one, for an empty state, and runs the ranges not covered again. A restarted driver loads the merged checkpoint and runs only
 the batches it does not cover. Ray is an optional extra (``requirements-ray.txt``); it is imported only
 here. Without ``--ray-address`` the run starts a private local Ray (``address="local"``), never one it
 finds on the machine.
@@ -44,9 +50,12 @@ import numpy as np
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
 from normvar_core.pipeline.execute.ray_cluster import loopback_only, start_ray  # noqa: F401 - loopback_only: tests
+from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
 
 CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: marker file; the first actor to see it absent while it holds
 #                                        an unflushed range dies in the middle of its next range
+PIECE_CRASH_ENV = "NORMVAR_TEST_CRASH_IN_PIECE"  # tests: marker file; the first actor asked for a block while it
+#                                                is absent dies there
 RANGES_PER_ACTOR = 4
 MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
 DELAY_ENV = "NORMVAR_TEST_BATCH_DELAY_S"  # tests: seconds each shard sleeps after reporting a batch
@@ -74,6 +83,7 @@ class _Shard:
         self.plan = self.source = self.ctx = self.accs = None
         self.covered: list[tuple[int, int]] = []
         self.oom_reported = 0
+        self.outgoing: tuple[str, dict] | None = None  # (token, {key: array}) of the last flush, until released
 
     def tokenize(self, share: dict, max_length: int, unit: str) -> dict:
         """The encoding of one corpus share (``corpus_shares``) and the CPU seconds it took."""
@@ -125,17 +135,39 @@ class _Shard:
         return [int(start), int(stop)]
 
     def flush(self) -> dict:
-        """The running partial state (plain arrays), the ranges it covers, then a fresh state."""
+        """The ranges of the running partial state and its small arrays; its arrays of 3+ dimensions
+        (per-type means, scatters, samples) stay here as ``outgoing``, for the driver to fetch one layer
+        block at a time (``piece``) under the returned ``token``. Then a fresh state."""
         from normvar_core.pipeline.execute.partials import partial_state
 
-        out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "arrays": {}, "node": self.node,
-               "oom_splits": 0}
+        out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "small": {}, "blocks": {},
+               "token": "", "node": self.node, "oom_splits": 0}
         if self.accs is not None:
-            out["arrays"] = partial_state(self.accs, 0, 0).arrays()
+            arrays = partial_state(self.accs, 0, 0).arrays()
+            big = {k: v for k, v in arrays.items() if v.ndim >= 3}
+            out["small"] = {k: v for k, v in arrays.items() if k not in big}
+            out["blocks"] = {k: int(v.shape[0]) for k, v in big.items()}
+            out["token"] = os.urandom(8).hex()
+            self.outgoing = (out["token"], big)
             out["oom_splits"] = self.source.oom_splits - self.oom_reported
             self.oom_reported = self.source.oom_splits
         self.accs, self.covered = None, []
         return out
+
+    def piece(self, token: str, key: str, block: int) -> np.ndarray:
+        """Layer block ``block`` of the outgoing array ``key`` (runs beside ``run``: its own thread)."""
+        marker = os.environ.get(PIECE_CRASH_ENV)
+        if marker and not Path(marker).exists():  # tests: die while the driver is half-way through a merge
+            Path(marker).write_text(str(os.getpid()))
+            os._exit(1)
+        held = self.outgoing
+        if held is None or held[0] != token:  # a restarted actor: the state the driver asks for is gone
+            raise LookupError(f"flush {token} is not held here")
+        return np.ascontiguousarray(held[1][key][block])
+
+    def release(self, token: str) -> None:
+        if self.outgoing is not None and self.outgoing[0] == token:
+            self.outgoing = None
 
 
 class _Counter:
@@ -184,7 +216,8 @@ class RayPool:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         if gpus and cfg.workers is None:
             workers = int(ray.cluster_resources()["GPU"])
-        actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2)(_Shard)
+        actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2,
+                               concurrency_groups={TRANSFER: 1})(_Shard)
         self.actors = [actor_cls.remote(cfg.to_json(), str(data_dir), torch.get_num_threads())
                        for _ in range(workers)]
         self.counter = ray.remote(num_cpus=0)(_Counter).remote()
@@ -222,7 +255,7 @@ class RayPool:
         are killed and CancelledError raised (the merged checkpoint stays)."""
         from normvar_core.pipeline.execute.plan_payload import plan_payload
 
-        st = _Merged(ctx, checkpoint, fingerprint)
+        st = MergedState(ctx, checkpoint, fingerprint)
         resumed = st.resume()
         payload = [self.ray.put({**plan_payload(plan), MEMORY_KEY: np.array(json.dumps(memory_reasons(ctx)))})]
         rerun = rounds = 0
@@ -237,11 +270,10 @@ class RayPool:
                 raise NormvarError(f"Ray shards kept losing batch ranges ({len(todo)} still missing)",
                                    fix="see the Ray logs; rerun resumes from the merged checkpoint")
             self._round(plan, todo, payload, st, checkpoint_every_s, progress, should_cancel)
-        if st.merged is None:
-            st.merged = _fresh(ctx)
+        st.ensure()
         return st.merged, {"executor": "ray", "ray_workers": len(self.actors), "shards": st.n_ranges,
                            "ray_nodes": len(st.nodes), "oom_splits": st.oom, "resumed_batches": resumed,
-                           "rerun_ranges": rerun, "tokenize_cpu_s": self.tokenize_cpu_s}
+                           "rerun_ranges": rerun, "merge_rollbacks": st.rollbacks, "tokenize_cpu_s": self.tokenize_cpu_s}
 
     def _round(self, plan, todo, payload, st, every_s, progress, should_cancel) -> None:
         from collections import deque
@@ -296,7 +328,9 @@ class RayPool:
                 elif not running[j]:
                     submit_flush(j)
             else:
-                st.add(self._get(ready[0], "flush"))
+                out = self._get(ready[0], "flush")
+                st.add(out, Pieces(ray, actors[j], out))
+                del out
             if progress is not None:
                 progress(done_batches(), plan.n_batches)
 
@@ -349,60 +383,6 @@ def memory_reasons(ctx) -> dict:
     return {} if ctx.memory is None else dict(ctx.memory.reasons)
 
 
-def _fresh(ctx) -> dict:
-    from normvar_core.pipeline.execute.partials import build_accumulators
-
-    return build_accumulators(ctx)
-
-
-class _Merged:
-    """The driver's one running state: partials merged as they arrive, checkpointed with their ranges."""
-
-    def __init__(self, ctx, path: Path | None, fingerprint: dict):
-        self.ctx, self.path, self.fingerprint = ctx, path, fingerprint
-        self.merged: dict | None = None
-        self.covered: list[tuple[int, int]] = []
-        self.nodes: set = set()
-        self.oom = 0
-        self.n_ranges = 0
-
-    def resume(self) -> int:
-        """Load the merged checkpoint of this plan, if any; the batches it covers."""
-        from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import load_partial
-
-        got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
-        if got is None or "ray_ranges" not in got[1]:
-            return 0
-        self.merged = load_partial(self.ctx, got[0])
-        self.covered = [(int(a), int(b)) for a, b in got[1]["ray_ranges"]]
-        self.oom = int(got[1].get("oom_splits", 0))
-        return sum(b - a for a, b in self.covered)
-
-    def add(self, out: dict) -> None:
-        from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import PartialState, load_partial, partial_state
-
-        ranges = [(int(a), int(b)) for a, b in np.asarray(out["covered"]).reshape(-1, 2)]
-        if not ranges:
-            return
-        self.nodes.add(out.get("node"))
-        self.oom += int(out.get("oom_splits", 0))
-        incoming = load_partial(self.ctx, PartialState.from_arrays(0, 0, out["arrays"]))
-        out.clear()  # the incoming arrays are held once, by its accumulators
-        if self.merged is None:
-            self.merged = incoming
-        else:
-            for name, acc in self.merged.items():
-                acc.merge(incoming[name])
-        del incoming
-        self.covered += ranges
-        self.n_ranges += len(ranges)
-        if self.path is not None:
-            ckpt.save(self.path, self.fingerprint, partial_state(self.merged, 0, 0),
-                      {"ray_ranges": sorted(self.covered), "oom_splits": self.oom})
-
-
 def _in_flight(ray, counter, pending: dict) -> int:
     """Batches finished inside the ranges still running (0 if the counter does not answer)."""
     try:
@@ -412,4 +392,5 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-__all__ = ["compute_on_ray", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
+__all__ = ["compute_on_ray", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "PIECE_CRASH_ENV",
+           "DELAY_ENV", "PROGRESS_EVERY_S"]

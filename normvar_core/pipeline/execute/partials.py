@@ -19,6 +19,7 @@ from normvar_core.errors import CancelledError
 from normvar_core.pipeline.accumulators import REGISTRY
 from normvar_core.pipeline.accumulators.layerview import update_all
 from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.state import DictReader
 
 
 def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]:
@@ -111,6 +112,15 @@ def load_partial(ctx: RunContext, partial: PartialState) -> dict[str, Accumulato
     return accs
 
 
+def merge_into(accs: dict[str, Accumulator], reader) -> dict[str, Accumulator]:
+    """Pool a partial state read through ``reader`` (flat keys ``<accumulator>__<key>``, as
+    ``PartialState.arrays``) into ``accs`` in place, accumulator by accumulator (``merge_from``: one
+    array or one layer block of the incoming state at a time)."""
+    for name, acc in accs.items():
+        acc.merge_from(reader.sub(f"{name}__"))
+    return accs
+
+
 def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, Accumulator]:
     """Merge partial states of disjoint batch ranges into the accumulators of their union."""
     if not partials:
@@ -121,11 +131,12 @@ def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, A
             raise ValueError(f"overlapping batch ranges {a0}..{a1} and {b0}..")
     merged = load_partial(ctx, partials[0])
     for p in partials[1:]:
-        other = load_partial(ctx, p)
-        for name, acc in merged.items():
-            acc.merge(other[name])
+        missing = set(merged) - set(p.states)
+        if missing:
+            raise ValueError(f"partial state lacks accumulator {sorted(missing)[0]!r}")
+        merge_into(merged, DictReader(p.arrays()))
     return merged
 
 
 __all__ = ["build_accumulators", "skip_reasons", "run_range", "PartialState", "partial_state", "compute_partial",
-           "load_partial", "merge_partials"]
+           "load_partial", "merge_partials", "merge_into"]

@@ -1,0 +1,194 @@
+"""Registered state (as torcheval's ``Metric._add_state``): an object that streams a measure declares
+each state array once — its name, its initial value (shape and dtype) and how two partial states of
+disjoint data merge — and gets ``state_dict`` / ``load_state_dict`` / ``state_spec`` / ``to(device)``
+and the merge for free.
+
+Merge rules (``merge=``):
+
+* ``"sum"``, ``"max"``, ``"min"``, ``"or"`` — elementwise: a = a + b, max(a, b), min(a, b), a | b;
+* a rule object with ``merge(holder, name, reader)`` — e.g. ``pooling.Chan`` (Chan, Golub & LeVeque's
+  pooled mean and scatter, written once) or ``samples.Fill`` (planned picks copied where the other
+  filled them);
+* ``"pooled"`` — merged by another entry's rule (a Chan mean, a Fill's flags are read by it);
+* ``"custom"`` — the holder's method ``merge_<name>(reader)``;
+* a nested holder (anything with ``state_dict``/``load_state_dict``/``merge_from``/``state_spec``, e.g.
+  ``TokenMoments``) — its keys are prefixed ``<name>.``.
+
+Rules and custom merges run first, in declaration order (they read the counts as they were); the
+elementwise ones last. Every merge reads the other state through a **reader** (``get(key)``: one
+whole array; ``blocks(key)``: the array one block along its first axis — one layer — at a time), so
+the same code merges an in-memory partial (``DictReader``) and one fetched piece by piece from a Ray
+actor (``execute.on_ray``): at most one block of the incoming state is held beside the merged one.
+Counts are Python ints, stored as ``int64[1]``.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+ELEMENTWISE = ("sum", "max", "min", "or")
+
+
+class DictReader:
+    """A reader over a dict of arrays (``state_dict`` of another partial, a checkpoint's npz)."""
+
+    def __init__(self, arrays, prefix: str = ""):
+        self.arrays, self.prefix = arrays, prefix
+
+    def get(self, key: str) -> np.ndarray:
+        return np.asarray(self.arrays[self.prefix + key])
+
+    def blocks(self, key: str) -> Iterator[np.ndarray]:
+        yield from self.get(key)
+
+    def sub(self, prefix: str) -> "DictReader":
+        return DictReader(self.arrays, self.prefix + prefix)
+
+    def has(self, key: str) -> bool:
+        return self.prefix + key in self.arrays
+
+
+def _is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def as_like(block: np.ndarray, target):
+    """``block`` as ``target``'s kind: a tensor on its device and dtype, or a numpy array (writable)."""
+    if _is_tensor(target):
+        import torch
+
+        arr = block if block.flags.writeable else block.copy()
+        return torch.from_numpy(np.ascontiguousarray(arr)).to(target.device, target.dtype)
+    return np.asarray(block, dtype=target.dtype)
+
+
+def _host(value) -> np.ndarray:
+    return value.detach().cpu().numpy() if _is_tensor(value) else np.asarray(value)
+
+
+def _is_nested(value) -> bool:
+    return hasattr(value, "merge_from") and hasattr(value, "state_spec")
+
+
+def _elementwise(rule: str, a, b):
+    if rule == "sum":
+        a += b
+    elif rule == "or":
+        a |= b
+    else:
+        fn = (np.maximum if rule == "max" else np.minimum) if not _is_tensor(a) else None
+        if fn is not None:
+            fn(a, b, out=a)
+        else:
+            import torch
+
+            (torch.maximum if rule == "max" else torch.minimum)(a, b, out=a)
+
+
+class Stateful:
+    """A holder of registered state (see the module docstring)."""
+
+    _states: dict
+
+    def _add_state(self, name: str, value: Any, merge: Any = "sum", *, fixed_shape: bool = True) -> None:
+        """Register ``self.<name> = value`` (a tensor, a numpy array, an int count or a nested holder)
+        merged by ``merge``; ``fixed_shape``: a loaded state must have the registered shape."""
+        if "_states" not in self.__dict__:
+            self._states = {}
+        if isinstance(merge, str) and merge not in (*ELEMENTWISE, "pooled", "custom"):
+            raise ValueError(f"unknown merge rule {merge!r} for state {name!r}")
+        self._states[name] = ("nested" if _is_nested(value) else merge, fixed_shape)
+        setattr(self, name, value)
+
+    # ------------------------------------------------------------------ state
+    def state_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """{key: (shape, dtype)} of every registered array, nested ones included (what ``state_dict`` holds)."""
+        out = {}
+        for name in self._states:
+            v = getattr(self, name)
+            if _is_nested(v):
+                out.update({f"{name}.{k}": s for k, s in v.state_spec().items()})
+            elif isinstance(v, (int, np.integer)):
+                out[name] = ((1,), np.dtype(np.int64))
+            else:
+                out[name] = (tuple(v.shape), np.dtype(str(v.dtype).replace("torch.", "")))
+        return out
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Numpy arrays only (never pickled): host views of the registered tensors, counts as int64[1]."""
+        out: dict[str, np.ndarray] = {}
+        for name in self._states:
+            v = getattr(self, name)
+            if _is_nested(v):
+                out.update({f"{name}.{k}": a for k, a in v.state_dict().items()})
+            elif isinstance(v, (int, np.integer)):
+                out[name] = np.array([int(v)], np.int64)
+            else:
+                out[name] = _host(v)
+        return out
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Replace every registered value by the state's copy (same kind, device and dtype)."""
+        for name, (_, fixed) in self._states.items():
+            v = getattr(self, name)
+            if _is_nested(v):
+                pre = name + "."
+                v.load_state_dict({k[len(pre):]: a for k, a in state.items() if k.startswith(pre)})
+                continue
+            if name not in state:
+                raise ValueError(f"state lacks {name!r}")
+            a = np.asarray(state[name])
+            if isinstance(v, (int, np.integer)):
+                setattr(self, name, int(a.reshape(-1)[0]))
+                continue
+            if fixed and tuple(a.shape) != tuple(v.shape):
+                raise ValueError(f"state {name!r} has shape {a.shape}, this run holds {tuple(v.shape)}")
+            setattr(self, name, as_like(np.array(a), v))
+
+    def to(self, device) -> "Stateful":
+        """Every registered tensor (and nested holder) moved to ``device``; numpy state stays on the host."""
+        for name in self._states:
+            v = getattr(self, name)
+            if _is_tensor(v):
+                setattr(self, name, v.to(device))
+            elif _is_nested(v) and hasattr(v, "to"):
+                setattr(self, name, v.to(device))
+        if "device" in self.__dict__:
+            import torch
+
+            self.device = torch.device(device)
+        return self
+
+    # ------------------------------------------------------------------ merge
+    def merge_from(self, reader) -> "Stateful":
+        """Pool another partial state, read through ``reader``, into this one in place."""
+        for name, (rule, _) in self._states.items():
+            v = getattr(self, name)
+            if _is_nested(v):
+                v.merge_from(reader.sub(name + "."))
+            elif rule == "custom":
+                getattr(self, f"merge_{name}")(reader)
+            elif not isinstance(rule, str):
+                rule.merge(self, name, reader)
+        for name, (rule, _) in self._states.items():
+            if rule in ELEMENTWISE:
+                self._merge_elementwise(name, rule, reader)
+        return self
+
+    def _merge_elementwise(self, name: str, rule: str, reader) -> None:
+        v = getattr(self, name)
+        if isinstance(v, (int, np.integer)):
+            setattr(self, name, int(v) + int(reader.get(name).reshape(-1)[0]))
+        elif len(v.shape) < 2:
+            _elementwise(rule, v, as_like(reader.get(name), v))
+        else:
+            for i, block in enumerate(reader.blocks(name)):
+                _elementwise(rule, v[i], as_like(block, v))
+
+    def merge(self, other: "Stateful") -> "Stateful":
+        """Pool ``other`` (a partial state of the same run over other data) into this one; returns self."""
+        return self.merge_from(DictReader(other.state_dict()))
+
+
+__all__ = ["Stateful", "DictReader", "ELEMENTWISE", "as_like"]
