@@ -11,9 +11,13 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
 Then ``--tail-sentences`` (default 600) runs of the default compute, alternated the same way: the share of
 the process's wall time spent after the last forward batch (the "finalize" and "write" phases: spectra,
 TwoNN, seed 004's batches, the run file). Targets: default <= 1.40x bare, lean <= 1.10x, tail <= 20 %.
-Prints a markdown table of wall and CPU seconds (user + system, all threads: the steadier measure when
-other jobs share the cores) with the load average.
+Prints a markdown table of wall and CPU seconds (user + system of the whole process, all threads: the
+steadier measure when other jobs share the cores; user and system apart) and both ratios, with the load
+average. While developing on a busy machine: fewer sentences and rounds, one variant pair, one torch
+thread (no spinning OpenMP threads inflating the CPU time), e.g.
+``--sentences 1500 --repeat 1 --variants lean,bare --threads 1 --skip tail``.
 Usage: .venv/bin/python benchmarks/bench_cost.py [--sentences N] [--repeat R] [--tail-sentences M]
+       [--variants default,lean,bare] [--threads T] [--skip cost,tail]
 """
 from __future__ import annotations
 
@@ -31,8 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+THREADS: list = []  # [T] when --threads T: OMP_NUM_THREADS for every process measured
+
+
 def _env() -> dict:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if THREADS:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(THREADS[0])
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 
@@ -75,18 +84,26 @@ def tail_main(n: int, data_dir: str) -> None:
 
 
 CPU: dict = {}
+"""tuple(cmd) -> [(user, system) seconds of each run]."""
 
 
 def _timed(cmd: list[str]) -> tuple[float, str]:
-    """Wall seconds of the whole process (and its CPU seconds, user + system, in CPU[tuple(cmd)])."""
+    """Wall seconds of the whole process (and its user and system CPU seconds in CPU[tuple(cmd)])."""
     t0 = time.time()
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True)
     u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
-    CPU.setdefault(tuple(cmd), []).append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
+    CPU.setdefault(tuple(cmd), []).append((u1.ru_utime - u0.ru_utime, u1.ru_stime - u0.ru_stime))
     return time.time() - t0, r.stdout
+
+
+def _cpu(cmd: list[str]) -> tuple[float, float, float]:
+    """Medians of (user + system, user, system) CPU seconds of ``cmd``'s runs."""
+    runs = CPU[tuple(cmd)]
+    return (statistics.median(u + s for u, s in runs), statistics.median(u for u, _ in runs),
+            statistics.median(s for _, s in runs))
 
 
 def main() -> None:
@@ -98,7 +115,13 @@ def main() -> None:
     ap.add_argument("--tail", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data-dir", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: cost, tail")
+    ap.add_argument("--variants", default="default,lean,bare",
+                    help="comma-separated variants of the cost part (bare is always run: the ratios' base)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OMP_NUM_THREADS for every measured process (default: torch's own choice)")
     args = ap.parse_args()
+    if args.threads:
+        THREADS.append(int(args.threads))
     if args.bare is not None:
         return bare_main(args.bare, args.data_dir)
     if args.tail is not None:
@@ -112,28 +135,36 @@ def main() -> None:
         "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
         "bare": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir],
     }
+    wanted = set(filter(None, args.variants.split(","))) | {"bare"}
+    if wanted - set(variants):
+        sys.exit(f"bench_cost.py: unknown variant(s) {sorted(wanted - set(variants))}; use default, lean, bare")
+    variants = {k: v for k, v in variants.items() if k in wanted}
     skip = set(filter(None, args.skip.split(",")))
     _timed(cli + ["--max-sentences", "100"])  # warm-up: numba's on-disk cache, the OS file cache
     load = [os.getloadavg()[0]]
     lines = [f"MiniLM, the shipped novels, whole processes, alternated, median of {args.repeat}; "
-             f"{os.cpu_count()} cores; torch threads default"]
+             f"{os.cpu_count()} cores; torch threads {args.threads or 'default'}"]
     if "cost" not in skip:
         times: dict = {k: [] for k in variants}
         for _ in range(args.repeat):
             for k, cmd in variants.items():
                 times[k].append(_timed(cmd)[0])
                 load.append(os.getloadavg()[0])
-                print(f"# {k}: wall {times[k][-1]:.1f} s, CPU {CPU[tuple(cmd)][-1]:.1f} s, load {load[-1]:.1f}",
-                      file=sys.stderr, flush=True)
+                u, st = CPU[tuple(cmd)][-1]
+                print(f"# {k}: wall {times[k][-1]:.1f} s, CPU {u + st:.1f} s (user {u:.1f}, system {st:.1f}), "
+                      f"load {load[-1]:.1f}", file=sys.stderr, flush=True)
         med = {k: statistics.median(v) for k, v in times.items()}
-        cpu = {k: statistics.median(CPU[tuple(cmd)]) for k, cmd in variants.items()}
+        cpu = {k: _cpu(cmd) for k, cmd in variants.items()}
         lines += ["", f"{args.sentences:,} sentences:", "",
-                  "| variant | wall, runs (s) | wall median (s) | / bare | CPU median (s) | / bare |",
-                  "|---|---|---:|---:|---:|---:|"]
+                  "| variant | wall, runs (s) | wall median (s) | / bare | CPU median (s) | user / system (s) | / bare |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
         for k, label in (("bare", "bare forward, output_hidden_states"), ("default", "default `normvar compute`"),
                          ("lean", "`--no-geometry --self-similarity off`")):
+            if k not in variants:
+                continue
             lines.append(f"| {label} | {', '.join(f'{t:.1f}' for t in times[k])} | {med[k]:.1f} | "
-                         f"{med[k] / med['bare']:.2f}x | {cpu[k]:.1f} | {cpu[k] / cpu['bare']:.2f}x |")
+                         f"{med[k] / med['bare']:.2f}x | {cpu[k][0]:.1f} | {cpu[k][1]:.1f} / {cpu[k][2]:.1f} | "
+                         f"{cpu[k][0] / cpu['bare'][0]:.2f}x |")
     if "tail" not in skip:
         shares, walls = [], []
         for _ in range(args.repeat):

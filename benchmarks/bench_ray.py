@@ -78,7 +78,7 @@ def _tokenize(workers: int, sentences: int) -> dict:
     import ray
 
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline import batches as B
+    from normvar_core.pipeline import encoding as E
     from normvar_core.pipeline.corpus.read import load_sentences
     from normvar_core.pipeline.models import load_model
     from normvar_core.pipeline.execute.on_ray import RayPool
@@ -95,7 +95,7 @@ def _tokenize(workers: int, sentences: int) -> dict:
         pool.close()
         ray.shutdown()
     t = time.process_time()
-    whole = B.encode_sentences(text, tok, max_length=512)
+    whole = E.encode_sentences(text, tok, max_length=512)
     local_cpu = time.process_time() - t
     same = all(np.array_equal(getattr(got, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths"))
     return {"cpu_s": pool.tokenize_cpu_s, "wall_s": secs, "local_cpu_s": local_cpu, "equal": same,

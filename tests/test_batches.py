@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from normvar_core.pipeline.batches import Batch, extract, is_oom, make_batches, wrap_tokens
+from normvar_core.pipeline.batches import Batch, extract, is_oom, make_batches
+from normvar_core.pipeline.encoding import wrap_tokens
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.models import load_model

@@ -13,9 +13,10 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
-from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline import sample_plan as S
-from normvar_core.pipeline.batches import counted_mask, encode_sentences, make_batches
+from normvar_core.pipeline.batches import counted_mask, make_batches
+from normvar_core.pipeline.encoding import encode_sentences
 from normvar_core.pipeline.plan import make_plan
 
 
@@ -84,7 +85,7 @@ def test_plan_is_the_same_for_every_chunking(sentences, minilm_tok, monkeypatch)
     corpus = SimpleNamespace(sentences=sentences, name="t", sha256="x")
     plans = {}
     for chunk in (1, 7, 302, 303, 10_000):
-        monkeypatch.setattr(B, "TOKENIZE_CHUNK", chunk)
+        monkeypatch.setattr(E, "TOKENIZE_CHUNK", chunk)
         plans[chunk] = make_plan(cfg, corpus, minilm_tok, num_hidden_states=7, max_length=512)
     ref = plans[10_000]  # the whole corpus in one tokenizer call, as before
     assert ref.n_truncated >= 1 and ref.samples.size > 0 and ref.uniform.size == 500
@@ -114,7 +115,7 @@ def test_wrapped_tokenizer_chunked(tiny_models, sentences):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tiny_models["gpt2"]))
-    assert B.wrap_tokens(tok)[0] is not None
+    assert E.wrap_tokens(tok)[0] is not None
     whole, nt = make_batches(sentences, tok, max_length=20, chunk=10_000)
     for chunk in (1, 5, 302):
         part, nt2 = make_batches(sentences, tok, max_length=20, chunk=chunk)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline.corpus.shares import (encoded_arrays, merge_encoded, pack_strings, split_shares,
                                                  unpack_strings)
 from normvar_core.pipeline.plan import make_plan
@@ -21,7 +21,7 @@ SENTENCES = ["The old man looked at the sea.", "Émile's café — naïve, faça
 
 
 def _shares_encoded(sentences, tok, k, **kw):
-    parts = [encoded_arrays(B.encode_sentences(unpack_strings(s), tok, **kw)) for s in split_shares(sentences, k)]
+    parts = [encoded_arrays(E.encode_sentences(unpack_strings(s), tok, **kw)) for s in split_shares(sentences, k)]
     return merge_encoded(parts)
 
 
@@ -39,7 +39,7 @@ def test_merged_shares_equal_the_whole_encoding(tiny_models, unit):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
-    whole = B.encode_sentences(SENTENCES, tok, max_length=12, unit=unit)
+    whole = E.encode_sentences(SENTENCES, tok, max_length=12, unit=unit)
     assert whole.n_truncated > 0
     for k in (2, 3, 10):
         got = _shares_encoded(SENTENCES, tok, k, max_length=12, unit=unit)

@@ -91,3 +91,29 @@ def test_bench_gpu_without_a_gpu_prints_one_line_and_exits_0():
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0]
+
+
+def test_halves_square_norms_without_the_geometry_equal_brute_force(minilm):
+    """Without the geometry no measure needs the layer view's centred float64 copy: the split halves'
+    Σ‖x‖² (all positions, position 0) then come from Σ_j x_ij² directly. Both paths equal a float64
+    brute force over the kept MiniLM states, half by half."""
+    from normvar_core.pipeline.accumulators.halves import HalvesAccumulator, half_of
+
+    ctx, parts, _ = minilm
+    L = len(ctx.layers)
+    brute, brute0 = np.zeros((2, L)), np.zeros((2, L))
+    for sb in parts:
+        x = sb.states.to(torch.float64).numpy()
+        half = half_of(np.asarray(sb.sentence_ids))
+        pos0 = np.asarray(sb.positions) == 0
+        for h in (0, 1):
+            brute[h] += (x[:, half == h] ** 2).sum((1, 2))
+            brute0[h] += (x[:, (half == h) & pos0] ** 2).sum((1, 2))
+    assert brute0.min() > 0
+    for geometry in (True, False):
+        acc = HalvesAccumulator(dataclasses.replace(ctx, cfg=ctx.cfg.replace(geometry=geometry)))
+        for sb in parts:
+            update_all({"halves": acc}, sb)
+        for h in (0, 1):
+            np.testing.assert_allclose(acc.sq_all[h].numpy(), brute[h], rtol=1e-12)
+            np.testing.assert_allclose(acc.sq_pos0[h].numpy(), brute0[h], rtol=1e-12)

@@ -9,7 +9,7 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 
@@ -95,7 +95,7 @@ def test_word_unit_refuses_a_slow_tokenizer():
             return {"input_ids": [[1]] if isinstance(text, list) else [1], "special_tokens_mask": [[0]]}
 
     with pytest.raises(NormvarError, match="fast tokenizer"):
-        B.encode_sentences(["a b"], Slow(), max_length=8, unit="word")
+        E.encode_sentences(["a b"], Slow(), max_length=8, unit="word")
 
 
 def test_pages_colour_words_by_their_number_of_tokens(word_run, monkeypatch):

@@ -1,13 +1,10 @@
-"""Sentences → padded token batches → hidden states (the embeddings f(s, t) of the study's §3).
+"""Flat token ids → padded token batches → hidden states (the embeddings f(s, t) of the study's §3).
 
-``make_batches`` tokenizes every sentence once (``TOKENIZE_CHUNK`` sentences per tokenizer call,
-kept as flat arrays) with the model's own special tokens (BERT
-[CLS]…[SEP], RoBERTa <s>…</s>, Llama/Gemma BOS as the tokenizer adds it; a tokenizer that adds
-none but has BOS/EOS — GPT-2 — is wrapped as <|endoftext|>…<|endoftext|>, as in the study's
-App. B), truncates to ``max_length`` keeping the special tokens, sorts by length (longest first,
-stable) and cuts batches under a token budget. ``extract`` runs one forward pass and returns
-every kept position as ``states`` (L, N, d) with its ``token_ids`` (N,), ready for
-``TokenMoments.update``.
+``make_batches`` tokenizes every sentence once (``encoding.encode_sentences``: the model's own special
+tokens, truncated to ``max_length``), sorts by length (longest first, stable) and cuts batches under a
+token budget (``batches_from``; ``PaddedBatches`` pads each batch when it is asked for). ``extract``
+runs one forward pass and returns every kept position as ``states`` (L, N, d) with its ``token_ids``
+(N,), ready for ``TokenMoments.update``.
 """
 from __future__ import annotations
 
@@ -18,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.encoding import Encoded, encode_sentences
 
 DEFAULT_MAX_TOKENS = {"cpu": 16384, "mps": 16384, "cuda": 65536}
 
@@ -61,149 +59,6 @@ class Batch:
                                                          word_occ=self.word_occ[start:stop, cols])
         return Batch(self.indices[start:stop], self.input_ids[start:stop, cols], am[:, cols],
                      self.special_mask[start:stop, cols], self.padding_side, **words)
-
-
-def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
-    """(bos, eos) ids to add around each sentence, or (None, None).
-
-    Wrapped: a tokenizer that adds no special token itself and has one document separator
-    (bos == eos, or only one of them) — GPT-2's <|endoftext|> on both ends, as the study does.
-    Not wrapped: tokenizers that add their own (BERT, RoBERTa, Llama/Gemma BOS), and those
-    whose distinct bos/eos are chat-turn markers (SmolLM2-Instruct: <|im_start|>/<|im_end|>),
-    which keep their own behaviour (no BOS: the first word is position 0). An encoder-decoder's
-    decoder stack (``tokenizer.normvar_decoder_start`` set by ``encdec.select_stack``): (start, None),
-    the start token before the tokenizer's own encoding.""" 
-    start = getattr(tokenizer, "normvar_decoder_start", None)
-    if start is not None:  # an encoder-decoder's decoder stack: [start] + the sentence (pipeline/models/encdec.py)
-        return int(start), None
-    probe = "a"
-    with_sp = tokenizer(probe, add_special_tokens=True)["input_ids"]
-    without = tokenizer(probe, add_special_tokens=False)["input_ids"]
-    if len(with_sp) != len(without):
-        return None, None
-    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
-    if bos is None and eos is None:
-        return None, None
-    if bos is not None and eos is not None and bos != eos:
-        return None, None
-    sep = bos if bos is not None else eos
-    return sep, sep
-
-
-TOKENIZE_CHUNK = 4096
-"""Sentences tokenized per tokenizer call by ``make_batches``: the tokenizer's Python lists exist for
-one chunk at a time; the whole corpus is held only as flat int64 ids + uint8 special flags."""
-
-
-@dataclass
-class Encoded:
-    """Every sentence's model input, flat: sentence i is ``ids[starts[i]:starts[i] + lengths[i]]``
-    (wrapped and truncated), ``special`` its special-token flags. 9 bytes a token, no Python objects."""
-
-    ids: np.ndarray
-    special: np.ndarray
-    starts: np.ndarray
-    lengths: np.ndarray
-    n_truncated: int
-    word_type: np.ndarray | None = None
-    """Word runs: per token, its word's type id (an index into ``words``), -1 outside counted words."""
-    word_occ: np.ndarray | None = None
-    words: list[str] | None = None
-    """Word runs: the word types' strings, in order of first appearance in the corpus."""
-
-
-def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wrap: str = "auto",
-                     chunk: int | None = None, unit: str = "token") -> Encoded:
-    """Tokenize ``sentences`` ``chunk`` at a time (with the model's special tokens; wrapped as
-    ``wrap_tokens`` says; over ``max_length`` truncated keeping the special tokens) into flat arrays.
-    Each sentence is encoded on its own, so any chunk size gives the same arrays. ``unit="word"``:
-    also the words of App. J (``word_units``)."""
-    from itertools import chain
-
-    bos, eos = wrap_tokens(tokenizer) if wrap == "auto" else (None, None)
-    n = len(sentences)
-    lengths = np.zeros(n, np.int64)
-    id_parts: list[np.ndarray] = []
-    sp_parts: list[np.ndarray] = []
-    n_truncated = 0
-    chunk = max(1, int(chunk or TOKENIZE_CHUNK))
-    words: dict[str, int] | None = {} if unit == "word" else None
-    if words is not None and not getattr(tokenizer, "is_fast", False):
-        raise NormvarError("--unit word needs a fast tokenizer (its word ids); this model's tokenizer is slow",
-                           fix="use --unit token, or a model with a tokenizer.json")
-    wt_parts: list[np.ndarray] = []
-    wo_parts: list[np.ndarray] = []
-    for a in range(0, n, chunk):
-        part = list(sentences[a:a + chunk])
-        enc = tokenizer(part, add_special_tokens=True, return_special_tokens_mask=True,
-                        return_attention_mask=False, truncation=False, verbose=False,
-                        return_offsets_mapping=words is not None)
-        seqs, specs = [], []
-        for r, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
-            wid = word_units(enc, r, part[r], words) if words is not None else None
-            if bos is not None:
-                tail = [] if eos is None else [eos]
-                ids, sp = [bos, *ids, *tail], [1, *sp, *([1] * len(tail))]
-                wid = None if wid is None else ([(-1, -1)] + wid + [(-1, -1)] * len(tail))
-            if len(ids) > max_length:
-                if wid is not None:
-                    wid = _truncate_words(wid, sp, max_length)
-                ids, sp = _truncate(ids, sp, max_length)
-                n_truncated += 1
-            seqs.append(ids)
-            specs.append(sp)
-            if wid is not None:
-                wt_parts.append(np.asarray([w for w, _ in wid], np.int64))
-                wo_parts.append(np.asarray([o for _, o in wid], np.int64))
-        del enc
-        lengths[a:a + len(seqs)] = [len(x) for x in seqs]
-        total = int(lengths[a:a + len(seqs)].sum())
-        id_parts.append(np.fromiter(chain.from_iterable(seqs), np.int64, count=total))
-        sp_parts.append(np.fromiter(chain.from_iterable(specs), np.uint8, count=total))
-    starts = np.zeros(n, np.int64)
-    if n:
-        np.cumsum(lengths[:-1], out=starts[1:])
-    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, np.int64)
-    del id_parts
-    special = np.concatenate(sp_parts).astype(bool) if sp_parts else np.zeros(0, bool)
-    if words is None:
-        return Encoded(ids, special, starts, lengths, n_truncated)
-    e = np.zeros(0, np.int64)
-    return Encoded(ids, special, starts, lengths, n_truncated,
-                   word_type=np.concatenate(wt_parts) if wt_parts else e,
-                   word_occ=np.concatenate(wo_parts) if wo_parts else e, words=list(words))
-
-
-def word_units(enc, row: int, sentence: str, words: dict[str, int]) -> list[tuple[int, int]]:
-    """App. J's words of one encoded sentence: per token (word type, word index in the sentence), or
-    (-1, -1) for special tokens. A word is the fast tokenizer's word id; its type is its text, the
-    sentence's characters from its first token's start to its last token's end (new types get the
-    next id of ``words``, so ids follow first appearance and do not depend on chunking)."""
-    wids = enc.word_ids(row)
-    offs = enc["offset_mapping"][row]
-    span: dict[int, list[int]] = {}
-    for w, (s0, s1) in zip(wids, offs):
-        if w is not None:
-            sp = span.setdefault(w, [s0, s1])
-            sp[0], sp[1] = min(sp[0], s0), max(sp[1], s1)
-    out = []
-    for w in wids:
-        if w is None:
-            out.append((-1, -1))
-            continue
-        text = sentence[span[w][0]:span[w][1]]
-        out.append((words.setdefault(text, len(words)), int(w)))
-    return out
-
-
-def _truncate_words(wid: list[tuple[int, int]], sp: list[int], max_length: int) -> list[tuple[int, int]]:
-    """The words of a truncated sentence (``_truncate``'s cut): a word cut by the truncation is dropped
-    (its tokens get (-1, -1)), never half-pooled."""
-    kept = _truncate([i for i in range(len(wid))], sp, max_length)[0]
-    out = [wid[k] for k in kept]
-    kept_set = set(kept)
-    cut = {wid[k][1] for k in range(len(wid)) if k not in kept_set and wid[k][1] >= 0}
-    return [(-1, -1) if o in cut else (w, o) for w, o in out]
 
 
 def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_size: int | None = None,
@@ -307,20 +162,6 @@ def batch_token_counts(batches) -> np.ndarray:
     """Real tokens per batch, for PaddedBatches (without building them) or any list of Batch."""
     return (batches.token_counts() if hasattr(batches, "token_counts")
             else np.array([b.n_tokens for b in batches], np.int64))
-
-
-def _truncate(ids: list[int], sp: list[int], max_length: int) -> tuple[list[int], list[int]]:
-    """Cut the content, keep the leading and trailing special tokens (as HF truncation does)."""
-    lead = 0
-    while lead < len(sp) and sp[lead]:
-        lead += 1
-    trail = 0
-    while trail < len(sp) - lead and sp[len(sp) - 1 - trail]:
-        trail += 1
-    room = max(max_length - lead - trail, 0)
-    keep = list(range(lead)) + list(range(lead, lead + room)) + list(range(len(ids) - trail, len(ids)))
-    keep = keep[:max_length] if len(keep) > max_length else keep
-    return [ids[k] for k in keep], [sp[k] for k in keep]
 
 
 def _position_ids_needed(model) -> bool:

@@ -16,6 +16,7 @@ from normvar_core.config import RunConfig
 from normvar_core.constants import sized_id_sample
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline import sample_plan as S
 
 
@@ -89,7 +90,7 @@ def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
 def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_length: int,
               device_type: str = "cpu", encode=None) -> RunPlan:
     """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples.
-    ``encode(sentences, max_length=, unit=)``: the tokenization (default ``batches.encode_sentences``
+    ``encode(sentences, max_length=, unit=)``: the tokenization (default ``encoding.encode_sentences``
     with ``tokenizer``; the Ray executor spreads it over its actors, ``corpus_shares``)."""
     sentences = list(corpus.sentences)
     if not sentences:
@@ -102,7 +103,7 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     max_length = int(cfg.max_length or max_length)
     words = cfg.unit == "word"
     if encode is None:
-        enc = B.encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
+        enc = E.encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
     else:
         enc = encode(sentences, max_length=max_length, unit=cfg.unit)
     batch_list = B.batches_from(enc, tokenizer, batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(device_type))
@@ -125,7 +126,7 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     uniform = S.plan_uniform(batch_list, size=sized_id_sample(cfg.id_sample, int(n.sum())) if cfg.geometry else 0,
                              seed=cfg.seed, **excl)
-    S.char_spans(sample_plan, sentences, tokenizer, wrapped=B.wrap_tokens(tokenizer)[0] is not None, words=words)
+    S.char_spans(sample_plan, sentences, tokenizer, wrapped=E.wrap_tokens(tokenizer)[0] is not None, words=words)
     word_tokens = S.word_token_counts(batch_list, ids, n, **excl) if words else None
     return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
                    n_truncated=int(n_truncated), token_ids=ids, counts=n,

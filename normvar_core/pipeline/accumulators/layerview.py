@@ -11,7 +11,8 @@ For layer l of a batch of N embeddings x_i (``LayerView``):
   Σ(x − m32)(x − m32)ᵀ, so C_b = G − N δδᵀ (the batch's scatter about its own mean, in float64), which
   the accumulators pool across batches with Chan's update in float64 (``pooling.pool_into``).
 * ``col_sq``  Σ_i (x_ij − m_bj)² per dimension = diag(C_b) (the outliers' per-dimension variance)
-* ``sq``      ‖x_i‖² = ‖x_i − m_b‖² + 2 (x_i − m_b)·m_b + ‖m_b‖²  (float64)
+* ``sq``      ‖x_i‖² = ‖x_i − m_b‖² + 2 (x_i − m_b)·m_b + ‖m_b‖²  (float64; Σ_j x_ij² when nothing
+  needed the centred copy)
 
 ``scatter_dtype``: "float64" (exact, the CPU default), "float32" (GPUs without fast float64), or
 "auto" → ``resolve_scatter_dtype``: float64 on the CPU and on GPUs of compute capability 8.0 / 9.0
@@ -100,7 +101,11 @@ class LayerView:
 
     @property
     def sq(self) -> torch.Tensor:
-        """‖x_i‖² (float64, N), from the centred copy: ‖x_c‖² + 2 x_c·m + ‖m‖² (m the centring vector)."""
+        """‖x_i‖² (float64, N), from the centred copy when there is one: ‖x_c‖² + 2 x_c·m + ‖m‖² (m the
+        centring vector); else (no measure needed the centred copy: no geometry) Σ_j x_ij² in float64."""
+        if self._sq is None and self._centred is None:
+            x64 = self.x.to(torch.float64, copy=True)
+            self._sq = x64.mul_(x64).sum(1)
         if self._sq is None:
             xc = self.centred
             m = self.mean.to(xc.dtype)

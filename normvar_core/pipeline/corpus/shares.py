@@ -4,7 +4,7 @@ The driver reads the corpus once (hash, filters, sampling: ``corpus.load_sentenc
 kept sentences into ``k`` contiguous ranges of about equal length in characters. A share is plain
 arrays — the UTF-8 bytes of its sentences and their end offsets — so it travels through Ray's
 object store to a worker that never opens the corpus path. Each worker runs
-``batches.encode_sentences`` on its share; ``merge_encoded`` concatenates the parts in share order.
+``encoding.encode_sentences`` on its share; ``merge_encoded`` concatenates the parts in share order.
 ``encode_sentences`` encodes every sentence on its own, so the merged encoding equals the encoding
 of the whole list (ids, special flags, lengths, truncations; for word runs the word types are
 renumbered by first appearance over the shares in order, which is their first appearance in the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normvar_core.pipeline.batches import Encoded
+from normvar_core.pipeline.encoding import Encoded
 
 
 def pack_strings(strings: list[str]) -> dict[str, np.ndarray]:

@@ -100,6 +100,7 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
 
     def on_batch(bi: int) -> None:
         pos["next"], pos["clean_n"] = bi + 1, moments.n_embeddings
+        _trim_heap()
         clock(bi + 1, moments.n_embeddings)
         if saver.due() and bi + 1 < plan.n_batches:
             saver.save(accs, bi + 1, extra())
@@ -123,25 +124,33 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         raise
 
 
-_MALLOPT_DONE = False
+_LIBC: list = []  # [libc] once _limit_heap_growth found glibc, else [None]
 
 
 def _limit_heap_growth() -> None:
-    """glibc raises its mmap threshold dynamically up to 32 MB once a large block is freed, after
-    which every batch's activations (all shapes differ) come from the heap and fragment it: peak
-    RSS then grows with the number of batches. A fixed 128 KiB threshold (mallopt
-    M_MMAP_THRESHOLD, as MALLOC_MMAP_THRESHOLD_=131072 would) returns them to the OS on free."""
-    global _MALLOPT_DONE
-    if _MALLOPT_DONE or not sys.platform.startswith("linux") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
+    """glibc raises its mmap threshold dynamically once a large block is freed, after which every
+    batch's activations (all shapes differ) come from the heap and fragment it: peak RSS then grows
+    with the number of batches. A small fixed threshold (128 KiB) avoided that but mapped every
+    temporary of every batch afresh: the page faults cost ~10 % of a MiniLM run's CPU in system
+    time. So: a fixed 32 MiB threshold (M_MMAP_THRESHOLD; glibc's dynamic maximum, so the
+    per-batch temporaries below it reuse heap pages) and ``_trim_heap()`` (malloc_trim(0):
+    freed heap pages back to the OS) after every batch, which bounds the heap as before."""
+    if _LIBC or not sys.platform.startswith("linux") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
         return
-    _MALLOPT_DONE = True
     try:
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+        _LIBC.append(libc)
     except (OSError, AttributeError):  # not glibc (musl, ...): nothing to do
-        pass
+        _LIBC.append(None)
+
+
+def _trim_heap() -> None:
+    """malloc_trim(0) when ``_limit_heap_growth`` set glibc up: the batch's freed pages back to the OS."""
+    if _LIBC and _LIBC[0] is not None:
+        _LIBC[0].malloc_trim(0)
 
 
 __all__ = ["compute_run", "Progress", "default_run_name", "run_path_for", "TqdmProgress", "check_destination"]

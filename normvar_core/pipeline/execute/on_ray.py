@@ -87,7 +87,7 @@ class _Shard:
 
     def tokenize(self, share: dict, max_length: int, unit: str) -> dict:
         """The encoding of one corpus share (``corpus_shares``) and the CPU seconds it took."""
-        from normvar_core.pipeline.batches import encode_sentences
+        from normvar_core.pipeline.encoding import encode_sentences
         from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
 
         t0 = time.process_time()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from normvar_core.pipeline.batches import Encoded, PaddedBatches
+from normvar_core.pipeline.batches import PaddedBatches
+from normvar_core.pipeline.encoding import Encoded
 from normvar_core.pipeline.plan import RunPlan
 from normvar_core.pipeline.sample_plan import SamplePlan
 

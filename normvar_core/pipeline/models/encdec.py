@@ -9,7 +9,7 @@ recorded in the run row's ``stack`` column):
   by the model's ``decoder_start_token_id`` ([start] y_1 … y_n, T5's pad, BART's </s>), the
   encoder reading the sentence itself (y_1 … y_n) for the cross-attention. Each decoder state is
   counted under the token fed at its position (the start token is a special token, as [CLS] is),
-  as for a decoder-only model. The prefix is added at tokenization (``batches.wrap_tokens`` reads
+  as for a decoder-only model. The prefix is added at tokenization (``encoding.wrap_tokens`` reads
   ``tokenizer.normvar_decoder_start``), so the plan and its counts need no forward pass.
 
 A model whose main input is not token ids (``pixel_values``: ViT, CLIP's vision tower;

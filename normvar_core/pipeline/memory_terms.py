@@ -1,0 +1,108 @@
+"""The terms of a run's peak memory (``memory.plan_memory`` adds them up; README "Memory"), each in bytes:
+
+* ``RUNTIME_BYTES``  the interpreter with torch, transformers, numba, DuckDB loaded (measured);
+* ``weights_bytes``  parameters × bytes of the dtype + buffers;
+* ``plan_bytes``     the kept sentences, their flat encoding, the counts and the sample plans;
+* ``pass_bytes``     one forward pass of the largest padded batch:
+                     H·P·d·e + P·(f + 4d)·e + rows·h·width²·e + L·N·d·e + 3·N·d·8;
+* ``publish_bytes``  the moments' result copy of the means, L·T·d·b_μ;
+
+and what the device has: ``device_memory`` (free now), ``memory_in_use`` (held by this process).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+GiB = 1 << 30
+RUNTIME_BYTES = 640 << 20
+"""The process before any run state: Python with torch, transformers, tokenizers, numba, pyarrow and
+DuckDB imported (measured 472 MB peak RSS for the imports alone, 600-700 MB once a tokenizer and the
+numba kernels are loaded: benchmarks/bench_plan.py)."""
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def weights_bytes(shape, dtype: str) -> int:
+    """Parameters × bytes of ``dtype`` + buffers (``shape``: a ``memory.ModelShape``)."""
+    return shape.params * DTYPE_BYTES[dtype] + shape.buffer_bytes
+
+
+# ----------------------------------------------------------------------------- the device
+def device_memory(device_type: str) -> int:
+    """Bytes the device reports free now: CUDA free memory, else the available RAM (psutil)."""
+    if device_type == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def memory_in_use(device_type: str) -> int:
+    """Bytes this process already holds on the device (added back to the free memory when a run
+    measures its budget after loading the model: the plan counts those bytes itself)."""
+    if device_type == "cuda":
+        import torch
+
+        return int(torch.cuda.memory_reserved())
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+# ----------------------------------------------------------------------------- the plan's parts
+def plan_bytes(plan) -> int:
+    """Bytes the built plan holds through the pass: the sentences (Python strings) and every numpy
+    array of the flat encoding, the counts and the sample plans."""
+    n = sum(sys.getsizeof(s) + 8 for s in plan.sentences)
+    arrays = [plan.token_ids, plan.counts, plan.sentence_lengths]
+    enc = getattr(plan.batches, "enc", None)
+    if enc is not None:
+        arrays += [getattr(enc, k, None) for k in ("ids", "special", "starts", "lengths", "word_type", "word_occ")]
+    for sp in (plan.samples, plan.uniform):
+        if sp is not None:
+            arrays += [getattr(sp, k, None) for k in ("token_ids", "i", "batch", "sentence", "offset", "char_start",
+                                                      "char_end")]
+    n += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+    n += sum(sys.getsizeof(s) + 100 for s in plan.tokens.values())  # the type strings and their dict
+    return int(n)
+
+
+def largest_batch(batches) -> tuple[int, int, int]:
+    """(rows, padded width, real tokens) of the batch with the most padded tokens."""
+    enc = getattr(batches, "enc", None)
+    best = (0, 0, 0)
+    if enc is not None:
+        for g in batches.groups:
+            lens = enc.lengths[g]
+            rows, width = len(g), int(lens.max()) if len(g) else 0
+            if rows * width > best[0] * best[1]:
+                best = (rows, width, int(lens.sum()))
+        return best
+    for b in batches:
+        rows, width = (int(x) for x in b.input_ids.shape)
+        if rows * width > best[0] * best[1]:
+            best = (rows, width, int(b.attention_mask.sum()))
+    return best
+
+
+def pass_bytes(shape, plan, num_layers: int, dtype: str, batch: tuple[int, int, int] | None = None) -> int:
+    """One forward pass of the largest padded batch (the module docstring's ``pass``); ``batch``:
+    (rows, width, real tokens) of another batch instead."""
+    rows, width, n = largest_batch(plan.batches) if batch is None else batch
+    P, d, e = rows * width, shape.dim, DTYPE_BYTES[dtype]
+    return int(shape.num_hidden_states * P * d * e + P * (shape.ffn + 4 * d) * e + rows * shape.heads * width ** 2 * e
+               + num_layers * n * d * e + 3 * n * d * 8)
+
+
+def publish_bytes(ctx) -> int:
+    """The moments' result copies the means once: L·T·d·b_μ."""
+    T = int(ctx.plan.token_ids.size)
+    return ctx.num_layers * T * ctx.dim * (4 if getattr(ctx.cfg, "mean_dtype", "float64") == "float32" else 8)
+
+
+__all__ = ["RUNTIME_BYTES", "DTYPE_BYTES", "GiB", "weights_bytes", "device_memory", "memory_in_use", "plan_bytes",
+           "largest_batch", "pass_bytes", "publish_bytes"]
