@@ -10,6 +10,8 @@ kept up to ``max_sentences``, later ones are counted as capped.
 The uniforms are drawn batch by batch from one Generator. PCG64 ``random(k)`` consumes one
 64-bit output per double, so the concatenated batches equal ``rng.random(total)`` drawn at
 once: the sample is the one the whole-file reader took, without knowing the count in advance.
+For the same reason a share of the file that starts after ``skip`` non-empty records draws its
+uniforms from the generator advanced by ``skip`` (``PCG64.advance``): the whole file's draws.
 """
 from __future__ import annotations
 
@@ -53,11 +55,16 @@ TOO_LONG_CHARS = 400
 class Selection:
     """The running selection of one corpus pass (see the module docstring)."""
 
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, *, skip: int = 0, capped: bool = True):
+        """``skip``: non-empty records before these (a later share of the file: the generator is
+        advanced past their uniforms); ``capped=False``: no ``max_sentences`` cap (a share's is applied
+        by the driver, which knows what the shares before it kept)."""
         self.max_words = int(cfg.max_words)
         self.frac = float(cfg.sample_frac)
-        self.cap = None if cfg.max_sentences is None else int(cfg.max_sentences)
+        self.cap = None if cfg.max_sentences is None or not capped else int(cfg.max_sentences)
         self._rng = np.random.default_rng(cfg.seed) if self.frac < 1.0 else None
+        if self._rng is not None and skip:
+            self._rng.bit_generator.advance(int(skip))
         self.kept: list[str] = []
         self._lengths: list[np.ndarray] = []
         self.n_read = self.n_empty = self.n_too_long = self.n_sampled_out = self.n_capped = 0

@@ -1,7 +1,8 @@
 """Stream one corpus file: sha256 of its bytes, gunzip, checks, UTF-8 text in blocks.
 
 ``CorpusStream(path, gzipped)`` reads the file in 1 MiB blocks; memory stays at a few blocks
-whatever the file size. ``text_blocks()`` yields decoded text (a leading BOM dropped, blocks
+whatever the file size (or, with ``data``, over the bytes of one range of a file: the Ray
+executor's shares, ``corpus.ranges``). ``text_blocks()`` yields decoded text (a leading BOM dropped, blocks
 cut between characters); ``lines()`` yields lists of lines cut exactly as ``str.splitlines``
 cuts the whole text; ``finish()`` reads what is left so that ``sha256`` covers every byte.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +31,8 @@ _LINE_ENDS = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", 
 class _HashingFile:
     """A binary file whose reads update a sha256 and note whether every byte is whitespace."""
 
-    def __init__(self, path: Path):
-        self._fh = open(path, "rb")
+    def __init__(self, path: Path, data: bytes | None = None):
+        self._fh = open(path, "rb") if data is None else io.BytesIO(data)
         self.sha = hashlib.sha256()
         self.blank = True
 
@@ -55,10 +57,12 @@ class _HashingFile:
 class CorpusStream:
     """One pass over ``path``; see the module docstring."""
 
-    def __init__(self, path: Path, gzipped: bool = False):
+    def __init__(self, path: Path, gzipped: bool = False, *, data: bytes | None = None, at_start: bool = True):
         self.path = Path(path)
         self.gzipped = gzipped
-        self._raw = _HashingFile(self.path)
+        self._raw = _HashingFile(self.path, data)
+        self._share = data is not None  # a byte range of the file (``corpus.ranges``): no emptiness check
+        self._at_start = at_start  # a leading BOM is dropped only at the start of the file
         self._plain = gzip.GzipFile(fileobj=self._raw, mode="rb") if gzipped else self._raw
         self._offset = 0  # bytes of (decompressed) data read so far
 
@@ -93,7 +97,7 @@ class CorpusStream:
         blocks = self.raw_blocks()
         carry = b""  # an incomplete UTF-8 sequence at the end of the previous block
         start = 0  # file offset of carry[0]
-        first = True
+        first = self._at_start
         for data in blocks:
             self._check_nul(data, self._offset - len(data), blocks)
             buf = carry + data
@@ -137,7 +141,7 @@ class CorpusStream:
 
     # ------------------------------------------------------------------ checks
     def _raise_if_blank(self) -> None:
-        if self._raw.blank:
+        if self._raw.blank and not self._share:
             raise NormvarError(f"corpus file is empty: {self.path.name}", fix="pass a file with one sentence a line")
 
     def _check_nul(self, data: bytes, at: int, rest: Iterator[bytes]) -> None:

@@ -218,31 +218,55 @@ def _csv(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- Parquet
 def _parquet(path: Path, wanted: str | None, sel: Selection) -> tuple[str, str]:
+    sha = CorpusStream(path).finish()
+    pf = parquet_open(path, path)
+    try:
+        col = parquet_column(pf, wanted, path)
+        parquet_cells(pf, col, sel, path)
+    finally:
+        pf.close()
+    return col, sha
+
+
+def _unreadable(exc, path: Path) -> NormvarError:
+    return NormvarError(f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
+                        fix="write it with pandas.DataFrame.to_parquet or pyarrow")
+
+
+def parquet_open(source, path: Path):
+    """``pyarrow.parquet.ParquetFile`` over ``source`` (a path, or a ``pyarrow.BufferReader`` of its bytes)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    def unreadable(exc) -> NormvarError:
-        return NormvarError(f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
-                            fix="write it with pandas.DataFrame.to_parquet or pyarrow")
+    try:
+        return pq.ParquetFile(source, pre_buffer=False)  # pre-buffered ranges stayed allocated: +40 MB at 2M rows
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise _unreadable(exc, path) from None
+
+
+def parquet_column(pf, wanted: str | None, path: Path) -> str:
+    """The text column of an open Parquet file (string types; when named, a dictionary of strings too)."""
+    import pyarrow as pa
 
     def is_string(t) -> bool:
         return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
-    sha = CorpusStream(path).finish()
     try:
-        pf = pq.ParquetFile(path, pre_buffer=False)  # pre-buffered ranges stayed allocated: +40 MB at 2M rows
         schema = pf.schema_arrow
     except (pa.ArrowInvalid, OSError) as exc:
-        raise unreadable(exc) from None
-    available = list(schema.names)
+        raise _unreadable(exc, path) from None
     text = [f.name for f in schema if is_string(f.type)]
     named_ok = text + [f.name for f in schema if pa.types.is_dictionary(f.type) and is_string(f.type.value_type)]
-    col = pick_column(available, text, wanted, path, named_ok=named_ok)
+    return pick_column(list(schema.names), text, wanted, path, named_ok=named_ok)
+
+
+def parquet_cells(pf, col: str, sel, path: Path, row_groups: list[int] | None = None) -> None:
+    """The cells of ``col`` (of ``row_groups``, default all) to ``sel.add`` in file order."""
+    import pyarrow as pa
+
     try:
-        for batch in pf.iter_batches(batch_size=PARQUET_ROWS, columns=[col], use_threads=False):
+        for batch in pf.iter_batches(batch_size=PARQUET_ROWS, row_groups=row_groups, columns=[col],
+                                     use_threads=False):
             sel.add([cell(v) for v in batch.column(0).to_pylist()])
     except (pa.ArrowInvalid, OSError) as exc:
-        raise unreadable(exc) from None
-    finally:
-        pf.close()
-    return col, sha
+        raise _unreadable(exc, path) from None

@@ -1,0 +1,157 @@
+"""Byte-range corpus shares (``corpus.ranges``), without Ray: the driver's cut, the workers' three
+phases run one range at a time, and the driver's merge select exactly what ``load_sentences``
+selects from the whole file (sentences, order, counts, word lengths, too-long examples, sha256) —
+for every format the ranges cover, with sampling and ``max_sentences``, and with cuts in awkward
+places. The ground truth is ``load_sentences`` (itself checked against the read-everything reader)."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from normvar_core.config import RunConfig
+from normvar_core.errors import NormvarError
+from normvar_core.pipeline.corpus.ranges import (cut_ranges, parse_range, rooms, select_locally, shares_of,
+                                                 skips)
+from normvar_core.pipeline.corpus.read import load_sentences
+
+WORDS = ["the", "sea", "Émile", "café", "naïve", "Zwölf", "Boxkämpfer", "«quoi»", "日本語", "—", "a", "x"]
+
+
+def _lines(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        if i % 7 == 3:
+            out.append("" if i % 2 else "   ")
+        else:
+            out.append(" ".join(rng.choice(WORDS, size=int(rng.integers(1, 14)))))
+    return out
+
+
+def _write(path, fmt: str, lines: list[str], newline: str = "\n", final_newline: bool = True):
+    if fmt in (".txt", ".txt.gz"):
+        raw = (newline.join(lines) + (newline if final_newline else "")).encode()
+        path.write_bytes(gzip.compress(raw) if fmt == ".txt.gz" else raw)
+    elif fmt == ".jsonl":
+        rows = [json.dumps({"id": i, "text": t if i % 11 != 5 else 42}, ensure_ascii=i % 2 == 0)
+                for i, t in enumerate(lines)]
+        path.write_text(newline.join(rows) + (newline if final_newline else ""), encoding="utf-8")
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"n": list(range(len(lines))), "text": lines}), path, row_group_size=13)
+    return path
+
+
+def _same(got, want) -> None:
+    assert got.sentences == want.sentences
+    for k in ("sha256", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out", "n_capped", "n_not_text",
+              "too_long", "text_column", "format", "name"):
+        assert getattr(got, k) == getattr(want, k), k
+    np.testing.assert_array_equal(got.sentence_lengths, want.sentence_lengths)
+
+
+CONFIGS = [dict(), dict(sample_frac=0.4, seed=7), dict(max_words=9, sample_frac=0.6, seed=3, max_sentences=25),
+           dict(max_sentences=1), dict(max_words=4, max_sentences=40)]
+
+
+@pytest.mark.parametrize("fmt", [".txt", ".txt.gz", ".jsonl", ".parquet"])
+@pytest.mark.parametrize("opts", CONFIGS)
+def test_ranges_select_what_the_whole_file_reader_selects(tmp_path, fmt, opts):
+    path = _write(tmp_path / f"c{fmt}", fmt, _lines(150))
+    cfg = RunConfig(corpus=str(path), **opts)
+    want = load_sentences(cfg)
+    assert want.n_kept > 0
+    for k in (1, 2, 3, 5, 16, 400):
+        cut = cut_ranges(cfg, k)
+        n = len(cut.get("ranges") or cut.get("row_groups"))
+        assert 1 <= n <= k
+        _same(select_locally(cfg, cut), want)
+
+
+def test_cuts_fall_at_line_ends_and_the_bytes_are_the_files(tmp_path):
+    lines = _lines(300, seed=1)
+    raw_path = _write(tmp_path / "c.txt", ".txt", lines, newline="\r\n", final_newline=False)
+    gz_path = _write(tmp_path / "c.txt.gz", ".txt.gz", lines, newline="\r\n", final_newline=False)
+    for path in (raw_path, gz_path):
+        cut = cut_ranges(RunConfig(corpus=str(path)), 6)
+        assert len(cut["ranges"]) == 6
+        assert b"".join(cut["ranges"]) == ("\r\n".join(lines)).encode()
+        assert all(r.endswith(b"\n") for r in cut["ranges"][:-1])
+        assert cut["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("fmt", [".txt", ".jsonl"])
+def test_awkward_cuts(tmp_path, fmt):
+    """Multi-byte characters around every cut, CRLF, a BOM, no final newline, a range of empty lines
+    only (no kept record), and the cap reached exactly at the end of a range."""
+    lines = ["ééé 日本", "€€ a"] * 20 + [""] * 150 + ["日本語 the sea"] * 20
+    path = tmp_path / f"a{fmt}"
+    _write(path, fmt, lines, newline="\r\n", final_newline=False)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    for opts in (dict(), dict(sample_frac=0.5, seed=1), dict(max_sentences=40), dict(max_sentences=13)):
+        cfg = RunConfig(corpus=str(path), **opts)
+        want = load_sentences(cfg)
+        for k in range(1, 12):
+            cut = cut_ranges(cfg, k)
+            _same(select_locally(cfg, cut), want)
+    cfg = RunConfig(corpus=str(path), text_column="text" if fmt == ".jsonl" else None)
+    cut = cut_ranges(cfg, 8)
+    counts = [parse_range(cfg, s, cfg.text_column)[1]["n_nonempty"] for s in shares_of(cut)]
+    assert len(counts) == 8 and 0 in counts[1:-1]  # a range with no record to keep, between two with some
+
+
+def test_cap_right_at_a_range_end_and_rooms():
+    cfg = RunConfig(max_sentences=10)
+    assert rooms(cfg, [4, 6, 3, 0, 5]) == [4, 6, 0, 0, 0]
+    assert rooms(cfg, [0, 12, 3]) == [0, 10, 0]
+    assert rooms(RunConfig(), [3, 0, 2]) == [3, 0, 2]
+    assert skips([3, 0, 5, 2]) == [0, 3, 3, 8]
+
+
+def test_split_sentences_cuts_between_paragraphs(tmp_path):
+    paras = ["The old man looked.\nHe saw the sea. It was blue.", "Émile said «non».\n\nNext one! Yes.",
+             "A line\nwrapped here. And done."] * 15
+    path = tmp_path / "p.txt"
+    path.write_text("\n\n".join(paras) + "\n", encoding="utf-8")
+    for opts in (dict(), dict(sample_frac=0.5, seed=2, max_sentences=30)):
+        cfg = RunConfig(corpus=str(path), split_sentences=True, **opts)
+        want = load_sentences(cfg)
+        for k in (1, 3, 8):
+            cut = cut_ranges(cfg, k)
+            assert all(r.endswith(b"\n\n") for r in cut["ranges"][:-1])
+            _same(select_locally(cfg, cut), want)
+
+
+def test_bad_ranges_raise_the_whole_file_errors(tmp_path):
+    path = tmp_path / "c.jsonl"
+    _write(path, ".jsonl", _lines(60))
+    for wanted in ("nope", "id"):
+        cfg = RunConfig(corpus=str(path), text_column=wanted)
+        with pytest.raises(NormvarError) as local:
+            load_sentences(cfg)
+        with pytest.raises(NormvarError) as ranged:
+            select_locally(cfg, cut_ranges(cfg, 4))
+        assert str(ranged.value) == str(local.value)
+    blank = tmp_path / "b.txt"
+    blank.write_text("\n  \n\n")
+    with pytest.raises(NormvarError, match="empty"):
+        cut_ranges(RunConfig(corpus=str(blank)), 3)
+
+
+@pytest.mark.parametrize("fmt", [".txt", ".txt.gz", ".jsonl"])
+def test_one_line_per_range_puts_a_range_end_right_after_the_cap(tmp_path, fmt):
+    """Every line its own range: the ``max_sentences`` cap then falls exactly at a range end, and
+    most ranges hold one record (or none)."""
+    path = _write(tmp_path / f"c{fmt}", fmt, _lines(90, seed=4), newline="\r\n", final_newline=False)
+    for opts in (dict(max_sentences=17), dict(sample_frac=0.5, seed=5, max_sentences=9), dict(max_words=5)):
+        cfg = RunConfig(corpus=str(path), **opts)
+        whole = cut_ranges(cfg, 1)
+        one_each = dict(whole, ranges=whole["ranges"][0].splitlines(keepends=True))
+        assert len(one_each["ranges"]) == 90
+        _same(select_locally(cfg, one_each), load_sentences(cfg))
