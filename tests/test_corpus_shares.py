@@ -78,3 +78,46 @@ def test_plan_from_shares_and_its_payload_equal_the_local_plan(tiny_models):
                 np.testing.assert_array_equal(getattr(x, f), getattr(y, f))
             assert x.by_batch.keys() == y.by_batch.keys()
     assert shared.tokens == local.tokens and shared.n_truncated == local.n_truncated
+
+
+@pytest.mark.parametrize("fmt", [".txt.gz", ".jsonl", ".parquet"])
+def test_actor_phases_on_byte_ranges_give_the_local_corpus_and_encoding(tiny_models, tmp_path, fmt):
+    """The Ray actors' corpus phases called directly (``ray_corpus.RangeState``, ``actor_keep``), the
+    driver's merge after them: the local ``CorpusText`` and the whole list's encoding — also when an
+    actor lost its state between phases (a fresh ``RangeState`` given only phase 3)."""
+    from transformers import AutoTokenizer
+
+    from normvar_core.pipeline.corpus import ranges as R
+    from normvar_core.pipeline.corpus.read import load_sentences
+    from test_corpus_ranges import _lines, _write
+
+    from normvar_core.pipeline.execute.ray_corpus import RangeState, actor_keep
+
+    tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
+    path = _write(tmp_path / f"c{fmt}", fmt, _lines(120, seed=9))
+    cfg = RunConfig(corpus=str(path), sample_frac=0.7, seed=11, max_sentences=30, max_words=11, unit="word",
+                    text_column="text" if fmt != ".txt.gz" else None)
+    want = load_sentences(cfg)
+    whole = E.encode_sentences(want.sentences, tok, max_length=12, unit="word")
+    for k in (1, 3, 5):
+        cut = R.cut_ranges(cfg, k)
+        shares = R.shares_of(cut)
+        states = [RangeState(cfg) for _ in shares]
+        infos = [st.parse(s, cfg.text_column) for st, s in zip(states, shares)]
+        skips = R.skips([i["n_nonempty"] for i in infos])
+        picked = [len(st.selection(s, cfg.text_column, sk).kept) for st, s, sk in zip(states, shares, skips)]
+        rooms = R.rooms(cfg, picked)
+        states[-1] = RangeState(cfg)  # the last actor restarted: phase 3 recomputes phases 1 and 2
+        parts = [actor_keep(cfg, st.selection(s, cfg.text_column, sk), r, tok, 12)
+                 for st, s, sk, r in zip(states, shares, skips, rooms)]
+        for p in parts:
+            p["sentences"] = unpack_strings({"utf8": p["kept_utf8"], "ends": p["kept_ends"]})
+        got = R.merge_selections(cfg, cut, parts, n_not_text=sum(i["n_not_text"] for i in infos),
+                                 column=cfg.text_column)
+        assert got.sentences == want.sentences and got.n_capped == want.n_capped > 0
+        assert (got.n_read, got.n_sampled_out, got.n_too_long, got.sha256) == \
+            (want.n_read, want.n_sampled_out, want.n_too_long, want.sha256)
+        enc = merge_encoded(parts)
+        for f in ("ids", "special", "starts", "lengths", "word_type", "word_occ"):
+            np.testing.assert_array_equal(getattr(enc, f), getattr(whole, f), err_msg=f)
+        assert enc.words == whole.words and enc.n_truncated == whole.n_truncated

@@ -56,9 +56,12 @@ class _Records:
         self.records.extend(records)
 
 
-def cut_ranges(cfg: RunConfig, k: int, data_dir=None) -> dict:
+def cut_ranges(cfg: RunConfig, k: int, data_dir=None, put=None) -> dict:
     """The driver's side: {"path", "format", "sha256", "ranges": [bytes ...]} for .txt/.txt.gz/.jsonl,
-    {"path", "format", "sha256", "data": bytes, "row_groups": [[int ...] ...], "column"} for .parquet."""
+    {"path", "format", "sha256", "data": bytes, "row_groups": [[int ...] ...], "column"} for .parquet.
+    ``put(bytes)``: where each range goes as soon as it is cut (Ray: ``ray.put``; its result is kept
+    in place of the bytes), so the driver holds one range at a time."""
+    put = put or (lambda b: b)
     path = resolve_corpus_path(cfg.corpus, data_dir)
     fmt = corpus_format(path)
     if fmt not in (*LINE_FORMATS, ".parquet"):
@@ -75,23 +78,29 @@ def cut_ranges(cfg: RunConfig, k: int, data_dir=None) -> dict:
         finally:
             pf.close()
         groups = [g.tolist() for g in np.array_split(np.arange(n), max(1, min(int(k), n))) if g.size]
-        return dict(path=path, format=fmt, sha256=stream.sha256, data=data, row_groups=groups, column=column)
+        return dict(path=path, format=fmt, sha256=stream.sha256, data=put(data), row_groups=groups, column=column)
     seps = (b"\n\n", b"\n\r\n") if fmt != ".jsonl" and cfg.split_sentences else (b"\n",)
     target = max(1, _size(path, fmt) // max(int(k), 1) + 1)
-    ranges, buf = [], b""
+    ranges, buf = [], bytearray()
     for block in stream.raw_blocks():
         buf += block
         while len(ranges) < int(k) - 1 and len(buf) >= target:
-            cut = max(buf.rfind(s, 0, target) + len(s) if buf.rfind(s, 0, target) >= 0 else 0 for s in seps)
-            if not cut:  # no boundary in the first ``target`` bytes: the first one after them
-                cut = min((buf.find(s, target) + len(s) for s in seps if buf.find(s, target) >= 0), default=0)
+            cut = _boundary(buf, seps, target)
             if not cut:
                 break
-            ranges.append(buf[:cut])
-            buf = buf[cut:]
+            ranges.append(put(bytes(buf[:cut])))
+            del buf[:cut]
     if buf or not ranges:
-        ranges.append(buf)
+        ranges.append(put(bytes(buf)))
     return dict(path=path, format=fmt, sha256=stream.sha256, ranges=ranges)
+
+
+def _boundary(buf: bytearray, seps: tuple, target: int) -> int:
+    """The end of the last separator in the first ``target`` bytes, else of the first after them, else 0."""
+    before = [buf.rfind(s, 0, target) + len(s) for s in seps if buf.rfind(s, 0, target) >= 0]
+    if before:
+        return max(before)
+    return min((buf.find(s, target) + len(s) for s in seps if buf.find(s, target) >= 0), default=0)
 
 
 def _size(path: Path, fmt: str) -> int:

@@ -1,7 +1,11 @@
 """Corpus shares: the run's sentences cut into contiguous line ranges that workers tokenize apart.
 
-The driver reads the corpus once (hash, filters, sampling: ``corpus.load_sentences``) and cuts the
-kept sentences into ``k`` contiguous ranges of about equal length in characters. A share is plain
+Two uses in the Ray executor. For .txt/.txt.gz/.jsonl/.parquet the workers select and tokenize byte
+ranges of the file (``corpus.ranges``, ``execute.ray_corpus``) and return their encodings as
+``encoded_arrays`` and their kept sentences packed (``pack_strings``); ``merge_encoded`` joins them.
+For CSV (not cut into byte ranges: quoted newlines) the driver reads the corpus once (hash, filters,
+sampling: ``corpus.load_sentences``) and ``split_shares`` cuts the kept sentences into ``k``
+contiguous ranges of about equal length in characters. A share is plain
 arrays — the UTF-8 bytes of its sentences and their end offsets — so it travels through Ray's
 object store to a worker that never opens the corpus path. Each worker runs
 ``encoding.encode_sentences`` on its share; ``merge_encoded`` concatenates the parts in share order.

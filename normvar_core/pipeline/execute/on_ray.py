@@ -7,10 +7,11 @@ publishes with ``prepare.publish`` as in one process. Starting Ray: ``ray_cluste
 ``RayPool`` starts (or joins) Ray and K actors, each loading the model once (one actor per GPU where
 there are GPUs). Then:
 
-1. **Plan.** The driver reads the corpus once and cuts the kept sentences into K contiguous shares
-   (``corpus_shares``); each share reaches an actor through Ray's object store (actors never open the
-   corpus path), the actor tokenizes it, and the driver merges the encodings — the same encoding as one
-   process's — and builds the plan from them (counts, sample plan, batches: ``plan.make_plan``).
+1. **Plan.** The driver streams the corpus file once (hash, .gz decompressed) and cuts its bytes into
+   one range per actor at record boundaries; each range reaches its actor through Ray's object store
+   (actors never open the corpus path), the actors parse, sample and tokenize their ranges in three
+   exchanges that make the whole file's selection (``ray_corpus``; CSV: the driver reads it and shares
+   the kept sentences, ``corpus_shares``), and the driver builds the plan from the merged encoding.
 2. **Pass.** The plan goes to the actors as plain arrays (``plan_payload``, one object shared by all).
    The batches are cut into about 4·K ranges of equal token counts, handed to the actors one at a time
    as each finishes its previous one. An actor accumulates *every* range it runs into one partial
@@ -80,19 +81,41 @@ class _Shard:
         self.cfg = RunConfig.from_json(cfg_json)
         self.loaded = load_model(self.cfg, data_dir)
         self.node = ray.get_runtime_context().get_node_id()
-        self.plan = self.source = self.ctx = self.accs = None
+        self.plan = self.source = self.ctx = self.accs = self.corpus_state = None
         self.covered: list[tuple[int, int]] = []
         self.oom_reported = 0
         self.outgoing: tuple[str, dict] | None = None  # (token, {key: array}) of the last flush, until released
 
     def tokenize(self, share: dict, max_length: int, unit: str) -> dict:
-        """The encoding of one corpus share (``corpus_shares``) and the CPU seconds it took."""
+        """The encoding of one share of kept sentences (``corpus_shares``: CSV) and its CPU seconds."""
         from normvar_core.pipeline.encoding import encode_sentences
         from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
 
         t0 = time.process_time()
         enc = encode_sentences(unpack_strings(share), self.loaded.tokenizer, max_length=max_length, unit=unit)
         return dict(encoded_arrays(enc), cpu_s=np.float64(time.process_time() - t0))
+
+    def parse(self, meta: dict, data: bytes, column: str | None) -> dict:
+        """Corpus phase 1 (``ray_corpus.RangeState``): parse this byte range; its records stay here."""
+        from normvar_core.pipeline.execute.ray_corpus import RangeState
+
+        self.corpus_state = self.corpus_state or RangeState(self.cfg)
+        return self.corpus_state.parse(dict(meta, data=data), column)
+
+    def select(self, meta: dict, data: bytes, column: str | None, skip: int) -> int:
+        """Corpus phase 2: sample with the generator advanced past ``skip`` uniforms; how many picked."""
+        if self.corpus_state is None:  # a restarted actor: phase 1 again
+            self.parse(meta, data, column)
+        return len(self.corpus_state.selection(dict(meta, data=data), column, skip).kept)
+
+    def keep(self, meta: dict, data: bytes, column: str | None, skip: int, room: int) -> dict:
+        """Corpus phase 3: keep ``room`` picked sentences, tokenize them (``ray_corpus.actor_keep``)."""
+        from normvar_core.pipeline.execute.ray_corpus import actor_keep
+
+        self.select(meta, data, column, skip)
+        sel, self.corpus_state = self.corpus_state.selection(dict(meta, data=data), column, skip), None
+        max_length = int(self.cfg.max_length or self.loaded.info.max_length)
+        return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length)
 
     def _ensure_plan(self, payload_box: list) -> None:
         if self.plan is not None:
@@ -222,6 +245,8 @@ class RayPool:
                        for _ in range(workers)]
         self.counter = ray.remote(num_cpus=0)(_Counter).remote()
         self.tokenize_cpu_s: list[float] = []
+        self.cut = None  # the driver's byte ranges of the corpus (``ray_corpus.cut_for_actors``)
+        self.encoded = None  # (sentences, {(max_length, unit)}, encoding) from ``read_corpus``
 
     def close(self) -> None:
         for a in [*self.actors, self.counter]:
@@ -237,10 +262,30 @@ class RayPool:
             raise NormvarError(f"a Ray shard ({what}) failed: {str(exc).splitlines()[0][:200]}",
                                fix="see the Ray logs; rerun resumes from the merged checkpoint") from None
 
+    def read_corpus(self, cfg, data_dir):
+        """The run's ``CorpusText``, parsed, selected and tokenized by the actors from byte ranges the
+        driver cut (``ray_corpus``; CSV: read here). Its encoding is kept for ``encode``."""
+        from normvar_core.pipeline.corpus.read import load_sentences
+        from normvar_core.pipeline.corpus.shares import merge_encoded
+        from normvar_core.pipeline.execute.ray_corpus import read_on_actors
+
+        if self.cut is None:
+            return load_sentences(cfg, data_dir)
+        corpus, parts = read_on_actors(self.ray, self.actors, cfg, self.cut, data_dir)
+        self.cut = None
+        self.tokenize_cpu_s = [round(float(p["cpu_s"]), 4) for p in parts]
+        used = {(int(p["max_length"]), str(p["unit"])) for p in parts}
+        self.encoded = (list(corpus.sentences), used, merge_encoded(parts))
+        return corpus
+
     def encode(self, sentences, *, max_length: int, unit: str):
-        """The encoding of ``sentences``, one contiguous share per actor (``corpus_shares``)."""
+        """The encoding of ``sentences``: the actors' from ``read_corpus`` when it is theirs, else one
+        contiguous share of the kept sentences per actor (``corpus_shares``)."""
         from normvar_core.pipeline.corpus.shares import merge_encoded, split_shares
 
+        held, self.encoded = self.encoded, None
+        if held is not None and held[1] == {(int(max_length), unit)} and held[0] == list(sentences):
+            return held[2]
         shares = split_shares(list(sentences), len(self.actors))
         refs = [a.tokenize.remote(self.ray.put(s), int(max_length), unit) for a, s in zip(self.actors, shares)]
         parts = [self._get(r, "tokenizing") for r in refs]
@@ -336,22 +381,24 @@ class RayPool:
 
 
 def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30.0):
-    """The Ray strategy over ``prepare``'s setup: the actors start once the driver's model is loaded and
-    tokenize the corpus in shares for the plan (``RayPool.encode``), then run its batches; returns
-    (setup, merged accumulators, notes) for ``prepare.publish``, as in one process."""
+    """The Ray strategy over ``prepare``'s setup: the actors start, the driver cuts the corpus into byte
+    ranges that the actors parse, select and tokenize (``RayPool.read_corpus``, ``ray_corpus``), the
+    plan is built from their encoding, then the actors run its batches; returns (setup, merged
+    accumulators, notes) for ``prepare.publish``, as in one process."""
     from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.execute.progress import ForwardClock
+    from normvar_core.pipeline.execute.progress import ForwardClock, Progress
+    from normvar_core.pipeline.execute.ray_corpus import cut_for_actors
 
+    cfg, root = target.cfg, target.data_dir.root
     pools: list[RayPool] = []
-
-    def start_pool(loaded) -> Callable:
-        pools.append(RayPool(target.cfg, target.data_dir.root))
-        return pools[0].encode
-
     try:
+        pools.append(RayPool(cfg, root))
+        pools[0].cut = cut_for_actors(cfg, root, len(pools[0].actors), pools[0].ray.put)
+        report(Progress("corpus", done=0, total=3, unit="steps", detail=CUT_DETAIL))
         # no checkpoint here: the pool resumes from its own merged one (``_Merged.resume``); the driver's
         # memory figure decides for every actor (they get its decisions with the plan)
-        setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=should_cancel, encoder=start_pool)
+        setup = prepare(cfg, target.data_dir, report=report, should_cancel=should_cancel,
+                        encoder=lambda loaded: pools[0].encode, read_corpus=lambda: pools[0].read_corpus(cfg, root))
         plan = setup.plan
         clock = ForwardClock(report, plan)
 
@@ -368,6 +415,7 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
     return setup, accs, notes
 
 
+CUT_DETAIL = "corpus cut into byte ranges"  # the progress detail once the driver has read the corpus file
 MEMORY_KEY = "memory_reasons"  # the driver's memory decisions, sent with the plan: {accumulator: reason}
 
 
@@ -392,5 +440,5 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-__all__ = ["compute_on_ray", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "PIECE_CRASH_ENV",
+__all__ = ["compute_on_ray", "CUT_DETAIL", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "PIECE_CRASH_ENV",
            "DELAY_ENV", "PROGRESS_EVERY_S"]

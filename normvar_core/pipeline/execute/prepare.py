@@ -75,13 +75,15 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
 
 def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
             should_cancel: Callable[[], bool] | None = None, checkpoint: Path | None = None,
-            encoder: Callable[[Any], Callable] | None = None) -> RunSetup:
+            encoder: Callable[[Any], Callable] | None = None,
+            read_corpus: Callable[[], Any] | None = None) -> RunSetup:
     """Corpus → model → plan → source → context and memory plan for ``cfg`` (module docstring).
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
     ``checkpoint``: resume from it when its fingerprint matches (the memory plan then keeps exactly
     the accumulators it holds). ``encoder(loaded)``: called once the model is loaded, returns the
-    plan's tokenization (``plan.make_plan``'s ``encode``; the Ray strategy starts its actors there)."""
+    plan's tokenization (``plan.make_plan``'s ``encode``). ``read_corpus()``: the ``CorpusText`` in place
+    of ``load_sentences`` (the Ray strategy: read by its actors from byte ranges, ``ray_corpus``)."""
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.execute import checkpoint as ckpt
@@ -97,7 +99,7 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
             raise CancelledError("cancelled")
 
     report(Progress("corpus", done=0, total=3, unit="steps", detail="read the corpus"))
-    corpus = C.load_sentences(cfg, dd.root)
+    corpus = read_corpus() if read_corpus is not None else C.load_sentences(cfg, dd.root)
     if not corpus.sentences:
         raise NormvarError("no sentences left after filtering the corpus",
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
