@@ -131,6 +131,22 @@ def test_split_sentences_cuts_between_paragraphs(tmp_path):
             _same(select_locally(cfg, cut), want)
 
 
+@pytest.mark.parametrize("fmt", [".jsonl", ".parquet"])
+def test_split_sentences_in_table_cells(tmp_path, fmt):
+    """``--split-sentences`` splits every cell of a table (and, for JSONL, keeps counting the cells that
+    are not strings: the splitter passes ``n_not_text`` on to the selection)."""
+    cells = ["The old man looked. He saw the sea!", "Émile said «non». Then left.", "", "One more here."] * 12
+    path = _write(tmp_path / f"t{fmt}", fmt, cells)
+    for opts in (dict(), dict(sample_frac=0.6, seed=4, max_sentences=40)):
+        cfg = RunConfig(corpus=str(path), split_sentences=True, text_column="text", **opts)
+        want = load_sentences(cfg)
+        if not opts:  # cells really were split into sentences
+            assert want.n_kept > sum(1 for c in cells if c)
+        assert want.n_not_text == (4 if fmt == ".jsonl" else 0)  # rows 5, 16, 27, 38 hold the number 42
+        for k in (1, 2, 5):
+            _same(select_locally(cfg, cut_ranges(cfg, k)), want)
+
+
 def test_bad_ranges_raise_the_whole_file_errors(tmp_path):
     path = tmp_path / "c.jsonl"
     _write(path, ".jsonl", _lines(60))

@@ -119,13 +119,14 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
     ``share``: {"format", "name", "data" (bytes), "index"} plus "row_groups" for Parquet."""
     fmt, path, data = share["format"], Path(share["name"]), share["data"]
     sink = _Records()
+    target = _SentenceSplitter(sink) if cfg.split_sentences else sink  # as ``load_sentences``, every format
     info: dict = {"keys": {}, "rows": 0}
     if fmt == ".parquet":
         import pyarrow as pa
 
         pf = parquet_open(pa.BufferReader(data), path)
         try:
-            parquet_cells(pf, column, sink, path, row_groups=list(share["row_groups"]))
+            parquet_cells(pf, column, target, path, row_groups=list(share["row_groups"]))
         finally:
             pf.close()
     elif fmt == ".jsonl":
@@ -133,10 +134,9 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
         for rows in _jsonl_rows(CorpusStream(path, data=data, at_start=share["index"] == 0), path):
             cols.add(rows)
             if column:
-                _json_cells(rows, column, sink)
+                _json_cells(rows, column, target)
         info = {"keys": cols.keys, "rows": cols.rows}
     else:
-        target = _SentenceSplitter(sink) if cfg.split_sentences else sink
         lines = CorpusStream(path, data=data, at_start=share["index"] == 0).lines()
         for batch in _paragraphs(lines) if cfg.split_sentences else lines:
             target.add(batch)

@@ -102,6 +102,15 @@ class _SentenceSplitter:
         self._split = sent_tokenize
         self._sel = sel
 
+    @property
+    def n_not_text(self) -> int:
+        """JSONL cells that were not strings: counted on the selection (``tables._json_cells``)."""
+        return self._sel.n_not_text
+
+    @n_not_text.setter
+    def n_not_text(self, value: int) -> None:
+        self._sel.n_not_text = value
+
     def add(self, records: list[str]) -> None:
         out: list[str] = []
         for r in records:
