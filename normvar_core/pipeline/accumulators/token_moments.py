@@ -190,8 +190,11 @@ class TokenMoments:
         return rows, is_new
 
     # ------------------------------------------------------------------ update
-    def update(self, states, token_ids) -> "TokenMoments":
-        """Add a batch: ``states`` (L, N, d) (fp16/bf16/fp32/fp64), ``token_ids`` (N,) ints >= 0."""
+    def update(self, states, token_ids, rows=None) -> "TokenMoments":
+        """Add a batch: ``states`` (L, N, d) (fp16/bf16/fp32/fp64), ``token_ids`` (N,) ints >= 0;
+        ``rows`` (optional, int indices into the N embeddings): add only those embeddings. On the
+        numba backend the kernel reads them in place (no copy of the selected states); elsewhere they
+        are gathered with ``index_select``."""
         X = _as_tensor(states, "states")
         ids = _as_tensor(token_ids, "token_ids")
         if X.dim() != 3 or X.shape[0] != self.num_layers or X.shape[2] != self.dim:
@@ -201,6 +204,11 @@ class TokenMoments:
         ids = ids.reshape(-1).to(device=self.device, dtype=torch.int64)
         if ids.numel() != X.shape[1]:
             raise ValueError(f"token_ids has {ids.numel()} entries for {X.shape[1]} embeddings")
+        if rows is not None:
+            rows = _as_tensor(rows, "rows").reshape(-1).to(device=self.device, dtype=torch.int64)
+            ids = ids.index_select(0, rows)
+            if self.backend != "numba":  # the torch paths take a gathered copy
+                X, rows = X.to(self.device).index_select(1, rows), None
         N = ids.numel()
         if N == 0:
             return self
@@ -208,7 +216,7 @@ class TokenMoments:
             raise ValueError("token ids must be non-negative")
         X = X.to(self.device)
         if self.backend == "numba":
-            self._update_cpu(X, ids.numpy())
+            self._update_cpu(X, ids.numpy(), None if rows is None else rows.numpy())
         elif self._fixed:
             self._update_registered(X, ids)
         else:
@@ -225,10 +233,14 @@ class TokenMoments:
         self.n_embeddings += N
         return self
 
-    def _update_cpu(self, X: torch.Tensor, ids: np.ndarray) -> None:
+    def _update_cpu(self, X: torch.Tensor, ids: np.ndarray, rows_in: np.ndarray | None = None) -> None:
         """CPU path: one sort of the ids (``kernels.type_groups``, which also balances the groups over
-        the threads), bookkeeping in numpy views, then the fused kernel."""
+        the threads), bookkeeping in numpy views, then the fused kernel. ``rows_in``: the embeddings
+        of X that ``ids`` belong to (a subset); the kernel reads X through ``order``, so a subset is
+        only a different ``order`` (rows_in[order]), never a copy of the states."""
         order, starts, uniq, bounds = _type_groups(ids)
+        if rows_in is not None:
+            order = rows_in[order]
         first, counts = starts[:-1], np.diff(starts)
         rows_t, is_new_t = self._rows_for(torch.from_numpy(uniq))
         rows, is_new = rows_t.numpy(), is_new_t.numpy()
