@@ -316,15 +316,18 @@ class TokenMoments:
         old_n = self._n[rows].to(torch.float64)
         b_n = o_n.to(torch.float64)
         n = old_n + b_n
+        weight, cross = (b_n / n)[:, None], old_n * b_n / n
         for l, block in enumerate(reader.blocks("mean")):
             if block.shape[-1] != self.dim:
                 raise ValueError("cannot merge accumulators of different shapes")
-            o_mean = torch.from_numpy(np.array(block, np.float64))[order].to(dev)
-            mu_a = self._mean[l, rows].to(torch.float64)
-            mu_a[is_new] = o_mean[is_new]
-            delta = o_mean - mu_a
-            self._mean[l, rows] = (mu_a + delta * (b_n / n)[:, None]).to(self._tdtype)
-            self._s[l, rows] = self._s[l, rows] + o_s[l] + (delta * delta).sum(-1) * (old_n * b_n / n)
+            # row gathers and scatters by index_select / index_copy_ (torch's advanced indexing is
+            # several times slower on the CPU); a read-only or non-float64 block is copied, others read in place
+            o_mean = torch.from_numpy(np.require(block, np.float64, "W")).index_select(0, order).to(dev)
+            mean_l, s_l = self._mean[l], self._s[l]
+            mu_a = torch.where(is_new[:, None], o_mean, mean_l.index_select(0, rows).to(torch.float64))
+            delta = o_mean.sub_(mu_a)
+            s_l.index_copy_(0, rows, s_l.index_select(0, rows) + o_s[l] + delta.square().sum(-1) * cross)
+            mean_l.index_copy_(0, rows, mu_a.add_(delta.mul_(weight)).to(self._tdtype))
         self._n[rows] = self._n[rows] + o_n
         self.n_embeddings += n_emb
         return self
