@@ -140,6 +140,43 @@ def test_merge_equals_one_pass_in_any_order(backend):
         assert merged.n_embeddings == whole.n_embeddings
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_update_on_rows_equals_brute_force_of_those_rows(backend):
+    """``update(X, ids, rows=r)`` over batches equals the two-pass brute force of the selected
+    embeddings only, and is the same arithmetic as an update on the gathered copy (bit for bit)."""
+    rng = np.random.default_rng(5)
+    L, d = 3, 7
+    kept_X, kept_ids = [], []
+    sub = TokenMoments(L, d, backend=backend)
+    copied = TokenMoments(L, d, backend=backend)
+    for b in range(3):
+        N = 40 + 7 * b
+        X = (rng.normal(size=(L, N, d)) * 3 + 50).astype(np.float32)
+        ids = rng.integers(0, 9, N) * 3
+        rows = np.flatnonzero(rng.random(N) < 0.45)
+        sub.update(X, ids, rows=torch.from_numpy(rows))
+        copied.update(X[:, rows], ids[rows])
+        kept_X.append(X[:, rows])
+        kept_ids.append(ids[rows])
+    assert sub.n_embeddings == copied.n_embeddings == sum(i.size for i in kept_ids)
+    _check_against_brute(sub.result(), np.concatenate(kept_X, 1), np.concatenate(kept_ids), rtol=1e-12)
+    a, b = sub.result(), copied.result()
+    for name in ("n", "mean", "q", "m", "v"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_row_sq_matches_float64_brute_force():
+    from normvar_core.pipeline.accumulators.layerview import row_sq
+
+    rng = np.random.default_rng(2)
+    for dtype in (torch.float32, torch.float64):
+        x = torch.from_numpy(rng.normal(size=(57, 33)) * 1e3).to(dtype)
+        ref = (x.numpy().astype(np.float64) ** 2).sum(1)
+        got = row_sq(x)
+        assert got.dtype == torch.float64
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-13)
+
+
 def test_state_dict_round_trip_through_npz_without_pickle():
     rng = np.random.default_rng(5)
     acc = TokenMoments(3, 4, layer_index=[0, 2, 4])

@@ -115,5 +115,5 @@ def test_halves_square_norms_without_the_geometry_equal_brute_force(minilm):
         for sb in parts:
             update_all({"halves": acc}, sb)
         for h in (0, 1):
-            np.testing.assert_allclose(acc.sq_all[h].numpy(), brute[h], rtol=1e-12)
-            np.testing.assert_allclose(acc.sq_pos0[h].numpy(), brute0[h], rtol=1e-12)
+            np.testing.assert_allclose(acc.halves[h].sq_all.numpy(), brute[h], rtol=1e-12)
+            np.testing.assert_allclose(acc.halves[h].sq_pos0.numpy(), brute0[h], rtol=1e-12)

@@ -104,6 +104,19 @@ def unit_sum_kernel(X, order, starts, rows, sum_u, bounds):  # pragma: no cover
                         srow[j] += np.float64(xrow[j]) * w
 
 
+@numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
+def row_sq_kernel(x, out):  # pragma: no cover
+    """out[i] = ‖x_i‖² = Σ_j x_ij² for the rows of x (N, d) f32/f64, in float64, read in place (no
+    float64 copy of x)."""
+    N, d = x.shape
+    for i in numba.prange(N):
+        acc = 0.0
+        for j in range(d):
+            v = np.float64(x[i, j])
+            acc += v * v
+        out[i] = acc
+
+
 def type_groups(ids: np.ndarray, n_threads: int | None = None):
     """The grouping both kernels take: ``order`` (a stable sort of ``ids``), group ``starts`` (G + 1),
     the sorted unique ids and ``bounds``: contiguous ranges of groups per thread, balanced by work

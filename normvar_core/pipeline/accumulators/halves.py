@@ -130,8 +130,8 @@ class HalvesAccumulator(LayerMajor, Accumulator):
 
     # ------------------------------------------------------------------ streaming
     def begin_batch(self, batch: StateBatch) -> None:
-        """Each half's rows of the batch (by ``half_of`` its sentence ids) and its moments update."""
-        X = batch.states
+        """Each half's rows of the batch (by ``half_of`` its sentence ids) and its moments update on
+        those rows of the batch's states, read in place (``TokenMoments.update(..., rows=)``)."""
         sid = batch.sentence_ids.cpu().numpy() if isinstance(batch.sentence_ids, torch.Tensor) else batch.sentence_ids
         half = half_of(sid)
         pos0 = torch.as_tensor(batch.positions).to(self.device) == 0
@@ -141,8 +141,7 @@ class HalvesAccumulator(LayerMajor, Accumulator):
             self._rows.append(idx)
             self._rows0.append(idx[pos0.index_select(0, idx)])
             if idx.numel():
-                tidx = idx.to(X.device)
-                self.halves[h].tm.update(X.index_select(1, tidx), batch.token_ids.index_select(0, tidx.to(batch.token_ids.device)))
+                self.halves[h].tm.update(batch.states, batch.token_ids, rows=idx)
 
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Σ‖x‖² (all positions, position 0) per half from the shared ‖x_i‖², and, with the geometry,

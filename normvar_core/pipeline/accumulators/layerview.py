@@ -51,6 +51,19 @@ def gram(xc: torch.Tensor) -> torch.Tensor:
     return xc.T @ xc
 
 
+def row_sq(x: torch.Tensor) -> torch.Tensor:
+    """‖x_i‖² = Σ_j x_ij² per row of x (N, d), in float64: on the CPU (float32/float64 rows) one numba pass
+    over x in place (``kernels.row_sq_kernel``), elsewhere through a float64 copy."""
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        from normvar_core.stats.kernels import row_sq_kernel
+
+        out = torch.empty(x.shape[0], dtype=torch.float64)
+        row_sq_kernel(x.contiguous().numpy(), out.numpy())
+        return out
+    x64 = x.to(torch.float64, copy=True)
+    return x64.mul_(x64).sum(1)
+
+
 class LayerView:
     """Layer l of a StateBatch (``x``: (N, d) on the accumulators' device, the states' dtype) and the
     shared quantities of the module docstring, each computed on first use."""
@@ -104,8 +117,7 @@ class LayerView:
         """‖x_i‖² (float64, N), from the centred copy when there is one: ‖x_c‖² + 2 x_c·m + ‖m‖² (m the
         centring vector); else (no measure needed the centred copy: no geometry) Σ_j x_ij² in float64."""
         if self._sq is None and self._centred is None:
-            x64 = self.x.to(torch.float64, copy=True)
-            self._sq = x64.mul_(x64).sum(1)
+            self._sq = row_sq(self.x)
         if self._sq is None:
             xc = self.centred
             m = self.mean.to(xc.dtype)
@@ -170,5 +182,5 @@ def update_all(accs: dict, batch) -> None:
     update_layer_major(layered, batch)
 
 
-__all__ = ["LayerView", "LayerMajor", "update_layer_major", "update_all", "resolve_scatter_dtype", "SCATTER_DTYPES",
+__all__ = ["LayerView", "row_sq", "LayerMajor", "update_layer_major", "update_all", "resolve_scatter_dtype", "SCATTER_DTYPES",
            "gram", "FAST_FLOAT64_CAPABILITIES"]

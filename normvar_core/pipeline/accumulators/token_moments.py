@@ -190,8 +190,11 @@ class TokenMoments:
         return rows, is_new
 
     # ------------------------------------------------------------------ update
-    def update(self, states, token_ids) -> "TokenMoments":
-        """Add a batch: ``states`` (L, N, d) (fp16/bf16/fp32/fp64), ``token_ids`` (N,) ints >= 0."""
+    def update(self, states, token_ids, rows=None) -> "TokenMoments":
+        """Add a batch: ``states`` (L, N, d) (fp16/bf16/fp32/fp64), ``token_ids`` (N,) ints >= 0;
+        ``rows`` (optional, int indices into the N embeddings): add only those embeddings. On the
+        numba backend the kernel reads them in place (no copy of the selected states); elsewhere they
+        are gathered with ``index_select``."""
         X = _as_tensor(states, "states")
         ids = _as_tensor(token_ids, "token_ids")
         if X.dim() != 3 or X.shape[0] != self.num_layers or X.shape[2] != self.dim:
@@ -201,6 +204,11 @@ class TokenMoments:
         ids = ids.reshape(-1).to(device=self.device, dtype=torch.int64)
         if ids.numel() != X.shape[1]:
             raise ValueError(f"token_ids has {ids.numel()} entries for {X.shape[1]} embeddings")
+        if rows is not None:
+            rows = _as_tensor(rows, "rows").reshape(-1).to(device=self.device, dtype=torch.int64)
+            ids = ids.index_select(0, rows)
+            if self.backend != "numba":  # the torch paths take a gathered copy
+                X, rows = X.to(self.device).index_select(1, rows), None
         N = ids.numel()
         if N == 0:
             return self
@@ -208,7 +216,7 @@ class TokenMoments:
             raise ValueError("token ids must be non-negative")
         X = X.to(self.device)
         if self.backend == "numba":
-            self._update_cpu(X, ids.numpy())
+            self._update_cpu(X, ids.numpy(), None if rows is None else rows.numpy())
         elif self._fixed:
             self._update_registered(X, ids)
         else:
@@ -225,10 +233,14 @@ class TokenMoments:
         self.n_embeddings += N
         return self
 
-    def _update_cpu(self, X: torch.Tensor, ids: np.ndarray) -> None:
+    def _update_cpu(self, X: torch.Tensor, ids: np.ndarray, rows_in: np.ndarray | None = None) -> None:
         """CPU path: one sort of the ids (``kernels.type_groups``, which also balances the groups over
-        the threads), bookkeeping in numpy views, then the fused kernel."""
+        the threads), bookkeeping in numpy views, then the fused kernel. ``rows_in``: the embeddings
+        of X that ``ids`` belong to (a subset); the kernel reads X through ``order``, so a subset is
+        only a different ``order`` (rows_in[order]), never a copy of the states."""
         order, starts, uniq, bounds = _type_groups(ids)
+        if rows_in is not None:
+            order = rows_in[order]
         first, counts = starts[:-1], np.diff(starts)
         rows_t, is_new_t = self._rows_for(torch.from_numpy(uniq))
         rows, is_new = rows_t.numpy(), is_new_t.numpy()
@@ -304,15 +316,18 @@ class TokenMoments:
         old_n = self._n[rows].to(torch.float64)
         b_n = o_n.to(torch.float64)
         n = old_n + b_n
+        weight, cross = (b_n / n)[:, None], old_n * b_n / n
         for l, block in enumerate(reader.blocks("mean")):
             if block.shape[-1] != self.dim:
                 raise ValueError("cannot merge accumulators of different shapes")
-            o_mean = torch.from_numpy(np.array(block, np.float64))[order].to(dev)
-            mu_a = self._mean[l, rows].to(torch.float64)
-            mu_a[is_new] = o_mean[is_new]
-            delta = o_mean - mu_a
-            self._mean[l, rows] = (mu_a + delta * (b_n / n)[:, None]).to(self._tdtype)
-            self._s[l, rows] = self._s[l, rows] + o_s[l] + (delta * delta).sum(-1) * (old_n * b_n / n)
+            # row gathers and scatters by index_select / index_copy_ (torch's advanced indexing is
+            # several times slower on the CPU); a read-only or non-float64 block is copied, others read in place
+            o_mean = torch.from_numpy(np.require(block, np.float64, "W")).index_select(0, order).to(dev)
+            mean_l, s_l = self._mean[l], self._s[l]
+            mu_a = torch.where(is_new[:, None], o_mean, mean_l.index_select(0, rows).to(torch.float64))
+            delta = o_mean.sub_(mu_a)
+            s_l.index_copy_(0, rows, s_l.index_select(0, rows) + o_s[l] + delta.square().sum(-1) * cross)
+            mean_l.index_copy_(0, rows, mu_a.add_(delta.mul_(weight)).to(self._tdtype))
         self._n[rows] = self._n[rows] + o_n
         self.n_embeddings += n_emb
         return self
