@@ -11,12 +11,19 @@ and equality with the single-process run.
    and 1.98 GB with 4 (1.19x); the driver now merges in place one layer block at a time.
 2. **Tokenization per actor.** ``RayPool.encode`` on the first M sentences (default 40,000): each of
    K actors tokenizes one contiguous share; reported: CPU seconds of each actor's share and that the
-   merged encoding equals ``encode_sentences`` on the whole list.
+   merged encoding equals ``encode_sentences`` on the whole list (the path CSV takes).
+3. **Byte ranges per actor.** The first M lines of the novels written to a temp ``.txt`` and the same
+   as ``.jsonl`` (``{"text": line}``): the driver cuts the file (``ray_corpus.cut_for_actors``, its CPU
+   seconds reported) and each of K actors parses, selects and tokenizes its range
+   (``RayPool.read_corpus``; each actor's CPU seconds of the three phases, ``RayPool.read_cpu_s``,
+   measured in the actor with ``time.process_time``); and that the sentences, counts and encoding
+   equal ``load_sentences`` + ``encode_sentences`` in one process.
 
 On a 2-core box the actors share the cores, so wall-clock time can only grow with K: what this
 measures is memory, work per actor and exactness, not speed-up.
 
-Usage: .venv/bin/python benchmarks/bench_ray.py [--sentences N] [--workers 1,2,4] [--tokenize M]
+Usage: .venv/bin/python benchmarks/bench_ray.py [--sentences N] [--workers 1,2,4] [--tokenize M] [--ranges M]
+(``--sentences 0``, ``--tokenize 0``, ``--ranges 0`` skip a part.)
 """
 from __future__ import annotations
 
@@ -102,9 +109,79 @@ def _tokenize(workers: int, sentences: int) -> dict:
             "tokens": int(whole.ids.size)}
 
 
+def _ranges(workers: int, corpus: str) -> dict:
+    """Part 3 in one process: the Ray byte-range read against the one-process read and encoding."""
+    import ray
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline import encoding as E
+    from normvar_core.pipeline.corpus.read import load_sentences
+    from normvar_core.pipeline.execute.on_ray import RayPool
+    from normvar_core.pipeline.execute.ray_corpus import cut_for_actors
+    from normvar_core.pipeline.models import load_model
+
+    cfg = RunConfig(model="minilm", corpus=corpus, device="cpu", executor="ray", workers=workers,
+                    text_column="text" if corpus.endswith(".jsonl") else None)
+    loaded = load_model(cfg)
+    max_length = int(cfg.max_length or loaded.info.max_length)
+    pool = RayPool(cfg, None)
+    try:
+        t = time.process_time()
+        pool.cut = cut_for_actors(cfg, None, len(pool.actors), pool.ray.put)
+        cut_cpu = time.process_time() - t
+        got = pool.read_corpus(cfg, None)
+        _, used, enc = pool.encoded  # the actors' encoding of their ranges, kept for ``encode``
+    finally:
+        pool.close()
+        ray.shutdown()
+    t = time.process_time()
+    want = load_sentences(cfg)
+    whole = E.encode_sentences(want.sentences, loaded.tokenizer, max_length=max_length, unit=cfg.unit)
+    local_cpu = time.process_time() - t
+    counts = ("n_read", "n_sampled_out", "n_too_long", "n_capped", "sha256")
+    same = used == {(max_length, cfg.unit)} and got.sentences == want.sentences and all(getattr(got, c) == getattr(want, c) for c in counts) and \
+        all(np.array_equal(getattr(enc, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths"))
+    return {"cpu_s": pool.read_cpu_s, "tokenize_cpu_s": pool.tokenize_cpu_s, "cut_cpu_s": cut_cpu,
+            "local_cpu_s": local_cpu, "equal": bool(same), "sentences": len(want.sentences),
+            "tokens": int(whole.ids.size)}
+
+
+def _write_corpora(lines: int, folder: str) -> list[str]:
+    """The first ``lines`` non-empty lines of the shipped novels as .txt and as .jsonl ({"text": line})."""
+    import gzip
+
+    from normvar_core.pipeline.corpus.read import resolve_corpus_path
+
+    with gzip.open(resolve_corpus_path(""), "rt", encoding="utf-8") as fh:
+        text = [ln.rstrip("\n") for ln, _ in zip((x for x in fh if x.strip()), range(lines))]
+    txt, jsonl = Path(folder, "novels.txt"), Path(folder, "novels.jsonl")
+    txt.write_text("".join(ln + "\n" for ln in text), encoding="utf-8")
+    jsonl.write_text("".join(json.dumps({"text": ln}) + "\n" for ln in text), encoding="utf-8")
+    return [str(txt), str(jsonl)]
+
+
+def _print_ranges(common: list, ks: list[int], lines: int) -> None:
+    print(f"Byte-range corpus ({lines:,} novel lines), CPU seconds per actor (parse + select + tokenize)\n")
+    print("| corpus | actors | CPU s per actor (each range) | max | mean | of it tokenizing (max) | "
+          "driver cut CPU s | equals one process |\n|---|---:|---|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for corpus in _write_corpora(lines, tmp):
+            for k in ks:
+                t = _spawn(*common, "--child", "ranges", "--k", k, "--out", corpus)
+                cpu = t["cpu_s"]
+                print(f"| {Path(corpus).suffix} | {k} | {', '.join(f'{x:.2f}' for x in cpu)} | {max(cpu):.2f} | "
+                      f"{sum(cpu) / len(cpu):.2f} | {max(t['tokenize_cpu_s']):.2f} | {t['cut_cpu_s']:.3f} | "
+                      f"{'yes' if t['equal'] else 'NO'} ({t['sentences']:,} sentences, {t['tokens']:,} tokens; "
+                      f"one process {t['local_cpu_s']:.2f} s) |", flush=True)
+    print(f"\nLoad average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"({os.cpu_count()} cores)\n")
+
+
 def _child(args) -> None:
     if args.child == "tokenize":
         print(json.dumps(_tokenize(args.k, args.tokenize)))
+    elif args.child == "ranges":
+        print(json.dumps(_ranges(args.k, args.out)))
     else:
         print(json.dumps(_one_run(args.child, args.k, args.sentences, args.batch_size, args.out)))
 
@@ -123,6 +200,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--tokenize", type=int, default=40_000, help="sentences for the tokenization measure (0: skip)")
+    ap.add_argument("--ranges", type=int, default=40_000, help="novel lines for the byte-range measure (0: skip)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--k", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -140,6 +218,8 @@ def main() -> None:
                   f"{'yes' if t['equal'] else 'NO'} ({t['tokens']:,} tokens; one process {t['local_cpu_s']:.2f} s) |",
                   flush=True)
         print()
+    if args.ranges:
+        _print_ranges(common, ks, args.ranges)
     if not args.sentences:
         return
     with tempfile.TemporaryDirectory() as tmp:

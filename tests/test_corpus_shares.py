@@ -108,8 +108,10 @@ def test_actor_phases_on_byte_ranges_give_the_local_corpus_and_encoding(tiny_mod
         picked = [len(st.selection(s, cfg.text_column, sk).kept) for st, s, sk in zip(states, shares, skips)]
         rooms = R.rooms(cfg, picked)
         states[-1] = RangeState(cfg)  # the last actor restarted: phase 3 recomputes phases 1 and 2
-        parts = [actor_keep(cfg, st.selection(s, cfg.text_column, sk), r, tok, 12)
+        parts = [actor_keep(cfg, st.selection(s, cfg.text_column, sk), r, tok, 12, prior_cpu_s=st.cpu_s)
                  for st, s, sk, r in zip(states, shares, skips, rooms)]
+        for st, p in zip(states, parts):  # an actor's CPU: its parse + selection, then keep + tokenize
+            assert st.cpu_s > 0 and p["read_cpu_s"] >= st.cpu_s + p["cpu_s"] - 1e-9
         for p in parts:
             p["sentences"] = unpack_strings({"utf8": p["kept_utf8"], "ends": p["kept_ends"]})
         got = R.merge_selections(cfg, cut, parts, n_not_text=sum(i["n_not_text"] for i in infos),

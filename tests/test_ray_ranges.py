@@ -49,6 +49,7 @@ def test_actors_parse_select_and_tokenize_their_byte_ranges(tmp_path, tiny_model
     assert listening and not _not_loopback(listening), listening
     notes, local = sharded.meta["notes"], one.meta["notes"]
     assert len(notes["tokenize_cpu_s"]) == 2                      # both actors tokenized their range
+    assert all(r > t for r, t in zip(notes["read_cpu_s"], notes["tokenize_cpu_s"], strict=True))  # + parse, select
     assert {k: v for k, v in notes["corpus"].items() if k != "path"} == \
         {k: v for k, v in local["corpus"].items() if k != "path"}          # another file name, the same bytes
     assert local["corpus"]["n_capped"] > 0 and local["corpus"]["n_sampled_out"] > 0

@@ -113,9 +113,10 @@ class _Shard:
         from normvar_core.pipeline.execute.ray_corpus import actor_keep
 
         self.select(meta, data, column, skip)
-        sel, self.corpus_state = self.corpus_state.selection(dict(meta, data=data), column, skip), None
+        state, self.corpus_state = self.corpus_state, None
+        sel = state.selection(dict(meta, data=data), column, skip)
         max_length = int(self.cfg.max_length or self.loaded.info.max_length)
-        return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length)
+        return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length, prior_cpu_s=state.cpu_s)
 
     def _ensure_plan(self, payload_box: list) -> None:
         if self.plan is not None:
@@ -245,6 +246,7 @@ class RayPool:
                        for _ in range(workers)]
         self.counter = ray.remote(num_cpus=0)(_Counter).remote()
         self.tokenize_cpu_s: list[float] = []
+        self.read_cpu_s: list[float] = []  # each actor's CPU s on its corpus range (``read_corpus``)
         self.cut = None  # the driver's byte ranges of the corpus (``ray_corpus.cut_for_actors``)
         self.encoded = None  # (sentences, {(max_length, unit)}, encoding) from ``read_corpus``
 
@@ -274,6 +276,7 @@ class RayPool:
         corpus, parts = read_on_actors(self.ray, self.actors, cfg, self.cut, data_dir)
         self.cut = None
         self.tokenize_cpu_s = [round(float(p["cpu_s"]), 4) for p in parts]
+        self.read_cpu_s = [round(float(p["read_cpu_s"]), 4) for p in parts]  # parse + select + tokenize
         used = {(int(p["max_length"]), str(p["unit"])) for p in parts}
         self.encoded = (list(corpus.sentences), used, merge_encoded(parts))
         return corpus
@@ -318,7 +321,8 @@ class RayPool:
         st.ensure()
         return st.merged, {"executor": "ray", "ray_workers": len(self.actors), "shards": st.n_ranges,
                            "ray_nodes": len(st.nodes), "oom_splits": st.oom, "resumed_batches": resumed,
-                           "rerun_ranges": rerun, "merge_rollbacks": st.rollbacks, "tokenize_cpu_s": self.tokenize_cpu_s}
+                           "rerun_ranges": rerun, "merge_rollbacks": st.rollbacks, "tokenize_cpu_s": self.tokenize_cpu_s,
+                           "read_cpu_s": self.read_cpu_s}
 
     def _round(self, plan, todo, payload, st, every_s, progress, should_cancel) -> None:
         from collections import deque

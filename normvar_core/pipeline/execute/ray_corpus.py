@@ -24,6 +24,7 @@ reads the file itself (``load_sentences``), which raises the whole-file reader's
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from normvar_core.errors import NormvarError
@@ -76,40 +77,47 @@ def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
 
 class RangeState:
     """An actor's corpus range between the phases; what a restarted actor lost is recomputed from the
-    range (each phase gets it again)."""
+    range (each phase gets it again). ``cpu_s``: this process's CPU seconds spent parsing and selecting."""
 
     def __init__(self, cfg):
         self.cfg = cfg
         self.key = self.records = self.skip = self.sel = None
+        self.cpu_s = 0.0
 
     def parse(self, share: dict, column: str | None) -> dict:
+        t0 = time.process_time()
         self.records, info = R.parse_range(self.cfg, share, column)
         self.key, self.skip, self.sel = (int(share["index"]), column), None, None
+        self.cpu_s += time.process_time() - t0
         return info
 
     def selection(self, share: dict, column: str | None, skip: int):
         if self.key != (int(share["index"]), column):
             self.parse(share, column)
         if self.skip != int(skip):
+            t0 = time.process_time()
             self.sel, self.skip = R.select_range(self.cfg, self.records, int(skip)), int(skip)
+            self.cpu_s += time.process_time() - t0
         return self.sel
 
 
-def actor_keep(cfg, sel, room: int, tokenizer, max_length: int) -> dict:
-    """An actor's phase 3: ``ranges.keep_range`` and the kept sentences' encoding, as plain values."""
-    import time
-
+def actor_keep(cfg, sel, room: int, tokenizer, max_length: int, prior_cpu_s: float = 0.0) -> dict:
+    """An actor's phase 3: ``ranges.keep_range`` and the kept sentences' encoding, as plain values;
+    ``cpu_s``: CPU seconds of the tokenization, ``read_cpu_s``: of phase 3 plus ``prior_cpu_s`` (the
+    range's parse and selection, ``RangeState.cpu_s``)."""
     import numpy as np
 
     from normvar_core.pipeline.corpus.shares import encoded_arrays, pack_strings
     from normvar_core.pipeline.encoding import encode_sentences
 
+    t_keep = time.process_time()
     part = R.keep_range(sel, room)
     t0 = time.process_time()
     enc = encode_sentences(part["sentences"], tokenizer, max_length=max_length, unit=cfg.unit)
     packed = pack_strings(part.pop("sentences"))
     return dict(part, **encoded_arrays(enc), kept_utf8=packed["utf8"], kept_ends=packed["ends"],
-                cpu_s=np.float64(time.process_time() - t0), max_length=int(max_length), unit=str(cfg.unit))
+                cpu_s=np.float64(time.process_time() - t0),
+                read_cpu_s=np.float64(prior_cpu_s + time.process_time() - t_keep), max_length=int(max_length), unit=str(cfg.unit))
 
 
 __all__ = ["cut_for_actors", "read_on_actors", "RangeState", "actor_keep"]
