@@ -61,7 +61,8 @@ def main() -> None:
                                 loaded=False)
                 print(f"\n### {name}, --memory-gb {mem}" + (f" --batch-size {batch}" if batch else ""))
                 print("\n".join(mp.lines()))
-            # Ray, 8 x 80 GB: every actor holds what one GPU run holds; the driver a merged state + one incoming
+            # Ray, 8 x 80 GB: every actor holds what one GPU run holds; the driver the merged state + one layer
+            # block of an incoming partial (execute/ray_merge.py: pieces fetched and merged one layer at a time)
             mp = run_budget(cfg.replace(memory_gb=80), ctx, shape=shape, device="cuda", dtype="bfloat16", loaded=False)
             kept = sum(b for k, b in mp.accumulators.items() if k not in mp.dropped)
             host = run_budget(cfg.replace(memory_gb=1e6, device="cpu"), ctx, shape=shape, device="cpu",
@@ -70,9 +71,10 @@ def main() -> None:
             print(f"  each actor (GPU): {gb(mp.total_bytes)} = weights {gb(mp.weights_bytes)} + accumulators "
                   f"{gb(kept)} + pass {gb(mp.pass_bytes)}; dropped: {', '.join(mp.dropped) or 'none'}"
                   + ("" if mp.fits else " — does NOT fit"))
-            print(f"  driver (host RAM): merged state + one incoming partial = 2 x {gb(kept)} + runtime "
+            block = kept / max(len(plan.layers), 1)          # one layer of the incoming partial's arrays
+            print(f"  driver (host RAM): merged state + one incoming layer block = {gb(kept)} + {gb(block)} + runtime "
                   f"{gb(host.runtime_bytes)} + plan {gb(host.plan_bytes)} + publish copy {gb(host.publish_bytes)} = "
-                  f"{gb(2 * kept + host.runtime_bytes + host.plan_bytes + host.publish_bytes)}")
+                  f"{gb(kept + block + host.runtime_bytes + host.plan_bytes + host.publish_bytes)}")
             print(f"  types {mp.types:,}, P {mp.sample_positions:,}, K {mp.id_sample:,}; memory {gb(mem * GiB)}")
 
 
