@@ -100,8 +100,7 @@ def pass_bytes(shape, plan, num_layers: int, dtype: str, batch: tuple[int, int, 
 
 def publish_bytes(ctx) -> int:
     """The moments' result copies the means once: L·T·d·b_μ."""
-    T = int(ctx.plan.token_ids.size)
-    return ctx.num_layers * T * ctx.dim * (4 if getattr(ctx.cfg, "mean_dtype", "float64") == "float32" else 8)
+    return ctx.num_layers * ctx.num_types * ctx.dim * ctx.mean_bytes
 
 
 __all__ = ["RUNTIME_BYTES", "DTYPE_BYTES", "GiB", "weights_bytes", "device_memory", "memory_in_use", "plan_bytes",

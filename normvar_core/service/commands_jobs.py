@@ -15,6 +15,7 @@ import os
 import sys
 
 from normvar_core.config import RunConfig
+from normvar_core.service.job_progress import fmt_eta
 from normvar_core.service.states import ACTIVE, JobState
 
 
@@ -71,14 +72,6 @@ def _submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt_eta(s) -> str:
-    if s is None:
-        return ""
-    s = int(round(float(s)))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
-
 
 def _state_label(job) -> str:
     if job.state == JobState.RUNNING and job.interrupted:
@@ -114,7 +107,7 @@ def _jobs(args: argparse.Namespace) -> int:
             msg = msg or "worker gone; resumes from its checkpoint when a worker starts"
         if len(msg) > 80:
             msg = msg[:77] + "..."
-        rows.append((j.id, _state_label(j), prog, eps, _fmt_eta(j.eta_s), j.name, msg))
+        rows.append((j.id, _state_label(j), prog, eps, fmt_eta(j.eta_s), j.name, msg))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])

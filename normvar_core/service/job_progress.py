@@ -7,7 +7,7 @@ import dataclasses
 import math
 from typing import Any
 
-from normvar_core.pipeline.execute.local import Progress
+from normvar_core.pipeline.execute.progress import Progress
 
 PROGRESS_FIELDS = tuple(f.name for f in dataclasses.fields(Progress))
 """What a run's progress holds (stage, counts, rate, ETA, phase, percent): ``Progress``'s fields."""

@@ -21,6 +21,8 @@ at 1/32–1/64 of float32) and on MPS (no float64 at all).
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 from typing import Iterable
 
 import torch
@@ -143,8 +145,9 @@ class LayerMajor:
     def begin_batch(self, batch) -> None:
         pass
 
+    @abstractmethod
     def update_layer(self, l: int, view: LayerView, batch) -> None:
-        raise NotImplementedError
+        """Fold layer ``l``'s shared view of the batch into this accumulator's state."""
 
     def end_batch(self, batch) -> None:
         pass
