@@ -104,3 +104,60 @@ def test_halves_merged_equal_the_main_moments(streamed):
     for part in (a, b):
         np.add.at(counts, np.searchsorted(main.token_ids, part.token_ids), part.n)
     np.testing.assert_array_equal(counts, main.n)
+
+
+def test_half_covariances_equal_numpy_per_half():
+    """Each half's covariance (one Gram matrix per half in the shared layer view; the geometry's scatter is
+    their sum) = numpy's covariance of that half's states in float64, and the geometry's = the whole's —
+    through ``update_all`` (one shared view) and through each accumulator's own ``update`` alike."""
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.accumulators import GeometryAccumulator, HalvesAccumulator
+    from normvar_core.pipeline.accumulators.halves import half_of
+    from normvar_core.pipeline.accumulators.layerview import update_all
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.sources import GaussianSource
+
+    layers = [0, 2]
+    cfg = RunConfig(model="gaussian", samples_per_token=0, id_sample=64)
+    plan = synthetic_plan(cfg, n_sentences=300, vocab_size=30, layers=layers, batch_size=13)
+    src = GaussianSource(dim=9, layers=layers, seed=4, offset=50.0, scales=[1.0, 3.0], dtype=torch.float32)
+    ctx = RunContext(cfg=cfg, layers=layers, dim=9, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+    shared = {"geometry": GeometryAccumulator.for_run(ctx), "halves": HalvesAccumulator.for_run(ctx)}
+    alone = [GeometryAccumulator.for_run(ctx), HalvesAccumulator.for_run(ctx)]
+    states, halves = [], []
+    for sb in src.batches(plan, 0, plan.n_batches):
+        update_all(shared, sb)
+        for acc in alone:
+            acc.update(sb)
+        states.append(sb.states.numpy().astype(np.float64))
+        halves.append(half_of(sb.sentence_ids))
+    X, half = np.concatenate(states, axis=1), np.concatenate(halves)
+    assert 0 < half.sum() < half.size
+    for geometry, acc in ((shared["geometry"], shared["halves"]), tuple(alone)):
+        covs = acc._covariances()
+        for li in range(len(layers)):
+            for h, cov in ((0, covs[0]), (1, covs[1]), (None, covs[2])):
+                rows = X[li] if h is None else X[li][half == h]
+                want = np.cov(rows, rowvar=False, bias=True)
+                np.testing.assert_allclose(cov[li], want, rtol=0, atol=1e-10 * np.abs(want).max())
+            want = np.cov(X[li], rowvar=False, bias=True)
+            got = (geometry.scatter[li] / geometry.n).numpy()
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+
+
+def test_halves_reuse_the_run_moments(streamed):
+    """Published, the "all" rows come from the moments accumulator's result (handed over by publish,
+    ``take_results``) instead of merging the halves again: the same table as the merge gives."""
+    moments, halves, _ = streamed
+    merged = halves.result()
+    halves.take_results({"moments": moments.result()})
+    reused = halves.result()
+    # the fixture's |x| ~ 1e4 makes V/Q ~ 1e-7: the moments' 1e-12 (relative to Q) agreement becomes ~1e-7
+    # in the bootstrap's slopes over the types' (M, V), whose quantiles are the intervals' ends
+    for name, rtol in (("halves_layer", 1e-9), ("intervals", 1e-5)):
+        for col, v in merged[name].items():
+            if np.asarray(v).dtype.kind == "f":
+                np.testing.assert_allclose(reused[name][col], v, rtol=rtol, atol=1e-12, err_msg=f"{name}.{col}")
+            else:
+                np.testing.assert_array_equal(reused[name][col], v)

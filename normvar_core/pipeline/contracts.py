@@ -180,6 +180,13 @@ class Accumulator(Stateful, ABC):
     def result(self) -> Any:
         ...
 
+    uses_results: ClassVar[tuple[str, ...]] = ()
+    """Names of accumulators whose results this one's ``result()`` may reuse (computed once): publish hands
+    them over through ``take_results`` first when the run holds them."""
+
+    def take_results(self, results: dict[str, Any]) -> None:
+        """Receive the results named in ``uses_results`` (those the run has) before ``result()``."""
+
     @abstractmethod
     def tables(self, result: Any, ctx: RunContext) -> dict[str, Any]:
         """{table name: pyarrow.Table} for the run file (names from ``table_names``)."""

@@ -60,7 +60,10 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
     done = [0]
 
     def finish(name: str):
-        out = accs[name].result()
+        acc = accs[name]
+        if acc.uses_results:  # finished earlier in this thread (``names`` lists the used ones first)
+            acc.take_results({u: results[u] for u in acc.uses_results if u in results})
+        out = acc.result()
         done[0] += 1
         report("finalize", done[0], len(names), "measures", FINALIZE_DETAIL.get(name, name))
         return out
@@ -69,7 +72,10 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="normvar-finalize") as pool:
         futures = {n: pool.submit(finish, n) for n in later}
-        results = {n: finish(n) for n in names if n not in futures}
+        results: dict = {}
+        for n in names:
+            if n not in futures:
+                results[n] = finish(n)
         stats = results["moments"]
         check_counts(plan, stats)
         cfg = plan.cfg

@@ -34,7 +34,7 @@ import pyarrow as pa
 import torch
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, gram, resolve_scatter_dtype
+from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.state import Stateful
@@ -91,6 +91,7 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         self.with_geometry = bool(ctx.cfg.geometry)
         self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
         self.seed = int(ctx.cfg.seed or 0)
+        self._full = None  # the run's moments result, when publish hands it over (``take_results``)
         self._add_state("a", Half(ctx, self.device, self.with_geometry))
         self._add_state("b", Half(ctx, self.device, self.with_geometry))
 
@@ -131,7 +132,8 @@ class HalvesAccumulator(LayerMajor, Accumulator):
     # ------------------------------------------------------------------ streaming
     def begin_batch(self, batch: StateBatch) -> None:
         """Each half's rows of the batch (by ``half_of`` its sentence ids) and its moments update on
-        those rows of the batch's states, read in place (``TokenMoments.update(..., rows=)``)."""
+        those rows of the batch's states, read in place (``TokenMoments.update(..., rows=)``); with the
+        geometry and both halves present, the layer views split into the two halves (``view_split``)."""
         sid = batch.sentence_ids.cpu().numpy() if isinstance(batch.sentence_ids, torch.Tensor) else batch.sentence_ids
         half = half_of(sid)
         pos0 = torch.as_tensor(batch.positions).to(self.device) == 0
@@ -142,12 +144,13 @@ class HalvesAccumulator(LayerMajor, Accumulator):
             self._rows0.append(idx[pos0.index_select(0, idx)])
             if idx.numel():
                 self.halves[h].tm.update(batch.states, batch.token_ids, rows=idx)
+        sizes = [int(r.numel()) for r in self._rows]
+        self.view_split = (torch.cat(self._rows), sizes) if self.with_geometry and 0 not in sizes else None
 
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Σ‖x‖² (all positions, position 0) per half from the shared ‖x_i‖², and, with the geometry,
-        each half's mean and scatter pooled by Chan. One Gram matrix, of the smaller half: the other
-        half's scatter is the batch's (shared with the geometry) minus it and the between-halves term,
-        S_b = S − S_a − (n_a n_b / n)(μ_a − μ_b)(μ_a − μ_b)ᵀ."""
+        each half's mean and scatter (``LayerView.parts``: one Gram matrix per half, whose sum is the
+        batch's scatter shared with the geometry) pooled by Chan."""
         sq = view.sq
         n_h = [int(r.numel()) for r in self._rows]
         for h in (0, 1):
@@ -157,31 +160,28 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         if not self.with_geometry:
             return
         if 0 in n_h:  # the whole batch is one half: the batch's own mean and scatter
-            h = 0 if n_h[0] else 1
-            hf = self.halves[h]
-            pool_into(hf.mean[l], hf.scatter[l], hf.n, view.mean, view.scatter, view.n, outer=True)
-            return
-        xc = view.centred                      # deviations from c (the batch mean, in the scatter dtype)
-        c = view.mean.to(xc.dtype).to(torch.float64)
-        total = xc.sum(0, dtype=torch.float64)
-        s = 0 if n_h[0] <= n_h[1] else 1       # the smaller half gets the Gram matrix
-        o = 1 - s
-        xs = xc.index_select(0, self._rows[s])
-        d_s = xs.sum(0, dtype=torch.float64) / n_h[s]
-        d_o = (total - d_s * n_h[s]) / n_h[o]
-        S_s = gram(xs).to(torch.float64) - torch.outer(d_s, d_s) * n_h[s]
-        diff = d_s - d_o
-        S_o = view.scatter - S_s - torch.outer(diff, diff) * (n_h[s] * n_h[o] / view.n)
-        for h, S, d in ((s, S_s, d_s), (o, S_o, d_o)):
-            hf = self.halves[h]
-            pool_into(hf.mean[l], hf.scatter[l], hf.n, c + d, S, n_h[h], outer=True)
+            parts = [(view.n, view.mean, view.scatter) if n_h[h] else (0, None, None) for h in (0, 1)]
+        else:
+            if view.sizes != n_h:
+                raise RuntimeError("the layer view is not split into this batch's halves")
+            parts = view.parts()
+        for h, (n, mean, scatter) in enumerate(parts):
+            if n:
+                hf = self.halves[h]
+                pool_into(hf.mean[l], hf.scatter[l], hf.n, mean, scatter, n, outer=True)
 
     def end_batch(self, batch: StateBatch) -> None:
         for h in (0, 1):
             self.halves[h].n += int(self._rows[h].numel())
-        self._rows = self._rows0 = None
+        self._rows = self._rows0 = self.view_split = None
 
     # ------------------------------------------------------------------ result
+    uses_results = ("moments",)
+
+    def take_results(self, results: dict) -> None:
+        """The run's moments (= A + B merged, ``tests/test_bootstrap.py``): the "all" rows reuse them."""
+        self._full = results.get("moments")
+
     def merged_moments(self) -> TokenMoments:
         """A + B as one TokenMoments (a copy: the halves are left as they are)."""
         full = TokenMoments.from_state_dict(self.a.tm.state_dict(), device=self.device)
@@ -199,7 +199,7 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         return covs + [(scatter / max(a.n + b.n, 1)).cpu().numpy()]
 
     def result(self) -> dict:
-        full = self.merged_moments().result()
+        full = self._full if self._full is not None else self.merged_moments().result()
         keep = full.token_ids[I.band_types(full.n, STUDY_BAND)]
         covs = self._covariances()
         sq_all = [h.sq_all.cpu().numpy() for h in self.halves]
