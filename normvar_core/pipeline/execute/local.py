@@ -14,13 +14,12 @@ statistics equal those of an uninterrupted run exactly. Nothing is published on 
 """
 from __future__ import annotations
 
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from normvar_core.config import RunConfig, default_run_name
+from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_path_for, run_target
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress, TqdmProgress
 from normvar_core.runs.writer import check_destination
@@ -62,7 +61,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence) or CancelledError; nothing is published then. ``out_dir`` overrides runs/ (CLI --out)."""
     t_start = time.monotonic()
-    _limit_heap_growth()
+    heap.reuse_heap()
     target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint)
     report = progress or (lambda p: None)
     cancelled = should_cancel or (lambda: False)
@@ -100,7 +99,7 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
 
     def on_batch(bi: int) -> None:
         pos["next"], pos["clean_n"] = bi + 1, moments.n_embeddings
-        _trim_heap()
+        heap.trim_heap()
         clock(bi + 1, moments.n_embeddings)
         if saver.due() and bi + 1 < plan.n_batches:
             saver.save(accs, bi + 1, extra())
@@ -122,42 +121,6 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
         saver.save_quietly(accs, plan.n_batches, extra())
         raise
-
-
-_LIBC: list = []  # [libc] once _limit_heap_growth found glibc, else [None]
-
-
-def _limit_heap_growth() -> None:
-    """glibc serves a block above its mmap threshold (128 KiB, raised dynamically up to 32 MiB) with a
-    fresh mmap and gives it back on free: every large activation of every layer of every batch was then
-    page-faulted afresh (zeroed 4 KiB at a time) — measured on MiniLM, 1,500 sentences: 4.5–5 s of
-    system time and a forward pass ~25 % slower than with the heap reused. So, for the run's process:
-    M_MMAP_THRESHOLD = M_TRIM_THRESHOLD = 1 GiB (blocks below it come from the main heap and are reused
-    across layers and ops) and ``_trim_heap()`` (malloc_trim(0): the freed heap pages back to the OS)
-    after every batch, which bounds the heap by one batch's working set: activations of different
-    shapes cannot pile up fragments across batches (peak RSS measured unchanged). An explicit
-    MALLOC_MMAP_THRESHOLD_ in the environment wins."""
-    if _LIBC or not sys.platform.startswith("linux") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, HEAP_BLOCKS)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, HEAP_BLOCKS)  # M_TRIM_THRESHOLD
-        _LIBC.append(libc)
-    except (OSError, AttributeError):  # not glibc (musl, ...): nothing to do
-        _LIBC.append(None)
-
-
-HEAP_BLOCKS = 1 << 30
-"""Blocks below this come from the heap, reused (``_limit_heap_growth``)."""
-
-
-def _trim_heap() -> None:
-    """malloc_trim(0) when ``_limit_heap_growth`` set glibc up: the batch's freed pages back to the OS."""
-    if _LIBC and _LIBC[0] is not None:
-        _LIBC[0].malloc_trim(0)
 
 
 __all__ = ["compute_run", "Progress", "default_run_name", "run_path_for", "TqdmProgress", "check_destination"]

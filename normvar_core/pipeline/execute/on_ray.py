@@ -76,6 +76,9 @@ class _Shard:
         # states (and the run) are bit-identical to a single-process run, not merely close
         torch.set_num_threads(threads)
         from normvar_core.config import RunConfig
+        from normvar_core.pipeline.execute.heap import reuse_heap
+
+        reuse_heap()
         from normvar_core.pipeline.models import load_model
 
         self.cfg = RunConfig.from_json(cfg_json)
@@ -136,6 +139,7 @@ class _Shard:
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
+        from normvar_core.pipeline.execute.heap import trim_heap
         from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 
         self._ensure_plan(payload_box)
@@ -146,6 +150,7 @@ class _Shard:
             self.accs = build_accumulators(self.ctx)
 
         def on_batch(i: int) -> None:
+            trim_heap()
             if counter is not None:
                 counter.report.remote(start, i + 1 - start)
             if crash:  # a hard crash in the middle of a range, with another range held unflushed (tests)
