@@ -6,7 +6,10 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
 * default  = ``normvar compute`` (every measure: moments, samples, geometry, self-similarity, outliers);
 * lean     = ``normvar compute --no-geometry --self-similarity off``;
 * bare     = this script's ``--bare``: load the corpus and the model, tokenize (``batches.make_batches``),
-  ``model(..., output_hidden_states=True)`` for every batch, nothing else.
+  ``model(..., output_hidden_states=True)`` for every batch, nothing else;
+* bare_heap = the same with the run's heap set-up (``execute.heap``: glibc serves blocks below 1 GiB from
+  the reused main heap, trimmed after each batch). A run sets its heap up so; a plain script does not, and
+  pays a page fault for every 4 KiB of every large activation: the run's ratio is given against both.
 
 Then ``--tail-sentences`` (default 600) runs of the default compute, alternated the same way: the share of
 the process's wall time spent after the last forward batch (the "finalize" and "write" phases: spectra,
@@ -46,15 +49,20 @@ def _env() -> dict:
     return env
 
 
-def bare_main(n: int, data_dir: str) -> None:
-    """The bare forward pass (run in its own process by the parent)."""
+def bare_main(n: int, data_dir: str, heap: bool = False) -> None:
+    """The bare forward pass (run in its own process by the parent); ``heap``: with the run's heap set-up
+    (``execute.heap``: blocks below 1 GiB from the reused main heap, trimmed after each batch)."""
     import torch
+
+    from normvar_core.pipeline.execute.heap import reuse_heap, trim_heap
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline import batches as B
     from normvar_core.pipeline.corpus.read import load_sentences
     from normvar_core.pipeline.models import load_model
 
+    if heap:
+        reuse_heap()
     cfg = RunConfig(model="minilm", max_sentences=n)
     corpus = load_sentences(cfg, data_dir)
     loaded = load_model(cfg, data_dir)
@@ -65,6 +73,8 @@ def bare_main(n: int, data_dir: str) -> None:
             out = loaded.model(input_ids=torch.as_tensor(b.input_ids), attention_mask=torch.as_tensor(b.attention_mask),
                                output_hidden_states=True)
             del out
+            if heap:
+                trim_heap()
 
 
 def tail_main(n: int, data_dir: str) -> None:
@@ -112,10 +122,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tail-sentences", type=int, default=600)
     ap.add_argument("--bare", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--heap", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tail", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data-dir", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: cost, tail")
-    ap.add_argument("--variants", default="default,lean,bare",
+    ap.add_argument("--variants", default="default,lean,bare,bare_heap",
                     help="comma-separated variants of the cost part (bare is always run: the ratios' base)")
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS for every measured process (default: torch's own choice)")
@@ -123,7 +134,7 @@ def main() -> None:
     if args.threads:
         THREADS.append(int(args.threads))
     if args.bare is not None:
-        return bare_main(args.bare, args.data_dir)
+        return bare_main(args.bare, args.data_dir, heap=args.heap)
     if args.tail is not None:
         return tail_main(args.tail, args.data_dir)
     data_dir = tempfile.mkdtemp(prefix="normvar-bench-cost-")
@@ -134,10 +145,13 @@ def main() -> None:
         "default": cli + ["--max-sentences", str(args.sentences)],
         "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
         "bare": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir],
+        "bare_heap": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir,
+                      "--heap"],
     }
     wanted = set(filter(None, args.variants.split(","))) | {"bare"}
     if wanted - set(variants):
-        sys.exit(f"bench_cost.py: unknown variant(s) {sorted(wanted - set(variants))}; use default, lean, bare")
+        sys.exit(f"bench_cost.py: unknown variant(s) {sorted(wanted - set(variants))}; use default, lean, bare, "
+                 "bare_heap")
     variants = {k: v for k, v in variants.items() if k in wanted}
     skip = set(filter(None, args.skip.split(",")))
     _timed(cli + ["--max-sentences", "100"])  # warm-up: numba's on-disk cache, the OS file cache
@@ -155,16 +169,19 @@ def main() -> None:
                       f"load {load[-1]:.1f}", file=sys.stderr, flush=True)
         med = {k: statistics.median(v) for k, v in times.items()}
         cpu = {k: _cpu(cmd) for k, cmd in variants.items()}
+        base = "bare_heap" if "bare_heap" in variants else "bare"
         lines += ["", f"{args.sentences:,} sentences:", "",
-                  "| variant | wall, runs (s) | wall median (s) | / bare | CPU median (s) | user / system (s) | / bare |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
-        for k, label in (("bare", "bare forward, output_hidden_states"), ("default", "default `normvar compute`"),
+                  "| variant | wall, runs (s) | wall median (s) | / bare | / bare, run's heap | CPU median (s) | "
+                  "user / system (s) | CPU / bare |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for k, label in (("bare", "bare forward, output_hidden_states"),
+                         ("bare_heap", "bare forward, the run's heap set-up"), ("default", "default `normvar compute`"),
                          ("lean", "`--no-geometry --self-similarity off`")):
             if k not in variants:
                 continue
             lines.append(f"| {label} | {', '.join(f'{t:.1f}' for t in times[k])} | {med[k]:.1f} | "
-                         f"{med[k] / med['bare']:.2f}x | {cpu[k][0]:.1f} | {cpu[k][1]:.1f} / {cpu[k][2]:.1f} | "
-                         f"{cpu[k][0] / cpu['bare'][0]:.2f}x |")
+                         f"{med[k] / med['bare']:.2f}x | {med[k] / med[base]:.2f}x | {cpu[k][0]:.1f} | "
+                         f"{cpu[k][1]:.1f} / {cpu[k][2]:.1f} | {cpu[k][0] / cpu['bare'][0]:.2f}x |")
     if "tail" not in skip:
         shares, walls = [], []
         for _ in range(args.repeat):
