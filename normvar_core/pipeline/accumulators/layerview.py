@@ -86,7 +86,7 @@ class LayerView:
     def centred(self) -> torch.Tensor:
         if self._centred is None:
             if self.dtype == torch.float64:
-                self._centred = self.x.to(torch.float64).sub_(self.mean)
+                self._centred = self.x.to(torch.float64, copy=True).sub_(self.mean)  # copy: never centre the batch in place
             else:
                 self._centred = self.x.to(torch.float32) - self.mean.to(torch.float32)
         return self._centred
