@@ -47,13 +47,13 @@ def test_prefiltered_top_equals_the_full_candidate_set(seed):
         assert len(O._contenders(t)) < len(t) or len(t) <= TOP_K   # it does filter
 
 
-def _batches(rng, d, n_batches, dtype):
+def _batches(rng, d, n_batches, dtype, max_sentences=6):
     """Hidden states of 3 layers, batch by batch: few tokens and short sentences (keys repeat across
     sentences), values in steps of 1/4 (exact ties, values equal to the running threshold), a few
     dimensions that carry large values at position 0, NaN and inf now and then, layer 1 all zeros."""
     sent = 0
     for b in range(n_batches):
-        lens = rng.integers(1, 5, rng.integers(1, 6))
+        lens = rng.integers(1, 5, rng.integers(1, max_sentences))
         pos = np.concatenate([np.arange(k) for k in lens])
         sid = np.repeat(np.arange(sent, sent + len(lens)), lens)
         sent += len(lens)
@@ -85,10 +85,19 @@ def test_running_threshold_equals_row_top_and_brute_force(seed, d, dtype):
     TOP_K-th |value|; a numba pass on the CPU for float32/64, torch for float16) keeps the same ``top``
     and ``max_abs`` as the one with every batch through the row-wise top-k, and both equal a pandas
     brute force over every entry so far (max_abs: numpy's NaN-propagating max of |h|)."""
-    rng = np.random.default_rng(seed)
+    _check_against_row_top_and_brute_force(np.random.default_rng(seed), d, dtype, 40, 6)
+
+
+def test_running_threshold_with_batches_larger_than_the_sample():
+    """Batches of ~500 embeddings: the first batch's threshold comes from its SAMPLE_ROWS = 256 rows
+    of largest ‖x‖² (and the kept top, once there is one), the same exact top."""
+    _check_against_row_top_and_brute_force(np.random.default_rng(7), 30, torch.float32, 6, 250)
+
+
+def _check_against_row_top_and_brute_force(rng, d, dtype, n_batches, max_sentences):
     on, off = _accumulator(d, True), _accumulator(d, False)
     entries = []
-    for sb in _batches(rng, d, 40, dtype):
+    for sb in _batches(rng, d, n_batches, dtype, max_sentences):
         on.update(sb)
         off.update(sb)
         x = sb.states.to(torch.float64).numpy()
@@ -104,5 +113,5 @@ def test_running_threshold_equals_row_top_and_brute_force(seed, d, dtype):
         np.testing.assert_array_equal(on.top[l], _brute(every[l]))
     np.testing.assert_array_equal(on.max_abs.numpy(), np.abs(every[:, :, 0].reshape(3, -1, d)).max(1))
     assert np.isnan(on.max_abs[2].numpy()).any() and (on.max_abs[1] == 0).all()
-    in_use = [on._threshold(l, torch.full((1, d), torch.nan)) is not None for l in range(3)]        # TOP_K finite keys kept: the threshold is on
-    assert all(in_use) if d >= 8 else not any(in_use) if d == 1 else True   # d = 1: 10 (token, position) keys only
+    full = np.isfinite(on.top[:, :, 0]).all()    # TOP_K finite keys kept: later batches ran through the threshold
+    assert full if d >= 8 else not full if d == 1 else True   # d = 1: 10 (token, position) keys only

@@ -26,7 +26,7 @@ from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.runs.tables import OUTLIER_TABLES
 
 TOP_K = 20
-SAMPLE_ROWS = 256   # rows of the first batch that set its threshold (``_threshold``)
+SAMPLE_ROWS = 256   # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
 
 
 class OutlierAccumulator(LayerMajor, Accumulator):
@@ -76,33 +76,30 @@ class OutlierAccumulator(LayerMajor, Accumulator):
         sq = view.sq
         self.sq_all[l] += sq.sum()
         self.sq_pos0[l] += sq[self._pos0].sum()
-        tau = self._threshold(l, view.x)
-        rows, dims = self._row_top(l, view.x) if tau is None else self._at_least(l, view.x, tau)
-        self._tops.append(self._fold(l, view.x, rows, dims))
+        tau = self._threshold(l, view)
+        rows, dims = self._row_top(self._fold_max(l, view.x.abs())) if tau is None else self._at_least(l, view.x, tau)
+        cand = self._table(view.x, rows, dims)           # fold into the kept top: the TOP_K distinct keys of the union
+        self._tops.append(self._distinct(self._contenders(np.concatenate([self.top[l], cand]))))
 
     def end_batch(self, batch: StateBatch) -> None:
         self.n += batch.size
         self.top = np.stack(self._tops)
         self._pos0 = self._keys = self._tops = None
 
-    def _threshold(self, l: int, x: torch.Tensor) -> float | None:
+    def _threshold(self, l: int, view: LayerView) -> float | None:
         """tau such that TOP_K distinct keys reach |value| >= tau (None: no such tau known; or the
         threshold is off). An entry with |h| < tau is beaten by all of them and cannot enter (a kept key
         keeps its larger value); entries with |h| = tau can (ties by sentence, position, dim). tau = min
         |value| of layer l's kept top once it holds TOP_K finite rows; before that (the first batch) the
-        largest TOP_K-th finite |h| of up to ``SAMPLE_ROWS`` rows of x (one row's dimensions: TOP_K keys)."""
+        same of the top of the kept rows and the ``SAMPLE_ROWS`` rows of x of largest ‖x‖²."""
         if not self.use_threshold:
             return None
-        if self.top.shape[1] == TOP_K and np.isfinite(self.top[l, :, 0]).all():
-            return float(np.abs(self.top[l, :, 0]).min())
-        if self.dim < TOP_K:
-            return None
-        a = x[:: max(1, x.shape[0] // SAMPLE_ROWS)].abs()
-        best = float(torch.topk(a.masked_fill(~a.isfinite(), -1.0), TOP_K, dim=1).values[:, -1].max())
-        return best if best >= 0 else None
-
-    def _fold_max(self, l: int, a: torch.Tensor) -> None:
-        self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))  # NaN propagates
+        top = self.top[l]
+        if len(top) < TOP_K or not np.isfinite(top[:, 0]).all():
+            rows = torch.topk(view.sq, min(SAMPLE_ROWS, view.n)).indices.to(view.x.device)
+            sub, dims = self._row_top(view.x[rows].abs())
+            top = self._distinct(np.concatenate([top, self._table(view.x, rows[sub], dims)]))
+        return float(np.abs(top[:, 0]).min()) if np.isfinite(top[:, 0]).all() else None
 
     def _at_least(self, l: int, x: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(row, dim) of the entries with |h| >= tau, and max |h_j| folded into max_abs: on the CPU one
@@ -123,24 +120,23 @@ class OutlierAccumulator(LayerMajor, Accumulator):
         flat = torch.from_numpy(out[:count])
         return flat // x.shape[1], flat % x.shape[1]
 
-    def _row_top(self, l: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(row, dim) of each row's entries with |h| >= the row's k-th largest finite |h| (k = min(TOP_K,
-        d); ties at it included), and max |h_j| folded into max_abs. A key whose largest entry is not
-        among them is beaten strictly by k other dimensions of the same (token, position), i.e. by k
-        other keys, so it cannot be among the TOP_K."""
-        a = x.abs()
-        self._fold_max(l, a)
-        kth = torch.topk(a.masked_fill(~a.isfinite(), -1.0), min(TOP_K, self.dim), dim=1).values[:, -1:]
+    def _fold_max(self, l: int, a: torch.Tensor) -> torch.Tensor:
+        self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))  # NaN propagates
+        return a
+
+    def _row_top(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row, dim) of each row's entries of a = |x| >= the row's k-th largest finite one (k = min(TOP_K,
+        d); ties at it included). A key whose largest entry is not among them is beaten strictly by k
+        other dimensions of the same (token, position), i.e. by k other keys: it cannot be in the TOP_K."""
+        kth = torch.topk(torch.nan_to_num(a, nan=-1.0, posinf=-1.0), min(TOP_K, self.dim), dim=1).values[:, -1:]
         idx = (a >= kth).nonzero()
         return idx[:, 0], idx[:, 1]
 
-    def _fold(self, l: int, x: torch.Tensor, rows: torch.Tensor, dims: torch.Tensor) -> np.ndarray:
-        """Layer l's kept top with the batch's candidate entries (row, dim) folded in: rows (value, dim,
-        token, sentence, position), the TOP_K distinct keys of the union (``_distinct``)."""
+    def _table(self, x: torch.Tensor, rows: torch.Tensor, dims: torch.Tensor) -> np.ndarray:
+        """Rows (value, dim, token, sentence, position) of the entries (row, dim) of x, in float64."""
         vals = x[rows, dims].to(torch.float64).cpu().numpy()
-        rows = rows.cpu().numpy()
-        cand = np.concatenate([vals[:, None], dims.cpu().numpy()[:, None].astype(np.float64), self._keys[rows]], axis=1)
-        return self._distinct(self._contenders(np.concatenate([self.top[l], cand])))
+        return np.concatenate([vals[:, None], dims.cpu().numpy()[:, None].astype(np.float64),
+                               self._keys[rows.cpu().numpy()]], axis=1)
 
     @staticmethod
     def _contenders(t: np.ndarray) -> np.ndarray:
