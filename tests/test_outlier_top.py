@@ -98,9 +98,10 @@ def _check_against_row_top_and_brute_force(rng, d, dtype, n_batches, max_sentenc
     on, off = _accumulator(d, True), _accumulator(d, False)
     entries = []
     for sb in _batches(rng, d, n_batches, dtype, max_sentences):
+        x = sb.states.to(torch.float64).numpy().copy()
         on.update(sb)
         off.update(sb)
-        x = sb.states.to(torch.float64).numpy()
+        np.testing.assert_array_equal(sb.states.to(torch.float64).numpy(), x)   # the batch is read, never changed
         n = x.shape[1]
         entries.append(np.stack([x, np.broadcast_to(np.arange(d), x.shape)]
                                 + [np.broadcast_to(v.numpy()[:, None], x.shape) for v in
