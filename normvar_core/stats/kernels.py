@@ -117,6 +117,36 @@ def row_sq_kernel(x, out):  # pragma: no cover
         out[i] = acc
 
 
+@numba.njit(cache=True, nogil=True)
+def abs_at_least_kernel(x, tau, max_abs, out):  # pragma: no cover
+    """One pass over x (N, d) f32/f64, read in place (no |x| copy): max_abs[j] = max(max_abs[j],
+    max_i |x_ij|) in float64, NaN once any |x_ij| or max_abs[j] is NaN (as torch.maximum); the flat
+    indices i·d + j of the entries with |x_ij| >= tau go to ``out`` while it has room. Returns their
+    count (> len(out): call again with a larger ``out``; max_abs is idempotent)."""
+    N, d = x.shape
+    cap = out.shape[0]
+    col_max = np.zeros(d, dtype=np.float64)
+    col_nan = np.zeros(d, dtype=np.bool_)
+    count = 0
+    for i in range(N):
+        for j in range(d):
+            v = abs(np.float64(x[i, j]))
+            if v > col_max[j]:
+                col_max[j] = v
+            elif v != v:
+                col_nan[j] = True
+            if v >= tau:
+                if count < cap:
+                    out[count] = i * d + j
+                count += 1
+    for j in range(d):
+        if col_nan[j]:
+            max_abs[j] = np.nan
+        elif col_max[j] > max_abs[j]:
+            max_abs[j] = col_max[j]
+    return count
+
+
 def type_groups(ids: np.ndarray, n_threads: int | None = None):
     """The grouping both kernels take: ``order`` (a stable sort of ``ids``), group ``starts`` (G + 1),
     the sorted unique ids and ``bounds``: contiguous ranges of groups per thread, balanced by work

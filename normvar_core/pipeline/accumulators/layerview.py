@@ -108,7 +108,7 @@ class LayerView:
         if self._centred is None:
             m = self.mean
             if self.dtype == torch.float64:
-                self._centred, self._x64 = self._x64.sub_(m), None   # in place: one float64 copy in all
+                self._centred, self._x64 = self._x64.sub_(m), None   # the copy made in ``mean``: x is never centred in place
             else:
                 self._centred = self._rows().to(torch.float32) - m.to(torch.float32)
         return self._centred

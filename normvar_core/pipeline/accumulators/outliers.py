@@ -6,7 +6,9 @@ Streamed exactly: per dimension j the mean and variance of h_j (Chan's pooled up
 first position); the ``TOP_K`` largest |h| of distinct (token, position, dimension) keys — each key once,
 at its largest |h|, with the sentence that carries it (a context-free state such as layer 0's [CLS]
 repeats in every sentence and would otherwise fill the list) — merge = the top distinct keys of the
-union, ties broken by (sentence, position, dim).
+union, ties broken by (sentence, position, dim). Per batch only the entries with |h| >= tau can enter,
+tau = the smallest |value| of the layer's kept TOP_K (``_threshold``): one pass over the states collects
+them with max |h_j| (a numba kernel on the CPU), instead of a top-k of every row.
 
 Tables: ``dim_stats(layer, dim, mean, var, max_abs)`` and
 ``top_activations(layer, rank, value, dim, token_id, token, sentence_id, position)``; the shares go
@@ -24,11 +26,13 @@ from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.runs.tables import OUTLIER_TABLES
 
 TOP_K = 20
+SAMPLE_ROWS = 256   # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
 
 
 class OutlierAccumulator(LayerMajor, Accumulator):
     name = "outliers"
     table_names = OUTLIER_TABLES
+    use_threshold = True   # False: every batch through the row-wise top-k candidates (``_row_top``)
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
@@ -61,39 +65,78 @@ class OutlierAccumulator(LayerMajor, Accumulator):
 
     def begin_batch(self, batch: StateBatch) -> None:
         self._pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
+        self._keys = np.stack([torch.as_tensor(v).cpu().numpy() for v in
+                               (batch.token_ids, batch.sentence_ids, batch.positions)], axis=1).astype(np.float64)
         self._tops = []
 
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Per-dimension mean and Σ(h_j − m_j)² (diag of the shared batch scatter, pooled by Chan),
-        max |h_j|, Σ‖x‖² overall and at position 0, and the batch's top |h| — one shared layer view."""
+        max |h_j|, Σ‖x‖² overall and at position 0, and the top |h| so far — one shared layer view."""
         pool_into(self.mean[l], self.m2[l], self.n, view.mean, view.col_sq, view.n, outer=False)
-        a = view.x.abs()                                    # |h| in the states' own dtype: max is exact
-        self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))
         sq = view.sq
         self.sq_all[l] += sq.sum()
         self.sq_pos0[l] += sq[self._pos0].sum()
-        self._tops.append(self._top(a, view.x, batch))
+        tau = self._threshold(l, view)
+        rows, dims = self._row_top(self._fold_max(l, view.x.abs())) if tau is None else self._at_least(l, view.x, tau)
+        cand = self._table(view.x, rows, dims)           # fold into the kept top: the TOP_K distinct keys of the union
+        self._tops.append(self._distinct(self._contenders(np.concatenate([self.top[l], cand]))))
 
     def end_batch(self, batch: StateBatch) -> None:
         self.n += batch.size
-        self._keep(np.concatenate([self.top, np.stack(self._tops)], axis=1))
-        self._pos0 = self._tops = None
+        self.top = np.stack(self._tops)
+        self._pos0 = self._keys = self._tops = None
 
-    def _top(self, a: torch.Tensor, x: torch.Tensor, batch: StateBatch) -> np.ndarray:
-        """Candidates for the TOP_K largest distinct keys of the batch: each row's TOP_K largest |h|. A key
-        whose largest entry lies outside its row's top TOP_K is beaten by TOP_K other dimensions of the same
-        (token, position), i.e. by TOP_K other keys, so it cannot be among the TOP_K."""
-        k = min(TOP_K, self.dim)
-        _, dims = torch.topk(a, k, dim=1)                      # (N, k)
-        rows = torch.arange(a.shape[0], device=a.device).repeat_interleave(k)
-        dims = dims.reshape(-1)
-        vals = x[rows.to(x.device), dims.to(x.device)].cpu().numpy()
-        rows, dims = rows.cpu(), dims.cpu()
-        return self._distinct(self._contenders(np.stack([vals, dims.numpy(),
-                                                         torch.as_tensor(batch.token_ids).cpu()[rows].numpy(),
-                                                         torch.as_tensor(batch.sentence_ids).cpu()[rows].numpy(),
-                                                         torch.as_tensor(batch.positions).cpu()[rows].numpy()],
-                                                        axis=1)))
+    def _threshold(self, l: int, view: LayerView) -> float | None:
+        """tau such that TOP_K distinct keys reach |value| >= tau (None: no such tau known; or the
+        threshold is off). An entry with |h| < tau is beaten by all of them and cannot enter (a kept key
+        keeps its larger value); entries with |h| = tau can (ties by sentence, position, dim). tau = min
+        |value| of layer l's kept top once it holds TOP_K finite rows; before that (the first batch) the
+        same of the top of the kept rows and the ``SAMPLE_ROWS`` rows of x of largest ‖x‖²."""
+        if not self.use_threshold:
+            return None
+        top = self.top[l]
+        if len(top) < TOP_K or not np.isfinite(top[:, 0]).all():
+            rows = torch.topk(view.sq, min(SAMPLE_ROWS, view.n)).indices.to(view.x.device)
+            sub, dims = self._row_top(view.x[rows].abs())
+            top = self._distinct(np.concatenate([top, self._table(view.x, rows[sub], dims)]))
+        return float(np.abs(top[:, 0]).min()) if np.isfinite(top[:, 0]).all() else None
+
+    def _at_least(self, l: int, x: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row, dim) of the entries with |h| >= tau, and max |h_j| folded into max_abs: on the CPU one
+        numba pass over x in place (``kernels.abs_at_least_kernel``), elsewhere through |x|."""
+        if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+            a = x.abs()
+            self._fold_max(l, a)
+            idx = (a >= tau).nonzero()
+            return idx[:, 0], idx[:, 1]
+        from normvar_core.stats.kernels import abs_at_least_kernel
+
+        xn, max_abs = x.contiguous().numpy(), self.max_abs[l].numpy()
+        out = np.empty(max(x.shape[0], 1024), np.int64)
+        count = abs_at_least_kernel(xn, tau, max_abs, out)
+        if count > len(out):
+            out = np.empty(count, np.int64)
+            abs_at_least_kernel(xn, tau, max_abs, out)
+        flat = torch.from_numpy(out[:count])
+        return flat // x.shape[1], flat % x.shape[1]
+
+    def _fold_max(self, l: int, a: torch.Tensor) -> torch.Tensor:
+        self.max_abs[l] = torch.maximum(self.max_abs[l], a.max(0).values.to(torch.float64))  # NaN propagates
+        return a
+
+    def _row_top(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row, dim) of each row's entries of a = |x| >= the row's k-th largest finite one (k = min(TOP_K,
+        d); ties at it included). A key whose largest entry is not among them is beaten strictly by k
+        other dimensions of the same (token, position), i.e. by k other keys: it cannot be in the TOP_K."""
+        kth = torch.topk(torch.nan_to_num(a, nan=-1.0, posinf=-1.0), min(TOP_K, self.dim), dim=1).values[:, -1:]
+        idx = (a >= kth).nonzero()
+        return idx[:, 0], idx[:, 1]
+
+    def _table(self, x: torch.Tensor, rows: torch.Tensor, dims: torch.Tensor) -> np.ndarray:
+        """Rows (value, dim, token, sentence, position) of the entries (row, dim) of x, in float64."""
+        vals = x[rows, dims].to(torch.float64).cpu().numpy()
+        return np.concatenate([vals[:, None], dims.cpu().numpy()[:, None].astype(np.float64),
+                               self._keys[rows.cpu().numpy()]], axis=1)
 
     @staticmethod
     def _contenders(t: np.ndarray) -> np.ndarray:
