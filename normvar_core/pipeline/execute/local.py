@@ -73,7 +73,10 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         setup, accs, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
         return publish(target, setup, accs, notes, seconds=time.monotonic() - t_start, report=report)
     setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled, checkpoint=target.checkpoint)
-    return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
+    try:
+        return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
+    finally:
+        heap.trim_heap()  # the run's freed heap back to the OS (a worker process lives on)
 
 
 def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s: float, t_start: float) -> Path:

@@ -50,6 +50,7 @@ import numpy as np
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
+from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.ray_cluster import loopback_only, start_ray  # noqa: F401 - loopback_only: tests
 from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
 
@@ -72,15 +73,12 @@ class _Shard:
         import ray
         import torch
 
-        # the driver's intra-op thread count: matmul reductions then split the same way, so the hidden
-        # states (and the run) are bit-identical to a single-process run, not merely close
+        # the driver's intra-op thread count: matmul reductions split the same way, so the run is bit-identical
         torch.set_num_threads(threads)
         from normvar_core.config import RunConfig
-        from normvar_core.pipeline.execute.heap import reuse_heap
-
-        reuse_heap()
         from normvar_core.pipeline.models import load_model
 
+        heap.reuse_heap()  # this actor's batches reuse heap pages, as a local run's
         self.cfg = RunConfig.from_json(cfg_json)
         self.loaded = load_model(self.cfg, data_dir)
         self.node = ray.get_runtime_context().get_node_id()
@@ -139,7 +137,6 @@ class _Shard:
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
-        from normvar_core.pipeline.execute.heap import trim_heap
         from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 
         self._ensure_plan(payload_box)
@@ -150,7 +147,7 @@ class _Shard:
             self.accs = build_accumulators(self.ctx)
 
         def on_batch(i: int) -> None:
-            trim_heap()
+            heap.trim_heap()
             if counter is not None:
                 counter.report.remote(start, i + 1 - start)
             if crash:  # a hard crash in the middle of a range, with another range held unflushed (tests)
