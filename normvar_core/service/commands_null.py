@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normvar_core.stats.null import KINDS
+from normvar_core.constants import NULL_KINDS as KINDS
 
 
 def register(sub) -> None:

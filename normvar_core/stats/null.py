@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from normvar_core.constants import NULL_KINDS
 from normvar_core.stats.tokenstats import TokenStats
 
-KINDS = ("isotropic", "offset", "matched")
+KINDS = NULL_KINDS
 
 
 def draw_type_moments(mu: np.ndarray, s2: np.ndarray | float, n: np.ndarray, rng: np.random.Generator):
