@@ -91,7 +91,9 @@ class LayerView:
         faster than ``x.mean(0, dtype=float64)``, which converts element by element), else from x."""
         if self._mean is None:
             if self.dtype == torch.float64:
-                self._x64 = self._rows().to(torch.float64, copy=True)
+                # a fresh float64 copy (``centred`` subtracts in place): index_select already copies
+                self._x64 = (self.x.to(torch.float64, copy=True) if self.order is None
+                             else self.x.index_select(0, self.order).to(torch.float64))
                 self._mean = self._x64.mean(0)
             else:
                 self._mean = self.x.mean(0, dtype=torch.float64)

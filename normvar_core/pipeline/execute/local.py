@@ -61,7 +61,6 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence) or CancelledError; nothing is published then. ``out_dir`` overrides runs/ (CLI --out)."""
     t_start = time.monotonic()
-    heap.reuse_heap()
     target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint)
     report = progress or (lambda p: None)
     cancelled = should_cancel or (lambda: False)
@@ -72,6 +71,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
         preflight(target.cfg)
         setup, accs, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
         return publish(target, setup, accs, notes, seconds=time.monotonic() - t_start, report=report)
+    heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
     setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled, checkpoint=target.checkpoint)
     try:
         return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
