@@ -139,8 +139,9 @@ def _ranges(workers: int, corpus: str) -> dict:
     whole = E.encode_sentences(want.sentences, loaded.tokenizer, max_length=max_length, unit=cfg.unit)
     local_cpu = time.process_time() - t
     counts = ("n_read", "n_sampled_out", "n_too_long", "n_capped", "sha256")
-    same = used == {(max_length, cfg.unit)} and got.sentences == want.sentences and all(getattr(got, c) == getattr(want, c) for c in counts) and \
-        all(np.array_equal(getattr(enc, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths"))
+    same = (used == {(max_length, cfg.unit)} and got.sentences == want.sentences
+            and all(getattr(got, c) == getattr(want, c) for c in counts)
+            and all(np.array_equal(getattr(enc, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths")))
     return {"cpu_s": pool.read_cpu_s, "tokenize_cpu_s": pool.tokenize_cpu_s, "cut_cpu_s": cut_cpu,
             "local_cpu_s": local_cpu, "equal": bool(same), "sentences": len(want.sentences),
             "tokens": int(whole.ids.size)}

@@ -39,6 +39,8 @@ def sized_id_sample(requested: int, n_embeddings: int) -> int:
     if requested <= 0:
         return 0
     return int(min(requested, n_embeddings, max(ID_SAMPLE_FLOOR, int(n_embeddings * ID_SAMPLE_SHARE))))
+
+
 NULL_KINDS = ("isotropic", "offset", "matched")
 """Seed 003's Gaussian nulls (drawn by ``stats.null``): isotropic N(0, s²I) with s² = Q(X)/d; offset N(c, s²I)
 with ‖c‖² = M(X), s² = V(X)/d; matched N(μ(X_t), V(X_t)/d · I) per type t."""

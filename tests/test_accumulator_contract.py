@@ -125,3 +125,32 @@ def test_contract(cls, setup, tmp_path):
     for t in tables.values():
         parts = [t] if isinstance(t, pa.Table) else list(t)
         assert parts and all(isinstance(p, pa.Table) for p in parts)
+
+
+def test_an_accumulator_without_planned_bytes_is_listed_not_counted():
+    """A measure that does not declare its bytes (``planned_bytes`` -> None, the base class's default) is
+    left out of the memory plan's total and named in its lines; the declared ones are counted as before."""
+    import torch
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.accumulators import MomentsAccumulator
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.memory import ModelShape, plan_memory
+    from normvar_core.pipeline.plan import synthetic_plan
+
+    class Undeclared(MomentsAccumulator):
+        name = "undeclared"
+        planned_bytes = classmethod(lambda cls, ctx: None)
+
+    cfg = RunConfig(model="gaussian", samples_per_token=0, id_sample=0)
+    plan = synthetic_plan(cfg, n_sentences=50, vocab_size=20, layers=[0, 1], batch_size=8)
+    ctx = RunContext(cfg=cfg, layers=[0, 1], dim=6, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+    shape = ModelShape(name="toy", architecture="Toy", params=1000, lm_head_params=0, buffer_bytes=0, dim=6,
+                       num_hidden_states=2, heads=1, ffn=12, vocab=20, max_length=32)
+    kw = dict(shape=shape, memory_bytes=1 << 40, device="cpu", dtype="float32")
+    both = plan_memory(ctx, registry=[MomentsAccumulator, Undeclared], **kw)
+    alone = plan_memory(ctx, registry=[MomentsAccumulator], **kw)
+    assert both.unknown == ["undeclared"] and "undeclared" not in both.accumulators
+    assert both.accumulators == alone.accumulators and both.total_bytes == alone.total_bytes
+    assert both.accumulators["moments"] == MomentsAccumulator.planned_bytes(ctx) > 0
+    assert any("accumulator undeclared does not declare planned_bytes" in line for line in both.lines())

@@ -165,11 +165,11 @@ def _fixed_and_optional(ctx, registry) -> tuple[dict[str, int], list, list[str]]
     """({name: bytes} of every accumulator the run asks for, [droppable classes in order], [unknown])."""
     sizes, optional, unknown = {}, [], []
     for cls in registry:
-        try:
-            b = int(cls.planned_bytes(ctx))
-        except NotImplementedError:
+        b = cls.planned_bytes(ctx)
+        if b is None:
             unknown.append(cls.name)
             continue
+        b = int(b)
         if b > 0:
             sizes[cls.name] = b
             if cls.droppable(ctx):

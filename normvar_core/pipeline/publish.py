@@ -56,12 +56,13 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
 
     report = progress or (lambda *a: None)
     names = list(accs)
-    later = [n for n in names if getattr(accs[n], "finalize_in_background", False)]
+    later = [n for n in names if getattr(accs[n], "finalize_in_background", False) and not accs[n].uses_results]
     done = [0]
 
     def finish(name: str):
         acc = accs[name]
-        if acc.uses_results:  # finished earlier in this thread (``names`` lists the used ones first)
+        if acc.uses_results:  # finished earlier in this thread (``names`` lists the used ones first; ``later``
+            # keeps such accumulators here, never in the background thread)
             acc.take_results({u: results[u] for u in acc.uses_results if u in results})
         out = acc.result()
         done[0] += 1

@@ -16,7 +16,8 @@ from normvar_core.runs.reader import Run
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import geometry_tables, moments_tables, sentence_length_table
 from normvar_core.runs.writer import write_tables
-from normvar_core.stats.null import KINDS, null_params, null_stats
+from normvar_core.constants import NULL_KINDS
+from normvar_core.stats.null import null_params, null_stats
 from normvar_core.stats.null_geometry import null_layer_geometry
 
 DEFAULT_SAMPLE = 16384
@@ -34,7 +35,7 @@ def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, sea
     rows, spectra, cosines = [], [], []
     for li, mu, s2 in null_params(kind, stats, run.layer_stats(), seed=seed):
         layer = int(stats.layer_index[li])
-        rng = np.random.default_rng([seed, KINDS.index(kind), 2, layer])
+        rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 2, layer])
         row, eig, cos = null_layer_geometry(mu, s2, null.mean[li], null.v[li] * null.n, null.n, size, rng,
                                             search=search)
         rows.append({"layer": layer, **row})
@@ -49,8 +50,8 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     run's layer geometry, the null's geometry too. ``progress(phase, done, total, unit, detail)``:
     phases draw, geometry, write."""
     report = progress or (lambda *a: None)
-    if kind not in KINDS:
-        raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(KINDS)}")
+    if kind not in NULL_KINDS:
+        raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(NULL_KINDS)}")
     if seed < 0:
         raise NormvarError(f"seed must be >= 0, got {seed}", fix="pass --seed 0 or more")
     if str(run.meta.get("source") or "model").startswith("null:"):

@@ -72,7 +72,6 @@ def _submit(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _state_label(job) -> str:
     if job.state == JobState.RUNNING and job.interrupted:
         return "interrupted"

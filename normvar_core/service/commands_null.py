@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normvar_core.constants import NULL_KINDS as KINDS
+from normvar_core.constants import NULL_KINDS
 
 
 def register(sub) -> None:
@@ -12,7 +12,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("null", help="publish a Gaussian null run of the same shape as RUN (seed 003)")
     p.add_argument("run", help="run name or .duckdb path")
-    p.add_argument("--kind", default="isotropic", choices=KINDS,
+    p.add_argument("--kind", default="isotropic", choices=NULL_KINDS,
                    help="isotropic: N(0, Q/d I); offset: N(c, V/d I), |c|^2 = M; matched: N(mu_t, V_t/d I)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default=None, help="default <run>__null-<kind>-s<seed>")

@@ -20,8 +20,6 @@ import numpy as np
 from normvar_core.constants import NULL_KINDS
 from normvar_core.stats.tokenstats import TokenStats
 
-KINDS = NULL_KINDS
-
 
 def draw_type_moments(mu: np.ndarray, s2: np.ndarray | float, n: np.ndarray, rng: np.random.Generator):
     """(mean (T, d), S (T,)) of n_t draws of N(mu_t, s2_t I) per type, from the sufficient statistics;
@@ -42,8 +40,8 @@ def null_params(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0):
     """Per layer (li, mu (T, d) float32 — a broadcast view for the shared-mean kinds —, s2 (T,)): the
     null model's mean and variance per dimension of every type. The offset's direction is seeded per
     layer, so the moments and the geometry sample of a null see the same model."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown null kind {kind!r}; use one of {KINDS}")
+    if kind not in NULL_KINDS:
+        raise ValueError(f"unknown null kind {kind!r}; use one of {NULL_KINDS}")
     T, d = stats.num_types, stats.dim
     tot = layer_totals.set_index("layer")
     for li, layer in enumerate(stats.layer_index):
@@ -51,7 +49,7 @@ def null_params(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0):
         if kind == "isotropic":
             mu, s2 = np.zeros((1, d), np.float32), np.full(T, float(row["q"]) / d)
         elif kind == "offset":
-            c = np.random.default_rng([seed, KINDS.index(kind), 1, int(layer)]).standard_normal(d)
+            c = np.random.default_rng([seed, NULL_KINDS.index(kind), 1, int(layer)]).standard_normal(d)
             c *= np.sqrt(float(row["m"])) / np.linalg.norm(c)
             mu, s2 = c.astype(np.float32)[None, :], np.full(T, float(row["v"]) / d)
         else:
@@ -63,7 +61,7 @@ def null_stats(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0) -> 
     """A TokenStats of the same token ids, counts and layers as ``stats`` drawn from the Gaussian null
     ``kind``. ``layer_totals``: DataFrame with q, m, v per layer (the run's layer_stats, all types).
     The within-type sums of squares S_t are kept as ``v · n`` (V = S_t / n_t)."""
-    rng = np.random.default_rng([seed, KINDS.index(kind) if kind in KINDS else 0])
+    rng = np.random.default_rng([seed, NULL_KINDS.index(kind) if kind in NULL_KINDS else 0])
     L, T, d = stats.num_layers, stats.num_types, stats.dim
     mean = np.empty((L, T, d), dtype=np.float32)
     m = np.empty((L, T))
@@ -77,4 +75,4 @@ def null_stats(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0) -> 
                       layer_index=stats.layer_index.copy())
 
 
-__all__ = ["KINDS", "draw_type_moments", "null_params", "null_stats"]
+__all__ = ["draw_type_moments", "null_params", "null_stats"]

@@ -91,9 +91,8 @@ class LayerView:
         faster than ``x.mean(0, dtype=float64)``, which converts element by element), else from x."""
         if self._mean is None:
             if self.dtype == torch.float64:
-                # a fresh float64 copy (``centred`` subtracts in place): index_select already copies
-                self._x64 = (self.x.to(torch.float64, copy=True) if self.order is None
-                             else self.x.index_select(0, self.order).to(torch.float64))
+                # a fresh float64 copy (``centred`` subtracts in place); with a split, index_select made it
+                self._x64 = self._rows().to(torch.float64, copy=self.order is None)
                 self._mean = self._x64.mean(0)
             else:
                 self._mean = self.x.mean(0, dtype=torch.float64)
@@ -110,7 +109,8 @@ class LayerView:
         if self._centred is None:
             m = self.mean
             if self.dtype == torch.float64:
-                self._centred, self._x64 = self._x64.sub_(m), None   # the copy made in ``mean``: x is never centred in place
+                # in place on the copy made in ``mean``: x itself is never centred
+                self._centred, self._x64 = self._x64.sub_(m), None
             else:
                 self._centred = self._rows().to(torch.float32) - m.to(torch.float32)
         return self._centred
@@ -122,7 +122,7 @@ class LayerView:
             if self.sizes is None:
                 g = gram(xc).to(torch.float64)
             else:
-                g = torch.stack([G for G, _ in self._part_grams()]).sum(0)
+                g = sum(G for G, _ in self._part_grams())
             if xc.dtype != torch.float64:  # deviations from m32, not m_b: C_b = G − N δδᵀ
                 delta = xc.sum(0, dtype=torch.float64) / self.n
                 g -= torch.outer(delta, delta) * self.n

@@ -117,7 +117,8 @@ def actor_keep(cfg, sel, room: int, tokenizer, max_length: int, prior_cpu_s: flo
     packed = pack_strings(part.pop("sentences"))
     return dict(part, **encoded_arrays(enc), kept_utf8=packed["utf8"], kept_ends=packed["ends"],
                 cpu_s=np.float64(time.process_time() - t0),
-                read_cpu_s=np.float64(prior_cpu_s + time.process_time() - t_keep), max_length=int(max_length), unit=str(cfg.unit))
+                read_cpu_s=np.float64(prior_cpu_s + time.process_time() - t_keep), max_length=int(max_length),
+                unit=str(cfg.unit))
 
 
 __all__ = ["cut_for_actors", "read_on_actors", "RangeState", "actor_keep"]
