@@ -8,8 +8,9 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
 * bare     = this script's ``--bare``: load the corpus and the model, tokenize (``batches.make_batches``),
   ``model(..., output_hidden_states=True)`` for every batch, nothing else;
 * bare_heap = the same with the run's heap set-up (``execute.heap``: glibc serves blocks below 1 GiB from
-  the reused main heap, trimmed after each batch). A run sets its heap up so; a plain script does not, and
-  pays a page fault for every 4 KiB of every large activation: the run's ratio is given against both.
+  the reused main heap, trimmed after a batch only once it keeps twice the first batch's free bytes). A run
+  sets its heap up so; a plain script does not, and pays a page fault for every 4 KiB of every large
+  activation: the run's ratio is given against both.
 
 Then ``--tail-sentences`` (default 600) runs of the default compute, alternated the same way: the share of
 the process's wall time spent after the last forward batch (the "finalize" and "write" phases: spectra,
@@ -51,10 +52,10 @@ def _env() -> dict:
 
 def bare_main(n: int, data_dir: str, heap: bool = False) -> None:
     """The bare forward pass (run in its own process by the parent); ``heap``: with the run's heap set-up
-    (``execute.heap``: blocks below 1 GiB from the reused main heap, trimmed after each batch)."""
+    (``execute.heap``: blocks below 1 GiB from the reused main heap, trimmed only when grown)."""
     import torch
 
-    from normvar_core.pipeline.execute.heap import reuse_heap, trim_heap
+    from normvar_core.pipeline.execute.heap import reuse_heap, trim_if_grown
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline import batches as B
@@ -74,7 +75,7 @@ def bare_main(n: int, data_dir: str, heap: bool = False) -> None:
                                output_hidden_states=True)
             del out
             if heap:
-                trim_heap()
+                trim_if_grown()
 
 
 def tail_main(n: int, data_dir: str) -> None:

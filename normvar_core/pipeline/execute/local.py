@@ -76,7 +76,7 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     try:
         return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
     finally:
-        heap.trim_heap()  # the run's freed heap back to the OS (a worker process lives on)
+        heap.release_heap()  # the run's freed heap back to the OS (a worker process lives on)
 
 
 def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s: float, t_start: float) -> Path:
@@ -102,7 +102,7 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
 
     def on_batch(bi: int) -> None:
         pos["next"], pos["clean_n"] = bi + 1, moments.n_embeddings
-        heap.trim_heap()
+        heap.trim_if_grown()
         clock(bi + 1, moments.n_embeddings)
         if saver.due() and bi + 1 < plan.n_batches:
             saver.save(accs, bi + 1, extra())

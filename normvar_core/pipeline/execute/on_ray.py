@@ -147,7 +147,7 @@ class _Shard:
             self.accs = build_accumulators(self.ctx)
 
         def on_batch(i: int) -> None:
-            heap.trim_heap()
+            heap.trim_if_grown()
             if counter is not None:
                 counter.report.remote(start, i + 1 - start)
             if crash:  # a hard crash in the middle of a range, with another range held unflushed (tests)
