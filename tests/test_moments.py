@@ -62,6 +62,10 @@ def test_matches_two_pass_brute_force(backend, data):
     _check_against_brute(res, X, ids, rtol=1e-10)
     # eq. 1 for every (layer, type)
     np.testing.assert_allclose(res.q, res.m + res.v, rtol=1e-12, atol=0)
+    # only some types (every other one seen, and one never seen): the brute force of their rows alone
+    some = np.append(np.unique(ids)[::2], ids.max(initial=0) + 1)
+    rows = np.isin(ids, some)
+    _check_against_brute(acc.result(types=some), X[:, rows], ids[rows], rtol=1e-10)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])

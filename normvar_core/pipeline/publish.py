@@ -7,6 +7,7 @@ every accumulator contributes its own tables.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import platform
 from pathlib import Path
 
@@ -48,69 +49,65 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
                 progress=None) -> Path:
     """Finish every accumulator, build the run row and write + publish the run file.
 
-    The accumulators that say ``finalize_in_background`` (the geometry: spectra, TwoNN, seed 004's
-    batches) finish in a thread while the other tables are written; theirs are written last, then the
-    run row. ``progress(stage, done, total, unit, detail)``: stage "finalize" as each accumulator's
-    result is ready (unit "measures"), "write" before each table (unit "tables")."""
+    The results are computed in two threads while this one writes the tables as they come (DuckDB's
+    insert and numpy's arithmetic both release the GIL: the write overlaps the results). One thread
+    finishes the accumulators one after another in registry order, so one that ``uses_results`` of an
+    earlier one gets them; the other finishes those that say ``finalize_in_background`` (the geometry:
+    spectra, TwoNN, seed 004's batches), whose tables are written last, then the run row.
+    ``progress(stage, done, total, unit, detail)``: stage "finalize" as each accumulator's result is ready
+    (unit "measures"), "write" before each table once every result is ready (unit "tables")."""
     from concurrent.futures import ThreadPoolExecutor
 
     report = progress or (lambda *a: None)
     names = list(accs)
     later = [n for n in names if getattr(accs[n], "finalize_in_background", False) and not accs[n].uses_results]
-    done = [0]
+    done = itertools.count(1)  # next() is atomic: the two threads count their results apart
+    results: dict = {}
 
     def finish(name: str):
         acc = accs[name]
-        if acc.uses_results:  # finished earlier in this thread (``names`` lists the used ones first; ``later``
-            # keeps such accumulators here, never in the background thread)
+        if acc.uses_results:  # finished earlier in the same thread (registry order)
             acc.take_results({u: results[u] for u in acc.uses_results if u in results})
-        out = acc.result()
-        done[0] += 1
-        report("finalize", done[0], len(names), "measures", FINALIZE_DETAIL.get(name, name))
+        results[name] = out = acc.result()
+        report("finalize", next(done), len(names), "measures", FINALIZE_DETAIL.get(name, name))
         return out
 
     report("finalize", 0, len(names), "measures", " · ".join(FINALIZE_DETAIL.get(n, n) for n in later) or "results")
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="normvar-finalize") as pool:
-        futures = {n: pool.submit(finish, n) for n in later}
-        results: dict = {}
-        for n in names:
-            if n not in futures:
-                results[n] = finish(n)
-        stats = results["moments"]
-        check_counts(plan, stats)
-        cfg = plan.cfg
-        tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
-        for name in names:
-            if name in futures:
-                continue
-            tables.update(accs[name].tables(results[name], ctx))
-        if plan.word_tokens is not None:  # App. J: |T_w| of every word type
-            tables["word_units"] = word_units_table(stats.token_ids, plan.word_tokens)
+    with ThreadPoolExecutor(1, thread_name_prefix="normvar-results") as serial, \
+            ThreadPoolExecutor(1, thread_name_prefix="normvar-finalize") as side:
+        futures = {n: (side if n in later else serial).submit(finish, n) for n in later + [n for n in names
+                                                                                             if n not in later]}
         built: dict = {}
 
-        def late_tables(name: str) -> dict:
+        def tables_of(name: str) -> dict:
             if name not in built:
-                results[name] = futures[name].result()
-                built[name] = accs[name].tables(results[name], ctx)
+                out = futures[name].result()
+                if name == "moments":
+                    check_counts(plan, out)
+                built[name] = accs[name].tables(out, ctx)
             return built[name]
 
-        for name in later:
+        tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
+        for name in [n for n in names if n not in later] + later:
             for tname in accs[name].table_names:
-                tables[tname] = (lambda n=name, t=tname: late_tables(n)[t])
+                tables[tname] = (lambda n=name, t=tname: tables_of(n).get(t))
+            if name == "moments" and plan.word_tokens is not None:  # App. J: |T_w| of every word type
+                tables["word_units"] = lambda: word_units_table(futures["moments"].result().token_ids,
+                                                                plan.word_tokens)
 
         def referenced_sentences():
             referenced: set[int] = set()
             for name in names:
-                referenced |= accs[name].sentence_ids(results[name] if name not in futures else futures[name].result())
+                referenced |= accs[name].sentence_ids(futures[name].result())
             return sentences_table({i: plan.sentences[i] for i in sorted(referenced)}) if referenced else None
 
         tables["sentences"] = referenced_sentences
 
         def record() -> RunRecord:
-            for name in later:
-                late_tables(name)
-            return run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, source_kind)
+            for name in names:
+                tables_of(name)
+            return run_record(plan, source, ctx, accs, results, plan.cfg, results["moments"], seconds, notes,
+                              source_kind)
 
         def on_table(done_tables: int, n_tables: int, name: str) -> None:
             if all(f.done() for f in futures.values()):

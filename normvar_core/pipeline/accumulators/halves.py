@@ -206,8 +206,8 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         sq_pos0 = [h.sq_pos0.cpu().numpy() for h in self.halves]
         parts = []
         for tag, stats, cov, sa, s0 in (("all", full, covs[2], sq_all[0] + sq_all[1], sq_pos0[0] + sq_pos0[1]),
-                                        ("a", self.a.tm.result(), covs[0], sq_all[0], sq_pos0[0]),
-                                        ("b", self.b.tm.result(), covs[1], sq_all[1], sq_pos0[1])):
+                                        ("a", self.a.tm.result(keep), covs[0], sq_all[0], sq_pos0[0]),
+                                        ("b", self.b.tm.result(keep), covs[1], sq_all[1], sq_pos0[1])):
             df = I.half_values(stats, keep, cov, sa, s0)
             df.insert(1, "half", tag)
             parts.append(df)

@@ -384,12 +384,15 @@ class TokenMoments:
         acc.n_embeddings = int(np.asarray(state.get("n_embeddings", [0]))[0])
         return acc
 
-    def result(self) -> "TokenStats":
-        """The per-(layer, type) statistics, types sorted by token id."""
+    def result(self, types: np.ndarray | None = None) -> "TokenStats":
+        """The per-(layer, type) statistics, types sorted by token id; only the token ids ``types`` if
+        given (the same rows as ``result().subset(isin(ids, types))``, without copying the others)."""
         rows = self._seen()
         ids = self._ids[: self._T].cpu().numpy()
         order = np.argsort(ids if rows is None else ids[rows], kind="stable")
         take = order if rows is None else rows[order]
+        if types is not None:
+            take = take[np.isin(ids[take], types)]
         ids = ids[take]
         mean = self._mean[:, : self._T].cpu().numpy()[:, take]
         n = self._n[: self._T].cpu().numpy()[take].astype(np.int64)
