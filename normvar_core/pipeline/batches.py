@@ -272,7 +272,10 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
             states = pool_words(torch.stack([hs[i] for i in idx]), batch, keep.to(device))
         else:
             sel = _to_device(flat, device)
-            states = torch.stack([hs[i].flatten(0, 1).index_select(0, sel) for i in idx])
+            first = hs[idx[0]]  # one copy: each layer's kept rows gathered straight into its slice
+            states = torch.empty((len(idx), sel.numel(), first.shape[-1]), dtype=first.dtype, device=first.device)
+            for j, i in enumerate(idx):
+                torch.index_select(hs[i].flatten(0, 1), 0, sel, out=states[j])
         token_ids = _to_device(unit_ids(batch).reshape(-1)[flat], device)
     return states, token_ids
 

@@ -85,11 +85,14 @@ def end_process(code: int) -> None:
     """End the process now with ``code``: the output flushed and the atexit handlers run, as at a normal
     exit, but without the interpreter's teardown — one garbage collection per module over the millions
     of objects torch, transformers and the run left, 1.0-1.4 s at the end of every compute (measured,
-    MiniLM; 0.2 s this way). The OS takes the memory back. Where another (non-daemon) thread still
-    runs, the normal exit (which waits for it) instead."""
+    MiniLM; 0.2 s this way). The OS takes the memory back. The normal exit instead where another
+    (non-daemon) thread still runs (the exit waits for it) or a profiler or tracer (cProfile, coverage)
+    writes its data at the exit."""
     import atexit
     import threading
 
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return
     if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
         return
     atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs first
