@@ -17,6 +17,7 @@ floats. The counts are checked against the final statistics (``publish.check_cou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import torch
@@ -102,19 +103,24 @@ def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bo
     start = np.full(plan.size, -1, np.int64)
     end = np.full(plan.size, -1, np.int64)
     if plan.size and getattr(tokenizer, "is_fast", False):
-        uniq = np.unique(plan.sentence)
+        uniq, row = np.unique(plan.sentence, return_inverse=True)
         enc = tokenizer([sentences[int(s)] for s in uniq], add_special_tokens=True, return_offsets_mapping=True,
                         truncation=False, verbose=False)
-        row = {int(s): i for i, s in enumerate(uniq)}
-        shift = 1 if wrapped else 0
-        for k in range(plan.size):
-            offs = enc["offset_mapping"][row[int(plan.sentence[k])]]
-            p = int(plan.offset[k]) - shift
-            if 0 <= p < len(offs) and offs[p][1] > offs[p][0]:
-                start[k], end[k] = offs[p]
-                w = enc.word_ids(row[int(plan.sentence[k])])[p] if words else None
-                if w is not None:
-                    start[k], end[k] = enc.word_to_chars(row[int(plan.sentence[k])], w)
+        offsets = enc["offset_mapping"]
+        lengths = np.fromiter((len(o) for o in offsets), np.int64, count=len(offsets))
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(offsets)), np.int64,
+                           count=2 * int(lengths.sum())).reshape(-1, 2)
+        first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        p = plan.offset.astype(np.int64) - (1 if wrapped else 0)  # the pick's token in its encoding
+        ok = (p >= 0) & (p < lengths[row])
+        at = first[row[ok]] + p[ok]
+        ok[ok] = flat[at, 1] > flat[at, 0]  # special tokens have an empty span
+        at = first[row[ok]] + p[ok]
+        start[ok], end[ok] = flat[at, 0], flat[at, 1]
+        for k in np.flatnonzero(ok) if words else ():  # the span of the whole word that starts there
+            w = enc.word_ids(int(row[k]))[int(p[k])]
+            if w is not None:
+                start[k], end[k] = enc.word_to_chars(int(row[k]), w)
     plan.char_start, plan.char_end = start, end
 
 
