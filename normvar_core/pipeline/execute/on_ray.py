@@ -20,7 +20,7 @@ there are GPUs). Then:
    (``Accumulator.merge_from``: exact, any order) and checkpoints that merged state with the batch
    ranges it covers. The flush brings only the small arrays; every array of 3+ dimensions (per-type
    means and Σu, scatters, samples) stays with the actor and is fetched one layer block at a time
-   (``_Shard.piece``, in its own concurrency group, so it is served while the actor runs its next
+   (``ray_shard.Shard.piece``, in its own concurrency group, so it is served while the actor runs its next
    range), merged and dropped before the next: the driver holds the merged state plus one layer block,
    whatever K.
 
@@ -29,10 +29,11 @@ Faults: actors restart (``max_restarts``) and the task that was running is retri
 the ranges its state covers, and the driver runs the missing ones again (ranges are pure functions of
 the plan, so the result is unchanged). An actor that dies while the driver is fetching its flushed
 blocks leaves a half-merged state: the driver drops it for its last checkpoint (the state before that
-merge) or, without one, for an empty state, and runs the ranges not covered again. A restarted driver loads the merged checkpoint and runs only
-the batches it does not cover. Ray is an optional extra (``requirements-ray.txt``); it is imported only
-here. Without ``--ray-address`` the run starts a private local Ray (``address="local"``), never one it
-finds on the machine.
+merge) or, without one, for an empty state, and runs the ranges not covered again. A restarted driver
+loads the merged checkpoint and runs only the batches it does not cover. Ray is an optional extra
+(``requirements-ray.txt``); it is imported only here and in the actors (``ray_shard``). Without
+``--ray-address`` the run starts a private local Ray (``address="local"``), never one it finds on the
+machine.
 
 Progress: every shard reports each finished batch to a small counter actor (fire-and-forget); the
 driver polls it every ``PROGRESS_EVERY_S`` while it waits, so a run's progress moves batch by batch
@@ -41,7 +42,6 @@ as in one process, and a cancelled job kills its actors at the next poll.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -50,163 +50,14 @@ import numpy as np
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
-from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.ray_cluster import loopback_only, start_ray  # noqa: F401 - loopback_only: tests
 from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
+from normvar_core.pipeline.execute.ray_shard import (  # noqa: F401 - the test hooks: tests set them
+    CRASH_ENV, DELAY_ENV, MEMORY_KEY, PIECE_CRASH_ENV, BatchCounter, Shard)
 
-CRASH_ENV = "NORMVAR_TEST_CRASH_ONCE"  # tests: marker file; the first actor to see it absent while it holds
-#                                        an unflushed range dies in the middle of its next range
-PIECE_CRASH_ENV = "NORMVAR_TEST_CRASH_IN_PIECE"  # tests: marker file; the first actor asked for a block while it
-#                                                is absent dies there
 RANGES_PER_ACTOR = 4
 MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
-DELAY_ENV = "NORMVAR_TEST_BATCH_DELAY_S"  # tests: seconds each shard sleeps after reporting a batch
 PROGRESS_EVERY_S = 0.5
-
-
-class _Shard:
-    """One actor: the model (loaded once), the run's plan (from the driver's payload, built once) and
-    one running partial state of every range it ran since its last ``flush``."""
-
-    def __init__(self, cfg_json: str, data_dir: str, threads: int):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import ray
-        import torch
-
-        # the driver's intra-op thread count: matmul reductions split the same way, so the run is bit-identical
-        torch.set_num_threads(threads)
-        from normvar_core.config import RunConfig
-        from normvar_core.pipeline.models import load_model
-
-        heap.reuse_heap()  # this actor's batches reuse heap pages, as a local run's
-        self.cfg = RunConfig.from_json(cfg_json)
-        self.loaded = load_model(self.cfg, data_dir)
-        self.node = ray.get_runtime_context().get_node_id()
-        self.plan = self.source = self.ctx = self.accs = self.corpus_state = None
-        self.covered: list[tuple[int, int]] = []
-        self.oom_reported = 0
-        self.outgoing: tuple[str, dict] | None = None  # (token, {key: array}) of the last flush, until released
-
-    def tokenize(self, share: dict, max_length: int, unit: str) -> dict:
-        """The encoding of one share of kept sentences (``corpus_shares``: CSV) and its CPU seconds."""
-        from normvar_core.pipeline.encoding import encode_sentences
-        from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
-
-        t0 = time.process_time()
-        enc = encode_sentences(unpack_strings(share), self.loaded.tokenizer, max_length=max_length, unit=unit)
-        return dict(encoded_arrays(enc), cpu_s=np.float64(time.process_time() - t0))
-
-    def parse(self, meta: dict, data: bytes, column: str | None) -> dict:
-        """Corpus phase 1 (``ray_corpus.RangeState``): parse this byte range; its records stay here."""
-        from normvar_core.pipeline.execute.ray_corpus import RangeState
-
-        self.corpus_state = self.corpus_state or RangeState(self.cfg)
-        return self.corpus_state.parse(dict(meta, data=data), column)
-
-    def select(self, meta: dict, data: bytes, column: str | None, skip: int) -> int:
-        """Corpus phase 2: sample with the generator advanced past ``skip`` uniforms; how many picked."""
-        if self.corpus_state is None:  # a restarted actor: phase 1 again
-            self.parse(meta, data, column)
-        return len(self.corpus_state.selection(dict(meta, data=data), column, skip).kept)
-
-    def keep(self, meta: dict, data: bytes, column: str | None, skip: int, room: int) -> dict:
-        """Corpus phase 3: keep ``room`` picked sentences, tokenize them (``ray_corpus.actor_keep``)."""
-        from normvar_core.pipeline.execute.ray_corpus import actor_keep
-
-        self.select(meta, data, column, skip)
-        state, self.corpus_state = self.corpus_state, None
-        sel = state.selection(dict(meta, data=data), column, skip)
-        max_length = int(self.cfg.max_length or self.loaded.info.max_length)
-        return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length, prior_cpu_s=state.cpu_s)
-
-    def _ensure_plan(self, payload_box: list) -> None:
-        if self.plan is not None:
-            return
-        import ray
-
-        from normvar_core.pipeline.contracts import RunContext
-        from normvar_core.pipeline.execute.plan_payload import plan_from_payload
-        from normvar_core.pipeline.sources import TransformerSource
-
-        arrays = ray.get(payload_box[0])
-        self.plan = plan_from_payload(self.cfg, arrays)
-        self.source = TransformerSource(self.loaded, self.plan.layers)
-        self.ctx = RunContext(cfg=self.cfg, layers=self.plan.layers, dim=self.source.info.dim,
-                              device=self.loaded.device, plan=self.plan, tokens=self.plan.tokens,
-                              memory=_Decisions(json.loads(str(arrays[MEMORY_KEY]))))
-
-    def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
-        """Add batches [start, stop) to this actor's running partial state."""
-        from normvar_core.pipeline.execute.partials import build_accumulators, run_range
-
-        self._ensure_plan(payload_box)
-        marker = os.environ.get(CRASH_ENV)
-        delay = float(os.environ.get(DELAY_ENV) or 0)
-        crash = bool(marker) and bool(self.covered) and not Path(marker).exists()
-        if self.accs is None:
-            self.accs = build_accumulators(self.ctx)
-
-        def on_batch(i: int) -> None:
-            heap.trim_if_grown()
-            if counter is not None:
-                counter.report.remote(start, i + 1 - start)
-            if crash:  # a hard crash in the middle of a range, with another range held unflushed (tests)
-                Path(marker).write_text(str(os.getpid()))
-                os._exit(1)
-            if delay:
-                time.sleep(delay)
-
-        run_range(self.source, self.plan, self.accs, start, stop, on_batch=on_batch)
-        self.covered.append((int(start), int(stop)))
-        return [int(start), int(stop)]
-
-    def flush(self) -> dict:
-        """The ranges of the running partial state and its small arrays; its arrays of 3+ dimensions
-        (per-type means, scatters, samples) stay here as ``outgoing``, for the driver to fetch one layer
-        block at a time (``piece``) under the returned ``token``. Then a fresh state."""
-        from normvar_core.pipeline.execute.partials import partial_state
-
-        out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "small": {}, "blocks": {},
-               "token": "", "node": self.node, "oom_splits": 0}
-        if self.accs is not None:
-            arrays = partial_state(self.accs, 0, 0).arrays()
-            big = {k: v for k, v in arrays.items() if v.ndim >= 3}
-            out["small"] = {k: v for k, v in arrays.items() if k not in big}
-            out["blocks"] = {k: int(v.shape[0]) for k, v in big.items()}
-            out["token"] = os.urandom(8).hex()
-            self.outgoing = (out["token"], big)
-            out["oom_splits"] = self.source.oom_splits - self.oom_reported
-            self.oom_reported = self.source.oom_splits
-        self.accs, self.covered = None, []
-        return out
-
-    def piece(self, token: str, key: str, block: int) -> np.ndarray:
-        """Layer block ``block`` of the outgoing array ``key`` (runs beside ``run``: its own thread)."""
-        marker = os.environ.get(PIECE_CRASH_ENV)
-        if marker and not Path(marker).exists():  # tests: die while the driver is half-way through a merge
-            Path(marker).write_text(str(os.getpid()))
-            os._exit(1)
-        held = self.outgoing
-        if held is None or held[0] != token:  # a restarted actor: the state the driver asks for is gone
-            raise LookupError(f"flush {token} is not held here")
-        return np.ascontiguousarray(held[1][key][block])
-
-    def release(self, token: str) -> None:
-        if self.outgoing is not None and self.outgoing[0] == token:
-            self.outgoing = None
-
-
-class _Counter:
-    """Batches finished in each running range, by its first batch (reported by the shards)."""
-
-    def __init__(self):
-        self.done: dict[int, int] = {}
-
-    def report(self, start: int, done: int) -> None:
-        self.done[int(start)] = int(done)
-
-    def get(self) -> dict[int, int]:
-        return dict(self.done)
 
 
 def missing_ranges(plan, covered: list[tuple[int, int]], pieces: int) -> list[tuple[int, int]]:
@@ -243,10 +94,10 @@ class RayPool:
         if gpus and cfg.workers is None:
             workers = int(ray.cluster_resources()["GPU"])
         actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2,
-                               concurrency_groups={TRANSFER: 1})(_Shard)
+                               concurrency_groups={TRANSFER: 1})(Shard)
         self.actors = [actor_cls.remote(cfg.to_json(), str(data_dir), torch.get_num_threads())
                        for _ in range(workers)]
-        self.counter = ray.remote(num_cpus=0)(_Counter).remote()
+        self.counter = ray.remote(num_cpus=0)(BatchCounter).remote()
         self.tokenize_cpu_s: list[float] = []
         self.read_cpu_s: list[float] = []  # each actor's CPU s on its corpus range (``read_corpus``)
         self.cut = None  # the driver's byte ranges of the corpus (``ray_corpus.cut_for_actors``)
@@ -323,8 +174,8 @@ class RayPool:
         st.ensure()
         return st.merged, {"executor": "ray", "ray_workers": len(self.actors), "shards": st.n_ranges,
                            "ray_nodes": len(st.nodes), "oom_splits": st.oom, "resumed_batches": resumed,
-                           "rerun_ranges": rerun, "merge_rollbacks": st.rollbacks, "tokenize_cpu_s": self.tokenize_cpu_s,
-                           "read_cpu_s": self.read_cpu_s}
+                           "rerun_ranges": rerun, "merge_rollbacks": st.rollbacks,
+                           "tokenize_cpu_s": self.tokenize_cpu_s, "read_cpu_s": self.read_cpu_s}
 
     def _round(self, plan, todo, payload, st, every_s, progress, should_cancel) -> None:
         from collections import deque
@@ -422,17 +273,6 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
 
 
 CUT_DETAIL = "corpus cut into byte ranges"  # the progress detail once the driver has read the corpus file
-MEMORY_KEY = "memory_reasons"  # the driver's memory decisions, sent with the plan: {accumulator: reason}
-
-
-class _Decisions:
-    """An actor's ``ctx.memory``: the driver's drops (``RunContext.dropped`` reads ``.reasons``), so every
-    actor holds exactly the accumulators the driver merges."""
-
-    def __init__(self, reasons: dict):
-        self.reasons = dict(reasons)
-
-
 def memory_reasons(ctx) -> dict:
     return {} if ctx.memory is None else dict(ctx.memory.reasons)
 
@@ -446,5 +286,5 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-__all__ = ["compute_on_ray", "CUT_DETAIL", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV", "PIECE_CRASH_ENV",
-           "DELAY_ENV", "PROGRESS_EVERY_S"]
+__all__ = ["compute_on_ray", "CUT_DETAIL", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV",
+           "PIECE_CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]

@@ -6,13 +6,13 @@ What travels where (``corpus.ranges`` has the rule of each step):
    one range per actor at record boundaries (``ranges.cut_ranges``; Parquet: row groups of the file's
    bytes). Each range is ``ray.put`` into the object store as soon as it is cut (the driver holds one
    range at a time) and passed to its actor by reference: **actors never open the corpus path**.
-2. Each actor decodes and parses its range (``_Shard.parse``) and returns how many non-empty records
+2. Each actor decodes and parses its range (``ray_shard.Shard.parse``) and returns how many non-empty records
    it holds (JSONL without ``--text-column``: the keys it saw; the driver picks the column and the
    actors parse again with it).
 3. The driver sends each actor the non-empty records before its range; the actor samples with the
-   generator advanced past them (``_Shard.select``) and returns how many it picked.
+   generator advanced past them (``ray_shard.Shard.select``) and returns how many it picked.
 4. The driver cuts ``--max-sentences`` from the running totals; each actor keeps its room, tokenizes
-   the kept sentences (``_Shard.keep``) and returns their text, their encoding and its counts.
+   the kept sentences (``ray_shard.Shard.keep``) and returns their text, their encoding and its counts.
 5. The driver concatenates them in range order: the ``CorpusText`` of ``load_sentences`` and the
    encoding one process makes (``shares.merge_encoded``), from which ``plan.make_plan`` builds the plan.
 

@@ -1,6 +1,6 @@
 """The Ray driver's one running state (``MergedState``): each actor's flushed partial merged in place as
 it arrives, read through ``Pieces`` — the flush's small arrays, then every array of 3+ dimensions one
-layer block at a time from the actor (``_Shard.piece`` in ``on_ray``), each block dropped before the
+layer block at a time from the actor (``Shard.piece`` in ``ray_shard``), each block dropped before the
 next — and checkpointed with the batch ranges it covers (one file, resumable).
 
 Driver memory: the merged state + one layer block of the incoming partial (two at a block boundary)
