@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from normvar_core.pipeline import batches as B  # noqa: E402
-from normvar_core.pipeline.execute.local import Progress, compute_run  # noqa: E402
+from normvar_core.pipeline.execute.local import compute_run  # noqa: E402
+from normvar_core.pipeline.execute.progress import Progress  # noqa: E402
 from normvar_core.config import RunConfig  # noqa: E402
 from normvar_core.pipeline.corpus.read import load_sentences  # noqa: E402
 from normvar_core.pipeline.models import load_model  # noqa: E402

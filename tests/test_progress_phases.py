@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from normvar_core.pipeline.execute.local import Progress
+from normvar_core.pipeline.execute.progress import Progress
 from normvar_core.service import jobs
 from normvar_core.service.worker import _Reporter, _task_progress
 

@@ -47,7 +47,8 @@ def register(sub) -> None:
 # ----------------------------------------------------------------------------- compute
 def cmd_compute(args: argparse.Namespace) -> int:
     from normvar_core.errors import terminate_as_interrupt
-    from normvar_core.pipeline.execute.local import TqdmProgress, compute_run
+    from normvar_core.pipeline.execute.local import compute_run
+    from normvar_core.pipeline.execute.progress import TqdmProgress
 
     cfg = RunConfig.from_args(args)
     bar = None if args.quiet else TqdmProgress()

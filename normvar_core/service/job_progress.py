@@ -1,5 +1,5 @@
 """A job's progress: the JSON the job table stores (``progress_dict``) and the one line the CLI, the New-run
-and the Runs pages show for it (``progress_text``). A run reports ``pipeline.execute.local.Progress``; its
+and the Runs pages show for it (``progress_text``). A run reports ``pipeline.execute.progress.Progress``; its
 fields are ``PROGRESS_FIELDS`` (read from the dataclass, never restated here)."""
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_path_for, run_target
-from normvar_core.pipeline.execute.progress import ForwardClock, Progress, TqdmProgress
+from normvar_core.pipeline.execute.progress import ForwardClock, Progress
 from normvar_core.runs.writer import check_destination
 
 
@@ -126,4 +126,4 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         raise
 
 
-__all__ = ["compute_run", "Progress", "default_run_name", "run_path_for", "TqdmProgress", "check_destination"]
+__all__ = ["compute_run", "default_run_name", "run_path_for", "check_destination"]
