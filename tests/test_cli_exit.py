@@ -27,8 +27,9 @@ def test_output_status_and_atexit_handlers_survive_the_fast_end(tmp_path):
     assert bad.stdout.splitlines()[-1] == "atexit ran"
 
 
-def test_in_process_callers_keep_their_process():
+def test_in_process_callers_keep_their_process(tmp_path):
     """main(argv) returns its status (tests and other programs call it so); the process goes on."""
     from normvar_core.service import cli
 
-    assert cli.main(["models"]) == 0
+    assert cli.main(["models", "--data-dir", str(tmp_path)]) == 0
+    assert cli.main(["show", "no-such-run", "--data-dir", str(tmp_path)]) == 2
