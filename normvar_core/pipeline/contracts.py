@@ -182,6 +182,10 @@ class Accumulator(Stateful, ABC):
     def result(self) -> Any:
         ...
 
+    finalize_in_background: ClassVar[bool] = False
+    """True when ``result()`` is slow and needs nothing of another result (the geometry: spectra, TwoNN):
+    publish finishes it in its own thread and writes its tables last."""
+
     uses_results: ClassVar[tuple[str, ...]] = ()
     """Names of accumulators whose results this one's ``result()`` may reuse (computed once): publish hands
     them over through ``take_results`` first when the run holds them."""

@@ -60,7 +60,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
 
     report = progress or (lambda *a: None)
     names = list(accs)
-    later = [n for n in names if getattr(accs[n], "finalize_in_background", False) and not accs[n].uses_results]
+    later = [n for n in names if accs[n].finalize_in_background and not accs[n].uses_results]
     done = itertools.count(1)  # next() is atomic: the two threads count their results apart
     results: dict = {}
 

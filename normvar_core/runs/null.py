@@ -23,6 +23,12 @@ from normvar_core.stats.null_geometry import null_layer_geometry
 DEFAULT_SAMPLE = 16384
 
 
+def check_kind(kind: str) -> None:
+    """A NormvarError naming the kinds (``constants.NULL_KINDS``) unless ``kind`` is one."""
+    if kind not in NULL_KINDS:
+        raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(NULL_KINDS)}")
+
+
 def null_name(run: Run, kind: str, seed: int) -> str:
     return f"{run.name}__null-{kind}-s{seed}"[:128]
 
@@ -50,8 +56,7 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     run's layer geometry, the null's geometry too. ``progress(phase, done, total, unit, detail)``:
     phases draw, geometry, write."""
     report = progress or (lambda *a: None)
-    if kind not in NULL_KINDS:
-        raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(NULL_KINDS)}")
+    check_kind(kind)
     if seed < 0:
         raise NormvarError(f"seed must be >= 0, got {seed}", fix="pass --seed 0 or more")
     if str(run.meta.get("source") or "model").startswith("null:"):

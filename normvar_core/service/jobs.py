@@ -122,12 +122,10 @@ class JobStore(JobTable):
     def submit_null(self, run: str, kind: str, seed: int = 0) -> str:
         """Queue the Gaussian null of a published run (``runs.null.write_null_run``; with the run's
         layer geometry it takes up to a minute or two at bert-base scale); publishes ``null_name``."""
-        from normvar_core.runs.null import null_name
+        from normvar_core.runs.null import check_kind, null_name
         from normvar_core.runs.reader import open_run, resolve_run
-        from normvar_core.constants import NULL_KINDS
 
-        if kind not in NULL_KINDS:
-            raise NormvarError(f"unknown null kind {kind!r}", fix=f"use one of {', '.join(NULL_KINDS)}")
+        check_kind(kind)
         if int(seed) < 0:
             raise NormvarError(f"the seed must be >= 0, got {seed}", fix="use a seed of 0 or more")
         src = open_run(resolve_run(run, self.dd.root))

@@ -121,8 +121,11 @@ class LayerView:
             xc = self.centred
             if self.sizes is None:
                 g = gram(xc).to(torch.float64)
-            else:
-                g = sum(G for G, _ in self._part_grams())
+            else:  # C_b = Σ_h G_h, added in place into the first part's own matrix (no new d × d per part)
+                grams = [G for G, _ in self._part_grams()]
+                g = grams[0].clone()
+                for G in grams[1:]:
+                    g += G
             if xc.dtype != torch.float64:  # deviations from m32, not m_b: C_b = G − N δδᵀ
                 delta = xc.sum(0, dtype=torch.float64) / self.n
                 g -= torch.outer(delta, delta) * self.n
@@ -212,7 +215,7 @@ def update_layer_major(accs: Iterable[LayerMajor], batch) -> None:
     X = batch.states.to(dev)
     for acc in accs:
         acc.begin_batch(batch)
-    split = next((a.view_split for a in accs if getattr(a, "view_split", None) is not None), None)
+    split = next((a.view_split for a in accs if a.view_split is not None), None)
     for l in range(X.shape[0]):
         view = LayerView(X[l], dtype, split)
         for acc in accs:

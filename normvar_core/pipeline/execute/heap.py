@@ -16,6 +16,13 @@ FREE_FLOOR = 256 << 20
 _FIRST_FREE: list = []  # [free heap bytes after the first batch]
 
 
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (2.33+): heap bytes in use (uordblks) and kept free (fordblks)."""
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
 def reuse_heap() -> None:
     """glibc serves a block above its mmap threshold (128 KiB, raised dynamically up to 32 MiB) with a
     fresh mmap and gives it back on free: every large activation of every layer of every batch was then
@@ -34,6 +41,8 @@ def reuse_heap() -> None:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, HEAP_BLOCKS)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, HEAP_BLOCKS)  # M_TRIM_THRESHOLD
+        if hasattr(libc, "mallinfo2"):  # glibc 2.33+
+            libc.mallinfo2.restype = _MallInfo2
         _LIBC.append(libc)
     except (OSError, AttributeError):  # not glibc (musl, ...): nothing to do
         _LIBC.append(None)
@@ -56,21 +65,11 @@ def release_heap() -> None:
     _FIRST_FREE.clear()
 
 
-class _MallInfo2(ctypes.Structure):
-    """glibc's ``struct mallinfo2`` (2.33+): heap bytes in use (uordblks) and kept free (fordblks)."""
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
-
-
 def free_heap_bytes() -> int | None:
     """Bytes glibc's heaps hold free (mallinfo2's fordblks, every arena); None without glibc 2.33+."""
     libc = _LIBC[0] if _LIBC else None
     fn = getattr(libc, "mallinfo2", None)
-    if fn is None:
-        return None
-    fn.restype = _MallInfo2
-    return int(fn().fordblks)
+    return None if fn is None else int(fn().fordblks)
 
 
 def trim_if_grown() -> None:
