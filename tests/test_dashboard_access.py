@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,9 @@ def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.
     env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
+
+
+LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to 127.0.0.1, never a proxy
 
 
 def free_port() -> int:
@@ -66,12 +70,10 @@ def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str
     proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *args], cwd=ROOT, text=True,
                             env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = proc.stdout.readline()
-    import urllib.request
-
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+            with LOCAL.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
                 if r.status == 200:
                     return proc, first
         except OSError:
@@ -130,6 +132,7 @@ def test_access_rules():
     gen = acc.resolve_access("0.0.0.0", "", False, True, None)
     assert gen.generated and gen.read_only and len(gen.token) >= 32
     assert gen.token != acc.resolve_access("0.0.0.0", "", False, True, None).token
+    assert acc.resolve_access("0.0.0.0", "", False, False, "env-T") == acc.Access("env-T", False, False)  # Docker's CMD
 
 
 # ============================================================================ the app

@@ -87,5 +87,5 @@ def test_a_name_taken_is_refused_in_the_forms_words(form, tmp_path):
 
 
 def test_enter_does_not_submit(form):
-    (f,) = [b for b in form.get("form")] or [None]
-    assert f is not None and f.proto.form.enter_to_submit is False
+    (f,) = form.get("form")
+    assert f.proto.form.enter_to_submit is False   # the real Enter key: tests/test_dashboard_share_browser.py

@@ -48,8 +48,8 @@ def register(sub) -> None:
         p.add_argument("--max-upload-mb", type=float, default=None,
                        help="corpus upload cap in MB (default $NORMVAR_MAX_UPLOAD_MB or 200)")
         p.add_argument("--token", nargs="?", const="", default=None, metavar="TOKEN",
-                       help="every browser must give this token (default $NORMVAR_TOKEN; --token alone: a generated "
-                            "one, printed in the URL); needed beyond loopback")
+                       help="every browser must give this token (default $NORMVAR_TOKEN; --token alone: that, else a "
+                            "generated one, printed in the URL); needed beyond loopback")
         p.add_argument("--no-token", action="store_true",
                        help="serve beyond loopback without a token (anyone who reaches the port sees every run)")
         p.add_argument("--read-only", action="store_true",

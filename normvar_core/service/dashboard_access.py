@@ -2,7 +2,8 @@
 
 Access (``resolve_access``): on a loopback address (localhost, 127.0.0.1, ::1) no token is needed. Beyond
 loopback (``--host 0.0.0.0``, a LAN address, a host name) the dashboard needs a token: ``--token TOKEN``,
-``$NORMVAR_TOKEN``, or ``--token`` alone for a generated one (printed in the URL, as Jupyter does); without
+``$NORMVAR_TOKEN``, or ``--token`` alone for ``$NORMVAR_TOKEN`` if set, else a generated one (printed in the URL,
+as Jupyter does); without
 one the command is refused in one line unless ``--no-token`` is given (then a warning is printed). Once a
 token is set, every connection needs it, loopback ones included (``views/_access.py`` gates the app before
 its navigation). The token reaches the Streamlit process in its environment (``NORMVAR_TOKEN``), never on
@@ -56,14 +57,14 @@ def check_token(token: str) -> str:
 
 def resolve_access(host: str, token: str | None, no_token: bool, read_only: bool, env_token: str | None) -> Access:
     """The access rule of the module docstring; a NormvarError (one line, exit 2) when it refuses.
-    ``token``: the --token value ('' for --token alone: generate), None when not given."""
+    ``token``: the --token value ('' for --token alone: $NORMVAR_TOKEN, else a generated one), None when not given."""
     if no_token and (token is not None or env_token):
         given = "--token" if token is not None else f"${TOKEN_ENV}"
         raise NormvarError(f"--no-token and {given} contradict each other",
                            fix=f"drop one of them (unset {TOKEN_ENV} to serve without a token)")
-    if token == "":
+    if token == "" and not env_token:
         return Access(secrets.token_urlsafe(24), True, read_only)
-    chosen = token if token is not None else (env_token or None)
+    chosen = token or env_token or None
     if chosen is not None:
         return Access(check_token(chosen), False, read_only)
     if not is_loopback(host) and not no_token:
