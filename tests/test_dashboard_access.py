@@ -222,3 +222,5 @@ def test_read_only_has_no_form_no_cancel_no_submission(tmp_path, data, monkeypat
         assert ("new-run" in pages(at)) != bool(read_only) and "tradeoff" in pages(at)
         at.switch_page("views/token.py").run()
         assert ("w_own_go" in {b.key for b in at.button}) != bool(read_only)
+        at.switch_page("views/training.py").run()                      # no sweep yet: its button opens New run
+        assert not at.exception and ("w_training_sweep" in {b.key for b in at.button}) != bool(read_only)

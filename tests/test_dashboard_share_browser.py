@@ -23,7 +23,7 @@ from normvar_core.service import dashboard_access as acc
 from normvar_core.service.jobs import JobStore
 from test_dashboard_access import LOCAL, free_port, serve_until_ready, stop
 from test_dashboard_apptest import RUN, RUN2, build_dashboard_data
-from test_dashboard_browser import ARGS, CHROMIUM
+from test_dashboard_browser import browser  # noqa: F401 - the module's Chromium (a fixture)
 from test_new_run_form import SENTENCES, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -36,16 +36,6 @@ TOKEN = "T-lab-meeting-7"
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
     return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def serve(tmp_path: Path, data: Path, command: str, *flags: str):
