@@ -122,6 +122,14 @@ def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
         stop(proc)
 
 
+def test_read_only_takes_no_upload():
+    from normvar_core.service.commands_app import streamlit_command
+
+    for read_only, cap in ((False, "201"), (True, "0")):       # Streamlit refuses any upload body over 0 MB
+        cmd = streamlit_command(Path("/d"), 8501, read_only=read_only)
+        assert cmd[cmd.index("--server.maxUploadSize") + 1] == cap
+
+
 def test_access_rules():
     assert acc.is_loopback("localhost") and acc.is_loopback("127.0.0.1") and acc.is_loopback("127.3.4.5")
     assert acc.is_loopback("::1") and acc.is_loopback("[::1]")

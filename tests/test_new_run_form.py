@@ -89,3 +89,14 @@ def test_a_name_taken_is_refused_in_the_forms_words(form, tmp_path):
 def test_enter_does_not_submit(form):
     (f,) = form.get("form")
     assert f.proto.form.enter_to_submit is False   # the real Enter key: tests/test_dashboard_share_browser.py
+
+
+def test_a_long_file_name_keeps_its_extension(form, tmp_path):
+    long = "field notes " * 10 + ".txt"                              # 124 characters
+    form.file_uploader(key="w_upload").set_value((long, b"\x00" * 10, "text/plain"))
+    form.button(key="w_submit").click().run()
+    (err,) = errors(form)
+    assert f"“{long[:60]}…{long[-19:]}” looks binary" in err         # shortened for the message, not refused for it
+    form.file_uploader(key="w_upload").set_value((long, SENTENCES, "text/plain"))
+    form.button(key="w_submit").click().run()
+    assert errors(form) == [] and len(JobStore(tmp_path).list()) == 1

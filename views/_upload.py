@@ -22,9 +22,10 @@ NOT_UTF8_FIX = "save it as UTF-8 text (an editor's “Save as… → UTF-8”) a
 
 
 def shown_name(name: object) -> str:
-    """The upload's file name as shown: its last part, printable characters only, at most 80."""
-    base = str(name or "").replace("\\", "/").split("/")[-1]
-    return "".join(ch for ch in base if ch.isprintable())[:80] or "the uploaded file"
+    """The upload's file name as shown: its last part, printable characters only, at most 80 (its start and
+    its end, the extension, around a "…")."""
+    base = "".join(ch for ch in str(name or "").replace("\\", "/").split("/")[-1] if ch.isprintable())
+    return (base if len(base) <= 80 else f"{base[:60]}…{base[-19:]}") or "the uploaded file"
 
 
 def quoted(name: object) -> str:
@@ -88,11 +89,11 @@ def store_upload(data_dir, up, cap: int, cap_mb: int) -> str:
         raise NormvarError(f"{name} is {up.size / 2**20:.1f} MB, over the {cap_mb} MB limit",
                            fix="upload a smaller file (or gzip it as .txt.gz); the limit is NORMVAR_MAX_UPLOAD_MB "
                                "where the dashboard runs")
-    if corpus_suffix(shown_name(up.name)) is None:
+    if corpus_suffix(str(up.name)) is None:
         raise NormvarError(f"{name} is not a corpus file the form reads",
                            fix=f"upload one of: {', '.join(CORPUS_SUFFIXES)} ({NOT_TEXT_FIX.split(': ', 1)[1]})")
     try:
-        return str(jobs.store_corpus(data_dir, up.getvalue(), shown_name(up.name)))
+        return str(jobs.store_corpus(data_dir, up.getvalue(), str(up.name)))  # the name: a label, never a path
     except NormvarError as err:
         msg = re.sub(r"\bthe uploaded (?:corpus|\.[a-z.]+ file|\.[a-z.]+)", name, err.message)
         raise NormvarError(msg, fix=err.fix) from None

@@ -76,10 +76,10 @@ def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_up
                       read_only: bool = False) -> list[str]:
     from normvar_core.service.jobs import max_upload_bytes
 
-    cap_mb = 0 if read_only else max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
+    cap_mb = max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
     return [sys.executable, "-m", "streamlit", "run", str(APP), *config_flags(),
             "--server.headless", "true", "--server.port", str(port), "--server.address", host,
-            "--server.maxUploadSize", str(cap_mb + 1), "--server.fileWatcherType", "none",
+            "--server.maxUploadSize", str(0 if read_only else cap_mb + 1), "--server.fileWatcherType", "none",
             "--browser.gatherUsageStats", "false", "--theme.base", "light",
             "--", "--data-dir", str(data_dir)]
 
@@ -146,8 +146,9 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
             if JobStore(root).worker_running():
                 print(f"normvar: a worker is already running on {root}; not starting another", flush=True)
             else:
+                no_token = acc.child_env(env, acc.Access(None, False, False))  # the worker never needs it
                 procs.append(subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker",
-                                               "--data-dir", str(root)], env=acc.child_env(env, acc.Access(None, False, False))))
+                                               "--data-dir", str(root)], env=no_token))
             if not args.no_default_run:
                 job = maybe_submit_default(root)
                 if job:
