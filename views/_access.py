@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import time
 
 import streamlit as st
 
@@ -31,6 +32,12 @@ def _right(given: object, expected: str) -> bool:
     return isinstance(given, str) and hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
 
+def _refuse() -> None:
+    """A wrong token costs a second (guessing a short token through the page is slow), then says so."""
+    time.sleep(1.0)
+    st.error("That is not this dashboard's token.", icon=":material/lock:")
+
+
 def _sign_in(expected: str, refused: bool) -> None:
     st.markdown("### normvar")
     st.write("This dashboard is shared with a token. Give the token it was started with "
@@ -45,7 +52,7 @@ def _sign_in(expected: str, refused: bool) -> None:
             st.rerun()
         refused = True
     if refused:
-        st.error("That is not this dashboard's token.", icon=":material/lock:")
+        _refuse()
 
 
 def gate() -> None:
