@@ -28,5 +28,7 @@ RUN pip install -q --no-deps /tmp/dist/normvar-*.whl && rm -rf /tmp/dist /tmp/re
 WORKDIR /data
 VOLUME /data
 EXPOSE 8501
-# worker + dashboard; submits the default run (MiniLM × the packaged novels) on an empty /data
-CMD ["normvar", "up", "--data-dir", "/data", "--host", "0.0.0.0", "--port", "8501"]
+# worker + dashboard; submits the default run (MiniLM × the packaged novels) on an empty /data. Served on every
+# address of the container, so behind a token: $NORMVAR_TOKEN (docker run -e NORMVAR_TOKEN=...), else a generated
+# one, printed in the URL line of `docker logs` (README, "Sharing the dashboard")
+CMD ["normvar", "up", "--data-dir", "/data", "--host", "0.0.0.0", "--port", "8501", "--token"]

@@ -16,15 +16,24 @@ import streamlit as st
 st.set_page_config(page_title="normvar", page_icon=":material/scatter_plot:", layout="wide",
                    initial_sidebar_state="expanded")
 
-from views import _ui  # noqa: E402  (after set_page_config)
+from views import _access  # noqa: E402  (after set_page_config)
+
+# The gate comes before anything else: with a token set ($NORMVAR_TOKEN, `normvar up --token`), a session that
+# has not given it sees the sign-in field only: no navigation, no sidebar, no run (views/_access.py).
+_access.gate()
+
+from views import _ui  # noqa: E402
 
 from normvar_core.viz.pages import DEFAULT_PAGE, PAGES as REGISTRY  # noqa: E402
 
+READ_ONLY_HIDDEN = ("new-run",)  # --read-only: no form, no upload
 PAGES = {p.key: st.Page(f"views/{p.file}", title=p.title, icon=f":material/{p.icon}:", default=p.key == DEFAULT_PAGE,
-                        **({} if p.key == DEFAULT_PAGE else {"url_path": p.key})) for p in REGISTRY}
+                        **({} if p.key == DEFAULT_PAGE else {"url_path": p.key}))
+         for p in REGISTRY if not (_access.read_only() and p.key in READ_ONLY_HIDDEN)}
 groups: dict[str, list] = {}
 for p in REGISTRY:
-    groups.setdefault(p.group, []).append(PAGES[p.key])
+    if p.key in PAGES:
+        groups.setdefault(p.group, []).append(PAGES[p.key])
 nav = st.navigation(groups)
 
 view = _ui.view()

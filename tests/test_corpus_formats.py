@@ -61,6 +61,9 @@ def test_the_lists_agree():
 
 
 def test_the_upload_widget_takes_every_format():
+    """The label names every format; the widget itself takes any file (no ``type=``: a file Streamlit refused
+    on its chip would reach the page as no upload, and Submit would quietly use the novels), and the page
+    refuses what it cannot read, naming the file (test_new_run_form)."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
@@ -68,7 +71,7 @@ def test_the_upload_widget_takes_every_format():
     at.switch_page("views/new_run.py").run()
     assert not at.exception, [e.value for e in at.exception]
     (uploader,) = at.get("file_uploader")
-    assert sorted(uploader.proto.type) == sorted(f".{t}" for t in UPLOAD_TYPES)
+    assert list(uploader.proto.type) == []
     for suf in CORPUS_SUFFIXES:
         assert suf in uploader.proto.label
 

@@ -153,8 +153,13 @@ def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None
 
 def report_button(runs: list, *, key: str) -> None:
     """'Build report': the worker builds the slide deck (or PDF / self-contained HTML) of ``runs`` as a
-    job — it takes tens of seconds — and a download button appears when it is written."""
+    job — it takes tens of seconds — and a download button appears when it is written. Not in a read-only
+    dashboard (``normvar up --read-only``): it queues a job."""
     from normvar_core.service.jobs import JobStore
+    from views._access import read_only
+
+    if read_only():
+        return
 
     row = st.container(horizontal=True, vertical_alignment="bottom")
     fmt = row.selectbox("Report", ["pptx", "pdf", "html"], key=f"{key}_fmt", width=110,

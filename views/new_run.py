@@ -7,13 +7,13 @@ import re
 import streamlit as st
 
 from normvar_core.config import RunConfig, default_run_name
-from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, UPLOAD_TYPES
+from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import models
 from normvar_core.service import jobs
 from normvar_core.service.states import JobState
 from normvar_core.service.sweeps import plan_sweep, queue_sweep
-from views import _form, _ui
+from views import _form, _ui, _upload
 
 _ui.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
                 "worker computes the exact moments; the run appears in every page when it is published.")
@@ -32,12 +32,15 @@ mode = st.radio("What to run", ["One model", SWEEP], horizontal=True, key="w_mod
                      "(seed 004's training dynamics; the Training page shows it)")
 sweep_mode = mode == SWEEP
 
-with st.form("new_run", border=True):
+# Enter in a field does not submit (enter_to_submit=False). The uploader takes any file (no type=): a file
+# Streamlit refused on its chip would reach the script as no upload at all, and Submit would quietly use the
+# novels; here every upload reaches the checks below, which name it and block the submission.
+with st.form("new_run", border=True, enter_to_submit=False):
     st.markdown("**Corpus**")
     up = st.file_uploader(
         f"One sentence per line ({', '.join(TEXT_SUFFIXES)}), or a table with a text column "
         f"({', '.join(TABLE_SUFFIXES)}) — max {cap_mb} MB",
-        type=list(UPLOAD_TYPES), key="w_upload", max_upload_size=cap_mb)
+        key="w_upload", max_upload_size=cap_mb)
     values = _form.config_section("corpus")
     st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels).")
 
@@ -83,19 +86,27 @@ def memory_plan(cfg_json: str, data_dir: str) -> dict:
 
 
 def stored_upload() -> str:
-    """The uploaded corpus stored under its sha256 (its name only picks an allow-listed extension), or ""."""
-    if up is None:
-        return ""
-    if up.size > cap:
-        raise NormvarError(f"the uploaded file is {up.size / 2**20:.1f} MB, over the {cap_mb} MB limit",
-                           fix="upload a smaller file (or gzip it as .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
-    return str(jobs.store_corpus(_ui.data_dir(), up.getvalue(), up.name))
+    """The uploaded corpus stored under its sha256, or "" (see views/_upload)."""
+    return _upload.store_upload(_ui.data_dir(), up, cap, cap_mb)
+
+
+def checked(cfg: RunConfig) -> RunConfig:
+    """``cfg`` once its uploaded corpus reads as the worker will read it (else the refusal, naming the file)."""
+    if cfg.corpus:
+        with st.spinner(f"Reading {_upload.quoted(up.name)} as the worker will…"):
+            _upload.check_corpus(cfg, up, _ui.data_dir())
+    return cfg
+
+
+def show_error(err: Exception) -> None:
+    """An error in the form's words, naming the user's file, never its stored hash."""
+    _ui.show_error(_upload.in_form_words(err, up.name if up is not None else None))
 
 
 if submitted and sweep_mode:
     try:
         hub = sweep_model.strip()
-        base = RunConfig.from_dict({**values, "model": hub or "minilm", "corpus": stored_upload()})
+        base = checked(RunConfig.from_dict({**values, "model": hub or "minilm", "corpus": stored_upload()}))
         sweep, cfgs, problems = plan_sweep(base, checkpoints=sweep_dir.strip() or None,
                                            revisions=sweep_revs.strip() or None)
         queued = queue_sweep(_ui.data_dir(), sweep, cfgs, extend=bool(extend))
@@ -108,15 +119,15 @@ if submitted and sweep_mode:
         else:
             st.info(f"Sweep **{sweep}** already has every one of these checkpoints.")
     except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+        show_error(err)
 elif check:
     try:
         model = other.strip() if choice == OTHER else choice
-        cfg = RunConfig.from_dict({**values, "model": model or "minilm", "corpus": stored_upload()})
+        cfg = checked(RunConfig.from_dict({**values, "model": model or "minilm", "corpus": stored_upload()}))
         with st.spinner("Planning the run's memory (tokenizing the corpus, no weights loaded)…"):
             plan = memory_plan(cfg.to_json(), str(_ui.data_dir()))
         if "error" in plan:
-            st.error(plan["error"], icon=":material/error:")
+            show_error(NormvarError(plan["error"]))
         else:
             (st.success if plan["fits"] else st.warning)(
                 f"This run {plan['summary']} ({plan['params']:,} parameters, {plan['types']:,} types)"
@@ -124,7 +135,7 @@ elif check:
             for line in [plan["reasons"][n] for n in plan["dropped"]] + [f"fix: {s}" for s in plan["suggestions"]]:
                 st.caption(line)
     except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+        show_error(err)
 elif submitted:
     try:
         model = other.strip() if choice == OTHER else choice
@@ -137,14 +148,12 @@ elif submitted:
             # the upload's file name (with a short hash only when another upload has that name): a label only
             stem = re.sub(r"[^A-Za-z0-9_-]+", "-", corpus_label(corpus)).strip("-_")[:60] or "upload"
             values["name"] = default_run_name(RunConfig(model=model, corpus=f"{stem}.txt"))
-        cfg = RunConfig.from_dict({**values, "model": model, "corpus": corpus})
+        cfg = checked(RunConfig.from_dict({**values, "model": model, "corpus": corpus}))
         job_id = jobs.JobStore(_ui.data_dir()).submit(cfg, overwrite=bool(overwrite))
         st.session_state["submitted_job"] = job_id
         st.toast(f"Submitted job {job_id}", icon=":material/rocket_launch:")
-    except NormvarError as err:
-        _ui.show_error(err)
     except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+        show_error(err)
 
 
 @st.fragment(run_every=1.5)

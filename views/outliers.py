@@ -7,7 +7,7 @@ import streamlit as st
 
 from normvar_core.runs.siblings import excludes_position0, position0_sibling_config
 from normvar_core.viz import geometry_figures as GF
-from views import _ui
+from views import _access, _ui
 
 run, v = _ui.run_page("Outliers: massive activations and outlier dimensions",
                       "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
@@ -48,8 +48,8 @@ else:
             f"{'included' if excludes_position0(run) else 'excluded'} yet: compute it to see how anisotropy, "
             "intrinsic dimension and the mean cosine change when the first position's massive activations are "
             "left out.", icon=":material/info:")
-    if run.meta.get("options") and st.button("Compute it (a worker job)", key="w_pos0_submit",
-                                             icon=":material/rocket_launch:"):
+    if run.meta.get("options") and not _access.read_only() and st.button(
+            "Compute it (a worker job)", key="w_pos0_submit", icon=":material/rocket_launch:"):
         from normvar_core.service.jobs import JobStore
 
         try:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from normvar_core.service.states import JobState
 
-from views import _ui
+from views import _access, _ui
 
 _ui.page_header("Runs", "Published runs in the data directory, the worker's job queue, and what each run contains.")
 v = _ui.view()
@@ -68,7 +68,7 @@ def jobs_panel() -> None:
                 if j.interrupted:
                     text += " · worker gone: resumes when a worker starts"
                 c1.progress(int(pct or 0), text=text)
-            if c2.button("Cancel", key=f"cancel_{j.id}", icon=":material/cancel:"):
+            if not _access.read_only() and c2.button("Cancel", key=f"cancel_{j.id}", icon=":material/cancel:"):
                 store.cancel(j.id)
                 st.rerun(scope="fragment")
     done = [j for j in items if j.state.final]
@@ -158,7 +158,7 @@ if run is not None:
     for reason in skipped_measures(m).values():  # measures asked for but too big (notes.skipped)
         st.info(reason, icon=":material/info:")
     _ui.report_button([run], key="w_report_run")
-    if not str(m.get("source") or "model").startswith("null:"):
+    if not str(m.get("source") or "model").startswith("null:") and not _access.read_only():
         with st.container(horizontal=True):
             kind = st.selectbox("Gaussian null", ["isotropic", "offset", "matched"], key="w_null_kind",
                                 help="seed 003: the same token counts, layers and d drawn from a Gaussian "

@@ -16,7 +16,7 @@ from normvar_core.stats.lookup import find_type, split_note, suggest
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.explore_figures import add_occurrence, percentile_heatmap
 from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
-from views import _explore, _ui
+from views import _access, _explore, _ui
 
 run, v = _ui.run_page("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "
                       "to its mean μ(X_t) (typical) and farthest from it (atypical).")
@@ -66,7 +66,9 @@ def _own_status(job_id: str) -> None:
 
 
 def own_sentence(layer: int) -> None:
-    """Your own sentence (LIT): see the caption."""
+    """Your own sentence (LIT): see the caption. Not in a read-only dashboard: it queues a job."""
+    if _access.read_only():
+        return
     st.subheader("Your own sentence")
     st.caption("The worker runs the run's model on it; for each of its tokens and layers: the distance ‖x − μ(X_t)‖ to "
                "its type's mean in this run, as a percentile of the type's sampled uses (0 = more typical than every "

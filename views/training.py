@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from normvar_core.viz import training_figures as TF
-from views import _ui
+from views import _access, _ui
 
 _ui.page_header("Training dynamics", "One run per checkpoint (`normvar sweep --checkpoints DIR`): how anisotropy, "
                 "intrinsic dimension and the M–V trade-off develop as the model trains (seed 004 §4).")
@@ -18,7 +18,8 @@ if not sweeps:
             "a hub model's revisions — or with `normvar sweep --checkpoints DIR` "
             "(`examples/train_tiny_pythia.py` makes a real series offline); the worker computes them.",
             icon=":material/info:")
-    if st.button("Set up a sweep on New run", key="w_training_sweep", type="primary", icon=":material/timeline:"):
+    if not _access.read_only() and st.button("Set up a sweep on New run", key="w_training_sweep", type="primary",
+                                             icon=":material/timeline:"):
         st.session_state["_new_run_mode"] = "sweep"   # New run opens in its sweep mode
         st.switch_page("views/new_run.py")
     st.stop()

@@ -47,6 +47,13 @@ def register(sub) -> None:
                        help="address to listen on (0.0.0.0 in a container)")
         p.add_argument("--max-upload-mb", type=float, default=None,
                        help="corpus upload cap in MB (default $NORMVAR_MAX_UPLOAD_MB or 200)")
+        p.add_argument("--token", nargs="?", const="", default=None, metavar="TOKEN",
+                       help="every browser must give this token (default $NORMVAR_TOKEN; --token alone: that, else a "
+                            "generated one, printed in the URL); needed beyond loopback")
+        p.add_argument("--no-token", action="store_true",
+                       help="serve beyond loopback without a token (anyone who reaches the port sees every run)")
+        p.add_argument("--read-only", action="store_true",
+                       help="serve the runs without the New-run page, uploads, cancel or job submissions")
         if name == "up":
             p.add_argument("--no-default-run", action="store_true", help="do not submit the default run")
             p.set_defaults(func=cmd_up)
@@ -65,13 +72,14 @@ def config_flags(path: Path = STREAMLIT_CONFIG) -> list[str]:
             for x in (f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value))]
 
 
-def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_upload_mb: float | None = None) -> list[str]:
+def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_upload_mb: float | None = None,
+                      read_only: bool = False) -> list[str]:
     from normvar_core.service.jobs import max_upload_bytes
 
     cap_mb = max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
     return [sys.executable, "-m", "streamlit", "run", str(APP), *config_flags(),
             "--server.headless", "true", "--server.port", str(port), "--server.address", host,
-            "--server.maxUploadSize", str(cap_mb + 1), "--server.fileWatcherType", "none",
+            "--server.maxUploadSize", str(0 if read_only else cap_mb + 1), "--server.fileWatcherType", "none",
             "--browser.gatherUsageStats", "false", "--theme.base", "light",
             "--", "--data-dir", str(data_dir)]
 
@@ -116,6 +124,11 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _serve(args: argparse.Namespace, with_worker: bool) -> int:
+    from normvar_core.service import dashboard_access as acc
+
+    access = acc.resolve_access(args.host, args.token, args.no_token, args.read_only, os.environ.get(acc.TOKEN_ENV))
+    for line in acc.warning_lines(args.host, args.port, access):
+        print(line, file=sys.stderr, flush=True)
     dd = DataDir.at(args.data_dir)
     root = dd.root
     dd.runs  # noqa: B018 - create the folders
@@ -133,16 +146,22 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
             if JobStore(root).worker_running():
                 print(f"normvar: a worker is already running on {root}; not starting another", flush=True)
             else:
+                no_token = acc.child_env(env, acc.Access(None, False, False))  # the worker never needs it
                 procs.append(subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker",
-                                               "--data-dir", str(root)], env=env))
+                                               "--data-dir", str(root)], env=no_token))
             if not args.no_default_run:
                 job = maybe_submit_default(root)
                 if job:
                     print(f"normvar: no run yet: submitted the default run {DEFAULT_RUN_NAME!r} "
                           f"(MiniLM × shipped novels, first {DEFAULT_MAX_SENTENCES} sentences) as job {job}; "
                           "its progress shows on the Runs page", flush=True)
-        procs.append(subprocess.Popen(streamlit_command(root, args.port, args.host, args.max_upload_mb), env=env))
-        print(f"normvar: dashboard at {_url(args.host, args.port)}  (data dir {root}; Ctrl-C stops)", flush=True)
+        server = subprocess.Popen(streamlit_command(root, args.port, args.host, args.max_upload_mb, access.read_only),
+                                  env=acc.child_env(env, access), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        procs.append(server)
+        acc.relay(server.stdout)
+        mode = ", read-only" if access.read_only else ""
+        print(f"normvar: dashboard at {acc.url_line(_url(args.host, args.port), access)}  (data dir {root}{mode}; "
+              "Ctrl-C stops)", flush=True)
         while True:
             for p in procs:
                 if p.poll() is not None:

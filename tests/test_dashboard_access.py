@@ -1,0 +1,234 @@
+"""A dashboard safe to share (issue 35, item 11), through the real CLI and Streamlit's AppTest:
+`up`/`dashboard` beyond loopback without a token are refused in one line (exit 2, nothing started), `--no-token`
+prints a warning, Streamlit's own start-up lines never reach the terminal, the token travels in the server's
+environment (not its argv); in the app, a token gates every page (no run name before it), the right token (URL or
+sign-in field) opens the session and leaves the URL, and --read-only drops the New-run page, cancel and every job
+submission. tests/test_dashboard_share_browser.py drives `up --host 0.0.0.0 --token T` in a real browser."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from normvar_core.service import dashboard_access as acc
+from test_dashboard_apptest import RUN, RUN2, build_dashboard_data
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to 127.0.0.1, never a proxy
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ============================================================================ the CLI
+@pytest.mark.parametrize("command", ["up", "dashboard"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "lab-server.example"])
+def test_beyond_loopback_without_a_token_is_refused(tmp_path, command, host):
+    env = {k: v for k, v in os.environ.items() if k != acc.TOKEN_ENV}
+    out = cli(command, "--host", host, "--data-dir", str(tmp_path / "d"), env=env)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("normvar: error: ") and "--token" in lines[0] and "--no-token" in lines[0]
+    assert out.stdout == "" and not (tmp_path / "d").exists()          # refused before anything was started
+
+
+def test_contradictions_and_bad_tokens_are_refused(tmp_path):
+    d = str(tmp_path / "d")
+    for args, env_token, part in ((["--no-token", "--token", "x"], None, "contradict"),
+                                  (["--no-token"], "x", "contradict"), (["--token", "a b"], None, "spaces")):
+        env = {k: v for k, v in os.environ.items() if k != acc.TOKEN_ENV}
+        if env_token:
+            env[acc.TOKEN_ENV] = env_token
+        out = cli("dashboard", "--host", "0.0.0.0", *args, "--data-dir", d, env=env)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and part in out.stderr, out.stderr
+
+
+def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str]:
+    """Start `normvar ARGS`; return the process and its stdout's first line (the URL line) once the server
+    answers its health check on 127.0.0.1."""
+    port = args[args.index("--port") + 1]
+    proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *args], cwd=ROOT, text=True,
+                            env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with LOCAL.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, first
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(proc.stderr.read())
+
+
+def stop(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    return out, err
+
+
+def streamlit_children(proc: subprocess.Popen) -> list[int]:
+    kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    return [int(k) for k in kids if "streamlit" in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
+
+
+def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != acc.TOKEN_ENV}
+    proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--no-token", "--port", str(free_port()),
+                                     "--data-dir", str(tmp_path)], env)
+    out, err = stop(proc)
+    assert first.startswith("normvar: dashboard at http://localhost:") and "?token=" not in first
+    assert err.splitlines()[0].startswith("normvar: warning: --no-token: anyone who can reach port")
+    for chatter in ("You can now view", "Network URL", "Local URL", "Did not auto detect", "docs.streamlit.io",
+                    "Uvicorn", "Stopping"):
+        assert chatter not in out + err, out + err
+    assert all(line.startswith("normvar: ") for line in (first + out + err).splitlines() if line.strip())
+
+
+def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != acc.TOKEN_ENV}
+    proc, first = serve_until_ready(["dashboard", "--token", "--port", str(free_port()), "--data-dir", str(tmp_path)],
+                                    env)
+    try:
+        assert "/?token=" in first
+        token = first.split("/?token=", 1)[1].split()[0]
+        assert len(token) >= 32
+        (kid,) = streamlit_children(proc)
+        assert token not in Path(f"/proc/{kid}/cmdline").read_bytes().decode()
+        environ = dict(kv.split("=", 1) for kv in Path(f"/proc/{kid}/environ").read_bytes().decode().split("\0") if "=" in kv)
+        assert environ[acc.TOKEN_ENV] == token
+    finally:
+        stop(proc)
+
+
+def test_read_only_takes_no_upload():
+    from normvar_core.service.commands_app import streamlit_command
+
+    for read_only, cap in ((False, "201"), (True, "0")):       # Streamlit refuses any upload body over 0 MB
+        cmd = streamlit_command(Path("/d"), 8501, read_only=read_only)
+        assert cmd[cmd.index("--server.maxUploadSize") + 1] == cap
+
+
+def test_access_rules():
+    assert acc.is_loopback("localhost") and acc.is_loopback("127.0.0.1") and acc.is_loopback("127.3.4.5")
+    assert acc.is_loopback("::1") and acc.is_loopback("[::1]")
+    assert not any(map(acc.is_loopback, ("0.0.0.0", "::", "", "192.168.1.4", "lab-server")))
+    assert acc.resolve_access("localhost", None, False, False, None).token is None
+    assert acc.resolve_access("127.0.0.1", None, False, False, "env-T").token == "env-T"   # loopback too
+    assert acc.resolve_access("0.0.0.0", "T", False, False, "env-T").token == "T"         # --token wins
+    gen = acc.resolve_access("0.0.0.0", "", False, True, None)
+    assert gen.generated and gen.read_only and len(gen.token) >= 32
+    assert gen.token != acc.resolve_access("0.0.0.0", "", False, True, None).token
+    assert acc.resolve_access("0.0.0.0", "", False, False, "env-T") == acc.Access("env-T", False, False)  # Docker's CMD
+
+
+# ============================================================================ the app
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
+    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+
+
+def everything(at) -> str:
+    """Every element the script sent, main area and sidebar (markdown, captions, labels, options, tables,
+    JSON), as protobuf text, and the paths of the pages its navigation registered."""
+    def walk(node):
+        if getattr(node, "proto", None) is not None:
+            yield str(node.proto)
+        for child in getattr(node, "children", {}).values():
+            yield from walk(child)
+
+    return "\n".join([*walk(at._tree), *pages(at)])
+
+
+def pages(at) -> list[str]:
+    return [str(info.get("url_pathname", "")) for info in at._registered_pages.values()]
+
+
+@pytest.fixture
+def gated(data, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    monkeypatch.setenv(acc.TOKEN_ENV, "T-0123")
+    return AppTest.from_file(APP, default_timeout=90)
+
+
+@pytest.mark.parametrize("query", [{}, {"token": "wrong"}, {"page": "tradeoff", "run": RUN}, {"token": "T-012"}])
+def test_without_the_token_no_page_and_no_run(gated, query):
+    gated.query_params.update(query)
+    gated.run()
+    assert not gated.exception
+    text = everything(gated)
+    assert RUN not in text and RUN2 not in text and "tradeoff" not in pages(gated)
+    assert [t.label for t in gated.text_input] == ["Token"]
+    assert [e.value for e in gated.error] == (["That is not this dashboard's token."] if "token" in query else [])
+    assert "token" not in gated.query_params
+
+
+def test_the_right_token_opens_the_session_and_leaves_the_url(gated):
+    gated.query_params.update({"token": "T-0123"})
+    gated.run()
+    assert not gated.exception and not gated.error
+    assert "token" not in gated.query_params
+    assert RUN in everything(gated)
+    gated.switch_page("views/tradeoff.py").run()                 # another page, no token in its URL: still open
+    assert not gated.exception and RUN in everything(gated) and "token" not in gated.query_params
+
+
+def test_the_sign_in_field(gated):
+    gated.run()
+    gated.text_input(key="w_signin_token").input("nope")
+    gated.button[0].click().run()
+    assert [e.value for e in gated.error] == ["That is not this dashboard's token."] and RUN not in everything(gated)
+    gated.text_input(key="w_signin_token").input("T-0123")
+    gated.button[0].click().run()
+    assert not gated.exception and RUN in everything(gated)
+    assert "w_signin_token" not in gated.session_state and [t.label for t in gated.text_input] != ["Token"]
+
+
+def test_read_only_has_no_form_no_cancel_no_submission(tmp_path, data, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.config import RunConfig
+    from normvar_core.service.jobs import JobStore
+
+    d = tmp_path / "d"
+    shutil.copytree(data, d)
+    JobStore(d).submit(RunConfig(model="minilm", max_sentences=5, name="waiting"))   # queued: a Cancel button
+    monkeypatch.setenv("NORMVAR_DATA", str(d))
+    monkeypatch.delenv(acc.TOKEN_ENV, raising=False)
+    for read_only in ("", "1"):
+        monkeypatch.setenv(acc.READ_ONLY_ENV, read_only)
+        at = AppTest.from_file(APP, default_timeout=90)
+        at.query_params.update({"run": RUN})
+        at.run()
+        assert not at.exception and RUN in everything(at)
+        keys = {b.key for b in at.button}
+        assert any(k and k.startswith("cancel_") for k in keys) != bool(read_only)
+        assert ("w_null_go" in keys) != bool(read_only) and ("w_report_run" in keys) != bool(read_only)
+        assert ("new-run" in pages(at)) != bool(read_only) and "tradeoff" in pages(at)
+        at.switch_page("views/token.py").run()
+        assert ("w_own_go" in {b.key for b in at.button}) != bool(read_only)
+        at.switch_page("views/training.py").run()                      # no sweep yet: its button opens New run
+        assert not at.exception and ("w_training_sweep" in {b.key for b in at.button}) != bool(read_only)
