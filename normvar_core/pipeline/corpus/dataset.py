@@ -173,9 +173,18 @@ def _from_disk(cfg, path: Path) -> DatasetSource:
                                + (f" (split {split!r})" if split else " without splits"), fix="drop --split")
         ds = loaded
     column = text_column(ds.features, cfg.text_column, path.name)
+    fingerprint = _saved_fingerprint(path / split if isinstance(loaded, datasets.DatasetDict) else path)
     prov = dict(id=str(path.resolve()), kind="save_to_disk", config=None, split=split, revision=None,
-                fingerprint=ds._fingerprint, text_column=column, rows=int(ds.num_rows))
-    return DatasetSource(ds, column, path.name, str(ds._fingerprint), prov)
+                fingerprint=fingerprint, text_column=column, rows=int(ds.num_rows))
+    return DatasetSource(ds, column, path.name, fingerprint, prov)
+
+
+def _saved_fingerprint(folder: Path) -> str:
+    """The fingerprint ``save_to_disk`` wrote in ``state.json`` (``load_from_disk``'s own formatting step
+    gives the loaded object another one)."""
+    import json
+
+    return str(json.loads((folder / "state.json").read_text(encoding="utf-8"))["_fingerprint"])
 
 
 def _builder(datasets, path: str, cfg, data_files=None):
