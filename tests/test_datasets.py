@@ -218,3 +218,49 @@ def test_run_files_without_the_dataset_column_still_read(tmp_path, tiny_models, 
     run = open_run(old)
     assert run.record.dataset == {} and run.meta["n_sentences"] == open_run(path).meta["n_sentences"]
     np.testing.assert_array_equal(run.stats().n, open_run(path).stats().n)
+
+
+def test_shards_read_apart_are_the_whole_dataset_in_order(tmp_path, hf_home):
+    """The Ray executor's corpus phases run in one process (``ranges.select_locally``) over the shards
+    ``dataset_cut`` gives: each share reads only its own rows (save_to_disk: contiguous row blocks; Parquet
+    files: contiguous files), and sampling, the cap and the sentence splitter give the one-pass corpus."""
+    from normvar_core.pipeline.corpus.dataset import dataset_cut
+    from normvar_core.pipeline.corpus.ranges import parse_range, select_locally, shares_of
+
+    lines = _sentences()
+    src = _write_sources(tmp_path / "src", lines)
+    for spec, n_shares in ((str(src["saved"]), 3), (str(tmp_path / "src" / "part*.parquet"), 2)):
+        for split_sentences in (False, True):
+            cfg = RunConfig(dataset=spec, sample_frac=0.6, seed=4, max_sentences=50, max_words=12,
+                            split_sentences=split_sentences)
+            whole = load_sentences(cfg)
+            cut = dataset_cut(cfg, 3, put=lambda b: b)
+            assert len(cut["ranges"]) == n_shares
+            rows = [len(parse_range(RunConfig(dataset=spec), s, "text")[0]) for s in shares_of(cut)]
+            assert sum(rows) == len(lines) and min(rows) > 0
+            local = select_locally(cfg, cut)
+            assert local.sentences == whole.sentences and whole.n_capped > 0
+            assert [getattr(local, k) for k in SELECTION] == [getattr(whole, k) for k in SELECTION]
+            assert local.dataset == whole.dataset and local.sha256 == whole.sha256
+
+
+@pytest.mark.slow
+def test_ray_actors_read_their_own_shards(tmp_path, tiny_models, hf_home, monkeypatch):
+    import tempfile
+
+    import ray
+
+    src = _write_sources(tmp_path / "src", _sentences())
+    opts = dict(_opts(tiny_models["bert"]), dataset=str(src["saved"]), name="r")
+    one = open_run(compute_run(RunConfig(**opts), tmp_path / "a"))
+    ray_tmp = tempfile.mkdtemp(prefix="nvray", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
+    try:
+        sharded = open_run(compute_run(RunConfig(**opts, executor="ray", workers=2), tmp_path / "b"))
+    finally:
+        ray.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert len(sharded.meta["notes"]["read_cpu_s"]) == 2  # two shards, each read and tokenized by its actor
+    assert sharded.meta["dataset"] == one.meta["dataset"]
+    _same_selection(sharded, one)
+    _assert_same(sharded, one)
