@@ -53,10 +53,12 @@ def _sentences() -> list[str]:
 
 def _write_sources(root: Path, lines: list[str]) -> dict:
     """The same lines as a text file, a save_to_disk folder (with an int column) and two Parquet files."""
-    import datasets
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from normvar_core.pipeline.corpus.dataset import datasets_offline
+
+    datasets = datasets_offline()  # offline, no progress bars
     root.mkdir(parents=True, exist_ok=True)
     (root / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     datasets.Dataset.from_dict({"id": list(range(len(lines))), "text": lines}).save_to_disk(str(root / "saved"))
@@ -182,8 +184,9 @@ def test_bad_datasets_get_one_line_and_exit_2_before_the_model(tmp_path, hf_home
         (["--dataset", str(numbers)], "numbers has 0 text columns"),
         (["--dataset", "someone/prepared", "--dataset-revision", "feedbeef"], "revision 'feedbeef'"),
     ]
+    capsys.readouterr()
     for args, expected in cases:
-        for command in ("compute", "submit"):
+        for command in ("compute", "submit", "plan"):
             rc, err = _cli([command, "--model", nowhere, *args, "--data-dir", str(tmp_path / "d")], capsys)
             assert rc == 2, (command, args, err)
             assert err.count("\n") == 1 and err.startswith("normvar: error:") and expected in err, (command, err)
@@ -264,3 +267,28 @@ def test_ray_actors_read_their_own_shards(tmp_path, tiny_models, hf_home, monkey
     assert sharded.meta["dataset"] == one.meta["dataset"]
     _same_selection(sharded, one)
     _assert_same(sharded, one)
+
+
+def test_the_new_run_form_queues_a_dataset_run_and_refuses_a_bad_split(tmp_path, hf_home, monkeypatch):
+    """The New-run page's Dataset fields (generated from RunConfig) reach the queued job; a bad split is
+    shown as the one-line error and nothing is queued."""
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.service.jobs import JobStore
+
+    src = _write_sources(tmp_path / "src", _sentences())
+    data = tmp_path / "data"
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=90)
+    at.run()
+    at.switch_page("views/new_run.py").run()
+    at.text_input(key="w_cfg_dataset").set_value(str(src["saved"]))
+    at.text_input(key="w_cfg_split").set_value("validation")
+    at.button(key="w_submit").click().run()
+    assert at.error and "split 'validation' not in saved" in at.error[0].value
+    assert JobStore(data).list() == []
+    at.text_input(key="w_cfg_split").set_value("")
+    at.button(key="w_submit").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    jobs = JobStore(data).list()
+    assert len(jobs) == 1 and jobs[0].config["dataset"] == str(src["saved"]) and jobs[0].name == "minilm__saved"
