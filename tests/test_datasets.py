@@ -292,3 +292,17 @@ def test_the_new_run_form_queues_a_dataset_run_and_refuses_a_bad_split(tmp_path,
     assert not at.exception and not at.error, [e.value for e in at.error]
     jobs = JobStore(data).list()
     assert len(jobs) == 1 and jobs[0].config["dataset"] == str(src["saved"]) and jobs[0].name == "minilm__saved"
+
+
+def test_a_saved_dataset_dict_reads_the_split_asked_for(tmp_path, hf_home):
+    from normvar_core.pipeline.corpus.dataset import datasets_offline
+
+    datasets = datasets_offline()
+    train, test = ["One here.", "Two here."], ["Three, from the test split.", None, "Four."]
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": train}),
+                          "test": datasets.Dataset.from_dict({"text": test})}).save_to_disk(str(tmp_path / "dd"))
+    got = load_sentences(RunConfig(dataset=str(tmp_path / "dd"), split="test"))
+    assert got.sentences == ["Three, from the test split.", "Four."] and got.n_empty == 1 and got.n_read == 3
+    state = json.loads((tmp_path / "dd" / "test" / "state.json").read_text())
+    assert got.dataset["split"] == "test" and got.sha256 == got.dataset["fingerprint"] == state["_fingerprint"]
+    assert load_sentences(RunConfig(dataset=str(tmp_path / "dd"))).sentences == train  # default: train
