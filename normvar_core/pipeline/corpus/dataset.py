@@ -40,7 +40,7 @@ from typing import Any
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.tables import cell, pick_column
 
-ROWS = 10_000
+ROWS = 1_000
 BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv", ".arrow": "arrow"}
 STRING_TYPES = ("string", "large_string", "string_view")
 FORMAT = ".dataset"  # CorpusText.format of a dataset corpus
