@@ -211,6 +211,7 @@ def test_the_real_cli_and_its_light_paths(tmp_path, hf_home):
     assert light.stdout.split() == ["False", "False"], light.stderr
 
 
+@pytest.mark.slow
 def test_run_files_without_the_dataset_column_still_read(tmp_path, tiny_models, hf_home):
     src = _write_sources(tmp_path / "src", _sentences())
     path = compute_run(RunConfig(**_opts(tiny_models["bert"]), dataset=str(src["saved"]), name="r"), tmp_path / "a")

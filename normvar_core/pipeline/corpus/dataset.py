@@ -81,7 +81,7 @@ class DatasetSource:
         """The text column's cells in batches of ``ROWS``, of shard ``index`` of ``num`` (default all)."""
         ds = (self.ds if self.stream is None else self.stream) if index is None else self.shard(index, num)
         try:
-            # Arrow batches, converted here: the library's Python formatting grew the peak by ~60 MB over 1M rows
+            # Arrow batches, converted here: the library's Python formatting grew the peak by ~40 MB over 1M rows
             for batch in ds.select_columns([self.column]).with_format("arrow").iter(batch_size=ROWS):
                 yield batch.column(self.column).to_pylist()
         except (OSError, ValueError, TypeError) as exc:  # pyarrow's errors are ValueError/OSError subclasses
@@ -192,8 +192,8 @@ def _from_disk(cfg, path: Path) -> DatasetSource:
 
 
 def _scan_lightly(builder):
-    """A Parquet builder set to read without pre-buffering (its buffers stayed allocated: +100 MB over a
-    1M-row file) in batches of ``ROWS`` (default: a whole row group); other builders unchanged."""
+    """A Parquet builder set to read without pre-buffering (its buffers stayed allocated: the peak grew with
+    the file) in batches of ``ROWS`` (default: a whole row group); other builders unchanged."""
     if hasattr(builder.config, "fragment_scan_options") and builder.config.fragment_scan_options is None:
         import pyarrow.dataset as pads
 
