@@ -50,6 +50,7 @@ bench: venv
 	$(PY) benchmarks/bench_null.py
 	$(PY) benchmarks/bench_corpus_memory.py
 	$(PY) benchmarks/bench_tokenize_memory.py
+	$(PY) benchmarks/bench_dataset_rss.py
 	$(PY) benchmarks/bench_cost.py
 
 # On a CUDA machine: compute / bare bf16 forward, embeddings/s, peak GPU memory per scatter dtype (README table);

@@ -56,8 +56,14 @@ class RunConfig:
     gguf_file: str | None = opt(None, "GGUF file inside the model directory", section="model", label="GGUF file")
     trust_remote_code: bool = opt(False, "allow the model's own code (off by default; only for models you trust)",
                                   section="model")
-    text_column: str | None = opt(None, "column holding the text (.jsonl/.csv/.parquet); default: the only text column",
-                                  section="corpus")
+    dataset: str | None = opt(None, "a Hugging Face dataset in place of --corpus: Hub id (from the local cache, never "
+                              "downloaded), save_to_disk folder, or data files (.parquet/.json/.jsonl/.csv/.arrow; "
+                              "comma-separated, globs allowed)", section="corpus")
+    dataset_config: str | None = opt(None, "the dataset's configuration (subset)", section="corpus")
+    split: str | None = opt(None, "the dataset's split; default train, or its only split", section="corpus")
+    dataset_revision: str | None = opt(None, "the Hub dataset's commit (the cached one by default)", section="corpus")
+    text_column: str | None = opt(None, "column holding the text (.jsonl/.csv/.parquet, --dataset); default: the only "
+                                  "text column", section="corpus")
     split_sentences: bool = opt(False, "split lines into sentences (nupunkt)", section="corpus")
     max_words: int = opt(MAX_WORDS, "keep sentences with fewer whitespace words (the study: 64); 0 = no limit",
                          section="options", minimum=0, label="Word limit")
@@ -166,6 +172,11 @@ class RunConfig:
             bad(f"sample_frac must be in (0, 1], got {self.sample_frac}", "e.g. --sample-frac 0.01")
         if self.layers is not None and (not self.layers or min(self.layers) < 0):
             bad(f"invalid layer subset {self.layers}", "give non-negative hidden-state indices, e.g. --layers 0,6,12")
+        if self.dataset and self.corpus:
+            bad("both --corpus and --dataset given", "pass one of them")
+        extra = [n for n in ("dataset_config", "split", "dataset_revision") if getattr(self, n) and not self.dataset]
+        if extra:
+            bad(f"--{extra[0].replace('_', '-')} needs --dataset", "name the dataset with --dataset, or drop it")
         for label, value in (("run name", self.name), ("sweep name", self.sweep)):
             if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
                 bad(f"invalid {label} {value!r}", "use letters, digits, '.', '_' and '-' (max 128)")
@@ -261,6 +272,14 @@ def _corpus_stem(corpus: str) -> str:
     return corpus_stem(Path(corpus or DEFAULT_CORPUS).name)
 
 
+def _dataset_stem(dataset: str) -> str:
+    """A dataset's name: a Hub id's or a folder's last part, a data file's stem (the first file; a glob's folder)."""
+    parts = Path(dataset.split(",")[0].strip().rstrip("/\\")).parts or ("dataset",)
+    plain = [p for p in parts if not any(c in p for c in "*?[")] or ["dataset"]
+    name = plain[-1]
+    return name.rsplit(".", 1)[0] if name.lower().endswith((".arrow", ".json")) else corpus_stem(name)
+
+
 def default_run_name(cfg: RunConfig) -> str:
     """The name of a run without ``--name``: ``<model alias or last path part>__<corpus stem>``,
     sanitized to letters, digits, '.', '_' and '-' (used by compute, submit and the upload page)."""
@@ -268,5 +287,7 @@ def default_run_name(cfg: RunConfig) -> str:
     model = re.split(r"[/\\]", model)[-1] if model else "model"
     if cfg.gguf_file:
         model = f"{model}-{_corpus_stem(cfg.gguf_file.replace('.gguf', ''))}"
-    name = f"{_sanitize(model)}__{_sanitize(_corpus_stem(cfg.corpus))}"
+    corpus = _corpus_stem(cfg.corpus) if not cfg.dataset else "-".join(
+        x for x in (_dataset_stem(cfg.dataset), cfg.dataset_config, cfg.split) if x)
+    name = f"{_sanitize(model)}__{_sanitize(corpus)}"
     return name[:128].rstrip("-._") or "run"

@@ -42,7 +42,8 @@ with st.form("new_run", border=True, enter_to_submit=False):
         f"({', '.join(TABLE_SUFFIXES)}) — max {cap_mb} MB",
         key="w_upload", max_upload_size=cap_mb)
     values = _form.config_section("corpus")
-    st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels).")
+    st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels), "
+               "or the *Dataset*: a Hugging Face Hub id from this machine's cache, a save_to_disk folder or data files.")
 
     st.markdown("**Model**")
     if sweep_mode:

@@ -31,6 +31,12 @@ def short_corpus(name) -> str | None:
     return f"upload {name[:8]}…" if re.fullmatch(r"[0-9a-f]{64}", name) else name
 
 
+def dataset_line(d: dict) -> str:
+    """Where a --dataset corpus came from: id, configuration, split, revision and its fingerprint or commit."""
+    parts = [f"dataset `{d.get('id')}` ({d.get('kind')})"] + [f"{k} `{d[k]}`" for k in (
+        "config", "split", "revision", "text_column", "commit", "fingerprint", "sha256") if d.get(k)]
+    return " · ".join(parts)
+
 
 @st.fragment(run_every=2.0)
 def jobs_panel() -> None:
@@ -151,6 +157,8 @@ if run is not None:
     stack = f" ({m['stack']} stack)" if m.get("stack") else ""
     st.caption(f"{m.get('architecture') or ''}{stack} · corpus `{short_corpus(m.get('corpus_name'))}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
+    if m.get("dataset"):
+        st.caption(dataset_line(m["dataset"]))
     _ui.unknown_token_warning(run)
     dropped_sentences(m)
     from normvar_core.runs.reader import skipped_measures

@@ -372,9 +372,11 @@ def plan_run(cfg, data_dir=None) -> MemoryPlan:
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.models import load as M
     from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.corpus.dataset import check_dataset
     from normvar_core.pipeline.plan import make_plan
 
     cfg = cfg.validate()
+    check_dataset(cfg)  # as compute: a bad --dataset is refused before the model's config is read
     device = cfg.device if cfg.device != "auto" else M.resolve_device(cfg)
     if cfg.memory_gb is None:
         device = M.resolve_device(cfg)  # measuring needs the device itself

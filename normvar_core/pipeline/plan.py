@@ -168,6 +168,8 @@ def corpus_notes(corpus) -> dict:
             out[k] = v if isinstance(v, (int, float, str, bool)) else str(v)
     if getattr(corpus, "too_long", None):
         out["too_long_examples"] = [str(x) for x in corpus.too_long]
+    if getattr(corpus, "dataset", None):
+        out["dataset"] = dict(corpus.dataset)  # the run row's ``dataset`` column (``publish.run_record``)
     return out
 
 

@@ -124,6 +124,8 @@ def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, sou
     skipped = skip_reasons(ctx, accs)
     if skipped:
         acc_notes["skipped"] = skipped
+    corpus = dict(plan.corpus_notes)
+    dataset = corpus.pop("dataset", None) or {}
     model_meta = dict(source.info.meta)
     is_decoder = bool(model_meta.pop("is_decoder", False))
     record = RunRecord(
@@ -139,7 +141,7 @@ def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, sou
                **notes, **acc_notes, "is_decoder": is_decoder, "max_length": plan.max_length,
                "unk_share": round(float(plan.unk_share), 6),
                "unk_share_text": round(float(getattr(plan, "unk_share_text", 0.0)), 6), "unk_flag": bool(plan.unk_share > UNK_FLAG),
-               "corpus": plan.corpus_notes},
+               "corpus": corpus}, dataset=dataset,
     )
     record.model = cfg.model
     record.dim = int(source.info.dim)

@@ -25,8 +25,9 @@ RUN_COLUMNS: list[tuple[str, str]] = [
     ("source", "VARCHAR"), ("accumulators", "VARCHAR"), ("sweep", "VARCHAR"), ("step", "BIGINT"),
     ("unit", "VARCHAR"), ("schema_version", "INTEGER"),
     ("stack", "VARCHAR"),  # encoder-decoders: "encoder" or "decoder"; NULL for one-stack models
+    ("dataset", "VARCHAR"),  # a --dataset corpus: {id, kind, config, split, revision, fingerprint|commit|sha256}
 ]
-JSON_COLUMNS = ("options", "versions", "notes", "accumulators")
+JSON_COLUMNS = ("options", "versions", "notes", "accumulators", "dataset")
 SCHEMA_VERSION = 2
 
 
@@ -67,6 +68,8 @@ class RunRecord:
     unit: str | None = "token"
     schema_version: int | None = SCHEMA_VERSION
     stack: str | None = None
+    dataset: dict = field(default_factory=dict)
+    """A corpus read with ``--dataset`` (``corpus.dataset``): where it came from; {} for a corpus file."""
 
     @classmethod
     def from_dict(cls, meta: dict) -> "RunRecord":

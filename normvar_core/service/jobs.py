@@ -55,6 +55,10 @@ from normvar_core.service.job_table import JobTable
 def _absolute_paths(cfg: RunConfig) -> RunConfig:
     """The worker may run in another directory: make local corpus/model paths absolute."""
     changes: dict[str, Any] = {}
+    if cfg.dataset:
+        from normvar_core.pipeline.corpus.dataset import absolute_dataset
+
+        changes["dataset"] = absolute_dataset(cfg.dataset)
     if cfg.corpus and not Path(cfg.corpus).expanduser().is_absolute():
         changes["corpus"] = str(Path(cfg.corpus).expanduser().resolve())
     m = cfg.model
@@ -85,6 +89,10 @@ class JobStore(JobTable):
             raise NormvarError(f"not a run configuration: {type(cfg).__name__}", fix="pass a RunConfig")
         cfg = RunConfig.from_dict(cfg.to_dict())  # validates
         cfg = _absolute_paths(cfg)
+        if cfg.dataset:  # an unknown dataset, split or column: refused here, not by the worker
+            from normvar_core.pipeline.corpus.dataset import check_dataset
+
+            check_dataset(cfg)
         name = cfg.name or default_run_name(cfg)
         cfg = cfg.replace(name=name)
         path = self.dd.run_path(name)

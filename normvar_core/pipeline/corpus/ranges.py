@@ -129,6 +129,13 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
             parquet_cells(pf, column, target, path, row_groups=list(share["row_groups"]))
         finally:
             pf.close()
+    elif fmt == ".dataset":  # the actor reads its own shard of the dataset (``dataset.dataset_cut``)
+        import json
+
+        from normvar_core.pipeline.corpus.dataset import open_dataset
+
+        spec = json.loads(bytes(data))
+        open_dataset(cfg).feed(target, spec["index"], spec["num"])
     elif fmt == ".jsonl":
         cols = _JsonColumns()
         for rows in _jsonl_rows(CorpusStream(path, data=data, at_start=share["index"] == 0), path):
@@ -197,7 +204,8 @@ def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text
         sel.too_long.extend(p["too_long"][:KEEP_TOO_LONG - len(sel.too_long)])
     sel.n_not_text = int(n_not_text)
     path = Path(cut["path"])
-    return sel.result(name=corpus_label(path), path=path, sha256=cut["sha256"], fmt=cut["format"], column=column)
+    return sel.result(name=cut.get("name") or corpus_label(path), path=path, sha256=cut["sha256"], fmt=cut["format"],
+                      column=column, dataset=cut.get("dataset"))
 
 
 def shares_of(cut: dict) -> list[dict]:

@@ -60,11 +60,19 @@ def corpus_format(path: Path) -> str:
 
 
 def load_sentences(cfg: RunConfig, data_dir=None) -> CorpusText:
-    """Stream ``cfg.corpus`` and select sentences as described in the module docstring."""
-    path = resolve_corpus_path(cfg.corpus, data_dir)
-    fmt = corpus_format(path)
+    """Stream ``cfg.corpus`` (or ``cfg.dataset``: ``corpus.dataset``, each row's text cell a record) and
+    select sentences as described in the module docstring."""
     sel = Selection(cfg)
     sink = _SentenceSplitter(sel) if cfg.split_sentences else sel
+    if getattr(cfg, "dataset", None):
+        from normvar_core.pipeline.corpus.dataset import FORMAT, open_dataset
+
+        src = open_dataset(cfg)
+        src.feed(sink)
+        return sel.result(name=src.label, path=Path(src.label), sha256=src.digest, fmt=FORMAT, column=src.column,
+                          dataset=src.provenance)
+    path = resolve_corpus_path(cfg.corpus, data_dir)
+    fmt = corpus_format(path)
     column = None
     if fmt in TABLE_SUFFIXES:
         column, digest = select_table(path, fmt, cfg.text_column, sink)

@@ -46,6 +46,9 @@ class CorpusText:
     too_long: list[str] = field(default_factory=list)
     """The first ``KEEP_TOO_LONG`` sentences dropped for having ``max_words`` words or more (each cut
     to ``TOO_LONG_CHARS`` characters): shown on the Runs page so the limit's effect can be read."""
+    dataset: dict | None = None
+    """A ``--dataset`` corpus's provenance (``corpus.dataset``): id, kind, config, split, revision, and its
+    fingerprint, Hub commit or files' sha256."""
 
 
 KEEP_TOO_LONG = 20
@@ -97,7 +100,8 @@ class Selection:
         self.kept.extend(nonempty[i] for i in picked)
         self._lengths.append(words[picked])
 
-    def result(self, *, name: str, path: Path, sha256: str, fmt: str, column: str | None) -> CorpusText:
+    def result(self, *, name: str, path: Path, sha256: str, fmt: str, column: str | None,
+               dataset: dict | None = None) -> CorpusText:
         """The selection as a ``CorpusText``; a ``NormvarError`` when nothing is left."""
         n_text = self.n_read - self.n_empty
         if n_text == 0:
@@ -112,4 +116,5 @@ class Selection:
             sentences=self.kept, name=name, path=path, sha256=sha256, n_read=self.n_read,
             n_kept=len(self.kept), n_too_long=self.n_too_long, n_empty=self.n_empty,
             n_sampled_out=self.n_sampled_out, n_capped=self.n_capped, sentence_lengths=lengths,
-            text_column=column, format=fmt, too_long=list(self.too_long), n_not_text=self.n_not_text)
+            text_column=column, format=fmt, too_long=list(self.too_long), n_not_text=self.n_not_text,
+            dataset=dataset)

@@ -63,7 +63,10 @@ def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
 def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None) -> RunTarget:
     """The checks that need no model: ``cfg`` valid, named, its run file free (or ``overwrite``), the
     checkpoint's folder writable. ``out_dir`` overrides runs/ (CLI --out)."""
+    from normvar_core.pipeline.corpus.dataset import check_dataset
+
     cfg = cfg.validate()
+    check_dataset(cfg)  # an unknown dataset, split or column: refused before any model loads
     dd = DataDir.at(data_dir)
     if cfg.name is None:
         cfg = cfg.replace(name=default_run_name(cfg))

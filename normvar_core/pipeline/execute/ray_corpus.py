@@ -34,7 +34,11 @@ from normvar_core.pipeline.corpus.read import corpus_format, load_sentences, res
 
 def cut_for_actors(cfg, data_dir, k: int, put) -> dict | None:
     """The driver's cut (``ranges.cut_ranges``) into ``k`` ranges, each ``put`` into the object store as
-    soon as it is cut; None for CSV (read by the driver)."""
+    soon as it is cut; None for CSV (read by the driver). A dataset: one shard per actor (``dataset.dataset_cut``)."""
+    if getattr(cfg, "dataset", None):
+        from normvar_core.pipeline.corpus.dataset import dataset_cut
+
+        return dataset_cut(cfg, k, put)
     fmt = corpus_format(resolve_corpus_path(cfg.corpus, data_dir))
     if fmt not in (*R.LINE_FORMATS, ".parquet"):
         return None
@@ -69,7 +73,7 @@ def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
     parts = get([a.keep.remote(*ref, column, s, r) for (a, ref), s, r in zip(pairs, skips, rooms)])
     for p in parts:
         p["sentences"] = unpack_strings({"utf8": p.pop("kept_utf8"), "ends": p.pop("kept_ends")})
-    text_column = column if cut["format"] in (".jsonl", ".parquet") else None
+    text_column = column if cut["format"] in (".jsonl", ".parquet", ".dataset") else None
     corpus = R.merge_selections(cfg, cut, parts, n_not_text=sum(int(i["n_not_text"]) for i in infos),
                                 column=text_column)
     return corpus, parts
