@@ -25,8 +25,9 @@ RUN_COLUMNS: list[tuple[str, str]] = [
     ("source", "VARCHAR"), ("accumulators", "VARCHAR"), ("sweep", "VARCHAR"), ("step", "BIGINT"),
     ("unit", "VARCHAR"), ("schema_version", "INTEGER"),
     ("stack", "VARCHAR"),  # encoder-decoders: "encoder" or "decoder"; NULL for one-stack models
+    ("device_map", "VARCHAR"),  # --device-map: {module: "cuda:k" | "cpu" | "disk"} as it ran; {} in one piece
 ]
-JSON_COLUMNS = ("options", "versions", "notes", "accumulators")
+JSON_COLUMNS = ("options", "versions", "notes", "accumulators", "device_map")
 SCHEMA_VERSION = 2
 
 
@@ -67,6 +68,8 @@ class RunRecord:
     unit: str | None = "token"
     schema_version: int | None = SCHEMA_VERSION
     stack: str | None = None
+    device_map: dict = field(default_factory=dict)
+    """Where each module ran (--device-map, accelerate's resolved ``hf_device_map``); {}: the model in one piece."""
 
     @classmethod
     def from_dict(cls, meta: dict) -> "RunRecord":

@@ -1,0 +1,145 @@
+"""One model over several devices (issue 32, items 1, 2 and 5), on the CPU: a tiny Llama spread over the CPU
+and the disk (accelerate's big-model path: --max-memory + --offload-folder, or a JSON --device-map) gives the
+same run as the model in one piece on every table of the run file, the run row names where each module ran,
+each layer group's accumulator state holds only its layers, and no kept hidden state is all zeros
+(transformers #36636)."""
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from normvar_core.config import RunConfig
+from normvar_core.datadir import DEFAULT_CORPUS
+from normvar_core.errors import NormvarError
+from normvar_core.pipeline.execute.local import compute_run
+from normvar_core.runs.runfile import open_run
+
+SPLIT = {"embed_tokens": "cpu", "rotary_emb": "cpu", "layers.0": "cpu", "layers.1": "disk", "norm": "disk"}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:
+        lines = [s.strip() for s in itertools.islice(fh, 7000, 7040)]
+    p = tmp_path_factory.mktemp("corpus") / "novels40.txt"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def _tables(path) -> dict[str, pd.DataFrame]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                           "WHERE table_schema = 'main'").fetchall()]
+        return {n: con.execute(f'SELECT * FROM "{n}"').df() for n in names if n != "run"}
+    finally:
+        con.close()
+
+
+def _same_table(name: str, a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns) and len(a) == len(b), name
+    for col in a.columns:
+        x, y = a[col].to_numpy(), b[col].to_numpy()
+        if x.dtype.kind in "fc":
+            np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-12, err_msg=f"{name}.{col}")
+        elif x.dtype == object and len(x) and isinstance(x[0], (list, np.ndarray)):
+            for u, v in zip(x, y):
+                np.testing.assert_allclose(np.asarray(v, float), np.asarray(u, float), rtol=1e-6, atol=1e-12,
+                                           err_msg=f"{name}.{col}")
+        else:
+            assert list(x) == list(y), f"{name}.{col}"
+
+
+def _base(tiny_models, corpus, name, **kw) -> RunConfig:
+    return RunConfig(model=str(tiny_models["llama"]), corpus=str(corpus), name=name, samples_per_token=2,
+                     self_similarity="on", **kw)
+
+
+@pytest.mark.parametrize("how", ["max_memory", "json"])
+def test_spread_over_cpu_and_disk_equals_one_piece(tiny_models, corpus, tmp_path, how):
+    ref = compute_run(_base(tiny_models, corpus, "whole"), tmp_path)
+    if how == "json":
+        (tmp_path / "map.json").write_text(json.dumps(SPLIT))
+        cfg = _base(tiny_models, corpus, "mapped", device_map=str(tmp_path / "map.json"),
+                    offload_folder=str(tmp_path / "off"))
+    else:  # the embeddings (64 KiB) fit in 100 KiB of CPU, the blocks and the final norm go to the disk
+        cfg = _base(tiny_models, corpus, "mapped", device_map="auto", max_memory="cpu=100KiB",
+                    offload_folder=str(tmp_path / "off"))
+    got = compute_run(cfg, tmp_path)
+    a, b = _tables(ref), _tables(got)
+    assert set(a) == set(b) and {"token_stats", "layer_stats", "layer_geometry", "token_selfsim", "samples", "halves_layer"} <= set(a)
+    for name in sorted(a):
+        _same_table(name, a[name], b[name])
+    rec = open_run(got).record
+    assert "disk" in rec.device_map.values() and "cpu" in rec.device_map.values()
+    if how == "json":
+        assert rec.device_map == SPLIT
+    assert open_run(ref).record.device_map == {}
+    samples = b["samples"]
+    for layer, rows in samples.groupby("layer"):  # transformers #36636: later layers came back as zeros
+        assert np.abs(np.stack(rows["vector"].to_numpy())).max() > 0, layer
+
+
+def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
+    """The accumulators of a split run: one per device-map entry, each sized for its layers; the state
+    seen by checkpoints and Ray (state_dict) is the whole run's, and loads back into the groups."""
+    from normvar_core.pipeline.execute.partials import build_accumulators, partial_state, run_range
+    from normvar_core.pipeline.execute.prepare import prepare
+    from normvar_core.pipeline.placement import LayerSplit
+
+    (tmp_path / "map.json").write_text(json.dumps(SPLIT))
+    cfg = _base(tiny_models, corpus, "g", device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "o"))
+    setup = prepare(cfg, tmp_path)
+    assert setup.ctx.places == [("cpu", "cpu"), ("cpu", "cpu"), ("disk", "cpu")]  # f_2: the final norm
+    accs = build_accumulators(setup.ctx)
+    assert all(isinstance(a, LayerSplit) for a in accs.values())
+    moments = accs["moments"]
+    assert [p.acc.num_layers for p in moments.parts] == [2, 1]
+    run_range(setup.source, setup.plan, accs, 0, setup.plan.n_batches)
+    whole = partial_state(accs, 0, setup.plan.n_batches).states
+    assert whole["moments"]["acc.mean"].shape[0] == 3
+    np.testing.assert_array_equal(whole["moments"]["acc.layer_index"], [0, 1, 2])
+    again = build_accumulators(setup.ctx)
+    for name, acc in again.items():
+        acc.load_state_dict(whole[name])
+        for key, value in acc.state_dict().items():
+            np.testing.assert_array_equal(value, whole[name][key], err_msg=f"{name}.{key}")
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(max_memory="0=70GiB"), "need a device map"),
+    (dict(device_map="everywhere"), "unknown --device-map"),
+    (dict(device_map="auto", max_memory="0=70GiB,cpu=lots"), "cannot read the size"),
+    (dict(device_map="auto", max_memory="gpu=1GiB"), "unknown device"),
+    (dict(device_map="auto", max_memory="0=1GiB,0=2GiB"), "twice"),
+    (dict(device_map="/nonexistent/map.json"), "cannot read --device-map"),
+])
+def test_bad_device_options_are_one_line(kw, words):
+    with pytest.raises(NormvarError) as err:
+        RunConfig(model="minilm", **kw).validate()
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_offload_folder_checked_before_the_model_loads(tiny_models, corpus, tmp_path, monkeypatch):
+    from normvar_core.pipeline import models as M
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setattr(M, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    cfg = _base(tiny_models, corpus, "off", device_map="auto", offload_folder=str(blocker / "sub"))
+    with pytest.raises(NormvarError, match="offload-folder"):
+        compute_run(cfg, tmp_path)
+
+
+def test_max_memory_parsed():
+    from normvar_core.devicemap import parse_devices, parse_max_memory
+
+    assert parse_max_memory("0=70GiB, 1=70GiB,cpu=200GB") == {0: 70 * 2**30, 1: 70 * 2**30, "cpu": 200 * 10**9}
+    assert parse_devices("8x80") == {i: 80 * 10**9 for i in range(8)}
+    assert parse_devices("2x24,cpu=256") == {0: 24 * 10**9, 1: 24 * 10**9, "cpu": 256 * 10**9}
