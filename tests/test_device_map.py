@@ -62,7 +62,7 @@ def _base(tiny_models, corpus, name, **kw) -> RunConfig:
 
 
 @pytest.mark.parametrize("how", ["max_memory", "json"])
-def test_spread_over_cpu_and_disk_equals_one_piece(tiny_models, corpus, tmp_path, how):
+def test_spread_over_cpu_and_disk_equals_one_piece(tiny_models, corpus, tmp_path, monkeypatch, how):
     ref = compute_run(_base(tiny_models, corpus, "whole"), tmp_path)
     if how == "json":
         (tmp_path / "map.json").write_text(json.dumps(SPLIT))
@@ -81,9 +81,29 @@ def test_spread_over_cpu_and_disk_equals_one_piece(tiny_models, corpus, tmp_path
     if how == "json":
         assert rec.device_map == SPLIT
     assert open_run(ref).record.device_map == {}
+    if how == "json":
+        _runs_page_shows_the_map(tmp_path, monkeypatch)
     samples = b["samples"]
     for layer, rows in samples.groupby("layer"):  # transformers #36636: later layers came back as zeros
         assert np.abs(np.stack(rows["vector"].to_numpy())).max() > 0, layer
+
+
+def _runs_page_shows_the_map(data_dir, monkeypatch) -> None:
+    """The Runs page (Streamlit's AppTest) shows where each module ran."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("NORMVAR_DATA", str(data_dir))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=90)
+    at.query_params.update({"run": "mapped"})
+    at.run()
+    at.switch_page("views/runs.py").run()
+    assert not at.exception
+    assert [e.label for e in at.expander if e.label.startswith("Device map")] == [
+        "Device map: cpu: 3 modules · disk: 2 modules"]
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["module", "device"])
+    assert dict(zip(table["module"], table["device"])) == SPLIT
 
 
 def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
