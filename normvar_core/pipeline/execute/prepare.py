@@ -122,6 +122,13 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)
+    if loaded.info.device_map and resumed is None:  # --device-map: what each device holds decides the drops
+        from normvar_core.pipeline.memory import with_devices
+        from normvar_core.pipeline.memory_devices import device_limits, plan_placed
+
+        dmap = loaded.info.device_map
+        ctx.memory = with_devices(ctx.memory, plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap,
+                                                          device_limits(dmap), dtype=cfg.dtype))
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 
