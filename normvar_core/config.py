@@ -175,6 +175,8 @@ class RunConfig:
         if self.layers is not None and (not self.layers or min(self.layers) < 0):
             bad(f"invalid layer subset {self.layers}", "give non-negative hidden-state indices, e.g. --layers 0,6,12")
         check_device_options(self.device_map, self.max_memory, self.offload_folder)
+        if self.gpus_per_worker is not None and self.executor != "ray":
+            bad("--gpus-per-worker is for the Ray executor", "add --executor ray, or leave --gpus-per-worker out")
         for label, value in (("run name", self.name), ("sweep name", self.sweep)):
             if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
                 bad(f"invalid {label} {value!r}", "use letters, digits, '.', '_' and '-' (max 128)")

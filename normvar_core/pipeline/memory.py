@@ -312,8 +312,8 @@ def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype,
             break
     else:
         weights = base_for(ctx)["weights"]
-        out.append(f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: normvar holds a whole model per "
-                   f"device (no model parallelism) — a larger device" if weights >= memory else
+        out.append(f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: spread the model over several "
+                   f"devices (--device-map auto; normvar plan --devices 8x80 shows each device) or a larger device" if weights >= memory else
                    f"even one layer needs more than {gb(memory)}: a larger device, or lower --batch-size / --max-length")
     return out
 
