@@ -135,6 +135,33 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
             np.testing.assert_array_equal(value, whole[name][key], err_msg=f"{name}.{key}")
 
 
+def test_split_run_resumes_from_its_checkpoint(tiny_models, corpus, tmp_path):
+    """A device-mapped run cancelled after two batches checkpoints the whole run's state (host arrays) and
+    resumes, in the layer groups, to the run of the model in one piece."""
+    from normvar_core.errors import CancelledError
+
+    (tmp_path / "map.json").write_text(json.dumps(SPLIT))
+    ref = compute_run(_base(tiny_models, corpus, "whole", batch_size=8), tmp_path / "a")
+    cfg = _base(tiny_models, corpus, "mapped", batch_size=8, device_map=str(tmp_path / "map.json"),
+                offload_folder=str(tmp_path / "off"))
+    ckpt = tmp_path / "ck" / "run.ckpt"
+    seen = []
+
+    def progress(p):
+        if p.stage == "compute":
+            seen.append(p.embeddings)
+
+    with pytest.raises(CancelledError):
+        compute_run(cfg, tmp_path / "b", checkpoint=ckpt, checkpoint_every_s=0.0, progress=progress,
+                    should_cancel=lambda: len([e for e in seen if e > 0]) >= 2)
+    assert ckpt.exists()
+    got = compute_run(cfg, tmp_path / "b", checkpoint=ckpt)
+    assert open_run(got).meta["notes"]["resumed_from_batch"] >= 1
+    a, b = _tables(ref), _tables(got)
+    for name in sorted(a):
+        _same_table(name, a[name], b[name])
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(max_memory="0=70GiB"), "need a device map"),
     (dict(device_map="everywhere"), "unknown --device-map"),
