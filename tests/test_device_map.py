@@ -131,6 +131,20 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     whole = partial_state(accs, 0, setup.plan.n_batches).states
     assert whole["moments"]["acc.mean"].shape[0] == 3
     np.testing.assert_array_equal(whole["moments"]["acc.layer_index"], [0, 1, 2])
+    # every registered accumulator declares which of its state is stacked by layer: those keys have one row per
+    # kept layer, the others do not change with the number of layers
+    from normvar_core.pipeline.placement import sub_context
+
+    one = build_accumulators(sub_context(setup.ctx, "cpu", np.array([1])))
+    three = build_accumulators(sub_context(setup.ctx, "cpu", np.array([0, 1, 2])))
+    for name, acc in three.items():
+        spec1, spec3, layered = one[name].state_spec(), acc.state_spec(), acc.layer_keys()
+        assert layered and layered <= set(spec3), name
+        for key, (shape, _) in spec3.items():
+            if key in layered:
+                assert shape[0] == 3 and spec1[key][0][0] == 1 and spec1[key][0][1:] == shape[1:], (name, key)
+            else:
+                assert spec1[key][0] == shape, (name, key)
     again = build_accumulators(setup.ctx)
     for name, acc in again.items():
         acc.load_state_dict(whole[name])
