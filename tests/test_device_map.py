@@ -243,3 +243,16 @@ def test_ray_gpus_per_worker_replicas_equal_one_piece(tiny_models, corpus, tmp_p
         actor_gpus(cfg.replace(gpus_per_worker=4), 2, 2)
     with pytest.raises(NormvarError, match="Ray executor"):
         cfg.replace(executor="local")
+
+
+def test_encoder_decoder_with_a_device_map_is_one_line(corpus, tmp_path):
+    """Refused from the config alone, before any weight or tokenizer is read (the folder holds only config.json)."""
+    from transformers import T5Config
+
+    from normvar_core.pipeline.models import load_model
+
+    T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4).save_pretrained(tmp_path / "t5")
+    cfg = RunConfig(model=str(tmp_path / "t5"), corpus=str(corpus), device_map="auto")
+    with pytest.raises(NormvarError, match="one-stack models") as err:
+        load_model(cfg, tmp_path)
+    assert "\n" not in str(err.value)

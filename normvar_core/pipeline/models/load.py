@@ -144,7 +144,7 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     from normvar_core.pipeline.models.encdec import check_text_model
 
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
-    check_text_model(path, name, **kw)  # vision / audio: one line before anything heavy
+    check_text_model(path, name, bool(mapped), **kw)  # vision / audio (and --device-map encoder-decoders): one line
     check_model_dir(path, name)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
