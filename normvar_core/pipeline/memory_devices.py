@@ -9,7 +9,8 @@ limits. Then, per device k (README "Running a 40B model"):
     state_k   = Σ_a planned_bytes(a) for the L_k kept hidden states produced on k (each device-map entry holds
                 its layers' accumulators: ``pipeline/placement.py``; offloaded entries, "cpu" and "disk", on the CPU)
     pass_k    = H_k·P·d·e (the hidden states k produces) + [k runs a block] (P·(f + 4d)·e + rows·h·width²·e)
-                + [L_k > 0] (L_k·N·d·e + 3·N·d·8)
+                + [L_k > 0] (L_k·N·d·e + 3·N·d·8)      (offloaded entries: the first two terms on the first GPU,
+                                                        where accelerate runs them; the last on the CPU)
     bytes_k   = weights_k + state_k + pass_k        (the CPU row: + runtime + plan + the gathered state + publish)
 
 and a device fits when bytes_k <= limit_k (weights on "disk" fit only with --offload-folder). What does not fit
@@ -99,25 +100,34 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
     blocks_on = set(block_devices(model, dmap))
     rows_, width, n = largest_batch(ctx.plan.batches)
     P, d, e = rows_ * width, shape.dim, DTYPE_BYTES[dtype]
-    out, states = [], {}
-    for dev in dict.fromkeys([*dmap.values(), *limits]):
+    devices = list(dict.fromkeys([*dmap.values(), *limits]))
+    gpus = [x for x in devices if x.startswith("cuda")]
+    host = "cpu" if "cpu" in devices else "disk"  # offloaded layers keep their state in host memory ...
+
+    def runs_on(dev: str) -> str:  # ... and their blocks run on the first GPU (accelerate's execution device)
+        return dev if dev.startswith("cuda") else gpus[0] if gpus else host
+
+    def keeps_on(dev: str) -> str:
+        return host if dev in ("cpu", "disk") else dev
+
+    state, passes, accs = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), {x: {} for x in devices}
+    for dev in devices:
         L_k = len(kept.get(dev, ()))
         sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
         sizes = _fixed_and_optional(sub, registry)[0] if L_k else {}
-        states[dev] = sum(b for name, b in sizes.items() if name not in drop)
+        state[keeps_on(dev)] += sum(b for name, b in sizes.items() if name not in drop)
+        accs[keeps_on(dev)].update(sizes)
         H_k = sum(1 for x in produced if x == dev)
-        pass_k = H_k * P * d * e + (P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width ** 2 * e
-                                    if dev in blocks_on else 0) + ((L_k * n * d * e + 3 * n * d * 8) if L_k else 0)
-        out.append({"device": dev, "weights_bytes": int(weights.get(dev, 0)), "state_bytes": 0,
-                    "pass_bytes": int(pass_k), "layers": kept.get(dev, []), "accumulators": sizes})
-    host = "cpu" if "cpu" in states else "disk"  # offloaded layers keep their state in host memory
-    for row in out:
-        dev = row["device"]
-        row["state_bytes"] = int(sum(states.get(x, 0) for x in ("cpu", "disk")) if dev == host
-                                 else 0 if dev in ("cpu", "disk") else states[dev])
-        row["host_bytes"] = 0
+        passes[runs_on(dev)] += H_k * P * d * e + (P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width ** 2 * e
+                                                   if dev in blocks_on else 0)
+        passes[keeps_on(dev)] += (L_k * n * d * e + 3 * n * d * 8) if L_k else 0
+    out = []
+    for dev in devices:
+        row = {"device": dev, "weights_bytes": int(weights.get(dev, 0)), "state_bytes": int(state[dev]),
+               "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "accumulators": accs[dev], "host_bytes": 0}
+        out.append(row)
         if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its copy
-            row["host_bytes"] = RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(states.values()) + publish_bytes(ctx)
+            row["host_bytes"] = RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(state.values()) + publish_bytes(ctx)
         if dev == "disk":
             row.update(bytes=row["weights_bytes"], limit_bytes=None, fits=bool(offload or not row["weights_bytes"]))
             continue
@@ -147,7 +157,7 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     dropped, reasons = [], {}
     rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, (), offload)
     for cls in [c for c in registry if c.droppable(ctx)]:
-        over = [r for r in rows if not r["fits"] and r["state_bytes"]]
+        over = [r for r in rows if not r["fits"] and r["state_bytes"] and r["device"] != "disk"]
         if not over:
             break
         if not any(cls.name in r["accumulators"] for r in over):
