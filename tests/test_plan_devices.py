@@ -17,7 +17,7 @@ E = 2  # bfloat16
 TABLE = {("llama-2-7b", 1): (True, []), ("llama-2-7b", 2): (True, []), ("llama-2-7b", 4): (True, []),
          ("llama-2-7b", 8): (True, []),
          ("falcon-40b", 1): (False, ["geometry", "selfsim", "halves"]),
-         ("falcon-40b", 2): (True, ["geometry", "selfsim", "halves"]), ("falcon-40b", 4): (True, []),
+         ("falcon-40b", 2): (True, ["geometry", "halves"]), ("falcon-40b", 4): (True, []),
          ("falcon-40b", 8): (True, [])}
 
 

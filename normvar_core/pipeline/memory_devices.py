@@ -167,6 +167,13 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
         reasons[cls.name] = (f"{cls.name} dropped: {worst['device']} needs {gb(worst['bytes'])} of "
                              f"{gb(worst['limit_bytes'])} (its layers {_span(worst['layers'])})")
         rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload)
+    for name in list(dropped):  # one dropped early may fit again once a larger one is out
+        if all(r["fits"] for r in rows):
+            rest = [n for n in dropped if n != name]
+            again = device_rows(ctx, shape, model, dmap, limits, dtype, registry, rest, offload)
+            if all(r["fits"] for r in again):
+                dropped, rows = rest, again
+                reasons.pop(name)
     suggestions = [_suggest(r, cfg) for r in rows if not r["fits"]]
     for r in rows:
         r.pop("accumulators")
