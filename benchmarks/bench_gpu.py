@@ -10,8 +10,10 @@ bert-base and Llama-7B shapes (Zipf-distributed synthetic token ids, ``plan.synt
   (float64, float32).
 
 Reports compute / bare, embeddings per second of the compute, peak GPU memory (``max_memory_allocated``)
-and what ``--scatter-dtype auto`` picks on this GPU; prints a markdown table for the README. Without a
-CUDA GPU it prints one line and exits 0 (CI runs it that way).
+and what ``--scatter-dtype auto`` picks on this GPU; prints a markdown table for the README. Then the multi-GPU
+section (``bench_multigpu.py``): a device-mapped Llama-7B shape over every visible GPU against one GPU, seconds
+and the peak memory of each GPU (one line when fewer than two GPUs are visible). Without a CUDA GPU it prints one
+line and exits 0 (CI runs it that way).
 Usage: .venv/bin/python benchmarks/bench_gpu.py [--sentences N] [--llama-sentences M] [--only NAME,...]
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ from types import SimpleNamespace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
 import torch  # noqa: E402
 
@@ -179,7 +181,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sentences", type=int, default=4000)
     ap.add_argument("--llama-sentences", type=int, default=512)
-    ap.add_argument("--only", default="", help="comma-separated: minilm,mpnet,smollm2,bert-base,llama-7b")
+    ap.add_argument("--only", default="", help="comma-separated: minilm,mpnet,smollm2,bert-base,llama-7b,multi-gpu")
     ap.add_argument("--cpu-check", action="store_true",
                     help="run the same code on the CPU with small shapes (checks the script, measures nothing useful)")
     args = ap.parse_args()
@@ -216,6 +218,10 @@ def main() -> int:
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    if want("multi-gpu"):  # a device-mapped model over every visible GPU against one GPU (bench_multigpu.py)
+        from bench_multigpu import multi_gpu
+
+        print("\n" + "\n".join(multi_gpu(args.llama_sentences)))
     return 0
 
 

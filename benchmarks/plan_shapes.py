@@ -45,8 +45,12 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-sentences", type=int, default=None)
+    ap.add_argument("--devices", action="store_true", help="the README's 'Running a 40B model' table: each shape "
+                    "device-mapped over 1, 2, 4, 8 x 80 GB (--batch-size 32)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="normvar-shapes-"))
+    if args.devices:
+        return per_device(root, args.max_sentences)
     for name, d in shape_dirs(root).items():
         for batch in (None, 32):
             cfg = RunConfig(model=str(d), device="cuda", dtype="bfloat16", max_sentences=args.max_sentences,
@@ -76,6 +80,36 @@ def main() -> None:
                   f"{gb(host.runtime_bytes)} + plan {gb(host.plan_bytes)} + publish copy {gb(host.publish_bytes)} = "
                   f"{gb(kept + block + host.runtime_bytes + host.plan_bytes + host.publish_bytes)}")
             print(f"  types {mp.types:,}, P {mp.sample_positions:,}, K {mp.id_sample:,}; memory {gb(mem * GiB)}")
+
+
+def per_device(root: Path, max_sentences: int | None) -> None:
+    """One markdown row per shape and number of 80 GB GPUs: fits, the fullest GPU, what is kept."""
+    from normvar_core.config import RunConfig
+    from normvar_core.devicemap import parse_devices
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.corpus import read as C
+    from normvar_core.pipeline.memory import config_and_tokenizer, gb, shape_from_config
+    from normvar_core.pipeline.memory_devices import plan_devices
+    from normvar_core.pipeline.plan import make_plan
+
+    print("| shape | GPUs | fits | layers per GPU | fullest GPU: weights + state + pass | dropped |")
+    print("|---|---:|---|---|---|---|")
+    for name, d in shape_dirs(root).items():
+        cfg = RunConfig(model=str(d), device="cuda", dtype="bfloat16", max_sentences=max_sentences, batch_size=32)
+        _, config, tok = config_and_tokenizer(cfg)
+        shape = shape_from_config(config, name, tokenizer=tok)
+        plan = make_plan(cfg, C.load_sentences(cfg), tok, num_hidden_states=shape.num_hidden_states,
+                         max_length=shape.max_length, device_type="cuda")
+        ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device="cuda", plan=plan, tokens=plan.tokens)
+        for n in (1, 2, 4, 8):
+            p = plan_devices(ctx, shape, config, parse_devices(f"{n}x80"), dtype="bfloat16")
+            gpus = [r for r in p["devices"] if r["device"].startswith("cuda")]
+            top = max(gpus, key=lambda r: r["bytes"])
+            disk = [r for r in p["devices"] if r["device"] == "disk"]
+            spread = "/".join(str(len(r["layers"])) for r in gpus) + (f" + disk {len(disk[0]['layers'])}" if disk else "")
+            print(f"| {name} (T = {ctx.num_types:,}) | {n} | {'yes' if p['fits'] else '**no**'} | {spread} | "
+                  f"{top['device']}: {gb(top['weights_bytes'])} + {gb(top['state_bytes'])} + {gb(top['pass_bytes'])} "
+                  f"= {gb(top['bytes'])} | {', '.join(p['dropped']) or 'nothing'} |")
 
 
 if __name__ == "__main__":

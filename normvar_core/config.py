@@ -17,6 +17,7 @@ from typing import Any
 from normvar_core.constants import ID_SAMPLE, MAX_WORDS, SAMPLES_PER_TOKEN
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
+from normvar_core.devicemap import check_options as check_device_options
 from normvar_core.errors import NormvarError
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -108,6 +109,13 @@ class RunConfig:
                         "there are GPUs), partial states merged exactly", choices=EXECUTORS)
     ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")
     workers: int | None = opt(None, "Ray actors (default: one per GPU, else 2)", minimum=1)
+    device_map: str | None = opt(None, "one model over several devices (accelerate): auto, balanced, balanced_low_0, "
+                                 "sequential or a JSON file {module: device}; each kept layer's state stays on its "
+                                 "layer's device", label="Device map")
+    max_memory: str | None = opt(None, "with --device-map: what each device may hold, e.g. 0=70GiB,1=70GiB,cpu=200GiB")
+    offload_folder: str | None = opt(None, "with --device-map: folder for the weights that fit on no device (disk)")
+    gpus_per_worker: int | None = opt(None, "Ray: GPUs per actor, each actor one device-mapped replica over its "
+                                      "GPUs (0: CPU actors)", minimum=0, label="GPUs per worker")
     unit: str = opt("token", "what a type is: token (the study's main text) or word (App. J: x_w = the mean of a word's "
                     "token embeddings, words from the fast tokenizer's word ids, keyed by their text)",
                     section="options", choices=UNITS)
@@ -177,6 +185,9 @@ class RunConfig:
         extra = [n for n in ("dataset_config", "split", "dataset_revision") if getattr(self, n) and not self.dataset]
         if extra:
             bad(f"--{extra[0].replace('_', '-')} needs --dataset", "name the dataset with --dataset, or drop it")
+        check_device_options(self.device_map, self.max_memory, self.offload_folder)
+        if self.gpus_per_worker is not None and self.executor != "ray":
+            bad("--gpus-per-worker is for the Ray executor", "add --executor ray, or leave --gpus-per-worker out")
         for label, value in (("run name", self.name), ("sweep name", self.sweep)):
             if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
                 bad(f"invalid {label} {value!r}", "use letters, digits, '.', '_' and '-' (max 128)")

@@ -159,6 +159,13 @@ if run is not None:
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
     if m.get("dataset"):
         st.caption(dataset_line(m["dataset"]))
+    if m.get("device_map"):  # --device-map: where each module ran (accelerate's resolved map)
+        dmap = m["device_map"]
+        where = {d: [k or "(whole model)" for k, v in dmap.items() if v == d] for d in dict.fromkeys(dmap.values())}
+        with st.expander("Device map: " + " · ".join(f"{d}: {len(ms)} module{'s' * (len(ms) > 1)}"
+                                                     for d, ms in where.items())):
+            st.dataframe(pd.DataFrame({"module": list(dmap), "device": list(dmap.values())}), hide_index=True,
+                         width="stretch", key="device_map_table")
     _ui.unknown_token_warning(run)
     dropped_sentences(m)
     from normvar_core.runs.reader import skipped_measures

@@ -239,14 +239,18 @@ def pool_words(states, batch: Batch, keep):
 
 
 def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_position0: bool = False,
-            layers: Sequence[int] | None = None):
+            layers: Sequence[int] | None = None, groups: Sequence | None = None):
     """One forward pass; returns (states (L_kept, N, d) on the model's device and dtype,
     token_ids (N,) int64). Padding is dropped through the attention mask (either side);
-    position 0 is the first real token of each row, whatever the padding side."""
+    position 0 is the first real token of each row, whatever the padding side. ``groups`` (--device-map):
+    [(positions in the kept layers, device)]; states is then a tuple, one (L_g, N, d) tensor per group on
+    its device, each layer's kept rows gathered where the layer computed them."""
     import torch
 
+    from normvar_core.pipeline.models.placement import input_device
+
     model = loaded.model
-    device = next(model.parameters()).device
+    device = input_device(model)
     ids, am = _to_device(batch.input_ids, device), _to_device(batch.attention_mask, device)
     # which positions count is known on the host: select them by index (no boolean mask on the
     # device, whose result size would cost a host synchronisation per batch)
@@ -268,16 +272,30 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
         if bad:
             raise NormvarError(f"layer(s) {bad} out of range: the model has hidden states 0..{len(hs) - 1}",
                                fix=f"pass --layers within 0..{len(hs) - 1}")
-        if batch.word_occ is not None:
-            states = pool_words(torch.stack([hs[i] for i in idx]), batch, keep.to(device))
+        if groups is not None:
+            states = tuple(_kept(hs, [idx[j] for j in pos], batch, keep, flat, torch.device(dev)) for pos, dev in groups)
         else:
-            sel = _to_device(flat, device)
-            first = hs[idx[0]]  # one copy: each layer's kept rows gathered straight into its slice
-            states = torch.empty((len(idx), sel.numel(), first.shape[-1]), dtype=first.dtype, device=first.device)
-            for j, i in enumerate(idx):
-                torch.index_select(hs[i].flatten(0, 1), 0, sel, out=states[j])
+            states = _kept(hs, idx, batch, keep, flat, hs[idx[0]].device)
         token_ids = _to_device(unit_ids(batch).reshape(-1)[flat], device)
     return states, token_ids
+
+
+def _kept(hs, idx, batch: Batch, keep, flat, device):
+    """(len(idx), N, d) on ``device``: the kept rows of hidden states ``idx``, each gathered on the device
+    that computed it (then moved, only when that is not ``device``: layers offloaded to CPU or disk)."""
+    import torch
+
+    if batch.word_occ is not None:
+        return pool_words(torch.stack([hs[i].to(device) for i in idx]), batch, keep.to(device))
+    first = hs[idx[0]]  # one copy: each layer's kept rows gathered straight into its slice
+    states = torch.empty((len(idx), flat.numel(), first.shape[-1]), dtype=first.dtype, device=device)
+    for j, i in enumerate(idx):
+        sel = _to_device(flat, hs[i].device)
+        if hs[i].device == device:
+            torch.index_select(hs[i].flatten(0, 1), 0, sel, out=states[j])
+        else:
+            states[j].copy_(torch.index_select(hs[i].flatten(0, 1), 0, sel))
+    return states
 
 
 def _to_device(t, device):

@@ -61,6 +61,7 @@ class StateBatch:
     token_ids: Any       # torch.Tensor (N,) int64
     sentence_ids: Any    # torch.Tensor (N,) int64
     positions: Any       # torch.Tensor (N,) int64
+    groups: Any = None   # --device-map: one (L_g, N, d) tensor per layer group on its device (states None)
 
     @property
     def size(self) -> int:
@@ -90,6 +91,7 @@ class RunContext:
     plan: RunPlan
     tokens: dict = field(default_factory=dict)    # token id -> string
     memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
+    places: list | None = None  # --device-map: (map entry, state device) per kept layer (``pipeline/placement.py``)
 
     @property
     def num_layers(self) -> int:

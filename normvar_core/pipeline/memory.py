@@ -24,11 +24,13 @@ subset, self-similarity off.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from normvar_core.devicemap import parse_devices
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, largest_batch, memory_in_use,
                                                 pass_bytes, plan_bytes, publish_bytes, weights_bytes)
@@ -119,6 +121,9 @@ class MemoryPlan:
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.sized_id_sample of embeddings)
     embeddings: int = 0                  # n: counted positions per layer
+    devices: list = field(default_factory=list)      # plan --devices: one row per device (memory_devices.py)
+    device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
+    batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -151,10 +156,20 @@ class MemoryPlan:
                        f"larger of pass and publish counts)")
         out.append(f"  {'total':<10} {gb(self.total_bytes):>10}   {self.summary()}: "
                    + ("fits" if self.fits else "does NOT fit"))
+        for r in self.devices:  # plan --devices
+            limit = "no limit" if r["limit_bytes"] is None else gb(r["limit_bytes"])
+            out.append(f"  {r['device']:<10} {gb(r['bytes']):>10}   of {limit}: weights {gb(r['weights_bytes'])}, "
+                       f"state {gb(r['state_bytes'])} (layers {_span(r['layers'])}), pass {gb(r['pass_bytes'])}"
+                       + (f", host {gb(r['host_bytes'])}" if r["host_bytes"] else "")
+                       + ("" if r["fits"] else "  — does NOT fit"))
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
         out += [f"  fix: {s}" for s in self.suggestions]
         out += [f"  note: accumulator {n} does not declare planned_bytes: not counted" for n in self.unknown]
         return out
+
+
+def _span(layers: list[int]) -> str:
+    return f"{layers[0]}-{layers[-1]}" if len(layers) > 1 else ",".join(map(str, layers)) or "none"
 
 
 def gb(n: float) -> str:
@@ -297,8 +312,8 @@ def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype,
             break
     else:
         weights = base_for(ctx)["weights"]
-        out.append(f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: normvar holds a whole model per "
-                   f"device (no model parallelism) — a larger device" if weights >= memory else
+        out.append(f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: spread the model over several "
+                   f"devices (--device-map auto; normvar plan --devices 8x80 shows each device) or a larger device" if weights >= memory else
                    f"even one layer needs more than {gb(memory)}: a larger device, or lower --batch-size / --max-length")
     return out
 
@@ -366,9 +381,10 @@ def config_and_tokenizer(cfg, data_dir=None):
     return src.name, config, tok
 
 
-def plan_run(cfg, data_dir=None) -> MemoryPlan:
+def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
-    corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free."""
+    corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free. ``devices``
+    (``--devices 8x80``): the plan per device of the run device-mapped over them (``memory_devices.py``)."""
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.models import load as M
     from normvar_core.pipeline.contracts import RunContext
@@ -377,6 +393,10 @@ def plan_run(cfg, data_dir=None) -> MemoryPlan:
 
     cfg = cfg.validate()
     check_dataset(cfg)  # as compute: a bad --dataset is refused before the model's config is read
+    limits = parse_devices(devices) if devices else None
+    if limits:  # planned for those devices, not this machine's
+        gpus = [k for k in limits if isinstance(k, int)]
+        cfg = cfg.replace(device="cuda" if gpus else "cpu", memory_gb=sum(limits.values()) / GiB)
     device = cfg.device if cfg.device != "auto" else M.resolve_device(cfg)
     if cfg.memory_gb is None:
         device = M.resolve_device(cfg)  # measuring needs the device itself
@@ -387,7 +407,20 @@ def plan_run(cfg, data_dir=None) -> MemoryPlan:
     plan = make_plan(cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length,
                      device_type=device)
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
-    return run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
+    mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
+    if limits:
+        from normvar_core.pipeline.memory_devices import plan_devices
+
+        per = plan_devices(ctx, shape, config, limits, dtype=cfg.dtype)
+        mp = with_devices(mp, per)
+    return mp
+
+
+def with_devices(mp: MemoryPlan, per: dict) -> MemoryPlan:
+    """The plan with the per-device rows, drops and verdict of ``memory_devices.plan_placed``."""
+    return dataclasses.replace(mp, devices=per["devices"], device_map=per["device_map"], fits=per["fits"],
+                               dropped=per["dropped"], reasons=per["reasons"], suggestions=per["suggestions"],
+                               total_bytes=sum(r["bytes"] for r in per["devices"]), batch=per["batch"])
 
 
 def shape_of_loaded(loaded) -> ModelShape:

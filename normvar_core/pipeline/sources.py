@@ -48,6 +48,12 @@ class TransformerSource:
                                device=str(loaded.device), meta=_model_meta(info),
                                tables=norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim),
                                                   where=getattr(loaded, "norm_outputs", None)))
+        places = getattr(info, "places", None)
+        self.places = [tuple(places[i]) for i in self.layers] if places else None
+        entries = list(dict.fromkeys(e for e, _ in self.places or ()))
+        self.groups = None if len(entries) < 2 else [
+            ([j for j, (e, _) in enumerate(self.places) if e == entry], next(d for e, d in self.places if e == entry))
+            for entry in entries]
         self.oom_splits = 0
         self.completed_batch: int | None = None
         self.max_rows: int | None = None
@@ -55,6 +61,12 @@ class TransformerSource:
     @property
     def device(self) -> torch.device:
         return self.loaded.device
+
+    @property
+    def state_device(self) -> torch.device:
+        """Where the accumulators' state lives: the model's device, or the one device of a device map's kept layers."""
+        devices = {d for _, d in self.places or ()}
+        return torch.device(devices.pop()) if len(devices) == 1 else self.device
 
     @property
     def tokenizer(self):
@@ -91,7 +103,7 @@ class TransformerSource:
                 yield from self._forward(bi, batch.subset(a, min(rows, a + cap)), excl)
             return
         try:
-            states, ids = B.extract(self.loaded, batch, layers=self.layers, **excl)
+            states, ids = B.extract(self.loaded, batch, layers=self.layers, groups=self.groups, **excl)
         except Exception as exc:  # noqa: BLE001
             if not B.is_oom(exc):
                 raise
@@ -106,7 +118,9 @@ class TransformerSource:
             yield from self._forward(bi, batch.subset(half, rows), excl)
             return
         sent, pos = positions_of(batch, B.counted_mask(batch, **excl))
-        yield StateBatch(index=bi, states=states, token_ids=ids, sentence_ids=sent, positions=pos)
+        grouped = isinstance(states, tuple)
+        yield StateBatch(index=bi, states=None if grouped else states, token_ids=ids, sentence_ids=sent, positions=pos,
+                         groups=states if grouped else None)
 
     def notes(self) -> dict:
         return {"oom_splits": self.oom_splits, "max_rows_after_oom": self.max_rows}
@@ -159,7 +173,8 @@ def _model_meta(info) -> dict:
             "architecture": info.architecture, "norm_placement": info.norm_placement,
             "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
             "num_layers": int(info.num_hidden_states) - 1, "dim": int(info.dim), "dtype": info.dtype,
-            "is_decoder": bool(info.is_decoder), "stack": getattr(info, "stack", None)}
+            "is_decoder": bool(info.is_decoder), "stack": getattr(info, "stack", None),
+            "device_map": getattr(info, "device_map", None) or {}}
 
 
 def _free_memory(device: torch.device) -> None:

@@ -91,15 +91,31 @@ class Stateful:
 
     _states: dict
 
-    def _add_state(self, name: str, value: Any, merge: Any = "sum", *, fixed_shape: bool = True) -> None:
+    def _add_state(self, name: str, value: Any, merge: Any = "sum", *, fixed_shape: bool = True,
+                   per_layer: bool = True) -> None:
         """Register ``self.<name> = value`` (a tensor, a numpy array, an int count or a nested holder)
-        merged by ``merge``; ``fixed_shape``: a loaded state must have the registered shape."""
+        merged by ``merge``; ``fixed_shape``: a loaded state must have the registered shape; ``per_layer``:
+        an array stacked by kept layer along its first axis (False: one for all layers, e.g. per-type counts)."""
         if "_states" not in self.__dict__:
             self._states = {}
         if isinstance(merge, str) and merge not in (*ELEMENTWISE, "pooled", "custom"):
             raise ValueError(f"unknown merge rule {merge!r} for state {name!r}")
         self._states[name] = ("nested" if _is_nested(value) else merge, fixed_shape)
+        if not per_layer or isinstance(value, (int, np.integer)):
+            self.__dict__.setdefault("_shared", set()).add(name)
         setattr(self, name, value)
+
+    def layer_keys(self) -> set[str]:
+        """The ``state_dict`` keys stacked by kept layer along axis 0 (a layer group's state holds only its
+        layers' rows of them; the others are the same for every group: ``pipeline/placement.py``)."""
+        out: set[str] = set()
+        for name in self._states:
+            v = getattr(self, name)
+            if _is_nested(v):
+                out |= {f"{name}.{k}" for k in v.layer_keys()}
+            elif name not in self.__dict__.get("_shared", ()):
+                out.add(name)
+        return out
 
     # ------------------------------------------------------------------ state
     def state_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:

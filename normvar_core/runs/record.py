@@ -26,8 +26,9 @@ RUN_COLUMNS: list[tuple[str, str]] = [
     ("unit", "VARCHAR"), ("schema_version", "INTEGER"),
     ("stack", "VARCHAR"),  # encoder-decoders: "encoder" or "decoder"; NULL for one-stack models
     ("dataset", "VARCHAR"),  # a --dataset corpus: {id, kind, config, split, revision, fingerprint|commit|sha256}
+    ("device_map", "VARCHAR"),  # --device-map: {module: "cuda:k" | "cpu" | "disk"} as it ran; {} in one piece
 ]
-JSON_COLUMNS = ("options", "versions", "notes", "accumulators", "dataset")
+JSON_COLUMNS = ("options", "versions", "notes", "accumulators", "dataset", "device_map")
 SCHEMA_VERSION = 2
 
 
@@ -70,6 +71,8 @@ class RunRecord:
     stack: str | None = None
     dataset: dict = field(default_factory=dict)
     """A corpus read with ``--dataset`` (``corpus.dataset``): where it came from; {} for a corpus file."""
+    device_map: dict = field(default_factory=dict)
+    """Where each module ran (--device-map, accelerate's resolved ``hf_device_map``); {}: the model in one piece."""
 
     @classmethod
     def from_dict(cls, meta: dict) -> "RunRecord":

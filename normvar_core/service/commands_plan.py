@@ -23,6 +23,8 @@ def register(sub) -> None:
                                    "fixes for what does not.")
     RunConfig.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--devices", default=None, help="plan the run device-mapped over these devices (GB): 8x80, "
+                   "2x24,cpu=256; each device's weights, state and pass (--json: devices)")
     add_data_dir(p)
     p.set_defaults(func=cmd_plan)
 
@@ -30,7 +32,7 @@ def register(sub) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from normvar_core.pipeline.memory import plan_run
 
-    mp = plan_run(RunConfig.from_args(args), args.data_dir)
+    mp = plan_run(RunConfig.from_args(args), args.data_dir, devices=args.devices)
     if args.json:
         print(json.dumps(mp.to_dict(), sort_keys=True))
     else:

@@ -65,7 +65,7 @@ def planned_vectors(holder, ctx: RunContext, plan, *, vectors: str, flags: str) 
     """Register an (L, P, d) float32 table of ``plan``'s picks and its filled flags on ``holder``."""
     P = plan.size if plan is not None else 0
     holder._add_state(vectors, np.zeros((ctx.num_layers, P, ctx.dim), np.float32), merge=Fill(flags))
-    holder._add_state(flags, np.zeros(P, bool), merge="or")
+    holder._add_state(flags, np.zeros(P, bool), merge="or", per_layer=False)
 
 
 class SampleAccumulator(Accumulator):

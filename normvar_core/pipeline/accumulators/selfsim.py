@@ -36,7 +36,7 @@ class SelfSimilarityAccumulator(Accumulator):
         self.token_ids = torch.as_tensor(np.asarray(ctx.plan.token_ids, np.int64), device=self.device)
         T = self.token_ids.numel()
         self._add_state("sum_u", torch.zeros((len(self.layers), T, ctx.dim), dtype=torch.float64, device=self.device))
-        self._add_state("n", torch.zeros(T, dtype=torch.int64, device=self.device))
+        self._add_state("n", torch.zeros(T, dtype=torch.int64, device=self.device), per_layer=False)
         self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
 
     @classmethod

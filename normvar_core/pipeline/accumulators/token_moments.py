@@ -352,6 +352,20 @@ class TokenMoments:
                 "mean": ((L, T, d), np.dtype(self.mean_dtype)), "s": ((L, T), np.dtype(np.float64)),
                 "layer_index": ((L,), np.dtype(np.int64)), "n_embeddings": ((1,), np.dtype(np.int64))}
 
+    def layer_keys(self) -> set[str]:
+        """``state_dict`` keys stacked by layer (axis 0): the means, S_t and the layer index."""
+        return {"mean", "s", "layer_index"}
+
+    @staticmethod
+    def sorted_rows(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``state`` with its type rows in token-id order (the numba backend keeps them in first-seen order,
+        the registered torch one sorted: layer groups on both kinds of device agree after this)."""
+        order = np.argsort(np.asarray(state["ids"]), kind="stable")
+        if np.array_equal(order, np.arange(order.size)):
+            return state
+        return {**state, "ids": np.asarray(state["ids"])[order], "n": np.asarray(state["n"])[order],
+                "mean": np.asarray(state["mean"])[:, order], "s": np.asarray(state["s"])[:, order]}
+
     def to(self, device) -> "TokenMoments":
         """This state on ``device`` (a new accumulator; the same backend on the same kind of device)."""
         same = torch.device(device).type == self.device.type

@@ -41,6 +41,7 @@ as in one process, and a cancelled job kills its actors at the next poll.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -90,13 +91,11 @@ class RayPool:
         self.cfg = cfg
         workers = int(cfg.workers or 2)
         self.ray = ray = start_ray(cfg.ray_address, workers)
-        gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-        if gpus and cfg.workers is None:
-            workers = int(ray.cluster_resources()["GPU"])
+        gpus, workers = actor_gpus(cfg, ray.cluster_resources().get("GPU", 0), workers)
         actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2,
                                concurrency_groups={TRANSFER: 1})(Shard)
-        self.actors = [actor_cls.remote(cfg.to_json(), str(data_dir), torch.get_num_threads())
-                       for _ in range(workers)]
+        self.actors = [actor_cls.remote(actor_config(cfg, i), str(data_dir), torch.get_num_threads())
+                       for i in range(workers)]
         self.counter = ray.remote(num_cpus=0)(BatchCounter).remote()
         self.tokenize_cpu_s: list[float] = []
         self.read_cpu_s: list[float] = []  # each actor's CPU s on its corpus range (``read_corpus``)
@@ -263,7 +262,10 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
             clock(batches_done, int(plan.total_embeddings * batches_done / max(n_batches, 1)))
 
         clock(0, 0)
-        accs, notes = pools[0].run(plan, setup.ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
+        # the driver merges every actor's partial as one state, whatever their device maps (their state_dicts
+        # are the whole run's: ``pipeline/placement.py``)
+        merge_ctx = dataclasses.replace(setup.ctx, places=None)
+        accs, notes = pools[0].run(plan, merge_ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
                                    progress=progress, should_cancel=should_cancel,
                                    checkpoint_every_s=checkpoint_every_s)
     finally:
@@ -273,6 +275,28 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
 
 
 CUT_DETAIL = "corpus cut into byte ranges"  # the progress detail once the driver has read the corpus file
+def actor_gpus(cfg, cluster_gpus: float, workers: int) -> tuple[int, int]:
+    """(GPUs per actor, actors): one GPU each where there are GPUs (one actor per GPU unless --workers), or
+    ``--gpus-per-worker K``: K each, one actor per group of K GPUs (K = 0: CPU actors, --workers or 2)."""
+    k = cfg.gpus_per_worker
+    if k is None:
+        gpus = 1 if cluster_gpus >= 1 else 0
+        return gpus, int(cluster_gpus) if gpus and cfg.workers is None else workers
+    if k > cluster_gpus:
+        raise NormvarError(f"--gpus-per-worker {k}: the Ray cluster has {cluster_gpus:g} GPUs",
+                           fix=f"use at most {int(cluster_gpus)} GPUs per worker")
+    return int(k), int(cfg.workers or (cluster_gpus // k if k else workers))
+
+
+def actor_config(cfg, index: int) -> str:
+    """An actor's RunConfig (JSON): with ``--gpus-per-worker``, its replica device-mapped over its GPUs
+    (``--device-map`` or auto); each actor offloads into its own subfolder of ``--offload-folder``."""
+    if cfg.gpus_per_worker is None:
+        return cfg.to_json()
+    folder = str(Path(cfg.offload_folder) / f"actor-{index}") if cfg.offload_folder else None
+    return cfg.replace(device_map=cfg.device_map or "auto", offload_folder=folder).to_json()
+
+
 def memory_reasons(ctx) -> dict:
     return {} if ctx.memory is None else dict(ctx.memory.reasons)
 

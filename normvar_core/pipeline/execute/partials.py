@@ -19,14 +19,18 @@ from normvar_core.errors import CancelledError
 from normvar_core.pipeline.accumulators import REGISTRY
 from normvar_core.pipeline.accumulators.layerview import update_all
 from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.placement import update_split
 from normvar_core.pipeline.state import DictReader
 
 
 def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]:
     """Every registered accumulator the run wants, by name (moments first)."""
+    from normvar_core.pipeline.placement import LayerSplit, groups_of
+
     accs = {}
+    groups = groups_of(ctx)
     for cls in (REGISTRY if registry is None else registry):
-        acc = cls.for_run(ctx)
+        acc = cls.for_run(ctx) if groups is None else LayerSplit.build(cls, ctx, groups)
         if acc is not None:
             accs[cls.name] = acc
     return accs
@@ -59,7 +63,10 @@ def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int,
         if sb.index != current:  # the previous batch is complete
             _done(current, on_batch, should_cancel)
             current = sb.index
-        update_all(accs, sb)
+        if sb.groups is not None:  # --device-map: each layer group's states into its own accumulators
+            update_split(accs, sb)
+        else:
+            update_all(accs, sb)
     _done(current, on_batch, None)
 
 

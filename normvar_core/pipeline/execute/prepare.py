@@ -18,6 +18,7 @@ from typing import Any, Callable
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.destination import resolve_destination
+from normvar_core.devicemap import check_offload_folder
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
@@ -72,6 +73,7 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
+    check_offload_folder(cfg.offload_folder)  # --device-map: written to before the model loads
     ckpt = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
     return RunTarget(cfg, dd, out_path, ckpt, overwrite)
 
@@ -117,12 +119,19 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
                      encode=encoder(loaded) if encoder is not None else None)
     del corpus
     source = TransformerSource(loaded, plan.layers)
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=loaded.device, plan=plan,
-                     tokens=plan.tokens)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=source.state_device, plan=plan,
+                     tokens=plan.tokens, places=source.places)
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)
+    if loaded.info.device_map and resumed is None:  # --device-map: what each device holds decides the drops
+        from normvar_core.pipeline.memory import with_devices
+        from normvar_core.pipeline.memory_devices import device_limits, plan_placed
+
+        dmap = loaded.info.device_map
+        ctx.memory = with_devices(ctx.memory, plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap,
+                                                          device_limits(dmap), dtype=cfg.dtype))
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 
@@ -135,8 +144,10 @@ def memory_note(ctx) -> dict:
 def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seconds: float,
             report: Callable[[Progress], Any]) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
+    from normvar_core.pipeline.placement import gather
     from normvar_core.pipeline.publish import publish_run
 
+    accs = gather(accs)  # --device-map: every layer group's state gathered on the host
     n_embeddings = accs["moments"].n_embeddings
     path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, accs=accs,
                        notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,

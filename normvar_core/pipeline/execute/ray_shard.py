@@ -98,7 +98,8 @@ class Shard:
         self.plan = plan_from_payload(self.cfg, arrays)
         self.source = TransformerSource(self.loaded, self.plan.layers)
         self.ctx = RunContext(cfg=self.cfg, layers=self.plan.layers, dim=self.source.info.dim,
-                              device=self.loaded.device, plan=self.plan, tokens=self.plan.tokens,
+                              device=self.source.state_device, plan=self.plan, tokens=self.plan.tokens,
+                              places=self.source.places,
                               memory=Decisions(json.loads(str(arrays[MEMORY_KEY]))))
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:

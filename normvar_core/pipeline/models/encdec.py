@@ -28,8 +28,9 @@ STACKS = ("encoder", "decoder")
 _NON_TEXT = {"pixel_values": "a vision model", "input_values": "an audio model", "input_features": "an audio model"}
 
 
-def check_text_model(path, name: str, **kw) -> None:
-    """Refuse a model whose main input is not token ids (vision, audio), from its config alone."""
+def check_text_model(path, name: str, mapped: bool = False, **kw) -> None:
+    """Refuse a model whose main input is not token ids (vision, audio), from its config alone; and an
+    encoder-decoder with ``--device-map`` (``mapped``: its stacks are not placed per layer group)."""
     try:
         from transformers import AutoConfig, AutoModel
 
@@ -37,6 +38,9 @@ def check_text_model(path, name: str, **kw) -> None:
         cls = AutoModel._model_mapping[type(conf)]
     except Exception:  # noqa: BLE001 - not resolvable here: the loader says why, later
         return
+    if mapped and getattr(conf, "is_encoder_decoder", False):
+        raise NormvarError(f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
+                           fix="leave --device-map out for encoder-decoders (T5, BART)")
     main = getattr(cls, "main_input_name", "input_ids")
     if main != "input_ids":
         what = _NON_TEXT.get(main, "not a text model")

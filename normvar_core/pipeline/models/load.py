@@ -14,6 +14,7 @@ from typing import Any
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.models.placement import device_map_of, input_device, pretrained_kwargs, state_places
 from normvar_core.pipeline.models.resolve import cached_hash, dequantized_dir, resolve_source, weights_hash
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
@@ -46,6 +47,10 @@ class ModelInfo:
     dtype: str = "float32"
     stack: str | None = None
     """Encoder-decoders: the stack measured, "encoder" or "decoder" (``encdec``); None otherwise."""
+    device_map: dict | None = None
+    """--device-map: the resolved map {module: "cuda:k" | "cpu" | "disk"} (``placement.device_map_of``)."""
+    places: list | None = None
+    """--device-map: [(map entry, state device)] per hidden state (``placement.state_places``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,13 +111,19 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     path = dequantized_dir(src, cache) if src.gguf_file else src.path
     device = resolve_device(cfg)
     dtype = torch_dtype(cfg, device)
-    model, tok = _from_pretrained(cfg, Path(path), src.name, dtype)
+    mapped = pretrained_kwargs(cfg)
+    model, tok = _from_pretrained(cfg, Path(path), src.name, dtype, **mapped)
     architecture = type(model).__name__
     model, stack = select_stack(model, tok, getattr(cfg, "stack", "encoder"), src.name)
     model.config.output_hidden_states = True
-    model.eval().to(device)
+    model.eval()
+    if mapped:  # accelerate placed every module: the run reads where the token ids go
+        device = str(input_device(model))
+    else:
+        model.to(device)
     probe = run_probe(model, tok)
     arch = detect_architecture(model, tok, probe)
+    norm_outputs = probe.norm_of_hidden_states()
     info = ModelInfo(
         name=src.name, source=str(path), revision=src.revision, stack=stack,
         architecture=architecture, model_type=str(getattr(model.config, "model_type", "")),
@@ -120,23 +131,24 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
         is_decoder=arch["is_decoder"], norm_placement=arch["norm_placement"], norm_type=arch["norm_type"],
         final_norm=arch["final_norm"], weights_hash=cached_hash(path) or weights_hash(model),
         padding_side=str(getattr(tok, "padding_side", "right")), gguf_file=src.gguf_file,
-        device=device, dtype=str(dtype).replace("torch.", ""),
+        device=device, dtype=str(dtype).replace("torch.", ""), device_map=(device_map_of(model) or {"": device}) if mapped else None,
+        places=state_places(model, arch["num_hidden_states"], norm_outputs),
     )
-    return LoadedModel(model, tok, info, norm_outputs=probe.norm_of_hidden_states())
+    return LoadedModel(model, tok, info, norm_outputs=norm_outputs)
 
 
-def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype):
+def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     """(model, tokenizer) from a local directory, each failure as one line naming the fix."""
     from transformers import AutoModel, AutoTokenizer
 
     from normvar_core.pipeline.models.encdec import check_text_model
 
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
-    check_text_model(path, name, **kw)  # vision / audio: one line before anything heavy
+    check_text_model(path, name, bool(mapped), **kw)  # vision / audio (and --device-map encoder-decoders): one line
     check_model_dir(path, name)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
-        model = AutoModel.from_pretrained(path, dtype=dtype, **kw)
+        model = AutoModel.from_pretrained(path, dtype=dtype, **mapped, **kw)
     except ValueError as exc:
         msg = str(exc).splitlines()[0]
         if "trust_remote_code" in msg:

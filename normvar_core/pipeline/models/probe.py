@@ -64,6 +64,8 @@ def as_function(norm) -> Callable[[np.ndarray], np.ndarray]:
 
     p = next(norm.parameters(), None)
     device, dtype = (p.device, p.dtype) if p is not None else (torch.device("cpu"), torch.float32)
+    if device.type == "meta":  # offloaded (--device-map): accelerate's hook brings the weights to the input
+        device = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
 
     def f(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -156,7 +158,9 @@ def run_probe(model, tokenizer) -> Probe:
     hooks += [mod.register_forward_hook(call, with_kwargs=True) for mod in names]
     hooks += [mod.register_forward_hook(norm_out(name)) for name, mod in model.named_modules()
               if name and is_norm(mod) and any(True for _ in mod.parameters(recurse=False))]
-    ids = tokenizer(PROBE_SENTENCE, return_tensors="pt")["input_ids"].to(next(model.parameters()).device)
+    from normvar_core.pipeline.models.placement import input_device
+
+    ids = tokenizer(PROBE_SENTENCE, return_tensors="pt")["input_ids"].to(input_device(model))
     try:
         hs = forward(model, ids)
     finally:

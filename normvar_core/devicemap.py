@@ -1,0 +1,155 @@
+"""One model over several devices (accelerate's big-model path), as options a person types: the base layer's
+parsing and checks, no torch.
+
+* ``--device-map``: ``auto``, ``balanced``, ``balanced_low_0``, ``sequential`` (accelerate computes the map) or
+  a JSON file ``{module name: device}`` (a GPU index, ``"cpu"`` or ``"disk"``);
+* ``--max-memory "0=70GiB,1=70GiB,cpu=200GiB"``: what each device may hold (``parse_max_memory``);
+* ``--offload-folder DIR``: where weights that fit nowhere go (checked writable before the model loads);
+* ``normvar plan --devices 8x80`` / ``2x24,cpu=256``: the devices a plan is made for (``parse_devices``), in GB.
+
+Every bad value is one ``NormvarError`` line naming the fix.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from normvar_core.errors import NormvarError
+
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_DEVICE = re.compile(r"^(\d+|cpu|disk|mps|cuda:\d+)$")
+
+
+def parse_size(text: str, what: str) -> int:
+    """``70GiB``, ``200GB``, ``512MiB`` or a byte count -> bytes (> 0)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", text, re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise NormvarError(f"{what}: cannot read the size {text!r}", fix="write sizes as 70GiB, 200GB or 512MiB")
+    return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+
+
+def _device_key(name: str, what: str) -> int | str:
+    name = name.strip().lower()
+    if not _DEVICE.match(name) or name == "disk":
+        raise NormvarError(f"{what}: unknown device {name!r}", fix="use GPU indices (0, 1, ...) and cpu, "
+                           "e.g. 0=70GiB,1=70GiB,cpu=200GiB")
+    return int(name) if name.isdigit() else int(name[5:]) if name.startswith("cuda:") else name
+
+
+def parse_max_memory(text: str | None) -> dict[int | str, int] | None:
+    """``"0=70GiB,1=70GiB,cpu=200GiB"`` -> ``{0: bytes, 1: bytes, "cpu": bytes}`` (accelerate's ``max_memory``)."""
+    if text is None or not str(text).strip():
+        return None
+    out: dict[int | str, int] = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        dev, sep, size = part.partition("=")
+        if not sep:
+            raise NormvarError(f"--max-memory: {part.strip()!r} is not DEVICE=SIZE",
+                               fix="write it as 0=70GiB,1=70GiB,cpu=200GiB")
+        key = _device_key(dev, "--max-memory")
+        if key in out:
+            raise NormvarError(f"--max-memory names device {dev.strip()!r} twice", fix="give each device once")
+        out[key] = parse_size(size, "--max-memory")
+    return out or None
+
+
+def read_device_map(value: str | None) -> str | dict | None:
+    """A strategy name as it is, or the JSON file's ``{module: device}`` (devices checked)."""
+    if value is None or value in DEVICE_MAP_STRATEGIES:
+        return value
+    path = Path(value).expanduser()
+    if not path.suffix.lower() == ".json":
+        raise NormvarError(f"unknown --device-map {value!r}",
+                           fix=f"use one of {', '.join(DEVICE_MAP_STRATEGIES)} or a .json file {{module: device}}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise NormvarError(f"cannot read --device-map {path}: {exc.strerror or exc}",
+                           fix="give an existing JSON file {module: device}") from None
+    except ValueError as exc:
+        raise NormvarError(f"--device-map {path} is not valid JSON ({exc})"[:200],
+                           fix='write it as {"embed_tokens": 0, "layers.0": 0, "layers.1": 1, "norm": 1}') from None
+    if not isinstance(data, dict) or not data:
+        raise NormvarError(f"--device-map {path} must hold one JSON object {{module: device}}",
+                           fix='write it as {"embed_tokens": 0, "layers.0": 0, "norm": "cpu"}')
+    out = {}
+    for module, dev in data.items():
+        if isinstance(dev, bool) or not isinstance(dev, (int, str)) or not _DEVICE.match(str(dev).lower()):
+            raise NormvarError(f"--device-map {path}: module {module!r} on unknown device {dev!r}",
+                               fix="use a GPU index (0, 1, ...), \"cpu\" or \"disk\"")
+        out[str(module)] = int(dev) if str(dev).isdigit() else str(dev).lower()
+    return out
+
+
+def check_options(device_map: str | None, max_memory: str | None, offload_folder: str | None) -> None:
+    """The three options read (no file written): a map given when memory limits or an offload folder are."""
+    read_device_map(device_map)
+    parse_max_memory(max_memory)
+    if device_map is None and (max_memory or offload_folder):
+        raise NormvarError("--max-memory and --offload-folder need a device map",
+                           fix="add --device-map auto (or balanced, sequential, a JSON file)")
+
+
+def check_offload_folder(folder: str | None) -> Path | None:
+    """The offload folder made if missing and written to for real (before the model loads)."""
+    if not folder:
+        return None
+    from normvar_core.destination import probe_writable
+
+    path = Path(folder).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NormvarError(f"cannot make --offload-folder {path}: {exc.strerror or exc}",
+                           fix="give a folder you can write in") from None
+    if not path.is_dir():
+        raise NormvarError(f"--offload-folder {path} is not a folder", fix="give a folder you can write in")
+    probe_writable(path, "--offload-folder")
+    return path
+
+
+def parse_devices(text: str) -> dict[int | str, int]:
+    """``normvar plan --devices``: ``8x80`` (eight 80 GB GPUs), ``2x24,cpu=256``, ``80,40`` -> accelerate's
+    ``max_memory`` in bytes (GB = 10^9 bytes, as GPUs are sold), GPUs numbered from 0."""
+    out: dict[int | str, int] = {}
+    gpu = 0
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        if "=" in part:
+            key = _device_key(part.split("=")[0], "--devices")
+            out[key] = _gb(part.split("=", 1)[1])
+            continue
+        count, _, size = part.rpartition("x") if "x" in part else ("1", "", part)
+        if not count.isdigit() or int(count) < 1:
+            raise NormvarError(f"--devices: cannot read {part!r}", fix="write it as 8x80 or 2x24,cpu=256 (GB)")
+        for _ in range(int(count)):
+            out[gpu] = _gb(size)
+            gpu += 1
+    if not out:
+        raise NormvarError("--devices names no device", fix="write it as 8x80 or 2x24,cpu=256 (GB)")
+    return out
+
+
+def _gb(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise NormvarError(f"--devices: cannot read the size {text!r}", fix="give sizes in GB, e.g. 8x80 or cpu=256")
+    return int(value * 10**9)
+
+
+def device_name(key: int | str) -> str:
+    """accelerate's device key as a torch device name: 0 -> cuda:0, "cpu", "disk"."""
+    return f"cuda:{key}" if isinstance(key, int) else str(key)
+
+
+__all__ = ["DEVICE_MAP_STRATEGIES", "parse_size", "parse_max_memory", "read_device_map", "check_options",
+           "check_offload_folder", "parse_devices", "device_name"]

@@ -1,0 +1,214 @@
+"""The plan per device (``normvar plan --devices 8x80``): a device-mapped run's bytes on each device.
+
+The model is built from its config on the meta device (no weights) at the run's dtype and placed as
+transformers places it for ``--device-map`` (``auto``/``balanced``: accelerate's balanced memory, then
+``infer_auto_device_map``; ``sequential``; ``balanced_low_0``; or the JSON file's map) within the devices'
+limits. Then, per device k (README "Running a 40B model"):
+
+    weights_k = the bytes of the modules placed on k (parameters x e + buffers)
+    state_k   = Σ_a planned_bytes(a) for the L_k kept hidden states produced on k (each device-map entry holds
+                its layers' accumulators: ``pipeline/placement.py``; offloaded entries, "cpu" and "disk", on the CPU)
+    pass_k    = H_k·P·d·e (the hidden states k produces) + [k runs a block] (P·(f + 4d)·e + rows·h·width²·e)
+                + [L_k > 0] (L_k·N·d·e + 3·N·d·8)      (offloaded entries: the first two terms on the first GPU,
+                                                        where accelerate runs them; the last on the CPU)
+    bytes_k   = weights_k + state_k + pass_k        (the CPU row: + runtime + plan + the gathered state + publish)
+
+and a device fits when bytes_k <= limit_k (weights on "disk" fit only with --offload-folder). What does not fit
+drops the droppable accumulators (registry order), each reason naming the device; the suggestions are per device.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from contextlib import contextmanager
+
+from normvar_core.devicemap import device_name, read_device_map
+from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
+
+
+@contextmanager
+def _quiet():
+    """accelerate warns once per GPU index that this machine lacks (a plan is made for other machines)."""
+    log = logging.getLogger("accelerate.utils.modeling")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def meta_model(config, dtype: str, trust_remote_code: bool = False):
+    import torch
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        return AutoModel.from_config(config, trust_remote_code=trust_remote_code, dtype=getattr(torch, dtype))
+
+
+def placed_map(model, strategy: str | None, devices: dict) -> dict[str, str]:
+    """{module: "cuda:k" | "cpu" | "disk"} as transformers would place ``model`` for ``--device-map strategy``
+    within ``devices`` (accelerate's max_memory)."""
+    from transformers.integrations.accelerate import _get_device_map
+
+    chosen = read_device_map(strategy or "auto")
+    with _quiet():
+        dmap = chosen if isinstance(chosen, dict) else _get_device_map(model, chosen, dict(devices), None)
+    return {k: device_name(v) for k, v in dmap.items()}
+
+
+def module_bytes(model, dmap: dict[str, str]) -> dict[str, int]:
+    """Bytes of parameters and buffers per device of ``dmap``."""
+    from normvar_core.pipeline.models.placement import entry_of
+
+    out = {d: 0 for d in dmap.values()}
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        out[entry_of(dmap, name)] += t.numel() * t.element_size()
+    return out
+
+
+def hidden_state_devices(model, dmap: dict[str, str], num_hidden_states: int) -> list[str]:
+    """The map entry that produces each hidden state: the embeddings, block i-1, the final norm for the last."""
+    from normvar_core.pipeline.models.placement import entry_of, producers
+    from normvar_core.pipeline.models.probe import blocks, is_norm
+
+    names = producers(model, num_hidden_states, None)
+    inside = {n for n, m in model.named_modules() for b in blocks(model) if m is b}
+    final = [n for n, m in model.named_modules() if n and "." not in n and is_norm(m) and n not in inside]
+    if final:
+        names[-1] = final[-1]
+    return [entry_of(dmap, n) for n in names]
+
+
+def block_devices(model, dmap: dict[str, str]) -> list[str]:
+    """The map entry of every transformer block, in order."""
+    from normvar_core.pipeline.models.placement import entry_of
+    from normvar_core.pipeline.models.probe import blocks
+
+    names = {id(m): n for n, m in model.named_modules()}
+    return [entry_of(dmap, names[id(b)]) for b in blocks(model)]
+
+
+def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(),
+                offload: bool = False) -> list[dict]:
+    """One row per device (module docstring) with the accumulators not in ``drop``."""
+    from normvar_core.pipeline.memory import _fixed_and_optional
+
+    produced = hidden_state_devices(model, dmap, shape.num_hidden_states)
+    weights = module_bytes(model, dmap)
+    kept = {e: [l for l in ctx.layers if produced[l] == e] for e in dict.fromkeys(dmap.values())}
+    blocks_on = set(block_devices(model, dmap))
+    rows_, width, n = largest_batch(ctx.plan.batches)
+    P, d, e = rows_ * width, shape.dim, DTYPE_BYTES[dtype]
+    devices = list(dict.fromkeys([*dmap.values(), *limits]))
+    gpus = [x for x in devices if x.startswith("cuda")]
+    host = "cpu" if "cpu" in devices else "disk"  # offloaded layers keep their state in host memory ...
+
+    def runs_on(dev: str) -> str:  # ... and their blocks run on the first GPU (accelerate's execution device)
+        return dev if dev.startswith("cuda") else gpus[0] if gpus else host
+
+    def keeps_on(dev: str) -> str:
+        return host if dev in ("cpu", "disk") else dev
+
+    state, passes, accs = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), {x: {} for x in devices}
+    for dev in devices:
+        L_k = len(kept.get(dev, ()))
+        sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
+        sizes = _fixed_and_optional(sub, registry)[0] if L_k else {}
+        state[keeps_on(dev)] += sum(b for name, b in sizes.items() if name not in drop)
+        accs[keeps_on(dev)].update(sizes)
+        H_k = sum(1 for x in produced if x == dev)
+        passes[runs_on(dev)] += H_k * P * d * e + (P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width ** 2 * e
+                                                   if dev in blocks_on else 0)
+        passes[keeps_on(dev)] += (L_k * n * d * e + 3 * n * d * 8) if L_k else 0
+    out = []
+    for dev in devices:
+        row = {"device": dev, "weights_bytes": int(weights.get(dev, 0)), "state_bytes": int(state[dev]),
+               "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "accumulators": accs[dev], "host_bytes": 0}
+        out.append(row)
+        if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its copy
+            row["host_bytes"] = RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(state.values()) + publish_bytes(ctx)
+        if dev == "disk":
+            row.update(bytes=row["weights_bytes"], limit_bytes=None, fits=bool(offload or not row["weights_bytes"]))
+            continue
+        row["bytes"] = row["weights_bytes"] + row["state_bytes"] + row["pass_bytes"] + row["host_bytes"]
+        row["limit_bytes"] = limits.get(dev)
+        row["fits"] = row["limit_bytes"] is None or row["bytes"] <= row["limit_bytes"]
+    return out
+
+
+def plan_devices(ctx, shape, config, devices: dict, *, dtype: str, registry=None) -> dict:
+    """{"devices": rows, "device_map": {module: device}, "fits", "dropped", "reasons", "suggestions", "batch"}
+    for the run device-mapped over ``devices`` (accelerate's max_memory; module docstring)."""
+    model = meta_model(config, dtype, bool(ctx.cfg.trust_remote_code))
+    dmap = placed_map(model, ctx.cfg.device_map, devices)
+    return plan_placed(ctx, shape, model, dmap, {device_name(k): int(v) for k, v in devices.items()}, dtype=dtype,
+                       registry=registry)
+
+
+def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int], *, dtype: str, registry=None) -> dict:
+    """``plan_devices`` for a model already placed by ``dmap`` (a loaded device-mapped model: what compute keeps)."""
+    from normvar_core.pipeline.accumulators import REGISTRY
+    from normvar_core.pipeline.memory import _span, gb
+
+    registry = REGISTRY if registry is None else registry
+    cfg = ctx.cfg
+    offload = bool(cfg.offload_folder)
+    dropped, reasons = [], {}
+    rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, (), offload)
+    for cls in [c for c in registry if c.droppable(ctx)]:
+        over = [r for r in rows if not r["fits"] and r["state_bytes"] and r["device"] != "disk"]
+        if not over:
+            break
+        if not any(cls.name in r["accumulators"] for r in over):
+            continue
+        dropped.append(cls.name)
+        worst = over[0]
+        reasons[cls.name] = (f"{cls.name} dropped: {worst['device']} needs {gb(worst['bytes'])} of "
+                             f"{gb(worst['limit_bytes'])} (its layers {_span(worst['layers'])})")
+        rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload)
+    for name in list(dropped):  # one dropped early may fit again once a larger one is out
+        if all(r["fits"] for r in rows):
+            rest = [n for n in dropped if n != name]
+            again = device_rows(ctx, shape, model, dmap, limits, dtype, registry, rest, offload)
+            if all(r["fits"] for r in again):
+                dropped, rows = rest, again
+                reasons.pop(name)
+    suggestions = [_suggest(r, cfg) for r in rows if not r["fits"]]
+    for r in rows:
+        r.pop("accumulators")
+    return {"devices": rows, "device_map": dmap, "fits": all(r["fits"] for r in rows), "dropped": dropped,
+            "reasons": reasons, "suggestions": suggestions, "batch": list(largest_batch(ctx.plan.batches))}
+
+
+def device_limits(dmap: dict[str, str]) -> dict[str, int]:
+    """What each device of a loaded map may hold in all (``--max-memory`` bounds only the weights accelerate places
+    there): a GPU's free memory plus what this process holds there; the available RAM plus this process's."""
+    import psutil
+
+    out = {}
+    for dev in dict.fromkeys(dmap.values()):
+        if dev.startswith("cuda"):
+            import torch
+
+            out[dev] = int(torch.cuda.mem_get_info(dev)[0]) + int(torch.cuda.memory_reserved(dev))
+        elif dev == "cpu":
+            out[dev] = int(psutil.virtual_memory().available) + int(psutil.Process().memory_info().rss)
+    return out
+
+
+def _suggest(row: dict, cfg) -> str:
+    from normvar_core.pipeline.memory import gb
+
+    dev = row["device"]
+    if dev == "disk":
+        return (f"{gb(row['weights_bytes'])} of weights fit on no device: more or larger devices, or "
+                "--offload-folder DIR to read them from disk (slow)")
+    if row["limit_bytes"] is not None and row["weights_bytes"] >= row["limit_bytes"]:
+        return f"{dev}: the weights alone ({gb(row['weights_bytes'])}) exceed {gb(row['limit_bytes'])}: more devices"
+    tips = ["--mean-dtype float32"] if cfg.mean_dtype == "float64" else []
+    tips += ["fewer --layers", "a smaller --batch-size", "--max-memory to move layers off it"]
+    return f"{dev}: needs {gb(row['bytes'])} of {gb(row['limit_bytes'])} — " + ", ".join(tips)
+
+
+__all__ = ["plan_devices", "plan_placed", "device_limits", "placed_map", "module_bytes", "hidden_state_devices", "device_rows", "meta_model"]

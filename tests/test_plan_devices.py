@@ -1,0 +1,123 @@
+"""``normvar plan --devices`` (issue 32, item 3): Llama-2-7B and Falcon-40B shapes (configs only, the model on the
+meta device, no weights) device-mapped over 1, 2, 4 and 8 x 80 GB. Each device's bytes equal the README's
+"Running a 40B model" formulas — the weights from the blocks' closed-form parameter counts and the modules the
+map puts there, the state from the "Memory" formulas at that device's layer count, the pass share — and ``fits``
+and what each run keeps match the README's table."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
+from test_plan import formulas, shapes  # noqa: F401  (fixture)
+
+E = 2  # bfloat16
+# the README's table: (fits, dropped) per shape and number of 80 GB GPUs; 2,000 novel sentences, --batch-size 32
+TABLE = {("llama-2-7b", 1): (True, []), ("llama-2-7b", 2): (True, []), ("llama-2-7b", 4): (True, []),
+         ("llama-2-7b", 8): (True, []),
+         ("falcon-40b", 1): (False, ["geometry", "selfsim", "halves"]),
+         ("falcon-40b", 2): (True, ["geometry", "halves"]), ("falcon-40b", 4): (True, []),
+         ("falcon-40b", 8): (True, [])}
+
+
+def block_params(kind: str, d: int) -> int:
+    if kind == "llama-2-7b":  # q, k, v, o (32 kv heads) + gate, up, down (f = 11008) + two RMSNorms
+        return 4 * d * d + 3 * d * 11008 + 2 * d
+    # Falcon-40B: fused q + 8 kv heads' k and v (head 64), dense, 4d MLP, two LayerNorms with bias
+    return d * (d + 2 * 8 * 64) + d * d + 8 * d * d + 4 * d
+
+
+NAMES = {"llama-2-7b": ("embed_tokens", "layers.", "norm", 32000, 1),
+         "falcon-40b": ("word_embeddings", "h.", "ln_f", 65024, 2)}
+
+
+@pytest.fixture(scope="module")
+def contexts(shapes):  # noqa: F811
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.corpus import read as C
+    from normvar_core.pipeline.memory import config_and_tokenizer, shape_from_config
+    from normvar_core.pipeline.plan import make_plan
+
+    out = {}
+    for kind in NAMES:
+        cfg = RunConfig(model=str(shapes[kind]), device="cuda", dtype="bfloat16", max_sentences=2000, batch_size=32)
+        name, config, tok = config_and_tokenizer(cfg)
+        shape = shape_from_config(config, name, tokenizer=tok)
+        plan = make_plan(cfg, C.load_sentences(cfg), tok, num_hidden_states=shape.num_hidden_states,
+                         max_length=shape.max_length, device_type="cuda")
+        out[kind] = (RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device="cuda", plan=plan,
+                                tokens=plan.tokens), shape, config)
+    return out
+
+
+def expected_rows(kind: str, p: dict, dmap: dict, n_gpus: int, batch, dropped) -> dict:
+    """Each device's bytes from the README's formulas, given the map's placement of the modules."""
+    emb, prefix, norm, V, norm_vectors = NAMES[kind]
+    L1, d, T, H = p["hidden_states"], p["dim"], p["types"], p["hidden_states"]
+    heads, ffn = (32, 11008) if kind == "llama-2-7b" else (128, 4 * d)
+    where = {k: v for k, v in dmap.items()}
+    block_dev = [where.get(f"{prefix}{i}", where.get("")) for i in range(L1 - 1)]
+    emb_dev, norm_dev = where.get(emb, where.get("")), where.get(norm, where.get(""))
+    produced = [emb_dev] + block_dev[:-1] + [norm_dev]  # f_L: after the final norm
+    rows, width, N = batch
+    P = rows * width
+    devices = list(dict.fromkeys([*where.values(), *(f"cuda:{i}" for i in range(n_gpus))]))
+    out = {dev: dict(weights=0, state=0, pass_=0, layers=[]) for dev in devices}
+    for dev in devices:
+        # an offloaded entry ("disk" here: no "cpu" device given): its blocks run on cuda:0, its state and the kept
+        # copy of its layers' positions stay in host memory (the "disk" row stands for it)
+        run_on = dev if dev.startswith("cuda") else "cuda:0"
+        out[dev]["weights"] = E * (block_dev.count(dev) * block_params(kind, d) + (emb_dev == dev) * V * d
+                                   + (norm_dev == dev) * norm_vectors * d)
+        layers = out[dev]["layers"] = [l for l in range(L1) if produced[l] == dev]
+        out[dev]["state"] = sum(b for a, b in formulas(dict(p, layers=layers)).items() if a not in dropped) if layers else 0
+        out[run_on]["pass_"] += produced.count(dev) * P * d * E + (dev in block_dev) * (
+            P * (ffn + 4 * d) * E + rows * heads * width ** 2 * E)
+        out[dev]["pass_"] += bool(layers) * (len(layers) * N * d * E + 3 * N * d * 8)
+    return out
+
+
+@pytest.mark.parametrize("kind", list(NAMES))
+def test_per_device_bytes_equal_the_formulas_and_the_table(contexts, kind):
+    from normvar_core.devicemap import parse_devices
+    from normvar_core.pipeline.memory_devices import plan_devices
+
+    ctx, shape, config = contexts[kind]
+    p = {"hidden_states": shape.num_hidden_states, "dim": shape.dim, "types": ctx.num_types, "layers": ctx.layers,
+         "sample_positions": int(ctx.plan.samples.size), "id_sample": int(ctx.plan.uniform.size)}
+    for n in (1, 2, 4, 8):
+        got = plan_devices(ctx, shape, config, parse_devices(f"{n}x80"), dtype="bfloat16")
+        assert (got["fits"], got["dropped"]) == TABLE[(kind, n)], (kind, n, got["dropped"])
+        want = expected_rows(kind, p, got["device_map"], n, got["batch"], got["dropped"])
+        assert [r["device"] for r in got["devices"]] == list(want)
+        for r in got["devices"]:
+            w = want[r["device"]]
+            assert r["layers"] == w["layers"], (kind, n, r["device"])
+            assert 0 <= r["weights_bytes"] - w["weights"] < 4096, (kind, n, r["device"])  # + rotary buffers
+            assert r["pass_bytes"] == w["pass_"], (kind, n, r["device"])
+            assert r["state_bytes"] == w["state"], (kind, n, r["device"])
+            if r["device"] != "disk":
+                assert r["bytes"] == r["weights_bytes"] + r["state_bytes"] + r["pass_bytes"]
+                assert r["limit_bytes"] == 80 * 10**9 and r["fits"] == (r["bytes"] <= 80 * 10**9)
+        assert sorted(l for r in got["devices"] for l in r["layers"]) == list(range(shape.num_hidden_states))
+        gpus = {v for v in got["device_map"].values() if v.startswith("cuda")}
+        assert len(gpus) >= min(n, 7)  # accelerate's balanced map uses (nearly) every GPU
+
+
+def test_plan_cli_devices_json(capsys, tmp_path, shapes, corpus40):  # noqa: F811
+    code, out, err = run_cli(capsys, "plan", "--json", "--model", shapes["falcon-40b"], "--dtype", "bfloat16",
+                             "--corpus", corpus40, "--devices", "2x80", "--data-dir", tmp_path)
+    assert code == 0, err
+    p = json.loads(out)
+    assert [r["device"] for r in p["devices"]] == ["cuda:0", "cuda:1"] and p["fits"]
+    assert set(p["devices"][0]) >= {"device", "weights_bytes", "state_bytes", "pass_bytes", "bytes", "limit_bytes",
+                                    "fits"}
+    assert p["total_bytes"] == sum(r["bytes"] for r in p["devices"])
+    code, out, err = run_cli(capsys, "plan", "--model", shapes["falcon-40b"], "--dtype", "bfloat16",
+                             "--corpus", corpus40, "--devices", "1x80", "--data-dir", tmp_path)
+    assert code == 0 and "does NOT fit" in out and "disk" in out and "--offload-folder" in out
+    code, out, err = run_cli(capsys, "plan", "--model", "minilm", "--corpus", corpus40, "--devices", "8y80",
+                             "--data-dir", tmp_path)
+    assert code == 2 and err.count("\n") == 1 and "--devices" in err
