@@ -107,7 +107,7 @@ try:
     band_pts = _ui.band_points(run, layer, v.band)
     hl = nn if nn is not None else rows
     fig8 = tradeoff_scatter(band_pts, fit_row(fits, layer=layer), highlight=hl,
-                            presentation=v.presentation, colorbar=False, height=520,
+                            presentation=v.presentation, colorbar=False, height=520, aspect=1.0,
                             title="Nearest types among all types" if nn is not None
                             else "The selected tokens among all types (Fig. 8)")
 except Exception as err:  # noqa: BLE001
