@@ -37,19 +37,23 @@ def _tour_page(browser, url: str) -> dict:
     return seen
 
 
-def test_every_page_requests_only_the_dashboard(tmp_path_factory, browser):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
     from test_dashboard_apptest import build_dashboard_data
 
     data = build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
     proc, base, log = start_streamlit(data, tmp_path_factory.getbasetemp() / "streamlit-tour.log")
+    yield base
+    stop_streamlit(proc, log)
+
+
+def test_every_page_requests_only_the_dashboard(served, browser):
+    base = served
     own = urlsplit(base).netloc
-    try:
-        report = {}
-        for key in PAGE_KEYS:
-            path = "" if key == DEFAULT_PAGE else key
-            report[key] = _tour_page(browser, f"{base}/{path}?run={RUN}")
-    finally:
-        stop_streamlit(proc, log)
+    report = {}
+    for key in PAGE_KEYS:
+        path = "" if key == DEFAULT_PAGE else key
+        report[key] = _tour_page(browser, f"{base}/{path}?run={RUN}")
     for key, seen in report.items():
         assert len(seen["requests"]) > 20, (key, seen["requests"])  # scripts, fonts and the websocket were seen
         assert any("/_stcore/stream" in u for u in seen["requests"]), key
@@ -59,3 +63,25 @@ def test_every_page_requests_only_the_dashboard(tmp_path_factory, browser):
         assert not seen["errors"], f"{key}: console errors: {seen['errors']}"
         assert seen["favicon"] and all(urlsplit(h).netloc == own for h in seen["favicon"]), (key, seen["favicon"])
 
+
+def test_back_takes_one_press(served, browser):
+    """Runs -> Trade-off -> Layers through the sidebar, then one Back: Trade-off again (one history entry per
+    page; the view written into the query replaces the page's entry rather than adding one)."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    page.goto(f"{served}/?run={RUN}")
+    page.wait_for_function(DRAWN, timeout=90000)
+    start = page.evaluate("() => history.length")
+    for title, path in (("Trade-off", "/tradeoff"), ("Layers", "/layers")):
+        page.get_by_role("link", name=title, exact=True).first.click()
+        page.wait_for_function("(p) => location.pathname === p", arg=path, timeout=60000)
+        page.wait_for_function(DRAWN, timeout=90000)
+        page.wait_for_timeout(1500)   # the page's script has written its view into the query by now
+    assert page.evaluate("() => history.length") == start + 2
+    page.go_back()
+    page.wait_for_function("() => location.pathname === '/tradeoff'", timeout=30000)
+    page.wait_for_function("() => (document.querySelector('[data-testid=\"stMain\"] h1') || {}).textContent"
+                           "?.startsWith('Trade-off')", timeout=60000)
+    page.go_back()
+    page.wait_for_function("() => location.pathname === '/'", timeout=30000)
+    ctx.close()

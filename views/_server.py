@@ -5,7 +5,8 @@ Why: Streamlit's front end cannot tell whether ``/tradeoff`` is the page ``trade
 app served under ``/tradeoff``, so it probes ``/tradeoff/_stcore/health`` and ``/tradeoff/_stcore/host-config``
 first (two 404s in the console) and then the parent (streamlit/streamlit#7074). Its front end reads the app's
 base from ``window.__streamlit.BACKEND_BASE_URL`` when a host page sets it (streamlit/streamlit#11537); this
-middleware serves Streamlit's own index.html with that one line added, for the app's root and each page path.
+middleware serves Streamlit's own index.html with that one line added, for the app's root and each page path
+(the line also keeps one browser-history entry per page, so Back takes one press).
 Everything else (scripts, fonts, the websocket, media) goes to Streamlit unchanged.
 
     streamlit run views/_server.py -- --data-dir D     # what `normvar dashboard` / `normvar up` run
@@ -32,11 +33,21 @@ def _base_path() -> str:
     return f"/{base}/" if base else "/"
 
 
+#: one history entry per page: Streamlit pushes an entry when a page opens (its path) and another when the
+#: page's script writes its view into the query (``sync_url``), so Back took two presses. A push that only
+#: changes the query of the current path replaces the entry instead.
+ONE_ENTRY_PER_PAGE = ("var push=history.pushState.bind(history);history.pushState=function(s,t,u){"
+                      "try{if(new URL(u,location.href).pathname===location.pathname){return history.replaceState(s,t,u);}}"
+                      "catch(e){}return push(s,t,u);};")
+
+
 def index_html(base: str) -> bytes:
-    """Streamlit's index.html with the app's base URL set before its scripts load."""
+    """Streamlit's index.html with the app's base URL set before its scripts load, and one history entry
+    per page (``ONE_ENTRY_PER_PAGE``)."""
     index = Path(st.__file__).resolve().parent / "static" / "index.html"
     line = ("<script>(function(){var u=new URL(%s, window.location.origin).href;"
-            "window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};})()</script>" % json.dumps(base))
+            "window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};%s})()</script>"
+            % (json.dumps(base), ONE_ENTRY_PER_PAGE))
     text = index.read_text(encoding="utf-8")
     if "<head>" not in text:  # a Streamlit whose index.html changed shape: serve it as it is
         return text.encode()
