@@ -13,8 +13,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-st.set_page_config(page_title="normvar", page_icon=":material/scatter_plot:", layout="wide",
-                   initial_sidebar_state="expanded")
+
+@st.cache_resource
+def favicon():
+    """The tab icon, drawn here: a Material or emoji icon makes the browser fetch it from fonts.gstatic.com."""
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(img)
+    draw.line([(8, 6), (8, 56), (60, 56)], fill=(49, 51, 63, 255), width=5)
+    for x, y, c in ((20, 42, (31, 119, 180)), (31, 30, (255, 127, 14)), (44, 36, (31, 119, 180)),
+                    (50, 16, (214, 39, 40))):
+        draw.ellipse([x - 6, y - 6, x + 6, y + 6], fill=(*c, 255))
+    return img
+
+
+st.set_page_config(page_title="normvar", page_icon=favicon(), layout="wide", initial_sidebar_state="expanded")
 
 from views import _access  # noqa: E402  (after set_page_config)
 

@@ -2,6 +2,7 @@
 cancellation, OOM splitting, special tokens / position 0 on tiny random-init models, samples."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import itertools
 import time
@@ -19,6 +20,7 @@ from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.runs.runfile import open_run
+from normvar_core.service import jobs
 
 
 def _novel_lines(start: int, n: int) -> list[str]:
@@ -317,10 +319,14 @@ def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     comp = [e for e in events if e.stage == "compute"]
     assert comp[-1].sentences_done == comp[-1].sentences_total == a.meta["n_sentences"]
     assert comp[-1].embeddings == a.meta["n_embeddings"] and comp[-1].emb_per_s > 0
-    # phases in order (plan, forward, finalize, write, done), each with its counts; the bar never goes back
+    # phases in order (plan, model, forward, finalize, write, done), each with its counts; the bar never goes back
     phases = [e.phase for e in events]
     firsts = sorted({p: phases.index(p) for p in phases}.items(), key=lambda kv: kv[1])
-    assert [p for p, _ in firsts] == ["plan", "forward", "finalize", "write", "done"]
+    assert [p for p, _ in firsts] == ["plan", "model", "forward", "finalize", "write", "done"]
+    # loading the model is a phase of its own (issue 34): not "forward · 0/N sentences · 0 emb/s"
+    load = [e for e in events if e.phase == "model"]
+    assert load and jobs.progress_text(dataclasses.asdict(load[0])).startswith("model · loading ")
+    assert not [e for e in events[:phases.index("model") + 1] if e.phase == "forward"]
     assert all(b.percent >= a_.percent for a_, b in zip(events, events[1:])) and events[-1].percent == 100
     fin = [e for e in events if e.phase == "finalize"]
     assert fin[-1].done == fin[-1].total == len(a.meta["accumulators"]) and fin[-1].unit == "measures"

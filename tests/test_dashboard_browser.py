@@ -1,4 +1,4 @@
-"""The dashboard in a real browser: `streamlit run app.py` as a subprocess, Debian's chromium driven by
+"""The dashboard in a real browser: `streamlit run views/_server.py` (app.py) as a subprocess, Debian's chromium driven by
 Playwright (ENVIRONMENT.md recipe). Screenshots land in test-artifacts/."""
 from __future__ import annotations
 
@@ -43,13 +43,13 @@ def run(data):
 
 
 def start_streamlit(data: Path, log_path: Path) -> tuple[subprocess.Popen, str, object]:
-    """`streamlit run app.py` on a free 127.0.0.1 port over ``data``; returns (process, base URL, log
+    """`streamlit run views/_server.py` (app.py as `normvar dashboard` serves it) on a free 127.0.0.1 port over ``data``; returns (process, base URL, log
     file) once its health check answers."""
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "views" / "_server.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
          "--browser.gatherUsageStats", "false", "--", "--data-dir", str(data)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

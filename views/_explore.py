@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.stats.neighbours import nearest_types
+from normvar_core.viz.selection import cloud_handoff
 from views import _ui
 from views._run_cache import per_run_version
 
@@ -19,6 +20,11 @@ def selected_tokens(event) -> list[str]:
     return list(dict.fromkeys(str(p.get("text")) for p in points if p.get("text")))
 
 
+def _sampled_ids(run) -> dict[str, int]:
+    have = _ui.sampled_tokens(run)
+    return dict(zip(have["token"].astype(str), have["token_id"].astype(int)))
+
+
 def _take(run, tokens: list[str], target: str) -> None:
     """on_click: hand the selection to another page (through the view, so links keep it)."""
     v = _ui.view()
@@ -26,10 +32,9 @@ def _take(run, tokens: list[str], target: str) -> None:
         v.tokens = tokens[:50]
         st.session_state["w_tokens"] = ",".join(v.tokens)
     elif target == "clouds":
-        have = _ui.sampled_tokens(run)
-        ids = dict(zip(have["token"].astype(str), have["token_id"].astype(int)))
-        v.cloud = [ids[t] for t in tokens if t in ids][:50]
+        v.cloud, note = cloud_handoff(tokens, _sampled_ids(run))
         st.session_state["w_cloud_tokens"] = list(v.cloud)
+        st.session_state["_clouds_note"] = (list(v.cloud), note)  # Token clouds says how much of it it draws
     elif target == "token":
         v.token = tokens[0]
         st.session_state["w_token"] = tokens[0]
@@ -53,8 +58,10 @@ def selection_bar(run, tokens: list[str], *, key: str, here: str) -> None:
     row = st.container(horizontal=True, gap="small")
     row.button("Highlight on Trade-off", key=f"{key}_to_tradeoff", on_click=_take, args=(run, tokens, "tradeoff"),
                icon=":material/scatter_plot:", help="the highlighted tokens (also in the URL: ?tokens=)")
-    row.button("Show in Token clouds", key=f"{key}_to_clouds", on_click=_take, args=(run, tokens, "clouds"),
-               icon=":material/bubble_chart:", help="those of them with stored samples")
+    n_cloud = len(cloud_handoff(tokens, _sampled_ids(run))[0])
+    row.button("Show in Token clouds" if n_cloud == len(tokens) else f"Show {n_cloud} of {len(tokens)} in Token clouds",
+               key=f"{key}_to_clouds", on_click=_take, args=(run, tokens, "clouds"), icon=":material/bubble_chart:",
+               disabled=n_cloud == 0, help="the selected types with stored samples (at most 50)")
     row.button(f"Open {tokens[0]!r} in Token", key=f"{key}_to_token", on_click=_take, args=(run, tokens, "token"),
                icon=":material/search:")
 

@@ -44,6 +44,9 @@ def _app_a() -> None:
     st.session_state["w_cloud_tokens"] = [t for t in _ui.app_a_tokens(run) if t in label] or options[:12]
 
 
+handed = st.session_state.get("_clouds_note")  # a selection handed over from another page, in part
+if handed and handed[1] and list(st.session_state.get("w_cloud_tokens") or []) == handed[0]:
+    st.info(handed[1], icon=":material/filter_alt:")
 c1, c2 = st.columns([5, 1])
 with c1:
     chosen = st.multiselect("Tokens (those with stored samples)", options, key="w_cloud_tokens",
@@ -107,7 +110,7 @@ try:
     band_pts = _ui.band_points(run, layer, v.band)
     hl = nn if nn is not None else rows
     fig8 = tradeoff_scatter(band_pts, fit_row(fits, layer=layer), highlight=hl,
-                            presentation=v.presentation, colorbar=False, height=520,
+                            presentation=v.presentation, colorbar=False, height=520, aspect=1.0,
                             title="Nearest types among all types" if nn is not None
                             else "The selected tokens among all types (Fig. 8)")
 except Exception as err:  # noqa: BLE001

@@ -17,12 +17,15 @@ run_a, v = _ui.run_page("Compare two runs",
                         "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
                         "line up; the scatters show each run at the layer closest to the chosen depth.")
 names = runs_in_order(_ui.runs_table())  # real runs first, each Gaussian null under its run
-others = [n for n in names if n != run_a.name] or names
+others = [n for n in names if n != run_a.name]  # the run itself is no second run
+if not others:
+    st.info(f"Only one run ({run_a.name}) is published: compute a second one on **New run** to compare.")
+    st.stop()
 
 c1, c2, c3 = st.columns([2, 2, 2])
 with c1:
-    _ui.bind("w_run2", v.run2 if v.run2 in others else others[0], lambda x: x in names)
-    v.run2 = st.selectbox("Compare with", names, key="w_run2", help="real runs first, each Gaussian null under its run")
+    _ui.bind("w_run2", v.run2 if v.run2 in others else others[0], lambda x: x in others)
+    v.run2 = st.selectbox("Compare with", others, key="w_run2", help="real runs first, each Gaussian null under its run")
 with c2:
     _ui.bind("w_depth", 0.5 if v.depth is None else float(v.depth))
     v.depth = st.slider("Relative depth", 0.0, 1.0, step=0.05, key="w_depth")

@@ -16,6 +16,9 @@ v = _ui.view()
 runs = _ui.runs_table()
 
 
+RECENT_S = 120  # a finished job's progress line stays this long (seconds), at 100 %
+
+
 def _ago(ts: float | None) -> str:
     if not ts:
         return "–"
@@ -77,6 +80,11 @@ def jobs_panel() -> None:
             if not _access.read_only() and c2.button("Cancel", key=f"cancel_{j.id}", icon=":material/cancel:"):
                 store.cancel(j.id)
                 st.rerun(scope="fragment")
+    for j in (j for j in items if j.state == JobState.DONE and j.finished and time.time() - j.finished < RECENT_S):
+        with st.container(border=True):  # a job that just ended keeps its line, at 100 % and saying so
+            st.markdown(f"**{j.name}** · job `{j.id}`")
+            st.progress(100, text=f"{jobs.progress_text(j.progress, j.task) if j.progress else 'done'} · finished "
+                                  f"{_ago(j.finished)}")
     done = [j for j in items if j.state.final]
     if done:
         table = pd.DataFrame([{

@@ -120,7 +120,7 @@ def own_sentence(layer: int) -> None:
                 tt = _ui.token_table(run, layer)
                 occ_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
                                            highlight=tt[tt["token_id"] == int(r["token_id"])],
-                                           presentation=v.presentation, colorbar=False, height=460,
+                                           presentation=v.presentation, colorbar=False, height=460, aspect=1.4,
                                            title=f"'{r['token']}' of your sentence on the trade-off at layer {layer}")
                 add_occurrence(occ_fig, float(r["m"]), float(r["dist_sq"]), float(r["v"]), str(r["token"]))
                 _ui.chart(occ_fig, key="own_tradeoff", data=at, name=f"{run.name}_own_sentence_layer{layer}")
@@ -211,7 +211,7 @@ with c2:
     me = me[me["token_id"] == tid]
     nn_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
                               highlight=pd.concat([me, nn.drop(columns=["rank", "cosine"])], ignore_index=True),
-                              presentation=v.presentation, colorbar=False, height=460,
+                              presentation=v.presentation, colorbar=False, height=460, aspect=1.4,
                               title=f"{tok} and its {k} nearest types at layer {layer}")
     _ui.chart(nn_fig, key="token_nn_fig", data=nn, name=f"{run.name}_{tok}_neighbours_layer{layer}")
 

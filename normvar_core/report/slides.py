@@ -116,9 +116,12 @@ def findings_slide(runs) -> Slide:
     first = [f"{cid} ({seed}): {claim}" for cid, seed, claim in CLAIMS]
     cols = [first] + [[cell(fs[cid]) for cid, _, _ in CLAIMS] for fs in per.values()]
     fills = [["#ffffff"] * len(CLAIMS)] + [[colors[fs[cid].verdict] for cid, _, _ in CLAIMS] for fs in per.values()]
+    # sized for the slide (1920 x 960 under the heading): rows share the height, text at 22 px
+    row_h = int(min(110, (HEIGHT - 120 - 80) / max(len(CLAIMS), 1)))
     fig = go.Figure(go.Table(columnwidth=[3] + [2] * len(per),
-                             header=dict(values=header, align="left", font=dict(size=15), fill_color="#dddddd"),
-                             cells=dict(values=cols, align="left", font=dict(size=13), fill_color=fills, height=34)))
+                             header=dict(values=header, align="left", font=dict(size=24), fill_color="#dddddd", height=60),
+                             cells=dict(values=cols, align="left", font=dict(size=22), fill_color=fills, height=row_h)))
+    fig.update_layout(margin=dict(l=20, r=20, t=20, b=20))
     counts = [f"{n}: {sum(f.verdict == 'holds' for f in fs.values())} hold, "
               f"{sum(f.verdict == 'fails' for f in fs.values())} fail, "
               f"{sum(f.verdict == 'untestable' for f in fs.values())} untestable" for n, fs in per.items()]

@@ -1,6 +1,6 @@
 """Writing a report: PowerPoint (python-pptx: a picture per figure slide, the takeaway as its subtitle,
-the exact values in the speaker notes), PDF (one 16:9 page per slide: the kaleido PNG and the
-takeaway drawn with Pillow, saved as a multi-page PDF) and HTML (one file, plotly.js inlined, so it
+the exact values in the speaker notes), PDF (one 16:9 page per slide through matplotlib: titles, takeaways,
+text slides and the findings table as text, a figure as its kaleido PNG) and HTML (one file, plotly.js inlined, so it
 opens offline with no request to any server)."""
 from __future__ import annotations
 
@@ -41,10 +41,12 @@ def write_pptx(slides: list[Slide], out: Path) -> Path:
         para.alignment = 1  # left
         para.runs[0].font.size = Pt(28)
         para.runs[0].font.bold = True
-        sub = sl.shapes.add_textbox(Emu(int(W * 0.03)), Emu(int(H * 0.105)), Emu(int(W * 0.94)), Emu(int(H * 0.07)))
+        sub = sl.shapes.add_textbox(Emu(int(W * 0.03)), Emu(int(H * 0.1)), Emu(int(W * 0.94)), Emu(int(H * 0.08)))
         sub.text_frame.word_wrap = True
         sub.text_frame.text = s.takeaway
-        sub.text_frame.paragraphs[0].runs[0].font.size = Pt(16)
+        # the whole takeaway (two runs' verdicts run long): a smaller size for a longer text, never cut
+        n = len(s.takeaway)
+        sub.text_frame.paragraphs[0].runs[0].font.size = Pt(16 if n <= 200 else 13 if n <= 320 else 11)
         if s.figure is not None:
             sl.shapes.add_picture(io.BytesIO(s.png()), Emu(int(W * 0.03)), Emu(int(H * 0.18)), width=Emu(int(W * 0.94)))
         else:
@@ -59,39 +61,74 @@ def write_pptx(slides: list[Slide], out: Path) -> Path:
     return out
 
 
-def _font(size: int):
-    from PIL import ImageFont
+def _table_cells(fig) -> tuple[list[str], list[list[str]], list[list[str]]] | None:
+    """(header, rows, fills) of a slide whose figure is one plotly Table (the findings), else None."""
+    if fig is None or len(fig.data) != 1 or fig.data[0].type != "table":
+        return None
+    t = fig.data[0]
+    cols = [list(c) for c in t.cells.values]
+    fills = t.cells.fill.color
+    fills = [list(c) for c in fills] if fills is not None and not isinstance(fills, str) else None
+    rows = [[str(c[i]) for c in cols] for i in range(len(cols[0]))]
+    row_fills = [[f[i] for f in fills] for i in range(len(cols[0]))] if fills else [["white"] * len(cols)] * len(rows)
+    return [str(h) for h in t.header.values], rows, row_fills
 
-    for name in ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
-        try:
-            return ImageFont.truetype(name, size)
-        except OSError:
-            continue
-    return ImageFont.load_default()
+
+def _pdf_table(page, header, rows, fills, top: float) -> None:
+    """The findings as a real table (text, not pixels), filling the page under the heading."""
+    import textwrap as tw
+
+    n = len(header)
+    widths = [0.5] + [0.5 / max(n - 1, 1)] * (n - 1)
+    chars = [int(w * 150) for w in widths]   # characters per line at 18 pt across the page's width
+    wrap = lambda i, text: "\n".join(tw.wrap(text, chars[i]) or [""])  # noqa: E731
+    ax = page.add_axes((0.03, 0.03, 0.94, top - 0.05))
+    ax.axis("off")
+    table = ax.table(cellText=[[wrap(i, c) for i, c in enumerate(r)] for r in rows],
+                     colLabels=[wrap(i, h) for i, h in enumerate(header)], cellColours=fills,
+                     colWidths=widths, cellLoc="left", colLoc="left", bbox=(0, 0, 1, 1))
+    table.auto_set_font_size(False)
+    table.set_fontsize(17)
+    for (r, _), cell in table.get_celld().items():
+        cell.set_edgecolor("#bbbbbb")
+        if r == 0:
+            cell.set_facecolor("#dddddd")
+            cell.get_text().set_fontweight("bold")
 
 
 def write_pdf(slides: list[Slide], out: Path) -> Path:
-    from PIL import Image, ImageDraw
+    """One 16:9 page per slide through matplotlib, so the title, the takeaway, text slides and the findings
+    table are text in the PDF (searchable, copyable, read by pdftotext); a figure slide's figure is its
+    kaleido PNG. The takeaway wraps to as many lines as it needs (never cut), the figure fits below it."""
+    import matplotlib
 
-    pages = []
-    for s in slides:
-        page = Image.new("RGB", (WIDTH, HEIGHT), "white")
-        draw = ImageDraw.Draw(page)
-        draw.text((48, 24), s.title, fill="black", font=_font(40))
-        draw.text((48, 80), "\n".join(textwrap.wrap(s.takeaway, 120)[:2]), fill="#333333", font=_font(22))
-        if s.figure is not None:
-            img = Image.open(io.BytesIO(s.png())).convert("RGB")
-            img.thumbnail((WIDTH - 64, HEIGHT - 150))
-            page.paste(img, (32, 140))
-        else:
-            y = 180
-            for line in s.lines:
-                for part in textwrap.wrap(line, 110):
-                    draw.text((64, y), part, fill="black", font=_font(24))
-                    y += 36
-        pages.append(page)
-    pages[0].save(out, "PDF", resolution=110, save_all=True, append_images=pages[1:], title=deck_title(slides),
-                  subject="normvar report", creator="normvar")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_pdf import PdfPages
+    from PIL import Image
+
+    dpi = 100
+    with PdfPages(out, metadata={"Title": deck_title(slides), "Subject": "normvar report",
+                                 "Creator": "normvar"}) as pdf:
+        for s in slides:
+            page = plt.figure(figsize=(WIDTH / dpi, HEIGHT / dpi), dpi=dpi)
+            page.text(0.025, 0.965, s.title, fontsize=28, fontweight="bold", va="top")
+            take = textwrap.wrap(s.takeaway, 150)
+            page.text(0.025, 0.905, "\n".join(take), fontsize=15, color="#333333", va="top", linespacing=1.3)
+            top = 0.89 - 0.028 * len(take)           # the page's fraction left under the takeaway
+            table = _table_cells(s.figure)
+            if table is not None:
+                _pdf_table(page, *table, top=top)
+            elif s.figure is not None:
+                img = Image.open(io.BytesIO(s.png())).convert("RGB")
+                ax = page.add_axes((0.02, 0.01, 0.96, top - 0.02))
+                ax.imshow(img, interpolation="lanczos")
+                ax.axis("off")
+            else:
+                lines = [part for line in s.lines for part in (textwrap.wrap(line, 100) or [""])]
+                page.text(0.04, top - 0.03, "\n".join(lines), fontsize=20, va="top", linespacing=1.5)
+            pdf.savefig(page)
+            plt.close(page)
     return out
 
 

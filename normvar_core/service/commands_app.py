@@ -2,7 +2,7 @@
 
 ``normvar up``         start the background worker (a subprocess), submit the default run if the data
                        directory has no run published and none queued, then serve the dashboard
-                       (``streamlit run app.py``) and print its URL. Ctrl-C stops both.
+                       (``streamlit run views/_server.py``: app.py as Streamlit's ASGI app) and print its URL. Ctrl-C stops both.
 ``normvar dashboard``  only serve the dashboard.
 
 The default run is MiniLM × the shipped novels, limited to ``DEFAULT_MAX_SENTENCES`` sentences so it
@@ -24,6 +24,8 @@ from normvar_core.service.states import ACTIVE, JobState
 from normvar_core.datadir import DataDir, shipped
 
 APP = shipped("dashboard", "app.py")  # the checkout's app.py, or the installed package's copy of it
+# what `streamlit run` serves: app.py as an ASGI app whose pages opened by URL probe no missing path (views/_server.py)
+SERVER = shipped("dashboard", "views/_server.py")
 # Streamlit reads .streamlit/config.toml only from the working directory: the shipped file is passed as flags
 STREAMLIT_CONFIG = shipped("dashboard", ".streamlit/config.toml")
 DEFAULT_MAX_SENTENCES = 5000
@@ -77,7 +79,7 @@ def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_up
     from normvar_core.service.jobs import max_upload_bytes
 
     cap_mb = max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
-    return [sys.executable, "-m", "streamlit", "run", str(APP), *config_flags(),
+    return [sys.executable, "-m", "streamlit", "run", str(SERVER), *config_flags(),
             "--server.headless", "true", "--server.port", str(port), "--server.address", host,
             "--server.maxUploadSize", str(0 if read_only else cap_mb + 1), "--server.fileWatcherType", "none",
             "--browser.gatherUsageStats", "false", "--theme.base", "light",

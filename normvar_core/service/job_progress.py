@@ -70,7 +70,7 @@ def progress_text(p: dict | None, task: str = "run") -> str:
         parts.append(f"{int(p.get('done') or 0):,}/{int(p['total']):,} {p.get('unit') or ''}".rstrip())
     if phase == "forward":
         parts.append(f"{(p.get('emb_per_s') or 0):,.0f} emb/s")
-    if phase not in ("plan", "done"):
+    if phase not in ("plan", "model", "done"):
         parts.append(f"ETA {fmt_eta(p.get('eta_s'))}")
     return " · ".join(parts)
 

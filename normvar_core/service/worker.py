@@ -246,7 +246,9 @@ class Worker:
         """A worker task other than a run: (state, message, path of what it wrote)."""
         try:
             reporter.update({"stage": task, "phase": "start", "task": task})
-            out = TASKS[task](self.dd, job_id, spec, progress=_task_progress(reporter, task))
+            progress = _task_progress(reporter, task)
+            out = TASKS[task](self.dd, job_id, spec, progress=progress)
+            progress("done", 1, 1, "files", Path(out).name)  # the line ends on "done", not on its last phase
         except NormvarError as err:
             return JobState.FAILED, str(err), None
         except OSError as err:

@@ -35,9 +35,12 @@ def add_band(fig: go.Figure, x: Any, low: Any, high: Any, *, color: str, label: 
     lo, hi = np.asarray(low, float), np.asarray(high, float)
     kw = {} if row is None else dict(row=row, col=col)
     fig.add_trace(go.Scatter(x=x, y=hi, mode="lines", line=dict(width=0), showlegend=False, legendgroup=label,
-                             name=f"{label} {what}", hoverinfo="skip"), **kw)
+                             name=f"{label}: {what} (upper edge)", hoverinfo="skip"), **kw)
+    # the first band of each run and kind has a legend entry (its colour, named): no colour the legend lacks
+    name = f"{label}: {what}"
+    shown = any(t.name == name and t.showlegend for t in fig.data)
     fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", line=dict(width=0), fill="tonexty", fillcolor=rgba(color),
-                             showlegend=False, legendgroup=label, name=f"{label} {what}",
+                             showlegend=not shown, legendgroup=label, name=name,
                              customdata=np.column_stack([lo, hi]),
                              hovertemplate=f"{label}<br>{what}: [%{{customdata[0]:.4g}}, %{{customdata[1]:.4g}}]<extra></extra>"),
                   **kw)

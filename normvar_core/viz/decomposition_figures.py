@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from normvar_core.viz.labels import LEGEND_RIGHT, tidy_log_axes
 from normvar_core.viz.overlay import depth_x, null_line
 from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
 
@@ -26,7 +27,7 @@ def decomposition_bars(decomp: pd.DataFrame, *, presentation: bool = False, titl
                              line=dict(color="#6a3d9a", width=2.5), marker=dict(size=7),
                              hovertemplate="layer %{x}<br>V_W/V = %{y:.4f}<extra></extra>"), row=1, col=2)
     fig.update_layout(barmode="stack", title=title, height=440 if presentation else 400,
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.3, x=0))
+                      legend=LEGEND_RIGHT)
     fig.update_yaxes(range=[0, 1], row=1, col=1)
     fig.update_xaxes(title_text="layer")
     return apply_theme(fig, presentation)
@@ -74,8 +75,8 @@ def decomposition_raw(decomp: pd.DataFrame, *, log_y: bool = False, presentation
     fig.update_xaxes(title_text="layer")
     if log_y:
         fig.update_yaxes(type="log")
-    fig.update_layout(title=title, height=400, legend=dict(orientation="h", yanchor="bottom", y=-0.3, x=0))
-    return apply_theme(fig, presentation)
+    fig.update_layout(title=title, height=400, legend=LEGEND_RIGHT)
+    return tidy_log_axes(apply_theme(fig, presentation))
 
 
 def decomposition_compare(decomps: Mapping[str, pd.DataFrame], *, relative: bool = True,
@@ -96,7 +97,7 @@ def decomposition_compare(decomps: Mapping[str, pd.DataFrame], *, relative: bool
                                      hovertemplate=f"{label}<br>layer %{{customdata}}<br>%{{y:.4f}}<extra></extra>"),
                           row=1, col=col)
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
-    fig.update_layout(title=title, height=380, legend=dict(orientation="h", yanchor="bottom", y=-0.4, x=0))
+    fig.update_layout(title=title, height=380, legend=LEGEND_RIGHT)
     return apply_theme(fig, presentation)
 
 

@@ -13,9 +13,22 @@ _kaleido_lock = threading.Lock()
 _kaleido_started = False
 
 
+#: kaleido's own loggers and its browser driver's: at INFO/DEBUG they print ~100 lines per deck into the
+#: terminal of `normvar up` (the worker renders decks); warnings still show
+KALEIDO_LOGGERS = ("kaleido", "choreographer", "logistro")
+
+
+def quiet_kaleido() -> None:
+    import logging
+
+    for name in KALEIDO_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _start_kaleido() -> None:
     global _kaleido_started
     with _kaleido_lock:
+        quiet_kaleido()
         if _kaleido_started:
             return
         try:

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from normvar_core.viz.overlay import null_cloud, null_line
+from normvar_core.viz.labels import emptiest_corner
 from normvar_core.viz.selection import fit_row, fmt
 from normvar_core.viz.viewstate import QCOLORS, apply_theme
 
@@ -52,8 +53,11 @@ def frequency_scatter(points: pd.DataFrame, regs: pd.DataFrame | None = None, *,
             ly = a + b * lx if log_y else 10.0 ** (a + b * lx) - 1.0
             fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", showlegend=False, hoverinfo="skip",
                                      line=dict(color="#222", width=2, dash="dash")), row=1, col=col)
+            # the note goes in the corner with the fewest points (the data's, the fit line's): never on the data
+            cx, cy, xa, ya = emptiest_corner(np.concatenate([x, np.linspace(lx[0], lx[-1], 40)]),
+                                             np.concatenate([y, np.interp(np.linspace(lx[0], lx[-1], 40), lx, ly)]))
             fig.add_annotation(xref=f"x{'' if col == 1 else col} domain", yref=f"y{'' if col == 1 else col} domain",
-                               x=0.98, y=0.98, xanchor="right", yanchor="top", showarrow=False,
+                               x=cx, y=cy, xanchor=xa, yanchor=ya, showarrow=False, name="fit note",
                                text=f"slope = {fmt(b)}<br>R² = {fmt(row['r2'])}",
                                bgcolor="rgba(255,255,255,0.85)", bordercolor="#bbb", borderwidth=1)
     fig.update_xaxes(title_text="log<sub>10</sub> n<sub>t</sub>")

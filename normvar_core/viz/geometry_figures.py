@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from normvar_core.viz.bands import add_band, band_rows
+from normvar_core.viz.labels import tidy_log_axes
 from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
 from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
 
@@ -85,7 +86,7 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                       margin=dict(b=140))
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=150 if presentation else 120))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def spectra_figure(spectra: Mapping[str, tuple[pd.DataFrame, int]], *, presentation: bool = False,
@@ -121,7 +122,7 @@ def spectra_figure(spectra: Mapping[str, tuple[pd.DataFrame, int]], *, presentat
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=130 if presentation else 110))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def spectrum_figure(spectrum: pd.DataFrame, layer: int, *, presentation: bool = False,

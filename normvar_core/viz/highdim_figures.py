@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from normvar_core.stats.highdim import norm_spread_reference
+from normvar_core.viz.labels import tidy_log_axes
 from normvar_core.viz.overlay import NULL_CLOUD, NULL_COLOR, null_cloud, null_line
 from normvar_core.viz.viewstate import PALETTE, apply_theme
 
@@ -45,7 +46,7 @@ def highdim_profiles(run_table: pd.DataFrame, null_tables: Mapping[str, pd.DataF
     fig.update_xaxes(title_text="layer")
     fig.update_layout(title=title, height=440 if presentation else 400, hovermode="closest",
                       legend=dict(orientation="h", yanchor="bottom", y=-0.35, x=0))
-    return apply_theme(fig, presentation)
+    return tidy_log_axes(apply_theme(fig, presentation), plain=True)  # a ratio: 1,000,000, never "1M"
 
 
 def pair_cosines_figure(cosines: np.ndarray, null_cosines: Mapping[str, np.ndarray], *, dim: int, label: str,
@@ -89,7 +90,7 @@ def mv_scatter(points: pd.DataFrame, null_points: Mapping[str, pd.DataFrame], *,
     fig.update_yaxes(type="log", title_text="M(X<sub>t</sub>) / V(X<sub>t</sub>)")
     fig.update_layout(title=title, height=380, hovermode="closest",
                       legend=dict(orientation="h", yanchor="bottom", y=-0.4, x=0))
-    return apply_theme(fig, presentation)
+    return tidy_log_axes(apply_theme(fig, presentation), plain=True)
 
 
 __all__ = ["highdim_profiles", "pair_cosines_figure", "mv_scatter"]

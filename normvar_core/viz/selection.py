@@ -85,4 +85,27 @@ def fmt(x: Any, digits: int = 3) -> str:
     return f"{x:.{digits}f}" if abs(x) < 1e4 else f"{x:.{digits}g}"
 
 
-__all__ = ["MAX_POINTS", "tradeoff_points", "find_tokens", "downsample", "fit_row", "fmt"]
+#: Token clouds draws at most this many types at once
+MAX_CLOUD_TYPES = 50
+
+
+def cloud_handoff(tokens: Sequence[str], sampled: dict[str, int]) -> tuple[list[int], str | None]:
+    """A selection of types handed to Token clouds: the ids of those with stored samples (``sampled``: token ->
+    id), at most ``MAX_CLOUD_TYPES``, and a note saying how many of the selection that is and why (None when
+    every selected type is drawn)."""
+    have = [sampled[t] for t in dict.fromkeys(tokens) if t in sampled]
+    ids = have[:MAX_CLOUD_TYPES]
+    total = len(dict.fromkeys(tokens))
+    if len(ids) == total:
+        return ids, None
+    why = []
+    if len(have) < total:
+        why.append(f"{total - len(have):,} have no stored samples (a run keeps samples for App. A's tokens and "
+                   "the most frequent types)")
+    if len(have) > len(ids):
+        why.append(f"{len(have) - len(ids):,} more are past the cap of {MAX_CLOUD_TYPES} clouds")
+    return ids, f"Showing {len(ids):,} of the {total:,} selected token types: " + "; ".join(why) + "."
+
+
+__all__ = ["MAX_POINTS", "MAX_CLOUD_TYPES", "tradeoff_points", "find_tokens", "downsample", "fit_row", "fmt",
+           "cloud_handoff"]

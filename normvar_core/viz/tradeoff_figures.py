@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from normvar_core.viz.bands import add_band, band_rows
+from normvar_core.viz.labels import data_range, emptiest_corner, place_labels
 from normvar_core.viz.overlay import depth_x, null_cloud, null_line
 from normvar_core.viz.selection import fmt
 from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, apply_theme
@@ -23,9 +24,9 @@ def _line_through(x: np.ndarray, slope: float, intercept: float) -> tuple[list[f
     return [lo, hi], [intercept + slope * lo, intercept + slope * hi]
 
 
-def _add_fit(fig: go.Figure, x: np.ndarray, fit: Mapping[str, Any],
+def _add_fit(fig: go.Figure, x: np.ndarray, y: np.ndarray, fit: Mapping[str, Any],
              slope_interval: tuple[float, float] | None) -> None:
-    """The regression line V = a + b M over the drawn range of M, its slope and R² in a corner, and the
+    """The regression line V = a + b M over the drawn range of M, its slope and R² in the emptiest corner, and the
     slope's interval as a band of lines through the fit line's point at the mean M (the pivot)."""
     lx, ly = _line_through(x, float(fit["slope"]), float(fit["intercept"]))
     if slope_interval is not None and np.isfinite(slope_interval).all() and x.size:
@@ -36,28 +37,55 @@ def _add_fit(fig: go.Figure, x: np.ndarray, fit: Mapping[str, Any],
         add_band(fig, lx, lo_y, hi_y, color="#222222", label="slope", what="95 % bootstrap interval of the slope")
     fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", name="regression",
                              line=dict(color="#222", width=2, dash="dash"), hoverinfo="skip"))
+    cx, cy, xa, ya = emptiest_corner(x, y)
     fig.add_annotation(
-        xref="paper", yref="paper", x=0.99, y=0.99, xanchor="right", yanchor="top", showarrow=False,
+        xref="x domain", yref="y domain", x=cx, y=cy, xanchor=xa, yanchor=ya, showarrow=False, name="fit note",
         text=f"slope = {fmt(fit['slope'])}<br>R² = {fmt(fit['r2'])}" + (
             f"<br>95 %: [{fmt(slope_interval[0])}, {fmt(slope_interval[1])}]"
             if slope_interval is not None and np.isfinite(slope_interval).all() else ""),
-        align="right", bgcolor="rgba(255,255,255,0.85)", bordercolor="#bbb", borderwidth=1,
+        align=xa, bgcolor="rgba(255,255,255,0.85)", bordercolor="#bbb", borderwidth=1,
         font=dict(size=15),
     )
 
 
-def _add_highlight(fig: go.Figure, highlight: pd.DataFrame) -> None:
-    """Highlighted token types: ringed and labelled, with the same hover as the cloud's points."""
+def _add_highlight(fig: go.Figure, highlight: pd.DataFrame, box: tuple[list[float], list[float]],
+                   size: tuple[float, float], font_px: float) -> None:
+    """Highlighted token types: filled red points with a white rim, each labelled on a leader line placed so
+    that no two labels overlap (``labels.place_labels``, in the plot's pixels); the same hover as the cloud's."""
+    hx = highlight["m"].to_numpy(dtype=np.float64)
+    hy = highlight["v"].to_numpy(dtype=np.float64)
+    tokens = highlight["token"].astype(str).tolist()
     fig.add_trace(go.Scatter(
-        x=highlight["m"], y=highlight["v"], mode="markers+text", name="highlighted",
-        text=highlight["token"].astype(str), textposition="top center",
-        textfont=dict(color=HIGHLIGHT, size=13),
-        marker=dict(size=13, color="rgba(0,0,0,0)", line=dict(color=HIGHLIGHT, width=2.5)),
+        x=hx, y=hy, mode="markers", name="highlighted", text=tokens,
+        marker=dict(size=14, color=HIGHLIGHT, opacity=0.9, line=dict(color="white", width=2)),
         customdata=np.column_stack([highlight["n"].to_numpy(dtype=np.float64),
                                     highlight["q"].to_numpy(dtype=np.float64)]),
         hovertemplate=("<b>%{text}</b><br>n = %{customdata[0]:,}<br>Q = %{customdata[1]:.4g}"
                        "<br>M = %{x:.4g}<br>V = %{y:.4g}<extra></extra>"),
     ))
+    (x0, x1), (y0, y1) = box
+    px = (hx - x0) / (x1 - x0) * size[0]
+    py = (y1 - hy) / (y1 - y0) * size[1]
+    for xx, yy, tok, (ax, ay) in zip(hx, hy, tokens, place_labels(px, py, tokens, size=size, font_px=font_px)):
+        fig.add_annotation(x=xx, y=yy, text=tok, ax=ax, ay=ay, xanchor="center", yanchor="middle",
+                           showarrow=True, arrowhead=0, arrowwidth=1, arrowcolor=HIGHLIGHT, standoff=7,
+                           font=dict(color=HIGHLIGHT, size=font_px), bgcolor="rgba(255,255,255,0.8)",
+                           name="highlight label")
+
+
+def _add_layernorm_line(fig: go.Figure, q_pred: float, box: tuple[list[float], list[float]]) -> None:
+    """App. I's line V = Q_pred − M, clipped to the view the data sets; a note where it misses the view."""
+    (x0, x1), (y0, y1) = box
+    lo, hi = max(x0, q_pred - y1), min(x1, q_pred - y0)
+    hover = f"App. I: V = ‖γ‖² + ‖β‖² − M, ‖γ‖² + ‖β‖² = {q_pred:.4g}<extra></extra>"
+    if hi > lo:
+        lx = np.array([lo, hi])
+        fig.add_trace(go.Scatter(x=lx, y=q_pred - lx, mode="lines", name="LayerNorm prediction",
+                                 line=dict(color="#b15928", width=2, dash="dot"), hovertemplate=hover))
+        return
+    fig.add_annotation(xref="paper", yref="paper", x=0.01, y=0.99, xanchor="left", yanchor="top", showarrow=False,
+                       font=dict(color="#b15928"), bgcolor="rgba(255,255,255,0.85)",
+                       text=f"App. I line V = {q_pred:.4g} − M lies {'above' if q_pred > x1 + y1 else 'below'} this view")
 
 
 # ============================================================================ Fig 2 / 8: trade-off
@@ -67,7 +95,8 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
                      colorbar: bool = True, height: int | None = None,
                      null_points: pd.DataFrame | None = None, null_label: str = "Gaussian null",
                      q_pred: float | None = None, color_by: str | None = None,
-                     color_title: str | None = None, slope_interval: tuple[float, float] | None = None) -> go.Figure:
+                     color_title: str | None = None, slope_interval: tuple[float, float] | None = None,
+                     aspect: float = 1.6) -> go.Figure:
     """V(X_t) against M(X_t): one WebGL point per token type (coloured by log10 n_t, hover: token,
     n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a row of
     ``analyses.tradeoff``), highlighted tokens ringed and labelled. ``total`` > len(points) adds a
@@ -75,7 +104,8 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
     behind; ``q_pred``: App. I's LayerNorm prediction Q ≈ ‖γ‖² + ‖β‖², drawn as V = Q_pred − M.
     ``color_by``: a column of ``points`` to colour by instead of log10 n_t (word runs: |T_w|, App. J).
     ``slope_interval``: the slope's 95 % bootstrap interval over types, a band of lines through the fit
-    line's point at the mean M (the regression's pivot) with the interval's slopes."""
+    line's point at the mean M (the regression's pivot) with the interval's slopes. The axes span the data
+    (types, null, highlights), not the lines; ``aspect``: the figure's expected width / height, for the labels."""
     x = points["m"].to_numpy(dtype=np.float64)
     y = points["v"].to_numpy(dtype=np.float64)
     logn = (points["log10_n"] if "log10_n" in points else np.log10(points["n"])).to_numpy(dtype=np.float64)
@@ -101,21 +131,25 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
                        "<br>M = %{x:.4g}<br>V = %{y:.4g}<extra></extra>"),
     ))
     if fit is not None and np.isfinite(float(fit.get("slope", np.nan))):
-        _add_fit(fig, x, fit, slope_interval)
+        _add_fit(fig, x, y, fit, slope_interval)
+    has_hl = highlight is not None and len(highlight) > 0
+    null_m, null_v = (null_points["m"], null_points["v"]) if null_points is not None and len(null_points) else (None, None)
+    box = (data_range(x, null_m, highlight["m"] if has_hl else None) or [0.0, 1.0],
+           data_range(y, null_v, highlight["v"] if has_hl else None) or [0.0, 1.0])
     if q_pred is not None and np.isfinite(q_pred) and x.size:
-        lx = np.array([0.0, min(float(q_pred), float(np.nanmax(x)) * 1.05)])
-        fig.add_trace(go.Scatter(x=lx, y=q_pred - lx, mode="lines", name="LayerNorm prediction",
-                                 line=dict(color="#b15928", width=2, dash="dot"),
-                                 hovertemplate=f"App. I: V = ‖γ‖² + ‖β‖² − M, ‖γ‖² + ‖β‖² = {q_pred:.4g}<extra></extra>"))
-    if highlight is not None and len(highlight):
-        _add_highlight(fig, highlight)
+        _add_layernorm_line(fig, float(q_pred), box)
+    height = height or (620 if presentation else 540)
+    if has_hl:  # the plot area: the figure less the theme's margins (and the colour bar)
+        size = (max(aspect * height - 100 - (70 if colorbar else 0), 100.0), max(height - 120 - 10 * presentation, 100.0))
+        _add_highlight(fig, highlight, box, size, 22.0 if presentation else 13.0)
     if total is not None and total > len(points):
         fig.add_annotation(xref="paper", yref="paper", x=0.01, y=0.01, xanchor="left", yanchor="bottom",
                            showarrow=False, font=dict(color="#a15c00"),
                            text=f"showing a random {len(points):,} of {total:,} token types")
     fig.update_layout(title=title, xaxis_title="M(X<sub>t</sub>)", yaxis_title="V(X<sub>t</sub>)",
-                      showlegend=False, height=height or (620 if presentation else 540),
-                      uirevision="tradeoff", hovermode="closest")
+                      showlegend=False, height=height, uirevision="tradeoff", hovermode="closest")
+    fig.update_xaxes(range=box[0])  # the data's extent: a far line (App. I, an interval's edge) is clipped
+    fig.update_yaxes(range=box[1])
     return apply_theme(fig, presentation)
 
 

@@ -256,12 +256,16 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
         setup = prepare(cfg, target.data_dir, report=report, should_cancel=should_cancel,
                         encoder=lambda loaded: pools[0].encode, read_corpus=lambda: pools[0].read_corpus(cfg, root))
         plan = setup.plan
-        clock = ForwardClock(report, plan)
+        clock: list = []  # the forward clock starts at the first batch in: until then the actors load the model
 
         def progress(batches_done: int, n_batches: int) -> None:
-            clock(batches_done, int(plan.total_embeddings * batches_done / max(n_batches, 1)))
+            if batches_done and not clock:
+                clock.append(ForwardClock(report, plan))
+            if clock:
+                clock[0](batches_done, int(plan.total_embeddings * batches_done / max(n_batches, 1)))
 
-        clock(0, 0)
+        report(Progress("model", sentences_total=len(plan.sentences), done=2, total=3, unit="steps",
+                        detail=f"the Ray actors load {cfg.model}"))
         # the driver merges every actor's partial as one state, whatever their device maps (their state_dicts
         # are the whole run's: ``pipeline/placement.py``)
         merge_ctx = dataclasses.replace(setup.ctx, places=None)

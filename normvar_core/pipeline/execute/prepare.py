@@ -110,7 +110,7 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
     check_cancel()
     total = len(corpus.sentences)
-    report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail="load the model"))
+    report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail=f"loading {cfg.model}"))
     loaded = M.load_model(cfg, dd.root)
     check_cancel()
     report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps", detail="tokenize and count"))

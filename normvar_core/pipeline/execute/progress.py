@@ -13,19 +13,20 @@ import time
 from dataclasses import dataclass
 
 
-PHASES = {"corpus": "plan", "model": "plan", "tokenize": "plan", "compute": "forward", "finalize": "finalize",
+PHASES = {"corpus": "plan", "model": "model", "tokenize": "plan", "compute": "forward", "finalize": "finalize",
           "write": "write", "done": "done"}
-"""stage -> phase: plan (read the corpus, load the model, tokenize and count), forward (the batches),
-finalize (every measure's result: spectra, TwoNN, seed 004's batches), write (the run file's tables)."""
-PHASE_SPAN = {"plan": (0.0, 5.0), "forward": (5.0, 90.0), "finalize": (90.0, 95.0), "write": (95.0, 100.0),
-              "done": (100.0, 100.0)}
+"""stage -> phase: plan (read the corpus, tokenize and count), model (load the model: here, or in the Ray
+actors before their first batch), forward (the batches), finalize (every measure's result: spectra, TwoNN,
+seed 004's batches), write (the run file's tables)."""
+PHASE_SPAN = {"plan": (0.0, 5.0), "model": (0.0, 5.0), "forward": (5.0, 90.0), "finalize": (90.0, 95.0),
+              "write": (95.0, 100.0), "done": (100.0, 100.0)}
 """The part of the progress bar each phase fills (percent): the forward pass is most of a run."""
 
 
 @dataclass
 class Progress:
     """Passed to ``progress(p)``. ``stage`` in {corpus, model, tokenize, compute, finalize, write, done}
-    (``phase``: plan, forward, finalize, write, done — ``PHASES``); ``embeddings`` counted so far (per
+    (``phase``: plan, model, forward, finalize, write, done — ``PHASES``); ``embeddings`` counted so far (per
     layer), ``emb_per_s`` for the forward phase; ``done``/``total`` counts of the phase in ``unit``
     (sentences, measures, tables), ``detail`` what it is doing, ``eta_s`` the phase's remaining seconds
     (forward: the batches left at the current rate), ``percent`` the whole run's (``PHASE_SPAN``)."""

@@ -1,0 +1,76 @@
+"""The dashboard as Streamlit's ASGI app (``st.App``): app.py behind one middleware, so a page opened by its
+own URL (``/tradeoff``) asks the server nothing that fails.
+
+Why: Streamlit's front end cannot tell whether ``/tradeoff`` is the page ``tradeoff`` of an app at ``/`` or an
+app served under ``/tradeoff``, so it probes ``/tradeoff/_stcore/health`` and ``/tradeoff/_stcore/host-config``
+first (two 404s in the console) and then the parent (streamlit/streamlit#7074). Its front end reads the app's
+base from ``window.__streamlit.BACKEND_BASE_URL`` when a host page sets it (streamlit/streamlit#11537); this
+middleware serves Streamlit's own index.html with that one line added, for the app's root and each page path
+(the line also keeps one browser-history entry per page, so Back takes one press).
+Everything else (scripts, fonts, the websocket, media) goes to Streamlit unchanged.
+
+    streamlit run views/_server.py -- --data-dir D     # what `normvar dashboard` / `normvar up` run
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import streamlit as st
+from starlette.middleware import Middleware
+
+from normvar_core.viz.pages import PAGE_KEYS
+
+APP_SCRIPT = Path(__file__).resolve().parent.parent / "app.py"
+
+
+def _base_path() -> str:
+    """``/`` or ``/<server.baseUrlPath>/``."""
+    from streamlit import config
+
+    base = (config.get_option("server.baseUrlPath") or "").strip("/")
+    return f"/{base}/" if base else "/"
+
+
+#: one history entry per page: Streamlit pushes an entry when a page opens (its path) and another when the
+#: page's script writes its view into the query (``sync_url``), so Back took two presses. A push that only
+#: changes the query of the current path replaces the entry instead.
+ONE_ENTRY_PER_PAGE = ("var push=history.pushState.bind(history);history.pushState=function(s,t,u){"
+                      "try{if(new URL(u,location.href).pathname===location.pathname){return history.replaceState(s,t,u);}}"
+                      "catch(e){}return push(s,t,u);};")
+
+
+def index_html(base: str) -> bytes:
+    """Streamlit's index.html with the app's base URL set before its scripts load, and one history entry
+    per page (``ONE_ENTRY_PER_PAGE``)."""
+    index = Path(st.__file__).resolve().parent / "static" / "index.html"
+    line = ("<script>(function(){var u=new URL(%s, window.location.origin).href;"
+            "window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};%s})()</script>"
+            % (json.dumps(base), ONE_ENTRY_PER_PAGE))
+    text = index.read_text(encoding="utf-8")
+    if "<head>" not in text:  # a Streamlit whose index.html changed shape: serve it as it is
+        return text.encode()
+    return text.replace("<head>", "<head>\n    " + line, 1).encode()
+
+
+class MainPageBase:
+    """Answers GET/HEAD of ``<base>`` and ``<base><page key>`` with :func:`index_html`; passes the rest on."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.base = _base_path()
+        self.paths = {self.base.rstrip("/") or "/", *(self.base + k for k in PAGE_KEYS)}
+        self.body = index_html(self.base)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and scope["path"] in self.paths:
+            headers = [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-cache"),
+                       (b"content-length", str(len(self.body)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else self.body})
+            return
+        await self.app(scope, receive, send)
+
+
+app = st.App(os.fspath(APP_SCRIPT), middleware=[Middleware(MainPageBase)])
