@@ -19,6 +19,7 @@ from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.destination import resolve_destination
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.pipeline.accumulators.occurrences import prime as prime_occurrences
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.runs.writer import check_destination
@@ -120,6 +121,7 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)
+    prime_occurrences(ctx, source)  # the early axes, from the plan's first batches
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 

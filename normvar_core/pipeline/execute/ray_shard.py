@@ -100,6 +100,9 @@ class Shard:
         self.ctx = RunContext(cfg=self.cfg, layers=self.plan.layers, dim=self.source.info.dim,
                               device=self.loaded.device, plan=self.plan, tokens=self.plan.tokens,
                               memory=Decisions(json.loads(str(arrays[MEMORY_KEY]))))
+        from normvar_core.pipeline.accumulators.occurrences import prime
+
+        prime(self.ctx, self.source)  # the same early axes as the driver's, from the same first batches
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
