@@ -52,8 +52,11 @@ layer's principal axes (``--occurrences``; every occurrence when the run has few
 OCCURRENCES_MAX = 20_000_000
 """The largest ``--occurrences`` accepted (20M points x 8 float32 coordinates x a layer = 640 MB)."""
 OCCURRENCE_AXES = 8
-"""k: the early principal axes each kept occurrence is projected on during the pass (estimated from the plan's
-first batches, ``OCCURRENCE_EARLY`` positions); at publish the page's two axes are the exact top-2 covariance
+"""k: the early principal axes each kept occurrence is projected on during the pass (estimated before it from
+``OCCURRENCE_EARLY`` positions); at publish the page's two axes are the exact top-2 covariance
 axes rotated into that k-dimensional subspace (the angle left is recorded per layer)."""
-OCCURRENCE_EARLY = 4096
-"""Positions of the plan's first batches the early axes are estimated from (whole batches, at least one)."""
+OCCURRENCE_EARLY = 32768
+"""Positions the early axes are estimated from: whole batches spread over the plan (van der Corput order: the
+first, the middle, the quarters, ...; the plan's batches are sorted by length), at least one. Measured on MiniLM
+(1,500 novel sentences): the first batch alone (10k positions) left 13-29 degrees between the exact top-2 axes
+and the k = 8 subspace, 34k positions 2.6-4 degrees."""

@@ -4,8 +4,8 @@ principal axes, without keeping the d-dimensional vectors.
 
 How the axes are obtained (the choice, recorded per layer in the ``occurrence_axes`` table):
 
-1. **Early axes.** Before the pass, ``early_axes`` runs the plan's first batches (``OCCURRENCE_EARLY``
-   positions, whole batches) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
+1. **Early axes.** Before the pass, ``early_axes`` runs whole batches spread over the plan
+   (``OCCURRENCE_EARLY`` positions; one more forward pass of those batches) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
    eigenvectors B (d × k) of their covariance. Every process of the run (local, resumed, each Ray actor)
    computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint
    carries the axes its projections were made on.
@@ -18,7 +18,7 @@ How the axes are obtained (the choice, recorded per layer in the ``occurrence_ax
    The angle between eᵢ and span(B), arccos ‖Bᵀeᵢ‖, is recorded (``angle_x_deg``, ``angle_y_deg``): 0 means
    the coordinates are the exact principal coordinates. A run without the geometry falls back to the exact
    principal axes of the projections (the top-2 eigenvectors of their pooled k × k covariance; angle not
-   measured, NULL).
+   measured, NaN).
 
 State: (L, P, k) float32 projections (P = min(--occurrences, counted positions)), their filled flags,
 (L, d, k) + (L, d) float64 early axes and mean, (L, k) + (L, k, k) float64 sums. Tables: ``occurrences``
@@ -55,23 +55,39 @@ def top_axes(cov: np.ndarray, k: int) -> np.ndarray:
     return sign_fixed(vec[:, ::-1])
 
 
+def spread_order(n: int):
+    """0 .. n-1 in van der Corput order (0, n/2, n/4, 3n/4, ...), lazily: any prefix is spread over the range."""
+    seen, j = set(), 0
+    while len(seen) < n:
+        x, f, i = 0.0, 0.5, j
+        while i:
+            x, i, f = x + f * (i & 1), i >> 1, f / 2
+        b = min(int(x * n), n - 1)
+        if b not in seen:
+            seen.add(b)
+            yield b
+        j += 1
+
+
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY) -> dict:
-    """The early axes of every kept layer from the plan's first whole batches holding ``positions`` counted
-    positions (at least one batch): {"mean": (L, d), "axes": (L, d, k) float64, "n": positions used, "batches"}."""
-    parts, n, batches = [], 0, 0
-    for sb in source.batches(plan, 0, plan.n_batches):
-        if n >= positions and sb.index >= batches:
+    """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
+    ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
+    positions used, "batches": batches used}. One more forward pass of those batches before the run."""
+    parts, n, used = [], 0, 0
+    for bi in spread_order(plan.n_batches):
+        for sb in source.batches(plan, bi, bi + 1):
+            parts.append(sb.states.detach().to("cpu", torch.float64).numpy())
+            n += sb.size
+        used += 1
+        if n >= positions:
             break
-        parts.append(sb.states.detach().to("cpu", torch.float64).numpy())
-        n += sb.size
-        batches = sb.index + 1
     X = np.concatenate(parts, axis=1)
     mean = X.mean(axis=1)
     axes = np.stack([top_axes(np.cov(X[li], rowvar=False, bias=True).reshape(X.shape[2], -1), k)
                      for li in range(X.shape[0])])
     if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
         axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
-    return {"mean": mean, "axes": axes, "n": int(n), "batches": int(batches)}
+    return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used)}
 
 
 def prime(ctx: RunContext, source) -> None:
@@ -224,7 +240,7 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
             xy.append((self.proj[l].astype(np.float64) - ybar) @ U)
             var = np.einsum("ij,jk,ki->i", U.T, cov_y, U)
             rows.append({"layer": int(layer), "axes": how, "k": int(self.axes.shape[2]),
-                         "n_early": int(self.early["n"]), "angle_x_deg": angles[0], "angle_y_deg": angles[1],
+                         "n_early": int(self.early["n"]), "early_batches": int(self.early["batches"]), "angle_x_deg": angles[0], "angle_y_deg": angles[1],
                          "var_x": float(var[0]), "var_y": float(var[1]), "n": int(self.n)})
         return {"xy": np.stack(xy) if xy else np.zeros((0, 0, 2)), "rows": rows}
 
@@ -241,4 +257,4 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "plan_occurrences", "top_axes", "sign_fixed"]
+__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "spread_order", "plan_occurrences", "top_axes", "sign_fixed"]
