@@ -49,10 +49,10 @@ def server(tmp_path_factory, data):
 
 def _small_box(db) -> tuple[tuple[float, float], tuple[float, float]]:
     """A box around the median point holding a few occurrences of at most 30 types (bounds at 4 decimals)."""
-    cx, cy = db.sql(f"SELECT median(x), median(y) FROM occurrences WHERE layer = {LAYER}").fetchone()
+    cx, cy = db.execute(f"SELECT median(x), median(y) FROM occurrences WHERE layer = {LAYER}").fetchone()
     for half in (0.5, 0.3, 0.2, 0.1, 0.05, 0.02):
         box = ((round(cx - half, 4), round(cx + half, 4)), (round(cy - half, 4), round(cy + half, 4)))
-        count, types = db.sql(_where("SELECT count(*), count(DISTINCT token_id) FROM occurrences", box)).fetchone()
+        count, types = db.execute(_where("SELECT count(*), count(DISTINCT token_id) FROM occurrences", box)).fetchone()
         if 3 <= count and types <= 30:
             return box
     raise AssertionError("no small box found")
@@ -77,7 +77,7 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    n_layer = db.sql(f"SELECT n FROM layer_stats WHERE layer = {LAYER}").fetchone()[0]
+    n_layer = db.execute(f"SELECT n FROM layer_stats WHERE layer = {LAYER}").fetchone()[0]
     requests, frames = [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
@@ -90,14 +90,14 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         caption = page.get_by_text(re.compile(r"^[\d,]+ occurrences")).first.inner_text(timeout=60000)
         shown = int(caption.split()[0].replace(",", ""))
         assert shown == n_layer == _deck_points(frames, "occurrences")
-        assert db.sql(f"SELECT count(*) FROM occurrences WHERE layer = {LAYER}").fetchone()[0] == n_layer
+        assert db.execute(f"SELECT count(*) FROM occurrences WHERE layer = {LAYER}").fetchone()[0] == n_layer
 
         # a token search: exactly its occurrences drawn on top
-        page.get_by_label("Search a token").fill("the")
-        page.get_by_label("Search a token").press("Enter")
+        page.get_by_label("Search a token", exact=True).fill("the")
+        page.get_by_label("Search a token", exact=True).press("Enter")
         page.wait_for_function("() => document.body.innerText.includes('occurrences')", timeout=60000)
         page.wait_for_timeout(1500)
-        want = db.sql(f"SELECT count(*) FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND "
+        want = db.execute(f"SELECT count(*) FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND "
                       f"s.token_id = o.token_id WHERE o.layer = {LAYER} AND s.token = 'the'").fetchone()[0]
         assert want > 0
         page.wait_for_function("() => true")
@@ -113,10 +113,10 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         page.get_by_text(re.compile(r"^Box: ")).wait_for(timeout=60000)
         page.wait_for_timeout(1500)
         head = page.get_by_text(re.compile(r"^Box: ")).inner_text()
-        count, types = db.sql(_where("SELECT count(*), count(DISTINCT token_id) FROM occurrences", box)).fetchone()
+        count, types = db.execute(_where("SELECT count(*), count(DISTINCT token_id) FROM occurrences", box)).fetchone()
         assert head.startswith(f"Box: {count:,} occurrences of {types:,} types"), head
         listed = page.locator("[data-testid=stMarkdownContainer]:has-text('Selection:') code").all_inner_texts()
-        expected = {r[0] for r in db.sql(_where("SELECT DISTINCT s.token FROM occurrences o JOIN token_stats s ON "
+        expected = {r[0] for r in db.execute(_where("SELECT DISTINCT s.token FROM occurrences o JOIN token_stats s ON "
                                                 "s.layer = o.layer AND s.token_id = o.token_id", box)
                                          .replace("WHERE layer", "WHERE o.layer")).fetchall()}
         assert set(listed) == expected and len(listed) == types

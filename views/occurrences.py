@@ -47,7 +47,7 @@ with c2:
     by = st.selectbox("Colour by", list(OF.COLOUR_BY), key="w_occ_colour")
 with c3:
     query = st.text_input("Search a token", key="w_occ_search", placeholder="e.g. bank",
-                          help="its occurrences are drawn larger, in red")
+                          help="its occurrences are drawn larger, in black")
 
 try:
     pts = points(run, layer)

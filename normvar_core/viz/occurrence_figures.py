@@ -22,7 +22,7 @@ OTHER = np.array([190, 190, 190], np.uint8)
 # viridis at 9 stops (matplotlib's), interpolated linearly
 VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141], [39, 173, 129],
                     [92, 200, 99], [170, 220, 50], [253, 231, 37]], np.float64)
-HIGHLIGHT = [230, 20, 20]
+HIGHLIGHT = [0, 0, 0]
 LAYER_ID = "occurrences"
 
 
