@@ -8,8 +8,9 @@ given) and records every frame interval during 3 s of panning and 3 s of zooming
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_occurrences.py [--points 1000000] [--gpu]
 
-Prints the median / 90th percentile frame time and frames per second for each gesture, the build time of the
-spec in Python and the time to the first frame, with the load average (noisy on a shared machine).
+Prints, per gesture, the requestAnimationFrame intervals and deck.gl's redraws (how many, and each one's time
+up to a one-pixel readPixels, i.e. with the GPU — software WebGL here — done), the build time of the spec in
+Python and the time to the first frame, with the load average (noisy on a shared machine).
 """
 from __future__ import annotations
 
@@ -44,26 +45,67 @@ def spec(n):
 
 s, build, size = spec({n})
 st.caption(f"build {{build:.2f}} s, {{size / 1e6:.1f}} MB")
-st.pydeck_chart(s, height=700, key="bench")
+st.pydeck_chart(s, height=700, key="bench", on_select="rerun", selection_mode="multi-object")  # as on the page
 """
 
+HOOK = """() => {
+  // the chart's deck.gl instance, from the React fiber of its canvas (Streamlit keeps it in a ref); each
+  // redraw (_drawLayers) is timed up to a one-pixel readPixels, which waits for the GPU (software here) to
+  // finish the frame: the time a frame really takes, not only the main thread's
+  const c = document.querySelector('[data-testid=stDeckGlJsonChart] canvas');
+  const key = Object.keys(c).find(k => k.startsWith('__reactFiber'));
+  let f = c[key], deck = null;
+  for (let depth = 0; f && !deck && depth < 60; depth++, f = f.return) {
+    for (let h = f.memoizedState, i = 0; h && i < 50 && !deck; h = h.next, i++) {
+      const v = h.memoizedState;
+      if (v && v.current && v.current.deck && v.current.deck.metrics) deck = v.current.deck;
+    }
+  }
+  if (!deck) return false;
+  if (deck.__timed) return true;  // the chart may build a new deck (a resize): hooked once per instance
+  deck.__timed = true;
+  const gl = c.getContext('webgl2') || c.getContext('webgl');
+  const px = new Uint8Array(4);
+  window.__draws = [];
+  const draw = deck._drawLayers.bind(deck);
+  deck._drawLayers = (...a) => {
+    const t0 = performance.now();
+    const r = draw(...a);
+    gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, px);
+    window.__draws.push(performance.now() - t0);
+    return r;
+  };
+  return true;
+}"""
+
 PROBE = """() => new Promise(resolve => {
+    window.__draws = [];
     const t = []; let last = performance.now(); const end = last + %d;
-    function tick(now) { t.push(now - last); last = now; if (now < end) requestAnimationFrame(tick); else resolve(t); }
+    function tick(now) { t.push(now - last); last = now; if (now < end) requestAnimationFrame(tick);
+                         else resolve({frames: t, draws: window.__draws.slice()}); }
     requestAnimationFrame(tick);
 })"""
 
 
-def _stats(frames: list[float]) -> dict:
+def _stats(probe: dict, seconds: float) -> dict:
+    """rAF frame intervals (median, p90, frames per second) and deck.gl's redraws (count, per second, median
+    and p90 of their time with the GPU finished)."""
     import numpy as np
 
-    f = np.asarray(frames[1:] or [0.0])
-    return {"frames": int(f.size), "median_ms": float(np.median(f)), "p90_ms": float(np.percentile(f, 90)),
-            "fps": float(1000.0 / max(np.mean(f), 1e-9))}
+    f = np.asarray(probe["frames"][1:] or [0.0])
+    d = np.asarray(probe["draws"] or [np.nan])
+    return {"frames": int(f.size), "frame_median_ms": float(np.median(f)), "frame_p90_ms": float(np.percentile(f, 90)),
+            "fps": float(1000.0 / max(np.mean(f), 1e-9)), "redraws": int(len(probe["draws"])),
+            "redraws_per_s": float(len(probe["draws"]) / seconds), "redraw_median_ms": float(np.nanmedian(d)),
+            "redraw_p90_ms": float(np.nanpercentile(d, 90))}
 
 
 def gesture(page, box, kind: str, seconds: float) -> dict:
-    """Frame intervals while the mouse pans (drags back and forth) or zooms (wheel in and out)."""
+    """Frame intervals while the mouse pans (drags back and forth) or zooms (wheel in and out); "moved": the
+    chart's pixels changed (the gesture reached deck.gl's controller)."""
+    chart = page.locator("[data-testid=stDeckGlJsonChart]")
+    before = chart.screenshot()
+    assert page.evaluate(HOOK), "the chart's deck.gl instance was not found"
     handle = page.evaluate_handle(PROBE % int(seconds * 1000))
     cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     page.mouse.move(cx, cy)
@@ -72,15 +114,25 @@ def gesture(page, box, kind: str, seconds: float) -> dict:
     while time.monotonic() < t_end:
         if kind == "pan":
             page.mouse.down()
-            for i in range(8):
-                page.mouse.move(cx + (20 if step % 2 == 0 else -20) * (i + 1), cy + 5 * (i + 1))
+            sign = 1 if step % 2 == 0 else -1
+            page.mouse.move(cx + sign * 160, cy + sign * 60, steps=16)
             page.mouse.up()
             page.mouse.move(cx, cy)
         else:
             page.mouse.wheel(0, -120 if (step // 6) % 2 == 0 else 120)
             page.wait_for_timeout(30)
         step += 1
-    return _stats(handle.json_value())
+    out = _stats(handle.json_value(), seconds)
+    if kind == "pan":  # leave the view off its start, so the screenshot shows whether it moved
+        page.mouse.move(cx, cy)
+        page.mouse.down()
+        page.mouse.move(cx + 150, cy + 90, steps=5)
+        page.mouse.up()
+    else:
+        page.mouse.wheel(0, -240)
+    page.wait_for_timeout(1500)
+    out["moved"] = chart.screenshot() != before
+    return out
 
 
 def main() -> None:
@@ -120,7 +172,8 @@ def main() -> None:
             out["caption"] = page.get_by_text("build").first.inner_text()
             page.wait_for_timeout(2000)
             box = page.locator("[data-testid=stDeckGlJsonChart]").bounding_box()
-            out["idle"] = _stats(page.evaluate(PROBE % 2000))
+            out["hooked"] = page.evaluate(HOOK)
+            out["idle"] = _stats(page.evaluate(PROBE % 2000), 2.0)
             out["pan"] = gesture(page, box, "pan", args.seconds)
             out["zoom"] = gesture(page, box, "zoom", args.seconds)
             out["renderer"] = page.evaluate("""() => { const c = document.createElement('canvas').getContext('webgl2');
