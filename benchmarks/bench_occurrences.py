@@ -106,7 +106,8 @@ def gesture(page, box, kind: str, seconds: float) -> dict:
     chart = page.locator("[data-testid=stDeckGlJsonChart]")
     before = chart.screenshot()
     assert page.evaluate(HOOK), "the chart's deck.gl instance was not found"
-    handle = page.evaluate_handle(PROBE % int(seconds * 1000))
+    # started, not awaited (an evaluate of a promise waits for it): the gesture runs while it records
+    page.evaluate(f"() => {{ window.__probe = ({PROBE % int(seconds * 1000)})(); return 1; }}")
     cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     page.mouse.move(cx, cy)
     t_end = time.monotonic() + seconds
@@ -122,7 +123,7 @@ def gesture(page, box, kind: str, seconds: float) -> dict:
             page.mouse.wheel(0, -120 if (step // 6) % 2 == 0 else 120)
             page.wait_for_timeout(30)
         step += 1
-    out = _stats(handle.json_value(), seconds)
+    out = _stats(page.evaluate("() => window.__probe"), seconds)
     if kind == "pan":  # leave the view off its start, so the screenshot shows whether it moved
         page.mouse.move(cx, cy)
         page.mouse.down()

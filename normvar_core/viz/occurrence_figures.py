@@ -101,7 +101,7 @@ def deck_spec(x: np.ndarray, y: np.ndarray, rgb: np.ndarray, *, highlight: np.nd
     ny = -np.asarray(y, np.float64)
     layers = [f'{{"@@type":"ScatterplotLayer","id":"{LAYER_ID}","data":{_records(x, ny, rgb)},'
               f'"getPosition":"@@=[x, y]","getFillColor":"@@=[r, g, b]","getRadius":{radius},'
-              f'"radiusUnits":"pixels","pickable":true,"autoHighlight":true,"highlightColor":[0,0,0,255],'
+              f'"radiusUnits":"pixels","pickable":true,'
               f'"stroked":false}}']
     if highlight is not None and highlight.any():
         hx, hy = np.asarray(x)[highlight], ny[highlight]
