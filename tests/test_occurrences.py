@@ -170,3 +170,40 @@ def test_cli_refuses_out_of_range_occurrences_in_one_line(tmp_path, capsys):
     assert cli.main(["compute", "--occurrences", str(OCCURRENCES_MAX + 1), "--data-dir", str(tmp_path)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "occurrences must be <=" in err[0] and "--occurrences" in err[0]
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1.0, 3e4])
+def test_the_deck_spec_carries_every_point(scale):
+    """The page's deck.gl JSON: every point at its coordinates (7 significant digits at any scale, y negated:
+    deck.gl's y grows downwards), its colour, the search layer with exactly the matches, the box's outline."""
+    import json
+
+    import pandas as pd
+
+    from normvar_core.viz import occurrence_figures as OF
+
+    rng = np.random.default_rng(1)
+    n = 5000
+    pts = pd.DataFrame({"x": (rng.normal(size=n) * scale).astype(np.float32),
+                        "y": (rng.normal(size=n) * scale).astype(np.float32),
+                        "token_id": rng.integers(0, 30, n), "position": rng.integers(0, 40, n),
+                        "n": rng.integers(1, 1000, n), "m": rng.random(n), "v": rng.random(n) * (rng.random(n) > 0.1)})
+    pts["token"] = "t" + pts["token_id"].astype(str)
+    rgb, legend = OF.colours(pts, "token type")
+    assert len(legend["items"]) == OF.TOP_TYPES and legend["other"] + sum(c for _, c, _ in legend["items"]) == n
+    hit = (pts["token_id"] == 3).to_numpy()
+    spec = json.loads(OF.deck_spec(pts["x"].to_numpy(), pts["y"].to_numpy(), rgb, highlight=hit,
+                                   box=((0, scale), (-scale, 0))).to_json())
+    layers = {layer["id"]: layer for layer in spec["layers"]}
+    data = layers[OF.LAYER_ID]["data"]
+    assert len(data) == n and len(layers["search"]["data"]) == int(hit.sum())
+    top = float(np.abs(pts[["x", "y"]].to_numpy()).max())  # resolution: a millionth of the largest coordinate
+    np.testing.assert_allclose([d["x"] for d in data], pts["x"], rtol=0, atol=top * 1e-6)
+    np.testing.assert_allclose([-d["y"] for d in data], pts["y"], rtol=0, atol=top * 1e-6)
+    assert [[d["r"], d["g"], d["b"]] for d in data[:50]] == rgb[:50].tolist()
+    assert layers["box"]["data"][0]["path"][0] == [0, scale] and spec["views"][0]["@@type"] == "OrthographicView"
+    for by in OF.COLOUR_BY:
+        c, leg = OF.colours(pts, by)
+        assert c.shape == (n, 3) and c.dtype == np.uint8
+        if leg["kind"] == "ramp":
+            assert np.isfinite([leg["lo"], leg["hi"]]).all() and leg["lo"] <= leg["hi"]

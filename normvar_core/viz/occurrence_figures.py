@@ -40,10 +40,12 @@ class DeckSpec:
 
 def ramp(values: np.ndarray, *, log: bool = False) -> tuple[np.ndarray, tuple[float, float]]:
     """Continuous values -> viridis colours (uint8 (N, 3)), scaled between their 1st and 99th percentiles
-    (log10 first when ``log``); returns the colours and that range (for the legend)."""
+    (log10 of the positive ones first when ``log``; the others at the bottom); returns the colours and that
+    range (for the legend)."""
     v = np.asarray(values, np.float64)
-    if log:
-        v = np.log10(np.maximum(v, 1e-300))
+    if log:  # zero (V of a type seen once) and below: no logarithm, drawn at the bottom of the scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(v > 0, np.log10(np.where(v > 0, v, 1.0)), np.nan)
     finite = v[np.isfinite(v)]
     lo, hi = (np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0))
     t = np.clip((v - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
@@ -76,10 +78,13 @@ def colours(points: pd.DataFrame, by: str) -> tuple[np.ndarray, dict]:
 
 
 def _records(x: np.ndarray, y: np.ndarray, rgb: np.ndarray) -> str:
-    """[{"x":..,"y":..,"r":..,"g":..,"b":..}, ...] by pandas' C JSON writer (float32 digits)."""
-    frame = pd.DataFrame({"x": np.asarray(x, np.float64), "y": np.asarray(y, np.float64),
-                          "r": rgb[:, 0], "g": rgb[:, 1], "b": rgb[:, 2]})
-    return frame.to_json(orient="records", double_precision=6)
+    """[{"x":..,"y":..,"r":..,"g":..,"b":..}, ...] by pandas' C JSON writer, with the decimals that keep about 7
+    significant digits of the largest coordinate (float32's)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    frame = pd.DataFrame({"x": x, "y": y, "r": rgb[:, 0], "g": rgb[:, 1], "b": rgb[:, 2]})
+    top = float(max(np.abs(x).max(initial=0.0), np.abs(y).max(initial=0.0)))
+    digits = int(np.clip(6 - np.floor(np.log10(top)), 0, 15)) if top > 0 else 6
+    return frame.to_json(orient="records", double_precision=digits)
 
 
 def view_state(x: np.ndarray, y: np.ndarray, *, width: int = 900, height: int = 620) -> dict:
