@@ -78,6 +78,10 @@ HOOK = """() => {
   return true;
 }"""
 
+STEPS = 16
+"""Mouse moves per drag (``--steps``): with software WebGL at 1M points a redraw takes tens of seconds, and a
+move waits for the one before it."""
+
 PROBE = """() => new Promise(resolve => {
     window.__draws = [];
     const t = []; let last = performance.now(); const end = last + %d;
@@ -116,7 +120,7 @@ def gesture(page, box, kind: str, seconds: float) -> dict:
         if kind == "pan":
             page.mouse.down()
             sign = 1 if step % 2 == 0 else -1
-            page.mouse.move(cx + sign * 160, cy + sign * 60, steps=16)
+            page.mouse.move(cx + sign * 160, cy + sign * 60, steps=STEPS)
             page.mouse.up()
             page.mouse.move(cx, cy)
         else:
@@ -127,7 +131,7 @@ def gesture(page, box, kind: str, seconds: float) -> dict:
     if kind == "pan":  # leave the view off its start, so the screenshot shows whether it moved
         page.mouse.move(cx, cy)
         page.mouse.down()
-        page.mouse.move(cx + 150, cy + 90, steps=5)
+        page.mouse.move(cx + 150, cy + 90, steps=2)
         page.mouse.up()
     else:
         page.mouse.wheel(0, -240)
@@ -140,8 +144,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--steps", type=int, default=STEPS, help="mouse moves per drag")
     ap.add_argument("--gpu", action="store_true", help="let chromium use the GPU (default: software WebGL)")
     args = ap.parse_args()
+    global STEPS
+    STEPS = args.steps
     from playwright.sync_api import sync_playwright
     from test_dashboard_browser import ARGS, CHROMIUM
 
