@@ -65,6 +65,7 @@ if query.strip():
 box_keys = ("w_occ_x0", "w_occ_x1", "w_occ_y0", "w_occ_y1")
 clicked = st.session_state.get("occ_chart")
 picked = (((clicked or {}).get("selection") or {}).get("indices") or {}).get(OF.LAYER_ID, []) if clicked else []
+picked = [int(i) for i in picked if 0 <= int(i) < len(pts)]  # a selection made on another layer may not fit
 if len(picked) >= 2 and st.session_state.get("_occ_spanned") != picked:  # shift-clicked points span the box
     st.session_state["_occ_spanned"] = picked
     sx, sy = pts["x"].to_numpy()[picked], pts["y"].to_numpy()[picked]
@@ -73,7 +74,7 @@ if len(picked) >= 2 and st.session_state.get("_occ_spanned") != picked:  # shift
 
 with st.expander("Box selection", expanded=True):
     b = st.columns(4)
-    bounds = [b[i].number_input(label, value=None, key=k, format="%.4f")
+    bounds = [b[i].number_input(label, key=k, format="%.4f", **({} if k in st.session_state else {"value": None}))
               for i, (label, k) in enumerate(zip(("x from", "x to", "y from", "y to"), box_keys))]
 box = ((bounds[0], bounds[1]), (bounds[2], bounds[3])) if all(x is not None for x in bounds) else None
 
