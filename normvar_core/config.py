@@ -14,7 +14,7 @@ from pathlib import Path
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from normvar_core.constants import ID_SAMPLE, MAX_WORDS, SAMPLES_PER_TOKEN
+from normvar_core.constants import ID_SAMPLE, MAX_WORDS, OCCURRENCES, OCCURRENCES_MAX, SAMPLES_PER_TOKEN
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.devicemap import check_options as check_device_options
@@ -97,6 +97,10 @@ class RunConfig:
     id_sample: int = opt(ID_SAMPLE, "most embeddings per layer in the seeded uniform sample for TwoNN and seed "
                          "004's batch anisotropy (seed 004: 16384); sized to the run: at most 1/32 of a layer's "
                          "embeddings, at least 1,024", minimum=0, label="TwoNN sample")
+    occurrences: int = opt(OCCURRENCES, "most occurrences per layer kept for the Occurrences page, each at its "
+                           "coordinates on the layer's principal axes (every one when the run has fewer, else a "
+                           f"seeded uniform sample); 0 = none, at most {OCCURRENCES_MAX:,}", minimum=0,
+                           label="Occurrences shown")
     self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on when it fits in the "
                                "device's memory (normvar plan)", choices=SELF_SIMILARITY)
     memory_gb: float | None = opt(None, "memory the run may hold, in GB (2^30 bytes); default: what the device reports "
@@ -178,6 +182,9 @@ class RunConfig:
             bad("no model given", "pass --model with an alias (normvar models), a hub id or a local path")
         if not 0.0 < float(self.sample_frac) <= 1.0:
             bad(f"sample_frac must be in (0, 1], got {self.sample_frac}", "e.g. --sample-frac 0.01")
+        if int(self.occurrences) > OCCURRENCES_MAX:
+            bad(f"occurrences must be <= {OCCURRENCES_MAX:,}, got {int(self.occurrences):,}",
+                f"pass --occurrences {OCCURRENCES_MAX} or less (0 = none)")
         if self.layers is not None and (not self.layers or min(self.layers) < 0):
             bad(f"invalid layer subset {self.layers}", "give non-negative hidden-state indices, e.g. --layers 0,6,12")
         if self.dataset and self.corpus:

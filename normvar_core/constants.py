@@ -44,3 +44,19 @@ def sized_id_sample(requested: int, n_embeddings: int) -> int:
 NULL_KINDS = ("isotropic", "offset", "matched")
 """Seed 003's Gaussian nulls (drawn by ``stats.null``): isotropic N(0, s²I) with s² = Q(X)/d; offset N(c, s²I)
 with ‖c‖² = M(X), s² = V(X)/d; matched N(μ(X_t), V(X_t)/d · I) per type t."""
+
+
+OCCURRENCES = 1_000_000
+"""The Occurrences page (issue 34): at most this many occurrences per layer kept with their coordinates on the
+layer's principal axes (``--occurrences``; every occurrence when the run has fewer, a seeded uniform sample else)."""
+OCCURRENCES_MAX = 20_000_000
+"""The largest ``--occurrences`` accepted (20M points x 8 float32 coordinates x a layer = 640 MB)."""
+OCCURRENCE_AXES = 8
+"""k: the early principal axes each kept occurrence is projected on during the pass (estimated before it from
+``OCCURRENCE_EARLY`` positions); at publish the page's two axes are the exact top-2 covariance
+axes rotated into that k-dimensional subspace (the angle left is recorded per layer)."""
+OCCURRENCE_EARLY = 32768
+"""Positions the early axes are estimated from: whole batches spread over the plan (van der Corput order: the
+first, the middle, the quarters, ...; the plan's batches are sorted by length), at least one. Measured on MiniLM
+(1,500 novel sentences): the first batch alone (10k positions) left 13-29 degrees between the exact top-2 axes
+and the k = 8 subspace, 34k positions 2.6-4 degrees."""

@@ -13,6 +13,7 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.accumulators import REGISTRY
+from normvar_core.pipeline.accumulators.occurrences import prime
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
@@ -28,6 +29,7 @@ def setup():
     plan = synthetic_plan(cfg, n_sentences=70, vocab_size=30, layers=LAYERS, batch_size=9)
     source = GaussianSource(dim=DIM, layers=LAYERS, seed=3, offset=50.0, scales=[1.0, 3.0], dtype=torch.float64)
     ctx = RunContext(cfg=cfg, layers=LAYERS, dim=DIM, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+    prime(ctx, source)  # the occurrences' early axes, as every process of a run computes them
     return plan, source, ctx
 
 

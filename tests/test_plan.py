@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
+from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCES
 
 GiB = 2**30
 
@@ -62,7 +63,14 @@ def formulas(p: dict, *, mean_bytes: int = 8, top_k: int = 20) -> dict:
             "geometry": L * (8 * d * d + 4 * K * d + 16 * d + 24) + K + 8,
             "selfsim": 8 * L * T * d + 8 * T,
             "outliers": 24 * L * d + 16 * L + 40 * L * top_k + 8,
-            "halves": 2 * (L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8 + 8 * L * (d * d + d) + 16 * L + 8)}
+            "halves": 2 * (L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8 + 8 * L * (d * d + d) + 16 * L + 8),
+            "occurrences": occurrence_bytes(L, d, min(OCCURRENCES, p["embeddings"]))}
+
+
+def occurrence_bytes(L: int, d: int, n: int, k: int = OCCURRENCE_AXES) -> int:
+    """The Occurrences' state: n kept positions x k float32 projections per layer, their flags, the early axes
+    and mean, the sums of the projections and of their outer products."""
+    return 4 * L * n * k + n + 8 * L * (d * k + d + k + k * k) + 8
 
 
 def test_published_shapes_params_and_formulas(capsys, tmp_path, shapes, corpus40):

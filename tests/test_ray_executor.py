@@ -50,6 +50,16 @@ def _assert_same(a, b):
                 np.testing.assert_allclose(x[c].to_numpy(np.float64), yv, rtol=1e-12, atol=atol, err_msg=f"{t}.{c}")
     # the means are stored in float32: the exact float64 values may round to neighbouring floats (1 ulp)
     np.testing.assert_allclose(a.stats().mean, b.stats().mean, rtol=2.0 ** -23, atol=1e-30)
+    # every occurrence at the same place: float32 coordinates from float64 sums merged in another order (an ulp
+    # or two of the layer's largest coordinate); the axes' angles and variances from the same merged state
+    keys = ["layer", "sentence_id", "position"]
+    x, y = (r.table("occurrences").sort_values(keys).reset_index(drop=True) for r in (a, b))
+    assert x[keys + ["token_id"]].equals(y[keys + ["token_id"]]) and len(x) > 0
+    for c in ("x", "y"):
+        np.testing.assert_allclose(x[c], y[c], rtol=0, atol=4 * 2.0 ** -23 * float(np.abs(y[c]).max()))
+    for c in ("angle_x_deg", "angle_y_deg", "var_x", "var_y", "n"):  # an angle near 0 is arccos(1 - ε): ~1e-6°
+        np.testing.assert_allclose(a.table("occurrence_axes")[c], b.table("occurrence_axes")[c], rtol=1e-9,
+                                   atol=1e-4 if c.startswith("angle") else 0)
 
 
 LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")

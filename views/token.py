@@ -243,5 +243,15 @@ else:
     with st.expander(f"All {len(ctx)} sampled contexts"):
         st.dataframe(ctx.drop(columns=["char_start", "char_end"]), hide_index=True, width="stretch", key="token_contexts")
 
+occ = st.session_state.get("occurrence_selection")
+if occ and occ.get("run") == run.name:  # the Occurrences page's box: this type's uses inside it
+    from normvar_core.runs.occurrences import selected_contexts
+
+    inside = selected_contexts(run, occ["predicate"], token_id=tid, limit=50)
+    with st.expander(f"{len(inside)}{'+' if len(inside) == 50 else ''} contexts of {tok!r} inside the Occurrences "
+                     f"box (layer {occ['layer']})", expanded=bool(len(inside))):
+        st.code(occ["predicate"], language="sql")
+        st.dataframe(inside, hide_index=True, width="stretch", key="token_occ_contexts")
+
 own_sentence(layer)
 _ui.sync_url("token")

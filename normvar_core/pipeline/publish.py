@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import platform
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -63,12 +64,19 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
     later = [n for n in names if accs[n].finalize_in_background and not accs[n].uses_results]
     done = itertools.count(1)  # next() is atomic: the two threads count their results apart
     results: dict = {}
+    ready = {n: threading.Event() for n in names}
 
     def finish(name: str):
         acc = accs[name]
-        if acc.uses_results:  # finished earlier in the same thread (registry order)
-            acc.take_results({u: results[u] for u in acc.uses_results if u in results})
-        results[name] = out = acc.result()
+        try:
+            if acc.uses_results:  # finished earlier in the same thread (registry order) or in the other one
+                for u in acc.uses_results:
+                    if u in ready:
+                        ready[u].wait()
+                acc.take_results({u: results[u] for u in acc.uses_results if u in results})
+            results[name] = out = acc.result()
+        finally:
+            ready[name].set()
         report("finalize", next(done), len(names), "measures", FINALIZE_DETAIL.get(name, name))
         return out
 

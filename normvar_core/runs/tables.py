@@ -15,6 +15,8 @@ char_start INTEGER, char_end INTEGER)`` (the token's character span in its sente
 ``sentences(sentence_id BIGINT, text VARCHAR)``
 ``layer_geometry(layer INTEGER, n, anisotropy, ..., norm_mean, norm_cv)`` (``stats.geometry.layer_row``),
 ``layer_spectrum(layer INTEGER, k INTEGER, eigenvalue DOUBLE)``, ``pair_cosines(layer INTEGER, cosine FLOAT)``
+``occurrences(layer INTEGER, token_id BIGINT, sentence_id BIGINT, position INTEGER, x FLOAT, y FLOAT)``,
+``occurrence_axes(layer INTEGER, axes VARCHAR, k, n_early, angle_x_deg, angle_y_deg, var_x, var_y, n)``
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ GEOMETRY_TABLES = ("layer_geometry", "layer_spectrum", "pair_cosines")
 SELFSIM_TABLES = ("token_selfsim",)
 OUTLIER_TABLES = ("dim_stats", "top_activations", "layer_outliers")
 HALVES_TABLES = ("halves_layer", "intervals")
+OCCURRENCE_TABLES = ("occurrences", "occurrence_axes")
 REQUIRED_TABLES = {"moments": MOMENTS_TABLES, "samples": SAMPLES_TABLES}
 """Tables every run of these accumulators has (``reader.damage`` checks them)."""
 
@@ -135,7 +138,7 @@ def sentences_table(sentences: dict[int, str]) -> pa.Table:
 
 
 __all__ = ["MOMENTS_TABLES", "SAMPLES_TABLES", "GEOMETRY_TABLES", "SELFSIM_TABLES", "OUTLIER_TABLES",
-           "HALVES_TABLES", "REQUIRED_TABLES", "TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
+           "HALVES_TABLES", "OCCURRENCE_TABLES", "REQUIRED_TABLES", "TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
            "moments_tables", "samples_tables", "sentences_table"]
 
 
@@ -157,3 +160,21 @@ def word_units_table(token_ids: np.ndarray, n_subtokens: np.ndarray) -> pa.Table
     """``word_units(token_id BIGINT, n_subtokens DOUBLE)``: word runs' |T_w| (App. J, Fig. 22), the
     mean number of tokens per occurrence of each word type."""
     return pa.table({"token_id": np.asarray(token_ids, np.int64), "n_subtokens": np.asarray(n_subtokens, np.float64)})
+
+
+def occurrence_tables(layers, xy: np.ndarray, rows: list[dict], *, token_ids: np.ndarray, sentence_ids: np.ndarray,
+                      positions: np.ndarray) -> dict:
+    """The Occurrences page's tables: every kept occurrence of every layer at its (x, y) (float32), written one
+    layer at a time, and one row per layer saying how its axes were found."""
+    tok = pa.array(np.asarray(token_ids, np.int64))
+    sent = pa.array(np.asarray(sentence_ids, np.int64))
+    pos = pa.array(np.asarray(positions, np.int32))
+
+    def parts() -> Iterator[pa.Table]:
+        for li, layer in enumerate(layers):
+            yield pa.table({"layer": pa.array(np.full(len(tok), int(layer), np.int32)), "token_id": tok,
+                            "sentence_id": sent, "position": pos,
+                            "x": pa.array(xy[li, :, 0].astype(np.float32)), "y": pa.array(xy[li, :, 1].astype(np.float32))})
+
+    axes = pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows else pa.table({"layer": pa.array([], pa.int32())})
+    return {"occurrences": parts(), "occurrence_axes": axes}

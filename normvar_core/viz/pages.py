@@ -23,6 +23,7 @@ PAGES: tuple[Page, ...] = (
     Page("frequency", "frequency.py", "Frequency", "bar_chart", "Explore"),
     Page("clouds", "clouds.py", "Token clouds", "bubble_chart", "Explore"),
     Page("token", "token.py", "Token", "search", "Explore"),
+    Page("occurrences", "occurrences.py", "Occurrences", "blur_circular", "Explore"),
     Page("geometry", "geometry.py", "Geometry", "blur_on", "Geometry"),
     Page("outliers", "outliers.py", "Outliers", "flare", "Geometry"),
     Page("highdim", "highdim.py", "High-dimensional geometry", "grain", "Geometry"),

@@ -6,13 +6,14 @@ from __future__ import annotations
 from normvar_core.pipeline.accumulators.geometry import GeometryAccumulator
 from normvar_core.pipeline.accumulators.halves import HalvesAccumulator
 from normvar_core.pipeline.accumulators.moments import MomentsAccumulator
+from normvar_core.pipeline.accumulators.occurrences import OccurrencesAccumulator
 from normvar_core.pipeline.accumulators.outliers import OutlierAccumulator
 from normvar_core.pipeline.accumulators.samples import SampleAccumulator
 from normvar_core.pipeline.accumulators.selfsim import SelfSimilarityAccumulator
 
 REGISTRY = [MomentsAccumulator, SampleAccumulator, GeometryAccumulator, SelfSimilarityAccumulator,
-            OutlierAccumulator, HalvesAccumulator]
+            OutlierAccumulator, HalvesAccumulator, OccurrencesAccumulator]
 
 __all__ = ["REGISTRY", "MomentsAccumulator", "SampleAccumulator", "GeometryAccumulator",
            "SelfSimilarityAccumulator", "OutlierAccumulator",
-           "HalvesAccumulator"]
+           "HalvesAccumulator", "OccurrencesAccumulator"]

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.accumulators.occurrences import top_axes
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.accumulators.samples import fill_planned, planned_vectors, position_keys
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
@@ -118,6 +119,7 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         self._pkeys = position_keys(self.uplan) if _sample_size(ctx) else np.zeros(0, np.int64)
         self.device = ctx.torch_device
         self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
+        self.want_axes = ctx.occurrence_axes is not None  # the Occurrences page's exact top-2 axes
         z = dict(dtype=torch.float64, device=self.device)
         self._add_state("n", 0)
         self._add_state("mean", torch.zeros((L, d), **z), merge="pooled")
@@ -196,10 +198,14 @@ class GeometryAccumulator(LayerMajor, Accumulator):
             row, eig = G.layer_row(cov[li], self.sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                    n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
                                    sq_sum=float(self.sq_sum[li]), search=search)
-            return {"layer": int(self.layers[li]), **row}, eig, G.pair_cosines(self.sample[li])
+            axes = top_axes(cov[li], 2).T if self.want_axes else None
+            return {"layer": int(self.layers[li]), **row}, eig, G.pair_cosines(self.sample[li]), axes
 
         out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
-        return {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out]}
+        res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out]}
+        if self.want_axes:  # (L, 2, d): e1, e2 of each layer's exact covariance, for the occurrences
+            res["axes"] = np.stack([o[3] for o in out])
+        return res
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"])

@@ -20,6 +20,7 @@ from normvar_core.datadir import DataDir
 from normvar_core.destination import resolve_destination
 from normvar_core.devicemap import check_offload_folder
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.pipeline.accumulators.occurrences import prime as prime_occurrences
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.runs.writer import check_destination
@@ -132,6 +133,7 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
         dmap = loaded.info.device_map
         ctx.memory = with_devices(ctx.memory, plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap,
                                                           device_limits(dmap), dtype=cfg.dtype))
+    prime_occurrences(ctx, source)  # the early axes, from the plan's first batches
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 

@@ -101,6 +101,9 @@ class Shard:
                               device=self.source.state_device, plan=self.plan, tokens=self.plan.tokens,
                               places=self.source.places,
                               memory=Decisions(json.loads(str(arrays[MEMORY_KEY]))))
+        from normvar_core.pipeline.accumulators.occurrences import prime
+
+        prime(self.ctx, self.source)  # the same early axes as the driver's, from the same first batches
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""

@@ -1,0 +1,200 @@
+"""The Occurrences page's scatter at one million points in headless chromium: time to the first drawn frame,
+then frame times while panning (mouse drags) and zooming (wheel), measured with requestAnimationFrame.
+
+The page's own spec builder (``viz.occurrence_figures``: the same JSON ``st.pydeck_chart`` gets on the page)
+draws N seeded points (a mixture of Gaussian clusters coloured by cluster, like token types) in a one-chart
+Streamlit script served on 127.0.0.1; Playwright drives chromium (Debian's, software WebGL unless a GPU is
+given) and records every frame interval during 3 s of panning and 3 s of zooming.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_occurrences.py [--points 1000000] [--gpu]
+
+Prints, per gesture, the requestAnimationFrame intervals and deck.gl's redraws (how many, and each one's time
+up to a one-pixel readPixels, i.e. with the GPU — software WebGL here — done), the build time of the spec in
+Python and the time to the first frame, with the load average (noisy on a shared machine).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+SCRIPT = """
+import sys, time
+import numpy as np
+import streamlit as st
+sys.path.insert(0, {root!r})
+from normvar_core.viz.occurrence_figures import deck_spec, PALETTE
+
+@st.cache_resource
+def spec(n):
+    rng = np.random.default_rng(0)
+    k = rng.integers(0, 10, n)
+    centres = rng.normal(0, 4, (10, 2))
+    xy = centres[k] + rng.normal(0, 1, (n, 2))
+    t = time.perf_counter()
+    s = deck_spec(xy[:, 0], xy[:, 1], PALETTE[k])
+    return s, time.perf_counter() - t, len(s.to_json())
+
+s, build, size = spec({n})
+st.caption(f"build {{build:.2f}} s, {{size / 1e6:.1f}} MB")
+st.pydeck_chart(s, height=700, key="bench", on_select="rerun", selection_mode="multi-object")  # as on the page
+"""
+
+HOOK = """() => {
+  // the chart's deck.gl instance, from the React fiber of its canvas (Streamlit keeps it in a ref); each
+  // redraw (_drawLayers) is timed up to a one-pixel readPixels, which waits for the GPU (software here) to
+  // finish the frame: the time a frame really takes, not only the main thread's
+  const c = document.querySelector('[data-testid=stDeckGlJsonChart] canvas');
+  const key = Object.keys(c).find(k => k.startsWith('__reactFiber'));
+  let f = c[key], deck = null;
+  for (let depth = 0; f && !deck && depth < 60; depth++, f = f.return) {
+    for (let h = f.memoizedState, i = 0; h && i < 50 && !deck; h = h.next, i++) {
+      const v = h.memoizedState;
+      if (v && v.current && v.current.deck && v.current.deck.metrics) deck = v.current.deck;
+    }
+  }
+  if (!deck) return false;
+  if (deck.__timed) return true;  // the chart may build a new deck (a resize): hooked once per instance
+  deck.__timed = true;
+  const gl = c.getContext('webgl2') || c.getContext('webgl');
+  const px = new Uint8Array(4);
+  window.__draws = [];
+  const draw = deck._drawLayers.bind(deck);
+  deck._drawLayers = (...a) => {
+    const t0 = performance.now();
+    const r = draw(...a);
+    gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, px);
+    window.__draws.push(performance.now() - t0);
+    return r;
+  };
+  return true;
+}"""
+
+STEPS = 16
+"""Mouse moves per drag (``--steps``): with software WebGL at 1M points a redraw takes tens of seconds, and a
+move waits for the one before it."""
+
+PROBE = """() => new Promise(resolve => {
+    window.__draws = [];
+    const t = []; let last = performance.now(); const end = last + %d;
+    function tick(now) { t.push(now - last); last = now; if (now < end) requestAnimationFrame(tick);
+                         else resolve({frames: t, draws: window.__draws.slice()}); }
+    requestAnimationFrame(tick);
+})"""
+
+
+def _stats(probe: dict, seconds: float) -> dict:
+    """rAF frame intervals (median, p90, frames per second) and deck.gl's redraws (count, per second, median
+    and p90 of their time with the GPU finished)."""
+    import numpy as np
+
+    f = np.asarray(probe["frames"][1:] or [0.0])
+    d = np.asarray(probe["draws"] or [np.nan])
+    return {"frames": int(f.size), "frame_median_ms": float(np.median(f)), "frame_p90_ms": float(np.percentile(f, 90)),
+            "fps": float(1000.0 / max(np.mean(f), 1e-9)), "redraws": int(len(probe["draws"])),
+            "redraws_per_s": float(len(probe["draws"]) / seconds), "redraw_median_ms": float(np.nanmedian(d)),
+            "redraw_p90_ms": float(np.nanpercentile(d, 90))}
+
+
+def gesture(page, box, kind: str, seconds: float) -> dict:
+    """Frame intervals while the mouse pans (drags back and forth) or zooms (wheel in and out); "moved": the
+    chart's pixels changed (the gesture reached deck.gl's controller)."""
+    chart = page.locator("[data-testid=stDeckGlJsonChart]")
+    before = chart.screenshot()
+    assert page.evaluate(HOOK), "the chart's deck.gl instance was not found"
+    # started, not awaited (an evaluate of a promise waits for it): the gesture runs while it records
+    page.evaluate(f"() => {{ window.__probe = ({PROBE % int(seconds * 1000)})(); return 1; }}")
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(cx, cy)
+    t_end = time.monotonic() + seconds
+    step = 0
+    while time.monotonic() < t_end:
+        if kind == "pan":
+            page.mouse.down()
+            sign = 1 if step % 2 == 0 else -1
+            page.mouse.move(cx + sign * 160, cy + sign * 60, steps=STEPS)
+            page.mouse.up()
+            page.mouse.move(cx, cy)
+        else:
+            page.mouse.wheel(0, -120 if (step // 6) % 2 == 0 else 120)
+            page.wait_for_timeout(30)
+        step += 1
+    out = _stats(page.evaluate("() => window.__probe"), seconds)
+    if kind == "pan":  # leave the view off its start, so the screenshot shows whether it moved
+        page.mouse.move(cx, cy)
+        page.mouse.down()
+        page.mouse.move(cx + 150, cy + 90, steps=2)
+        page.mouse.up()
+    else:
+        page.mouse.wheel(0, -240)
+    page.wait_for_timeout(1500)
+    out["moved"] = chart.screenshot() != before
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--steps", type=int, default=STEPS, help="mouse moves per drag")
+    ap.add_argument("--gpu", action="store_true", help="let chromium use the GPU (default: software WebGL)")
+    args = ap.parse_args()
+    global STEPS
+    STEPS = args.steps
+    from playwright.sync_api import sync_playwright
+    from test_dashboard_browser import ARGS, CHROMIUM
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-occ-"))
+    script = tmp / "bench_app.py"
+    script.write_text(SCRIPT.format(root=str(ROOT), n=args.points))
+    port = 8600 + os.getpid() % 200
+    log = open(tmp / "streamlit.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
+                             "--server.port", str(port), "--server.address", "127.0.0.1",
+                             "--server.maxMessageSize", "1000", "--browser.gatherUsageStats", "false"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    out = {"points": args.points, "load_before": os.getloadavg()}
+    try:
+        chrome_args = [a for a in ARGS if not (args.gpu and a == "--disable-gpu")]
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=chrome_args)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for _ in range(60):
+                try:
+                    page.goto(f"http://127.0.0.1:{port}/", timeout=5000)
+                    break
+                except Exception:  # noqa: BLE001 - the server is still starting
+                    time.sleep(1)
+            t0 = time.perf_counter()
+            page.wait_for_selector("[data-testid=stDeckGlJsonChart] canvas", timeout=600000)
+            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            out["first_frame_s"] = time.perf_counter() - t0
+            out["caption"] = page.get_by_text("build").first.inner_text()
+            page.wait_for_timeout(2000)
+            box = page.locator("[data-testid=stDeckGlJsonChart]").bounding_box()
+            out["hooked"] = page.evaluate(HOOK)
+            out["idle"] = _stats(page.evaluate(PROBE % 2000), 2.0)
+            out["pan"] = gesture(page, box, "pan", args.seconds)
+            out["zoom"] = gesture(page, box, "zoom", args.seconds)
+            out["renderer"] = page.evaluate("""() => { const c = document.createElement('canvas').getContext('webgl2');
+                const e = c && c.getExtension('WEBGL_debug_renderer_info');
+                return e ? c.getParameter(e.UNMASKED_RENDERER_WEBGL) : (c ? c.getParameter(c.RENDERER) : 'none'); }""")
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+    out["load_after"] = os.getloadavg()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""The occurrences accumulator (issue 34, the Occurrences page): every counted occurrence of a layer — at most
+``--occurrences`` per layer, a seeded uniform sample beyond that — at its coordinates on the layer's
+principal axes, without keeping the d-dimensional vectors.
+
+How the axes are obtained (the choice, recorded per layer in the ``occurrence_axes`` table):
+
+1. **Early axes.** Before the pass, ``early_axes`` runs whole batches spread over the plan
+   (``OCCURRENCE_EARLY`` positions; one more forward pass of those batches) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
+   eigenvectors B (d × k) of their covariance. Every process of the run (local, resumed, each Ray actor)
+   computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint
+   carries the axes its projections were made on.
+2. **During the pass** each kept occurrence stores y = Bᵀ(x − m₀) (k float32), and over *every* counted
+   position the sums Σy and Σyyᵀ (float64) are pooled, which give the exact mean and covariance of the
+   projections.
+3. **At publish** the page's two axes are the exact top-2 eigenvectors e₁, e₂ of the geometry's covariance
+   (the d × d scatter the run streams anyway; ``geometry`` hands them over) rotated into span(B): u₁ ∝ BBᵀe₁,
+   u₂ ∝ BBᵀe₂ made orthogonal to u₁; a point's coordinates are (x − μ)·u₁, (x − μ)·u₂ with μ the exact mean.
+   The angle between eᵢ and span(B), arccos ‖Bᵀeᵢ‖, is recorded (``angle_x_deg``, ``angle_y_deg``): 0 means
+   the coordinates are the exact principal coordinates. A run without the geometry falls back to the exact
+   principal axes of the projections (the top-2 eigenvectors of their pooled k × k covariance; angle not
+   measured, NaN).
+
+State: (L, P, k) float32 projections (P = min(--occurrences, counted positions)), their filled flags,
+(L, d, k) + (L, d) float64 early axes and mean, (L, k) + (L, k, k) float64 sums. Tables: ``occurrences``
+(layer, token_id, sentence_id, position, x, y FLOAT) and ``occurrence_axes`` (one row per layer).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
+from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.accumulators.samples import Fill, locate, position_keys
+from normvar_core.pipeline.batches import first_position, unit_ids
+from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
+from normvar_core.runs.tables import OCCURRENCE_TABLES, occurrence_tables
+
+
+def sign_fixed(vectors: np.ndarray) -> np.ndarray:
+    """Columns of ``vectors`` with their largest-magnitude component made positive (a deterministic sign)."""
+    idx = np.argmax(np.abs(vectors), axis=0)
+    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
+    return vectors * np.where(signs == 0, 1.0, signs)
+
+
+def top_axes(cov: np.ndarray, k: int) -> np.ndarray:
+    """The top-``k`` eigenvectors (d, k) of a symmetric matrix, largest first, signs fixed (``sign_fixed``)."""
+    from scipy.linalg import eigh
+
+    d = cov.shape[0]
+    k = min(k, d)
+    _, vec = eigh(np.asarray(cov, np.float64), subset_by_index=[d - k, d - 1])
+    return sign_fixed(vec[:, ::-1])
+
+
+def spread_order(n: int):
+    """0 .. n-1 in van der Corput order (0, n/2, n/4, 3n/4, ...), lazily: any prefix is spread over the range."""
+    seen, j = set(), 0
+    while len(seen) < n:
+        x, f, i = 0.0, 0.5, j
+        while i:
+            x, i, f = x + f * (i & 1), i >> 1, f / 2
+        b = min(int(x * n), n - 1)
+        if b not in seen:
+            seen.add(b)
+            yield b
+        j += 1
+
+
+def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY) -> dict:
+    """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
+    ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
+    positions used, "batches": batches used}. One more forward pass of those batches before the run."""
+    parts, n, used = [], 0, 0
+    for bi in spread_order(plan.n_batches):
+        for sb in source.batches(plan, bi, bi + 1):
+            parts.append(sb.states.detach().to("cpu", torch.float64).numpy())
+            n += sb.size
+        used += 1
+        if n >= positions:
+            break
+    X = np.concatenate(parts, axis=1)
+    mean = X.mean(axis=1)
+    axes = np.stack([top_axes(np.cov(X[li], rowvar=False, bias=True).reshape(X.shape[2], -1), k)
+                     for li in range(X.shape[0])])
+    if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
+        axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
+    return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used)}
+
+
+def prime(ctx: RunContext, source) -> None:
+    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan)."""
+    if int(ctx.cfg.occurrences) > 0 and not ctx.dropped(OccurrencesAccumulator.name):
+        ctx.occurrence_axes = early_axes(source, ctx.plan)
+
+
+def plan_occurrences(plan, size: int) -> SamplePlan:
+    """The kept occurrences: every counted position when the run has at most ``size``, else the seeded uniform
+    sample of ``size`` (``plan_uniform``: the same whatever the batches or shards); ordered by (sentence,
+    position), with their token (or word) ids in ``token_ids``."""
+    up = plan_uniform(plan.batches, size=int(min(size, plan.total_embeddings)), seed=plan.cfg.seed, **plan.exclusions)
+    order = np.lexsort((up.offset, up.sentence))
+    bat, sent, off = up.batch[order], up.sentence[order], up.offset[order]
+    tok = np.zeros(sent.size, np.int64)
+    by_batch = {}
+    for bi in np.unique(bat):
+        at = np.flatnonzero(bat == bi)
+        b = plan.batches[int(bi)]
+        row_of = {int(s): r for r, s in enumerate(np.asarray(b.indices, np.int64))}
+        rows = np.array([row_of[int(s)] for s in sent[at]], np.int64)
+        cols = off[at] + first_position(b).numpy()[rows]
+        tok[at] = unit_ids(b).numpy()[rows, cols]
+        by_batch[int(bi)] = at
+    return SamplePlan(token_ids=tok, i=np.arange(sent.size, dtype=np.int32), batch=bat, sentence=sent, offset=off,
+                      by_batch=by_batch)
+
+
+def _slots(ctx: RunContext) -> int:
+    return int(min(int(ctx.cfg.occurrences), ctx.plan.total_embeddings))
+
+
+class OccurrencesAccumulator(LayerMajor, Accumulator):
+    name = "occurrences"
+    table_names = OCCURRENCE_TABLES
+    uses_results = ("geometry",)
+
+    def __init__(self, ctx: RunContext):
+        L, d, k = ctx.num_layers, ctx.dim, OCCURRENCE_AXES
+        self.layers = list(ctx.layers)
+        self.device = ctx.torch_device
+        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
+        self.plan = plan_occurrences(ctx.plan, _slots(ctx))
+        self._keys = position_keys(self.plan)
+        self.early = ctx.occurrence_axes
+        self.exact = None
+        self._add_state("axes", np.array(self.early["axes"], np.float64), merge="custom")
+        self._add_state("origin", np.array(self.early["mean"], np.float64), merge="custom")
+        self._add_state("n", 0)
+        self._add_state("sum_y", np.zeros((L, k)))
+        self._add_state("sum_yy", np.zeros((L, k, k)))
+        self._add_state("proj", np.zeros((L, self.plan.size, k), np.float32), merge=Fill("filled"))
+        self._add_state("filled", np.zeros(self.plan.size, bool), merge="or")
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> "OccurrencesAccumulator | None":
+        if int(ctx.cfg.occurrences) <= 0 or ctx.occurrence_axes is None or cls.skip_reason(ctx):
+            return None
+        return cls(ctx)
+
+    @classmethod
+    def skip_reason(cls, ctx: RunContext) -> str | None:
+        return ctx.dropped(cls.name) if int(ctx.cfg.occurrences) > 0 else None
+
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int:
+        """4·L·P·k (projections) + P (flags) + 8·L·(d·k + d + k + k²) (early axes and mean, sums) + 8 (n)."""
+        if int(ctx.cfg.occurrences) <= 0:
+            return 0
+        L, d, k, P = ctx.num_layers, ctx.dim, OCCURRENCE_AXES, _slots(ctx)
+        return 4 * L * P * k + P + 8 * L * (d * k + d + k + k * k) + 8
+
+    @classmethod
+    def droppable(cls, ctx: RunContext) -> bool:
+        return int(ctx.cfg.occurrences) > 0
+
+    @classmethod
+    def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
+        P = _slots(ctx)
+        return (f"occurrences skipped: {P:,} occurrences x {ctx.num_layers} layers need {need / 2**30:.1f} GB, "
+                f"{free / 2**30:.1f} GB left on the device — lower --occurrences (e.g. {max(P // 4, 1000)}), keep "
+                f"fewer --layers, or a larger --memory-gb")
+
+    # ------------------------------------------------------------------ merge: the axes are the run's own
+    def _keep_ours(self, name: str, reader) -> None:
+        """The axes (and origin) are computed from the same batches in every process: a state without them
+        (all zero) takes the other's, one layer block at a time."""
+        mine = getattr(self, name)
+        for l, block in enumerate(reader.blocks(name)):
+            if not mine[l].any():
+                mine[l] = np.asarray(block)
+
+    def merge_axes(self, reader) -> None:
+        self._keep_ours("axes", reader)
+
+    def merge_origin(self, reader) -> None:
+        self._keep_ours("origin", reader)
+
+    # ------------------------------------------------------------------ streaming
+    def begin_batch(self, batch: StateBatch) -> None:
+        self._picks, self._rows = locate(self.plan, self._keys, batch)
+
+    def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
+        """y = Bᵀ(x − m₀) = Bᵀ(x − c) + Bᵀ(c − m₀) from the shared centred copy (c: the view's centre)."""
+        xc = view.centred
+        B = torch.as_tensor(self.axes[l], device=xc.device).to(xc.dtype)
+        shift = (view.centre.cpu().numpy() - self.origin[l]) @ self.axes[l]
+        y = (xc @ B).to("cpu", torch.float64).numpy() + shift
+        self.sum_y[l] += y.sum(0)
+        self.sum_yy[l] += y.T @ y
+        if self._picks.size:
+            rows = self._rows
+            if view.order is not None:  # the centred copy's rows are in the view's order
+                inverse = torch.argsort(view.order).cpu().numpy()
+                rows = inverse[rows]
+            self.proj[l, self._picks] = y[rows]
+
+    def end_batch(self, batch: StateBatch) -> None:
+        self.n += batch.size
+        if self._picks.size:
+            self.filled[self._picks] = True
+
+    # ------------------------------------------------------------------ result
+    def take_results(self, results: dict) -> None:
+        geo = results.get("geometry")
+        self.exact = None if geo is None else geo.get("axes")
+
+    def _directions(self, l: int, cov_y: np.ndarray) -> tuple[np.ndarray, str, list[float]]:
+        """(k, 2) directions in span(B), how they were found, the angles (degrees) to the exact axes."""
+        if self.exact is None:
+            return top_axes(cov_y, 2), "principal axes of the projections (no geometry)", [float("nan")] * 2
+        c = self.axes[l].T @ np.asarray(self.exact[l], np.float64).T  # (k, 2): Bᵀ e_i
+        norms = np.linalg.norm(c, axis=0)
+        angles = [float(np.degrees(np.arccos(min(1.0, x)))) for x in norms]
+        u1 = c[:, 0] / max(norms[0], 1e-300)
+        u2 = c[:, 1] - (u1 @ c[:, 1]) * u1
+        u2 = u2 / max(np.linalg.norm(u2), 1e-300)
+        return np.stack([u1, u2], axis=1), "exact top-2 covariance axes rotated into the early subspace", angles
+
+    def result(self) -> dict:
+        if not self.filled.all():
+            raise RuntimeError(f"{int((~self.filled).sum())} kept occurrences were never filled")
+        n = max(self.n, 1)
+        xy, rows = [], []
+        for l, layer in enumerate(self.layers):
+            ybar = self.sum_y[l] / n
+            cov_y = self.sum_yy[l] / n - np.outer(ybar, ybar)
+            U, how, angles = self._directions(l, cov_y)
+            xy.append((self.proj[l].astype(np.float64) - ybar) @ U)
+            var = np.einsum("ij,jk,ki->i", U.T, cov_y, U)
+            rows.append({"layer": int(layer), "axes": how, "k": int(self.axes.shape[2]),
+                         "n_early": int(self.early["n"]), "early_batches": int(self.early["batches"]), "angle_x_deg": angles[0], "angle_y_deg": angles[1],
+                         "var_x": float(var[0]), "var_y": float(var[1]), "n": int(self.n)})
+        return {"xy": np.stack(xy) if xy else np.zeros((0, 0, 2)), "rows": rows}
+
+    def tables(self, result: dict, ctx: RunContext) -> dict:
+        p = self.plan
+        return occurrence_tables(self.layers, result["xy"], result["rows"], token_ids=p.token_ids,
+                                 sentence_ids=p.sentence, positions=p.offset)
+
+    def sentence_ids(self, result) -> set[int]:
+        return {int(s) for s in np.unique(self.plan.sentence)}
+
+    def run_meta(self, result) -> dict:
+        return {"occurrences": int(self.plan.size), "occurrence_axes": OCCURRENCE_AXES,
+                "occurrence_early": int(self.early["n"])}
+
+
+__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "spread_order", "plan_occurrences", "top_axes", "sign_fixed"]

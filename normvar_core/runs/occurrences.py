@@ -1,0 +1,101 @@
+"""Reading a run's occurrences (the Occurrences page, issue 34): every kept occurrence of a layer with its
+token and its type's statistics, a box as a DuckDB predicate, the types and contexts inside it. DuckDB
+queries on the run file (``Run._query``: reopened read-only, checked to be the same file); no torch.
+
+The predicate is built from numbers only (``box_predicate``), so it can be shown, copied and reused:
+``layer = 3 AND x BETWEEN -1.5 AND 0.25 AND y BETWEEN 0.0 AND 2.0``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normvar_core.errors import NormvarError
+
+POINT_COLUMNS = ("x", "y", "token_id", "sentence_id", "position", "token", "n", "m", "v")
+
+
+def has_occurrences(run) -> bool:
+    return "occurrences" in run.table_names
+
+
+def _layer(run, layer: int) -> int:
+    run._check_layer(int(layer))
+    return int(layer)
+
+
+def occurrence_points(run, layer: int) -> pd.DataFrame:
+    """Every kept occurrence of ``layer``: x, y (float32), token_id, sentence_id, position, and its type's
+    token, n (= n_t), m = M(X_t), v = V(X_t) from ``token_stats``; in (sentence, position) order."""
+    if not has_occurrences(run):
+        raise NormvarError(f"run {run.name!r} keeps no occurrences",
+                           fix="recompute it with --occurrences above 0 (the default keeps 1,000,000 per layer)")
+    layer = _layer(run, layer)
+    sql = (f"SELECT o.x, o.y, o.token_id, o.sentence_id, o.position, s.token, s.n, s.m, s.v "
+           f"FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
+           f"WHERE o.layer = {layer} ORDER BY o.sentence_id, o.position")
+    return run._query(sql, "occurrences").to_pandas()
+
+
+def occurrence_count(run, layer: int) -> int:
+    """Occurrences kept for ``layer`` (the number the page draws)."""
+    layer = _layer(run, layer)
+    return int(run._query(f"SELECT count(*) AS c FROM occurrences WHERE layer = {layer}", "occurrences")
+               .column("c")[0].as_py())
+
+
+def occurrence_axes(run) -> pd.DataFrame:
+    """One row per layer: how the axes were found, k, the early positions, the angles to the exact axes."""
+    return run.table("occurrence_axes") if "occurrence_axes" in run.table_names else pd.DataFrame()
+
+
+def _num(x: float) -> str:
+    x = float(x)
+    if not math.isfinite(x):
+        raise NormvarError(f"box bound {x} is not a finite number", fix="give finite numbers for the box")
+    return repr(x)
+
+
+def box_predicate(layer: int, x: tuple[float, float], y: tuple[float, float]) -> str:
+    """The DuckDB predicate of a box on ``layer`` (bounds inclusive, ordered)."""
+    x0, x1 = sorted(float(v) for v in x)
+    y0, y1 = sorted(float(v) for v in y)
+    return f"layer = {int(layer)} AND x BETWEEN {_num(x0)} AND {_num(x1)} AND y BETWEEN {_num(y0)} AND {_num(y1)}"
+
+
+def in_box(points: pd.DataFrame, x: tuple[float, float], y: tuple[float, float]) -> np.ndarray:
+    """The same box on loaded points (float32 coordinates compared as DuckDB compares FLOAT with DOUBLE)."""
+    x0, x1 = sorted(float(v) for v in x)
+    y0, y1 = sorted(float(v) for v in y)
+    px, py = points["x"].to_numpy(np.float64), points["y"].to_numpy(np.float64)
+    return (px >= x0) & (px <= x1) & (py >= y0) & (py <= y1)
+
+
+def selected_types(run, predicate: str) -> pd.DataFrame:
+    """token_id, token, count of the occurrences matching ``predicate`` (``box_predicate``), most first."""
+    sql = (f"SELECT o.token_id, any_value(s.token) AS token, count(*) AS count FROM {_matching(predicate)} o "
+           f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
+           f"GROUP BY o.token_id ORDER BY count DESC, o.token_id")
+    return run._query(sql, "occurrences").to_pandas()
+
+
+def selected_contexts(run, predicate: str, *, token_id: int | None = None, limit: int = 200) -> pd.DataFrame:
+    """Occurrences matching ``predicate`` (optionally of one type) with their sentence: token, sentence_id,
+    position, x, y, text; at most ``limit`` rows, in (sentence, position) order."""
+    where = "TRUE" if token_id is None else f"o.token_id = {int(token_id)}"
+    sql = (f"SELECT s.token, o.sentence_id, o.position, o.x, o.y, t.text FROM {_matching(predicate)} o "
+           f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
+           f"LEFT JOIN sentences t ON t.sentence_id = o.sentence_id WHERE {where} "
+           f"ORDER BY o.sentence_id, o.position LIMIT {int(limit)}")
+    return run._query(sql, "occurrences").to_pandas()
+
+
+def _matching(predicate: str) -> str:
+    """The occurrences matching ``predicate`` as a subquery."""
+    return f"(SELECT * FROM occurrences WHERE {predicate})"
+
+
+__all__ = ["POINT_COLUMNS", "has_occurrences", "occurrence_points", "occurrence_count", "occurrence_axes",
+           "box_predicate", "in_box", "selected_types", "selected_contexts"]

@@ -1,0 +1,119 @@
+"""Occurrences (issue 34): every occurrence the run kept for a layer, at its coordinates on the layer's
+principal axes, in a WebGL scatter (deck.gl inside Streamlit: nothing is fetched from another host).
+Colour by token type, log frequency, position, M(X_t) or V(X_t); search a token; a box (typed, or spanned
+by shift-clicked points) is a DuckDB predicate whose types go to Trade-off, Token clouds and Token."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import streamlit as st
+
+from normvar_core.runs import occurrences as O
+from normvar_core.viz import occurrence_figures as OF
+from views import _explore, _ui
+from views._run_cache import per_run_version
+
+SEL_KEY = "occurrence_selection"  # session_state: {"run", "layer", "predicate"} of the last box (the Token page reads it)
+
+run, v = _ui.run_page("Occurrences: every embedding of a layer",
+                      "Each point is one occurrence x of a token in the corpus, at its coordinates on the layer's two "
+                      "principal axes (of the covariance over all embeddings). Scroll to zoom, drag to pan; click a "
+                      "point, or shift-click two to span a box.")
+if not O.has_occurrences(run):
+    st.info("This run keeps no occurrences: recompute it with `--occurrences` above 0 (the default keeps "
+            "1,000,000 per layer).", icon=":material/scatter_plot:")
+    st.stop()
+
+
+def _html(text: str) -> str:
+    return html.escape(str(text))
+
+
+@per_run_version(8)
+def points(run, layer: int):
+    return O.occurrence_points(run, layer)
+
+
+@per_run_version(32)
+def coloured(run, layer: int, by: str):
+    return OF.colours(points(run, layer), by)
+
+
+c1, c2, c3 = st.columns([2, 2, 3])
+with c1:
+    layer = _ui.layer_slider(run)
+with c2:
+    by = st.selectbox("Colour by", list(OF.COLOUR_BY), key="w_occ_colour")
+with c3:
+    query = st.text_input("Search a token", key="w_occ_search", placeholder="e.g. bank",
+                          help="its occurrences are drawn larger, in black")
+
+try:
+    pts = points(run, layer)
+    rgb, legend = coloured(run, layer, by)
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+
+hit = None
+if query.strip():
+    hit = (pts["token"].astype(str) == query.strip()).to_numpy()
+    if not hit.any():
+        st.caption(f"`{query.strip()}` has no occurrence at layer {layer} in this run.")
+
+box_keys = ("w_occ_x0", "w_occ_x1", "w_occ_y0", "w_occ_y1")
+clicked = st.session_state.get("occ_chart")
+picked = (((clicked or {}).get("selection") or {}).get("indices") or {}).get(OF.LAYER_ID, []) if clicked else []
+picked = [int(i) for i in picked if 0 <= int(i) < len(pts)]  # a selection made on another layer may not fit
+if len(picked) >= 2 and st.session_state.get("_occ_spanned") != picked:  # shift-clicked points span the box
+    st.session_state["_occ_spanned"] = picked
+    sx, sy = pts["x"].to_numpy()[picked], pts["y"].to_numpy()[picked]
+    for k, val in zip(box_keys, (sx.min(), sx.max(), sy.min(), sy.max())):
+        st.session_state[k] = float(val)
+
+with st.expander("Box selection", expanded=True):
+    b = st.columns(4)
+    bounds = [b[i].number_input(label, key=k, format="%.4f", **({} if k in st.session_state else {"value": None}))
+              for i, (label, k) in enumerate(zip(("x from", "x to", "y from", "y to"), box_keys))]
+box = ((bounds[0], bounds[1]), (bounds[2], bounds[3])) if all(x is not None for x in bounds) else None
+
+spec = OF.deck_spec(pts["x"].to_numpy(), pts["y"].to_numpy(), rgb, highlight=hit, box=box)
+st.caption(f"{len(pts):,} occurrences", help="every occurrence the run kept for this layer (its --occurrences)")
+st.pydeck_chart(spec, height=620, key="occ_chart", on_select="rerun", selection_mode="multi-object")
+
+if legend["kind"] == "types":
+    swatch = " · ".join(f'<span style="color:rgb{tuple(c)}">■</span> <code>{_html(t)}</code> ({n:,})'
+                        for t, n, c in legend["items"])
+    st.markdown(f"<small>{swatch} · the rest in grey ({legend['other']:,})</small>", unsafe_allow_html=True)
+else:
+    st.caption(f"Colour: {legend['label']} from {legend['lo']:.3g} (dark violet) to {legend['hi']:.3g} (yellow)")
+
+axes = O.occurrence_axes(run)
+row = axes[axes["layer"] == layer]
+if len(row):
+    r = row.iloc[0]
+    angle = ("" if not np.isfinite(r["angle_x_deg"]) else
+             f"; {r['angle_x_deg']:.2f}° and {r['angle_y_deg']:.2f}° from the exact top-2 axes")
+    st.caption(f"Axes: {r['axes']} (k = {int(r['k'])}, estimated from {int(r['n_early']):,} embeddings{angle}). "
+               f"Variance along them: {r['var_x']:.4g}, {r['var_y']:.4g}.")
+
+if picked and len(picked) == 1:
+    one = pts.iloc[int(picked[0])]
+    text = run.sentences([int(one["sentence_id"])]).get(int(one["sentence_id"]), "")
+    st.markdown(f"**`{one['token']}`** · sentence {int(one['sentence_id'])}, position {int(one['position'])} · "
+                f"n_t = {int(one['n']):,} · M = {one['m']:.4g} · V = {one['v']:.4g}")
+    st.caption(text)
+
+if box is not None:
+    predicate = O.box_predicate(layer, *box)
+    st.session_state[SEL_KEY] = {"run": run.name, "layer": layer, "predicate": predicate}
+    types = O.selected_types(run, predicate)
+    st.markdown(f"**Box: {int(types['count'].sum()):,} occurrences of {len(types):,} types**")
+    st.code(predicate, language="sql")
+    _explore.selection_bar(run, types["token"].astype(str).tolist(), key="occ_sel", here="occurrences")
+    left, right = st.columns(2)
+    left.dataframe(types, hide_index=True, width="stretch", key="occ_types", height=300)
+    right.dataframe(O.selected_contexts(run, predicate, limit=200), hide_index=True, width="stretch",
+                    key="occ_contexts", height=300)
+_ui.sync_url("occurrences")
