@@ -69,14 +69,25 @@ def spread_order(n: int):
         j += 1
 
 
+def host_states(sb, source) -> np.ndarray:
+    """A batch's (L, N, d) states in float64 on the host; a device-mapped batch's layer groups
+    (``sb.groups``, one tensor per ``source.groups`` entry on its device) put back in layer order."""
+    if sb.groups is None:
+        return sb.states.detach().to("cpu", torch.float64).numpy()
+    out = np.empty((sum(g.shape[0] for g in sb.groups), sb.size, sb.groups[0].shape[2]))
+    for (layers, _), g in zip(source.groups, sb.groups):
+        out[layers] = g.detach().to("cpu", torch.float64).numpy()
+    return out
+
+
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY) -> dict:
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
-    positions used, "batches": batches used}. One more forward pass of those batches before the run."""
+    positions used, "batches": batches used, "layers": the source's layers}. One more forward pass of those batches before the run."""
     parts, n, used = [], 0, 0
     for bi in spread_order(plan.n_batches):
         for sb in source.batches(plan, bi, bi + 1):
-            parts.append(sb.states.detach().to("cpu", torch.float64).numpy())
+            parts.append(host_states(sb, source))
             n += sb.size
         used += 1
         if n >= positions:
@@ -87,7 +98,7 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
                      for li in range(X.shape[0])])
     if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
         axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
-    return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used)}
+    return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used), "layers": list(source.layers)}
 
 
 def prime(ctx: RunContext, source) -> None:
@@ -133,7 +144,9 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
         self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
         self.plan = plan_occurrences(ctx.plan, _slots(ctx))
         self._keys = position_keys(self.plan)
-        self.early = ctx.occurrence_axes
+        rows = [list(ctx.occurrence_axes["layers"]).index(layer) for layer in self.layers]  # a layer group's own
+        self.early = {**ctx.occurrence_axes, "axes": np.asarray(ctx.occurrence_axes["axes"])[rows],
+                      "mean": np.asarray(ctx.occurrence_axes["mean"])[rows]}
         self.exact = None
         self._add_state("axes", np.array(self.early["axes"], np.float64), merge="custom")
         self._add_state("origin", np.array(self.early["mean"], np.float64), merge="custom")
@@ -141,7 +154,7 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
         self._add_state("sum_y", np.zeros((L, k)))
         self._add_state("sum_yy", np.zeros((L, k, k)))
         self._add_state("proj", np.zeros((L, self.plan.size, k), np.float32), merge=Fill("filled"))
-        self._add_state("filled", np.zeros(self.plan.size, bool), merge="or")
+        self._add_state("filled", np.zeros(self.plan.size, bool), merge="or", per_layer=False)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "OccurrencesAccumulator | None":
@@ -222,7 +235,9 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
             return top_axes(cov_y, 2), "principal axes of the projections (no geometry)", [float("nan")] * 2
         c = self.axes[l].T @ np.asarray(self.exact[l], np.float64).T  # (k, 2): Bᵀ e_i
         norms = np.linalg.norm(c, axis=0)
-        angles = [float(np.degrees(np.arccos(min(1.0, x)))) for x in norms]
+        # atan2(‖e − BBᵀe‖, ‖Bᵀe‖): the same angle as arccos ‖Bᵀe‖, without arccos's √ε noise near 0
+        off = np.linalg.norm(np.asarray(self.exact[l], np.float64).T - self.axes[l] @ c, axis=0)
+        angles = [float(np.degrees(np.arctan2(o, x))) for o, x in zip(off, norms)]
         u1 = c[:, 0] / max(norms[0], 1e-300)
         u2 = c[:, 1] - (u1 @ c[:, 1]) * u1
         u2 = u2 / max(np.linalg.norm(u2), 1e-300)
