@@ -19,8 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 RUN = "minilm-occ1500"
 LAYER = 3
-FAVICON = "https://fonts.gstatic.com/s/i/short-term/release/materialsymbolsrounded/"
-"""app.py's page icon (a Material symbol Streamlit fetches for every page): issue 34 item 2, not this page."""
 
 
 @pytest.fixture(scope="module")
@@ -123,5 +121,5 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         page.locator("[data-testid=stDeckGlJsonChart]").screenshot(path=str(ARTIFACTS / "occurrences.png"))
         browser.close()
 
-    others = [u for u in requests if not u.startswith(server) and not u.startswith(FAVICON)]
+    others = [u for u in requests if not u.startswith(server)]
     assert not others, others[:5]
