@@ -72,15 +72,10 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
     run = open_run(path)
     assert run.meta["architecture"] == "BertModel" and run.meta["norm_placement"] == "post"
     assert run.layers == list(range(7)) and run.meta["n_sentences"] == 200
-    # the occurrences' early axes ran some batches once before the pass: the same states again, bit for bit
-    first: dict = {}
-    for batch, states, ids in kept:
-        key = tuple(np.asarray(batch.indices).tolist())
-        if key in first:
-            assert torch.equal(first[key][1], states) and torch.equal(first[key][2], ids)
-        first.setdefault(key, (batch, states, ids))
-    assert len(kept) > len(first)
-    kept[:] = list(first.values())
+    # the occurrences' early axes ran some batches before the pass; the pass took those states again
+    # instead of a second forward pass: every batch went through the model once
+    keys = [tuple(np.asarray(batch.indices).tolist()) for batch, _, _ in kept]
+    assert len(keys) == len(set(keys))
 
     # the kept states are the model's hidden states at every non-padding position (checked
     # independently of extract on two batches), and the batches cover every sentence once

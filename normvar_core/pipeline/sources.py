@@ -27,6 +27,8 @@ from normvar_core.pipeline import batches as B
 from normvar_core.pipeline.contracts import SourceInfo, StateBatch
 from normvar_core.pipeline.models.norm_params import norm_tables
 
+REUSE_BYTES = 512 * 2**20  # states of batches computed before the pass kept for it (``TransformerSource.reuse``)
+
 
 def positions_of(batch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(sentence_ids, positions) of the True entries of ``mask`` (B, W) in row-major order — the
@@ -57,6 +59,16 @@ class TransformerSource:
         self.oom_splits = 0
         self.completed_batch: int | None = None
         self.max_rows: int | None = None
+        self.kept: dict[int, list[StateBatch]] = {}  # batches computed before the pass (``reuse``)
+
+    def reuse(self, batches: dict[int, list[StateBatch]]) -> None:
+        """Keep batches already computed (the occurrences' early axes) to yield them again when the pass
+        reaches them instead of a second forward pass: on the CPU and up to ``REUSE_BYTES`` of states only
+        (on a GPU the forward pass is cheap next to holding its states)."""
+        nbytes = sum(t.numel() * t.element_size() for sbs in batches.values() for sb in sbs
+                     for t in ((sb.states,) if sb.groups is None else sb.groups))
+        if self.device.type == "cpu" and nbytes <= REUSE_BYTES:
+            self.kept = dict(batches)
 
     @property
     def device(self) -> torch.device:
@@ -86,13 +98,16 @@ class TransformerSource:
                 batch.input_ids, batch.attention_mask = batch.input_ids.pin_memory(), batch.attention_mask.pin_memory()
             return batch
 
+        for bi in [b for b in self.kept if b < start]:  # resumed past them
+            del self.kept[bi]
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="normvar-batches") as pool:
             ahead = pool.submit(prepare, start)
             for bi in range(start, stop):
                 batch = ahead.result()
                 if bi + 1 < stop:
                     ahead = pool.submit(prepare, bi + 1)
-                yield from self._forward(bi, batch, plan.exclusions)
+                kept = self.kept.pop(bi, None)
+                yield from (kept if kept is not None else self._forward(bi, batch, plan.exclusions))
                 self.completed_batch = bi  # every piece of batch bi was taken (runs before the next forward)
 
     def _forward(self, bi: int, batch, excl: dict) -> Iterator[StateBatch]:

@@ -5,10 +5,11 @@ principal axes, without keeping the d-dimensional vectors.
 How the axes are obtained (the choice, recorded per layer in the ``occurrence_axes`` table):
 
 1. **Early axes.** Before the pass, ``early_axes`` runs whole batches spread over the plan
-   (``OCCURRENCE_EARLY`` positions; one more forward pass of those batches) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
+   (``OCCURRENCE_EARLY`` positions) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
    eigenvectors B (d × k) of their covariance. Every process of the run (local, resumed, each Ray actor)
    computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint
-   carries the axes its projections were made on.
+   carries the axes its projections were made on. A source on the CPU keeps those batches' states (up to
+   ``REUSE_BYTES``) and yields them again when the pass reaches them, so they cost no second forward pass.
 2. **During the pass** each kept occurrence stores y = Bᵀ(x − m₀) (k float32), and over *every* counted
    position the sums Σy and Σyyᵀ (float64) are pooled, which give the exact mean and covariance of the
    projections.
@@ -80,19 +81,25 @@ def host_states(sb, source) -> np.ndarray:
     return out
 
 
-def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY) -> dict:
+def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
+               reuse: bool = True) -> dict:
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
-    positions used, "batches": batches used, "layers": the source's layers}. One more forward pass of those batches before the run."""
-    parts, n, used = [], 0, 0
+    positions used, "batches": batches used, "layers": the source's layers}. The forward passes of those
+    batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them."""
+    parts, n, used, seen = [], 0, 0, {}
     for bi in spread_order(plan.n_batches):
         for sb in source.batches(plan, bi, bi + 1):
             parts.append(host_states(sb, source))
+            seen.setdefault(bi, []).append(sb)
             n += sb.size
         used += 1
         if n >= positions:
             break
+    if reuse and hasattr(source, "reuse"):
+        source.reuse(seen)
     X = np.concatenate(parts, axis=1)
+    del parts
     mean = X.mean(axis=1)
     axes = np.stack([top_axes(np.cov(X[li], rowvar=False, bias=True).reshape(X.shape[2], -1), k)
                      for li in range(X.shape[0])])
@@ -101,10 +108,11 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
     return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used), "layers": list(source.layers)}
 
 
-def prime(ctx: RunContext, source) -> None:
-    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan)."""
+def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
+    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan);
+    ``reuse``: the source keeps the early batches for the pass (a Ray actor, which runs only its share, does not)."""
     if int(ctx.cfg.occurrences) > 0 and not ctx.dropped(OccurrencesAccumulator.name):
-        ctx.occurrence_axes = early_axes(source, ctx.plan)
+        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse)
 
 
 def plan_occurrences(plan, size: int) -> SamplePlan:

@@ -133,7 +133,9 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
         dmap = loaded.info.device_map
         ctx.memory = with_devices(ctx.memory, plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap,
                                                           device_limits(dmap), dtype=cfg.dtype))
-    prime_occurrences(ctx, source)  # the early axes, from the plan's first batches
+    # the early axes, from batches spread over the plan; kept for the pass unless the Ray driver (which passes its
+    # pool's encoder) prepares: it runs no batch itself
+    prime_occurrences(ctx, source, reuse=encoder is None)
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 

@@ -103,7 +103,7 @@ class Shard:
                               memory=Decisions(json.loads(str(arrays[MEMORY_KEY]))))
         from normvar_core.pipeline.accumulators.occurrences import prime
 
-        prime(self.ctx, self.source)  # the same early axes as the driver's, from the same first batches
+        prime(self.ctx, self.source, reuse=False)  # the same early axes as the driver's, from the same first batches
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
