@@ -74,3 +74,41 @@ def test_plan_refuses_a_vision_model_as_compute_does(capsys, tmp_path, tiny_mode
     lines += [assert_bad(capsys, tmp_path / "data", cmd, "--model", vit, "--corpus", corpus40, match="pixel_values")
               for cmd in ("plan", "compute")]
     assert len(set(lines)) == 1, lines  # the same check, the same line
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory, tiny_models, corpus40) -> tuple[Path, str]:
+    """A published run of tiny BERT on forty sentences: (data dir, run name)."""
+    from normvar_core.service import cli
+
+    data = tmp_path_factory.mktemp("round3") / "data"
+    assert cli.main(["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--name", "r",
+                     "--id-sample", "100", "--quiet", "--data-dir", str(data)]) == 0
+    return data, "r"
+
+
+def _closed_pipe(*argv) -> tuple[int, str]:
+    """Run ``normvar ARGV`` with its stdout a pipe whose reader has already gone (``| head -0``)."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *map(str, argv)], stdout=w,
+                           stderr=subprocess.PIPE, text=True, env=env(), timeout=300)
+    finally:
+        os.close(w)
+    return p.returncode, p.stderr
+
+
+@pytest.mark.slow
+def test_printing_commands_end_cleanly_when_their_reader_goes(small_run, tiny_models, corpus40):
+    """``normvar show RUN | head -1`` and every other command that prints: no BrokenPipeError traceback,
+    nothing on stderr, the status a shell gives a process ended by SIGPIPE (141)."""
+    data, run = small_run
+    for argv in (["show", run], ["show"], ["findings", run, "--resamples", 100], ["models"], ["jobs"],
+                 ["contexts", run, "the"], ["plan", "--model", tiny_models["bert"], "--corpus", corpus40]):
+        code, err = _closed_pipe(*argv, "--data-dir", data)
+        assert err == "" and code == 141, (argv, code, err)
+    # the real shell pipeline of the issue, with pipefail: head prints the first line, normvar ends quietly
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} -m normvar_core.service.cli show {run} "
+                        f"--data-dir {data} | head -1"], capture_output=True, text=True, env=env(), timeout=300)
+    assert p.stderr == "" and len(p.stdout.splitlines()) == 1 and p.returncode in (0, 141), p
