@@ -112,3 +112,96 @@ def test_printing_commands_end_cleanly_when_their_reader_goes(small_run, tiny_mo
     p = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} -m normvar_core.service.cli show {run} "
                         f"--data-dir {data} | head -1"], capture_output=True, text=True, env=env(), timeout=300)
     assert p.stderr == "" and len(p.stdout.splitlines()) == 1 and p.returncode in (0, 141), p
+
+
+def _one_line(capsys, *argv, match: str) -> str:
+    from normvar_core.service import cli
+
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith("normvar: error:"), (code, out, err)
+    assert match.lower() in lines[0].lower(), lines[0]
+    return lines[0]
+
+
+def test_count_options_past_their_bound_are_refused_before_any_work(capsys, tmp_path, small_run, tiny_models,
+                                                                    corpus40):
+    """The issue's ``findings RUN --resamples 100000000000`` (577 s and 14 GB before) and every other
+    count option: one line naming the bound, at once (each refusal well under a second of work)."""
+    import time
+
+    from normvar_core.constants import MAX_ID_SAMPLE, MAX_RESAMPLES, MAX_WORKERS
+
+    data, run = small_run
+    t0 = time.monotonic()
+    _one_line(capsys, "findings", run, "--resamples", "100000000000", "--data-dir", data,
+              match=f"--resamples 100,000,000,000 is more than {MAX_RESAMPLES:,}")
+    _one_line(capsys, "findings", run, "--resamples", "lots", "--data-dir", data, match="must be an integer")
+    _one_line(capsys, "findings", run, "--resamples", "50", "--data-dir", data, match="too few")
+    _one_line(capsys, "contexts", run, "the", "--k", "10000000000", "--data-dir", data, match="--k 10,000,000,000 is more than")
+    assert time.monotonic() - t0 < 10
+    model = ["--model", tiny_models["bert"], "--corpus", corpus40, "--data-dir", tmp_path / "d"]
+    for command in ("compute", "plan", "submit"):
+        _one_line(capsys, command, *model, "--id-sample", 10 * MAX_ID_SAMPLE, match=f"id_sample must be <= "
+                  f"{MAX_ID_SAMPLE:,}")
+        _one_line(capsys, command, *model, "--samples-per-token", 10**12, match="samples_per_token must be <=")
+        _one_line(capsys, command, *model, "--executor", "ray", "--workers", MAX_WORKERS + 1,
+                  match=f"workers must be <= {MAX_WORKERS}")
+    cores = os.cpu_count() or 1
+    _one_line(capsys, "compute", *model, "--executor", "ray", "--workers", cores + 1,
+              match=f"more than this machine's {cores} cores")
+    assert not (tmp_path / "d" / "runs").exists() or not list((tmp_path / "d" / "runs").iterdir())
+
+
+def test_ray_options_on_a_local_run_are_refused(capsys, tmp_path, tiny_models, corpus40):
+    model = ["--model", tiny_models["bert"], "--corpus", corpus40, "--data-dir", tmp_path / "d"]
+    for command in ("compute", "plan", "submit"):
+        _one_line(capsys, command, *model, "--executor", "local", "--ray-address", "127.0.0.1:6379",
+                  match="--ray-address is an option of the Ray executor")
+        _one_line(capsys, command, *model, "--workers", "2", match="--workers is an option of the Ray executor")
+
+
+def test_jsonl_null_cells_are_counted_and_a_table_without_strings_gets_a_useful_hint(capsys, tmp_path, tiny_models):
+    from normvar_core.runs.reader import open_run
+
+    rows = [{"text": f"the cat {i} sat on the mat"} for i in range(30)]
+    rows[3]["text"] = None
+    rows[7] = {"other": 1}          # the key missing: a null cell too
+    rows[9]["text"] = 5             # not text: counted apart, as before
+    corpus = tmp_path / "nulls.jsonl"
+    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    code, out, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus, "--name", "n",
+                             "--no-geometry", "--quiet", "--data-dir", tmp_path / "data")
+    assert code == 0, err
+    assert "2 cells of column 'text' were null or missing and were skipped" in err, err
+    assert "1 cell of column 'text'" in err and "not text" in err, err
+    run = open_run(tmp_path / "data" / "runs" / "n.duckdb")
+    notes = run.meta["notes"]["corpus"]
+    assert notes["n_null"] == 2 and notes["n_not_text"] == 1 and notes["n_kept"] == 27, notes
+    for name, text in (("nums.jsonl", '{"a": 1, "b": true}\n{"a": 2, "b": null}\n'), ("nums.csv", "a,b\n1,2\n3,4\n")):
+        (tmp_path / name).write_text(text)
+        line = assert_bad(capsys, tmp_path / "empty", "compute", "--model", tiny_models["bert"], "--corpus",
+                          tmp_path / name, match=f"{name} has no text column: none of its columns (a, b) holds strings")
+        assert "--text-column" not in line and "write the sentences as strings" in line, line
+
+
+def test_a_second_worker_refuses_before_its_banner(tmp_path):
+    data = tmp_path / "data"
+    first = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
+                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env())
+    try:
+        seen = []
+        for line in first.stderr:  # wait until the first holds the directory and has said so
+            seen.append(line)
+            if f"worker {first.pid} on" in line:
+                break
+        assert any("normvar worker: pid" in x for x in seen), seen
+        second = normvar("worker", "--data-dir", data, timeout=60)
+        lines = [x for x in second.stderr.splitlines() if x.strip()]
+        assert second.returncode == 2 and len(lines) == 1, second.stderr
+        assert lines[0].startswith("normvar: error: another worker") and f"pid {first.pid}" in lines[0], lines
+        assert "normvar worker: pid" not in second.stderr
+    finally:
+        first.terminate()
+        first.wait(timeout=60)

@@ -61,6 +61,7 @@ class StateBatch:
     token_ids: Any       # torch.Tensor (N,) int64
     sentence_ids: Any    # torch.Tensor (N,) int64
     positions: Any       # torch.Tensor (N,) int64
+    last: bool = True    # the last piece of batch ``index`` (False for the earlier pieces of a split batch)
 
     @property
     def size(self) -> int:

@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str] | None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     quiet_library_warnings()
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # a bounded option (args.Count) refuses here, before any work
         return int(args.func(args) or 0)
     except NormvarError as err:
         print(f"normvar: error: {err}", file=sys.stderr)

@@ -98,6 +98,10 @@ def input_notes(meta: dict) -> list[str]:
     if skipped:
         out.append(f"{skipped:,} cell{'s' if skipped != 1 else ''} of column {corpus.get('text_column')!r} "
                    "were not text (numbers, booleans ...) and were skipped")
+    nulls = int(corpus.get("n_null") or 0)
+    if nulls:
+        out.append(f"{nulls:,} cell{'s' if nulls != 1 else ''} of column {corpus.get('text_column')!r} "
+                   f"{'were' if nulls != 1 else 'was'} null or missing and {'were' if nulls != 1 else 'was'} skipped")
     cut = int(meta.get("n_truncated") or 0)
     if cut:
         out.append(f"{cut:,} sentence{'s' if cut != 1 else ''} longer than {notes.get('max_length')} tokens "

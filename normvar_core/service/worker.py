@@ -70,6 +70,10 @@ class Worker:
         return self._stop.is_set()
 
     def _acquire_lock(self, wait_s: float = 5.0) -> None:
+        """Hold the data directory's worker lock (a second call keeps the one held); a NormvarError
+        naming the running worker's pid when another holds it past ``wait_s``."""
+        if self._lock_fd is not None:
+            return
         fd = os.open(self.store.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + wait_s
         while True:
@@ -88,6 +92,11 @@ class Worker:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+
+    def claim(self) -> "Worker":
+        """Take the data directory before saying anything: a second worker refuses here (``run`` claims too)."""
+        self._acquire_lock()
+        return self
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:

@@ -50,7 +50,7 @@ import numpy as np
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
-from normvar_core.pipeline.execute.ray_cluster import loopback_only, start_ray  # noqa: F401 - loopback_only: tests
+from normvar_core.pipeline.execute.ray_cluster import check_workers, loopback_only, start_ray  # noqa: F401 - loopback_only: tests
 from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
 from normvar_core.pipeline.execute.ray_shard import (  # noqa: F401 - the test hooks: tests set them
     CRASH_ENV, DELAY_ENV, MEMORY_KEY, PIECE_CRASH_ENV, BatchCounter, Shard)
@@ -93,6 +93,7 @@ class RayPool:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         if gpus and cfg.workers is None:
             workers = int(ray.cluster_resources()["GPU"])
+        check_workers(ray, workers, gpus)
         actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2,
                                concurrency_groups={TRANSFER: 1})(Shard)
         self.actors = [actor_cls.remote(cfg.to_json(), str(data_dir), torch.get_num_threads())

@@ -36,10 +36,24 @@ def check_address(address: str, timeout: float = 3.0) -> None:
 
 
 def preflight(cfg) -> None:
-    """What can be checked before the model is loaded: Ray installed, the cluster address answering."""
+    """What can be checked before the model is loaded: Ray installed, the cluster address answering,
+    ``--workers`` within this machine's cores for a private Ray (each actor holds a whole model)."""
     _ray()
     if cfg.ray_address:
         check_address(cfg.ray_address)
+    elif cfg.workers and cfg.workers > (os.cpu_count() or 1):
+        raise NormvarError(f"--workers {cfg.workers} is more than this machine's {os.cpu_count() or 1} cores: a local "
+                           "Ray runs one actor per core, each holding a whole model",
+                           fix=f"use --workers {os.cpu_count() or 1} or less (or --ray-address of a larger cluster)")
+
+
+def check_workers(ray, workers: int, gpus: int) -> None:
+    """Each actor takes one GPU (or one core): more actors than the cluster has would wait forever."""
+    what = "GPU" if gpus else "CPU"
+    have = int(ray.cluster_resources().get(what, 0))
+    if workers > have:
+        raise NormvarError(f"--workers {workers} is more than the Ray cluster's {have} {what}s: each actor takes one "
+                           "and the rest would wait forever", fix=f"use --workers {have} or less")
 
 
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -75,4 +89,4 @@ def start_ray(address: str | None, workers: int):
     return ray
 
 
-__all__ = ["check_address", "preflight", "loopback_only", "start_ray", "LOOPBACK_ENV"]
+__all__ = ["check_address", "preflight", "check_workers", "loopback_only", "start_ray", "LOOPBACK_ENV"]
