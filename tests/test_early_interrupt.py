@@ -22,6 +22,7 @@ import pytest
 
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
+from test_sigterm import setup  # noqa: F401  (fixture: the command's argv and the uninterrupted run)
 
 pytestmark = pytest.mark.slow
 
@@ -66,21 +67,6 @@ def _compute(argv: list[str], stage: str, at: int, marker: Path, go: Path, log: 
     env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     with open(log, "wb") as fh:
         return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=fh, env=env)
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory, tiny_models):
-    root = tmp_path_factory.mktemp("early")
-    corpus = root / "c.txt"
-    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
-
-    def argv(data: Path) -> list[str]:
-        return ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", "r",
-                "--batch-size", "8", "--id-sample", "200", "--quiet", "--data-dir", str(data),
-                "--checkpoint", str(data.parent / "r.ckpt")]
-    ref = root / "ref" / "data"
-    assert cli.main(argv(ref)) == 0
-    return argv, open_run(ref / "runs" / "r.duckdb")
 
 
 # (where, batch, signal, the batches the checkpoint holds: None = no batch was done, no checkpoint)
