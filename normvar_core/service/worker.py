@@ -20,6 +20,7 @@ from typing import Any
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.run_lock import as_holder
 from normvar_core.runs.writer import remove_stale_temps
 from normvar_core.service.job_progress import progress_dict
 from normvar_core.service.job_rows import Job
@@ -222,10 +223,11 @@ class Worker:
             compute_run = self._compute_fn
             if compute_run is None:
                 from normvar_core.pipeline.execute.local import compute_run
-            path = compute_run(
-                cfg, self.dd.root, overwrite=job.overwrite, progress=reporter.update,
-                checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
-                should_cancel=should_cancel)
+            with as_holder(f"job {job_id} of the worker"):  # named to a second compute of this run
+                path = compute_run(
+                    cfg, self.dd.root, overwrite=job.overwrite, progress=reporter.update,
+                    checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
+                    should_cancel=should_cancel)
         except CancelledError as err:
             if self.store.cancel_requested(job_id):
                 return JobState.CANCELLED, "cancelled", None
