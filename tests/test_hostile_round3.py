@@ -205,3 +205,43 @@ def test_a_second_worker_refuses_before_its_banner(tmp_path):
     finally:
         first.terminate()
         first.wait(timeout=60)
+
+
+def test_a_verdict_whose_interval_straddles_its_threshold_says_it_cannot_tell(capsys, tmp_path):
+    """The issue's case: MiniLM on the first five sentences of the shipped novels — anisotropy 0.467
+    [0.201, 0.734] against the flat-profile threshold 0.5 said "holds"."""
+    from normvar_core.stats.claims import FLAT_MAX
+
+    data = tmp_path / "data"
+    assert run_cli(capsys, "compute", "--max-sentences", 5, "--name", "five", "--quiet", "--data-dir", data)[0] == 0
+    code, out, err = run_cli(capsys, "findings", "five", "--json", "--data-dir", data)
+    assert code == 0, err
+    f = {x["id"]: x for x in json.loads(out)}["anisotropy_profile"]
+    lo, hi = f["interval"]
+    assert lo < FLAT_MAX < hi and f["verdict"] == "cannot tell", f
+    assert "straddles the threshold" in f["why"]
+    code, out, err = run_cli(capsys, "findings", "five", "--data-dir", data)
+    assert f"cannot tell: {f['value']:.3g} [{lo:.3g}, {hi:.3g}]" in out
+
+
+def test_an_all_unknown_run_has_finite_interval_endpoints(capsys, tmp_path, tiny_models):
+    """A corpus of emoji (mostly [UNK]) with --allow-unknown: four types in the band, so some bootstrap
+    resamples draw one type again and again; their slope and R² are undefined and left out, so the R²
+    interval has two finite endpoints within [0, 1] (it had a null one)."""
+    import numpy as np
+
+    from test_hostile_round2 import EMOJI
+
+    corpus = tmp_path / "emoji.txt"
+    corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")
+    data = tmp_path / "data"
+    assert run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus, "--name", "e",
+                   "--allow-unknown", "--id-sample", 100, "--quiet", "--data-dir", data)[0] == 0
+    code, out, err = run_cli(capsys, "findings", "e", "--json", "--data-dir", data)
+    assert code == 0, err
+    found = {x["id"]: x for x in json.loads(out)}
+    for f in found.values():
+        assert f["interval"] is None or None not in f["interval"], f
+    t = found["tradeoff_slope"]
+    assert t["details"]["r2_low"] is not None and t["details"]["r2_high"] is not None, t
+    assert 0.0 <= t["details"]["r2_low"] <= t["details"]["r2_high"] <= 1.0 + 1e-12, t

@@ -180,7 +180,8 @@ def keep_range(sel: Selection, room: int) -> dict:
     their word counts and its first too-long examples (plain values, for the driver)."""
     lengths = np.concatenate(sel._lengths) if sel._lengths else np.zeros(0, np.int64)
     room = min(int(room), len(sel.kept))
-    return {"sentences": sel.kept[:room], "lengths": lengths[:room], "n_capped": len(sel.kept) - room,
+    # "word_lengths", not "lengths": an actor's part also carries its encoding's token lengths (``actor_keep``)
+    return {"sentences": sel.kept[:room], "word_lengths": lengths[:room], "n_capped": len(sel.kept) - room,
             "n_read": sel.n_read, "n_empty": sel.n_empty, "n_too_long": sel.n_too_long,
             "n_sampled_out": sel.n_sampled_out, "too_long": list(sel.too_long)}
 
@@ -193,7 +194,7 @@ def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text
         for k in ("n_read", "n_empty", "n_too_long", "n_sampled_out", "n_capped"):
             setattr(sel, k, getattr(sel, k) + int(p[k]))
         sel.kept.extend(p["sentences"])
-        sel._lengths.append(np.asarray(p["lengths"], np.int64))
+        sel._lengths.append(np.asarray(p["word_lengths"], np.int64))
         sel.too_long.extend(p["too_long"][:KEEP_TOO_LONG - len(sel.too_long)])
     sel.n_not_text, sel.n_null = int(n_not_text), int(n_null)
     path = Path(cut["path"])
