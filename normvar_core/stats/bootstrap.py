@@ -80,7 +80,12 @@ def bootstrap_tradeoff(q: np.ndarray, m: np.ndarray, v: np.ndarray, *, resamples
     for k, parts in reps.items():
         R = np.concatenate(parts, axis=0)
         out["replicates"][k] = R
-        lo, hi = np.nanquantile(R, [alpha, 1.0 - alpha], axis=0)
+        # a layer where the statistic is undefined in every resample (layer 0 of a run whose types each have one
+        # input embedding: V(X_t) = 0, no R²) has no interval: NaN, without asking numpy for an all-NaN quantile
+        lo, hi = np.full(L, np.nan), np.full(L, np.nan)
+        some = ~np.isnan(R).all(axis=0)
+        if some.any():
+            lo[some], hi[some] = np.nanquantile(R[:, some], [alpha, 1.0 - alpha], axis=0)
         out[k] = (lo, hi)
     return out
 

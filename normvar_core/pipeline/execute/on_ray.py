@@ -103,8 +103,15 @@ class RayPool:
         self.read_cpu_s: list[float] = []  # each actor's CPU s on its corpus range (``read_corpus``)
         self.cut = None  # the driver's byte ranges of the corpus (``ray_corpus.cut_for_actors``)
         self.encoded = None  # (sentences, {(max_length, unit)}, encoding) from ``read_corpus``
+        self.releases: list = []  # the merged state's release calls (``MergedState.releases``)
 
     def close(self) -> None:
+        refs = [r for r in self.releases if r is not None]
+        if refs:  # a release still in flight would fail against a killed actor (a raylet error message)
+            try:
+                self.ray.wait(refs, num_returns=len(refs), timeout=5.0)
+            except Exception:  # noqa: BLE001 - an actor already gone: nothing to wait for
+                pass
         for a in [*self.actors, self.counter]:
             try:
                 self.ray.kill(a)
@@ -158,6 +165,7 @@ class RayPool:
         from normvar_core.pipeline.execute.plan_payload import plan_payload
 
         st = MergedState(ctx, checkpoint, fingerprint)
+        self.releases = st.releases
         resumed = st.resume()
         payload = [self.ray.put({**plan_payload(plan), MEMORY_KEY: np.array(json.dumps(memory_reasons(ctx)))})]
         rerun = rounds = 0
