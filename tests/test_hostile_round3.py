@@ -149,8 +149,9 @@ def test_count_options_past_their_bound_are_refused_before_any_work(capsys, tmp_
         _one_line(capsys, command, *model, "--executor", "ray", "--workers", MAX_WORKERS + 1,
                   match=f"workers must be <= {MAX_WORKERS}")
     cores = os.cpu_count() or 1
-    _one_line(capsys, "compute", *model, "--executor", "ray", "--workers", cores + 1,
-              match=f"more than this machine's {cores} cores")
+    for command in ("compute", "plan"):
+        _one_line(capsys, command, *model, "--executor", "ray", "--workers", cores + 1,
+                  match=f"more than this machine's {cores} cores")
     assert not (tmp_path / "d" / "runs").exists() or not list((tmp_path / "d" / "runs").iterdir())
 
 

@@ -380,7 +380,10 @@ def plan_run(cfg, data_dir=None) -> MemoryPlan:
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.plan import make_plan
 
+    from normvar_core.pipeline.execute.ray_cluster import check_local_workers
+
     cfg = cfg.validate()
+    check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
     device = cfg.device if cfg.device != "auto" else M.resolve_device(cfg)
     if cfg.memory_gb is None:
         device = M.resolve_device(cfg)  # measuring needs the device itself

@@ -41,7 +41,12 @@ def preflight(cfg) -> None:
     _ray()
     if cfg.ray_address:
         check_address(cfg.ray_address)
-    elif cfg.workers and cfg.workers > (os.cpu_count() or 1):
+    check_local_workers(cfg)
+
+
+def check_local_workers(cfg) -> None:
+    """A private Ray (no ``--ray-address``) runs one actor per core of this machine: no more ``--workers``."""
+    if cfg.executor == "ray" and not cfg.ray_address and cfg.workers and cfg.workers > (os.cpu_count() or 1):
         raise NormvarError(f"--workers {cfg.workers} is more than this machine's {os.cpu_count() or 1} cores: a local "
                            "Ray runs one actor per core, each holding a whole model",
                            fix=f"use --workers {os.cpu_count() or 1} or less (or --ray-address of a larger cluster)")
@@ -104,4 +109,4 @@ def start_ray(address: str | None, workers: int):
     return ray
 
 
-__all__ = ["check_address", "preflight", "check_workers", "quiet_driver", "loopback_only", "start_ray", "LOOPBACK_ENV"]
+__all__ = ["check_address", "preflight", "check_workers", "check_local_workers", "quiet_driver", "loopback_only", "start_ray", "LOOPBACK_ENV"]
