@@ -24,9 +24,10 @@ from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
 from test_cli_runs import corpus40  # noqa: F401  (fixture)
 
-# what differs between executors by design: how the run ran, not what it measured
-HOW_IT_RAN = {"seconds", "created_at"}
-RAY_OPTIONS = {"executor", "workers", "ray_address"}
+# what differs between executors by design: how the run ran, not what it measured; and where the corpus was read
+# from: the tests' Ray runs read a copy of the local run's file under another name (corpus_sha256 must be equal)
+HOW_IT_RAN = {"seconds", "created_at", "corpus_name"}
+RAY_OPTIONS = {"executor", "workers", "ray_address", "corpus"}
 EXECUTION_NOTES = {"executor", "ray_workers", "shards", "ray_nodes", "oom_splits", "resumed_batches", "rerun_ranges",
                    "merge_rollbacks", "tokenize_cpu_s", "read_cpu_s", "resumed_from_batch", "max_rows_after_oom"}
 
@@ -44,6 +45,7 @@ def tables_in(path) -> list[str]:
 
 def _same_run_row(a, b):
     x, y = a.table("run").iloc[0], b.table("run").iloc[0]
+    assert x["corpus_sha256"] == y["corpus_sha256"]
     for c in x.index:
         if c in HOW_IT_RAN:
             continue
@@ -54,6 +56,7 @@ def _same_run_row(a, b):
                 for k in drop:
                     o.pop(k, None)
                 o.get("memory", {}).pop("memory_bytes", None)  # the free memory measured when each run started
+                o.get("corpus", {}).pop("path", None)
             assert ox == oy, (c, ox, oy)
         elif isinstance(x[c], np.ndarray):
             np.testing.assert_array_equal(x[c], y[c], err_msg=c)
