@@ -19,6 +19,7 @@ from pathlib import Path
 from normvar_core.errors import NormvarError
 
 SUFFIX = ".lock"
+JOB = "job "  # what a worker's job holder begins with (``as_holder``)
 HOLDER: contextvars.ContextVar[str] = contextvars.ContextVar("normvar_run_holder", default="normvar compute")
 """What holds the locks this context takes: a worker sets ``job <id>`` around its job (``as_holder``)."""
 
@@ -65,10 +66,11 @@ def busy_error(run_path: Path, info: dict) -> NormvarError:
                         fix="wait for it to finish, stop it, or choose another --name")
 
 
-def check_free(run_path: Path) -> None:
-    """Refuse (one line naming the holder) when ``run_path`` is being computed now."""
+def check_free(run_path: Path, *, unless_job: bool = False) -> None:
+    """Refuse (one line naming the holder) when ``run_path`` is being computed now; ``unless_job``: not when
+    the holder is a worker's job (a job queued behind it runs after it, in the same worker)."""
     info = holder_of(run_path)
-    if info is not None:
+    if info is not None and not (unless_job and str(info.get("holder", "")).startswith(JOB)):
         raise busy_error(run_path, info)
 
 
@@ -126,4 +128,4 @@ def remove_stale_locks(folder: Path) -> list[Path]:
     return removed
 
 
-__all__ = ["computing", "as_holder", "HOLDER", "check_free", "holder_of", "busy_error", "lock_path", "remove_stale_locks"]
+__all__ = ["computing", "as_holder", "HOLDER", "JOB", "check_free", "holder_of", "busy_error", "lock_path", "remove_stale_locks"]

@@ -90,7 +90,7 @@ class JobStore(JobTable):
         cfg = cfg.replace(name=name)
         path = self.dd.run_path(name)
         check_destination(path, overwrite)  # the same pre-load check as `normvar run`
-        check_free(path)  # a `normvar compute` of this name running now: refused, named
+        check_free(path, unless_job=True)  # a `normvar compute` of this name running now: refused, named
 
         def vet(active: list[Job]) -> None:
             if overwrite:  # other options may replace a queued run; the very same ones would only repeat it

@@ -20,7 +20,7 @@ from typing import Any
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.run_lock import as_holder
+from normvar_core.run_lock import JOB, as_holder
 from normvar_core.runs.writer import remove_stale_temps
 from normvar_core.service.job_progress import progress_dict
 from normvar_core.service.job_rows import Job
@@ -223,7 +223,7 @@ class Worker:
             compute_run = self._compute_fn
             if compute_run is None:
                 from normvar_core.pipeline.execute.local import compute_run
-            with as_holder(f"job {job_id} of the worker"):  # named to a second compute of this run
+            with as_holder(f"{JOB}{job_id} of the worker"):  # named to a second compute of this run
                 path = compute_run(
                     cfg, self.dd.root, overwrite=job.overwrite, progress=reporter.update,
                     checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
