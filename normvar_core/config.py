@@ -14,7 +14,8 @@ from pathlib import Path
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from normvar_core.constants import ID_SAMPLE, MAX_WORDS, OCCURRENCES, OCCURRENCES_MAX, SAMPLES_PER_TOKEN
+from normvar_core.constants import (ID_SAMPLE, MAX_ID_SAMPLE, MAX_SAMPLES_PER_TOKEN, MAX_WORDS, MAX_WORKERS,
+                                    OCCURRENCES, OCCURRENCES_MAX, SAMPLES_PER_TOKEN)
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.devicemap import check_options as check_device_options
@@ -30,12 +31,13 @@ EXECUTORS = ("local", "ray")
 
 
 def opt(default: Any, help: str, *, section: str = "advanced", choices: tuple | None = None, minimum=None,
-        label: str | None = None, flag: str | None = None) -> Any:
+        maximum=None, label: str | None = None, flag: str | None = None) -> Any:
     """A RunConfig field with what the CLI and the New-run form need: its help, the form section
-    ("corpus", "model", "options" or "advanced"), allowed choices, the least value, a form label and a CLI
-    flag when it is not ``--<name-with-dashes>`` (e.g. ``--no-geometry`` for a field that defaults on)."""
+    ("corpus", "model", "options" or "advanced"), allowed choices, the least and the largest value (a count
+    past its maximum is refused before any work), a form label and a CLI flag when it is not
+    ``--<name-with-dashes>`` (e.g. ``--no-geometry`` for a field that defaults on)."""
     return field(default=default, metadata=dict(help=help, section=section, choices=choices, minimum=minimum,
-                                                label=label, flag=flag))
+                                                maximum=maximum, label=label, flag=flag))
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class RunConfig:
     mean_dtype: str = opt("float64", "storage of per-type means: float64, or float32 (halves the largest table)",
                           choices=MEAN_DTYPES)
     samples_per_token: int = opt(SAMPLES_PER_TOKEN, "raw embeddings kept per (layer, sampled token) for the PCA "
-                                 "clouds and the token explorer; 0 = none", minimum=0)
+                                 "clouds and the token explorer; 0 = none", minimum=0, maximum=MAX_SAMPLES_PER_TOKEN)
     geometry: bool = opt(True, "layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, "
                          "TwoNN, outlier dimensions", flag="--no-geometry")
     halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
@@ -96,7 +98,7 @@ class RunConfig:
                        flag="--no-halves")
     id_sample: int = opt(ID_SAMPLE, "most embeddings per layer in the seeded uniform sample for TwoNN and seed "
                          "004's batch anisotropy (seed 004: 16384); sized to the run: at most 1/32 of a layer's "
-                         "embeddings, at least 1,024", minimum=0, label="TwoNN sample")
+                         "embeddings, at least 1,024", minimum=0, maximum=MAX_ID_SAMPLE, label="TwoNN sample")
     occurrences: int = opt(OCCURRENCES, "most occurrences per layer kept for the Occurrences page, each at its "
                            "coordinates on the layer's principal axes (every one when the run has fewer, else a "
                            f"seeded uniform sample); 0 = none, at most {OCCURRENCES_MAX:,}", minimum=0,
@@ -112,7 +114,8 @@ class RunConfig:
     executor: str = opt("local", "local: one process; ray: batch ranges sharded over Ray actors (one per GPU where "
                         "there are GPUs), partial states merged exactly", choices=EXECUTORS)
     ray_address: str | None = opt(None, "address of a running Ray cluster (default: start a local Ray)")
-    workers: int | None = opt(None, "Ray actors (default: one per GPU, else 2)", minimum=1)
+    workers: int | None = opt(None, "Ray actors (default: one per GPU, else 2); at most one per GPU, or per core of "
+                              "a local Ray", minimum=1, maximum=MAX_WORKERS)
     device_map: str | None = opt(None, "one model over several devices (accelerate): auto, balanced, balanced_low_0, "
                                  "sequential or a JSON file {module: device}; each kept layer's state stays on its "
                                  "layer's device", label="Device map")
@@ -176,6 +179,9 @@ class RunConfig:
             if value is not None and meta.get("minimum") is not None and value < meta["minimum"]:
                 bad(f"{f.name} must be >= {meta['minimum']}, got {value}", f"pass {flag} {meta['minimum']} or more"
                     + (" or leave it out" if optional(f) else ""))
+            if value is not None and meta.get("maximum") is not None and value > meta["maximum"]:
+                bad(f"{f.name} must be <= {meta['maximum']:,}, got {value:,}", f"pass {flag} {meta['maximum']} or less"
+                    + (" or leave it out" if optional(f) else ""))
             if meta.get("choices") and value not in meta["choices"]:
                 bad(f"unknown {f.name} {value!r}", f"use one of {', '.join(meta['choices'])}")
         if not self.model.strip():
@@ -185,6 +191,11 @@ class RunConfig:
         if int(self.occurrences) > OCCURRENCES_MAX:
             bad(f"occurrences must be <= {OCCURRENCES_MAX:,}, got {int(self.occurrences):,}",
                 f"pass --occurrences {OCCURRENCES_MAX} or less (0 = none)")
+        if self.executor != "ray":  # a Ray option on a local run would be silently ignored
+            for given, flag in ((self.ray_address, "--ray-address"), (self.workers, "--workers")):
+                if given is not None:
+                    bad(f"{flag} is an option of the Ray executor; this run's executor is {self.executor!r}",
+                        f"add --executor ray, or leave {flag} out")
         if self.layers is not None and (not self.layers or min(self.layers) < 0):
             bad(f"invalid layer subset {self.layers}", "give non-negative hidden-state indices, e.g. --layers 0,6,12")
         if self.dataset and self.corpus:

@@ -33,6 +33,17 @@ ID_SAMPLE_FLOOR = 1024
 """... but at least this many points (or all of them, on a smaller run): TwoNN needs neighbours."""
 
 
+MAX_ID_SAMPLE = 1 << 20
+"""The largest --id-sample accepted: 64x seed 004's 16,384 (the sample is held per layer, L x K x d floats)."""
+MAX_RESAMPLES = 100_000
+"""The most bootstrap resamples ``findings`` accepts: 100x the default 1,000, whose percentile endpoints already
+move by less than their last printed digit between seeds; each resample costs a pass over the types."""
+MAX_SAMPLES_PER_TOKEN = 100_000
+"""The most raw embeddings kept per (layer, sampled type) (the PCA clouds show a few hundred)."""
+MAX_WORKERS = 256
+"""The most Ray actors a run asks for (each holds a whole model); fewer where the cluster has fewer GPUs or cores."""
+
+
 def sized_id_sample(requested: int, n_embeddings: int) -> int:
     """The TwoNN sample of a run with ``n_embeddings`` counted positions per layer: ``requested``
     (--id-sample) capped at max(ID_SAMPLE_FLOOR, n · ID_SAMPLE_SHARE), never more than n."""

@@ -54,3 +54,59 @@ class terminate_as_interrupt:
         if self.old is not None:
             signal.signal(signal.SIGTERM, self.old)
         return False
+
+
+class interrupts_between_batches:
+    """``with interrupts_between_batches() as guard:`` — SIGINT and SIGTERM keep their handlers (Ctrl-C's
+    KeyboardInterrupt, ``terminate_as_interrupt``'s, a worker's) but, between ``guard.hold()`` and
+    ``guard.release()``, a signal only waits: ``release`` hands it to its handler then. A run holds
+    from the start of a batch's update to the end of that batch (all its pieces, ``on_batch`` done),
+    so an interrupt lands in a forward pass or between batches, never in a half-added batch: the
+    state saved on the way out holds every batch done. Outside the main thread it does nothing."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.held, self.pending, self.old = False, None, {}
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                sig = getattr(signal, name)
+                self.old[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def _on_signal(self, signum, frame):
+        if self.held:
+            self.pending = self.pending or signum
+        else:
+            self._deliver(signum, frame)
+
+    def _deliver(self, signum, frame=None):
+        import os
+        import signal
+
+        handler = self.old.get(signum)
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:  # the default action (end the process), as without the guard
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def hold(self) -> None:
+        self.held = True
+
+    def release(self) -> None:
+        self.held = False
+        signum, self.pending = self.pending, None
+        if signum is not None:
+            self._deliver(signum)
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.old = {}
+        return False

@@ -8,6 +8,7 @@ run on both nodes, the run is identical, and every socket Ray listens on is boun
 that cannot be reached gives one line before any model is loaded."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -23,31 +24,85 @@ from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
 from test_cli_runs import corpus40  # noqa: F401  (fixture)
 
-NUMERIC_TABLES = ("token_stats", "layer_stats", "layer_geometry", "layer_spectrum", "token_selfsim", "dim_stats",
-                  "layer_outliers", "top_activations", "samples")
+# what differs between executors by design: how the run ran, not what it measured; and where the corpus was read
+# from: the tests' Ray runs read a copy of the local run's file under another name (corpus_sha256 must be equal)
+HOW_IT_RAN = {"seconds", "created_at", "corpus_name"}
+RAY_OPTIONS = {"executor", "workers", "ray_address", "corpus"}
+EXECUTION_NOTES = {"executor", "ray_workers", "shards", "ray_nodes", "oom_splits", "resumed_batches", "rerun_ranges",
+                   "merge_rollbacks", "tokenize_cpu_s", "read_cpu_s", "resumed_from_batch", "max_rows_after_oom"}
+
+
+def tables_in(path) -> list[str]:
+    """The tables of a run file, read from the file itself (DuckDB's catalogue), not from normvar's list."""
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return sorted(r[0] for r in con.sql("SELECT table_name FROM information_schema.tables").fetchall())
+    finally:
+        con.close()
+
+
+def _same_run_row(a, b):
+    x, y = a.table("run").iloc[0], b.table("run").iloc[0]
+    assert x["corpus_sha256"] == y["corpus_sha256"]
+    for c in x.index:
+        if c in HOW_IT_RAN:
+            continue
+        if c in ("options", "notes"):
+            ox, oy = json.loads(x[c]), json.loads(y[c])
+            drop = RAY_OPTIONS if c == "options" else EXECUTION_NOTES
+            for o in (ox, oy):
+                for k in drop:
+                    o.pop(k, None)
+                # the memory plan: the free memory measured when each run started, and an estimate of what the
+                # driver holds (its encoding arrays: 56 bytes apart on a JSONL corpus); its decisions are the
+                # accumulators, compared above
+                o.pop("memory", None)
+                o.get("corpus", {}).pop("path", None)
+            assert ox == oy, (c, ox, oy)
+        elif isinstance(x[c], np.ndarray):
+            np.testing.assert_array_equal(x[c], y[c], err_msg=c)
+        else:
+            assert x[c] == y[c] or (pd.isna(x[c]) and pd.isna(y[c])), (c, x[c], y[c])
 
 
 def _assert_same(a, b):
-    assert a.accumulators == b.accumulators and a.table_names == b.table_names
-    for t in NUMERIC_TABLES:
+    """Every table of the run file equal (1e-12 relative; the float32 means to 1 ulp), the run row but for
+    how each run ran (its executor, timings and free memory)."""
+    names = tables_in(a.path)
+    assert names == tables_in(b.path) and "sentence_lengths" in names and len(names) >= 15, names
+    assert a.accumulators == b.accumulators
+    for t in names:
+        if t == "run":
+            _same_run_row(a, b)
+            continue
         x, y = a.table(t), b.table(t)
         assert list(x.columns) == list(y.columns) and len(x) == len(y), t
-        key = [c for c in ("layer", "token_id", "k", "dim", "rank", "i") if c in x.columns]
+        arrays = [c for c in x.columns if len(x) and isinstance(x[c].iloc[0], np.ndarray)]
+        key = [c for c in x.columns if c not in arrays and not pd.api.types.is_float_dtype(x[c])]
+        key += [c for c in x.columns if pd.api.types.is_float_dtype(x[c])]  # ties (pair cosines): by value
         x, y = x.sort_values(key).reset_index(drop=True), y.sort_values(key).reset_index(drop=True)
         for c in x.columns:
-            if not pd.api.types.is_numeric_dtype(x[c]):
-                if len(x) and isinstance(x[c].iloc[0], np.ndarray):
-                    np.testing.assert_array_equal(np.stack(x[c]), np.stack(y[c]))
+            if c in arrays:
+                if t == "token_means":  # stored in float32: exact float64 sums may round 1 ulp apart
+                    np.testing.assert_allclose(np.stack(x[c]), np.stack(y[c]), rtol=2.0 ** -23, atol=1e-30)
                 else:
-                    assert x[c].tolist() == y[c].tolist(), (t, c)
+                    np.testing.assert_array_equal(np.stack(x[c]), np.stack(y[c]), err_msg=f"{t}.{c}")
+            elif not pd.api.types.is_numeric_dtype(x[c]) or pd.api.types.is_integer_dtype(x[c]):
+                assert x[c].tolist() == y[c].tolist(), (t, c)
             else:
                 yv = y[c].to_numpy(np.float64)
-                # eigenvalues at the rounding floor (a LayerNorm makes the covariance singular) compare
-                # against the largest one: 1e-12 of the spectrum's scale
-                atol = 1e-12 * np.nanmax(np.abs(yv)) if t == "layer_spectrum" else 1e-300
-                if c == "norm_cv":  # sqrt(Σ‖x‖²/n − mean²)/mean: the difference cancels to a few ulps of
-                    atol = 4 * np.sqrt(np.finfo(float).eps)  # mean² when every norm is equal (LayerNorm)
-                np.testing.assert_allclose(x[c].to_numpy(np.float64), yv, rtol=1e-12, atol=atol, err_msg=f"{t}.{c}")
+                # a value at its column's rounding floor (eigenvalues of a covariance a LayerNorm makes singular,
+                # a layer-0 V(X) = Q − M that cancels to 1e-8 of Q) compares against the column's scale: 1e-12 of it
+                finite = np.abs(yv[np.isfinite(yv)])
+                atol = 1e-12 * finite.max() if finite.size and finite.max() > 0 else 1e-300
+                # sqrt(Σ‖x‖²/n − mean²)/mean: the difference cancels to a few ulps of mean² when every norm is
+                # equal (LayerNorm) — the geometry's norm C.V. and the C.V. of Q(X_t) in the intervals table
+                noisy = (x["quantity"] == "cv_q").to_numpy() if t == "intervals" else np.full(len(x), c == "norm_cv")
+                xv = x[c].to_numpy(np.float64)
+                for rows, tol in ((noisy, 4 * np.sqrt(np.finfo(float).eps)), (~noisy, atol)):
+                    np.testing.assert_allclose(xv[rows], yv[rows], rtol=1e-12, atol=tol, err_msg=f"{t}.{c}")
     # the means are stored in float32: the exact float64 values may round to neighbouring floats (1 ulp)
     np.testing.assert_allclose(a.stats().mean, b.stats().mean, rtol=2.0 ** -23, atol=1e-30)
     # every occurrence at the same place: float32 coordinates from float64 sums merged in another order (an ulp
@@ -167,6 +222,35 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
     assert not ckpt.exists()
     _assert_same(sharded, one)
     _assert_same(resumed, one)
+
+
+@pytest.mark.slow
+def test_a_ray_compute_through_the_cli_prints_no_raw_ray_line_and_equals_local(tmp_path, base, one, corpus40):
+    """A real ``normvar compute --executor ray`` process (a private Ray on loopback): stdout is the run's path
+    alone, every stderr line is normvar's own — no "Started a local Ray instance", no token-authentication
+    warning, no "(raylet) Task Shard.release failed" — and the run equals the local one in every table."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    ray_tmp = Path(tempfile.mkdtemp(prefix="nvray", dir="/tmp"))  # its own Ray session folder
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAY_TMPDIR=str(ray_tmp))
+    env.pop("NORMVAR_WARNINGS", None)
+    data = tmp_path / "data"
+    argv = ["compute", "--model", base["model"], "--corpus", str(corpus40), "--name", "one", "--batch-size",
+            str(base["batch_size"]), "--samples-per-token", str(base["samples_per_token"]), "--id-sample",
+            str(base["id_sample"]), "--executor", "ray", "--workers", "2", "--quiet", "--data-dir", str(data)]
+    try:
+        p = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *argv], capture_output=True, text=True,
+                           env=env, timeout=900)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [str(data / "runs" / "one.duckdb")], p.stdout
+    err = [x for x in p.stderr.splitlines() if x.strip()]
+    assert all(x.startswith("normvar: note:") for x in err), err
+    _assert_same(open_run(data / "runs" / "one.duckdb"), one)
 
 
 @pytest.mark.slow

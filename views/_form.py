@@ -39,7 +39,8 @@ def config_widget(f, where=st) -> Any:
         step = 1 if kind is int else 0.01
         minimum = meta.get("minimum")
         value = where.number_input(label, min_value=kind(minimum) if minimum is not None else None,
-                                   max_value=1.0 if f.name == "sample_frac" else None,
+                                   max_value=1.0 if f.name == "sample_frac" else None if meta.get("maximum") is None
+                                   else kind(meta["maximum"]),
                                    value=f.default, step=step, key=key, help=help_,
                                    format="%.4f" if kind is float else "%d",
                                    placeholder="default" if optional(f) else None)

@@ -62,6 +62,7 @@ class StateBatch:
     sentence_ids: Any    # torch.Tensor (N,) int64
     positions: Any       # torch.Tensor (N,) int64
     groups: Any = None   # --device-map: one (L_g, N, d) tensor per layer group on its device (states None)
+    last: bool = True    # the last piece of batch ``index`` (False for the earlier pieces of a split batch)
 
     @property
     def size(self) -> int:

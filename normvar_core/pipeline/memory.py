@@ -66,8 +66,13 @@ def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False
 
     from normvar_core.pipeline.models.load import max_length as _max_length
 
-    with torch.device("meta"):
-        model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+    from normvar_core.pipeline.models.model_config import build_error
+
+    try:
+        with torch.device("meta"):
+            model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - values that pass the checks but do not build (heads, widths)
+        raise build_error(exc, name or "the model") from None
     params = sum(p.numel() for p in model.parameters())
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     tc = _text_config(config)
@@ -344,11 +349,12 @@ def config_and_tokenizer(cfg, data_dir=None):
     """(name, transformers config, tokenizer) of ``cfg.model`` without reading any weights: an alias,
     a local directory holding config.json and the tokenizer files, a cached hub id, or a GGUF file
     (its metadata; a dequantized cache when there is one)."""
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from normvar_core.datadir import DataDir
     from normvar_core.pipeline.models import load as M
+    from normvar_core.pipeline.models.model_config import read_model_config
     from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
 
     hf_logging.disable_progress_bar()
@@ -366,16 +372,16 @@ def config_and_tokenizer(cfg, data_dir=None):
     if gguf is None and path.is_dir() and not (path / "config.json").exists():
         raise NormvarError(f"model directory {path} of {src.name!r} lacks config.json",
                            fix="pass a transformers model directory (config.json + tokenizer files)")
+    extra = {"gguf_file": gguf} if gguf else {}
+    config = read_model_config(path, src.name, **kw, **extra)  # the checks compute makes, in one place
     if gguf is None and path.is_dir() and not any((path / f).exists() for f in M.TOKENIZER_FILES):
         raise NormvarError(f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "
                            "corpus' types with the tokenizer", fix="copy tokenizer.json (or the vocab files) beside "
                            "config.json")
-    extra = {"gguf_file": gguf} if gguf else {}
     try:
-        config = AutoConfig.from_pretrained(path, **kw, **extra)
         tok = AutoTokenizer.from_pretrained(path, **kw, **extra)
     except (OSError, ValueError) as exc:
-        raise NormvarError(f"could not read the config of model {src.name!r}: {str(exc).splitlines()[0]}"[:300],
+        raise NormvarError(f"could not read the tokenizer of model {src.name!r}: {str(exc).splitlines()[0]}"[:300],
                            fix="pass a transformers model directory (config.json + tokenizer files)") from None
     M.check_tokenizer(tok, src.name)
     return src.name, config, tok
@@ -391,8 +397,11 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     from normvar_core.pipeline.corpus.dataset import check_dataset
     from normvar_core.pipeline.plan import make_plan
 
+    from normvar_core.pipeline.execute.ray_cluster import check_local_workers
+
     cfg = cfg.validate()
     check_dataset(cfg)  # as compute: a bad --dataset is refused before the model's config is read
+    check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
     limits = parse_devices(devices) if devices else None
     if limits:  # planned for those devices, not this machine's
         gpus = [k for k in limits if isinstance(k, int)]

@@ -162,7 +162,7 @@ def corpus_notes(corpus) -> dict:
     """How the sentences were selected (the run row's notes.corpus)."""
     out = {}
     for k in ("path", "format", "text_column", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out",
-              "n_capped", "n_not_text"):
+              "n_capped", "n_not_text", "n_null"):
         v = getattr(corpus, k, None)
         if v is not None:
             out[k] = v if isinstance(v, (int, float, str, bool)) else str(v)

@@ -110,12 +110,13 @@ class TransformerSource:
                 yield from (kept if kept is not None else self._forward(bi, batch, plan.exclusions))
                 self.completed_batch = bi  # every piece of batch bi was taken (runs before the next forward)
 
-    def _forward(self, bi: int, batch, excl: dict) -> Iterator[StateBatch]:
+    def _forward(self, bi: int, batch, excl: dict, last: bool = True) -> Iterator[StateBatch]:
+        """The pieces of batch ``bi`` (one, or more after an OOM split); ``last``: this part ends the batch."""
         rows = len(batch)
         cap = self.max_rows
         if cap is not None and rows > cap:
             for a in range(0, rows, cap):
-                yield from self._forward(bi, batch.subset(a, min(rows, a + cap)), excl)
+                yield from self._forward(bi, batch.subset(a, min(rows, a + cap)), excl, last and a + cap >= rows)
             return
         try:
             states, ids = B.extract(self.loaded, batch, layers=self.layers, groups=self.groups, **excl)
@@ -129,13 +130,13 @@ class TransformerSource:
             self.oom_splits += 1
             half = (rows + 1) // 2
             self.max_rows = half if cap is None else min(cap, half)
-            yield from self._forward(bi, batch.subset(0, half), excl)
-            yield from self._forward(bi, batch.subset(half, rows), excl)
+            yield from self._forward(bi, batch.subset(0, half), excl, False)
+            yield from self._forward(bi, batch.subset(half, rows), excl, last)
             return
         sent, pos = positions_of(batch, B.counted_mask(batch, **excl))
         grouped = isinstance(states, tuple)
         yield StateBatch(index=bi, states=None if grouped else states, token_ids=ids, sentence_ids=sent, positions=pos,
-                         groups=states if grouped else None)
+                         groups=states if grouped else None, last=last)
 
     def notes(self) -> dict:
         return {"oom_splits": self.oom_splits, "max_rows_after_oom": self.max_rows}

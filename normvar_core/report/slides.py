@@ -110,7 +110,7 @@ def findings_slide(runs) -> Slide:
     """The verdict table: one row per claim, one column per run (``stats.findings``)."""
     from normvar_core.stats.findings import CLAIMS, cell
 
-    colors = {"holds": "#d9f2d9", "fails": "#f8d7d7", "untestable": "#eeeeee"}
+    colors = {"holds": "#d9f2d9", "fails": "#f8d7d7", "cannot tell": "#fff3cd", "untestable": "#eeeeee"}
     per = {r.name: run_findings(r) for r in runs}
     header = ["claim (seed)"] + list(per)
     first = [f"{cid} ({seed}): {claim}" for cid, seed, claim in CLAIMS]
@@ -124,6 +124,7 @@ def findings_slide(runs) -> Slide:
     fig.update_layout(margin=dict(l=20, r=20, t=20, b=20))
     counts = [f"{n}: {sum(f.verdict == 'holds' for f in fs.values())} hold, "
               f"{sum(f.verdict == 'fails' for f in fs.values())} fail, "
+              f"{sum(f.verdict == 'cannot tell' for f in fs.values())} cannot tell, "
               f"{sum(f.verdict == 'untestable' for f in fs.values())} untestable" for n, fs in per.items()]
     notes = "\n\n".join(f"{n}\n" + "\n".join(f"{f.id}: {f.verdict} — {f.why}" for f in fs.values())
                          for n, fs in per.items())

@@ -57,9 +57,11 @@ def pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temps(folder: Path) -> list[Path]:
-    """Remove temp run files (``.<name>.tmp-<pid>.duckdb[.wal]``) left by processes that are gone
-    (a kill during the write); called by every writer before it writes, and by the worker."""
-    removed = []
+    """Remove temp run files (``.<name>.tmp-<pid>.duckdb[.wal]``) and compute locks left by processes that
+    are gone (a kill during the write); called by every writer before it writes, and by the worker."""
+    from normvar_core.run_lock import remove_stale_locks
+
+    removed = remove_stale_locks(folder)  # and the compute locks of killed processes (``run_lock``)
     try:
         candidates = list(Path(folder).glob(".*.tmp-*"))
     except OSError:

@@ -69,16 +69,30 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str] | None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     quiet_library_warnings()
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # a bounded option (args.Count) refuses here, before any work
         return int(args.func(args) or 0)
     except NormvarError as err:
         print(f"normvar: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `normvar show RUN | head -1`: the reader has gone, as with SIGPIPE
+        quiet_closed_stdout()
+        return 141
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in a foreground compute (errors.Terminated)
         default = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"normvar: {getattr(exc, 'message', None) or default}", file=sys.stderr)
         return getattr(exc, "exit_code", 130)
+
+
+def quiet_closed_stdout() -> None:
+    """stdout's reader has gone: what is still buffered goes to /dev/null, so the flush at exit raises
+    no second BrokenPipeError ("Exception ignored ...")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (a test's capture)
+        pass
 
 
 def end_process(code: int) -> None:

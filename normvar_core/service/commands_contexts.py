@@ -8,13 +8,15 @@ import numpy as np
 
 
 def register(sub) -> None:
-    from normvar_core.service.args import add_data_dir
+    from normvar_core.constants import MAX_SAMPLES_PER_TOKEN
+    from normvar_core.service.args import Count, add_data_dir
 
     p = sub.add_parser("contexts", help="a token's most typical and most atypical contexts at a layer")
     p.add_argument("run", help="run name or .duckdb path")
     p.add_argument("token", help="the token as the tokenizer writes it ('##ing', 'Ġthe') or without its prefix")
     p.add_argument("--layer", type=int, default=None, help="hidden-state index (default: the middle stored layer)")
-    p.add_argument("--k", type=int, default=10, help="contexts shown at each end (default 10)")
+    p.add_argument("--k", type=Count("--k", 1, MAX_SAMPLES_PER_TOKEN, "a type keeps at most --samples-per-token "
+                                     "contexts"), default=10, help="contexts shown at each end (default 10)")
     add_data_dir(p)
     p.set_defaults(func=cmd_contexts)
 

@@ -7,12 +7,15 @@ import json
 
 
 def register(sub) -> None:
-    from normvar_core.service.args import add_data_dir
+    from normvar_core.constants import MAX_RESAMPLES
+    from normvar_core.service.args import Count, add_data_dir
 
     p = sub.add_parser("findings", help="test each claim of the studies on runs: verdict, value and interval")
     p.add_argument("runs", nargs="+", help="run names or .duckdb paths (several: side by side)")
     p.add_argument("--json", action="store_true", help="print a JSON list of findings (one object per claim and run)")
-    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples over token types (default 1000)")
+    p.add_argument("--resamples", type=Count("--resamples", 100, MAX_RESAMPLES, "95 % percentile intervals need 100 "
+                                             "or more; each resample is a pass over the types"), default=1000,
+                   help=f"bootstrap resamples over token types (default 1000, 100 to {MAX_RESAMPLES:,})")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of the Gaussian null")
     add_data_dir(p)
     p.set_defaults(func=cmd_findings)
@@ -37,9 +40,6 @@ def cmd_findings(args: argparse.Namespace) -> int:
     from normvar_core.runs.reader import open_run, resolve_run
     from normvar_core.stats.findings import CLAIMS, findings
 
-    if args.resamples < 100:
-        raise NormvarError(f"--resamples {args.resamples} is too few for 95 % percentile intervals",
-                           fix="use --resamples 100 or more (default 1000)")
     if args.seed < 0:
         raise NormvarError(f"--seed must be >= 0, got {args.seed}", fix="pass --seed 0 or more")
     runs = [open_run(resolve_run(r, args.data_dir)) for r in args.runs]  # all checked before any work

@@ -56,7 +56,7 @@ def _worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s normvar worker: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("huey").setLevel(logging.WARNING)
-    w = Worker(args.data_dir, poll_s=args.poll, checkpoint_every_s=args.checkpoint_every)
+    w = Worker(args.data_dir, poll_s=args.poll, checkpoint_every_s=args.checkpoint_every).claim()  # before the banner
     print(f"normvar worker: pid {os.getpid()}, data dir {w.dd.root}", file=sys.stderr, flush=True)
     n = w.run(once=args.once)
     print(f"normvar worker: stopped after {n} job(s)", file=sys.stderr, flush=True)

@@ -51,6 +51,8 @@ def cmd_compute(args: argparse.Namespace) -> int:
     from normvar_core.pipeline.execute.progress import TqdmProgress
 
     cfg = RunConfig.from_args(args)
+    if args.out is None:
+        check_no_job(cfg, args.data_dir)
     bar = None if args.quiet else TqdmProgress()
     try:
         with terminate_as_interrupt():  # SIGTERM as Ctrl-C: temp files removed, checkpoint kept
@@ -70,6 +72,27 @@ def cmd_compute(args: argparse.Namespace) -> int:
     print(path)
     print_skipped(path)
     return 0
+
+
+def check_no_job(cfg: RunConfig, data_dir) -> None:
+    """Refuse at once a compute of a run name that a queued or running job of the data directory will
+    publish (the job is named); a compute by another process is refused by its lock (``run_lock``)."""
+    from normvar_core.config import default_run_name
+    from normvar_core.datadir import DataDir
+    from normvar_core.errors import NormvarError
+
+    dd = DataDir.at(data_dir)
+    if not (dd.queue / "jobs.sqlite").exists():
+        return
+    from normvar_core.service.jobs import JobStore
+    from normvar_core.service.states import ACTIVE
+
+    name = cfg.name or default_run_name(cfg)
+    for job in JobStore(dd).list(limit=None, states=tuple(s.value for s in ACTIVE)):
+        if job.name == name and job.task == "run":
+            raise NormvarError(f"run {name!r} is being computed by job {job.id} ({job.state})",
+                               fix=f"wait for it (normvar jobs), cancel it (normvar cancel {job.id}), or choose "
+                                   "another --name")
 
 
 def print_skipped(path) -> None:
@@ -98,6 +121,10 @@ def input_notes(meta: dict) -> list[str]:
     if skipped:
         out.append(f"{skipped:,} cell{'s' if skipped != 1 else ''} of column {corpus.get('text_column')!r} "
                    "were not text (numbers, booleans ...) and were skipped")
+    nulls = int(corpus.get("n_null") or 0)
+    if nulls:
+        out.append(f"{nulls:,} cell{'s' if nulls != 1 else ''} of column {corpus.get('text_column')!r} "
+                   f"{'were' if nulls != 1 else 'was'} null or missing and {'were' if nulls != 1 else 'was'} skipped")
     cut = int(meta.get("n_truncated") or 0)
     if cut:
         out.append(f"{cut:,} sentence{'s' if cut != 1 else ''} longer than {notes.get('max_length')} tokens "

@@ -43,6 +43,7 @@ from typing import Any
 
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.errors import NormvarError
+from normvar_core.run_lock import check_free
 from normvar_core.runs.writer import check_destination
 from normvar_core.service.corpus_store import (CORPUS_EXTENSIONS, DEFAULT_MAX_UPLOAD_MB, corpus_extension,
                                                max_upload_bytes, store_corpus)
@@ -97,6 +98,7 @@ class JobStore(JobTable):
         cfg = cfg.replace(name=name)
         path = self.dd.run_path(name)
         check_destination(path, overwrite)  # the same pre-load check as `normvar run`
+        check_free(path, unless_job=True)  # a `normvar compute` of this name running now: refused, named
 
         def vet(active: list[Job]) -> None:
             if overwrite:  # other options may replace a queued run; the very same ones would only repeat it

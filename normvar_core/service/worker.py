@@ -20,6 +20,7 @@ from typing import Any
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.run_lock import JOB, as_holder
 from normvar_core.runs.writer import remove_stale_temps
 from normvar_core.service.job_progress import progress_dict
 from normvar_core.service.job_rows import Job
@@ -70,6 +71,10 @@ class Worker:
         return self._stop.is_set()
 
     def _acquire_lock(self, wait_s: float = 5.0) -> None:
+        """Hold the data directory's worker lock (a second call keeps the one held); a NormvarError
+        naming the running worker's pid when another holds it past ``wait_s``."""
+        if self._lock_fd is not None:
+            return
         fd = os.open(self.store.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + wait_s
         while True:
@@ -88,6 +93,11 @@ class Worker:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+
+    def claim(self) -> "Worker":
+        """Take the data directory before saying anything: a second worker refuses here (``run`` claims too)."""
+        self._acquire_lock()
+        return self
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -213,10 +223,11 @@ class Worker:
             compute_run = self._compute_fn
             if compute_run is None:
                 from normvar_core.pipeline.execute.local import compute_run
-            path = compute_run(
-                cfg, self.dd.root, overwrite=job.overwrite, progress=reporter.update,
-                checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
-                should_cancel=should_cancel)
+            with as_holder(f"{JOB}{job_id} of the worker"):  # named to a second compute of this run
+                path = compute_run(
+                    cfg, self.dd.root, overwrite=job.overwrite, progress=reporter.update,
+                    checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
+                    should_cancel=should_cancel)
         except CancelledError as err:
             if self.store.cancel_requested(job_id):
                 return JobState.CANCELLED, "cancelled", None

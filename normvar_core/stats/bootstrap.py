@@ -23,6 +23,7 @@ import numpy as np
 RESAMPLES = 1000
 LEVEL = 0.95
 Z95 = 1.959963984540054
+DEGENERATE = 1e-12  # a spread below this share of the sum of squares is rounding: the resample is degenerate
 _CHUNK_CELLS = 4_000_000  # resamples x types per chunk: bounds W's memory (32 MB of float64)
 
 
@@ -41,12 +42,14 @@ def _weighted_tradeoff(W: np.ndarray, q: np.ndarray, m: np.ndarray, v: np.ndarra
         sq, sq2 = W @ q.T, W @ (q * q).T                   # (B, L)
         qbar = sq / T
         out["cv_q"] = np.sqrt(np.maximum(sq2 / T - qbar * qbar, 0.0)) / qbar
-        sx, sy = W @ m.T, W @ v.T
-        sxx = W @ (m * m).T - sx * sx / T
-        syy = W @ (v * v).T - sy * sy / T
+        sx, sy, sxx2, syy2 = W @ m.T, W @ v.T, W @ (m * m).T, W @ (v * v).T
+        sxx, syy = sxx2 - sx * sx / T, syy2 - sy * sy / T
         sxy = W @ (m * v).T - sx * sy / T
-        out["slope"] = sxy / sxx
-        out["r2"] = sxy * sxy / (sxx * syy)
+        # a resample that drew (nearly) one value of m (or of v) again and again has no line through it: its
+        # slope and R² are undefined (NaN, left out of the quantiles), not the ratio of two rounding errors
+        flat_m, flat_v = sxx <= DEGENERATE * sxx2, syy <= DEGENERATE * syy2
+        out["slope"] = np.where(flat_m, np.nan, sxy / sxx)
+        out["r2"] = np.where(flat_m | flat_v, np.nan, sxy * sxy / (sxx * syy))
     return out
 
 
@@ -77,7 +80,12 @@ def bootstrap_tradeoff(q: np.ndarray, m: np.ndarray, v: np.ndarray, *, resamples
     for k, parts in reps.items():
         R = np.concatenate(parts, axis=0)
         out["replicates"][k] = R
-        lo, hi = np.nanquantile(R, [alpha, 1.0 - alpha], axis=0)
+        # a layer where the statistic is undefined in every resample (layer 0 of a run whose types each have one
+        # input embedding: V(X_t) = 0, no R²) has no interval: NaN, without asking numpy for an all-NaN quantile
+        lo, hi = np.full(L, np.nan), np.full(L, np.nan)
+        some = ~np.isnan(R).all(axis=0)
+        if some.any():
+            lo[some], hi[some] = np.nanquantile(R[:, some], [alpha, 1.0 - alpha], axis=0)
         out[k] = (lo, hi)
     return out
 

@@ -42,7 +42,7 @@ class Finding:
     id: str
     claim: str
     seed: str
-    verdict: str                    # holds | fails | untestable
+    verdict: str                    # holds | fails | cannot tell (the interval straddles the rule's threshold) | untestable
     value: float | None = None
     interval: list | None = None    # [low, high] or None
     layer: int | None = None
@@ -71,6 +71,18 @@ def fmt(x, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     return f"{x:.{digits}g}"
+
+
+UNSURE = "cannot tell"
+STRADDLES = "its interval straddles the threshold: cannot tell on this run (more sentences narrow it)"
+
+
+def against(value: float, interval: list | None, threshold: float, *, holds_above: bool) -> str:
+    """The verdict of a rule ``value >= threshold`` (``holds_above``) or ``value <= threshold``: "cannot tell"
+    when the value's interval lies on both sides of the threshold."""
+    if interval is not None and interval[0] < threshold < interval[1]:
+        return UNSURE
+    return "holds" if (value >= threshold if holds_above else value <= threshold) else "fails"
 
 
 def finite_interval(lo, hi) -> list | None:

@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from normvar_core.stats.bootstrap import Z95, split_half_interval
-from normvar_core.stats.claims import (BELL_MIN, FLAT_MAX, OUTLIER_MIN, Finding, RunView, finding, finite_interval,
-                                       fmt)
+from normvar_core.stats.claims import (BELL_MIN, FLAT_MAX, OUTLIER_MIN, STRADDLES, UNSURE, Finding, RunView, against,
+                                       finding, finite_interval, fmt)
 
 
 def anisotropy_profile(rv: RunView) -> Finding:
@@ -36,14 +36,14 @@ def anisotropy_profile(rv: RunView) -> Finding:
             iv = finite_interval(*split_half_interval(val, stat(h["a"]), stat(h["b"])))
     peak = int(layers[int(np.nanargmax(a))])
     if rv.is_decoder:
-        ok = val >= BELL_MIN
+        verdict = against(val, iv, BELL_MIN, holds_above=True)
         rule = f"decoder: largest interior anisotropy / max(first, last) = {fmt(val)} (bell when ≥ {BELL_MIN})"
     else:
-        ok = val <= FLAT_MAX
+        verdict = against(val, iv, FLAT_MAX, holds_above=False)
         rule = f"encoder: (max − min) / mean across layers = {fmt(val)} (flat when ≤ {FLAT_MAX})"
-    ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}] split-half" if iv else ""
+    ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}] split-half" + (f" — {STRADDLES}" if verdict == UNSURE else "") if iv else ""
     prof = ", ".join(f"{x:.3f}" for x in a)
-    return finding("anisotropy_profile", "holds" if ok else "fails", value=val, interval=iv, layer=peak,
+    return finding("anisotropy_profile", verdict, value=val, interval=iv, layer=peak,
                    why=f"{rule}{ivs}; λ₁/Σλ of the exact covariance per layer: {prof}",
                    details={"decoder": rv.is_decoder, "peak_layer": peak})
 
@@ -89,10 +89,12 @@ def position0_share(rv: RunView) -> Finding:
         h = {k: x.set_index("layer")["q_share_pos0"].get(layer, np.nan) for k, x in rv.halves.groupby("half")}
         if {"a", "b"} <= set(h):
             iv = finite_interval(*split_half_interval(share, h["a"], h["b"]))
-    ok = share >= 0.5
-    return finding("position0_share", "holds" if ok else "fails", value=share, interval=iv, layer=layer,
+    verdict = against(share, iv, 0.5, holds_above=True)
+    unsure = f"; {STRADDLES}" if verdict == UNSURE else ""
+    return finding("position0_share", verdict, value=share, interval=iv, layer=layer,
                    why=f"layer {layer}: max |h| = {fmt(float(row['max_over_median']))} × median; position 0 carries "
-                       f"{share:.1%} of Q(X) (holds when ≥ 50 %; {len(dom)} layer(s) with outliers ≥ {OUTLIER_MIN:g} × median)")
+                       f"{share:.1%} of Q(X) (holds when ≥ 50 %; {len(dom)} layer(s) with outliers ≥ {OUTLIER_MIN:g} × "
+                       f"median){unsure}")
 
 
 __all__ = ["anisotropy_profile", "id_profile", "position0_share"]

@@ -8,8 +8,8 @@ import pandas as pd
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats.bootstrap import bootstrap_tradeoff, split_half_interval
-from normvar_core.stats.claims import (CROSS_TOL, DIP, IDENTITY_TOL, R2_MIN, RHO_MIN, SLOPE_TOL, SUPPORT_MIN, Finding,
-                                       RunView, finding, finite_interval, fmt, spearman)
+from normvar_core.stats.claims import (CROSS_TOL, DIP, IDENTITY_TOL, R2_MIN, RHO_MIN, SLOPE_TOL, STRADDLES, SUPPORT_MIN,
+                                       UNSURE, Finding, RunView, finding, finite_interval, fmt, spearman)
 
 
 def identity(rv: RunView) -> Finding:
@@ -99,12 +99,17 @@ def tradeoff_slope(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None, di
         return finding("tradeoff_slope", "untestable", value=s, interval=finite_interval(lo, hi), layer=layer,
                        why=f"{nums}; the study claims this for post-LN encoders, this model is "
                            f"{rv.norm_placement or 'of unknown placement'}-LN (GPT-2: ≈ −0.2, R² ≈ 0.5)", details=det)
-    ok = dip and -1.0 - SLOPE_TOL <= lo and hi <= -1.0 + SLOPE_TOL and r_lo >= R2_MIN
+    inside = -1.0 - SLOPE_TOL <= lo and hi <= -1.0 + SLOPE_TOL and r_lo >= R2_MIN
+    outside = hi < -1.0 - SLOPE_TOL or lo > -1.0 + SLOPE_TOL or r_hi < R2_MIN
+    verdict = "holds" if inside else "fails" if outside else UNSURE
     rule = (f"holds when this layer is an intermediate C.V. minimum (cv_min_intermediate), the slope's interval lies "
-            f"within −1 ± {SLOPE_TOL} and R²'s interval above {R2_MIN}")
+            f"within −1 ± {SLOPE_TOL} and R²'s interval above {R2_MIN}; fails when either lies beyond")
+    if verdict == UNSURE:
+        rule += f" — {STRADDLES}"
     if not dip:
+        verdict = "fails"
         rule = "fails: no intermediate C.V. minimum (cv_min_intermediate fails), so no layer where the study expects it; " + rule
-    return finding("tradeoff_slope", "holds" if ok else "fails", value=s, interval=finite_interval(lo, hi), layer=layer,
+    return finding("tradeoff_slope", verdict, value=s, interval=finite_interval(lo, hi), layer=layer,
                    why=f"{nums}; {rule}", details=det)
 
 

@@ -1,7 +1,8 @@
 """The claims of seeds 002, 003 and 004, each tested on one run, with its number, its interval and a
 verdict — one function (``findings``) for the CLI, the Findings page and the deck.
 
-Verdicts: ``holds``, ``fails``, ``untestable`` (with why). Intervals: bootstrap over token types
+Verdicts: ``holds``, ``fails``, ``cannot tell`` (the interval straddles the rule's threshold: ``claims.against``),
+``untestable`` (with why). Intervals: bootstrap over token types
 (``stats.bootstrap``: 1,000 seeded resamples, percentile) for the per-type statistics; split-half
 (θ ± 1.96 |θ_A − θ_B| / 2, the run's ``halves_layer`` table) for the corpus-level and geometry
 quantities; for TwoNN the spread over seed 004's batches (mean ± 1.96 std / √batches).

@@ -50,7 +50,7 @@ class _Records:
 
     def __init__(self):
         self.records: list[str] = []
-        self.n_not_text = 0
+        self.n_not_text = self.n_null = 0
 
     def add(self, records: list[str]) -> None:
         self.records.extend(records)
@@ -114,7 +114,7 @@ def _size(path: Path, fmt: str) -> int:
 
 
 def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple[list[str], dict]:
-    """Phase 1 (a worker): the records of one range in file order, and {"n_nonempty", "n_not_text",
+    """Phase 1 (a worker): the records of one range in file order, and {"n_nonempty", "n_not_text", "n_null",
     "keys" (JSONL without a column: {key: [some value is a string, every value is str/null]}), "rows"}.
     ``share``: {"format", "name", "data" (bytes), "index"} plus "row_groups" for Parquet."""
     fmt, path, data = share["format"], Path(share["name"]), share["data"]
@@ -148,7 +148,7 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
         for batch in _paragraphs(lines) if cfg.split_sentences else lines:
             target.add(batch)
     n_nonempty = sum(1 for r in sink.records if r.strip())
-    return sink.records, dict(info, n_nonempty=n_nonempty, n_not_text=sink.n_not_text)
+    return sink.records, dict(info, n_nonempty=n_nonempty, n_not_text=sink.n_not_text, n_null=sink.n_null)
 
 
 def jsonl_column(infos: list[dict], wanted: str | None, path: Path) -> str:
@@ -187,12 +187,13 @@ def keep_range(sel: Selection, room: int) -> dict:
     their word counts and its first too-long examples (plain values, for the driver)."""
     lengths = np.concatenate(sel._lengths) if sel._lengths else np.zeros(0, np.int64)
     room = min(int(room), len(sel.kept))
-    return {"sentences": sel.kept[:room], "lengths": lengths[:room], "n_capped": len(sel.kept) - room,
+    # "word_lengths", not "lengths": an actor's part also carries its encoding's token lengths (``actor_keep``)
+    return {"sentences": sel.kept[:room], "word_lengths": lengths[:room], "n_capped": len(sel.kept) - room,
             "n_read": sel.n_read, "n_empty": sel.n_empty, "n_too_long": sel.n_too_long,
             "n_sampled_out": sel.n_sampled_out, "too_long": list(sel.too_long)}
 
 
-def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text: int = 0,
+def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text: int = 0, n_null: int = 0,
                      column: str | None = None) -> CorpusText:
     """The driver's ``CorpusText`` from the ranges' ``keep_range`` parts, in range order."""
     sel = Selection(cfg)
@@ -200,9 +201,9 @@ def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text
         for k in ("n_read", "n_empty", "n_too_long", "n_sampled_out", "n_capped"):
             setattr(sel, k, getattr(sel, k) + int(p[k]))
         sel.kept.extend(p["sentences"])
-        sel._lengths.append(np.asarray(p["lengths"], np.int64))
+        sel._lengths.append(np.asarray(p["word_lengths"], np.int64))
         sel.too_long.extend(p["too_long"][:KEEP_TOO_LONG - len(sel.too_long)])
-    sel.n_not_text = int(n_not_text)
+    sel.n_not_text, sel.n_null = int(n_not_text), int(n_null)
     path = Path(cut["path"])
     return sel.result(name=cut.get("name") or corpus_label(path), path=path, sha256=cut["sha256"], fmt=cut["format"],
                       column=column, dataset=cut.get("dataset"))
@@ -229,6 +230,7 @@ def select_locally(cfg: RunConfig, cut: dict) -> CorpusText:
     sels = [select_range(cfg, recs, s) for (recs, _), s in zip(parsed, skips([i["n_nonempty"] for _, i in parsed]))]
     parts = [keep_range(sel, r) for sel, r in zip(sels, rooms(cfg, [len(s.kept) for s in sels]))]
     return merge_selections(cfg, cut, parts, n_not_text=sum(i["n_not_text"] for _, i in parsed),
+                            n_null=sum(i["n_null"] for _, i in parsed),
                             column=column if cut["format"] != ".txt" and cut["format"] != ".txt.gz" else None)
 
 

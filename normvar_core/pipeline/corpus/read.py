@@ -110,14 +110,9 @@ class _SentenceSplitter:
         self._split = sent_tokenize
         self._sel = sel
 
-    @property
-    def n_not_text(self) -> int:
-        """JSONL cells that were not strings: counted on the selection (``tables._json_cells``)."""
-        return self._sel.n_not_text
-
-    @n_not_text.setter
-    def n_not_text(self, value: int) -> None:
-        self._sel.n_not_text = value
+    # JSONL cells that were not strings / were null or missing: counted on the selection (``tables._json_cells``)
+    n_not_text = property(lambda self: self._sel.n_not_text, lambda self, v: setattr(self._sel, "n_not_text", v))
+    n_null = property(lambda self: self._sel.n_null, lambda self, v: setattr(self._sel, "n_null", v))
 
     def add(self, records: list[str]) -> None:
         out: list[str] = []

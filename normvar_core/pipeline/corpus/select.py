@@ -43,6 +43,7 @@ class CorpusText:
     text_column: str | None = None
     format: str = ".txt"
     n_not_text: int = 0  # cells of a JSONL text column that were not strings (numbers ...): skipped, in n_empty
+    n_null: int = 0  # cells of a JSONL text column that were null or missing: skipped, in n_empty
     too_long: list[str] = field(default_factory=list)
     """The first ``KEEP_TOO_LONG`` sentences dropped for having ``max_words`` words or more (each cut
     to ``TOO_LONG_CHARS`` characters): shown on the Runs page so the limit's effect can be read."""
@@ -72,7 +73,7 @@ class Selection:
         self._lengths: list[np.ndarray] = []
         self.n_read = self.n_empty = self.n_too_long = self.n_sampled_out = self.n_capped = 0
         self.too_long: list[str] = []
-        self.n_not_text = 0
+        self.n_not_text = self.n_null = 0
 
     def add(self, records: list[str]) -> None:
         """Select from the next ``records`` (in file order)."""
@@ -117,4 +118,4 @@ class Selection:
             n_kept=len(self.kept), n_too_long=self.n_too_long, n_empty=self.n_empty,
             n_sampled_out=self.n_sampled_out, n_capped=self.n_capped, sentence_lengths=lengths,
             text_column=column, format=fmt, too_long=list(self.too_long), n_not_text=self.n_not_text,
-            dataset=dataset)
+            dataset=dataset, n_null=self.n_null)

@@ -54,10 +54,18 @@ def pick_column(available: list[str], text_cols: list[str], wanted: str | None, 
         return wanted
     if len(text_cols) == 1:
         return text_cols[0]
+    if not text_cols:  # --text-column cannot help: nothing holds strings
+        example = _EXAMPLE.get(path.suffix.lower(), "a column of text")
+        raise NormvarError(f"{path.name} has no text column: none of its columns ({', '.join(available) or 'none'}) "
+                           "holds strings", fix=f"write the sentences as strings in one column ({example})")
     raise NormvarError(
         f"{path.name} has {len(text_cols)} text columns ({', '.join(text_cols) or 'none'}); "
         f"columns: {', '.join(available)}",
         fix="pass --text-column NAME")
+
+
+_EXAMPLE = {".jsonl": 'one object a line, e.g. {"text": "A sentence."}', ".csv": "a header row and a column of text",
+            ".parquet": "a string column"}
 
 
 def _same_file(first: str, second: str, path: Path) -> None:
@@ -121,9 +129,10 @@ def _jsonl_rows(stream: CorpusStream, path: Path) -> Iterator[list[dict]]:
 
 def _json_cells(rows: list[dict], col: str, sel: Selection) -> None:
     """The string values of ``col`` to ``sel``; a value that is not a string (3, true, {...}) is
-    skipped like an empty cell and counted in ``sel.n_not_text``."""
+    skipped like an empty cell and counted in ``sel.n_not_text``, a null (or missing) one in ``sel.n_null``."""
     values = [r.get(col) for r in rows]
     sel.n_not_text += sum(v is not None and not isinstance(v, str) for v in values)
+    sel.n_null += sum(v is None for v in values)
     sel.add([v if isinstance(v, str) else "" for v in values])
 
 

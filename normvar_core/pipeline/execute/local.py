@@ -60,8 +60,15 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
 
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence) or CancelledError; nothing is published then. ``out_dir`` overrides runs/ (CLI --out)."""
+    from normvar_core.run_lock import computing
+
     t_start = time.monotonic()
     target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint)
+    with computing(target.out_path):  # a second compute of this name is refused now, naming this one
+        return _compute_target(target, progress, should_cancel, checkpoint_every_s, t_start)
+
+
+def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every_s: float, t_start: float) -> Path:
     report = progress or (lambda p: None)
     cancelled = should_cancel or (lambda: False)
     if target.cfg.executor == "ray":

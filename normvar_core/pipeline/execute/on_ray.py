@@ -51,7 +51,7 @@ import numpy as np
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
-from normvar_core.pipeline.execute.ray_cluster import loopback_only, start_ray  # noqa: F401 - loopback_only: tests
+from normvar_core.pipeline.execute.ray_cluster import check_workers, loopback_only, start_ray  # noqa: F401 - loopback_only: tests
 from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
 from normvar_core.pipeline.execute.ray_shard import (  # noqa: F401 - the test hooks: tests set them
     CRASH_ENV, DELAY_ENV, MEMORY_KEY, PIECE_CRASH_ENV, BatchCounter, Shard)
@@ -92,6 +92,7 @@ class RayPool:
         workers = int(cfg.workers or 2)
         self.ray = ray = start_ray(cfg.ray_address, workers)
         gpus, workers = actor_gpus(cfg, ray.cluster_resources().get("GPU", 0), workers)
+        check_workers(ray, workers, gpus)
         actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2,
                                concurrency_groups={TRANSFER: 1})(Shard)
         self.actors = [actor_cls.remote(actor_config(cfg, i), str(data_dir), torch.get_num_threads())
@@ -101,8 +102,15 @@ class RayPool:
         self.read_cpu_s: list[float] = []  # each actor's CPU s on its corpus range (``read_corpus``)
         self.cut = None  # the driver's byte ranges of the corpus (``ray_corpus.cut_for_actors``)
         self.encoded = None  # (sentences, {(max_length, unit)}, encoding) from ``read_corpus``
+        self.releases: list = []  # the merged state's release calls (``MergedState.releases``)
 
     def close(self) -> None:
+        refs = [r for r in self.releases if r is not None]
+        if refs:  # a release still in flight would fail against a killed actor (a raylet error message)
+            try:
+                self.ray.wait(refs, num_returns=len(refs), timeout=5.0)
+            except Exception:  # noqa: BLE001 - an actor already gone: nothing to wait for
+                pass
         for a in [*self.actors, self.counter]:
             try:
                 self.ray.kill(a)
@@ -156,6 +164,7 @@ class RayPool:
         from normvar_core.pipeline.execute.plan_payload import plan_payload
 
         st = MergedState(ctx, checkpoint, fingerprint)
+        self.releases = st.releases
         resumed = st.resume()
         payload = [self.ray.put({**plan_payload(plan), MEMORY_KEY: np.array(json.dumps(memory_reasons(ctx)))})]
         rerun = rounds = 0

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from normvar_core.errors import CancelledError
+from normvar_core.errors import CancelledError, interrupts_between_batches
 from normvar_core.pipeline.accumulators import REGISTRY
 from normvar_core.pipeline.accumulators.layerview import update_all
 from normvar_core.pipeline.contracts import Accumulator, RunContext
@@ -58,16 +58,16 @@ def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int,
         return
     if should_cancel is not None and should_cancel():
         raise CancelledError("cancelled")
-    current = start
-    for sb in source.batches(plan, start, stop):
-        if sb.index != current:  # the previous batch is complete
-            _done(current, on_batch, should_cancel)
-            current = sb.index
-        if sb.groups is not None:  # --device-map: each layer group's states into its own accumulators
-            update_split(accs, sb)
-        else:
-            update_all(accs, sb)
-    _done(current, on_batch, None)
+    with interrupts_between_batches() as guard:  # SIGINT/SIGTERM wait while a batch is half added
+        for sb in source.batches(plan, start, stop):
+            guard.hold()
+            if sb.groups is not None:  # --device-map: each layer group's states into its own accumulators
+                update_split(accs, sb)
+            else:
+                update_all(accs, sb)
+            if sb.last:  # every piece of the batch is in
+                _done(sb.index, on_batch, should_cancel if sb.index + 1 < stop else None)
+                guard.release()
 
 
 def _done(index: int, on_batch, should_cancel) -> None:

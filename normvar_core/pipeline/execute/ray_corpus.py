@@ -75,6 +75,7 @@ def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
         p["sentences"] = unpack_strings({"utf8": p.pop("kept_utf8"), "ends": p.pop("kept_ends")})
     text_column = column if cut["format"] in (".jsonl", ".parquet", ".dataset") else None
     corpus = R.merge_selections(cfg, cut, parts, n_not_text=sum(int(i["n_not_text"]) for i in infos),
+                                n_null=sum(int(i["n_null"]) for i in infos),
                                 column=text_column)
     return corpus, parts
 

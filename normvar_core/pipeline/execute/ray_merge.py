@@ -29,6 +29,7 @@ class MergedState:
         self.oom = 0
         self.n_ranges = 0
         self.rollbacks = 0
+        self.releases: list = []  # the actors' release calls (``Pieces.release``), awaited before they are killed
 
     def ensure(self) -> dict:
         """The merged state, empty accumulators of the run until something is merged."""
@@ -68,7 +69,7 @@ class MergedState:
             self.rollback()
             return
         finally:
-            pieces.release(out["token"])
+            self.releases.append(pieces.release(out["token"]))
         self.nodes.add(out.get("node"))
         self.oom += int(out.get("oom_splits", 0))
         out.clear()
@@ -129,9 +130,12 @@ class Pieces:
         except Exception as exc:  # noqa: BLE001 - the actor died (or restarted without the state)
             raise PieceLost(f"block {i} of {key}: {str(exc).splitlines()[0][:160]}") from None
 
-    def release(self, token: str) -> None:
+    def release(self, token: str):
+        """Let the actor drop its flushed state; the call's reference (None without a token), which the pool
+        waits for before it kills its actors (a release still in flight would fail against a killed actor)."""
         if token:
-            self.actor.release.options(concurrency_group=TRANSFER).remote(token)
+            return self.actor.release.options(concurrency_group=TRANSFER).remote(token)
+        return None
 
 
 __all__ = ["MergedState", "Pieces", "PieceLost", "TRANSFER"]

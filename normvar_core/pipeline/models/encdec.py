@@ -14,7 +14,7 @@ recorded in the run row's ``stack`` column):
 
 A model whose main input is not token ids (``pixel_values``: ViT, CLIP's vision tower;
 ``input_values`` / ``input_features``: wav2vec2, Whisper) is refused before its weights are
-loaded (``check_text_model``): normvar needs a text tokenizer and one hidden state per token.
+loaded (``model_config.check_text_model``): normvar needs a text tokenizer and one hidden state per token.
 """
 from __future__ import annotations
 
@@ -25,30 +25,6 @@ import torch
 from normvar_core.errors import NormvarError
 
 STACKS = ("encoder", "decoder")
-_NON_TEXT = {"pixel_values": "a vision model", "input_values": "an audio model", "input_features": "an audio model"}
-
-
-def check_text_model(path, name: str, mapped: bool = False, **kw) -> None:
-    """Refuse a model whose main input is not token ids (vision, audio), from its config alone; and an
-    encoder-decoder with ``--device-map`` (``mapped``: its stacks are not placed per layer group)."""
-    try:
-        from transformers import AutoConfig, AutoModel
-
-        conf = AutoConfig.from_pretrained(path, **kw)
-        cls = AutoModel._model_mapping[type(conf)]
-    except Exception:  # noqa: BLE001 - not resolvable here: the loader says why, later
-        return
-    if mapped and getattr(conf, "is_encoder_decoder", False):
-        raise NormvarError(f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
-                           fix="leave --device-map out for encoder-decoders (T5, BART)")
-    main = getattr(cls, "main_input_name", "input_ids")
-    if main != "input_ids":
-        what = _NON_TEXT.get(main, "not a text model")
-        raise NormvarError(f"model {name!r} is {what} ({cls.__name__} reads {main}, not token ids): normvar needs a "
-                           "text model with a tokenizer and one hidden state per token",
-                           fix="use a text encoder, decoder or encoder-decoder (BERT, GPT-2, Llama, T5, BART ...)")
-
-
 def is_encoder_decoder(model) -> bool:
     return bool(getattr(model.config, "is_encoder_decoder", False)) and hasattr(model, "get_encoder")
 
@@ -114,4 +90,4 @@ class DecoderStack(torch.nn.Module):
 
 
 
-__all__ = ["check_text_model", "select_stack", "is_encoder_decoder", "DecoderStack", "STACKS"]
+__all__ = ["select_stack", "is_encoder_decoder", "DecoderStack", "STACKS"]

@@ -141,20 +141,28 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     """(model, tokenizer) from a local directory, each failure as one line naming the fix."""
     from transformers import AutoModel, AutoTokenizer
 
-    from normvar_core.pipeline.models.encdec import check_text_model
+    from normvar_core.pipeline.models.model_config import build_error, read_model_config
 
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
-    check_text_model(path, name, bool(mapped), **kw)  # vision / audio (and --device-map encoder-decoders): one line
+    if path.is_dir() and not (path / "config.json").exists():
+        check_model_dir(path, name)  # says all that the folder lacks
+    config = read_model_config(path, name, **kw)  # wrong values, vision / audio: one line before anything heavy
+    if mapped and getattr(config, "is_encoder_decoder", False):  # its stacks are not placed per layer group
+        raise NormvarError(f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
+                           fix="leave --device-map out for encoder-decoders (T5, BART)")
     check_model_dir(path, name)
+    tok = None
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
-        model = AutoModel.from_pretrained(path, dtype=dtype, **mapped, **kw)
+        model = AutoModel.from_pretrained(path, config=config, dtype=dtype, **mapped, **kw)
     except ValueError as exc:
         msg = str(exc).splitlines()[0]
         if "trust_remote_code" in msg:
             raise NormvarError(f"model {name!r} needs its own code", fix="re-run with --trust-remote-code "
                                "if you trust it") from None
-        raise NormvarError(f"could not load model {name!r}: {msg}", fix="pass a transformers model "
+        if tok is not None:  # the config's values pass its checks but do not build (hidden size 30, 7 heads)
+            raise build_error(exc, name) from None
+        raise NormvarError(f"could not load the tokenizer of model {name!r}: {msg}", fix="pass a transformers model "
                            "directory (config.json + weights + tokenizer)") from None
     except OSError as exc:
         raise NormvarError(f"could not load model {name!r} from {path}: {str(exc).splitlines()[0]}",

@@ -1,0 +1,112 @@
+"""An interrupt before the first periodic checkpoint (issue 35 item 6): SIGINT or SIGTERM at any point of a
+real ``normvar compute --checkpoint`` process saves every batch done, and the rerun of the same command
+resumes from them and publishes the uninterrupted run's statistics.
+
+A patch run before the CLI makes the process write a marker and wait at a chosen point — in the model's
+load, in the very first forward pass, halfway through the update of the first batch (the moments added,
+the other accumulators not yet) or of the fifth — until the test has sent the real signal and says go.
+An interrupt in a half-added batch waits for the end of that batch (``errors.interrupts_between_batches``),
+so the checkpoint holds whole batches only."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from normvar_core.runs.reader import open_run
+from normvar_core.service import cli
+from test_sigterm import setup  # noqa: F401  (fixture: the command's argv and the uninterrupted run)
+
+pytestmark = pytest.mark.slow
+
+PAUSE = {
+    "load": """
+        from normvar_core.pipeline import models as M
+        real = M.load_model
+        def load_model(*a, **k):
+            pause()
+            return real(*a, **k)
+        M.load_model = load_model
+    """,
+    "first-forward": """
+        from normvar_core.pipeline import sources as S
+        real = S.TransformerSource._forward
+        def forward(self, bi, *a, **k):
+            if bi == 0:
+                pause()
+            yield from real(self, bi, *a, **k)
+        S.TransformerSource._forward = forward
+    """,
+    "update": """
+        from normvar_core.pipeline.execute import partials as P
+        real = P.update_all
+        def update_all(accs, sb):
+            first = {k: v for k, v in accs.items() if k == "moments"}
+            real(first, sb)
+            if sb.index == AT:
+                pause()         # the moments hold batch AT, the other accumulators not yet
+            real({k: v for k, v in accs.items() if k != "moments"}, sb)
+        P.update_all = update_all
+    """,
+}
+
+
+def _compute(argv: list[str], stage: str, at: int, marker: Path, go: Path, log: Path) -> subprocess.Popen:
+    code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\n"
+    code += (f"def pause():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"
+             f"    while not Path({str(go)!r}).exists() and time.monotonic() - t < 120:\n        time.sleep(0.02)\n")
+    code += textwrap.dedent(PAUSE[stage])
+    code += f"from normvar_core.service import cli\nsys.exit(cli.main({argv!r}))\n"
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
+    with open(log, "wb") as fh:
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=fh, env=env)
+
+
+# (where, batch, signal, the batches the checkpoint holds: None = no batch was done, no checkpoint)
+CASES = [("load", 0, signal.SIGINT, None), ("first-forward", 0, signal.SIGTERM, None),
+         ("update", 0, signal.SIGINT, 1), ("update", 0, signal.SIGTERM, 1), ("update", 4, signal.SIGINT, 5),
+         ("update", 4, signal.SIGTERM, 5)]
+
+
+@pytest.mark.parametrize("stage,at,sig,kept", CASES, ids=[f"{c[0]}{c[1]}-{c[2].name}" for c in CASES])
+def test_an_early_interrupt_keeps_the_batches_done_and_the_rerun_resumes(stage, at, sig, kept, tmp_path, setup):
+    argv, ref = setup
+    data = tmp_path / "data"
+    marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
+    p = _compute(argv(data), stage, at, marker, go, log)
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert p.poll() is None, log.read_text()
+        assert time.monotonic() - t0 < 240
+        time.sleep(0.02)
+    p.send_signal(sig)
+    time.sleep(0.3)  # the signal is in before the paused step goes on
+    go.write_text("x")
+    assert p.wait(timeout=120) == (130 if sig == signal.SIGINT else 143), log.read_text()
+    err = [x for x in log.read_text().splitlines() if x.strip()]
+    what = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
+    assert len(err) == 1 and err[0].startswith(f"normvar: {what}; nothing was published"), err
+    ckpt = tmp_path / "r.ckpt"
+    assert ckpt.exists() == (kept is not None) and ("checkpoint kept" in err[0]) == (kept is not None), err
+    assert not (data / "runs").exists() or os.listdir(data / "runs") == []
+    if kept is not None:
+        with np.load(ckpt, allow_pickle=False) as z:
+            import json
+
+            assert json.loads(str(z["meta_json"]))["next_batch"] == kept
+
+    assert cli.main(argv(data)) == 0  # the same command: resumes from the batches kept and finishes
+    run = open_run(data / "runs" / "r.duckdb")
+    assert run.meta["notes"]["resumed_from_batch"] == kept
+    a, b = run.stats(), ref.stats()
+    np.testing.assert_array_equal(a.n, b.n)
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(a.q, b.q, rtol=1e-12)
+    assert not ckpt.exists()
