@@ -15,12 +15,11 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
            + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
 * publish  the moments' result copies the means once: L·T·d·b_μ (b_μ = 8, or 4 with --mean-dtype float32).
 
-On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in
-host memory and are not counted against the GPU). What does not fit is dropped in registry order
-among the accumulators that may be dropped (the layer geometry, then the self-similarity table in
-``auto``), each with a one-line reason naming the fix (``notes.skipped``); when even the rest does
-not fit, the plan says so (``fits`` false) and suggests ``--mean-dtype float32``, a ``--layers``
-subset, self-similarity off.
+On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in host memory
+and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators
+that may be dropped (the layer geometry, then the self-similarity table in ``auto``), each with a one-line
+reason naming the fix (``notes.skipped``); when even the rest does not fit, the plan says so (``fits`` false)
+and suggests ``--mean-dtype float32``, a ``--layers`` subset, self-similarity off.
 """
 from __future__ import annotations
 
@@ -395,17 +394,16 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     from normvar_core.pipeline.models import load as M
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.corpus.dataset import check_dataset
-    from normvar_core.pipeline.plan import make_plan
-
     from normvar_core.pipeline.execute.ray_cluster import check_local_workers
+    from normvar_core.pipeline.plan import make_plan
 
     cfg = cfg.validate()
     check_dataset(cfg)  # as compute: a bad --dataset is refused before the model's config is read
     check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
     limits = parse_devices(devices) if devices else None
     if limits:  # planned for those devices, not this machine's
-        gpus = [k for k in limits if isinstance(k, int)]
-        cfg = cfg.replace(device="cuda" if gpus else "cpu", memory_gb=sum(limits.values()) / GiB)
+        cfg = cfg.replace(device="cuda" if any(isinstance(k, int) for k in limits) else "cpu",
+                          memory_gb=sum(limits.values()) / GiB)
     device = cfg.device if cfg.device != "auto" else M.resolve_device(cfg)
     if cfg.memory_gb is None:
         device = M.resolve_device(cfg)  # measuring needs the device itself
