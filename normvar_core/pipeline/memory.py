@@ -5,9 +5,9 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
 
     total = runtime + plan + weights + Σ_a planned_bytes(a) + max(pass, publish)
 
-* runtime  the interpreter with torch, transformers, numba, DuckDB loaded (``RUNTIME_BYTES``, measured); plan:
-           the kept sentences and their flat encoding (measured on the built plan);
-* weights  parameters and buffers at the forward dtype (the base model ``AutoModel`` loads, no LM head);
+* runtime  the interpreter with torch, transformers, numba, DuckDB (``RUNTIME_BYTES``, measured); plan: the
+           kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
+           at the forward dtype (the base model ``AutoModel`` loads, no LM head);
 * Σ_a      each accumulator's own ``planned_bytes(ctx)`` (pipeline/contracts.py): its state's arrays;
 * pass     one forward pass of the largest padded batch (P = rows x width tokens, N ≤ P counted,
            H hidden states, L kept, e bytes of the dtype, f the MLP width, h heads):
