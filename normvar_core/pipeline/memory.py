@@ -9,9 +9,8 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
            kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
            at the forward dtype (the base model ``AutoModel`` loads, no LM head);
 * Σ_a      each accumulator's own ``planned_bytes(ctx)`` (pipeline/contracts.py): its state's arrays;
-* pass     one forward pass of the largest padded batch (P = rows x width tokens, N ≤ P counted,
-           H hidden states, L kept, e bytes of the dtype, f the MLP width, h heads):
-           H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
+* pass     one forward pass of the largest padded batch (P = rows x width tokens, N ≤ P counted, H hidden
+           states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
 * publish  the moments' result copies the means once: L·T·d·b_μ (b_μ = 8, or 4 with --mean-dtype float32).
 
