@@ -117,7 +117,7 @@ class MemoryPlan:
     architecture: str = ""
     unknown: list[str] = field(default_factory=list)   # accumulators that do not declare their bytes
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
-    id_sample: int = 0                   # K: the uniform TwoNN sample (constants.sized_id_sample of embeddings)
+    id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
 
     def to_dict(self) -> dict:
