@@ -196,18 +196,8 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 self.neighbours.arrive(picks, X[:, torch.as_tensor(idx, device=X.device)])
 
     def merge_sample(self, reader) -> None:
-        """The other partial's sampled rows and their neighbour state copied in, then the pairs between
-        its rows and ours searched (``NeighbourState.merge_in``): the same result as one stream."""
-        theirs = np.asarray(reader.get("filled"), bool) & ~self.filled
-        if not theirs.any():
-            return
-        idx = np.flatnonzero(theirs)
-        t = torch.as_tensor(idx, device=self.device)
-        for li, block in enumerate(reader.blocks("sample")):
-            self.sample[li, t] = torch.as_tensor(np.asarray(block)[idx]).to(self.device)
-        for name in ("hash", "dup", "r", "nn"):
-            getattr(self, name)[:, t] = torch.as_tensor(np.asarray(reader.get(name))[:, idx]).to(self.device)
-        self.neighbours.merge_in(idx, np.flatnonzero(self.filled))
+        """The other partial's sampled rows merged in exactly (``NeighbourState.merge_reader``)."""
+        self.neighbours.merge_reader(reader)
 
     # ------------------------------------------------------------------ result
     def result(self) -> dict:

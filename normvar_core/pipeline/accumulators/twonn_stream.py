@@ -32,7 +32,8 @@ from normvar_core.stats.geometry import twonn_batch_of
 
 CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
 PAIR_CHUNK = 1 << 16  # pairs re-ranked in float64 at a time
-_HASH_MAX = 1 << 20   # hash multipliers < 2^20: Σ int32 bits x multipliers stays < 2^63 for d < 4096·2
+_HASH_MAX = 1 << 16   # hash multipliers < 2^16: |Σ int32 bits x multipliers| < 2^47 d, below 2^62 up to d = 2^15
+_NO_HASH = torch.iinfo(torch.int64).max  # stands for a copy's hash in the matching (no real hash reaches it)
 
 
 def hash_multipliers(d: int, device) -> torch.Tensor:
@@ -72,8 +73,12 @@ class NeighbourState:
         holder._add_state("filled", np.zeros(K, bool), merge="or")
 
     # ------------------------------------------------------------------ arrivals
+    def _step(self, cols: int) -> int:
+        return max(1, CHUNK // max(1, self.holder.sample.shape[0] * cols))
+
     def arrive(self, picks: np.ndarray, X: torch.Tensor) -> None:
-        """Rows ``picks`` (plan indices, not filled yet) arrive with states X (L, m, d)."""
+        """Rows ``picks`` (plan indices, not filled yet) arrive with states X (L, m, d); a large arrival
+        is taken a block of rows at a time, each a later arrival than the one before."""
         h = self.holder
         p = torch.as_tensor(picks, device=self.device)
         X = X.to(self.device, torch.float32)
@@ -82,9 +87,28 @@ class NeighbourState:
         for t in np.unique(self.tb[picks]):
             new = picks[self.tb[picks] == t]
             old = np.flatnonzero(h.filled & (self.tb == t))
-            self.mark_copies(new, old, within=True)
-            self.search(new, np.concatenate([old, new]))
+            step = self._step(old.size + new.size)
+            for a in range(0, new.size, step):
+                rows = new[a:a + step]
+                self.mark_copies(rows, old, within=True)
+                old = np.concatenate([old, rows])
+                self.search(rows, old, own=rows.size)
         h.filled[picks] = True
+
+    def merge_reader(self, reader) -> None:
+        """Merge another partial state (its rows disjoint from ours), read through ``reader``: its sampled
+        rows and their neighbour state copied in, then the pairs between its rows and ours searched
+        (``merge_in``) — the same result as one stream."""
+        h = self.holder
+        theirs = np.asarray(reader.get("filled"), bool) & ~h.filled
+        if not theirs.any():
+            return
+        idx = np.flatnonzero(theirs)
+        t = torch.as_tensor(idx, device=self.device)
+        for name in ("sample", "hash", "dup", "r", "nn"):  # one layer block at a time
+            for li, block in enumerate(reader.blocks(name)):
+                getattr(h, name)[li, t] = torch.as_tensor(np.asarray(block)[idx]).to(self.device)
+        self.merge_in(idx, np.flatnonzero(h.filled))
 
     def merge_in(self, theirs: np.ndarray, mine: np.ndarray) -> None:
         """After the other state's rows ``theirs`` were copied in: their copies of our kept rows marked
@@ -94,31 +118,31 @@ class NeighbourState:
             old = mine[self.tb[mine] == t]
             if old.size:
                 self.mark_copies(new, old, within=False)
-                self.search(new, old)
+                step = self._step(old.size)
+                for a in range(0, new.size, step):
+                    self.search(new[a:a + step], old, own=0)
 
     # ------------------------------------------------------------------ duplicates
     def mark_copies(self, new: np.ndarray, old: np.ndarray, *, within: bool) -> None:
         """dup[l, u] for each new kept row u identical to a kept old row (or, ``within``, to an earlier
         new row); where a new kept row is a copy of an old one, the new rows' neighbours named u are
-        renamed to the old row (a merge: their distances are the same)."""
+        renamed to the old row (a merge: their distances are the same). Rows are matched by hash
+        (sorted, per layer), then compared exactly."""
         h = self.holder
         nt = torch.as_tensor(new, device=self.device)
-        ot = torch.as_tensor(old, device=self.device)
-        hn = h.hash[:, nt]
-        keep_n = ~h.dup[:, nt]
+        hn = torch.where(h.dup[:, nt], _NO_HASH, h.hash[:, nt])
         pairs = []
         if old.size:
-            step = max(1, CHUNK // max(1, h.hash.shape[0] * old.size))
-            ho, keep_o = h.hash[:, ot], ~h.dup[:, ot]
-            for a in range(0, new.size, step):
-                eq = (hn[:, a:a + step, None] == ho[:, None, :]) & keep_o[:, None, :] & keep_n[:, a:a + step, None]
-                l, i, j = torch.nonzero(eq, as_tuple=True)
-                pairs.append((l, nt[a + i], ot[j]))
+            ot = torch.as_tensor(old, device=self.device)
+            ho, order = torch.where(h.dup[:, ot], _NO_HASH, h.hash[:, ot]).sort(dim=1)
+            at = torch.searchsorted(ho, hn).clamp_max_(old.size - 1)
+            hit = (torch.gather(ho, 1, at) == hn) & (hn != _NO_HASH)
+            l, i = torch.nonzero(hit, as_tuple=True)
+            pairs.append((l, nt[i], ot[order[l, at[l, i]]]))
         if within and new.size > 1:
-            eq = (hn[:, :, None] == hn[:, None, :]) & torch.ones(new.size, new.size, dtype=torch.bool,
-                                                                  device=self.device).tril(-1)
-            l, i, j = torch.nonzero(eq & keep_n[:, :, None] & keep_n[:, None, :], as_tuple=True)
-            pairs.append((l, nt[i], nt[j]))
+            hs, order = hn.sort(dim=1, stable=True)
+            l, i = torch.nonzero((hs[:, 1:] == hs[:, :-1]) & (hs[:, 1:] != _NO_HASH), as_tuple=True)
+            pairs.append((l, nt[order[l, i + 1]], nt[order[l, i]]))
         for l, a, b in pairs:
             same = (h.sample[l, a] == h.sample[l, b]).all(-1)  # a hash match is checked exactly
             l, a, b = l[same], a[same], b[same]
@@ -129,44 +153,41 @@ class NeighbourState:
                 rename = torch.arange(h.nn.shape[1], device=self.device).expand(h.nn.shape[0], -1).clone()
                 rename[l, a] = b
                 block = h.nn[:, nt]
-                ok = block >= 0
                 named = torch.gather(rename, 1, block.clamp_min(0).reshape(block.shape[0], -1)).reshape(block.shape)
-                h.nn[:, nt] = torch.where(ok, named, block)
+                h.nn[:, nt] = torch.where(block >= 0, named, block)
 
     # ------------------------------------------------------------------ search
-    def search(self, rows: np.ndarray, cols: np.ndarray) -> None:
-        """Every pair (row, column) of kept rows (rows ⊂ cols allowed: pairs within rows once each way),
-        blockwise; candidates re-ranked in float64 and both sides' (r₁, r₂) updated."""
+    def search(self, rows: np.ndarray, cols: np.ndarray, *, own: int) -> None:
+        """Every pair (row, column) of kept rows, in one block; ``own``: the rows are the last ``own``
+        columns too (their pairs among themselves met once each way). Lower bounds lo = d² − e of the
+        float32 Gram distances; a pair is re-ranked in float64 when lo is at most the row's or the
+        column's threshold: its current r₂², or an upper bound of the block's second smallest d²
+        (the second smallest lo + e's largest value in the block)."""
         h = self.holder
         if rows.size == 0 or cols.size == 0:
             return
-        L, d = h.sample.shape[0], h.sample.shape[2]
-        c_err = 2.0 * (d + 4) * unit_roundoff(self.device) * 1.01
+        d = h.sample.shape[2]
+        c = 2.0 * (d + 4) * unit_roundoff(self.device) * 1.01
+        rt = torch.as_tensor(rows, device=self.device)
         ct = torch.as_tensor(cols, device=self.device)
-        Xc = h.sample[:, ct]
+        Xr, Xc = h.sample[:, rt], h.sample[:, ct]
+        sqr = torch.einsum("lrd,lrd->lr", Xr, Xr)
         sqc = torch.einsum("lcd,lcd->lc", Xc, Xc)
-        keep_c = ~h.dup[:, ct]
-        r2c = h.r[:, ct, 1].square() * (1 + 1e-9)  # before this arrival: an upper bound of the final r₂²
-        step = max(1, CHUNK // max(1, L * cols.size))
-        found = []
-        for a in range(0, rows.size, step):
-            rt = torch.as_tensor(rows[a:a + step], device=self.device)
-            Xr = h.sample[:, rt]
-            sqr = torch.einsum("lrd,lrd->lr", Xr, Xr)
-            d2 = torch.baddbmm(sqr[:, :, None] + sqc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0)
-            err = (sqr[:, :, None] + sqc[:, None, :]).mul_(c_err)
-            bad = ~(keep_c[:, None, :] & ~h.dup[:, rt][:, :, None]) | (rt[:, None] == ct[None, :])[None]
-            up = (d2 + err).masked_fill_(bad, float("inf"))
-            lo = (d2 - err).masked_fill_(bad, float("inf"))
-            row_t = torch.minimum(_second(up, 2), h.r[:, rt, 1].square() * (1 + 1e-9))
-            col_t = torch.minimum(_second(up, 1), r2c)
-            take = (lo <= row_t[:, :, None]) | (lo <= col_t[:, None, :])
-            l, i, j = torch.nonzero(take & ~bad, as_tuple=True)
-            found.append((l, rt[i], ct[j]))
-        l = torch.cat([f[0] for f in found])
-        p = torch.cat([f[1] for f in found])
-        q = torch.cat([f[2] for f in found])
-        self.update(l, p, q)
+        inf = float("inf")
+        # copies are no neighbours: an infinite bias on their row / column
+        br = torch.where(h.dup[:, rt], inf, sqr * (1 - c))
+        bc = torch.where(h.dup[:, ct], inf, sqc * (1 - c))
+        lo = torch.baddbmm(br[:, :, None] + bc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0)
+        if own:
+            i = torch.arange(own, device=self.device)
+            lo[:, rows.size - own + i, cols.size - own + i] = inf
+        emax = 2 * c * (sqr.amax() + sqc.amax())
+        big = torch.finfo(torch.float32).max
+        row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-9).float())
+        col_t = torch.minimum(_second(lo, 1) + emax, h.r[:, ct, 1].square().mul_(1 + 1e-9).float())
+        take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
+        l, i, j = torch.nonzero(take, as_tuple=True)
+        self.update(l, rt[i], ct[j])
 
     def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> None:
         """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest updated."""
