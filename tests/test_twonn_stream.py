@@ -153,3 +153,36 @@ def test_twonn_does_not_depend_on_the_size_of_the_run(minilm_path):  # noqa: ARG
         assert a["id_sample"] == b["id_sample"] == 8192 and a["twonn_batches"] == b["twonn_batches"] == 2
         assert a["twonn_id_std"] > 0 and b["twonn_id_std"] > 0
         assert abs(a["twonn_id"] - b["twonn_id"]) <= 0.10 * b["twonn_id"], (a["layer"], a["twonn_id"], b["twonn_id"])
+
+
+def test_the_recorded_sample_is_what_captions_and_findings_read():
+    """Captions, findings and the deck read a run's TwoNN sample from its layer_geometry rows; two runs
+    with different samples are called out (older run files without ``twonn_batches`` still read)."""
+    import pandas as pd
+
+    from normvar_core.stats.claims import Finding
+    from normvar_core.stats.findings import samples_note
+
+    new = pd.DataFrame({"layer": [0, 1], "id_sample": [16384, 16384], "twonn_batches": [4, 4]})
+    old = pd.DataFrame({"layer": [0, 1], "id_sample": [1024, 1024]})
+    assert G.recorded_sample(new) == (16384, 4) and G.recorded_sample(old) == (1024, 0)
+    assert G.sample_text(new) == "TwoNN on 16,384 embeddings per layer in 4 batches"
+    assert G.sample_text(old) == "TwoNN on 1,024 embeddings per layer" and G.sample_text(None) == "no TwoNN sample"
+    assert G.samples_differ({"a": (16384, 4), "b": (16384, 4), "c": (0, 0)}) is None
+    note = G.samples_differ({"a": (16384, 4), "b": (1024, 1)})
+    assert "a: 16,384 embeddings in 4 batches; b: 1,024 embeddings in 1 batch" in note
+
+    def f(k, nb):
+        return [Finding("id_profile", "claim", "004", "holds", 9.0, None, 3, "why", {"id_sample": k, "id_batches": nb})]
+    assert samples_note({"a": f(16384, 4), "b": f(16384, 4)}) is None
+    assert "1,024 embeddings" in samples_note({"a": f(16384, 4), "b": f(1024, 1)})
+
+
+def test_the_sample_is_min_n_and_the_option_and_batches_take_the_rest():
+    from normvar_core.constants import id_sample_size
+
+    assert id_sample_size(16384, 300) == 300 and id_sample_size(16384, 10**6) == 16384 and id_sample_size(0, 99) == 0
+    tb = G.twonn_batch_of(16384)
+    assert np.bincount(tb).tolist() == [4096] * 4
+    assert np.bincount(G.twonn_batch_of(10000)).tolist() == [4096, 5904]  # the rest joins the last batch
+    assert np.bincount(G.twonn_batch_of(3000)).tolist() == [3000]

@@ -225,6 +225,35 @@ def estimates_from(parts: list) -> dict:
             "anisotropy_batch_mean": an_mean, "anisotropy_batch_std": an_std}
 
 
+def recorded_sample(g) -> tuple[int, int]:
+    """(embeddings, batches) of a run's TwoNN sample as its ``layer_geometry`` rows record them (the largest
+    over layers; (0, 0) without them; older run files without ``twonn_batches`` give their batches as 0)."""
+    if g is None or not len(g) or "id_sample" not in g:
+        return 0, 0
+    nb = int(g["twonn_batches"].max()) if "twonn_batches" in g else 0
+    return int(g["id_sample"].max()), nb
+
+
+def sample_text(g) -> str:
+    """'TwoNN on 16,384 embeddings per layer in 4 batches' — read from the run, never from the option."""
+    k, nb = recorded_sample(g)
+    if not k:
+        return "no TwoNN sample"
+    return f"TwoNN on {k:,} embeddings per layer" + (f" in {nb} batch{'es' if nb != 1 else ''}" if nb else "")
+
+
+def samples_differ(samples: dict) -> str | None:
+    """{run: (embeddings, batches)} -> a sentence when runs with a TwoNN sample used different ones (TwoNN
+    depends on the sample size: their intrinsic dimensions are then not comparable), else None."""
+    have = {n: kb for n, kb in samples.items() if kb[0]}
+    if len(set(have.values())) < 2:
+        return None
+    each = "; ".join(f"{n}: {k:,} embeddings" + (f" in {nb} batch{'es' if nb != 1 else ''}" if nb else "")
+                     for n, (k, nb) in have.items())
+    return (f"The runs' TwoNN samples differ ({each}): TwoNN depends on the sample size, so their intrinsic "
+            f"dimensions differ by that as well as by the model (recompute with the same --id-sample).")
+
+
 def splitmix64(x: np.ndarray) -> np.ndarray:
     """A 64-bit mixing hash (SplitMix64's finaliser), vectorised; uint64 in, uint64 out."""
     z = np.asarray(x, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
@@ -244,4 +273,5 @@ def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> n
 
 
 __all__ = ["Spectrum", "spectrum", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
-           "twonn", "distinct_rows", "batched_estimates", "estimates_from", "twonn_batch_of", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]
+           "twonn", "distinct_rows", "batched_estimates", "estimates_from", "twonn_batch_of",
+           "recorded_sample", "sample_text", "samples_differ", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]
