@@ -80,11 +80,6 @@ def device_search(device: torch.device, chunk: int = 4096):
     return search
 
 
-def neighbour_search(device: torch.device):
-    """The TwoNN candidate search for states on ``device``: ``host_search`` on the CPU, else ``device_search``."""
-    return host_search if device.type == "cpu" else device_search(device)
-
-
 def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
     """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
     neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
@@ -230,5 +225,4 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 "scatter_dtype": self.scatter_dtype}
 
 
-__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search", "device_search",
-           "neighbour_search"]
+__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search", "device_search"]
