@@ -87,9 +87,9 @@ class RunConfig:
     halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
                        "corpus-level quantities and the geometry: twice the per-type moments' memory",
                        flag="--no-halves")
-    id_sample: int = opt(ID_SAMPLE, "most embeddings per layer in the seeded uniform sample for TwoNN and seed "
-                         "004's batch anisotropy (seed 004: 16384); sized to the run: at most 1/32 of a layer's "
-                         "embeddings, at least 1,024", minimum=0, label="TwoNN sample")
+    id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's "
+                         "batch anisotropy: min(N, this), whatever the run's size (seed 004: 16384), in batches of "
+                         "at least 4,096", minimum=0, label="TwoNN sample")
     self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on when it fits in the "
                                "device's memory (normvar plan)", choices=SELF_SIMILARITY)
     memory_gb: float | None = opt(None, "memory the run may hold, in GB (2^30 bytes); default: what the device reports "
