@@ -17,7 +17,7 @@ first checked for copies (hash, then exact equality), then searched blockwise ag
 their batch: squared distances from the float32 Gram product ‖a‖² + ‖b‖² − 2 a·b, with a rigorous bound
 e = 2(d + 4) u (‖a‖² + ‖b‖²) on its rounding error (u = 2⁻²⁴, or TF32's 2⁻¹¹ where matmuls use it). A
 pair is re-ranked in float64 (exact distance of the float32 rows) when its lower bound d² − e is at most
-both sides' thresholds: the current r₂² and the second smallest upper bound d² + e in the block's row /
+both sides' thresholds: the current r₂² and an upper bound of the second smallest d² in the block's row /
 column — so no pair that can be among a row's two nearest is ever missed, and the result equals a
 brute-force float64 search over all pairs, ties included, whatever the arrival order or the merge
 order. Every pair of a batch is met exactly once: in the block of the later of its two rows, or in the
@@ -181,10 +181,11 @@ class NeighbourState:
         if own:
             i = torch.arange(own, device=self.device)
             lo[:, rows.size - own + i, cols.size - own + i] = inf
-        emax = 2 * c * (sqr.amax() + sqc.amax())
+        # thresholds rounded up: 1e-6 above float32's relative rounding, emax's own margin 1 %
+        emax = 2.02 * c * (sqr.amax() + sqc.amax())
         big = torch.finfo(torch.float32).max
-        row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-9).float())
-        col_t = torch.minimum(_second(lo, 1) + emax, h.r[:, ct, 1].square().mul_(1 + 1e-9).float())
+        row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-6).float())
+        col_t = torch.minimum(_second(lo, 1) + emax, h.r[:, ct, 1].square().mul_(1 + 1e-6).float())
         take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
         l, i, j = torch.nonzero(take, as_tuple=True)
         self.update(l, rt[i], ct[j])
