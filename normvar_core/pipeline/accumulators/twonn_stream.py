@@ -25,6 +25,8 @@ cross search of a merge.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -90,7 +92,8 @@ class NeighbourState:
             step = self._step(old.size + new.size)
             for a in range(0, new.size, step):
                 rows = new[a:a + step]
-                self.mark_copies(rows, old, within=True)
+                with one_thread(self.device):
+                    self.mark_copies(rows, old, within=True)
                 old = np.concatenate([old, rows])
                 self.search(rows, old, own=rows.size)
         h.filled[picks] = True
@@ -161,8 +164,8 @@ class NeighbourState:
         """Every pair (row, column) of kept rows, in one block; ``own``: the rows are the last ``own``
         columns too (their pairs among themselves met once each way). Lower bounds lo = d² − e of the
         float32 Gram distances; a pair is re-ranked in float64 when lo is at most the row's or the
-        column's threshold: its current r₂², or an upper bound of the block's second smallest d²
-        (the second smallest lo + e's largest value in the block)."""
+        column's threshold: its current r₂², and for a row (or a column without two neighbours yet) an
+        upper bound of the block's second smallest d² (the second smallest lo + e's largest value)."""
         h = self.holder
         if rows.size == 0 or cols.size == 0:
             return
@@ -185,10 +188,13 @@ class NeighbourState:
         emax = 2.02 * c * (sqr.amax() + sqc.amax())
         big = torch.finfo(torch.float32).max
         row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-6).float())
-        col_t = torch.minimum(_second(lo, 1) + emax, h.r[:, ct, 1].square().mul_(1 + 1e-6).float())
+        col_t = h.r[:, ct, 1].square().mul_(1 + 1e-6).float()
+        if torch.isinf(col_t).any():  # columns with fewer than two neighbours yet: the block's bound
+            col_t = torch.minimum(_second(lo, 1) + emax, col_t)
         take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
         l, i, j = torch.nonzero(take, as_tuple=True)
-        self.update(l, rt[i], ct[j])
+        with one_thread(self.device):
+            self.update(l, rt[i], ct[j])
 
     def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> None:
         """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest updated."""
@@ -235,6 +241,21 @@ class NeighbourState:
         keep = ~h.dup[li, rows]
         r = h.r[li, rows][keep].cpu().numpy()
         return r[:, 0], r[:, 1], int((~keep).sum())
+
+
+@contextmanager
+def one_thread(device):
+    """On the CPU, torch's sorts and index ops of a few thousand entries run single-threaded (measured
+    4-50x faster than two threads on the shared cores); elsewhere nothing changes."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def _second(x: torch.Tensor, dim: int) -> torch.Tensor:
