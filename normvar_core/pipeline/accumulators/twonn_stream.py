@@ -180,7 +180,7 @@ class NeighbourState:
         # copies are no neighbours: an infinite bias on their row / column
         br = torch.where(h.dup[:, rt], inf, sqr * (1 - c))
         bc = torch.where(h.dup[:, ct], inf, sqc * (1 - c))
-        lo = torch.baddbmm(br[:, :, None] + bc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0)
+        lo = torch.baddbmm(bc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0).add_(br[:, :, None])
         if own:
             i = torch.arange(own, device=self.device)
             lo[:, rows.size - own + i, cols.size - own + i] = inf
@@ -189,7 +189,9 @@ class NeighbourState:
         big = torch.finfo(torch.float32).max
         row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-6).float())
         col_t = h.r[:, ct, 1].square().mul_(1 + 1e-6).float()
-        if torch.isinf(col_t).any():  # columns with fewer than two neighbours yet: the block's bound
+        if own:  # the rows' own columns: their pairs are met in the rows already
+            col_t[:, cols.size - own:] = -inf
+        if torch.isinf(col_t).any() and col_t.max() == inf:  # columns without two neighbours yet: the block's bound
             col_t = torch.minimum(_second(lo, 1) + emax, col_t)
         take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
         l, i, j = torch.nonzero(take, as_tuple=True)
