@@ -96,9 +96,10 @@ class RunConfig:
     halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
                        "corpus-level quantities and the geometry: twice the per-type moments' memory",
                        flag="--no-halves")
-    id_sample: int = opt(ID_SAMPLE, "most embeddings per layer in the seeded uniform sample for TwoNN and seed "
-                         "004's batch anisotropy (seed 004: 16384); sized to the run: at most 1/32 of a layer's "
-                         "embeddings, at least 1,024", minimum=0, maximum=MAX_ID_SAMPLE, label="TwoNN sample")
+    id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's "
+                         "batch anisotropy: min(N, this), whatever the run's size (seed 004: 16384), in batches of "
+                         "at least 4,096", minimum=0, maximum=MAX_ID_SAMPLE,
+                         label="TwoNN sample")
     occurrences: int = opt(OCCURRENCES, "most occurrences per layer kept for the Occurrences page, each at its "
                            "coordinates on the layer's principal axes (every one when the run has fewer, else a "
                            f"seeded uniform sample); 0 = none, at most {OCCURRENCES_MAX:,}", minimum=0,

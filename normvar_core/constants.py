@@ -25,12 +25,10 @@ FREQ_BIN = 0.1
 UNK_FLAG = 0.05
 """A run whose counted positions are more than 5 % unknown tokens is flagged (wrong tokenizer?)."""
 ID_SAMPLE = 16384
-"""Seed 004 §2.4: TwoNN on a uniform sample of embeddings, in batches of 4,096."""
-ID_SAMPLE_SHARE = 1 / 32
-"""The TwoNN sample is sized to the run: at most this share of a layer's counted embeddings (seed 004's
-batches of 4,096 only once the sample reaches them), so the end-of-run part scales with the run."""
-ID_SAMPLE_FLOOR = 1024
-"""... but at least this many points (or all of them, on a smaller run): TwoNN needs neighbours."""
+"""Seed 004 §2.4: TwoNN on a uniform sample of embeddings per layer, min(|X|, --id-sample), whatever the run's size."""
+TWONN_BATCH = 4096
+"""Seed 004 §2.4: TwoNN and the batch anisotropy on batches of at least 4,096 embeddings (the rest joins the
+last batch), mean ± std over batches."""
 
 
 MAX_ID_SAMPLE = 1 << 20
@@ -44,12 +42,9 @@ MAX_WORKERS = 256
 """The most Ray actors a run asks for (each holds a whole model); fewer where the cluster has fewer GPUs or cores."""
 
 
-def sized_id_sample(requested: int, n_embeddings: int) -> int:
-    """The TwoNN sample of a run with ``n_embeddings`` counted positions per layer: ``requested``
-    (--id-sample) capped at max(ID_SAMPLE_FLOOR, n · ID_SAMPLE_SHARE), never more than n."""
-    if requested <= 0:
-        return 0
-    return int(min(requested, n_embeddings, max(ID_SAMPLE_FLOOR, int(n_embeddings * ID_SAMPLE_SHARE))))
+def id_sample_size(requested: int, n_embeddings: int) -> int:
+    """The TwoNN sample of a run with ``n_embeddings`` counted positions per layer: min(n, --id-sample)."""
+    return int(min(requested, n_embeddings)) if requested > 0 else 0
 
 
 NULL_KINDS = ("isotropic", "offset", "matched")

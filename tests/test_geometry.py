@@ -66,7 +66,7 @@ def test_norm_spread_and_pair_cosines_equal_numpy(minilm_pass):
         norms = np.linalg.norm(X[li], axis=1)
         np.testing.assert_allclose(row["norm_mean"], norms.mean(), rtol=1e-9)
         np.testing.assert_allclose(row["norm_cv"], norms.std() / norms.mean(), rtol=1e-6)
-        S = acc.sample[li].astype(np.float64)
+        S = acc.sample[li].numpy().astype(np.float64)
         a, b = S[0::2][: len(S) // 2], S[1::2][: len(S) // 2]
         want = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
         np.testing.assert_allclose(res["cosines"][li], want, rtol=1e-9)
@@ -126,7 +126,7 @@ def test_twonn_sample_is_the_smallest_keys_of_all_positions(minilm_pass):
     where = {k: i for i, k in enumerate(keys)}
     idx = np.array([where[k] for k in planned])
     assert geo.filled.all()
-    np.testing.assert_array_equal(geo.sample[2], X[2][idx].astype(np.float32))
+    np.testing.assert_array_equal(geo.sample[2].numpy(), X[2][idx].astype(np.float32))
 
 
 # ----------------------------------------------------------------------------- TwoNN
@@ -180,7 +180,7 @@ def test_twonn_on_minilm_layer0_runs_on_distinct_states(minilm_pass):
     plan, accs, X, _, _ = minilm_pass
     geo = accs["geometry"]
     row = next(r for r in geo.result()["rows"] if r["layer"] == 0)
-    sample = geo.sample[0].astype(np.float64)      # 600 rows: one TwoNN batch
+    sample = geo.sample[0].numpy().astype(np.float64)      # 600 rows: one TwoNN batch
     uniq = np.unique(sample, axis=0)
     assert row["twonn_duplicates"] == sample.shape[0] - uniq.shape[0] > 50
     np.testing.assert_allclose(row["twonn_id"], skdim.id.TwoNN().fit(uniq).dimension_, rtol=1e-9)

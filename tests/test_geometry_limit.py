@@ -18,8 +18,8 @@ from test_dashboard_apptest import APP
 
 
 def _held_bytes(acc: GA.GeometryAccumulator) -> int:
-    return sum(t.numel() * t.element_size() for t in (acc.mean, acc.scatter, acc.sum_u, acc.n_u, acc.norm_sum, acc.sq_sum)) \
-        + acc.sample.nbytes
+    return sum(t.numel() * t.element_size() for t in (acc.mean, acc.scatter, acc.sum_u, acc.n_u, acc.norm_sum, acc.sq_sum,
+                                                       acc.sample, acc.hash, acc.dup, acc.r, acc.nn))
 
 
 def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys, tmp_path, tiny_models, corpus40,

@@ -98,7 +98,7 @@ def test_published_shapes_params_and_formulas(capsys, tmp_path, shapes, corpus40
 
 
 def test_device_limits_decide_the_geometry(capsys, tmp_path, shapes):
-    # 2,000 of the shipped novels' sentences; the TwoNN sample is sized to the run (constants.sized_id_sample);
+    # 2,000 of the shipped novels' sentences; the TwoNN sample is min(N, --id-sample) (seed 004, issue 33);
     # 32 sentences a batch (the GPU's default 65,536-token batches alone need 30 GB of hidden states at this shape)
     llama = ["--model", shapes["llama-2-7b"], "--device", "cuda", "--dtype", "bfloat16", "--max-sentences", "2000",
              "--data-dir", tmp_path / "data"]
@@ -108,7 +108,7 @@ def test_device_limits_decide_the_geometry(capsys, tmp_path, shapes):
     on80 = plan_json(capsys, *llama, "--memory-gb", "80")
     assert on80["fits"] and "geometry" not in on80["dropped"] and on80["layers"] == list(range(33))
     assert on80["total_bytes"] <= 80 * GiB and on80["embeddings"] > 40_000
-    assert on80["id_sample"] == min(16384, max(1024, on80["embeddings"] // 32))
+    assert on80["id_sample"] == min(16384, on80["embeddings"]) == 16384
 
     on24 = plan_json(capsys, *llama, "--memory-gb", "24")
     assert "geometry" in on24["dropped"] and on24["fits"] and on24["total_bytes"] <= 24 * GiB

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from normvar_core.stats import geometry as G
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
@@ -62,6 +63,11 @@ except Exception as err:  # noqa: BLE001
     st.stop()
 
 _ui.report_button([run_a, run_b], key="w_report_compare")
+if run_a.has("geometry") and run_b.has("geometry"):
+    samples = {label_a: G.recorded_sample(_ui.table(run_a, "layer_geometry")),
+               label_b: G.recorded_sample(_ui.table(run_b, "layer_geometry"))}
+    if G.samples_differ(samples):
+        st.warning(G.samples_differ(samples))
 _ui.chart(layers_fig, key="cmp_layers",
           data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
           name=f"compare_{run_a.name}_{run_b.name}_layers")

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.runs.null import nulls_of
+from normvar_core.stats import geometry as G
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.overlay import null_kind, null_source
 from normvar_core.viz.overlay import null_label as null_label_of
@@ -15,8 +16,9 @@ from views import _ui
 run, v = _ui.run_page("Geometry: anisotropy and intrinsic dimension across layers",
                       "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
                       "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
-                      "16,384 embeddings in batches of 4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, "
-                      "the mean ± std over batches of 4,096 — a batch holds few embeddings per direction, so it reads higher "
+                      "embeddings per layer (min(N, --id-sample); each run's own, below the chart) in batches of at least "
+                      "4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, the mean ± std over the same "
+                      "batches — a batch holds few embeddings per direction, so it reads higher "
                       "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).",
                       needs=("geometry", "layer geometry"))
 chosen, relative = _ui.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
@@ -76,6 +78,10 @@ if skipped:
     st.caption("Without geometry (recompute to include): " + ", ".join(skipped))
 data = pd.concat([df.assign(run=n) for n, df in {**curves, **null_curves}.items()], ignore_index=True)
 _ui.chart(fig, key="geometry", data=data, name=f"{run.name}_geometry")
+st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches of at least 4,096).")
+differ = G.samples_differ({n: G.recorded_sample(df) for n, df in curves.items()})
+if differ:
+    st.warning(differ)
 
 layer = _ui.layer_slider(run)
 try:

@@ -122,7 +122,7 @@ class MemoryPlan:
     architecture: str = ""
     unknown: list[str] = field(default_factory=list)   # accumulators that do not declare their bytes
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
-    id_sample: int = 0                   # K: the uniform TwoNN sample (constants.sized_id_sample of embeddings)
+    id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
     devices: list = field(default_factory=list)      # plan --devices: one row per device (memory_devices.py)
     device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it

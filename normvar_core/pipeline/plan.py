@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normvar_core.config import RunConfig
-from normvar_core.constants import sized_id_sample
+from normvar_core.constants import id_sample_size
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import batches as B
 from normvar_core.pipeline import encoding as E
@@ -124,7 +124,7 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     unk_n = int(n[ids == unk].sum()) if unk is not None and not words else 0
     unk_text = check_unknown_share(cfg, tokenizer, ids, n, unk_n)
     sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
-    uniform = S.plan_uniform(batch_list, size=sized_id_sample(cfg.id_sample, int(n.sum())) if cfg.geometry else 0,
+    uniform = S.plan_uniform(batch_list, size=id_sample_size(cfg.id_sample, int(n.sum())) if cfg.geometry else 0,
                              seed=cfg.seed, **excl)
     S.char_spans(sample_plan, sentences, tokenizer, wrapped=E.wrap_tokens(tokenizer)[0] is not None, words=words)
     word_tokens = S.word_token_counts(batch_list, ids, n, **excl) if words else None
@@ -209,7 +209,7 @@ def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers:
                    layers=list(layers), max_length=max_len, n_truncated=0, token_ids=tok_ids, counts=n,
                    tokens=dict(zip((int(i) for i in tok_ids), strings)),
                    samples=S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl),
-                   uniform=S.plan_uniform(batch_list, size=sized_id_sample(cfg.id_sample, int(n.sum())) if cfg.geometry else 0,
+                   uniform=S.plan_uniform(batch_list, size=id_sample_size(cfg.id_sample, int(n.sum())) if cfg.geometry else 0,
                                           seed=cfg.seed, **excl),
                    sentence_lengths=lengths.astype(np.int64), corpus_name="synthetic",
                    corpus_sha256=f"synthetic-{seed}-{n_sentences}-{vocab_size}")

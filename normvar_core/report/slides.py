@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats import analyses
+from normvar_core.stats import geometry as G
 from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
 from normvar_core.viz.frequency_figures import frequency_scatter
@@ -271,7 +272,10 @@ def geometry_slide(runs) -> Slide | None:
     fig = GF.geometry_profiles(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
                                presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")})
     take = "; ".join(f"{n}: anisotropy peaks at {g['anisotropy'].max():.3f} (layer {int(g.loc[g['anisotropy'].idxmax(), 'layer'])}), "
-                     f"TwoNN ID {g['twonn_id'].min():.1f}–{g['twonn_id'].max():.1f}" for n, g in curves.items())
+                     f"TwoNN ID {g['twonn_id'].min():.1f}–{g['twonn_id'].max():.1f} ({G.sample_text(g)})"
+                     for n, g in curves.items())
+    differ = G.samples_differ({n: G.recorded_sample(g) for n, g in curves.items()})
+    take += f". {differ}" if differ else ""
     notes = "\n\n".join(f"{n}\n" + _table_notes(g, ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio",
                                                     "mean_cosine", "twonn_id", "twonn_id_std"]) for n, g in curves.items())
     return Slide("Layer geometry (seed 004, Fig. 1)", take + verdicts(have, "anisotropy_profile", "id_profile"),

@@ -38,7 +38,7 @@ def format_table(per_run: dict) -> str:
 def cmd_findings(args: argparse.Namespace) -> int:
     from normvar_core.errors import NormvarError
     from normvar_core.runs.reader import open_run, resolve_run
-    from normvar_core.stats.findings import CLAIMS, findings
+    from normvar_core.stats.findings import CLAIMS, findings, samples_note
 
     if args.seed < 0:
         raise NormvarError(f"--seed must be >= 0, got {args.seed}", fix="pass --seed 0 or more")
@@ -52,6 +52,8 @@ def cmd_findings(args: argparse.Namespace) -> int:
         return 0
     print(format_table(per_run))
     print()
+    if samples_note(per_run):
+        print(samples_note(per_run) + "\n")
     for name, fs in per_run.items():
         print(f"# {name}")
         for f, (_, seed, claim) in zip(fs, CLAIMS):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from normvar_core.stats.bootstrap import Z95, split_half_interval
+from normvar_core.stats import geometry as G
 from normvar_core.stats.claims import (BELL_MIN, FLAT_MAX, OUTLIER_MIN, STRADDLES, UNSURE, Finding, RunView, against,
                                        finding, finite_interval, fmt)
 
@@ -63,9 +64,11 @@ def id_profile(rv: RunView) -> Finding:
     iv = finite_interval(d[k] - Z95 * sd / math.sqrt(nb), d[k] + Z95 * sd / math.sqrt(nb)) if nb >= 2 and sd > 0 else None
     prof = ", ".join(f"{x:.1f}" for x in d)
     ivs = f" ± {fmt(Z95 * sd / math.sqrt(nb))} over {nb} batches" if iv else " (one batch: no interval)"
+    size, batches = G.recorded_sample(g)
     return finding("id_profile", "holds" if ok else "fails", value=float(d[k]), interval=iv, layer=int(layers[k]),
                    why=f"peak TwoNN dimension {fmt(d[k])}{ivs} at layer {layers[k]} (first {fmt(d[0])}, last {fmt(d[-1])}); "
-                       f"per layer: {prof}")
+                       f"per layer: {prof}; {G.sample_text(g)}",
+                   details={"id_sample": size, "id_batches": batches})
 
 
 def position0_share(rv: RunView) -> Finding:

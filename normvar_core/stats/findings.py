@@ -77,6 +77,19 @@ def findings_table(runs_findings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "claim", "seed", "run", "verdict", "value", "low", "high", "layer", "why"])
 
 
+def samples_note(runs_findings: dict) -> str | None:
+    """{run: [Finding]} -> a sentence when the runs' TwoNN samples differ (``geometry.samples_differ``, from
+    what the id_profile findings read off each run), else None."""
+    from normvar_core.stats.geometry import samples_differ
+
+    sizes = {}
+    for name, fs in runs_findings.items():
+        f = next((f for f in fs if f.id == "id_profile"), None)
+        if f is not None and f.details.get("id_sample"):
+            sizes[name] = (int(f.details["id_sample"]), int(f.details.get("id_batches", 0)))
+    return samples_differ(sizes)
+
+
 def cell(f: Finding) -> str:
     """'holds: −0.98 [−1.02, −0.95] @6' — one short cell for tables and slides."""
     if f.value is None or not np.isfinite(f.value):
@@ -89,4 +102,4 @@ def cell(f: Finding) -> str:
     return s
 
 
-__all__ = ["CLAIMS", "CLAIM_IDS", "Finding", "findings", "findings_table", "cell", "spearman", "RunView"]
+__all__ = ["CLAIMS", "CLAIM_IDS", "Finding", "findings", "findings_table", "samples_note", "cell", "spearman", "RunView"]

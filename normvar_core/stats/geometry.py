@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from normvar_core.constants import TWONN_BATCH as BATCH_SIZE  # seed 004: batches of at least 4,096 embeddings
+
 TWONN_DISCARD = 0.1
-BATCH_SIZE = 4096  # seed 004: anisotropy and TwoNN on batches of 4,096 embeddings
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,15 @@ def pair_cosines(X: np.ndarray) -> np.ndarray:
 
 
 def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,
-              sq_sum: float, search=None) -> tuple[dict, np.ndarray]:
+              sq_sum: float, search=None, est: dict | None = None) -> tuple[dict, np.ndarray]:
     """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
     its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
     One definition for the accumulator over a model's states and for the Gaussian null;
-    ``search(X32, k)``: the TwoNN candidate search (``gram_candidates`` by default)."""
+    ``est``: seed 004's batch estimates when already made (the accumulator's streamed neighbours,
+    ``estimates_from``), else ``batched_estimates`` with ``search(X32, k)``, the TwoNN candidate search."""
     sp = spectrum(cov)
-    est = batched_estimates(sample, search=search) if len(sample) >= 3 else {}
+    if est is None:
+        est = batched_estimates(sample, search=search) if len(sample) >= 3 else {}
     norm_mean, norm_cv = norm_spread(norm_sum, sq_sum, n)
     row = {"n": int(n), "anisotropy": sp.anisotropy,
            "anisotropy_batch_mean": est.get("anisotropy_batch_mean", np.nan),
@@ -189,20 +192,30 @@ def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, search=None) -> tuple[f
     return d, dup
 
 
+def twonn_batch_of(m: int, batch: int = BATCH_SIZE) -> np.ndarray:
+    """The TwoNN batch of each row of a shuffled sample of m rows: consecutive batches of ``batch`` rows,
+    the rest joining the last one (one batch below ``batch``): seed 004's batches of at least 4,096."""
+    return np.minimum(np.arange(m) // batch, max(1, m // batch) - 1)
+
+
 def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, search=None) -> dict:
     """Seed 004's protocol on a shuffled sample: split into batches of ``batch`` rows (the rest
-    joins the last batch), per batch TwoNN and the anisotropy; mean ± std over batches."""
-    m = X.shape[0]
-    nb = max(1, m // batch)
-    bounds = np.linspace(0, m, nb + 1).astype(int) if m >= batch else np.array([0, m])
-    ids, ans, dups = [], [], 0
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if b - a < 3:
-            continue
-        d, dup = twonn(X[a:b], search=search)
-        ids.append(d)
-        dups += dup
-        ans.append(batch_anisotropy(X[a:b]))
+    joins the last batch: ``twonn_batch_of``), per batch TwoNN and the anisotropy; mean ± std over batches."""
+    tb = twonn_batch_of(X.shape[0], batch)
+    parts = []
+    for t in np.unique(tb):
+        Xb = X[tb == t]
+        if len(Xb) >= 3:
+            parts.append((*twonn(Xb, search=search), batch_anisotropy(Xb)))
+    return estimates_from(parts)
+
+
+def estimates_from(parts: list) -> dict:
+    """Mean ± std over batches of [(TwoNN, copies dropped, anisotropy), ...] (non-finite values left out)."""
+    ids = [p[0] for p in parts]
+    dups = sum(int(p[1]) for p in parts)
+    ans = [p[2] for p in parts]
+
     def ms(v):
         v = np.asarray(v, dtype=np.float64)
         v = v[np.isfinite(v)]
@@ -210,6 +223,35 @@ def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, search=None) -> di
     (id_mean, id_std), (an_mean, an_std) = ms(ids), ms(ans)
     return {"twonn_id": id_mean, "twonn_id_std": id_std, "twonn_duplicates": dups, "twonn_batches": len(ids),
             "anisotropy_batch_mean": an_mean, "anisotropy_batch_std": an_std}
+
+
+def recorded_sample(g) -> tuple[int, int]:
+    """(embeddings, batches) of a run's TwoNN sample as its ``layer_geometry`` rows record them (the largest
+    over layers; (0, 0) without them; older run files without ``twonn_batches`` give their batches as 0)."""
+    if g is None or not len(g) or "id_sample" not in g:
+        return 0, 0
+    nb = int(g["twonn_batches"].max()) if "twonn_batches" in g else 0
+    return int(g["id_sample"].max()), nb
+
+
+def sample_text(g) -> str:
+    """'TwoNN on 16,384 embeddings per layer in 4 batches' — read from the run, never from the option."""
+    k, nb = recorded_sample(g)
+    if not k:
+        return "no TwoNN sample"
+    return f"TwoNN on {k:,} embeddings per layer" + (f" in {nb} batch{'es' if nb != 1 else ''}" if nb else "")
+
+
+def samples_differ(samples: dict) -> str | None:
+    """{run: (embeddings, batches)} -> a sentence when runs with a TwoNN sample used different ones (TwoNN
+    depends on the sample size: their intrinsic dimensions are then not comparable), else None."""
+    have = {n: kb for n, kb in samples.items() if kb[0]}
+    if len(set(have.values())) < 2:
+        return None
+    each = "; ".join(f"{n}: {k:,} embeddings" + (f" in {nb} batch{'es' if nb != 1 else ''}" if nb else "")
+                     for n, (k, nb) in have.items())
+    return (f"The runs' TwoNN samples differ ({each}): TwoNN depends on the sample size, so their intrinsic "
+            f"dimensions differ by that as well as by the model (recompute with the same --id-sample).")
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -231,4 +273,5 @@ def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> n
 
 
 __all__ = ["Spectrum", "spectrum", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
-           "twonn", "distinct_rows", "batched_estimates", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]
+           "twonn", "distinct_rows", "batched_estimates", "estimates_from", "twonn_batch_of",
+           "recorded_sample", "sample_text", "samples_differ", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]

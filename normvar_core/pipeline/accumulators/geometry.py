@@ -6,15 +6,17 @@
   every digit at decoders' squared norms of 1e7–1e9;
 * s = Σ x/‖x‖ for the exact mean cosine between distinct embeddings; Σ‖x‖ and Σ‖x‖² for the
   spread of the norm (seed 003);
-* the states of a seeded uniform sample of ``id_sample`` positions (planned before the pass:
-  ``samples.plan_uniform``, the positions with the smallest ``stats.geometry.sample_keys``; the
-  same sample whatever the batch split) for TwoNN and seed 004's batch anisotropy.
+* the states of a seeded uniform sample of K = min(n, ``id_sample``) positions (planned before the
+  pass: ``samples.plan_uniform``, the positions with the smallest ``stats.geometry.sample_keys``; the
+  same sample whatever the batch split or the run's size), split into seed 004's TwoNN batches of at
+  least 4,096, and their two nearest neighbours within their batch, searched as the rows arrive
+  (``twonn_stream.NeighbourState``); at the end only TwoNN's fit and the batch anisotropy remain.
 
 Tables: ``layer_geometry`` (one row per layer, ``stats.geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
 of the sample, seed 003's check against N(0, 1/d)). Memory (``geometry_bytes``): per layer the d² · 8
-bytes of the scatter plus the sample's K · d · 4 (4.7 + 50 MB at d = 768, K = 16,384; 134 + 268 MB at
-d = 4096). A run whose layers do not fit in the device's memory after the weights and the moments
+bytes of the scatter plus the sample's K · (d · 4 + 41) (4.7 + 51 MB at d = 768, K = 16,384; 134 + 269 MB
+at d = 4096), on the states' device. A run whose layers do not fit in the device's memory after the weights and the moments
 (``memory.plan_memory``) skips the geometry and says so in its notes, with the layer subset that
 would fit (``drop_reason``).
 """
@@ -26,15 +28,20 @@ import torch
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.occurrences import top_axes
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
-from normvar_core.pipeline.accumulators.samples import fill_planned, planned_vectors, position_keys
+from normvar_core.pipeline.accumulators.samples import locate, position_keys
+from normvar_core.pipeline.accumulators.twonn_stream import NeighbourState
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.runs.tables import GEOMETRY_TABLES, geometry_tables
 from normvar_core.stats import geometry as G
 
+SAMPLE_ROW_BYTES = 8 + 1 + 16 + 16
+"""Per sampled row and layer beside its float32 state: its hash, copy flag, (r₁, r₂) and their rows."""
+
+
 def geometry_bytes(num_layers: int, dim: int, sample: int) -> int:
-    """Memory the accumulator holds: L · (d² · 8 + K · d · 4 + 2 · d · 8 + 3 · 8) bytes (the float64
-    scatter, the float32 sample, the float64 mean and Σu, three per-layer scalars)."""
-    return int(num_layers) * (dim * dim * 8 + sample * dim * 4 + 2 * dim * 8 + 3 * 8)
+    """Memory the accumulator holds: L · (d² · 8 + K · (d · 4 + 41) + 2 · d · 8 + 3 · 8) bytes (the float64
+    scatter, the float32 sample and its neighbour state, the float64 mean and Σu, three per-layer scalars)."""
+    return int(num_layers) * (dim * dim * 8 + sample * (dim * 4 + SAMPLE_ROW_BYTES) + 2 * dim * 8 + 3 * 8)
 
 
 def _gb(n: int) -> str:
@@ -72,11 +79,6 @@ def device_search(device: torch.device, chunk: int = 4096):
             out.append(torch.topk(d2, k, dim=1, largest=False).indices)
         return torch.cat(out).cpu().numpy().astype(np.int64)
     return search
-
-
-def neighbour_search(device: torch.device):
-    """The TwoNN candidate search for states on ``device``: ``host_search`` on the CPU, else ``device_search``."""
-    return host_search if device.type == "cpu" else device_search(device)
 
 
 def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
@@ -130,7 +132,7 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         self._add_state("n_u", torch.zeros(L, dtype=torch.int64, device=self.device))
         self._add_state("norm_sum", torch.zeros(L, **z))
         self._add_state("sq_sum", torch.zeros(L, **z))
-        planned_vectors(self, ctx, self.uplan, vectors="sample", flags="filled")
+        self.neighbours = NeighbourState(self, L, _sample_size(ctx), d, self.device)
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "GeometryAccumulator | None":
@@ -182,9 +184,17 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         self.sq_sum[l] += sq.sum()
 
     def end_batch(self, batch: StateBatch) -> None:
+        """Count the batch; its sampled rows join their TwoNN batch's neighbour search."""
         self.n += batch.size
         if self.uplan is not None and self.uplan.size:
-            fill_planned(self.sample, self.filled, self.uplan, self._pkeys, batch)
+            picks, idx = locate(self.uplan, self._pkeys, batch)
+            if picks.size:
+                X = batch.states
+                self.neighbours.arrive(picks, X[:, torch.as_tensor(idx, device=X.device)])
+
+    def merge_sample(self, reader) -> None:
+        """The other partial's sampled rows merged in exactly (``NeighbourState.merge_reader``)."""
+        self.neighbours.merge_reader(reader)
 
     # ------------------------------------------------------------------ result
     def result(self) -> dict:
@@ -192,14 +202,20 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         su = self.sum_u.cpu().numpy()
         if not self.filled.all():
             raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
-        search = neighbour_search(self.device)
+        sample = self.sample.cpu().numpy()
+        nb = self.neighbours
 
         def one(li: int):  # the sample is in key order: a random order
-            row, eig = G.layer_row(cov[li], self.sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
+            parts = []
+            for t in np.unique(nb.tb):
+                r1, r2, dup = nb.batch_distances(li, t)
+                fit = G.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
+                parts.append((fit, dup, G.batch_anisotropy(sample[li][nb.tb == t])))
+            row, eig = G.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                    n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
-                                   sq_sum=float(self.sq_sum[li]), search=search)
+                                   sq_sum=float(self.sq_sum[li]), est=G.estimates_from(parts))
             axes = top_axes(cov[li], 2).T if self.want_axes else None
-            return {"layer": int(self.layers[li]), **row}, eig, G.pair_cosines(self.sample[li]), axes
+            return {"layer": int(self.layers[li]), **row}, eig, G.pair_cosines(sample[li]), axes
 
         out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
         res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out]}
@@ -211,8 +227,8 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"])
 
     def run_meta(self, result) -> dict:
-        return {"id_sample": int(self.filled.size), "scatter_dtype": self.scatter_dtype}
+        return {"id_sample": int(self.filled.size), "id_batches": int(np.unique(self.neighbours.tb).size),
+                "scatter_dtype": self.scatter_dtype}
 
 
-__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search", "device_search",
-           "neighbour_search"]
+__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search", "device_search"]

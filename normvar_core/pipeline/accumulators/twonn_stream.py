@@ -1,0 +1,284 @@
+"""TwoNN's neighbour search during the pass (seed 004 §2.4; Facco et al. 2017), on the states' device.
+
+The sample (``samples.plan_uniform``: the K positions with the smallest hashed (sentence, position)
+keys, in key order, i.e. a seeded random order) is split before the pass into TwoNN batches of at least
+``TWONN_BATCH`` rows (``stats.geometry.twonn_batch_of``: the rest joins the last batch). Neighbours
+are searched within a batch. State per layer l and sample row i (registered on the geometry
+accumulator, merged exactly):
+
+* ``sample[l, i]`` — the float32 state; ``hash[l, i]`` — an exact integer hash of its bits (duplicates);
+* ``dup[l, i]`` — the row is a copy of an identical row of its batch that is kept (the copies are
+  counted, never searched: DADApy's ``remove_identical_points``, as ``stats.geometry.distinct_rows``);
+* ``r[l, i] = (r₁, r₂)`` and ``nn[l, i]`` — the two smallest float64 distances to other kept rows of its
+  batch that the row has been paired with so far, and those rows.
+
+When rows arrive (a forward batch, or a partial state merged in), each TwoNN batch's new rows are
+first checked for copies (hash, then exact equality), then searched blockwise against the kept rows of
+their batch: squared distances from the float32 Gram product ‖a‖² + ‖b‖² − 2 a·b, with a rigorous bound
+e = 2(d + 4) u (‖a‖² + ‖b‖²) on its rounding error (u = 2⁻²⁴, or TF32's 2⁻¹¹ where matmuls use it). A
+pair is re-ranked in float64 (exact distance of the float32 rows) when its lower bound d² − e is at most
+both sides' thresholds: the current r₂² and an upper bound of the second smallest d² in the block's row /
+column — so no pair that can be among a row's two nearest is ever missed, and the result equals a
+brute-force float64 search over all pairs, ties included, whatever the arrival order or the merge
+order. Every pair of a batch is met exactly once: in the block of the later of its two rows, or in the
+cross search of a merge.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from normvar_core.stats.geometry import twonn_batch_of
+
+CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
+PAIR_CHUNK = 1 << 16  # pairs re-ranked in float64 at a time
+_HASH_MAX = 1 << 16   # hash multipliers < 2^16: |Σ int32 bits x multipliers| < 2^47 d, below 2^62 up to d = 2^15
+_NO_HASH = torch.iinfo(torch.int64).max  # stands for a copy's hash in the matching (no real hash reaches it)
+
+
+def hash_multipliers(d: int, device) -> torch.Tensor:
+    rng = np.random.default_rng(0x7F4A7C15)
+    return torch.from_numpy(rng.integers(1, _HASH_MAX, size=d, dtype=np.int64)).to(device)
+
+
+def row_hash(x: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
+    """An exact integer hash of each float32 row's values (−0.0 as 0.0), no overflow: Σ bits_j · m_j."""
+    bits = (x.to(torch.float32) + 0.0).contiguous().view(torch.int32).to(torch.int64)
+    return (bits * mult).sum(-1)
+
+
+def unit_roundoff(device) -> float:
+    """u of the float32 matmul on ``device`` (TF32 where torch lets CUDA matmuls use it)."""
+    if torch.device(device).type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+        return 2.0 ** -11
+    return 2.0 ** -24
+
+
+class NeighbourState:
+    """The registered state of the streaming search (on ``holder``: the geometry accumulator) and its updates."""
+
+    def __init__(self, holder, num_layers: int, size: int, dim: int, device, *, batch: int | None = None):
+        self.holder = holder
+        self.tb = twonn_batch_of(size, batch) if batch else twonn_batch_of(size)
+        self.device = torch.device(device)
+        self.mult = hash_multipliers(dim, self.device)
+        L, K = num_layers, size
+        holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device),
+                          merge="custom")
+        holder._add_state("hash", torch.zeros((L, K), dtype=torch.int64, device=self.device), merge="pooled")
+        holder._add_state("dup", torch.zeros((L, K), dtype=torch.bool, device=self.device), merge="pooled")
+        holder._add_state("r", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device),
+                          merge="pooled")
+        holder._add_state("nn", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device), merge="pooled")
+        holder._add_state("filled", np.zeros(K, bool), merge="or")
+
+    # ------------------------------------------------------------------ arrivals
+    def _step(self, cols: int) -> int:
+        return max(1, CHUNK // max(1, self.holder.sample.shape[0] * cols))
+
+    def arrive(self, picks: np.ndarray, X: torch.Tensor) -> None:
+        """Rows ``picks`` (plan indices, not filled yet) arrive with states X (L, m, d); a large arrival
+        is taken a block of rows at a time, each a later arrival than the one before."""
+        h = self.holder
+        p = torch.as_tensor(picks, device=self.device)
+        X = X.to(self.device, torch.float32)
+        h.sample[:, p] = X
+        h.hash[:, p] = row_hash(X, self.mult)
+        for t in np.unique(self.tb[picks]):
+            new = picks[self.tb[picks] == t]
+            old = np.flatnonzero(h.filled & (self.tb == t))
+            step = self._step(old.size + new.size)
+            for a in range(0, new.size, step):
+                rows = new[a:a + step]
+                with one_thread(self.device):
+                    self.mark_copies(rows, old, within=True)
+                old = np.concatenate([old, rows])
+                self.search(rows, old, own=rows.size)
+        h.filled[picks] = True
+
+    def merge_reader(self, reader) -> None:
+        """Merge another partial state (its rows disjoint from ours), read through ``reader``: its sampled
+        rows and their neighbour state copied in, then the pairs between its rows and ours searched
+        (``merge_in``) — the same result as one stream."""
+        h = self.holder
+        theirs = np.asarray(reader.get("filled"), bool) & ~h.filled
+        if not theirs.any():
+            return
+        idx = np.flatnonzero(theirs)
+        t = torch.as_tensor(idx, device=self.device)
+        for name in ("sample", "hash", "dup", "r", "nn"):  # one layer block at a time
+            for li, block in enumerate(reader.blocks(name)):
+                getattr(h, name)[li, t] = torch.as_tensor(np.asarray(block)[idx]).to(self.device)
+        self.merge_in(idx, np.flatnonzero(h.filled))
+
+    def merge_in(self, theirs: np.ndarray, mine: np.ndarray) -> None:
+        """After the other state's rows ``theirs`` were copied in: their copies of our kept rows marked
+        (and their rows' neighbours renamed to ours), then the cross pairs searched."""
+        for t in np.unique(self.tb[theirs]):
+            new = theirs[self.tb[theirs] == t]
+            old = mine[self.tb[mine] == t]
+            if old.size:
+                self.mark_copies(new, old, within=False)
+                step = self._step(old.size)
+                for a in range(0, new.size, step):
+                    self.search(new[a:a + step], old, own=0)
+
+    # ------------------------------------------------------------------ duplicates
+    def mark_copies(self, new: np.ndarray, old: np.ndarray, *, within: bool) -> None:
+        """dup[l, u] for each new kept row u identical to a kept old row (or, ``within``, to an earlier
+        new row); where a new kept row is a copy of an old one, the new rows' neighbours named u are
+        renamed to the old row (a merge: their distances are the same). Rows are matched by hash
+        (sorted, per layer), then compared exactly."""
+        h = self.holder
+        nt = torch.as_tensor(new, device=self.device)
+        hn = torch.where(h.dup[:, nt], _NO_HASH, h.hash[:, nt])
+        pairs = []
+        if old.size:
+            ot = torch.as_tensor(old, device=self.device)
+            ho, order = torch.where(h.dup[:, ot], _NO_HASH, h.hash[:, ot]).sort(dim=1)
+            at = torch.searchsorted(ho, hn).clamp_max_(old.size - 1)
+            hit = (torch.gather(ho, 1, at) == hn) & (hn != _NO_HASH)
+            l, i = torch.nonzero(hit, as_tuple=True)
+            pairs.append((l, nt[i], ot[order[l, at[l, i]]]))
+        if within and new.size > 1:
+            hs, order = hn.sort(dim=1, stable=True)
+            l, i = torch.nonzero((hs[:, 1:] == hs[:, :-1]) & (hs[:, 1:] != _NO_HASH), as_tuple=True)
+            pairs.append((l, nt[order[l, i + 1]], nt[order[l, i]]))
+        for l, a, b in pairs:
+            same = (h.sample[l, a] == h.sample[l, b]).all(-1)  # a hash match is checked exactly
+            l, a, b = l[same], a[same], b[same]
+            if l.numel() == 0:
+                continue
+            h.dup[l, a] = True
+            if not within:  # a merge: the incoming rows' neighbours named a are renamed b
+                rename = torch.arange(h.nn.shape[1], device=self.device).expand(h.nn.shape[0], -1).clone()
+                rename[l, a] = b
+                block = h.nn[:, nt]
+                named = torch.gather(rename, 1, block.clamp_min(0).reshape(block.shape[0], -1)).reshape(block.shape)
+                h.nn[:, nt] = torch.where(block >= 0, named, block)
+
+    # ------------------------------------------------------------------ search
+    def search(self, rows: np.ndarray, cols: np.ndarray, *, own: int) -> None:
+        """Every pair (row, column) of kept rows, in one block; ``own``: the rows are the last ``own``
+        columns too (their pairs among themselves met once each way). Lower bounds lo = d² − e of the
+        float32 Gram distances; a pair is re-ranked in float64 when lo is at most the row's or the
+        column's threshold: its current r₂², and for a row (or a column without two neighbours yet) an
+        upper bound of the block's second smallest d² (the second smallest lo + e's largest value)."""
+        h = self.holder
+        if rows.size == 0 or cols.size == 0:
+            return
+        d = h.sample.shape[2]
+        c = 2.0 * (d + 4) * unit_roundoff(self.device) * 1.01
+        rt = torch.as_tensor(rows, device=self.device)
+        ct = torch.as_tensor(cols, device=self.device)
+        Xr, Xc = h.sample[:, rt], h.sample[:, ct]
+        sqr = torch.einsum("lrd,lrd->lr", Xr, Xr)
+        sqc = torch.einsum("lcd,lcd->lc", Xc, Xc)
+        inf = float("inf")
+        # copies are no neighbours: an infinite bias on their row / column
+        br = torch.where(h.dup[:, rt], inf, sqr * (1 - c))
+        bc = torch.where(h.dup[:, ct], inf, sqc * (1 - c))
+        lo = torch.baddbmm(bc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0).add_(br[:, :, None])
+        if own:
+            i = torch.arange(own, device=self.device)
+            lo[:, rows.size - own + i, cols.size - own + i] = inf
+        # thresholds rounded up: 1e-6 above float32's relative rounding, emax's own margin 1 %
+        emax = 2.02 * c * (sqr.amax() + sqc.amax())
+        big = torch.finfo(torch.float32).max
+        row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-6).float())
+        col_t = h.r[:, ct, 1].square().mul_(1 + 1e-6).float()
+        if own:  # the rows' own columns: their pairs are met in the rows already
+            col_t[:, cols.size - own:] = -inf
+        if torch.isinf(col_t).any() and col_t.max() == inf:  # columns without two neighbours yet: the block's bound
+            col_t = torch.minimum(_second(lo, 1) + emax, col_t)
+        take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
+        l, i, j = torch.nonzero(take, as_tuple=True)
+        with one_thread(self.device):
+            self.update(l, rt[i], ct[j])
+
+    def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> None:
+        """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest updated."""
+        h = self.holder
+        if l.numel() == 0:
+            return
+        dist = torch.cat([exact_distance(h.sample, l[a:a + PAIR_CHUNK], p[a:a + PAIR_CHUNK], q[a:a + PAIR_CHUNK])
+                          for a in range(0, l.numel(), PAIR_CHUNK)])
+        L, K = h.r.shape[0], h.r.shape[1]
+        point = torch.cat([l * K + p, l * K + q])
+        other = torch.cat([q, p])
+        dd = torch.cat([dist, dist])
+        touched = torch.unique(point)
+        tl, tp = touched // K, touched % K
+        for s in range(2):  # the current two nearest of the touched points join the candidates
+            point = torch.cat([point, touched])
+            other = torch.cat([other, h.nn[tl, tp, s]])
+            dd = torch.cat([dd, h.r[tl, tp, s]])
+        ok = other >= 0
+        point, other, dd = point[ok], other[ok], dd[ok]
+        # one entry per (point, neighbour) — the same pair met twice has the same distance
+        pair_key = point * K + other
+        pair_key, first = _unique_first(pair_key)
+        point, other, dd = point[first], other[first], dd[first]
+        order = torch.argsort(dd, stable=True)
+        order = order[torch.argsort(point[order], stable=True)]
+        point, other, dd = point[order], other[order], dd[order]
+        _, counts = torch.unique_consecutive(point, return_counts=True)
+        start = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
+        rank = torch.arange(point.numel(), device=point.device) - start
+        r_flat = h.r.view(L * K, 2)
+        n_flat = h.nn.view(L * K, 2)
+        r_flat[touched] = float("inf")
+        n_flat[touched] = -1
+        sel = rank < 2
+        r_flat[point[sel], rank[sel]] = dd[sel]
+        n_flat[point[sel], rank[sel]] = other[sel]
+
+    # ------------------------------------------------------------------ result
+    def batch_distances(self, li: int, t: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(r₁, r₂) of the kept rows of TwoNN batch t at layer li, and the number of copies dropped."""
+        h = self.holder
+        rows = torch.as_tensor(np.flatnonzero(self.tb == t), device=self.device)
+        keep = ~h.dup[li, rows]
+        r = h.r[li, rows][keep].cpu().numpy()
+        return r[:, 0], r[:, 1], int((~keep).sum())
+
+
+@contextmanager
+def one_thread(device):
+    """On the CPU, torch's sorts and index ops of a few thousand entries run single-threaded (measured
+    4-50x faster than two threads on the shared cores); elsewhere nothing changes."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def _second(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """The second smallest value of x along ``dim`` (inf where there are fewer than two)."""
+    if x.shape[dim] < 2:
+        return torch.full(x.shape[:dim] + x.shape[dim + 1:], float("inf"), dtype=x.dtype, device=x.device)
+    return torch.topk(x, 2, dim=dim, largest=False).values.select(dim, 1)
+
+
+def _unique_first(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(unique keys, the index of one occurrence of each)."""
+    uniq, inv = torch.unique(key, return_inverse=True)
+    first = torch.full((uniq.numel(),), key.numel(), dtype=torch.int64, device=key.device)
+    first.scatter_reduce_(0, inv, torch.arange(key.numel(), device=key.device), reduce="amin")
+    return uniq, first
+
+
+def exact_distance(sample: torch.Tensor, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """‖x_p − x_q‖ in float64 for the float32 rows of layer l: the same value whichever way round."""
+    diff = sample[l, p].to(torch.float64) - sample[l, q].to(torch.float64)
+    return diff.square_().sum(-1).sqrt_()
+
+
+__all__ = ["NeighbourState", "row_hash", "exact_distance", "unit_roundoff", "CHUNK"]
