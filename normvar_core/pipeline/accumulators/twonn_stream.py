@@ -72,7 +72,7 @@ class NeighbourState:
         holder._add_state("r", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device),
                           merge="pooled")
         holder._add_state("nn", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device), merge="pooled")
-        holder._add_state("filled", np.zeros(K, bool), merge="or")
+        holder._add_state("filled", np.zeros(K, bool), merge="or", per_layer=False)
 
     # ------------------------------------------------------------------ arrivals
     def _step(self, cols: int) -> int:
