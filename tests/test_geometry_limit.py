@@ -30,7 +30,7 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
 
     data = tmp_path / "data"
     base = ["compute", "--model", tiny_models["bert"], "--corpus", corpus40, "--id-sample", "200",
-            "--samples-per-token", "0", "--no-halves", "--data-dir", data]
+            "--samples-per-token", "0", "--no-halves", "--occurrences", "0", "--data-dir", data]
     code, out, _ = run_cli(capsys, *base, "--name", "whole")
     assert code == 0
     whole = open_run(out.strip())
