@@ -43,15 +43,18 @@ def tables_in(path) -> list[str]:
         con.close()
 
 
-def _same_run_row(a, b):
+def _same_run_row(a, b, source: frozenset = frozenset()):
+    """``source``: run-row columns and options naming where the corpus came from, which two runs of the same
+    sentences read from different sources (a text file, a dataset) do not share."""
     x, y = a.table("run").iloc[0], b.table("run").iloc[0]
-    assert x["corpus_sha256"] == y["corpus_sha256"]
+    assert "corpus_sha256" in source or x["corpus_sha256"] == y["corpus_sha256"]
     for c in x.index:
-        if c in HOW_IT_RAN:
+        if c in HOW_IT_RAN or c in source:
             continue
         if c in ("options", "notes"):
             ox, oy = json.loads(x[c]), json.loads(y[c])
-            drop = RAY_OPTIONS if c == "options" else EXECUTION_NOTES
+            # runs of one selection from different sources: their selection notes are compared by the caller
+            drop = (RAY_OPTIONS | source) if c == "options" else EXECUTION_NOTES | ({"corpus"} if source else set())
             for o in (ox, oy):
                 for k in drop:
                     o.pop(k, None)
@@ -67,15 +70,15 @@ def _same_run_row(a, b):
             assert x[c] == y[c] or (pd.isna(x[c]) and pd.isna(y[c])), (c, x[c], y[c])
 
 
-def _assert_same(a, b):
+def _assert_same(a, b, source: frozenset = frozenset()):
     """Every table of the run file equal (1e-12 relative; the float32 means to 1 ulp), the run row but for
-    how each run ran (its executor, timings and free memory)."""
+    how each run ran (its executor, timings and free memory) and, ``source``, where its corpus came from."""
     names = tables_in(a.path)
     assert names == tables_in(b.path) and "sentence_lengths" in names and len(names) >= 15, names
     assert a.accumulators == b.accumulators
     for t in names:
         if t == "run":
-            _same_run_row(a, b)
+            _same_run_row(a, b, source)
             continue
         x, y = a.table(t), b.table(t)
         assert list(x.columns) == list(y.columns) and len(x) == len(y), t

@@ -245,7 +245,8 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
         norms = np.linalg.norm(c, axis=0)
         # atan2(‖e − BBᵀe‖, ‖Bᵀe‖): the same angle as arccos ‖Bᵀe‖, without arccos's √ε noise near 0
         off = np.linalg.norm(np.asarray(self.exact[l], np.float64).T - self.axes[l] @ c, axis=0)
-        angles = [float(np.degrees(np.arctan2(o, x))) for o, x in zip(off, norms)]
+        # recorded to 1e-9 degrees: below that it is the rounding of the covariance (runs merged in another order)
+        angles = [round(float(np.degrees(np.arctan2(o, x))), 9) for o, x in zip(off, norms)]
         u1 = c[:, 0] / max(norms[0], 1e-300)
         u2 = c[:, 1] - (u1 @ c[:, 1]) * u1
         u2 = u2 / max(np.linalg.norm(u2), 1e-300)
