@@ -60,7 +60,7 @@ def formulas(p: dict, *, mean_bytes: int = 8, top_k: int = 20) -> dict:
     L, T, d, P, K = len(p["layers"]), p["types"], p["dim"], p["sample_positions"], p["id_sample"]
     return {"moments": L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8,
             "samples": 4 * L * P * d + P,
-            "geometry": L * (8 * d * d + 4 * K * d + 16 * d + 24) + K + 8,
+            "geometry": L * (8 * d * d + K * (4 * d + 41) + 16 * d + 24) + K + 8,
             "selfsim": 8 * L * T * d + 8 * T,
             "outliers": 24 * L * d + 16 * L + 40 * L * top_k + 8,
             "halves": 2 * (L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8 + 8 * L * (d * d + d) + 16 * L + 8),
