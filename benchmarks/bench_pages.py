@@ -1,0 +1,148 @@
+"""Every dashboard page against the floor of its framework, in a real browser.
+
+The floor is a one-figure Streamlit page (plotly Scattergl, 2,000 points: ``benchmarks/floor_page.py``)
+served by the same Streamlit, measured in the same run. Each page is loaded in a fresh browser context
+(no cache, no session) and timed from the navigation's start to its first figure or table
+(a plotly graph with its data drawn, a data frame, a table, a form or a deck.gl canvas).
+
+* **cold**: the first load of that page after its server started (Streamlit's caches empty for it);
+* **warm**: a second load of the same page in a new browser context, same server (caches filled).
+
+Each round starts both servers afresh; the table gives the median over rounds and the ratio to the
+floor's median of the same kind.
+
+    .venv/bin/python benchmarks/bench_pages.py --data-dir DIR --run NAME [--rounds 5] [--pages a,b]
+
+Everything talks to 127.0.0.1 only. Prints a markdown table for the docs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# The first thing a page shows that is worth waiting for.
+READY = """() => {
+  for (const g of document.querySelectorAll('.js-plotly-plot')) if (g._fullData && g._fullData.length) return true;
+  if (document.querySelector('[data-testid="stDataFrame"] canvas, [data-testid="stTable"] table')) return true;
+  if (document.querySelector('[data-testid="stForm"], [data-testid="stDeckGlJsonChart"] canvas')) return true;
+  return false;
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(script: Path, data_dir: Path | None) -> tuple[subprocess.Popen, str]:
+    """``streamlit run script`` on a free loopback port; returns (process, base URL) once healthy."""
+    port = _free_port()
+    tail = ["--", "--data-dir", str(data_dir)] if data_dir else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+         "--browser.gatherUsageStats", "false", "--theme.base", "light", *tail],
+        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"{script.name} did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def load_time(browser, url: str, timeout_s: float = 60) -> float:
+    """Seconds from the navigation's start to the first figure or table, in a fresh context (inf when
+    nothing came within ``timeout_s``; a screenshot of that page lands in test-artifacts/)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = ctx.new_page()
+    try:
+        t0 = time.perf_counter()
+        page.goto(url, wait_until="commit")
+        page.wait_for_function(READY, timeout=timeout_s * 1000, polling=25)
+        return time.perf_counter() - t0
+    except PlaywrightTimeout:
+        (ROOT / "test-artifacts").mkdir(exist_ok=True)
+        page.screenshot(path=str(ROOT / "test-artifacts" / f"bench_pages_timeout_{url.split('/')[3].split('?')[0] or 'runs'}.png"))
+        print(f"no figure or table within {timeout_s:.0f} s: {url}", file=sys.stderr)
+        return float("inf")
+    finally:
+        ctx.close()
+
+
+def page_urls(base: str, run: str, keys: list[str]) -> dict[str, str]:
+    from normvar_core.viz.pages import DEFAULT_PAGE
+
+    return {k: f"{base}/{'' if k == DEFAULT_PAGE else k}?run={run}" for k in keys}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from normvar_core.viz.pages import PAGE_KEYS
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", type=Path, required=True)
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--pages", default=",".join(PAGE_KEYS))
+    args = ap.parse_args(argv)
+    keys = [k for k in args.pages.split(",") if k]
+    from playwright.sync_api import sync_playwright
+
+    times: dict[str, dict[str, list[float]]] = {k: {"cold": [], "warm": []} for k in ["floor", *keys]}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        for r in range(args.rounds):
+            floor, fbase = serve(ROOT / "benchmarks" / "floor_page.py", None)
+            app, base = serve(ROOT / "app.py", args.data_dir)
+            try:
+                urls = {"floor": fbase + "/", **page_urls(base, args.run, keys)}
+                for kind in ("cold", "warm"):
+                    for k, url in urls.items():
+                        times[k][kind].append(load_time(browser, url))
+                        print(f"{kind} {k}: {times[k][kind][-1]:.2f} s", file=sys.stderr)
+            finally:
+                stop(floor)
+                stop(app)
+            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        browser.close()
+    med = {k: {kind: statistics.median(v) for kind, v in d.items()} for k, d in times.items()}
+    print(f"load average {os.getloadavg()[0]:.1f}; median of {args.rounds} rounds, seconds to the first figure or table")
+    print("| page | cold | cold / floor | warm | warm / floor |")
+    print("|---|---:|---:|---:|---:|")
+    for k, m in med.items():
+        print(f"| {k} | {m['cold']:.2f} | {m['cold'] / med['floor']['cold']:.2f}x | {m['warm']:.2f} "
+              f"| {m['warm'] / med['floor']['warm']:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
