@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from test_dashboard_browser import ARGS, CHROMIUM, start_streamlit, stop_streamlit
+from test_dashboard_browser import ARGS, CHROMIUM, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -40,9 +40,7 @@ def db(data):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, data):
-    proc, base, log = start_streamlit(data, tmp_path_factory.getbasetemp() / "streamlit-occ.log")
-    yield base
-    stop_streamlit(proc, log)
+    yield from serving(data, tmp_path_factory.getbasetemp() / "streamlit-occ.log")
 
 
 def _small_box(db) -> tuple[tuple[float, float], tuple[float, float]]:

@@ -78,11 +78,16 @@ def stop_streamlit(proc: subprocess.Popen, log) -> None:
     log.close()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, data):
-    proc, base, log = start_streamlit(data, tmp_path_factory.getbasetemp() / "streamlit.log")
+def serving(data: Path, log_path: Path):
+    """A module fixture's body: the dashboard over ``data`` (its base URL), stopped afterwards."""
+    proc, base, log = start_streamlit(data, log_path)
     yield base
     stop_streamlit(proc, log)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data):
+    yield from serving(data, tmp_path_factory.getbasetemp() / "streamlit.log")
 
 
 @pytest.fixture(scope="module")

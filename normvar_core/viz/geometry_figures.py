@@ -67,7 +67,7 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                                      customdata=df["layer"],
                                      hovertemplate=f"{label}<br>layer %{{customdata}}<br>{key} = %{{y:.4g}}<extra></extra>"),
                           row=r + 1, col=c + 1)
-        fig.add_trace(go.Scatter(x=x, y=df["anisotropy_batch_mean"], mode="lines+markers", name=f"{label} (batches of 4,096)",
+        fig.add_trace(go.Scatter(x=x, y=df["anisotropy_batch_mean"], mode="lines+markers", name=f"{label} (seed 004's batches)",
                                  legendgroup=label, line=dict(color=color, width=1.5, dash="dot"), marker=dict(size=5),
                                  error_y=dict(type="data", array=df["anisotropy_batch_std"], visible=True),
                                  customdata=df["layer"],
