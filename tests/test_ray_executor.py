@@ -277,6 +277,59 @@ def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back
     _assert_same(run, one)                                   # ... and the run is still the one-process run
 
 
+def watch_driver_loads(monkeypatch) -> list[str]:
+    """Everything in this (the driver's) process that would load a model or run a forward pass, recorded by name
+    as it is called: normvar's loader, transformers' ``from_pretrained`` (AutoModel and every model class),
+    any ``torch.nn.Module`` built (a model, even on the meta device) and the occurrences' early axes."""
+    import torch
+    import transformers
+
+    from normvar_core.pipeline import models as M
+    from normvar_core.pipeline.accumulators import occurrences as O
+    from normvar_core.pipeline.models import load as L
+
+    seen: list[str] = []
+
+    def spy(name, fn):
+        def called(*a, **k):
+            seen.append(name)
+            return fn(*a, **k)
+        return called
+
+    for mod in (M, L):
+        monkeypatch.setattr(mod, "load_model", spy("load_model", mod.load_model))
+    monkeypatch.setattr(O, "early_axes", spy("early_axes", O.early_axes))
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy("AutoModel", transformers.AutoModel.from_pretrained))
+    pretrained = transformers.PreTrainedModel.__dict__["from_pretrained"].__func__
+    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained",
+                        classmethod(lambda cls, *a, **k: spy(f"{cls.__name__}.from_pretrained", pretrained)(cls, *a, **k)))
+    module_init = torch.nn.Module.__init__
+    monkeypatch.setattr(torch.nn.Module, "__init__",
+                        lambda self, *a, **k: spy(type(self).__name__, module_init)(self, *a, **k))
+    return seen
+
+
+@pytest.mark.slow
+def test_the_ray_driver_loads_no_weights_and_one_actor_computes_the_early_axes(tmp_path, base, one, corpus40,
+                                                                              monkeypatch):
+    """The driver plans from the tokenizer and the first actor's description of its model: it never loads the
+    model, builds no torch module and runs no early batch of the occurrences (the first actor computes the early
+    axes, the driver sends them to every actor) — and the run still equals the local one in every table."""
+    import ray
+
+    seen = watch_driver_loads(monkeypatch)
+    try:
+        cfg = RunConfig(**base, corpus=str(corpus40), name="one", executor="ray", workers=2)
+        run = open_run(compute_run(cfg, tmp_path / "b"))
+    finally:
+        ray.shutdown()
+    assert seen == []
+    notes = run.meta["notes"]
+    assert notes["executor"] == "ray" and notes["occurrence_early"] > 0  # occurrences on, their early axes recorded
+    assert notes["occurrence_early"] == one.meta["notes"]["occurrence_early"]
+    _assert_same(run, one)
+
+
 @pytest.mark.slow
 def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch):
     import tempfile

@@ -30,7 +30,7 @@ import numpy as np
 
 from normvar_core.devicemap import parse_devices
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, largest_batch, memory_in_use,
+from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, largest_batch, loaded_budget,
                                                 pass_bytes, plan_bytes, publish_bytes, weights_bytes)
 
 
@@ -323,14 +323,12 @@ def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype,
 
 # ----------------------------------------------------------------------------- the run's budget
 def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: bool = True,
-               resume_names: set[str] | None = None) -> MemoryPlan:
+               resume_names: set[str] | None = None, measured: int | None = None) -> MemoryPlan:
     """The plan ``compute`` follows: ``--memory-gb`` if given, else what the device reports free now
     plus what this process already holds there (``loaded``: the weights and the plan are resident).
-    ``resume_names``: the accumulators of the checkpoint the run resumes — exactly those are held."""
-    if getattr(cfg, "memory_gb", None) is not None:
-        memory = int(round(float(cfg.memory_gb) * GiB))
-    else:
-        memory = device_memory(device) + (memory_in_use(device) if loaded else 0)
+    ``resume_names``: the checkpoint's accumulators, held exactly. ``measured``: that figure from a Ray actor."""
+    memory = (int(round(float(cfg.memory_gb) * GiB)) if getattr(cfg, "memory_gb", None) is not None else
+              int(measured) if measured is not None else loaded_budget(device) if loaded else device_memory(device))
     mp = plan_memory(ctx, shape=shape, memory_bytes=memory, device=device, dtype=dtype, forced_keep=resume_names)
     if resume_names is not None:
         from normvar_core.pipeline.accumulators import REGISTRY

@@ -53,6 +53,11 @@ def memory_in_use(device_type: str) -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def loaded_budget(device_type: str) -> int:
+    """What the device reports free plus what this process (holding the model) already holds there."""
+    return device_memory(device_type) + memory_in_use(device_type)
+
+
 # ----------------------------------------------------------------------------- the plan's parts
 def plan_bytes(plan) -> int:
     """Bytes the built plan holds through the pass: the sentences (Python strings) and every numpy

@@ -46,12 +46,9 @@ class TransformerSource:
         self.loaded = loaded
         self.layers = list(layers)
         info = loaded.info
-        self.info = SourceInfo(dim=int(info.dim), num_hidden_states=int(info.num_hidden_states),
-                               device=str(loaded.device), meta=_model_meta(info),
-                               tables=norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim),
+        self.info = source_info(info, norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim),
                                                   where=getattr(loaded, "norm_outputs", None)))
-        places = getattr(info, "places", None)
-        self.places = [tuple(places[i]) for i in self.layers] if places else None
+        self.places = kept_places(info, self.layers)
         entries = list(dict.fromkeys(e for e, _ in self.places or ()))
         self.groups = None if len(entries) < 2 else [
             ([j for j, (e, _) in enumerate(self.places) if e == entry], next(d for e, d in self.places if e == entry))
@@ -76,9 +73,7 @@ class TransformerSource:
 
     @property
     def state_device(self) -> torch.device:
-        """Where the accumulators' state lives: the model's device, or the one device of a device map's kept layers."""
-        devices = {d for _, d in self.places or ()}
-        return torch.device(devices.pop()) if len(devices) == 1 else self.device
+        return state_device(self.places, self.device)
 
     @property
     def tokenizer(self):
@@ -184,6 +179,24 @@ class GaussianSource:
         return {}
 
 
+def source_info(info, tables: dict) -> SourceInfo:
+    """A transformer source's ``SourceInfo`` from its ``ModelInfo`` and its App. I tables (``norm_tables``)."""
+    return SourceInfo(dim=int(info.dim), num_hidden_states=int(info.num_hidden_states),
+                      device=str(torch.device(info.device)), meta=_model_meta(info), tables=tables)
+
+
+def kept_places(info, layers: list[int]) -> list | None:
+    """--device-map: (map entry, state device) of each kept layer (``ModelInfo.places``); None without a map."""
+    places = getattr(info, "places", None)
+    return [tuple(places[i]) for i in layers] if places else None
+
+
+def state_device(places: list | None, device) -> torch.device:
+    """Where the accumulators' state lives: the model's device, or the one device of a device map's kept layers."""
+    devices = {d for _, d in places or ()}
+    return torch.device(devices.pop()) if len(devices) == 1 else torch.device(device)
+
+
 def _model_meta(info) -> dict:
     return {"model": info.name, "revision": info.revision, "weights_hash": info.weights_hash,
             "architecture": info.architecture, "norm_placement": info.norm_placement,
@@ -201,4 +214,4 @@ def _free_memory(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
-__all__ = ["TransformerSource", "GaussianSource", "positions_of"]
+__all__ = ["TransformerSource", "GaussianSource", "positions_of", "source_info", "kept_places", "state_device"]

@@ -111,8 +111,13 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
 def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
     """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan);
     ``reuse``: the source keeps the early batches for the pass (a Ray actor, which runs only its share, does not)."""
-    if int(ctx.cfg.occurrences) > 0 and not ctx.dropped(OccurrencesAccumulator.name):
+    if keeps_occurrences(ctx):
         ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse)
+
+
+def keeps_occurrences(ctx: RunContext) -> bool:
+    """The run keeps occurrences: asked for, and kept by the memory plan (then it needs the early axes)."""
+    return int(ctx.cfg.occurrences) > 0 and not ctx.dropped(OccurrencesAccumulator.name)
 
 
 def plan_occurrences(plan, size: int) -> SamplePlan:
@@ -281,4 +286,4 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "spread_order", "plan_occurrences", "top_axes", "sign_fixed"]
+__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "keeps_occurrences", "spread_order", "plan_occurrences", "top_axes", "sign_fixed"]

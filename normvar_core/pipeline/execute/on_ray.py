@@ -53,8 +53,9 @@ from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
 from normvar_core.pipeline.execute.ray_cluster import check_workers, loopback_only, start_ray  # noqa: F401 - loopback_only: tests
 from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
+from normvar_core.pipeline.execute.ray_model import ActorModel
 from normvar_core.pipeline.execute.ray_shard import (  # noqa: F401 - the test hooks: tests set them
-    CRASH_ENV, DELAY_ENV, MEMORY_KEY, PIECE_CRASH_ENV, BatchCounter, Shard)
+    CRASH_ENV, DELAY_ENV, PIECE_CRASH_ENV, BatchCounter, Shard)
 
 RANGES_PER_ACTOR = 4
 MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
@@ -103,6 +104,7 @@ class RayPool:
         self.cut = None  # the driver's byte ranges of the corpus (``ray_corpus.cut_for_actors``)
         self.encoded = None  # (sentences, {(max_length, unit)}, encoding) from ``read_corpus``
         self.releases: list = []  # the merged state's release calls (``MergedState.releases``)
+        self.plan_ref = None  # the plan's arrays in the object store (``boxed``)
 
     def close(self) -> None:
         refs = [r for r in self.releases if r is not None]
@@ -117,7 +119,7 @@ class RayPool:
             except Exception:  # noqa: BLE001 - already gone
                 pass
 
-    def _get(self, ref, what: str):
+    def get(self, ref, what: str):
         try:
             return self.ray.get(ref)
         except Exception as exc:  # noqa: BLE001 - the actor failed beyond its retries
@@ -151,9 +153,18 @@ class RayPool:
             return held[2]
         shares = split_shares(list(sentences), len(self.actors))
         refs = [a.tokenize.remote(self.ray.put(s), int(max_length), unit) for a, s in zip(self.actors, shares)]
-        parts = [self._get(r, "tokenizing") for r in refs]
+        parts = [self.get(r, "tokenizing") for r in refs]
         self.tokenize_cpu_s = [round(float(p["cpu_s"]), 4) for p in parts]
         return merge_encoded(parts)
+
+    def boxed(self, plan, ctx) -> list:
+        """[the plan's arrays (put in the object store once), the memory decisions of ``ctx`` (JSON)]: what an
+        actor builds its plan and context from (``Shard._context``)."""
+        from normvar_core.pipeline.execute.plan_payload import plan_payload
+
+        if self.plan_ref is None:
+            self.plan_ref = self.ray.put(plan_payload(plan))
+        return [self.plan_ref, json.dumps(memory_reasons(ctx))]
 
     def run(self, plan, ctx, *, checkpoint: Path | None, fingerprint: dict, checkpoint_every_s: float = 30.0,
             progress: Callable[[int, int], None] | None = None,
@@ -161,12 +172,11 @@ class RayPool:
         """Every batch of ``plan`` through the actors; returns (merged accumulators, notes). See the
         module docstring. ``should_cancel()`` is polled every ``PROGRESS_EVERY_S``: when true the actors
         are killed and CancelledError raised (the merged checkpoint stays)."""
-        from normvar_core.pipeline.execute.plan_payload import plan_payload
-
         st = MergedState(ctx, checkpoint, fingerprint)
         self.releases = st.releases
         resumed = st.resume()
-        payload = [self.ray.put({**plan_payload(plan), MEMORY_KEY: np.array(json.dumps(memory_reasons(ctx)))})]
+        axes = ctx.occurrence_axes  # the first actor's (``ray_model.ActorModel.prime``): the same for every actor
+        payload = [*self.boxed(plan, ctx), None if axes is None else self.ray.put(axes)]
         rerun = rounds = 0
         while True:
             todo = missing_ranges(plan, st.covered, RANGES_PER_ACTOR * len(self.actors))
@@ -230,7 +240,7 @@ class RayPool:
                 continue
             kind, j, r = inflight.pop(ready[0])
             if kind == "run":
-                self._get(ready[0], f"batches {r[0]}..{r[1]}")
+                self.get(ready[0], f"batches {r[0]}..{r[1]}")
                 running[j] -= 1
                 acked.add(r)
                 if queue:
@@ -238,7 +248,7 @@ class RayPool:
                 elif not running[j]:
                     submit_flush(j)
             else:
-                out = self._get(ready[0], "flush")
+                out = self.get(ready[0], "flush")
                 st.add(out, Pieces(ray, actors[j], out))
                 del out
             if progress is not None:
@@ -262,8 +272,9 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
         report(Progress("corpus", done=0, total=3, unit="steps", detail=CUT_DETAIL))
         # no checkpoint here: the pool resumes from its own merged one (``_Merged.resume``); the driver's
         # memory figure decides for every actor (they get its decisions with the plan)
+        # the driver loads no weights: the tokenizer and what the first actor says of its model (``ray_model``)
         setup = prepare(cfg, target.data_dir, report=report, should_cancel=should_cancel,
-                        encoder=lambda loaded: pools[0].encode, read_corpus=lambda: pools[0].read_corpus(cfg, root))
+                        remote=ActorModel(pools[0], cfg, root))
         plan = setup.plan
         clock: list = []  # the forward clock starts at the first batch in: until then the actors load the model
 

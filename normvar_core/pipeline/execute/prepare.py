@@ -6,6 +6,8 @@ file free, the checkpoint path writable); ``prepare`` then takes a run's steps u
     corpus (corpus/read.py) -> model (models/load.py) -> plan (plan.py: tokenize, count, sample)
     -> state source (sources.py) -> context + memory plan (contracts.py, memory.py)
 
+(the Ray driver: the corpus and the model's weights stay with the actors, ``ray_model.ActorModel``)
+
 and returns them as one ``RunSetup``. ``publish`` ends a run the same way for both strategies: the
 run file written atomically (publish.py), the checkpoint removed, "done" reported.
 """
@@ -81,19 +83,17 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
 
 def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
             should_cancel: Callable[[], bool] | None = None, checkpoint: Path | None = None,
-            encoder: Callable[[Any], Callable] | None = None,
-            read_corpus: Callable[[], Any] | None = None) -> RunSetup:
+            remote: Any = None) -> RunSetup:
     """Corpus → model → plan → source → context and memory plan for ``cfg`` (module docstring).
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
     ``checkpoint``: resume from it when its fingerprint matches (the memory plan then keeps exactly
-    the accumulators it holds). ``encoder(loaded)``: called once the model is loaded, returns the
-    plan's tokenization (``plan.make_plan``'s ``encode``). ``read_corpus()``: the ``CorpusText`` in place
-    of ``load_sentences`` (the Ray strategy: read by its actors from byte ranges, ``ray_corpus``)."""
+    the accumulators it holds). ``remote``: the Ray strategy's driver side (``ray_model.ActorModel``): the
+    corpus read and tokenized by the actors, the model described by them (this process reads its
+    tokenizer and config, never its weights), the occurrences' early axes computed by one actor."""
     from normvar_core.pipeline import models as M
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.execute import checkpoint as ckpt
-    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.sources import TransformerSource
 
@@ -105,38 +105,48 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
             raise CancelledError("cancelled")
 
     report(Progress("corpus", done=0, total=3, unit="steps", detail="read the corpus"))
-    corpus = read_corpus() if read_corpus is not None else C.load_sentences(cfg, dd.root)
+    corpus = remote.read_corpus() if remote is not None else C.load_sentences(cfg, dd.root)
     if not corpus.sentences:
         raise NormvarError("no sentences left after filtering the corpus",
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
     check_cancel()
     total = len(corpus.sentences)
     report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail=f"loading {cfg.model}"))
-    loaded = M.load_model(cfg, dd.root)
+    loaded = remote.describe() if remote is not None else M.load_model(cfg, dd.root)
     check_cancel()
     report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps", detail="tokenize and count"))
     plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
                      max_length=int(loaded.info.max_length), device_type=loaded.device.type,
-                     encode=encoder(loaded) if encoder is not None else None)
+                     encode=remote.encode if remote is not None else None)
     del corpus
-    source = TransformerSource(loaded, plan.layers)
+    source = remote.source(loaded, plan.layers) if remote is not None else TransformerSource(loaded, plan.layers)
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=source.state_device, plan=plan,
                      tokens=plan.tokens, places=source.places)
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
+    ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
+    if remote is not None:  # the early axes computed by one actor, for all (``ray_model``)
+        remote.prime(ctx, source)
+    else:  # the early axes, from batches spread over the plan; kept for the pass
+        prime_occurrences(ctx, source, reuse=True)
+    return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
+
+
+def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
+    """The memory plan of a run over the model loaded here (``run_budget``); with --device-map, what each
+    device holds decides the drops (``memory_devices.plan_placed``)."""
+    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
+
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)
-    if loaded.info.device_map and resumed is None:  # --device-map: what each device holds decides the drops
+    if loaded.info.device_map and resumed is None:
         from normvar_core.pipeline.memory import with_devices
         from normvar_core.pipeline.memory_devices import device_limits, plan_placed
 
         dmap = loaded.info.device_map
         ctx.memory = with_devices(ctx.memory, plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap,
                                                           device_limits(dmap), dtype=cfg.dtype))
-    # the early axes, from batches spread over the plan; kept for the pass unless the Ray driver (which passes its
-    # pool's encoder) prepares: it runs no batch itself
-    prime_occurrences(ctx, source, reuse=encoder is None)
-    return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
+    return ctx.memory
 
 
 def memory_note(ctx) -> dict:

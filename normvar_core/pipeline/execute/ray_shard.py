@@ -12,9 +12,6 @@ import numpy as np
 
 from normvar_core.pipeline.execute import heap
 
-MEMORY_KEY = "memory_reasons"  # the driver's memory decisions, sent with the plan: {accumulator: reason}
-
-
 class Decisions:
     """An actor's ``ctx.memory``: the driver's drops (``RunContext.dropped`` reads ``.reasons``), so every
     actor holds exactly the accumulators the driver merges."""
@@ -85,25 +82,73 @@ class Shard:
         max_length = int(self.cfg.max_length or self.loaded.info.max_length)
         return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length, prior_cpu_s=state.cpu_s)
 
+    def describe(self) -> dict:
+        """The model this actor loaded, for the driver (which loads no weights): its ``ModelInfo`` and ``ModelShape``."""
+        import dataclasses
+
+        from normvar_core.pipeline.memory import shape_of_loaded
+
+        return {"info": self.loaded.info.to_dict(), "shape": dataclasses.asdict(shape_of_loaded(self.loaded))}
+
+    def tables(self, layers: list[int]) -> dict:
+        """The run's App. I tables of ``layers`` (``norm_tables``, from the weights) and the memory figure a local
+        run plans against (``loaded_budget``: free memory plus what this process holds, measured here)."""
+        from normvar_core.pipeline.memory_terms import loaded_budget
+        from normvar_core.pipeline.models.norm_params import norm_tables
+
+        info = self.loaded.info
+        return {"tables": norm_tables(self.loaded.model, self.loaded.tokenizer, list(layers), int(info.dim),
+                                      where=self.loaded.norm_outputs),
+                "measured": int(loaded_budget(self.loaded.device.type))}
+
+    def devices(self, payload_box: list) -> dict:
+        """--device-map: the per-device memory plan of this actor's placed replica (``memory_devices.plan_placed``)
+        for the driver's plan and memory decisions (``payload_box``: [plan arrays, decisions])."""
+        import ray
+
+        from normvar_core.pipeline.memory import shape_of_loaded
+        from normvar_core.pipeline.memory_devices import device_limits, plan_placed
+
+        _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
+        dmap = self.loaded.info.device_map
+        return plan_placed(ctx, shape_of_loaded(self.loaded), self.loaded.model, dmap, device_limits(dmap),
+                           dtype=self.cfg.dtype)
+
+    def early(self, payload_box: list):
+        """The occurrences' early axes (``occurrences.prime``): computed in one actor, sent by the driver to every
+        actor with the plan, so all project onto the same axes; None when the run keeps no occurrences."""
+        self._ensure_plan(payload_box[:2])
+        return self.ctx.occurrence_axes
+
+    def _context(self, arrays: dict, reasons_json: str):
+        """(plan, context) of the driver's plan arrays and memory decisions (JSON {accumulator: reason})."""
+        from normvar_core.pipeline.contracts import RunContext
+        from normvar_core.pipeline.execute.plan_payload import plan_from_payload
+        from normvar_core.pipeline.sources import kept_places, state_device
+
+        plan = plan_from_payload(self.cfg, arrays)
+        info, places = self.loaded.info, kept_places(self.loaded.info, plan.layers)
+        return plan, RunContext(cfg=self.cfg, layers=plan.layers, dim=int(info.dim), plan=plan, tokens=plan.tokens,
+                                device=state_device(places, info.device), places=places,
+                                memory=Decisions(json.loads(reasons_json)))
+
     def _ensure_plan(self, payload_box: list) -> None:
+        """The plan, source and context, built once from ``payload_box`` = [plan arrays, memory decisions, early
+        axes]; without the axes (``early``) this actor computes them."""
         if self.plan is not None:
             return
         import ray
 
-        from normvar_core.pipeline.contracts import RunContext
-        from normvar_core.pipeline.execute.plan_payload import plan_from_payload
+        from normvar_core.pipeline.accumulators.occurrences import prime
         from normvar_core.pipeline.sources import TransformerSource
 
-        arrays = ray.get(payload_box[0])
-        self.plan = plan_from_payload(self.cfg, arrays)
+        self.plan, self.ctx = self._context(ray.get(payload_box[0]), payload_box[1])
         self.source = TransformerSource(self.loaded, self.plan.layers)
-        self.ctx = RunContext(cfg=self.cfg, layers=self.plan.layers, dim=self.source.info.dim,
-                              device=self.source.state_device, plan=self.plan, tokens=self.plan.tokens,
-                              places=self.source.places,
-                              memory=Decisions(json.loads(str(arrays[MEMORY_KEY]))))
-        from normvar_core.pipeline.accumulators.occurrences import prime
-
-        prime(self.ctx, self.source, reuse=False)  # the same early axes as the driver's, from the same first batches
+        axes = payload_box[2] if len(payload_box) > 2 else None
+        if axes is not None:
+            self.ctx.occurrence_axes = ray.get(axes)
+        else:
+            prime(self.ctx, self.source, reuse=False)
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
@@ -179,4 +224,4 @@ class BatchCounter:
         return dict(self.done)
 
 
-__all__ = ["Shard", "BatchCounter", "Decisions", "MEMORY_KEY", "CRASH_ENV", "PIECE_CRASH_ENV", "DELAY_ENV"]
+__all__ = ["Shard", "BatchCounter", "Decisions", "CRASH_ENV", "PIECE_CRASH_ENV", "DELAY_ENV"]
