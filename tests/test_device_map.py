@@ -213,11 +213,13 @@ def test_max_memory_parsed():
 
 
 @pytest.mark.slow
-def test_ray_gpus_per_worker_replicas_equal_one_piece(tiny_models, corpus, tmp_path):
+def test_ray_gpus_per_worker_replicas_equal_one_piece(tiny_models, corpus, tmp_path, monkeypatch):
     """--gpus-per-worker 0 on a private loopback Ray: two CPU actors, each holding one replica device-mapped
     over the CPU and its own offload folder on disk; their partial states (each layer group's rows put back in
-    layer order) merge on the driver into the run of the model in one piece."""
+    layer order) merge on the driver into the run of the model in one piece. The driver loads no model and runs
+    no early batch of the occurrences (the first actor does, ``ray_model``)."""
     import ray
+    from test_ray_executor import watch_driver_loads
 
     from normvar_core.pipeline.execute.on_ray import actor_gpus
 
@@ -225,10 +227,12 @@ def test_ray_gpus_per_worker_replicas_equal_one_piece(tiny_models, corpus, tmp_p
     ref = compute_run(_base(tiny_models, corpus, "whole", batch_size=8), tmp_path)
     cfg = _base(tiny_models, corpus, "ray", batch_size=8, executor="ray", workers=2, gpus_per_worker=0,
                 device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "off"))
+    seen = watch_driver_loads(monkeypatch)
     try:
         got = compute_run(cfg, tmp_path)
     finally:
         ray.shutdown()
+    assert seen == []
     a, b = _tables(ref), _tables(got)
     assert set(a) == set(b)
     # sentence_lengths: the Ray executor's histogram differs from one process's for plain runs too (measured on

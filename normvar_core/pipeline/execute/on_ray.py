@@ -5,7 +5,9 @@ the run's setup is ``prepare.prepare``'s, with the plan tokenized by the pool, a
 publishes with ``prepare.publish`` as in one process. Starting Ray: ``ray_cluster.py``.
 
 ``RayPool`` starts (or joins) Ray and K actors, each loading the model once (one actor per GPU where
-there are GPUs). Then:
+there are GPUs). The driver loads no weights: it reads the tokenizer and config, and asks the first actor
+for what needs the weights (``ray_model.ActorModel``: the model's description, its App. I tables, the
+memory figure, the occurrences' early axes, computed there once and sent to every actor with the plan). Then:
 
 1. **Plan.** The driver streams the corpus file once (hash, .gz decompressed) and cuts its bytes into
    one range per actor at record boundaries; each range reaches its actor through Ray's object store
