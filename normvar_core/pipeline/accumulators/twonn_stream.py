@@ -35,6 +35,8 @@ from normvar_core.stats.geometry import twonn_batch_of
 
 CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
 PAIR_CHUNK = 1 << 16  # pairs re-ranked in float64 at a time
+CPU_PAIR_CHUNK = 1 << 12  # the same on the CPU (a 12 MiB float64 buffer at d = 384)
+CPU_ROW_PAIRS = 16  # room per row for a CPU block's candidates (≈ 4 a row measured on MiniLM)
 _HASH_MAX = 1 << 16   # hash multipliers < 2^16: |Σ int32 bits x multipliers| < 2^47 d, below 2^62 up to d = 2^15
 _NO_HASH = torch.iinfo(torch.int64).max  # stands for a copy's hash in the matching (no real hash reaches it)
 
@@ -204,38 +206,47 @@ class NeighbourState:
             return
         d = Xr.shape[2]
         c = 2.0 * (d + 4) * unit_roundoff(self.device) * 1.01
-        # emax rounded up: its own margin 1 %
-        emax = 2.02 * c * (float(sqr.max()) + float(sqc.max()))
+        if self.device.type == "cpu" and self.cpu_kernels:
+            l, i, j = self._candidates_cpu(rows, cols, Xr, Xc, sqr, sqc, own, c)
+            with one_thread(self.device):
+                self.update_cpu(l, rows[i], cols[j])
+            return
         rt = torch.as_tensor(rows, device=self.device)
         ct = torch.as_tensor(cols, device=self.device)
-        if self.device.type == "cpu" and self.cpu_kernels:
-            l, i, j = self._candidates_cpu(rt, ct, Xr, Xc, sqr, sqc, own, c, emax)
-            with one_thread(self.device):
-                self.update_cpu(l, rt[i], ct[j])
-            return
-        l, i, j = self._candidates_torch(rt, ct, Xr, Xc, sqr, sqc, own, c, emax)
+        l, i, j = self._candidates_torch(rt, ct, Xr, Xc, sqr, sqc, own, c)
         self.update(l, rt[i], ct[j])
 
-    def _candidates_cpu(self, rt, ct, Xr, Xc, sqr, sqc, own, c, emax):
-        """(layer, row, column) of the block's candidate pairs: ``block_thresholds``, ``block_pairs``."""
-        from normvar_core.stats.twonn_kernels import block_pairs, block_thresholds
+    def _candidates_cpu(self, rows, cols, Xr, Xc, sqr, sqc, own, c):
+        """(layer, row, column) of the block's candidate pairs (``stats.twonn_kernels.block_candidates``;
+        per pair lo = d² − e and hi = d² + e, e from its own norms, with the 1 % margin of the torch path's emax). The small
+        gathers in numpy: torch's two threads cost milliseconds per op on the shared cores."""
+        from normvar_core.stats.twonn_kernels import block_candidates, block_pairs
 
         h = self.holder
+        L, m = Xr.shape[0], rows.size
         G = torch.bmm(Xr, Xc.transpose(1, 2)).numpy()
-        br = (sqr.double() * (1 - c)).numpy()
-        bc = (sqc.double() * (1 - c)).numpy()
-        rskip, cskip = h.dup[:, rt].numpy(), h.dup[:, ct].numpy()
-        row_t, col_t, counts = block_thresholds(G, br, bc, rskip, cskip, h.r[:, rt, 1].numpy(),
-                                                h.r[:, ct, 1].numpy(), own, emax)
-        start = np.zeros(counts.size + 1, np.int64)
-        np.cumsum(counts.ravel(), out=start[1:])
-        out = [np.empty(int(start[-1]), np.int64) for _ in range(3)]
-        block_pairs(G, br, bc, rskip, cskip, own, row_t, col_t, start, *out)
-        return tuple(torch.from_numpy(o) for o in out)
+        sr, sc = sqr.numpy().astype(np.float64), sqc.numpy().astype(np.float64)
+        br, bc, hr, hc = sr * (1 - c), sc * (1 - c), sr * (1 + 1.02 * c), sc * (1 + 1.02 * c)
+        dup, r2 = h.dup.numpy(), h.r.numpy()[:, :, 1]
+        rskip, cskip = dup[:, rows], dup[:, cols]
+        hc[cskip] = np.inf  # copies are no neighbours
+        cap = CPU_ROW_PAIRS * m + 16  # room for the pairs of most blocks (else ``block_pairs``)
+        out_i, out_j = np.empty((L, cap), np.int64), np.empty((L, cap), np.int64)
+        row_t, col_t, counts = block_candidates(G, br, bc, hr, hc, rskip, cskip, r2[:, rows], r2[:, cols], own,
+                                                out_i, out_j)
+        if counts.max() <= out_i.shape[1]:
+            keep = np.arange(out_i.shape[1]) < counts[:, None]
+            i, j = out_i[keep], out_j[keep]
+        else:  # some did not fit: all of them, each layer's at its offset
+            start = np.concatenate([[0], np.cumsum(counts)])
+            i, j = np.empty(int(start[-1]), np.int64), np.empty(int(start[-1]), np.int64)
+            block_pairs(G, br, bc, rskip, cskip, own, row_t, col_t, i, j, start)
+        return np.repeat(np.arange(L), counts), i, j
 
-    def _candidates_torch(self, rt, ct, Xr, Xc, sqr, sqc, own, c, emax):
+    def _candidates_torch(self, rt, ct, Xr, Xc, sqr, sqc, own, c):
         """(layer, row, column) of the block's candidate pairs, from torch ops over the whole block."""
         h = self.holder
+        emax = 2.02 * c * (sqr.amax() + sqc.amax())  # e's largest value in the block, its own margin 1 %
         m, n = rt.numel(), ct.numel()
         inf = float("inf")
         # copies are no neighbours: an infinite bias on their row / column
@@ -256,17 +267,23 @@ class NeighbourState:
         take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
         return torch.nonzero(take, as_tuple=True)
 
-    def update_cpu(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> None:
-        """``update`` on the CPU: the same exact distances, both sides' two nearest updated pair by pair
-        (``insert_pairs``: a neighbour already held is not taken twice, so a pair met twice counts once)."""
-        from normvar_core.stats.twonn_kernels import insert_pairs
+    def update_cpu(self, l: np.ndarray, p: np.ndarray, q: np.ndarray) -> None:
+        """``update`` on the CPU: the same exact distances (``pair_squares`` then torch's sum, as
+        ``exact_distance``), both sides' two nearest updated pair by pair (``insert_pairs``: a neighbour
+        already held is not taken twice, so a pair met twice counts once)."""
+        from normvar_core.stats.twonn_kernels import insert_pairs, pair_squares
 
         h = self.holder
-        if l.numel() == 0:
+        if l.size == 0:
             return
-        dist = torch.cat([exact_distance(h.sample, l[a:a + PAIR_CHUNK], p[a:a + PAIR_CHUNK], q[a:a + PAIR_CHUNK])
-                          for a in range(0, l.numel(), PAIR_CHUNK)])
-        insert_pairs(h.r.numpy(), h.nn.numpy(), l.numpy(), p.numpy(), q.numpy(), dist.numpy())
+        sample = h.sample.numpy()
+        buf = np.empty((min(l.size, CPU_PAIR_CHUNK), sample.shape[2]))
+        dist = np.empty(l.size)
+        for a in range(0, l.size, CPU_PAIR_CHUNK):
+            sq = buf[:min(CPU_PAIR_CHUNK, l.size - a)]
+            pair_squares(sample, l[a:a + sq.shape[0]], p[a:a + sq.shape[0]], q[a:a + sq.shape[0]], sq)
+            dist[a:a + sq.shape[0]] = torch.from_numpy(sq).sum(-1).sqrt_().numpy()
+        insert_pairs(h.r.numpy(), h.nn.numpy(), l, p, q, dist)
 
     def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> None:
         """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest updated."""
