@@ -21,7 +21,9 @@ both sides' thresholds: the current r₂² and an upper bound of the second smal
 column — so no pair that can be among a row's two nearest is ever missed, and the result equals a
 brute-force float64 search over all pairs, ties included, whatever the arrival order or the merge
 order. Every pair of a batch is met exactly once: in the block of the later of its two rows, or in the
-cross search of a merge.
+cross search of a merge. On the CPU the block after its Gram product is numba's (``stats.twonn_kernels``:
+thresholds from each row's own second smallest upper bound, the candidates taken while the row is in
+cache); each stored row's ‖x‖² is kept beside the sample, and each TwoNN batch gathered once per arrival.
 """
 from __future__ import annotations
 
