@@ -71,13 +71,14 @@ def spread_order(n: int):
 
 
 def host_states(sb, source) -> np.ndarray:
-    """A batch's (L, N, d) states in float64 on the host; a device-mapped batch's layer groups
-    (``sb.groups``, one tensor per ``source.groups`` entry on its device) put back in layer order."""
+    """A batch's (L, N, d) states in float32 on the host (exact for float32/bf16/fp16 states: the float64
+    covariance converts one layer at a time); a device-mapped batch's layer groups (``sb.groups``, one
+    tensor per ``source.groups`` entry on its device) put back in layer order."""
     if sb.groups is None:
-        return sb.states.detach().to("cpu", torch.float64).numpy()
-    out = np.empty((sum(g.shape[0] for g in sb.groups), sb.size, sb.groups[0].shape[2]))
+        return sb.states.detach().to("cpu", torch.float32).numpy()
+    out = np.empty((sum(g.shape[0] for g in sb.groups), sb.size, sb.groups[0].shape[2]), np.float32)
     for (layers, _), g in zip(source.groups, sb.groups):
-        out[layers] = g.detach().to("cpu", torch.float64).numpy()
+        out[layers] = g.detach().to("cpu", torch.float32).numpy()
     return out
 
 
@@ -86,7 +87,11 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
     positions used, "batches": batches used, "layers": the source's layers}. The forward passes of those
-    batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them."""
+    batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them.
+    The layers' covariances and eigenvectors (float64) run a layer per core with one BLAS thread each
+    (``geometry.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
+    from normvar_core.pipeline.accumulators.geometry import per_layer
+
     parts, n, used, seen = [], 0, 0, {}
     for bi in spread_order(plan.n_batches):
         for sb in source.batches(plan, bi, bi + 1):
@@ -98,11 +103,14 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
             break
     if reuse and hasattr(source, "reuse"):
         source.reuse(seen)
-    X = np.concatenate(parts, axis=1)
+
+    def one(li: int):
+        X = np.concatenate([p[li] for p in parts], axis=0).astype(np.float64)
+        return X.mean(axis=0), top_axes(np.cov(X, rowvar=False, bias=True).reshape(X.shape[1], -1), k)
+
+    out = per_layer(one, parts[0].shape[0])
     del parts
-    mean = X.mean(axis=1)
-    axes = np.stack([top_axes(np.cov(X[li], rowvar=False, bias=True).reshape(X.shape[2], -1), k)
-                     for li in range(X.shape[0])])
+    mean, axes = np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
     if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
         axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
     return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used), "layers": list(source.layers)}

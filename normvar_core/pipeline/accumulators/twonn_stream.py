@@ -21,10 +21,13 @@ both sides' thresholds: the current r₂² and an upper bound of the second smal
 column — so no pair that can be among a row's two nearest is ever missed, and the result equals a
 brute-force float64 search over all pairs, ties included, whatever the arrival order or the merge
 order. Every pair of a batch is met exactly once: in the block of the later of its two rows, or in the
-cross search of a merge.
+cross search of a merge. On the CPU the block after its Gram product is numba's (``stats.twonn_kernels``:
+thresholds from each row's own second smallest upper bound, the candidates taken while the row is in
+cache); each stored row's ‖x‖² is kept beside the sample, and each TwoNN batch gathered once per arrival.
 """
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
@@ -34,6 +37,8 @@ from normvar_core.stats.geometry import twonn_batch_of
 
 CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
 PAIR_CHUNK = 1 << 16  # pairs re-ranked in float64 at a time
+CPU_PAIR_CHUNK = 1 << 12  # the same on the CPU (a 12 MiB float64 buffer at d = 384)
+CPU_ROW_PAIRS = 16  # room per row for a CPU block's candidates (≈ 4 a row measured on MiniLM)
 _HASH_MAX = 1 << 16   # hash multipliers < 2^16: |Σ int32 bits x multipliers| < 2^47 d, below 2^62 up to d = 2^15
 _NO_HASH = torch.iinfo(torch.int64).max  # stands for a copy's hash in the matching (no real hash reaches it)
 
@@ -59,11 +64,14 @@ def unit_roundoff(device) -> float:
 class NeighbourState:
     """The registered state of the streaming search (on ``holder``: the geometry accumulator) and its updates."""
 
+    cpu_kernels = True  # on the CPU, the numba passes (``stats.twonn_kernels``); False: the torch ops there too
+
     def __init__(self, holder, num_layers: int, size: int, dim: int, device, *, batch: int | None = None):
         self.holder = holder
         self.tb = twonn_batch_of(size, batch) if batch else twonn_batch_of(size)
         self.device = torch.device(device)
         self.mult = hash_multipliers(dim, self.device)
+        self._sq, self._sq_of = None, None  # the stored rows' squared norms (``_norms``)
         L, K = num_layers, size
         holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device),
                           merge="custom")
@@ -80,23 +88,44 @@ class NeighbourState:
 
     def arrive(self, picks: np.ndarray, X: torch.Tensor) -> None:
         """Rows ``picks`` (plan indices, not filled yet) arrive with states X (L, m, d); a large arrival
-        is taken a block of rows at a time, each a later arrival than the one before."""
+        is taken a block of rows at a time, each a later arrival than the one before. Each TwoNN batch's
+        kept rows are gathered once per arrival (its blocks read prefixes of that copy)."""
         h = self.holder
         p = torch.as_tensor(picks, device=self.device)
         X = X.to(self.device, torch.float32)
         h.sample[:, p] = X
+        self._set_norms(p, X)
         h.hash[:, p] = row_hash(X, self.mult)
         for t in np.unique(self.tb[picks]):
             new = picks[self.tb[picks] == t]
             old = np.flatnonzero(h.filled & (self.tb == t))
             step = self._step(old.size + new.size)
+            cols = np.concatenate([old, new])
+            Xc, sqc = self._gather(cols)
             for a in range(0, new.size, step):
-                rows = new[a:a + step]
+                k0, k1 = old.size + a, min(old.size + a + step, cols.size)
                 with one_thread(self.device):
-                    self.mark_copies(rows, old, within=True)
-                old = np.concatenate([old, rows])
-                self.search(rows, old, own=rows.size)
+                    self.mark_copies(cols[k0:k1], cols[:k0], within=True)
+                self._search(cols[k0:k1], cols[:k1], Xc[:, k0:k1], Xc[:, :k1], sqc[:, k0:k1], sqc[:, :k1],
+                             own=k1 - k0)
         h.filled[picks] = True
+
+    # ------------------------------------------------------------------ squared norms, computed once per row
+    def _norms(self) -> torch.Tensor:
+        """‖x‖² (float32, L x K) of every stored row, kept beside the sample (recomputed only when the sample
+        tensor itself was replaced: a state loaded, a move to another device)."""
+        h = self.holder
+        if self._sq_of is None or self._sq_of() is not h.sample:
+            self._sq = torch.einsum("lkd,lkd->lk", h.sample, h.sample)
+            self._sq_of = weakref.ref(h.sample)
+        return self._sq
+
+    def _set_norms(self, p: torch.Tensor, X: torch.Tensor) -> None:
+        self._norms()[:, p] = torch.einsum("lkd,lkd->lk", X, X)
+
+    def _gather(self, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.as_tensor(idx, device=self.device)
+        return self.holder.sample[:, t], self._norms()[:, t]
 
     def merge_reader(self, reader) -> None:
         """Merge another partial state (its rows disjoint from ours), read through ``reader``: its sampled
@@ -111,6 +140,7 @@ class NeighbourState:
         for name in ("sample", "hash", "dup", "r", "nn"):  # one layer block at a time
             for li, block in enumerate(reader.blocks(name)):
                 getattr(h, name)[li, t] = torch.as_tensor(np.asarray(block)[idx]).to(self.device)
+        self._set_norms(t, h.sample[:, t])
         self.merge_in(idx, np.flatnonzero(h.filled))
 
     def merge_in(self, theirs: np.ndarray, mine: np.ndarray) -> None:
@@ -161,21 +191,65 @@ class NeighbourState:
 
     # ------------------------------------------------------------------ search
     def search(self, rows: np.ndarray, cols: np.ndarray, *, own: int) -> None:
+        """Every pair (row, column) of kept rows, in one block (``_search``, the rows and columns gathered)."""
+        Xr, sqr = self._gather(rows)
+        Xc, sqc = self._gather(cols)
+        self._search(rows, cols, Xr, Xc, sqr, sqc, own=own)
+
+    def _search(self, rows, cols, Xr, Xc, sqr, sqc, *, own: int) -> None:
         """Every pair (row, column) of kept rows, in one block; ``own``: the rows are the last ``own``
         columns too (their pairs among themselves met once each way). Lower bounds lo = d² − e of the
         float32 Gram distances; a pair is re-ranked in float64 when lo is at most the row's or the
         column's threshold: its current r₂², and for a row (or a column without two neighbours yet) an
-        upper bound of the block's second smallest d² (the second smallest lo + e's largest value)."""
-        h = self.holder
+        upper bound of the block's second smallest d² (the second smallest lo + e's largest value).
+        On the CPU the thresholds and the candidates come from numba passes over each row
+        (``stats.twonn_kernels``); elsewhere from torch ops over the whole block."""
         if rows.size == 0 or cols.size == 0:
             return
-        d = h.sample.shape[2]
+        d = Xr.shape[2]
         c = 2.0 * (d + 4) * unit_roundoff(self.device) * 1.01
+        if self.device.type == "cpu" and self.cpu_kernels:
+            l, i, j = self._candidates_cpu(rows, cols, Xr, Xc, sqr, sqc, own, c)
+            with one_thread(self.device):
+                self.update_cpu(l, rows[i], cols[j])
+            return
         rt = torch.as_tensor(rows, device=self.device)
         ct = torch.as_tensor(cols, device=self.device)
-        Xr, Xc = h.sample[:, rt], h.sample[:, ct]
-        sqr = torch.einsum("lrd,lrd->lr", Xr, Xr)
-        sqc = torch.einsum("lcd,lcd->lc", Xc, Xc)
+        l, i, j = self._candidates_torch(rt, ct, Xr, Xc, sqr, sqc, own, c)
+        self.update(l, rt[i], ct[j])
+
+    def _candidates_cpu(self, rows, cols, Xr, Xc, sqr, sqc, own, c):
+        """(layer, row, column) of the block's candidate pairs (``stats.twonn_kernels.block_candidates``;
+        per pair lo = d² − e and hi = d² + e, e from its own norms, with the 1 % margin of the torch path's emax). The small
+        gathers in numpy: torch's two threads cost milliseconds per op on the shared cores."""
+        from normvar_core.stats.twonn_kernels import block_candidates, block_pairs
+
+        h = self.holder
+        L, m = Xr.shape[0], rows.size
+        G = torch.bmm(Xr, Xc.transpose(1, 2)).numpy()
+        sr, sc = sqr.numpy().astype(np.float64), sqc.numpy().astype(np.float64)
+        br, bc, hr, hc = sr * (1 - c), sc * (1 - c), sr * (1 + 1.02 * c), sc * (1 + 1.02 * c)
+        dup, r2 = h.dup.numpy(), h.r.numpy()[:, :, 1]
+        rskip, cskip = dup[:, rows], dup[:, cols]
+        hc[cskip] = np.inf  # copies are no neighbours
+        cap = CPU_ROW_PAIRS * m + 16  # room for the pairs of most blocks (else ``block_pairs``)
+        out_i, out_j = np.empty((L, cap), np.int64), np.empty((L, cap), np.int64)
+        row_t, col_t, counts = block_candidates(G, br, bc, hr, hc, rskip, cskip, r2[:, rows], r2[:, cols], own,
+                                                out_i, out_j)
+        if counts.max() <= out_i.shape[1]:
+            keep = np.arange(out_i.shape[1]) < counts[:, None]
+            i, j = out_i[keep], out_j[keep]
+        else:  # some did not fit: all of them, each layer's at its offset
+            start = np.concatenate([[0], np.cumsum(counts)])
+            i, j = np.empty(int(start[-1]), np.int64), np.empty(int(start[-1]), np.int64)
+            block_pairs(G, br, bc, rskip, cskip, own, row_t, col_t, i, j, start)
+        return np.repeat(np.arange(L), counts), i, j
+
+    def _candidates_torch(self, rt, ct, Xr, Xc, sqr, sqc, own, c):
+        """(layer, row, column) of the block's candidate pairs, from torch ops over the whole block."""
+        h = self.holder
+        emax = 2.02 * c * (sqr.amax() + sqc.amax())  # e's largest value in the block, its own margin 1 %
+        m, n = rt.numel(), ct.numel()
         inf = float("inf")
         # copies are no neighbours: an infinite bias on their row / column
         br = torch.where(h.dup[:, rt], inf, sqr * (1 - c))
@@ -183,20 +257,35 @@ class NeighbourState:
         lo = torch.baddbmm(bc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0).add_(br[:, :, None])
         if own:
             i = torch.arange(own, device=self.device)
-            lo[:, rows.size - own + i, cols.size - own + i] = inf
-        # thresholds rounded up: 1e-6 above float32's relative rounding, emax's own margin 1 %
-        emax = 2.02 * c * (sqr.amax() + sqc.amax())
+            lo[:, m - own + i, n - own + i] = inf
+        # thresholds rounded up: 1e-6 above float32's relative rounding
         big = torch.finfo(torch.float32).max
         row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-6).float())
         col_t = h.r[:, ct, 1].square().mul_(1 + 1e-6).float()
         if own:  # the rows' own columns: their pairs are met in the rows already
-            col_t[:, cols.size - own:] = -inf
+            col_t[:, n - own:] = -inf
         if torch.isinf(col_t).any() and col_t.max() == inf:  # columns without two neighbours yet: the block's bound
             col_t = torch.minimum(_second(lo, 1) + emax, col_t)
         take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
-        l, i, j = torch.nonzero(take, as_tuple=True)
-        with one_thread(self.device):
-            self.update(l, rt[i], ct[j])
+        return torch.nonzero(take, as_tuple=True)
+
+    def update_cpu(self, l: np.ndarray, p: np.ndarray, q: np.ndarray) -> None:
+        """``update`` on the CPU: the same exact distances (``pair_squares`` then torch's sum, as
+        ``exact_distance``), both sides' two nearest updated pair by pair (``insert_pairs``: a neighbour
+        already held is not taken twice, so a pair met twice counts once)."""
+        from normvar_core.stats.twonn_kernels import insert_pairs, pair_squares
+
+        h = self.holder
+        if l.size == 0:
+            return
+        sample = h.sample.numpy()
+        buf = np.empty((min(l.size, CPU_PAIR_CHUNK), sample.shape[2]))
+        dist = np.empty(l.size)
+        for a in range(0, l.size, CPU_PAIR_CHUNK):
+            sq = buf[:min(CPU_PAIR_CHUNK, l.size - a)]
+            pair_squares(sample, l[a:a + sq.shape[0]], p[a:a + sq.shape[0]], q[a:a + sq.shape[0]], sq)
+            dist[a:a + sq.shape[0]] = torch.from_numpy(sq).sum(-1).sqrt_().numpy()
+        insert_pairs(h.r.numpy(), h.nn.numpy(), l, p, q, dist)
 
     def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> None:
         """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest updated."""
