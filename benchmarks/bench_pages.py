@@ -10,7 +10,8 @@ has nothing to draw for the run, e.g. Training without a sweep, its message).
 * **warm**: a second load of the same page in a new browser context, same server (caches filled).
 
 Each round starts both servers afresh; the table gives the median over rounds and the ratio to the
-floor's median of the same kind. ``--tsne``: then, per round, the first t-SNE map of the Token clouds
+floor's median of the same kind; each round takes the pages (and the floor) in another order, a rotation
+of the list. ``--tsne``: then, per round, the first t-SNE map of the Token clouds
 (a fresh server, the run's stored maps in DIR/cache/tsne/ removed first): seconds from the click on
 t-SNE to the map drawn.
 
@@ -159,8 +160,12 @@ def main(argv: list[str] | None = None) -> None:
             app, base = serve(ROOT / "app.py", args.data_dir)
             try:
                 urls = {"floor": fbase + "/", **page_urls(base, args.run, keys)}
+                # each round starts at another place in the list (the floor included): a page is not always
+                # measured after the same others, in a browser that has already drawn them
+                order = list(urls)[r % len(urls):] + list(urls)[:r % len(urls)]
                 for kind in ("cold", "warm"):
-                    for k, url in urls.items():
+                    for k in order:
+                        url = urls[k]
                         times[k][kind].append(load_time(browser, url))
                         print(f"{kind} {k}: {times[k][kind][-1]:.2f} s", file=sys.stderr)
                 if args.tsne:
