@@ -3,15 +3,19 @@
 The floor is a one-figure Streamlit page (plotly Scattergl, 2,000 points: ``benchmarks/floor_page.py``)
 served by the same Streamlit, measured in the same run. Each page is loaded in a fresh browser context
 (no cache, no session) and timed from the navigation's start to its first figure or table
-(a plotly graph with its data drawn, a data frame, a table, a form or a deck.gl canvas).
+(a plotly graph with its data drawn, a data frame, a table, a form or a deck.gl canvas; on a page that
+has nothing to draw for the run, e.g. Training without a sweep, its message).
 
 * **cold**: the first load of that page after its server started (Streamlit's caches empty for it);
 * **warm**: a second load of the same page in a new browser context, same server (caches filled).
 
 Each round starts both servers afresh; the table gives the median over rounds and the ratio to the
-floor's median of the same kind.
+floor's median of the same kind; each round takes the pages (and the floor) in another order, a rotation
+of the list. ``--tsne``: then, per round, the first t-SNE map of the Token clouds
+(a fresh server, the run's stored maps in DIR/cache/tsne/ removed first): seconds from the click on
+t-SNE to the map drawn.
 
-    .venv/bin/python benchmarks/bench_pages.py --data-dir DIR --run NAME [--rounds 5] [--pages a,b]
+    .venv/bin/python benchmarks/bench_pages.py --data-dir DIR --run NAME [--rounds 5] [--pages a,b] [--tsne]
 
 Everything talks to 127.0.0.1 only. Prints a markdown table for the docs.
 """
@@ -34,11 +38,11 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # The first thing a page shows that is worth waiting for.
-READY = """() => {
+READY = """(MESSAGE_PAGE) => {
   for (const g of document.querySelectorAll('.js-plotly-plot')) if (g._fullData && g._fullData.length) return true;
   if (document.querySelector('[data-testid="stDataFrame"] canvas, [data-testid="stTable"] table')) return true;
   if (document.querySelector('[data-testid="stForm"], [data-testid="stDeckGlJsonChart"] canvas')) return true;
-  return false;
+  return !!(MESSAGE_PAGE && document.querySelector('[data-testid="stAlertContainer"]'));
 }"""
 
 
@@ -79,6 +83,10 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+MESSAGE_PAGES = ("training",)
+"""Pages that show a message, not a figure, for a run that is not part of a sweep."""
+
+
 def load_time(browser, url: str, timeout_s: float = 60) -> float:
     """Seconds from the navigation's start to the first figure or table, in a fresh context (inf when
     nothing came within ``timeout_s``; a screenshot of that page lands in test-artifacts/)."""
@@ -89,13 +97,37 @@ def load_time(browser, url: str, timeout_s: float = 60) -> float:
     try:
         t0 = time.perf_counter()
         page.goto(url, wait_until="commit")
-        page.wait_for_function(READY, timeout=timeout_s * 1000, polling=25)
+        message_page = url.split("/")[3].split("?")[0] in MESSAGE_PAGES
+        page.wait_for_function(READY, arg=message_page, timeout=timeout_s * 1000, polling=25)
         return time.perf_counter() - t0
     except PlaywrightTimeout:
         (ROOT / "test-artifacts").mkdir(exist_ok=True)
         page.screenshot(path=str(ROOT / "test-artifacts" / f"bench_pages_timeout_{url.split('/')[3].split('?')[0] or 'runs'}.png"))
         print(f"no figure or table within {timeout_s:.0f} s: {url}", file=sys.stderr)
         return float("inf")
+    finally:
+        ctx.close()
+
+
+TSNE_DRAWN = """() => [...document.querySelectorAll('.js-plotly-plot')].some(
+  g => g._fullData && g._fullData.length && ((g.layout.title || {}).text || '').includes('t-SNE'))"""
+
+
+def tsne_time(browser, base: str, run: str, data_dir: Path, timeout_s: float = 120) -> float:
+    """Seconds from the click on t-SNE (Token clouds, the run's default tokens) to the map drawn, with the
+    run's maps on disk (DIR/cache/tsne/<run>/) removed first: the first map of this server."""
+    import shutil
+
+    shutil.rmtree(data_dir / "cache" / "tsne" / run, ignore_errors=True)
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = ctx.new_page()
+    try:
+        page.goto(f"{base}/clouds?run={run}", wait_until="commit")
+        page.wait_for_function(READY, arg=False, timeout=timeout_s * 1000, polling=25)
+        t0 = time.perf_counter()
+        page.get_by_text("t-SNE", exact=True).click()
+        page.wait_for_function(TSNE_DRAWN, timeout=timeout_s * 1000, polling=25)
+        return time.perf_counter() - t0
     finally:
         ctx.close()
 
@@ -114,10 +146,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--run", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--pages", default=",".join(PAGE_KEYS))
+    ap.add_argument("--tsne", action="store_true", help="also time the first t-SNE map of Token clouds")
     args = ap.parse_args(argv)
     keys = [k for k in args.pages.split(",") if k]
     from playwright.sync_api import sync_playwright
 
+    tsne: list[float] = []
     times: dict[str, dict[str, list[float]]] = {k: {"cold": [], "warm": []} for k in ["floor", *keys]}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
@@ -126,10 +160,17 @@ def main(argv: list[str] | None = None) -> None:
             app, base = serve(ROOT / "app.py", args.data_dir)
             try:
                 urls = {"floor": fbase + "/", **page_urls(base, args.run, keys)}
+                # each round starts at another place in the list (the floor included): a page is not always
+                # measured after the same others, in a browser that has already drawn them
+                order = list(urls)[r % len(urls):] + list(urls)[:r % len(urls)]
                 for kind in ("cold", "warm"):
-                    for k, url in urls.items():
+                    for k in order:
+                        url = urls[k]
                         times[k][kind].append(load_time(browser, url))
                         print(f"{kind} {k}: {times[k][kind][-1]:.2f} s", file=sys.stderr)
+                if args.tsne:
+                    tsne.append(tsne_time(browser, base, args.run, args.data_dir))
+                    print(f"first t-SNE map: {tsne[-1]:.2f} s", file=sys.stderr)
             finally:
                 stop(floor)
                 stop(app)
@@ -142,6 +183,9 @@ def main(argv: list[str] | None = None) -> None:
     for k, m in med.items():
         print(f"| {k} | {m['cold']:.2f} | {m['cold'] / med['floor']['cold']:.2f}x | {m['warm']:.2f} "
               f"| {m['warm'] / med['floor']['warm']:.2f}x |")
+    if tsne:
+        print(f"\nfirst t-SNE map of Token clouds (click to map drawn): median {statistics.median(tsne):.2f} s, "
+              f"max {max(tsne):.2f} s over {len(tsne)} rounds")
 
 
 if __name__ == "__main__":

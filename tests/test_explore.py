@@ -271,3 +271,23 @@ def test_tokenizer_files_do_not_load_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.stdout.strip() == "[]"
+
+
+def test_tsne_map_is_kept_on_disk_per_run_version(run, tmp_path):
+    """The dashboard's t-SNE map is computed once per run version and layer and read back from the data
+    dir's cache (a restarted dashboard does not compute it again); a stale version's map is removed."""
+    from views._explore import stored_tsne, tsne_file
+
+    path = tsne_file(run, 2, tmp_path)
+    stale = path.with_name("0123456789abcdef-layer2.parquet")
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an older version's map")
+    first = stored_tsne(run, 2, tmp_path)
+    assert path.is_file() and not stale.exists()
+    pd.testing.assert_frame_equal(pd.read_parquet(path), first)
+    marked = first.assign(tsne1=first["tsne1"] + 1.0)  # what is on disk is what is shown: nothing recomputed
+    marked.to_parquet(path, index=False)
+    pd.testing.assert_frame_equal(stored_tsne(run, 2, tmp_path), marked)
+    path.write_bytes(b"PAR1 damaged")  # a damaged file is computed again, to the same seeded map
+    pd.testing.assert_frame_equal(stored_tsne(run, 2, tmp_path), first)
+    assert len(first) == len(run.samples(2)) and np.isfinite(first[["tsne1", "tsne2"]].to_numpy()).all()

@@ -4,9 +4,16 @@ lasso on a scatter gives a token list the other pages take), nearest types by co
 (the worker task ``sentence``). Torch never loads here: the tokenizer is read from its files."""
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
+from normvar_core.datadir import DataDir
+from normvar_core.errors import NormvarError
 from normvar_core.stats.neighbours import nearest_types
 from normvar_core.viz.selection import cloud_handoff
 from views import _ui
@@ -97,13 +104,54 @@ def tokenizer_of(run):
 
 
 # ============================================================================ t-SNE
-@per_run_version(16)
-def tsne(run, layer: int) -> pd.DataFrame:
-    """The seeded t-SNE map of all the run's sampled embeddings at ``layer``, computed once per run
-    (file version) and layer (``viz.clouds.tsne_map``)."""
+def tsne_file(run, layer: int, cache: Path) -> Path:
+    """Where the map of (run file version, layer, seed, t-SNE settings) is kept under the data dir's
+    ``cache``: tsne/<run>/<digest>-layer<L>.parquet."""
+    from normvar_core.viz import clouds
+
+    key = repr((tuple(run.version), clouds.TSNE_SEED, clouds.TSNE_PCA_DIMS, clouds.TSNE_ITERATIONS))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return cache / "tsne" / re.sub(r"[^A-Za-z0-9._-]+", "_", run.name) / f"{digest}-layer{int(layer)}.parquet"
+
+
+def stored_tsne(run, layer: int, cache: Path | None) -> pd.DataFrame:
+    """``viz.clouds.tsne_map`` of all the run's sampled embeddings at ``layer``, read from ``tsne_file``
+    when there, else computed and written there as Parquet (atomic rename; the maps of the run's older
+    versions are removed). ``cache`` None (a data dir without a writable cache): computed only."""
     from normvar_core.viz.clouds import tsne_map
 
-    return tsne_map(run.samples(int(layer)))
+    path = tsne_file(run, layer, cache) if cache is not None else None
+    if path is not None and path.is_file():
+        try:
+            return pd.read_parquet(path)
+        except Exception:  # noqa: BLE001  (a damaged cache file: computed again and replaced)
+            pass
+    tmap = tsne_map(run.samples(int(layer)))
+    if path is None:
+        return tmap
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for old in path.parent.glob("*-layer*.parquet"):
+            if old.name.split("-")[0] != path.name.split("-")[0]:
+                old.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmap.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return tmap
 
 
-__all__ = ["selected_tokens", "selection_bar", "neighbours", "NN_COLUMNS", "tokenizer_of", "tsne"]
+@per_run_version(16)
+def tsne(run, layer: int) -> pd.DataFrame:
+    """The seeded t-SNE map of the run's sampled embeddings at ``layer``, computed once per run file
+    version and layer: in memory for every session, and on disk in the data dir's cache/tsne/ so that a
+    restarted dashboard reads it back (``stored_tsne``)."""
+    try:
+        cache = DataDir.at(_ui.data_dir()).cache
+    except NormvarError:
+        cache = None
+    return stored_tsne(run, layer, cache)
+
+
+__all__ = ["selected_tokens", "selection_bar", "neighbours", "NN_COLUMNS", "tokenizer_of", "tsne_file", "stored_tsne", "tsne"]

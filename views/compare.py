@@ -46,6 +46,20 @@ try:
     layers_fig = layers_figure({label_a: fits_a, label_b: fits_b}, relative=True,
                                num_hidden_states=depths, mark_layer={label_a: la, label_b: lb},
                                presentation=v.presentation, title="Fig. 4 on a relative-depth axis")
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+
+_ui.report_button([run_a, run_b], key="w_report_compare")
+if run_a.has("geometry") and run_b.has("geometry"):
+    samples = {label_a: G.recorded_sample(_ui.table(run_a, "layer_geometry")),
+               label_b: G.recorded_sample(_ui.table(run_b, "layer_geometry"))}
+    if G.samples_differ(samples):
+        st.warning(G.samples_differ(samples))
+_ui.chart(layers_fig, key="cmp_layers",
+          data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
+          name=f"compare_{run_a.name}_{run_b.name}_layers")
+try:  # the first figure is drawn: then the others
     dec_a, dec_b = _ui.decomposition(run_a, band), _ui.decomposition(run_b, band)
     dec_fig = decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True,
                                     num_hidden_states=depths, presentation=v.presentation,
@@ -61,16 +75,6 @@ try:
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
-
-_ui.report_button([run_a, run_b], key="w_report_compare")
-if run_a.has("geometry") and run_b.has("geometry"):
-    samples = {label_a: G.recorded_sample(_ui.table(run_a, "layer_geometry")),
-               label_b: G.recorded_sample(_ui.table(run_b, "layer_geometry"))}
-    if G.samples_differ(samples):
-        st.warning(G.samples_differ(samples))
-_ui.chart(layers_fig, key="cmp_layers",
-          data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
-          name=f"compare_{run_a.name}_{run_b.name}_layers")
 _ui.chart(dec_fig, key="cmp_decomp",
           data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
           name=f"compare_{run_a.name}_{run_b.name}_decomposition")

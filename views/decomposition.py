@@ -16,13 +16,22 @@ with ctl.extra[0]:
     _ui.bind("w_decomp_log", False)
     log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
 
+# one figure first (the shares), then the others
 try:
     d = _ui.decomposition(run, band, pool)
+    bars = decomposition_bars(d, presentation=v.presentation,
+                              title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+n_types = int(d["n_types"].iloc[0]) if len(d) else 0
+st.caption(f"{n_types:,} token types, {_ui.fmt_int(d['n'].iloc[0] if len(d) else 0)} embeddings per layer "
+           f"with {10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
+_ui.chart(bars, key="decomp_bars", data=d, name=f"{run.name}_decomposition")
+try:
     nd = _ui.decomposition(null_run, band, pool) if null_run is not None else None
     ln = _ui.layernorm(run, band)
     q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
-    bars = decomposition_bars(d, presentation=v.presentation,
-                              title=f"{run.name}: shares of Q(X) per layer (Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
     ratios = decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
                                   null=nd, null_label=null_label or "")
     raw = decomposition_raw(d, log_y=log_y, presentation=v.presentation,
@@ -31,11 +40,6 @@ try:
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
-
-n_types = int(d["n_types"].iloc[0]) if len(d) else 0
-st.caption(f"{n_types:,} token types, {_ui.fmt_int(d['n'].iloc[0] if len(d) else 0)} embeddings per layer "
-           f"with {10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
-_ui.chart(bars, key="decomp_bars", data=d, name=f"{run.name}_decomposition")
 c1, c2 = st.columns(2)
 with c1:
     _ui.chart(ratios, key="decomp_ratios", data=d, name=f"{run.name}_decomposition_ratios")

@@ -7,6 +7,7 @@ from normvar_core.viz.frequency_figures import corpus_histograms, frequency_scat
 from normvar_core.viz.selection import MAX_POINTS, downsample
 from normvar_core.viz import geometry_figures as GF
 from views import _ui
+from views._run_cache import per_run_version
 
 run, v = _ui.run_page("Frequency: Q, M and V against log₁₀ n_t",
                       "Frequent tokens sit closer to the origin (M falls) and spread more (V rises), while Q stays "
@@ -18,32 +19,51 @@ with ctl.extra[0]:
     log_y = not st.toggle("Raw values (Fig. 7)", key="w_freq_raw",
                           help="off: log₁₀(1 + Z), the scale of the regressions (App. F); on: Q, M, V themselves")
 
-try:
+
+@per_run_version(64)
+def _scatter(run, layer: int, band, pool: bool, log_y: bool, presentation: bool, null_name, null_version,  # noqa: ARG001
+             null_text: str):
+    """The page's first figure, built once per (run version, view): the null run comes by name and
+    file version, so a recomputed null is drawn again."""
     regs = _ui.frequency_regressions(run, band, pool)
     points = _ui.band_points(run, layer, band, pool)
     drawn, total = downsample(points, MAX_POINTS)
-    null_points = null_regs = None
-    if null_run is not None:
-        null_points, _ = downsample(_ui.band_points(null_run, layer, band, pool), MAX_POINTS)
-        null_regs = _ui.frequency_regressions(null_run, band, pool)
-    scatter = frequency_scatter(drawn, regs, layer=layer, log_y=log_y, total=total,
-                                presentation=v.presentation, null_points=null_points,
-                                null_label=null_label or "",
-                                title=f"{run.name} · layer {layer} (Fig. 7, 11–13)")
+    null_run = _ui.open_run(null_name) if null_name else None
+    null_points = downsample(_ui.band_points(null_run, layer, band, pool), MAX_POINTS)[0] if null_run else None
+    return frequency_scatter(drawn, regs, layer=layer, log_y=log_y, total=total, presentation=presentation,
+                             null_points=null_points, null_label=null_text,
+                             title=f"{run.name} · layer {layer} (Fig. 7, 11–13)")
+
+
+@per_run_version(16)
+def _corpus(run, presentation: bool):
+    return corpus_histograms(run.sentence_length_hist(), run.frequency_hist(), presentation=presentation,
+                             title="The corpus (Fig. 9, 10)")
+
+
+# one figure first (the scatter), then the others
+try:
+    points = _ui.band_points(run, layer, band, pool)
+    scatter = _scatter(run, layer, band, pool, log_y, v.presentation, null_run.name if null_run else None,
+                       tuple(null_run.version) if null_run else None, null_label or "")
+except Exception as err:  # noqa: BLE001
+    _ui.show_error(err)
+    st.stop()
+_ui.chart(scatter, key="freq_scatter", data=points[["token_id", "token", "n", "log10_n", "q", "m", "v"]],
+          name=f"{run.name}_frequency_layer{layer}")
+try:
+    regs = _ui.frequency_regressions(run, band, pool)
+    null_regs = _ui.frequency_regressions(null_run, band, pool) if null_run is not None else None
     slopes = frequency_slopes(regs, presentation=v.presentation, null_regs=null_regs,
                               null_label=null_label or "",
                               title="Slope on log₁₀ nₜ per layer (Fig. 17)")
     hist = _ui.histograms(run, layer, band, pool=pool)
     hfig = histograms_figure(hist, presentation=v.presentation,
                              title=f"Histograms at layer {layer} (Fig. 14–16)")
-    corpus = corpus_histograms(run.sentence_length_hist(), run.frequency_hist(),
-                               presentation=v.presentation, title="The corpus (Fig. 9, 10)")
+    corpus = _corpus(run, v.presentation)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
-
-_ui.chart(scatter, key="freq_scatter", data=points[["token_id", "token", "n", "log10_n", "q", "m", "v"]],
-          name=f"{run.name}_frequency_layer{layer}")
 c1, c2 = st.columns(2)
 with c1:
     _ui.chart(slopes, key="freq_slopes", data=regs, name=f"{run.name}_frequency_slopes")

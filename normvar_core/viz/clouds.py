@@ -8,6 +8,7 @@ from the origin along the two principal directions.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,12 +73,32 @@ TSNE_SEED = 0
 """The t-SNE map's seed: the same run and layer always give the same map."""
 
 
+TSNE_PCA_DIMS = 50
+"""The t-SNE input: the embeddings' first 50 principal components (the usual reduction before t-SNE:
+the neighbours are found in 50 dimensions, and exactly, up to ``TSNE_EXACT_MAX`` points)."""
+TSNE_EXACT_MAX = 20_000
+TSNE_ITERATIONS = (100, 100)
+"""Early-exaggeration and then plain iterations. openTSNE's default 550 (250 + 300) gave the same
+trustworthiness (0.995 at k = 10, 2,000 points) on an 11,176-embedding MiniLM layer as 200 (KL
+divergence 0.81 against 1.11: the clusters are a little less spread apart)."""
+
+
+def _tsne_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def tsne_map(samples: pd.DataFrame, seed: int = TSNE_SEED, perplexity: float = 30.0) -> pd.DataFrame:
-    """A non-linear 2-D map (openTSNE: Euclidean input, PCA initialisation, 250 + 300 iterations, ``seed``) of every
-    sampled embedding of a layer (``Run.samples(layer)``, all stored types): computed once per run and
-    layer and shared by every token selection, so a token's cloud keeps its place when others are
-    added. Returns DataFrame[token_id, i, tsne1, tsne2]; the perplexity is capped at (m − 1) / 3 for
-    m samples. Unlike PCA, distances between far clouds and the origin carry no meaning here."""
+    """A non-linear 2-D map of every sampled embedding of a layer (``Run.samples(layer)``, all stored
+    types): computed once per run and layer and shared by every token selection, so a token's cloud
+    keeps its place when others are added. openTSNE on the embeddings' first ``TSNE_PCA_DIMS``
+    principal components: exact nearest neighbours (annoy above ``TSNE_EXACT_MAX`` points), PCA
+    initialisation, the FFT gradient, ``TSNE_ITERATIONS`` (100 + 100) iterations, ``seed``: about 6 s of
+    one core for 11k embeddings. Returns DataFrame[token_id, i, tsne1, tsne2]; the
+    perplexity is capped at (m − 1) / 3 for m samples. Unlike PCA, distances between far clouds and the
+    origin carry no meaning here."""
     from openTSNE import TSNE
 
     if samples is None or len(samples) == 0:
@@ -87,10 +108,15 @@ def tsne_map(samples: pd.DataFrame, seed: int = TSNE_SEED, perplexity: float = 3
     if m < 4:
         Y = np.zeros((m, 2))
     else:
+        Xc = X - X.mean(axis=0)
+        _, _, vt = np.linalg.svd(Xc, full_matrices=False)
+        Z = Xc @ vt[:TSNE_PCA_DIMS].T
         perp = max(1.0, min(float(perplexity), (m - 1) / 3.0))
-        Y = np.asarray(TSNE(n_components=2, perplexity=perp, random_state=int(seed), n_jobs=1, n_iter=300,
-                            negative_gradient_method="bh" if m < 10_000 else "fft",
-                            initialization="pca", metric="euclidean", verbose=False).fit(X))
+        early, plain = TSNE_ITERATIONS
+        Y = np.asarray(TSNE(n_components=2, perplexity=perp, random_state=int(seed), n_jobs=_tsne_jobs(),
+                            early_exaggeration_iter=early, n_iter=plain, negative_gradient_method="fft",
+                            neighbors="exact" if m <= TSNE_EXACT_MAX else "annoy", initialization="pca",
+                            metric="euclidean", verbose=False).fit(Z))
     return pd.DataFrame({"token_id": samples["token_id"].to_numpy(), "i": samples["i"].to_numpy(),
                          "tsne1": Y[:, 0], "tsne2": Y[:, 1]})
 
