@@ -145,14 +145,18 @@ def main() -> None:
     variants = {
         "default": cli + ["--max-sentences", str(args.sentences)],
         "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
+        # the occurrences (issue 34) apart: what their early batches and projections add to each variant
+        "default_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--occurrences", "0"],
+        "lean_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity",
+                                      "off", "--occurrences", "0"],
         "bare": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir],
         "bare_heap": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir,
                       "--heap"],
     }
     wanted = set(filter(None, args.variants.split(","))) | {"bare"}
     if wanted - set(variants):
-        sys.exit(f"bench_cost.py: unknown variant(s) {sorted(wanted - set(variants))}; use default, lean, bare, "
-                 "bare_heap")
+        sys.exit(f"bench_cost.py: unknown variant(s) {sorted(wanted - set(variants))}; use "
+                 f"{', '.join(variants)}")
     variants = {k: v for k, v in variants.items() if k in wanted}
     skip = set(filter(None, args.skip.split(",")))
     _timed(cli + ["--max-sentences", "100"])  # warm-up: numba's on-disk cache, the OS file cache
@@ -177,7 +181,9 @@ def main() -> None:
                   "|---|---|---:|---:|---:|---:|---:|---:|"]
         for k, label in (("bare", "bare forward, output_hidden_states"),
                          ("bare_heap", "bare forward, the run's heap set-up"), ("default", "default `normvar compute`"),
-                         ("lean", "`--no-geometry --self-similarity off`")):
+                         ("lean", "`--no-geometry --self-similarity off`"),
+                         ("default_no_occurrences", "default, `--occurrences 0`"),
+                         ("lean_no_occurrences", "lean, `--occurrences 0`")):
             if k not in variants:
                 continue
             lines.append(f"| {label} | {', '.join(f'{t:.1f}' for t in times[k])} | {med[k]:.1f} | "
