@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from normvar_core.constants import (ID_SAMPLE, MAX_ID_SAMPLE, MAX_SAMPLES_PER_TOKEN, MAX_WORDS, MAX_WORKERS,
-                                    OCCURRENCES, OCCURRENCES_MAX, SAMPLES_PER_TOKEN)
+                                    OCCURRENCES, OCCURRENCES_MAX, SAMPLES_PER_TOKEN, TWONN_BATCH)
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.devicemap import check_options as check_device_options
@@ -98,7 +98,7 @@ class RunConfig:
                        flag="--no-halves")
     id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's "
                          "batch anisotropy: min(N, this), whatever the run's size (seed 004: 16384), in batches of "
-                         "at least 4,096", minimum=0, maximum=MAX_ID_SAMPLE,
+                         f"at least {TWONN_BATCH:,}", minimum=0, maximum=MAX_ID_SAMPLE,
                          label="TwoNN sample")
     occurrences: int = opt(OCCURRENCES, "most occurrences per layer kept for the Occurrences page, each at its "
                            "coordinates on the layer's principal axes (every one when the run has fewer, else a "

@@ -186,25 +186,6 @@ def test_twonn_on_minilm_layer0_runs_on_distinct_states(minilm_pass):
     np.testing.assert_allclose(row["twonn_id"], skdim.id.TwoNN().fit(uniq).dimension_, rtol=1e-9)
 
 
-def test_device_neighbour_search_equals_the_host_search():
-    """The GPU path's TwoNN candidate search (chunked matmul + top-k on the run's device, only indices
-    back to the host), run here on the CPU device with chunks smaller than the sample: the same exact
-    r₁, r₂ (duplicates included) and the same TwoNN as the host search, and as scikit-dimension."""
-    import skdim
-
-    from normvar_core.pipeline.accumulators.geometry import device_search
-
-    rng = np.random.default_rng(5)
-    X = _embed(rng.standard_normal((1500, 6)), 384, rng)
-    ref = skdim.id.TwoNN().fit(X).dimension_
-    Xd = np.concatenate([X, X[:25]])
-    search = device_search(torch.device("cpu"), chunk=400)
-    for r_host, r_dev in zip(G.nearest_two(Xd), G.nearest_two(Xd, search=search)):
-        np.testing.assert_array_equal(r_host, r_dev)
-    assert G.twonn(Xd, search=search) == G.twonn(Xd) and G.twonn(Xd)[1] == 25
-    np.testing.assert_allclose(G.twonn(X, search=search)[0], ref, rtol=1e-9)
-
-
 def test_sample_keys_do_not_depend_on_batching():
     s = np.arange(1000) // 10
     p = np.arange(1000) % 10

@@ -15,8 +15,8 @@ import time
 
 import streamlit as st
 
-TOKEN_ENV = "NORMVAR_TOKEN"
-READ_ONLY_ENV = "NORMVAR_READ_ONLY"
+from normvar_core.service.dashboard_access import READ_ONLY_ENV, TOKEN_ENV
+
 KEY = "_normvar_token"
 
 

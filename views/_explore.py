@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.datadir import DataDir
+from normvar_core.destination import write_atomic
 from normvar_core.errors import NormvarError
 from normvar_core.stats.neighbours import nearest_types
 from normvar_core.viz.selection import cloud_handoff
@@ -25,6 +26,11 @@ def selected_tokens(event) -> list[str]:
     """The distinct tokens (point texts) of a plotly selection event, in selection order."""
     points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
     return list(dict.fromkeys(str(p.get("text")) for p in points if p.get("text")))
+
+
+OCCURRENCE_BOX = "occurrence_selection"
+"""session_state: {"run", "layer", "predicate"} of the Occurrences page's box, while it has one (the Token page
+shows the type's contexts inside it)."""
 
 
 def _sampled_ids(run) -> dict[str, int]:
@@ -134,10 +140,8 @@ def stored_tsne(run, layer: int, cache: Path | None) -> pd.DataFrame:
         for old in path.parent.glob("*-layer*.parquet"):
             if old.name.split("-")[0] != path.name.split("-")[0]:
                 old.unlink(missing_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmap.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except OSError:
+        write_atomic(path, lambda tmp: tmap.to_parquet(tmp, index=False))
+    except (OSError, NormvarError):  # a cache that cannot be written: the map is still shown
         pass
     return tmap
 

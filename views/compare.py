@@ -54,8 +54,8 @@ _ui.report_button([run_a, run_b], key="w_report_compare")
 if run_a.has("geometry") and run_b.has("geometry"):
     samples = {label_a: G.recorded_sample(_ui.table(run_a, "layer_geometry")),
                label_b: G.recorded_sample(_ui.table(run_b, "layer_geometry"))}
-    if G.samples_differ(samples):
-        st.warning(G.samples_differ(samples))
+    if differ := G.samples_differ(samples):
+        st.warning(differ)
 _ui.chart(layers_fig, key="cmp_layers",
           data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
           name=f"compare_{run_a.name}_{run_b.name}_layers")

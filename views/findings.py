@@ -25,8 +25,8 @@ table = pd.DataFrame({"claim": [c for _, _, c in F.CLAIMS], "id": list(F.CLAIM_I
                       "seed": [s for _, s, _ in F.CLAIMS],
                       **{name: [F.cell(f) for f in fs] for name, fs in per_run.items()}})
 st.dataframe(table, hide_index=True, width="stretch", key="findings_table")
-if F.samples_note(per_run):
-    st.warning(F.samples_note(per_run))
+if note := F.samples_note(per_run):
+    st.warning(note)
 tidy = F.findings_table(per_run)
 st.download_button("Download findings (CSV)", tidy.to_csv(index=False).encode(), file_name=f"{run.name}_findings.csv",
                    mime="text/csv", key="findings_csv")

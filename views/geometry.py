@@ -78,7 +78,7 @@ if skipped:
     st.caption("Without geometry (recompute to include): " + ", ".join(skipped))
 data = pd.concat([df.assign(run=n) for n, df in {**curves, **null_curves}.items()], ignore_index=True)
 _ui.chart(fig, key="geometry", data=data, name=f"{run.name}_geometry")
-st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches of at least 4,096).")
+st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches).")
 differ = G.samples_differ({n: G.recorded_sample(df) for n, df in curves.items()})
 if differ:
     st.warning(differ)

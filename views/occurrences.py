@@ -14,7 +14,7 @@ from normvar_core.viz import occurrence_figures as OF
 from views import _explore, _ui
 from views._run_cache import per_run_version
 
-SEL_KEY = "occurrence_selection"  # session_state: {"run", "layer", "predicate"} of the last box (the Token page reads it)
+SEL_KEY = _explore.OCCURRENCE_BOX
 
 run, v = _ui.run_page("Occurrences: every embedding of a layer",
                       "Each point is one occurrence x of a token in the corpus, at its coordinates on the layer's two "
@@ -38,6 +38,14 @@ def points(run, layer: int):
 @per_run_version(32)
 def coloured(run, layer: int, by: str):
     return OF.colours(points(run, layer), by)
+
+
+@per_run_version(4)
+def drawn(run, layer: int, by: str) -> str:
+    """The scatter's JSON (tens of MB at a million points), built once per (run version, layer, colouring): a
+    search or a box edit rebuilds only their own small layers."""
+    p = points(run, layer)
+    return OF.points_layer(p["x"].to_numpy(), p["y"].to_numpy(), coloured(run, layer, by)[0])
 
 
 c1, c2, c3 = st.columns([2, 2, 3])
@@ -78,8 +86,12 @@ with st.expander("Box selection", expanded=True):
               for i, (label, k) in enumerate(zip(("x from", "x to", "y from", "y to"), box_keys))]
 box = ((bounds[0], bounds[1]), (bounds[2], bounds[3])) if all(x is not None for x in bounds) else None
 
-spec = OF.deck_spec(pts["x"].to_numpy(), pts["y"].to_numpy(), rgb, highlight=hit, box=box)
-st.caption(f"{len(pts):,} occurrences", help="every occurrence the run kept for this layer (its --occurrences)")
+spec = OF.deck_spec(pts["x"].to_numpy(), pts["y"].to_numpy(), rgb, highlight=hit, box=box, base=drawn(run, layer, by))
+cap = int((run.meta.get("options") or {}).get("occurrences") or 0)
+every = int(run.meta.get("n_embeddings") or 0)
+st.caption(f"{len(pts):,} occurrences" + (f" of {every:,} (a seeded sample: the run kept at most {cap:,} per layer)"
+                                           if 0 < len(pts) < every else ""),
+           help="every occurrence the run kept for this layer, at its place on the layer's principal axes")
 st.pydeck_chart(spec, height=620, key="occ_chart", on_select="rerun", selection_mode="multi-object")
 
 if legend["kind"] == "types":
@@ -87,7 +99,8 @@ if legend["kind"] == "types":
                         for t, n, c in legend["items"])
     st.markdown(f"<small>{swatch} · the rest in grey ({legend['other']:,})</small>", unsafe_allow_html=True)
 else:
-    st.caption(f"Colour: {legend['label']} from {legend['lo']:.3g} (dark violet) to {legend['hi']:.3g} (yellow)")
+    st.caption(f"Colour: {legend['label']}, 1st to 99th percentile: {legend['lo']:.3g} (dark violet) to "
+               f"{legend['hi']:.3g} (yellow); the values beyond take the end colours")
 
 axes = O.occurrence_axes(run)
 row = axes[axes["layer"] == layer]
@@ -116,4 +129,6 @@ if box is not None:
     left.dataframe(types, hide_index=True, width="stretch", key="occ_types", height=300)
     right.dataframe(O.selected_contexts(run, predicate, limit=200), hide_index=True, width="stretch",
                     key="occ_contexts", height=300)
+else:  # a cleared box no longer feeds the Token page
+    st.session_state.pop(SEL_KEY, None)
 _ui.sync_url("occurrences")

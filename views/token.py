@@ -243,7 +243,7 @@ else:
     with st.expander(f"All {len(ctx)} sampled contexts"):
         st.dataframe(ctx.drop(columns=["char_start", "char_end"]), hide_index=True, width="stretch", key="token_contexts")
 
-occ = st.session_state.get("occurrence_selection")
+occ = st.session_state.get(_explore.OCCURRENCE_BOX)
 if occ and occ.get("run") == run.name:  # the Occurrences page's box: this type's uses inside it
     from normvar_core.runs.occurrences import selected_contexts
 

@@ -250,7 +250,10 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
     from normvar_core.pipeline.models.placement import input_device
 
     model = loaded.model
-    device = input_device(model)
+    extra = loaded.extra if hasattr(loaded, "extra") else {}
+    device = extra.get("input_device")
+    if device is None:  # where the token ids go: found once per model (a device map's walk over its modules)
+        device = extra["input_device"] = input_device(model)
     ids, am = _to_device(batch.input_ids, device), _to_device(batch.attention_mask, device)
     # which positions count is known on the host: select them by index (no boolean mask on the
     # device, whose result size would cost a host synchronisation per batch)
@@ -258,11 +261,9 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
     flat = keep.reshape(-1).nonzero().squeeze(1)
     kwargs = {}
     if batch.padding_side == "left":
-        need = loaded.extra.get("position_ids") if hasattr(loaded, "extra") else None
+        need = extra.get("position_ids")
         if need is None:
-            need = _position_ids_needed(model)
-            if hasattr(loaded, "extra"):
-                loaded.extra["position_ids"] = need
+            need = extra["position_ids"] = _position_ids_needed(model)
         if need:
             kwargs["position_ids"] = (am.cumsum(1) - 1).clamp(min=0)
     with torch.inference_mode():
@@ -289,8 +290,11 @@ def _kept(hs, idx, batch: Batch, keep, flat, device):
         return pool_words(torch.stack([hs[i].to(device) for i in idx]), batch, keep.to(device))
     first = hs[idx[0]]  # one copy: each layer's kept rows gathered straight into its slice
     states = torch.empty((len(idx), flat.numel(), first.shape[-1]), dtype=first.dtype, device=device)
+    sels = {}  # the row index, copied once to each device that computed a kept layer
     for j, i in enumerate(idx):
-        sel = _to_device(flat, hs[i].device)
+        sel = sels.get(hs[i].device)
+        if sel is None:
+            sel = sels[hs[i].device] = _to_device(flat, hs[i].device)
         if hs[i].device == device:
             torch.index_select(hs[i].flatten(0, 1), 0, sel, out=states[j])
         else:

@@ -73,7 +73,8 @@ def hidden_state_devices(model, dmap: dict[str, str], num_hidden_states: int) ->
     from normvar_core.pipeline.models.probe import blocks, is_norm
 
     names = producers(model, num_hidden_states, None)
-    inside = {n for n, m in model.named_modules() for b in blocks(model) if m is b}
+    stack = {id(b) for b in blocks(model)}  # walked once, not once per module
+    inside = {n for n, m in model.named_modules() if id(m) in stack}
     final = [n for n, m in model.named_modules() if n and "." not in n and is_norm(m) and n not in inside]
     if final:
         names[-1] = final[-1]

@@ -16,11 +16,10 @@ from normvar_core.runs.reader import Run
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import geometry_tables, moments_tables, sentence_length_table
 from normvar_core.runs.writer import write_tables
-from normvar_core.constants import NULL_KINDS
+from normvar_core.constants import ID_SAMPLE, NULL_KINDS
 from normvar_core.stats.null import null_params, null_stats
+from normvar_core.stats.geometry import recorded_sample
 from normvar_core.stats.null_geometry import null_layer_geometry
-
-DEFAULT_SAMPLE = 16384
 
 
 def check_kind(kind: str) -> None:
@@ -37,7 +36,7 @@ def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, sea
     """The geometry tables of the null ``null`` (a ``null_stats`` draw of ``stats``): same layers and
     sample size as the run's own geometry. ``search``: the TwoNN candidate search (numpy's by default)."""
     geo = run.table("layer_geometry")
-    size = int(geo["id_sample"].max()) if "id_sample" in geo and len(geo) else DEFAULT_SAMPLE
+    size = recorded_sample(geo)[0] or ID_SAMPLE
     rows, spectra, cosines = [], [], []
     for li, mu, s2 in null_params(kind, stats, run.layer_stats(), seed=seed):
         layer = int(stats.layer_index[li])

@@ -235,11 +235,14 @@ def recorded_sample(g) -> tuple[int, int]:
 
 
 def sample_text(g) -> str:
-    """'TwoNN on 16,384 embeddings per layer in 4 batches' — read from the run, never from the option."""
+    """'TwoNN on 16,384 embeddings per layer in 4 batches of at least 4,096' — the sample and the batch count
+    read from the run, never from the option; each batch holds at least min(sample, ``TWONN_BATCH``) (the rest
+    joins the last batch, ``twonn_batch_of``)."""
     k, nb = recorded_sample(g)
     if not k:
         return "no TwoNN sample"
-    return f"TwoNN on {k:,} embeddings per layer" + (f" in {nb} batch{'es' if nb != 1 else ''}" if nb else "")
+    return f"TwoNN on {k:,} embeddings per layer" + (
+        f" in {nb} batch{'es' if nb != 1 else ''} of at least {min(k, BATCH_SIZE):,}" if nb else "")
 
 
 def samples_differ(samples: dict) -> str | None:

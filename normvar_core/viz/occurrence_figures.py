@@ -97,17 +97,22 @@ def view_state(x: np.ndarray, y: np.ndarray, *, width: int = 900, height: int = 
     return {"target": [float(x0 + x1) / 2, float(y0 + y1) / 2, 0], "zoom": float(np.log2(1.0 / span))}
 
 
+def points_layer(x: np.ndarray, y: np.ndarray, rgb: np.ndarray, *, radius: float = 1.5) -> str:
+    """The JSON of the scatter of every point (pickable: a click or shift-clicks select points): the large
+    part of ``deck_spec``, which a page can build once per (run, layer, colouring) and pass as ``base``."""
+    return (f'{{"@@type":"ScatterplotLayer","id":"{LAYER_ID}","data":{_records(x, -np.asarray(y, np.float64), rgb)},'
+            f'"getPosition":"@@=[x, y]","getFillColor":"@@=[r, g, b]","getRadius":{radius},'
+            f'"radiusUnits":"pixels","pickable":true,"stroked":false}}')
+
+
 def deck_spec(x: np.ndarray, y: np.ndarray, rgb: np.ndarray, *, highlight: np.ndarray | None = None,
               box: tuple[tuple[float, float], tuple[float, float]] | None = None, radius: float = 1.5,
-              height: int = 620) -> DeckSpec:
-    """The scatter of every point (pickable: a click or shift-clicks select points), the highlighted points
-    (a token search) drawn larger on top, and the box outline. y grows upwards (the data's y is negated:
-    deck.gl's orthographic y grows downwards)."""
+              height: int = 620, base: str | None = None) -> DeckSpec:
+    """The scatter of every point (``points_layer``, or ``base`` when given: the same points' layer built
+    before), the highlighted points (a token search) drawn larger on top, and the box outline. y grows upwards
+    (the data's y is negated: deck.gl's orthographic y grows downwards)."""
     ny = -np.asarray(y, np.float64)
-    layers = [f'{{"@@type":"ScatterplotLayer","id":"{LAYER_ID}","data":{_records(x, ny, rgb)},'
-              f'"getPosition":"@@=[x, y]","getFillColor":"@@=[r, g, b]","getRadius":{radius},'
-              f'"radiusUnits":"pixels","pickable":true,'
-              f'"stroked":false}}']
+    layers = [base if base is not None else points_layer(x, y, rgb, radius=radius)]
     if highlight is not None and highlight.any():
         hx, hy = np.asarray(x)[highlight], ny[highlight]
         hrgb = np.tile(np.array(HIGHLIGHT, np.uint8), (len(hx), 1))
@@ -126,4 +131,4 @@ def deck_spec(x: np.ndarray, y: np.ndarray, rgb: np.ndarray, *, highlight: np.nd
     return DeckSpec(spec)
 
 
-__all__ = ["COLOUR_BY", "DeckSpec", "ramp", "colours", "deck_spec", "view_state", "LAYER_ID", "TOP_TYPES"]
+__all__ = ["COLOUR_BY", "DeckSpec", "ramp", "colours", "deck_spec", "points_layer", "view_state", "LAYER_ID", "TOP_TYPES"]

@@ -63,24 +63,6 @@ def host_search(X32: np.ndarray, k: int) -> np.ndarray:
     return G.gram_candidates(X32, k, smallest=topk_smallest)
 
 
-def device_search(device: torch.device, chunk: int = 4096):
-    """The TwoNN candidate search on ``device`` (a GPU run): per chunk of rows the float32 squared
-    distances ‖a‖² + ‖b‖² − 2 a·b as one matmul, then ``torch.topk``; only the (m, k) indices come
-    back to the host, where ``stats.geometry.nearest_two`` recomputes their distances in float64."""
-    def search(X32: np.ndarray, k: int) -> np.ndarray:
-        X = torch.from_numpy(X32).to(device)
-        sq = torch.einsum("ij,ij->i", X, X)
-        m = X.shape[0]
-        out = []
-        for a in range(0, m, chunk):
-            b = min(m, a + chunk)
-            d2 = sq[a:b, None] + sq[None, :] - 2.0 * (X[a:b] @ X.T)
-            d2[torch.arange(b - a, device=device), torch.arange(a, b, device=device)] = float("inf")
-            out.append(torch.topk(d2, k, dim=1, largest=False).indices)
-        return torch.cat(out).cpu().numpy().astype(np.int64)
-    return search
-
-
 def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
     """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
     neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
@@ -231,4 +213,4 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 "scatter_dtype": self.scatter_dtype}
 
 
-__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search", "device_search"]
+__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search"]

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from normvar_core.constants import TWONN_BATCH
 from normvar_core.stats.geometry import twonn_batch_of
 
 CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
@@ -68,7 +69,7 @@ class NeighbourState:
 
     def __init__(self, holder, num_layers: int, size: int, dim: int, device, *, batch: int | None = None):
         self.holder = holder
-        self.tb = twonn_batch_of(size, batch) if batch else twonn_batch_of(size)
+        self.tb = twonn_batch_of(size, batch or TWONN_BATCH)  # ``batch``: smaller batches for tests only
         self.device = torch.device(device)
         self.mult = hash_multipliers(dim, self.device)
         self._sq, self._sq_of = None, None  # the stored rows' squared norms (``_norms``)

@@ -135,7 +135,7 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
         from normvar_core.pipeline.corpus.dataset import open_dataset
 
         spec = json.loads(bytes(data))
-        open_dataset(cfg).feed(target, spec["index"], spec["num"])
+        open_dataset(cfg, hash_files=False).feed(target, spec["index"], spec["num"])  # the driver hashed the files
     elif fmt == ".jsonl":
         cols = _JsonColumns()
         for rows in _jsonl_rows(CorpusStream(path, data=data, at_start=share["index"] == 0), path):
