@@ -115,6 +115,18 @@ def in_band(run, layer, lo=1.0, hi=5.0):
     return t.loc[(t.n >= 10 ** lo) & (t.n <= 10 ** hi)]
 
 
+def open_section(at, page: str, label_part: str):
+    """Open the page's tab whose label holds ``label_part`` (as a click would: the tab's state, then a rerun);
+    only the open tab's figures are computed and sent."""
+    labels = [t.label for t in at.tabs]
+    [label] = [lab for lab in labels if label_part in lab] or [None]
+    assert label is not None, f"no tab ~{label_part!r} in {labels}"
+    at.session_state[f"w_section_{page}"] = label
+    at.run()
+    ok(at)
+    return at
+
+
 def open_page(at, page: str, **params):
     at.query_params.update({"run": RUN, **params})
     at.run()
@@ -233,10 +245,7 @@ def test_decomposition_bars_equal_library(app, run):
 def test_frequency_page(app, run):
     at = open_page(app, "frequency", layer="3")
     regs = analyses.frequency_regressions(run.stats(), 10, 1e5)
-    slopes = figure(at, "Slope on")
-    for name in ("Q", "M", "V"):
-        expect = regs.loc[regs.quantity == name].sort_values("layer")["slope"].to_numpy()
-        np.testing.assert_allclose(arr(trace(slopes, name)["y"]), expect)
+    assert len(figures_of(at)) == 1                      # the first tab's figure only: the others when opened
     sc = figure(at, "layer 3 (Fig. 7")
     band = in_band(run, 3)
     q = arr(sc["data"][0]["y"])
@@ -245,10 +254,15 @@ def test_frequency_page(app, run):
     line = sc["data"][1]
     lx, ly = arr(line["x"]), arr(line["y"])
     assert (ly[-1] - ly[0]) / (lx[-1] - lx[0]) == pytest.approx(row["slope"], rel=1e-9)
-    hist = figure(at, "Histograms at layer 3")
+    slopes = figure(open_section(at, "frequency", "Slopes"), "Slope on")
+    for name in ("Q", "M", "V"):
+        expect = regs.loc[regs.quantity == name].sort_values("layer")["slope"].to_numpy()
+        np.testing.assert_allclose(arr(trace(slopes, name)["y"]), expect)
+    assert at.query_params["section"] == "slopes"      # the open tab is in the link
+    hist = figure(open_section(at, "frequency", "Histograms"), "Histograms at layer 3")
     lib = analyses.histograms(run.stats(), 3, bins=50, n_min=10, n_max=1e5)
     np.testing.assert_array_equal(arr(hist["data"][0]["y"]), lib.loc[lib.quantity == "Q", "count"])
-    corpus = figure(at, "The corpus")
+    corpus = figure(open_section(at, "frequency", "corpus"), "The corpus")
     assert arr(corpus["data"][0]["y"]).sum() == 300   # sentences
 
 

@@ -12,7 +12,7 @@ import streamlit as st
 from normvar_core.errors import NormvarError
 from normvar_core.viz.figure_export import export_image, figure_data, to_csv
 from views._data import data_dir, open_run
-from views._state import view
+from views._state import bind, view
 
 
 # ============================================================================ a page's head
@@ -60,6 +60,28 @@ def run_page(title: str, caption: str | None = None, *, needs: tuple[str, str] |
     if needs is not None:
         require(run, *needs)
     return run, view()
+
+
+# ============================================================================ sections drawn when opened
+def sections(page: str, labels: dict[str, str]) -> tuple[str, Any]:
+    """A page's figures as tabs, ``{slug: label}``, the first one the page's main figure; only the open tab
+    is computed and drawn (``st.tabs(on_change="rerun")``), so a page costs its first figure, not all of
+    them. The open one is in the link (``?section=slug``). Returns (the open slug, its container)."""
+    v = view()
+    slugs = list(labels)
+    key = f"w_section_{page}"
+    bind(key, labels.get(v.section or "", labels[slugs[0]]), lambda x: x in labels.values())
+    tabs = st.tabs(list(labels.values()), key=key, on_change="rerun")
+    slug, box = next(((s, t) for s, t in zip(slugs, tabs) if t.open), (slugs[0], tabs[0]))
+    v.section = None if slug == slugs[0] else slug
+    st.session_state["_sections_of"] = page
+    return slug, box
+
+
+def lazy_expander(label: str, *, key: str):
+    """An expander whose content the page computes and sends only while it is open (a table under a figure
+    costs nothing until asked for). Use as ``with (box := lazy_expander(...)): if box.open: ...``."""
+    return st.expander(label, key=key, on_change="rerun")
 
 
 NO_TRUNCATION_CSS = """
@@ -226,4 +248,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

@@ -27,6 +27,8 @@ def sync_url(page: str) -> None:
     """Write the view into the URL (only the parameters that differ from the defaults)."""
     v = view()
     v.page = page
+    if st.session_state.pop("_sections_of", None) != page:  # a page without sections keeps none in its link
+        v.section = None
     want = v.to_query()
     if st.query_params.to_dict() != want:
         st.query_params.from_dict(want)

@@ -41,44 +41,39 @@ def _corpus(run, presentation: bool):
                              title="The corpus (Fig. 9, 10)")
 
 
-# one figure first (the scatter), then the others
-try:
-    points = _ui.band_points(run, layer, band, pool)
-    scatter = _scatter(run, layer, band, pool, log_y, v.presentation, null_run.name if null_run else None,
-                       tuple(null_run.version) if null_run else None, null_label or "")
-except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
-    st.stop()
-_ui.chart(scatter, key="freq_scatter", data=points[["token_id", "token", "n", "log10_n", "q", "m", "v"]],
-          name=f"{run.name}_frequency_layer{layer}")
-try:
-    regs = _ui.frequency_regressions(run, band, pool)
-    null_regs = _ui.frequency_regressions(null_run, band, pool) if null_run is not None else None
-    slopes = frequency_slopes(regs, presentation=v.presentation, null_regs=null_regs,
-                              null_label=null_label or "",
-                              title="Slope on log₁₀ nₜ per layer (Fig. 17)")
-    hist = _ui.histograms(run, layer, band, pool=pool)
-    hfig = histograms_figure(hist, presentation=v.presentation,
-                             title=f"Histograms at layer {layer} (Fig. 14–16)")
-    corpus = _corpus(run, v.presentation)
-except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
-    st.stop()
-c1, c2 = st.columns(2)
-with c1:
-    _ui.chart(slopes, key="freq_slopes", data=regs, name=f"{run.name}_frequency_slopes")
-with c2:
-    _ui.chart(hfig, key="freq_hist", data=hist, name=f"{run.name}_histograms_layer{layer}")
-_ui.chart(corpus, key="corpus_hist", data=None, name=f"{run.name}_corpus")
-if run.has("selfsim"):
+SECTIONS = {"scatter": "Q, M, V against log₁₀ nₜ (Fig. 7)", "slopes": "Slopes per layer (Fig. 17)",
+            "histograms": "Histograms (Fig. 14–16)", "corpus": "The corpus (Fig. 9, 10)",
+            "selfsim": "Self-similarity"}
+section, box = _ui.sections("frequency", SECTIONS)  # only the open tab is computed and drawn
+with box:
     try:
-        ss = _ui.table(run, "token_selfsim")
-        ss = ss[ss["layer"] == layer].merge(run.tokens()[["token_id", "token"]], on="token_id", how="left")
-        sfig = GF.selfsim_scatter(ss, presentation=v.presentation,
-                                  title=f"Self-similarity against log₁₀ nₜ, layer {layer} (exact)")
-        _ui.chart(sfig, key="freq_selfsim", data=ss, name=f"{run.name}_selfsim_layer{layer}")
+        if section == "scatter":
+            points = _ui.band_points(run, layer, band, pool)
+            scatter = _scatter(run, layer, band, pool, log_y, v.presentation, null_run.name if null_run else None,
+                               tuple(null_run.version) if null_run else None, null_label or "")
+            _ui.chart(scatter, key="freq_scatter", data=points[["token_id", "token", "n", "log10_n", "q", "m", "v"]],
+                      name=f"{run.name}_frequency_layer{layer}")
+        elif section == "slopes":
+            regs = _ui.frequency_regressions(run, band, pool)
+            null_regs = _ui.frequency_regressions(null_run, band, pool) if null_run is not None else None
+            slopes = frequency_slopes(regs, presentation=v.presentation, null_regs=null_regs,
+                                      null_label=null_label or "", title="Slope on log₁₀ nₜ per layer (Fig. 17)")
+            _ui.chart(slopes, key="freq_slopes", data=regs, name=f"{run.name}_frequency_slopes")
+        elif section == "histograms":
+            hist = _ui.histograms(run, layer, band, pool=pool)
+            hfig = histograms_figure(hist, presentation=v.presentation,
+                                     title=f"Histograms at layer {layer} (Fig. 14–16)")
+            _ui.chart(hfig, key="freq_hist", data=hist, name=f"{run.name}_histograms_layer{layer}")
+        elif section == "corpus":
+            _ui.chart(_corpus(run, v.presentation), key="corpus_hist", data=None, name=f"{run.name}_corpus")
+        elif run.has("selfsim"):
+            ss = _ui.table(run, "token_selfsim")
+            ss = ss[ss["layer"] == layer].merge(run.tokens()[["token_id", "token"]], on="token_id", how="left")
+            sfig = GF.selfsim_scatter(ss, presentation=v.presentation,
+                                      title=f"Self-similarity against log₁₀ nₜ, layer {layer} (exact)")
+            _ui.chart(sfig, key="freq_selfsim", data=ss, name=f"{run.name}_selfsim_layer{layer}")
+        else:
+            st.caption(f"Self-similarity: {run.skipped('selfsim') or 'not in this run (recompute with `--self-similarity on`)'}.")
     except Exception as err:  # noqa: BLE001
         _ui.show_error(err)
-else:
-    st.caption(f"Self-similarity: {run.skipped('selfsim') or 'not in this run (recompute with `--self-similarity on`)'}.")
 _ui.sync_url("frequency")

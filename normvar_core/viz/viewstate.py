@@ -159,6 +159,8 @@ class ViewState:
     """The Token clouds' picked token ids (``?cloud=101,2003``); empty: App. A's selection."""
     cmap: str = "pca"
     """The Token clouds' map: "pca" or "tsne" (``?map=tsne``)."""
+    section: str | None = None
+    """The open section (tab) of a page with several figures (``?section=slopes``); None = its first."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
@@ -180,6 +182,7 @@ class ViewState:
             relative=None if params.get("rel") is None else parse_bool(params.get("rel")),
             cloud=parse_ids(params.get("cloud")),
             cmap="tsne" if _first(params.get("map")) == "tsne" else "pca",
+            section=(_first(params.get("section")) or "")[:40] or None,
         )
 
     def to_query(self) -> dict[str, str]:
@@ -214,6 +217,8 @@ class ViewState:
             q["cloud"] = ",".join(str(int(t)) for t in self.cloud)
         if self.cmap != "pca":
             q["map"] = self.cmap
+        if self.section:
+            q["section"] = self.section
         return q
 
 
