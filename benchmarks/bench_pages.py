@@ -1,6 +1,7 @@
 """Every dashboard page against the floor of its framework, in a real browser.
 
-The floor is a one-figure Streamlit page (plotly Scattergl, 2,000 points: ``benchmarks/floor_page.py``)
+The dashboard is served as `normvar dashboard` serves it (``views/_server.py``: app.py as an ASGI app). The floor is a
+one-figure Streamlit page (plotly Scattergl, 2,000 points: ``benchmarks/floor_page.py``)
 served by the same Streamlit, measured in the same run. Each page is loaded in a fresh browser context
 (no cache, no session) and timed from the navigation's start to its first figure or table
 (a plotly graph with its data drawn, a data frame, a table, a form or a deck.gl canvas; on a page that
@@ -83,6 +84,9 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+DASHBOARD = ROOT / "views" / "_server.py"
+"""What `normvar dashboard` / `normvar up` serve: app.py behind the middleware that answers page URLs."""
+
 MESSAGE_PAGES = ("training",)
 """Pages that show a message, not a figure, for a run that is not part of a sweep."""
 
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         for r in range(args.rounds):
             floor, fbase = serve(ROOT / "benchmarks" / "floor_page.py", None)
-            app, base = serve(ROOT / "app.py", args.data_dir)
+            app, base = serve(DASHBOARD, args.data_dir)
             try:
                 urls = {"floor": fbase + "/", **page_urls(base, args.run, keys)}
                 # each round starts at another place in the list (the floor included): a page is not always

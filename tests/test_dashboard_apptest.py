@@ -266,6 +266,18 @@ def test_frequency_page(app, run):
     assert arr(corpus["data"][0]["y"]).sum() == 300   # sentences
 
 
+def test_a_link_opens_its_section_and_other_pages_drop_it(app):
+    app.query_params.update({"run": RUN, "page": "frequency", "layer": "3", "section": "histograms"})
+    at = app.run()                                       # a shared link: ?page=frequency&section=histograms
+    ok(at)
+    [fig] = figures_of(at)                               # only the linked tab is computed and sent
+    assert "Histograms at layer 3" in fig["layout"]["title"]["text"]
+    assert at.session_state["w_section_frequency"].startswith("Histograms")
+    at.switch_page("views/layers.py").run()
+    ok(at)
+    assert "section" not in at.query_params              # a page without sections keeps none in its link
+
+
 def test_clouds_page_default_is_app_a_selection(app, run):
     at = open_page(app, "clouds", layer="3")
     names = run.tokens()["token"].tolist()
