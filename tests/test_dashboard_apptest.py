@@ -230,16 +230,42 @@ def test_layers_page_matches_tradeoff_table(app, run):
 def test_decomposition_bars_equal_library(app, run):
     at = open_page(app, "decomposition", band="1,4")
     lib = analyses.decomposition(run.stats(), 10, 1e4)
+    assert len(figures_of(at)) == 1 and not at.dataframe     # the shares first; the others and the table when opened
     bars = figure(at, "shares of Q(X)")
     by_name = {t["name"]: t for t in bars["data"]}
     np.testing.assert_allclose(arr(by_name["M(X)/Q(X)"]["y"]), lib["m_over_q"])
     np.testing.assert_allclose(arr(by_name["V<sub>B</sub>(X)/Q(X)"]["y"]), lib["v_b_over_q"])
     np.testing.assert_allclose(arr(by_name["V<sub>W</sub>(X)/Q(X)"]["y"]), lib["v_w_over_q"])
     np.testing.assert_allclose(arr(by_name["V<sub>W</sub>(X)/V(X)"]["y"]), lib["v_w_over_v"])
-    raw = figure(at, "Raw values")
+    raw = figure(open_section(at, "decomposition", "Raw values"), "Raw values")
+    assert len(figures_of(at)) == 1
     np.testing.assert_allclose(arr(trace(raw, "Q")["y"]), lib["q"])
     np.testing.assert_allclose(arr(trace(raw, "V<sub>B</sub>")["y"]), lib["v_b"])
     assert at.slider(key="w_band").value == (1.0, 4.0)
+    ratios = figure(open_section(at, "decomposition", "Ratios"), "Ratios to Q(X)")
+    np.testing.assert_allclose(arr(trace(ratios, "M/Q")["y"]), lib["m_over_q"])
+    at.session_state["decomp_table"] = True                  # the lazy "Table" expander, opened
+    at.run()
+    ok(at)
+    np.testing.assert_allclose(at.dataframe[0].value["q"], lib["q"])
+
+
+def test_decomposition_link_opens_its_section(app, run):
+    """A shared link with ``?section=raw`` lands on the raw values' tab, drawn alone."""
+    app.query_params.update({"run": RUN, "page": "decomposition", "section": "raw"})
+    at = app.run()                                           # the app routes ?page= to the page, as a link does
+    ok(at)
+    [raw] = figures_of(at)
+    assert "Raw values" in raw["layout"]["title"]["text"]
+    assert at.session_state["w_section_decomposition"] == "Raw values (Fig. 19, 20)"
+    lib = analyses.decomposition(run.stats(), 10, 1e5)
+    np.testing.assert_allclose(arr(trace(raw, "Q")["y"]), lib["q"])
+    assert at.query_params["section"] in ("raw", ["raw"])
+    open_section(at, "decomposition", "App. I")              # App. I: its tables, no figure
+    from normvar_core.stats.layernorm import layernorm_table
+    want = layernorm_table(run.table("norm_params"), run.stats(), 10, 1e5)
+    assert not figures_of(at) and at.query_params["section"] in ("layernorm", ["layernorm"])
+    np.testing.assert_allclose(at.dataframe[0].value["q_pred"], want["q_pred"])
 
 
 def test_frequency_page(app, run):
