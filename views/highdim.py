@@ -46,9 +46,13 @@ def _cosines() -> None:
         st.caption("Random-pair cosines: not in this run (recompute with the layer geometry on).")
         return
     layer = _ui.layer_slider(run)
-    cos = _ui.table(run, "pair_cosines").query("layer == @layer")["cosine"].to_numpy()
-    ncos = {lab: _ui.table(nr, "pair_cosines").query("layer == @layer")["cosine"].to_numpy()
-            for lab, nr in opened.items() if nr.has("pair_cosines")}
+
+    def at_layer(r):
+        pairs = _ui.table(r, "pair_cosines")
+        return pairs.loc[pairs["layer"] == layer, "cosine"].to_numpy()
+
+    cos = at_layer(run)
+    ncos = {lab: at_layer(nr) for lab, nr in opened.items() if nr.has("pair_cosines")}
     fig = HF.pair_cosines_figure(cos, ncos, dim=run.dim, label=run.name, presentation=v.presentation,
                                  title=f"Cosines of {len(cos):,} random pairs, layer {layer}")
     _ui.chart(fig, key="highdim_cosines", data=None, name=f"{run.name}_pair_cosines_layer{layer}")
