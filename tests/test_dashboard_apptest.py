@@ -186,9 +186,14 @@ def test_tradeoff_highlights_tokens_and_lists_them(app, run):
     tab = run.token_table(2).set_index("token")
     assert list(hl["text"]) == ["the", "said"]
     np.testing.assert_allclose(arr(hl["x"]), tab.loc[["the", "said"], "m"].to_numpy())
-    shown = at.dataframe[0].value
+    [shown] = [d.value for d in at.dataframe]               # the per-layer fits: sent when their expander opens
     assert shown["token"].tolist() == ["the", "said"]
     assert any("notatoken" in c.value for c in at.caption)
+    at.session_state["tradeoff_fits"] = True
+    at.run()
+    ok(at)
+    fits = next(d.value for d in at.dataframe if "slope" in d.value)
+    np.testing.assert_allclose(fits["slope"], analyses.tradeoff(run.stats(), 10, 1e5)["slope"])
 
 
 def test_query_params_restore_the_view(app, run):
@@ -211,7 +216,8 @@ def test_query_params_restore_the_view(app, run):
 # ============================================================================ other pages
 def test_layers_page_matches_tradeoff_table(app, run):
     at = open_page(app, "layers")
-    fig = figures_of(at)[0]
+    [fig] = figures_of(at)
+    assert not at.dataframe                                   # the table: sent when its expander opens
     lib = analyses.tradeoff(run.stats(), 10, 1e5)
     cv, slope, r2 = [t for t in fig["data"] if t.get("name") == RUN][:3]
     np.testing.assert_allclose(arr(cv["y"]), lib["cv_q"])
@@ -225,6 +231,12 @@ def test_layers_page_matches_tradeoff_table(app, run):
     assert len(other) == 3
     np.testing.assert_allclose(arr(other[0]["x"]), [0, 2 / 6, 4 / 6, 1])   # relative depth
     assert fig["layout"]["xaxis"]["title"]["text"] == "relative depth"
+    at.session_state["layers_table"] = True
+    at.run()
+    ok(at)
+    table = at.dataframe[0].value
+    assert set(table["run"]) == {RUN, RUN2}
+    np.testing.assert_allclose(table.loc[table["run"] == RUN, "slope"], lib["slope"])
 
 
 def test_decomposition_bars_equal_library(app, run):
