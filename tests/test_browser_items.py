@@ -85,29 +85,38 @@ def test_geometry_overlay_chosen_in_the_ui_round_trips_with_the_null_of_every_ru
     want = [RUN, UPLOAD_RUN, f"{RUN} · {NULL_LABEL}", f"{UPLOAD_RUN} · {NULL_LABEL}"]
     names = _names(page, "Layer geometry", "x2")                       # the intrinsic-dimension panel
     assert sorted(names) == sorted(want)
-    spectra = _names(page, "Covariance spectrum")
-    assert sorted(n.rsplit(" · layer", 1)[0] for n in spectra) == sorted(want)   # a spectrum for every run
-    link = page.url
-    page.locator("[data-testid=stMainBlockContainer]").screenshot(path=str(ARTIFACTS / "geometry_null_overlay.png"))
-
-    # item 6: log axes for ID and PR, powers of ten (no 1µ, 1n), subplot titles clear of axis titles
+    # item 6: log axes for ID and PR, subplot titles clear of axis titles
     layout = _fig(page, "Layer geometry", "[g._fullLayout.yaxis2.type, g._fullLayout.yaxis3.type, "
                                           "g._fullLayout.xaxis3.title.text]")
     assert layout == ["log", "log", "layer"]
+    pairs, seen = _overlaps(page, "Layer geometry")
+    assert pairs == [] and seen > 0
+    page.locator("[data-testid=stMainBlockContainer]").screenshot(path=str(ARTIFACTS / "geometry_null_overlay.png"))
+
+    page.get_by_role("tab", name="Covariance spectrum").click()         # the spectrum: its own tab
+    _wait_fig(page, "Covariance spectrum")
+    page.wait_for_function("() => location.search.includes('section=spectrum')", timeout=60000)
+    _settled(page)
+    spectra = _names(page, "Covariance spectrum")
+    assert sorted(n.rsplit(" · layer", 1)[0] for n in spectra) == sorted(want)   # a spectrum for every run
+    # powers of ten (no 1µ, 1n)
     ticks = _fig(page, "Covariance spectrum", "[...g.querySelectorAll('.ytick text, .xtick text')].map(t => t.textContent)")
     assert ticks and not any(ch in t for t in ticks for ch in "µmnpfk")
-    for title in ("Layer geometry", "Covariance spectrum"):
-        pairs, seen = _overlaps(page, title)
-        assert pairs == [] and seen > 0
+    pairs, seen = _overlaps(page, "Covariance spectrum")
+    assert pairs == [] and seen > 0
+    link = page.url
 
-    # a colleague opens the link in a fresh browser: the same runs, nulls, spectra and axis
+    # a colleague opens the link in a fresh browser: the spectrum's tab, the same runs, nulls and spectra
     other = _page(browser, 1300)
     other.goto(link)
+    _wait_fig(other, "Covariance spectrum")
+    _settled(other)
+    assert _names(other, "Covariance spectrum") == spectra
+    other.get_by_role("tab", name="Layer geometry").click()
     _wait_fig(other, "Layer geometry")
     other.wait_for_function("(n) => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullData && "
                             "g._fullData.filter(d => d.xaxis === 'x2').length === n)", arg=len(want), timeout=60000)
     assert _names(other, "Layer geometry", "x2") == names
-    assert _names(other, "Covariance spectrum") == spectra
     assert _fig(other, "Layer geometry", "g._fullLayout.xaxis3.title.text") == "layer"
     q = parse_qs(urlparse(other.url).query)
     assert q["overlay"] == [UPLOAD_RUN] and q["rel"] == ["0"] and q["null"] == [null_of(RUN)]
@@ -169,6 +178,7 @@ def test_outliers_colour_scale_and_distinct_rows(server, browser, data):  # noqa
     piv = ds.pivot(index="layer", columns="dim", values="max_abs").to_numpy()
     z = np.log10(piv / np.median(piv, axis=1, keepdims=True))
     assert zmax == pytest.approx(z.max()) and zmin >= np.percentile(z, 1) - 1e-9
+    page.get_by_role("tab", name="Largest activations").click()
     rows = _table(page, "sentence_id")
     head, body = rows[0], rows[1:]
     keys = [(r[head.index("token")], r[head.index("position")], r[head.index("dim")]) for r in body]

@@ -186,9 +186,14 @@ def test_tradeoff_highlights_tokens_and_lists_them(app, run):
     tab = run.token_table(2).set_index("token")
     assert list(hl["text"]) == ["the", "said"]
     np.testing.assert_allclose(arr(hl["x"]), tab.loc[["the", "said"], "m"].to_numpy())
-    shown = at.dataframe[0].value
+    [shown] = [d.value for d in at.dataframe]               # the per-layer fits: sent when their expander opens
     assert shown["token"].tolist() == ["the", "said"]
     assert any("notatoken" in c.value for c in at.caption)
+    at.session_state["tradeoff_fits"] = True
+    at.run()
+    ok(at)
+    fits = next(d.value for d in at.dataframe if "slope" in d.value)
+    np.testing.assert_allclose(fits["slope"], analyses.tradeoff(run.stats(), 10, 1e5)["slope"])
 
 
 def test_query_params_restore_the_view(app, run):
@@ -211,7 +216,8 @@ def test_query_params_restore_the_view(app, run):
 # ============================================================================ other pages
 def test_layers_page_matches_tradeoff_table(app, run):
     at = open_page(app, "layers")
-    fig = figures_of(at)[0]
+    [fig] = figures_of(at)
+    assert not at.dataframe                                   # the table: sent when its expander opens
     lib = analyses.tradeoff(run.stats(), 10, 1e5)
     cv, slope, r2 = [t for t in fig["data"] if t.get("name") == RUN][:3]
     np.testing.assert_allclose(arr(cv["y"]), lib["cv_q"])
@@ -225,21 +231,53 @@ def test_layers_page_matches_tradeoff_table(app, run):
     assert len(other) == 3
     np.testing.assert_allclose(arr(other[0]["x"]), [0, 2 / 6, 4 / 6, 1])   # relative depth
     assert fig["layout"]["xaxis"]["title"]["text"] == "relative depth"
+    at.session_state["layers_table"] = True
+    at.run()
+    ok(at)
+    table = at.dataframe[0].value
+    assert set(table["run"]) == {RUN, RUN2}
+    np.testing.assert_allclose(table.loc[table["run"] == RUN, "slope"], lib["slope"])
 
 
 def test_decomposition_bars_equal_library(app, run):
     at = open_page(app, "decomposition", band="1,4")
     lib = analyses.decomposition(run.stats(), 10, 1e4)
+    assert len(figures_of(at)) == 1 and not at.dataframe     # the shares first; the others and the table when opened
     bars = figure(at, "shares of Q(X)")
     by_name = {t["name"]: t for t in bars["data"]}
     np.testing.assert_allclose(arr(by_name["M(X)/Q(X)"]["y"]), lib["m_over_q"])
     np.testing.assert_allclose(arr(by_name["V<sub>B</sub>(X)/Q(X)"]["y"]), lib["v_b_over_q"])
     np.testing.assert_allclose(arr(by_name["V<sub>W</sub>(X)/Q(X)"]["y"]), lib["v_w_over_q"])
     np.testing.assert_allclose(arr(by_name["V<sub>W</sub>(X)/V(X)"]["y"]), lib["v_w_over_v"])
-    raw = figure(at, "Raw values")
+    raw = figure(open_section(at, "decomposition", "Raw values"), "Raw values")
+    assert len(figures_of(at)) == 1
     np.testing.assert_allclose(arr(trace(raw, "Q")["y"]), lib["q"])
     np.testing.assert_allclose(arr(trace(raw, "V<sub>B</sub>")["y"]), lib["v_b"])
     assert at.slider(key="w_band").value == (1.0, 4.0)
+    ratios = figure(open_section(at, "decomposition", "Ratios"), "Ratios to Q(X)")
+    np.testing.assert_allclose(arr(trace(ratios, "M/Q")["y"]), lib["m_over_q"])
+    at.session_state["decomp_table"] = True                  # the lazy "Table" expander, opened
+    at.run()
+    ok(at)
+    np.testing.assert_allclose(at.dataframe[0].value["q"], lib["q"])
+
+
+def test_decomposition_link_opens_its_section(app, run):
+    """A shared link with ``?section=raw`` lands on the raw values' tab, drawn alone."""
+    app.query_params.update({"run": RUN, "page": "decomposition", "section": "raw"})
+    at = app.run()                                           # the app routes ?page= to the page, as a link does
+    ok(at)
+    [raw] = figures_of(at)
+    assert "Raw values" in raw["layout"]["title"]["text"]
+    assert at.session_state["w_section_decomposition"] == "Raw values (Fig. 19, 20)"
+    lib = analyses.decomposition(run.stats(), 10, 1e5)
+    np.testing.assert_allclose(arr(trace(raw, "Q")["y"]), lib["q"])
+    assert at.query_params["section"] in ("raw", ["raw"])
+    open_section(at, "decomposition", "App. I")              # App. I: its tables, no figure
+    from normvar_core.stats.layernorm import layernorm_table
+    want = layernorm_table(run.table("norm_params"), run.stats(), 10, 1e5)
+    assert not figures_of(at) and at.query_params["section"] in ("layernorm", ["layernorm"])
+    np.testing.assert_allclose(at.dataframe[0].value["q_pred"], want["q_pred"])
 
 
 def test_frequency_page(app, run):

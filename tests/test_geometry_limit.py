@@ -14,7 +14,7 @@ import json
 
 from normvar_core.pipeline.accumulators import geometry as GA
 from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
-from test_dashboard_apptest import APP
+from test_dashboard_apptest import APP, open_section
 
 
 def _held_bytes(acc: GA.GeometryAccumulator) -> int:
@@ -83,7 +83,7 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     assert any(reason in i.value for i in at.info)
     at.switch_page("views/frequency.py").run()
     assert not at.exception
-    assert any(ss_reason in c.value for c in at.caption)
+    assert any(ss_reason in c.value for c in open_section(at, "frequency", "Self-similarity").caption)
     at.switch_page("views/runs.py").run()
     assert not at.exception
     assert {reason, ss_reason} <= {i.value for i in at.info}

@@ -5,28 +5,36 @@ from __future__ import annotations
 
 import numpy as np
 
-from test_dashboard_apptest import RUN, RUN2, app, arr, data_dir, figure, figures_of, ok, open_page, run, trace  # noqa: F401
+from test_dashboard_apptest import (RUN, RUN2, app, arr, data_dir, figure, figures_of, ok, open_page,  # noqa: F401
+                                    open_section, run, trace)
 
 
 def test_geometry_page_shows_the_runs_values(app, run):
     at = open_page(app, "geometry")
+    assert len(figures_of(at)) == 1 and not at.dataframe       # the profiles first, the spectrum when opened
     fig = figure(at, "Layer geometry")
     geo = run.table("layer_geometry").sort_values("layer")
     aniso = [t for t in fig["data"] if t.get("name") == RUN and t.get("xaxis") in (None, "x")][0]
     np.testing.assert_allclose(arr(aniso["y"]), geo["anisotropy"].to_numpy())
     ids = [t for t in fig["data"] if t.get("name") == RUN and t.get("xaxis") == "x2"][0]
     np.testing.assert_allclose(arr(ids["y"]), geo["twonn_id"].to_numpy())
-    spec = figure(at, "Covariance spectrum")
+    spec = figure(open_section(at, "geometry", "Covariance spectrum"), "Covariance spectrum")
+    assert at.select_slider(key="w_layer").value == 3             # the spectrum's layer slider sits in its tab
     lam = run.table("layer_spectrum").query("layer == 3").sort_values("k")["eigenvalue"].to_numpy()
     assert len(arr(spec["data"][0]["y"])) == lam.size == run.dim
 
 
 def test_outliers_page(app, run):
     at = open_page(app, "outliers")
+    assert len(figures_of(at)) == 1 and not at.dataframe       # the heatmap first, the rest when opened
     heat = figure(at, "Outlier dimensions")
     z = np.asarray(heat["data"][0]["z"] if not isinstance(heat["data"][0]["z"], dict) else arr(heat["data"][0]["z"]))
     assert z.shape == (len(run.layers), run.dim)
-    top = at.dataframe[0].value
+    shares = open_section(at, "outliers", "Shares")
+    [fig] = figures_of(shares)
+    want_pos0 = run.table("layer_outliers").sort_values("layer")["q_share_pos0"].to_numpy()
+    np.testing.assert_allclose(arr(trace(fig, "position 0")["y"]), want_pos0)
+    top = open_section(at, "outliers", "Largest").dataframe[0].value
     mid = run.layers[len(run.layers) // 2]
     want = run.table("top_activations").query("layer == @mid")
     assert len(top) == len(want) > 0 and top["sentence"].str.len().min() > 0
@@ -42,7 +50,7 @@ def test_run_without_geometry_gets_a_message(app):
 
 
 def test_frequency_page_shows_self_similarity(app, run):
-    at = open_page(app, "frequency", layer="2")
+    at = open_section(open_page(app, "frequency", layer="2"), "frequency", "Self-similarity")
     fig = figure(at, "Self-similarity")
     ss = run.table("token_selfsim").query("layer == 2").dropna(subset=["self_similarity"])
     np.testing.assert_allclose(np.sort(arr(fig["data"][0]["y"])), np.sort(ss["self_similarity"].to_numpy()))
@@ -114,7 +122,7 @@ def test_outliers_page_puts_the_geometry_without_position0_next_to_it(tmp_path, 
 
     monkeypatch.setenv("NORMVAR_DATA", str(_data_with(tmp_path, data_dir, sibling=True)))
     at = open_page(AppTest.from_file(APP, default_timeout=90), "outliers")
-    fig = figure(at, "with and without position 0")
+    fig = figure(open_section(at, "outliers", "position 0"), "with and without position 0")
     geo = run.table("layer_geometry").sort_values("layer")["anisotropy"].to_numpy()
     np.testing.assert_allclose(arr(trace(fig, f"{RUN} (all positions)")["y"]), geo)
     np.testing.assert_allclose(arr(trace(fig, "sib (position 0 excluded)")["y"]), geo / 2)
@@ -128,7 +136,7 @@ def test_outliers_page_queues_the_run_without_position0(tmp_path, data_dir, monk
 
     data = _data_with(tmp_path, data_dir, sibling=False)
     monkeypatch.setenv("NORMVAR_DATA", str(data))
-    at = open_page(AppTest.from_file(APP, default_timeout=90), "outliers")
+    at = open_section(open_page(AppTest.from_file(APP, default_timeout=90), "outliers"), "outliers", "position 0")
     assert any("position 0" in i.value for i in at.info)
     at.button(key="w_pos0_submit").click().run()
     assert not at.exception and any("Queued job" in s.value for s in at.success)

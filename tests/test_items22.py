@@ -144,7 +144,7 @@ def items_app(items_dir, monkeypatch):
 def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir):
     from browser_items_data import UPLOAD_RUN, null_of
     from normvar_core.runs.runfile import open_run
-    from test_dashboard_apptest import RUN, arr, figure, ok
+    from test_dashboard_apptest import RUN, arr, figure, figures_of, ok, open_section
 
     at = items_app
     at.query_params.update({"run": RUN, "null": null_of(RUN), "overlay": UPLOAD_RUN, "rel": "0", "layer": "2"})
@@ -160,7 +160,9 @@ def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir
         got = by_name[f"{name} · Gaussian null (isotropic)"]
         np.testing.assert_allclose(arr(got["y"]), null["twonn_id"].to_numpy())
     assert fig["layout"]["yaxis2"]["type"] == "log"
-    spec = figure(at, "Covariance spectrum")
+    assert len(figures_of(at)) == 1                          # the spectrum: its own tab, with the layer slider
+    spec = figure(open_section(at, "geometry", "Covariance spectrum"), "Covariance spectrum")
+    assert at.select_slider(key="w_layer").value == 2
     names = [t["name"] for t in spec["data"] if t.get("xaxis") in (None, "x")]
     assert names == [f"{RUN} · layer 2", f"{RUN} · Gaussian null (isotropic) · layer 2", f"{UPLOAD_RUN} · layer 2",
                      f"{UPLOAD_RUN} · Gaussian null (isotropic) · layer 2"]

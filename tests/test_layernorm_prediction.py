@@ -81,7 +81,7 @@ def test_minilm_run_records_every_layernorm(run, minilm_path):
 def test_pages_draw_the_prediction(app, run):
     """Trade-off: the line V = ‖γ‖² + ‖β‖² − M at the chosen layer; Decomposition: the predicted Q per
     layer on the raw values and the measured-vs-predicted table."""
-    from test_dashboard_apptest import arr, figure, open_page, trace
+    from test_dashboard_apptest import arr, figure, open_page, open_section, trace
 
     tab = run.table("norm_params").set_index("layer")
     at = open_page(app, "tradeoff", layer="3")
@@ -90,8 +90,9 @@ def test_pages_draw_the_prediction(app, run):
     assert any("App. I" in c.value for c in at.caption)
     at.switch_page("views/decomposition.py").run()
     assert not at.exception
-    pred = trace(figure(at, "Raw values"), "‖γ‖² + ‖β‖² (App. I)")
+    pred = trace(figure(open_section(at, "decomposition", "Raw values"), "Raw values"), "‖γ‖² + ‖β‖² (App. I)")
     np.testing.assert_allclose(arr(pred["y"]), tab.sort_index()["q_pred"].to_numpy(), rtol=1e-12)
+    open_section(at, "decomposition", "App. I")              # the tables: App. I's own tab
     shown = next(d.value for d in at.dataframe if "measured_over_predicted" in d.value)
     assert shown["module"].tolist() == tab.sort_index()["module"].tolist()
     why = next(d.value for d in at.dataframe if "gamma_weighting" in d.value).set_index("layer")

@@ -112,7 +112,7 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.viz.overlay import NULL_CLOUD
-    from test_dashboard_apptest import APP, RUN, arr, figure, figures_of
+    from test_dashboard_apptest import APP, RUN, arr, figure, figures_of, open_section
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
@@ -152,14 +152,14 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
 
     at.switch_page("views/decomposition.py").run()          # the pick carries over
     assert not at.exception and at.selectbox(key="w_null").value == null_name
-    ratios = figure(at, "Ratios to Q(X)")
+    ratios = figure(open_section(at, "decomposition", "Ratios"), "Ratios to Q(X)")
     want = analyses.decomposition(null.stats(), 10, 1e5).sort_values("layer")
     np.testing.assert_allclose(arr(dashed(ratios)[0]["y"]), want["m_over_q"].to_numpy(), rtol=1e-9)
-    assert len(dashed(figure(at, "Raw values"))) == 5
+    assert len(dashed(figure(open_section(at, "decomposition", "Raw values"), "Raw values"))) == 5
 
     at.switch_page("views/frequency.py").run()
     assert not at.exception
-    slopes = figure(at, "Slope on")
+    slopes = figure(open_section(at, "frequency", "Slopes"), "Slope on")
     want = analyses.frequency_regressions(null.stats(), 10, 1e5)
     want_m = want[want["quantity"] == "M"].sort_values("layer")["slope"].to_numpy()
     np.testing.assert_allclose(arr(dashed(slopes)[1]["y"]), want_m, rtol=1e-9)
@@ -177,7 +177,9 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     geo = figure(at, "Layer geometry")
     ng = null.table("layer_geometry").sort_values("layer")
     np.testing.assert_allclose(arr(dashed(geo)[0]["y"]), ng["anisotropy"].to_numpy(), rtol=1e-9)
-    assert len(figures_of(at)) >= 2
+    assert len(figures_of(at)) == 1                          # the spectrum when its tab is opened
+    spec = figure(open_section(at, "geometry", "Covariance spectrum"), "Covariance spectrum")
+    assert any("Gaussian null" in (t.get("name") or "") for t in spec["data"])
 
 
 def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data_dir):  # noqa: F811
@@ -189,7 +191,7 @@ def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.stats.highdim import highdim_table
-    from test_dashboard_apptest import APP, RUN, arr, figure
+    from test_dashboard_apptest import APP, RUN, arr, figure, figures_of, open_section, trace
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
@@ -212,7 +214,11 @@ def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data
     np.testing.assert_allclose(arr(null[2]["y"]), 1.0, rtol=0.1)                         # M/V ≈ 1/(n−1)
     assert np.abs(arr(null[1]["y"])).max() < 0.01                                         # near-orthogonal
     assert (want["n_m_over_v"] > 10 * arr(null[2]["y"])).all()   # MiniLM: means far larger than random draws give
-    cos = figure(at, "random pairs")
+    assert len(figures_of(at)) == 1 and not at.dataframe     # the profiles first, the rest when opened
+    cos = figure(open_section(at, "highdim", "Random-pair cosines"), "random pairs")
     hist = [t for t in cos["data"] if t.get("name") == RUN][0]
-    layer = at.select_slider(key="w_layer").value
+    layer = at.select_slider(key="w_layer").value           # the slider sits in the tabs that use it
     assert len(arr(hist["x"])) == len(run.table("pair_cosines").query("layer == @layer"))
+    mv = figure(open_section(at, "highdim", "M/V"), "against nₜ")
+    band = run.token_table(layer).query("n >= 10 and n <= 1e5 and v > 0")
+    np.testing.assert_allclose(np.sort(arr(trace(mv, RUN)["y"])), np.sort(band["m"] / band["v"]), rtol=1e-9)

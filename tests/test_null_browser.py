@@ -48,4 +48,9 @@ def test_null_overlay_from_a_shared_link(server, browser, data):  # noqa: F811
     page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullData && "
                            "g._fullData.some(d => d.name === 'Gaussian null (isotropic)'))", timeout=60000)
     page.screenshot(path=str(ARTIFACTS / "highdim.png"), full_page=True)
+    page.get_by_role("tab", name="Random-pair cosines").click()           # the null's cosines: the next tab
+    page.wait_for_function("() => location.search.includes('section=cosines')", timeout=60000)
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullData && "
+                           "String(g._fullLayout.title.text || '').includes('random pairs') && "
+                           "g._fullData.some(d => d.name === 'Gaussian null (isotropic)'))", timeout=60000)
     page.close()

@@ -59,13 +59,6 @@ try:
             nr = null_run if nn == null_run.name else _ui.open_run(nn)
             if nr is not None:
                 add_null(f"{name} · {null_label_of(nr.meta)}", nr, name)
-    log_key = "w_geo_log_null" if null_curves else "w_geo_log"   # on by default as soon as a null is drawn
-    _ui.bind(log_key, bool(null_curves))
-    log_y = st.toggle("Log scale for intrinsic dimension and participation ratio", key=log_key,
-                      help="a Gaussian null's ID (~100) and participation ratio (~400) sit far above the real curves")
-    fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
-                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves, null_of=null_of,
-                               log_y=log_y, bands=bands)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
@@ -76,15 +69,29 @@ if missing:
     st.caption(f"No {kind} null with geometry yet for: " + ", ".join(missing) + " (draw one on Runs).")
 if skipped:
     st.caption("Without geometry (recompute to include): " + ", ".join(skipped))
-data = pd.concat([df.assign(run=n) for n, df in {**curves, **null_curves}.items()], ignore_index=True)
-_ui.chart(fig, key="geometry", data=data, name=f"{run.name}_geometry")
-st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches).")
-differ = G.samples_differ({n: G.recorded_sample(df) for n, df in curves.items()})
-if differ:
-    st.warning(differ)
+log_key = "w_geo_log_null" if null_curves else "w_geo_log"   # on by default as soon as a null is drawn
+_ui.bind(log_key, bool(null_curves))                           # kept while the spectrum's tab is open
 
-layer = _ui.layer_slider(run)
-try:
+
+def _data() -> pd.DataFrame:
+    return pd.concat([df.assign(run=n) for n, df in {**curves, **null_curves}.items()], ignore_index=True)
+
+
+def _profiles() -> None:
+    log_y = st.toggle("Log scale for intrinsic dimension and participation ratio", key=log_key,
+                      help="a Gaussian null's ID (~100) and participation ratio (~400) sit far above the real curves")
+    fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
+                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves, null_of=null_of,
+                               log_y=log_y, bands=bands)
+    _ui.chart(fig, key="geometry", data=_data(), name=f"{run.name}_geometry")
+    st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches).")
+    differ = G.samples_differ({n: G.recorded_sample(df) for n, df in curves.items()})
+    if differ:
+        st.warning(differ)
+
+
+def _spectrum() -> None:
+    layer = _ui.layer_slider(run)
     depth = relative_depth(layer, run.num_hidden_states)
     spectra, rows = {}, []
     for label, r in spectra_of.items():
@@ -98,11 +105,18 @@ try:
     where = f"depth {depth:.2f}" if relative and len(spectra) > 1 else f"layer {layer}"
     spec = GF.spectra_figure(spectra, presentation=v.presentation, nulls=list(null_curves), null_of=null_of,
                              title=f"Covariance spectrum at {where}" + ("" if len(spectra) > 1 else f" · {run.name}"))
-except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
-    st.stop()
-_ui.chart(spec, key="spectrum", data=pd.concat(rows, ignore_index=True) if rows else None,
-          name=f"{run.name}_spectrum_layer{layer}")
-with st.expander("Table (layer_geometry)"):
-    st.dataframe(data, hide_index=True, width="stretch")
+    _ui.chart(spec, key="spectrum", data=pd.concat(rows, ignore_index=True) if rows else None,
+              name=f"{run.name}_spectrum_layer{layer}")
+
+
+SECTIONS = {"profiles": "Layer geometry (seed 004, Fig. 1)", "spectrum": "Covariance spectrum"}
+section, box = _ui.sections("geometry", SECTIONS)  # only the open tab is computed and drawn
+with box:
+    try:
+        (_profiles if section == "profiles" else _spectrum)()
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+with (table_box := _ui.lazy_expander("Table (layer_geometry)", key="geometry_table")):
+    if table_box.open:
+        st.dataframe(_data(), hide_index=True, width="stretch")
 _ui.sync_url("geometry")

@@ -29,37 +29,58 @@ if not nulls:
             icon=":material/casino:")
 
 opened = {null_label(nr.meta): nr for nr in _ui.opened_runs(picked).values()}
-try:
+
+
+def _profiles() -> None:
     table = _ui.highdim(run, band)
     null_tables = {lab: _ui.highdim(nr, band) for lab, nr in opened.items()}
     prof = HF.highdim_profiles(table, null_tables, dim=run.dim, label=run.name, presentation=v.presentation,
                                title=f"{run.name}: seed 003's checks per layer (d = {run.dim})")
-except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
-    st.stop()
-if table["norm_cv"].isna().all():
-    st.caption("Norm spread and mean cosine: not in this run (recompute with the layer geometry on).")
-_ui.chart(prof, key="highdim_profiles", data=table, name=f"{run.name}_highdim")
+    if table["norm_cv"].isna().all():
+        st.caption("Norm spread and mean cosine: not in this run (recompute with the layer geometry on).")
+    _ui.chart(prof, key="highdim_profiles", data=table, name=f"{run.name}_highdim")
 
-layer = _ui.layer_slider(run)
-c1, c2 = st.columns(2)
-with c1:
-    if run.has("pair_cosines"):
-        cos = _ui.table(run, "pair_cosines").query("layer == @layer")["cosine"].to_numpy()
-        ncos = {lab: _ui.table(nr, "pair_cosines").query("layer == @layer")["cosine"].to_numpy()
-                for lab, nr in opened.items() if nr.has("pair_cosines")}
-        fig = HF.pair_cosines_figure(cos, ncos, dim=run.dim, label=run.name, presentation=v.presentation,
-                                     title=f"Cosines of {len(cos):,} random pairs, layer {layer}")
-        _ui.chart(fig, key="highdim_cosines", data=None, name=f"{run.name}_pair_cosines_layer{layer}")
-    else:
+
+def _cosines() -> None:
+    if not run.has("pair_cosines"):
         st.caption("Random-pair cosines: not in this run (recompute with the layer geometry on).")
-with c2:
+        return
+    layer = _ui.layer_slider(run)
+
+    def at_layer(r):
+        pairs = _ui.table(r, "pair_cosines")
+        return pairs.loc[pairs["layer"] == layer, "cosine"].to_numpy()
+
+    cos = at_layer(run)
+    ncos = {lab: at_layer(nr) for lab, nr in opened.items() if nr.has("pair_cosines")}
+    fig = HF.pair_cosines_figure(cos, ncos, dim=run.dim, label=run.name, presentation=v.presentation,
+                                 title=f"Cosines of {len(cos):,} random pairs, layer {layer}")
+    _ui.chart(fig, key="highdim_cosines", data=None, name=f"{run.name}_pair_cosines_layer{layer}")
+
+
+def _mv() -> None:
+    layer = _ui.layer_slider(run)
     pts = _ui.band_points(run, layer, band)
     npts = {lab: _ui.band_points(nr, layer, band) for lab, nr in opened.items()}
     fig = HF.mv_scatter(pts, npts, label=run.name, presentation=v.presentation,
                         title=f"M(Xₜ)/V(Xₜ) against nₜ, layer {layer}")
     _ui.chart(fig, key="highdim_mv", data=pts[["token_id", "token", "n", "m", "v"]],
               name=f"{run.name}_m_over_v_layer{layer}")
-with st.expander("Table"):
-    st.dataframe(table.assign(norm_spread_gaussian=1 / (2 * run.dim) ** 0.5), hide_index=True, width="stretch")
+
+
+SECTIONS = {"profiles": "Seed 003's checks per layer", "cosines": "Random-pair cosines",
+            "mv": "M/V against nₜ"}
+section, box = _ui.sections("highdim", SECTIONS)  # only the open tab is computed and drawn
+with box:
+    try:
+        {"profiles": _profiles, "cosines": _cosines, "mv": _mv}[section]()
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
+with (table_box := _ui.lazy_expander("Table", key="highdim_table")):
+    try:
+        if table_box.open:
+            st.dataframe(_ui.highdim(run, band).assign(norm_spread_gaussian=1 / (2 * run.dim) ** 0.5),
+                         hide_index=True, width="stretch")
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
 _ui.sync_url("highdim")

@@ -33,6 +33,7 @@ except Exception as err:  # noqa: BLE001
 rows = [df.assign(run=name, model=runs[name].meta.get("model")) for name, df in curves.items()]
 data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 _ui.chart(fig, key="layers", data=data, name=f"{run.name}_layers")
-with st.expander("Table"):
-    st.dataframe(data, hide_index=True, width="stretch")
+with (table_box := _ui.lazy_expander("Table", key="layers_table")):
+    if table_box.open:
+        st.dataframe(data, hide_index=True, width="stretch")
 _ui.sync_url("layers")

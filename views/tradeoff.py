@@ -89,7 +89,8 @@ if queries:
                                     "v": st.column_config.NumberColumn("V(X_t)", format="%.4g"),
                                     "n": st.column_config.NumberColumn("n_t", format="%d")})
 
-with st.expander("Per-layer fits (the data of Fig. 4)"):
-    st.dataframe(fits, hide_index=True, width="stretch")
+with (fits_box := _ui.lazy_expander("Per-layer fits (the data of Fig. 4)", key="tradeoff_fits")):
+    if fits_box.open:
+        st.dataframe(fits, hide_index=True, width="stretch")
 
 _ui.sync_url("tradeoff")
