@@ -280,6 +280,7 @@ def _brute(run, layer, q, k, exclude=None):
 def test_nearest_types_on_token_and_clouds(server, browser, run):
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
     page.goto(f"{server['url']}/?page=token&run={RUN}&token=her&layer=3")
+    page.get_by_role("tab", name="Nearest types").click(timeout=90000)
     wait_plot(page, "nearest types at layer 3")
     st = run.stats()
     tid = int(run.tokens().set_index("token")["token_id"]["her"])
@@ -308,6 +309,8 @@ def test_nearest_types_on_token_and_clouds(server, browser, run):
     page.mouse.move(pt["x"], pt["y"], steps=4)
     page.wait_for_timeout(400)
     page.mouse.click(pt["x"], pt["y"])
+    page.get_by_text("types nearest by cosine to this sampled embedding").first.wait_for(timeout=60000)  # the table
+    page.get_by_role("tab", name="Among all types (Fig. 8, Table 2)").click()   # Fig. 8: the same types
     wait_plot(page, "Nearest types among all types")
     smp = run.samples(3, [int(pt["tid"])])
     vec = smp.loc[smp["i"] == int(pt["i"]), "vector"].iloc[0]
@@ -337,6 +340,7 @@ def test_your_own_sentence_through_the_worker_without_torch_in_the_dashboard(ser
     page = browser.new_page(viewport={"width": 1500, "height": 1400})
     page.goto(f"{server['url']}/?page=token&run={RUN}&token=her&layer=3")
     wait_plot(page, "her: Q, M, V across layers")
+    page.get_by_role("tab", name="Your own sentence").click()
     page.get_by_role("textbox", name="Sentence").fill("She said that her father was there.")
     page.get_by_role("button", name="Run the model").click()
     wait_plot(page, "percentile of the type's sampled uses", timeout=300000)

@@ -152,12 +152,15 @@ def test_layers_and_compare_links_come_back_the_same(server, browser):  # noqa: 
 
     page = _page(browser, 1600)
     page.goto(f"{server}/?page=compare&run={RUN}&run2={UPLOAD_RUN}&depth=0.35")
+    _wait_fig(page, "Fig. 4 on a relative-depth axis")
+    page.get_by_role("tab", name="Trade-off at the matched depth").click()     # the scatters: drawn when opened
     _wait_fig(page, f"{UPLOAD_RUN} · layer 2")
     _wait_fig(page, f"{RUN} · layer 2")
     _settled(page)
     link = page.url
+    assert parse_qs(urlparse(link).query)["section"] == ["scatters"]
     other = _page(browser, 1600)
-    other.goto(link)
+    other.goto(link)                                                            # the link opens that tab
     _wait_fig(other, f"{UPLOAD_RUN} · layer 2")
     _wait_fig(other, f"{RUN} · layer 2")
     page.context.close()
@@ -221,6 +224,7 @@ def test_runs_page_names_uploads_orders_nulls_counts_hidden_states_and_shows_dro
 def test_compare_lists_real_runs_first_and_shares_ranges(server, browser):  # noqa: F811
     page = _page(browser, 1700)
     page.goto(f"{server}/?page=compare&run={RUN}&run2={UPLOAD_RUN}&depth=0.5")
+    page.get_by_role("tab", name="Trade-off at the matched depth").click()
     _wait_fig(page, f"{UPLOAD_RUN} · layer 3")
     _wait_fig(page, f"{RUN} · layer 3")
     ranges = [_fig(page, f"{n} · layer 3", "[g._fullLayout.xaxis.range, g._fullLayout.yaxis.range, "
@@ -263,7 +267,7 @@ def test_one_click_on_a_point_opens_its_token(server, browser):  # noqa: F811
     page.mouse.move(pos["x"], pos["y"], steps=5)
     page.wait_for_timeout(300)
     page.mouse.click(pos["x"], pos["y"])
-    page.get_by_text("Most typical").first.wait_for(timeout=60000)
+    _wait_fig(page, f"{pos['token']}: Q, M, V across layers", timeout=60000)   # the Token page's first tab
     page.wait_for_function("() => location.search.includes('token=')", timeout=30000)
     assert parse_qs(urlparse(page.url).query)["token"] == [pos["token"]]
     page.context.close()

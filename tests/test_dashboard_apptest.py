@@ -2,6 +2,7 @@
 shipped novels): the plotly figure JSON each page sends is decoded and compared with the library."""
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
@@ -219,7 +220,7 @@ def test_layers_page_matches_tradeoff_table(app, run):
     [fig] = figures_of(at)
     assert not at.dataframe                                   # the table: sent when its expander opens
     lib = analyses.tradeoff(run.stats(), 10, 1e5)
-    cv, slope, r2 = [t for t in fig["data"] if t.get("name") == RUN][:3]
+    _, slope, _ = [t for t in fig["data"] if t.get("name") == RUN][:3]
     np.testing.assert_allclose(arr(cv["y"]), lib["cv_q"])
     np.testing.assert_allclose(arr(slope["y"]), lib["slope"])
     np.testing.assert_allclose(arr(r2["y"]), lib["r2"])
@@ -323,6 +324,7 @@ def test_clouds_page_default_is_app_a_selection(app, run):
     expect = [int(t) for t in analyses.select_tokens(run.stats(), names) if int(t) in sampled]
     chosen = at.multiselect(key="w_cloud_tokens").value
     assert chosen == expect and len(chosen) >= 5
+    assert len(figures_of(at)) == 1 and not at.dataframe    # the cloud only: Fig. 8 and Table 2 when opened
     fig = figure(at, "sampled embeddings")
     per_token = [d for d in fig["data"] if d.get("type") == "scattergl"]      # one trace (colour) per token
     n_samples = len(run.samples(3, chosen))
@@ -331,28 +333,98 @@ def test_clouds_page_default_is_app_a_selection(app, run):
     assert [d["name"] for d in per_token] == [label[t] for t in chosen]
     origin = trace(fig, "origin")
     assert list(origin["x"]) == [0] and list(origin["y"]) == [0]
+    # Fig. 8 and Table 2: the selected tokens among all types, with the run's n, Q, M, V at the layer
+    open_section(at, "clouds", "Fig. 8")
+    assert at.query_params["section"] in (["fig8"], "fig8")
     table = at.dataframe[0].value
     assert sorted(table["token_id"]) == sorted(chosen)
-    # the user picks other sampled tokens
+    want = run.token_table(3).set_index("token_id").loc[chosen]
+    np.testing.assert_allclose(table.set_index("token_id").loc[chosen, ["n", "q", "m", "v"]].to_numpy(float),
+                               want[["n", "q", "m", "v"]].to_numpy(float))
+    hl = trace(figure(at, "The selected tokens among all types (Fig. 8)"), "highlighted")
+    assert sorted(hl["text"]) == sorted(label[t] for t in chosen)
+    np.testing.assert_allclose(sorted(arr(hl["x"])), sorted(want["m"]))
+    # the user picks other sampled tokens (the picker is above the tabs: both follow it)
     at.multiselect(key="w_cloud_tokens").set_value(chosen[:2]).run()
     ok(at)
+    assert sorted(at.dataframe[0].value["token_id"]) == sorted(chosen[:2])
+    open_section(at, "clouds", "Cloud")
+    assert "section" not in at.query_params                                  # the first tab: no section in the link
     assert sum(len(arr(d["x"])) for d in figure(at, "sampled embeddings")["data"]
                if d.get("type") == "scattergl") == len(run.samples(3, chosen[:2]))
     want = ",".join(str(t) for t in chosen[:2])
     assert at.query_params["cloud"] in ([want], want)                         # the URL keeps the pick
 
 
+def test_token_link_with_a_section_opens_that_tab(app, run):
+    """?section=contexts opens the Token page's Contexts tab directly: its sentences, and no figure sent (the
+    Q/M/V figure is the first tab's); the Nearest types tab lists the cosine neighbours of μ(X_t)."""
+    from normvar_core.stats.neighbours import nearest_types
+
+    app.query_params.update({"run": RUN, "token": "her", "layer": "3", "section": "contexts"})
+    at = app.switch_page("views/token.py").run()              # the link /token?...&section=contexts, opened
+    ok(at)
+    assert at.session_state["w_section_token"] == "Contexts" and figures_of(at) == []
+    assert "Most typical" in " ".join(m.value for m in at.markdown)
+    assert "<mark><b>her</b></mark>" in " ".join(h.body for h in at.html)
+    assert at.query_params["section"] in (["contexts"], "contexts")
+    open_section(at, "token", "Nearest types")
+    st_ = run.stats()
+    tid = int(run.tokens().set_index("token")["token_id"]["her"])
+    want = nearest_types(st_.mean[st_.layer(3)], st_.token_ids, st_.mean[st_.layer(3), int(np.searchsorted(
+        st_.token_ids, tid))], 10, exclude=tid)
+    assert at.dataframe[0].value["cosine"].tolist() == pytest.approx(want["cosine"].tolist())
+    hl = trace(figure(at, "her and its 10 nearest types at layer 3"), "highlighted")
+    assert len(figures_of(at)) == 1 and len(hl["text"]) == 11 and hl["text"][0] == "her"
+
+
+def test_occurrences_box_hands_its_contexts_to_the_token_tab(app, run):
+    """A box on Occurrences, then "Open … in Token": the Token page opens on its Contexts tab, where the type's
+    uses inside the box are listed (a DuckDB query the test repeats)."""
+    from normvar_core.runs import occurrences as O
+
+    at = open_page(app, "occurrences", layer="3")
+    for k, val in zip(("w_occ_x0", "w_occ_x1", "w_occ_y0", "w_occ_y1"), (-1e9, 1e9, -1e9, 1e9)):
+        at.number_input(key=k).set_value(val)
+    at.run()
+    ok(at)
+    button = at.button(key="occ_sel_to_token")
+    token = ast.literal_eval(button.label.removeprefix("Open ").removesuffix(" in Token"))  # the first type
+    button.click().run()
+    ok(at)
+    assert at.session_state["w_section_token"] == "Contexts" and at.text_input(key="w_token").value == token
+    predicate = O.box_predicate(3, (-1e9, 1e9), (-1e9, 1e9))
+    tid = int(run.tokens().set_index("token")["token_id"][token])
+    want = O.selected_contexts(run, predicate, token_id=tid, limit=50)
+    got = at.dataframe[-1].value                                  # the box expander's table
+    assert len(got) == len(want) > 0
+    assert got[["sentence_id", "position"]].values.tolist() == want[["sentence_id", "position"]].values.tolist()
+
+
 def test_compare_page_matches_relative_depth(app, run):
     at = open_page(app, "compare", run2=RUN2, depth="0.5")
-    a = figure(at, f"{RUN} · layer 3")
-    b = figure(at, f"{RUN2} · layer 2")          # stored layers 0,2,4,6: 2 is the closest to depth 0.5
-    assert len(arr(trace(a, "token types")["x"])) == len(in_band(run, 3))
-    assert len(arr(trace(b, "token types")["x"])) == len(in_band(run, 2))
-    dec = figure(at, "Fig. 5/6")
+    assert len(figures_of(at)) == 1                       # Fig. 4 first; the ratios and the scatters when opened
+    fig4 = figure(at, "Fig. 4 on a relative-depth axis")
+    lib = analyses.tradeoff(run.stats(), 10, 1e5).sort_values("layer")
+    _, slope, _ = [t for t in fig4["data"] if t.get("mode") == "lines+markers" and t.get("name") == RUN]
+    np.testing.assert_allclose(arr(slope["y"]), lib["slope"])
+    np.testing.assert_allclose(arr(slope["x"]), lib["layer"] / 6)
+    dec = figure(open_section(at, "compare", "Fig. 5/6"), "Fig. 5/6")
+    assert len(figures_of(at)) == 1
     lib = analyses.decomposition(run.stats(), 10, 1e5)
     first = [t for t in dec["data"] if t.get("name") == RUN][0]
     np.testing.assert_allclose(arr(first["y"]), lib["m_over_q"])
     np.testing.assert_allclose(arr(first["x"]), lib["layer"] / 6)
+    open_section(at, "compare", "matched depth")
+    assert at.query_params["section"] in (["scatters"], "scatters")
+    a = figure(at, f"{RUN} · layer 3")
+    b = figure(at, f"{RUN2} · layer 2")          # stored layers 0,2,4,6: 2 is the closest to depth 0.5
+    assert len(arr(trace(a, "token types")["x"])) == len(in_band(run, 3))
+    assert len(arr(trace(b, "token types")["x"])) == len(in_band(run, 2))
+    assert a["layout"]["xaxis"]["range"] == b["layout"]["xaxis"]["range"]   # side by side, shared axes
+    at.slider(key="w_depth").set_value(1.0).run()                            # the depth is above the tabs
+    ok(at)
+    assert figure(at, f"{RUN} · layer 6") and figure(at, f"{RUN2} · layer 6")
 
 
 def test_runs_page_lists_runs_and_metadata(app, run):

@@ -169,11 +169,12 @@ def test_shared_link_restores_the_view(server, browser, run):
 
 
 def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
-    """?page=token&token=her renders the token's contexts; on Token clouds hovering a point shows its
+    """?page=token&token=her renders the token's contexts in its Contexts tab; on Token clouds hovering a point shows its
     sentence with the token in bold; the developer chrome ("Deploy") is hidden."""
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     page.goto(f"{server}/?page=token&run={RUN}&token=her")
+    page.get_by_role("tab", name="Contexts").click(timeout=90000)              # the sentences: drawn when opened
     page.get_by_text("Most typical").wait_for(timeout=90000)
     page.get_by_text("Most atypical").wait_for(timeout=30000)
     # the sentences render after the headings: wait for both columns' marks, not just the first heading

@@ -57,7 +57,8 @@ def test_frequency_page_shows_self_similarity(app, run):
 
 
 def test_token_view_renders_from_a_url(app, run):
-    """?page=token&token=her: n_t, Q/M/V across layers equal the run's, contexts ordered by distance."""
+    """?page=token&token=her: n_t, Q/M/V across layers equal the run's; its Contexts tab: contexts ordered by
+    distance."""
     from normvar_core.stats.contexts import contexts
 
     at = open_page(app, "token", token="her")
@@ -67,6 +68,10 @@ def test_token_view_renders_from_a_url(app, run):
     st_ = run.stats()
     col = int(np.searchsorted(st_.token_ids, tid))
     np.testing.assert_allclose(arr(qmv["data"][1]["y"]), st_.m[:, col])       # M(X_t) per layer
+    assert len(at.get("plotly_chart")) == 1 and not at.html                    # the first tab only
+    at.session_state["w_section_token"] = "Contexts"                           # the tab, as a click sets it
+    at.run()
+    assert not at.exception and not at.get("plotly_chart")
     md = " ".join(m.value for m in at.markdown)
     assert "Most typical" in md and "<mark><b>her</b></mark>" in " ".join(h.body for h in at.html)
     layer = run.layers[len(run.layers) // 2]

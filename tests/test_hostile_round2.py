@@ -134,6 +134,7 @@ def test_token_page_shows_corpus_sentences_as_plain_text_in_a_browser(tmp_path, 
             b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             page = b.new_page(viewport={"width": 1400, "height": 1100})
             page.goto(f"{base}/?page=token&run=md&token=the")
+            page.get_by_role("tab", name="Contexts").click(timeout=90000)
             page.get_by_text("Most typical").wait_for(timeout=90000)
             page.wait_for_function("() => document.querySelectorAll('mark b').length >= 2", timeout=60000)
             body = page.inner_text("body")

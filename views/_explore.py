@@ -38,8 +38,9 @@ def _sampled_ids(run) -> dict[str, int]:
     return dict(zip(have["token"].astype(str), have["token_id"].astype(int)))
 
 
-def _take(run, tokens: list[str], target: str) -> None:
-    """on_click: hand the selection to another page (through the view, so links keep it)."""
+def _take(run, tokens: list[str], target: str, section: str | None = None) -> None:
+    """on_click: hand the selection to another page (through the view, so links keep it); ``section``: the
+    tab it opens there (the Occurrences box's contexts are in the Token page's Contexts tab)."""
     v = _ui.view()
     if target == "tradeoff":
         v.tokens = tokens[:50]
@@ -51,6 +52,8 @@ def _take(run, tokens: list[str], target: str) -> None:
     elif target == "token":
         v.token = tokens[0]
         st.session_state["w_token"] = tokens[0]
+        v.section = section
+        st.session_state.pop("w_section_token", None)  # the view's section, not the tab last open there
     st.session_state["_explore_go"] = target
 
 
@@ -75,8 +78,8 @@ def selection_bar(run, tokens: list[str], *, key: str, here: str) -> None:
     row.button("Show in Token clouds" if n_cloud == len(tokens) else f"Show {n_cloud} of {len(tokens)} in Token clouds",
                key=f"{key}_to_clouds", on_click=_take, args=(run, tokens, "clouds"), icon=":material/bubble_chart:",
                disabled=n_cloud == 0, help="the selected types with stored samples (at most 50)")
-    row.button(f"Open {tokens[0]!r} in Token", key=f"{key}_to_token", on_click=_take, args=(run, tokens, "token"),
-               icon=":material/search:")
+    row.button(f"Open {tokens[0]!r} in Token", key=f"{key}_to_token", on_click=_take,
+               args=(run, tokens, "token", "contexts" if here == "occurrences" else None), icon=":material/search:")
 
 
 # ============================================================================ nearest types

@@ -1,6 +1,6 @@
 """Token clouds (the study's Fig. 1, App. A, Fig. 8, Table 2): PCA — or a seeded t-SNE map — of sampled
 raw embeddings, one colour per token; a clicked embedding's nearest types; box/lasso selections go to
-the other pages."""
+the other pages. Two tabs, each computed only when open: the cloud, and Fig. 8 with Table 2."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,16 +21,7 @@ sampled = _ui.sampled_tokens(run)
 if sampled.empty:
     st.info("This run stores no sampled embeddings (computed with samples_per_token = 0).")
     st.stop()
-c0, c00 = st.columns([4, 1])
-with c0:
-    layer = _ui.layer_slider(run)
-with c00:
-    _ui.bind("w_cloud_map", "t-SNE" if v.cmap == "tsne" else "PCA", lambda x: x in ("PCA", "t-SNE"))
-    method = st.radio("Map", ["PCA", "t-SNE"], key="w_cloud_map", horizontal=True,
-                      help="PCA: linear, the origin kept (App. A). t-SNE (openTSNE, seed 0): non-linear, of all the "
-                           "layer's sampled embeddings at once, computed once per run and layer")
-    v.cmap = "tsne" if method == "t-SNE" else "pca"
-colours = _ui.word_colour(run)
+layer = _ui.layer_slider(run)
 table = _ui.token_table(run, layer)
 n_of = dict(zip(table["token_id"].astype(int), table["n"].astype(int)))
 options = [int(t) for t in sampled["token_id"]]
@@ -63,67 +54,100 @@ if not chosen:
     st.info("Pick at least one token.")
     _ui.sync_url("clouds")
     st.stop()
-try:
+
+CLICKED = "_clouds_clicked"
+"""session_state: the sampled embedding clicked on the cloud ({run, layer, token_id, i, k}); the Fig. 8 tab
+highlights its nearest types. The chart's own selection is gone once its tab is closed."""
+
+
+def _map_control():
+    _ui.bind("w_cloud_map", "t-SNE" if v.cmap == "tsne" else "PCA", lambda x: x in ("PCA", "t-SNE"))
+    method = st.radio("Map", ["PCA", "t-SNE"], key="w_cloud_map", horizontal=True,
+                      help="PCA: linear, the origin kept (App. A). t-SNE (openTSNE, seed 0): non-linear, of all the "
+                           "layer's sampled embeddings at once, computed once per run and layer")
+    v.cmap = "tsne" if method == "t-SNE" else "pca"
+
+
+def _cloud_tab() -> None:
+    """The cloud (PCA or t-SNE) with its box/lasso selection bar and a clicked embedding's nearest types."""
+    c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
+    with c1:
+        _map_control()
+    with c2:
+        colours = _ui.word_colour(run)
     cloud = _ui.cloud(run, layer, chosen)
     coords = cloud.coords
     if v.cmap == "tsne":
         with st.spinner(f"t-SNE of the {int(sampled['count'].sum()):,} sampled embeddings at layer {layer} "
                         "(once per run and layer) …"):
             coords = with_tsne(coords, _explore.tsne(run, layer))
-    order = [label[t] for t in chosen]
     fig = clouds_figure(_ui.with_word_colour(coords, colours), explained=cloud.explained,
                         presentation=v.presentation, color_by=_ui.WORD_COLOUR if colours else None,
-                        color_title="|T<sub>w</sub>|", method=v.cmap, token_order=order,
+                        color_title="|T<sub>w</sub>|", method=v.cmap, token_order=[label[t] for t in chosen],
                         title=f"{run.name} · layer {layer} · {'t-SNE' if v.cmap == 'tsne' else 'PCA'} · "
-                                      f"{len(chosen)} tokens, {len(coords):,} sampled embeddings")
-    rows = table.loc[table["token_id"].isin(chosen)]
-except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
-    st.stop()
-
-event = _ui.chart(fig, key="clouds", data=coords.drop(columns=["context"], errors="ignore"),
-                  name=f"{run.name}_clouds_{v.cmap}_layer{layer}", lasso=True, width="content")
-points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
-picked = _explore.selected_tokens(event)
-_explore.selection_bar(run, picked, key="clouds_sel", here="clouds")
-
-# nearest types of one clicked embedding (TensorBoard Projector's "nearest points")
-nn = None
-if len(points) == 1:
+                              f"{len(chosen)} tokens, {len(coords):,} sampled embeddings")
+    event = _ui.chart(fig, key="clouds", data=coords.drop(columns=["context"], errors="ignore"),
+                      name=f"{run.name}_clouds_{v.cmap}_layer{layer}", lasso=True, width="content")
+    points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
+    _explore.selection_bar(run, _explore.selected_tokens(event), key="clouds_sel", here="clouds")
+    st.session_state.pop(CLICKED, None)
+    if len(points) != 1:
+        return
+    # nearest types of one clicked embedding (TensorBoard Projector's "nearest points")
     cd = points[0].get("customdata") or []
     try:
         tid, i = int(cd[2]), int(cd[3])
-        smp = run.samples(layer, [tid])
-        vec = np.asarray(smp.loc[smp["i"] == i, "vector"].iloc[0], dtype=np.float64)
+        vec = _clicked_vector(tid, i)
     except (IndexError, ValueError, TypeError, KeyError):
-        vec = None
-    if vec is not None:
-        k = st.slider("k nearest types", 3, 30, 10, key="w_cloud_k")
-        nn = _explore.neighbours(run, layer, vec, k)
-        st.markdown(f"**The {k} types nearest by cosine to this sampled embedding of `{label.get(tid, tid)}`** "
-                    f"(its type's mean included when near; highlighted on the right)")
-        st.dataframe(nn[["rank", "token", "cosine", "n", "m", "v"]], hide_index=True, width="stretch",
-                     key="clouds_nn", column_config=_explore.NN_COLUMNS)
+        return
+    k = st.slider("k nearest types", 3, 30, 10, key="w_cloud_k", persist_state="page")
+    nn = _explore.neighbours(run, layer, vec, k)
+    st.session_state[CLICKED] = {"run": run.name, "layer": layer, "token_id": tid, "i": i, "k": k}
+    st.markdown(f"**The {k} types nearest by cosine to this sampled embedding of `{label.get(tid, tid)}`** "
+                f"(its type's mean included when near; highlighted in the Fig. 8 tab)")
+    st.dataframe(nn[["rank", "token", "cosine", "n", "m", "v"]], hide_index=True, width="stretch",
+                 key="clouds_nn", column_config=_explore.NN_COLUMNS)
 
-try:
-    fits = _ui.tradeoff(run, v.band)
-    band_pts = _ui.band_points(run, layer, v.band)
+
+def _clicked_vector(tid: int, i: int) -> np.ndarray:
+    smp = run.samples(layer, [tid])
+    return np.asarray(smp.loc[smp["i"] == i, "vector"].iloc[0], dtype=np.float64)
+
+
+def _fig8_tab() -> None:
+    """Fig. 8: the selected tokens (or the clicked embedding's nearest types) among all types, and Table 2."""
+    rows = table.loc[table["token_id"].isin(chosen)]
+    nn = None
+    clicked = st.session_state.get(CLICKED)
+    if clicked and clicked["run"] == run.name and clicked["layer"] == layer:
+        try:
+            nn = _explore.neighbours(run, layer, _clicked_vector(clicked["token_id"], clicked["i"]), clicked["k"])
+            st.caption(f"Highlighted: the {clicked['k']} types nearest to the embedding of "
+                       f"`{label.get(clicked['token_id'], clicked['token_id'])}` clicked on the cloud.")
+        except (IndexError, ValueError, TypeError, KeyError):
+            nn = None
     hl = nn if nn is not None else rows
-    fig8 = tradeoff_scatter(band_pts, fit_row(fits, layer=layer), highlight=hl,
-                            presentation=v.presentation, colorbar=False, height=520, aspect=1.0,
+    fig8 = tradeoff_scatter(_ui.band_points(run, layer, v.band), fit_row(_ui.tradeoff(run, v.band), layer=layer),
+                            highlight=hl, presentation=v.presentation, colorbar=False, height=520, aspect=1.0,
                             title="Nearest types among all types" if nn is not None
                             else "The selected tokens among all types (Fig. 8)")
-except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
-    st.stop()
-c1, c2 = st.columns([3, 2])
-with c1:
-    st.subheader("n_t, Q, M, V of the selected tokens (Table 2)")
-    st.dataframe(rows[["token", "token_id", "n", "q", "m", "v"]].sort_values("n", ascending=False),
-                 hide_index=True, width="stretch",
-                 column_config={"q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
-                                "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),
-                                "v": st.column_config.NumberColumn("V(X_t)", format="%.4g")})
-with c2:
-    _ui.chart(fig8, key="clouds_fig8", data=hl, name=f"{run.name}_fig8_layer{layer}")
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        st.subheader("n_t, Q, M, V of the selected tokens (Table 2)")
+        st.dataframe(rows[["token", "token_id", "n", "q", "m", "v"]].sort_values("n", ascending=False),
+                     hide_index=True, width="stretch",
+                     column_config={"q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
+                                    "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),
+                                    "v": st.column_config.NumberColumn("V(X_t)", format="%.4g")})
+    with c2:
+        _ui.chart(fig8, key="clouds_fig8", data=hl, name=f"{run.name}_fig8_layer{layer}")
+
+
+SECTIONS = {"cloud": "Cloud (Fig. 1, App. A)", "fig8": "Among all types (Fig. 8, Table 2)"}
+section, box = _ui.sections("clouds", SECTIONS)  # only the open tab is computed and drawn
+with box:
+    try:
+        _cloud_tab() if section == "cloud" else _fig8_tab()
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
 _ui.sync_url("clouds")

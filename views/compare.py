@@ -1,5 +1,5 @@
 """Compare two runs: Fig. 4 and Fig. 5/6 curves on a relative-depth axis, and the trade-off scatter
-of each at a matched relative depth."""
+of each at a matched relative depth — each in its own tab, computed only when open."""
 from __future__ import annotations
 
 import pandas as pd
@@ -38,48 +38,61 @@ if run_b is None:
     st.info("Pick a second run.")
     st.stop()
 label_a, label_b = run_a.name, run_b.name if run_b.name != run_a.name else run_b.name + " (2)"
+depths = {label_a: run_a.num_hidden_states, label_b: run_b.num_hidden_states}
 try:
     la = viewstate.layer_at_depth(run_a.layers, v.depth, run_a.num_hidden_states)
     lb = viewstate.layer_at_depth(run_b.layers, v.depth, run_b.num_hidden_states)
-    fits_a, fits_b = _ui.tradeoff(run_a, band), _ui.tradeoff(run_b, band)
-    depths = {label_a: run_a.num_hidden_states, label_b: run_b.num_hidden_states}
-    layers_fig = layers_figure({label_a: fits_a, label_b: fits_b}, relative=True,
-                               num_hidden_states=depths, mark_layer={label_a: la, label_b: lb},
-                               presentation=v.presentation, title="Fig. 4 on a relative-depth axis")
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
 
 _ui.report_button([run_a, run_b], key="w_report_compare")
-if run_a.has("geometry") and run_b.has("geometry"):
+if run_a.has("geometry") and run_b.has("geometry"):  # about the two runs: above the tabs
     samples = {label_a: G.recorded_sample(_ui.table(run_a, "layer_geometry")),
                label_b: G.recorded_sample(_ui.table(run_b, "layer_geometry"))}
     if differ := G.samples_differ(samples):
         st.warning(differ)
-_ui.chart(layers_fig, key="cmp_layers",
-          data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
-          name=f"compare_{run_a.name}_{run_b.name}_layers")
-try:  # the first figure is drawn: then the others
+
+
+def _layers() -> None:
+    fits_a, fits_b = _ui.tradeoff(run_a, band), _ui.tradeoff(run_b, band)
+    fig = layers_figure({label_a: fits_a, label_b: fits_b}, relative=True, num_hidden_states=depths,
+                        mark_layer={label_a: la, label_b: lb}, presentation=v.presentation,
+                        title="Fig. 4 on a relative-depth axis")
+    _ui.chart(fig, key="cmp_layers",
+              data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
+              name=f"compare_{run_a.name}_{run_b.name}_layers")
+
+
+def _ratios() -> None:
     dec_a, dec_b = _ui.decomposition(run_a, band), _ui.decomposition(run_b, band)
-    dec_fig = decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True,
-                                    num_hidden_states=depths, presentation=v.presentation,
-                                    title="Fig. 5/6 ratios on a relative-depth axis")
+    fig = decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True, num_hidden_states=depths,
+                                presentation=v.presentation, title="Fig. 5/6 ratios on a relative-depth axis")
+    _ui.chart(fig, key="cmp_decomp",
+              data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
+              name=f"compare_{run_a.name}_{run_b.name}_decomposition")
+
+
+def _scatters() -> None:
     scat = []
-    for r, layer, fits in ((run_a, la, fits_a), (run_b, lb, fits_b)):
+    for r, layer in ((run_a, la), (run_b, lb)):
         pts = _ui.band_points(r, layer, band)
         drawn, total = downsample(pts, MAX_POINTS)
         scat.append((r, layer, pts, tradeoff_scatter(
-            drawn, fit_row(fits, layer=layer), total=total, presentation=v.presentation, height=480,
+            drawn, fit_row(_ui.tradeoff(r, band), layer=layer), total=total, presentation=v.presentation, height=480,
             title=f"{r.name} · layer {layer} (depth {viewstate.relative_depth(layer, r.num_hidden_states):.2f})")))
     share_ranges([fig for *_, fig in scat])  # the same axes and colour scale: the panels read across
-except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
-    st.stop()
-_ui.chart(dec_fig, key="cmp_decomp",
-          data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
-          name=f"compare_{run_a.name}_{run_b.name}_decomposition")
-cols = st.columns(2)
-for i, (col, (r, layer, pts, fig)) in enumerate(zip(cols, scat)):
-    with col:
-        _ui.chart(fig, key=f"cmp_scatter_{i}", data=pts, name=f"{r.name}_tradeoff_layer{layer}")
+    for i, (col, (r, layer, pts, fig)) in enumerate(zip(st.columns(2), scat)):
+        with col:
+            _ui.chart(fig, key=f"cmp_scatter_{i}", data=pts, name=f"{r.name}_tradeoff_layer{layer}")
+
+
+SECTIONS = {"layers": "Fig. 4 on relative depth", "ratios": "Fig. 5/6 ratios",
+            "scatters": "Trade-off at the matched depth"}
+section, box = _ui.sections("compare", SECTIONS)  # only the open tab is computed and drawn
+with box:
+    try:
+        {"layers": _layers, "ratios": _ratios, "scatters": _scatters}[section]()
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
 _ui.sync_url("compare")

@@ -1,6 +1,7 @@
 """Token: one token type across the model — n_t, Q/M/V per layer, its path through the trade-off, its
 self-similarity, its pooled variants (footnote 7) and the sentences behind it (typical and atypical
-uses). Reachable by URL: ?page=token&run=RUN&token=TOKEN."""
+uses) and "your own sentence", each in a tab computed only when open. Reachable by URL:
+?page=token&run=RUN&token=TOKEN(&section=contexts)."""
 from __future__ import annotations
 
 import html
@@ -65,18 +66,19 @@ def _own_status(job_id: str) -> None:
         st.caption(f"Running the model in the worker (job `{job.id}`) …")
 
 
-def own_sentence(layer: int) -> None:
+def own_sentence(layer: int, heading: bool = True) -> None:
     """Your own sentence (LIT): see the caption. Not in a read-only dashboard: it queues a job."""
     if _access.read_only():
         return
-    st.subheader("Your own sentence")
+    if heading:
+        st.subheader("Your own sentence")
     st.caption("The worker runs the run's model on it; for each of its tokens and layers: the distance ‖x − μ(X_t)‖ to "
                "its type's mean in this run, as a percentile of the type's sampled uses (0 = more typical than every "
                "sampled use, 100 = more atypical), and its point (M(X_t), ‖x − μ(X_t)‖²) on the trade-off — the type's "
                "point (M, V) is the mean of its uses' points.")
     c1, c2 = st.columns([5, 1])
     with c1:
-        st.text_area("Sentence", key="w_own_text", height=80, max_chars=1000,
+        st.text_area("Sentence", key="w_own_text", height=80, max_chars=1000, persist_state="page",
                      placeholder="e.g. She signed the License with her father's pen.")
     with c2:
         st.write("")
@@ -109,7 +111,7 @@ def own_sentence(layer: int) -> None:
                          if pd.notna(pc) and not (str(t).startswith(("[", "<")) and str(t).endswith(("]", ">")))]
                 first = words[0] if words else choices[0]
                 pos = st.selectbox("Token of the sentence", choices, index=choices.index(first), key="w_own_pos",
-                                   format_func=lambda p: f"{p}: {at.loc[at['position'] == p, 'token'].iloc[0]}")
+                                   persist_state="page", format_func=lambda p: f"{p}: {at.loc[at['position'] == p, 'token'].iloc[0]}")
                 r = ok[ok["position"] == pos].iloc[0]
                 m1, m2, m3, m4 = st.columns(4)
                 m1.metric("‖x − μ(X_t)‖", f"{r['distance']:.4g}")
@@ -163,95 +165,115 @@ c[0].metric("token", tok)
 c[1].metric("n_t", _ui.fmt_int(row["n"]))
 c[2].metric("layers", len(layers))
 c[3].metric("M/Q at the middle layer", f"{qmv['M'].iloc[len(layers) // 2] / qmv['Q'].iloc[len(layers) // 2]:.3f}")
-
-fig = go.Figure()
-for k in ("Q", "M", "V"):
-    fig.add_trace(go.Scatter(x=qmv["layer"], y=qmv[k], mode="lines+markers", name=f"{k}(X_t)",
-                             line=dict(color=QCOLORS[k], width=2.5)))
-fig.update_layout(title=f"{tok}: Q, M, V across layers", xaxis_title="layer", height=380)
-apply_theme(fig, v.presentation)
-path = go.Figure(go.Scatter(x=qmv["M"], y=qmv["V"], mode="lines+markers+text", text=[str(l) for l in layers],
-                            textposition="top center", line=dict(color=PALETTE[0]), name=tok,
-                            hovertemplate="layer %{text}<br>M = %{x:.4g}<br>V = %{y:.4g}<extra></extra>"))
-path.update_layout(title=f"{tok}: its point in the trade-off (M, V) at each layer", xaxis_title="M(X_t)",
-                   yaxis_title="V(X_t)", height=380)
-apply_theme(path, v.presentation)
-c1, c2 = st.columns(2)
-with c1:
-    _ui.chart(fig, key="token_qmv", data=qmv, name=f"{run.name}_{tok}_qmv")
-with c2:
-    _ui.chart(path, key="token_path", data=qmv, name=f"{run.name}_{tok}_tradeoff_path")
-
-if run.has("selfsim"):
-    ss = _ui.table(run, "token_selfsim")
-    ss = ss[ss["token_id"] == tid].sort_values("layer")
-    st.caption("Self-similarity (mean cosine between occurrences) per layer: "
-               + ", ".join(f"{int(r.layer)}: {r.self_similarity:.3f}" for r in ss.itertuples() if r.self_similarity == r.self_similarity))
-
-variants = tokens[[strip_prefix(t) == strip_prefix(tok) for t in tokens["token"]]]
-if len(variants) > 1:
-    layer_v = _ui.layer_slider(run, key="w_token_layer_v", label="Layer (variants)")
-    tt = _ui.token_table(run, layer_v)
-    st.markdown(f"**Pooled variants** (footnote 7: {', '.join(map(repr, variants['token']))}) at layer {layer_v}")
-    st.dataframe(tt[tt["token_id"].isin(variants["token_id"])], hide_index=True, width="stretch", key="token_variants")
-
 layer = _ui.layer_slider(run)
 li = st_.layer(layer)
 
-st.subheader(f"Nearest types at layer {layer}")
-c1, c2 = st.columns([2, 3])
-with c1:
-    k = st.slider("k", 3, 30, 10, key="w_token_k", help="the k types whose mean μ(X_s) has the largest cosine with "
-                                                      "μ(X_t) at this layer (TensorBoard Projector's nearest points)")
-    nn = _explore.neighbours(run, layer, st_.mean[li, col], k, exclude=tid)
-    st.dataframe(nn[["rank", "token", "cosine", "n", "m", "v"]], hide_index=True, width="stretch",
-                 key="token_nn", column_config=_explore.NN_COLUMNS)
-with c2:
-    me = _ui.token_table(run, layer)
-    me = me[me["token_id"] == tid]
-    nn_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
-                              highlight=pd.concat([me, nn.drop(columns=["rank", "cosine"])], ignore_index=True),
-                              presentation=v.presentation, colorbar=False, height=460, aspect=1.4,
-                              title=f"{tok} and its {k} nearest types at layer {layer}")
-    _ui.chart(nn_fig, key="token_nn_fig", data=nn, name=f"{run.name}_{tok}_neighbours_layer{layer}")
 
-st.subheader("Contexts")
-if not run.has_contexts:
-    st.info("This run was computed before samples kept their sentences: recompute it to read the contexts.")
-elif tid not in set(_ui.sampled_tokens(run)["token_id"].astype(int)):
-    st.info(f"No sampled contexts for {tok!r}: contexts are kept for App. A's tokens and the 50 most frequent types.")
-else:
-    smp = run.samples(layer, [tid])
-    ctx = contexts(smp, st_.mean[li, col], run.sentences(smp["sentence_id"].tolist()))
-    k = min(8, len(ctx))
+def qmv_tab() -> None:
+    fig = go.Figure()
+    for k in ("Q", "M", "V"):
+        fig.add_trace(go.Scatter(x=qmv["layer"], y=qmv[k], mode="lines+markers", name=f"{k}(X_t)",
+                                 line=dict(color=QCOLORS[k], width=2.5)))
+    fig.update_layout(title=f"{tok}: Q, M, V across layers", xaxis_title="layer", height=380)
+    apply_theme(fig, v.presentation)
+    _ui.chart(fig, key="token_qmv", data=qmv, name=f"{run.name}_{tok}_qmv")
+    if run.has("selfsim"):
+        ss = _ui.table(run, "token_selfsim")
+        ss = ss[ss["token_id"] == tid].sort_values("layer")
+        st.caption("Self-similarity (mean cosine between occurrences) per layer: "
+                   + ", ".join(f"{int(r.layer)}: {r.self_similarity:.3f}" for r in ss.itertuples()
+                               if r.self_similarity == r.self_similarity))
 
-    def show(part: pd.DataFrame) -> None:
-        for r in part.itertuples():
-            text = highlight(html.escape(r.sentence), -1, -1) if r.char_start < 0 else (
-                html.escape(r.sentence[:r.char_start]) + "<mark><b>" + html.escape(r.sentence[r.char_start:r.char_end])
-                + "</b></mark>" + html.escape(r.sentence[r.char_end:]))
-            # st.html, not st.markdown: corpus text is shown as it is (an image link stays text)
-            st.html(f"<div><small>‖x − μ‖ = {r.distance:.3f} · cos = {r.cosine:+.3f}</small><br>{text}</div>")
 
-    c1, c2 = st.columns(2)
+def path_tab() -> None:
+    path = go.Figure(go.Scatter(x=qmv["M"], y=qmv["V"], mode="lines+markers+text", text=[str(l) for l in layers],
+                                textposition="top center", line=dict(color=PALETTE[0]), name=tok,
+                                hovertemplate="layer %{text}<br>M = %{x:.4g}<br>V = %{y:.4g}<extra></extra>"))
+    path.update_layout(title=f"{tok}: its point in the trade-off (M, V) at each layer", xaxis_title="M(X_t)",
+                       yaxis_title="V(X_t)", height=380)
+    apply_theme(path, v.presentation)
+    _ui.chart(path, key="token_path", data=qmv, name=f"{run.name}_{tok}_tradeoff_path")
+
+
+def neighbours_tab() -> None:
+    c1, c2 = st.columns([2, 3])
     with c1:
-        st.markdown(f"**Most typical** at layer {layer} (nearest to μ(X_t))")
-        show(ctx.head(k))
+        k = st.slider("k", 3, 30, 10, key="w_token_k", persist_state="page",
+                      help="the k types whose mean μ(X_s) has the largest cosine with μ(X_t) at this layer "
+                           "(TensorBoard Projector's nearest points)")
+        nn = _explore.neighbours(run, layer, st_.mean[li, col], k, exclude=tid)
+        st.dataframe(nn[["rank", "token", "cosine", "n", "m", "v"]], hide_index=True, width="stretch",
+                     key="token_nn", column_config=_explore.NN_COLUMNS)
     with c2:
-        st.markdown(f"**Most atypical** at layer {layer} (farthest from μ(X_t))")
-        show(ctx.tail(k).iloc[::-1])
-    with st.expander(f"All {len(ctx)} sampled contexts"):
-        st.dataframe(ctx.drop(columns=["char_start", "char_end"]), hide_index=True, width="stretch", key="token_contexts")
+        me = _ui.token_table(run, layer)
+        me = me[me["token_id"] == tid]
+        nn_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
+                                  highlight=pd.concat([me, nn.drop(columns=["rank", "cosine"])], ignore_index=True),
+                                  presentation=v.presentation, colorbar=False, height=460, aspect=1.4,
+                                  title=f"{tok} and its {k} nearest types at layer {layer}")
+        _ui.chart(nn_fig, key="token_nn_fig", data=nn, name=f"{run.name}_{tok}_neighbours_layer{layer}")
 
-occ = st.session_state.get(_explore.OCCURRENCE_BOX)
-if occ and occ.get("run") == run.name:  # the Occurrences page's box: this type's uses inside it
-    from normvar_core.runs.occurrences import selected_contexts
 
-    inside = selected_contexts(run, occ["predicate"], token_id=tid, limit=50)
-    with st.expander(f"{len(inside)}{'+' if len(inside) == 50 else ''} contexts of {tok!r} inside the Occurrences "
-                     f"box (layer {occ['layer']})", expanded=bool(len(inside))):
-        st.code(occ["predicate"], language="sql")
-        st.dataframe(inside, hide_index=True, width="stretch", key="token_occ_contexts")
+def show_contexts(part: pd.DataFrame) -> None:
+    for r in part.itertuples():
+        text = highlight(html.escape(r.sentence), -1, -1) if r.char_start < 0 else (
+            html.escape(r.sentence[:r.char_start]) + "<mark><b>" + html.escape(r.sentence[r.char_start:r.char_end])
+            + "</b></mark>" + html.escape(r.sentence[r.char_end:]))
+        # st.html, not st.markdown: corpus text is shown as it is (an image link stays text)
+        st.html(f"<div><small>‖x − μ‖ = {r.distance:.3f} · cos = {r.cosine:+.3f}</small><br>{text}</div>")
 
-own_sentence(layer)
+
+def contexts_tab() -> None:
+    """The sampled uses nearest to and farthest from μ(X_t), and those inside the Occurrences page's box."""
+    if not run.has_contexts:
+        st.info("This run was computed before samples kept their sentences: recompute it to read the contexts.")
+    elif tid not in set(_ui.sampled_tokens(run)["token_id"].astype(int)):
+        st.info(f"No sampled contexts for {tok!r}: contexts are kept for App. A's tokens and the 50 most frequent types.")
+    else:
+        smp = run.samples(layer, [tid])
+        ctx = contexts(smp, st_.mean[li, col], run.sentences(smp["sentence_id"].tolist()))
+        k = min(8, len(ctx))
+        c1, c2 = st.columns(2)
+        with c1:
+            st.markdown(f"**Most typical** at layer {layer} (nearest to μ(X_t))")
+            show_contexts(ctx.head(k))
+        with c2:
+            st.markdown(f"**Most atypical** at layer {layer} (farthest from μ(X_t))")
+            show_contexts(ctx.tail(k).iloc[::-1])
+        with (box := _ui.lazy_expander(f"All {len(ctx)} sampled contexts", key="token_all_contexts")):
+            if box.open:
+                st.dataframe(ctx.drop(columns=["char_start", "char_end"]), hide_index=True, width="stretch",
+                             key="token_contexts")
+    occ = st.session_state.get(_explore.OCCURRENCE_BOX)
+    if occ and occ.get("run") == run.name:  # the Occurrences page's box: this type's uses inside it
+        from normvar_core.runs.occurrences import selected_contexts
+
+        inside = selected_contexts(run, occ["predicate"], token_id=tid, limit=50)
+        with st.expander(f"{len(inside)}{'+' if len(inside) == 50 else ''} contexts of {tok!r} inside the "
+                         f"Occurrences box (layer {occ['layer']})", expanded=bool(len(inside))):
+            st.code(occ["predicate"], language="sql")
+            st.dataframe(inside, hide_index=True, width="stretch", key="token_occ_contexts")
+
+
+def variants_tab() -> None:
+    tt = _ui.token_table(run, layer)
+    st.markdown(f"**Pooled variants** (footnote 7: {', '.join(map(repr, variants['token']))}) at layer {layer}")
+    st.dataframe(tt[tt["token_id"].isin(variants["token_id"])], hide_index=True, width="stretch", key="token_variants")
+
+
+variants = tokens[[strip_prefix(t) == strip_prefix(tok) for t in tokens["token"]]]
+SECTIONS = {"qmv": "Q, M, V per layer", "path": "Trade-off path (M, V)", "neighbours": "Nearest types",
+            "contexts": "Contexts"}
+DRAW = {"qmv": qmv_tab, "path": path_tab, "neighbours": neighbours_tab, "contexts": contexts_tab,
+        "variants": variants_tab, "own": lambda: own_sentence(layer, heading=False)}
+if len(variants) > 1:
+    SECTIONS["variants"] = "Pooled variants (fn. 7)"
+if not _access.read_only():  # it queues a job
+    SECTIONS["own"] = "Your own sentence"
+section, box = _ui.sections("token", SECTIONS)  # only the open tab is computed and drawn
+with box:
+    try:
+        DRAW[section]()
+    except Exception as err:  # noqa: BLE001
+        _ui.show_error(err)
 _ui.sync_url("token")
