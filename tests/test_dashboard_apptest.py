@@ -220,7 +220,7 @@ def test_layers_page_matches_tradeoff_table(app, run):
     [fig] = figures_of(at)
     assert not at.dataframe                                   # the table: sent when its expander opens
     lib = analyses.tradeoff(run.stats(), 10, 1e5)
-    _, slope, _ = [t for t in fig["data"] if t.get("name") == RUN][:3]
+    cv, slope, r2 = [t for t in fig["data"] if t.get("name") == RUN][:3]
     np.testing.assert_allclose(arr(cv["y"]), lib["cv_q"])
     np.testing.assert_allclose(arr(slope["y"]), lib["slope"])
     np.testing.assert_allclose(arr(r2["y"]), lib["r2"])
