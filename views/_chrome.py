@@ -78,6 +78,18 @@ def sections(page: str, labels: dict[str, str]) -> tuple[str, Any]:
     return slug, box
 
 
+def draw_sections(page: str, tabs: dict[str, tuple[str, Any]]) -> str:
+    """:func:`sections` with one function per tab, ``{slug: (label, draw)}``: only the open tab's ``draw()``
+    runs, inside its tab, an error in it shown as one line with the fix. Returns the open slug."""
+    slug, box = sections(page, {s: label for s, (label, _) in tabs.items()})
+    with box:
+        try:
+            tabs[slug][1]()
+        except Exception as err:  # noqa: BLE001
+            show_error(err)
+    return slug
+
+
 def lazy_expander(label: str, *, key: str):
     """An expander whose content the page computes and sends only while it is open (a table under a figure
     costs nothing until asked for). Use as ``with (box := lazy_expander(...)): if box.open: ...``."""
@@ -248,4 +260,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'sections', 'draw_sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

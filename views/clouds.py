@@ -143,11 +143,6 @@ def _fig8_tab() -> None:
         _ui.chart(fig8, key="clouds_fig8", data=hl, name=f"{run.name}_fig8_layer{layer}")
 
 
-SECTIONS = {"cloud": "Cloud (Fig. 1, App. A)", "fig8": "Among all types (Fig. 8, Table 2)"}
-section, box = _ui.sections("clouds", SECTIONS)  # only the open tab is computed and drawn
-with box:
-    try:
-        _cloud_tab() if section == "cloud" else _fig8_tab()
-    except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+_ui.draw_sections("clouds", {"cloud": ("Cloud (Fig. 1, App. A)", _cloud_tab),   # only the open tab is computed
+                             "fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
 _ui.sync_url("clouds")

@@ -87,12 +87,7 @@ def _scatters() -> None:
             _ui.chart(fig, key=f"cmp_scatter_{i}", data=pts, name=f"{r.name}_tradeoff_layer{layer}")
 
 
-SECTIONS = {"layers": "Fig. 4 on relative depth", "ratios": "Fig. 5/6 ratios",
-            "scatters": "Trade-off at the matched depth"}
-section, box = _ui.sections("compare", SECTIONS)  # only the open tab is computed and drawn
-with box:
-    try:
-        {"layers": _layers, "ratios": _ratios, "scatters": _scatters}[section]()
-    except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+_ui.draw_sections("compare", {"layers": ("Fig. 4 on relative depth", _layers),  # only the open tab is computed
+                              "ratios": ("Fig. 5/6 ratios", _ratios),
+                              "scatters": ("Trade-off at the matched depth", _scatters)})
 _ui.sync_url("compare")

@@ -109,13 +109,8 @@ def _spectrum() -> None:
               name=f"{run.name}_spectrum_layer{layer}")
 
 
-SECTIONS = {"profiles": "Layer geometry (seed 004, Fig. 1)", "spectrum": "Covariance spectrum"}
-section, box = _ui.sections("geometry", SECTIONS)  # only the open tab is computed and drawn
-with box:
-    try:
-        (_profiles if section == "profiles" else _spectrum)()
-    except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+_ui.draw_sections("geometry", {"profiles": ("Layer geometry (seed 004, Fig. 1)", _profiles),  # only the open tab
+                               "spectrum": ("Covariance spectrum", _spectrum)})
 with (table_box := _ui.lazy_expander("Table (layer_geometry)", key="geometry_table")):
     if table_box.open:
         st.dataframe(_data(), hide_index=True, width="stretch")

@@ -68,14 +68,8 @@ def _mv() -> None:
               name=f"{run.name}_m_over_v_layer{layer}")
 
 
-SECTIONS = {"profiles": "Seed 003's checks per layer", "cosines": "Random-pair cosines",
-            "mv": "M/V against nₜ"}
-section, box = _ui.sections("highdim", SECTIONS)  # only the open tab is computed and drawn
-with box:
-    try:
-        {"profiles": _profiles, "cosines": _cosines, "mv": _mv}[section]()
-    except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+_ui.draw_sections("highdim", {"profiles": ("Seed 003's checks per layer", _profiles),  # only the open tab
+                              "cosines": ("Random-pair cosines", _cosines), "mv": ("M/V against nₜ", _mv)})
 with (table_box := _ui.lazy_expander("Table", key="highdim_table")):
     try:
         if table_box.open:

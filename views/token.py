@@ -262,18 +262,11 @@ def variants_tab() -> None:
 
 
 variants = tokens[[strip_prefix(t) == strip_prefix(tok) for t in tokens["token"]]]
-SECTIONS = {"qmv": "Q, M, V per layer", "path": "Trade-off path (M, V)", "neighbours": "Nearest types",
-            "contexts": "Contexts"}
-DRAW = {"qmv": qmv_tab, "path": path_tab, "neighbours": neighbours_tab, "contexts": contexts_tab,
-        "variants": variants_tab, "own": lambda: own_sentence(layer, heading=False)}
+tabs = {"qmv": ("Q, M, V per layer", qmv_tab), "path": ("Trade-off path (M, V)", path_tab),
+        "neighbours": ("Nearest types", neighbours_tab), "contexts": ("Contexts", contexts_tab)}
 if len(variants) > 1:
-    SECTIONS["variants"] = "Pooled variants (fn. 7)"
+    tabs["variants"] = ("Pooled variants (fn. 7)", variants_tab)
 if not _access.read_only():  # it queues a job
-    SECTIONS["own"] = "Your own sentence"
-section, box = _ui.sections("token", SECTIONS)  # only the open tab is computed and drawn
-with box:
-    try:
-        DRAW[section]()
-    except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+    tabs["own"] = ("Your own sentence", lambda: own_sentence(layer, heading=False))
+_ui.draw_sections("token", tabs)  # only the open tab is computed and drawn
 _ui.sync_url("token")
