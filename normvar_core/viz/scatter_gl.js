@@ -67,7 +67,8 @@ function load(s, bytes) {
   gl.bindBuffer(gl.ARRAY_BUFFER, s.bhi); gl.bufferData(gl.ARRAY_BUFFER, hi, gl.STATIC_DRAW);
   s.h = head.h; s.shape = head.shape; s.height = head.height || 620;
   if (JSON.stringify(head.frame) !== JSON.stringify(s.frame)) { s.frame = head.frame; s.view = null; }
-  s.host.dataset.points = String(s.n);
+  s.host.dataset.points = String(s.xy.length / 2);
+  s.host.dataset.bytes = String(u8.byteLength);
   s.host.dataset.highlight = String(s.h);
 }
 
@@ -148,7 +149,11 @@ function nearest(s, px, py) {
   return best;
 }
 
-function listen(s, signal, api) {
+function listen(s, signal, component) {
+  const api = { // what goes back to Python, also kept on the host element (data-picked, data-selection) for tests
+    setStateValue: (k, v) => { s.host.dataset.picked = v; component.setStateValue(k, v); },
+    setTriggerValue: (k, v) => { s.host.dataset.selection = JSON.stringify(v); component.setTriggerValue(k, v); },
+  };
   const on = (el, ev, f, opt = {}) => el.addEventListener(ev, f, { signal, ...opt });
   const local = (e) => { const r = s.ink.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
   s.host.querySelectorAll("button[data-mode]").forEach((b) => {
