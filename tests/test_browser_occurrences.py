@@ -156,6 +156,7 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
             page.wait_for_timeout(800)
         count = db.execute(_where("SELECT count(*) FROM occurrences", box)).fetchone()[0]
         assert _shows(page, "Box", count, _types(db, _where("", box)))
+        page.locator(".nv-scatter").screenshot(path=str(ARTIFACTS / "occurrences.png"))  # the whole layer, a box
 
         # a box dragged with the mouse (shift) after zooming with the wheel around the small box's centre
         centre = (sum(box[0]) / 2, sum(box[1]) / 2)
@@ -171,7 +172,7 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         assert count > 0 and _shows(page, "Box", count, _types(db, _where("", dragged)))
 
         # a lasso dragged with the mouse (alt): a concave arrowhead, vertices 30 px and more apart
-        shape = [(-90, -80), (0, 30), (90, -80), (0, 90)]
+        shape = [(-200, -170), (0, 60), (200, -170), (0, 200)]
         lasso = _drag(page, "Alt", [(px + dx, py + dy) for dx, dy in shape], json.dumps(sel))
         poly = np.asarray(lasso["polygon"], np.float64)
         assert lasso["kind"] == "lasso" and len(poly) == len(shape)
@@ -179,7 +180,20 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
                          f"s.token_id = o.token_id WHERE o.layer = {LAYER}").fetchnumpy()
         inside = Polygon(poly).contains_points(np.c_[pts["x"], pts["y"]].astype(np.float64))
         assert inside.sum() > 0 and _shows(page, "Lasso", int(inside.sum()), set(pts["token"][inside].tolist()))
-        page.locator(".nv-scatter").screenshot(path=str(ARTIFACTS / "occurrences.png"))
+
+        # a click on the point nearest the centre (no other place within 3 px): its token, sentence, position
+        view = json.loads(_attr(page, "view"))
+        sid, pos, x, y, tok = db.execute(
+            f"SELECT o.sentence_id, o.position, o.x, o.y, s.token FROM occurrences o JOIN token_stats s ON "
+            f"s.layer = o.layer AND s.token_id = o.token_id WHERE o.layer = {LAYER} "
+            f"ORDER BY (o.x - {centre[0]}) ^ 2 + (o.y - {centre[1]}) ^ 2, o.sentence_id, o.position LIMIT 1").fetchone()
+        near = db.execute(f"SELECT count(*) FROM occurrences WHERE layer = {LAYER} AND (x <> {x} OR y <> {y}) AND "
+                          f"sqrt((x - {x}) ^ 2 + (y - {y}) ^ 2) < {3 / view['ppu']}").fetchone()[0]
+        assert near == 0
+        page.mouse.click(*_pixel(view, rect, x, y))
+        details = page.get_by_text(re.compile(rf"sentence {sid}, position {pos} ·"))
+        details.wait_for(timeout=60000)
+        assert details.inner_text().startswith(tok)
         browser.close()
 
     others = [u for u in requests if not u.startswith(server) and not u.startswith(f"blob:{server}/")]

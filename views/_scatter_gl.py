@@ -1,6 +1,6 @@
 """The hand-written WebGL scatter (``normvar_core/viz/scatter_gl.js``) as a Streamlit v2 component: the
 payload is bytes (``occurrence_figures.scatter_payload``), the component answers with the state ``picked``
-(the index of a clicked point) and the trigger ``selection`` ({"kind": "box", "x": [x0, x1], "y": [y0, y1]},
+({"index", "x", "y"} of a clicked point) and the trigger ``selection`` ({"kind": "box", "x": [x0, x1], "y": [y0, y1]},
 {"kind": "lasso", "polygon": [[x, y], ...]} or {"kind": "clear"})."""
 from __future__ import annotations
 

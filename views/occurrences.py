@@ -137,9 +137,10 @@ if len(row):
     st.caption(f"Axes: {r['axes']} (k = {int(r['k'])}, estimated from {int(r['n_early']):,} embeddings{angle}). "
                f"Variance along them: {r['var_x']:.4g}, {r['var_y']:.4g}.")
 
-picked = chart.get("picked") if hasattr(chart, "get") else getattr(chart, "picked", None)
-if picked is not None and 0 <= int(picked) < len(pts):  # a point picked on another layer may not fit
-    one = pts.iloc[int(picked)]
+picked = chart.picked or {}
+i = int(picked.get("index", -1))
+if 0 <= i < len(pts) and (pts["x"].iat[i], pts["y"].iat[i]) == (picked["x"], picked["y"]):  # not another layer's
+    one = pts.iloc[i]
     text = run.sentences([int(one["sentence_id"])]).get(int(one["sentence_id"]), "")
     st.markdown(f"**`{one['token']}`** · sentence {int(one['sentence_id'])}, position {int(one['position'])} · "
                 f"n_t = {int(one['n']):,} · M = {one['m']:.4g} · V = {one['v']:.4g}")

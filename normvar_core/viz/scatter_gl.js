@@ -4,7 +4,8 @@
 // gl.POINTS, one draw call for every point (no antialiasing), one for the searched ones on top, larger.
 // Drag pans, the wheel zooms around the cursor; shift+drag (or the Box tool) draws a box, alt/ctrl+drag
 // (or the Lasso tool) a lasso: both go back to Python as a trigger "selection" in data coordinates;
-// a click picks the nearest point within 8 px (a CPU search) and sets the state "picked" to its index.
+// a click picks the nearest point within 8 px (a CPU search) and sets the state "picked" to
+// {index, x, y} (its coordinates tell Python whether the index still means that point).
 // Nothing is fetched. The host element carries data-points, data-highlight and data-view for tests.
 const STATE = new WeakMap(); // per Streamlit container: the GL objects and the view survive reruns
 const PICK_PX = 8;
@@ -162,7 +163,7 @@ function nearest(s, px, py) {
 
 function listen(s, signal, component) {
   const api = { // what goes back to Python, also kept on the host element (data-picked, data-selection) for tests
-    setStateValue: (k, v) => { s.host.dataset.picked = v; component.setStateValue(k, v); },
+    setStateValue: (k, v) => { s.host.dataset.picked = JSON.stringify(v); component.setStateValue(k, v); },
     setTriggerValue: (k, v) => { s.host.dataset.selection = JSON.stringify(v); component.setTriggerValue(k, v); },
   };
   const on = (el, ev, f, opt = {}) => el.addEventListener(ev, f, { signal, ...opt });
@@ -192,7 +193,7 @@ function listen(s, signal, component) {
     const d = s.drag; s.drag = null; if (!d) return;
     if (d.moved < 3) { // a click: the nearest point
       const i = nearest(s, ...local(e));
-      if (i >= 0) api.setStateValue("picked", i);
+      if (i >= 0) api.setStateValue("picked", { index: i, x: s.xy[2 * i], y: s.xy[2 * i + 1] });
     } else if (d.mode === "box") {
       const [a, b] = [toData(s, ...d.start), toData(s, ...local(e))];
       api.setTriggerValue("selection", { kind: "box", x: [a[0], b[0]].sort((u, v) => u - v), y: [a[1], b[1]].sort((u, v) => u - v) });
