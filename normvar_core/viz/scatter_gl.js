@@ -88,8 +88,9 @@ const toPx = (s, x, y) => [s.W / 2 + (x - s.view.cx) * s.view.ppu, s.H / 2 - (y 
 function resize(s) {
   const dpr = window.devicePixelRatio || 1;
   s.W = Math.max(1, s.host.clientWidth); s.H = s.height;
-  for (const c of [s.canvas, s.ink]) {
-    c.width = Math.round(s.W * dpr); c.height = Math.round(s.H * dpr);
+  for (const c of [s.canvas, s.ink]) { // (a canvas given its own size again would be cleared: a flash)
+    if (c.width !== Math.round(s.W * dpr)) c.width = Math.round(s.W * dpr);
+    if (c.height !== Math.round(s.H * dpr)) c.height = Math.round(s.H * dpr);
     c.style.width = s.W + "px"; c.style.height = s.H + "px";
   }
   s.dpr = dpr;
