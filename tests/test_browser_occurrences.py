@@ -61,8 +61,9 @@ def _small_box(db) -> tuple[tuple[float, float], tuple[float, float]]:
 
 def _types(db, where: str) -> set[str]:
     """The token types of the occurrences ``where`` (a WHERE clause on occurrences o) selects."""
-    return {r[0] for r in db.execute("SELECT DISTINCT s.token FROM occurrences o JOIN token_stats s ON s.layer = o.layer "
-                                     "AND s.token_id = o.token_id " + where.replace("layer =", "o.layer =")).fetchall()}
+    sql = ("SELECT DISTINCT s.token FROM occurrences o JOIN token_stats s ON s.layer = o.layer "
+           "AND s.token_id = o.token_id " + where.replace("layer =", "o.layer ="))
+    return {r[0] for r in db.execute(sql).fetchall()}
 
 
 def _where(select: str, box) -> str:
@@ -87,7 +88,7 @@ def _pixel(view: dict, box: dict, x: float, y: float) -> tuple[float, float]:
             box["y"] + view["H"] / 2 - (y - view["cy"]) * view["ppu"])
 
 
-def _zoom_to(page, db, at: tuple[float, float], ppu: float) -> tuple[dict, dict]:
+def _zoom_to(page, at: tuple[float, float], ppu: float) -> tuple[dict, dict]:
     """Wheel-zoom (the real mouse) around the data point ``at`` until ``ppu`` pixels a unit; the view, the box."""
     box = page.locator(".nv-ink").bounding_box()
     for _ in range(40):
@@ -160,13 +161,15 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
 
         # a box dragged with the mouse (shift) after zooming with the wheel around the small box's centre
         centre = (sum(box[0]) / 2, sum(box[1]) / 2)
-        view, rect = _zoom_to(page, db, centre, 120 / (box[0][1] - box[0][0]))
+        view, rect = _zoom_to(page, centre, 120 / (box[0][1] - box[0][0]))
         (px, py), half = _pixel(view, rect, *centre), 60
         sel = _drag(page, "Shift", [(px - half, py - half)] + [(px + half * t / 4, py + 0.7 * half * t / 4)
                                                                for t in range(-3, 5)], None)
         assert sel["kind"] == "box"
         tol = 1.5 / view["ppu"]  # the corners the mouse went to, in data units, within a pixel and a half
-        assert abs(sel["x"][0] - (centre[0] - half / view["ppu"])) < tol and abs(sel["y"][0] - (centre[1] - 0.7 * half / view["ppu"])) < tol
+        u = half / view["ppu"]
+        assert abs(sel["x"][0] - (centre[0] - u)) < tol and abs(sel["x"][1] - (centre[0] + u)) < tol
+        assert abs(sel["y"][0] - (centre[1] - 0.7 * u)) < tol and abs(sel["y"][1] - (centre[1] + u)) < tol
         dragged = ((sel["x"][0], sel["x"][1]), (sel["y"][0], sel["y"][1]))
         count = db.execute(_where("SELECT count(*) FROM occurrences", dragged)).fetchone()[0]
         assert count > 0 and _shows(page, "Box", count, _types(db, _where("", dragged)))

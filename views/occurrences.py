@@ -85,7 +85,7 @@ with c3:
 
 try:
     pts = points(run, layer)
-    rgb, legend = coloured(run, layer, by)
+    legend = coloured(run, layer, by)[1]
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
@@ -116,9 +116,10 @@ every = int(run.meta.get("n_embeddings") or 0)
 st.caption(f"{len(pts):,} occurrences" + (f" of {every:,} (a seeded sample: the run kept at most {cap:,} per layer)"
                                            if 0 < len(pts) < every else ""),
            help="every occurrence the run kept for this layer, at its place on the layer's principal axes")
-chart = scatter(data=OF.scatter_payload(pts["x"].to_numpy(), pts["y"].to_numpy(), drawn(run, layer, by), highlight=hit,
-                                        shape=shape, height=620),
-                key="occ_chart", height=660, on_picked_change=lambda: None, on_selection_change=take_selection)
+payload = OF.scatter_payload(pts["x"].to_numpy(), pts["y"].to_numpy(), drawn(run, layer, by), highlight=hit,
+                             shape=shape, height=620)
+chart = scatter(data=payload, key="occ_chart", height=660, on_picked_change=lambda: None,
+                on_selection_change=take_selection)
 
 if legend["kind"] == "types":
     swatch = " · ".join(f'<span style="color:rgb{tuple(c)}">■</span> <code>{_html(t)}</code> ({n:,})'
