@@ -11,6 +11,7 @@ const STATE = new WeakMap(); // per Streamlit container: the GL objects and the 
 const PICK_PX = 8;
 const MOVING_MAX = 250000; // while a pan or zoom goes on, at most this many points a frame (every k-th);
 const SETTLE_MS = 200;     // every point again once the view has been still this long
+const LASSO_MAX = 100;     // vertices of a lasso at most (DuckDB: ~0.4 s over 1M points at 100 edges, 2.8 s at 300)
 
 const VS = `attribute vec2 a_xy; attribute vec3 a_rgb; uniform vec2 u_c; uniform vec2 u_k; uniform float u_size;
 varying vec3 v_rgb;
@@ -199,7 +200,9 @@ function listen(s, signal, component) {
       const [a, b] = [toData(s, ...d.start), toData(s, ...local(e))];
       api.setTriggerValue("selection", { kind: "box", x: [a[0], b[0]].sort((u, v) => u - v), y: [a[1], b[1]].sort((u, v) => u - v) });
     } else if (d.mode === "lasso" && d.pts.length >= 3) {
-      api.setTriggerValue("selection", { kind: "lasso", polygon: d.pts.map(([x, y]) => toData(s, x, y)) });
+      const step = Math.ceil(d.pts.length / LASSO_MAX); // every step-th vertex: the SQL has one term an edge
+      const pts = d.pts.filter((_, i) => i % step === 0);
+      api.setTriggerValue("selection", { kind: "lasso", polygon: pts.map(([x, y]) => toData(s, x, y)) });
     }
     redraw(s);
   });
