@@ -42,7 +42,9 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 READY = """(MESSAGE_PAGE) => {
   for (const g of document.querySelectorAll('.js-plotly-plot')) if (g._fullData && g._fullData.length) return true;
   if (document.querySelector('[data-testid="stDataFrame"] canvas, [data-testid="stTable"] table')) return true;
-  if (document.querySelector('[data-testid="stForm"], [data-testid="stDeckGlJsonChart"] canvas')) return true;
+  if (document.querySelector('[data-testid="stForm"]')) return true;
+  // the Occurrences scatter (a v2 component in a shadow root) once it has drawn a frame
+  for (const e of document.querySelectorAll('*')) if (e.shadowRoot && e.shadowRoot.querySelector('.nv-scatter[data-frames]')) return true;
   return !!(MESSAGE_PAGE && document.querySelector('[data-testid="stAlertContainer"]'));
 }"""
 

@@ -173,17 +173,15 @@ def test_cli_refuses_out_of_range_occurrences_in_one_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("scale", [1e-4, 1.0, 3e4])
-def test_the_deck_spec_carries_every_point(scale):
-    """The page's deck.gl JSON: every point at its coordinates (7 significant digits at any scale, y negated:
-    deck.gl's y grows downwards), its colour, the search layer with exactly the matches, the box's outline."""
-    import json
-
+def test_the_scatter_payload_carries_every_point(scale):
+    """The component's bytes: every point at its float32 coordinates, its colour, exactly the searched points
+    on top, the selection's polygon and the frame, read back by the layout the JavaScript reads."""
     import pandas as pd
 
     from normvar_core.viz import occurrence_figures as OF
 
     rng = np.random.default_rng(1)
-    n = 5000
+    n = 5001  # odd: the rgb block needs padding
     pts = pd.DataFrame({"x": (rng.normal(size=n) * scale).astype(np.float32),
                         "y": (rng.normal(size=n) * scale).astype(np.float32),
                         "token_id": rng.integers(0, 30, n), "position": rng.integers(0, 40, n),
@@ -192,18 +190,84 @@ def test_the_deck_spec_carries_every_point(scale):
     rgb, legend = OF.colours(pts, "token type")
     assert len(legend["items"]) == OF.TOP_TYPES and legend["other"] + sum(c for _, c, _ in legend["items"]) == n
     hit = (pts["token_id"] == 3).to_numpy()
-    spec = json.loads(OF.deck_spec(pts["x"].to_numpy(), pts["y"].to_numpy(), rgb, highlight=hit,
-                                   box=((0, scale), (-scale, 0))).to_json())
-    layers = {layer["id"]: layer for layer in spec["layers"]}
-    data = layers[OF.LAYER_ID]["data"]
-    assert len(data) == n and len(layers["search"]["data"]) == int(hit.sum())
-    top = float(np.abs(pts[["x", "y"]].to_numpy()).max())  # resolution: a millionth of the largest coordinate
-    np.testing.assert_allclose([d["x"] for d in data], pts["x"], rtol=0, atol=top * 1e-6)
-    np.testing.assert_allclose([-d["y"] for d in data], pts["y"], rtol=0, atol=top * 1e-6)
-    assert [[d["r"], d["g"], d["b"]] for d in data[:50]] == rgb[:50].tolist()
-    assert layers["box"]["data"][0]["path"][0] == [0, scale] and spec["views"][0]["@@type"] == "OrthographicView"
+    x, y = pts["x"].to_numpy(), pts["y"].to_numpy()
+    block = OF.points_block(x, y, rgb)
+    raw = OF.scatter_payload(x, y, block, highlight=hit, shape=[[0, 0], [scale, 0], [0, scale]])
+    assert raw == OF.scatter_payload(x, y, rgb=rgb, highlight=hit, shape=[[0, 0], [scale, 0], [0, scale]])
+    back = OF.read_payload(raw)
+    assert back["head"]["n"] == n and back["head"]["h"] == int(hit.sum()) == len(back["highlight"])
+    np.testing.assert_array_equal(back["xy"], np.c_[x, y])
+    np.testing.assert_array_equal(back["highlight"], np.c_[x[hit], y[hit]])
+    np.testing.assert_array_equal(back["rgb"], rgb)
+    assert back["head"]["shape"][1] == [scale, 0] and raw[:4] == OF.MAGIC
+    assert len(raw) - len(block[0]) - 8 * int(hit.sum()) < 400  # 11 bytes a point (+ padding), a small header
+    x0, x1, y0, y1 = back["head"]["frame"]
+    assert x0 == pytest.approx(np.percentile(x, 0.5)) and y1 == pytest.approx(np.percentile(y, 99.5))
+    assert OF.points_block(x, y, rgb)[1] == block[1] != OF.points_block(x, y, rgb[::-1])[1]
     for by in OF.COLOUR_BY:
         c, leg = OF.colours(pts, by)
         assert c.shape == (n, 3) and c.dtype == np.uint8
         if leg["kind"] == "ramp":
             assert np.isfinite([leg["lo"], leg["hi"]]).all() and leg["lo"] <= leg["hi"]
+
+
+def _polygons(rng):
+    """A convex polygon (a random hexagon, its vertices in angle order), a concave star and a concave comb."""
+    t = np.sort(rng.uniform(0, 2 * np.pi, 6))
+    convex = np.c_[np.cos(t), np.sin(t)] * 1.3
+    s = np.linspace(0, 2 * np.pi, 14, endpoint=False)
+    r = np.where(np.arange(14) % 2 == 0, 1.6, 0.5)
+    star = np.c_[r * np.cos(s), r * np.sin(s)] + rng.normal(0, 0.05, (14, 2))
+    comb = np.array([[-1.5, -1], [1.5, -1], [1.5, 1], [1, 1], [0.5, -0.4], [0, 1], [-0.5, -0.4], [-1, 1], [-1.5, 1]])
+    return {"convex": convex, "star": star, "comb": comb}
+
+
+def test_the_polygon_predicate_selects_what_matplotlib_selects():
+    """A lasso's DuckDB predicate (even-odd ray casting over the edges, in SQL) selects the same rows of a FLOAT
+    table as matplotlib.path's point-in-polygon on the same points, for convex and concave polygons; another
+    layer's rows never."""
+    import duckdb
+    import pandas as pd
+    from matplotlib.path import Path
+
+    from normvar_core.runs import occurrences as O
+
+    rng = np.random.default_rng(7)
+    n = 40_000
+    xy = rng.uniform(-2, 2, (n, 2)).astype(np.float32)
+    on_layer = np.arange(n) % 5 != 0
+    frame = pd.DataFrame({"i": np.arange(n), "layer": np.where(on_layer, 2, 3), "x": xy[:, 0], "y": xy[:, 1]})
+    con = duckdb.connect()
+    con.execute("CREATE TABLE occurrences AS SELECT i, layer, x::FLOAT AS x, y::FLOAT AS y FROM frame")
+    for name, poly in _polygons(rng).items():
+        got = np.array(sorted(r[0] for r in con.execute(f"SELECT i FROM occurrences WHERE "
+                                                         f"{O.polygon_predicate(2, poly)}").fetchall()), int)
+        want = np.flatnonzero(Path(poly).contains_points(xy.astype(np.float64)) & on_layer)
+        assert 200 < len(want) < n and np.array_equal(got, want), name
+
+
+def test_points_on_shared_edges_fall_in_exactly_one_polygon():
+    """Two polygons that tile a square (split along a zigzag) and grid points, many exactly on the edges and
+    vertices: each point of the square's half-open interior is selected by exactly one of the two predicates
+    (the half-open rule), none outside; a polygon of fewer than 3 vertices is refused with the fix."""
+    import duckdb
+
+    from normvar_core.errors import NormvarError
+    from normvar_core.runs import occurrences as O
+
+    zig = [[0, 0], [1, 2], [2, 0], [3, 2], [4, 0]]  # from (0, 0) to (4, 0) through the square [0, 4]²
+    lower = [*zig, [4, -4], [0, -4]]
+    upper = [*zig, [4, 4], [0, 4]]
+    gx, gy = np.meshgrid(np.arange(-1, 5.5, 0.5), np.arange(-5, 5.5, 0.5))
+    pts = np.c_[gx.ravel(), gy.ravel()]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE occurrences AS SELECT * FROM (SELECT unnest(?) AS x, unnest(?) AS y, 1 AS layer)",
+                [pts[:, 0].tolist(), pts[:, 1].tolist()])
+    count = {}
+    for poly in (lower, upper):
+        for x, y in con.execute(f"SELECT x, y FROM occurrences WHERE {O.polygon_predicate(1, poly)}").fetchall():
+            count[(x, y)] = count.get((x, y), 0) + 1
+    inside = {(float(x), float(y)) for x, y in pts if 0 <= x < 4 and -4 <= y < 4}
+    assert set(count) == inside and set(count.values()) == {1}
+    with pytest.raises(NormvarError, match="at least 3 vertices"):
+        O.polygon_predicate(1, [[0, 0], [1, 1]])

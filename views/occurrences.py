@@ -1,7 +1,8 @@
 """Occurrences (issue 34): every occurrence the run kept for a layer, at its coordinates on the layer's
-principal axes, in a WebGL scatter (deck.gl inside Streamlit: nothing is fetched from another host).
-Colour by token type, log frequency, position, M(X_t) or V(X_t); search a token; a box (typed, or spanned
-by shift-clicked points) is a DuckDB predicate whose types go to Trade-off, Token clouds and Token."""
+principal axes, in a hand-written WebGL scatter (``views/_scatter_gl.py``: gl.POINTS, bytes not JSON, nothing
+fetched from another host). Colour by token type, log frequency, position, M(X_t) or V(X_t); search a token;
+a box (dragged with shift, or typed) or a lasso (dragged with alt) is a DuckDB predicate whose types go to
+Trade-off, Token clouds and Token."""
 from __future__ import annotations
 
 import html
@@ -12,14 +13,15 @@ import streamlit as st
 from normvar_core.runs import occurrences as O
 from normvar_core.viz import occurrence_figures as OF
 from views import _explore, _ui
+from views._scatter_gl import scatter
 from views._run_cache import per_run_version
 
 SEL_KEY = _explore.OCCURRENCE_BOX
 
 run, v = _ui.run_page("Occurrences: every embedding of a layer",
                       "Each point is one occurrence x of a token in the corpus, at its coordinates on the layer's two "
-                      "principal axes (of the covariance over all embeddings). Scroll to zoom, drag to pan; click a "
-                      "point, or shift-click two to span a box.")
+                      "principal axes (of the covariance over all embeddings). Scroll to zoom, drag to pan, click a "
+                      "point; shift+drag draws a box, alt+drag a lasso (or pick the tool above the chart).")
 if not O.has_occurrences(run):
     st.info("This run keeps no occurrences: recompute it with `--occurrences` above 0 (the default keeps "
             "1,000,000 per layer).", icon=":material/scatter_plot:")
@@ -41,11 +43,35 @@ def coloured(run, layer: int, by: str):
 
 
 @per_run_version(4)
-def drawn(run, layer: int, by: str) -> str:
-    """The scatter's JSON (tens of MB at a million points), built once per (run version, layer, colouring): a
-    search or a box edit rebuilds only their own small layers."""
+def drawn(run, layer: int, by: str) -> tuple[bytes, str]:
+    """The scatter's points block (11 bytes a point), built once per (run version, layer, colouring): a
+    search or a selection adds only its own small part."""
     p = points(run, layer)
-    return OF.points_layer(p["x"].to_numpy(), p["y"].to_numpy(), coloured(run, layer, by)[0])
+    return OF.points_block(p["x"].to_numpy(), p["y"].to_numpy(), coloured(run, layer, by)[0])
+
+
+BOX_KEYS = ("w_occ_x0", "w_occ_x1", "w_occ_y0", "w_occ_y1")
+LASSO = "_occ_lasso"
+
+
+def take_selection() -> None:
+    """The chart's box or lasso (a callback: it runs before the page, so it may set the box's inputs): a box
+    fills the typed bounds and drops the lasso, a lasso drops the box, "clear" drops both."""
+    sel = (st.session_state.get("occ_chart") or {}).get("selection") or {}
+    if sel.get("kind") in ("lasso", "clear"):
+        for k in BOX_KEYS:
+            st.session_state.pop(k, None)
+    if sel.get("kind") == "box":
+        for k, val in zip(BOX_KEYS, (*sel["x"], *sel["y"])):
+            st.session_state[k] = float(val)
+    if sel.get("kind") in ("box", "clear"):
+        st.session_state.pop(LASSO, None)
+    elif sel.get("kind") == "lasso":
+        st.session_state[LASSO] = [[float(x), float(y)] for x, y in sel["polygon"]]
+
+
+def typed_box() -> None:
+    st.session_state.pop(LASSO, None)
 
 
 c1, c2, c3 = st.columns([2, 2, 3])
@@ -59,7 +85,7 @@ with c3:
 
 try:
     pts = points(run, layer)
-    rgb, legend = coloured(run, layer, by)
+    legend = coloured(run, layer, by)[1]
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
@@ -70,29 +96,30 @@ if query.strip():
     if not hit.any():
         st.caption(f"`{query.strip()}` has no occurrence at layer {layer} in this run.")
 
-box_keys = ("w_occ_x0", "w_occ_x1", "w_occ_y0", "w_occ_y1")
-clicked = st.session_state.get("occ_chart")
-picked = (((clicked or {}).get("selection") or {}).get("indices") or {}).get(OF.LAYER_ID, []) if clicked else []
-picked = [int(i) for i in picked if 0 <= int(i) < len(pts)]  # a selection made on another layer may not fit
-if len(picked) >= 2 and st.session_state.get("_occ_spanned") != picked:  # shift-clicked points span the box
-    st.session_state["_occ_spanned"] = picked
-    sx, sy = pts["x"].to_numpy()[picked], pts["y"].to_numpy()[picked]
-    for k, val in zip(box_keys, (sx.min(), sx.max(), sy.min(), sy.max())):
-        st.session_state[k] = float(val)
-
 with st.expander("Box selection", expanded=True):
     b = st.columns(4)
-    bounds = [b[i].number_input(label, key=k, format="%.4f", **({} if k in st.session_state else {"value": None}))
-              for i, (label, k) in enumerate(zip(("x from", "x to", "y from", "y to"), box_keys))]
+    bounds = [b[i].number_input(label, key=k, format="%.4f", on_change=typed_box,
+                                **({} if k in st.session_state else {"value": None}))
+              for i, (label, k) in enumerate(zip(("x from", "x to", "y from", "y to"), BOX_KEYS))]
 box = ((bounds[0], bounds[1]), (bounds[2], bounds[3])) if all(x is not None for x in bounds) else None
+lasso = st.session_state.get(LASSO)
+if lasso:
+    shape, predicate, what = lasso, O.polygon_predicate(layer, lasso), "Lasso"
+elif box is not None:
+    (x0, x1), (y0, y1) = box
+    shape, predicate, what = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]], O.box_predicate(layer, *box), "Box"
+else:
+    shape = predicate = what = None
 
-spec = OF.deck_spec(pts["x"].to_numpy(), pts["y"].to_numpy(), rgb, highlight=hit, box=box, base=drawn(run, layer, by))
 cap = int((run.meta.get("options") or {}).get("occurrences") or 0)
 every = int(run.meta.get("n_embeddings") or 0)
 st.caption(f"{len(pts):,} occurrences" + (f" of {every:,} (a seeded sample: the run kept at most {cap:,} per layer)"
                                            if 0 < len(pts) < every else ""),
            help="every occurrence the run kept for this layer, at its place on the layer's principal axes")
-st.pydeck_chart(spec, height=620, key="occ_chart", on_select="rerun", selection_mode="multi-object")
+payload = OF.scatter_payload(pts["x"].to_numpy(), pts["y"].to_numpy(), drawn(run, layer, by), highlight=hit,
+                             shape=shape, height=620)
+chart = scatter(data=payload, key="occ_chart", height=660, on_picked_change=lambda: None,
+                on_selection_change=take_selection)
 
 if legend["kind"] == "types":
     swatch = " · ".join(f'<span style="color:rgb{tuple(c)}">■</span> <code>{_html(t)}</code> ({n:,})'
@@ -111,24 +138,25 @@ if len(row):
     st.caption(f"Axes: {r['axes']} (k = {int(r['k'])}, estimated from {int(r['n_early']):,} embeddings{angle}). "
                f"Variance along them: {r['var_x']:.4g}, {r['var_y']:.4g}.")
 
-if picked and len(picked) == 1:
-    one = pts.iloc[int(picked[0])]
+picked = chart.picked or {}
+i = int(picked.get("index", -1))
+if 0 <= i < len(pts) and (pts["x"].iat[i], pts["y"].iat[i]) == (picked["x"], picked["y"]):  # not another layer's
+    one = pts.iloc[i]
     text = run.sentences([int(one["sentence_id"])]).get(int(one["sentence_id"]), "")
     st.markdown(f"**`{one['token']}`** · sentence {int(one['sentence_id'])}, position {int(one['position'])} · "
                 f"n_t = {int(one['n']):,} · M = {one['m']:.4g} · V = {one['v']:.4g}")
     st.caption(text)
 
-if box is not None:
-    predicate = O.box_predicate(layer, *box)
+if predicate is not None:
     st.session_state[SEL_KEY] = {"run": run.name, "layer": layer, "predicate": predicate}
     types = O.selected_types(run, predicate)
-    st.markdown(f"**Box: {int(types['count'].sum()):,} occurrences of {len(types):,} types**")
-    st.code(predicate, language="sql")
+    st.markdown(f"**{what}: {int(types['count'].sum()):,} occurrences of {len(types):,} types**")
+    st.code(predicate, language="sql", wrap_lines=True)
     _explore.selection_bar(run, types["token"].astype(str).tolist(), key="occ_sel", here="occurrences")
     left, right = st.columns(2)
     left.dataframe(types, hide_index=True, width="stretch", key="occ_types", height=300)
     right.dataframe(O.selected_contexts(run, predicate, limit=200), hide_index=True, width="stretch",
                     key="occ_contexts", height=300)
-else:  # a cleared box no longer feeds the Token page
+else:  # a cleared selection no longer feeds the Token page
     st.session_state.pop(SEL_KEY, None)
 _ui.sync_url("occurrences")

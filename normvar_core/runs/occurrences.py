@@ -3,7 +3,8 @@ token and its type's statistics, a box as a DuckDB predicate, the types and cont
 queries on the run file (``Run._query``: reopened read-only, checked to be the same file); no torch.
 
 The predicate is built from numbers only (``box_predicate``), so it can be shown, copied and reused:
-``layer = 3 AND x BETWEEN -1.5 AND 0.25 AND y BETWEEN 0.0 AND 2.0``.
+``layer = 3 AND x BETWEEN -1.5 AND 0.25 AND y BETWEEN 0.0 AND 2.0``; a lasso is a polygon predicate
+(``polygon_predicate``: the even-odd ray-casting rule written out over the polygon's edges, no extension).
 """
 from __future__ import annotations
 
@@ -65,6 +66,34 @@ def box_predicate(layer: int, x: tuple[float, float], y: tuple[float, float]) ->
     return f"layer = {int(layer)} AND x BETWEEN {_num(x0)} AND {_num(x1)} AND y BETWEEN {_num(y0)} AND {_num(y1)}"
 
 
+def _dbl(x: float) -> str:
+    """A DOUBLE literal (DuckDB reads ``0.25`` as a DECIMAL, ``0.25e0`` as the double Python holds)."""
+    r = _num(x)
+    return r if "e" in r else r + "e0"
+
+
+def polygon_predicate(layer: int, polygon) -> str:
+    """The DuckDB predicate of a closed polygon (vertices [[x, y], ...], at least 3) on ``layer``: a point is
+    inside when a ray from it towards +x crosses an odd number of edges; an edge (xi, yi)-(xj, yj) is crossed
+    when min(yi, yj) <= y < max(yi, yj) and x < xi + (y - yi)(xj - xi)/(yj - yi) (half-open, so a point on an
+    edge shared by two polygons is in exactly one; horizontal edges are never crossed). A bounding-box test
+    comes first (DuckDB evaluates it before the edges)."""
+    v = np.asarray(polygon, np.float64)
+    if v.ndim != 2 or v.shape[1] != 2 or len(v) < 3:
+        raise NormvarError(f"a lasso needs at least 3 vertices (x, y), got shape {v.shape}",
+                           fix="draw the lasso around an area, or give [[x, y], ...] with 3 vertices or more")
+    terms = []
+    for (xi, yi), (xj, yj) in zip(v, np.roll(v, -1, axis=0)):
+        if yi == yj:
+            continue
+        lo, hi = sorted((yi, yj))
+        terms.append(f"(y >= {_dbl(lo)} AND y < {_dbl(hi)} AND x < {_dbl(xi)} + (y - {_dbl(yi)}) * "
+                     f"{_dbl((xj - xi) / (yj - yi))})::INTEGER")
+    (x0, y0), (x1, y1) = v.min(axis=0), v.max(axis=0)
+    return (f"layer = {int(layer)} AND x BETWEEN {_dbl(x0)} AND {_dbl(x1)} AND y BETWEEN {_dbl(y0)} AND {_dbl(y1)} "
+            f"AND ({' + '.join(terms) or '0'}) % 2 = 1")
+
+
 def in_box(points: pd.DataFrame, x: tuple[float, float], y: tuple[float, float]) -> np.ndarray:
     """The same box on loaded points (float32 coordinates compared as DuckDB compares FLOAT with DOUBLE)."""
     x0, x1 = sorted(float(v) for v in x)
@@ -98,4 +127,4 @@ def _matching(predicate: str) -> str:
 
 
 __all__ = ["POINT_COLUMNS", "has_occurrences", "occurrence_points", "occurrence_count", "occurrence_axes",
-           "box_predicate", "in_box", "selected_types", "selected_contexts"]
+           "box_predicate", "polygon_predicate", "in_box", "selected_types", "selected_contexts"]

@@ -1,14 +1,18 @@
-"""The Occurrences page's WebGL scatter: a deck.gl JSON spec (``st.pydeck_chart`` draws it with the deck.gl
-bundled in Streamlit: OrthographicView, ScatterplotLayer, no basemap, nothing fetched) of every kept
-occurrence of a layer, coloured by token type, log frequency, position, M(X_t) or V(X_t).
+"""The Occurrences page's WebGL scatter: the binary payload of the hand-written WebGL component
+(``scatter_gl.js`` beside this file, mounted by ``views/_scatter_gl.py``) of every kept occurrence of a layer,
+coloured by token type, log frequency, position, M(X_t) or V(X_t).
 
-The spec is written here, not by pydeck: pydeck turns a DataFrame into a list of dicts and then into JSON
-(seconds at 1,000,000 points); pandas' C writer makes the point records directly. ``DeckSpec`` is what
-``st.pydeck_chart`` needs of a pydeck Deck (``to_json``, ``_tooltip``). No streamlit here.
+The payload is bytes, not JSON (Streamlit v2 components take ``bytes`` as they are): ``b"NVSC"``, a uint32
+(little-endian) header length, the JSON header (n, h, key, frame, shape, height) padded to 4 bytes, then
+float32 (x, y) pairs, uint8 (r, g, b) triples padded to 4 bytes, and the searched token's float32 (x, y)
+pairs: 11 bytes a point, 11 MB at a million (the deck.gl JSON was 51.6 MB). No streamlit here.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import struct
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,20 +26,9 @@ OTHER = np.array([190, 190, 190], np.uint8)
 # viridis at 9 stops (matplotlib's), interpolated linearly
 VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141], [39, 173, 129],
                     [92, 200, 99], [170, 220, 50], [253, 231, 37]], np.float64)
-HIGHLIGHT = [0, 0, 0]
-LAYER_ID = "occurrences"
-
-
-class DeckSpec:
-    """A ready deck.gl JSON spec with the two attributes ``st.pydeck_chart`` reads of a pydeck Deck."""
-
-    layers = None
-
-    def __init__(self, spec: str, tooltip: dict | None = None):
-        self._spec, self._tooltip = spec, tooltip
-
-    def to_json(self) -> str:
-        return self._spec
+MAGIC = b"NVSC"
+JS = Path(__file__).with_name("scatter_gl.js")
+"""The component's JavaScript (an ES module, read as a string by the page)."""
 
 
 def ramp(values: np.ndarray, *, log: bool = False) -> tuple[np.ndarray, tuple[float, float]]:
@@ -77,58 +70,58 @@ def colours(points: pd.DataFrame, by: str) -> tuple[np.ndarray, dict]:
                  "lo": lo, "hi": hi}
 
 
-def _records(x: np.ndarray, y: np.ndarray, rgb: np.ndarray) -> str:
-    """[{"x":..,"y":..,"r":..,"g":..,"b":..}, ...] by pandas' C JSON writer, with the decimals that keep about 7
-    significant digits of the largest coordinate (float32's)."""
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    frame = pd.DataFrame({"x": x, "y": y, "r": rgb[:, 0], "g": rgb[:, 1], "b": rgb[:, 2]})
-    top = float(max(np.abs(x).max(initial=0.0), np.abs(y).max(initial=0.0)))
-    digits = int(np.clip(6 - np.floor(np.log10(top)), 0, 15)) if top > 0 else 6
-    return frame.to_json(orient="records", double_precision=digits)
-
-
-def view_state(x: np.ndarray, y: np.ndarray, *, width: int = 900, height: int = 620) -> dict:
-    """An OrthographicView's initial state framing the points' 0.5-99.5 % range."""
+def frame(x: np.ndarray, y: np.ndarray) -> list[float]:
+    """The initial view: the points' 0.5-99.5 % range [x0, x1, y0, y1] (the component fits it, 15 % margin)."""
     if len(x) == 0:
-        return {"target": [0, 0, 0], "zoom": 0}
+        return [-1.0, 1.0, -1.0, 1.0]
     x0, x1 = np.percentile(x, [0.5, 99.5])
     y0, y1 = np.percentile(y, [0.5, 99.5])
-    span = max(float(x1 - x0) / width, float(y1 - y0) / height, 1e-9) * 1.15
-    return {"target": [float(x0 + x1) / 2, float(y0 + y1) / 2, 0], "zoom": float(np.log2(1.0 / span))}
+    return [float(x0), float(x1), float(y0), float(y1)]
 
 
-def points_layer(x: np.ndarray, y: np.ndarray, rgb: np.ndarray, *, radius: float = 1.5) -> str:
-    """The JSON of the scatter of every point (pickable: a click or shift-clicks select points): the large
-    part of ``deck_spec``, which a page can build once per (run, layer, colouring) and pass as ``base``."""
-    return (f'{{"@@type":"ScatterplotLayer","id":"{LAYER_ID}","data":{_records(x, -np.asarray(y, np.float64), rgb)},'
-            f'"getPosition":"@@=[x, y]","getFillColor":"@@=[r, g, b]","getRadius":{radius},'
-            f'"radiusUnits":"pixels","pickable":true,"stroked":false}}')
+def _pad(b: bytes) -> bytes:
+    return b + b"\0" * (-len(b) % 4)
 
 
-def deck_spec(x: np.ndarray, y: np.ndarray, rgb: np.ndarray, *, highlight: np.ndarray | None = None,
-              box: tuple[tuple[float, float], tuple[float, float]] | None = None, radius: float = 1.5,
-              height: int = 620, base: str | None = None) -> DeckSpec:
-    """The scatter of every point (``points_layer``, or ``base`` when given: the same points' layer built
-    before), the highlighted points (a token search) drawn larger on top, and the box outline. y grows upwards
-    (the data's y is negated: deck.gl's orthographic y grows downwards)."""
-    ny = -np.asarray(y, np.float64)
-    layers = [base if base is not None else points_layer(x, y, rgb, radius=radius)]
-    if highlight is not None and highlight.any():
-        hx, hy = np.asarray(x)[highlight], ny[highlight]
-        hrgb = np.tile(np.array(HIGHLIGHT, np.uint8), (len(hx), 1))
-        layers.append(f'{{"@@type":"ScatterplotLayer","id":"search","data":{_records(hx, hy, hrgb)},'
-                      f'"getPosition":"@@=[x, y]","getFillColor":"@@=[r, g, b]","getRadius":{radius * 2.5},'
-                      f'"radiusUnits":"pixels","pickable":false}}')
-    if box is not None:
-        (x0, x1), (y0, y1) = (sorted(box[0]), sorted(box[1]))
-        path = [[x0, -y0], [x1, -y0], [x1, -y1], [x0, -y1], [x0, -y0]]
-        layers.append(json.dumps({"@@type": "PathLayer", "id": "box", "data": [{"path": path}],
-                                  "getPath": "@@=path", "getColor": [0, 0, 0], "getWidth": 2,
-                                  "widthUnits": "pixels", "pickable": False}))
-    vs = view_state(np.asarray(x, np.float64), ny, height=height)
-    spec = (f'{{"initialViewState":{json.dumps(vs)},"views":[{{"@@type":"OrthographicView","controller":true}}],'
-            f'"layers":[{",".join(layers)}]}}')
-    return DeckSpec(spec)
+def points_block(x: np.ndarray, y: np.ndarray, rgb: np.ndarray) -> tuple[bytes, str]:
+    """The large part of the payload: float32 (x, y) pairs then uint8 (r, g, b) triples padded to 4 bytes, and
+    its digest (the component uploads the points to the GPU again only when the digest changes). A page builds
+    it once per (run, layer, colouring)."""
+    xy = np.empty((len(x), 2), "<f4")
+    xy[:, 0], xy[:, 1] = x, y
+    block = xy.tobytes() + _pad(np.ascontiguousarray(rgb, np.uint8).tobytes())
+    return block, hashlib.blake2b(block, digest_size=12).hexdigest()
 
 
-__all__ = ["COLOUR_BY", "DeckSpec", "ramp", "colours", "deck_spec", "points_layer", "view_state", "LAYER_ID", "TOP_TYPES"]
+def scatter_payload(x: np.ndarray, y: np.ndarray, block: tuple[bytes, str] | None = None, *,
+                    rgb: np.ndarray | None = None, highlight: np.ndarray | None = None,
+                    shape: list[list[float]] | None = None, height: int = 620) -> bytes:
+    """The component's bytes: every point (``block`` from ``points_block``, or built here from ``rgb``), the
+    highlighted points (a boolean mask: a token search) drawn larger on top, and ``shape``, the selection's
+    polygon in data coordinates (a box's four corners or a lasso), drawn dashed."""
+    x, y = np.asarray(x), np.asarray(y)
+    data, key = block if block is not None else points_block(x, y, rgb)
+    hi = np.zeros(len(x), bool) if highlight is None else np.asarray(highlight, bool)
+    hxy = np.empty((int(hi.sum()), 2), "<f4")
+    hxy[:, 0], hxy[:, 1] = x[hi], y[hi]
+    head = json.dumps({"n": len(x), "h": len(hxy), "key": key, "frame": frame(x, y), "height": int(height),
+                       "shape": shape}).encode()
+    return MAGIC + struct.pack("<I", len(head)) + _pad(head) + data + hxy.tobytes()
+
+
+def read_payload(raw: bytes) -> dict:
+    """The payload back (what the component reads): header, xy (n, 2) float32, rgb (n, 3) uint8, highlight."""
+    assert raw[:4] == MAGIC
+    (size,) = struct.unpack("<I", raw[4:8])
+    head = json.loads(raw[8:8 + size])
+    at = 8 + size + (-size % 4)
+    n, h = head["n"], head["h"]
+    xy = np.frombuffer(raw, "<f4", 2 * n, at).reshape(n, 2)
+    at += 8 * n
+    rgb = np.frombuffer(raw, np.uint8, 3 * n, at).reshape(n, 3)
+    at += 3 * n + (-3 * n % 4)
+    return {"head": head, "xy": xy, "rgb": rgb, "highlight": np.frombuffer(raw, "<f4", 2 * h, at).reshape(h, 2)}
+
+
+__all__ = ["COLOUR_BY", "JS", "ramp", "colours", "frame", "points_block", "scatter_payload", "read_payload",
+           "TOP_TYPES"]
