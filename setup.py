@@ -29,5 +29,6 @@ setup(
     packages=find_packages(include=["normvar_core", "normvar_core.*", "normvar", "normvar.*"]) + list(SHIPPED),
     package_dir=SHIPPED,
     package_data={"normvar_core.dashboard": [".streamlit/config.toml"],
+                  "normvar_core.viz": ["scatter_gl.js"],          # the Occurrences page's WebGL scatter
                   "normvar_core.corpora": ["novels_en.txt.gz", "PROVENANCE.md"]},
 )

@@ -85,8 +85,10 @@ def test_sdist_and_wheel_pass_twine_and_carry_the_dashboard(dist):
             "normvar_core/dashboard/.streamlit/config.toml",
             "normvar_core/corpora/novels_en.txt.gz", "normvar/__main__.py"} <= names
     assert "normvar_core/dashboard/setup.py" not in names
-    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "normvar_core").rglob("*.py")}
-    assert modules <= names, modules - names  # every module of the library ships
+    tracked = subprocess.run(["git", "ls-files", "normvar_core"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert "normvar_core/viz/scatter_gl.js" in tracked
+    assert set(tracked) <= names, set(tracked) - names  # every file of the library ships, modules and the JS
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("normvar_core/corpora/novels_en.txt.gz") == CORPUS.read_bytes()
         meta = zf.read("normvar-0.1.0.dist-info/METADATA").decode()

@@ -146,6 +146,11 @@ def word_colour(run, key: str = "w_word_colour") -> dict | None:
                      help="App. J, Fig. 22: the number of tokens of each word; in shallow layers words with the "
                           "same |T_w| cluster"):
         return None
+    return word_units(run)
+
+
+def word_units(run) -> dict:
+    """{token_id: |T_w|} of a word run (App. J)."""
     units = table(run, "word_units")
     return dict(zip(units["token_id"].astype(int), units["n_subtokens"].astype(float)))
 
@@ -219,4 +224,4 @@ def page_controls(run, *, layer: bool = False, band: bool = False, pool: bool = 
     return out
 
 
-__all__ = ['Controls', 'page_controls', 'WORD_COLOUR', 'word_colour', 'with_word_colour', 'pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']
+__all__ = ['Controls', 'page_controls', 'WORD_COLOUR', 'word_colour', 'word_units', 'with_word_colour', 'pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']

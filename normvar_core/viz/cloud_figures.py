@@ -69,12 +69,12 @@ def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = N
         if not tsne:  # the origin's × weighs as 25 points: labels keep off it
             pts = np.vstack([pts, np.zeros((25, 2))])
         offs[order] = place_labels(cent.to_numpy()[order], [names[j] for j in order], pts, frame, font)
-        for j, t in enumerate(names):
-            fig.add_annotation(x=float(cent.iloc[j, 0]), y=float(cent.iloc[j, 1]), text=t, name=f"label:{t}",
-                               showarrow=True, arrowhead=0, arrowwidth=1.2, arrowcolor=colours[t],
-                               ax=float(offs[j, 0]), ay=float(offs[j, 1]), standoff=2,
-                               font=dict(size=font, color="#111"), bgcolor="rgba(255,255,255,0.88)",
-                               bordercolor=colours[t], borderwidth=1.5, borderpad=2)
+        # all labels in one layout update: add_annotation copies every earlier annotation again (quadratic)
+        fig.update_layout(annotations=[dict(
+            x=float(cent.iloc[j, 0]), y=float(cent.iloc[j, 1]), text=t, name=f"label:{t}", showarrow=True,
+            arrowhead=0, arrowwidth=1.2, arrowcolor=colours[t], ax=float(offs[j, 0]), ay=float(offs[j, 1]),
+            standoff=2, font=dict(size=font, color="#111"), bgcolor="rgba(255,255,255,0.88)",
+            bordercolor=colours[t], borderwidth=1.5, borderpad=2) for j, t in enumerate(names)])
     if not tsne:
         fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers", name="origin", showlegend=False,
                                  hovertemplate="origin<extra></extra>",
