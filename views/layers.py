@@ -15,6 +15,15 @@ chosen, relative = _ui.runs_to_overlay("Runs to overlay", "w_layers_runs", "w_re
 ctl = _ui.page_controls(run, band=True, pool=True, null=True)
 band, pool = ctl.band, ctl.pool
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _figure(key: tuple, band: tuple, pool: bool, relative: bool, presentation: bool, null_label,  # noqa: ARG001
+            _curves, _bands, _depths, _null_curves):
+    """Fig. 4 built once per (the drawn runs' file versions, view): the runs and their versions are the key,
+    the curves (read from those versions) are not hashed."""
+    return layers_figure(_curves, relative=relative, num_hidden_states=_depths, presentation=presentation,
+                         null_curves=_null_curves, bands=_bands)
+
+
 try:
     runs = _ui.opened_runs(chosen)
     curves = {name: _ui.tradeoff(r, band, pool) for name, r in runs.items()}
@@ -24,8 +33,9 @@ try:
     if ctl.null_run is not None:
         null_curves[ctl.null_label] = _ui.tradeoff(ctl.null_run, band, pool)
         depths[ctl.null_label] = ctl.null_run.num_hidden_states
-    fig = layers_figure(curves, relative=relative, num_hidden_states=depths,
-                        presentation=v.presentation, null_curves=null_curves, bands=bands)
+    drawn_runs = [*runs.values(), *([ctl.null_run] if ctl.null_run is not None else [])]
+    fig = _figure(tuple((r.name, str(r.path), tuple(r.version)) for r in drawn_runs), tuple(band), pool, relative,
+                  v.presentation, ctl.null_label, curves, bands, depths, null_curves)
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()

@@ -1,6 +1,8 @@
 """Trade-off (the study's Fig. 2, 8 and Table 2): V(X_t) against M(X_t) at one layer."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import streamlit as st
 
 from normvar_core.stats.tokenstats import in_band
@@ -8,6 +10,7 @@ from normvar_core.viz.selection import MAX_POINTS, downsample, find_tokens, fit_
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.viewstate import band_counts
 from views import _explore, _ui
+from views._run_cache import per_run_version
 
 run, v = _ui.run_page("Trade-off: V(X_t) against M(X_t)",
                       "Each point is a token type t. Q = M + V, so when Q(X_t) varies little across types the "
@@ -30,28 +33,38 @@ with ctl.extra[0]:
     st.button("Highlight App. A's selection (Fig. 8)", key="w_app_a", on_click=_highlight_app_a,
               type="tertiary", icon=":material/auto_awesome:")
 
-try:
+@per_run_version(64)
+def _scene(run, layer: int, band, pool: bool, queries: tuple, null_name, null_version, null_text: str,  # noqa: ARG001
+           presentation: bool, by_units: bool) -> SimpleNamespace:
+    """The page's figure and what its captions read, built once per (run version, view): the null run comes
+    by name and file version, so a recomputed null is drawn again."""
     fits = _ui.tradeoff(run, band, pool)
     fit = fit_row(fits, layer=layer)
-    points = _ui.with_word_colour(_ui.band_points(run, layer, band, pool), colours)
+    points = _ui.with_word_colour(_ui.band_points(run, layer, band, pool), _ui.word_units(run) if by_units else None)
     drawn, total = downsample(points, MAX_POINTS)
-    table = _ui.token_table(run, layer, pool)
-    hl, missing = find_tokens(table, queries)
-    null_points = None
-    if null_run is not None:
-        null_points, _ = downsample(_ui.band_points(null_run, layer, band, pool), MAX_POINTS)
+    hl, missing = find_tokens(_ui.token_table(run, layer, pool), list(queries))
+    null_run = _ui.open_run(null_name) if null_name else None
+    null_points = downsample(_ui.band_points(null_run, layer, band, pool), MAX_POINTS)[0] if null_run else None
     ln = _ui.layernorm(run, band)
     ln_row = ln.set_index("layer").loc[layer] if ln is not None and layer in set(ln["layer"]) else None
     iv = _ui.intervals(run, band, pool)
     siv = iv[(iv["quantity"] == "slope") & (iv["layer"] == layer)]
     fig = tradeoff_scatter(
-        drawn, fit, highlight=hl, total=total, presentation=v.presentation,
+        drawn, fit, highlight=hl, total=total, presentation=presentation,
         q_pred=float(ln_row["q_pred"]) if ln_row is not None else None,
-        color_by=_ui.WORD_COLOUR if colours else None, color_title="|T<sub>w</sub>|",
-        null_points=null_points, null_label=null_label or "Gaussian null",
+        color_by=_ui.WORD_COLOUR if by_units else None, color_title="|T<sub>w</sub>|",
+        null_points=null_points, null_label=null_text or "Gaussian null",
         slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0])) if len(siv) else None,
         title=f"{run.name} · layer {layer} · {len(points):,} token types with "
               f"{10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
+    return SimpleNamespace(fig=fig, fits=fits, fit=fit, points=points, drawn=len(drawn), total=total, hl=hl,
+                           missing=missing, ln_row=ln_row)
+
+
+try:
+    sc = _scene(run, layer, band, pool, tuple(queries), null_run.name if null_run else None,
+                tuple(null_run.version) if null_run else None, null_label or "", v.presentation, colours is not None)
+    fits, fit, points, total, hl, missing, ln_row = sc.fits, sc.fit, sc.points, sc.total, sc.hl, sc.missing, sc.ln_row
 except Exception as err:  # noqa: BLE001
     _ui.show_error(err)
     st.stop()
@@ -67,11 +80,11 @@ if ln_row is not None:
                f"({ln_row['measured_over_predicted']:.3f}×)." if ln_row["module"] else
                f"App. I: layer {layer} is not the output of a normalization (a Pre-LN block), so LayerNorm makes no "
                "prediction of Q here.")
-if total > len(drawn):
-    st.warning(f"Showing a uniform random sample of {len(drawn):,} of {total:,} token types to keep the "
+if total > sc.drawn:
+    st.warning(f"Showing a uniform random sample of {sc.drawn:,} of {total:,} token types to keep the "
                "WebGL scatter responsive; the regression uses all of them.", icon=":material/filter_alt:")
 
-event = _ui.chart(fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
+event = _ui.chart(sc.fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
                   name=f"{run.name}_tradeoff_layer{layer}", lasso=True)
 _ui.open_on_click(event, key="tradeoff_click")   # one click on a point: its Token view
 _explore.selection_bar(run, _explore.selected_tokens(event), key="tradeoff_sel", here="tradeoff")
