@@ -197,6 +197,16 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         details = page.get_by_text(re.compile(rf"sentence {sid}, position {pos} ·"))
         details.wait_for(timeout=60000)
         assert details.inner_text().startswith(tok)
+
+        # after all these reruns, one wheel notch still zooms once (each rerun calls the component's function
+        # again; its listeners must not pile up): ppu grows by exp(0.0015 * 300), not a power of it
+        view = json.loads(_attr(page, "view"))
+        page.mouse.move(*_pixel(view, rect, view["cx"], view["cy"]))
+        page.mouse.wheel(0, -300)
+        zoomed = json.loads(_attr(page, "view", until=lambda v: v and json.loads(v)["ppu"] != view["ppu"]))
+        page.wait_for_timeout(500)
+        zoomed = json.loads(_attr(page, "view"))
+        assert zoomed["ppu"] / view["ppu"] == pytest.approx(np.exp(0.45), rel=1e-6)
         browser.close()
 
     others = [u for u in requests if not u.startswith(server) and not u.startswith(f"blob:{server}/")]

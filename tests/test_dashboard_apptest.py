@@ -317,6 +317,17 @@ def test_a_link_opens_its_section_and_other_pages_drop_it(app):
     assert "section" not in at.query_params              # a page without sections keeps none in its link
 
 
+def test_another_pages_open_tab_does_not_open_the_same_slug_here(app):
+    app.query_params.update({"run": RUN, "page": "compare", "section": "ratios"})
+    at = app.run()                                       # Compare on its "ratios" tab ...
+    ok(at)
+    assert "Fig. 5/6 ratios" in figures_of(at)[0]["layout"]["title"]["text"]
+    at.switch_page("views/decomposition.py").run()       # ... then Decomposition, which has a "ratios" tab too
+    ok(at)
+    [fig] = figures_of(at)                               # opens on its own first tab
+    assert "shares of Q(X)" in fig["layout"]["title"]["text"] and "section" not in at.query_params
+
+
 def test_clouds_page_default_is_app_a_selection(app, run):
     at = open_page(app, "clouds", layer="3")
     names = run.tokens()["token"].tolist()

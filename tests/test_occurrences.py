@@ -211,6 +211,25 @@ def test_the_scatter_payload_carries_every_point(scale):
             assert np.isfinite([leg["lo"], leg["hi"]]).all() and leg["lo"] <= leg["hi"]
 
 
+def test_the_payload_header_is_strict_json_for_damaged_and_degenerate_points():
+    """A damaged run's NaN or inf coordinate, one point, or every point at one place: the header stays JSON that
+    the browser's JSON.parse reads (no NaN / Infinity), its frame the finite points' range, never of zero span."""
+    import json
+
+    from normvar_core.viz import occurrence_figures as OF
+
+    rgb = np.zeros((6, 3), np.uint8)
+    x = np.array([0, 1, np.nan, 2, np.inf, 3], np.float32)
+    y = np.array([0, 1, 1, -np.inf, 2, 3], np.float32)
+    raw = OF.scatter_payload(x, y, rgb=rgb)
+    (size,) = np.frombuffer(raw[4:8], "<u4")
+    head = json.loads(raw[8:8 + int(size)], parse_constant=lambda c: pytest.fail(f"{c} in the header"))
+    finite = np.isfinite(x) & np.isfinite(y)
+    assert head["frame"] == pytest.approx([*np.percentile(x[finite], [0.5, 99.5]), *np.percentile(y[finite], [0.5, 99.5])])
+    assert OF.frame(np.array([2.0]), np.array([5.0])) == [1.5, 2.5, 4.5, 5.5]   # one point: a span of 1
+    assert OF.frame(np.array([np.nan]), np.array([1.0])) == [-1.0, 1.0, -1.0, 1.0]
+
+
 def _polygons(rng):
     """A convex polygon (a random hexagon, its vertices in angle order), a concave star and a concave comb."""
     t = np.sort(rng.uniform(0, 2 * np.pi, 6))

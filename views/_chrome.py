@@ -63,6 +63,10 @@ def run_page(title: str, caption: str | None = None, *, needs: tuple[str, str] |
 
 
 # ============================================================================ sections drawn when opened
+SECTION_OF = "_section_of"
+"""Session key: the page whose tab ``view().section`` names (None until a page with tabs has run: a link's)."""
+
+
 def sections(page: str, labels: dict[str, str]) -> tuple[str, Any]:
     """A page's figures as tabs, ``{slug: label}``, the first one the page's main figure; only the open tab
     is computed and drawn (``st.tabs(on_change="rerun")``), so a page costs its first figure, not all of
@@ -70,11 +74,13 @@ def sections(page: str, labels: dict[str, str]) -> tuple[str, Any]:
     v = view()
     slugs = list(labels)
     key = f"w_section_{page}"
+    if st.session_state.get(SECTION_OF, page) != page:  # the open tab of another page (Compare's "ratios" is
+        v.section = None                               # not Decomposition's): this page opens on its first
     bind(key, labels.get(v.section or "", labels[slugs[0]]), lambda x: x in labels.values())
     tabs = st.tabs(list(labels.values()), key=key, on_change="rerun")
     slug, box = next(((s, t) for s, t in zip(slugs, tabs) if t.open), (slugs[0], tabs[0]))
     v.section = None if slug == slugs[0] else slug
-    st.session_state["_sections_of"] = page
+    st.session_state["_sections_of"] = st.session_state[SECTION_OF] = page
     return slug, box
 
 
@@ -260,4 +266,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'sections', 'draw_sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'SECTION_OF', 'sections', 'draw_sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

@@ -53,6 +53,7 @@ def _take(run, tokens: list[str], target: str, section: str | None = None) -> No
         v.token = tokens[0]
         st.session_state["w_token"] = tokens[0]
         v.section = section
+        st.session_state[_ui.SECTION_OF] = target
         st.session_state.pop("w_section_token", None)  # the view's section, not the tab last open there
     st.session_state["_explore_go"] = target
 

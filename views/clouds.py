@@ -153,6 +153,7 @@ def _fig8_tab() -> None:
         _ui.chart(fig8, key="clouds_fig8", data=hl, name=f"{run.name}_fig8_layer{layer}")
 
 
+_ui.bind("w_word_colour", True)  # the Cloud tab's toggle keeps its state while Fig. 8 is open
 _ui.draw_sections("clouds", {"cloud": ("Cloud (Fig. 1, App. A)", _cloud_tab),   # only the open tab is computed
                              "fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
 _ui.sync_url("clouds")

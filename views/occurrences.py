@@ -52,6 +52,7 @@ def drawn(run, layer: int, by: str) -> tuple[bytes, str]:
 
 BOX_KEYS = ("w_occ_x0", "w_occ_x1", "w_occ_y0", "w_occ_y1")
 LASSO = "_occ_lasso"
+LASSO_MAX = 100  # vertices, as the component's LASSO_MAX
 
 
 def take_selection() -> None:
@@ -67,7 +68,12 @@ def take_selection() -> None:
     if sel.get("kind") in ("box", "clear"):
         st.session_state.pop(LASSO, None)
     elif sel.get("kind") == "lasso":
-        st.session_state[LASSO] = [[float(x), float(y)] for x, y in sel["polygon"]]
+        # the component sends at most LASSO_MAX vertices; a message that sends more is thinned the same way
+        # (each vertex's SQL term costs ≈ 10 ms over a million points), one with a non-finite value dropped
+        poly = [[float(x), float(y)] for x, y in sel["polygon"]]
+        poly = poly[::max(1, -(-len(poly) // LASSO_MAX))]
+        if len(poly) >= 3 and np.isfinite(poly).all():
+            st.session_state[LASSO] = poly
 
 
 def typed_box() -> None:

@@ -71,12 +71,17 @@ def colours(points: pd.DataFrame, by: str) -> tuple[np.ndarray, dict]:
 
 
 def frame(x: np.ndarray, y: np.ndarray) -> list[float]:
-    """The initial view: the points' 0.5-99.5 % range [x0, x1, y0, y1] (the component fits it, 15 % margin)."""
-    if len(x) == 0:
+    """The initial view: the finite points' 0.5-99.5 % range [x0, x1, y0, y1] (the component fits it, 15 %
+    margin); a span of zero (one point, or all at one place) is widened to 1."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.any():
         return [-1.0, 1.0, -1.0, 1.0]
-    x0, x1 = np.percentile(x, [0.5, 99.5])
-    y0, y1 = np.percentile(y, [0.5, 99.5])
-    return [float(x0), float(x1), float(y0), float(y1)]
+    out = []
+    for v in (x[ok], y[ok]):
+        lo, hi = (float(t) for t in np.percentile(v, [0.5, 99.5]))
+        out += [lo - 0.5, hi + 0.5] if hi == lo else [lo, hi]
+    return out
 
 
 def _pad(b: bytes) -> bytes:
@@ -105,7 +110,7 @@ def scatter_payload(x: np.ndarray, y: np.ndarray, block: tuple[bytes, str] | Non
     hxy = np.empty((int(hi.sum()), 2), "<f4")
     hxy[:, 0], hxy[:, 1] = x[hi], y[hi]
     head = json.dumps({"n": len(x), "h": len(hxy), "key": key, "frame": frame(x, y), "height": int(height),
-                       "shape": shape}).encode()
+                       "shape": shape}, allow_nan=False).encode()
     return MAGIC + struct.pack("<I", len(head)) + _pad(head) + data + hxy.tobytes()
 
 

@@ -226,7 +226,10 @@ export default function (component) {
   s.drawNow = () => draw(s);
   load(s, data);
   resize(s);
-  const ctl = new AbortController();
+  // Streamlit calls the returned cleanup only when the component leaves the page, not before calling this
+  // function again on a rerun: drop the previous listeners here, or they pile up (k wheel zooms a notch)
+  if (s.ctl) s.ctl.abort();
+  const ctl = s.ctl = new AbortController();
   listen(s, ctl.signal, component);
   redraw(s);
   return () => ctl.abort();
