@@ -6,6 +6,7 @@ on the report's slides), presentation mode, Training's empty state, the Runs tab
 sentences, Compare's shared ranges and one-click points. Screenshots land in test-artifacts/."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -114,14 +115,27 @@ def test_geometry_overlay_chosen_in_the_ui_round_trips_with_the_null_of_every_ru
     assert _names(other, "Covariance spectrum") == spectra
     other.get_by_role("tab", name="Layer geometry").click()
     _wait_fig(other, "Layer geometry")
-    other.wait_for_function("(n) => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullData && "
-                            "g._fullData.filter(d => d.xaxis === 'x2').length === n)", arg=len(want), timeout=60000)
-    assert _names(other, "Layer geometry", "x2") == names
+    _settled(other)
+    seen = _wait_names(other, "Layer geometry", "x2", names)
+    assert seen == names
     assert _fig(other, "Layer geometry", "g._fullLayout.xaxis3.title.text") == "layer"
     q = parse_qs(urlparse(other.url).query)
     assert q["overlay"] == [UPLOAD_RUN] and q["rel"] == ["0"] and q["null"] == [null_of(RUN)]
     page.context.close()
     other.context.close()
+
+
+def _wait_names(page, title: str, axis: str, want: list[str], timeout_s: float = 120) -> list[str] | None:
+    """The panel's line names once they equal ``want`` (the tab's rerun may still be drawing), or the last
+    names seen after ``timeout_s`` — so a failure shows what was drawn, not only that a wait timed out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = _fig(page, title, f"g && g._fullData ? g._fullData.filter(d => (d.xaxis || 'x') === '{axis}' && "
+                                 f"(!d.fill || d.fill === 'none') && !(d.name || '').includes('interval'))"
+                                 f".map(d => d.name) : null")
+        if seen == want or time.monotonic() > deadline:
+            return seen
+        page.wait_for_timeout(500)
 
 
 def _overlaps(page, title: str) -> list:
