@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlparse
 
+import duckdb
 import pytest
 import yaml
 
@@ -123,7 +124,8 @@ def _readme_python() -> str:
 @pytest.mark.slow
 def test_readme_python_example_runs_on_a_real_run(minilm_path, tmp_path, monkeypatch):
     """The README's example, as printed, on a run computed here (MiniLM, 60 sentences of the shipped corpus)
-    under the default run's name; its printed Q(X) equals M + V_W + V_B of the run file's own tables."""
+    under the default run's name; the band's Q(X) and V_W(X) it prints equal the count-weighted means of the run
+    file's per-type table."""
     from normvar_core import RunConfig, compute_run
     from normvar_core.service.commands_app import DEFAULT_RUN_NAME
 
@@ -134,9 +136,17 @@ def test_readme_python_example_runs_on_a_real_run(minilm_path, tmp_path, monkeyp
     out, scope = io.StringIO(), {}
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), scope)
+    printed = out.getvalue()
+    assert "slope" in printed and "v_w" in printed
+    # what it printed first: Q(X) and V_W(X) per layer, here from the run file's token_stats by plain SQL (eqs. 15, 10)
     corpus = scope["run"].stats().corpus(10, 100_000)
-    assert len(corpus) == 7 and (corpus.q - corpus.m - corpus.v_w - corpus.v_b).abs().max() < 1e-9 * corpus.q.max()
-    assert "slope" in out.getvalue() and "v_w" in out.getvalue()
+    with duckdb.connect(str(tmp_path / "data" / "runs" / f"{DEFAULT_RUN_NAME}.duckdb"), read_only=True) as con:
+        ref = con.execute("SELECT layer, sum(n * q) / sum(n) AS q, sum(n * v) / sum(n) AS v_w FROM token_stats "
+                          "WHERE n BETWEEN 10 AND 100000 GROUP BY layer ORDER BY layer").df()
+    assert len(corpus) == len(ref) == 7
+    for col in ("q", "v_w"):
+        assert corpus[col].to_numpy() == pytest.approx(ref[col].to_numpy(), rel=1e-9), col
+        assert f"{corpus[col].iloc[0]:.6f}"[:6] in printed  # the printed table is that one
 
 
 def test_citation_cff():
