@@ -7,6 +7,7 @@ PORT    ?= 8501
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: venv test run models browser show bench bench-gpu dist docs clean-venv
 
