@@ -30,5 +30,5 @@ VOLUME /data
 EXPOSE 8501
 # worker + dashboard; submits the default run (MiniLM × the packaged novels) on an empty /data. Served on every
 # address of the container, so behind a token: $NORMVAR_TOKEN (docker run -e NORMVAR_TOKEN=...), else a generated
-# one, printed in the URL line of `docker logs` (README, "Sharing the dashboard")
+# one, printed in the URL line of `docker logs` (docs/dashboard.md, "Sharing the dashboard")
 CMD ["normvar", "up", "--data-dir", "/data", "--host", "0.0.0.0", "--port", "8501", "--token"]

@@ -7,8 +7,9 @@ PORT    ?= 8501
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: venv test run models browser show bench bench-gpu dist clean-venv
+.PHONY: venv test run models browser show bench bench-gpu dist docs clean-venv
 
 venv: $(STAMP)
 
@@ -30,7 +31,7 @@ browser:
 test: venv browser
 	$(PY) -m pytest
 
-# The optional offline models: mpnet, smollm2, gemma3-270m (see README, "Models").
+# The optional offline models: mpnet, smollm2, gemma3-270m (see docs/models.md).
 models: venv
 	$(PY) -m normvar_core.service.cli models --install
 
@@ -53,18 +54,22 @@ bench: venv
 	$(PY) benchmarks/bench_dataset_rss.py
 	$(PY) benchmarks/bench_cost.py
 
-# On a CUDA machine: compute / bare bf16 forward, embeddings/s, peak GPU memory per scatter dtype (README table);
+# On a CUDA machine: compute / bare bf16 forward, embeddings/s, peak GPU memory per scatter dtype (docs/benchmarks.md);
 # elsewhere one line and exit 0.
 bench-gpu: venv
 	$(PY) benchmarks/bench_gpu.py
 
-# sdist + wheel in dist/ (the wheel carries the dashboard and the default corpus; see README, "Install"),
+# sdist + wheel in dist/ (the wheel carries the dashboard and the default corpus; see docs/getting-started.md),
 # checked with twine. `python -m build` fetches setuptools into an isolated env; offline, use
 # `$(PY) -m build --no-isolation` (what tests/test_packaging.py does).
 dist: venv
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 	$(PY) -m twine check --strict dist/*
+
+# The manual (docs/, mkdocs.yml) as static HTML in site/, offline; `.venv/bin/mkdocs serve` to read it live.
+docs: venv
+	$(PY) -m mkdocs build --strict -d site
 
 clean-venv:
 	rm -rf .venv

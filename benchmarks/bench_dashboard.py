@@ -4,7 +4,7 @@ reads, figure building and serialization; the browser's WebGL drawing is not inc
 
     .venv/bin/python benchmarks/bench_dashboard.py [--types 30000] [--layers 25] [--dim 16] [--repeat 5]
 
-Prints a markdown table for the README. Each "cold" row is the first time a value is seen (cache miss:
+Prints a markdown table for docs/benchmarks.md. Each "cold" row is the first time a value is seen (cache miss:
 the analysis runs); "warm" rows revisit values already cached.
 """
 from __future__ import annotations

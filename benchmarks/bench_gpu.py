@@ -10,7 +10,7 @@ bert-base and Llama-7B shapes (Zipf-distributed synthetic token ids, ``plan.synt
   (float64, float32).
 
 Reports compute / bare, embeddings per second of the compute, peak GPU memory (``max_memory_allocated``)
-and what ``--scatter-dtype auto`` picks on this GPU; prints a markdown table for the README. Then the multi-GPU
+and what ``--scatter-dtype auto`` picks on this GPU; prints a markdown table (docs/benchmarks.md). Then the multi-GPU
 section (``bench_multigpu.py``): a device-mapped Llama-7B shape over every visible GPU against one GPU, seconds
 and the peak memory of each GPU (one line when fewer than two GPUs are visible). Without a CUDA GPU it prints one
 line and exits 0 (CI runs it that way).

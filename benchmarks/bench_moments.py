@@ -10,7 +10,7 @@ counts (p_t ~ 1/rank). Reported: the median over repeated batches after a warm-u
   * normvar GPU — TokenMoments on cuda, when a GPU is present
 
 Usage: python benchmarks/bench_moments.py [--batches 12] [--loop-batches 2]
-Prints a markdown table (pasted into the README).
+Prints a markdown table (pasted into docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The memory plans of the README's "Running a 7B model": Llama-2-7B and Falcon-40B shapes (configs from
+"""The memory plans of docs/scale.md (its 7B and 40B tables): Llama-2-7B and Falcon-40B shapes (configs from
 transformers config classes, no weights; the MiniLM WordPiece tokenizer counts the types of the shipped
 novels, a stand-in for the models' own tokenizers), bf16 on a GPU, on 24 GB, 80 GB and 8 x 80 GB (Ray: one
 actor per GPU, each holding the weights, a partial state of every accumulator and one batch's pass; the
@@ -45,7 +45,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-sentences", type=int, default=None)
-    ap.add_argument("--devices", action="store_true", help="the README's 'Running a 40B model' table: each shape "
+    ap.add_argument("--devices", action="store_true", help="docs/scale.md's 'Per-device plans' table: each shape "
                     "device-mapped over 1, 2, 4, 8 x 80 GB (--batch-size 32)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="normvar-shapes-"))

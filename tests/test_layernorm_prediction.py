@@ -65,7 +65,7 @@ def test_gemma_rmsnorm_scales_by_one_plus_w():
 def test_minilm_run_records_every_layernorm(run, minilm_path):
     """The real MiniLM run (Post-LN): every stored hidden state is a LayerNorm output (the embeddings'
     and each block's ``output.LayerNorm``), with the parameters of the real checkpoint. How close
-    Q(X_t) comes to the prediction is measured, not assumed (README: App. I table)."""
+    Q(X_t) comes to the prediction is measured, not assumed (docs/statistics.md: the App. I table)."""
     import transformers as T
 
     tab = run.table("norm_params").sort_values("layer")

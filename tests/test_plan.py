@@ -2,7 +2,7 @@
 
 Models of the published shapes are built from transformers config classes into a temp dir that holds
 config.json and tokenizer files only (no weights): the parameter counts match the published ones, each
-accumulator's bytes match the README's "Memory" formulas, and the device limits decide what a run keeps
+accumulator's bytes match the "Memory formulas" of docs/scale.md, and the device limits decide what a run keeps
 (a Llama-2-7B shape keeps the geometry of all 33 hidden states on 80 GB and names a subset that fits on
 24 GB). Against real runs: ``benchmarks/bench_plan.py`` (the plan's total vs the measured peak RSS)."""
 from __future__ import annotations
@@ -56,7 +56,7 @@ def plan_json(capsys, *argv) -> dict:
 
 
 def formulas(p: dict, *, mean_bytes: int = 8, top_k: int = 20) -> dict:
-    """The README's "Memory" table, from the plan's L, T, d, P, K."""
+    """The "Memory formulas" table of docs/scale.md, from the plan's L, T, d, P, K."""
     L, T, d, P, K = len(p["layers"]), p["types"], p["dim"], p["sample_positions"], p["id_sample"]
     return {"moments": L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8,
             "samples": 4 * L * P * d + P,

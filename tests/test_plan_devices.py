@@ -1,8 +1,8 @@
 """``normvar plan --devices`` (issue 32, item 3): Llama-2-7B and Falcon-40B shapes (configs only, the model on the
-meta device, no weights) device-mapped over 1, 2, 4 and 8 x 80 GB. Each device's bytes equal the README's
+meta device, no weights) device-mapped over 1, 2, 4 and 8 x 80 GB. Each device's bytes equal docs/scale.md's
 "Running a 40B model" formulas — the weights from the blocks' closed-form parameter counts and the modules the
 map puts there, the state from the "Memory" formulas at that device's layer count, the pass share — and ``fits``
-and what each run keeps match the README's table."""
+and what each run keeps match the table of docs/scale.md ("Per-device plans")."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,8 @@ from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
 from test_plan import formulas, shapes  # noqa: F401  (fixture)
 
 E = 2  # bfloat16
-# the README's table: (fits, dropped) per shape and number of 80 GB GPUs; 2,000 novel sentences, --batch-size 32
+# docs/scale.md, "Per-device plans": (fits, dropped) per shape and number of 80 GB GPUs; 2,000 novel sentences,
+# --batch-size 32
 TABLE = {("llama-2-7b", 1): (True, []), ("llama-2-7b", 2): (True, []), ("llama-2-7b", 4): (True, []),
          ("llama-2-7b", 8): (True, []),
          ("falcon-40b", 1): (False, ["geometry", "selfsim", "halves", "occurrences"]),
@@ -53,7 +54,8 @@ def contexts(shapes):  # noqa: F811
 
 
 def expected_rows(kind: str, p: dict, dmap: dict, n_gpus: int, batch, dropped) -> dict:
-    """Each device's bytes from the README's formulas, given the map's placement of the modules."""
+    """Each device's bytes from the formulas of docs/scale.md ("Per-device plans"), given the map's placement of
+    the modules."""
     emb, prefix, norm, V, norm_vectors = NAMES[kind]
     L1, d, T, H = p["hidden_states"], p["dim"], p["types"], p["hidden_states"]
     heads, ffn = (32, 11008) if kind == "llama-2-7b" else (128, 4 * d)

@@ -147,7 +147,7 @@ def test_twonn_does_not_depend_on_the_size_of_the_run(minilm_path):  # noqa: ARG
     every layer but the last (measured 0.6–7.4 %; the old sample sized to the run read 25 % apart). The last
     layer reads 8.4 against 10.9 (23 %): the 8,192 points are half of the 600-sentence run's positions, so
     many neighbours come from the same sentence, whose last-layer states are close — the sampled share of
-    the corpus matters there too, not only the sample size (README, Layer geometry). Asserted as measured,
+    the corpus matters there too, not only the sample size (docs/geometry.md). Asserted as measured,
     within 30 %, so that a change of it shows."""
     small, plan_s = geometry_pass(600, 8192)
     large, plan_l = geometry_pass(2400, 8192)

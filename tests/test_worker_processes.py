@@ -309,7 +309,7 @@ READER = textwrap.dedent("""
 """)
 
 
-SOAK_S = float(os.environ.get("NORMVAR_SOAK_S", "30"))  # the README's figure is a 60 s soak
+SOAK_S = float(os.environ.get("NORMVAR_SOAK_S", "30"))  # docs/benchmarks.md ("Worker soak") gives a 60 s soak
 
 
 @pytest.mark.slow

@@ -1,0 +1,171 @@
+"""The manual (docs/, MkDocs with the Material theme) builds with ``mkdocs build --strict``, every page is in
+the nav, and the built site loads nothing from another host: no script, stylesheet, font, image or frame
+from anywhere but the site itself (links to papers are fine). The README stays short and its Python example
+runs on a real run file; CITATION.cff parses and names the tool and the studies' papers."""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlparse
+
+import duckdb
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+class _Resources(HTMLParser):
+    """Every URL a page *loads*: script/img/iframe/source/embed src, <link> href (stylesheets, fonts,
+    icons, preloads), object data, srcset entries and inline style url(...). <a href> is navigation, not
+    a load, and is left out."""
+
+    LOADS = {"script": "src", "img": "src", "iframe": "src", "source": "src", "embed": "src", "video": "src",
+             "audio": "src", "track": "src", "object": "data"}
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag in self.LOADS and a.get(self.LOADS[tag]):
+            self.urls.append((tag, a[self.LOADS[tag]]))
+        if tag == "link" and a.get("href"):
+            self.urls.append((f"link rel={a.get('rel')}", a["href"]))
+        for src in (a.get("srcset") or "").split(","):
+            if src.strip():
+                self.urls.append((f"{tag} srcset", src.split()[0]))
+        for url in re.findall(r"url\(\s*['\"]?([^'\")]+)", a.get("style") or ""):
+            self.urls.append((f"{tag} style", url))
+
+
+def _foreign(url: str) -> bool:
+    """True for a URL that names another host (http, https, protocol-relative, ws, ftp ...)."""
+    parsed = urlparse(url.strip())
+    return bool(parsed.netloc) or parsed.scheme not in ("", "data", "blob", "mailto")
+
+
+def _nav_files(items) -> list[str]:
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            for value in item.values():
+                out.extend(_nav_files(value) if isinstance(value, list) else [value])
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_MKDOCS_2_WARNING="1")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
+                           "-d", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
+    return out
+
+
+def test_manual_builds_strict_and_loads_nothing_from_other_hosts(site):
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 20 and (site / "index.html").exists()
+    foreign = []
+    for page in pages:
+        parser = _Resources()
+        parser.feed(page.read_text(encoding="utf-8"))
+        foreign += [(str(page.relative_to(site)), what, url) for what, url in parser.urls if _foreign(url)]
+    for css in site.rglob("*.css"):  # fonts and images pulled in by a stylesheet
+        text = css.read_text(encoding="utf-8", errors="replace")
+        urls = re.findall(r"url\(\s*['\"]?([^'\")]+)", text) + re.findall(r"@import\s+['\"]([^'\"]+)", text)
+        foreign += [(str(css.relative_to(site)), "css", url) for url in urls if _foreign(url)]
+    assert not foreign, f"the manual loads from other hosts: {foreign[:10]}"
+    assets = "".join(p.read_text(encoding="utf-8", errors="replace") for p in site.rglob("*") if p.suffix in (".css", ".js"))
+    assert "fonts.googleapis.com" not in assets and "fonts.gstatic.com" not in assets  # theme.font: false
+    # the API pages are rendered from the docstrings, not left as ::: directives
+    reader = (site / "api" / "reader" / "index.html").read_text(encoding="utf-8")
+    assert "open_run" in reader and ":::" not in reader
+    measure = (site / "api" / "measure" / "index.html").read_text(encoding="utf-8")
+    assert "<code>all_measures</code>" in measure and ":func:" not in measure  # docs/_hooks/roles.py
+
+
+def test_every_page_is_in_the_nav():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert config["theme"]["name"] == "material" and config["theme"]["font"] is False and config["strict"] is True
+    nav = _nav_files(config["nav"])
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert sorted(nav) == pages, f"not in the nav: {set(pages) - set(nav)}; in the nav, no file: {set(nav) - set(pages)}"
+    assert len(nav) == len(set(nav))
+
+
+def test_readme_is_short_and_links_into_the_manual():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    assert "make run" in text and "make test" in text
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert len(images) == 1 and (ROOT / images[0]).exists()
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).exists(), link
+
+
+def _readme_python() -> str:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) == 1
+    assert len(blocks[0].strip().splitlines()) <= 5
+    return blocks[0]
+
+
+@pytest.mark.slow
+def test_readme_python_example_runs_on_a_real_run(minilm_path, tmp_path, monkeypatch):
+    """The README's example, as printed, on a run computed here (MiniLM, 60 sentences of the shipped corpus)
+    under the default run's name; the band's Q(X) and V_W(X) it prints equal the count-weighted means of the run
+    file's per-type table."""
+    from normvar_core import RunConfig, compute_run
+    from normvar_core.service.commands_app import DEFAULT_RUN_NAME
+
+    code = _readme_python()
+    assert f"data/runs/{DEFAULT_RUN_NAME}.duckdb" in code
+    compute_run(RunConfig(model=str(minilm_path), max_sentences=60, name=DEFAULT_RUN_NAME), tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    out, scope = io.StringIO(), {}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), scope)
+    printed = out.getvalue()
+    assert "slope" in printed and "v_w" in printed
+    # what it printed first: Q(X) and V_W(X) per layer, here from the run file's token_stats by plain SQL (eqs. 15, 10)
+    corpus = scope["run"].stats().corpus(10, 100_000)
+    with duckdb.connect(str(tmp_path / "data" / "runs" / f"{DEFAULT_RUN_NAME}.duckdb"), read_only=True) as con:
+        ref = con.execute("SELECT layer, sum(n * q) / sum(n) AS q, sum(n * v) / sum(n) AS v_w FROM token_stats "
+                          "WHERE n BETWEEN 10 AND 100000 GROUP BY layer ORDER BY layer").df()
+    assert len(corpus) == len(ref) == 7
+    for col in ("q", "v_w"):
+        assert corpus[col].to_numpy() == pytest.approx(ref[col].to_numpy(), rel=1e-9), col
+        assert f"{corpus[col].iloc[0]:.6f}"[:6] in printed  # the printed table is that one
+
+
+def test_citation_cff():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert cff["cff-version"] == "1.2.0"
+    for key in ("message", "title", "authors", "version", "license"):
+        assert cff.get(key), key
+    assert cff["title"] == project["name"] and cff["version"] == project["version"]
+    assert cff["license"] == project["license"] and "Apache License" in (ROOT / "LICENSE").read_text()
+    assert cff["authors"] == [{"name": "The normvar developers"}]
+    titles = {}
+    for ref in cff["references"]:
+        assert ref.get("type") and ref.get("title") and ref.get("authors"), ref
+        titles[ref["title"]] = ref
+    iso = titles["IsoScore: Measuring the Uniformity of Embedding Space Utilization"]
+    assert [a.get("family-names") for a in iso["authors"]] == ["Rudman", "Gillman", "Rayne", "Eickhoff"]
+    assert iso["year"] == 2022
+    assert "Norm of Mean Contextualized Embeddings Determines their Variance" in titles
+    assert "Internal Representation Dynamics in Transformers" in titles
