@@ -115,7 +115,7 @@ class Shard:
                            dtype=self.cfg.dtype)
 
     def early(self, payload_box: list):
-        """The occurrences' early axes (``occurrences.prime``): computed in one actor, sent by the driver to every
+        """The occurrences' early axes (their declared ``prime``): computed in one actor, sent by the driver to every
         actor with the plan, so all project onto the same axes; None when the run keeps no occurrences."""
         self._ensure_plan(payload_box[:2])
         return self.ctx.occurrence_axes
@@ -139,7 +139,7 @@ class Shard:
             return
         import ray
 
-        from normvar_core.pipeline.accumulators.occurrences import prime
+        from normvar_core.pipeline.accumulators import prime
         from normvar_core.pipeline.sources import TransformerSource
 
         self.plan, self.ctx = self._context(ray.get(payload_box[0]), payload_box[1])
