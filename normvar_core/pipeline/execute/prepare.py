@@ -135,7 +135,8 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
 def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
     """The memory plan of a run over the model loaded here (``run_budget``); with --device-map, what each
     device holds decides the drops (``memory_devices.plan_placed``)."""
-    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
+    from normvar_core.pipeline.memory import run_budget
+    from normvar_core.pipeline.model_shape import shape_of_loaded
 
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)

@@ -86,7 +86,7 @@ class Shard:
         """The model this actor loaded, for the driver (which loads no weights): its ``ModelInfo`` and ``ModelShape``."""
         import dataclasses
 
-        from normvar_core.pipeline.memory import shape_of_loaded
+        from normvar_core.pipeline.model_shape import shape_of_loaded
 
         return {"info": self.loaded.info.to_dict(), "shape": dataclasses.asdict(shape_of_loaded(self.loaded))}
 
@@ -106,7 +106,7 @@ class Shard:
         for the driver's plan and memory decisions (``payload_box``: [plan arrays, decisions])."""
         import ray
 
-        from normvar_core.pipeline.memory import shape_of_loaded
+        from normvar_core.pipeline.model_shape import shape_of_loaded
         from normvar_core.pipeline.memory_devices import device_limits, plan_placed
 
         _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
