@@ -16,9 +16,11 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
 
 On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in host memory
 and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators
-that may be dropped (the layer geometry, then the self-similarity table in ``auto``), each with a one-line
-reason naming the fix (``notes.skipped``); when even the rest does not fit, the plan says so (``fits`` false)
-and suggests ``--mean-dtype float32``, a ``--layers`` subset, self-similarity off.
+that may be dropped (their declaration's ``Memory.droppable``: the layer geometry, the self-similarity table in
+``auto``, the split halves, the occurrences), each with a one-line reason naming the fix (``notes.skipped``); when
+even the rest does not fit, the plan says so (``fits`` false) and suggests ``--mean-dtype float32``, the
+declared fix of each measure forced on (``Memory.fix``: ``--self-similarity off``) and a ``--layers`` subset.
+The model's shape comes from ``model_shape.py``.
 """
 from __future__ import annotations
 
