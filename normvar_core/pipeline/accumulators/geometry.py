@@ -25,12 +25,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from normvar_core.measure import measure
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.occurrences import top_axes
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.accumulators.twonn_stream import NeighbourState
-from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats import geometry as layer_geometry
@@ -178,8 +178,9 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
                 parts.append((fit, dup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
             row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
-                                   n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
-                                   sq_sum=float(self.sq_sum[li]), est=layer_geometry.estimates_from(parts))
+                                                n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
+                                                sq_sum=float(self.sq_sum[li]),
+                                                est=layer_geometry.estimates_from(parts))
             axes = top_axes(cov[li], 2).T if self.want_axes else None
             return {"layer": int(self.layers[li]), **row}, eig, layer_geometry.pair_cosines(sample[li]), axes
 

@@ -31,10 +31,10 @@ import numpy as np
 import torch
 
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
+from normvar_core.measure import measure
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.samples import Fill, locate, position_keys
 from normvar_core.pipeline.batches import first_position, unit_ids
-from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
 from normvar_core.runs.tables import occurrence_tables

@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from normvar_core.measure import measure
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
-from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 
 TOP_K = 20
