@@ -25,12 +25,11 @@ CHILD = r"""
 import json, sys, time, gzip
 sys.path[:0] = [{root!r}, {tests!r}]
 import numpy as np
-from types import SimpleNamespace
 from transformers import AutoTokenizer
 from conftest import installed_minilm_dir
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
-from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.plan import corpus_of, make_plan
 def rss(key):
     return int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1]) * 1024
 with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:
@@ -46,7 +45,7 @@ tok(["warm up"])
 import gc; gc.collect()
 base = rss("VmRSS:")
 t0 = time.perf_counter()
-plan = make_plan(RunConfig(model="minilm"), SimpleNamespace(sentences=sentences, name="syn", sha256="x"),
+plan = make_plan(RunConfig(model="minilm"), corpus_of(sentences, name="syn", sha256="x"),
                  tok, num_hidden_states=7, max_length=512)
 secs = time.perf_counter() - t0
 peak = rss("VmHWM:")

@@ -40,7 +40,9 @@ def main() -> None:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.memory import GiB, config_and_tokenizer, gb, run_budget, shape_from_config
+    from normvar_core.pipeline.memory import gb, run_budget
+    from normvar_core.pipeline.memory_terms import GiB
+    from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
     from normvar_core.pipeline.plan import make_plan
 
     ap = argparse.ArgumentParser()
@@ -88,7 +90,8 @@ def per_device(root: Path, max_sentences: int | None) -> None:
     from normvar_core.devicemap import parse_devices
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.corpus import read as C
-    from normvar_core.pipeline.memory import config_and_tokenizer, gb, shape_from_config
+    from normvar_core.pipeline.memory import gb
+    from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
     from normvar_core.pipeline.memory_devices import plan_devices
     from normvar_core.pipeline.plan import make_plan
 

@@ -137,7 +137,8 @@ def test_an_accumulator_without_planned_bytes_is_listed_not_counted():
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.accumulators import MomentsAccumulator
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.memory import ModelShape, plan_memory
+    from normvar_core.pipeline.memory import plan_memory
+    from normvar_core.pipeline.model_shape import ModelShape
     from normvar_core.pipeline.plan import synthetic_plan
 
     class Undeclared(MomentsAccumulator):

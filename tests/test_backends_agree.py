@@ -18,7 +18,7 @@ from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.partials import compute_partial, merge_partials
 from normvar_core.pipeline.accumulators.token_moments import TokenMoments
-from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.plan import corpus_of, make_plan
 from normvar_core.pipeline.sources import TransformerSource
 from normvar_core.runs.runfile import open_run
 
@@ -72,9 +72,8 @@ def test_published_runs_equal(minilm_path, corpus, loaded, tmp_path, monkeypatch
 
 def _sharded(loaded, cfg, cuts, backend, monkeypatch):
     monkeypatch.setattr(MomentsAccumulator, "backend", backend)
-    text = type("C", (), {})()
     with open(cfg.corpus, encoding="utf-8") as fh:
-        text.sentences = [s.strip() for s in fh if s.strip()]
+        text = corpus_of([s.strip() for s in fh if s.strip()])
     plan = make_plan(cfg, text, loaded.tokenizer, num_hidden_states=loaded.info.num_hidden_states,
                      max_length=loaded.info.max_length)
     source = TransformerSource(loaded, plan.layers)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import itertools
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline import sample_plan as S
 from normvar_core.pipeline.batches import counted_mask, make_batches
 from normvar_core.pipeline.encoding import encode_sentences
-from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.plan import corpus_of, make_plan
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +81,7 @@ def assert_same_sample_plan(a: S.SamplePlan, b: S.SamplePlan):
 
 def test_plan_is_the_same_for_every_chunking(sentences, minilm_tok, monkeypatch):
     cfg = RunConfig(model="minilm", max_length=24, exclude_position0=True, samples_per_token=3, id_sample=500)
-    corpus = SimpleNamespace(sentences=sentences, name="t", sha256="x")
+    corpus = corpus_of(sentences, name="t", sha256="x")
     plans = {}
     for chunk in (1, 7, 302, 303, 10_000):
         monkeypatch.setattr(E, "TOKENIZE_CHUNK", chunk)

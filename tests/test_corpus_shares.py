@@ -12,7 +12,7 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline.corpus.shares import (encoded_arrays, merge_encoded, pack_strings, split_shares,
                                                  unpack_strings)
-from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.plan import corpus_of, make_plan
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload, plan_payload
 
 SENTENCES = ["The old man looked at the sea.", "Émile's café — naïve, façade!", "a", "the the the the the",
@@ -53,13 +53,11 @@ def test_merged_shares_equal_the_whole_encoding(tiny_models, unit):
 
 
 def test_plan_from_shares_and_its_payload_equal_the_local_plan(tiny_models):
-    from types import SimpleNamespace
-
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
     cfg = RunConfig(samples_per_token=3, id_sample=20, batch_size=3)
-    corpus = SimpleNamespace(sentences=SENTENCES * 3)
+    corpus = corpus_of(SENTENCES * 3)
     kw = dict(num_hidden_states=3, max_length=16)
     local = make_plan(cfg, corpus, tok, **kw)
     shared = make_plan(cfg, corpus, tok, **kw, encode=lambda s, **k: _shares_encoded(s, tok, 4, **k))

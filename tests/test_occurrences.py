@@ -152,7 +152,8 @@ def test_occurrences_option_is_bounded_and_counted_by_the_memory_plan():
         RunConfig(occurrences=OCCURRENCES_MAX + 1).validate()
     with pytest.raises(NormvarError, match="occurrences must be >= 0"):
         RunConfig.from_dict({"occurrences": -1})
-    from normvar_core.pipeline.memory import ModelShape, plan_memory
+    from normvar_core.pipeline.memory import plan_memory
+    from normvar_core.pipeline.model_shape import ModelShape
 
     plan, source, ctx = _setup(dim=12, occurrences=200)
     shape = ModelShape(name="toy", architecture="Toy", params=1000, lm_head_params=0, buffer_bytes=0, dim=12,

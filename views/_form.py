@@ -8,7 +8,7 @@ from typing import Any
 
 import streamlit as st
 
-from normvar_core.config import RunConfig, _kind, optional
+from normvar_core.config import RunConfig, field_kind as _kind, optional
 
 SPECIAL = ("model", "corpus")  # chosen by the page's own widgets (installed aliases, the upload)
 SECTIONS = ("corpus", "model", "options", "advanced")

@@ -16,10 +16,13 @@ special tokens and position 0 dropped when the run asks) of every kept layer:
     positions    (N,)       int64 index in the model's input sequence (special tokens included,
                             padding excluded: the first real token is 0)
 
-An **Accumulator** is one streamed measure. Its contract (checked on every registered
+An **Accumulator** is one streamed measure, bound to its declaration (``measure``: a
+``normvar_core.measure.Measure`` from ``normvar_core/measures/``), from which its ``name``, ``table_names``,
+``uses_results`` and ``finalize_in_background`` come. Its contract (checked on every registered
 accumulator by ``tests/test_accumulator_contract.py``):
 
-* ``for_run(ctx) -> Accumulator | None`` builds it for a run (``None``: not wanted by this run);
+* ``for_run(ctx) -> Accumulator | None`` builds it for a run (``None``: not wanted by this run; by default
+  when the declaration's switch is off, ``Measure.asked``, or the memory plan dropped it);
   ``skip_reason(ctx)`` says why in one line naming the fix, when the run asked for it but cannot
   have it (too much memory); it goes to the run row's ``notes.skipped`` and the pages that need it;
 * its state is **registered** once (``state.Stateful._add_state``: name, initial array, merge rule),
@@ -31,7 +34,8 @@ accumulator by ``tests/test_accumulator_contract.py``):
   one stream"), reading it one array or one layer block at a time;
 * ``planned_bytes(ctx)`` the bytes its state will hold for this run (0: the run does not want it),
   before anything is built — exactly the arrays of its ``state_dict`` after the whole pass (checked);
-  ``droppable(ctx)`` whether a run short of memory may leave it out, and ``drop_reason(ctx, need=,
+  ``droppable(ctx)`` whether a run short of memory may leave it out (by default the declaration's
+  ``Measure.may_drop`` when asked), and ``drop_reason(ctx, need=,
   free=, subset=)`` the one line saying so (``memory.plan_memory`` decides; ``ctx.memory`` holds the decision);
 * ``result()`` the finished measure; ``tables(result, ctx)`` -> {table name: pyarrow.Table}
   written to the run file. ``name`` is recorded in the run row's ``accumulators`` list, so
@@ -46,6 +50,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol
 import numpy as np
 
 from normvar_core.config import RunConfig
+from normvar_core.measure import Measure
 from normvar_core.pipeline.state import Stateful
 
 if TYPE_CHECKING:
@@ -137,19 +142,33 @@ class Accumulator(Stateful, ABC):
     """One streamed measure (see the module docstring for the contract). Its state is registered
     (``state.Stateful._add_state``): ``state_dict``, ``load_state_dict``, ``merge`` and device moves follow."""
 
+    measure: ClassVar[Measure]
+    """The declaration (``normvar_core/measures/<name>.py``); the class attributes below come from it."""
     name: ClassVar[str]
     table_names: ClassVar[tuple[str, ...]] = ()
     planned_exact: ClassVar[bool] = True  # planned_bytes is the state's size (False: an upper bound of it)
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A class that sets ``measure`` takes its name, tables, used results and background finalize from it."""
+        super().__init_subclass__(**kwargs)
+        m = cls.__dict__.get("measure")
+        if m is not None:
+            cls.name, cls.table_names, cls.uses_results, cls.finalize_in_background = (m.name, m.tables, m.uses,
+                                                                                       m.background)
+
     @classmethod
-    @abstractmethod
     def for_run(cls, ctx: RunContext) -> "Accumulator | None":
-        """This accumulator sized for the run, or None if the run does not want it."""
+        """This accumulator sized for the run, or None if the run does not want it: its declared switch is
+        off (``Measure.asked``) or the memory plan left it out (``skip_reason``)."""
+        if not cls.measure.asked(ctx.cfg) or cls.skip_reason(ctx):
+            return None
+        return cls(ctx)
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
-        """Why ``for_run(ctx)`` is None, in one line naming the fix; None when there is nothing to say."""
-        return None
+        """Why ``for_run(ctx)`` is None, in one line naming the fix; None when there is nothing to say. By
+        default the memory plan's reason (``ctx.dropped``) when the run asked for the measure."""
+        return ctx.dropped(cls.name) if cls.measure.asked(ctx.cfg) else None
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int | None:
@@ -161,8 +180,10 @@ class Accumulator(Stateful, ABC):
 
     @classmethod
     def droppable(cls, ctx: RunContext) -> bool:
-        """True when a run short of memory may leave this accumulator out (and say why)."""
-        return False
+        """True when a run short of memory may leave this accumulator out (and say why): asked for, and
+        droppable by its declaration (``Measure.may_drop``: ``Memory.droppable``, and ``auto`` where the switch
+        has one)."""
+        return cls.measure.asked(ctx.cfg) and cls.measure.may_drop(ctx.cfg)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -202,6 +223,11 @@ class Accumulator(Stateful, ABC):
     @abstractmethod
     def tables(self, result: Any, ctx: RunContext) -> dict[str, Any]:
         """{table name: pyarrow.Table} for the run file (names from ``table_names``)."""
+
+    def tables_written(self, ctx: RunContext) -> tuple[str, ...]:
+        """The tables this run's ``tables`` gives (publish lists them before the results exist): by default all
+        of ``table_names``; a measure with a table only some runs have narrows it (the moments' ``word_units``)."""
+        return self.table_names
 
     def run_meta(self, result: Any) -> dict:
         """Extra notes for the run row (JSON), e.g. counts or reasons a part was skipped."""

@@ -16,81 +16,24 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
 
 On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in host memory
 and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators
-that may be dropped (the layer geometry, then the self-similarity table in ``auto``), each with a one-line
-reason naming the fix (``notes.skipped``); when even the rest does not fit, the plan says so (``fits`` false)
-and suggests ``--mean-dtype float32``, a ``--layers`` subset, self-similarity off.
+that may be dropped (their declaration's ``Memory.droppable``: the layer geometry, the self-similarity table in
+``auto``, the split halves, the occurrences), each with a one-line reason naming the fix (``notes.skipped``); when
+even the rest does not fit, the plan says so (``fits`` false) and suggests ``--mean-dtype float32``, the
+declared fix of each measure forced on (``Memory.fix``: ``--self-similarity off``) and a ``--layers`` subset.
+The model's shape comes from ``model_shape.py``.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from normvar_core.devicemap import parse_devices
-from normvar_core.errors import NormvarError
-from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, largest_batch, loaded_budget,
-                                                pass_bytes, plan_bytes, publish_bytes, weights_bytes)
-
-
-@dataclass
-class ModelShape:
-    """What the plan needs of a model, from its config alone (built on the meta device)."""
-
-    name: str
-    architecture: str
-    params: int                 # the base model normvar loads (AutoModel: no LM head)
-    lm_head_params: int         # vocab x d: the output matrix published counts of decoders include
-    buffer_bytes: int           # non-parameter buffers (position ids ...) at their own dtypes
-    dim: int
-    num_hidden_states: int      # blocks + 1 (0 = the input embeddings)
-    heads: int
-    ffn: int
-    vocab: int
-    max_length: int
-
-
-def _text_config(config):
-    get = getattr(config, "get_text_config", None)
-    return get() if callable(get) else config
-
-
-def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False, tokenizer=None) -> ModelShape:
-    """Build ``AutoModel.from_config(config)`` on the meta device (no weights read or allocated) and
-    count its parameters; the width, depth, heads and MLP width from the (text) config."""
-    import torch
-    from transformers import AutoModel
-
-    from normvar_core.pipeline.models.load import max_length as _max_length
-
-    from normvar_core.pipeline.models.model_config import build_error
-
-    try:
-        with torch.device("meta"):
-            model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
-    except Exception as exc:  # noqa: BLE001 - values that pass the checks but do not build (heads, widths)
-        raise build_error(exc, name or "the model") from None
-    params = sum(p.numel() for p in model.parameters())
-    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    tc = _text_config(config)
-    d = int(getattr(tc, "hidden_size", 0) or getattr(tc, "d_model", 0) or getattr(tc, "n_embd", 0))
-    blocks = int(getattr(tc, "num_hidden_layers", 0) or getattr(tc, "n_layer", 0))
-    heads = int(getattr(tc, "num_attention_heads", 0) or getattr(tc, "n_head", 0) or 1)
-    ffn = int(getattr(tc, "intermediate_size", 0) or getattr(tc, "ffn_hidden_size", 0) or getattr(tc, "n_inner", 0)
-              or 4 * d)
-    vocab = int(getattr(tc, "vocab_size", 0) or 0)
-    if d < 1 or blocks < 1:
-        raise NormvarError(f"cannot read the width and depth of {name or 'the model'} from its config",
-                           fix="pass a transformers model directory whose config.json has hidden_size and "
-                               "num_hidden_layers")
-
-    class _Tok:  # _max_length reads model_max_length only
-        model_max_length = getattr(tokenizer, "model_max_length", None)
-
-    return ModelShape(name=name, architecture=type(model).__name__, params=int(params), lm_head_params=vocab * d,
-                      buffer_bytes=int(buffers), dim=d, num_hidden_states=blocks + 1, heads=heads, ffn=ffn,
-                      vocab=vocab, max_length=_max_length(model, _Tok()))
+from normvar_core.measure import all_measures
+from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
+                                                loaded_budget, pass_bytes, plan_bytes, publish_bytes, weights_bytes)
+from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer, shape_from_config
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -162,7 +105,7 @@ class MemoryPlan:
         for r in self.devices:  # plan --devices
             limit = "no limit" if r["limit_bytes"] is None else gb(r["limit_bytes"])
             out.append(f"  {r['device']:<10} {gb(r['bytes']):>10}   of {limit}: weights {gb(r['weights_bytes'])}, "
-                       f"state {gb(r['state_bytes'])} (layers {_span(r['layers'])}), pass {gb(r['pass_bytes'])}"
+                       f"state {gb(r['state_bytes'])} (layers {layer_span(r['layers'])}), pass {gb(r['pass_bytes'])}"
                        + (f", host {gb(r['host_bytes'])}" if r["host_bytes"] else "")
                        + ("" if r["fits"] else "  — does NOT fit"))
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
@@ -171,7 +114,8 @@ class MemoryPlan:
         return out
 
 
-def _span(layers: list[int]) -> str:
+def layer_span(layers: list[int]) -> str:
+    """"0-11" for a run of layers, "6" for one, "none" for none (``normvar plan --devices``)."""
     return f"{layers[0]}-{layers[-1]}" if len(layers) > 1 else ",".join(map(str, layers)) or "none"
 
 
@@ -179,7 +123,7 @@ def gb(n: float) -> str:
     return f"{n / GiB:.1f} GB"
 
 
-def _fixed_and_optional(ctx, registry) -> tuple[dict[str, int], list, list[str]]:
+def sizes_and_droppable(ctx, registry) -> tuple[dict[str, int], list, list[str]]:
     """({name: bytes} of every accumulator the run asks for, [droppable classes in order], [unknown])."""
     sizes, optional, unknown = {}, [], []
     for cls in registry:
@@ -196,7 +140,7 @@ def _fixed_and_optional(ctx, registry) -> tuple[dict[str, int], list, list[str]]
 
 
 def _total(ctx, registry, base: dict, drop=()) -> int:
-    sizes, _, _ = _fixed_and_optional(ctx, registry)
+    sizes, _, _ = sizes_and_droppable(ctx, registry)
     return (base["host"] + base["weights"] + sum(b for n, b in sizes.items() if n not in drop)
             + max(base["pass"], base["publish"]))
 
@@ -226,7 +170,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                 "publish": publish_bytes(c) if host else 0}
 
     base = base_for(ctx)
-    sizes, optional, unknown = _fixed_and_optional(ctx, registry)
+    sizes, optional, unknown = sizes_and_droppable(ctx, registry)
     droppable = {cls.name for cls in optional} - set(forced_keep or ())
     fixed = base["host"] + base["weights"] + max(base["pass"], base["publish"]) + sum(
         b for n, b in sizes.items() if n not in droppable)
@@ -278,14 +222,14 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       pass_bytes=base["pass"], publish_bytes=base["publish"], total_bytes=int(total),
                       memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
                       suggestions=suggestions, model=shape.name, architecture=shape.architecture, unknown=unknown,
-                      sample_positions=int(getattr(getattr(ctx.plan, "samples", None), "size", 0) or 0),
-                      id_sample=int(getattr(getattr(ctx.plan, "uniform", None), "size", 0) or 0),
-                      embeddings=int(getattr(ctx.plan, "total_embeddings", 0) or 0))
+                      sample_positions=int(ctx.plan.samples.size),
+                      id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
+                      embeddings=int(ctx.plan.total_embeddings))
 
 
 def _rows_that_fit(ctx, shape, dtype, room: int, publish: int) -> int:
     """The most sentences per batch (at the longest sentence's width) whose pass fits in ``room``."""
-    enc = getattr(ctx.plan.batches, "enc", None)
+    enc = flat_encoding(ctx.plan.batches)
     width = int(enc.lengths.max()) if enc is not None and enc.lengths.size else largest_batch(ctx.plan.batches)[1]
     best = 0
     for rows in (512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
@@ -298,14 +242,14 @@ def _rows_that_fit(ctx, shape, dtype, room: int, publish: int) -> int:
 def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype, sub_ctx) -> list[str]:
     out = []
     cfg = ctx.cfg
-    if getattr(cfg, "mean_dtype", "float64") == "float64":
+    if cfg.mean_dtype == "float64":
         c32 = type(ctx)(cfg=cfg.replace(mean_dtype="float32"), layers=ctx.layers, dim=ctx.dim, device=ctx.device,
                         plan=ctx.plan, tokens=ctx.tokens)
         t32 = _total(c32, registry, base_for(c32), dropped)
         out.append(f"--mean-dtype float32 halves the means: {gb(t32)} in all"
                    + ("" if t32 <= memory else " (still over)"))
-    if getattr(cfg, "self_similarity", "auto") == "on":
-        out.append("--self-similarity off drops the L x T x d self-similarity table")
+    # a measure forced on (asked, not droppable as asked) whose declaration says how to leave it out
+    out += [m.memory.fix for m in all_measures() if m.memory.fix and m.asked(cfg) and not m.may_drop(cfg)]
     if device == "cuda" and dtype == "float32":
         out.append("--dtype bfloat16 halves the weights and the pass")
     for k in range(len(ctx.layers) - 1, 0, -1):
@@ -327,7 +271,7 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
     """The plan ``compute`` follows: ``--memory-gb`` if given, else what the device reports free now
     plus what this process already holds there (``loaded``: the weights and the plan are resident).
     ``resume_names``: the checkpoint's accumulators, held exactly. ``measured``: that figure from a Ray actor."""
-    memory = (int(round(float(cfg.memory_gb) * GiB)) if getattr(cfg, "memory_gb", None) is not None else
+    memory = (int(round(float(cfg.memory_gb) * GiB)) if cfg.memory_gb is not None else
               int(measured) if measured is not None else loaded_budget(device) if loaded else device_memory(device))
     mp = plan_memory(ctx, shape=shape, memory_bytes=memory, device=device, dtype=dtype, forced_keep=resume_names)
     if resume_names is not None:
@@ -341,55 +285,13 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
     return mp
 
 
-def config_and_tokenizer(cfg, data_dir=None):
-    """(name, transformers config, tokenizer) of ``cfg.model`` without reading any weights: an alias,
-    a local directory holding config.json and the tokenizer files, a cached hub id, or a GGUF file
-    (its metadata; a dequantized cache when there is one)."""
-    from transformers import AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    from normvar_core.datadir import DataDir
-    from normvar_core.pipeline.models import load as M
-    from normvar_core.pipeline.models.model_config import read_model_config
-    from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
-
-    hf_logging.disable_progress_bar()
-    cache = DataDir.at(data_dir).cache / "models"
-    src = resolve_source(cfg, cache)
-    kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
-    path, gguf = Path(src.path), None
-    if src.gguf_file:
-        if src.cache_key and (cache / src.cache_key / "config.json").exists():
-            path = cache / src.cache_key
-        elif src.prepare is not None:
-            path = dequantized_dir(src, cache)  # the file has to be assembled first (gemma's parts)
-        else:
-            gguf = src.gguf_file
-    if gguf is None and path.is_dir() and not (path / "config.json").exists():
-        raise NormvarError(f"model directory {path} of {src.name!r} lacks config.json",
-                           fix="pass a transformers model directory (config.json + tokenizer files)")
-    extra = {"gguf_file": gguf} if gguf else {}
-    config = read_model_config(path, src.name, **kw, **extra)  # the checks compute makes, in one place
-    if gguf is None and path.is_dir() and not any((path / f).exists() for f in M.TOKENIZER_FILES):
-        raise NormvarError(f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "
-                           "corpus' types with the tokenizer", fix="copy tokenizer.json (or the vocab files) beside "
-                           "config.json")
-    try:
-        tok = AutoTokenizer.from_pretrained(path, **kw, **extra)
-    except (OSError, ValueError) as exc:
-        raise NormvarError(f"could not read the tokenizer of model {src.name!r}: {str(exc).splitlines()[0]}"[:300],
-                           fix="pass a transformers model directory (config.json + tokenizer files)") from None
-    M.check_tokenizer(tok, src.name)
-    return src.name, config, tok
-
-
 def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
     corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free. ``devices``
     (``--devices 8x80``): the plan per device of the run device-mapped over them (``memory_devices.py``)."""
-    from normvar_core.pipeline.corpus import read as C
-    from normvar_core.pipeline.models import load as M
     from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.corpus.read import load_sentences
+    from normvar_core.pipeline.models.load import resolve_device, torch_dtype
     from normvar_core.pipeline.corpus.dataset import check_dataset
     from normvar_core.pipeline.execute.ray_cluster import check_local_workers
     from normvar_core.pipeline.plan import make_plan
@@ -401,13 +303,13 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     if limits:  # planned for those devices, not this machine's
         cfg = cfg.replace(device="cuda" if any(isinstance(k, int) for k in limits) else "cpu",
                           memory_gb=sum(limits.values()) / GiB)
-    device = cfg.device if cfg.device != "auto" else M.resolve_device(cfg)
+    device = cfg.device if cfg.device != "auto" else resolve_device(cfg)
     if cfg.memory_gb is None:
-        device = M.resolve_device(cfg)  # measuring needs the device itself
-    M.torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
+        device = resolve_device(cfg)  # measuring needs the device itself
+    torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
     name, config, tok = config_and_tokenizer(cfg, data_dir)
     shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
-    corpus = C.load_sentences(cfg, data_dir)
+    corpus = load_sentences(cfg, data_dir)
     plan = make_plan(cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length,
                      device_type=device)
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
@@ -427,22 +329,5 @@ def with_devices(mp: MemoryPlan, per: dict) -> MemoryPlan:
                                total_bytes=sum(r["bytes"] for r in per["devices"]), batch=per["batch"])
 
 
-def shape_of_loaded(loaded) -> ModelShape:
-    """The ModelShape of a loaded model (its real parameters; no meta build)."""
-    model = loaded.model
-    cfg = _text_config(model.config)
-    params = sum(p.numel() for p in model.parameters())
-    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    d = int(loaded.info.dim)
-    return ModelShape(name=loaded.info.name, architecture=loaded.info.architecture, params=int(params),
-                      lm_head_params=int(getattr(cfg, "vocab_size", 0) or 0) * d, buffer_bytes=int(buffers), dim=d,
-                      num_hidden_states=int(loaded.info.num_hidden_states),
-                      heads=int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "n_head", 0) or 1),
-                      ffn=int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "ffn_hidden_size", 0) or 4 * d),
-                      vocab=int(getattr(cfg, "vocab_size", 0) or 0), max_length=int(loaded.info.max_length))
-
-
-__all__ = ["ModelShape", "MemoryPlan", "shape_from_config", "shape_of_loaded", "plan_memory", "run_budget", "plan_run",
-           "config_and_tokenizer",
-           "device_memory", "weights_bytes", "plan_bytes", "pass_bytes", "publish_bytes", "evenly_spaced",
-           "RUNTIME_BYTES", "GiB", "gb"]
+__all__ = ["MemoryPlan", "plan_memory", "run_budget", "plan_run", "with_devices", "sizes_and_droppable", "layer_span",
+           "evenly_spaced", "gb"]

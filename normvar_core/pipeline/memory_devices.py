@@ -93,7 +93,7 @@ def block_devices(model, dmap: dict[str, str]) -> list[str]:
 def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(),
                 offload: bool = False) -> list[dict]:
     """One row per device (module docstring) with the accumulators not in ``drop``."""
-    from normvar_core.pipeline.memory import _fixed_and_optional
+    from normvar_core.pipeline.memory import sizes_and_droppable
 
     produced = hidden_state_devices(model, dmap, shape.num_hidden_states)
     weights = module_bytes(model, dmap)
@@ -115,7 +115,7 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
     for dev in devices:
         L_k = len(kept.get(dev, ()))
         sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
-        sizes = _fixed_and_optional(sub, registry)[0] if L_k else {}
+        sizes = sizes_and_droppable(sub, registry)[0] if L_k else {}
         state[keeps_on(dev)] += sum(b for name, b in sizes.items() if name not in drop)
         accs[keeps_on(dev)].update(sizes)
         H_k = sum(1 for x in produced if x == dev)
@@ -150,7 +150,7 @@ def plan_devices(ctx, shape, config, devices: dict, *, dtype: str, registry=None
 def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int], *, dtype: str, registry=None) -> dict:
     """``plan_devices`` for a model already placed by ``dmap`` (a loaded device-mapped model: what compute keeps)."""
     from normvar_core.pipeline.accumulators import REGISTRY
-    from normvar_core.pipeline.memory import _span, gb
+    from normvar_core.pipeline.memory import gb, layer_span
 
     registry = REGISTRY if registry is None else registry
     cfg = ctx.cfg
@@ -166,7 +166,7 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
         dropped.append(cls.name)
         worst = over[0]
         reasons[cls.name] = (f"{cls.name} dropped: {worst['device']} needs {gb(worst['bytes'])} of "
-                             f"{gb(worst['limit_bytes'])} (its layers {_span(worst['layers'])})")
+                             f"{gb(worst['limit_bytes'])} (its layers {layer_span(worst['layers'])})")
         rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload)
     for name in list(dropped):  # one dropped early may fit again once a larger one is out
         if all(r["fits"] for r in rows):

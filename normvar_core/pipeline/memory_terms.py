@@ -15,6 +15,9 @@ import sys
 
 import numpy as np
 
+from normvar_core.pipeline.batches import PaddedBatches
+from normvar_core.pipeline.encoding import Encoded
+
 GiB = 1 << 30
 RUNTIME_BYTES = 640 << 20
 """The process before any run state: Python with torch, transformers, tokenizers, numba, pyarrow and
@@ -25,7 +28,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def weights_bytes(shape, dtype: str) -> int:
-    """Parameters × bytes of ``dtype`` + buffers (``shape``: a ``memory.ModelShape``)."""
+    """Parameters × bytes of ``dtype`` + buffers (``shape``: a ``model_shape.ModelShape``)."""
     return shape.params * DTYPE_BYTES[dtype] + shape.buffer_bytes
 
 
@@ -59,18 +62,23 @@ def loaded_budget(device_type: str) -> int:
 
 
 # ----------------------------------------------------------------------------- the plan's parts
+def flat_encoding(batches) -> Encoded | None:
+    """The flat encoding behind the plan's batches (``PaddedBatches.enc``); None for a list of built ``Batch``
+    (``plan.synthetic_plan``)."""
+    return batches.enc if isinstance(batches, PaddedBatches) else None
+
+
 def plan_bytes(plan) -> int:
     """Bytes the built plan holds through the pass: the sentences (Python strings) and every numpy
     array of the flat encoding, the counts and the sample plans."""
     n = sum(sys.getsizeof(s) + 8 for s in plan.sentences)
     arrays = [plan.token_ids, plan.counts, plan.sentence_lengths]
-    enc = getattr(plan.batches, "enc", None)
+    enc = flat_encoding(plan.batches)
     if enc is not None:
-        arrays += [getattr(enc, k, None) for k in ("ids", "special", "starts", "lengths", "word_type", "word_occ")]
+        arrays += [enc.ids, enc.special, enc.starts, enc.lengths, enc.word_type, enc.word_occ]
     for sp in (plan.samples, plan.uniform):
         if sp is not None:
-            arrays += [getattr(sp, k, None) for k in ("token_ids", "i", "batch", "sentence", "offset", "char_start",
-                                                      "char_end")]
+            arrays += [sp.token_ids, sp.i, sp.batch, sp.sentence, sp.offset, sp.char_start, sp.char_end]
     n += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
     n += sum(sys.getsizeof(s) + 100 for s in plan.tokens.values())  # the type strings and their dict
     return int(n)
@@ -78,7 +86,7 @@ def plan_bytes(plan) -> int:
 
 def largest_batch(batches) -> tuple[int, int, int]:
     """(rows, padded width, real tokens) of the batch with the most padded tokens."""
-    enc = getattr(batches, "enc", None)
+    enc = flat_encoding(batches)
     best = (0, 0, 0)
     if enc is not None:
         for g in batches.groups:
@@ -109,4 +117,4 @@ def publish_bytes(ctx) -> int:
 
 
 __all__ = ["RUNTIME_BYTES", "DTYPE_BYTES", "GiB", "weights_bytes", "device_memory", "memory_in_use", "plan_bytes",
-           "largest_batch", "pass_bytes", "publish_bytes"]
+           "flat_encoding", "largest_batch", "pass_bytes", "publish_bytes"]

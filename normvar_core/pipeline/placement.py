@@ -24,7 +24,7 @@ from normvar_core.pipeline.contracts import RunContext
 def groups_of(ctx: RunContext) -> list[tuple[str, str, np.ndarray]] | None:
     """(map entry, state device, positions in ``ctx.layers``) per group, in order of first layer; None when
     the run has no places or all its kept layers sit in one group."""
-    places = getattr(ctx, "places", None)
+    places = ctx.places
     if not places:
         return None
     order: dict[str, list[int]] = {}

@@ -9,15 +9,19 @@ front (``samples.plan_samples``) and copied out of the one main pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from normvar_core.config import RunConfig
 from normvar_core.constants import id_sample_size
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline import batches as B
-from normvar_core.pipeline import encoding as E
-from normvar_core.pipeline import sample_plan as S
+from normvar_core.measure import all_measures
+from normvar_core.pipeline.corpus.select import CorpusText
+from normvar_core.pipeline.batches import Batch, PaddedBatches, auto_max_tokens, batch_sizes, batches_from
+from normvar_core.pipeline.encoding import encode_sentences, wrap_tokens
+from normvar_core.pipeline.sample_plan import (SamplePlan, char_spans, choose_tokens, count_tokens, plan_samples,
+                                               plan_uniform, word_token_counts)
 
 
 @dataclass
@@ -27,30 +31,34 @@ class RunPlan:
 
     cfg: RunConfig
     sentences: list[str]
-    batches: list
+    batches: PaddedBatches | list[Batch]
+    """The batches: ``PaddedBatches`` (``make_plan``, each built from the flat encoding when asked for), or the
+    built ``Batch`` list of a ``synthetic_plan``."""
     layers: list[int]
     max_length: int
     n_truncated: int
     token_ids: np.ndarray
     counts: np.ndarray
     tokens: dict
-    samples: S.SamplePlan
-    uniform: S.SamplePlan = None  # type: ignore[assignment]
-    """The seeded uniform sample of positions for TwoNN (``samples.plan_uniform``; keys in token_ids)."""
+    samples: SamplePlan
+    """The PCA samples' picks (``sample_plan.plan_samples``; empty unless a measure plans ``"samples"``)."""
+    uniform: SamplePlan | None = None
+    """The seeded uniform sample of positions for TwoNN (``sample_plan.plan_uniform``; keys in token_ids; size 0
+    unless a measure plans ``"uniform"``)."""
     sentence_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     corpus_notes: dict = field(default_factory=dict)
     corpus_name: str = ""
     corpus_sha256: str = ""
     unk_share: float = 0.0
+    """Share of counted positions that are the tokenizer's unknown token (flagged above UNK_FLAG)."""
     unk_share_text: float = 0.0
     """Share of the counted non-special positions ([CLS], <s>, padding left out) that are unknown."""
-    """Share of counted positions that are the tokenizer's unknown token (flagged above UNK_FLAG)."""
     word_tokens: np.ndarray | None = None
     """Word runs (App. J): |T_w|, the mean number of tokens per occurrence of each type (aligned with token_ids)."""
 
     @property
     def unit(self) -> str:
-        return getattr(self.cfg, "unit", "token")
+        return self.cfg.unit
 
     @property
     def n_batches(self) -> int:
@@ -67,7 +75,7 @@ class RunPlan:
 
     def sentences_done_at(self) -> np.ndarray:
         """Sentences finished after each batch (for progress)."""
-        return np.cumsum(B.batch_sizes(self.batches))
+        return np.cumsum(batch_sizes(self.batches))
 
     def fingerprint(self) -> dict:
         """What must match for a checkpoint or a shard to belong to this plan."""
@@ -75,6 +83,12 @@ class RunPlan:
         return {"config": config, "n_batches": self.n_batches, "corpus_sha256": self.corpus_sha256,
                 "total_embeddings": self.total_embeddings, "n_samples": self.samples.size,
                 "n_uniform": self.uniform.size if self.uniform is not None else 0}
+
+
+def needs(part: str, cfg: RunConfig) -> bool:
+    """Whether the run asks for a measure that needs plan part ``part`` (``Measure.plans``: ``"samples"``, the
+    PCA samples' picks; ``"uniform"``, the seeded uniform sample of TwoNN and seed 004's batches)."""
+    return any(part in m.plans and m.asked(cfg) for m in all_measures())
 
 
 def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
@@ -87,9 +101,17 @@ def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
     return layers
 
 
-def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_length: int,
+def corpus_of(sentences: list[str], *, name: str = "", sha256: str = "") -> CorpusText:
+    """An in-memory corpus of ``sentences`` as they are (tests, benchmarks): every one kept, nothing read."""
+    n = len(sentences)
+    return CorpusText(sentences=list(sentences), name=name, path=Path(name or "."), sha256=sha256, n_read=n, n_kept=n,
+                      n_too_long=0, n_empty=0, n_sampled_out=0)
+
+
+def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_states: int, max_length: int,
               device_type: str = "cpu", encode=None) -> RunPlan:
-    """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples.
+    """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples (``corpus_of``
+    makes a corpus of sentences in memory).
     ``encode(sentences, max_length=, unit=)``: the tokenization (default ``encoding.encode_sentences``
     with ``tokenizer``; the Ray executor spreads it over its actors, ``corpus_shares``)."""
     sentences = list(corpus.sentences)
@@ -103,13 +125,13 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     max_length = int(cfg.max_length or max_length)
     words = cfg.unit == "word"
     if encode is None:
-        enc = E.encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
+        enc = encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
     else:
         enc = encode(sentences, max_length=max_length, unit=cfg.unit)
-    batch_list = B.batches_from(enc, tokenizer, batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(device_type))
+    batch_list = batches_from(enc, tokenizer, batch_size=cfg.batch_size, max_tokens=auto_max_tokens(device_type))
     n_truncated = enc.n_truncated
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
-    ids, n = S.count_tokens(batch_list, **excl)
+    ids, n = count_tokens(batch_list, **excl)
     if int(n.sum()) == 0:
         raise NormvarError("no embeddings to count: every position is excluded",
                            fix="drop --exclude-special/--exclude-position0 or use longer sentences")
@@ -118,24 +140,27 @@ def make_plan(cfg: RunConfig, corpus, tokenizer, *, num_hidden_states: int, max_
     else:
         strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
     enc.words = None  # the batches keep the flat encoding; the word strings are in `strings` now
-    chosen = (S.choose_tokens(ids, n, strings, seed=cfg.seed) if cfg.samples_per_token > 0
-              else np.zeros(0, np.int64))
+    chosen = choose_tokens(ids, n, strings, seed=cfg.seed) if needs("samples", cfg) else np.zeros(0, np.int64)
     unk = getattr(tokenizer, "unk_token_id", None)
     unk_n = int(n[ids == unk].sum()) if unk is not None and not words else 0
     unk_text = check_unknown_share(cfg, tokenizer, ids, n, unk_n)
-    sample_plan = S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
-    uniform = S.plan_uniform(batch_list, size=id_sample_size(cfg.id_sample, int(n.sum())) if cfg.geometry else 0,
-                             seed=cfg.seed, **excl)
-    S.char_spans(sample_plan, sentences, tokenizer, wrapped=E.wrap_tokens(tokenizer)[0] is not None, words=words)
-    word_tokens = S.word_token_counts(batch_list, ids, n, **excl) if words else None
+    sample_plan = plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
+    uniform = plan_uniform(batch_list, size=uniform_size(cfg, int(n.sum())), seed=cfg.seed, **excl)
+    char_spans(sample_plan, sentences, tokenizer, wrapped=wrap_tokens(tokenizer)[0] is not None, words=words)
+    word_tokens = word_token_counts(batch_list, ids, n, **excl) if words else None
     return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
                    n_truncated=int(n_truncated), token_ids=ids, counts=n,
                    tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan, uniform=uniform,
-                   sentence_lengths=np.asarray(getattr(corpus, "sentence_lengths", np.zeros(0)), np.int64),
-                   corpus_notes=corpus_notes(corpus), corpus_name=getattr(corpus, "name", ""),
-                   corpus_sha256=getattr(corpus, "sha256", ""), unk_share=unk_n / max(int(n.sum()), 1),
+                   sentence_lengths=np.asarray(corpus.sentence_lengths, np.int64),
+                   corpus_notes=corpus_notes(corpus), corpus_name=corpus.name,
+                   corpus_sha256=corpus.sha256, unk_share=unk_n / max(int(n.sum()), 1),
                    unk_share_text=unk_text,
                    word_tokens=word_tokens)
+
+
+def uniform_size(cfg: RunConfig, total: int) -> int:
+    """K of the seeded uniform sample: ``id_sample_size(--id-sample, |X|)`` when a measure plans it, else 0."""
+    return id_sample_size(cfg.id_sample, total) if needs("uniform", cfg) else 0
 
 
 UNKNOWN_REFUSE = 0.5  # above this share of non-special tokens, the corpus is refused without --allow-unknown
@@ -151,29 +176,27 @@ def check_unknown_share(cfg, tokenizer, ids: np.ndarray, n: np.ndarray, unk_n: i
     special = [int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []) if int(i) != unk]
     text_n = int(n[~np.isin(ids, special)].sum())
     share = unk_n / max(text_n, 1)
-    if share > UNKNOWN_REFUSE and not getattr(cfg, "allow_unknown", False):
+    if share > UNKNOWN_REFUSE and not cfg.allow_unknown:
         raise NormvarError(f"{share:.0%} of the corpus's tokens are the tokenizer's unknown token "
                            f"{tokenizer.unk_token!r}: the model cannot read this text",
                            fix="use a model whose vocabulary covers it, or pass --allow-unknown to compute it anyway")
     return float(share)
 
 
-def corpus_notes(corpus) -> dict:
+def corpus_notes(corpus: CorpusText) -> dict:
     """How the sentences were selected (the run row's notes.corpus)."""
     out = {}
-    for k in ("path", "format", "text_column", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out",
-              "n_capped", "n_not_text", "n_null"):
-        v = getattr(corpus, k, None)
+    for k, v in (("path", corpus.path), ("format", corpus.format), ("text_column", corpus.text_column),
+                 ("n_read", corpus.n_read), ("n_kept", corpus.n_kept), ("n_too_long", corpus.n_too_long),
+                 ("n_empty", corpus.n_empty), ("n_sampled_out", corpus.n_sampled_out), ("n_capped", corpus.n_capped),
+                 ("n_not_text", corpus.n_not_text), ("n_null", corpus.n_null)):
         if v is not None:
             out[k] = v if isinstance(v, (int, float, str, bool)) else str(v)
-    if getattr(corpus, "too_long", None):
+    if corpus.too_long:
         out["too_long_examples"] = [str(x) for x in corpus.too_long]
-    if getattr(corpus, "dataset", None):
+    if corpus.dataset:
         out["dataset"] = dict(corpus.dataset)  # the run row's ``dataset`` column (``publish.run_record``)
     return out
-
-
-
 
 
 def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers: list[int], seed: int = 0,
@@ -198,19 +221,20 @@ def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers:
         for r, i in enumerate(g):
             ids[r, :lengths[i]] = seqs[i]
             am[r, :lengths[i]] = 1
-        batch_list.append(B.Batch(g.astype(np.int64), torch.from_numpy(ids), torch.from_numpy(am),
+        batch_list.append(Batch(g.astype(np.int64), torch.from_numpy(ids), torch.from_numpy(am),
                                   torch.zeros((len(g), width), dtype=torch.bool), "right"))
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
-    tok_ids, n = S.count_tokens(batch_list, **excl)
+    tok_ids, n = count_tokens(batch_list, **excl)
     strings = [f"t{int(i)}" for i in tok_ids]
-    chosen = (S.choose_tokens(tok_ids, n, strings, seed=cfg.seed) if cfg.samples_per_token > 0
-              else np.zeros(0, np.int64))
+    chosen = choose_tokens(tok_ids, n, strings, seed=cfg.seed) if needs("samples", cfg) else np.zeros(0, np.int64)
     return RunPlan(cfg=cfg, sentences=[" ".join(f"t{t}" for t in s) for s in seqs], batches=batch_list,
                    layers=list(layers), max_length=max_len, n_truncated=0, token_ids=tok_ids, counts=n,
                    tokens=dict(zip((int(i) for i in tok_ids), strings)),
-                   samples=S.plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl),
-                   uniform=S.plan_uniform(batch_list, size=id_sample_size(cfg.id_sample, int(n.sum())) if cfg.geometry else 0,
-                                          seed=cfg.seed, **excl),
+                   samples=plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl),
+                   uniform=plan_uniform(batch_list, size=uniform_size(cfg, int(n.sum())), seed=cfg.seed, **excl),
                    sentence_lengths=lengths.astype(np.int64), corpus_name="synthetic",
                    corpus_sha256=f"synthetic-{seed}-{n_sentences}-{vocab_size}")
-__all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes"]
+
+
+__all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes", "needs", "uniform_size",
+           "corpus_of"]

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.constants import UNK_FLAG
-from normvar_core.pipeline.contracts import Accumulator, RunContext
-from normvar_core.pipeline.execute.partials import skip_reasons
-from normvar_core.runs.record import RunRecord
-from normvar_core.runs.tables import sentence_length_table, sentences_table, word_units_table
+from normvar_core.measure import all_measures, measure
+from normvar_core.pipeline.accumulators import skip_reasons
 from normvar_core.pipeline.batches import batch_sizes
+from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.runs.record import RunRecord
+from normvar_core.runs.tables import sentence_length_table, sentences_table
 from normvar_core.runs.writer import write_tables
 
 
@@ -34,15 +35,10 @@ def versions() -> dict[str, str]:
             "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
 
 
-def check_counts(plan, stats) -> None:
-    """The counts planned from tokenization must equal the accumulated ones (same positions)."""
-    if not (np.array_equal(plan.token_ids, stats.token_ids) and np.array_equal(plan.counts, stats.n)):
-        raise RuntimeError("token counts from tokenization differ from the accumulated statistics; "
-                           "the counted positions and the state source disagree")
-
-
-FINALIZE_DETAIL = {"geometry": "spectra, TwoNN, seed 004's batches", "moments": "moments", "samples": "samples",
-                   "selfsim": "self-similarity", "outliers": "outliers"}
+def core_measure() -> str:
+    """The measure every run holds and whose result carries the run's counts (the first declared one with
+    required tables: the moments): its accumulator gives ``n_embeddings`` and its result ``n_types``."""
+    return next(m.name for m in all_measures() if m.required and m.switch is None and m.follows is None)
 
 
 def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str, Accumulator],
@@ -77,10 +73,10 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
             results[name] = out = acc.result()
         finally:
             ready[name].set()
-        report("finalize", next(done), len(names), "measures", FINALIZE_DETAIL.get(name, name))
+        report("finalize", next(done), len(names), "measures", measure(name).title)
         return out
 
-    report("finalize", 0, len(names), "measures", " · ".join(FINALIZE_DETAIL.get(n, n) for n in later) or "results")
+    report("finalize", 0, len(names), "measures", " · ".join(measure(n).title for n in later) or "results")
     with ThreadPoolExecutor(1, thread_name_prefix="normvar-results") as serial, \
             ThreadPoolExecutor(1, thread_name_prefix="normvar-finalize") as side:
         futures = {n: (side if n in later else serial).submit(finish, n) for n in later + [n for n in names
@@ -89,19 +85,13 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
 
         def tables_of(name: str) -> dict:
             if name not in built:
-                out = futures[name].result()
-                if name == "moments":
-                    check_counts(plan, out)
-                built[name] = accs[name].tables(out, ctx)
+                built[name] = accs[name].tables(futures[name].result(), ctx)
             return built[name]
 
         tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
         for name in [n for n in names if n not in later] + later:
-            for tname in accs[name].table_names:
+            for tname in accs[name].tables_written(ctx):
                 tables[tname] = (lambda n=name, t=tname: tables_of(n).get(t))
-            if name == "moments" and plan.word_tokens is not None:  # App. J: |T_w| of every word type
-                tables["word_units"] = lambda: word_units_table(futures["moments"].result().token_ids,
-                                                                plan.word_tokens)
 
         def referenced_sentences():
             referenced: set[int] = set()
@@ -114,7 +104,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         def record() -> RunRecord:
             for name in names:
                 tables_of(name)
-            return run_record(plan, source, ctx, accs, results, plan.cfg, results["moments"], seconds, notes,
+            return run_record(plan, source, ctx, accs, results, plan.cfg, results[core_measure()], seconds, notes,
                               source_kind)
 
         def on_table(done_tables: int, n_tables: int, name: str) -> None:
@@ -140,15 +130,15 @@ def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, sou
         **{k: v for k, v in model_meta.items() if k in RunRecord.__dataclass_fields__},
         layers=list(plan.layers), corpus_name=plan.corpus_name, corpus_sha256=plan.corpus_sha256,
         options=cfg.to_dict(), n_sentences=len(plan.sentences), n_truncated=plan.n_truncated,
-        n_embeddings=int(accs["moments"].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
+        n_embeddings=int(accs[core_measure()].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
         seconds=float(seconds), versions=versions(), created_at=_dt.datetime.now(_dt.timezone.utc),
-        source=source_kind, accumulators=list(accs), sweep=getattr(cfg, "sweep", None),
-        step=getattr(cfg, "step", None), unit=plan.unit,
+        source=source_kind, accumulators=list(accs), sweep=cfg.sweep,
+        step=cfg.step, unit=plan.unit,
         notes={"n_batches": plan.n_batches,
                "batch_size": cfg.batch_size or int(max(batch_sizes(plan.batches), default=0)),
                **notes, **acc_notes, "is_decoder": is_decoder, "max_length": plan.max_length,
                "unk_share": round(float(plan.unk_share), 6),
-               "unk_share_text": round(float(getattr(plan, "unk_share_text", 0.0)), 6), "unk_flag": bool(plan.unk_share > UNK_FLAG),
+               "unk_share_text": round(float(plan.unk_share_text), 6), "unk_flag": bool(plan.unk_share > UNK_FLAG),
                "corpus": corpus}, dataset=dataset,
     )
     record.model = cfg.model
@@ -158,4 +148,4 @@ def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, sou
     return record
 
 
-__all__ = ["publish_run", "check_counts", "versions"]
+__all__ = ["publish_run", "run_record", "core_measure", "versions"]

@@ -12,7 +12,7 @@ counted, so they are known *before* any forward pass. ``plan_samples`` therefore
 
 ``accumulators.samples.SampleAccumulator`` then copies the picked hidden states out of the main
 pass — no second forward pass, memory bounded by chosen types x samples_per_token x layers x d
-floats. The counts are checked against the final statistics (``publish.check_counts``).
+floats. The counts are checked against the final statistics (``accumulators.moments.check_counts``).
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import batches
 from normvar_core.pipeline.contracts import SourceInfo, StateBatch
 from normvar_core.pipeline.models.norm_params import norm_tables
 
@@ -35,7 +35,7 @@ def positions_of(batch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     order of ``hidden_state[mask]``. Positions count from each row's first real token."""
     rows, cols = torch.nonzero(mask.cpu(), as_tuple=True)
     sent = torch.as_tensor(np.asarray(batch.indices, np.int64))[rows]
-    pos = cols - B.first_position(batch)[rows]
+    pos = cols - batches.first_position(batch)[rows]
     return sent, pos.to(torch.int64)
 
 
@@ -114,9 +114,9 @@ class TransformerSource:
                 yield from self._forward(bi, batch.subset(a, min(rows, a + cap)), excl, last and a + cap >= rows)
             return
         try:
-            states, ids = B.extract(self.loaded, batch, layers=self.layers, groups=self.groups, **excl)
+            states, ids = batches.extract(self.loaded, batch, layers=self.layers, groups=self.groups, **excl)
         except Exception as exc:  # noqa: BLE001
-            if not B.is_oom(exc):
+            if not batches.is_oom(exc):
                 raise
             if rows <= 1:
                 raise NormvarError("out of memory on a single sentence",
@@ -128,7 +128,7 @@ class TransformerSource:
             yield from self._forward(bi, batch.subset(0, half), excl, False)
             yield from self._forward(bi, batch.subset(half, rows), excl, last)
             return
-        sent, pos = positions_of(batch, B.counted_mask(batch, **excl))
+        sent, pos = positions_of(batch, batches.counted_mask(batch, **excl))
         grouped = isinstance(states, tuple)
         yield StateBatch(index=bi, states=None if grouped else states, token_ids=ids, sentence_ids=sent, positions=pos,
                          groups=states if grouped else None, last=last)
@@ -164,8 +164,8 @@ class GaussianSource:
     def batches(self, plan, start: int, stop: int) -> Iterator[StateBatch]:
         for bi in range(start, stop):
             batch = plan.batches[bi]
-            mask = B.counted_mask(batch, **plan.exclusions)
-            ids = B.unit_ids(batch)[mask]
+            mask = batches.counted_mask(batch, **plan.exclusions)
+            ids = batches.unit_ids(batch)[mask]
             uniq, inv = np.unique(ids.numpy(), return_inverse=True)
             mu = np.stack([self.mean_of(t) for t in uniq]) if uniq.size else np.zeros((0, self.dim))
             z = np.random.default_rng([self.seed, 0, bi]).standard_normal((ids.numel(), self.dim))
@@ -187,7 +187,7 @@ def source_info(info, tables: dict) -> SourceInfo:
 
 def kept_places(info, layers: list[int]) -> list | None:
     """--device-map: (map entry, state device) of each kept layer (``ModelInfo.places``); None without a map."""
-    places = getattr(info, "places", None)
+    places = info.places
     return [tuple(places[i]) for i in layers] if places else None
 
 
@@ -202,8 +202,8 @@ def _model_meta(info) -> dict:
             "architecture": info.architecture, "norm_placement": info.norm_placement,
             "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
             "num_layers": int(info.num_hidden_states) - 1, "dim": int(info.dim), "dtype": info.dtype,
-            "is_decoder": bool(info.is_decoder), "stack": getattr(info, "stack", None),
-            "device_map": getattr(info, "device_map", None) or {}}
+            "is_decoder": bool(info.is_decoder), "stack": info.stack,
+            "device_map": info.device_map or {}}
 
 
 def _free_memory(device: torch.device) -> None:

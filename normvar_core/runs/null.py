@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.errors import NormvarError
+from normvar_core.measure import all_measures
 from normvar_core.runs.reader import Run
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import geometry_tables, moments_tables, sentence_length_table
@@ -68,11 +69,10 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     tables = dict(moments_tables(null, tokens))
     hist = run.sentence_length_hist()
     tables["sentence_lengths"] = sentence_length_table(np.repeat(hist["words"].to_numpy(), hist["count"].to_numpy()))
-    accumulators = ["moments"]
     if run.has("layer_geometry"):
         report("geometry", 0, 1, "steps", "spectra and TwoNN of the null")
         tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, search=search))
-        accumulators.append("geometry")
+    accumulators = [m.name for m in all_measures() if set(m.tables) & set(tables)]  # moments, geometry
     known = set(RunRecord.__dataclass_fields__)
     meta = {k: v for k, v in run.meta.items() if k in known}
     record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": accumulators,

@@ -1,6 +1,6 @@
 """Reading a run's occurrences (the Occurrences page, issue 34): every kept occurrence of a layer with its
 token and its type's statistics, a box as a DuckDB predicate, the types and contexts inside it. DuckDB
-queries on the run file (``Run._query``: reopened read-only, checked to be the same file); no torch.
+queries on the run file (``Run.query``: reopened read-only, checked to be the same file); no torch.
 
 The predicate is built from numbers only (``box_predicate``), so it can be shown, copied and reused:
 ``layer = 3 AND x BETWEEN -1.5 AND 0.25 AND y BETWEEN 0.0 AND 2.0``; a lasso is a polygon predicate
@@ -23,7 +23,7 @@ def has_occurrences(run) -> bool:
 
 
 def _layer(run, layer: int) -> int:
-    run._check_layer(int(layer))
+    run.check_layer(int(layer))
     return int(layer)
 
 
@@ -37,13 +37,13 @@ def occurrence_points(run, layer: int) -> pd.DataFrame:
     sql = (f"SELECT o.x, o.y, o.token_id, o.sentence_id, o.position, s.token, s.n, s.m, s.v "
            f"FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
            f"WHERE o.layer = {layer} ORDER BY o.sentence_id, o.position")
-    return run._query(sql, "occurrences").to_pandas()
+    return run.query(sql, "occurrences").to_pandas()
 
 
 def occurrence_count(run, layer: int) -> int:
     """Occurrences kept for ``layer`` (the number the page draws)."""
     layer = _layer(run, layer)
-    return int(run._query(f"SELECT count(*) AS c FROM occurrences WHERE layer = {layer}", "occurrences")
+    return int(run.query(f"SELECT count(*) AS c FROM occurrences WHERE layer = {layer}", "occurrences")
                .column("c")[0].as_py())
 
 
@@ -107,7 +107,7 @@ def selected_types(run, predicate: str) -> pd.DataFrame:
     sql = (f"SELECT o.token_id, any_value(s.token) AS token, count(*) AS count FROM {_matching(predicate)} o "
            f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
            f"GROUP BY o.token_id ORDER BY count DESC, o.token_id")
-    return run._query(sql, "occurrences").to_pandas()
+    return run.query(sql, "occurrences").to_pandas()
 
 
 def selected_contexts(run, predicate: str, *, token_id: int | None = None, limit: int = 200) -> pd.DataFrame:
@@ -118,7 +118,7 @@ def selected_contexts(run, predicate: str, *, token_id: int | None = None, limit
            f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
            f"LEFT JOIN sentences t ON t.sentence_id = o.sentence_id WHERE {where} "
            f"ORDER BY o.sentence_id, o.position LIMIT {int(limit)}")
-    return run._query(sql, "occurrences").to_pandas()
+    return run.query(sql, "occurrences").to_pandas()
 
 
 def _matching(predicate: str) -> str:

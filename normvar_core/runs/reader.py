@@ -3,7 +3,8 @@
 never imports torch or transformers.
 
 ``open_run`` opens read-only, copies what it needs and closes at once, so another process may
-replace the file at any time (see ENVIRONMENT.md on DuckDB's file locks); the large parts (means,
+replace the file at any time (while a DuckDB file is open read-write, another process cannot open it at
+all, even read-only: runs are published by atomic rename and never held open); the large parts (means,
 samples, any accumulator's table) are read on first use by reopening the file briefly and checking
 it is still the same file.
 """
@@ -21,13 +22,14 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.errors import NormvarError
+from normvar_core.measure import all_measures
 from normvar_core.runs.record import JSON_COLUMNS, RunRecord
-from normvar_core.runs.tables import REQUIRED_TABLES, list_to_matrix
+from normvar_core.runs.integrity import damage, table_names
+from normvar_core.runs.tables import list_to_matrix
 from normvar_core.stats.tokenstats import TokenStats
 
-# tables -> the accumulator that writes them (files older than the accumulators column)
-_LEGACY_ACCUMULATORS = {"token_stats": "moments", "samples": "samples"}
-_HEADER_BYTES = 3 * 4096  # DuckDB's file header + two database headers precede the blocks
+# a table -> the measure that writes it, for files older than the accumulators column (``Measure.legacy_marker``)
+_LEGACY_ACCUMULATORS = {m.legacy_marker: m.name for m in all_measures() if m.legacy_marker}
 
 
 def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
@@ -36,11 +38,6 @@ def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         raise NormvarError(f"cannot open run file {path}: {str(exc).splitlines()[0]}",
                            fix="check that it is a normvar run file (normvar show lists runs)") from None
-
-
-def _table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
-                                      "WHERE table_schema = 'main' ORDER BY table_name").fetchall()]
 
 
 def _clean(k: str, v):
@@ -67,37 +64,10 @@ def _read_meta(con: duckdb.DuckDBPyConnection) -> dict:
         raise NormvarError("run file has no single run row", fix="recompute the run")
     meta = {k: _clean(k, v) for k, v in df.iloc[0].to_dict().items()}
     if not meta.get("accumulators"):
-        tables = set(_table_names(con))
+        tables = set(table_names(con))
         meta["accumulators"] = [a for t, a in _LEGACY_ACCUMULATORS.items() if t in tables]
     meta.setdefault("source", "model")
     return meta
-
-
-def damage(con: duckdb.DuckDBPyConnection, file_size: int, meta: dict) -> str | None:
-    """A cheap integrity check (metadata only, no data block read): the file holds every block its
-    header promises (a copy cut short fails here), the tables of its accumulators exist and the
-    per-type tables have one row per (layer, type). Returns what is wrong, or None."""
-    try:
-        info = con.sql("PRAGMA database_size").df().iloc[0].to_dict()
-        need = int(info["block_size"]) * int(info["total_blocks"])
-        have = int(file_size) - _HEADER_BYTES  # the size of the file opened (it may be replaced since)
-        if have < need:
-            return f"cut short ({have / 1e6:.1f} of {need / 1e6:.1f} MB)"
-        tables = set(_table_names(con))
-        if "sentence_lengths" not in tables:
-            return "missing table sentence_lengths"
-        for acc in meta.get("accumulators") or []:
-            missing = [t for t in REQUIRED_TABLES.get(acc, ()) if t not in tables]
-            if missing:
-                return f"missing table(s) {', '.join(missing)}"
-        if "moments" in (meta.get("accumulators") or []):
-            rows = con.execute("SELECT count(*) FROM token_stats").fetchall()[0][0]
-            want = len(meta.get("layers") or []) * int(meta.get("n_types") or 0)
-            if rows != want:
-                return f"token_stats has {rows} rows, expected {want}"
-    except (duckdb.Error, OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        return f"unreadable ({str(exc).splitlines()[0][:120]})"
-    return None
 
 
 def _damaged(path: Path, why: str) -> NormvarError:
@@ -166,7 +136,7 @@ class Run:
     # ---------------------------------------------------------------- small tables
     def token_table(self, layer: int) -> pd.DataFrame:
         """DataFrame[token_id, token, n, q, m, v] of one hidden-state index, by token id."""
-        self._check_layer(layer)
+        self.check_layer(layer)
         df = self._token_stats[self._token_stats["layer"] == layer]
         return df[["token_id", "token", "n", "q", "m", "v"]].reset_index(drop=True)
 
@@ -187,7 +157,8 @@ class Run:
         """DataFrame[log10_n_left, log10_n_right, count] (Fig. 10)."""
         return self._frequency_hist.copy()
 
-    def _check_layer(self, layer: int) -> None:
+    def check_layer(self, layer: int) -> None:
+        """A NormvarError naming the stored layers when ``layer`` is not one of them."""
         if layer not in self.layers:
             raise NormvarError(f"layer {layer} is not stored in run {self.name!r}",
                                fix=f"use one of {self.layers}")
@@ -213,7 +184,9 @@ class Run:
             raise replaced
         return con
 
-    def _query(self, sql: str, what: str):
+    def query(self, sql: str, what: str):
+        """``sql`` on the run file as a pyarrow Table (reopened read-only, checked to be the same file);
+        a DuckDB error is a NormvarError naming ``what`` was damaged."""
         con = self._reopen()
         try:
             return con.sql(sql).to_arrow_table()
@@ -229,7 +202,7 @@ class Run:
             raise NormvarError(f"run {self.name!r} has no table {name!r}",
                                fix="recompute the run with the measure switched on")
         if name not in self._tables:
-            self._tables[name] = self._query(f'SELECT * FROM "{name}"', name).to_pandas()
+            self._tables[name] = self.query(f'SELECT * FROM "{name}"', name).to_pandas()
         return self._tables[name].copy()
 
     def stats(self) -> TokenStats:
@@ -269,12 +242,12 @@ class Run:
     def sampled_tokens(self, layer: int | None = None) -> pd.DataFrame:
         """DataFrame[token_id, token, count] of the types with stored samples."""
         if layer is not None:
-            self._check_layer(layer)
+            self.check_layer(layer)
         if self._sampled is None:
             if "samples" not in self.table_names:
                 self._sampled = pd.DataFrame({"token_id": np.zeros(0, np.int64), "token": [], "count": np.zeros(0, np.int64)})
             else:
-                self._sampled = self._query(
+                self._sampled = self.query(
                     f"SELECT token_id, any_value(token) AS token, count(*) AS count FROM samples "
                     f"WHERE layer = {int(self.layers[0])} GROUP BY token_id ORDER BY token_id", "samples").to_pandas()
         return self._sampled.copy()
@@ -287,14 +260,14 @@ class Run:
     def samples(self, layer: int, token_ids: Iterable[int] | None = None) -> pd.DataFrame:
         """DataFrame[token_id, token, i, vector, sentence_id, position, char_start, char_end] of raw
         embeddings (``vector``: float32 (d,)); the context columns are -1 in runs older than the explorer."""
-        self._check_layer(layer)
+        self.check_layer(layer)
         if layer not in self._samples:
             if "samples" not in self.table_names:
                 tab = None
             else:
                 ctx = ", ".join(c if c in self.sample_columns else f"-1 AS {c}"
                                 for c in ("sentence_id", "position", "char_start", "char_end"))
-                tab = self._query(f"SELECT token_id, token, i, vector, {ctx} FROM samples WHERE layer = {int(layer)} "
+                tab = self.query(f"SELECT token_id, token, i, vector, {ctx} FROM samples WHERE layer = {int(layer)} "
                                   "ORDER BY token_id, i", "samples")
             if tab is None or tab.num_rows == 0:
                 e = np.zeros(0, np.int64)
@@ -347,7 +320,7 @@ def open_run(path) -> Run:
             why = damage(con, fid[1], meta)
             if why:
                 raise _damaged(path, why)
-            names = _table_names(con)
+            names = table_names(con)
             sample_cols = [r[0] for r in con.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = 'samples'").fetchall()]
             token_stats = con.sql("SELECT layer, token_id, token, n, q, m, v FROM token_stats "
@@ -445,4 +418,4 @@ def resolve_run(ref: str, data_dir=None) -> Path:
     return cand
 
 
-__all__ = ["Run", "open_run", "read_meta", "skipped_measures", "list_runs", "resolve_run", "damage", "LIST_COLUMNS"]
+__all__ = ["Run", "open_run", "read_meta", "skipped_measures", "list_runs", "resolve_run", "LIST_COLUMNS"]

@@ -27,21 +27,20 @@ import numpy as np
 import pyarrow as pa
 
 from normvar_core.constants import FREQ_BIN
+from normvar_core.measure import all_measures
 from normvar_core.stats.tokenstats import TokenStats
+
+__all__ = ["MEASURE_TABLES", "REQUIRED_TABLES", "TableData", "fixed_list", "list_to_matrix", "sentence_length_table",
+           "frequency_table", "moments_tables", "samples_tables", "sentences_table", "geometry_tables",
+           "word_units_table", "occurrence_tables"]
 
 TableData = Union[pa.Table, Iterable[pa.Table]]
 
-# The tables each accumulator writes (one source of truth: the accumulators' ``table_names`` and the
-# reader's integrity check both read these).
-MOMENTS_TABLES = ("token_stats", "token_means", "layer_stats", "frequency_hist")
-SAMPLES_TABLES = ("samples",)
-GEOMETRY_TABLES = ("layer_geometry", "layer_spectrum", "pair_cosines")
-SELFSIM_TABLES = ("token_selfsim",)
-OUTLIER_TABLES = ("dim_stats", "top_activations", "layer_outliers")
-HALVES_TABLES = ("halves_layer", "intervals")
-OCCURRENCE_TABLES = ("occurrences", "occurrence_axes")
-REQUIRED_TABLES = {"moments": MOMENTS_TABLES, "samples": SAMPLES_TABLES}
-"""Tables every run of these accumulators has (``reader.damage`` checks them)."""
+MEASURE_TABLES = {m.name: m.tables for m in all_measures()}
+"""The tables each measure writes, from the declarations (``Measure.tables``): the accumulators' ``table_names``
+and the reader's integrity check both read them."""
+REQUIRED_TABLES = {m.name: m.required for m in all_measures() if m.required}
+"""Tables every run holding these measures has (``Measure.required``; ``reader.damage`` checks them)."""
 
 
 def fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:
@@ -136,10 +135,6 @@ def sentences_table(sentences: dict[int, str]) -> pa.Table:
     keys = np.array(sorted(sentences), dtype=np.int64)
     return pa.table({"sentence_id": keys, "text": pa.array([sentences[int(k)] for k in keys], type=pa.string())})
 
-
-__all__ = ["MOMENTS_TABLES", "SAMPLES_TABLES", "GEOMETRY_TABLES", "SELFSIM_TABLES", "OUTLIER_TABLES",
-           "HALVES_TABLES", "OCCURRENCE_TABLES", "REQUIRED_TABLES", "TableData", "fixed_list", "list_to_matrix", "sentence_length_table", "frequency_table",
-           "moments_tables", "samples_tables", "sentences_table"]
 
 
 def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines: list[np.ndarray]) -> dict[str, pa.Table]:

@@ -25,14 +25,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from normvar_core.measure import measure
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.occurrences import top_axes
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.accumulators.samples import locate, position_keys
 from normvar_core.pipeline.accumulators.twonn_stream import NeighbourState
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.runs.tables import GEOMETRY_TABLES, geometry_tables
-from normvar_core.stats import geometry as G
+from normvar_core.runs.tables import geometry_tables
+from normvar_core.stats import geometry as layer_geometry
 
 SAMPLE_ROW_BYTES = 8 + 1 + 16 + 16
 """Per sampled row and layer beside its float32 state: its hash, copy flag, (r₁, r₂) and their rows."""
@@ -60,7 +61,7 @@ def topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
 def host_search(X32: np.ndarray, k: int) -> np.ndarray:
     """The TwoNN candidate search on the CPU: numpy's Gram products (measured 1.1–1.2x faster than
     torch's here) with torch's threaded top-k."""
-    return G.gram_candidates(X32, k, smallest=topk_smallest)
+    return layer_geometry.gram_candidates(X32, k, smallest=topk_smallest)
 
 
 def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
@@ -91,9 +92,7 @@ def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
 
 
 class GeometryAccumulator(LayerMajor, Accumulator):
-    name = "geometry"
-    table_names = GEOMETRY_TABLES
-    finalize_in_background = True  # publish writes the other tables meanwhile
+    measure = measure("geometry")  # finalized in the background (``Measure.background``): publish writes the rest
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
@@ -117,27 +116,12 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         self.neighbours = NeighbourState(self, L, _sample_size(ctx), d, self.device)
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "GeometryAccumulator | None":
-        if not ctx.cfg.geometry or cls.skip_reason(ctx):
-            return None
-        return cls(ctx)
-
-    @classmethod
-    def skip_reason(cls, ctx: RunContext) -> str | None:
-        """Set when the memory plan found no room for the kept layers' covariances and samples."""
-        return ctx.dropped(cls.name) if ctx.cfg.geometry else None
-
-    @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """``geometry_bytes(L, d, K)`` + K (filled flags) + 8 (n)."""
-        if not ctx.cfg.geometry:
+        if not cls.measure.asked(ctx.cfg):
             return 0
         K = _sample_size(ctx)
         return geometry_bytes(ctx.num_layers, ctx.dim, K) + K + 8
-
-    @classmethod
-    def droppable(cls, ctx: RunContext) -> bool:
-        return bool(ctx.cfg.geometry)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -191,13 +175,14 @@ class GeometryAccumulator(LayerMajor, Accumulator):
             parts = []
             for t in np.unique(nb.tb):
                 r1, r2, dup = nb.batch_distances(li, t)
-                fit = G.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
-                parts.append((fit, dup, G.batch_anisotropy(sample[li][nb.tb == t])))
-            row, eig = G.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
-                                   n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
-                                   sq_sum=float(self.sq_sum[li]), est=G.estimates_from(parts))
+                fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
+                parts.append((fit, dup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
+            row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
+                                                n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
+                                                sq_sum=float(self.sq_sum[li]),
+                                                est=layer_geometry.estimates_from(parts))
             axes = top_axes(cov[li], 2).T if self.want_axes else None
-            return {"layer": int(self.layers[li]), **row}, eig, G.pair_cosines(sample[li]), axes
+            return {"layer": int(self.layers[li]), **row}, eig, layer_geometry.pair_cosines(sample[li]), axes
 
         out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
         res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out]}

@@ -34,13 +34,13 @@ import pyarrow as pa
 import torch
 
 from normvar_core.constants import STUDY_BAND
+from normvar_core.measure import measure
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.state import Stateful
-from normvar_core.runs.tables import HALVES_TABLES
 from normvar_core.pipeline.accumulators.token_moments import TokenMoments
-from normvar_core.stats import intervals as I
+from normvar_core.stats import intervals
 from normvar_core.stats.geometry import splitmix64
 
 HALF_SALT = 0x5EED_0F_4A1F
@@ -80,8 +80,7 @@ class Half(Stateful):
 
 
 class HalvesAccumulator(LayerMajor, Accumulator):
-    name = "halves"
-    table_names = HALVES_TABLES
+    measure = measure("halves")  # uses the moments' result (``Measure.uses``)
     planned_exact = False  # a type that one half never sees holds no row there: planned_bytes is the bound
 
     def __init__(self, ctx: RunContext):
@@ -103,25 +102,10 @@ class HalvesAccumulator(LayerMajor, Accumulator):
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """``halves_bytes`` for the run (0 when the run does not want the halves)."""
-        if not ctx.cfg.halves:
+        if not cls.measure.asked(ctx.cfg):
             return 0
         return halves_bytes(ctx.num_layers, ctx.num_types, ctx.dim, mean_bytes=ctx.mean_bytes,
                             geometry=bool(ctx.cfg.geometry))
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> "HalvesAccumulator | None":
-        if not ctx.cfg.halves or cls.skip_reason(ctx):
-            return None
-        return cls(ctx)
-
-    @classmethod
-    def skip_reason(cls, ctx: RunContext) -> str | None:
-        """Set when the memory plan (``pipeline/memory.py``, from the device's memory) found no room."""
-        return ctx.dropped(cls.name) if ctx.cfg.halves else None
-
-    @classmethod
-    def droppable(cls, ctx: RunContext) -> bool:
-        return bool(ctx.cfg.halves)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -176,8 +160,6 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         self._rows = self._rows0 = self.view_split = None
 
     # ------------------------------------------------------------------ result
-    uses_results = ("moments",)
-
     def take_results(self, results: dict) -> None:
         """The run's moments (= A + B merged, ``tests/test_bootstrap.py``): the "all" rows reuse them."""
         self._full = results.get("moments")
@@ -200,7 +182,7 @@ class HalvesAccumulator(LayerMajor, Accumulator):
 
     def result(self) -> dict:
         full = self._full if self._full is not None else self.merged_moments().result()
-        keep = full.token_ids[I.band_types(full.n, STUDY_BAND)]
+        keep = full.token_ids[intervals.band_types(full.n, STUDY_BAND)]
         covs = self._covariances()
         sq_all = [h.sq_all.cpu().numpy() for h in self.halves]
         sq_pos0 = [h.sq_pos0.cpu().numpy() for h in self.halves]
@@ -208,13 +190,13 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         for tag, stats, cov, sa, s0 in (("all", full, covs[2], sq_all[0] + sq_all[1], sq_pos0[0] + sq_pos0[1]),
                                         ("a", self.a.tm.result(keep), covs[0], sq_all[0], sq_pos0[0]),
                                         ("b", self.b.tm.result(keep), covs[1], sq_all[1], sq_pos0[1])):
-            df = I.half_values(stats, keep, cov, sa, s0)
+            df = intervals.half_values(stats, keep, cov, sa, s0)
             df.insert(1, "half", tag)
             parts.append(df)
         import pandas as pd
 
         halves = pd.concat(parts, ignore_index=True)
-        table = I.interval_table(full, STUDY_BAND, halves, seed=self.seed)
+        table = intervals.interval_table(full, STUDY_BAND, halves, seed=self.seed)
         as_arrays = lambda df: {c: df[c].to_numpy() for c in df.columns}  # noqa: E731 - arrays only
         return {"halves_layer": as_arrays(halves), "intervals": as_arrays(table)}
 

@@ -1,22 +1,24 @@
 """The moments accumulator: exact n_t, mu(X_t), Q/M/V per (layer, token type) (the study's §3–4,
 eqs. 1–6) — ``TokenMoments`` behind the accumulator contract.
 
-Run-file tables: ``token_stats``, ``token_means``, ``layer_stats`` (eqs. 8–11 over all types) and
-``frequency_hist`` (Fig. 10).
+Run-file tables: ``token_stats``, ``token_means``, ``layer_stats`` (eqs. 8–11 over all types),
+``frequency_hist`` (Fig. 10) and, in a word run, ``word_units`` (App. J).
 """
 from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
+from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.accumulators.token_moments import TokenMoments
-from normvar_core.runs import tables as T
+from normvar_core.runs.tables import moments_tables, word_units_table
 from normvar_core.stats.tokenstats import TokenStats
 
 
 class MomentsAccumulator(Accumulator):
-    name = "moments"
-    table_names = T.MOMENTS_TABLES
+    measure = measure("moments")
     backend: ClassVar[str] = "auto"
     """``TokenMoments``' update path: "auto" (the numba kernel on CPU, torch ``index_add_`` on other
     devices), or "torch" on any device (the GPU path, which tests run on CPU against the kernel)."""
@@ -26,10 +28,6 @@ class MomentsAccumulator(Accumulator):
                           layer_index=ctx.layers, backend=self.backend)
         tm.register(ctx.plan.token_ids)  # the types are known: size the tables once (rows too, on torch)
         self._add_state("acc", tm)  # nested: keys acc.ids, acc.n, acc.mean, acc.s, ... (Chan's merge, layer by layer)
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> "MomentsAccumulator":
-        return cls(ctx)
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
@@ -48,9 +46,26 @@ class MomentsAccumulator(Accumulator):
     def result(self) -> TokenStats:
         return self.acc.result()
 
+    def tables_written(self, ctx: RunContext) -> tuple[str, ...]:
+        """``word_units`` only in a word run (App. J)."""
+        return tuple(t for t in self.table_names if t != "word_units" or ctx.plan.word_tokens is not None)
+
     def tables(self, result: TokenStats, ctx: RunContext) -> dict:
+        """The moments' tables, after checking the accumulated counts against the plan's (``check_counts``);
+        a word run (App. J) adds ``word_units``, |T_w| of every word type."""
+        check_counts(ctx.plan, result)
         tokens = [ctx.tokens.get(int(t), "") for t in result.token_ids]
-        return T.moments_tables(result, tokens)
+        out = dict(moments_tables(result, tokens))
+        if ctx.plan.word_tokens is not None:
+            out["word_units"] = word_units_table(result.token_ids, ctx.plan.word_tokens)
+        return out
 
 
-__all__ = ["MomentsAccumulator"]
+def check_counts(plan, stats: TokenStats) -> None:
+    """The counts planned from tokenization must equal the accumulated ones (same positions)."""
+    if not (np.array_equal(plan.token_ids, stats.token_ids) and np.array_equal(plan.counts, stats.n)):
+        raise RuntimeError("token counts from tokenization differ from the accumulated statistics; "
+                           "the counted positions and the state source disagree")
+
+
+__all__ = ["MomentsAccumulator", "check_counts"]

@@ -31,12 +31,13 @@ import numpy as np
 import torch
 
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
+from normvar_core.measure import measure
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.samples import Fill, locate, position_keys
 from normvar_core.pipeline.batches import first_position, unit_ids
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
-from normvar_core.runs.tables import OCCURRENCE_TABLES, occurrence_tables
+from normvar_core.runs.tables import occurrence_tables
 
 
 def sign_fixed(vectors: np.ndarray) -> np.ndarray:
@@ -125,7 +126,7 @@ def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
 
 def keeps_occurrences(ctx: RunContext) -> bool:
     """The run keeps occurrences: asked for, and kept by the memory plan (then it needs the early axes)."""
-    return int(ctx.cfg.occurrences) > 0 and not ctx.dropped(OccurrencesAccumulator.name)
+    return OccurrencesAccumulator.measure.asked(ctx.cfg) and not ctx.dropped(OccurrencesAccumulator.name)
 
 
 def plan_occurrences(plan, size: int) -> SamplePlan:
@@ -154,9 +155,7 @@ def _slots(ctx: RunContext) -> int:
 
 
 class OccurrencesAccumulator(LayerMajor, Accumulator):
-    name = "occurrences"
-    table_names = OCCURRENCE_TABLES
-    uses_results = ("geometry",)
+    measure = measure("occurrences")  # uses the geometry's exact axes (``Measure.uses``); primed by ``prime``
 
     def __init__(self, ctx: RunContext):
         L, d, k = ctx.num_layers, ctx.dim, OCCURRENCE_AXES
@@ -179,25 +178,16 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "OccurrencesAccumulator | None":
-        if int(ctx.cfg.occurrences) <= 0 or ctx.occurrence_axes is None or cls.skip_reason(ctx):
-            return None
-        return cls(ctx)
-
-    @classmethod
-    def skip_reason(cls, ctx: RunContext) -> str | None:
-        return ctx.dropped(cls.name) if int(ctx.cfg.occurrences) > 0 else None
+        """As declared (``Accumulator.for_run``), once the early axes are there (``prime``)."""
+        return None if ctx.occurrence_axes is None else super().for_run(ctx)
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """4·L·P·k (projections) + P (flags) + 8·L·(d·k + d + k + k²) (early axes and mean, sums) + 8 (n)."""
-        if int(ctx.cfg.occurrences) <= 0:
+        if not cls.measure.asked(ctx.cfg):
             return 0
         L, d, k, P = ctx.num_layers, ctx.dim, OCCURRENCE_AXES, _slots(ctx)
         return 4 * L * P * k + P + 8 * L * (d * k + d + k + k * k) + 8
-
-    @classmethod
-    def droppable(cls, ctx: RunContext) -> bool:
-        return int(ctx.cfg.occurrences) > 0
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:

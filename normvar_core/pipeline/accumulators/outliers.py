@@ -1,5 +1,6 @@
 """Outlier dimensions and massive activations, per stored layer (decoders carry activations
-100–1000× the median on the first position and a few dimensions — ENVIRONMENT.md, SmolLM2, Gemma).
+100–1000× the median on the first position and a few dimensions: SmolLM2's first-token norm ≈ 2.3e4,
+Gemma's <bos> ≈ 8.3e4, against 1e2–1e3 elsewhere).
 
 Streamed exactly: per dimension j the mean and variance of h_j (Chan's pooled update) and max |h_j|;
 Σ‖x‖² over all embeddings and over those at position 0 (the share of Q(X) = E‖x‖² carried by the
@@ -20,18 +21,17 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from normvar_core.measure import measure
 from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.runs.tables import OUTLIER_TABLES
 
 TOP_K = 20
 SAMPLE_ROWS = 256   # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
 
 
 class OutlierAccumulator(LayerMajor, Accumulator):
-    name = "outliers"
-    table_names = OUTLIER_TABLES
+    measure = measure("outliers")  # on with the geometry (``Measure.follows``)
     use_threshold = True   # False: every batch through the row-wise top-k candidates (``_row_top``)
 
     def __init__(self, ctx: RunContext):
@@ -51,14 +51,10 @@ class OutlierAccumulator(LayerMajor, Accumulator):
         self._add_state("top", np.zeros((L, 0, 5), np.float64), merge="custom", fixed_shape=False)
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "OutlierAccumulator | None":
-        return cls(ctx) if ctx.cfg.geometry else None
-
-    @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """24·L·d (per-dimension mean, M2, max |h|) + 16·L (Σ‖x‖², at position 0) + 40·L·K (the K = TOP_K
         top activations, 5 float64 each) + 8."""
-        if not ctx.cfg.geometry:
+        if not cls.measure.asked(ctx.cfg):
             return 0
         L, d = ctx.num_layers, ctx.dim
         return 24 * L * d + 16 * L + 40 * L * min(TOP_K, ctx.plan.total_embeddings * d) + 8

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.runs.tables import SAMPLES_TABLES, samples_tables
+from normvar_core.runs.tables import samples_tables
 
 _KEY = np.int64(1 << 24)  # sentence_id * _KEY + position identifies a position in the corpus
 
@@ -69,8 +70,7 @@ def planned_vectors(holder, ctx: RunContext, plan, *, vectors: str, flags: str) 
 
 
 class SampleAccumulator(Accumulator):
-    name = "samples"
-    table_names = SAMPLES_TABLES
+    measure = measure("samples")
 
     def __init__(self, ctx: RunContext):
         self.plan = ctx.plan.samples
@@ -79,6 +79,7 @@ class SampleAccumulator(Accumulator):
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "SampleAccumulator | None":
+        """Held when the plan picked positions (none when ``--samples-per-token 0`` or no type was chosen)."""
         return cls(ctx) if ctx.plan.samples.size else None
 
     @classmethod

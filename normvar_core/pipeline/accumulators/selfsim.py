@@ -13,10 +13,11 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.accumulators.layerview import resolve_scatter_dtype
-from normvar_core.runs.tables import SELFSIM_TABLES
 from normvar_core.stats.geometry import mean_cosine
+
 
 def selfsim_bytes(ctx: RunContext) -> int:
     """8·L·T·d: Σu per layer and type, float64."""
@@ -24,8 +25,7 @@ def selfsim_bytes(ctx: RunContext) -> int:
 
 
 class SelfSimilarityAccumulator(Accumulator):
-    name = "selfsim"
-    table_names = SELFSIM_TABLES
+    measure = measure("selfsim")
     backend = "auto"
     """"auto": the numba kernel on the CPU, torch ``index_add_`` elsewhere; "torch" on any device (the
     GPU path, which tests run on the CPU against the kernel)."""
@@ -40,26 +40,11 @@ class SelfSimilarityAccumulator(Accumulator):
         self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "SelfSimilarityAccumulator | None":
-        if ctx.cfg.self_similarity == "off":
-            return None
-        return None if cls.skip_reason(ctx) else cls(ctx)
-
-    @classmethod
-    def skip_reason(cls, ctx: RunContext) -> str | None:
-        """Set when ``auto`` turned the table off: the memory plan found no room for it."""
-        return ctx.dropped(cls.name) if ctx.cfg.self_similarity == "auto" else None
-
-    @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """8·L·T·d (Σu per layer and type, float64) + 8·T (n_t)."""
-        if ctx.cfg.self_similarity == "off":
+        if not cls.measure.asked(ctx.cfg):
             return 0
         return selfsim_bytes(ctx) + 8 * ctx.num_types
-
-    @classmethod
-    def droppable(cls, ctx: RunContext) -> bool:
-        return ctx.cfg.self_similarity == "auto"
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:

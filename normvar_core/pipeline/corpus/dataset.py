@@ -306,7 +306,7 @@ def _looks_like_hub_id(spec: str) -> bool:
 
 
 def _stem(file: str) -> str:
-    from normvar_core.config import _dataset_stem
+    from normvar_core.config import dataset_stem as _dataset_stem
 
     return _dataset_stem(file)
 

@@ -36,17 +36,6 @@ def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]
     return accs
 
 
-def skip_reasons(ctx: RunContext, accs: dict[str, Accumulator], registry=None) -> dict[str, str]:
-    """{name: why} for every registered accumulator the run does not hold and that says why
-    (recorded in the run row's ``notes.skipped``)."""
-    out = {}
-    for cls in (REGISTRY if registry is None else registry):
-        reason = cls.skip_reason(ctx) if cls.name not in accs else None
-        if reason:
-            out[cls.name] = reason
-    return out
-
-
 def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int, *,
               on_batch: Callable[[int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None) -> None:
@@ -145,5 +134,5 @@ def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, A
     return merged
 
 
-__all__ = ["build_accumulators", "skip_reasons", "run_range", "PartialState", "partial_state", "compute_partial",
+__all__ = ["build_accumulators", "run_range", "PartialState", "partial_state", "compute_partial",
            "load_partial", "merge_partials", "merge_into"]

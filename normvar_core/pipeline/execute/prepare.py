@@ -22,7 +22,7 @@ from normvar_core.datadir import DataDir
 from normvar_core.destination import resolve_destination
 from normvar_core.devicemap import check_offload_folder
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.pipeline.accumulators.occurrences import prime as prime_occurrences
+from normvar_core.pipeline.accumulators import prime
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.runs.writer import check_destination
@@ -91,8 +91,8 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     the accumulators it holds). ``remote``: the Ray strategy's driver side (``ray_model.ActorModel``): the
     corpus read and tokenized by the actors, the model described by them (this process reads its
     tokenizer and config, never its weights), the occurrences' early axes computed by one actor."""
-    from normvar_core.pipeline import models as M
-    from normvar_core.pipeline.corpus import read as C
+    from normvar_core.pipeline.corpus.read import load_sentences
+    from normvar_core.pipeline.models import load_model
     from normvar_core.pipeline.execute import checkpoint as ckpt
     from normvar_core.pipeline.plan import make_plan
     from normvar_core.pipeline.sources import TransformerSource
@@ -105,14 +105,14 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
             raise CancelledError("cancelled")
 
     report(Progress("corpus", done=0, total=3, unit="steps", detail="read the corpus"))
-    corpus = remote.read_corpus() if remote is not None else C.load_sentences(cfg, dd.root)
+    corpus = remote.read_corpus() if remote is not None else load_sentences(cfg, dd.root)
     if not corpus.sentences:
         raise NormvarError("no sentences left after filtering the corpus",
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
     check_cancel()
     total = len(corpus.sentences)
     report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail=f"loading {cfg.model}"))
-    loaded = remote.describe() if remote is not None else M.load_model(cfg, dd.root)
+    loaded = remote.describe() if remote is not None else load_model(cfg, dd.root)
     check_cancel()
     report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps", detail="tokenize and count"))
     plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
@@ -127,15 +127,16 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
     if remote is not None:  # the early axes computed by one actor, for all (``ray_model``)
         remote.prime(ctx, source)
-    else:  # the early axes, from batches spread over the plan; kept for the pass
-        prime_occurrences(ctx, source, reuse=True)
+    else:  # the declared pre-pass hooks (the occurrences' early axes, from batches spread over the plan; kept)
+        prime(ctx, source, reuse=True)
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 
 def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
     """The memory plan of a run over the model loaded here (``run_budget``); with --device-map, what each
     device holds decides the drops (``memory_devices.plan_placed``)."""
-    from normvar_core.pipeline.memory import run_budget, shape_of_loaded
+    from normvar_core.pipeline.memory import run_budget
+    from normvar_core.pipeline.model_shape import shape_of_loaded
 
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)
@@ -159,10 +160,10 @@ def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seco
             report: Callable[[Progress], Any]) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
     from normvar_core.pipeline.placement import gather
-    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.publish import core_measure, publish_run
 
     accs = gather(accs)  # --device-map: every layer group's state gathered on the host
-    n_embeddings = accs["moments"].n_embeddings
+    n_embeddings = accs[core_measure()].n_embeddings
     path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, accs=accs,
                        notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
                        seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))

@@ -2,7 +2,7 @@
 
 On a node that runs Falcon-40B replicas the driver must not hold a 40B model of its own. So ``prepare``
 (``remote=ActorModel(...)``) takes from the driver only what the plan needs — the tokenizer and the
-model's config (``memory.config_and_tokenizer``: no weights read) — and from the first actor, which
+model's config (``model_shape.config_and_tokenizer``: no weights read) — and from the first actor, which
 has loaded the model, what needs the weights:
 
 * ``describe``: its ``ModelInfo`` (hidden states, width, max length, norm placement, weights hash, device
@@ -26,7 +26,7 @@ class DescribedModel:
 
     tokenizer: Any
     info: Any       # models.ModelInfo (the first actor's)
-    shape: Any      # memory.ModelShape of the loaded model
+    shape: Any      # model_shape.ModelShape of the loaded model
     model: Any = None  # never the weights: they load in the actors only
 
     @property
@@ -80,7 +80,7 @@ class ActorModel:
 
     def describe(self) -> DescribedModel:
         """The first actor's ModelInfo and ModelShape; the tokenizer read here (config + tokenizer files only)."""
-        from normvar_core.pipeline.memory import ModelShape, config_and_tokenizer
+        from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer
         from normvar_core.pipeline.models.load import ModelInfo
 
         got = self.pool.get(self.first.describe.remote(), "describing the model")

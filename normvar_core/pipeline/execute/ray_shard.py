@@ -86,7 +86,7 @@ class Shard:
         """The model this actor loaded, for the driver (which loads no weights): its ``ModelInfo`` and ``ModelShape``."""
         import dataclasses
 
-        from normvar_core.pipeline.memory import shape_of_loaded
+        from normvar_core.pipeline.model_shape import shape_of_loaded
 
         return {"info": self.loaded.info.to_dict(), "shape": dataclasses.asdict(shape_of_loaded(self.loaded))}
 
@@ -106,7 +106,7 @@ class Shard:
         for the driver's plan and memory decisions (``payload_box``: [plan arrays, decisions])."""
         import ray
 
-        from normvar_core.pipeline.memory import shape_of_loaded
+        from normvar_core.pipeline.model_shape import shape_of_loaded
         from normvar_core.pipeline.memory_devices import device_limits, plan_placed
 
         _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
@@ -115,7 +115,7 @@ class Shard:
                            dtype=self.cfg.dtype)
 
     def early(self, payload_box: list):
-        """The occurrences' early axes (``occurrences.prime``): computed in one actor, sent by the driver to every
+        """The occurrences' early axes (their declared ``prime``): computed in one actor, sent by the driver to every
         actor with the plan, so all project onto the same axes; None when the run keeps no occurrences."""
         self._ensure_plan(payload_box[:2])
         return self.ctx.occurrence_axes
@@ -139,7 +139,7 @@ class Shard:
             return
         import ray
 
-        from normvar_core.pipeline.accumulators.occurrences import prime
+        from normvar_core.pipeline.accumulators import prime
         from normvar_core.pipeline.sources import TransformerSource
 
         self.plan, self.ctx = self._context(ray.get(payload_box[0]), payload_box[1])

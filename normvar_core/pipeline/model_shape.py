@@ -1,0 +1,130 @@
+"""What the memory plan needs of a model: its ``ModelShape`` (parameters, width, depth, heads, MLP width,
+vocabulary, maximum length), from its transformers config alone on the meta device (``shape_from_config``,
+``normvar plan``: no weights read) or from the loaded model (``shape_of_loaded``, ``compute``), and the
+config and tokenizer of a model without its weights (``config_and_tokenizer``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from normvar_core.errors import NormvarError
+
+
+@dataclass
+class ModelShape:
+    """What the plan needs of a model, from its config alone (built on the meta device)."""
+
+    name: str
+    architecture: str
+    params: int                 # the base model normvar loads (AutoModel: no LM head)
+    lm_head_params: int         # vocab x d: the output matrix published counts of decoders include
+    buffer_bytes: int           # non-parameter buffers (position ids ...) at their own dtypes
+    dim: int
+    num_hidden_states: int      # blocks + 1 (0 = the input embeddings)
+    heads: int
+    ffn: int
+    vocab: int
+    max_length: int
+
+
+def text_config(config):
+    """The text part of a transformers config (a multimodal model's ``get_text_config()``), else the config."""
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
+
+
+def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False, tokenizer=None) -> ModelShape:
+    """Build ``AutoModel.from_config(config)`` on the meta device (no weights read or allocated) and
+    count its parameters; the width, depth, heads and MLP width from the (text) config."""
+    import torch
+    from transformers import AutoModel
+
+    from normvar_core.pipeline.models.load import max_length as model_max_length
+
+    from normvar_core.pipeline.models.model_config import build_error
+
+    try:
+        with torch.device("meta"):
+            model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - values that pass the checks but do not build (heads, widths)
+        raise build_error(exc, name or "the model") from None
+    params = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    tc = text_config(config)
+    d = int(getattr(tc, "hidden_size", 0) or getattr(tc, "d_model", 0) or getattr(tc, "n_embd", 0))
+    blocks = int(getattr(tc, "num_hidden_layers", 0) or getattr(tc, "n_layer", 0))
+    heads = int(getattr(tc, "num_attention_heads", 0) or getattr(tc, "n_head", 0) or 1)
+    ffn = int(getattr(tc, "intermediate_size", 0) or getattr(tc, "ffn_hidden_size", 0) or getattr(tc, "n_inner", 0)
+              or 4 * d)
+    vocab = int(getattr(tc, "vocab_size", 0) or 0)
+    if d < 1 or blocks < 1:
+        raise NormvarError(f"cannot read the width and depth of {name or 'the model'} from its config",
+                           fix="pass a transformers model directory whose config.json has hidden_size and "
+                               "num_hidden_layers")
+
+    class _Tok:  # model_max_length reads model_max_length only
+        model_max_length = getattr(tokenizer, "model_max_length", None)
+
+    return ModelShape(name=name, architecture=type(model).__name__, params=int(params), lm_head_params=vocab * d,
+                      buffer_bytes=int(buffers), dim=d, num_hidden_states=blocks + 1, heads=heads, ffn=ffn,
+                      vocab=vocab, max_length=model_max_length(model, _Tok()))
+
+
+def shape_of_loaded(loaded) -> ModelShape:
+    """The ModelShape of a loaded model (its real parameters; no meta build)."""
+    model = loaded.model
+    hf_config = text_config(model.config)
+    params = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    d = int(loaded.info.dim)
+    return ModelShape(name=loaded.info.name, architecture=loaded.info.architecture, params=int(params),
+                      lm_head_params=int(getattr(hf_config, "vocab_size", 0) or 0) * d, buffer_bytes=int(buffers), dim=d,
+                      num_hidden_states=int(loaded.info.num_hidden_states),
+                      heads=int(getattr(hf_config, "num_attention_heads", 0) or getattr(hf_config, "n_head", 0) or 1),
+                      ffn=int(getattr(hf_config, "intermediate_size", 0) or getattr(hf_config, "ffn_hidden_size", 0) or 4 * d),
+                      vocab=int(getattr(hf_config, "vocab_size", 0) or 0), max_length=int(loaded.info.max_length))
+
+
+def config_and_tokenizer(cfg, data_dir=None):
+    """(name, transformers config, tokenizer) of ``cfg.model`` without reading any weights: an alias,
+    a local directory holding config.json and the tokenizer files, a cached hub id, or a GGUF file
+    (its metadata; a dequantized cache when there is one)."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from normvar_core.datadir import DataDir
+    from normvar_core.pipeline.models.load import TOKENIZER_FILES, check_tokenizer
+    from normvar_core.pipeline.models.model_config import read_model_config
+    from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
+
+    hf_logging.disable_progress_bar()
+    cache = DataDir.at(data_dir).cache / "models"
+    src = resolve_source(cfg, cache)
+    kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
+    path, gguf = Path(src.path), None
+    if src.gguf_file:
+        if src.cache_key and (cache / src.cache_key / "config.json").exists():
+            path = cache / src.cache_key
+        elif src.prepare is not None:
+            path = dequantized_dir(src, cache)  # the file has to be assembled first (gemma's parts)
+        else:
+            gguf = src.gguf_file
+    if gguf is None and path.is_dir() and not (path / "config.json").exists():
+        raise NormvarError(f"model directory {path} of {src.name!r} lacks config.json",
+                           fix="pass a transformers model directory (config.json + tokenizer files)")
+    extra = {"gguf_file": gguf} if gguf else {}
+    config = read_model_config(path, src.name, **kw, **extra)  # the checks compute makes, in one place
+    if gguf is None and path.is_dir() and not any((path / f).exists() for f in TOKENIZER_FILES):
+        raise NormvarError(f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "
+                           "corpus' types with the tokenizer", fix="copy tokenizer.json (or the vocab files) beside "
+                           "config.json")
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **kw, **extra)
+    except (OSError, ValueError) as exc:
+        raise NormvarError(f"could not read the tokenizer of model {src.name!r}: {str(exc).splitlines()[0]}"[:300],
+                           fix="pass a transformers model directory (config.json + tokenizer files)") from None
+    check_tokenizer(tok, src.name)
+    return src.name, config, tok
+
+
+__all__ = ["ModelShape", "text_config", "shape_from_config", "shape_of_loaded", "config_and_tokenizer"]
