@@ -30,13 +30,17 @@ Claims, in this order (stable ids), with the rule that decides each verdict:
    ``BELL_MIN`` × both ends).
 8. ``id_profile`` (004, Fig. 2 read across layers as the issue asks): the TwoNN dimension peaks at an
    interior layer (above the first and the last).
-9. ``position0_share`` (ENVIRONMENT.md on massive activations; 004 / 003 on outliers): where outliers
+9. ``isoscore_low`` (Rudman et al. 2022, next to 004's anisotropy): IsoScore ι < ``ISO_MAX`` in every layer past
+   the embeddings (layer 0), the largest such ι's split-half interval deciding (``stats.isoscore``).
+10. ``position0_share`` (massive activations, Sun et al. 2024; 004 / 003 on outliers): where outliers
    dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X)
    in the most dominated layer.
 
 The claims, their thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
-``stats.claims_moments`` (1–6) and ``stats.claims_geometry`` (7–9); this module runs them in order and
-lays their verdicts out as a table (``findings_table``) or a cell (``cell``).
+``stats.claims_moments`` (1–6, the core) and, for 7–10, the rule each measure declares (``Measure.claims``:
+``stats.claims_geometry`` for 7, 8 and 10, ``stats.isoscore`` for 9), in measure order; a new measure's claim
+is a line of its declaration. This module runs them in order and lays their verdicts out as a table
+(``findings_table``) or a cell (``cell``).
 """
 from __future__ import annotations
 
@@ -44,8 +48,9 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.stats.bootstrap import RESAMPLES
-from normvar_core.stats.claims import CLAIM_IDS, CLAIMS, Finding, RunView, finite_or_none, fmt, spearman
-from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, position0_share
+from normvar_core.measure import resolve
+from normvar_core.stats.claims import (CLAIM_IDS, CLAIMS, DECLARED_CLAIMS, Finding, RunView, finite_or_none, fmt,
+                                       spearman)
 from normvar_core.stats.claims_moments import (bootstrap_band, cv_min_intermediate, depth_trend, identity, null_vs_run,
                                                point_estimates, tradeoff_slope)
 
@@ -61,8 +66,8 @@ def findings(run, *, resamples: int = RESAMPLES, seed: int = 0) -> list[Finding]
     out += [cvf, tradeoff_slope(rv, pt, boot, li, cvf.verdict == "holds"),
             depth_trend(rv, "vw_share_grows", run, [("v_w_over_v", +1)]),
             depth_trend(rv, "m_grows_vb_shrinks", run, [("m_over_q", +1), ("v_b_over_q", -1)]),
-            null_vs_run(rv, pt, boot, li, resamples, seed), anisotropy_profile(rv), id_profile(rv), position0_share(rv)]
-    return out
+            null_vs_run(rv, pt, boot, li, resamples, seed)]
+    return out + [resolve(c.rule)(rv) for c in DECLARED_CLAIMS]
 
 
 def findings_table(runs_findings: dict) -> pd.DataFrame:

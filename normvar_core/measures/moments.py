@@ -1,0 +1,20 @@
+"""The exact moments: n_t, μ(X_t), Q/M/V per (layer, token type) (seed 002 §3–4, eqs. 1–6), and the
+per-layer sums of eqs. 8–11. Always on: every run holds them, and every other measure builds on its counts."""
+from normvar_core.measure import Figure, Measure
+
+MEASURE = Measure(
+    name="moments",
+    order=10,
+    title="moments",
+    figures=(
+        Figure("tradeoff", "normvar_core.viz.tradeoff_figures:tradeoff_scatter", page="tradeoff", section="Trade-off (Fig. 2)",
+               tables=("token_stats",), slide="normvar_core.report.slides:tradeoff_slide"),
+        Figure("layers", "normvar_core.viz.tradeoff_figures:layers_figure", page="layers", section="Trade-off across layers (Fig. 4)",
+               tables=("token_stats",), slide="normvar_core.report.slides:layers_slide"),
+        Figure("decomposition", "normvar_core.viz.decomposition_figures:decomposition_bars", page="decomposition",
+               section="Shares of Q(X) (Fig. 5, 6)", tables=("layer_stats",), slide="normvar_core.report.slides:decomposition_slide"),
+        Figure("frequency", "normvar_core.viz.frequency_figures:frequency_scatter", page="frequency",
+               section="Q, M, V against log₁₀ nₜ (Fig. 7)", tables=("token_stats",), slide="normvar_core.report.slides:frequency_slide"),
+    ),
+    split_half=("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v"),
+)
