@@ -1,8 +1,8 @@
 """The claims that ``findings`` tests (``CLAIMS``: id, seed, wording), the thresholds of their rules, what
 a verdict holds (``Finding``), and what the rules read from a run, gathered once (``RunView``). The rules
 themselves: ``claims_moments`` (seeds 002 and 003: the study's core claims, ``CORE_CLAIMS``) and the rules the
-measures declare (``Measure.claims``: the geometry's and outliers' in ``claims_geometry``, IsoScore's in
-``stats.isoscore``), which follow the core claims in measure order."""
+measures declare (``Measure.claims``: the geometry's and outliers' in ``claims_geometry``), which follow the core claims in
+measure order."""
 from __future__ import annotations
 
 import math

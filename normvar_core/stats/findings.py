@@ -25,22 +25,22 @@ Claims, in this order (stable ids), with the rule that decides each verdict:
 6. ``null_vs_run`` (003): an isotropic Gaussian null of the same types, counts and Q(X) per layer
    reproduces the run's trade-off at the C.V.-minimum layer: the paired bootstrap interval of
    C.V._run / C.V._null contains 1 and that of slope_run − slope_null contains 0.
-7. ``anisotropy_profile`` (004 §4.1, Fig. 1): λ₁/Σλ across layers is flat in encoders
-   ((max − min) / mean ≤ ``FLAT_MAX``) and bell-shaped in decoders (an interior layer at least
-   ``BELL_MIN`` × both ends).
-8. ``id_profile`` (004, Fig. 2 read across layers as the issue asks): the TwoNN dimension peaks at an
-   interior layer (above the first and the last).
-9. ``isoscore_low`` (Rudman et al. 2022, next to 004's anisotropy): IsoScore ι < ``ISO_MAX`` in every layer past
-   the embeddings (layer 0), the largest such ι's split-half interval deciding (``stats.isoscore``).
-10. ``position0_share`` (massive activations, Sun et al. 2024; 004 / 003 on outliers): where outliers
-   dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X)
-   in the most dominated layer.
+Then the claims the measures declare (``Measure.claims``), in measure order, each decided by the rule its
+declaration names (the rule's docstring states it), for example:
+
+- ``anisotropy_profile`` (geometry; 004 §4.1, Fig. 1): λ₁/Σλ across layers is flat in encoders
+  ((max − min) / mean ≤ ``FLAT_MAX``) and bell-shaped in decoders (an interior layer at least ``BELL_MIN`` × both
+  ends);
+- ``id_profile`` (geometry; 004, Fig. 2 read across layers): the TwoNN dimension peaks at an interior layer (above
+  the first and the last);
+- ``position0_share`` (outliers; massive activations, Sun et al. 2024; 004 / 003 on outliers): where outliers
+  dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X) in the most
+  dominated layer.
 
 The claims, their thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
-``stats.claims_moments`` (1–6, the core) and, for 7–10, the rule each measure declares (``Measure.claims``:
-``stats.claims_geometry`` for 7, 8 and 10, ``stats.isoscore`` for 9), in measure order; a new measure's claim
-is a line of its declaration. This module runs them in order and lays their verdicts out as a table
-(``findings_table``) or a cell (``cell``).
+``stats.claims_moments`` (1–6, the core) and the declared rules (``stats.claims_geometry`` for the three above); a
+new measure's claim is a line of its declaration. This module runs them in order and lays their verdicts out as
+a table (``findings_table``) or a cell (``cell``).
 """
 from __future__ import annotations
 

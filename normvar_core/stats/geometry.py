@@ -18,8 +18,7 @@
   it near 1/√(2d)), exact from Σ‖x‖ and Σ‖x‖²; cosines of disjoint random pairs of the sample (near
   N(0, 1/d) for isotropic vectors).
 * Declared spectral columns (``spectral_columns``): each measure's ``spectral`` pairs (column, f) add
-  ``f(eigenvalues)`` to a layer's row here and to each half's row in ``stats.intervals.half_values``
-  (IsoScore: ``stats.isoscore``).
+  ``f(eigenvalues)`` to a layer's row here and to each half's row in ``stats.intervals.half_values``.
 """
 from __future__ import annotations
 
