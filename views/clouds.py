@@ -14,9 +14,9 @@ from views import _chrome, _data, _explore, _state
 from views._run_cache import per_run_version
 
 run, v = _chrome.run_page("Token clouds",
-                      "Sampled contextualized embeddings of a few token types, PCA-projected together; the origin is "
-                      "projected too and everything is shifted so that it sits at × = (0, 0) (App. A). Clouds near the "
-                      "origin have small M(X_t) and large V(X_t). t-SNE: a non-linear map of the same embeddings.")
+                          "Sampled contextualized embeddings of a few token types, PCA-projected together; the origin is "
+                          "projected too and everything is shifted so that it sits at × = (0, 0) (App. A). Clouds near the "
+                          "origin have small M(X_t) and large V(X_t). t-SNE: a non-linear map of the same embeddings.")
 
 sampled = _data.sampled_tokens(run)
 if sampled.empty:
@@ -97,7 +97,7 @@ def _cloud_tab() -> None:
             _explore.tsne(run, layer)
     fig, coords = _figure(run, layer, tuple(int(t) for t in chosen), v.cmap, v.presentation, colours is not None)
     event = _chrome.chart(fig, key="clouds", data=coords.drop(columns=["context"], errors="ignore"),
-                      name=f"{run.name}_clouds_{v.cmap}_layer{layer}", lasso=True, width="content")
+                          name=f"{run.name}_clouds_{v.cmap}_layer{layer}", lasso=True, width="content")
     points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
     _explore.selection_bar(run, _explore.selected_tokens(event), key="clouds_sel", here="clouds")
     st.session_state.pop(CLICKED, None)
@@ -155,5 +155,5 @@ def _fig8_tab() -> None:
 
 _state.bind("w_word_colour", True)  # the Cloud tab's toggle keeps its state while Fig. 8 is open
 _chrome.draw_sections("clouds", {"cloud": ("Cloud (Fig. 1, App. A)", _cloud_tab),   # only the open tab is computed
-                             "fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
+                                 "fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
 _state.sync_url("clouds")

@@ -15,8 +15,8 @@ from normvar_core.viz.shared_axes import share_ranges
 from views import _chrome, _data, _state
 
 run_a, v = _chrome.run_page("Compare two runs",
-                        "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
-                        "line up; the scatters show each run at the layer closest to the chosen depth.")
+                            "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
+                            "line up; the scatters show each run at the layer closest to the chosen depth.")
 names = runs_in_order(_data.runs_table())  # real runs first, each Gaussian null under its run
 others = [n for n in names if n != run_a.name]  # the run itself is no second run
 if not others:
@@ -60,8 +60,8 @@ def _layers() -> None:
                         mark_layer={label_a: la, label_b: lb}, presentation=v.presentation,
                         title="Fig. 4 on a relative-depth axis")
     _chrome.chart(fig, key="cmp_layers",
-              data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
-              name=f"compare_{run_a.name}_{run_b.name}_layers")
+                  data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
+                  name=f"compare_{run_a.name}_{run_b.name}_layers")
 
 
 def _ratios() -> None:
@@ -69,8 +69,8 @@ def _ratios() -> None:
     fig = decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True, num_hidden_states=depths,
                                 presentation=v.presentation, title="Fig. 5/6 ratios on a relative-depth axis")
     _chrome.chart(fig, key="cmp_decomp",
-              data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
-              name=f"compare_{run_a.name}_{run_b.name}_decomposition")
+                  data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
+                  name=f"compare_{run_a.name}_{run_b.name}_decomposition")
 
 
 def _scatters() -> None:
@@ -88,6 +88,6 @@ def _scatters() -> None:
 
 
 _chrome.draw_sections("compare", {"layers": ("Fig. 4 on relative depth", _layers),  # only the open tab is computed
-                              "ratios": ("Fig. 5/6 ratios", _ratios),
-                              "scatters": ("Trade-off at the matched depth", _scatters)})
+                                  "ratios": ("Fig. 5/6 ratios", _ratios),
+                                  "scatters": ("Trade-off at the matched depth", _scatters)})
 _state.sync_url("compare")

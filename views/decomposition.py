@@ -7,9 +7,9 @@ from normvar_core.viz.decomposition_figures import decomposition_bars, decomposi
 from views import _chrome, _data, _state
 
 run, v = _chrome.run_page("Decomposition of the whole embedding set X",
-                      "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
-                      "token types in the band. Deeper layers: M/Q grows (anisotropy) and V_W takes over from V_B "
-                      "(Fig. 5, 6).")
+                          "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
+                          "token types in the band. Deeper layers: M/Q grows (anisotropy) and V_W takes over from V_B "
+                          "(Fig. 5, 6).")
 ctl = _state.page_controls(run, band=True, pool=True, null=True)
 band, pool, null_label, null_run = ctl.band, ctl.pool, ctl.null_label, ctl.null_run
 

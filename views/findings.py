@@ -9,10 +9,10 @@ from normvar_core.stats import findings as F
 from views import _chrome, _data, _state
 
 run, _ = _chrome.run_page("Findings: does each claim hold on this run?",
-                      "Each claim of the three studies in one line, tested on the run: its number, a 95 % interval "
-                      "(bootstrap over token types for the trade-off; split halves of the corpus for the corpus-level "
-                      "quantities and the geometry) and a verdict — holds, fails, cannot tell (the interval straddles the "
-                      "threshold) or untestable on this run (with why).")
+                          "Each claim of the three studies in one line, tested on the run: its number, a 95 % interval "
+                          "(bootstrap over token types for the trade-off; split halves of the corpus for the corpus-level "
+                          "quantities and the geometry) and a verdict — holds, fails, cannot tell (the interval straddles the "
+                          "threshold) or untestable on this run (with why).")
 chosen, _ = _state.runs_to_overlay("Runs side by side", "w_find_runs", "w_find_relative", False)
 
 try:

@@ -10,8 +10,8 @@ from views import _chrome, _data, _sections, _state
 from views._run_cache import per_run_version
 
 run, v = _chrome.run_page("Frequency: Q, M and V against log₁₀ n_t",
-                      "Frequent tokens sit closer to the origin (M falls) and spread more (V rises), while Q stays "
-                      "nearly flat (Fig. 7, App. F). Regressions use the types inside the band.")
+                          "Frequent tokens sit closer to the origin (M falls) and spread more (V rises), while Q stays "
+                          "nearly flat (Fig. 7, App. F). Regressions use the types inside the band.")
 ctl = _state.page_controls(run, layer=True, band=True, pool=True, null=True, extra=[1])
 layer, band, pool, null_label, null_run = ctl.layer, ctl.band, ctl.pool, ctl.null_label, ctl.null_run
 with ctl.extra[0]:

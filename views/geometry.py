@@ -15,15 +15,15 @@ from normvar_core.viz.viewstate import layer_at_depth, nearest_layer, relative_d
 from views import _chrome, _data, _sections, _state
 
 run, v = _chrome.run_page("Geometry: anisotropy and intrinsic dimension across layers",
-                      "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
-                      "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
-                      "embeddings per layer (min(N, --id-sample); each run's own, below the chart) in batches of at least "
-                      "4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, the mean ± std over the same "
-                      "batches — a batch holds few embeddings per direction, so it reads higher "
-                      "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).",
-                      needs=("geometry", "layer geometry"))
+                          "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
+                          "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
+                          "embeddings per layer (min(N, --id-sample); each run's own, below the chart) in batches of at least "
+                          "4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, the mean ± std over the same "
+                          "batches — a batch holds few embeddings per direction, so it reads higher "
+                          "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).",
+                          needs=("geometry", "layer geometry"))
 chosen, relative = _state.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
-                                       "w_geo_relative", True)
+                                          "w_geo_relative", True)
 null_label, null_run = _state.null_picker(run)
 table = _data.runs_table()
 kind = null_kind(v.null) if null_run is not None else None
@@ -107,7 +107,7 @@ def _spectrum() -> None:
     spec = GF.spectra_figure(spectra, presentation=v.presentation, nulls=list(null_curves), null_of=null_of,
                              title=f"Covariance spectrum at {where}" + ("" if len(spectra) > 1 else f" · {run.name}"))
     _chrome.chart(spec, key="spectrum", data=pd.concat(rows, ignore_index=True) if rows else None,
-              name=f"{run.name}_spectrum_layer{layer}")
+                  name=f"{run.name}_spectrum_layer{layer}")
 
 
 # the sections the measures declare for this page (profiles, spectrum, ...): only the open tab is drawn

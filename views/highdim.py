@@ -11,10 +11,10 @@ from normvar_core.viz.overlay import null_label
 from views import _chrome, _data, _state
 
 run, v = _chrome.run_page("High-dimensional geometry: the run next to its Gaussian nulls",
-                      "Seed 003: radii of Gaussians concentrate (relative width ≈ 1/√(2d)); a random offset moves the "
-                      "radius and raises every cosine to ≈ M(X)/Q(X), nothing more; two random vectors are nearly "
-                      "orthogonal; and the mean of n_t random draws is small, M/V ≈ 1/(n_t − 1). Where the run departs "
-                      "from its nulls, the model — not the dimension — is speaking.")
+                          "Seed 003: radii of Gaussians concentrate (relative width ≈ 1/√(2d)); a random offset moves the "
+                          "radius and raises every cosine to ≈ M(X)/Q(X), nothing more; two random vectors are nearly "
+                          "orthogonal; and the mean of n_t random draws is small, M/V ≈ 1/(n_t − 1). Where the run departs "
+                          "from its nulls, the model — not the dimension — is speaking.")
 nulls = nulls_of(_data.runs_table(), run.name)
 c1, c2 = st.columns([3, 2])
 with c1:
@@ -65,11 +65,11 @@ def _mv() -> None:
     fig = HF.mv_scatter(pts, npts, label=run.name, presentation=v.presentation,
                         title=f"M(Xₜ)/V(Xₜ) against nₜ, layer {layer}")
     _chrome.chart(fig, key="highdim_mv", data=pts[["token_id", "token", "n", "m", "v"]],
-              name=f"{run.name}_m_over_v_layer{layer}")
+                  name=f"{run.name}_m_over_v_layer{layer}")
 
 
 _chrome.draw_sections("highdim", {"profiles": ("Seed 003's checks per layer", _profiles),  # only the open tab
-                              "cosines": ("Random-pair cosines", _cosines), "mv": ("M/V against nₜ", _mv)})
+                                  "cosines": ("Random-pair cosines", _cosines), "mv": ("M/V against nₜ", _mv)})
 with (table_box := _chrome.lazy_expander("Table", key="highdim_table")):
     try:
         if table_box.open:

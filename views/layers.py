@@ -8,9 +8,9 @@ from normvar_core.viz.tradeoff_figures import layers_figure
 from views import _chrome, _data, _state
 
 run, v = _chrome.run_page("Layers: where the trade-off is strongest",
-                      "C.V. of Q(X_t) (left), slope (middle) and R² (right) of the regression of V(X_t) on M(X_t), "
-                      "per layer (Fig. 4). Where the C.V. is smallest, the slope approaches −1 and R² approaches 1. "
-                      "Bands: 95 % bootstrap intervals over token types (1,000 resamples).")
+                          "C.V. of Q(X_t) (left), slope (middle) and R² (right) of the regression of V(X_t) on M(X_t), "
+                          "per layer (Fig. 4). Where the C.V. is smallest, the slope approaches −1 and R² approaches 1. "
+                          "Bands: 95 % bootstrap intervals over token types (1,000 resamples).")
 chosen, relative = _state.runs_to_overlay("Runs to overlay", "w_layers_runs", "w_relative", False)
 ctl = _state.page_controls(run, band=True, pool=True, null=True)
 band, pool = ctl.band, ctl.pool

@@ -16,7 +16,7 @@ from normvar_core.service.sweeps import plan_sweep, queue_sweep
 from views import _chrome, _data, _form, _state, _upload
 
 _chrome.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
-                "worker computes the exact moments; the run appears in every page when it is published.")
+                    "worker computes the exact moments; the run appears in every page when it is published.")
 v = _state.view()
 cap = jobs.max_upload_bytes()
 cap_mb = max(1, math.floor(cap / 2**20))

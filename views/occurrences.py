@@ -19,9 +19,9 @@ from views._run_cache import per_run_version
 SEL_KEY = _explore.OCCURRENCE_BOX
 
 run, v = _chrome.run_page("Occurrences: every embedding of a layer",
-                      "Each point is one occurrence x of a token in the corpus, at its coordinates on the layer's two "
-                      "principal axes (of the covariance over all embeddings). Scroll to zoom, drag to pan, click a "
-                      "point; shift+drag draws a box, alt+drag a lasso (or pick the tool above the chart).")
+                          "Each point is one occurrence x of a token in the corpus, at its coordinates on the layer's two "
+                          "principal axes (of the covariance over all embeddings). Scroll to zoom, drag to pan, click a "
+                          "point; shift+drag draws a box, alt+drag a lasso (or pick the tool above the chart).")
 if not O.has_occurrences(run):
     st.info("This run keeps no occurrences: recompute it with `--occurrences` above 0 (the default keeps "
             "1,000,000 per layer).", icon=":material/scatter_plot:")

@@ -10,10 +10,10 @@ from normvar_core.viz import geometry_figures as GF
 from views import _access, _chrome, _data, _state
 
 run, v = _chrome.run_page("Outliers: massive activations and outlier dimensions",
-                      "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
-                      "the share of Q(X) = E‖x‖² carried by position 0 and by the largest dimensions; the largest "
-                      "activations with the token, sentence and position that carry them.",
-                      needs=("outliers", "outlier statistics"))
+                          "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
+                          "the share of Q(X) = E‖x‖² carried by position 0 and by the largest dimensions; the largest "
+                          "activations with the token, sentence and position that carry them.",
+                          needs=("outliers", "outlier statistics"))
 
 
 def _largest() -> None:
@@ -37,8 +37,8 @@ def _position0() -> None:
         fig = GF.geometry_profiles(curves, relative=False, presentation=v.presentation,
                                    title="Layer geometry with and without position 0")
         _chrome.chart(fig, key="geometry_pos0",
-                  data=pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True),
-                  name=f"{run.name}_geometry_position0")
+                      data=pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True),
+                      name=f"{run.name}_geometry_position0")
         return
     st.info("No run of the same model, corpus and options with position 0 "
             f"{'included' if excludes_position0(run) else 'excluded'} yet: compute it to see how anisotropy, "

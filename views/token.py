@@ -20,7 +20,7 @@ from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
 from views import _access, _chrome, _data, _explore, _state
 
 run, v = _chrome.run_page("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "
-                      "to its mean μ(X_t) (typical) and farthest from it (atypical).")
+                          "to its mean μ(X_t) (typical) and farthest from it (atypical).")
 tokens = run.tokens()
 if "w_token" not in st.session_state:
     st.session_state["w_token"] = v.token or tokens.sort_values("n", ascending=False)["token"].iloc[min(40, len(tokens) - 1)]
@@ -99,8 +99,8 @@ def own_sentence(layer: int, heading: bool = True) -> None:
             st.caption("Blank cells: the type has no sampled uses in this run (samples are kept for App. A's tokens "
                        "and the 50 most frequent types), or is not in the run at all.")
             _chrome.chart(percentile_heatmap(own, presentation=v.presentation,
-                                         title="Distance to its type's mean μ(X_t): percentile of the type's sampled uses"),
-                      key="own_heatmap", data=own, name=f"{run.name}_own_sentence")
+                                             title="Distance to its type's mean μ(X_t): percentile of the type's sampled uses"),
+                          key="own_heatmap", data=own, name=f"{run.name}_own_sentence")
             at = own[own["layer"] == layer].reset_index(drop=True)
             ok = at[at["m"].notna()]
             if ok.empty:

@@ -13,9 +13,9 @@ from views import _chrome, _data, _explore, _state
 from views._run_cache import per_run_version
 
 run, v = _chrome.run_page("Trade-off: V(X_t) against M(X_t)",
-                      "Each point is a token type t. Q = M + V, so when Q(X_t) varies little across types the "
-                      "points fall on a line of slope ≈ −1 (Fig. 2). The regression uses the types inside the band. "
-                      "Drag a box or lasso to hand a set of types to Token clouds or the highlights.")
+                          "Each point is a token type t. Q = M + V, so when Q(X_t) varies little across types the "
+                          "points fall on a line of slope ≈ −1 (Fig. 2). The regression uses the types inside the band. "
+                          "Drag a box or lasso to hand a set of types to Token clouds or the highlights.")
 ctl = _state.page_controls(run, layer=True, band=True, pool=True, null=True, extra=[3])
 layer, band, pool, null_label, null_run = ctl.layer, ctl.band, ctl.pool, ctl.null_label, ctl.null_run
 
@@ -85,7 +85,7 @@ if total > sc.drawn:
                "WebGL scatter responsive; the regression uses all of them.", icon=":material/filter_alt:")
 
 event = _chrome.chart(sc.fig, key="tradeoff", data=points[["token_id", "token", "n", "q", "m", "v"]],
-                  name=f"{run.name}_tradeoff_layer{layer}", lasso=True)
+                      name=f"{run.name}_tradeoff_layer{layer}", lasso=True)
 _chrome.open_on_click(event, key="tradeoff_click")   # one click on a point: its Token view
 _explore.selection_bar(run, _explore.selected_tokens(event), key="tradeoff_sel", here="tradeoff")
 
