@@ -13,6 +13,10 @@ from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
 from normvar_core.viz.viewstate import PALETTE, apply_theme
 
+READING = ("IsoScore per layer (Rudman et al. 2022)<br><sup>ι = 1: every direction carries the same variance; "
+           "ι = (k − 1)/(d − 1): k of the d directions share it equally, the rest carry none</sup>")
+"""The default title: the figure's name and how to read ι."""
+
 
 def isoscore_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
                     num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
@@ -41,11 +45,11 @@ def isoscore_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True
                                                "<extra></extra>"))
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
     fig.update_yaxes(title_text="IsoScore ι (1 = isotropic)", range=[0, 1.02])
-    fig.update_layout(title=title or "IsoScore per layer (Rudman et al. 2022)", height=560 if presentation else 460,
+    fig.update_layout(title=title or READING, height=560 if presentation else 460,
                       hovermode="closest", legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=130 if presentation else 110))
     return fig
 
 
-__all__ = ["isoscore_figure"]
+__all__ = ["isoscore_figure", "READING"]
