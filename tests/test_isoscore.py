@@ -91,11 +91,16 @@ def test_layer_geometry_and_halves_equal_brute_force_and_the_isoscore_package(mi
     assert 0 < min(got) and max(got) < 0.5                                        # far from isotropic
 
 
-def test_the_gaussian_null_carries_isoscore(run, tmp_path):  # noqa: F811
-    from normvar_core.runs.null import write_null_run
+def test_the_gaussian_null_carries_isoscore_and_is_drawn_dashed(run, tmp_path, monkeypatch):  # noqa: F811
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.runs.null import null_name, write_null_run
     from normvar_core.runs.reader import open_run
 
-    null = open_run(write_null_run(run, "isotropic", tmp_path / "null.duckdb"))
+    (tmp_path / "runs").mkdir()
+    shutil.copy(run.path, tmp_path / "runs" / f"{RUN}.duckdb")
+    name = null_name(run, "isotropic", 0)
+    null = open_run(write_null_run(run, "isotropic", tmp_path / "runs" / f"{name}.duckdb"))
     geo = null.table("layer_geometry").sort_values("layer")
     spec = null.table("layer_spectrum")
     for layer, iso in zip(geo["layer"], geo["isoscore"]):
@@ -103,6 +108,14 @@ def test_the_gaussian_null_carries_isoscore(run, tmp_path):  # noqa: F811
         assert lam.size == run.dim and abs(iso - reference(lam)) < TOL
     print("isotropic null IsoScore per layer:", np.round(geo["isoscore"].to_numpy(), 4).tolist())
     assert (geo["isoscore"] > run.table("layer_geometry").sort_values("layer")["isoscore"].to_numpy()).all()
+    # the Geometry page's IsoScore tab overlays the null picked in the sidebar, dashed
+    monkeypatch.setenv("NORMVAR_DATA", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"page": "geometry", "run": RUN, "null": name})
+    at = open_section(at.run(), "geometry", "IsoScore")
+    dashed = [t for t in figure(at, "IsoScore")["data"] if (t.get("line") or {}).get("dash") == "dash"]
+    assert len(dashed) == 1 and "Gaussian null" in dashed[0]["name"]
+    np.testing.assert_allclose(arr(dashed[0]["y"]), geo["isoscore"].to_numpy())
 
 
 def test_findings_and_split_half_rows(run):  # noqa: F811
