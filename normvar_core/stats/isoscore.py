@@ -1,5 +1,5 @@
 """IsoScore (Rudman, Gillman, Rayne & Eickhoff 2022, "IsoScore: Measuring the Uniformity of Embedding Space
-Utilization", Findings of ACL 2022, §4 and Algorithm 1): how evenly a layer's embeddings use the d dimensions
+Utilization", Findings of ACL 2022, Algorithm 1): how evenly a layer's embeddings use the d dimensions
 of their space, from the eigenvalues of the layer's exact covariance Σ (the geometry's float64 covariance over
 every embedding; the paper's step 1–2, PCA of the points, has exactly these variances).
 
