@@ -7,7 +7,7 @@ Variance" (Yamagiwa & Shimodaira), live, for any run in the data directory.
 A link restores the view: /tradeoff?run=NAME&layer=3&band=1,5&tokens=the,once&present=1
 (``page=tradeoff`` works too). Pages live in views/ (not pages/: a pages/ folder switches Streamlit to its v1
 multipage mode, which runs a page without app.py when a link opens it directly); shared plumbing in
-views/_ui.py.
+views/_data.py (data access), views/_state.py (view state and widgets) and views/_chrome.py (page chrome).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from views import _access  # noqa: E402  (after set_page_config)
 # has not given it sees the sign-in field only: no navigation, no sidebar, no run (views/_access.py).
 _access.gate()
 
-from views import _ui  # noqa: E402
+from views import _chrome, _data, _state  # noqa: E402
 
 from normvar_core.viz.pages import DEFAULT_PAGE, PAGES as REGISTRY  # noqa: E402
 
@@ -50,7 +50,7 @@ for p in REGISTRY:
         groups.setdefault(p.group, []).append(PAGES[p.key])
 nav = st.navigation(groups)
 
-view = _ui.view()
+view = _state.view()
 # A shared link may name its page as ?page=... : honour it once per session.
 if not st.session_state.get("_page_routed"):
     st.session_state["_page_routed"] = True
@@ -61,11 +61,11 @@ if not st.session_state.get("_page_routed"):
 with st.sidebar:
     st.markdown("### normvar")
     st.caption("Q(X_t) = M(X_t) + V(X_t): norm of the mean vs. variance of contextualized embeddings")
-    _ui.run_selector()
-    _ui.bind("w_present", view.presentation)
+    _state.run_selector()
+    _state.bind("w_present", view.presentation)
     view.presentation = st.toggle("Presentation mode", key="w_present",
                                   help="large fonts and a clean white background, for a lab meeting")
-    st.caption(f"Data: `{_ui.data_dir()}`")
+    st.caption(f"Data: `{_data.data_dir()}`")
 
-_ui.apply_presentation_css()
+_chrome.apply_presentation_css()
 nav.run()

@@ -24,8 +24,8 @@ def slides(run):  # noqa: F811
 
 def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa: F811
     titles = [s.title for s in slides]
-    assert len(slides) == 8 and "Findings" in titles[0] and "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
-    assert "seed 004" in titles[7]
+    assert len(slides) == 9 and "Findings" in titles[0] and "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
+    assert "seed 004" in titles[7] and titles[8] == "IsoScore per layer"   # the declared figure's generic slide
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     best = tr.loc[tr["r2"].idxmax()]
     assert f"slope {best['slope']:.2f}, R² {best['r2']:.2f}" in slides[2].takeaway

@@ -162,19 +162,6 @@ def open_on_click(event, *, key: str) -> list[str]:
     return tokens
 
 
-def token_link(event, *, key: str) -> None:
-    """Under a scatter of token types: one click on a point opens its token's Token view at once; a box or
-    lasso selection (several points) leaves a button to the first one's."""
-    tokens = open_on_click(event, key=key)
-    if not tokens:
-        st.caption("Click a point to open its token's contexts in the Token view.")
-        return
-    if st.button(f"Open {tokens[0]!r} in the Token view", key=key, icon=":material/search:"):
-        view().token = tokens[0]
-        st.session_state["w_token"] = tokens[0]
-        st.switch_page("views/token.py")
-
-
 def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None:
     """PNG / SVG through kaleido and the figure's data as CSV; all generated only when clicked
     (deferred downloads), so they never slow a rerun."""
@@ -266,4 +253,4 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['current_run', 'require_run', 'require', 'run_page', 'token_link', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'SECTION_OF', 'sections', 'draw_sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+__all__ = ['current_run', 'require_run', 'require', 'run_page', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'SECTION_OF', 'sections', 'draw_sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']

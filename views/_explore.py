@@ -17,7 +17,7 @@ from normvar_core.destination import write_atomic
 from normvar_core.errors import NormvarError
 from normvar_core.stats.neighbours import nearest_types
 from normvar_core.viz.selection import cloud_handoff
-from views import _ui
+from views import _chrome, _data, _state
 from views._run_cache import per_run_version
 
 
@@ -34,14 +34,14 @@ shows the type's contexts inside it)."""
 
 
 def _sampled_ids(run) -> dict[str, int]:
-    have = _ui.sampled_tokens(run)
+    have = _data.sampled_tokens(run)
     return dict(zip(have["token"].astype(str), have["token_id"].astype(int)))
 
 
 def _take(run, tokens: list[str], target: str, section: str | None = None) -> None:
     """on_click: hand the selection to another page (through the view, so links keep it); ``section``: the
     tab it opens there (the Occurrences box's contexts are in the Token page's Contexts tab)."""
-    v = _ui.view()
+    v = _state.view()
     if target == "tradeoff":
         v.tokens = tokens[:50]
         st.session_state["w_tokens"] = ",".join(v.tokens)
@@ -53,7 +53,7 @@ def _take(run, tokens: list[str], target: str, section: str | None = None) -> No
         v.token = tokens[0]
         st.session_state["w_token"] = tokens[0]
         v.section = section
-        st.session_state[_ui.SECTION_OF] = target
+        st.session_state[_chrome.SECTION_OF] = target
         st.session_state.pop("w_section_token", None)  # the view's section, not the tab last open there
     st.session_state["_explore_go"] = target
 
@@ -86,10 +86,10 @@ def selection_bar(run, tokens: list[str], *, key: str, here: str) -> None:
 # ============================================================================ nearest types
 def neighbours(run, layer: int, query, k: int, exclude: int | None = None) -> pd.DataFrame:
     """The ``k`` types nearest to ``query`` by cosine at ``layer``, with their n, Q, M, V there."""
-    st_ = _ui.stats(run)
+    st_ = _data.stats(run)
     li = st_.layer(layer)
     nn = nearest_types(st_.mean[li], st_.token_ids, query, k, exclude=exclude)
-    table = _ui.token_table(run, layer)
+    table = _data.token_table(run, layer)
     return nn.merge(table[["token_id", "token", "n", "q", "m", "v"]], on="token_id", how="left")
 
 
@@ -110,7 +110,7 @@ def tokenizer_files(model: str, data_dir: str):
 
 
 def tokenizer_of(run):
-    return tokenizer_files(str(run.meta.get("model") or ""), str(_ui.data_dir()))
+    return tokenizer_files(str(run.meta.get("model") or ""), str(_data.data_dir()))
 
 
 # ============================================================================ t-SNE
@@ -156,7 +156,7 @@ def tsne(run, layer: int) -> pd.DataFrame:
     version and layer: in memory for every session, and on disk in the data dir's cache/tsne/ so that a
     restarted dashboard reads it back (``stored_tsne``)."""
     try:
-        cache = DataDir.at(_ui.data_dir()).cache
+        cache = DataDir.at(_data.data_dir()).cache
     except NormvarError:
         cache = None
     return stored_tsne(run, layer, cache)

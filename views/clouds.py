@@ -10,30 +10,30 @@ from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.selection import fit_row
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.clouds import with_tsne
-from views import _explore, _ui
+from views import _chrome, _data, _explore, _state
 from views._run_cache import per_run_version
 
-run, v = _ui.run_page("Token clouds",
-                      "Sampled contextualized embeddings of a few token types, PCA-projected together; the origin is "
-                      "projected too and everything is shifted so that it sits at × = (0, 0) (App. A). Clouds near the "
-                      "origin have small M(X_t) and large V(X_t). t-SNE: a non-linear map of the same embeddings.")
+run, v = _chrome.run_page("Token clouds",
+                          "Sampled contextualized embeddings of a few token types, PCA-projected together; the origin is "
+                          "projected too and everything is shifted so that it sits at × = (0, 0) (App. A). Clouds near the "
+                          "origin have small M(X_t) and large V(X_t). t-SNE: a non-linear map of the same embeddings.")
 
-sampled = _ui.sampled_tokens(run)
+sampled = _data.sampled_tokens(run)
 if sampled.empty:
     st.info("This run stores no sampled embeddings (computed with samples_per_token = 0).")
     st.stop()
-layer = _ui.layer_slider(run)
-table = _ui.token_table(run, layer)
+layer = _state.layer_slider(run)
+table = _data.token_table(run, layer)
 n_of = dict(zip(table["token_id"].astype(int), table["n"].astype(int)))
 options = [int(t) for t in sampled["token_id"]]
 label = dict(zip(options, sampled["token"].astype(str)))
-default = [t for t in v.cloud if t in label] or [t for t in _ui.app_a_tokens(run) if t in label] or options[:12]
-_ui.bind("w_cloud_tokens", default, lambda x: isinstance(x, list) and all(t in label for t in x))
+default = [t for t in v.cloud if t in label] or [t for t in _data.app_a_tokens(run) if t in label] or options[:12]
+_state.bind("w_cloud_tokens", default, lambda x: isinstance(x, list) and all(t in label for t in x))
 
 
 def _app_a() -> None:
     v.cloud = []
-    st.session_state["w_cloud_tokens"] = [t for t in _ui.app_a_tokens(run) if t in label] or options[:12]
+    st.session_state["w_cloud_tokens"] = [t for t in _data.app_a_tokens(run) if t in label] or options[:12]
 
 
 handed = st.session_state.get("_clouds_note")  # a selection handed over from another page, in part
@@ -48,12 +48,12 @@ with c1:
 with c2:
     st.write("")
     st.button("App. A selection", key="w_cloud_reset", width="stretch", on_click=_app_a)
-app_a = [t for t in _ui.app_a_tokens(run) if t in label]
+app_a = [t for t in _data.app_a_tokens(run) if t in label]
 v.cloud = [] if list(chosen) == app_a else [int(t) for t in chosen]
 
 if not chosen:
     st.info("Pick at least one token.")
-    _ui.sync_url("clouds")
+    _state.sync_url("clouds")
     st.stop()
 
 CLICKED = "_clouds_clicked"
@@ -62,7 +62,7 @@ highlights its nearest types. The chart's own selection is gone once its tab is 
 
 
 def _map_control():
-    _ui.bind("w_cloud_map", "t-SNE" if v.cmap == "tsne" else "PCA", lambda x: x in ("PCA", "t-SNE"))
+    _state.bind("w_cloud_map", "t-SNE" if v.cmap == "tsne" else "PCA", lambda x: x in ("PCA", "t-SNE"))
     method = st.radio("Map", ["PCA", "t-SNE"], key="w_cloud_map", horizontal=True,
                       help="PCA: linear, the origin kept (App. A). t-SNE (openTSNE, seed 0): non-linear, of all the "
                            "layer's sampled embeddings at once, computed once per run and layer")
@@ -73,11 +73,11 @@ def _map_control():
 def _figure(run, layer: int, chosen: tuple, cmap: str, presentation: bool, by_units: bool):
     """The cloud and its coordinates, built once per (run version, view): a figure of 20 tokens' clouds with
     their labels placed takes ≈ 0.4 s to build, every rerun of the page."""
-    cloud = _ui.cloud(run, layer, chosen)
+    cloud = _data.cloud(run, layer, chosen)
     coords = with_tsne(cloud.coords, _explore.tsne(run, layer)) if cmap == "tsne" else cloud.coords
-    fig = clouds_figure(_ui.with_word_colour(coords, _ui.word_units(run) if by_units else None),
+    fig = clouds_figure(_state.with_word_colour(coords, _state.word_units(run) if by_units else None),
                         explained=cloud.explained, presentation=presentation,
-                        color_by=_ui.WORD_COLOUR if by_units else None, color_title="|T<sub>w</sub>|", method=cmap,
+                        color_by=_state.WORD_COLOUR if by_units else None, color_title="|T<sub>w</sub>|", method=cmap,
                         token_order=[label[t] for t in chosen],
                         title=f"{run.name} · layer {layer} · {'t-SNE' if cmap == 'tsne' else 'PCA'} · "
                               f"{len(chosen)} tokens, {len(coords):,} sampled embeddings")
@@ -90,14 +90,14 @@ def _cloud_tab() -> None:
     with c1:
         _map_control()
     with c2:
-        colours = _ui.word_colour(run)
+        colours = _state.word_colour(run)
     if v.cmap == "tsne":
         with st.spinner(f"t-SNE of the {int(sampled['count'].sum()):,} sampled embeddings at layer {layer} "
                         "(once per run and layer) …"):
             _explore.tsne(run, layer)
     fig, coords = _figure(run, layer, tuple(int(t) for t in chosen), v.cmap, v.presentation, colours is not None)
-    event = _ui.chart(fig, key="clouds", data=coords.drop(columns=["context"], errors="ignore"),
-                      name=f"{run.name}_clouds_{v.cmap}_layer{layer}", lasso=True, width="content")
+    event = _chrome.chart(fig, key="clouds", data=coords.drop(columns=["context"], errors="ignore"),
+                          name=f"{run.name}_clouds_{v.cmap}_layer{layer}", lasso=True, width="content")
     points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
     _explore.selection_bar(run, _explore.selected_tokens(event), key="clouds_sel", here="clouds")
     st.session_state.pop(CLICKED, None)
@@ -137,7 +137,7 @@ def _fig8_tab() -> None:
         except (IndexError, ValueError, TypeError, KeyError):
             nn = None
     hl = nn if nn is not None else rows
-    fig8 = tradeoff_scatter(_ui.band_points(run, layer, v.band), fit_row(_ui.tradeoff(run, v.band), layer=layer),
+    fig8 = tradeoff_scatter(_data.band_points(run, layer, v.band), fit_row(_data.tradeoff(run, v.band), layer=layer),
                             highlight=hl, presentation=v.presentation, colorbar=False, height=520, aspect=1.0,
                             title="Nearest types among all types" if nn is not None
                             else "The selected tokens among all types (Fig. 8)")
@@ -150,10 +150,10 @@ def _fig8_tab() -> None:
                                     "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),
                                     "v": st.column_config.NumberColumn("V(X_t)", format="%.4g")})
     with c2:
-        _ui.chart(fig8, key="clouds_fig8", data=hl, name=f"{run.name}_fig8_layer{layer}")
+        _chrome.chart(fig8, key="clouds_fig8", data=hl, name=f"{run.name}_fig8_layer{layer}")
 
 
-_ui.bind("w_word_colour", True)  # the Cloud tab's toggle keeps its state while Fig. 8 is open
-_ui.draw_sections("clouds", {"cloud": ("Cloud (Fig. 1, App. A)", _cloud_tab),   # only the open tab is computed
-                             "fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
-_ui.sync_url("clouds")
+_state.bind("w_word_colour", True)  # the Cloud tab's toggle keeps its state while Fig. 8 is open
+_chrome.draw_sections("clouds", {"cloud": ("Cloud (Fig. 1, App. A)", _cloud_tab),   # only the open tab is computed
+                                 "fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
+_state.sync_url("clouds")

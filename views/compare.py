@@ -12,12 +12,12 @@ from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 from normvar_core.viz import viewstate
 from normvar_core.viz.overlay import runs_in_order
 from normvar_core.viz.shared_axes import share_ranges
-from views import _ui
+from views import _chrome, _data, _state
 
-run_a, v = _ui.run_page("Compare two runs",
-                        "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
-                        "line up; the scatters show each run at the layer closest to the chosen depth.")
-names = runs_in_order(_ui.runs_table())  # real runs first, each Gaussian null under its run
+run_a, v = _chrome.run_page("Compare two runs",
+                            "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
+                            "line up; the scatters show each run at the layer closest to the chosen depth.")
+names = runs_in_order(_data.runs_table())  # real runs first, each Gaussian null under its run
 others = [n for n in names if n != run_a.name]  # the run itself is no second run
 if not others:
     st.info(f"Only one run ({run_a.name}) is published: compute a second one on **New run** to compare.")
@@ -25,15 +25,15 @@ if not others:
 
 c1, c2, c3 = st.columns([2, 2, 2])
 with c1:
-    _ui.bind("w_run2", v.run2 if v.run2 in others else others[0], lambda x: x in others)
+    _state.bind("w_run2", v.run2 if v.run2 in others else others[0], lambda x: x in others)
     v.run2 = st.selectbox("Compare with", others, key="w_run2", help="real runs first, each Gaussian null under its run")
 with c2:
-    _ui.bind("w_depth", 0.5 if v.depth is None else float(v.depth))
+    _state.bind("w_depth", 0.5 if v.depth is None else float(v.depth))
     v.depth = st.slider("Relative depth", 0.0, 1.0, step=0.05, key="w_depth")
 with c3:
-    band = _ui.band_slider(run_a)
+    band = _state.band_slider(run_a)
 
-run_b = _ui.open_run(v.run2)
+run_b = _data.open_run(v.run2)
 if run_b is None:
     st.info("Pick a second run.")
     st.stop()
@@ -43,51 +43,51 @@ try:
     la = viewstate.layer_at_depth(run_a.layers, v.depth, run_a.num_hidden_states)
     lb = viewstate.layer_at_depth(run_b.layers, v.depth, run_b.num_hidden_states)
 except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
+    _chrome.show_error(err)
     st.stop()
 
-_ui.report_button([run_a, run_b], key="w_report_compare")
+_chrome.report_button([run_a, run_b], key="w_report_compare")
 if run_a.has("geometry") and run_b.has("geometry"):  # about the two runs: above the tabs
-    samples = {label_a: G.recorded_sample(_ui.table(run_a, "layer_geometry")),
-               label_b: G.recorded_sample(_ui.table(run_b, "layer_geometry"))}
+    samples = {label_a: G.recorded_sample(_data.table(run_a, "layer_geometry")),
+               label_b: G.recorded_sample(_data.table(run_b, "layer_geometry"))}
     if differ := G.samples_differ(samples):
         st.warning(differ)
 
 
 def _layers() -> None:
-    fits_a, fits_b = _ui.tradeoff(run_a, band), _ui.tradeoff(run_b, band)
+    fits_a, fits_b = _data.tradeoff(run_a, band), _data.tradeoff(run_b, band)
     fig = layers_figure({label_a: fits_a, label_b: fits_b}, relative=True, num_hidden_states=depths,
                         mark_layer={label_a: la, label_b: lb}, presentation=v.presentation,
                         title="Fig. 4 on a relative-depth axis")
-    _ui.chart(fig, key="cmp_layers",
-              data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
-              name=f"compare_{run_a.name}_{run_b.name}_layers")
+    _chrome.chart(fig, key="cmp_layers",
+                  data=pd.concat([fits_a.assign(run=label_a), fits_b.assign(run=label_b)], ignore_index=True),
+                  name=f"compare_{run_a.name}_{run_b.name}_layers")
 
 
 def _ratios() -> None:
-    dec_a, dec_b = _ui.decomposition(run_a, band), _ui.decomposition(run_b, band)
+    dec_a, dec_b = _data.decomposition(run_a, band), _data.decomposition(run_b, band)
     fig = decomposition_compare({label_a: dec_a, label_b: dec_b}, relative=True, num_hidden_states=depths,
                                 presentation=v.presentation, title="Fig. 5/6 ratios on a relative-depth axis")
-    _ui.chart(fig, key="cmp_decomp",
-              data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
-              name=f"compare_{run_a.name}_{run_b.name}_decomposition")
+    _chrome.chart(fig, key="cmp_decomp",
+                  data=pd.concat([dec_a.assign(run=label_a), dec_b.assign(run=label_b)], ignore_index=True),
+                  name=f"compare_{run_a.name}_{run_b.name}_decomposition")
 
 
 def _scatters() -> None:
     scat = []
     for r, layer in ((run_a, la), (run_b, lb)):
-        pts = _ui.band_points(r, layer, band)
+        pts = _data.band_points(r, layer, band)
         drawn, total = downsample(pts, MAX_POINTS)
         scat.append((r, layer, pts, tradeoff_scatter(
-            drawn, fit_row(_ui.tradeoff(r, band), layer=layer), total=total, presentation=v.presentation, height=480,
+            drawn, fit_row(_data.tradeoff(r, band), layer=layer), total=total, presentation=v.presentation, height=480,
             title=f"{r.name} · layer {layer} (depth {viewstate.relative_depth(layer, r.num_hidden_states):.2f})")))
     share_ranges([fig for *_, fig in scat])  # the same axes and colour scale: the panels read across
     for i, (col, (r, layer, pts, fig)) in enumerate(zip(st.columns(2), scat)):
         with col:
-            _ui.chart(fig, key=f"cmp_scatter_{i}", data=pts, name=f"{r.name}_tradeoff_layer{layer}")
+            _chrome.chart(fig, key=f"cmp_scatter_{i}", data=pts, name=f"{r.name}_tradeoff_layer{layer}")
 
 
-_ui.draw_sections("compare", {"layers": ("Fig. 4 on relative depth", _layers),  # only the open tab is computed
-                              "ratios": ("Fig. 5/6 ratios", _ratios),
-                              "scatters": ("Trade-off at the matched depth", _scatters)})
-_ui.sync_url("compare")
+_chrome.draw_sections("compare", {"layers": ("Fig. 4 on relative depth", _layers),  # only the open tab is computed
+                                  "ratios": ("Fig. 5/6 ratios", _ratios),
+                                  "scatters": ("Trade-off at the matched depth", _scatters)})
+_state.sync_url("compare")

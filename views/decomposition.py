@@ -4,28 +4,28 @@ from __future__ import annotations
 import streamlit as st
 
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_ratios, decomposition_raw
-from views import _ui
+from views import _chrome, _data, _state
 
-run, v = _ui.run_page("Decomposition of the whole embedding set X",
-                      "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
-                      "token types in the band. Deeper layers: M/Q grows (anisotropy) and V_W takes over from V_B "
-                      "(Fig. 5, 6).")
-ctl = _ui.page_controls(run, band=True, pool=True, null=True)
+run, v = _chrome.run_page("Decomposition of the whole embedding set X",
+                          "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
+                          "token types in the band. Deeper layers: M/Q grows (anisotropy) and V_W takes over from V_B "
+                          "(Fig. 5, 6).")
+ctl = _state.page_controls(run, band=True, pool=True, null=True)
 band, pool, null_label, null_run = ctl.band, ctl.pool, ctl.null_label, ctl.null_run
 
 try:
-    d = _ui.decomposition(run, band, pool)
+    d = _data.decomposition(run, band, pool)
 except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
+    _chrome.show_error(err)
     st.stop()
 n_types = int(d["n_types"].iloc[0]) if len(d) else 0
-st.caption(f"{n_types:,} token types, {_ui.fmt_int(d['n'].iloc[0] if len(d) else 0)} embeddings per layer "
+st.caption(f"{n_types:,} token types, {_chrome.fmt_int(d['n'].iloc[0] if len(d) else 0)} embeddings per layer "
            f"with {10 ** band[0]:,.0f} ≤ n_t ≤ {10 ** band[1]:,.0f}")
 
 
 def _layernorm_tables() -> None:
     """App. I: LayerNorm's prediction of Q per layer, and why it holds or fails."""
-    ln = _ui.layernorm(run, band)
+    ln = _data.layernorm(run, band)
     if ln is None:
         st.caption("App. I (LayerNorm's prediction of Q): not in this run — recompute it to record the norms' "
                    "γ and β.")
@@ -36,7 +36,7 @@ def _layernorm_tables() -> None:
     st.caption("Q(X_t) ≈ ‖γ‖² + ‖β‖² where the hidden state is a norm's output (exact when γ is uniform); "
                "mean and C.V. of Q(X_t) over the types in the band. Empty module: a Pre-LN block's output.")
     st.dataframe(ln, hide_index=True, width="stretch", key="layernorm_table")
-    why = _ui.layernorm_attribution(run)
+    why = _data.layernorm_attribution(run)
     if why is not None and len(why):
         st.caption("Why it holds or fails, over all embeddings of each norm-output layer: "
                    "Q(X) = Σ γᵢ² E zᵢ² + 2 Σ βᵢ(mᵢ − βᵢ) + ‖β‖² exactly, and App. I takes E zᵢ² = 1 in every "
@@ -47,34 +47,34 @@ def _layernorm_tables() -> None:
         st.dataframe(why, hide_index=True, width="stretch", key="layernorm_attribution")
 
 
-_ui.bind("w_decomp_log", False)   # kept while another tab is open (the toggle sits in "Raw values")
+_state.bind("w_decomp_log", False)   # kept while another tab is open (the toggle sits in "Raw values")
 SECTIONS = {"shares": "Shares of Q(X) (Fig. 5, 6)", "ratios": "Ratios to Q(X) (Fig. 18)",
             "raw": "Raw values (Fig. 19, 20)", "layernorm": "LayerNorm's prediction (App. I)"}
-section, box = _ui.sections("decomposition", SECTIONS)  # only the open tab is computed and drawn
+section, box = _chrome.sections("decomposition", SECTIONS)  # only the open tab is computed and drawn
 with box:
     try:
         if section == "shares":
             bars = decomposition_bars(d, presentation=v.presentation, title=f"{run.name}: shares of Q(X) per layer "
                                       "(Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
-            _ui.chart(bars, key="decomp_bars", data=d, name=f"{run.name}_decomposition")
+            _chrome.chart(bars, key="decomp_bars", data=d, name=f"{run.name}_decomposition")
         elif section == "ratios":
-            nd = _ui.decomposition(null_run, band, pool) if null_run is not None else None
+            nd = _data.decomposition(null_run, band, pool) if null_run is not None else None
             ratios = decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
                                           null=nd, null_label=null_label or "")
-            _ui.chart(ratios, key="decomp_ratios", data=d, name=f"{run.name}_decomposition_ratios")
+            _chrome.chart(ratios, key="decomp_ratios", data=d, name=f"{run.name}_decomposition_ratios")
         elif section == "raw":
             log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
-            nd = _ui.decomposition(null_run, band, pool) if null_run is not None else None
-            ln = _ui.layernorm(run, band)
+            nd = _data.decomposition(null_run, band, pool) if null_run is not None else None
+            ln = _data.layernorm(run, band)
             q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
             raw = decomposition_raw(d, log_y=log_y, presentation=v.presentation, title="Raw values (Fig. 19, 20)",
                                     null=nd, null_label=null_label or "", q_pred=q_pred)
-            _ui.chart(raw, key="decomp_raw", data=d, name=f"{run.name}_decomposition_raw")
+            _chrome.chart(raw, key="decomp_raw", data=d, name=f"{run.name}_decomposition_raw")
         else:
             _layernorm_tables()
     except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
-with (table_box := _ui.lazy_expander("Table", key="decomp_table")):
+        _chrome.show_error(err)
+with (table_box := _chrome.lazy_expander("Table", key="decomp_table")):
     if table_box.open:
         st.dataframe(d, hide_index=True, width="stretch")
-_ui.sync_url("decomposition")
+_state.sync_url("decomposition")

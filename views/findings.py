@@ -6,19 +6,19 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.stats import findings as F
-from views import _ui
+from views import _chrome, _data, _state
 
-run, _ = _ui.run_page("Findings: does each claim hold on this run?",
-                      "Each claim of the three studies in one line, tested on the run: its number, a 95 % interval "
-                      "(bootstrap over token types for the trade-off; split halves of the corpus for the corpus-level "
-                      "quantities and the geometry) and a verdict — holds, fails, cannot tell (the interval straddles the "
-                      "threshold) or untestable on this run (with why).")
-chosen, _ = _ui.runs_to_overlay("Runs side by side", "w_find_runs", "w_find_relative", False)
+run, _ = _chrome.run_page("Findings: does each claim hold on this run?",
+                          "Each claim of the three studies in one line, tested on the run: its number, a 95 % interval "
+                          "(bootstrap over token types for the trade-off; split halves of the corpus for the corpus-level "
+                          "quantities and the geometry) and a verdict — holds, fails, cannot tell (the interval straddles the "
+                          "threshold) or untestable on this run (with why).")
+chosen, _ = _state.runs_to_overlay("Runs side by side", "w_find_runs", "w_find_relative", False)
 
 try:
-    per_run = {name: _ui.findings(r) for name, r in _ui.opened_runs(chosen).items()}
+    per_run = {name: _data.findings(r) for name, r in _data.opened_runs(chosen).items()}
 except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
+    _chrome.show_error(err)
     st.stop()
 
 table = pd.DataFrame({"claim": [c for _, _, c in F.CLAIMS], "id": list(F.CLAIM_IDS),
@@ -36,4 +36,4 @@ for name, fs in per_run.items():
             st.markdown(f"**{f.id}** ({f.seed}) — {f.claim}: **{f.verdict}**  \n{f.why}")
 if not run.has("halves"):
     st.caption("This run has no split halves: the corpus-level claims have no interval (recompute it to add them).")
-_ui.sync_url("findings")
+_state.sync_url("findings")

@@ -1,5 +1,6 @@
 """Geometry (seed 004 Fig. 1): anisotropy, intrinsic dimension, participation ratio and the mean cosine
-per layer, several runs on a relative-depth axis (encoders vs decoders); a layer's covariance spectrum."""
+per layer, several runs on a relative-depth axis (encoders vs decoders); a layer's covariance spectrum; and every
+further section a measure declares for this page, drawn by ``views/_sections``."""
 from __future__ import annotations
 
 import pandas as pd
@@ -11,20 +12,20 @@ from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.overlay import null_kind, null_source
 from normvar_core.viz.overlay import null_label as null_label_of
 from normvar_core.viz.viewstate import layer_at_depth, nearest_layer, relative_depth
-from views import _ui
+from views import _chrome, _data, _sections, _state
 
-run, v = _ui.run_page("Geometry: anisotropy and intrinsic dimension across layers",
-                      "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
-                      "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
-                      "embeddings per layer (min(N, --id-sample); each run's own, below the chart) in batches of at least "
-                      "4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, the mean ± std over the same "
-                      "batches — a batch holds few embeddings per direction, so it reads higher "
-                      "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).",
-                      needs=("geometry", "layer geometry"))
-chosen, relative = _ui.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
-                                       "w_geo_relative", True)
-null_label, null_run = _ui.null_picker(run)
-table = _ui.runs_table()
+run, v = _chrome.run_page("Geometry: anisotropy and intrinsic dimension across layers",
+                          "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
+                          "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
+                          "embeddings per layer (min(N, --id-sample); each run's own, below the chart) in batches of at least "
+                          "4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, the mean ± std over the same "
+                          "batches — a batch holds few embeddings per direction, so it reads higher "
+                          "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).",
+                          needs=("geometry", "layer geometry"))
+chosen, relative = _state.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
+                                          "w_geo_relative", True)
+null_label, null_run = _state.null_picker(run)
+table = _data.runs_table()
 kind = null_kind(v.null) if null_run is not None else None
 
 curves, depths, skipped, bands = {}, {}, [], {}
@@ -34,12 +35,12 @@ null_curves, null_of, spectra_of = {}, {}, {}
 def add_null(label: str, nr, parent: str) -> None:
     """A null run's layer geometry, drawn dashed in the colour of the run ``parent``."""
     if nr is not None and nr.has("layer_geometry") and label not in null_curves:
-        null_curves[label], depths[label], null_of[label] = _ui.table(nr, "layer_geometry"), nr.num_hidden_states, parent
+        null_curves[label], depths[label], null_of[label] = _data.table(nr, "layer_geometry"), nr.num_hidden_states, parent
         spectra_of[label] = nr
 
 
 try:
-    for name, r in _ui.opened_runs(chosen).items():
+    for name, r in _data.opened_runs(chosen).items():
         parent = null_source(r.meta.get("source"))
         if parent is not None:                      # a null picked among the runs: drawn as a null
             add_null(f"{parent} · {null_label_of(r.meta)}", r, parent)
@@ -48,19 +49,19 @@ try:
             why = r.skipped("geometry")
             skipped.append(f"{name} ({why})" if why else name)
             continue
-        curves[name], depths[name], spectra_of[name] = _ui.table(r, "layer_geometry"), r.num_hidden_states, r
+        curves[name], depths[name], spectra_of[name] = _data.table(r, "layer_geometry"), r.num_hidden_states, r
         if r.has("intervals"):
-            bands[name] = _ui.table(r, "intervals")
+            bands[name] = _data.table(r, "intervals")
         if kind is None:
             continue
         # the null of the same kind of every overlaid run (the sidebar's: the picked one)
         mine = [null_run.name] if name == run.name else [n for n in nulls_of(table, name) if null_kind(n) == kind]
         for nn in mine[:1]:
-            nr = null_run if nn == null_run.name else _ui.open_run(nn)
+            nr = null_run if nn == null_run.name else _data.open_run(nn)
             if nr is not None:
                 add_null(f"{name} · {null_label_of(nr.meta)}", nr, name)
 except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
+    _chrome.show_error(err)
     st.stop()
 if null_run is not None and not any(null_of.get(lab) == run.name for lab in null_curves):
     st.caption(f"{null_label} has no geometry: draw it again (nulls of runs with the layer geometry carry it).")
@@ -70,10 +71,10 @@ if missing:
 if skipped:
     st.caption("Without geometry (recompute to include): " + ", ".join(skipped))
 log_key = "w_geo_log_null" if null_curves else "w_geo_log"   # on by default as soon as a null is drawn
-_ui.bind(log_key, bool(null_curves))                           # kept while the spectrum's tab is open
+_state.bind(log_key, bool(null_curves))                           # kept while the spectrum's tab is open
 
 
-def _data() -> pd.DataFrame:
+def _overlay_data() -> pd.DataFrame:
     return pd.concat([df.assign(run=n) for n, df in {**curves, **null_curves}.items()], ignore_index=True)
 
 
@@ -83,7 +84,7 @@ def _profiles() -> None:
     fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
                                title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves, null_of=null_of,
                                log_y=log_y, bands=bands)
-    _ui.chart(fig, key="geometry", data=_data(), name=f"{run.name}_geometry")
+    _chrome.chart(fig, key="geometry", data=_overlay_data(), name=f"{run.name}_geometry")
     st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches).")
     differ = G.samples_differ({n: G.recorded_sample(df) for n, df in curves.items()})
     if differ:
@@ -91,7 +92,7 @@ def _profiles() -> None:
 
 
 def _spectrum() -> None:
-    layer = _ui.layer_slider(run)
+    layer = _state.layer_slider(run)
     depth = relative_depth(layer, run.num_hidden_states)
     spectra, rows = {}, []
     for label, r in spectra_of.items():
@@ -99,19 +100,22 @@ def _spectrum() -> None:
             continue
         at = (layer_at_depth(r.layers, depth, r.num_hidden_states) if relative
               else nearest_layer(r.layers, layer))
-        spec_t = _ui.table(r, "layer_spectrum")
+        spec_t = _data.table(r, "layer_spectrum")
         spectra[label] = (spec_t, at)
         rows.append(spec_t[spec_t["layer"] == at].assign(run=label))
     where = f"depth {depth:.2f}" if relative and len(spectra) > 1 else f"layer {layer}"
     spec = GF.spectra_figure(spectra, presentation=v.presentation, nulls=list(null_curves), null_of=null_of,
                              title=f"Covariance spectrum at {where}" + ("" if len(spectra) > 1 else f" · {run.name}"))
-    _ui.chart(spec, key="spectrum", data=pd.concat(rows, ignore_index=True) if rows else None,
-              name=f"{run.name}_spectrum_layer{layer}")
+    _chrome.chart(spec, key="spectrum", data=pd.concat(rows, ignore_index=True) if rows else None,
+                  name=f"{run.name}_spectrum_layer{layer}")
 
 
-_ui.draw_sections("geometry", {"profiles": ("Layer geometry (seed 004, Fig. 1)", _profiles),  # only the open tab
-                               "spectrum": ("Covariance spectrum", _spectrum)})
-with (table_box := _ui.lazy_expander("Table (layer_geometry)", key="geometry_table")):
+# the sections the measures declare for this page (profiles, spectrum, ...): only the open tab is drawn
+_sections.draw("geometry", {"profiles": _profiles, "spectrum": _spectrum},
+               _sections.Overlay(runs={n: spectra_of[n] for n in curves}, nulls={lab: spectra_of[lab] for lab in null_curves},
+                                 null_of=null_of, bands=bands, relative=relative, presentation=v.presentation,
+                                 name=run.name))
+with (table_box := _chrome.lazy_expander("Table (layer_geometry)", key="geometry_table")):
     if table_box.open:
-        st.dataframe(_data(), hide_index=True, width="stretch")
-_ui.sync_url("geometry")
+        st.dataframe(_overlay_data(), hide_index=True, width="stretch")
+_state.sync_url("geometry")

@@ -13,11 +13,11 @@ from normvar_core.pipeline import models
 from normvar_core.service import jobs
 from normvar_core.service.states import JobState
 from normvar_core.service.sweeps import plan_sweep, queue_sweep
-from views import _form, _ui, _upload
+from views import _chrome, _data, _form, _state, _upload
 
-_ui.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
-                "worker computes the exact moments; the run appears in every page when it is published.")
-v = _ui.view()
+_chrome.page_header("New run", "Upload a corpus (or use the shipped novels), pick a model, submit. The background "
+                    "worker computes the exact moments; the run appears in every page when it is published.")
+v = _state.view()
 cap = jobs.max_upload_bytes()
 cap_mb = max(1, math.floor(cap / 2**20))
 aliases = models.list_aliases()
@@ -88,20 +88,20 @@ def memory_plan(cfg_json: str, data_dir: str) -> dict:
 
 def stored_upload() -> str:
     """The uploaded corpus stored under its sha256, or "" (see views/_upload)."""
-    return _upload.store_upload(_ui.data_dir(), up, cap, cap_mb)
+    return _upload.store_upload(_data.data_dir(), up, cap, cap_mb)
 
 
 def checked(cfg: RunConfig) -> RunConfig:
     """``cfg`` once its uploaded corpus reads as the worker will read it (else the refusal, naming the file)."""
     if cfg.corpus:
         with st.spinner(f"Reading {_upload.quoted(up.name)} as the worker will…"):
-            _upload.check_corpus(cfg, up, _ui.data_dir())
+            _upload.check_corpus(cfg, up, _data.data_dir())
     return cfg
 
 
 def show_error(err: Exception) -> None:
     """An error in the form's words, naming the user's file, never its stored hash."""
-    _ui.show_error(_upload.in_form_words(err, up.name if up is not None else None))
+    _chrome.show_error(_upload.in_form_words(err, up.name if up is not None else None))
 
 
 if submitted and sweep_mode:
@@ -110,7 +110,7 @@ if submitted and sweep_mode:
         base = checked(RunConfig.from_dict({**values, "model": hub or "minilm", "corpus": stored_upload()}))
         sweep, cfgs, problems = plan_sweep(base, checkpoints=sweep_dir.strip() or None,
                                            revisions=sweep_revs.strip() or None)
-        queued = queue_sweep(_ui.data_dir(), sweep, cfgs, extend=bool(extend))
+        queued = queue_sweep(_data.data_dir(), sweep, cfgs, extend=bool(extend))
         for p in problems:
             st.warning(f"Skipped checkpoint {p}", icon=":material/warning:")
         if queued:
@@ -126,7 +126,7 @@ elif check:
         model = other.strip() if choice == OTHER else choice
         cfg = checked(RunConfig.from_dict({**values, "model": model or "minilm", "corpus": stored_upload()}))
         with st.spinner("Planning the run's memory (tokenizing the corpus, no weights loaded)…"):
-            plan = memory_plan(cfg.to_json(), str(_ui.data_dir()))
+            plan = memory_plan(cfg.to_json(), str(_data.data_dir()))
         if "error" in plan:
             show_error(NormvarError(plan["error"]))
         else:
@@ -150,7 +150,7 @@ elif submitted:
             stem = re.sub(r"[^A-Za-z0-9_-]+", "-", corpus_label(corpus)).strip("-_")[:60] or "upload"
             values["name"] = default_run_name(RunConfig(model=model, corpus=f"{stem}.txt"))
         cfg = checked(RunConfig.from_dict({**values, "model": model, "corpus": corpus}))
-        job_id = jobs.JobStore(_ui.data_dir()).submit(cfg, overwrite=bool(overwrite))
+        job_id = jobs.JobStore(_data.data_dir()).submit(cfg, overwrite=bool(overwrite))
         st.session_state["submitted_job"] = job_id
         st.toast(f"Submitted job {job_id}", icon=":material/rocket_launch:")
     except Exception as err:  # noqa: BLE001
@@ -160,10 +160,10 @@ elif submitted:
 @st.fragment(run_every=1.5)
 def watch(job_id: str) -> None:
     try:
-        store = jobs.JobStore(_ui.data_dir())
+        store = jobs.JobStore(_data.data_dir())
         job = store.get(job_id)
     except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+        _chrome.show_error(err)
         return
     p = job.progress or {}
     st.markdown(f"**Job `{job.id}`** — run **{job.name}** · state: `{job.state}`")
@@ -187,4 +187,4 @@ def watch(job_id: str) -> None:
 
 if st.session_state.get("submitted_job"):
     watch(st.session_state["submitted_job"])
-_ui.sync_url("new-run")
+_state.sync_url("new-run")

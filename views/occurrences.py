@@ -12,16 +12,16 @@ import streamlit as st
 
 from normvar_core.runs import occurrences as O
 from normvar_core.viz import occurrence_figures as OF
-from views import _explore, _ui
+from views import _chrome, _explore, _state
 from views._scatter_gl import scatter
 from views._run_cache import per_run_version
 
 SEL_KEY = _explore.OCCURRENCE_BOX
 
-run, v = _ui.run_page("Occurrences: every embedding of a layer",
-                      "Each point is one occurrence x of a token in the corpus, at its coordinates on the layer's two "
-                      "principal axes (of the covariance over all embeddings). Scroll to zoom, drag to pan, click a "
-                      "point; shift+drag draws a box, alt+drag a lasso (or pick the tool above the chart).")
+run, v = _chrome.run_page("Occurrences: every embedding of a layer",
+                          "Each point is one occurrence x of a token in the corpus, at its coordinates on the layer's two "
+                          "principal axes (of the covariance over all embeddings). Scroll to zoom, drag to pan, click a "
+                          "point; shift+drag draws a box, alt+drag a lasso (or pick the tool above the chart).")
 if not O.has_occurrences(run):
     st.info("This run keeps no occurrences: recompute it with `--occurrences` above 0 (the default keeps "
             "1,000,000 per layer).", icon=":material/scatter_plot:")
@@ -82,7 +82,7 @@ def typed_box() -> None:
 
 c1, c2, c3 = st.columns([2, 2, 3])
 with c1:
-    layer = _ui.layer_slider(run)
+    layer = _state.layer_slider(run)
 with c2:
     by = st.selectbox("Colour by", list(OF.COLOUR_BY), key="w_occ_colour")
 with c3:
@@ -93,7 +93,7 @@ try:
     pts = points(run, layer)
     legend = coloured(run, layer, by)[1]
 except Exception as err:  # noqa: BLE001
-    _ui.show_error(err)
+    _chrome.show_error(err)
     st.stop()
 
 hit = None
@@ -165,4 +165,4 @@ if predicate is not None:
                     key="occ_contexts", height=300)
 else:  # a cleared selection no longer feeds the Token page
     st.session_state.pop(SEL_KEY, None)
-_ui.sync_url("occurrences")
+_state.sync_url("occurrences")

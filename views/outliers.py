@@ -7,18 +7,18 @@ import streamlit as st
 
 from normvar_core.runs.siblings import excludes_position0, position0_sibling_config
 from normvar_core.viz import geometry_figures as GF
-from views import _access, _ui
+from views import _access, _chrome, _data, _state
 
-run, v = _ui.run_page("Outliers: massive activations and outlier dimensions",
-                      "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
-                      "the share of Q(X) = E‖x‖² carried by position 0 and by the largest dimensions; the largest "
-                      "activations with the token, sentence and position that carry them.",
-                      needs=("outliers", "outlier statistics"))
+run, v = _chrome.run_page("Outliers: massive activations and outlier dimensions",
+                          "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
+                          "the share of Q(X) = E‖x‖² carried by position 0 and by the largest dimensions; the largest "
+                          "activations with the token, sentence and position that carry them.",
+                          needs=("outliers", "outlier statistics"))
 
 
 def _largest() -> None:
-    layer = _ui.layer_slider(run)
-    top = _ui.table(run, "top_activations")
+    layer = _state.layer_slider(run)
+    top = _data.table(run, "top_activations")
     rows = GF.distinct_top(top[top["layer"] == layer])
     sents = run.sentences(rows["sentence_id"].tolist()) if run.has_contexts else {}
     rows = rows.assign(sentence=[sents.get(int(s), "") for s in rows["sentence_id"]])
@@ -29,16 +29,16 @@ def _largest() -> None:
 
 
 def _position0() -> None:
-    other = _ui.position0_sibling(run)
+    other = _data.position0_sibling(run)
     if other is not None and other.has("geometry"):
         with_all, without = (other, run) if excludes_position0(run) else (run, other)
-        curves = {f"{with_all.name} (all positions)": _ui.table(with_all, "layer_geometry"),
-                  f"{without.name} (position 0 excluded)": _ui.table(without, "layer_geometry")}
+        curves = {f"{with_all.name} (all positions)": _data.table(with_all, "layer_geometry"),
+                  f"{without.name} (position 0 excluded)": _data.table(without, "layer_geometry")}
         fig = GF.geometry_profiles(curves, relative=False, presentation=v.presentation,
                                    title="Layer geometry with and without position 0")
-        _ui.chart(fig, key="geometry_pos0",
-                  data=pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True),
-                  name=f"{run.name}_geometry_position0")
+        _chrome.chart(fig, key="geometry_pos0",
+                      data=pd.concat([df.assign(run=n) for n, df in curves.items()], ignore_index=True),
+                      name=f"{run.name}_geometry_position0")
         return
     st.info("No run of the same model, corpus and options with position 0 "
             f"{'included' if excludes_position0(run) else 'excluded'} yet: compute it to see how anisotropy, "
@@ -49,27 +49,27 @@ def _position0() -> None:
         from normvar_core.service.jobs import JobStore
 
         cfg = position0_sibling_config(run)
-        job = JobStore(_ui.data_dir()).submit(cfg)
+        job = JobStore(_data.data_dir()).submit(cfg)
         st.success(f"Queued job `{job}` ({cfg.name}); it appears here when the worker publishes it.")
 
 
 SECTIONS = {"dims": "Outlier dimensions", "shares": "Shares of Q(X)", "largest": "Largest activations",
             "position0": "Geometry with and without position 0"}
-section, box = _ui.sections("outliers", SECTIONS)  # only the open tab is computed and drawn
+section, box = _chrome.sections("outliers", SECTIONS)  # only the open tab is computed and drawn
 with box:
     try:
         if section == "dims":
-            dims = _ui.table(run, "dim_stats")
+            dims = _data.table(run, "dim_stats")
             heat = GF.outlier_heatmap(dims, presentation=v.presentation)
-            _ui.chart(heat, key="outlier_heat", data=dims, name=f"{run.name}_outlier_dims")
+            _chrome.chart(heat, key="outlier_heat", data=dims, name=f"{run.name}_outlier_dims")
         elif section == "shares":
-            layer_out = _ui.table(run, "layer_outliers")
+            layer_out = _data.table(run, "layer_outliers")
             shares = GF.shares_figure(layer_out, presentation=v.presentation)
-            _ui.chart(shares, key="outlier_shares", data=layer_out, name=f"{run.name}_q_shares")
+            _chrome.chart(shares, key="outlier_shares", data=layer_out, name=f"{run.name}_q_shares")
         elif section == "largest":
             _largest()
         else:
             _position0()
     except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
-_ui.sync_url("outliers")
+        _chrome.show_error(err)
+_state.sync_url("outliers")

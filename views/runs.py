@@ -9,11 +9,11 @@ import streamlit as st
 
 from normvar_core.service.states import JobState
 
-from views import _access, _ui
+from views import _access, _chrome, _data, _state
 
-_ui.page_header("Runs", "Published runs in the data directory, the worker's job queue, and what each run contains.")
-v = _ui.view()
-runs = _ui.runs_table()
+_chrome.page_header("Runs", "Published runs in the data directory, the worker's job queue, and what each run contains.")
+v = _state.view()
+runs = _data.runs_table()
 
 
 RECENT_S = 120  # a finished job's progress line stays this long (seconds), at 100 %
@@ -47,11 +47,11 @@ def jobs_panel() -> None:
     from normvar_core.service import jobs
 
     try:
-        store = jobs.JobStore(_ui.data_dir())
+        store = jobs.JobStore(_data.data_dir())
         items = store.list(limit=20)
         worker = store.worker()
     except Exception as err:  # noqa: BLE001
-        _ui.show_error(err)
+        _chrome.show_error(err)
         return
     head = st.columns([3, 1])
     head[0].subheader("Jobs")
@@ -141,27 +141,27 @@ else:
                  column_config={"|T|": st.column_config.NumberColumn(format="localized"),
                                 "|X| per layer": st.column_config.NumberColumn(format="localized")})
 
-damaged = _ui.damaged_runs()
+damaged = _data.damaged_runs()
 for _, r in damaged.iterrows():
     st.warning(f"**{r['name']}** is damaged and left out of every page: {r['problem']}", icon=":material/warning:")
 
 jobs_panel()
 
-run = _ui.current_run()
+run = _chrome.current_run()
 if run is not None:
     st.subheader(f"Run: {run.name}")
     m = run.meta
     c = st.columns(6)
     c[0].metric("model", str(m.get("model")) + (f" · {m['stack']}" if m.get("stack") else ""),
                 help="encoder-decoder: the stack this run measures (--stack)" if m.get("stack") else None)
-    c[1].metric("|T| token types", _ui.fmt_int(m.get("n_types")))
-    c[2].metric("|X| embeddings / layer", _ui.fmt_int(m.get("n_embeddings")))
+    c[1].metric("|T| token types", _chrome.fmt_int(m.get("n_types")))
+    c[2].metric("|X| embeddings / layer", _chrome.fmt_int(m.get("n_embeddings")))
     n_hidden = run.num_hidden_states
     c[3].metric("hidden states", f"{n_hidden} × {m.get('dim')} d",
                 help="the input embeddings + one per block" + ("" if len(run.layers) == n_hidden else
                                                               f"; {len(run.layers)} of them stored in this run"))
     c[4].metric("norm placement", str(m.get("norm_placement") or "–"))
-    c[5].metric("sentences", _ui.fmt_int(m.get("n_sentences")))
+    c[5].metric("sentences", _chrome.fmt_int(m.get("n_sentences")))
     stack = f" ({m['stack']} stack)" if m.get("stack") else ""
     st.caption(f"{m.get('architecture') or ''}{stack} · corpus `{short_corpus(m.get('corpus_name'))}` · created {m.get('created_at')} · "
                f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`")
@@ -174,13 +174,13 @@ if run is not None:
                                                      for d, ms in where.items())):
             st.dataframe(pd.DataFrame({"module": list(dmap), "device": list(dmap.values())}), hide_index=True,
                          width="stretch", key="device_map_table")
-    _ui.unknown_token_warning(run)
+    _chrome.unknown_token_warning(run)
     dropped_sentences(m)
     from normvar_core.runs.reader import skipped_measures
 
     for reason in skipped_measures(m).values():  # measures asked for but too big (notes.skipped)
         st.info(reason, icon=":material/info:")
-    _ui.report_button([run], key="w_report_run")
+    _chrome.report_button([run], key="w_report_run")
     if not str(m.get("source") or "model").startswith("null:") and not _access.read_only():
         with st.container(horizontal=True):
             kind = st.selectbox("Gaussian null", ["isotropic", "offset", "matched"], key="w_null_kind",
@@ -193,11 +193,11 @@ if run is not None:
                 from normvar_core.service.jobs import JobStore
 
                 try:
-                    job = JobStore(_ui.data_dir()).submit_null(run.name, kind, 0)
+                    job = JobStore(_data.data_dir()).submit_null(run.name, kind, 0)
                     st.success(f"Queued job `{job}`: `{null_name(run, kind, 0)}` appears among the runs when the "
                                "worker has drawn it; pick it as the Gaussian null on any page.")
                 except Exception as err:  # noqa: BLE001
-                    _ui.show_error(err)
+                    _chrome.show_error(err)
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Corpus-level statistics per layer** (all types; eqs. 8–11)")
@@ -205,4 +205,4 @@ if run is not None:
     with c2:
         st.markdown("**Full metadata** (the `run` row; `options` reproduces the run)")
         st.json(m, expanded=1)
-_ui.sync_url("runs")
+_state.sync_url("runs")

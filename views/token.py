@@ -17,10 +17,10 @@ from normvar_core.stats.lookup import find_type, split_note, suggest
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.explore_figures import add_occurrence, percentile_heatmap
 from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
-from views import _access, _explore, _ui
+from views import _access, _chrome, _data, _explore, _state
 
-run, v = _ui.run_page("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "
-                      "to its mean μ(X_t) (typical) and farthest from it (atypical).")
+run, v = _chrome.run_page("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "
+                          "to its mean μ(X_t) (typical) and farthest from it (atypical).")
 tokens = run.tokens()
 if "w_token" not in st.session_state:
     st.session_state["w_token"] = v.token or tokens.sort_values("n", ascending=False)["token"].iloc[min(40, len(tokens) - 1)]
@@ -40,7 +40,7 @@ def _submit() -> None:
     from normvar_core.service.jobs import JobStore
 
     try:
-        st.session_state["own_job"] = JobStore(_ui.data_dir()).submit_sentence(run.name, st.session_state.get("w_own_text", ""))
+        st.session_state["own_job"] = JobStore(_data.data_dir()).submit_sentence(run.name, st.session_state.get("w_own_text", ""))
         st.session_state.pop("own_result", None)
     except Exception as err:  # noqa: BLE001
         st.session_state["own_error"] = err
@@ -51,7 +51,7 @@ def _own_status(job_id: str) -> None:
     from normvar_core.service.jobs import JobStore
     from normvar_core.service.states import JobState
 
-    store = JobStore(_ui.data_dir())
+    store = JobStore(_data.data_dir())
     job = store.get(job_id)
     if job.state == JobState.DONE and job.run_path:
         st.session_state["own_result"] = job.run_path
@@ -84,7 +84,7 @@ def own_sentence(layer: int, heading: bool = True) -> None:
         st.write("")
         st.button("Run the model", key="w_own_go", on_click=_submit, type="primary", icon=":material/play_arrow:")
     if "own_error" in st.session_state:
-        _ui.show_error(st.session_state.pop("own_error"))
+        _chrome.show_error(st.session_state.pop("own_error"))
     if st.session_state.get("own_job"):
         _own_status(st.session_state["own_job"])
     if st.session_state.get("own_result"):
@@ -98,9 +98,9 @@ def own_sentence(layer: int, heading: bool = True) -> None:
             st.markdown(f"**{html.escape(doc['text'])}**")
             st.caption("Blank cells: the type has no sampled uses in this run (samples are kept for App. A's tokens "
                        "and the 50 most frequent types), or is not in the run at all.")
-            _ui.chart(percentile_heatmap(own, presentation=v.presentation,
-                                         title="Distance to its type's mean μ(X_t): percentile of the type's sampled uses"),
-                      key="own_heatmap", data=own, name=f"{run.name}_own_sentence")
+            _chrome.chart(percentile_heatmap(own, presentation=v.presentation,
+                                             title="Distance to its type's mean μ(X_t): percentile of the type's sampled uses"),
+                          key="own_heatmap", data=own, name=f"{run.name}_own_sentence")
             at = own[own["layer"] == layer].reset_index(drop=True)
             ok = at[at["m"].notna()]
             if ok.empty:
@@ -117,15 +117,15 @@ def own_sentence(layer: int, heading: bool = True) -> None:
                 m1.metric("‖x − μ(X_t)‖", f"{r['distance']:.4g}")
                 m2.metric("percentile", "–" if pd.isna(r["percentile"]) else f"{r['percentile']:.1f}",
                           help=f"among the type's {int(r['n_samples'])} sampled uses at layer {layer}")
-                m3.metric("n_t in the run", _ui.fmt_int(r["n"]))
+                m3.metric("n_t in the run", _chrome.fmt_int(r["n"]))
                 m4.metric("‖x − μ‖² vs V(X_t)", f"{r['dist_sq']:.4g} vs {r['v']:.4g}")
-                tt = _ui.token_table(run, layer)
-                occ_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
+                tt = _data.token_table(run, layer)
+                occ_fig = tradeoff_scatter(_data.band_points(run, layer, v.band), None,
                                            highlight=tt[tt["token_id"] == int(r["token_id"])],
                                            presentation=v.presentation, colorbar=False, height=460, aspect=1.4,
                                            title=f"'{r['token']}' of your sentence on the trade-off at layer {layer}")
                 add_occurrence(occ_fig, float(r["m"]), float(r["dist_sq"]), float(r["v"]), str(r["token"]))
-                _ui.chart(occ_fig, key="own_tradeoff", data=at, name=f"{run.name}_own_sentence_layer{layer}")
+                _chrome.chart(occ_fig, key="own_tradeoff", data=at, name=f"{run.name}_own_sentence_layer{layer}")
                 st.dataframe(at[["position", "token", "n", "n_samples", "distance", "percentile", "m", "v", "dist_sq"]],
                              hide_index=True, width="stretch", key="own_table")
 
@@ -147,25 +147,25 @@ if hit.empty:
         row_s = st.container(horizontal=True, gap="small")
         for j, r in enumerate(sug.itertuples()):
             row_s.button(f"{r.token} (n={int(r.n):,})", key=f"w_suggest_{j}", on_click=_pick, args=(str(r.token),))
-    own_sentence(_ui.layer_slider(run))
-    _ui.sync_url("token")
+    own_sentence(_state.layer_slider(run))
+    _state.sync_url("token")
     st.stop()
 row = hit.sort_values("n", ascending=False).iloc[0]
 tid, tok = int(row["token_id"]), str(row["token"])
 v.token = tok
 if tok != query.strip():
     st.caption(f"{query.strip()!r} is the run's type {tok!r} (as the tokenizer normalises it).")
-st_ = _ui.stats(run)
+st_ = _data.stats(run)
 col = int(np.searchsorted(st_.token_ids, tid))
 layers = list(run.layers)
 qmv = pd.DataFrame({"layer": layers, "Q": st_.q[:, col], "M": st_.m[:, col], "V": st_.v[:, col]})
 
 c = st.columns(4)
 c[0].metric("token", tok)
-c[1].metric("n_t", _ui.fmt_int(row["n"]))
+c[1].metric("n_t", _chrome.fmt_int(row["n"]))
 c[2].metric("layers", len(layers))
 c[3].metric("M/Q at the middle layer", f"{qmv['M'].iloc[len(layers) // 2] / qmv['Q'].iloc[len(layers) // 2]:.3f}")
-layer = _ui.layer_slider(run)
+layer = _state.layer_slider(run)
 li = st_.layer(layer)
 
 
@@ -176,9 +176,9 @@ def qmv_tab() -> None:
                                  line=dict(color=QCOLORS[k], width=2.5)))
     fig.update_layout(title=f"{tok}: Q, M, V across layers", xaxis_title="layer", height=380)
     apply_theme(fig, v.presentation)
-    _ui.chart(fig, key="token_qmv", data=qmv, name=f"{run.name}_{tok}_qmv")
+    _chrome.chart(fig, key="token_qmv", data=qmv, name=f"{run.name}_{tok}_qmv")
     if run.has("selfsim"):
-        ss = _ui.table(run, "token_selfsim")
+        ss = _data.table(run, "token_selfsim")
         ss = ss[ss["token_id"] == tid].sort_values("layer")
         st.caption("Self-similarity (mean cosine between occurrences) per layer: "
                    + ", ".join(f"{int(r.layer)}: {r.self_similarity:.3f}" for r in ss.itertuples()
@@ -192,7 +192,7 @@ def path_tab() -> None:
     path.update_layout(title=f"{tok}: its point in the trade-off (M, V) at each layer", xaxis_title="M(X_t)",
                        yaxis_title="V(X_t)", height=380)
     apply_theme(path, v.presentation)
-    _ui.chart(path, key="token_path", data=qmv, name=f"{run.name}_{tok}_tradeoff_path")
+    _chrome.chart(path, key="token_path", data=qmv, name=f"{run.name}_{tok}_tradeoff_path")
 
 
 def neighbours_tab() -> None:
@@ -205,13 +205,13 @@ def neighbours_tab() -> None:
         st.dataframe(nn[["rank", "token", "cosine", "n", "m", "v"]], hide_index=True, width="stretch",
                      key="token_nn", column_config=_explore.NN_COLUMNS)
     with c2:
-        me = _ui.token_table(run, layer)
+        me = _data.token_table(run, layer)
         me = me[me["token_id"] == tid]
-        nn_fig = tradeoff_scatter(_ui.band_points(run, layer, v.band), None,
+        nn_fig = tradeoff_scatter(_data.band_points(run, layer, v.band), None,
                                   highlight=pd.concat([me, nn.drop(columns=["rank", "cosine"])], ignore_index=True),
                                   presentation=v.presentation, colorbar=False, height=460, aspect=1.4,
                                   title=f"{tok} and its {k} nearest types at layer {layer}")
-        _ui.chart(nn_fig, key="token_nn_fig", data=nn, name=f"{run.name}_{tok}_neighbours_layer{layer}")
+        _chrome.chart(nn_fig, key="token_nn_fig", data=nn, name=f"{run.name}_{tok}_neighbours_layer{layer}")
 
 
 def show_contexts(part: pd.DataFrame) -> None:
@@ -227,7 +227,7 @@ def contexts_tab() -> None:
     """The sampled uses nearest to and farthest from μ(X_t), and those inside the Occurrences page's box."""
     if not run.has_contexts:
         st.info("This run was computed before samples kept their sentences: recompute it to read the contexts.")
-    elif tid not in set(_ui.sampled_tokens(run)["token_id"].astype(int)):
+    elif tid not in set(_data.sampled_tokens(run)["token_id"].astype(int)):
         st.info(f"No sampled contexts for {tok!r}: contexts are kept for App. A's tokens and the 50 most frequent types.")
     else:
         smp = run.samples(layer, [tid])
@@ -240,7 +240,7 @@ def contexts_tab() -> None:
         with c2:
             st.markdown(f"**Most atypical** at layer {layer} (farthest from μ(X_t))")
             show_contexts(ctx.tail(k).iloc[::-1])
-        with (box := _ui.lazy_expander(f"All {len(ctx)} sampled contexts", key="token_all_contexts")):
+        with (box := _chrome.lazy_expander(f"All {len(ctx)} sampled contexts", key="token_all_contexts")):
             if box.open:
                 st.dataframe(ctx.drop(columns=["char_start", "char_end"]), hide_index=True, width="stretch",
                              key="token_contexts")
@@ -256,7 +256,7 @@ def contexts_tab() -> None:
 
 
 def variants_tab() -> None:
-    tt = _ui.token_table(run, layer)
+    tt = _data.token_table(run, layer)
     st.markdown(f"**Pooled variants** (footnote 7: {', '.join(map(repr, variants['token']))}) at layer {layer}")
     st.dataframe(tt[tt["token_id"].isin(variants["token_id"])], hide_index=True, width="stretch", key="token_variants")
 
@@ -268,5 +268,5 @@ if len(variants) > 1:
     tabs["variants"] = ("Pooled variants (fn. 7)", variants_tab)
 if not _access.read_only():  # it queues a job
     tabs["own"] = ("Your own sentence", lambda: own_sentence(layer, heading=False))
-_ui.draw_sections("token", tabs)  # only the open tab is computed and drawn
-_ui.sync_url("token")
+_chrome.draw_sections("token", tabs)  # only the open tab is computed and drawn
+_state.sync_url("token")

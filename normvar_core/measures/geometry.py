@@ -1,7 +1,7 @@
 """The layer geometry (seed 004 §2.3–2.4): the exact covariance spectrum, anisotropy, mean cosine and
 TwoNN of every kept layer, from one pass over every counted embedding and a seeded uniform sample."""
 from normvar_core.constants import ID_SAMPLE, MAX_ID_SAMPLE, TWONN_BATCH
-from normvar_core.measure import Measure, Memory, Switch
+from normvar_core.measure import Claim, Figure, Measure, Memory, Switch
 
 MEASURE = Measure(
     name="geometry",
@@ -42,4 +42,17 @@ MEASURE = Measure(
                "filled flags K", "n 8"),
     ),
     plans=("uniform",),
+    figures=(
+        Figure("profiles", "normvar_core.viz.geometry_figures:geometry_profiles", page="geometry",
+               section="Layer geometry (seed 004, Fig. 1)", tables=("layer_geometry",), slide="normvar_core.report.slides:geometry_slide"),
+        Figure("spectrum", "normvar_core.viz.geometry_figures:spectra_figure", page="geometry", section="Covariance spectrum",
+               tables=("layer_spectrum",)),
+    ),
+    claims=(
+        Claim("anisotropy_profile", "004", "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)",
+              rule="normvar_core.stats.claims_geometry:anisotropy_profile"),
+        Claim("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers",
+              rule="normvar_core.stats.claims_geometry:id_profile"),
+    ),
+    split_half=("anisotropy",),
 )

@@ -1,7 +1,7 @@
 """The PCA samples: raw embeddings of the sampled token types (Fig. 1, App. A) for the clouds and the
 token explorer, picked before the pass (``plan.samples``) and copied out of the one main pass."""
 from normvar_core.constants import MAX_SAMPLES_PER_TOKEN, SAMPLES_PER_TOKEN
-from normvar_core.measure import Measure, Memory, Switch
+from normvar_core.measure import Figure, Measure, Memory, Switch
 
 MEASURE = Measure(
     name="samples",
@@ -27,4 +27,8 @@ MEASURE = Measure(
         terms=("vectors 4·L·P·d", "filled flags P"),
     ),
     plans=("samples",),
+    figures=(
+        Figure("clouds", "normvar_core.viz.cloud_figures:clouds_figure", page="clouds", section="Cloud (Fig. 1, App. A)",
+               tables=("samples",), slide="normvar_core.report.slides:clouds_slide"),
+    ),
 )

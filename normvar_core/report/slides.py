@@ -1,5 +1,7 @@
 """The slides of a report: a registry of builders, each taking the report's runs and returning a Slide
-or None when the runs lack what it needs (so a new figure is one function + one registry line).
+or None when the runs lack what it needs. The registry is built from the measures' declarations: each
+declared figure with a ``slide`` adds its builder, in measure order (``figure_slide``, the generic one, draws
+the figure's own builder), so a new measure's slide is a line of its declaration.
 
 A Slide holds a plotly figure in the presentation theme at 16:9, a one-line takeaway computed from the
 numbers, and speaker notes with the exact values."""
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -14,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
+from normvar_core.measure import Figure, Measure, all_measures, resolve
 from normvar_core.stats import analyses
 from normvar_core.stats import geometry as G
 from normvar_core.viz.cloud_figures import clouds_figure
@@ -282,8 +286,43 @@ def geometry_slide(runs) -> Slide | None:
                  notes, _fit(fig))
 
 
-REGISTRY: list[Callable] = [findings_slide, title_slide, tradeoff_slide, layers_slide, decomposition_slide, frequency_slide,
-                            clouds_slide, geometry_slide]
+def figure_slide(m: Measure, f: Figure, runs) -> Slide | None:
+    """The generic slide of a declared figure (``Figure.slide = "...report.slides:figure_slide"``): the figure's
+    builder over the runs that hold its tables and the measure's declared per-layer columns (relative depth,
+    split-half bands from ``intervals``), a takeaway per run (each column's range over the layers, with the layer
+    of its largest value) plus the verdicts of the measure's claims, and the per-layer values in the notes."""
+    cols = [c for c, _ in m.spectral]
+    have = [r for r in runs if all(r.has(t) for t in f.tables) and set(cols) <= set(r.table(f.tables[0]).columns)]
+    if not have:
+        return None
+    curves = {r.name: r.table(f.tables[0]).sort_values("layer") for r in have}
+    fig = resolve(f.builder)(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
+                             presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
+                             null_curves={}, null_of={})
+    take = "; ".join(f"{n}: " + ", ".join(f"{c} {t[c].min():.3f}–{t[c].max():.3f} (largest at layer "
+                                          f"{int(t.loc[t[c].idxmax(), 'layer'])})" for c in cols)
+                     for n, t in curves.items())
+    notes = "\n\n".join(f"{n}\n" + _table_notes(t, ["layer", *cols]) for n, t in curves.items())
+    return Slide(f.section, take + verdicts(have, *(c.id for c in m.claims)), notes, _fit(fig))
+
+
+def declared_slides() -> list[Callable]:
+    """The slide builder of every declared figure with a ``slide``, in measure order: the named builder
+    ``(runs) -> Slide | None``, or :func:`figure_slide` bound to its measure and figure."""
+    out = []
+    for m in all_measures():
+        for f in m.figures:
+            if f.slide == FIGURE_SLIDE:
+                out.append(partial(figure_slide, m, f))
+            elif f.slide is not None:
+                out.append(resolve(f.slide))
+    return out
+
+
+FIGURE_SLIDE = f"{__name__}:figure_slide"
+"""The ``Figure.slide`` value that asks for the generic :func:`figure_slide`."""
+REGISTRY: list[Callable] = [findings_slide, title_slide, *declared_slides()]
+"""The deck, in order: the findings, the title, then each declared figure's slide in measure order."""
 
 
 def build_slides(runs) -> list[Slide]:
@@ -296,5 +335,5 @@ def build_slides(runs) -> list[Slide]:
     return out
 
 
-__all__ = ["Slide", "REGISTRY", "build_slides", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
+__all__ = ["Slide", "REGISTRY", "FIGURE_SLIDE", "build_slides", "declared_slides", "figure_slide", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
            "WIDTH", "HEIGHT"]

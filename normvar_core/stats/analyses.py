@@ -24,7 +24,7 @@ from normvar_core.constants import APP_A_BINS, APP_A_MIN_CHARS, STUDY_BAND
 _PREFIXES = ("##", "Ġ", "▁")
 
 
-def _ols(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ols(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row-wise OLS of y on x (arrays (L, T)): slope, intercept, R^2 (NaN with < 2 points)."""
     if x.shape[1] < 2:
         nan = np.full(x.shape[0], np.nan)
@@ -49,7 +49,7 @@ def tradeoff(stats: TokenStats, n_min: float = STUDY_BAND[0], n_max: float = STU
     q, m, v = stats.q[:, mask], stats.m[:, mask], stats.v[:, mask]
     with np.errstate(invalid="ignore", divide="ignore"):
         cv = q.std(1) / q.mean(1) if mask.any() else np.full(stats.num_layers, np.nan)
-    slope, intercept, r2 = _ols(m, v)
+    slope, intercept, r2 = ols(m, v)
     return pd.DataFrame(dict(layer=stats.layer_index, n_types=int(mask.sum()), cv_q=cv,
                              slope=slope, intercept=intercept, r2=r2))
 
@@ -61,7 +61,7 @@ def frequency_regressions(stats: TokenStats, n_min: float = STUDY_BAND[0],
     x = np.broadcast_to(np.log10(stats.n[mask].astype(np.float64)), (stats.num_layers, int(mask.sum())))
     frames = []
     for name, arr in (("Q", stats.q), ("M", stats.m), ("V", stats.v)):
-        slope, intercept, r2 = _ols(x, np.log10(1.0 + arr[:, mask]))
+        slope, intercept, r2 = ols(x, np.log10(1.0 + arr[:, mask]))
         frames.append(pd.DataFrame(dict(layer=stats.layer_index, quantity=name, slope=slope,
                                         intercept=intercept, r2=r2)))
     return pd.concat(frames, ignore_index=True)

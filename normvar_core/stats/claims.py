@@ -1,6 +1,8 @@
 """The claims that ``findings`` tests (``CLAIMS``: id, seed, wording), the thresholds of their rules, what
 a verdict holds (``Finding``), and what the rules read from a run, gathered once (``RunView``). The rules
-themselves: ``claims_moments`` (seeds 002 and 003) and ``claims_geometry`` (seed 004, outliers)."""
+themselves: ``claims_moments`` (seeds 002 and 003: the study's core claims, ``CORE_CLAIMS``) and the rules the
+measures declare (``Measure.claims``: the geometry's and outliers' in ``claims_geometry``), which follow the core claims in
+measure order."""
 from __future__ import annotations
 
 import math
@@ -10,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.constants import STUDY_BAND
+from normvar_core.measure import Claim, all_measures
 from normvar_core.stats.tokenstats import in_band
 
 SLOPE_TOL = 0.2
@@ -23,17 +26,19 @@ DIP = 0.8
 IDENTITY_TOL = 1e-12
 CROSS_TOL = 1e-9
 
-CLAIMS = (
+CORE_CLAIMS = (
     ("identity", "002", "Q(X_t) = M(X_t) + V(X_t) for every type, to machine precision (eq. 1)"),
     ("cv_min_intermediate", "002", "C.V. of Q(X_t) is smallest in an intermediate layer (§5.2, Fig. 4)"),
     ("tradeoff_slope", "002", "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)"),
     ("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)"),
     ("m_grows_vb_shrinks", "002", "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)"),
     ("null_vs_run", "003", "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)"),
-    ("anisotropy_profile", "004", "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)"),
-    ("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers"),
-    ("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)"),
 )
+"""The moments' claims (seeds 002, 003), tested by ``claims_moments`` with a shared bootstrap."""
+DECLARED_CLAIMS: tuple[Claim, ...] = tuple(c for m in all_measures() for c in m.claims)
+"""The claims the measures declare (``Measure.claims``), in measure order, each decided by its ``rule``."""
+CLAIMS = CORE_CLAIMS + tuple((c.id, c.seed, c.wording) for c in DECLARED_CLAIMS)
+"""(id, seed, wording) of every claim, in the findings' order."""
 CLAIM_IDS = tuple(c[0] for c in CLAIMS)
 
 
@@ -156,6 +161,6 @@ class RunView:
         return 0 < int(layer) < self.num_hidden_states - 1
 
 
-__all__ = ["CLAIMS", "CLAIM_IDS", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt",
+__all__ = ["CLAIMS", "CORE_CLAIMS", "DECLARED_CLAIMS", "CLAIM_IDS", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt",
            "spearman", "SLOPE_TOL", "R2_MIN", "RHO_MIN", "FLAT_MAX", "BELL_MIN", "OUTLIER_MIN", "SUPPORT_MIN", "DIP",
            "IDENTITY_TOL", "CROSS_TOL"]

@@ -1,6 +1,6 @@
-"""The verdict rules of the claims on the layers' geometry and outliers (``claims.CLAIMS`` 7–9, seed 004 and
-ENVIRONMENT.md): a flat or bell-shaped anisotropy profile, an interior peak of the TwoNN dimension, and
-position 0's share of Q(X) where outliers dominate."""
+"""The verdict rules of the claims on the layers' geometry and outliers (declared by the geometry and outliers
+measures; seed 004 and the massive activations of Sun et al. 2024): a flat or bell-shaped anisotropy profile,
+an interior peak of the TwoNN dimension, and position 0's share of Q(X) where outliers dominate."""
 from __future__ import annotations
 
 import math
@@ -72,7 +72,7 @@ def id_profile(rv: RunView) -> Finding:
 
 
 def position0_share(rv: RunView) -> Finding:
-    """Claim 9 (ENVIRONMENT.md, 004/003 on outliers): where max |h| ≥ OUTLIER_MIN × the median in some layer,
+    """Claim 10 (massive activations, Sun et al. 2024; 004/003 on outliers): where max |h| ≥ OUTLIER_MIN × the median in some layer,
     position 0 carries ≥ half of Q(X) in the most dominated layer."""
     if rv.exclude_position0:
         return finding("position0_share", "untestable", why="the run excluded position 0 (--exclude-position0)")

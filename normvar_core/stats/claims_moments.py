@@ -46,13 +46,13 @@ def bootstrap_band(rv: RunView, resamples: int, seed: int) -> dict:
 def point_estimates(rv: RunView) -> pd.DataFrame:
     """Per layer over the band's types: C.V.(Q(X_t)) = std / mean, and the OLS slope and R² of V(X_t) on
     M(X_t) (002 Fig. 4)."""
-    from normvar_core.stats.analyses import _ols
+    from normvar_core.stats.analyses import ols
 
     mask = rv.band()
     q, m, v = rv.q[:, mask], rv.m[:, mask], rv.v[:, mask]
     with np.errstate(invalid="ignore", divide="ignore"):
         cv = q.std(1) / q.mean(1) if mask.any() else np.full(len(rv.layers), np.nan)
-    slope, _, r2 = _ols(m, v)
+    slope, _, r2 = ols(m, v)
     return pd.DataFrame({"layer": rv.layers, "cv_q": cv, "slope": slope, "r2": r2})
 
 
@@ -186,9 +186,9 @@ def null_vs_run(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None, resam
         sdiff = rb["replicates"]["slope"][:, 0] - nb["replicates"]["slope"][:, 0]
         q_n = nul.q[0, mask]
         cv_null = float(q_n.std() / q_n.mean())
-    from normvar_core.stats.analyses import _ols
+    from normvar_core.stats.analyses import ols
 
-    s_null, _, r2_null = _ols(nul.m[:, mask], nul.v[:, mask])
+    s_null, _, r2_null = ols(nul.m[:, mask], nul.v[:, mask])
     cv_run, s_run = float(pt["cv_q"].iloc[li]), float(pt["slope"].iloc[li])
     r_lo, r_hi = np.nanquantile(ratio, [0.025, 0.975])
     s_lo, s_hi = np.nanquantile(sdiff, [0.025, 0.975])

@@ -25,18 +25,22 @@ Claims, in this order (stable ids), with the rule that decides each verdict:
 6. ``null_vs_run`` (003): an isotropic Gaussian null of the same types, counts and Q(X) per layer
    reproduces the run's trade-off at the C.V.-minimum layer: the paired bootstrap interval of
    C.V._run / C.V._null contains 1 and that of slope_run − slope_null contains 0.
-7. ``anisotropy_profile`` (004 §4.1, Fig. 1): λ₁/Σλ across layers is flat in encoders
-   ((max − min) / mean ≤ ``FLAT_MAX``) and bell-shaped in decoders (an interior layer at least
-   ``BELL_MIN`` × both ends).
-8. ``id_profile`` (004, Fig. 2 read across layers as the issue asks): the TwoNN dimension peaks at an
-   interior layer (above the first and the last).
-9. ``position0_share`` (ENVIRONMENT.md on massive activations; 004 / 003 on outliers): where outliers
-   dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X)
-   in the most dominated layer.
+Then the claims the measures declare (``Measure.claims``), in measure order, each decided by the rule its
+declaration names (the rule's docstring states it), for example:
+
+- ``anisotropy_profile`` (geometry; 004 §4.1, Fig. 1): λ₁/Σλ across layers is flat in encoders
+  ((max − min) / mean ≤ ``FLAT_MAX``) and bell-shaped in decoders (an interior layer at least ``BELL_MIN`` × both
+  ends);
+- ``id_profile`` (geometry; 004, Fig. 2 read across layers): the TwoNN dimension peaks at an interior layer (above
+  the first and the last);
+- ``position0_share`` (outliers; massive activations, Sun et al. 2024; 004 / 003 on outliers): where outliers
+  dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X) in the most
+  dominated layer.
 
 The claims, their thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
-``stats.claims_moments`` (1–6) and ``stats.claims_geometry`` (7–9); this module runs them in order and
-lays their verdicts out as a table (``findings_table``) or a cell (``cell``).
+``stats.claims_moments`` (1–6, the core) and the declared rules (``stats.claims_geometry`` for the three above); a
+new measure's claim is a line of its declaration. This module runs them in order and lays their verdicts out as
+a table (``findings_table``) or a cell (``cell``).
 """
 from __future__ import annotations
 
@@ -44,8 +48,9 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.stats.bootstrap import RESAMPLES
-from normvar_core.stats.claims import CLAIM_IDS, CLAIMS, Finding, RunView, finite_or_none, fmt, spearman
-from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, position0_share
+from normvar_core.measure import resolve
+from normvar_core.stats.claims import (CLAIM_IDS, CLAIMS, DECLARED_CLAIMS, Finding, RunView, finite_or_none, fmt,
+                                       spearman)
 from normvar_core.stats.claims_moments import (bootstrap_band, cv_min_intermediate, depth_trend, identity, null_vs_run,
                                                point_estimates, tradeoff_slope)
 
@@ -61,8 +66,8 @@ def findings(run, *, resamples: int = RESAMPLES, seed: int = 0) -> list[Finding]
     out += [cvf, tradeoff_slope(rv, pt, boot, li, cvf.verdict == "holds"),
             depth_trend(rv, "vw_share_grows", run, [("v_w_over_v", +1)]),
             depth_trend(rv, "m_grows_vb_shrinks", run, [("m_over_q", +1), ("v_b_over_q", -1)]),
-            null_vs_run(rv, pt, boot, li, resamples, seed), anisotropy_profile(rv), id_profile(rv), position0_share(rv)]
-    return out
+            null_vs_run(rv, pt, boot, li, resamples, seed)]
+    return out + [resolve(c.rule)(rv) for c in DECLARED_CLAIMS]
 
 
 def findings_table(runs_findings: dict) -> pd.DataFrame:

@@ -17,6 +17,8 @@
 * Seed 003's high-dimensional checks: the spread of the norm, std(‖x‖)/E‖x‖ (a Gaussian in R^d puts
   it near 1/√(2d)), exact from Σ‖x‖ and Σ‖x‖²; cosines of disjoint random pairs of the sample (near
   N(0, 1/d) for isotropic vectors).
+* Declared spectral columns (``spectral_columns``): each measure's ``spectral`` pairs (column, f) add
+  ``f(eigenvalues)`` to a layer's row here and to each half's row in ``stats.intervals.half_values``.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normvar_core.constants import TWONN_BATCH as BATCH_SIZE  # seed 004: batches of at least 4,096 embeddings
+from normvar_core.measure import all_measures, resolve
 
 TWONN_DISCARD = 0.1
 
@@ -52,6 +55,20 @@ def spectrum(cov: np.ndarray) -> Spectrum:
     return Spectrum(eigenvalues=lam, trace=total, anisotropy=float(lam[0] / total),
                     participation_ratio=float(total ** 2 / np.sum(lam ** 2)),
                     n90=int(np.searchsorted(cum, 0.90 - 1e-12) + 1), n99=int(np.searchsorted(cum, 0.99 - 1e-12) + 1))
+
+
+def spectral_names() -> tuple[str, ...]:
+    """The per-layer columns the declared measures compute from a covariance's eigenvalues, in measure order."""
+    return tuple(col for m in all_measures() for col, _ in m.spectral)
+
+
+def spectral_columns(eigenvalues) -> dict:
+    """{column: f(eigenvalues)} for every declared ``Measure.spectral`` pair (the eigenvalues clipped at 0, any
+    order; ``None`` when the covariance is missing: every column NaN)."""
+    if eigenvalues is None:
+        return dict.fromkeys(spectral_names(), float("nan"))
+    lam = np.clip(np.asarray(eigenvalues, dtype=np.float64), 0.0, None)
+    return {col: float(resolve(ref)(lam)) for m in all_measures() for col, ref in m.spectral}
 
 
 def mean_cosine(sum_u_sq: float | np.ndarray, n: float | np.ndarray):
@@ -110,7 +127,7 @@ def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n
            "twonn_id": est.get("twonn_id", np.nan), "twonn_id_std": est.get("twonn_id_std", np.nan),
            "twonn_duplicates": int(est.get("twonn_duplicates", 0)),
            "twonn_batches": int(est.get("twonn_batches", 0)), "id_sample": int(len(sample)),
-           "norm_mean": norm_mean, "norm_cv": norm_cv}
+           "norm_mean": norm_mean, "norm_cv": norm_cv, **spectral_columns(sp.eigenvalues)}
     return row, sp.eigenvalues
 
 
@@ -275,6 +292,6 @@ def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> n
         return splitmix64(s ^ np.asarray(positions, dtype=np.uint64) ^ base)
 
 
-__all__ = ["Spectrum", "spectrum", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
+__all__ = ["Spectrum", "spectrum", "spectral_names", "spectral_columns", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
            "twonn", "distinct_rows", "batched_estimates", "estimates_from", "twonn_batch_of",
            "recorded_sample", "sample_text", "samples_differ", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]

@@ -2,7 +2,8 @@
 
 ``half_values`` turns one half's (or the whole corpus') statistics into the per-layer quantities the
 study plots (seed 002 Fig. 5, 6, 18: M/Q, V/Q, V_W/Q, V_B/Q, V_W/V over the band's types, eqs. 8–15;
-seed 004 §2.3: anisotropy λ₁/Σλ of the exact covariance; the share of Q(X) carried by position 0).
+seed 004 §2.3: anisotropy λ₁/Σλ of the exact covariance; the share of Q(X) carried by position 0), plus every
+column the measures declare as a function of the covariance's eigenvalues (``Measure.spectral``).
 ``interval_table`` gives per layer and quantity: value, low, high, method —
 ``bootstrap-types`` for the trade-off (C.V. of Q(X_t), slope, R²; ``stats.bootstrap``) and
 ``split-half`` for the corpus-level and geometry quantities (θ ± 1.96 |θ_A − θ_B| / 2).
@@ -12,10 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from normvar_core.measure import all_measures
+from normvar_core.stats.analyses import ols
 from normvar_core.stats.bootstrap import RESAMPLES, bootstrap_tradeoff, split_half_interval
+from normvar_core.stats.geometry import spectral_columns, spectral_names
 from normvar_core.stats.tokenstats import TokenStats, in_band
 
-SPLIT_QUANTITIES = ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v", "anisotropy", "q_share_pos0")
+SPLIT_QUANTITIES = tuple(q for m in all_measures() for q in m.split_half)
+"""The quantities with a split-half interval: every measure's declared ``split_half``, in measure order."""
 BOOT_QUANTITIES = ("cv_q", "slope", "r2")
 COLUMNS = ["layer", "quantity", "value", "low", "high", "method"]
 
@@ -29,7 +34,8 @@ def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None 
                 sq_all: np.ndarray | None = None, sq_pos0: np.ndarray | None = None) -> pd.DataFrame:
     """Per layer: n, n_types, q, m, v, v_w, v_b (eqs. 8–15 over the types ``keep_ids`` that this
     ``stats`` holds), their ratios, and, when given, the anisotropy λ₁/Σλ and trace of ``cov``
-    (L, d, d) and the share Σ‖x‖²(position 0) / Σ‖x‖²."""
+    (L, d, d), the declared spectral columns (``geometry.spectral_columns``; NaN without ``cov``) and the share
+    Σ‖x‖²(position 0) / Σ‖x‖²."""
     sub = stats.subset(np.isin(stats.token_ids, keep_ids))
     df = sub.corpus(1, np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -38,12 +44,17 @@ def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None 
         df["v_w_over_v"] = df["v_w"] / df["v"]
     L = stats.num_layers
     an, tr = np.full(L, np.nan), np.full(L, np.nan)
+    spec = {c: np.full(L, np.nan) for c in spectral_names()}
     if cov is not None:
         for li in range(L):
             lam = np.clip(np.linalg.eigvalsh(cov[li]), 0.0, None)
             tr[li] = lam.sum()
             an[li] = lam[-1] / tr[li] if tr[li] > 0 else np.nan
+            for c, val in spectral_columns(lam).items():
+                spec[c][li] = val
     df["anisotropy"], df["trace"] = an, tr
+    for c, vals in spec.items():
+        df[c] = vals
     with np.errstate(invalid="ignore", divide="ignore"):
         df["q_share_pos0"] = (np.asarray(sq_pos0, float) / np.asarray(sq_all, float)
                               if sq_all is not None else np.full(L, np.nan))
@@ -51,7 +62,8 @@ def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None 
 
 
 def split_rows(halves: pd.DataFrame, quantities=SPLIT_QUANTITIES) -> pd.DataFrame:
-    """Interval rows from a ``halves_layer`` table (rows half = all / a / b per layer)."""
+    """Interval rows from a ``halves_layer`` table (rows half = all / a / b per layer); a quantity whose column
+    the table lacks (a run file written before the measure existed) has no rows."""
     rows = []
     by = {h: g.set_index("layer") for h, g in halves.groupby("half")}
     if not {"all", "a", "b"} <= set(by):
@@ -71,13 +83,11 @@ def bootstrap_rows(stats_q: np.ndarray, stats_m: np.ndarray, stats_v: np.ndarray
                    seed: int = 0, resamples: int = RESAMPLES) -> pd.DataFrame:
     """Interval rows of C.V.(Q), slope, R² per layer: point estimate on all band types, percentile
     bootstrap interval over types (arrays (L, T) of the band's types)."""
-    from normvar_core.stats.analyses import _ols
-
     q, m, v = (np.asarray(a, dtype=np.float64) for a in (stats_q, stats_m, stats_v))
     boot = bootstrap_tradeoff(q, m, v, resamples=resamples, seed=seed)
     with np.errstate(invalid="ignore", divide="ignore"):
         cv = q.std(1) / q.mean(1) if q.shape[1] else np.full(q.shape[0], np.nan)
-    slope, _, r2 = _ols(m, v)
+    slope, _, r2 = ols(m, v)
     point = {"cv_q": cv, "slope": slope, "r2": r2}
     rows = []
     for qn in BOOT_QUANTITIES:

@@ -125,13 +125,6 @@ def spectra_figure(spectra: Mapping[str, tuple[pd.DataFrame, int]], *, presentat
     return tidy_log_axes(fig)
 
 
-def spectrum_figure(spectrum: pd.DataFrame, layer: int, *, presentation: bool = False,
-                    title: str | None = None) -> go.Figure:
-    """One run's spectrum at ``layer`` (``spectra_figure`` with one entry)."""
-    return spectra_figure({"eigenvalues": (spectrum, layer)}, presentation=presentation,
-                          title=title or f"Covariance spectrum, layer {layer}")
-
-
 def colour_range(z: np.ndarray, lo_q: float = 1.0) -> tuple[float, float]:
     """The colour scale's (zmin, zmax): from the ``lo_q`` percentile of the finite values (widened to
     include 0, the median dimension) up to their maximum. The bulk sets the bottom, so a few near-zero
@@ -200,4 +193,4 @@ def selfsim_scatter(points: pd.DataFrame, *, presentation: bool = False, title: 
     return apply_theme(fig, presentation)
 
 
-__all__ = ["colour_range", "distinct_top", "geometry_profiles", "spectra_figure", "spectrum_figure", "LOG_PANELS", "POWER_TICKS", "outlier_heatmap", "shares_figure", "selfsim_scatter", "PANELS"]
+__all__ = ["colour_range", "distinct_top", "geometry_profiles", "spectra_figure", "LOG_PANELS", "POWER_TICKS", "outlier_heatmap", "shares_figure", "selfsim_scatter", "PANELS"]

@@ -1,0 +1,74 @@
+"""A page's sections drawn from the measures' declarations (issue 36): each ``Figure`` a measure declares for
+the page (``viz.pages.sections``) is a tab, in measure order. A tab the page draws itself is passed in ``own``
+({figure key: draw()}); any other is drawn here by the generic builder the figure names
+(``builder(curves, *, relative, num_hidden_states, presentation, bands, null_curves, null_of)``) on the first
+table it reads, for every overlaid run that holds that table and the measure's declared columns; runs without
+them are named with the fix (recompute), so an old run file opens and says why the section is empty."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+
+from normvar_core.measure import Figure, Measure, resolve
+from normvar_core.viz.pages import sections
+from views._chrome import chart, draw_sections
+from views._data import table
+
+
+@dataclass
+class Overlay:
+    """What a page overlays: label -> opened run (``runs``) and Gaussian null run (``nulls``, ``null_of``: the
+    run each null was drawn from), the runs' stored intervals (``bands``: label -> table), the axis."""
+
+    runs: dict
+    nulls: dict = field(default_factory=dict)
+    null_of: dict = field(default_factory=dict)
+    bands: dict = field(default_factory=dict)
+    relative: bool = True
+    presentation: bool = False
+    name: str = "figure"
+
+
+def holds(run, m: Measure, f: Figure) -> bool:
+    """Whether ``run`` holds what figure ``f`` of measure ``m`` reads: its tables, and the measure's declared
+    per-layer columns in the first of them (absent in a run file written before the measure existed)."""
+    if not all(run.has(t) for t in f.tables):
+        return False
+    cols = [c for c, _ in m.spectral]
+    return not cols or set(cols) <= set(table(run, f.tables[0]).columns)
+
+
+def generic(m: Measure, f: Figure, ov: Overlay) -> None:
+    """Figure ``f`` over the overlaid runs that hold it, with its CSV; the others named with the fix."""
+    have = {label: r for label, r in ov.runs.items() if holds(r, m, f)}
+    lacking = [label for label in ov.runs if label not in have]
+    if not have:
+        st.info(f"No run here has {m.title}: {', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} computed "
+                f"before normvar measured it, or without what it needs. Recompute (New run, or `normvar compute ... "
+                f"--overwrite`) to see this section.", icon=":material/info:")
+        return
+    curves = {label: table(r, f.tables[0]) for label, r in have.items()}
+    nulls = {label: table(r, f.tables[0]) for label, r in ov.nulls.items() if holds(r, m, f)}
+    fig = resolve(f.builder)(curves, relative=ov.relative, presentation=ov.presentation,
+                             num_hidden_states={label: r.num_hidden_states for label, r in {**have, **ov.nulls}.items()},
+                             bands={label: ov.bands[label] for label in have if label in ov.bands},
+                             null_curves=nulls, null_of=ov.null_of)
+    data = pd.concat([df.assign(run=label) for label, df in {**curves, **nulls}.items()], ignore_index=True)
+    chart(fig, key=f.key, data=data, name=f"{ov.name}_{f.key}")
+    if lacking:
+        st.caption(f"Without {m.title} (computed before normvar measured it: recompute to include): "
+                   + ", ".join(lacking))
+
+
+def draw(page: str, own: dict[str, Callable[[], None]], overlay: Overlay) -> str:
+    """The page's declared sections as tabs (only the open one computed, ``_chrome.draw_sections``): the
+    page's own ``draw()`` for the keys in ``own``, the generic figure for the rest. Returns the open key."""
+    tabs = {f.key: (f.section, own[f.key] if f.key in own else (lambda m=m, f=f: generic(m, f, overlay)))
+            for m, f in sections(page)}
+    return draw_sections(page, tabs)
+
+
+__all__ = ["Overlay", "holds", "generic", "draw"]
