@@ -42,12 +42,12 @@ class MergedState:
     def resume(self) -> int:
         """Load the merged checkpoint of this plan, if any; the batches it covers."""
         from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import load_partial
+        from normvar_core.pipeline.execute.partials import build_accumulators
 
         got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
         if got is None or "ray_ranges" not in got[1]:
             return 0
-        self.merged = load_partial(self.ctx, got[0])
+        self.merged = ckpt.load_partial(build_accumulators(self.ctx), got[0])
         self.covered = [(int(a), int(b)) for a, b in got[1]["ray_ranges"]]
         self.oom = int(got[1].get("oom_splits", 0))
         return sum(b - a for a, b in self.covered)
@@ -57,7 +57,7 @@ class MergedState:
         checkpoint. If the actor dies before every block arrived, the half-merged state is dropped and
         the last checkpoint (or an empty state) taken instead: its ranges are run again."""
         from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import merge_into, partial_state
+        from normvar_core.pipeline.execute.partials import merge_into
 
         ranges = [(int(a), int(b)) for a, b in np.asarray(out["covered"]).reshape(-1, 2)]
         if not ranges:
@@ -76,7 +76,7 @@ class MergedState:
         self.covered += ranges
         self.n_ranges += len(ranges)
         if self.path is not None:
-            ckpt.save(self.path, self.fingerprint, partial_state(self.merged, 0, 0),
+            ckpt.save(self.path, self.fingerprint, ckpt.partial_state(self.merged, 0, 0),
                       {"ray_ranges": sorted(self.covered), "oom_splits": self.oom})
 
     def rollback(self) -> None:
