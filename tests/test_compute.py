@@ -19,7 +19,7 @@ from normvar_core.pipeline.execute.progress import Progress
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 from normvar_core.service import jobs
 
 

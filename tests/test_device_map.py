@@ -18,7 +18,7 @@ from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.execute.local import compute_run
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 
 SPLIT = {"embed_tokens": "cpu", "rotary_emb": "cpu", "layers.0": "cpu", "layers.1": "disk", "norm": "disk"}
 

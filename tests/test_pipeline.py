@@ -23,7 +23,7 @@ from normvar_core.pipeline.execute.partials import build_accumulators, compute_p
 from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.publish import publish_run
 from normvar_core.pipeline.sources import GaussianSource
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 
 LAYERS = [0, 1, 2]
 DIM = 12

@@ -218,21 +218,5 @@ def shares_of(cut: dict) -> list[dict]:
     return [dict(format=cut["format"], name=name, data=r, index=i) for i, r in enumerate(cut["ranges"])]
 
 
-def select_locally(cfg: RunConfig, cut: dict) -> CorpusText:
-    """Every phase in one process, range by range (what the workers and the driver do between them)."""
-    shares = shares_of(cut)
-    column = cut.get("column") or cfg.text_column or None
-    parsed = [parse_range(cfg, s, column) for s in shares]
-    if cut["format"] == ".jsonl":  # the column's checks as the whole-file reader makes them
-        column = jsonl_column([i for _, i in parsed], cfg.text_column, Path(cut["path"]))
-        if not cfg.text_column:
-            parsed = [parse_range(cfg, s, column) for s in shares]
-    sels = [select_range(cfg, recs, s) for (recs, _), s in zip(parsed, skips([i["n_nonempty"] for _, i in parsed]))]
-    parts = [keep_range(sel, r) for sel, r in zip(sels, rooms(cfg, [len(s.kept) for s in sels]))]
-    return merge_selections(cfg, cut, parts, n_not_text=sum(i["n_not_text"] for _, i in parsed),
-                            n_null=sum(i["n_null"] for _, i in parsed),
-                            column=column if cut["format"] != ".txt" and cut["format"] != ".txt.gz" else None)
-
-
 __all__ = ["cut_ranges", "shares_of", "parse_range", "jsonl_column", "skips", "select_range", "rooms",
-           "keep_range", "merge_selections", "select_locally", "LINE_FORMATS"]
+           "keep_range", "merge_selections", "LINE_FORMATS"]
