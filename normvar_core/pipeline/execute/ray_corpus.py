@@ -29,7 +29,8 @@ from pathlib import Path
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus import ranges
-from normvar_core.pipeline.corpus.read import corpus_format, load_sentences, resolve_corpus_path
+from normvar_core.pipeline.corpus.formats import corpus_format, resolve_corpus_path
+from normvar_core.pipeline.corpus.read import load_sentences
 
 
 def cut_for_actors(cfg, data_dir, k: int, put) -> dict | None:
