@@ -23,12 +23,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # runfiles.write_run
 
 
 def synthetic_run(data_dir: Path, T: int, L: int, d: int, seed: int = 0) -> str:
     """A run file with a per-layer trade-off structure (Zipf counts, Q_t ~ const, M_t falling with n_t)."""
     from normvar_core.stats.tokenstats import TokenStats
-    from normvar_core.runs.runfile import write_run
+    from runfiles import write_run
 
     rng = np.random.default_rng(seed)
     n = np.maximum(1, (3e6 / np.arange(1, T + 1) ** 1.1 * rng.uniform(0.5, 1.5, T))).astype(np.int64)

@@ -151,7 +151,7 @@ def _write_corpora(lines: int, folder: str) -> list[str]:
     """The first ``lines`` non-empty lines of the shipped novels as .txt and as .jsonl ({"text": line})."""
     import gzip
 
-    from normvar_core.pipeline.corpus.read import resolve_corpus_path
+    from normvar_core.pipeline.corpus.formats import resolve_corpus_path
 
     with gzip.open(resolve_corpus_path(""), "rt", encoding="utf-8") as fh:
         text = [ln.rstrip("\n") for ln, _ in zip((x for x in fh if x.strip()), range(lines))]

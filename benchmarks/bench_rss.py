@@ -22,7 +22,7 @@ import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.config import RunConfig
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 t0 = time.perf_counter()
 path = compute_run(RunConfig(model="minilm", max_sentences={n}, name="rss{n}"), {data!r}, overwrite=True)
 secs = time.perf_counter() - t0

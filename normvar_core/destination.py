@@ -19,10 +19,20 @@ every path normvar writes on a user's say-so.
 target is not something other than a regular file (a device or FIFO created meanwhile is refused,
 never replaced) and ``os.replace``s the temp file onto it. A replaced file keeps its permission
 bits; a new one gets 0o666 minus the umask. The temp file is removed on any error, KeyboardInterrupt
-included. Base layer: no torch, no numpy.
+included.
+
+Run files follow the same rules from the other side, so the check and the publish live here together:
+
+    check_destination(out_path, overwrite)   # before any expensive work (the name, the folder)
+    publish_file(tmp, out_path, overwrite)   # the finished temp run file (``runs/writer``) under its name
+
+``publish_file`` hard-links the temp file to the run's name (refused if the name exists: two writers
+never clobber each other), or ``os.replace``s it when overwriting a regular file. Base layer: no torch,
+no numpy.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -152,4 +162,72 @@ def _umask() -> int:
     return mask
 
 
-__all__ = ["resolve_destination", "write_atomic", "probe_writable", "kind_of"]
+def taken(path: Path) -> NormvarError:
+    """The error for a run name that already holds a run."""
+    return NormvarError(f"run {path.stem!r} already exists: {path}", fix="choose another --name or pass --overwrite")
+
+
+def not_a_run_file(path: Path) -> NormvarError | None:
+    """The error for a run name taken by something that is not a regular file (a link, a folder, a
+    device, a FIFO): normvar publishes runs by rename and never replaces or follows those."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)
+    return NormvarError(f"the run file {path} is {kind}, not a run", fix="remove it or choose another --name / --out")
+
+
+def check_destination(out_path: Path, overwrite: bool) -> None:
+    """Before any expensive work: the name is free (or --overwrite, over a regular file only) and the
+    folder is writable."""
+    if (err := not_a_run_file(out_path)) is not None:
+        raise err
+    if out_path.exists() and not overwrite:
+        raise taken(out_path)
+    folder = out_path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, FileExistsError) as exc:
+        raise NormvarError(f"cannot create the run folder {folder}: {exc.strerror or exc}",
+                           fix="choose a writable --data-dir or --out") from None
+    probe = folder / f".normvar-write-probe-{os.getpid()}"
+    try:  # os.access says yes to root even for read-only or immutable folders: really try
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise NormvarError(f"the run folder {folder} is not writable ({exc.strerror or exc})",
+                           fix="choose a writable --data-dir or --out") from None
+
+
+# what link(2) says on a file system without hard links (FAT, some network and FUSE mounts)
+NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
+
+
+def publish_file(tmp: Path, path: Path, overwrite: bool) -> None:
+    """Atomic publish of the complete file ``tmp`` as ``path``: rename when overwriting (a regular file
+    only); otherwise hard-link (fails if the name exists, so two writers never clobber each other), then
+    drop the temp name. A file system without hard links gets check-then-rename."""
+    if overwrite:
+        if (err := not_a_run_file(path)) is not None:
+            raise err
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise taken(path) from None
+    except OSError as exc:
+        if exc.errno not in NO_HARD_LINKS:
+            raise
+        if path.exists():
+            raise taken(path) from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
+
+
+__all__ = ["resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
+           "check_destination", "publish_file", "NO_HARD_LINKS"]

@@ -18,7 +18,8 @@ import numpy as np
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus.read import CorpusText, corpus_format, resolve_corpus_path
+from normvar_core.pipeline.corpus.formats import corpus_format, resolve_corpus_path
+from normvar_core.pipeline.corpus.select import CorpusText
 
 
 def brute_load(cfg: RunConfig, data_dir=None) -> CorpusText:

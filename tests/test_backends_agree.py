@@ -20,7 +20,7 @@ from normvar_core.pipeline.execute.partials import compute_partial, merge_partia
 from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.pipeline.plan import corpus_of, make_plan
 from normvar_core.pipeline.sources import TransformerSource
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 
 RTOL = 1e-12
 

@@ -185,7 +185,7 @@ def test_layers_and_compare_links_come_back_the_same(server, browser):  # noqa: 
 def test_outliers_colour_scale_and_distinct_rows(server, browser, data):  # noqa: F811
     import numpy as np
 
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     page = _page(browser, 1400)
     page.goto(f"{server}/?page=outliers&run={UPLOAD_RUN}&layer=0")
@@ -292,7 +292,7 @@ def test_slide_figures_keep_subplot_titles_clear_of_axis_titles(browser, data, t
     """The report's HTML (the slides' own figures at slide size, plotly.js inlined) in the browser."""
     from normvar_core.report.slides import geometry_slide, layers_slide
     from normvar_core.report.writers import write_report
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     runs = [open_run(data / "runs" / f"{n}.duckdb") for n in (RUN, UPLOAD_RUN)]
     out = write_report([geometry_slide(runs), layers_slide(runs)], tmp_path / "deck.html", "html")

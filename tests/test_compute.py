@@ -14,12 +14,12 @@ import torch
 from normvar_core.pipeline import batches as B
 from normvar_core.pipeline.execute import local as compute_mod
 from normvar_core.pipeline import models as M
-from normvar_core.pipeline.execute.local import compute_run, default_run_name
+from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.pipeline.execute.progress import Progress
-from normvar_core.config import RunConfig
+from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 from normvar_core.service import jobs
 
 

@@ -14,7 +14,8 @@ from normvar_core.config import RunConfig, default_run_name
 from normvar_core.corpus_formats import CORPUS_SUFFIXES, TABLE_SUFFIXES, TEXT_SUFFIXES, UPLOAD_TYPES, corpus_suffix
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus.read import corpus_format, load_sentences
+from normvar_core.pipeline.corpus.formats import corpus_format
+from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.service import corpus_store
 
 SENTENCES = ["The cat sat on the mat.", "Ünïcödé, \"quotes\", commas; and tabs\there.",

@@ -14,9 +14,9 @@ import pytest
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus.ranges import (cut_ranges, parse_range, rooms, select_locally, shares_of,
-                                                 skips)
+from normvar_core.pipeline.corpus.ranges import cut_ranges, parse_range, rooms, shares_of, skips
 from normvar_core.pipeline.corpus.read import load_sentences
+from ranges_local import select_locally
 
 WORDS = ["the", "sea", "Émile", "café", "naïve", "Zwölf", "Boxkämpfer", "«quoi»", "日本語", "—", "a", "x"]
 

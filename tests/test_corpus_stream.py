@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from corpus_brute import brute_load
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.corpus import formats as corpus_formats
 from normvar_core.pipeline.corpus import stream as corpus_stream
 from normvar_core.pipeline.corpus import tables as corpus_tables
 from normvar_core.pipeline.corpus.read import load_sentences
@@ -34,7 +35,7 @@ FIELDS = ("sentences", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_o
 def small_blocks(block: int, rows: int):
     """Shrink the stream's byte blocks and the tables' row chunks."""
     with mock.patch.object(corpus_stream, "BLOCK", block), mock.patch.object(corpus_tables, "CSV_ROWS", rows), \
-            mock.patch.object(corpus_tables, "PARQUET_ROWS", rows):
+            mock.patch.object(corpus_formats, "PARQUET_ROWS", rows):
         yield
 
 

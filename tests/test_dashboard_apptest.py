@@ -32,7 +32,8 @@ def build_dashboard_data(root: Path) -> Path:
         return root
     from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.stats.tokenstats import TokenStats
-    from normvar_core.runs.runfile import open_run, write_run
+    from normvar_core.runs.reader import open_run
+    from runfiles import write_run
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     path = compute_run(RunConfig(model="minilm", max_sentences=300, name=RUN), root)
@@ -59,7 +60,7 @@ def data_dir(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - minilm_pa
 
 @pytest.fixture(scope="session")
 def run(data_dir):
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     return open_run(data_dir / "runs" / f"{RUN}.duckdb")
 

@@ -37,7 +37,7 @@ def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
 
 @pytest.fixture(scope="module")
 def run(data):
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     return open_run(data / "runs" / f"{RUN}.duckdb")
 

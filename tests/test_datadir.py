@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
-from normvar_core.pipeline.execute.local import run_path_for
+from normvar_core.pipeline.execute.prepare import run_path_for
 from normvar_core.runs.reader import list_runs, resolve_run
 from normvar_core.service.corpus_store import store_corpus
 from normvar_core.service.jobs import JobStore

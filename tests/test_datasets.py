@@ -225,11 +225,12 @@ def test_run_files_without_the_dataset_column_still_read(tmp_path, tiny_models, 
 
 
 def test_shards_read_apart_are_the_whole_dataset_in_order(tmp_path, hf_home):
-    """The Ray executor's corpus phases run in one process (``ranges.select_locally``) over the shards
+    """The Ray executor's corpus phases run in one process (``ranges_local.select_locally``) over the shards
     ``dataset_cut`` gives: each share reads only its own rows (save_to_disk: contiguous row blocks; Parquet
     files: contiguous files), and sampling, the cap and the sentence splitter give the one-pass corpus."""
     from normvar_core.pipeline.corpus.dataset import dataset_cut
-    from normvar_core.pipeline.corpus.ranges import parse_range, select_locally, shares_of
+    from normvar_core.pipeline.corpus.ranges import parse_range, shares_of
+    from ranges_local import select_locally
 
     lines = _sentences()
     src = _write_sources(tmp_path / "src", lines)

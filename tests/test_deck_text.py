@@ -20,7 +20,7 @@ from test_dashboard_apptest import RUN, RUN2, data_dir, run  # noqa: F401  (fixt
 
 @pytest.fixture(scope="module")
 def two_runs(data_dir):  # noqa: F811
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     return [open_run(data_dir / "runs" / f"{n}.duckdb") for n in (RUN, RUN2)]
 

@@ -18,7 +18,7 @@ from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.execute.local import compute_run
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 
 SPLIT = {"embed_tokens": "cpu", "rotary_emb": "cpu", "layers.0": "cpu", "layers.1": "disk", "norm": "disk"}
 
@@ -115,7 +115,8 @@ def _runs_page_shows_the_map(data_dir, monkeypatch) -> None:
 def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     """The accumulators of a split run: one per device-map entry, each sized for its layers; the state
     seen by checkpoints and Ray (state_dict) is the whole run's, and loads back into the groups."""
-    from normvar_core.pipeline.execute.partials import build_accumulators, partial_state, run_range
+    from normvar_core.pipeline.execute.checkpoint import partial_state
+    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
     from normvar_core.pipeline.execute.prepare import prepare
     from normvar_core.pipeline.placement import LayerSplit
 

@@ -18,7 +18,8 @@ import pytest
 from normvar_core.errors import NormvarError
 from normvar_core.runs import export as export_mod
 from normvar_core.runs.export import export_run
-from normvar_core.runs.runfile import open_run, write_run
+from normvar_core.runs.reader import open_run
+from runfiles import write_run
 from normvar_core.stats.tokenstats import TokenStats
 from normvar_core.service.cli import main as cli
 

@@ -171,7 +171,7 @@ def test_each_claim_on_minilm_matches_an_independent_computation(minilm):
 
 def test_the_gaussian_null_fails_the_tradeoff_claims(minilm, tmp_path):
     from normvar_core.runs.reader import open_run
-    from normvar_core.runs.writer import write_run
+    from runfiles import write_run
     from normvar_core.stats.null import null_stats
 
     r, _, _ = minilm

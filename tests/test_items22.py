@@ -143,7 +143,7 @@ def items_app(items_dir, monkeypatch):
 @pytest.mark.slow
 def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir):
     from browser_items_data import UPLOAD_RUN, null_of
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
     from test_dashboard_apptest import RUN, arr, figure, figures_of, ok, open_section
 
     at = items_app

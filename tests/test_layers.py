@@ -193,7 +193,7 @@ def test_reading_a_run_imports_no_torch(written_run_path):
     ends with neither torch nor transformers nor streamlit loaded."""
     code = f"""
 import json, sys
-from normvar_core.runs.runfile import open_run, list_runs
+from normvar_core.runs.reader import open_run, list_runs
 from normvar_core.stats import analyses
 from normvar_core.viz.tradeoff_figures import layers_figure
 run = open_run({str(written_run_path)!r})

@@ -18,7 +18,7 @@ NULL = f"{RUN}__null-isotropic-s0"
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
     from normvar_core.runs.null import write_null_run
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     src = build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
     root = tmp_path_factory.mktemp("null-browser")
@@ -28,7 +28,7 @@ def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
 
 
 def test_null_overlay_from_a_shared_link(server, browser, data):  # noqa: F811
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1500, "height": 1100})

@@ -116,7 +116,7 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
     _sh([venv["bin"] / "normvar", "compute", "--max-sentences", "50"], cwd=cwd, env=env)
     t_compute = time.perf_counter() - t0
     run_file = cwd / "data" / "runs" / "minilm__novels_en.duckdb"  # default data dir ./data of the cwd
-    from normvar_core.runs.runfile import open_run
+    from normvar_core.runs.reader import open_run
 
     run = open_run(run_file)
     assert run.meta["n_sentences"] == 50 and run.meta["corpus_name"] == "novels_en"

@@ -18,12 +18,12 @@ from brute import corpus as brute_corpus
 from brute import per_type
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.execute.partials import (build_accumulators, compute_partial, merge_partials, partial_state,
-                                           run_range)
+from normvar_core.pipeline.execute.checkpoint import partial_state
+from normvar_core.pipeline.execute.partials import build_accumulators, compute_partial, merge_partials, run_range
 from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.publish import publish_run
 from normvar_core.pipeline.sources import GaussianSource
-from normvar_core.runs.runfile import open_run
+from normvar_core.runs.reader import open_run
 
 LAYERS = [0, 1, 2]
 DIM = 12

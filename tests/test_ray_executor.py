@@ -18,7 +18,8 @@ import pytest
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError
-from normvar_core.pipeline.execute import on_ray as RE
+from normvar_core.pipeline.execute import on_ray
+from normvar_core.pipeline.execute import ray_cluster, ray_shard
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
@@ -182,9 +183,9 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
     (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")
     monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
     marker = tmp_path / "crashed"
-    monkeypatch.setenv(RE.CRASH_ENV, str(marker))  # an actor dies in a range while holding another unflushed
-    monkeypatch.setenv(RE.DELAY_ENV, "0.3")         # each batch then lingers 0.3 s in its shard
-    monkeypatch.setattr(RE, "PROGRESS_EVERY_S", 0.05)
+    monkeypatch.setenv(ray_shard.CRASH_ENV, str(marker))  # an actor dies in a range while holding another unflushed
+    monkeypatch.setenv(ray_shard.DELAY_ENV, "0.3")         # each batch then lingers 0.3 s in its shard
+    monkeypatch.setattr(on_ray, "PROGRESS_EVERY_S", 0.05)
     corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
     ckpt = tmp_path / "ck" / "j.ckpt"
     seen, listening = [], []  # (embeddings reported, merged checkpoint written); Ray's listeners
@@ -200,7 +201,7 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
         cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2)
         sharded = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=progress))
         # cancelled once a merged checkpoint exists: nothing published, the checkpoint kept ...
-        monkeypatch.delenv(RE.CRASH_ENV)
+        monkeypatch.delenv(ray_shard.CRASH_ENV)
         corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
         with pytest.raises(CancelledError):
             compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt, progress=vanish,
@@ -265,8 +266,8 @@ def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back
     import ray
 
     marker = tmp_path / "died-in-piece"
-    monkeypatch.setenv(RE.PIECE_CRASH_ENV, str(marker))
-    monkeypatch.setenv(RE.DELAY_ENV, "0.2")
+    monkeypatch.setenv(ray_shard.PIECE_CRASH_ENV, str(marker))
+    monkeypatch.setenv(ray_shard.DELAY_ENV, "0.2")
     try:
         cfg = RunConfig(**base, corpus=str(corpus40), name="one", executor="ray", workers=2)
         run = open_run(compute_run(cfg, tmp_path / "b", checkpoint=tmp_path / "j.ckpt", checkpoint_every_s=0.3))
@@ -338,7 +339,7 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
     from ray.cluster_utils import Cluster
 
     ray.shutdown()
-    RE.loopback_only(ray)  # what pins Ray to 127.0.0.1: see ray_executor.loopback_only
+    ray_cluster.loopback_only(ray)  # what pins Ray to 127.0.0.1: see ray_cluster.loopback_only
     ray_tmp = tempfile.mkdtemp(prefix="nvray", dir="/tmp")  # its own session files (short: socket paths)
     monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
     cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
@@ -376,7 +377,7 @@ def test_missing_ranges_cover_exactly_the_batches_not_merged():
     plan = synthetic_plan(RunConfig(samples_per_token=0), n_sentences=300, vocab_size=50, layers=[0], batch_size=8)
     n, tokens = plan.n_batches, batch_token_counts(plan.batches)
     for covered, pieces in (([], 8), ([(0, 5), (12, 20)], 8), ([(3, n)], 3), ([(0, n)], 4), ([], 1)):
-        got = RE.missing_ranges(plan, covered, pieces)
+        got = on_ray.missing_ranges(plan, covered, pieces)
         hit = np.zeros(n, int)
         for a, b in covered + got:
             hit[a:b] += 1

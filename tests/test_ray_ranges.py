@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.execute import on_ray as RE
+from normvar_core.pipeline.execute import on_ray
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from test_corpus_ranges import _lines, _write
@@ -31,7 +31,7 @@ def test_actors_parse_select_and_tokenize_their_byte_ranges(tmp_path, tiny_model
     listening, cut_seen = [], []
 
     def progress(p):
-        if p.detail == RE.CUT_DETAIL:  # the driver has read the file: the actors never can
+        if p.detail == on_ray.CUT_DETAIL:  # the driver has read the file: the actors never can
             cut_seen.append(corpus.exists())
             corpus.unlink()
         if p.stage == "compute" and not listening:

@@ -9,10 +9,11 @@ import duckdb
 import numpy as np
 import pytest
 
-from normvar_core.runs import runfile, writer
+from normvar_core.runs import reader, writer
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.accumulators.token_moments import TokenMoments
-from normvar_core.runs.runfile import list_runs, open_run, write_run
+from normvar_core.runs.reader import list_runs, open_run
+from runfiles import write_run
 
 
 def _stats(seed=0, L=3, d=8, N=4000, V=200):
@@ -178,7 +179,7 @@ def test_list_runs_skips_bad_files(written, tmp_path):
     errors: list = []
     df = list_runs(tmp_path, errors=errors)
     assert df["name"].tolist() == ["r1"]
-    assert list(df.columns) == runfile.LIST_COLUMNS
+    assert list(df.columns) == reader.LIST_COLUMNS
     assert df.iloc[0]["n_types"] == written[1].num_types and df.iloc[0]["path"] == str(path)
     assert [p.name for p, _ in errors] == ["broken.duckdb"]
     assert list_runs(tmp_path / "empty").empty

@@ -46,11 +46,11 @@ FAULTS = {
     """,
     "publishing": """
         import os
-        from normvar_core.runs import writer
-        def publish(tmp, path, overwrite):
+        from normvar_core import destination
+        def publish_file(tmp, path, overwrite):
             os.link(tmp, path)   # published under its name, the temp name not yet removed,
             die()                # the job not yet marked done
-        writer.publish = publish
+        destination.publish_file = publish_file
     """,
 }
 

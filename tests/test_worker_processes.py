@@ -277,7 +277,7 @@ READER = textwrap.dedent("""
     import json, sys, time, traceback
     import duckdb
     from normvar_core.errors import NormvarError
-    from normvar_core.runs.runfile import list_runs, open_run
+    from normvar_core.runs.reader import list_runs, open_run
     from normvar_core.datadir import DataDir
     dd = DataDir.at(sys.argv[1]); until = time.monotonic() + float(sys.argv[2])
     out = dict(loops=0, opens=0, queries=0, replaced=0, errors=[], names=set())

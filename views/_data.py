@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.datadir import DataDir, resolve_data_dir
-from normvar_core.runs import runfile
+from normvar_core.runs import reader as runfile
 from normvar_core.runs.reader import file_version
 from normvar_core.runs.siblings import position0_sibling as _sibling_of
 from normvar_core.stats import analyses

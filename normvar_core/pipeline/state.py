@@ -18,7 +18,8 @@ Rules and custom merges run first, in declaration order (they read the counts as
 elementwise ones last. Every merge reads the other state through a **reader** (``get(key)``: one
 whole array; ``blocks(key)``: the array one block along its first axis — one layer — at a time), so
 the same code merges an in-memory partial (``DictReader``) and one fetched piece by piece from a Ray
-actor (``execute.on_ray``): at most one block of the incoming state is held beside the merged one.
+actor (``execute.ray_merge``: ``Pieces``, merged by ``MergedState``): at most one block of the incoming
+state is held beside the merged one.
 Counts are Python ints, stored as ``int64[1]``.
 """
 from __future__ import annotations

@@ -2,33 +2,28 @@
 
 ``write_tables(path, record, tables)`` writes ``<dir>/.<name>.tmp-<pid>.duckdb`` — the ``run`` row
 plus every table given (Arrow in, one ``CREATE TABLE ... AS`` for the first part of a table and
-``INSERT`` for the rest) — CHECKPOINTs, closes, then publishes it under its final name by a hard
-link (or ``os.replace`` when overwriting): a reader never sees a half-written run under that name.
-Nothing is left behind on error. ``write_run`` is the original entry point (moments + samples).
+``INSERT`` for the rest) — CHECKPOINTs, closes, then hands it to ``destination.publish_file``, which
+publishes it under its final name by a hard link (or ``os.replace`` when overwriting): a reader never
+sees a half-written run under that name. Nothing is left behind on error.
 """
 from __future__ import annotations
 
 import errno
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Mapping
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from normvar_core.destination import kind_of
+from normvar_core import destination
+from normvar_core.destination import check_destination  # noqa: F401 - until execute/prepare.py imports it from destination
+from normvar_core.destination import taken
 from normvar_core.errors import NormvarError
 from normvar_core.runs.record import RUN_COLUMNS, RunRecord
-from normvar_core.runs.tables import TableData, moments_tables, samples_tables, sentence_length_table
-from normvar_core.stats.tokenstats import TokenStats
-
-
-def taken(path: Path) -> NormvarError:
-    return NormvarError(f"run {path.stem!r} already exists: {path}", fix="choose another --name or pass --overwrite")
+from normvar_core.runs.tables import TableData
 
 
 def run_path(path) -> Path:
@@ -170,7 +165,7 @@ def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bo
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        publish(tmp, path, overwrite)
+        destination.publish_file(tmp, path, overwrite)
     except NormvarError:
         _remove(tmp, wal)
         raise
@@ -193,101 +188,4 @@ def write_failed(path: Path, exc: BaseException) -> NormvarError:
     return NormvarError(f"could not write the run file {path.name}: {reason[:200]}; nothing was published", fix=fix)
 
 
-# what link(2) says on a file system without hard links (FAT, some network and FUSE mounts)
-NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
-
-
-def publish(tmp: Path, path: Path, overwrite: bool) -> None:
-    """Atomic publish: rename when overwriting; otherwise hard-link (fails if the name exists,
-    so two writers never clobber each other) then drop the temp name."""
-    if overwrite:
-        if (err := not_a_run_file(path)) is not None:
-            raise err
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise taken(path) from None
-    except OSError as exc:
-        if exc.errno not in NO_HARD_LINKS:
-            raise
-        # a file system without hard links: check-then-rename
-        if path.exists():
-            raise taken(path) from None
-        os.replace(tmp, path)
-        return
-    tmp.unlink()
-
-
-def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentence_lengths: np.ndarray,
-              samples: dict | None, overwrite: bool = False) -> Path:
-    """Write a run of moments (+ optional samples) and publish it atomically at ``path``.
-
-    ``tokens[i]`` is the string of ``stats.token_ids[i]``. ``samples`` (optional) maps
-    ``token_ids`` (P,), ``tokens`` (P,), ``i`` (P,) and ``vectors`` (L, P, d) — raw embeddings of the
-    layers of ``stats.layer_index`` — and optionally ``sentence_ids``, ``positions`` (P,) and
-    ``sentences`` {sentence_id: text}. An existing run of that name is refused unless ``overwrite``."""
-    path = run_path(path)
-    if path.exists() and not overwrite:
-        raise taken(path)
-    record = RunRecord.from_dict({k: v for k, v in meta.items()})
-    if record.dim is None:
-        record.dim = stats.dim
-    if not record.layers:
-        record.layers = [int(x) for x in stats.layer_index]
-    if record.n_types is None:
-        record.n_types = stats.num_types
-    if record.n_embeddings is None:
-        record.n_embeddings = int(stats.n.sum())
-    tables: dict[str, TableData] = dict(moments_tables(stats, tokens))
-    tables["sentence_lengths"] = sentence_length_table(sentence_lengths)
-    accs = ["moments"]
-    if samples is not None and len(samples.get("token_ids", [])):
-        P = len(samples["token_ids"])
-        tables.update(samples_tables(
-            stats.layer_index, token_ids=samples["token_ids"], tokens=samples["tokens"], i=samples["i"],
-            vectors=samples["vectors"], sentence_ids=samples.get("sentence_ids", np.full(P, -1)),
-            positions=samples.get("positions", np.full(P, -1)), sentences=samples.get("sentences")))
-        accs.append("samples")
-    record.accumulators = accs  # what this file really holds, whatever the meta said
-    return write_tables(path, record, tables, overwrite=overwrite)
-
-
-def not_a_run_file(path: Path) -> NormvarError | None:
-    """The error for a run name taken by something that is not a regular file (a link, a folder, a
-    device, a FIFO): normvar publishes runs by rename and never replaces or follows those."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if stat.S_ISREG(st.st_mode):
-        return None
-    kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)
-    return NormvarError(f"the run file {path} is {kind}, not a run", fix="remove it or choose another --name / --out")
-
-
-def check_destination(out_path: Path, overwrite: bool) -> None:
-    """Before any expensive work: the name is free (or --overwrite, over a regular file only) and the
-    folder is writable."""
-    if (err := not_a_run_file(out_path)) is not None:
-        raise err
-    if out_path.exists() and not overwrite:
-        raise NormvarError(f"run {out_path.stem!r} already exists: {out_path}",
-                           fix="choose another --name or pass --overwrite")
-    folder = out_path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except (OSError, FileExistsError) as exc:
-        raise NormvarError(f"cannot create the run folder {folder}: {exc.strerror or exc}",
-                           fix="choose a writable --data-dir or --out") from None
-    probe = folder / f".normvar-write-probe-{os.getpid()}"
-    try:  # os.access says yes to root even for read-only or immutable folders: really try
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise NormvarError(f"the run folder {folder} is not writable ({exc.strerror or exc})",
-                           fix="choose a writable --data-dir or --out") from None
-
-
-__all__ = ["check_destination", "write_failed", "write_tables", "write_run", "publish", "run_path", "temp_path", "remove_stale_temps", "pid_alive"]
+__all__ = ["write_failed", "write_tables", "run_path", "temp_path", "remove_stale_temps", "pid_alive"]

@@ -93,7 +93,7 @@ def _url(host: str, port: int) -> str:
 def maybe_submit_default(data_dir: Path) -> str | None:
     """Submit the default run if nothing is published and nothing is queued or running."""
     from normvar_core.service.jobs import JobStore
-    from normvar_core.runs.runfile import list_runs
+    from normvar_core.runs.reader import list_runs
 
     if len(list_runs(data_dir)):
         return None

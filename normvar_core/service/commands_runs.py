@@ -161,7 +161,7 @@ def show_table(run, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]):
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from normvar_core.runs.runfile import list_runs, open_run, resolve_run
+    from normvar_core.runs.reader import list_runs, open_run, resolve_run
 
     if args.run is None:
         df = list_runs(args.data_dir, include_damaged=True)

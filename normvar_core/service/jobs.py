@@ -44,7 +44,7 @@ from typing import Any
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.errors import NormvarError
 from normvar_core.run_lock import check_free
-from normvar_core.runs.writer import check_destination
+from normvar_core.destination import check_destination
 from normvar_core.service.corpus_store import (CORPUS_EXTENSIONS, DEFAULT_MAX_UPLOAD_MB, corpus_extension,
                                                max_upload_bytes, store_corpus)
 from normvar_core.service.job_progress import fmt_eta, progress_dict, progress_text

@@ -17,7 +17,7 @@ Three kinds of source, tried in this order:
   (``$HF_DATASETS_CACHE/user___name/<config>/<version>/<commit>``, as an earlier ``load_dataset`` left it),
   streamed from its Arrow files. Recorded: the Hub commit sha.
 
-The text column is ``--text-column`` or the only string column (``tables.pick_column``: the same errors
+The text column is ``--text-column`` or the only string column (``formats.pick_column``: the same errors
 as a table file); a column that is not a string column is refused. Each row's cell is one record for
 ``Selection`` (null = empty), in the dataset's order: the same sentences as the lines of a text file give
 the same run. Every check (source, configuration, split, column) runs in ``open_dataset`` before a row is
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus.tables import cell, pick_column
+from normvar_core.pipeline.corpus.formats import cell, pick_column
 
 ROWS = 1_000
 BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv", ".arrow": "arrow"}
@@ -123,7 +123,7 @@ def open_dataset(cfg, *, hash_files: bool = True) -> DatasetSource:
 
 def check_dataset(cfg) -> None:
     """The checks of ``open_dataset`` (for ``run_target`` and the job submission); nothing when no dataset."""
-    if getattr(cfg, "dataset", None):
+    if cfg.dataset:
         open_dataset(cfg, hash_files=False)
 
 
@@ -270,7 +270,7 @@ def pick_split(available: list[str], wanted: str | None, label: str) -> str:
 
 
 def text_column(features, wanted: str | None, label: str) -> str:
-    """``wanted`` or the only string column (``tables.pick_column``); a column of another type is refused."""
+    """``wanted`` or the only string column (``formats.pick_column``); a column of another type is refused."""
     features = dict(features or {})
     text = [k for k, f in features.items() if getattr(f, "dtype", None) in STRING_TYPES]
     return pick_column(list(features), text, wanted, Path(label))

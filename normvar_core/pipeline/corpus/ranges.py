@@ -11,7 +11,7 @@ What travels where (the Ray executor, ``execute.on_ray``):
   CSV is not cut (a quoted cell may hold a newline, so a byte range cannot be known to start a row
   without parsing everything before it): the driver reads CSV itself and shares its sentences.
 - **Worker, phase 1** (``parse_range``): decodes and parses its range with the readers' own code
-  (``CorpusStream`` over the bytes, ``tables._jsonl_rows``, ``tables.parquet_cells``, the
+  (``CorpusStream`` over the bytes, ``formats.jsonl_rows``, ``formats.parquet_cells``, the
   sentence splitter) into the records ``Selection`` takes; returns how many are non-empty (and, for
   JSONL without ``text_column``, the keys it saw, which the driver merges to pick the column).
 - **Driver** (``skips``): the non-empty records before each range (prefix sums).
@@ -36,11 +36,11 @@ import numpy as np
 
 from normvar_core.config import RunConfig
 from normvar_core.corpus_formats import corpus_label
-from normvar_core.pipeline.corpus.read import _paragraphs, _SentenceSplitter, corpus_format, resolve_corpus_path
+from normvar_core.pipeline.corpus.formats import (JsonColumns, SentenceSplitter, corpus_format, json_cells,
+                                                  jsonl_rows, paragraphs, parquet_cells, parquet_column, parquet_open,
+                                                  resolve_corpus_path)
 from normvar_core.pipeline.corpus.select import KEEP_TOO_LONG, CorpusText, Selection
 from normvar_core.pipeline.corpus.stream import CorpusStream
-from normvar_core.pipeline.corpus.tables import (_jsonl_rows, _JsonColumns, _json_cells, parquet_cells,
-                                                 parquet_column, parquet_open)
 
 LINE_FORMATS = (".txt", ".txt.gz", ".jsonl")
 
@@ -119,7 +119,7 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
     ``share``: {"format", "name", "data" (bytes), "index"} plus "row_groups" for Parquet."""
     fmt, path, data = share["format"], Path(share["name"]), share["data"]
     sink = _Records()
-    target = _SentenceSplitter(sink) if cfg.split_sentences else sink  # as ``load_sentences``, every format
+    target = SentenceSplitter(sink) if cfg.split_sentences else sink  # as ``load_sentences``, every format
     info: dict = {"keys": {}, "rows": 0}
     if fmt == ".parquet":
         import pyarrow as pa
@@ -137,23 +137,23 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
         spec = json.loads(bytes(data))
         open_dataset(cfg, hash_files=False).feed(target, spec["index"], spec["num"])  # the driver hashed the files
     elif fmt == ".jsonl":
-        cols = _JsonColumns()
-        for rows in _jsonl_rows(CorpusStream(path, data=data, at_start=share["index"] == 0), path):
+        cols = JsonColumns()
+        for rows in jsonl_rows(CorpusStream(path, data=data, at_start=share["index"] == 0), path):
             cols.add(rows)
             if column:
-                _json_cells(rows, column, target)
+                json_cells(rows, column, target)
         info = {"keys": cols.keys, "rows": cols.rows}
     else:
         lines = CorpusStream(path, data=data, at_start=share["index"] == 0).lines()
-        for batch in _paragraphs(lines) if cfg.split_sentences else lines:
+        for batch in paragraphs(lines) if cfg.split_sentences else lines:
             target.add(batch)
     n_nonempty = sum(1 for r in sink.records if r.strip())
     return sink.records, dict(info, n_nonempty=n_nonempty, n_not_text=sink.n_not_text, n_null=sink.n_null)
 
 
 def jsonl_column(infos: list[dict], wanted: str | None, path: Path) -> str:
-    """The text column from the ranges' keys, as ``tables._jsonl`` picks it from the whole file."""
-    cols = _JsonColumns()
+    """The text column from the ranges' keys, as the whole-file reader (``tables``) picks it."""
+    cols = JsonColumns()
     for info in infos:
         cols.rows += int(info["rows"])
         for key, (some, every) in info["keys"].items():
@@ -218,21 +218,5 @@ def shares_of(cut: dict) -> list[dict]:
     return [dict(format=cut["format"], name=name, data=r, index=i) for i, r in enumerate(cut["ranges"])]
 
 
-def select_locally(cfg: RunConfig, cut: dict) -> CorpusText:
-    """Every phase in one process, range by range (what the workers and the driver do between them)."""
-    shares = shares_of(cut)
-    column = cut.get("column") or cfg.text_column or None
-    parsed = [parse_range(cfg, s, column) for s in shares]
-    if cut["format"] == ".jsonl":  # the column's checks as the whole-file reader makes them
-        column = jsonl_column([i for _, i in parsed], cfg.text_column, Path(cut["path"]))
-        if not cfg.text_column:
-            parsed = [parse_range(cfg, s, column) for s in shares]
-    sels = [select_range(cfg, recs, s) for (recs, _), s in zip(parsed, skips([i["n_nonempty"] for _, i in parsed]))]
-    parts = [keep_range(sel, r) for sel, r in zip(sels, rooms(cfg, [len(s.kept) for s in sels]))]
-    return merge_selections(cfg, cut, parts, n_not_text=sum(i["n_not_text"] for _, i in parsed),
-                            n_null=sum(i["n_null"] for _, i in parsed),
-                            column=column if cut["format"] != ".txt" and cut["format"] != ".txt.gz" else None)
-
-
 __all__ = ["cut_ranges", "shares_of", "parse_range", "jsonl_column", "skips", "select_range", "rooms",
-           "keep_range", "merge_selections", "select_locally", "LINE_FORMATS"]
+           "keep_range", "merge_selections", "LINE_FORMATS"]

@@ -18,53 +18,24 @@ with ``split_sentences`` one paragraph of a .txt file.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 from normvar_core.config import RunConfig
-from normvar_core.corpus_formats import CORPUS_SUFFIXES, TABLE_SUFFIXES, corpus_label, corpus_suffix
-from normvar_core.datadir import DEFAULT_CORPUS, DataDir
-from normvar_core.errors import NormvarError
+from normvar_core.corpus_formats import TABLE_SUFFIXES, corpus_label
+from normvar_core.pipeline.corpus.formats import SentenceSplitter, corpus_format, paragraphs, resolve_corpus_path
 from normvar_core.pipeline.corpus.select import CorpusText, Selection
 from normvar_core.pipeline.corpus.stream import CorpusStream
 from normvar_core.pipeline.corpus.tables import select_table
 
-__all__ = ["CorpusText", "load_sentences", "resolve_corpus_path", "corpus_format"]
-_SUPPORTED = ", ".join(CORPUS_SUFFIXES)
-
-
-def resolve_corpus_path(corpus: str, data_dir=None) -> Path:
-    """'' → the shipped novels; else the path, or a file of that name in <data dir>/corpora."""
-    if not corpus:
-        return DEFAULT_CORPUS
-    p = Path(corpus).expanduser()
-    if not p.exists() and not p.is_absolute():
-        alt = DataDir.at(data_dir).corpora / corpus
-        if alt.exists():
-            p = alt
-    if not p.exists():
-        raise NormvarError(f"corpus file not found: {corpus}",
-                           fix="check the path (omit --corpus for the shipped novels)")
-    if p.is_dir():
-        raise NormvarError(f"corpus path is a directory: {corpus}", fix=f"pass one file ({_SUPPORTED})")
-    return p
-
-
-def corpus_format(path: Path) -> str:
-    """The supported suffix of ``path`` ('.txt.gz', '.csv', ...), else a NormvarError."""
-    fmt = corpus_suffix(path.name)
-    if fmt is None:
-        raise NormvarError(f"unsupported corpus file type: {path.name}",
-                           fix=f"use one of: {_SUPPORTED}")
-    return fmt
+__all__ = ["load_sentences"]
 
 
 def load_sentences(cfg: RunConfig, data_dir=None) -> CorpusText:
     """Stream ``cfg.corpus`` (or ``cfg.dataset``: ``corpus.dataset``, each row's text cell a record) and
     select sentences as described in the module docstring."""
     sel = Selection(cfg)
-    sink = _SentenceSplitter(sel) if cfg.split_sentences else sel
-    if getattr(cfg, "dataset", None):
+    sink = SentenceSplitter(sel) if cfg.split_sentences else sel
+    if cfg.dataset:
         from normvar_core.pipeline.corpus.dataset import FORMAT, open_dataset
 
         src = open_dataset(cfg)
@@ -79,46 +50,7 @@ def load_sentences(cfg: RunConfig, data_dir=None) -> CorpusText:
     else:
         stream = CorpusStream(path, gzipped=fmt == ".txt.gz")
         lines = stream.lines()
-        for batch in _paragraphs(lines) if cfg.split_sentences else lines:
+        for batch in paragraphs(lines) if cfg.split_sentences else lines:
             sink.add(batch)
         digest = stream.sha256
     return sel.result(name=corpus_label(path), path=path, sha256=digest, fmt=fmt, column=column)
-
-
-def _paragraphs(batches: Iterator[list[str]]) -> Iterator[list[str]]:
-    """Blank-line separated paragraphs, each joined to one line (hard-wrapped text)."""
-    cur: list[str] = []
-    for lines in batches:
-        paras = []
-        for line in lines:
-            if line.strip():
-                cur.append(line.strip())
-            elif cur:
-                paras.append(" ".join(cur))
-                cur = []
-        yield paras
-    if cur:
-        yield [" ".join(cur)]
-
-
-class _SentenceSplitter:
-    """Splits each record into sentences (nupunkt) before passing them on; empty records stay empty."""
-
-    def __init__(self, sel: Selection):
-        from nupunkt import sent_tokenize
-
-        self._split = sent_tokenize
-        self._sel = sel
-
-    # JSONL cells that were not strings / were null or missing: counted on the selection (``tables._json_cells``)
-    n_not_text = property(lambda self: self._sel.n_not_text, lambda self, v: setattr(self._sel, "n_not_text", v))
-    n_null = property(lambda self: self._sel.n_null, lambda self, v: setattr(self._sel, "n_null", v))
-
-    def add(self, records: list[str]) -> None:
-        out: list[str] = []
-        for r in records:
-            if r and r.strip():
-                out.extend(self._split(r.strip()))
-            else:
-                out.append("")
-        self._sel.add(out)

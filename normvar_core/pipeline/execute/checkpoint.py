@@ -1,25 +1,67 @@
-"""Checkpoints: the partial state of batches [0, next) plus ``next`` (see ``execute``).
+"""Checkpoints: the partial state of batches [0, next) plus ``next`` (see ``partials``), in one module.
 
-One ``.npz`` (numpy arrays + a JSON string; loaded with ``allow_pickle=False``) written to
-``.<name>.tmp-<pid>`` and ``os.replace``d onto the path (``destination.write_atomic``: never over a
-device, FIFO or folder; a user's ``--checkpoint`` is checked by ``destination.resolve_destination``), so a reader sees the old or the new
-checkpoint, never half of one. A checkpoint is used only when its plan fingerprint (config,
-batches, corpus hash, weights hash, counts) equals the run's; batch order is deterministic, so a
-resumed run equals an uninterrupted one exactly.
+* ``PartialState``: the accumulators' state after batches [start, stop), flat as ``<acc>__<key>`` arrays;
+  ``partial_state`` takes it from live accumulators, ``load_partial`` puts it back into fresh ones.
+* ``save``/``load``: one ``.npz`` (numpy arrays + a JSON string; loaded with ``allow_pickle=False``) written to
+  ``.<name>.tmp-<pid>`` and ``os.replace``d onto the path (``destination.write_atomic``: never over a device,
+  FIFO or folder; a user's ``--checkpoint`` is checked by ``destination.resolve_destination``), so a reader
+  sees the old or the new checkpoint, never half of one.
+* ``Checkpointer``: the local strategy's saver (every ``every_s`` seconds, and on interruption between batches).
+
+A checkpoint is used only when its plan fingerprint (config, batches, corpus hash, weights hash, counts)
+equals the run's; batch order is deterministic, so a resumed run equals an uninterrupted one exactly.
 """
 from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from normvar_core.destination import write_atomic
-from normvar_core.pipeline.execute.partials import PartialState
+from normvar_core.pipeline.contracts import Accumulator
 
 FORMAT = "normvar-checkpoint-3"  # 3: registered state keys (the moments under acc.*)
+
+
+@dataclass
+class PartialState:
+    """The accumulators' state after batches [start, stop): {accumulator name: state_dict}."""
+
+    start: int
+    stop: int
+    states: dict
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Flat {"<acc>__<key>": array} for np.savez (no pickle)."""
+        return {f"{a}__{k}": np.asarray(v) for a, st in self.states.items() for k, v in st.items()}
+
+    @classmethod
+    def from_arrays(cls, start: int, stop: int, arrays: dict) -> "PartialState":
+        states: dict = {}
+        for key, v in arrays.items():
+            a, _, k = key.partition("__")
+            states.setdefault(a, {})[k] = v
+        return cls(start, stop, states)
+
+
+def partial_state(accs: dict[str, Accumulator], start: int, stop: int) -> PartialState:
+    """The state of live accumulators that have seen batches [start, stop)."""
+    return PartialState(start, stop, {name: acc.state_dict() for name, acc in accs.items()})
+
+
+def load_partial(accs: dict[str, Accumulator], partial: PartialState) -> dict[str, Accumulator]:
+    """``accs`` (fresh: ``partials.build_accumulators``) restored from ``partial``, in place and returned.
+    Every accumulator the run wants must be in the partial state."""
+    for name, acc in accs.items():
+        if name not in partial.states:
+            raise ValueError(f"partial state lacks accumulator {name!r}")
+        acc.load_state_dict(partial.states[name])
+    return accs
 
 
 def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> None:
@@ -56,4 +98,29 @@ def load(path: Path, fingerprint: dict) -> tuple[PartialState, dict] | None:
     return PartialState.from_arrays(int(meta["start"]), int(meta["next_batch"]), arrays), meta
 
 
-__all__ = ["save", "load", "FORMAT"]
+class Checkpointer:
+    """Saves the partial state every ``every_s`` seconds and on interruption between batches
+    (``path`` None: never)."""
+
+    def __init__(self, path: Path | None, fingerprint: dict, every_s: float):
+        self.path, self.fingerprint, self.every_s = path, fingerprint, every_s
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        return self.path is not None and time.monotonic() - self.last >= self.every_s
+
+    def save(self, accs: dict, next_batch: int, extra: dict) -> None:
+        if self.path is None:
+            return
+        save(self.path, self.fingerprint, partial_state(accs, 0, next_batch), extra)
+        self.last = time.monotonic()
+
+    def save_quietly(self, accs: dict, next_batch: int, extra: dict) -> None:
+        """Save on the way out of an error or interruption: that error matters more than a failed save."""
+        try:
+            self.save(accs, next_batch, extra)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "Checkpointer"]

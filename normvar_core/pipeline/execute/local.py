@@ -8,7 +8,7 @@ The checks that need no model come first (name taken, destination writable, corp
 then the model is loaded, the plan built, the batches run through every accumulator and the run
 published atomically. Checkpoints (``checkpoint=PATH``): every ``checkpoint_every_s`` seconds, and
 when cancelled or interrupted between batches, the partial state of the batches done is saved
-(``checkpoint.py``); a run resumes from it when its plan fingerprint matches, and the published
+(``checkpoint.py``: the state, its file and the saver); a run resumes from it when its plan fingerprint matches, and the published
 statistics equal those of an uninterrupted run exactly. Nothing is published on any error;
 ``should_cancel()`` is polled between batches and raises ``errors.CancelledError``.
 """
@@ -18,38 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from normvar_core.config import RunConfig, default_run_name
+from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute import heap
-from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_path_for, run_target
+from normvar_core.pipeline.execute.checkpoint import Checkpointer, load_partial
+from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_target
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
-from normvar_core.runs.writer import check_destination
-
-
-class _Checkpointer:
-    """Saves the partial state every ``every_s`` seconds and on interruption between batches."""
-
-    def __init__(self, path: Path | None, fingerprint: dict, every_s: float):
-        self.path, self.fingerprint, self.every_s = path, fingerprint, every_s
-        self.last = time.monotonic()
-
-    def due(self) -> bool:
-        return self.path is not None and time.monotonic() - self.last >= self.every_s
-
-    def save(self, accs: dict, next_batch: int, extra: dict) -> None:
-        from normvar_core.pipeline.execute import checkpoint
-        from normvar_core.pipeline.execute.partials import partial_state
-
-        if self.path is None:
-            return
-        checkpoint.save(self.path, self.fingerprint, partial_state(accs, 0, next_batch), extra)
-        self.last = time.monotonic()
-
-    def save_quietly(self, accs: dict, next_batch: int, extra: dict) -> None:
-        """Save on the way out of an error or interruption: that error matters more than a failed save."""
-        try:
-            self.save(accs, next_batch, extra)
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
@@ -88,18 +61,18 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
 
 def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s: float, t_start: float) -> Path:
     """The local strategy: every batch in this process, checkpointed (module docstring)."""
-    from normvar_core.pipeline.execute.partials import build_accumulators, load_partial, run_range
+    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 
     plan, source = setup.plan, setup.source
     if setup.resumed is not None:
         partial, meta = setup.resumed
-        accs = load_partial(setup.ctx, partial)
+        accs = load_partial(build_accumulators(setup.ctx), partial)
         first, seconds_before, resumed_from = partial.stop, float(meta.get("seconds", 0.0)), partial.stop
         source.oom_splits, source.max_rows = int(meta.get("oom_splits", 0)), meta.get("max_rows")
     else:
         accs, first, seconds_before, resumed_from = build_accumulators(setup.ctx), 0, 0.0, None
     moments = accs["moments"]
-    saver = _Checkpointer(target.checkpoint, setup.fingerprint, every_s)
+    saver = Checkpointer(target.checkpoint, setup.fingerprint, every_s)
     pos = {"next": first, "clean_n": moments.n_embeddings}
     clock = ForwardClock(report, plan, moments.n_embeddings)
 
@@ -133,4 +106,4 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         raise
 
 
-__all__ = ["compute_run", "default_run_name", "run_path_for", "check_destination"]
+__all__ = ["compute_run"]

@@ -53,11 +53,10 @@ import numpy as np
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
-from normvar_core.pipeline.execute.ray_cluster import check_workers, loopback_only, start_ray  # noqa: F401 - loopback_only: tests
+from normvar_core.pipeline.execute.ray_cluster import check_workers, start_ray
 from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
 from normvar_core.pipeline.execute.ray_model import ActorModel
-from normvar_core.pipeline.execute.ray_shard import (  # noqa: F401 - the test hooks: tests set them
-    CRASH_ENV, DELAY_ENV, PIECE_CRASH_ENV, BatchCounter, Shard)
+from normvar_core.pipeline.execute.ray_shard import BatchCounter, Shard
 
 RANGES_PER_ACTOR = 4
 MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
@@ -174,14 +173,14 @@ class RayPool:
         """Every batch of ``plan`` through the actors; returns (merged accumulators, notes). See the
         module docstring. ``should_cancel()`` is polled every ``PROGRESS_EVERY_S``: when true the actors
         are killed and CancelledError raised (the merged checkpoint stays)."""
-        st = MergedState(ctx, checkpoint, fingerprint)
-        self.releases = st.releases
-        resumed = st.resume()
+        merged = MergedState(ctx, checkpoint, fingerprint)
+        self.releases = merged.releases
+        resumed = merged.resume()
         axes = ctx.occurrence_axes  # the first actor's (``ray_model.ActorModel.prime``): the same for every actor
         payload = [*self.boxed(plan, ctx), None if axes is None else self.ray.put(axes)]
         rerun = rounds = 0
         while True:
-            todo = missing_ranges(plan, st.covered, RANGES_PER_ACTOR * len(self.actors))
+            todo = missing_ranges(plan, merged.covered, RANGES_PER_ACTOR * len(self.actors))
             if not todo:
                 break
             rounds += 1
@@ -190,14 +189,14 @@ class RayPool:
             if rounds > MAX_ROUNDS:
                 raise NormvarError(f"Ray shards kept losing batch ranges ({len(todo)} still missing)",
                                    fix="see the Ray logs; rerun resumes from the merged checkpoint")
-            self._round(plan, todo, payload, st, checkpoint_every_s, progress, should_cancel)
-        st.ensure()
-        return st.merged, {"executor": "ray", "ray_workers": len(self.actors), "shards": st.n_ranges,
-                           "ray_nodes": len(st.nodes), "oom_splits": st.oom, "resumed_batches": resumed,
-                           "rerun_ranges": rerun, "merge_rollbacks": st.rollbacks,
-                           "tokenize_cpu_s": self.tokenize_cpu_s, "read_cpu_s": self.read_cpu_s}
+            self._round(plan, todo, payload, merged, checkpoint_every_s, progress, should_cancel)
+        accs = merged.ensure()
+        return accs, {"executor": "ray", "ray_workers": len(self.actors), "shards": merged.n_ranges,
+                      "ray_nodes": len(merged.nodes), "oom_splits": merged.oom, "resumed_batches": resumed,
+                      "rerun_ranges": rerun, "merge_rollbacks": merged.rollbacks,
+                      "tokenize_cpu_s": self.tokenize_cpu_s, "read_cpu_s": self.read_cpu_s}
 
-    def _round(self, plan, todo, payload, st, every_s, progress, should_cancel) -> None:
+    def _round(self, plan, todo, payload, merged, every_s, progress, should_cancel) -> None:
         from collections import deque
 
         from normvar_core.errors import CancelledError
@@ -218,7 +217,7 @@ class RayPool:
             inflight[actors[j].flush.remote()] = ("flush", j, None)
 
         def done_batches() -> int:
-            held = {r for r in acked} | set(map(tuple, st.covered))
+            held = {r for r in acked} | set(map(tuple, merged.covered))
             return min(plan.n_batches, sum(b - a for a, b in held))
 
         for j in range(min(len(actors), len(queue))):
@@ -233,7 +232,7 @@ class RayPool:
                     pending = {k: v[2] for k, v in inflight.items() if v[0] == "run"}
                     progress(min(plan.n_batches, done_batches() + _in_flight(ray, self.counter, pending)),
                              plan.n_batches)
-                if st.path is not None and time.monotonic() - last_flush >= every_s:
+                if merged.path is not None and time.monotonic() - last_flush >= every_s:
                     busy = [j for j in range(len(actors)) if running[j]]
                     if busy:  # one actor at a time: the driver then receives one partial at a time
                         submit_flush(busy[turn % len(busy)])
@@ -251,7 +250,7 @@ class RayPool:
                     submit_flush(j)
             else:
                 out = self.get(ready[0], "flush")
-                st.add(out, Pieces(ray, actors[j], out))
+                merged.add(out, Pieces(ray, actors[j], out))
                 del out
             if progress is not None:
                 progress(done_batches(), plan.n_batches)
@@ -301,6 +300,8 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
 
 
 CUT_DETAIL = "corpus cut into byte ranges"  # the progress detail once the driver has read the corpus file
+
+
 def actor_gpus(cfg, cluster_gpus: float, workers: int) -> tuple[int, int]:
     """(GPUs per actor, actors): one GPU each where there are GPUs (one actor per GPU unless --workers), or
     ``--gpus-per-worker K``: K each, one actor per group of K GPUs (K = 0: CPU actors, --workers or 2)."""
@@ -336,5 +337,4 @@ def _in_flight(ray, counter, pending: dict) -> int:
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 
 
-__all__ = ["compute_on_ray", "CUT_DETAIL", "RayPool", "missing_ranges", "loopback_only", "start_ray", "CRASH_ENV",
-           "PIECE_CRASH_ENV", "DELAY_ENV", "PROGRESS_EVERY_S"]
+__all__ = ["compute_on_ray", "CUT_DETAIL", "RayPool", "missing_ranges", "actor_gpus", "PROGRESS_EVERY_S"]

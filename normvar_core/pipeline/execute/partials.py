@@ -4,21 +4,19 @@ A run over batches [start, stop) leaves its accumulators holding a **partial sta
 states of disjoint ranges merge exactly (Chan et al.'s pooled update for the moments), in any
 order, into the state of one pass over their union. So:
 
-* a checkpoint is "the partial state of [0, next) + next";
+* a checkpoint is "the partial state of [0, next) + next" (``checkpoint.py``: ``PartialState``, save/load);
 * sharding (processes, Ray actors, machines) is "map ``compute_partial`` over batch ranges, then
   ``merge_partials``" — the published run equals the single-process one.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
-
-import numpy as np
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
 from normvar_core.pipeline.accumulators import REGISTRY
 from normvar_core.pipeline.accumulators.layerview import update_all
 from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
 from normvar_core.pipeline.placement import update_split
 from normvar_core.pipeline.state import DictReader
 
@@ -66,46 +64,11 @@ def _done(index: int, on_batch, should_cancel) -> None:
         raise CancelledError("cancelled")
 
 
-@dataclass
-class PartialState:
-    """The accumulators' state after batches [start, stop): {accumulator name: state_dict}."""
-
-    start: int
-    stop: int
-    states: dict
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Flat {"<acc>__<key>": array} for np.savez (no pickle)."""
-        return {f"{a}__{k}": np.asarray(v) for a, st in self.states.items() for k, v in st.items()}
-
-    @classmethod
-    def from_arrays(cls, start: int, stop: int, arrays: dict) -> "PartialState":
-        states: dict = {}
-        for key, v in arrays.items():
-            a, _, k = key.partition("__")
-            states.setdefault(a, {})[k] = v
-        return cls(start, stop, states)
-
-
-def partial_state(accs: dict[str, Accumulator], start: int, stop: int) -> PartialState:
-    return PartialState(start, stop, {name: acc.state_dict() for name, acc in accs.items()})
-
-
 def compute_partial(source, plan, ctx: RunContext, start: int, stop: int, **kw) -> PartialState:
     """One shard: fresh accumulators over batches [start, stop), returned as a partial state."""
     accs = build_accumulators(ctx)
     run_range(source, plan, accs, start, stop, **kw)
     return partial_state(accs, start, stop)
-
-
-def load_partial(ctx: RunContext, partial: PartialState) -> dict[str, Accumulator]:
-    """Accumulators restored from a partial state (every registered one the run wants)."""
-    accs = build_accumulators(ctx)
-    for name, acc in accs.items():
-        if name not in partial.states:
-            raise ValueError(f"partial state lacks accumulator {name!r}")
-        acc.load_state_dict(partial.states[name])
-    return accs
 
 
 def merge_into(accs: dict[str, Accumulator], reader) -> dict[str, Accumulator]:
@@ -125,7 +88,7 @@ def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, A
     for (a0, a1), (b0, _) in zip(ranges, ranges[1:]):
         if b0 < a1:
             raise ValueError(f"overlapping batch ranges {a0}..{a1} and {b0}..")
-    merged = load_partial(ctx, partials[0])
+    merged = load_partial(build_accumulators(ctx), partials[0])
     for p in partials[1:]:
         missing = set(merged) - set(p.states)
         if missing:
@@ -134,5 +97,4 @@ def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, A
     return merged
 
 
-__all__ = ["build_accumulators", "run_range", "PartialState", "partial_state", "compute_partial",
-           "load_partial", "merge_partials", "merge_into"]
+__all__ = ["build_accumulators", "run_range", "compute_partial", "merge_partials", "merge_into"]

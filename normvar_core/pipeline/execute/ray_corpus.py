@@ -28,28 +28,29 @@ import time
 from pathlib import Path
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus import ranges as R
-from normvar_core.pipeline.corpus.read import corpus_format, load_sentences, resolve_corpus_path
+from normvar_core.pipeline.corpus import ranges
+from normvar_core.pipeline.corpus.formats import corpus_format, resolve_corpus_path
+from normvar_core.pipeline.corpus.read import load_sentences
 
 
 def cut_for_actors(cfg, data_dir, k: int, put) -> dict | None:
     """The driver's cut (``ranges.cut_ranges``) into ``k`` ranges, each ``put`` into the object store as
     soon as it is cut; None for CSV (read by the driver). A dataset: one shard per actor (``dataset.dataset_cut``)."""
-    if getattr(cfg, "dataset", None):
+    if cfg.dataset:
         from normvar_core.pipeline.corpus.dataset import dataset_cut
 
         return dataset_cut(cfg, k, put)
     fmt = corpus_format(resolve_corpus_path(cfg.corpus, data_dir))
-    if fmt not in (*R.LINE_FORMATS, ".parquet"):
+    if fmt not in (*ranges.LINE_FORMATS, ".parquet"):
         return None
-    return R.cut_ranges(cfg, k, data_dir, put=put)
+    return ranges.cut_ranges(cfg, k, data_dir, put=put)
 
 
 def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
     """(CorpusText, [phase-3 parts in range order]) — see the module docstring."""
     from normvar_core.pipeline.corpus.shares import unpack_strings
 
-    shares = R.shares_of(cut)  # "data": an object-store reference, resolved by Ray for the actor
+    shares = ranges.shares_of(cut)  # "data": an object-store reference, resolved by Ray for the actor
     pairs = [(actors[i % len(actors)], ({k: v for k, v in s.items() if k != "data"}, s["data"]))
              for i, s in enumerate(shares)]
 
@@ -64,19 +65,19 @@ def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
     column = cut.get("column") or cfg.text_column or None
     infos = get([a.parse.remote(*ref, column) for a, ref in pairs])
     if cut["format"] == ".jsonl":  # the column and its errors as the whole-file reader has them
-        column = R.jsonl_column(infos, cfg.text_column, Path(cut["path"]))
+        column = ranges.jsonl_column(infos, cfg.text_column, Path(cut["path"]))
         if not cfg.text_column:
             infos = get([a.parse.remote(*ref, column) for a, ref in pairs])
-    skips = R.skips([int(i["n_nonempty"]) for i in infos])
+    skips = ranges.skips([int(i["n_nonempty"]) for i in infos])
     picked = get([a.select.remote(*ref, column, s) for (a, ref), s in zip(pairs, skips)])
-    rooms = R.rooms(cfg, [int(p) for p in picked])
+    rooms = ranges.rooms(cfg, [int(p) for p in picked])
     parts = get([a.keep.remote(*ref, column, s, r) for (a, ref), s, r in zip(pairs, skips, rooms)])
     for p in parts:
         p["sentences"] = unpack_strings({"utf8": p.pop("kept_utf8"), "ends": p.pop("kept_ends")})
     text_column = column if cut["format"] in (".jsonl", ".parquet", ".dataset") else None
-    corpus = R.merge_selections(cfg, cut, parts, n_not_text=sum(int(i["n_not_text"]) for i in infos),
-                                n_null=sum(int(i["n_null"]) for i in infos),
-                                column=text_column)
+    corpus = ranges.merge_selections(cfg, cut, parts, n_not_text=sum(int(i["n_not_text"]) for i in infos),
+                                     n_null=sum(int(i["n_null"]) for i in infos),
+                                     column=text_column)
     return corpus, parts
 
 
@@ -91,7 +92,7 @@ class RangeState:
 
     def parse(self, share: dict, column: str | None) -> dict:
         t0 = time.process_time()
-        self.records, info = R.parse_range(self.cfg, share, column)
+        self.records, info = ranges.parse_range(self.cfg, share, column)
         self.key, self.skip, self.sel = (int(share["index"]), column), None, None
         self.cpu_s += time.process_time() - t0
         return info
@@ -101,7 +102,7 @@ class RangeState:
             self.parse(share, column)
         if self.skip != int(skip):
             t0 = time.process_time()
-            self.sel, self.skip = R.select_range(self.cfg, self.records, int(skip)), int(skip)
+            self.sel, self.skip = ranges.select_range(self.cfg, self.records, int(skip)), int(skip)
             self.cpu_s += time.process_time() - t0
         return self.sel
 
@@ -116,7 +117,7 @@ def actor_keep(cfg, sel, room: int, tokenizer, max_length: int, prior_cpu_s: flo
     from normvar_core.pipeline.encoding import encode_sentences
 
     t_keep = time.process_time()
-    part = R.keep_range(sel, room)
+    part = ranges.keep_range(sel, room)
     t0 = time.process_time()
     enc = encode_sentences(part["sentences"], tokenizer, max_length=max_length, unit=cfg.unit)
     packed = pack_strings(part.pop("sentences"))

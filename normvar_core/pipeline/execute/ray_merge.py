@@ -23,7 +23,7 @@ class MergedState:
 
     def __init__(self, ctx, path: Path | None, fingerprint: dict):
         self.ctx, self.path, self.fingerprint = ctx, path, fingerprint
-        self.merged: dict | None = None
+        self.accs: dict | None = None  # the merged accumulators (None until ``ensure`` or a merge)
         self.covered: list[tuple[int, int]] = []
         self.nodes: set = set()
         self.oom = 0
@@ -33,21 +33,21 @@ class MergedState:
 
     def ensure(self) -> dict:
         """The merged state, empty accumulators of the run until something is merged."""
-        if self.merged is None:
+        if self.accs is None:
             from normvar_core.pipeline.execute.partials import build_accumulators
 
-            self.merged = build_accumulators(self.ctx)
-        return self.merged
+            self.accs = build_accumulators(self.ctx)
+        return self.accs
 
     def resume(self) -> int:
         """Load the merged checkpoint of this plan, if any; the batches it covers."""
         from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import load_partial
+        from normvar_core.pipeline.execute.partials import build_accumulators
 
         got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
         if got is None or "ray_ranges" not in got[1]:
             return 0
-        self.merged = load_partial(self.ctx, got[0])
+        self.accs = ckpt.load_partial(build_accumulators(self.ctx), got[0])
         self.covered = [(int(a), int(b)) for a, b in got[1]["ray_ranges"]]
         self.oom = int(got[1].get("oom_splits", 0))
         return sum(b - a for a, b in self.covered)
@@ -57,14 +57,14 @@ class MergedState:
         checkpoint. If the actor dies before every block arrived, the half-merged state is dropped and
         the last checkpoint (or an empty state) taken instead: its ranges are run again."""
         from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import merge_into, partial_state
+        from normvar_core.pipeline.execute.partials import merge_into
 
         ranges = [(int(a), int(b)) for a, b in np.asarray(out["covered"]).reshape(-1, 2)]
         if not ranges:
             return
         self.ensure()
         try:
-            merge_into(self.merged, pieces)
+            merge_into(self.accs, pieces)
         except PieceLost:
             self.rollback()
             return
@@ -76,12 +76,12 @@ class MergedState:
         self.covered += ranges
         self.n_ranges += len(ranges)
         if self.path is not None:
-            ckpt.save(self.path, self.fingerprint, partial_state(self.merged, 0, 0),
+            ckpt.save(self.path, self.fingerprint, ckpt.partial_state(self.accs, 0, 0),
                       {"ray_ranges": sorted(self.covered), "oom_splits": self.oom})
 
     def rollback(self) -> None:
         """Back to the last checkpoint (the state before the failed merge), or to nothing merged."""
-        self.merged, self.covered, self.oom = None, [], 0
+        self.accs, self.covered, self.oom = None, [], 0
         if self.path is not None:
             self.resume()
         self.ensure()

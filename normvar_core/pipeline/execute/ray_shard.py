@@ -179,7 +179,7 @@ class Shard:
         """The ranges of the running partial state and its small arrays; its arrays of 3+ dimensions
         (per-type means, scatters, samples) stay here as ``outgoing``, for the driver to fetch one layer
         block at a time (``piece``) under the returned ``token``. Then a fresh state."""
-        from normvar_core.pipeline.execute.partials import partial_state
+        from normvar_core.pipeline.execute.checkpoint import partial_state
 
         out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "small": {}, "blocks": {},
                "token": "", "node": self.node, "oom_splits": 0}

@@ -114,7 +114,7 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     mapped = pretrained_kwargs(cfg)
     model, tok = _from_pretrained(cfg, Path(path), src.name, dtype, **mapped)
     architecture = type(model).__name__
-    model, stack = select_stack(model, tok, getattr(cfg, "stack", "encoder"), src.name)
+    model, stack = select_stack(model, tok, cfg.stack, src.name)
     model.config.output_hidden_states = True
     model.eval()
     if mapped:  # accelerate placed every module: the run reads where the token ids go

@@ -21,7 +21,7 @@ from normvar_core.devicemap import check_offload_folder, parse_max_memory, read_
 
 def pretrained_kwargs(cfg) -> dict[str, Any]:
     """{} without ``--device-map``; else device_map (a strategy or the file's dict), max_memory, offload_folder."""
-    if not getattr(cfg, "device_map", None):
+    if not cfg.device_map:
         return {}
     kw: dict[str, Any] = {"device_map": read_device_map(cfg.device_map)}
     memory = parse_max_memory(cfg.max_memory)
