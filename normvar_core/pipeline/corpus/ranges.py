@@ -185,7 +185,7 @@ def rooms(cfg: RunConfig, picked: list[int]) -> list[int]:
 def keep_range(sel: Selection, room: int) -> dict:
     """Phase 3 (a worker): the selection cut to ``room`` sentences; its counts, kept sentences,
     their word counts and its first too-long examples (plain values, for the driver)."""
-    lengths = np.concatenate(sel._lengths) if sel._lengths else np.zeros(0, np.int64)
+    lengths = sel.word_lengths()
     room = min(int(room), len(sel.kept))
     # "word_lengths", not "lengths": an actor's part also carries its encoding's token lengths (``actor_keep``)
     return {"sentences": sel.kept[:room], "word_lengths": lengths[:room], "n_capped": len(sel.kept) - room,
@@ -201,7 +201,7 @@ def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text
         for k in ("n_read", "n_empty", "n_too_long", "n_sampled_out", "n_capped"):
             setattr(sel, k, getattr(sel, k) + int(p[k]))
         sel.kept.extend(p["sentences"])
-        sel._lengths.append(np.asarray(p["word_lengths"], np.int64))
+        sel.word_blocks.append(np.asarray(p["word_lengths"], np.int64))
         sel.too_long.extend(p["too_long"][:KEEP_TOO_LONG - len(sel.too_long)])
     sel.n_not_text, sel.n_null = int(n_not_text), int(n_null)
     path = Path(cut["path"])

@@ -70,7 +70,7 @@ class Selection:
         if self._rng is not None and skip:
             self._rng.bit_generator.advance(int(skip))
         self.kept: list[str] = []
-        self._lengths: list[np.ndarray] = []
+        self.word_blocks: list[np.ndarray] = []  # the kept sentences' word counts, one block per ``add``
         self.n_read = self.n_empty = self.n_too_long = self.n_sampled_out = self.n_capped = 0
         self.too_long: list[str] = []
         self.n_not_text = self.n_null = 0
@@ -99,7 +99,11 @@ class Selection:
             self.n_capped += max(len(picked) - room, 0)
             picked = picked[:room]
         self.kept.extend(nonempty[i] for i in picked)
-        self._lengths.append(words[picked])
+        self.word_blocks.append(words[picked])
+
+    def word_lengths(self) -> np.ndarray:
+        """The word count of each kept sentence, in order (int64)."""
+        return np.concatenate(self.word_blocks) if self.word_blocks else np.zeros(0, np.int64)
 
     def result(self, *, name: str, path: Path, sha256: str, fmt: str, column: str | None,
                dataset: dict | None = None) -> CorpusText:
@@ -112,7 +116,7 @@ class Selection:
                 f"no sentences left after filtering {path.name}: {n_text} read, {self.n_too_long} with "
                 f">= {self.max_words} words, {self.n_sampled_out} sampled out",
                 fix="raise --max-words (0 = no limit) or --sample-frac")
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+        lengths = self.word_lengths()
         return CorpusText(
             sentences=self.kept, name=name, path=path, sha256=sha256, n_read=self.n_read,
             n_kept=len(self.kept), n_too_long=self.n_too_long, n_empty=self.n_empty,
