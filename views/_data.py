@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.datadir import DataDir, resolve_data_dir
-from normvar_core.runs import reader as runfile
+from normvar_core.runs import reader
 from normvar_core.runs.reader import file_version
 from normvar_core.runs.siblings import position0_sibling as _sibling_of
 from normvar_core.stats import analyses
@@ -43,8 +43,8 @@ def _version(path) -> tuple:
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _listing(root: str, signature: tuple, damaged: bool) -> pd.DataFrame:
     if not damaged:
-        return runfile.list_runs(root)
-    runs = runfile.list_runs(root, include_damaged=True)
+        return reader.list_runs(root)
+    runs = reader.list_runs(root, include_damaged=True)
     return runs[runs["status"] == "damaged"][["name", "path", "problem"]].reset_index(drop=True)
 
 
@@ -54,7 +54,7 @@ def _listed(damaged: bool) -> pd.DataFrame:
 
 
 def runs_table() -> pd.DataFrame:
-    """Published runs (``runfile.list_runs``), re-read only when a run file in the runs folder changes."""
+    """Published runs (``reader.list_runs``), re-read only when a run file in the runs folder changes."""
     return _listed(False)
 
 
@@ -65,7 +65,7 @@ def damaged_runs() -> pd.DataFrame:
 
 @st.cache_resource(show_spinner=False, max_entries=12)
 def _open_run(path: str, version: tuple):
-    return runfile.open_run(path)
+    return reader.open_run(path)
 
 
 def open_run(name: str | None):

@@ -4,40 +4,25 @@ from normvar_core.constants import ID_SAMPLE, MAX_ID_SAMPLE, TWONN_BATCH
 from normvar_core.measure import Claim, Figure, Measure, Memory, Switch
 
 MEASURE = Measure(
-    name="geometry",
-    order=30,
-    title="spectra, TwoNN, seed 004's batches",
+    name="geometry", order=30, title="spectra, TwoNN, seed 004's batches",
     accumulator="normvar_core.pipeline.accumulators.geometry:GeometryAccumulator",
     tables=("layer_geometry", "layer_spectrum", "pair_cosines"),
-    switch=Switch(
-        field="geometry",
-        type=bool,
-        default=True,
+    switch=Switch("geometry", bool, True,
         help="layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, TwoNN, outlier "
              "dimensions",
-        off=False,
-        flag="--no-geometry",
-        after="samples_per_token",
+        off=False, flag="--no-geometry", after="samples_per_token",
     ),
     options=(
-        Switch(
-            field="id_sample",
-            type=int,
-            default=ID_SAMPLE,
+        Switch("id_sample", int, ID_SAMPLE,
             help="embeddings per layer in the seeded uniform sample for TwoNN and seed 004's batch anisotropy: "
                  "min(N, this), whatever the run's size (seed 004: 16384), in batches of "
                  f"at least {TWONN_BATCH:,}",
-            off=0,
-            minimum=0,
-            maximum=MAX_ID_SAMPLE,
-            label="TwoNN sample",
-            after="halves",
+            off=0, minimum=0, maximum=MAX_ID_SAMPLE, label="TwoNN sample", after="halves",
         ),
     ),
     background=True,
     memory=Memory(
-        droppable=True,
-        reason="a run short of memory keeps its moments and names the layer subset that would fit",
+        droppable=True, reason="a run short of memory keeps its moments and names the layer subset that would fit",
         terms=("scatter 8·L·d²", "sample K·(4·d + 41) per layer", "mean and Σu 16·L·d", "per-layer sums 24·L",
                "filled flags K", "n 8"),
     ),

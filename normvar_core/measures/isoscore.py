@@ -6,10 +6,7 @@ split-half interval), a row of the findings, a section of the Geometry page and 
 from normvar_core.measure import Claim, Figure, Measure
 
 MEASURE = Measure(
-    name="isoscore",
-    order=35,
-    title="IsoScore",
-    follows="geometry",
+    name="isoscore", order=35, title="IsoScore", follows="geometry",
     spectral=(("isoscore", "normvar_core.stats.isoscore:isoscore"),),
     split_half=("isoscore",),
     claims=(

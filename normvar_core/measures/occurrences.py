@@ -5,22 +5,14 @@ from normvar_core.constants import OCCURRENCES, OCCURRENCES_MAX
 from normvar_core.measure import Measure, Memory, Switch
 
 MEASURE = Measure(
-    name="occurrences",
-    order=70,
-    title="occurrences",
+    name="occurrences", order=70, title="occurrences",
     accumulator="normvar_core.pipeline.accumulators.occurrences:OccurrencesAccumulator",
     tables=("occurrences", "occurrence_axes"),
-    switch=Switch(
-        field="occurrences",
-        type=int,
-        default=OCCURRENCES,
+    switch=Switch("occurrences", int, OCCURRENCES,
         help="most occurrences per layer kept for the Occurrences page, each at its coordinates on the layer's "
              "principal axes (every one when the run has fewer, else a seeded uniform sample); 0 = none, at most "
              f"{OCCURRENCES_MAX:,}",
-        off=0,
-        minimum=0,
-        label="Occurrences shown",
-        after="id_sample",
+        off=0, minimum=0, label="Occurrences shown", after="id_sample",
     ),
     uses=("geometry",),
     memory=Memory(

@@ -4,14 +4,10 @@ layer geometry (``--no-geometry`` switches both off)."""
 from normvar_core.measure import Claim, Figure, Measure, Memory
 
 MEASURE = Measure(
-    name="outliers",
-    order=50,
-    title="outliers",
+    name="outliers", order=50, title="outliers",
     accumulator="normvar_core.pipeline.accumulators.outliers:OutlierAccumulator",
-    tables=("dim_stats", "top_activations", "layer_outliers"),
-    follows="geometry",
+    tables=("dim_stats", "top_activations", "layer_outliers"), follows="geometry",
     memory=Memory(
-        droppable=False,
         reason="small (24·L·d bytes): kept whenever the geometry is asked for",
         terms=("per-dimension mean, M2, max |h| 24·L·d", "Σ‖x‖² 16·L", "top activations 40·L·K", "n 8"),
     ),

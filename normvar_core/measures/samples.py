@@ -4,25 +4,14 @@ from normvar_core.constants import MAX_SAMPLES_PER_TOKEN, SAMPLES_PER_TOKEN
 from normvar_core.measure import Figure, Measure, Memory, Switch
 
 MEASURE = Measure(
-    name="samples",
-    order=20,
-    title="samples",
-    accumulator="normvar_core.pipeline.accumulators.samples:SampleAccumulator",
-    tables=("samples",),
-    required=("samples",),
-    legacy_marker="samples",
-    switch=Switch(
-        field="samples_per_token",
-        type=int,
-        default=SAMPLES_PER_TOKEN,
+    name="samples", order=20, title="samples",
+    accumulator="normvar_core.pipeline.accumulators.samples:SampleAccumulator", tables=("samples",),
+    required=("samples",), legacy_marker="samples",
+    switch=Switch("samples_per_token", int, SAMPLES_PER_TOKEN,
         help="raw embeddings kept per (layer, sampled token) for the PCA clouds and the token explorer; 0 = none",
-        off=0,
-        minimum=0,
-        maximum=MAX_SAMPLES_PER_TOKEN,
-        after="mean_dtype",
+        off=0, minimum=0, maximum=MAX_SAMPLES_PER_TOKEN, after="mean_dtype",
     ),
     memory=Memory(
-        droppable=False,
         reason="kept whenever asked for (--samples-per-token 0 leaves it out)",
         terms=("vectors 4·L·P·d", "filled flags P"),
     ),

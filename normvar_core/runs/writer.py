@@ -19,7 +19,6 @@ import pandas as pd
 import pyarrow as pa
 
 from normvar_core import destination
-from normvar_core.destination import check_destination  # noqa: F401 - until execute/prepare.py imports it from destination
 from normvar_core.destination import taken
 from normvar_core.errors import NormvarError
 from normvar_core.runs.record import RUN_COLUMNS, RunRecord

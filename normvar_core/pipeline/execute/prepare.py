@@ -25,7 +25,7 @@ from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline.accumulators import prime
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
-from normvar_core.runs.writer import check_destination
+from normvar_core.destination import check_destination
 
 
 @dataclass(frozen=True)
