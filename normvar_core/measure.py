@@ -53,9 +53,10 @@ class Switch:
 
 @dataclass(frozen=True)
 class Memory:
-    """Whether a run short of memory may leave the measure out (``droppable``, with the ``reason`` shown by
-    ``normvar plan``), the ``fix`` suggested when it is forced on and does not fit, and the names of its state
-    terms (the bytes themselves come from the accumulator's ``planned_bytes``)."""
+    """Whether a run short of memory may leave the measure out (``droppable``), the policy in words (``reason``:
+    ``normvar plan --json``'s ``policy``), the ``fix`` suggested when it is forced on and does not fit, and its
+    state terms as formulas (``terms``: printed beside its bytes by ``normvar plan``; the bytes themselves come
+    from the accumulator's ``planned_bytes``, and the message of an actual drop from its ``drop_reason``)."""
 
     droppable: bool = False
     reason: str = ""

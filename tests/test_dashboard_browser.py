@@ -1,5 +1,5 @@
 """The dashboard in a real browser: `streamlit run views/_server.py` (app.py) as a subprocess, Debian's chromium driven by
-Playwright (ENVIRONMENT.md recipe). Screenshots land in test-artifacts/."""
+Playwright (the recipe in ../shared/ENVIRONMENT.md). Screenshots land in test-artifacts/."""
 from __future__ import annotations
 
 import os

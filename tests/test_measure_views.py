@@ -3,6 +3,8 @@ names resolves, in the layer that owns it; every figure names a page of the dash
 in today's order; the findings and the split-half quantities are the core ones plus the declared ones."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from normvar_core.measure import all_measures, resolve
@@ -21,8 +23,8 @@ def test_declared_figures_resolve_in_their_layer(m, f):
 def test_declared_claims_and_spectral_columns_resolve_in_stats():
     refs = [c.rule for m in all_measures() for c in m.claims] + [r for m in all_measures() for _, r in m.spectral]
     assert refs and all(r.startswith("normvar_core.stats.") and callable(resolve(r)) for r in refs)
-    keys = [f.key for _, f in FIGURES]
-    assert len(keys) == len(set(keys))                          # a figure key is a widget key and a tab's slug
+    keys = [(f.page, f.key) for _, f in FIGURES]
+    assert len(keys) == len(set(keys))                          # a figure key is its page's widget key and tab slug
 
 
 def test_the_deck_and_the_findings_keep_their_order():
@@ -38,3 +40,32 @@ def test_the_deck_and_the_findings_keep_their_order():
     assert SPLIT_QUANTITIES == ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v", "anisotropy",
                                 "isoscore", "q_share_pos0")
     assert [f.key for _, f in sections("geometry")] == ["profiles", "spectrum", "isoscore"]
+
+
+def test_declared_figure_keys_are_their_tabs_slugs():
+    """A declared figure's key is its tab's ``?section=`` slug and its section the tab's title: pages drawn from
+    the declarations (``views/_sections.draw``) use them as they are; a page that still lists its tabs by hand
+    must list the same slug and title (so moving it onto the declarations keeps every shared link)."""
+    views = Path(__file__).resolve().parent.parent / "views"
+    checked = 0
+    for m in all_measures():
+        for f in m.figures:
+            src = (views / f"{f.page}.py").read_text()
+            if "_sections.draw(" in src or "sections(" not in src:   # declared tabs, or a page without tabs
+                continue
+            assert f'"{f.key}"' in src and f.section in src, (m.name, f.key, f.page)
+            checked += 1
+    assert checked >= 3   # Decomposition, Token clouds and Outliers list theirs by hand today
+
+
+def test_a_declared_slide_names_a_column_without_values_instead_of_failing():
+    """``figure_slide``'s takeaway over a run whose declared column is NaN in every layer (a degenerate
+    covariance): "undefined", not pandas' all-NA error that would stop the whole deck."""
+    import numpy as np
+    import pandas as pd
+
+    from normvar_core.report.slides import _column_range
+
+    t = pd.DataFrame({"layer": [0, 1, 2], "isoscore": [np.nan, 0.2, 0.3]})
+    assert _column_range(t, "isoscore") == "isoscore 0.200–0.300 (largest at layer 2)"
+    assert _column_range(t.assign(isoscore=np.nan), "isoscore") == "isoscore undefined"

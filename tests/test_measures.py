@@ -155,3 +155,11 @@ def test_an_old_format_run_file_still_reads(written_run_path, tmp_path):  # noqa
     con.close()
     with pytest.raises(NormvarError, match="missing table.*token_means"):
         open_run(old)
+
+
+def test_only_the_occurrences_declare_a_pre_pass_hook():
+    """The Ray driver computes the occurrences' early axes on its first actor and ships them to the others by
+    name (``execute/ray_model.ActorModel.prime``, ``ray_shard``); a second measure with a ``prime`` hook would
+    run locally but not be shipped on Ray, so declaring one must come with a ``RunContext.primed`` hand-over."""
+    hooks = [m.name for m in all_measures() if m.prime]
+    assert hooks == ["occurrences"]

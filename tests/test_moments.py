@@ -270,3 +270,99 @@ def test_corpus_identity_at_decoder_magnitudes():
     ref = brute.corpus(X[:, keep], ids[keep])
     np.testing.assert_allclose(df["v_b"], ref["v_b"], rtol=1e-6)
     np.testing.assert_allclose(df["v_w"], ref["v_w"], rtol=1e-9)
+
+
+# ----------------------------------------------------------------------------- the registered state
+CHECKPOINT_KEYS = ["ids", "n", "mean", "s", "layer_index", "n_embeddings"]  # normvar-checkpoint-3's per-type state
+
+
+class _LayerBlocks:
+    """A reader (``state.DictReader``'s interface) that hands out no array of 3+ dimensions whole: the
+    Ray driver's pieces, one layer block at a time."""
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def get(self, key):
+        a = np.asarray(self.arrays[key])
+        assert a.ndim < 3, f"the merge read {key} {a.shape} whole instead of layer by layer"
+        return a
+
+    def blocks(self, key):
+        yield from np.asarray(self.arrays[key])
+
+    def has(self, key):
+        return key in self.arrays
+
+
+def _expected_state(X, ids, layer_index, mean_dtype):
+    """The checkpoint-3 arrays from first principles (float64 two-pass brute force), types by id."""
+    ref = brute.per_type(X, ids)
+    types = sorted(ref)
+    n = np.array([ref[t][0] for t in types], np.int64)
+    return {"ids": np.array(types, np.int64), "n": n,
+            "mean": np.stack([ref[t][1] for t in types], 1).astype(mean_dtype),
+            "s": np.stack([ref[t][4] for t in types], 1) * n,  # S_t = n_t V(X_t) (eq. 6)
+            "layer_index": np.asarray(layer_index, np.int64), "n_embeddings": np.array([ids.size], np.int64)}
+
+
+def _assert_state(sd, want, rtol):
+    assert list(sd) == CHECKPOINT_KEYS
+    sd = TokenMoments.sorted_rows(sd)
+    for k in CHECKPOINT_KEYS:
+        got = np.asarray(sd[k])
+        assert got.dtype == want[k].dtype and got.shape == want[k].shape, (k, got.dtype, got.shape, want[k].shape)
+        if k in ("mean", "s"):
+            np.testing.assert_allclose(got, want[k], rtol=rtol, atol=rtol * 1e3, err_msg=k)
+        else:
+            assert np.array_equal(got, want[k]), k
+
+
+@pytest.mark.parametrize("backend,registered,mean_dtype", [
+    ("numba", False, "float64"), ("torch", False, "float64"), ("torch", True, "float64"), ("numba", False, "float32")])
+def test_registered_state_keeps_the_checkpoint_format(backend, registered, mean_dtype):
+    """TokenMoments through the registered state (``state.Stateful``): state_dict holds the checkpoint-3
+    keys, in order, with their dtypes, the seen types' rows only (registered types never seen hold no row),
+    and values equal to the float64 brute force; state_spec describes it; the layer keys are the means,
+    S_t and the layer index; two halves merged through a dict or one layer block at a time equal the whole;
+    a load replaces a larger state (no row of it left behind); a device move keeps the state."""
+    rng = np.random.default_rng(11)
+    L, d, layers = 3, 5, [0, 2, 5]
+    parts = [((rng.normal(size=(L, N, d)) * 2 + 40).astype(np.float32), rng.integers(0, 20, N) * 7 + 3)
+             for N in (30, 41, 52, 63)]
+    rtol = 1e-12 if mean_dtype == "float64" else 1e-6
+
+    def fed(batches):
+        acc = TokenMoments(L, d, layer_index=layers, backend=backend, mean_dtype=mean_dtype)
+        if registered:
+            acc.register(np.arange(0, 25) * 7 + 3)  # 25 planned types, some never seen
+        for X, ids in batches:
+            acc.update(X, ids)
+        return acc
+
+    def truth(batches):
+        X = np.concatenate([p[0] for p in batches], 1)
+        return _expected_state(X, np.concatenate([p[1] for p in batches]), layers, mean_dtype)
+
+    whole, a, b = fed(parts), fed(parts[:2]), fed(parts[2:])
+    _assert_state(whole.state_dict(), truth(parts), rtol)
+    _assert_state(a.state_dict(), truth(parts[:2]), rtol)
+    for acc in (whole, a):
+        held = acc.state_dict()
+        assert acc.state_spec() == {k: (v.shape, v.dtype) for k, v in held.items()}
+        assert acc.layer_keys() == {"mean", "s", "layer_index"}
+    for merged in (fed(parts[:2]).merge(b), fed([]).merge_from(_LayerBlocks(a.state_dict())).merge_from(
+            _LayerBlocks(b.state_dict()))):
+        _assert_state(merged.state_dict(), truth(parts), rtol)
+    loaded = fed(parts)  # holds every type: the load must leave none of its rows behind
+    loaded.load_state_dict(a.state_dict())
+    loaded.update(*parts[2]).update(*parts[3])
+    _assert_state(loaded.state_dict(), truth(parts), rtol)
+    restored = TokenMoments.from_state_dict(a.state_dict(), backend=backend)
+    _assert_state(restored.update(*parts[2]).update(*parts[3]).state_dict(), truth(parts), rtol)
+    moved = fed(parts[:2])
+    assert moved.to("cpu") is moved
+    _assert_state(moved.update(*parts[2]).update(*parts[3]).state_dict(), truth(parts), rtol)
+    other = TokenMoments(L, d, layer_index=[0, 1, 2], backend=backend, mean_dtype=mean_dtype).update(*parts[0])
+    with pytest.raises(ValueError, match="layer_index"):  # another run's layers: refused, not pooled
+        fed(parts[:1]).merge(other)

@@ -8,7 +8,7 @@ from typing import Any
 
 import streamlit as st
 
-from normvar_core.config import RunConfig, field_kind as _kind, optional
+from normvar_core.config import RunConfig, field_kind, optional
 
 SPECIAL = ("model", "corpus")  # chosen by the page's own widgets (installed aliases, the upload)
 SECTIONS = ("corpus", "model", "options", "advanced")
@@ -28,7 +28,7 @@ def _label(f) -> str:
 
 def config_widget(f, where=st) -> Any:
     """One widget for field ``f``; returns the value to put in the RunConfig dict (None = default)."""
-    meta, kind, key = f.metadata, _kind(f), widget_key(f.name)
+    meta, kind, key = f.metadata, field_kind(f), widget_key(f.name)
     label, help_ = _label(f), meta.get("help")
     if kind is bool:
         return where.checkbox(label, value=bool(f.default), key=key, help=help_)

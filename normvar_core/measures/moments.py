@@ -16,7 +16,7 @@ MEASURE = Measure(
                tables=("token_stats",), slide="normvar_core.report.slides:tradeoff_slide"),
         Figure("layers", "normvar_core.viz.tradeoff_figures:layers_figure", page="layers", section="Trade-off across layers (Fig. 4)",
                tables=("token_stats",), slide="normvar_core.report.slides:layers_slide"),
-        Figure("decomposition", "normvar_core.viz.decomposition_figures:decomposition_bars", page="decomposition",
+        Figure("shares", "normvar_core.viz.decomposition_figures:decomposition_bars", page="decomposition",
                section="Shares of Q(X) (Fig. 5, 6)", tables=("layer_stats",), slide="normvar_core.report.slides:decomposition_slide"),
         Figure("scatter", "normvar_core.viz.frequency_figures:frequency_scatter", page="frequency",
                section="Q, M, V against log₁₀ nₜ (Fig. 7)", tables=("token_stats",),

@@ -17,7 +17,7 @@ MEASURE = Measure(
     ),
     plans=("samples",),
     figures=(
-        Figure("clouds", "normvar_core.viz.cloud_figures:clouds_figure", page="clouds", section="Cloud (Fig. 1, App. A)",
+        Figure("cloud", "normvar_core.viz.cloud_figures:clouds_figure", page="clouds", section="Cloud (Fig. 1, App. A)",
                tables=("samples",), slide="normvar_core.report.slides:clouds_slide"),
     ),
 )

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normvar_core.devicemap import parse_devices
-from normvar_core.measure import all_measures
+from normvar_core.measure import Memory, all_measures
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
                                                 loaded_budget, pass_bytes, plan_bytes, publish_bytes, weights_bytes)
 from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer, shape_from_config
@@ -60,6 +60,7 @@ class MemoryPlan:
     fits: bool
     dropped: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+    policy: dict[str, str] = field(default_factory=dict)   # {accumulator: its declared Memory.reason}: may it drop, why
     suggestions: list[str] = field(default_factory=list)
     model: str = ""
     architecture: str = ""
@@ -89,9 +90,9 @@ class MemoryPlan:
                f"({self.params_with_lm_head:,} with a vocab x d LM head), {self.hidden_states} hidden states x "
                f"{self.dim} d; corpus: {self.types:,} types; {len(self.layers)} layers kept; {self.device}, {self.dtype}",
                f"  {'weights':<10} {gb(self.weights_bytes):>10}"]
-        for name, b in self.accumulators.items():
+        for name, b in self.accumulators.items():  # each row with the state terms its declaration names
             tag = "  (dropped)" if name in self.dropped else ""
-            out.append(f"  {name:<10} {gb(b):>10}{tag}")
+            out.append(f"  {name:<10} {gb(b):>10}{tag}   " + ", ".join(declared_memory(name).terms))
         host = self.device != "cuda"
         if host:
             out.append(f"  {'runtime':<10} {gb(self.runtime_bytes):>10}")
@@ -112,6 +113,11 @@ class MemoryPlan:
         out += [f"  fix: {s}" for s in self.suggestions]
         out += [f"  note: accumulator {n} does not declare planned_bytes: not counted" for n in self.unknown]
         return out
+
+
+def declared_memory(name: str) -> Memory:
+    """The memory part of the measure declared as ``name`` (an empty one for an undeclared accumulator)."""
+    return next((m.memory for m in all_measures() if m.name == name), Memory())
 
 
 def layer_span(layers: list[int]) -> str:
@@ -221,6 +227,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       runtime_bytes=RUNTIME_BYTES if host else 0, plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
                       pass_bytes=base["pass"], publish_bytes=base["publish"], total_bytes=int(total),
                       memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
+                      policy={n: declared_memory(n).reason for n in sizes},
                       suggestions=suggestions, model=shape.name, architecture=shape.architecture, unknown=unknown,
                       sample_positions=int(ctx.plan.samples.size),
                       id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,

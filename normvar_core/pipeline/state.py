@@ -6,13 +6,23 @@ and the merge for free.
 Merge rules (``merge=``):
 
 * ``"sum"``, ``"max"``, ``"min"``, ``"or"`` — elementwise: a = a + b, max(a, b), min(a, b), a | b;
+* ``"same"`` — not merged: both partial states must hold the same value (e.g. the stored layers'
+  indices), checked before anything else is merged;
 * a rule object with ``merge(holder, name, reader)`` — e.g. ``pooling.Chan`` (Chan, Golub & LeVeque's
-  pooled mean and scatter, written once) or ``samples.Fill`` (planned picks copied where the other
-  filled them);
+  pooled mean and scatter, written once), ``samples.Fill`` (planned picks copied where the other
+  filled them) or ``token_moments.ByType`` (the per-type table of counts, means and S_t, whose rows
+  are matched by token id);
 * ``"pooled"`` — merged by another entry's rule (a Chan mean, a Fill's flags are read by it);
 * ``"custom"`` — the holder's method ``merge_<name>(reader)``;
 * a nested holder (anything with ``state_dict``/``load_state_dict``/``merge_from``/``state_spec``, e.g.
-  ``TokenMoments``) — its keys are prefixed ``<name>.``.
+  the moments accumulator's ``TokenMoments``, itself a ``Stateful``) — its keys are prefixed ``<name>.``.
+
+A state whose saved array is not the live value as it is (``TokenMoments``' tables hold spare rows
+beyond the types seen, and only the seen rows are saved) names three hooks, each called with the
+holder and the state's name: ``export`` (the host array that ``state_dict`` holds), ``spec`` (its
+shape and dtype, without forming it) and ``restore`` (load a saved array back, with the array).
+``_add_buffer`` registers a working tensor that is neither saved nor merged but moves with the
+state on ``to(device)`` (as torch's non-persistent buffers: e.g. an index rebuilt from the state).
 
 Rules and custom merges run first, in declaration order (they read the counts as they were); the
 elementwise ones last. Every merge reads the other state through a **reader** (``get(key)``: one
@@ -24,7 +34,8 @@ Counts are Python ints, stored as ``int64[1]``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -87,23 +98,45 @@ def _elementwise(rule: str, a, b):
             (torch.maximum if rule == "max" else torch.minimum)(a, b, out=a)
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One registered state: its merge rule, whether a load must match its shape, and its hooks."""
+
+    rule: Any
+    fixed: bool
+    export: Callable | None = None
+    spec: Callable | None = None
+    restore: Callable | None = None
+
+
 class Stateful:
     """A holder of registered state (see the module docstring)."""
 
     _states: dict
 
     def _add_state(self, name: str, value: Any, merge: Any = "sum", *, fixed_shape: bool = True,
-                   per_layer: bool = True) -> None:
+                   per_layer: bool = True, export: Callable | None = None, spec: Callable | None = None,
+                   restore: Callable | None = None) -> None:
         """Register ``self.<name> = value`` (a tensor, a numpy array, an int count or a nested holder)
         merged by ``merge``; ``fixed_shape``: a loaded state must have the registered shape; ``per_layer``:
-        an array stacked by kept layer along its first axis (False: one for all layers, e.g. per-type counts)."""
+        an array stacked by kept layer along its first axis (False: one for all layers, e.g. per-type counts).
+        ``export(holder, name)`` -> the array ``state_dict`` holds, ``spec(holder, name)`` -> its (shape,
+        dtype), ``restore(holder, name, array)`` loads it: for a saved array that is not the value as it is
+        (all three, or none)."""
         if "_states" not in self.__dict__:
             self._states = {}
-        if isinstance(merge, str) and merge not in (*ELEMENTWISE, "pooled", "custom"):
+        if isinstance(merge, str) and merge not in (*ELEMENTWISE, "same", "pooled", "custom"):
             raise ValueError(f"unknown merge rule {merge!r} for state {name!r}")
-        self._states[name] = ("nested" if _is_nested(value) else merge, fixed_shape)
+        if len({export is None, spec is None, restore is None}) > 1:
+            raise ValueError(f"state {name!r}: give export, spec and restore together, or none")
+        self._states[name] = _Entry("nested" if _is_nested(value) else merge, fixed_shape, export, spec, restore)
         if not per_layer or isinstance(value, (int, np.integer)):
             self.__dict__.setdefault("_shared", set()).add(name)
+        setattr(self, name, value)
+
+    def _add_buffer(self, name: str, value: Any) -> None:
+        """Register ``self.<name> = value``, a working tensor moved by ``to(device)``, never saved or merged."""
+        self.__dict__.setdefault("_buffers", set()).add(name)
         setattr(self, name, value)
 
     def layer_keys(self) -> set[str]:
@@ -122,10 +155,13 @@ class Stateful:
     def state_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """{key: (shape, dtype)} of every registered array, nested ones included (what ``state_dict`` holds)."""
         out = {}
-        for name in self._states:
+        for name, entry in self._states.items():
             v = getattr(self, name)
             if _is_nested(v):
                 out.update({f"{name}.{k}": s for k, s in v.state_spec().items()})
+            elif entry.spec is not None:
+                shape, dtype = entry.spec(self, name)
+                out[name] = (tuple(shape), np.dtype(dtype))
             elif isinstance(v, (int, np.integer)):
                 out[name] = ((1,), np.dtype(np.int64))
             else:
@@ -135,10 +171,12 @@ class Stateful:
     def state_dict(self) -> dict[str, np.ndarray]:
         """Numpy arrays only (never pickled): host views of the registered tensors, counts as int64[1]."""
         out: dict[str, np.ndarray] = {}
-        for name in self._states:
+        for name, entry in self._states.items():
             v = getattr(self, name)
             if _is_nested(v):
                 out.update({f"{name}.{k}": a for k, a in v.state_dict().items()})
+            elif entry.export is not None:
+                out[name] = entry.export(self, name)
             elif isinstance(v, (int, np.integer)):
                 out[name] = np.array([int(v)], np.int64)
             else:
@@ -147,7 +185,7 @@ class Stateful:
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         """Replace every registered value by the state's copy (same kind, device and dtype)."""
-        for name, (_, fixed) in self._states.items():
+        for name, entry in self._states.items():
             v = getattr(self, name)
             if _is_nested(v):
                 pre = name + "."
@@ -156,16 +194,19 @@ class Stateful:
             if name not in state:
                 raise ValueError(f"state lacks {name!r}")
             a = np.asarray(state[name])
-            if isinstance(v, (int, np.integer)):
+            if entry.restore is not None:
+                entry.restore(self, name, a)
+            elif isinstance(v, (int, np.integer)):
                 setattr(self, name, int(a.reshape(-1)[0]))
-                continue
-            if fixed and tuple(a.shape) != tuple(v.shape):
+            elif entry.fixed and tuple(a.shape) != tuple(v.shape):
                 raise ValueError(f"state {name!r} has shape {a.shape}, this run holds {tuple(v.shape)}")
-            setattr(self, name, as_like(np.array(a), v))
+            else:
+                setattr(self, name, as_like(np.array(a), v))
 
     def to(self, device) -> "Stateful":
-        """Every registered tensor (and nested holder) moved to ``device``; numpy state stays on the host."""
-        for name in self._states:
+        """Every registered tensor, buffer and nested holder moved to ``device`` (in place); numpy state
+        stays on the host."""
+        for name in (*self._states, *self.__dict__.get("_buffers", ())):
             v = getattr(self, name)
             if _is_tensor(v):
                 setattr(self, name, v.to(device))
@@ -180,18 +221,26 @@ class Stateful:
     # ------------------------------------------------------------------ merge
     def merge_from(self, reader) -> "Stateful":
         """Pool another partial state, read through ``reader``, into this one in place."""
-        for name, (rule, _) in self._states.items():
-            v = getattr(self, name)
+        for name, entry in self._states.items():
+            if entry.rule == "same":
+                self._check_same(name, reader)
+        for name, entry in self._states.items():
+            v, rule = getattr(self, name), entry.rule
             if _is_nested(v):
                 v.merge_from(reader.sub(name + "."))
             elif rule == "custom":
                 getattr(self, f"merge_{name}")(reader)
             elif not isinstance(rule, str):
                 rule.merge(self, name, reader)
-        for name, (rule, _) in self._states.items():
-            if rule in ELEMENTWISE:
-                self._merge_elementwise(name, rule, reader)
+        for name, entry in self._states.items():
+            if entry.rule in ELEMENTWISE:
+                self._merge_elementwise(name, entry.rule, reader)
         return self
+
+    def _check_same(self, name: str, reader) -> None:
+        mine, theirs = _host(getattr(self, name)), np.asarray(reader.get(name))
+        if mine.shape != theirs.shape or not np.array_equal(mine, theirs):
+            raise ValueError(f"cannot merge partial states whose {name!r} differ: they are not of the same run")
 
     def _merge_elementwise(self, name: str, rule: str, reader) -> None:
         v = getattr(self, name)

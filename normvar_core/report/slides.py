@@ -299,11 +299,18 @@ def figure_slide(m: Measure, f: Figure, runs) -> Slide | None:
     fig = resolve(f.builder)(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
                              presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
                              null_curves={}, null_of={})
-    take = "; ".join(f"{n}: " + ", ".join(f"{c} {t[c].min():.3f}–{t[c].max():.3f} (largest at layer "
-                                          f"{int(t.loc[t[c].idxmax(), 'layer'])})" for c in cols)
-                     for n, t in curves.items())
+    take = "; ".join(f"{n}: " + ", ".join(_column_range(t, c) for c in cols) for n, t in curves.items())
     notes = "\n\n".join(f"{n}\n" + _table_notes(t, ["layer", *cols]) for n, t in curves.items())
     return Slide(f.section, take + verdicts(have, *(c.id for c in m.claims)), notes, _fit(fig))
+
+
+def _column_range(t, c: str) -> str:
+    """"isoscore 0.126–0.241 (largest at layer 6)" over a run's layers; "isoscore undefined" when no layer has a
+    value (a degenerate covariance gives NaN)."""
+    v = t[c].dropna()
+    if not len(v):
+        return f"{c} undefined"
+    return f"{c} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
 
 
 def declared_slides() -> list[Callable]:

@@ -40,7 +40,7 @@ MEASURE_TABLES = {m.name: m.tables for m in all_measures()}
 """The tables each measure writes, from the declarations (``Measure.tables``): the accumulators' ``table_names``
 and the reader's integrity check both read them."""
 REQUIRED_TABLES = {m.name: m.required for m in all_measures() if m.required}
-"""Tables every run holding these measures has (``Measure.required``; ``reader.damage`` checks them)."""
+"""Tables every run holding these measures has (``Measure.required``; ``runs/integrity.damage`` checks them)."""
 
 
 def fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:

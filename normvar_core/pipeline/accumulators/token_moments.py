@@ -33,12 +33,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from normvar_core.pipeline.state import DictReader
+from normvar_core.pipeline.state import Stateful
 from normvar_core.stats.kernels import type_groups as _type_groups
 from normvar_core.stats.kernels import update_kernel as _update_kernel
 from normvar_core.stats.tokenstats import TokenStats
 
 _FLOAT_DTYPES = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+_ROW_AXIS = {"ids": 0, "n": 0, "mean": 1, "s": 1}  # the per-type tables and the axis of their type rows
 
 
 def _as_tensor(x, name: str) -> torch.Tensor:
@@ -49,7 +50,7 @@ def _as_tensor(x, name: str) -> torch.Tensor:
     raise TypeError(f"{name} must be a torch tensor or numpy array, got {type(x).__name__}")
 
 
-class TokenMoments:
+class TokenMoments(Stateful):
     """Streaming accumulator of n_t, mu(X_t) and S_t for every (layer, token type).
 
     >>> acc = TokenMoments(num_layers=L, dim=d)        # state in float64
@@ -58,8 +59,11 @@ class TokenMoments:
 
     ``backend``: "numba" (CPU default: one fused pass) or "torch" (any device: index_add_).
     ``update`` and ``merge`` return ``self``. Token ids are any non-negative integers; unseen ids
-    grow the tables. ``state_dict()`` holds only numpy arrays (safe to save with np.savez or
-    safetensors; never pickled).
+    grow the tables. Its state is registered (``state.Stateful``): ``state_dict()`` holds only numpy
+    arrays (safe to save with np.savez or safetensors; never pickled) — ``ids`` (T,), ``n`` (T,),
+    ``mean`` (L, T, d), ``s`` (L, T) over the T types seen, ``layer_index`` (L,), ``n_embeddings`` (1,) —
+    and two partial states merge by ``ByType``. The tables ``ids``, ``n``, ``mean``, ``s`` hold spare
+    rows beyond the types seen (and, registered, rows of types not seen yet): read ``result()``.
     """
 
     def __init__(self, num_layers: int, dim: int, device: str | torch.device = "cpu",
@@ -76,21 +80,28 @@ class TokenMoments:
             raise ValueError("backend must be 'auto', 'numba' or 'torch'")
         if backend == "numba" and self.device.type != "cpu":
             raise ValueError("the numba backend needs device='cpu'")
-        self.backend = ("numba" if self.device.type == "cpu" else "torch") if backend == "auto" else backend
-        self.layer_index = (np.arange(num_layers, dtype=np.int64) if layer_index is None
-                            else np.asarray(layer_index, dtype=np.int64))
-        if self.layer_index.shape != (self.num_layers,):
+        self._cpu_backend = "torch" if backend == "torch" else "numba"
+        layer_index = (np.arange(num_layers, dtype=np.int64) if layer_index is None
+                       else np.asarray(layer_index, dtype=np.int64))
+        if layer_index.shape != (self.num_layers,):
             raise ValueError("layer_index must have one entry per stored layer")
         self._tdtype = torch.float64 if mean_dtype == "float64" else torch.float32
         self._T = 0
         self._cap = 0
-        self._ids = torch.empty(0, dtype=torch.int64, device=self.device)
-        self._n = torch.empty(0, dtype=torch.int64, device=self.device)
-        self._mean = torch.empty((self.num_layers, 0, self.dim), dtype=self._tdtype, device=self.device)
-        self._s = torch.empty((self.num_layers, 0), dtype=torch.float64, device=self.device)
-        self._row_of = torch.full((0,), -1, dtype=torch.int64, device=self.device)
         self._fixed = False  # rows pre-assigned by register(): the sync-free torch update
-        self.n_embeddings = 0
+        hooks = dict(export=TokenMoments._export_rows, spec=TokenMoments._spec_rows, restore=TokenMoments._restore_rows)
+        for name, merge in (("ids", ByType()), ("n", "pooled"), ("mean", "pooled"), ("s", "pooled")):
+            # stacked by layer: mean and s (their type rows on axis 1); ids and n are shared by all layers
+            self._add_state(name, self._zeros(name, 0), merge, per_layer=_ROW_AXIS[name] == 1, **hooks)
+        self._add_state("layer_index", layer_index, merge="same")
+        self._add_state("n_embeddings", 0)
+        self._add_buffer("_row_of", torch.full((0,), -1, dtype=torch.int64, device=self.device))
+
+    @property
+    def backend(self) -> str:
+        """The update path: "numba" or "torch" on the CPU (as asked; "auto" is numba), "torch" on other
+        devices and once ``register`` assigned the rows (it follows the state's device on ``to``)."""
+        return "torch" if self.device.type != "cpu" or self._fixed else self._cpu_backend
 
     # ------------------------------------------------------------------ table management
     @property
@@ -98,21 +109,23 @@ class TokenMoments:
         seen = self._seen()
         return self._T if seen is None else int(seen.size)
 
+    def _zeros(self, name: str, rows: int) -> torch.Tensor:
+        """A per-type table of ``rows`` zero rows: ids, n (T,) int64; mean (L, T, d); s (L, T) float64."""
+        L, d = self.num_layers, self.dim
+        shape = {"ids": (rows,), "n": (rows,), "mean": (L, rows, d), "s": (L, rows)}[name]
+        dtype = {"mean": self._tdtype, "s": torch.float64}.get(name, torch.int64)
+        return torch.zeros(shape, dtype=dtype, device=self.device)
+
     def _reserve(self, need: int) -> None:
         if need <= self._cap:
             return
         cap = max(need, int(self._cap * 1.5) + 64)
-        mean = torch.zeros((self.num_layers, cap, self.dim), dtype=self._tdtype, device=self.device)
-        s = torch.zeros((self.num_layers, cap), dtype=torch.float64, device=self.device)
-        ids = torch.zeros(cap, dtype=torch.int64, device=self.device)
-        n = torch.zeros(cap, dtype=torch.int64, device=self.device)
-        T = self._T
-        if T:
-            mean[:, :T] = self._mean[:, :T]
-            s[:, :T] = self._s[:, :T]
-            ids[:T] = self._ids[:T]
-            n[:T] = self._n[:T]
-        self._mean, self._s, self._ids, self._n, self._cap = mean, s, ids, n, cap
+        for name, axis in _ROW_AXIS.items():
+            table = self._zeros(name, cap)
+            if self._T:
+                table.narrow(axis, 0, self._T).copy_(getattr(self, name).narrow(axis, 0, self._T))
+            setattr(self, name, table)
+        self._cap = cap
 
     def register(self, token_ids) -> "TokenMoments":
         """Size the tables for the types a run will see (the plan's counted types, known from the
@@ -130,9 +143,9 @@ class TokenMoments:
             raise ValueError("token ids must be non-negative")
         T = int(ids.size)
         self._reserve(T + 1)  # + the overflow row T
-        self._ids[:T] = torch.from_numpy(ids).to(self.device)
+        self.ids[:T] = torch.from_numpy(ids).to(self.device)
         self._row_of = torch.full((int(ids[-1]) + 2,), T, dtype=torch.int64, device=self.device)
-        self._row_of[self._ids[:T]] = torch.arange(T, device=self.device)
+        self._row_of[self.ids[:T]] = torch.arange(T, device=self.device)
         self._T, self._fixed = T, True
         return self
 
@@ -142,13 +155,13 @@ class TokenMoments:
         return self._row_of[torch.where((ids >= 0) & (ids < top), ids, top)]
 
     def _check_overflow(self) -> None:
-        if self._fixed and bool(self._n[self._T] != 0):
+        if self._fixed and bool(self.n[self._T] != 0):
             raise ValueError("token ids outside the registered types (or negative) were added")
 
     def _seen(self) -> np.ndarray | None:
         """Rows holding data: None for all of [0, T), or in registered mode those with n > 0."""
         self._check_overflow()
-        return np.flatnonzero(self._n[: self._T].cpu().numpy() > 0) if self._fixed else None
+        return np.flatnonzero(self.n[: self._T].cpu().numpy() > 0) if self._fixed else None
 
     def _host(self, table: torch.Tensor, take: np.ndarray | None, axis: int = -1) -> np.ndarray:
         """``table``'s rows [0, T) (along ``axis``) on the host — a view on the CPU, no copy of the
@@ -174,7 +187,7 @@ class TokenMoments:
                 fresh = np.arange(self._T, self._T + k)
                 rows_np[new_np] = fresh
                 row_of[u[new_np]] = fresh
-                self._ids.numpy()[self._T:self._T + k] = u[new_np]
+                self.ids.numpy()[self._T:self._T + k] = u[new_np]
                 self._T += k
             return torch.from_numpy(rows_np), torch.from_numpy(new_np)
         rows = self._row_of[uniq]
@@ -185,7 +198,7 @@ class TokenMoments:
             new_rows = torch.arange(self._T, self._T + k, device=self.device)
             rows[is_new] = new_rows
             self._row_of[uniq[is_new]] = new_rows
-            self._ids[self._T:self._T + k] = uniq[is_new]
+            self.ids[self._T:self._T + k] = uniq[is_new]
             self._T += k
         return rows, is_new
 
@@ -226,10 +239,10 @@ class TokenMoments:
                 # reference for a new type = its first embedding in the batch (keeps deviations small)
                 order = torch.argsort(inv, stable=True)
                 starts = torch.cumsum(counts, 0) - counts
-                self._mean[:, rows[is_new]] = X[:, order[starts[is_new]]].to(self._tdtype)
-            n_new = self._n[rows] + counts
+                self.mean[:, rows[is_new]] = X[:, order[starts[is_new]]].to(self._tdtype)
+            n_new = self.n[rows] + counts
             self._update_torch(X, inv, rows, n_new)
-            self._n[rows] = n_new
+            self.n[rows] = n_new
         self.n_embeddings += N
         return self
 
@@ -247,15 +260,15 @@ class TokenMoments:
         if X.dtype in (torch.float16, torch.bfloat16):
             X = X.float()
         Xn = X.contiguous().numpy()
-        mean = self._mean.numpy()
+        mean = self.mean.numpy()
         if is_new.any():
             # reference for a new type = its first embedding in the batch (keeps deviations small)
             mean[:, rows[is_new]] = Xn[:, order[first[is_new]]]
-        n = self._n.numpy()
+        n = self.n.numpy()
         n_new = n[rows] + counts
         s_out = np.empty((self.num_layers, rows.size), dtype=np.float64)
         _update_kernel(Xn, order, starts, rows, n_new.astype(np.float64), mean, s_out, bounds)
-        self._s.numpy()[:, rows] += s_out
+        self.s.numpy()[:, rows] += s_out
         n[rows] = n_new
 
     def _update_registered(self, X: torch.Tensor, ids: torch.Tensor) -> None:
@@ -265,96 +278,59 @@ class TokenMoments:
         N = ids.numel()
         first = torch.full((rows.numel(),), N, dtype=torch.int64, device=self.device).scatter_reduce_(
             0, inv, torch.arange(N, device=self.device), "amin")  # each type's first embedding in the batch
-        fresh = self._n[rows] == 0  # its reference: the running mean, or for a first batch that embedding
-        n_new = self._n[rows] + counts
+        fresh = self.n[rows] == 0  # its reference: the running mean, or for a first batch that embedding
+        n_new = self.n[rows] + counts
         self._update_torch(X, inv, rows, n_new, fresh=fresh, first=first)
-        self._n[rows] = n_new
+        self.n[rows] = n_new
 
     def _update_torch(self, X, inv, rows, n_new, fresh=None, first=None) -> None:
         U = rows.numel()
         n_new64 = n_new.to(torch.float64)
         for l in range(self.num_layers):  # one layer at a time bounds the N x d float64 temporaries
-            ref = self._mean[l, rows].to(torch.float64)
+            ref = self.mean[l, rows].to(torch.float64)
             if fresh is not None:  # as if stored in the mean table first (same rounding as the other paths)
                 ref = torch.where(fresh[:, None], X[l, first].to(self._tdtype).to(torch.float64), ref)
             dev = X[l].to(torch.float64) - ref[inv]
             s1 = torch.zeros((U, self.dim), dtype=torch.float64, device=self.device).index_add_(0, inv, dev)
             ss = torch.zeros(U, dtype=torch.float64, device=self.device).index_add_(0, inv, (dev * dev).sum(1))
-            self._mean[l, rows] = (ref + s1 / n_new64[:, None]).to(self._tdtype)
-            self._s[l, rows] += ss - (s1 * s1).sum(1) / n_new64
+            self.mean[l, rows] = (ref + s1 / n_new64[:, None]).to(self._tdtype)
+            self.s[l, rows] += ss - (s1 * s1).sum(1) / n_new64
 
-    # ------------------------------------------------------------------ merge
-    def merge(self, other: "TokenMoments") -> "TokenMoments":
-        """Pool another accumulator into this one (in place; returns self); see ``merge_from``."""
-        if (other.num_layers, other.dim) != (self.num_layers, self.dim):
-            raise ValueError("cannot merge accumulators of different shapes")
-        return self.merge_from(DictReader(other.state_dict()))
+    # ------------------------------------------------------------------ state (the hooks of ``_add_state``)
+    def _export_rows(self, name: str) -> np.ndarray:
+        """The table ``name``'s rows of the types seen, on the host (``_host``)."""
+        return self._host(getattr(self, name), self._seen(), axis=_ROW_AXIS[name])
 
-    def merge_from(self, reader) -> "TokenMoments":
-        """Pool another partial state, read through ``reader`` (``state.DictReader`` or a Ray actor's
-        pieces), in place. Exact (Chan et al.), one layer of the incoming means at a time:
-        mu = mu_a + delta n_b / n,  S = S_a + S_b + ||delta||^2 n_a n_b / n,  delta = mu_b - mu_a."""
-        dev = self.device
-        o_ids = torch.from_numpy(np.array(reader.get("ids"), np.int64))
-        n_emb = int(np.asarray(reader.get("n_embeddings")).reshape(-1)[0])
-        if o_ids.numel() == 0:
-            self.n_embeddings += n_emb
-            return self
-        order = torch.argsort(o_ids)
-        o_ids = o_ids[order].to(dev)
-        o_n = torch.from_numpy(np.array(reader.get("n"), np.int64))[order].to(dev)
-        o_s = torch.from_numpy(np.array(reader.get("s"), np.float64))[:, order].to(dev)
-        if o_s.shape[0] != self.num_layers:
-            raise ValueError("cannot merge accumulators of different shapes")
-        if self._fixed:
-            rows = self._fixed_rows(o_ids)
-            if bool((rows == self._T).any()):
-                raise ValueError("cannot merge token ids outside the registered types")
-            is_new = self._n[rows] == 0
-        else:
-            rows, is_new = self._rows_for(o_ids)
-        old_n = self._n[rows].to(torch.float64)
-        b_n = o_n.to(torch.float64)
-        n = old_n + b_n
-        weight, cross = (b_n / n)[:, None], old_n * b_n / n
-        for l, block in enumerate(reader.blocks("mean")):
-            if block.shape[-1] != self.dim:
-                raise ValueError("cannot merge accumulators of different shapes")
-            # row gathers and scatters by index_select / index_copy_ (torch's advanced indexing is
-            # several times slower on the CPU); a read-only or non-float64 block is copied, others read in place
-            o_mean = torch.from_numpy(np.require(block, np.float64, "W")).index_select(0, order).to(dev)
-            mean_l, s_l = self._mean[l], self._s[l]
-            mu_a = torch.where(is_new[:, None], o_mean, mean_l.index_select(0, rows).to(torch.float64))
-            delta = o_mean.sub_(mu_a)
-            s_l.index_copy_(0, rows, s_l.index_select(0, rows) + o_s[l] + delta.square().sum(-1) * cross)
-            mean_l.index_copy_(0, rows, mu_a.add_(delta.mul_(weight)).to(self._tdtype))
-        self._n[rows] = self._n[rows] + o_n
-        self.n_embeddings += n_emb
-        return self
+    def _spec_rows(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
+        """The shape and dtype of ``_export_rows(name)``, from the table: T seen types along its row axis."""
+        table = getattr(self, name)
+        shape = list(table.shape)
+        shape[_ROW_AXIS[name]] = self.num_types
+        return tuple(shape), np.dtype(str(table.dtype).replace("torch.", ""))
 
-    # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Numpy arrays only (no pickle): ids, n, mean, s, layer_index, shape info."""
-        rows = self._seen()
-        return {
-            "ids": self._host(self._ids, rows),
-            "n": self._host(self._n, rows),
-            "mean": self._host(self._mean, rows, axis=1),
-            "s": self._host(self._s, rows),
-            "layer_index": self.layer_index,
-            "n_embeddings": np.array([self.n_embeddings], dtype=np.int64),
-        }
-
-    def state_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """{key: (shape, dtype)} of ``state_dict``, from the tables: T seen types, L layers, d."""
-        L, T, d = self.num_layers, self.num_types, self.dim
-        return {"ids": ((T,), np.dtype(np.int64)), "n": ((T,), np.dtype(np.int64)),
-                "mean": ((L, T, d), np.dtype(self.mean_dtype)), "s": ((L, T), np.dtype(np.float64)),
-                "layer_index": ((L,), np.dtype(np.int64)), "n_embeddings": ((1,), np.dtype(np.int64))}
-
-    def layer_keys(self) -> set[str]:
-        """``state_dict`` keys stacked by layer (axis 0): the means, S_t and the layer index."""
-        return {"mean", "s", "layer_index"}
+    def _restore_rows(self, name: str, a: np.ndarray) -> None:
+        """Load the saved rows of the table ``name``: ``ids`` (loaded first) empties the tables and sizes
+        them for its T types, each in a row of its own (not registered); the others fill their T rows."""
+        # read-only arrays (from Ray's object store) are copied, not shared
+        host = torch.from_numpy(np.require(a, np.int64 if name in ("ids", "n") else None, requirements="W"))
+        if name == "ids":
+            self._T, self._cap, self._fixed = 0, 0, False
+            for table in _ROW_AXIS:
+                setattr(self, table, self._zeros(table, 0))
+            self._row_of = torch.full((0,), -1, dtype=torch.int64, device=self.device)
+            T = int(host.numel())
+            if T:
+                self._reserve(T)
+                ids = host.reshape(-1).to(self.device)
+                self.ids[:T] = ids
+                self._row_of = torch.full((int(ids.max()) + 1,), -1, dtype=torch.int64, device=self.device)
+                self._row_of[ids] = torch.arange(T, device=self.device)
+                self._T = T
+            return
+        want = self._spec_rows(name)[0]
+        if tuple(host.shape) != want:
+            raise ValueError(f"state {name!r} has shape {tuple(host.shape)}, this accumulator holds {want}")
+        getattr(self, name).narrow(_ROW_AXIS[name], 0, self._T).copy_(host)
 
     @staticmethod
     def sorted_rows(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -366,52 +342,73 @@ class TokenMoments:
         return {**state, "ids": np.asarray(state["ids"])[order], "n": np.asarray(state["n"])[order],
                 "mean": np.asarray(state["mean"])[:, order], "s": np.asarray(state["s"])[:, order]}
 
-    def to(self, device) -> "TokenMoments":
-        """This state on ``device`` (a new accumulator; the same backend on the same kind of device)."""
-        same = torch.device(device).type == self.device.type
-        return type(self).from_state_dict(self.state_dict(), device=device, backend=self.backend if same else "auto")
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        """Replace this accumulator's state by ``state`` (same device and backend)."""
-        self.__dict__.update(type(self).from_state_dict(state, device=self.device, backend=self.backend).__dict__)
-
     @classmethod
     def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu",
                         backend: str = "auto") -> "TokenMoments":
+        """A new accumulator holding ``state``: L, d and the means' dtype read from its ``mean``."""
         mean = np.asarray(state["mean"])
-        L, T, d = mean.shape
+        L, _, d = mean.shape
         acc = cls(L, d, device=device, mean_dtype="float32" if mean.dtype == np.float32 else "float64",
                   layer_index=state.get("layer_index"), backend=backend)
-        if T:
-            acc._reserve(T)
-            def host(a, dtype=None):  # read-only arrays (from Ray's object store) are copied, not shared
-                return torch.from_numpy(np.require(a, dtype, requirements="W"))
-
-            ids = host(state["ids"], np.int64).to(acc.device)
-            acc._ids[:T] = ids
-            acc._n[:T] = host(state["n"], np.int64).to(acc.device)
-            acc._mean[:, :T] = host(mean).to(acc.device, acc._tdtype)
-            acc._s[:, :T] = host(state["s"], np.float64).to(acc.device)
-            acc._T = T
-            acc._row_of = torch.full((int(ids.max()) + 1,), -1, dtype=torch.int64, device=acc.device)
-            acc._row_of[ids] = torch.arange(T, device=acc.device)
-        acc.n_embeddings = int(np.asarray(state.get("n_embeddings", [0]))[0])
+        acc.load_state_dict({"layer_index": acc.layer_index, "n_embeddings": np.zeros(1, np.int64), **state})
         return acc
 
     def result(self, types: np.ndarray | None = None) -> "TokenStats":
         """The per-(layer, type) statistics, types sorted by token id; only the token ids ``types`` if
         given (the same rows as ``result().subset(isin(ids, types))``, without copying the others)."""
         rows = self._seen()
-        ids = self._ids[: self._T].cpu().numpy()
+        ids = self.ids[: self._T].cpu().numpy()
         order = np.argsort(ids if rows is None else ids[rows], kind="stable")
         take = order if rows is None else rows[order]
         if types is not None:
             take = take[np.isin(ids[take], types)]
         ids = ids[take]
-        mean = self._mean[:, : self._T].cpu().numpy()[:, take]
-        n = self._n[: self._T].cpu().numpy()[take].astype(np.int64)
-        s = self._s[:, : self._T].cpu().numpy()[:, take]
+        mean = self.mean[:, : self._T].cpu().numpy()[:, take]
+        n = self.n[: self._T].cpu().numpy()[take].astype(np.int64)
+        s = self.s[:, : self._T].cpu().numpy()[:, take]
         return TokenStats.from_moments(ids.astype(np.int64), n, mean, s, self.layer_index.copy())
 
 
-__all__ = ["TokenMoments", "TokenStats"]
+class ByType:
+    """The merge rule of ``TokenMoments``' per-type table (ids, n, mean, s), declared on ``ids`` (the others
+    ``"pooled"``): the other state's rows matched to this one's by token id (new types get new rows), then
+    per layer, exact (Chan et al.), one layer block of the incoming means at a time (``reader.blocks``):
+    mu = mu_a + delta n_b / n,  S = S_a + S_b + ||delta||^2 n_a n_b / n,  delta = mu_b - mu_a,  n = n_a + n_b."""
+
+    def merge(self, tm: TokenMoments, name: str, reader) -> None:
+        dev = tm.device
+        o_ids = torch.from_numpy(np.array(reader.get("ids"), np.int64))
+        if o_ids.numel() == 0:
+            return
+        order = torch.argsort(o_ids)
+        o_ids = o_ids[order].to(dev)
+        o_n = torch.from_numpy(np.array(reader.get("n"), np.int64))[order].to(dev)
+        o_s = torch.from_numpy(np.array(reader.get("s"), np.float64))[:, order].to(dev)
+        if o_s.shape[0] != tm.num_layers:
+            raise ValueError("cannot merge accumulators of different shapes")
+        if tm._fixed:
+            rows = tm._fixed_rows(o_ids)
+            if bool((rows == tm._T).any()):
+                raise ValueError("cannot merge token ids outside the registered types")
+            is_new = tm.n[rows] == 0
+        else:
+            rows, is_new = tm._rows_for(o_ids)
+        old_n = tm.n[rows].to(torch.float64)
+        b_n = o_n.to(torch.float64)
+        n = old_n + b_n
+        weight, cross = (b_n / n)[:, None], old_n * b_n / n
+        for l, block in enumerate(reader.blocks("mean")):
+            if block.shape[-1] != tm.dim:
+                raise ValueError("cannot merge accumulators of different shapes")
+            # row gathers and scatters by index_select / index_copy_ (torch's advanced indexing is
+            # several times slower on the CPU); a read-only or non-float64 block is copied, others read in place
+            o_mean = torch.from_numpy(np.require(block, np.float64, "W")).index_select(0, order).to(dev)
+            mean_l, s_l = tm.mean[l], tm.s[l]
+            mu_a = torch.where(is_new[:, None], o_mean, mean_l.index_select(0, rows).to(torch.float64))
+            delta = o_mean.sub_(mu_a)
+            s_l.index_copy_(0, rows, s_l.index_select(0, rows) + o_s[l] + delta.square().sum(-1) * cross)
+            mean_l.index_copy_(0, rows, mu_a.add_(delta.mul_(weight)).to(tm._tdtype))
+        tm.n[rows] = tm.n[rows] + o_n
+
+
+__all__ = ["TokenMoments", "ByType", "TokenStats"]
