@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol
 import numpy as np
 
 from normvar_core.config import RunConfig
-from normvar_core.measure import Measure
+from normvar_core.measure import Measure, all_measures
 from normvar_core.pipeline.state import Stateful
 
 if TYPE_CHECKING:
@@ -106,6 +106,23 @@ class RunContext:
     def num_layers(self) -> int:
         return len(self.layers)
 
+    def _decided(self) -> dict[str, tuple[bool, bool]]:
+        """{measure: (asked, may drop)} for every declared measure (``Measure.asked``, ``Measure.may_drop``),
+        decided once per context from its config: the stages ask it of each accumulator several times."""
+        got = self.__dict__.get("_decisions")
+        if got is None:
+            got = self.__dict__["_decisions"] = {m.name: (m.asked(self.cfg), m.may_drop(self.cfg))
+                                                 for m in all_measures()}
+        return got
+
+    def asks(self, name: str) -> bool:
+        """Whether the run's config asks for measure ``name`` (False for a name no measure declares)."""
+        return self._decided().get(name, (False, False))[0]
+
+    def may_drop(self, name: str) -> bool:
+        """Whether a run short of memory may leave measure ``name`` out (its declaration's ``may_drop``)."""
+        return self._decided().get(name, (False, False))[1]
+
     @property
     def num_types(self) -> int:
         """T: the plan's counted token types."""
@@ -160,7 +177,7 @@ class Accumulator(Stateful, ABC):
     def for_run(cls, ctx: RunContext) -> "Accumulator | None":
         """This accumulator sized for the run, or None if the run does not want it: its declared switch is
         off (``Measure.asked``) or the memory plan left it out (``skip_reason``)."""
-        if not cls.measure.asked(ctx.cfg) or cls.skip_reason(ctx):
+        if not ctx.asks(cls.name) or cls.skip_reason(ctx):
             return None
         return cls(ctx)
 
@@ -168,7 +185,7 @@ class Accumulator(Stateful, ABC):
     def skip_reason(cls, ctx: RunContext) -> str | None:
         """Why ``for_run(ctx)`` is None, in one line naming the fix; None when there is nothing to say. By
         default the memory plan's reason (``ctx.dropped``) when the run asked for the measure."""
-        return ctx.dropped(cls.name) if cls.measure.asked(ctx.cfg) else None
+        return ctx.dropped(cls.name) if ctx.asks(cls.name) else None
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int | None:
@@ -183,7 +200,7 @@ class Accumulator(Stateful, ABC):
         """True when a run short of memory may leave this accumulator out (and say why): asked for, and
         droppable by its declaration (``Measure.may_drop``: ``Memory.droppable``, and ``auto`` where the switch
         has one)."""
-        return cls.measure.asked(ctx.cfg) and cls.measure.may_drop(ctx.cfg)
+        return ctx.asks(cls.name) and ctx.may_drop(cls.name)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:

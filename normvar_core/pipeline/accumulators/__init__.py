@@ -29,7 +29,7 @@ def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
     """Every declared pre-pass hook (``Measure.prime``: the occurrences' early axes) of a measure the run asks
     for, before the first batch; ``reuse``: the source may keep the batches a hook ran for the pass."""
     for m in all_measures():
-        if m.prime and m.asked(ctx.cfg):
+        if m.prime and ctx.asks(m.name):
             resolve(m.prime)(ctx, source, reuse=reuse)
 
 

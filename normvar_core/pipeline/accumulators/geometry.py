@@ -118,7 +118,7 @@ class GeometryAccumulator(LayerMajor, Accumulator):
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """``geometry_bytes(L, d, K)`` + K (filled flags) + 8 (n)."""
-        if not cls.measure.asked(ctx.cfg):
+        if not ctx.asks(cls.name):
             return 0
         K = _sample_size(ctx)
         return geometry_bytes(ctx.num_layers, ctx.dim, K) + K + 8

@@ -102,7 +102,7 @@ class HalvesAccumulator(LayerMajor, Accumulator):
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """``halves_bytes`` for the run (0 when the run does not want the halves)."""
-        if not cls.measure.asked(ctx.cfg):
+        if not ctx.asks(cls.name):
             return 0
         return halves_bytes(ctx.num_layers, ctx.num_types, ctx.dim, mean_bytes=ctx.mean_bytes,
                             geometry=bool(ctx.cfg.geometry))

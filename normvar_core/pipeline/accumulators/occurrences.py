@@ -126,7 +126,7 @@ def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
 
 def keeps_occurrences(ctx: RunContext) -> bool:
     """The run keeps occurrences: asked for, and kept by the memory plan (then it needs the early axes)."""
-    return OccurrencesAccumulator.measure.asked(ctx.cfg) and not ctx.dropped(OccurrencesAccumulator.name)
+    return ctx.asks(OccurrencesAccumulator.name) and not ctx.dropped(OccurrencesAccumulator.name)
 
 
 def plan_occurrences(plan, size: int) -> SamplePlan:
@@ -184,7 +184,7 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """4·L·P·k (projections) + P (flags) + 8·L·(d·k + d + k + k²) (early axes and mean, sums) + 8 (n)."""
-        if not cls.measure.asked(ctx.cfg):
+        if not ctx.asks(cls.name):
             return 0
         L, d, k, P = ctx.num_layers, ctx.dim, OCCURRENCE_AXES, _slots(ctx)
         return 4 * L * P * k + P + 8 * L * (d * k + d + k + k * k) + 8

@@ -54,7 +54,7 @@ class OutlierAccumulator(LayerMajor, Accumulator):
     def planned_bytes(cls, ctx: RunContext) -> int:
         """24·L·d (per-dimension mean, M2, max |h|) + 16·L (Σ‖x‖², at position 0) + 40·L·K (the K = TOP_K
         top activations, 5 float64 each) + 8."""
-        if not cls.measure.asked(ctx.cfg):
+        if not ctx.asks(cls.name):
             return 0
         L, d = ctx.num_layers, ctx.dim
         return 24 * L * d + 16 * L + 40 * L * min(TOP_K, ctx.plan.total_embeddings * d) + 8

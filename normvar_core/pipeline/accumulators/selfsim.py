@@ -42,7 +42,7 @@ class SelfSimilarityAccumulator(Accumulator):
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int:
         """8·L·T·d (Σu per layer and type, float64) + 8·T (n_t)."""
-        if not cls.measure.asked(ctx.cfg):
+        if not ctx.asks(cls.name):
             return 0
         return selfsim_bytes(ctx) + 8 * ctx.num_types
 
