@@ -63,12 +63,18 @@ def generic(m: Measure, f: Figure, ov: Overlay) -> None:
                    + ", ".join(lacking))
 
 
-def draw(page: str, own: dict[str, Callable[[], None]], overlay: Overlay) -> str:
+def draw(page: str, own: dict[str, Callable[[], None]], overlay: Overlay | None = None, *,
+         extra: dict[str, tuple[str, Callable[[], None]]] | None = None) -> str:
     """The page's declared sections as tabs (only the open one computed, ``_chrome.draw_sections``): the
-    page's own ``draw()`` for the keys in ``own``, the generic figure for the rest. Returns the open key."""
-    tabs = {f.key: (f.section, own[f.key] if f.key in own else (lambda m=m, f=f: generic(m, f, overlay)))
-            for m, f in sections(page)}
-    return draw_sections(page, tabs)
+    page's own ``draw()`` for the keys in ``own``, the generic figure over ``overlay`` for the rest; then the
+    page's tabs that no measure declares (``extra``: ``{slug: (title, draw)}``, e.g. a table). Returns the open
+    key."""
+    tabs = {}
+    for m, f in sections(page):
+        if f.key not in own and overlay is None:
+            raise ValueError(f"page {page!r} draws no {f.key!r}, which {m.name} declares, and has no overlay for it")
+        tabs[f.key] = (f.section, own[f.key] if f.key in own else (lambda m=m, f=f: generic(m, f, overlay)))
+    return draw_sections(page, {**tabs, **(extra or {})})
 
 
 __all__ = ["Overlay", "holds", "generic", "draw"]

@@ -10,7 +10,7 @@ from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.selection import fit_row
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.clouds import with_tsne
-from views import _chrome, _data, _explore, _state
+from views import _chrome, _data, _explore, _sections, _state
 from views._run_cache import per_run_version
 
 run, v = _chrome.run_page("Token clouds",
@@ -154,6 +154,6 @@ def _fig8_tab() -> None:
 
 
 _state.bind("w_word_colour", True)  # the Cloud tab's toggle keeps its state while Fig. 8 is open
-_chrome.draw_sections("clouds", {"cloud": ("Cloud (Fig. 1, App. A)", _cloud_tab),   # only the open tab is computed
-                                 "fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
+_sections.draw("clouds", {"cloud": _cloud_tab},   # the declared figure, then Fig. 8; only the open tab is computed
+               extra={"fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
 _state.sync_url("clouds")

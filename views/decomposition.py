@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_ratios, decomposition_raw
-from views import _chrome, _data, _state
+from views import _chrome, _data, _sections, _state
 
 run, v = _chrome.run_page("Decomposition of the whole embedding set X",
                           "Q(X) = M(X) + V(X) and V(X) = V_W(X) + V_B(X) (within- and between-type variance), over the "
@@ -47,33 +47,34 @@ def _layernorm_tables() -> None:
         st.dataframe(why, hide_index=True, width="stretch", key="layernorm_attribution")
 
 
+def _shares() -> None:
+    bars = decomposition_bars(d, presentation=v.presentation, title=f"{run.name}: shares of Q(X) per layer "
+                              "(Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
+    _chrome.chart(bars, key="decomp_bars", data=d, name=f"{run.name}_decomposition")
+
+
+def _ratios() -> None:
+    nd = _data.decomposition(null_run, band, pool) if null_run is not None else None
+    ratios = decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
+                                  null=nd, null_label=null_label or "")
+    _chrome.chart(ratios, key="decomp_ratios", data=d, name=f"{run.name}_decomposition_ratios")
+
+
+def _raw() -> None:
+    log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
+    nd = _data.decomposition(null_run, band, pool) if null_run is not None else None
+    ln = _data.layernorm(run, band)
+    q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
+    raw = decomposition_raw(d, log_y=log_y, presentation=v.presentation, title="Raw values (Fig. 19, 20)",
+                            null=nd, null_label=null_label or "", q_pred=q_pred)
+    _chrome.chart(raw, key="decomp_raw", data=d, name=f"{run.name}_decomposition_raw")
+
+
 _state.bind("w_decomp_log", False)   # kept while another tab is open (the toggle sits in "Raw values")
-SECTIONS = {"shares": "Shares of Q(X) (Fig. 5, 6)", "ratios": "Ratios to Q(X) (Fig. 18)",
-            "raw": "Raw values (Fig. 19, 20)", "layernorm": "LayerNorm's prediction (App. I)"}
-section, box = _chrome.sections("decomposition", SECTIONS)  # only the open tab is computed and drawn
-with box:
-    try:
-        if section == "shares":
-            bars = decomposition_bars(d, presentation=v.presentation, title=f"{run.name}: shares of Q(X) per layer "
-                                      "(Fig. 5) and V<sub>W</sub>/V (Fig. 6)")
-            _chrome.chart(bars, key="decomp_bars", data=d, name=f"{run.name}_decomposition")
-        elif section == "ratios":
-            nd = _data.decomposition(null_run, band, pool) if null_run is not None else None
-            ratios = decomposition_ratios(d, presentation=v.presentation, title="Ratios to Q(X) (Fig. 18)",
-                                          null=nd, null_label=null_label or "")
-            _chrome.chart(ratios, key="decomp_ratios", data=d, name=f"{run.name}_decomposition_ratios")
-        elif section == "raw":
-            log_y = st.toggle("Log scale for raw values", key="w_decomp_log")
-            nd = _data.decomposition(null_run, band, pool) if null_run is not None else None
-            ln = _data.layernorm(run, band)
-            q_pred = ln.loc[ln["module"] != "", ["layer", "q_pred"]] if ln is not None else None
-            raw = decomposition_raw(d, log_y=log_y, presentation=v.presentation, title="Raw values (Fig. 19, 20)",
-                                    null=nd, null_label=null_label or "", q_pred=q_pred)
-            _chrome.chart(raw, key="decomp_raw", data=d, name=f"{run.name}_decomposition_raw")
-        else:
-            _layernorm_tables()
-    except Exception as err:  # noqa: BLE001
-        _chrome.show_error(err)
+_sections.draw("decomposition", {"shares": _shares},   # the declared figure, then the page's own tabs; only the
+               extra={"ratios": ("Ratios to Q(X) (Fig. 18)", _ratios),   # open one is computed and drawn
+                      "raw": ("Raw values (Fig. 19, 20)", _raw),
+                      "layernorm": ("LayerNorm's prediction (App. I)", _layernorm_tables)})
 with (table_box := _chrome.lazy_expander("Table", key="decomp_table")):
     if table_box.open:
         st.dataframe(d, hide_index=True, width="stretch")

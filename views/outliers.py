@@ -7,7 +7,7 @@ import streamlit as st
 
 from normvar_core.runs.siblings import excludes_position0, position0_sibling_config
 from normvar_core.viz import geometry_figures as GF
-from views import _access, _chrome, _data, _state
+from views import _access, _chrome, _data, _sections, _state
 
 run, v = _chrome.run_page("Outliers: massive activations and outlier dimensions",
                           "Per layer and dimension, max |h| over every embedding relative to the layer's median dimension; "
@@ -53,23 +53,19 @@ def _position0() -> None:
         st.success(f"Queued job `{job}` ({cfg.name}); it appears here when the worker publishes it.")
 
 
-SECTIONS = {"dims": "Outlier dimensions", "shares": "Shares of Q(X)", "largest": "Largest activations",
-            "position0": "Geometry with and without position 0"}
-section, box = _chrome.sections("outliers", SECTIONS)  # only the open tab is computed and drawn
-with box:
-    try:
-        if section == "dims":
-            dims = _data.table(run, "dim_stats")
-            heat = GF.outlier_heatmap(dims, presentation=v.presentation)
-            _chrome.chart(heat, key="outlier_heat", data=dims, name=f"{run.name}_outlier_dims")
-        elif section == "shares":
-            layer_out = _data.table(run, "layer_outliers")
-            shares = GF.shares_figure(layer_out, presentation=v.presentation)
-            _chrome.chart(shares, key="outlier_shares", data=layer_out, name=f"{run.name}_q_shares")
-        elif section == "largest":
-            _largest()
-        else:
-            _position0()
-    except Exception as err:  # noqa: BLE001
-        _chrome.show_error(err)
+def _dims() -> None:
+    dims = _data.table(run, "dim_stats")
+    heat = GF.outlier_heatmap(dims, presentation=v.presentation)
+    _chrome.chart(heat, key="outlier_heat", data=dims, name=f"{run.name}_outlier_dims")
+
+
+def _shares() -> None:
+    layer_out = _data.table(run, "layer_outliers")
+    shares = GF.shares_figure(layer_out, presentation=v.presentation)
+    _chrome.chart(shares, key="outlier_shares", data=layer_out, name=f"{run.name}_q_shares")
+
+
+_sections.draw("outliers", {"dims": _dims, "shares": _shares},   # the declared figures, then the page's own tabs
+               extra={"largest": ("Largest activations", _largest),
+                      "position0": ("Geometry with and without position 0", _position0)})
 _state.sync_url("outliers")
