@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.accumulators import REGISTRY
-from normvar_core.pipeline.accumulators.occurrences import prime
+from normvar_core.pipeline.measures import REGISTRY
+from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
-from normvar_core.pipeline.state import DictReader
+from normvar_core.pipeline.measures.state import DictReader
 
 LAYERS = [0, 2]
 DIM = 10
@@ -135,7 +135,7 @@ def test_an_accumulator_without_planned_bytes_is_listed_not_counted():
     import torch
 
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.accumulators import MomentsAccumulator
+    from normvar_core.pipeline.measures import MomentsAccumulator
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.memory import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape

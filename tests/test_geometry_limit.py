@@ -12,7 +12,7 @@ import numpy as np
 
 import json
 
-from normvar_core.pipeline.accumulators import geometry as GA
+from normvar_core.pipeline.measures import geometry as GA
 from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
 from test_dashboard_apptest import APP, open_section
 

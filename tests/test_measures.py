@@ -46,7 +46,7 @@ def _refs(m: Measure) -> list[tuple[str, str]]:
 
 
 def test_registry_keeps_todays_names_and_order():
-    from normvar_core.pipeline.accumulators import REGISTRY
+    from normvar_core.pipeline.measures import REGISTRY
 
     assert [c.name for c in REGISTRY] == NAMES
     orders = [m.order for m in all_measures()]

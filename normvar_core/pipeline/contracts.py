@@ -51,7 +51,7 @@ import numpy as np
 
 from normvar_core.config import RunConfig
 from normvar_core.measure import Measure, all_measures
-from normvar_core.pipeline.state import Stateful
+from normvar_core.pipeline.measures.state import Stateful
 
 if TYPE_CHECKING:
     from normvar_core.pipeline.plan import RunPlan
@@ -99,7 +99,7 @@ class RunContext:
     memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
     places: list | None = None  # --device-map: (map entry, state device) per kept layer (``pipeline/placement.py``)
     occurrence_axes: Any = None
-    """The early axes of the occurrences (``accumulators.occurrences.early_axes``: computed from the plan's first
+    """The early axes of the occurrences (``measures.occurrences.early_axes``: computed from the plan's first
     batches by every process that runs batches); None: the run keeps no occurrences."""
 
     @property

@@ -163,7 +163,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     """Size every accumulator the run asks for, add the weights, the pass and (on the CPU) the runtime,
     the plan and the publish copy; drop what does not fit in ``memory_bytes`` (see the module docstring).
     ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
-    from normvar_core.pipeline.accumulators import REGISTRY
+    from normvar_core.pipeline.measures import REGISTRY
     from normvar_core.pipeline.contracts import RunContext
 
     registry = REGISTRY if registry is None else registry
@@ -282,7 +282,7 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
               int(measured) if measured is not None else loaded_budget(device) if loaded else device_memory(device))
     mp = plan_memory(ctx, shape=shape, memory_bytes=memory, device=device, dtype=dtype, forced_keep=resume_names)
     if resume_names is not None:
-        from normvar_core.pipeline.accumulators import REGISTRY
+        from normvar_core.pipeline.measures import REGISTRY
 
         for name in [c.name for c in REGISTRY if c.droppable(ctx) and c.name in mp.accumulators]:
             if name not in resume_names and name not in mp.dropped:

@@ -44,7 +44,7 @@ def sub_context(ctx: RunContext, device: str, positions: np.ndarray) -> RunConte
 
 def _sorted_types(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every nested per-type moments holder's rows in token-id order (``TokenMoments.sorted_rows``)."""
-    from normvar_core.pipeline.accumulators.token_moments import TokenMoments
+    from normvar_core.pipeline.measures.token_moments import TokenMoments
 
     out = dict(state)
     for key in [k for k in state if k == "ids" or k.endswith(".ids")]:
@@ -126,7 +126,7 @@ class LayerSplit:
         return self
 
     def merge(self, other) -> "LayerSplit":
-        from normvar_core.pipeline.state import DictReader
+        from normvar_core.pipeline.measures.state import DictReader
 
         return self.merge_from(DictReader(other.state_dict()))
 
@@ -140,7 +140,7 @@ class LayerSplit:
 def update_split(accs: dict, batch) -> None:
     """One StateBatch with per-group states (``batch.groups``) into every ``LayerSplit``: group g's part of
     each accumulator takes group g's states, on its device (the layer-major ones share their views)."""
-    from normvar_core.pipeline.accumulators.layerview import update_all
+    from normvar_core.pipeline.measures.layerview import update_all
 
     for g, states in enumerate(batch.groups):
         sub = dataclasses.replace(batch, states=states, groups=None)

@@ -16,7 +16,7 @@ import numpy as np
 
 from normvar_core.constants import UNK_FLAG
 from normvar_core.measure import all_measures, measure
-from normvar_core.pipeline.accumulators import skip_reasons
+from normvar_core.pipeline.measures import skip_reasons
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.runs.record import RunRecord

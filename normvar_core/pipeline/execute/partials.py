@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Callable
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
-from normvar_core.pipeline.accumulators import REGISTRY
-from normvar_core.pipeline.accumulators.layerview import update_all
+from normvar_core.pipeline.measures import REGISTRY
+from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
 from normvar_core.pipeline.placement import update_split
-from normvar_core.pipeline.state import DictReader
+from normvar_core.pipeline.measures.state import DictReader
 
 
 def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]:

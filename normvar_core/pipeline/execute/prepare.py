@@ -22,7 +22,7 @@ from normvar_core.datadir import DataDir
 from normvar_core.destination import resolve_destination
 from normvar_core.devicemap import check_offload_folder
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.pipeline.accumulators import prime
+from normvar_core.pipeline.measures import prime
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.destination import check_destination

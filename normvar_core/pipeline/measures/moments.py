@@ -12,7 +12,7 @@ import numpy as np
 
 from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.accumulators.token_moments import TokenMoments
+from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.runs.tables import moments_tables, word_units_table
 from normvar_core.stats.tokenstats import TokenStats
 

@@ -35,11 +35,11 @@ import torch
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.measure import measure
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.measures.pooling import Chan, pool_into
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.state import Stateful
-from normvar_core.pipeline.accumulators.token_moments import TokenMoments
+from normvar_core.pipeline.measures.state import Stateful
+from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.stats import intervals
 from normvar_core.stats.geometry import splitmix64
 

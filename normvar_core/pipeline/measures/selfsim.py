@@ -15,7 +15,7 @@ import torch
 
 from normvar_core.measure import measure
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.accumulators.layerview import resolve_scatter_dtype
+from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype
 from normvar_core.stats.geometry import mean_cosine
 
 

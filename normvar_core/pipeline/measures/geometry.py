@@ -26,11 +26,11 @@ import numpy as np
 import torch
 
 from normvar_core.measure import measure
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.occurrences import top_axes
-from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
-from normvar_core.pipeline.accumulators.samples import locate, position_keys
-from normvar_core.pipeline.accumulators.twonn_stream import NeighbourState
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.measures.occurrences import top_axes
+from normvar_core.pipeline.measures.pooling import Chan, pool_into
+from normvar_core.pipeline.measures.samples import locate, position_keys
+from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats import geometry as layer_geometry

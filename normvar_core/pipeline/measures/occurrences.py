@@ -32,8 +32,8 @@ import torch
 
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
 from normvar_core.measure import measure
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.samples import Fill, locate, position_keys
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
 from normvar_core.pipeline.batches import first_position, unit_ids
 from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
@@ -91,7 +91,7 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
     batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them.
     The layers' covariances and eigenvectors (float64) run a layer per core with one BLAS thread each
     (``geometry.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
-    from normvar_core.pipeline.accumulators.geometry import per_layer
+    from normvar_core.pipeline.measures.geometry import per_layer
 
     parts, n, used, seen = [], 0, 0, {}
     for bi in spread_order(plan.n_batches):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from normvar_core.pipeline.state import Stateful
+from normvar_core.pipeline.measures.state import Stateful
 from normvar_core.stats.kernels import type_groups as _type_groups
 from normvar_core.stats.kernels import update_kernel as _update_kernel
 from normvar_core.stats.tokenstats import TokenStats
