@@ -149,10 +149,10 @@ def plan_devices(ctx, shape, config, devices: dict, *, dtype: str, registry=None
 
 def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int], *, dtype: str, registry=None) -> dict:
     """``plan_devices`` for a model already placed by ``dmap`` (a loaded device-mapped model: what compute keeps)."""
-    from normvar_core.pipeline.measures import REGISTRY
+    from normvar_core.pipeline.measures import MEASURES
     from normvar_core.pipeline.memory import gb, layer_span
 
-    registry = REGISTRY if registry is None else registry
+    registry = MEASURES if registry is None else registry
     cfg = ctx.cfg
     offload = bool(cfg.offload_folder)
     dropped, reasons = [], {}

@@ -13,21 +13,21 @@ from __future__ import annotations
 from typing import Callable
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
-from normvar_core.pipeline.measures import REGISTRY
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures import MEASURES, Accumulator
 from normvar_core.pipeline.measures.layerview import update_all
-from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
 from normvar_core.pipeline.placement import update_split
 from normvar_core.pipeline.measures.state import DictReader
 
 
-def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]:
+def build_accumulators(ctx: RunContext, registry=MEASURES) -> dict[str, Accumulator]:
     """Every registered accumulator the run wants, by name (moments first)."""
     from normvar_core.pipeline.placement import LayerSplit, groups_of
 
     accs = {}
     groups = groups_of(ctx)
-    for cls in (REGISTRY if registry is None else registry):
+    for cls in registry:
         acc = cls.for_run(ctx) if groups is None else LayerSplit.build(cls, ctx, groups)
         if acc is not None:
             accs[cls.name] = acc

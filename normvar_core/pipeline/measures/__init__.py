@@ -1,36 +1,42 @@
-"""The streamed measures of a run. Each is one ``contracts.Accumulator``, named by its declaration
-(``normvar_core/measures/<name>.py``, ``Measure.accumulator``); ``REGISTRY`` is every declared accumulator in
-the declarations' ``order`` (the finalize and drop order). A run holds every registered accumulator whose
-``for_run`` returns one (the names go to the run row's ``accumulators`` column). A new measure = one
-declaration plus its accumulator module: nothing is listed here by hand."""
+"""The streamed measures of a run: one class each (``base.Accumulator``), listed in ``MEASURES`` in the
+registry order, which is also the finalize order (a measure's ``uses_results`` finish before it) and the order
+in which a run short of memory drops the droppable ones. A run holds every measure whose ``for_run`` returns
+one (the names go to the run row's ``accumulators`` column). A new measure = one module here and one entry
+below."""
 from __future__ import annotations
 
-from normvar_core.measure import all_measures, resolve
-from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures.base import Accumulator
+from normvar_core.pipeline.measures.geometry import GeometryAccumulator
+from normvar_core.pipeline.measures.halves import HalvesAccumulator
+from normvar_core.pipeline.measures.moments import MomentsAccumulator
+from normvar_core.pipeline.measures.occurrences import OccurrencesAccumulator
+from normvar_core.pipeline.measures.outliers import OutlierAccumulator
+from normvar_core.pipeline.measures.samples import SampleAccumulator
+from normvar_core.pipeline.measures.selfsim import SelfSimilarityAccumulator
 
-REGISTRY: list[type[Accumulator]] = [resolve(m.accumulator) for m in all_measures() if m.accumulator]
-"""The accumulator classes of the declared measures, in ``Measure.order``."""
+MEASURES: tuple[type[Accumulator], ...] = (
+    MomentsAccumulator,
+    SampleAccumulator,
+    GeometryAccumulator,
+    SelfSimilarityAccumulator,
+    OutlierAccumulator,
+    HalvesAccumulator,
+    OccurrencesAccumulator,
+)
 
-globals().update({cls.__name__: cls for cls in REGISTRY})  # MomentsAccumulator, GeometryAccumulator, ...
 
-
-def skip_reasons(ctx: RunContext, accs: dict[str, Accumulator], registry=None) -> dict[str, str]:
-    """{name: why} for every registered accumulator the run does not hold and that says why
-    (recorded in the run row's ``notes.skipped``)."""
+def skip_reasons(ctx: RunContext, accs: dict[str, Accumulator], registry=MEASURES) -> dict[str, str]:
+    """{name: why} for every measure the run does not hold and that says why (recorded in the run row's
+    ``notes.skipped``)."""
     out = {}
-    for cls in (REGISTRY if registry is None else registry):
+    for cls in registry:
         reason = cls.skip_reason(ctx) if cls.name not in accs else None
         if reason:
             out[cls.name] = reason
     return out
 
 
-def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
-    """Every declared pre-pass hook (``Measure.prime``: the occurrences' early axes) of a measure the run asks
-    for, before the first batch; ``reuse``: the source may keep the batches a hook ran for the pass."""
-    for m in all_measures():
-        if m.prime and ctx.asks(m.name):
-            resolve(m.prime)(ctx, source, reuse=reuse)
-
-
-__all__ = ["REGISTRY", "skip_reasons", "prime", *(cls.__name__ for cls in REGISTRY)]
+__all__ = ["MEASURES", "skip_reasons", "Accumulator", "MomentsAccumulator", "SampleAccumulator",
+           "GeometryAccumulator", "SelfSimilarityAccumulator", "OutlierAccumulator", "HalvesAccumulator",
+           "OccurrencesAccumulator"]
