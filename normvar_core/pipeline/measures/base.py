@@ -113,11 +113,18 @@ class Accumulator(Stateful, ABC):
 
     @classmethod
     def planned_terms(cls, ctx: RunContext) -> list[str]:
-        """``planned_state`` as ``normvar plan`` prints it: "key L×T×d float64" per array, largest first."""
+        """``planned_state`` as ``normvar plan`` prints it: "key L×T×d float64" per array, largest first, until
+        they hold 99 % of the bytes; the rest counted ("+ 5 smaller arrays")."""
         planned = cls.planned_state(ctx) or {}
         size = {k: int(np.prod(s, dtype=np.int64)) * np.dtype(t).itemsize for k, (s, t) in planned.items()}
-        return [f"{k} {'×'.join(f'{n:,}' for n in planned[k][0])} {np.dtype(planned[k][1]).name}"
-                for k in sorted(planned, key=lambda k: -size[k])]
+        out, held, total = [], 0, sum(size.values())
+        for k in sorted(planned, key=lambda k: -size[k]):
+            if held >= 0.99 * total and out:
+                rest = len(planned) - len(out)
+                return out + [f"+ {rest} smaller array{'s' if rest > 1 else ''}"]
+            out.append(f"{k} {'×'.join(f'{n:,}' for n in planned[k][0])} {np.dtype(planned[k][1]).name}")
+            held += size[k]
+        return out
 
     # ------------------------------------------------------------------ the pass and the result
     @abstractmethod
