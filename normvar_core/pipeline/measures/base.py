@@ -36,8 +36,9 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.state import Stateful
 
-Planned = dict[str, tuple[tuple[int, ...], np.dtype]]
-"""{state key: (shape, dtype)}: what ``state_dict`` holds after the whole pass."""
+Planned = dict[str, tuple[tuple[int, ...], Any]]
+"""{state key: (shape, dtype)}: what ``state_dict`` holds after the whole pass (dtype: anything ``np.dtype``
+takes, e.g. ``np.float64``)."""
 
 
 class Accumulator(Stateful, ABC):
@@ -53,8 +54,11 @@ class Accumulator(Stateful, ABC):
     """True when ``result()`` is slow and needs nothing of another result (the geometry: spectra, TwoNN):
     publish finishes it in its own thread and writes its tables last."""
     policy: ClassVar[str] = ""
+    """May a run short of memory drop it, and why, in words (``normvar plan --json``'s ``policy``)."""
     fix: ClassVar[str] = ""
+    """The option that leaves it out, suggested when it is forced on and the run does not fit ("" if none)."""
     planned_exact: ClassVar[bool] = True
+    """``planned_state`` is the state's exact shapes (False: an upper bound of them)."""
 
     # ------------------------------------------------------------------ what the run asks for
     @classmethod
