@@ -17,7 +17,7 @@ from typing import Any
 from normvar_core.constants import MAX_WORDS, MAX_WORKERS, OCCURRENCES_MAX
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
-from normvar_core.devicemap import check_options as check_device_options
+from normvar_core.device_options import check_options as check_device_options
 from normvar_core.errors import NormvarError
 from normvar_core.measure import Switch, all_measures
 

@@ -17,14 +17,12 @@ from normvar_core.pipeline.accumulators import REGISTRY
 from normvar_core.pipeline.accumulators.layerview import update_all
 from normvar_core.pipeline.contracts import Accumulator, RunContext
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
-from normvar_core.pipeline.placement import update_split
+from normvar_core.pipeline.devicemap.layer_groups import LayerSplit, groups_of, update_split
 from normvar_core.pipeline.state import DictReader
 
 
 def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]:
     """Every registered accumulator the run wants, by name (moments first)."""
-    from normvar_core.pipeline.placement import LayerSplit, groups_of
-
     accs = {}
     groups = groups_of(ctx)
     for cls in (REGISTRY if registry is None else registry):
