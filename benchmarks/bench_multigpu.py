@@ -1,7 +1,7 @@
 """`make bench-gpu`'s multi-GPU section (``bench_gpu.py`` calls ``multi_gpu``): one model device-mapped over every
 visible GPU (accelerate's balanced map, as ``--device-map auto``; each GPU's layers keep their accumulators there,
-``pipeline/placement.py``) against the same model on one GPU: seconds of the pass through every accumulator of a
-default run (+ results), and the peak memory of each GPU (``max_memory_allocated``).
+``pipeline/devicemap/layer_groups.py``) against the same model on one GPU: seconds of the pass through every
+accumulator of a default run (+ results), and the peak memory of each GPU (``max_memory_allocated``).
 
 The model is a random-init Llama of the 7B shape in bf16 (it fits one 80 GB GPU, so both sides run), built in host
 memory and dispatched with ``accelerate.dispatch_model``; Zipf-distributed synthetic token ids
@@ -70,7 +70,8 @@ def multi_gpu(n_sentences: int = 512, every: int = 4) -> list[str]:
     from transformers.integrations.accelerate import _get_device_map
 
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.models.placement import state_places
+    from normvar_core.pipeline.devicemap.model_map import device_map_of, state_places
+    from normvar_core.pipeline.models.probe import producers
     from normvar_core.pipeline.plan import synthetic_plan
 
     config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
@@ -93,7 +94,7 @@ def multi_gpu(n_sentences: int = 512, every: int = 4) -> list[str]:
     torch.cuda.empty_cache()
     dmap = _get_device_map(model, "auto", {k: torch.cuda.mem_get_info(k)[0] for k in range(n)}, None)
     model = dispatch_model(model, device_map=dmap)
-    places = state_places(model, L, None)
+    places = state_places(device_map_of(model), producers(model, L, None))
     places = [places[l] for l in plan.layers]
     _timed(model, plan, cfg, config.hidden_size, places)
     secs, peaks = _timed(model, plan, cfg, config.hidden_size, places)

@@ -87,12 +87,12 @@ def main() -> None:
 def per_device(root: Path, max_sentences: int | None) -> None:
     """One markdown row per shape and number of 80 GB GPUs: fits, the fullest GPU, what is kept."""
     from normvar_core.config import RunConfig
-    from normvar_core.devicemap import parse_devices
+    from normvar_core.device_options import parse_devices
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.memory import gb
     from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
-    from normvar_core.pipeline.memory_devices import plan_devices
+    from normvar_core.pipeline.devicemap.per_device import plan_devices
     from normvar_core.pipeline.plan import make_plan
 
     print("| shape | GPUs | fits | layers per GPU | fullest GPU: weights + state + pass | dropped |")

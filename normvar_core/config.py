@@ -18,7 +18,7 @@ from normvar_core.constants import (ID_SAMPLE, MAX_ID_SAMPLE, MAX_SAMPLES_PER_TO
                                     OCCURRENCES_MAX, SAMPLES_PER_TOKEN, TWONN_BATCH)
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
-from normvar_core.devicemap import check_options as check_device_options
+from normvar_core.device_options import check_options as check_device_options
 from normvar_core.errors import NormvarError
 
 DTYPES = ("float32", "bfloat16", "float16")

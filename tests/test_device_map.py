@@ -118,7 +118,7 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     from normvar_core.pipeline.execute.checkpoint import partial_state
     from normvar_core.pipeline.execute.partials import build_accumulators, run_range
     from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.placement import LayerSplit
+    from normvar_core.pipeline.devicemap.layer_groups import LayerSplit
 
     (tmp_path / "map.json").write_text(json.dumps(SPLIT))
     cfg = _base(tiny_models, corpus, "g", device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "o"))
@@ -134,7 +134,7 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     np.testing.assert_array_equal(whole["moments"]["acc.layer_index"], [0, 1, 2])
     # every registered accumulator declares which of its state is stacked by layer: those keys have one row per
     # kept layer, the others do not change with the number of layers
-    from normvar_core.pipeline.placement import sub_context
+    from normvar_core.pipeline.devicemap.layer_groups import sub_context
 
     one = build_accumulators(sub_context(setup.ctx, "cpu", np.array([1])))
     three = build_accumulators(sub_context(setup.ctx, "cpu", np.array([0, 1, 2])))
@@ -206,7 +206,7 @@ def test_offload_folder_checked_before_the_model_loads(tiny_models, corpus, tmp_
 
 
 def test_max_memory_parsed():
-    from normvar_core.devicemap import parse_devices, parse_max_memory
+    from normvar_core.device_options import parse_devices, parse_max_memory
 
     assert parse_max_memory("0=70GiB, 1=70GiB,cpu=200GB") == {0: 70 * 2**30, 1: 70 * 2**30, "cpu": 200 * 10**9}
     assert parse_devices("8x80") == {i: 80 * 10**9 for i in range(8)}

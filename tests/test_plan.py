@@ -148,7 +148,8 @@ def test_new_run_page_shows_the_plan_before_submit(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.memory import gb, plan_run
+    from normvar_core.pipeline.execute.dry_run import plan_run
+    from normvar_core.pipeline.memory import gb
     from normvar_core.service.jobs import JobStore
     from test_dashboard_apptest import APP
 

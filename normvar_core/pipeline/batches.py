@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.devicemap.model_map import input_device
 from normvar_core.pipeline.encoding import Encoded, encode_sentences
 
 DEFAULT_MAX_TOKENS = {"cpu": 16384, "mps": 16384, "cuda": 65536}
@@ -246,8 +247,6 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
     [(positions in the kept layers, device)]; states is then a tuple, one (L_g, N, d) tensor per group on
     its device, each layer's kept rows gathered where the layer computed them."""
     import torch
-
-    from normvar_core.pipeline.models.placement import input_device
 
     model = loaded.model
     extra = loaded.extra if hasattr(loaded, "extra") else {}

@@ -70,7 +70,7 @@ class RunContext:
     plan: RunPlan
     tokens: dict = field(default_factory=dict)    # token id -> string
     memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
-    places: list | None = None  # --device-map: (map entry, state device) per kept layer (``pipeline/placement.py``)
+    places: list | None = None  # --device-map: (map entry, state device) per kept layer (``devicemap/layer_groups.py``)
     occurrence_axes: Any = None
     """The early axes of the occurrences (``measures.occurrences.early_axes``: computed from the plan's first
     batches by every process that runs batches); None: the run keeps no occurrences."""

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normvar_core.devicemap import parse_devices
+from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
                                                 loaded_budget, pass_bytes, plan_bytes, publish_bytes, weights_bytes)
-from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer, shape_from_config
+from normvar_core.pipeline.model_shape import ModelShape
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -69,7 +69,7 @@ class MemoryPlan:
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
-    devices: list = field(default_factory=list)      # plan --devices: one row per device (memory_devices.py)
+    devices: list = field(default_factory=list)      # plan --devices: one row per device (devicemap/per_device.py)
     device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
     batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
 
@@ -159,8 +159,6 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     """Size every accumulator the run asks for, add the weights, the pass and (on the CPU) the runtime,
     the plan and the publish copy; drop what does not fit in ``memory_bytes`` (see the module docstring).
     ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
-    from normvar_core.pipeline.contracts import RunContext
-
     host = device != "cuda"
     wbytes = weights_bytes(shape, dtype)
 
@@ -285,49 +283,12 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
     return mp
 
 
-def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
-    """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
-    corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free. ``devices``
-    (``--devices 8x80``): the plan per device of the run device-mapped over them (``memory_devices.py``)."""
-    from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.corpus.read import load_sentences
-    from normvar_core.pipeline.models.load import resolve_device, torch_dtype
-    from normvar_core.pipeline.corpus.dataset import check_dataset
-    from normvar_core.pipeline.execute.ray_cluster import check_local_workers
-    from normvar_core.pipeline.plan import make_plan
-
-    cfg = cfg.validate()
-    check_dataset(cfg)  # as compute: a bad --dataset is refused before the model's config is read
-    check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
-    limits = parse_devices(devices) if devices else None
-    if limits:  # planned for those devices, not this machine's
-        cfg = cfg.replace(device="cuda" if any(isinstance(k, int) for k in limits) else "cpu",
-                          memory_gb=sum(limits.values()) / GiB)
-    device = cfg.device if cfg.device != "auto" else resolve_device(cfg)
-    if cfg.memory_gb is None:
-        device = resolve_device(cfg)  # measuring needs the device itself
-    torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
-    name, config, tok = config_and_tokenizer(cfg, data_dir)
-    shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
-    corpus = load_sentences(cfg, data_dir)
-    plan = make_plan(cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length,
-                     device_type=device)
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
-    mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
-    if limits:
-        from normvar_core.pipeline.memory_devices import plan_devices
-
-        per = plan_devices(ctx, shape, config, limits, dtype=cfg.dtype)
-        mp = with_devices(mp, per)
-    return mp
-
-
 def with_devices(mp: MemoryPlan, per: dict) -> MemoryPlan:
-    """The plan with the per-device rows, drops and verdict of ``memory_devices.plan_placed``."""
+    """The plan with the per-device rows, drops and verdict of ``devicemap.per_device.plan_placed``."""
     return dataclasses.replace(mp, devices=per["devices"], device_map=per["device_map"], fits=per["fits"],
                                dropped=per["dropped"], reasons=per["reasons"], suggestions=per["suggestions"],
                                total_bytes=sum(r["bytes"] for r in per["devices"]), batch=per["batch"])
 
 
-__all__ = ["MemoryPlan", "plan_memory", "run_budget", "plan_run", "with_devices", "sizes_and_droppable", "layer_span",
+__all__ = ["MemoryPlan", "plan_memory", "run_budget", "with_devices", "sizes_and_droppable", "layer_span",
            "evenly_spaced", "gb"]

@@ -1,7 +1,7 @@
 """``normvar plan``: a run's memory before any weight loads — the same options as ``compute``.
 
 The model is built on the meta device from its config alone and the corpus tokenized as ``compute``
-would (``pipeline.memory.plan_run``); printed per accumulator and in total, with the weights at the
+would (``pipeline.execute.dry_run.plan_run``); printed per accumulator and in total, with the weights at the
 chosen dtype, against ``--memory-gb`` (default: what the device reports free), what is dropped and
 the fixes. ``--json`` prints one object (params, weights_bytes, hidden_states, dim, types,
 accumulators, total_bytes, memory_bytes, fits, dropped, suggestions, ...).
@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from normvar_core.pipeline.memory import plan_run
+    from normvar_core.pipeline.execute.dry_run import plan_run
 
     mp = plan_run(RunConfig.from_args(args), args.data_dir, devices=args.devices)
     if args.json:
@@ -67,7 +67,8 @@ def _child() -> None:
     import sys
 
     from normvar_core.errors import NormvarError
-    from normvar_core.pipeline.memory import gb, plan_run
+    from normvar_core.pipeline.execute.dry_run import plan_run
+    from normvar_core.pipeline.memory import gb
 
     req = json.loads(sys.stdin.read())
     try:

@@ -288,7 +288,7 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
         report(Progress("model", sentences_total=len(plan.sentences), done=2, total=3, unit="steps",
                         detail=f"the Ray actors load {cfg.model}"))
         # the driver merges every actor's partial as one state, whatever their device maps (their state_dicts
-        # are the whole run's: ``pipeline/placement.py``)
+        # are the whole run's: ``devicemap/layer_groups.py``)
         merge_ctx = dataclasses.replace(setup.ctx, places=None)
         accs, notes = pools[0].run(plan, merge_ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
                                    progress=progress, should_cancel=should_cancel,

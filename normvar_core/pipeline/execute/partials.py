@@ -17,14 +17,12 @@ from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES, Accumulator
 from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
-from normvar_core.pipeline.placement import update_split
+from normvar_core.pipeline.devicemap.layer_groups import LayerSplit, groups_of, update_split
 from normvar_core.pipeline.measures.state import DictReader
 
 
 def build_accumulators(ctx: RunContext, registry=MEASURES) -> dict[str, Accumulator]:
     """Every registered accumulator the run wants, by name (moments first)."""
-    from normvar_core.pipeline.placement import LayerSplit, groups_of
-
     accs = {}
     groups = groups_of(ctx)
     for cls in registry:

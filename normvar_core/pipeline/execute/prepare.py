@@ -20,11 +20,16 @@ from typing import Any, Callable
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.destination import resolve_destination
-from normvar_core.devicemap import check_offload_folder
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.devicemap.layer_groups import gather
+from normvar_core.pipeline.devicemap.model_map import check_offload_folder
+from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
+from normvar_core.pipeline.measures import MomentsAccumulator
 from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
+from normvar_core.pipeline.memory import run_budget, with_devices
+from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.destination import check_destination
 
 
@@ -134,16 +139,10 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
 
 def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
     """The memory plan of a run over the model loaded here (``run_budget``); with --device-map, what each
-    device holds decides the drops (``memory_devices.plan_placed``)."""
-    from normvar_core.pipeline.memory import run_budget
-    from normvar_core.pipeline.model_shape import shape_of_loaded
-
+    device holds decides the drops (``devicemap.per_device.plan_placed``)."""
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)
     if loaded.info.device_map and resumed is None:
-        from normvar_core.pipeline.memory import with_devices
-        from normvar_core.pipeline.memory_devices import device_limits, plan_placed
-
         dmap = loaded.info.device_map
         ctx.memory = with_devices(ctx.memory, plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap,
                                                           device_limits(dmap), dtype=cfg.dtype))
@@ -159,8 +158,6 @@ def memory_note(ctx) -> dict:
 def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seconds: float,
             report: Callable[[Progress], Any]) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
-    from normvar_core.pipeline.placement import gather
-    from normvar_core.pipeline.measures import MomentsAccumulator
     from normvar_core.pipeline.publish import publish_run
 
     accs = gather(accs)  # --device-map: every layer group's state gathered on the host

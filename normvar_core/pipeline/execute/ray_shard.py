@@ -102,12 +102,13 @@ class Shard:
                 "measured": int(loaded_budget(self.loaded.device.type))}
 
     def devices(self, payload_box: list) -> dict:
-        """--device-map: the per-device memory plan of this actor's placed replica (``memory_devices.plan_placed``)
-        for the driver's plan and memory decisions (``payload_box``: [plan arrays, decisions])."""
+        """--device-map: the per-device memory plan of this actor's placed replica
+        (``devicemap.per_device.plan_placed``) for the driver's plan and memory decisions (``payload_box``: [plan
+        arrays, decisions])."""
         import ray
 
         from normvar_core.pipeline.model_shape import shape_of_loaded
-        from normvar_core.pipeline.memory_devices import device_limits, plan_placed
+        from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
 
         _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
         dmap = self.loaded.info.device_map

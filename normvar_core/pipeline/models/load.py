@@ -14,7 +14,10 @@ from typing import Any
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.models.placement import device_map_of, input_device, pretrained_kwargs, state_places
+from normvar_core.pipeline.devicemap.model_map import device_map_of, input_device, pretrained_kwargs, state_places
+from normvar_core.pipeline.models.architecture import detect_architecture
+from normvar_core.pipeline.models.model_config import build_error, read_model_config
+from normvar_core.pipeline.models.probe import producers, run_probe
 from normvar_core.pipeline.models.resolve import cached_hash, dequantized_dir, resolve_source, weights_hash
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
@@ -48,9 +51,9 @@ class ModelInfo:
     stack: str | None = None
     """Encoder-decoders: the stack measured, "encoder" or "decoder" (``encdec``); None otherwise."""
     device_map: dict | None = None
-    """--device-map: the resolved map {module: "cuda:k" | "cpu" | "disk"} (``placement.device_map_of``)."""
+    """--device-map: the resolved map {module: "cuda:k" | "cpu" | "disk"} (``devicemap.model_map.device_map_of``)."""
     places: list | None = None
-    """--device-map: [(map entry, state device)] per hidden state (``placement.state_places``)."""
+    """--device-map: [(map entry, state device)] per hidden state (``devicemap.model_map.state_places``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,9 +104,7 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     """Load ``cfg.model`` (alias, local dir, .gguf file or hub id) offline-first; see module doc."""
     from transformers.utils import logging as hf_logging
 
-    from normvar_core.pipeline.models.architecture import detect_architecture
-    from normvar_core.pipeline.models.encdec import select_stack
-    from normvar_core.pipeline.models.probe import run_probe
+    from normvar_core.pipeline.models.encdec import select_stack  # imports torch
 
     hf_logging.disable_progress_bar()
     cache = DataDir.at(data_dir).cache / "models"
@@ -124,6 +125,7 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     probe = run_probe(model, tok)
     arch = detect_architecture(model, tok, probe)
     norm_outputs = probe.norm_of_hidden_states()
+    dmap = device_map_of(model)
     info = ModelInfo(
         name=src.name, source=str(path), revision=src.revision, stack=stack,
         architecture=architecture, model_type=str(getattr(model.config, "model_type", "")),
@@ -131,8 +133,9 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
         is_decoder=arch["is_decoder"], norm_placement=arch["norm_placement"], norm_type=arch["norm_type"],
         final_norm=arch["final_norm"], weights_hash=cached_hash(path) or weights_hash(model),
         padding_side=str(getattr(tok, "padding_side", "right")), gguf_file=src.gguf_file,
-        device=device, dtype=str(dtype).replace("torch.", ""), device_map=(device_map_of(model) or {"": device}) if mapped else None,
-        places=state_places(model, arch["num_hidden_states"], norm_outputs),
+        device=device, dtype=str(dtype).replace("torch.", ""), device_map=(dmap or {"": device}) if mapped else None,
+        places=None if dmap is None else state_places(dmap, producers(model, arch["num_hidden_states"],
+                                                                      norm_outputs)),
     )
     return LoadedModel(model, tok, info, norm_outputs=norm_outputs)
 
@@ -140,8 +143,6 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
 def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     """(model, tokenizer) from a local directory, each failure as one line naming the fix."""
     from transformers import AutoModel, AutoTokenizer
-
-    from normvar_core.pipeline.models.model_config import build_error, read_model_config
 
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
     if path.is_dir() and not (path / "config.json").exists():

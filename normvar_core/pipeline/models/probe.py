@@ -9,6 +9,8 @@ record, on their first call:
 
 ``architecture.detect_architecture`` reads the block records (where the norm sits, whether a final
 norm follows the last block); ``norm_params.norm_tables`` reads which hidden states are norm outputs.
+``blocks`` finds the transformer blocks and ``producers`` the module whose output each hidden state is (a
+device map keeps each state's statistics where that module runs: ``devicemap/model_map.state_places``).
 ``is_norm`` says what a normalization module is and ``norm_kind`` whether it is a LayerNorm or an
 RMSNorm — decided here once for both readers.
 """
@@ -20,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.devicemap.model_map import input_device
 
 PROBE_SENTENCE = "The old man looked at the sea for a while."
 PROBE = 100.0  # probe amplitude: a norm's ε (1e-12 … 1e-5) is negligible against PROBE²
@@ -102,6 +105,24 @@ def blocks(model):
     return best[1]
 
 
+def producers(model, num_hidden_states: int, norm_outputs: dict[int, str] | None) -> list[str]:
+    """The name of the module whose output each hidden state f_0 … f_L is: the input embeddings, block i-1, or
+    the normalization the probe found the state equal to (``Probe.norm_of_hidden_states``: the final norm of
+    decoders)."""
+    stack = blocks(model)
+    names = {id(m): n for n, m in model.named_modules()}
+    emb = names.get(id(model.get_input_embeddings()), "")
+    out = []
+    for i in range(num_hidden_states):
+        if norm_outputs and i in norm_outputs:
+            out.append(norm_outputs[i])
+        elif i == 0:
+            out.append(emb)
+        else:
+            out.append(names.get(id(stack[min(i - 1, len(stack) - 1)]), ""))
+    return out
+
+
 def first_tensor(x):
     import torch
 
@@ -158,8 +179,6 @@ def run_probe(model, tokenizer) -> Probe:
     hooks += [mod.register_forward_hook(call, with_kwargs=True) for mod in names]
     hooks += [mod.register_forward_hook(norm_out(name)) for name, mod in model.named_modules()
               if name and is_norm(mod) and any(True for _ in mod.parameters(recurse=False))]
-    from normvar_core.pipeline.models.placement import input_device
-
     ids = tokenizer(PROBE_SENTENCE, return_tensors="pt")["input_ids"].to(input_device(model))
     try:
         hs = forward(model, ids)
@@ -170,5 +189,5 @@ def run_probe(model, tokenizer) -> Probe:
                  last_block_out=rec.get("last_out"), calls=calls, norm_outputs=norms)
 
 
-__all__ = ["Probe", "run_probe", "is_norm", "as_function", "norm_kind", "blocks", "forward", "PROBE",
+__all__ = ["Probe", "run_probe", "is_norm", "as_function", "norm_kind", "blocks", "producers", "forward", "PROBE",
            "PROBE_SENTENCE"]

@@ -1,10 +1,12 @@
-"""One model over several devices (accelerate's big-model path), as options a person types: the base layer's
-parsing and checks, no torch.
+"""The device-map options as a person types them (one model over several devices, accelerate's big-model
+path): their parsing and checks, torch-free, in the base layer so that ``config.RunConfig.validate`` reads them.
+What the options do with a model lives in ``pipeline/devicemap/``.
 
 * ``--device-map``: ``auto``, ``balanced``, ``balanced_low_0``, ``sequential`` (accelerate computes the map) or
   a JSON file ``{module name: device}`` (a GPU index, ``"cpu"`` or ``"disk"``);
 * ``--max-memory "0=70GiB,1=70GiB,cpu=200GiB"``: what each device may hold (``parse_max_memory``);
-* ``--offload-folder DIR``: where weights that fit nowhere go (checked writable before the model loads);
+* ``--offload-folder DIR``: where weights that fit nowhere go (given only with a map: ``check_options``;
+  made and written to before the model loads: ``devicemap.model_map.check_offload_folder``);
 * ``normvar plan --devices 8x80`` / ``2x24,cpu=256``: the devices a plan is made for (``parse_devices``), in GB.
 
 Every bad value is one ``NormvarError`` line naming the fix.
@@ -95,24 +97,6 @@ def check_options(device_map: str | None, max_memory: str | None, offload_folder
                            fix="add --device-map auto (or balanced, sequential, a JSON file)")
 
 
-def check_offload_folder(folder: str | None) -> Path | None:
-    """The offload folder made if missing and written to for real (before the model loads)."""
-    if not folder:
-        return None
-    from normvar_core.destination import probe_writable
-
-    path = Path(folder).expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise NormvarError(f"cannot make --offload-folder {path}: {exc.strerror or exc}",
-                           fix="give a folder you can write in") from None
-    if not path.is_dir():
-        raise NormvarError(f"--offload-folder {path} is not a folder", fix="give a folder you can write in")
-    probe_writable(path, "--offload-folder")
-    return path
-
-
 def parse_devices(text: str) -> dict[int | str, int]:
     """``normvar plan --devices``: ``8x80`` (eight 80 GB GPUs), ``2x24,cpu=256``, ``80,40`` -> accelerate's
     ``max_memory`` in bytes (GB = 10^9 bytes, as GPUs are sold), GPUs numbered from 0."""
@@ -146,10 +130,5 @@ def _gb(text: str) -> int:
     return int(value * 10**9)
 
 
-def device_name(key: int | str) -> str:
-    """accelerate's device key as a torch device name: 0 -> cuda:0, "cpu", "disk"."""
-    return f"cuda:{key}" if isinstance(key, int) else str(key)
-
-
 __all__ = ["DEVICE_MAP_STRATEGIES", "parse_size", "parse_max_memory", "read_device_map", "check_options",
-           "check_offload_folder", "parse_devices", "device_name"]
+           "parse_devices"]

@@ -7,7 +7,7 @@ limits. Then, per device k (README "Running a 40B model"):
 
     weights_k = the bytes of the modules placed on k (parameters x e + buffers)
     state_k   = Σ_a planned_bytes(a) for the L_k kept hidden states produced on k (each device-map entry holds
-                its layers' accumulators: ``pipeline/placement.py``; offloaded entries, "cpu" and "disk", on the CPU)
+                its layers' accumulators: ``layer_groups.py``; offloaded entries, "cpu" and "disk", on the CPU)
     pass_k    = H_k·P·d·e (the hidden states k produces) + [k runs a block] (P·(f + 4d)·e + rows·h·width²·e)
                 + [L_k > 0] (L_k·N·d·e + 3·N·d·8)      (offloaded entries: the first two terms on the first GPU,
                                                         where accelerate runs them; the last on the CPU)
@@ -15,6 +15,7 @@ limits. Then, per device k (README "Running a 40B model"):
 
 and a device fits when bytes_k <= limit_k (weights on "disk" fit only with --offload-folder). What does not fit
 drops the droppable accumulators (registry order), each reason naming the device; the suggestions are per device.
+``memory.with_devices`` puts these rows, drops and verdict into the run's ``MemoryPlan``.
 """
 from __future__ import annotations
 
@@ -22,8 +23,12 @@ import dataclasses
 import logging
 from contextlib import contextmanager
 
-from normvar_core.devicemap import device_name, read_device_map
+from normvar_core.device_options import read_device_map
+from normvar_core.pipeline.devicemap.model_map import device_name, entry_of
+from normvar_core.pipeline.measures import MEASURES
+from normvar_core.pipeline.memory import gb, layer_span, sizes_and_droppable
 from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
+from normvar_core.pipeline.models.probe import blocks, is_norm, producers
 
 
 @contextmanager
@@ -59,8 +64,6 @@ def placed_map(model, strategy: str | None, devices: dict) -> dict[str, str]:
 
 def module_bytes(model, dmap: dict[str, str]) -> dict[str, int]:
     """Bytes of parameters and buffers per device of ``dmap``."""
-    from normvar_core.pipeline.models.placement import entry_of
-
     out = {d: 0 for d in dmap.values()}
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         out[entry_of(dmap, name)] += t.numel() * t.element_size()
@@ -69,9 +72,6 @@ def module_bytes(model, dmap: dict[str, str]) -> dict[str, int]:
 
 def hidden_state_devices(model, dmap: dict[str, str], num_hidden_states: int) -> list[str]:
     """The map entry that produces each hidden state: the embeddings, block i-1, the final norm for the last."""
-    from normvar_core.pipeline.models.placement import entry_of, producers
-    from normvar_core.pipeline.models.probe import blocks, is_norm
-
     names = producers(model, num_hidden_states, None)
     stack = {id(b) for b in blocks(model)}  # walked once, not once per module
     inside = {n for n, m in model.named_modules() if id(m) in stack}
@@ -83,9 +83,6 @@ def hidden_state_devices(model, dmap: dict[str, str], num_hidden_states: int) ->
 
 def block_devices(model, dmap: dict[str, str]) -> list[str]:
     """The map entry of every transformer block, in order."""
-    from normvar_core.pipeline.models.placement import entry_of
-    from normvar_core.pipeline.models.probe import blocks
-
     names = {id(m): n for n, m in model.named_modules()}
     return [entry_of(dmap, names[id(b)]) for b in blocks(model)]
 
@@ -93,8 +90,6 @@ def block_devices(model, dmap: dict[str, str]) -> list[str]:
 def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(),
                 offload: bool = False) -> list[dict]:
     """One row per device (module docstring) with the accumulators not in ``drop``."""
-    from normvar_core.pipeline.memory import sizes_and_droppable
-
     produced = hidden_state_devices(model, dmap, shape.num_hidden_states)
     weights = module_bytes(model, dmap)
     kept = {e: [l for l in ctx.layers if produced[l] == e] for e in dict.fromkeys(dmap.values())}
@@ -149,9 +144,6 @@ def plan_devices(ctx, shape, config, devices: dict, *, dtype: str, registry=None
 
 def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int], *, dtype: str, registry=None) -> dict:
     """``plan_devices`` for a model already placed by ``dmap`` (a loaded device-mapped model: what compute keeps)."""
-    from normvar_core.pipeline.measures import MEASURES
-    from normvar_core.pipeline.memory import gb, layer_span
-
     registry = MEASURES if registry is None else registry
     cfg = ctx.cfg
     offload = bool(cfg.offload_folder)
@@ -199,8 +191,6 @@ def device_limits(dmap: dict[str, str]) -> dict[str, int]:
 
 
 def _suggest(row: dict, cfg) -> str:
-    from normvar_core.pipeline.memory import gb
-
     dev = row["device"]
     if dev == "disk":
         return (f"{gb(row['weights_bytes'])} of weights fit on no device: more or larger devices, or "
@@ -212,4 +202,5 @@ def _suggest(row: dict, cfg) -> str:
     return f"{dev}: needs {gb(row['bytes'])} of {gb(row['limit_bytes'])} — " + ", ".join(tips)
 
 
-__all__ = ["plan_devices", "plan_placed", "device_limits", "placed_map", "module_bytes", "hidden_state_devices", "device_rows", "meta_model"]
+__all__ = ["plan_devices", "plan_placed", "device_limits", "placed_map", "module_bytes",
+           "hidden_state_devices", "device_rows", "meta_model"]

@@ -1,22 +1,46 @@
-"""A model over several devices (accelerate's big-model path) and where each hidden state's statistics live.
+"""A model over several devices (accelerate's big-model path): how it is loaded and where its modules sit.
 
 ``pretrained_kwargs(cfg)`` are ``from_pretrained``'s ``device_map`` / ``max_memory`` / ``offload_folder`` for
-the run's options. Once loaded, ``model.hf_device_map`` says which module sits where (a GPU index, "cpu" or
-"disk"); ``state_places(model, probe)`` reads, for every hidden state f_0 … f_L, the module that produced it
-(the input embeddings, block i-1, or the final norm whose output the last state is) and its map entry:
+the run's options (``device_options.py`` reads them; ``check_offload_folder`` makes the folder and writes to it
+before the model loads). Once loaded, ``model.hf_device_map`` says which module sits where (a GPU index, "cpu"
+or "disk"): ``device_map_of`` gives it as torch device names, ``entry_of`` the entry a module falls under (its
+longest mapped prefix) and ``input_device`` where the token ids go.
+
+``state_places(device_map, producers)`` gives, for every hidden state f_0 … f_L, the map entry of the module that
+produced it (``probe.producers``: the input embeddings, block i-1, or the final norm whose output the last
+state is) and where that state's statistics live:
 
 * a GPU entry k: the hidden state comes out on cuda:k and its accumulator state lives there;
 * "cpu" or "disk" (offloaded): the state lives on the CPU (the weights are streamed to the execution
   device for the pass; the statistics stay in host memory).
 
 The places group the kept layers (one group per map entry, in layer order): each group's accumulators
-hold only its layers, so no hidden state crosses devices during the pass (``pipeline/placement.py``).
+hold only its layers, so no hidden state crosses devices during the pass (``layer_groups.py``).
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from normvar_core.devicemap import check_offload_folder, parse_max_memory, read_device_map
+from normvar_core.destination import probe_writable
+from normvar_core.device_options import parse_max_memory, read_device_map
+from normvar_core.errors import NormvarError
+
+
+def check_offload_folder(folder: str | None) -> Path | None:
+    """The offload folder made if missing and written to for real (before the model loads)."""
+    if not folder:
+        return None
+    path = Path(folder).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NormvarError(f"cannot make --offload-folder {path}: {exc.strerror or exc}",
+                           fix="give a folder you can write in") from None
+    if not path.is_dir():
+        raise NormvarError(f"--offload-folder {path} is not a folder", fix="give a folder you can write in")
+    probe_writable(path, "--offload-folder")
+    return path
 
 
 def pretrained_kwargs(cfg) -> dict[str, Any]:
@@ -33,10 +57,13 @@ def pretrained_kwargs(cfg) -> dict[str, Any]:
     return kw
 
 
+def device_name(key: int | str) -> str:
+    """accelerate's device key as a torch device name: 0 -> cuda:0, "cpu", "disk"."""
+    return f"cuda:{key}" if isinstance(key, int) else str(key)
+
+
 def device_map_of(model) -> dict[str, str] | None:
     """The resolved map {module: "cuda:k" | "cpu" | "disk"} of a device-mapped model, else None."""
-    from normvar_core.devicemap import device_name
-
     hf = getattr(model, "hf_device_map", None)
     return None if not hf else {str(k): device_name(v) for k, v in hf.items()}
 
@@ -74,35 +101,14 @@ def _name_of(model, module) -> str | None:
     return next((n for n, m in model.named_modules() if m is module), None)
 
 
-def producers(model, num_hidden_states: int, norm_outputs: dict[int, str] | None) -> list[str]:
-    """The module whose output each hidden state f_0 … f_L is: the input embeddings, block i-1, or the
-    normalization the probe found the state equal to (the final norm of decoders)."""
-    from normvar_core.pipeline.models.probe import blocks
-
-    stack = blocks(model)
-    names = {id(m): n for n, m in model.named_modules()}
-    emb = names.get(id(model.get_input_embeddings()), "")
-    out = []
-    for i in range(num_hidden_states):
-        if norm_outputs and i in norm_outputs:
-            out.append(norm_outputs[i])
-        elif i == 0:
-            out.append(emb)
-        else:
-            out.append(names.get(id(stack[min(i - 1, len(stack) - 1)]), ""))
-    return out
-
-
-def state_places(model, num_hidden_states: int, norm_outputs: dict[int, str] | None) -> list[tuple[str, str]] | None:
-    """[(map entry, device of the state)] per hidden state of a device-mapped model; None for a model in one piece."""
-    dmap = device_map_of(model)
-    if dmap is None:
-        return None
+def state_places(device_map: dict[str, str], producers: list[str]) -> list[tuple[str, str]]:
+    """[(map entry, device of the state)] per hidden state, from the module that produced it (``producers``)."""
     places = []
-    for name in producers(model, num_hidden_states, norm_outputs):
-        entry = entry_of(dmap, name)
+    for name in producers:
+        entry = entry_of(device_map, name)
         places.append((entry, entry if entry.startswith("cuda") or entry == "mps" else "cpu"))
     return places
 
 
-__all__ = ["pretrained_kwargs", "device_map_of", "entry_of", "input_device", "producers", "state_places"]
+__all__ = ["check_offload_folder", "pretrained_kwargs", "device_name", "device_map_of", "entry_of", "input_device",
+           "state_places"]

@@ -1,5 +1,5 @@
 """State beside its layer: a device-mapped model's kept layers in groups, one per device-map entry
-(``models/placement.py``), and every accumulator held as one accumulator per group, on that group's device.
+(``places.py``), and every accumulator held as one accumulator per group, on that group's device.
 
     groups_of(ctx)        [(entry, device, positions of its layers in ctx.layers)], None for one group
     LayerSplit            one accumulator name over the groups: update per group, state on the host
@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 
 from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures.layerview import update_all
+from normvar_core.pipeline.measures.state import DictReader
+from normvar_core.pipeline.measures.token_moments import TokenMoments
 
 
 def groups_of(ctx: RunContext) -> list[tuple[str, str, np.ndarray]] | None:
@@ -44,8 +47,6 @@ def sub_context(ctx: RunContext, device: str, positions: np.ndarray) -> RunConte
 
 def _sorted_types(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every nested per-type moments holder's rows in token-id order (``TokenMoments.sorted_rows``)."""
-    from normvar_core.pipeline.measures.token_moments import TokenMoments
-
     out = dict(state)
     for key in [k for k in state if k == "ids" or k.endswith(".ids")]:
         pre = key[:-3]
@@ -126,8 +127,6 @@ class LayerSplit:
         return self
 
     def merge(self, other) -> "LayerSplit":
-        from normvar_core.pipeline.measures.state import DictReader
-
         return self.merge_from(DictReader(other.state_dict()))
 
     def gathered(self):
@@ -140,8 +139,6 @@ class LayerSplit:
 def update_split(accs: dict, batch) -> None:
     """One StateBatch with per-group states (``batch.groups``) into every ``LayerSplit``: group g's part of
     each accumulator takes group g's states, on its device (the layer-major ones share their views)."""
-    from normvar_core.pipeline.measures.layerview import update_all
-
     for g, states in enumerate(batch.groups):
         sub = dataclasses.replace(batch, states=states, groups=None)
         update_all({name: acc.parts[g] for name, acc in accs.items()}, sub)

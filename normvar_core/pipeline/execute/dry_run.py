@@ -1,0 +1,50 @@
+"""``normvar plan``: compute's steps up to its memory plan, on the model's config alone (no weights read).
+
+The same checks as compute (the options, the ``--dataset``, the local Ray workers), the model built on the meta
+device from its config (``model_shape.py``), the corpus read and tokenized as compute would (``plan.py``), then
+the run's memory plan (``memory.run_budget``) and, with ``--devices 8x80``, the plan per device of the run
+device-mapped over those devices (``devicemap/per_device.py``).
+"""
+from __future__ import annotations
+
+from normvar_core.device_options import parse_devices
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.corpus.dataset import check_dataset
+from normvar_core.pipeline.corpus.read import load_sentences
+from normvar_core.pipeline.devicemap.per_device import plan_devices
+from normvar_core.pipeline.execute.ray_cluster import check_local_workers
+from normvar_core.pipeline.memory import MemoryPlan, run_budget, with_devices
+from normvar_core.pipeline.memory_terms import GiB
+from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
+from normvar_core.pipeline.models.load import resolve_device, torch_dtype
+from normvar_core.pipeline.plan import make_plan
+
+
+def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
+    """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
+    corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free. ``devices``
+    (``--devices 8x80``): the plan per device of the run device-mapped over them (``devicemap/per_device.py``)."""
+    cfg = cfg.validate()
+    check_dataset(cfg)  # as compute: a bad --dataset is refused before the model's config is read
+    check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
+    limits = parse_devices(devices) if devices else None
+    if limits:  # planned for those devices, not this machine's
+        cfg = cfg.replace(device="cuda" if any(isinstance(k, int) for k in limits) else "cpu",
+                          memory_gb=sum(limits.values()) / GiB)
+    device = cfg.device if cfg.device != "auto" else resolve_device(cfg)
+    if cfg.memory_gb is None:
+        device = resolve_device(cfg)  # measuring needs the device itself
+    torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
+    name, config, tok = config_and_tokenizer(cfg, data_dir)
+    shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
+    corpus = load_sentences(cfg, data_dir)
+    plan = make_plan(cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length,
+                     device_type=device)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
+    mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
+    if limits:
+        mp = with_devices(mp, plan_devices(ctx, shape, config, limits, dtype=cfg.dtype))
+    return mp
+
+
+__all__ = ["plan_run"]
