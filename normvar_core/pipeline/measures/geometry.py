@@ -28,7 +28,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
-from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
 from normvar_core.pipeline.measures.occurrences import top_axes
 from normvar_core.pipeline.measures.pooling import Chan, pool_into
 from normvar_core.pipeline.measures.samples import locate, position_keys
@@ -54,33 +54,6 @@ def host_search(X32: np.ndarray, k: int) -> np.ndarray:
     """The TwoNN candidate search on the CPU: numpy's Gram products (measured 1.1–1.2x faster than
     torch's here) with torch's threaded top-k."""
     return layer_geometry.gram_candidates(X32, k, smallest=topk_smallest)
-
-
-def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
-    """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
-    neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
-    BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
-    import os
-
-    cores = os.cpu_count() or 1
-    if not parallel or cores < 2 or n_layers < 2:
-        return [fn(i) for i in range(n_layers)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - scikit-learn's dependency, normally there
-        threadpool_limits = None
-    limit = threadpool_limits(1) if threadpool_limits is not None else None
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(max_workers=min(cores, n_layers), thread_name_prefix="normvar-layer") as pool:
-            return list(pool.map(fn, range(n_layers)))
-    finally:
-        torch.set_num_threads(torch_threads)
-        if limit is not None:
-            limit.unregister()
 
 
 class GeometryAccumulator(LayerMajor, Accumulator):
@@ -207,4 +180,4 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 "scatter_dtype": self.scatter_dtype}
 
 
-__all__ = ["GeometryAccumulator", "host_search", "per_layer"]
+__all__ = ["GeometryAccumulator", "host_search"]

@@ -35,7 +35,7 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline.batches import first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
-from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
 from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
 from normvar_core.runs.schema import OCCURRENCES_TABLES
@@ -92,9 +92,7 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
     positions used, "batches": batches used, "layers": the source's layers}. The forward passes of those
     batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them.
     The layers' covariances and eigenvectors (float64) run a layer per core with one BLAS thread each
-    (``geometry.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
-    from normvar_core.pipeline.measures.geometry import per_layer
-
+    (``layerview.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
     parts, n, used, seen = [], 0, 0, {}
     for bi in spread_order(plan.n_batches):
         for sb in source.batches(plan, bi, bi + 1):
