@@ -194,7 +194,7 @@ def main() -> int:
         return 0
     from transformers import BertConfig, LlamaConfig
 
-    from normvar_core.pipeline.accumulators.layerview import resolve_scatter_dtype
+    from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype
 
     only = set(filter(None, args.only.split(",")))
     want = lambda k: not only or k in only  # noqa: E731

@@ -16,7 +16,7 @@ import time
 
 def one(n: int, id_sample: int) -> str:
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.accumulators.geometry import GeometryAccumulator
+    from normvar_core.pipeline.measures.geometry import GeometryAccumulator
     from normvar_core.pipeline.execute.prepare import prepare
 
     cfg = RunConfig(model="minilm", max_sentences=n, samples_per_token=0, id_sample=id_sample, self_similarity="off")

@@ -23,7 +23,7 @@ _PUBLIC = {
     "TokenStats": "stats.tokenstats",
     "open_run": "runs.reader",
     "list_runs": "runs.reader",
-    "TokenMoments": "pipeline.accumulators.token_moments",
+    "TokenMoments": "pipeline.measures.token_moments",
     "compute_run": "pipeline.execute.local",
     "export_run": "runs.export",
     "JobStore": "service.jobs",

@@ -14,12 +14,12 @@ from pathlib import Path
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from normvar_core.constants import MAX_WORDS, MAX_WORKERS, OCCURRENCES_MAX
+from normvar_core.constants import (ID_SAMPLE, MAX_ID_SAMPLE, MAX_SAMPLES_PER_TOKEN, MAX_WORDS, MAX_WORKERS, OCCURRENCES,
+                                    OCCURRENCES_MAX, SAMPLES_PER_TOKEN, TWONN_BATCH)
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.device_options import check_options as check_device_options
 from normvar_core.errors import NormvarError
-from normvar_core.measure import Switch, all_measures
 
 DTYPES = ("float32", "bfloat16", "float16")
 UNITS = ("token", "word")
@@ -39,41 +39,13 @@ def opt(default: Any, help: str, *, section: str = "advanced", choices: tuple | 
                                                 maximum=maximum, label=label, flag=flag))
 
 
-def measure_fields(cls):
-    """Class decorator (applied before ``@dataclass``): every declared measure's switch and options
-    (``normvar_core.measures``: ``Measure.switch``, ``Measure.options``) inserted as ``opt()`` fields, each
-    right after the field its ``Switch.after`` names, so the CLI flags, the New-run form and old ``options``
-    dicts see the same names, defaults, flags, choices and bounds wherever a switch is declared."""
-    annotations = dict(cls.__dict__.get("__annotations__", {}))
-    names = list(annotations)
-    pending = [s for m in all_measures() for s in ((m.switch,) if m.switch else ()) + m.options]
-    while pending:
-        s = next((s for s in pending if s.after is None or s.after in names), None)
-        if s is None:
-            raise RuntimeError(f"measure switches follow unknown fields: {[(p.field, p.after) for p in pending]}")
-        pending.remove(s)
-        names.insert(len(names) if s.after is None else names.index(s.after) + 1, s.field)
-        annotations[s.field] = s.type.__name__ + (" | None" if s.default is None else "")
-        setattr(cls, s.field, switch_field(s))
-    cls.__annotations__ = {n: annotations[n] for n in names}
-    return cls
-
-
-def switch_field(s: Switch) -> Any:
-    """The ``opt()`` field of a measure's declared switch."""
-    return opt(s.default, s.help, section=s.section, choices=s.choices, minimum=s.minimum, maximum=s.maximum,
-               label=s.label, flag=s.flag)
-
-
 @dataclass(frozen=True)
-@measure_fields
 class RunConfig:
     """Everything that determines a run. Defaults follow the study (§5.1): sentences with
     fewer than 64 words, every hidden state from the input embeddings (layer 0) to the last.
     Each field's metadata (``opt``) generates its CLI flag and its New-run form widget. The measures'
-    switches (``samples_per_token``, ``geometry``, ``halves``, ``id_sample``, ``occurrences``,
-    ``self_similarity``) are declared with their measure (``normvar_core/measures/``) and inserted by
-    ``measure_fields`` after ``mean_dtype``."""
+    switches and options (``samples_per_token`` to ``self_similarity``, after ``mean_dtype``) are read by their
+    measure classes (``pipeline/measures/``: ``asked``, ``may_drop``)."""
 
     model: str = opt("minilm", "alias (normvar models), Hugging Face model id or local directory", section="model")
     corpus: str = opt("", f"corpus file ({'/'.join(TEXT_SUFFIXES)} one sentence a line, {', '.join(TABLE_SUFFIXES)}); "
@@ -118,6 +90,21 @@ class RunConfig:
                                          "default all — fewer layers, less memory")
     mean_dtype: str = opt("float64", "storage of per-type means: float64, or float32 (halves the largest table)",
                           choices=MEAN_DTYPES)
+    samples_per_token: int = opt(SAMPLES_PER_TOKEN, "raw embeddings kept per (layer, sampled token) for the PCA clouds "
+                                 "and the token explorer; 0 = none", minimum=0, maximum=MAX_SAMPLES_PER_TOKEN)
+    geometry: bool = opt(True, "layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, "
+                         "TwoNN, outlier dimensions", flag="--no-geometry")
+    halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
+                       "corpus-level quantities and the geometry: twice the per-type moments' memory", flag="--no-halves")
+    id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's batch "
+                         "anisotropy: min(N, this), whatever the run's size (seed 004: 16384), in batches of "
+                         f"at least {TWONN_BATCH:,}", minimum=0, maximum=MAX_ID_SAMPLE, label="TwoNN sample")
+    occurrences: int = opt(OCCURRENCES, "most occurrences per layer kept for the Occurrences page, each at its "
+                           "coordinates on the layer's principal axes (every one when the run has fewer, else a "
+                           f"seeded uniform sample); 0 = none, at most {OCCURRENCES_MAX:,}", minimum=0,
+                           label="Occurrences shown")
+    self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on when it fits in the "
+                               "device's memory (normvar plan)", choices=("auto", "on", "off"))
     memory_gb: float | None = opt(None, "memory the run may hold, in GB (2^30 bytes); default: what the device reports "
                                   "free (CUDA free memory, else available RAM). Decides which measures fit "
                                   "(normvar plan shows it)", minimum=0.01, label="Memory (GB)")

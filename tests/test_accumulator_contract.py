@@ -3,7 +3,9 @@ state_dict holds numpy arrays only and round-trips through np.savez without pick
 the registered state (``state_spec``: keys, shapes, dtypes); two halves merged equal one stream, also
 when the merge may read no incoming array of 3+ dimensions whole (one layer block at a time, as the
 Ray driver merges); the tables it writes are the ones it declares; the bytes it declares before
-anything is built (``planned_bytes``, the memory plan's figure) are the bytes its state holds."""
+anything is built (``planned_state``: every key, shape and dtype; ``planned_bytes``, the memory plan's figure,
+summed from it) are the arrays its state holds after the whole pass (an upper bound where ``planned_exact`` is
+False)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,12 +14,12 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.accumulators import REGISTRY
-from normvar_core.pipeline.accumulators.occurrences import prime
-from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures import MEASURES, Accumulator
+from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
-from normvar_core.pipeline.state import DictReader
+from normvar_core.pipeline.measures.state import DictReader
 
 LAYERS = [0, 2]
 DIM = 10
@@ -76,7 +78,7 @@ def _flat(x):
     return [np.asarray(x)]
 
 
-@pytest.mark.parametrize("cls", REGISTRY, ids=lambda c: c.name)
+@pytest.mark.parametrize("cls", MEASURES, ids=lambda c: c.name)
 def test_contract(cls, setup, tmp_path):
     plan, source, ctx = setup
     assert issubclass(cls, Accumulator) and cls.name and cls.table_names
@@ -114,12 +116,23 @@ def test_contract(cls, setup, tmp_path):
     assert pieced.to(torch.device("cpu")) is pieced
     _assert_same_result(one.result(), pieced.result())
 
-    # planned before anything exists = what the state holds after the whole pass
-    held = sum(v.nbytes for v in one.state_dict().values())
+    # planned before anything exists = what the state holds after the whole pass: the same keys and dtypes,
+    # the same shapes (exact), or shapes no smaller in any axis (an upper bound: split halves, where a type
+    # missing from one half has no row there); the bytes summed from the plan
+    held, planned = one.state_dict(), cls.planned_state(ctx)
+    assert set(planned) == set(held), (sorted(planned), sorted(held))
+    for k, v in held.items():
+        shape, dtype = planned[k]
+        assert np.dtype(dtype) == v.dtype, (k, dtype, v.dtype)
+        assert len(shape) == v.ndim and (tuple(shape) == v.shape if cls.planned_exact else
+                                         all(p >= h for p, h in zip(shape, v.shape))), (k, shape, v.shape)
+    nbytes = sum(v.nbytes for v in held.values())
     if cls.planned_exact:
-        assert cls.planned_bytes(ctx) == held > 0
-    else:  # an upper bound (split halves: a type missing from one half has no row there), never below
-        assert 0 < held <= cls.planned_bytes(ctx)
+        assert cls.planned_bytes(ctx) == nbytes > 0
+    else:
+        assert 0 < nbytes <= cls.planned_bytes(ctx)
+    terms = cls.planned_terms(ctx)  # largest first, the smallest counted
+    assert terms[0].split()[0] in planned and (len(terms) == len(planned) or "smaller array" in terms[-1])
 
     # its tables are the declared ones, as Arrow
     tables = one.tables(one.result(), ctx)
@@ -129,21 +142,21 @@ def test_contract(cls, setup, tmp_path):
         assert parts and all(isinstance(p, pa.Table) for p in parts)
 
 
-def test_an_accumulator_without_planned_bytes_is_listed_not_counted():
-    """A measure that does not declare its bytes (``planned_bytes`` -> None, the base class's default) is
+def test_an_accumulator_without_planned_state_is_listed_not_counted():
+    """A measure that does not declare its state (``planned_state`` -> None, the base class's default) is
     left out of the memory plan's total and named in its lines; the declared ones are counted as before."""
     import torch
 
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.accumulators import MomentsAccumulator
     from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.measures import MomentsAccumulator
     from normvar_core.pipeline.memory import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape
     from normvar_core.pipeline.plan import synthetic_plan
 
     class Undeclared(MomentsAccumulator):
         name = "undeclared"
-        planned_bytes = classmethod(lambda cls, ctx: None)
+        planned_state = classmethod(lambda cls, ctx: None)
 
     cfg = RunConfig(model="gaussian", samples_per_token=0, id_sample=0)
     plan = synthetic_plan(cfg, n_sentences=50, vocab_size=20, layers=[0, 1], batch_size=8)
@@ -156,4 +169,4 @@ def test_an_accumulator_without_planned_bytes_is_listed_not_counted():
     assert both.unknown == ["undeclared"] and "undeclared" not in both.accumulators
     assert both.accumulators == alone.accumulators and both.total_bytes == alone.total_bytes
     assert both.accumulators["moments"] == MomentsAccumulator.planned_bytes(ctx) > 0
-    assert any("accumulator undeclared does not declare planned_bytes" in line for line in both.lines())
+    assert any("accumulator undeclared does not declare planned_state" in line for line in both.lines())

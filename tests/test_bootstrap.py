@@ -59,7 +59,7 @@ def test_split_half_interval_is_symmetric_and_scales_with_the_gap():
 @pytest.fixture(scope="module")
 def streamed():
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.accumulators import GeometryAccumulator, HalvesAccumulator, MomentsAccumulator
+    from normvar_core.pipeline.measures import GeometryAccumulator, HalvesAccumulator, MomentsAccumulator
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
@@ -111,9 +111,9 @@ def test_half_covariances_equal_numpy_per_half():
     their sum) = numpy's covariance of that half's states in float64, and the geometry's = the whole's —
     through ``update_all`` (one shared view) and through each accumulator's own ``update`` alike."""
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.accumulators import GeometryAccumulator, HalvesAccumulator
-    from normvar_core.pipeline.accumulators.halves import half_of
-    from normvar_core.pipeline.accumulators.layerview import update_all
+    from normvar_core.pipeline.measures import GeometryAccumulator, HalvesAccumulator
+    from normvar_core.pipeline.measures.halves import half_of
+    from normvar_core.pipeline.measures.layerview import update_all
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource

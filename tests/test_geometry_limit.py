@@ -3,7 +3,7 @@ issue 20: the limit is the device's memory, here forced with ``--memory-gb``, an
 the same plan as ``normvar plan``): the geometry is skipped, the run's notes say why and which
 ``--layers`` would fit, ``compute`` prints that line, the Geometry page shows it (and the Frequency
 page the same for the self-similarity table that did not fit), and the suggested subset really does
-compute. ``geometry_bytes`` is checked against the arrays a built accumulator holds."""
+compute. The geometry's planned bytes are checked against the arrays a built accumulator holds."""
 from __future__ import annotations
 
 import re
@@ -12,9 +12,10 @@ import numpy as np
 
 import json
 
-from normvar_core.pipeline.accumulators import geometry as GA
+from normvar_core.pipeline.measures import geometry as GA
 from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
 from test_dashboard_apptest import APP, open_section
+from test_plan import formulas
 
 
 def _held_bytes(acc: GA.GeometryAccumulator) -> int:
@@ -43,10 +44,10 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     plan = json.loads(out)
     assert code == 0 and not plan["dropped"] and plan["total_bytes"] == whole.meta["notes"]["memory"]["total_bytes"]
     acc = plan["accumulators"]
-    assert acc["geometry"] == GA.geometry_bytes(L, d, K) + K + 8
+    assert acc["geometry"] == formulas(plan)["geometry"]
     # a device whose memory leaves room for the geometry of two of the three layers, not for the self-similarity
     rest = plan["total_bytes"] - acc["geometry"] - acc["selfsim"]
-    memory = rest + GA.geometry_bytes(2, d, K) + K + 8 + 64
+    memory = rest + formulas(dict(plan, layers=plan["layers"][:2]))["geometry"] + 64
     assert acc["selfsim"] > memory - rest
     base += ["--memory-gb", repr(memory / 2**30)]
     code, out, err = run_cli(capsys, *base, "--name", "big")
@@ -98,4 +99,4 @@ def test_geometry_bytes_is_what_the_accumulator_holds(minilm_path):  # noqa: ARG
     plan, source, ctx = setup.plan, setup.source, setup.ctx
     acc = GA.GeometryAccumulator.for_run(ctx)
     assert acc is not None and GA.GeometryAccumulator.skip_reason(ctx) is None
-    assert GA.geometry_bytes(3, ctx.dim, 100) == _held_bytes(acc)
+    assert GA.GeometryAccumulator.planned_bytes(ctx) == _held_bytes(acc) + 100 + 8  # + the filled flags and n

@@ -70,7 +70,7 @@ def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
 def test_layer_geometry_and_halves_equal_brute_force_and_the_isoscore_package(minilm_pass):
     from IsoScore import IsoScore as package  # the authors' code, PyPI isoscore==2.0.1
 
-    from normvar_core.pipeline.accumulators.halves import half_of
+    from normvar_core.pipeline.measures.halves import half_of
 
     accs, X, sid = minilm_pass
     rows = accs["geometry"].result()["rows"]

@@ -170,7 +170,7 @@ def test_update_on_rows_equals_brute_force_of_those_rows(backend):
 
 
 def test_row_sq_matches_float64_brute_force():
-    from normvar_core.pipeline.accumulators.layerview import row_sq
+    from normvar_core.pipeline.measures.layerview import row_sq
 
     rng = np.random.default_rng(2)
     for dtype in (torch.float32, torch.float64):

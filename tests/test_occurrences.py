@@ -11,9 +11,9 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCES_MAX
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.accumulators import GeometryAccumulator, OccurrencesAccumulator
-from normvar_core.pipeline.accumulators.layerview import update_all
-from normvar_core.pipeline.accumulators.occurrences import early_axes, prime, spread_order
+from normvar_core.pipeline.measures import GeometryAccumulator, OccurrencesAccumulator
+from normvar_core.pipeline.measures.layerview import update_all
+from normvar_core.pipeline.measures.occurrences import early_axes, prime, spread_order
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource

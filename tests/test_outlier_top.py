@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.accumulators.outliers import TOP_K, OutlierAccumulator as O
+from normvar_core.pipeline.measures.outliers import TOP_K, OutlierAccumulator as O
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.plan import synthetic_plan
 

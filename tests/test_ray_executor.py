@@ -286,7 +286,7 @@ def watch_driver_loads(monkeypatch) -> list[str]:
     import transformers
 
     from normvar_core.pipeline import models as M
-    from normvar_core.pipeline.accumulators import occurrences as O
+    from normvar_core.pipeline.measures import occurrences as O
     from normvar_core.pipeline.models import load as L
 
     seen: list[str] = []

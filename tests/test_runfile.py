@@ -11,7 +11,7 @@ import pytest
 
 from normvar_core.runs import reader, writer
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.accumulators.token_moments import TokenMoments
+from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.runs.reader import list_runs, open_run
 from runfiles import write_run
 

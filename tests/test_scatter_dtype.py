@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.accumulators.geometry import GeometryAccumulator
-from normvar_core.pipeline.accumulators.layerview import resolve_scatter_dtype, update_all
-from normvar_core.pipeline.accumulators.outliers import OutlierAccumulator
-from normvar_core.pipeline.accumulators.selfsim import SelfSimilarityAccumulator
+from normvar_core.pipeline.measures.geometry import GeometryAccumulator
+from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype, update_all
+from normvar_core.pipeline.measures.outliers import OutlierAccumulator
+from normvar_core.pipeline.measures.selfsim import SelfSimilarityAccumulator
 from brute import pass_in_memory
 
 
@@ -97,7 +97,7 @@ def test_halves_square_norms_without_the_geometry_equal_brute_force(minilm):
     """Without the geometry no measure needs the layer view's centred float64 copy: the split halves'
     Σ‖x‖² (all positions, position 0) then come from Σ_j x_ij² directly. Both paths equal a float64
     brute force over the kept MiniLM states, half by half."""
-    from normvar_core.pipeline.accumulators.halves import HalvesAccumulator, half_of
+    from normvar_core.pipeline.measures.halves import HalvesAccumulator, half_of
 
     ctx, parts, _ = minilm
     L = len(ctx.layers)

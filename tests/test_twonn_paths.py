@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from test_twonn_stream import _case, _streamed, brute_force
 
-from normvar_core.pipeline.accumulators import twonn_stream
-from normvar_core.pipeline.accumulators.twonn_stream import NeighbourState
+from normvar_core.pipeline.measures import twonn_stream
+from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.stats import geometry as G
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from normvar_core.pipeline.accumulators.twonn_stream import NeighbourState
-from normvar_core.pipeline.state import DictReader, Stateful
+from normvar_core.pipeline.measures.twonn_stream import NeighbourState
+from normvar_core.pipeline.measures.state import DictReader, Stateful
 from normvar_core.stats import geometry as G
 
 
@@ -127,7 +127,7 @@ def test_streamed_twonn_equals_scikit_dimension_on_the_same_batches(minilm_path)
 def geometry_pass(n_sentences: int, id_sample: int):
     """(the geometry accumulator after one pass of MiniLM over the first sentences of the shipped novels, plan)."""
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.accumulators.geometry import GeometryAccumulator
+    from normvar_core.pipeline.measures.geometry import GeometryAccumulator
     from normvar_core.pipeline.execute.prepare import prepare
 
     cfg = RunConfig(model="minilm", max_sentences=n_sentences, samples_per_token=0, id_sample=id_sample,

@@ -8,7 +8,7 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
 * runtime  the interpreter with torch, transformers, numba, DuckDB (``RUNTIME_BYTES``, measured); plan: the
            kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
            at the forward dtype (the base model ``AutoModel`` loads, no LM head);
-* Σ_a      each accumulator's own ``planned_bytes(ctx)`` (pipeline/contracts.py): its state's arrays;
+* Σ_a      each measure's ``planned_bytes(ctx)`` (``pipeline/measures/base.py``): the arrays of its ``planned_state``;
 * pass     one forward pass of the largest padded batch (P = rows x width tokens, N ≤ P counted, H hidden
            states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
@@ -16,10 +16,10 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
 
 On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in host memory
 and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators
-that may be dropped (their declaration's ``Memory.droppable``: the layer geometry, the self-similarity table in
+that may be dropped (their class's ``may_drop``: the layer geometry, the self-similarity table in
 ``auto``, the split halves, the occurrences), each with a one-line reason naming the fix (``notes.skipped``); when
 even the rest does not fit, the plan says so (``fits`` false) and suggests ``--mean-dtype float32``, the
-declared fix of each measure forced on (``Memory.fix``: ``--self-similarity off``) and a ``--layers`` subset.
+``fix`` of each measure forced on (``--self-similarity off``) and a ``--layers`` subset.
 The model's shape comes from ``model_shape.py``.
 """
 from __future__ import annotations
@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normvar_core.measure import Memory, all_measures
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
                                                 loaded_budget, pass_bytes, plan_bytes, publish_bytes, weights_bytes)
 from normvar_core.pipeline.model_shape import ModelShape
@@ -59,11 +60,12 @@ class MemoryPlan:
     fits: bool
     dropped: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
-    policy: dict[str, str] = field(default_factory=dict)   # {accumulator: its declared Memory.reason}: may it drop, why
+    policy: dict[str, str] = field(default_factory=dict)   # {accumulator: its class's policy}: may it drop, why
+    terms: dict[str, list[str]] = field(default_factory=dict)  # {accumulator: its planned state, array by array}
     suggestions: list[str] = field(default_factory=list)
     model: str = ""
     architecture: str = ""
-    unknown: list[str] = field(default_factory=list)   # accumulators that do not declare their bytes
+    unknown: list[str] = field(default_factory=list)   # accumulators that do not declare their planned state
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
@@ -89,9 +91,9 @@ class MemoryPlan:
                f"({self.params_with_lm_head:,} with a vocab x d LM head), {self.hidden_states} hidden states x "
                f"{self.dim} d; corpus: {self.types:,} types; {len(self.layers)} layers kept; {self.device}, {self.dtype}",
                f"  {'weights':<10} {gb(self.weights_bytes):>10}"]
-        for name, b in self.accumulators.items():  # each row with the state terms its declaration names
+        for name, b in self.accumulators.items():  # each row with the arrays of its planned state
             tag = "  (dropped)" if name in self.dropped else ""
-            out.append(f"  {name:<10} {gb(b):>10}{tag}   " + ", ".join(declared_memory(name).terms))
+            out.append(f"  {name:<10} {gb(b):>10}{tag}   " + ", ".join(self.terms.get(name, ())))
         host = self.device != "cuda"
         if host:
             out.append(f"  {'runtime':<10} {gb(self.runtime_bytes):>10}")
@@ -110,13 +112,8 @@ class MemoryPlan:
                        + ("" if r["fits"] else "  — does NOT fit"))
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
         out += [f"  fix: {s}" for s in self.suggestions]
-        out += [f"  note: accumulator {n} does not declare planned_bytes: not counted" for n in self.unknown]
+        out += [f"  note: accumulator {n} does not declare planned_state: not counted" for n in self.unknown]
         return out
-
-
-def declared_memory(name: str) -> Memory:
-    """The memory part of the measure declared as ``name`` (an empty one for an undeclared accumulator)."""
-    return next((m.memory for m in all_measures() if m.name == name), Memory())
 
 
 def layer_span(layers: list[int]) -> str:
@@ -157,15 +154,11 @@ def evenly_spaced(layers: list[int], k: int) -> list[int]:
     return sorted({layers[int(round(i))] for i in np.linspace(0, len(layers) - 1, max(int(k), 1))})
 
 
-def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype: str, registry=None,
+def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype: str, registry=MEASURES,
                 plan_held: int | None = None, forced_keep: set[str] | None = None) -> MemoryPlan:
     """Size every accumulator the run asks for, add the weights, the pass and (on the CPU) the runtime,
     the plan and the publish copy; drop what does not fit in ``memory_bytes`` (see the module docstring).
     ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
-    from normvar_core.pipeline.accumulators import REGISTRY
-    from normvar_core.pipeline.contracts import RunContext
-
-    registry = REGISTRY if registry is None else registry
     host = device != "cuda"
     wbytes = weights_bytes(shape, dtype)
 
@@ -226,7 +219,8 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       runtime_bytes=RUNTIME_BYTES if host else 0, plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
                       pass_bytes=base["pass"], publish_bytes=base["publish"], total_bytes=int(total),
                       memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
-                      policy={n: declared_memory(n).reason for n in sizes},
+                      policy={c.name: c.policy for c in registry if c.name in sizes},
+                      terms={c.name: c.planned_terms(ctx) for c in registry if c.name in sizes},
                       suggestions=suggestions, model=shape.name, architecture=shape.architecture, unknown=unknown,
                       sample_positions=int(ctx.plan.samples.size),
                       id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
@@ -254,8 +248,8 @@ def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype,
         t32 = _total(c32, registry, base_for(c32), dropped)
         out.append(f"--mean-dtype float32 halves the means: {gb(t32)} in all"
                    + ("" if t32 <= memory else " (still over)"))
-    # a measure forced on (asked, not droppable as asked) whose declaration says how to leave it out
-    out += [m.memory.fix for m in all_measures() if m.memory.fix and m.asked(cfg) and not m.may_drop(cfg)]
+    # a measure forced on (asked, not droppable as asked) whose class says how to leave it out
+    out += [c.fix for c in registry if c.fix and c.asked(cfg) and not c.may_drop(cfg)]
     if device == "cuda" and dtype == "float32":
         out.append("--dtype bfloat16 halves the weights and the pass")
     for k in range(len(ctx.layers) - 1, 0, -1):
@@ -281,9 +275,7 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
               int(measured) if measured is not None else loaded_budget(device) if loaded else device_memory(device))
     mp = plan_memory(ctx, shape=shape, memory_bytes=memory, device=device, dtype=dtype, forced_keep=resume_names)
     if resume_names is not None:
-        from normvar_core.pipeline.accumulators import REGISTRY
-
-        for name in [c.name for c in REGISTRY if c.droppable(ctx) and c.name in mp.accumulators]:
+        for name in [c.name for c in MEASURES if c.droppable(ctx) and c.name in mp.accumulators]:
             if name not in resume_names and name not in mp.dropped:
                 mp.dropped.append(name)
                 mp.reasons[name] = (f"{name} skipped: the checkpoint this run resumed from was computed without it "

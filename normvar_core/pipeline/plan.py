@@ -16,7 +16,6 @@ import numpy as np
 from normvar_core.config import RunConfig
 from normvar_core.constants import id_sample_size
 from normvar_core.errors import NormvarError
-from normvar_core.measure import all_measures
 from normvar_core.pipeline.corpus.select import CorpusText
 from normvar_core.pipeline.batches import Batch, PaddedBatches, auto_max_tokens, batch_sizes, batches_from
 from normvar_core.pipeline.encoding import encode_sentences, wrap_tokens
@@ -41,10 +40,10 @@ class RunPlan:
     counts: np.ndarray
     tokens: dict
     samples: SamplePlan
-    """The PCA samples' picks (``sample_plan.plan_samples``; empty unless a measure plans ``"samples"``)."""
+    """The PCA samples' picks (``sample_plan.plan_samples``; empty with ``--samples-per-token 0``)."""
     uniform: SamplePlan | None = None
     """The seeded uniform sample of positions for TwoNN (``sample_plan.plan_uniform``; keys in token_ids; size 0
-    unless a measure plans ``"uniform"``)."""
+    without the layer geometry)."""
     sentence_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     corpus_notes: dict = field(default_factory=dict)
     corpus_name: str = ""
@@ -83,12 +82,6 @@ class RunPlan:
         return {"config": config, "n_batches": self.n_batches, "corpus_sha256": self.corpus_sha256,
                 "total_embeddings": self.total_embeddings, "n_samples": self.samples.size,
                 "n_uniform": self.uniform.size if self.uniform is not None else 0}
-
-
-def needs(part: str, cfg: RunConfig) -> bool:
-    """Whether the run asks for a measure that needs plan part ``part`` (``Measure.plans``: ``"samples"``, the
-    PCA samples' picks; ``"uniform"``, the seeded uniform sample of TwoNN and seed 004's batches)."""
-    return any(part in m.plans and m.asked(cfg) for m in all_measures())
 
 
 def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
@@ -140,7 +133,7 @@ def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_state
     else:
         strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
     enc.words = None  # the batches keep the flat encoding; the word strings are in `strings` now
-    chosen = choose_tokens(ids, n, strings, seed=cfg.seed) if needs("samples", cfg) else np.zeros(0, np.int64)
+    chosen = choose_tokens(ids, n, strings, seed=cfg.seed) if cfg.samples_per_token else np.zeros(0, np.int64)
     unk = getattr(tokenizer, "unk_token_id", None)
     unk_n = int(n[ids == unk].sum()) if unk is not None and not words else 0
     unk_text = check_unknown_share(cfg, tokenizer, ids, n, unk_n)
@@ -159,8 +152,9 @@ def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_state
 
 
 def uniform_size(cfg: RunConfig, total: int) -> int:
-    """K of the seeded uniform sample: ``id_sample_size(--id-sample, |X|)`` when a measure plans it, else 0."""
-    return id_sample_size(cfg.id_sample, total) if needs("uniform", cfg) else 0
+    """K of the seeded uniform sample (TwoNN and seed 004's batches): ``id_sample_size(--id-sample, |X|)`` with the
+    layer geometry, else 0."""
+    return id_sample_size(cfg.id_sample, total) if cfg.geometry else 0
 
 
 UNKNOWN_REFUSE = 0.5  # above this share of non-special tokens, the corpus is refused without --allow-unknown
@@ -226,7 +220,7 @@ def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers:
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
     tok_ids, n = count_tokens(batch_list, **excl)
     strings = [f"t{int(i)}" for i in tok_ids]
-    chosen = choose_tokens(tok_ids, n, strings, seed=cfg.seed) if needs("samples", cfg) else np.zeros(0, np.int64)
+    chosen = choose_tokens(tok_ids, n, strings, seed=cfg.seed) if cfg.samples_per_token else np.zeros(0, np.int64)
     return RunPlan(cfg=cfg, sentences=[" ".join(f"t{t}" for t in s) for s in seqs], batches=batch_list,
                    layers=list(layers), max_length=max_len, n_truncated=0, token_ids=tok_ids, counts=n,
                    tokens=dict(zip((int(i) for i in tok_ids), strings)),
@@ -236,5 +230,5 @@ def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers:
                    corpus_sha256=f"synthetic-{seed}-{n_sentences}-{vocab_size}")
 
 
-__all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes", "needs", "uniform_size",
+__all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes", "uniform_size",
            "corpus_of"]

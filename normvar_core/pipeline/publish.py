@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.constants import UNK_FLAG
-from normvar_core.measure import all_measures, measure
-from normvar_core.pipeline.accumulators import skip_reasons
 from normvar_core.pipeline.batches import batch_sizes
-from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures import Accumulator, MomentsAccumulator, skip_reasons
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table
 from normvar_core.runs.writer import write_tables
@@ -33,12 +32,6 @@ def versions() -> dict[str, str]:
 
     return {"normvar": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
-
-
-def core_measure() -> str:
-    """The measure every run holds and whose result carries the run's counts (the first declared one with
-    required tables: the moments): its accumulator gives ``n_embeddings`` and its result ``n_types``."""
-    return next(m.name for m in all_measures() if m.required and m.switch is None and m.follows is None)
 
 
 def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str, Accumulator],
@@ -73,10 +66,10 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
             results[name] = out = acc.result()
         finally:
             ready[name].set()
-        report("finalize", next(done), len(names), "measures", measure(name).title)
+        report("finalize", next(done), len(names), "measures", acc.title)
         return out
 
-    report("finalize", 0, len(names), "measures", " · ".join(measure(n).title for n in later) or "results")
+    report("finalize", 0, len(names), "measures", " · ".join(accs[n].title for n in later) or "results")
     with ThreadPoolExecutor(1, thread_name_prefix="normvar-results") as serial, \
             ThreadPoolExecutor(1, thread_name_prefix="normvar-finalize") as side:
         futures = {n: (side if n in later else serial).submit(finish, n) for n in later + [n for n in names
@@ -104,7 +97,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         def record() -> RunRecord:
             for name in names:
                 tables_of(name)
-            return run_record(plan, source, ctx, accs, results, plan.cfg, results[core_measure()], seconds, notes,
+            return run_record(plan, source, ctx, accs, results, plan.cfg, results[MomentsAccumulator.name], seconds, notes,
                               source_kind)
 
         def on_table(done_tables: int, n_tables: int, name: str) -> None:
@@ -130,7 +123,7 @@ def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, sou
         **{k: v for k, v in model_meta.items() if k in RunRecord.__dataclass_fields__},
         layers=list(plan.layers), corpus_name=plan.corpus_name, corpus_sha256=plan.corpus_sha256,
         options=cfg.to_dict(), n_sentences=len(plan.sentences), n_truncated=plan.n_truncated,
-        n_embeddings=int(accs[core_measure()].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
+        n_embeddings=int(accs[MomentsAccumulator.name].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
         seconds=float(seconds), versions=versions(), created_at=_dt.datetime.now(_dt.timezone.utc),
         source=source_kind, accumulators=list(accs), sweep=cfg.sweep,
         step=cfg.step, unit=plan.unit,
@@ -148,4 +141,4 @@ def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, sou
     return record
 
 
-__all__ = ["publish_run", "run_record", "core_measure", "versions"]
+__all__ = ["publish_run", "run_record", "versions"]

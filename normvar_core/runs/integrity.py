@@ -1,11 +1,11 @@
 """The cheap integrity check of a run file (``damage``): metadata only, no data block read. ``runs.reader``
-runs it when it opens a run or lists the runs; the tables each measure requires come from the declarations
-(``Measure.required``, ``runs.tables.REQUIRED_TABLES``)."""
+runs it when it opens a run or lists the runs; the tables each measure requires come from
+``runs.schema.REQUIRED_TABLES``."""
 from __future__ import annotations
 
 import duckdb
 
-from normvar_core.runs.tables import REQUIRED_TABLES
+from normvar_core.runs.schema import REQUIRED_TABLES
 
 HEADER_BYTES = 3 * 4096  # DuckDB's file header + two database headers precede the blocks
 

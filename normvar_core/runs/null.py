@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.errors import NormvarError
-from normvar_core.measure import all_measures
 from normvar_core.runs.reader import Run
+from normvar_core.runs.schema import MEASURE_TABLES
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import geometry_tables, moments_tables, sentence_length_table
 from normvar_core.runs.writer import write_tables
@@ -72,7 +72,7 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     if run.has("layer_geometry"):
         report("geometry", 0, 1, "steps", "spectra and TwoNN of the null")
         tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, search=search))
-    accumulators = [m.name for m in all_measures() if set(m.tables) & set(tables)]  # moments, geometry
+    accumulators = [m for m, written in MEASURE_TABLES.items() if set(written) & set(tables)]  # moments, geometry
     known = set(RunRecord.__dataclass_fields__)
     meta = {k: v for k, v in run.meta.items() if k in known}
     record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": accumulators,

@@ -22,14 +22,12 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.errors import NormvarError
-from normvar_core.measure import all_measures
 from normvar_core.runs.record import JSON_COLUMNS, RunRecord
 from normvar_core.runs.integrity import damage, table_names
+from normvar_core.runs.schema import LEGACY_MARKERS
 from normvar_core.runs.tables import list_to_matrix
 from normvar_core.stats.tokenstats import TokenStats
 
-# a table -> the measure that writes it, for files older than the accumulators column (``Measure.legacy_marker``)
-_LEGACY_ACCUMULATORS = {m.legacy_marker: m.name for m in all_measures() if m.legacy_marker}
 
 
 def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
@@ -65,7 +63,7 @@ def _read_meta(con: duckdb.DuckDBPyConnection) -> dict:
     meta = {k: _clean(k, v) for k, v in df.iloc[0].to_dict().items()}
     if not meta.get("accumulators"):
         tables = set(table_names(con))
-        meta["accumulators"] = [a for t, a in _LEGACY_ACCUMULATORS.items() if t in tables]
+        meta["accumulators"] = [a for t, a in LEGACY_MARKERS.items() if t in tables]
     meta.setdefault("source", "model")
     return meta
 

@@ -27,20 +27,13 @@ import numpy as np
 import pyarrow as pa
 
 from normvar_core.constants import FREQ_BIN
-from normvar_core.measure import all_measures
 from normvar_core.stats.tokenstats import TokenStats
 
-__all__ = ["MEASURE_TABLES", "REQUIRED_TABLES", "TableData", "fixed_list", "list_to_matrix", "sentence_length_table",
+__all__ = ["TableData", "fixed_list", "list_to_matrix", "sentence_length_table",
            "frequency_table", "moments_tables", "samples_tables", "sentences_table", "geometry_tables",
            "word_units_table", "occurrence_tables"]
 
 TableData = Union[pa.Table, Iterable[pa.Table]]
-
-MEASURE_TABLES = {m.name: m.tables for m in all_measures()}
-"""The tables each measure writes, from the declarations (``Measure.tables``): the accumulators' ``table_names``
-and the reader's integrity check both read them."""
-REQUIRED_TABLES = {m.name: m.required for m in all_measures() if m.required}
-"""Tables every run holding these measures has (``Measure.required``; ``runs/integrity.damage`` checks them)."""
 
 
 def fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:

@@ -30,7 +30,7 @@ def cmd_null(args: argparse.Namespace) -> int:
     run = open_run(resolve_run(args.run, args.data_dir))
     name = args.name or null_name(run, args.kind, args.seed)
     RunConfig(name=name).validate()  # the same rule for run names everywhere
-    from normvar_core.pipeline.accumulators.geometry import host_search  # torch's threaded top-k for TwoNN
+    from normvar_core.pipeline.measures.geometry import host_search  # torch's threaded top-k for TwoNN
 
     path = write_null_run(run, args.kind, DataDir.at(args.data_dir).run_path(name), seed=args.seed,
                           overwrite=args.overwrite, search=host_search)

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from normvar_core.pipeline.accumulators.layerview import update_all
-from normvar_core.pipeline.accumulators.token_moments import TokenMoments
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.state import DictReader
+from normvar_core.pipeline.measures.layerview import update_all
+from normvar_core.pipeline.measures.state import DictReader
+from normvar_core.pipeline.measures.token_moments import TokenMoments
 
 
 def groups_of(ctx: RunContext) -> list[tuple[str, str, np.ndarray]] | None:

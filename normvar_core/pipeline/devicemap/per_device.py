@@ -24,8 +24,8 @@ import logging
 from contextlib import contextmanager
 
 from normvar_core.device_options import read_device_map
-from normvar_core.pipeline.accumulators import REGISTRY
 from normvar_core.pipeline.devicemap.model_map import device_name, entry_of
+from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory import gb, layer_span, sizes_and_droppable
 from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
@@ -144,7 +144,7 @@ def plan_devices(ctx, shape, config, devices: dict, *, dtype: str, registry=None
 
 def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int], *, dtype: str, registry=None) -> dict:
     """``plan_devices`` for a model already placed by ``dmap`` (a loaded device-mapped model: what compute keeps)."""
-    registry = REGISTRY if registry is None else registry
+    registry = MEASURES if registry is None else registry
     cfg = ctx.cfg
     offload = bool(cfg.offload_folder)
     dropped, reasons = [], {}

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.destination import write_atomic
-from normvar_core.pipeline.contracts import Accumulator
+from normvar_core.pipeline.measures.base import Accumulator
 
 FORMAT = "normvar-checkpoint-3"  # 3: registered state keys (the moments under acc.*)
 

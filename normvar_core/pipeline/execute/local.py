@@ -23,7 +23,7 @@ from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.checkpoint import Checkpointer, load_partial
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_target
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
-from normvar_core.pipeline.publish import core_measure
+from normvar_core.pipeline.measures import MomentsAccumulator
 
 
 def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
@@ -72,7 +72,7 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         source.oom_splits, source.max_rows = int(meta.get("oom_splits", 0)), meta.get("max_rows")
     else:
         accs, first, seconds_before, resumed_from = build_accumulators(setup.ctx), 0, 0.0, None
-    moments = accs[core_measure()]  # the measure whose accumulator counts the embeddings (the moments)
+    moments = accs[MomentsAccumulator.name]  # the measure that counts the embeddings
     saver = Checkpointer(target.checkpoint, setup.fingerprint, every_s)
     pos = {"next": first, "clean_n": moments.n_embeddings}
     clock = ForwardClock(report, plan, moments.n_embeddings)

@@ -13,19 +13,19 @@ from __future__ import annotations
 from typing import Callable
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
-from normvar_core.pipeline.accumulators import REGISTRY
-from normvar_core.pipeline.accumulators.layerview import update_all
-from normvar_core.pipeline.contracts import Accumulator, RunContext
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures import MEASURES, Accumulator
+from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
 from normvar_core.pipeline.devicemap.layer_groups import LayerSplit, groups_of, update_split
-from normvar_core.pipeline.state import DictReader
+from normvar_core.pipeline.measures.state import DictReader
 
 
-def build_accumulators(ctx: RunContext, registry=None) -> dict[str, Accumulator]:
+def build_accumulators(ctx: RunContext, registry=MEASURES) -> dict[str, Accumulator]:
     """Every registered accumulator the run wants, by name (moments first)."""
     accs = {}
     groups = groups_of(ctx)
-    for cls in (REGISTRY if registry is None else registry):
+    for cls in registry:
         acc = cls.for_run(ctx) if groups is None else LayerSplit.build(cls, ctx, groups)
         if acc is not None:
             accs[cls.name] = acc

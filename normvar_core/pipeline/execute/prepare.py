@@ -21,11 +21,12 @@ from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.destination import resolve_destination
 from normvar_core.errors import CancelledError, NormvarError
-from normvar_core.pipeline.accumulators import prime
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.devicemap.layer_groups import gather
 from normvar_core.pipeline.devicemap.model_map import check_offload_folder
 from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
+from normvar_core.pipeline.measures import MomentsAccumulator
+from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.pipeline.memory import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
@@ -131,7 +132,7 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
     if remote is not None:  # the early axes computed by one actor, for all (``ray_model``)
         remote.prime(ctx, source)
-    else:  # the declared pre-pass hooks (the occurrences' early axes, from batches spread over the plan; kept)
+    else:  # the occurrences' early axes, from batches spread over the plan (kept for the pass)
         prime(ctx, source, reuse=True)
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
@@ -157,10 +158,10 @@ def memory_note(ctx) -> dict:
 def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seconds: float,
             report: Callable[[Progress], Any]) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
-    from normvar_core.pipeline.publish import core_measure, publish_run
+    from normvar_core.pipeline.publish import publish_run
 
     accs = gather(accs)  # --device-map: every layer group's state gathered on the host
-    n_embeddings = accs[core_measure()].n_embeddings
+    n_embeddings = accs[MomentsAccumulator.name].n_embeddings
     path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, accs=accs,
                        notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
                        seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))

@@ -108,7 +108,7 @@ class ActorModel:
 
     def prime(self, ctx, source) -> None:
         """The occurrences' early axes from the first actor (None when the run keeps none)."""
-        from normvar_core.pipeline.accumulators.occurrences import keeps_occurrences
+        from normvar_core.pipeline.measures.occurrences import keeps_occurrences
 
         if keeps_occurrences(ctx):
             ctx.occurrence_axes = self.pool.get(self.first.early.remote(self.pool.boxed(ctx.plan, ctx)),

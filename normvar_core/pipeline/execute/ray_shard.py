@@ -140,7 +140,7 @@ class Shard:
             return
         import ray
 
-        from normvar_core.pipeline.accumulators import prime
+        from normvar_core.pipeline.measures.occurrences import prime
         from normvar_core.pipeline.sources import TransformerSource
 
         self.plan, self.ctx = self._context(ray.get(payload_box[0]), payload_box[1])

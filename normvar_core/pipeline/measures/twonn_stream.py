@@ -83,6 +83,15 @@ class NeighbourState:
         holder._add_state("nn", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device), merge="pooled")
         holder._add_state("filled", np.zeros(K, bool), merge="or", per_layer=False)
 
+    @staticmethod
+    def planned(num_layers: int, size: int, dim: int) -> dict:
+        """{key: (shape, dtype)} of the registered state for K = ``size`` rows: the float32 sample (L, K, d), per
+        row and layer its hash (int64), copy flag (bool), (r₁, r₂) (float64) and their rows (int64), and the
+        filled flags (K,): L·K·(4·d + 41) + K bytes."""
+        L, K = int(num_layers), int(size)
+        return {"sample": ((L, K, int(dim)), np.float32), "hash": ((L, K), np.int64), "dup": ((L, K), np.bool_),
+                "r": ((L, K, 2), np.float64), "nn": ((L, K, 2), np.int64), "filled": ((K,), np.bool_)}
+
     # ------------------------------------------------------------------ arrivals
     def _step(self, cols: int) -> int:
         return max(1, CHUNK // max(1, self.holder.sample.shape[0] * cols))

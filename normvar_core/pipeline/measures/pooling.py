@@ -35,7 +35,7 @@ class Chan:
         self.count, self.mean, self.outer = count, mean, outer
 
     def merge(self, holder, name: str, reader) -> None:
-        from normvar_core.pipeline.state import as_like
+        from normvar_core.pipeline.measures.state import as_like
 
         n_b = int(reader.get(self.count).reshape(-1)[0])
         if n_b == 0:

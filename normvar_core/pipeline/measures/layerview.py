@@ -17,6 +17,8 @@ For layer l of a batch of N embeddings x_i (``LayerView``):
 "auto" → ``resolve_scatter_dtype``: float64 on the CPU and on GPUs of compute capability 8.0 / 9.0
 (A100, H100, H200: float64 at half the float32 rate), float32 elsewhere (consumer cards run float64
 at 1/32–1/64 of float32) and on MPS (no float64 at all).
+
+``per_layer`` runs a per-layer step (the geometry's finalize, the occurrences' early axes) one layer per core.
 """
 from __future__ import annotations
 
@@ -235,5 +237,32 @@ def update_all(accs: dict, batch) -> None:
     update_layer_major(layered, batch)
 
 
+def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
+    """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
+    neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
+    BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
+    import os
+
+    cores = os.cpu_count() or 1
+    if not parallel or cores < 2 or n_layers < 2:
+        return [fn(i) for i in range(n_layers)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn's dependency, normally there
+        threadpool_limits = None
+    limit = threadpool_limits(1) if threadpool_limits is not None else None
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=min(cores, n_layers), thread_name_prefix="normvar-layer") as pool:
+            return list(pool.map(fn, range(n_layers)))
+    finally:
+        torch.set_num_threads(torch_threads)
+        if limit is not None:
+            limit.unregister()
+
+
 __all__ = ["LayerView", "row_sq", "LayerMajor", "update_layer_major", "update_all", "resolve_scatter_dtype", "SCATTER_DTYPES",
-           "gram", "FAST_FLOAT64_CAPABILITIES"]
+           "gram", "FAST_FLOAT64_CAPABILITIES", "per_layer"]

@@ -31,12 +31,14 @@ import numpy as np
 import torch
 
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
-from normvar_core.measure import measure
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.samples import Fill, locate, position_keys
+from normvar_core.config import RunConfig
 from normvar_core.pipeline.batches import first_position, unit_ids
-from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
+from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
+from normvar_core.runs.schema import OCCURRENCES_TABLES
 from normvar_core.runs.tables import occurrence_tables
 
 
@@ -90,9 +92,7 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
     positions used, "batches": batches used, "layers": the source's layers}. The forward passes of those
     batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them.
     The layers' covariances and eigenvectors (float64) run a layer per core with one BLAS thread each
-    (``geometry.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
-    from normvar_core.pipeline.accumulators.geometry import per_layer
-
+    (``layerview.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
     parts, n, used, seen = [], 0, 0, {}
     for bi in spread_order(plan.n_batches):
         for sb in source.batches(plan, bi, bi + 1):
@@ -126,7 +126,7 @@ def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
 
 def keeps_occurrences(ctx: RunContext) -> bool:
     """The run keeps occurrences: asked for, and kept by the memory plan (then it needs the early axes)."""
-    return ctx.asks(OccurrencesAccumulator.name) and not ctx.dropped(OccurrencesAccumulator.name)
+    return OccurrencesAccumulator.asked(ctx.cfg) and not ctx.dropped(OccurrencesAccumulator.name)
 
 
 def plan_occurrences(plan, size: int) -> SamplePlan:
@@ -155,7 +155,14 @@ def _slots(ctx: RunContext) -> int:
 
 
 class OccurrencesAccumulator(LayerMajor, Accumulator):
-    measure = measure("occurrences")  # uses the geometry's exact axes (``Measure.uses``); primed by ``prime``
+    """On while ``--occurrences`` is not 0; reuses the geometry's exact axes (``uses_results``). The executors
+    call ``prime`` before the pass (the early axes), and ``for_run`` waits for them."""
+
+    name = "occurrences"
+    title = "occurrences"
+    table_names = OCCURRENCES_TABLES
+    uses_results = ("geometry",)
+    policy = "a run short of memory leaves the Occurrences page out (lower --occurrences to keep it)"
 
     def __init__(self, ctx: RunContext):
         L, d, k = ctx.num_layers, ctx.dim, OCCURRENCE_AXES
@@ -178,16 +185,26 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
 
     @classmethod
     def for_run(cls, ctx: RunContext) -> "OccurrencesAccumulator | None":
-        """As declared (``Accumulator.for_run``), once the early axes are there (``prime``)."""
+        """As any measure (``Accumulator.for_run``), once the early axes are there (``prime``)."""
         return None if ctx.occurrence_axes is None else super().for_run(ctx)
 
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int:
-        """4·L·P·k (projections) + P (flags) + 8·L·(d·k + d + k + k²) (early axes and mean, sums) + 8 (n)."""
-        if not ctx.asks(cls.name):
-            return 0
+    def asked(cls, cfg: RunConfig) -> bool:
+        return cfg.occurrences != 0
+
+    @classmethod
+    def may_drop(cls, cfg: RunConfig) -> bool:
+        return True
+
+    @classmethod
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        """The early axes (L, d, k) and mean (L, d), n, the sums Σy (L, k) and Σyyᵀ (L, k, k) in float64, the
+        float32 projections (L, P, k) of the P kept occurrences and their flags:
+        4·L·P·k + P + 8·L·(d·k + d + k + k²) + 8 bytes."""
         L, d, k, P = ctx.num_layers, ctx.dim, OCCURRENCE_AXES, _slots(ctx)
-        return 4 * L * P * k + P + 8 * L * (d * k + d + k + k * k) + 8
+        return {"axes": ((L, d, k), np.float64), "origin": ((L, d), np.float64), "n": ((1,), np.int64),
+                "sum_y": ((L, k), np.float64), "sum_yy": ((L, k, k), np.float64),
+                "proj": ((L, P, k), np.float32), "filled": ((P,), np.bool_)}
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:

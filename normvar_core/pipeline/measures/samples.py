@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from normvar_core.measure import measure
-from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.runs.schema import SAMPLES_TABLES
 from normvar_core.runs.tables import samples_tables
 
 _KEY = np.int64(1 << 24)  # sentence_id * _KEY + position identifies a position in the corpus
@@ -70,7 +72,12 @@ def planned_vectors(holder, ctx: RunContext, plan, *, vectors: str, flags: str) 
 
 
 class SampleAccumulator(Accumulator):
-    measure = measure("samples")
+    """The PCA samples: on while ``--samples-per-token`` is not 0; never dropped."""
+
+    name = "samples"
+    title = "samples"
+    table_names = SAMPLES_TABLES
+    policy = "kept whenever asked for (--samples-per-token 0 leaves it out)"
 
     def __init__(self, ctx: RunContext):
         self.plan = ctx.plan.samples
@@ -78,15 +85,19 @@ class SampleAccumulator(Accumulator):
         self._keys = position_keys(self.plan)
 
     @classmethod
+    def asked(cls, cfg: RunConfig) -> bool:
+        return cfg.samples_per_token != 0
+
+    @classmethod
     def for_run(cls, ctx: RunContext) -> "SampleAccumulator | None":
         """Held when the plan picked positions (none when ``--samples-per-token 0`` or no type was chosen)."""
         return cls(ctx) if ctx.plan.samples.size else None
 
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int:
-        """4·L·P·d (float32 vectors of the P picked positions) + P (filled flags)."""
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        """The float32 vectors (L, P, d) of the P picked positions and their filled flags: 4·L·P·d + P bytes."""
         P = int(ctx.plan.samples.size)
-        return 4 * ctx.num_layers * P * ctx.dim + P
+        return {"vectors": ((ctx.num_layers, P, ctx.dim), np.float32), "filled": ((P,), np.bool_)}
 
     def update(self, batch: StateBatch) -> None:
         fill_planned(self.vectors, self.filled, self.plan, self._keys, batch)

@@ -13,19 +13,22 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from normvar_core.measure import measure
-from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.accumulators.layerview import resolve_scatter_dtype
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype
+from normvar_core.runs.schema import SELFSIM_TABLES
 from normvar_core.stats.geometry import mean_cosine
 
 
-def selfsim_bytes(ctx: RunContext) -> int:
-    """8·L·T·d: Σu per layer and type, float64."""
-    return ctx.num_layers * ctx.num_types * ctx.dim * 8
-
-
 class SelfSimilarityAccumulator(Accumulator):
-    measure = measure("selfsim")
+    """``--self-similarity`` auto / on / off: asked unless off, droppable in auto."""
+
+    name = "selfsim"
+    title = "self-similarity"
+    table_names = SELFSIM_TABLES
+    policy = "in auto, an L x T x d table kept only when it fits after everything else the run holds"
+    fix = "--self-similarity off drops the L x T x d self-similarity table"
     backend = "auto"
     """"auto": the numba kernel on the CPU, torch ``index_add_`` elsewhere; "torch" on any device (the
     GPU path, which tests run on the CPU against the kernel)."""
@@ -40,11 +43,18 @@ class SelfSimilarityAccumulator(Accumulator):
         self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
 
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int:
-        """8·L·T·d (Σu per layer and type, float64) + 8·T (n_t)."""
-        if not ctx.asks(cls.name):
-            return 0
-        return selfsim_bytes(ctx) + 8 * ctx.num_types
+    def asked(cls, cfg: RunConfig) -> bool:
+        return cfg.self_similarity != "off"
+
+    @classmethod
+    def may_drop(cls, cfg: RunConfig) -> bool:
+        return cfg.self_similarity == "auto"
+
+    @classmethod
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        """Σu per layer and type (L, T, d) float64 and n_t (T,): 8·L·T·d + 8·T bytes."""
+        T = ctx.num_types
+        return {"sum_u": ((ctx.num_layers, T, ctx.dim), np.float64), "n": ((T,), np.int64)}
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -98,4 +108,4 @@ class SelfSimilarityAccumulator(Accumulator):
             "self_similarity": result["self_similarity"].reshape(-1)})}
 
 
-__all__ = ["SelfSimilarityAccumulator", "selfsim_bytes"]
+__all__ = ["SelfSimilarityAccumulator"]

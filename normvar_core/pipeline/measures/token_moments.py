@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from normvar_core.pipeline.state import Stateful
+from normvar_core.pipeline.measures.state import Stateful
 from normvar_core.stats.kernels import type_groups as _type_groups
 from normvar_core.stats.kernels import update_kernel as _update_kernel
 from normvar_core.stats.tokenstats import TokenStats
@@ -96,6 +96,15 @@ class TokenMoments(Stateful):
         self._add_state("layer_index", layer_index, merge="same")
         self._add_state("n_embeddings", 0)
         self._add_buffer("_row_of", torch.full((0,), -1, dtype=torch.int64, device=self.device))
+
+    @staticmethod
+    def planned(num_layers: int, num_types: int, dim: int, mean_dtype: str = "float64") -> dict:
+        """{key: (shape, dtype)} of ``state_dict`` once T = ``num_types`` types are seen: ids, n (T,) int64,
+        mean (L, T, d) in ``mean_dtype``, s (L, T) float64, layer_index (L,) and n_embeddings (1,) int64 —
+        L·T·d·b_μ + 8·L·T + 16·T + 8·L + 8 bytes."""
+        L, T, d = int(num_layers), int(num_types), int(dim)
+        return {"ids": ((T,), np.int64), "n": ((T,), np.int64), "mean": ((L, T, d), np.dtype(mean_dtype)),
+                "s": ((L, T), np.float64), "layer_index": ((L,), np.int64), "n_embeddings": ((1,), np.int64)}
 
     @property
     def backend(self) -> str:

@@ -21,17 +21,24 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from normvar_core.measure import measure
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
-from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.measures.pooling import Chan, pool_into
+from normvar_core.runs.schema import OUTLIERS_TABLES
 
 TOP_K = 20
 SAMPLE_ROWS = 256   # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
 
 
 class OutlierAccumulator(LayerMajor, Accumulator):
-    measure = measure("outliers")  # on with the geometry (``Measure.follows``)
+    """On with the layer geometry (``--no-geometry`` switches both off); small, never dropped."""
+
+    name = "outliers"
+    title = "outliers"
+    table_names = OUTLIERS_TABLES
+    policy = "small (24·L·d bytes): kept whenever the geometry is asked for"
     use_threshold = True   # False: every batch through the row-wise top-k candidates (``_row_top``)
 
     def __init__(self, ctx: RunContext):
@@ -51,13 +58,18 @@ class OutlierAccumulator(LayerMajor, Accumulator):
         self._add_state("top", np.zeros((L, 0, 5), np.float64), merge="custom", fixed_shape=False)
 
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int:
-        """24·L·d (per-dimension mean, M2, max |h|) + 16·L (Σ‖x‖², at position 0) + 40·L·K (the K = TOP_K
-        top activations, 5 float64 each) + 8."""
-        if not ctx.asks(cls.name):
-            return 0
+    def asked(cls, cfg: RunConfig) -> bool:
+        return cfg.geometry
+
+    @classmethod
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        """Per dimension the float64 mean, M2 and max |h| (L, d), Σ‖x‖² overall and at position 0 (L,), the
+        top activations (L, TOP_K, 5) and n: 24·L·d + 16·L + 40·L·K + 8 bytes, K = TOP_K (``_distinct`` pads
+        the list to TOP_K rows whatever the run's size)."""
         L, d = ctx.num_layers, ctx.dim
-        return 24 * L * d + 16 * L + 40 * L * min(TOP_K, ctx.plan.total_embeddings * d) + 8
+        return {"n": ((1,), np.int64), "mean": ((L, d), np.float64), "m2": ((L, d), np.float64),
+                "max_abs": ((L, d), np.float64), "sq_all": ((L,), np.float64), "sq_pos0": ((L,), np.float64),
+                "top": ((L, TOP_K, 5), np.float64)}
 
     def begin_batch(self, batch: StateBatch) -> None:
         self._pos0 = torch.as_tensor(batch.positions, device=self.device) == 0

@@ -14,7 +14,7 @@
 
 Tables: ``layer_geometry`` (one row per layer, ``stats.geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
-of the sample, seed 003's check against N(0, 1/d)). Memory (``geometry_bytes``): per layer the d² · 8
+of the sample, seed 003's check against N(0, 1/d)). Memory (``planned_state``): per layer the d² · 8
 bytes of the scatter plus the sample's K · (d · 4 + 41) (4.7 + 51 MB at d = 768, K = 16,384; 134 + 269 MB
 at d = 4096), on the states' device. A run whose layers do not fit in the device's memory after the weights and the moments
 (``memory.plan_memory``) skips the geometry and says so in its notes, with the layer subset that
@@ -25,25 +25,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from normvar_core.measure import measure
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.occurrences import top_axes
-from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
-from normvar_core.pipeline.accumulators.samples import locate, position_keys
-from normvar_core.pipeline.accumulators.twonn_stream import NeighbourState
-from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
+from normvar_core.pipeline.measures.occurrences import top_axes
+from normvar_core.pipeline.measures.pooling import Chan, pool_into
+from normvar_core.pipeline.measures.samples import locate, position_keys
+from normvar_core.pipeline.measures.twonn_stream import NeighbourState
+from normvar_core.runs.schema import GEOMETRY_TABLES
 from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats import geometry as layer_geometry
-
-SAMPLE_ROW_BYTES = 8 + 1 + 16 + 16
-"""Per sampled row and layer beside its float32 state: its hash, copy flag, (r₁, r₂) and their rows."""
-
-
-def geometry_bytes(num_layers: int, dim: int, sample: int) -> int:
-    """Memory the accumulator holds: L · (d² · 8 + K · (d · 4 + 41) + 2 · d · 8 + 3 · 8) bytes (the float64
-    scatter, the float32 sample and its neighbour state, the float64 mean and Σu, three per-layer scalars)."""
-    return int(num_layers) * (dim * dim * 8 + sample * (dim * 4 + SAMPLE_ROW_BYTES) + 2 * dim * 8 + 3 * 8)
-
 
 def _gb(n: int) -> str:
     return f"{n / 2**30:.1f} GB"
@@ -64,35 +56,15 @@ def host_search(X32: np.ndarray, k: int) -> np.ndarray:
     return layer_geometry.gram_candidates(X32, k, smallest=topk_smallest)
 
 
-def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
-    """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
-    neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
-    BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
-    import os
-
-    cores = os.cpu_count() or 1
-    if not parallel or cores < 2 or n_layers < 2:
-        return [fn(i) for i in range(n_layers)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - scikit-learn's dependency, normally there
-        threadpool_limits = None
-    limit = threadpool_limits(1) if threadpool_limits is not None else None
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(max_workers=min(cores, n_layers), thread_name_prefix="normvar-layer") as pool:
-            return list(pool.map(fn, range(n_layers)))
-    finally:
-        torch.set_num_threads(torch_threads)
-        if limit is not None:
-            limit.unregister()
-
-
 class GeometryAccumulator(LayerMajor, Accumulator):
-    measure = measure("geometry")  # finalized in the background (``Measure.background``): publish writes the rest
+    """On with ``--geometry`` (the default; ``--no-geometry`` switches it, the outliers and IsoScore off);
+    finalized in the background (spectra, TwoNN): publish writes the other measures' tables meanwhile."""
+
+    name = "geometry"
+    title = "spectra, TwoNN, seed 004's batches"
+    table_names = GEOMETRY_TABLES
+    finalize_in_background = True
+    policy = "a run short of memory keeps its moments and names the layer subset that would fit"
 
     def __init__(self, ctx: RunContext):
         L, d = ctx.num_layers, ctx.dim
@@ -116,12 +88,22 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         self.neighbours = NeighbourState(self, L, _sample_size(ctx), d, self.device)
 
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int:
-        """``geometry_bytes(L, d, K)`` + K (filled flags) + 8 (n)."""
-        if not ctx.asks(cls.name):
-            return 0
-        K = _sample_size(ctx)
-        return geometry_bytes(ctx.num_layers, ctx.dim, K) + K + 8
+    def asked(cls, cfg: RunConfig) -> bool:
+        return cfg.geometry
+
+    @classmethod
+    def may_drop(cls, cfg: RunConfig) -> bool:
+        return True
+
+    @classmethod
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        """Per layer the float64 scatter (d, d), mean and Σu (d), the cosine's n and Σ‖x‖, Σ‖x‖², then the
+        TwoNN sample of K rows (``NeighbourState.planned``) and n:
+        L·(8·d² + K·(4·d + 41) + 16·d + 24) + K + 8 bytes."""
+        L, d = ctx.num_layers, ctx.dim
+        return {"n": ((1,), np.int64), "mean": ((L, d), np.float64), "scatter": ((L, d, d), np.float64),
+                "sum_u": ((L, d), np.float64), "n_u": ((L,), np.int64), "norm_sum": ((L,), np.float64),
+                "sq_sum": ((L,), np.float64), **NeighbourState.planned(L, _sample_size(ctx), d)}
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -198,4 +180,4 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 "scatter_dtype": self.scatter_dtype}
 
 
-__all__ = ["GeometryAccumulator", "geometry_bytes", "host_search"]
+__all__ = ["GeometryAccumulator", "host_search"]

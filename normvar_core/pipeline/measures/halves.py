@@ -18,7 +18,7 @@ halves use the same types; eqs. 8–15), the ratios of Fig. 5/6, the anisotropy 
 share — and the ``intervals`` table (``stats.intervals``: split-half θ ± 1.96 |θ_A − θ_B| / 2, and
 the bootstrap over types of the trade-off, 1,000 seeded resamples).
 
-Memory (``halves_bytes``), with T types, L kept layers, d the width, e = 8 (float64 means) or 4
+Memory (``planned_state``), with T types, L kept layers, d the width, e = 8 (float64 means) or 4
 (``--mean-dtype float32``), G = 1 with the geometry on else 0:
 
     2 · [L·T·(d·e + 8) + 16·T + 8·L + 8  +  G·8·L·(d² + d)  +  16·L + 8]  bytes,
@@ -34,12 +34,14 @@ import pyarrow as pa
 import torch
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.measure import measure
-from normvar_core.pipeline.accumulators.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.accumulators.pooling import Chan, pool_into
-from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.state import Stateful
-from normvar_core.pipeline.accumulators.token_moments import TokenMoments
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
+from normvar_core.pipeline.measures.pooling import Chan, pool_into
+from normvar_core.pipeline.measures.state import Stateful
+from normvar_core.pipeline.measures.token_moments import TokenMoments
+from normvar_core.runs.schema import HALVES_TABLES
 from normvar_core.stats import intervals
 from normvar_core.stats.geometry import splitmix64
 
@@ -50,16 +52,6 @@ def half_of(sentence_ids) -> np.ndarray:
     """0 (half A) or 1 (half B) per sentence id: the lowest bit of SplitMix64(id ^ salt)."""
     ids = np.asarray(sentence_ids, dtype=np.int64).astype(np.uint64)
     return (splitmix64(ids ^ np.uint64(HALF_SALT)) & np.uint64(1)).astype(np.int64)
-
-
-def halves_bytes(num_layers: int, num_types: int, dim: int, *, mean_bytes: int = 8, geometry: bool = True) -> int:
-    """The formula of the module docstring: per half, a TokenMoments (L·T·d·e + 8·L·T + 16·T + 8·L + 8, as
-    the moments accumulator), with the geometry a mean and a scatter per layer (8·L·(d² + d)), Σ‖x‖² and its
-    position-0 part (16·L) and n (8)."""
-    L, T, d = int(num_layers), int(num_types), int(dim)
-    moments = L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8
-    per_half = moments + (8 * L * (d * d + d) if geometry else 0) + 16 * L + 8
-    return 2 * per_half
 
 
 class Half(Stateful):
@@ -80,8 +72,14 @@ class Half(Stateful):
 
 
 class HalvesAccumulator(LayerMajor, Accumulator):
-    measure = measure("halves")  # uses the moments' result (``Measure.uses``)
-    planned_exact = False  # a type that one half never sees holds no row there: planned_bytes is the bound
+    """On with ``--halves`` (the default); reuses the moments' result (``uses_results``)."""
+
+    name = "halves"
+    title = "halves"
+    table_names = HALVES_TABLES
+    uses_results = ("moments",)
+    policy = "twice the per-type moments: a run short of memory keeps bootstrap intervals only"
+    planned_exact = False  # a type that one half never sees holds no row there: the plan's T rows are the bound
 
     def __init__(self, ctx: RunContext):
         self.layers = list(ctx.layers)
@@ -100,12 +98,29 @@ class HalvesAccumulator(LayerMajor, Accumulator):
 
     # ------------------------------------------------------------------ contract
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int:
-        """``halves_bytes`` for the run (0 when the run does not want the halves)."""
-        if not ctx.asks(cls.name):
-            return 0
-        return halves_bytes(ctx.num_layers, ctx.num_types, ctx.dim, mean_bytes=ctx.mean_bytes,
-                            geometry=bool(ctx.cfg.geometry))
+    def asked(cls, cfg: RunConfig) -> bool:
+        return cfg.halves
+
+    @classmethod
+    def may_drop(cls, cfg: RunConfig) -> bool:
+        return True
+
+    @classmethod
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        """Per half (``Half``): the per-type moments of all T types (``TokenMoments.planned``), n, with the
+        geometry the float64 mean (L, d) and scatter (L, d, d) (else (L, 0) and (L, 0, 0)), Σ‖x‖² and its
+        position-0 part (L,) — the formula of the module docstring. An upper bound: a half holds the rows of
+        the types it saw."""
+        L, d = ctx.num_layers, ctx.dim
+        g = d if ctx.cfg.geometry else 0
+        tm = TokenMoments.planned(L, ctx.num_types, d, ctx.cfg.mean_dtype)
+        out = {}
+        for h in ("a", "b"):
+            out.update({f"{h}.tm.{k}": v for k, v in tm.items()})
+            out.update({f"{h}.n": ((1,), np.int64), f"{h}.mean": ((L, g), np.float64),
+                        f"{h}.scatter": ((L, g, g), np.float64), f"{h}.sq_all": ((L,), np.float64),
+                        f"{h}.sq_pos0": ((L,), np.float64)})
+        return out
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -211,4 +226,4 @@ class HalvesAccumulator(LayerMajor, Accumulator):
                            "embeddings": [int(self.a.n), int(self.b.n)]}}
 
 
-__all__ = ["HalvesAccumulator", "half_of", "halves_bytes"]
+__all__ = ["HalvesAccumulator", "half_of"]

@@ -10,15 +10,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from normvar_core.measure import measure
-from normvar_core.pipeline.contracts import Accumulator, RunContext, StateBatch
-from normvar_core.pipeline.accumulators.token_moments import TokenMoments
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.token_moments import TokenMoments
+from normvar_core.runs.schema import MOMENTS_TABLES
 from normvar_core.runs.tables import moments_tables, word_units_table
 from normvar_core.stats.tokenstats import TokenStats
 
 
 class MomentsAccumulator(Accumulator):
-    measure = measure("moments")
+    """Always on: every run holds the moments, and the other measures build on their counts (publish reads
+    the run's ``n_embeddings`` and ``n_types`` here)."""
+
+    name = "moments"
+    title = "moments"
+    table_names = MOMENTS_TABLES
+    policy = "the study's core: never dropped (--mean-dtype float32 halves its means)"
     backend: ClassVar[str] = "auto"
     """``TokenMoments``' update path: "auto" (the numba kernel on CPU, torch ``index_add_`` on other
     devices), or "torch" on any device (the GPU path, which tests run on CPU against the kernel)."""
@@ -30,11 +37,11 @@ class MomentsAccumulator(Accumulator):
         self._add_state("acc", tm)  # nested: keys acc.ids, acc.n, acc.mean, acc.s, ... (Chan's merge, layer by layer)
 
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int:
-        """L·T·d·b_μ (the means; b_μ = 8, or 4 with mean_dtype float32) + 8·L·T (S_t) + 16·T (ids, n_t)
-        + 8·L + 8 (layer index, |X|)."""
-        L, d, T = ctx.num_layers, ctx.dim, ctx.num_types
-        return L * T * d * ctx.mean_bytes + 8 * L * T + 16 * T + 8 * L + 8
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        """The registered per-type moments of the T types (``TokenMoments.planned``):
+        L·T·d·b_μ + 8·L·T + 16·T + 8·L + 8 bytes (b_μ = 8, or 4 with --mean-dtype float32)."""
+        tm = TokenMoments.planned(ctx.num_layers, ctx.num_types, ctx.dim, ctx.cfg.mean_dtype)
+        return {f"acc.{k}": v for k, v in tm.items()}
 
     @property
     def n_embeddings(self) -> int:

@@ -1,0 +1,171 @@
+"""The measure contract: one class per streamed measure, checked on every class of ``MEASURES`` by
+``tests/test_accumulator_contract.py``.
+
+A measure class says, as class attributes and classmethods:
+
+* ``name`` (the run row's ``accumulators`` value and the ``notes.skipped`` key: never renamed), ``title``
+  (its finalize label), ``table_names`` (from ``runs/schema.py``), ``uses_results`` (earlier measures whose
+  results its ``result()`` reuses) and ``finalize_in_background``;
+* ``asked(cfg)``: whether the RunConfig asks for it (reads its switch by attribute, e.g. ``cfg.geometry``);
+  ``may_drop(cfg)``: whether a run short of memory may leave it out; ``policy``: that rule in words
+  (``normvar plan --json``'s ``policy``); ``fix``: how to leave it out when it is forced on and does not fit;
+* ``planned_state(ctx)``: {key: (shape, dtype)} of every array its ``state_dict`` holds after the whole pass,
+  before anything is built. From it ``planned_bytes(ctx)`` = Σ_key prod(shape) · itemsize(dtype) (the memory
+  plan's figure; 0 when not asked) and ``planned_terms(ctx)`` (the terms ``normvar plan`` prints) follow: one
+  formula per measure. ``planned_exact = False`` where the plan is an upper bound of the state (the halves);
+
+and per run:
+
+* ``for_run(ctx)`` builds it (None when not asked or dropped by the memory plan, ``skip_reason`` says why);
+* its state is **registered** once (``state.Stateful._add_state``: name, initial array, merge rule), from
+  which ``state_dict()`` (numpy arrays only, saved with np.savez, loaded with allow_pickle=False),
+  ``load_state_dict``, ``from_state_dict(state, ctx)``, ``state_spec()``, ``to(device)`` and the merge
+  follow; ``update(batch)`` adds a StateBatch; ``merge(other)`` / ``merge_from(reader)`` pools another
+  partial state of the same run exactly ("two halves merged = one stream");
+* ``result()`` the finished measure; ``tables(result, ctx)`` -> {table name: pyarrow.Table} written to the run
+  file; ``run_meta`` notes for the run row; ``sentence_ids`` the sentences its tables point at.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.state import Stateful
+
+Planned = dict[str, tuple[tuple[int, ...], Any]]
+"""{state key: (shape, dtype)}: what ``state_dict`` holds after the whole pass (dtype: anything ``np.dtype``
+takes, e.g. ``np.float64``)."""
+
+
+class Accumulator(Stateful, ABC):
+    """One streamed measure (see the module docstring for the contract)."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    table_names: ClassVar[tuple[str, ...]] = ()
+    uses_results: ClassVar[tuple[str, ...]] = ()
+    """Names of measures whose results this one's ``result()`` reuses: publish hands them over through
+    ``take_results`` first when the run holds them (they finish earlier in ``MEASURES`` order)."""
+    finalize_in_background: ClassVar[bool] = False
+    """True when ``result()`` is slow and needs nothing of another result (the geometry: spectra, TwoNN):
+    publish finishes it in its own thread and writes its tables last."""
+    policy: ClassVar[str] = ""
+    """May a run short of memory drop it, and why, in words (``normvar plan --json``'s ``policy``)."""
+    fix: ClassVar[str] = ""
+    """The option that leaves it out, suggested when it is forced on and the run does not fit ("" if none)."""
+    planned_exact: ClassVar[bool] = True
+    """``planned_state`` is the state's exact shapes (False: an upper bound of them)."""
+
+    # ------------------------------------------------------------------ what the run asks for
+    @classmethod
+    def asked(cls, cfg: RunConfig) -> bool:
+        """Whether the run config asks for this measure (by default always)."""
+        return True
+
+    @classmethod
+    def may_drop(cls, cfg: RunConfig) -> bool:
+        """Whether a run short of memory may leave it out (by default never)."""
+        return False
+
+    @classmethod
+    def droppable(cls, ctx: RunContext) -> bool:
+        """Asked for, and a run short of memory may leave it out."""
+        return cls.asked(ctx.cfg) and cls.may_drop(ctx.cfg)
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> "Accumulator | None":
+        """This measure sized for the run, or None: not asked (``asked``) or dropped (``skip_reason``)."""
+        if not cls.asked(ctx.cfg) or cls.skip_reason(ctx):
+            return None
+        return cls(ctx)
+
+    @classmethod
+    def skip_reason(cls, ctx: RunContext) -> str | None:
+        """Why ``for_run(ctx)`` is None, in one line naming the fix (the memory plan's reason, ``ctx.dropped``,
+        when the run asked for it); None when there is nothing to say."""
+        return ctx.dropped(cls.name) if cls.asked(ctx.cfg) else None
+
+    @classmethod
+    def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
+        """The one line recorded in ``notes.skipped`` when the memory plan leaves it out."""
+        fix = (f"keep fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset
+               else "use a larger device or fewer --layers")
+        return (f"{cls.name} skipped: needs {need / 2**30:.1f} GB, {free / 2**30:.1f} GB left on the device after "
+                f"the weights and the moments — {fix}, or a larger --memory-gb")
+
+    # ------------------------------------------------------------------ memory, from one formula
+    @classmethod
+    def planned_state(cls, ctx: RunContext) -> Planned | None:
+        """{key: (shape, dtype)} of the state after the whole pass, for a run that asks for it. None (this
+        default): not declared — the memory plan counts nothing for it and says so (``MemoryPlan.unknown``)."""
+        return None
+
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int | None:
+        """Σ prod(shape) · itemsize over ``planned_state`` (0 when the run does not ask for it; None when the
+        class does not declare its state)."""
+        if not cls.asked(ctx.cfg):
+            return 0
+        planned = cls.planned_state(ctx)
+        if planned is None:
+            return None
+        return sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype in planned.values())
+
+    @classmethod
+    def planned_terms(cls, ctx: RunContext) -> list[str]:
+        """``planned_state`` as ``normvar plan`` prints it: "key L×T×d float64" per array, largest first, until
+        they hold 99 % of the bytes; the rest counted ("+ 5 smaller arrays")."""
+        planned = cls.planned_state(ctx) or {}
+        size = {k: int(np.prod(s, dtype=np.int64)) * np.dtype(t).itemsize for k, (s, t) in planned.items()}
+        out, held, total = [], 0, sum(size.values())
+        for k in sorted(planned, key=lambda k: -size[k]):
+            if held >= 0.99 * total and out:
+                rest = len(planned) - len(out)
+                return out + [f"+ {rest} smaller array{'s' if rest > 1 else ''}"]
+            out.append(f"{k} {'×'.join(f'{n:,}' for n in planned[k][0])} {np.dtype(planned[k][1]).name}")
+            held += size[k]
+        return out
+
+    # ------------------------------------------------------------------ the pass and the result
+    @abstractmethod
+    def update(self, batch: StateBatch) -> None:
+        ...
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, np.ndarray], ctx: RunContext) -> "Accumulator":
+        acc = cls.for_run(ctx)
+        if acc is None:
+            raise ValueError(f"accumulator {cls.name!r} is not enabled for this run")
+        acc.load_state_dict(state)
+        return acc
+
+    @abstractmethod
+    def result(self) -> Any:
+        ...
+
+    def take_results(self, results: dict[str, Any]) -> None:
+        """Receive the results named in ``uses_results`` (those the run has) before ``result()``."""
+
+    @abstractmethod
+    def tables(self, result: Any, ctx: RunContext) -> dict[str, Any]:
+        """{table name: pyarrow.Table} for the run file (names from ``table_names``)."""
+
+    def tables_written(self, ctx: RunContext) -> tuple[str, ...]:
+        """The tables this run's ``tables`` gives (publish lists them before the results exist): by default all
+        of ``table_names``; a measure with a table only some runs have narrows it (the moments' ``word_units``)."""
+        return self.table_names
+
+    def run_meta(self, result: Any) -> dict:
+        """Extra notes for the run row (JSON), e.g. counts or reasons a part was skipped."""
+        return {}
+
+    def sentence_ids(self, result: Any) -> set[int]:
+        """Sentences this measure's tables point at: their text goes to the run's ``sentences`` table."""
+        return set()
+
+
+__all__ = ["Accumulator", "Planned"]
