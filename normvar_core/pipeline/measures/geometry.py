@@ -29,12 +29,12 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
-from normvar_core.pipeline.measures.occurrences import top_axes
 from normvar_core.pipeline.measures.pooling import Chan, pool_into
 from normvar_core.pipeline.measures.samples import locate, position_keys
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.runs.schema import GEOMETRY_TABLES
 from normvar_core.runs.tables import geometry_tables
+from normvar_core.stats.axes import top_axes
 from normvar_core.stats import geometry as layer_geometry
 
 def _gb(n: int) -> str:

@@ -40,23 +40,7 @@ from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
 from normvar_core.runs.schema import OCCURRENCES_TABLES
 from normvar_core.runs.tables import occurrence_tables
-
-
-def sign_fixed(vectors: np.ndarray) -> np.ndarray:
-    """Columns of ``vectors`` with their largest-magnitude component made positive (a deterministic sign)."""
-    idx = np.argmax(np.abs(vectors), axis=0)
-    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
-    return vectors * np.where(signs == 0, 1.0, signs)
-
-
-def top_axes(cov: np.ndarray, k: int) -> np.ndarray:
-    """The top-``k`` eigenvectors (d, k) of a symmetric matrix, largest first, signs fixed (``sign_fixed``)."""
-    from scipy.linalg import eigh
-
-    d = cov.shape[0]
-    k = min(k, d)
-    _, vec = eigh(np.asarray(cov, np.float64), subset_by_index=[d - k, d - 1])
-    return sign_fixed(vec[:, ::-1])
+from normvar_core.stats.axes import top_axes
 
 
 def spread_order(n: int):
@@ -301,4 +285,4 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "keeps_occurrences", "spread_order", "plan_occurrences", "top_axes", "sign_fixed"]
+__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
