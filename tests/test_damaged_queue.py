@@ -1,6 +1,7 @@
-"""A damaged job database (``queue/jobs.sqlite``) or queue (``queue/huey.sqlite``): every command says so on
-one line naming the fix and exits 2; nothing is left half-queued; the dashboard's Runs page keeps showing
-the published runs. ``submit`` runs the same destination check as ``run`` before it queues anything."""
+"""A damaged job database (``queue/jobs.sqlite``, the one file of the queue): every command says so on one
+line naming the fix and exits 2; the file is left where it is; the dashboard's Runs page keeps showing the
+published runs. ``submit`` runs the same destination check as ``run`` before it queues anything, and an
+older version's second queue file is never read."""
 from __future__ import annotations
 
 import os
@@ -36,21 +37,24 @@ def test_damaged_job_database_is_one_line_and_exit_2(tmp_path, capsys, damage):
     damage(data / "queue" / "jobs.sqlite")
     for argv in (["jobs"], ["cancel", "abc"], ["worker", "--once"],
                  ["submit", "--model", "minilm", "--max-sentences", "10"]):
+        before = (data / "queue" / "jobs.sqlite").read_bytes()
         err = _one_line_error(capsys, argv, data)
         assert "job database" in err and "is damaged" in err and "mv " in err
+        assert (data / "queue" / "jobs.sqlite").read_bytes() == before  # nothing deleted or rewritten
 
 
-def test_damaged_queue_leaves_nothing_half_queued(tmp_path, capsys):
+def test_an_older_versions_damaged_queue_file_is_not_read(tmp_path, capsys):
+    """Older versions kept a second queue file (``queue/huey.sqlite``); damaged, it stops nothing now."""
     data = tmp_path / "data"
     JobStore(data)
     _garbage(data / "queue" / "huey.sqlite")
-    err = _one_line_error(capsys, ["submit", "--model", "minilm", "--max-sentences", "10"], data)
-    assert "huey.sqlite is damaged" in err
-    rows = sqlite3.connect(data / "queue" / "jobs.sqlite").execute("select count(*) from jobs").fetchone()[0]
-    assert rows == 0                                       # the job row was taken back
-    assert "huey.sqlite is damaged" in _one_line_error(capsys, ["worker", "--once"], data)
-    (data / "queue" / "huey.sqlite").rename(data / "queue" / "huey.sqlite.damaged")   # the fix works
+    before = (data / "queue" / "huey.sqlite").read_bytes()
     assert cli.main(["submit", "--model", "minilm", "--max-sentences", "10", "--data-dir", str(data)]) == 0
+    job_id = capsys.readouterr().out.strip()
+    assert cli.main(["jobs", "--data-dir", str(data)]) == 0 and job_id in capsys.readouterr().out
+    rows = sqlite3.connect(data / "queue" / "jobs.sqlite").execute("select id, state from jobs").fetchall()
+    assert rows == [(job_id, "queued")]
+    assert (data / "queue" / "huey.sqlite").read_bytes() == before  # left alone, not rewritten
 
 
 def test_submit_checks_the_destination_before_queueing(tmp_path, capsys):

@@ -1,7 +1,7 @@
-"""The job table keeps its room (issue 25): outside ``service/job_table.py``, ``job_db.py`` and ``jobs.py`` no
+"""The job table keeps its room (issue 25): outside ``service/job_table.py`` and ``jobs.py`` no
 module of ``normvar_core/``, ``views/`` or ``app.py`` reads a private (``_name``) attribute of ``JobStore``
 or ``JobTable``, or holds SQL on the ``jobs`` table. The worker, the CLI and the pages use the public
-operations (claim, heartbeat, write_progress, finish, requeue, ...)."""
+operations (claim_next, heartbeat, write_progress, finish, requeue, ...)."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-JOB_TABLE_MODULES = {ROOT / "normvar_core" / "service" / f for f in ("job_table.py", "job_db.py", "jobs.py")}
+JOB_TABLE_MODULES = {ROOT / "normvar_core" / "service" / f for f in ("job_table.py", "jobs.py")}
 SQL_ON_JOBS = re.compile(r"\b(?:from|into|update|join|table(?:\s+if\s+not\s+exists)?)\s+jobs\b", re.IGNORECASE)
 
 
@@ -74,13 +74,13 @@ def violations(path: Path, private: set[str]) -> list[str]:
 
 def test_only_the_job_table_touches_the_job_table():
     private = _private_names()
-    assert {"_conn", "_tx", "_enqueue", "_queue", "_job", "_add"} <= private  # the checker sees the privates
+    assert {"_conn", "_tx", "_job", "_add"} <= private  # the checker sees the privates
     bad = [v for p in _sources() for v in violations(p, private)]
     assert not bad, "\n".join(bad)
 
 
 def test_the_checker_sees_a_violation(tmp_path):
-    """A worker that opens the table's connection, writes SQL on jobs or enqueues by hand is caught; its
+    """A worker that opens the table's connection, writes SQL on jobs or inserts a job by hand is caught; its
     own private attributes, docstrings and other tables are not."""
     private = _private_names()
     p = tmp_path / "bad.py"
@@ -93,11 +93,11 @@ def test_the_checker_sees_a_violation(tmp_path):
                  "        with self.store._conn() as conn:\n"
                  "            conn.execute(\"UPDATE jobs SET state='running'\")\n"
                  "            conn.execute('select * from worker')\n"
-                 "        self.store._enqueue('id', 1.0)\n"
-                 "    def _queue(self):\n"
-                 "        return self._queue\n")
+                 "        self.store._add('a', '{}', False, None)\n"
+                 "    def _tx(self):\n"
+                 "        return self._tx\n")
     found = violations(p, private)
     assert [f.split(": ", 1)[1] for f in found] == ["reads JobStore's private _conn",
                                                     "SQL on jobs: \"UPDATE jobs SET state='running'\"",
-                                                    "reads JobStore's private _enqueue"]
+                                                    "reads JobStore's private _add"]
 

@@ -82,13 +82,16 @@ def test_submit_list_get_and_json_queue(dd):
     assert store.get(b[:6]).id == b  # unique prefix
     with pytest.raises(NormvarError, match="no job"):
         store.get("nope")
-    # the huey queue holds JSON messages carrying only the job id (never pickle)
-    con = sqlite3.connect(dd.queue / "huey.sqlite")
-    blobs = [bytes(r[0]) for r in con.execute("select data from task order by priority desc, id")]
+    # the queue is the job table alone: one file, each job's options stored as JSON text (never pickle)
+    assert sorted(p.name for p in dd.queue.glob("*.sqlite")) == ["jobs.sqlite"]
+    con = sqlite3.connect(dd.queue / "jobs.sqlite")
+    rows = con.execute("select id, typeof(config), config from jobs order by seq").fetchall()
     con.close()
-    msgs = [json.loads(x)["message"] for x in blobs]
-    assert [m["args"] for m in msgs] == [[a], [b]]  # FIFO
-    assert {m["name"] for m in msgs} == {"normvar_core.service.queue.run_job"}
+    assert [(r[0], r[1]) for r in rows] == [(a, "text"), (b, "text")]
+    assert [json.loads(r[2])["name"] for r in rows] == ["a", "b"]
+    # the worker takes them FIFO, each once
+    assert [store.claim_next().id, store.claim_next().id, store.claim_next()] == [a, b, None]
+    assert store.get(a).state == store.get(b).state == "running"
 
 
 def test_submit_validates_and_refuses_duplicates(dd):
@@ -218,12 +221,10 @@ def test_stop_requeues_at_front_and_resumes_from_checkpoint(dd):
 def test_recovery_of_job_left_running_by_dead_worker(dd):
     store = J.JobStore(dd)
     a, b = store.submit(cfg("a")), store.submit(cfg("b"))
-    # what a SIGKILL leaves: huey already dropped the task, the table still says running
+    # what a SIGKILL leaves: the table still says running, and no worker holds the lock
     with store._conn() as conn:
         conn.execute("update jobs set state='running', attempts=1, worker_pid=999999, started=? "
                      "where id=?", (time.time(), b))
-    huey, _ = store._queue()
-    huey.flush()  # both tasks gone from huey (a: lost between dequeue and claim)
     assert store.get(b).interrupted  # no worker holds the lock
     (dd.checkpoints / f"{b}.ckpt").write_text(json.dumps({"step": 2}))
     (dd.runs / ".b.tmp-999999.duckdb").write_text("half")
@@ -242,7 +243,6 @@ def test_recovery_gives_up_after_max_attempts_and_honours_cancel(dd):
         conn.execute("update jobs set state='running', attempts=?, worker_pid=999999 where id=?",
                      (W.MAX_ATTEMPTS, a))
         conn.execute("update jobs set state='running', attempts=1, worker_pid=999999 where id=?", (b,))
-    store._queue()[0].flush()
     # cancel while no worker is alive: finished at once
     assert store.cancel(b).state == "cancelled"
     fake = FakeCompute()
@@ -258,7 +258,6 @@ def test_published_but_not_marked_done_is_not_recomputed(dd):
     with store._conn() as conn:
         conn.execute("update jobs set state='running', attempts=1, started=? where id=?", (t0, a))
     dd.run_path("a").write_text("published just before the kill")
-    store._queue()[0].flush()
     fake = FakeCompute()
     work(dd, fake)
     assert fake.calls == [] and store.get(a).state == "done"
@@ -444,23 +443,18 @@ def test_upload_gzip_bomb_is_refused_while_streaming(tmp_path):
     assert ok.exists() and ok.suffix == ".gz"
 
 
-def test_tasks_queued_by_older_versions_still_run(tmp_path):
-    """A task message written by an older normvar (run_job in normvar_core.jobs) is run by this worker."""
-    from huey.registry import Message
-
-    from normvar_core.service.queue import LEGACY_MODULES, make_huey
-
-    ran = []
-    dd = DataDir.at(tmp_path / "data")
-    huey, _ = make_huey(dd.queue, task_fn=ran.append)
-    for i, module in enumerate(LEGACY_MODULES):
-        msg = Message(id=f"m{i}", name=f"{module}.run_job", eta=None, retries=0, retry_delay=0, priority=0,
-                      args=(f"job{i}",), kwargs={}, on_complete=None, on_error=None, expires=None,
-                      expires_resolved=None)
-        huey.enqueue(huey._registry.create_task(msg))
-    while (task := huey.dequeue()) is not None:
-        huey.execute(task)
-    assert ran == ["job0", "job1"]
+def test_jobs_queued_by_older_versions_still_run(dd):
+    """An older normvar kept a second queue file (``queue/huey.sqlite``) beside the job table: the jobs the
+    table holds as queued run once each, in order, from the table alone; the old file is never read."""
+    store = J.JobStore(dd)
+    a, b = store.submit(cfg("a")), store.submit(cfg("b"))
+    old = dd.queue / "huey.sqlite"
+    old.write_bytes(b"an older version's queue, even a damaged one" * 100)
+    fake = FakeCompute(steps=2)
+    assert work(dd, fake) == 2
+    assert [c["name"] for c in fake.calls] == ["a", "b"]
+    assert store.get(a).state == store.get(b).state == "done"
+    assert old.read_bytes() == b"an older version's queue, even a damaged one" * 100
 
 
 def test_runs_page_shows_a_failed_jobs_traceback(dd, monkeypatch):

@@ -209,7 +209,7 @@ def _report_status(job_id: str, stem: str, key: str) -> None:
     from pathlib import Path
 
     from normvar_core.service.jobs import JobStore
-    from normvar_core.service.states import JobState
+    from normvar_core.service.job import JobState
 
     store = JobStore(data_dir())
     try:

@@ -11,7 +11,7 @@ from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import models
 from normvar_core.service import jobs
-from normvar_core.service.states import JobState
+from normvar_core.service.job import JobState
 from normvar_core.service.sweeps import plan_sweep, queue_sweep
 from views import _chrome, _data, _form, _state, _upload
 

@@ -7,7 +7,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from normvar_core.service.states import JobState
+from normvar_core.service.job import JobState
 
 from views import _access, _chrome, _data, _state
 

@@ -49,7 +49,7 @@ def _submit() -> None:
 @st.fragment(run_every=1.0)
 def _own_status(job_id: str) -> None:
     from normvar_core.service.jobs import JobStore
-    from normvar_core.service.states import JobState
+    from normvar_core.service.job import JobState
 
     store = JobStore(_data.data_dir())
     job = store.get(job_id)

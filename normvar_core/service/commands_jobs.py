@@ -16,7 +16,7 @@ import sys
 
 from normvar_core.config import RunConfig
 from normvar_core.service.job_progress import fmt_eta
-from normvar_core.service.states import ACTIVE, JobState
+from normvar_core.service.job import ACTIVE, JobState
 
 
 def register(sub) -> None:
@@ -55,7 +55,6 @@ def _worker(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s normvar worker: %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger("huey").setLevel(logging.WARNING)
     w = Worker(args.data_dir, poll_s=args.poll, checkpoint_every_s=args.checkpoint_every).claim()  # before the banner
     print(f"normvar worker: pid {os.getpid()}, data dir {w.dd.root}", file=sys.stderr, flush=True)
     n = w.run(once=args.once)

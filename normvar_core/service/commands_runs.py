@@ -85,7 +85,7 @@ def check_no_job(cfg: RunConfig, data_dir) -> None:
     if not (dd.queue / "jobs.sqlite").exists():
         return
     from normvar_core.service.jobs import JobStore
-    from normvar_core.service.states import ACTIVE
+    from normvar_core.service.job import ACTIVE
 
     name = cfg.name or default_run_name(cfg)
     for job in JobStore(dd).list(limit=None, states=tuple(s.value for s in ACTIVE)):

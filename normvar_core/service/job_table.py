@@ -1,18 +1,21 @@
-"""The job table of one data directory (``queue/jobs.sqlite``) and every transition of a job in it.
+"""The job queue of one data directory: ONE SQLite file (``queue/jobs.sqlite``) whose table ``jobs`` is
+both the queue and the record of every job, and every transition of a job in it.
 
-This is the one module that writes SQL on ``jobs`` (its schema and connection: ``job_db``): the
-submitters (``jobs.JobStore``), the CLI, the dashboard and the worker (``worker.Worker``) call the
-methods of ``JobTable``.
+This is the one module that opens the file and writes SQL on ``jobs``: the submitters (``jobs.JobStore``),
+the CLI, the dashboard and the worker (``worker.Worker``) call the methods of ``JobTable``.
 
 Columns: id, run name, the ``RunConfig`` as JSON (a worker task that is not a run: ``{task: spec}``, see
-``tasks.TASKS``), state (``states.JobState``), message (the failure text), progress JSON
-(``job_progress``), run path, created/started/finished times, heartbeat, the worker's pid, a cancel
-request and the number of attempts. A second table, ``worker``, holds the one row of the data
-directory's worker (pid, started, heartbeat, job). WAL mode with a busy timeout; every transaction is
-short, so the dashboard and ``normvar jobs`` can read the table at any time from other processes.
+``tasks.TASKS``), state (``job.JobState``), message (the failure text), progress JSON (``job_progress``),
+run path, created/started/finished times, heartbeat, the worker's pid, a cancel request and the number of
+attempts. A second table, ``worker``, holds the one row of the data directory's worker (pid, started,
+heartbeat, job). WAL mode with a 30 s busy timeout; every transaction is short, so the dashboard and
+``normvar jobs`` can read the table at any time from other processes.
 
 Every change of state is ``move``: ONE ``UPDATE`` guarded by the states the transition starts from
-(``states.TRANSITIONS``), so two processes racing on a job never both succeed.
+(``job.TRANSITIONS``), so two processes racing on a job never both succeed. The worker takes the next
+job with ``claim_next``: in one write transaction, the job that ran before and was put back (it resumes
+from its checkpoint), else the oldest queued one (``NEXT_JOB_ORDER``). A job is queued by one insert, so
+nothing is ever half-queued, and a job a dead worker left ``running`` is simply put back by the next one.
 """
 from __future__ import annotations
 
@@ -31,22 +34,93 @@ from typing import Any, Callable, Iterator
 
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.service.job_db import SCHEMA, connect, database_errors, set_wal
-from normvar_core.service.job_rows import Job, WorkerInfo
-from normvar_core.service.queue import make_huey
-from normvar_core.service.states import TRANSITIONS, JobState
+from normvar_core.service.job import TRANSITIONS, Job, JobState, WorkerInfo
 
 log = logging.getLogger("normvar.jobs")
 
-RESUME_PRIORITY = 1.0
-"""Jobs put back after a crash or a shutdown go first; fresh jobs use -seq (FIFO)."""
+SCHEMA = (
+    """create table if not exists jobs (
+        seq integer primary key autoincrement,
+        id text not null unique,
+        name text not null,
+        config text not null,
+        overwrite integer not null default 0,
+        state text not null,
+        message text,
+        progress text,
+        run_path text,
+        created real not null,
+        started real,
+        finished real,
+        heartbeat real,
+        worker_pid integer,
+        cancel_requested integer not null default 0,
+        attempts integer not null default 0)""",
+    "create index if not exists jobs_state on jobs (state)",
+    "create index if not exists jobs_name on jobs (name)",
+    """create table if not exists worker (
+        one integer primary key check (one = 1),
+        pid integer, started real, heartbeat real, job_id text)""",
+)
+
+NEXT_JOB_ORDER = "started is null, seq"
+"""The queue's order: jobs put back after a shutdown or a crash (they have started) first, then
+submission order (FIFO)."""
 
 _MOVABLE_COLUMNS = {"started", "finished", "heartbeat", "worker_pid", "attempts", "message", "run_path",
                     "cancel_requested"}
 
 
+def _damaged(path: Path, text: str) -> NormvarError:
+    return NormvarError(f"the job database {path} is damaged ({text})",
+                        fix=f"move it aside (mv {path} {path}.damaged) and start again; published runs "
+                            "are not affected, the jobs queued in it are lost")
+
+
+@contextlib.contextmanager
+def database_errors(path: Path) -> Iterator[None]:
+    """A damaged, locked or unwritable job database -> one NormvarError naming the fix (the CLI exits 2,
+    the dashboard shows it). Published runs never live in it, so moving it aside loses only the queue."""
+    try:
+        yield
+    except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+        raise
+    except sqlite3.OperationalError as err:
+        text = str(err)
+        if "locked" in text or "busy" in text:
+            raise NormvarError(f"the job database {path} stayed locked by another process for 30 s",
+                               fix="wait for the other normvar process, or stop it (normvar worker stop)") from None
+        if "readonly" in text or "unable to open" in text or "disk I/O" in text:
+            raise NormvarError(f"cannot write the job database {path} ({text})",
+                               fix=f"make {path.parent} writable, or use another --data-dir") from None
+        raise _damaged(path, text) from None
+    except sqlite3.DatabaseError as err:
+        raise _damaged(path, str(err)) from None
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Autocommit (transactions are explicit and short), a 30 s busy timeout, rows by column name."""
+    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("pragma busy_timeout = 30000")
+    conn.execute("pragma synchronous = normal")
+    return conn
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + 30.0
+    while True:  # switching a fresh file to WAL needs a write lock; retry under concurrency
+        try:
+            conn.execute("pragma journal_mode = wal")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def move(conn: sqlite3.Connection, job_id: str, transition: str, *, where: str = "", **columns) -> int:
-    """Apply ``transition`` (``states.TRANSITIONS``) to ``job_id`` with the extra ``columns`` set (values,
+    """Apply ``transition`` (``job.TRANSITIONS``) to ``job_id`` with the extra ``columns`` set (values,
     or SQL expressions given as ``("sql", "expr")`` tuples); ``where`` adds a guard. Returns the rows
     changed (0: the job was not in a state the transition starts from)."""
     frm, to = TRANSITIONS[transition]
@@ -68,17 +142,16 @@ _FINISH = {JobState.DONE: "succeed", JobState.FAILED: "fail", JobState.CANCELLED
 
 
 class JobTable:
-    """The job table (and the huey queue) of one data directory. Cheap to create; every method opens
-    its own short-lived SQLite connection, so it is safe across processes and threads."""
+    """The job queue of one data directory. Cheap to create; every method opens its own short-lived
+    SQLite connection, so it is safe across processes and threads."""
 
     def __init__(self, data_dir: str | os.PathLike | DataDir | None = None):
         self.dd = DataDir.at(data_dir)
         self.queue_dir = self.dd.queue
         self.db_path = self.queue_dir / "jobs.sqlite"
         self.lock_path = self.queue_dir / "worker.lock"
-        self._huey = None
         with self._conn() as conn:
-            set_wal(conn)
+            _set_wal(conn)
             for stmt in SCHEMA:
                 conn.execute(stmt)
 
@@ -86,7 +159,7 @@ class JobTable:
     @contextlib.contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
         with database_errors(self.db_path):
-            conn = connect(self.db_path)
+            conn = _connect(self.db_path)
             try:
                 yield conn
             finally:
@@ -94,7 +167,8 @@ class JobTable:
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """A short write transaction (BEGIN IMMEDIATE: no lock upgrade deadlocks)."""
+        """A short write transaction (BEGIN IMMEDIATE: the write lock from the start, so what it reads
+        stays true until it commits, and no lock upgrade deadlocks)."""
         with self._conn() as conn:
             conn.execute("begin immediate")
             try:
@@ -103,24 +177,6 @@ class JobTable:
                 conn.execute("rollback")
                 raise
             conn.execute("commit")
-
-    def _queue(self):
-        if self._huey is None:
-            self._huey = make_huey(self.queue_dir)
-        return self._huey
-
-    @contextlib.contextmanager
-    def _huey_storage(self) -> Iterator[Any]:
-        with database_errors(self.queue_dir / "huey.sqlite"):
-            huey, task = self._queue()
-            try:
-                yield huey, task
-            finally:
-                huey.storage.close()  # no idle SQLite handle left in long-lived callers
-
-    def _enqueue(self, job_id: str, priority: float) -> None:
-        with self._huey_storage() as (huey, task):
-            huey.enqueue(task.s(job_id, priority=priority))
 
     def _job(self, row: sqlite3.Row, worker_running: bool | None = None) -> Job:
         interrupted = False
@@ -139,10 +195,8 @@ class JobTable:
         )
 
     def _add(self, name: str, config: str, overwrite: bool, vet: Callable[[list[Job]], str | None]) -> str:
-        """Queue a new job: ``vet(the queued and running jobs of this name)`` runs inside the insert's
-        transaction and raises to refuse it, or returns the id of an equal job to give back instead.
-        The task is enqueued after the commit: if that is lost (a crash), the worker re-enqueues the job
-        at start (``enqueue_lost``); if the queue refuses it (damaged), the job is taken back."""
+        """Queue a new job (one insert): ``vet(the queued and running jobs of this name)`` runs inside the
+        insert's transaction and raises to refuse it, or returns the id of an equal job to give back instead."""
         with self._tx() as conn:
             rows = conn.execute("select * from jobs where name = ? and state in (?, ?) order by seq",
                                 (name, JobState.QUEUED.value, JobState.RUNNING.value)).fetchall()
@@ -150,15 +204,8 @@ class JobTable:
             if same is not None:
                 return same
             job_id = uuid.uuid4().hex[:12]
-            seq = conn.execute("insert into jobs (id, name, config, overwrite, state, created) "
-                               "values (?, ?, ?, ?, ?, ?)", (job_id, name, config, int(bool(overwrite)),
-                                                             JobState.QUEUED.value, time.time())).lastrowid
-        try:
-            self._enqueue(job_id, priority=-float(seq))
-        except NormvarError:
-            with self._tx() as conn:
-                conn.execute("delete from jobs where id = ?", (job_id,))
-            raise
+            conn.execute("insert into jobs (id, name, config, overwrite, state, created) values (?, ?, ?, ?, ?, ?)",
+                         (job_id, name, config, int(bool(overwrite)), JobState.QUEUED.value, time.time()))
         return job_id
 
     # -------------------------------------------------------------- files of a job
@@ -290,26 +337,33 @@ class JobTable:
         with self._conn() as conn:
             conn.execute("delete from worker where pid=?", (os.getpid(),))
 
-    def claim(self, job_id: str) -> Job | None:
-        """queued -> running in this process (``started`` kept from a first attempt, one more attempt).
-        A job whose cancel was asked while it was queued is cancelled instead. Returns the claimed job,
-        or None when it was not queued any more, or when its stored config is not JSON (then failed)."""
-        now = time.time()
-        with self._tx() as conn:
-            claimed = move(conn, job_id, "claim", where="cancel_requested = 0",
-                           started=("sql", f"coalesce(started, {float(now)!r})"), heartbeat=now,
-                           worker_pid=os.getpid(), attempts=("sql", "attempts + 1"), message=None)
-            if not claimed:  # a cancel that raced with a requeue
-                move(conn, job_id, "cancel_queued", where="cancel_requested = 1", finished=now, message="cancelled")
-            row = conn.execute("select * from jobs where id=?", (job_id,)).fetchone()
-        if not claimed:
-            log.info("job %s: not queued any more (%s), skipped", job_id, row["state"] if row else "unknown")
-            return None
-        try:
-            return self._job(row, worker_running=True)
-        except ValueError as err:
-            self.finish(job_id, JobState.FAILED, f"invalid stored configuration: {err}")
-            return None
+    def claim_next(self) -> Job | None:
+        """The next queued job (``NEXT_JOB_ORDER``) -> running in this process (``started`` kept from a
+        first attempt, one more attempt), in one write transaction; None when nothing is queued. A queued
+        job whose cancel was asked (a cancel that raced with a requeue) is cancelled on the way; a job
+        whose stored config is not JSON is marked failed and the next one is taken."""
+        while True:
+            now = time.time()
+            with self._tx() as conn:
+                rows = conn.execute(f"select id, cancel_requested from jobs where state = ? "
+                                    f"order by {NEXT_JOB_ORDER}", (JobState.QUEUED.value,)).fetchall()
+                cancelled = [r["id"] for r in rows if r["cancel_requested"]]
+                for job_id in cancelled:
+                    move(conn, job_id, "cancel_queued", finished=now, message="cancelled")
+                job_id = next((r["id"] for r in rows if not r["cancel_requested"]), None)
+                if job_id is not None:
+                    move(conn, job_id, "claim", started=("sql", f"coalesce(started, {float(now)!r})"),
+                         heartbeat=now, worker_pid=os.getpid(), attempts=("sql", "attempts + 1"), message=None)
+                    row = conn.execute("select * from jobs where id=?", (job_id,)).fetchone()
+            for other in cancelled:
+                log.info("job %s: cancelled before it ran", other)
+                self.remove_checkpoint(other)
+            if job_id is None:
+                return None
+            try:
+                return self._job(row, worker_running=True)
+            except ValueError as err:
+                self.finish(job_id, JobState.FAILED, f"invalid stored configuration: {err}")
 
     def heartbeat(self, job_id: str) -> None:
         """The running job's worker is alive now."""
@@ -333,27 +387,14 @@ class JobTable:
         self.remove_checkpoint(job_id)
 
     def requeue(self, job_id: str, *, shutdown: str | None = None) -> None:
-        """running -> queued, at the front of the queue (it resumes from its checkpoint). ``shutdown``:
-        the message of a job a worker's shutdown put back (that attempt does not count); None for a
-        job that a dead worker left (the attempt counts)."""
+        """running -> queued; having started, it comes before every fresh job (``NEXT_JOB_ORDER``) and
+        resumes from its checkpoint. ``shutdown``: the message of a job a worker's shutdown put back (that
+        attempt does not count); None for a job that a dead worker left (the attempt counts)."""
         columns: dict[str, Any] = {"worker_pid": None}
         if shutdown is not None:
             columns.update(attempts=("sql", "max(attempts - 1, 0)"), message=shutdown)
         with self._tx() as conn:
             move(conn, job_id, "requeue", **columns)
-        self._enqueue(job_id, priority=RESUME_PRIORITY)
-
-    def enqueue_lost(self) -> None:
-        """Enqueue again, in submission order, every queued job that has no task in huey (its enqueue
-        was lost in a crash, or a worker that died took the task before claiming the job)."""
-        with self._huey_storage() as (huey, _task):
-            pending = {str(t.args[0]) for t in huey.pending() if t.args}
-        with self._conn() as conn:
-            queued = conn.execute("select id, seq from jobs where state=? order by seq",
-                                  (JobState.QUEUED.value,)).fetchall()
-        for row in queued:
-            if row["id"] not in pending:
-                self._enqueue(row["id"], priority=-float(row["seq"]))
 
 
-__all__ = ["JobTable", "move", "RESUME_PRIORITY"]
+__all__ = ["JobTable", "move", "database_errors", "NEXT_JOB_ORDER", "SCHEMA"]

@@ -2,24 +2,18 @@
 
 Everything lives under one data directory (``DataDir``); two data directories never share state:
 
-``queue/huey.sqlite``
-    The queue itself: `huey <https://huey.readthedocs.io>`_ with its SQLite storage
-    (``huey.SqliteHuey``, ``service.queue``). Chosen because it is a maintained queue library that
-    needs no server (one SQLite file, WAL mode), survives restarts of the worker and of the app, and
-    is already a pinned dependency. A queued task carries nothing but the job id (a string); the
-    tasks are serialized as JSON, never with pickle, and huey's result store is switched off.
 ``queue/jobs.sqlite``
-    The job table (``job_table.JobTable``: its columns, and every transition of a job's state).
+    The queue and the record of every job, in one table (``job_table.JobTable``: its columns, the
+    order the worker takes jobs in, and every transition of a job's state). There is no second store
+    to keep in step with it: what the table says is queued is what the worker runs next.
 ``queue/worker.lock``
     ``flock``-ed by the one worker of this data directory for its whole life; the kernel drops
     the lock when the worker dies, even on SIGKILL. A second worker is refused.
 ``checkpoints/<job id>.ckpt``
     The checkpoint that ``compute_run`` rewrites atomically while a job runs.
 
-huey deletes a task from its queue when a consumer takes it, so a task whose worker was killed
-mid-run is gone from huey. The job table is the source of truth: when a worker starts it
-re-enqueues every job left ``running`` by a dead worker (at the front of the queue, so it
-resumes from its checkpoint) and every ``queued`` job that has no task in huey.
+A job left ``running`` by a worker that was killed is put back at the front of the queue when a
+worker starts again, and resumes from its checkpoint.
 
 Public API (used by the CLI and the dashboard)::
 
@@ -48,9 +42,8 @@ from normvar_core.destination import check_destination
 from normvar_core.service.corpus_store import (CORPUS_EXTENSIONS, DEFAULT_MAX_UPLOAD_MB, corpus_extension,
                                                max_upload_bytes, store_corpus)
 from normvar_core.service.job_progress import fmt_eta, progress_dict, progress_text
-from normvar_core.service.job_rows import Job, WorkerInfo
-from normvar_core.service.job_db import database_errors
-from normvar_core.service.job_table import JobTable
+from normvar_core.service.job import Job, WorkerInfo
+from normvar_core.service.job_table import JobTable, database_errors
 
 
 def _absolute_paths(cfg: RunConfig) -> RunConfig:

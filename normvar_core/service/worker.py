@@ -1,9 +1,9 @@
-"""The background worker of a data directory: takes jobs from the queue (``jobs.JobStore``), runs
+"""The background worker of a data directory: takes jobs from the job table (``jobs.JobStore``), runs
 ``compute_run`` for run jobs (checkpointed, resumed after a crash) and the worker tasks of the other
 jobs (``tasks.TASKS``: report, null, sentence), writes progress and heartbeats (``_Reporter``), and
 recovers what a dead worker left (``Worker.recover``). One worker per data directory
 (``queue/worker.lock``). It changes the job table only through ``JobTable``'s public operations
-(claim, heartbeat, write_progress, finish, requeue, enqueue_lost, record_worker, forget_worker)."""
+(claim_next, heartbeat, write_progress, finish, requeue, record_worker, forget_worker)."""
 from __future__ import annotations
 
 import contextlib
@@ -22,12 +22,9 @@ from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.run_lock import JOB, as_holder
 from normvar_core.runs.writer import remove_stale_temps
+from normvar_core.service.job import Job, JobState
 from normvar_core.service.job_progress import progress_dict
-from normvar_core.service.job_rows import Job
-from normvar_core.service.job_db import database_errors
 from normvar_core.service.jobs import JobStore
-from normvar_core.service.queue import make_huey as _make_huey
-from normvar_core.service.states import JobState
 from normvar_core.service.tasks import TASKS
 
 log = logging.getLogger("normvar.worker")
@@ -58,8 +55,6 @@ class Worker:
         self.checkpoint_every_s = float(checkpoint_every_s)
         self._stop = threading.Event()
         self._lock_fd: int | None = None
-        with database_errors(self.store.queue_dir / "huey.sqlite"):
-            self.huey, self.task = _make_huey(self.store.queue_dir, task_fn=self._run_job)
         self.jobs_run = 0
 
     # -------------------------------------------------------------- life cycle
@@ -108,7 +103,7 @@ class Worker:
 
     def recover(self) -> None:
         """Called with the worker lock held, so no other worker is alive: requeue what a dead
-        worker left behind (running jobs first, oldest first, to resume from their checkpoints)."""
+        worker left behind (back to the front of the queue, to resume from their checkpoints)."""
         store = self.store
         for job in reversed(store.list(limit=None, states=(JobState.RUNNING.value,))):
             if job.cancel_requested:
@@ -118,7 +113,6 @@ class Worker:
             else:
                 log.warning("job %s was left running by a dead worker (pid %s): resuming it", job.id, job.worker_pid)
                 store.requeue(job.id)
-        store.enqueue_lost()
         self._clean_stale_temp_runs()
 
     def _clean_stale_temp_runs(self) -> None:
@@ -134,8 +128,7 @@ class Worker:
                 old_handlers[sig] = signal.signal(sig, self._on_signal)
         self._acquire_lock()
         try:
-            with database_errors(self.store.queue_dir / "huey.sqlite"):
-                self._serve(once)
+            self._serve(once)
         finally:
             with contextlib.suppress(Exception):
                 self.store.forget_worker()
@@ -145,14 +138,14 @@ class Worker:
         return self.jobs_run
 
     def _serve(self, once: bool) -> None:
-        """The worker loop: recover, then take one task at a time until stopped (or empty, ``once``)."""
+        """The worker loop: recover, then take one job at a time until stopped (or empty, ``once``)."""
         self.store.record_worker(None)
         self.recover()
         log.info("worker %d on %s", os.getpid(), self.dd.root)
         last_beat = time.monotonic()
         while not self.stopping:
-            task = self.huey.dequeue()
-            if task is None:
+            job = self.store.claim_next()
+            if job is None:
                 if once:
                     break
                 if time.monotonic() - last_beat > 2.0:
@@ -161,7 +154,7 @@ class Worker:
                 self._stop.wait(self.poll_s)
                 continue
             self.jobs_run += 1
-            self.huey.execute(task)  # runs self._run_job(job_id); it never raises Exception
+            self._run_job(job)  # it never raises Exception
             self.store.record_worker(None)
             last_beat = time.monotonic()
 
@@ -172,11 +165,9 @@ class Worker:
         self._stop.set()
 
     # -------------------------------------------------------------- one job
-    def _run_job(self, job_id: str) -> None:
-        store = self.store
-        job = store.claim(job_id)
-        if job is None:
-            return
+    def _run_job(self, job: Job) -> None:
+        """Run one claimed job to its end: done, failed, cancelled, or back in the queue (a shutdown)."""
+        store, job_id = self.store, job.id
         log.info("job %s (%s): started", job_id, job.name)
         reporter = _Reporter(store, job_id)
         reporter.start()

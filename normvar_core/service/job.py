@@ -1,14 +1,54 @@
-"""What the job table's rows read as: one job (``Job``, a snapshot) and the data directory's worker
-(``WorkerInfo``). The table itself is ``job_table.JobTable``."""
+"""One job: its states (``JobState``, one enum) and their transitions (``TRANSITIONS``, as data), what its
+row of the job table reads as (``Job``, a snapshot), and the data directory's worker (``WorkerInfo``).
+
+    queued --claim--> running --finish--> done | failed | cancelled
+    queued --cancel--> cancelled          running --requeue--> queued   (SIGTERM, or a dead worker)
+
+``job_table.move(conn, job_id, transition, **columns)`` performs a transition as ONE ``UPDATE`` guarded
+by the states it starts from, so two processes racing on a job never both succeed.
+"""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from normvar_core.config import RunConfig
-from normvar_core.service.states import JobState
 from normvar_core.service.tasks import TASKS
+
+
+class JobState(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:  # f"{state}" and sqlite parameters read as the plain value
+        return self.value
+
+    @property
+    def active(self) -> bool:
+        return self in ACTIVE
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL
+
+
+ACTIVE = (JobState.QUEUED, JobState.RUNNING)
+FINAL = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+
+# name -> (states it may start from, state it ends in)
+TRANSITIONS: dict[str, tuple[tuple[JobState, ...], JobState]] = {
+    "claim": ((JobState.QUEUED,), JobState.RUNNING),
+    "cancel_queued": ((JobState.QUEUED,), JobState.CANCELLED),
+    "cancel_running": ((JobState.RUNNING,), JobState.CANCELLED),
+    "requeue": ((JobState.RUNNING,), JobState.QUEUED),
+    "succeed": ((JobState.RUNNING,), JobState.DONE),
+    "fail": ((JobState.RUNNING,), JobState.FAILED),
+}
 
 
 @dataclass(frozen=True)
@@ -82,4 +122,4 @@ class WorkerInfo:
     job_id: str | None
 
 
-__all__ = ["Job", "WorkerInfo"]
+__all__ = ["JobState", "ACTIVE", "FINAL", "TRANSITIONS", "Job", "WorkerInfo"]
