@@ -53,9 +53,19 @@ def _as_tensor(x, name: str) -> torch.Tensor:
 class TokenMoments(Stateful):
     """Streaming accumulator of n_t, mu(X_t) and S_t for every (layer, token type).
 
-    >>> acc = TokenMoments(num_layers=L, dim=d)        # state in float64
-    >>> acc.update(states, token_ids)                  # states (L, N, d), token_ids (N,)
-    >>> res = acc.result()                             # TokenStats
+    >>> states = np.array([[[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]])      # (L, N, d) = (1, 3, 2)
+    >>> res = TokenMoments(num_layers=1, dim=2).update(states, np.array([7, 7, 9])).result()
+    >>> res.token_ids.tolist(), res.n.tolist()
+    ([7, 9], [2, 1])
+    >>> res.m.tolist(), res.v.tolist(), res.q.tolist()  # M = ‖μ‖², V = E‖x − μ‖², Q = M + V (eqs. 4–6)
+    ([[4.0, 4.0]], [[1.0, 0.0]], [[5.0, 4.0]])
+
+    Two partial states of disjoint data merge exactly (Chan's pooled update):
+
+    >>> a = TokenMoments(1, 2).update(states[:, :1], np.array([7]))
+    >>> b = TokenMoments(1, 2).update(states[:, 1:], np.array([7, 9]))
+    >>> a.merge(b).result().v.tolist()
+    [[1.0, 0.0]]
 
     ``backend``: "numba" (CPU default: one fused pass) or "torch" (any device: index_add_).
     ``update`` and ``merge`` return ``self``. Token ids are any non-negative integers; unseen ids
