@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from browser_items_data import UPLOAD_RUN, build_items_data, null_of
+from run_overlays_data import UPLOAD_RUN, build_items_data, null_of
 from test_dashboard_apptest import RUN
 from test_dashboard_browser import ARTIFACTS, browser, server  # noqa: F401  (fixtures)
 

@@ -231,7 +231,7 @@ def test_an_all_unknown_run_has_finite_interval_endpoints(capsys, tmp_path, tiny
     interval has two finite endpoints within [0, 1] (it had a null one)."""
     import numpy as np
 
-    from test_hostile_round2 import EMOJI
+    from test_cli_odd_corpora import EMOJI
 
     corpus = tmp_path / "emoji.txt"
     corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")
