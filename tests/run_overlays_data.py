@@ -9,7 +9,7 @@ import itertools
 import shutil
 from pathlib import Path
 
-from test_dashboard_apptest import RUN, build_dashboard_data
+from dashboard_run import RUN, build_dashboard_data
 
 UPLOAD_FILE = "my corpus.txt"        # the name a researcher's file has
 UPLOAD_RUN = "minilm-my-corpus"

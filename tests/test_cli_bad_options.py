@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_runs import assert_bad, corpus40, run_cli  # noqa: F401  (fixture)
+from cli_helpers import assert_bad, run_cli
 
 # (config.json changes, what the one line names); the first three are the issue's, the rest a fuzz
 WRONG_VALUES = [

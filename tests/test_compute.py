@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+import brute
+
 from normvar_core.pipeline import batches as B
 from normvar_core.pipeline.execute import local as compute_mod
 from normvar_core.pipeline import models as M
@@ -91,17 +93,12 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
         assert torch.equal(ids, batch.input_ids[am])
     X = torch.cat([s for _, s, _ in kept], 1).numpy()   # (L, N, d) float64
     I = torch.cat([t for _, _, t in kept]).numpy()
-    uniq, inv, cnt = np.unique(I, return_inverse=True, return_counts=True)
+    uniq, cnt = np.unique(I, return_counts=True)
     L, N, d = X.shape
     assert run.meta["n_embeddings"] == N and run.meta["n_types"] == uniq.size
     tokens = loaded.tokenizer.convert_ids_to_tokens(uniq.tolist())
-    order = np.argsort(inv, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(cnt)[:-1]])
-    group_sum = lambda a: np.add.reduceat(a[order], starts, axis=0)  # noqa: E731  per-type sums
-    mu = np.stack([group_sum(X[l]) for l in range(L)]) / cnt[None, :, None]            # eq. 3
-    q = np.stack([group_sum((X[l] ** 2).sum(1)) for l in range(L)]) / cnt             # eq. 4
-    v = np.stack([group_sum(((X[l] - mu[l][inv]) ** 2).sum(1)) for l in range(L)]) / cnt  # eq. 6, two-pass
-    m = (mu ** 2).sum(-1)
+    per_type = brute.per_type(X, I)                         # eqs. 3–6, two passes per type
+    mu, q, m, v = (np.stack([per_type[int(t)][k] for t in uniq], 1) for k in (1, 2, 3, 4))
     for li, layer in enumerate(run.layers):
         tt = run.token_table(layer)
         assert np.array_equal(tt["token_id"], uniq) and np.array_equal(tt["n"], cnt)
@@ -112,16 +109,12 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
 
     # layer_stats by the direct definitions
     ls = run.layer_stats()
-    p = cnt / N
+    ref = brute.corpus(X, I)                                # eqs. 8–11
     for li in range(L):
-        mux = X[li].mean(0)
         row = ls.iloc[li]
-        ref = {"q": (X[li] ** 2).sum(1).mean(), "m": (mux ** 2).sum(), "v": ((X[li] - mux) ** 2).sum(1).mean(),
-               "v_w": (p * v[li]).sum(),                                   # eq. 10
-               "v_b": (p * ((mu[li] - mux) ** 2).sum(1)).sum()}            # eq. 11
         assert row["n"] == N
-        for k, val in ref.items():
-            assert row[k] == pytest.approx(val, rel=1e-6), (li, k)
+        for k in ("q", "m", "v", "v_w", "v_b"):
+            assert row[k] == pytest.approx(ref[k][li], rel=1e-6), (li, k)
         assert row["v_w"] + row["v_b"] == pytest.approx(row["v"], rel=1e-9)  # eq. 9
 
     # samples: raw embeddings of the right type, <= 20 per type, the 50 most frequent included

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from normvar_core.service import dashboard_access as acc
-from test_dashboard_apptest import RUN, RUN2, build_dashboard_data
+from dashboard_run import RUN, RUN2, build_dashboard_data
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

@@ -15,7 +15,7 @@ import pytest
 from normvar_core.report.slides import build_slides
 from normvar_core.report.writers import write_report
 from normvar_core.viz.bands import add_band
-from test_dashboard_apptest import RUN, RUN2, data_dir, run  # noqa: F401  (fixtures)
+from dashboard_run import RUN, RUN2
 
 
 @pytest.fixture(scope="module")

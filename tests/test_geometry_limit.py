@@ -13,8 +13,8 @@ import numpy as np
 import json
 
 from normvar_core.pipeline.accumulators import geometry as GA
-from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
-from test_dashboard_apptest import APP, open_section
+from cli_helpers import run_cli
+from dashboard_run import APP, open_section
 
 
 def _held_bytes(acc: GA.GeometryAccumulator) -> int:

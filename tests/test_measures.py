@@ -16,7 +16,6 @@ import pytest
 from normvar_core.config import RunConfig, field_kind
 from normvar_core.errors import NormvarError
 from normvar_core.measure import Measure, all_measures, measure, resolve
-from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
 
 # the run row's ``accumulators`` values of every file written so far: never renamed
 NAMES = ["moments", "samples", "geometry", "selfsim", "outliers", "halves", "occurrences"]

@@ -23,7 +23,6 @@ from normvar_core.pipeline.execute import ray_cluster, ray_shard
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
-from test_cli_runs import corpus40  # noqa: F401  (fixture)
 
 # what differs between executors by design: how the run ran, not what it measured; and where the corpus was read
 # from: the tests' Ray runs read a copy of the local run's file under another name (corpus_sha256 must be equal)

@@ -134,7 +134,7 @@ def items_dir(tmp_path_factory, minilm_path):  # noqa: ARG001
 def items_app(items_dir, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     monkeypatch.setenv("NORMVAR_DATA", str(items_dir))
     return AppTest.from_file(APP, default_timeout=120)
@@ -144,7 +144,7 @@ def items_app(items_dir, monkeypatch):
 def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir):
     from run_overlays_data import UPLOAD_RUN, null_of
     from normvar_core.runs.reader import open_run
-    from test_dashboard_apptest import RUN, arr, figure, figures_of, ok, open_section
+    from dashboard_run import RUN, arr, figure, figures_of, ok, open_section
 
     at = items_app
     at.query_params.update({"run": RUN, "null": null_of(RUN), "overlay": UPLOAD_RUN, "rel": "0", "layer": "2"})

@@ -20,7 +20,6 @@ from normvar_core.errors import NormvarError
 from normvar_core.runs import writer
 from normvar_core.runs.reader import open_run
 from normvar_core.runs.writer import write_tables
-from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
 
 REPO = Path(__file__).resolve().parent.parent
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
