@@ -49,12 +49,13 @@ def band(n: np.ndarray, q: np.ndarray, v: np.ndarray, means: np.ndarray) -> dict
             "v_w": float(p @ np.asarray(v, np.float64)), "v_b": float(p @ np.sum((mu_t - mu) ** 2, axis=1))}
 
 
-def nearest(means: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int, exclude=None) -> tuple[list[int], list[float]]:
+def nearest(means: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int, exclude=None) -> tuple[list[int], list]:
     """The ``k`` types whose mean has the largest cosine cos(μ_t, q) = μ_t·q / (‖μ_t‖‖q‖), by a Python loop in
     float64 (zero means and ``exclude`` left out; ties by the smaller id): (ids, cosines)."""
     rows = []
+    b = float(np.sqrt(sum(float(x) ** 2 for x in q)))
     for s in range(means.shape[0]):
-        a, b = float(np.sqrt(sum(float(x) ** 2 for x in means[s]))), float(np.sqrt(sum(float(x) ** 2 for x in q)))
+        a = float(np.sqrt(sum(float(x) ** 2 for x in means[s])))
         if a == 0 or b == 0 or ids[s] == exclude:
             continue
         rows.append((-sum(float(x) * float(y) for x, y in zip(means[s], q)) / (a * b), int(ids[s])))
