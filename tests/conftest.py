@@ -20,13 +20,95 @@ os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 import gzip
 import itertools
 import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from browser_helpers import ARGS, CHROMIUM, serving
 from dashboard_run import APP, RUN, build_dashboard_data
 from model_dirs import build_tiny_models, installed_minilm_dir
+
+
+# hypothesis keeps the examples it found outside the checkout (the same folder every run)
+settings.register_profile("normvar", database=DirectoryBasedExampleDatabase(
+    Path(tempfile.gettempdir()) / "normvar-hypothesis"))
+settings.load_profile("normvar")
+
+KINDS = ("model", "subprocess", "browser", "slow")
+# a test that uses one of these fixtures (directly or through another fixture) is of that kind
+FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the installed MiniLM asks for its folder
+                 "server": "subprocess", "browser": "browser"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, kind in FIXTURE_KINDS.items():
+            if fixture in item.fixturenames:
+                item.add_marker(kind)
+
+
+# The check that keeps the kinds right: a test of no kind (one ``make test-fast`` runs) that starts a process
+# or loads a pretrained model fails, naming the marker it needs, in every run of the suite.
+_unmarked = [None]   # the node id of the test of no kind being set up or run, else None
+
+
+def _refuse(what: str, marker: str) -> None:
+    if _unmarked[0] is not None:
+        raise RuntimeError(f"{_unmarked[0]} {what}: mark it @pytest.mark.{marker} (tests/conftest.py)")
+
+
+_popen_init = subprocess.Popen.__init__
+
+
+def _checked_popen_init(self, args, *a, **k):
+    _refuse(f"starts a process ({str(args)[:120]})", "subprocess")
+    _popen_init(self, args, *a, **k)
+
+
+subprocess.Popen.__init__ = _checked_popen_init
+_PRETRAINED_HOMES = (sysconfig.get_paths()["purelib"], str(Path.home() / ".cache" / "huggingface"))
+
+
+def _check_model_loads() -> None:
+    """Once transformers is imported: a model loaded from an installed package or the Hub cache is pretrained."""
+    modeling = sys.modules.get("transformers.modeling_utils")
+    if modeling is None or getattr(modeling.PreTrainedModel.from_pretrained, "_checked", False):
+        return
+    real = modeling.PreTrainedModel.from_pretrained.__func__
+
+    def from_pretrained(cls, path, *a, **k):
+        if not Path(str(path)).is_dir() or str(Path(path).resolve()).startswith(_PRETRAINED_HOMES):
+            _refuse(f"loads the pretrained model {path}", "model")
+        return real(cls, path, *a, **k)
+
+    from_pretrained._checked = True
+    modeling.PreTrainedModel.from_pretrained = classmethod(from_pretrained)
+
+
+def _guarded(item):
+    _check_model_loads()
+    _unmarked[0] = None if any(item.get_closest_marker(k) for k in KINDS) else item.nodeid
+    try:
+        yield
+    finally:
+        _unmarked[0] = None
+        _check_model_loads()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _guarded(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _guarded(item)
 
 
 @pytest.fixture(scope="session")

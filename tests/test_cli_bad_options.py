@@ -187,6 +187,7 @@ def test_jsonl_null_cells_are_counted_and_a_table_without_strings_gets_a_useful_
         assert "--text-column" not in line and "write the sentences as strings" in line, line
 
 
+@pytest.mark.subprocess
 def test_a_second_worker_refuses_before_its_banner(tmp_path):
     data = tmp_path / "data"
     first = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
@@ -208,6 +209,7 @@ def test_a_second_worker_refuses_before_its_banner(tmp_path):
         first.wait(timeout=60)
 
 
+@pytest.mark.model
 def test_a_verdict_whose_interval_straddles_its_threshold_says_it_cannot_tell(capsys, tmp_path):
     """The issue's case: MiniLM on the first five sentences of the shipped novels — anisotropy 0.467
     [0.201, 0.734] against the flat-profile threshold 0.5 said "holds"."""

@@ -101,6 +101,7 @@ def test_models_lists_aliases(capsys, tmp_path):
     assert " installed " in rows["minilm"] + " "
 
 
+@pytest.mark.subprocess
 def test_entry_point_subprocess(tmp_path):
     """The real process: exit status 2 and exactly one stderr line for a missing corpus."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -131,6 +131,7 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
 
 
 # ----------------------------------------------------------------------------- tiny models
+@pytest.mark.slow
 def test_gpt2_position0_exclusion(tiny_models, tiny_corpus, tmp_path):
     base = dict(model=str(tiny_models["gpt2"]), corpus=str(tiny_corpus), samples_per_token=5)
     full = open_run(compute_run(RunConfig(**base, name="g-all"), tmp_path))
@@ -146,6 +147,7 @@ def test_gpt2_position0_exclusion(tiny_models, tiny_corpus, tmp_path):
     assert n_of(excl)[eot] == n_sent              # the leading one (position 0) dropped
 
 
+@pytest.mark.slow
 def test_roberta_special_tokens(tiny_models, tiny_corpus, tmp_path):
     base = dict(model=str(tiny_models["roberta"]), corpus=str(tiny_corpus), samples_per_token=0)
     full = open_run(compute_run(RunConfig(**base, name="r-all"), tmp_path))
@@ -162,6 +164,7 @@ def test_roberta_special_tokens(tiny_models, tiny_corpus, tmp_path):
     assert excl.samples(0).empty and full.meta["norm_placement"] == "post"
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # numpy's "All-NaN slice" of layer 0's R² interval was one
 def test_llama_left_padding_samples_and_layers(tiny_models, tiny_corpus, tmp_path, monkeypatch):
     """A layer subset, left padding forced on the tokenizer (as Gemma's): samples still hit their own type; no
@@ -205,6 +208,7 @@ def _count_batches(stop_after):
     return progress, should_cancel
 
 
+@pytest.mark.slow
 def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_path):
     cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=8, samples_per_token=4,
                     name="resume")
@@ -256,6 +260,7 @@ def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_pa
     assert np.array_equal(_table(open_run(path), "v"), _table(ref, "v"))
 
 
+@pytest.mark.slow
 def test_oom_halves_the_batch(tiny_models, tiny_corpus, tmp_path, monkeypatch):
     cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=3,
                     name="oom")
@@ -308,6 +313,7 @@ def test_default_names():
     assert default_run_name(RunConfig(model="/m/tiny-gpt2/", corpus="c.txt.gz")) == "tiny-gpt2__c"
 
 
+@pytest.mark.slow
 def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     events: list[Progress] = []
     cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=5,

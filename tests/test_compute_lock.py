@@ -15,7 +15,7 @@ import pytest
 from normvar_core.service import cli
 from test_early_interrupt import _compute
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 
 def _one_line(capsys, *argv, match: str) -> str:

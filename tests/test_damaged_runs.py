@@ -69,6 +69,7 @@ def test_damaged_file_is_named_and_listed(damage, tmp_path, capsys, written_run_
     assert cli.main(["show", "good", "--data-dir", str(data)]) == 0
 
 
+@pytest.mark.subprocess
 def test_a_writer_removes_temp_files_of_dead_processes(tmp_path, written_run_path):
     """A kill during the write leaves .<name>.tmp-<pid>.duckdb behind: the next write cleans it."""
     import subprocess

@@ -340,6 +340,7 @@ def test_new_run_rejects_oversize_upload(app, monkeypatch, data_dir):
 
 
 # ============================================================================ end to end
+@pytest.mark.subprocess
 def test_upload_worker_publish_visible(tmp_path, monkeypatch, minilm_path):  # noqa: ARG001
     """Upload a corpus on New run -> the job queue -> a real worker process -> a published run that
     the Trade-off page draws."""

@@ -198,6 +198,7 @@ def test_bad_datasets_get_one_line_and_exit_2_before_the_model(tmp_path, hf_home
     assert JobStore(tmp_path / "d").list() == []
 
 
+@pytest.mark.subprocess
 def test_the_real_cli_and_its_light_paths(tmp_path, hf_home):
     """A subprocess: the installed entry point refuses a missing split with one line and status 2; building
     the parser and reading a run file never import ``datasets`` (``normvar show`` stays light)."""

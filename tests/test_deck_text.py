@@ -70,6 +70,7 @@ def test_every_band_colour_is_in_the_legend():
     assert sum(1 for t in fig.data if t.fill == "tonexty" and t.showlegend) == 2
 
 
+@pytest.mark.subprocess
 def test_kaleido_loggers_are_quiet():
     from normvar_core.viz.figure_export import KALEIDO_LOGGERS, quiet_kaleido, to_image
 

@@ -25,7 +25,7 @@ from cross_process import assert_close
 from normvar_core.service import cli
 from test_sigterm import setup  # noqa: F401  (fixture: the command's argv and the uninterrupted run)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 PAUSE = {
     "load": """

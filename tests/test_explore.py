@@ -250,6 +250,7 @@ def test_viewstate_keeps_the_clouds_tokens_and_map():
     assert ViewState.from_query({"map": "umap"}).cmap == "pca"
 
 
+@pytest.mark.subprocess
 def test_tokenizer_files_do_not_load_torch():
     import subprocess
     import sys

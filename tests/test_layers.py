@@ -166,6 +166,7 @@ def test_the_rules_see_a_violation(tmp_path):
     assert _graph(lib)["normvar_core.stats.c"] == {"normvar_core.stats.d"} and _cycle(_graph(lib)) is None
 
 
+@pytest.mark.subprocess
 def test_reading_a_run_imports_no_torch(written_run_path):
     """A fresh interpreter opens a run, reads its stats, a band, the analyses and a figure, and
     ends with neither torch nor transformers nor streamlit loaded."""

@@ -13,6 +13,8 @@ import pytest
 
 import brute
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"
 

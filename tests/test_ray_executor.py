@@ -25,6 +25,8 @@ from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
 
+pytestmark = pytest.mark.subprocess
+
 # what differs between executors by design: how the run ran, not what it measured; and where the corpus was read
 # from: the tests' Ray runs read a copy of the local run's file under another name (corpus_sha256 must be equal)
 HOW_IT_RAN = {"seconds", "created_at", "corpus_name"}

@@ -21,7 +21,7 @@ from normvar_core.runs.reader import open_run
 from cross_process import assert_close
 from normvar_core.service import cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 PAUSE = {
     "forward": """

@@ -28,6 +28,8 @@ from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.service.jobs import JobStore
 
+pytestmark = pytest.mark.subprocess
+
 REPO = Path(__file__).resolve().parent.parent
 
 
