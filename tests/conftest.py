@@ -27,18 +27,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from browser_helpers import ARGS, CHROMIUM, serving
 from dashboard_run import APP, RUN, build_dashboard_data
 from model_dirs import build_tiny_models, installed_minilm_dir
 
 
-# hypothesis keeps the examples it found outside the checkout (the same folder every run)
-settings.register_profile("normvar", database=DirectoryBasedExampleDatabase(
-    Path(tempfile.gettempdir()) / "normvar-hypothesis"))
-settings.load_profile("normvar")
+# hypothesis keeps its examples and caches outside the checkout (the same folder every run)
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "normvar-hypothesis")
 
 KINDS = ("model", "subprocess", "browser", "slow")
 # a test that uses one of these fixtures (directly or through another fixture) is of that kind
