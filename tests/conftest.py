@@ -69,18 +69,20 @@ def _checked_popen_init(self, args, *a, **k):
 
 
 subprocess.Popen.__init__ = _checked_popen_init
-_PRETRAINED_HOMES = (sysconfig.get_paths()["purelib"], str(Path.home() / ".cache" / "huggingface"))
+_PRETRAINED_HOMES = tuple(str(Path(p).resolve()) for p in (sysconfig.get_paths()["purelib"],
+                                                              Path.home() / ".cache" / "huggingface"))
 
 
 def _check_model_loads() -> None:
-    """Once transformers is imported: a model loaded from an installed package or the Hub cache is pretrained."""
+    """Once transformers is imported: a model loaded from an installed package (the MiniLM, the optional models)
+    or the Hub cache is pretrained; the tiny models live in pytest's temporary folders."""
     modeling = sys.modules.get("transformers.modeling_utils")
     if modeling is None or getattr(modeling.PreTrainedModel.from_pretrained, "_checked", False):
         return
     real = modeling.PreTrainedModel.from_pretrained.__func__
 
     def from_pretrained(cls, path, *a, **k):
-        if not Path(str(path)).is_dir() or str(Path(path).resolve()).startswith(_PRETRAINED_HOMES):
+        if str(Path(str(path)).resolve()).startswith(_PRETRAINED_HOMES):
             _refuse(f"loads the pretrained model {path}", "model")
         return real(cls, path, *a, **k)
 

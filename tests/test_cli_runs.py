@@ -40,6 +40,7 @@ def test_bad_corpus_inputs(capsys, tmp_path, tiny_models):
     assert_bad(capsys, data, "compute", *model, "--corpus", csv, "--text-column", "body", match="body")
 
 
+@pytest.mark.model  # --layers checks load the installed MiniLM
 def test_bad_model_inputs(capsys, tmp_path, corpus40, monkeypatch):
     data = tmp_path / "data"
     corpus = ["--corpus", corpus40]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-import brute
+from brute import band
 from normvar_core.stats.findings import CLAIM_IDS, findings
 from dashboard_run import RUN, figures_of, ok, open_page
 
@@ -49,7 +49,7 @@ def corpus_ratios(path, b) -> dict:
     out = {"m_over_q": [], "v_b_over_q": [], "v_w_over_v": []}
     for li, layer in enumerate(b["layers"]):
         tm = _read(path, f"SELECT token_id, mean FROM token_means WHERE layer = {layer} ORDER BY token_id")
-        r = brute.band(b["n"][keep], b["q"][li, keep], b["v"][li, keep], np.stack(tm["mean"].to_numpy())[keep])
+        r = band(b["n"][keep], b["q"][li, keep], b["v"][li, keep], np.stack(tm["mean"].to_numpy())[keep])
         out["m_over_q"].append(r["m"] / r["q"])
         out["v_b_over_q"].append(r["v_b"] / r["q"])
         out["v_w_over_v"].append(r["v_w"] / (r["v_w"] + r["v_b"]))
