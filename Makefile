@@ -1,4 +1,4 @@
-# normvar — two commands do all set-up on a fresh machine: `make run` and `make test`.
+# normvar — two commands do all set-up on a fresh machine: `make run` and `make test` (`make test-fast`: the fast loop).
 PY      := .venv/bin/python
 PIP     := .venv/bin/pip
 STAMP   := .venv/.installed
@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: venv test run models browser show bench bench-gpu dist docs clean-venv
+.PHONY: venv test test-fast run models browser show bench bench-gpu dist docs clean-venv
 
 venv: $(STAMP)
 
@@ -30,6 +30,12 @@ browser:
 
 test: venv browser
 	$(PY) -m pytest
+
+# The fast loop: every test that loads no pretrained model, starts no process and drives no browser
+# (the markers: tests/conftest.py); under 3 minutes on 2 cores. `make test` stays the whole suite.
+FAST := not model and not subprocess and not browser and not slow
+test-fast: venv
+	$(PY) -m pytest -m "$(FAST)"
 
 # The optional offline models: mpnet, smollm2, gemma3-270m (see docs/models.md).
 models: venv

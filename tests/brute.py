@@ -1,4 +1,7 @@
-"""Independent float64 two-pass ground truth, written from the study's definitions (eqs. 3–15)."""
+"""Independent float64 ground truth for the tests, written from the definitions and nothing of the library's:
+per-type and corpus moments by two passes (eqs. 3–11), the band decomposition from stored per-type moments
+(eqs. 8–15), nearest types by cosine, the TwoNN neighbour distances over all pairs, and one in-memory pass of a
+real model."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,6 +37,50 @@ def corpus(X: np.ndarray, ids: np.ndarray):
         v_w += ((x - mt[:, None]) ** 2).sum(-1).sum(1) / n
         v_b += x.shape[1] * ((mt - mu) ** 2).sum(-1) / n
     return dict(q=q, m=m, v=v, v_w=v_w, v_b=v_b)
+
+
+def band(n: np.ndarray, q: np.ndarray, v: np.ndarray, means: np.ndarray) -> dict[str, float]:
+    """Q, M, V_W, V_B of one layer over a set of types from their stored moments, weighted p_t = n_t / Σ n:
+    Q = Σ p_t Q_t, M = ‖Σ p_t μ_t‖², V_W = Σ p_t V_t, V_B = Σ p_t ‖μ_t − Σ p_s μ_s‖² (eqs. 8–11)."""
+    p = np.asarray(n, np.float64) / np.sum(n)
+    mu_t = np.asarray(means, np.float64)
+    mu = p @ mu_t
+    return {"q": float(p @ np.asarray(q, np.float64)), "m": float(mu @ mu),
+            "v_w": float(p @ np.asarray(v, np.float64)), "v_b": float(p @ np.sum((mu_t - mu) ** 2, axis=1))}
+
+
+def nearest(means: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int, exclude=None) -> tuple[list[int], list]:
+    """The ``k`` types whose mean has the largest cosine cos(μ_t, q) = μ_t·q / (‖μ_t‖‖q‖), by a Python loop in
+    float64 (zero means and ``exclude`` left out; ties by the smaller id): (ids, cosines)."""
+    rows = []
+    b = float(np.sqrt(sum(float(x) ** 2 for x in q)))
+    for s in range(means.shape[0]):
+        a = float(np.sqrt(sum(float(x) ** 2 for x in means[s])))
+        if a == 0 or b == 0 or ids[s] == exclude:
+            continue
+        rows.append((-sum(float(x) * float(y) for x, y in zip(means[s], q)) / (a * b), int(ids[s])))
+    rows.sort()
+    return [i for _, i in rows[:k]], [-c for c, _ in rows[:k]]
+
+
+def twonn_radii(X: np.ndarray, tb: np.ndarray):
+    """Per layer and row: (r₁, r₂) to the distinct other rows of its batch by float64 distance over all
+    pairs, and per layer the number of identical copies (all but one of each group of identical rows)."""
+    import torch
+
+    L, K, _ = X.shape
+    r = np.full((L, K, 2), np.inf)
+    copies = np.zeros(L, np.int64)
+    for l in range(L):
+        for t in np.unique(tb):
+            rows = np.flatnonzero(tb == t)
+            Y = torch.from_numpy(X[l, rows]).double()
+            D = (Y[:, None] - Y[None]).square().sum(-1).sqrt().numpy()
+            kept = np.array([not (D[a, :a] == 0).any() for a in range(rows.size)])
+            copies[l] += int((~kept).sum())
+            Dk = np.where(D[:, kept] == 0, np.inf, D[:, kept])  # itself and its copies are no neighbours
+            r[l, rows] = np.sort(Dk, 1)[:, :2]
+    return r, copies
 
 
 def pass_in_memory(cfg):

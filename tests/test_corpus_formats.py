@@ -61,12 +61,13 @@ def test_the_lists_agree():
             corpus_format(Path(f"c{other}"))
 
 
-def test_the_upload_widget_takes_every_format():
+def test_the_upload_widget_takes_every_format(tmp_path, monkeypatch):
     """The label names every format; the widget itself takes any file (no ``type=``: a file Streamlit refused
     on its chip would reach the page as no upload, and Submit would quietly use the novels), and the page
     refuses what it cannot read, naming the file (test_new_run_form)."""
     from streamlit.testing.v1 import AppTest
 
+    monkeypatch.setenv("NORMVAR_DATA", str(tmp_path))  # the page opens the job queue: not the checkout's data/
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
     at.run()
     at.switch_page("views/new_run.py").run()

@@ -73,7 +73,7 @@ def test_runs_page_survives_a_damaged_job_database(tmp_path, monkeypatch, data_d
 
     from streamlit.testing.v1 import AppTest
 
-    from test_dashboard_apptest import APP, RUN
+    from dashboard_run import APP, RUN
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
@@ -89,4 +89,3 @@ def test_runs_page_survives_a_damaged_job_database(tmp_path, monkeypatch, data_d
     assert any(RUN in str(df.value.to_dict()) for df in at.dataframe)   # the runs are still listed
 
 
-from test_dashboard_apptest import data_dir  # noqa: E402,F401  (fixture: the real MiniLM dashboard run)

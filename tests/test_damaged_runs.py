@@ -12,8 +12,6 @@ import pytest
 from normvar_core.errors import NormvarError
 from normvar_core.runs.reader import list_runs, open_run
 from normvar_core.service import cli
-from test_dashboard_apptest import data_dir  # noqa: F401  (fixture: the real MiniLM dashboard run)
-from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
 
 TABLES = ("run", "token_stats", "token_means", "layer_stats", "frequency_hist", "samples", "sentence_lengths")
 
@@ -71,6 +69,7 @@ def test_damaged_file_is_named_and_listed(damage, tmp_path, capsys, written_run_
     assert cli.main(["show", "good", "--data-dir", str(data)]) == 0
 
 
+@pytest.mark.subprocess
 def test_a_writer_removes_temp_files_of_dead_processes(tmp_path, written_run_path):
     """A kill during the write leaves .<name>.tmp-<pid>.duckdb behind: the next write cleans it."""
     import subprocess
@@ -102,7 +101,7 @@ def test_every_page_survives_a_damaged_newest_run(tmp_path, monkeypatch, data_di
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.viz.pages import PAGES
-    from test_dashboard_apptest import APP, RUN
+    from dashboard_run import APP, RUN
 
     runs = tmp_path / "data" / "runs"
     shutil.copytree(data_dir / "runs", runs)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from normvar_core.service import dashboard_access as acc
-from test_dashboard_apptest import RUN, RUN2, build_dashboard_data
+from dashboard_run import RUN, RUN2, build_dashboard_data
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -41,6 +41,7 @@ def free_port() -> int:
 
 
 # ============================================================================ the CLI
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", ["up", "dashboard"])
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "lab-server.example"])
 def test_beyond_loopback_without_a_token_is_refused(tmp_path, command, host):
@@ -52,6 +53,7 @@ def test_beyond_loopback_without_a_token_is_refused(tmp_path, command, host):
     assert out.stdout == "" and not (tmp_path / "d").exists()          # refused before anything was started
 
 
+@pytest.mark.subprocess
 def test_contradictions_and_bad_tokens_are_refused(tmp_path):
     d = str(tmp_path / "d")
     for args, env_token, part in ((["--no-token", "--token", "x"], None, "contradict"),
@@ -93,6 +95,7 @@ def streamlit_children(proc: subprocess.Popen) -> list[int]:
     return [int(k) for k in kids if "streamlit" in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
 
 
+@pytest.mark.subprocess
 def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != acc.TOKEN_ENV}
     proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--no-token", "--port", str(free_port()),
@@ -106,6 +109,7 @@ def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
     assert all(line.startswith("normvar: ") for line in (first + out + err).splitlines() if line.strip())
 
 
+@pytest.mark.subprocess
 def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != acc.TOKEN_ENV}
     proc, first = serve_until_ready(["dashboard", "--token", "--port", str(free_port()), "--data-dir", str(tmp_path)],

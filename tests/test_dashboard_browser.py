@@ -1,33 +1,15 @@
 """The dashboard in a real browser: `streamlit run views/_server.py` (app.py) as a subprocess, Debian's chromium driven by
-Playwright (the recipe in ../shared/ENVIRONMENT.md). Screenshots land in test-artifacts/."""
+Playwright (tests/browser_helpers.py). Screenshots land in browser_helpers.ARTIFACTS."""
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from test_dashboard_apptest import RUN, build_dashboard_data
+from browser_helpers import ARTIFACTS, PLOT_READY
+from dashboard_run import RUN, build_dashboard_data
 
 pytestmark = pytest.mark.browser
-
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PLOT_READY = "() => { const g = document.querySelector('.js-plotly-plot'); return !!(g && g._fullData && g._fullData.length); }"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -40,64 +22,6 @@ def run(data):
     from normvar_core.runs.reader import open_run
 
     return open_run(data / "runs" / f"{RUN}.duckdb")
-
-
-def start_streamlit(data: Path, log_path: Path) -> tuple[subprocess.Popen, str, object]:
-    """`streamlit run views/_server.py` (app.py as `normvar dashboard` serves it) on a free 127.0.0.1 port over ``data``; returns (process, base URL, log
-    file) once its health check answers."""
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "views" / "_server.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-         "--browser.gatherUsageStats", "false", "--", "--data-dir", str(data)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"streamlit did not start: {Path(log_path).read_text()[-2000:]}")
-        time.sleep(0.3)
-    return proc, base, log
-
-
-def stop_streamlit(proc: subprocess.Popen, log) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-
-
-def serving(data: Path, log_path: Path):
-    """A module fixture's body: the dashboard over ``data`` (its base URL), stopped afterwards."""
-    proc, base, log = start_streamlit(data, log_path)
-    yield base
-    stop_streamlit(proc, log)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, data):
-    yield from serving(data, tmp_path_factory.getbasetemp() / "streamlit.log")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def _title(page) -> str:

@@ -19,17 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from browser_helpers import ARTIFACTS
+
 from normvar_core.service import dashboard_access as acc
 from normvar_core.service.jobs import JobStore
 from test_dashboard_access import LOCAL, free_port, serve_until_ready, stop
-from test_dashboard_apptest import RUN, RUN2, build_dashboard_data
-from test_dashboard_browser import browser  # noqa: F401 - the module's Chromium (a fixture)
+from dashboard_run import RUN, RUN2, build_dashboard_data
 from test_new_run_form import SENTENCES, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
 TOKEN = "T-lab-meeting-7"
 
 

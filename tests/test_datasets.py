@@ -89,7 +89,8 @@ def test_save_to_disk_and_parquet_files_give_the_text_files_run(tmp_path, tiny_m
     files = ",".join(map(str, src["parquet"]))
     pq = open_run(compute_run(RunConfig(**opts, dataset=files, name="pq"), tmp_path / "c"))
     for run in (saved, pq):  # the same run but for where its sentences came from
-        _assert_same(run, text, frozenset({"name", "corpus_sha256", "dataset", "split", "dataset_config", "dataset_revision"}))
+        _assert_same(run, text, frozenset({"name", "corpus_sha256", "dataset", "split", "dataset_config", "dataset_revision"}),
+                     one_process=True)
         _same_selection(run, text)
     state = json.loads((src["saved"] / "state.json").read_text())
     assert saved.meta["dataset"] == dict(id=str(src["saved"].resolve()), kind="save_to_disk", config=None,
@@ -197,6 +198,7 @@ def test_bad_datasets_get_one_line_and_exit_2_before_the_model(tmp_path, hf_home
     assert JobStore(tmp_path / "d").list() == []
 
 
+@pytest.mark.subprocess
 def test_the_real_cli_and_its_light_paths(tmp_path, hf_home):
     """A subprocess: the installed entry point refuses a missing split with one line and status 2; building
     the parser and reading a run file never import ``datasets`` (``normvar show`` stays light)."""

@@ -15,7 +15,7 @@ import pytest
 from normvar_core.report.slides import build_slides
 from normvar_core.report.writers import write_report
 from normvar_core.viz.bands import add_band
-from test_dashboard_apptest import RUN, RUN2, data_dir, run  # noqa: F401  (fixtures)
+from dashboard_run import RUN, RUN2
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,7 @@ def test_every_band_colour_is_in_the_legend():
     assert sum(1 for t in fig.data if t.fill == "tonexty" and t.showlegend) == 2
 
 
+@pytest.mark.subprocess
 def test_kaleido_loggers_are_quiet():
     from normvar_core.viz.figure_export import KALEIDO_LOGGERS, quiet_kaleido, to_image
 

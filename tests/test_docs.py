@@ -75,6 +75,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.subprocess
 def test_manual_builds_strict_and_loads_nothing_from_other_hosts(site):
     pages = sorted(site.rglob("*.html"))
     assert len(pages) >= 20 and (site / "index.html").exists()

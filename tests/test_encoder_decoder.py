@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from brute import per_type
-from conftest import _save, _train_bpe, _training_sentences
-from test_cli_runs import assert_bad, run_cli
+from model_dirs import save_model, train_bpe, training_sentences
+from cli_helpers import assert_bad, run_cli
 
 SENTENCES = [f"the old man saw {w} by the river {i % 4} times" for i, w in
              enumerate(["a ship", "the sea", "his daughter", "a bird", "the town", "nothing"] * 5)]
@@ -42,21 +42,21 @@ def encdec_models(tmp_path_factory, tiny_models) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("encdec")
     torch.manual_seed(0)
-    sentences = _training_sentences(2000)
+    sentences = training_sentences(2000)
     out = {}
     vocab = _unigram_vocab(sentences, ["<pad>", "</s>", "<unk>"])
     tok = T.T5Tokenizer(vocab=vocab, extra_ids=0)
     cfg = T.T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
                      num_heads=4, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
                      decoder_start_token_id=tok.pad_token_id)
-    out["t5"] = _save(root / "tiny-t5", T.T5Model(cfg), tok)
-    bvocab, merges = _train_bpe(sentences, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], True)
+    out["t5"] = save_model(root / "tiny-t5", T.T5Model(cfg), tok)
+    bvocab, merges = train_bpe(sentences, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], True)
     tok = T.BartTokenizer(vocab=bvocab, merges=merges)
     cfg = T.BartConfig(vocab_size=len(bvocab), d_model=32, encoder_layers=2, decoder_layers=2,
                        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
                        max_position_embeddings=64, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
                        eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.eos_token_id)
-    out["bart"] = _save(root / "tiny-bart", T.BartModel(cfg), tok)
+    out["bart"] = save_model(root / "tiny-bart", T.BartModel(cfg), tok)
     vit = T.ViTModel(T.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                                  image_size=32, patch_size=8))
     vit.save_pretrained(root / "tiny-vit")
@@ -117,7 +117,7 @@ def test_runs_page_labels_the_stack(tmp_path, encdec_models, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.service import cli
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")

@@ -17,7 +17,8 @@ from normvar_core.stats.lookup import find_type, levenshtein, suggest
 from normvar_core.stats.neighbours import nearest_types
 from normvar_core.stats.occurrence import distance_percentile
 from normvar_core.viz.viewstate import ViewState
-from test_dashboard_apptest import RUN, build_dashboard_data
+import brute
+from dashboard_run import RUN, build_dashboard_data
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +30,6 @@ def run(tmp_path_factory, minilm_path):  # noqa: ARG001
 
 
 # ------------------------------------------------------------------------------------ neighbours
-def _brute_nearest(means, ids, q, k, exclude=None):
-    rows = []
-    for s in range(means.shape[0]):
-        a, b = float(np.sqrt(sum(float(x) ** 2 for x in means[s]))), float(np.sqrt(sum(float(x) ** 2 for x in q)))
-        if a == 0 or b == 0 or ids[s] == exclude:
-            continue
-        rows.append((-sum(float(x) * float(y) for x, y in zip(means[s], q)) / (a * b), int(ids[s])))
-    rows.sort()
-    return [i for _, i in rows[:k]], [-c for c, _ in rows[:k]]
-
-
 def test_nearest_types_equal_a_float64_brute_force():
     rng = np.random.default_rng(22)
     means = rng.normal(size=(300, 24)).astype(np.float32)
@@ -48,7 +38,7 @@ def test_nearest_types_equal_a_float64_brute_force():
     ids = np.arange(1000, 1300) * 7
     q = rng.normal(size=24)
     got = nearest_types(means, ids, q, 15, exclude=int(ids[3]))
-    want_ids, want_cos = _brute_nearest(means, ids, q, 15, exclude=int(ids[3]))
+    want_ids, want_cos = brute.nearest(means, ids, q, 15, exclude=int(ids[3]))
     assert got["token_id"].tolist() == want_ids
     np.testing.assert_allclose(got["cosine"], want_cos, rtol=1e-12)
     tie = nearest_types(means, ids, means[11], 2)
@@ -61,7 +51,7 @@ def test_nearest_types_of_a_real_run(run):
     tid = int(run.tokens().set_index("token")["token_id"]["her"])
     col = int(np.searchsorted(st.token_ids, tid))
     got = nearest_types(st.mean[li], st.token_ids, st.mean[li, col], 10, exclude=tid)
-    want_ids, want_cos = _brute_nearest(st.mean[li], st.token_ids, st.mean[li, col], 10, exclude=tid)
+    want_ids, want_cos = brute.nearest(st.mean[li], st.token_ids, st.mean[li, col], 10, exclude=tid)
     assert got["token_id"].tolist() == want_ids
     np.testing.assert_allclose(got["cosine"], want_cos, rtol=1e-10)
 
@@ -260,6 +250,7 @@ def test_viewstate_keeps_the_clouds_tokens_and_map():
     assert ViewState.from_query({"map": "umap"}).cmap == "pca"
 
 
+@pytest.mark.subprocess
 def test_tokenizer_files_do_not_load_torch():
     import subprocess
     import sys

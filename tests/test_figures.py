@@ -165,6 +165,7 @@ def test_presentation_theme_enlarges_fonts(stats):
     assert big.layout.plot_bgcolor == "white" and big.layout.paper_bgcolor == "white"
 
 
+@pytest.mark.subprocess
 def test_static_export_png_svg_and_csv(stats):
     """kaleido + Debian's chromium: the PNG/SVG download buttons' bytes."""
     fig = decomposition_bars(analyses.decomposition(stats, 10, 1e5))
@@ -177,6 +178,7 @@ def test_static_export_png_svg_and_csv(stats):
     assert len(figure_data(fig)) == sum(len(t.x) for t in fig.data)
 
 
+@pytest.mark.subprocess
 def test_presentation_downloads_are_16_9_slides(stats):
     """In presentation mode a figure's PNG/SVG is a slide: 1600 x 900 (x the PNG scale), whatever its
     on-screen height; otherwise it keeps its own size."""

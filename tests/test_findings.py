@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from brute import band
 from normvar_core.stats.findings import CLAIM_IDS, findings
-from test_dashboard_apptest import RUN, app, data_dir, figures_of, ok, open_page, run  # noqa: F401  (fixtures)
+from dashboard_run import RUN, figures_of, ok, open_page
 
 BAND = (10, 1e5)
 
@@ -43,21 +44,15 @@ def brute(path) -> dict:
 
 
 def corpus_ratios(path, b) -> dict:
-    """M/Q, V_B/Q, V_W/V per layer over the band's types, by brute force from the stored means (eqs. 8–15)."""
-    band = (b["n"] >= BAND[0]) & (b["n"] <= BAND[1])
+    """M/Q, V_B/Q, V_W/V per layer over the band's types, by ``brute.band`` over the stored means (eqs. 8–15)."""
+    keep = (b["n"] >= BAND[0]) & (b["n"] <= BAND[1])
     out = {"m_over_q": [], "v_b_over_q": [], "v_w_over_v": []}
     for li, layer in enumerate(b["layers"]):
         tm = _read(path, f"SELECT token_id, mean FROM token_means WHERE layer = {layer} ORDER BY token_id")
-        mu = np.stack(tm["mean"].to_numpy()).astype(np.float64)[band]
-        w = b["n"][band].astype(float)
-        N = w.sum()
-        c = (w[:, None] * mu).sum(0) / N
-        Q = (w * b["q"][li, band]).sum() / N
-        vw = (w * b["v"][li, band]).sum() / N
-        vb = (w * ((mu - c) ** 2).sum(1)).sum() / N
-        out["m_over_q"].append(c @ c / Q)
-        out["v_b_over_q"].append(vb / Q)
-        out["v_w_over_v"].append(vw / (vw + vb))
+        r = band(b["n"][keep], b["q"][li, keep], b["v"][li, keep], np.stack(tm["mean"].to_numpy())[keep])
+        out["m_over_q"].append(r["m"] / r["q"])
+        out["v_b_over_q"].append(r["v_b"] / r["q"])
+        out["v_w_over_v"].append(r["v_w"] / (r["v_w"] + r["v_b"]))
     return {k: np.array(v) for k, v in out.items()}
 
 
@@ -231,7 +226,7 @@ def test_findings_page_and_bands(app, minilm):  # noqa: F811
     assert r.has("intervals")
     iv = run_intervals(r)                                     # the run file's table
     lo = iv[iv.quantity == "cv_q"].sort_values("layer")["low"].to_numpy()
-    from test_dashboard_apptest import arr
+    from dashboard_run import arr
 
     np.testing.assert_allclose(arr(fills[0]["y"]), lo)
 

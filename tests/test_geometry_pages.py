@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from test_dashboard_apptest import (RUN, RUN2, app, arr, data_dir, figure, figures_of, ok, open_page,  # noqa: F401
-                                    open_section, run, trace)
+from dashboard_run import RUN, RUN2, arr, figure, figures_of, ok, open_page, open_section, trace
 
 
 def test_geometry_page_shows_the_runs_values(app, run):
@@ -123,7 +122,7 @@ def _data_with(tmp_path, data_dir, sibling: bool):  # noqa: F811
 def test_outliers_page_puts_the_geometry_without_position0_next_to_it(tmp_path, data_dir, monkeypatch, run):  # noqa: F811
     from streamlit.testing.v1 import AppTest
 
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     monkeypatch.setenv("NORMVAR_DATA", str(_data_with(tmp_path, data_dir, sibling=True)))
     at = open_page(AppTest.from_file(APP, default_timeout=90), "outliers")
@@ -137,7 +136,7 @@ def test_outliers_page_queues_the_run_without_position0(tmp_path, data_dir, monk
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.service.jobs import JobStore
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     data = _data_with(tmp_path, data_dir, sibling=False)
     monkeypatch.setenv("NORMVAR_DATA", str(data))

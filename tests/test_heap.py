@@ -4,6 +4,10 @@ Measured through glibc's own mallinfo2, in a fresh process (mallopt is process-w
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
 SCRIPT = r"""
 import numpy as np
 from normvar_core.pipeline.execute import heap

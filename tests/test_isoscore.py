@@ -23,7 +23,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.stats.isoscore import isoscore
 from brute import pass_in_memory
-from test_dashboard_apptest import APP, RUN, arr, data_dir, figure, open_section, run  # noqa: F401
+from dashboard_run import APP, RUN, arr, figure, open_section
 
 TOL = 1e-6
 

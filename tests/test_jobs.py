@@ -461,7 +461,7 @@ def test_runs_page_shows_a_failed_jobs_traceback(dd, monkeypatch):
     """The one-line message is in the jobs table; the full traceback of the log file is on the page."""
     from streamlit.testing.v1 import AppTest
 
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     store = J.JobStore(dd)
     boom = store.submit(cfg("boom", model="boom"))

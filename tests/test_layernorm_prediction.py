@@ -12,7 +12,6 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline import models as M
 from normvar_core.pipeline.models.norm_params import effective_affine, norm_tables
 from normvar_core.pipeline.models.probe import is_norm
-from test_dashboard_apptest import app, data_dir, run  # noqa: F401  (fixtures: the real MiniLM dashboard run)
 
 
 def _randomized(path, tmp_path):
@@ -81,7 +80,7 @@ def test_minilm_run_records_every_layernorm(run, minilm_path):
 def test_pages_draw_the_prediction(app, run):
     """Trade-off: the line V = ‖γ‖² + ‖β‖² − M at the chosen layer; Decomposition: the predicted Q per
     layer on the raw values and the measured-vs-predicted table."""
-    from test_dashboard_apptest import arr, figure, open_page, open_section, trace
+    from dashboard_run import arr, figure, open_page, open_section, trace
 
     tab = run.table("norm_params").set_index("layer")
     at = open_page(app, "tradeoff", layer="3")

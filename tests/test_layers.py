@@ -166,28 +166,7 @@ def test_the_rules_see_a_violation(tmp_path):
     assert _graph(lib)["normvar_core.stats.c"] == {"normvar_core.stats.d"} and _cycle(_graph(lib)) is None
 
 
-@pytest.fixture(scope="module")
-def written_run_path(tmp_path_factory) -> Path:
-    """A small run written by the real pipeline from a seeded Gaussian source (no model)."""
-    import torch
-
-    from normvar_core.config import RunConfig
-    from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
-    from normvar_core.pipeline.plan import synthetic_plan
-    from normvar_core.pipeline.publish import publish_run
-    from normvar_core.pipeline.sources import GaussianSource
-
-    cfg = RunConfig(model="gaussian", samples_per_token=3)
-    plan = synthetic_plan(cfg, n_sentences=80, vocab_size=60, layers=[0, 1], batch_size=16)
-    source = GaussianSource(dim=8, layers=[0, 1])
-    ctx = RunContext(cfg=cfg, layers=[0, 1], dim=8, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, plan.n_batches)
-    return publish_run(tmp_path_factory.mktemp("layers") / "g.duckdb", plan=plan, source=source, ctx=ctx,
-                       accs=accs, seconds=0.0, notes={}, source_kind="synthetic")
-
-
+@pytest.mark.subprocess
 def test_reading_a_run_imports_no_torch(written_run_path):
     """A fresh interpreter opens a run, reads its stats, a band, the analyses and a figure, and
     ends with neither torch nor transformers nor streamlit loaded."""

@@ -11,6 +11,10 @@ import duckdb
 import numpy as np
 import pytest
 
+import brute
+
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"
 
@@ -26,6 +30,7 @@ def _kernelspec(root: Path) -> str:
 
 
 def _brute_band(path: Path, n_min: int, n_max: int) -> dict[int, dict[str, float]]:
+    """``brute.band`` per layer over the types with n_min <= n <= n_max, from the run file read with DuckDB."""
     con = duckdb.connect(str(path), read_only=True)
     try:
         ts = con.sql("SELECT layer, token_id, n, q, v FROM token_stats ORDER BY layer, token_id").df()
@@ -35,13 +40,8 @@ def _brute_band(path: Path, n_min: int, n_max: int) -> dict[int, dict[str, float
     out = {}
     for layer, g in ts.groupby("layer"):
         keep = ((g["n"] >= n_min) & (g["n"] <= n_max)).to_numpy()
-        p = g["n"].to_numpy(np.float64)[keep]
-        p /= p.sum()
-        mu_t = np.stack(tm[tm["layer"] == layer]["mean"].to_numpy()).astype(np.float64)[keep]
-        mu = p @ mu_t
-        out[int(layer)] = {"q": float(p @ g["q"].to_numpy()[keep]), "m": float(mu @ mu),
-                           "v_w": float(p @ g["v"].to_numpy()[keep]),
-                           "v_b": float(p @ np.sum((mu_t - mu) ** 2, axis=1))}
+        means = np.stack(tm[tm["layer"] == layer]["mean"].to_numpy())[keep]
+        out[int(layer)] = brute.band(g["n"].to_numpy()[keep], g["q"].to_numpy()[keep], g["v"].to_numpy()[keep], means)
     return out
 
 

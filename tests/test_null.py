@@ -13,8 +13,6 @@ from normvar_core.service import cli
 from normvar_core.stats import analyses
 from normvar_core.stats.null import draw_type_moments, null_stats
 from normvar_core.stats.tokenstats import TokenStats
-from test_dashboard_apptest import data_dir  # noqa: F401  (fixture: the real MiniLM dashboard run)
-from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
 
 
 def _qmv(mean, S, n):
@@ -112,7 +110,7 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.viz.overlay import NULL_CLOUD
-    from test_dashboard_apptest import APP, RUN, arr, figure, figures_of, open_section
+    from dashboard_run import APP, RUN, arr, figure, figures_of, open_section
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
@@ -191,7 +189,7 @@ def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.stats.highdim import highdim_table
-    from test_dashboard_apptest import APP, RUN, arr, figure, figures_of, open_section, trace
+    from dashboard_run import APP, RUN, arr, figure, figures_of, open_section, trace
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")

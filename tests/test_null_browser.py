@@ -1,6 +1,6 @@
 """The Gaussian null in a real browser: a shared link with ?null= draws the grey cloud behind the
 Trade-off scatter (the null run's own band types), and the High-dimensional geometry page renders the
-run next to its null. Screenshots land in test-artifacts/."""
+run next to its null. Screenshots land in browser_helpers.ARTIFACTS."""
 from __future__ import annotations
 
 import shutil
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_dashboard_apptest import RUN, build_dashboard_data
-from test_dashboard_browser import ARTIFACTS, PLOT_READY, browser, server  # noqa: F401  (fixtures)
+from dashboard_run import RUN, build_dashboard_data
+from browser_helpers import ARTIFACTS, PLOT_READY
 
 pytestmark = pytest.mark.browser
 NULL = f"{RUN}__null-isotropic-s0"

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from normvar_core.viz.pages import DEFAULT_PAGE, PAGE_KEYS
-from test_dashboard_apptest import RUN
-from test_dashboard_browser import browser, start_streamlit, stop_streamlit  # noqa: F401  (browser: a fixture)
+from dashboard_run import RUN
+from browser_helpers import start_streamlit, stop_streamlit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -39,7 +39,7 @@ def _tour_page(browser, url: str) -> dict:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from test_dashboard_apptest import build_dashboard_data
+    from dashboard_run import build_dashboard_data
 
     data = build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
     proc, base, log = start_streamlit(data, tmp_path_factory.getbasetemp() / "streamlit-tour.log")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +26,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+
+pytestmark = pytest.mark.subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "data" / "corpora" / "novels_en.txt.gz"
@@ -42,12 +45,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _source_copy(dst: Path) -> Path:
+    """The checkout's files that git does not ignore, copied to ``dst``: a build there writes its
+    normvar.egg-info and build/ into the copy, never into the checkout."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        if (ROOT / rel).is_file():  # a file deleted but not yet staged is still listed
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dst / rel)
+    return dst
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    src = _source_copy(tmp_path_factory.mktemp("source"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # sdist first, then the wheel built from the unpacked sdist (what `pip install normvar-*.tar.gz` does)
-    _sh([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT], cwd=ROOT, env=env)
+    _sh([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, src], cwd=src, env=env)
     return out
 
 

@@ -3,7 +3,7 @@ Token clouds says how much of it the clouds draw."""
 from __future__ import annotations
 
 from normvar_core.viz.selection import MAX_CLOUD_TYPES, cloud_handoff
-from test_dashboard_apptest import RUN, RUN2, app, data_dir, open_page, run  # noqa: F401  (fixtures)
+from dashboard_run import RUN, RUN2, open_page
 
 
 def test_compare_picker_offers_only_other_runs(app):  # noqa: F811

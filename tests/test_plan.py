@@ -9,44 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 
-from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
+from cli_helpers import run_cli
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCES
 
 GiB = 2**30
-
-
-def _shape_dir(root, name, config):
-    """config.json of ``config`` plus the MiniLM tokenizer files (the types are counted with it); no weights."""
-    from conftest import installed_minilm_dir
-
-    d = root / name
-    config.save_pretrained(d)
-    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        src = installed_minilm_dir() / f
-        if src.exists():
-            shutil.copy(src, d / f)
-    assert not list(d.glob("*.safetensors")) and not list(d.glob("*.bin"))
-    return d
-
-
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    from transformers import BertConfig, FalconConfig, LlamaConfig
-
-    root = tmp_path_factory.mktemp("shapes")
-    return {
-        "bert-base": _shape_dir(root, "bert-base", BertConfig()),  # 12 x 768, vocab 30522: BERT-base
-        "llama-2-7b": _shape_dir(root, "llama-2-7b", LlamaConfig(
-            vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-            num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5)),
-        "falcon-40b": _shape_dir(root, "falcon-40b", FalconConfig(
-            vocab_size=65024, hidden_size=8192, num_hidden_layers=60, num_attention_heads=128, num_kv_heads=8,
-            new_decoder_architecture=True, parallel_attn=True, bias=False, alibi=False)),
-    }
 
 
 def plan_json(capsys, *argv) -> dict:
@@ -127,7 +96,7 @@ def test_device_limits_decide_the_geometry(capsys, tmp_path, shapes):
 
 
 def test_plan_refuses_bad_input_in_one_line(capsys, tmp_path, corpus40):
-    from test_cli_runs import assert_bad
+    from cli_helpers import assert_bad
 
     data = tmp_path / "data"
     empty = tmp_path / "empty"
@@ -151,7 +120,7 @@ def test_new_run_page_shows_the_plan_before_submit(tmp_path, monkeypatch):
     from normvar_core.pipeline.execute.dry_run import plan_run
     from normvar_core.pipeline.memory import gb
     from normvar_core.service.jobs import JobStore
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     data = tmp_path / "data"
     monkeypatch.setenv("NORMVAR_DATA", str(data))

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
-from test_plan import formulas, shapes  # noqa: F401  (fixture)
+from cli_helpers import run_cli
+from test_plan import formulas
 
 E = 2  # bfloat16
 # docs/scale.md, "Per-device plans": (fits, dropped) per shape and number of 80 GB GPUs; 2,000 novel sentences,

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from normvar_core.stats import analyses
-from test_dashboard_apptest import app, data_dir, run  # noqa: F401  (fixtures: the real MiniLM dashboard run)
-from test_dashboard_apptest import arr, figure, open_page, trace
+from dashboard_run import arr, figure, open_page, trace
 
 
 def _pooled(run):

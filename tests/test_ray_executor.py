@@ -1,7 +1,7 @@
 """The Ray executor. On a private local Ray (2 CPU actors, started although a leftover session file
 names another cluster): the actors tokenize the corpus in shares and never open its path (the file is
-gone once the driver has read it); a sharded run equals the single-process run (every table, 1e-12
-relative) even when an actor dies holding an unflushed range; progress moves batch by batch inside the
+gone once the driver has read it); a sharded run equals the single-process run (every table, to float32
+rounding: the actors' forward passes run in other processes) even when an actor dies holding an unflushed range; progress moves batch by batch inside the
 shards; a cancelled job publishes nothing and keeps the merged checkpoint, from which a new driver
 resumes to the identical run. On a real two-node cluster (``ray.cluster_utils.Cluster``): the actors
 run on both nodes, the run is identical, and every socket Ray listens on is bound to loopback. A Ray
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import cross_process
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError
 from normvar_core.pipeline.execute import on_ray
@@ -23,7 +24,8 @@ from normvar_core.pipeline.execute import ray_cluster, ray_shard
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
-from test_cli_runs import corpus40  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.subprocess
 
 # what differs between executors by design: how the run ran, not what it measured; and where the corpus was read
 # from: the tests' Ray runs read a copy of the local run's file under another name (corpus_sha256 must be equal)
@@ -71,9 +73,13 @@ def _same_run_row(a, b, source: frozenset = frozenset()):
             assert x[c] == y[c] or (pd.isna(x[c]) and pd.isna(y[c])), (c, x[c], y[c])
 
 
-def _assert_same(a, b, source: frozenset = frozenset()):
-    """Every table of the run file equal (1e-12 relative; the float32 means to 1 ulp), the run row but for
-    how each run ran (its executor, timings and free memory) and, ``source``, where its corpus came from."""
+def _assert_same(a, b, source: frozenset = frozenset(), *, one_process: bool = False):
+    """Every table of the run file equal, the run row but for how each run ran (its executor, timings and free
+    memory) and, ``source``, where its corpus came from. Runs of ``one_process``: 1e-12 relative, the float32
+    means and coordinates to an ulp or two; runs whose hidden states came from other processes (Ray actors):
+    to float32 rounding (tests/cross_process.py)."""
+    rtol = 1e-12 if one_process else cross_process.RTOL
+    ulps = 2.0 ** -23 if one_process else cross_process.RTOL    # float32 values: an ulp, or float32 rounding
     names = tables_in(a.path)
     assert names == tables_in(b.path) and "sentence_lengths" in names and len(names) >= 15, names
     assert a.accumulators == b.accumulators
@@ -90,35 +96,43 @@ def _assert_same(a, b, source: frozenset = frozenset()):
         for c in x.columns:
             if c in arrays:
                 if t == "token_means":  # stored in float32: exact float64 sums may round 1 ulp apart
-                    np.testing.assert_allclose(np.stack(x[c]), np.stack(y[c]), rtol=2.0 ** -23, atol=1e-30)
-                else:
+                    np.testing.assert_allclose(np.stack(x[c]), np.stack(y[c]), rtol=ulps, atol=1e-30)
+                elif one_process:
                     np.testing.assert_array_equal(np.stack(x[c]), np.stack(y[c]), err_msg=f"{t}.{c}")
+                else:   # the sampled hidden states themselves
+                    cross_process.assert_close(np.stack(x[c]), np.stack(y[c]), err_msg=f"{t}.{c}")
             elif not pd.api.types.is_numeric_dtype(x[c]) or pd.api.types.is_integer_dtype(x[c]):
                 assert x[c].tolist() == y[c].tolist(), (t, c)
             else:
                 yv = y[c].to_numpy(np.float64)
                 # a value at its column's rounding floor (eigenvalues of a covariance a LayerNorm makes singular,
-                # a layer-0 V(X) = Q − M that cancels to 1e-8 of Q) compares against the column's scale: 1e-12 of it
+                # a layer-0 V(X) = Q − M that cancels to 1e-8 of Q) compares against the column's scale: rtol of it
                 finite = np.abs(yv[np.isfinite(yv)])
-                atol = 1e-12 * finite.max() if finite.size and finite.max() > 0 else 1e-300
+                atol = rtol * finite.max() if finite.size and finite.max() > 0 else 1e-300
                 # sqrt(Σ‖x‖²/n − mean²)/mean: the difference cancels to a few ulps of mean² when every norm is
-                # equal (LayerNorm) — the geometry's norm C.V. and the C.V. of Q(X_t) in the intervals table
+                # equal (LayerNorm) — the geometry's norm C.V. and the C.V. of Q(X_t) in the intervals table: an
+                # error ε of mean² moves it by up to √ε
                 noisy = (x["quantity"] == "cv_q").to_numpy() if t == "intervals" else np.full(len(x), c == "norm_cv")
                 xv = x[c].to_numpy(np.float64)
-                for rows, tol in ((noisy, 4 * np.sqrt(np.finfo(float).eps)), (~noisy, atol)):
-                    np.testing.assert_allclose(xv[rows], yv[rows], rtol=1e-12, atol=tol, err_msg=f"{t}.{c}")
+                floor = 4 * np.sqrt(np.finfo(float).eps if one_process else rtol)
+                for rows, tol in ((noisy, floor), (~noisy, atol)):
+                    np.testing.assert_allclose(xv[rows], yv[rows], rtol=rtol, atol=tol, err_msg=f"{t}.{c}")
     # the means are stored in float32: the exact float64 values may round to neighbouring floats (1 ulp)
-    np.testing.assert_allclose(a.stats().mean, b.stats().mean, rtol=2.0 ** -23, atol=1e-30)
+    np.testing.assert_allclose(a.stats().mean, b.stats().mean, rtol=ulps, atol=1e-30)
     # every occurrence at the same place: float32 coordinates from float64 sums merged in another order (an ulp
     # or two of the layer's largest coordinate); the axes' angles and variances from the same merged state
     keys = ["layer", "sentence_id", "position"]
     x, y = (r.table("occurrences").sort_values(keys).reset_index(drop=True) for r in (a, b))
     assert x[keys + ["token_id"]].equals(y[keys + ["token_id"]]) and len(x) > 0
     for c in ("x", "y"):
-        np.testing.assert_allclose(x[c], y[c], rtol=0, atol=4 * 2.0 ** -23 * float(np.abs(y[c]).max()))
-    for c in ("angle_x_deg", "angle_y_deg", "var_x", "var_y", "n"):  # an angle near 0 is arccos(1 - ε): ~1e-6°
-        np.testing.assert_allclose(a.table("occurrence_axes")[c], b.table("occurrence_axes")[c], rtol=1e-9,
-                                   atol=1e-4 if c.startswith("angle") else 0)
+        np.testing.assert_allclose(x[c], y[c], rtol=0, atol=4 * ulps * float(np.abs(y[c]).max()))
+    # an angle near 0 is arccos(1 − ε): ~1e-6° in one process; an ε of float32 rounding moves it by up to √(2ε) rad
+    angle_atol = 1e-4 if one_process else np.degrees(np.sqrt(2 * rtol))
+    x, y = a.table("occurrence_axes"), b.table("occurrence_axes")
+    assert x["n"].tolist() == y["n"].tolist()
+    for c in ("angle_x_deg", "angle_y_deg", "var_x", "var_y"):
+        np.testing.assert_allclose(x[c], y[c], rtol=1e-9 if one_process else rtol,
+                                   atol=angle_atol if c.startswith("angle") else 0)
 
 
 LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")

@@ -15,6 +15,8 @@ from normvar_core.runs.reader import open_run
 from test_corpus_ranges import _lines, _write
 from test_ray_executor import _assert_same, _not_loopback, ray_listeners
 
+pytestmark = pytest.mark.subprocess
+
 
 @pytest.mark.slow
 def test_actors_parse_select_and_tokenize_their_byte_ranges(tmp_path, tiny_models, monkeypatch):

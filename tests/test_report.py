@@ -14,7 +14,7 @@ from normvar_core.report.slides import build_slides, reproduce
 from normvar_core.report.writers import write_report
 from normvar_core.service import cli
 from normvar_core.stats import analyses
-from test_dashboard_apptest import RUN, RUN2, data_dir, run  # noqa: F401
+from dashboard_run import RUN, RUN2
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_d
     from normvar_core.errors import NormvarError
     from normvar_core.service import jobs as J
     from normvar_core.service import worker as W
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     data = tmp_path / "data"
     (data / "runs").mkdir(parents=True)

@@ -114,6 +114,7 @@ def test_sql_schema(written):
         con.close()
 
 
+@pytest.mark.subprocess
 def test_open_run_closes_file(written, tmp_path):
     """After open_run another process can open the file read-write (no lock left)."""
     path = written[0]

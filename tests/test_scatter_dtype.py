@@ -77,6 +77,7 @@ def test_auto_picks_float64_where_float64_is_fast(monkeypatch):
         resolve_scatter_dtype("float16", "cpu")
 
 
+@pytest.mark.subprocess
 def test_bench_gpu_without_a_gpu_prints_one_line_and_exits_0():
     """`make bench-gpu` on a machine without CUDA (CUDA_VISIBLE_DEVICES hides any GPU): one line, status 0."""
     import os

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from normvar_core.runs.reader import open_run
+from cross_process import assert_close
 from normvar_core.service import cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 PAUSE = {
     "forward": """
@@ -100,6 +101,7 @@ def test_sigterm_mid_stage_removes_temps_keeps_checkpoint_exits_143_and_resumes(
     assert resumed == (2 if stage == "forward" else 15)    # 120 sentences / 8 = 15 batches
     a, b = run.stats(), ref.stats()
     np.testing.assert_array_equal(a.n, b.n)
-    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(a.q, b.q, rtol=1e-12)
+    # the batches before the signal ran in the killed process: equal to float32 rounding (tests/cross_process.py)
+    assert_close(a.mean, b.mean)
+    assert_close(a.q, b.q)
     assert not ckpt.exists()

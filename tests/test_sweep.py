@@ -21,6 +21,7 @@ from normvar_core.service import jobs as J
 from normvar_core.service import worker as W
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.subprocess  # the trainer runs in its own process
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_twonn_stream import _case, _streamed, brute_force
+from brute import twonn_radii
+from test_twonn_stream import _case, _streamed
 
 from normvar_core.pipeline.measures import twonn_stream
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
@@ -22,7 +23,7 @@ def test_other_search_paths_equal_brute_force(trial, path, monkeypatch):
     rng = np.random.default_rng(300 + trial)
     X, batch = _case(rng, trial)
     L, K, _ = X.shape
-    want, copies = brute_force(X, G.twonn_batch_of(K, batch))
+    want, copies = twonn_radii(X, G.twonn_batch_of(K, batch))
     got = _streamed(X, batch, rng.permutation(K), int(rng.integers(1, 4)), rng, lambda n: range(n))
     dup = got.dup.numpy()
     np.testing.assert_array_equal(dup.sum(1), copies)

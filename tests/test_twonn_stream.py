@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from brute import twonn_radii
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.pipeline.measures.state import DictReader, Stateful
 from normvar_core.stats import geometry as G
@@ -28,24 +29,6 @@ class Holder(Stateful):
 
     def merge_sample(self, reader):
         self.neighbours.merge_reader(reader)
-
-
-def brute_force(X: np.ndarray, tb: np.ndarray):
-    """Per layer and row: (r₁, r₂) to the distinct other rows of its batch by float64 distance over all
-    pairs, and per layer the number of identical copies (all but one of each group of identical rows)."""
-    L, K, _ = X.shape
-    r = np.full((L, K, 2), np.inf)
-    copies = np.zeros(L, np.int64)
-    for l in range(L):
-        for t in np.unique(tb):
-            rows = np.flatnonzero(tb == t)
-            Y = torch.from_numpy(X[l, rows]).double()
-            D = (Y[:, None] - Y[None]).square().sum(-1).sqrt().numpy()
-            kept = np.array([not (D[a, :a] == 0).any() for a in range(rows.size)])
-            copies[l] += int((~kept).sum())
-            Dk = np.where(D[:, kept] == 0, np.inf, D[:, kept])  # itself and its copies are no neighbours
-            r[l, rows] = np.sort(Dk, 1)[:, :2]
-    return r, copies
 
 
 def _case(rng, trial):
@@ -80,7 +63,7 @@ def test_streaming_search_equals_brute_force(trial):
     X, batch = _case(rng, trial)
     L, K, _ = X.shape
     tb = G.twonn_batch_of(K, batch)
-    want, copies = brute_force(X, tb)
+    want, copies = twonn_radii(X, tb)
     n_shards = int(rng.integers(1, 4))
     order = rng.permutation(K)
     for merge_order in (lambda n: range(n), lambda n: reversed(range(n))):

@@ -102,7 +102,7 @@ def test_pages_colour_words_by_their_number_of_tokens(word_run, monkeypatch):
     """Trade-off and Token clouds of a word run colour each word by |T_w| (App. J, Fig. 22)."""
     from streamlit.testing.v1 import AppTest
 
-    from test_dashboard_apptest import APP, arr, figure, trace
+    from dashboard_run import APP, arr, figure, trace
 
     monkeypatch.setenv("NORMVAR_DATA", str(word_run.path.parent.parent))
     units = word_run.table("word_units").set_index("token_id")["n_subtokens"]

@@ -16,7 +16,7 @@ from normvar_core.service.jobs import JobStore
 from test_worker_processes import (MOMENT_QUERIES, _env, assert_same_stats, corpus, mini,  # noqa: F401
                                    wait_final, wait_for, workers)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 # Each stage: the code a patched worker runs before its loop; `die()` kills the process at once.
 FAULTS = {

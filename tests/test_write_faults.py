@@ -20,7 +20,6 @@ from normvar_core.errors import NormvarError
 from normvar_core.runs import writer
 from normvar_core.runs.reader import open_run
 from normvar_core.runs.writer import write_tables
-from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
 
 REPO = Path(__file__).resolve().parent.parent
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -110,6 +109,7 @@ def test_a_write_failing_at_each_step_publishes_nothing_and_says_so(tmp_path, mo
     assert open_run(target).stats().n.sum() == open_run(written_run_path).stats().n.sum()
 
 
+@pytest.mark.subprocess
 def test_a_real_file_size_limit_hit_mid_write_gives_one_line_and_exit_2(tmp_path, written_run_path):  # noqa: F811
     """``normvar null`` in a child process whose files may not grow past 600 kB (RLIMIT_FSIZE: the
     kernel refuses the write with EFBIG, as a full disk refuses it with ENOSPC)."""

@@ -1,5 +1,5 @@
 """Layer geometry from exact streamed quantities (seed 004 §2.3–2.4; Ethayarajh 2019; Facco et al.
-2017). Pure numpy: the accumulators in ``pipeline/accumulators/geometry.py`` stream the inputs.
+2017). Pure numpy: the accumulators in ``pipeline/measures/geometry.py`` stream the inputs.
 
 * Spectrum of the covariance Σ = (1/n) Σ (x − μ)(x − μ)ᵀ of every embedding of a layer, eigenvalues
   λ₁ ≥ … ≥ λ_d ≥ 0:

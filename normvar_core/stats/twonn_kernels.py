@@ -1,4 +1,4 @@
-"""numba kernels of TwoNN's streaming neighbour search on the CPU (``pipeline.accumulators.twonn_stream``).
+"""numba kernels of TwoNN's streaming neighbour search on the CPU (``pipeline.measures.twonn_stream``).
 
 One block: rows i (new kept rows) against columns j (kept rows of their TwoNN batch, the rows themselves
 the last ``own`` columns), from the float32 Gram products g_ij. Each pair's lower bound

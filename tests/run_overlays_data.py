@@ -1,4 +1,4 @@
-"""The data directory of tests/test_browser_items.py: the dashboard tests' MiniLM run (RUN) and its
+"""The data directory of tests/test_browser_run_overlays.py: the dashboard tests' MiniLM run (RUN) and its
 even-layer copy (RUN2), a second real MiniLM run on an *uploaded* corpus (stored through the upload
 path, so it is named after the file) whose lines include sentences over the 64-word limit, and the
 isotropic Gaussian null of both real runs."""
@@ -9,7 +9,7 @@ import itertools
 import shutil
 from pathlib import Path
 
-from test_dashboard_apptest import RUN, build_dashboard_data
+from dashboard_run import RUN, build_dashboard_data
 
 UPLOAD_FILE = "my corpus.txt"        # the name a researcher's file has
 UPLOAD_RUN = "minilm-my-corpus"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_runs import assert_bad, corpus40, run_cli  # noqa: F401  (fixture)
+from cli_helpers import assert_bad, run_cli
 
 EMOJI = [f"{'🦜🐙🦑🦀'[i % 4] * (1 + i % 3)} {'🐳🦈'[i % 2]} {'🪼' * (1 + i % 2)} ok" for i in range(40)]
 
@@ -115,7 +115,7 @@ def test_overwrite_of_a_queued_run_says_so_instead_of_queuing_a_duplicate(capsys
 def test_token_page_shows_corpus_sentences_as_plain_text_in_a_browser(tmp_path, tiny_models):
     """A sentence holding a Markdown image link (to 127.0.0.1) and emphasis is shown on the Token page
     as the text it is: no <img>, no <em>, the characters visible."""
-    from test_dashboard_browser import ARGS, CHROMIUM, start_streamlit, stop_streamlit
+    from browser_helpers import ARGS, CHROMIUM, start_streamlit, stop_streamlit
 
     from normvar_core.service import cli
 

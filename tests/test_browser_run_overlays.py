@@ -3,7 +3,7 @@ streamlit server for the module): shared links of every multi-run view come back
 browser, Outliers' colour scale and distinct rows, uploads named by their file, real runs before their
 nulls, Geometry with the null of every overlaid run (log axes, power-of-ten ticks, titles apart — also
 on the report's slides), presentation mode, Training's empty state, the Runs table, the dropped
-sentences, Compare's shared ranges and one-click points. Screenshots land in test-artifacts/."""
+sentences, Compare's shared ranges and one-click points. Screenshots land in browser_helpers.ARTIFACTS."""
 from __future__ import annotations
 
 import time
@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from browser_items_data import UPLOAD_RUN, build_items_data, null_of
-from test_dashboard_apptest import RUN
-from test_dashboard_browser import ARTIFACTS, browser, server  # noqa: F401  (fixtures)
+from run_overlays_data import UPLOAD_RUN, build_items_data, null_of
+from dashboard_run import RUN
+from browser_helpers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 NULL_LABEL = "Gaussian null (isotropic)"

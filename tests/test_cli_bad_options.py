@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_runs import assert_bad, corpus40, run_cli  # noqa: F401  (fixture)
+from cli_helpers import assert_bad, run_cli
 
 # (config.json changes, what the one line names); the first three are the issue's, the rest a fuzz
 WRONG_VALUES = [
@@ -187,6 +187,7 @@ def test_jsonl_null_cells_are_counted_and_a_table_without_strings_gets_a_useful_
         assert "--text-column" not in line and "write the sentences as strings" in line, line
 
 
+@pytest.mark.subprocess
 def test_a_second_worker_refuses_before_its_banner(tmp_path):
     data = tmp_path / "data"
     first = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
@@ -208,6 +209,7 @@ def test_a_second_worker_refuses_before_its_banner(tmp_path):
         first.wait(timeout=60)
 
 
+@pytest.mark.model
 def test_a_verdict_whose_interval_straddles_its_threshold_says_it_cannot_tell(capsys, tmp_path):
     """The issue's case: MiniLM on the first five sentences of the shipped novels — anisotropy 0.467
     [0.201, 0.734] against the flat-profile threshold 0.5 said "holds"."""
@@ -231,7 +233,7 @@ def test_an_all_unknown_run_has_finite_interval_endpoints(capsys, tmp_path, tiny
     interval has two finite endpoints within [0, 1] (it had a null one)."""
     import numpy as np
 
-    from test_hostile_round2 import EMOJI
+    from test_cli_odd_corpora import EMOJI
 
     corpus = tmp_path / "emoji.txt"
     corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")

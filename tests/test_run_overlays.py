@@ -1,4 +1,4 @@
-"""Issue 22, the logic under the browser test (tests/test_browser_items.py): links that keep the overlaid
+"""Issue 22, the logic under the browser test (tests/test_browser_run_overlays.py): links that keep the overlaid
 runs, pickers that list real runs before their nulls, the Outliers colour scale and distinct rows, the
 Geometry figures with nulls (log axes, power-of-ten ticks, titles that do not collide), Compare's shared
 ranges, and the Geometry page under AppTest drawing the null of every overlaid run."""
@@ -125,7 +125,7 @@ def test_compare_scatters_share_axes_and_colours():
 # ---------------------------------------------------------------------------- the pages under AppTest
 @pytest.fixture(scope="module")
 def items_dir(tmp_path_factory, minilm_path):  # noqa: ARG001
-    from browser_items_data import build_items_data
+    from run_overlays_data import build_items_data
 
     return build_items_data(tmp_path_factory.getbasetemp() / "items-data")
 
@@ -134,7 +134,7 @@ def items_dir(tmp_path_factory, minilm_path):  # noqa: ARG001
 def items_app(items_dir, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from test_dashboard_apptest import APP
+    from dashboard_run import APP
 
     monkeypatch.setenv("NORMVAR_DATA", str(items_dir))
     return AppTest.from_file(APP, default_timeout=120)
@@ -142,9 +142,9 @@ def items_app(items_dir, monkeypatch):
 
 @pytest.mark.slow
 def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir):
-    from browser_items_data import UPLOAD_RUN, null_of
+    from run_overlays_data import UPLOAD_RUN, null_of
     from normvar_core.runs.reader import open_run
-    from test_dashboard_apptest import RUN, arr, figure, figures_of, ok, open_section
+    from dashboard_run import RUN, arr, figure, figures_of, ok, open_section
 
     at = items_app
     at.query_params.update({"run": RUN, "null": null_of(RUN), "overlay": UPLOAD_RUN, "rel": "0", "layer": "2"})

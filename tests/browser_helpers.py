@@ -1,0 +1,70 @@
+"""The dashboard served for a real browser: ``start_streamlit`` runs ``streamlit run views/_server.py`` (app.py as
+``normvar dashboard`` serves it) on a free 127.0.0.1 port; Debian's chromium is driven by Playwright with ``ARGS``
+(the recipe in ../shared/ENVIRONMENT.md); ``ARTIFACTS`` is where the browser tests leave their screenshots."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# screenshots: outside the checkout, kept between runs (the same folder every time)
+ARTIFACTS = Path(tempfile.gettempdir()) / "normvar-test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PLOT_READY = "() => { const g = document.querySelector('.js-plotly-plot'); return !!(g && g._fullData && g._fullData.length); }"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_streamlit(data: Path, log_path: Path) -> tuple[subprocess.Popen, str, object]:
+    """`streamlit run views/_server.py` (app.py as `normvar dashboard` serves it) on a free 127.0.0.1 port over ``data``; returns (process, base URL, log
+    file) once its health check answers."""
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "views" / "_server.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+         "--browser.gatherUsageStats", "false", "--", "--data-dir", str(data)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"streamlit did not start: {Path(log_path).read_text()[-2000:]}")
+        time.sleep(0.3)
+    return proc, base, log
+
+
+def stop_streamlit(proc: subprocess.Popen, log) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def serving(data: Path, log_path: Path):
+    """A module fixture's body: the dashboard over ``data`` (its base URL), stopped afterwards."""
+    proc, base, log = start_streamlit(data, log_path)
+    yield base
+    stop_streamlit(proc, log)
