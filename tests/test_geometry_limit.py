@@ -12,16 +12,10 @@ import numpy as np
 
 import json
 
-<<<<<<< HEAD
-from normvar_core.pipeline.measures import geometry as GA
-from test_cli_runs import corpus40, run_cli  # noqa: F401  (fixture)
-from test_dashboard_apptest import APP, open_section
-from test_plan import formulas
-=======
 from normvar_core.pipeline.measures import geometry as GA
 from cli_helpers import run_cli
 from dashboard_run import APP, open_section
->>>>>>> suite
+from test_plan import formulas
 
 
 def _held_bytes(acc: GA.GeometryAccumulator) -> int:

@@ -15,15 +15,10 @@ import pytest
 
 from normvar_core.config import RunConfig, field_kind
 from normvar_core.errors import NormvarError
-<<<<<<< HEAD
 from normvar_core.pipeline.measures import (MEASURES, GeometryAccumulator, HalvesAccumulator, MomentsAccumulator,
                                             OccurrencesAccumulator, OutlierAccumulator, SampleAccumulator,
                                             SelfSimilarityAccumulator)
 from normvar_core.runs.schema import LEGACY_MARKERS, MEASURE_TABLES, REQUIRED_TABLES
-from test_layers import written_run_path  # noqa: F401  (fixture: a small run from the real pipeline)
-=======
-from normvar_core.measure import Measure, all_measures, measure, resolve
->>>>>>> suite
 
 # the run row's ``accumulators`` values of every file written so far: never renamed
 NAMES = ["moments", "samples", "geometry", "selfsim", "outliers", "halves", "occurrences"]
