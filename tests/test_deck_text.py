@@ -44,8 +44,8 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
     findings = _words(pages[0])
     from normvar_core.stats.findings import CLAIMS
 
-    for cid, seed, _ in CLAIMS:
-        assert f"{cid} ({seed})" in findings
+    for c in CLAIMS:
+        assert f"{c.id} ({c.seed})" in findings
     assert RUN in findings and RUN2 in findings and ("holds" in findings or "fails" in findings)
 
 

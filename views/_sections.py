@@ -1,9 +1,9 @@
-"""A page's sections drawn from the measures' declarations (issue 36): each ``Figure`` a measure declares for
-the page (``viz.pages.sections``) is a tab, in measure order. A tab the page draws itself is passed in ``own``
-({figure key: draw()}); any other is drawn here by the generic builder the figure names
-(``builder(curves, *, relative, num_hidden_states, presentation, bands, null_curves, null_of)``) on the first
-table it reads, for every overlaid run that holds that table and the measure's declared columns; runs without
-them are named with the fix (recompute), so an old run file opens and says why the section is empty."""
+"""A page's figure tabs: each ``Figure`` that ``viz.page_figures`` lists for the page is a tab, in that order. A
+tab the page draws itself is passed in ``own`` ({figure key: draw()}); any other is drawn here by the figure's
+builder with the generic arguments (``builder(curves, *, relative, num_hidden_states, presentation, bands,
+null_curves, null_of)``) on the first table it reads, for every overlaid run that holds what it reads
+(``page_figures.holds``); runs without it are named with the fix (recompute), so an old run file opens and says why
+the section is empty."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,8 +12,7 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from normvar_core.measure import Figure, Measure, resolve
-from normvar_core.viz.pages import sections
+from normvar_core.viz.page_figures import Figure, figures, holds
 from views._chrome import chart, draw_sections
 from views._data import table
 
@@ -32,49 +31,40 @@ class Overlay:
     name: str = "figure"
 
 
-def holds(run, m: Measure, f: Figure) -> bool:
-    """Whether ``run`` holds what figure ``f`` of measure ``m`` reads: its tables, and the measure's declared
-    per-layer columns in the first of them (absent in a run file written before the measure existed)."""
-    if not all(run.has(t) for t in f.tables):
-        return False
-    cols = [c for c, _ in m.spectral]
-    return not cols or set(cols) <= set(table(run, f.tables[0]).columns)
-
-
-def generic(m: Measure, f: Figure, ov: Overlay) -> None:
+def generic(f: Figure, ov: Overlay) -> None:
     """Figure ``f`` over the overlaid runs that hold it, with its CSV; the others named with the fix."""
-    have = {label: r for label, r in ov.runs.items() if holds(r, m, f)}
+    have = {label: r for label, r in ov.runs.items() if holds(r, f)}
     lacking = [label for label in ov.runs if label not in have]
     if not have:
-        st.info(f"No run here has {m.title}: {', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} computed "
+        st.info(f"No run here has {f.measure}: {', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} computed "
                 f"before normvar measured it, or without what it needs. Recompute (New run, or `normvar compute ... "
                 f"--overwrite`) to see this section.", icon=":material/info:")
         return
     curves = {label: table(r, f.tables[0]) for label, r in have.items()}
-    nulls = {label: table(r, f.tables[0]) for label, r in ov.nulls.items() if holds(r, m, f)}
-    fig = resolve(f.builder)(curves, relative=ov.relative, presentation=ov.presentation,
-                             num_hidden_states={label: r.num_hidden_states for label, r in {**have, **ov.nulls}.items()},
-                             bands={label: ov.bands[label] for label in have if label in ov.bands},
-                             null_curves=nulls, null_of=ov.null_of)
+    nulls = {label: table(r, f.tables[0]) for label, r in ov.nulls.items() if holds(r, f)}
+    fig = f.builder(curves, relative=ov.relative, presentation=ov.presentation,
+                    num_hidden_states={label: r.num_hidden_states for label, r in {**have, **ov.nulls}.items()},
+                    bands={label: ov.bands[label] for label in have if label in ov.bands},
+                    null_curves=nulls, null_of=ov.null_of)
     data = pd.concat([df.assign(run=label) for label, df in {**curves, **nulls}.items()], ignore_index=True)
     chart(fig, key=f.key, data=data, name=f"{ov.name}_{f.key}")
     if lacking:
-        st.caption(f"Without {m.title} (computed before normvar measured it: recompute to include): "
+        st.caption(f"Without {f.measure} (computed before normvar measured it: recompute to include): "
                    + ", ".join(lacking))
 
 
 def draw(page: str, own: dict[str, Callable[[], None]], overlay: Overlay | None = None, *,
          extra: dict[str, tuple[str, Callable[[], None]]] | None = None) -> str:
-    """The page's declared sections as tabs (only the open one computed, ``_chrome.draw_sections``): the
-    page's own ``draw()`` for the keys in ``own``, the generic figure over ``overlay`` for the rest; then the
-    page's tabs that no measure declares (``extra``: ``{slug: (title, draw)}``, e.g. a table). Returns the open
-    key."""
+    """The page's figures (``page_figures.figures``) as tabs (only the open one computed,
+    ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure over
+    ``overlay`` for the rest; then the page's further tabs (``extra``: ``{slug: (title, draw)}``, e.g. a table).
+    Returns the open key."""
     tabs = {}
-    for m, f in sections(page):
+    for f in figures(page):
         if f.key not in own and overlay is None:
-            raise ValueError(f"page {page!r} draws no {f.key!r}, which {m.name} declares, and has no overlay for it")
-        tabs[f.key] = (f.section, own[f.key] if f.key in own else (lambda m=m, f=f: generic(m, f, overlay)))
+            raise ValueError(f"page {page!r} draws no {f.key!r}, which it lists, and has no overlay for it")
+        tabs[f.key] = (f.section, own[f.key] if f.key in own else (lambda f=f: generic(f, overlay)))
     return draw_sections(page, {**tabs, **(extra or {})})
 
 
-__all__ = ["Overlay", "holds", "generic", "draw"]
+__all__ = ["Overlay", "generic", "draw"]

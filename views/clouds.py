@@ -154,6 +154,6 @@ def _fig8_tab() -> None:
 
 
 _state.bind("w_word_colour", True)  # the Cloud tab's toggle keeps its state while Fig. 8 is open
-_sections.draw("clouds", {"cloud": _cloud_tab},   # the declared figure, then Fig. 8; only the open tab is computed
+_sections.draw("clouds", {"cloud": _cloud_tab},   # its figure, then Fig. 8; only the open tab is computed
                extra={"fig8": ("Among all types (Fig. 8, Table 2)", _fig8_tab)})
 _state.sync_url("clouds")

@@ -71,7 +71,7 @@ def _raw() -> None:
 
 
 _state.bind("w_decomp_log", False)   # kept while another tab is open (the toggle sits in "Raw values")
-_sections.draw("decomposition", {"shares": _shares},   # the declared figure, then the page's own tabs; only the
+_sections.draw("decomposition", {"shares": _shares},   # its figure (viz.page_figures), then its own tabs; only the
                extra={"ratios": ("Ratios to Q(X) (Fig. 18)", _ratios),   # open one is computed and drawn
                       "raw": ("Raw values (Fig. 19, 20)", _raw),
                       "layernorm": ("LayerNorm's prediction (App. I)", _layernorm_tables)})

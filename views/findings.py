@@ -21,8 +21,8 @@ except Exception as err:  # noqa: BLE001
     _chrome.show_error(err)
     st.stop()
 
-table = pd.DataFrame({"claim": [c for _, _, c in F.CLAIMS], "id": list(F.CLAIM_IDS),
-                      "seed": [s for _, s, _ in F.CLAIMS],
+table = pd.DataFrame({"claim": [c.wording for c in F.CLAIMS], "id": list(F.CLAIM_IDS),
+                      "seed": [c.seed for c in F.CLAIMS],
                       **{name: [F.cell(f) for f in fs] for name, fs in per_run.items()}})
 st.dataframe(table, hide_index=True, width="stretch", key="findings_table")
 if note := F.samples_note(per_run):

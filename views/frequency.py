@@ -74,7 +74,7 @@ def _selfsim_tab() -> None:
     _chrome.chart(sfig, key="freq_selfsim", data=ss, name=f"{run.name}_selfsim_layer{layer}")
 
 
-# the sections the measures declare for this page (the moments' four, self-similarity's): only the open tab is drawn
+# the page's figures (viz.page_figures: the moments' four, self-similarity): only the open tab is drawn
 _sections.draw("frequency", {"scatter": _scatter_tab, "slopes": _slopes_tab, "histograms": _histograms_tab,
                              "corpus": lambda: _chrome.chart(_corpus(run, v.presentation), key="corpus_hist", data=None,
                                                              name=f"{run.name}_corpus"),

@@ -1,6 +1,6 @@
 """Geometry (seed 004 Fig. 1): anisotropy, intrinsic dimension, participation ratio and the mean cosine
-per layer, several runs on a relative-depth axis (encoders vs decoders); a layer's covariance spectrum; and every
-further section a measure declares for this page, drawn by ``views/_sections``."""
+per layer, several runs on a relative-depth axis (encoders vs decoders); a layer's covariance spectrum; and IsoScore
+per layer, drawn by ``views/_sections`` from its entry in ``viz.page_figures``."""
 from __future__ import annotations
 
 import pandas as pd
@@ -110,7 +110,7 @@ def _spectrum() -> None:
                   name=f"{run.name}_spectrum_layer{layer}")
 
 
-# the sections the measures declare for this page (profiles, spectrum, ...): only the open tab is drawn
+# the page's figures (viz.page_figures: profiles, spectrum, IsoScore): only the open tab is drawn
 _sections.draw("geometry", {"profiles": _profiles, "spectrum": _spectrum},
                _sections.Overlay(runs={n: spectra_of[n] for n in curves}, nulls={lab: spectra_of[lab] for lab in null_curves},
                                  null_of=null_of, bands=bands, relative=relative, presentation=v.presentation,

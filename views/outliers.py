@@ -65,7 +65,7 @@ def _shares() -> None:
     _chrome.chart(shares, key="outlier_shares", data=layer_out, name=f"{run.name}_q_shares")
 
 
-_sections.draw("outliers", {"dims": _dims, "shares": _shares},   # the declared figures, then the page's own tabs
+_sections.draw("outliers", {"dims": _dims, "shares": _shares},   # its figures (viz.page_figures), then its own tabs
                extra={"largest": ("Largest activations", _largest),
                       "position0": ("Geometry with and without position 0", _position0)})
 _state.sync_url("outliers")

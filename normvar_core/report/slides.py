@@ -1,7 +1,6 @@
-"""The slides of a report: a registry of builders, each taking the report's runs and returning a Slide
-or None when the runs lack what it needs. The registry is built from the measures' declarations: each
-declared figure with a ``slide`` adds its builder, in measure order (``figure_slide``, the generic one, draws
-the figure's own builder), so a new measure's slide is a line of its declaration.
+"""The slides of a report: a registry of builders (``REGISTRY``, listed by import), each taking the report's runs
+and returning a Slide or None when the runs lack what it needs. ``figure_slide``, the generic one, draws a figure of
+``viz.page_figures`` with its own builder (IsoScore's), so a new figure's slide is a line of the registry.
 
 A Slide holds a plotly figure in the presentation theme at 16:9, a one-line takeaway computed from the
 numbers, and speaker notes with the exact values."""
@@ -17,11 +16,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.measure import Figure, Measure, all_measures, resolve
 from normvar_core.stats import analyses
 from normvar_core.stats import geometry as G
 from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
+from normvar_core.viz.page_figures import ISOSCORE, Figure, holds
 from normvar_core.viz.frequency_figures import frequency_scatter
 from normvar_core.viz.selection import fit_row, tradeoff_points
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
@@ -118,9 +117,9 @@ def findings_slide(runs) -> Slide:
     colors = {"holds": "#d9f2d9", "fails": "#f8d7d7", "cannot tell": "#fff3cd", "untestable": "#eeeeee"}
     per = {r.name: run_findings(r) for r in runs}
     header = ["claim (seed)"] + list(per)
-    first = [f"{cid} ({seed}): {claim}" for cid, seed, claim in CLAIMS]
-    cols = [first] + [[cell(fs[cid]) for cid, _, _ in CLAIMS] for fs in per.values()]
-    fills = [["#ffffff"] * len(CLAIMS)] + [[colors[fs[cid].verdict] for cid, _, _ in CLAIMS] for fs in per.values()]
+    first = [f"{c.id} ({c.seed}): {c.wording}" for c in CLAIMS]
+    cols = [first] + [[cell(fs[c.id]) for c in CLAIMS] for fs in per.values()]
+    fills = [["#ffffff"] * len(CLAIMS)] + [[colors[fs[c.id].verdict] for c in CLAIMS] for fs in per.values()]
     # sized for the slide (1920 x 960 under the heading): rows share the height, text at 22 px
     row_h = int(min(110, (HEIGHT - 120 - 80) / max(len(CLAIMS), 1)))
     fig = go.Figure(go.Table(columnwidth=[3] + [2] * len(per),
@@ -286,22 +285,22 @@ def geometry_slide(runs) -> Slide | None:
                  notes, _fit(fig))
 
 
-def figure_slide(m: Measure, f: Figure, runs) -> Slide | None:
-    """The generic slide of a declared figure (``Figure.slide = "...report.slides:figure_slide"``): the figure's
-    builder over the runs that hold its tables and the measure's declared per-layer columns (relative depth,
-    split-half bands from ``intervals``), a takeaway per run (each column's range over the layers, with the layer
-    of its largest value) plus the verdicts of the measure's claims, and the per-layer values in the notes."""
-    cols = [c for c, _ in m.spectral]
-    have = [r for r in runs if all(r.has(t) for t in f.tables) and set(cols) <= set(r.table(f.tables[0]).columns)]
+def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
+    """The generic slide of a figure of ``viz.page_figures``: its builder over the runs that hold what it reads
+    (``page_figures.holds``; relative depth, split-half bands from ``intervals``), a takeaway per run (each of its
+    columns' range over the layers, with the layer of its largest value) plus the verdicts of ``claims``, and the
+    per-layer values in the notes."""
+    have = [r for r in runs if holds(r, f)]
     if not have:
         return None
+    cols = list(f.columns)
     curves = {r.name: r.table(f.tables[0]).sort_values("layer") for r in have}
-    fig = resolve(f.builder)(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
-                             presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
-                             null_curves={}, null_of={})
+    fig = f.builder(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
+                    presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
+                    null_curves={}, null_of={})
     take = "; ".join(f"{n}: " + ", ".join(_column_range(t, c) for c in cols) for n, t in curves.items())
     notes = "\n\n".join(f"{n}\n" + _table_notes(t, ["layer", *cols]) for n, t in curves.items())
-    return Slide(f.section, take + verdicts(have, *(c.id for c in m.claims)), notes, _fit(fig))
+    return Slide(f.section, take + verdicts(have, *claims), notes, _fit(fig))
 
 
 def _column_range(t, c: str) -> str:
@@ -313,23 +312,11 @@ def _column_range(t, c: str) -> str:
     return f"{c} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
 
 
-def declared_slides() -> list[Callable]:
-    """The slide builder of every declared figure with a ``slide``, in measure order: the named builder
-    ``(runs) -> Slide | None``, or :func:`figure_slide` bound to its measure and figure."""
-    out = []
-    for m in all_measures():
-        for f in m.figures:
-            if f.slide == FIGURE_SLIDE:
-                out.append(partial(figure_slide, m, f))
-            elif f.slide is not None:
-                out.append(resolve(f.slide))
-    return out
-
-
-FIGURE_SLIDE = f"{__name__}:figure_slide"
-"""The ``Figure.slide`` value that asks for the generic :func:`figure_slide`."""
-REGISTRY: list[Callable] = [findings_slide, title_slide, *declared_slides()]
-"""The deck, in order: the findings, the title, then each declared figure's slide in measure order."""
+REGISTRY: list[Callable] = [findings_slide, title_slide, tradeoff_slide, layers_slide, decomposition_slide,
+                            frequency_slide, clouds_slide, geometry_slide,
+                            partial(figure_slide, ISOSCORE, ("isoscore_low",))]
+"""The deck, in order: the findings, the title, then one slide per figure (the figure's page order: Trade-off,
+Layers, Decomposition, Frequency, Token clouds, Geometry's profiles and IsoScore)."""
 
 
 def build_slides(runs) -> list[Slide]:
@@ -342,5 +329,5 @@ def build_slides(runs) -> list[Slide]:
     return out
 
 
-__all__ = ["Slide", "REGISTRY", "FIGURE_SLIDE", "build_slides", "declared_slides", "figure_slide", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
+__all__ = ["Slide", "REGISTRY", "build_slides", "figure_slide", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
            "WIDTH", "HEIGHT"]

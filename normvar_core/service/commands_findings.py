@@ -27,8 +27,8 @@ def format_table(per_run: dict) -> str:
 
     names = list(per_run)
     rows = [["claim"] + names]
-    for k, (cid, _, _) in enumerate(CLAIMS):
-        rows.append([cid] + [cell(per_run[n][k]) for n in names])
+    for k, c in enumerate(CLAIMS):
+        rows.append([c.id] + [cell(per_run[n][k]) for n in names])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -56,6 +56,6 @@ def cmd_findings(args: argparse.Namespace) -> int:
         print(samples_note(per_run) + "\n")
     for name, fs in per_run.items():
         print(f"# {name}")
-        for f, (_, seed, claim) in zip(fs, CLAIMS):
-            print(f"- {f.id} ({seed}): {claim}\n    {f.verdict}: {f.why}")
+        for f, c in zip(fs, CLAIMS):
+            print(f"- {f.id} ({c.seed}): {c.wording}\n    {f.verdict}: {f.why}")
     return 0

@@ -1,18 +1,19 @@
-"""The claims that ``findings`` tests (``CLAIMS``: id, seed, wording), the thresholds of their rules, what
-a verdict holds (``Finding``), and what the rules read from a run, gathered once (``RunView``). The rules
-themselves: ``claims_moments`` (seeds 002 and 003: the study's core claims, ``CORE_CLAIMS``) and the rules the
-measures declare (``Measure.claims``: the geometry's and outliers' in ``claims_geometry``), which follow the core claims in
-measure order."""
+"""What a claim is (``Claim``: id, seed, wording and the rule deciding it), the thresholds of the rules, what a
+verdict holds (``Finding``), and what the rules read from a run, gathered once (``RunView``). The rules
+themselves: ``claims_moments`` (seeds 002 and 003: the study's core claims), ``claims_geometry`` (the layer
+geometry's and the outliers') and ``isoscore``; ``findings.CLAIMS`` lists every claim with its rule, in the
+findings' order."""
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.measure import Claim, all_measures
+from normvar_core.stats.bootstrap import RESAMPLES
 from normvar_core.stats.tokenstats import in_band
 
 SLOPE_TOL = 0.2
@@ -25,21 +26,6 @@ SUPPORT_MIN = 0.95
 DIP = 0.8
 IDENTITY_TOL = 1e-12
 CROSS_TOL = 1e-9
-
-CORE_CLAIMS = (
-    ("identity", "002", "Q(X_t) = M(X_t) + V(X_t) for every type, to machine precision (eq. 1)"),
-    ("cv_min_intermediate", "002", "C.V. of Q(X_t) is smallest in an intermediate layer (§5.2, Fig. 4)"),
-    ("tradeoff_slope", "002", "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)"),
-    ("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)"),
-    ("m_grows_vb_shrinks", "002", "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)"),
-    ("null_vs_run", "003", "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)"),
-)
-"""The moments' claims (seeds 002, 003), tested by ``claims_moments`` with a shared bootstrap."""
-DECLARED_CLAIMS: tuple[Claim, ...] = tuple(c for m in all_measures() for c in m.claims)
-"""The claims the measures declare (``Measure.claims``), in measure order, each decided by its ``rule``."""
-CLAIMS = CORE_CLAIMS + tuple((c.id, c.seed, c.wording) for c in DECLARED_CLAIMS)
-"""(id, seed, wording) of every claim, in the findings' order."""
-CLAIM_IDS = tuple(c[0] for c in CLAIMS)
 
 
 @dataclass
@@ -61,6 +47,17 @@ class Finding:
         d["details"] = {k: finite_or_none(v) if isinstance(v, (float, np.floating)) else v
                         for k, v in self.details.items()}
         return d
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A row of the findings: its stable ``id``, the ``seed`` it tests, the claim in words, and the ``rule`` that
+    decides it (a function of the run's ``RunView`` returning its ``Finding``)."""
+
+    id: str
+    seed: str
+    wording: str
+    rule: Callable[["RunView"], Finding]
 
 
 def finite_or_none(x):
@@ -96,11 +93,9 @@ def finite_interval(lo, hi) -> list | None:
 
 
 def finding(cid: str, verdict: str, **numbers) -> Finding:
-    """Claim ``cid``'s Finding (its wording and seed read from ``CLAIMS``) with its ``verdict`` and numbers."""
-    for i, s, c in CLAIMS:
-        if i == cid:
-            return Finding(i, c, s, verdict, **numbers)
-    raise KeyError(cid)
+    """Claim ``cid``'s Finding with its ``verdict`` and numbers, as a rule returns it: ``findings.findings`` fills
+    in the claim's wording and seed from its ``Claim``."""
+    return Finding(cid, "", "", verdict, **numbers)
 
 
 def spearman(x, y) -> float:
@@ -117,7 +112,8 @@ def spearman(x, y) -> float:
 
 @dataclass
 class RunView:
-    """What the claims read from a run (a ``runs.reader.Run``), gathered once."""
+    """What the claims read from a run (a ``runs.reader.Run``), gathered once, with the bootstrap's ``resamples``
+    and ``seed``; ``memo`` keeps what several rules share (the moments' bootstrap: ``claims_moments``)."""
 
     name: str
     layers: list
@@ -135,9 +131,13 @@ class RunView:
     halves: pd.DataFrame | None
     geometry: pd.DataFrame | None
     outliers: pd.DataFrame | None
+    run: Any = field(default=None, repr=False)
+    resamples: int = RESAMPLES
+    seed: int = 0
+    memo: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, run) -> "RunView":
+    def of(cls, run, *, resamples: int = RESAMPLES, seed: int = 0) -> "RunView":
         L = len(run.layers)
         tabs = [run.token_table(layer) for layer in run.layers]
         first = tabs[0]
@@ -152,7 +152,8 @@ class RunView:
                    exclude_position0=bool(opts.get("exclude_position0", False)),
                    token_ids=first["token_id"].to_numpy(np.int64), n=first["n"].to_numpy(np.int64),
                    q=grid("q"), m=grid("m"), v=grid("v"), layer_stats=run.layer_stats(),
-                   halves=get("halves_layer"), geometry=get("layer_geometry"), outliers=get("layer_outliers"))
+                   halves=get("halves_layer"), geometry=get("layer_geometry"), outliers=get("layer_outliers"),
+                   run=run, resamples=resamples, seed=seed)
 
     def band(self) -> np.ndarray:
         return in_band(self.n, *STUDY_BAND)
@@ -161,6 +162,6 @@ class RunView:
         return 0 < int(layer) < self.num_hidden_states - 1
 
 
-__all__ = ["CLAIMS", "CORE_CLAIMS", "DECLARED_CLAIMS", "CLAIM_IDS", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt",
+__all__ = ["Claim", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt",
            "spearman", "SLOPE_TOL", "R2_MIN", "RHO_MIN", "FLAT_MAX", "BELL_MIN", "OUTLIER_MIN", "SUPPORT_MIN", "DIP",
            "IDENTITY_TOL", "CROSS_TOL"]

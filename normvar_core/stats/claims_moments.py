@@ -1,6 +1,7 @@
-"""The verdict rules of seed 002's and 003's claims on the moments (``claims.CLAIMS`` 1–6): the identity,
-the intermediate C.V. minimum, the trade-off slope, the depth trends of the shares, and the Gaussian null;
-the bootstrap over the band's types they share (``bootstrap_band``) and the point estimates per layer."""
+"""The verdict rules of seed 002's and 003's claims on the moments (``findings.CLAIMS`` 1–6): the identity,
+the intermediate C.V. minimum, the trade-off slope, the depth trends of the shares, and the Gaussian null, each a
+function of the run's ``RunView``; the bootstrap over the band's types that claims 2, 3 and 6 share
+(``bootstrap_band``) and the point estimates per layer, computed once per view (``shared``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -56,9 +57,25 @@ def point_estimates(rv: RunView) -> pd.DataFrame:
     return pd.DataFrame({"layer": rv.layers, "cv_q": cv, "slope": slope, "r2": r2})
 
 
-def cv_min_intermediate(rv: RunView, pt: pd.DataFrame, boot: dict) -> tuple[Finding, int | None]:
+def shared(rv: RunView) -> tuple[pd.DataFrame, dict, Finding, int | None]:
+    """What claims 2, 3 and 6 share, computed once per view (kept in ``rv.memo``): the point estimates per layer,
+    the bootstrap over the band's types (``rv.resamples``, ``rv.seed``; none with fewer than 3 band types), and
+    claim 2's finding with the index of its C.V.-minimum layer."""
+    if "tradeoff" not in rv.memo:
+        pt = point_estimates(rv)
+        boot = bootstrap_band(rv, rv.resamples, rv.seed) if rv.band().sum() >= 3 else {"replicates": {}}
+        rv.memo["tradeoff"] = (pt, boot, *_cv_minimum(rv, pt, boot))
+    return rv.memo["tradeoff"]
+
+
+def cv_min_intermediate(rv: RunView) -> Finding:
     """Claim 2 (002 §5.2, Fig. 4): the smallest C.V.(Q(X_t)) is at an intermediate layer and, in ≥ SUPPORT_MIN of
-    the resamples, an intermediate C.V. is below DIP × both ends'. Returns the finding and the minimum's index."""
+    the resamples, an intermediate C.V. is below DIP × both ends' (``_cv_minimum``, through ``shared``)."""
+    return shared(rv)[2]
+
+
+def _cv_minimum(rv: RunView, pt: pd.DataFrame, boot: dict) -> tuple[Finding, int | None]:
+    """Claim 2's finding from the point estimates and the bootstrap, and the index of the C.V.-minimum layer."""
     nb = int(rv.band().sum())
     if nb < 3:
         return finding("cv_min_intermediate", "untestable",
@@ -84,9 +101,11 @@ def cv_min_intermediate(rv: RunView, pt: pd.DataFrame, boot: dict) -> tuple[Find
                    details={"bootstrap_share_dip": share, "band_types": nb}), li
 
 
-def tradeoff_slope(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None, dip: bool) -> Finding:
+def tradeoff_slope(rv: RunView) -> Finding:
     """Claim 3 (002 Fig. 4, §5.2): at the intermediate C.V. minimum the slope's 95 % interval lies within
     −1 ± SLOPE_TOL and R²'s above R2_MIN (post-LN encoders; untestable for other placements)."""
+    pt, boot, cvf, li = shared(rv)
+    dip = cvf.verdict == "holds"
     if li is None:
         return finding("tradeoff_slope", "untestable", why="no C.V.-minimum layer (see cv_min_intermediate)")
     layer = int(rv.layers[li])
@@ -120,7 +139,17 @@ def _ratio_curves(rv: RunView, cols) -> dict | None:
     return None
 
 
-def depth_trend(rv: RunView, cid: str, run, parts) -> Finding:
+def vw_share_grows(rv: RunView) -> Finding:
+    """Claim 4 (002 Fig. 6): V_W(X)/V(X) grows with depth (``depth_trend``)."""
+    return depth_trend(rv, "vw_share_grows", [("v_w_over_v", +1)])
+
+
+def m_grows_vb_shrinks(rv: RunView) -> Finding:
+    """Claim 5 (002 §5.3, Fig. 5): M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (``depth_trend``)."""
+    return depth_trend(rv, "m_grows_vb_shrinks", [("m_over_q", +1), ("v_b_over_q", -1)])
+
+
+def depth_trend(rv: RunView, cid: str, parts) -> Finding:
     """Shared rule of vw_share_grows / m_grows_vb_shrinks: parts = [(column, sign)]."""
     if len(rv.layers) < 3:
         return finding(cid, "untestable", why="fewer than 3 stored layers")
@@ -128,7 +157,7 @@ def depth_trend(rv: RunView, cid: str, run, parts) -> Finding:
     if curves is None:
         from normvar_core.stats.analyses import decomposition
 
-        df = decomposition(run.stats(), *STUDY_BAND).set_index("layer").sort_index()
+        df = decomposition(rv.run.stats(), *STUDY_BAND).set_index("layer").sort_index()
         df["v_w_over_v"] = df["v_w"] / df["v"]
         curves = {"all": df}
     full = curves["all"]
@@ -157,7 +186,7 @@ def depth_trend(rv: RunView, cid: str, run, parts) -> Finding:
                    why="; ".join(bits) + f" (holds when {need})", details=det)
 
 
-def null_vs_run(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None, resamples: int, seed: int) -> Finding:
+def null_vs_run(rv: RunView) -> Finding:
     """Claim 6 (003): an isotropic Gaussian null N(0, Q(X)/d I) of the same types and counts reproduces the
     trade-off at the C.V.-minimum layer: the paired bootstrap interval of C.V._run / C.V._null holds 1 and that of
     slope_run − slope_null holds 0."""
@@ -166,6 +195,8 @@ def null_vs_run(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None, resam
 
     if rv.is_null:
         return finding("null_vs_run", "untestable", why="this run is itself a Gaussian null")
+    pt, _, _, li = shared(rv)
+    resamples, seed = rv.resamples, rv.seed
     mask = rv.band()
     if mask.sum() < 3 or not len(rv.layers):
         return finding("null_vs_run", "untestable", why="fewer than 3 types in the band")
@@ -202,5 +233,5 @@ def null_vs_run(rv: RunView, pt: pd.DataFrame, boot: dict, li: int | None, resam
                             "r2_null": float(r2_null[0]), "slope_diff_low": float(s_lo), "slope_diff_high": float(s_hi)})
 
 
-__all__ = ["identity", "bootstrap_band", "point_estimates", "cv_min_intermediate", "tradeoff_slope", "depth_trend",
-           "null_vs_run"]
+__all__ = ["identity", "bootstrap_band", "point_estimates", "shared", "cv_min_intermediate", "tradeoff_slope",
+           "vw_share_grows", "m_grows_vb_shrinks", "depth_trend", "null_vs_run"]

@@ -25,8 +25,8 @@ Claims, in this order (stable ids), with the rule that decides each verdict:
 6. ``null_vs_run`` (003): an isotropic Gaussian null of the same types, counts and Q(X) per layer
    reproduces the run's trade-off at the C.V.-minimum layer: the paired bootstrap interval of
    C.V._run / C.V._null contains 1 and that of slope_run − slope_null contains 0.
-Then the claims the measures declare (``Measure.claims``), in measure order, each decided by the rule its
-declaration names (the rule's docstring states it), for example:
+Then the claims on the layer geometry, IsoScore and the outliers, each decided by its rule (the rule's docstring
+states it), for example:
 
 - ``anisotropy_profile`` (geometry; 004 §4.1, Fig. 1): λ₁/Σλ across layers is flat in encoders
   ((max − min) / mean ≤ ``FLAT_MAX``) and bell-shaped in decoders (an interior layer at least ``BELL_MIN`` × both
@@ -37,37 +37,53 @@ declaration names (the rule's docstring states it), for example:
   dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X) in the most
   dominated layer.
 
-The claims, their thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
-``stats.claims_moments`` (1–6, the core) and the declared rules (``stats.claims_geometry`` for the three above); a
-new measure's claim is a line of its declaration. This module runs them in order and lays their verdicts out as
-a table (``findings_table``) or a cell (``cell``).
+``Claim``, the thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
+``stats.claims_moments`` (1–6, the core), ``stats.claims_geometry`` (the three above) and ``stats.isoscore``
+(``isoscore_low``). ``CLAIMS`` lists every claim with its rule, in order (a new claim is one line there); this
+module runs them and lays their verdicts out as a table (``findings_table``) or a cell (``cell``).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from normvar_core.stats.bootstrap import RESAMPLES
-from normvar_core.measure import resolve
-from normvar_core.stats.claims import (CLAIM_IDS, CLAIMS, DECLARED_CLAIMS, Finding, RunView, finite_or_none, fmt,
-                                       spearman)
-from normvar_core.stats.claims_moments import (bootstrap_band, cv_min_intermediate, depth_trend, identity, null_vs_run,
-                                               point_estimates, tradeoff_slope)
+from normvar_core.stats.claims import Claim, Finding, RunView, finite_or_none, fmt, spearman
+from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, position0_share
+from normvar_core.stats.claims_moments import (cv_min_intermediate, identity, m_grows_vb_shrinks, null_vs_run,
+                                               tradeoff_slope, vw_share_grows)
+from normvar_core.stats.isoscore import isoscore_low
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("identity", "002", "Q(X_t) = M(X_t) + V(X_t) for every type, to machine precision (eq. 1)", identity),
+    Claim("cv_min_intermediate", "002", "C.V. of Q(X_t) is smallest in an intermediate layer (§5.2, Fig. 4)",
+          cv_min_intermediate),
+    Claim("tradeoff_slope", "002",
+          "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)", tradeoff_slope),
+    Claim("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)", vw_share_grows),
+    Claim("m_grows_vb_shrinks", "002", "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)",
+          m_grows_vb_shrinks),
+    Claim("null_vs_run", "003",
+          "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)", null_vs_run),
+    Claim("anisotropy_profile", "004",
+          "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)", anisotropy_profile),
+    Claim("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers", id_profile),
+    Claim("isoscore_low", "004", "embeddings use their space unevenly: IsoScore ι < 0.5 in every layer past the "
+                                 "embeddings (Rudman et al. 2022)", isoscore_low),
+    Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
+)
+"""Every claim with the rule that decides it, in the findings' order (CLI, Findings page, deck)."""
+CLAIM_IDS = tuple(c.id for c in CLAIMS)
 
 
 def findings(run, *, resamples: int = RESAMPLES, seed: int = 0) -> list[Finding]:
-    """Every claim of ``CLAIMS`` tested on ``run`` (a ``runs.reader.Run``), in order."""
-    rv = RunView.of(run)
+    """Every claim of ``CLAIMS`` tested on ``run`` (a ``runs.reader.Run``), in order: its rule's finding with the
+    claim's wording and seed."""
+    rv = RunView.of(run, resamples=resamples, seed=seed)
     rv.layer_stats.attrs["dim"] = int(run.dim)
-    pt = point_estimates(rv)
-    boot = bootstrap_band(rv, resamples, seed) if rv.band().sum() >= 3 else {"replicates": {}}
-    out = [identity(rv)]
-    cvf, li = cv_min_intermediate(rv, pt, boot)
-    out += [cvf, tradeoff_slope(rv, pt, boot, li, cvf.verdict == "holds"),
-            depth_trend(rv, "vw_share_grows", run, [("v_w_over_v", +1)]),
-            depth_trend(rv, "m_grows_vb_shrinks", run, [("m_over_q", +1), ("v_b_over_q", -1)]),
-            null_vs_run(rv, pt, boot, li, resamples, seed)]
-    return out + [resolve(c.rule)(rv) for c in DECLARED_CLAIMS]
+    return [replace(c.rule(rv), claim=c.wording, seed=c.seed) for c in CLAIMS]
 
 
 def findings_table(runs_findings: dict) -> pd.DataFrame:
@@ -107,4 +123,4 @@ def cell(f: Finding) -> str:
     return s
 
 
-__all__ = ["CLAIMS", "CLAIM_IDS", "Finding", "findings", "findings_table", "samples_note", "cell", "spearman", "RunView"]
+__all__ = ["CLAIMS", "CLAIM_IDS", "Claim", "Finding", "findings", "findings_table", "samples_note", "cell", "spearman", "RunView"]

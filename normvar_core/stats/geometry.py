@@ -17,8 +17,8 @@
 * Seed 003's high-dimensional checks: the spread of the norm, std(‖x‖)/E‖x‖ (a Gaussian in R^d puts
   it near 1/√(2d)), exact from Σ‖x‖ and Σ‖x‖²; cosines of disjoint random pairs of the sample (near
   N(0, 1/d) for isotropic vectors).
-* Declared spectral columns (``spectral_columns``): each measure's ``spectral`` pairs (column, f) add
-  ``f(eigenvalues)`` to a layer's row here and to each half's row in ``stats.intervals.half_values``.
+* Spectral columns (``SPECTRAL_COLUMNS``: column -> f, today IsoScore's ``isoscore``): each adds ``f(eigenvalues)``
+  to a layer's row here and to each half's row in ``stats.intervals.half_values``.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normvar_core.constants import TWONN_BATCH as BATCH_SIZE  # seed 004: batches of at least 4,096 embeddings
-from normvar_core.measure import all_measures, resolve
+from normvar_core.stats.isoscore import isoscore
 
 TWONN_DISCARD = 0.1
 
@@ -57,18 +57,17 @@ def spectrum(cov: np.ndarray) -> Spectrum:
                     n90=int(np.searchsorted(cum, 0.90 - 1e-12) + 1), n99=int(np.searchsorted(cum, 0.99 - 1e-12) + 1))
 
 
-def spectral_names() -> tuple[str, ...]:
-    """The per-layer columns the declared measures compute from a covariance's eigenvalues, in measure order."""
-    return tuple(col for m in all_measures() for col, _ in m.spectral)
+SPECTRAL_COLUMNS = {"isoscore": isoscore}
+"""The per-layer columns computed from a covariance's eigenvalues: column -> f(eigenvalues), in column order."""
 
 
 def spectral_columns(eigenvalues) -> dict:
-    """{column: f(eigenvalues)} for every declared ``Measure.spectral`` pair (the eigenvalues clipped at 0, any
+    """{column: f(eigenvalues)} for every column of ``SPECTRAL_COLUMNS`` (the eigenvalues clipped at 0, any
     order; ``None`` when the covariance is missing: every column NaN)."""
     if eigenvalues is None:
-        return dict.fromkeys(spectral_names(), float("nan"))
+        return dict.fromkeys(SPECTRAL_COLUMNS, float("nan"))
     lam = np.clip(np.asarray(eigenvalues, dtype=np.float64), 0.0, None)
-    return {col: float(resolve(ref)(lam)) for m in all_measures() for col, ref in m.spectral}
+    return {col: float(f(lam)) for col, f in SPECTRAL_COLUMNS.items()}
 
 
 def mean_cosine(sum_u_sq: float | np.ndarray, n: float | np.ndarray):
@@ -292,6 +291,6 @@ def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> n
         return splitmix64(s ^ np.asarray(positions, dtype=np.uint64) ^ base)
 
 
-__all__ = ["Spectrum", "spectrum", "spectral_names", "spectral_columns", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
+__all__ = ["Spectrum", "spectrum", "SPECTRAL_COLUMNS", "spectral_columns", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
            "twonn", "distinct_rows", "batched_estimates", "estimates_from", "twonn_batch_of",
            "recorded_sample", "sample_text", "samples_differ", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]

@@ -3,7 +3,7 @@
 ``half_values`` turns one half's (or the whole corpus') statistics into the per-layer quantities the
 study plots (seed 002 Fig. 5, 6, 18: M/Q, V/Q, V_W/Q, V_B/Q, V_W/V over the band's types, eqs. 8–15;
 seed 004 §2.3: anisotropy λ₁/Σλ of the exact covariance; the share of Q(X) carried by position 0), plus every
-column the measures declare as a function of the covariance's eigenvalues (``Measure.spectral``).
+column computed from the covariance's eigenvalues (``geometry.SPECTRAL_COLUMNS``: IsoScore).
 ``interval_table`` gives per layer and quantity: value, low, high, method —
 ``bootstrap-types`` for the trade-off (C.V. of Q(X_t), slope, R²; ``stats.bootstrap``) and
 ``split-half`` for the corpus-level and geometry quantities (θ ± 1.96 |θ_A − θ_B| / 2).
@@ -13,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from normvar_core.measure import all_measures
 from normvar_core.stats.analyses import ols
 from normvar_core.stats.bootstrap import RESAMPLES, bootstrap_tradeoff, split_half_interval
-from normvar_core.stats.geometry import spectral_columns, spectral_names
+from normvar_core.stats.geometry import SPECTRAL_COLUMNS, spectral_columns
 from normvar_core.stats.tokenstats import TokenStats, in_band
 
-SPLIT_QUANTITIES = tuple(q for m in all_measures() for q in m.split_half)
-"""The quantities with a split-half interval: every measure's declared ``split_half``, in measure order."""
+SPLIT_QUANTITIES = ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v",   # the moments' (eqs. 8–15)
+                    "anisotropy", "isoscore", "q_share_pos0")      # the geometry's, IsoScore's, the outliers'
+"""The quantities with a split-half interval, in the ``intervals`` table's order."""
 BOOT_QUANTITIES = ("cv_q", "slope", "r2")
 COLUMNS = ["layer", "quantity", "value", "low", "high", "method"]
 
@@ -44,7 +44,7 @@ def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None 
         df["v_w_over_v"] = df["v_w"] / df["v"]
     L = stats.num_layers
     an, tr = np.full(L, np.nan), np.full(L, np.nan)
-    spec = {c: np.full(L, np.nan) for c in spectral_names()}
+    spec = {c: np.full(L, np.nan) for c in SPECTRAL_COLUMNS}
     if cov is not None:
         for li in range(L):
             lam = np.clip(np.linalg.eigvalsh(cov[li]), 0.0, None)

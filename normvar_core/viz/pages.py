@@ -1,12 +1,9 @@
 """The dashboard's page registry: one line per page (plain data, no streamlit), read by app.py for the
 navigation and by the view state to validate ``?page=`` in shared links. Adding a page = one file in
-views/ + one line here. A page's sections (tabs) that show a measure's figures are declared by the measure
-(``Measure.figures``: page, section): :func:`sections` lists them, ``views/_sections`` draws them."""
+views/ + one line here. The figures a page shows as tabs: ``viz.page_figures``."""
 from __future__ import annotations
 
 from typing import NamedTuple
-
-from normvar_core.measure import Figure, Measure, all_measures
 
 
 class Page(NamedTuple):
@@ -38,13 +35,4 @@ PAGE_KEYS: tuple[str, ...] = tuple(p.key for p in PAGES)
 DEFAULT_PAGE = "runs"
 
 
-
-def sections(page: str) -> tuple[tuple[Measure, Figure], ...]:
-    """The (measure, figure) pairs declared for ``page``, in measure order then declaration order: the page's
-    sections (tabs) that show a measure's figure."""
-    if page not in PAGE_KEYS:
-        raise KeyError(f"no page {page!r}: {list(PAGE_KEYS)}")
-    return tuple((m, f) for m in all_measures() for f in m.figures if f.page == page)
-
-
-__all__ = ["Page", "PAGES", "PAGE_KEYS", "DEFAULT_PAGE", "sections"]
+__all__ = ["Page", "PAGES", "PAGE_KEYS", "DEFAULT_PAGE"]

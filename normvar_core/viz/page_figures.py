@@ -1,0 +1,84 @@
+"""Each page's figures, listed by import: for the pages of ``viz.pages`` that show figures as tabs, the figures
+in tab order, each with its key (the chart's widget key and the tab's ``?section=`` slug), the tab's title, the
+builder (a ``viz`` function), the run-file tables it reads and the per-layer columns it needs in the first of
+them. ``views/_sections.draw`` makes the tabs; ``report.slides`` puts figures in the deck. :func:`holds` is the one
+test of whether a run holds what a figure reads, for the page and the deck alike.
+
+A figure that the page does not draw itself is drawn by its builder with the generic arguments
+``builder(curves, *, relative, num_hidden_states, presentation, bands, null_curves, null_of)`` (IsoScore's);
+``measure`` names what it shows to a run without it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from normvar_core.viz.cloud_figures import clouds_figure
+from normvar_core.viz.decomposition_figures import decomposition_bars
+from normvar_core.viz.frequency_figures import (corpus_histograms, frequency_scatter, frequency_slopes,
+                                                histograms_figure)
+from normvar_core.viz.geometry_figures import (geometry_profiles, outlier_heatmap, selfsim_scatter, shares_figure,
+                                               spectra_figure)
+from normvar_core.viz.isoscore_figures import isoscore_figure
+from normvar_core.viz.pages import PAGE_KEYS
+from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A tab of a page: ``key`` (widget key and ``?section=`` slug, unique on its page), ``section`` (the tab's
+    title), ``builder``, the ``tables`` it reads, the per-layer ``columns`` it needs in the first of them (absent
+    from a run file written before they were measured), and the ``measure`` it shows, named to a run without it."""
+
+    key: str
+    section: str
+    builder: Callable
+    tables: tuple[str, ...]
+    columns: tuple[str, ...] = ()
+    measure: str = ""
+
+
+ISOSCORE = Figure("isoscore", "IsoScore per layer", isoscore_figure, ("layer_geometry",), columns=("isoscore",),
+                  measure="IsoScore")
+"""IsoScore per layer (``stats.isoscore``): on the Geometry page and in the deck, drawn by the generic builder."""
+
+FIGURES: dict[str, tuple[Figure, ...]] = {
+    "tradeoff": (Figure("tradeoff", "Trade-off (Fig. 2)", tradeoff_scatter, ("token_stats",)),),
+    "layers": (Figure("layers", "Trade-off across layers (Fig. 4)", layers_figure, ("token_stats",)),),
+    "decomposition": (Figure("shares", "Shares of Q(X) (Fig. 5, 6)", decomposition_bars, ("layer_stats",)),),
+    "frequency": (
+        Figure("scatter", "Q, M, V against log₁₀ nₜ (Fig. 7)", frequency_scatter, ("token_stats",)),
+        Figure("slopes", "Slopes per layer (Fig. 17)", frequency_slopes, ("token_stats",)),
+        Figure("histograms", "Histograms (Fig. 14–16)", histograms_figure, ("token_stats",)),
+        Figure("corpus", "The corpus (Fig. 9, 10)", corpus_histograms, ("frequency_hist",)),
+        Figure("selfsim", "Self-similarity", selfsim_scatter, ("token_selfsim",)),
+    ),
+    "clouds": (Figure("cloud", "Cloud (Fig. 1, App. A)", clouds_figure, ("samples",)),),
+    "geometry": (
+        Figure("profiles", "Layer geometry (seed 004, Fig. 1)", geometry_profiles, ("layer_geometry",)),
+        Figure("spectrum", "Covariance spectrum", spectra_figure, ("layer_spectrum",)),
+        ISOSCORE,
+    ),
+    "outliers": (
+        Figure("dims", "Outlier dimensions", outlier_heatmap, ("dim_stats",)),
+        Figure("shares", "Shares of Q(X)", shares_figure, ("layer_outliers",)),
+    ),
+}
+"""Page key -> its figures, in tab order (a page's own further tabs, such as tables, follow them)."""
+
+
+def figures(page: str) -> tuple[Figure, ...]:
+    """The figures of ``page`` (a key of ``viz.pages.PAGES``), in tab order; none for a page without figure tabs."""
+    if page not in PAGE_KEYS:
+        raise KeyError(f"no page {page!r}: {list(PAGE_KEYS)}")
+    return FIGURES.get(page, ())
+
+
+def holds(run, f: Figure) -> bool:
+    """Whether ``run`` (a ``runs.reader.Run``) holds what ``f`` reads: each of its tables, and its columns in the
+    first of them (a run file written before a column was measured lacks it)."""
+    if not all(run.has(t) for t in f.tables):
+        return False
+    return not f.columns or set(f.columns) <= set(run.table(f.tables[0]).columns)
+
+
+__all__ = ["Figure", "ISOSCORE", "FIGURES", "figures", "holds"]
