@@ -21,6 +21,8 @@ from normvar_core.pipeline.plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.pipeline.measures.state import DictReader
 
+from examples.norm_measure import NormAccumulator  # the manual's walk-through measure, under the same contract
+
 LAYERS = [0, 2]
 DIM = 10
 
@@ -78,7 +80,7 @@ def _flat(x):
     return [np.asarray(x)]
 
 
-@pytest.mark.parametrize("cls", MEASURES, ids=lambda c: c.name)
+@pytest.mark.parametrize("cls", (*MEASURES, NormAccumulator), ids=lambda c: c.name)
 def test_contract(cls, setup, tmp_path):
     plan, source, ctx = setup
     assert issubclass(cls, Accumulator) and cls.name and cls.table_names
@@ -140,6 +142,23 @@ def test_contract(cls, setup, tmp_path):
     for t in tables.values():
         parts = [t] if isinstance(t, pa.Table) else list(t)
         assert parts and all(isinstance(p, pa.Table) for p in parts)
+
+
+def test_the_walk_through_measure_equals_a_brute_force(setup):
+    """The manual's example measure (examples/norm_measure.py) gives the mean and RMS norm of every layer's
+    embeddings, as numpy computes them over the same states."""
+    plan, source, ctx = setup
+    acc = NormAccumulator.for_run(ctx)
+    states = []
+    for sb in source.batches(plan, 0, plan.n_batches):
+        acc.update(sb)
+        states.append(sb.states.numpy())
+    X = np.concatenate(states, axis=1)                  # (L, N, d)
+    norms = np.linalg.norm(X, axis=2)
+    res = acc.result()
+    np.testing.assert_allclose(res["mean_norm"], norms.mean(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(res["rms_norm"], np.sqrt((norms ** 2).mean(axis=1)), rtol=1e-12)
+    assert acc.n == X.shape[1] and list(res["layer"]) == LAYERS
 
 
 def test_an_accumulator_without_planned_state_is_listed_not_counted():
