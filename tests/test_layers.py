@@ -1,5 +1,6 @@
-"""The package's import rules (ARCHITECTURE.md): layers import only downwards, no cycles, and
-reading a run never imports torch, transformers or streamlit. The dashboard (``app.py`` and ``views/``)
+"""The package's import rules (ARCHITECTURE.md): layers import only downwards, and so do the ranks inside
+pipeline/; no cycles, function-level imports and package ``__init__`` files counted; and reading a run never
+imports torch, transformers or streamlit. The dashboard (``app.py`` and ``views/``)
 is the top layer: it may import normvar_core, nothing in normvar_core imports it, and it never imports
 torch or transformers (the New-run page plans memory in a child process)."""
 from __future__ import annotations
