@@ -1,5 +1,6 @@
-"""The package's import rules (ARCHITECTURE.md): layers import only downwards, no cycles, and
-reading a run never imports torch, transformers or streamlit. The dashboard (``app.py`` and ``views/``)
+"""The package's import rules (ARCHITECTURE.md): layers import only downwards, and so do the ranks inside
+pipeline/; no cycles, function-level imports and package ``__init__`` files counted; and reading a run never
+imports torch, transformers or streamlit. The dashboard (``app.py`` and ``views/``)
 is the top layer: it may import normvar_core, nothing in normvar_core imports it, and it never imports
 torch or transformers (the New-run page plans memory in a child process)."""
 from __future__ import annotations
@@ -20,6 +21,25 @@ DASHBOARD = (ROOT / "app.py", ROOT / "views")
 # pipeline are side by side and never import each other.
 RANK = {"base": 0, "stats": 1, "runs": 2, "pipeline": 3, "viz": 3, "report": 4, "service": 5, "dashboard": 6}
 SIDE_BY_SIDE = {("viz", "pipeline"), ("pipeline", "viz")}
+# ranks inside pipeline/ (it holds half the library): a module of pipeline/ imports only modules of its own
+# rank or lower. Keys are paths under normvar_core/pipeline/, dotted; the longest key that is the module or a
+# package above it gives the rank, and every module of pipeline/ must have one.
+PIPE = "normvar_core.pipeline"
+PIPELINE_RANK = {
+    # core: what a run is and where its hidden states come from (the plan, its batches and encoding, the
+    # corpus, the models, the state sources, the model's shape), no measure and no memory plan
+    "contracts": 0, "plan": 0, "batches": 0, "encoding": 0, "sample_plan": 0, "corpus": 0, "models": 0,
+    "sources": 0, "model_shape": 0,
+    # a model loaded over several devices: it needs only the base layer, and models/ (loading with a map)
+    # and batches (where the token ids go) import it, so it sits in core, below the rest of its package
+    "devicemap.model_map": 0,
+    # measures: the streamed accumulators and their registered state (folder being renamed: both names)
+    "measures": 1, "accumulators": 1, "state": 1,
+    # the memory plan: the bytes of a run, per device and per layer group
+    "memory": 2, "memory_terms": 2, "devicemap": 2,
+    # running a plan, locally or on Ray, and publishing the run file
+    "execute": 3, "publish": 3,
+}
 # third-party packages a layer must never import, at any level (the run reader and the figures
 # must stay light: torch/transformers belong to the pipeline, streamlit to the dashboard)
 FORBIDDEN = {
@@ -39,6 +59,20 @@ def _layer(module: str) -> str:
     if parts[0] in ("views", "app"):
         return "dashboard"
     return parts[1] if len(parts) > 2 and parts[1] in RANK else "base"
+
+
+def _own_pipeline_rank(module: str) -> int | None:
+    rel = module[len(PIPE) + 1:]
+    keys = [k for k in PIPELINE_RANK if rel == k or rel.startswith(k + ".")]
+    return PIPELINE_RANK[max(keys, key=len)] if keys else None
+
+
+def _pipeline_rank(module: str, mods) -> int | None:
+    """The rank of a module of pipeline/ (None: not ranked). A package's ``__init__`` runs before any module
+    under it is imported, so a package takes the lowest rank under it (pipeline/ itself: core)."""
+    under = [m for m in mods if m.startswith(PIPE + ".") and (m == module or m.startswith(module + "."))]
+    ranks = [_own_pipeline_rank(m) for m in under]
+    return None if not ranks or None in ranks else min(ranks)
 
 
 def _modules() -> dict[str, Path]:
@@ -75,34 +109,57 @@ def _imports(path: Path, module: str, top_level_only: bool) -> set[str]:
     return found
 
 
-def test_layers_import_only_downwards():
-    mods = _modules()
+def _edges(name: str, path: Path, mods) -> set[str]:
+    """The modules of the tree that ``name`` imports, at any level (a function-level import runs too, only
+    later), and the packages above each: importing ``a.b.c`` runs ``a/b/__init__`` first, except the
+    packages ``name`` itself sits in, whose ``__init__`` ran before it (``from a.b import c`` of a module
+    ``c`` inside ``a.b`` reads no name of ``a/b/__init__``)."""
+    out = set()
+    found = _imports(path, name, top_level_only=False)
+    for imp in found:
+        if imp not in mods or (name.startswith(imp + ".") and any(f.startswith(imp + ".") for f in found & set(mods))):
+            continue
+        out.add(imp)
+        parts = imp.split(".")
+        out.update(pkg for pkg in (".".join(parts[:i]) for i in range(1, len(parts)))
+                   if pkg in mods and not name.startswith(pkg + "."))
+    out.discard(name)
+    return out
+
+
+def _upward(mods: dict[str, Path]) -> list[str]:
+    """Every import against the ranks: between layers, inside pipeline/, and of forbidden packages."""
     bad = []
     for name, path in mods.items():
         src = _layer(name)
-        for imp in _imports(path, name, top_level_only=False):
-            if imp in mods:
-                dst = _layer(imp)
-                if (src, dst) in SIDE_BY_SIDE or RANK[dst] > RANK[src]:
-                    bad.append(f"{name} ({src}) imports {imp} ({dst})")
-            top = imp.split(".")[0]
-            if top in FORBIDDEN[src]:
-                bad.append(f"{name} ({src}) imports {top}")
-    assert not bad, "\n".join(sorted(bad))
+        for imp in _edges(name, path, mods):
+            dst = _layer(imp)
+            if (src, dst) in SIDE_BY_SIDE or RANK[dst] > RANK[src]:
+                bad.append(f"{name} ({src}) imports {imp} ({dst})")
+            elif name.startswith(PIPE + ".") and imp.startswith(PIPE + "."):
+                a, b = _pipeline_rank(name, mods), _pipeline_rank(imp, mods)
+                if a is not None and b is not None and b > a:
+                    bad.append(f"{name} (pipeline rank {a}) imports {imp} (pipeline rank {b})")
+        bad.extend(f"{name} ({src}) imports {top}" for top in sorted({i.split(".")[0] for i in
+                   _imports(path, name, top_level_only=False)} & FORBIDDEN[src]))
+    return sorted(bad)
+
+
+def test_layers_import_only_downwards():
+    bad = _upward(_modules())
+    assert not bad, "\n".join(bad)
+
+
+def test_every_pipeline_module_has_a_rank():
+    mods = _modules()
+    unranked = sorted(m for m in mods if m.startswith(PIPE + ".") and _own_pipeline_rank(m) is None)
+    assert not unranked, "add to PIPELINE_RANK: " + ", ".join(unranked)
 
 
 def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the modules it imports at import time (module level). Between dashboard modules
-    function-level imports count too: a page's plumbing importing itself in a function is a cycle
-    that a lazy import only hides (views/_chrome and views/_state once did)."""
-    graph = {}
-    for name, p in mods.items():
-        edges = {i for i in _imports(p, name, top_level_only=True) if i in mods and i != name}
-        if _layer(name) == "dashboard":
-            edges |= {i for i in _imports(p, name, top_level_only=False)
-                      if i in mods and i != name and _layer(i) == "dashboard"}
-        graph[name] = edges
-    return graph
+    """Module -> the modules it imports (``_edges``). Function-level imports count everywhere: a lazy
+    import that closes a circle only hides it until the function runs."""
+    return {name: _edges(name, p, mods) for name, p in mods.items()}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -145,25 +202,63 @@ def test_the_dashboard_is_checked_too():
     assert {_layer(m) for m in mods if m == "app" or m.startswith("views")} == {"dashboard"}
 
 
+def _snippets(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
+    """A fake tree: {dotted module name: its source}, a package given as its own name."""
+    mods = {}
+    for i, (name, text) in enumerate(files.items()):
+        p = tmp_path / f"m{i}" / ("__init__.py" if any(m.startswith(name + ".") for m in files) else "x.py")
+        p.parent.mkdir(parents=True)
+        p.write_text(text)
+        mods[name] = p
+    return mods
+
+
 def test_the_rules_see_a_violation(tmp_path):
-    """The checker itself: an upward import, a forbidden package and a cycle between two dashboard
-    modules through a function-level import are caught."""
+    """The checker itself, on bad snippets: an upward import, a forbidden package, a cycle through a
+    function-level import (dashboard and library alike), a cycle through a package ``__init__``, and an
+    upward import inside pipeline/, lazy or through a package's ``__init__``."""
     p = tmp_path / "x.py"
     p.write_text("import torch\n\ndef f():\n    from normvar_core.service import jobs\n")
     found = _imports(p, "normvar_core.stats.x", top_level_only=False)
     assert "torch" in found and "normvar_core.service.jobs" in found
     assert "normvar_core.service.jobs" not in _imports(p, "normvar_core.stats.x", top_level_only=True)
     assert "torch" in FORBIDDEN[_layer("views.x")]
-    (tmp_path / "__init__.py").write_text("")
-    (tmp_path / "a.py").write_text("from views import b\n")
-    (tmp_path / "b.py").write_text("def f():\n    from views.a import g\n")
-    mods = {"views": tmp_path / "__init__.py", "views.a": tmp_path / "a.py", "views.b": tmp_path / "b.py"}
-    assert _cycle(_graph(mods)) == ["views.a", "views.b", "views.a"]
-    # the same shape in normvar_core: a lazy import there is not a cycle at import time
-    (tmp_path / "c.py").write_text("from normvar_core.stats import d\n")
-    (tmp_path / "d.py").write_text("def f():\n    from normvar_core.stats.c import g\n")
-    lib = {"normvar_core.stats.c": tmp_path / "c.py", "normvar_core.stats.d": tmp_path / "d.py"}
-    assert _graph(lib)["normvar_core.stats.c"] == {"normvar_core.stats.d"} and _cycle(_graph(lib)) is None
+    lazy = "def f():\n    from {} import g\n"
+    dash = _snippets(tmp_path / "dash", {"views": "", "views.a": "from views import b\n",
+                                         "views.b": lazy.format("views.a")})
+    assert _cycle(_graph(dash)) == ["views.a", "views.b", "views.a"]
+    # the same shape in normvar_core: a lazy import there closes a cycle too
+    lib = _snippets(tmp_path / "lib", {"normvar_core.stats.c": "from normvar_core.stats import d\n",
+                                       "normvar_core.stats.d": lazy.format("normvar_core.stats.c")})
+    assert _cycle(_graph(lib)) == ["normvar_core.stats.c", "normvar_core.stats.d", "normvar_core.stats.c"]
+    # a cycle through a package __init__: e imports p.q, which runs p/__init__, which imports e
+    init = _snippets(tmp_path / "init", {
+        "normvar_core.stats.e": "from normvar_core.stats.p.q import g\n",
+        "normvar_core.stats.p": "from normvar_core.stats.e import h\n",
+        "normvar_core.stats.p.q": "", "normvar_core.stats.p.r": "from normvar_core.stats.p import q\n"})
+    assert _cycle(_graph(init)) == ["normvar_core.stats.e", "normvar_core.stats.p", "normvar_core.stats.e"]
+    # ... but a package's own modules importing each other do not run its __init__ again
+    del init["normvar_core.stats.e"]
+    init["normvar_core.stats.p"].write_text("from normvar_core.stats.p.r import q\n")
+    assert _cycle(_graph(init)) is None
+    # inside pipeline/: core -> measures (lazy), measures -> execute, and a core module whose package
+    # __init__ (which takes the lowest rank under it) imports the memory plan
+    pipe = _snippets(tmp_path / "pipe", {
+        f"{PIPE}.plan": lazy.format(f"{PIPE}.accumulators.moments"),
+        f"{PIPE}.accumulators.moments": f"from {PIPE}.execute import local\n",
+        f"{PIPE}.measures.base": f"from {PIPE}.plan import RunPlan\n",
+        f"{PIPE}.execute.local": f"from {PIPE}.memory import plan_memory\n",
+        f"{PIPE}.memory": f"from {PIPE}.devicemap.model_map import load\n",
+        f"{PIPE}.devicemap": f"from {PIPE}.devicemap import per_device\n",
+        f"{PIPE}.devicemap.model_map": "", f"{PIPE}.devicemap.per_device": f"from {PIPE} import memory\n"})
+    assert _pipeline_rank(f"{PIPE}.devicemap", pipe) == 0 and _pipeline_rank(f"{PIPE}.measures.base", pipe) == 1
+    assert _upward(pipe) == [
+        f"{PIPE}.accumulators.moments (pipeline rank 1) imports {PIPE}.execute.local (pipeline rank 3)",
+        f"{PIPE}.devicemap (pipeline rank 0) imports {PIPE}.devicemap.per_device (pipeline rank 2)",
+        f"{PIPE}.plan (pipeline rank 0) imports {PIPE}.accumulators.moments (pipeline rank 1)"]
+    # a module of pipeline/ outside the table has no rank, and the folder's new name ranks as the old one
+    assert _own_pipeline_rank(f"{PIPE}.elsewhere") is None
+    assert _own_pipeline_rank(f"{PIPE}.measures.geometry") == _own_pipeline_rank(f"{PIPE}.accumulators.geometry")
 
 
 @pytest.mark.subprocess

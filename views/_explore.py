@@ -5,7 +5,6 @@ lasso on a scatter gives a token list the other pages take), nearest types by co
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 

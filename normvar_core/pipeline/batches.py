@@ -70,7 +70,6 @@ def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_
     ``batch_size``: sentences per batch; else a token budget ``max_tokens`` (rows × padded
     width, default 16384). ``wrap``: "auto" (see ``wrap_tokens``) or "none". ``chunk``: sentences
     per tokenizer call (default ``TOKENIZE_CHUNK``; the result does not depend on it). Deterministic."""
-    import torch
 
     if max_length < 2:
         raise NormvarError(f"max_length must be >= 2, got {max_length}", fix="omit it to use the model's maximum")

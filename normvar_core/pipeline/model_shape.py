@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.models.load import TOKENIZER_FILES, check_tokenizer
+from normvar_core.pipeline.models.load import max_length as model_max_length
+from normvar_core.pipeline.models.model_config import build_error, read_model_config
+from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
 
 
 @dataclass
@@ -38,10 +43,6 @@ def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False
     count its parameters; the width, depth, heads and MLP width from the (text) config."""
     import torch
     from transformers import AutoModel
-
-    from normvar_core.pipeline.models.load import max_length as model_max_length
-
-    from normvar_core.pipeline.models.model_config import build_error
 
     try:
         with torch.device("meta"):
@@ -91,11 +92,6 @@ def config_and_tokenizer(cfg, data_dir=None):
     (its metadata; a dequantized cache when there is one)."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
-
-    from normvar_core.datadir import DataDir
-    from normvar_core.pipeline.models.load import TOKENIZER_FILES, check_tokenizer
-    from normvar_core.pipeline.models.model_config import read_model_config
-    from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
 
     hf_logging.disable_progress_bar()
     cache = DataDir.at(data_dir).cache / "models"

@@ -22,10 +22,11 @@ from itertools import chain
 import numpy as np
 import torch
 
-from normvar_core.pipeline.batches import counted_mask, first_position, unit_ids
-
 from normvar_core.constants import SAMPLES_TOP_TYPES as N_TOP
 from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t <= 5
+from normvar_core.pipeline.batches import counted_mask, first_position, unit_ids, word_members
+from normvar_core.stats.analyses import select_by_counts
+from normvar_core.stats.geometry import sample_keys
 
 
 def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -50,8 +51,6 @@ def word_token_counts(batches, token_ids: np.ndarray, n: np.ndarray, *, exclude_
     """Word runs: |T_w| per counted word type (aligned with ``token_ids``), the mean number of tokens
     of its counted occurrences (a word is tokenized alike almost everywhere; BPE's leading-space
     variants can differ)."""
-    from normvar_core.pipeline.batches import word_members
-
     total = np.zeros(int(token_ids.max()) + 1 if token_ids.size else 0, np.float64)
     for b in batches:
         keep = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
@@ -64,8 +63,6 @@ def word_token_counts(batches, token_ids: np.ndarray, n: np.ndarray, *, exclude_
 def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
                   n_top: int = N_TOP) -> np.ndarray:
     """App. A's selection (stripped strings, band 10..1e5, seeded) ∪ the ``n_top`` most frequent types."""
-    from normvar_core.stats.analyses import select_by_counts
-
     token_ids = np.asarray(token_ids, np.int64)
     n = np.asarray(n, np.int64)
     if token_ids.size == 0:
@@ -202,8 +199,6 @@ def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclud
     seed 004 §2.4): the positions with the smallest ``stats.geometry.sample_keys(seed, sentence,
     position)``, ordered by key (a random order). Known before the forward pass, like the PCA samples,
     so the main pass only copies the picked states; the same sample whatever the batches or shards."""
-    from normvar_core.stats.geometry import sample_keys
-
     e = np.zeros(0, np.int64)
     if size <= 0:
         return SamplePlan(e, e.astype(np.int32), e, e, e, {})

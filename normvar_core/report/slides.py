@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 

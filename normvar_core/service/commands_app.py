@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from normvar_core.config import RunConfig
-from normvar_core.service.job import ACTIVE, JobState
+from normvar_core.service.job import ACTIVE
 from normvar_core.datadir import DataDir, shipped
 
 APP = shipped("dashboard", "app.py")  # the checkout's app.py, or the installed package's copy of it

@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normvar_core.config import dataset_stem
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus.formats import cell, pick_column
+from normvar_core.pipeline.corpus.formats import pick_column
 
 ROWS = 1_000
 BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv", ".arrow": "arrow"}
@@ -106,7 +107,7 @@ def open_dataset(cfg, *, hash_files: bool = True) -> DatasetSource:
     datasets = datasets_offline()
     if files is not None:
         builder = _builder(datasets, BUILDERS[files[1]], cfg, data_files={cfg.split or "train": files[0]})
-        return _streamed(cfg, builder, label=_stem(files[0][0]), kind="files", hash_files=hash_files)
+        return _streamed(cfg, builder, label=dataset_stem(files[0][0]), kind="files", hash_files=hash_files)
     if path.is_dir():
         return _streamed(cfg, _builder(datasets, str(path.resolve()), cfg), label=path.name, kind="folder",
                          hash_files=hash_files)
@@ -303,12 +304,6 @@ def _looks_like_hub_id(spec: str) -> bool:
     import re
 
     return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", spec)) and not spec.startswith((".", "/", "~"))
-
-
-def _stem(file: str) -> str:
-    from normvar_core.config import dataset_stem as _dataset_stem
-
-    return _dataset_stem(file)
 
 
 def _first_line(exc: Exception) -> str:

@@ -30,12 +30,14 @@ with ``load_sentences``, which raises the whole-file reader's error (its precede
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 from normvar_core.config import RunConfig
 from normvar_core.corpus_formats import corpus_label
+from normvar_core.pipeline.corpus.dataset import open_dataset
 from normvar_core.pipeline.corpus.formats import (JsonColumns, SentenceSplitter, corpus_format, json_cells,
                                                   jsonl_rows, paragraphs, parquet_cells, parquet_column, parquet_open,
                                                   resolve_corpus_path)
@@ -130,10 +132,6 @@ def parse_range(cfg: RunConfig, share: dict, column: str | None = None) -> tuple
         finally:
             pf.close()
     elif fmt == ".dataset":  # the actor reads its own shard of the dataset (``dataset.dataset_cut``)
-        import json
-
-        from normvar_core.pipeline.corpus.dataset import open_dataset
-
         spec = json.loads(bytes(data))
         open_dataset(cfg, hash_files=False).feed(target, spec["index"], spec["num"])  # the driver hashed the files
     elif fmt == ".jsonl":

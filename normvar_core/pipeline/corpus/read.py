@@ -22,6 +22,7 @@ from pathlib import Path
 
 from normvar_core.config import RunConfig
 from normvar_core.corpus_formats import TABLE_SUFFIXES, corpus_label
+from normvar_core.pipeline.corpus.dataset import FORMAT, open_dataset
 from normvar_core.pipeline.corpus.formats import SentenceSplitter, corpus_format, paragraphs, resolve_corpus_path
 from normvar_core.pipeline.corpus.select import CorpusText, Selection
 from normvar_core.pipeline.corpus.stream import CorpusStream
@@ -36,8 +37,6 @@ def load_sentences(cfg: RunConfig, data_dir=None) -> CorpusText:
     sel = Selection(cfg)
     sink = SentenceSplitter(sel) if cfg.split_sentences else sel
     if cfg.dataset:
-        from normvar_core.pipeline.corpus.dataset import FORMAT, open_dataset
-
         src = open_dataset(cfg)
         src.feed(sink)
         return sel.result(name=src.label, path=Path(src.label), sha256=src.digest, fmt=FORMAT, column=src.column,

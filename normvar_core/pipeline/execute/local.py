@@ -21,9 +21,13 @@ from typing import Any, Callable
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.checkpoint import Checkpointer, load_partial
+from normvar_core.pipeline.execute.on_ray import compute_on_ray
+from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_target
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
+from normvar_core.pipeline.execute.ray_cluster import preflight
 from normvar_core.pipeline.measures import MomentsAccumulator
+from normvar_core.run_lock import computing
 
 
 def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
@@ -34,8 +38,6 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
 
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence) or CancelledError; nothing is published then. ``out_dir`` overrides runs/ (CLI --out)."""
-    from normvar_core.run_lock import computing
-
     t_start = time.monotonic()
     target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint)
     with computing(target.out_path):  # a second compute of this name is refused now, naming this one
@@ -46,9 +48,6 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
     report = progress or (lambda p: None)
     cancelled = should_cancel or (lambda: False)
     if target.cfg.executor == "ray":
-        from normvar_core.pipeline.execute.on_ray import compute_on_ray
-        from normvar_core.pipeline.execute.ray_cluster import preflight
-
         preflight(target.cfg)
         setup, accs, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
         return publish(target, setup, accs, notes, seconds=time.monotonic() - t_start, report=report)
@@ -62,8 +61,6 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
 
 def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s: float, t_start: float) -> Path:
     """The local strategy: every batch in this process, checkpointed (module docstring)."""
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
-
     plan, source = setup.plan, setup.source
     if setup.resumed is not None:
         partial, meta = setup.resumed

@@ -46,17 +46,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections import deque
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import torch
 
-from normvar_core.errors import NormvarError
+from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline.batches import batch_token_counts
+from normvar_core.pipeline.corpus.read import load_sentences
+from normvar_core.pipeline.corpus.shares import merge_encoded, split_shares
+from normvar_core.pipeline.execute.plan_payload import plan_payload
+from normvar_core.pipeline.execute.prepare import prepare
+from normvar_core.pipeline.execute.progress import BatchCounter, ForwardClock, Progress
 from normvar_core.pipeline.execute.ray_cluster import check_workers, start_ray
+from normvar_core.pipeline.execute.ray_corpus import cut_for_actors, read_on_actors
 from normvar_core.pipeline.execute.ray_merge import TRANSFER, MergedState, Pieces
 from normvar_core.pipeline.execute.ray_model import ActorModel
-from normvar_core.pipeline.execute.ray_shard import BatchCounter, Shard
+from normvar_core.pipeline.execute.ray_shard import Shard
 
 RANGES_PER_ACTOR = 4
 MAX_ROUNDS = 4  # rounds of re-running ranges lost with a restarted actor before giving up
@@ -88,8 +96,6 @@ class RayPool:
     """Ray started (or joined) with K model-holding actors: ``encode`` for the plan, ``run`` for the pass."""
 
     def __init__(self, cfg, data_dir: Path):
-        import torch
-
         self.cfg = cfg
         workers = int(cfg.workers or 2)
         self.ray = ray = start_ray(cfg.ray_address, workers)
@@ -130,10 +136,6 @@ class RayPool:
     def read_corpus(self, cfg, data_dir):
         """The run's ``CorpusText``, parsed, selected and tokenized by the actors from byte ranges the
         driver cut (``ray_corpus``; CSV: read here). Its encoding is kept for ``encode``."""
-        from normvar_core.pipeline.corpus.read import load_sentences
-        from normvar_core.pipeline.corpus.shares import merge_encoded
-        from normvar_core.pipeline.execute.ray_corpus import read_on_actors
-
         if self.cut is None:
             return load_sentences(cfg, data_dir)
         corpus, parts = read_on_actors(self.ray, self.actors, cfg, self.cut, data_dir)
@@ -147,8 +149,6 @@ class RayPool:
     def encode(self, sentences, *, max_length: int, unit: str):
         """The encoding of ``sentences``: the actors' from ``read_corpus`` when it is theirs, else one
         contiguous share of the kept sentences per actor (``corpus_shares``)."""
-        from normvar_core.pipeline.corpus.shares import merge_encoded, split_shares
-
         held, self.encoded = self.encoded, None
         if held is not None and held[1] == {(int(max_length), unit)} and held[0] == list(sentences):
             return held[2]
@@ -161,8 +161,6 @@ class RayPool:
     def boxed(self, plan, ctx) -> list:
         """[the plan's arrays (put in the object store once), the memory decisions of ``ctx`` (JSON)]: what an
         actor builds its plan and context from (``Shard._context``)."""
-        from normvar_core.pipeline.execute.plan_payload import plan_payload
-
         if self.plan_ref is None:
             self.plan_ref = self.ray.put(plan_payload(plan))
         return [self.plan_ref, json.dumps(memory_reasons(ctx))]
@@ -197,10 +195,6 @@ class RayPool:
                       "tokenize_cpu_s": self.tokenize_cpu_s, "read_cpu_s": self.read_cpu_s}
 
     def _round(self, plan, todo, payload, merged, every_s, progress, should_cancel) -> None:
-        from collections import deque
-
-        from normvar_core.errors import CancelledError
-
         ray, actors = self.ray, self.actors
         queue = deque(todo)
         inflight: dict = {}       # ref -> (kind, actor index, range)
@@ -261,10 +255,6 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
     ranges that the actors parse, select and tokenize (``RayPool.read_corpus``, ``ray_corpus``), the
     plan is built from their encoding, then the actors run its batches; returns (setup, merged
     accumulators, notes) for ``prepare.publish``, as in one process."""
-    from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.execute.progress import ForwardClock, Progress
-    from normvar_core.pipeline.execute.ray_corpus import cut_for_actors
-
     cfg, root = target.cfg, target.data_dir.root
     pools: list[RayPool] = []
     try:

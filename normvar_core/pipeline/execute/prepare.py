@@ -19,18 +19,24 @@ from typing import Any, Callable
 
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
-from normvar_core.destination import resolve_destination
+from normvar_core.destination import check_destination, resolve_destination
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.pipeline import models
 from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.corpus.dataset import check_dataset
+from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.devicemap.layer_groups import gather
 from normvar_core.pipeline.devicemap.model_map import check_offload_folder
 from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
+from normvar_core.pipeline.execute import checkpoint as ckpt
 from normvar_core.pipeline.measures import MomentsAccumulator
 from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.pipeline.memory import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
-from normvar_core.destination import check_destination
+from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.publish import publish_run
+from normvar_core.pipeline.sources import TransformerSource
 
 
 @dataclass(frozen=True)
@@ -72,8 +78,6 @@ def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
 def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None) -> RunTarget:
     """The checks that need no model: ``cfg`` valid, named, its run file free (or ``overwrite``), the
     checkpoint's folder writable. ``out_dir`` overrides runs/ (CLI --out)."""
-    from normvar_core.pipeline.corpus.dataset import check_dataset
-
     cfg = cfg.validate()
     check_dataset(cfg)  # an unknown dataset, split or column: refused before any model loads
     dd = DataDir.at(data_dir)
@@ -82,8 +86,8 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
     check_offload_folder(cfg.offload_folder)  # --device-map: written to before the model loads
-    ckpt = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
-    return RunTarget(cfg, dd, out_path, ckpt, overwrite)
+    saved = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
+    return RunTarget(cfg, dd, out_path, saved, overwrite)
 
 
 def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
@@ -96,12 +100,6 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     the accumulators it holds). ``remote``: the Ray strategy's driver side (``ray_model.ActorModel``): the
     corpus read and tokenized by the actors, the model described by them (this process reads its
     tokenizer and config, never its weights), the occurrences' early axes computed by one actor."""
-    from normvar_core.pipeline.corpus.read import load_sentences
-    from normvar_core.pipeline.models import load_model
-    from normvar_core.pipeline.execute import checkpoint as ckpt
-    from normvar_core.pipeline.plan import make_plan
-    from normvar_core.pipeline.sources import TransformerSource
-
     dd = DataDir.at(data_dir)
     report = report or (lambda p: None)
 
@@ -117,7 +115,8 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     check_cancel()
     total = len(corpus.sentences)
     report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail=f"loading {cfg.model}"))
-    loaded = remote.describe() if remote is not None else load_model(cfg, dd.root)
+    # read through the package, where the tests replace the loader
+    loaded = remote.describe() if remote is not None else models.load_model(cfg, dd.root)
     check_cancel()
     report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps", detail="tokenize and count"))
     plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
@@ -158,8 +157,6 @@ def memory_note(ctx) -> dict:
 def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seconds: float,
             report: Callable[[Progress], Any]) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
-    from normvar_core.pipeline.publish import publish_run
-
     accs = gather(accs)  # --device-map: every layer group's state gathered on the host
     n_embeddings = accs[MomentsAccumulator.name].n_embeddings
     path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, accs=accs,

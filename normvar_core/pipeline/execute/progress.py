@@ -3,7 +3,8 @@ each phase its rate and ETA, and ``TqdmProgress`` (the CLI's bars).
 
 * forward (the batches): ``ForwardClock`` — embeddings/s r = (embeddings − embeddings at the phase's
   start) / seconds since then; ETA = (embeddings of the plan − embeddings) / r. Both strategies
-  (``local.py``, ``on_ray.py``) report through it;
+  (``local.py``, ``on_ray.py``) report through it; on Ray the shards count their batches in a
+  ``BatchCounter`` actor that the driver polls;
 * the other phases, counted in steps: ``PhaseClock`` — ETA = elapsed / done × (total − done).
 """
 from __future__ import annotations
@@ -86,6 +87,21 @@ class ForwardClock:
         self.report(Progress("compute", sentences, self.total, embeddings, rate, eta))
 
 
+class BatchCounter:
+    """The Ray strategy's progress: batches finished in each running range, by its first batch. A small actor
+    (``on_ray.RayPool``) that the shards report to and the driver polls; it lives in this module, which
+    imports no torch, so that its process stays small."""
+
+    def __init__(self):
+        self.done: dict[int, int] = {}
+
+    def report(self, start: int, done: int) -> None:
+        self.done[int(start)] = int(done)
+
+    def get(self) -> dict[int, int]:
+        return dict(self.done)
+
+
 def publish_progress(report, total: int, n_embeddings: int):
     """publish_run's ``progress(stage, done, total, unit, detail)`` -> Progress events with an ETA."""
     clock = PhaseClock(report)
@@ -137,4 +153,5 @@ class TqdmProgress:
             self.bar = None
 
 
-__all__ = ["Progress", "PHASES", "PHASE_SPAN", "PhaseClock", "ForwardClock", "publish_progress", "TqdmProgress"]
+__all__ = ["Progress", "PHASES", "PHASE_SPAN", "PhaseClock", "ForwardClock", "BatchCounter", "publish_progress",
+           "TqdmProgress"]

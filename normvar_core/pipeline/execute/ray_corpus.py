@@ -27,18 +27,21 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus import ranges
+from normvar_core.pipeline.corpus.dataset import dataset_cut
 from normvar_core.pipeline.corpus.formats import corpus_format, resolve_corpus_path
 from normvar_core.pipeline.corpus.read import load_sentences
+from normvar_core.pipeline.corpus.shares import encoded_arrays, pack_strings, unpack_strings
+from normvar_core.pipeline.encoding import encode_sentences
 
 
 def cut_for_actors(cfg, data_dir, k: int, put) -> dict | None:
     """The driver's cut (``ranges.cut_ranges``) into ``k`` ranges, each ``put`` into the object store as
     soon as it is cut; None for CSV (read by the driver). A dataset: one shard per actor (``dataset.dataset_cut``)."""
     if cfg.dataset:
-        from normvar_core.pipeline.corpus.dataset import dataset_cut
-
         return dataset_cut(cfg, k, put)
     fmt = corpus_format(resolve_corpus_path(cfg.corpus, data_dir))
     if fmt not in (*ranges.LINE_FORMATS, ".parquet"):
@@ -48,8 +51,6 @@ def cut_for_actors(cfg, data_dir, k: int, put) -> dict | None:
 
 def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
     """(CorpusText, [phase-3 parts in range order]) — see the module docstring."""
-    from normvar_core.pipeline.corpus.shares import unpack_strings
-
     shares = ranges.shares_of(cut)  # "data": an object-store reference, resolved by Ray for the actor
     pairs = [(actors[i % len(actors)], ({k: v for k, v in s.items() if k != "data"}, s["data"]))
              for i, s in enumerate(shares)]
@@ -111,11 +112,6 @@ def actor_keep(cfg, sel, room: int, tokenizer, max_length: int, prior_cpu_s: flo
     """An actor's phase 3: ``ranges.keep_range`` and the kept sentences' encoding, as plain values;
     ``cpu_s``: CPU seconds of the tokenization, ``read_cpu_s``: of phase 3 plus ``prior_cpu_s`` (the
     range's parse and selection, ``RangeState.cpu_s``)."""
-    import numpy as np
-
-    from normvar_core.pipeline.corpus.shares import encoded_arrays, pack_strings
-    from normvar_core.pipeline.encoding import encode_sentences
-
     t_keep = time.process_time()
     part = ranges.keep_range(sel, room)
     t0 = time.process_time()

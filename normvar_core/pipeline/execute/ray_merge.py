@@ -15,6 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from normvar_core.pipeline.execute import checkpoint as ckpt
+from normvar_core.pipeline.execute.partials import build_accumulators, merge_into
+
 TRANSFER = "transfer"  # the actors' concurrency group that hands flushed blocks over while a range runs
 
 
@@ -34,16 +37,11 @@ class MergedState:
     def ensure(self) -> dict:
         """The merged state, empty accumulators of the run until something is merged."""
         if self.accs is None:
-            from normvar_core.pipeline.execute.partials import build_accumulators
-
             self.accs = build_accumulators(self.ctx)
         return self.accs
 
     def resume(self) -> int:
         """Load the merged checkpoint of this plan, if any; the batches it covers."""
-        from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import build_accumulators
-
         got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
         if got is None or "ray_ranges" not in got[1]:
             return 0
@@ -56,9 +54,6 @@ class MergedState:
         """Merge an actor's flushed state in place, one small array or one layer block at a time, then
         checkpoint. If the actor dies before every block arrived, the half-merged state is dropped and
         the last checkpoint (or an empty state) taken instead: its ranges are run again."""
-        from normvar_core.pipeline.execute import checkpoint as ckpt
-        from normvar_core.pipeline.execute.partials import merge_into
-
         ranges = [(int(a), int(b)) for a, b in np.asarray(out["covered"]).reshape(-1, 2)]
         if not ranges:
             return

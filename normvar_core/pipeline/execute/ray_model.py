@@ -19,6 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from normvar_core.pipeline.measures.occurrences import keeps_occurrences
+from normvar_core.pipeline.memory import run_budget, with_devices
+from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer
+from normvar_core.pipeline.models.load import ModelInfo
+from normvar_core.pipeline.sources import kept_places, source_info, state_device
+
 
 @dataclass
 class DescribedModel:
@@ -31,8 +39,6 @@ class DescribedModel:
 
     @property
     def device(self):
-        import torch
-
         return torch.device(self.info.device)
 
 
@@ -41,8 +47,6 @@ class DescribedSource:
     kept layers' places and state device); it yields no batch (the actors run them)."""
 
     def __init__(self, loaded: DescribedModel, layers: list[int], tables: dict):
-        from normvar_core.pipeline.sources import kept_places, source_info
-
         self.loaded, self.layers = loaded, list(layers)
         self.info = source_info(loaded.info, tables)
         self.places = kept_places(loaded.info, self.layers)
@@ -54,8 +58,6 @@ class DescribedSource:
 
     @property
     def state_device(self):
-        from normvar_core.pipeline.sources import state_device
-
         return state_device(self.places, self.loaded.info.device)
 
     @property
@@ -80,9 +82,6 @@ class ActorModel:
 
     def describe(self) -> DescribedModel:
         """The first actor's ModelInfo and ModelShape; the tokenizer read here (config + tokenizer files only)."""
-        from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer
-        from normvar_core.pipeline.models.load import ModelInfo
-
         got = self.pool.get(self.first.describe.remote(), "describing the model")
         _, _, tokenizer = config_and_tokenizer(self.cfg, self.root)  # after the actors' load: a GGUF's cache is there
         return DescribedModel(tokenizer, ModelInfo(**got["info"]), ModelShape(**got["shape"]))
@@ -96,8 +95,6 @@ class ActorModel:
     def memory_plan(self, cfg, ctx, loaded: DescribedModel, source: DescribedSource, resumed) -> Any:
         """``run_budget`` against the first actor's memory figure; with a device map (its replica's), the
         per-device plan of that replica decides the drops, as in one process."""
-        from normvar_core.pipeline.memory import run_budget, with_devices
-
         mp = run_budget(cfg, ctx, shape=loaded.shape, device=loaded.device.type, dtype=cfg.dtype,
                         measured=source.measured)
         if loaded.info.device_map and resumed is None:
@@ -108,8 +105,6 @@ class ActorModel:
 
     def prime(self, ctx, source) -> None:
         """The occurrences' early axes from the first actor (None when the run keeps none)."""
-        from normvar_core.pipeline.measures.occurrences import keeps_occurrences
-
         if keeps_occurrences(ctx):
             ctx.occurrence_axes = self.pool.get(self.first.early.remote(self.pool.boxed(ctx.plan, ctx)),
                                                 "the occurrences' early axes")

@@ -1,16 +1,34 @@
-"""The Ray executor's actors (``on_ray.RayPool`` starts them): ``Shard`` holds the model, the run's plan and
-one running partial state of the batch ranges it ran; ``BatchCounter`` counts the batches finished in each
-running range (the driver's progress). The test hooks (crash, delay) are read here, from the environment."""
+"""The Ray executor's model-holding actor (``on_ray.RayPool`` starts them): ``Shard`` holds the model, the
+run's plan and one running partial state of the batch ranges it ran (the batch counter the shards report to is
+``progress.BatchCounter``). The test hooks (crash, delay) are read here, from the environment."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from normvar_core.config import RunConfig
+from normvar_core.pipeline import models
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
+from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
+from normvar_core.pipeline.encoding import encode_sentences
 from normvar_core.pipeline.execute import heap
+from normvar_core.pipeline.execute.checkpoint import partial_state
+from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+from normvar_core.pipeline.execute.plan_payload import plan_from_payload
+from normvar_core.pipeline.execute.ray_corpus import RangeState, actor_keep
+from normvar_core.pipeline.measures.occurrences import prime
+from normvar_core.pipeline.memory_terms import loaded_budget
+from normvar_core.pipeline.model_shape import shape_of_loaded
+from normvar_core.pipeline.models.norm_params import norm_tables
+from normvar_core.pipeline.sources import TransformerSource, kept_places, state_device
+
 
 class Decisions:
     """An actor's ``ctx.memory``: the driver's drops (``RunContext.dropped`` reads ``.reasons``), so every
@@ -32,18 +50,14 @@ class Shard:
     one running partial state of every range it ran since its last ``flush``."""
 
     def __init__(self, cfg_json: str, data_dir: str, threads: int):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import ray
-        import torch
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before the model loads (huggingface_hub reads it once)
+        import ray  # an optional extra (requirements-ray.txt): imported where an actor runs
 
         # the driver's intra-op thread count: matmul reductions split the same way, so the run is bit-identical
         torch.set_num_threads(threads)
-        from normvar_core.config import RunConfig
-        from normvar_core.pipeline.models import load_model
-
         heap.reuse_heap()  # this actor's batches reuse heap pages, as a local run's
         self.cfg = RunConfig.from_json(cfg_json)
-        self.loaded = load_model(self.cfg, data_dir)
+        self.loaded = models.load_model(self.cfg, data_dir)
         self.node = ray.get_runtime_context().get_node_id()
         self.plan = self.source = self.ctx = self.accs = self.corpus_state = None
         self.covered: list[tuple[int, int]] = []
@@ -52,17 +66,12 @@ class Shard:
 
     def tokenize(self, share: dict, max_length: int, unit: str) -> dict:
         """The encoding of one share of kept sentences (``corpus_shares``: CSV) and its CPU seconds."""
-        from normvar_core.pipeline.encoding import encode_sentences
-        from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
-
         t0 = time.process_time()
         enc = encode_sentences(unpack_strings(share), self.loaded.tokenizer, max_length=max_length, unit=unit)
         return dict(encoded_arrays(enc), cpu_s=np.float64(time.process_time() - t0))
 
     def parse(self, meta: dict, data: bytes, column: str | None) -> dict:
         """Corpus phase 1 (``ray_corpus.RangeState``): parse this byte range; its records stay here."""
-        from normvar_core.pipeline.execute.ray_corpus import RangeState
-
         self.corpus_state = self.corpus_state or RangeState(self.cfg)
         return self.corpus_state.parse(dict(meta, data=data), column)
 
@@ -74,8 +83,6 @@ class Shard:
 
     def keep(self, meta: dict, data: bytes, column: str | None, skip: int, room: int) -> dict:
         """Corpus phase 3: keep ``room`` picked sentences, tokenize them (``ray_corpus.actor_keep``)."""
-        from normvar_core.pipeline.execute.ray_corpus import actor_keep
-
         self.select(meta, data, column, skip)
         state, self.corpus_state = self.corpus_state, None
         sel = state.selection(dict(meta, data=data), column, skip)
@@ -84,18 +91,11 @@ class Shard:
 
     def describe(self) -> dict:
         """The model this actor loaded, for the driver (which loads no weights): its ``ModelInfo`` and ``ModelShape``."""
-        import dataclasses
-
-        from normvar_core.pipeline.model_shape import shape_of_loaded
-
         return {"info": self.loaded.info.to_dict(), "shape": dataclasses.asdict(shape_of_loaded(self.loaded))}
 
     def tables(self, layers: list[int]) -> dict:
         """The run's App. I tables of ``layers`` (``norm_tables``, from the weights) and the memory figure a local
         run plans against (``loaded_budget``: free memory plus what this process holds, measured here)."""
-        from normvar_core.pipeline.memory_terms import loaded_budget
-        from normvar_core.pipeline.models.norm_params import norm_tables
-
         info = self.loaded.info
         return {"tables": norm_tables(self.loaded.model, self.loaded.tokenizer, list(layers), int(info.dim),
                                       where=self.loaded.norm_outputs),
@@ -106,9 +106,6 @@ class Shard:
         (``devicemap.per_device.plan_placed``) for the driver's plan and memory decisions (``payload_box``: [plan
         arrays, decisions])."""
         import ray
-
-        from normvar_core.pipeline.model_shape import shape_of_loaded
-        from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
 
         _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
         dmap = self.loaded.info.device_map
@@ -123,10 +120,6 @@ class Shard:
 
     def _context(self, arrays: dict, reasons_json: str):
         """(plan, context) of the driver's plan arrays and memory decisions (JSON {accumulator: reason})."""
-        from normvar_core.pipeline.contracts import RunContext
-        from normvar_core.pipeline.execute.plan_payload import plan_from_payload
-        from normvar_core.pipeline.sources import kept_places, state_device
-
         plan = plan_from_payload(self.cfg, arrays)
         info, places = self.loaded.info, kept_places(self.loaded.info, plan.layers)
         return plan, RunContext(cfg=self.cfg, layers=plan.layers, dim=int(info.dim), plan=plan, tokens=plan.tokens,
@@ -140,9 +133,6 @@ class Shard:
             return
         import ray
 
-        from normvar_core.pipeline.measures.occurrences import prime
-        from normvar_core.pipeline.sources import TransformerSource
-
         self.plan, self.ctx = self._context(ray.get(payload_box[0]), payload_box[1])
         self.source = TransformerSource(self.loaded, self.plan.layers)
         axes = payload_box[2] if len(payload_box) > 2 else None
@@ -153,8 +143,6 @@ class Shard:
 
     def run(self, payload_box: list, start: int, stop: int, counter=None) -> list[int]:
         """Add batches [start, stop) to this actor's running partial state."""
-        from normvar_core.pipeline.execute.partials import build_accumulators, run_range
-
         self._ensure_plan(payload_box)
         marker = os.environ.get(CRASH_ENV)
         delay = float(os.environ.get(DELAY_ENV) or 0)
@@ -180,8 +168,6 @@ class Shard:
         """The ranges of the running partial state and its small arrays; its arrays of 3+ dimensions
         (per-type means, scatters, samples) stay here as ``outgoing``, for the driver to fetch one layer
         block at a time (``piece``) under the returned ``token``. Then a fresh state."""
-        from normvar_core.pipeline.execute.checkpoint import partial_state
-
         out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "small": {}, "blocks": {},
                "token": "", "node": self.node, "oom_splits": 0}
         if self.accs is not None:
@@ -212,17 +198,4 @@ class Shard:
             self.outgoing = None
 
 
-class BatchCounter:
-    """Batches finished in each running range, by its first batch (reported by the shards)."""
-
-    def __init__(self):
-        self.done: dict[int, int] = {}
-
-    def report(self, start: int, done: int) -> None:
-        self.done[int(start)] = int(done)
-
-    def get(self) -> dict[int, int]:
-        return dict(self.done)
-
-
-__all__ = ["Shard", "BatchCounter", "Decisions", "CRASH_ENV", "PIECE_CRASH_ENV", "DELAY_ENV"]
+__all__ = ["Shard", "Decisions", "CRASH_ENV", "PIECE_CRASH_ENV", "DELAY_ENV"]

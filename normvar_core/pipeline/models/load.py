@@ -104,7 +104,7 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     """Load ``cfg.model`` (alias, local dir, .gguf file or hub id) offline-first; see module doc."""
     from transformers.utils import logging as hf_logging
 
-    from normvar_core.pipeline.models.encdec import select_stack  # imports torch
+    from normvar_core.pipeline.models.encdec import select_stack  # torch: this package imports none (the dashboard)
 
     hf_logging.disable_progress_bar()
     cache = DataDir.at(data_dir).cache / "models"

@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from normvar_core.config import RunConfig
+from normvar_core.datadir import DataDir
+from normvar_core.pipeline.models.aliases import ALIASES
+from normvar_core.pipeline.models.resolve import resolve_source
+
 
 @dataclass(frozen=True)
 class TokenizerFiles:
@@ -60,11 +65,6 @@ def from_directory(path: Path) -> TokenizerFiles | None:
 def for_model(model: str, data_dir=None) -> TokenizerFiles | None:
     """The tokenizer files of a run's ``model`` (alias, local directory or cached hub id); None when
     they cannot be found offline (the lookup then matches the names as typed)."""
-    from normvar_core.config import RunConfig
-    from normvar_core.datadir import DataDir
-    from normvar_core.pipeline.models.aliases import ALIASES
-    from normvar_core.pipeline.models.resolve import resolve_source
-
     try:
         cfg = RunConfig(model=model)
         cache = DataDir.at(data_dir).cache / "models"
