@@ -1,7 +1,7 @@
 """`make bench-gpu`: the cost of every streamed measure on a CUDA GPU, per scatter dtype.
 
 For MiniLM, MPNet and SmolLM2 (those installed; the shipped novels) and for random-init models of the
-bert-base and Llama-7B shapes (Zipf-distributed synthetic token ids, ``plan.synthetic_plan``), in bf16:
+bert-base and Llama-7B shapes (Zipf-distributed synthetic token ids, ``run_plan.synthetic_plan``), in bf16:
 
 * bare   = ``model(..., output_hidden_states=True)`` over the plan's batches, nothing else;
 * compute = the same forward passes through every accumulator of a default run (moments, samples,
@@ -134,7 +134,7 @@ def synthetic(name: str, config, n_sentences: int, batch_size: int, rows: list, 
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.run_plan import synthetic_plan
 
     torch.manual_seed(0)
     old = torch.get_default_dtype()

@@ -5,7 +5,7 @@ accumulator of a default run (+ results), and the peak memory of each GPU (``max
 
 The model is a random-init Llama of the 7B shape in bf16 (it fits one 80 GB GPU, so both sides run), built in host
 memory and dispatched with ``accelerate.dispatch_model``; Zipf-distributed synthetic token ids
-(``plan.synthetic_plan``). Fewer than two GPUs: one line, nothing measured.
+(``run_plan.synthetic_plan``). Fewer than two GPUs: one line, nothing measured.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def multi_gpu(n_sentences: int = 512, every: int = 4) -> list[str]:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.devicemap.model_map import device_map_of, state_places
     from normvar_core.pipeline.models.probe import producers
-    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.run_plan import synthetic_plan
 
     config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
                          num_key_value_heads=32, vocab_size=32000)

@@ -2,7 +2,7 @@
 
 For each ``--sentences`` size, a fresh subprocess builds that many synthetic sentences (5-40 words
 drawn from the novels' vocabulary, seeded), loads the real MiniLM tokenizer, then runs
-``plan.make_plan`` and reports the peak RSS (VmHWM) above the RSS just before it, what the plan keeps
+``run_plan.make_plan`` and reports the peak RSS (VmHWM) above the RSS just before it, what the plan keeps
 for its batches (the flat encoding, 9 bytes a token, from which each padded batch is built when the pass
 needs it; older versions held every padded batch, 17 bytes a padded token) and the wall time.
 ``--code DIR`` runs another checkout of normvar (e.g. ``git archive`` of an older commit) for a
@@ -29,7 +29,7 @@ from transformers import AutoTokenizer
 from conftest import installed_minilm_dir
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
-from normvar_core.pipeline.plan import corpus_of, make_plan
+from normvar_core.pipeline.run_plan import corpus_of, make_plan
 def rss(key):
     return int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1]) * 1024
 with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:

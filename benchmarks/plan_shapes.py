@@ -43,7 +43,7 @@ def main() -> None:
     from normvar_core.pipeline.memory import gb, run_budget
     from normvar_core.pipeline.memory_terms import GiB
     from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
-    from normvar_core.pipeline.plan import make_plan
+    from normvar_core.pipeline.run_plan import make_plan
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-sentences", type=int, default=None)
@@ -93,7 +93,7 @@ def per_device(root: Path, max_sentences: int | None) -> None:
     from normvar_core.pipeline.memory import gb
     from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
     from normvar_core.pipeline.devicemap.per_device import plan_devices
-    from normvar_core.pipeline.plan import make_plan
+    from normvar_core.pipeline.run_plan import make_plan
 
     print("| shape | GPUs | fits | layers per GPU | fullest GPU: weights + state + pass | dropped |")
     print("|---|---:|---|---|---|---|")

@@ -153,7 +153,7 @@ def written_run_path(tmp_path_factory) -> Path:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.execute.partials import build_accumulators, run_range
-    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.publish import publish_run
     from normvar_core.pipeline.sources import GaussianSource
 

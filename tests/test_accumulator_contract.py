@@ -17,7 +17,7 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES, Accumulator
 from normvar_core.pipeline.measures.occurrences import prime
-from normvar_core.pipeline.plan import synthetic_plan
+from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.pipeline.measures.state import DictReader
 
@@ -171,7 +171,7 @@ def test_an_accumulator_without_planned_state_is_listed_not_counted():
     from normvar_core.pipeline.measures import MomentsAccumulator
     from normvar_core.pipeline.memory import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape
-    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.run_plan import synthetic_plan
 
     class Undeclared(MomentsAccumulator):
         name = "undeclared"

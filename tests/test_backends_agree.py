@@ -18,7 +18,7 @@ from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.partials import compute_partial, merge_partials
 from normvar_core.pipeline.measures.token_moments import TokenMoments
-from normvar_core.pipeline.plan import corpus_of, make_plan
+from normvar_core.pipeline.run_plan import corpus_of, make_plan
 from normvar_core.pipeline.sources import TransformerSource
 from normvar_core.runs.reader import open_run
 

@@ -61,7 +61,7 @@ def streamed():
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.measures import GeometryAccumulator, HalvesAccumulator, MomentsAccumulator
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
 
     layers = [0, 1, 3]
@@ -115,7 +115,7 @@ def test_half_covariances_equal_numpy_per_half():
     from normvar_core.pipeline.measures.halves import half_of
     from normvar_core.pipeline.measures.layerview import update_all
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
 
     layers = [0, 2]

@@ -16,7 +16,7 @@ from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline import sample_plan as S
 from normvar_core.pipeline.batches import counted_mask, make_batches
 from normvar_core.pipeline.encoding import encode_sentences
-from normvar_core.pipeline.plan import corpus_of, make_plan
+from normvar_core.pipeline.run_plan import corpus_of, make_plan
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline.corpus.shares import (encoded_arrays, merge_encoded, pack_strings, split_shares,
                                                  unpack_strings)
-from normvar_core.pipeline.plan import corpus_of, make_plan
+from normvar_core.pipeline.run_plan import corpus_of, make_plan
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload, plan_payload
 
 SENTENCES = ["The old man looked at the sea.", "Émile's café — naïve, façade!", "a", "the the the the the",

@@ -272,7 +272,7 @@ def test_token_link_with_a_section_opens_that_tab(app, run):
 def test_occurrences_box_hands_its_contexts_to_the_token_tab(app, run):
     """A box on Occurrences, then "Open … in Token": the Token page opens on its Contexts tab, where the type's
     uses inside the box are listed (a DuckDB query the test repeats)."""
-    from normvar_core.runs import occurrences as O
+    from normvar_core.runs import occurrence_queries as O
 
     at = open_page(app, "occurrences", layer="3")
     for k, val in zip(("w_occ_x0", "w_occ_x1", "w_occ_y0", "w_occ_y1"), (-1e9, 1e9, -1e9, 1e9)):

@@ -15,7 +15,7 @@ import pytest
 from normvar_core.errors import NormvarError
 from normvar_core.stats.lookup import find_type, levenshtein, suggest
 from normvar_core.stats.neighbours import nearest_types
-from normvar_core.stats.occurrence import distance_percentile
+from normvar_core.stats.occurrence_rank import distance_percentile
 from normvar_core.viz.viewstate import ViewState
 import brute
 from dashboard_run import RUN, build_dashboard_data

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 from brute import pass_in_memory
 
 

@@ -29,7 +29,7 @@ def typed_fields() -> set[str]:
     """Every field and public attribute (properties, methods) of RunConfig, RunPlan and RunContext."""
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.plan import RunPlan
+    from normvar_core.pipeline.run_plan import RunPlan
 
     names = set()
     for cls in (RunConfig, RunPlan, RunContext):

@@ -28,13 +28,13 @@ PIPE = "normvar_core.pipeline"
 PIPELINE_RANK = {
     # core: what a run is and where its hidden states come from (the plan, its batches and encoding, the
     # corpus, the models, the state sources, the model's shape), no measure and no memory plan
-    "contracts": 0, "plan": 0, "batches": 0, "encoding": 0, "sample_plan": 0, "corpus": 0, "models": 0,
+    "contracts": 0, "run_plan": 0, "batches": 0, "encoding": 0, "sample_plan": 0, "corpus": 0, "models": 0,
     "sources": 0, "model_shape": 0,
     # a model loaded over several devices: it needs only the base layer, and models/ (loading with a map)
     # and batches (where the token ids go) import it, so it sits in core, below the rest of its package
     "devicemap.model_map": 0,
-    # measures: the streamed accumulators and their registered state (folder being renamed: both names)
-    "measures": 1, "accumulators": 1, "state": 1,
+    # measures: the streamed measures (one class each) and their registered state
+    "measures": 1,
     # the memory plan: the bytes of a run, per device and per layer group
     "memory": 2, "memory_terms": 2, "devicemap": 2,
     # running a plan, locally or on Ray, and publishing the run file
@@ -244,21 +244,21 @@ def test_the_rules_see_a_violation(tmp_path):
     # inside pipeline/: core -> measures (lazy), measures -> execute, and a core module whose package
     # __init__ (which takes the lowest rank under it) imports the memory plan
     pipe = _snippets(tmp_path / "pipe", {
-        f"{PIPE}.plan": lazy.format(f"{PIPE}.accumulators.moments"),
-        f"{PIPE}.accumulators.moments": f"from {PIPE}.execute import local\n",
-        f"{PIPE}.measures.base": f"from {PIPE}.plan import RunPlan\n",
+        f"{PIPE}.run_plan": lazy.format(f"{PIPE}.measures.moments"),
+        f"{PIPE}.measures.moments": f"from {PIPE}.execute import local\n",
+        f"{PIPE}.measures.base": f"from {PIPE}.run_plan import RunPlan\n",
         f"{PIPE}.execute.local": f"from {PIPE}.memory import plan_memory\n",
         f"{PIPE}.memory": f"from {PIPE}.devicemap.model_map import load\n",
         f"{PIPE}.devicemap": f"from {PIPE}.devicemap import per_device\n",
         f"{PIPE}.devicemap.model_map": "", f"{PIPE}.devicemap.per_device": f"from {PIPE} import memory\n"})
     assert _pipeline_rank(f"{PIPE}.devicemap", pipe) == 0 and _pipeline_rank(f"{PIPE}.measures.base", pipe) == 1
     assert _upward(pipe) == [
-        f"{PIPE}.accumulators.moments (pipeline rank 1) imports {PIPE}.execute.local (pipeline rank 3)",
         f"{PIPE}.devicemap (pipeline rank 0) imports {PIPE}.devicemap.per_device (pipeline rank 2)",
-        f"{PIPE}.plan (pipeline rank 0) imports {PIPE}.accumulators.moments (pipeline rank 1)"]
-    # a module of pipeline/ outside the table has no rank, and the folder's new name ranks as the old one
+        f"{PIPE}.measures.moments (pipeline rank 1) imports {PIPE}.execute.local (pipeline rank 3)",
+        f"{PIPE}.run_plan (pipeline rank 0) imports {PIPE}.measures.moments (pipeline rank 1)"]
+    # a module of pipeline/ outside the table has no rank; a module takes its folder's rank
     assert _own_pipeline_rank(f"{PIPE}.elsewhere") is None
-    assert _own_pipeline_rank(f"{PIPE}.measures.geometry") == _own_pipeline_rank(f"{PIPE}.accumulators.geometry")
+    assert _own_pipeline_rank(f"{PIPE}.measures.geometry") == 1
 
 
 @pytest.mark.subprocess

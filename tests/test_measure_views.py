@@ -18,7 +18,7 @@ def test_every_figure_is_on_a_page_once_and_reads_tables_a_run_file_holds():
     import numpy as np
 
     from normvar_core.runs.schema import MEASURE_TABLES
-    from normvar_core.stats.geometry import SPECTRAL_COLUMNS, layer_row
+    from normvar_core.stats.layer_geometry import SPECTRAL_COLUMNS, layer_row
 
     written = {t for tables in MEASURE_TABLES.values() for t in tables}
     assert set(FIGURES) <= set(PAGE_KEYS)

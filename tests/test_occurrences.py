@@ -15,7 +15,7 @@ from normvar_core.pipeline.measures import GeometryAccumulator, OccurrencesAccum
 from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.measures.occurrences import early_axes, prime, spread_order
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.plan import synthetic_plan
+from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 
 LAYERS = [0, 2]
@@ -118,7 +118,7 @@ def test_a_cap_keeps_a_seeded_uniform_sample_and_the_file_reads_back(tmp_path):
     published tables hold them (DuckDB), one row per layer of axes, and the sentences they point at."""
     from normvar_core.pipeline.execute.partials import build_accumulators, run_range
     from normvar_core.pipeline.publish import publish_run
-    from normvar_core.runs import occurrences as O
+    from normvar_core.runs import occurrence_queries as O
     from normvar_core.runs.reader import open_run
 
     plan, source, ctx = _setup(dim=10, occurrences=150)
@@ -250,7 +250,7 @@ def test_the_polygon_predicate_selects_what_matplotlib_selects():
     import pandas as pd
     from matplotlib.path import Path
 
-    from normvar_core.runs import occurrences as O
+    from normvar_core.runs import occurrence_queries as O
 
     rng = np.random.default_rng(7)
     n = 40_000
@@ -273,7 +273,7 @@ def test_points_on_shared_edges_fall_in_exactly_one_polygon():
     import duckdb
 
     from normvar_core.errors import NormvarError
-    from normvar_core.runs import occurrences as O
+    from normvar_core.runs import occurrence_queries as O
 
     zig = [[0, 0], [1, 2], [2, 0], [3, 2], [4, 0]]  # from (0, 0) to (4, 0) through the square [0, 4]²
     lower = [*zig, [4, -4], [0, -4]]

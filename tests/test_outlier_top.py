@@ -12,7 +12,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.measures.outliers import TOP_K, OutlierAccumulator as O
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.plan import synthetic_plan
+from normvar_core.pipeline.run_plan import synthetic_plan
 
 
 def _candidates(rng, n, n_tokens, n_pos, n_dims, n_values):

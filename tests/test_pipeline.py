@@ -20,7 +20,7 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.checkpoint import partial_state
 from normvar_core.pipeline.execute.partials import build_accumulators, compute_partial, merge_partials, run_range
-from normvar_core.pipeline.plan import synthetic_plan
+from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.publish import publish_run
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.runs.reader import open_run

@@ -39,7 +39,7 @@ def contexts(shapes):  # noqa: F811
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
-    from normvar_core.pipeline.plan import make_plan
+    from normvar_core.pipeline.run_plan import make_plan
 
     out = {}
     for kind in NAMES:

@@ -386,7 +386,7 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
 
 def test_missing_ranges_cover_exactly_the_batches_not_merged():
     from normvar_core.pipeline.batches import batch_token_counts
-    from normvar_core.pipeline.plan import synthetic_plan
+    from normvar_core.pipeline.run_plan import synthetic_plan
 
     plan = synthetic_plan(RunConfig(samples_per_token=0), n_sentences=300, vocab_size=50, layers=[0], batch_size=8)
     n, tokens = plan.n_batches, batch_token_counts(plan.batches)

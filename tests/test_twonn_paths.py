@@ -10,7 +10,7 @@ from test_twonn_stream import _case, _streamed
 
 from normvar_core.pipeline.measures import twonn_stream
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 
 
 @pytest.mark.parametrize("path", ["torch", "overflow"])

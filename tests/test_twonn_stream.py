@@ -18,7 +18,7 @@ import torch
 from brute import twonn_radii
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.pipeline.measures.state import DictReader, Stateful
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 
 
 class Holder(Stateful):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter

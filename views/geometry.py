@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.runs.null import nulls_of
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.overlay import null_kind, null_source
 from normvar_core.viz.overlay import null_label as null_label_of

@@ -10,7 +10,7 @@ import html
 import numpy as np
 import streamlit as st
 
-from normvar_core.runs import occurrences as O
+from normvar_core.runs import occurrence_queries as O
 from normvar_core.viz import occurrence_figures as OF
 from views import _chrome, _explore, _state
 from views._scatter_gl import scatter

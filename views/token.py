@@ -246,7 +246,7 @@ def contexts_tab() -> None:
                              key="token_contexts")
     occ = st.session_state.get(_explore.OCCURRENCE_BOX)
     if occ and occ.get("run") == run.name:  # the Occurrences page's box: this type's uses inside it
-        from normvar_core.runs.occurrences import selected_contexts
+        from normvar_core.runs.occurrence_queries import selected_contexts
 
         inside = selected_contexts(run, occ["predicate"], token_id=tid, limit=50)
         with st.expander(f"{len(inside)}{'+' if len(inside) == 50 else ''} contexts of {tok!r} inside the "

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol
 from normvar_core.config import RunConfig
 
 if TYPE_CHECKING:
-    from normvar_core.pipeline.plan import RunPlan
+    from normvar_core.pipeline.run_plan import RunPlan
 
 
 @dataclass

@@ -64,7 +64,7 @@ def loaded_budget(device_type: str) -> int:
 # ----------------------------------------------------------------------------- the plan's parts
 def flat_encoding(batches) -> Encoded | None:
     """The flat encoding behind the plan's batches (``PaddedBatches.enc``); None for a list of built ``Batch``
-    (``plan.synthetic_plan``)."""
+    (``run_plan.synthetic_plan``)."""
     return batches.enc if isinstance(batches, PaddedBatches) else None
 
 

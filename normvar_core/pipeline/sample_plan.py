@@ -26,7 +26,7 @@ from normvar_core.constants import SAMPLES_TOP_TYPES as N_TOP
 from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t <= 5
 from normvar_core.pipeline.batches import counted_mask, first_position, unit_ids, word_members
 from normvar_core.stats.analyses import select_by_counts
-from normvar_core.stats.geometry import sample_keys
+from normvar_core.stats.layer_geometry import sample_keys
 
 
 def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -196,7 +196,7 @@ def _pick(occ: tuple[np.ndarray, ...], rng, per_token: int) -> tuple[np.ndarray,
 
 def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclude_position0: bool) -> SamplePlan:
     """A seeded uniform sample of ``size`` counted positions over the whole corpus (the TwoNN sample of
-    seed 004 §2.4): the positions with the smallest ``stats.geometry.sample_keys(seed, sentence,
+    seed 004 §2.4): the positions with the smallest ``stats.layer_geometry.sample_keys(seed, sentence,
     position)``, ordered by key (a random order). Known before the forward pass, like the PCA samples,
     so the main pass only copies the picked states; the same sample whatever the batches or shards."""
     e = np.zeros(0, np.int64)

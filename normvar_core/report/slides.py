@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats import analyses
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
 from normvar_core.viz.page_figures import ISOSCORE, Figure, holds

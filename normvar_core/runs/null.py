@@ -19,7 +19,7 @@ from normvar_core.runs.tables import geometry_tables, moments_tables, sentence_l
 from normvar_core.runs.writer import write_tables
 from normvar_core.constants import ID_SAMPLE, NULL_KINDS
 from normvar_core.stats.null import null_params, null_stats
-from normvar_core.stats.geometry import recorded_sample
+from normvar_core.stats.layer_geometry import recorded_sample
 from normvar_core.stats.null_geometry import null_layer_geometry
 
 

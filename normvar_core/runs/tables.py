@@ -13,7 +13,7 @@ Schemas (``layer`` is always the model's hidden-state index, 0 = input embedding
 ``samples(layer INTEGER, token_id BIGINT, token VARCHAR, i INTEGER, vector FLOAT[d], sentence_id BIGINT, position INTEGER,
 char_start INTEGER, char_end INTEGER)`` (the token's character span in its sentence; -1 unknown)
 ``sentences(sentence_id BIGINT, text VARCHAR)``
-``layer_geometry(layer INTEGER, n, anisotropy, ..., norm_mean, norm_cv)`` (``stats.geometry.layer_row``),
+``layer_geometry(layer INTEGER, n, anisotropy, ..., norm_mean, norm_cv)`` (``stats.layer_geometry.layer_row``),
 ``layer_spectrum(layer INTEGER, k INTEGER, eigenvalue DOUBLE)``, ``pair_cosines(layer INTEGER, cosine FLOAT)``
 ``occurrences(layer INTEGER, token_id BIGINT, sentence_id BIGINT, position INTEGER, x FLOAT, y FLOAT)``,
 ``occurrence_axes(layer INTEGER, axes VARCHAR, k, n_early, angle_x_deg, angle_y_deg, var_x, var_y, n)``
@@ -131,7 +131,7 @@ def sentences_table(sentences: dict[int, str]) -> pa.Table:
 
 
 def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines: list[np.ndarray]) -> dict[str, pa.Table]:
-    """The geometry tables from per-layer rows (``stats.geometry.layer_row`` plus ``layer``), eigenvalues
+    """The geometry tables from per-layer rows (``stats.layer_geometry.layer_row`` plus ``layer``), eigenvalues
     (descending) and random-pair cosines — one builder for a model's run and for a Gaussian null."""
     layers = np.asarray(layers, np.int32)
     geo = (pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows

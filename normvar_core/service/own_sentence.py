@@ -2,7 +2,7 @@
 and say, for each of its tokens and each of the run's layers, where that occurrence sits against its
 type's statistics in the run — the distance ‖x − μ(X_t)‖ to the run's exact mean, its percentile
 among the type's sampled uses at that layer, and its point (M(X_t), ‖x − μ(X_t)‖²) on the trade-off
-(``stats.occurrence``). The dashboard queues it (``JobStore.submit_sentence``) and reads the JSON this
+(``stats.occurrence_rank``). The dashboard queues it (``JobStore.submit_sentence``) and reads the JSON this
 writes; torch stays in the worker.
 """
 from __future__ import annotations
@@ -59,8 +59,8 @@ def hidden_states(run, text: str, data_dir=None):
 
 
 def occurrence_rows(run, ids, pieces, offsets, states) -> list[dict]:
-    """One row per (token, layer): the occurrence against its type in ``run`` (``stats.occurrence``)."""
-    from normvar_core.stats.occurrence import distance_percentile
+    """One row per (token, layer): the occurrence against its type in ``run`` (``stats.occurrence_rank``)."""
+    from normvar_core.stats.occurrence_rank import distance_percentile
 
     st = run.stats()
     col_of = {int(t): j for j, t in enumerate(st.token_ids)}

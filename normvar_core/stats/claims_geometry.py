@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from normvar_core.stats.bootstrap import Z95, split_half_interval
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 from normvar_core.stats.claims import (BELL_MIN, FLAT_MAX, OUTLIER_MIN, STRADDLES, UNSURE, Finding, RunView, against,
                                        finding, finite_interval, fmt)
 

@@ -101,7 +101,7 @@ def findings_table(runs_findings: dict) -> pd.DataFrame:
 def samples_note(runs_findings: dict) -> str | None:
     """{run: [Finding]} -> a sentence when the runs' TwoNN samples differ (``geometry.samples_differ``, from
     what the id_profile findings read off each run), else None."""
-    from normvar_core.stats.geometry import samples_differ
+    from normvar_core.stats.layer_geometry import samples_differ
 
     sizes = {}
     for name, fs in runs_findings.items():

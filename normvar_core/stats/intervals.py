@@ -15,7 +15,7 @@ import pandas as pd
 
 from normvar_core.stats.analyses import ols
 from normvar_core.stats.bootstrap import RESAMPLES, bootstrap_tradeoff, split_half_interval
-from normvar_core.stats.geometry import SPECTRAL_COLUMNS, spectral_columns
+from normvar_core.stats.layer_geometry import SPECTRAL_COLUMNS, spectral_columns
 from normvar_core.stats.tokenstats import TokenStats, in_band
 
 SPLIT_QUANTITIES = ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v",   # the moments' (eqs. 8–15)

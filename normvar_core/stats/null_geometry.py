@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normvar_core.stats import geometry as G
+from normvar_core.stats import layer_geometry as G
 
 _TYPE_CHUNK = 4096
 

@@ -1,7 +1,7 @@
 """``normvar plan``: compute's steps up to its memory plan, on the model's config alone (no weights read).
 
 The same checks as compute (the options, the ``--dataset``, the local Ray workers), the model built on the meta
-device from its config (``model_shape.py``), the corpus read and tokenized as compute would (``plan.py``), then
+device from its config (``model_shape.py``), the corpus read and tokenized as compute would (``run_plan.py``), then
 the run's memory plan (``memory.run_budget``) and, with ``--devices 8x80``, the plan per device of the run
 device-mapped over those devices (``devicemap/per_device.py``).
 """
@@ -17,7 +17,7 @@ from normvar_core.pipeline.memory import MemoryPlan, run_budget, with_devices
 from normvar_core.pipeline.memory_terms import GiB
 from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
 from normvar_core.pipeline.models.load import resolve_device, torch_dtype
-from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.run_plan import make_plan
 
 
 def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:

@@ -1,6 +1,6 @@
 """A built plan as plain arrays, for workers that run batch ranges of it without the corpus.
 
-The driver builds the plan once (``plan.make_plan``, from the encoding the workers made of their
+The driver builds the plan once (``run_plan.make_plan``, from the encoding the workers made of their
 byte ranges of the corpus: ``ray_corpus``); ``plan_payload`` flattens what the forward pass and the accumulators need — the
 flat encoding and the batch groups (``batches.PaddedBatches``), the counted types and counts, the
 sample plans — into numpy arrays that travel through Ray's object store (zero-copy on one node).
@@ -13,7 +13,7 @@ import numpy as np
 
 from normvar_core.pipeline.batches import PaddedBatches
 from normvar_core.pipeline.encoding import Encoded
-from normvar_core.pipeline.plan import RunPlan
+from normvar_core.pipeline.run_plan import RunPlan
 from normvar_core.pipeline.sample_plan import SamplePlan
 
 _SAMPLE_FIELDS = ("token_ids", "i", "batch", "sentence", "offset")

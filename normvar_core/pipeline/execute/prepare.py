@@ -34,7 +34,7 @@ from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.pipeline.memory import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
-from normvar_core.pipeline.plan import make_plan
+from normvar_core.pipeline.run_plan import make_plan
 from normvar_core.pipeline.publish import publish_run
 from normvar_core.pipeline.sources import TransformerSource
 
@@ -58,7 +58,7 @@ class RunSetup:
 
     cfg: RunConfig
     loaded: Any                 # models.LoadedModel
-    plan: Any                   # plan.RunPlan
+    plan: Any                   # run_plan.RunPlan
     source: Any                 # sources.TransformerSource
     ctx: RunContext
     fingerprint: dict

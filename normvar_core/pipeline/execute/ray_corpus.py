@@ -14,7 +14,7 @@ What travels where (``corpus.ranges`` has the rule of each step):
 4. The driver cuts ``--max-sentences`` from the running totals; each actor keeps its room, tokenizes
    the kept sentences (``ray_shard.Shard.keep``) and returns their text, their encoding and its counts.
 5. The driver concatenates them in range order: the ``CorpusText`` of ``load_sentences`` and the
-   encoding one process makes (``shares.merge_encoded``), from which ``plan.make_plan`` builds the plan.
+   encoding one process makes (``shares.merge_encoded``), from which ``run_plan.make_plan`` builds the plan.
 
 Each phase gets the range again (an object-store reference), so an actor restarted between phases
 recomputes what it lost. A range that cannot be decoded or parsed fails in its actor; the driver then

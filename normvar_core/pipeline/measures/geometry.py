@@ -7,12 +7,12 @@
 * s = Σ x/‖x‖ for the exact mean cosine between distinct embeddings; Σ‖x‖ and Σ‖x‖² for the
   spread of the norm (seed 003);
 * the states of a seeded uniform sample of K = min(n, ``id_sample``) positions (planned before the
-  pass: ``samples.plan_uniform``, the positions with the smallest ``stats.geometry.sample_keys``; the
+  pass: ``samples.plan_uniform``, the positions with the smallest ``stats.layer_geometry.sample_keys``; the
   same sample whatever the batch split or the run's size), split into seed 004's TwoNN batches of at
   least 4,096, and their two nearest neighbours within their batch, searched as the rows arrive
   (``twonn_stream.NeighbourState``); at the end only TwoNN's fit and the batch anisotropy remain.
 
-Tables: ``layer_geometry`` (one row per layer, ``stats.geometry.layer_row``), ``layer_spectrum``
+Tables: ``layer_geometry`` (one row per layer, ``stats.layer_geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
 of the sample, seed 003's check against N(0, 1/d)). Memory (``planned_state``): per layer the d² · 8
 bytes of the scatter plus the sample's K · (d · 4 + 41) (4.7 + 51 MB at d = 768, K = 16,384; 134 + 269 MB
@@ -35,7 +35,7 @@ from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.runs.schema import GEOMETRY_TABLES
 from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats.axes import top_axes
-from normvar_core.stats import geometry as layer_geometry
+from normvar_core.stats import layer_geometry as layer_geometry
 
 def _gb(n: int) -> str:
     return f"{n / 2**30:.1f} GB"

@@ -43,7 +43,7 @@ from normvar_core.pipeline.measures.state import Stateful
 from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.runs.schema import HALVES_TABLES
 from normvar_core.stats import intervals
-from normvar_core.stats.geometry import splitmix64
+from normvar_core.stats.layer_geometry import splitmix64
 
 HALF_SALT = 0x5EED_0F_4A1F
 

@@ -18,7 +18,7 @@ from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
 from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype
 from normvar_core.runs.schema import SELFSIM_TABLES
-from normvar_core.stats.geometry import mean_cosine
+from normvar_core.stats.layer_geometry import mean_cosine
 
 
 class SelfSimilarityAccumulator(Accumulator):

@@ -2,13 +2,13 @@
 
 The sample (``samples.plan_uniform``: the K positions with the smallest hashed (sentence, position)
 keys, in key order, i.e. a seeded random order) is split before the pass into TwoNN batches of at least
-``TWONN_BATCH`` rows (``stats.geometry.twonn_batch_of``: the rest joins the last batch). Neighbours
+``TWONN_BATCH`` rows (``stats.layer_geometry.twonn_batch_of``: the rest joins the last batch). Neighbours
 are searched within a batch. State per layer l and sample row i (registered on the geometry
 accumulator, merged exactly):
 
 * ``sample[l, i]`` — the float32 state; ``hash[l, i]`` — an exact integer hash of its bits (duplicates);
 * ``dup[l, i]`` — the row is a copy of an identical row of its batch that is kept (the copies are
-  counted, never searched: DADApy's ``remove_identical_points``, as ``stats.geometry.distinct_rows``);
+  counted, never searched: DADApy's ``remove_identical_points``, as ``stats.layer_geometry.distinct_rows``);
 * ``r[l, i] = (r₁, r₂)`` and ``nn[l, i]`` — the two smallest float64 distances to other kept rows of its
   batch that the row has been paired with so far, and those rows.
 
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from normvar_core.constants import TWONN_BATCH
-from normvar_core.stats.geometry import twonn_batch_of
+from normvar_core.stats.layer_geometry import twonn_batch_of
 
 CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
 PAIR_CHUNK = 1 << 16  # pairs re-ranked in float64 at a time
