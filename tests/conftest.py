@@ -227,3 +227,47 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         yield b
         b.close()
+
+
+# ----------------------------------------------------------------------------- worker processes
+@pytest.fixture(scope="module")
+def novels300(tmp_path_factory) -> Path:
+    """The first 300 sentences (< 64 words) of the shipped novels as a .txt file (the worker tests' corpus)."""
+    from normvar_core.datadir import DEFAULT_CORPUS
+
+    out = tmp_path_factory.mktemp("corpus") / "novels_300.txt"
+    with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:
+        lines = [s.strip() for s in itertools.islice(fh, 2000) if s.strip() and len(s.split()) < 64]
+    out.write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
+    return out
+
+
+@pytest.fixture
+def workers(tmp_path):
+    from worker_helpers import Workers
+
+    w = Workers(tmp_path)
+    yield w
+    w.close()
+
+
+# ----------------------------------------------------------------------------- interrupted computes
+@pytest.fixture(scope="module")
+def uninterrupted_compute(tmp_path_factory, tiny_models):
+    """The interrupt tests' ``normvar compute`` command line (``argv(data_dir, name)``: a tiny BERT on 120
+    sentences, with a checkpoint) and the run it publishes uninterrupted."""
+    from normvar_core.runs.reader import open_run
+    from normvar_core.service import cli
+
+    root = tmp_path_factory.mktemp("sigterm")
+    corpus = root / "c.txt"
+    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
+
+    def argv(data: Path, name: str = "r") -> list[str]:
+        return ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", name,
+                "--batch-size", "8", "--id-sample", "200", "--quiet", "--data-dir", str(data),
+                "--occurrences", "0",  # their early axes would run every batch of this small corpus before the pass
+                "--checkpoint", str(data.parent / f"{name}.ckpt")]
+    ref = root / "ref" / "data"
+    assert cli.main(argv(ref)) == 0
+    return argv, open_run(ref / "runs" / "r.duckdb")

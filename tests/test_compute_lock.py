@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from normvar_core.service import cli
-from test_early_interrupt import _compute
+from paused_compute import paused_compute
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -41,7 +40,7 @@ def test_a_second_compute_of_a_name_being_computed_is_refused_at_once(capsys, tm
     argv = ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--name", "r",
             "--no-geometry", "--quiet", "--data-dir", str(data)]
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
-    first = _compute(argv, "load", 0, marker, go, log)  # holds the name, paused in its model load
+    first = paused_compute(argv, "load", marker, log, go=go)  # holds the name, paused in its model load
     try:
         _wait(marker, first, log)
         line = _one_line(capsys, *argv, match="run 'r' is being computed now by normvar compute")
@@ -66,7 +65,7 @@ def test_a_compute_of_a_name_a_job_will_publish_is_refused_naming_the_job(capsys
     _one_line(capsys, "compute", *opts, "--quiet", "--data-dir", data, match=f"by job {job} (queued)")
     # a real worker runs it, paused in the model load: the compute is refused naming the running job
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
-    worker = _compute(["worker", "--data-dir", str(data)], "load", 0, marker, go, log)
+    worker = paused_compute(["worker", "--data-dir", str(data)], "load", marker, log, go=go)
     try:
         _wait(marker, worker, log)
         _one_line(capsys, "compute", *opts, "--quiet", "--data-dir", data, match=f"by job {job} (running)")

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,52 +19,9 @@ import pytest
 from normvar_core.runs.reader import open_run
 from cross_process import assert_close
 from normvar_core.service import cli
-from test_sigterm import setup  # noqa: F401  (fixture: the command's argv and the uninterrupted run)
+from paused_compute import paused_compute
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
-
-PAUSE = {
-    "load": """
-        from normvar_core.pipeline import models as M
-        real = M.load_model
-        def load_model(*a, **k):
-            pause()
-            return real(*a, **k)
-        M.load_model = load_model
-    """,
-    "first-forward": """
-        from normvar_core.pipeline import sources as S
-        real = S.TransformerSource._forward
-        def forward(self, bi, *a, **k):
-            if bi == 0:
-                pause()
-            yield from real(self, bi, *a, **k)
-        S.TransformerSource._forward = forward
-    """,
-    "update": """
-        from normvar_core.pipeline.execute import partials as P
-        real = P.update_all
-        def update_all(accs, sb):
-            first = {k: v for k, v in accs.items() if k == "moments"}
-            real(first, sb)
-            if sb.index == AT:
-                pause()         # the moments hold batch AT, the other accumulators not yet
-            real({k: v for k, v in accs.items() if k != "moments"}, sb)
-        P.update_all = update_all
-    """,
-}
-
-
-def _compute(argv: list[str], stage: str, at: int, marker: Path, go: Path, log: Path) -> subprocess.Popen:
-    code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\n"
-    code += (f"def pause():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"
-             f"    while not Path({str(go)!r}).exists() and time.monotonic() - t < 120:\n        time.sleep(0.02)\n")
-    code += textwrap.dedent(PAUSE[stage])
-    code += f"from normvar_core.service import cli\nsys.exit(cli.main({argv!r}))\n"
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
-    with open(log, "wb") as fh:
-        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=fh, env=env)
-
 
 # (where, batch, signal, the batches the checkpoint holds: None = no batch was done, no checkpoint)
 CASES = [("load", 0, signal.SIGINT, None), ("first-forward", 0, signal.SIGTERM, None),
@@ -77,11 +30,11 @@ CASES = [("load", 0, signal.SIGINT, None), ("first-forward", 0, signal.SIGTERM, 
 
 
 @pytest.mark.parametrize("stage,at,sig,kept", CASES, ids=[f"{c[0]}{c[1]}-{c[2].name}" for c in CASES])
-def test_an_early_interrupt_keeps_the_batches_done_and_the_rerun_resumes(stage, at, sig, kept, tmp_path, setup):
-    argv, ref = setup
+def test_an_early_interrupt_keeps_the_batches_done_and_the_rerun_resumes(stage, at, sig, kept, tmp_path, uninterrupted_compute):
+    argv, ref = uninterrupted_compute
     data = tmp_path / "data"
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
-    p = _compute(argv(data), stage, at, marker, go, log)
+    p = paused_compute(argv(data), stage, marker, log, at=at, go=go)
     t0 = time.monotonic()
     while not marker.exists():
         assert p.poll() is None, log.read_text()

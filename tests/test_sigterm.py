@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,65 +16,16 @@ import pytest
 from normvar_core.runs.reader import open_run
 from cross_process import assert_close
 from normvar_core.service import cli
+from paused_compute import paused_compute
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
-PAUSE = {
-    "forward": """
-        from normvar_core.pipeline import sources as S
-        real, calls = S.TransformerSource._forward, [0]
-        def forward(self, *a, **k):
-            calls[0] += 1
-            if calls[0] == 3:   # two batches done, the third in its forward pass
-                pause()
-            yield from real(self, *a, **k)
-        S.TransformerSource._forward = forward
-    """,
-    "write": """
-        from normvar_core.runs import writer
-        real, calls = writer._append, [0]
-        def append(*a):
-            if calls[0] == 2:   # the temp file holds the run row and two tables
-                pause()
-            calls[0] += 1
-            return real(*a)
-        writer._append = append
-    """,
-}
-
-
-def _compute(argv: list[str], stage: str | None, marker: Path, log: Path) -> subprocess.Popen:
-    code = "import sys, time\nfrom pathlib import Path\n"
-    code += f"def pause():\n    Path({str(marker)!r}).write_text('x')\n    time.sleep(120)\n"
-    code += textwrap.dedent(PAUSE[stage]) if stage else ""
-    code += f"from normvar_core.service import cli\nsys.exit(cli.main({argv!r}))\n"
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    with open(log, "wb") as fh:
-        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=fh, env=env)
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory, tiny_models):
-    root = tmp_path_factory.mktemp("sigterm")
-    corpus = root / "c.txt"
-    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
-
-    def argv(data: Path, name: str = "r") -> list[str]:
-        return ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", name,
-                "--batch-size", "8", "--id-sample", "200", "--quiet", "--data-dir", str(data),
-                "--occurrences", "0",  # their early axes would run every batch of this small corpus before the pass
-                "--checkpoint", str(data.parent / f"{name}.ckpt")]
-    ref = root / "ref" / "data"
-    assert cli.main(argv(ref)) == 0
-    return argv, open_run(ref / "runs" / "r.duckdb")
-
-
 @pytest.mark.parametrize("stage", ["forward", "write"])
-def test_sigterm_mid_stage_removes_temps_keeps_checkpoint_exits_143_and_resumes(stage, tmp_path, setup):
-    argv, ref = setup
+def test_sigterm_mid_stage_removes_temps_keeps_checkpoint_exits_143_and_resumes(stage, tmp_path, uninterrupted_compute):
+    argv, ref = uninterrupted_compute
     data = tmp_path / "data"
     marker, log = tmp_path / "marker", tmp_path / "log"
-    p = _compute(argv(data), stage, marker, log)
+    p = paused_compute(argv(data), stage, marker, log)
     t0 = time.monotonic()
     while not marker.exists():
         assert p.poll() is None, log.read_text()

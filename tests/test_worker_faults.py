@@ -13,8 +13,7 @@ import pytest
 
 from normvar_core.datadir import DataDir
 from normvar_core.service.jobs import JobStore
-from test_worker_processes import (MOMENT_QUERIES, _env, assert_same_stats, corpus, mini,  # noqa: F401
-                                   wait_final, wait_for, workers)
+from worker_helpers import MOMENT_QUERIES, Workers, assert_same_stats, mini, wait_final, wait_for, worker_env
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -63,20 +62,18 @@ def _faulty_worker(data: Path, stage: str, log: Path) -> subprocess.Popen:
         sys.exit(cli.main(["worker", "--data-dir", {str(data)!r}, "--poll", "0.1", "--checkpoint-every", "0.2"]))
     """)
     with open(log, "wb") as fh:
-        return subprocess.Popen([sys.executable, "-c", code], stdout=fh, stderr=subprocess.STDOUT, env=_env())
+        return subprocess.Popen([sys.executable, "-c", code], stdout=fh, stderr=subprocess.STDOUT, env=worker_env())
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, minilm_path, corpus):  # noqa: F811
+def reference(tmp_path_factory, minilm_path, novels300):
     """The uninterrupted run, computed by a plain worker."""
-    from test_worker_processes import Workers
-
     tmp = tmp_path_factory.mktemp("reference")
     dd = DataDir.at(tmp / "data")
     w = Workers(tmp)
     try:
         store = JobStore(dd)
-        job = store.submit(mini(minilm_path, corpus, "run", max_sentences=32))
+        job = store.submit(mini(minilm_path, novels300, "run", max_sentences=32))
         w.start(dd.root)
         assert wait_final(store, job).state == "done", w.log(w.procs[-1])
     finally:
@@ -85,11 +82,11 @@ def reference(tmp_path_factory, minilm_path, corpus):  # noqa: F811
 
 
 @pytest.mark.parametrize("stage", list(FAULTS))
-def test_worker_killed_at_each_stage_then_finishes_the_job(stage, tmp_path, workers, minilm_path, corpus,  # noqa: F811
+def test_worker_killed_at_each_stage_then_finishes_the_job(stage, tmp_path, workers, minilm_path, novels300,
                                                            reference):
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
-    job = store.submit(mini(minilm_path, corpus, "run", max_sentences=32))
+    job = store.submit(mini(minilm_path, novels300, "run", max_sentences=32))
     log = tmp_path / "faulty.log"
     p = _faulty_worker(dd.root, stage, log)
     assert p.wait(timeout=240) == -9, log.read_text(errors="replace")[-3000:]  # killed where it was told
