@@ -1,8 +1,11 @@
-"""A real ``normvar compute`` (or ``worker``) process paused at a chosen point, for the interrupt tests
-(tests/test_sigterm.py, tests/test_early_interrupt.py, tests/test_compute_lock.py).
+"""A real ``normvar compute`` (or ``worker``) process stopped at a chosen point, for the interrupt tests
+(tests/test_sigterm.py, tests/test_early_interrupt.py, tests/test_compute_lock.py) and the worker's fault
+injection (tests/test_worker_faults.py).
 
-A patch run before the CLI makes the process write ``marker`` and wait when it reaches ``stage`` — until the
-file ``go`` exists (the test has sent its signal) or 120 s have passed — so the test can interrupt it there."""
+``PATCHES[stage]`` is code run before the CLI that calls ``stop_here()`` when the process reaches ``stage``.
+``paused_compute`` defines ``stop_here`` as: write ``marker`` and wait until the file ``go`` exists (the test has
+sent its signal) or 120 s have passed, so the test can interrupt the process there; the fault injection
+defines it as a SIGKILL of the process itself."""
 from __future__ import annotations
 
 import os
@@ -11,12 +14,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-PAUSE = {
+PATCHES = {
     "load": """
         from normvar_core.pipeline import models as M
         real = M.load_model
         def load_model(*a, **k):
-            pause()
+            stop_here()
             return real(*a, **k)
         M.load_model = load_model
     """,
@@ -25,7 +28,7 @@ PAUSE = {
         real = S.TransformerSource._forward
         def forward(self, bi, *a, **k):
             if bi == 0:
-                pause()
+                stop_here()
             yield from real(self, bi, *a, **k)
         S.TransformerSource._forward = forward
     """,
@@ -35,7 +38,7 @@ PAUSE = {
         def forward(self, *a, **k):
             calls[0] += 1
             if calls[0] == 3:   # two batches done, the third in its forward pass
-                pause()
+                stop_here()
             yield from real(self, *a, **k)
         S.TransformerSource._forward = forward
     """,
@@ -46,7 +49,7 @@ PAUSE = {
             first = {k: v for k, v in accs.items() if k == "moments"}
             real(first, sb)
             if sb.index == AT:
-                pause()         # the moments hold batch AT, the other accumulators not yet
+                stop_here()         # the moments hold batch AT, the other accumulators not yet
             real({k: v for k, v in accs.items() if k != "moments"}, sb)
         P.update_all = update_all
     """,
@@ -55,7 +58,7 @@ PAUSE = {
         real, calls = writer._append, [0]
         def append(*a):
             if calls[0] == 2:   # the temp file holds the run row and two tables
-                pause()
+                stop_here()
             calls[0] += 1
             return real(*a)
         writer._append = append
@@ -65,13 +68,13 @@ PAUSE = {
 
 def paused_compute(argv: list[str], stage: str | None, marker: Path, log: Path, *, at: int = 0,
                    go: Path | None = None) -> subprocess.Popen:
-    """``normvar <argv>`` in a child process that pauses at ``stage`` (a key of ``PAUSE``; None: no pause) —
+    """``normvar <argv>`` in a child process that pauses at ``stage`` (a key of ``PATCHES``; None: no pause) —
     at batch ``at`` for "update" — writing ``marker`` and waiting for ``go``; stderr goes to ``log``."""
     go = go if go is not None else marker.with_name(marker.name + ".never")
     code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\n"
-    code += (f"def pause():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"
+    code += (f"def stop_here():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"
              f"    while not Path({str(go)!r}).exists() and time.monotonic() - t < 120:\n        time.sleep(0.02)\n")
-    code += textwrap.dedent(PAUSE[stage]) if stage else ""
+    code += textwrap.dedent(PATCHES[stage]) if stage else ""
     code += f"from normvar_core.service import cli\nsys.exit(cli.main({argv!r}))\n"
     env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     with open(log, "wb") as fh:

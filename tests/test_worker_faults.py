@@ -13,49 +13,30 @@ import pytest
 
 from normvar_core.datadir import DataDir
 from normvar_core.service.jobs import JobStore
+from paused_compute import PATCHES
 from worker_helpers import MOMENT_QUERIES, Workers, assert_same_stats, mini, wait_final, wait_for, worker_env
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
-# Each stage: the code a patched worker runs before its loop; `die()` kills the process at once.
+# Each stage: the code a patched worker runs before its loop (``paused_compute.PATCHES``, or the publish below);
+# its ``stop_here()`` kills the process at once.
 FAULTS = {
-    "loading": """
-        from normvar_core.pipeline import models as M
-        M.load_model = lambda *a, **k: die()
-    """,
-    "computing": """
-        from normvar_core.pipeline import sources as S
-        real, calls = S.TransformerSource._forward, [0]
-        def forward(self, *a, **k):
-            calls[0] += 1
-            if calls[0] == 3:   # two batches in: a checkpoint may or may not exist
-                die()
-            yield from real(self, *a, **k)
-        S.TransformerSource._forward = forward
-    """,
-    "writing": """
-        from normvar_core.runs import writer
-        real, calls = writer._append, [0]
-        def append(*a):
-            if calls[0] == 2:   # the temp file holds the run row and two tables
-                die()
-            calls[0] += 1
-            return real(*a)
-        writer._append = append
-    """,
+    "loading": PATCHES["load"],
+    "computing": PATCHES["forward"],  # two batches in: a checkpoint may or may not exist
+    "writing": PATCHES["write"],      # the temp file holds the run row and two tables
     "publishing": """
         import os
         from normvar_core import destination
         def publish_file(tmp, path, overwrite):
             os.link(tmp, path)   # published under its name, the temp name not yet removed,
-            die()                # the job not yet marked done
+            stop_here()          # the job not yet marked done
         destination.publish_file = publish_file
     """,
 }
 
 
 def _faulty_worker(data: Path, stage: str, log: Path) -> subprocess.Popen:
-    code = "import os, signal, sys\ndef die():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    code = "import os, signal, sys\ndef stop_here():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
     code += textwrap.dedent(FAULTS[stage])
     code += textwrap.dedent(f"""
         from normvar_core.service import cli
