@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import assert_bad, run_cli
+from corpus_files import EMOJI
 
 # (config.json changes, what the one line names); the first three are the issue's, the rest a fuzz
 WRONG_VALUES = [
@@ -232,8 +233,6 @@ def test_an_all_unknown_run_has_finite_interval_endpoints(capsys, tmp_path, tiny
     resamples draw one type again and again; their slope and R² are undefined and left out, so the R²
     interval has two finite endpoints within [0, 1] (it had a null one)."""
     import numpy as np
-
-    from test_cli_odd_corpora import EMOJI
 
     corpus = tmp_path / "emoji.txt"
     corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import assert_bad, run_cli
-
-EMOJI = [f"{'🦜🐙🦑🦀'[i % 4] * (1 + i % 3)} {'🐳🦈'[i % 2]} {'🪼' * (1 + i % 2)} ok" for i in range(40)]
+from corpus_files import EMOJI
 
 
 def _unk_share(model: Path, lines: list[str], max_length: int | None = None) -> float:

@@ -5,9 +5,7 @@ for every format the ranges cover, with sampling and ``max_sentences``, and with
 places. The ground truth is ``load_sentences`` (itself checked against the read-everything reader)."""
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 
 import numpy as np
 import pytest
@@ -16,37 +14,8 @@ from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.ranges import cut_ranges, parse_range, rooms, shares_of, skips
 from normvar_core.pipeline.corpus.read import load_sentences
+from corpus_files import corpus_lines, write_corpus
 from ranges_local import select_locally
-
-WORDS = ["the", "sea", "Émile", "café", "naïve", "Zwölf", "Boxkämpfer", "«quoi»", "日本語", "—", "a", "x"]
-
-
-def _lines(n: int, seed: int = 0) -> list[str]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        if i % 7 == 3:
-            out.append("" if i % 2 else "   ")
-        else:
-            out.append(" ".join(rng.choice(WORDS, size=int(rng.integers(1, 14)))))
-    return out
-
-
-def _write(path, fmt: str, lines: list[str], newline: str = "\n", final_newline: bool = True):
-    if fmt in (".txt", ".txt.gz"):
-        raw = (newline.join(lines) + (newline if final_newline else "")).encode()
-        path.write_bytes(gzip.compress(raw) if fmt == ".txt.gz" else raw)
-    elif fmt == ".jsonl":
-        rows = [json.dumps({"id": i, "text": t if i % 11 != 5 else 42}, ensure_ascii=i % 2 == 0)
-                for i, t in enumerate(lines)]
-        path.write_text(newline.join(rows) + (newline if final_newline else ""), encoding="utf-8")
-    else:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.table({"n": list(range(len(lines))), "text": lines}), path, row_group_size=13)
-    return path
-
 
 def _same(got, want) -> None:
     assert got.sentences == want.sentences
@@ -63,7 +32,7 @@ CONFIGS = [dict(), dict(sample_frac=0.4, seed=7), dict(max_words=9, sample_frac=
 @pytest.mark.parametrize("fmt", [".txt", ".txt.gz", ".jsonl", ".parquet"])
 @pytest.mark.parametrize("opts", CONFIGS)
 def test_ranges_select_what_the_whole_file_reader_selects(tmp_path, fmt, opts):
-    path = _write(tmp_path / f"c{fmt}", fmt, _lines(150))
+    path = write_corpus(tmp_path / f"c{fmt}", fmt, corpus_lines(150))
     cfg = RunConfig(corpus=str(path), **opts)
     want = load_sentences(cfg)
     assert want.n_kept > 0
@@ -75,9 +44,9 @@ def test_ranges_select_what_the_whole_file_reader_selects(tmp_path, fmt, opts):
 
 
 def test_cuts_fall_at_line_ends_and_the_bytes_are_the_files(tmp_path):
-    lines = _lines(300, seed=1)
-    raw_path = _write(tmp_path / "c.txt", ".txt", lines, newline="\r\n", final_newline=False)
-    gz_path = _write(tmp_path / "c.txt.gz", ".txt.gz", lines, newline="\r\n", final_newline=False)
+    lines = corpus_lines(300, seed=1)
+    raw_path = write_corpus(tmp_path / "c.txt", ".txt", lines, newline="\r\n", final_newline=False)
+    gz_path = write_corpus(tmp_path / "c.txt.gz", ".txt.gz", lines, newline="\r\n", final_newline=False)
     for path in (raw_path, gz_path):
         cut = cut_ranges(RunConfig(corpus=str(path)), 6)
         assert len(cut["ranges"]) == 6
@@ -95,7 +64,7 @@ def test_awkward_cuts(tmp_path, fmt):
     only (no kept record), and the cap reached exactly at the end of a range."""
     lines = ["ééé 日本", "€€ a"] * 20 + [""] * 150 + ["日本語 the sea"] * 20
     path = tmp_path / f"a{fmt}"
-    _write(path, fmt, lines, newline="\r\n", final_newline=False)
+    write_corpus(path, fmt, lines, newline="\r\n", final_newline=False)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     for opts in (dict(), dict(sample_frac=0.5, seed=1), dict(max_sentences=40), dict(max_sentences=13)):
         cfg = RunConfig(corpus=str(path), **opts)
@@ -136,7 +105,7 @@ def test_split_sentences_in_table_cells(tmp_path, fmt):
     """``--split-sentences`` splits every cell of a table (and, for JSONL, keeps counting the cells that
     are not strings: the splitter passes ``n_not_text`` on to the selection)."""
     cells = ["The old man looked. He saw the sea!", "Émile said «non». Then left.", "", "One more here."] * 12
-    path = _write(tmp_path / f"t{fmt}", fmt, cells)
+    path = write_corpus(tmp_path / f"t{fmt}", fmt, cells)
     for opts in (dict(), dict(sample_frac=0.6, seed=4, max_sentences=40)):
         cfg = RunConfig(corpus=str(path), split_sentences=True, text_column="text", **opts)
         want = load_sentences(cfg)
@@ -149,7 +118,7 @@ def test_split_sentences_in_table_cells(tmp_path, fmt):
 
 def test_bad_ranges_raise_the_whole_file_errors(tmp_path):
     path = tmp_path / "c.jsonl"
-    _write(path, ".jsonl", _lines(60))
+    write_corpus(path, ".jsonl", corpus_lines(60))
     for wanted in ("nope", "id"):
         cfg = RunConfig(corpus=str(path), text_column=wanted)
         with pytest.raises(NormvarError) as local:
@@ -167,7 +136,7 @@ def test_bad_ranges_raise_the_whole_file_errors(tmp_path):
 def test_one_line_per_range_puts_a_range_end_right_after_the_cap(tmp_path, fmt):
     """Every line its own range: the ``max_sentences`` cap then falls exactly at a range end, and
     most ranges hold one record (or none)."""
-    path = _write(tmp_path / f"c{fmt}", fmt, _lines(90, seed=4), newline="\r\n", final_newline=False)
+    path = write_corpus(tmp_path / f"c{fmt}", fmt, corpus_lines(90, seed=4), newline="\r\n", final_newline=False)
     for opts in (dict(max_sentences=17), dict(sample_frac=0.5, seed=5, max_sentences=9), dict(max_words=5)):
         cfg = RunConfig(corpus=str(path), **opts)
         whole = cut_ranges(cfg, 1)

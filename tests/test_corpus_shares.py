@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from corpus_files import corpus_lines, write_corpus
 from normvar_core.config import RunConfig
 from normvar_core.pipeline import encoding as E
 from normvar_core.pipeline.corpus.shares import (encoded_arrays, merge_encoded, pack_strings, split_shares,
@@ -87,12 +88,10 @@ def test_actor_phases_on_byte_ranges_give_the_local_corpus_and_encoding(tiny_mod
 
     from normvar_core.pipeline.corpus import ranges as R
     from normvar_core.pipeline.corpus.read import load_sentences
-    from test_corpus_ranges import _lines, _write
-
     from normvar_core.pipeline.execute.ray_corpus import RangeState, actor_keep
 
     tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
-    path = _write(tmp_path / f"c{fmt}", fmt, _lines(120, seed=9))
+    path = write_corpus(tmp_path / f"c{fmt}", fmt, corpus_lines(120, seed=9))
     cfg = RunConfig(corpus=str(path), sample_frac=0.7, seed=11, max_sentences=30, max_words=11, unit="word",
                     text_column="text" if fmt != ".txt.gz" else None)
     want = load_sentences(cfg)

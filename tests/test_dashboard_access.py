@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from browser_helpers import free_port
 from normvar_core.service import dashboard_access as acc
 from dashboard_run import RUN, RUN2, build_dashboard_data
+from dashboard_server import serve_until_ready, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -29,15 +27,6 @@ def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.
     env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
-
-
-LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to 127.0.0.1, never a proxy
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ============================================================================ the CLI
@@ -63,31 +52,6 @@ def test_contradictions_and_bad_tokens_are_refused(tmp_path):
             env[acc.TOKEN_ENV] = env_token
         out = cli("dashboard", "--host", "0.0.0.0", *args, "--data-dir", d, env=env)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and part in out.stderr, out.stderr
-
-
-def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str]:
-    """Start `normvar ARGS`; return the process and its stdout's first line (the URL line) once the server
-    answers its health check on 127.0.0.1."""
-    port = args[args.index("--port") + 1]
-    proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *args], cwd=ROOT, text=True,
-                            env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    first = proc.stdout.readline()
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with LOCAL.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, first
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(proc.stderr.read())
-
-
-def stop(proc: subprocess.Popen) -> tuple[str, str]:
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    return out, err
 
 
 def streamlit_children(proc: subprocess.Popen) -> list[int]:

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from browser_helpers import ARTIFACTS
+from browser_helpers import ARTIFACTS, free_port
 
 from normvar_core.service import dashboard_access as acc
 from normvar_core.service.jobs import JobStore
-from test_dashboard_access import LOCAL, free_port, serve_until_ready, stop
+from dashboard_server import LOCAL, serve_until_ready, stop
 from dashboard_run import RUN, RUN2, build_dashboard_data
-from test_new_run_form import SENTENCES, png_bytes
+from upload_files import STORY, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -171,7 +171,7 @@ def test_new_run_form_in_a_browser(tmp_path, data, browser):
         page.screenshot(path=str(ARTIFACTS / "new_run_refused.png"))
 
         page.get_by_role("button", name="Remove holiday.txt").click()
-        _upload(page, "story.txt", SENTENCES)
+        _upload(page, "story.txt", STORY)
         box = page.get_by_role("spinbutton", name="Max sentences")
         box.fill("3")
         box.press("Enter")

@@ -25,8 +25,8 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
-from test_corpus_ranges import _lines
-from test_ray_executor import _assert_same
+from corpus_files import corpus_lines
+from same_run import assert_same_run
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SELECTION = ("n_read", "n_kept", "n_empty", "n_too_long", "n_sampled_out", "n_capped")
@@ -46,7 +46,7 @@ def hf_home(tmp_path, monkeypatch):
 
 
 def _sentences() -> list[str]:
-    lines = _lines(150, seed=7)
+    lines = corpus_lines(150, seed=7)
     lines[10] = "word " * 20  # too long for max_words=12
     return lines
 
@@ -89,7 +89,7 @@ def test_save_to_disk_and_parquet_files_give_the_text_files_run(tmp_path, tiny_m
     files = ",".join(map(str, src["parquet"]))
     pq = open_run(compute_run(RunConfig(**opts, dataset=files, name="pq"), tmp_path / "c"))
     for run in (saved, pq):  # the same run but for where its sentences came from
-        _assert_same(run, text, frozenset({"name", "corpus_sha256", "dataset", "split", "dataset_config", "dataset_revision"}),
+        assert_same_run(run, text, frozenset({"name", "corpus_sha256", "dataset", "split", "dataset_config", "dataset_revision"}),
                      one_process=True)
         _same_selection(run, text)
     state = json.loads((src["saved"] / "state.json").read_text())
@@ -270,7 +270,7 @@ def test_ray_actors_read_their_own_shards(tmp_path, tiny_models, hf_home, monkey
     assert len(sharded.meta["notes"]["read_cpu_s"]) == 2  # two shards, each read and tokenized by its actor
     assert sharded.meta["dataset"] == one.meta["dataset"]
     _same_selection(sharded, one)
-    _assert_same(sharded, one)
+    assert_same_run(sharded, one)
 
 
 def test_the_new_run_form_queues_a_dataset_run_and_refuses_a_bad_split(tmp_path, hf_home, monkeypatch):

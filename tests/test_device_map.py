@@ -19,6 +19,7 @@ from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
+from ray_driver import watch_driver_loads
 
 SPLIT = {"embed_tokens": "cpu", "rotary_emb": "cpu", "layers.0": "cpu", "layers.1": "disk", "norm": "disk"}
 
@@ -48,7 +49,7 @@ def _same_table(name: str, a: pd.DataFrame, b: pd.DataFrame) -> None:
         x, y = a[col].to_numpy(), b[col].to_numpy()
         if x.dtype.kind in "fc":
             # norm_cv = sqrt(Σ‖x‖²/n − mean²)/mean cancels to a few ulps of mean² when every norm is equal (after
-            # the final RMSNorm): sharded sums round differently there (the same allowance as test_ray_executor)
+            # the final RMSNorm): sharded sums round differently there (the same allowance as tests/same_run.py)
             atol = 4 * np.sqrt(np.finfo(float).eps) if col == "norm_cv" else 1e-12
             np.testing.assert_allclose(y, x, rtol=1e-6, atol=atol, err_msg=f"{name}.{col}")
         elif x.dtype == object and len(x) and isinstance(x[0], (list, np.ndarray)):
@@ -220,7 +221,6 @@ def test_ray_gpus_per_worker_replicas_equal_one_piece(tiny_models, corpus, tmp_p
     layer order) merge on the driver into the run of the model in one piece. The driver loads no model and runs
     no early batch of the occurrences (the first actor does, ``ray_model``)."""
     import ray
-    from test_ray_executor import watch_driver_loads
 
     from normvar_core.pipeline.execute.on_ray import actor_gpus
 

@@ -15,7 +15,7 @@ from normvar_core.viz.highdim_figures import highdim_profiles, mv_scatter
 from normvar_core.viz.labels import CORNERS, label_box, place_labels
 from normvar_core.viz.selection import fit_row, tradeoff_points
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
-from test_figures import synthetic_stats, table
+from figure_stats import synthetic_stats, table
 
 
 @pytest.fixture(scope="module")

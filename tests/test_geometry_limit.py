@@ -15,7 +15,7 @@ import json
 from normvar_core.pipeline.measures import geometry as GA
 from cli_helpers import run_cli
 from dashboard_run import APP, open_section
-from test_plan import formulas
+from plan_formulas import formulas
 
 
 def _held_bytes(acc: GA.GeometryAccumulator) -> int:

@@ -5,25 +5,14 @@ submit on Enter (its proto says so here; tests/test_new_run_browser.py presses E
 from __future__ import annotations
 
 import re
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
 
 from normvar_core.service.jobs import JobStore
+from upload_files import STORY, png_bytes
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-SENTENCES = "\n".join(f"The {w} was quiet in the morning." for w in ("garden", "street", "river", "room")).encode()
-
-
-def png_bytes() -> bytes:
-    """A real 1x1 PNG (signature, IHDR, IDAT, IEND), built with zlib: no image library involved."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
 
 
 @pytest.fixture
@@ -74,7 +63,7 @@ def test_not_utf8_and_binary_fixes_speak_of_the_upload(form):
 
 
 def test_a_name_taken_is_refused_in_the_forms_words(form, tmp_path):
-    form.file_uploader(key="w_upload").set_value(("story.txt", SENTENCES, "text/plain"))
+    form.file_uploader(key="w_upload").set_value(("story.txt", STORY, "text/plain"))
     form.button(key="w_submit").click().run()
     assert errors(form) == []
     (job,) = JobStore(tmp_path).list()
@@ -97,6 +86,6 @@ def test_a_long_file_name_keeps_its_extension(form, tmp_path):
     form.button(key="w_submit").click().run()
     (err,) = errors(form)
     assert f"“{long[:60]}…{long[-19:]}” looks binary" in err         # shortened for the message, not refused for it
-    form.file_uploader(key="w_upload").set_value((long, SENTENCES, "text/plain"))
+    form.file_uploader(key="w_upload").set_value((long, STORY, "text/plain"))
     form.button(key="w_submit").click().run()
     assert errors(form) == [] and len(JobStore(tmp_path).list()) == 1

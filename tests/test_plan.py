@@ -13,7 +13,7 @@ import re
 import pytest
 
 from cli_helpers import run_cli
-from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCES
+from plan_formulas import formulas
 
 GiB = 2**30
 
@@ -22,24 +22,6 @@ def plan_json(capsys, *argv) -> dict:
     code, out, err = run_cli(capsys, "plan", "--json", *argv)
     assert code == 0, err
     return json.loads(out)
-
-
-def formulas(p: dict, *, mean_bytes: int = 8, top_k: int = 20) -> dict:
-    """The "Memory formulas" table of docs/scale.md, from the plan's L, T, d, P, K."""
-    L, T, d, P, K = len(p["layers"]), p["types"], p["dim"], p["sample_positions"], p["id_sample"]
-    return {"moments": L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8,
-            "samples": 4 * L * P * d + P,
-            "geometry": L * (8 * d * d + K * (4 * d + 41) + 16 * d + 24) + K + 8,
-            "selfsim": 8 * L * T * d + 8 * T,
-            "outliers": 24 * L * d + 16 * L + 40 * L * top_k + 8,
-            "halves": 2 * (L * T * d * mean_bytes + 8 * L * T + 16 * T + 8 * L + 8 + 8 * L * (d * d + d) + 16 * L + 8),
-            "occurrences": occurrence_bytes(L, d, min(OCCURRENCES, p["embeddings"]))}
-
-
-def occurrence_bytes(L: int, d: int, n: int, k: int = OCCURRENCE_AXES) -> int:
-    """The Occurrences' state: n kept positions x k float32 projections per layer, their flags, the early axes
-    and mean, the sums of the projections and of their outer products."""
-    return 4 * L * n * k + n + 8 * L * (d * k + d + k + k * k) + 8
 
 
 def test_published_shapes_params_and_formulas(capsys, tmp_path, shapes, corpus40):

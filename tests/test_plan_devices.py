@@ -10,7 +10,7 @@ import json
 import pytest
 
 from cli_helpers import run_cli
-from test_plan import formulas
+from plan_formulas import formulas
 
 E = 2  # bfloat16
 # docs/scale.md, "Per-device plans": (fits, dropped) per shape and number of 80 GB GPUs; 2,000 novel sentences,

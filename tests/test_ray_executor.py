@@ -8,15 +8,12 @@ run on both nodes, the run is identical, and every socket Ray listens on is boun
 that cannot be reached gives one line before any model is loaded."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
-import cross_process
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError
 from normvar_core.pipeline.execute import on_ray
@@ -24,142 +21,10 @@ from normvar_core.pipeline.execute import ray_cluster, ray_shard
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
+from ray_driver import not_loopback, ray_listeners, watch_driver_loads
+from same_run import assert_same_run
 
 pytestmark = pytest.mark.subprocess
-
-# what differs between executors by design: how the run ran, not what it measured; and where the corpus was read
-# from: the tests' Ray runs read a copy of the local run's file under another name (corpus_sha256 must be equal)
-HOW_IT_RAN = {"seconds", "created_at", "corpus_name"}
-RAY_OPTIONS = {"executor", "workers", "ray_address", "corpus"}
-EXECUTION_NOTES = {"executor", "ray_workers", "shards", "ray_nodes", "oom_splits", "resumed_batches", "rerun_ranges",
-                   "merge_rollbacks", "tokenize_cpu_s", "read_cpu_s", "resumed_from_batch", "max_rows_after_oom"}
-
-
-def tables_in(path) -> list[str]:
-    """The tables of a run file, read from the file itself (DuckDB's catalogue), not from normvar's list."""
-    import duckdb
-
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return sorted(r[0] for r in con.sql("SELECT table_name FROM information_schema.tables").fetchall())
-    finally:
-        con.close()
-
-
-def _same_run_row(a, b, source: frozenset = frozenset()):
-    """``source``: run-row columns and options naming where the corpus came from, which two runs of the same
-    sentences read from different sources (a text file, a dataset) do not share."""
-    x, y = a.table("run").iloc[0], b.table("run").iloc[0]
-    assert "corpus_sha256" in source or x["corpus_sha256"] == y["corpus_sha256"]
-    for c in x.index:
-        if c in HOW_IT_RAN or c in source:
-            continue
-        if c in ("options", "notes"):
-            ox, oy = json.loads(x[c]), json.loads(y[c])
-            # runs of one selection from different sources: their selection notes are compared by the caller
-            drop = (RAY_OPTIONS | source) if c == "options" else EXECUTION_NOTES | ({"corpus"} if source else set())
-            for o in (ox, oy):
-                for k in drop:
-                    o.pop(k, None)
-                # the memory plan: the free memory measured when each run started, and an estimate of what the
-                # driver holds (its encoding arrays: 56 bytes apart on a JSONL corpus); its decisions are the
-                # accumulators, compared above
-                o.pop("memory", None)
-                o.get("corpus", {}).pop("path", None)
-            assert ox == oy, (c, ox, oy)
-        elif isinstance(x[c], np.ndarray):
-            np.testing.assert_array_equal(x[c], y[c], err_msg=c)
-        else:
-            assert x[c] == y[c] or (pd.isna(x[c]) and pd.isna(y[c])), (c, x[c], y[c])
-
-
-def _assert_same(a, b, source: frozenset = frozenset(), *, one_process: bool = False):
-    """Every table of the run file equal, the run row but for how each run ran (its executor, timings and free
-    memory) and, ``source``, where its corpus came from. Runs of ``one_process``: 1e-12 relative, the float32
-    means and coordinates to an ulp or two; runs whose hidden states came from other processes (Ray actors):
-    to float32 rounding (tests/cross_process.py)."""
-    rtol = 1e-12 if one_process else cross_process.RTOL
-    ulps = 2.0 ** -23 if one_process else cross_process.RTOL    # float32 values: an ulp, or float32 rounding
-    names = tables_in(a.path)
-    assert names == tables_in(b.path) and "sentence_lengths" in names and len(names) >= 15, names
-    assert a.accumulators == b.accumulators
-    for t in names:
-        if t == "run":
-            _same_run_row(a, b, source)
-            continue
-        x, y = a.table(t), b.table(t)
-        assert list(x.columns) == list(y.columns) and len(x) == len(y), t
-        arrays = [c for c in x.columns if len(x) and isinstance(x[c].iloc[0], np.ndarray)]
-        key = [c for c in x.columns if c not in arrays and not pd.api.types.is_float_dtype(x[c])]
-        key += [c for c in x.columns if pd.api.types.is_float_dtype(x[c])]  # ties (pair cosines): by value
-        x, y = x.sort_values(key).reset_index(drop=True), y.sort_values(key).reset_index(drop=True)
-        for c in x.columns:
-            if c in arrays:
-                if t == "token_means":  # stored in float32: exact float64 sums may round 1 ulp apart
-                    np.testing.assert_allclose(np.stack(x[c]), np.stack(y[c]), rtol=ulps, atol=1e-30)
-                elif one_process:
-                    np.testing.assert_array_equal(np.stack(x[c]), np.stack(y[c]), err_msg=f"{t}.{c}")
-                else:   # the sampled hidden states themselves
-                    cross_process.assert_close(np.stack(x[c]), np.stack(y[c]), err_msg=f"{t}.{c}")
-            elif not pd.api.types.is_numeric_dtype(x[c]) or pd.api.types.is_integer_dtype(x[c]):
-                assert x[c].tolist() == y[c].tolist(), (t, c)
-            else:
-                yv = y[c].to_numpy(np.float64)
-                # a value at its column's rounding floor (eigenvalues of a covariance a LayerNorm makes singular,
-                # a layer-0 V(X) = Q − M that cancels to 1e-8 of Q) compares against the column's scale: rtol of it
-                finite = np.abs(yv[np.isfinite(yv)])
-                atol = rtol * finite.max() if finite.size and finite.max() > 0 else 1e-300
-                # sqrt(Σ‖x‖²/n − mean²)/mean: the difference cancels to a few ulps of mean² when every norm is
-                # equal (LayerNorm) — the geometry's norm C.V. and the C.V. of Q(X_t) in the intervals table: an
-                # error ε of mean² moves it by up to √ε
-                noisy = (x["quantity"] == "cv_q").to_numpy() if t == "intervals" else np.full(len(x), c == "norm_cv")
-                xv = x[c].to_numpy(np.float64)
-                floor = 4 * np.sqrt(np.finfo(float).eps if one_process else rtol)
-                for rows, tol in ((noisy, floor), (~noisy, atol)):
-                    np.testing.assert_allclose(xv[rows], yv[rows], rtol=rtol, atol=tol, err_msg=f"{t}.{c}")
-    # the means are stored in float32: the exact float64 values may round to neighbouring floats (1 ulp)
-    np.testing.assert_allclose(a.stats().mean, b.stats().mean, rtol=ulps, atol=1e-30)
-    # every occurrence at the same place: float32 coordinates from float64 sums merged in another order (an ulp
-    # or two of the layer's largest coordinate); the axes' angles and variances from the same merged state
-    keys = ["layer", "sentence_id", "position"]
-    x, y = (r.table("occurrences").sort_values(keys).reset_index(drop=True) for r in (a, b))
-    assert x[keys + ["token_id"]].equals(y[keys + ["token_id"]]) and len(x) > 0
-    for c in ("x", "y"):
-        np.testing.assert_allclose(x[c], y[c], rtol=0, atol=4 * ulps * float(np.abs(y[c]).max()))
-    # an angle near 0 is arccos(1 − ε): ~1e-6° in one process; an ε of float32 rounding moves it by up to √(2ε) rad
-    angle_atol = 1e-4 if one_process else np.degrees(np.sqrt(2 * rtol))
-    x, y = a.table("occurrence_axes"), b.table("occurrence_axes")
-    assert x["n"].tolist() == y["n"].tolist()
-    for c in ("angle_x_deg", "angle_y_deg", "var_x", "var_y"):
-        np.testing.assert_allclose(x[c], y[c], rtol=1e-9 if one_process else rtol,
-                                   atol=angle_atol if c.startswith("angle") else 0)
-
-
-LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")
-
-
-def ray_listeners() -> list[tuple[str, str]]:
-    """(local address, process) of every TCP listener of this process and its descendants (Ray's GCS,
-    raylets, agents, workers), from ``ss -ltnp``."""
-    import re
-    import subprocess
-
-    import psutil
-
-    me = psutil.Process()
-    pids = {me.pid, *(c.pid for c in me.children(recursive=True))}
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
-    found = []
-    for line in out.splitlines():
-        cols = line.split()
-        for name, pid in re.findall(r'\("([^"]+)",pid=(\d+)', line):
-            if int(pid) in pids:
-                found.append((cols[3], name))
-    return found
-
-
-def _not_loopback(listeners):
-    return [(a, p) for a, p in listeners if a.rpartition(":")[0] not in LOOPBACK]
 
 
 def _vanishing_corpus(src, tmp_path):
@@ -228,7 +93,7 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
     finally:
         ray.shutdown()
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert listening and not _not_loopback(listening), listening  # the private Ray listens on loopback only
+    assert listening and not not_loopback(listening), listening  # the private Ray listens on loopback only
     # progress moves batch by batch inside the shards, before any partial state has been merged
     assert any(emb > 0 and not merged for emb, merged in seen), seen
     assert marker.exists()                                        # an actor really died mid-run ...
@@ -238,8 +103,8 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
     assert len(notes["tokenize_cpu_s"]) == 2                      # both actors tokenized a share
     assert resumed.meta["notes"]["resumed_batches"] > 0
     assert not ckpt.exists()
-    _assert_same(sharded, one)
-    _assert_same(resumed, one)
+    assert_same_run(sharded, one)
+    assert_same_run(resumed, one)
 
 
 @pytest.mark.slow
@@ -268,7 +133,7 @@ def test_a_ray_compute_through_the_cli_prints_no_raw_ray_line_and_equals_local(t
     assert p.stdout.splitlines() == [str(data / "runs" / "one.duckdb")], p.stdout
     err = [x for x in p.stderr.splitlines() if x.strip()]
     assert all(x.startswith("normvar: note:") for x in err), err
-    _assert_same(open_run(data / "runs" / "one.duckdb"), one)
+    assert_same_run(open_run(data / "runs" / "one.duckdb"), one)
 
 
 @pytest.mark.slow
@@ -289,39 +154,7 @@ def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back
         ray.shutdown()
     assert marker.exists()                                   # an actor died while handing blocks over ...
     assert run.meta["notes"]["merge_rollbacks"] == 1         # ... the half-merged state was dropped ...
-    _assert_same(run, one)                                   # ... and the run is still the one-process run
-
-
-def watch_driver_loads(monkeypatch) -> list[str]:
-    """Everything in this (the driver's) process that would load a model or run a forward pass, recorded by name
-    as it is called: normvar's loader, transformers' ``from_pretrained`` (AutoModel and every model class),
-    any ``torch.nn.Module`` built (a model, even on the meta device) and the occurrences' early axes."""
-    import torch
-    import transformers
-
-    from normvar_core.pipeline import models as M
-    from normvar_core.pipeline.measures import occurrences as O
-    from normvar_core.pipeline.models import load as L
-
-    seen: list[str] = []
-
-    def spy(name, fn):
-        def called(*a, **k):
-            seen.append(name)
-            return fn(*a, **k)
-        return called
-
-    for mod in (M, L):
-        monkeypatch.setattr(mod, "load_model", spy("load_model", mod.load_model))
-    monkeypatch.setattr(O, "early_axes", spy("early_axes", O.early_axes))
-    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy("AutoModel", transformers.AutoModel.from_pretrained))
-    pretrained = transformers.PreTrainedModel.__dict__["from_pretrained"].__func__
-    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained",
-                        classmethod(lambda cls, *a, **k: spy(f"{cls.__name__}.from_pretrained", pretrained)(cls, *a, **k)))
-    module_init = torch.nn.Module.__init__
-    monkeypatch.setattr(torch.nn.Module, "__init__",
-                        lambda self, *a, **k: spy(type(self).__name__, module_init)(self, *a, **k))
-    return seen
+    assert_same_run(run, one)                                   # ... and the run is still the one-process run
 
 
 @pytest.mark.slow
@@ -342,7 +175,7 @@ def test_the_ray_driver_loads_no_weights_and_one_actor_computes_the_early_axes(t
     notes = run.meta["notes"]
     assert notes["executor"] == "ray" and notes["occurrence_early"] > 0  # occurrences on, their early axes recorded
     assert notes["occurrence_early"] == one.meta["notes"]["occurrence_early"]
-    _assert_same(run, one)
+    assert_same_run(run, one)
 
 
 @pytest.mark.slow
@@ -380,8 +213,8 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
     assert nodes == ["127.0.0.1", "127.0.0.1"]
     assert sharded.meta["notes"]["ray_nodes"] == 2                 # actors ran on both nodes
     assert {p for _, p in listening} >= {"gcs_server", "raylet"}, listening
-    assert not _not_loopback(listening), listening
-    _assert_same(sharded, one)
+    assert not not_loopback(listening), listening
+    assert_same_run(sharded, one)
 
 
 def test_missing_ranges_cover_exactly_the_batches_not_merged():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from brute import twonn_radii
-from test_twonn_stream import _case, _streamed
+from twonn_cases import streamed, twonn_case
 
 from normvar_core.pipeline.measures import twonn_stream
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
@@ -21,10 +21,10 @@ def test_other_search_paths_equal_brute_force(trial, path, monkeypatch):
     else:  # room for 16 pairs a layer only: most blocks' pairs go through block_pairs
         monkeypatch.setattr(twonn_stream, "CPU_ROW_PAIRS", 0)
     rng = np.random.default_rng(300 + trial)
-    X, batch = _case(rng, trial)
+    X, batch = twonn_case(rng, trial)
     L, K, _ = X.shape
     want, copies = twonn_radii(X, G.twonn_batch_of(K, batch))
-    got = _streamed(X, batch, rng.permutation(K), int(rng.integers(1, 4)), rng, lambda n: range(n))
+    got = streamed(X, batch, rng.permutation(K), int(rng.integers(1, 4)), rng, lambda n: range(n))
     dup = got.dup.numpy()
     np.testing.assert_array_equal(dup.sum(1), copies)
     for l in range(L):

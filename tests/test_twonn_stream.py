@@ -13,61 +13,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from brute import twonn_radii
-from normvar_core.pipeline.measures.twonn_stream import NeighbourState
-from normvar_core.pipeline.measures.state import DictReader, Stateful
 from normvar_core.stats import layer_geometry as G
-
-
-class Holder(Stateful):
-    """The neighbour state alone, registered as the geometry accumulator registers it."""
-
-    def __init__(self, L, K, d, batch):
-        self.neighbours = NeighbourState(self, L, K, d, "cpu", batch=batch)
-
-    def merge_sample(self, reader):
-        self.neighbours.merge_reader(reader)
-
-
-def _case(rng, trial):
-    L, K, d = 2, int(rng.integers(5, 160)), int(rng.integers(2, 9))
-    if trial % 2:  # small integer grid: many exact ties, many identical rows
-        X = rng.integers(-2, 3, size=(L, K, d)).astype(np.float32)
-    else:          # general position, with a fifth of the rows repeated
-        X = rng.standard_normal((L, K, d)).astype(np.float32)
-        X[:, rng.integers(0, K, K // 5)] = X[:, rng.integers(0, K, K // 5)]
-    return X, int(rng.integers(3, 60))
-
-
-def _streamed(X, batch, order, n_shards, rng, merge_order):
-    L, K, d = X.shape
-    parts = []
-    for shard in np.array_split(order, n_shards):
-        h = Holder(L, K, d, batch)
-        for piece in np.array_split(shard, max(1, shard.size // int(rng.integers(1, 12)))):
-            if piece.size:
-                h.neighbours.arrive(piece, torch.from_numpy(X[:, piece]))
-        parts.append(h)
-    parts = [parts[i] for i in merge_order(len(parts))]
-    out = parts[0]
-    for p in parts[1:]:
-        out.merge_from(DictReader(p.state_dict()))
-    return out
+from twonn_cases import streamed, twonn_case
 
 
 @pytest.mark.parametrize("trial", range(16))
 def test_streaming_search_equals_brute_force(trial):
     rng = np.random.default_rng(100 + trial)
-    X, batch = _case(rng, trial)
+    X, batch = twonn_case(rng, trial)
     L, K, _ = X.shape
     tb = G.twonn_batch_of(K, batch)
     want, copies = twonn_radii(X, tb)
     n_shards = int(rng.integers(1, 4))
     order = rng.permutation(K)
     for merge_order in (lambda n: range(n), lambda n: reversed(range(n))):
-        got = _streamed(X, batch, order, n_shards, rng, merge_order)
+        got = streamed(X, batch, order, n_shards, rng, merge_order)
         assert got.filled.all()
         dup = got.dup.numpy()
         np.testing.assert_array_equal(dup.sum(1), copies)

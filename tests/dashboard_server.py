@@ -1,0 +1,39 @@
+"""A dashboard served by a real ``normvar`` process (``up``/``dashboard``): ``serve_until_ready`` starts it and
+waits for its health check, ``stop`` interrupts it, ``LOCAL`` opens URLs on 127.0.0.1 without any proxy."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to 127.0.0.1, never a proxy
+
+
+def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str]:
+    """Start `normvar ARGS`; return the process and its stdout's first line (the URL line) once the server
+    answers its health check on 127.0.0.1."""
+    port = args[args.index("--port") + 1]
+    proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *args], cwd=ROOT, text=True,
+                            env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with LOCAL.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, first
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(proc.stderr.read())
+
+
+def stop(proc: subprocess.Popen) -> tuple[str, str]:
+    """Interrupt the server (SIGINT, as Ctrl-C) and return the rest of its stdout and stderr."""
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    return out, err
