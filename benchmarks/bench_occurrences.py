@@ -153,7 +153,7 @@ def main() -> None:
     args = ap.parse_args()
     STEPS = args.steps
     from playwright.sync_api import sync_playwright
-    from test_dashboard_browser import ARGS, CHROMIUM
+    from browser_helpers import ARGS, CHROMIUM
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-occ-"))
     script = tmp / "bench_app.py"
