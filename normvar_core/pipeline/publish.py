@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext
@@ -27,8 +28,6 @@ def versions() -> dict[str, str]:
     import duckdb
     import torch
     import transformers
-
-    from normvar_core import __version__
 
     return {"normvar": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}

@@ -58,7 +58,7 @@ def row_sq(x: torch.Tensor) -> torch.Tensor:
     """‖x_i‖² = Σ_j x_ij² per row of x (N, d), in float64: on the CPU (float32/float64 rows) one numba pass
     over x in place (``kernels.row_sq_kernel``), elsewhere through a float64 copy."""
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        from normvar_core.stats.kernels import row_sq_kernel
+        from normvar_core.stats.kernels import row_sq_kernel  # numba, on the CPU path only
 
         out = torch.empty(x.shape[0], dtype=torch.float64)
         row_sq_kernel(x.contiguous().numpy(), out.numpy())

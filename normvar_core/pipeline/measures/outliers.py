@@ -117,7 +117,7 @@ class OutlierAccumulator(LayerMajor, Accumulator):
             self._fold_max(l, a)
             idx = (a >= tau).nonzero()
             return idx[:, 0], idx[:, 1]
-        from normvar_core.stats.kernels import abs_at_least_kernel
+        from normvar_core.stats.kernels import abs_at_least_kernel  # numba, on the CPU path only
 
         xn, max_abs = x.contiguous().numpy(), self.max_abs[l].numpy()
         out = np.empty(max(x.shape[0], 1024), np.int64)

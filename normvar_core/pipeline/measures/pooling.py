@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from normvar_core.pipeline.measures.state import as_like
+
 
 def pool_into(mean: torch.Tensor, m2: torch.Tensor, n_a: int, mean_b: torch.Tensor, m2_b: torch.Tensor, n_b: int,
               *, outer: bool) -> None:
@@ -35,8 +37,6 @@ class Chan:
         self.count, self.mean, self.outer = count, mean, outer
 
     def merge(self, holder, name: str, reader) -> None:
-        from normvar_core.pipeline.measures.state import as_like
-
         n_b = int(reader.get(self.count).reshape(-1)[0])
         if n_b == 0:
             return

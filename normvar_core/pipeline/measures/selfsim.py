@@ -71,7 +71,7 @@ class SelfSimilarityAccumulator(Accumulator):
             return
         X = batch.states.to(self.device)
         if self.device.type == "cpu" and self.backend == "auto":
-            from normvar_core.stats.kernels import type_groups, unit_sum_kernel
+            from normvar_core.stats.kernels import type_groups, unit_sum_kernel  # numba, on the CPU path only
 
             ids = np.asarray(torch.as_tensor(batch.token_ids).numpy(), np.int64)
             order, starts, uniq, bounds = type_groups(ids)

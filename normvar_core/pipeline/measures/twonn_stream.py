@@ -232,7 +232,7 @@ class NeighbourState:
         """(layer, row, column) of the block's candidate pairs (``stats.twonn_kernels.block_candidates``;
         per pair lo = d² − e and hi = d² + e, e from its own norms, with the 1 % margin of the torch path's emax). The small
         gathers in numpy: torch's two threads cost milliseconds per op on the shared cores."""
-        from normvar_core.stats.twonn_kernels import block_candidates, block_pairs
+        from normvar_core.stats.twonn_kernels import block_candidates, block_pairs  # numba, on the CPU path only
 
         h = self.holder
         L, m = Xr.shape[0], rows.size
@@ -283,7 +283,7 @@ class NeighbourState:
         """``update`` on the CPU: the same exact distances (``pair_squares`` then torch's sum, as
         ``exact_distance``), both sides' two nearest updated pair by pair (``insert_pairs``: a neighbour
         already held is not taken twice, so a pair met twice counts once)."""
-        from normvar_core.stats.twonn_kernels import insert_pairs, pair_squares
+        from normvar_core.stats.twonn_kernels import insert_pairs, pair_squares  # numba, on the CPU path only
 
         h = self.holder
         if l.size == 0:
