@@ -105,22 +105,28 @@ class Accumulator(Stateful, ABC):
         return None
 
     @classmethod
-    def planned_bytes(cls, ctx: RunContext) -> int | None:
-        """Σ prod(shape) · itemsize over ``planned_state`` (0 when the run does not ask for it; None when the
-        class does not declare its state)."""
-        if not cls.asked(ctx.cfg):
-            return 0
+    def planned_sizes(cls, ctx: RunContext) -> dict[str, int] | None:
+        """{key: prod(shape) · itemsize} over ``planned_state`` (None when the class does not declare its state)."""
         planned = cls.planned_state(ctx)
         if planned is None:
             return None
-        return sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype in planned.values())
+        return {k: int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for k, (shape, dtype) in planned.items()}
+
+    @classmethod
+    def planned_bytes(cls, ctx: RunContext) -> int | None:
+        """Σ ``planned_sizes`` (0 when the run does not ask for it; None when the class does not declare its
+        state)."""
+        if not cls.asked(ctx.cfg):
+            return 0
+        size = cls.planned_sizes(ctx)
+        return None if size is None else sum(size.values())
 
     @classmethod
     def planned_terms(cls, ctx: RunContext) -> list[str]:
         """``planned_state`` as ``normvar plan`` prints it: "key L×T×d float64" per array, largest first, until
         they hold 99 % of the bytes; the rest counted ("+ 5 smaller arrays")."""
         planned = cls.planned_state(ctx) or {}
-        size = {k: int(np.prod(s, dtype=np.int64)) * np.dtype(t).itemsize for k, (s, t) in planned.items()}
+        size = cls.planned_sizes(ctx) or {}
         out, held, total = [], 0, sum(size.values())
         for k in sorted(planned, key=lambda k: -size[k]):
             if held >= 0.99 * total and out:
