@@ -97,3 +97,17 @@ def pass_in_memory(cfg):
         for acc in accs.values():
             acc.update(sb)
     return plan, source, ctx, parts, accs
+
+
+def context_radii(X: np.ndarray, groups: np.ndarray):
+    """Per row of X (float32 values, distinct rows): (r₁, r₂) over every other row, (r₁, r₂) over the rows of
+    other groups, and the nearest row of its own group — float64 distances of all pairs, sorted (inf where
+    there is none)."""
+    Y = np.asarray(X, np.float64)
+    D = np.sqrt(np.square(Y[:, None] - Y[None]).sum(-1))
+    np.fill_diagonal(D, np.inf)
+    same = np.asarray(groups)[:, None] == np.asarray(groups)[None, :]
+    every = np.sort(D, 1)[:, :2]
+    cross = np.sort(np.where(same, np.inf, D), 1)[:, :2]
+    own = np.where(same, D, np.inf).min(1)
+    return every, cross, own

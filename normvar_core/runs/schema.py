@@ -12,7 +12,7 @@ from __future__ import annotations
 
 MOMENTS_TABLES = ("token_stats", "token_means", "layer_stats", "frequency_hist", "word_units")
 SAMPLES_TABLES = ("samples",)
-GEOMETRY_TABLES = ("layer_geometry", "layer_spectrum", "pair_cosines")
+GEOMETRY_TABLES = ("layer_geometry", "layer_spectrum", "pair_cosines", "twonn_decimation")
 SELFSIM_TABLES = ("token_selfsim",)
 OUTLIERS_TABLES = ("dim_stats", "top_activations", "layer_outliers")
 HALVES_TABLES = ("halves_layer", "intervals")

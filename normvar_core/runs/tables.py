@@ -130,9 +130,11 @@ def sentences_table(sentences: dict[int, str]) -> pa.Table:
 
 
 
-def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines: list[np.ndarray]) -> dict[str, pa.Table]:
+def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines: list[np.ndarray],
+                    decimation: list[dict] | None = None) -> dict[str, pa.Table]:
     """The geometry tables from per-layer rows (``stats.layer_geometry.layer_row`` plus ``layer``), eigenvalues
-    (descending) and random-pair cosines — one builder for a model's run and for a Gaussian null."""
+    (descending) and random-pair cosines — one builder for a model's run and for a Gaussian null — and, for a
+    model's run, TwoNN's decimation curve (``stats.twonn_context.layer_context``'s rows plus ``layer``)."""
     layers = np.asarray(layers, np.int32)
     geo = (pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows
            else pa.table({"layer": pa.array([], pa.int32())}))
@@ -141,7 +143,12 @@ def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines
                      "eigenvalue": np.concatenate(spectra) if spectra else np.zeros(0)})
     cos = pa.table({"layer": np.repeat(layers, [len(c) for c in cosines]),
                     "cosine": np.concatenate(cosines).astype(np.float32) if cosines else np.zeros(0, np.float32)})
-    return {"layer_geometry": geo, "layer_spectrum": spec, "pair_cosines": cos}
+    out = {"layer_geometry": geo, "layer_spectrum": spec, "pair_cosines": cos}
+    if decimation is not None:
+        cols = ("layer", "size", "subsets", "twonn_id", "twonn_id_std", "twonn_id_cross", "twonn_id_cross_std")
+        out["twonn_decimation"] = pa.table({k: pa.array([r[k] for r in decimation],
+                                                        pa.int32() if k in cols[:3] else pa.float64()) for k in cols})
+    return out
 
 
 def word_units_table(token_ids: np.ndarray, n_subtokens: np.ndarray) -> pa.Table:

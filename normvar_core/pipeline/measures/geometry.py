@@ -36,6 +36,7 @@ from normvar_core.runs.schema import GEOMETRY_TABLES
 from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats.axes import top_axes
 from normvar_core.stats import layer_geometry as layer_geometry
+from normvar_core.stats import twonn_context
 
 def _gb(n: int) -> str:
     return f"{n / 2**30:.1f} GB"
@@ -153,27 +154,38 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         sample = self.sample.cpu().numpy()
         nb = self.neighbours
 
+        dup = self.dup.cpu().numpy()
+        sentences = np.asarray(self.uplan.sentence) if self.uplan is not None else np.zeros(0, np.int64)
+
         def one(li: int):  # the sample is in key order: a random order
-            parts = []
+            parts, context = [], []
             for t in np.unique(nb.tb):
-                r1, r2, dup = nb.batch_distances(li, t)
+                r1, r2, ndup = nb.batch_distances(li, t)
                 fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
-                parts.append((fit, dup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
+                parts.append((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
+                kept = np.flatnonzero((nb.tb == t) & ~dup[li])  # the rows ``batch_distances`` returned, in order
+                context.append(twonn_context.batch_context(sample[li][kept], sentences[kept],
+                                                           np.stack([r1, r2], axis=1), int(t)))
             row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                                 n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
                                                 sq_sum=float(self.sq_sum[li]),
                                                 est=layer_geometry.estimates_from(parts))
+            cols, curve = twonn_context.layer_context(context)
             axes = top_axes(cov[li], 2).T if self.want_axes else None
-            return {"layer": int(self.layers[li]), **row}, eig, layer_geometry.pair_cosines(sample[li]), axes
+            layer = int(self.layers[li])
+            return ({"layer": layer, **row, **cols}, eig, layer_geometry.pair_cosines(sample[li]), axes,
+                    [{"layer": layer, **c} for c in curve])
 
         out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
-        res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out]}
+        res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out],
+               "decimation": [c for o in out for c in o[4]]}
         if self.want_axes:  # (L, 2, d): e1, e2 of each layer's exact covariance, for the occurrences
             res["axes"] = np.stack([o[3] for o in out])
         return res
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
-        return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"])
+        return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"],
+                               decimation=result["decimation"])
 
     def run_meta(self, result) -> dict:
         return {"id_sample": int(self.filled.size), "id_batches": int(np.unique(self.neighbours.tb).size),

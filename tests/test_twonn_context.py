@@ -1,0 +1,87 @@
+"""TwoNN's context bias (``stats.twonn_context``): the masked neighbour search against a brute force over all
+pairs, the same-sentence share, the decimation partitions, and what the run's tables and findings hold.
+
+* the search with a sentence's own points masked gives, for every point, the same r₁ and r₂ as a float64
+  brute force over all allowed pairs, ties and far-off norms included; its unmasked part equals seed 004's
+  search (the brute force of ``test_twonn_stream``) and its nearest own-sentence distance too;
+* the same-sentence share is the brute force's share, exactly;
+* the decimation splits each batch into seeded, disjoint, near-equal subsets that cover it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from brute import context_radii
+from normvar_core.stats import twonn_context as C
+
+
+def context_case(rng, trial):
+    """Distinct float32 rows in groups (sentences): integer grids (many exact ties) on odd trials, Gaussian
+    points with a few groups of near-identical rows and very different norms on even ones."""
+    m, d = int(rng.integers(5, 220)), int(rng.integers(2, 24))
+    if trial % 2:
+        X = rng.integers(-2, 3, size=(m, d)).astype(np.float32)
+    else:
+        X = rng.standard_normal((m, d)).astype(np.float32) * rng.choice([1.0, 1e3], size=(m, 1)).astype(np.float32)
+        X[: m // 4] = X[0] + 1e-3 * rng.standard_normal((m // 4, d)).astype(np.float32)  # one tight sentence
+    X = np.unique(X, axis=0)
+    X = X[rng.permutation(len(X))]
+    groups = rng.integers(0, max(1, len(X) // 4), len(X))
+    if trial % 2 == 0:
+        groups[: len(X) // 5] = -1
+    return X, groups
+
+
+@pytest.mark.parametrize("trial", range(20))
+def test_masked_search_equals_brute_force(trial):
+    rng = np.random.default_rng(500 + trial)
+    X, groups = context_case(rng, trial)
+    every, cross, own = context_radii(X, groups)
+    chunk = int(rng.integers(1, 64))
+    got_every, got_cross, got_own = C.context_neighbours(X, groups, chunk=chunk)
+    np.testing.assert_array_equal(got_every, every)
+    np.testing.assert_array_equal(got_cross, cross)
+    np.testing.assert_array_equal(got_own, own)
+    unmasked, same_again, no_own = C.context_neighbours(X, None, chunk=chunk)
+    np.testing.assert_array_equal(unmasked, every)
+    assert same_again is unmasked and np.isinf(no_own).all()
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_same_sentence_share_equals_brute_force(trial):
+    rng = np.random.default_rng(900 + trial)
+    X, groups = context_case(rng, 2 * trial)
+    every, cross, own = context_radii(X, groups)
+    share = float(np.mean(own < cross[:, 0]))
+    got = C.batch_context(X, groups, every, batch=0)
+    assert got["share"] == share
+    # the unmasked fit of the batch is seed 004's
+    assert got["curve"][1][0] == [C.twonn_of(every)]
+    assert np.isnan(got["cross"]) and np.isnan(C.twonn_of(cross)) or got["cross"] == C.twonn_of(cross)
+
+
+def test_one_point_per_sentence_masks_nothing_and_one_sentence_masks_everything():
+    """Each point its own sentence: the cross-context search is seed 004's and the share is 0; every point in
+    one sentence: no cross-context neighbour (inf), no estimate, and the share is 1."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(600, 6)).astype(np.float32)
+    every, cross, own = C.context_neighbours(X, np.arange(600))
+    np.testing.assert_array_equal(cross, every)
+    got = C.batch_context(X, np.arange(600), every, batch=0)
+    assert got["share"] == 0.0 and got["cross"] == C.twonn_of(every) and 4.5 < got["cross"] < 7.5
+    every, cross, own = C.context_neighbours(X, np.zeros(600, int))
+    assert np.isinf(cross).all() and (own == every[:, 0]).all()
+    got = C.batch_context(X, np.zeros(600, int), every, batch=0)
+    assert got["share"] == 1.0 and np.isnan(got["cross"])
+
+
+@pytest.mark.parametrize("m", [7, 512, 4096, 5000])
+def test_decimation_partitions_cover_the_batch_in_near_equal_seeded_subsets(m):
+    for k in C.DECIMATION:
+        part = C.partition(m, k, batch=2)
+        counts = np.bincount(part, minlength=k)
+        assert counts.sum() == m and counts.max() - counts.min() <= 1 and part.max() < k
+        np.testing.assert_array_equal(part, C.partition(m, k, batch=2))
+        if k > 1 and m > 16:
+            assert not np.array_equal(part, C.partition(m, k, batch=3))
