@@ -85,3 +85,41 @@ def test_decimation_partitions_cover_the_batch_in_near_equal_seeded_subsets(m):
         np.testing.assert_array_equal(part, C.partition(m, k, batch=2))
         if k > 1 and m > 16:
             assert not np.array_equal(part, C.partition(m, k, batch=3))
+
+
+def _view(geometry):
+    """A RunView holding only a layer geometry table (what ``id_profile`` reads)."""
+    from normvar_core.stats.claims import RunView
+
+    z = np.zeros((0, 0))
+    return RunView(name="r", layers=list(geometry["layer"]), num_hidden_states=len(geometry), is_decoder=False,
+                   norm_placement="post", is_null=False, exclude_position0=False, token_ids=np.zeros(0, int),
+                   n=z, q=z, m=z, v=z, layer_stats=None, halves=None, geometry=geometry, outliers=None)
+
+
+def _geometry(samples):
+    """The ``layer_geometry`` rows seed 004's protocol writes (``layer_geometry.layer_row``) for per-layer samples."""
+    import pandas as pd
+
+    from normvar_core.stats import layer_geometry as G
+
+    rows = []
+    for li, X in enumerate(samples):
+        cov = np.cov(X.T.astype(np.float64), bias=True)
+        row, _ = G.layer_row(cov, X, n=len(X), sum_u_sq=1.0, n_u=len(X), norm_sum=1.0, sq_sum=1.0)
+        rows.append({"layer": li, **row})
+    return pd.DataFrame(rows)
+
+
+def test_twonn_on_three_distinct_points_cannot_tell():
+    """900 embeddings per layer holding 3 distinct points: TwoNN's fit on 3 points gives a number, and the
+    id_profile verdict is "cannot tell", naming the layer and its distinct embeddings; 900 distinct ones decide."""
+    from normvar_core.stats.claims_geometry import id_profile
+
+    rng = np.random.default_rng(0)
+    few = [np.repeat(rng.standard_normal((3, 16)), 300, 0).astype(np.float32) for _ in range(5)]
+    got = id_profile(_view(_geometry(few)))
+    assert got.verdict == "cannot tell" and "only 3 distinct embeddings of 900" in got.why
+    many = [rng.standard_normal((900, 4 + 2 * min(i, 4 - i))).astype(np.float32) for i in range(5)]
+    got = id_profile(_view(_geometry(many)))
+    assert got.verdict == "holds" and "distinct" not in got.why

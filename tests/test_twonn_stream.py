@@ -88,18 +88,30 @@ def geometry_pass(n_sentences: int, id_sample: int):
 @pytest.mark.slow
 def test_twonn_does_not_depend_on_the_size_of_the_run(minilm_path):  # noqa: ARG001
     """Seed 004's protocol makes runs comparable: MiniLM on 600 and on 2,400 sentences of the novels gets
-    the same sample size (8,192: two batches of 4,096) and a nonzero std over batches; TwoNN within 10 % at
-    every layer but the last (measured 0.6–7.4 %; the old sample sized to the run read 25 % apart). The last
-    layer reads 8.4 against 10.9 (23 %): the 8,192 points are half of the 600-sentence run's positions, so
-    many neighbours come from the same sentence, whose last-layer states are close — the sampled share of
-    the corpus matters there too, not only the sample size (docs/geometry.md). Asserted as measured,
-    within 30 %, so that a change of it shows."""
+    the same sample size (8,192: two batches of 4,096) and a nonzero std over batches. The cross-context
+    TwoNN (neighbours from other sentences only) is within 10 % at every layer, the last included. Seed
+    004's estimate moves with the corpus at the last layer, where the 8,192 points are half of the small
+    run's positions and many nearest neighbours lie in the same sentence: the test prints that gap and checks
+    its cause — the small run's same-sentence share there is above 5 % and above the large run's."""
     small, plan_s = geometry_pass(600, 8192)
     large, plan_l = geometry_pass(2400, 8192)
     assert plan_s.counts.sum() > 8192
-    rs, rl = small.result()["rows"], large.result()["rows"]
-    for k, (a, b) in enumerate(zip(rs, rl)):
+    ress, resl = small.result(), large.result()
+    rs, rl = ress["rows"], resl["rows"]
+    for a, b in zip(rs, rl):
         assert a["id_sample"] == b["id_sample"] == 8192 and a["twonn_batches"] == b["twonn_batches"] == 2
-        assert a["twonn_id_std"] > 0 and b["twonn_id_std"] > 0
-        gap = abs(a["twonn_id"] - b["twonn_id"]) / b["twonn_id"]
-        assert gap <= (0.10 if k < len(rs) - 1 else 0.30), (a["layer"], a["twonn_id"], b["twonn_id"])
+        assert a["twonn_id_std"] > 0 and b["twonn_id_std"] > 0 and a["twonn_id_cross_std"] > 0
+        cross_gap = abs(a["twonn_id_cross"] - b["twonn_id_cross"]) / b["twonn_id_cross"]
+        seed_gap = abs(a["twonn_id"] - b["twonn_id"]) / b["twonn_id"]
+        print(f"layer {a['layer']}: seed 004 {a['twonn_id']:.2f} vs {b['twonn_id']:.2f} ({seed_gap:.1%}), "
+              f"cross-context {a['twonn_id_cross']:.2f} vs {b['twonn_id_cross']:.2f} ({cross_gap:.1%}), same "
+              f"sentence {a['same_sentence_nn']:.1%} vs {b['same_sentence_nn']:.1%}")
+        assert cross_gap <= 0.10, (a["layer"], a["twonn_id_cross"], b["twonn_id_cross"])
+    assert rs[-1]["same_sentence_nn"] > max(0.05, rl[-1]["same_sentence_nn"])
+    # the decimation curve's full-batch point is the seed's estimate, and every size is there
+    for res in (ress, resl):
+        for row in res["rows"]:
+            curve = [c for c in res["decimation"] if c["layer"] == row["layer"]]
+            assert [c["subsets"] for c in curve] == [1, 2, 4, 8]
+            assert curve[0]["twonn_id"] == row["twonn_id"] and curve[0]["twonn_id_cross"] == row["twonn_id_cross"]
+            assert [c["size"] for c in curve] == [4096, 2048, 1024, 512]

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.stats import layer_geometry as G
+from normvar_core.stats import twonn_context
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
@@ -52,6 +53,12 @@ if run_a.has("geometry") and run_b.has("geometry"):  # about the two runs: above
                label_b: G.recorded_sample(_data.table(run_b, "layer_geometry"))}
     if differ := G.samples_differ(samples):
         st.warning(differ)
+    context = {label_a: _data.table(run_a, "layer_geometry"), label_b: _data.table(run_b, "layer_geometry")}
+    if differ := twonn_context.shares_differ(context):
+        st.warning(differ)
+    for label, g in context.items():
+        if said := twonn_context.context_sentence(g):
+            st.caption(f"{label}: {said}")
 
 
 def _layers() -> None:

@@ -8,6 +8,7 @@ import streamlit as st
 
 from normvar_core.runs.null import nulls_of
 from normvar_core.stats import layer_geometry as G
+from normvar_core.stats import twonn_context
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.overlay import null_kind, null_source
 from normvar_core.viz.overlay import null_label as null_label_of
@@ -88,6 +89,11 @@ def _profiles() -> None:
     st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches).")
     differ = G.samples_differ({n: G.recorded_sample(df) for n, df in curves.items()})
     if differ:
+        st.warning(differ)
+    for n, df in curves.items():  # the context bias of small corpora, in words (dash-dotted: the cross-context TwoNN)
+        if said := twonn_context.context_sentence(df):
+            st.warning(f"{n}: {said}", icon=":material/info:")
+    if differ := twonn_context.shares_differ(curves):
         st.warning(differ)
 
 

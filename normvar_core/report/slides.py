@@ -17,9 +17,10 @@ import plotly.graph_objects as go
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats import analyses
 from normvar_core.stats import layer_geometry as G
+from normvar_core.stats import twonn_context
 from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
-from normvar_core.viz.page_figures import ISOSCORE, Figure, holds
+from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, Figure, holds
 from normvar_core.viz.frequency_figures import frequency_scatter
 from normvar_core.viz.selection import fit_row, tradeoff_points
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
@@ -278,8 +279,14 @@ def geometry_slide(runs) -> Slide | None:
                      for n, g in curves.items())
     differ = G.samples_differ({n: G.recorded_sample(g) for n, g in curves.items()})
     take += f". {differ}" if differ else ""
-    notes = "\n\n".join(f"{n}\n" + _table_notes(g, ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio",
-                                                    "mean_cosine", "twonn_id", "twonn_id_std"]) for n, g in curves.items())
+    for n, g in curves.items():  # the context bias of a small corpus, in words
+        if said := twonn_context.context_sentence(g):
+            take += f". {n}: {said}"
+    if differ := twonn_context.shares_differ(curves):
+        take += f" {differ}"
+    cols = ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio", "mean_cosine", "twonn_id",
+            "twonn_id_std", "twonn_id_cross", "same_sentence_nn"]
+    notes = "\n\n".join(f"{n}\n" + _table_notes(g, [c for c in cols if c in g]) for n, g in curves.items())
     return Slide("Layer geometry (seed 004, Fig. 1)", take + verdicts(have, "anisotropy_profile", "id_profile"),
                  notes, _fit(fig))
 
@@ -313,9 +320,10 @@ def _column_range(t, c: str) -> str:
 
 REGISTRY: list[Callable] = [findings_slide, title_slide, tradeoff_slide, layers_slide, decomposition_slide,
                             frequency_slide, clouds_slide, geometry_slide,
-                            partial(figure_slide, ISOSCORE, ("isoscore_low",))]
+                            partial(figure_slide, ISOSCORE, ("isoscore_low",)),
+                            partial(figure_slide, DECIMATION, ("id_profile",))]
 """The deck, in order: the findings, the title, then one slide per figure (the figure's page order: Trade-off,
-Layers, Decomposition, Frequency, Token clouds, Geometry's profiles and IsoScore)."""
+Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore and TwoNN's decimation)."""
 
 
 def build_slides(runs) -> list[Slide]:

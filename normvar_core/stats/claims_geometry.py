@@ -9,6 +9,7 @@ import numpy as np
 
 from normvar_core.stats.bootstrap import Z95, split_half_interval
 from normvar_core.stats import layer_geometry as G
+from normvar_core.stats import twonn_context
 from normvar_core.stats.claims import (BELL_MIN, FLAT_MAX, OUTLIER_MIN, STRADDLES, UNSURE, Finding, RunView, against,
                                        finding, finite_interval, fmt)
 
@@ -49,26 +50,66 @@ def anisotropy_profile(rv: RunView) -> Finding:
                    details={"decoder": rv.is_decoder, "peak_layer": peak})
 
 
+TWONN_MIN_DISTINCT = 100
+"""Below this many distinct sampled embeddings in a layer, TwoNN's fit rests on too few neighbours (its 90 %
+kept ratios μ = r₂/r₁ of a handful of points; Facco et al. 2017 report an error of order d/√N): the profile
+is "cannot tell"."""
+
+
+def _interior_peak(d: np.ndarray) -> tuple[int, bool]:
+    """(index of the largest value, whether it is interior and above the first and the last)."""
+    k = int(np.nanargmax(d))
+    return k, bool(0 < k < len(d) - 1 and d[k] > d[0] and d[k] > d[-1])
+
+
+def _cross_context(g) -> tuple[str, dict]:
+    """The same rule on the cross-context TwoNN (neighbours from other sentences only,
+    ``stats.twonn_context``): its words and details, or nothing for a run file without it."""
+    if "twonn_id_cross" not in g or g["twonn_id_cross"].notna().sum() < 3:
+        return "", {}
+    d, layers = g["twonn_id_cross"].to_numpy(float), g["layer"].to_numpy(int)
+    k, ok = _interior_peak(d)
+    verdict = "holds" if ok else "fails"
+    share = float(g["same_sentence_nn"].max()) if "same_sentence_nn" in g else float("nan")
+    words = (f"; cross-context TwoNN (neighbours from other sentences only): peak {fmt(d[k])} at layer {layers[k]} "
+             f"(first {fmt(d[0])}, last {fmt(d[-1])}) — {verdict} on it")
+    if said := twonn_context.context_sentence(g):
+        words += f". {said}"
+    return words, {"cross_verdict": verdict, "cross_peak_layer": int(layers[k]), "cross_peak": float(d[k]),
+                   "same_sentence_nn_max": share}
+
+
 def id_profile(rv: RunView) -> Finding:
     """Claim 8 (004 Fig. 2): the TwoNN dimension peaks at an interior layer, above the first and the last;
-    interval mean ± 1.96 std / √batches over seed 004's batches."""
+    interval mean ± 1.96 std / √batches over seed 004's batches. Decided on seed 004's estimate; the same rule on
+    the cross-context estimate (``stats.twonn_context``) is reported beside it. "cannot tell" when a layer's
+    sample holds fewer than ``TWONN_MIN_DISTINCT`` distinct embeddings."""
     g = rv.geometry
     if g is None or "twonn_id" not in g or g["twonn_id"].notna().sum() < 3:
         return finding("id_profile", "untestable", why="no TwoNN estimates in this run (geometry off or id_sample 0)")
     g = g.sort_values("layer")
     d, layers = g["twonn_id"].to_numpy(float), g["layer"].to_numpy(int)
-    k = int(np.nanargmax(d))
-    ok = 0 < k < len(d) - 1 and d[k] > d[0] and d[k] > d[-1]
+    k, ok = _interior_peak(d)
     nb = int(g["twonn_batches"].iloc[k]) if "twonn_batches" in g else 0
     sd = float(g["twonn_id_std"].iloc[k]) if "twonn_id_std" in g else float("nan")
     iv = finite_interval(d[k] - Z95 * sd / math.sqrt(nb), d[k] + Z95 * sd / math.sqrt(nb)) if nb >= 2 and sd > 0 else None
     prof = ", ".join(f"{x:.1f}" for x in d)
     ivs = f" ± {fmt(Z95 * sd / math.sqrt(nb))} over {nb} batches" if iv else " (one batch: no interval)"
     size, batches = G.recorded_sample(g)
-    return finding("id_profile", "holds" if ok else "fails", value=float(d[k]), interval=iv, layer=int(layers[k]),
-                   why=f"peak TwoNN dimension {fmt(d[k])}{ivs} at layer {layers[k]} (first {fmt(d[0])}, last {fmt(d[-1])}); "
-                       f"per layer: {prof}; {G.sample_text(g)}",
-                   details={"id_sample": size, "id_batches": batches})
+    cross, details = _cross_context(g)
+    why = (f"peak TwoNN dimension {fmt(d[k])}{ivs} at layer {layers[k]} (first {fmt(d[0])}, last {fmt(d[-1])}); "
+           f"per layer: {prof}; {G.sample_text(g)}{cross}")
+    verdict = "holds" if ok else "fails"
+    if "twonn_duplicates" in g and "id_sample" in g:
+        distinct = (g["id_sample"] - g["twonn_duplicates"]).to_numpy(int)
+        few = int(np.argmin(distinct))
+        if distinct[few] < TWONN_MIN_DISTINCT:
+            verdict = UNSURE
+            why = (f"layer {layers[few]}'s sample holds only {distinct[few]} distinct embeddings of "
+                   f"{int(g['id_sample'].iloc[few])} (the rest are identical copies): TwoNN needs at least "
+                   f"{TWONN_MIN_DISTINCT} distinct neighbours to say anything — {why}")
+    return finding("id_profile", verdict, value=float(d[k]), interval=iv, layer=int(layers[k]), why=why,
+                   details={"id_sample": size, "id_batches": batches, **details})
 
 
 def position0_share(rv: RunView) -> Finding:
@@ -100,4 +141,4 @@ def position0_share(rv: RunView) -> Finding:
                        f"median){unsure}")
 
 
-__all__ = ["anisotropy_profile", "id_profile", "position0_share"]
+__all__ = ["anisotropy_profile", "id_profile", "position0_share", "TWONN_MIN_DISTINCT"]

@@ -116,14 +116,16 @@ def partition(m: int, k: int, batch: int) -> np.ndarray:
     return out
 
 
-def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, batch: int) -> dict:
+def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, batch: int,
+                  rows: int | None = None) -> dict:
     """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences and seed
     004's (r₁, r₂) of those rows: the same-sentence share, and for each decimation k the TwoNN estimates of
-    its subsets ``{k: ([seed estimates], [cross estimates], smallest subset size)}`` (k = 1: the batch, the seed's
-    estimate from ``seed_r``)."""
+    its subsets ``{k: ([seed estimates], [cross estimates], subset size)}`` (k = 1: the batch, the seed's
+    estimate from ``seed_r``; the size is the batch's ``rows`` — its points before copies were dropped — over k)."""
+    rows = len(X) if rows is None else int(rows)
     _, cross, own = context_neighbours(X, sentences)
     share = float(np.mean(own < cross[:, 0])) if len(X) else float("nan")
-    curve = {1: ([twonn_of(seed_r)], [twonn_of(cross)], len(X))}
+    curve = {1: ([twonn_of(seed_r)], [twonn_of(cross)], rows)}
     for k in DECIMATION[1:]:
         part = partition(len(X), k, batch)
         seeds, crosses = [], []
@@ -132,7 +134,7 @@ def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, batc
             r_all, r_cross, _ = context_neighbours(X[idx], sentences[idx])
             seeds.append(twonn_of(r_all))
             crosses.append(twonn_of(r_cross))
-        curve[k] = (seeds, crosses, int(np.bincount(part, minlength=k).min()))
+        curve[k] = (seeds, crosses, rows // k)
     return {"share": share, "cross": twonn_of(cross), "curve": curve}
 
 
@@ -174,5 +176,17 @@ def context_sentence(g) -> str | None:
             f"{row['twonn_id_cross']:.1f}. Seed 004's numbers (enwik8, 100 MB) correspond to the cross-context one.")
 
 
-__all__ = ["context_neighbours", "pair_distance", "batch_context", "layer_context", "partition", "twonn_of",
+def shares_differ(tables: dict) -> str | None:
+    """{run: its ``layer_geometry``} -> a sentence when two runs' largest same-sentence shares differ by more
+    than ``SAME_SENTENCE_WARN`` (5 points): their seed 004 TwoNN then differ by context as well as by model."""
+    have = {n: float(g["same_sentence_nn"].max()) for n, g in tables.items()
+            if g is not None and "same_sentence_nn" in g and g["same_sentence_nn"].notna().any()}
+    if len(have) < 2 or max(have.values()) - min(have.values()) <= SAME_SENTENCE_WARN:
+        return None
+    each = "; ".join(f"{n}: {v:.0%}" for n, v in have.items())
+    return (f"The runs' shares of nearest neighbours in the same sentence differ ({each}, the largest over layers): "
+            f"their seed 004 TwoNN differ by corpus size as well as by model — compare the cross-context estimates.")
+
+
+__all__ = ["shares_differ", "context_neighbours", "pair_distance", "batch_context", "layer_context", "partition", "twonn_of",
            "context_sentence", "DECIMATION", "SAME_SENTENCE_WARN"]

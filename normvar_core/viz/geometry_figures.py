@@ -34,7 +34,8 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
     participation-ratio panels, so a null two orders of magnitude up does not flatten the real curves.
     The x-axis title sits under the bottom row only, so it never meets the lower panels' titles.
     ``bands``: label -> the run's ``stats.intervals`` table: the anisotropy's split-half interval as a band;
-    the TwoNN band is mean ± 1.96 std / √batches."""
+    the TwoNN band is mean ± 1.96 std / √batches. Dash-dotted in the TwoNN panel: the cross-context estimate
+    (neighbours from other sentences only, ``stats.twonn_context``), where the run file has it."""
     null_curves = dict(null_curves or {})
     log_y = bool(null_curves) if log_y is None else bool(log_y)
     fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.2,
@@ -67,6 +68,14 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                                      customdata=df["layer"],
                                      hovertemplate=f"{label}<br>layer %{{customdata}}<br>{key} = %{{y:.4g}}<extra></extra>"),
                           row=r + 1, col=c + 1)
+        if "twonn_id_cross" in df and df["twonn_id_cross"].notna().any():
+            fig.add_trace(go.Scatter(x=x, y=df["twonn_id_cross"], mode="lines+markers", name=f"{label} (TwoNN, cross-context)",
+                                     legendgroup=label, line=dict(color=color, width=1.5, dash="dashdot"),
+                                     marker=dict(size=5, symbol="diamond"),
+                                     customdata=np.stack([df["layer"], df.get("same_sentence_nn", np.nan) * 100], axis=1),
+                                     hovertemplate=f"{label}: cross-context TwoNN<br>layer %{{customdata[0]}}<br>%{{y:.4g}}"
+                                                   "<br>same-sentence nearest neighbours %{customdata[1]:.1f} %<extra></extra>"),
+                          row=1, col=2)
         fig.add_trace(go.Scatter(x=x, y=df["anisotropy_batch_mean"], mode="lines+markers", name=f"{label} (seed 004's batches)",
                                  legendgroup=label, line=dict(color=color, width=1.5, dash="dot"), marker=dict(size=5),
                                  error_y=dict(type="data", array=df["anisotropy_batch_std"], visible=True),
@@ -87,6 +96,43 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=150 if presentation else 120))
     return tidy_log_axes(fig)
+
+
+def decimation_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
+                      num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
+                      bands: Mapping[str, pd.DataFrame] | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None,
+                      null_of: Mapping[str, str] | None = None, title: str | None = None) -> go.Figure:
+    """TwoNN's decimation curve (Facco et al. 2017): the estimate on seeded subsets of each batch of 4,096, 2,048,
+    1,024 and 512 points, for up to four evenly spaced layers of each run (``curves``: label -> its
+    ``twonn_decimation`` table); solid: seed 004's estimate, dash-dotted: the cross-context one, ± std over the
+    subsets. A curve that stays flat is stable in scale; one that falls with the subset size while the
+    cross-context curve stays flat shows the same-sentence neighbours. The generic builder arguments
+    (``relative``, ``num_hidden_states``, ``bands``, nulls) are accepted and not used: there is no depth axis."""
+    del relative, num_hidden_states, bands, null_curves, null_of
+    fig = go.Figure()
+    for i, (label, df) in enumerate(curves.items()):
+        layers = np.unique(df["layer"].to_numpy(int))
+        pick = layers[np.unique(np.linspace(0, len(layers) - 1, min(4, len(layers))).round().astype(int))]
+        for j, layer in enumerate(pick):
+            rows = df[df["layer"] == layer].sort_values("size")
+            color = PALETTE[(i * 4 + j) % len(PALETTE)]
+            name = f"{label} · layer {layer}" if len(curves) > 1 else f"layer {layer}"
+            for col, dash, what in (("twonn_id", "solid", "seed 004"), ("twonn_id_cross", "dashdot", "cross-context")):
+                fig.add_trace(go.Scatter(x=rows["size"], y=rows[col], mode="lines+markers", name=f"{name} ({what})",
+                                         legendgroup=name, line=dict(color=color, width=2.5 if dash == "solid" else 1.8,
+                                                                     dash=dash),
+                                         error_y=dict(type="data", array=rows[f"{col}_std"], visible=True),
+                                         hovertemplate=f"{name}, {what}<br>%{{x}} points: TwoNN %{{y:.4g}}<extra></extra>"))
+    fig.update_xaxes(title_text="points per subset (decimated batches of 4,096)", type="log",
+                     tickvals=[512, 1024, 2048, 4096], ticktext=["512", "1,024", "2,048", "4,096"])
+    fig.update_yaxes(title_text="intrinsic dimension (TwoNN)")
+    fig.update_layout(title=title or ("TwoNN decimation (Facco et al. 2017)<br><sup>solid: seed 004's estimate; "
+                                      "dash-dotted: neighbours from other sentences only</sup>"),
+                      height=560 if presentation else 460, hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    apply_theme(fig, presentation)
+    fig.update_layout(margin=dict(b=130 if presentation else 110))
+    return fig
 
 
 def spectra_figure(spectra: Mapping[str, tuple[pd.DataFrame, int]], *, presentation: bool = False,

@@ -16,7 +16,7 @@ from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars
 from normvar_core.viz.frequency_figures import (corpus_histograms, frequency_scatter, frequency_slopes,
                                                 histograms_figure)
-from normvar_core.viz.geometry_figures import (geometry_profiles, outlier_heatmap, selfsim_scatter, shares_figure,
+from normvar_core.viz.geometry_figures import (decimation_figure, geometry_profiles, outlier_heatmap, selfsim_scatter, shares_figure,
                                                spectra_figure)
 from normvar_core.viz.isoscore_figures import isoscore_figure
 from normvar_core.viz.pages import PAGE_KEYS
@@ -41,6 +41,11 @@ ISOSCORE = Figure("isoscore", "IsoScore per layer", isoscore_figure, ("layer_geo
                   measure="IsoScore")
 """IsoScore per layer (``stats.isoscore``): on the Geometry page and in the deck, drawn by the generic builder."""
 
+DECIMATION = Figure("decimation", "TwoNN decimation", decimation_figure, ("twonn_decimation",),
+                    columns=("twonn_id", "twonn_id_cross"), measure="TwoNN's decimation curve")
+"""TwoNN on decimated batches, seed 004's and the cross-context estimate (``stats.twonn_context``): on the
+Geometry page and in the deck, drawn by the generic builder."""
+
 FIGURES: dict[str, tuple[Figure, ...]] = {
     "tradeoff": (Figure("tradeoff", "Trade-off (Fig. 2)", tradeoff_scatter, ("token_stats",)),),
     "layers": (Figure("layers", "Trade-off across layers (Fig. 4)", layers_figure, ("token_stats",)),),
@@ -57,6 +62,7 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
         Figure("profiles", "Layer geometry (seed 004, Fig. 1)", geometry_profiles, ("layer_geometry",)),
         Figure("spectrum", "Covariance spectrum", spectra_figure, ("layer_spectrum",)),
         ISOSCORE,
+        DECIMATION,
     ),
     "outliers": (
         Figure("dims", "Outlier dimensions", outlier_heatmap, ("dim_stats",)),
@@ -81,4 +87,4 @@ def holds(run, f: Figure) -> bool:
     return not f.columns or set(f.columns) <= set(run.table(f.tables[0]).columns)
 
 
-__all__ = ["Figure", "ISOSCORE", "FIGURES", "figures", "holds"]
+__all__ = ["Figure", "ISOSCORE", "DECIMATION", "FIGURES", "figures", "holds"]

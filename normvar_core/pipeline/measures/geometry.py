@@ -165,7 +165,8 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 parts.append((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
                 kept = np.flatnonzero((nb.tb == t) & ~dup[li])  # the rows ``batch_distances`` returned, in order
                 context.append(twonn_context.batch_context(sample[li][kept], sentences[kept],
-                                                           np.stack([r1, r2], axis=1), int(t)))
+                                                           np.stack([r1, r2], axis=1), int(t),
+                                                           rows=int((nb.tb == t).sum())))
             row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                                 n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
                                                 sq_sum=float(self.sq_sum[li]),
