@@ -5,7 +5,8 @@ pairs, the same-sentence share, the decimation partitions, and what the run's ta
   brute force over all allowed pairs, ties and far-off norms included; its unmasked part equals seed 004's
   search (the brute force of ``test_twonn_stream``) and its nearest own-sentence distance too;
 * the same-sentence share is the brute force's share, exactly;
-* the decimation splits each batch into seeded, disjoint, near-equal subsets that cover it.
+* the decimation draws seeded subsets of m/k distinct rows of each batch;
+* too few distinct embeddings make the intrinsic-dimension profile "cannot tell".
 """
 from __future__ import annotations
 
@@ -48,16 +49,25 @@ def test_masked_search_equals_brute_force(trial):
     assert same_again is unmasked and np.isinf(no_own).all()
 
 
+def _nearest_two_rows(X):
+    """Each row's two nearest other rows (indices), by a brute-force float64 search (ties: the lower index)."""
+    Y = np.asarray(X, np.float64)
+    D = np.sqrt(np.square(Y[:, None] - Y[None]).sum(-1))
+    np.fill_diagonal(D, np.inf)
+    nn = np.argsort(D, axis=1, kind="stable")[:, :2]
+    return np.where(np.isfinite(np.take_along_axis(D, nn, 1)), nn, -1)
+
+
 @pytest.mark.parametrize("trial", range(6))
 def test_same_sentence_share_equals_brute_force(trial):
     rng = np.random.default_rng(900 + trial)
     X, groups = context_case(rng, 2 * trial)
     every, cross, own = context_radii(X, groups)
     share = float(np.mean(own < cross[:, 0]))
-    got = C.batch_context(X, groups, every, batch=0)
+    got = C.batch_context(X, groups, every, _nearest_two_rows(X), batch=0)
     assert got["share"] == share
     # the unmasked fit of the batch is seed 004's
-    assert got["curve"][1][0] == [C.twonn_of(every)]
+    assert got["curve"][1][0] == C.twonn_of(every)
     assert np.isnan(got["cross"]) and np.isnan(C.twonn_of(cross)) or got["cross"] == C.twonn_of(cross)
 
 
@@ -68,23 +78,22 @@ def test_one_point_per_sentence_masks_nothing_and_one_sentence_masks_everything(
     X = rng.uniform(size=(600, 6)).astype(np.float32)
     every, cross, own = C.context_neighbours(X, np.arange(600))
     np.testing.assert_array_equal(cross, every)
-    got = C.batch_context(X, np.arange(600), every, batch=0)
+    got = C.batch_context(X, np.arange(600), every, _nearest_two_rows(X), batch=0)
     assert got["share"] == 0.0 and got["cross"] == C.twonn_of(every) and 4.5 < got["cross"] < 7.5
     every, cross, own = C.context_neighbours(X, np.zeros(600, int))
     assert np.isinf(cross).all() and (own == every[:, 0]).all()
-    got = C.batch_context(X, np.zeros(600, int), every, batch=0)
+    got = C.batch_context(X, np.zeros(600, int), every, _nearest_two_rows(X), batch=0)
     assert got["share"] == 1.0 and np.isnan(got["cross"])
 
 
 @pytest.mark.parametrize("m", [7, 512, 4096, 5000])
-def test_decimation_partitions_cover_the_batch_in_near_equal_seeded_subsets(m):
-    for k in C.DECIMATION:
-        part = C.partition(m, k, batch=2)
-        counts = np.bincount(part, minlength=k)
-        assert counts.sum() == m and counts.max() - counts.min() <= 1 and part.max() < k
-        np.testing.assert_array_equal(part, C.partition(m, k, batch=2))
-        if k > 1 and m > 16:
-            assert not np.array_equal(part, C.partition(m, k, batch=3))
+def test_decimation_subsets_are_seeded_and_distinct(m):
+    for k in C.DECIMATION[1:]:
+        pick = C.subset(m, k, batch=2)
+        assert pick.size == m // k and np.unique(pick).size == pick.size and pick.max(initial=0) < m
+        np.testing.assert_array_equal(pick, C.subset(m, k, batch=2))
+        if m // k > 4:
+            assert not np.array_equal(pick, C.subset(m, k, batch=3))
 
 
 def _view(geometry):

@@ -10,9 +10,9 @@ of the corpus. Three measures of it, from the same sample and the same batches a
   other-sentence distance (a tie counts as another sentence);
 * the **cross-context estimate**: TwoNN with each point's r₁ and r₂ taken over the points of *other*
   sentences only (its own sentence's points masked);
-* the **decimation curve** (Facco et al. 2017, §"scale"): both estimates on seeded random partitions of
-  each batch into 2, 4 and 8 subsets (about 2,048, 1,024 and 512 points); an estimate stable in scale
-  changes little along it.
+* the **decimation curve** (Facco et al. 2017, the check that an estimate is stable in scale): both estimates
+  on one seeded random subset of each batch of 1/2, 1/4 and 1/8 of its points (2,048, 1,024 and 512 of a
+  batch of 4,096), mean ± std over the batches; an estimate stable in scale changes little along it.
 
 Distances are exact: candidates come from a float32 Gram product ‖a‖² + ‖b‖² − 2 a·b with a rigorous bound
 e = 2(d + 4) u (‖a‖² + ‖b‖²) on its rounding (u = 2⁻²⁴), and every pair whose lower bound d² − e can be among
@@ -27,7 +27,7 @@ from normvar_core.stats.layer_geometry import twonn_from_distances
 
 CHUNK = 512                      # rows of one block (CHUNK x batch float64 arrays: 16 MiB at 4,096)
 DECIMATION = (1, 2, 4, 8)        # subsets per batch: the batch itself, halves, quarters, eighths
-DECIMATION_SEED = 0x7D0C1        # the partitions' seed (the same subsets on every run of one sample)
+DECIMATION_SEED = 0x7D0C1        # the subsets' seed (the same subsets on every run of one sample)
 SAME_SENTENCE_WARN = 0.05        # above this share, the pages and the findings say that the corpus is small
 
 
@@ -51,53 +51,58 @@ def _two_smallest(i: np.ndarray, dist: np.ndarray, m: int) -> np.ndarray:
     return out
 
 
-def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, chunk: int = CHUNK
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact distances of each row of X (float32 values): to its two nearest other rows, (m, 2) (seed 004's
-    search); to its two nearest rows of *other* groups, (m, 2); to its nearest other row of its own group,
-    (m,) — inf where there is none. ``groups`` None: no masking (the second equals the first, the third is inf).
+def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np.ndarray | None = None,
+                       chunk: int = CHUNK, own_group: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact distances of the rows ``rows`` of X (float32 values; default all): to their two nearest other rows
+    of X, (m, 2) (seed 004's search); to their two nearest rows of *other* groups, (m, 2); to their nearest other
+    row of their own group, (m,) — inf where there is none. ``groups`` None: no masking (the second equals the
+    first, the third is inf); ``own_group`` False: the third is not searched (inf).
 
-    The block's squared distances are float32 Gram distances; their error is bounded by
-    e = (2d + 24) u (‖a‖² + ‖b‖²) (the dot product's 2(d + 4) u and the float32 sums' few more), so every pair
-    whose lower bound d² − e is at most a row's second smallest upper bound d² + e is re-ranked exactly."""
+    The squared distances d² = ‖a‖² + ‖b‖² − 2 a·b are float32 Gram distances, their error at most
+    e = (2d + 24) u (‖a‖² + ‖b‖²) (the dot product's 2(d + 4) u and the float32 sums' few more; u = 2⁻²⁴), and
+    at most e_row = (2d + 24) u (‖a‖² + max ‖b‖²) for a row a. So the true k-th smallest is at most the k-th
+    smallest d² plus e_row, and every pair with d² ≤ that + e_row is re-ranked by its float64 distance."""
     X32 = np.ascontiguousarray(X, np.float32)
     X64 = X32.astype(np.float64)
     m, d = X32.shape
-    sq = np.einsum("ij,ij->i", X64, X64).astype(np.float32)
-    c = np.float32((2 * d + 24) * 2.0 ** -24 * 1.02)
+    rows = np.arange(m) if rows is None else np.asarray(rows, np.int64)
+    n = rows.size
+    sq64 = np.einsum("ij,ij->i", X64, X64)
+    sq = sq64.astype(np.float32)
+    c = (2 * d + 24) * 2.0 ** -24 * 1.02
     inf = np.float32(np.inf)
-    out_all, out_cross, own = np.full((m, 2), np.inf), np.full((m, 2), np.inf), np.full(m, np.inf)
+    out_all, out_cross, own = np.full((n, 2), np.inf), np.full((n, 2), np.inf), np.full(n, np.inf)
     g = None if groups is None else np.asarray(groups)
 
-    def nearest(lo, hi, a, k):  # the exact k nearest allowed (finite lo) of the block's rows
-        t = (np.partition(hi, k - 1, axis=1)[:, k - 1] if hi.shape[1] >= k else hi.max(axis=1))
-        i, j = np.nonzero((lo <= t[:, None]) & np.isfinite(lo))
-        return i, (pair_distance(X64[a + i], X64[j]) if i.size else np.zeros(0))
+    def nearest(d2, slack, at, k):  # (row in block, exact distance) of every pair that can be among the k nearest
+        t = np.partition(d2, k - 1, axis=1)[:, k - 1] if d2.shape[1] >= k else d2.max(axis=1)
+        i, j = np.nonzero(d2 <= (t + 2 * slack)[:, None])
+        keep = np.isfinite(d2[i, j])
+        i, j = i[keep], j[keep]
+        return i, (pair_distance(X64[at[i]], X64[j]) if i.size else np.zeros(0))
 
-    for a in range(0, m, chunk):
-        b = min(m, a + chunk)
-        rows = np.arange(b - a)
-        d2 = X32[a:b] @ X32.T
+    for a in range(0, n, chunk):
+        at = rows[a:a + chunk]
+        blk = np.arange(at.size)
+        d2 = X32[at] @ X32.T
         d2 *= -2
-        d2 += sq[a:b, None]
+        d2 += sq[at, None]
         d2 += sq[None, :]
-        e = (sq[a:b, None] + sq[None, :]) * c
-        lo, hi = d2 - e, d2 + e
-        lo[rows, rows + a] = inf
-        hi[rows, rows + a] = inf
-        i, dist = nearest(lo, hi, a, 2)
-        out_all[a:b] = _two_smallest(i, dist, b - a)
+        d2[blk, at] = inf
+        slack = (c * (sq64[at] + sq64.max())).astype(np.float32)
+        i, dist = nearest(d2, slack, at, 2)
+        out_all[a:a + at.size] = _two_smallest(i, dist, at.size)
         if g is None:
             continue
-        same = g[a:b, None] == g[None, :]
-        same[rows, rows + a] = False
-        i, dist = nearest(np.where(same, lo, inf), np.where(same, hi, inf), a, 1)
-        if i.size:
-            np.minimum.at(own, a + i, dist)
-        lo[same] = inf
-        hi[same] = inf
-        i, dist = nearest(lo, hi, a, 2)
-        out_cross[a:b] = _two_smallest(i, dist, b - a)
+        same = g[at, None] == g[None, :]
+        if own_group:
+            same[blk, at] = False
+            i, dist = nearest(np.where(same, d2, inf), slack, at, 1)
+            if i.size:
+                np.minimum.at(own, a + i, dist)
+        d2[same] = inf
+        i, dist = nearest(d2, slack, at, 2)
+        out_cross[a:a + at.size] = _two_smallest(i, dist, at.size)
     return out_all, (out_all if g is None else out_cross), own
 
 
@@ -108,33 +113,43 @@ def twonn_of(r: np.ndarray) -> float:
     return twonn_from_distances(r[ok, 0], r[ok, 1])[0] if ok.sum() >= 3 else float("nan")
 
 
-def partition(m: int, k: int, batch: int) -> np.ndarray:
-    """A seeded random split of a batch's m rows into k subsets of near-equal size: each row's subset."""
-    order = np.random.default_rng([DECIMATION_SEED, int(batch), int(k)]).permutation(m)
-    out = np.empty(m, np.int64)
-    out[order] = np.arange(m) * k // max(m, 1)
-    return out
+def subset(m: int, k: int, batch: int) -> np.ndarray:
+    """Seeded random rows of a batch of m rows: m // k of them (the decimated batch), in a random order."""
+    return np.random.default_rng([DECIMATION_SEED, int(batch), int(k)]).permutation(m)[: m // k]
 
 
-def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, batch: int,
+def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed_nn: np.ndarray, batch: int,
                   rows: int | None = None) -> dict:
-    """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences and seed
-    004's (r₁, r₂) of those rows: the same-sentence share, and for each decimation k the TwoNN estimates of
-    its subsets ``{k: ([seed estimates], [cross estimates], subset size)}`` (k = 1: the batch, the seed's
-    estimate from ``seed_r``; the size is the batch's ``rows`` — its points before copies were dropped — over k)."""
+    """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences, and seed 004's
+    (r₁, r₂) of those rows with their neighbours ``seed_nn`` (row indices into X, -1 where none): the
+    same-sentence share, the cross-context estimate, and for each decimation k the estimates on one seeded
+    subset of m/k rows, ``{k: (seed estimate, cross estimate, size)}`` (k = 1: the batch, the seed's estimate
+    from ``seed_r``; the size is the batch's ``rows`` — its points before copies were dropped — over k).
+
+    A row whose two nearest neighbours both lie in other sentences has them as its cross-context pair (the
+    masked set holds them and is a subset of all): only the other rows are searched again."""
     rows = len(X) if rows is None else int(rows)
-    _, cross, own = context_neighbours(X, sentences)
-    share = float(np.mean(own < cross[:, 0])) if len(X) else float("nan")
-    curve = {1: ([twonn_of(seed_r)], [twonn_of(cross)], rows)}
+    m = len(X)
+    sentences = np.asarray(sentences)
+    nn = np.asarray(seed_nn, np.int64)
+    other = (nn >= 0).all(1)
+    other[other] = (sentences[nn[other]] != sentences[other, None]).all(1)
+    cross = np.full((m, 2), np.inf)
+    idx = np.flatnonzero(other)
+    if idx.size:
+        cross[idx] = np.sort(pair_distance(X[idx, None, :], X[nn[idx]]), axis=1)
+    share = float("nan")
+    if m:
+        redo = np.flatnonzero(~other)
+        own = np.full(m, np.inf)
+        if redo.size:
+            _, cross[redo], own[redo] = context_neighbours(X, sentences, rows=redo)
+        share = float(np.mean(own < cross[:, 0]))
+    curve = {1: (twonn_of(seed_r), twonn_of(cross), rows)}
     for k in DECIMATION[1:]:
-        part = partition(len(X), k, batch)
-        seeds, crosses = [], []
-        for s in range(k):
-            idx = np.flatnonzero(part == s)
-            r_all, r_cross, _ = context_neighbours(X[idx], sentences[idx])
-            seeds.append(twonn_of(r_all))
-            crosses.append(twonn_of(r_cross))
-        curve[k] = (seeds, crosses, rows // k)
+        pick = subset(m, k, batch)
+        r_all, r_cross, _ = context_neighbours(X[pick], sentences[pick], own_group=False)
+        curve[k] = (twonn_of(r_all), twonn_of(r_cross), rows // k)
     return {"share": share, "cross": twonn_of(cross), "curve": curve}
 
 
@@ -146,14 +161,14 @@ def _mean_std(v) -> tuple[float, float]:
 
 def layer_context(parts: list[dict]) -> tuple[dict, list[dict]]:
     """A layer's context columns (mean over batches: ``same_sentence_nn``; ``twonn_id_cross`` ± std over
-    batches) and its decimation rows (size, subsets, twonn_id, twonn_id_std, twonn_id_cross,
-    twonn_id_cross_std: mean ± std over every subset of every batch)."""
+    batches) and its decimation rows (size, subsets = k, twonn_id, twonn_id_std, twonn_id_cross,
+    twonn_id_cross_std: mean ± std over the batches' subsets)."""
     share = _mean_std([p["share"] for p in parts])[0]
     cm, cs = _mean_std([p["cross"] for p in parts])
     rows = []
     for k in DECIMATION:
-        seeds = [x for p in parts for x in p["curve"][k][0]]
-        cross = [x for p in parts for x in p["curve"][k][1]]
+        seeds = [p["curve"][k][0] for p in parts]
+        cross = [p["curve"][k][1] for p in parts]
         size = min(p["curve"][k][2] for p in parts) if parts else 0
         (im, isd), (xm, xsd) = _mean_std(seeds), _mean_std(cross)
         rows.append({"size": int(size), "subsets": int(k), "twonn_id": im, "twonn_id_std": isd,
@@ -188,5 +203,5 @@ def shares_differ(tables: dict) -> str | None:
             f"their seed 004 TwoNN differ by corpus size as well as by model — compare the cross-context estimates.")
 
 
-__all__ = ["shares_differ", "context_neighbours", "pair_distance", "batch_context", "layer_context", "partition", "twonn_of",
+__all__ = ["shares_differ", "context_neighbours", "pair_distance", "batch_context", "layer_context", "subset", "twonn_of",
            "context_sentence", "DECIMATION", "SAME_SENTENCE_WARN"]

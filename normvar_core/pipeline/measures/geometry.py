@@ -154,7 +154,7 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         sample = self.sample.cpu().numpy()
         nb = self.neighbours
 
-        dup = self.dup.cpu().numpy()
+        dup, nn = self.dup.cpu().numpy(), self.nn.cpu().numpy()
         sentences = np.asarray(self.uplan.sentence) if self.uplan is not None else np.zeros(0, np.int64)
 
         def one(li: int):  # the sample is in key order: a random order
@@ -164,8 +164,11 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
                 parts.append((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
                 kept = np.flatnonzero((nb.tb == t) & ~dup[li])  # the rows ``batch_distances`` returned, in order
+                local = np.full(len(nb.tb), -1, np.int64)
+                local[kept] = np.arange(kept.size)
+                seed_nn = np.where(nn[li, kept] >= 0, local[np.maximum(nn[li, kept], 0)], -1)
                 context.append(twonn_context.batch_context(sample[li][kept], sentences[kept],
-                                                           np.stack([r1, r2], axis=1), int(t),
+                                                           np.stack([r1, r2], axis=1), seed_nn, int(t),
                                                            rows=int((nb.tb == t).sum())))
             row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                                 n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
