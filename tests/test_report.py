@@ -24,8 +24,13 @@ def slides(run):  # noqa: F811
 
 def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa: F811
     titles = [s.title for s in slides]
-    assert len(slides) == 9 and "Findings" in titles[0] and "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
+    assert len(slides) == 10 and "Findings" in titles[0] and "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
     assert "seed 004" in titles[7] and titles[8] == "IsoScore per layer"   # the declared figure's generic slide
+    # TwoNN's decimation: both estimates of every layer's curve, from the run's table, and the id_profile verdict
+    assert titles[9] == "TwoNN decimation" and "id_profile" in slides[9].takeaway
+    dec = run.table("twonn_decimation")
+    assert f"twonn_id_cross {dec['twonn_id_cross'].min():.3f}–{dec['twonn_id_cross'].max():.3f}" in slides[9].takeaway
+    assert sorted(dec["size"].unique()) == [512, 1024, 2048, 4096] or dec["size"].max() < 4096
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     best = tr.loc[tr["r2"].idxmax()]
     assert f"slope {best['slope']:.2f}, R² {best['r2']:.2f}" in slides[2].takeaway

@@ -132,3 +132,20 @@ def test_twonn_on_three_distinct_points_cannot_tell():
     many = [rng.standard_normal((900, 4 + 2 * min(i, 4 - i))).astype(np.float32) for i in range(5)]
     got = id_profile(_view(_geometry(many)))
     assert got.verdict == "holds" and "distinct" not in got.why
+
+
+def test_the_pages_words_follow_the_shares():
+    """Above 5 % the caption names the layer, both estimates and the corpus size as the cause; Compare warns
+    when two runs' largest shares differ by more than 5 points, and not otherwise."""
+    import pandas as pd
+
+    small = pd.DataFrame({"layer": [0, 6], "twonn_id": [3.4, 8.4], "twonn_id_cross": [3.4, 16.4],
+                          "same_sentence_nn": [0.005, 0.348]})
+    large = small.assign(twonn_id=[3.4, 10.9], twonn_id_cross=[3.3, 16.3], same_sentence_nn=[0.002, 0.165])
+    said = C.context_sentence(small)
+    assert "layer 6" in said and "35%" in said and "8.4" in said and "16.4" in said and "corpus is small" in said
+    assert C.context_sentence(small.assign(same_sentence_nn=[0.01, 0.05])) is None
+    assert C.context_sentence(small.drop(columns="same_sentence_nn")) is None   # a run file from before
+    warn = C.shares_differ({"a": small, "b": large})
+    assert "a: 35%" in warn and "b: 16%" in warn and "cross-context" in warn
+    assert C.shares_differ({"a": small, "b": small.assign(same_sentence_nn=[0.0, 0.30])}) is None
