@@ -28,14 +28,23 @@ def _first(value: Any) -> str | None:
     return str(value)
 
 
-def parse_int(value: Any, default: int | None = None) -> int | None:
+#: the largest integer a link may carry (a layer, a token id): far above any model's, far below int64's
+MAX_INT = 2 ** 31 - 1
+_DIGITS = frozenset("0123456789")
+
+
+def parse_int(value: Any, default: int | None = None, *, lo: int = -MAX_INT, hi: int = MAX_INT) -> int | None:
+    """``"12"`` -> 12: an optional sign and ASCII digits only (no ``inf``, ``1e400``, ``3.5``, ``٣`` or ``1_0``),
+    at most 10 digits, within [``lo``, ``hi``]; anything else is ``default``."""
     s = _first(value)
     if s is None:
         return default
-    try:
-        return int(float(s))
-    except (TypeError, ValueError):
+    s = s.strip()
+    digits = s[1:] if s[:1] in ("+", "-") else s
+    if not digits or len(digits) > 10 or not set(digits) <= _DIGITS:
         return default
+    x = int(s)
+    return x if lo <= x <= hi else default
 
 
 def parse_float(value: Any, default: float | None = None) -> float | None:
@@ -116,14 +125,12 @@ def parse_names(value: Any, limit: int = 16) -> list[str]:
                 names.append(n)
     return names[:limit]
 def parse_ids(value: Any) -> list[int]:
-    """``"101,2003"`` -> [101, 2003]: token ids, deduplicated, capped; anything not an integer is dropped."""
+    """``"101,2003"`` -> [101, 2003]: token ids (``parse_int``'s ASCII digits, 0 to ``MAX_INT``), deduplicated,
+    capped; anything else is dropped."""
     out: list[int] = []
     for tok in parse_tokens(value):
-        try:
-            i = int(tok)
-        except ValueError:
-            continue
-        if i >= 0 and i not in out:
+        i = parse_int(tok, lo=0)
+        if i is not None and i not in out:
             out.append(i)
     return out
 
@@ -169,7 +176,7 @@ class ViewState:
         return cls(
             run=_first(params.get("run")) or None,
             page=page if page in PAGES else None,
-            layer=parse_int(params.get("layer")),
+            layer=parse_int(params.get("layer"), lo=0),
             band=parse_band(params.get("band")),
             tokens=parse_tokens(params.get("tokens")),
             presentation=parse_bool(params.get("present")),
