@@ -102,12 +102,13 @@ def settle(claim: "Claim", f: Finding, rv: "RunView") -> Finding:
     types have every occurrence at one point (``RunView.repeated``). Other verdicts pass unchanged."""
     if f.verdict not in ("holds", "fails"):
         return f
-    why = rv.repeated() if claim.per_type else None
-    if why is None and zero_width(f.interval):
-        why = (f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of the "
-               "corpus (or every resample of its types) give the same value, as when the corpus repeats one "
-               "sentence, so nothing measures its uncertainty")
-    if why is None:
+    reasons = [rv.repeated() if claim.per_type else None]
+    if zero_width(f.interval):
+        reasons.append(f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of "
+                       "the corpus (or every resample of its types) give the same value, as when the corpus repeats "
+                       "one sentence, so nothing measures its uncertainty")
+    why = "; and ".join(r for r in reasons if r)
+    if not why:
         return f
     return replace(f, verdict=UNSURE, why=f"{f.why}; {UNSURE} ({f.verdict} on the point estimate): {why}")
 
