@@ -122,12 +122,14 @@ def test_degenerate_runs_intervals_in_range(data):
     """Every stored or recomputed interval row of both degenerate runs, and every finding's interval of a claim
     on a quantity ≥ 0, lies in the quantity's range."""
     from normvar_core.stats.findings import findings
-    from normvar_core.stats.intervals import RANGES, run_intervals
+    from normvar_core.stats.intervals import run_intervals
 
+    ranges = {"cv_q": (0.0, np.inf), "r2": (0.0, 1.0)} | {q: (0.0, 1.0) for q in (
+        "m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v", "anisotropy", "isoscore", "q_share_pos0")}
     for name in ("rep", "two"):
         run = _open(data, name)
         iv = run_intervals(run)
-        for q, (lo, hi) in RANGES.items():
+        for q, (lo, hi) in ranges.items():
             rows = iv[(iv["quantity"] == q) & iv["low"].notna()]
             assert (rows["low"] >= lo).all() and (rows["high"] <= hi).all(), (name, q, rows)
         fs = {f.id: f for f in findings(run, resamples=100)}
