@@ -171,13 +171,16 @@ def test_no_page_prints_nan_on_a_degenerate_run(data, monkeypatch, name):
 
 def test_layer_inf_and_other_crafted_url_values_on_every_page(data, monkeypatch):
     """``?layer=inf`` (and 1e400, a huge or non-ASCII number) on every page: no traceback."""
-    from normvar_core.viz.viewstate import parse_ids, parse_int
+    from normvar_core.viz.viewstate import DEFAULT_BAND, parse_band, parse_float, parse_ids, parse_int
 
     for bad in ("inf", "-inf", "nan", "1e400", "٣", "1_0", "3.5", "99999999999", "", "+", "0x1f", "²"):
         assert parse_int(bad) is None, bad
     assert parse_int(" 7 ") == 7 and parse_int("-2") == -2 and parse_int(["1", "12"]) == 12
     assert parse_int("-2", lo=0) is None and parse_int("2147483648") is None
     assert parse_ids("5,٣,1e3,-1,99999999999,5,7") == [5, 7]
+    for bad in ("inf", "nan", "1e400", "٠.٥", "1_0", "0x1", "½"):
+        assert parse_float(bad) is None and parse_band(f"{bad},3") == DEFAULT_BAND, bad
+    assert parse_float(" -2.5e1 ") == -25.0 and parse_band("1.5,4") == (1.5, 4.0)
     for layer in ("inf", "1e400", "-99999999999", "٣"):
         at = _app(data, monkeypatch, run="rep", layer=layer, cloud="1e400,inf", depth="inf", band="inf,nan")
         for page in (p.file for p in PAGES):

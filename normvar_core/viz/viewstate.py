@@ -9,6 +9,7 @@ so links stay short. Pure Python + plotly: no Streamlit import here.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -47,15 +48,24 @@ def parse_int(value: Any, default: int | None = None, *, lo: int = -MAX_INT, hi:
     return x if lo <= x <= hi else default
 
 
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def _ascii_float(s: str) -> float | None:
+    """``s`` as a finite float when it is a plain ASCII decimal (``1.5``, ``-2e3``; at most 32 characters): no
+    ``inf``, ``nan``, ``1_0`` or non-ASCII digits; else None."""
+    s = s.strip()
+    if len(s) > 32 or not _FLOAT.fullmatch(s):
+        return None
+    x = float(s)
+    return x if math.isfinite(x) else None
+
+
 def parse_float(value: Any, default: float | None = None) -> float | None:
+    """``"0.5"`` -> 0.5 (``_ascii_float``); anything else is ``default``."""
     s = _first(value)
-    if s is None:
-        return default
-    try:
-        x = float(s)
-    except (TypeError, ValueError):
-        return default
-    return x if math.isfinite(x) else default
+    x = None if s is None else _ascii_float(s)
+    return default if x is None else x
 
 
 def parse_bool(value: Any, default: bool = False) -> bool:
@@ -71,13 +81,11 @@ def parse_band(value: Any, default: tuple[float, float] = DEFAULT_BAND,
     s = _first(value)
     if not s:
         return default
-    parts = s.replace(";", ",").replace("-", ",").replace("_", ",").split(",")
-    try:
-        lo, hi = (float(p) for p in parts if p.strip() != "")
-    except (TypeError, ValueError):
+    parts = [_ascii_float(p) for p in s.replace(";", ",").replace("-", ",").replace("_", ",").split(",")
+             if p.strip() != ""]
+    if len(parts) != 2 or None in parts:
         return default
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return default
+    lo, hi = parts
     lo, hi = sorted((lo, hi))
     lo = min(max(lo, bounds[0]), bounds[1])
     hi = min(max(hi, bounds[0]), bounds[1])
