@@ -181,7 +181,7 @@ def test_layer_inf_and_other_crafted_url_values_on_every_page(data, monkeypatch)
     for bad in ("inf", "nan", "1e400", "٠.٥", "1_0", "0x1", "½"):
         assert parse_float(bad) is None and parse_band(f"{bad},3") == DEFAULT_BAND, bad
     assert parse_float(" -2.5e1 ") == -25.0 and parse_band("1.5,4") == (1.5, 4.0)
-    for layer in ("inf", "1e400", "-99999999999", "٣"):
+    for layer in ("inf", "٣"):                              # the rest: parse_int above
         at = _app(data, monkeypatch, run="rep", layer=layer, cloud="1e400,inf", depth="inf", band="inf,nan")
         for page in (p.file for p in PAGES):
             at.switch_page(f"views/{page}").run()
