@@ -11,6 +11,7 @@ import streamlit as st
 
 from normvar_core.errors import NormvarError
 from normvar_core.viz.figure_export import export_image, figure_data, to_csv
+from normvar_core.viz.selection import event_points, point_texts
 from views._data import data_dir, open_run
 from views._state import bind, view
 
@@ -149,10 +150,10 @@ def open_on_click(event, *, key: str) -> list[str]:
     """One click on a single point of a token-type scatter opens its Token view at once (a box or lasso
     selection does not); returns the selected points' tokens."""
     sel = getattr(event, "selection", None) if event is not None else None
-    points = (getattr(sel, "points", None) or []) if sel is not None else []
-    tokens = [str(p.get("text")) for p in points if p.get("text")]
+    points = event_points(event)   # the points that are dicts; their texts below that are tokens (crafted: left out)
+    tokens = point_texts(points)
     boxed = bool(getattr(sel, "box", None) or getattr(sel, "lasso", None))
-    if len(tokens) == 1 and not boxed:
+    if len(tokens) == 1 and len(points) == 1 and not boxed:
         clicked = (tokens[0], points[0].get("curve_number"), points[0].get("point_index"))
         if st.session_state.get(f"_{key}_opened") != clicked:   # not the click that brought us here before
             st.session_state[f"_{key}_opened"] = clicked

@@ -15,16 +15,16 @@ from normvar_core.datadir import DataDir
 from normvar_core.destination import write_atomic
 from normvar_core.errors import NormvarError
 from normvar_core.stats.neighbours import nearest_types
-from normvar_core.viz.selection import cloud_handoff
+from normvar_core.viz.selection import cloud_handoff, event_points, point_texts
 from views import _chrome, _data, _state
 from views._run_cache import per_run_version
 
 
 # ============================================================================ linked selection
 def selected_tokens(event) -> list[str]:
-    """The distinct tokens (point texts) of a plotly selection event, in selection order."""
-    points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
-    return list(dict.fromkeys(str(p.get("text")) for p in points if p.get("text")))
+    """The distinct tokens (point texts) of a plotly selection event, in selection order (points of another
+    shape left out: ``selection.point_texts``)."""
+    return point_texts(event_points(event))
 
 
 OCCURRENCE_BOX = "occurrence_selection"

@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from normvar_core.viz.cloud_figures import clouds_figure
-from normvar_core.viz.selection import fit_row
+from normvar_core.viz.selection import clicked_sample, event_points, fit_row
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.clouds import with_tsne
 from views import _chrome, _data, _explore, _sections, _state
@@ -98,17 +98,17 @@ def _cloud_tab() -> None:
     fig, coords = _figure(run, layer, tuple(int(t) for t in chosen), v.cmap, v.presentation, colours is not None)
     event = _chrome.chart(fig, key="clouds", data=coords.drop(columns=["context"], errors="ignore"),
                           name=f"{run.name}_clouds_{v.cmap}_layer{layer}", lasso=True, width="content")
-    points = (getattr(getattr(event, "selection", None), "points", None) or []) if event is not None else []
+    points = event_points(event)
     _explore.selection_bar(run, _explore.selected_tokens(event), key="clouds_sel", here="clouds")
     st.session_state.pop(CLICKED, None)
-    if len(points) != 1:
+    clicked = clicked_sample(points[0]) if len(points) == 1 else None   # None: not one click, or a crafted one
+    if clicked is None:
         return
     # nearest types of one clicked embedding (TensorBoard Projector's "nearest points")
-    cd = points[0].get("customdata") or []
+    tid, i = clicked
     try:
-        tid, i = int(cd[2]), int(cd[3])
         vec = _clicked_vector(tid, i)
-    except (IndexError, ValueError, TypeError, KeyError):
+    except (IndexError, ValueError, TypeError, KeyError):   # no such sample in this run
         return
     k = st.slider("k nearest types", 3, 30, 10, key="w_cloud_k", persist_state="page")
     nn = _explore.neighbours(run, layer, vec, k)

@@ -12,6 +12,7 @@ import streamlit as st
 
 from normvar_core.runs import occurrence_queries as O
 from normvar_core.viz import occurrence_figures as OF
+from normvar_core.viz.selection import picked_point, scatter_region
 from views import _chrome, _explore, _state
 from views._scatter_gl import scatter
 from views._run_cache import per_run_version
@@ -57,23 +58,24 @@ LASSO_MAX = 100  # vertices, as the component's LASSO_MAX
 
 def take_selection() -> None:
     """The chart's box or lasso (a callback: it runs before the page, so it may set the box's inputs): a box
-    fills the typed bounds and drops the lasso, a lasso drops the box, "clear" drops both."""
-    sel = (st.session_state.get("occ_chart") or {}).get("selection") or {}
-    if sel.get("kind") in ("lasso", "clear"):
+    fills the typed bounds and drops the lasso, a lasso drops the box, "clear" drops both. A message of any other
+    shape (``selection.scatter_region``: a crafted one) changes nothing; a lasso of more than LASSO_MAX vertices is
+    thinned the same way as the component thins it (each vertex's SQL term costs ≈ 10 ms over a million points)."""
+    state = st.session_state.get("occ_chart")
+    region = scatter_region(state.get("selection") if isinstance(state, dict) else None, LASSO_MAX)
+    if region is None:
+        return
+    kind, shape = region
+    if kind in ("lasso", "clear"):
         for k in BOX_KEYS:
             st.session_state.pop(k, None)
-    if sel.get("kind") == "box":
-        for k, val in zip(BOX_KEYS, (*sel["x"], *sel["y"])):
-            st.session_state[k] = float(val)
-    if sel.get("kind") in ("box", "clear"):
+    if kind == "box":
+        for k, val in zip(BOX_KEYS, (*shape[0], *shape[1])):
+            st.session_state[k] = val
+    if kind in ("box", "clear"):
         st.session_state.pop(LASSO, None)
-    elif sel.get("kind") == "lasso":
-        # the component sends at most LASSO_MAX vertices; a message that sends more is thinned the same way
-        # (each vertex's SQL term costs ≈ 10 ms over a million points), one with a non-finite value dropped
-        poly = [[float(x), float(y)] for x, y in sel["polygon"]]
-        poly = poly[::max(1, -(-len(poly) // LASSO_MAX))]
-        if len(poly) >= 3 and np.isfinite(poly).all():
-            st.session_state[LASSO] = poly
+    else:
+        st.session_state[LASSO] = shape
 
 
 def typed_box() -> None:
@@ -144,10 +146,9 @@ if len(row):
     st.caption(f"Axes: {r['axes']} (k = {int(r['k'])}, estimated from {int(r['n_early']):,} embeddings{angle}). "
                f"Variance along them: {r['var_x']:.4g}, {r['var_y']:.4g}.")
 
-picked = chart.picked or {}
-i = int(picked.get("index", -1))
-if 0 <= i < len(pts) and (pts["x"].iat[i], pts["y"].iat[i]) == (picked["x"], picked["y"]):  # not another layer's
-    one = pts.iloc[i]
+pick = picked_point(chart.picked, len(pts))  # None: no click, or a message the page cannot read
+if pick is not None and (pts["x"].iat[pick[0]], pts["y"].iat[pick[0]]) == pick[1:]:  # not another layer's point
+    one = pts.iloc[pick[0]]
     text = run.sentences([int(one["sentence_id"])]).get(int(one["sentence_id"]), "")
     st.markdown(f"**`{one['token']}`** · sentence {int(one['sentence_id'])}, position {int(one['position'])} · "
                 f"n_t = {int(one['n']):,} · M = {one['m']:.4g} · V = {one['v']:.4g}")

@@ -7,6 +7,7 @@ import streamlit as st
 
 from normvar_core.stats.tokenstats import in_band
 from normvar_core.viz.selection import MAX_POINTS, downsample, find_tokens, fit_row, fmt
+from normvar_core.viz.labels import MISSING, number
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.viewstate import band_counts
 from views import _chrome, _data, _explore, _state
@@ -75,9 +76,11 @@ m2.metric("slope (V on M)", fmt(fit["slope"]) if fit else "–")
 m3.metric("R²", fmt(fit["r2"]) if fit else "–")
 m4.metric("C.V. of Q(X_t)", fmt(fit["cv_q"], 4) if fit else "–")
 if ln_row is not None:
+    measured = number(ln_row["q_types_mean"], ".4g", why="no token type in the band at this layer")
+    ratio = number(ln_row["measured_over_predicted"], ".3f")
     st.caption(f"App. I: layer {layer} is the output of `{ln_row['module']}`; LayerNorm predicts Q(X_t) ≈ ‖γ‖² + ‖β‖² "
-               f"= {ln_row['q_pred']:.4g} (dotted line V = ‖γ‖² + ‖β‖² − M); measured mean {ln_row['q_types_mean']:.4g} "
-               f"({ln_row['measured_over_predicted']:.3f}×)." if ln_row["module"] else
+               f"= {number(ln_row['q_pred'], '.4g')} (dotted line V = ‖γ‖² + ‖β‖² − M); measured mean {measured}"
+               + (f" ({ratio}×)." if ratio != MISSING else ".") if ln_row["module"] else
                f"App. I: layer {layer} is not the output of a normalization (a Pre-LN block), so LayerNorm makes no "
                "prediction of Q here.")
 if total > sc.drawn:

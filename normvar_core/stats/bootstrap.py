@@ -90,11 +90,12 @@ def bootstrap_tradeoff(q: np.ndarray, m: np.ndarray, v: np.ndarray, *, resamples
     return out
 
 
-def split_half_interval(full, half_a, half_b, z: float = Z95):
-    """θ ± z |θ_A − θ_B| / 2 (elementwise): (low, high)."""
+def split_half_interval(full, half_a, half_b, z: float = Z95, bounds: tuple[float, float] = (-np.inf, np.inf)):
+    """θ ± z |θ_A − θ_B| / 2 (elementwise): (low, high), each end clipped to ``bounds``, the range the quantity
+    can take (a share or IsoScore: [0, 1]): the normal approximation knows no range, so near a bound the
+    symmetric interval would reach values the quantity never has (an IsoScore below 0)."""
     full, half_a, half_b = (np.asarray(x, dtype=np.float64) for x in (full, half_a, half_b))
     half_width = z * np.abs(half_a - half_b) / 2.0
-    return full - half_width, full + half_width
-
+    return np.clip(full - half_width, *bounds), np.clip(full + half_width, *bounds)
 
 __all__ = ["RESAMPLES", "LEVEL", "Z95", "resample_counts", "bootstrap_tradeoff", "split_half_interval"]

@@ -6,7 +6,7 @@ findings' order."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -58,6 +58,8 @@ class Claim:
     seed: str
     wording: str
     rule: Callable[["RunView"], Finding]
+    per_type: bool = False
+    """Whether the rule reads the band's per-type statistics (so ``settle`` asks ``RunView.repeated`` of it)."""
 
 
 def finite_or_none(x):
@@ -77,6 +79,38 @@ def fmt(x, digits: int = 3) -> str:
 
 UNSURE = "cannot tell"
 STRADDLES = "its interval straddles the threshold: cannot tell on this run (more sentences narrow it)"
+ZERO_WIDTH = 1e-9
+"""An interval narrower than this share of its larger end has zero width: rounding, not a measured spread."""
+MIN_VARYING = 3
+"""The per-type claims need at least this many band types (and at least half of them) whose occurrences are not
+all one point."""
+
+
+def zero_width(interval: list | None) -> bool:
+    """Whether [lo, hi] has zero width: hi − lo ≤ ``ZERO_WIDTH`` · max(|lo|, |hi|) (a split-half interval whose two
+    halves gave the same value, a bootstrap whose every resample did)."""
+    if interval is None:
+        return False
+    lo, hi = (float(x) for x in interval)
+    return bool(np.isfinite(lo) and np.isfinite(hi) and hi - lo <= ZERO_WIDTH * max(abs(lo), abs(hi)))
+
+
+def settle(claim: "Claim", f: Finding, rv: "RunView") -> Finding:
+    """A rule's ``holds`` or ``fails`` turned into "cannot tell", with the reason added to its why, when the data
+    cannot carry it: its interval has zero width (``zero_width``: nothing measured its uncertainty, so a verdict
+    from the point estimate alone would look certain), or the claim reads the band's per-type statistics and most
+    types have every occurrence at one point (``RunView.repeated``). Other verdicts pass unchanged."""
+    if f.verdict not in ("holds", "fails"):
+        return f
+    reasons = [rv.repeated() if claim.per_type else None]
+    if zero_width(f.interval):
+        reasons.append(f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of "
+                       "the corpus (or every resample of its types) give the same value, as when the corpus repeats "
+                       "one sentence, so nothing measures its uncertainty")
+    why = "; and ".join(r for r in reasons if r)
+    if not why:
+        return f
+    return replace(f, verdict=UNSURE, why=f"{f.why}; {UNSURE} ({f.verdict} on the point estimate): {why}")
 
 
 def against(value: float, interval: list | None, threshold: float, *, holds_above: bool) -> str:
@@ -158,10 +192,29 @@ class RunView:
     def band(self) -> np.ndarray:
         return in_band(self.n, *STUDY_BAND)
 
+    def repeated(self) -> str | None:
+        """Why the band's per-type statistics cannot carry a verdict, or None when they can: a type whose
+        occurrences are all one point (V(X_t) ≤ ``IDENTITY_TOL`` · Q(X_t) in every layer: it only ever occurs in
+        one context, as in a corpus that repeats one sentence) adds a count but no spread, so the statistics rest
+        on the types that vary; fewer than ``MIN_VARYING`` of them, or fewer than half of the band's types, is too
+        few. None too when the band is empty (the rules say untestable themselves)."""
+        band = self.band()
+        total = int(band.sum())
+        if total == 0:
+            return None
+        q, v = self.q[:, band], self.v[:, band]
+        varying = int(((v > IDENTITY_TOL * np.abs(q)) & np.isfinite(v)).any(axis=0).sum())
+        if varying >= MIN_VARYING and 2 * varying >= total:
+            return None
+        return (f"{total - varying:,} of the band's {total:,} types have every occurrence at one point "
+                f"(V(X_t) = 0: the corpus repeats their contexts, e.g. one sentence many times), so the per-type "
+                f"statistics rest on {varying:,} types that vary (at least {MIN_VARYING} and half of the band needed)")
+
     def interior(self, layer: int) -> bool:
         return 0 < int(layer) < self.num_hidden_states - 1
 
 
-__all__ = ["Claim", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt",
+__all__ = ["Claim", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt", "settle", "zero_width",
+           "UNSURE", "ZERO_WIDTH", "MIN_VARYING",
            "spearman", "SLOPE_TOL", "R2_MIN", "RHO_MIN", "FLAT_MAX", "BELL_MIN", "OUTLIER_MIN", "SUPPORT_MIN", "DIP",
            "IDENTITY_TOL", "CROSS_TOL"]

@@ -35,7 +35,7 @@ def anisotropy_profile(rv: RunView) -> Finding:
     if rv.halves is not None and "anisotropy" in rv.halves:
         h = {k: x.set_index("layer")["anisotropy"].reindex(layers).to_numpy(float) for k, x in rv.halves.groupby("half")}
         if {"a", "b"} <= set(h) and np.isfinite(h["a"]).all() and np.isfinite(h["b"]).all():
-            iv = finite_interval(*split_half_interval(val, stat(h["a"]), stat(h["b"])))
+            iv = finite_interval(*split_half_interval(val, stat(h["a"]), stat(h["b"]), bounds=(0.0, np.inf)))  # ≥ 0
     peak = int(layers[int(np.nanargmax(a))])
     if rv.is_decoder:
         verdict = against(val, iv, BELL_MIN, holds_above=True)

@@ -1,8 +1,9 @@
 """The claims of seeds 002, 003 and 004, each tested on one run, with its number, its interval and a
 verdict — one function (``findings``) for the CLI, the Findings page and the deck.
 
-Verdicts: ``holds``, ``fails``, ``cannot tell`` (the interval straddles the rule's threshold: ``claims.against``),
-``untestable`` (with why). Intervals: bootstrap over token types
+Verdicts: ``holds``, ``fails``, ``cannot tell`` (the interval straddles the rule's threshold: ``claims.against``;
+or the data cannot carry a verdict: an interval of zero width, a per-type claim on a band whose types mostly have
+every occurrence at one point — ``claims.settle``), ``untestable`` (with why). Intervals: bootstrap over token types
 (``stats.bootstrap``: 1,000 seeded resamples, percentile) for the per-type statistics; split-half
 (θ ± 1.96 |θ_A − θ_B| / 2, the run's ``halves_layer`` table) for the corpus-level and geometry
 quantities; for TwoNN the spread over seed 004's batches (mean ± 1.96 std / √batches).
@@ -50,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.stats.bootstrap import RESAMPLES
-from normvar_core.stats.claims import Claim, Finding, RunView, finite_or_none, fmt, spearman
+from normvar_core.stats.claims import Claim, Finding, RunView, finite_or_none, fmt, settle, spearman
 from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, position0_share
 from normvar_core.stats.claims_moments import (cv_min_intermediate, identity, m_grows_vb_shrinks, null_vs_run,
                                                tradeoff_slope, vw_share_grows)
@@ -59,14 +60,16 @@ from normvar_core.stats.isoscore import isoscore_low
 CLAIMS: tuple[Claim, ...] = (
     Claim("identity", "002", "Q(X_t) = M(X_t) + V(X_t) for every type, to machine precision (eq. 1)", identity),
     Claim("cv_min_intermediate", "002", "C.V. of Q(X_t) is smallest in an intermediate layer (§5.2, Fig. 4)",
-          cv_min_intermediate),
+          cv_min_intermediate, per_type=True),
     Claim("tradeoff_slope", "002",
-          "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)", tradeoff_slope),
-    Claim("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)", vw_share_grows),
+          "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)", tradeoff_slope,
+          per_type=True),
+    Claim("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)", vw_share_grows, per_type=True),
     Claim("m_grows_vb_shrinks", "002", "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)",
-          m_grows_vb_shrinks),
+          m_grows_vb_shrinks, per_type=True),
     Claim("null_vs_run", "003",
-          "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)", null_vs_run),
+          "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)", null_vs_run,
+          per_type=True),
     Claim("anisotropy_profile", "004",
           "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)", anisotropy_profile),
     Claim("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers", id_profile),
@@ -83,7 +86,7 @@ def findings(run, *, resamples: int = RESAMPLES, seed: int = 0) -> list[Finding]
     claim's wording and seed."""
     rv = RunView.of(run, resamples=resamples, seed=seed)
     rv.layer_stats.attrs["dim"] = int(run.dim)
-    return [replace(c.rule(rv), claim=c.wording, seed=c.seed) for c in CLAIMS]
+    return [replace(settle(c, c.rule(rv), rv), claim=c.wording, seed=c.seed) for c in CLAIMS]
 
 
 def findings_table(runs_findings: dict) -> pd.DataFrame:

@@ -23,6 +23,28 @@ SPLIT_QUANTITIES = ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_ove
 """The quantities with a split-half interval, in the ``intervals`` table's order."""
 BOOT_QUANTITIES = ("cv_q", "slope", "r2")
 COLUMNS = ["layer", "quantity", "value", "low", "high", "method"]
+RANGES: dict[str, tuple[float, float]] = {
+    "cv_q": (0.0, np.inf),                                   # a standard deviation over a mean of norms ≥ 0
+    "r2": (0.0, 1.0),
+    **{q: (0.0, 1.0) for q in ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v",   # shares of Q, V
+                               "anisotropy", "isoscore", "q_share_pos0")},    # λ₁/Σλ, ι (Algorithm 1), a share of Q
+}
+"""The range each bounded quantity can take; an interval's ends are clipped to it (``clip_to_range``). The
+slope has none."""
+
+
+def clip_to_range(table: pd.DataFrame) -> pd.DataFrame:
+    """The interval rows with ``low`` and ``high`` clipped to their quantity's ``RANGES`` entry: a split-half
+    interval θ ± 1.96 |θ_A − θ_B| / 2 is symmetric and knows no bounds, so near 0 or 1 it would otherwise claim
+    values the quantity never takes (an IsoScore below 0, a share above 1). Also applied to stored tables, which
+    run files written before the clipping hold unclipped."""
+    if table.empty:
+        return table
+    lo = table["quantity"].map(lambda q: RANGES.get(q, (-np.inf, np.inf))[0]).to_numpy(np.float64)
+    hi = table["quantity"].map(lambda q: RANGES.get(q, (-np.inf, np.inf))[1]).to_numpy(np.float64)
+    with np.errstate(invalid="ignore"):
+        return table.assign(low=np.clip(table["low"].to_numpy(np.float64), lo, hi),
+                            high=np.clip(table["high"].to_numpy(np.float64), lo, hi))
 
 
 def band_types(n_full: np.ndarray, band: tuple[float, float]) -> np.ndarray:
@@ -111,7 +133,7 @@ def interval_table(stats: TokenStats, band: tuple[float, float], halves: pd.Data
     parts = [tradeoff_intervals(stats, band, seed=seed, resamples=resamples)]
     if halves is not None and len(halves):
         parts.append(split_rows(halves))
-    return pd.concat(parts, ignore_index=True)
+    return clip_to_range(pd.concat(parts, ignore_index=True))
 
 
 def run_intervals(run, band: tuple[float, float] | None = None, *, stats: TokenStats | None = None) -> pd.DataFrame:
@@ -123,12 +145,12 @@ def run_intervals(run, band: tuple[float, float] | None = None, *, stats: TokenS
     band = tuple(band) if band is not None else STUDY_BAND
     stored = run.table("intervals") if "intervals" in run.table_names else None
     if stored is not None and np.allclose(band, STUDY_BAND):
-        return stored
+        return clip_to_range(stored)
     live = tradeoff_intervals(stats if stats is not None else run.stats(), band)
     if stored is not None:
         live = pd.concat([live, stored[stored["method"] == "split-half"]], ignore_index=True)
-    return live
+    return clip_to_range(live)
 
 
-__all__ = ["run_intervals", "SPLIT_QUANTITIES", "BOOT_QUANTITIES", "COLUMNS", "band_types", "half_values", "split_rows",
+__all__ = ["run_intervals", "SPLIT_QUANTITIES", "BOOT_QUANTITIES", "COLUMNS", "RANGES", "clip_to_range", "band_types", "half_values", "split_rows",
            "bootstrap_rows", "tradeoff_intervals", "interval_table"]

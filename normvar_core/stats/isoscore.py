@@ -19,7 +19,8 @@ d = 1.
 The claim (``isoscore_low``, a row of the findings): **ι < ``ISO_MAX`` = 0.5 in every layer past the embeddings**
 (layer 0, the embedding layer's output, is left out: its isotropy is the tokenizer's and the embedding matrix's,
 not the network's). The statistic is the largest ι over those layers; its split-half interval (the same statistic
-on the two halves of ``halves_layer``, θ ± 1.96 |θ_A − θ_B| / 2) decides: "cannot tell" when it straddles 0.5.
+on the two halves of ``halves_layer``, θ ± 1.96 |θ_A − θ_B| / 2, its ends clipped to ι's range [0, 1]) decides:
+"cannot tell" when it straddles 0.5.
 The threshold is a choice, not the paper's: below 0.5 a layer uses fewer than half of its dimensions
 (k ≈ ι(d − 1) + 1); Rudman et al. find the contextual embeddings of trained models far from isotropic, while an
 isotropic Gaussian has ι near 1, so the rule tells a trained model from the Gaussian null. A run file
@@ -73,7 +74,7 @@ def isoscore_low(rv):
         h = {t: x.set_index("layer")["isoscore"].reindex(past["layer"]).to_numpy(float)
              for t, x in rv.halves.groupby("half")}
         if {"a", "b"} <= set(h) and np.isfinite(h["a"]).all() and np.isfinite(h["b"]).all():
-            iv = finite_interval(*split_half_interval(val, float(h["a"].max()), float(h["b"].max())))
+            iv = finite_interval(*split_half_interval(val, float(h["a"].max()), float(h["b"].max()), bounds=(0.0, 1.0)))
     verdict = against(val, iv, ISO_MAX, holds_above=False)
     ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}] split-half" + (f" — {STRADDLES}" if verdict == UNSURE else "") if iv else ""
     prof = ", ".join(f"{x:.3f}" for x in g["isoscore"])

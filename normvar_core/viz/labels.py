@@ -4,12 +4,29 @@
 ring first, eight directions) so that its box meets no label placed before, no labelled point and stays in
 the plot; where every candidate collides the least-overlapping one is taken. Boxes are estimated from the
 font size (0.62 em per character), in the plot's pixels (``size``: the plot area's width and height).
-``data_range``: an axis range that holds the given values with a margin (lines drawn past it are clipped)."""
+``data_range``: an axis range that holds the given values with a margin (lines drawn past it are clipped).
+``number``: a number's text, or "—" with the reason when it is missing (the one place that says how)."""
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
+
+MISSING = "—"
+"""What a page shows for a value that is missing or not finite (never "nan"), with the reason beside it."""
+
+
+def number(x, spec: str = ".4g", why: str | None = None) -> str:
+    """``x`` formatted with ``spec`` (``format(x, spec)``), or ``MISSING`` when it is missing or not finite: with
+    ``why``, "— (why)", so a page never prints "nan" and says why the number is absent."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if np.isfinite(x):
+        return format(x, spec)
+    return f"{MISSING} ({why})" if why else MISSING
+
 
 #: a legend beside the plot, right of the last panel: never over the x ticks or the axis title below
 LEGEND_RIGHT = dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top")
@@ -128,4 +145,4 @@ def emptiest_corner(x, y, *, box: tuple[float, float] = (0.34, 0.2)) -> tuple[fl
     return min(CORNERS, key=covered)
 
 
-__all__ = ["place_labels", "label_box", "data_range", "tidy_log_axes", "emptiest_corner", "CORNERS", "LEGEND_RIGHT"]
+__all__ = ["MISSING", "number", "place_labels", "label_box", "data_range", "tidy_log_axes", "emptiest_corner", "CORNERS", "LEGEND_RIGHT"]

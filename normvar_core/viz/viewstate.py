@@ -9,6 +9,7 @@ so links stay short. Pure Python + plotly: no Streamlit import here.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -28,25 +29,43 @@ def _first(value: Any) -> str | None:
     return str(value)
 
 
-def parse_int(value: Any, default: int | None = None) -> int | None:
+#: the largest integer a link may carry (a layer, a token id): far above any model's, far below int64's
+MAX_INT = 2 ** 31 - 1
+_DIGITS = frozenset("0123456789")
+
+
+def parse_int(value: Any, default: int | None = None, *, lo: int = -MAX_INT, hi: int = MAX_INT) -> int | None:
+    """``"12"`` -> 12: an optional sign and ASCII digits only (no ``inf``, ``1e400``, ``3.5``, ``٣`` or ``1_0``),
+    at most 10 digits, within [``lo``, ``hi``]; anything else is ``default``."""
     s = _first(value)
     if s is None:
         return default
-    try:
-        return int(float(s))
-    except (TypeError, ValueError):
+    s = s.strip()
+    digits = s[1:] if s[:1] in ("+", "-") else s
+    if not digits or len(digits) > 10 or not set(digits) <= _DIGITS:
         return default
+    x = int(s)
+    return x if lo <= x <= hi else default
+
+
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def _ascii_float(s: str) -> float | None:
+    """``s`` as a finite float when it is a plain ASCII decimal (``1.5``, ``-2e3``; at most 32 characters): no
+    ``inf``, ``nan``, ``1_0`` or non-ASCII digits; else None."""
+    s = s.strip()
+    if len(s) > 32 or not _FLOAT.fullmatch(s):
+        return None
+    x = float(s)
+    return x if math.isfinite(x) else None
 
 
 def parse_float(value: Any, default: float | None = None) -> float | None:
+    """``"0.5"`` -> 0.5 (``_ascii_float``); anything else is ``default``."""
     s = _first(value)
-    if s is None:
-        return default
-    try:
-        x = float(s)
-    except (TypeError, ValueError):
-        return default
-    return x if math.isfinite(x) else default
+    x = None if s is None else _ascii_float(s)
+    return default if x is None else x
 
 
 def parse_bool(value: Any, default: bool = False) -> bool:
@@ -62,13 +81,11 @@ def parse_band(value: Any, default: tuple[float, float] = DEFAULT_BAND,
     s = _first(value)
     if not s:
         return default
-    parts = s.replace(";", ",").replace("-", ",").replace("_", ",").split(",")
-    try:
-        lo, hi = (float(p) for p in parts if p.strip() != "")
-    except (TypeError, ValueError):
+    parts = [_ascii_float(p) for p in s.replace(";", ",").replace("-", ",").replace("_", ",").split(",")
+             if p.strip() != ""]
+    if len(parts) != 2 or None in parts:
         return default
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return default
+    lo, hi = parts
     lo, hi = sorted((lo, hi))
     lo = min(max(lo, bounds[0]), bounds[1])
     hi = min(max(hi, bounds[0]), bounds[1])
@@ -116,14 +133,12 @@ def parse_names(value: Any, limit: int = 16) -> list[str]:
                 names.append(n)
     return names[:limit]
 def parse_ids(value: Any) -> list[int]:
-    """``"101,2003"`` -> [101, 2003]: token ids, deduplicated, capped; anything not an integer is dropped."""
+    """``"101,2003"`` -> [101, 2003]: token ids (``parse_int``'s ASCII digits, 0 to ``MAX_INT``), deduplicated,
+    capped; anything else is dropped."""
     out: list[int] = []
     for tok in parse_tokens(value):
-        try:
-            i = int(tok)
-        except ValueError:
-            continue
-        if i >= 0 and i not in out:
+        i = parse_int(tok, lo=0)
+        if i is not None and i not in out:
             out.append(i)
     return out
 
@@ -169,7 +184,7 @@ class ViewState:
         return cls(
             run=_first(params.get("run")) or None,
             page=page if page in PAGES else None,
-            layer=parse_int(params.get("layer")),
+            layer=parse_int(params.get("layer"), lo=0),
             band=parse_band(params.get("band")),
             tokens=parse_tokens(params.get("tokens")),
             presentation=parse_bool(params.get("present")),
