@@ -56,7 +56,7 @@ def test_tables_are_unique_and_required_ones_declared():
     assert all(t in MEASURE_TABLES[name] for t, name in LEGACY_MARKERS.items())
     assert REQUIRED_TABLES == {"moments": ("token_stats", "token_means", "layer_stats", "frequency_hist"),
                                "samples": ("samples",)}
-    assert MEASURE_TABLES["geometry"] == ("layer_geometry", "layer_spectrum", "pair_cosines")
+    assert MEASURE_TABLES["geometry"] == ("layer_geometry", "layer_spectrum", "pair_cosines", "twonn_decimation")
 
 
 def test_runconfig_keeps_every_option_in_order():

@@ -149,3 +149,20 @@ def test_the_pages_words_follow_the_shares():
     warn = C.shares_differ({"a": small, "b": large})
     assert "a: 35%" in warn and "b: 16%" in warn and "cross-context" in warn
     assert C.shares_differ({"a": small, "b": small.assign(same_sentence_nn=[0.0, 0.30])}) is None
+
+
+def test_seed_twonn_unchanged_on_a_replayed_run(written_run_path):
+    """The seeded Gaussian run replayed: seed 004's twonn_id is bit for bit the value recorded before the
+    context measures existed (0x1.eca81b24f241dp+2 at both layers, one batch of 1,106 points); the new columns
+    and the decimation table are there, within their ranges."""
+    from normvar_core.runs.reader import open_run
+
+    run = open_run(written_run_path)
+    g = run.table("layer_geometry")
+    assert [float(x).hex() for x in g["twonn_id"]] == ["0x1.eca81b24f241dp+2"] * 2
+    assert (g["twonn_id_std"] == 0).all() and (g["id_sample"] == 1106).all()
+    assert g["same_sentence_nn"].between(0, 1).all() and np.isfinite(g["twonn_id_cross"]).all()
+    dec = run.table("twonn_decimation")
+    assert sorted(set(dec["subsets"])) == [1, 2, 4, 8] and sorted(set(dec["size"])) == [138, 276, 553, 1106]
+    full = dec[dec["subsets"] == 1].sort_values("layer")
+    np.testing.assert_array_equal(full["twonn_id"].to_numpy(), g.sort_values("layer")["twonn_id"].to_numpy())

@@ -82,7 +82,8 @@ def null_sample(mu: np.ndarray, s2: np.ndarray, n: np.ndarray, size: int, rng: n
 
 def null_layer_geometry(mu: np.ndarray, s2: np.ndarray, mean: np.ndarray, S: np.ndarray, n: np.ndarray,
                         sample_size: int, rng: np.random.Generator, search=None):
-    """(``layer_geometry`` row without the layer, eigenvalues, pair cosines) of one null layer."""
+    """(``layer_geometry`` row without the layer, eigenvalues, pair cosines) of one null layer; its context
+    columns say that no two of its points share a sentence."""
     cov = null_covariance(mean, S, n, s2, rng)
     X = null_sample(mu, s2, n, sample_size, rng)
     X64 = X.astype(np.float64)
@@ -92,6 +93,9 @@ def null_layer_geometry(mu: np.ndarray, s2: np.ndarray, mean: np.ndarray, S: np.
     row, eig = G.layer_row(cov, X, n=len(X), sum_u_sq=float(su @ su), n_u=len(u), norm_sum=float(norms.sum()),
                            sq_sum=float(norms @ norms), search=search)
     row["n"] = int(np.sum(n))
+    # a null's points are independent draws, each its own context: no neighbour shares a sentence, and the
+    # cross-context TwoNN is the seed's (``stats.twonn_context`` with every point in its own group)
+    row.update(same_sentence_nn=0.0, twonn_id_cross=row["twonn_id"], twonn_id_cross_std=row["twonn_id_std"])
     return row, eig, G.pair_cosines(X)
 
 
