@@ -119,6 +119,18 @@ def create_temp(path, *, what: str = "the temp file") -> Path:
     return path
 
 
+def check_regular_input(path, what: str, fix: str) -> Path:
+    """``path`` (links followed) if it is a regular file; one NormvarError line for a folder, a FIFO, a device
+    or a socket, refused before anything reads it (a FIFO with no writer would block the read forever)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return Path(path)  # a missing or unreadable file: the reader's own line says so
+    if not stat.S_ISREG(st.st_mode):
+        raise NormvarError(f"{what} {path} is {kind_of(st.st_mode)}, not a regular file", fix=fix)
+    return Path(path)
+
+
 def probe_writable(folder: Path, what: str = "--out") -> None:
     """Create and remove a file in ``folder``; one NormvarError line if that fails."""
     probe = folder / f".normvar-write-probe-{os.getpid()}"
@@ -291,5 +303,5 @@ def publish_file(tmp: Path, path: Path, overwrite: bool) -> None:
     tmp.unlink()
 
 
-__all__ = ["SAFE_FLAGS", "open_regular", "create_temp", "not_regular", "resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
+__all__ = ["check_regular_input", "SAFE_FLAGS", "open_regular", "create_temp", "not_regular", "resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
            "check_destination", "publish_file", "NO_HARD_LINKS"]

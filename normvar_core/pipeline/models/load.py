@@ -14,7 +14,8 @@ from typing import Any
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.devicemap.model_map import device_map_of, input_device, pretrained_kwargs, state_places
+from normvar_core.pipeline.devicemap.model_map import (check_map_modules, device_map_of, input_device, meta_model,
+                                                       pretrained_kwargs, state_places)
 from normvar_core.pipeline.models.architecture import detect_architecture
 from normvar_core.pipeline.models.model_config import build_error, read_model_config
 from normvar_core.pipeline.models.probe import producers, run_probe
@@ -152,6 +153,8 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
         raise NormvarError(f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
                            fix="leave --device-map out for encoder-decoders (T5, BART)")
     check_model_dir(path, name)
+    if isinstance(mapped.get("device_map"), dict):  # its modules named by the model itself, on the meta device
+        check_map_modules(mapped["device_map"], meta_model(config, trust_remote_code=kw["trust_remote_code"]), cfg.device_map)
     tok = None
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
