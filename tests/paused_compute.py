@@ -63,6 +63,16 @@ PATCHES = {
             return real(*a)
         writer._append = append
     """,
+    "import": """
+        import builtins
+        real_import, seen = builtins.__import__, [False]
+        def imp(name, *a, **k):
+            if name == "torch" and not seen[0]:
+                seen[0] = True
+                stop_here()         # the command's first import of torch: seconds in which a SIGTERM may come
+            return real_import(name, *a, **k)
+        builtins.__import__ = imp
+    """,
     "write-held": """
         from normvar_core.runs import writer
         real, calls = writer._db, [0]

@@ -108,3 +108,22 @@ def test_sigterm_inside_a_duckdb_call_of_a_compute_exits_143_keeps_the_checkpoin
     assert run.meta["notes"]["resumed_from_batch"] == 15  # every batch kept: the rerun only wrote
     np.testing.assert_array_equal(run.stats().n, ref.stats().n)
     assert not ckpt.exists()
+
+
+@pytest.mark.subprocess
+def test_sigterm_while_the_command_imports_torch_ends_with_the_usual_line(tmp_path, tiny_models, corpus40):
+    from paused_compute import paused_compute
+
+    marker, log = tmp_path / "marker", tmp_path / "log"
+    argv = ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--quiet",
+            "--data-dir", str(tmp_path / "data")]
+    p = paused_compute(argv, "import", marker, log)
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert p.poll() is None, log.read_text()
+        assert time.monotonic() - t0 < 120
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 143
+    err = [x for x in log.read_text().splitlines() if x.strip()]
+    assert len(err) == 1 and err[0].startswith("normvar: terminated (SIGTERM)"), err
