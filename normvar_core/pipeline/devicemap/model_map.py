@@ -108,6 +108,35 @@ def pretrained_kwargs(cfg) -> dict[str, Any]:
     return kw
 
 
+def clean_offload_after(model, folder: str | None, before: set[str]) -> None:
+    """The weights accelerate wrote into ``folder`` while loading (one file per offloaded tensor, for weights
+    it cannot read in place) are removed once ``model`` is gone (its run ended: a worker's job, or the process
+    exit); what the folder held before the load stays."""
+    if not folder:
+        return
+    import weakref
+
+    weakref.finalize(model, _remove_new, Path(folder), frozenset(before))
+
+
+def folder_names(folder: str | None) -> set[str]:
+    try:
+        return {p.name for p in Path(folder).iterdir()} if folder else set()
+    except OSError:
+        return set()
+
+
+def _remove_new(folder: Path, before: frozenset) -> None:
+    import shutil
+
+    for name in folder_names(str(folder)) - before:
+        p = folder / name
+        try:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        except OSError:
+            pass
+
+
 def device_name(key: int | str) -> str:
     """accelerate's device key as a torch device name: 0 -> cuda:0, "cpu", "disk"."""
     return f"cuda:{key}" if isinstance(key, int) else str(key)
@@ -161,5 +190,5 @@ def state_places(device_map: dict[str, str], producers: list[str]) -> list[tuple
     return places
 
 
-__all__ = ["meta_model", "check_map_modules", "check_devices_present", "named_devices", "check_offload_folder", "pretrained_kwargs", "device_name", "device_map_of", "entry_of", "input_device",
+__all__ = ["clean_offload_after", "folder_names", "meta_model", "check_map_modules", "check_devices_present", "named_devices", "check_offload_folder", "pretrained_kwargs", "device_name", "device_map_of", "entry_of", "input_device",
            "state_places"]
