@@ -16,18 +16,6 @@ from normvar_core.pipeline.corpus.dataset import datasets_offline
 from normvar_core.pipeline.corpus.read import load_sentences
 
 
-@pytest.fixture
-def hf_home(tmp_path, monkeypatch):
-    import datasets.config as dc
-    import huggingface_hub.constants as hc
-
-    home = tmp_path / "hf"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setattr(dc, "HF_DATASETS_CACHE", home / "datasets")
-    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(home / "hub"))
-    return home
-
-
 def _refused(capsys, *argv, words: str) -> None:
     code, out, err = run_cli(capsys, *argv)
     lines = [x for x in err.splitlines() if x.strip()]

@@ -32,19 +32,6 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SELECTION = ("n_read", "n_kept", "n_empty", "n_too_long", "n_sampled_out", "n_capped")
 
 
-@pytest.fixture
-def hf_home(tmp_path, monkeypatch):
-    """A private, empty Hugging Face home (both caches under it); offline."""
-    import datasets.config as dc
-    import huggingface_hub.constants as hc
-
-    home = tmp_path / "hf"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setattr(dc, "HF_DATASETS_CACHE", home / "datasets")
-    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(home / "hub"))
-    return home
-
-
 def _sentences() -> list[str]:
     lines = corpus_lines(150, seed=7)
     lines[10] = "word " * 20  # too long for max_words=12

@@ -78,6 +78,14 @@ def test_timed_sigterms_during_a_large_write_are_never_query_interrupted(tmp_pat
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
 
+def _wait(marker, p, log) -> None:
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert p.poll() is None, log.read_text()
+        assert time.monotonic() - t0 < 240
+        time.sleep(0.05)
+
+
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_sigterm_inside_a_duckdb_call_of_a_compute_exits_143_keeps_the_checkpoint_and_the_rerun_only_writes(
@@ -89,11 +97,7 @@ def test_sigterm_inside_a_duckdb_call_of_a_compute_exits_143_keeps_the_checkpoin
     data = tmp_path / "data"
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
     p = paused_compute(argv(data), "write-held", marker, log, at=12, go=go)
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < 240
-        time.sleep(0.05)
+    _wait(marker, p, log)
     p.send_signal(signal.SIGTERM)
     time.sleep(0.5)  # the handler runs in the held call: the signal waits
     go.write_text("x")
@@ -118,11 +122,7 @@ def test_sigterm_while_the_command_imports_torch_ends_with_the_usual_line(tmp_pa
     argv = ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--quiet",
             "--data-dir", str(tmp_path / "data")]
     p = paused_compute(argv, "import", marker, log)
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < 120
-        time.sleep(0.05)
+    _wait(marker, p, log)
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=60) == 143
     err = [x for x in log.read_text().splitlines() if x.strip()]
