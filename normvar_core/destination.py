@@ -58,6 +58,79 @@ def _refuse_kind(shown: str, target: Path, mode: int, what: str) -> NormvarError
     return NormvarError(f"{what} {shown}{via} is {kind_of(mode)}", fix=fix)
 
 
+SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""Every file normvar opens for its own use: never through a symbolic link (``O_NOFOLLOW``) and never stuck
+on a FIFO (``O_NONBLOCK``); what was opened is then checked with ``fstat`` to be a regular file."""
+
+
+def _what_is(path: Path) -> str:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "not a regular file"
+    return "a symbolic link" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)
+
+
+def not_regular(path: Path, what: str) -> NormvarError:
+    """One line for a file normvar keeps (a lock, a temp file) whose name holds something else."""
+    return NormvarError(f"{what} {path} is {_what_is(path)}",
+                        fix="remove it (normvar never writes through a link or into a folder, FIFO or device)")
+
+
+def open_regular(path, flags: int, *, what: str = "the file", mode: int = 0o644) -> int:
+    """``os.open(path, flags)`` that refuses, in one NormvarError line, a symbolic link, a folder, a FIFO,
+    a device or a socket in the file's place (the target of a link is never touched). The descriptor is
+    blocking again once checked. FileNotFoundError passes through (a caller may treat it as "none")."""
+    path = Path(path)
+    try:
+        fd = os.open(path, flags | SAFE_FLAGS, mode)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EMLINK):
+            raise not_regular(path, what) from None
+        raise
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise not_regular(path, what)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def create_temp(path, *, what: str = "the temp file") -> Path:
+    """Make ``path`` a new, empty regular file of this process (0o600), first removing whatever a
+    regular file or a link left under the name (a link is removed, its target untouched); a folder
+    or anything else there is refused in one line."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            raise not_regular(path, what)
+        os.unlink(path)
+    os.close(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, what=what, mode=0o600))
+    return path
+
+
+def check_regular_input(path, what: str, fix: str) -> Path:
+    """``path`` (links followed) if it is a regular file; one NormvarError line for a folder, a FIFO, a device
+    or a socket, refused before anything reads it (a FIFO with no writer would block the read forever)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return Path(path)  # a missing or unreadable file: the reader's own line says so
+    if not stat.S_ISREG(st.st_mode):
+        raise NormvarError(f"{what} {path} is {kind_of(st.st_mode)}, not a regular file", fix=fix)
+    return Path(path)
+
+
 def probe_writable(folder: Path, what: str = "--out") -> None:
     """Create and remove a file in ``folder``; one NormvarError line if that fails."""
     probe = folder / f".normvar-write-probe-{os.getpid()}"
@@ -137,6 +210,7 @@ def write_atomic(target, write: Callable[[Path], Any], *, what: str = "--out") -
     the name; the temp file is removed on any failure."""
     target = Path(target)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    create_temp(tmp, what=f"the temp file of {what}")
     try:
         write(tmp)
         try:
@@ -229,5 +303,5 @@ def publish_file(tmp: Path, path: Path, overwrite: bool) -> None:
     tmp.unlink()
 
 
-__all__ = ["resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
+__all__ = ["check_regular_input", "SAFE_FLAGS", "open_regular", "create_temp", "not_regular", "resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
            "check_destination", "publish_file", "NO_HARD_LINKS"]

@@ -17,28 +17,54 @@ import json
 import re
 from pathlib import Path
 
+from normvar_core.destination import check_regular_input
 from normvar_core.errors import NormvarError
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-_DEVICE = re.compile(r"^(\d+|cpu|disk|mps|cuda:\d+)$")
+_DEVICE = re.compile(r"^(\d{1,4}|cpu|disk|mps|cuda:\d{1,4})$", re.ASCII)
+MAX_DEVICES = 1024
+"""The most GPUs one map or plan may name (accelerate maps one machine's devices; none has more)."""
+MAX_BYTES = 2**60
+"""The largest size one device may be given (1 EiB): more is a typo, not a machine."""
+_NUMBER = r"(\d{1,15}(?:\.\d{1,9})?)"  # ASCII digits only, bounded: never inf, nan or a 400-digit float
 
 
 def parse_size(text: str, what: str) -> int:
-    """``70GiB``, ``200GB``, ``512MiB`` or a byte count -> bytes (> 0)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", text, re.IGNORECASE)
-    if not m or float(m.group(1)) <= 0:
-        raise NormvarError(f"{what}: cannot read the size {text!r}", fix="write sizes as 70GiB, 200GB or 512MiB")
-    return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    """``70GiB``, ``200GB``, ``512MiB`` or a whole byte count -> bytes, 1 <= bytes <= MAX_BYTES, parsed once:
+    ASCII digits only (``٣`` or ``²`` are not digits here), never a float's inf or nan, never a part of a byte
+    (``0.1B``)."""
+    m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([KMGT]i?B|B)?\s*", str(text), re.IGNORECASE | re.ASCII)
+    fix = "write sizes as 70GiB, 200GB or 512MiB"
+    if not m:
+        raise NormvarError(f"{what}: cannot read the size {str(text)[:40]!r}", fix=fix)
+    unit = _UNITS[(m.group(2) or "").lower()]
+    value = _exact(m.group(1)) * unit
+    if value < 1 or (unit == 1 and value != int(value)):
+        raise NormvarError(f"{what}: the size {text.strip()!r} is not a whole number of bytes (at least 1)", fix=fix)
+    if value > MAX_BYTES:
+        raise NormvarError(f"{what}: the size {text.strip()[:40]!r} is more than any device holds (1 EiB)", fix=fix)
+    return int(value)
+
+
+def _exact(number: str):
+    """A decimal string read exactly (``Fraction``: ``0.1`` is one tenth, never a float's 0.1000000000000000055)."""
+    from fractions import Fraction
+
+    return Fraction(number)
 
 
 def _device_key(name: str, what: str) -> int | str:
-    name = name.strip().lower()
+    name = name.strip().lower()[:40]
     if not _DEVICE.match(name) or name == "disk":
         raise NormvarError(f"{what}: unknown device {name!r}", fix="use GPU indices (0, 1, ...) and cpu, "
                            "e.g. 0=70GiB,1=70GiB,cpu=200GiB")
-    return int(name) if name.isdigit() else int(name[5:]) if name.startswith("cuda:") else name
+    index = int(name) if name.isdigit() else int(name[5:]) if name.startswith("cuda:") else name
+    if isinstance(index, int) and index >= MAX_DEVICES:
+        raise NormvarError(f"{what}: GPU {index} is beyond the {MAX_DEVICES} one machine can have",
+                           fix="number GPUs from 0, as nvidia-smi does")
+    return index
 
 
 def parse_max_memory(text: str | None) -> dict[int | str, int] | None:
@@ -68,6 +94,7 @@ def read_device_map(value: str | None) -> str | dict | None:
     if not path.suffix.lower() == ".json":
         raise NormvarError(f"unknown --device-map {value!r}",
                            fix=f"use one of {', '.join(DEVICE_MAP_STRATEGIES)} or a .json file {{module: device}}")
+    check_regular_input(path, "--device-map", 'give a JSON file {module: device}')
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -84,7 +111,7 @@ def read_device_map(value: str | None) -> str | dict | None:
         if isinstance(dev, bool) or not isinstance(dev, (int, str)) or not _DEVICE.match(str(dev).lower()):
             raise NormvarError(f"--device-map {path}: module {module!r} on unknown device {dev!r}",
                                fix="use a GPU index (0, 1, ...), \"cpu\" or \"disk\"")
-        out[str(module)] = int(dev) if str(dev).isdigit() else str(dev).lower()
+        out[str(module)] = _device_key(str(dev), f"--device-map {path}") if str(dev).lower() != "disk" else "disk"
     return out
 
 
@@ -102,17 +129,25 @@ def parse_devices(text: str) -> dict[int | str, int]:
     ``max_memory`` in bytes (GB = 10^9 bytes, as GPUs are sold), GPUs numbered from 0."""
     out: dict[int | str, int] = {}
     gpu = 0
+    fix = "write it as 8x80 or 2x24,cpu=256 (GB)"
     for part in str(text).replace(" ", "").split(","):
         if not part:
             continue
         if "=" in part:
             key = _device_key(part.split("=")[0], "--devices")
+            if key in out:
+                raise NormvarError(f"--devices names device {key!r} twice", fix="give each device once")
             out[key] = _gb(part.split("=", 1)[1])
             continue
         count, _, size = part.rpartition("x") if "x" in part else ("1", "", part)
-        if not count.isdigit() or int(count) < 1:
-            raise NormvarError(f"--devices: cannot read {part!r}", fix="write it as 8x80 or 2x24,cpu=256 (GB)")
+        if not re.fullmatch(r"[1-9]\d{0,5}", count, re.ASCII):
+            raise NormvarError(f"--devices: cannot read {part[:40]!r}", fix=fix)
+        if gpu + int(count) > MAX_DEVICES:
+            raise NormvarError(f"--devices: {part[:40]!r} names more than the {MAX_DEVICES} GPUs one machine can have",
+                               fix=fix)
         for _ in range(int(count)):
+            if gpu in out:
+                raise NormvarError(f"--devices names GPU {gpu} twice", fix="give each device once")
             out[gpu] = _gb(size)
             gpu += 1
     if not out:
@@ -121,14 +156,14 @@ def parse_devices(text: str) -> dict[int | str, int]:
 
 
 def _gb(text: str) -> int:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise NormvarError(f"--devices: cannot read the size {text!r}", fix="give sizes in GB, e.g. 8x80 or cpu=256")
-    return int(value * 10**9)
+    """A size in GB (ASCII digits, finite, > 0, at most MAX_BYTES) -> bytes."""
+    m = re.fullmatch(_NUMBER, text, re.ASCII)
+    value = _exact(m.group(1)) * 10**9 if m else 0
+    if not 1 <= value <= MAX_BYTES:
+        raise NormvarError(f"--devices: cannot read the size {text[:40]!r}",
+                           fix="give sizes in GB (at most 10^9 GB), e.g. 8x80 or cpu=256")
+    return int(value)
 
 
-__all__ = ["DEVICE_MAP_STRATEGIES", "parse_size", "parse_max_memory", "read_device_map", "check_options",
+__all__ = ["DEVICE_MAP_STRATEGIES", "MAX_DEVICES", "MAX_BYTES", "parse_size", "parse_max_memory", "read_device_map", "check_options",
            "parse_devices"]

@@ -5,7 +5,9 @@ inside, the holder's pid and what it is (``normvar compute``, ``job <id>``). A s
 same name (another ``normvar compute``, a worker's job, a ``submit``) is refused at once with one line
 naming the holder (``holder_of``), instead of running its whole pass and failing at publish. The OS
 drops the flock when its process dies, so a lock left by a killed process is stale and ignored (and
-removed by ``remove_stale_locks``); the holder removes its file when it ends.
+removed by ``remove_stale_locks``); the holder removes its file when it ends. The lock file is opened
+with ``destination.open_regular`` (``O_NOFOLLOW``, ``O_NONBLOCK``, an ``fstat`` check): a link, a folder or a
+FIFO in its place is refused in one line, and whatever a link points to is never opened.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import json
 import os
 from pathlib import Path
 
+from normvar_core.destination import open_regular
 from normvar_core.errors import NormvarError
 
 SUFFIX = ".lock"
@@ -42,8 +45,8 @@ def holder_of(run_path: Path) -> dict | None:
     """{"pid", "holder"} of the live compute of ``run_path``, or None (no lock, or a stale one)."""
     path = lock_path(run_path)
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        fd = open_regular(path, os.O_RDONLY, what="the lock file")
+    except (OSError, NormvarError):  # none, or not a lock (``computing`` refuses it in one line)
         return None
     try:
         try:
@@ -81,14 +84,14 @@ def computing(run_path: Path, holder: str | None = None):
     holder = holder or HOLDER.get()
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT, what="the lock file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise busy_error(run_path, holder_of(run_path) or {}) from None
         try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            same = os.fstat(fd).st_ino == os.lstat(path).st_ino
         except FileNotFoundError:  # its last holder removed it between our open and our lock
             same = False
         if same:
@@ -113,12 +116,12 @@ def remove_stale_locks(folder: Path) -> list[Path]:
         return removed
     for p in candidates:
         try:
-            fd = os.open(p, os.O_RDWR)
-        except OSError:
+            fd = open_regular(p, os.O_RDWR, what="the lock file")
+        except (OSError, NormvarError):  # gone, or not a lock of ours: left alone
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.fstat(fd).st_ino == os.stat(p).st_ino:
+            if os.fstat(fd).st_ino == os.lstat(p).st_ino:
                 p.unlink()
                 removed.append(p)
         except OSError:  # held by a live compute, or gone meanwhile

@@ -271,3 +271,16 @@ def uninterrupted_compute(tmp_path_factory, tiny_models):
     ref = root / "ref" / "data"
     assert cli.main(argv(ref)) == 0
     return argv, open_run(ref / "runs" / "r.duckdb")
+
+
+@pytest.fixture
+def hf_home(tmp_path, monkeypatch):
+    """A private, empty Hugging Face home (both caches under it); offline."""
+    import datasets.config as dc
+    import huggingface_hub.constants as hc
+
+    home = tmp_path / "hf"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setattr(dc, "HF_DATASETS_CACHE", home / "datasets")
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(home / "hub"))
+    return home

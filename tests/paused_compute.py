@@ -63,13 +63,36 @@ PATCHES = {
             return real(*a)
         writer._append = append
     """,
+    "import": """
+        import builtins
+        real_import, seen = builtins.__import__, [False]
+        def imp(name, *a, **k):
+            if name == "torch" and not seen[0]:
+                seen[0] = True
+                stop_here()         # the command's first import of torch: seconds in which a SIGTERM may come
+            return real_import(name, *a, **k)
+        builtins.__import__ = imp
+    """,
+    "write-held": """
+        from normvar_core.runs import writer
+        real, calls = writer._db, [0]
+        def db(guard, step, call, *args):
+            calls[0] += 1
+            if calls[0] != AT:
+                return real(guard, step, call, *args)
+            def paused(*a):
+                stop_here()         # inside DuckDB call AT of the write, signals held: the signal waits for it
+                return call(*a)
+            return real(guard, step, paused, *args)
+        writer._db = db
+    """,
 }
 
 
 def paused_compute(argv: list[str], stage: str | None, marker: Path, log: Path, *, at: int = 0,
                    go: Path | None = None) -> subprocess.Popen:
     """``normvar <argv>`` in a child process that pauses at ``stage`` (a key of ``PATCHES``; None: no pause) —
-    at batch ``at`` for "update" — writing ``marker`` and waiting for ``go``; stderr goes to ``log``."""
+    at batch ``at`` for "update", at the run file's DuckDB call ``at`` for "write-held" — writing ``marker`` and waiting for ``go``; stderr goes to ``log``."""
     go = go if go is not None else marker.with_name(marker.name + ".never")
     code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\n"
     code += (f"def stop_here():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"

@@ -32,19 +32,6 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SELECTION = ("n_read", "n_kept", "n_empty", "n_too_long", "n_sampled_out", "n_capped")
 
 
-@pytest.fixture
-def hf_home(tmp_path, monkeypatch):
-    """A private, empty Hugging Face home (both caches under it); offline."""
-    import datasets.config as dc
-    import huggingface_hub.constants as hc
-
-    home = tmp_path / "hf"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setattr(dc, "HF_DATASETS_CACHE", home / "datasets")
-    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(home / "hub"))
-    return home
-
-
 def _sentences() -> list[str]:
     lines = corpus_lines(150, seed=7)
     lines[10] = "word " * 20  # too long for max_words=12
@@ -93,10 +80,12 @@ def test_save_to_disk_and_parquet_files_give_the_text_files_run(tmp_path, tiny_m
                      one_process=True)
         _same_selection(run, text)
     state = json.loads((src["saved"] / "state.json").read_text())
+    content = hashlib.sha256(b"".join((src["saved"] / f["filename"]).read_bytes()
+                                      for f in state["_data_files"])).hexdigest()
     assert saved.meta["dataset"] == dict(id=str(src["saved"].resolve()), kind="save_to_disk", config=None,
-                                         split=None, revision=None, fingerprint=state["_fingerprint"],
+                                         split=None, revision=None, fingerprint=content,
                                          text_column="text", rows=150)
-    assert saved.meta["corpus_sha256"] == state["_fingerprint"]
+    assert saved.meta["corpus_sha256"] == content
     sha = hashlib.sha256(b"".join(p.read_bytes() for p in src["parquet"])).hexdigest()
     assert pq.meta["dataset"] == dict(id=files, kind="files", config="default", split="train", revision=None,
                                       text_column="text", sha256=sha)
@@ -308,5 +297,7 @@ def test_a_saved_dataset_dict_reads_the_split_asked_for(tmp_path, hf_home):
     got = load_sentences(RunConfig(dataset=str(tmp_path / "dd"), split="test"))
     assert got.sentences == ["Three, from the test split.", "Four."] and got.n_empty == 1 and got.n_read == 3
     state = json.loads((tmp_path / "dd" / "test" / "state.json").read_text())
-    assert got.dataset["split"] == "test" and got.sha256 == got.dataset["fingerprint"] == state["_fingerprint"]
+    content = hashlib.sha256(b"".join((tmp_path / "dd" / "test" / f["filename"]).read_bytes()
+                                      for f in state["_data_files"])).hexdigest()
+    assert got.dataset["split"] == "test" and got.sha256 == got.dataset["fingerprint"] == content
     assert load_sentences(RunConfig(dataset=str(tmp_path / "dd"))).sentences == train  # default: train

@@ -261,3 +261,39 @@ def test_encoder_decoder_with_a_device_map_is_one_line(corpus, tmp_path):
     with pytest.raises(NormvarError, match="one-stack models") as err:
         load_model(cfg, tmp_path)
     assert "\n" not in str(err.value)
+
+
+def test_offloaded_weights_are_removed_from_the_offload_folder_after_the_run(tiny_models, corpus, tmp_path):
+    import gc
+    import shutil
+
+    import torch
+    from transformers import AutoModel
+
+    bins = tmp_path / "bin-model"  # weights in a .bin file: accelerate writes the offloaded ones to the folder
+    shutil.copytree(tiny_models["llama"], bins)
+    state = AutoModel.from_pretrained(tiny_models["llama"]).state_dict()
+    (bins / "model.safetensors").unlink()
+    torch.save(state, bins / "pytorch_model.bin")
+    off = tmp_path / "off"
+    off.mkdir()
+    (off / "mine.txt").write_text("kept")  # what the folder held before the run stays
+    cfg = _base(tiny_models, corpus, "off", device_map="auto", max_memory="cpu=100KiB", offload_folder=str(off))
+    seen = []
+    compute_run(cfg.replace(model=str(bins)), tmp_path,
+                progress=lambda p: seen.append(len(list(off.iterdir()))))
+    assert max(seen) > 1  # the offloaded weights were in the folder during the run
+    gc.collect()
+    assert sorted(q.name for q in off.iterdir()) == ["mine.txt"]
+
+
+def test_an_offloaded_compute_prints_no_raw_library_line(tiny_models, corpus, tmp_path, capsys, caplog):
+    from normvar_core.service import cli
+
+    code = cli.main(["compute", "--model", str(tiny_models["llama"]), "--corpus", str(corpus), "--name", "q",
+                     "--device-map", "auto", "--max-memory", "cpu=100KiB", "--offload-folder", str(tmp_path / "off"),
+                     "--quiet", "--data-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "meta device" not in err and "Device" not in err, err
+    assert not [r for r in caplog.records if "meta device" in r.getMessage()]  # not even logged (pytest takes logs)

@@ -153,11 +153,11 @@ def test_atomic_publish(tmp_path, monkeypatch):
     seen = []
     real_append = writer._append
 
-    def spy(con, table, data, created):
+    def spy(con, table, data, created, *held):
         seen.append((table, final.exists(), sorted(p.name for p in final.parent.iterdir())))
         if table == "samples":
             raise RuntimeError("disk full (simulated)")
-        return real_append(con, table, data, created)
+        return real_append(con, table, data, created, *held)
 
     monkeypatch.setattr(writer, "_append", spy)
     with pytest.raises(RuntimeError, match="disk full"):

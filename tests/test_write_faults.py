@@ -71,11 +71,11 @@ def _inject(monkeypatch, step: str) -> None:
         calls = {"n": 0}
         target = int(step.split(":")[1])
 
-        def append(con, name, data, created):
+        def append(con, name, data, created, *held):
             if calls["n"] == target:
                 raise ENOSPC
             calls["n"] += 1
-            return real_append(con, name, data, created)
+            return real_append(con, name, data, created, *held)
 
         monkeypatch.setattr(writer, "_append", append)
     elif step in ("link", "replace"):

@@ -89,11 +89,15 @@ def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wr
     wo_parts: list[np.ndarray] = []
     for a in range(0, n, chunk):
         part = list(sentences[a:a + chunk])
-        enc = tokenizer(part, add_special_tokens=True, return_special_tokens_mask=True,
+        cut = [s if words is not None else word_prefix(s, max_length) for s in part]
+        enc = tokenizer(cut, add_special_tokens=True, return_special_tokens_mask=True,
                         return_attention_mask=False, truncation=False, verbose=False,
                         return_offsets_mapping=words is not None)
         seqs, specs = [], []
         for r, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
+            if cut[r] is not part[r] and len(ids) <= max_length:  # the prefix fell short: the whole sentence
+                whole = tokenizer(part[r], add_special_tokens=True, return_special_tokens_mask=True, verbose=False)
+                ids, sp = whole["input_ids"], whole["special_tokens_mask"]
             wid = word_units(enc, r, part[r], words) if words is not None else None
             if bos is not None:
                 tail = [] if eos is None else [eos]
@@ -148,6 +152,28 @@ def word_units(enc, row: int, sentence: str, words: dict[str, int]) -> list[tupl
         text = sentence[span[w][0]:span[w][1]]
         out.append((words.setdefault(text, len(words)), int(w)))
     return out
+
+
+LONG_CHARS = 32
+"""A sentence over ``LONG_CHARS * max_length`` characters is tokenized from a prefix (``word_prefix``)."""
+
+
+def word_prefix(sentence: str, max_length: int) -> str:
+    """``sentence`` itself, or — when it is over ``LONG_CHARS * max_length`` characters — its first
+    ``max_length + 1`` whitespace words: a tokenizer splits at whitespace first, so the tokens of those words are
+    the first tokens of the whole sentence, and more than ``max_length`` of them means the truncation keeps the
+    same ones (``encode_sentences`` checks the count and tokenizes the whole sentence when the prefix falls
+    short). A 10 MB line is never tokenized whole for a model that keeps 64 tokens."""
+    if len(sentence) <= LONG_CHARS * max_length:
+        return sentence
+    import re
+
+    end = 0
+    for i, m in enumerate(re.finditer(r"\S+", sentence)):
+        end = m.end()
+        if i >= max_length:
+            return sentence[:end]
+    return sentence
 
 
 def _truncate_words(wid: list[tuple[int, int]], sp: list[int], max_length: int) -> list[tuple[int, int]]:

@@ -139,7 +139,8 @@ def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_state
     unk_text = check_unknown_share(cfg, tokenizer, ids, n, unk_n)
     sample_plan = plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     uniform = plan_uniform(batch_list, size=uniform_size(cfg, int(n.sum())), seed=cfg.seed, **excl)
-    char_spans(sample_plan, sentences, tokenizer, wrapped=wrap_tokens(tokenizer)[0] is not None, words=words)
+    char_spans(sample_plan, sentences, tokenizer, wrapped=wrap_tokens(tokenizer)[0] is not None, words=words,
+               max_length=max_length)
     word_tokens = word_token_counts(batch_list, ids, n, **excl) if words else None
     return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
                    n_truncated=int(n_truncated), token_ids=ids, counts=n,

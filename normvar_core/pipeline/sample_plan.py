@@ -25,6 +25,7 @@ import torch
 from normvar_core.constants import SAMPLES_TOP_TYPES as N_TOP
 from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t <= 5
 from normvar_core.pipeline.batches import counted_mask, first_position, unit_ids, word_members
+from normvar_core.pipeline.encoding import word_prefix
 from normvar_core.stats.analyses import select_by_counts
 from normvar_core.stats.layer_geometry import sample_keys
 
@@ -92,17 +93,25 @@ class SamplePlan:
         return int(self.token_ids.size)
 
 
-def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bool, words: bool = False) -> None:
+def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bool, words: bool = False,
+               max_length: int | None = None) -> None:
     """Fill ``plan.char_start/char_end``: each pick's character span in its sentence, from the fast
     tokenizer's offset mapping (position 0 = the first token of the model input; ``wrapped``: the
     run added a BOS-like separator in front; ``words``: the span of the whole word that starts
-    there). Slow tokenizers and special tokens give -1."""
+    there). Slow tokenizers and special tokens give -1. ``max_length``: the run's, so a very long sentence is
+    tokenized from its prefix of whole words (``encoding.word_prefix``; the whole one if that falls short)."""
     start = np.full(plan.size, -1, np.int64)
     end = np.full(plan.size, -1, np.int64)
     if plan.size and getattr(tokenizer, "is_fast", False):
         uniq, row = np.unique(plan.sentence, return_inverse=True)
-        enc = tokenizer([sentences[int(s)] for s in uniq], add_special_tokens=True, return_offsets_mapping=True,
-                        truncation=False, verbose=False)
+        texts = [sentences[int(s)] for s in uniq]
+        if max_length:
+            texts = [word_prefix(t, max_length) for t in texts]
+        enc = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
+        if max_length and any(len(o) <= max_length and t is not sentences[int(s)]
+                              for o, t, s in zip(enc["offset_mapping"], texts, uniq)):
+            enc = tokenizer([sentences[int(s)] for s in uniq], add_special_tokens=True, return_offsets_mapping=True,
+                            truncation=False, verbose=False)
         offsets = enc["offset_mapping"]
         lengths = np.fromiter((len(o) for o in offsets), np.int64, count=len(offsets))
         flat = np.fromiter(chain.from_iterable(chain.from_iterable(offsets)), np.int64,

@@ -5,6 +5,12 @@ plus every table given (Arrow in, one ``CREATE TABLE ... AS`` for the first part
 ``INSERT`` for the rest) — CHECKPOINTs, closes, then hands it to ``destination.publish_file``, which
 publishes it under its final name by a hard link (or ``os.replace`` when overwriting): a reader never
 sees a half-written run under that name. Nothing is left behind on error.
+
+A signal (Ctrl-C, SIGTERM) during the write: every DuckDB call runs with SIGINT and SIGTERM held
+(``errors.interrupts_between_batches``, ``_db``) and the signal is handed to its handler when the call
+returns, so DuckDB never sees it (it would cancel the query and raise its own "Query interrupted" in place of
+the KeyboardInterrupt); the handler's exception then removes the temp file and reaches the caller, which
+keeps the finished pass in its checkpoint. A signal is delivered at the latest just before the publish.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ import pyarrow as pa
 
 from normvar_core import destination
 from normvar_core.destination import taken
-from normvar_core.errors import NormvarError
+from normvar_core.errors import NormvarError, interrupts_between_batches
 from normvar_core.runs.record import RUN_COLUMNS, RunRecord
 from normvar_core.runs.tables import TableData
 
@@ -105,17 +111,27 @@ def _inserts(data: TableData):
         yield pa.concat_tables(group)
 
 
-def _append(con: duckdb.DuckDBPyConnection, name: str, data: TableData, created: set) -> None:
+def _db(guard, step: str, call, *args):
+    """``call(*args)`` (one DuckDB call of the write, named ``step``) with SIGINT and SIGTERM held; a signal
+    that came meanwhile goes to its handler when the call has returned (or failed)."""
+    guard.hold()
+    try:
+        return call(*args)
+    finally:
+        guard.release()
+
+
+def _append(con: duckdb.DuckDBPyConnection, name: str, data: TableData, created: set, guard) -> None:
     for part in _inserts(data):
-        con.register("_normvar_src", part)
+        _db(guard, f"register {name}", con.register, "_normvar_src", part)
         try:
             if name in created:
-                con.execute(f'INSERT INTO "{name}" SELECT * FROM _normvar_src')
+                _db(guard, f"insert {name}", con.execute, f'INSERT INTO "{name}" SELECT * FROM _normvar_src')
             else:
-                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _normvar_src')
+                _db(guard, f"create {name}", con.execute, f'CREATE TABLE "{name}" AS SELECT * FROM _normvar_src')
                 created.add(name)
         finally:
-            con.unregister("_normvar_src")
+            _db(guard, f"unregister {name}", con.unregister, "_normvar_src")
 
 
 def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bool = False,
@@ -135,36 +151,37 @@ def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bo
     wal = Path(str(tmp) + ".wal")
     _remove(tmp, wal)
     try:
-        con = duckdb.connect(str(tmp))
-        try:
-            # embeddings barely compress (measured: 251 vs 267 MB) but compressing them costs a third
-            # of the write; readers ORDER BY, so insertion order need not be kept
-            con.execute("SET force_compression='uncompressed'")
-            con.execute("SET preserve_insertion_order=false")
-            # one writer thread: an insert from Arrow gains nothing from more (measured, a 3,000-sentence
-            # MiniLM run's 165 MB of tables: 0.97 s with one thread, 1.25-1.38 s with two) and the run's
-            # results are computed meanwhile on another core (``pipeline.publish``)
-            con.execute("SET threads=1")
-            created: set = set()
-            n_tables = len(tables) + 1
-            for i, (name, data) in enumerate(tables.items()):
+        with interrupts_between_batches() as guard:
+            con = _db(guard, "connect", duckdb.connect, str(tmp))
+            try:
+                # embeddings barely compress (measured: 251 vs 267 MB) but compressing them costs a third
+                # of the write; readers ORDER BY, so insertion order need not be kept
+                _db(guard, "settings", con.execute, "SET force_compression='uncompressed'")
+                _db(guard, "settings", con.execute, "SET preserve_insertion_order=false")
+                # one writer thread: an insert from Arrow gains nothing from more (measured, a 3,000-sentence
+                # MiniLM run's 165 MB of tables: 0.97 s with one thread, 1.25-1.38 s with two) and the run's
+                # results are computed meanwhile on another core (``pipeline.publish``)
+                _db(guard, "settings", con.execute, "SET threads=1")
+                created: set = set()
+                n_tables = len(tables) + 1
+                for i, (name, data) in enumerate(tables.items()):
+                    if on_table is not None:
+                        on_table(i, n_tables, name)
+                    _append(con, name, data, created, guard)
                 if on_table is not None:
-                    on_table(i, n_tables, name)
-                _append(con, name, data, created)
-            if on_table is not None:
-                on_table(n_tables - 1, n_tables, "run")
-            if callable(record):
-                record = record()
-            record.name = path.stem
-            cols = ", ".join(f"{c} {t}" for c, t in RUN_COLUMNS)
-            con.execute(f"CREATE TABLE run ({cols})")
-            con.register("_normvar_src", _run_table(record))
-            con.execute("INSERT INTO run SELECT * FROM _normvar_src")
-            con.unregister("_normvar_src")
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        destination.publish_file(tmp, path, overwrite)
+                    on_table(n_tables - 1, n_tables, "run")
+                if callable(record):
+                    record = record()
+                record.name = path.stem
+                cols = ", ".join(f"{c} {t}" for c, t in RUN_COLUMNS)
+                _db(guard, "create run", con.execute, f"CREATE TABLE run ({cols})")
+                _db(guard, "register run", con.register, "_normvar_src", _run_table(record))
+                _db(guard, "insert run", con.execute, "INSERT INTO run SELECT * FROM _normvar_src")
+                _db(guard, "unregister run", con.unregister, "_normvar_src")
+                _db(guard, "checkpoint", con.execute, "CHECKPOINT")
+            finally:
+                _db(guard, "close", con.close)
+            _db(guard, "publish", destination.publish_file, tmp, path, overwrite)
     except NormvarError:
         _remove(tmp, wal)
         raise

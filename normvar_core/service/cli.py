@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from normvar_core.errors import NormvarError, Terminated
+from normvar_core.errors import NormvarError, Terminated, terminate_as_interrupt
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,8 +70,11 @@ def run_command(argv: list[str] | None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     quiet_library_warnings()
     try:
-        args = build_parser().parse_args(argv)  # a bounded option (args.Count) refuses here, before any work
-        return int(args.func(args) or 0)
+        # SIGTERM as Ctrl-C from the first moment (a command's imports of torch and transformers take seconds):
+        # one line and 143, never a silent end; the worker and the dashboard install their own handlers inside
+        with terminate_as_interrupt():
+            args = build_parser().parse_args(argv)  # a bounded option (args.Count) refuses here, before any work
+            return int(args.func(args) or 0)
     except NormvarError as err:
         print(f"normvar: error: {err}", file=sys.stderr)
         return 2

@@ -160,6 +160,17 @@ def show_table(run, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]):
                          "slope": df["slope"], "R²": df["r2"]})
 
 
+def source_line(meta: dict) -> str:
+    """Where a run's text came from and its fingerprint: the corpus file's sha256, or the dataset's (its data
+    files' sha256, its Arrow files' for a save_to_disk folder, the Hub commit for a Hub id)."""
+    ds = meta.get("dataset") or {}
+    if not ds:
+        return f"corpus sha256 {meta.get('corpus_sha256') or '-'}"
+    where = ", ".join(f"{k} {ds[k]}" for k in ("kind", "config", "split", "revision") if ds.get(k))
+    kind = "commit" if ds.get("kind") == "hub" else "sha256"
+    return f"dataset {ds.get('id')} ({where}): fingerprint ({kind}) {meta.get('corpus_sha256') or '-'}"
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from normvar_core.runs.reader import list_runs, open_run, resolve_run
 
@@ -184,6 +195,7 @@ def cmd_show(args: argparse.Namespace) -> int:
           f"{m.get('norm_type')}, {m.get('num_layers')} layers x {m.get('dim')} d); corpus {m.get('corpus_name')}: "
           f"{_fmt(m.get('n_sentences'))} sentences, |X| = {_fmt(m.get('n_embeddings'))} per layer, "
           f"|T| = {_fmt(m.get('n_types'))}")
+    print(source_line(m))
     opts = m.get("options") or {}
     excl = [k for k in ("exclude_special", "exclude_position0") if opts.get(k)]
     print(f"band {_fmt(args.n_min)} <= n_t <= {_fmt(args.n_max)}" + (f"; {', '.join(excl)}" if excl else ""))

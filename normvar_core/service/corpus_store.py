@@ -16,6 +16,7 @@ from pathlib import Path
 
 from normvar_core.corpus_formats import CORPUS_SUFFIXES, LABEL_SUFFIX, corpus_stem, corpus_suffix
 from normvar_core.datadir import DataDir
+from normvar_core.destination import create_temp
 from normvar_core.errors import NormvarError
 
 
@@ -83,6 +84,7 @@ def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None
             write_label(target, label)
         return target
     tmp = dd.corpora / f".{digest}{suffix}.tmp-{os.getpid()}-{threading.get_ident()}"
+    create_temp(tmp, what="the upload's temp file")
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -119,7 +121,7 @@ def write_label(target: Path, label: str) -> None:
     side = target.with_name(target.name + LABEL_SUFFIX)
     if side.exists():
         return
-    tmp = side.with_name(f".{side.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    tmp = create_temp(side.with_name(f".{side.name}.tmp-{os.getpid()}-{threading.get_ident()}"))
     tmp.write_text(label, encoding="utf-8")
     os.replace(tmp, side)
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from normvar_core.datadir import DataDir
+from normvar_core.destination import open_regular
 from normvar_core.errors import NormvarError
 from normvar_core.service.job import TRANSITIONS, Job, JobState, WorkerInfo
 
@@ -273,8 +274,8 @@ class JobTable:
     def worker_running(self) -> bool:
         """Whether a worker holds this data directory's worker lock (exact, even after SIGKILL)."""
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
-        except FileNotFoundError:
+            fd = open_regular(self.lock_path, os.O_RDONLY, what="the worker lock")
+        except (FileNotFoundError, NormvarError):  # none, or not a lock (a worker refuses it)
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

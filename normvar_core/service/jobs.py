@@ -83,10 +83,9 @@ class JobStore(JobTable):
             raise NormvarError(f"not a run configuration: {type(cfg).__name__}", fix="pass a RunConfig")
         cfg = RunConfig.from_dict(cfg.to_dict())  # validates
         cfg = _absolute_paths(cfg)
-        if cfg.dataset:  # an unknown dataset, split or column: refused here, not by the worker
-            from normvar_core.pipeline.corpus.dataset import check_dataset
+        from normvar_core.pipeline.execute.preflight import check_inputs
 
-            check_dataset(cfg)
+        check_inputs(cfg, self.dd.root)  # the checks compute and plan make: refused here, not by the worker
         name = cfg.name or default_run_name(cfg)
         cfg = cfg.replace(name=name)
         path = self.dd.run_path(name)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from normvar_core.destination import create_temp
 from normvar_core.errors import NormvarError
 
 MAX_CHARS = 1000
@@ -106,7 +107,7 @@ def write_sentence(run_path: str, text: str, out: Path, data_dir=None, progress=
            "rows": occurrence_rows(run, ids, pieces, offsets, states)}
     report("write", 0, 1, "files", out.name)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    tmp = create_temp(out.with_name(f".{out.name}.tmp-{os.getpid()}"), what="the result's temp file")
     tmp.write_text(json.dumps(doc))
     os.replace(tmp, out)
     return out

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from normvar_core.config import RunConfig
+from normvar_core.destination import open_regular
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.run_lock import JOB, as_holder
 from normvar_core.runs.writer import remove_stale_temps
@@ -70,7 +71,7 @@ class Worker:
         naming the running worker's pid when another holds it past ``wait_s``."""
         if self._lock_fd is not None:
             return
-        fd = os.open(self.store.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_regular(self.store.lock_path, os.O_RDWR | os.O_CREAT, what="the worker lock")
         deadline = time.monotonic() + wait_s
         while True:
             try:

@@ -7,9 +7,11 @@ Three kinds of source, tried in this order:
   ``--split`` (default ``train``). Recorded: the sha256 of the split's files' bytes, in order.
 - **a folder**: written by ``save_to_disk`` (``state.json`` or ``dataset_dict.json``: opened with
   ``load_from_disk`` for its splits, columns and rows; a whole pass streams its Arrow files in order with the
-  ``arrow`` builder; recorded: the ``_fingerprint`` in its ``state.json``), else a folder of data
-  files (a dataset repository's layout, its README's configurations honoured; streamed; recorded: the
-  sha256 of the split's files).
+  ``arrow`` builder; recorded: the sha256 of those Arrow files' bytes, in order — the data itself, not the
+  ``_fingerprint`` of ``state.json``, which stays the same when the Arrow data is rewritten; one with no rows
+  is refused), else a folder of data files (a dataset repository's layout, its README's configurations
+  honoured; streamed; recorded: the sha256 of the split's files); a folder holding neither (a README, text
+  files) is not a dataset and is refused.
 - **a Hub id** (``user/name``), never downloaded: ``HF_DATASETS_OFFLINE=1`` and ``HF_HUB_OFFLINE=1`` are
   set before ``datasets`` is imported. First a snapshot in the Hub cache (``$HF_HUB_CACHE/datasets--user--
   name``, as ``snapshot_download`` or ``huggingface-cli download --repo-type dataset`` leave it; the
@@ -103,12 +105,13 @@ def open_dataset(cfg, *, hash_files: bool = True) -> DatasetSource:
     files = _data_files(spec)
     path = Path(spec).expanduser()
     if files is None and path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
-        return _from_disk(cfg, path)
+        return _from_disk(cfg, path, hash_files=hash_files)
     datasets = datasets_offline()
     if files is not None:
         builder = _builder(datasets, BUILDERS[files[1]], cfg, data_files={cfg.split or "train": files[0]})
         return _streamed(cfg, builder, label=dataset_stem(files[0][0]), kind="files", hash_files=hash_files)
     if path.is_dir():
+        _check_data_folder(path)
         return _streamed(cfg, _builder(datasets, str(path.resolve()), cfg), label=path.name, kind="folder",
                          hash_files=hash_files)
     if _looks_like_hub_id(spec):
@@ -157,7 +160,19 @@ def _data_files(spec: str) -> tuple[list[str], str] | None:
     return files, suffixes.pop()
 
 
-def _from_disk(cfg, path: Path) -> DatasetSource:
+def _check_data_folder(path: Path) -> None:
+    """A folder given as ``--dataset`` holds data files (``BUILDERS``' suffixes, outside hidden folders); else
+    one line: a README or text files are no dataset (``datasets`` would read any file as text)."""
+    for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if any(n.lower().endswith(tuple(BUILDERS)) for n in names if not n.startswith(".")):
+            return
+    raise NormvarError(f"--dataset {path} holds no dataset: neither save_to_disk files (state.json, "
+                       f"dataset_dict.json) nor data files ({', '.join(BUILDERS)})",
+                       fix="pass a save_to_disk folder or data files, or a text file as --corpus")
+
+
+def _from_disk(cfg, path: Path, *, hash_files: bool = True) -> DatasetSource:
     datasets = datasets_offline()
     for option in ("dataset_config", "dataset_revision"):
         if getattr(cfg, option):
@@ -165,6 +180,8 @@ def _from_disk(cfg, path: Path) -> DatasetSource:
                                fix=f"drop --{option.replace('_', '-')}")
     try:
         loaded = datasets.load_from_disk(str(path))
+    except IndexError:  # the library's own failure on a dataset saved with no rows (no Arrow table to concatenate)
+        raise NormvarError(f"dataset {path.name} has no rows", fix="pass a dataset with text in it") from None
     except (OSError, ValueError, KeyError) as exc:
         raise NormvarError(f"cannot read the save_to_disk folder {path}: {_first_line(exc)}",
                            fix="write it again with Dataset.save_to_disk") from None
@@ -177,16 +194,19 @@ def _from_disk(cfg, path: Path) -> DatasetSource:
             raise NormvarError(f"split {cfg.split!r} not in {path.name}: it holds one dataset"
                                + (f" (split {split!r})" if split else " without splits"), fix="drop --split")
         ds = loaded
+    if int(ds.num_rows) == 0:
+        raise NormvarError(f"dataset {path.name}" + (f" (split {split!r})" if split else "") + " has no rows",
+                           fix="pass a dataset with text in it")
     column = text_column(ds.features, cfg.text_column, path.name)
     folder = path / split if isinstance(loaded, datasets.DatasetDict) else path
     state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
     # the whole pass streams the folder's Arrow files in order (record batch by record batch, no memory map
     # whose pages would stay resident): save_to_disk wrote them in the dataset's order, indices flattened
-    arrow = _builder(datasets, "arrow", cfg, data_files={"train": [str(folder / f["filename"])
-                                                                   for f in state["_data_files"]]})
+    arrow_files = [str(folder / f["filename"]) for f in state["_data_files"]]
+    arrow = _builder(datasets, "arrow", cfg, data_files={"train": arrow_files})
     stream = _scan_lightly(arrow).as_streaming_dataset(split="train")
-    # the fingerprint save_to_disk wrote (load_from_disk's formatting step gives the loaded object another)
-    fingerprint = str(state["_fingerprint"])
+    # the data's own hash: state.json's _fingerprint stays the same when the Arrow files are rewritten
+    fingerprint = files_sha256(arrow_files) if hash_files else ""
     prov = dict(id=str(path.resolve()), kind="save_to_disk", config=None, split=split, revision=None,
                 fingerprint=fingerprint, text_column=column, rows=int(ds.num_rows))
     return DatasetSource(ds, column, path.name, fingerprint, prov, stream=stream)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from normvar_core.corpus_formats import CORPUS_SUFFIXES, corpus_suffix
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
+from normvar_core.destination import check_regular_input
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.select import Selection
 from normvar_core.pipeline.corpus.stream import CorpusStream
@@ -40,7 +41,7 @@ def resolve_corpus_path(corpus: str, data_dir=None) -> Path:
                            fix="check the path (omit --corpus for the shipped novels)")
     if p.is_dir():
         raise NormvarError(f"corpus path is a directory: {corpus}", fix=f"pass one file ({_SUPPORTED})")
-    return p
+    return check_regular_input(p, "--corpus", f"pass one regular file ({_SUPPORTED})")
 
 
 def corpus_format(path: Path) -> str:

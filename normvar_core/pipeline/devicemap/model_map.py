@@ -43,10 +43,61 @@ def check_offload_folder(folder: str | None) -> Path | None:
     return path
 
 
+def named_devices(cfg) -> list[int | str]:
+    """The devices that ``--device-map`` (a JSON file) and ``--max-memory`` name, GPU indices and "mps"."""
+    dmap = read_device_map(cfg.device_map)
+    named = list(dmap.values()) if isinstance(dmap, dict) else []
+    return named + list(parse_max_memory(cfg.max_memory) or {})
+
+
+def check_devices_present(cfg) -> None:
+    """Refuse, before any weight loads, a map or memory limit naming a GPU this machine lacks (one line
+    naming it, instead of accelerate's "Device 0 is not available" and a load that fails later)."""
+    named = named_devices(cfg)
+    gpus = sorted({d for d in named if isinstance(d, int)})
+    if gpus:
+        import torch
+
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        missing = [g for g in gpus if g >= have]
+        if missing:
+            held = "no GPU" if have == 0 else f"only {have} GPU{'s' if have > 1 else ''} (0..{have - 1})"
+            raise NormvarError(f"the device map names GPU {missing[0]}, but this machine has {held}",
+                               fix='map the modules to devices that are here ("cpu", or the GPUs nvidia-smi lists)')
+    if "mps" in named:
+        import torch
+
+        if not torch.backends.mps.is_available():
+            raise NormvarError("the device map names mps, but this machine has no Apple GPU", fix='use "cpu"')
+
+
+def meta_model(config, dtype: str = "float32", trust_remote_code: bool = False):
+    """The model of ``config`` on the meta device: its modules and shapes, no memory, no weights read."""
+    import torch
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        return AutoModel.from_config(config, trust_remote_code=trust_remote_code, dtype=getattr(torch, dtype))
+
+
+def check_map_modules(device_map, model, source: str) -> None:
+    """A ``--device-map`` file's modules are the model's (its ``named_modules``, "" for the whole model; a meta
+    model is enough): a name it lacks would be dropped silently and the run placed otherwise."""
+    if not isinstance(device_map, dict):
+        return
+    names = {n for n, _ in model.named_modules()}
+    unknown = [k for k in device_map if k not in names]
+    if unknown:
+        tops = ", ".join(n for n in list(names) if n and "." not in n)[:120]
+        raise NormvarError(f"--device-map {source} names module {unknown[0]!r}, which the model does not have",
+                           fix=f"use the model's module names (top level: {tops})")
+
+
 def pretrained_kwargs(cfg) -> dict[str, Any]:
     """{} without ``--device-map``; else device_map (a strategy or the file's dict), max_memory, offload_folder."""
     if not cfg.device_map:
         return {}
+    check_devices_present(cfg)
     kw: dict[str, Any] = {"device_map": read_device_map(cfg.device_map)}
     memory = parse_max_memory(cfg.max_memory)
     if memory:
@@ -55,6 +106,35 @@ def pretrained_kwargs(cfg) -> dict[str, Any]:
     if folder is not None:
         kw["offload_folder"] = str(folder)
     return kw
+
+
+def clean_offload_after(model, folder: str | None, before: set[str]) -> None:
+    """The weights accelerate wrote into ``folder`` while loading (one file per offloaded tensor, for weights
+    it cannot read in place) are removed once ``model`` is gone (its run ended: a worker's job, or the process
+    exit); what the folder held before the load stays."""
+    if not folder:
+        return
+    import weakref
+
+    weakref.finalize(model, _remove_new, Path(folder), frozenset(before))
+
+
+def folder_names(folder: str | None) -> set[str]:
+    try:
+        return {p.name for p in Path(folder).iterdir()} if folder else set()
+    except OSError:
+        return set()
+
+
+def _remove_new(folder: Path, before: frozenset) -> None:
+    import shutil
+
+    for name in folder_names(str(folder)) - before:
+        p = folder / name
+        try:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        except OSError:
+            pass
 
 
 def device_name(key: int | str) -> str:
@@ -110,5 +190,5 @@ def state_places(device_map: dict[str, str], producers: list[str]) -> list[tuple
     return places
 
 
-__all__ = ["check_offload_folder", "pretrained_kwargs", "device_name", "device_map_of", "entry_of", "input_device",
+__all__ = ["clean_offload_after", "folder_names", "meta_model", "check_map_modules", "check_devices_present", "named_devices", "check_offload_folder", "pretrained_kwargs", "device_name", "device_map_of", "entry_of", "input_device",
            "state_places"]

@@ -24,7 +24,7 @@ import logging
 from contextlib import contextmanager
 
 from normvar_core.device_options import read_device_map
-from normvar_core.pipeline.devicemap.model_map import device_name, entry_of
+from normvar_core.pipeline.devicemap.model_map import check_map_modules, device_name, entry_of, meta_model
 from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory import gb, layer_span, sizes_and_droppable
 from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
@@ -43,13 +43,6 @@ def _quiet():
         log.setLevel(level)
 
 
-def meta_model(config, dtype: str, trust_remote_code: bool = False):
-    import torch
-    from transformers import AutoModel
-
-    with torch.device("meta"):
-        return AutoModel.from_config(config, trust_remote_code=trust_remote_code, dtype=getattr(torch, dtype))
-
 
 def placed_map(model, strategy: str | None, devices: dict) -> dict[str, str]:
     """{module: "cuda:k" | "cpu" | "disk"} as transformers would place ``model`` for ``--device-map strategy``
@@ -57,6 +50,7 @@ def placed_map(model, strategy: str | None, devices: dict) -> dict[str, str]:
     from transformers.integrations.accelerate import _get_device_map
 
     chosen = read_device_map(strategy or "auto")
+    check_map_modules(chosen, model, str(strategy))
     with _quiet():
         dmap = chosen if isinstance(chosen, dict) else _get_device_map(model, chosen, dict(devices), None)
     return {k: device_name(v) for k, v in dmap.items()}

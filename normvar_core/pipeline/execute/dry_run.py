@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from normvar_core.device_options import parse_devices
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.corpus.dataset import check_dataset
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.devicemap.per_device import plan_devices
+from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute.ray_cluster import check_local_workers
 from normvar_core.pipeline.memory import MemoryPlan, run_budget, with_devices
 from normvar_core.pipeline.memory_terms import GiB
@@ -25,9 +25,9 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free. ``devices``
     (``--devices 8x80``): the plan per device of the run device-mapped over them (``devicemap/per_device.py``)."""
     cfg = cfg.validate()
-    check_dataset(cfg)  # as compute: a bad --dataset is refused before the model's config is read
-    check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
     limits = parse_devices(devices) if devices else None
+    check_inputs(cfg, data_dir, devices_here=not limits)  # as compute: before the model's config is read
+    check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
     if limits:  # planned for those devices, not this machine's
         cfg = cfg.replace(device="cuda" if any(isinstance(k, int) for k in limits) else "cpu",
                           memory_gb=sum(limits.values()) / GiB)

@@ -23,12 +23,11 @@ from normvar_core.destination import check_destination, resolve_destination
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline import models
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.corpus.dataset import check_dataset
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.devicemap.layer_groups import gather
-from normvar_core.pipeline.devicemap.model_map import check_offload_folder
 from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
 from normvar_core.pipeline.execute import checkpoint as ckpt
+from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.measures import MomentsAccumulator
 from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
@@ -79,13 +78,12 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
     """The checks that need no model: ``cfg`` valid, named, its run file free (or ``overwrite``), the
     checkpoint's folder writable. ``out_dir`` overrides runs/ (CLI --out)."""
     cfg = cfg.validate()
-    check_dataset(cfg)  # an unknown dataset, split or column: refused before any model loads
+    check_inputs(cfg, data_dir)  # dataset or corpus, offload folder, mapped devices: before any model loads
     dd = DataDir.at(data_dir)
     if cfg.name is None:
         cfg = cfg.replace(name=default_run_name(cfg))
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
-    check_offload_folder(cfg.offload_folder)  # --device-map: written to before the model loads
     saved = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
     return RunTarget(cfg, dd, out_path, saved, overwrite)
 

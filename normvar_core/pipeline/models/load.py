@@ -14,7 +14,9 @@ from typing import Any
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.devicemap.model_map import device_map_of, input_device, pretrained_kwargs, state_places
+from normvar_core.pipeline.devicemap.model_map import (check_map_modules, clean_offload_after, device_map_of,
+                                                       folder_names, input_device, meta_model, pretrained_kwargs,
+                                                       state_places)
 from normvar_core.pipeline.models.architecture import detect_architecture
 from normvar_core.pipeline.models.model_config import build_error, read_model_config
 from normvar_core.pipeline.models.probe import producers, run_probe
@@ -113,7 +115,9 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     device = resolve_device(cfg)
     dtype = torch_dtype(cfg, device)
     mapped = pretrained_kwargs(cfg)
+    offloaded_before = folder_names(mapped.get("offload_folder"))
     model, tok = _from_pretrained(cfg, Path(path), src.name, dtype, **mapped)
+    clean_offload_after(model, mapped.get("offload_folder"), offloaded_before)
     architecture = type(model).__name__
     model, stack = select_stack(model, tok, cfg.stack, src.name)
     model.config.output_hidden_states = True
@@ -152,6 +156,12 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
         raise NormvarError(f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
                            fix="leave --device-map out for encoder-decoders (T5, BART)")
     check_model_dir(path, name)
+    if mapped:  # accelerate's "Some parameters are on the meta device because they were offloaded" is what
+        import logging  # an offload means; the run row records the map instead of a raw log line
+
+        logging.getLogger("accelerate.big_modeling").setLevel(logging.ERROR)
+    if isinstance(mapped.get("device_map"), dict):  # its modules named by the model itself, on the meta device
+        check_map_modules(mapped["device_map"], meta_model(config, trust_remote_code=kw["trust_remote_code"]), cfg.device_map)
     tok = None
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
