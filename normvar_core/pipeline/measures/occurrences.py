@@ -8,8 +8,10 @@ How the axes are obtained (the choice, recorded per layer in the ``occurrence_ax
    (``OCCURRENCE_EARLY`` positions) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
    eigenvectors B (d × k) of their covariance. Every process of the run (local, resumed, each Ray actor)
    computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint
-   carries the axes its projections were made on. A source on the CPU keeps those batches' states (up to
-   ``REUSE_BYTES``) and yields them again when the pass reaches them, so they cost no second forward pass.
+   carries the axes its projections were made on. The states are not held: each batch is pooled into a
+   running float64 mean and scatter per layer (8·L·d·(d + 2) bytes, ``early_bytes``, counted by the memory
+   plan; freed before the accumulators are built). A source on the CPU keeps those batches' states when they
+   weigh at most ``REUSE_BYTES`` and yields them again when the pass reaches them (no second forward pass).
 2. **During the pass** each kept occurrence stores y = Bᵀ(x − m₀) (k float32), and over *every* counted
    position the sums Σy and Σyyᵀ (float64) are pooled, which give the exact mean and covariance of the
    projections.
@@ -32,12 +34,14 @@ import torch
 
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.batches import first_position, unit_ids
+from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
+from normvar_core.pipeline.measures.pooling import pool_into
 from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
+from normvar_core.pipeline.sources import REUSE_BYTES
 from normvar_core.runs.schema import OCCURRENCES_TABLES
 from normvar_core.runs.tables import occurrence_tables
 from normvar_core.stats.axes import top_axes
@@ -57,44 +61,92 @@ def spread_order(n: int):
         j += 1
 
 
-def host_states(sb, source) -> np.ndarray:
-    """A batch's (L, N, d) states in float32 on the host (exact for float32/bf16/fp16 states: the float64
-    covariance converts one layer at a time); a device-mapped batch's layer groups (``sb.groups``, one
-    tensor per ``source.groups`` entry on its device) put back in layer order."""
+def layer_states(sb, source):
+    """(row, (N, d) tensor on its device) for every kept layer of a batch, in layer order: ``sb.states[row]``, or
+    for a device-mapped batch the layer groups' tensors (``sb.groups``, one per ``source.groups`` entry)."""
     if sb.groups is None:
-        return sb.states.detach().to("cpu", torch.float32).numpy()
-    out = np.empty((sum(g.shape[0] for g in sb.groups), sb.size, sb.groups[0].shape[2]), np.float32)
+        yield from enumerate(sb.states)
+        return
     for (layers, _), g in zip(source.groups, sb.groups):
-        out[layers] = g.detach().to("cpu", torch.float32).numpy()
-    return out
+        yield from zip(layers, g)
+
+
+def early_batches(plan, positions: int = OCCURRENCE_EARLY) -> tuple[list[int], int]:
+    """The batches of the early pass, in ``spread_order``, until they hold ``positions`` real tokens (at least
+    one batch), and those tokens: an upper bound of their counted positions, from the plan alone (what
+    ``normvar plan`` counts; the pass itself stops on counted positions, so it may use fewer batches)."""
+    tokens = batch_token_counts(plan.batches)
+    used, n = [], 0
+    for bi in spread_order(plan.n_batches):
+        used.append(bi)
+        n += int(tokens[bi])
+        if n >= positions:
+            break
+    return used, n
+
+
+def early_bytes(ctx: RunContext, *, device: str | None = None) -> dict:
+    """What the early pass holds before the accumulators exist (``early_axes``), from the plan alone:
+    ``scatter_bytes`` = 8·L·d·(d + 2) — each kept layer's running float64 scatter (d × d), mean and the batch's
+    own scatter being pooled, on the layer's device — and ``held_bytes``, the
+    early batches' float32 states kept for the pass on a CPU source (L·N·d·4, only when at most
+    ``REUSE_BYTES``; they are held until the pass reaches them, so through the pass too)."""
+    L, d = ctx.num_layers, ctx.dim
+    dev = device or str(ctx.device)
+    b = 8  # pooled in float64 whatever the per-batch arithmetic (``--scatter-dtype``), as the geometry's scatter
+    batches, tokens = early_batches(ctx.plan)
+    held = L * tokens * d * 4
+    held = held if dev == "cpu" and held <= REUSE_BYTES else 0
+    return {"scatter_bytes": int(L * d * (d + 2) * b), "held_bytes": int(held), "positions": int(tokens),
+            "batches": len(batches)}
 
 
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
-               reuse: bool = True) -> dict:
+               reuse: bool = True, scatter_dtype: str = "auto") -> dict:
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
-    positions used, "batches": batches used, "layers": the source's layers}. The forward passes of those
-    batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them.
-    The layers' covariances and eigenvectors (float64) run a layer per core with one BLAS thread each
-    (``layerview.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
-    parts, n, used, seen = [], 0, 0, {}
+    positions used, "batches": batches used, "layers": the source's layers}.
+
+    The states are not held: each batch is pooled into a running mean m₀ and scatter S per layer (Chan's update,
+    ``pooling.pool_into``: n = n_a + n_b, δ = μ_b − μ_a, S = S_a + S_b + δδᵀ n_a n_b / n) in float64 on the layer's
+    device (the batch's scatter in ``--scatter-dtype``'s arithmetic, as the geometry's ``LayerView``); B = the top-k eigenvectors of S / n. Only on a CPU source, and up to
+    ``REUSE_BYTES`` in all, are the batches themselves kept and handed to the source (``reuse``), so the pass does
+    not redo their forward passes (on a GPU the forward pass is cheap next to holding its states)."""
+    sums: dict[int, list] = {}  # row -> [n, mean, scatter] (the pooled state of the layer)
+    n, used, seen, kept_bytes = 0, 0, {}, 0
+    keep = reuse and hasattr(source, "reuse") and source.device.type == "cpu"
     for bi in spread_order(plan.n_batches):
         for sb in source.batches(plan, bi, bi + 1):
-            parts.append(host_states(sb, source))
-            seen.setdefault(bi, []).append(sb)
+            for row, x in layer_states(sb, source):
+                view = LayerView(x, resolve_scatter_dtype(scatter_dtype, x.device))
+                mean_b, scatter_b = view.mean, view.scatter  # float64, the scatter about m_b
+                if row not in sums:
+                    sums[row] = [view.n, mean_b.clone(), scatter_b.clone()]
+                    continue
+                acc = sums[row]
+                pool_into(acc[1], acc[2], acc[0], mean_b, scatter_b, view.n, outer=True)
+                acc[0] += view.n
+            if keep:
+                kept_bytes += sum(t.numel() * t.element_size() for t in ((sb.states,) if sb.groups is None
+                                                                         else sb.groups))
+                keep = kept_bytes <= REUSE_BYTES
+                seen.setdefault(bi, []).append(sb) if keep else seen.clear()
             n += sb.size
+            del sb
         used += 1
         if n >= positions:
             break
-    if reuse and hasattr(source, "reuse"):
+    if seen:
         source.reuse(seen)
+    rows = sorted(sums)
 
-    def one(li: int):
-        X = np.concatenate([p[li] for p in parts], axis=0).astype(np.float64)
-        return X.mean(axis=0), top_axes(np.cov(X, rowvar=False, bias=True).reshape(X.shape[1], -1), k)
+    def one(i: int):
+        cnt, mean, scatter = sums[rows[i]]
+        cov = scatter.to("cpu", torch.float64).numpy() / max(cnt, 1)
+        return mean.to("cpu", torch.float64).numpy(), top_axes(cov, k)
 
-    out = per_layer(one, parts[0].shape[0])
-    del parts
+    out = per_layer(one, len(rows))
+    sums.clear()
     mean, axes = np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
     if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
         axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
@@ -105,7 +157,7 @@ def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
     """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan);
     ``reuse``: the source keeps the early batches for the pass (a Ray actor, which runs only its share, does not)."""
     if keeps_occurrences(ctx):
-        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse)
+        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse, scatter_dtype=ctx.cfg.scatter_dtype)
 
 
 def keeps_occurrences(ctx: RunContext) -> bool:
@@ -285,4 +337,4 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
+__all__ = ["OccurrencesAccumulator", "early_axes", "early_batches", "early_bytes", "layer_states", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
