@@ -34,6 +34,7 @@ import torch
 
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
 from normvar_core.config import RunConfig
+from normvar_core.errors import interrupts_between_batches
 from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
@@ -101,63 +102,125 @@ def early_bytes(ctx: RunContext, *, device: str | None = None) -> dict:
             "batches": len(batches)}
 
 
+class EarlyPass:
+    """The early pass's running state: ``done`` batches of ``spread_order`` pooled, ``n`` counted positions, and per
+    kept layer (row) its count, mean and float64 scatter (Chan's update). ``state_dict`` / ``from_state`` make it a
+    checkpoint's ``EARLY_KEY`` entry, so an interrupted early pass keeps the batches it finished."""
+
+    def __init__(self, source, plan, *, positions: int = OCCURRENCE_EARLY, scatter_dtype: str = "auto"):
+        self.source, self.plan, self.positions, self.scatter_dtype = source, plan, int(positions), scatter_dtype
+        self.done, self.n = 0, 0
+        self.sums: dict[int, list] = {}  # row -> [count, mean (d,), scatter (d, d)] (float64 tensors)
+
+    @property
+    def finished(self) -> bool:
+        return self.n >= self.positions or self.done >= self.plan.n_batches
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        rows = sorted(self.sums)
+        return {"done": np.array([self.done]), "n": np.array([self.n]),
+                "count": np.array([self.sums[r][0] for r in rows], np.int64),
+                "mean": np.stack([self.sums[r][1].to("cpu").numpy() for r in rows]),
+                "scatter": np.stack([self.sums[r][2].to("cpu").numpy() for r in rows])}
+
+    def load_state_dict(self, state: dict) -> "EarlyPass":
+        self.done, self.n = int(np.asarray(state["done"])[0]), int(np.asarray(state["n"])[0])
+        self.sums = {r: [int(c), torch.from_numpy(np.array(m, np.float64)), torch.from_numpy(np.array(S, np.float64))]
+                     for r, (c, m, S) in enumerate(zip(state["count"], state["mean"], state["scatter"]))}
+        return self
+
+    def _pool(self, row: int, x: torch.Tensor) -> None:
+        view = LayerView(x, resolve_scatter_dtype(self.scatter_dtype, x.device))
+        mean_b, scatter_b = view.mean, view.scatter  # float64, the scatter about m_b
+        acc = self.sums.get(row)
+        if acc is None:
+            self.sums[row] = [view.n, mean_b.clone(), scatter_b.clone()]
+            return
+        if acc[1].device != mean_b.device:  # resumed from a checkpoint (host arrays): onto the layer's device
+            acc[1], acc[2] = acc[1].to(mean_b.device), acc[2].to(mean_b.device)
+        pool_into(acc[1], acc[2], acc[0], mean_b, scatter_b, view.n, outer=True)
+        acc[0] += view.n
+
+    def run(self, *, reuse: bool = True, on_batch=None) -> None:
+        """Pool the batches of the spread order after the ``done`` ones until ``positions`` are in; ``on_batch(self)``
+        after each whole batch. SIGINT/SIGTERM wait while a batch is half pooled (``interrupts_between_batches``),
+        so the state at an interrupt holds whole batches only. ``reuse``: module docstring of ``early_axes``."""
+        source, seen, kept_bytes = self.source, {}, 0
+        keep = reuse and hasattr(source, "reuse") and source.device.type == "cpu"
+        order = spread_order(self.plan.n_batches)
+        for _ in range(self.done):
+            next(order)
+        with interrupts_between_batches() as guard:
+            for bi in order:
+                if self.finished:
+                    break
+                for sb in source.batches(self.plan, bi, bi + 1):
+                    guard.hold()
+                    for row, x in layer_states(sb, source):
+                        self._pool(row, x)
+                    self.n += sb.size
+                    if keep:
+                        kept_bytes += sum(t.numel() * t.element_size() for t in ((sb.states,) if sb.groups is None
+                                                                                 else sb.groups))
+                        keep = kept_bytes <= REUSE_BYTES
+                        seen.setdefault(bi, []).append(sb) if keep else seen.clear()
+                    del sb
+                self.done += 1
+                if on_batch is not None:
+                    on_batch(self)
+                guard.release()
+        if seen:
+            source.reuse(seen)
+
+    def axes(self, k: int = OCCURRENCE_AXES) -> dict:
+        """{"mean": (L, d), "axes": (L, d, k) float64, "n", "batches", "layers"}: the top-k eigenvectors of each
+        layer's S / n (``stats.axes.top_axes``), a layer per core (``layerview.per_layer``: threaded BLAS beside
+        torch's threads on shared cores ran 10-100x slower)."""
+        rows = sorted(self.sums)
+
+        def one(i: int):
+            cnt, mean, scatter = self.sums[rows[i]]
+            return mean.to("cpu").numpy(), top_axes(scatter.to("cpu").numpy() / max(cnt, 1), k)
+
+        out = per_layer(one, len(rows))
+        mean, axes = np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
+        if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
+            axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
+        return {"mean": mean, "axes": axes, "n": int(self.n), "batches": int(self.done),
+                "layers": list(self.source.layers)}
+
+
+EARLY_KEY = "occurrences_early"
+"""A checkpoint's entry for an unfinished early pass (``EarlyPass.state_dict``), in place of the accumulators."""
+
+
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
-               reuse: bool = True, scatter_dtype: str = "auto") -> dict:
+               reuse: bool = True, scatter_dtype: str = "auto", state: dict | None = None, on_batch=None) -> dict:
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
     positions used, "batches": batches used, "layers": the source's layers}.
 
     The states are not held: each batch is pooled into a running mean m₀ and scatter S per layer (Chan's update,
     ``pooling.pool_into``: n = n_a + n_b, δ = μ_b − μ_a, S = S_a + S_b + δδᵀ n_a n_b / n) in float64 on the layer's
-    device (the batch's scatter in ``--scatter-dtype``'s arithmetic, as the geometry's ``LayerView``); B = the top-k eigenvectors of S / n. Only on a CPU source, and up to
-    ``REUSE_BYTES`` in all, are the batches themselves kept and handed to the source (``reuse``), so the pass does
-    not redo their forward passes (on a GPU the forward pass is cheap next to holding its states)."""
-    sums: dict[int, list] = {}  # row -> [n, mean, scatter] (the pooled state of the layer)
-    n, used, seen, kept_bytes = 0, 0, {}, 0
-    keep = reuse and hasattr(source, "reuse") and source.device.type == "cpu"
-    for bi in spread_order(plan.n_batches):
-        for sb in source.batches(plan, bi, bi + 1):
-            for row, x in layer_states(sb, source):
-                view = LayerView(x, resolve_scatter_dtype(scatter_dtype, x.device))
-                mean_b, scatter_b = view.mean, view.scatter  # float64, the scatter about m_b
-                if row not in sums:
-                    sums[row] = [view.n, mean_b.clone(), scatter_b.clone()]
-                    continue
-                acc = sums[row]
-                pool_into(acc[1], acc[2], acc[0], mean_b, scatter_b, view.n, outer=True)
-                acc[0] += view.n
-            if keep:
-                kept_bytes += sum(t.numel() * t.element_size() for t in ((sb.states,) if sb.groups is None
-                                                                         else sb.groups))
-                keep = kept_bytes <= REUSE_BYTES
-                seen.setdefault(bi, []).append(sb) if keep else seen.clear()
-            n += sb.size
-            del sb
-        used += 1
-        if n >= positions:
-            break
-    if seen:
-        source.reuse(seen)
-    rows = sorted(sums)
-
-    def one(i: int):
-        cnt, mean, scatter = sums[rows[i]]
-        cov = scatter.to("cpu", torch.float64).numpy() / max(cnt, 1)
-        return mean.to("cpu", torch.float64).numpy(), top_axes(cov, k)
-
-    out = per_layer(one, len(rows))
-    sums.clear()
-    mean, axes = np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
-    if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
-        axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
-    return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used), "layers": list(source.layers)}
+    device (the batch's scatter in ``--scatter-dtype``'s arithmetic, as the geometry's ``LayerView``); B = the
+    top-k eigenvectors of S / n. Only on a CPU source, and up to ``REUSE_BYTES`` in all, are the batches themselves
+    kept and handed to the source (``reuse``), so the pass does not redo their forward passes (on a GPU the
+    forward pass is cheap next to holding its states). ``state``: an interrupted pass's ``EarlyPass.state_dict``
+    to go on from; ``on_batch(pass)`` after each batch (checkpoints, progress)."""
+    ep = EarlyPass(source, plan, positions=positions, scatter_dtype=scatter_dtype)
+    if state is not None:
+        ep.load_state_dict(state)
+    ep.run(reuse=reuse, on_batch=on_batch)
+    return ep.axes(k)
 
 
-def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
-    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan);
-    ``reuse``: the source keeps the early batches for the pass (a Ray actor, which runs only its share, does not)."""
-    if keeps_occurrences(ctx):
-        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse, scatter_dtype=ctx.cfg.scatter_dtype)
+def prime(ctx: RunContext, source, *, reuse: bool = True, state: dict | None = None, on_batch=None) -> None:
+    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan) and
+    does not have them yet (a resumed checkpoint carries them); ``reuse``: the source keeps the early batches for
+    the pass (a Ray actor, which runs only its share, does not); ``state``/``on_batch``: ``early_axes``."""
+    if keeps_occurrences(ctx) and ctx.occurrence_axes is None:
+        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse, scatter_dtype=ctx.cfg.scatter_dtype,
+                                         state=state, on_batch=on_batch)
 
 
 def keeps_occurrences(ctx: RunContext) -> bool:
@@ -337,4 +400,4 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesAccumulator", "early_axes", "early_batches", "early_bytes", "layer_states", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
+__all__ = ["OccurrencesAccumulator", "EarlyPass", "EARLY_KEY", "early_axes", "early_batches", "early_bytes", "layer_states", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
