@@ -104,3 +104,26 @@ def test_progress_in_a_log_is_plain_lines(early_compute, tmp_path):
     phases = {x.split()[1] for x in lines}
     assert phases <= {"plan", "model", "early", "forward", "finalize", "write"}, lines
     assert any(" · ETA " in x for x in lines), lines
+
+
+def test_a_resumed_pass_takes_its_early_axes_from_the_checkpoint(tiny_models, tmp_path):
+    """Cancelled in the pass (after the early pass), the run resumes without a second early pass — the axes, m₀ and
+    the early counts come from the checkpoint — and equals the uninterrupted run of this process exactly."""
+    from normvar_core.config import RunConfig
+    from normvar_core.errors import CancelledError
+    from normvar_core.pipeline.execute.local import compute_run
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
+    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=200, name="r")
+    ref = open_run(compute_run(cfg, tmp_path / "a"))
+    ckpt, stages = tmp_path / "r.ckpt", []
+    with pytest.raises(CancelledError):
+        compute_run(cfg, tmp_path / "b", checkpoint=ckpt, checkpoint_every_s=1e9,
+                    progress=lambda p: stages.append((p.stage, p.done)),
+                    should_cancel=lambda: sum(s == "compute" and d > 0 for s, d in stages) >= 3)
+    assert ("early", 15) in stages  # the early pass ran every batch of this corpus, then the pass was cancelled
+    stages.clear()
+    got = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=lambda p: stages.append((p.stage, 0))))
+    assert got.meta["notes"]["resumed_from_batch"] >= 2 and "early" not in {s for s, _ in stages}
+    assert_same_run(got, ref, one_process=True)
