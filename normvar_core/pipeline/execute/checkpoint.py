@@ -118,10 +118,7 @@ class Checkpointer:
 
     def save_quietly(self, accs: dict, next_batch: int, extra: dict) -> None:
         """Save on the way out of an error or interruption: that error matters more than a failed save."""
-        try:
-            self.save(accs, next_batch, extra)
-        except Exception:  # noqa: BLE001
-            pass
+        quietly(self.save, accs, next_batch, extra)
 
     def save_early(self, state: dict, done: int, planned: int) -> None:
         """The occurrences' unfinished early pass (``occurrences.EarlyPass.state_dict``), ``done`` of its about
@@ -133,10 +130,15 @@ class Checkpointer:
         self.last = time.monotonic()
 
     def save_early_quietly(self, state: dict, done: int, planned: int) -> None:
-        try:
-            self.save_early(state, done, planned)
-        except Exception:  # noqa: BLE001
-            pass
+        quietly(self.save_early, state, done, planned)
+
+
+def quietly(save, *args) -> None:
+    """``save(*args)``, its failure ignored: on the way out of an error, that error matters more."""
+    try:
+        save(*args)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def early_axes_of(resumed: tuple | None, layers: list[int]) -> dict | None:
