@@ -31,6 +31,7 @@ from normvar_core.pipeline.devicemap.layer_groups import gather
 from normvar_core.pipeline.devicemap.model_map import check_offload_folder
 from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
 from normvar_core.pipeline.execute import checkpoint as ckpt
+from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.measures import MomentsAccumulator
 from normvar_core.pipeline.measures.occurrences import EARLY_KEY, early_batches, prime
 from normvar_core.pipeline.execute.progress import PhaseClock, Progress, publish_progress
@@ -163,6 +164,7 @@ def early_pass(ctx: RunContext, source, *, state, report, check_cancel, saver) -
 
     try:
         prime(ctx, source, reuse=True, state=state, on_batch=on_batch)
+        heap.trim_heap()  # the early batches' freed states back to the OS (the pass's trims measure from here)
     except BaseException:
         ep = last[0]
         if ep is not None and ep.done > start:

@@ -219,7 +219,9 @@ def prime(ctx: RunContext, source, *, reuse: bool = True, state: dict | None = N
     does not have them yet (a resumed checkpoint carries them); ``reuse``: the source keeps the early batches for
     the pass (a Ray actor, which runs only its share, does not); ``state``/``on_batch``: ``early_axes``."""
     if keeps_occurrences(ctx) and ctx.occurrence_axes is None:
-        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse, scatter_dtype=ctx.cfg.scatter_dtype,
+        # the states are kept for the pass only where the memory plan counted them (``early_bytes``)
+        keep = reuse and early_bytes(ctx)["held_bytes"] > 0
+        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=keep, scatter_dtype=ctx.cfg.scatter_dtype,
                                          state=state, on_batch=on_batch)
 
 
