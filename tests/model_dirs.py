@@ -97,3 +97,27 @@ def save_model(path: Path, model, tok) -> Path:
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def build_decoder(root: Path, *, dim: int = 1024, layers: int = 16, intermediate: int = 128) -> Path:
+    """A random-init Llama decoder whose hidden states outweigh its weights (the memory plan's check where states
+    dominate): ``dim`` wide, ``layers`` blocks, a ``intermediate``-wide MLP, 16 query heads over 2 key/value heads,
+    the 500-token Metaspace BPE of the tiny Llama."""
+    import torch
+    import transformers as T
+
+    T.utils.logging.disable_progress_bar()
+    torch.manual_seed(0)
+    vocab, merges = train_bpe(training_sentences(), ["<unk>", "<s>", "</s>"], False)
+    tok = T.LlamaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
+    cfg = T.LlamaConfig(vocab_size=len(vocab), hidden_size=dim, num_hidden_layers=layers, intermediate_size=intermediate,
+                        num_attention_heads=16, num_key_value_heads=2, max_position_embeddings=128,
+                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    model = T.LlamaModel(cfg)
+    with torch.no_grad():  # unit-scale activations through the blocks
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 1.0 / dim ** 0.5)
+    model.save_pretrained(root / f"decoder-{dim}x{layers}")
+    tok.save_pretrained(root / f"decoder-{dim}x{layers}")
+    return root / f"decoder-{dim}x{layers}"

@@ -66,7 +66,7 @@ def expected_rows(kind: str, p: dict, dmap: dict, n_gpus: int, batch, dropped) -
     rows, width, N = batch
     P = rows * width
     devices = list(dict.fromkeys([*where.values(), *(f"cuda:{i}" for i in range(n_gpus))]))
-    out = {dev: dict(weights=0, state=0, pass_=0, layers=[]) for dev in devices}
+    out = {dev: dict(weights=0, state=0, pass_=0, layers=[], early=0) for dev in devices}
     for dev in devices:
         # an offloaded entry ("disk" here: no "cpu" device given): its blocks run on cuda:0, its state and the kept
         # copy of its layers' positions stay in host memory (the "disk" row stands for it)
@@ -75,6 +75,9 @@ def expected_rows(kind: str, p: dict, dmap: dict, n_gpus: int, batch, dropped) -
                                    + (norm_dev == dev) * norm_vectors * d)
         layers = out[dev]["layers"] = [l for l in range(L1) if produced[l] == dev]
         out[dev]["state"] = sum(b for a, b in formulas(dict(p, layers=layers)).items() if a not in dropped) if layers else 0
+        # the occurrences' early pass: a running float64 d x d scatter, mean and batch scatter per layer, before
+        # the accumulators exist (the larger of it and the state counts)
+        out[dev]["early"] = 0 if "occurrences" in dropped else 8 * len(layers) * d * (d + 2)
         out[run_on]["pass_"] += produced.count(dev) * P * d * E + (dev in block_dev) * (
             P * (ffn + 4 * d) * E + rows * heads * width ** 2 * E)
         out[dev]["pass_"] += bool(layers) * (len(layers) * N * d * E + 3 * N * d * 8)
@@ -101,8 +104,9 @@ def test_per_device_bytes_equal_the_formulas_and_the_table(contexts, kind):
             assert 0 <= r["weights_bytes"] - w["weights"] < 4096, (kind, n, r["device"])  # + rotary buffers
             assert r["pass_bytes"] == w["pass_"], (kind, n, r["device"])
             assert r["state_bytes"] == w["state"], (kind, n, r["device"])
+            assert r["early_bytes"] == (w["early"] if r["device"] != "disk" else 0), (kind, n, r["device"])
             if r["device"] != "disk":
-                assert r["bytes"] == r["weights_bytes"] + r["state_bytes"] + r["pass_bytes"]
+                assert r["bytes"] == r["weights_bytes"] + max(r["state_bytes"], r["early_bytes"]) + r["pass_bytes"]
                 assert r["limit_bytes"] == 80 * 10**9 and r["fits"] == (r["bytes"] <= 80 * 10**9)
         assert sorted(l for r in got["devices"] for l in r["layers"]) == list(range(shape.num_hidden_states))
         gpus = {v for v in got["device_map"].values() if v.startswith("cuda")}
@@ -118,6 +122,11 @@ def test_plan_cli_devices_json(capsys, tmp_path, shapes, corpus40):  # noqa: F81
     assert set(p["devices"][0]) >= {"device", "weights_bytes", "state_bytes", "pass_bytes", "bytes", "limit_bytes",
                                     "fits"}
     assert p["total_bytes"] == sum(r["bytes"] for r in p["devices"])
+    # the occurrences' early pass: per device its layers' running scatters, nothing held on the host (a GPU run)
+    L, d = p["hidden_states"], p["dim"]
+    assert [r["early_bytes"] for r in p["devices"]] == [8 * len(r["layers"]) * d * (d + 2) for r in p["devices"]]
+    assert p["early_pass"]["scatter_bytes"] == 8 * L * d * (d + 2) and p["early_pass"]["host_bytes"] == 0
+    assert p["early_pass"]["positions"] >= p["embeddings"] and p["early_pass"]["batches"] >= 1  # 40 sentences: all
     code, out, err = run_cli(capsys, "plan", "--model", shapes["falcon-40b"], "--dtype", "bfloat16",
                              "--corpus", corpus40, "--devices", "1x80", "--data-dir", tmp_path)
     assert code == 0 and "does NOT fit" in out and "disk" in out and "--offload-folder" in out

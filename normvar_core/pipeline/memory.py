@@ -3,7 +3,7 @@ keeps to (which measures it holds or drops), both from the same figures.
 
 Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_terms.py``; README "Memory"):
 
-    total = runtime + plan + weights + Σ_a planned_bytes(a) + max(pass, publish)
+    total = runtime + plan + weights + max(pass, publish) + held + max(Σ_a planned_bytes(a), early)
 
 * runtime  the interpreter with torch, transformers, numba, DuckDB (``RUNTIME_BYTES``, measured); plan: the
            kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
@@ -12,7 +12,11 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
 * pass     one forward pass of the largest padded batch (P = rows x width tokens, N ≤ P counted, H hidden
            states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
-* publish  the moments' result copies the means once: L·T·d·b_μ (b_μ = 8, or 4 with --mean-dtype float32).
+* publish  the moments' result copies the means once: L·T·d·b_μ (b_μ = 8, or 4 with --mean-dtype float32);
+* early    the occurrences' early pass, before the accumulators are built (``occurrences.early_bytes``): each kept
+           layer's running float64 scatter, 8·L·d·(d + 2), so the larger of it and Σ_a counts; held: the early
+           batches' states a CPU source keeps for the pass (L·N·d·4, at most ``REUSE_BYTES``, else none), held
+           until the pass reaches them. Both are 0 when the run keeps no occurrences.
 
 On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in host memory
 and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators
@@ -30,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import MEASURES
+from normvar_core.pipeline.measures import MEASURES, OccurrencesAccumulator
+from normvar_core.pipeline.measures.occurrences import early_bytes
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
                                                 loaded_budget, pass_bytes, plan_bytes, publish_bytes, weights_bytes)
 from normvar_core.pipeline.model_shape import ModelShape
@@ -69,6 +74,7 @@ class MemoryPlan:
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
+    early_pass: dict = field(default_factory=dict)   # the occurrences' early pass (``occurrences.early_bytes``)
     devices: list = field(default_factory=list)      # plan --devices: one row per device (devicemap/per_device.py)
     device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
     batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
@@ -99,6 +105,11 @@ class MemoryPlan:
             out.append(f"  {'runtime':<10} {gb(self.runtime_bytes):>10}")
             out.append(f"  {'plan':<10} {gb(self.plan_bytes):>10}")
         out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch)")
+        if self.early_pass.get("bytes"):
+            e = self.early_pass
+            out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (the occurrences' axes over {e['positions']:,} "
+                       f"positions in {e['batches']} batches: running scatters {gb(e['scatter_bytes'])} before the "
+                       f"accumulators (the larger counts), states kept for the pass {gb(e['held_bytes'])})")
         if host:
             out.append(f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the result's copy of the means; the "
                        f"larger of pass and publish counts)")
@@ -107,7 +118,9 @@ class MemoryPlan:
         for r in self.devices:  # plan --devices
             limit = "no limit" if r["limit_bytes"] is None else gb(r["limit_bytes"])
             out.append(f"  {r['device']:<10} {gb(r['bytes']):>10}   of {limit}: weights {gb(r['weights_bytes'])}, "
-                       f"state {gb(r['state_bytes'])} (layers {layer_span(r['layers'])}), pass {gb(r['pass_bytes'])}"
+                       f"state {gb(r['state_bytes'])} (layers {layer_span(r['layers'])}), "
+                       + (f"early pass {gb(r['early_bytes'])}, " if r.get("early_bytes") else "")
+                       + f"pass {gb(r['pass_bytes'])}"
                        + (f", host {gb(r['host_bytes'])}" if r["host_bytes"] else "")
                        + ("" if r["fits"] else "  — does NOT fit"))
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
@@ -141,10 +154,27 @@ def sizes_and_droppable(ctx, registry) -> tuple[dict[str, int], list, list[str]]
     return sizes, optional, unknown
 
 
+def early_of(ctx, device: str | None = None) -> dict:
+    """The occurrences' early pass (``occurrences.early_bytes``) with ``bytes`` = scatter + held; all 0 when the
+    run does not ask for occurrences."""
+    if not OccurrencesAccumulator.asked(ctx.cfg) or ctx.plan is None:
+        return {"bytes": 0, "scatter_bytes": 0, "held_bytes": 0, "host_bytes": 0, "positions": 0, "batches": 0}
+    e = early_bytes(ctx, device=device)
+    return {**e, "bytes": e["scatter_bytes"] + e["held_bytes"], "host_bytes": e["held_bytes"] if device == "cpu" else 0}
+
+
+def peak(base: dict, sizes: dict[str, int], early: dict, drop=()) -> int:
+    """The module docstring's total for the accumulators of ``sizes`` not in ``drop`` (the early pass counts
+    while the occurrences are kept)."""
+    state = sum(b for n, b in sizes.items() if n not in drop)
+    occ = OccurrencesAccumulator.name in sizes and OccurrencesAccumulator.name not in drop
+    return (base["host"] + base["weights"] + max(base["pass"], base["publish"])
+            + (early["held_bytes"] + max(state, early["scatter_bytes"]) if occ else state))
+
+
 def _total(ctx, registry, base: dict, drop=()) -> int:
     sizes, _, _ = sizes_and_droppable(ctx, registry)
-    return (base["host"] + base["weights"] + sum(b for n, b in sizes.items() if n not in drop)
-            + max(base["pass"], base["publish"]))
+    return peak(base, sizes, early_of(ctx, base.get("device")), drop)
 
 
 def evenly_spaced(layers: list[int], k: int) -> list[int]:
@@ -165,7 +195,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     def base_for(c) -> dict:
         return {"host": (RUNTIME_BYTES + (plan_bytes(c.plan) if plan_held is None else plan_held)) if host else 0,
                 "weights": wbytes, "pass": pass_bytes(shape, c.plan, c.num_layers, dtype),
-                "publish": publish_bytes(c) if host else 0}
+                "publish": publish_bytes(c) if host else 0, "device": "cpu" if host else device}
 
     base = base_for(ctx)
     sizes, optional, unknown = sizes_and_droppable(ctx, registry)
@@ -198,7 +228,16 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
         later = {c.name for c in optional if c.name in droppable and c is not cls}
         subset = largest_fit(set(dropped[:-1]) | later)
         reasons[cls.name] = cls.drop_reason(ctx, need=need, free=max(free, 0), subset=subset)
-    total = fixed + sum(sizes[c.name] for c in optional if c.name in droppable and c.name not in dropped)
+    early = early_of(ctx, base["device"])
+    total = peak(base, sizes, early, dropped)
+    occ = OccurrencesAccumulator.name
+    if total > memory_bytes and occ in droppable and occ in sizes and occ not in dropped:
+        if peak(base, sizes, early, [*dropped, occ]) <= memory_bytes:  # the early pass is what does not fit
+            dropped.append(occ)
+            reasons[occ] = OccurrencesAccumulator.drop_reason(ctx, need=sizes[occ] + early["bytes"],
+                                                              free=max(memory_bytes - peak(base, sizes, early,
+                                                                                           dropped), 0), subset=None)
+            total = peak(base, sizes, early, dropped)
     fits = total <= memory_bytes
     suggestions = []
     if not fits:
@@ -224,7 +263,8 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       suggestions=suggestions, model=shape.name, architecture=shape.architecture, unknown=unknown,
                       sample_positions=int(ctx.plan.samples.size),
                       id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
-                      embeddings=int(ctx.plan.total_embeddings))
+                      embeddings=int(ctx.plan.total_embeddings),
+                      early_pass=early if occ in sizes and occ not in dropped else {k: 0 for k in early})
 
 
 def _rows_that_fit(ctx, shape, dtype, room: int, publish: int) -> int:

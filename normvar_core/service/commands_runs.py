@@ -24,8 +24,10 @@ def register(sub) -> None:
     RunConfig.add_arguments(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
     p.add_argument("--out", default=None, help="output directory (default: runs/ in the data directory)")
-    p.add_argument("--checkpoint", default=None, help="checkpoint file: resume from it if present")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--checkpoint", default=None, help="checkpoint file: resume from it if present (default: "
+                   "checkpoints/<name>.ckpt in the data directory)")
+    p.add_argument("--no-checkpoint", action="store_true", help="keep no checkpoint: an interrupted compute starts over")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (and no progress lines in a log)")
     add_data_dir(p)
     p.set_defaults(func=cmd_compute)
 
@@ -49,22 +51,23 @@ def cmd_compute(args: argparse.Namespace) -> int:
     from normvar_core.errors import terminate_as_interrupt
     from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.pipeline.execute.progress import TqdmProgress
+    from normvar_core.service.job_progress import LogLines
 
     cfg = RunConfig.from_args(args)
     if args.out is None:
         check_no_job(cfg, args.data_dir)
-    bar = None if args.quiet else TqdmProgress()
+    if args.checkpoint is not None and args.no_checkpoint:
+        raise NormvarError("--checkpoint and --no-checkpoint contradict each other", fix="give one of them")
+    checkpoint = None if args.no_checkpoint else args.checkpoint or default_checkpoint(cfg, args.data_dir)
+    # a terminal gets tqdm's bars; a log (nohup, SLURM, CI) one plain line every 30 s
+    bar = None if args.quiet else TqdmProgress() if sys.stderr.isatty() else LogLines()
     try:
         with terminate_as_interrupt():  # SIGTERM as Ctrl-C: temp files removed, checkpoint kept
             path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
-                               checkpoint=args.checkpoint, out_dir=args.out)
+                               checkpoint=checkpoint, out_dir=args.out)
     except KeyboardInterrupt as exc:
-        from pathlib import Path
-
         what = "terminated (SIGTERM)" if getattr(exc, "exit_code", 130) == 143 else "interrupted"
-        kept = args.checkpoint and Path(args.checkpoint).exists()
-        exc.message = (f"{what}; nothing was published" +
-                       (f"; checkpoint kept in {args.checkpoint}: the same command resumes from it" if kept else ""))
+        exc.message = f"{what}; nothing was published; {kept_line(checkpoint)}"
         raise
     finally:
         if bar is not None:
@@ -72,6 +75,27 @@ def cmd_compute(args: argparse.Namespace) -> int:
     print(path)
     print_skipped(path)
     return 0
+
+
+def default_checkpoint(cfg: RunConfig, data_dir):
+    """A foreground compute's checkpoint, as a job's: ``checkpoints/<run name>.ckpt`` in the data directory."""
+    from normvar_core.config import default_run_name
+    from normvar_core.datadir import DataDir
+
+    return DataDir.at(data_dir).checkpoints / f"{cfg.name or default_run_name(cfg)}.ckpt"
+
+
+def kept_line(checkpoint) -> str:
+    """What an interrupted compute kept, in words: "checkpoint kept in PATH: N of M batches; the same command
+    resumes from it", or that no batch had finished, or that it keeps none (--no-checkpoint)."""
+    from normvar_core.pipeline.execute.checkpoint import describe
+
+    if checkpoint is None:
+        return "no checkpoint (--no-checkpoint): the same command starts over"
+    kept = describe(checkpoint)
+    if kept is None:
+        return "no batch had finished, so no checkpoint was kept"
+    return f"checkpoint kept in {checkpoint}: {kept}; the same command resumes from it"
 
 
 def check_no_job(cfg: RunConfig, data_dir) -> None:

@@ -75,4 +75,29 @@ def progress_text(p: dict | None, task: str = "run") -> str:
     return " · ".join(parts)
 
 
-__all__ = ["PROGRESS_FIELDS", "progress_dict", "progress_text", "fmt_eta"]
+class LogLines:
+    """A ``progress`` callback for a log (stderr not a terminal: nohup, SLURM, CI): one plain line
+    "normvar: <progress_text>" every ``every_s`` seconds (30; ``NORMVAR_PROGRESS_EVERY_S`` overrides it), never a
+    carriage return; the first after ``every_s`` seconds, so a short compute prints none."""
+
+    def __init__(self, file=None, every_s: float | None = None):
+        import os
+        import sys
+        import time
+
+        self.file, self.clock = file or sys.stderr, time.monotonic
+        self.every_s = float(every_s if every_s is not None else os.environ.get("NORMVAR_PROGRESS_EVERY_S", 30.0))
+        self.last = self.clock()
+
+    def __call__(self, p) -> None:
+        now = self.clock()
+        if now - self.last < self.every_s or getattr(p, "phase", "") == "done":
+            return
+        self.last = now
+        print(f"normvar: {progress_text(progress_dict(p))}", file=self.file, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+__all__ = ["PROGRESS_FIELDS", "progress_dict", "progress_text", "fmt_eta", "LogLines"]

@@ -11,7 +11,10 @@ limits. Then, per device k (README "Running a 40B model"):
     pass_k    = H_k·P·d·e (the hidden states k produces) + [k runs a block] (P·(f + 4d)·e + rows·h·width²·e)
                 + [L_k > 0] (L_k·N·d·e + 3·N·d·8)      (offloaded entries: the first two terms on the first GPU,
                                                         where accelerate runs them; the last on the CPU)
-    bytes_k   = weights_k + state_k + pass_k        (the CPU row: + runtime + plan + the gathered state + publish)
+    early_k   = 8·L_k·d·(d + 2) when the run keeps occurrences (their early pass: each layer's running float64
+                scatter on the device that keeps the layer, freed before the accumulators are built)
+    bytes_k   = weights_k + max(state_k, early_k) + pass_k   (the CPU row: + runtime + plan + the gathered state
+                                                              + publish)
 
 and a device fits when bytes_k <= limit_k (weights on "disk" fit only with --offload-folder). What does not fit
 drops the droppable accumulators (registry order), each reason naming the device; the suggestions are per device.
@@ -25,7 +28,8 @@ from contextlib import contextmanager
 
 from normvar_core.device_options import read_device_map
 from normvar_core.pipeline.devicemap.model_map import check_map_modules, device_name, entry_of, meta_model
-from normvar_core.pipeline.measures import MEASURES
+from normvar_core.pipeline.measures import MEASURES, OccurrencesAccumulator
+from normvar_core.pipeline.measures.occurrences import early_bytes
 from normvar_core.pipeline.memory import gb, layer_span, sizes_and_droppable
 from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
@@ -101,11 +105,14 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
         return host if dev in ("cpu", "disk") else dev
 
     state, passes, accs = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), {x: {} for x in devices}
+    early = dict.fromkeys(devices, 0)
+    occ = OccurrencesAccumulator.asked(ctx.cfg) and OccurrencesAccumulator.name not in drop
     for dev in devices:
         L_k = len(kept.get(dev, ()))
         sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
         sizes = sizes_and_droppable(sub, registry)[0] if L_k else {}
         state[keeps_on(dev)] += sum(b for name, b in sizes.items() if name not in drop)
+        early[keeps_on(dev)] += early_bytes(sub)["scatter_bytes"] if occ and L_k else 0
         accs[keeps_on(dev)].update(sizes)
         H_k = sum(1 for x in produced if x == dev)
         passes[runs_on(dev)] += H_k * P * d * e + (P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width ** 2 * e
@@ -114,14 +121,15 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
     out = []
     for dev in devices:
         row = {"device": dev, "weights_bytes": int(weights.get(dev, 0)), "state_bytes": int(state[dev]),
-               "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "accumulators": accs[dev], "host_bytes": 0}
+               "early_bytes": int(early[dev]), "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "accumulators": accs[dev], "host_bytes": 0}
         out.append(row)
         if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its copy
             row["host_bytes"] = RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(state.values()) + publish_bytes(ctx)
         if dev == "disk":
             row.update(bytes=row["weights_bytes"], limit_bytes=None, fits=bool(offload or not row["weights_bytes"]))
             continue
-        row["bytes"] = row["weights_bytes"] + row["state_bytes"] + row["pass_bytes"] + row["host_bytes"]
+        row["bytes"] = (row["weights_bytes"] + max(row["state_bytes"], row["early_bytes"]) + row["pass_bytes"]
+                        + row["host_bytes"])
         row["limit_bytes"] = limits.get(dev)
         row["fits"] = row["limit_bytes"] is None or row["bytes"] <= row["limit_bytes"]
     return out

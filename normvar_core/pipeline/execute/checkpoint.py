@@ -24,6 +24,7 @@ import numpy as np
 
 from normvar_core.destination import write_atomic
 from normvar_core.pipeline.measures.base import Accumulator
+from normvar_core.pipeline.measures.occurrences import EARLY_KEY
 
 FORMAT = "normvar-checkpoint-3"  # 3: registered state keys (the moments under acc.*)
 
@@ -117,10 +118,57 @@ class Checkpointer:
 
     def save_quietly(self, accs: dict, next_batch: int, extra: dict) -> None:
         """Save on the way out of an error or interruption: that error matters more than a failed save."""
-        try:
-            self.save(accs, next_batch, extra)
-        except Exception:  # noqa: BLE001
-            pass
+        quietly(self.save, accs, next_batch, extra)
+
+    def save_early(self, state: dict, done: int, planned: int) -> None:
+        """The occurrences' unfinished early pass (``occurrences.EarlyPass.state_dict``), ``done`` of its about
+        ``planned`` batches: the checkpoint holds it in place of the accumulators (``next_batch`` 0)."""
+        if self.path is None:
+            return
+        save(self.path, self.fingerprint, PartialState(0, 0, {EARLY_KEY: state}),
+             {"early_done": int(done), "early_batches": int(planned)})
+        self.last = time.monotonic()
+
+    def save_early_quietly(self, state: dict, done: int, planned: int) -> None:
+        quietly(self.save_early, state, done, planned)
 
 
-__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "Checkpointer"]
+def quietly(save, *args) -> None:
+    """``save(*args)``, its failure ignored: on the way out of an error, that error matters more."""
+    try:
+        save(*args)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def early_axes_of(resumed: tuple | None, layers: list[int]) -> dict | None:
+    """The occurrences' early axes a checkpoint of the pass carries (their registered ``axes`` and ``origin``, and
+    the ``occurrence_early`` meta), so a resumed run does not redo the early pass; None when it has none."""
+    if resumed is None:
+        return None
+    partial, meta = resumed
+    occ, early = partial.states.get("occurrences"), meta.get("occurrence_early")
+    if occ is None or not early:
+        return None
+    return {"mean": np.asarray(occ["origin"]), "axes": np.asarray(occ["axes"]), "n": int(early["n"]),
+            "batches": int(early["batches"]), "layers": list(layers)}
+
+
+def describe(path: Path | None) -> str | None:
+    """What a checkpoint file keeps, in words: "N of M batches" (the occurrences' early pass: "N of M batches of the
+    early pass"); None when there is no readable checkpoint at ``path``."""
+    if path is None or not Path(path).exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta_json"]))
+    except Exception:  # noqa: BLE001
+        return None
+    total = int((meta.get("fingerprint") or {}).get("n_batches") or 0)
+    if meta.get("early_done") is not None:
+        return f"{int(meta['early_done'])} of {int(meta.get('early_batches') or 0)} batches of the early pass"
+    return f"{int(meta.get('next_batch') or 0)} of {total} batches"
+
+
+__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "Checkpointer", "early_axes_of",
+           "describe"]

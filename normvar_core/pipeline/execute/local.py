@@ -52,7 +52,8 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
         setup, accs, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
         return publish(target, setup, accs, notes, seconds=time.monotonic() - t_start, report=report)
     heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
-    setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled, checkpoint=target.checkpoint)
+    setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled, checkpoint=target.checkpoint,
+                    checkpoint_every_s=checkpoint_every_s)
     try:
         return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
     finally:
@@ -74,9 +75,12 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
     pos = {"next": first, "clean_n": moments.n_embeddings}
     clock = ForwardClock(report, plan, moments.n_embeddings)
 
+    axes = setup.ctx.occurrence_axes  # their early pass's size: a resumed run takes the axes from the checkpoint
+    early = {"n": int(axes["n"]), "batches": int(axes["batches"])} if axes is not None else None
+
     def extra() -> dict:
         return {"seconds": seconds_before + (time.monotonic() - t_start), "oom_splits": source.oom_splits,
-                "max_rows": source.max_rows}
+                "max_rows": source.max_rows, "occurrence_early": early}
 
     def on_batch(bi: int) -> None:
         pos["next"], pos["clean_n"] = bi + 1, moments.n_embeddings

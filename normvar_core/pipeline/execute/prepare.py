@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.destination import check_destination, resolve_destination
@@ -28,9 +30,10 @@ from normvar_core.pipeline.devicemap.layer_groups import gather
 from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
 from normvar_core.pipeline.execute import checkpoint as ckpt
 from normvar_core.pipeline.execute.preflight import check_inputs
+from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.measures import MomentsAccumulator
-from normvar_core.pipeline.measures.occurrences import prime
-from normvar_core.pipeline.execute.progress import Progress, publish_progress
+from normvar_core.pipeline.measures.occurrences import EARLY_KEY, early_batches, prime
+from normvar_core.pipeline.execute.progress import PhaseClock, Progress, publish_progress
 from normvar_core.pipeline.memory import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.pipeline.run_plan import make_plan
@@ -90,12 +93,13 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
 
 def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
             should_cancel: Callable[[], bool] | None = None, checkpoint: Path | None = None,
-            remote: Any = None) -> RunSetup:
+            remote: Any = None, checkpoint_every_s: float = 30.0) -> RunSetup:
     """Corpus → model → plan → source → context and memory plan for ``cfg`` (module docstring).
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
     ``checkpoint``: resume from it when its fingerprint matches (the memory plan then keeps exactly
-    the accumulators it holds). ``remote``: the Ray strategy's driver side (``ray_model.ActorModel``): the
+    the accumulators it holds; a checkpoint of an unfinished early pass resumes that pass, and the early pass
+    saves one every ``checkpoint_every_s`` and when interrupted or cancelled: ``early_pass``). ``remote``: the Ray strategy's driver side (``ray_model.ActorModel``): the
     corpus read and tokenized by the actors, the model described by them (this process reads its
     tokenizer and config, never its weights), the occurrences' early axes computed by one actor."""
     dd = DataDir.at(data_dir)
@@ -126,12 +130,44 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
                      tokens=plan.tokens, places=source.places)
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
+    early_state = None
+    if resumed is not None and EARLY_KEY in resumed[0].states:  # the early pass was interrupted: it goes on
+        early_state, resumed = resumed[0].states[EARLY_KEY], None
     ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
     if remote is not None:  # the early axes computed by one actor, for all (``ray_model``)
         remote.prime(ctx, source)
     else:  # the occurrences' early axes, from batches spread over the plan (kept for the pass)
-        prime(ctx, source, reuse=True)
+        ctx.occurrence_axes = ckpt.early_axes_of(resumed, list(source.layers))  # a resumed pass has them
+        early_pass(ctx, source, state=early_state, report=report, check_cancel=check_cancel,
+                   saver=ckpt.Checkpointer(checkpoint, fingerprint, checkpoint_every_s))
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
+
+
+def early_pass(ctx: RunContext, source, *, state, report, check_cancel, saver) -> None:
+    """The occurrences' early axes (``occurrences.prime``) with the early batches counted as batches done: their
+    progress reported, a checkpoint of the pass's running state (``EARLY_KEY``) saved every ``saver.every_s``
+    seconds and when interrupted or cancelled after a batch, ``check_cancel`` polled after each batch."""
+    planned = len(early_batches(ctx.plan)[0])
+    start = int(np.asarray(state["done"])[0]) if state is not None else 0
+    last: list = [None]
+    clock = PhaseClock(report)  # rate and ETA of the early batches
+
+    def on_batch(ep) -> None:
+        last[0] = ep
+        clock("early", ep.done - start, max(planned, ep.done) - start, "batches", "the occurrences' early axes",
+              sentences_total=len(ctx.plan.sentences))
+        if saver.due() and not ep.finished:
+            saver.save_early(ep.state_dict(), ep.done, planned)
+        check_cancel()
+
+    try:
+        prime(ctx, source, reuse=True, state=state, on_batch=on_batch)
+        heap.trim_heap()  # the early batches' freed states back to the OS (the pass's trims measure from here)
+    except BaseException:
+        ep = last[0]
+        if ep is not None and ep.done > start:
+            saver.save_early_quietly(ep.state_dict(), ep.done, planned)
+        raise
 
 
 def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):

@@ -8,8 +8,10 @@ How the axes are obtained (the choice, recorded per layer in the ``occurrence_ax
    (``OCCURRENCE_EARLY`` positions) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
    eigenvectors B (d × k) of their covariance. Every process of the run (local, resumed, each Ray actor)
    computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint
-   carries the axes its projections were made on. A source on the CPU keeps those batches' states (up to
-   ``REUSE_BYTES``) and yields them again when the pass reaches them, so they cost no second forward pass.
+   carries the axes its projections were made on. The states are not held: each batch is pooled into a
+   running float64 mean and scatter per layer (8·L·d·(d + 2) bytes, ``early_bytes``, counted by the memory
+   plan; freed before the accumulators are built). A source on the CPU keeps those batches' states when they
+   weigh at most ``REUSE_BYTES`` and yields them again when the pass reaches them (no second forward pass).
 2. **During the pass** each kept occurrence stores y = Bᵀ(x − m₀) (k float32), and over *every* counted
    position the sums Σy and Σyyᵀ (float64) are pooled, which give the exact mean and covariance of the
    projections.
@@ -32,12 +34,15 @@ import torch
 
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.batches import first_position, unit_ids
+from normvar_core.errors import interrupts_between_batches
+from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
+from normvar_core.pipeline.measures.pooling import pool_into
 from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
 from normvar_core.pipeline.sample_plan import SamplePlan, plan_uniform
+from normvar_core.pipeline.sources import REUSE_BYTES
 from normvar_core.runs.schema import OCCURRENCES_TABLES
 from normvar_core.runs.tables import occurrence_tables
 from normvar_core.stats.axes import top_axes
@@ -57,55 +62,167 @@ def spread_order(n: int):
         j += 1
 
 
-def host_states(sb, source) -> np.ndarray:
-    """A batch's (L, N, d) states in float32 on the host (exact for float32/bf16/fp16 states: the float64
-    covariance converts one layer at a time); a device-mapped batch's layer groups (``sb.groups``, one
-    tensor per ``source.groups`` entry on its device) put back in layer order."""
+def layer_states(sb, source):
+    """(row, (N, d) tensor on its device) for every kept layer of a batch, in layer order: ``sb.states[row]``, or
+    for a device-mapped batch the layer groups' tensors (``sb.groups``, one per ``source.groups`` entry)."""
     if sb.groups is None:
-        return sb.states.detach().to("cpu", torch.float32).numpy()
-    out = np.empty((sum(g.shape[0] for g in sb.groups), sb.size, sb.groups[0].shape[2]), np.float32)
+        yield from enumerate(sb.states)
+        return
     for (layers, _), g in zip(source.groups, sb.groups):
-        out[layers] = g.detach().to("cpu", torch.float32).numpy()
-    return out
+        yield from zip(layers, g)
+
+
+def early_batches(plan, positions: int = OCCURRENCE_EARLY) -> tuple[list[int], int]:
+    """The batches of the early pass, in ``spread_order``, until they hold ``positions`` real tokens (at least
+    one batch), and those tokens: an upper bound of their counted positions, from the plan alone (what
+    ``normvar plan`` counts; the pass itself stops on counted positions, so it may use fewer batches)."""
+    tokens = batch_token_counts(plan.batches)
+    used, n = [], 0
+    for bi in spread_order(plan.n_batches):
+        used.append(bi)
+        n += int(tokens[bi])
+        if n >= positions:
+            break
+    return used, n
+
+
+def early_bytes(ctx: RunContext, *, device: str | None = None) -> dict:
+    """What the early pass holds before the accumulators exist (``early_axes``), from the plan alone:
+    ``scatter_bytes`` = 8·L·d·(d + 2) — each kept layer's running float64 scatter (d × d), mean and the batch's
+    own scatter being pooled, on the layer's device — and ``held_bytes``, the
+    early batches' float32 states kept for the pass on a CPU source (L·N·d·4, only when at most
+    ``REUSE_BYTES``; they are held until the pass reaches them, so through the pass too)."""
+    L, d = ctx.num_layers, ctx.dim
+    dev = device or str(ctx.device)
+    b = 8  # pooled in float64 whatever the per-batch arithmetic (``--scatter-dtype``), as the geometry's scatter
+    batches, tokens = early_batches(ctx.plan)
+    held = L * tokens * d * 4
+    held = held if dev == "cpu" and held <= REUSE_BYTES else 0
+    return {"scatter_bytes": int(L * d * (d + 2) * b), "held_bytes": int(held), "positions": int(tokens),
+            "batches": len(batches)}
+
+
+class EarlyPass:
+    """The early pass's running state: ``done`` batches of ``spread_order`` pooled, ``n`` counted positions, and per
+    kept layer (row) its count, mean and float64 scatter (Chan's update). ``state_dict`` / ``from_state`` make it a
+    checkpoint's ``EARLY_KEY`` entry, so an interrupted early pass keeps the batches it finished."""
+
+    def __init__(self, source, plan, *, positions: int = OCCURRENCE_EARLY, scatter_dtype: str = "auto"):
+        self.source, self.plan, self.positions, self.scatter_dtype = source, plan, int(positions), scatter_dtype
+        self.done, self.n = 0, 0
+        self.sums: dict[int, list] = {}  # row -> [count, mean (d,), scatter (d, d)] (float64 tensors)
+
+    @property
+    def finished(self) -> bool:
+        return self.n >= self.positions or self.done >= self.plan.n_batches
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        rows = sorted(self.sums)
+        return {"done": np.array([self.done]), "n": np.array([self.n]),
+                "count": np.array([self.sums[r][0] for r in rows], np.int64),
+                "mean": np.stack([self.sums[r][1].to("cpu").numpy() for r in rows]),
+                "scatter": np.stack([self.sums[r][2].to("cpu").numpy() for r in rows])}
+
+    def load_state_dict(self, state: dict) -> "EarlyPass":
+        self.done, self.n = int(np.asarray(state["done"])[0]), int(np.asarray(state["n"])[0])
+        self.sums = {r: [int(c), torch.from_numpy(np.array(m, np.float64)), torch.from_numpy(np.array(S, np.float64))]
+                     for r, (c, m, S) in enumerate(zip(state["count"], state["mean"], state["scatter"]))}
+        return self
+
+    def _pool(self, row: int, x: torch.Tensor) -> None:
+        view = LayerView(x, resolve_scatter_dtype(self.scatter_dtype, x.device))
+        mean_b, scatter_b = view.mean, view.scatter  # float64, the scatter about m_b
+        acc = self.sums.get(row)
+        if acc is None:
+            self.sums[row] = [view.n, mean_b.clone(), scatter_b.clone()]
+            return
+        if acc[1].device != mean_b.device:  # resumed from a checkpoint (host arrays): onto the layer's device
+            acc[1], acc[2] = acc[1].to(mean_b.device), acc[2].to(mean_b.device)
+        pool_into(acc[1], acc[2], acc[0], mean_b, scatter_b, view.n, outer=True)
+        acc[0] += view.n
+
+    def run(self, *, reuse: bool = True, on_batch=None) -> None:
+        """Pool the batches of the spread order after the ``done`` ones until ``positions`` are in; ``on_batch(self)``
+        after each whole batch. SIGINT/SIGTERM wait while a batch is half pooled (``interrupts_between_batches``),
+        so the state at an interrupt holds whole batches only. ``reuse``: module docstring of ``early_axes``."""
+        source, seen, kept_bytes = self.source, {}, 0
+        keep = reuse and hasattr(source, "reuse") and source.device.type == "cpu"
+        order = spread_order(self.plan.n_batches)
+        for _ in range(self.done):
+            next(order)
+        with interrupts_between_batches() as guard:
+            for bi in order:
+                if self.finished:
+                    break
+                for sb in source.batches(self.plan, bi, bi + 1):
+                    guard.hold()
+                    for row, x in layer_states(sb, source):
+                        self._pool(row, x)
+                    self.n += sb.size
+                    if keep:
+                        kept_bytes += sum(t.numel() * t.element_size() for t in ((sb.states,) if sb.groups is None
+                                                                                 else sb.groups))
+                        keep = kept_bytes <= REUSE_BYTES
+                        seen.setdefault(bi, []).append(sb) if keep else seen.clear()
+                    del sb
+                self.done += 1
+                if on_batch is not None:
+                    on_batch(self)
+                guard.release()
+        if seen:
+            source.reuse(seen)
+
+    def axes(self, k: int = OCCURRENCE_AXES) -> dict:
+        """{"mean": (L, d), "axes": (L, d, k) float64, "n", "batches", "layers"}: the top-k eigenvectors of each
+        layer's S / n (``stats.axes.top_axes``), a layer per core (``layerview.per_layer``: threaded BLAS beside
+        torch's threads on shared cores ran 10-100x slower)."""
+        rows = sorted(self.sums)
+
+        def one(i: int):
+            cnt, mean, scatter = self.sums[rows[i]]
+            return mean.to("cpu").numpy(), top_axes(scatter.to("cpu").numpy() / max(cnt, 1), k)
+
+        out = per_layer(one, len(rows))
+        mean, axes = np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
+        if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
+            axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
+        return {"mean": mean, "axes": axes, "n": int(self.n), "batches": int(self.done),
+                "layers": list(self.source.layers)}
+
+
+EARLY_KEY = "occurrences_early"
+"""A checkpoint's entry for an unfinished early pass (``EarlyPass.state_dict``), in place of the accumulators."""
 
 
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
-               reuse: bool = True) -> dict:
+               reuse: bool = True, scatter_dtype: str = "auto", state: dict | None = None, on_batch=None) -> dict:
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
-    positions used, "batches": batches used, "layers": the source's layers}. The forward passes of those
-    batches are handed to the source (``reuse``) when it can keep them, so the run does not redo them.
-    The layers' covariances and eigenvectors (float64) run a layer per core with one BLAS thread each
-    (``layerview.per_layer``: threaded BLAS beside torch's threads on shared cores ran 10-100x slower)."""
-    parts, n, used, seen = [], 0, 0, {}
-    for bi in spread_order(plan.n_batches):
-        for sb in source.batches(plan, bi, bi + 1):
-            parts.append(host_states(sb, source))
-            seen.setdefault(bi, []).append(sb)
-            n += sb.size
-        used += 1
-        if n >= positions:
-            break
-    if reuse and hasattr(source, "reuse"):
-        source.reuse(seen)
+    positions used, "batches": batches used, "layers": the source's layers}.
 
-    def one(li: int):
-        X = np.concatenate([p[li] for p in parts], axis=0).astype(np.float64)
-        return X.mean(axis=0), top_axes(np.cov(X, rowvar=False, bias=True).reshape(X.shape[1], -1), k)
-
-    out = per_layer(one, parts[0].shape[0])
-    del parts
-    mean, axes = np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
-    if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
-        axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
-    return {"mean": mean, "axes": axes, "n": int(n), "batches": int(used), "layers": list(source.layers)}
+    The states are not held: each batch is pooled into a running mean m₀ and scatter S per layer (Chan's update,
+    ``pooling.pool_into``: n = n_a + n_b, δ = μ_b − μ_a, S = S_a + S_b + δδᵀ n_a n_b / n) in float64 on the layer's
+    device (the batch's scatter in ``--scatter-dtype``'s arithmetic, as the geometry's ``LayerView``); B = the
+    top-k eigenvectors of S / n. Only on a CPU source, and up to ``REUSE_BYTES`` in all, are the batches themselves
+    kept and handed to the source (``reuse``), so the pass does not redo their forward passes (on a GPU the
+    forward pass is cheap next to holding its states). ``state``: an interrupted pass's ``EarlyPass.state_dict``
+    to go on from; ``on_batch(pass)`` after each batch (checkpoints, progress)."""
+    ep = EarlyPass(source, plan, positions=positions, scatter_dtype=scatter_dtype)
+    if state is not None:
+        ep.load_state_dict(state)
+    ep.run(reuse=reuse, on_batch=on_batch)
+    return ep.axes(k)
 
 
-def prime(ctx: RunContext, source, *, reuse: bool = True) -> None:
-    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan);
-    ``reuse``: the source keeps the early batches for the pass (a Ray actor, which runs only its share, does not)."""
-    if keeps_occurrences(ctx):
-        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=reuse)
+def prime(ctx: RunContext, source, *, reuse: bool = True, state: dict | None = None, on_batch=None) -> None:
+    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan) and
+    does not have them yet (a resumed checkpoint carries them); ``reuse``: the source keeps the early batches for
+    the pass (a Ray actor, which runs only its share, does not); ``state``/``on_batch``: ``early_axes``."""
+    if keeps_occurrences(ctx) and ctx.occurrence_axes is None:
+        # the states are kept for the pass only where the memory plan counted them (``early_bytes``)
+        keep = reuse and early_bytes(ctx)["held_bytes"] > 0
+        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=keep, scatter_dtype=ctx.cfg.scatter_dtype,
+                                         state=state, on_batch=on_batch)
 
 
 def keeps_occurrences(ctx: RunContext) -> bool:
@@ -285,4 +402,4 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesAccumulator", "early_axes", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
+__all__ = ["OccurrencesAccumulator", "EarlyPass", "EARLY_KEY", "early_axes", "early_batches", "early_bytes", "layer_states", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]

@@ -1,0 +1,129 @@
+"""A foreground ``normvar compute`` checkpoints by default, and the occurrences' early pass counts as batches done:
+a real process given no checkpoint option, sent SIGTERM in the early pass after its first batches, keeps them in
+the data directory's ``checkpoints/`` and says so in one line; the same command resumes (the early pass from
+its running state) and publishes the uninterrupted run on every table (to float32 rounding across processes,
+tests/cross_process.py). ``--no-checkpoint`` keeps nothing and says so. With stderr a pipe, the progress is plain
+lines, never a carriage return."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from normvar_core.runs.reader import open_run
+from normvar_core.service import cli
+from paused_compute import paused_compute
+from same_run import assert_same_run
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def early_compute(tmp_path_factory, tiny_models):
+    """``argv(data)``: a tiny BERT on 120 sentences with the occurrences on (their early pass runs every batch of
+    this small corpus before the pass) and no checkpoint option; and the run it publishes uninterrupted."""
+    root = tmp_path_factory.mktemp("early")
+    corpus = root / "c.txt"
+    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
+
+    def argv(data, *extra: str) -> list[str]:
+        return ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", "r",
+                "--batch-size", "8", "--id-sample", "200", "--quiet", "--data-dir", str(data), *extra]
+
+    ref = root / "ref"
+    assert cli.main(argv(ref)) == 0
+    assert not (ref / "checkpoints" / "r.ckpt").exists()  # removed once the run is published
+    return argv, ref / "runs" / "r.duckdb"
+
+
+def interrupt_in_the_early_pass(argv, tmp_path) -> tuple[int, list[str]]:
+    """Run ``argv`` until its third forward pass (two early batches done), SIGTERM it there: (status, stderr lines)."""
+    marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
+    p = paused_compute(argv, "forward", marker, log, go=go)
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert p.poll() is None, log.read_text()
+        assert time.monotonic() - t0 < 240
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    go.write_text("x")
+    return p.wait(timeout=120), [x for x in log.read_text().splitlines() if x.strip()]
+
+
+def test_sigterm_in_the_early_pass_keeps_its_batches_and_the_rerun_equals_the_uninterrupted_run(early_compute,
+                                                                                              tmp_path):
+    argv, ref = early_compute
+    data = tmp_path / "data"
+    code, err = interrupt_in_the_early_pass(argv(data), tmp_path)
+    ckpt = data / "checkpoints" / "r.ckpt"
+    assert code == 143 and len(err) == 1, err
+    n_batches = 15  # 120 sentences, 8 a batch
+    assert err[0] == (f"normvar: terminated (SIGTERM); nothing was published; checkpoint kept in {ckpt}: "
+                      f"2 of {n_batches} batches of the early pass; the same command resumes from it"), err
+    with np.load(ckpt, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta_json"]))
+        assert meta["early_done"] == 2 and meta["next_batch"] == 0
+        assert int(z["occurrences_early__done"][0]) == 2 and z["occurrences_early__scatter"].ndim == 3
+
+    assert cli.main(argv(data)) == 0  # the same command: the early pass goes on from its 2 batches, then the pass
+    assert not ckpt.exists()
+    a, b = open_run(data / "runs" / "r.duckdb"), open_run(ref)
+    assert a.table("occurrence_axes")["early_batches"].tolist() == b.table("occurrence_axes")["early_batches"].tolist()
+    assert_same_run(a, b)
+
+
+def test_no_checkpoint_keeps_nothing_and_says_so(early_compute, tmp_path):
+    argv, _ = early_compute
+    data = tmp_path / "data"
+    code, err = interrupt_in_the_early_pass(argv(data, "--no-checkpoint"), tmp_path)
+    assert code == 143 and err == ["normvar: terminated (SIGTERM); nothing was published; no checkpoint "
+                                   "(--no-checkpoint): the same command starts over"], err
+    assert not (data / "checkpoints").exists() or not os.listdir(data / "checkpoints")
+
+
+def test_progress_in_a_log_is_plain_lines(early_compute, tmp_path):
+    """stderr a pipe: "normvar: <phase> · <counts> · ..." lines (every 30 s; every 0.5 s here through
+    NORMVAR_PROGRESS_EVERY_S, so this short compute prints some), no carriage return; ``--quiet`` prints none."""
+    argv, _ = early_compute
+    args = [a for a in argv(tmp_path / "data") if a != "--quiet"]
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               NORMVAR_PROGRESS_EVERY_S="0.5")
+    r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.decode()
+    lines = [x for x in err.splitlines() if x.startswith("normvar: ")]
+    assert "\r" not in err and lines, err
+    phases = {x.split()[1] for x in lines}
+    assert phases <= {"plan", "model", "early", "forward", "finalize", "write"}, lines
+    assert any(" · ETA " in x for x in lines), lines
+
+
+def test_a_resumed_pass_takes_its_early_axes_from_the_checkpoint(tiny_models, tmp_path):
+    """Cancelled in the pass (after the early pass), the run resumes without a second early pass — the axes, m₀ and
+    the early counts come from the checkpoint — and equals the uninterrupted run of this process exactly."""
+    from normvar_core.config import RunConfig
+    from normvar_core.errors import CancelledError
+    from normvar_core.pipeline.execute.local import compute_run
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
+    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=200, name="r")
+    ref = open_run(compute_run(cfg, tmp_path / "a"))
+    ckpt, stages = tmp_path / "r.ckpt", []
+    with pytest.raises(CancelledError):
+        compute_run(cfg, tmp_path / "b", checkpoint=ckpt, checkpoint_every_s=1e9,
+                    progress=lambda p: stages.append((p.stage, p.done)),
+                    should_cancel=lambda: sum(s == "compute" and d > 0 for s, d in stages) >= 3)
+    assert ("early", 15) in stages  # the early pass ran every batch of this corpus, then the pass was cancelled
+    stages.clear()
+    got = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=lambda p: stages.append((p.stage, 0))))
+    assert got.meta["notes"]["resumed_from_batch"] >= 2 and "early" not in {s for s, _ in stages}
+    assert_same_run(got, ref, one_process=True)
