@@ -32,8 +32,9 @@ st.set_page_config(page_title="normvar", page_icon=favicon(), layout="wide", ini
 
 from views import _access  # noqa: E402  (after set_page_config)
 
-# The gate comes before anything else: with a token set ($NORMVAR_TOKEN, `normvar up --token`), a session that
-# has not given it sees the sign-in field only: no navigation, no sidebar, no run (views/_access.py).
+# The gate comes before anything else: with a token set ($NORMVAR_TOKEN, `normvar up --token`), sign-in happens
+# at the HTTP layer (normvar_core/service/gate.py); a session without its cookie sees no navigation, no sidebar,
+# no run (views/_access.py).
 _access.gate()
 
 from views import _chrome, _data, _state  # noqa: E402

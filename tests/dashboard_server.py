@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -15,7 +16,7 @@ LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight
 
 def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str]:
     """Start `normvar ARGS`; return the process and its stdout's first line (the URL line) once the server
-    answers its health check on 127.0.0.1."""
+    answers its health check on 127.0.0.1 (200, or 403 before sign-in when a token is set)."""
     port = args[args.index("--port") + 1]
     proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *args], cwd=ROOT, text=True,
                             env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -26,6 +27,9 @@ def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str
             with LOCAL.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
                 if r.status == 200:
                     return proc, first
+        except urllib.error.HTTPError as err:
+            if err.code == 403:
+                return proc, first
         except OSError:
             time.sleep(0.3)
     proc.kill()

@@ -2,12 +2,13 @@
 `up`/`dashboard` beyond loopback without a token are refused in one line (exit 2, nothing started), `--no-token`
 prints a warning, Streamlit's own start-up lines never reach the terminal, the token travels in the server's
 environment (not its argv); in the app, a token gates every page (no run name before it), the right token (URL or
-sign-in field) opens the session and leaves the URL, and --read-only drops the New-run page, cancel and every job
+sign-in field) opens the session and leaves the URL (at the HTTP layer: tests/test_dashboard_gate.py), and --read-only drops the New-run page, cancel and every job
 submission. tests/test_dashboard_share_browser.py drives `up --host 0.0.0.0 --token T` in a real browser."""
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -65,7 +66,9 @@ def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
     proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--no-token", "--port", str(free_port()),
                                      "--data-dir", str(tmp_path)], env)
     out, err = stop(proc)
-    assert first.startswith("normvar: dashboard at http://localhost:") and "?token=" not in first
+    names = {socket.gethostname(), socket.getfqdn()} - {"localhost"}     # the address others reach: the host's name
+    assert any(first.startswith(f"normvar: dashboard at http://{n}:") for n in names), first
+    assert "?token=" not in first and "?auth=" not in first
     assert err.splitlines()[0].startswith("normvar: warning: --no-token: anyone who can reach port")
     for chatter in ("You can now view", "Network URL", "Local URL", "Did not auto detect", "docs.streamlit.io",
                     "Uvicorn", "Stopping"):
@@ -79,8 +82,8 @@ def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
     proc, first = serve_until_ready(["dashboard", "--token", "--port", str(free_port()), "--data-dir", str(tmp_path)],
                                     env)
     try:
-        assert "/?token=" in first
-        token = first.split("/?token=", 1)[1].split()[0]
+        assert "/?auth=" in first
+        token = first.split("/?auth=", 1)[1].split()[0]
         assert len(token) >= 32
         (kid,) = streamlit_children(proc)
         assert token not in Path(f"/proc/{kid}/cmdline").read_bytes().decode()
@@ -142,37 +145,19 @@ def gated(data, monkeypatch):
     return AppTest.from_file(APP, default_timeout=90)
 
 
-@pytest.mark.parametrize("query", [{}, {"token": "wrong"}, {"page": "tradeoff", "run": RUN}, {"token": "T-012"}])
-def test_without_the_token_no_page_and_no_run(gated, query):
+@pytest.mark.parametrize("query", [{}, {"token": "wrong"}, {"page": "tradeoff", "run": RUN}, {"token": "T-0123"},
+                                   {"auth": "T-0123"}])
+def test_without_the_cookie_no_page_and_no_run(gated, query):
+    """Signing in is the HTTP gate's (tests/test_dashboard_gate.py): the script, reached without its cookie, shows
+    one line and nothing of the runs, whatever the query holds, and leaves the query alone (?token= is a type)."""
     gated.query_params.update(query)
     gated.run()
     assert not gated.exception
     text = everything(gated)
     assert RUN not in text and RUN2 not in text and "tradeoff" not in pages(gated)
-    assert [t.label for t in gated.text_input] == ["Token"]
-    assert [e.value for e in gated.error] == (["That is not this dashboard's token."] if "token" in query else [])
-    assert "token" not in gated.query_params
-
-
-def test_the_right_token_opens_the_session_and_leaves_the_url(gated):
-    gated.query_params.update({"token": "T-0123"})
-    gated.run()
-    assert not gated.exception and not gated.error
-    assert "token" not in gated.query_params
-    assert RUN in everything(gated)
-    gated.switch_page("views/tradeoff.py").run()                 # another page, no token in its URL: still open
-    assert not gated.exception and RUN in everything(gated) and "token" not in gated.query_params
-
-
-def test_the_sign_in_field(gated):
-    gated.run()
-    gated.text_input(key="w_signin_token").input("nope")
-    gated.button[0].click().run()
-    assert [e.value for e in gated.error] == ["That is not this dashboard's token."] and RUN not in everything(gated)
-    gated.text_input(key="w_signin_token").input("T-0123")
-    gated.button[0].click().run()
-    assert not gated.exception and RUN in everything(gated)
-    assert "w_signin_token" not in gated.session_state and [t.label for t in gated.text_input] != ["Token"]
+    assert not gated.text_input and [w.value for w in gated.warning] == [
+        "This dashboard is shared with a token: reload the page to sign in."]
+    assert dict(gated.query_params) == {k: str(v) for k, v in query.items()}
 
 
 def test_read_only_has_no_form_no_cancel_no_submission(tmp_path, data, monkeypatch):

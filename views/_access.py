@@ -1,76 +1,42 @@
-"""The dashboard's gate and its read-only switch (set by ``normvar up``/``dashboard``:
+"""The dashboard's gate inside the script, and its read-only switch (set by ``normvar up``/``dashboard``:
 ``normvar_core/service/dashboard_access.py``).
 
-With ``$NORMVAR_TOKEN`` set in the server's environment every session must give that token, loopback ones
-included: as ``?token=`` in its first URL (Jupyter's link) or in the sign-in field. Until then the page
-shows the sign-in field and nothing else: no navigation, no sidebar, no run name. The token is compared
-with ``hmac.compare_digest``; the right one is kept in the session (``st.session_state``) and taken out of
-the URL, so it is not in the links the pages write (shared links carry the view, never the token).
-``$NORMVAR_READ_ONLY=1``: no New-run page, no upload, no cancel, no job submission anywhere."""
+With ``$NORMVAR_TOKEN`` set, signing in happens at the HTTP layer (normvar_core/service/gate.py): no request
+reaches Streamlit without the signed sign-in cookie. This gate checks that cookie again before the script draws
+anything (a second lock, should the server ever be started without the middleware): a session without it sees
+one line and nothing else: no navigation, no sidebar, no run name. The query is left alone (``?token=`` is the
+Token page's token type). ``$NORMVAR_READ_ONLY=1``: no New-run page, no upload, no cancel, no job submission."""
 from __future__ import annotations
 
 import hmac
 import os
-import time
 
 import streamlit as st
 
 from normvar_core.service.dashboard_access import READ_ONLY_ENV, TOKEN_ENV
-
-KEY = "_normvar_token"
+from normvar_core.service.gate import COOKIE, cookie_value
 
 
 def read_only() -> bool:
     return os.environ.get(READ_ONLY_ENV, "") not in ("", "0")
 
 
-def _expected() -> str | None:
-    return os.environ.get(TOKEN_ENV) or None
-
-
-def _right(given: object, expected: str) -> bool:
-    return isinstance(given, str) and hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
-
-
-def _refuse() -> None:
-    """A wrong token costs a second (guessing a short token through the page is slow), then says so."""
-    time.sleep(1.0)
-    st.error("That is not this dashboard's token.", icon=":material/lock:")
-
-
-def _sign_in(expected: str, refused: bool) -> None:
-    st.markdown("### normvar")
-    st.write("This dashboard is shared with a token. Give the token it was started with "
-             "(`normvar up` printed it, or ask whoever started it).")
-    with st.form("sign_in", border=True):
-        given = st.text_input("Token", type="password", key="w_signin_token")
-        go = st.form_submit_button("Sign in", type="primary", icon=":material/login:")
-    if go:
-        if _right(given, expected):
-            st.session_state[KEY] = given
-            st.session_state.pop("w_signin_token", None)
-            st.rerun()
-        refused = True
-    if refused:
-        _refuse()
+def _cookie() -> str:
+    try:
+        return str(st.context.cookies.get(COOKIE) or "")
+    except Exception:  # noqa: BLE001 - no request context (a bare script run): not signed in
+        return ""
 
 
 def gate() -> None:
-    """Return when this session may see the dashboard; else draw the sign-in field and stop the script."""
-    expected = _expected()
+    """Return when this session may see the dashboard; else say how to sign in and stop the script."""
+    expected = os.environ.get(TOKEN_ENV) or None
     if expected is None:
         return
-    refused = False
-    if "token" in st.query_params:
-        given = st.query_params.get("token")
-        del st.query_params["token"]
-        if _right(given, expected):
-            st.session_state[KEY] = given
-        else:
-            refused = True
-    if _right(st.session_state.get(KEY), expected):
+    if hmac.compare_digest(_cookie().encode(), cookie_value(expected).encode()):
         return
-    _sign_in(expected, refused)
+    st.markdown("### normvar")
+    st.warning("This dashboard is shared with a token: reload the page to sign in.", icon=":material/lock:")
     st.stop()
 
 

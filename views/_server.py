@@ -7,7 +7,8 @@ first (two 404s in the console) and then the parent (streamlit/streamlit#7074). 
 base from ``window.__streamlit.BACKEND_BASE_URL`` when a host page sets it (streamlit/streamlit#11537); this
 middleware serves Streamlit's own index.html with that one line added, for the app's root and each page path
 (the line also keeps one browser-history entry per page, so Back takes one press).
-Everything else (scripts, fonts, the websocket, media) goes to Streamlit unchanged.
+Everything else (scripts, fonts, the websocket, media) goes to Streamlit unchanged. With a token set, the
+token gate (normvar_core/service/gate.py) stands in front of both.
 
     streamlit run views/_server.py -- --data-dir D     # what `normvar dashboard` / `normvar up` run
 """
@@ -20,6 +21,8 @@ from pathlib import Path
 import streamlit as st
 from starlette.middleware import Middleware
 
+from normvar_core.service.dashboard_access import TOKEN_ENV
+from normvar_core.service.gate import TokenGate
 from normvar_core.viz.pages import PAGE_KEYS
 
 APP_SCRIPT = Path(__file__).resolve().parent.parent / "app.py"
@@ -73,4 +76,13 @@ class MainPageBase:
         await self.app(scope, receive, send)
 
 
-app = st.App(os.fspath(APP_SCRIPT), middleware=[Middleware(MainPageBase)])
+def middleware() -> list[Middleware]:
+    """With ``$NORMVAR_TOKEN`` set, the token gate (normvar_core/service/gate.py) comes first, so no request
+    reaches Streamlit (page, websocket, upload, media, health) without the sign-in cookie."""
+    token = os.environ.get(TOKEN_ENV) or None
+    base = _base_path()
+    gate = [Middleware(TokenGate, token=token, base=base, pages=frozenset(base + k for k in PAGE_KEYS))] if token else []
+    return [*gate, Middleware(MainPageBase)]
+
+
+app = st.App(os.fspath(APP_SCRIPT), middleware=middleware())

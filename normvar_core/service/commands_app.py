@@ -12,8 +12,10 @@ computes in a few minutes on 2 CPU cores; compute the full corpus with
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from pathlib import Path
 from normvar_core.config import RunConfig
 from normvar_core.service.job import ACTIVE
 from normvar_core.datadir import DataDir, shipped
+from normvar_core.errors import NormvarError
 
 APP = shipped("dashboard", "app.py")  # the checkout's app.py, or the installed package's copy of it
 # what `streamlit run` serves: app.py as an ASGI app whose pages opened by URL probe no missing path (views/_server.py)
@@ -86,8 +89,60 @@ def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_up
             "--", "--data-dir", str(data_dir)]
 
 
+EVERY_ADDRESS = ("0.0.0.0", "::", "")
+READY_TIMEOUT_S = 120
+
+
 def _url(host: str, port: int) -> str:
-    return f"http://{'localhost' if host in ('0.0.0.0', '::', '') else host}:{port}"
+    """The address others can reach: the machine's name when bound to every address, else the host given."""
+    from normvar_core.service.dashboard_access import is_loopback
+
+    name = host
+    if host in EVERY_ADDRESS:
+        fqdn = socket.getfqdn()
+        name = fqdn if fqdn and not is_loopback(fqdn) else (socket.gethostname() or "localhost")
+    return f"http://{f'[{name}]' if ':' in name else name}:{port}"
+
+
+def check_serving(host: str, port: int, max_upload_mb: float | None) -> int:
+    """The port to serve on, after checking the flags in one line each (exit 2): a port in 1–65535 (0: a free
+    one, chosen here so the URL names it), a host that resolves, the port free on it, a finite positive cap."""
+    if max_upload_mb is not None and not (math.isfinite(max_upload_mb) and max_upload_mb > 0):
+        raise NormvarError(f"--max-upload-mb {max_upload_mb} is not a size", fix="give a positive number of MB, e.g. 500")
+    if not 0 <= port <= 65535:
+        raise NormvarError(f"--port {port} is not a port", fix="give a number from 1 to 65535 (0: any free port)")
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as err:
+        raise NormvarError(f"--host {host!r} is not an address of this machine ({err})",
+                           fix="give localhost, 0.0.0.0 or one of this machine's names or addresses") from None
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a TIME_WAIT port is free
+        try:
+            s.bind(addr)
+        except OSError as err:
+            raise NormvarError(f"cannot serve on {host}:{port}: {err.strerror or err}",
+                               fix="pick another --port (a free one, or 0 for any), or stop what listens there") from None
+        return s.getsockname()[1]
+
+
+def wait_ready(server: subprocess.Popen, host: str, port: int, timeout: float = READY_TIMEOUT_S) -> bool:
+    """True once the server accepts connections (on 127.0.0.1/::1 when it listens on every address or on
+    loopback, else on its own address), False if it exits first."""
+    from normvar_core.service.dashboard_access import is_loopback
+
+    targets = ("127.0.0.1", "::1") if host in EVERY_ADDRESS or is_loopback(host) else (host,)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and server.poll() is None:
+        for local in targets:
+            try:
+                with socket.create_connection((local, port), timeout=1):
+                    return True
+            except OSError:
+                pass
+        time.sleep(0.2)
+    return server.poll() is None
 
 
 def maybe_submit_default(data_dir: Path) -> str | None:
@@ -129,6 +184,7 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
     from normvar_core.service import dashboard_access as acc
 
     access = acc.resolve_access(args.host, args.token, args.no_token, args.read_only, os.environ.get(acc.TOKEN_ENV))
+    args.port = check_serving(args.host, args.port, args.max_upload_mb)
     for line in acc.warning_lines(args.host, args.port, access):
         print(line, file=sys.stderr, flush=True)
     dd = DataDir.at(args.data_dir)
@@ -161,6 +217,11 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
                                   env=acc.child_env(env, access), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         procs.append(server)
         acc.relay(server.stdout)
+        if not wait_ready(server, args.host, args.port):
+            server.wait()
+            print(f"normvar: the dashboard did not start (status {server.returncode}); its lines are above",
+                  file=sys.stderr, flush=True)
+            return 2
         mode = ", read-only" if access.read_only else ""
         print(f"normvar: dashboard at {acc.url_line(_url(args.host, args.port), access)}  (data dir {root}{mode}; "
               "Ctrl-C stops)", flush=True)

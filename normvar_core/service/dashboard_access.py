@@ -5,8 +5,8 @@ loopback (``--host 0.0.0.0``, a LAN address, a host name) the dashboard needs a 
 ``$NORMVAR_TOKEN``, or ``--token`` alone for ``$NORMVAR_TOKEN`` if set, else a generated one (printed in the URL,
 as Jupyter does); without
 one the command is refused in one line unless ``--no-token`` is given (then a warning is printed). Once a
-token is set, every connection needs it, loopback ones included (``views/_access.py`` gates the app before
-its navigation). The token reaches the Streamlit process in its environment (``NORMVAR_TOKEN``), never on
+token is set, every connection needs it, loopback ones included: the token gate (``service/gate.py``) checks
+every request before Streamlit handles it, and ``views/_access.py`` checks its cookie again before the navigation. The token reaches the Streamlit process in its environment (``NORMVAR_TOKEN``), never on
 its command line (``ps`` shows argv to every user). ``--read-only`` (``NORMVAR_READ_ONLY=1``) serves the
 runs without the New-run page, uploads, cancel or any other job submission.
 
@@ -84,14 +84,14 @@ def warning_lines(host: str, port: int, access: Access) -> list[str]:
 
 
 def url_line(url: str, access: Access) -> str:
-    """The URL ``normvar`` prints: with ``?token=`` for a generated token (the only place it is shown)."""
+    """The URL ``normvar`` prints: with ``?auth=`` for a generated token (the only place it is shown)."""
     from urllib.parse import quote
 
     if access.token is None:
         return url
     if access.generated:
-        return f"{url}/?token={quote(access.token, safe='')}"
-    return f"{url}  (sign in with your token, or open {url}/?token=…)"
+        return f"{url}/?auth={quote(access.token, safe='')}"
+    return f"{url}  (sign in with your token, or open {url}/?auth=…)"
 
 
 def child_env(env: dict[str, str], access: Access) -> dict[str, str]:
@@ -106,7 +106,7 @@ def child_env(env: dict[str, str], access: Access) -> dict[str, str]:
     return out
 
 
-_DROP = re.compile(r"^(You can now view your Streamlit app|(Local|Network|External) URL:|Stopping\.\.\.$"
+_DROP = re.compile(r"^(You can now view your Streamlit app|(Local|Network|External) URL:|URL: http|Stopping\.\.\.$"
                    r"|Did not auto detect external IP|Please go to https://docs\.streamlit\.io"
                    r"|Uvicorn server started|Waiting for file changes)")
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+")
