@@ -1,0 +1,59 @@
+"""Small things a newcomer reads on the Runs and Findings pages, under Streamlit's AppTest over a data directory
+of its own (a small published run, a finished report job, a failed run job): no literal "None" in the tables,
+a finished job says so in green (no theme-red progress bar), the findings' seed column explained."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from dashboard_run import APP, ok
+
+
+@pytest.fixture()
+def jobs_dir(tmp_path, written_run_path, monkeypatch):
+    from normvar_core.config import RunConfig
+    from normvar_core.datadir import DataDir
+    from normvar_core.service.job import JobState
+    from normvar_core.service.jobs import JobStore
+
+    (tmp_path / "runs").mkdir()
+    shutil.copy(written_run_path, tmp_path / "runs" / "small.duckdb")
+    store = JobStore(DataDir.at(tmp_path))
+    report = store.submit_report(["small"], "html")       # a task job: its config names no model
+    store.finish(store.claim_next().id, JobState.DONE, run_path=str(tmp_path / "reports" / f"{report}.html"))
+    store.submit(RunConfig(model="minilm", max_sentences=5, name="never"))
+    store.finish(store.claim_next().id, JobState.FAILED)  # no message
+    monkeypatch.setenv("NORMVAR_DATA", str(tmp_path))
+    return tmp_path
+
+
+def _object_cells(df) -> list:
+    return [x for c in df.columns if df[c].dtype == object for x in df[c]]
+
+
+def test_runs_and_jobs_tables_hold_no_none_and_a_finished_job_is_green(jobs_dir):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    ok(at)
+    tables = {d.key: d.value for d in at.dataframe if d.key in ("runs_table", "jobs_table")}
+    assert set(tables) == {"runs_table", "jobs_table"} and len(tables["jobs_table"]) == 2
+    for key, df in tables.items():
+        assert not [x for x in _object_cells(df) if x is None or str(x) == "None"], key
+    assert set(tables["jobs_table"]["state"]) == {"done", "failed"}
+    assert any("finished" in s.value for s in at.success)  # the report that just ended: a green line ...
+    assert not at.get("progress")                            # ... and no progress bar in the theme's red
+
+
+def test_findings_explain_the_seed_column(jobs_dir):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params["run"] = "small"
+    at.run()
+    at.switch_page("views/findings.py").run()
+    ok(at)
+    table = next(d.value for d in at.dataframe if d.key == "findings_table")
+    assert "ENV" in set(table["seed"])
+    assert any("ENV" in c.value and "002" in c.value and "004" in c.value for c in at.caption)
