@@ -2,7 +2,6 @@
 shipped novels): the plotly figure JSON each page sends is decoded and compared with the library."""
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -279,9 +278,11 @@ def test_occurrences_box_hands_its_contexts_to_the_token_tab(app, run):
         at.number_input(key=k).set_value(val)
     at.run()
     ok(at)
-    button = at.button(key="occ_sel_to_token")
-    token = ast.literal_eval(button.label.removeprefix("Open ").removesuffix(" in Token"))  # the first type
-    button.click().run()
+    picker = at.selectbox(key="occ_sel_token_pick")         # every type in the box, the first one picked
+    assert len(picker.options) > 1
+    picker.set_value(picker.options[1]).run()
+    token = picker.value
+    at.button(key="occ_sel_to_token").click().run()
     ok(at)
     assert at.session_state["w_section_token"] == "Contexts" and at.text_input(key="w_token").value == token
     predicate = O.box_predicate(3, (-1e9, 1e9), (-1e9, 1e9))
