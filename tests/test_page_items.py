@@ -1,6 +1,7 @@
 """Small things a newcomer reads on the Runs and Findings pages, under Streamlit's AppTest over a data directory
 of its own (a small published run, a finished report job, a failed run job): no literal "None" in the tables,
-a finished job says so in green (no theme-red progress bar), the findings' seed column explained."""
+a finished job says so in green (no theme-red progress bar), the findings' seed column explained, and no
+TwoNN note on Compare, whose tabs plot no TwoNN."""
 from __future__ import annotations
 
 import shutil
@@ -58,3 +59,32 @@ def test_findings_explain_the_seed_column(jobs_dir):
     table = next(d.value for d in at.dataframe if "claim" in d.value.columns)
     assert "ENV" in set(table["seed"])
     assert any("ENV" in c.value and "002" in c.value and "004" in c.value for c in at.caption)
+
+
+def test_compare_has_no_twonn_note_since_no_tab_plots_twonn(tmp_path, written_run_path, monkeypatch):
+    """Two runs whose TwoNN samples differ: Geometry's note says so; Compare, whose tabs plot no TwoNN, does not."""
+    import duckdb
+
+    from normvar_core.stats.layer_geometry import samples_differ
+
+    (tmp_path / "runs").mkdir()
+    for name in ("one", "two"):
+        shutil.copy(written_run_path, tmp_path / "runs" / f"{name}.duckdb")
+    with duckdb.connect(str(tmp_path / "runs" / "two.duckdb")) as con:
+        con.execute("update layer_geometry set id_sample = id_sample * 2")
+    monkeypatch.setenv("NORMVAR_DATA", str(tmp_path))
+    from normvar_core.runs.reader import open_run
+    from normvar_core.stats.layer_geometry import recorded_sample
+
+    assert samples_differ({n: recorded_sample(open_run(tmp_path / "runs" / f"{n}.duckdb").table("layer_geometry"))
+                           for n in ("one", "two")})
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"run": "one", "run2": "two"})
+    at.run()
+    for tab in ("layers", "ratios", "scatters"):
+        at.query_params["section"] = tab
+        at.switch_page("views/compare.py").run()
+        ok(at)
+        assert not [w.value for w in at.warning if "TwoNN" in w.value], tab

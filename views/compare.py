@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from normvar_core.stats import layer_geometry as G
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
@@ -47,11 +46,7 @@ except Exception as err:  # noqa: BLE001
     st.stop()
 
 _chrome.report_button([run_a, run_b], key="w_report_compare")
-if run_a.has("geometry") and run_b.has("geometry"):  # about the two runs: above the tabs
-    samples = {label_a: G.recorded_sample(_data.table(run_a, "layer_geometry")),
-               label_b: G.recorded_sample(_data.table(run_b, "layer_geometry"))}
-    if differ := G.samples_differ(samples):
-        st.warning(differ)
+# No TwoNN sample note here: no tab of this page plots TwoNN (Geometry, which does, says when the samples differ).
 
 
 def _layers() -> None:
