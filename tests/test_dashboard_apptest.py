@@ -268,6 +268,18 @@ def test_token_link_with_a_section_opens_that_tab(app, run):
     assert len(figures_of(at)) == 1 and len(hl["text"]) == 11 and hl["text"][0] == "her"
 
 
+def test_occurrences_search_says_how_many_occurrences_matched(app, run):
+    import duckdb
+
+    at = open_page(app, "occurrences", layer="3")
+    at.text_input(key="w_occ_search").set_value("the").run()
+    ok(at)
+    with duckdb.connect(str(run.path), read_only=True) as con:   # the run file itself, counted in SQL
+        tid = int(run.tokens().set_index("token")["token_id"]["the"])
+        n = con.execute("select count(*) from occurrences where layer = 3 and token_id = ?", [tid]).fetchone()[0]
+    assert n > 1 and any(f"`the`: {n:,} occurrences at layer 3" in c.value for c in at.caption)
+
+
 def test_occurrences_box_hands_its_contexts_to_the_token_tab(app, run):
     """A box on Occurrences, then "Open … in Token": the Token page opens on its Contexts tab, where the type's
     uses inside the box are listed (a DuckDB query the test repeats)."""

@@ -101,6 +101,9 @@ if query.strip():
     hit = (pts["token"].astype(str) == query.strip()).to_numpy()
     if not hit.any():
         st.caption(f"`{query.strip()}` has no occurrence at layer {layer} in this run.")
+    else:
+        st.caption(f"`{query.strip()}`: {int(hit.sum()):,} occurrence{'s' if hit.sum() != 1 else ''} at layer {layer}, "
+                   f"drawn larger, in black.")
 
 with st.expander("Box selection", expanded=True):
     b = st.columns(4)
