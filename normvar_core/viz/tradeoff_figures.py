@@ -14,7 +14,7 @@ from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.labels import data_range, emptiest_corner, place_labels
 from normvar_core.viz.overlay import depth_x, null_cloud, null_line
 from normvar_core.viz.selection import fmt
-from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, apply_theme
+from normvar_core.viz.viewstate import LEGEND_BELOW, COLORSCALE, HIGHLIGHT, PALETTE, apply_theme
 
 
 def _line_through(x: np.ndarray, slope: float, intercept: float) -> tuple[list[float], list[float]]:
@@ -192,8 +192,7 @@ def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
                                              marker=dict(size=15, color="rgba(0,0,0,0)",
                                                          line=dict(color=HIGHLIGHT, width=2.5))), row=1, col=col)
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
-    fig.update_layout(title=title, height=460 if presentation else 400, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.35, x=0))
+    fig.update_layout(title=title, height=460 if presentation else 400, hovermode="closest", legend=LEGEND_BELOW)
     return apply_theme(fig, presentation)
 
 
