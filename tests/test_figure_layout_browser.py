@@ -66,3 +66,27 @@ def test_highdim_gaussian_label_sits_at_its_line(browser):
         return {line: top + ya._offset + ya.l2p(0), top: r.top, bottom: r.bottom}; }""")
     assert min(abs(where["top"] - where["line"]), abs(where["bottom"] - where["line"])) < 6, where
     page.close()
+
+
+def _types(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    m = rng.uniform(0.5, 2.0, n)
+    return pd.DataFrame({"token": [f"t{i}" for i in range(n)], "n": rng.integers(10, 1000, n), "m": m,
+                         "v": 3.0 - m + rng.normal(0, 0.1, n), "q": 3.0 + rng.normal(0, 0.1, n)})
+
+
+@pytest.mark.parametrize("which", ["tradeoff", "frequency"])
+def test_the_null_cloud_has_one_legend_entry_clear_of_the_axes(browser, which):
+    from normvar_core.viz.frequency_figures import frequency_scatter
+    from normvar_core.viz.tradeoff_figures import tradeoff_scatter
+
+    pts, null = _types(300, 0), _types(300, 1)
+    fig = (tradeoff_scatter(pts, null_points=null, null_label="Gaussian null (isotropic)") if which == "tradeoff"
+           else frequency_scatter(pts, null_points=null, null_label="Gaussian null (isotropic)"))
+    page = draw(browser, fig)
+    items = page.evaluate("() => [...document.querySelectorAll('.legend .traces')].map(e => e.textContent)")
+    assert items == ["Gaussian null (isotropic)"]
+    legend = boxes(page, ".legend .bg")[0]
+    titles = boxes(page, "[class*=xtitle] text")
+    assert titles and not [t for t in titles if overlap(legend, t)]
+    page.close()
