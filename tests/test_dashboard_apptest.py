@@ -278,6 +278,9 @@ def test_occurrences_search_says_how_many_occurrences_matched(app, run):
         tid = int(run.tokens().set_index("token")["token_id"]["the"])
         n = con.execute("select count(*) from occurrences where layer = 3 and token_id = ?", [tid]).fetchone()[0]
     assert n > 1 and any(f"`the`: {n:,} occurrences at layer 3" in c.value for c in at.caption)
+    with duckdb.connect(str(run.path), read_only=True) as con:   # the box's reference: the points' extent
+        x0, x1, y0, y1 = con.execute("select min(x), max(x), min(y), max(y) from occurrences where layer = 3").fetchone()
+    assert any(f"span x {x0:.4f} to {x1:.4f} and y {y0:.4f} to {y1:.4f}" in c.value for c in at.caption)
 
 
 def test_occurrences_box_hands_its_contexts_to_the_token_tab(app, run):

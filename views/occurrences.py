@@ -106,6 +106,9 @@ if query.strip():
                    f"drawn larger, in black.")
 
 with st.expander("Box selection", expanded=True):
+    if len(pts):  # the chart draws no ticks: the typed bounds need the axes' extent
+        st.caption(f"The points span x {pts['x'].min():.4f} to {pts['x'].max():.4f} and "
+                   f"y {pts['y'].min():.4f} to {pts['y'].max():.4f}; drag a box on the chart, or type one here.")
     b = st.columns(4)
     bounds = [b[i].number_input(label, key=k, format="%.4f", on_change=typed_box,
                                 **({} if k in st.session_state else {"value": None}))
