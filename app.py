@@ -49,7 +49,7 @@ groups: dict[str, list] = {}
 for p in REGISTRY:
     if p.key in PAGES:
         groups.setdefault(p.group, []).append(PAGES[p.key])
-nav = st.navigation(groups)
+nav = st.navigation(groups, expanded=True)  # every page listed: Compare and New run not behind "View N more"
 
 view = _state.view()
 # A shared link may name its page as ?page=... : honour it once per session.

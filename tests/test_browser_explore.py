@@ -266,6 +266,36 @@ def test_box_select_on_the_tradeoff_goes_to_the_clouds(server, browser, run):
     page.close()
 
 
+def test_a_large_selection_says_what_it_hands_on_and_stays_until_cleared(server, browser, run):
+    """A box over the whole trade-off: the highlight button says it keeps 50 of the N types; the selection is still
+    listed after a visit to another page (the sidebar, same session) and goes only with "Clear selection"."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server['url']}/tradeoff?run={RUN}&layer=3")
+    wait_plot(page, "token types with")
+    area = plot_eval(page, "token types with", "(g) => [g._fullLayout.xaxis._length, g._fullLayout.yaxis._length]")
+    inside = box_select(page, "token types with", (1, 1, area[0] - 1, area[1] - 1))
+    assert len(inside) > 50
+    listed = page.get_by_text(f"Selection: {len(inside)} token types")
+    listed.wait_for(timeout=60000)
+    page.get_by_role("button", name=f"Highlight the first 50 of {len(inside)} on Trade-off", exact=True).click()
+    page.wait_for_function("() => (new URLSearchParams(location.search).get('tokens') || '').length > 0", timeout=60000)
+    wait_plot(page, "token types with")
+    page.wait_for_function(f"() => !!({FIND})('token types with')?._fullData?.some(d => d.name === 'highlighted')",
+                           timeout=60000)
+    hl = plot_eval(page, "token types with", "(g) => g._fullData.filter(d => d.name === 'highlighted')[0].text")
+    assert set(hl) <= set(inside) and 50 - sum("," in t for t in inside) <= len(hl) <= 50  # ?tokens= is comma-separated
+    nav = page.get_by_test_id("stSidebarNav")
+    nav.get_by_role("link", name="Layers").click()
+    page.wait_for_function("() => location.pathname.endsWith('/layers')", timeout=60000)
+    nav.get_by_role("link", name="Trade-off").click()
+    page.wait_for_function("() => location.pathname.endsWith('/tradeoff')", timeout=60000)
+    listed.wait_for(timeout=60000)                               # the chart's own selection is gone; the list is not
+    page.get_by_role("button", name="Clear selection").click()
+    page.get_by_text("drag a box or lasso").wait_for(timeout=60000)
+    listed.wait_for(state="detached", timeout=60000)
+    page.close()
+
+
 # ------------------------------------------------------------------------------------------ nearest types
 def _nearest_tokens(run, layer, q, k, exclude=None) -> list[str]:
     """The tokens of ``brute.nearest`` over the run's means at ``layer``."""

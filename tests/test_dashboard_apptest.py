@@ -2,7 +2,6 @@
 shipped novels): the plotly figure JSON each page sends is decoded and compared with the library."""
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -269,6 +268,21 @@ def test_token_link_with_a_section_opens_that_tab(app, run):
     assert len(figures_of(at)) == 1 and len(hl["text"]) == 11 and hl["text"][0] == "her"
 
 
+def test_occurrences_search_says_how_many_occurrences_matched(app, run):
+    import duckdb
+
+    at = open_page(app, "occurrences", layer="3")
+    at.text_input(key="w_occ_search").set_value("the").run()
+    ok(at)
+    with duckdb.connect(str(run.path), read_only=True) as con:   # the run file itself, counted in SQL
+        tid = int(run.tokens().set_index("token")["token_id"]["the"])
+        n = con.execute("select count(*) from occurrences where layer = 3 and token_id = ?", [tid]).fetchone()[0]
+    assert n > 1 and any(f"`the`: {n:,} occurrences at layer 3" in c.value for c in at.caption)
+    with duckdb.connect(str(run.path), read_only=True) as con:   # the box's reference: the points' extent
+        x0, x1, y0, y1 = con.execute("select min(x), max(x), min(y), max(y) from occurrences where layer = 3").fetchone()
+    assert any(f"span x {x0:.4f} to {x1:.4f} and y {y0:.4f} to {y1:.4f}" in c.value for c in at.caption)
+
+
 def test_occurrences_box_hands_its_contexts_to_the_token_tab(app, run):
     """A box on Occurrences, then "Open … in Token": the Token page opens on its Contexts tab, where the type's
     uses inside the box are listed (a DuckDB query the test repeats)."""
@@ -279,9 +293,11 @@ def test_occurrences_box_hands_its_contexts_to_the_token_tab(app, run):
         at.number_input(key=k).set_value(val)
     at.run()
     ok(at)
-    button = at.button(key="occ_sel_to_token")
-    token = ast.literal_eval(button.label.removeprefix("Open ").removesuffix(" in Token"))  # the first type
-    button.click().run()
+    picker = at.selectbox(key="occ_sel_token_pick")         # every type in the box, the first one picked
+    assert len(picker.options) > 1
+    picker.set_value(picker.options[1]).run()
+    token = picker.value
+    at.button(key="occ_sel_to_token").click().run()
     ok(at)
     assert at.session_state["w_section_token"] == "Contexts" and at.text_input(key="w_token").value == token
     predicate = O.box_predicate(3, (-1e9, 1e9), (-1e9, 1e9))

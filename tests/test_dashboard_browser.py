@@ -129,3 +129,28 @@ def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
     assert plain.split("…")[-1].strip()[:20] in tip
     page.locator(".js-plotly-plot").first.screenshot(path=str(ARTIFACTS / "clouds_hover.png"))
     page.close()
+
+
+def test_sidebar_and_the_last_run_this_browser_used(server, browser):
+    """Compare and New run are listed in the sidebar (no "View N more"); a tab opened without ?run= shows the run
+    this browser used last, not the newest; the page names its run."""
+    from dashboard_run import RUN2
+
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    page.goto(f"{server}/layers?run={RUN2}")
+    nav = page.get_by_test_id("stSidebarNav")
+    for title in ("Compare", "New run"):
+        nav.get_by_role("link", name=title).wait_for(state="visible", timeout=60000)
+    assert page.get_by_text("View ", exact=False).filter(has_text="more").count() == 0
+    page.get_by_test_id("stCaptionContainer").filter(has_text=f"Run {RUN2}").first.wait_for(timeout=60000)
+    page.wait_for_function("(n) => document.cookie.includes('normvar_run=' + n)", arg=RUN2, timeout=30000)
+    again = ctx.new_page()  # a new tab, same browser: no ?run=
+    again.goto(f"{server}/layers")
+    again.wait_for_function("(n) => new URLSearchParams(location.search).get('run') === n", arg=RUN2, timeout=60000)
+    again.get_by_test_id("stCaptionContainer").filter(has_text=f"Run {RUN2}").first.wait_for(timeout=60000)
+    fresh = browser.new_context().new_page()  # another browser: the newest run
+    fresh.goto(f"{server}/layers")
+    fresh.wait_for_function("(n) => new URLSearchParams(location.search).get('run') === n", arg=RUN, timeout=60000)
+    ctx.close()
+    fresh.context.close()

@@ -89,3 +89,14 @@ def test_a_long_file_name_keeps_its_extension(form, tmp_path):
     form.file_uploader(key="w_upload").set_value((long, STORY, "text/plain"))
     form.button(key="w_submit").click().run()
     assert errors(form) == [] and len(JobStore(tmp_path).list()) == 1
+
+
+def test_the_upload_limit_is_stated_once(form, monkeypatch):
+    """The drop zone says "Limit N MB per file" (its max_upload_size); the label does not repeat it."""
+    import math
+
+    from normvar_core.service.jobs import max_upload_bytes
+
+    up = form.file_uploader(key="w_upload")
+    assert "MB" not in up.label
+    assert up.proto.max_upload_size_mb == max(1, math.floor(max_upload_bytes() / 2**20))

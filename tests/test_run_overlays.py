@@ -54,6 +54,10 @@ def test_outlier_colour_scale_is_set_by_the_bulk():
     span = np.percentile(ordinary, 95) - np.percentile(ordinary, 5)
     assert span / (hm.zmax - hm.zmin) > 0.1 and span / (z.max() - z.min()) < 0.01
     np.testing.assert_allclose(np.asarray(hm.customdata), 10 ** z, rtol=1e-12)   # the hover keeps the truth
+    # the colour bar reads as ratios (no negative numbers): each tick's text is 10 ** its value, and 1× is there
+    ticks = dict(zip(hm.colorbar.tickvals, hm.colorbar.ticktext))
+    assert 2 <= len(ticks) <= 8 and "1×" in ticks.values() and "log₁₀" not in hm.colorbar.title.text
+    assert all(hm.zmin <= v <= hm.zmax and float(t.removesuffix("×")) == pytest.approx(10 ** v) for v, t in ticks.items())
 
 
 def test_largest_activations_table_has_distinct_keys():

@@ -35,6 +35,7 @@ def require_run():
                 "it appears here when the worker publishes it.")
         st.page_link("views/runs.py", label="See the job queue on Runs", icon=":material/table:")
         st.stop()
+    st.caption(f"Run **{run.name}**", help="the run this page shows: pick another in the sidebar")
     unknown_token_warning(run)
     return run
 

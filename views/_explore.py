@@ -42,7 +42,7 @@ def _take(run, tokens: list[str], target: str, section: str | None = None) -> No
     tab it opens there (the Occurrences box's contexts are in the Token page's Contexts tab)."""
     v = _state.view()
     if target == "tradeoff":
-        v.tokens = tokens[:50]
+        v.tokens = tokens[:HIGHLIGHT_MAX]
         st.session_state["w_tokens"] = ",".join(v.tokens)
     elif target == "clouds":
         v.cloud, note = cloud_handoff(tokens, _sampled_ids(run))
@@ -58,28 +58,54 @@ def _take(run, tokens: list[str], target: str, section: str | None = None) -> No
 
 
 PAGES = {"tradeoff": "views/tradeoff.py", "clouds": "views/clouds.py", "token": "views/token.py"}
+HIGHLIGHT_MAX = 50  # Trade-off highlights at most this many types (each one a labelled point)
+KEPT = "_explore_selection"
+"""session_state: {bar key: (run name, tokens)}, the last selection of each selection bar, kept until the user
+clears it (the chart's own selection is gone once the page is left)."""
+
+
+def _clear(key: str) -> None:
+    st.session_state.get(KEPT, {}).pop(key, None)
+
+
+def kept_selection(run, tokens: list[str], key: str) -> list[str]:
+    """``tokens`` when the chart has a selection (remembered), else the one remembered for this bar and run."""
+    kept = st.session_state.setdefault(KEPT, {})
+    if tokens:
+        kept[key] = (run.name, list(tokens))
+        return tokens
+    name, old = kept.get(key, (None, []))
+    return list(old) if name == run.name else []
 
 
 def selection_bar(run, tokens: list[str], *, key: str, here: str) -> None:
-    """Under a scatter with box/lasso selection: the selected tokens and buttons that hand them to the
-    other pages (Trade-off's highlights, Token clouds' tokens, the Token view)."""
+    """Under a scatter with box/lasso selection: the selected tokens (kept until cleared) and buttons that hand
+    them to the other pages (Trade-off's highlights, Token clouds' tokens, the Token view of a type picked
+    among them), each saying how many of them it takes."""
     go = st.session_state.pop("_explore_go", None)
     if go and go != here:
         st.switch_page(PAGES[go])
+    tokens = kept_selection(run, tokens, key)
     if not tokens:
         st.caption("Click a point, or drag a box or lasso (the chart's toolbar) to select token types.")
         return
     shown = ", ".join(f"`{t}`" for t in tokens[:40]) + (" …" if len(tokens) > 40 else "")
     st.markdown(f"**Selection: {len(tokens)} token type{'s' if len(tokens) != 1 else ''}** — {shown}")
     row = st.container(horizontal=True, gap="small")
-    row.button("Highlight on Trade-off", key=f"{key}_to_tradeoff", on_click=_take, args=(run, tokens, "tradeoff"),
-               icon=":material/scatter_plot:", help="the highlighted tokens (also in the URL: ?tokens=)")
+    n_high = min(len(tokens), HIGHLIGHT_MAX)
+    row.button("Highlight on Trade-off" if n_high == len(tokens) else
+               f"Highlight the first {n_high} of {len(tokens)} on Trade-off", key=f"{key}_to_tradeoff",
+               on_click=_take, args=(run, tokens, "tradeoff"), icon=":material/scatter_plot:",
+               help=f"the highlighted tokens (at most {HIGHLIGHT_MAX}, in selection order; also in the URL: ?tokens=)")
     n_cloud = len(cloud_handoff(tokens, _sampled_ids(run))[0])
     row.button("Show in Token clouds" if n_cloud == len(tokens) else f"Show {n_cloud} of {len(tokens)} in Token clouds",
                key=f"{key}_to_clouds", on_click=_take, args=(run, tokens, "clouds"), icon=":material/bubble_chart:",
                disabled=n_cloud == 0, help="the selected types with stored samples (at most 50)")
-    row.button(f"Open {tokens[0]!r} in Token", key=f"{key}_to_token", on_click=_take,
-               args=(run, tokens, "token", "contexts" if here == "occurrences" else None), icon=":material/search:")
+    row.button("Clear selection", key=f"{key}_clear", on_click=_clear, args=(key,), icon=":material/close:")
+    pick = st.container(horizontal=True, gap="small", vertical_alignment="bottom")
+    one = pick.selectbox(f"Type to open in Token (any of the {len(tokens)})", tokens, key=f"{key}_token_pick")
+    pick.button("Open in Token", key=f"{key}_to_token", on_click=_take,
+                args=(run, [one], "token", "contexts" if here == "occurrences" else None), icon=":material/search:")
 
 
 # ============================================================================ nearest types

@@ -2,9 +2,11 @@
 kept in ``st.session_state`` and mirrored into the URL's query parameters, and the widgets bound to it."""
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+from urllib.parse import quote, unquote
 
 import streamlit as st
 
@@ -55,9 +57,29 @@ def run_selector(sidebar: bool = True) -> None:
         v.run = None
         return
     labels = {r["name"]: f"{r['name']}  ·  {r['model']}" for _, r in runs.iterrows()}
-    bind("w_run", v.run if v.run in names else names[0], lambda x: x in names)
+    last = last_run()
+    bind("w_run", v.run if v.run in names else last if last in names else names[0], lambda x: x in names)
     v.run = where.selectbox("Run", names, key="w_run", format_func=lambda n: labels.get(n, n),
-                            help="published runs, newest first; each Gaussian null under its run")
+                            help="published runs, newest first; each Gaussian null under its run. A link names "
+                                 "its run; a tab opened without one shows the run this browser used last")
+    with where:
+        remember_run(v.run)
+
+
+LAST_RUN_COOKIE = "normvar_run"
+
+
+def last_run() -> str | None:
+    """The run this browser used last (the cookie :func:`remember_run` sets), for a tab opened without ``?run=``;
+    Streamlit reads a session's cookies once, when its tab connects."""
+    raw = st.context.cookies.get(LAST_RUN_COOKIE)
+    return unquote(raw) if raw else None
+
+
+def remember_run(name: str) -> None:
+    """Set the browser's last-run cookie (a year, this site only) to ``name``."""
+    cookie = f"{LAST_RUN_COOKIE}={quote(name, safe='')}; path=/; max-age=31536000; SameSite=Strict"
+    st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
 
 
 def layer_slider(run, label: str = "Layer", key: str = "w_layer") -> int:

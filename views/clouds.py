@@ -56,9 +56,9 @@ if not chosen:
     _state.sync_url("clouds")
     st.stop()
 
+# session_state: the sampled embedding clicked on the cloud ({run, layer, token_id, i, k}); the Fig. 8 tab
+# highlights its nearest types. The chart's own selection is gone once its tab is closed.
 CLICKED = "_clouds_clicked"
-"""session_state: the sampled embedding clicked on the cloud ({run, layer, token_id, i, k}); the Fig. 8 tab
-highlights its nearest types. The chart's own selection is gone once its tab is closed."""
 
 
 def _map_control():

@@ -7,6 +7,7 @@ import streamlit as st
 
 from normvar_core.stats import layer_geometry as G
 from normvar_core.stats import twonn_context
+from normvar_core.viz.geometry_figures import geometry_profiles
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
@@ -48,17 +49,7 @@ except Exception as err:  # noqa: BLE001
     st.stop()
 
 _chrome.report_button([run_a, run_b], key="w_report_compare")
-if run_a.has("geometry") and run_b.has("geometry"):  # about the two runs: above the tabs
-    samples = {label_a: G.recorded_sample(_data.table(run_a, "layer_geometry")),
-               label_b: G.recorded_sample(_data.table(run_b, "layer_geometry"))}
-    if differ := G.samples_differ(samples):
-        st.warning(differ)
-    context = {label_a: _data.table(run_a, "layer_geometry"), label_b: _data.table(run_b, "layer_geometry")}
-    if differ := twonn_context.shares_differ(context):
-        st.warning(differ)
-    for label, g in context.items():
-        if said := twonn_context.context_sentence(g):
-            st.caption(f"{label}: {said}")
+# The TwoNN notes (sample sizes, same-sentence neighbours) sit in the one tab that plots TwoNN: "Layer geometry".
 
 
 def _layers() -> None:
@@ -80,6 +71,28 @@ def _ratios() -> None:
                   name=f"compare_{run_a.name}_{run_b.name}_decomposition")
 
 
+def _geometry() -> None:
+    """Both runs' layer geometry on relative depth (the Geometry page's figure): TwoNN solid (seed 004) and
+    dash-dotted (cross-context), with what makes their TwoNN differ besides the model, in words."""
+    if not (run_a.has("geometry") and run_b.has("geometry")):
+        st.info("Both runs need the layer geometry (computed without --no-geometry) for this tab.")
+        return
+    curves = {label_a: _data.table(run_a, "layer_geometry"), label_b: _data.table(run_b, "layer_geometry")}
+    if differ := G.samples_differ({label: G.recorded_sample(g) for label, g in curves.items()}):
+        st.warning(differ)
+    if differ := twonn_context.shares_differ(curves):
+        st.warning(differ)
+    for label, g in curves.items():
+        if said := twonn_context.context_sentence(g):
+            st.caption(f"{label}: {said}")
+    fig = geometry_profiles(curves, relative=True, num_hidden_states=depths, presentation=v.presentation,
+                            title="Layer geometry on a relative-depth axis (TwoNN: solid seed 004, dash-dotted "
+                                  "cross-context)")
+    _chrome.chart(fig, key="cmp_geometry",
+                  data=pd.concat([g.assign(run=label) for label, g in curves.items()], ignore_index=True),
+                  name=f"compare_{run_a.name}_{run_b.name}_geometry")
+
+
 def _scatters() -> None:
     scat = []
     for r, layer in ((run_a, la), (run_b, lb)):
@@ -96,5 +109,6 @@ def _scatters() -> None:
 
 _chrome.draw_sections("compare", {"layers": ("Fig. 4 on relative depth", _layers),  # only the open tab is computed
                                   "ratios": ("Fig. 5/6 ratios", _ratios),
-                                  "scatters": ("Trade-off at the matched depth", _scatters)})
+                                  "scatters": ("Trade-off at the matched depth", _scatters),
+                                  "geometry": ("Layer geometry", _geometry)})
 _state.sync_url("compare")

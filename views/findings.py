@@ -24,7 +24,11 @@ except Exception as err:  # noqa: BLE001
 table = pd.DataFrame({"claim": [c.wording for c in F.CLAIMS], "id": list(F.CLAIM_IDS),
                       "seed": [c.seed for c in F.CLAIMS],
                       **{name: [F.cell(f) for f in fs] for name, fs in per_run.items()}})
-st.dataframe(table, hide_index=True, width="stretch", key="findings_table")
+SEED_HELP = ("the study a claim tests: 002 the trade-off of Q = M + V, 003 its Gaussian null, 004 the layer "
+             "geometry; ENV the outlier check normvar adds (position 0's share), from none of the three")
+st.dataframe(table, hide_index=True, width="stretch", key="findings_table",
+             column_config={"seed": st.column_config.TextColumn("seed", help=SEED_HELP)})
+st.caption(f"Seed: {SEED_HELP}.")
 if note := F.samples_note(per_run):
     st.warning(note)
 tidy = F.findings_table(per_run)

@@ -39,8 +39,8 @@ with st.form("new_run", border=True, enter_to_submit=False):
     st.markdown("**Corpus**")
     up = st.file_uploader(
         f"One sentence per line ({', '.join(TEXT_SUFFIXES)}), or a table with a text column "
-        f"({', '.join(TABLE_SUFFIXES)}) — max {cap_mb} MB",
-        key="w_upload", max_upload_size=cap_mb)
+        f"({', '.join(TABLE_SUFFIXES)})",
+        key="w_upload", max_upload_size=cap_mb)  # the drop zone states the limit ("Limit N MB per file")
     values = _form.config_section("corpus")
     st.caption("Without an upload the run uses the shipped novels (58k sentences from ten public-domain novels), "
                "or the *Dataset*: a Hugging Face Hub id from this machine's cache, a save_to_disk folder or data files.")

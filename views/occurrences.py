@@ -103,8 +103,14 @@ if query.strip():
     hit = (pts["token"].astype(str) == query.strip()).to_numpy()
     if not hit.any():
         st.caption(f"`{query.strip()}` has no occurrence at layer {layer} in this run.")
+    else:
+        st.caption(f"`{query.strip()}`: {int(hit.sum()):,} occurrence{'s' if hit.sum() != 1 else ''} at layer {layer}, "
+                   f"drawn larger, in black.")
 
 with st.expander("Box selection", expanded=True):
+    if len(pts):  # the chart draws no ticks: the typed bounds need the axes' extent
+        st.caption(f"The points span x {pts['x'].min():.4f} to {pts['x'].max():.4f} and "
+                   f"y {pts['y'].min():.4f} to {pts['y'].max():.4f}; drag a box on the chart, or type one here.")
     b = st.columns(4)
     bounds = [b[i].number_input(label, key=k, format="%.4f", on_change=typed_box,
                                 **({} if k in st.session_state else {"value": None}))

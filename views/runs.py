@@ -16,7 +16,7 @@ v = _state.view()
 runs = _data.runs_table()
 
 
-RECENT_S = 120  # a finished job's progress line stays this long (seconds), at 100 %
+RECENT_S = 120  # a finished job's line stays this long (seconds), saying it finished
 
 
 def _ago(ts: float | None) -> str:
@@ -24,6 +24,13 @@ def _ago(ts: float | None) -> str:
         return "–"
     s = max(0, time.time() - float(ts))
     return f"{s:.0f} s ago" if s < 90 else (f"{s / 60:.0f} min ago" if s < 5400 else f"{s / 3600:.1f} h ago")
+
+
+def blank_missing(df: pd.DataFrame) -> pd.DataFrame:
+    """A missing text cell shown blank, not as the word "None" (the table draws None in object columns)."""
+    missing = lambda x: x is None or (isinstance(x, float) and x != x)  # noqa: E731
+    return df.assign(**{c: df[c].map(lambda x: "" if missing(x) else x)
+                        for c in df.columns if df[c].dtype == object})
 
 
 def short_corpus(name) -> str | None:
@@ -83,14 +90,15 @@ def jobs_panel() -> None:
     for j in (j for j in items if j.state == JobState.DONE and j.finished and time.time() - j.finished < RECENT_S):
         with st.container(border=True):  # a job that just ended keeps its line, at 100 % and saying so
             st.markdown(f"**{j.name}** · job `{j.id}`")
-            st.progress(100, text=f"{jobs.progress_text(j.progress, j.task) if j.progress else 'done'} · finished "
-                                  f"{_ago(j.finished)}")
+            # a green line, not a full progress bar: the bar takes the theme's red, which reads as a failure
+            st.success(f"{jobs.progress_text(j.progress, j.task) if j.progress else 'done'} · finished "
+                       f"{_ago(j.finished)}", icon=":material/check_circle:")
     done = [j for j in items if j.state.final]
     if done:
         table = pd.DataFrame([{
             "run": j.name, "model": j.config.get("model"), "state": j.state.value,
             "finished": _ago(j.finished), "message": (j.message or "")[:200], "job": j.id} for j in done])
-        st.dataframe(table, hide_index=True, width="stretch", key="jobs_table")
+        st.dataframe(blank_missing(table), hide_index=True, width="stretch", key="jobs_table")
         for j in done:  # an unexpected failure keeps its full traceback in queue/logs/<job>.log
             log = store.log_path(j.id)
             if j.state == JobState.FAILED and log.is_file():
@@ -137,7 +145,7 @@ else:
                        corpus=runs["corpus"].map(short_corpus))
     show = show.rename(columns={"n_types": "|T|", "n_embeddings": "|X| per layer", "num_layers": "hidden states",
                                 "norm_placement": "norm", "created_at": "created"})
-    st.dataframe(show.drop(columns=["path"]), hide_index=True, width="stretch", key="runs_table",
+    st.dataframe(blank_missing(show.drop(columns=["path"])), hide_index=True, width="stretch", key="runs_table",
                  column_config={"|T|": st.column_config.NumberColumn(format="localized"),
                                 "|X| per layer": st.column_config.NumberColumn(format="localized")})
 

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from normvar_core.viz.overlay import null_cloud, null_line
 from normvar_core.viz.labels import emptiest_corner
 from normvar_core.viz.selection import fit_row, fmt
-from normvar_core.viz.viewstate import QCOLORS, apply_theme
+from normvar_core.viz.viewstate import LEGEND_BELOW, QCOLORS, apply_theme
 
 _LABEL = {"Q": "Q(X<sub>t</sub>)", "M": "M(X<sub>t</sub>)", "V": "V(X<sub>t</sub>)"}
 
@@ -34,7 +34,8 @@ def frequency_scatter(points: pd.DataFrame, regs: pd.DataFrame | None = None, *,
         if null_points is not None and len(null_points):
             nraw = null_points[key].to_numpy(dtype=np.float64)
             nx = (null_points["log10_n"] if "log10_n" in null_points else np.log10(null_points["n"]))
-            null_cloud(fig, nx, np.log10(1.0 + nraw) if log_y else nraw, null_label, size=4, row=1, col=col)
+            null_cloud(fig, nx, np.log10(1.0 + nraw) if log_y else nraw, null_label, size=4, row=1, col=col,
+                       legend=col == 1)
         raw = points[key].to_numpy(dtype=np.float64)
         y = np.log10(1.0 + raw) if log_y else raw
         fig.add_trace(go.Scattergl(x=x, y=y, mode="markers", name=qname, showlegend=False,
@@ -63,7 +64,7 @@ def frequency_scatter(points: pd.DataFrame, regs: pd.DataFrame | None = None, *,
     fig.update_xaxes(title_text="log<sub>10</sub> n<sub>t</sub>")
     if total is not None and total > len(points):
         title = (title or "") + f"  (random {len(points):,} of {total:,} types drawn)"
-    fig.update_layout(title=title, height=420 if presentation else 380, hovermode="closest")
+    fig.update_layout(title=title, height=420 if presentation else 380, hovermode="closest", legend=LEGEND_BELOW)
     return apply_theme(fig, presentation)
 
 

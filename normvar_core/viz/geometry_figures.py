@@ -183,6 +183,18 @@ def colour_range(z: np.ndarray, lo_q: float = 1.0) -> tuple[float, float]:
     return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
 
 
+def ratio_ticks(zmin: float, zmax: float) -> tuple[list[float], list[str]]:
+    """Colour-bar ticks of a log₁₀ ratio scale labelled as the ratios themselves (0.5×, 1×, 2×, 10×, ...): a
+    dimension below the median reads as a fraction, never as a negative number. 1, 2, 5 per decade while that
+    gives at most 8 ticks, else powers of ten."""
+    lo, hi = int(np.floor(zmin)) - 1, int(np.ceil(zmax)) + 1
+    for steps in ((1, 2, 5), (1,)):
+        r = [m * 10.0 ** e for e in range(lo, hi + 1) for m in steps if zmin <= np.log10(m * 10.0 ** e) <= zmax]
+        if len(r) <= 8:
+            break
+    return [float(np.log10(x)) for x in r], [f"{x:g}×" for x in r]
+
+
 def outlier_heatmap(dim_stats: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
     """log₁₀ of max |h_j| / median_j max |h| per (dimension, layer): the outlier dimensions light up. The
     colour scale spans the bulk of the values (``colour_range``); values beyond it take the end colours
@@ -192,8 +204,10 @@ def outlier_heatmap(dim_stats: pd.DataFrame, *, presentation: bool = False, titl
         ratio = piv.to_numpy() / np.median(piv.to_numpy(), axis=1, keepdims=True)
         z = np.log10(ratio)
     zmin, zmax = colour_range(z)
+    tickvals, ticktext = ratio_ticks(zmin, zmax)
     fig = go.Figure(go.Heatmap(z=z, x=piv.columns, y=piv.index, colorscale=COLORSCALE, zmin=zmin, zmax=zmax,
-                               colorbar=dict(title="log₁₀ max|h| / median"),
+                               colorbar=dict(title="max|h| / median<br>(log scale)", tickvals=tickvals,
+                                             ticktext=ticktext),
                                customdata=ratio,
                                hovertemplate="layer %{y}, dim %{x}<br>max|h| / median = %{customdata:.3g}<extra></extra>"))
     fig.update_xaxes(title_text="dimension")
@@ -239,4 +253,4 @@ def selfsim_scatter(points: pd.DataFrame, *, presentation: bool = False, title: 
     return apply_theme(fig, presentation)
 
 
-__all__ = ["colour_range", "distinct_top", "geometry_profiles", "spectra_figure", "LOG_PANELS", "POWER_TICKS", "outlier_heatmap", "shares_figure", "selfsim_scatter", "PANELS"]
+__all__ = ["colour_range", "ratio_ticks", "distinct_top", "geometry_profiles", "spectra_figure", "LOG_PANELS", "POWER_TICKS", "outlier_heatmap", "shares_figure", "selfsim_scatter", "PANELS"]

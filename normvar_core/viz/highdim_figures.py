@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from normvar_core.stats.highdim import norm_spread_reference
 from normvar_core.viz.labels import tidy_log_axes
 from normvar_core.viz.overlay import NULL_CLOUD, NULL_COLOR, null_cloud, null_line
-from normvar_core.viz.viewstate import PALETTE, apply_theme
+from normvar_core.viz.viewstate import LEGEND_BELOW, PALETTE, apply_theme
 
 PROFILE_PANELS = (("norm_cv", "spread of the norm std‖x‖ / E‖x‖"),
                   ("mean_cosine", "mean cosine (solid) and M(X)/Q(X) (dotted)"),
@@ -40,12 +40,13 @@ def highdim_profiles(run_table: pd.DataFrame, null_tables: Mapping[str, pd.DataF
     ref = norm_spread_reference(dim)
     fig.add_hline(y=ref, line=dict(color="#222", width=1, dash="dot"), row=1, col=1,
                   annotation_text=f"1/√(2d) = {ref:.3f}", annotation_position="top left")
-    fig.add_hline(y=1.0, line=dict(color="#222", width=1, dash="dot"), row=1, col=3,
-                  annotation_text="Gaussian: 1", annotation_position="bottom left")
+    fig.add_hline(y=1.0, line=dict(color="#222", width=1, dash="dot"), row=1, col=3)
+    # on a log axis an annotation's y is log10 of the value (add_hline's own label would sit at y = 1 there)
+    fig.add_annotation(x=0, xref="x3 domain", y=0.0, yref="y3", text="Gaussian: 1", showarrow=False,
+                       xanchor="left", yanchor="top")
     fig.update_yaxes(type="log", row=1, col=3)
     fig.update_xaxes(title_text="layer")
-    fig.update_layout(title=title, height=440 if presentation else 400, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.35, x=0))
+    fig.update_layout(title=title, height=440 if presentation else 400, hovermode="closest", legend=LEGEND_BELOW)
     return tidy_log_axes(apply_theme(fig, presentation), plain=True)  # a ratio: 1,000,000, never "1M"
 
 

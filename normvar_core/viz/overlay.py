@@ -37,11 +37,15 @@ def null_line(fig: go.Figure, x: Any, y: Any, label: str, *, showlegend: bool = 
         fig.add_trace(trace, row=row, col=col)
 
 
+NULL_CLOUD_GROUP = "null cloud"  # the legendgroup of a figure's grey clouds (one legend entry for them all)
+
+
 def null_cloud(fig: go.Figure, x: Any, y: Any, label: str, *, size: int = 5, row: int | None = None,
-               col: int | None = None) -> None:
-    """The null's points as a grey cloud (WebGL), no hover: it is the backdrop of the real points."""
-    trace = go.Scattergl(x=x, y=y, mode="markers", name=label, showlegend=False, hoverinfo="skip",
-                         marker=dict(size=size, color=NULL_CLOUD))
+               col: int | None = None, legend: bool = False) -> None:
+    """The null's points as a grey cloud (WebGL), no hover: it is the backdrop of the real points. ``legend``:
+    this cloud carries the legend entry that names the null (one per figure)."""
+    trace = go.Scattergl(x=x, y=y, mode="markers", name=label, showlegend=legend, hoverinfo="skip",
+                         legendgroup=NULL_CLOUD_GROUP, marker=dict(size=size, color=NULL_CLOUD))
     if row is None:
         fig.add_trace(trace)
     else:
@@ -84,4 +88,4 @@ def null_kind(name_or_label: str) -> str | None:
     return None
 
 
-__all__ = ["null_source", "runs_in_order", "null_kind", "NULL_COLOR", "NULL_CLOUD", "depth_x", "null_line", "null_cloud", "null_label"]
+__all__ = ["null_source", "runs_in_order", "null_kind", "NULL_COLOR", "NULL_CLOUD", "NULL_CLOUD_GROUP", "depth_x", "null_line", "null_cloud", "null_label"]

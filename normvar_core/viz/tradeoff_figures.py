@@ -12,9 +12,9 @@ from plotly.subplots import make_subplots
 
 from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.labels import data_range, emptiest_corner, place_labels
-from normvar_core.viz.overlay import depth_x, null_cloud, null_line
+from normvar_core.viz.overlay import NULL_CLOUD_GROUP, depth_x, null_cloud, null_line
 from normvar_core.viz.selection import fmt
-from normvar_core.viz.viewstate import COLORSCALE, HIGHLIGHT, PALETTE, apply_theme
+from normvar_core.viz.viewstate import LEGEND_BELOW, COLORSCALE, HIGHLIGHT, PALETTE, apply_theme
 
 
 def _line_through(x: np.ndarray, slope: float, intercept: float) -> tuple[list[float], list[float]]:
@@ -116,7 +116,8 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
     custom = np.column_stack([points["n"].to_numpy(dtype=np.float64), points["q"].to_numpy(dtype=np.float64)])
     fig = go.Figure()
     if null_points is not None and len(null_points):
-        null_cloud(fig, null_points["m"], null_points["v"], null_label, size=5 if len(null_points) > 5000 else 7)
+        null_cloud(fig, null_points["m"], null_points["v"], null_label, size=5 if len(null_points) > 5000 else 7,
+                   legend=True)
     color, ctitle = logn, "log<sub>10</sub> n<sub>t</sub>"
     if color_by is not None and color_by in points:
         color, ctitle = points[color_by].to_numpy(dtype=np.float64), color_title or color_by
@@ -148,6 +149,9 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
                            text=f"showing a random {len(points):,} of {total:,} token types")
     fig.update_layout(title=title, xaxis_title="M(X<sub>t</sub>)", yaxis_title="V(X<sub>t</sub>)",
                       showlegend=False, height=height, uirevision="tradeoff", hovermode="closest")
+    if null_m is not None:  # the grey cloud's one legend entry names the null; nothing else is listed
+        fig.for_each_trace(lambda t: t.update(showlegend=t.legendgroup == NULL_CLOUD_GROUP))
+        fig.update_layout(showlegend=True, legend=LEGEND_BELOW)
     fig.update_xaxes(range=box[0])  # the data's extent: a far line (App. I, an interval's edge) is clipped
     fig.update_yaxes(range=box[1])
     return apply_theme(fig, presentation)
@@ -192,8 +196,7 @@ def layers_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = False,
                                              marker=dict(size=15, color="rgba(0,0,0,0)",
                                                          line=dict(color=HIGHLIGHT, width=2.5))), row=1, col=col)
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
-    fig.update_layout(title=title, height=460 if presentation else 400, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.35, x=0))
+    fig.update_layout(title=title, height=460 if presentation else 400, hovermode="closest", legend=LEGEND_BELOW)
     return apply_theme(fig, presentation)
 
 

@@ -293,6 +293,11 @@ def layout_theme(presentation: bool = False) -> dict[str, Any]:
     )
 
 
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.24, x=0)
+"""A horizontal legend under the plot, its top below the x-axis titles (it grows downwards; plotly widens the
+bottom margin to hold its rows)."""
+
+
 def apply_theme(fig, presentation: bool = False):
     """Apply ``layout_theme`` to a plotly figure (in place) and return it."""
     fig.update_layout(**layout_theme(presentation))
