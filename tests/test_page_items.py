@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from dashboard_run import APP, ok
+from dashboard_run import APP, ok, open_section
 
 
 @pytest.fixture()
@@ -84,13 +84,11 @@ def test_compare_shows_the_twonn_note_only_on_its_tab_that_plots_twonn(tmp_path,
     at = AppTest.from_file(APP, default_timeout=90)
     at.query_params.update({"run": "one", "run2": "two"})
     at.run()
-    for tab in ("layers", "ratios", "scatters"):
-        at.query_params["section"] = tab
-        at.switch_page("views/compare.py").run()
-        ok(at)
-        assert not [w.value for w in at.warning if "TwoNN" in w.value], tab
-    at.query_params["section"] = "geometry"
     at.switch_page("views/compare.py").run()
-    ok(at)
+    for tab in ("Fig. 4", "Fig. 5/6", "Trade-off at the matched depth"):
+        open_section(at, "compare", tab)
+        assert not [w.value for w in at.warning if "TwoNN" in w.value], tab
+    open_section(at, "compare", "Layer geometry")
     said = [w.value for w in at.warning if "TwoNN" in w.value]
     assert any("samples differ" in w for w in said) and any("same sentence differ" in w for w in said), said
+    assert [f for f in at.get("plotly_chart")], "the tab plots both runs' layer geometry"
