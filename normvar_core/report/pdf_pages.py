@@ -12,9 +12,9 @@ from normvar_core.report.slides import HEIGHT, WIDTH, Slide, Table
 
 DPI = 100
 MARGIN = 40                      # px, each side of the page
-TITLE_PT, TAKE_PT, TEXT_PT, CELL_PT = 28, 15, 20, 16
+TITLE_PT, TAKE_PT, TEXT_PT, CELL_PT = 28, 15, 20, 14
 LEADING = 1.3                    # line height / font size
-PAD = 8                          # px inside a table cell
+PAD = 6                          # px inside a table cell
 
 
 def _px(pt: float) -> float:
