@@ -1,6 +1,8 @@
-"""Issue 34, item 4, the decks: the PDF has a text layer (pdftotext reads every title, takeaway and the
-findings table), the two-run takeaway is whole, the findings slide fills the slide in large type, every
-interval band's colour is in the legend, and kaleido's loggers stay quiet."""
+"""The decks' text: the PDF has a text layer (pdftotext reads every title, takeaway and the findings table), every
+claim is whole in the findings table's first column (never cut mid-sentence), the two-run takeaway is whole, a
+comparison's per-run slides show every run, the slides draw the pages' figures (bands as fills), a run of one
+sentence gives a deck with "—" and the reason, every interval band's colour is in the legend, and kaleido's loggers
+stay quiet."""
 from __future__ import annotations
 
 import logging
@@ -34,8 +36,11 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
     path = write_report(slides, tmp_path / "deck.pdf", "pdf")
     pages = subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True,
                            text=True).stdout.split("\f")
-    assert len([p for p in pages if p.strip()]) == len(slides)
-    for s, page in zip(slides, pages):
+    pages = [p for p in pages if p.strip()]
+    assert len(pages) >= len(slides)                  # a table that runs long continues on a further page
+    firsts = [p for p in pages if "(continued)" not in p.splitlines()[0]]
+    assert len(firsts) == len(slides)
+    for s, page in zip(slides, firsts):
         flat = _words(page)
         assert _words(s.title) in flat
         # the whole takeaway, to its last word: the two-run subtitle is no longer cut at "· claim"
@@ -44,17 +49,77 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
     findings = _words(pages[0])
     from normvar_core.stats.findings import CLAIMS
 
-    for c in CLAIMS:
-        assert f"{c.id} ({c.seed})" in findings
     assert RUN in findings and RUN2 in findings and ("holds" in findings or "fails" in findings)
+    # the claims' column alone (cropped: its left half, 72 dpi), read top to bottom: every claim whole, in order
+    column = _words(subprocess.run(["pdftotext", "-f", "1", "-l", "1", "-x", "0", "-y", "0", "-W", "570", "-H", "648",
+                                    str(path), "-"], check=True, capture_output=True, text=True).stdout)
+    at = 0
+    for c in CLAIMS:
+        whole = _words(f"{c.id} ({c.seed}): {c.wording}")
+        assert whole in column[at:], (whole, column)
+        at = column.index(whole, at) + len(whole)
 
 
-def test_findings_slide_uses_the_slide(two_runs):
-    fig = build_slides(two_runs)[0].figure
-    table = fig.data[0]
-    assert table.cells.font.size >= 20 and table.header.font.size >= 22
-    rows = len(table.cells.values[0])
-    assert table.header.height + rows * table.cells.height >= 0.85 * (fig.layout.height - 40)
+def test_comparison_slides_show_every_run(two_runs):
+    """The trade-off slide names both runs, draws both runs' points (one panel each) and says "these runs"."""
+    from normvar_core.report.slides import clouds_slide, findings_slide, frequency_slide, tradeoff_slide
+
+    tr = tradeoff_slide(two_runs)
+    assert tr.title.startswith("These runs") and RUN in tr.takeaway and RUN2 in tr.takeaway
+    heads = [a.text for a in tr.figure.layout.annotations if a.text.startswith("<b>")]
+    assert [h.split(" · ")[0] for h in heads] == [f"<b>{RUN}", f"<b>{RUN2}"]
+    points = [t for t in tr.figure.data if t.name == "token types"]
+    assert len(points) == 2 and points[0].xaxis != points[1].xaxis          # side by side, each on its own axes
+    assert len(frequency_slide(two_runs).figure.data) >= 2 * 3 and "these runs" in findings_slide(two_runs).title
+    assert clouds_slide(two_runs).title.startswith("These runs")           # (RUN2 holds no samples: one cloud)
+
+
+def test_a_slide_draws_the_pages_figure(app, run):
+    """One figure, two renderers: the Layers slide's traces (names, fills, visibility, legend) are the Layers
+    page's, so its bands are shaded fills, as on the page, in the theme the deck draws with."""
+    from dashboard_run import figures_of, open_page
+    from normvar_core.report.slides import layers_slide
+
+    at = open_page(app, "layers")
+    [page] = figures_of(at)
+    slide = layers_slide([run]).figure.to_plotly_json()
+
+    def traces(fig):
+        return [(t.get("name"), t.get("fill"), t.get("visible", True), t.get("showlegend", True), t.get("xaxis"))
+                for t in fig["data"]]
+
+    assert traces(slide) == traces(page)
+    bands = [t for t in slide["data"] if t.get("fill") == "tonexty"]
+    assert bands and all(t["line"]["width"] == 0 for t in slide["data"] if "interval" in (t.get("name") or ""))
+
+
+def test_a_one_sentence_run_gives_a_deck(tmp_path, capsys):
+    """A run of one sentence (no type in the study's band): the deck builds, each value it lacks is "—" with why."""
+    import torch
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.run_plan import synthetic_plan
+    from normvar_core.pipeline.sources import GaussianSource
+    from normvar_core.service import cli
+
+    cfg = RunConfig(model="gaussian", samples_per_token=3)
+    plan = synthetic_plan(cfg, n_sentences=1, vocab_size=60, layers=[0, 1], batch_size=16)
+    source = GaussianSource(dim=8, layers=[0, 1])
+    ctx = RunContext(cfg=cfg, layers=[0, 1], dim=8, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+    accs = build_accumulators(ctx)
+    run_range(source, plan, accs, 0, plan.n_batches)
+    path = publish_run(tmp_path / "one.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0, notes={},
+                       source_kind="synthetic")
+    out = tmp_path / "one.html"
+    assert cli.main(["report", str(path), "--format", "html", "--out", str(out)]) == 0
+    import html
+
+    text = _words(html.unescape(re.sub(r"<[^>]+>", " ", out.read_text())))
+    assert "the M–V trade-off (Fig. 2)" in text and "nan" not in text.lower().split()
+    assert "one: — (no token type occurs 10 to 100,000 times, the study's band: the run has 1 sentence" in text
 
 
 def test_every_band_colour_is_in_the_legend():

@@ -103,7 +103,7 @@ def test_html_renders_offline_in_a_real_browser(slides, tmp_path):
                                     args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                                           "--disable-background-networking", "--disable-component-update",
                                           "--disable-sync"])
-        page = browser.new_page()
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
 
         def block(route):
             requests.append(route.request.url)
@@ -115,8 +115,19 @@ def test_html_renders_offline_in_a_real_browser(slides, tmp_path):
                                "[...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)",
                                timeout=60_000)
         n = page.evaluate("document.querySelectorAll('.js-plotly-plot .main-svg').length")
+        # the interval traces are shaded fills with no edge line (not extra coloured series)
+        bands = page.evaluate("[...document.querySelectorAll('.js-plotly-plot')].flatMap(d => d._fullData)"
+                              ".filter(t => (t.name || '').includes('interval'))"
+                              ".map(t => [t.name, t.fill, t.line ? t.line.width : 0, t.visible])")
+        # the report reflows to the window: at 1,400 px nothing runs past its right edge
+        overflow = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+                                 " Math.max(...[...document.querySelectorAll('table, .js-plotly-plot')]"
+                                 ".map(e => e.getBoundingClientRect().right))]")
         browser.close()
     assert n >= 6
+    assert bands and {b[1] for b in bands if "upper edge" not in b[0]} == {"tonexty"}, bands
+    assert all(b[2] == 0 and b[3] is True for b in bands), bands
+    assert overflow[0] <= overflow[1] and overflow[2] <= overflow[1], overflow
     assert [u for u in requests if not u.startswith("file://")] == []
 
 

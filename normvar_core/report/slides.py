@@ -2,8 +2,10 @@
 and returning a Slide or None when the runs lack what it needs. ``figure_slide``, the generic one, draws a figure of
 ``viz.page_figures`` with its own builder (IsoScore's), so a new figure's slide is a line of the registry.
 
-A Slide holds a plotly figure in the presentation theme at 16:9, a one-line takeaway computed from the
-numbers, and speaker notes with the exact values."""
+A Slide holds a plotly figure in the presentation theme at 16:9 (the dashboard page's figure of the same builder,
+through ``figure_export.on_slide``; a comparison's per-run figures side by side, ``figure_export.side_by_side``),
+text lines or a table of text, a one-line takeaway computed from the numbers (a value a run lacks is "—", with the
+reason), and speaker notes with the exact values."""
 from __future__ import annotations
 
 import shlex
@@ -18,18 +20,28 @@ from normvar_core.constants import STUDY_BAND
 from normvar_core.stats import analyses
 from normvar_core.stats import layer_geometry as G
 from normvar_core.stats import twonn_context
-from normvar_core.viz.cloud_figures import clouds_figure
+from normvar_core.report.run_figures import (MISSING, cloud_figure, frequency_figure, no_band_types, num, peak,
+                                             tradeoff_figure)
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
 from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, Figure, holds
-from normvar_core.viz.frequency_figures import frequency_scatter
-from normvar_core.viz.selection import fit_row, tradeoff_points
-from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
+from normvar_core.viz.tradeoff_figures import layers_figure
 from normvar_core.viz import geometry_figures as GF
-from normvar_core.viz.clouds import pca_cloud
-from normvar_core.viz.figure_export import SLIDE_SIZE
+from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
 from normvar_core.viz.viewstate import default_layer
 
 WIDTH, HEIGHT = SLIDE_SIZE  # 16:9
+
+
+VERDICT_FILLS = {"holds": "#d9f2d9", "fails": "#f8d7d7", "cannot tell": "#fff3cd", "untestable": "#eeeeee"}
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of text (the findings): its header, rows of cells and each cell's fill colour."""
+
+    header: list[str]
+    rows: list[list[str]]
+    fills: list[list[str]]
 
 
 @dataclass
@@ -39,6 +51,7 @@ class Slide:
     notes: str
     figure: go.Figure | None = None
     lines: list[str] = field(default_factory=list)   # a text slide (the title slide)
+    table: Table | None = None   # a table slide (the findings)
     deck: str = ""
     """The deck's name (the title slide carries it: the report's runs): the PPTX and PDF title metadata."""
     _png: bytes | None = field(default=None, repr=False)
@@ -53,8 +66,8 @@ class Slide:
 
 
 def _fit(fig: go.Figure) -> go.Figure:
-    fig.update_layout(width=WIDTH, height=HEIGHT - 120, title=None)
-    return fig
+    """The slide's figure: the page's, at the size under the heading (``figure_export.on_slide``)."""
+    return on_slide(fig, WIDTH, HEIGHT - 120)
 
 
 def _table_notes(df: pd.DataFrame, cols: list[str]) -> str:
@@ -111,28 +124,23 @@ def verdicts(runs, *ids: str) -> str:
 
 
 def findings_slide(runs) -> Slide:
-    """The verdict table: one row per claim, one column per run (``stats.findings``)."""
+    """The verdict table: one row per claim, one column per run (``stats.findings``), as text that each writer
+    wraps (and continues on a further slide when it runs past one)."""
     from normvar_core.stats.findings import CLAIMS, cell
 
-    colors = {"holds": "#d9f2d9", "fails": "#f8d7d7", "cannot tell": "#fff3cd", "untestable": "#eeeeee"}
     per = {r.name: run_findings(r) for r in runs}
     header = ["claim (seed)"] + list(per)
-    first = [f"{c.id} ({c.seed}): {c.wording}" for c in CLAIMS]
-    cols = [first] + [[cell(fs[c.id]) for c in CLAIMS] for fs in per.values()]
-    fills = [["#ffffff"] * len(CLAIMS)] + [[colors[fs[c.id].verdict] for c in CLAIMS] for fs in per.values()]
-    # sized for the slide (1920 x 960 under the heading): rows share the height, text at 22 px
-    row_h = int(min(110, (HEIGHT - 120 - 80) / max(len(CLAIMS), 1)))
-    fig = go.Figure(go.Table(columnwidth=[3] + [2] * len(per),
-                             header=dict(values=header, align="left", font=dict(size=24), fill_color="#dddddd", height=60),
-                             cells=dict(values=cols, align="left", font=dict(size=22), fill_color=fills, height=row_h)))
-    fig.update_layout(margin=dict(l=20, r=20, t=20, b=20))
+    rows = [[f"{c.id} ({c.seed}): {c.wording}"] + [cell(fs[c.id]) for fs in per.values()] for c in CLAIMS]
+    fills = [["#ffffff"] + [VERDICT_FILLS[fs[c.id].verdict] for fs in per.values()] for c in CLAIMS]
     counts = [f"{n}: {sum(f.verdict == 'holds' for f in fs.values())} hold, "
               f"{sum(f.verdict == 'fails' for f in fs.values())} fail, "
               f"{sum(f.verdict == 'cannot tell' for f in fs.values())} cannot tell, "
               f"{sum(f.verdict == 'untestable' for f in fs.values())} untestable" for n, fs in per.items()]
     notes = "\n\n".join(f"{n}\n" + "\n".join(f"{f.id}: {f.verdict} — {f.why}" for f in fs.values())
                          for n, fs in per.items())
-    return Slide("Findings: each claim of the studies tested on this run", "; ".join(counts), notes, _fit(fig))
+    where = "these runs" if len(runs) > 1 else "this run"
+    return Slide(f"Findings: each claim of the studies tested on {where}", "; ".join(counts), notes,
+                 table=Table(header, rows, fills))
 
 
 def title_slide(runs) -> Slide:
@@ -157,63 +165,75 @@ def deck_name(runs) -> str:
 
 
 def tradeoff_slide(runs) -> Slide | None:
-    run = runs[0]
-    tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
-    if tr["r2"].isna().all():
-        return None
-    best = tr.loc[tr["r2"].idxmax()]
-    layer = int(best["layer"])
-    points = tradeoff_points(run.token_table(layer), *STUDY_BAND)
-    from normvar_core.stats.intervals import run_intervals
-
-    iv = run_intervals(run)
-    siv = iv[(iv["quantity"] == "slope") & (iv["layer"] == layer)]
-    fig = tradeoff_scatter(points, fit_row(tr, layer=layer), presentation=True,
-                           slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0]))
-                           if len(siv) else None)
-    take = (f"At layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope {best['slope']:.2f}, "
-            f"R² {best['r2']:.2f} over {int(best['n_types']):,} types" + verdicts([run], "tradeoff_slope"))
-    return Slide(f"{run.name}: the M–V trade-off (Fig. 2)", take,
-                 _table_notes(tr, ["layer", "n_types", "cv_q", "slope", "intercept", "r2"]), _fit(fig))
+    """Fig. 2 of each run at the layer where its R² peaks: the Trade-off page's figure, side by side."""
+    figs, takes, notes, missing = {}, [], [], []
+    for run in runs:
+        tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
+        best = peak(tr, "r2")
+        if best is None:
+            missing.append(no_band_types(run))
+            continue
+        layer = int(best["layer"])
+        figs[f"{run.name} · layer {layer}"] = tradeoff_figure(run, layer, tr)
+        takes.append(f"{_who(runs, run)}at layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope "
+                     f"{num(best['slope'])}, R² {num(best['r2'])} over {int(best['n_types']):,} types")
+        notes.append(_who(runs, run) + "\n" + _table_notes(tr, ["layer", "n_types", "cv_q", "slope", "intercept", "r2"]))
+    title = _titled(runs, "the M–V trade-off (Fig. 2)")
+    if not figs:
+        return missing_slide(title, missing)
+    have = [r for r in runs if any(k.startswith(f"{r.name} · ") for k in figs)]
+    take = "; ".join(takes + missing) + verdicts(have, "tradeoff_slope")
+    return Slide(title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs)))
 
 
 def layers_slide(runs) -> Slide | None:
     curves = {r.name: analyses.tradeoff(r.stats(), *STUDY_BAND) for r in runs}
+    missing = [no_band_types(r) for r in runs if peak(curves[r.name], "cv_q") is None]
+    have = [r for r in runs if peak(curves[r.name], "cv_q") is not None]
     rel = len(runs) > 1
+    title = "Where the trade-off is strongest (Fig. 4)" + (" — these runs on relative depth" if rel else "")
+    if not have:
+        return missing_slide(title, missing)
     from normvar_core.stats.intervals import run_intervals
 
-    fig = layers_figure(curves, relative=rel, num_hidden_states={r.name: _depth(r) for r in runs},
-                        presentation=True, bands={r.name: run_intervals(r) for r in runs})
+    fig = layers_figure({r.name: curves[r.name] for r in have}, relative=rel,
+                        num_hidden_states={r.name: _depth(r) for r in have}, presentation=True,
+                        bands={r.name: run_intervals(r) for r in have})
     parts, notes = [], []
-    for name, tr in curves.items():
-        m = tr.loc[tr["cv_q"].idxmin()]
-        parts.append(f"{name}: C.V. of Q is smallest at layer {int(m['layer'])} ({m['cv_q']:.3f}), where the "
-                     f"slope of V on M is {m['slope']:.2f}, R² {m['r2']:.2f}")
-        notes.append(f"{name}\n" + _table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
-    return Slide("Where the trade-off is strongest (Fig. 4)" + (" — relative depth" if rel else ""),
-                 "; ".join(parts) + verdicts(runs, "cv_min_intermediate"), "\n\n".join(notes), _fit(fig))
+    for r in have:
+        tr = curves[r.name]
+        m = peak(tr, "cv_q", smallest=True)
+        parts.append(f"{r.name}: C.V. of Q is smallest at layer {int(m['layer'])} ({num(m['cv_q'], '.3f')}), where "
+                     f"the slope of V on M is {num(m['slope'])}, R² {num(m['r2'])}")
+        notes.append(f"{r.name}\n" + _table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
+    return Slide(title, "; ".join(parts + missing) + verdicts(have, "cv_min_intermediate"), "\n\n".join(notes),
+                 _fit(fig))
 
 
 def decomposition_slide(runs) -> Slide | None:
+    decs = {r.name: analyses.decomposition(r.stats(), *STUDY_BAND) for r in runs}
+    have = [r for r in runs if peak(decs[r.name], "m_over_q") is not None]
+    missing = [no_band_types(r) for r in runs if r not in have]
+    title = _titled(runs, "Q = M + V_W + V_B across depth (Fig. 5, 6)")
+    if not have:
+        return missing_slide(title, missing)
+    claims = verdicts(have, "vw_share_grows", "m_grows_vb_shrinks")
     if len(runs) > 1:
-        decs = {r.name: analyses.decomposition(r.stats(), *STUDY_BAND) for r in runs}
-        fig = decomposition_compare(decs, relative=True, num_hidden_states={r.name: _depth(r) for r in runs},
-                                    presentation=True)
-        take = "; ".join(f"{n}: V_W/V grows from {d['v_w_over_v'].iloc[0]:.2f} to {d['v_w_over_v'].iloc[-1]:.2f}"
-                         for n, d in decs.items())
-        notes = "\n\n".join(f"{n}\n" + _table_notes(d, ["layer", "m_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v"])
-                            for n, d in decs.items())
-        return Slide("Q = M + V_W + V_B across depth (Fig. 5, 6)", take + verdicts(runs, "vw_share_grows", "m_grows_vb_shrinks"),
-                     notes, _fit(fig))
-    run = runs[0]
-    dec = analyses.decomposition(run.stats(), *STUDY_BAND)
+        fig = decomposition_compare({r.name: decs[r.name] for r in have}, relative=True,
+                                    num_hidden_states={r.name: _depth(r) for r in have}, presentation=True)
+        take = "; ".join([f"{r.name}: V_W/V grows from {num(decs[r.name]['v_w_over_v'].iloc[0])} to "
+                          f"{num(decs[r.name]['v_w_over_v'].iloc[-1])}" for r in have] + missing)
+        notes = "\n\n".join(f"{r.name}\n" + _table_notes(decs[r.name], ["layer", "m_over_q", "v_w_over_q", "v_b_over_q",
+                                                                         "v_w_over_v"]) for r in have)
+        return Slide(title, take + claims, notes, _fit(fig))
+    run, dec = runs[0], decs[runs[0].name]
     fig = decomposition_bars(dec, presentation=True)
-    take = (f"V_W/V grows from {dec['v_w_over_v'].iloc[0]:.2f} (layer {int(dec['layer'].iloc[0])}) to "
-            f"{dec['v_w_over_v'].iloc[-1]:.2f} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
-            f"{dec['m_over_q'].max():.2f} (layer {int(dec.loc[dec['m_over_q'].idxmax(), 'layer'])})")
+    top = peak(dec, "m_over_q")
+    take = (f"V_W/V grows from {num(dec['v_w_over_v'].iloc[0])} (layer {int(dec['layer'].iloc[0])}) to "
+            f"{num(dec['v_w_over_v'].iloc[-1])} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
+            f"{num(top['m_over_q'])} (layer {int(top['layer'])})")
     notes = _table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"])
-    take += verdicts(runs, "vw_share_grows", "m_grows_vb_shrinks")
-    return Slide(f"{run.name}: Q = M + V_W + V_B (Fig. 5, 6)", take, notes + _layernorm_notes(run), _fit(fig))
+    return Slide(title, take + claims, notes + _layernorm_notes(run), _fit(fig))
 
 
 def _layernorm_notes(run) -> str:
@@ -233,38 +253,46 @@ def _layernorm_notes(run) -> str:
 
 
 def frequency_slide(runs) -> Slide | None:
-    run = runs[0]
-    regs = analyses.frequency_regressions(run.stats(), *STUDY_BAND)
-    layer = default_layer(run.layers)
-    fig = frequency_scatter(tradeoff_points(run.token_table(layer), *STUDY_BAND), regs, layer=layer,
-                            presentation=True)
-    r = regs[regs["layer"] == layer].set_index("quantity")
-    take = (f"At layer {layer}, against log₁₀ n_t: M falls (slope {r.loc['M', 'slope']:.3f}), V rises "
-            f"({r.loc['V', 'slope']:.3f}), Q stays nearly flat ({r.loc['Q', 'slope']:.3f})")
-    return Slide(f"{run.name}: frequency (Fig. 7)", take, _table_notes(regs, ["layer", "quantity", "slope", "r2"]),
-                 _fit(fig))
+    """Fig. 7 of each run at its middle layer: the Frequency page's scatter, one row per run."""
+    figs, takes, notes, missing = {}, [], [], []
+    for run in runs:
+        regs = analyses.frequency_regressions(run.stats(), *STUDY_BAND)
+        layer = default_layer(run.layers)
+        r = regs[regs["layer"] == layer].set_index("quantity")
+        if not {"M", "V", "Q"} <= set(r.index) or r["slope"].isna().all():
+            missing.append(no_band_types(run))
+            continue
+        figs[f"{run.name} · layer {layer}"] = frequency_figure(run, layer, regs)
+        takes.append(f"{_who(runs, run)}at layer {layer}, against log₁₀ n_t: M falls (slope {num(r.loc['M', 'slope'], '.3f')}), "
+                     f"V rises ({num(r.loc['V', 'slope'], '.3f')}), Q stays nearly flat ({num(r.loc['Q', 'slope'], '.3f')})")
+        notes.append(_who(runs, run) + "\n" + _table_notes(regs, ["layer", "quantity", "slope", "r2"]))
+    title = _titled(runs, "frequency (Fig. 7)")
+    if not figs:
+        return missing_slide(title, missing)
+    take = "; ".join(takes + missing)
+    return Slide(title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs, rows=True)))
 
 
 def clouds_slide(runs) -> Slide | None:
-    run = runs[0]
-    if not run.has("samples"):
+    """Fig. 1 of each run at its middle layer: the Token clouds page's figure, side by side."""
+    figs, takes, notes = {}, [], []
+    for run in runs:
+        layer = default_layer(run.layers)
+        # laid out at its share of the slide: the labels are placed in pixels (no overlaps, drawn above the points)
+        drawn = cloud_figure(run, layer, width=WIDTH // len(runs), height=HEIGHT - 120)
+        if drawn is None:
+            continue
+        fig, rows = drawn
+        figs[f"{run.name} · layer {layer}"] = fig
+        lo, hi = rows.iloc[0], rows.iloc[-1]
+        takes.append(f"{_who(runs, run)}{lo['token']!s} (n={int(lo['n'])}) M/Q={num(lo['m'] / lo['q'])} vs "
+                     f"{hi['token']!s} (n={int(hi['n'])}) M/Q={num(hi['m'] / hi['q'])}")
+        notes.append(_who(runs, run) + "\n" + _table_notes(rows, ["token", "n", "q", "m", "v"]))
+    if not figs:
         return None
-    layer = default_layer(run.layers)
-    sampled = run.sampled_tokens()
-    have = set(sampled["token_id"].astype(int))
-    ids = [int(i) for i in analyses.select_tokens(run.stats(), run.tokens()["token"].tolist()) if int(i) in have]
-    ids = ids[:10] or sampled["token_id"].astype(int).head(10).tolist()
-    tt = run.token_table(layer)
-    cloud = pca_cloud(run.samples(layer, ids), dict(zip(tt["token_id"].astype(int), tt["n"].astype(int))))
-    # laid out at the slide's size: the labels are placed in pixels (no overlaps, drawn above the points)
-    fig = clouds_figure(cloud.coords, explained=cloud.explained, presentation=True, width=WIDTH,
-                        height=HEIGHT - 120, token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]])
-    rows = tt[tt["token_id"].isin(ids)].sort_values("n")
-    take = (f"Rare tokens sit away from the origin (M large), frequent ones around it (V large): "
-            f"{rows['token'].iloc[0]!s} (n={int(rows['n'].iloc[0])}) M/Q={rows['m'].iloc[0] / rows['q'].iloc[0]:.2f} vs "
-            f"{rows['token'].iloc[-1]!s} (n={int(rows['n'].iloc[-1])}) M/Q={rows['m'].iloc[-1] / rows['q'].iloc[-1]:.2f}")
-    return Slide(f"{run.name}: token clouds at layer {layer} (Fig. 1)", take,
-                 _table_notes(rows, ["token", "n", "q", "m", "v"]), _fit(fig))
+    title = _titled(runs, "token clouds (Fig. 1)")
+    take = "Rare tokens sit away from the origin (M large), frequent ones around it (V large): " + "; ".join(takes)
+    return Slide(title, take, "\n\n".join(notes), _fit(side_by_side(figs)))
 
 
 def geometry_slide(runs) -> Slide | None:
@@ -274,9 +302,13 @@ def geometry_slide(runs) -> Slide | None:
     curves = {r.name: r.table("layer_geometry") for r in have}
     fig = GF.geometry_profiles(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
                                presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")})
-    take = "; ".join(f"{n}: anisotropy peaks at {g['anisotropy'].max():.3f} (layer {int(g.loc[g['anisotropy'].idxmax(), 'layer'])}), "
-                     f"TwoNN ID {g['twonn_id'].min():.1f}–{g['twonn_id'].max():.1f} ({G.sample_text(g)})"
-                     for n, g in curves.items())
+    parts = []
+    for n, g in curves.items():
+        top = peak(g, "anisotropy")
+        where = f" (layer {int(top['layer'])})" if top is not None else ""
+        parts.append(f"{n}: anisotropy peaks at {num(g['anisotropy'].max(), '.3f')}{where}, TwoNN ID "
+                     f"{num(g['twonn_id'].min(), '.1f')}–{num(g['twonn_id'].max(), '.1f')} ({G.sample_text(g)})")
+    take = "; ".join(parts)
     differ = G.samples_differ({n: G.recorded_sample(g) for n, g in curves.items()})
     take += f". {differ}" if differ else ""
     for n, g in curves.items():  # the context bias of a small corpus, in words
@@ -287,8 +319,28 @@ def geometry_slide(runs) -> Slide | None:
     cols = ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio", "mean_cosine", "twonn_id",
             "twonn_id_std", "twonn_id_cross", "same_sentence_nn"]
     notes = "\n\n".join(f"{n}\n" + _table_notes(g, [c for c in cols if c in g]) for n, g in curves.items())
-    return Slide("Layer geometry (seed 004, Fig. 1)", take + verdicts(have, "anisotropy_profile", "id_profile"),
-                 notes, _fit(fig))
+    title = "Layer geometry (seed 004, Fig. 1)" + (" — these runs" if len(runs) > 1 else "")
+    return Slide(title, take + verdicts(have, "anisotropy_profile", "id_profile"), notes, _fit(fig))
+
+
+def _who(runs, run) -> str:
+    """"name: " before a run's part of a comparison's takeaway; nothing for one run."""
+    return f"{run.name}: " if len(runs) > 1 else ""
+
+
+def _sentence(runs, take: str) -> str:
+    """One run's takeaway starts with a capital; a comparison's starts with a run's name, as it is spelled."""
+    return take if len(runs) > 1 else take[0].upper() + take[1:]
+
+
+def _titled(runs, what: str) -> str:
+    """A per-run slide's title: "<run>: <what>", or "These runs: <what>" for a comparison."""
+    return f"{'These runs' if len(runs) > 1 else runs[0].name}: {what}"
+
+
+def missing_slide(title: str, reasons: list[str]) -> Slide:
+    """A slide whose runs have nothing to draw: "—" and why, for each run."""
+    return Slide(title, f"{MISSING}: nothing to draw", "\n".join(reasons), lines=list(reasons))
 
 
 def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
@@ -336,5 +388,5 @@ def build_slides(runs) -> list[Slide]:
     return out
 
 
-__all__ = ["Slide", "REGISTRY", "build_slides", "figure_slide", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
+__all__ = ["Slide", "Table", "VERDICT_FILLS", "MISSING", "missing_slide", "REGISTRY", "build_slides", "figure_slide", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
            "WIDTH", "HEIGHT"]

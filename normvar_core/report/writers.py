@@ -1,7 +1,7 @@
-"""Writing a report: PowerPoint (python-pptx: a picture per figure slide, the takeaway as its subtitle,
-the exact values in the speaker notes), PDF (one 16:9 page per slide through matplotlib: titles, takeaways,
-text slides and the findings table as text, a figure as its kaleido PNG) and HTML (one file, plotly.js inlined, so it
-opens offline with no request to any server)."""
+"""Writing a report: PowerPoint (python-pptx: a picture per figure slide, the takeaway as its subtitle, the
+findings as a table of text continued on further slides, the exact values in the speaker notes), PDF
+(``pdf_pages``: one 16:9 page per slide or more, its text wrapped, never cut) and HTML (one file that reflows to
+the window, plotly.js inlined, so it opens offline with no request to any server)."""
 from __future__ import annotations
 
 import html
@@ -9,7 +9,7 @@ import io
 import textwrap
 from pathlib import Path
 
-from normvar_core.report.slides import HEIGHT, WIDTH, Slide
+from normvar_core.report.slides import HEIGHT, Slide, Table
 
 FORMATS = ("pptx", "pdf", "html")
 
@@ -19,34 +19,100 @@ def deck_title(slides: list[Slide]) -> str:
     return next((s.deck for s in slides if s.deck), "normvar report")
 
 
+def _table_pages(table: Table, widths_pt: list[float], size_pt: float, room_pt: float) -> list[list[int]]:
+    """The rows of ``table`` in groups that fit ``room_pt`` of height (the header repeated on each), a row's
+    height estimated from its wrapped lines at ``size_pt`` (a character taken as 0.55 em wide: generous, so a
+    row's real height stays under the estimate)."""
+    def height(row: list[str]) -> float:
+        lines = max(len(textwrap.wrap(c, max(int(w / (0.55 * size_pt)), 8)) or [""]) for c, w in zip(row, widths_pt))
+        return lines * size_pt * 1.2 + 7.2 + 2   # 0.05 in margins above and below
+
+    groups, used = [[]], height(table.header)
+    for i, row in enumerate(table.rows):
+        h = height(row)
+        if groups[-1] and used + h > room_pt:
+            groups.append([])
+            used = height(table.header)
+        groups[-1].append(i)
+        used += h
+    return groups
+
+
+def _pptx_text(frame, text: str, size_pt: float, *, bold: bool = False) -> None:
+    from pptx.util import Pt
+
+    frame.word_wrap = True
+    frame.text = text
+    for para in frame.paragraphs:
+        for run in para.runs:
+            run.font.size = Pt(size_pt)
+            run.font.bold = bold
+
+
+def _pptx_slide(prs, title: str, takeaway: str, notes: str):
+    """A slide on the "Title Only" layout: the title in the layout's title placeholder (so the outline view and
+    screen readers list the slides by title), the takeaway under it (wrapped: a smaller size for a longer
+    text, never cut), the notes."""
+    from pptx.util import Emu
+
+    W, H = prs.slide_width, prs.slide_height
+    sl = prs.slides.add_slide(prs.slide_layouts[5])
+    head = sl.shapes.title
+    head.left, head.top, head.width, head.height = (Emu(int(W * 0.03)), Emu(int(H * 0.02)), Emu(int(W * 0.94)),
+                                                    Emu(int(H * 0.09)))
+    _pptx_text(head.text_frame, title, 28 if len(title) <= 70 else 22, bold=True)
+    head.text_frame.paragraphs[0].alignment = 1  # left
+    sub = sl.shapes.add_textbox(Emu(int(W * 0.03)), Emu(int(H * 0.1)), Emu(int(W * 0.94)), Emu(int(H * 0.08)))
+    n = len(takeaway)
+    _pptx_text(sub.text_frame, takeaway, 16 if n <= 200 else 13 if n <= 320 else 11)
+    sl.notes_slide.notes_text_frame.text = notes
+    return sl
+
+
+def _pptx_table(prs, s: Slide) -> None:
+    """The findings as a PowerPoint table of text (wrapped in its cells), continued on further slides."""
+    from pptx.dml.color import RGBColor
+    from pptx.util import Emu
+
+    W, H = prs.slide_width, prs.slide_height
+    n = len(s.table.header)
+    width = int(W * 0.94)
+    cols = [int(width * 0.5)] + [int(width * 0.5 / max(n - 1, 1))] * (n - 1)
+    size = 14 if n <= 3 else 12
+    top, room = int(H * 0.19), int(H * 0.78)
+    for k, rows in enumerate(_table_pages(s.table, [c / 12700 for c in cols], size, room / 12700)):
+        sl = _pptx_slide(prs, s.title + (" (continued)" if k else ""), s.takeaway, s.notes)
+        shape = sl.shapes.add_table(len(rows) + 1, n, Emu(int(W * 0.03)), Emu(top), Emu(width), Emu(room // 2))
+        grid = shape.table
+        for j, w in enumerate(cols):
+            grid.columns[j].width = Emu(w)
+        for j, text in enumerate(s.table.header):
+            _pptx_text(grid.cell(0, j).text_frame, text, size, bold=True)
+        for r, i in enumerate(rows, start=1):
+            grid.rows[r].height = Emu(int(size * 1.2 * 12700))
+            for j, (text, fill) in enumerate(zip(s.table.rows[i], s.table.fills[i])):
+                c = grid.cell(r, j)
+                _pptx_text(c.text_frame, text, size)
+                c.fill.solid()
+                c.fill.fore_color.rgb = RGBColor.from_string(fill.lstrip("#").upper())
+
+
 def write_pptx(slides: list[Slide], out: Path) -> Path:
-    """Each slide on the "Title Only" layout: the title goes in the layout's title placeholder (so the
-    outline view and screen readers list the slides by title); the deck's name is its title property."""
+    """Each slide on the "Title Only" layout (``_pptx_slide``): a figure as its kaleido PNG, text lines in a
+    wrapping box, the findings as a table of text; the deck's name is its title property."""
     from pptx import Presentation
     from pptx.util import Emu, Pt
 
     prs = Presentation()
     prs.slide_width, prs.slide_height = Emu(12192000), Emu(6858000)   # 13.333 x 7.5 in: 16:9
     W, H = prs.slide_width, prs.slide_height
-    title_only = prs.slide_layouts[5]
     prs.core_properties.title = deck_title(slides)
     prs.core_properties.subject = "normvar report"
     for s in slides:
-        sl = prs.slides.add_slide(title_only)
-        head = sl.shapes.title
-        head.left, head.top, head.width, head.height = (Emu(int(W * 0.03)), Emu(int(H * 0.02)), Emu(int(W * 0.94)),
-                                                        Emu(int(H * 0.09)))
-        head.text_frame.text = s.title
-        para = head.text_frame.paragraphs[0]
-        para.alignment = 1  # left
-        para.runs[0].font.size = Pt(28)
-        para.runs[0].font.bold = True
-        sub = sl.shapes.add_textbox(Emu(int(W * 0.03)), Emu(int(H * 0.1)), Emu(int(W * 0.94)), Emu(int(H * 0.08)))
-        sub.text_frame.word_wrap = True
-        sub.text_frame.text = s.takeaway
-        # the whole takeaway (two runs' verdicts run long): a smaller size for a longer text, never cut
-        n = len(s.takeaway)
-        sub.text_frame.paragraphs[0].runs[0].font.size = Pt(16 if n <= 200 else 13 if n <= 320 else 11)
+        if s.table is not None:
+            _pptx_table(prs, s)
+            continue
+        sl = _pptx_slide(prs, s.title, s.takeaway, s.notes)
         if s.figure is not None:
             sl.shapes.add_picture(io.BytesIO(s.png()), Emu(int(W * 0.03)), Emu(int(H * 0.18)), width=Emu(int(W * 0.94)))
         else:
@@ -56,97 +122,52 @@ def write_pptx(slides: list[Slide], out: Path) -> Path:
                 p = body.text_frame.paragraphs[0] if i == 0 else body.text_frame.add_paragraph()
                 p.text = line
                 p.font.size = Pt(14)
-        sl.notes_slide.notes_text_frame.text = s.notes
     prs.save(out)
     return out
 
 
-def _table_cells(fig) -> tuple[list[str], list[list[str]], list[list[str]]] | None:
-    """(header, rows, fills) of a slide whose figure is one plotly Table (the findings), else None."""
-    if fig is None or len(fig.data) != 1 or fig.data[0].type != "table":
-        return None
-    t = fig.data[0]
-    cols = [list(c) for c in t.cells.values]
-    fills = t.cells.fill.color
-    fills = [list(c) for c in fills] if fills is not None and not isinstance(fills, str) else None
-    rows = [[str(c[i]) for c in cols] for i in range(len(cols[0]))]
-    row_fills = [[f[i] for f in fills] for i in range(len(cols[0]))] if fills else [["white"] * len(cols)] * len(rows)
-    return [str(h) for h in t.header.values], rows, row_fills
-
-
-def _pdf_table(page, header, rows, fills, top: float) -> None:
-    """The findings as a real table (text, not pixels), filling the page under the heading."""
-    import textwrap as tw
-
-    n = len(header)
-    widths = [0.5] + [0.5 / max(n - 1, 1)] * (n - 1)
-    chars = [int(w * 150) for w in widths]   # characters per line at 18 pt across the page's width
-    wrap = lambda i, text: "\n".join(tw.wrap(text, chars[i]) or [""])  # noqa: E731
-    ax = page.add_axes((0.03, 0.03, 0.94, top - 0.05))
-    ax.axis("off")
-    table = ax.table(cellText=[[wrap(i, c) for i, c in enumerate(r)] for r in rows],
-                     colLabels=[wrap(i, h) for i, h in enumerate(header)], cellColours=fills,
-                     colWidths=widths, cellLoc="left", colLoc="left", bbox=(0, 0, 1, 1))
-    table.auto_set_font_size(False)
-    table.set_fontsize(17)
-    for (r, _), cell in table.get_celld().items():
-        cell.set_edgecolor("#bbbbbb")
-        if r == 0:
-            cell.set_facecolor("#dddddd")
-            cell.get_text().set_fontweight("bold")
-
-
 def write_pdf(slides: list[Slide], out: Path) -> Path:
-    """One 16:9 page per slide through matplotlib, so the title, the takeaway, text slides and the findings
-    table are text in the PDF (searchable, copyable, read by pdftotext); a figure slide's figure is its
-    kaleido PNG. The takeaway wraps to as many lines as it needs (never cut), the figure fits below it."""
-    import matplotlib
+    """The PDF deck (``pdf_pages``: text wrapped at its measured width, tables and text continued on further pages)."""
+    from normvar_core.report import pdf_pages
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.backends.backend_pdf import PdfPages
-    from PIL import Image
+    return pdf_pages.write_pdf(slides, out, deck_title(slides))
 
-    dpi = 100
-    with PdfPages(out, metadata={"Title": deck_title(slides), "Subject": "normvar report",
-                                 "Creator": "normvar"}) as pdf:
-        for s in slides:
-            page = plt.figure(figsize=(WIDTH / dpi, HEIGHT / dpi), dpi=dpi)
-            page.text(0.025, 0.965, s.title, fontsize=28, fontweight="bold", va="top")
-            take = textwrap.wrap(s.takeaway, 150)
-            page.text(0.025, 0.905, "\n".join(take), fontsize=15, color="#333333", va="top", linespacing=1.3)
-            top = 0.89 - 0.028 * len(take)           # the page's fraction left under the takeaway
-            table = _table_cells(s.figure)
-            if table is not None:
-                _pdf_table(page, *table, top=top)
-            elif s.figure is not None:
-                img = Image.open(io.BytesIO(s.png())).convert("RGB")
-                ax = page.add_axes((0.02, 0.01, 0.96, top - 0.02))
-                ax.imshow(img, interpolation="lanczos")
-                ax.axis("off")
-            else:
-                lines = [part for line in s.lines for part in (textwrap.wrap(line, 100) or [""])]
-                page.text(0.04, top - 0.03, "\n".join(lines), fontsize=20, va="top", linespacing=1.5)
-            pdf.savefig(page)
-            plt.close(page)
-    return out
+
+def _html_table(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
+    body = "".join("<tr>" + "".join(f"<td style='background:{f}'>{html.escape(c)}</td>" for c, f in zip(row, fills))
+                   + "</tr>" for row, fills in zip(t.rows, t.fills))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def write_html(slides: list[Slide], out: Path) -> Path:
+    """One self-contained page (plotly.js inlined once): each slide's heading, takeaway and text, its figure
+    (the same figure, sized to the window: it reflows, nothing has a fixed width) or its table of text."""
+    import plotly.graph_objects as go
     import plotly.io as pio
 
     parts, first = [], True
     for s in slides:
-        fig_html = ""
+        body = "".join(f"<p>{html.escape(x)}</p>" for x in s.lines)
+        if s.table is not None:
+            body += _html_table(s.table)
         if s.figure is not None:
-            fig_html = pio.to_html(s.figure, include_plotlyjs=first, full_html=False, config={"displaylogo": False})
+            fig = go.Figure(s.figure)
+            fig.update_layout(width=None, autosize=True)
+            body += pio.to_html(fig, include_plotlyjs=first, full_html=False, default_width="100%",
+                                default_height=f"{HEIGHT - 120}px",
+                                config={"displaylogo": False, "responsive": True})
             first = False
-        lines = "".join(f"<p>{html.escape(x)}</p>" for x in s.lines)
-        parts.append(f"<section><h2>{html.escape(s.title)}</h2><p class='take'>{html.escape(s.takeaway)}</p>{lines}"
-                     f"{fig_html}<details><summary>values</summary><pre>{html.escape(s.notes)}</pre></details></section>")
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(deck_title(slides))}</title><style>"
-            "body{font-family:sans-serif;margin:2em;max-width:1700px} section{margin-bottom:3em;"
-            "border-bottom:1px solid #ddd} .take{font-size:1.2em;color:#333}</style></head><body>"
+        parts.append(f"<section><h2>{html.escape(s.title)}</h2><p class='take'>{html.escape(s.takeaway)}</p>{body}"
+                     f"<details><summary>values</summary><pre>{html.escape(s.notes)}</pre></details></section>")
+    style = ("body{font-family:sans-serif;margin:2em;max-width:100%} section{margin-bottom:3em;"
+             "border-bottom:1px solid #ddd;overflow-wrap:anywhere} .take{font-size:1.2em;color:#333} "
+             "pre{white-space:pre-wrap} table{border-collapse:collapse;width:100%;table-layout:fixed} "
+             "th,td{border:1px solid #bbb;padding:.4em;text-align:left;vertical-align:top} th{background:#ddd} "
+             "th:first-child,td:first-child{width:50%}")
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{html.escape(deck_title(slides))}</title><style>{style}</style></head><body>"
             + "".join(parts) + "</body></html>")
     out.write_text(page, encoding="utf-8")
     return out

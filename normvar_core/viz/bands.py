@@ -1,4 +1,4 @@
-"""Interval bands for the per-layer figures (issue 26): a translucent area between an interval's low
+"""Interval bands for the per-layer figures: a translucent area between an interval's low
 and high per layer, in the run's colour, drawn under its line. ``intervals`` tables come from
 ``stats.intervals`` (columns layer, quantity, value, low, high, method)."""
 from __future__ import annotations
@@ -34,12 +34,13 @@ def add_band(fig: go.Figure, x: Any, low: Any, high: Any, *, color: str, label: 
     x = np.asarray(x)
     lo, hi = np.asarray(low, float), np.asarray(high, float)
     kw = {} if row is None else dict(row=row, col=col)
-    fig.add_trace(go.Scatter(x=x, y=hi, mode="lines", line=dict(width=0), showlegend=False, legendgroup=label,
+    edge = dict(width=0, color=rgba(color, 0.0))   # no visible edge, in any theme: a band is its fill
+    fig.add_trace(go.Scatter(x=x, y=hi, mode="lines", line=edge, showlegend=False, legendgroup=label,
                              name=f"{label}: {what} (upper edge)", hoverinfo="skip"), **kw)
     # the first band of each run and kind has a legend entry (its colour, named): no colour the legend lacks
     name = f"{label}: {what}"
     shown = any(t.name == name and t.showlegend for t in fig.data)
-    fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", line=dict(width=0), fill="tonexty", fillcolor=rgba(color),
+    fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", line=edge, fill="tonexty", fillcolor=rgba(color),
                              showlegend=not shown, legendgroup=label, name=name,
                              customdata=np.column_stack([lo, hi]),
                              hovertemplate=f"{label}<br>{what}: [%{{customdata[0]:.4g}}, %{{customdata[1]:.4g}}]<extra></extra>"),

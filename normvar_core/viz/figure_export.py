@@ -1,7 +1,11 @@
 """A figure's downloads: PNG/SVG/PDF through kaleido (a persistent server, started on first use), the
-16:9 slide size of presentation mode and the reports, and its data as CSV."""
+16:9 slide size of presentation mode and the reports, and its data as CSV. The decks' one export path:
+``on_slide`` (a page's figure at slide size, its traces untouched) and ``side_by_side`` (one figure per run,
+each keeping its own axes, in columns or rows of one figure)."""
 from __future__ import annotations
 
+import copy
+import re
 import threading
 
 import numpy as np
@@ -71,6 +75,99 @@ def export_image(fig: go.Figure, fmt: str = "png", *, presentation: bool = False
     return to_image(fig, fmt)
 
 
+def on_slide(fig: go.Figure, width: int, height: int) -> go.Figure:
+    """A page's figure on a slide: the same traces (names, fills, colours, legend), at ``width`` × ``height`` and
+    without its title (the slide's heading says it)."""
+    fig.update_layout(width=width, height=height, title=None)
+    return fig
+
+
+_AXIS = re.compile(r"^([xy])axis(\d*)$")
+_REF = re.compile(r"^([xy])(\d*)( domain)?$")
+
+
+def _squeeze(lo: float, span: float, a: float, b: float) -> list[float]:
+    return [lo + a * span, lo + b * span]
+
+
+def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float | None = None) -> go.Figure:
+    """One figure of several: each of ``figs`` (label -> figure, e.g. one run's trade-off) keeps its own traces,
+    axes, annotations and shapes, placed in its own column (``rows``: its own row) of the paper, headed by its
+    label. Axis k of the i-th figure becomes axis k + (the axes of the figures before it); a domain [a, b] of the
+    split direction becomes [lo + a·s, lo + b·s] with s = (1 − gap·(n − 1)) / n, lo = i·(s + gap); paper
+    coordinates of annotations, shapes and colour bars map the same way. A legend entry is shown once per name."""
+    n = len(figs)
+    if n == 1:
+        return next(iter(figs.values()))
+    gap = gap if gap is not None else (0.12 if rows else 0.09)
+    span = (1.0 - gap * (n - 1)) / n
+    d = "y" if rows else "x"
+    first = next(iter(figs.values())).to_plotly_json()
+    layout = {k: v for k, v in first["layout"].items() if not _AXIS.match(k) and k not in ("annotations", "shapes")}
+    layout["title"] = None
+    data, annotations, shapes, legend = [], [], [], set()
+    off = {"x": 0, "y": 0}
+    for i, (label, fig) in enumerate(figs.items()):
+        lo = (1.0 - span - i * (span + gap)) if rows else i * (span + gap)
+        js = copy.deepcopy(fig.to_plotly_json())
+        axes = {m.group(1) + (m.group(2) or "1"): v for k, v in js["layout"].items() if (m := _AXIS.match(k))}
+        count = {a: max([int(k[1:]) for k in axes if k[0] == a] or [1]) for a in "xy"}
+
+        def ref(r, a_off=dict(off)):
+            """An axis reference of this figure ("x2", "y domain", "paper", "free") in the combined figure."""
+            m = _REF.match(r) if isinstance(r, str) else None
+            if not m:
+                return r
+            k = int(m.group(2) or 1) + a_off[m.group(1)]
+            return f"{m.group(1)}{k if k > 1 else ''}{m.group(3) or ''}"
+
+        for name, ax in axes.items():
+            ax = dict(ax)
+            for key in ("anchor", "matches", "overlaying", "scaleanchor"):
+                if key in ax:
+                    ax[key] = ref(ax[key])
+            if name[0] == d:
+                ax["domain"] = _squeeze(lo, span, *ax.get("domain", [0.0, 1.0]))
+            k = int(name[1:]) + off[name[0]]
+            layout[f"{name[0]}axis{k if k > 1 else ''}"] = ax
+        for tr in js["data"]:
+            for a in "xy":
+                if tr.get("type", "scatter") not in ("table", "pie"):
+                    tr[f"{a}axis"] = ref(tr.get(f"{a}axis", a))
+            if tr.get("showlegend", True) and tr.get("name") is not None:
+                tr["showlegend"] = tr["name"] not in legend and tr.get("showlegend", True)
+                legend.add(tr["name"])
+            bar = (tr.get("marker") or {}).get("colorbar")
+            if bar is not None or (tr.get("marker") or {}).get("showscale"):
+                bar = tr["marker"].setdefault("colorbar", {})
+                if rows:
+                    bar["y"], bar["len"] = lo + bar.get("y", 0.5) * span, bar.get("len", 1.0) * span
+                    bar["yanchor"] = bar.get("yanchor", "middle")
+                else:
+                    bar["x"] = lo + span + 0.005
+            data.append(tr)
+        for group, out in (("annotations", annotations), ("shapes", shapes)):
+            for item in js["layout"].get(group, []):
+                for a in "xy":
+                    r = item.get(f"{a}ref", a if group == "annotations" else "paper")
+                    if r == "paper" and a == d and a in item and isinstance(item[a], (int, float)):
+                        item[a] = lo + item[a] * span
+                    elif r == "paper" and a == d and group == "shapes":
+                        item[f"{a}0"], item[f"{a}1"] = _squeeze(lo, span, item.get(f"{a}0", 0), item.get(f"{a}1", 1))
+                    else:
+                        item[f"{a}ref"] = ref(r)
+                    if f"a{a}ref" in item:   # an arrow's tail given in axis units (else pixels: unchanged)
+                        item[f"a{a}ref"] = ref(item[f"a{a}ref"])
+                out.append(item)
+        head = dict(text=f"<b>{label}</b>", showarrow=False, xref="paper", yref="paper", font=dict(size=22))
+        annotations.append({**head, "x": lo + span / 2, "y": 1.0, "xanchor": "center", "yanchor": "bottom",
+                            "yshift": 30} if not rows else
+                           {**head, "x": 0.0, "y": lo + span, "xanchor": "left", "yanchor": "bottom", "yshift": 28})
+        off = {a: off[a] + count[a] for a in "xy"}
+    layout["annotations"], layout["shapes"] = annotations, shapes
+    return go.Figure(dict(data=data, layout=layout))
+
+
 def to_csv(df: pd.DataFrame) -> bytes:
     """A figure's data as CSV (UTF-8)."""
     return df.to_csv(index=False).encode("utf-8")
@@ -89,4 +186,4 @@ def figure_data(fig: go.Figure) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["trace", "x", "y"])
 
 
-__all__ = ["SLIDE_SIZE", "to_image", "export_image", "to_csv", "figure_data"]
+__all__ = ["SLIDE_SIZE", "to_image", "export_image", "on_slide", "side_by_side", "to_csv", "figure_data"]

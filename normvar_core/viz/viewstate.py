@@ -306,8 +306,8 @@ def apply_theme(fig, presentation: bool = False):
                 title_font=dict(size=(20 if presentation else 13) + 1))
     fig.update_xaxes(**axis)
     fig.update_yaxes(**axis)
-    if presentation:
-        fig.update_traces(selector=dict(mode="lines"), line=dict(width=4))
+    if presentation:   # thicker lines; a band's edges (width 0, ``viz.bands``) stay invisible: bands are fills
+        fig.update_traces(selector=lambda t: t.mode == "lines" and t.line.width != 0, line=dict(width=4))
         fig.update_traces(selector=dict(mode="lines+markers"), line=dict(width=4), marker=dict(size=10))
         fig.update_annotations(font_size=22)
     return fig

@@ -1,0 +1,169 @@
+"""The PDF deck: one 16:9 page per slide through matplotlib, so that the title, the takeaway, text slides and the
+findings table are text in the PDF (searchable, copyable, read by pdftotext); a figure slide's figure is its kaleido
+PNG. Text is wrapped at its measured width (the renderer's own glyph widths, never a character count), so no line
+runs past its box; a table or text that does not fit the page continues on a further page, "(continued)", with its
+header repeated. A table row is never split."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from normvar_core.report.slides import HEIGHT, WIDTH, Slide, Table
+
+DPI = 100
+MARGIN = 40                      # px, each side of the page
+TITLE_PT, TAKE_PT, TEXT_PT, CELL_PT = 28, 15, 20, 14
+LEADING = 1.3                    # line height / font size
+PAD = 6                          # px inside a table cell
+
+
+def _px(pt: float) -> float:
+    return pt * DPI / 72
+
+
+def wrap(text: str, width_px: float, size_pt: float, renderer) -> list[str]:
+    """``text`` broken into lines no wider than ``width_px`` at ``size_pt`` (greedy, at spaces; a word wider than
+    the box is broken between characters). Explicit newlines are kept."""
+    from matplotlib.font_manager import FontProperties
+
+    prop = FontProperties(size=size_pt)
+
+    def width(s: str) -> float:
+        return renderer.get_text_width_height_descent(s, prop, ismath=False)[0]
+
+    out: list[str] = []
+    for para in str(text).split("\n"):
+        line = ""
+        for word in para.split(" "):
+            trial = f"{line} {word}" if line else word
+            if width(trial) <= width_px * 0.97:   # the PDF backend's widths may differ from Agg's by a hair
+                line = trial
+                continue
+            if line:
+                out.append(line)
+            while width(word) > width_px and len(word) > 1:   # a word longer than the box
+                cut = max(k for k in range(1, len(word) + 1) if width(word[:k]) <= width_px or k == 1)
+                out.append(word[:cut])
+                word = word[cut:]
+            line = word
+        out.append(line)
+    return out
+
+
+class _Page:
+    """A page being filled from the top: ``y`` is the next free pixel row (0 at the top)."""
+
+    def __init__(self, pdf, title: str, renderer_of):
+        import matplotlib.pyplot as plt
+
+        self.pdf = pdf
+        self.fig = plt.figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
+        self.renderer = renderer_of(self.fig)
+        self.y = MARGIN * 0.6
+        self.text(title, TITLE_PT, bold=True)
+
+    def text(self, text: str, size: float, *, bold: bool = False, color: str = "#000000", x: float = MARGIN,
+             width: float | None = None) -> None:
+        lines = wrap(text, width or WIDTH - 2 * MARGIN, size, self.renderer)
+        self.fig.text(x / WIDTH, 1 - self.y / HEIGHT, "\n".join(lines), fontsize=size, va="top", color=color,
+                      fontweight="bold" if bold else "normal", linespacing=LEADING, parse_math=False)
+        self.y += len(lines) * _px(size) * LEADING + 10
+
+    def left(self) -> float:
+        return HEIGHT - MARGIN * 0.5 - self.y
+
+    def close(self) -> None:
+        import matplotlib.pyplot as plt
+
+        self.pdf.savefig(self.fig)
+        plt.close(self.fig)
+
+
+def _row_height(cells: list[list[str]]) -> float:
+    return max(len(c) for c in cells) * _px(CELL_PT) * LEADING + 2 * PAD
+
+
+def _draw_row(page: _Page, cells: list[list[str]], widths: list[float], fills: list[str], *, bold: bool) -> None:
+    from matplotlib.patches import Rectangle
+
+    h, x = _row_height(cells), MARGIN
+    for lines, w, fill in zip(cells, widths, fills):
+        page.fig.add_artist(Rectangle((x / WIDTH, 1 - (page.y + h) / HEIGHT), w / WIDTH, h / HEIGHT,
+                                      transform=page.fig.transFigure, facecolor=fill, edgecolor="#bbbbbb", lw=1))
+        page.fig.text((x + PAD) / WIDTH, 1 - (page.y + PAD) / HEIGHT, "\n".join(lines), fontsize=CELL_PT, va="top",
+                      fontweight="bold" if bold else "normal", linespacing=LEADING, parse_math=False)
+        x += w
+    page.y += h
+
+
+def _table(slide: Slide, table: Table, new_page) -> None:
+    """The table under the slide's heading, its rows continued on further pages as they run out of room."""
+    n = len(table.header)
+    inner = WIDTH - 2 * MARGIN
+    widths = [inner * 0.5] + [inner * 0.5 / max(n - 1, 1)] * (n - 1)
+    page = new_page(slide.title)
+    page.text(slide.takeaway, TAKE_PT, color="#333333")
+
+    def cells(row: list[str]) -> list[list[str]]:
+        return [wrap(c, w - 2 * PAD, CELL_PT, page.renderer) for c, w in zip(row, widths)]
+
+    header = cells(table.header)
+    _draw_row(page, header, widths, ["#dddddd"] * n, bold=True)
+    for row, fill in zip(table.rows, table.fills):
+        wrapped = cells(row)
+        if _row_height(wrapped) > page.left():
+            page.close()
+            page = new_page(f"{slide.title} (continued)")
+            _draw_row(page, header, widths, ["#dddddd"] * n, bold=True)
+        _draw_row(page, wrapped, widths, fill, bold=False)
+    page.close()
+
+
+def _lines(slide: Slide, new_page) -> None:
+    """A text slide: its lines, continued on further pages as they run out of room."""
+    page = new_page(slide.title)
+    page.text(slide.takeaway, TAKE_PT, color="#333333")
+    for line in slide.lines:
+        need = len(wrap(line, WIDTH - 2 * MARGIN - 20, TEXT_PT, page.renderer)) * _px(TEXT_PT) * LEADING
+        if need > page.left():
+            page.close()
+            page = new_page(f"{slide.title} (continued)")
+        page.text(line, TEXT_PT, x=MARGIN + 20, width=WIDTH - 2 * MARGIN - 20)
+    page.close()
+
+
+def _figure(slide: Slide, new_page) -> None:
+    from PIL import Image
+
+    page = new_page(slide.title)
+    page.text(slide.takeaway, TAKE_PT, color="#333333")
+    img = Image.open(io.BytesIO(slide.png())).convert("RGB")
+    top = page.y / HEIGHT
+    ax = page.fig.add_axes((0.02, 0.01, 0.96, max(1 - top - 0.02, 0.2)))
+    ax.imshow(img, interpolation="lanczos")
+    ax.axis("off")
+    page.close()
+
+
+def write_pdf(slides: list[Slide], out: Path, title: str) -> Path:
+    """Every slide as one page or more (a table or text that runs past a page continues on the next)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    with PdfPages(out, metadata={"Title": title, "Subject": "normvar report", "Creator": "normvar"}) as pdf:
+        def new_page(heading: str) -> _Page:
+            return _Page(pdf, heading, lambda fig: fig.canvas.get_renderer())
+
+        for s in slides:
+            if s.table is not None:
+                _table(s, s.table, new_page)
+            elif s.figure is not None:
+                _figure(s, new_page)
+            else:
+                _lines(s, new_page)
+    return out
+
+
+__all__ = ["write_pdf", "wrap"]
