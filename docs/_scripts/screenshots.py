@@ -32,9 +32,9 @@ WORDS = "minilm-novels-words"
 NULL = f"{RUN}__null-isotropic-s0"
 PLOT = ("() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullData && g._fullData.length)")
 TABLE = "() => !!document.querySelector('[data-testid=stDataFrame] canvas, [data-testid=stDataFrame] table')"
-SCATTER = "() => !!document.querySelector('.nv-scatter[data-frames]')"
+SCATTER = ".nv-scatter[data-frames]"  # a selector: the WebGL component lives in a shadow root, which Playwright pierces
 
-# (file name, the view's query string, what the page must show before the shot)
+# (file name, the view's query string, what the page must show before the shot: a JS predicate or a CSS selector)
 SHOTS: tuple[tuple[str, str, str], ...] = (
     ("runs", f"page=runs&run={RUN}", TABLE),
     ("findings", f"page=findings&run={RUN}", TABLE),
@@ -122,7 +122,10 @@ def shoot(base: str, report: Path, out: Path, width: int) -> list[str]:
             ctx = browser.new_context(viewport={"width": width, "height": 2400})
             page = ctx.new_page()
             page.goto(f"{base}/?{query}")
-            page.wait_for_function(ready, timeout=180_000)
+            if ready.startswith("()"):
+                page.wait_for_function(ready, timeout=180_000)
+            else:
+                page.wait_for_selector(ready, timeout=180_000)
             page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=120_000)
             page.wait_for_timeout(1500)  # plotly's and the tables' last layout pass
             page.locator("[data-testid=stMainBlockContainer]").screenshot(path=str(out / f"{name}.png"))
