@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: venv test test-fast run models browser show bench bench-gpu dist docs clean-venv
+.PHONY: venv test test-fast run models browser show bench bench-gpu dist docs docs-serve screenshots clean-venv
 
 venv: $(STAMP)
 
@@ -73,9 +73,18 @@ dist: venv
 	$(PY) -m build --outdir dist .
 	$(PY) -m twine check --strict dist/*
 
-# The manual (docs/, mkdocs.yml) as static HTML in site/, offline; `.venv/bin/mkdocs serve` to read it live.
+# The manual (docs/, mkdocs.yml) as static HTML in site/, offline: open site/index.html from the disk (every link
+# names a file), or `make docs-serve` to read it live on this machine only (127.0.0.1:$(DOCS_PORT)).
+DOCS_PORT ?= 8000
 docs: venv
 	$(PY) -m mkdocs build --strict -d site
+
+docs-serve: venv
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+# Every screenshot the manual shows, from the real dashboard over a small real run (chromium; a few minutes).
+screenshots: venv browser
+	$(PY) docs/_scripts/screenshots.py --out docs/screenshots
 
 clean-venv:
 	rm -rf .venv

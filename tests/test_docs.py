@@ -1,6 +1,9 @@
 """The manual (docs/, MkDocs with the Material theme) builds with ``mkdocs build --strict``, every page is in
 the nav, and the built site loads nothing from another host: no script, stylesheet, font, image or frame
-from anywhere but the site itself (links to papers are fine). The README stays short and its Python example
+from anywhere but the site itself (links to papers are fine). Every local link and image of every built page
+names a file that exists (so the site opens from file:// as over HTTP), the user pages tell tasks and meanings
+(no issue numbers, stops or test files: those live on the Development and Benchmarks pages), and the
+command-line reference holds every command and option of the parsers. The README stays short and its Python example
 runs on a real run file; CITATION.cff parses and names the tool and the studies' papers."""
 from __future__ import annotations
 
@@ -48,6 +51,51 @@ class _Resources(HTMLParser):
             self.urls.append((f"{tag} style", url))
 
 
+class _Links(HTMLParser):
+    """Every local URL a page names: <a href>, <link href> and every src (images, scripts, frames)."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("href", "src") and value:
+                self.urls.append((f"{tag} {name}", value))
+
+
+def _target(site: Path, page: Path, url: str) -> Path | None:
+    """The file a local URL of ``page`` names (None for a link into the page itself: ``#anchor``, ``?q``)."""
+    parsed = urlparse(url)
+    if not parsed.path:
+        return None
+    return (site / parsed.path.lstrip("/")) if parsed.path.startswith("/") else (page.parent / parsed.path)
+
+
+def broken_links(site: Path) -> list[tuple[str, str, str]]:
+    """(page, what, url) for every local href/src of a built page that names a folder or nothing."""
+    broken = []
+    for page in sorted(site.rglob("*.html")):
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for what, url in parser.urls:
+            if _foreign(url) or url.startswith(("data:", "blob:", "mailto:", "javascript:")):
+                continue
+            target = _target(site, page, url)
+            if target is not None and not target.resolve().is_file():
+                broken.append((str(page.relative_to(site)), what, url))
+    return broken
+
+
+# what a user page must not name: the project's history (issue numbers, stops) and its test files
+HISTORY = re.compile(r"(?<![\w/&])#\d+\b|\bissues?\s+\d+|\bstops?\s+\d+|\btests/|\btest_\w+\.py", re.I)
+HISTORY_PAGES = ("development.md", "benchmarks.md")  # the history lives here
+
+
+def history_lines(text: str) -> list[str]:
+    return [line.strip()[:160] for line in text.splitlines() if HISTORY.search(line)]
+
+
 def _foreign(url: str) -> bool:
     """True for a URL that names another host (http, https, protocol-relative, ws, ftp ...)."""
     parsed = urlparse(url.strip())
@@ -92,10 +140,69 @@ def test_manual_builds_strict_and_loads_nothing_from_other_hosts(site):
     assets = "".join(p.read_text(encoding="utf-8", errors="replace") for p in site.rglob("*") if p.suffix in (".css", ".js"))
     assert "fonts.googleapis.com" not in assets and "fonts.gstatic.com" not in assets  # theme.font: false
     # the API pages are rendered from the docstrings, not left as ::: directives
-    reader = (site / "api" / "reader" / "index.html").read_text(encoding="utf-8")
+    reader = (site / "api" / "reader.html").read_text(encoding="utf-8")
     assert "open_run" in reader and ":::" not in reader
-    measures = (site / "api" / "measures" / "index.html").read_text(encoding="utf-8")
+    measures = (site / "api" / "measures.html").read_text(encoding="utf-8")
     assert "planned_state" in measures and ":func:" not in measures  # docs/_hooks/roles.py
+
+
+@pytest.mark.subprocess
+def test_every_local_link_and_image_resolves_to_a_file(site):
+    """From file:// a link to a folder opens a listing and a missing image shows broken: every href and src of
+    every page must name a file. The checker itself fails on a folder link and on a missing image."""
+    assert not (site / "getting-started").exists() and (site / "getting-started.html").is_file()
+    broken = broken_links(site)
+    assert not broken, f"{len(broken)} local links name a folder or nothing, e.g. {broken[:8]}"
+    assert (site / "dashboard.html").read_text(encoding="utf-8").count('src="screenshots/') >= 6
+    page = site / "index.html"
+    original = page.read_text(encoding="utf-8")
+    try:
+        page.write_text(original + '<a href="api/">x</a><img src="screenshots/none.png">', encoding="utf-8")
+        assert {u for _, _, u in broken_links(site)} == {"api/", "screenshots/none.png"}
+    finally:
+        page.write_text(original, encoding="utf-8")
+
+
+def test_user_pages_name_no_issue_stop_or_test_file():
+    """A user page tells a task or a meaning; the project's history belongs to Development and Benchmarks."""
+    found = {str(p.relative_to(DOCS)): history_lines(p.read_text(encoding="utf-8"))
+             for p in sorted(DOCS.rglob("*.md")) if p.name not in HISTORY_PAGES}
+    found = {page: lines for page, lines in found.items() if lines}
+    assert not found, found
+    for bad in ("fixed in #41", "see issue 41", "at stop 40", "checked by tests/test_x.py", "test_docs.py"):
+        assert history_lines(bad), bad
+    for fine in ("[Scale](scale.md#device-maps)", "Ctrl-C stops it", "the 40 tests", "&#39;quoted&#39;"):
+        assert not history_lines(fine), fine
+
+
+@pytest.mark.subprocess
+def test_cli_reference_holds_every_command_and_option(site):
+    """The Command line page is generated from the parsers at build time: every command has its section and
+    every option string of every command is on the page (an option added to a parser appears without an edit)."""
+    import argparse
+
+    from normvar_core.service.cli import build_parser
+
+    page = (site / "cli.html").read_text(encoding="utf-8")
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 16
+    missing = []
+    for name, parser in sub.choices.items():
+        if f"normvar {name}</h2>" not in page and f'id="normvar-{name}"' not in page:
+            missing.append(name)
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):  # the page says: COMMAND --help prints this section
+                continue
+            missing += [f"{name} {o}" for o in action.option_strings if f"<code>{o}</code>" not in page]
+    assert not missing, f"not on the Command line page: {missing}"
+    assert "&lt;name&gt;.duckdb" in page and "<!-- normvar-cli -->" not in page
+    # the page is the parsers': an option added to a parser is in the generated text without any edit
+    from docs._hooks.cli_reference import command_markdown, commands
+
+    name, summary, parser = commands()[0]
+    parser.add_argument("--a-new-option", type=int, default=7, help="something new | with a pipe")
+    text = command_markdown(name, summary, parser)
+    assert "| `--a-new-option` | `A_NEW_OPTION` | something new \\| with a pipe | `7` |" in text
 
 
 def test_every_page_is_in_the_nav():
