@@ -145,6 +145,8 @@ def main() -> None:
     variants = {
         "default": cli + ["--max-sentences", str(args.sentences)],
         "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
+        # a foreground compute checkpoints by default (every 30 s, and after the occurrences' early pass)
+        "default_no_checkpoint": cli + ["--max-sentences", str(args.sentences), "--no-checkpoint"],
         # the occurrences (issue 34) apart: what their early batches and projections add to each variant
         "default_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--occurrences", "0"],
         "lean_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity",
@@ -182,6 +184,7 @@ def main() -> None:
         for k, label in (("bare", "bare forward, output_hidden_states"),
                          ("bare_heap", "bare forward, the run's heap set-up"), ("default", "default `normvar compute`"),
                          ("lean", "`--no-geometry --self-similarity off`"),
+                         ("default_no_checkpoint", "default, `--no-checkpoint`"),
                          ("default_no_occurrences", "default, `--occurrences 0`"),
                          ("lean_no_occurrences", "lean, `--occurrences 0`")):
             if k not in variants:

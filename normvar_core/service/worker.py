@@ -46,7 +46,7 @@ class Worker:
     calling thread; ``stop()`` (or SIGTERM/SIGINT) ends it at the next batch, keeping the
     checkpoint and putting the job back at the front of the queue."""
 
-    def __init__(self, data_dir=None, *, poll_s: float = 0.5, checkpoint_every_s: float = 30.0,
+    def __init__(self, data_dir=None, *, poll_s: float = 0.5, checkpoint_every_s: float = 60.0,
                  compute=None):
         """``compute``: a callable with ``compute_run``'s signature (tests); default compute_run."""
         self._compute_fn = compute

@@ -99,22 +99,35 @@ def load(path: Path, fingerprint: dict) -> tuple[PartialState, dict] | None:
     return PartialState.from_arrays(int(meta["start"]), int(meta["next_batch"]), arrays), meta
 
 
+CHECKPOINT_EVERY_S = 60.0
+"""A foreground compute's and the worker's periodic checkpoint interval (an interrupt saves at once)."""
+
+COST_SHARE = 0.1
+"""A periodic save is due no sooner than 1 / COST_SHARE times the last save's duration after it: the periodic
+checkpoints cost at most about a tenth of the run's wall time, whatever the state's size (an interrupt saves
+at once, whatever the interval)."""
+
+
 class Checkpointer:
-    """Saves the partial state every ``every_s`` seconds and on interruption between batches
-    (``path`` None: never)."""
+    """Saves the partial state every ``every_s`` seconds (or, when a save takes long, every ``1 / COST_SHARE``
+    times its duration) and on interruption between batches (``path`` None: never)."""
 
     def __init__(self, path: Path | None, fingerprint: dict, every_s: float):
         self.path, self.fingerprint, self.every_s = path, fingerprint, every_s
         self.last = time.monotonic()
+        self.cost = 0.0  # seconds the last save took
 
     def due(self) -> bool:
-        return self.path is not None and time.monotonic() - self.last >= self.every_s
+        wait = max(self.every_s, self.cost / COST_SHARE) if self.every_s > 0 else 0.0
+        return self.path is not None and time.monotonic() - self.last >= wait
 
     def save(self, accs: dict, next_batch: int, extra: dict) -> None:
         if self.path is None:
             return
+        t0 = time.monotonic()
         save(self.path, self.fingerprint, partial_state(accs, 0, next_batch), extra)
         self.last = time.monotonic()
+        self.cost = self.last - t0
 
     def save_quietly(self, accs: dict, next_batch: int, extra: dict) -> None:
         """Save on the way out of an error or interruption: that error matters more than a failed save."""

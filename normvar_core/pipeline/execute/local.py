@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute import heap
-from normvar_core.pipeline.execute.checkpoint import Checkpointer, load_partial
+from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, load_partial
 from normvar_core.pipeline.execute.on_ray import compute_on_ray
 from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_target
@@ -32,7 +32,7 @@ from normvar_core.run_lock import computing
 
 def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
                 progress: Callable[[Progress], Any] | None = None, checkpoint=None,
-                checkpoint_every_s: float = 30.0, should_cancel: Callable[[], bool] | None = None,
+                checkpoint_every_s: float = CHECKPOINT_EVERY_S, should_cancel: Callable[[], bool] | None = None,
                 out_dir=None) -> Path:
     """Compute the run described by ``cfg`` and publish ``<out_dir or runs/>/<name>.duckdb``.
 

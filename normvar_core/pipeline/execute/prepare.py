@@ -93,7 +93,7 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
 
 def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
             should_cancel: Callable[[], bool] | None = None, checkpoint: Path | None = None,
-            remote: Any = None, checkpoint_every_s: float = 30.0) -> RunSetup:
+            remote: Any = None, checkpoint_every_s: float = ckpt.CHECKPOINT_EVERY_S) -> RunSetup:
     """Corpus → model → plan → source → context and memory plan for ``cfg`` (module docstring).
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
