@@ -229,15 +229,8 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
         subset = largest_fit(set(dropped[:-1]) | later)
         reasons[cls.name] = cls.drop_reason(ctx, need=need, free=max(free, 0), subset=subset)
     early = early_of(ctx, base["device"])
-    total = peak(base, sizes, early, dropped)
+    total = _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memory_bytes)
     occ = OccurrencesAccumulator.name
-    if total > memory_bytes and occ in droppable and occ in sizes and occ not in dropped:
-        if peak(base, sizes, early, [*dropped, occ]) <= memory_bytes:  # the early pass is what does not fit
-            dropped.append(occ)
-            reasons[occ] = OccurrencesAccumulator.drop_reason(ctx, need=sizes[occ] + early["bytes"],
-                                                              free=max(memory_bytes - peak(base, sizes, early,
-                                                                                           dropped), 0), subset=None)
-            total = peak(base, sizes, early, dropped)
     fits = total <= memory_bytes
     suggestions = []
     if not fits:
@@ -265,6 +258,21 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
                       embeddings=int(ctx.plan.total_embeddings),
                       early_pass=early if occ in sizes and occ not in dropped else {k: 0 for k in early})
+
+
+def _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memory_bytes) -> int:
+    """The run's peak; when it does not fit and dropping the occurrences (their early pass) alone makes it fit,
+    they are dropped (``dropped`` and ``reasons`` updated in place) and the new peak returned."""
+    total = peak(base, sizes, early, dropped)
+    occ = OccurrencesAccumulator.name
+    if total > memory_bytes and occ in droppable and occ in sizes and occ not in dropped:
+        if peak(base, sizes, early, [*dropped, occ]) <= memory_bytes:  # the early pass is what does not fit
+            dropped.append(occ)
+            reasons[occ] = OccurrencesAccumulator.drop_reason(ctx, need=sizes[occ] + early["bytes"],
+                                                              free=max(memory_bytes - peak(base, sizes, early,
+                                                                                           dropped), 0), subset=None)
+            total = peak(base, sizes, early, dropped)
+    return total
 
 
 def _rows_that_fit(ctx, shape, dtype, room: int, publish: int) -> int:

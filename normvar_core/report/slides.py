@@ -71,7 +71,8 @@ def _fit(fig: go.Figure) -> go.Figure:
 
 
 def _table_notes(df: pd.DataFrame, cols: list[str]) -> str:
-    return df[cols].to_string(index=False, float_format=lambda x: f"{x:.6g}")
+    """The columns as a plain-text table for the speaker notes; a missing value as "—"."""
+    return df[cols].to_string(index=False, float_format=lambda x: f"{x:.6g}", na_rep=MISSING)
 
 
 def _depth(run) -> int:

@@ -307,7 +307,8 @@ def apply_theme(fig, presentation: bool = False):
     fig.update_xaxes(**axis)
     fig.update_yaxes(**axis)
     if presentation:   # thicker lines; a band's edges (width 0, ``viz.bands``) stay invisible: bands are fills
-        fig.update_traces(selector=lambda t: t.mode == "lines" and t.line.width != 0, line=dict(width=4))
+        fig.update_traces(selector=lambda t: getattr(t, "mode", None) == "lines" and t.line.width != 0,
+                          line=dict(width=4))
         fig.update_traces(selector=dict(mode="lines+markers"), line=dict(width=4), marker=dict(size=10))
         fig.update_annotations(font_size=22)
     return fig
