@@ -46,9 +46,11 @@ def _fig(page, title: str, expr: str):
 
 
 def _names(page, title: str, axis: str = "x") -> list[str]:
-    """The runs' and nulls' lines in one panel (the interval bands of issue 26 are filled areas: left out)."""
+    """The runs' and nulls' lines in one panel (the interval bands are filled areas, and the cross-context TwoNN a
+    second line of its run, checked on the page's AppTest: left out)."""
     return _fig(page, title, f"g._fullData.filter(d => (d.xaxis || 'x') === '{axis}' && (!d.fill || d.fill === 'none') && "
-                             f"!(d.name || '').includes('interval')).map(d => d.name)")
+                             f"!(d.name || '').includes('interval') && !(d.name || '').includes('cross-context'))"
+                             f".map(d => d.name)")
 
 
 def _table(page, header: str) -> list[list[str]]:
@@ -131,8 +133,8 @@ def _wait_names(page, title: str, axis: str, want: list[str], timeout_s: float =
     deadline = time.monotonic() + timeout_s
     while True:
         seen = _fig(page, title, f"g && g._fullData ? g._fullData.filter(d => (d.xaxis || 'x') === '{axis}' && "
-                                 f"(!d.fill || d.fill === 'none') && !(d.name || '').includes('interval'))"
-                                 f".map(d => d.name) : null")
+                                 f"(!d.fill || d.fill === 'none') && !(d.name || '').includes('interval') && "
+                                 f"!(d.name || '').includes('cross-context')).map(d => d.name) : null")
         if seen == want or time.monotonic() > deadline:
             return seen
         page.wait_for_timeout(500)

@@ -324,10 +324,10 @@ def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     comp = [e for e in events if e.stage == "compute"]
     assert comp[-1].sentences_done == comp[-1].sentences_total == a.meta["n_sentences"]
     assert comp[-1].embeddings == a.meta["n_embeddings"] and comp[-1].emb_per_s > 0
-    # phases in order (plan, model, forward, finalize, write, done), each with its counts; the bar never goes back
+    # phases in order (plan, model, the occurrences' early pass, forward, finalize, write, done), each with its counts; the bar never goes back
     phases = [e.phase for e in events]
     firsts = sorted({p: phases.index(p) for p in phases}.items(), key=lambda kv: kv[1])
-    assert [p for p, _ in firsts] == ["plan", "model", "forward", "finalize", "write", "done"]
+    assert [p for p, _ in firsts] == ["plan", "model", "early", "forward", "finalize", "write", "done"]
     # loading the model is a phase of its own (issue 34): not "forward · 0/N sentences · 0 emb/s"
     load = [e for e in events if e.phase == "model"]
     assert load and jobs.progress_text(dataclasses.asdict(load[0])).startswith("model · loading ")

@@ -237,8 +237,8 @@ def test_deck_opens_with_findings_and_states_verdicts(minilm):
     r, f, _ = minilm
     slides = build_slides([r])
     assert slides[0].title.startswith("Findings")
-    cells = slides[0].figure.data[0].cells.values
-    assert [c.split(":")[0] for c in cells[1]] == [f[i].verdict for i in CLAIM_IDS]
+    rows = slides[0].table.rows   # the findings as a table of text: claim, then the run's verdict cell
+    assert [row[1].split(":")[0] for row in rows] == [f[i].verdict for i in CLAIM_IDS]
     take = {s.title: s.takeaway for s in slides}
     layers = next(t for k, t in take.items() if "Fig. 4" in k)
     assert f"claim cv_min_intermediate — {f['cv_min_intermediate'].verdict}" in layers

@@ -104,7 +104,10 @@ def test_cancel_queued_and_running(tmp_path, workers, minilm_path, novels300):
 def test_failing_jobs_then_two_good_ones_in_order(tmp_path, workers, minilm_path, novels300, capsys):
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
-    missing = store.submit(RunConfig(model=str(minilm_path), corpus=str(tmp_path / "nope.txt"), name="missing"))
+    from normvar_core.errors import NormvarError
+
+    with pytest.raises(NormvarError, match="nope.txt"):  # submit checks what compute would refuse: never queued
+        store.submit(RunConfig(model=str(minilm_path), corpus=str(tmp_path / "nope.txt"), name="missing"))
     unknown = store.submit(RunConfig(model="no-such-model-xyz", corpus=str(novels300), name="unknown"))
     r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "submit", "--data-dir", str(dd.root),
                         "--model", str(minilm_path), "--corpus", str(novels300), "--name", "good1",
@@ -115,11 +118,10 @@ def test_failing_jobs_then_two_good_ones_in_order(tmp_path, workers, minilm_path
     good2 = store.submit(mini(minilm_path, novels300, "good2", max_sentences=60))
     workers.start(dd.root)
     jobs = {k: wait_final(store, v) for k, v in
-            dict(missing=missing, unknown=unknown, good1=good1, good2=good2).items()}
-    assert jobs["missing"].state == "failed" and "nope.txt" in jobs["missing"].message
+            dict(unknown=unknown, good1=good1, good2=good2).items()}
     assert jobs["unknown"].state == "failed" and "no-such-model-xyz" in jobs["unknown"].message
     assert jobs["good1"].state == jobs["good2"].state == "done"
-    assert jobs["missing"].finished <= jobs["unknown"].started <= jobs["unknown"].finished
+    assert jobs["unknown"].started <= jobs["unknown"].finished
     assert jobs["unknown"].finished <= jobs["good1"].started <= jobs["good1"].finished <= jobs["good2"].started
     assert sorted(p.stem for p in dd.published_runs()) == ["good1", "good2"]
     from normvar_core.service import cli
@@ -151,7 +153,8 @@ def test_progress_visible_from_another_process_within_2s(tmp_path, workers, mini
             break
         time.sleep(0.05)
     assert job.state == "done", job
-    compute = [s for s in seen if s[3] == "compute"]
+    # the occurrences' early pass reads the first batches (their states reused by the pass): both are progress
+    compute = [s for s in seen if s[3] in ("early", "compute")]
     assert len(compute) >= 3, seen
     latency = max(t_seen - t_upd for t_seen, t_upd, *_ in seen)
     gaps = [b[0] - a[0] for a, b in zip(compute, compute[1:])]
@@ -159,7 +162,8 @@ def test_progress_visible_from_another_process_within_2s(tmp_path, workers, mini
           f"max heartbeat age {max(beat_age):.3f}s, max gap between compute updates {max(gaps):.3f}s")
     assert latency < 2.0  # a progress write is visible here within 2 s
     assert max(beat_age) < 2.0  # and the running job's row is never older than 2 s
-    assert [s[2] for s in compute] == sorted(s[2] for s in compute)
+    counted = [s[2] for s in compute if s[3] == "compute"]
+    assert counted == sorted(counted)
 
 
 READER = textwrap.dedent("""

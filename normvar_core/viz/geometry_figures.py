@@ -14,7 +14,7 @@ from normvar_core.viz.labels import tidy_log_axes
 from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
 from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
 
-PANELS = (("anisotropy", "anisotropy λ₁/Σλ (exact)"), ("twonn_id", "intrinsic dimension (TwoNN)"),
+PANELS = (("anisotropy", "anisotropy λ₁/Σλ (exact)"), ("twonn_id", "intrinsic dimension (TwoNN; dash-dot: cross-context)"),
           ("participation_ratio", "participation ratio (Σλ)²/Σλ²"), ("mean_cosine", "mean cosine (all pairs)"))
 #: the panels whose Gaussian null sits an order of magnitude above the real curves (ID ≈ 100, PR ≈ 400)
 LOG_PANELS = ("twonn_id", "participation_ratio")
@@ -70,7 +70,7 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                           row=r + 1, col=c + 1)
         if "twonn_id_cross" in df and df["twonn_id_cross"].notna().any():
             fig.add_trace(go.Scatter(x=x, y=df["twonn_id_cross"], mode="lines+markers", name=f"{label} (TwoNN, cross-context)",
-                                     legendgroup=label, line=dict(color=color, width=1.5, dash="dashdot"),
+                                     legendgroup=label, showlegend=False, line=dict(color=color, width=1.5, dash="dashdot"),
                                      marker=dict(size=5, symbol="diamond"),
                                      customdata=np.stack([df["layer"], df.get("same_sentence_nn", np.nan) * 100], axis=1),
                                      hovertemplate=f"{label}: cross-context TwoNN<br>layer %{{customdata[0]}}<br>%{{y:.4g}}"

@@ -26,7 +26,9 @@ def check_inputs(cfg, data_dir=None, *, devices_here: bool = True) -> None:
     if devices_here:
         check_devices_present(cfg)
     dmap = read_device_map(cfg.device_map)
-    if isinstance(dmap, dict):  # its module names are the model's: read from its config, on the meta device
+    # its module names are the model's: read from its config, on the meta device; a Ray run's driver builds no
+    # model at all (each actor checks the map as it loads, ``devicemap.per_device.placed_map``)
+    if isinstance(dmap, dict) and getattr(cfg, "executor", "local") != "ray":
         _, config, _ = config_and_tokenizer(cfg, data_dir)
         check_map_modules(dmap, meta_model(config, trust_remote_code=bool(cfg.trust_remote_code)), str(cfg.device_map))
 

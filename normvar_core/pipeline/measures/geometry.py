@@ -57,6 +57,30 @@ def host_search(X32: np.ndarray, k: int) -> np.ndarray:
     return layer_geometry.gram_candidates(X32, k, smallest=topk_smallest)
 
 
+def _batch_context(sample, r, nn, dup, sentences, tb, t: int) -> dict:
+    """TwoNN's context measures of TwoNN batch t at one layer (``stats.twonn_context.batch_context``), on one
+    canonical copy of each distinct row: the copy of smallest sample index (so the result does not depend on
+    which copy the stream kept, i.e. on the arrival or merge order). Each distinct row takes the streamed
+    (r₁, r₂) and neighbours of the copy the stream kept, the neighbours named by their canonical copy."""
+    rows = np.flatnonzero(tb == t)
+    X = sample[rows] + np.float32(0.0)  # -0.0 as 0.0, as the stream's copies are matched
+    _, first, group = np.unique(X, axis=0, return_index=True, return_inverse=True)
+    group = np.asarray(group).reshape(-1)
+    order = np.argsort(first)                      # distinct rows in sample order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    canon = rank[group]                            # each row of the batch -> its distinct row
+    kept = np.flatnonzero(~dup[rows])              # the stream's kept copies (one per distinct row)
+    streamed = np.empty(order.size, np.int64)
+    streamed[canon[kept]] = kept
+    local = np.full(len(tb), -1, np.int64)
+    local[rows] = np.arange(rows.size)
+    near = nn[rows[streamed]]
+    seed_nn = np.where(near >= 0, canon[np.maximum(local[np.maximum(near, 0)], 0)], -1)
+    return twonn_context.batch_context(X[first[order]], sentences[rows[first[order]]], r[rows[streamed]], seed_nn, t,
+                                       rows=int(rows.size))
+
+
 class GeometryAccumulator(LayerMajor, Accumulator):
     """On with ``--geometry`` (the default; ``--no-geometry`` switches it, the outliers and IsoScore off);
     finalized in the background (spectra, TwoNN): publish writes the other measures' tables meanwhile."""
@@ -154,7 +178,7 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         sample = self.sample.cpu().numpy()
         nb = self.neighbours
 
-        dup, nn = self.dup.cpu().numpy(), self.nn.cpu().numpy()
+        dup, nn, r = self.dup.cpu().numpy(), self.nn.cpu().numpy(), self.r.cpu().numpy()
         sentences = np.asarray(self.uplan.sentence) if self.uplan is not None else np.zeros(0, np.int64)
 
         def one(li: int):  # the sample is in key order: a random order
@@ -163,13 +187,7 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 r1, r2, ndup = nb.batch_distances(li, t)
                 fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
                 parts.append((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
-                kept = np.flatnonzero((nb.tb == t) & ~dup[li])  # the rows ``batch_distances`` returned, in order
-                local = np.full(len(nb.tb), -1, np.int64)
-                local[kept] = np.arange(kept.size)
-                seed_nn = np.where(nn[li, kept] >= 0, local[np.maximum(nn[li, kept], 0)], -1)
-                context.append(twonn_context.batch_context(sample[li][kept], sentences[kept],
-                                                           np.stack([r1, r2], axis=1), seed_nn, int(t),
-                                                           rows=int((nb.tb == t).sum())))
+                context.append(_batch_context(sample[li], r[li], nn[li], dup[li], sentences, nb.tb, int(t)))
             row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                                 n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
                                                 sq_sum=float(self.sq_sum[li]),
