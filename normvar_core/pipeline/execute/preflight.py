@@ -28,7 +28,7 @@ def check_inputs(cfg, data_dir=None, *, devices_here: bool = True) -> None:
     dmap = read_device_map(cfg.device_map)
     # its module names are the model's: read from its config, on the meta device; a Ray run's driver builds no
     # model at all (each actor checks the map as it loads, ``devicemap.per_device.placed_map``)
-    if isinstance(dmap, dict) and getattr(cfg, "executor", "local") != "ray":
+    if isinstance(dmap, dict) and cfg.executor != "ray":
         _, config, _ = config_and_tokenizer(cfg, data_dir)
         check_map_modules(dmap, meta_model(config, trust_remote_code=bool(cfg.trust_remote_code)), str(cfg.device_map))
 
