@@ -31,6 +31,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from browser_helpers import ARGS, CHROMIUM, serving
 from dashboard_run import APP, RUN, build_dashboard_data
+from gaussian_runs import gaussian_run
 from model_dirs import build_tiny_models, installed_minilm_dir
 
 
@@ -148,23 +149,7 @@ def app(data_dir, monkeypatch):
 @pytest.fixture(scope="module")
 def written_run_path(tmp_path_factory) -> Path:
     """A small run written by the real pipeline from a seeded Gaussian source (no model)."""
-    import torch
-
-    from normvar_core.config import RunConfig
-    from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
-    from normvar_core.pipeline.run_plan import synthetic_plan
-    from normvar_core.pipeline.publish import publish_run
-    from normvar_core.pipeline.sources import GaussianSource
-
-    cfg = RunConfig(model="gaussian", samples_per_token=3)
-    plan = synthetic_plan(cfg, n_sentences=80, vocab_size=60, layers=[0, 1], batch_size=16)
-    source = GaussianSource(dim=8, layers=[0, 1])
-    ctx = RunContext(cfg=cfg, layers=[0, 1], dim=8, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, plan.n_batches)
-    return publish_run(tmp_path_factory.mktemp("layers") / "g.duckdb", plan=plan, source=source, ctx=ctx,
-                       accs=accs, seconds=0.0, notes={}, source_kind="synthetic")
+    return gaussian_run(tmp_path_factory.mktemp("layers") / "g.duckdb", 80)
 
 
 def _lines(n: int, start: int = 300) -> list[str]:

@@ -95,24 +95,10 @@ def test_a_slide_draws_the_pages_figure(app, run):
 
 def test_a_one_sentence_run_gives_a_deck(tmp_path, capsys):
     """A run of one sentence (no type in the study's band): the deck builds, each value it lacks is "—" with why."""
-    import torch
-
-    from normvar_core.config import RunConfig
-    from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
-    from normvar_core.pipeline.publish import publish_run
-    from normvar_core.pipeline.run_plan import synthetic_plan
-    from normvar_core.pipeline.sources import GaussianSource
+    from gaussian_runs import gaussian_run
     from normvar_core.service import cli
 
-    cfg = RunConfig(model="gaussian", samples_per_token=3)
-    plan = synthetic_plan(cfg, n_sentences=1, vocab_size=60, layers=[0, 1], batch_size=16)
-    source = GaussianSource(dim=8, layers=[0, 1])
-    ctx = RunContext(cfg=cfg, layers=[0, 1], dim=8, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, plan.n_batches)
-    path = publish_run(tmp_path / "one.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0, notes={},
-                       source_kind="synthetic")
+    path = gaussian_run(tmp_path / "one.duckdb", 1)
     out = tmp_path / "one.html"
     assert cli.main(["report", str(path), "--format", "html", "--out", str(out)]) == 0
     import html

@@ -85,7 +85,9 @@ def _geometry() -> None:
     for label, g in curves.items():
         if said := twonn_context.context_sentence(g):
             st.caption(f"{label}: {said}")
-    fig = geometry_profiles(curves, relative=True, num_hidden_states=depths, presentation=v.presentation,
+    bands = {label: _data.table(r, "intervals") for label, r in ((label_a, run_a), (label_b, run_b))
+             if r.has("intervals")}  # the Geometry page's and the deck's split-half bands, the same figure
+    fig = geometry_profiles(curves, relative=True, num_hidden_states=depths, presentation=v.presentation, bands=bands,
                             title="Layer geometry on a relative-depth axis (TwoNN: solid seed 004, dash-dotted "
                                   "cross-context)")
     _chrome.chart(fig, key="cmp_geometry",

@@ -68,11 +68,11 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                                      customdata=df["layer"],
                                      hovertemplate=f"{label}<br>layer %{{customdata}}<br>{key} = %{{y:.4g}}<extra></extra>"),
                           row=r + 1, col=c + 1)
-        if "twonn_id_cross" in df and df["twonn_id_cross"].notna().any():
+        if {"twonn_id_cross", "same_sentence_nn"} <= set(df) and df["twonn_id_cross"].notna().any():
             fig.add_trace(go.Scatter(x=x, y=df["twonn_id_cross"], mode="lines+markers", name=f"{label} (TwoNN, cross-context)",
                                      legendgroup=label, showlegend=False, line=dict(color=color, width=1.5, dash="dashdot"),
                                      marker=dict(size=5, symbol="diamond"),
-                                     customdata=np.stack([df["layer"], df.get("same_sentence_nn", np.nan) * 100], axis=1),
+                                     customdata=np.stack([df["layer"], df["same_sentence_nn"] * 100], axis=1),
                                      hovertemplate=f"{label}: cross-context TwoNN<br>layer %{{customdata[0]}}<br>%{{y:.4g}}"
                                                    "<br>same-sentence nearest neighbours %{customdata[1]:.1f} %<extra></extra>"),
                           row=1, col=2)
@@ -123,8 +123,9 @@ def decimation_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                                                                      dash=dash),
                                          error_y=dict(type="data", array=rows[f"{col}_std"], visible=True),
                                          hovertemplate=f"{name}, {what}<br>%{{x}} points: TwoNN %{{y:.4g}}<extra></extra>"))
-    fig.update_xaxes(title_text="points per subset (decimated batches of 4,096)", type="log",
-                     tickvals=[512, 1024, 2048, 4096], ticktext=["512", "1,024", "2,048", "4,096"])
+    sizes = sorted({int(x) for df in curves.values() for x in df["size"]})  # as recorded: a small run's batch is < 4,096
+    fig.update_xaxes(title_text="points per subset (each TwoNN batch, then 1/2, 1/4, 1/8 of it)", type="log",
+                     tickvals=sizes, ticktext=[f"{x:,}" for x in sizes])
     fig.update_yaxes(title_text="intrinsic dimension (TwoNN)")
     fig.update_layout(title=title or ("TwoNN decimation (Facco et al. 2017)<br><sup>solid: seed 004's estimate; "
                                       "dash-dotted: neighbours from other sentences only</sup>"),
