@@ -36,6 +36,15 @@ def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(np.square(np.asarray(a, np.float64) - np.asarray(b, np.float64)).sum(-1))
 
 
+def row_distance(X32: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``pair_distance(X32[p], X32[q])`` (the same float64 squares, summed by numpy) without the float64 gathers."""
+    from normvar_core.stats.twonn_kernels import row_pair_squares  # numba, compiled once and cached
+
+    sq = np.empty((p.size, X32.shape[1]))
+    row_pair_squares(X32, np.ascontiguousarray(p, np.int64), np.ascontiguousarray(q, np.int64), sq)
+    return np.sqrt(sq.sum(-1))
+
+
 def _two_smallest(i: np.ndarray, dist: np.ndarray, m: int) -> np.ndarray:
     """(m, 2): the two smallest of ``dist`` for each row i (inf where a row has fewer)."""
     out = np.full((m, 2), np.inf)
@@ -74,12 +83,14 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
     out_all, out_cross, own = np.full((n, 2), np.inf), np.full((n, 2), np.inf), np.full(n, np.inf)
     g = None if groups is None else np.asarray(groups)
 
-    def nearest(d2, slack, at, k):  # (row in block, exact distance) of every pair that can be among the k nearest
-        t = np.partition(d2, k - 1, axis=1)[:, k - 1] if d2.shape[1] >= k else d2.max(axis=1)
-        i, j = np.nonzero(d2 <= (t + 2 * slack)[:, None])
-        keep = np.isfinite(d2[i, j])
-        i, j = i[keep], j[keep]
-        return i, (pair_distance(X64[at[i]], X64[j]) if i.size else np.zeros(0))
+    from normvar_core.stats.twonn_kernels import context_candidates  # numba, compiled once and cached
+
+    masked = g is not None
+    gk = np.ascontiguousarray(g, np.int64) if masked else np.zeros(m, np.int64)
+
+    def exact(at, pairs, count):  # (row in block, exact float64 distance) of a search's candidate pairs
+        i, j = pairs[0, :count], pairs[1, :count]
+        return i, (row_distance(X32, at[i], j) if count else np.zeros(0))
 
     for a in range(0, n, chunk):
         at = rows[a:a + chunk]
@@ -89,20 +100,16 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
         d2 += sq[at, None]
         d2 += sq[None, :]
         d2[blk, at] = inf
-        slack = (c * (sq64[at] + sq64.max())).astype(np.float32)
-        i, dist = nearest(d2, slack, at, 2)
-        out_all[a:a + at.size] = _two_smallest(i, dist, at.size)
-        if g is None:
+        slack2 = 2 * (c * (sq64[at] + sq64.max())).astype(np.float32)
+        pairs, counts = context_candidates(d2, at, gk, slack2, masked, own_group)
+        out_all[a:a + at.size] = _two_smallest(*exact(at, pairs[0], counts[0]), at.size)
+        if not masked:
             continue
-        same = g[at, None] == g[None, :]
         if own_group:
-            same[blk, at] = False
-            i, dist = nearest(np.where(same, d2, inf), slack, at, 1)
+            i, dist = exact(at, pairs[1], counts[1])
             if i.size:
                 np.minimum.at(own, a + i, dist)
-        d2[same] = inf
-        i, dist = nearest(d2, slack, at, 2)
-        out_cross[a:a + at.size] = _two_smallest(i, dist, at.size)
+        out_cross[a:a + at.size] = _two_smallest(*exact(at, pairs[2], counts[2]), at.size)
     return out_all, (out_all if g is None else out_cross), own
 
 
@@ -137,7 +144,8 @@ def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed
     cross = np.full((m, 2), np.inf)
     idx = np.flatnonzero(other)
     if idx.size:
-        cross[idx] = np.sort(pair_distance(X[idx, None, :], X[nn[idx]]), axis=1)
+        X32 = np.ascontiguousarray(X, np.float32)
+        cross[idx] = np.sort(row_distance(X32, np.repeat(idx, 2), nn[idx].reshape(-1)).reshape(-1, 2), axis=1)
     share = float("nan")
     if m:
         redo = np.flatnonzero(~other)

@@ -202,4 +202,85 @@ def pair_squares(sample, pl, pp, pq, out):  # pragma: no cover
             out[k, j] = v * v
 
 
-__all__ = ["pair_squares", "block_candidates", "block_pairs", "insert_pairs"]
+@numba.njit(cache=True, nogil=True)
+def _context_pass(d2, at, g, masked, own_group, t, out, fill):  # pragma: no cover
+    """One pass of ``context_candidates`` over every row: the candidates counted (``fill`` False) or written."""
+    k = np.zeros(3, np.int64)
+    for i in range(d2.shape[0]):
+        gi = g[at[i]] if masked else 0
+        for j in range(d2.shape[1]):
+            v = d2[i, j]
+            if not np.isfinite(v):
+                continue
+            if masked:
+                if g[j] == gi:
+                    if own_group and j != at[i] and v <= t[i, 1]:
+                        if fill:
+                            out[1, 0, k[1]] = i
+                            out[1, 1, k[1]] = j
+                        k[1] += 1
+                elif v <= t[i, 2]:
+                    if fill:
+                        out[2, 0, k[2]] = i
+                        out[2, 1, k[2]] = j
+                    k[2] += 1
+            if v <= t[i, 0]:
+                if fill:
+                    out[0, 0, k[0]] = i
+                    out[0, 1, k[0]] = j
+                k[0] += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def context_candidates(d2, at, g, s2, masked, own_group):  # pragma: no cover
+    """The candidate pairs of ``twonn_context.context_neighbours`` for one block of rows, in two passes over each
+    row instead of a partition, masks and a nonzero per search: d2 (b, m) float32 squared Gram distances (inf at
+    each row's own column at[i]), g (m,) the groups (read when ``masked``), s2 (b,) float32 = 2 × the row's slack.
+    Per row: t_all = its second smallest d2, t_own = its smallest over the other rows of its group (``own_group``),
+    t_cross = its second smallest over other groups (inf where a row has fewer); a pair (i, j) is a candidate of
+    a search when d2_ij is finite and at most that search's t + s2_i (float32, as numpy's ``t + 2 * slack``).
+    Returns the three searches' pairs, (3, 2, n) int64 with their counts (3,), in row-major order."""
+    b = d2.shape[0]
+    inf = np.float32(np.inf)
+    t = np.full((b, 3), inf, np.float32)
+    for i in range(b):
+        a1 = inf
+        a2 = inf
+        o1 = inf
+        c1 = inf
+        c2 = inf
+        gi = g[at[i]] if masked else 0
+        for j in range(d2.shape[1]):
+            v = d2[i, j]
+            a1, a2 = _min2(a1, a2, v)
+            if masked:
+                if g[j] == gi:
+                    if j != at[i] and v < o1:
+                        o1 = v
+                else:
+                    c1, c2 = _min2(c1, c2, v)
+        t[i, 0] = a2 + s2[i]
+        t[i, 1] = o1 + s2[i]
+        t[i, 2] = c2 + s2[i]
+    counts = _context_pass(d2, at, g, masked, own_group, t, np.zeros((3, 2, 0), np.int64), False)
+    out = np.empty((3, 2, counts.max()), np.int64)
+    _context_pass(d2, at, g, masked, own_group, t, out, True)
+    return out, counts
+
+
+@numba.njit(cache=True, nogil=True)
+def row_pair_squares(X, p, q, out):  # pragma: no cover
+    """out[k] = (x_p − x_q)² elementwise in float64 for the float32 rows p[k], q[k] of X: the same values as
+    ``np.square(a.astype(float64) − b.astype(float64))``, without its gathers and float64 copies (numpy sums
+    them, as ``twonn_context.pair_distance``)."""
+    for k in range(p.size):
+        a = X[p[k]]
+        b = X[q[k]]
+        for j in range(X.shape[1]):
+            v = np.float64(a[j]) - np.float64(b[j])
+            out[k, j] = v * v
+
+
+__all__ = ["pair_squares", "block_candidates", "block_pairs", "insert_pairs", "context_candidates",
+           "row_pair_squares"]
