@@ -49,6 +49,23 @@ def test_masked_search_equals_brute_force(trial):
     assert same_again is unmasked and np.isinf(no_own).all()
 
 
+def test_masked_search_with_every_pair_tied_and_wide_rows_equals_brute_force():
+    """Every pair at one distance (scaled unit vectors: each row's candidates are all the others, past the
+    kernel's first room for them) and a realistic width (d = 384, Gaussian rows in sentences): the same exact
+    distances as the brute force."""
+    rng = np.random.default_rng(44)
+    tied = (3 * np.eye(120)).astype(np.float32)
+    wide = rng.standard_normal((300, 384)).astype(np.float32)
+    wide[:100] = wide[:100] + 4 * rng.standard_normal(384).astype(np.float32)  # one sentence apart
+    for X, groups in ((tied, rng.integers(0, 30, 120)), (wide, rng.integers(0, 60, 300))):
+        every, cross, own = context_radii(X, groups)
+        for chunk in (7, 512):
+            got_every, got_cross, got_own = C.context_neighbours(X, groups, chunk=chunk)
+            np.testing.assert_array_equal(got_every, every)
+            np.testing.assert_array_equal(got_cross, cross)
+            np.testing.assert_array_equal(got_own, own)
+
+
 def _nearest_two_rows(X):
     """Each row's two nearest other rows (indices), by a brute-force float64 search (ties: the lower index)."""
     Y = np.asarray(X, np.float64)

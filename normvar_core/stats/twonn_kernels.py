@@ -203,9 +203,10 @@ def pair_squares(sample, pl, pp, pq, out):  # pragma: no cover
 
 
 @numba.njit(cache=True, nogil=True)
-def _context_pass(d2, at, g, masked, own_group, t, out, fill):  # pragma: no cover
-    """One pass of ``context_candidates`` over every row: the candidates counted (``fill`` False) or written."""
+def _context_pass(d2, at, g, masked, own_group, t, out):  # pragma: no cover
+    """One pass of ``context_candidates`` over every row: the candidates counted, and written while ``out`` has room."""
     k = np.zeros(3, np.int64)
+    cap = out.shape[2]
     for i in range(d2.shape[0]):
         gi = g[at[i]] if masked else 0
         for j in range(d2.shape[1]):
@@ -215,17 +216,17 @@ def _context_pass(d2, at, g, masked, own_group, t, out, fill):  # pragma: no cov
             if masked:
                 if g[j] == gi:
                     if own_group and j != at[i] and v <= t[i, 1]:
-                        if fill:
+                        if k[1] < cap:
                             out[1, 0, k[1]] = i
                             out[1, 1, k[1]] = j
                         k[1] += 1
                 elif v <= t[i, 2]:
-                    if fill:
+                    if k[2] < cap:
                         out[2, 0, k[2]] = i
                         out[2, 1, k[2]] = j
                     k[2] += 1
             if v <= t[i, 0]:
-                if fill:
+                if k[0] < cap:
                     out[0, 0, k[0]] = i
                     out[0, 1, k[0]] = j
                 k[0] += 1
@@ -263,9 +264,11 @@ def context_candidates(d2, at, g, s2, masked, own_group):  # pragma: no cover
         t[i, 0] = a2 + s2[i]
         t[i, 1] = o1 + s2[i]
         t[i, 2] = c2 + s2[i]
-    counts = _context_pass(d2, at, g, masked, own_group, t, np.zeros((3, 2, 0), np.int64), False)
-    out = np.empty((3, 2, counts.max()), np.int64)
-    _context_pass(d2, at, g, masked, own_group, t, out, True)
+    out = np.empty((3, 2, 16 * b + 64), np.int64)  # room for ~16 per row (a few are usual): one pass
+    counts = _context_pass(d2, at, g, masked, own_group, t, out)
+    if counts.max() > out.shape[2]:  # more: a second pass with room for all
+        out = np.empty((3, 2, counts.max()), np.int64)
+        _context_pass(d2, at, g, masked, own_group, t, out)
     return out, counts
 
 
