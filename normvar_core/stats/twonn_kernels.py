@@ -8,7 +8,10 @@ its column's threshold — the torch search's rule with a tighter threshold (a r
 bound hi = d² + e per pair, not the block's largest e), the rows' own pairs met once, and each row read
 twice while in cache (its threshold, its candidates) instead of a dozen passes over the whole block.
 ``insert_pairs`` then updates both sides' two nearest with the pairs' exact float64 distances.
-Compiled on first use, cached on disk.
+``context_candidates`` and ``row_pair_squares`` do the same for TwoNN's context measures
+(``stats.twonn_context``): each row's thresholds of its three searches (all rows, its own sentence, other
+sentences) in one pass over its Gram distances and its candidates in a second, then the candidates' float64
+squares without gathering copies. Compiled on first use, cached on disk.
 """
 from __future__ import annotations
 
