@@ -86,7 +86,7 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
     from normvar_core.stats.twonn_kernels import context_candidates  # numba, compiled once and cached
 
     masked = g is not None
-    gk = np.ascontiguousarray(g, np.int64) if masked else np.zeros(m, np.int64)
+    gk = np.unique(g, return_inverse=True)[1].reshape(-1).astype(np.int64) if masked else np.zeros(m, np.int64)
 
     def exact(at, pairs, count):  # (row in block, exact float64 distance) of a search's candidate pairs
         i, j = pairs[0, :count], pairs[1, :count]
