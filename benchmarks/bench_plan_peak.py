@@ -10,9 +10,6 @@ phase's table copies are not planned; docs/scale.md, "Where the states dominate"
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,45 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-CHILD = r"""
-import json, resource, sys, time
-from normvar_core.service import cli
-t0 = time.perf_counter()
-code = cli.main({argv!r})
-print(json.dumps(dict(code=code, peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                      secs=time.perf_counter() - t0)))
-"""
-
-
-def plan_and_peak(model: Path, corpus: Path, data: Path, *extra: str) -> dict:
-    """{"plan": plan --json, "peak": bytes, "secs"} for ``normvar compute`` of ``model`` on ``corpus`` (CPU)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
-    common = ["--model", str(model), "--corpus", str(corpus), "--device", "cpu", "--data-dir", str(data), *extra]
-    plan = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "plan", "--json", *common],
-                          capture_output=True, text=True, env=env, check=True)
-    argv = ["compute", *common, "--quiet", "--no-checkpoint", "--overwrite", "--name", "peak"]
-    out = subprocess.run([sys.executable, "-c", CHILD.format(argv=argv)], capture_output=True, text=True, env=env,
-                         check=True)
-    m = json.loads(out.stdout.strip().splitlines()[-1])
-    assert m["code"] == 0, out.stderr
-    return dict(plan=json.loads(plan.stdout), **m)
-
-
-def corpus_of(path: Path, n: int) -> Path:
-    """The first ``n`` non-empty lines of the shipped novels (cycled when there are fewer)."""
-    import gzip
-    import itertools
-
-    from normvar_core.datadir import DEFAULT_CORPUS
-
-    with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as fh:
-        lines = [s.strip() for s in fh if s.strip() and len(s.split()) < 64]
-    path.write_text("\n".join(itertools.islice(itertools.cycle(lines), n)) + "\n", encoding="utf-8")
-    return path
-
 
 def main() -> None:
     from model_dirs import build_decoder
+    from peak_rss import corpus_of, plan_and_peak
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--sentences", type=int, default=20000)

@@ -1,8 +1,8 @@
 """Peak resident memory of `compute` at 5k versus 50k sentences (one subprocess per size).
 
 Each child runs compute_run (MiniLM, shipped novels, first N sentences) and reports its peak RSS
-(resource.getrusage ru_maxrss), |T|, |X| and the size of the statistics tables (L x |T| x d float64
-means). Memory should grow only with the tables (|T| grows slowly with the corpus), not with |X|.
+(resource.getrusage ru_maxrss) beside the memory plan's total (the run's ``notes.memory``, the plan ``compute``
+followed), |T|, |X| and the size of the statistics tables (L x |T| x d float64 means). Memory should grow only with the tables (|T| grows slowly with the corpus), not with |X|.
 Prints a markdown table. Usage: .venv/bin/python benchmarks/bench_rss.py [--sizes 5000,50000]
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ m = open_run(path).meta
 L = len(m["layers"])
 print(json.dumps(dict(n=m["n_sentences"], types=m["n_types"], emb=m["n_embeddings"], peak=peak, secs=secs,
                       tables=L * m["n_types"] * (m["dim"] * 8 + 16), samples=m["notes"]["n_samples"] * L * m["dim"] * 4,
-                      file=path.stat().st_size)))
+                      file=path.stat().st_size, plan=m["notes"]["memory"]["total_bytes"])))
 """
 
 
@@ -48,11 +48,12 @@ def main() -> None:
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     mb = 2**20
     print("| sentences | embeddings per layer | types | stats tables (MB) | samples (MB) | peak RSS (MB) "
-          "| run file (MB) | seconds |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| plan (MB) | peak / plan | run file (MB) | seconds |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['n']:,} | {r['emb']:,} | {r['types']:,} | {r['tables'] / mb:.0f} | {r['samples'] / mb:.0f} | "
-              f"{r['peak'] / mb:.0f} | {r['file'] / mb:.0f} | {r['secs']:.0f} |")
+              f"{r['peak'] / mb:.0f} | {r['plan'] / mb:.0f} | {r['peak'] / r['plan']:.2f} | {r['file'] / mb:.0f} | "
+              f"{r['secs']:.0f} |")
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
         print(f"\nRSS growth {a['n']:,} -> {b['n']:,} sentences: {(b['peak'] - a['peak']) / mb:+.0f} MB; "

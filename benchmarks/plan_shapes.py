@@ -79,7 +79,7 @@ def main() -> None:
                   + ("" if mp.fits else " — does NOT fit"))
             block = kept / max(len(plan.layers), 1)          # one layer of the incoming partial's arrays
             print(f"  driver (host RAM): merged state + one incoming layer block = {gb(kept)} + {gb(block)} + runtime "
-                  f"{gb(host.runtime_bytes)} + plan {gb(host.plan_bytes)} + publish copy {gb(host.publish_bytes)} = "
+                  f"{gb(host.runtime_bytes)} + plan {gb(host.plan_bytes)} + publish {gb(host.publish_bytes)} = "
                   f"{gb(kept + block + host.runtime_bytes + host.plan_bytes + host.publish_bytes)}")
             print(f"  types {mp.types:,}, P {mp.sample_positions:,}, K {mp.id_sample:,}; memory {gb(mem * GiB)}")
 

@@ -46,11 +46,19 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     acc = plan["accumulators"]
     assert acc["geometry"] == formulas(plan)["geometry"]
     # a device whose memory leaves room for the geometry of two of the three layers, not for the self-similarity
-    rest = plan["total_bytes"] - acc["geometry"] - acc["selfsim"]
-    memory = rest + formulas(dict(plan, layers=plan["layers"][:2]))["geometry"] + 64
-    assert acc["selfsim"] > memory - rest
-    base += ["--memory-gb", repr(memory / 2**30)]
-    code, out, err = run_cli(capsys, *base, "--name", "big")
+    pub = plan["publish"]  # the larger of the pass and publish counts: here publish, which loses their parts too
+    assert plan["publish_bytes"] == sum(pub.values()) > plan["pass_bytes"]
+    rest = plan["total_bytes"] - acc["geometry"] - acc["selfsim"] - pub["geometry"] - pub.get("selfsim", 0)
+    two = plan["layers"][:2]  # the geometry of two layers: its state and its publish work
+    code, out, _ = run_cli(capsys, "plan", "--json", *base[1:], "--memory-gb", "1000", "--layers",
+                           ",".join(map(str, two)))
+    assert code == 0
+    p2 = json.loads(out)
+    assert p2["accumulators"]["geometry"] == formulas(dict(plan, layers=two))["geometry"]
+    # room for the two-layer run with its geometry (the self-similarity left out), not for three layers'
+    memory = p2["total_bytes"] - p2["accumulators"]["selfsim"] - p2["publish"].get("selfsim", 0) + 64
+    assert rest <= memory < plan["total_bytes"]
+    code, out, err = run_cli(capsys, *base, "--memory-gb", repr(memory / 2**30), "--name", "big")
     assert code == 0
     big = open_run(out.strip())
     reason = big.skipped("geometry")
@@ -59,9 +67,16 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     m = re.search(r"--layers (\d+(?:,\d+)*)", reason)
     subset = [int(x) for x in m.group(1).split(",")]
     assert len(subset) == 2 and set(subset) <= set(big.layers) and "keep at most 2 layers" in reason
-    ss_reason = big.skipped("selfsim")
-    assert not big.has("selfsim") and whole.has("selfsim") and "--self-similarity on" in ss_reason
-    assert big.meta["notes"]["memory"] == {"total_bytes": rest, "memory_bytes": memory, "fits": True}
+
+    # a device with room for neither the geometry nor the self-similarity: both skipped, each with its reason
+    tight = rest + acc["selfsim"] // 2
+    code, out, err = run_cli(capsys, *base, "--memory-gb", repr(tight / 2**30), "--name", "tight")
+    assert code == 0
+    small = open_run(out.strip())
+    ss_reason, tight_reason = small.skipped("selfsim"), small.skipped("geometry")
+    assert not small.has("selfsim") and whole.has("selfsim") and "--self-similarity on" in ss_reason
+    assert not small.has("geometry") and tight_reason and "--id-sample" in tight_reason
+    assert small.meta["notes"]["memory"] == {"total_bytes": rest, "memory_bytes": tight, "fits": True}
     assert f"normvar: note: {ss_reason}" in err.splitlines()
 
     # the suggested subset fits and computes, and its geometry agrees with the moments: trace(cov) = V(X)
@@ -77,17 +92,17 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     # the Geometry page of the skipped run shows the reason instead of a figure
     monkeypatch.setenv("NORMVAR_DATA", str(data))
     at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params.update({"run": "big"})
+    at.query_params.update({"run": "tight"})
     at.run()
     at.switch_page("views/geometry.py").run()
     assert not at.exception
-    assert any(reason in i.value for i in at.info)
+    assert any(tight_reason in i.value for i in at.info)
     at.switch_page("views/frequency.py").run()
     assert not at.exception
     assert any(ss_reason in c.value for c in open_section(at, "frequency", "Self-similarity").caption)
     at.switch_page("views/runs.py").run()
     assert not at.exception
-    assert {reason, ss_reason} <= {i.value for i in at.info}
+    assert {tight_reason, ss_reason} <= {i.value for i in at.info}
 
 
 def test_geometry_bytes_is_what_the_accumulator_holds(minilm_path):  # noqa: ARG001 - the model must be installed

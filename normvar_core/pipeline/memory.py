@@ -4,21 +4,25 @@ keeps to (which measures it holds or drops), both from the same figures.
 Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_terms.py``; README "Memory"):
 
     total = runtime + plan + weights + max(pass, publish) + held + max(Σ_a planned_bytes(a), early)
+    publish = writer + Σ_a publish_bytes(a)
 
 * runtime  the interpreter with torch, transformers, numba, DuckDB (``RUNTIME_BYTES``, measured); plan: the
            kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
            at the forward dtype (the base model ``AutoModel`` loads, no LM head);
 * Σ_a      each measure's ``planned_bytes(ctx)`` (``pipeline/measures/base.py``): the arrays of its ``planned_state``;
-* pass     one forward pass of the largest padded batch (P = rows x width tokens, N ≤ P counted, H hidden
+* pass     one forward pass of the largest padded batch (twice that on the CPU: ``memory_terms.host_pass``) (P = rows x width tokens, N ≤ P counted, H hidden
            states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
-* publish  the moments' result copies the means once: L·T·d·b_μ (b_μ = 8, or 4 with --mean-dtype float32);
+* publish  after the pass, beside the state: each kept measure's ``publish_bytes(ctx)`` (its result and tables'
+           work — the moments' copy of the means L·T·d·b_μ, the geometry's covariances and its per-layer TwoNN
+           work, ...: every result is kept until the file is written) and the writer's (``writer_bytes``: DuckDB's
+           bounded buffer pool and one insert's Arrow parts);
 * early    the occurrences' early pass, before the accumulators are built (``occurrences.early_bytes``): each kept
            layer's running float64 scatter, 8·L·d·(d + 2), so the larger of it and Σ_a counts; held: the early
            batches' states a CPU source keeps for the pass (L·N·d·4, at most ``REUSE_BYTES``, else none), held
            until the pass reaches them. Both are 0 when the run keeps no occurrences.
 
-On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish copy live in host memory
+On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish work live in host memory
 and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators
 that may be dropped (their class's ``may_drop``: the layer geometry, the self-similarity table in
 ``auto``, the split halves, the occurrences), each with a one-line reason naming the fix (``notes.skipped``); when
@@ -37,7 +41,8 @@ from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES, OccurrencesAccumulator
 from normvar_core.pipeline.measures.occurrences import early_bytes
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
-                                                loaded_budget, pass_bytes, plan_bytes, publish_bytes, weights_bytes)
+                                                host_pass, loaded_budget, pass_bytes, plan_bytes, publish_of, weights_bytes,
+                                                writer_bytes)
 from normvar_core.pipeline.model_shape import ModelShape
 
 
@@ -78,6 +83,7 @@ class MemoryPlan:
     devices: list = field(default_factory=list)      # plan --devices: one row per device (devicemap/per_device.py)
     device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
     batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
+    publish: dict = field(default_factory=dict)      # publish_bytes by part: each kept measure's and the "writer"
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -104,15 +110,15 @@ class MemoryPlan:
         if host:
             out.append(f"  {'runtime':<10} {gb(self.runtime_bytes):>10}")
             out.append(f"  {'plan':<10} {gb(self.plan_bytes):>10}")
-        out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch)")
+        out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch" + ("; with the pages the heap keeps for the next)" if host else ")"))
         if self.early_pass.get("bytes"):
             e = self.early_pass
             out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (the occurrences' axes over {e['positions']:,} "
                        f"positions in {e['batches']} batches: running scatters {gb(e['scatter_bytes'])} before the "
                        f"accumulators (the larger counts), states kept for the pass {gb(e['held_bytes'])})")
         if host:
-            out.append(f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the result's copy of the means; the "
-                       f"larger of pass and publish counts)")
+            out.append(f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the results and the run file's write "
+                       f"beside the state; the larger of pass and publish counts)")
         out.append(f"  {'total':<10} {gb(self.total_bytes):>10}   {self.summary()}: "
                    + ("fits" if self.fits else "does NOT fit"))
         for r in self.devices:  # plan --devices
@@ -163,12 +169,19 @@ def early_of(ctx, device: str | None = None) -> dict:
     return {**e, "bytes": e["scatter_bytes"] + e["held_bytes"], "host_bytes": e["held_bytes"] if device == "cpu" else 0}
 
 
+def publish_total(base: dict, drop=()) -> int:
+    """The module docstring's publish for the measures not in ``drop`` (0 on a GPU: host memory)."""
+    if base["device"] != "cpu":
+        return 0
+    return base["writer"] + sum(b for n, b in base["publish_of"].items() if n not in drop)
+
+
 def peak(base: dict, sizes: dict[str, int], early: dict, drop=()) -> int:
     """The module docstring's total for the accumulators of ``sizes`` not in ``drop`` (the early pass counts
     while the occurrences are kept)."""
     state = sum(b for n, b in sizes.items() if n not in drop)
     occ = OccurrencesAccumulator.name in sizes and OccurrencesAccumulator.name not in drop
-    return (base["host"] + base["weights"] + max(base["pass"], base["publish"])
+    return (base["host"] + base["weights"] + max(base["pass"], publish_total(base, drop))
             + (early["held_bytes"] + max(state, early["scatter_bytes"]) if occ else state))
 
 
@@ -194,13 +207,13 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
 
     def base_for(c) -> dict:
         return {"host": (RUNTIME_BYTES + (plan_bytes(c.plan) if plan_held is None else plan_held)) if host else 0,
-                "weights": wbytes, "pass": pass_bytes(shape, c.plan, c.num_layers, dtype),
-                "publish": publish_bytes(c) if host else 0, "device": "cpu" if host else device}
+                "weights": wbytes, "pass": host_pass(pass_bytes(shape, c.plan, c.num_layers, dtype), host),
+                "publish_of": publish_of(c, registry), "writer": writer_bytes(), "device": "cpu" if host else device}
 
     base = base_for(ctx)
     sizes, optional, unknown = sizes_and_droppable(ctx, registry)
     droppable = {cls.name for cls in optional} - set(forced_keep or ())
-    fixed = base["host"] + base["weights"] + max(base["pass"], base["publish"]) + sum(
+    fixed = base["host"] + base["weights"] + max(base["pass"], publish_total(base)) + sum(
         b for n, b in sizes.items() if n not in droppable)
     free = memory_bytes - fixed
     dropped, reasons = [], {}
@@ -235,11 +248,12 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     suggestions = []
     if not fits:
         suggestions = _suggestions(ctx, registry, base_for, memory_bytes, total, set(dropped), device, dtype, sub_ctx)
+    publish = publish_total(base, dropped)
     if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
-        pass_or_publish = max(base["pass"], base["publish"])
+        pass_or_publish = max(base["pass"], publish)
         for label, held in (("keeps everything asked for", fixed - pass_or_publish + sum(sizes[n] for n in droppable)),
                             ("fits", total - pass_or_publish)):
-            rows = _rows_that_fit(ctx, shape, dtype, memory_bytes - held, base["publish"])
+            rows = _rows_that_fit(ctx, shape, dtype, memory_bytes - held, publish, host)
             if rows and rows < largest_batch(ctx.plan.batches)[0]:
                 suggestions.insert(0, f"--batch-size {rows} {label} (the forward pass of the largest batch now "
                                       f"needs {gb(base['pass'])})")
@@ -249,7 +263,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       weights_bytes=wbytes, hidden_states=shape.num_hidden_states, dim=shape.dim, types=int(tc),
                       layers=list(ctx.layers), device=device, dtype=dtype, accumulators=sizes,
                       runtime_bytes=RUNTIME_BYTES if host else 0, plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
-                      pass_bytes=base["pass"], publish_bytes=base["publish"], total_bytes=int(total),
+                      pass_bytes=base["pass"], publish_bytes=publish, total_bytes=int(total),
                       memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
                       policy={c.name: c.policy for c in registry if c.name in sizes},
                       terms={c.name: c.planned_terms(ctx) for c in registry if c.name in sizes},
@@ -257,7 +271,9 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       sample_positions=int(ctx.plan.samples.size),
                       id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
                       embeddings=int(ctx.plan.total_embeddings),
-                      early_pass=early if occ in sizes and occ not in dropped else {k: 0 for k in early})
+                      early_pass=early if occ in sizes and occ not in dropped else {k: 0 for k in early},
+                      publish={**{n: b for n, b in base["publish_of"].items() if n not in dropped},
+                               "writer": base["writer"]} if host else {})
 
 
 def _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memory_bytes) -> int:
@@ -275,13 +291,14 @@ def _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memor
     return total
 
 
-def _rows_that_fit(ctx, shape, dtype, room: int, publish: int) -> int:
+def _rows_that_fit(ctx, shape, dtype, room: int, publish: int, host: bool) -> int:
     """The most sentences per batch (at the longest sentence's width) whose pass fits in ``room``."""
     enc = flat_encoding(ctx.plan.batches)
     width = int(enc.lengths.max()) if enc is not None and enc.lengths.size else largest_batch(ctx.plan.batches)[1]
     best = 0
     for rows in (512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
-        if max(pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, (rows, width, rows * width)), publish) <= room:
+        one = pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, (rows, width, rows * width))
+        if max(host_pass(one, host), publish) <= room:
             best = rows
             break
     return best

@@ -5,7 +5,9 @@
 * ``plan_bytes``     the kept sentences, their flat encoding, the counts and the sample plans;
 * ``pass_bytes``     one forward pass of the largest padded batch:
                      H·P·d·e + P·(f + 4d)·e + rows·h·width²·e + L·N·d·e + 3·N·d·8;
-* ``publish_bytes``  the moments' result copy of the means, L·T·d·b_μ;
+                     on the CPU twice that (``host_pass``: the heap keeps a batch's freed pages for the next);
+* ``publish_bytes``  what publish holds beside the state: each kept measure's ``publish_bytes`` (its result and
+                     tables' work: results are kept until the file is written) + the writer's ``writer_bytes``;
 
 and what the device has: ``device_memory`` (free now), ``memory_in_use`` (held by this process).
 """
@@ -17,6 +19,7 @@ import numpy as np
 
 from normvar_core.pipeline.batches import PaddedBatches
 from normvar_core.pipeline.encoding import Encoded
+from normvar_core.runs.writer import INSERT_BYTES, WRITER_MEMORY
 
 GiB = 1 << 30
 RUNTIME_BYTES = 640 << 20
@@ -111,10 +114,36 @@ def pass_bytes(shape, plan, num_layers: int, dtype: str, batch: tuple[int, int, 
                + num_layers * n * d * e + 3 * n * d * 8)
 
 
-def publish_bytes(ctx) -> int:
-    """The moments' result copies the means once: L·T·d·b_μ."""
-    return ctx.num_layers * ctx.num_types * ctx.dim * ctx.mean_bytes
+HEAP_KEPT = 1.0
+"""On the CPU the run's heap keeps the pages a batch freed for the next one (``execute.heap.reuse_heap``): the
+plan counts a pass as (1 + HEAP_KEPT) x ``pass_bytes`` (measured above the state: 1.34x on a d = 1,024 decoder
+with 4 layers, 1.65x with 16; glibc may keep up to ``heap.FREE_GROWTH`` x the first batch's free pages)."""
+
+
+def host_pass(nbytes: int, host: bool) -> int:
+    """A pass's bytes as the plan counts them: (1 + HEAP_KEPT) x on the CPU (``HEAP_KEPT``), as is on a GPU."""
+    return int(nbytes * (1 + HEAP_KEPT)) if host else int(nbytes)
+
+
+def writer_bytes() -> int:
+    """The run file's write: DuckDB's buffer pool (``runs.writer.WRITER_MEMORY``) and half as much again (DuckDB
+    holds somewhat more than its limit: measured +348 MB writing 625 MB of embeddings at a 256 MB limit), and the
+    Arrow parts of one insert (``INSERT_BYTES``): 1.5·WRITER_MEMORY + INSERT_BYTES."""
+    return WRITER_MEMORY * 3 // 2 + INSERT_BYTES
+
+
+def publish_of(ctx, registry) -> dict[str, int]:
+    """{measure: its ``publish_bytes(ctx)``} for every measure of ``registry`` the run asks for that declares its
+    state (one that does not is left out of the plan, ``MemoryPlan.unknown``)."""
+    return {cls.name: int(cls.publish_bytes(ctx)) for cls in registry
+            if cls.asked(ctx.cfg) and cls.planned_bytes(ctx) is not None}
+
+
+def publish_bytes(ctx, registry, drop=()) -> int:
+    """The publish phase beside the state: ``writer_bytes`` + Σ ``publish_bytes`` of the measures kept (not in
+    ``drop``): every result is kept until the file is written, the geometry's beside the others."""
+    return writer_bytes() + sum(b for n, b in publish_of(ctx, registry).items() if n not in drop)
 
 
 __all__ = ["RUNTIME_BYTES", "DTYPE_BYTES", "GiB", "weights_bytes", "device_memory", "memory_in_use", "plan_bytes",
-           "flat_encoding", "largest_batch", "pass_bytes", "publish_bytes"]
+           "flat_encoding", "largest_batch", "pass_bytes", "publish_bytes", "publish_of", "writer_bytes", "host_pass", "HEAP_KEPT"]

@@ -96,15 +96,20 @@ def norm_spread(norm_sum: float, sq_sum: float, n: float) -> tuple[float, float]
     return float(mean), float(np.sqrt(var) / mean)
 
 
-def pair_cosines(X: np.ndarray) -> np.ndarray:
+def pair_cosines(X: np.ndarray, chunk: int = 1024) -> np.ndarray:
     """Cosines of the disjoint pairs (x₀, x₁), (x₂, x₃), … of the rows of X (a random order: random
-    pairs); pairs with a zero vector are dropped."""
-    X = np.asarray(X, dtype=np.float64)
-    m = X.shape[0] // 2 * 2
-    a, b = X[0:m:2], X[1:m:2]
-    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
-    ok = (na > 0) & (nb > 0)
-    return np.einsum("ij,ij->i", a[ok], b[ok]) / (na[ok] * nb[ok])
+    pairs); pairs with a zero vector are dropped. ``chunk`` pairs at a time in float64 (2·chunk·d·8 bytes
+    of work, whatever the sample's size: the memory plan's ``publish_bytes`` of the geometry)."""
+    m = X.shape[0] // 2
+    out = []
+    for s in range(0, m, chunk):
+        e = min(m, s + chunk)
+        a = np.asarray(X[2 * s:2 * e:2], dtype=np.float64)
+        b = np.asarray(X[2 * s + 1:2 * e:2], dtype=np.float64)
+        na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+        ok = (na > 0) & (nb > 0)
+        out.append(np.einsum("ij,ij->i", a[ok], b[ok]) / (na[ok] * nb[ok]))
+    return np.concatenate(out) if out else np.zeros(0)
 
 
 def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,

@@ -123,8 +123,9 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
         row = {"device": dev, "weights_bytes": int(weights.get(dev, 0)), "state_bytes": int(state[dev]),
                "early_bytes": int(early[dev]), "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "accumulators": accs[dev], "host_bytes": 0}
         out.append(row)
-        if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its copy
-            row["host_bytes"] = RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(state.values()) + publish_bytes(ctx)
+        if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its work
+            row["host_bytes"] = (RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(state.values())
+                                 + publish_bytes(dataclasses.replace(ctx, device="cpu"), registry, drop))
         if dev == "disk":
             row.update(bytes=row["weights_bytes"], limit_bytes=None, fits=bool(offload or not row["weights_bytes"]))
             continue

@@ -13,6 +13,9 @@ A measure class says, as class attributes and classmethods:
   before anything is built. From it ``planned_bytes(ctx)`` = Σ_key prod(shape) · itemsize(dtype) (the memory
   plan's figure; 0 when not asked) and ``planned_terms(ctx)`` (the terms ``normvar plan`` prints) follow: one
   formula per measure. ``planned_exact = False`` where the plan is an upper bound of the state (the halves);
+* ``publish_bytes(ctx)``: what its ``result()`` and ``tables()`` hold at publish beyond the state (results are
+  kept until the run file is written; a measure that ``finalize_in_background`` works beside the others): the
+  memory plan's publish term (``memory_terms.publish_bytes``);
 
 and per run:
 
@@ -135,6 +138,12 @@ class Accumulator(Stateful, ABC):
             out.append(f"{k} {'×'.join(f'{n:,}' for n in planned[k][0])} {np.dtype(planned[k][1]).name}")
             held += size[k]
         return out
+
+    @classmethod
+    def publish_bytes(cls, ctx: RunContext) -> int:
+        """Bytes its ``result()`` and ``tables()`` hold at publish beyond the state, at their peak (by default 0:
+        a result of a few numbers per layer, tables built from the state without a copy)."""
+        return 0
 
     # ------------------------------------------------------------------ the pass and the result
     @abstractmethod

@@ -26,9 +26,10 @@ import numpy as np
 import torch
 
 from normvar_core.config import RunConfig
+from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
-from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer, resolve_scatter_dtype
 from normvar_core.pipeline.measures.pooling import Chan, pool_into
 from normvar_core.pipeline.measures.samples import locate, position_keys
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
@@ -129,6 +130,20 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         return {"n": ((1,), np.int64), "mean": ((L, d), np.float64), "scatter": ((L, d, d), np.float64),
                 "sum_u": ((L, d), np.float64), "n_u": ((L,), np.int64), "norm_sum": ((L,), np.float64),
                 "sq_sum": ((L,), np.float64), **NeighbourState.planned(L, _sample_size(ctx), d)}
+
+    @classmethod
+    def publish_bytes(cls, ctx: RunContext) -> int:
+        """The result's work beside the state: the covariances' copy and what the result keeps (8·L·d² + 8·L·d
+        + 4·L·K: eigenvalues, pair cosines), and per layer worked on at once (``layer_threads``: one per core on
+        the CPU) the context search of the largest TwoNN batch, B rows (``layer_geometry.twonn_batch_of``: the
+        last batch takes the rest, B = K − TWONN_BATCH·(⌊K / TWONN_BATCH⌋ − 1)) — its copies of the
+        batch (float32 thrice, float64 once: 24·B·d) and its blocks (three min(CHUNK, B) × B float64 arrays) — which
+        outweighs seed 004's anisotropy of the batch (16·B·d + 24·d²) and the pair cosines (16·1,024·d)."""
+        L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
+        B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
+        work = max(24 * B * d + 24 * min(twonn_context.CHUNK, B) * B, 16 * B * d + 24 * d * d)
+        threads = layer_threads(L, parallel=torch.device(ctx.device).type == "cpu")
+        return int(8 * L * d * d + 8 * L * d + 4 * L * K + threads * work)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:

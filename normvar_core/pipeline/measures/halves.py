@@ -106,6 +106,13 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         return True
 
     @classmethod
+    def publish_bytes(cls, ctx: RunContext) -> int:
+        """The result's covariances — half A's, half B's, the pooled scatter and its covariance, 4·8·L·d² with the
+        geometry — and the merged moments with each half's band rows (3·L·T·d·b_μ at most)."""
+        L, d = ctx.num_layers, ctx.dim
+        return int(32 * L * d * d * bool(ctx.cfg.geometry) + 3 * L * ctx.num_types * d * ctx.mean_bytes)
+
+    @classmethod
     def planned_state(cls, ctx: RunContext) -> Planned:
         """Per half (``Half``): the per-type moments of all T types (``TokenMoments.planned``), n, with the
         geometry the float64 mean (L, d) and scatter (L, d, d) (else (L, 0) and (L, 0, 0)), Σ‖x‖² and its

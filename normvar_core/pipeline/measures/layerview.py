@@ -237,14 +237,20 @@ def update_all(accs: dict, batch) -> None:
     update_layer_major(layered, batch)
 
 
+def layer_threads(n_layers: int, parallel: bool = True) -> int:
+    """How many layers ``per_layer`` works on at once: one per core, at most ``n_layers`` (1 when not
+    ``parallel``); the memory plan multiplies a layer's working memory by it."""
+    import os
+
+    return max(1, min(os.cpu_count() or 1, n_layers)) if parallel else 1
+
+
 def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
     """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
     neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
     BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
-    import os
-
-    cores = os.cpu_count() or 1
-    if not parallel or cores < 2 or n_layers < 2:
+    threads = layer_threads(n_layers, parallel)
+    if threads < 2:
         return [fn(i) for i in range(n_layers)]
     from concurrent.futures import ThreadPoolExecutor
 
@@ -256,7 +262,7 @@ def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with ThreadPoolExecutor(max_workers=min(cores, n_layers), thread_name_prefix="normvar-layer") as pool:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="normvar-layer") as pool:
             return list(pool.map(fn, range(n_layers)))
     finally:
         torch.set_num_threads(torch_threads)

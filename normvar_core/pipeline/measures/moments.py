@@ -43,6 +43,11 @@ class MomentsAccumulator(Accumulator):
         tm = TokenMoments.planned(ctx.num_layers, ctx.num_types, ctx.dim, ctx.cfg.mean_dtype)
         return {f"acc.{k}": v for k, v in tm.items()}
 
+    @classmethod
+    def publish_bytes(cls, ctx: RunContext) -> int:
+        """The result copies the means once: L·T·d·b_μ."""
+        return ctx.num_layers * ctx.num_types * ctx.dim * ctx.mean_bytes
+
     @property
     def n_embeddings(self) -> int:
         return int(self.acc.n_embeddings)

@@ -308,6 +308,13 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "proj": ((L, P, k), np.float32), "filled": ((P,), np.bool_)}
 
     @classmethod
+    def publish_bytes(cls, ctx: RunContext) -> int:
+        """The result's coordinates (L, P, 2) float64 and one layer's projections in float64 (P, k) being turned
+        into them, and one layer's table part (about 32 bytes an occurrence): 16·L·P + 8·P·k + 32·P."""
+        L, k, P = ctx.num_layers, OCCURRENCE_AXES, _slots(ctx)
+        return int(16 * L * P + 8 * P * k + 32 * P)
+
+    @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         P = _slots(ctx)
         return (f"occurrences skipped: {P:,} occurrences x {ctx.num_layers} layers need {need / 2**30:.1f} GB, "

@@ -99,6 +99,12 @@ class SampleAccumulator(Accumulator):
         P = int(ctx.plan.samples.size)
         return {"vectors": ((ctx.num_layers, P, ctx.dim), np.float32), "filled": ((P,), np.bool_)}
 
+    @classmethod
+    def publish_bytes(cls, ctx: RunContext) -> int:
+        """The table's parts are views of the state; each part adds its columns and token strings (about 64
+        bytes a position): 64·P."""
+        return 64 * int(ctx.plan.samples.size)
+
     def update(self, batch: StateBatch) -> None:
         fill_planned(self.vectors, self.filled, self.plan, self._keys, batch)
 
