@@ -45,35 +45,3 @@ def test_trim_only_when_the_free_heap_has_grown():
     assert 90 <= steady <= 2 * first  # reused, not trimmed, not doubled
     assert grown >= 500 and trimmed < 20  # more than twice the first batch's: handed back to the OS
     assert marks == 0  # release_heap: the next run sets its own mark
-
-
-PLAIN = r"""
-import numpy as np
-import psutil
-from normvar_core.pipeline.execute import heap
-
-heap.reuse_heap()
-MB = 1 << 20
-rss = lambda: psutil.Process().memory_info().rss // MB
-blocks = [np.ones(4 * MB // 8) for _ in range(100)]   # the pass's 400 MB, freed: kept in the reused heap
-del blocks
-kept = rss()
-heap.plain_heap()                                   # publish: the kept pages go back first ...
-trimmed = rss()
-blocks = [np.ones(4 * MB // 8) for _ in range(100)]  # ... and a result's 400 MB of temporaries
-del blocks
-after = rss()                                        # leave the process when freed
-heap.reuse_heap()                                    # the next run's pass reuses its heap again
-blocks = [np.ones(4 * MB // 8) for _ in range(100)]
-del blocks
-print(kept, trimmed, after, rss())
-"""
-
-
-def test_publish_hands_freed_memory_back():
-    """``plain_heap`` (publish): the pass's kept free pages and publish's own freed blocks leave the process
-    (RSS from psutil); ``reuse_heap`` afterwards keeps them again."""
-    kept, trimmed, after, reused = map(int, subprocess.run([sys.executable, "-c", PLAIN], capture_output=True,
-                                                           text=True, check=True).stdout.split())
-    assert kept - trimmed >= 350 and after - trimmed < 50
-    assert reused - after >= 350

@@ -35,36 +35,17 @@ def reuse_heap() -> None:
     faulting them in again; measured on MiniLM, 3,000 sentences: malloc_trim after every batch cost 1.8 s of
     wall and 2.5 s of system time, peak RSS the same within noise). An explicit MALLOC_MMAP_THRESHOLD_
     in the environment wins."""
-    _set_thresholds(HEAP_BLOCKS)
-
-
-def plain_heap() -> None:
-    """glibc's thresholds back to 128 KiB for the publish phase, then ``trim_heap()``: a block of 128 KiB or more
-    (the results' temporaries, DuckDB's buffers, in every thread's arena) is mapped and unmapped, so what publish
-    frees leaves the process, and the pass's kept free pages go back first (measured on a d = 1,024 decoder,
-    4 layers, 1,500 sentences: publish's peak +0.86 GB above the state with the pass's heap kept, +0.69 GB with
-    this). The memory plan counts the larger of the pass and publish, not both."""
-    _set_thresholds(128 << 10)
-    trim_heap()
-
-
-def _set_thresholds(nbytes: int) -> None:
-    """M_MMAP_THRESHOLD = M_TRIM_THRESHOLD = ``nbytes`` (glibc on Linux only; an explicit MALLOC_MMAP_THRESHOLD_
-    in the environment wins)."""
-    if not sys.platform.startswith("linux") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
+    if _LIBC or not sys.platform.startswith("linux") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
         return
-    if not _LIBC:
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            if hasattr(libc, "mallinfo2"):  # glibc 2.33+
-                libc.mallinfo2.restype = _MallInfo2
-            libc.mallopt.restype = ctypes.c_int  # not glibc (musl, ...): AttributeError
-            _LIBC.append(libc)
-        except (OSError, AttributeError):  # not glibc: nothing to do
-            _LIBC.append(None)
-    if _LIBC[0] is not None:
-        _LIBC[0].mallopt(-3, nbytes)  # M_MMAP_THRESHOLD
-        _LIBC[0].mallopt(-1, nbytes)  # M_TRIM_THRESHOLD
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, HEAP_BLOCKS)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, HEAP_BLOCKS)  # M_TRIM_THRESHOLD
+        if hasattr(libc, "mallinfo2"):  # glibc 2.33+
+            libc.mallinfo2.restype = _MallInfo2
+        _LIBC.append(libc)
+    except (OSError, AttributeError):  # not glibc (musl, ...): nothing to do
+        _LIBC.append(None)
 
 
 HEAP_BLOCKS = 1 << 30
@@ -106,4 +87,4 @@ def trim_if_grown() -> None:
         trim_heap()
 
 
-__all__ = ["reuse_heap", "plain_heap", "trim_heap", "trim_if_grown", "release_heap", "free_heap_bytes", "HEAP_BLOCKS", "FREE_GROWTH"]
+__all__ = ["reuse_heap", "trim_heap", "trim_if_grown", "release_heap", "free_heap_bytes", "HEAP_BLOCKS", "FREE_GROWTH"]

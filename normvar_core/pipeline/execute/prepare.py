@@ -192,7 +192,7 @@ def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seco
             report: Callable[[Progress], Any]) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
     accs = gather(accs)  # --device-map: every layer group's state gathered on the host
-    heap.plain_heap()  # the pass's freed pages back, publish's freed at once (the plan counts pass or publish)
+    heap.trim_heap()  # the pass's kept free pages back before the results are built (the plan counts pass or publish)
     n_embeddings = accs[MomentsAccumulator.name].n_embeddings
     path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, accs=accs,
                        notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
