@@ -10,8 +10,8 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
            kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
            at the forward dtype (the base model ``AutoModel`` loads, no LM head);
 * Σ_a      each measure's ``planned_bytes(ctx)`` (``pipeline/measures/base.py``): the arrays of its ``planned_state``;
-* pass     one forward pass of the largest padded batch (twice that on the CPU: ``memory_terms.host_pass``) (P = rows x width tokens, N ≤ P counted, H hidden
-           states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
+* pass     one forward pass of the largest padded batch, twice that on the CPU (``memory_terms.host_pass``)
+           (P = rows x width tokens, N ≤ P counted, H hidden states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
 * publish  after the pass, beside the state: each kept measure's ``publish_bytes(ctx)`` (its result and tables'
            work — the moments' copy of the means L·T·d·b_μ, the geometry's covariances and its per-layer TwoNN
@@ -110,7 +110,8 @@ class MemoryPlan:
         if host:
             out.append(f"  {'runtime':<10} {gb(self.runtime_bytes):>10}")
             out.append(f"  {'plan':<10} {gb(self.plan_bytes):>10}")
-        out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch" + ("; with the pages the heap keeps for the next)" if host else ")"))
+        kept = "; with the pages the heap keeps for the next" if host else ""
+        out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch{kept})")
         if self.early_pass.get("bytes"):
             e = self.early_pass
             out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (the occurrences' axes over {e['positions']:,} "
