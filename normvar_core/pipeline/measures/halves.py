@@ -108,9 +108,11 @@ class HalvesAccumulator(LayerMajor, Accumulator):
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
         """The result's covariances — half A's, half B's, the pooled scatter and its covariance, 4·8·L·d² with the
-        geometry — and the merged moments with each half's band rows (3·L·T·d·b_μ at most)."""
+        geometry — and the means of the T_band types in the study's band (from the plan's counts, as ``result``
+        picks them): each half's and the whole run's rows, 3·L·T_band·d·b_μ."""
         L, d = ctx.num_layers, ctx.dim
-        return int(32 * L * d * d * bool(ctx.cfg.geometry) + 3 * L * ctx.num_types * d * ctx.mean_bytes)
+        band = int(np.count_nonzero(intervals.band_types(np.asarray(ctx.plan.counts), STUDY_BAND)))
+        return int(32 * L * d * d * bool(ctx.cfg.geometry) + 3 * L * band * d * ctx.mean_bytes)
 
     @classmethod
     def planned_state(cls, ctx: RunContext) -> Planned:
