@@ -41,8 +41,8 @@ from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES, OccurrencesAccumulator
 from normvar_core.pipeline.measures.occurrences import early_bytes
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
-                                                host_pass, loaded_budget, pass_bytes, plan_bytes, publish_of, weights_bytes,
-                                                writer_bytes)
+                                                host_pass, loaded_budget, pass_bytes, plan_bytes, publish_of, publish_sum,
+                                                weights_bytes, writer_bytes)
 from normvar_core.pipeline.model_shape import ModelShape
 
 
@@ -172,9 +172,7 @@ def early_of(ctx, device: str | None = None) -> dict:
 
 def publish_total(base: dict, drop=()) -> int:
     """The module docstring's publish for the measures not in ``drop`` (0 on a GPU: host memory)."""
-    if base["device"] != "cpu":
-        return 0
-    return base["writer"] + sum(b for n, b in base["publish_of"].items() if n not in drop)
+    return publish_sum(base["publish_of"], drop) if base["device"] == "cpu" else 0
 
 
 def peak(base: dict, sizes: dict[str, int], early: dict, drop=()) -> int:
@@ -209,7 +207,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     def base_for(c) -> dict:
         return {"host": (RUNTIME_BYTES + (plan_bytes(c.plan) if plan_held is None else plan_held)) if host else 0,
                 "weights": wbytes, "pass": host_pass(pass_bytes(shape, c.plan, c.num_layers, dtype), host),
-                "publish_of": publish_of(c, registry), "writer": writer_bytes(), "device": "cpu" if host else device}
+                "publish_of": publish_of(c, registry), "device": "cpu" if host else device}
 
     base = base_for(ctx)
     sizes, optional, unknown = sizes_and_droppable(ctx, registry)
@@ -274,7 +272,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       embeddings=int(ctx.plan.total_embeddings),
                       early_pass=early if occ in sizes and occ not in dropped else {k: 0 for k in early},
                       publish={**{n: b for n, b in base["publish_of"].items() if n not in dropped},
-                               "writer": base["writer"]} if host else {})
+                               "writer": writer_bytes()} if host else {})
 
 
 def _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memory_bytes) -> int:

@@ -139,11 +139,17 @@ def publish_of(ctx, registry) -> dict[str, int]:
             if cls.asked(ctx.cfg) and cls.planned_bytes(ctx) is not None}
 
 
+def publish_sum(parts: dict[str, int], drop=()) -> int:
+    """The publish phase beside the state from ``publish_of``'s parts: ``writer_bytes`` + Σ of the measures kept
+    (not in ``drop``): every result is kept until the file is written, the geometry's beside the others."""
+    return writer_bytes() + sum(b for n, b in parts.items() if n not in drop)
+
+
 def publish_bytes(ctx, registry, drop=()) -> int:
-    """The publish phase beside the state: ``writer_bytes`` + Σ ``publish_bytes`` of the measures kept (not in
-    ``drop``): every result is kept until the file is written, the geometry's beside the others."""
-    return writer_bytes() + sum(b for n, b in publish_of(ctx, registry).items() if n not in drop)
+    """``publish_sum`` of ``publish_of(ctx, registry)``."""
+    return publish_sum(publish_of(ctx, registry), drop)
 
 
 __all__ = ["RUNTIME_BYTES", "DTYPE_BYTES", "GiB", "weights_bytes", "device_memory", "memory_in_use", "plan_bytes",
-           "flat_encoding", "largest_batch", "pass_bytes", "publish_bytes", "publish_of", "writer_bytes", "host_pass", "HEAP_KEPT"]
+           "flat_encoding", "largest_batch", "pass_bytes", "publish_bytes", "publish_of", "publish_sum", "writer_bytes", "host_pass",
+           "HEAP_KEPT"]

@@ -38,7 +38,7 @@ def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def row_distance(X32: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``pair_distance(X32[p], X32[q])`` (the same float64 squares, summed by numpy) without the float64 gathers."""
-    from normvar_core.stats.twonn_kernels import row_pair_squares  # numba, compiled once and cached
+    from normvar_core.stats.twonn_kernels import row_pair_squares  # numba: not imported by the pages' readers
 
     sq = np.empty((p.size, X32.shape[1]))
     row_pair_squares(X32, np.ascontiguousarray(p, np.int64), np.ascontiguousarray(q, np.int64), sq)
@@ -83,7 +83,7 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
     out_all, out_cross, own = np.full((n, 2), np.inf), np.full((n, 2), np.inf), np.full(n, np.inf)
     g = None if groups is None else np.asarray(groups)
 
-    from normvar_core.stats.twonn_kernels import context_candidates  # numba, compiled once and cached
+    from normvar_core.stats.twonn_kernels import context_candidates  # numba: not imported by the pages' readers
 
     masked = g is not None
     gk = np.unique(g, return_inverse=True)[1].reshape(-1).astype(np.int64) if masked else np.zeros(m, np.int64)

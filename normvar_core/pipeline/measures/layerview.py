@@ -22,6 +22,7 @@ at 1/32–1/64 of float32) and on MPS (no float64 at all).
 """
 from __future__ import annotations
 
+import os
 from abc import abstractmethod
 
 from typing import Iterable
@@ -240,8 +241,6 @@ def update_all(accs: dict, batch) -> None:
 def layer_threads(n_layers: int, parallel: bool = True) -> int:
     """How many layers ``per_layer`` works on at once: one per core, at most ``n_layers`` (1 when not
     ``parallel``); the memory plan multiplies a layer's working memory by it."""
-    import os
-
     return max(1, min(os.cpu_count() or 1, n_layers)) if parallel else 1
 
 
