@@ -89,12 +89,12 @@ def test_no_checkpoint_keeps_nothing_and_says_so(early_compute, tmp_path):
 
 
 def test_progress_in_a_log_is_plain_lines(early_compute, tmp_path):
-    """stderr a pipe: "normvar: <phase> · <counts> · ..." lines (every 30 s; every 0.5 s here through
-    NORMVAR_PROGRESS_EVERY_S, so this short compute prints some), no carriage return; ``--quiet`` prints none."""
+    """stderr a pipe: "normvar: <phase> · <counts> · ..." lines (every 30 s; at every event here through
+    NORMVAR_PROGRESS_EVERY_S=0, so the lines do not depend on how fast this machine is), no carriage return."""
     argv, _ = early_compute
     args = [a for a in argv(tmp_path / "data") if a != "--quiet"]
     env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               NORMVAR_PROGRESS_EVERY_S="0.5")
+               NORMVAR_PROGRESS_EVERY_S="0")
     r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, env=env,
                        timeout=600)
     assert r.returncode == 0, r.stderr
@@ -103,7 +103,30 @@ def test_progress_in_a_log_is_plain_lines(early_compute, tmp_path):
     assert "\r" not in err and lines, err
     phases = {x.split()[1] for x in lines}
     assert phases <= {"plan", "model", "early", "forward", "finalize", "write"}, lines
-    assert any(" · ETA " in x for x in lines), lines
+    assert {"early", "forward", "finalize"} <= phases, lines
+    assert any(x.split()[1] == "forward" and " · ETA " in x for x in lines), lines
+
+
+def test_log_lines_print_at_most_one_line_every_every_s():
+    """LogLines throttles on its clock: nothing before every_s has passed, then one line, none on "done"."""
+    import io
+
+    from normvar_core.pipeline.execute.progress import Progress
+    from normvar_core.service.job_progress import LogLines
+
+    t = [100.0]
+    out = io.StringIO()
+    log = LogLines(out, every_s=30)
+    log.clock = lambda: t[0]
+    log.last = t[0]
+    p = Progress("compute", sentences_done=10, sentences_total=100, eta_s=9.0)
+    for dt in (10, 19.9, 0.2, 5, 25, 1):  # t = 110, 129.9, 130.1, 135.1, 160.1, 161.1
+        t[0] += dt
+        log(p)
+    assert len(out.getvalue().splitlines()) == 2  # at 130.1 and at 160.1
+    t[0] += 60
+    log(Progress("done", done=1, total=1, unit="steps"))
+    assert len(out.getvalue().splitlines()) == 2
 
 
 def test_a_resumed_pass_takes_its_early_axes_from_the_checkpoint(tiny_models, tmp_path):
