@@ -42,6 +42,7 @@ def test_measures_keep_todays_names_and_order():
     assert [c.name for c in MEASURES] == NAMES
     for i, cls in enumerate(MEASURES):  # a measure's used results are finished before it (registry order)
         assert set(cls.uses_results) <= {c.name for c in MEASURES[:i]}, cls.name
+        assert set(cls.uses_states) <= {c.name for c in MEASURES} - {cls.name}, cls.name
         assert cls.title and cls.policy and cls.table_names == MEASURE_TABLES[cls.name]
     assert GeometryAccumulator.title == "spectra, TwoNN, seed 004's batches"  # the finalize label, unchanged
     assert [c.name for c in MEASURES if c.finalize_in_background] == ["geometry"]

@@ -36,7 +36,7 @@ def _finished(plan, source, ctx, *, positions: int):
     for sb in source.batches(plan, 0, plan.n_batches):
         update_all(accs, sb)
     occ = accs["occurrences"]
-    occ.take_results({"geometry": accs["geometry"].result()})
+    occ.take_states({"geometry": accs["geometry"]})
     return occ, occ.result()
 
 

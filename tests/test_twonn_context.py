@@ -183,3 +183,22 @@ def test_seed_twonn_unchanged_on_a_replayed_run(written_run_path):
     assert sorted(set(dec["subsets"])) == [1, 2, 4, 8] and sorted(set(dec["size"])) == [138, 276, 553, 1106]
     full = dec[dec["subsets"] == 1].sort_values("layer")
     np.testing.assert_array_equal(full["twonn_id"].to_numpy(), g.sort_values("layer")["twonn_id"].to_numpy())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_first_copies_renumber_numpy_unique(seed):
+    """The batch's distinct rows (the geometry's ``first_copies``) are ``np.unique(X, axis=0)``'s, renumbered in
+    order of first appearance: the same groups and the same first rows, -0.0 taken as 0.0 as the stream does."""
+    from normvar_core.pipeline.measures.geometry import first_copies
+
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((40, 5)).astype(np.float32)
+    base[3] = -0.0
+    X = base[rng.integers(0, 40, 300)] + np.float32(0.0)
+    canon, firsts = first_copies(X)
+    _, first, group = np.unique(X, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    assert canon.tolist() == rank[np.asarray(group).reshape(-1)].tolist()
+    assert firsts.tolist() == first[order].tolist()

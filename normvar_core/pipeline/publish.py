@@ -57,6 +57,8 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
     def finish(name: str):
         acc = accs[name]
         try:
+            if acc.uses_states:  # their states are final: no need to wait for their results
+                acc.take_states({u: accs[u] for u in acc.uses_states if u in accs})
             if acc.uses_results:  # finished earlier in the same thread (registry order) or in the other one
                 for u in acc.uses_results:
                     if u in ready:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute import heap
+from normvar_core.pipeline.execute.blas_threads import one_blas_thread
 from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, load_partial
 from normvar_core.pipeline.execute.on_ray import compute_on_ray
 from normvar_core.pipeline.execute.partials import build_accumulators, run_range
@@ -52,12 +53,13 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
         setup, accs, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
         return publish(target, setup, accs, notes, seconds=time.monotonic() - t_start, report=report)
     heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
-    setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled, checkpoint=target.checkpoint,
-                    checkpoint_every_s=checkpoint_every_s)
-    try:
-        return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
-    finally:
-        heap.release_heap()  # the run's freed heap back to the OS (a worker process lives on)
+    with one_blas_thread():  # torch owns the cores: numpy's BLAS threads would spin on them (``blas_threads``)
+        setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled,
+                        checkpoint=target.checkpoint, checkpoint_every_s=checkpoint_every_s)
+        try:
+            return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
+        finally:
+            heap.release_heap()  # the run's freed heap back to the OS (a worker process lives on)
 
 
 def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s: float, t_start: float) -> Path:

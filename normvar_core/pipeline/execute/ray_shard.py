@@ -19,6 +19,7 @@ from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
 from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
 from normvar_core.pipeline.encoding import encode_sentences
 from normvar_core.pipeline.execute import heap
+from normvar_core.pipeline.execute.blas_threads import hold_one_blas_thread
 from normvar_core.pipeline.execute.checkpoint import partial_state
 from normvar_core.pipeline.execute.partials import build_accumulators, run_range
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload
@@ -56,6 +57,7 @@ class Shard:
         # the driver's intra-op thread count: matmul reductions split the same way, so the run is bit-identical
         torch.set_num_threads(threads)
         heap.reuse_heap()  # this actor's batches reuse heap pages, as a local run's
+        hold_one_blas_thread()  # and numpy's BLAS at one thread, as a local run's (``blas_threads``)
         self.cfg = RunConfig.from_json(cfg_json)
         self.loaded = models.load_model(self.cfg, data_dir)
         self.node = ray.get_runtime_context().get_node_id()

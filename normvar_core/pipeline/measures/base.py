@@ -5,7 +5,8 @@ A measure class says, as class attributes and classmethods:
 
 * ``name`` (the run row's ``accumulators`` value and the ``notes.skipped`` key: never renamed), ``title``
   (its finalize label), ``table_names`` (from ``runs/schema.py``), ``uses_results`` (earlier measures whose
-  results its ``result()`` reuses) and ``finalize_in_background``;
+  results its ``result()`` reuses), ``uses_states`` (measures whose finished state its ``result()`` reads, without
+  waiting for their results) and ``finalize_in_background``;
 * ``asked(cfg)``: whether the RunConfig asks for it (reads its switch by attribute, e.g. ``cfg.geometry``);
   ``may_drop(cfg)``: whether a run short of memory may leave it out; ``policy``: that rule in words
   (``normvar plan --json``'s ``policy``); ``fix``: how to leave it out when it is forced on and does not fit;
@@ -53,6 +54,10 @@ class Accumulator(Stateful, ABC):
     uses_results: ClassVar[tuple[str, ...]] = ()
     """Names of measures whose results this one's ``result()`` reuses: publish hands them over through
     ``take_results`` first when the run holds them (they finish earlier in ``MEASURES`` order)."""
+    uses_states: ClassVar[tuple[str, ...]] = ()
+    """Names of measures whose finished state this one's ``result()`` reads (the occurrences read the geometry's
+    covariance): publish hands the accumulators over through ``take_states`` first, without waiting for their
+    ``result()`` (which may still be running in its own thread: read, never modify)."""
     finalize_in_background: ClassVar[bool] = False
     """True when ``result()`` is slow and needs nothing of another result (the geometry: spectra, TwoNN):
     publish finishes it in its own thread and writes its tables last."""
@@ -164,6 +169,9 @@ class Accumulator(Stateful, ABC):
 
     def take_results(self, results: dict[str, Any]) -> None:
         """Receive the results named in ``uses_results`` (those the run has) before ``result()``."""
+
+    def take_states(self, measures: dict[str, "Accumulator"]) -> None:
+        """Receive the accumulators named in ``uses_states`` (those the run has), after the pass, before ``result()``."""
 
     @abstractmethod
     def tables(self, result: Any, ctx: RunContext) -> dict[str, Any]:

@@ -65,21 +65,31 @@ def _batch_context(sample, r, nn, dup, sentences, tb, t: int) -> dict:
     (r₁, r₂) and neighbours of the copy the stream kept, the neighbours named by their canonical copy."""
     rows = np.flatnonzero(tb == t)
     X = sample[rows] + np.float32(0.0)  # -0.0 as 0.0, as the stream's copies are matched
-    _, first, group = np.unique(X, axis=0, return_index=True, return_inverse=True)
-    group = np.asarray(group).reshape(-1)
-    order = np.argsort(first)                      # distinct rows in sample order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    canon = rank[group]                            # each row of the batch -> its distinct row
+    canon, firsts = first_copies(X)                # each row -> its distinct row; distinct rows in sample order
     kept = np.flatnonzero(~dup[rows])              # the stream's kept copies (one per distinct row)
-    streamed = np.empty(order.size, np.int64)
+    streamed = np.empty(firsts.size, np.int64)
     streamed[canon[kept]] = kept
     local = np.full(len(tb), -1, np.int64)
     local[rows] = np.arange(rows.size)
     near = nn[rows[streamed]]
     seed_nn = np.where(near >= 0, canon[np.maximum(local[np.maximum(near, 0)], 0)], -1)
-    return twonn_context.batch_context(X[first[order]], sentences[rows[first[order]]], r[rows[streamed]], seed_nn, t,
+    return twonn_context.batch_context(X[firsts], sentences[rows[firsts]], r[rows[streamed]], seed_nn, t,
                                        rows=int(rows.size))
+
+
+def first_copies(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(canon, firsts) of the rows of X, equal rows (bit for bit) being copies: ``canon[i]`` the number of row i's
+    distinct row, numbered in order of first appearance, and ``firsts`` the row where each first appears — what
+    ``np.unique(X, axis=0)`` gives once renumbered, by one dict over the rows' bytes instead of a sort of them.
+
+    >>> first_copies(np.array([[1.0], [2.0], [1.0], [3.0]], np.float32))
+    (array([0, 1, 0, 2]), array([0, 1, 3]))
+    """
+    seen: dict = {}
+    X = np.ascontiguousarray(X)
+    canon = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in X), np.int64, len(X))
+    before = np.maximum.accumulate(np.r_[-1, canon[:-1]])  # the largest number given before each row
+    return canon, np.flatnonzero(canon > before)  # a row is new exactly when it gets the next number
 
 
 class GeometryAccumulator(LayerMajor, Accumulator):
@@ -100,7 +110,6 @@ class GeometryAccumulator(LayerMajor, Accumulator):
         self._pkeys = position_keys(self.uplan) if _sample_size(ctx) else np.zeros(0, np.int64)
         self.device = ctx.torch_device
         self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
-        self.want_axes = ctx.occurrence_axes is not None  # the Occurrences page's exact top-2 axes
         z = dict(dtype=torch.float64, device=self.device)
         self._add_state("n", 0)
         self._add_state("mean", torch.zeros((L, d), **z), merge="pooled")
@@ -208,17 +217,19 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                                                 sq_sum=float(self.sq_sum[li]),
                                                 est=layer_geometry.estimates_from(parts))
             cols, curve = twonn_context.layer_context(context)
-            axes = top_axes(cov[li], 2).T if self.want_axes else None
             layer = int(self.layers[li])
-            return ({"layer": layer, **row, **cols}, eig, layer_geometry.pair_cosines(sample[li]), axes,
+            return ({"layer": layer, **row, **cols}, eig, layer_geometry.pair_cosines(sample[li]),
                     [{"layer": layer, **c} for c in curve])
 
         out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
         res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out],
-               "decimation": [c for o in out for c in o[4]]}
-        if self.want_axes:  # (L, 2, d): e1, e2 of each layer's exact covariance, for the occurrences
-            res["axes"] = np.stack([o[3] for o in out])
+               "decimation": [c for o in out for c in o[3]]}
         return res
+
+    def covariance_axes(self, l: int, k: int = 2) -> np.ndarray:
+        """The top-``k`` eigenvectors (d, k) of layer row ``l``'s exact covariance S / n (``stats.axes.top_axes``):
+        the Occurrences page's axes, read from the finished state (``uses_states``) while ``result()`` may run."""
+        return top_axes((self.scatter[l] / max(self.n, 1)).cpu().numpy(), k)
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"],

@@ -256,13 +256,14 @@ def _slots(ctx: RunContext) -> int:
 
 
 class OccurrencesAccumulator(LayerMajor, Accumulator):
-    """On while ``--occurrences`` is not 0; reuses the geometry's exact axes (``uses_results``). The executors
+    """On while ``--occurrences`` is not 0; reads the geometry's exact axes from its state (``uses_states``: no wait for
+    the geometry's TwoNN). The executors
     call ``prime`` before the pass (the early axes), and ``for_run`` waits for them."""
 
     name = "occurrences"
     title = "occurrences"
     table_names = OCCURRENCES_TABLES
-    uses_results = ("geometry",)
+    uses_states = ("geometry",)
     policy = "a run short of memory leaves the Occurrences page out (lower --occurrences to keep it)"
 
     def __init__(self, ctx: RunContext):
@@ -275,7 +276,7 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
         rows = [list(ctx.occurrence_axes["layers"]).index(layer) for layer in self.layers]  # a layer group's own
         self.early = {**ctx.occurrence_axes, "axes": np.asarray(ctx.occurrence_axes["axes"])[rows],
                       "mean": np.asarray(ctx.occurrence_axes["mean"])[rows]}
-        self.exact = None
+        self.geometry = None  # the run's geometry accumulator, handed over at publish (``take_states``)
         self._add_state("axes", np.array(self.early["axes"], np.float64), merge="custom")
         self._add_state("origin", np.array(self.early["mean"], np.float64), merge="custom")
         self._add_state("n", 0)
@@ -361,18 +362,18 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
             self.filled[self._picks] = True
 
     # ------------------------------------------------------------------ result
-    def take_results(self, results: dict) -> None:
-        geo = results.get("geometry")
-        self.exact = None if geo is None else geo.get("axes")
+    def take_states(self, measures: dict) -> None:
+        self.geometry = measures.get("geometry")
 
     def _directions(self, l: int, cov_y: np.ndarray) -> tuple[np.ndarray, str, list[float]]:
         """(k, 2) directions in span(B), how they were found, the angles (degrees) to the exact axes."""
-        if self.exact is None:
+        if self.geometry is None:
             return top_axes(cov_y, 2), "principal axes of the projections (no geometry)", [float("nan")] * 2
-        c = self.axes[l].T @ np.asarray(self.exact[l], np.float64).T  # (k, 2): Bᵀ e_i
+        exact = self.geometry.covariance_axes(l, 2)  # (d, 2): e1, e2
+        c = self.axes[l].T @ exact  # (k, 2): Bᵀ e_i
         norms = np.linalg.norm(c, axis=0)
         # atan2(‖e − BBᵀe‖, ‖Bᵀe‖): the same angle as arccos ‖Bᵀe‖, without arccos's √ε noise near 0
-        off = np.linalg.norm(np.asarray(self.exact[l], np.float64).T - self.axes[l] @ c, axis=0)
+        off = np.linalg.norm(exact - self.axes[l] @ c, axis=0)
         # recorded to 1e-9 degrees: below that it is the rounding of the covariance (runs merged in another order)
         angles = [round(float(np.degrees(np.arctan2(o, x))), 9) for o, x in zip(off, norms)]
         u1 = c[:, 0] / max(norms[0], 1e-300)
