@@ -32,13 +32,14 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
     # with the geometry on: its checkpointed state (scatter, cosines, TwoNN sample) must resume exactly too
-    # 24 batches of 4: many still to go when the kill lands, however fast the machine
-    resumed = store.submit(mini(minilm_path, novels300, "resumed", max_sentences=96, batch_size=4, geometry=True,
+    # 48 batches of 2, killed once a checkpoint exists 8 sentences in: many batches still to go when the kill
+    # lands, however fast the machine (with 24 of 4, killed 40 sentences in, a fast run had finished by then)
+    resumed = store.submit(mini(minilm_path, novels300, "resumed", max_sentences=96, batch_size=2, geometry=True,
                                 id_sample=256))
     w = workers.start(dd.root, checkpoint_every=0.2)
     wait_for(lambda: ckpt_exists(dd, resumed)
-             and (store.get(resumed).progress or {}).get("sentences_done", 0) >= 40, 180,
-             "a checkpoint of the running job, 40 sentences in")
+             and (store.get(resumed).progress or {}).get("sentences_done", 0) >= 8, 180,
+             "a checkpoint of the running job, 8 sentences in")
     before = store.get(resumed).progress["sentences_done"]
     os.kill(w.pid, signal.SIGKILL)
     w.wait(timeout=30)
@@ -46,7 +47,7 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     assert job.state == "running" and job.interrupted, job  # what the dead worker left
     assert before < 96 and not dd.run_path("resumed").exists()
 
-    straight = store.submit(mini(minilm_path, novels300, "straight", max_sentences=96, batch_size=4, geometry=True,
+    straight = store.submit(mini(minilm_path, novels300, "straight", max_sentences=96, batch_size=2, geometry=True,
                                  id_sample=256))
     workers.start(dd.root, checkpoint_every=0.2)
     a, b = wait_final(store, resumed), wait_final(store, straight)
