@@ -41,7 +41,7 @@ def main() -> None:
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.memory import gb, run_budget
-    from normvar_core.pipeline.memory_terms import GiB
+    from normvar_core.pipeline.memory_terms import GiB, publish_sum
     from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
     from normvar_core.pipeline.run_plan import make_plan
 
@@ -78,9 +78,11 @@ def main() -> None:
                   f"{gb(kept)} + pass {gb(mp.pass_bytes)}; dropped: {', '.join(mp.dropped) or 'none'}"
                   + ("" if mp.fits else " — does NOT fit"))
             block = kept / max(len(plan.layers), 1)          # one layer of the incoming partial's arrays
+            # the results of the measures the actors keep, and the writer (``memory_terms.publish_sum``)
+            publish = publish_sum({k: b for k, b in host.publish.items() if k != "writer"}, drop=mp.dropped)
             print(f"  driver (host RAM): merged state + one incoming layer block = {gb(kept)} + {gb(block)} + runtime "
-                  f"{gb(host.runtime_bytes)} + plan {gb(host.plan_bytes)} + publish {gb(host.publish_bytes)} = "
-                  f"{gb(kept + block + host.runtime_bytes + host.plan_bytes + host.publish_bytes)}")
+                  f"{gb(host.runtime_bytes)} + plan {gb(host.plan_bytes)} + publish {gb(publish)} = "
+                  f"{gb(kept + block + host.runtime_bytes + host.plan_bytes + publish)}")
             print(f"  types {mp.types:,}, P {mp.sample_positions:,}, K {mp.id_sample:,}; memory {gb(mem * GiB)}")
 
 
