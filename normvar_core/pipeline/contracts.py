@@ -41,6 +41,7 @@ class StateBatch:
     positions: Any       # torch.Tensor (N,) int64
     groups: Any = None   # --device-map: one (L_g, N, d) tensor per layer group on its device (states None)
     last: bool = True    # the last piece of batch ``index`` (False for the earlier pieces of a split batch)
+    views: Any = None    # per layer, what the early pass's LayerView computed (``LayerView.reusable``), or None
 
     @property
     def size(self) -> int:

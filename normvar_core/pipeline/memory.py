@@ -19,8 +19,9 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
            bounded buffer pool and one insert's Arrow parts);
 * early    the occurrences' early pass, before the accumulators are built (``occurrences.early_bytes``): each kept
            layer's running float64 scatter, 8·L·d·(d + 2), so the larger of it and Σ_a counts; held: the early
-           batches' states a CPU source keeps for the pass (L·N·d·4, at most ``REUSE_BYTES``, else none), held
-           until the pass reaches them. Both are 0 when the run keeps no occurrences.
+           batches' states a CPU source keeps for the pass (L·N·d·4, at most ``REUSE_BYTES``, else none) with each
+           batch's and layer's Gram products for the pass's views (16·d² + 24·d with the halves' split, else
+           8·d² + 8·d), held until the pass reaches them. Both are 0 when the run keeps no occurrences.
 
 On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish work live in host memory
 and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators

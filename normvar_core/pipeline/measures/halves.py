@@ -54,6 +54,19 @@ def half_of(sentence_ids) -> np.ndarray:
     return (splitmix64(ids ^ np.uint64(HALF_SALT)) & np.uint64(1)).astype(np.int64)
 
 
+def half_rows(batch: StateBatch, device) -> list[torch.Tensor]:
+    """The batch's rows in half A and in half B (``half_of`` their sentence ids), as index tensors on ``device``."""
+    sid = batch.sentence_ids.cpu().numpy() if isinstance(batch.sentence_ids, torch.Tensor) else batch.sentence_ids
+    half = half_of(sid)
+    return [torch.as_tensor(np.flatnonzero(half == h), device=device) for h in (0, 1)]
+
+
+def view_split(rows: list[torch.Tensor]):
+    """The layer views' split into the two halves (``LayerView``'s (order, sizes)), None when a half is empty."""
+    sizes = [int(r.numel()) for r in rows]
+    return (torch.cat(rows), sizes) if 0 not in sizes else None
+
+
 class Half(Stateful):
     """One half's registered state: its TokenMoments (nested, keys ``tm.*``), n, the per-layer mean and
     scatter (Chan; empty (L, 0, 0) without the geometry) and Σ‖x‖² overall and at position 0."""
@@ -142,18 +155,14 @@ class HalvesAccumulator(LayerMajor, Accumulator):
         """Each half's rows of the batch (by ``half_of`` its sentence ids) and its moments update on
         those rows of the batch's states, read in place (``TokenMoments.update(..., rows=)``); with the
         geometry and both halves present, the layer views split into the two halves (``view_split``)."""
-        sid = batch.sentence_ids.cpu().numpy() if isinstance(batch.sentence_ids, torch.Tensor) else batch.sentence_ids
-        half = half_of(sid)
         pos0 = torch.as_tensor(batch.positions).to(self.device) == 0
-        self._rows, self._rows0 = [], []
-        for h in (0, 1):
-            idx = torch.as_tensor(np.flatnonzero(half == h), device=self.device)
-            self._rows.append(idx)
+        self._rows = half_rows(batch, self.device)
+        self._rows0 = []
+        for h, idx in enumerate(self._rows):
             self._rows0.append(idx[pos0.index_select(0, idx)])
             if idx.numel():
                 self.halves[h].tm.update(batch.states, batch.token_ids, rows=idx)
-        sizes = [int(r.numel()) for r in self._rows]
-        self.view_split = (torch.cat(self._rows), sizes) if self.with_geometry and 0 not in sizes else None
+        self.view_split = view_split(self._rows) if self.with_geometry else None
 
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Σ‖x‖² (all positions, position 0) per half from the shared ‖x_i‖², and, with the geometry,

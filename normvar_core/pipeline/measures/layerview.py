@@ -75,18 +75,42 @@ class LayerView:
     ``split`` = (order, sizes): the rows in ``order`` (a permutation) form consecutive parts of
     ``sizes`` rows (the split halves). The centred copy is then kept in that order, each part's Gram
     matrix G_h is computed once (``parts``) and the scatter is their sum, C_b = Σ_h G_h — the same
-    flops as one Gram matrix of the whole batch, instead of one more for a part."""
+    flops as one Gram matrix of the whole batch, instead of one more for a part.
 
-    def __init__(self, x: torch.Tensor, scatter_dtype: str = "float64", split=None):
+    ``known``: what an earlier view of the same rows with the same split and dtype computed (``reusable``: m_b and
+    its Gram products), taken as they are instead of computed again; ignored when its split sizes or dtype differ."""
+
+    def __init__(self, x: torch.Tensor, scatter_dtype: str = "float64", split=None, known: dict | None = None):
         self.x = x
         self.n = int(x.shape[0])
         self.dtype = torch.float64 if scatter_dtype == "float64" else torch.float32
         self.order, self.sizes = split if split is not None else (None, None)
         self._mean = self._centred = self._scatter = self._sq = self._x64 = self._grams = None
+        if known is not None and known["dtype"] == self.dtype and known["sizes"] == self.sizes:
+            self._mean, self._grams, self._scatter = known["mean"], known.get("grams"), known.get("scatter")
+
+    def reusable(self) -> dict:
+        """m_b and the Gram products (the parts' G_h and sums with a split, the scatter C_b without), computed
+        now if they were not: what a later view of the same rows takes as ``known`` (the occurrences' early
+        pass hands them to the pass with the batch's states, so the pass does not compute them again)."""
+        scatter = self.scatter
+        out = {"dtype": self.dtype, "sizes": self.sizes, "mean": self.mean}
+        return {**out, "grams": self._grams} if self.sizes is not None else {**out, "scatter": scatter}
+
+    @staticmethod
+    def reusable_bytes(d: int, split: bool) -> int:
+        """What ``reusable`` holds for a layer of dimension d, at most (float64): 16·d² + 24·d with a split (two
+        parts), 8·d² + 8·d without."""
+        return 16 * d * d + 24 * d if split else 8 * d * d + 8 * d
 
     def _rows(self) -> torch.Tensor:
         """x with its rows in ``order`` (x itself without a split)."""
         return self.x if self.order is None else self.x.index_select(0, self.order)
+
+    def _copy64(self) -> torch.Tensor:
+        """A fresh float64 copy of the rows in ``order`` (``centred`` subtracts in place; with a split,
+        index_select made it)."""
+        return self._rows().to(torch.float64, copy=self.order is None)
 
     @property
     def mean(self) -> torch.Tensor:
@@ -94,8 +118,7 @@ class LayerView:
         faster than ``x.mean(0, dtype=float64)``, which converts element by element), else from x."""
         if self._mean is None:
             if self.dtype == torch.float64:
-                # a fresh float64 copy (``centred`` subtracts in place); with a split, index_select made it
-                self._x64 = self._rows().to(torch.float64, copy=self.order is None)
+                self._x64 = self._copy64()
                 self._mean = self._x64.mean(0)
             else:
                 self._mean = self.x.mean(0, dtype=torch.float64)
@@ -112,8 +135,9 @@ class LayerView:
         if self._centred is None:
             m = self.mean
             if self.dtype == torch.float64:
-                # in place on the copy made in ``mean``: x itself is never centred
-                self._centred, self._x64 = self._x64.sub_(m), None
+                # in place on the copy made in ``mean`` (or now, m_b being known): x itself is never centred
+                x64 = self._x64 if self._x64 is not None else self._copy64()
+                self._centred, self._x64 = x64.sub_(m), None
             else:
                 self._centred = self._rows().to(torch.float32) - m.to(torch.float32)
         return self._centred
@@ -219,8 +243,9 @@ def update_layer_major(accs: Iterable[LayerMajor], batch) -> None:
     for acc in accs:
         acc.begin_batch(batch)
     split = next((a.view_split for a in accs if a.view_split is not None), None)
+    known = batch.views if batch.views is not None and X is batch.states else None  # the early pass's products
     for l in range(X.shape[0]):
-        view = LayerView(X[l], dtype, split)
+        view = LayerView(X[l], dtype, split, known[l] if known is not None else None)
         for acc in accs:
             acc.update_layer(l, view, batch)
         del view

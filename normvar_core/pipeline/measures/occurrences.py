@@ -11,7 +11,8 @@ How the axes are obtained (the choice, recorded per layer in the ``occurrence_ax
    carries the axes its projections were made on. The states are not held: each batch is pooled into a
    running float64 mean and scatter per layer (8·L·d·(d + 2) bytes, ``early_bytes``, counted by the memory
    plan; freed before the accumulators are built). A source on the CPU keeps those batches' states when they
-   weigh at most ``REUSE_BYTES`` and yields them again when the pass reaches them (no second forward pass).
+   weigh at most ``REUSE_BYTES`` and yields them again when the pass reaches them (no second forward pass), with
+   each layer's mean and Gram products, which the pass's layer views take instead of computing them again.
 2. **During the pass** each kept occurrence stores y = Bᵀ(x − m₀) (k float32), and over *every* counted
    position the sums Σy and Σyyᵀ (float64) are pooled, which give the exact mean and covariance of the
    projections.
@@ -38,6 +39,8 @@ from normvar_core.errors import interrupts_between_batches
 from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.geometry import GeometryAccumulator
+from normvar_core.pipeline.measures.halves import HalvesAccumulator, half_rows, view_split
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
 from normvar_core.pipeline.measures.pooling import pool_into
 from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
@@ -86,18 +89,30 @@ def early_batches(plan, positions: int = OCCURRENCE_EARLY) -> tuple[list[int], i
     return used, n
 
 
+def pass_views(ctx: RunContext) -> tuple[bool, bool]:
+    """(whether the pass computes the layer views' Gram products, whether it splits them into the halves), as the
+    memory plan kept the measures: the geometry's scatter, or the halves' per-half scatters (``view_split``)."""
+    geometry = GeometryAccumulator.asked(ctx.cfg) and not ctx.dropped(GeometryAccumulator.name)
+    halves = bool(ctx.cfg.geometry) and HalvesAccumulator.asked(ctx.cfg) and not ctx.dropped(HalvesAccumulator.name)
+    return geometry or halves, halves
+
+
 def early_bytes(ctx: RunContext, *, device: str | None = None) -> dict:
     """What the early pass holds before the accumulators exist (``early_axes``), from the plan alone:
     ``scatter_bytes`` = 8·L·d·(d + 2) — each kept layer's running float64 scatter (d × d), mean and the batch's
-    own scatter being pooled, on the layer's device — and ``held_bytes``, the
-    early batches' float32 states kept for the pass on a CPU source (L·N·d·4, only when at most
-    ``REUSE_BYTES``; they are held until the pass reaches them, so through the pass too)."""
+    own scatter being pooled, on the layer's device — and ``held_bytes``, what a CPU source keeps for the pass
+    (held until the pass reaches those batches, so through the pass too): the early batches' float32 states,
+    L·N·d·4, only when at most ``REUSE_BYTES``, and with them, where the pass computes the layer views' Gram
+    products (``pass_views``), each batch's and layer's products (``LayerView.reusable_bytes``: 16·d² + 24·d
+    with the halves' split, 8·d² + 8·d without)."""
     L, d = ctx.num_layers, ctx.dim
     dev = device or str(ctx.device)
     b = 8  # pooled in float64 whatever the per-batch arithmetic (``--scatter-dtype``), as the geometry's scatter
     batches, tokens = early_batches(ctx.plan)
     held = L * tokens * d * 4
-    held = held if dev == "cpu" and held <= REUSE_BYTES else 0
+    views, split = pass_views(ctx)
+    held += L * len(batches) * LayerView.reusable_bytes(d, split) if views else 0
+    held = held if dev == "cpu" and L * tokens * d * 4 <= REUSE_BYTES else 0
     return {"scatter_bytes": int(L * d * (d + 2) * b), "held_bytes": int(held), "positions": int(tokens),
             "batches": len(batches)}
 
@@ -107,8 +122,10 @@ class EarlyPass:
     kept layer (row) its count, mean and float64 scatter (Chan's update). ``state_dict`` / ``from_state`` make it a
     checkpoint's ``EARLY_KEY`` entry, so an interrupted early pass keeps the batches it finished."""
 
-    def __init__(self, source, plan, *, positions: int = OCCURRENCE_EARLY, scatter_dtype: str = "auto"):
+    def __init__(self, source, plan, *, positions: int = OCCURRENCE_EARLY, scatter_dtype: str = "auto",
+                 views: tuple[bool, bool] = (False, False)):
         self.source, self.plan, self.positions, self.scatter_dtype = source, plan, int(positions), scatter_dtype
+        self.views, self.split = views  # ``pass_views``: keep the kept batches' Gram products, split as the pass
         self.done, self.n = 0, 0
         self.sums: dict[int, list] = {}  # row -> [count, mean (d,), scatter (d, d)] (float64 tensors)
 
@@ -129,17 +146,19 @@ class EarlyPass:
                      for r, (c, m, S) in enumerate(zip(state["count"], state["mean"], state["scatter"]))}
         return self
 
-    def _pool(self, row: int, x: torch.Tensor) -> None:
-        view = LayerView(x, resolve_scatter_dtype(self.scatter_dtype, x.device))
+    def _pool(self, row: int, x: torch.Tensor, split) -> LayerView:
+        """Pool layer ``row`` of a batch (its view split as the pass splits it, so the pass can reuse it)."""
+        view = LayerView(x, resolve_scatter_dtype(self.scatter_dtype, x.device), split)
         mean_b, scatter_b = view.mean, view.scatter  # float64, the scatter about m_b
         acc = self.sums.get(row)
         if acc is None:
             self.sums[row] = [view.n, mean_b.clone(), scatter_b.clone()]
-            return
+            return view
         if acc[1].device != mean_b.device:  # resumed from a checkpoint (host arrays): onto the layer's device
             acc[1], acc[2] = acc[1].to(mean_b.device), acc[2].to(mean_b.device)
         pool_into(acc[1], acc[2], acc[0], mean_b, scatter_b, view.n, outer=True)
         acc[0] += view.n
+        return view
 
     def run(self, *, reuse: bool = True, on_batch=None) -> None:
         """Pool the batches of the spread order after the ``done`` ones until ``positions`` are in; ``on_batch(self)``
@@ -156,8 +175,16 @@ class EarlyPass:
                     break
                 for sb in source.batches(self.plan, bi, bi + 1):
                     guard.hold()
+                    # a batch kept for the pass keeps its Gram products too, split as the pass splits its views
+                    hand_over = keep and self.views and sb.groups is None
+                    split = view_split(half_rows(sb, sb.states.device)) if hand_over and self.split else None
+                    views = []
                     for row, x in layer_states(sb, source):
-                        self._pool(row, x)
+                        view = self._pool(row, x, split)
+                        if hand_over:
+                            views.append(view.reusable())  # m_b and the Gram products, not the float64 copy
+                        del view
+                    sb.views = views if hand_over else None
                     self.n += sb.size
                     if keep:
                         kept_bytes += sum(t.numel() * t.element_size() for t in ((sb.states,) if sb.groups is None
@@ -195,7 +222,8 @@ EARLY_KEY = "occurrences_early"
 
 
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
-               reuse: bool = True, scatter_dtype: str = "auto", state: dict | None = None, on_batch=None) -> dict:
+               reuse: bool = True, scatter_dtype: str = "auto", state: dict | None = None, on_batch=None,
+               views: tuple[bool, bool] = (False, False)) -> dict:
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
     positions used, "batches": batches used, "layers": the source's layers}.
@@ -206,8 +234,10 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
     top-k eigenvectors of S / n. Only on a CPU source, and up to ``REUSE_BYTES`` in all, are the batches themselves
     kept and handed to the source (``reuse``), so the pass does not redo their forward passes (on a GPU the
     forward pass is cheap next to holding its states). ``state``: an interrupted pass's ``EarlyPass.state_dict``
-    to go on from; ``on_batch(pass)`` after each batch (checkpoints, progress)."""
-    ep = EarlyPass(source, plan, positions=positions, scatter_dtype=scatter_dtype)
+    to go on from; ``on_batch(pass)`` after each batch (checkpoints, progress). ``views`` (``pass_views``): the
+    batches kept for the pass keep their layer views' mean and Gram products, split as the pass will split them, and
+    the pass takes them as they are (``StateBatch.views``): the pass does not compute those products again."""
+    ep = EarlyPass(source, plan, positions=positions, scatter_dtype=scatter_dtype, views=views)
     if state is not None:
         ep.load_state_dict(state)
     ep.run(reuse=reuse, on_batch=on_batch)
@@ -222,7 +252,7 @@ def prime(ctx: RunContext, source, *, reuse: bool = True, state: dict | None = N
         # the states are kept for the pass only where the memory plan counted them (``early_bytes``)
         keep = reuse and early_bytes(ctx)["held_bytes"] > 0
         ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=keep, scatter_dtype=ctx.cfg.scatter_dtype,
-                                         state=state, on_batch=on_batch)
+                                         state=state, on_batch=on_batch, views=pass_views(ctx))
 
 
 def keeps_occurrences(ctx: RunContext) -> bool:
