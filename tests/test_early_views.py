@@ -122,3 +122,27 @@ def test_the_pass_takes_the_early_products_and_equals_a_pass_that_computes_them(
                 np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12 * scale, err_msg=f"{name}.{k}")
             else:
                 np.testing.assert_array_equal(x, y, err_msg=f"{name}.{k}")
+
+
+def test_per_layer_leaves_torch_with_its_threads():
+    """``per_layer`` limits BLAS and torch to one thread per layer while it runs and sets both back. Seen through
+    MKL's bits: a float64 product of this shape rounds differently with one thread than with two, and after
+    ``per_layer`` it rounds as before (it had left MKL at one thread: the pass's matmuls ran 1.8x slower)."""
+    from normvar_core.pipeline.measures.layerview import per_layer
+    from normvar_core.stats.axes import top_axes
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.randn(12000, 384, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        two = x.T @ x
+        torch.set_num_threads(1)
+        one = x.T @ x
+        torch.set_num_threads(2)
+        assert not torch.equal(one, two) and torch.equal(x.T @ x, two)  # the bits tell the thread count apart
+        cov = np.cov(np.random.default_rng(0).standard_normal((500, 64)).T)
+        per_layer(lambda i: top_axes(cov, 8), 4)
+        assert torch.get_num_threads() == 2
+        assert torch.equal(x.T @ x, two)
+    finally:
+        torch.set_num_threads(saved)

@@ -282,16 +282,18 @@ def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - scikit-learn's dependency, normally there
         threadpool_limits = None
-    limit = threadpool_limits(1) if threadpool_limits is not None else None
+    # torch's count read before the limit: under it torch reports OpenMP's 1, and setting that back left torch's
+    # MKL at one thread for the rest of the process (the pass after the early axes: its matmuls 1.8x slower)
     torch_threads = torch.get_num_threads()
+    limit = threadpool_limits(1) if threadpool_limits is not None else None
     torch.set_num_threads(1)
     try:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="normvar-layer") as pool:
             return list(pool.map(fn, range(n_layers)))
     finally:
-        torch.set_num_threads(torch_threads)
         if limit is not None:
             limit.unregister()
+        torch.set_num_threads(torch_threads)  # last: OpenMP's and MKL's counts both set back
 
 
 __all__ = ["LayerView", "row_sq", "LayerMajor", "update_layer_major", "update_all", "resolve_scatter_dtype", "SCATTER_DTYPES",
