@@ -1,8 +1,8 @@
-"""Extra cost of the geometry accumulators (covariance, cosines, TwoNN sample, self-similarity,
+"""Extra cost of the geometry measures (covariance, cosines, TwoNN sample, self-similarity,
 outliers) over the moments-only pass, as a share of the forward pass.
 
 One pass over N sentences of the shipped novels (default 2,000) through a model (default MiniLM):
-every accumulator's update is timed separately inside the same pass (same batches, same states),
+every measure's update is timed separately inside the same pass (same batches, same states),
 plus its ``result()`` at the end (eigendecompositions, TwoNN on the 16,384-embedding sample).
 Usage: .venv/bin/python benchmarks/bench_geometry.py [--model minilm] [--sentences 2000]
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from normvar_core.config import RunConfig  # noqa: E402
-from normvar_core.pipeline.execute.partials import build_accumulators  # noqa: E402
+from normvar_core.pipeline.execute.partials import build_measures  # noqa: E402
 from normvar_core.pipeline.execute.prepare import prepare  # noqa: E402
 
 
@@ -34,7 +34,7 @@ def main() -> None:
     cfg = RunConfig(model=a.model, max_sentences=a.sentences)
     setup = prepare(cfg)
     plan, source, ctx = setup.plan, setup.source, setup.ctx
-    accs = build_accumulators(ctx)
+    measures = build_measures(ctx)
     t_update: dict[str, float] = defaultdict(float)
     t_fwd = 0.0
     it = source.batches(plan, 0, plan.n_batches)
@@ -45,27 +45,27 @@ def main() -> None:
         except StopIteration:
             break
         t_fwd += time.perf_counter() - t0
-        for name, acc in accs.items():
+        for name, measure in measures.items():
             t0 = time.perf_counter()
-            acc.update(sb)
+            measure.update(sb)
             t_update[name] += time.perf_counter() - t0
     t_result = {}
-    for name, acc in accs.items():
+    for name, measure in measures.items():
         t0 = time.perf_counter()
-        acc.result()
+        measure.result()
         t_result[name] = time.perf_counter() - t0
-    n = accs["moments"].n_embeddings
+    n = measures["moments"].n_embeddings
     print(f"{a.model}: {len(plan.sentences):,} sentences, {n:,} embeddings x {len(plan.layers)} layers x "
           f"{source.info.dim} d; torch threads {torch.get_num_threads()}; forward pass {t_fwd:.2f} s\n")
-    print("| accumulator | update s | result s | total, % of forward |")
+    print("| measure | update s | result s | total, % of forward |")
     print("|---|---:|---:|---:|")
     geo_total = 0.0
-    for name in accs:
+    for name in measures:
         tot = t_update[name] + t_result[name]
         if name in ("geometry", "selfsim", "outliers"):
             geo_total += tot
         print(f"| {name} | {t_update[name]:.2f} | {t_result[name]:.2f} | {100 * tot / t_fwd:.1f} % |")
-    print(f"| **all geometry accumulators** | | | **{100 * geo_total / t_fwd:.1f} %** |")
+    print(f"| **all geometry measures** | | | **{100 * geo_total / t_fwd:.1f} %** |")
 
 
 if __name__ == "__main__":

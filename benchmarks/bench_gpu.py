@@ -4,7 +4,7 @@ For MiniLM, MPNet and SmolLM2 (those installed; the shipped novels) and for rand
 bert-base and Llama-7B shapes (Zipf-distributed synthetic token ids, ``run_plan.synthetic_plan``), in bf16:
 
 * bare   = ``model(..., output_hidden_states=True)`` over the plan's batches, nothing else;
-* compute = the same forward passes through every accumulator of a default run (moments, samples,
+* compute = the same forward passes through every measure of a default run (moments, samples,
   geometry, self-similarity, outliers; ``execute.run_range``) plus their results (spectra, TwoNN on
   the device, seed 004's batches) — the write, on the host, is left out — once per scatter dtype
   (float64, float32).
@@ -88,23 +88,23 @@ def bare(model, plan) -> float:
 
 
 def compute(source, plan, ctx) -> dict:
-    """Every accumulator over every batch, then their results; seconds, embeddings, peak memory."""
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+    """Every measure over every batch, then their results; seconds, embeddings, peak memory."""
+    from normvar_core.pipeline.execute.partials import build_measures, run_range
 
     _reset_peak()
     _sync()
     t0 = time.perf_counter()
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, plan.n_batches)
+    measures = build_measures(ctx)
+    run_range(source, plan, measures, 0, plan.n_batches)
     _sync()
     t1 = time.perf_counter()
-    for acc in accs.values():
-        acc.result()
+    for measure in measures.values():
+        measure.result()
     _sync()
     t2 = time.perf_counter()
-    n = int(accs["moments"].n_embeddings)
+    n = int(measures["moments"].n_embeddings)
     return {"loop": t1 - t0, "finalize": t2 - t1, "total": t2 - t0, "embeddings": n,
-            "peak_gb": _peak_gb(), "accs": ",".join(accs)}
+            "peak_gb": _peak_gb(), "accs": ",".join(measures)}
 
 
 def real_model(alias: str, n: int, rows: list) -> None:
@@ -211,7 +211,7 @@ def main() -> int:
                           num_key_value_heads=32, vocab_size=32000)
         synthetic("Llama-7B shape (random init, 9 of 33 layers)", cfg, args.llama_sentences, 16, rows, every=4)
     print(f"{torch.cuda.get_device_name(dev)} (compute capability {cap[0]}.{cap[1]}), bf16 forward; "
-          f"--scatter-dtype auto picks {resolve_scatter_dtype('auto', dev)} here. compute = every accumulator of a "
+          f"--scatter-dtype auto picks {resolve_scatter_dtype('auto', dev)} here. compute = every measure of a "
           f"default run + their results (finalize in brackets), no write.\n")
     print("| model | scatter dtype | bare bf16 forward (s) | compute (s) | compute / bare | embeddings/s | peak GPU GB "
           "| measures |")

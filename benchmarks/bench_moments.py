@@ -77,14 +77,14 @@ def naive_torch(batches, d):
 
 
 def normvar(batches, d, device="cpu", backend="auto"):
-    acc = TokenMoments(1, d, device=device, backend=backend)
+    measure = TokenMoments(1, d, device=device, backend=backend)
     times = []
     for X, ids in batches:
         if device != "cpu":
             X, ids = X.to(device), ids.to(device)
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        acc.update(X, ids)
+        measure.update(X, ids)
         if device != "cpu":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)

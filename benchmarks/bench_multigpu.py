@@ -1,7 +1,7 @@
 """`make bench-gpu`'s multi-GPU section (``bench_gpu.py`` calls ``multi_gpu``): one model device-mapped over every
-visible GPU (accelerate's balanced map, as ``--device-map auto``; each GPU's layers keep their accumulators there,
+visible GPU (accelerate's balanced map, as ``--device-map auto``; each GPU's layers keep their measures there,
 ``pipeline/devicemap/layer_groups.py``) against the same model on one GPU: seconds of the pass through every
-accumulator of a default run (+ results), and the peak memory of each GPU (``max_memory_allocated``).
+measure of a default run (+ results), and the peak memory of each GPU (``max_memory_allocated``).
 
 The model is a random-init Llama of the 7B shape in bf16 (it fits one 80 GB GPU, so both sides run), built in host
 memory and dispatched with ``accelerate.dispatch_model``; Zipf-distributed synthetic token ids
@@ -41,7 +41,7 @@ class _MappedSource:
 
 def _timed(model, plan, cfg, dim: int, places) -> tuple[float, list[float]]:
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+    from normvar_core.pipeline.execute.partials import build_measures, run_range
 
     n = torch.cuda.device_count()
     for k in range(n):
@@ -52,10 +52,10 @@ def _timed(model, plan, cfg, dim: int, places) -> tuple[float, list[float]]:
     source = _MappedSource(model, plan.layers, places)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, plan.n_batches)
-    for acc in accs.values():
-        (acc.gathered() if hasattr(acc, "gathered") else acc).result()
+    measures = build_measures(ctx)
+    run_range(source, plan, measures, 0, plan.n_batches)
+    for measure in measures.values():
+        (measure.gathered() if hasattr(measure, "gathered") else measure).result()
     torch.cuda.synchronize()
     return time.perf_counter() - t0, [torch.cuda.max_memory_allocated(k) / 2**30 for k in range(n)]
 
@@ -83,7 +83,7 @@ def multi_gpu(n_sentences: int = 512, every: int = 4) -> list[str]:
     plan = synthetic_plan(cfg, n_sentences=n_sentences, vocab_size=int(config.vocab_size),
                           layers=list(range(0, L, every)), batch_size=16, min_len=8, max_len=64)
     lines = [f"Multi-GPU: Llama-7B shape (random init, bf16, {len(plan.layers)} of {L} hidden states kept, "
-             f"{n_sentences} synthetic sentences), every accumulator of a default run + results, no write.", "",
+             f"{n_sentences} synthetic sentences), every measure of a default run + results, no write.", "",
              "| placement | seconds | " + " | ".join(f"peak GB cuda:{k}" for k in range(n)) + " |",
              "|---|---:|" + "---:|" * n]
     model.to("cuda:0")

@@ -44,15 +44,15 @@ def main() -> None:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         m = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(dict(model=model, n=int(n), plan=p, **m))
-        print(json.dumps(rows[-1]["plan"]["accumulators"]), m, file=sys.stderr)
+        print(json.dumps(rows[-1]["plan"]["measures"]), m, file=sys.stderr)
     mb = 2**20
-    print("| model | sentences | types | accumulators (MB) | pass (MB) | plan total (MB) | measured peak RSS (MB) "
+    print("| model | sentences | types | measures (MB) | pass (MB) | plan total (MB) | measured peak RSS (MB) "
           "| plan / peak |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p = r["plan"]
-        acc = sum(b for k, b in p["accumulators"].items() if k not in p["dropped"])
-        print(f"| {r['model']} | {r['n']:,} | {p['types']:,} | {acc / mb:,.0f} | {p['pass_bytes'] / mb:,.0f} | "
+        measure = sum(b for k, b in p["measures"].items() if k not in p["dropped"])
+        print(f"| {r['model']} | {r['n']:,} | {p['types']:,} | {measure / mb:,.0f} | {p['pass_bytes'] / mb:,.0f} | "
               f"{p['total_bytes'] / mb:,.0f} | {r['peak'] / mb:,.0f} | {p['total_bytes'] / r['peak']:.2f} |")
 
 

@@ -34,12 +34,12 @@ def main() -> None:
     r = plan_and_peak(model, corpus_of(root / "c.txt", args.sentences), root / "data", "--batch-size",
                       str(args.batch_size))
     p, mb = r["plan"], 2**20
-    acc = sum(b for k, b in p["accumulators"].items() if k not in p["dropped"])
+    measure = sum(b for k, b in p["measures"].items() if k not in p["dropped"])
     print("| shape | sentences | weights (MB) | state (MB) | early pass (MB) | plan host (MB) | peak RSS (MB) | "
           "peak / plan | seconds |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| d = {args.dim}, {args.layers} layers, MLP {args.intermediate} | {args.sentences:,} | "
-          f"{p['weights_bytes'] / mb:,.0f} | {acc / mb:,.0f} | {p['early_pass']['bytes'] / mb:,.0f} | "
+          f"{p['weights_bytes'] / mb:,.0f} | {measure / mb:,.0f} | {p['early_pass']['bytes'] / mb:,.0f} | "
           f"{p['total_bytes'] / mb:,.0f} | {r['peak'] / mb:,.0f} | {r['peak'] / p['total_bytes']:.2f} | {r['secs']:.0f} |")
 
 

@@ -2,7 +2,7 @@
 and equality with the single-process run.
 
 1. **Driver peak RSS.** MiniLM on the first N sentences (default 600) of the shipped novels,
-   ``--batch-size 16``, every default accumulator. One run with ``--executor local`` and one with
+   ``--batch-size 16``, every default measure. One run with ``--executor local`` and one with
    ``--executor ray --workers K`` for each K (default 1, 2, 4), each in a fresh process whose own peak
    RSS (``ru_maxrss`` of the driver; Ray's processes are children and not counted) is reported, with
    the wall-clock seconds and the largest relative difference of token_stats and layer_geometry from

@@ -1,6 +1,6 @@
 """The end-of-run TwoNN time against the size of the run (issue 33), MiniLM on the shipped novels.
 
-One process per call: the plan, then one pass in which only the geometry accumulator is fed; prints the
+One process per call: the plan, then one pass in which only the geometry measure is fed; prints the
 seconds of the forward pass (the source's batches), of the geometry's updates (the covariance etc. and,
 since issue 33, the neighbour search of the sampled rows as they arrive: "search during the pass") and
 of its ``result()`` (the end of the run: spectra, seed 004's batches, TwoNN), with the sample size and the
@@ -16,13 +16,13 @@ import time
 
 def one(n: int, id_sample: int) -> str:
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.measures.geometry import GeometryAccumulator
+    from normvar_core.pipeline.measures.geometry import GeometryMeasure
     from normvar_core.pipeline.execute.prepare import prepare
 
     cfg = RunConfig(model="minilm", max_sentences=n, samples_per_token=0, id_sample=id_sample, self_similarity="off")
     setup = prepare(cfg)
     plan, source, ctx = setup.plan, setup.source, setup.ctx
-    geo = GeometryAccumulator(ctx)
+    geo = GeometryMeasure(ctx)
     search = [0.0]
     nb = getattr(geo, "neighbours", None)
     if nb is not None:  # since issue 33: the neighbour search during the pass

@@ -1,7 +1,7 @@
 """The memory plans of docs/scale.md (its 7B and 40B tables): Llama-2-7B and Falcon-40B shapes (configs from
 transformers config classes, no weights; the MiniLM WordPiece tokenizer counts the types of the shipped
 novels, a stand-in for the models' own tokenizers), bf16 on a GPU, on 24 GB, 80 GB and 8 x 80 GB (Ray: one
-actor per GPU, each holding the weights, a partial state of every accumulator and one batch's pass; the
+actor per GPU, each holding the weights, a partial state of every measure and one batch's pass; the
 driver merging partial states in host memory). Usage: .venv/bin/python benchmarks/plan_shapes.py [--max-sentences N]
 """
 from __future__ import annotations
@@ -70,11 +70,11 @@ def main() -> None:
             # Ray, 8 x 80 GB: every actor holds what one GPU run holds; the driver the merged state + one layer
             # block of an incoming partial (execute/ray_merge.py: pieces fetched and merged one layer at a time)
             mp = run_budget(cfg.replace(memory_gb=80), ctx, shape=shape, device="cuda", dtype="bfloat16", loaded=False)
-            kept = sum(b for k, b in mp.accumulators.items() if k not in mp.dropped)
+            kept = sum(b for k, b in mp.measures.items() if k not in mp.dropped)
             host = run_budget(cfg.replace(memory_gb=1e6, device="cpu"), ctx, shape=shape, device="cpu",
                               dtype="bfloat16", loaded=False)
             print(f"\n### {name}, 8 x 80 GB (Ray)" + (f" --batch-size {batch}" if batch else ""))
-            print(f"  each actor (GPU): {gb(mp.total_bytes)} = weights {gb(mp.weights_bytes)} + accumulators "
+            print(f"  each actor (GPU): {gb(mp.total_bytes)} = weights {gb(mp.weights_bytes)} + measures "
                   f"{gb(kept)} + pass {gb(mp.pass_bytes)}; dropped: {', '.join(mp.dropped) or 'none'}"
                   + ("" if mp.fits else " — does NOT fit"))
             block = kept / max(len(plan.layers), 1)          # one layer of the incoming partial's arrays

@@ -3,7 +3,7 @@ docs/measures.md). Per kept layer it streams n, Σ‖x‖ and Σ‖x‖² of the
 norm E‖x‖ and the root mean square norm √E‖x‖² = √Q(X) (seed 002, eq. 8: Q(X) = E‖x‖²).
 
 Every state is a sum, so two partial states of disjoint batches merge by adding them (``merge="sum"``, the
-default), in any split and any order. ``tests/test_accumulator_contract.py`` runs the project's contract on this
+default), in any split and any order. ``tests/test_measure_contract.py`` runs the project's contract on this
 class beside the built-in ones.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.base import Measure, Planned
 
 
-class NormAccumulator(Accumulator):
+class NormMeasure(Measure):
     """Mean and RMS norm of every kept layer's embeddings."""
 
     name = "norms"

@@ -4,7 +4,7 @@ Layers (each imports only the ones above it; see ARCHITECTURE.md and tests/test_
     errors, constants, config, datadir   the base: no numpy-heavy imports
     stats/      pure statistics (TokenStats, analyses, geometry): numpy/pandas, numba only lazily
     runs/       the run file: DuckDB writer and reader (no torch)
-    pipeline/   plan -> state source -> accumulators -> merge -> publish (torch lives here)
+    pipeline/   plan -> state source -> measures -> merge -> publish (torch lives here)
     viz/        plotly figure builders and view state (no streamlit)
     service/    the worker, the job queue and the CLI
 

@@ -84,19 +84,19 @@ def twonn_radii(X: np.ndarray, tb: np.ndarray):
 
 
 def pass_in_memory(cfg):
-    """One pass of a real model kept in memory: (plan, source, ctx, parts, accs) — every StateBatch
-    of the run (``parts``) fed to every accumulator the run wants (``accs``), for brute-force checks."""
-    from normvar_core.pipeline.execute.partials import build_accumulators
+    """One pass of a real model kept in memory: (plan, source, ctx, parts, measures) — every StateBatch
+    of the run (``parts``) fed to every measure the run wants (``accs``), for brute-force checks."""
+    from normvar_core.pipeline.execute.partials import build_measures
     from normvar_core.pipeline.execute.prepare import prepare
 
     setup = prepare(cfg)
     plan, source, ctx = setup.plan, setup.source, setup.ctx
     parts = list(source.batches(plan, 0, plan.n_batches))
-    accs = build_accumulators(ctx)
+    measures = build_measures(ctx)
     for sb in parts:
-        for acc in accs.values():
-            acc.update(sb)
-    return plan, source, ctx, parts, accs
+        for measure in measures.values():
+            measure.update(sb)
+    return plan, source, ctx, parts, measures
 
 
 def context_radii(X: np.ndarray, groups: np.ndarray):

@@ -28,6 +28,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
+# matplotlib (scikit-dimension imports it) builds its font cache with fc-list the first time on a machine: built
+# here, before any test runs, so that no test of no kind starts that process itself
+import matplotlib.font_manager  # noqa: F401
 
 from browser_helpers import ARGS, CHROMIUM, serving
 from dashboard_run import APP, RUN, build_dashboard_data

@@ -11,7 +11,7 @@ def gaussian_run(path: Path, n_sentences: int) -> Path:
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+    from normvar_core.pipeline.execute.partials import build_measures, run_range
     from normvar_core.pipeline.publish import publish_run
     from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
@@ -20,7 +20,7 @@ def gaussian_run(path: Path, n_sentences: int) -> Path:
     plan = synthetic_plan(cfg, n_sentences=n_sentences, vocab_size=60, layers=[0, 1], batch_size=16)
     source = GaussianSource(dim=8, layers=[0, 1])
     ctx = RunContext(cfg=cfg, layers=[0, 1], dim=8, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, plan.n_batches)
-    return publish_run(path, plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0, notes={},
+    measures = build_measures(ctx)
+    run_range(source, plan, measures, 0, plan.n_batches)
+    return publish_run(path, plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={},
                        source_kind="synthetic")

@@ -45,12 +45,12 @@ PATCHES = {
     "update": """
         from normvar_core.pipeline.execute import partials as P
         real = P.update_all
-        def update_all(accs, sb):
-            first = {k: v for k, v in accs.items() if k == "moments"}
+        def update_all(measures, sb):
+            first = {k: v for k, v in measures.items() if k == "moments"}
             real(first, sb)
             if sb.index == AT:
-                stop_here()         # the moments hold batch AT, the other accumulators not yet
-            real({k: v for k, v in accs.items() if k != "moments"}, sb)
+                stop_here()         # the moments hold batch AT, the other measures not yet
+            real({k: v for k, v in measures.items() if k != "moments"}, sb)
         P.update_all = update_all
     """,
     "write": """

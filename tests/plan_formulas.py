@@ -1,4 +1,4 @@
-"""``formulas``: the bytes of each accumulator by the "Memory formulas" table of docs/scale.md, from a plan's
+"""``formulas``: the bytes of each measure by the "Memory formulas" table of docs/scale.md, from a plan's
 shape, for the tests that check ``normvar plan`` against it."""
 from __future__ import annotations
 

@@ -38,13 +38,13 @@ def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentenc
         record.n_embeddings = int(stats.n.sum())
     tables: dict[str, TableData] = dict(moments_tables(stats, tokens))
     tables["sentence_lengths"] = sentence_length_table(sentence_lengths)
-    accs = ["moments"]
+    measures = ["moments"]
     if samples is not None and len(samples.get("token_ids", [])):
         P = len(samples["token_ids"])
         tables.update(samples_tables(
             stats.layer_index, token_ids=samples["token_ids"], tokens=samples["tokens"], i=samples["i"],
             vectors=samples["vectors"], sentence_ids=samples.get("sentence_ids", np.full(P, -1)),
             positions=samples.get("positions", np.full(P, -1)), sentences=samples.get("sentences")))
-        accs.append("samples")
-    record.accumulators = accs  # what this file really holds, whatever the meta said
+        measures.append("samples")
+    record.accumulators = measures  # what this file really holds, whatever the meta said
     return write_tables(path, record, tables, overwrite=overwrite)

@@ -46,7 +46,7 @@ def same_run_row(a, b, source: frozenset = frozenset()):
                     o.pop(k, None)
                 # the memory plan: the free memory measured when each run started, and an estimate of what the
                 # driver holds (its encoding arrays: 56 bytes apart on a JSONL corpus); its decisions are the
-                # accumulators, compared above
+                # measures, compared above
                 o.pop("memory", None)
                 o.get("corpus", {}).pop("path", None)
             assert ox == oy, (c, ox, oy)
@@ -65,7 +65,7 @@ def assert_same_run(a, b, source: frozenset = frozenset(), *, one_process: bool 
     ulps = 2.0 ** -23 if one_process else cross_process.RTOL    # float32 values: an ulp, or float32 rounding
     names = tables_in(a.path)
     assert names == tables_in(b.path) and "sentence_lengths" in names and len(names) >= 15, names
-    assert a.accumulators == b.accumulators
+    assert a.measures == b.measures
     for t in names:
         if t == "run":
             same_run_row(a, b, source)

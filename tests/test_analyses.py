@@ -22,12 +22,12 @@ def zipf_stats():
     rng.shuffle(ids)
     centers = rng.normal(size=(L, T, d)) * rng.uniform(0.2, 3, size=(1, T, 1))
     X = centers[:, (ids - 1) // 2] + rng.normal(size=(L, ids.size, d))
-    acc = TokenMoments(L, d)
+    measure = TokenMoments(L, d)
     for chunk in np.array_split(np.arange(ids.size), 7):
-        acc.update(X[:, chunk], ids[chunk])
+        measure.update(X[:, chunk], ids[chunk])
     # "w7" and "##w7" share the key "w7" (the study's fn. 7); short ones fail App. A's 3 characters
     tokens = [("##" if i % 2 else "") + "w" + str(i // 2) for i in range(T)]
-    return acc.result(), X, ids, tokens
+    return measure.result(), X, ids, tokens
 
 
 def test_tradeoff_against_sklearn(zipf_stats):

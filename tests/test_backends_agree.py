@@ -13,7 +13,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.pipeline import models as M
-from normvar_core.pipeline.measures.moments import MomentsAccumulator
+from normvar_core.pipeline.measures.moments import MomentsMeasure
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.partials import compute_partial, merge_partials
@@ -61,7 +61,7 @@ def test_published_runs_equal(minilm_path, corpus, loaded, tmp_path, monkeypatch
     monkeypatch.setattr(M, "load_model", lambda cfg, d=None: loaded)  # load the model once
     runs = {}
     for backend in ("auto", "torch"):
-        monkeypatch.setattr(MomentsAccumulator, "backend", backend)
+        monkeypatch.setattr(MomentsMeasure, "backend", backend)
         cfg = RunConfig(model=str(minilm_path), corpus=str(corpus), name=f"b-{backend}", batch_size=16,
                         geometry=False, samples_per_token=2)
         runs[backend] = open_run(compute_run(cfg, tmp_path))
@@ -82,7 +82,7 @@ def test_published_runs_equal(minilm_path, corpus, loaded, tmp_path, monkeypatch
 
 
 def _sharded(loaded, cfg, cuts, backend, monkeypatch):
-    monkeypatch.setattr(MomentsAccumulator, "backend", backend)
+    monkeypatch.setattr(MomentsMeasure, "backend", backend)
     with open(cfg.corpus, encoding="utf-8") as fh:
         text = corpus_of([s.strip() for s in fh if s.strip()])
     plan = make_plan(cfg, text, loaded.tokenizer, num_hidden_states=loaded.info.num_hidden_states,
@@ -92,9 +92,9 @@ def _sharded(loaded, cfg, cuts, backend, monkeypatch):
                      tokens=plan.tokens)
     bounds = [0, *cuts, plan.n_batches]
     parts = [compute_partial(source, plan, ctx, s, e) for s, e in zip(bounds, bounds[1:])]
-    accs = merge_partials(ctx, parts[::-1])  # merged in reverse order
-    assert accs["moments"].acc.backend == ("torch" if backend == "torch" else "numba")
-    return accs["moments"].result()
+    measures = merge_partials(ctx, parts[::-1])  # merged in reverse order
+    assert measures["moments"].acc.backend == ("torch" if backend == "torch" else "numba")
+    return measures["moments"].result()
 
 
 @pytest.mark.slow
@@ -115,11 +115,11 @@ def test_low_precision_states_and_float32_means(dtype):
     ids = torch.randint(0, 300, (N,), generator=g) ** 2 % 997  # sparse ids, uneven counts
     X = (torch.randn((L, N, d), generator=g) * 3 + 50).to(dtype)
     for mean_dtype, rtol in (("float64", RTOL), ("float32", 1e-6)):
-        accs = {b: TokenMoments(L, d, backend=b, mean_dtype=mean_dtype) for b in ("numba", "torch")}
-        for acc in accs.values():
+        measures = {b: TokenMoments(L, d, backend=b, mean_dtype=mean_dtype) for b in ("numba", "torch")}
+        for measure in measures.values():
             for s in range(0, N, 700):  # several batches: new and seen types
-                acc.update(X[:, s:s + 700], ids[s:s + 700])
-        ra, rb = (accs[b].result() for b in ("numba", "torch"))
+                measure.update(X[:, s:s + 700], ids[s:s + 700])
+        ra, rb = (measures[b].result() for b in ("numba", "torch"))
         assert np.array_equal(ra.n, rb.n)
         for f in ("mean", "q", "m", "v"):
             close(getattr(ra, f), getattr(rb, f), rtol)
@@ -154,12 +154,12 @@ def test_registered_torch_path_equals_the_kernel_and_merges():
     for kinds in (("reg", "reg"), ("reg", "plain"), ("plain", "reg")):
         halves = []
         for k, chunk in zip(kinds, (parts[:3], parts[3:])):
-            acc = TokenMoments(2, 16, backend="torch")
+            measure = TokenMoments(2, 16, backend="torch")
             if k == "reg":
-                acc.register(plan_ids)
+                measure.register(plan_ids)
             for X, i in chunk:
-                acc.update(X, i)
-            halves.append(acc)
+                measure.update(X, i)
+            halves.append(measure)
         merged = halves[0].merge(halves[1]).result()
         assert np.array_equal(merged.n, ra.n)
         for f in ("mean", "q", "m", "v"):
@@ -171,13 +171,13 @@ def test_registered_torch_path_equals_the_kernel_and_merges():
 @pytest.mark.parametrize("bad", [10_001, 4, -3])
 def test_registered_path_refuses_unregistered_ids_at_the_end(bad):
     parts, ids = _batches()
-    acc = TokenMoments(2, 16, backend="torch").register(ids.numpy())
+    measure = TokenMoments(2, 16, backend="torch").register(ids.numpy())
     X, i = parts[0]
-    acc.update(X, torch.cat([i[:-1], torch.tensor([bad])]))  # no check (no host sync) per batch ...
+    measure.update(X, torch.cat([i[:-1], torch.tensor([bad])]))  # no check (no host sync) per batch ...
     with pytest.raises(ValueError, match="outside the registered types"):
-        acc.result()  # ... but the result is never wrong silently
+        measure.result()  # ... but the result is never wrong silently
     with pytest.raises(ValueError, match="outside the registered types"):
-        acc.state_dict()
+        measure.state_dict()
     other = TokenMoments(2, 16, backend="torch").update(X[:, :3], torch.tensor([1, 10_001, 2]))
     fresh = TokenMoments(2, 16, backend="torch").register(ids.numpy())
     with pytest.raises(ValueError, match="outside the registered types"):

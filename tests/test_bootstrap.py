@@ -1,4 +1,4 @@
-"""The bootstrap over types and the split-half accumulator, against independent ground truth:
+"""The bootstrap over types and the split-half measure, against independent ground truth:
 np.polyfit on explicitly resampled rows; nominal coverage of a known slope over many seeded
 synthetic data sets; the halves merged equal the main moments (and the geometry's covariance)."""
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_split_half_interval_is_symmetric_and_scales_with_the_gap():
 @pytest.fixture(scope="module")
 def streamed():
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.measures import GeometryAccumulator, HalvesAccumulator, MomentsAccumulator
+    from normvar_core.pipeline.measures import GeometryMeasure, HalvesMeasure, MomentsMeasure
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
@@ -69,11 +69,11 @@ def streamed():
     plan = synthetic_plan(cfg, n_sentences=400, vocab_size=40, layers=layers, batch_size=16)
     src = GaussianSource(dim=12, layers=layers, seed=9, offset=1e4, scales=[1.0, 5.0, 0.5], dtype=torch.float32)
     ctx = RunContext(cfg=cfg, layers=layers, dim=12, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    accs = [MomentsAccumulator.for_run(ctx), HalvesAccumulator.for_run(ctx), GeometryAccumulator.for_run(ctx)]
+    measures = [MomentsMeasure.for_run(ctx), HalvesMeasure.for_run(ctx), GeometryMeasure.for_run(ctx)]
     for sb in src.batches(plan, 0, plan.n_batches):
-        for a in accs:
+        for a in measures:
             a.update(sb)
-    return accs
+    return measures
 
 
 def test_halves_merged_equal_the_main_moments(streamed):
@@ -109,9 +109,9 @@ def test_halves_merged_equal_the_main_moments(streamed):
 def test_half_covariances_equal_numpy_per_half():
     """Each half's covariance (one Gram matrix per half in the shared layer view; the geometry's scatter is
     their sum) = numpy's covariance of that half's states in float64, and the geometry's = the whole's —
-    through ``update_all`` (one shared view) and through each accumulator's own ``update`` alike."""
+    through ``update_all`` (one shared view) and through each measure's own ``update`` alike."""
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.measures import GeometryAccumulator, HalvesAccumulator
+    from normvar_core.pipeline.measures import GeometryMeasure, HalvesMeasure
     from normvar_core.pipeline.measures.halves import half_of
     from normvar_core.pipeline.measures.layerview import update_all
     from normvar_core.pipeline.contracts import RunContext
@@ -123,19 +123,19 @@ def test_half_covariances_equal_numpy_per_half():
     plan = synthetic_plan(cfg, n_sentences=300, vocab_size=30, layers=layers, batch_size=13)
     src = GaussianSource(dim=9, layers=layers, seed=4, offset=50.0, scales=[1.0, 3.0], dtype=torch.float32)
     ctx = RunContext(cfg=cfg, layers=layers, dim=9, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    shared = {"geometry": GeometryAccumulator.for_run(ctx), "halves": HalvesAccumulator.for_run(ctx)}
-    alone = [GeometryAccumulator.for_run(ctx), HalvesAccumulator.for_run(ctx)]
+    shared = {"geometry": GeometryMeasure.for_run(ctx), "halves": HalvesMeasure.for_run(ctx)}
+    alone = [GeometryMeasure.for_run(ctx), HalvesMeasure.for_run(ctx)]
     states, halves = [], []
     for sb in src.batches(plan, 0, plan.n_batches):
         update_all(shared, sb)
-        for acc in alone:
-            acc.update(sb)
+        for measure in alone:
+            measure.update(sb)
         states.append(sb.states.numpy().astype(np.float64))
         halves.append(half_of(sb.sentence_ids))
     X, half = np.concatenate(states, axis=1), np.concatenate(halves)
     assert 0 < half.sum() < half.size
-    for geometry, acc in ((shared["geometry"], shared["halves"]), tuple(alone)):
-        covs = acc._covariances()
+    for geometry, measure in ((shared["geometry"], shared["halves"]), tuple(alone)):
+        covs = measure._covariances()
         for li in range(len(layers)):
             for h, cov in ((0, covs[0]), (1, covs[1]), (None, covs[2])):
                 rows = X[li] if h is None else X[li][half == h]
@@ -147,7 +147,7 @@ def test_half_covariances_equal_numpy_per_half():
 
 
 def test_halves_reuse_the_run_moments(streamed):
-    """Published, the "all" rows come from the moments accumulator's result (handed over by publish,
+    """Published, the "all" rows come from the moments measure's result (handed over by publish,
     ``take_results``) instead of merging the halves again: the same table as the merge gives."""
     moments, halves, _ = streamed
     merged = halves.result()

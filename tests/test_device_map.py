@@ -1,7 +1,7 @@
 """One model over several devices (issue 32, items 1, 2 and 5), on the CPU: a tiny Llama spread over the CPU
 and the disk (accelerate's big-model path: --max-memory + --offload-folder, or a JSON --device-map) gives the
 same run as the model in one piece on every table of the run file, the run row names where each module ran,
-each layer group's accumulator state holds only its layers, and no kept hidden state is all zeros
+each layer group's measure state holds only its layers, and no kept hidden state is all zeros
 (transformers #36636)."""
 from __future__ import annotations
 
@@ -114,10 +114,10 @@ def _runs_page_shows_the_map(data_dir, monkeypatch) -> None:
 
 
 def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
-    """The accumulators of a split run: one per device-map entry, each sized for its layers; the state
+    """The measures of a split run: one per device-map entry, each sized for its layers; the state
     seen by checkpoints and Ray (state_dict) is the whole run's, and loads back into the groups."""
     from normvar_core.pipeline.execute.checkpoint import partial_state
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+    from normvar_core.pipeline.execute.partials import build_measures, run_range
     from normvar_core.pipeline.execute.prepare import prepare
     from normvar_core.pipeline.devicemap.layer_groups import LayerSplit
 
@@ -125,32 +125,32 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     cfg = _base(tiny_models, corpus, "g", device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "o"))
     setup = prepare(cfg, tmp_path)
     assert setup.ctx.places == [("cpu", "cpu"), ("cpu", "cpu"), ("disk", "cpu")]  # f_2: the final norm
-    accs = build_accumulators(setup.ctx)
-    assert all(isinstance(a, LayerSplit) for a in accs.values())
-    moments = accs["moments"]
+    measures = build_measures(setup.ctx)
+    assert all(isinstance(a, LayerSplit) for a in measures.values())
+    moments = measures["moments"]
     assert [p.acc.num_layers for p in moments.parts] == [2, 1]
-    run_range(setup.source, setup.plan, accs, 0, setup.plan.n_batches)
-    whole = partial_state(accs, 0, setup.plan.n_batches).states
+    run_range(setup.source, setup.plan, measures, 0, setup.plan.n_batches)
+    whole = partial_state(measures, 0, setup.plan.n_batches).states
     assert whole["moments"]["acc.mean"].shape[0] == 3
     np.testing.assert_array_equal(whole["moments"]["acc.layer_index"], [0, 1, 2])
-    # every registered accumulator declares which of its state is stacked by layer: those keys have one row per
+    # every registered measure declares which of its state is stacked by layer: those keys have one row per
     # kept layer, the others do not change with the number of layers
     from normvar_core.pipeline.devicemap.layer_groups import sub_context
 
-    one = build_accumulators(sub_context(setup.ctx, "cpu", np.array([1])))
-    three = build_accumulators(sub_context(setup.ctx, "cpu", np.array([0, 1, 2])))
-    for name, acc in three.items():
-        spec1, spec3, layered = one[name].state_spec(), acc.state_spec(), acc.layer_keys()
+    one = build_measures(sub_context(setup.ctx, "cpu", np.array([1])))
+    three = build_measures(sub_context(setup.ctx, "cpu", np.array([0, 1, 2])))
+    for name, measure in three.items():
+        spec1, spec3, layered = one[name].state_spec(), measure.state_spec(), measure.layer_keys()
         assert layered and layered <= set(spec3), name
         for key, (shape, _) in spec3.items():
             if key in layered:
                 assert shape[0] == 3 and spec1[key][0][0] == 1 and spec1[key][0][1:] == shape[1:], (name, key)
             else:
                 assert spec1[key][0] == shape, (name, key)
-    again = build_accumulators(setup.ctx)
-    for name, acc in again.items():
-        acc.load_state_dict(whole[name])
-        for key, value in acc.state_dict().items():
+    again = build_measures(setup.ctx)
+    for name, measure in again.items():
+        measure.load_state_dict(whole[name])
+        for key, value in measure.state_dict().items():
             np.testing.assert_array_equal(value, whole[name][key], err_msg=f"{name}.{key}")
 
 

@@ -4,7 +4,7 @@ resumes from them and publishes the uninterrupted run's statistics.
 
 A patch run before the CLI makes the process write a marker and wait at a chosen point — in the model's
 load, in the very first forward pass, halfway through the update of the first batch (the moments added,
-the other accumulators not yet) or of the fifth — until the test has sent the real signal and says go.
+the other measures not yet) or of the fifth — until the test has sent the real signal and says go.
 An interrupt in a half-added batch waits for the end of that batch (``errors.interrupts_between_batches``),
 so the checkpoint holds whole batches only."""
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+from normvar_core.pipeline.execute.partials import build_measures, run_range
 from normvar_core.pipeline.execute.prepare import prepare
 from normvar_core.pipeline.measures import layerview
 from normvar_core.pipeline.measures.halves import half_rows, view_split
@@ -88,7 +88,7 @@ def test_the_kept_batches_carry_their_views_split_as_the_pass_splits_them(setup)
 
 
 def test_the_pass_takes_the_early_products_and_equals_a_pass_that_computes_them(setup, monkeypatch):
-    """The pass computes no Gram product for the kept batches, and its accumulators end where those of a pass
+    """The pass computes no Gram product for the kept batches, and its measures end where those of a pass
     over the same batches that computed every product end (to float64 rounding)."""
     calls = []
     real = layerview.gram
@@ -97,9 +97,9 @@ def test_the_pass_takes_the_early_products_and_equals_a_pass_that_computes_them(
     s = setup()
     kept = len(s.source.kept)
     assert kept >= 1
-    accs = build_accumulators(s.ctx)
+    measures = build_measures(s.ctx)
     calls.clear()
-    run_range(s.source, s.plan, accs, 0, s.plan.n_batches)
+    run_range(s.source, s.plan, measures, 0, s.plan.n_batches)
     L, n = s.ctx.num_layers, s.plan.n_batches
     assert len(calls) == 2 * L * (n - kept)  # two halves' Gram products per layer of each batch not kept
 
@@ -107,12 +107,12 @@ def test_the_pass_takes_the_early_products_and_equals_a_pass_that_computes_them(
     for sbs in ref.source.kept.values():  # the same batches, their products left to the pass
         for sb in sbs:
             sb.views = None
-    ref_accs = build_accumulators(ref.ctx)
+    ref_accs = build_measures(ref.ctx)
     calls.clear()
     run_range(ref.source, ref.plan, ref_accs, 0, ref.plan.n_batches)
     assert len(calls) == 2 * L * n
     for name in ("geometry", "halves", "outliers", "occurrences"):
-        a, b = accs[name].state_dict(), ref_accs[name].state_dict()
+        a, b = measures[name].state_dict(), ref_accs[name].state_dict()
         assert a.keys() == b.keys()
         for k in a:
             x, y = np.asarray(a[k]), np.asarray(b[k])

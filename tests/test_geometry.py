@@ -19,17 +19,17 @@ from brute import pass_in_memory
 @pytest.fixture(scope="module")
 def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
     cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
-    plan, _, _, parts, accs = pass_in_memory(cfg)
+    plan, _, _, parts, measures = pass_in_memory(cfg)
     X = torch.cat([p.states for p in parts], 1).double().numpy()
     ids = torch.cat([p.token_ids for p in parts]).numpy()
     pos = torch.cat([p.positions for p in parts]).numpy()
-    return plan, accs, X, ids, pos
+    return plan, measures, X, ids, pos
 
 
 def test_spectrum_anisotropy_and_trace_equal_numpy(minilm_pass):
-    plan, accs, X, _, _ = minilm_pass
-    res = accs["geometry"].result()
-    stats = accs["moments"].result()
+    plan, measures, X, _, _ = minilm_pass
+    res = measures["geometry"].result()
+    stats = measures["moments"].result()
     v_all = stats.corpus()["v"].to_numpy()
     for li, row in enumerate(res["rows"]):
         x = X[li]
@@ -44,8 +44,8 @@ def test_spectrum_anisotropy_and_trace_equal_numpy(minilm_pass):
 
 
 def test_mean_cosine_equals_the_mean_over_all_pairs(minilm_pass):
-    _, accs, X, _, _ = minilm_pass
-    res = accs["geometry"].result()
+    _, measures, X, _, _ = minilm_pass
+    res = measures["geometry"].result()
     for li in (0, 3, 6):
         u = X[li] / np.linalg.norm(X[li], axis=1, keepdims=True)
         n = u.shape[0]
@@ -59,14 +59,14 @@ def test_mean_cosine_equals_the_mean_over_all_pairs(minilm_pass):
 def test_norm_spread_and_pair_cosines_equal_numpy(minilm_pass):
     """Seed 003's checks: std(‖x‖)/E‖x‖ over every embedding, and the cosines of disjoint pairs of the
     (random-order) TwoNN sample."""
-    _, accs, X, _, _ = minilm_pass
-    acc = accs["geometry"]
-    res = acc.result()
+    _, measures, X, _, _ = minilm_pass
+    measure = measures["geometry"]
+    res = measure.result()
     for li, row in enumerate(res["rows"]):
         norms = np.linalg.norm(X[li], axis=1)
         np.testing.assert_allclose(row["norm_mean"], norms.mean(), rtol=1e-9)
         np.testing.assert_allclose(row["norm_cv"], norms.std() / norms.mean(), rtol=1e-6)
-        S = acc.sample[li].numpy().astype(np.float64)
+        S = measure.sample[li].numpy().astype(np.float64)
         a, b = S[0::2][: len(S) // 2], S[1::2][: len(S) // 2]
         want = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
         np.testing.assert_allclose(res["cosines"][li], want, rtol=1e-9)
@@ -74,8 +74,8 @@ def test_norm_spread_and_pair_cosines_equal_numpy(minilm_pass):
 
 
 def test_self_similarity_equals_pairwise_mean(minilm_pass):
-    plan, accs, X, ids, _ = minilm_pass
-    res = accs["selfsim"].result()
+    plan, measures, X, ids, _ = minilm_pass
+    res = measures["selfsim"].result()
     tokens = plan.token_ids
     for t in tokens[np.argsort(-plan.counts)][[0, 5, 40]]:
         row = int(np.searchsorted(tokens, t))
@@ -89,8 +89,8 @@ def test_self_similarity_equals_pairwise_mean(minilm_pass):
 
 
 def test_outlier_statistics_equal_numpy(minilm_pass):
-    _, accs, X, ids, pos = minilm_pass
-    res = accs["outliers"].result()
+    _, measures, X, ids, pos = minilm_pass
+    res = measures["outliers"].result()
     np.testing.assert_allclose(res["mean"], X.mean(1), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(res["var"], X.var(1), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(res["max_abs"], np.abs(X).max(1), rtol=0)
@@ -117,8 +117,8 @@ def test_outlier_statistics_equal_numpy(minilm_pass):
 
 def test_twonn_sample_is_the_smallest_keys_of_all_positions(minilm_pass):
     """The TwoNN sample: the id_sample positions with the smallest seeded keys, with their states."""
-    plan, accs, X, _, pos = minilm_pass
-    geo = accs["geometry"]
+    plan, measures, X, _, pos = minilm_pass
+    geo = measures["geometry"]
     sent = np.concatenate([np.asarray(b.indices)[np.nonzero(b.attention_mask.numpy())[0]] for b in plan.batches])
     keys = G.sample_keys(plan.cfg.seed, sent, pos)
     planned = plan.uniform.token_ids.view(np.uint64)
@@ -177,8 +177,8 @@ def test_twonn_on_minilm_layer0_runs_on_distinct_states(minilm_pass):
     scikit-dimension's on the distinct states of each batch of its sample, and the copies are counted."""
     import skdim
 
-    plan, accs, X, _, _ = minilm_pass
-    geo = accs["geometry"]
+    plan, measures, X, _, _ = minilm_pass
+    geo = measures["geometry"]
     row = next(r for r in geo.result()["rows"] if r["layer"] == 0)
     sample = geo.sample[0].numpy().astype(np.float64)      # 600 rows: one TwoNN batch
     uniq = np.unique(sample, axis=0)

@@ -3,7 +3,7 @@ issue 20: the limit is the device's memory, here forced with ``--memory-gb``, an
 the same plan as ``normvar plan``): the geometry is skipped, the run's notes say why and which
 ``--layers`` would fit, ``compute`` prints that line, the Geometry page shows it (and the Frequency
 page the same for the self-similarity table that did not fit), and the suggested subset really does
-compute. The geometry's planned bytes are checked against the arrays a built accumulator holds."""
+compute. The geometry's planned bytes are checked against the arrays a built measure holds."""
 from __future__ import annotations
 
 import re
@@ -18,9 +18,9 @@ from dashboard_run import APP, open_section
 from plan_formulas import formulas
 
 
-def _held_bytes(acc: GA.GeometryAccumulator) -> int:
-    return sum(t.numel() * t.element_size() for t in (acc.mean, acc.scatter, acc.sum_u, acc.n_u, acc.norm_sum, acc.sq_sum,
-                                                       acc.sample, acc.hash, acc.dup, acc.r, acc.nn))
+def _held_bytes(measure: GA.GeometryMeasure) -> int:
+    return sum(t.numel() * t.element_size() for t in (measure.mean, measure.scatter, measure.sum_u, measure.n_u, measure.norm_sum, measure.sq_sum,
+                                                       measure.sample, measure.hash, measure.dup, measure.r, measure.nn))
 
 
 def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys, tmp_path, tiny_models, corpus40,
@@ -43,20 +43,20 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     code, out, _ = run_cli(capsys, "plan", "--json", *base[1:], "--memory-gb", "1000")
     plan = json.loads(out)
     assert code == 0 and not plan["dropped"] and plan["total_bytes"] == whole.meta["notes"]["memory"]["total_bytes"]
-    acc = plan["accumulators"]
-    assert acc["geometry"] == formulas(plan)["geometry"]
+    measure = plan["measures"]
+    assert measure["geometry"] == formulas(plan)["geometry"]
     # a device whose memory leaves room for the geometry of two of the three layers, not for the self-similarity
     pub = plan["publish"]  # the larger of the pass and publish counts: here publish, which loses their parts too
     assert plan["publish_bytes"] == sum(pub.values()) > plan["pass_bytes"]
-    rest = plan["total_bytes"] - acc["geometry"] - acc["selfsim"] - pub["geometry"] - pub.get("selfsim", 0)
+    rest = plan["total_bytes"] - measure["geometry"] - measure["selfsim"] - pub["geometry"] - pub.get("selfsim", 0)
     two = plan["layers"][:2]  # the geometry of two layers: its state and its publish work
     code, out, _ = run_cli(capsys, "plan", "--json", *base[1:], "--memory-gb", "1000", "--layers",
                            ",".join(map(str, two)))
     assert code == 0
     p2 = json.loads(out)
-    assert p2["accumulators"]["geometry"] == formulas(dict(plan, layers=two))["geometry"]
+    assert p2["measures"]["geometry"] == formulas(dict(plan, layers=two))["geometry"]
     # room for the two-layer run with its geometry (the self-similarity left out), not for three layers'
-    memory = p2["total_bytes"] - p2["accumulators"]["selfsim"] - p2["publish"].get("selfsim", 0) + 64
+    memory = p2["total_bytes"] - p2["measures"]["selfsim"] - p2["publish"].get("selfsim", 0) + 64
     assert rest <= memory < plan["total_bytes"]
     code, out, err = run_cli(capsys, *base, "--memory-gb", repr(memory / 2**30), "--name", "big")
     assert code == 0
@@ -69,7 +69,7 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     assert len(subset) == 2 and set(subset) <= set(big.layers) and "keep at most 2 layers" in reason
 
     # a device with room for neither the geometry nor the self-similarity: both skipped, each with its reason
-    tight = rest + acc["selfsim"] // 2
+    tight = rest + measure["selfsim"] // 2
     code, out, err = run_cli(capsys, *base, "--memory-gb", repr(tight / 2**30), "--name", "tight")
     assert code == 0
     small = open_run(out.strip())
@@ -105,13 +105,13 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     assert {tight_reason, ss_reason} <= {i.value for i in at.info}
 
 
-def test_geometry_bytes_is_what_the_accumulator_holds(minilm_path):  # noqa: ARG001 - the model must be installed
+def test_geometry_bytes_is_what_the_measure_holds(minilm_path):  # noqa: ARG001 - the model must be installed
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.execute.prepare import prepare
 
     cfg = RunConfig(model="minilm", max_sentences=20, samples_per_token=0, id_sample=100, layers=(0, 3, 6))
     setup = prepare(cfg)
     plan, source, ctx = setup.plan, setup.source, setup.ctx
-    acc = GA.GeometryAccumulator.for_run(ctx)
-    assert acc is not None and GA.GeometryAccumulator.skip_reason(ctx) is None
-    assert GA.GeometryAccumulator.planned_bytes(ctx) == _held_bytes(acc) + 100 + 8  # + the filled flags and n
+    measure = GA.GeometryMeasure.for_run(ctx)
+    assert measure is not None and GA.GeometryMeasure.skip_reason(ctx) is None
+    assert GA.GeometryMeasure.planned_bytes(ctx) == _held_bytes(measure) + 100 + 8  # + the filled flags and n

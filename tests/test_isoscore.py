@@ -61,10 +61,10 @@ def test_undefined_cases_are_nan():
 @pytest.fixture(scope="module")
 def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
     cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
-    _, _, _, parts, accs = pass_in_memory(cfg)
+    _, _, _, parts, measures = pass_in_memory(cfg)
     X = torch.cat([p.states for p in parts], 1).double().numpy()
     sid = torch.cat([torch.as_tensor(p.sentence_ids) for p in parts]).numpy()
-    return accs, X, sid
+    return measures, X, sid
 
 
 def test_layer_geometry_and_halves_equal_brute_force_and_the_isoscore_package(minilm_pass):
@@ -72,9 +72,9 @@ def test_layer_geometry_and_halves_equal_brute_force_and_the_isoscore_package(mi
 
     from normvar_core.pipeline.measures.halves import half_of
 
-    accs, X, sid = minilm_pass
-    rows = accs["geometry"].result()["rows"]
-    halves = accs["halves"].result()["halves_layer"]
+    measures, X, sid = minilm_pass
+    rows = measures["geometry"].result()["rows"]
+    halves = measures["halves"].result()["halves_layer"]
     half = half_of(sid)
     got, want = [], []
     for li, row in enumerate(rows):

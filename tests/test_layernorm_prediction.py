@@ -110,8 +110,8 @@ def test_attribution_equals_brute_force_on_kept_states(tiny_models, tmp_path):
 
     cfg = RunConfig(model=str(_randomized(tiny_models["bert"], tmp_path)), max_sentences=80, samples_per_token=0,
                     id_sample=50)
-    plan, source, ctx, parts, accs = pass_in_memory(cfg)
-    out = accs["outliers"]
+    plan, source, ctx, parts, measures = pass_in_memory(cfg)
+    out = measures["outliers"]
     dim_stats = out.tables(out.result(), ctx)["dim_stats"].to_pandas()
     params = source.info.tables["norm_params"].to_pandas()
     got = layernorm_attribution(source.info.tables["norm_affine"].to_pandas(), dim_stats, params).set_index("layer")

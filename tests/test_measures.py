@@ -15,9 +15,9 @@ import pytest
 
 from normvar_core.config import RunConfig, field_kind
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.measures import (MEASURES, GeometryAccumulator, HalvesAccumulator, MomentsAccumulator,
-                                            OccurrencesAccumulator, OutlierAccumulator, SampleAccumulator,
-                                            SelfSimilarityAccumulator)
+from normvar_core.pipeline.measures import (MEASURES, GeometryMeasure, HalvesMeasure, MomentsMeasure,
+                                            OccurrencesMeasure, OutlierMeasure, SampleMeasure,
+                                            SelfSimilarityMeasure)
 from normvar_core.runs.schema import LEGACY_MARKERS, MEASURE_TABLES, REQUIRED_TABLES
 
 # the run row's ``accumulators`` values of every file written so far: never renamed
@@ -32,9 +32,9 @@ OPTIONS = ["model", "corpus", "name", "revision", "stack", "gguf_file", "trust_r
            "workers", "device_map", "max_memory", "offload_folder", "gpus_per_worker", "unit", "sweep", "step"]
 
 # each measure switch: the class whose ``asked`` reads it and the value meaning "not asked for"
-SWITCHES = {"samples_per_token": (SampleAccumulator, 0), "geometry": (GeometryAccumulator, False),
-            "halves": (HalvesAccumulator, False), "occurrences": (OccurrencesAccumulator, 0),
-            "self_similarity": (SelfSimilarityAccumulator, "off")}
+SWITCHES = {"samples_per_token": (SampleMeasure, 0), "geometry": (GeometryMeasure, False),
+            "halves": (HalvesMeasure, False), "occurrences": (OccurrencesMeasure, 0),
+            "self_similarity": (SelfSimilarityMeasure, "off")}
 OPTIONS_OF_MEASURES = ["samples_per_token", "geometry", "halves", "id_sample", "occurrences", "self_similarity"]
 
 
@@ -44,7 +44,7 @@ def test_measures_keep_todays_names_and_order():
         assert set(cls.uses_results) <= {c.name for c in MEASURES[:i]}, cls.name
         assert set(cls.uses_states) <= {c.name for c in MEASURES} - {cls.name}, cls.name
         assert cls.title and cls.policy and cls.table_names == MEASURE_TABLES[cls.name]
-    assert GeometryAccumulator.title == "spectra, TwoNN, seed 004's batches"  # the finalize label, unchanged
+    assert GeometryMeasure.title == "spectra, TwoNN, seed 004's batches"  # the finalize label, unchanged
     assert [c.name for c in MEASURES if c.finalize_in_background] == ["geometry"]
 
 
@@ -101,10 +101,10 @@ def test_every_switch_round_trips_through_the_cli_and_the_form(name):
 
 def test_followers_and_droppers_read_their_switch():
     cfg = RunConfig(geometry=False)
-    assert not OutlierAccumulator.asked(cfg) and OutlierAccumulator.asked(RunConfig())
-    assert MomentsAccumulator.asked(cfg) and not MomentsAccumulator.may_drop(RunConfig())
-    assert SelfSimilarityAccumulator.may_drop(RunConfig())
-    assert not SelfSimilarityAccumulator.may_drop(RunConfig(self_similarity="on"))
+    assert not OutlierMeasure.asked(cfg) and OutlierMeasure.asked(RunConfig())
+    assert MomentsMeasure.asked(cfg) and not MomentsMeasure.may_drop(RunConfig())
+    assert SelfSimilarityMeasure.may_drop(RunConfig())
+    assert not SelfSimilarityMeasure.may_drop(RunConfig(self_similarity="on"))
     assert [c.name for c in MEASURES if c.may_drop(RunConfig())] == ["geometry", "selfsim", "halves", "occurrences"]
     assert [c.name for c in MEASURES if c.fix] == ["selfsim"]
 
@@ -121,7 +121,7 @@ def test_an_old_format_run_file_still_reads(written_run_path, tmp_path):  # noqa
     con.execute("CHECKPOINT")
     con.close()
     run = open_run(old)
-    assert run.accumulators == ["moments", "samples"]
+    assert run.measures == ["moments", "samples"]
     assert run.has("samples") and run.stats().num_types == run.meta["n_types"]
 
     con = duckdb.connect(str(old))

@@ -52,20 +52,20 @@ def batches(draw):
 @given(data=batches())
 def test_matches_two_pass_brute_force(backend, data):
     L, d, parts = data
-    acc = TokenMoments(L, d, backend=backend)
+    measure = TokenMoments(L, d, backend=backend)
     for X, ids in parts:
-        assert acc.update(X, ids) is acc
+        assert measure.update(X, ids) is measure
     X = np.concatenate([p[0] for p in parts], axis=1)
     ids = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    res = acc.result()
-    assert acc.n_embeddings == ids.size
+    res = measure.result()
+    assert measure.n_embeddings == ids.size
     _check_against_brute(res, X, ids, rtol=1e-10)
     # eq. 1 for every (layer, type)
     np.testing.assert_allclose(res.q, res.m + res.v, rtol=1e-12, atol=0)
     # only some types (every other one seen, and one never seen): the brute force of their rows alone
     some = np.append(np.unique(ids)[::2], ids.max(initial=0) + 1)
     rows = np.isin(ids, some)
-    _check_against_brute(acc.result(types=some), X[:, rows], ids[rows], rtol=1e-10)
+    _check_against_brute(measure.result(types=some), X[:, rows], ids[rows], rtol=1e-10)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
@@ -75,14 +75,14 @@ def test_low_precision_inputs_are_exact_on_their_values(dtype, backend):
     g = torch.Generator().manual_seed(3)
     X = (torch.randn(2, 500, 12, generator=g) * 2 + 3).to(dtype)
     ids = torch.randint(0, 9, (500,), generator=g)
-    acc = TokenMoments(2, 12, backend=backend).update(X[:, :200], ids[:200]).update(X[:, 200:], ids[200:])
-    _check_against_brute(acc.result(), X.double().numpy(), ids.numpy(), rtol=1e-11)
+    measure = TokenMoments(2, 12, backend=backend).update(X[:, :200], ids[:200]).update(X[:, 200:], ids[200:])
+    _check_against_brute(measure.result(), X.double().numpy(), ids.numpy(), rtol=1e-11)
 
 
 def test_single_occurrence_single_type_and_d1():
-    acc = TokenMoments(1, 1)
-    acc.update(np.array([[[2.5]]], dtype=np.float32), np.array([42]))
-    r = acc.result()
+    measure = TokenMoments(1, 1)
+    measure.update(np.array([[[2.5]]], dtype=np.float32), np.array([42]))
+    r = measure.result()
     assert r.token_ids.tolist() == [42] and r.n.tolist() == [1]
     assert r.q[0, 0] == pytest.approx(6.25) and r.m[0, 0] == pytest.approx(6.25) and r.v[0, 0] == 0.0
 
@@ -94,16 +94,16 @@ def test_stability_offset_1e4_noise_1e2():
     d = 384
     offset = rng.normal(size=d)
     offset *= 1e4 / np.linalg.norm(offset)
-    acc = TokenMoments(1, d)
+    measure = TokenMoments(1, d)
     parts = []
     for _ in range(5):
         X = (offset + rng.normal(size=(2000, d)) * 1e-2).astype(np.float32)[None]
         ids = rng.integers(0, 15, 2000)
-        acc.update(X, ids)
+        measure.update(X, ids)
         parts.append((X, ids))
     X = np.concatenate([p[0] for p in parts], 1).astype(np.float64)
     ids = np.concatenate([p[1] for p in parts])
-    res = acc.result()
+    res = measure.result()
     ref = brute.per_type(X, ids)
     worst = max(abs(res.v[0, k] - ref[int(t)][4][0]) / ref[int(t)][4][0] for k, t in enumerate(res.token_ids))
     assert worst < 1e-8
@@ -133,9 +133,9 @@ def test_merge_equals_one_pass_in_any_order(backend):
         whole.update(X, ids)
     ref = whole.result()
     for perm in itertools.permutations(range(4)):
-        accs = [TokenMoments(L, d, backend=backend).update(*shards[i]) for i in perm]
-        merged = accs[0]
-        for a in accs[1:]:
+        measures = [TokenMoments(L, d, backend=backend).update(*shards[i]) for i in perm]
+        merged = measures[0]
+        for a in measures[1:]:
             assert merged.merge(a) is merged
         r = merged.result()
         assert np.array_equal(r.token_ids, ref.token_ids) and np.array_equal(r.n, ref.n)
@@ -183,17 +183,17 @@ def test_row_sq_matches_float64_brute_force():
 
 def test_state_dict_round_trip_through_npz_without_pickle():
     rng = np.random.default_rng(5)
-    acc = TokenMoments(3, 4, layer_index=[0, 2, 4])
-    acc.update(rng.normal(size=(3, 100, 4)), rng.integers(0, 30, 100))
+    measure = TokenMoments(3, 4, layer_index=[0, 2, 4])
+    measure.update(rng.normal(size=(3, 100, 4)), rng.integers(0, 30, 100))
     buf = io.BytesIO()
-    np.savez(buf, **acc.state_dict())
+    np.savez(buf, **measure.state_dict())
     buf.seek(0)
     with np.load(buf, allow_pickle=False) as z:
         back = TokenMoments.from_state_dict({k: z[k] for k in z.files})
     more_X, more_ids = rng.normal(size=(3, 60, 4)), rng.integers(0, 40, 60)
-    acc.update(more_X, more_ids)
+    measure.update(more_X, more_ids)
     back.update(more_X, more_ids)
-    a, b = acc.result(), back.result()
+    a, b = measure.result(), back.result()
     assert np.array_equal(a.token_ids, b.token_ids) and a.layer_index.tolist() == [0, 2, 4]
     for name in ("mean", "q", "m", "v"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
@@ -210,15 +210,15 @@ def test_float32_mean_storage_halves_memory_and_stays_close():
 
 
 def test_rejects_bad_shapes_and_ids():
-    acc = TokenMoments(2, 3)
+    measure = TokenMoments(2, 3)
     with pytest.raises(ValueError):
-        acc.update(np.zeros((1, 4, 3)), np.zeros(4, dtype=int))
+        measure.update(np.zeros((1, 4, 3)), np.zeros(4, dtype=int))
     with pytest.raises(ValueError):
-        acc.update(np.zeros((2, 4, 3)), np.zeros(5, dtype=int))
+        measure.update(np.zeros((2, 4, 3)), np.zeros(5, dtype=int))
     with pytest.raises(ValueError):
-        acc.update(np.zeros((2, 1, 3)), np.array([-1]))
+        measure.update(np.zeros((2, 1, 3)), np.array([-1]))
     with pytest.raises(TypeError):
-        acc.update(np.zeros((2, 1, 3), dtype=np.int32), np.array([1]))
+        measure.update(np.zeros((2, 1, 3), dtype=np.int32), np.array([1]))
 
 
 # ----------------------------------------------------------------------------- corpus level (§4)
@@ -333,12 +333,12 @@ def test_registered_state_keeps_the_checkpoint_format(backend, registered, mean_
     rtol = 1e-12 if mean_dtype == "float64" else 1e-6
 
     def fed(batches):
-        acc = TokenMoments(L, d, layer_index=layers, backend=backend, mean_dtype=mean_dtype)
+        measure = TokenMoments(L, d, layer_index=layers, backend=backend, mean_dtype=mean_dtype)
         if registered:
-            acc.register(np.arange(0, 25) * 7 + 3)  # 25 planned types, some never seen
+            measure.register(np.arange(0, 25) * 7 + 3)  # 25 planned types, some never seen
         for X, ids in batches:
-            acc.update(X, ids)
-        return acc
+            measure.update(X, ids)
+        return measure
 
     def truth(batches):
         X = np.concatenate([p[0] for p in batches], 1)
@@ -347,10 +347,10 @@ def test_registered_state_keeps_the_checkpoint_format(backend, registered, mean_
     whole, a, b = fed(parts), fed(parts[:2]), fed(parts[2:])
     _assert_state(whole.state_dict(), truth(parts), rtol)
     _assert_state(a.state_dict(), truth(parts[:2]), rtol)
-    for acc in (whole, a):
-        held = acc.state_dict()
-        assert acc.state_spec() == {k: (v.shape, v.dtype) for k, v in held.items()}
-        assert acc.layer_keys() == {"mean", "s", "layer_index"}
+    for measure in (whole, a):
+        held = measure.state_dict()
+        assert measure.state_spec() == {k: (v.shape, v.dtype) for k, v in held.items()}
+        assert measure.layer_keys() == {"mean", "s", "layer_index"}
     for merged in (fed(parts[:2]).merge(b), fed([]).merge_from(_LayerBlocks(a.state_dict())).merge_from(
             _LayerBlocks(b.state_dict()))):
         _assert_state(merged.state_dict(), truth(parts), rtol)

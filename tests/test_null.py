@@ -63,7 +63,7 @@ def test_null_run_has_the_shape_of_its_source(tmp_path, written_run_path):
         path = write_null_run(run, kind, tmp_path / f"n-{kind}.duckdb", seed=2)
         null = open_run(path)
         assert null.meta["source"] == f"null:{kind}:{run.name}" and null.meta["notes"]["null"]["seed"] == 2
-        assert null.layers == run.layers and null.dim == run.dim and null.accumulators == ["moments", "geometry"]
+        assert null.layers == run.layers and null.dim == run.dim and null.measures == ["moments", "geometry"]
         geo = null.table("layer_geometry")
         assert geo["layer"].tolist() == run.layers and (geo["n"] == run.layer_stats()["n"].to_numpy()).all()
         assert set(run.table("layer_geometry").columns) == set(geo.columns)

@@ -1,4 +1,4 @@
-"""The occurrences accumulator (issue 34, the Occurrences page) against a numpy float64 brute force over the
+"""The occurrences measure (issue 34, the Occurrences page) against a numpy float64 brute force over the
 very states the seeded Gaussian source produced: which occurrences are kept, their coordinates on the
 layer's principal axes, the recorded angle to the exact axes; the run file's tables read back through
 DuckDB; --occurrences bounded; the memory plan counting the bytes."""
@@ -11,7 +11,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCES_MAX
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.measures import GeometryAccumulator, OccurrencesAccumulator
+from normvar_core.pipeline.measures import GeometryMeasure, OccurrencesMeasure
 from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.measures.occurrences import early_axes, prime, spread_order
 from normvar_core.pipeline.contracts import RunContext
@@ -32,11 +32,11 @@ def _setup(dim: int, occurrences: int = 1_000_000, n_sentences: int = 90):
 
 def _finished(plan, source, ctx, *, positions: int):
     ctx.occurrence_axes = early_axes(source, plan, positions=positions)
-    accs = {"geometry": GeometryAccumulator.for_run(ctx), "occurrences": OccurrencesAccumulator.for_run(ctx)}
+    measures = {"geometry": GeometryMeasure.for_run(ctx), "occurrences": OccurrencesMeasure.for_run(ctx)}
     for sb in source.batches(plan, 0, plan.n_batches):
-        update_all(accs, sb)
-    occ = accs["occurrences"]
-    occ.take_states({"geometry": accs["geometry"]})
+        update_all(measures, sb)
+    occ = measures["occurrences"]
+    occ.take_states({"geometry": measures["geometry"]})
     return occ, occ.result()
 
 
@@ -116,20 +116,20 @@ def test_rotation_into_the_early_subspace_and_its_angle():
 def test_a_cap_keeps_a_seeded_uniform_sample_and_the_file_reads_back(tmp_path):
     """--occurrences below the run's positions: exactly that many, distinct, the same whatever the split; the
     published tables hold them (DuckDB), one row per layer of axes, and the sentences they point at."""
-    from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+    from normvar_core.pipeline.execute.partials import build_measures, run_range
     from normvar_core.pipeline.publish import publish_run
     from normvar_core.runs import occurrence_queries as O
     from normvar_core.runs.reader import open_run
 
     plan, source, ctx = _setup(dim=10, occurrences=150)
     prime(ctx, source)
-    accs = build_accumulators(ctx)
-    assert "occurrences" in accs
-    run_range(source, plan, accs, 0, plan.n_batches)
-    occ = accs["occurrences"]
+    measures = build_measures(ctx)
+    assert "occurrences" in measures
+    run_range(source, plan, measures, 0, plan.n_batches)
+    occ = measures["occurrences"]
     keys = set(zip(occ.plan.sentence.tolist(), occ.plan.offset.tolist()))
     assert occ.plan.size == 150 == len(keys) < plan.total_embeddings
-    path = publish_run(tmp_path / "occ.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=1.0, notes={})
+    path = publish_run(tmp_path / "occ.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=1.0, notes={})
     run = open_run(path)
     assert run.has("occurrences")
     pts = O.occurrence_points(run, 2)
@@ -160,7 +160,7 @@ def test_occurrences_option_is_bounded_and_counted_by_the_memory_plan():
                        num_hidden_states=3, heads=1, ffn=12, vocab=25, max_length=32)
     mp = plan_memory(ctx, shape=shape, memory_bytes=1 << 40, device="cpu", dtype="float32")
     L, d, k = len(LAYERS), 12, OCCURRENCE_AXES
-    assert mp.accumulators["occurrences"] == 4 * L * 200 * k + 200 + 8 * L * (d * k + d + k + k * k) + 8
+    assert mp.measures["occurrences"] == 4 * L * 200 * k + 200 + 8 * L * (d * k + d + k + k * k) + 8
     tight = plan_memory(ctx, shape=shape, memory_bytes=mp.total_bytes - 1000, device="cpu", dtype="float32")
     assert "occurrences" in tight.dropped and "--occurrences" in tight.reasons["occurrences"]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.measures.outliers import TOP_K, OutlierAccumulator as O
+from normvar_core.pipeline.measures.outliers import TOP_K, OutlierMeasure as O
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.run_plan import synthetic_plan
 
@@ -72,16 +72,16 @@ def _batches(rng, d, n_batches, dtype, max_sentences=6):
 def _accumulator(d, threshold):
     cfg = RunConfig(model="gaussian")
     plan = synthetic_plan(cfg, n_sentences=4, vocab_size=5, layers=[0, 1, 2])
-    acc = O(RunContext(cfg=cfg, layers=[0, 1, 2], dim=d, device=torch.device("cpu"), plan=plan, tokens=plan.tokens))
-    acc.use_threshold = threshold
-    return acc
+    measure = O(RunContext(cfg=cfg, layers=[0, 1, 2], dim=d, device=torch.device("cpu"), plan=plan, tokens=plan.tokens))
+    measure.use_threshold = threshold
+    return measure
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 @pytest.mark.parametrize("d", [1, 3, 8, 30])
 @pytest.mark.parametrize("seed", range(3))
 def test_running_threshold_equals_row_top_and_brute_force(seed, d, dtype):
-    """Batch after batch, the accumulator with the running threshold (entries with |h| >= the kept
+    """Batch after batch, the measure with the running threshold (entries with |h| >= the kept
     TOP_K-th |value|; a numba pass on the CPU for float32/64, torch for float16) keeps the same ``top``
     and ``max_abs`` as the one with every batch through the row-wise top-k, and both equal a pandas
     brute force over every entry so far (max_abs: numpy's NaN-propagating max of |h|)."""

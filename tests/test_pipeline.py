@@ -19,7 +19,7 @@ from brute import per_type
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.checkpoint import partial_state
-from normvar_core.pipeline.execute.partials import build_accumulators, compute_partial, merge_partials, run_range
+from normvar_core.pipeline.execute.partials import build_measures, compute_partial, merge_partials, run_range
 from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.publish import publish_run
 from normvar_core.pipeline.sources import GaussianSource
@@ -46,9 +46,9 @@ def _all_states(source, plan):
 
 
 def _one_pass(plan, source, ctx):
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, plan.n_batches)
-    return accs
+    measures = build_measures(ctx)
+    run_range(source, plan, measures, 0, plan.n_batches)
+    return measures
 
 
 def test_gaussian_source_is_deterministic_per_batch():
@@ -65,8 +65,8 @@ def test_gaussian_source_is_deterministic_per_batch():
 def test_synthetic_run_equals_float64_brute_force(tmp_path):
     plan, source, ctx = _setup(offset=1e4, sigma=1e-2)   # the stress case: ||mu||^2 / V ~ 1e10
     X, ids, _ = _all_states(source, plan)
-    accs = _one_pass(plan, source, ctx)
-    path = publish_run(tmp_path / "syn.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0,
+    measures = _one_pass(plan, source, ctx)
+    path = publish_run(tmp_path / "syn.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0,
                        notes={}, source_kind="synthetic")
     run = open_run(path)
     assert run.meta["accumulators"] == ["moments", "samples", "geometry", "selfsim", "outliers", "halves"]
@@ -130,9 +130,9 @@ def test_merge_in_every_order_of_four_shards():
 
 def test_partial_state_round_trips_through_npz_arrays(tmp_path):
     plan, source, ctx = _setup()
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, 0, 4)
-    ps = partial_state(accs, 0, 4)
+    measures = build_measures(ctx)
+    run_range(source, plan, measures, 0, 4)
+    ps = partial_state(measures, 0, 4)
     np.savez(tmp_path / "p.npz", **ps.arrays())
     with np.load(tmp_path / "p.npz", allow_pickle=False) as z:
         back = type(ps).from_arrays(0, 4, {k: z[k] for k in z.files})
@@ -154,8 +154,8 @@ def test_geometry_of_the_stress_case_equals_numpy(tmp_path):
     of the full centred matrix; the trace equals V(X) of the moments."""
     plan, source, ctx = _setup(offset=1e4, sigma=1e-2)
     X, ids, _ = _all_states(source, plan)
-    accs = _one_pass(plan, source, ctx)
-    path = publish_run(tmp_path / "g.duckdb", plan=plan, source=source, ctx=ctx, accs=accs, seconds=0.0, notes={})
+    measures = _one_pass(plan, source, ctx)
+    path = publish_run(tmp_path / "g.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={})
     run = open_run(path)
     geo = run.table("layer_geometry").set_index("layer")
     spec = run.table("layer_spectrum")

@@ -2,7 +2,7 @@
 
 Models of the published shapes are built from transformers config classes into a temp dir that holds
 config.json and tokenizer files only (no weights): the parameter counts match the published ones, each
-accumulator's bytes match the "Memory formulas" of docs/scale.md, and the device limits decide what a run keeps
+measure's bytes match the "Memory formulas" of docs/scale.md, and the device limits decide what a run keeps
 (a Llama-2-7B shape keeps the geometry of all 33 hidden states on 80 GB and names a subset that fits on
 24 GB). Against real runs: ``benchmarks/bench_plan.py`` (the plan's total vs the measured peak RSS)."""
 from __future__ import annotations
@@ -39,8 +39,8 @@ def test_published_shapes_params_and_formulas(capsys, tmp_path, shapes, corpus40
     assert abs(falcon["params_with_lm_head"] / 41.8e9 - 1) < 0.01
     for p, L, d in ((bert, 13, 768), (llama, 33, 4096), (falcon, 61, 8192)):
         assert (p["hidden_states"], p["dim"], len(p["layers"])) == (L, d, L)
-        assert p["types"] > 100 and p["accumulators"] == formulas(p)
-        assert p["total_bytes"] >= p["weights_bytes"] + sum(b for k, b in p["accumulators"].items()
+        assert p["types"] > 100 and p["measures"] == formulas(p)
+        assert p["total_bytes"] >= p["weights_bytes"] + sum(b for k, b in p["measures"].items()
                                                              if k not in p["dropped"])
     assert bert["weights_bytes"] - 4 * bert["params"] < 2**20  # float32 on the CPU (+ position-id buffers)
     assert 0 <= llama["weights_bytes"] - 2 * llama["params"] < 2**20  # bfloat16

@@ -76,7 +76,7 @@ def expected_rows(kind: str, p: dict, dmap: dict, n_gpus: int, batch, dropped) -
         layers = out[dev]["layers"] = [l for l in range(L1) if produced[l] == dev]
         out[dev]["state"] = sum(b for a, b in formulas(dict(p, layers=layers)).items() if a not in dropped) if layers else 0
         # the occurrences' early pass: a running float64 d x d scatter, mean and batch scatter per layer, before
-        # the accumulators exist (the larger of it and the state counts)
+        # the measures exist (the larger of it and the state counts)
         out[dev]["early"] = 0 if "occurrences" in dropped else 8 * len(layers) * d * (d + 2)
         out[run_on]["pass_"] += produced.count(dev) * P * d * E + (dev in block_dev) * (
             P * (ffn + 4 * d) * E + rows * heads * width ** 2 * E)

@@ -15,7 +15,7 @@ def test_the_plan_bounds_the_peak_where_the_states_dominate(tmp_path):
     model = build_decoder(tmp_path, dim=1024, layers=16, intermediate=128)
     r = plan_and_peak(model, corpus_of(tmp_path / "c.txt", 900), tmp_path / "data", "--batch-size", "32")
     plan = r["plan"]
-    state = sum(b for k, b in plan["accumulators"].items() if k not in plan["dropped"])
+    state = sum(b for k, b in plan["measures"].items() if k not in plan["dropped"])
     assert not plan["dropped"] and state > 10 * plan["weights_bytes"]  # the states dominate
     assert plan["id_sample"] == 16384
     assert 0.8 * plan["total_bytes"] <= r["peak"] <= plan["total_bytes"], (r["peak"] >> 20, plan["total_bytes"] >> 20)

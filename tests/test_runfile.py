@@ -18,10 +18,10 @@ from runfiles import write_run
 
 def _stats(seed=0, L=3, d=8, N=4000, V=200):
     rng = np.random.default_rng(seed)
-    acc = TokenMoments(L, d, layer_index=[0, 2, 5])
+    measure = TokenMoments(L, d, layer_index=[0, 2, 5])
     for _ in range(2):
-        acc.update((rng.normal(size=(L, N // 2, d)) * 3 + 1).astype(np.float32), rng.integers(0, V, N // 2))
-    return acc.result()
+        measure.update((rng.normal(size=(L, N // 2, d)) * 3 + 1).astype(np.float32), rng.integers(0, V, N // 2))
+    return measure.result()
 
 
 def _samples(stats, rng):

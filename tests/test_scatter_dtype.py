@@ -1,6 +1,6 @@
 """--scatter-dtype: the float32 path (per batch, centred on the batch mean, pooled across batches in
 float64 by Chan) against the exact float64 path on real MiniLM hidden states; the layer-major loop
-(one shared layer view per batch) against each accumulator's own update; what ``auto`` picks."""
+(one shared layer view per batch) against each measure's own update; what ``auto`` picks."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,28 +10,28 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.measures.geometry import GeometryAccumulator
+from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype, update_all
-from normvar_core.pipeline.measures.outliers import OutlierAccumulator
-from normvar_core.pipeline.measures.selfsim import SelfSimilarityAccumulator
+from normvar_core.pipeline.measures.outliers import OutlierMeasure
+from normvar_core.pipeline.measures.selfsim import SelfSimilarityMeasure
 from brute import pass_in_memory
 
 
 @pytest.fixture(scope="module")
 def minilm(minilm_path):  # noqa: ARG001 - the model must be installed
     cfg = RunConfig(model="minilm", max_sentences=120, batch_size=16, samples_per_token=0, id_sample=300)
-    plan, _, ctx, parts, accs = pass_in_memory(cfg)  # each accumulator's own update, float64 (auto on CPU)
-    assert len(parts) >= 7 and accs["geometry"].scatter_dtype == "float64"
-    return ctx, parts, accs
+    plan, _, ctx, parts, measures = pass_in_memory(cfg)  # each measure's own update, float64 (auto on CPU)
+    assert len(parts) >= 7 and measures["geometry"].scatter_dtype == "float64"
+    return ctx, parts, measures
 
 
 def _shared(ctx, parts, scatter_dtype: str, selfsim_backend: str = "auto") -> dict:
     c = dataclasses.replace(ctx, cfg=ctx.cfg.replace(scatter_dtype=scatter_dtype))
-    accs = {"geometry": GeometryAccumulator(c), "outliers": OutlierAccumulator(c), "selfsim": SelfSimilarityAccumulator(c)}
-    accs["selfsim"].backend = selfsim_backend
+    measures = {"geometry": GeometryMeasure(c), "outliers": OutlierMeasure(c), "selfsim": SelfSimilarityMeasure(c)}
+    measures["selfsim"].backend = selfsim_backend
     for sb in parts:
-        update_all(accs, sb)
-    return accs
+        update_all(measures, sb)
+    return measures
 
 
 def test_float32_scatter_equals_float64_to_1e6(minilm):
@@ -52,9 +52,9 @@ def test_float32_scatter_equals_float64_to_1e6(minilm):
     np.testing.assert_allclose(sb[ok], sa[ok], rtol=1e-5, atol=1e-6)
 
 
-def test_shared_layer_views_equal_each_accumulators_own_update(minilm):
+def test_shared_layer_views_equal_each_measures_own_update(minilm):
     """The layer-major loop (one float64 copy per layer shared by geometry and outliers; the numba
-    self-similarity kernel) gives what each accumulator's separate update gives, to rounding."""
+    self-similarity kernel) gives what each measure's separate update gives, to rounding."""
     ctx, parts, exact = minilm
     shared = _shared(ctx, parts, "float64")
     torch_path = _shared(ctx, parts, "float64", selfsim_backend="torch")
@@ -98,7 +98,7 @@ def test_halves_square_norms_without_the_geometry_equal_brute_force(minilm):
     """Without the geometry no measure needs the layer view's centred float64 copy: the split halves'
     Σ‖x‖² (all positions, position 0) then come from Σ_j x_ij² directly. Both paths equal a float64
     brute force over the kept MiniLM states, half by half."""
-    from normvar_core.pipeline.measures.halves import HalvesAccumulator, half_of
+    from normvar_core.pipeline.measures.halves import HalvesMeasure, half_of
 
     ctx, parts, _ = minilm
     L = len(ctx.layers)
@@ -112,9 +112,9 @@ def test_halves_square_norms_without_the_geometry_equal_brute_force(minilm):
             brute0[h] += (x[:, (half == h) & pos0] ** 2).sum((1, 2))
     assert brute0.min() > 0
     for geometry in (True, False):
-        acc = HalvesAccumulator(dataclasses.replace(ctx, cfg=ctx.cfg.replace(geometry=geometry)))
+        measure = HalvesMeasure(dataclasses.replace(ctx, cfg=ctx.cfg.replace(geometry=geometry)))
         for sb in parts:
-            update_all({"halves": acc}, sb)
+            update_all({"halves": measure}, sb)
         for h in (0, 1):
-            np.testing.assert_allclose(acc.halves[h].sq_all.numpy(), brute[h], rtol=1e-12)
-            np.testing.assert_allclose(acc.halves[h].sq_pos0.numpy(), brute0[h], rtol=1e-12)
+            np.testing.assert_allclose(measure.halves[h].sq_all.numpy(), brute[h], rtol=1e-12)
+            np.testing.assert_allclose(measure.halves[h].sq_pos0.numpy(), brute0[h], rtol=1e-12)

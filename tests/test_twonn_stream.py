@@ -70,16 +70,16 @@ def test_streamed_twonn_equals_scikit_dimension_on_the_same_batches(minilm_path)
 
 
 def geometry_pass(n_sentences: int, id_sample: int):
-    """(the geometry accumulator after one pass of MiniLM over the first sentences of the shipped novels, plan)."""
+    """(the geometry measure after one pass of MiniLM over the first sentences of the shipped novels, plan)."""
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.measures.geometry import GeometryAccumulator
+    from normvar_core.pipeline.measures.geometry import GeometryMeasure
     from normvar_core.pipeline.execute.prepare import prepare
 
     cfg = RunConfig(model="minilm", max_sentences=n_sentences, samples_per_token=0, id_sample=id_sample,
                     self_similarity="off")
     setup = prepare(cfg)
     plan, source, ctx = setup.plan, setup.source, setup.ctx
-    geo = GeometryAccumulator(ctx)
+    geo = GeometryMeasure(ctx)
     for sb in source.batches(plan, 0, plan.n_batches):
         geo.update(sb)
     return geo, plan

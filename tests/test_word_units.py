@@ -35,7 +35,7 @@ def _brute_force(minilm_path, max_length=48):
 
     tok = T.AutoTokenizer.from_pretrained(minilm_path)
     model = T.AutoModel.from_pretrained(minilm_path).eval()
-    acc: dict[str, list] = {}
+    measure: dict[str, list] = {}
     for s in SENTENCES:
         enc = tok(s, return_offsets_mapping=True, truncation=True, max_length=max_length)
         full = tok(s)
@@ -49,8 +49,8 @@ def _brute_force(minilm_path, max_length=48):
             if len(pos) < n_full[w]:                           # cut by the truncation: dropped
                 continue
             a, b = enc["offset_mapping"][pos[0]][0], enc["offset_mapping"][pos[-1]][1]
-            acc.setdefault(s[a:b], []).append((H[:, pos].mean(1), len(pos)))
-    return acc
+            measure.setdefault(s[a:b], []).append((H[:, pos].mean(1), len(pos)))
+    return measure
 
 
 def test_word_run_equals_brute_force(word_run, minilm_path):

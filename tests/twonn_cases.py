@@ -10,7 +10,7 @@ from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 
 
 class Holder(Stateful):
-    """The neighbour state alone, registered as the geometry accumulator registers it."""
+    """The neighbour state alone, registered as the geometry measure registers it."""
 
     def __init__(self, L, K, d, batch):
         self.neighbours = NeighbourState(self, L, K, d, "cpu", batch=batch)

@@ -41,7 +41,7 @@ def require_run():
 
 
 def require(run, what: str, label: str) -> None:
-    """Stop the page with a message naming the fix when the run lacks ``what`` (an accumulator)."""
+    """Stop the page with a message naming the fix when the run lacks ``what`` (a measure)."""
     if not run.has(what):
         reason = run.skipped(what)
         if reason:
@@ -55,7 +55,7 @@ def require(run, what: str, label: str) -> None:
 
 def run_page(title: str, caption: str | None = None, *, needs: tuple[str, str] | None = None):
     """The head of every page about the selected run: title and caption, the run (or a message and
-    ``st.stop()``), and with ``needs=(accumulator, label)`` a stop naming the fix when the run lacks
+    ``st.stop()``), and with ``needs=(measure, label)`` a stop naming the fix when the run lacks
     it. Returns (run, view)."""
     page_header(title, caption)
     run = require_run()

@@ -227,7 +227,7 @@ def findings(run) -> tuple:
 
 @per_run_version(64, copy=True)
 def table(run, name: str) -> pd.DataFrame:
-    """Any table of the run (an accumulator's), read once per file version."""
+    """Any table of the run (a measure's), read once per file version."""
     return run.table(name)
 
 

@@ -1,5 +1,5 @@
 """The core contracts of the pipeline: a **state source** yields batches of hidden states, and the
-measures (``pipeline/measures``: each an ``Accumulator``, ``measures/base.py``) consume them.
+measures (``pipeline/measures``: each an ``Measure``, ``measures/base.py``) consume them.
 
     plan (corpus -> sentences -> batches -> counts -> sample plan)       plan.py
       -> state source: StateBatch per batch                              sources.py
@@ -61,7 +61,7 @@ class SourceInfo:
 
 @dataclass
 class RunContext:
-    """Everything an accumulator may need to size itself: the run's configuration, the kept
+    """Everything a measure may need to size itself: the run's configuration, the kept
     layers, the dimension, the device and the plan (pre-counted token types, sample plan)."""
 
     cfg: RunConfig
@@ -97,7 +97,7 @@ class RunContext:
         return torch.device(self.device) if self.device is not None else torch.device("cpu")
 
     def dropped(self, name: str) -> str | None:
-        """The one-line reason the memory plan left accumulator ``name`` out, or None."""
+        """The one-line reason the memory plan left measure ``name`` out, or None."""
         return None if self.memory is None else self.memory.reasons.get(name)
 
 

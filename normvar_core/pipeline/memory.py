@@ -12,19 +12,19 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
 * Σ_a      each measure's ``planned_bytes(ctx)`` (``pipeline/measures/base.py``): the arrays of its ``planned_state``;
 * pass     one forward pass of the largest padded batch, twice that on the CPU (``memory_terms.host_pass``)
            (P = rows x width tokens, N ≤ P counted, H hidden states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
-           + L·N·d·e (the kept positions) + 3·N·d·8 (the accumulators' float64 temporaries of a layer);
+           + L·N·d·e (the kept positions) + 3·N·d·8 (the measures' float64 temporaries of a layer);
 * publish  after the pass, beside the state: each kept measure's ``publish_bytes(ctx)`` (its result and tables'
            work — the moments' copy of the means L·T·d·b_μ, the geometry's covariances and its per-layer TwoNN
            work, ...: every result is kept until the file is written) and the writer's (``writer_bytes``: DuckDB's
            bounded buffer pool and one insert's Arrow parts);
-* early    the occurrences' early pass, before the accumulators are built (``occurrences.early_bytes``): each kept
+* early    the occurrences' early pass, before the measures are built (``occurrences.early_bytes``): each kept
            layer's running float64 scatter, 8·L·d·(d + 2), so the larger of it and Σ_a counts; held: the early
            batches' states a CPU source keeps for the pass (L·N·d·4, at most ``REUSE_BYTES``, else none) with each
            batch's and layer's Gram products for the pass's views (16·d² + 24·d with the halves' split, else
            8·d² + 8·d), held until the pass reaches them. Both are 0 when the run keeps no occurrences.
 
 On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish work live in host memory
-and are not counted against the GPU). What does not fit is dropped in registry order among the accumulators
+and are not counted against the GPU). What does not fit is dropped in registry order among the measures
 that may be dropped (their class's ``may_drop``: the layer geometry, the self-similarity table in
 ``auto``, the split halves, the occurrences), each with a one-line reason naming the fix (``notes.skipped``); when
 even the rest does not fit, the plan says so (``fits`` false) and suggests ``--mean-dtype float32``, the
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import MEASURES, OccurrencesAccumulator
+from normvar_core.pipeline.measures import MEASURES, OccurrencesMeasure
 from normvar_core.pipeline.measures.occurrences import early_bytes
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
                                                 host_pass, loaded_budget, pass_bytes, plan_bytes, publish_of, publish_sum,
@@ -61,7 +61,7 @@ class MemoryPlan:
     layers: list[int]
     device: str
     dtype: str
-    accumulators: dict[str, int]         # every accumulator the run asks for: its planned bytes
+    measures: dict[str, int]         # every measure the run asks for: its planned bytes
     runtime_bytes: int
     plan_bytes: int
     pass_bytes: int
@@ -71,12 +71,12 @@ class MemoryPlan:
     fits: bool
     dropped: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
-    policy: dict[str, str] = field(default_factory=dict)   # {accumulator: its class's policy}: may it drop, why
-    terms: dict[str, list[str]] = field(default_factory=dict)  # {accumulator: its planned state, array by array}
+    policy: dict[str, str] = field(default_factory=dict)   # {measure: its class's policy}: may it drop, why
+    terms: dict[str, list[str]] = field(default_factory=dict)  # {measure: its planned state, array by array}
     suggestions: list[str] = field(default_factory=list)
     model: str = ""
     architecture: str = ""
-    unknown: list[str] = field(default_factory=list)   # accumulators that do not declare their planned state
+    unknown: list[str] = field(default_factory=list)   # measures that do not declare their planned state
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
@@ -104,7 +104,7 @@ class MemoryPlan:
                f"({self.params_with_lm_head:,} with a vocab x d LM head), {self.hidden_states} hidden states x "
                f"{self.dim} d; corpus: {self.types:,} types; {len(self.layers)} layers kept; {self.device}, {self.dtype}",
                f"  {'weights':<10} {gb(self.weights_bytes):>10}"]
-        for name, b in self.accumulators.items():  # each row with the arrays of its planned state
+        for name, b in self.measures.items():  # each row with the arrays of its planned state
             tag = "  (dropped)" if name in self.dropped else ""
             out.append(f"  {name:<10} {gb(b):>10}{tag}   " + ", ".join(self.terms.get(name, ())))
         host = self.device != "cuda"
@@ -117,7 +117,7 @@ class MemoryPlan:
             e = self.early_pass
             out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (the occurrences' axes over {e['positions']:,} "
                        f"positions in {e['batches']} batches: running scatters {gb(e['scatter_bytes'])} before the "
-                       f"accumulators (the larger counts), states kept for the pass {gb(e['held_bytes'])})")
+                       f"measures (the larger counts), states kept for the pass {gb(e['held_bytes'])})")
         if host:
             out.append(f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the results and the run file's write "
                        f"beside the state; the larger of pass and publish counts)")
@@ -133,7 +133,7 @@ class MemoryPlan:
                        + ("" if r["fits"] else "  — does NOT fit"))
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
         out += [f"  fix: {s}" for s in self.suggestions]
-        out += [f"  note: accumulator {n} does not declare planned_state: not counted" for n in self.unknown]
+        out += [f"  note: measure {n} does not declare planned_state: not counted" for n in self.unknown]
         return out
 
 
@@ -147,7 +147,7 @@ def gb(n: float) -> str:
 
 
 def sizes_and_droppable(ctx, registry) -> tuple[dict[str, int], list, list[str]]:
-    """({name: bytes} of every accumulator the run asks for, [droppable classes in order], [unknown])."""
+    """({name: bytes} of every measure the run asks for, [droppable classes in order], [unknown])."""
     sizes, optional, unknown = {}, [], []
     for cls in registry:
         b = cls.planned_bytes(ctx)
@@ -165,7 +165,7 @@ def sizes_and_droppable(ctx, registry) -> tuple[dict[str, int], list, list[str]]
 def early_of(ctx, device: str | None = None) -> dict:
     """The occurrences' early pass (``occurrences.early_bytes``) with ``bytes`` = scatter + held; all 0 when the
     run does not ask for occurrences."""
-    if not OccurrencesAccumulator.asked(ctx.cfg) or ctx.plan is None:
+    if not OccurrencesMeasure.asked(ctx.cfg) or ctx.plan is None:
         return {"bytes": 0, "scatter_bytes": 0, "held_bytes": 0, "host_bytes": 0, "positions": 0, "batches": 0}
     e = early_bytes(ctx, device=device)
     return {**e, "bytes": e["scatter_bytes"] + e["held_bytes"], "host_bytes": e["held_bytes"] if device == "cpu" else 0}
@@ -177,10 +177,10 @@ def publish_total(base: dict, drop=()) -> int:
 
 
 def peak(base: dict, sizes: dict[str, int], early: dict, drop=()) -> int:
-    """The module docstring's total for the accumulators of ``sizes`` not in ``drop`` (the early pass counts
+    """The module docstring's total for the measures of ``sizes`` not in ``drop`` (the early pass counts
     while the occurrences are kept)."""
     state = sum(b for n, b in sizes.items() if n not in drop)
-    occ = OccurrencesAccumulator.name in sizes and OccurrencesAccumulator.name not in drop
+    occ = OccurrencesMeasure.name in sizes and OccurrencesMeasure.name not in drop
     return (base["host"] + base["weights"] + max(base["pass"], publish_total(base, drop))
             + (early["held_bytes"] + max(state, early["scatter_bytes"]) if occ else state))
 
@@ -199,7 +199,7 @@ def evenly_spaced(layers: list[int], k: int) -> list[int]:
 
 def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype: str, registry=MEASURES,
                 plan_held: int | None = None, forced_keep: set[str] | None = None) -> MemoryPlan:
-    """Size every accumulator the run asks for, add the weights, the pass and (on the CPU) the runtime,
+    """Size every measure the run asks for, add the weights, the pass and (on the CPU) the runtime,
     the plan and the publish copy; drop what does not fit in ``memory_bytes`` (see the module docstring).
     ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
     host = device != "cuda"
@@ -243,7 +243,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
         reasons[cls.name] = cls.drop_reason(ctx, need=need, free=max(free, 0), subset=subset)
     early = early_of(ctx, base["device"])
     total = _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memory_bytes)
-    occ = OccurrencesAccumulator.name
+    occ = OccurrencesMeasure.name
     fits = total <= memory_bytes
     suggestions = []
     if not fits:
@@ -261,7 +261,7 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     tc = ctx.plan.token_ids.size if ctx.plan is not None else 0
     return MemoryPlan(params=shape.params, params_with_lm_head=shape.params + shape.lm_head_params,
                       weights_bytes=wbytes, hidden_states=shape.num_hidden_states, dim=shape.dim, types=int(tc),
-                      layers=list(ctx.layers), device=device, dtype=dtype, accumulators=sizes,
+                      layers=list(ctx.layers), device=device, dtype=dtype, measures=sizes,
                       runtime_bytes=RUNTIME_BYTES if host else 0, plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
                       pass_bytes=base["pass"], publish_bytes=publish, total_bytes=int(total),
                       memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
@@ -280,11 +280,11 @@ def _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memor
     """The run's peak; when it does not fit and dropping the occurrences (their early pass) alone makes it fit,
     they are dropped (``dropped`` and ``reasons`` updated in place) and the new peak returned."""
     total = peak(base, sizes, early, dropped)
-    occ = OccurrencesAccumulator.name
+    occ = OccurrencesMeasure.name
     if total > memory_bytes and occ in droppable and occ in sizes and occ not in dropped:
         if peak(base, sizes, early, [*dropped, occ]) <= memory_bytes:  # the early pass is what does not fit
             dropped.append(occ)
-            reasons[occ] = OccurrencesAccumulator.drop_reason(ctx, need=sizes[occ] + early["bytes"],
+            reasons[occ] = OccurrencesMeasure.drop_reason(ctx, need=sizes[occ] + early["bytes"],
                                                               free=max(memory_bytes - peak(base, sizes, early,
                                                                                            dropped), 0), subset=None)
             total = peak(base, sizes, early, dropped)
@@ -335,12 +335,12 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
                resume_names: set[str] | None = None, measured: int | None = None) -> MemoryPlan:
     """The plan ``compute`` follows: ``--memory-gb`` if given, else what the device reports free now
     plus what this process already holds there (``loaded``: the weights and the plan are resident).
-    ``resume_names``: the checkpoint's accumulators, held exactly. ``measured``: that figure from a Ray actor."""
+    ``resume_names``: the checkpoint's measures, held exactly. ``measured``: that figure from a Ray actor."""
     memory = (int(round(float(cfg.memory_gb) * GiB)) if cfg.memory_gb is not None else
               int(measured) if measured is not None else loaded_budget(device) if loaded else device_memory(device))
     mp = plan_memory(ctx, shape=shape, memory_bytes=memory, device=device, dtype=dtype, forced_keep=resume_names)
     if resume_names is not None:
-        for name in [c.name for c in MEASURES if c.droppable(ctx) and c.name in mp.accumulators]:
+        for name in [c.name for c in MEASURES if c.droppable(ctx) and c.name in mp.measures]:
             if name not in resume_names and name not in mp.dropped:
                 mp.dropped.append(name)
                 mp.reasons[name] = (f"{name} skipped: the checkpoint this run resumed from was computed without it "

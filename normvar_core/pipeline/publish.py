@@ -1,8 +1,8 @@
-"""Stage 5 — publish: accumulators' results -> one run file (``runs.writer.write_tables``).
+"""Stage 5 — publish: measures' results -> one run file (``runs.writer.write_tables``).
 
 The run row (``runs.record.RunRecord``) says where the states came from (``source``), which
-accumulators the run holds, the model, the corpus and the full RunConfig (enough to reproduce it);
-every accumulator contributes its own tables.
+measures the run holds, the model, the corpus and the full RunConfig (enough to reproduce it);
+every measure contributes its own tables.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import Accumulator, MomentsAccumulator, skip_reasons
+from normvar_core.pipeline.measures import Measure, MomentsMeasure, skip_reasons
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table
 from normvar_core.runs.writer import write_tables
@@ -33,44 +33,44 @@ def versions() -> dict[str, str]:
             "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
 
 
-def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str, Accumulator],
+def publish_run(out_path: Path, *, plan, source, ctx: RunContext, measures: dict[str, Measure],
                 seconds: float, notes: dict, overwrite: bool = False, source_kind: str = "model",
                 progress=None) -> Path:
-    """Finish every accumulator, build the run row and write + publish the run file.
+    """Finish every measure, build the run row and write + publish the run file.
 
     The results are computed in two threads while this one writes the tables as they come (DuckDB's
     insert and numpy's arithmetic both release the GIL: the write overlaps the results). One thread
-    finishes the accumulators one after another in registry order, so one that ``uses_results`` of an
+    finishes the measures one after another in registry order, so one that ``uses_results`` of an
     earlier one gets them; the other finishes those that say ``finalize_in_background`` (the geometry:
     spectra, TwoNN, seed 004's batches), whose tables are written last, then the run row.
-    ``progress(stage, done, total, unit, detail)``: stage "finalize" as each accumulator's result is ready
+    ``progress(stage, done, total, unit, detail)``: stage "finalize" as each measure's result is ready
     (unit "measures"), "write" before each table once every result is ready (unit "tables")."""
     from concurrent.futures import ThreadPoolExecutor
 
     report = progress or (lambda *a: None)
-    names = list(accs)
-    later = [n for n in names if accs[n].finalize_in_background and not accs[n].uses_results]
+    names = list(measures)
+    later = [n for n in names if measures[n].finalize_in_background and not measures[n].uses_results]
     done = itertools.count(1)  # next() is atomic: the two threads count their results apart
     results: dict = {}
     ready = {n: threading.Event() for n in names}
 
     def finish(name: str):
-        acc = accs[name]
+        measure = measures[name]
         try:
-            if acc.uses_states:  # their states are final: no need to wait for their results
-                acc.take_states({u: accs[u] for u in acc.uses_states if u in accs})
-            if acc.uses_results:  # finished earlier in the same thread (registry order) or in the other one
-                for u in acc.uses_results:
+            if measure.uses_states:  # their states are final: no need to wait for their results
+                measure.take_states({u: measures[u] for u in measure.uses_states if u in measures})
+            if measure.uses_results:  # finished earlier in the same thread (registry order) or in the other one
+                for u in measure.uses_results:
                     if u in ready:
                         ready[u].wait()
-                acc.take_results({u: results[u] for u in acc.uses_results if u in results})
-            results[name] = out = acc.result()
+                measure.take_results({u: results[u] for u in measure.uses_results if u in results})
+            results[name] = out = measure.result()
         finally:
             ready[name].set()
-        report("finalize", next(done), len(names), "measures", acc.title)
+        report("finalize", next(done), len(names), "measures", measure.title)
         return out
 
-    report("finalize", 0, len(names), "measures", " · ".join(accs[n].title for n in later) or "results")
+    report("finalize", 0, len(names), "measures", " · ".join(measures[n].title for n in later) or "results")
     with ThreadPoolExecutor(1, thread_name_prefix="normvar-results") as serial, \
             ThreadPoolExecutor(1, thread_name_prefix="normvar-finalize") as side:
         futures = {n: (side if n in later else serial).submit(finish, n) for n in later + [n for n in names
@@ -79,18 +79,18 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
 
         def tables_of(name: str) -> dict:
             if name not in built:
-                built[name] = accs[name].tables(futures[name].result(), ctx)
+                built[name] = measures[name].tables(futures[name].result(), ctx)
             return built[name]
 
         tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
         for name in [n for n in names if n not in later] + later:
-            for tname in accs[name].tables_written(ctx):
+            for tname in measures[name].tables_written(ctx):
                 tables[tname] = (lambda n=name, t=tname: tables_of(n).get(t))
 
         def referenced_sentences():
             referenced: set[int] = set()
             for name in names:
-                referenced |= accs[name].sentence_ids(futures[name].result())
+                referenced |= measures[name].sentence_ids(futures[name].result())
             return sentences_table({i: plan.sentences[i] for i in sorted(referenced)}) if referenced else None
 
         tables["sentences"] = referenced_sentences
@@ -98,7 +98,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         def record() -> RunRecord:
             for name in names:
                 tables_of(name)
-            return run_record(plan, source, ctx, accs, results, plan.cfg, results[MomentsAccumulator.name], seconds, notes,
+            return run_record(plan, source, ctx, measures, results, plan.cfg, results[MomentsMeasure.name], seconds, notes,
                               source_kind)
 
         def on_table(done_tables: int, n_tables: int, name: str) -> None:
@@ -108,12 +108,12 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, accs: dict[str
         return write_tables(out_path, record, tables, overwrite=overwrite, on_table=on_table)
 
 
-def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, source_kind) -> RunRecord:
-    """The run row: the model, the corpus, the full RunConfig, counts and every accumulator's notes."""
+def run_record(plan, source, ctx, measures, results, cfg, stats, seconds, notes, source_kind) -> RunRecord:
+    """The run row: the model, the corpus, the full RunConfig, counts and every measure's notes."""
     acc_notes: dict = {}
-    for name, acc in accs.items():
-        acc_notes.update(acc.run_meta(results[name]))
-    skipped = skip_reasons(ctx, accs)
+    for name, measure in measures.items():
+        acc_notes.update(measure.run_meta(results[name]))
+    skipped = skip_reasons(ctx, measures)
     if skipped:
         acc_notes["skipped"] = skipped
     corpus = dict(plan.corpus_notes)
@@ -124,9 +124,9 @@ def run_record(plan, source, ctx, accs, results, cfg, stats, seconds, notes, sou
         **{k: v for k, v in model_meta.items() if k in RunRecord.__dataclass_fields__},
         layers=list(plan.layers), corpus_name=plan.corpus_name, corpus_sha256=plan.corpus_sha256,
         options=cfg.to_dict(), n_sentences=len(plan.sentences), n_truncated=plan.n_truncated,
-        n_embeddings=int(accs[MomentsAccumulator.name].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
+        n_embeddings=int(measures[MomentsMeasure.name].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
         seconds=float(seconds), versions=versions(), created_at=_dt.datetime.now(_dt.timezone.utc),
-        source=source_kind, accumulators=list(accs), sweep=cfg.sweep,
+        source=source_kind, accumulators=list(measures), sweep=cfg.sweep,
         step=cfg.step, unit=plan.unit,
         notes={"n_batches": plan.n_batches,
                "batch_size": cfg.batch_size or int(max(batch_sizes(plan.batches), default=0)),

@@ -3,7 +3,7 @@
 Everything here depends only on the corpus, the tokenizer and the options, never on a forward
 pass, so the plan is the same in every process that builds it: shards of a run (batch ranges) and
 resumed runs see the same batches in the same order. Token counts n_t (eq. 2) are known before
-any hidden state exists, which sizes the accumulators once and lets the PCA samples be chosen up
+any hidden state exists, which sizes the measures once and lets the PCA samples be chosen up
 front (``samples.plan_samples``) and copied out of the one main pass.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ counted, so they are known *before* any forward pass. ``plan_samples`` therefore
    without replacement with ``numpy.random.default_rng(seed)`` (occurrences ordered by
    (sentence, position), so the picks do not depend on batch size or padding side).
 
-``measures.samples.SampleAccumulator`` then copies the picked hidden states out of the main
+``measures.samples.SampleMeasure`` then copies the picked hidden states out of the main
 pass — no second forward pass, memory bounded by chosen types x samples_per_token x layers x d
 floats. The counts are checked against the final statistics (``measures.moments.check_counts``).
 """

@@ -192,7 +192,7 @@ def kept_places(info, layers: list[int]) -> list | None:
 
 
 def state_device(places: list | None, device) -> torch.device:
-    """Where the accumulators' state lives: the model's device, or the one device of a device map's kept layers."""
+    """Where the measures' state lives: the model's device, or the one device of a device map's kept layers."""
     devices = {d for _, d in places or ()}
     return torch.device(devices.pop()) if len(devices) == 1 else torch.device(device)
 

@@ -1,7 +1,7 @@
 """Exports of a run for other tools: ``export_run(run_path, out, fmt)``.
 
 ``parquet``   one ``<table>.parquet`` per table of the run file (``run``, ``token_stats``, ``token_means``,
-              ``samples``, every accumulator's tables ...); vector columns (``mean``, ``vector``) stay
+              ``samples``, every measure's tables ...); vector columns (``mean``, ``vector``) stay
               fixed-size lists of float32 (Arrow ``fixed_size_list<float>[d]``; pandas gives arrays,
               polars ``Array(Float32, d)``, DuckDB a list).
 ``csv``       one ``<table>.csv`` per table (header, RFC 4180 quoting); a vector column ``mean`` of

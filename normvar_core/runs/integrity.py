@@ -18,7 +18,7 @@ def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def damage(con: duckdb.DuckDBPyConnection, file_size: int, meta: dict) -> str | None:
     """A cheap integrity check (metadata only, no data block read): the file holds every block its
-    header promises (a copy cut short fails here), the tables of its accumulators exist and the
+    header promises (a copy cut short fails here), the tables of its measures exist and the
     per-type tables have one row per (layer, type). Returns what is wrong, or None."""
     try:
         info = con.sql("PRAGMA database_size").df().iloc[0].to_dict()
@@ -29,8 +29,8 @@ def damage(con: duckdb.DuckDBPyConnection, file_size: int, meta: dict) -> str | 
         tables = set(table_names(con))
         if "sentence_lengths" not in tables:
             return "missing table sentence_lengths"
-        for acc in meta.get("accumulators") or []:
-            missing = [t for t in REQUIRED_TABLES.get(acc, ()) if t not in tables]
+        for measure in meta.get("accumulators") or []:
+            missing = [t for t in REQUIRED_TABLES.get(measure, ()) if t not in tables]
             if missing:
                 return f"missing table(s) {', '.join(missing)}"
         if "moments" in (meta.get("accumulators") or []):

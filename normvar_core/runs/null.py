@@ -72,10 +72,10 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     if run.has("layer_geometry"):
         report("geometry", 0, 1, "steps", "spectra and TwoNN of the null")
         tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, search=search))
-    accumulators = [m for m, written in MEASURE_TABLES.items() if set(written) & set(tables)]  # moments, geometry
+    measures = [m for m, written in MEASURE_TABLES.items() if set(written) & set(tables)]  # moments, geometry
     known = set(RunRecord.__dataclass_fields__)
     meta = {k: v for k, v in run.meta.items() if k in known}
-    record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": accumulators,
+    record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": measures,
                           "created_at": _dt.datetime.now(_dt.timezone.utc), "seconds": time.monotonic() - t0,
                           "notes": {**(run.meta.get("notes") or {}), "null": {"kind": kind, "seed": int(seed),
                                                                                 "of": run.name}}})

@@ -5,7 +5,7 @@ never imports torch or transformers.
 ``open_run`` opens read-only, copies what it needs and closes at once, so another process may
 replace the file at any time (while a DuckDB file is open read-write, another process cannot open it at
 all, even read-only: runs are published by atomic rename and never held open); the large parts (means,
-samples, any accumulator's table) are read on first use by reopening the file briefly and checking
+samples, any measure's table) are read on first use by reopening the file briefly and checking
 it is still the same file.
 """
 from __future__ import annotations
@@ -111,15 +111,15 @@ class Run:
         return RunRecord(**{k: v for k, v in self.meta.items() if k in known})
 
     @property
-    def accumulators(self) -> list[str]:
+    def measures(self) -> list[str]:
         return list(self.meta.get("accumulators") or [])
 
     def has(self, what: str) -> bool:
-        """True if the run holds the accumulator or the table ``what``."""
-        return what in self.accumulators or what in self.table_names
+        """True if the run holds the measure or the table ``what``."""
+        return what in self.measures or what in self.table_names
 
     def skipped(self, what: str) -> str | None:
-        """Why the run lacks the accumulator ``what`` although it asked for it (notes.skipped), or None."""
+        """Why the run lacks the measure ``what`` although it asked for it (notes.skipped), or None."""
         return skipped_measures(self.meta).get(what)
 
     @property
@@ -195,7 +195,7 @@ class Run:
             con.close()
 
     def table(self, name: str) -> pd.DataFrame:
-        """Any table of the run as a DataFrame (cached), e.g. an accumulator's ``layer_geometry``."""
+        """Any table of the run as a DataFrame (cached), e.g. a measure's ``layer_geometry``."""
         if name not in self.table_names:
             raise NormvarError(f"run {self.name!r} has no table {name!r}",
                                fix="recompute the run with the measure switched on")
@@ -341,7 +341,7 @@ LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layer
 
 
 def skipped_measures(meta: dict) -> dict[str, str]:
-    """{accumulator: why} for the measures a run asked for but could not hold (its ``notes.skipped``)."""
+    """{measure: why} for the measures a run asked for but could not hold (its ``notes.skipped``)."""
     notes = meta.get("notes")
     skipped = notes.get("skipped") if isinstance(notes, dict) else None
     return {str(k): str(v) for k, v in skipped.items() if v} if isinstance(skipped, dict) else {}

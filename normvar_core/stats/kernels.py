@@ -28,12 +28,12 @@ def update_kernel(X, order, starts, rows, n_new, mean, s_out, bounds):  # pragma
             inv_n = 1.0 / n_new[g]
             k0 = starts[g]
             k1 = starts[g + 1]
-            acc = 0.0
+            measure = 0.0
             if k1 - k0 == 1:  # a type seen once in this batch: one fused loop
                 xrow = X[l, order[k0]]
                 for j in range(d):
                     dv = np.float64(xrow[j]) - np.float64(mrow[j])
-                    acc += dv * dv * (1.0 - inv_n)
+                    measure += dv * dv * (1.0 - inv_n)
                     mrow[j] = np.float64(mrow[j]) + dv * inv_n
             else:
                 for j in range(d):
@@ -47,9 +47,9 @@ def update_kernel(X, order, starts, rows, n_new, mean, s_out, bounds):  # pragma
                         s2[j] += dv * dv
                 for j in range(d):
                     v = s1[j]
-                    acc += s2[j] - v * v * inv_n
+                    measure += s2[j] - v * v * inv_n
                     mrow[j] = np.float64(mrow[j]) + v * inv_n
-            s_out[l, g] = acc
+            s_out[l, g] = measure
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -67,7 +67,7 @@ def block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pr
             for j in range(d):
                 c[l, j] += w * np.float64(row[j])
         for b in range(nb):
-            acc = 0.0
+            measure = 0.0
             for k in range(b * block, (b + 1) * block):
                 row = mean[l, order[k]]
                 w = n_sorted[k]
@@ -76,8 +76,8 @@ def block_kernel(mean, order, n_sorted, n_orig, nb, block, c, bvec, bdev):  # pr
                     dv = np.float64(row[j]) - c[l, j]
                     bvec[l, b + 1, j] += w * dv
                     dev += dv * dv
-                acc += w * dev
-            bdev[l, b + 1] = acc
+                measure += w * dev
+            bdev[l, b + 1] = measure
 
 
 @numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
@@ -110,11 +110,11 @@ def row_sq_kernel(x, out):  # pragma: no cover
     float64 copy of x)."""
     N, d = x.shape
     for i in numba.prange(N):
-        acc = 0.0
+        measure = 0.0
         for j in range(d):
             v = np.float64(x[i, j])
-            acc += v * v
-        out[i] = acc
+            measure += v * v
+        out[i] = measure
 
 
 @numba.njit(cache=True, nogil=True)

@@ -1,5 +1,5 @@
 """Layer geometry from exact streamed quantities (seed 004 §2.3–2.4; Ethayarajh 2019; Facco et al.
-2017). Pure numpy: the accumulators in ``pipeline/measures/geometry.py`` stream the inputs.
+2017). Pure numpy: the measures in ``pipeline/measures/geometry.py`` stream the inputs.
 
 * Spectrum of the covariance Σ = (1/n) Σ (x − μ)(x − μ)ᵀ of every embedding of a layer, eigenvalues
   λ₁ ≥ … ≥ λ_d ≥ 0:
@@ -116,8 +116,8 @@ def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n
               sq_sum: float, search=None, est: dict | None = None) -> tuple[dict, np.ndarray]:
     """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
     its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
-    One definition for the accumulator over a model's states and for the Gaussian null;
-    ``est``: seed 004's batch estimates when already made (the accumulator's streamed neighbours,
+    One definition for the measure over a model's states and for the Gaussian null;
+    ``est``: seed 004's batch estimates when already made (the measure's streamed neighbours,
     ``estimates_from``), else ``batched_estimates`` with ``search(X32, k)``, the TwoNN candidate search."""
     sp = spectrum(cov)
     if est is None:

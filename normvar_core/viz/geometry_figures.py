@@ -220,7 +220,7 @@ def outlier_heatmap(dim_stats: pd.DataFrame, *, presentation: bool = False, titl
 
 def distinct_top(rows: pd.DataFrame) -> pd.DataFrame:
     """A ``top_activations`` table with one row per (token, position, dim), its largest |value| (runs
-    written before the accumulator kept distinct keys repeat a context-free state), re-ranked from 1."""
+    written before the measure kept distinct keys repeat a context-free state), re-ranked from 1."""
     if not len(rows):
         return rows
     r = rows.assign(_a=rows["value"].abs()).sort_values(["_a", "sentence_id"], ascending=[False, True])

@@ -3,7 +3,7 @@
 * ``model_map.py``    the model loaded over the devices (``from_pretrained``'s device_map / max_memory /
                       offload_folder), where each module sits, where the token ids go and where each hidden
                       state's statistics live (``state_places``);
-* ``layer_groups.py`` state beside its layer: every accumulator held as one per device-map entry, on its device
+* ``layer_groups.py`` state beside its layer: every measure held as one per device-map entry, on its device
                       (``LayerSplit``), gathered on the host for a checkpoint, a merge and publishing;
 * ``per_device.py``   the memory plan per device (``normvar plan --devices 8x80``; a mapped compute's drops).
 

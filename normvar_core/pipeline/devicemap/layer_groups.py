@@ -1,15 +1,15 @@
 """State beside its layer: a device-mapped model's kept layers in groups, one per device-map entry
-(``places.py``), and every accumulator held as one accumulator per group, on that group's device.
+(``places.py``), and every measure held as one measure per group, on that group's device.
 
     groups_of(ctx)        [(entry, device, positions of its layers in ctx.layers)], None for one group
-    LayerSplit            one accumulator name over the groups: update per group, state on the host
-    update_split(accs, b) a StateBatch whose ``groups`` hold each group's states on its own device
+    LayerSplit            one measure name over the groups: update per group, state on the host
+    update_split(measures, b) a StateBatch whose ``groups`` hold each group's states on its own device
 
-During the pass no hidden state crosses devices: group g's accumulators read only group g's states,
+During the pass no hidden state crosses devices: group g's measures read only group g's states,
 which the source left on the device that computed them. The state a checkpoint, a resume, a Ray partial
 or a merge sees is the whole run's (``state_dict``: each group's layer rows put back in layer order on the
 host, the per-type ids sorted; the other keys are the same in every group), so those paths do not change,
-and ``gathered()`` gives the accumulator of the whole run on the host for publishing.
+and ``gathered()`` gives the measure of the whole run on the host for publishing.
 """
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ class _GroupReader:
 
 
 class LayerSplit:
-    """One accumulator (``cls``) of the run held as one per layer group (module docstring)."""
+    """One measure (``cls``) of the run held as one per layer group (module docstring)."""
 
     def __init__(self, cls, ctx: RunContext, groups, parts: list):
         self.cls, self.name, self.ctx, self.groups, self.parts = cls, cls.name, ctx, groups, parts
@@ -130,23 +130,23 @@ class LayerSplit:
         return self.merge_from(DictReader(other.state_dict()))
 
     def gathered(self):
-        """The whole run's accumulator on the host (CPU), holding this state: what publish reads."""
-        acc = self.cls.for_run(dataclasses.replace(self.ctx, device="cpu", places=None))
-        acc.load_state_dict(self.state_dict())
-        return acc
+        """The whole run's measure on the host (CPU), holding this state: what publish reads."""
+        measure = self.cls.for_run(dataclasses.replace(self.ctx, device="cpu", places=None))
+        measure.load_state_dict(self.state_dict())
+        return measure
 
 
-def update_split(accs: dict, batch) -> None:
+def update_split(measures: dict, batch) -> None:
     """One StateBatch with per-group states (``batch.groups``) into every ``LayerSplit``: group g's part of
-    each accumulator takes group g's states, on its device (the layer-major ones share their views)."""
+    each measure takes group g's states, on its device (the layer-major ones share their views)."""
     for g, states in enumerate(batch.groups):
         sub = dataclasses.replace(batch, states=states, groups=None)
-        update_all({name: acc.parts[g] for name, acc in accs.items()}, sub)
+        update_all({name: measure.parts[g] for name, measure in measures.items()}, sub)
 
 
-def gather(accs: dict) -> dict:
-    """Every ``LayerSplit`` replaced by the whole run's accumulator on the host (finalize)."""
-    return {name: acc.gathered() if isinstance(acc, LayerSplit) else acc for name, acc in accs.items()}
+def gather(measures: dict) -> dict:
+    """Every ``LayerSplit`` replaced by the whole run's measure on the host (finalize)."""
+    return {name: measure.gathered() if isinstance(measure, LayerSplit) else measure for name, measure in measures.items()}
 
 
 __all__ = ["groups_of", "sub_context", "LayerSplit", "update_split", "gather"]

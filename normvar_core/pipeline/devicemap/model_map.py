@@ -10,11 +10,11 @@ longest mapped prefix) and ``input_device`` where the token ids go.
 produced it (``probe.producers``: the input embeddings, block i-1, or the final norm whose output the last
 state is) and where that state's statistics live:
 
-* a GPU entry k: the hidden state comes out on cuda:k and its accumulator state lives there;
+* a GPU entry k: the hidden state comes out on cuda:k and its measure state lives there;
 * "cpu" or "disk" (offloaded): the state lives on the CPU (the weights are streamed to the execution
   device for the pass; the statistics stay in host memory).
 
-The places group the kept layers (one group per map entry, in layer order): each group's accumulators
+The places group the kept layers (one group per map entry, in layer order): each group's measures
 hold only its layers, so no hidden state crosses devices during the pass (``layer_groups.py``).
 """
 from __future__ import annotations

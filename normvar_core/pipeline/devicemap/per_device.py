@@ -7,17 +7,17 @@ limits. Then, per device k (README "Running a 40B model"):
 
     weights_k = the bytes of the modules placed on k (parameters x e + buffers)
     state_k   = Σ_a planned_bytes(a) for the L_k kept hidden states produced on k (each device-map entry holds
-                its layers' accumulators: ``layer_groups.py``; offloaded entries, "cpu" and "disk", on the CPU)
+                its layers' measures: ``layer_groups.py``; offloaded entries, "cpu" and "disk", on the CPU)
     pass_k    = H_k·P·d·e (the hidden states k produces) + [k runs a block] (P·(f + 4d)·e + rows·h·width²·e)
                 + [L_k > 0] (L_k·N·d·e + 3·N·d·8)      (offloaded entries: the first two terms on the first GPU,
                                                         where accelerate runs them; the last on the CPU)
     early_k   = 8·L_k·d·(d + 2) when the run keeps occurrences (their early pass: each layer's running float64
-                scatter on the device that keeps the layer, freed before the accumulators are built)
+                scatter on the device that keeps the layer, freed before the measures are built)
     bytes_k   = weights_k + max(state_k, early_k) + pass_k   (the CPU row: + runtime + plan + the gathered state
                                                               + publish)
 
 and a device fits when bytes_k <= limit_k (weights on "disk" fit only with --offload-folder). What does not fit
-drops the droppable accumulators (registry order), each reason naming the device; the suggestions are per device.
+drops the droppable measures (registry order), each reason naming the device; the suggestions are per device.
 ``memory.with_devices`` puts these rows, drops and verdict into the run's ``MemoryPlan``.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 
 from normvar_core.device_options import read_device_map
 from normvar_core.pipeline.devicemap.model_map import check_map_modules, device_name, entry_of, meta_model
-from normvar_core.pipeline.measures import MEASURES, OccurrencesAccumulator
+from normvar_core.pipeline.measures import MEASURES, OccurrencesMeasure
 from normvar_core.pipeline.measures.occurrences import early_bytes
 from normvar_core.pipeline.memory import gb, layer_span, sizes_and_droppable
 from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
@@ -87,7 +87,7 @@ def block_devices(model, dmap: dict[str, str]) -> list[str]:
 
 def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(),
                 offload: bool = False) -> list[dict]:
-    """One row per device (module docstring) with the accumulators not in ``drop``."""
+    """One row per device (module docstring) with the measures not in ``drop``."""
     produced = hidden_state_devices(model, dmap, shape.num_hidden_states)
     weights = module_bytes(model, dmap)
     kept = {e: [l for l in ctx.layers if produced[l] == e] for e in dict.fromkeys(dmap.values())}
@@ -104,16 +104,16 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
     def keeps_on(dev: str) -> str:
         return host if dev in ("cpu", "disk") else dev
 
-    state, passes, accs = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), {x: {} for x in devices}
+    state, passes, measures = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), {x: {} for x in devices}
     early = dict.fromkeys(devices, 0)
-    occ = OccurrencesAccumulator.asked(ctx.cfg) and OccurrencesAccumulator.name not in drop
+    occ = OccurrencesMeasure.asked(ctx.cfg) and OccurrencesMeasure.name not in drop
     for dev in devices:
         L_k = len(kept.get(dev, ()))
         sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
         sizes = sizes_and_droppable(sub, registry)[0] if L_k else {}
         state[keeps_on(dev)] += sum(b for name, b in sizes.items() if name not in drop)
         early[keeps_on(dev)] += early_bytes(sub)["scatter_bytes"] if occ and L_k else 0
-        accs[keeps_on(dev)].update(sizes)
+        measures[keeps_on(dev)].update(sizes)
         H_k = sum(1 for x in produced if x == dev)
         passes[runs_on(dev)] += H_k * P * d * e + (P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width ** 2 * e
                                                    if dev in blocks_on else 0)
@@ -121,7 +121,7 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
     out = []
     for dev in devices:
         row = {"device": dev, "weights_bytes": int(weights.get(dev, 0)), "state_bytes": int(state[dev]),
-               "early_bytes": int(early[dev]), "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "accumulators": accs[dev], "host_bytes": 0}
+               "early_bytes": int(early[dev]), "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "measures": measures[dev], "host_bytes": 0}
         out.append(row)
         if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its work
             row["host_bytes"] = (RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(state.values())
@@ -156,7 +156,7 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
         over = [r for r in rows if not r["fits"] and r["state_bytes"] and r["device"] != "disk"]
         if not over:
             break
-        if not any(cls.name in r["accumulators"] for r in over):
+        if not any(cls.name in r["measures"] for r in over):
             continue
         dropped.append(cls.name)
         worst = over[0]
@@ -172,7 +172,7 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
                 reasons.pop(name)
     suggestions = [_suggest(r, cfg) for r in rows if not r["fits"]]
     for r in rows:
-        r.pop("accumulators")
+        r.pop("measures")
     return {"devices": rows, "device_map": dmap, "fits": all(r["fits"] for r in rows), "dropped": dropped,
             "reasons": reasons, "suggestions": suggestions, "batch": list(largest_batch(ctx.plan.batches))}
 

@@ -1,7 +1,7 @@
 """Checkpoints: the partial state of batches [0, next) plus ``next`` (see ``partials``), in one module.
 
-* ``PartialState``: the accumulators' state after batches [start, stop), flat as ``<acc>__<key>`` arrays;
-  ``partial_state`` takes it from live accumulators, ``load_partial`` puts it back into fresh ones.
+* ``PartialState``: the measures' state after batches [start, stop), flat as ``<measure>__<key>`` arrays;
+  ``partial_state`` takes it from live measures, ``load_partial`` puts it back into fresh ones.
 * ``save``/``load``: one ``.npz`` (numpy arrays + a JSON string; loaded with ``allow_pickle=False``) written to
   ``.<name>.tmp-<pid>`` and ``os.replace``d onto the path (``destination.write_atomic``: never over a device,
   FIFO or folder; a user's ``--checkpoint`` is checked by ``destination.resolve_destination``), so a reader
@@ -23,22 +23,22 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.destination import write_atomic
-from normvar_core.pipeline.measures.base import Accumulator
+from normvar_core.pipeline.measures.base import Measure
 from normvar_core.pipeline.measures.occurrences import EARLY_KEY
 
-FORMAT = "normvar-checkpoint-3"  # 3: registered state keys (the moments under acc.*)
+FORMAT = "normvar-checkpoint-3"  # 3: registered state keys (the moments under measure.*)
 
 
 @dataclass
 class PartialState:
-    """The accumulators' state after batches [start, stop): {accumulator name: state_dict}."""
+    """The measures' state after batches [start, stop): {measure name: state_dict}."""
 
     start: int
     stop: int
     states: dict
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Flat {"<acc>__<key>": array} for np.savez (no pickle)."""
+        """Flat {"<measure>__<key>": array} for np.savez (no pickle)."""
         return {f"{a}__{k}": np.asarray(v) for a, st in self.states.items() for k, v in st.items()}
 
     @classmethod
@@ -50,19 +50,19 @@ class PartialState:
         return cls(start, stop, states)
 
 
-def partial_state(accs: dict[str, Accumulator], start: int, stop: int) -> PartialState:
-    """The state of live accumulators that have seen batches [start, stop)."""
-    return PartialState(start, stop, {name: acc.state_dict() for name, acc in accs.items()})
+def partial_state(measures: dict[str, Measure], start: int, stop: int) -> PartialState:
+    """The state of live measures that have seen batches [start, stop)."""
+    return PartialState(start, stop, {name: measure.state_dict() for name, measure in measures.items()})
 
 
-def load_partial(accs: dict[str, Accumulator], partial: PartialState) -> dict[str, Accumulator]:
-    """``accs`` (fresh: ``partials.build_accumulators``) restored from ``partial``, in place and returned.
-    Every accumulator the run wants must be in the partial state."""
-    for name, acc in accs.items():
+def load_partial(measures: dict[str, Measure], partial: PartialState) -> dict[str, Measure]:
+    """``accs`` (fresh: ``partials.build_measures``) restored from ``partial``, in place and returned.
+    Every measure the run wants must be in the partial state."""
+    for name, measure in measures.items():
         if name not in partial.states:
-            raise ValueError(f"partial state lacks accumulator {name!r}")
-        acc.load_state_dict(partial.states[name])
-    return accs
+            raise ValueError(f"partial state lacks measure {name!r}")
+        measure.load_state_dict(partial.states[name])
+    return measures
 
 
 def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> None:
@@ -121,21 +121,21 @@ class Checkpointer:
         wait = max(self.every_s, self.cost / COST_SHARE) if self.every_s > 0 else 0.0
         return self.path is not None and time.monotonic() - self.last >= wait
 
-    def save(self, accs: dict, next_batch: int, extra: dict) -> None:
+    def save(self, measures: dict, next_batch: int, extra: dict) -> None:
         if self.path is None:
             return
         t0 = time.monotonic()
-        save(self.path, self.fingerprint, partial_state(accs, 0, next_batch), extra)
+        save(self.path, self.fingerprint, partial_state(measures, 0, next_batch), extra)
         self.last = time.monotonic()
         self.cost = self.last - t0
 
-    def save_quietly(self, accs: dict, next_batch: int, extra: dict) -> None:
+    def save_quietly(self, measures: dict, next_batch: int, extra: dict) -> None:
         """Save on the way out of an error or interruption: that error matters more than a failed save."""
-        quietly(self.save, accs, next_batch, extra)
+        quietly(self.save, measures, next_batch, extra)
 
     def save_early(self, state: dict, done: int, planned: int) -> None:
         """The occurrences' unfinished early pass (``occurrences.EarlyPass.state_dict``), ``done`` of its about
-        ``planned`` batches: the checkpoint holds it in place of the accumulators (``next_batch`` 0)."""
+        ``planned`` batches: the checkpoint holds it in place of the measures (``next_batch`` 0)."""
         if self.path is None:
             return
         save(self.path, self.fingerprint, PartialState(0, 0, {EARLY_KEY: state}),

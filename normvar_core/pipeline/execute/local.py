@@ -5,7 +5,7 @@
     -> publish (prepare.publish: publish.py, atomically)
 
 The checks that need no model come first (name taken, destination writable, corpus readable);
-then the model is loaded, the plan built, the batches run through every accumulator and the run
+then the model is loaded, the plan built, the batches run through every measure and the run
 published atomically. Checkpoints (``checkpoint=PATH``): every ``checkpoint_every_s`` seconds, and
 when cancelled or interrupted between batches, the partial state of the batches done is saved
 (``checkpoint.py``: the state, its file and the saver); a run resumes from it when its plan fingerprint matches, and the published
@@ -23,11 +23,11 @@ from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.blas_threads import one_blas_thread
 from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, load_partial
 from normvar_core.pipeline.execute.on_ray import compute_on_ray
-from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+from normvar_core.pipeline.execute.partials import build_measures, run_range
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_target
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
 from normvar_core.pipeline.execute.ray_cluster import preflight
-from normvar_core.pipeline.measures import MomentsAccumulator
+from normvar_core.pipeline.measures import MomentsMeasure
 from normvar_core.run_lock import computing
 
 
@@ -50,8 +50,8 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
     cancelled = should_cancel or (lambda: False)
     if target.cfg.executor == "ray":
         preflight(target.cfg)
-        setup, accs, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
-        return publish(target, setup, accs, notes, seconds=time.monotonic() - t_start, report=report)
+        setup, measures, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
+        return publish(target, setup, measures, notes, seconds=time.monotonic() - t_start, report=report)
     heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
     with one_blas_thread():  # torch owns the cores: numpy's BLAS threads would spin on them (``blas_threads``)
         setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled,
@@ -67,12 +67,12 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
     plan, source = setup.plan, setup.source
     if setup.resumed is not None:
         partial, meta = setup.resumed
-        accs = load_partial(build_accumulators(setup.ctx), partial)
+        measures = load_partial(build_measures(setup.ctx), partial)
         first, seconds_before, resumed_from = partial.stop, float(meta.get("seconds", 0.0)), partial.stop
         source.oom_splits, source.max_rows = int(meta.get("oom_splits", 0)), meta.get("max_rows")
     else:
-        accs, first, seconds_before, resumed_from = build_accumulators(setup.ctx), 0, 0.0, None
-    moments = accs[MomentsAccumulator.name]  # the measure that counts the embeddings
+        measures, first, seconds_before, resumed_from = build_measures(setup.ctx), 0, 0.0, None
+    moments = measures[MomentsMeasure.name]  # the measure that counts the embeddings
     saver = Checkpointer(target.checkpoint, setup.fingerprint, every_s)
     pos = {"next": first, "clean_n": moments.n_embeddings}
     clock = ForwardClock(report, plan, moments.n_embeddings)
@@ -89,24 +89,24 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         heap.trim_if_grown()
         clock(bi + 1, moments.n_embeddings)
         if saver.due() and bi + 1 < plan.n_batches:
-            saver.save(accs, bi + 1, extra())
+            saver.save(measures, bi + 1, extra())
 
     clock(first, moments.n_embeddings)
     try:
-        run_range(source, plan, accs, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled)
+        run_range(source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled)
     except BaseException:
         clean = moments.n_embeddings == pos["clean_n"]  # no piece of an unfinished batch was added
         if not clean and getattr(source, "completed_batch", None) == pos["next"]:
             pos["next"], clean = pos["next"] + 1, True  # interrupted in the next forward: that batch is whole
         if clean and pos["next"] > (resumed_from or 0):
-            saver.save_quietly(accs, pos["next"], extra())
+            saver.save_quietly(measures, pos["next"], extra())
         raise
     notes = {**source.notes(), "resumed_from_batch": resumed_from}
     try:
-        return publish(target, setup, accs, notes, seconds=seconds_before + (time.monotonic() - t_start),
+        return publish(target, setup, measures, notes, seconds=seconds_before + (time.monotonic() - t_start),
                        report=report)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
-        saver.save_quietly(accs, plan.n_batches, extra())
+        saver.save_quietly(measures, plan.n_batches, extra())
         raise
 
 

@@ -19,7 +19,7 @@ memory figure, the occurrences' early axes, computed there once and sent to ever
    as each finishes its previous one. An actor accumulates *every* range it runs into one partial
    state; the driver asks each actor for it (``flush``) when the actor has nothing left to do (and
    every ``checkpoint_every_s`` while it runs), merges it in place into one running state
-   (``Accumulator.merge_from``: exact, any order) and checkpoints that merged state with the batch
+   (``Measure.merge_from``: exact, any order) and checkpoints that merged state with the batch
    ranges it covers. The flush brings only the small arrays; every array of 3+ dimensions (per-type
    means and Σu, scatters, samples) stays with the actor and is fetched one layer block at a time
    (``ray_shard.Shard.piece``, in its own concurrency group, so it is served while the actor runs its next
@@ -168,7 +168,7 @@ class RayPool:
     def run(self, plan, ctx, *, checkpoint: Path | None, fingerprint: dict, checkpoint_every_s: float = 30.0,
             progress: Callable[[int, int], None] | None = None,
             should_cancel: Callable[[], bool] | None = None) -> tuple[dict, dict]:
-        """Every batch of ``plan`` through the actors; returns (merged accumulators, notes). See the
+        """Every batch of ``plan`` through the actors; returns (merged measures, notes). See the
         module docstring. ``should_cancel()`` is polled every ``PROGRESS_EVERY_S``: when true the actors
         are killed and CancelledError raised (the merged checkpoint stays)."""
         merged = MergedState(ctx, checkpoint, fingerprint)
@@ -188,8 +188,8 @@ class RayPool:
                 raise NormvarError(f"Ray shards kept losing batch ranges ({len(todo)} still missing)",
                                    fix="see the Ray logs; rerun resumes from the merged checkpoint")
             self._round(plan, todo, payload, merged, checkpoint_every_s, progress, should_cancel)
-        accs = merged.ensure()
-        return accs, {"executor": "ray", "ray_workers": len(self.actors), "shards": merged.n_ranges,
+        measures = merged.ensure()
+        return measures, {"executor": "ray", "ray_workers": len(self.actors), "shards": merged.n_ranges,
                       "ray_nodes": len(merged.nodes), "oom_splits": merged.oom, "resumed_batches": resumed,
                       "rerun_ranges": rerun, "merge_rollbacks": merged.rollbacks,
                       "tokenize_cpu_s": self.tokenize_cpu_s, "read_cpu_s": self.read_cpu_s}
@@ -254,7 +254,7 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
     """The Ray strategy over ``prepare``'s setup: the actors start, the driver cuts the corpus into byte
     ranges that the actors parse, select and tokenize (``RayPool.read_corpus``, ``ray_corpus``), the
     plan is built from their encoding, then the actors run its batches; returns (setup, merged
-    accumulators, notes) for ``prepare.publish``, as in one process."""
+    measures, notes) for ``prepare.publish``, as in one process."""
     cfg, root = target.cfg, target.data_dir.root
     pools: list[RayPool] = []
     try:
@@ -280,13 +280,13 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
         # the driver merges every actor's partial as one state, whatever their device maps (their state_dicts
         # are the whole run's: ``devicemap/layer_groups.py``)
         merge_ctx = dataclasses.replace(setup.ctx, places=None)
-        accs, notes = pools[0].run(plan, merge_ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
+        measures, notes = pools[0].run(plan, merge_ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
                                    progress=progress, should_cancel=should_cancel,
                                    checkpoint_every_s=checkpoint_every_s)
     finally:
         for pool in pools:
             pool.close()
-    return setup, accs, notes
+    return setup, measures, notes
 
 
 CUT_DETAIL = "corpus cut into byte ranges"  # the progress detail once the driver has read the corpus file

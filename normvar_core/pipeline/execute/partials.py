@@ -1,6 +1,6 @@
-"""Stages 3–4 — run the accumulators over a range of batches, and merge partial states.
+"""Stages 3–4 — run the measures over a range of batches, and merge partial states.
 
-A run over batches [start, stop) leaves its accumulators holding a **partial state**; partial
+A run over batches [start, stop) leaves its measures holding a **partial state**; partial
 states of disjoint ranges merge exactly (Chan et al.'s pooled update for the moments), in any
 order, into the state of one pass over their union. So:
 
@@ -14,28 +14,28 @@ from typing import Callable
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import MEASURES, Accumulator
+from normvar_core.pipeline.measures import MEASURES, Measure
 from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
 from normvar_core.pipeline.devicemap.layer_groups import LayerSplit, groups_of, update_split
 from normvar_core.pipeline.measures.state import DictReader
 
 
-def build_accumulators(ctx: RunContext, registry=MEASURES) -> dict[str, Accumulator]:
-    """Every registered accumulator the run wants, by name (moments first)."""
-    accs = {}
+def build_measures(ctx: RunContext, registry=MEASURES) -> dict[str, Measure]:
+    """Every registered measure the run wants, by name (moments first)."""
+    measures = {}
     groups = groups_of(ctx)
     for cls in registry:
-        acc = cls.for_run(ctx) if groups is None else LayerSplit.build(cls, ctx, groups)
-        if acc is not None:
-            accs[cls.name] = acc
-    return accs
+        measure = cls.for_run(ctx) if groups is None else LayerSplit.build(cls, ctx, groups)
+        if measure is not None:
+            measures[cls.name] = measure
+    return measures
 
 
-def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int, *,
+def run_range(source, plan, measures: dict[str, Measure], start: int, stop: int, *,
               on_batch: Callable[[int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None) -> None:
-    """Feed the StateBatches of plan batches [start, stop) to every accumulator (``layerview.update_all``:
+    """Feed the StateBatches of plan batches [start, stop) to every measure (``layerview.update_all``:
     the layer-major ones share one float64 copy per layer and batch).
     ``on_batch(i)`` runs after batch i is complete (all its pieces, if it was split);
     ``should_cancel()`` is polled before each batch and raises CancelledError."""
@@ -46,10 +46,10 @@ def run_range(source, plan, accs: dict[str, Accumulator], start: int, stop: int,
     with interrupts_between_batches() as guard:  # SIGINT/SIGTERM wait while a batch is half added
         for sb in source.batches(plan, start, stop):
             guard.hold()
-            if sb.groups is not None:  # --device-map: each layer group's states into its own accumulators
-                update_split(accs, sb)
+            if sb.groups is not None:  # --device-map: each layer group's states into its own measures
+                update_split(measures, sb)
             else:
-                update_all(accs, sb)
+                update_all(measures, sb)
             if sb.last:  # every piece of the batch is in
                 _done(sb.index, on_batch, should_cancel if sb.index + 1 < stop else None)
                 guard.release()
@@ -63,36 +63,36 @@ def _done(index: int, on_batch, should_cancel) -> None:
 
 
 def compute_partial(source, plan, ctx: RunContext, start: int, stop: int, **kw) -> PartialState:
-    """One shard: fresh accumulators over batches [start, stop), returned as a partial state."""
-    accs = build_accumulators(ctx)
-    run_range(source, plan, accs, start, stop, **kw)
-    return partial_state(accs, start, stop)
+    """One shard: fresh measures over batches [start, stop), returned as a partial state."""
+    measures = build_measures(ctx)
+    run_range(source, plan, measures, start, stop, **kw)
+    return partial_state(measures, start, stop)
 
 
-def merge_into(accs: dict[str, Accumulator], reader) -> dict[str, Accumulator]:
-    """Pool a partial state read through ``reader`` (flat keys ``<accumulator>__<key>``, as
-    ``PartialState.arrays``) into ``accs`` in place, accumulator by accumulator (``merge_from``: one
+def merge_into(measures: dict[str, Measure], reader) -> dict[str, Measure]:
+    """Pool a partial state read through ``reader`` (flat keys ``<measure>__<key>``, as
+    ``PartialState.arrays``) into ``accs`` in place, measure by measure (``merge_from``: one
     array or one layer block of the incoming state at a time)."""
-    for name, acc in accs.items():
-        acc.merge_from(reader.sub(f"{name}__"))
-    return accs
+    for name, measure in measures.items():
+        measure.merge_from(reader.sub(f"{name}__"))
+    return measures
 
 
-def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, Accumulator]:
-    """Merge partial states of disjoint batch ranges into the accumulators of their union."""
+def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, Measure]:
+    """Merge partial states of disjoint batch ranges into the measures of their union."""
     if not partials:
-        return build_accumulators(ctx)
+        return build_measures(ctx)
     ranges = sorted((p.start, p.stop) for p in partials)
     for (a0, a1), (b0, _) in zip(ranges, ranges[1:]):
         if b0 < a1:
             raise ValueError(f"overlapping batch ranges {a0}..{a1} and {b0}..")
-    merged = load_partial(build_accumulators(ctx), partials[0])
+    merged = load_partial(build_measures(ctx), partials[0])
     for p in partials[1:]:
         missing = set(merged) - set(p.states)
         if missing:
-            raise ValueError(f"partial state lacks accumulator {sorted(missing)[0]!r}")
+            raise ValueError(f"partial state lacks measure {sorted(missing)[0]!r}")
         merge_into(merged, DictReader(p.arrays()))
     return merged
 
 
-__all__ = ["build_accumulators", "run_range", "compute_partial", "merge_partials", "merge_into"]
+__all__ = ["build_measures", "run_range", "compute_partial", "merge_partials", "merge_into"]

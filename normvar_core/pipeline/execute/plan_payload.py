@@ -1,7 +1,7 @@
 """A built plan as plain arrays, for workers that run batch ranges of it without the corpus.
 
 The driver builds the plan once (``run_plan.make_plan``, from the encoding the workers made of their
-byte ranges of the corpus: ``ray_corpus``); ``plan_payload`` flattens what the forward pass and the accumulators need — the
+byte ranges of the corpus: ``ray_corpus``); ``plan_payload`` flattens what the forward pass and the measures need — the
 flat encoding and the batch groups (``batches.PaddedBatches``), the counted types and counts, the
 sample plans — into numpy arrays that travel through Ray's object store (zero-copy on one node).
 ``plan_from_payload`` rebuilds a ``RunPlan`` whose batches, types and sample picks are the driver's

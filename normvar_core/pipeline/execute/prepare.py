@@ -31,7 +31,7 @@ from normvar_core.pipeline.devicemap.per_device import device_limits, plan_place
 from normvar_core.pipeline.execute import checkpoint as ckpt
 from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute import heap
-from normvar_core.pipeline.measures import MomentsAccumulator
+from normvar_core.pipeline.measures import MomentsMeasure
 from normvar_core.pipeline.measures.occurrences import EARLY_KEY, early_batches, prime
 from normvar_core.pipeline.execute.progress import PhaseClock, Progress, publish_progress
 from normvar_core.pipeline.memory import run_budget, with_devices
@@ -55,7 +55,7 @@ class RunTarget:
 @dataclass
 class RunSetup:
     """Everything a strategy needs before the first batch. ``ctx.memory`` is the memory plan (which
-    accumulators fit); ``fingerprint`` the plan's and the weights' (a checkpoint resumes only under
+    measures fit); ``fingerprint`` the plan's and the weights' (a checkpoint resumes only under
     it); ``resumed``: (partial state, meta) of the checkpoint this run resumes, if any."""
 
     cfg: RunConfig
@@ -98,7 +98,7 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
     ``checkpoint``: resume from it when its fingerprint matches (the memory plan then keeps exactly
-    the accumulators it holds; a checkpoint of an unfinished early pass resumes that pass, and the early pass
+    the measures it holds; a checkpoint of an unfinished early pass resumes that pass, and the early pass
     saves one every ``checkpoint_every_s`` and when interrupted or cancelled: ``early_pass``). ``remote``: the Ray strategy's driver side (``ray_model.ActorModel``): the
     corpus read and tokenized by the actors, the model described by them (this process reads its
     tokenizer and config, never its weights), the occurrences' early axes computed by one actor."""
@@ -188,13 +188,13 @@ def memory_note(ctx) -> dict:
     return {} if mp is None else {"total_bytes": mp.total_bytes, "memory_bytes": mp.memory_bytes, "fits": mp.fits}
 
 
-def publish(target: RunTarget, setup: RunSetup, accs: dict, notes: dict, *, seconds: float,
+def publish(target: RunTarget, setup: RunSetup, measures: dict, notes: dict, *, seconds: float,
             report: Callable[[Progress], Any]) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
-    accs = gather(accs)  # --device-map: every layer group's state gathered on the host
+    measures = gather(measures)  # --device-map: every layer group's state gathered on the host
     heap.trim_heap()  # the pass's kept free pages back before the results are built (the plan counts pass or publish)
-    n_embeddings = accs[MomentsAccumulator.name].n_embeddings
-    path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, accs=accs,
+    n_embeddings = measures[MomentsMeasure.name].n_embeddings
+    path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, measures=measures,
                        notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
                        seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))
     if target.checkpoint is not None:

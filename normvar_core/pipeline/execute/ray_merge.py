@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.pipeline.execute import checkpoint as ckpt
-from normvar_core.pipeline.execute.partials import build_accumulators, merge_into
+from normvar_core.pipeline.execute.partials import build_measures, merge_into
 
 TRANSFER = "transfer"  # the actors' concurrency group that hands flushed blocks over while a range runs
 
@@ -26,7 +26,7 @@ class MergedState:
 
     def __init__(self, ctx, path: Path | None, fingerprint: dict):
         self.ctx, self.path, self.fingerprint = ctx, path, fingerprint
-        self.accs: dict | None = None  # the merged accumulators (None until ``ensure`` or a merge)
+        self.accs: dict | None = None  # the merged measures (None until ``ensure`` or a merge)
         self.covered: list[tuple[int, int]] = []
         self.nodes: set = set()
         self.oom = 0
@@ -35,9 +35,9 @@ class MergedState:
         self.releases: list = []  # the actors' release calls (``Pieces.release``), awaited before they are killed
 
     def ensure(self) -> dict:
-        """The merged state, empty accumulators of the run until something is merged."""
+        """The merged state, empty measures of the run until something is merged."""
         if self.accs is None:
-            self.accs = build_accumulators(self.ctx)
+            self.accs = build_measures(self.ctx)
         return self.accs
 
     def resume(self) -> int:
@@ -45,7 +45,7 @@ class MergedState:
         got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
         if got is None or "ray_ranges" not in got[1]:
             return 0
-        self.accs = ckpt.load_partial(build_accumulators(self.ctx), got[0])
+        self.accs = ckpt.load_partial(build_measures(self.ctx), got[0])
         self.covered = [(int(a), int(b)) for a, b in got[1]["ray_ranges"]]
         self.oom = int(got[1].get("oom_splits", 0))
         return sum(b - a for a, b in self.covered)

@@ -21,7 +21,7 @@ from normvar_core.pipeline.encoding import encode_sentences
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.blas_threads import hold_one_blas_thread
 from normvar_core.pipeline.execute.checkpoint import partial_state
-from normvar_core.pipeline.execute.partials import build_accumulators, run_range
+from normvar_core.pipeline.execute.partials import build_measures, run_range
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload
 from normvar_core.pipeline.execute.ray_corpus import RangeState, actor_keep
 from normvar_core.pipeline.measures.occurrences import prime
@@ -33,7 +33,7 @@ from normvar_core.pipeline.sources import TransformerSource, kept_places, state_
 
 class Decisions:
     """An actor's ``ctx.memory``: the driver's drops (``RunContext.dropped`` reads ``.reasons``), so every
-    actor holds exactly the accumulators the driver merges."""
+    actor holds exactly the measures the driver merges."""
 
     def __init__(self, reasons: dict):
         self.reasons = dict(reasons)
@@ -121,7 +121,7 @@ class Shard:
         return self.ctx.occurrence_axes
 
     def _context(self, arrays: dict, reasons_json: str):
-        """(plan, context) of the driver's plan arrays and memory decisions (JSON {accumulator: reason})."""
+        """(plan, context) of the driver's plan arrays and memory decisions (JSON {measure: reason})."""
         plan = plan_from_payload(self.cfg, arrays)
         info, places = self.loaded.info, kept_places(self.loaded.info, plan.layers)
         return plan, RunContext(cfg=self.cfg, layers=plan.layers, dim=int(info.dim), plan=plan, tokens=plan.tokens,
@@ -150,7 +150,7 @@ class Shard:
         delay = float(os.environ.get(DELAY_ENV) or 0)
         crash = bool(marker) and bool(self.covered) and not Path(marker).exists()
         if self.accs is None:
-            self.accs = build_accumulators(self.ctx)
+            self.accs = build_measures(self.ctx)
 
         def on_batch(i: int) -> None:
             heap.trim_if_grown()

@@ -1,5 +1,5 @@
 """The measure contract: one class per streamed measure, checked on every class of ``MEASURES`` by
-``tests/test_accumulator_contract.py``.
+``tests/test_measure_contract.py``.
 
 A measure class says, as class attributes and classmethods:
 
@@ -45,7 +45,7 @@ Planned = dict[str, tuple[tuple[int, ...], Any]]
 takes, e.g. ``np.float64``)."""
 
 
-class Accumulator(Stateful, ABC):
+class Measure(Stateful, ABC):
     """One streamed measure (see the module docstring for the contract)."""
 
     name: ClassVar[str]
@@ -56,7 +56,7 @@ class Accumulator(Stateful, ABC):
     ``take_results`` first when the run holds them (they finish earlier in ``MEASURES`` order)."""
     uses_states: ClassVar[tuple[str, ...]] = ()
     """Names of measures whose finished state this one's ``result()`` reads (the occurrences read the geometry's
-    covariance): publish hands the accumulators over through ``take_states`` first, without waiting for their
+    covariance): publish hands the measures over through ``take_states`` first, without waiting for their
     ``result()`` (which may still be running in its own thread: read, never modify)."""
     finalize_in_background: ClassVar[bool] = False
     """True when ``result()`` is slow and needs nothing of another result (the geometry: spectra, TwoNN):
@@ -85,7 +85,7 @@ class Accumulator(Stateful, ABC):
         return cls.asked(ctx.cfg) and cls.may_drop(ctx.cfg)
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "Accumulator | None":
+    def for_run(cls, ctx: RunContext) -> "Measure | None":
         """This measure sized for the run, or None: not asked (``asked``) or dropped (``skip_reason``)."""
         if not cls.asked(ctx.cfg) or cls.skip_reason(ctx):
             return None
@@ -156,12 +156,12 @@ class Accumulator(Stateful, ABC):
         ...
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, np.ndarray], ctx: RunContext) -> "Accumulator":
-        acc = cls.for_run(ctx)
-        if acc is None:
-            raise ValueError(f"accumulator {cls.name!r} is not enabled for this run")
-        acc.load_state_dict(state)
-        return acc
+    def from_state_dict(cls, state: dict[str, np.ndarray], ctx: RunContext) -> "Measure":
+        measure = cls.for_run(ctx)
+        if measure is None:
+            raise ValueError(f"measure {cls.name!r} is not enabled for this run")
+        measure.load_state_dict(state)
+        return measure
 
     @abstractmethod
     def result(self) -> Any:
@@ -170,8 +170,8 @@ class Accumulator(Stateful, ABC):
     def take_results(self, results: dict[str, Any]) -> None:
         """Receive the results named in ``uses_results`` (those the run has) before ``result()``."""
 
-    def take_states(self, measures: dict[str, "Accumulator"]) -> None:
-        """Receive the accumulators named in ``uses_states`` (those the run has), after the pass, before ``result()``."""
+    def take_states(self, measures: dict[str, "Measure"]) -> None:
+        """Receive the measures named in ``uses_states`` (those the run has), after the pass, before ``result()``."""
 
     @abstractmethod
     def tables(self, result: Any, ctx: RunContext) -> dict[str, Any]:
@@ -191,4 +191,4 @@ class Accumulator(Stateful, ABC):
         return set()
 
 
-__all__ = ["Accumulator", "Planned"]
+__all__ = ["Measure", "Planned"]

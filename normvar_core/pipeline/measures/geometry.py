@@ -1,4 +1,4 @@
-"""The geometry accumulator (seed 004 §2.3–2.4), per stored layer, over every counted embedding:
+"""The geometry measure (seed 004 §2.3–2.4), per stored layer, over every counted embedding:
 
 * the exact covariance: n, μ and the scatter C = Σ (x − μ)(x − μ)ᵀ in float64; each batch is
   centred on its own mean and pooled with Chan et al.'s update
@@ -28,7 +28,7 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer, resolve_scatter_dtype
 from normvar_core.pipeline.measures.pooling import Chan, pool_into
 from normvar_core.pipeline.measures.samples import locate, position_keys
@@ -92,7 +92,7 @@ def first_copies(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return canon, np.flatnonzero(canon > before)  # a row is new exactly when it gets the next number
 
 
-class GeometryAccumulator(LayerMajor, Accumulator):
+class GeometryMeasure(LayerMajor, Measure):
     """On with ``--geometry`` (the default; ``--no-geometry`` switches it, the outliers and IsoScore off);
     finalized in the background (spectra, TwoNN): publish writes the other measures' tables meanwhile."""
 
@@ -240,4 +240,4 @@ class GeometryAccumulator(LayerMajor, Accumulator):
                 "scatter_dtype": self.scatter_dtype}
 
 
-__all__ = ["GeometryAccumulator", "host_search"]
+__all__ = ["GeometryMeasure", "host_search"]

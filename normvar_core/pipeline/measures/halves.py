@@ -1,10 +1,10 @@
-"""The split-half accumulator: the corpus in two halves, for the intervals of the corpus-level
+"""The split-half measure: the corpus in two halves, for the intervals of the corpus-level
 quantities and the geometry (issue 26).
 
 Every counted position goes to half A or B by a stable hash of its sentence id
 (``half_of``: SplitMix64 of the id, lowest bit), so a sentence never straddles the halves and the split
 is the same whatever the batches, their order or the shards. Per half it keeps exactly what the
-main figures need, with the same code as the main accumulators:
+main figures need, with the same code as the main measures:
 
 * a ``TokenMoments`` (n_t, μ(X_t), S_t per layer and type; seed 002 eqs. 1–6) — merged, the two
   halves ARE the run's moments (Chan's update is exact; ``tests/test_findings.py`` checks to 1e-12);
@@ -36,7 +36,7 @@ import torch
 from normvar_core.constants import STUDY_BAND
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.measures.pooling import Chan, pool_into
 from normvar_core.pipeline.measures.state import Stateful
@@ -84,7 +84,7 @@ class Half(Stateful):
         self._add_state("sq_pos0", torch.zeros(L, **z))
 
 
-class HalvesAccumulator(LayerMajor, Accumulator):
+class HalvesMeasure(LayerMajor, Measure):
     """On with ``--halves`` (the default); reuses the moments' result (``uses_results``)."""
 
     name = "halves"
@@ -244,4 +244,4 @@ class HalvesAccumulator(LayerMajor, Accumulator):
                            "embeddings": [int(self.a.n), int(self.b.n)]}}
 
 
-__all__ = ["HalvesAccumulator", "half_of"]
+__all__ = ["HalvesMeasure", "half_of"]

@@ -1,6 +1,6 @@
 """The layer-major update loop: one layer of a batch at a time, with the quantities that geometry and
 outliers both need computed once (one float64 — or float32, ``scatter_dtype`` — copy of the layer's
-states per batch instead of one per accumulator).
+states per batch instead of one per measure).
 
 For layer l of a batch of N embeddings x_i (``LayerView``):
 
@@ -9,7 +9,7 @@ For layer l of a batch of N embeddings x_i (``LayerView``):
 * ``scatter`` C_b = Σ (x_i − m_b)(x_i − m_b)ᵀ (float64 d × d). In float32 the Gram matrix G of the
   float32 deviations is exact up to float32 products; with δ = Σ(x − m32)/N it equals
   Σ(x − m32)(x − m32)ᵀ, so C_b = G − N δδᵀ (the batch's scatter about its own mean, in float64), which
-  the accumulators pool across batches with Chan's update in float64 (``pooling.pool_into``).
+  the measures pool across batches with Chan's update in float64 (``pooling.pool_into``).
 * ``col_sq``  Σ_i (x_ij − m_bj)² per dimension = diag(C_b) (the outliers' per-dimension variance)
 * ``sq``      ‖x_i‖² = Σ_j x_ij² (float64 sums, one pass over x)
 
@@ -69,7 +69,7 @@ def row_sq(x: torch.Tensor) -> torch.Tensor:
 
 
 class LayerView:
-    """Layer l of a StateBatch (``x``: (N, d) on the accumulators' device, the states' dtype) and the
+    """Layer l of a StateBatch (``x``: (N, d) on the measures' device, the states' dtype) and the
     shared quantities of the module docstring, each computed on first use.
 
     ``split`` = (order, sizes): the rows in ``order`` (a permutation) form consecutive parts of
@@ -208,14 +208,14 @@ class LayerView:
 
 
 class LayerMajor:
-    """An accumulator updated one layer at a time from shared ``LayerView``s. Subclasses define
+    """A measure updated one layer at a time from shared ``LayerView``s. Subclasses define
     ``update_layer(l, view, batch)`` and may define ``begin_batch(batch)`` / ``end_batch(batch)``;
-    ``update(batch)`` runs the loop for this accumulator alone (the contract's update)."""
+    ``update(batch)`` runs the loop for this measure alone (the contract's update)."""
 
     scatter_dtype: str = "float64"
     device: torch.device
     view_split = None
-    """(order, sizes) set in ``begin_batch`` by an accumulator that wants the batch's views split into
+    """(order, sizes) set in ``begin_batch`` by a measure that wants the batch's views split into
     row parts (``LayerView``'s ``split``: the halves); None otherwise."""
 
     def begin_batch(self, batch) -> None:
@@ -223,7 +223,7 @@ class LayerMajor:
 
     @abstractmethod
     def update_layer(self, l: int, view: LayerView, batch) -> None:
-        """Fold layer ``l``'s shared view of the batch into this accumulator's state."""
+        """Fold layer ``l``'s shared view of the batch into this measure's state."""
 
     def end_batch(self, batch) -> None:
         pass
@@ -232,34 +232,34 @@ class LayerMajor:
         update_layer_major([self], batch)
 
 
-def update_layer_major(accs: Iterable[LayerMajor], batch) -> None:
-    """Layer by layer, one ``LayerView`` shared by every accumulator in ``accs`` (same device and
+def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
+    """Layer by layer, one ``LayerView`` shared by every measure in ``accs`` (same device and
     scatter dtype: the first one's); at most one layer's float64 copy lives at a time."""
-    accs = list(accs)
-    if not accs or batch.size == 0:
+    measures = list(measures)
+    if not measures or batch.size == 0:
         return
-    dev, dtype = accs[0].device, accs[0].scatter_dtype
+    dev, dtype = measures[0].device, measures[0].scatter_dtype
     X = batch.states.to(dev)
-    for acc in accs:
-        acc.begin_batch(batch)
-    split = next((a.view_split for a in accs if a.view_split is not None), None)
+    for measure in measures:
+        measure.begin_batch(batch)
+    split = next((a.view_split for a in measures if a.view_split is not None), None)
     known = batch.views if batch.views is not None and X is batch.states else None  # the early pass's products
     for l in range(X.shape[0]):
         view = LayerView(X[l], dtype, split, known[l] if known is not None else None)
-        for acc in accs:
-            acc.update_layer(l, view, batch)
+        for measure in measures:
+            measure.update_layer(l, view, batch)
         del view
-    for acc in accs:
-        acc.end_batch(batch)
+    for measure in measures:
+        measure.end_batch(batch)
 
 
-def update_all(accs: dict, batch) -> None:
-    """One batch into every accumulator: the layer-major ones share their layer views, the others
+def update_all(measures: dict, batch) -> None:
+    """One batch into every measure: the layer-major ones share their layer views, the others
     take ``update(batch)``."""
-    layered = [a for a in accs.values() if isinstance(a, LayerMajor)]
-    for acc in accs.values():
-        if not isinstance(acc, LayerMajor):
-            acc.update(batch)
+    layered = [a for a in measures.values() if isinstance(a, LayerMajor)]
+    for measure in measures.values():
+        if not isinstance(measure, LayerMajor):
+            measure.update(batch)
     update_layer_major(layered, batch)
 
 

@@ -1,5 +1,5 @@
-"""The moments accumulator: exact n_t, mu(X_t), Q/M/V per (layer, token type) (the study's §3–4,
-eqs. 1–6) — ``TokenMoments`` behind the accumulator contract.
+"""The moments measure: exact n_t, mu(X_t), Q/M/V per (layer, token type) (the study's §3–4,
+eqs. 1–6) — ``TokenMoments`` behind the measure contract.
 
 Run-file tables: ``token_stats``, ``token_means``, ``layer_stats`` (eqs. 8–11 over all types),
 ``frequency_hist`` (Fig. 10) and, in a word run, ``word_units`` (App. J).
@@ -11,14 +11,14 @@ from typing import ClassVar
 import numpy as np
 
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.runs.schema import MOMENTS_TABLES
 from normvar_core.runs.tables import moments_tables, word_units_table
 from normvar_core.stats.tokenstats import TokenStats
 
 
-class MomentsAccumulator(Accumulator):
+class MomentsMeasure(Measure):
     """Always on: every run holds the moments, and the other measures build on their counts (publish reads
     the run's ``n_embeddings`` and ``n_types`` here)."""
 
@@ -34,7 +34,7 @@ class MomentsAccumulator(Accumulator):
         tm = TokenMoments(num_layers=ctx.num_layers, dim=ctx.dim, device=ctx.device, mean_dtype=ctx.cfg.mean_dtype,
                           layer_index=ctx.layers, backend=self.backend)
         tm.register(ctx.plan.token_ids)  # the types are known: size the tables once (rows too, on torch)
-        self._add_state("acc", tm)  # nested: keys acc.ids, acc.n, acc.mean, acc.s, ... (Chan's merge, layer by layer)
+        self._add_state("acc", tm)  # nested: keys measure.ids, measure.n, measure.mean, measure.s, ... (Chan's merge, layer by layer)
 
     @classmethod
     def planned_state(cls, ctx: RunContext) -> Planned:
@@ -80,4 +80,4 @@ def check_counts(plan, stats: TokenStats) -> None:
                            "the counted positions and the state source disagree")
 
 
-__all__ = ["MomentsAccumulator", "check_counts"]
+__all__ = ["MomentsMeasure", "check_counts"]

@@ -1,4 +1,4 @@
-"""The occurrences accumulator (issue 34, the Occurrences page): every counted occurrence of a layer — at most
+"""The occurrences measure (issue 34, the Occurrences page): every counted occurrence of a layer — at most
 ``--occurrences`` per layer, a seeded uniform sample beyond that — at its coordinates on the layer's
 principal axes, without keeping the d-dimensional vectors.
 
@@ -10,7 +10,7 @@ How the axes are obtained (the choice, recorded per layer in the ``occurrence_ax
    computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint
    carries the axes its projections were made on. The states are not held: each batch is pooled into a
    running float64 mean and scatter per layer (8·L·d·(d + 2) bytes, ``early_bytes``, counted by the memory
-   plan; freed before the accumulators are built). A source on the CPU keeps those batches' states when they
+   plan; freed before the measures are built). A source on the CPU keeps those batches' states when they
    weigh at most ``REUSE_BYTES`` and yields them again when the pass reaches them (no second forward pass), with
    each layer's mean and Gram products, which the pass's layer views take instead of computing them again.
 2. **During the pass** each kept occurrence stores y = Bᵀ(x − m₀) (k float32), and over *every* counted
@@ -38,9 +38,9 @@ from normvar_core.config import RunConfig
 from normvar_core.errors import interrupts_between_batches
 from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
-from normvar_core.pipeline.measures.geometry import GeometryAccumulator
-from normvar_core.pipeline.measures.halves import HalvesAccumulator, half_rows, view_split
+from normvar_core.pipeline.measures.base import Measure, Planned
+from normvar_core.pipeline.measures.geometry import GeometryMeasure
+from normvar_core.pipeline.measures.halves import HalvesMeasure, half_rows, view_split
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
 from normvar_core.pipeline.measures.pooling import pool_into
 from normvar_core.pipeline.measures.samples import Fill, locate, position_keys
@@ -92,13 +92,13 @@ def early_batches(plan, positions: int = OCCURRENCE_EARLY) -> tuple[list[int], i
 def pass_views(ctx: RunContext) -> tuple[bool, bool]:
     """(whether the pass computes the layer views' Gram products, whether it splits them into the halves), as the
     memory plan kept the measures: the geometry's scatter, or the halves' per-half scatters (``view_split``)."""
-    geometry = GeometryAccumulator.asked(ctx.cfg) and not ctx.dropped(GeometryAccumulator.name)
-    halves = bool(ctx.cfg.geometry) and HalvesAccumulator.asked(ctx.cfg) and not ctx.dropped(HalvesAccumulator.name)
+    geometry = GeometryMeasure.asked(ctx.cfg) and not ctx.dropped(GeometryMeasure.name)
+    halves = bool(ctx.cfg.geometry) and HalvesMeasure.asked(ctx.cfg) and not ctx.dropped(HalvesMeasure.name)
     return geometry or halves, halves
 
 
 def early_bytes(ctx: RunContext, *, device: str | None = None) -> dict:
-    """What the early pass holds before the accumulators exist (``early_axes``), from the plan alone:
+    """What the early pass holds before the measures exist (``early_axes``), from the plan alone:
     ``scatter_bytes`` = 8·L·d·(d + 2) — each kept layer's running float64 scatter (d × d), mean and the batch's
     own scatter being pooled, on the layer's device — and ``held_bytes``, what a CPU source keeps for the pass
     (held until the pass reaches those batches, so through the pass too): the early batches' float32 states,
@@ -150,14 +150,14 @@ class EarlyPass:
         """Pool layer ``row`` of a batch (its view split as the pass splits it, so the pass can reuse it)."""
         view = LayerView(x, resolve_scatter_dtype(self.scatter_dtype, x.device), split)
         mean_b, scatter_b = view.mean, view.scatter  # float64, the scatter about m_b
-        acc = self.sums.get(row)
-        if acc is None:
+        measure = self.sums.get(row)
+        if measure is None:
             self.sums[row] = [view.n, mean_b.clone(), scatter_b.clone()]
             return view
-        if acc[1].device != mean_b.device:  # resumed from a checkpoint (host arrays): onto the layer's device
-            acc[1], acc[2] = acc[1].to(mean_b.device), acc[2].to(mean_b.device)
-        pool_into(acc[1], acc[2], acc[0], mean_b, scatter_b, view.n, outer=True)
-        acc[0] += view.n
+        if measure[1].device != mean_b.device:  # resumed from a checkpoint (host arrays): onto the layer's device
+            measure[1], measure[2] = measure[1].to(mean_b.device), measure[2].to(mean_b.device)
+        pool_into(measure[1], measure[2], measure[0], mean_b, scatter_b, view.n, outer=True)
+        measure[0] += view.n
         return view
 
     def run(self, *, reuse: bool = True, on_batch=None) -> None:
@@ -218,7 +218,7 @@ class EarlyPass:
 
 
 EARLY_KEY = "occurrences_early"
-"""A checkpoint's entry for an unfinished early pass (``EarlyPass.state_dict``), in place of the accumulators."""
+"""A checkpoint's entry for an unfinished early pass (``EarlyPass.state_dict``), in place of the measures."""
 
 
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
@@ -257,7 +257,7 @@ def prime(ctx: RunContext, source, *, reuse: bool = True, state: dict | None = N
 
 def keeps_occurrences(ctx: RunContext) -> bool:
     """The run keeps occurrences: asked for, and kept by the memory plan (then it needs the early axes)."""
-    return OccurrencesAccumulator.asked(ctx.cfg) and not ctx.dropped(OccurrencesAccumulator.name)
+    return OccurrencesMeasure.asked(ctx.cfg) and not ctx.dropped(OccurrencesMeasure.name)
 
 
 def plan_occurrences(plan, size: int) -> SamplePlan:
@@ -285,7 +285,7 @@ def _slots(ctx: RunContext) -> int:
     return int(min(int(ctx.cfg.occurrences), ctx.plan.total_embeddings))
 
 
-class OccurrencesAccumulator(LayerMajor, Accumulator):
+class OccurrencesMeasure(LayerMajor, Measure):
     """On while ``--occurrences`` is not 0; reads the geometry's exact axes from its state (``uses_states``: no wait for
     the geometry's TwoNN). The executors
     call ``prime`` before the pass (the early axes), and ``for_run`` waits for them."""
@@ -306,7 +306,7 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
         rows = [list(ctx.occurrence_axes["layers"]).index(layer) for layer in self.layers]  # a layer group's own
         self.early = {**ctx.occurrence_axes, "axes": np.asarray(ctx.occurrence_axes["axes"])[rows],
                       "mean": np.asarray(ctx.occurrence_axes["mean"])[rows]}
-        self.geometry = None  # the run's geometry accumulator, handed over at publish (``take_states``)
+        self.geometry = None  # the run's geometry measure, handed over at publish (``take_states``)
         self._add_state("axes", np.array(self.early["axes"], np.float64), merge="custom")
         self._add_state("origin", np.array(self.early["mean"], np.float64), merge="custom")
         self._add_state("n", 0)
@@ -316,8 +316,8 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
         self._add_state("filled", np.zeros(self.plan.size, bool), merge="or", per_layer=False)
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "OccurrencesAccumulator | None":
-        """As any measure (``Accumulator.for_run``), once the early axes are there (``prime``)."""
+    def for_run(cls, ctx: RunContext) -> "OccurrencesMeasure | None":
+        """As any measure (``Measure.for_run``), once the early axes are there (``prime``)."""
         return None if ctx.occurrence_axes is None else super().for_run(ctx)
 
     @classmethod
@@ -440,4 +440,4 @@ class OccurrencesAccumulator(LayerMajor, Accumulator):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesAccumulator", "EarlyPass", "EARLY_KEY", "early_axes", "early_batches", "early_bytes", "layer_states", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
+__all__ = ["OccurrencesMeasure", "EarlyPass", "EARLY_KEY", "early_axes", "early_batches", "early_bytes", "layer_states", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]

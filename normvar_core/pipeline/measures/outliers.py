@@ -23,7 +23,7 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
 from normvar_core.pipeline.measures.pooling import Chan, pool_into
 from normvar_core.runs.schema import OUTLIERS_TABLES
@@ -32,7 +32,7 @@ TOP_K = 20
 SAMPLE_ROWS = 256   # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
 
 
-class OutlierAccumulator(LayerMajor, Accumulator):
+class OutlierMeasure(LayerMajor, Measure):
     """On with the layer geometry (``--no-geometry`` switches both off); small, never dropped."""
 
     name = "outliers"
@@ -228,4 +228,4 @@ class OutlierAccumulator(LayerMajor, Accumulator):
         return {int(s) for s in np.unique(result["top"][:, :, 3]) if np.isfinite(s) and s >= 0}
 
 
-__all__ = ["OutlierAccumulator", "TOP_K"]
+__all__ = ["OutlierMeasure", "TOP_K"]

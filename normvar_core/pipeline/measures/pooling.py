@@ -1,5 +1,5 @@
 """Chan, Golub & LeVeque's pooled update of (count, mean, sum of squared deviations), shared by the
-accumulators that stream a mean and a second moment:
+measures that stream a mean and a second moment:
 
     n = n_a + n_b,  δ = μ_b − μ_a,  μ = μ_a + δ n_b / n,  S = S_a + S_b + δδᵀ n_a n_b / n   (or δ² per coordinate)
 

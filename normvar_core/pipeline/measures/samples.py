@@ -1,4 +1,4 @@
-"""The samples accumulator: the raw embeddings picked by the plan (``samples.plan_samples``) for
+"""The samples measure: the raw embeddings picked by the plan (``samples.plan_samples``) for
 the PCA clouds (Fig. 1, App. A) and the token explorer, with the sentence and position each came
 from. Memory: (L, P, d) float32 for P picks, filled batch by batch from the main pass.
 
@@ -12,7 +12,7 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.runs.schema import SAMPLES_TABLES
 from normvar_core.runs.tables import samples_tables
 
@@ -71,7 +71,7 @@ def planned_vectors(holder, ctx: RunContext, plan, *, vectors: str, flags: str) 
     holder._add_state(flags, np.zeros(P, bool), merge="or", per_layer=False)
 
 
-class SampleAccumulator(Accumulator):
+class SampleMeasure(Measure):
     """The PCA samples: on while ``--samples-per-token`` is not 0; never dropped."""
 
     name = "samples"
@@ -89,7 +89,7 @@ class SampleAccumulator(Accumulator):
         return cfg.samples_per_token != 0
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "SampleAccumulator | None":
+    def for_run(cls, ctx: RunContext) -> "SampleMeasure | None":
         """Held when the plan picked positions (none when ``--samples-per-token 0`` or no type was chosen)."""
         return cls(ctx) if ctx.plan.samples.size else None
 
@@ -127,4 +127,4 @@ class SampleAccumulator(Accumulator):
         return {"n_samples": self.plan.size, "n_sampled_types": int(np.unique(self.plan.token_ids).size)}
 
 
-__all__ = ["SampleAccumulator", "locate", "position_keys", "fill_planned", "Fill", "planned_vectors"]
+__all__ = ["SampleMeasure", "locate", "position_keys", "fill_planned", "Fill", "planned_vectors"]

@@ -15,13 +15,13 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Accumulator, Planned
+from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype
 from normvar_core.runs.schema import SELFSIM_TABLES
 from normvar_core.stats.layer_geometry import mean_cosine
 
 
-class SelfSimilarityAccumulator(Accumulator):
+class SelfSimilarityMeasure(Measure):
     """``--self-similarity`` auto / on / off: asked unless off, droppable in auto."""
 
     name = "selfsim"
@@ -108,4 +108,4 @@ class SelfSimilarityAccumulator(Accumulator):
             "self_similarity": result["self_similarity"].reshape(-1)})}
 
 
-__all__ = ["SelfSimilarityAccumulator"]
+__all__ = ["SelfSimilarityMeasure"]

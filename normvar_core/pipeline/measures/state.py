@@ -15,7 +15,7 @@ Merge rules (``merge=``):
 * ``"pooled"`` — merged by another entry's rule (a Chan mean, a Fill's flags are read by it);
 * ``"custom"`` — the holder's method ``merge_<name>(reader)``;
 * a nested holder (anything with ``state_dict``/``load_state_dict``/``merge_from``/``state_spec``, e.g.
-  the moments accumulator's ``TokenMoments``, itself a ``Stateful``) — its keys are prefixed ``<name>.``.
+  the moments measure's ``TokenMoments``, itself a ``Stateful``) — its keys are prefixed ``<name>.``.
 
 A state whose saved array is not the live value as it is (``TokenMoments``' tables hold spare rows
 beyond the types seen, and only the seen rows are saved) names three hooks, each called with the

@@ -51,7 +51,7 @@ def _as_tensor(x, name: str) -> torch.Tensor:
 
 
 class TokenMoments(Stateful):
-    """Streaming accumulator of n_t, mu(X_t) and S_t for every (layer, token type).
+    """Streaming measure of n_t, mu(X_t) and S_t for every (layer, token type).
 
     >>> states = np.array([[[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]])      # (L, N, d) = (1, 3, 2)
     >>> res = TokenMoments(num_layers=1, dim=2).update(states, np.array([7, 7, 9])).result()
@@ -153,7 +153,7 @@ class TokenMoments(Stateful):
         synchronisation beyond ``torch.unique``'s own: no rows to allocate, a type's first reference
         (its first embedding) chosen on the device, and ids outside the registered set routed to one
         overflow row that ``state_dict``/``result``/``merge`` check (a ValueError there). Results are
-        the same as without registering. Only on an empty accumulator."""
+        the same as without registering. Only on an empty measure."""
         ids = np.unique(np.asarray(token_ids, dtype=np.int64).reshape(-1))
         if self.backend != "torch" or self._T or ids.size == 0:
             self._reserve(int(ids.size))
@@ -348,7 +348,7 @@ class TokenMoments(Stateful):
             return
         want = self._spec_rows(name)[0]
         if tuple(host.shape) != want:
-            raise ValueError(f"state {name!r} has shape {tuple(host.shape)}, this accumulator holds {want}")
+            raise ValueError(f"state {name!r} has shape {tuple(host.shape)}, this measure holds {want}")
         getattr(self, name).narrow(_ROW_AXIS[name], 0, self._T).copy_(host)
 
     @staticmethod
@@ -364,13 +364,13 @@ class TokenMoments(Stateful):
     @classmethod
     def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu",
                         backend: str = "auto") -> "TokenMoments":
-        """A new accumulator holding ``state``: L, d and the means' dtype read from its ``mean``."""
+        """A new measure holding ``state``: L, d and the means' dtype read from its ``mean``."""
         mean = np.asarray(state["mean"])
         L, _, d = mean.shape
-        acc = cls(L, d, device=device, mean_dtype="float32" if mean.dtype == np.float32 else "float64",
+        measure = cls(L, d, device=device, mean_dtype="float32" if mean.dtype == np.float32 else "float64",
                   layer_index=state.get("layer_index"), backend=backend)
-        acc.load_state_dict({"layer_index": acc.layer_index, "n_embeddings": np.zeros(1, np.int64), **state})
-        return acc
+        measure.load_state_dict({"layer_index": measure.layer_index, "n_embeddings": np.zeros(1, np.int64), **state})
+        return measure
 
     def result(self, types: np.ndarray | None = None) -> "TokenStats":
         """The per-(layer, type) statistics, types sorted by token id; only the token ids ``types`` if
@@ -404,7 +404,7 @@ class ByType:
         o_n = torch.from_numpy(np.array(reader.get("n"), np.int64))[order].to(dev)
         o_s = torch.from_numpy(np.array(reader.get("s"), np.float64))[:, order].to(dev)
         if o_s.shape[0] != tm.num_layers:
-            raise ValueError("cannot merge accumulators of different shapes")
+            raise ValueError("cannot merge measures of different shapes")
         if tm._fixed:
             rows = tm._fixed_rows(o_ids)
             if bool((rows == tm._T).any()):
@@ -418,7 +418,7 @@ class ByType:
         weight, cross = (b_n / n)[:, None], old_n * b_n / n
         for l, block in enumerate(reader.blocks("mean")):
             if block.shape[-1] != tm.dim:
-                raise ValueError("cannot merge accumulators of different shapes")
+                raise ValueError("cannot merge measures of different shapes")
             # row gathers and scatters by index_select / index_copy_ (torch's advanced indexing is
             # several times slower on the CPU); a read-only or non-float64 block is copied, others read in place
             o_mean = torch.from_numpy(np.require(block, np.float64, "W")).index_select(0, order).to(dev)

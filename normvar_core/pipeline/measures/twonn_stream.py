@@ -4,7 +4,7 @@ The sample (``samples.plan_uniform``: the K positions with the smallest hashed (
 keys, in key order, i.e. a seeded random order) is split before the pass into TwoNN batches of at least
 ``TWONN_BATCH`` rows (``stats.layer_geometry.twonn_batch_of``: the rest joins the last batch). Neighbours
 are searched within a batch. State per layer l and sample row i (registered on the geometry
-accumulator, merged exactly):
+measure, merged exactly):
 
 * ``sample[l, i]`` — the float32 state; ``hash[l, i]`` — an exact integer hash of its bits (duplicates);
 * ``dup[l, i]`` — the row is a copy of an identical row of its batch that is kept (the copies are
@@ -63,7 +63,7 @@ def unit_roundoff(device) -> float:
 
 
 class NeighbourState:
-    """The registered state of the streaming search (on ``holder``: the geometry accumulator) and its updates."""
+    """The registered state of the streaming search (on ``holder``: the geometry measure) and its updates."""
 
     cpu_kernels = True  # on the CPU, the numba passes (``stats.twonn_kernels``); False: the torch ops there too
 

@@ -1,4 +1,4 @@
-"""One contract, checked on every registered accumulator (as scikit-learn checks every estimator):
+"""One contract, checked on every registered measure (as scikit-learn checks every estimator):
 state_dict holds numpy arrays only and round-trips through np.savez without pickle; it holds exactly
 the registered state (``state_spec``: keys, shapes, dtypes); two halves merged equal one stream, also
 when the merge may read no incoming array of 3+ dimensions whole (one layer block at a time, as the
@@ -15,13 +15,13 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import MEASURES, Accumulator
+from normvar_core.pipeline.measures import MEASURES, Measure
 from normvar_core.pipeline.measures.occurrences import prime
 from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.pipeline.measures.state import DictReader
 
-from examples.norm_measure import NormAccumulator  # the manual's walk-through measure, under the same contract
+from examples.norm_measure import NormMeasure  # the manual's walk-through measure, under the same contract
 
 LAYERS = [0, 2]
 DIM = 10
@@ -38,10 +38,10 @@ def setup():
 
 
 def _fed(cls, ctx, source, plan, a, b):
-    acc = cls.for_run(ctx)
+    measure = cls.for_run(ctx)
     for sb in source.batches(plan, a, b):
-        acc.update(sb)
-    return acc
+        measure.update(sb)
+    return measure
 
 
 class LayerBlockReader(DictReader):
@@ -80,12 +80,12 @@ def _flat(x):
     return [np.asarray(x)]
 
 
-@pytest.mark.parametrize("cls", (*MEASURES, NormAccumulator), ids=lambda c: c.name)
+@pytest.mark.parametrize("cls", (*MEASURES, NormMeasure), ids=lambda c: c.name)
 def test_contract(cls, setup, tmp_path):
     plan, source, ctx = setup
-    assert issubclass(cls, Accumulator) and cls.name and cls.table_names
-    acc = cls.for_run(ctx)
-    if acc is None:
+    assert issubclass(cls, Measure) and cls.name and cls.table_names
+    measure = cls.for_run(ctx)
+    if measure is None:
         pytest.fail(f"{cls.name} is not enabled for the contract run: widen the fixture")
     one = _fed(cls, ctx, source, plan, 0, plan.n_batches)
     h = plan.n_batches // 2
@@ -100,8 +100,8 @@ def test_contract(cls, setup, tmp_path):
         a2 = cls.from_state_dict({k: z[k] for k in z.files}, ctx)
 
     # the registered state is what state_dict holds: the same keys, shapes and dtypes
-    for acc in (a, one):
-        spec, held = acc.state_spec(), acc.state_dict()
+    for measure in (a, one):
+        spec, held = measure.state_spec(), measure.state_dict()
         assert set(spec) == set(held)
         assert all(spec[k] == (held[k].shape, held[k].dtype) for k in held), \
             {k: (spec[k], (held[k].shape, held[k].dtype)) for k in held}
@@ -148,32 +148,32 @@ def test_the_walk_through_measure_equals_a_brute_force(setup):
     """The manual's example measure (examples/norm_measure.py) gives the mean and RMS norm of every layer's
     embeddings, as numpy computes them over the same states."""
     plan, source, ctx = setup
-    acc = NormAccumulator.for_run(ctx)
+    measure = NormMeasure.for_run(ctx)
     states = []
     for sb in source.batches(plan, 0, plan.n_batches):
-        acc.update(sb)
+        measure.update(sb)
         states.append(sb.states.numpy())
     X = np.concatenate(states, axis=1)                  # (L, N, d)
     norms = np.linalg.norm(X, axis=2)
-    res = acc.result()
+    res = measure.result()
     np.testing.assert_allclose(res["mean_norm"], norms.mean(axis=1), rtol=1e-12)
     np.testing.assert_allclose(res["rms_norm"], np.sqrt((norms ** 2).mean(axis=1)), rtol=1e-12)
-    assert acc.n == X.shape[1] and list(res["layer"]) == LAYERS
+    assert measure.n == X.shape[1] and list(res["layer"]) == LAYERS
 
 
-def test_an_accumulator_without_planned_state_is_listed_not_counted():
+def test_a_measure_without_planned_state_is_listed_not_counted():
     """A measure that does not declare its state (``planned_state`` -> None, the base class's default) is
     left out of the memory plan's total and named in its lines; the declared ones are counted as before."""
     import torch
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.measures import MomentsAccumulator
+    from normvar_core.pipeline.measures import MomentsMeasure
     from normvar_core.pipeline.memory import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape
     from normvar_core.pipeline.run_plan import synthetic_plan
 
-    class Undeclared(MomentsAccumulator):
+    class Undeclared(MomentsMeasure):
         name = "undeclared"
         planned_state = classmethod(lambda cls, ctx: None)
 
@@ -183,9 +183,9 @@ def test_an_accumulator_without_planned_state_is_listed_not_counted():
     shape = ModelShape(name="toy", architecture="Toy", params=1000, lm_head_params=0, buffer_bytes=0, dim=6,
                        num_hidden_states=2, heads=1, ffn=12, vocab=20, max_length=32)
     kw = dict(shape=shape, memory_bytes=1 << 40, device="cpu", dtype="float32")
-    both = plan_memory(ctx, registry=[MomentsAccumulator, Undeclared], **kw)
-    alone = plan_memory(ctx, registry=[MomentsAccumulator], **kw)
-    assert both.unknown == ["undeclared"] and "undeclared" not in both.accumulators
-    assert both.accumulators == alone.accumulators and both.total_bytes == alone.total_bytes
-    assert both.accumulators["moments"] == MomentsAccumulator.planned_bytes(ctx) > 0
-    assert any("accumulator undeclared does not declare planned_state" in line for line in both.lines())
+    both = plan_memory(ctx, registry=[MomentsMeasure, Undeclared], **kw)
+    alone = plan_memory(ctx, registry=[MomentsMeasure], **kw)
+    assert both.unknown == ["undeclared"] and "undeclared" not in both.measures
+    assert both.measures == alone.measures and both.total_bytes == alone.total_bytes
+    assert both.measures["moments"] == MomentsMeasure.planned_bytes(ctx) > 0
+    assert any("measure undeclared does not declare planned_state" in line for line in both.lines())
