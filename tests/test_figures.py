@@ -17,7 +17,7 @@ from normvar_core.viz.frequency_figures import frequency_scatter, frequency_slop
 from normvar_core.viz.selection import downsample, find_tokens, fit_row, tradeoff_points
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 
-from normvar_core.viz import viewstate
+from normvar_core.viz import depth, viewstate
 from normvar_core.stats.tokenstats import TokenStats
 from figure_stats import synthetic_stats, table
 
@@ -132,9 +132,9 @@ def test_viewstate_round_trip_and_forgiving_parse():
     assert viewstate.parse_band("5,1") == (1.0, 5.0)
     assert viewstate.parse_tokens("a, b,a,,c") == ["a", "b", "c"]
     assert viewstate.band_counts((1, 5)) == (10.0, 100000.0)
-    assert viewstate.nearest_layer([0, 2, 4, 6], 3) == 2 and viewstate.nearest_layer([0, 2, 4], None) == 2
-    assert viewstate.layer_at_depth([0, 2, 4, 6], 0.5, 7) == 2
-    assert viewstate.layer_at_depth(list(range(13)), 0.5, 13) == 6
+    assert depth.nearest_layer([0, 2, 4, 6], 3) == 2 and depth.nearest_layer([0, 2, 4], None) == 2
+    assert depth.layer_at_depth([0, 2, 4, 6], 0.5, 7) == 2
+    assert depth.layer_at_depth(list(range(13)), 0.5, 13) == 6
 
 
 def test_presentation_theme_enlarges_fonts(stats):

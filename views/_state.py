@@ -11,7 +11,7 @@ from urllib.parse import quote, unquote
 import streamlit as st
 
 from normvar_core.runs.null import nulls_of
-from normvar_core.viz import viewstate
+from normvar_core.viz import depth, viewstate
 from normvar_core.viz.overlay import null_label, runs_in_order
 from normvar_core.viz.viewstate import ViewState
 from views._data import open_run, runs_table, table
@@ -86,7 +86,7 @@ def layer_slider(run, label: str = "Layer", key: str = "w_layer") -> int:
     """Layer slider over the run's stored hidden-state indices (0 = input embeddings)."""
     v = view()
     layers = [int(x) for x in run.layers]
-    bind(key, viewstate.nearest_layer(layers, v.layer), lambda x: x in layers)
+    bind(key, depth.nearest_layer(layers, v.layer), lambda x: x in layers)
     if len(layers) == 1:
         st.caption(f"Layer {layers[0]} (the only stored layer)")
         v.layer = layers[0]

@@ -11,7 +11,7 @@ from normvar_core.viz.geometry_figures import geometry_profiles
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
-from normvar_core.viz import viewstate
+from normvar_core.viz import depth
 from normvar_core.viz.overlay import runs_in_order
 from normvar_core.viz.shared_axes import share_ranges
 from views import _chrome, _data, _state
@@ -42,8 +42,8 @@ if run_b is None:
 label_a, label_b = run_a.name, run_b.name if run_b.name != run_a.name else run_b.name + " (2)"
 depths = {label_a: run_a.num_hidden_states, label_b: run_b.num_hidden_states}
 try:
-    la = viewstate.layer_at_depth(run_a.layers, v.depth, run_a.num_hidden_states)
-    lb = viewstate.layer_at_depth(run_b.layers, v.depth, run_b.num_hidden_states)
+    la = depth.layer_at_depth(run_a.layers, v.depth, run_a.num_hidden_states)
+    lb = depth.layer_at_depth(run_b.layers, v.depth, run_b.num_hidden_states)
 except Exception as err:  # noqa: BLE001
     _chrome.show_error(err)
     st.stop()
@@ -102,7 +102,7 @@ def _scatters() -> None:
         drawn, total = downsample(pts, MAX_POINTS)
         scat.append((r, layer, pts, tradeoff_scatter(
             drawn, fit_row(_data.tradeoff(r, band), layer=layer), total=total, presentation=v.presentation, height=480,
-            title=f"{r.name} · layer {layer} (depth {viewstate.relative_depth(layer, r.num_hidden_states):.2f})")))
+            title=f"{r.name} · layer {layer} (depth {depth.relative_depth(layer, r.num_hidden_states):.2f})")))
     share_ranges([fig for *_, fig in scat])  # the same axes and colour scale: the panels read across
     for i, (col, (r, layer, pts, fig)) in enumerate(zip(st.columns(2), scat)):
         with col:

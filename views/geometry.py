@@ -12,7 +12,7 @@ from normvar_core.stats import twonn_context
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.overlay import null_kind, null_source
 from normvar_core.viz.overlay import null_label as null_label_of
-from normvar_core.viz.viewstate import layer_at_depth, nearest_layer, relative_depth
+from normvar_core.viz.depth import layer_at_depth, nearest_layer, relative_depth
 from views import _chrome, _data, _sections, _state
 
 run, v = _chrome.run_page("Geometry: anisotropy and intrinsic dimension across layers",

@@ -16,7 +16,7 @@ from normvar_core.stats.contexts import contexts, highlight
 from normvar_core.stats.lookup import find_type, split_note, suggest
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
 from normvar_core.viz.explore_figures import add_occurrence, percentile_heatmap
-from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
+from normvar_core.viz.theme import PALETTE, QCOLORS, apply_theme
 from views import _access, _chrome, _data, _explore, _state
 
 run, v = _chrome.run_page("Token", "One token type across the layers, and the sentences behind its point: the uses nearest "

@@ -27,7 +27,7 @@ from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, Figure, holds
 from normvar_core.viz.tradeoff_figures import layers_figure
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
-from normvar_core.viz.viewstate import default_layer
+from normvar_core.viz.depth import default_layer
 
 WIDTH, HEIGHT = SLIDE_SIZE  # 16:9
 

@@ -46,7 +46,7 @@ def cmd_contexts(args: argparse.Namespace) -> int:
     from normvar_core.errors import NormvarError
     from normvar_core.runs.reader import open_run, resolve_run
     from normvar_core.stats.contexts import contexts, highlight
-    from normvar_core.viz.viewstate import default_layer
+    from normvar_core.viz.depth import default_layer
 
     if args.k < 1:
         raise NormvarError(f"--k must be >= 1, got {args.k}", fix="e.g. --k 10")

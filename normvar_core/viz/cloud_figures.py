@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from normvar_core.viz.cloud_layout import equal_frame, place_labels, token_colours
-from normvar_core.viz.viewstate import COLORSCALE, apply_theme
+from normvar_core.viz.theme import COLORSCALE, apply_theme
 
 
 def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = None, presentation: bool = False,

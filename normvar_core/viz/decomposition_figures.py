@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from normvar_core.viz.labels import LEGEND_RIGHT, tidy_log_axes
 from normvar_core.viz.overlay import depth_x, null_line
-from normvar_core.viz.viewstate import PALETTE, QCOLORS, apply_theme
+from normvar_core.viz.theme import PALETTE, QCOLORS, apply_theme
 
 
 def decomposition_bars(decomp: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from normvar_core.viz.viewstate import HIGHLIGHT, apply_theme
+from normvar_core.viz.theme import HIGHLIGHT, apply_theme
 
 
 def percentile_heatmap(rows: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:

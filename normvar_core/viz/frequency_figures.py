@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from normvar_core.viz.overlay import null_cloud, null_line
 from normvar_core.viz.labels import emptiest_corner
 from normvar_core.viz.selection import fit_row, fmt
-from normvar_core.viz.viewstate import LEGEND_BELOW, QCOLORS, apply_theme
+from normvar_core.viz.theme import LEGEND_BELOW, QCOLORS, apply_theme
 
 _LABEL = {"Q": "Q(X<sub>t</sub>)", "M": "M(X<sub>t</sub>)", "V": "V(X<sub>t</sub>)"}
 

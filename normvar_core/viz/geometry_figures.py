@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.labels import tidy_log_axes
 from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
-from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
+from normvar_core.viz.theme import COLORSCALE, PALETTE, apply_theme
 
 PANELS = (("anisotropy", "anisotropy λ₁/Σλ (exact)"), ("twonn_id", "intrinsic dimension (TwoNN; dash-dot: cross-context)"),
           ("participation_ratio", "participation ratio (Σλ)²/Σλ²"), ("mean_cosine", "mean cosine (all pairs)"))

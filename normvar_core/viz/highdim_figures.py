@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from normvar_core.stats.highdim import norm_spread_reference
 from normvar_core.viz.labels import tidy_log_axes
 from normvar_core.viz.overlay import NULL_CLOUD, NULL_COLOR, null_cloud, null_line
-from normvar_core.viz.viewstate import LEGEND_BELOW, PALETTE, apply_theme
+from normvar_core.viz.theme import LEGEND_BELOW, PALETTE, apply_theme
 
 PROFILE_PANELS = (("norm_cv", "spread of the norm std‖x‖ / E‖x‖"),
                   ("mean_cosine", "mean cosine (solid) and M(X)/Q(X) (dotted)"),

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
-from normvar_core.viz.viewstate import PALETTE, apply_theme
+from normvar_core.viz.theme import PALETTE, apply_theme
 
 READING = ("IsoScore per layer (Rudman et al. 2022)<br><sup>ι = 1: every direction carries the same variance; "
            "ι = (k − 1)/(d − 1): k of the d directions share it equally, the rest carry none</sup>")

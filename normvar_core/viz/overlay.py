@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from normvar_core.viz.viewstate import relative_depth
+from normvar_core.viz.depth import relative_depth
 
 NULL_COLOR = "#9a9a9a"
 NULL_CLOUD = "rgba(150, 150, 150, 0.35)"

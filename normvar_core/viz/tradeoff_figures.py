@@ -14,7 +14,7 @@ from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.labels import data_range, emptiest_corner, place_labels
 from normvar_core.viz.overlay import NULL_CLOUD_GROUP, depth_x, null_cloud, null_line
 from normvar_core.viz.selection import fmt
-from normvar_core.viz.viewstate import LEGEND_BELOW, COLORSCALE, HIGHLIGHT, PALETTE, apply_theme
+from normvar_core.viz.theme import COLORSCALE, HIGHLIGHT, LEGEND_BELOW, PALETTE, apply_theme
 
 
 def _line_through(x: np.ndarray, slope: float, intercept: float) -> tuple[list[float], list[float]]:

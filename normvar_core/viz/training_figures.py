@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats import analyses
-from normvar_core.viz.viewstate import COLORSCALE, PALETTE, apply_theme
+from normvar_core.viz.theme import COLORSCALE, PALETTE, apply_theme
 
 
 def _x(step: pd.Series) -> np.ndarray:

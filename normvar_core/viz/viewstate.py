@@ -1,4 +1,4 @@
-"""The dashboard's view state and its URL form, plus the figure theme.
+"""The dashboard's view state and its URL form (the figure theme: ``viz/theme.py``; layers by depth: ``viz/depth.py``).
 
 A view is what a shared link restores: the run, the page, the layer, the frequency band (log10 n_t),
 the highlighted tokens, the presentation toggle, and for Compare a second run and a relative depth.
@@ -235,80 +235,3 @@ class ViewState:
         if self.section:
             q["section"] = self.section
         return q
-
-
-# ----------------------------------------------------------------------------- layers and depth
-def default_layer(layers: Sequence[int]) -> int:
-    """The middle stored layer (the study's Fig. 1, 2, 7 use the middle layer)."""
-    layers = list(layers)
-    return int(layers[len(layers) // 2]) if layers else 0
-
-
-def nearest_layer(layers: Sequence[int], layer: int | None) -> int:
-    """``layer`` if the run stores it, else the closest stored one (None -> middle)."""
-    layers = [int(x) for x in layers]
-    if not layers:
-        return 0
-    if layer is None:
-        return default_layer(layers)
-    return min(layers, key=lambda x: (abs(x - int(layer)), x))
-
-
-def relative_depth(layer: int, num_hidden_states: int) -> float:
-    """Hidden-state index -> depth in [0, 1] (0 = input embeddings, 1 = last hidden state)."""
-    last = max(int(num_hidden_states) - 1, 1)
-    return float(layer) / last
-
-
-def layer_at_depth(layers: Sequence[int], depth: float, num_hidden_states: int | None = None) -> int:
-    """The stored layer whose relative depth is closest to ``depth`` (ties -> the shallower)."""
-    layers = [int(x) for x in layers]
-    if not layers:
-        return 0
-    n = num_hidden_states if num_hidden_states else max(layers) + 1
-    return min(layers, key=lambda x: (round(abs(relative_depth(x, n) - float(depth)), 9), x))
-
-
-# ----------------------------------------------------------------------------- theme
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
-#: the decomposition's colours, fixed across every figure: M, V_B, V_W, V, Q
-QCOLORS = {"Q": "#444444", "M": "#1f77b4", "V": "#d62728", "V_W": "#ff7f0e", "V_B": "#2ca02c"}
-HIGHLIGHT = "#e4002b"
-COLORSCALE = "Viridis"
-
-
-def layout_theme(presentation: bool = False) -> dict[str, Any]:
-    """Plotly layout settings: a clean white figure; presentation mode = large fonts, thick lines."""
-    base = 20 if presentation else 13
-    return dict(
-        template="plotly_white",
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        font=dict(family="Inter, Helvetica Neue, Arial, sans-serif", size=base, color="#222"),
-        title=dict(font=dict(size=base + 4), x=0.01, xanchor="left"),
-        legend=dict(font=dict(size=base - 1), bgcolor="rgba(255,255,255,0.8)"),
-        hoverlabel=dict(font=dict(size=base), bgcolor="white"),
-        margin=dict(l=70, r=30, t=70 if presentation else 60, b=60),
-        colorway=PALETTE,
-    )
-
-
-LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.24, x=0)
-"""A horizontal legend under the plot, its top below the x-axis titles (it grows downwards; plotly widens the
-bottom margin to hold its rows)."""
-
-
-def apply_theme(fig, presentation: bool = False):
-    """Apply ``layout_theme`` to a plotly figure (in place) and return it."""
-    fig.update_layout(**layout_theme(presentation))
-    axis = dict(showline=True, linecolor="#888", mirror=True, ticks="outside",
-                gridcolor="#eee", zeroline=False,
-                title_font=dict(size=(20 if presentation else 13) + 1))
-    fig.update_xaxes(**axis)
-    fig.update_yaxes(**axis)
-    if presentation:   # thicker lines; a band's edges (width 0, ``viz.bands``) stay invisible: bands are fills
-        fig.update_traces(selector=lambda t: getattr(t, "mode", None) == "lines" and t.line.width != 0,
-                          line=dict(width=4))
-        fig.update_traces(selector=dict(mode="lines+markers"), line=dict(width=4), marker=dict(size=10))
-        fig.update_annotations(font_size=22)
-    return fig
