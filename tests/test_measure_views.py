@@ -43,7 +43,8 @@ def test_the_deck_and_the_findings_keep_their_order():
 
     names = [getattr(b, "__name__", None) or b.func.__name__ for b in REGISTRY]
     assert names == ["findings_slide", "title_slide", "tradeoff_slide", "layers_slide", "decomposition_slide",
-                     "frequency_slide", "clouds_slide", "geometry_slide", "figure_slide", "figure_slide"]
+                     "frequency_slide", "clouds_slide", "geometry_slide", "figure_slide", "figure_slide",
+                     "declared_slides"]
     assert CLAIM_IDS == ("identity", "cv_min_intermediate", "tradeoff_slope", "vw_share_grows", "m_grows_vb_shrinks",
                          "null_vs_run", "anisotropy_profile", "id_profile", "isoscore_low", "position0_share")
     assert all(c.rule.__name__ == c.id for c in CLAIMS)   # each claim's rule is the function of its name

@@ -3,7 +3,8 @@ tab the page draws itself is passed in ``own`` ({figure key: draw()}); any other
 builder with the generic arguments (``builder(curves, *, relative, num_hidden_states, presentation, bands,
 null_curves, null_of)``) on the first table it reads, for every overlaid run that holds what it reads
 (``page_figures.holds``); runs without it are named with the fix (recompute), so an old run file opens and says why
-the section is empty."""
+the section is empty. The curves that the overlaid runs' measures declare for the page (``runs.declared``, carried
+by the run file) follow the page's own figures as further tabs, drawn the same generic way."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -55,12 +56,12 @@ def generic(f: Figure, ov: Overlay) -> None:
 
 def draw(page: str, own: dict[str, Callable[[], None]], overlay: Overlay | None = None, *,
          extra: dict[str, tuple[str, Callable[[], None]]] | None = None) -> str:
-    """The page's figures (``page_figures.figures``) as tabs (only the open one computed,
-    ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure over
+    """The page's figures (``page_figures.figures``, with the curves the overlaid runs declare) as tabs (only the
+    open one computed, ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure over
     ``overlay`` for the rest; then the page's further tabs (``extra``: ``{slug: (title, draw)}``, e.g. a table).
     Returns the open key."""
     tabs = {}
-    for f in figures(page):
+    for f in figures(page, overlay.runs.values() if overlay is not None else ()):
         if f.key not in own and overlay is None:
             raise ValueError(f"page {page!r} draws no {f.key!r}, which it lists, and has no overlay for it")
         tabs[f.key] = (f.section, own[f.key] if f.key in own else (lambda f=f: generic(f, overlay)))

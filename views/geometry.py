@@ -1,6 +1,7 @@
 """Geometry (seed 004 Fig. 1): anisotropy, intrinsic dimension, participation ratio and the mean cosine
 per layer, several runs on a relative-depth axis (encoders vs decoders); a layer's covariance spectrum; and IsoScore
-per layer, drawn by ``views/_sections`` from its entry in ``viz.page_figures``."""
+per layer and the curves the runs' measures declare for this page, drawn by ``views/_sections`` from
+``viz.page_figures``."""
 from __future__ import annotations
 
 import pandas as pd

@@ -19,6 +19,7 @@ from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import Measure, MomentsMeasure, skip_reasons
+from normvar_core.runs.declared import NOTES_KEY, declarations
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table
 from normvar_core.runs.writer import write_tables
@@ -116,6 +117,8 @@ def run_record(plan, source, ctx, measures, results, cfg, stats, seconds, notes,
     skipped = skip_reasons(ctx, measures)
     if skipped:
         acc_notes["skipped"] = skipped
+    if declared := declarations({n: (m.tables_written(ctx), m.curves) for n, m in measures.items()}):
+        acc_notes[NOTES_KEY] = declared  # only when a measure declares curves or is not built in
     corpus = dict(plan.corpus_notes)
     dataset = corpus.pop("dataset", None) or {}
     model_meta = dict(source.info.meta)

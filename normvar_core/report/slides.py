@@ -1,6 +1,8 @@
 """The slides of a report: a registry of builders (``REGISTRY``, listed by import), each taking the report's runs
 and returning a Slide or None when the runs lack what it needs. ``figure_slide``, the generic one, draws a figure of
-``viz.page_figures`` with its own builder (IsoScore's), so a new figure's slide is a line of the registry.
+``viz.page_figures`` with its own builder (IsoScore's), so a new figure's slide is a line of the registry; ``declared_slides`` gives one slide per curve that the runs'
+measures declare (``runs.declared``, carried by the run file), with no line at all. A builder may return a list of
+slides.
 
 A Slide holds a plotly figure in the presentation theme at 16:9 (the dashboard page's figure of the same builder,
 through ``figure_export.on_slide``; a comparison's per-run figures side by side, ``figure_export.side_by_side``),
@@ -23,7 +25,7 @@ from normvar_core.stats import twonn_context
 from normvar_core.report.run_figures import (MISSING, cloud_figure, frequency_figure, no_band_types, num, peak,
                                              tradeoff_figure)
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
-from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, Figure, holds
+from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, Figure, declared_figures, holds
 from normvar_core.viz.tradeoff_figures import layers_figure
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
@@ -371,23 +373,32 @@ def _column_range(t, c: str) -> str:
     return f"{c} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
 
 
+def declared_slides(runs) -> list[Slide]:
+    """A ``figure_slide`` per per-layer curve that the runs' measures declare (``page_figures.declared_figures``:
+    each once, in the runs' order), over the runs that hold it."""
+    return [s for f in declared_figures(None, runs) if (s := figure_slide(f, (), runs)) is not None]
+
+
 REGISTRY: list[Callable] = [findings_slide, title_slide, tradeoff_slide, layers_slide, decomposition_slide,
                             frequency_slide, clouds_slide, geometry_slide,
                             partial(figure_slide, ISOSCORE, ("isoscore_low",)),
-                            partial(figure_slide, DECIMATION, ("id_profile",))]
+                            partial(figure_slide, DECIMATION, ("id_profile",)), declared_slides]
 """The deck, in order: the findings, the title, then one slide per figure (the figure's page order: Trade-off,
-Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore and TwoNN's decimation)."""
+Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore and TwoNN's decimation), then one
+per curve that the runs' measures declare."""
 
 
 def build_slides(runs) -> list[Slide]:
-    """Every registered slide the runs support, in order."""
+    """Every registered slide the runs support, in order (a builder gives a Slide, None, or a list of Slides)."""
     out = []
     for builder in REGISTRY:
         s = builder(runs)
-        if s is not None:
+        if isinstance(s, list):
+            out += s
+        elif s is not None:
             out.append(s)
     return out
 
 
-__all__ = ["Slide", "Table", "VERDICT_FILLS", "MISSING", "missing_slide", "REGISTRY", "build_slides", "figure_slide", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
+__all__ = ["Slide", "Table", "VERDICT_FILLS", "MISSING", "missing_slide", "REGISTRY", "build_slides", "figure_slide", "declared_slides", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
            "WIDTH", "HEIGHT"]

@@ -1,11 +1,12 @@
 """The cheap integrity check of a run file (``damage``): metadata only, no data block read. ``runs.reader``
 runs it when it opens a run or lists the runs; the tables each measure requires come from
-``runs.schema.REQUIRED_TABLES``."""
+``runs.schema.REQUIRED_TABLES``, or, for a measure that is not built in, from what the run file recorded that it
+declared (``runs.declared.required_tables``)."""
 from __future__ import annotations
 
 import duckdb
 
-from normvar_core.runs.schema import REQUIRED_TABLES
+from normvar_core.runs.declared import required_tables
 
 HEADER_BYTES = 3 * 4096  # DuckDB's file header + two database headers precede the blocks
 
@@ -30,7 +31,7 @@ def damage(con: duckdb.DuckDBPyConnection, file_size: int, meta: dict) -> str | 
         if "sentence_lengths" not in tables:
             return "missing table sentence_lengths"
         for measure in meta.get("accumulators") or []:
-            missing = [t for t in REQUIRED_TABLES.get(measure, ()) if t not in tables]
+            missing = [t for t in required_tables(meta, measure) if t not in tables]
             if missing:
                 return f"missing table(s) {', '.join(missing)}"
         if "moments" in (meta.get("accumulators") or []):

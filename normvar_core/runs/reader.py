@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.errors import NormvarError
+from normvar_core.runs.declared import LayerCurve, curves_of
 from normvar_core.runs.record import JSON_COLUMNS, RunRecord
 from normvar_core.runs.integrity import damage, table_names
 from normvar_core.runs.schema import LEGACY_MARKERS
@@ -113,6 +114,11 @@ class Run:
     @property
     def measures(self) -> list[str]:
         return list(self.meta.get("accumulators") or [])
+
+    @property
+    def curves(self) -> tuple[LayerCurve, ...]:
+        """The per-layer curves that the run's measures declare (``runs.declared``; none in a file without)."""
+        return curves_of(self.meta)
 
     def has(self, what: str) -> bool:
         """True if the run holds the measure or the table ``what``."""

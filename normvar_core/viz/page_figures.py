@@ -6,13 +6,22 @@ test of whether a run holds what a figure reads, for the page and the deck alike
 
 A figure that the page does not draw itself is drawn by its builder with the generic arguments
 ``builder(curves, *, relative, num_hidden_states, presentation, bands, null_curves, null_of)`` (IsoScore's);
-``measure`` names what it shows to a run without it."""
+``measure`` names what it shows to a run without it.
+
+Beside these, a page shows the per-layer curves that its runs' measures declare (``runs.declared.LayerCurve``,
+carried by the run file): ``figures(page, runs)`` gives them after the page's own, each drawn by
+``curve_figures.layer_curve_figure`` (:func:`declared_figure`), so a measure that declares a curve needs no line
+here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from functools import partial
+from typing import Callable, Iterable
+
+from normvar_core.runs.declared import LayerCurve
 
 from normvar_core.viz.cloud_figures import clouds_figure
+from normvar_core.viz.curve_figures import layer_curve_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars
 from normvar_core.viz.frequency_figures import (corpus_histograms, frequency_scatter, frequency_slopes,
                                                 histograms_figure)
@@ -72,11 +81,32 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
 """Page key -> its figures, in tab order (a page's own further tabs, such as tables, follow them)."""
 
 
-def figures(page: str) -> tuple[Figure, ...]:
-    """The figures of ``page`` (a key of ``viz.pages.PAGES``), in tab order; none for a page without figure tabs."""
+def declared_figure(curve: LayerCurve) -> Figure:
+    """The tab (and slide) of a curve a measure declares: keyed ``<table>-<column>``, titled ``curve.title``,
+    drawn by ``layer_curve_figure`` from ``curve.column`` of ``curve.table``."""
+    return Figure(curve.key, curve.title, partial(layer_curve_figure, curve=curve), (curve.table,),
+                  columns=(curve.column,), measure=curve.title)
+
+
+def declared_figures(page: str | None, runs: Iterable = ()) -> tuple[Figure, ...]:
+    """The figures of the curves that ``runs`` (``runs.reader.Run``s) declare for ``page`` (every page's when
+    None), each once, in the runs' order; a curve whose key a built-in figure of its page already takes is
+    left out."""
+    out: dict[str, Figure] = {}
+    for run in runs:
+        for c in run.curves:
+            taken = {f.key for f in FIGURES.get(c.page, ())}
+            if (page is None or c.page == page) and c.key not in taken and c.key not in out:
+                out[c.key] = declared_figure(c)
+    return tuple(out.values())
+
+
+def figures(page: str, runs: Iterable = ()) -> tuple[Figure, ...]:
+    """The figures of ``page`` (a key of ``viz.pages.PAGES``), in tab order: its own (``FIGURES``), then the
+    curves that ``runs`` declare for it (:func:`declared_figures`); none for a page without figure tabs."""
     if page not in PAGE_KEYS:
         raise KeyError(f"no page {page!r}: {list(PAGE_KEYS)}")
-    return FIGURES.get(page, ())
+    return FIGURES.get(page, ()) + declared_figures(page, runs)
 
 
 def holds(run, f: Figure) -> bool:
@@ -87,4 +117,4 @@ def holds(run, f: Figure) -> bool:
     return not f.columns or set(f.columns) <= set(run.table(f.tables[0]).columns)
 
 
-__all__ = ["Figure", "ISOSCORE", "DECIMATION", "FIGURES", "figures", "holds"]
+__all__ = ["Figure", "ISOSCORE", "DECIMATION", "FIGURES", "figures", "declared_figure", "declared_figures", "holds"]

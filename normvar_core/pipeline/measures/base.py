@@ -27,7 +27,10 @@ and per run:
   follow; ``update(batch)`` adds a StateBatch; ``merge(other)`` / ``merge_from(reader)`` pools another
   partial state of the same run exactly ("two halves merged = one stream");
 * ``result()`` the finished measure; ``tables(result, ctx)`` -> {table name: pyarrow.Table} written to the run
-  file; ``run_meta`` notes for the run row; ``sentence_ids`` the sentences its tables point at.
+  file; ``run_meta`` notes for the run row; ``sentence_ids`` the sentences its tables point at;
+
+and what it shows: ``curves``, its per-layer curves (``runs.declared.LayerCurve``), recorded in the run file with
+its tables, from which the dashboard's page and the deck draw them (no registry to edit).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ import numpy as np
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.state import Stateful
+from normvar_core.runs.declared import LayerCurve
 
 Planned = dict[str, tuple[tuple[int, ...], Any]]
 """{state key: (shape, dtype)}: what ``state_dict`` holds after the whole pass (dtype: anything ``np.dtype``
@@ -67,6 +71,9 @@ class Measure(Stateful, ABC):
     """The option that leaves it out, suggested when it is forced on and the run does not fit ("" if none)."""
     planned_exact: ClassVar[bool] = True
     """``planned_state`` is the state's exact shapes (False: an upper bound of them)."""
+    curves: ClassVar[tuple[LayerCurve, ...]] = ()
+    """Per-layer curves of its tables that the dashboard (the curve's page, as a tab) and the deck (a slide) draw,
+    e.g. ``LayerCurve("layer_norms", "mean_norm", "Mean norm per layer", "mean ‖x‖")``."""
 
     # ------------------------------------------------------------------ what the run asks for
     @classmethod
