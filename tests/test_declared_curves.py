@@ -61,14 +61,14 @@ def data(tmp_path_factory) -> Path:
     return root
 
 
-def _page(data: Path, monkeypatch, name: str):
+def _page(data: Path, monkeypatch, name: str, page: str = "geometry", **params):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("NORMVAR_DATA", str(data))
     at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params.update({"run": name})
+    at.query_params.update({"run": name, **params})
     at.run()
-    at.switch_page("views/geometry.py").run()
+    at.switch_page(f"views/{page}.py").run()
     ok(at)
     return at
 
@@ -134,6 +134,13 @@ def test_the_geometry_page_shows_the_declared_curve(data, monkeypatch):
     np.testing.assert_array_equal(arr(line["y"]), want["rms_norm"].to_numpy())   # the table's values, as stored
     np.testing.assert_array_equal(arr(line["customdata"]), want["layer"].to_numpy())
     assert fig["layout"]["yaxis"]["title"]["text"] == CURVE.y_title
+
+
+def test_compare_shows_the_declared_curve_of_the_run_that_has_it(data, monkeypatch):
+    at = _page(data, monkeypatch, "plain", page="compare", run2="shown")
+    fig = figure(open_section(at, "compare", CURVE.title), CURVE.title)
+    assert [t["name"] for t in fig["data"] if t.get("name") in ("shown", "plain")] == ["shown"]
+    assert any("plain" in c.value for c in at.caption)          # the run without it, named
 
 
 def test_a_built_in_run_has_the_pages_own_tabs(data, monkeypatch):

@@ -1,5 +1,7 @@
-"""Compare two runs: Fig. 4 and Fig. 5/6 curves on a relative-depth axis, and the trade-off scatter
-of each at a matched relative depth — each in its own tab, computed only when open."""
+"""Compare two runs: Fig. 4 and Fig. 5/6 curves on a relative-depth axis, the trade-off scatter
+of each at a matched relative depth, the layer geometry and the per-layer curves that the runs' measures declare
+(``page_figures.declared_figures``, drawn by ``views/_sections.generic``) — each in its own tab, computed only when
+open."""
 from __future__ import annotations
 
 import pandas as pd
@@ -13,8 +15,9 @@ from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 from normvar_core.viz import depth
 from normvar_core.viz.overlay import runs_in_order
+from normvar_core.viz.page_figures import declared_figures
 from normvar_core.viz.shared_axes import share_ranges
-from views import _chrome, _data, _state
+from views import _chrome, _data, _sections, _state
 
 run_a, v = _chrome.run_page("Compare two runs",
                             "Curves on a relative-depth axis (layer / number of layers) so that models of different depth "
@@ -109,8 +112,18 @@ def _scatters() -> None:
             _chrome.chart(fig, key=f"cmp_scatter_{i}", data=pts, name=f"{r.name}_tradeoff_layer{layer}")
 
 
+def _declared(f) -> None:
+    """A per-layer curve that a run's measure declares, over both runs (those without it named)."""
+    pair = {label_a: run_a, label_b: run_b}
+    bands = {lab: _data.table(r, "intervals") for lab, r in pair.items() if r.has("intervals")}
+    _sections.generic(f, _sections.Overlay(runs=pair, bands=bands, presentation=v.presentation,
+                                           name=f"compare_{run_a.name}_{run_b.name}"))
+
+
 _chrome.draw_sections("compare", {"layers": ("Fig. 4 on relative depth", _layers),  # only the open tab is computed
                                   "ratios": ("Fig. 5/6 ratios", _ratios),
                                   "scatters": ("Trade-off at the matched depth", _scatters),
-                                  "geometry": ("Layer geometry", _geometry)})
+                                  "geometry": ("Layer geometry", _geometry),
+                                  **{f.key: (f.section, lambda f=f: _declared(f))
+                                     for f in declared_figures(None, [run_a, run_b])}})
 _state.sync_url("compare")

@@ -7,6 +7,8 @@ run row's ``accumulators`` column says which measures it holds.
 - ``REQUIRED_TABLES``: {measure: the tables every run holding it has} (``runs/integrity.damage`` checks them);
 - ``LEGACY_MARKERS``: {table: measure} for files without the ``accumulators`` column: a file holding the
   table holds the measure.
+
+A measure that is not built in is not listed here: the run file records its tables (``runs.declared``).
 """
 from __future__ import annotations
 
