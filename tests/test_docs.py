@@ -205,6 +205,7 @@ def test_cli_reference_holds_every_command_and_option(site):
     assert "| `--a-new-option` | `A_NEW_OPTION` | something new \\| with a pipe | `7` |" in text
 
 
+@pytest.mark.subprocess
 def test_measure_tables_hold_every_registered_measure(site):
     """docs/scale.md's memory table and docs/runfile.md's table of measures are generated from ``MEASURES``: every
     registered measure is on both built pages with its tables and its planned bytes, and a measure added to the
