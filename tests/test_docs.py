@@ -205,6 +205,29 @@ def test_cli_reference_holds_every_command_and_option(site):
     assert "| `--a-new-option` | `A_NEW_OPTION` | something new \\| with a pipe | `7` |" in text
 
 
+@pytest.mark.subprocess
+def test_measure_tables_hold_every_registered_measure(site):
+    """docs/scale.md's memory table and docs/runfile.md's table of measures are generated from ``MEASURES``: every
+    registered measure is on both built pages with its tables and its planned bytes, and a measure added to the
+    registry is in the generated text without any edit."""
+    from docs._hooks.measure_tables import memory_markdown, reference_contexts, tables_markdown
+    from normvar_core.pipeline.measures import MEASURES
+
+    scale = (site / "scale.html").read_text(encoding="utf-8")
+    runfile = (site / "runfile.html").read_text(encoding="utf-8")
+    assert "normvar-measure-" not in scale + runfile
+    ctx = next(iter(reference_contexts().values()))
+    for cls in MEASURES:
+        assert f"<code>{cls.name}</code>" in scale and f"<code>{cls.name}</code>" in runfile, cls.name
+        assert all(f"<code>{t}</code>" in runfile for t in cls.table_names), cls.name
+        assert f"<code>{cls.planned_terms(ctx)[0]}</code>" in scale, cls.name
+
+    from examples.norm_measure import NormMeasure
+
+    registry = (*MEASURES, NormMeasure)
+    assert f"| `{NormMeasure.name}` |" in tables_markdown(registry) and f"| `{NormMeasure.name}` |" in memory_markdown(registry)
+
+
 def test_every_page_is_in_the_nav():
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     assert config["theme"]["name"] == "material" and config["theme"]["font"] is False and config["strict"] is True

@@ -1,6 +1,6 @@
 """What the pages, the deck and the findings show: every page's figures (``viz.page_figures``) are on a page of the
-dashboard, once each, and read tables and columns that run files hold; the deck, the claims and the split-half
-quantities keep their order; every tabbed page draws its figures through ``views/_sections.draw``; and one
+dashboard, once each, and read tables and columns that run files hold; on a real run every figure, slide and claim
+draws (whatever the registries hold); every tabbed page draws its figures through ``views/_sections.draw``; and one
 predicate (``page_figures.holds``) decides, for the page and the deck, whether a run holds a figure."""
 from __future__ import annotations
 
@@ -36,21 +36,27 @@ def test_every_figure_is_on_a_page_once_and_reads_tables_a_run_file_holds():
     assert figures("runs") == ()
 
 
-def test_the_deck_and_the_findings_keep_their_order():
-    from normvar_core.report.slides import REGISTRY
-    from normvar_core.stats.findings import CLAIM_IDS, CLAIMS
+def test_every_figure_slide_and_claim_draws_on_a_real_run(run):
+    """On a real run holding every measure (the dashboard's MiniLM run): every figure of every page holds
+    (``holds``: its tables and columns are in the file), every builder of the deck (``REGISTRY``) gives its slide,
+    every claim (``CLAIMS``, each rule the function of its id) gives a finding with a verdict, in order, and the
+    ``intervals`` table holds every split-half quantity in ``SPLIT_QUANTITIES`` order."""
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.measures import MEASURES
+    from normvar_core.report.slides import REGISTRY, build_slides
+    from normvar_core.stats.findings import CLAIM_IDS, CLAIMS, findings
     from normvar_core.stats.intervals import SPLIT_QUANTITIES
 
-    names = [getattr(b, "__name__", None) or b.func.__name__ for b in REGISTRY]
-    assert names == ["findings_slide", "title_slide", "tradeoff_slide", "layers_slide", "decomposition_slide",
-                     "frequency_slide", "clouds_slide", "geometry_slide", "figure_slide", "figure_slide",
-                     "declared_slides"]
-    assert CLAIM_IDS == ("identity", "cv_min_intermediate", "tradeoff_slope", "vw_share_grows", "m_grows_vb_shrinks",
-                         "null_vs_run", "anisotropy_profile", "id_profile", "isoscore_low", "position0_share")
-    assert all(c.rule.__name__ == c.id for c in CLAIMS)   # each claim's rule is the function of its name
-    assert SPLIT_QUANTITIES == ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v", "anisotropy",
-                                "isoscore", "q_share_pos0")
-    assert [f.key for f in figures("geometry")] == ["profiles", "spectrum", "isoscore", "decimation"]
+    assert set(run.measures) >= {c.name for c in MEASURES if c.asked(RunConfig.from_dict(run.meta["options"]))}
+    assert [(page, f.key) for page, f in ALL if not holds(run, f)] == []
+    slides = build_slides([run])
+    # one slide per builder; the declared curves' builder gives one per curve the run's measures declare
+    assert len(slides) == len(REGISTRY) - 1 + len(run.curves) and all(s.title and s.takeaway for s in slides)
+    assert len(CLAIM_IDS) == len(set(CLAIM_IDS)) and all(c.rule.__name__ == c.id for c in CLAIMS)
+    found = findings(run, resamples=50)  # 50 resamples: the verdicts' wording, not their intervals, is checked
+    assert [f.id for f in found] == list(CLAIM_IDS) and all(f.verdict for f in found)
+    quantities = list(dict.fromkeys(run.table("intervals")["quantity"]))
+    assert [q for q in quantities if q in SPLIT_QUANTITIES] == list(SPLIT_QUANTITIES)
 
 
 def test_every_page_with_tabs_draws_its_figures_through_sections_draw():

@@ -1,9 +1,10 @@
 """The measure classes (``normvar_core/pipeline/measures/``) against what the rest of the code derives from
-them: ``MEASURES`` keeps today's order and names (the run row's ``accumulators`` values and ``notes.skipped`` keys
-of files already written), a measure's used results finish before it, no two measures write the same table,
-RunConfig keeps every option (names and order frozen here), every measure switch round-trips through the CLI and
-appears in the New-run form and is what ``asked`` reads, and a run file older than the ``accumulators`` column
-still reads, with the required tables checked."""
+them, for whatever ``MEASURES`` holds: each name once, a measure's used results finish before it, its tables are
+declared in ``runs/schema.py`` (once, by one measure) and written by a real run, every RunConfig option
+round-trips through the CLI and appears in the New-run form, each measure switch is what ``asked`` reads, a run
+short of memory drops the droppable measures in registry order, and a run file older than the ``accumulators``
+column still reads, with the required tables checked. The only lists kept here are what files already written
+hold: their ``accumulators`` values and their options."""
 from __future__ import annotations
 
 import argparse
@@ -15,57 +16,86 @@ import pytest
 
 from normvar_core.config import RunConfig, field_kind
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.measures import (MEASURES, GeometryMeasure, HalvesMeasure, MomentsMeasure,
-                                            OccurrencesMeasure, OutlierMeasure, SampleMeasure,
-                                            SelfSimilarityMeasure)
+from normvar_core.pipeline.measures import MEASURES
 from normvar_core.runs.schema import LEGACY_MARKERS, MEASURE_TABLES, REQUIRED_TABLES
 
-# the run row's ``accumulators`` values of every file written so far: never renamed
-NAMES = ["moments", "samples", "geometry", "selfsim", "outliers", "halves", "occurrences"]
+# the run row's ``accumulators`` values of files already written: each still names a registered measure
+WRITTEN_NAMES = ["moments", "samples", "geometry", "selfsim", "outliers", "halves", "occurrences"]
 
-# RunConfig().to_dict() keys in field order (= CLI --help order and New-run form order)
-OPTIONS = ["model", "corpus", "name", "revision", "stack", "gguf_file", "trust_remote_code", "dataset",
-           "dataset_config", "split", "dataset_revision", "text_column", "split_sentences", "max_words", "sample_frac",
-           "seed", "max_sentences", "exclude_special", "exclude_position0", "allow_unknown", "max_length",
-           "batch_size", "device", "dtype", "layers", "mean_dtype", "samples_per_token", "geometry", "halves",
-           "id_sample", "occurrences", "self_similarity", "memory_gb", "scatter_dtype", "executor", "ray_address",
-           "workers", "device_map", "max_memory", "offload_folder", "gpus_per_worker", "unit", "sweep", "step"]
+# the options (RunConfig().to_dict() keys) of files already written, in field order (= CLI --help order and
+# New-run form order): each still a field, in this order (new options may come anywhere)
+WRITTEN_OPTIONS = ["model", "corpus", "name", "revision", "stack", "gguf_file", "trust_remote_code", "dataset",
+                   "dataset_config", "split", "dataset_revision", "text_column", "split_sentences", "max_words",
+                   "sample_frac", "seed", "max_sentences", "exclude_special", "exclude_position0", "allow_unknown",
+                   "max_length", "batch_size", "device", "dtype", "layers", "mean_dtype", "samples_per_token",
+                   "geometry", "halves", "id_sample", "occurrences", "self_similarity", "memory_gb", "scatter_dtype",
+                   "executor", "ray_address", "workers", "device_map", "max_memory", "offload_folder",
+                   "gpus_per_worker", "unit", "sweep", "step"]
 
-# each measure switch: the class whose ``asked`` reads it and the value meaning "not asked for"
-SWITCHES = {"samples_per_token": (SampleMeasure, 0), "geometry": (GeometryMeasure, False),
-            "halves": (HalvesMeasure, False), "occurrences": (OccurrencesMeasure, 0),
-            "self_similarity": (SelfSimilarityMeasure, "off")}
-OPTIONS_OF_MEASURES = ["samples_per_token", "geometry", "halves", "id_sample", "occurrences", "self_similarity"]
+NAMES = [c.name for c in MEASURES]
+FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
 
-def test_measures_keep_todays_names_and_order():
-    assert [c.name for c in MEASURES] == NAMES
+def _values(f) -> list:
+    """Values of RunConfig field ``f`` other than its default that a measure switch may take (none for a field
+    without a default to vary)."""
+    kind, meta = field_kind(f), f.metadata
+    if kind is bool:
+        return [not f.default]
+    if meta["choices"]:
+        return [c for c in meta["choices"] if c != f.default]
+    if kind in (int, float) and f.default is not None:
+        return [v for v in (0, f.default + 1) if v != f.default and (meta["minimum"] is None or v >= meta["minimum"])]
+    return []
+
+
+# every (option, value, measure) where setting the option to the value changes whether the run asks for the measure
+SWITCHES = [(name, v, cls) for name, f in FIELDS.items() for v in _values(f) for cls in MEASURES
+            if cls.asked(RunConfig(**{name: v})) != cls.asked(RunConfig())]
+
+
+def test_each_measure_is_registered_once_with_its_tables_declared():
+    assert len(NAMES) == len(set(NAMES)) and set(WRITTEN_NAMES) <= set(NAMES)
     for i, cls in enumerate(MEASURES):  # a measure's used results are finished before it (registry order)
-        assert set(cls.uses_results) <= {c.name for c in MEASURES[:i]}, cls.name
-        assert set(cls.uses_states) <= {c.name for c in MEASURES} - {cls.name}, cls.name
-        assert cls.title and cls.policy and cls.table_names == MEASURE_TABLES[cls.name]
-    assert GeometryMeasure.title == "spectra, TwoNN, seed 004's batches"  # the finalize label, unchanged
-    assert [c.name for c in MEASURES if c.finalize_in_background] == ["geometry"]
+        assert set(cls.uses_results) <= set(NAMES[:i]), cls.name
+        assert set(cls.uses_states) <= set(NAMES) - {cls.name}, cls.name
+        assert cls.title and cls.policy and cls.table_names == MEASURE_TABLES[cls.name], cls.name
+    assert list(MEASURE_TABLES) == NAMES  # the torch-free reader knows every measure, in registry order
 
 
 def test_tables_are_unique_and_required_ones_declared():
     tables = [t for ts in MEASURE_TABLES.values() for t in ts]
     assert len(tables) == len(set(tables)), sorted(t for t in tables if tables.count(t) > 1)
-    assert list(MEASURE_TABLES) == NAMES
     for name, required in REQUIRED_TABLES.items():
         assert set(required) <= set(MEASURE_TABLES[name])
     assert all(t in MEASURE_TABLES[name] for t, name in LEGACY_MARKERS.items())
-    assert REQUIRED_TABLES == {"moments": ("token_stats", "token_means", "layer_stats", "frequency_hist"),
-                               "samples": ("samples",)}
-    assert MEASURE_TABLES["geometry"] == ("layer_geometry", "layer_spectrum", "pair_cosines", "twonn_decimation")
 
 
-def test_runconfig_keeps_every_option_in_order():
-    assert list(RunConfig().to_dict()) == OPTIONS
-    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
-    assert {n: fields[n].metadata["flag"] for n in ("geometry", "halves")} == {"geometry": "--no-geometry",
-                                                                              "halves": "--no-halves"}
-    assert fields["self_similarity"].metadata["choices"] == ("auto", "on", "off")
+def test_every_measure_writes_its_declared_tables_in_a_real_run(tmp_path, tiny_models, corpus40):
+    """A tiny BERT's run with every measure asked for: each is held, named in the run row in registry order,
+    and each table it says this run writes (``tables_written``) is in the file and declared for it."""
+    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.runs.reader import open_run
+    from real_state import real_pass
+
+    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200, memory_gb=1000)
+    setup, measures = real_pass(cfg, tmp_path / "data")
+    written = {n: m.tables_written(setup.ctx) for n, m in measures.items()}
+    path = publish_run(tmp_path / "r.duckdb", plan=setup.plan, source=setup.source, ctx=setup.ctx,
+                       measures=measures, seconds=0.0, notes={})
+    run = open_run(path)
+    assert run.meta["accumulators"] == [c.name for c in MEASURES if c.asked(cfg)] == list(measures)
+    for name, tables in written.items():
+        assert tables and set(tables) <= set(MEASURE_TABLES[name]) and set(REQUIRED_TABLES.get(name, ())) <= set(tables)
+        assert all(run.has(t) for t in tables), (name, [t for t in tables if not run.has(t)])
+
+
+def test_runconfig_keeps_every_written_option_in_order():
+    options = list(RunConfig().to_dict())
+    assert [o for o in options if o in WRITTEN_OPTIONS] == WRITTEN_OPTIONS
+    for f in FIELDS.values():  # a switch on by default is turned off by --no-<name>
+        if field_kind(f) is bool and f.default is True:
+            assert f.metadata["flag"] == "--no-" + f.name.replace("_", "-"), f.name
 
 
 def _other_value(f):
@@ -81,11 +111,13 @@ def _other_value(f):
     return [flag, str(value)], value
 
 
-@pytest.mark.parametrize("name", OPTIONS_OF_MEASURES)
+@pytest.mark.parametrize("name", sorted({n for n, _, _ in SWITCHES}))
 def test_every_switch_round_trips_through_the_cli_and_the_form(name):
+    """Every measure switch (``SWITCHES``, found from ``asked``): its CLI flag parses to the value, the config
+    round-trips through its dict, and the New-run form shows it."""
     from views._form import SPECIAL, config_fields
 
-    f = next(f for f in dataclasses.fields(RunConfig) if f.name == name)
+    f = FIELDS[name]
     parser = argparse.ArgumentParser()
     RunConfig.add_arguments(parser)
     argv, value = _other_value(f)
@@ -93,20 +125,46 @@ def test_every_switch_round_trips_through_the_cli_and_the_form(name):
     assert getattr(cfg, name) == value and RunConfig.from_dict(cfg.to_dict()) == cfg
     assert getattr(RunConfig.from_args(parser.parse_args([])), name) == f.default
     assert name in SPECIAL or name in [g.name for g in config_fields(f.metadata["section"])]
-    if name in SWITCHES:  # the switch's off value is what ``asked`` reads
-        cls, off = SWITCHES[name]
-        assert cls.asked(RunConfig(**{name: f.default})) == (f.default != off)
-        assert not cls.asked(RunConfig(**{name: off}))
 
 
-def test_followers_and_droppers_read_their_switch():
-    cfg = RunConfig(geometry=False)
-    assert not OutlierMeasure.asked(cfg) and OutlierMeasure.asked(RunConfig())
-    assert MomentsMeasure.asked(cfg) and not MomentsMeasure.may_drop(RunConfig())
-    assert SelfSimilarityMeasure.may_drop(RunConfig())
-    assert not SelfSimilarityMeasure.may_drop(RunConfig(self_similarity="on"))
-    assert [c.name for c in MEASURES if c.may_drop(RunConfig())] == ["geometry", "selfsim", "halves", "occurrences"]
-    assert [c.name for c in MEASURES if c.fix] == ["selfsim"]
+def test_every_switch_is_what_asked_reads():
+    """Each measure a switch turns off is asked for by default, and only the switch's own value turns it off;
+    a measure the default run may drop but a switch forces on names the option that leaves it out (``fix``)."""
+    assert SWITCHES, "no measure reads a switch"
+    for name, value, cls in SWITCHES:
+        assert cls.asked(RunConfig()) and not cls.asked(RunConfig(**{name: value})), (name, value, cls.name)
+    for name, f in FIELDS.items():
+        for value in _values(f):
+            for cls in MEASURES:
+                cfg = RunConfig(**{name: value})
+                if cls.may_drop(RunConfig()) and cls.asked(cfg) and not cls.may_drop(cfg):
+                    assert cls.fix, (cls.name, name, value)  # forced on: the fix leaves it out
+
+
+def test_a_run_short_of_memory_drops_in_registry_order():
+    """With room for the fixed part and the first k droppable measures (registry order), the plan keeps those and
+    drops the rest, whatever the registry holds."""
+    import torch
+
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.memory import plan_memory
+    from normvar_core.pipeline.model_shape import ModelShape
+    from normvar_core.pipeline.run_plan import synthetic_plan
+
+    cfg = RunConfig(model="gaussian", samples_per_token=2, id_sample=50)
+    plan = synthetic_plan(cfg, n_sentences=60, vocab_size=30, layers=[0, 1, 2], batch_size=8)
+    ctx = RunContext(cfg=cfg, layers=[0, 1, 2], dim=16, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+    shape = ModelShape(name="toy", architecture="Toy", params=1000, lm_head_params=0, buffer_bytes=0, dim=16,
+                       num_hidden_states=3, heads=1, ffn=32, vocab=30, max_length=32)
+    kw = dict(shape=shape, device="cuda", dtype="float32")  # the device's figures only (no host terms)
+    roomy = plan_memory(ctx, memory_bytes=1 << 40, **kw)
+    droppable = [c.name for c in MEASURES if c.droppable(ctx) and c.name in roomy.measures]
+    assert not roomy.dropped and droppable == [c.name for c in MEASURES if c.may_drop(cfg)]
+    fixed = roomy.total_bytes - sum(roomy.measures[n] for n in droppable)
+    for k in range(len(droppable) + 1):
+        mp = plan_memory(ctx, memory_bytes=fixed + sum(roomy.measures[n] for n in droppable[:k]), **kw)
+        assert mp.fits and mp.dropped == droppable[k:], (k, mp.dropped)
+        assert all(n in mp.reasons for n in mp.dropped)
 
 
 def test_an_old_format_run_file_still_reads(written_run_path, tmp_path):  # noqa: F811 - the fixture
@@ -121,7 +179,7 @@ def test_an_old_format_run_file_still_reads(written_run_path, tmp_path):  # noqa
     con.execute("CHECKPOINT")
     con.close()
     run = open_run(old)
-    assert run.measures == ["moments", "samples"]
+    assert run.measures == [n for n in NAMES if n in LEGACY_MARKERS.values()]
     assert run.has("samples") and run.stats().num_types == run.meta["n_types"]
 
     con = duckdb.connect(str(old))

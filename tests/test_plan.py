@@ -1,10 +1,11 @@
 """``normvar plan``: the memory of a run before any weight loads (issue 20).
 
 Models of the published shapes are built from transformers config classes into a temp dir that holds
-config.json and tokenizer files only (no weights): the parameter counts match the published ones, each
-measure's bytes match the "Memory formulas" of docs/scale.md, and the device limits decide what a run keeps
-(a Llama-2-7B shape keeps the geometry of all 33 hidden states on 80 GB and names a subset that fits on
-24 GB). Against real runs: ``benchmarks/bench_plan.py`` (the plan's total vs the measured peak RSS)."""
+config.json and tokenizer files only (no weights): the parameter counts match the published ones, every measure the
+run asks for is planned, and the device limits decide what a run keeps (a Llama-2-7B shape keeps the geometry of all
+33 hidden states on 80 GB and names a subset that fits on 24 GB). Each measure's planned bytes are the bytes of its
+real ``state_dict()`` after a real pass of a tiny model (``real_state.py``; exact, or an upper bound where its class
+says so). Against real runs: ``benchmarks/bench_plan.py`` (the plan's total vs the measured peak RSS)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ import re
 import pytest
 
 from cli_helpers import run_cli
-from plan_formulas import formulas
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.measures import MEASURES
+from real_state import assert_planned_is_held, real_pass
 
 GiB = 2**30
 
@@ -24,7 +27,7 @@ def plan_json(capsys, *argv) -> dict:
     return json.loads(out)
 
 
-def test_published_shapes_params_and_formulas(capsys, tmp_path, shapes, corpus40):
+def test_published_shapes_params_and_measures(capsys, tmp_path, shapes, corpus40):
     gpu = ["--device", "cuda", "--dtype", "bfloat16"]
     common = ["--corpus", corpus40, "--data-dir", tmp_path / "data"]
     bert = plan_json(capsys, "--model", shapes["bert-base"], "--memory-gb", "80", *common)
@@ -39,13 +42,27 @@ def test_published_shapes_params_and_formulas(capsys, tmp_path, shapes, corpus40
     assert abs(falcon["params_with_lm_head"] / 41.8e9 - 1) < 0.01
     for p, L, d in ((bert, 13, 768), (llama, 33, 4096), (falcon, 61, 8192)):
         assert (p["hidden_states"], p["dim"], len(p["layers"])) == (L, d, L)
-        assert p["types"] > 100 and p["measures"] == formulas(p)
+        # every measure the run asks for (their bytes: the real state, test below)
+        assert p["types"] > 100 and set(p["measures"]) == {c.name for c in MEASURES if c.asked(RunConfig())}
+        assert all(b > 0 for b in p["measures"].values())
         assert p["total_bytes"] >= p["weights_bytes"] + sum(b for k, b in p["measures"].items()
                                                              if k not in p["dropped"])
     assert bert["weights_bytes"] - 4 * bert["params"] < 2**20  # float32 on the CPU (+ position-id buffers)
     assert 0 <= llama["weights_bytes"] - 2 * llama["params"] < 2**20  # bfloat16
     # Falcon-40B's weights alone (78 GB in bf16) leave no room on 80 GB: the plan says so and what would help
     assert falcon["weights_bytes"] > 75 * GiB and not falcon["fits"] and falcon["suggestions"]
+
+
+def test_the_plan_is_the_state_of_a_real_pass(capsys, tmp_path, tiny_models, corpus40):
+    """``normvar plan --json``'s bytes of each measure (and the memory plan ``compute`` follows) against the
+    ``state_dict()`` of every measure after a real pass of a tiny BERT over the same corpus and options."""
+    argv = ["--model", tiny_models["bert"], "--corpus", corpus40, "--id-sample", "200", "--memory-gb", "1000"]
+    planned = plan_json(capsys, *argv, "--data-dir", tmp_path / "data")
+    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200, memory_gb=1000)
+    setup, measures = real_pass(cfg, tmp_path / "data")
+    assert not planned["dropped"] and setup.ctx.memory.measures == planned["measures"]
+    assert set(measures) == {c.name for c in MEASURES if c.asked(cfg)}  # every measure asked for is held
+    assert_planned_is_held(planned["measures"], measures)
 
 
 def test_device_limits_decide_the_geometry(capsys, tmp_path, shapes):

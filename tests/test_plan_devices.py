@@ -1,7 +1,8 @@
 """``normvar plan --devices`` (issue 32, item 3): Llama-2-7B and Falcon-40B shapes (configs only, the model on the
 meta device, no weights) device-mapped over 1, 2, 4 and 8 x 80 GB. Each device's bytes equal docs/scale.md's
 "Running a 40B model" formulas — the weights from the blocks' closed-form parameter counts and the modules the
-map puts there, the state from the "Memory" formulas at that device's layer count, the pass share — and ``fits``
+map puts there, the state as each measure plans it (``planned_bytes``, checked against a real state in test_plan.py
+and the contract test) at that device's layers, the pass share — and ``fits``
 and what each run keeps match the table of docs/scale.md ("Per-device plans")."""
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import json
 import pytest
 
 from cli_helpers import run_cli
-from plan_formulas import formulas
 
 E = 2  # bfloat16
 # docs/scale.md, "Per-device plans": (fits, dropped) per shape and number of 80 GB GPUs; 2,000 novel sentences,
@@ -53,7 +53,16 @@ def contexts(shapes):  # noqa: F811
     return out
 
 
-def expected_rows(kind: str, p: dict, dmap: dict, n_gpus: int, batch, dropped) -> dict:
+def state_of(ctx, layers: list[int], dropped) -> int:
+    """What the measures kept plan to hold for ``layers`` alone (a device's share of the run)."""
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.measures import MEASURES
+
+    sub = RunContext(cfg=ctx.cfg, layers=layers, dim=ctx.dim, device=ctx.device, plan=ctx.plan, tokens=ctx.tokens)
+    return sum(cls.planned_bytes(sub) for cls in MEASURES if cls.name not in dropped) if layers else 0
+
+
+def expected_rows(kind: str, ctx, p: dict, dmap: dict, n_gpus: int, batch, dropped) -> dict:
     """Each device's bytes from the formulas of docs/scale.md ("Per-device plans"), given the map's placement of
     the modules."""
     emb, prefix, norm, V, norm_vectors = NAMES[kind]
@@ -74,7 +83,7 @@ def expected_rows(kind: str, p: dict, dmap: dict, n_gpus: int, batch, dropped) -
         out[dev]["weights"] = E * (block_dev.count(dev) * block_params(kind, d) + (emb_dev == dev) * V * d
                                    + (norm_dev == dev) * norm_vectors * d)
         layers = out[dev]["layers"] = [l for l in range(L1) if produced[l] == dev]
-        out[dev]["state"] = sum(b for a, b in formulas(dict(p, layers=layers)).items() if a not in dropped) if layers else 0
+        out[dev]["state"] = state_of(ctx, layers, dropped)
         # the occurrences' early pass: a running float64 d x d scatter, mean and batch scatter per layer, before
         # the measures exist (the larger of it and the state counts)
         out[dev]["early"] = 0 if "occurrences" in dropped else 8 * len(layers) * d * (d + 2)
@@ -96,7 +105,7 @@ def test_per_device_bytes_equal_the_formulas_and_the_table(contexts, kind):
     for n in (1, 2, 4, 8):
         got = plan_devices(ctx, shape, config, parse_devices(f"{n}x80"), dtype="bfloat16")
         assert (got["fits"], got["dropped"]) == TABLE[(kind, n)], (kind, n, got["dropped"])
-        want = expected_rows(kind, p, got["device_map"], n, got["batch"], got["dropped"])
+        want = expected_rows(kind, ctx, p, got["device_map"], n, got["batch"], got["dropped"])
         assert [r["device"] for r in got["devices"]] == list(want)
         for r in got["devices"]:
             w = want[r["device"]]
