@@ -28,9 +28,9 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Measure, Planned
-from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer, resolve_scatter_dtype
-from normvar_core.pipeline.measures.pooling import Chan, pool_into
+from normvar_core.pipeline.measures.base import Planned
+from normvar_core.pipeline.measures.covariance import Covariance
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
 from normvar_core.pipeline.measures.samples import locate, position_keys
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.runs.schema import GEOMETRY_TABLES
@@ -92,7 +92,7 @@ def first_copies(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return canon, np.flatnonzero(canon > before)  # a row is new exactly when it gets the next number
 
 
-class GeometryMeasure(LayerMajor, Measure):
+class GeometryMeasure(LayerMajor):
     """On with ``--geometry`` (the default; ``--no-geometry`` switches it, the outliers and IsoScore off);
     finalized in the background (spectra, TwoNN): publish writes the other measures' tables meanwhile."""
 
@@ -103,17 +103,13 @@ class GeometryMeasure(LayerMajor, Measure):
     policy = "a run short of memory keeps its moments and names the layer subset that would fit"
 
     def __init__(self, ctx: RunContext):
+        super().__init__(ctx)
         L, d = ctx.num_layers, ctx.dim
-        self.layers = list(ctx.layers)
         self.dim = d
         self.uplan = ctx.plan.uniform
         self._pkeys = position_keys(self.uplan) if _sample_size(ctx) else np.zeros(0, np.int64)
-        self.device = ctx.torch_device
-        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
         z = dict(dtype=torch.float64, device=self.device)
-        self._add_state("n", 0)
-        self._add_state("mean", torch.zeros((L, d), **z), merge="pooled")
-        self._add_state("scatter", torch.zeros((L, d, d), **z), merge=Chan(count="n", mean="mean", outer=True))
+        self.cov = Covariance(self, (L, d), device=self.device)  # n, mean, scatter
         self._add_state("sum_u", torch.zeros((L, d), **z))      # Σ x/‖x‖
         # per layer, on the states' device (no host sync per batch): embeddings with a non-zero norm
         # (the cosine's n), Σ‖x‖ and Σ‖x‖² (float64, summed per batch in float64)
@@ -136,8 +132,7 @@ class GeometryMeasure(LayerMajor, Measure):
         TwoNN sample of K rows (``NeighbourState.planned``) and n:
         L·(8·d² + K·(4·d + 41) + 16·d + 24) + K + 8 bytes."""
         L, d = ctx.num_layers, ctx.dim
-        return {"n": ((1,), np.int64), "mean": ((L, d), np.float64), "scatter": ((L, d, d), np.float64),
-                "sum_u": ((L, d), np.float64), "n_u": ((L,), np.int64), "norm_sum": ((L,), np.float64),
+        return {**Covariance.planned(L, d), "sum_u": ((L, d), np.float64), "n_u": ((L,), np.int64), "norm_sum": ((L,), np.float64),
                 "sq_sum": ((L,), np.float64), **NeighbourState.planned(L, _sample_size(ctx), d)}
 
     @classmethod
@@ -170,7 +165,7 @@ class GeometryMeasure(LayerMajor, Measure):
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Pool the batch's scatter about its own mean (Chan); Σ x/‖x‖ = x_cᵀ w + m Σ w, w = 1/‖x‖
         (0 for x = 0); Σ‖x‖, Σ‖x‖² — all from the layer view shared with the outliers."""
-        pool_into(self.mean[l], self.scatter[l], self.n, view.mean, view.scatter, view.n, outer=True)
+        self.cov.fold(l, view)
         sq = view.sq
         norms = sq.sqrt()
         nz = norms > 0
@@ -181,8 +176,7 @@ class GeometryMeasure(LayerMajor, Measure):
         self.sq_sum[l] += sq.sum()
 
     def end_batch(self, batch: StateBatch) -> None:
-        """Count the batch; its sampled rows join their TwoNN batch's neighbour search."""
-        self.n += batch.size
+        """The batch's sampled rows join their TwoNN batch's neighbour search."""
         if self.uplan is not None and self.uplan.size:
             picks, idx = locate(self.uplan, self._pkeys, batch)
             if picks.size:
@@ -195,7 +189,7 @@ class GeometryMeasure(LayerMajor, Measure):
 
     # ------------------------------------------------------------------ result
     def result(self) -> dict:
-        cov = (self.scatter / max(self.n, 1)).cpu().numpy()
+        cov = self.cov.covariance().cpu().numpy()
         su = self.sum_u.cpu().numpy()
         if not self.filled.all():
             raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
@@ -229,7 +223,7 @@ class GeometryMeasure(LayerMajor, Measure):
     def covariance_axes(self, l: int, k: int = 2) -> np.ndarray:
         """The top-``k`` eigenvectors (d, k) of layer row ``l``'s exact covariance S / n (``stats.axes.top_axes``):
         the Occurrences page's axes, read from the finished state (``uses_states``) while ``result()`` may run."""
-        return top_axes((self.scatter[l] / max(self.n, 1)).cpu().numpy(), k)
+        return top_axes(self.cov.covariance(l).cpu().numpy(), k)
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"],

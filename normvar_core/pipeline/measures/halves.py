@@ -36,9 +36,9 @@ import torch
 from normvar_core.constants import STUDY_BAND
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Measure, Planned
-from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.measures.pooling import Chan, pool_into
+from normvar_core.pipeline.measures.base import Planned
+from normvar_core.pipeline.measures.covariance import Covariance
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
 from normvar_core.pipeline.measures.state import Stateful
 from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.runs.schema import HALVES_TABLES
@@ -76,15 +76,13 @@ class Half(Stateful):
         tm = TokenMoments(num_layers=L, dim=d, device=device, mean_dtype=ctx.cfg.mean_dtype, layer_index=ctx.layers)
         self._add_state("tm", tm.register(ctx.plan.token_ids))
         z = dict(dtype=torch.float64, device=device)
-        g = d if with_geometry else 0  # no geometry: no covariance kept
-        self._add_state("n", 0)
-        self._add_state("mean", torch.zeros((L, g), **z), merge="pooled")
-        self._add_state("scatter", torch.zeros((L, g, g), **z), merge=Chan(count="n", mean="mean", outer=True))
+        g = d if with_geometry else 0  # no geometry: no covariance kept, only the count
+        self.cov = Covariance(self, (L, g), device=device)  # n, mean, scatter
         self._add_state("sq_all", torch.zeros(L, **z))
         self._add_state("sq_pos0", torch.zeros(L, **z))
 
 
-class HalvesMeasure(LayerMajor, Measure):
+class HalvesMeasure(LayerMajor):
     """On with ``--halves`` (the default); reuses the moments' result (``uses_results``)."""
 
     name = "halves"
@@ -95,11 +93,9 @@ class HalvesMeasure(LayerMajor, Measure):
     planned_exact = False  # a type that one half never sees holds no row there: the plan's T rows are the bound
 
     def __init__(self, ctx: RunContext):
-        self.layers = list(ctx.layers)
+        super().__init__(ctx)
         self.dim = int(ctx.dim)
-        self.device = ctx.torch_device
         self.with_geometry = bool(ctx.cfg.geometry)
-        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
         self.seed = int(ctx.cfg.seed or 0)
         self._full = None  # the run's moments result, when publish hands it over (``take_results``)
         self._add_state("a", Half(ctx, self.device, self.with_geometry))
@@ -139,9 +135,8 @@ class HalvesMeasure(LayerMajor, Measure):
         out = {}
         for h in ("a", "b"):
             out.update({f"{h}.tm.{k}": v for k, v in tm.items()})
-            out.update({f"{h}.n": ((1,), np.int64), f"{h}.mean": ((L, g), np.float64),
-                        f"{h}.scatter": ((L, g, g), np.float64), f"{h}.sq_all": ((L,), np.float64),
-                        f"{h}.sq_pos0": ((L,), np.float64)})
+            out.update({f"{h}.{k}": v for k, v in Covariance.planned(L, g).items()})
+            out.update({f"{h}.sq_all": ((L,), np.float64), f"{h}.sq_pos0": ((L,), np.float64)})
         return out
 
     @classmethod
@@ -159,6 +154,7 @@ class HalvesMeasure(LayerMajor, Measure):
         self._rows = half_rows(batch, self.device)
         self._rows0 = []
         for h, idx in enumerate(self._rows):
+            self.halves[h].cov.count(int(idx.numel()))  # added after the batch (the layer-major loop commits it)
             self._rows0.append(idx[pos0.index_select(0, idx)])
             if idx.numel():
                 self.halves[h].tm.update(batch.states, batch.token_ids, rows=idx)
@@ -183,13 +179,9 @@ class HalvesMeasure(LayerMajor, Measure):
                 raise RuntimeError("the layer view is not split into this batch's halves")
             parts = view.parts()
         for h, (n, mean, scatter) in enumerate(parts):
-            if n:
-                hf = self.halves[h]
-                pool_into(hf.mean[l], hf.scatter[l], hf.n, mean, scatter, n, outer=True)
+            self.halves[h].cov.pool(l, n, mean, scatter)
 
     def end_batch(self, batch: StateBatch) -> None:
-        for h in (0, 1):
-            self.halves[h].n += int(self._rows[h].numel())
         self._rows = self._rows0 = self.view_split = None
 
     # ------------------------------------------------------------------ result
@@ -206,12 +198,8 @@ class HalvesMeasure(LayerMajor, Measure):
         """The covariance per layer of half A, half B and the whole corpus (pooled), or Nones."""
         if not self.with_geometry:
             return [None, None, None]
-        a, b = self.halves
-        mean, scatter = a.mean.clone(), a.scatter.clone()
-        for l in range(len(self.layers)):
-            pool_into(mean[l], scatter[l], a.n, b.mean[l], b.scatter[l], b.n, outer=True)
-        covs = [(h.scatter / max(h.n, 1)).cpu().numpy() for h in (a, b)]
-        return covs + [(scatter / max(a.n + b.n, 1)).cpu().numpy()]
+        n, _, scatter = self.a.cov.pooled_with(self.b.cov)
+        return [h.cov.covariance().cpu().numpy() for h in self.halves] + [(scatter / max(n, 1)).cpu().numpy()]
 
     def result(self) -> dict:
         full = self._full if self._full is not None else self.merged_moments().result()

@@ -29,6 +29,9 @@ from typing import Iterable
 
 import torch
 
+from normvar_core.pipeline.measures.base import Measure
+from normvar_core.pipeline.measures.covariance import covariances
+
 SCATTER_DTYPES = ("float64", "float32", "auto")
 FAST_FLOAT64_CAPABILITIES = {(8, 0), (9, 0)}
 
@@ -207,16 +210,33 @@ class LayerView:
         return (xc.T @ w.to(xc.dtype)).to(torch.float64) + self.centre * w.sum()
 
 
-class LayerMajor:
-    """A measure updated one layer at a time from shared ``LayerView``s. Subclasses define
-    ``update_layer(l, view, batch)`` and may define ``begin_batch(batch)`` / ``end_batch(batch)``;
-    ``update(batch)`` runs the loop for this measure alone (the contract's update)."""
+class LayerMajor(Measure):
+    """A measure updated one layer at a time from shared ``LayerView``s: ``class M(LayerMajor)`` (a ``Measure``
+    already; listing ``Measure`` after it changes nothing, before it Python refuses the class: no consistent
+    MRO). Subclasses define ``update_layer(l, view, batch)`` and may define ``begin_batch(batch)`` /
+    ``end_batch(batch)``; ``update(batch)`` runs the loop for this measure alone (the contract's update).
 
-    scatter_dtype: str = "float64"
-    device: torch.device
+    ``LayerMajor.__init__(self, ctx)`` (``super().__init__(ctx)``, first) sets ``layers`` (the kept layers),
+    ``device`` (the states' device, where the state lives) and ``scatter_dtype`` (``resolve_scatter_dtype`` of the
+    run's ``--scatter-dtype`` there); reading ``device`` or ``scatter_dtype`` without it raises an error that
+    says so. A covariance registered with ``covariance.Covariance`` is counted by the loop after the batch
+    (``Covariance.commit``): the measure does not count its rows."""
+
     view_split = None
     """(order, sizes) set in ``begin_batch`` by a measure that wants the batch's views split into
     row parts (``LayerView``'s ``split``: the halves); None otherwise."""
+
+    def __init__(self, ctx) -> None:
+        self.layers = list(ctx.layers)
+        self.device = ctx.torch_device
+        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
+
+    def __getattr__(self, name: str):
+        # only reached when normal lookup fails: a subclass that did not call LayerMajor.__init__
+        if name in ("device", "scatter_dtype"):
+            raise AttributeError(f"{type(self).__name__} has no {name}: a LayerMajor measure's __init__ calls "
+                                 "super().__init__(ctx) first, which sets layers, device and scatter_dtype")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def begin_batch(self, batch) -> None:
         pass
@@ -233,8 +253,9 @@ class LayerMajor:
 
 
 def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
-    """Layer by layer, one ``LayerView`` shared by every measure in ``accs`` (same device and
-    scatter dtype: the first one's); at most one layer's float64 copy lives at a time."""
+    """Layer by layer, one ``LayerView`` shared by every measure in ``measures`` (same device and
+    scatter dtype: the first one's); at most one layer's float64 copy lives at a time. After every measure's
+    ``end_batch``, their covariances add the batch's count (``Covariance.commit``)."""
     measures = list(measures)
     if not measures or batch.size == 0:
         return
@@ -251,6 +272,9 @@ def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
         del view
     for measure in measures:
         measure.end_batch(batch)
+    for measure in measures:
+        for cov in covariances(measure):
+            cov.commit()
 
 
 def update_all(measures: dict, batch) -> None:

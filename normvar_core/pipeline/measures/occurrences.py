@@ -38,7 +38,8 @@ from normvar_core.config import RunConfig
 from normvar_core.errors import interrupts_between_batches
 from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Measure, Planned
+from normvar_core.pipeline.measures.base import Planned
+from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.halves import HalvesMeasure, half_rows, view_split
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, per_layer, resolve_scatter_dtype
@@ -285,7 +286,7 @@ def _slots(ctx: RunContext) -> int:
     return int(min(int(ctx.cfg.occurrences), ctx.plan.total_embeddings))
 
 
-class OccurrencesMeasure(LayerMajor, Measure):
+class OccurrencesMeasure(LayerMajor):
     """On while ``--occurrences`` is not 0; reads the geometry's exact axes from its state (``uses_states``: no wait for
     the geometry's TwoNN). The executors
     call ``prime`` before the pass (the early axes), and ``for_run`` waits for them."""
@@ -297,10 +298,8 @@ class OccurrencesMeasure(LayerMajor, Measure):
     policy = "a run short of memory leaves the Occurrences page out (lower --occurrences to keep it)"
 
     def __init__(self, ctx: RunContext):
+        super().__init__(ctx)
         L, d, k = ctx.num_layers, ctx.dim, OCCURRENCE_AXES
-        self.layers = list(ctx.layers)
-        self.device = ctx.torch_device
-        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
         self.plan = plan_occurrences(ctx.plan, _slots(ctx))
         self._keys = position_keys(self.plan)
         rows = [list(ctx.occurrence_axes["layers"]).index(layer) for layer in self.layers]  # a layer group's own
@@ -309,9 +308,8 @@ class OccurrencesMeasure(LayerMajor, Measure):
         self.geometry = None  # the run's geometry measure, handed over at publish (``take_states``)
         self._add_state("axes", np.array(self.early["axes"], np.float64), merge="custom")
         self._add_state("origin", np.array(self.early["mean"], np.float64), merge="custom")
-        self._add_state("n", 0)
-        self._add_state("sum_y", np.zeros((L, k)))
-        self._add_state("sum_yy", np.zeros((L, k, k)))
+        # n and the sums Σy, Σyyᵀ of every counted position's projection (host arrays)
+        self.cov = Covariance(self, (L, k), mean="sum_y", scatter="sum_yy", form="sums")
         self._add_state("proj", np.zeros((L, self.plan.size, k), np.float32), merge=Fill("filled"))
         self._add_state("filled", np.zeros(self.plan.size, bool), merge="or", per_layer=False)
 
@@ -334,9 +332,8 @@ class OccurrencesMeasure(LayerMajor, Measure):
         float32 projections (L, P, k) of the P kept occurrences and their flags:
         4·L·P·k + P + 8·L·(d·k + d + k + k²) + 8 bytes."""
         L, d, k, P = ctx.num_layers, ctx.dim, OCCURRENCE_AXES, _slots(ctx)
-        return {"axes": ((L, d, k), np.float64), "origin": ((L, d), np.float64), "n": ((1,), np.int64),
-                "sum_y": ((L, k), np.float64), "sum_yy": ((L, k, k), np.float64),
-                "proj": ((L, P, k), np.float32), "filled": ((P,), np.bool_)}
+        return {"axes": ((L, d, k), np.float64), "origin": ((L, d), np.float64),
+                **Covariance.planned(L, k, mean="sum_y", scatter="sum_yy"), "proj": ((L, P, k), np.float32), "filled": ((P,), np.bool_)}
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
@@ -377,8 +374,7 @@ class OccurrencesMeasure(LayerMajor, Measure):
         B = torch.as_tensor(self.axes[l], device=xc.device).to(xc.dtype)
         shift = (view.centre.cpu().numpy() - self.origin[l]) @ self.axes[l]
         y = (xc @ B).to("cpu", torch.float64).numpy() + shift
-        self.sum_y[l] += y.sum(0)
-        self.sum_yy[l] += y.T @ y
+        self.cov.add_rows(l, y)
         if self._picks.size:
             rows = self._rows
             if view.order is not None:  # the centred copy's rows are in the view's order
@@ -387,7 +383,6 @@ class OccurrencesMeasure(LayerMajor, Measure):
             self.proj[l, self._picks] = y[rows]
 
     def end_batch(self, batch: StateBatch) -> None:
-        self.n += batch.size
         if self._picks.size:
             self.filled[self._picks] = True
 
@@ -418,7 +413,7 @@ class OccurrencesMeasure(LayerMajor, Measure):
         xy, rows = [], []
         for l, layer in enumerate(self.layers):
             ybar = self.sum_y[l] / n
-            cov_y = self.sum_yy[l] / n - np.outer(ybar, ybar)
+            cov_y = self.cov.covariance(l)  # Σyyᵀ / n − ȳȳᵀ
             U, how, angles = self._directions(l, cov_y)
             xy.append((self.proj[l].astype(np.float64) - ybar) @ U)
             var = np.einsum("ij,jk,ki->i", U.T, cov_y, U)

@@ -23,16 +23,16 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Measure, Planned
-from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, resolve_scatter_dtype
-from normvar_core.pipeline.measures.pooling import Chan, pool_into
+from normvar_core.pipeline.measures.base import Planned
+from normvar_core.pipeline.measures.covariance import Covariance
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
 from normvar_core.runs.schema import OUTLIERS_TABLES
 
 TOP_K = 20
 SAMPLE_ROWS = 256   # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
 
 
-class OutlierMeasure(LayerMajor, Measure):
+class OutlierMeasure(LayerMajor):
     """On with the layer geometry (``--no-geometry`` switches both off); small, never dropped."""
 
     name = "outliers"
@@ -42,15 +42,12 @@ class OutlierMeasure(LayerMajor, Measure):
     use_threshold = True   # False: every batch through the row-wise top-k candidates (``_row_top``)
 
     def __init__(self, ctx: RunContext):
+        super().__init__(ctx)
         L, d = ctx.num_layers, ctx.dim
-        self.layers = list(ctx.layers)
         self.dim = d
-        self.device = ctx.torch_device
-        self.scatter_dtype = resolve_scatter_dtype(ctx.cfg.scatter_dtype, self.device)
         z = dict(dtype=torch.float64, device=self.device)
-        self._add_state("n", 0)
-        self._add_state("mean", torch.zeros((L, d), **z), merge="pooled")
-        self._add_state("m2", torch.zeros((L, d), **z), merge=Chan(count="n", mean="mean", outer=False))  # Σ (h_j − mean_j)²
+        # n, the per-dimension mean and m2 = Σ (h_j − mean_j)²
+        self.cov = Covariance(self, (L, d), scatter="m2", outer=False, device=self.device)
         self._add_state("max_abs", torch.zeros((L, d), **z), merge="max")
         self._add_state("sq_all", torch.zeros(L, **z))          # Σ ‖x‖²
         self._add_state("sq_pos0", torch.zeros(L, **z))         # Σ ‖x‖² over position 0
@@ -67,8 +64,7 @@ class OutlierMeasure(LayerMajor, Measure):
         top activations (L, TOP_K, 5) and n: 24·L·d + 16·L + 40·L·K + 8 bytes, K = TOP_K (``_distinct`` pads
         the list to TOP_K rows whatever the run's size)."""
         L, d = ctx.num_layers, ctx.dim
-        return {"n": ((1,), np.int64), "mean": ((L, d), np.float64), "m2": ((L, d), np.float64),
-                "max_abs": ((L, d), np.float64), "sq_all": ((L,), np.float64), "sq_pos0": ((L,), np.float64),
+        return {**Covariance.planned(L, d, scatter="m2", outer=False), "max_abs": ((L, d), np.float64), "sq_all": ((L,), np.float64), "sq_pos0": ((L,), np.float64),
                 "top": ((L, TOP_K, 5), np.float64)}
 
     def begin_batch(self, batch: StateBatch) -> None:
@@ -80,7 +76,7 @@ class OutlierMeasure(LayerMajor, Measure):
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Per-dimension mean and Σ(h_j − m_j)² (diag of the shared batch scatter, pooled by Chan),
         max |h_j|, Σ‖x‖² overall and at position 0, and the top |h| so far — one shared layer view."""
-        pool_into(self.mean[l], self.m2[l], self.n, view.mean, view.col_sq, view.n, outer=False)
+        self.cov.fold(l, view)
         sq = view.sq
         self.sq_all[l] += sq.sum()
         self.sq_pos0[l] += sq[self._pos0].sum()
@@ -90,7 +86,6 @@ class OutlierMeasure(LayerMajor, Measure):
         self._tops.append(self._distinct(self._contenders(np.concatenate([self.top[l], cand]))))
 
     def end_batch(self, batch: StateBatch) -> None:
-        self.n += batch.size
         self.top = np.stack(self._tops)
         self._pos0 = self._keys = self._tops = None
 
@@ -191,8 +186,7 @@ class OutlierMeasure(LayerMajor, Measure):
             self._keep(np.concatenate([self.top, np.stack(list(reader.blocks("top")))], axis=1))
 
     def result(self) -> dict:
-        n = max(self.n, 1)
-        mean, var = self.mean.cpu().numpy(), (self.m2 / n).cpu().numpy()
+        mean, var = self.mean.cpu().numpy(), self.cov.covariance().cpu().numpy()
         max_abs = self.max_abs.cpu().numpy()
         e2 = var + mean ** 2                                # E[h_j²]; Σ_j E[h_j²] = Q(X)
         q = e2.sum(1)

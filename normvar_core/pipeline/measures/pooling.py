@@ -3,7 +3,8 @@ measures that stream a mean and a second moment:
 
     n = n_a + n_b,  δ = μ_b − μ_a,  μ = μ_a + δ n_b / n,  S = S_a + S_b + δδᵀ n_a n_b / n   (or δ² per coordinate)
 
-``outer=True`` pools a d×d scatter (δδᵀ), else per-coordinate sums (δ²)."""
+``outer=True`` pools a d×d scatter (δδᵀ), else per-coordinate sums (δ²). A measure registers the triple with
+``covariance.Covariance`` (one line), which declares ``Chan`` as its merge."""
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,8 @@ def pool_into(mean: torch.Tensor, m2: torch.Tensor, n_a: int, mean_b: torch.Tens
 
 class Chan:
     """The merge rule of a registered (count, mean, second moment) triple, declared on the second
-    moment's entry (``_add_state("scatter", ..., merge=Chan(count="n", mean="mean", outer=True))``; the
-    mean registered with ``merge="pooled"``, the count with ``"sum"``): per layer block,
+    moment's entry by ``covariance.Covariance`` (``_add_state("scatter", ..., merge=Chan(count="n", mean="mean",
+    outer=True))``; the mean registered with ``merge="pooled"``, the count with ``"sum"``): per layer block,
     ``pool_into`` with the counts as they were before the merge. The incoming second moment is read
     one layer block at a time (``reader.blocks``), so a d × d scatter per layer is the largest piece."""
 
