@@ -21,7 +21,8 @@ from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.pipeline.measures.state import DictReader
 
-from examples.norm_measure import NormMeasure  # the manual's walk-through measure, under the same contract
+from example_measures import EXAMPLE_MEASURES  # the manual's walk-through measures, under the same contract
+from examples.norm_measure import NormMeasure
 
 LAYERS = [0, 2]
 DIM = 10
@@ -80,7 +81,7 @@ def _flat(x):
     return [np.asarray(x)]
 
 
-@pytest.mark.parametrize("cls", (*MEASURES, NormMeasure), ids=lambda c: c.name)
+@pytest.mark.parametrize("cls", (*MEASURES, *EXAMPLE_MEASURES), ids=lambda c: c.name)
 def test_contract(cls, setup, tmp_path):
     plan, source, ctx = setup
     assert issubclass(cls, Measure) and cls.name and cls.table_names
