@@ -92,7 +92,7 @@ def trace_compute(argv: list[str]) -> list[tuple[str, str, str]]:
     return calls
 
 
-PUBLISH = {("normvar_core.destination", "publish_file"), ("normvar_core.runs.writer", "publish")}  # after, before
+PUBLISH = {("normvar_core.destination", "move_into_place"), ("normvar_core.runs.writer", "publish")}  # after, before
 
 
 def summarize(calls: list[tuple[str, str, str]]) -> dict:

@@ -21,12 +21,12 @@ never replaced) and ``os.replace``s the temp file onto it. A replaced file keeps
 bits; a new one gets 0o666 minus the umask. The temp file is removed on any error, KeyboardInterrupt
 included.
 
-Run files follow the same rules from the other side, so the check and the publish live here together:
+Run files follow the same rules from the other side, so the check and the move into place live here together:
 
     check_destination(out_path, overwrite)   # before any expensive work (the name, the folder)
-    publish_file(tmp, out_path, overwrite)   # the finished temp run file (``runs/writer``) under its name
+    move_into_place(tmp, out_path, overwrite)   # the finished temp run file (``runs/writer``) under its name
 
-``publish_file`` hard-links the temp file to the run's name (refused if the name exists: two writers
+``move_into_place`` hard-links the temp file to the run's name (refused if the name exists: two writers
 never clobber each other), or ``os.replace``s it when overwriting a regular file. Base layer: no torch,
 no numpy.
 """
@@ -280,8 +280,8 @@ def check_destination(out_path: Path, overwrite: bool) -> None:
 NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
 
 
-def publish_file(tmp: Path, path: Path, overwrite: bool) -> None:
-    """Atomic publish of the complete file ``tmp`` as ``path``: rename when overwriting (a regular file
+def move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
+    """The complete file ``tmp`` moved atomically into place as ``path``: rename when overwriting (a regular file
     only); otherwise hard-link (fails if the name exists, so two writers never clobber each other), then
     drop the temp name. A file system without hard links gets check-then-rename."""
     if overwrite:
@@ -304,4 +304,4 @@ def publish_file(tmp: Path, path: Path, overwrite: bool) -> None:
 
 
 __all__ = ["check_regular_input", "SAFE_FLAGS", "open_regular", "create_temp", "not_regular", "resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
-           "check_destination", "publish_file", "NO_HARD_LINKS"]
+           "check_destination", "move_into_place", "NO_HARD_LINKS"]

@@ -27,10 +27,10 @@ FAULTS = {
     "publishing": """
         import os
         from normvar_core import destination
-        def publish_file(tmp, path, overwrite):
+        def move_into_place(tmp, path, overwrite):
             os.link(tmp, path)   # published under its name, the temp name not yet removed,
             stop_here()          # the job not yet marked done
-        destination.publish_file = publish_file
+        destination.move_into_place = move_into_place
     """,
 }
 

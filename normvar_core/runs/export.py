@@ -18,7 +18,7 @@ both also     ``token_means.npy``: the per-type means μ(X_t) as one float32 arr
 
 Every format writes ``manifest.json`` (run name, format, layers, files and their row counts). The
 export is written into a temporary folder beside ``out`` and renamed into place when complete
-(``publish_folder``): nothing half-written is ever visible under ``out``. Tables are streamed in
+(``move_folder_into_place``): nothing half-written is ever visible under ``out``. Tables are streamed in
 record batches, the means layer by layer, so memory stays bounded by one layer of means.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ BATCH_ROWS = 8192
 
 
 # ----------------------------------------------------------------------------- destination
-def publish_folder(out: Path, write: Callable[[Path], None], *, overwrite: bool = False) -> Path:
+def move_folder_into_place(out: Path, write: Callable[[Path], None], *, overwrite: bool = False) -> Path:
     """Run ``write(tmp)`` into ``.<name>.tmp-<pid>`` beside ``out``, then rename it to ``out``.
 
     ``out`` may be missing or an empty folder; a non-empty folder is replaced only with ``overwrite``
@@ -175,7 +175,7 @@ def export_run(run_path, out, fmt: str, *, layer: int | None = None, overwrite: 
             con.close()
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
-    return publish_folder(Path(out), write, overwrite=overwrite)
+    return move_folder_into_place(Path(out), write, overwrite=overwrite)
 
 
 def _write_means(con, run, tokens, tmp: Path, manifest: dict) -> None:
@@ -211,4 +211,4 @@ def _write_projector(con, run, layer: int, tokens, tmp: Path, manifest: dict) ->
     manifest["files"]["metadata.tsv"] = int(ids.size)
 
 
-__all__ = ["FORMATS", "export_run", "publish_folder"]
+__all__ = ["FORMATS", "export_run", "move_folder_into_place"]

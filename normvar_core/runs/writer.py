@@ -2,7 +2,7 @@
 
 ``write_tables(path, record, tables)`` writes ``<dir>/.<name>.tmp-<pid>.duckdb`` — the ``run`` row
 plus every table given (Arrow in, one ``CREATE TABLE ... AS`` for the first part of a table and
-``INSERT`` for the rest) — CHECKPOINTs, closes, then hands it to ``destination.publish_file``, which
+``INSERT`` for the rest) — CHECKPOINTs, closes, then hands it to ``destination.move_into_place``, which
 publishes it under its final name by a hard link (or ``os.replace`` when overwriting): a reader never
 sees a half-written run under that name. Nothing is left behind on error.
 
@@ -188,7 +188,7 @@ def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bo
                 _db(guard, "checkpoint", con.execute, "CHECKPOINT")
             finally:
                 _db(guard, "close", con.close)
-            _db(guard, "publish", destination.publish_file, tmp, path, overwrite)
+            _db(guard, "publish", destination.move_into_place, tmp, path, overwrite)
     except NormvarError:
         _remove(tmp, wal)
         raise
