@@ -52,7 +52,7 @@ def watch_driver_loads(monkeypatch) -> list[str]:
 
     for mod in (M, L):
         monkeypatch.setattr(mod, "load_model", spy("load_model", mod.load_model))
-    monkeypatch.setattr(O, "early_axes", spy("early_axes", O.early_axes))
+    monkeypatch.setattr(O.AxesPass, "run", spy("early_axes", O.AxesPass.run))
     monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy("AutoModel", transformers.AutoModel.from_pretrained))
     pretrained = transformers.PreTrainedModel.__dict__["from_pretrained"].__func__
     monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained",

@@ -29,7 +29,7 @@ def test_a_slow_save_spaces_the_next_one_and_zero_means_every_batch(tmp_path, mo
         real_save(*args)
         clock.t += 30.0
     monkeypatch.setattr(ckpt, "save", slow_save)
-    saver.save_early({"done": np.array([3])}, 3, 10)   # an early-pass save: no duration measured
+    saver.save_early({"occurrences": {"done": np.array([3])}}, 3, 10)   # an early-pass save: no duration measured
     saver.save({}, 4, {})
     assert (tmp_path / "a.ckpt").is_file() and saver.cost == 30.0
     clock.t += 60.0

@@ -14,7 +14,7 @@ from normvar_core.pipeline.execute.prepare import prepare
 from normvar_core.pipeline.measures import layerview
 from normvar_core.pipeline.measures.halves import half_rows, view_split
 from normvar_core.pipeline.measures.layerview import LayerView
-from normvar_core.pipeline.measures.occurrences import early_bytes
+from normvar_core.pipeline.measures.occurrences import AxesPass
 
 
 def test_a_view_from_known_products_equals_a_fresh_view():
@@ -80,7 +80,7 @@ def test_the_kept_batches_carry_their_views_split_as_the_pass_splits_them(setup)
                 torch.testing.assert_close(total, totalk, rtol=1e-12, atol=1e-9)
             torch.testing.assert_close(fresh.mean, v["mean"], rtol=1e-13, atol=1e-12)
     # the memory plan counts them: the states and, per kept batch and layer, two d x d parts + three d-vectors
-    e = early_bytes(s.ctx)
+    e = AxesPass.planned(s.ctx)
     d, n_kept = s.ctx.dim, len(kept)
     states = sum(sbs[0].states.numel() * 4 for sbs in kept.values())
     assert e["batches"] == n_kept and e["held_bytes"] >= states + n_kept * L * 16 * d * d

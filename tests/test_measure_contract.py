@@ -15,8 +15,7 @@ import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import MEASURES, Measure
-from normvar_core.pipeline.measures.occurrences import prime
+from normvar_core.pipeline.measures import MEASURES, Measure, prime
 from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.pipeline.measures.state import DictReader
@@ -34,7 +33,7 @@ def setup():
     plan = synthetic_plan(cfg, n_sentences=70, vocab_size=30, layers=LAYERS, batch_size=9)
     source = GaussianSource(dim=DIM, layers=LAYERS, seed=3, offset=50.0, scales=[1.0, 3.0], dtype=torch.float64)
     ctx = RunContext(cfg=cfg, layers=LAYERS, dim=DIM, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    prime(ctx, source)  # the occurrences' early axes, as every process of a run computes them
+    prime(ctx, source)  # the measures' early passes (the occurrences' axes), as every process of a run runs them
     return plan, source, ctx
 
 

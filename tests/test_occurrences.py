@@ -11,9 +11,9 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCES_MAX
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.measures import GeometryMeasure, OccurrencesMeasure
+from normvar_core.pipeline.measures import GeometryMeasure, OccurrencesMeasure, prime
 from normvar_core.pipeline.measures.layerview import update_all
-from normvar_core.pipeline.measures.occurrences import early_axes, prime, spread_order
+from normvar_core.pipeline.measures.occurrences import early_axes, spread_order
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
@@ -32,7 +32,7 @@ def _setup(dim: int, occurrences: int = 1_000_000, n_sentences: int = 90):
 
 
 def _finished(plan, source, ctx, *, positions: int):
-    ctx.occurrence_axes = early_axes(source, plan, positions=positions)
+    ctx.early[OccurrencesMeasure.name] = early_axes(source, plan, positions=positions)
     measures = {"geometry": GeometryMeasure.for_run(ctx), "occurrences": OccurrencesMeasure.for_run(ctx)}
     for sb in source.batches(plan, 0, plan.n_batches):
         update_all(measures, sb)

@@ -41,7 +41,7 @@ class StateBatch:
     positions: Any       # torch.Tensor (N,) int64
     groups: Any = None   # --device-map: one (L_g, N, d) tensor per layer group on its device (states None)
     last: bool = True    # the last piece of batch ``index`` (False for the earlier pieces of a split batch)
-    views: Any = None    # per layer, what the early pass's LayerView computed (``LayerView.reusable``), or None
+    views: Any = None    # per layer, what an early pass's LayerView computed (``LayerView.reusable``), or None
 
     @property
     def size(self) -> int:
@@ -72,9 +72,9 @@ class RunContext:
     tokens: dict = field(default_factory=dict)    # token id -> string
     memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
     places: list | None = None  # --device-map: (map entry, state device) per kept layer (``devicemap/layer_groups.py``)
-    occurrence_axes: Any = None
-    """The early axes of the occurrences (``measures.occurrences.early_axes``: computed from the plan's first
-    batches by every process that runs batches); None: the run keeps no occurrences."""
+    early: dict = field(default_factory=dict)
+    """{measure name: the result of its early pass} (``measures.base.EarlyPass``: computed before the measures
+    are built, by every process that runs batches, or taken from a checkpoint)."""
 
     @property
     def num_layers(self) -> int:

@@ -1,9 +1,10 @@
 """The run's memory, planned before any weight loads (``normvar plan``), and the limits ``compute``
 keeps to (which measures it holds or drops), both from the same figures.
 
-Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_terms.py``; README "Memory"):
+Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_terms.py``; docs/scale.md,
+"The memory formulas"):
 
-    total = runtime + plan + weights + max(pass, publish) + held + max(Σ_a planned_bytes(a), early)
+    total = runtime + plan + weights + max(pass, publish) + Σ_e held(e) + max(Σ_a planned_bytes(a), Σ_e running(e))
     publish = writer + Σ_a publish_bytes(a)
 
 * runtime  the interpreter with torch, transformers, numba, DuckDB (``RUNTIME_BYTES``, measured); plan: the
@@ -17,16 +18,16 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
            work — the moments' copy of the means L·T·d·b_μ, the geometry's covariances and its per-layer TwoNN
            work, ...: every result is kept until the file is written) and the writer's (``writer_bytes``: DuckDB's
            bounded buffer pool and one insert's Arrow parts);
-* early    the occurrences' early pass, before the measures are built (``occurrences.early_bytes``): each kept
-           layer's running float64 scatter, 8·L·d·(d + 2), so the larger of it and Σ_a counts; held: the early
-           batches' states a CPU source keeps for the pass (L·N·d·4, at most ``REUSE_BYTES``, else none) with each
-           batch's and layer's Gram products for the pass's views (16·d² + 24·d with the halves' split, else
-           8·d² + 8·d), held until the pass reaches them. Both are 0 when the run keeps no occurrences.
+* Σ_e      over the kept measures that declare an early pass (``Measure.early_pass``), its ``planned`` bytes:
+           ``running`` before the measures are built (the occurrences': each kept layer's running float64
+           scatter, 8·L·d·(d + 2)), so the larger of Σ_e running and Σ_a counts; ``held``: what it leaves the source
+           for the pass, held until the pass reaches it (the occurrences': the early batches' states on a CPU
+           source, L·N·d·4 up to ``REUSE_BYTES``, with their layer views' Gram products). Both are 0 when the run
+           keeps no such measure. The plan's ``early_pass`` adds them up (``scatter_bytes`` = Σ_e running).
 
 On a GPU the device holds weights + Σ_a + pass (the runtime, the plan and the publish work live in host memory
 and are not counted against the GPU). What does not fit is dropped in registry order among the measures
-that may be dropped (their class's ``may_drop``: the layer geometry, the self-similarity table in
-``auto``, the split halves, the occurrences), each with a one-line reason naming the fix (``notes.skipped``); when
+that may be dropped (their class's ``may_drop``), each with a one-line reason naming the fix (``notes.skipped``); when
 even the rest does not fit, the plan says so (``fits`` false) and suggests ``--mean-dtype float32``, the
 ``fix`` of each measure forced on (``--self-similarity off``) and a ``--layers`` subset.
 The model's shape comes from ``model_shape.py``.
@@ -39,8 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import MEASURES, OccurrencesMeasure
-from normvar_core.pipeline.measures.occurrences import early_bytes
+from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
                                                 host_pass, loaded_budget, pass_bytes, plan_bytes, publish_of, publish_sum,
                                                 weights_bytes, writer_bytes)
@@ -80,7 +80,7 @@ class MemoryPlan:
     sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
-    early_pass: dict = field(default_factory=dict)   # the occurrences' early pass (``occurrences.early_bytes``)
+    early_pass: dict = field(default_factory=dict)   # the kept measures' early passes, added up (``early_of``)
     devices: list = field(default_factory=list)      # plan --devices: one row per device (devicemap/per_device.py)
     device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
     batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
@@ -115,8 +115,8 @@ class MemoryPlan:
         out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch{kept})")
         if self.early_pass.get("bytes"):
             e = self.early_pass
-            out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (the occurrences' axes over {e['positions']:,} "
-                       f"positions in {e['batches']} batches: running scatters {gb(e['scatter_bytes'])} before the "
+            out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (early passes over {e['positions']:,} "
+                       f"positions in {e['batches']} batches: running state {gb(e['scatter_bytes'])} before the "
                        f"measures (the larger counts), states kept for the pass {gb(e['held_bytes'])})")
         if host:
             out.append(f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the results and the run file's write "
@@ -162,13 +162,24 @@ def sizes_and_droppable(ctx, registry) -> tuple[dict[str, int], list, list[str]]
     return sizes, optional, unknown
 
 
-def early_of(ctx, device: str | None = None) -> dict:
-    """The occurrences' early pass (``occurrences.early_bytes``) with ``bytes`` = scatter + held; all 0 when the
-    run does not ask for occurrences."""
-    if not OccurrencesMeasure.asked(ctx.cfg) or ctx.plan is None:
-        return {"bytes": 0, "scatter_bytes": 0, "held_bytes": 0, "host_bytes": 0, "positions": 0, "batches": 0}
-    e = early_bytes(ctx, device=device)
-    return {**e, "bytes": e["scatter_bytes"] + e["held_bytes"], "host_bytes": e["held_bytes"] if device == "cpu" else 0}
+def early_parts(ctx, registry, device: str | None = None) -> dict[str, dict]:
+    """{name: its early pass's ``planned`` bytes} of every measure of ``registry`` the run asks for that declares
+    one (``Measure.early_pass``)."""
+    if ctx.plan is None:
+        return {}
+    return {c.name: c.early_pass.planned(ctx, device=device) for c in registry
+            if c.early_pass is not None and c.asked(ctx.cfg)}
+
+
+def early_of(parts: dict[str, dict], drop=(), device: str | None = None) -> dict:
+    """The early passes of ``parts`` not in ``drop``, added up: ``scatter_bytes`` = Σ running, ``held_bytes``,
+    ``bytes`` = both, ``host_bytes`` (the held ones on the CPU), ``positions``, ``batches``."""
+    kept = {n: p for n, p in parts.items() if n not in drop}
+    total = {k: sum(int(p[k]) for p in kept.values()) for k in ("running_bytes", "held_bytes", "positions", "batches")}
+    held = total["held_bytes"]
+    return {"bytes": total["running_bytes"] + held, "scatter_bytes": total["running_bytes"], "held_bytes": held,
+            "host_bytes": held if device == "cpu" else 0, "positions": total["positions"],
+            "batches": total["batches"]}
 
 
 def publish_total(base: dict, drop=()) -> int:
@@ -176,18 +187,18 @@ def publish_total(base: dict, drop=()) -> int:
     return publish_sum(base["publish_of"], drop) if base["device"] == "cpu" else 0
 
 
-def peak(base: dict, sizes: dict[str, int], early: dict, drop=()) -> int:
-    """The module docstring's total for the measures of ``sizes`` not in ``drop`` (the early pass counts
-    while the occurrences are kept)."""
+def peak(base: dict, sizes: dict[str, int], early: dict[str, dict], drop=()) -> int:
+    """The module docstring's total for the measures of ``sizes`` not in ``drop`` (an early pass, of ``early`` =
+    ``early_parts``, counts while its measure is kept)."""
     state = sum(b for n, b in sizes.items() if n not in drop)
-    occ = OccurrencesMeasure.name in sizes and OccurrencesMeasure.name not in drop
+    e = early_of({n: p for n, p in early.items() if n in sizes}, drop)
     return (base["host"] + base["weights"] + max(base["pass"], publish_total(base, drop))
-            + (early["held_bytes"] + max(state, early["scatter_bytes"]) if occ else state))
+            + e["held_bytes"] + max(state, e["scatter_bytes"]))
 
 
 def _total(ctx, registry, base: dict, drop=()) -> int:
     sizes, _, _ = sizes_and_droppable(ctx, registry)
-    return peak(base, sizes, early_of(ctx, base.get("device")), drop)
+    return peak(base, sizes, early_parts(ctx, registry, base.get("device")), drop)
 
 
 def evenly_spaced(layers: list[int], k: int) -> list[int]:
@@ -241,9 +252,8 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
         later = {c.name for c in optional if c.name in droppable and c is not cls}
         subset = largest_fit(set(dropped[:-1]) | later)
         reasons[cls.name] = cls.drop_reason(ctx, need=need, free=max(free, 0), subset=subset)
-    early = early_of(ctx, base["device"])
-    total = _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memory_bytes)
-    occ = OccurrencesMeasure.name
+    early = early_parts(ctx, registry, base["device"])
+    total = _drop_early_passes(ctx, registry, base, sizes, early, dropped, reasons, droppable, memory_bytes)
     fits = total <= memory_bytes
     suggestions = []
     if not fits:
@@ -271,22 +281,24 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       sample_positions=int(ctx.plan.samples.size),
                       id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
                       embeddings=int(ctx.plan.total_embeddings),
-                      early_pass=early if occ in sizes and occ not in dropped else {k: 0 for k in early},
+                      early_pass=early_of({n: p for n, p in early.items() if n in sizes}, dropped, base["device"]),
                       publish={**{n: b for n, b in base["publish_of"].items() if n not in dropped},
                                "writer": writer_bytes()} if host else {})
 
 
-def _drop_early_pass(ctx, base, sizes, early, dropped, reasons, droppable, memory_bytes) -> int:
-    """The run's peak; when it does not fit and dropping the occurrences (their early pass) alone makes it fit,
-    they are dropped (``dropped`` and ``reasons`` updated in place) and the new peak returned."""
+def _drop_early_passes(ctx, registry, base, sizes, early, dropped, reasons, droppable, memory_bytes) -> int:
+    """The run's peak; while it does not fit, a droppable measure with an early pass (registry order) whose drop
+    alone makes it fit is dropped (``dropped`` and ``reasons`` updated in place); the new peak returned."""
     total = peak(base, sizes, early, dropped)
-    occ = OccurrencesMeasure.name
-    if total > memory_bytes and occ in droppable and occ in sizes and occ not in dropped:
-        if peak(base, sizes, early, [*dropped, occ]) <= memory_bytes:  # the early pass is what does not fit
-            dropped.append(occ)
-            reasons[occ] = OccurrencesMeasure.drop_reason(ctx, need=sizes[occ] + early["bytes"],
-                                                              free=max(memory_bytes - peak(base, sizes, early,
-                                                                                           dropped), 0), subset=None)
+    for cls in registry:
+        name = cls.name
+        if total <= memory_bytes or name not in early or name not in droppable or name not in sizes or name in dropped:
+            continue
+        if peak(base, sizes, early, [*dropped, name]) <= memory_bytes:  # its early pass is what does not fit
+            dropped.append(name)
+            need = sizes[name] + early_of({name: early[name]})["bytes"]
+            reasons[name] = cls.drop_reason(ctx, need=need, free=max(memory_bytes - peak(base, sizes, early, dropped), 0),
+                                            subset=None)
             total = peak(base, sizes, early, dropped)
     return total
 

@@ -1,4 +1,5 @@
-"""The terms of a run's peak memory (``memory.plan_memory`` adds them up; README "Memory"), each in bytes:
+"""The terms of a run's peak memory (``memory.plan_memory`` adds them up; docs/scale.md, "The memory
+formulas"), each in bytes:
 
 * ``RUNTIME_BYTES``  the interpreter with torch, transformers, numba, DuckDB loaded (measured);
 * ``weights_bytes``  parameters × bytes of the dtype + buffers;

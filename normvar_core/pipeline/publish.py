@@ -18,7 +18,7 @@ from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import Measure, MomentsMeasure, skip_reasons
+from normvar_core.pipeline.measures import Measure, skip_reasons
 from normvar_core.runs.declared import NOTES_KEY, declarations
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table
@@ -99,8 +99,7 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, measures: dict
         def record() -> RunRecord:
             for name in names:
                 tables_of(name)
-            return run_record(plan, source, ctx, measures, results, plan.cfg, results[MomentsMeasure.name], seconds, notes,
-                              source_kind)
+            return run_record(plan, source, ctx, measures, results, plan.cfg, seconds, notes, source_kind)
 
         def on_table(done_tables: int, n_tables: int, name: str) -> None:
             if all(f.done() for f in futures.values()):
@@ -109,8 +108,10 @@ def publish_run(out_path: Path, *, plan, source, ctx: RunContext, measures: dict
         return write_tables(out_path, record, tables, overwrite=overwrite, on_table=on_table)
 
 
-def run_record(plan, source, ctx, measures, results, cfg, stats, seconds, notes, source_kind) -> RunRecord:
-    """The run row: the model, the corpus, the full RunConfig, counts and every measure's notes."""
+def run_record(plan, source, ctx, measures, results, cfg, seconds, notes, source_kind) -> RunRecord:
+    """The run row: the model, the corpus, the full RunConfig, counts and every measure's notes. The counts are
+    the plan's (|X| per layer and |T|): a published run has fed every batch, and its measures' tables checked
+    what they counted against the plan's counts before the row is built."""
     acc_notes: dict = {}
     for name, measure in measures.items():
         acc_notes.update(measure.run_meta(results[name]))
@@ -127,7 +128,7 @@ def run_record(plan, source, ctx, measures, results, cfg, stats, seconds, notes,
         **{k: v for k, v in model_meta.items() if k in RunRecord.__dataclass_fields__},
         layers=list(plan.layers), corpus_name=plan.corpus_name, corpus_sha256=plan.corpus_sha256,
         options=cfg.to_dict(), n_sentences=len(plan.sentences), n_truncated=plan.n_truncated,
-        n_embeddings=int(measures[MomentsMeasure.name].n_embeddings), n_types=stats.num_types, device=str(ctx.device),
+        n_embeddings=int(plan.total_embeddings), n_types=int(plan.token_ids.size), device=str(ctx.device),
         seconds=float(seconds), versions=versions(), created_at=_dt.datetime.now(_dt.timezone.utc),
         source=source_kind, accumulators=list(measures), sweep=cfg.sweep,
         step=cfg.step, unit=plan.unit,

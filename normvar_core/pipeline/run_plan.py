@@ -17,7 +17,8 @@ from normvar_core.config import RunConfig
 from normvar_core.constants import id_sample_size
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.select import CorpusText
-from normvar_core.pipeline.batches import Batch, PaddedBatches, auto_max_tokens, batch_sizes, batches_from
+from normvar_core.pipeline.batches import (Batch, PaddedBatches, auto_max_tokens, batch_sizes, batches_from,
+                                           counted_mask)
 from normvar_core.pipeline.encoding import encode_sentences, wrap_tokens
 from normvar_core.pipeline.sample_plan import (SamplePlan, char_spans, choose_tokens, count_tokens, plan_samples,
                                                plan_uniform, word_token_counts)
@@ -67,6 +68,11 @@ class RunPlan:
     def total_embeddings(self) -> int:
         """|X| per layer: the number of counted positions."""
         return int(self.counts.sum())
+
+    def counted_before(self, stop: int) -> int:
+        """Counted positions per layer in batches [0, stop) (``batches.counted_mask``, one batch at a time): what a
+        run resumed at batch ``stop`` has counted."""
+        return sum(int(counted_mask(self.batches[i], **self.exclusions).sum()) for i in range(stop))
 
     @property
     def exclusions(self) -> dict:

@@ -59,7 +59,7 @@ class TransformerSource:
         self.kept: dict[int, list[StateBatch]] = {}  # batches computed before the pass (``reuse``)
 
     def reuse(self, batches: dict[int, list[StateBatch]]) -> None:
-        """Keep batches already computed (the occurrences' early axes) to yield them again when the pass
+        """Keep batches already computed (an early pass's: ``Measure.early_pass``) to yield them again when the pass
         reaches them instead of a second forward pass: on the CPU and up to ``REUSE_BYTES`` of states only
         (on a GPU the forward pass is cheap next to holding its states)."""
         nbytes = sum(t.numel() * t.element_size() for sbs in batches.values() for sb in sbs

@@ -94,10 +94,6 @@ class LayerSplit:
         parts = [acc_cls.for_run(sub_context(ctx, dev, pos)) for _, dev, pos in groups]
         return None if any(p is None for p in parts) else cls(acc_cls, ctx, groups, parts)
 
-    @property
-    def n_embeddings(self) -> int:
-        return self.parts[0].n_embeddings
-
     def state_dict(self) -> dict[str, np.ndarray]:
         """The whole run's state on the host: each group's layer rows in place, the rest from the first group."""
         states = [_sorted_types(p.state_dict()) for p in self.parts]

@@ -3,7 +3,7 @@
 The model is built from its config on the meta device (no weights) at the run's dtype and placed as
 transformers places it for ``--device-map`` (``auto``/``balanced``: accelerate's balanced memory, then
 ``infer_auto_device_map``; ``sequential``; ``balanced_low_0``; or the JSON file's map) within the devices'
-limits. Then, per device k (README "Running a 40B model"):
+limits. Then, per device k (docs/scale.md, "Per-device plans"):
 
     weights_k = the bytes of the modules placed on k (parameters x e + buffers)
     state_k   = Σ_a planned_bytes(a) for the L_k kept hidden states produced on k (each device-map entry holds
@@ -11,8 +11,9 @@ limits. Then, per device k (README "Running a 40B model"):
     pass_k    = H_k·P·d·e (the hidden states k produces) + [k runs a block] (P·(f + 4d)·e + rows·h·width²·e)
                 + [L_k > 0] (L_k·N·d·e + 3·N·d·8)      (offloaded entries: the first two terms on the first GPU,
                                                         where accelerate runs them; the last on the CPU)
-    early_k   = 8·L_k·d·(d + 2) when the run keeps occurrences (their early pass: each layer's running float64
-                scatter on the device that keeps the layer, freed before the measures are built)
+    early_k   = Σ_e running(e) over the kept measures with an early pass, for the L_k layers (its ``planned``
+                ``running_bytes`` on the device that keeps the layers, freed before the measures are built; the
+                occurrences': each layer's running float64 scatter, 8·L_k·d·(d + 2))
     bytes_k   = weights_k + max(state_k, early_k) + pass_k   (the CPU row: + runtime + plan + the gathered state
                                                               + publish)
 
@@ -28,9 +29,8 @@ from contextlib import contextmanager
 
 from normvar_core.device_options import read_device_map
 from normvar_core.pipeline.devicemap.model_map import check_map_modules, device_name, entry_of, meta_model
-from normvar_core.pipeline.measures import MEASURES, OccurrencesMeasure
-from normvar_core.pipeline.measures.occurrences import early_bytes
-from normvar_core.pipeline.memory import gb, layer_span, sizes_and_droppable
+from normvar_core.pipeline.measures import MEASURES
+from normvar_core.pipeline.memory import early_parts, gb, layer_span, sizes_and_droppable
 from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
 
@@ -106,13 +106,13 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
 
     state, passes, measures = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), {x: {} for x in devices}
     early = dict.fromkeys(devices, 0)
-    occ = OccurrencesMeasure.asked(ctx.cfg) and OccurrencesMeasure.name not in drop
     for dev in devices:
         L_k = len(kept.get(dev, ()))
         sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
         sizes = sizes_and_droppable(sub, registry)[0] if L_k else {}
         state[keeps_on(dev)] += sum(b for name, b in sizes.items() if name not in drop)
-        early[keeps_on(dev)] += early_bytes(sub)["scatter_bytes"] if occ and L_k else 0
+        parts = early_parts(sub, registry) if L_k else {}
+        early[keeps_on(dev)] += sum(p["running_bytes"] for name, p in parts.items() if name not in drop)
         measures[keeps_on(dev)].update(sizes)
         H_k = sum(1 for x in produced if x == dev)
         passes[runs_on(dev)] += H_k * P * d * e + (P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width ** 2 * e

@@ -7,6 +7,9 @@
   FIFO or folder; a user's ``--checkpoint`` is checked by ``destination.resolve_destination``), so a reader
   sees the old or the new checkpoint, never half of one.
 * ``Checkpointer``: the local strategy's saver (every ``every_s`` seconds, and on interruption between batches).
+* Early passes (``Measure.early_pass``): an unfinished one is saved as ``<measure>_early`` entries in place of the
+  measures (``next_batch`` 0, meta ``early_done``/``early_batches``); a checkpoint of the pass keeps each
+  pass's ``checkpoint_meta`` so a resumed run takes their results from it (``early_results_of``).
 
 A checkpoint is used only when its plan fingerprint (config, batches, corpus hash, weights hash, counts)
 equals the run's; batch order is deterministic, so a resumed run equals an uninterrupted one exactly.
@@ -23,8 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.destination import write_atomic
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.measures.base import Measure
-from normvar_core.pipeline.measures.occurrences import EARLY_KEY
 
 FORMAT = "normvar-checkpoint-3"  # 3: registered state keys (the moments under measure.*)
 
@@ -133,17 +137,42 @@ class Checkpointer:
         """Save on the way out of an error or interruption: that error matters more than a failed save."""
         quietly(self.save, measures, next_batch, extra)
 
-    def save_early(self, state: dict, done: int, planned: int) -> None:
-        """The occurrences' unfinished early pass (``occurrences.EarlyPass.state_dict``), ``done`` of its about
-        ``planned`` batches: the checkpoint holds it in place of the measures (``next_batch`` 0)."""
+    def save_early(self, states: dict[str, dict], done: int, planned: int) -> None:
+        """Unfinished early passes ({measure name: ``EarlyPass.state_dict``}), ``done`` of their about ``planned``
+        batches: the checkpoint holds them (``early_key``) in place of the measures (``next_batch`` 0)."""
         if self.path is None:
             return
-        save(self.path, self.fingerprint, PartialState(0, 0, {EARLY_KEY: state}),
+        save(self.path, self.fingerprint, PartialState(0, 0, {early_key(n): st for n, st in states.items()}),
              {"early_done": int(done), "early_batches": int(planned)})
         self.last = time.monotonic()
 
-    def save_early_quietly(self, state: dict, done: int, planned: int) -> None:
-        quietly(self.save_early, state, done, planned)
+    def save_early_quietly(self, states: dict[str, dict], done: int, planned: int) -> None:
+        quietly(self.save_early, states, done, planned)
+
+
+EARLY_SUFFIX = "_early"
+
+
+def early_key(name: str) -> str:
+    """A checkpoint's entry for measure ``name``'s unfinished early pass: ``<name>_early``."""
+    return name + EARLY_SUFFIX
+
+
+def early_states_of(resumed: tuple | None) -> dict[str, dict] | None:
+    """{measure name: early pass state} of a checkpoint saved in the early passes (meta ``early_done``), else None."""
+    if resumed is None or resumed[1].get("early_done") is None:
+        return None
+    return {k[:-len(EARLY_SUFFIX)]: st for k, st in resumed[0].states.items() if k.endswith(EARLY_SUFFIX)}
+
+
+def early_meta(ctx: RunContext, registry=MEASURES) -> dict:
+    """The meta entries a checkpoint of the pass keeps for every registered early pass (``checkpoint_meta`` of its
+    result in ``ctx.early``, or of None when the run has none)."""
+    out: dict = {}
+    for cls in registry:
+        if cls.early_pass is not None:
+            out.update(cls.early_pass.checkpoint_meta(ctx.early.get(cls.name)))
+    return out
 
 
 def quietly(save, *args) -> None:
@@ -154,22 +183,24 @@ def quietly(save, *args) -> None:
         pass
 
 
-def early_axes_of(resumed: tuple | None, layers: list[int]) -> dict | None:
-    """The occurrences' early axes a checkpoint of the pass carries (their registered ``axes`` and ``origin``, and
-    the ``occurrence_early`` meta), so a resumed run does not redo the early pass; None when it has none."""
+def early_results_of(resumed: tuple | None, ctx: RunContext, registry=MEASURES) -> dict:
+    """{measure name: its early pass's result} that a checkpoint of the pass carries (``from_checkpoint`` of the
+    measure's saved state and the meta), so a resumed run does not run those passes again."""
     if resumed is None:
-        return None
+        return {}
     partial, meta = resumed
-    occ, early = partial.states.get("occurrences"), meta.get("occurrence_early")
-    if occ is None or not early:
-        return None
-    return {"mean": np.asarray(occ["origin"]), "axes": np.asarray(occ["axes"]), "n": int(early["n"]),
-            "batches": int(early["batches"]), "layers": list(layers)}
+    out = {}
+    for cls in registry:
+        if cls.early_pass is not None and cls.name in partial.states:
+            result = cls.early_pass.from_checkpoint(partial.states[cls.name], meta, ctx)
+            if result is not None:
+                out[cls.name] = result
+    return out
 
 
 def describe(path: Path | None) -> str | None:
-    """What a checkpoint file keeps, in words: "N of M batches" (the occurrences' early pass: "N of M batches of the
-    early pass"); None when there is no readable checkpoint at ``path``."""
+    """What a checkpoint file keeps, in words: "N of M batches" (in the early passes: "N of M batches of the early
+    pass"); None when there is no readable checkpoint at ``path``."""
     if path is None or not Path(path).exists():
         return None
     try:
@@ -183,5 +214,5 @@ def describe(path: Path | None) -> str | None:
     return f"{int(meta.get('next_batch') or 0)} of {total} batches"
 
 
-__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "Checkpointer", "early_axes_of",
-           "describe"]
+__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "Checkpointer", "early_key",
+           "early_states_of", "early_meta", "early_results_of", "describe"]

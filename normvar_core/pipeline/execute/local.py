@@ -21,13 +21,12 @@ from typing import Any, Callable
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.blas_threads import one_blas_thread
-from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, load_partial
+from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, early_meta, load_partial
 from normvar_core.pipeline.execute.on_ray import compute_on_ray
-from normvar_core.pipeline.execute.partials import build_measures, run_range
+from normvar_core.pipeline.execute.partials import Counted, build_measures, run_range
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_target
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
 from normvar_core.pipeline.execute.ray_cluster import preflight
-from normvar_core.pipeline.measures import MomentsMeasure
 from normvar_core.run_lock import computing
 
 
@@ -72,30 +71,29 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         source.oom_splits, source.max_rows = int(meta.get("oom_splits", 0)), meta.get("max_rows")
     else:
         measures, first, seconds_before, resumed_from = build_measures(setup.ctx), 0, 0.0, None
-    moments = measures[MomentsMeasure.name]  # the measure that counts the embeddings
+    count = Counted(plan.counted_before(first))  # the run's counted positions: those of the batches done
     saver = Checkpointer(target.checkpoint, setup.fingerprint, every_s)
-    pos = {"next": first, "clean_n": moments.n_embeddings}
-    clock = ForwardClock(report, plan, moments.n_embeddings)
-
-    axes = setup.ctx.occurrence_axes  # their early pass's size: a resumed run takes the axes from the checkpoint
-    early = {"n": int(axes["n"]), "batches": int(axes["batches"])} if axes is not None else None
+    pos = {"next": first, "clean_n": count.n}
+    clock = ForwardClock(report, plan, count.n)
+    early = early_meta(setup.ctx)  # the early passes' results: a resumed run takes them from the checkpoint
 
     def extra() -> dict:
         return {"seconds": seconds_before + (time.monotonic() - t_start), "oom_splits": source.oom_splits,
-                "max_rows": source.max_rows, "occurrence_early": early}
+                "max_rows": source.max_rows, **early}
 
     def on_batch(bi: int) -> None:
-        pos["next"], pos["clean_n"] = bi + 1, moments.n_embeddings
+        pos["next"], pos["clean_n"] = bi + 1, count.n
         heap.trim_if_grown()
-        clock(bi + 1, moments.n_embeddings)
+        clock(bi + 1, count.n)
         if saver.due() and bi + 1 < plan.n_batches:
             saver.save(measures, bi + 1, extra())
 
-    clock(first, moments.n_embeddings)
+    clock(first, count.n)
     try:
-        run_range(source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled)
+        run_range(source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled,
+                  count=count)
     except BaseException:
-        clean = moments.n_embeddings == pos["clean_n"]  # no piece of an unfinished batch was added
+        clean = count.n == pos["clean_n"]  # no piece of an unfinished batch was begun
         if not clean and getattr(source, "completed_batch", None) == pos["next"]:
             pos["next"], clean = pos["next"] + 1, True  # interrupted in the next forward: that batch is whole
         if clean and pos["next"] > (resumed_from or 0):

@@ -7,7 +7,7 @@ publishes with ``prepare.publish`` as in one process. Starting Ray: ``ray_cluste
 ``RayPool`` starts (or joins) Ray and K actors, each loading the model once (one actor per GPU where
 there are GPUs). The driver loads no weights: it reads the tokenizer and config, and asks the first actor
 for what needs the weights (``ray_model.ActorModel``: the model's description, its App. I tables, the
-memory figure, the occurrences' early axes, computed there once and sent to every actor with the plan). Then:
+memory figure, the measures' early pass results, computed there once and sent to every actor with the plan). Then:
 
 1. **Plan.** The driver streams the corpus file once (hash, .gz decompressed) and cuts its bytes into
    one range per actor at record boundaries; each range reaches its actor through Ray's object store
@@ -174,8 +174,8 @@ class RayPool:
         merged = MergedState(ctx, checkpoint, fingerprint)
         self.releases = merged.releases
         resumed = merged.resume()
-        axes = ctx.occurrence_axes  # the first actor's (``ray_model.ActorModel.prime``): the same for every actor
-        payload = [*self.boxed(plan, ctx), None if axes is None else self.ray.put(axes)]
+        early = ctx.early  # the first actor's (``ray_model.ActorModel.prime``): the same for every actor
+        payload = [*self.boxed(plan, ctx), self.ray.put(dict(early)) if early else None]
         rerun = rounds = 0
         while True:
             todo = missing_ranges(plan, merged.covered, RANGES_PER_ACTOR * len(self.actors))

@@ -10,6 +10,7 @@ order, into the state of one pass over their union. So:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
@@ -22,7 +23,7 @@ from normvar_core.pipeline.measures.state import DictReader
 
 
 def build_measures(ctx: RunContext, registry=MEASURES) -> dict[str, Measure]:
-    """Every registered measure the run wants, by name (moments first)."""
+    """Every registered measure the run wants, by name (registry order)."""
     measures = {}
     groups = groups_of(ctx)
     for cls in registry:
@@ -32,13 +33,21 @@ def build_measures(ctx: RunContext, registry=MEASURES) -> dict[str, Measure]:
     return measures
 
 
+@dataclass
+class Counted:
+    """The run's counted positions per layer (|X| of the batches fed): ``run_range`` adds each StateBatch's
+    ``size`` as it begins to add the batch to the measures, so a half-added piece already counts."""
+
+    n: int = 0
+
+
 def run_range(source, plan, measures: dict[str, Measure], start: int, stop: int, *,
               on_batch: Callable[[int], None] | None = None,
-              should_cancel: Callable[[], bool] | None = None) -> None:
+              should_cancel: Callable[[], bool] | None = None, count: Counted | None = None) -> None:
     """Feed the StateBatches of plan batches [start, stop) to every measure (``layerview.update_all``:
     the layer-major ones share one float64 copy per layer and batch).
     ``on_batch(i)`` runs after batch i is complete (all its pieces, if it was split);
-    ``should_cancel()`` is polled before each batch and raises CancelledError."""
+    ``should_cancel()`` is polled before each batch and raises CancelledError; ``count`` counts the positions."""
     if start >= stop:
         return
     if should_cancel is not None and should_cancel():
@@ -46,6 +55,8 @@ def run_range(source, plan, measures: dict[str, Measure], start: int, stop: int,
     with interrupts_between_batches() as guard:  # SIGINT/SIGTERM wait while a batch is half added
         for sb in source.batches(plan, start, stop):
             guard.hold()
+            if count is not None:
+                count.n += sb.size
             if sb.groups is not None:  # --device-map: each layer group's states into its own measures
                 update_split(measures, sb)
             else:
@@ -95,4 +106,4 @@ def merge_partials(ctx: RunContext, partials: list[PartialState]) -> dict[str, M
     return merged
 
 
-__all__ = ["build_measures", "run_range", "compute_partial", "merge_partials", "merge_into"]
+__all__ = ["build_measures", "Counted", "run_range", "compute_partial", "merge_partials", "merge_into"]

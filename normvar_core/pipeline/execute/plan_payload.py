@@ -33,7 +33,7 @@ def plan_payload(plan: RunPlan) -> dict[str, np.ndarray]:
            "token_ids": plan.token_ids, "counts": plan.counts}
     if enc.word_type is not None:
         out.update(enc_word_type=enc.word_type, enc_word_occ=enc.word_occ)
-    for name, sp in (("samples", plan.samples), ("uniform", plan.uniform)):
+    for name, sp in (("pca", plan.samples), ("uniform", plan.uniform)):  # the PCA picks, the TwoNN sample
         if sp is not None:
             out.update({f"{name}_{f}": getattr(sp, f) for f in _SAMPLE_FIELDS})
     return out
@@ -62,7 +62,7 @@ def plan_from_payload(cfg, arrays: dict) -> RunPlan:
     return RunPlan(cfg=cfg, sentences=[], batches=batches, layers=[int(x) for x in arrays["layers"]],
                    max_length=int(arrays["max_length"]), n_truncated=0, token_ids=token_ids,
                    counts=np.asarray(arrays["counts"], np.int64), tokens={int(t): "" for t in token_ids},
-                   samples=_sample_plan(arrays, "samples"), uniform=_sample_plan(arrays, "uniform"))
+                   samples=_sample_plan(arrays, "pca"), uniform=_sample_plan(arrays, "uniform"))
 
 
 __all__ = ["plan_payload", "plan_from_payload"]

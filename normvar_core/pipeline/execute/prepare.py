@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DataDir
 from normvar_core.destination import check_destination, resolve_destination
@@ -31,8 +29,7 @@ from normvar_core.pipeline.devicemap.per_device import device_limits, plan_place
 from normvar_core.pipeline.execute import checkpoint as ckpt
 from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute import heap
-from normvar_core.pipeline.measures import MomentsMeasure
-from normvar_core.pipeline.measures.occurrences import EARLY_KEY, early_batches, prime
+from normvar_core.pipeline.measures import early_measures, run_early, start_early
 from normvar_core.pipeline.execute.progress import PhaseClock, Progress, publish_progress
 from normvar_core.pipeline.memory import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
@@ -98,10 +95,11 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
     ``checkpoint``: resume from it when its fingerprint matches (the memory plan then keeps exactly
-    the measures it holds; a checkpoint of an unfinished early pass resumes that pass, and the early pass
-    saves one every ``checkpoint_every_s`` and when interrupted or cancelled: ``early_pass``). ``remote``: the Ray strategy's driver side (``ray_model.ActorModel``): the
-    corpus read and tokenized by the actors, the model described by them (this process reads its
-    tokenizer and config, never its weights), the occurrences' early axes computed by one actor."""
+    the measures it holds; a checkpoint of unfinished early passes resumes them, and the early passes
+    save one every ``checkpoint_every_s`` and when interrupted or cancelled: ``early_passes``). ``remote``: the Ray
+    strategy's driver side (``ray_model.ActorModel``): the corpus read and tokenized by the actors, the model
+    described by them (this process reads its tokenizer and config, never its weights), the measures' early
+    passes run by one actor."""
     dd = DataDir.at(data_dir)
     report = report or (lambda p: None)
 
@@ -130,43 +128,49 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
                      tokens=plan.tokens, places=source.places)
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
-    early_state = None
-    if resumed is not None and EARLY_KEY in resumed[0].states:  # the early pass was interrupted: it goes on
-        early_state, resumed = resumed[0].states[EARLY_KEY], None
+    early_states = ckpt.early_states_of(resumed)
+    if early_states is not None:  # the early passes were interrupted: they go on
+        resumed = None
     ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
-    if remote is not None:  # the early axes computed by one actor, for all (``ray_model``)
+    if remote is not None:  # the early passes run by one actor, for all (``ray_model``)
         remote.prime(ctx, source)
-    else:  # the occurrences' early axes, from batches spread over the plan (kept for the pass)
-        ctx.occurrence_axes = ckpt.early_axes_of(resumed, list(source.layers))  # a resumed pass has them
-        early_pass(ctx, source, state=early_state, report=report, check_cancel=check_cancel,
-                   saver=ckpt.Checkpointer(checkpoint, fingerprint, checkpoint_every_s))
+    else:  # the measures' early passes, here (a resumed pass has their results)
+        ctx.early.update(ckpt.early_results_of(resumed, ctx))
+        early_passes(ctx, source, states=early_states, report=report, check_cancel=check_cancel,
+                     saver=ckpt.Checkpointer(checkpoint, fingerprint, checkpoint_every_s))
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 
-def early_pass(ctx: RunContext, source, *, state, report, check_cancel, saver) -> None:
-    """The occurrences' early axes (``occurrences.prime``) with the early batches counted as batches done: their
-    progress reported, a checkpoint of the pass's running state (``EARLY_KEY``) saved every ``saver.every_s``
-    seconds and when interrupted or cancelled after a batch, ``check_cancel`` polled after each batch."""
-    planned = len(early_batches(ctx.plan)[0])
-    start = int(np.asarray(state["done"])[0]) if state is not None else 0
-    last: list = [None]
+def early_passes(ctx: RunContext, source, *, states, report, check_cancel, saver) -> None:
+    """The measures' early passes (``measures.run_early``) with their batches counted as batches done: their
+    progress reported, a checkpoint of their running states (``checkpoint.early_key``) saved every
+    ``saver.every_s`` seconds and when interrupted or cancelled after a batch, ``check_cancel`` polled after each
+    batch."""
+    passes = start_early(ctx, source, reuse=True, states=states)
+    planned = sum(cls.early_pass.planned(ctx)["batches"] for cls in early_measures(ctx) if cls.name in passes)
+    start = sum(ep.done for ep in passes.values())
+    label = " and ".join(dict.fromkeys(ep.label for ep in passes.values()))
     clock = PhaseClock(report)  # rate and ETA of the early batches
 
-    def on_batch(ep) -> None:
-        last[0] = ep
-        clock("early", ep.done - start, max(planned, ep.done) - start, "batches", "the occurrences' early axes",
-              sentences_total=len(ctx.plan.sentences))
-        if saver.due() and not ep.finished:
-            saver.save_early(ep.state_dict(), ep.done, planned)
+    def done() -> int:
+        return sum(ep.done for ep in passes.values())
+
+    def states_now() -> dict:
+        return {name: ep.state_dict() for name, ep in passes.items() if ep.done}  # those begun
+
+    def on_batch(_) -> None:
+        now = done()
+        clock("early", now - start, max(planned, now) - start, "batches", label, sentences_total=len(ctx.plan.sentences))
+        if saver.due() and not all(ep.finished for ep in passes.values()):
+            saver.save_early(states_now(), now, planned)
         check_cancel()
 
     try:
-        prime(ctx, source, reuse=True, state=state, on_batch=on_batch)
+        run_early(ctx, passes, on_batch=on_batch)
         heap.trim_heap()  # the early batches' freed states back to the OS (the pass's trims measure from here)
     except BaseException:
-        ep = last[0]
-        if ep is not None and ep.done > start:
-            saver.save_early_quietly(ep.state_dict(), ep.done, planned)
+        if done() > start:
+            saver.save_early_quietly(states_now(), done(), planned)
         raise
 
 
@@ -193,7 +197,7 @@ def publish(target: RunTarget, setup: RunSetup, measures: dict, notes: dict, *, 
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
     measures = gather(measures)  # --device-map: every layer group's state gathered on the host
     heap.trim_heap()  # the pass's kept free pages back before the results are built (the plan counts pass or publish)
-    n_embeddings = measures[MomentsMeasure.name].n_embeddings
+    n_embeddings = setup.plan.total_embeddings  # every batch is in: the plan's count of counted positions
     path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, measures=measures,
                        notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
                        seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 PHASES = {"corpus": "plan", "model": "model", "tokenize": "plan", "early": "early", "compute": "forward",
           "finalize": "finalize", "write": "write", "done": "done"}
 """stage -> phase: plan (read the corpus, tokenize and count), model (load the model: here, or in the Ray
-actors before their first batch), early (the occurrences' early axes: batches spread over the plan), forward (the batches), finalize (every measure's result: spectra, TwoNN,
+actors before their first batch), early (the measures' early passes, e.g. the occurrences' axes from batches spread over the plan), forward (the batches), finalize (every measure's result: spectra, TwoNN,
 seed 004's batches), write (the run file's tables)."""
 PHASE_SPAN = {"plan": (0.0, 5.0), "model": (0.0, 5.0), "early": (5.0, 5.0), "forward": (5.0, 90.0), "finalize": (90.0, 95.0),
               "write": (95.0, 100.0), "done": (100.0, 100.0)}

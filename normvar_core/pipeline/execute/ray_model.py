@@ -10,9 +10,9 @@ has loaded the model, what needs the weights:
 * ``source``: the App. I tables of the plan's layers and the memory figure a local run plans against,
   measured in that actor (``DescribedSource`` stands for the driver's ``TransformerSource``);
 * ``memory_plan``: with a device map, the per-device plan of that actor's placed replica (``Shard.devices``);
-* ``prime``: the occurrences' early axes, computed once by that actor (``Shard.early``) and sent by the
-  driver to every actor with the plan (``RayPool.run``), so every partial projects onto the same axes —
-  the axes a local run records, from the same batches and the same thread count.
+* ``prime``: the measures' early pass results (the occurrences' axes), computed once by that actor
+  (``Shard.early``) and sent by the driver to every actor with the plan (``RayPool.run``), so every partial
+  starts from the same results — those a local run records, from the same batches and the same thread count.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from normvar_core.pipeline.measures.occurrences import keeps_occurrences
+from normvar_core.pipeline.measures import early_measures
 from normvar_core.pipeline.memory import run_budget, with_devices
 from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer
 from normvar_core.pipeline.models.load import ModelInfo
@@ -104,10 +104,10 @@ class ActorModel:
         return mp
 
     def prime(self, ctx, source) -> None:
-        """The occurrences' early axes from the first actor (None when the run keeps none)."""
-        if keeps_occurrences(ctx):
-            ctx.occurrence_axes = self.pool.get(self.first.early.remote(self.pool.boxed(ctx.plan, ctx)),
-                                                "the occurrences' early axes")
+        """The measures' early pass results from the first actor (none asked when the run keeps no such measure)."""
+        if early_measures(ctx):
+            ctx.early = dict(self.pool.get(self.first.early.remote(self.pool.boxed(ctx.plan, ctx)),
+                                           "the early passes"))
 
 
 __all__ = ["ActorModel", "DescribedModel", "DescribedSource"]

@@ -24,7 +24,7 @@ from normvar_core.pipeline.execute.checkpoint import partial_state
 from normvar_core.pipeline.execute.partials import build_measures, run_range
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload
 from normvar_core.pipeline.execute.ray_corpus import RangeState, actor_keep
-from normvar_core.pipeline.measures.occurrences import prime
+from normvar_core.pipeline.measures import prime
 from normvar_core.pipeline.memory_terms import loaded_budget
 from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.pipeline.models.norm_params import norm_tables
@@ -114,11 +114,12 @@ class Shard:
         return plan_placed(ctx, shape_of_loaded(self.loaded), self.loaded.model, dmap, device_limits(dmap),
                            dtype=self.cfg.dtype)
 
-    def early(self, payload_box: list):
-        """The occurrences' early axes (their declared ``prime``): computed in one actor, sent by the driver to every
-        actor with the plan, so all project onto the same axes; None when the run keeps no occurrences."""
+    def early(self, payload_box: list) -> dict:
+        """The measures' early pass results ({name: result}, ``measures.prime``): computed in one actor, sent by
+        the driver to every actor with the plan, so all start from the same (the occurrences' axes); {} when the
+        run keeps no measure with an early pass."""
         self._ensure_plan(payload_box[:2])
-        return self.ctx.occurrence_axes
+        return self.ctx.early
 
     def _context(self, arrays: dict, reasons_json: str):
         """(plan, context) of the driver's plan arrays and memory decisions (JSON {measure: reason})."""
@@ -130,16 +131,16 @@ class Shard:
 
     def _ensure_plan(self, payload_box: list) -> None:
         """The plan, source and context, built once from ``payload_box`` = [plan arrays, memory decisions, early
-        axes]; without the axes (``early``) this actor computes them."""
+        pass results]; without the results (``early``) this actor runs the early passes."""
         if self.plan is not None:
             return
         import ray
 
         self.plan, self.ctx = self._context(ray.get(payload_box[0]), payload_box[1])
         self.source = TransformerSource(self.loaded, self.plan.layers)
-        axes = payload_box[2] if len(payload_box) > 2 else None
-        if axes is not None:
-            self.ctx.occurrence_axes = ray.get(axes)
+        early = payload_box[2] if len(payload_box) > 2 else None
+        if early is not None:
+            self.ctx.early = dict(ray.get(early))
         else:
             prime(self.ctx, self.source, reuse=False)
 

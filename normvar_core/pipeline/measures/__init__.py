@@ -6,7 +6,7 @@ below."""
 from __future__ import annotations
 
 from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures.base import Measure
+from normvar_core.pipeline.measures.base import EarlyPass, Measure
 from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.halves import HalvesMeasure
 from normvar_core.pipeline.measures.moments import MomentsMeasure
@@ -37,6 +37,39 @@ def skip_reasons(ctx: RunContext, measures: dict[str, Measure], registry=MEASURE
     return out
 
 
-__all__ = ["MEASURES", "skip_reasons", "Measure", "MomentsMeasure", "SampleMeasure",
-           "GeometryMeasure", "SelfSimilarityMeasure", "OutlierMeasure", "HalvesMeasure",
+def early_measures(ctx: RunContext, registry=MEASURES) -> list[type[Measure]]:
+    """The measures of ``registry`` that declare an early pass (``Measure.early_pass``) and that the run keeps."""
+    return [cls for cls in registry if cls.early_pass is not None and cls.keeps(ctx)]
+
+
+def start_early(ctx: RunContext, source, *, reuse: bool = True, states: dict | None = None,
+                registry=MEASURES) -> dict[str, EarlyPass]:
+    """{name: its early pass, started} for every measure of ``early_measures`` without a result in ``ctx.early``
+    yet (a resumed checkpoint carries them), in registry order. ``states``: {name: state_dict} of an
+    interrupted run's passes to go on from; ``reuse``: they may leave their batches to the source for the pass (a
+    Ray actor, which runs only its share, does not)."""
+    passes = {}
+    for cls in early_measures(ctx, registry):
+        if cls.name not in ctx.early:
+            passes[cls.name] = ep = cls.early_pass.start(ctx, source, reuse=reuse)
+            if states and cls.name in states:
+                ep.load_state_dict(states[cls.name])
+    return passes
+
+
+def run_early(ctx: RunContext, passes: dict[str, EarlyPass], *, on_batch=None) -> None:
+    """Run ``passes`` one after another, each result into ``ctx.early[name]``; ``on_batch(passes)`` after each
+    batch (checkpoints and progress see every pass)."""
+    for name, ep in passes.items():
+        ep.run(on_batch=None if on_batch is None else lambda _: on_batch(passes))
+        ctx.early[name] = ep.result()
+
+
+def prime(ctx: RunContext, source, *, reuse: bool = True, registry=MEASURES) -> None:
+    """Every early pass the run needs, run now (``start_early`` then ``run_early``)."""
+    run_early(ctx, start_early(ctx, source, reuse=reuse, registry=registry))
+
+
+__all__ = ["MEASURES", "skip_reasons", "early_measures", "start_early", "run_early", "prime", "Measure", "EarlyPass",
+           "MomentsMeasure", "SampleMeasure", "GeometryMeasure", "SelfSimilarityMeasure", "OutlierMeasure", "HalvesMeasure",
            "OccurrencesMeasure"]

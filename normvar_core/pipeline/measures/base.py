@@ -17,6 +17,10 @@ A measure class says, as class attributes and classmethods:
 * ``publish_bytes(ctx)``: what its ``result()`` and ``tables()`` hold at publish beyond the state (results are
   kept until the run file is written; a measure that ``finalize_in_background`` works beside the others): the
   memory plan's publish term (``memory_terms.publish_bytes``);
+* ``early_pass``: None, or an ``EarlyPass`` class — a pass over some of the run's batches before the measures
+  are built, whose ``result()`` the measure's constructor reads from ``ctx.early[name]`` (the occurrences'
+  early axes). The memory plan counts its ``planned`` bytes, a checkpoint keeps an unfinished one's
+  ``state_dict``, and the executors run it for every measure the run keeps (``measures.prime``);
 
 and per run:
 
@@ -74,6 +78,9 @@ class Measure(Stateful, ABC):
     curves: ClassVar[tuple[LayerCurve, ...]] = ()
     """Per-layer curves of its tables that the dashboard (the curve's page, as a tab) and the deck (a slide) draw,
     e.g. ``LayerCurve("layer_norms", "mean_norm", "Mean norm per layer", "mean ‖x‖")``."""
+    early_pass: ClassVar[type["EarlyPass"] | None] = None
+    """Its pass before the measures are built (``EarlyPass``), or None; ``for_run`` waits for its result in
+    ``ctx.early[name]``."""
 
     # ------------------------------------------------------------------ what the run asks for
     @classmethod
@@ -92,9 +99,17 @@ class Measure(Stateful, ABC):
         return cls.asked(ctx.cfg) and cls.may_drop(ctx.cfg)
 
     @classmethod
+    def keeps(cls, ctx: RunContext) -> bool:
+        """Asked for, and not dropped by the memory plan."""
+        return cls.asked(ctx.cfg) and not ctx.dropped(cls.name)
+
+    @classmethod
     def for_run(cls, ctx: RunContext) -> "Measure | None":
-        """This measure sized for the run, or None: not asked (``asked``) or dropped (``skip_reason``)."""
+        """This measure sized for the run, or None: not asked (``asked``), dropped (``skip_reason``) or its early
+        pass not run (no ``ctx.early[name]``)."""
         if not cls.asked(ctx.cfg) or cls.skip_reason(ctx):
+            return None
+        if cls.early_pass is not None and cls.name not in ctx.early:
             return None
         return cls(ctx)
 
@@ -198,4 +213,64 @@ class Measure(Stateful, ABC):
         return set()
 
 
-__all__ = ["Measure", "Planned"]
+class EarlyPass(ABC):
+    """A measure's pass over some of the run's batches before the measures are built (``Measure.early_pass``).
+
+    ``start`` builds it for a run; ``run`` pools batches from the source until ``finished``, calling
+    ``on_batch(self)`` after each whole batch (``done`` counts them); ``state_dict`` / ``load_state_dict`` make an
+    unfinished one a checkpoint's ``<measure>_early`` entry (numpy arrays only); ``result()`` goes to
+    ``ctx.early[name]``, which the measure's constructor reads. ``planned`` is its memory, from the plan alone:
+    ``running_bytes`` (held while it runs, freed before the measures are built: the memory plan counts the
+    larger of Σ running and Σ planned state), ``held_bytes`` (what it leaves the source for the pass, held
+    through it), ``positions`` and ``batches``. A checkpoint of the pass keeps ``checkpoint_meta(result)`` in its
+    meta, and ``from_checkpoint`` gives the result back from the measure's saved state and that meta, so a
+    resumed pass does not run it again."""
+
+    label: ClassVar[str] = "the early pass"
+    """What it computes, in words (the progress line's detail)."""
+
+    done: int = 0
+
+    @classmethod
+    @abstractmethod
+    def planned(cls, ctx: RunContext, *, device: str | None = None) -> dict[str, int]:
+        """{"running_bytes", "held_bytes", "positions", "batches"} on ``device`` (default ``ctx.device``)."""
+
+    @classmethod
+    @abstractmethod
+    def start(cls, ctx: RunContext, source, *, reuse: bool) -> "EarlyPass":
+        """A fresh pass for the run (``reuse``: it may leave the batches it ran to ``source`` for the pass)."""
+
+    @property
+    @abstractmethod
+    def finished(self) -> bool:
+        ...
+
+    @abstractmethod
+    def run(self, *, on_batch=None) -> None:
+        """Pool batches after the ``done`` ones until ``finished``."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, np.ndarray]:
+        ...
+
+    @abstractmethod
+    def load_state_dict(self, state: dict) -> "EarlyPass":
+        ...
+
+    @abstractmethod
+    def result(self) -> Any:
+        ...
+
+    @classmethod
+    def checkpoint_meta(cls, result: Any) -> dict:
+        """Meta entries a checkpoint of the pass keeps for ``from_checkpoint`` (``result`` None: not run)."""
+        return {}
+
+    @classmethod
+    def from_checkpoint(cls, state: dict, meta: dict, ctx: RunContext) -> Any:
+        """The result back from the measure's checkpointed ``state`` and the checkpoint's ``meta``, or None."""
+        return None
+
+
+__all__ = ["Measure", "EarlyPass", "Planned"]

@@ -19,8 +19,8 @@ from normvar_core.stats.tokenstats import TokenStats
 
 
 class MomentsMeasure(Measure):
-    """Always on: every run holds the moments, and the other measures build on their counts (publish reads
-    the run's ``n_embeddings`` and ``n_types`` here)."""
+    """Always on: every run holds the moments, and the other measures build on their counts (its tables check
+    them against the plan's, ``check_counts``)."""
 
     name = "moments"
     title = "moments"

@@ -4,12 +4,12 @@ principal axes, without keeping the d-dimensional vectors.
 
 How the axes are obtained (the choice, recorded per layer in the ``occurrence_axes`` table):
 
-1. **Early axes.** Before the pass, ``early_axes`` runs whole batches spread over the plan
+1. **Early axes.** Before the pass, the measure's early pass (``AxesPass``, ``early_pass`` of the contract) runs whole batches spread over the plan
    (``OCCURRENCE_EARLY`` positions) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
    eigenvectors B (d × k) of their covariance. Every process of the run (local, resumed, each Ray actor)
    computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint
    carries the axes its projections were made on. The states are not held: each batch is pooled into a
-   running float64 mean and scatter per layer (8·L·d·(d + 2) bytes, ``early_bytes``, counted by the memory
+   running float64 mean and scatter per layer (8·L·d·(d + 2) bytes, ``AxesPass.planned``, counted by the memory
    plan; freed before the measures are built). A source on the CPU keeps those batches' states when they
    weigh at most ``REUSE_BYTES`` and yields them again when the pass reaches them (no second forward pass), with
    each layer's mean and Gram products, which the pass's layer views take instead of computing them again.
@@ -38,7 +38,7 @@ from normvar_core.config import RunConfig
 from normvar_core.errors import interrupts_between_batches
 from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Planned
+from normvar_core.pipeline.measures.base import EarlyPass, Planned
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.halves import HalvesMeasure, half_rows, view_split
@@ -98,35 +98,19 @@ def pass_views(ctx: RunContext) -> tuple[bool, bool]:
     return geometry or halves, halves
 
 
-def early_bytes(ctx: RunContext, *, device: str | None = None) -> dict:
-    """What the early pass holds before the measures exist (``early_axes``), from the plan alone:
-    ``scatter_bytes`` = 8·L·d·(d + 2) — each kept layer's running float64 scatter (d × d), mean and the batch's
-    own scatter being pooled, on the layer's device — and ``held_bytes``, what a CPU source keeps for the pass
-    (held until the pass reaches those batches, so through the pass too): the early batches' float32 states,
-    L·N·d·4, only when at most ``REUSE_BYTES``, and with them, where the pass computes the layer views' Gram
-    products (``pass_views``), each batch's and layer's products (``LayerView.reusable_bytes``: 16·d² + 24·d
-    with the halves' split, 8·d² + 8·d without)."""
-    L, d = ctx.num_layers, ctx.dim
-    dev = device or str(ctx.device)
-    b = 8  # pooled in float64 whatever the per-batch arithmetic (``--scatter-dtype``), as the geometry's scatter
-    batches, tokens = early_batches(ctx.plan)
-    held = L * tokens * d * 4
-    views, split = pass_views(ctx)
-    held += L * len(batches) * LayerView.reusable_bytes(d, split) if views else 0
-    held = held if dev == "cpu" and L * tokens * d * 4 <= REUSE_BYTES else 0
-    return {"scatter_bytes": int(L * d * (d + 2) * b), "held_bytes": int(held), "positions": int(tokens),
-            "batches": len(batches)}
+class AxesPass(EarlyPass):
+    """The occurrences' early pass (``early_axes``): ``done`` batches of ``spread_order`` pooled, ``n`` counted
+    positions, and per kept layer (row) its count, mean and float64 scatter (Chan's update). ``state_dict`` /
+    ``load_state_dict`` make it a checkpoint's ``occurrences_early`` entry, so an interrupted early pass keeps the
+    batches it finished; ``result()`` is ``axes()``."""
 
-
-class EarlyPass:
-    """The early pass's running state: ``done`` batches of ``spread_order`` pooled, ``n`` counted positions, and per
-    kept layer (row) its count, mean and float64 scatter (Chan's update). ``state_dict`` / ``from_state`` make it a
-    checkpoint's ``EARLY_KEY`` entry, so an interrupted early pass keeps the batches it finished."""
+    label = "the occurrences' early axes"
 
     def __init__(self, source, plan, *, positions: int = OCCURRENCE_EARLY, scatter_dtype: str = "auto",
-                 views: tuple[bool, bool] = (False, False)):
+                 views: tuple[bool, bool] = (False, False), reuse: bool = True):
         self.source, self.plan, self.positions, self.scatter_dtype = source, plan, int(positions), scatter_dtype
         self.views, self.split = views  # ``pass_views``: keep the kept batches' Gram products, split as the pass
+        self.reuse = reuse  # module docstring of ``early_axes``
         self.done, self.n = 0, 0
         self.sums: dict[int, list] = {}  # row -> [count, mean (d,), scatter (d, d)] (float64 tensors)
 
@@ -141,7 +125,7 @@ class EarlyPass:
                 "mean": np.stack([self.sums[r][1].to("cpu").numpy() for r in rows]),
                 "scatter": np.stack([self.sums[r][2].to("cpu").numpy() for r in rows])}
 
-    def load_state_dict(self, state: dict) -> "EarlyPass":
+    def load_state_dict(self, state: dict) -> "AxesPass":
         self.done, self.n = int(np.asarray(state["done"])[0]), int(np.asarray(state["n"])[0])
         self.sums = {r: [int(c), torch.from_numpy(np.array(m, np.float64)), torch.from_numpy(np.array(S, np.float64))]
                      for r, (c, m, S) in enumerate(zip(state["count"], state["mean"], state["scatter"]))}
@@ -161,12 +145,12 @@ class EarlyPass:
         measure[0] += view.n
         return view
 
-    def run(self, *, reuse: bool = True, on_batch=None) -> None:
+    def run(self, *, on_batch=None) -> None:
         """Pool the batches of the spread order after the ``done`` ones until ``positions`` are in; ``on_batch(self)``
         after each whole batch. SIGINT/SIGTERM wait while a batch is half pooled (``interrupts_between_batches``),
-        so the state at an interrupt holds whole batches only. ``reuse``: module docstring of ``early_axes``."""
+        so the state at an interrupt holds whole batches only."""
         source, seen, kept_bytes = self.source, {}, 0
-        keep = reuse and hasattr(source, "reuse") and source.device.type == "cpu"
+        keep = self.reuse and hasattr(source, "reuse") and source.device.type == "cpu"
         order = spread_order(self.plan.n_batches)
         for _ in range(self.done):
             next(order)
@@ -217,9 +201,51 @@ class EarlyPass:
         return {"mean": mean, "axes": axes, "n": int(self.n), "batches": int(self.done),
                 "layers": list(self.source.layers)}
 
+    def result(self) -> dict:
+        return self.axes(OCCURRENCE_AXES)
 
-EARLY_KEY = "occurrences_early"
-"""A checkpoint's entry for an unfinished early pass (``EarlyPass.state_dict``), in place of the measures."""
+    @classmethod
+    def start(cls, ctx: RunContext, source, *, reuse: bool) -> "AxesPass":
+        """The run's early pass: its batches' states kept for the pass only where the memory plan counted them
+        (``planned``'s ``held_bytes``)."""
+        return cls(source, ctx.plan, scatter_dtype=ctx.cfg.scatter_dtype, views=pass_views(ctx),
+                   reuse=reuse and cls.planned(ctx)["held_bytes"] > 0)
+
+    @classmethod
+    def planned(cls, ctx: RunContext, *, device: str | None = None) -> dict:
+        """What the early pass holds before the measures exist, from the plan alone: ``running_bytes`` =
+        8·L·d·(d + 2) — each kept layer's running float64 scatter (d × d), mean and the batch's own scatter being
+        pooled, on the layer's device — and ``held_bytes``, what a CPU source keeps for the pass (held until the
+        pass reaches those batches, so through the pass too): the early batches' float32 states, L·N·d·4, only
+        when at most ``REUSE_BYTES``, and with them, where the pass computes the layer views' Gram products
+        (``pass_views``), each batch's and layer's products (``LayerView.reusable_bytes``: 16·d² + 24·d with the
+        halves' split, 8·d² + 8·d without)."""
+        L, d = ctx.num_layers, ctx.dim
+        dev = device or str(ctx.device)
+        b = 8  # pooled in float64 whatever the per-batch arithmetic (``--scatter-dtype``), as the geometry's scatter
+        batches, tokens = early_batches(ctx.plan)
+        held = L * tokens * d * 4
+        views, split = pass_views(ctx)
+        held += L * len(batches) * LayerView.reusable_bytes(d, split) if views else 0
+        held = held if dev == "cpu" and L * tokens * d * 4 <= REUSE_BYTES else 0
+        return {"running_bytes": int(L * d * (d + 2) * b), "held_bytes": int(held), "positions": int(tokens),
+                "batches": len(batches)}
+
+    @classmethod
+    def checkpoint_meta(cls, result: dict | None) -> dict:
+        """``occurrence_early``: the axes' counted positions and batches (None: the run keeps no occurrences)."""
+        early = None if result is None else {"n": int(result["n"]), "batches": int(result["batches"])}
+        return {"occurrence_early": early}
+
+    @classmethod
+    def from_checkpoint(cls, state: dict, meta: dict, ctx: RunContext) -> dict | None:
+        """The axes a checkpoint of the pass carries: the measure's registered ``axes`` and ``origin`` and the
+        ``occurrence_early`` meta (None when it has none)."""
+        early = meta.get("occurrence_early")
+        if not early or "axes" not in state:
+            return None
+        return {"mean": np.asarray(state["origin"]), "axes": np.asarray(state["axes"]), "n": int(early["n"]),
+                "batches": int(early["batches"]), "layers": list(ctx.layers)}
 
 
 def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
@@ -234,31 +260,15 @@ def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCUR
     device (the batch's scatter in ``--scatter-dtype``'s arithmetic, as the geometry's ``LayerView``); B = the
     top-k eigenvectors of S / n. Only on a CPU source, and up to ``REUSE_BYTES`` in all, are the batches themselves
     kept and handed to the source (``reuse``), so the pass does not redo their forward passes (on a GPU the
-    forward pass is cheap next to holding its states). ``state``: an interrupted pass's ``EarlyPass.state_dict``
-    to go on from; ``on_batch(pass)`` after each batch (checkpoints, progress). ``views`` (``pass_views``): the
+    forward pass is cheap next to holding its states). ``state``: an interrupted pass's ``AxesPass.state_dict``
+    to go on from; ``on_batch(pass)`` after each batch. ``views`` (``pass_views``): the
     batches kept for the pass keep their layer views' mean and Gram products, split as the pass will split them, and
     the pass takes them as they are (``StateBatch.views``): the pass does not compute those products again."""
-    ep = EarlyPass(source, plan, positions=positions, scatter_dtype=scatter_dtype, views=views)
+    ep = AxesPass(source, plan, positions=positions, scatter_dtype=scatter_dtype, views=views, reuse=reuse)
     if state is not None:
         ep.load_state_dict(state)
-    ep.run(reuse=reuse, on_batch=on_batch)
+    ep.run(on_batch=on_batch)
     return ep.axes(k)
-
-
-def prime(ctx: RunContext, source, *, reuse: bool = True, state: dict | None = None, on_batch=None) -> None:
-    """Set ``ctx.occurrence_axes`` when the run keeps occurrences (asked for, and kept by the memory plan) and
-    does not have them yet (a resumed checkpoint carries them); ``reuse``: the source keeps the early batches for
-    the pass (a Ray actor, which runs only its share, does not); ``state``/``on_batch``: ``early_axes``."""
-    if keeps_occurrences(ctx) and ctx.occurrence_axes is None:
-        # the states are kept for the pass only where the memory plan counted them (``early_bytes``)
-        keep = reuse and early_bytes(ctx)["held_bytes"] > 0
-        ctx.occurrence_axes = early_axes(source, ctx.plan, reuse=keep, scatter_dtype=ctx.cfg.scatter_dtype,
-                                         state=state, on_batch=on_batch, views=pass_views(ctx))
-
-
-def keeps_occurrences(ctx: RunContext) -> bool:
-    """The run keeps occurrences: asked for, and kept by the memory plan (then it needs the early axes)."""
-    return OccurrencesMeasure.asked(ctx.cfg) and not ctx.dropped(OccurrencesMeasure.name)
 
 
 def plan_occurrences(plan, size: int) -> SamplePlan:
@@ -288,23 +298,23 @@ def _slots(ctx: RunContext) -> int:
 
 class OccurrencesMeasure(LayerMajor):
     """On while ``--occurrences`` is not 0; reads the geometry's exact axes from its state (``uses_states``: no wait for
-    the geometry's TwoNN). The executors
-    call ``prime`` before the pass (the early axes), and ``for_run`` waits for them."""
+    the geometry's TwoNN). Its early pass (``AxesPass``) gives the early axes, ``ctx.early["occurrences"]``."""
 
     name = "occurrences"
     title = "occurrences"
     table_names = OCCURRENCES_TABLES
     uses_states = ("geometry",)
     policy = "a run short of memory leaves the Occurrences page out (lower --occurrences to keep it)"
+    early_pass = AxesPass
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
         L, d, k = ctx.num_layers, ctx.dim, OCCURRENCE_AXES
         self.plan = plan_occurrences(ctx.plan, _slots(ctx))
         self._keys = position_keys(self.plan)
-        rows = [list(ctx.occurrence_axes["layers"]).index(layer) for layer in self.layers]  # a layer group's own
-        self.early = {**ctx.occurrence_axes, "axes": np.asarray(ctx.occurrence_axes["axes"])[rows],
-                      "mean": np.asarray(ctx.occurrence_axes["mean"])[rows]}
+        early = ctx.early[self.name]
+        rows = [list(early["layers"]).index(layer) for layer in self.layers]  # a layer group's own
+        self.early = {**early, "axes": np.asarray(early["axes"])[rows], "mean": np.asarray(early["mean"])[rows]}
         self.geometry = None  # the run's geometry measure, handed over at publish (``take_states``)
         self._add_state("axes", np.array(self.early["axes"], np.float64), merge="custom")
         self._add_state("origin", np.array(self.early["mean"], np.float64), merge="custom")
@@ -312,11 +322,6 @@ class OccurrencesMeasure(LayerMajor):
         self.cov = Covariance(self, (L, k), mean="sum_y", scatter="sum_yy", form="sums")
         self._add_state("proj", np.zeros((L, self.plan.size, k), np.float32), merge=Fill("filled"))
         self._add_state("filled", np.zeros(self.plan.size, bool), merge="or", per_layer=False)
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> "OccurrencesMeasure | None":
-        """As any measure (``Measure.for_run``), once the early axes are there (``prime``)."""
-        return None if ctx.occurrence_axes is None else super().for_run(ctx)
 
     @classmethod
     def asked(cls, cfg: RunConfig) -> bool:
@@ -435,4 +440,5 @@ class OccurrencesMeasure(LayerMajor):
                 "occurrence_early": int(self.early["n"])}
 
 
-__all__ = ["OccurrencesMeasure", "EarlyPass", "EARLY_KEY", "early_axes", "early_batches", "early_bytes", "layer_states", "prime", "keeps_occurrences", "spread_order", "plan_occurrences"]
+__all__ = ["OccurrencesMeasure", "AxesPass", "early_axes", "early_batches", "layer_states", "spread_order",
+           "plan_occurrences"]
