@@ -1,4 +1,4 @@
-"""The Occurrences page (issue 34) in a real browser (Playwright + Debian chromium) on a 1,500-sentence MiniLM
+"""The Occurrences page in a real browser (Playwright + Debian chromium) on a 1,500-sentence MiniLM
 run: the WebGL scatter receives every occurrence of the layer and the caption's count equals the run's
 embedding count there (n in layer_stats); a token search draws exactly that token's occurrences on top; a box
 typed into the page, and one dragged with the mouse (shift+drag, after a wheel zoom), give the types a DuckDB

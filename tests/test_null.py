@@ -128,7 +128,7 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     W.Worker(data, poll_s=0.05).run(once=True, install_signals=False)   # the worker draws it
     [job] = J.JobStore(data).list()
     assert job.task == "null" and job.state == "done", job
-    # the progress line ends on "done" (issue 34), and the Runs page keeps it, full, for a while
+    # the progress line ends on "done", and the Runs page keeps it, full, for a while
     assert job.progress["phase"] == "done" and J.progress_text(job.progress, job.task).startswith("null · done")
     at.switch_page("views/runs.py").run()
     # a finished job is a green line naming its last progress, not a full (red) bar
