@@ -21,8 +21,8 @@ NULL_LABEL = "Gaussian null (isotropic)"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001  (the server fixture's data dir)
-    return build_items_data(tmp_path_factory.getbasetemp() / "items-data")
+def data(tmp_path_factory, minilm_path, dashboard_null) -> Path:  # noqa: ARG001  (the server fixture's data dir)
+    return build_items_data(tmp_path_factory.getbasetemp() / "items-data", dashboard_null)
 
 
 def _page(browser, h: int = 1100):  # noqa: F811
