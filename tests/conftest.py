@@ -139,6 +139,35 @@ def run(data_dir):
     return open_run(data_dir / "runs" / f"{RUN}.duckdb")
 
 
+@pytest.fixture(scope="session")
+def dashboard_null(tmp_path_factory, run) -> Path:
+    """The isotropic Gaussian null (seed 0) of the dashboard's run, drawn once per session by ``write_null_run``
+    in a folder of its own: a seeded draw, so a copy of it is the file a test would write. Tests copy it into
+    their own data dirs."""
+    from normvar_core.runs.null import null_name, write_null_run
+
+    out = tmp_path_factory.mktemp("dashboard-null")
+    return write_null_run(run, "isotropic", out / f"{null_name(run, 'isotropic', 0)}.duckdb")
+
+
+@pytest.fixture(scope="session")
+def minilm_pass_150(minilm_path):  # noqa: ARG001 - the model must be installed
+    """One pass of MiniLM over 150 sentences of the shipped novels kept in memory (``brute.pass_in_memory``,
+    no samples, a TwoNN sample of 600), shared by the geometry and IsoScore tests: {"plan", "measures",
+    "X": (L, N, d) float64 states, "ids", "pos", "sid": each position's token id, position and sentence}.
+    The tests only read it (``result()`` leaves a measure as it was)."""
+    import torch
+
+    from brute import pass_in_memory
+    from normvar_core.config import RunConfig
+
+    cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
+    plan, _, _, parts, measures = pass_in_memory(cfg)
+    cat = lambda f: torch.cat([torch.as_tensor(f(p)) for p in parts]).numpy()  # noqa: E731
+    return {"plan": plan, "measures": measures, "X": torch.cat([p.states for p in parts], 1).double().numpy(),
+            "ids": cat(lambda p: p.token_ids), "pos": cat(lambda p: p.positions), "sid": cat(lambda p: p.sentence_ids)}
+
+
 @pytest.fixture
 def app(data_dir, monkeypatch):
     from streamlit.testing.v1 import AppTest

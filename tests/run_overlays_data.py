@@ -29,8 +29,9 @@ def upload_lines() -> list[str]:
     return lines[:40] + LONG_SENTENCES + lines[40:]
 
 
-def build_items_data(root: Path) -> Path:
-    """Build once per session (``.ready`` marks a finished directory)."""
+def build_items_data(root: Path, run_null: Path) -> Path:
+    """Build once per session (``.ready`` marks a finished directory). ``run_null``: RUN's isotropic null, drawn
+    once per session by ``write_null_run`` (the ``dashboard_null`` fixture), copied here."""
     if (root / ".ready").exists():
         return root
     from normvar_core.config import RunConfig
@@ -44,7 +45,8 @@ def build_items_data(root: Path) -> Path:
     shutil.copytree(src / "runs", root / "runs", dirs_exist_ok=True)
     corpus = store_corpus(DataDir.at(root), ("\n".join(upload_lines()) + "\n").encode(), UPLOAD_FILE)
     compute_run(RunConfig(model="minilm", corpus=str(corpus), name=UPLOAD_RUN), root)
-    for name in (RUN, UPLOAD_RUN):
-        write_null_run(open_run(root / "runs" / f"{name}.duckdb"), "isotropic", root / "runs" / f"{null_of(name)}.duckdb")
+    shutil.copy(run_null, root / "runs" / f"{null_of(RUN)}.duckdb")
+    write_null_run(open_run(root / "runs" / f"{UPLOAD_RUN}.duckdb"), "isotropic",
+                   root / "runs" / f"{null_of(UPLOAD_RUN)}.duckdb")
     (root / ".ready").touch()
     return root

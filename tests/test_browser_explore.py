@@ -1,4 +1,4 @@
-"""Issue 22 in a real browser (Playwright + Debian chromium, one Streamlit server and one worker for the
+"""Exploration in a real browser (Playwright + Debian chromium, one Streamlit server and one worker for the
 module): the clouds' tokens in the URL restored by a fresh browser, per-token colours, legend and
 labels above the points without overlaps (also on the deck's slide), t-SNE beside PCA, box selection
 on the trade-off and the clouds handed to the other pages, nearest types, the tokenizer-normalised
@@ -144,7 +144,7 @@ def shot(page, part: str, name: str) -> None:
         path=str(ARTIFACTS / f"explore_{name}.png"))
 
 
-# ------------------------------------------------------------------------------------------ item 1 + 3
+# ------------------------------------------------------------------------------------------ token clouds
 def test_clouds_tokens_in_the_url_colours_legend_and_labels(server, browser, run):
     sampled = run.sampled_tokens()
     ids = sampled.sort_values("count", ascending=False)["token_id"].astype(int).tolist()[:7]
@@ -254,7 +254,7 @@ def test_box_select_on_the_tradeoff_goes_to_the_clouds(server, browser, run):
     shot(page, "token types with", "tradeoff_box_select")
     sampled = set(run.sampled_tokens()["token"].astype(str))
     n_cloud = sum(t in sampled for t in inside)
-    # the button says how many of the selection the clouds can draw (issue 34), and the clouds page says why
+    # the button says how many of the selection the clouds can draw, and the clouds page says why
     label = "Show in Token clouds" if n_cloud == len(inside) else f"Show {n_cloud} of {len(inside)} in Token clouds"
     page.get_by_role("button", name=label, exact=True).click()
     page.wait_for_function("() => location.pathname.includes('clouds') && location.search.includes('cloud=')", timeout=60000)
@@ -347,7 +347,7 @@ def test_nearest_types_on_token_and_clouds(server, browser, run):
     page.close()
 
 
-# ------------------------------------------------------------------------------------------ item 7
+# ------------------------------------------------------------------------------------------ lookup
 def test_lookup_normalises_and_suggests(server, browser, run):
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.goto(f"{server['url']}/?page=token&run={RUN}&token=Her")

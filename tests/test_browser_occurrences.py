@@ -1,5 +1,5 @@
-"""The Occurrences page (issue 34) in a real browser (Playwright + Debian chromium) on a 1,500-sentence MiniLM
-run: the WebGL scatter receives every occurrence of the layer and the caption's count equals the run's
+"""The Occurrences page in a real browser (Playwright + Debian chromium) on the dashboard tests' MiniLM run
+(300 sentences of the shipped novels, built once per session): the WebGL scatter receives every occurrence of the layer and the caption's count equals the run's
 embedding count there (n in layer_stats); a token search draws exactly that token's occurrences on top; a box
 typed into the page, and one dragged with the mouse (shift+drag, after a wheel zoom), give the types a DuckDB
 query with the same bounds gives; a lasso dragged with the mouse (alt+drag) gives the types matplotlib's
@@ -17,21 +17,16 @@ import pytest
 from matplotlib.path import Path as Polygon
 
 from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, serving
+from dashboard_run import RUN, build_dashboard_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-RUN = "minilm-occ1500"
 LAYER = 3
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - the model must be installed
-    from normvar_core.config import RunConfig
-    from normvar_core.pipeline.execute.local import compute_run
-
-    root = tmp_path_factory.mktemp("occ-data")
-    compute_run(RunConfig(model="minilm", max_sentences=1500, name=RUN), root)
-    return root
+    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
 
 
 @pytest.fixture(scope="module")

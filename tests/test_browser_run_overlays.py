@@ -1,4 +1,4 @@
-"""Issue 22's numbered items 1, 2, 5, 6 and 8 in a real browser (Playwright + Debian chromium, one
+"""Run overlays in a real browser (Playwright + Debian chromium, one
 streamlit server for the module): shared links of every multi-run view come back the same in a fresh
 browser, Outliers' colour scale and distinct rows, uploads named by their file, real runs before their
 nulls, Geometry with the null of every overlaid run (log axes, power-of-ten ticks, titles apart — also
@@ -21,8 +21,8 @@ NULL_LABEL = "Gaussian null (isotropic)"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001  (the server fixture's data dir)
-    return build_items_data(tmp_path_factory.getbasetemp() / "items-data")
+def data(tmp_path_factory, minilm_path, dashboard_null) -> Path:  # noqa: ARG001  (the server fixture's data dir)
+    return build_items_data(tmp_path_factory.getbasetemp() / "items-data", dashboard_null)
 
 
 def _page(browser, h: int = 1100):  # noqa: F811
@@ -69,7 +69,7 @@ def _settled(page, ms: int = 1500) -> None:
     page.wait_for_timeout(ms)
 
 
-# ---------------------------------------------------------------------------- item 1 (+ 6 on Geometry)
+# ---------------------------------------------------------------------------- Geometry overlays
 def test_geometry_overlay_chosen_in_the_ui_round_trips_with_the_null_of_every_run(server, browser):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
     page = _page(browser, 1300)
@@ -88,7 +88,7 @@ def test_geometry_overlay_chosen_in_the_ui_round_trips_with_the_null_of_every_ru
     want = [RUN, UPLOAD_RUN, f"{RUN} · {NULL_LABEL}", f"{UPLOAD_RUN} · {NULL_LABEL}"]
     names = _names(page, "Layer geometry", "x2")                       # the intrinsic-dimension panel
     assert sorted(names) == sorted(want)
-    # item 6: log axes for ID and PR, subplot titles clear of axis titles
+    # log axes for ID and PR, subplot titles clear of axis titles
     layout = _fig(page, "Layer geometry", "[g._fullLayout.yaxis2.type, g._fullLayout.yaxis3.type, "
                                           "g._fullLayout.xaxis3.title.text]")
     assert layout == ["log", "log", "layer"]
@@ -183,7 +183,7 @@ def test_layers_and_compare_links_come_back_the_same(server, browser):  # noqa: 
     other.context.close()
 
 
-# ---------------------------------------------------------------------------- item 2
+# ---------------------------------------------------------------------------- Outliers
 def test_outliers_colour_scale_and_distinct_rows(server, browser, data):  # noqa: F811
     import numpy as np
 
@@ -206,7 +206,7 @@ def test_outliers_colour_scale_and_distinct_rows(server, browser, data):  # noqa
     page.context.close()
 
 
-# ---------------------------------------------------------------------------- items 5 and 8 on Runs
+# ---------------------------------------------------------------------------- Runs page
 def test_runs_page_names_uploads_orders_nulls_counts_hidden_states_and_shows_dropped(server, browser):  # noqa: F811
     page = _page(browser, 1400)
     page.goto(f"{server}/?page=runs&run={UPLOAD_RUN}&present=1")
@@ -236,7 +236,7 @@ def test_runs_page_names_uploads_orders_nulls_counts_hidden_states_and_shows_dro
     page.context.close()
 
 
-# ---------------------------------------------------------------------------- items 5 and 8 on Compare
+# ---------------------------------------------------------------------------- Compare
 def test_compare_lists_real_runs_first_and_shares_ranges(server, browser):  # noqa: F811
     page = _page(browser, 1700)
     page.goto(f"{server}/?page=compare&run={RUN}&run2={UPLOAD_RUN}&depth=0.5")
@@ -256,7 +256,7 @@ def test_compare_lists_real_runs_first_and_shares_ranges(server, browser):  # no
     page.context.close()
 
 
-# ---------------------------------------------------------------------------- item 8: training, click
+# ---------------------------------------------------------------------------- Training: empty state
 def test_training_empty_state_opens_sweep_mode(server, browser):  # noqa: F811
     page = _page(browser)
     page.goto(f"{server}/?page=training&run={RUN}")
@@ -289,7 +289,7 @@ def test_one_click_on_a_point_opens_its_token(server, browser):  # noqa: F811
     page.context.close()
 
 
-# ---------------------------------------------------------------------------- item 6 on the slides
+# ---------------------------------------------------------------------------- subplot titles on the slides
 def test_slide_figures_keep_subplot_titles_clear_of_axis_titles(browser, data, tmp_path):  # noqa: F811
     """The report's HTML (the slides' own figures at slide size, plotly.js inlined) in the browser."""
     from normvar_core.report.slides import geometry_slide, layers_slide

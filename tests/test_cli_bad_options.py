@@ -1,4 +1,4 @@
-"""Hostile input, round three (issue 35, items 1-3, 8, 9): configs with wrong values and vision folders
+"""Bad options through the real CLI: configs with wrong values and vision folders
 under ``plan`` as under ``compute``, count options bounded before any work, a closed stdout pipe, and the
 smaller items — each through the real CLI (in-process ``cli.main`` or a real ``normvar`` subprocess)."""
 from __future__ import annotations

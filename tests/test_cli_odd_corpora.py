@@ -1,4 +1,4 @@
-"""Hostile input, round two (issue 23): corpora of unknown tokens, raw warnings, truncated sentences,
+"""Odd corpora through the real CLI: corpora of unknown tokens, raw warnings, truncated sentences,
 ``--layers 0,0``, JSONL text columns with numbers, corpus text on the Token page, ``--overwrite`` of a
 queued run — each through the real CLI (or the real dashboard / job store)."""
 from __future__ import annotations

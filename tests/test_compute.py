@@ -328,7 +328,7 @@ def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     phases = [e.phase for e in events]
     firsts = sorted({p: phases.index(p) for p in phases}.items(), key=lambda kv: kv[1])
     assert [p for p, _ in firsts] == ["plan", "model", "early", "forward", "finalize", "write", "done"]
-    # loading the model is a phase of its own (issue 34): not "forward · 0/N sentences · 0 emb/s"
+    # loading the model is a phase of its own: not "forward · 0/N sentences · 0 emb/s"
     load = [e for e in events if e.phase == "model"]
     assert load and jobs.progress_text(dataclasses.asdict(load[0])).startswith("model · loading ")
     assert not [e for e in events[:phases.index("model") + 1] if e.phase == "forward"]

@@ -1,5 +1,5 @@
-"""A second compute of a run name that is being computed is refused at once, naming what computes it
-(issue 35 item 7): another ``normvar compute`` process (its lock file, ``run_lock``, with its pid), a queued
+"""A second compute of a run name that is being computed is refused at once, naming what computes it:
+another ``normvar compute`` process (its lock file, ``run_lock``, with its pid), a queued
 job, a job a real worker is running. A lock left by a killed process is stale and ignored."""
 from __future__ import annotations
 

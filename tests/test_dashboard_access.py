@@ -1,4 +1,4 @@
-"""A dashboard safe to share (issue 35, item 11), through the real CLI and Streamlit's AppTest:
+"""A dashboard safe to share, through the real CLI and Streamlit's AppTest:
 `up`/`dashboard` beyond loopback without a token are refused in one line (exit 2, nothing started), `--no-token`
 prints a warning, Streamlit's own start-up lines never reach the terminal, the token travels in the server's
 environment (not its argv); in the app, a token gates every page (no run name before it), the right token (URL or

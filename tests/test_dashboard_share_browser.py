@@ -1,6 +1,6 @@
-"""Issue 35, items 10 and 11, in a real browser (Playwright + Debian chromium), every server started through
-the real CLI and every request sent to 127.0.0.1 only (the servers bound to 0.0.0.0 are never reached through
-the machine's other addresses).
+"""A shared dashboard and the New-run form's refusals in a real browser (Playwright + Debian chromium), every
+server started through the real CLI and every request sent to 127.0.0.1 only (the servers bound to 0.0.0.0
+are never reached through the machine's other addresses).
 
 - `normvar up --host 0.0.0.0 --token T`: without the token (and with a wrong one, and on a deep link) the page
   holds the sign-in field and no run name; with the right one (in the URL, or typed in the field) the runs,

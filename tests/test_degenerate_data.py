@@ -51,11 +51,18 @@ def test_one_sentence_repeated_gets_no_certain_verdict_from_a_zero_width_interva
 
     run = _open(data, "rep")
     halves = run.table("halves_layer").set_index(["half", "layer"])
-    for col in ("anisotropy", "isoscore", "m_over_q"):   # the halves agree to rounding: zero-width intervals
-        np.testing.assert_allclose(halves.loc["a", col], halves.loc["b", col], rtol=1e-12)
-    tok = run.token_table(run.layers[1])
-    band = tok[(tok["n"] >= 10) & (tok["n"] <= 1e5)]
-    assert (band["v"] == 0).sum() > len(band) / 2                  # most band types: all occurrences one point
+    # the halves hold the same sentence's states up to float32 rounding (the forward pass rounds a row's states
+    # differently in batches of another shape on some CPUs: up to ~3e-7 of their size at the tiny BERT's last
+    # layer), so their statistics agree to float32's precision, not float64's: rtol 1e-6
+    for col in ("anisotropy", "isoscore", "m_over_q"):
+        np.testing.assert_allclose(halves.loc["a", col], halves.loc["b", col], rtol=1e-6)
+    # a type whose occurrences are one point, to float32 rounding, at every layer: its occurrences' states differ
+    # by at most ~3e-7 of their size (the batch-shape rounding above), so V(X_t) <= (1e-6)^2 Q(X_t)
+    tabs = [run.token_table(layer).set_index("token_id") for layer in run.layers]
+    band = tabs[0][(tabs[0]["n"] >= 10) & (tabs[0]["n"] <= 1e5)]
+    one_point = np.logical_and.reduce([(t.loc[band.index, "v"] <= 1e-12 * t.loc[band.index, "q"]).to_numpy()
+                                       for t in tabs])
+    assert one_point.sum() > len(band) / 2                          # most band types: all occurrences one point
     fs = {f.id: f for f in findings(run, resamples=200)}
     for f in fs.values():
         if f.interval is not None and f.interval[1] - f.interval[0] <= ZERO_WIDTH * max(map(abs, f.interval)):
@@ -64,7 +71,7 @@ def test_one_sentence_repeated_gets_no_certain_verdict_from_a_zero_width_interva
         assert fs[cid].verdict == "cannot tell" and "has zero width" in fs[cid].why, fs[cid]
     for cid in ("cv_min_intermediate", "tradeoff_slope", "vw_share_grows", "m_grows_vb_shrinks", "null_vs_run"):
         assert fs[cid].verdict == "cannot tell", (cid, fs[cid].verdict, fs[cid].why)
-        assert f"{int((band['v'] == 0).sum())} of the band's {len(band)} types have every occurrence at one point" \
+        assert f"{int(one_point.sum())} of the band's {len(band)} types have every occurrence at one point" \
             in fs[cid].why, fs[cid].why
     assert fs["identity"].verdict == "holds"                     # exact algebra: no interval, no spread needed
 

@@ -1,4 +1,4 @@
-"""One model over several devices (issue 32, items 1, 2 and 5), on the CPU: a tiny Llama spread over the CPU
+"""One model over several devices, on the CPU: a tiny Llama spread over the CPU
 and the disk (accelerate's big-model path: --max-memory + --offload-folder, or a JSON --device-map) gives the
 same run as the model in one piece on every table of the run file, the run row names where each module ran,
 each layer group's measure state holds only its layers, and no kept hidden state is all zeros

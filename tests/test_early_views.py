@@ -124,25 +124,43 @@ def test_the_pass_takes_the_early_products_and_equals_a_pass_that_computes_them(
                 np.testing.assert_array_equal(x, y, err_msg=f"{name}.{k}")
 
 
-def test_per_layer_leaves_torch_with_its_threads():
-    """``per_layer`` limits BLAS and torch to one thread per layer while it runs and sets both back. Seen through
-    MKL's bits: a float64 product of this shape rounds differently with one thread than with two, and after
-    ``per_layer`` it rounds as before (it had left MKL at one thread: the pass's matmuls ran 1.8x slower)."""
+def _thread_counts() -> dict[str, int]:
+    """The intra-op thread counts torch's ops run with, as torch reports them (``parallel_info``: ATen's,
+    OpenMP's and MKL's maximum), and numpy's BLAS and OpenMP pools as threadpoolctl sees them."""
+    import re
+
+    from threadpoolctl import threadpool_info
+
+    info = torch.__config__.parallel_info()
+    counts = {f"torch {k}": int(v) for k, v in re.findall(r"(at::get_num_threads|omp_get_max_threads|"
+                                                          r"mkl_get_max_threads)\(\) : (\d+)", info)}
+    return counts | {f"{p['user_api']} {p['internal_api']} {p['filepath']}": p["num_threads"]
+                     for p in threadpool_info()}
+
+
+def test_per_layer_leaves_torch_with_its_threads(monkeypatch):
+    """``per_layer`` limits BLAS and torch to one thread per layer while it runs and sets both back: afterwards
+    torch's thread count and the counts its matmuls run with (ATen's, OpenMP's and MKL's, from torch's own
+    report) and numpy's BLAS pool are those from before (it had left MKL at one thread: the pass's matmuls ran
+    1.8x slower). Two layers at a time on any machine (``layer_threads`` fixed at 2)."""
     from normvar_core.pipeline.measures.layerview import per_layer
     from normvar_core.stats.axes import top_axes
 
+    monkeypatch.setattr(layerview, "layer_threads", lambda n_layers, parallel=True: 2)
     saved = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        x = torch.randn(12000, 384, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-        two = x.T @ x
-        torch.set_num_threads(1)
-        one = x.T @ x
-        torch.set_num_threads(2)
-        assert not torch.equal(one, two) and torch.equal(x.T @ x, two)  # the bits tell the thread count apart
+        before = _thread_counts()
+        assert before["torch at::get_num_threads"] == before["torch mkl_get_max_threads"] == 2, before
         cov = np.cov(np.random.default_rng(0).standard_normal((500, 64)).T)
-        per_layer(lambda i: top_axes(cov, 8), 4)
+        inside = []
+        axes = per_layer(lambda i: inside.append(_thread_counts()) or top_axes(cov, 8), 4)
+        assert len(axes) == 4 and len(inside) == 4
+        # one BLAS thread per layer meanwhile (the BLAS pools are process-wide; an OpenMP count is per thread)
+        blas = [k for k in before if k.startswith("blas ")]
+        assert blas and all(c[k] == 1 for c in inside for k in blas), inside
         assert torch.get_num_threads() == 2
-        assert torch.equal(x.T @ x, two)
+        after = _thread_counts()                 # (a library first loaded meanwhile is new, not changed)
+        assert {k: after[k] for k in before} == before
     finally:
         torch.set_num_threads(saved)

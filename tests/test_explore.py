@@ -1,4 +1,4 @@
-"""Exploration (issue 22): nearest types, the occurrence percentile of "your own sentence", the
+"""Exploration: nearest types, the occurrence percentile of "your own sentence", the
 tokenizer-normalised lookup, the clouds' colours and label placement, the t-SNE map — each against an
 independent ground truth (float64 brute force, a real MiniLM forward pass through transformers, the
 real tokenizer, sklearn)."""

@@ -182,7 +182,7 @@ def test_destination_rules(tmp_path, capsys):
 
 def test_export_out_follows_the_destination_rule(tmp_path, capsys):
     """--out of export: a link is written through to its folder (the link stays a link); a FIFO and a
-    missing parent are refused with one line, exit 2, nothing created (issue 23's rule, issue 24's export)."""
+    missing parent are refused with one line, exit 2, nothing created (the rule of every destination)."""
     path, *_ = _run(tmp_path)
     real = tmp_path / "real"
     real.mkdir()

@@ -1,4 +1,4 @@
-"""Issue 34, item 4, the figures: labels that do not overlap, axes that the data sets, legends and notes off the
+"""Figure layout: labels that do not overlap, axes that the data sets, legends and notes off the
 data, tick labels that read as numbers. Each test builds the figure from the library's builders and reads
 the figure JSON back."""
 from __future__ import annotations

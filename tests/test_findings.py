@@ -1,4 +1,4 @@
-"""The findings (issue 26) on a real MiniLM run (300 sentences of the shipped novels, the dashboard
+"""The findings on a real MiniLM run (300 sentences of the shipped novels, the dashboard
 tests' run) and on its Gaussian null, each verdict checked against an independent computation from
 the run file read with DuckDB alone (numpy, np.polyfit, scipy's Spearman, explicit resampling loops,
 closed forms); the CLI, the Findings page and the deck call the same function."""

@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from normvar_core.config import RunConfig
 from normvar_core.stats import layer_geometry as G
-from brute import pass_in_memory
 
 
 @pytest.fixture(scope="module")
-def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
-    cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
-    plan, _, _, parts, measures = pass_in_memory(cfg)
-    X = torch.cat([p.states for p in parts], 1).double().numpy()
-    ids = torch.cat([p.token_ids for p in parts]).numpy()
-    pos = torch.cat([p.positions for p in parts]).numpy()
-    return plan, measures, X, ids, pos
+def minilm_pass(minilm_pass_150):
+    """(plan, measures, states X, token ids, positions) of the session's MiniLM pass (tests/conftest.py)."""
+    return tuple(minilm_pass_150[k] for k in ("plan", "measures", "X", "ids", "pos"))
 
 
 def test_spectrum_anisotropy_and_trace_equal_numpy(minilm_pass):

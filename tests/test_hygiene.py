@@ -1,4 +1,4 @@
-"""Code hygiene the layer test cannot see (issue 36): typed objects are read as typed, and no module
+"""Code hygiene the layer test cannot see: typed objects are read as typed, and no module
 reaches into another module's private names.
 
 * ``getattr(cfg, "unit", "token")`` over a RunConfig, RunPlan or RunContext hides a typo and a missing

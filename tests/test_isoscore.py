@@ -18,11 +18,8 @@ import shutil
 import duckdb
 import numpy as np
 import pytest
-import torch
 
-from normvar_core.config import RunConfig
 from normvar_core.stats.isoscore import isoscore
-from brute import pass_in_memory
 from dashboard_run import APP, RUN, arr, figure, open_section
 
 TOL = 1e-6
@@ -59,12 +56,9 @@ def test_undefined_cases_are_nan():
 
 
 @pytest.fixture(scope="module")
-def minilm_pass(minilm_path):  # noqa: ARG001 - the model must be installed
-    cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
-    _, _, _, parts, measures = pass_in_memory(cfg)
-    X = torch.cat([p.states for p in parts], 1).double().numpy()
-    sid = torch.cat([torch.as_tensor(p.sentence_ids) for p in parts]).numpy()
-    return measures, X, sid
+def minilm_pass(minilm_pass_150):
+    """(measures, states X, sentence ids) of the session's MiniLM pass (tests/conftest.py)."""
+    return tuple(minilm_pass_150[k] for k in ("measures", "X", "sid"))
 
 
 def test_layer_geometry_and_halves_equal_brute_force_and_the_isoscore_package(minilm_pass):
@@ -91,16 +85,18 @@ def test_layer_geometry_and_halves_equal_brute_force_and_the_isoscore_package(mi
     assert 0 < min(got) and max(got) < 0.5                                        # far from isotropic
 
 
-def test_the_gaussian_null_carries_isoscore_and_is_drawn_dashed(run, tmp_path, monkeypatch):  # noqa: F811
+def test_the_gaussian_null_carries_isoscore_and_is_drawn_dashed(run, dashboard_null, tmp_path, monkeypatch):  # noqa: F811
+    """The isotropic null ``write_null_run`` draws (``dashboard_null``, once per session) holds each layer's
+    IsoScore of its own spectrum, above the run's, and the Geometry page overlays it dashed."""
     from streamlit.testing.v1 import AppTest
 
-    from normvar_core.runs.null import null_name, write_null_run
+    from normvar_core.runs.null import null_name
     from normvar_core.runs.reader import open_run
 
     (tmp_path / "runs").mkdir()
     shutil.copy(run.path, tmp_path / "runs" / f"{RUN}.duckdb")
     name = null_name(run, "isotropic", 0)
-    null = open_run(write_null_run(run, "isotropic", tmp_path / "runs" / f"{name}.duckdb"))
+    null = open_run(shutil.copy(dashboard_null, tmp_path / "runs" / f"{name}.duckdb"))
     geo = null.table("layer_geometry").sort_values("layer")
     spec = null.table("layer_spectrum")
     for layer, iso in zip(geo["layer"], geo["isoscore"]):

@@ -1,4 +1,4 @@
-"""The job table keeps its room (issue 25): outside ``service/job_table.py`` and ``jobs.py`` no
+"""The job table keeps its room: outside ``service/job_table.py`` and ``jobs.py`` no
 module of ``normvar_core/``, ``views/`` or ``app.py`` reads a private (``_name``) attribute of ``JobStore``
 or ``JobTable``, or holds SQL on the ``jobs`` table. The worker, the CLI and the pages use the public
 operations (claim_next, heartbeat, write_progress, finish, requeue, ...)."""

@@ -1,4 +1,4 @@
-"""The New-run form refuses what the worker would refuse, before any job is queued (issue 35, item 10):
+"""The New-run form refuses what the worker would refuse, before any job is queued:
 a PNG, PNG bytes named .txt, text that is not UTF-8, binary bytes; each refusal names the user's file
 (never its stored sha256 name) in the form's own words (its labels, not the CLI's flags). The form does not
 submit on Enter (its proto says so here; tests/test_new_run_browser.py presses Enter in a real browser)."""

@@ -128,7 +128,7 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     W.Worker(data, poll_s=0.05).run(once=True, install_signals=False)   # the worker draws it
     [job] = J.JobStore(data).list()
     assert job.task == "null" and job.state == "done", job
-    # the progress line ends on "done" (issue 34), and the Runs page keeps it, full, for a while
+    # the progress line ends on "done", and the Runs page keeps it, full, for a while
     assert job.progress["phase"] == "done" and J.progress_text(job.progress, job.task).startswith("null · done")
     at.switch_page("views/runs.py").run()
     # a finished job is a green line naming its last progress, not a full (red) bar
@@ -182,7 +182,7 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     assert any("Gaussian null" in (t.get("name") or "") for t in spec["data"])
 
 
-def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data_dir):  # noqa: F811
+def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data_dir, dashboard_null):  # noqa: F811
     """High-dimensional geometry: the run's norm spread, mean cosine and n·M/V per layer are its own
     tables'; the isotropic null sits at seed 003's closed forms (1/√(2d), 1); the pair-cosine histogram
     holds the run's sampled pairs."""
@@ -196,7 +196,7 @@ def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
     run = open_run(data / "runs" / f"{RUN}.duckdb")
-    write_null_run(run, "isotropic", data / "runs" / f"{RUN}__null-isotropic-s0.duckdb")
+    shutil.copy(dashboard_null, data / "runs" / f"{RUN}__null-isotropic-s0.duckdb")   # write_null_run's, once
     monkeypatch.setenv("NORMVAR_DATA", str(data))
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"run": RUN})

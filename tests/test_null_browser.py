@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard_run import RUN, build_dashboard_data
+from dashboard_run import RUN
 from browser_helpers import ARTIFACTS, PLOT_READY
 
 pytestmark = pytest.mark.browser
@@ -16,14 +16,11 @@ NULL = f"{RUN}__null-isotropic-s0"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
-    from normvar_core.runs.null import write_null_run
-    from normvar_core.runs.reader import open_run
-
-    src = build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+def data(tmp_path_factory, data_dir, dashboard_null) -> Path:
+    """The dashboard's runs and their isotropic null (``dashboard_null``: write_null_run's, drawn once)."""
     root = tmp_path_factory.mktemp("null-browser")
-    shutil.copytree(src / "runs", root / "runs")
-    write_null_run(open_run(root / "runs" / f"{RUN}.duckdb"), "isotropic", root / "runs" / f"{NULL}.duckdb")
+    shutil.copytree(data_dir / "runs", root / "runs")
+    shutil.copy(dashboard_null, root / "runs" / f"{NULL}.duckdb")
     return root
 
 

@@ -1,4 +1,4 @@
-"""Offline for real (issue 34, item 2): a tour of every page of the dashboard, each opened by its own URL in a
+"""Offline for real: a tour of every page of the dashboard, each opened by its own URL in a
 fresh browser context, as `normvar dashboard` serves it. Every request the page makes (document, scripts,
 fonts, favicon, websocket) is recorded: any host other than the dashboard's own, any answer >= 400 and any
 console error fails the test."""

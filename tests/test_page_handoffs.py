@@ -1,4 +1,4 @@
-"""Issue 34, item 4, the interaction: the Compare picker never offers the run itself, and a selection handed to
+"""Hand-offs between pages: the Compare picker never offers the run itself, and a selection handed to
 Token clouds says how much of it the clouds draw."""
 from __future__ import annotations
 

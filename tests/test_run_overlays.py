@@ -1,4 +1,4 @@
-"""Issue 22, the logic under the browser test (tests/test_browser_run_overlays.py): links that keep the overlaid
+"""Run overlays, the logic under the browser test (tests/test_browser_run_overlays.py): links that keep the overlaid
 runs, pickers that list real runs before their nulls, the Outliers colour scale and distinct rows, the
 Geometry figures with nulls (log axes, power-of-ten ticks, titles that do not collide), Compare's shared
 ranges, and the Geometry page under AppTest drawing the null of every overlaid run."""
@@ -15,7 +15,7 @@ from normvar_core.viz.shared_axes import share_ranges
 from normvar_core.viz.viewstate import ViewState
 
 
-# ---------------------------------------------------------------------------- links (item 1)
+# ---------------------------------------------------------------------------- links
 def test_overlay_and_relative_depth_round_trip_through_the_url():
     v = ViewState(run="a", page="geometry", overlay=["b", "a__null-isotropic-s0"], relative=False, null="x")
     q = v.to_query()
@@ -25,7 +25,7 @@ def test_overlay_and_relative_depth_round_trip_through_the_url():
     assert ViewState.from_query({}).relative is None and "rel" not in ViewState().to_query()
 
 
-# ---------------------------------------------------------------------------- run order (item 5)
+# ---------------------------------------------------------------------------- run order
 def test_real_runs_first_each_null_under_its_run():
     table = pd.DataFrame({"name": ["b__null-isotropic-s0", "a__null-offset-s1", "b", "gone__null-isotropic-s0", "a"],
                           "source": ["null:isotropic:b", "null:offset:a", "model", "null:isotropic:gone", "model"]})
@@ -34,7 +34,7 @@ def test_real_runs_first_each_null_under_its_run():
     assert null_kind("a__null-offset-s1") == "offset" and null_kind("Gaussian null (matched)") == "matched"
 
 
-# ---------------------------------------------------------------------------- outliers (item 2)
+# ---------------------------------------------------------------------------- outliers
 def test_outlier_colour_scale_is_set_by_the_bulk():
     rng = np.random.default_rng(0)
     L, d = 7, 384
@@ -69,7 +69,7 @@ def test_largest_activations_table_has_distinct_keys():
     assert out["sentence_id"].iloc[0] == 2 and list(out["rank"]) == [1, 2, 3]
 
 
-# ---------------------------------------------------------------------------- geometry figures (item 6)
+# ---------------------------------------------------------------------------- geometry figures
 def _geo(layers, scale):
     n = len(layers)
     return pd.DataFrame({"layer": layers, "anisotropy": np.linspace(0.05, 0.08, n) * scale,
@@ -111,7 +111,7 @@ def test_spectra_of_every_run_with_power_ticks():
         assert "_" not in t and "{" not in t
 
 
-# ---------------------------------------------------------------------------- compare (item 8)
+# ---------------------------------------------------------------------------- compare
 def test_compare_scatters_share_axes_and_colours():
     def scatter(x, y, c):
         return go.Figure([go.Scattergl(x=x, y=y, mode="markers", marker=dict(color=c, cmin=min(c), cmax=max(c))),
@@ -128,10 +128,10 @@ def test_compare_scatters_share_axes_and_colours():
 
 # ---------------------------------------------------------------------------- the pages under AppTest
 @pytest.fixture(scope="module")
-def items_dir(tmp_path_factory, minilm_path):  # noqa: ARG001
+def items_dir(tmp_path_factory, minilm_path, dashboard_null):  # noqa: ARG001
     from run_overlays_data import build_items_data
 
-    return build_items_data(tmp_path_factory.getbasetemp() / "items-data")
+    return build_items_data(tmp_path_factory.getbasetemp() / "items-data", dashboard_null)
 
 
 @pytest.fixture
@@ -176,7 +176,7 @@ def test_geometry_page_draws_the_null_of_every_overlaid_run(items_app, items_dir
     assert at.query_params["overlay"] in ([UPLOAD_RUN], UPLOAD_RUN) and at.query_params["rel"] in (["0"], "0")
 
 
-# ---------------------------------------------------------------------------- dropped sentences (item 8)
+# ---------------------------------------------------------------------------- dropped sentences
 def test_sentences_dropped_by_the_word_limit_are_kept_as_examples():
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.corpus.select import KEEP_TOO_LONG, Selection

@@ -168,21 +168,31 @@ def test_the_pages_words_follow_the_shares():
     assert C.shares_differ({"a": small, "b": small.assign(same_sentence_nn=[0.0, 0.30])}) is None
 
 
-def test_seed_twonn_unchanged_on_a_replayed_run(written_run_path):
-    """The seeded Gaussian run replayed: seed 004's twonn_id is bit for bit the value recorded before the
-    context measures existed (0x1.eca81b24f241dp+2 at both layers, one batch of 1,106 points); the new columns
-    and the decimation table are there, within their ranges."""
+def test_seed_twonn_of_the_gaussian_run_is_scikit_dimensions_on_its_sample(written_run_path):
+    """The seeded Gaussian run: seed 004's twonn_id at each layer is scikit-dimension's TwoNN on the distinct
+    rows of the layer's sample (one batch of 1,106 points, replayed: the same seeded states and sample); the
+    context columns and the decimation table are there, within their ranges."""
+    import skdim
+
+    from gaussian_runs import gaussian_pass
     from normvar_core.runs.reader import open_run
 
     run = open_run(written_run_path)
-    g = run.table("layer_geometry")
-    assert [float(x).hex() for x in g["twonn_id"]] == ["0x1.eca81b24f241dp+2"] * 2
+    g = run.table("layer_geometry").sort_values("layer")
     assert (g["twonn_id_std"] == 0).all() and (g["id_sample"] == 1106).all()
+    geo = gaussian_pass(80)[3]["geometry"]
+    assert np.unique(geo.neighbours.tb).size == 1
+    for li, got in enumerate(g["twonn_id"]):
+        uniq = np.unique(geo.sample[li].numpy().astype(np.float64), axis=0)
+        # the same distances (exact float64 of float32 rows) fitted by another library: the fits' sums of logs
+        # round in another order, ~1e-15 relative; rtol 1e-9 as in test_geometry
+        np.testing.assert_allclose(got, skdim.id.TwoNN().fit(uniq).dimension_, rtol=1e-9)
     assert g["same_sentence_nn"].between(0, 1).all() and np.isfinite(g["twonn_id_cross"]).all()
     dec = run.table("twonn_decimation")
     assert sorted(set(dec["subsets"])) == [1, 2, 4, 8] and sorted(set(dec["size"])) == [138, 276, 553, 1106]
     full = dec[dec["subsets"] == 1].sort_values("layer")
-    np.testing.assert_array_equal(full["twonn_id"].to_numpy(), g.sort_values("layer")["twonn_id"].to_numpy())
+    # the curve's full-batch point is the same number the layer row holds (one value written twice)
+    np.testing.assert_array_equal(full["twonn_id"].to_numpy(), g["twonn_id"].to_numpy())
 
 
 @pytest.mark.parametrize("seed", range(4))

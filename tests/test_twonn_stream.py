@@ -1,4 +1,4 @@
-"""Seed 004's TwoNN protocol (issue 33): a sample of min(N, --id-sample) embeddings per layer, seed 004's
+"""Seed 004's TwoNN protocol: a sample of min(N, --id-sample) embeddings per layer, seed 004's
 batches of at least 4,096, and a neighbour search that runs during the pass.
 
 * the streaming search (``twonn_stream.NeighbourState``: rows arriving in pieces, partial states merged

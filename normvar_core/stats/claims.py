@@ -79,8 +79,11 @@ def fmt(x, digits: int = 3) -> str:
 
 UNSURE = "cannot tell"
 STRADDLES = "its interval straddles the threshold: cannot tell on this run (more sentences narrow it)"
-ZERO_WIDTH = 1e-9
-"""An interval narrower than this share of its larger end has zero width: rounding, not a measured spread."""
+ZERO_WIDTH = 1e-6
+"""An interval narrower than this share of its larger end has zero width: rounding, not a measured spread. The
+states are float32, and a model's forward pass rounds one sentence's states differently in batches of another
+shape on some CPUs (about 1e-7 of their size), so two halves holding the same sentences differ at that level:
+about 8 float32 roundings is the threshold, far below any spread two halves of real text show."""
 MIN_VARYING = 3
 """The per-type claims need at least this many band types (and at least half of them) whose occurrences are not
 all one point."""
