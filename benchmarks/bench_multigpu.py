@@ -1,6 +1,6 @@
 """`make bench-gpu`'s multi-GPU section (``bench_gpu.py`` calls ``multi_gpu``): one model device-mapped over every
 visible GPU (accelerate's balanced map, as ``--device-map auto``; each GPU's layers keep their measures there,
-``pipeline/devicemap/layer_groups.py``) against the same model on one GPU: seconds of the pass through every
+``pipeline/execute/layer_groups.py``) against the same model on one GPU: seconds of the pass through every
 measure of a default run (+ results), and the peak memory of each GPU (``max_memory_allocated``).
 
 The model is a random-init Llama of the 7B shape in bf16 (it fits one 80 GB GPU, so both sides run), built in host
@@ -70,7 +70,7 @@ def multi_gpu(n_sentences: int = 512, every: int = 4) -> list[str]:
     from transformers.integrations.accelerate import _get_device_map
 
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.devicemap.model_map import device_map_of, state_places
+    from normvar_core.pipeline.models.device_map import device_map_of, state_places
     from normvar_core.pipeline.models.probe import producers
     from normvar_core.pipeline.run_plan import synthetic_plan
 

@@ -40,8 +40,8 @@ def main() -> None:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.corpus import read as C
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.memory import gb, run_budget
-    from normvar_core.pipeline.memory_terms import GiB, publish_sum
+    from normvar_core.pipeline.memory.plan import gb, run_budget
+    from normvar_core.pipeline.memory.terms import GiB, publish_sum
     from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
     from normvar_core.pipeline.run_plan import make_plan
 
@@ -78,7 +78,7 @@ def main() -> None:
                   f"{gb(kept)} + pass {gb(mp.pass_bytes)}; dropped: {', '.join(mp.dropped) or 'none'}"
                   + ("" if mp.fits else " — does NOT fit"))
             block = kept / max(len(plan.layers), 1)          # one layer of the incoming partial's arrays
-            # the results of the measures the actors keep, and the writer (``memory_terms.publish_sum``)
+            # the results of the measures the actors keep, and the writer (``memory.terms.publish_sum``)
             publish = publish_sum({k: b for k, b in host.publish.items() if k != "writer"}, drop=mp.dropped)
             print(f"  driver (host RAM): merged state + one incoming layer block = {gb(kept)} + {gb(block)} + runtime "
                   f"{gb(host.runtime_bytes)} + plan {gb(host.plan_bytes)} + publish {gb(publish)} = "
@@ -92,9 +92,9 @@ def per_device(root: Path, max_sentences: int | None) -> None:
     from normvar_core.device_options import parse_devices
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.corpus import read as C
-    from normvar_core.pipeline.memory import gb
+    from normvar_core.pipeline.memory.plan import gb
     from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
-    from normvar_core.pipeline.devicemap.per_device import plan_devices
+    from normvar_core.pipeline.memory.per_device import plan_devices
     from normvar_core.pipeline.run_plan import make_plan
 
     print("| shape | GPUs | fits | layers per GPU | fullest GPU: weights + state + pass | dropped |")

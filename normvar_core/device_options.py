@@ -1,12 +1,12 @@
 """The device-map options as a person types them (one model over several devices, accelerate's big-model
 path): their parsing and checks, torch-free, in the base layer so that ``config.RunConfig.validate`` reads them.
-What the options do with a model lives in ``pipeline/devicemap/``.
+What the options do with a model lives in ``pipeline/models/device_map.py`` (loading) and ``pipeline/memory/per_device.py`` (the plan).
 
 * ``--device-map``: ``auto``, ``balanced``, ``balanced_low_0``, ``sequential`` (accelerate computes the map) or
   a JSON file ``{module name: device}`` (a GPU index, ``"cpu"`` or ``"disk"``);
 * ``--max-memory "0=70GiB,1=70GiB,cpu=200GiB"``: what each device may hold (``parse_max_memory``);
 * ``--offload-folder DIR``: where weights that fit nowhere go (given only with a map: ``check_options``;
-  made and written to before the model loads: ``devicemap.model_map.check_offload_folder``);
+  made and written to before the model loads: ``models.device_map.check_offload_folder``);
 * ``normvar plan --devices 8x80`` / ``2x24,cpu=256``: the devices a plan is made for (``parse_devices``), in GB.
 
 Every bad value is one ``NormvarError`` line naming the fix.

@@ -27,7 +27,7 @@ def gaussian_pass(n_sentences: int):
 
 def gaussian_run(path: Path, n_sentences: int) -> Path:
     """``gaussian_pass``'s run published at ``path``."""
-    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.execute.publish import publish_run
 
     plan, source, ctx, measures = gaussian_pass(n_sentences)
     return publish_run(path, plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={},

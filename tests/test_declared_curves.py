@@ -36,7 +36,7 @@ def _run(path: Path, extra: tuple = ()) -> Path:
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.execute.partials import build_measures, run_range
     from normvar_core.pipeline.measures import MEASURES
-    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.execute.publish import publish_run
     from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
 

@@ -119,7 +119,7 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     from normvar_core.pipeline.execute.checkpoint import partial_state
     from normvar_core.pipeline.execute.partials import build_measures, run_range
     from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.devicemap.layer_groups import LayerSplit
+    from normvar_core.pipeline.execute.layer_groups import LayerSplit
 
     (tmp_path / "map.json").write_text(json.dumps(SPLIT))
     cfg = _base(tiny_models, corpus, "g", device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "o"))
@@ -135,7 +135,7 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     np.testing.assert_array_equal(whole["moments"]["acc.layer_index"], [0, 1, 2])
     # every registered measure declares which of its state is stacked by layer: those keys have one row per
     # kept layer, the others do not change with the number of layers
-    from normvar_core.pipeline.devicemap.layer_groups import sub_context
+    from normvar_core.pipeline.execute.layer_groups import sub_context
 
     one = build_measures(sub_context(setup.ctx, "cpu", np.array([1])))
     three = build_measures(sub_context(setup.ctx, "cpu", np.array([0, 1, 2])))

@@ -38,7 +38,7 @@ def run_path(tmp_path_factory, tiny_models) -> tuple[Path, list[np.ndarray]]:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.execute.partials import build_measures, run_range
     from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.execute.publish import publish_run
 
     root = tmp_path_factory.mktemp("erank")
     (root / "runs").mkdir()

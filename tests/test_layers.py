@@ -21,24 +21,20 @@ DASHBOARD = (ROOT / "app.py", ROOT / "views")
 # pipeline are side by side and never import each other.
 RANK = {"base": 0, "stats": 1, "runs": 2, "pipeline": 3, "viz": 3, "report": 4, "service": 5, "dashboard": 6}
 SIDE_BY_SIDE = {("viz", "pipeline"), ("pipeline", "viz")}
-# ranks inside pipeline/ (it holds half the library): a module of pipeline/ imports only modules of its own
-# rank or lower. Keys are paths under normvar_core/pipeline/, dotted; the longest key that is the module or a
-# package above it gives the rank, and every module of pipeline/ must have one.
+# ranks inside pipeline/ (it holds half the library) are its folders: a module of pipeline/ imports only modules
+# of its own rank or lower. The folder under pipeline/ gives the rank; every folder must be listed, and the modules
+# directly in pipeline/ are the core.
 PIPE = "normvar_core.pipeline"
 PIPELINE_RANK = {
-    # core: what a run is and where its hidden states come from (the plan, its batches and encoding, the
-    # corpus, the models, the state sources, the model's shape), no measure and no memory plan
-    "contracts": 0, "run_plan": 0, "batches": 0, "encoding": 0, "sample_plan": 0, "corpus": 0, "models": 0,
-    "sources": 0, "model_shape": 0,
-    # a model loaded over several devices: it needs only the base layer, and models/ (loading with a map)
-    # and batches (where the token ids go) import it, so it sits in core, below the rest of its package
-    "devicemap.model_map": 0,
-    # measures: the streamed measures (one class each) and their registered state
+    # core: what a run is and where its hidden states come from (the plan, its batches and encoding, the corpus,
+    # the models — loading over several devices included —, the state sources, the model's shape)
+    "": 0, "corpus": 0, "models": 0,
+    # the streamed measures (one class each) and their registered state
     "measures": 1,
-    # the memory plan: the bytes of a run, per device and per layer group
-    "memory": 2, "memory_terms": 2, "devicemap": 2,
-    # running a plan, locally or on Ray, and publishing the run file
-    "execute": 3, "publish": 3,
+    # the memory plan: the bytes of a run, per device too
+    "memory": 2,
+    # running a plan, locally or on Ray, its checkpoints, and publishing the run file
+    "execute": 3,
 }
 # third-party packages a layer must never import, at any level (the run reader and the figures
 # must stay light: torch/transformers belong to the pipeline, streamlit to the dashboard)
@@ -62,9 +58,12 @@ def _layer(module: str) -> str:
 
 
 def _own_pipeline_rank(module: str) -> int | None:
-    rel = module[len(PIPE) + 1:]
-    keys = [k for k in PIPELINE_RANK if rel == k or rel.startswith(k + ".")]
-    return PIPELINE_RANK[max(keys, key=len)] if keys else None
+    """The rank of the folder a module of pipeline/ sits in ("" for the modules directly in it); None when its
+    folder is not listed."""
+    parts = module[len(PIPE) + 1:].split(".")
+    if parts[0] in PIPELINE_RANK:  # a listed folder, its package __init__ included
+        return PIPELINE_RANK[parts[0]]
+    return PIPELINE_RANK[""] if len(parts) == 1 else None
 
 
 def _pipeline_rank(module: str, mods) -> int | None:
@@ -153,7 +152,7 @@ def test_layers_import_only_downwards():
 def test_every_pipeline_module_has_a_rank():
     mods = _modules()
     unranked = sorted(m for m in mods if m.startswith(PIPE + ".") and _own_pipeline_rank(m) is None)
-    assert not unranked, "add to PIPELINE_RANK: " + ", ".join(unranked)
+    assert not unranked, "add their folder to PIPELINE_RANK: " + ", ".join(unranked)
 
 
 def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
@@ -241,23 +240,23 @@ def test_the_rules_see_a_violation(tmp_path):
     del init["normvar_core.stats.e"]
     init["normvar_core.stats.p"].write_text("from normvar_core.stats.p.r import q\n")
     assert _cycle(_graph(init)) is None
-    # inside pipeline/: core -> measures (lazy), measures -> execute, and a core module whose package
-    # __init__ (which takes the lowest rank under it) imports the memory plan
+    # inside pipeline/: core -> measures (lazy), measures -> execute, and a core package whose __init__ (which
+    # takes the lowest rank under it) imports the memory plan
     pipe = _snippets(tmp_path / "pipe", {
         f"{PIPE}.run_plan": lazy.format(f"{PIPE}.measures.moments"),
         f"{PIPE}.measures.moments": f"from {PIPE}.execute import local\n",
         f"{PIPE}.measures.base": f"from {PIPE}.run_plan import RunPlan\n",
-        f"{PIPE}.execute.local": f"from {PIPE}.memory import plan_memory\n",
-        f"{PIPE}.memory": f"from {PIPE}.devicemap.model_map import load\n",
-        f"{PIPE}.devicemap": f"from {PIPE}.devicemap import per_device\n",
-        f"{PIPE}.devicemap.model_map": "", f"{PIPE}.devicemap.per_device": f"from {PIPE} import memory\n"})
-    assert _pipeline_rank(f"{PIPE}.devicemap", pipe) == 0 and _pipeline_rank(f"{PIPE}.measures.base", pipe) == 1
+        f"{PIPE}.execute.local": f"from {PIPE}.memory.plan import plan_memory\n",
+        f"{PIPE}.memory.plan": f"from {PIPE}.models.device_map import load\n",
+        f"{PIPE}.models": f"from {PIPE}.memory import per_device\n",
+        f"{PIPE}.models.device_map": "", f"{PIPE}.memory.per_device": f"from {PIPE}.memory import plan\n"})
+    assert _pipeline_rank(f"{PIPE}.models", pipe) == 0 and _pipeline_rank(f"{PIPE}.measures.base", pipe) == 1
     assert _upward(pipe) == [
-        f"{PIPE}.devicemap (pipeline rank 0) imports {PIPE}.devicemap.per_device (pipeline rank 2)",
         f"{PIPE}.measures.moments (pipeline rank 1) imports {PIPE}.execute.local (pipeline rank 3)",
+        f"{PIPE}.models (pipeline rank 0) imports {PIPE}.memory.per_device (pipeline rank 2)",
         f"{PIPE}.run_plan (pipeline rank 0) imports {PIPE}.measures.moments (pipeline rank 1)"]
-    # a module of pipeline/ outside the table has no rank; a module takes its folder's rank
-    assert _own_pipeline_rank(f"{PIPE}.elsewhere") is None
+    # a module in a folder that is not listed has no rank; a module takes its folder's rank
+    assert _own_pipeline_rank(f"{PIPE}.elsewhere.x") is None and _own_pipeline_rank(f"{PIPE}.run_plan") == 0
     assert _own_pipeline_rank(f"{PIPE}.measures.geometry") == 1
 
 

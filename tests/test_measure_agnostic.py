@@ -12,8 +12,8 @@ import pytest
 from normvar_core.pipeline.measures import MEASURES
 
 PIPELINE = Path(__file__).resolve().parent.parent / "normvar_core" / "pipeline"
-AGNOSTIC = sorted([PIPELINE / "memory.py", PIPELINE / "memory_terms.py", PIPELINE / "publish.py",
-                   *(PIPELINE / "devicemap").glob("*.py"), *(PIPELINE / "execute").glob("*.py")])
+AGNOSTIC = sorted([*(PIPELINE / "memory").glob("*.py"),
+                   *(PIPELINE / "execute").glob("*.py")])
 
 NAMES = {cls.name for cls in MEASURES}
 CLASSES = {cls.__name__ for cls in MEASURES}

@@ -169,7 +169,7 @@ def test_a_measure_without_planned_state_is_listed_not_counted():
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.measures import MomentsMeasure
-    from normvar_core.pipeline.memory import plan_memory
+    from normvar_core.pipeline.memory.plan import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape
     from normvar_core.pipeline.run_plan import synthetic_plan
 

@@ -77,7 +77,7 @@ def test_tables_are_unique_and_required_ones_declared():
 def test_every_measure_writes_its_declared_tables_in_a_real_run(tmp_path, tiny_models, corpus40):
     """A tiny BERT's run with every measure asked for: each is held, named in the run row in registry order,
     and each table it says this run writes (``tables_written``) is in the file and declared for it."""
-    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.execute.publish import publish_run
     from normvar_core.runs.reader import open_run
     from real_state import real_pass
 
@@ -151,7 +151,7 @@ def test_a_run_short_of_memory_drops_in_registry_order():
     import torch
 
     from normvar_core.pipeline.contracts import RunContext
-    from normvar_core.pipeline.memory import plan_memory
+    from normvar_core.pipeline.memory.plan import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape
     from normvar_core.pipeline.run_plan import synthetic_plan
 

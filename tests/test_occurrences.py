@@ -118,7 +118,7 @@ def test_a_cap_keeps_a_seeded_uniform_sample_and_the_file_reads_back(tmp_path):
     """--occurrences below the run's positions: exactly that many, distinct, the same whatever the split; the
     published tables hold them (DuckDB), one row per layer of axes, and the sentences they point at."""
     from normvar_core.pipeline.execute.partials import build_measures, run_range
-    from normvar_core.pipeline.publish import publish_run
+    from normvar_core.pipeline.execute.publish import publish_run
     from normvar_core.runs import occurrence_queries as O
     from normvar_core.runs.reader import open_run
 
@@ -153,7 +153,7 @@ def test_occurrences_option_is_bounded_and_counted_by_the_memory_plan():
         RunConfig(occurrences=OCCURRENCES_MAX + 1).validate()
     with pytest.raises(NormvarError, match="occurrences must be >= 0"):
         RunConfig.from_dict({"occurrences": -1})
-    from normvar_core.pipeline.memory import plan_memory
+    from normvar_core.pipeline.memory.plan import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape
 
     plan, source, ctx = _setup(dim=12, occurrences=200)

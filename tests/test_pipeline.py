@@ -22,7 +22,7 @@ from normvar_core.pipeline.execute.checkpoint import partial_state
 from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.execute.partials import build_measures, compute_partial, merge_partials, run_range
 from normvar_core.pipeline.run_plan import synthetic_plan
-from normvar_core.pipeline.publish import publish_run
+from normvar_core.pipeline.execute.publish import publish_run
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.runs.reader import open_run
 

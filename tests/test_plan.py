@@ -117,7 +117,7 @@ def test_new_run_page_shows_the_plan_before_submit(tmp_path, monkeypatch):
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.execute.dry_run import plan_run
-    from normvar_core.pipeline.memory import gb
+    from normvar_core.pipeline.memory.plan import gb
     from normvar_core.service.jobs import JobStore
     from dashboard_run import APP
 

@@ -96,7 +96,7 @@ def expected_rows(kind: str, ctx, p: dict, dmap: dict, n_gpus: int, batch, dropp
 @pytest.mark.parametrize("kind", list(NAMES))
 def test_per_device_bytes_equal_the_formulas_and_the_table(contexts, kind):
     from normvar_core.device_options import parse_devices
-    from normvar_core.pipeline.devicemap.per_device import plan_devices
+    from normvar_core.pipeline.memory.per_device import plan_devices
 
     ctx, shape, config = contexts[kind]
     p = {"hidden_states": shape.num_hidden_states, "dim": shape.dim, "types": ctx.num_types, "layers": ctx.layers,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.devicemap.model_map import input_device
+from normvar_core.pipeline.models.device_map import input_device
 from normvar_core.pipeline.encoding import Encoded, encode_sentences
 
 DEFAULT_MAX_TOKENS = {"cpu": 16384, "mps": 16384, "cuda": 65536}

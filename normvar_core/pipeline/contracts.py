@@ -5,7 +5,7 @@ measures (``pipeline/measures``: each an ``Measure``, ``measures/base.py``) cons
       -> state source: StateBatch per batch                              sources.py
       -> measures: update(batch) ... merge(other) ... result()           measures/
       -> partial states merge (shards, checkpoints)                      execute/partials.py
-      -> publish one run file                                            publish.py
+      -> publish one run file                                            execute/publish.py
 
 A **StateBatch** holds, for one batch of the plan, every counted position (padding dropped;
 special tokens and position 0 dropped when the run asks) of every kept layer:
@@ -71,7 +71,7 @@ class RunContext:
     plan: RunPlan
     tokens: dict = field(default_factory=dict)    # token id -> string
     memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
-    places: list | None = None  # --device-map: (map entry, state device) per kept layer (``devicemap/layer_groups.py``)
+    places: list | None = None  # --device-map: (map entry, state device) per kept layer (``execute/layer_groups.py``)
     early: dict = field(default_factory=dict)
     """{measure name: the result of its early pass} (``measures.base.EarlyPass``: computed before the measures
     are built, by every process that runs batches, or taken from a checkpoint)."""

@@ -85,7 +85,7 @@ def _run_table(record: RunRecord) -> pa.Table:
 
 INSERT_BYTES = 64 << 20
 """Parts of a table are concatenated (zero-copy) into one Arrow table per insert up to this size: the parts one
-insert holds (at most this plus one part: ``memory_terms.writer_bytes``)."""
+insert holds (at most this plus one part: ``memory.terms.writer_bytes``)."""
 
 WRITER_MEMORY = 256 << 20
 """DuckDB's ``memory_limit`` while a run file is written. Its default (80 % of the RAM) lets the buffer pool

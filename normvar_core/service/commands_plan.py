@@ -68,7 +68,7 @@ def _child() -> None:
 
     from normvar_core.errors import NormvarError
     from normvar_core.pipeline.execute.dry_run import plan_run
-    from normvar_core.pipeline.memory import gb
+    from normvar_core.pipeline.memory.plan import gb
 
     req = json.loads(sys.stdin.read())
     try:

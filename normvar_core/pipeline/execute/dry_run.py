@@ -3,18 +3,18 @@
 The same checks as compute (the options, the ``--dataset``, the local Ray workers), the model built on the meta
 device from its config (``model_shape.py``), the corpus read and tokenized as compute would (``run_plan.py``), then
 the run's memory plan (``memory.run_budget``) and, with ``--devices 8x80``, the plan per device of the run
-device-mapped over those devices (``devicemap/per_device.py``).
+device-mapped over those devices (``memory/per_device.py``).
 """
 from __future__ import annotations
 
 from normvar_core.device_options import parse_devices
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.read import load_sentences
-from normvar_core.pipeline.devicemap.per_device import plan_devices
+from normvar_core.pipeline.memory.per_device import plan_devices
 from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute.ray_cluster import check_local_workers
-from normvar_core.pipeline.memory import MemoryPlan, run_budget, with_devices
-from normvar_core.pipeline.memory_terms import GiB
+from normvar_core.pipeline.memory.plan import MemoryPlan, run_budget, with_devices
+from normvar_core.pipeline.memory.terms import GiB
 from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
 from normvar_core.pipeline.models.load import resolve_device, torch_dtype
 from normvar_core.pipeline.run_plan import make_plan
@@ -23,7 +23,7 @@ from normvar_core.pipeline.run_plan import make_plan
 def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     """``normvar plan``: the run's memory from the model's config (meta device, no weights) and the
     corpus tokenized as ``compute`` would; ``cfg.memory_gb`` or what the device reports free. ``devices``
-    (``--devices 8x80``): the plan per device of the run device-mapped over them (``devicemap/per_device.py``)."""
+    (``--devices 8x80``): the plan per device of the run device-mapped over them (``memory/per_device.py``)."""
     cfg = cfg.validate()
     limits = parse_devices(devices) if devices else None
     check_inputs(cfg, data_dir, devices_here=not limits)  # as compute: before the model's config is read

@@ -2,7 +2,7 @@
 
     run_target + prepare (prepare.py: corpus -> model -> plan -> source -> context)
     -> the batches: here (``run_range`` in this process) or on Ray actors (``on_ray.compute_on_ray``)
-    -> publish (prepare.publish: publish.py, atomically)
+    -> publish (execute/publish.py, atomically)
 
 The checks that need no model come first (name taken, destination writable, corpus readable);
 then the model is loaded, the plan built, the batches run through every measure and the run
@@ -24,7 +24,8 @@ from normvar_core.pipeline.execute.blas_threads import one_blas_thread
 from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, early_meta, load_partial
 from normvar_core.pipeline.execute.on_ray import compute_on_ray
 from normvar_core.pipeline.execute.partials import Counted, build_measures, run_range
-from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, publish, run_target
+from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, run_target
+from normvar_core.pipeline.execute.publish import publish
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
 from normvar_core.pipeline.execute.ray_cluster import preflight
 from normvar_core.run_lock import computing

@@ -2,7 +2,7 @@
 
 ``compute_on_ray`` is the strategy's entry (``local.compute_run`` calls it for ``--executor ray``):
 the run's setup is ``prepare.prepare``'s, with the plan tokenized by the pool, and the driver
-publishes with ``prepare.publish`` as in one process. Starting Ray: ``ray_cluster.py``.
+publishes with ``publish.publish`` as in one process. Starting Ray: ``ray_cluster.py``.
 
 ``RayPool`` starts (or joins) Ray and K actors, each loading the model once (one actor per GPU where
 there are GPUs). The driver loads no weights: it reads the tokenizer and config, and asks the first actor
@@ -254,7 +254,7 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
     """The Ray strategy over ``prepare``'s setup: the actors start, the driver cuts the corpus into byte
     ranges that the actors parse, select and tokenize (``RayPool.read_corpus``, ``ray_corpus``), the
     plan is built from their encoding, then the actors run its batches; returns (setup, merged
-    measures, notes) for ``prepare.publish``, as in one process."""
+    measures, notes) for ``publish.publish``, as in one process."""
     cfg, root = target.cfg, target.data_dir.root
     pools: list[RayPool] = []
     try:
@@ -278,7 +278,7 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
         report(Progress("model", sentences_total=len(plan.sentences), done=2, total=3, unit="steps",
                         detail=f"the Ray actors load {cfg.model}"))
         # the driver merges every actor's partial as one state, whatever their device maps (their state_dicts
-        # are the whole run's: ``devicemap/layer_groups.py``)
+        # are the whole run's: ``execute/layer_groups.py``)
         merge_ctx = dataclasses.replace(setup.ctx, places=None)
         measures, notes = pools[0].run(plan, merge_ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
                                    progress=progress, should_cancel=should_cancel,

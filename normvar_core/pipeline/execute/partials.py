@@ -18,7 +18,7 @@ from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES, Measure
 from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
-from normvar_core.pipeline.devicemap.layer_groups import LayerSplit, groups_of, update_split
+from normvar_core.pipeline.execute.layer_groups import LayerSplit, groups_of, update_split
 from normvar_core.pipeline.measures.state import DictReader
 
 

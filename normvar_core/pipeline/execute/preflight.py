@@ -11,7 +11,7 @@ from __future__ import annotations
 from normvar_core.device_options import read_device_map
 from normvar_core.pipeline.corpus.dataset import check_dataset
 from normvar_core.pipeline.corpus.formats import resolve_corpus_path
-from normvar_core.pipeline.devicemap.model_map import (check_devices_present, check_map_modules, check_offload_folder,
+from normvar_core.pipeline.models.device_map import (check_devices_present, check_map_modules, check_offload_folder,
                                                        meta_model)
 from normvar_core.pipeline.model_shape import config_and_tokenizer
 
@@ -27,7 +27,7 @@ def check_inputs(cfg, data_dir=None, *, devices_here: bool = True) -> None:
         check_devices_present(cfg)
     dmap = read_device_map(cfg.device_map)
     # its module names are the model's: read from its config, on the meta device; a Ray run's driver builds no
-    # model at all (each actor checks the map as it loads, ``devicemap.per_device.placed_map``)
+    # model at all (each actor checks the map as it loads, ``memory.per_device.placed_map``)
     if isinstance(dmap, dict) and cfg.executor != "ray":
         _, config, _ = config_and_tokenizer(cfg, data_dir)
         check_map_modules(dmap, meta_model(config, trust_remote_code=bool(cfg.trust_remote_code)), str(cfg.device_map))

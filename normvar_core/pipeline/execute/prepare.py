@@ -4,12 +4,12 @@
 file free, the checkpoint path writable); ``prepare`` then takes a run's steps up to its first batch:
 
     corpus (corpus/read.py) -> model (models/load.py) -> plan (plan.py: tokenize, count, sample)
-    -> state source (sources.py) -> context + memory plan (contracts.py, memory.py)
+    -> state source (sources.py) -> context + memory plan (contracts.py, memory/plan.py)
 
 (the Ray driver: the corpus and the model's weights stay with the actors, ``ray_model.ActorModel``)
 
-and returns them as one ``RunSetup``. ``publish`` ends a run the same way for both strategies: the
-run file written atomically (publish.py), the checkpoint removed, "done" reported.
+and returns them as one ``RunSetup``. ``publish.publish`` ends a run the same way for both strategies: the
+run file written atomically (execute/publish.py), the checkpoint removed, "done" reported.
 """
 from __future__ import annotations
 
@@ -24,17 +24,15 @@ from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline import models
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.read import load_sentences
-from normvar_core.pipeline.devicemap.layer_groups import gather
-from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
+from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.execute import checkpoint as ckpt
 from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.measures import early_measures, run_early, start_early
-from normvar_core.pipeline.execute.progress import PhaseClock, Progress, publish_progress
-from normvar_core.pipeline.memory import run_budget, with_devices
+from normvar_core.pipeline.execute.progress import PhaseClock, Progress
+from normvar_core.pipeline.memory.plan import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.pipeline.run_plan import make_plan
-from normvar_core.pipeline.publish import publish_run
 from normvar_core.pipeline.sources import TransformerSource
 
 
@@ -176,7 +174,7 @@ def early_passes(ctx: RunContext, source, *, states, report, check_cancel, saver
 
 def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
     """The memory plan of a run over the model loaded here (``run_budget``); with --device-map, what each
-    device holds decides the drops (``devicemap.per_device.plan_placed``)."""
+    device holds decides the drops (``memory.per_device.plan_placed``)."""
     ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
                             resume_names=set(resumed[0].states) if resumed is not None else None)
     if loaded.info.device_map and resumed is None:
@@ -186,25 +184,4 @@ def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
     return ctx.memory
 
 
-def memory_note(ctx) -> dict:
-    """The run row's notes.memory: the planned peak, the memory it was planned against, whether it fit."""
-    mp = ctx.memory
-    return {} if mp is None else {"total_bytes": mp.total_bytes, "memory_bytes": mp.memory_bytes, "fits": mp.fits}
-
-
-def publish(target: RunTarget, setup: RunSetup, measures: dict, notes: dict, *, seconds: float,
-            report: Callable[[Progress], Any]) -> Path:
-    """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
-    measures = gather(measures)  # --device-map: every layer group's state gathered on the host
-    heap.trim_heap()  # the pass's kept free pages back before the results are built (the plan counts pass or publish)
-    n_embeddings = setup.plan.total_embeddings  # every batch is in: the plan's count of counted positions
-    path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, measures=measures,
-                       notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
-                       seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))
-    if target.checkpoint is not None:
-        target.checkpoint.unlink(missing_ok=True)
-    report(Progress("done", setup.total, setup.total, n_embeddings, 0.0, 0.0))
-    return path
-
-
-__all__ = ["RunTarget", "RunSetup", "run_target", "prepare", "publish", "run_path_for", "memory_note"]
+__all__ = ["RunTarget", "RunSetup", "run_target", "prepare", "run_path_for"]

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from normvar_core.pipeline.measures import early_measures
-from normvar_core.pipeline.memory import run_budget, with_devices
+from normvar_core.pipeline.memory.plan import run_budget, with_devices
 from normvar_core.pipeline.model_shape import ModelShape, config_and_tokenizer
 from normvar_core.pipeline.models.load import ModelInfo
 from normvar_core.pipeline.sources import kept_places, source_info, state_device

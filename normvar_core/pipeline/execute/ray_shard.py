@@ -16,7 +16,7 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline import models
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
-from normvar_core.pipeline.devicemap.per_device import device_limits, plan_placed
+from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.encoding import encode_sentences
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.blas_threads import hold_one_blas_thread
@@ -25,7 +25,7 @@ from normvar_core.pipeline.execute.partials import build_measures, run_range
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload
 from normvar_core.pipeline.execute.ray_corpus import RangeState, actor_keep
 from normvar_core.pipeline.measures import prime
-from normvar_core.pipeline.memory_terms import loaded_budget
+from normvar_core.pipeline.memory.terms import loaded_budget
 from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.pipeline.models.norm_params import norm_tables
 from normvar_core.pipeline.sources import TransformerSource, kept_places, state_device
@@ -105,7 +105,7 @@ class Shard:
 
     def devices(self, payload_box: list) -> dict:
         """--device-map: the per-device memory plan of this actor's placed replica
-        (``devicemap.per_device.plan_placed``) for the driver's plan and memory decisions (``payload_box``: [plan
+        (``memory.per_device.plan_placed``) for the driver's plan and memory decisions (``payload_box``: [plan
         arrays, decisions])."""
         import ray
 

@@ -16,7 +16,7 @@ A measure class says, as class attributes and classmethods:
   formula per measure. ``planned_exact = False`` where the plan is an upper bound of the state (the halves);
 * ``publish_bytes(ctx)``: what its ``result()`` and ``tables()`` hold at publish beyond the state (results are
   kept until the run file is written; a measure that ``finalize_in_background`` works beside the others): the
-  memory plan's publish term (``memory_terms.publish_bytes``);
+  memory plan's publish term (``memory.terms.publish_bytes``);
 * ``early_pass``: None, or an ``EarlyPass`` class — a pass over some of the run's batches before the measures
   are built, whose ``result()`` the measure's constructor reads from ``ctx.early[name]`` (the occurrences'
   early axes). The memory plan counts its ``planned`` bytes, a checkpoint keeps an unfinished one's

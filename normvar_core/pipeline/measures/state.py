@@ -141,7 +141,7 @@ class Stateful:
 
     def layer_keys(self) -> set[str]:
         """The ``state_dict`` keys stacked by kept layer along axis 0 (a layer group's state holds only its
-        layers' rows of them; the others are the same for every group: ``devicemap/layer_groups.py``)."""
+        layers' rows of them; the others are the same for every group: ``execute/layer_groups.py``)."""
         out: set[str] = set()
         for name in self._states:
             v = getattr(self, name)

@@ -14,7 +14,7 @@ from typing import Any
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.devicemap.model_map import (check_map_modules, clean_offload_after, device_map_of,
+from normvar_core.pipeline.models.device_map import (check_map_modules, clean_offload_after, device_map_of,
                                                        folder_names, input_device, meta_model, pretrained_kwargs,
                                                        state_places)
 from normvar_core.pipeline.models.architecture import detect_architecture
@@ -53,9 +53,9 @@ class ModelInfo:
     stack: str | None = None
     """Encoder-decoders: the stack measured, "encoder" or "decoder" (``encdec``); None otherwise."""
     device_map: dict | None = None
-    """--device-map: the resolved map {module: "cuda:k" | "cpu" | "disk"} (``devicemap.model_map.device_map_of``)."""
+    """--device-map: the resolved map {module: "cuda:k" | "cpu" | "disk"} (``models.device_map.device_map_of``)."""
     places: list | None = None
-    """--device-map: [(map entry, state device)] per hidden state (``devicemap.model_map.state_places``)."""
+    """--device-map: [(map entry, state device)] per hidden state (``models.device_map.state_places``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,7 +10,7 @@ record, on their first call:
 ``architecture.detect_architecture`` reads the block records (where the norm sits, whether a final
 norm follows the last block); ``norm_params.norm_tables`` reads which hidden states are norm outputs.
 ``blocks`` finds the transformer blocks and ``producers`` the module whose output each hidden state is (a
-device map keeps each state's statistics where that module runs: ``devicemap/model_map.state_places``).
+device map keeps each state's statistics where that module runs: ``models/device_map.state_places``).
 ``is_norm`` says what a normalization module is and ``norm_kind`` whether it is a LayerNorm or an
 RMSNorm — decided here once for both readers.
 """
@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.devicemap.model_map import input_device
+from normvar_core.pipeline.models.device_map import input_device
 
 PROBE_SENTENCE = "The old man looked at the sea for a while."
 PROBE = 100.0  # probe amplitude: a norm's ε (1e-12 … 1e-5) is negligible against PROBE²

@@ -28,10 +28,10 @@ import logging
 from contextlib import contextmanager
 
 from normvar_core.device_options import read_device_map
-from normvar_core.pipeline.devicemap.model_map import check_map_modules, device_name, entry_of, meta_model
+from normvar_core.pipeline.models.device_map import check_map_modules, device_name, entry_of, meta_model
 from normvar_core.pipeline.measures import MEASURES
-from normvar_core.pipeline.memory import early_parts, gb, layer_span, sizes_and_droppable
-from normvar_core.pipeline.memory_terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
+from normvar_core.pipeline.memory.plan import early_parts, gb, layer_span, sizes_and_droppable
+from normvar_core.pipeline.memory.terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
 
 

@@ -1,4 +1,5 @@
-"""Stage 5 — publish: measures' results -> one run file (``runs.writer.write_tables``).
+"""Stage 5 — publish: measures' results -> one run file (``runs.writer.write_tables``); ``publish`` ends both
+strategies of a compute (the local one and Ray's): the run file written, the checkpoint removed, "done" reported.
 
 The run row (``runs.record.RunRecord``) says where the states came from (``source``), which
 measures the run holds, the model, the corpus and the full RunConfig (enough to reproduce it);
@@ -11,6 +12,7 @@ import itertools
 import platform
 import threading
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -18,6 +20,10 @@ from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.execute import heap
+from normvar_core.pipeline.execute.layer_groups import gather
+from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget
+from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.pipeline.measures import Measure, skip_reasons
 from normvar_core.runs.declared import NOTES_KEY, declarations
 from normvar_core.runs.record import RunRecord
@@ -146,4 +152,25 @@ def run_record(plan, source, ctx, measures, results, cfg, seconds, notes, source
     return record
 
 
-__all__ = ["publish_run", "run_record", "versions"]
+def memory_note(ctx) -> dict:
+    """The run row's notes.memory: the planned peak, the memory it was planned against, whether it fit."""
+    mp = ctx.memory
+    return {} if mp is None else {"total_bytes": mp.total_bytes, "memory_bytes": mp.memory_bytes, "fits": mp.fits}
+
+
+def publish(target: RunTarget, setup: RunSetup, measures: dict, notes: dict, *, seconds: float,
+            report: Callable[[Progress], Any]) -> Path:
+    """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
+    measures = gather(measures)  # --device-map: every layer group's state gathered on the host
+    heap.trim_heap()  # the pass's kept free pages back before the results are built (the plan counts pass or publish)
+    n_embeddings = setup.plan.total_embeddings  # every batch is in: the plan's count of counted positions
+    path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, measures=measures,
+                       notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
+                       seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))
+    if target.checkpoint is not None:
+        target.checkpoint.unlink(missing_ok=True)
+    report(Progress("done", setup.total, setup.total, n_embeddings, 0.0, 0.0))
+    return path
+
+
+__all__ = ["publish", "publish_run", "run_record", "versions", "memory_note"]

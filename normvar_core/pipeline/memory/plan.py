@@ -1,7 +1,7 @@
 """The run's memory, planned before any weight loads (``normvar plan``), and the limits ``compute``
 keeps to (which measures it holds or drops), both from the same figures.
 
-Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_terms.py``; docs/scale.md,
+Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory.terms.py``; docs/scale.md,
 "The memory formulas"):
 
     total = runtime + plan + weights + max(pass, publish) + Σ_e held(e) + max(Σ_a planned_bytes(a), Σ_e running(e))
@@ -11,7 +11,7 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory_t
            kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
            at the forward dtype (the base model ``AutoModel`` loads, no LM head);
 * Σ_a      each measure's ``planned_bytes(ctx)`` (``pipeline/measures/base.py``): the arrays of its ``planned_state``;
-* pass     one forward pass of the largest padded batch, twice that on the CPU (``memory_terms.host_pass``)
+* pass     one forward pass of the largest padded batch, twice that on the CPU (``memory.terms.host_pass``)
            (P = rows x width tokens, N ≤ P counted, H hidden states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions) + 3·N·d·8 (the measures' float64 temporaries of a layer);
 * publish  after the pass, beside the state: each kept measure's ``publish_bytes(ctx)`` (its result and tables'
@@ -41,7 +41,7 @@ import numpy as np
 
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES
-from normvar_core.pipeline.memory_terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
+from normvar_core.pipeline.memory.terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
                                                 host_pass, loaded_budget, pass_bytes, plan_bytes, publish_of, publish_sum,
                                                 weights_bytes, writer_bytes)
 from normvar_core.pipeline.model_shape import ModelShape
@@ -81,7 +81,7 @@ class MemoryPlan:
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
     early_pass: dict = field(default_factory=dict)   # the kept measures' early passes, added up (``early_of``)
-    devices: list = field(default_factory=list)      # plan --devices: one row per device (devicemap/per_device.py)
+    devices: list = field(default_factory=list)      # plan --devices: one row per device (memory/per_device.py)
     device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
     batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
     publish: dict = field(default_factory=dict)      # publish_bytes by part: each kept measure's and the "writer"
@@ -361,7 +361,7 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
 
 
 def with_devices(mp: MemoryPlan, per: dict) -> MemoryPlan:
-    """The plan with the per-device rows, drops and verdict of ``devicemap.per_device.plan_placed``."""
+    """The plan with the per-device rows, drops and verdict of ``memory.per_device.plan_placed``."""
     return dataclasses.replace(mp, devices=per["devices"], device_map=per["device_map"], fits=per["fits"],
                                dropped=per["dropped"], reasons=per["reasons"], suggestions=per["suggestions"],
                                total_bytes=sum(r["bytes"] for r in per["devices"]), batch=per["batch"])
