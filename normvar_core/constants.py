@@ -53,7 +53,7 @@ with ‖c‖² = M(X), s² = V(X)/d; matched N(μ(X_t), V(X_t)/d · I) per type 
 
 
 OCCURRENCES = 1_000_000
-"""The Occurrences page (issue 34): at most this many occurrences per layer kept with their coordinates on the
+"""The Occurrences page: at most this many occurrences per layer kept with their coordinates on the
 layer's principal axes (``--occurrences``; every occurrence when the run has fewer, a seeded uniform sample else)."""
 OCCURRENCES_MAX = 20_000_000
 """The largest ``--occurrences`` accepted (20M points x 8 float32 coordinates x a layer = 640 MB)."""

@@ -134,7 +134,7 @@ def frequency_regressions(run, band, pool: bool = False) -> pd.DataFrame:
 @per_run_version(64)
 def intervals(run, band, pool: bool = False) -> pd.DataFrame:
     """``stats.intervals.run_intervals``: the run file's intervals for the study's band, else the
-    bootstrap over the band's (pooled) types now (issue 26: bands on Layers, Trade-off, Geometry)."""
+    bootstrap over the band's (pooled) types now (bands on Layers, Trade-off, Geometry)."""
     from normvar_core.stats.intervals import run_intervals
 
     return run_intervals(run, band_counts(band), stats=_stats_of(run, pool) if pool else None)

@@ -1,4 +1,4 @@
-"""Occurrences (issue 34): every occurrence the run kept for a layer, at its coordinates on the layer's
+"""Occurrences: every occurrence the run kept for a layer, at its coordinates on the layer's
 principal axes, in a hand-written WebGL scatter (``views/_scatter_gl.py``: gl.POINTS, bytes not JSON, nothing
 fetched from another host). Colour by token type, log frequency, position, M(X_t) or V(X_t); search a token;
 a box (dragged with shift, or typed) or a lasso (dragged with alt) is a DuckDB predicate whose types go to

@@ -116,7 +116,7 @@ def run_findings(run) -> dict:
 
 
 def verdicts(runs, *ids: str) -> str:
-    """" Claim <id>: holds (value [interval])" for the slides' takeaways (issue 26)."""
+    """" Claim <id>: holds (value [interval])" for the slides' takeaways."""
     from normvar_core.stats.findings import cell
 
     parts = []

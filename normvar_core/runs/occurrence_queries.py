@@ -1,4 +1,4 @@
-"""Reading a run's occurrences (the Occurrences page, issue 34): every kept occurrence of a layer with its
+"""Reading a run's occurrences (the Occurrences page): every kept occurrence of a layer with its
 token and its type's statistics, a box as a DuckDB predicate, the types and contexts inside it. DuckDB
 queries on the run file (``Run.query``: reopened read-only, checked to be the same file); no torch.
 

@@ -1,5 +1,5 @@
 """The split-half measure: the corpus in two halves, for the intervals of the corpus-level
-quantities and the geometry (issue 26).
+quantities and the geometry.
 
 Every counted position goes to half A or B by a stable hash of its sentence id
 (``half_of``: SplitMix64 of the id, lowest bit), so a sentence never straddles the halves and the split

@@ -1,4 +1,4 @@
-"""The occurrences measure (issue 34, the Occurrences page): every counted occurrence of a layer — at most
+"""The occurrences measure (the Occurrences page): every counted occurrence of a layer — at most
 ``--occurrences`` per layer, a seeded uniform sample beyond that — at its coordinates on the layer's
 principal axes, without keeping the d-dimensional vectors.
 
