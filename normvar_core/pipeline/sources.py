@@ -24,7 +24,7 @@ import torch
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import batches
-from normvar_core.pipeline.contracts import SourceInfo, StateBatch
+from normvar_core.pipeline.contracts import SourceInfo, StateBatch, StateSource
 from normvar_core.pipeline.models.norm_params import norm_tables
 
 REUSE_BYTES = 512 * 2**20  # states of batches computed before the pass kept for it (``TransformerSource.reuse``)
@@ -39,7 +39,7 @@ def positions_of(batch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return sent, pos.to(torch.int64)
 
 
-class TransformerSource:
+class TransformerSource(StateSource):
     """Hidden states of a transformer (see the module docstring)."""
 
     def __init__(self, loaded, layers: list[int]):
@@ -137,7 +137,7 @@ class TransformerSource:
         return {"oom_splits": self.oom_splits, "max_rows_after_oom": self.max_rows}
 
 
-class GaussianSource:
+class GaussianSource(StateSource):
     """Seeded Gaussian states for the plan's token ids (see the module docstring).
 
     ``scales`` (L,): per-layer factor s_l; ``offset``: norm of the per-type means mu_t;

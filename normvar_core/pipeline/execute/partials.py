@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
-from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.contracts import RunContext, StateSource
 from normvar_core.pipeline.measures import MEASURES, Measure
 from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
@@ -41,7 +41,7 @@ class Counted:
     n: int = 0
 
 
-def run_range(source, plan, measures: dict[str, Measure], start: int, stop: int, *,
+def run_range(source: StateSource, plan, measures: dict[str, Measure], start: int, stop: int, *,
               on_batch: Callable[[int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None, count: Counted | None = None) -> None:
     """Feed the StateBatches of plan batches [start, stop) to every measure (``layerview.update_all``:
@@ -73,7 +73,7 @@ def _done(index: int, on_batch, should_cancel) -> None:
         raise CancelledError("cancelled")
 
 
-def compute_partial(source, plan, ctx: RunContext, start: int, stop: int, **kw) -> PartialState:
+def compute_partial(source: StateSource, plan, ctx: RunContext, start: int, stop: int, **kw) -> PartialState:
     """One shard: fresh measures over batches [start, stop), returned as a partial state."""
     measures = build_measures(ctx)
     run_range(source, plan, measures, start, stop, **kw)

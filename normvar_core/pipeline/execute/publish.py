@@ -19,7 +19,7 @@ import numpy as np
 from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
 from normvar_core.pipeline.batches import batch_sizes
-from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.contracts import RunContext, StateSource
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.layer_groups import gather
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget
@@ -40,7 +40,7 @@ def versions() -> dict[str, str]:
             "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
 
 
-def publish_run(out_path: Path, *, plan, source, ctx: RunContext, measures: dict[str, Measure],
+def publish_run(out_path: Path, *, plan, source: StateSource, ctx: RunContext, measures: dict[str, Measure],
                 seconds: float, notes: dict, overwrite: bool = False, source_kind: str = "model",
                 progress=None) -> Path:
     """Finish every measure, build the run row and write + publish the run file.
