@@ -53,11 +53,15 @@ class EffectiveRankMeasure(LayerMajor):
                          description="How many directions a layer's embeddings use: 1 when one direction holds "
                                      "all the variance, d when every direction holds the same share (Roy & "
                                      "Vetterli 2007)."),)
-    policy = "a d × d covariance per kept layer (8·L·d² bytes): kept"
+    policy = "a d × d covariance per kept layer (8·L·d² bytes): a run short of memory leaves it out"
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)  # layers, device, scatter dtype
         self.cov = Covariance(self, (ctx.num_layers, ctx.dim), device=self.device)
+
+    @classmethod
+    def may_drop(cls, cfg) -> bool:
+        return True  # as large as the geometry's covariances: never worth a run that does not fit
 
     @classmethod
     def planned_state(cls, ctx: RunContext) -> Planned:
