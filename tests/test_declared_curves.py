@@ -21,6 +21,14 @@ CURVE = LayerCurve("layer_norms", "rms_norm", "RMS norm per layer", "√E‖x‖
                    description="the root mean square norm of a layer's embeddings, √Q(X)")
 
 
+def registry_curves(run) -> tuple:
+    """The curves that the registry's own measures declare, for a run of them (none while every registered
+    measure is built in and declares none): what a run has besides the test's measure."""
+    from normvar_core.pipeline.measures import MEASURES
+
+    return tuple(c for cls in MEASURES if cls.name in run.measures for c in cls.curves)
+
+
 class ShownNormMeasure(NormMeasure):
     """The manual's norm measure, declaring one curve of its table."""
 
@@ -89,7 +97,7 @@ def test_the_run_file_holds_the_table_and_the_declaration(data):
 
 def test_open_run_lists_the_measure_and_reads_its_curve(data):
     run = open_run(data / "runs" / "shown.duckdb")
-    assert "norms" in run.measures and run.has("norms") and run.curves == (CURVE,)
+    assert "norms" in run.measures and run.has("norms") and run.curves == registry_curves(run) + (CURVE,)
     t = run.table("layer_norms").sort_values("layer")
     # independent ground truth: the moments' Q(X) = E‖x‖² per layer over the same embeddings; the two sums
     # are float64 in different orders (one over a layer's embeddings, one over per-type tables): 1e-9 relative
@@ -114,13 +122,14 @@ def test_a_file_missing_the_declared_table_is_damaged(data, tmp_path):
 def test_a_built_in_run_declares_nothing_and_shows_todays_figures(data, written_run_path):
     """The built-in measures' run (and the suite's fixture run, as the current code writes it) has no declaration in
     its notes, and each page's figures are its own only."""
-    from normvar_core.viz.page_figures import FIGURES, figures
+    from normvar_core.viz.page_figures import FIGURES, declared_figure, figures
 
     for path in (data / "runs" / "plain.duckdb", written_run_path):
         run = open_run(path)
-        assert NOTES_KEY not in run.meta["notes"] and run.curves == ()
+        assert (NOTES_KEY in run.meta["notes"]) == bool(registry_curves(run)) and run.curves == registry_curves(run)
         for page, own in FIGURES.items():
-            assert figures(page, [run]) == own
+            declared = [declared_figure(c).key for c in run.curves if c.page == page]
+            assert [f.key for f in figures(page, [run])] == [f.key for f in own] + declared
 
 
 def test_the_geometry_page_shows_the_declared_curve(data, monkeypatch):
@@ -162,9 +171,10 @@ def test_the_deck_has_a_slide_per_declared_curve(data):
     np.testing.assert_array_equal(np.asarray(line.y), shown.table("layer_norms").sort_values("layer")["rms_norm"])
     assert "rms_norm" in slide.takeaway and "layer" in slide.notes
     # the built-in run: no declared slide, the deck of every other builder as it is
-    assert declared_slides([plain]) == []
+    assert [s.title for s in declared_slides([plain])] == [c.title for c in registry_curves(plain)]
     own = [b for b in REGISTRY if b is not declared_slides]
-    assert [s.title for s in build_slides([plain])] == [s.title for b in own if (s := b([plain])) is not None]
+    titles = [s.title for b in own if (s := b([plain])) is not None]
+    assert [s.title for s in build_slides([plain])] == titles + [c.title for c in registry_curves(plain)]
     # both runs in one deck: the curve's slide over the run that holds it
-    [both] = declared_slides([shown, plain])
+    [both] = [s for s in declared_slides([shown, plain]) if s.title == CURVE.title]
     assert [t.name for t in both.figure.data if t.name in ("shown", "plain")] == ["shown"]
