@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from browser_helpers import free_port
-from normvar_core.service import dashboard_access as measure
+from normvar_core.service import dashboard_access as access
 from dashboard_run import RUN, RUN2, build_dashboard_data
 from dashboard_server import serve_until_ready, stop
 
@@ -35,7 +35,7 @@ def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.
 @pytest.mark.parametrize("command", ["up", "dashboard"])
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "lab-server.example"])
 def test_beyond_loopback_without_a_token_is_refused(tmp_path, command, host):
-    env = {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
     out = cli(command, "--host", host, "--data-dir", str(tmp_path / "d"), env=env)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -48,9 +48,9 @@ def test_contradictions_and_bad_tokens_are_refused(tmp_path):
     d = str(tmp_path / "d")
     for args, env_token, part in ((["--no-token", "--token", "x"], None, "contradict"),
                                   (["--no-token"], "x", "contradict"), (["--token", "a b"], None, "spaces")):
-        env = {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV}
+        env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
         if env_token:
-            env[measure.TOKEN_ENV] = env_token
+            env[access.TOKEN_ENV] = env_token
         out = cli("dashboard", "--host", "0.0.0.0", *args, "--data-dir", d, env=env)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and part in out.stderr, out.stderr
 
@@ -62,7 +62,7 @@ def streamlit_children(proc: subprocess.Popen) -> list[int]:
 
 @pytest.mark.subprocess
 def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
     proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--no-token", "--port", str(free_port()),
                                      "--data-dir", str(tmp_path)], env)
     out, err = stop(proc)
@@ -78,7 +78,7 @@ def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
 
 @pytest.mark.subprocess
 def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
     proc, first = serve_until_ready(["dashboard", "--token", "--port", str(free_port()), "--data-dir", str(tmp_path)],
                                     env)
     try:
@@ -88,7 +88,7 @@ def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
         (kid,) = streamlit_children(proc)
         assert token not in Path(f"/proc/{kid}/cmdline").read_bytes().decode()
         environ = dict(kv.split("=", 1) for kv in Path(f"/proc/{kid}/environ").read_bytes().decode().split("\0") if "=" in kv)
-        assert environ[measure.TOKEN_ENV] == token
+        assert environ[access.TOKEN_ENV] == token
     finally:
         stop(proc)
 
@@ -102,16 +102,16 @@ def test_read_only_takes_no_upload():
 
 
 def test_access_rules():
-    assert measure.is_loopback("localhost") and measure.is_loopback("127.0.0.1") and measure.is_loopback("127.3.4.5")
-    assert measure.is_loopback("::1") and measure.is_loopback("[::1]")
-    assert not any(map(measure.is_loopback, ("0.0.0.0", "::", "", "192.168.1.4", "lab-server")))
-    assert measure.resolve_access("localhost", None, False, False, None).token is None
-    assert measure.resolve_access("127.0.0.1", None, False, False, "env-T").token == "env-T"   # loopback too
-    assert measure.resolve_access("0.0.0.0", "T", False, False, "env-T").token == "T"         # --token wins
-    gen = measure.resolve_access("0.0.0.0", "", False, True, None)
+    assert access.is_loopback("localhost") and access.is_loopback("127.0.0.1") and access.is_loopback("127.3.4.5")
+    assert access.is_loopback("::1") and access.is_loopback("[::1]")
+    assert not any(map(access.is_loopback, ("0.0.0.0", "::", "", "192.168.1.4", "lab-server")))
+    assert access.resolve_access("localhost", None, False, False, None).token is None
+    assert access.resolve_access("127.0.0.1", None, False, False, "env-T").token == "env-T"   # loopback too
+    assert access.resolve_access("0.0.0.0", "T", False, False, "env-T").token == "T"         # --token wins
+    gen = access.resolve_access("0.0.0.0", "", False, True, None)
     assert gen.generated and gen.read_only and len(gen.token) >= 32
-    assert gen.token != measure.resolve_access("0.0.0.0", "", False, True, None).token
-    assert measure.resolve_access("0.0.0.0", "", False, False, "env-T") == measure.Access("env-T", False, False)  # Docker's CMD
+    assert gen.token != access.resolve_access("0.0.0.0", "", False, True, None).token
+    assert access.resolve_access("0.0.0.0", "", False, False, "env-T") == access.Access("env-T", False, False)  # Docker's CMD
 
 
 # ============================================================================ the app
@@ -141,7 +141,7 @@ def gated(data, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("NORMVAR_DATA", str(data))
-    monkeypatch.setenv(measure.TOKEN_ENV, "T-0123")
+    monkeypatch.setenv(access.TOKEN_ENV, "T-0123")
     return AppTest.from_file(APP, default_timeout=90)
 
 
@@ -170,9 +170,9 @@ def test_read_only_has_no_form_no_cancel_no_submission(tmp_path, data, monkeypat
     shutil.copytree(data, d)
     JobStore(d).submit(RunConfig(model="minilm", max_sentences=5, name="waiting"))   # queued: a Cancel button
     monkeypatch.setenv("NORMVAR_DATA", str(d))
-    monkeypatch.delenv(measure.TOKEN_ENV, raising=False)
+    monkeypatch.delenv(access.TOKEN_ENV, raising=False)
     for read_only in ("", "1"):
-        monkeypatch.setenv(measure.READ_ONLY_ENV, read_only)
+        monkeypatch.setenv(access.READ_ONLY_ENV, read_only)
         at = AppTest.from_file(APP, default_timeout=90)
         at.query_params.update({"run": RUN})
         at.run()

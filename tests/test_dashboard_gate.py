@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from browser_helpers import free_port
-from normvar_core.service import dashboard_access as measure
+from normvar_core.service import dashboard_access as access
 from dashboard_server import stop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ COOKIE = "normvar_session=" + hmac.new(TOKEN.encode(), b"normvar dashboard sign-
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
     return subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=dict(env, PYTHONPATH=str(ROOT)))
 
@@ -87,7 +87,7 @@ def websocket_status(port: int, cookie: str | None) -> int:
 @pytest.fixture(scope="module")
 def gated_server(tmp_path_factory):
     """`normvar dashboard --host 0.0.0.0 --token TOKEN --port 0`: (its first line, its real port)."""
-    env = {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
     proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "dashboard", "--host", "0.0.0.0",
                              "--token", TOKEN, "--port", "0", "--data-dir", str(tmp_path_factory.mktemp("d"))],
                             cwd=ROOT, text=True, env=dict(env, PYTHONPATH=str(ROOT)),

@@ -22,7 +22,7 @@ import pytest
 
 from browser_helpers import ARTIFACTS, free_port
 
-from normvar_core.service import dashboard_access as measure
+from normvar_core.service import dashboard_access as access
 from normvar_core.service.jobs import JobStore
 from dashboard_server import LOCAL, serve_until_ready, stop
 from dashboard_run import RUN, RUN2, build_dashboard_data
@@ -43,7 +43,7 @@ def serve(tmp_path: Path, data: Path, command: str, *flags: str):
     d = tmp_path / "data"
     shutil.copytree(data, d)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
     proc, first = serve_until_ready([command, *flags, "--port", str(port), "--data-dir", str(d)], env)
     assert first.startswith("normvar: dashboard at "), first
     return proc, f"http://127.0.0.1:{port}", d
@@ -119,7 +119,7 @@ def test_read_only_dashboard(tmp_path, data, browser):
     job = JobStore(d).submit(RunConfig(model="minilm", max_sentences=5, name="waiting-run"))
     port = free_port()
     proc, _ = serve_until_ready(["dashboard", "--read-only", "--port", str(port), "--data-dir", str(d)],
-                                {k: v for k, v in os.environ.items() if k != measure.TOKEN_ENV})
+                                {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV})
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"http://127.0.0.1:{port}/")

@@ -181,11 +181,11 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _serve(args: argparse.Namespace, with_worker: bool) -> int:
-    from normvar_core.service import dashboard_access as measure
+    from normvar_core.service import dashboard_access
 
-    access = measure.resolve_access(args.host, args.token, args.no_token, args.read_only, os.environ.get(measure.TOKEN_ENV))
+    access = dashboard_access.resolve_access(args.host, args.token, args.no_token, args.read_only, os.environ.get(dashboard_access.TOKEN_ENV))
     args.port = check_serving(args.host, args.port, args.max_upload_mb)
-    for line in measure.warning_lines(args.host, args.port, access):
+    for line in dashboard_access.warning_lines(args.host, args.port, access):
         print(line, file=sys.stderr, flush=True)
     dd = DataDir.at(args.data_dir)
     root = dd.root
@@ -204,7 +204,7 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
             if JobStore(root).worker_running():
                 print(f"normvar: a worker is already running on {root}; not starting another", flush=True)
             else:
-                no_token = measure.child_env(env, measure.Access(None, False, False))  # the worker never needs it
+                no_token = dashboard_access.child_env(env, dashboard_access.Access(None, False, False))  # the worker never needs it
                 procs.append(subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker",
                                                "--data-dir", str(root)], env=no_token))
             if not args.no_default_run:
@@ -214,16 +214,16 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
                           f"(MiniLM × shipped novels, first {DEFAULT_MAX_SENTENCES} sentences) as job {job}; "
                           "its progress shows on the Runs page", flush=True)
         server = subprocess.Popen(streamlit_command(root, args.port, args.host, args.max_upload_mb, access.read_only),
-                                  env=measure.child_env(env, access), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                  env=dashboard_access.child_env(env, access), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         procs.append(server)
-        measure.relay(server.stdout)
+        dashboard_access.relay(server.stdout)
         if not wait_ready(server, args.host, args.port):
             server.wait()
             print(f"normvar: the dashboard did not start (status {server.returncode}); its lines are above",
                   file=sys.stderr, flush=True)
             return 2
         mode = ", read-only" if access.read_only else ""
-        print(f"normvar: dashboard at {measure.url_line(_url(args.host, args.port), access)}  (data dir {root}{mode}; "
+        print(f"normvar: dashboard at {dashboard_access.url_line(_url(args.host, args.port), access)}  (data dir {root}{mode}; "
               "Ctrl-C stops)", flush=True)
         while True:
             for p in procs:
