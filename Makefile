@@ -28,8 +28,12 @@ browser:
 	  (apt-get update -qq && apt-get install -y -qq chromium poppler-utils >/dev/null) || \
 	  echo "could not install chromium/poppler-utils (browser and report tests will fail): run 'apt-get install chromium poppler-utils' as root"; }
 
+# Two test processes (pytest-xdist): the suite waits on browsers, servers and subprocesses as much as it computes,
+# so two processes on 2 cores finish sooner; tests/conftest.py keeps each file, and every file that starts Ray,
+# in one process. TEST_PROCS=0 runs it in this process.
+TEST_PROCS ?= 2
 test: venv browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_PROCS) --dist loadgroup
 
 # The fast loop: every test that loads no pretrained model, starts no process and drives no browser
 # (the markers: tests/conftest.py); under 3 minutes on 2 cores. `make test` stays the whole suite.

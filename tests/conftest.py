@@ -11,12 +11,14 @@ here, in ``pytest_collection_modifyitems``.
 from __future__ import annotations
 
 import os
+import re
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
+import functools
 import gzip
 import itertools
 import shutil
@@ -47,11 +49,23 @@ FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the instal
                  "server": "subprocess", "browser": "browser"}
 
 
+# ``make test`` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``): each file stays in one
+# process, so its module fixtures are built once, and every file that names Ray (a private Ray cluster of its
+# own) runs in the same process, so no two clusters start at once.
+_NAMES_RAY = re.compile(r"\bray\b", re.IGNORECASE)
+
+
+@functools.cache
+def _xdist_group(path: Path) -> str:
+    return "ray" if _NAMES_RAY.search(path.read_text()) else path.name
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, kind in FIXTURE_KINDS.items():
             if fixture in item.fixturenames:
                 item.add_marker(kind)
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item.path)))
 
 
 # The check that keeps the kinds right: a test of no kind (one ``make test-fast`` runs) that starts a process
