@@ -40,7 +40,7 @@ from normvar_core.stats import layer_geometry as layer_geometry
 from normvar_core.stats import twonn_context
 
 def _gb(n: int) -> str:
-    return f"{n / 2**30:.1f} GB"
+    return f"{n / 2**30:.1f} GiB"
 
 
 def _sample_size(ctx: RunContext) -> int:
