@@ -30,5 +30,6 @@ setup(
     package_dir=SHIPPED,
     package_data={"normvar_core.dashboard": [".streamlit/config.toml"],
                   "normvar_core.viz": ["scatter_gl.js"],          # the Occurrences page's WebGL scatter
+                  "normvar_core.pipeline.models": ["shapes/*.json"],  # the shipped model shapes (normvar plan)
                   "normvar_core.corpora": ["novels_en.txt.gz", "PROVENANCE.md"]},
 )

@@ -17,7 +17,7 @@ from typing import Any
 from normvar_core.constants import (ID_SAMPLE, MAX_ID_SAMPLE, MAX_SAMPLES_PER_TOKEN, MAX_WORDS, MAX_WORKERS, OCCURRENCES,
                                     OCCURRENCES_MAX, SAMPLES_PER_TOKEN, TWONN_BATCH)
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_stem
-from normvar_core.datadir import DEFAULT_CORPUS
+from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.device_options import check_options as check_device_options
 from normvar_core.errors import NormvarError
 
@@ -105,7 +105,7 @@ class RunConfig:
                            label="Occurrences shown")
     self_similarity: str = opt("auto", "per-type self-similarity table (L x T x d): auto = on when it fits in the "
                                "device's memory (normvar plan)", choices=("auto", "on", "off"))
-    memory_gb: float | None = opt(None, "memory the run may hold, in GB (2^30 bytes); default: what the device reports "
+    memory_gb: float | None = opt(None, "memory the run may hold, in GiB (2^30 bytes); default: what the device reports "
                                   "free (CUDA free memory, else available RAM). Decides which measures fit "
                                   "(normvar plan shows it)", minimum=0.01, label="Memory (GB)")
     scatter_dtype: str = opt("auto", "per-batch arithmetic of the covariance and cosine sums (merged in float64): "
@@ -219,9 +219,10 @@ class RunConfig:
             meta = f.metadata
             kind = field_kind(f)
             flag = meta.get("flag") or "--" + f.name.replace("_", "-")
-            if kind is bool:
+            if kind is bool:  # a --no-X flag turns off what its field's help describes (on by default)
                 action = "store_false" if f.default else "store_true"
-                parser.add_argument(flag, dest=f.name, action=action, help=meta.get("help"))
+                helped = f"turn off (on by default): {meta.get('help')}" if f.default else meta.get("help")
+                parser.add_argument(flag, dest=f.name, action=action, help=helped)
                 continue
             kw = dict(dest=f.name, default=f.default, help=meta.get("help"))
             if kind in (int, float):
@@ -307,6 +308,12 @@ def dataset_stem(dataset: str) -> str:
     plain = [p for p in parts if not any(c in p for c in "*?[")] or ["dataset"]
     name = plain[-1]
     return name.rsplit(".", 1)[0] if name.lower().endswith((".arrow", ".json")) else corpus_stem(name)
+
+
+def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
+    """The run file ``compute`` publishes: ``<out_dir or the data directory's runs/>/<name>.duckdb``."""
+    out = Path(out_dir) if out_dir is not None else DataDir.at(data_dir).runs
+    return out / f"{cfg.name or default_run_name(cfg)}.duckdb"
 
 
 def default_run_name(cfg: RunConfig) -> str:

@@ -89,7 +89,8 @@ def test_no_checkpoint_keeps_nothing_and_says_so(early_compute, tmp_path):
 
 
 def test_progress_in_a_log_is_plain_lines(early_compute, tmp_path):
-    """stderr a pipe: "normvar: <phase> · <counts> · ..." lines (every 30 s; at every event here through
+    """stderr a pipe: the start line, then "normvar: <phase> · <counts> · ..." lines (each phase at once, then every
+    30 s; at every event here through
     NORMVAR_PROGRESS_EVERY_S=0, so the lines do not depend on how fast this machine is), no carriage return."""
     argv, _ = early_compute
     args = [a for a in argv(tmp_path / "data") if a != "--quiet"]
@@ -101,14 +102,16 @@ def test_progress_in_a_log_is_plain_lines(early_compute, tmp_path):
     err = r.stderr.decode()
     lines = [x for x in err.splitlines() if x.startswith("normvar: ")]
     assert "\r" not in err and lines, err
-    phases = {x.split()[1] for x in lines}
+    assert lines[0].startswith("normvar: start · ")  # what was planned, before the model loads
+    phases = {x.split()[1] for x in lines[1:]}
     assert phases <= {"plan", "model", "early", "forward", "finalize", "write"}, lines
     assert {"early", "forward", "finalize"} <= phases, lines
     assert any(x.split()[1] == "forward" and " · ETA " in x for x in lines), lines
 
 
-def test_log_lines_print_at_most_one_line_every_every_s():
-    """LogLines throttles on its clock: nothing before every_s has passed, then one line, none on "done"."""
+def test_log_lines_print_each_phase_at_once_then_at_most_one_line_every_every_s():
+    """LogLines on its clock: a line as soon as a phase begins; within the phase none before every_s has
+    passed since the last, then one; none on "done"."""
     import io
 
     from normvar_core.pipeline.execute.progress import Progress
@@ -120,13 +123,17 @@ def test_log_lines_print_at_most_one_line_every_every_s():
     log.clock = lambda: t[0]
     log.last = t[0]
     p = Progress("compute", sentences_done=10, sentences_total=100, eta_s=9.0)
-    for dt in (10, 19.9, 0.2, 5, 25, 1):  # t = 110, 129.9, 130.1, 135.1, 160.1, 161.1
+    for dt in (10, 19.9, 0.2, 5, 25, 1):  # t = 110 (the phase begins), 129.9, 130.1, 135.1, 160.1, 161.1
         t[0] += dt
         log(p)
-    assert len(out.getvalue().splitlines()) == 2  # at 130.1 and at 160.1
+    said = out.getvalue().splitlines()  # at 110 and at 160.1 (30 s after the last)
+    assert len(said) == 2 and all(x.startswith("normvar: forward · 10/100 sentences") for x in said)
+    t[0] += 1
+    log(Progress("finalize", done=0, total=3, unit="measures"))   # a new phase: at once
+    assert out.getvalue().splitlines()[-1].startswith("normvar: finalize · 0/3 measures")
     t[0] += 60
     log(Progress("done", done=1, total=1, unit="steps"))
-    assert len(out.getvalue().splitlines()) == 2
+    assert len(out.getvalue().splitlines()) == 3
 
 
 def test_a_resumed_pass_takes_its_early_axes_from_the_checkpoint(tiny_models, tmp_path):

@@ -17,13 +17,13 @@ def test_geometry_page_shows_the_runs_values(app, run):
     np.testing.assert_allclose(arr(aniso["y"]), geo["anisotropy"].to_numpy())
     ids = [t for t in fig["data"] if t.get("name") == RUN and t.get("xaxis") == "x2"][0]
     np.testing.assert_allclose(arr(ids["y"]), geo["twonn_id"].to_numpy())
-    cross = [t for t in fig["data"] if t.get("name") == f"{RUN} (TwoNN, cross-context)"][0]
-    assert cross["xaxis"] == "x2" and cross["line"]["dash"] == "dashdot"
+    cross = [t for t in fig["data"] if t.get("name") == f"{RUN} (TwoNN, cross-context: dash-dot)"][0]
+    assert cross["xaxis"] == "x2" and cross["line"]["dash"] == "dashdot" and cross["showlegend"]  # in the legend
     np.testing.assert_allclose(arr(cross["y"]), geo["twonn_id_cross"].to_numpy())
     dec = figure(open_section(at, "geometry", "TwoNN decimation"), "TwoNN decimation")
     table = run.table("twonn_decimation")
     last = int(table["layer"].max())
-    for col, what in (("twonn_id", "seed 004"), ("twonn_id_cross", "cross-context")):
+    for col, what in (("twonn_id", "Razzhigaev et al. 2024 protocol"), ("twonn_id_cross", "cross-context")):
         line = [t for t in dec["data"] if t.get("name") == f"layer {last} ({what})"][0]
         want = table[table["layer"] == last].sort_values("size")
         np.testing.assert_allclose(arr(line["x"]), want["size"].to_numpy())

@@ -180,6 +180,6 @@ def test_geometry_page_isoscore_tab_and_deck_slide(run, data_dir, monkeypatch): 
     np.testing.assert_allclose(arr(band["y"]), iv["low"].to_numpy())
     slides = build_slides([run])
     titles = [s.title for s in slides]
-    assert titles.index("IsoScore per layer") == titles.index("Layer geometry (seed 004, Fig. 1)") + 1
+    assert titles.index("IsoScore per layer") == titles.index("Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)") + 1
     slide = slides[titles.index("IsoScore per layer")]
     assert f"{geo['isoscore'].max():.3f}" in slide.takeaway and "claim isoscore_low" in slide.takeaway

@@ -28,7 +28,7 @@ def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa:
 
     # a slide per builder; the declared curves' builder one per curve the run's measures declare
     assert len(slides) == len(REGISTRY) - 1 + len(run.curves) and "Findings" in titles[0] and "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
-    assert "seed 004" in titles[7] and titles[8] == "IsoScore per layer"   # the declared figure's generic slide
+    assert "Razzhigaev et al. 2024 protocol" in titles[7] and titles[8] == "IsoScore per layer"   # the declared figure's generic slide
     # TwoNN's decimation: both estimates of every layer's curve, from the run's table, and the id_profile verdict
     assert titles[9] == "TwoNN decimation" and "id_profile" in slides[9].takeaway
     dec = run.table("twonn_decimation")

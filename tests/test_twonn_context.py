@@ -151,6 +151,35 @@ def test_twonn_on_three_distinct_points_cannot_tell():
     assert got.verdict == "holds" and "distinct" not in got.why
 
 
+@pytest.mark.parametrize("share, cross, want", [
+    (0.44, [3.5, 9.0, 12.0, 16.2], "cannot tell"),   # biased and the estimates disagree: neither decides
+    (0.44, [3.5, 12.0, 11.0, 8.0], "holds"),         # biased, but both peak inside: the verdict stands
+    (0.04, [3.5, 9.0, 12.0, 16.2], "holds"),         # disagree, but no layer above 5 %: the protocol's decides
+    (None, None, "holds"),                           # a run file without the context columns
+])
+def test_twonn_verdict_follows_the_context_bias(share, cross, want):
+    """The protocol's TwoNN peaks inside (layer 2 of 0..3: holds on its own). Where some layer's same-sentence
+    share is above 5 % and the cross-context estimate gives the other verdict, id_profile is "cannot tell", its
+    cell naming both estimates and its why the share and both verdicts; otherwise the protocol's verdict."""
+    import pandas as pd
+
+    from normvar_core.stats.claims_geometry import id_profile
+    from normvar_core.stats.findings import cell
+
+    g = pd.DataFrame({"layer": [0, 1, 2, 3], "twonn_id": [3.5, 8.0, 9.9, 7.7], "twonn_id_std": 0.01,
+                      "twonn_batches": 2})
+    if share is not None:
+        g = g.assign(twonn_id_cross=cross, same_sentence_nn=[0.01, 0.02, 0.05, share])
+    got = id_profile(_view(g))
+    assert got.verdict == want and got.layer == 2 and got.value == 9.9
+    if want == "cannot tell":
+        assert cell(got).startswith("cannot tell: 9.9 [") and cell(got).endswith(" @2 · cross-context 16.2 @3")
+        assert "44% of the sampled tokens at layer 3" in got.why and "(holds on it)" in got.why
+        assert "(fails on it, peak 16.2 at layer 3)" in got.why
+    else:
+        assert "cross-context" not in cell(got) and "disagree" not in got.why
+
+
 def test_the_pages_words_follow_the_shares():
     """Above 5 % the caption names the layer, both estimates and the corpus size as the cause; Compare warns
     when two runs' largest shares differ by more than 5 points, and not otherwise."""

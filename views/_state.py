@@ -202,7 +202,7 @@ def null_picker(run, key: str = "w_null"):
     nulls = nulls_of(runs_table(), run.name)
     options = ["none"] + nulls
     bind(key, v.null if v.null in nulls else "none", lambda x: x in options)
-    pick = st.selectbox("Gaussian null (seed 003)", options, key=key,
+    pick = st.selectbox("Gaussian null (high-dimensional baseline)", options, key=key,
                         help="overlay what plain Gaussians with the same token counts give (dashed grey, a grey "
                              "cloud behind scatters). Draw one with the button on Runs or `normvar null RUN`.")
     v.null = None if pick == "none" else pick

@@ -9,6 +9,8 @@ import streamlit as st
 
 from normvar_core.stats import layer_geometry as G
 from normvar_core.stats import twonn_context
+from normvar_core.stats.claims_geometry import id_profile_of
+from normvar_core.stats.findings import cell
 from normvar_core.viz.geometry_figures import geometry_profiles
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
@@ -88,10 +90,12 @@ def _geometry() -> None:
     for label, g in curves.items():
         if said := twonn_context.context_sentence(g):
             st.caption(f"{label}: {said}")
+        if (f := id_profile_of(g)).details.get("context_split"):  # the Findings page's verdict, the same rule
+            st.warning(f"{label}: TwoNN profile (claim id_profile): **{cell(f)}** — {f.details['context_split']}.")
     bands = {label: _data.table(r, "intervals") for label, r in ((label_a, run_a), (label_b, run_b))
              if r.has("intervals")}  # the Geometry page's and the deck's split-half bands, the same figure
     fig = geometry_profiles(curves, relative=True, num_hidden_states=depths, presentation=v.presentation, bands=bands,
-                            title="Layer geometry on a relative-depth axis (TwoNN: solid seed 004, dash-dotted "
+                            title="Layer geometry on a relative-depth axis (TwoNN: solid the Razzhigaev et al. 2024 protocol's, dash-dotted "
                                   "cross-context)")
     _chrome.chart(fig, key="cmp_geometry",
                   data=pd.concat([g.assign(run=label) for label, g in curves.items()], ignore_index=True),

@@ -10,6 +10,8 @@ import streamlit as st
 from normvar_core.runs.null import nulls_of
 from normvar_core.stats import layer_geometry as G
 from normvar_core.stats import twonn_context
+from normvar_core.stats.claims_geometry import id_profile_of
+from normvar_core.stats.findings import cell
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.overlay import null_kind, null_source
 from normvar_core.viz.overlay import null_label as null_label_of
@@ -20,9 +22,9 @@ run, v = _chrome.run_page("Geometry: anisotropy and intrinsic dimension across l
                           "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
                           "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
                           "embeddings per layer (min(N, --id-sample); each run's own, below the chart) in batches of at least "
-                          "4,096 (seed 004 §2.4). Dotted: seed 004's own anisotropy estimate, the mean ± std over the same "
+                          "4,096 (Razzhigaev et al. 2024 protocol, §2.4). Dotted: the protocol's own anisotropy estimate, the mean ± std over the same "
                           "batches — a batch holds few embeddings per direction, so it reads higher "
-                          "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (seed 003).",
+                          "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (high-dimensional baseline).",
                           needs=("geometry", "layer geometry"))
 chosen, relative = _state.runs_to_overlay("Runs to overlay (encoder next to decoder)", "w_geo_runs",
                                           "w_geo_relative", True)
@@ -84,16 +86,18 @@ def _profiles() -> None:
     log_y = st.toggle("Log scale for intrinsic dimension and participation ratio", key=log_key,
                       help="a Gaussian null's ID (~100) and participation ratio (~400) sit far above the real curves")
     fig = GF.geometry_profiles(curves, relative=relative, num_hidden_states=depths, presentation=v.presentation,
-                               title="Layer geometry (seed 004, Fig. 1)", null_curves=null_curves, null_of=null_of,
+                               title="Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)", null_curves=null_curves, null_of=null_of,
                                log_y=log_y, bands=bands)
     _chrome.chart(fig, key="geometry", data=_overlay_data(), name=f"{run.name}_geometry")
-    st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (seed 004's batches).")
+    st.caption("; ".join(f"{n}: {G.sample_text(df)}" for n, df in curves.items()) + " (the Razzhigaev et al. 2024 protocol's batches).")
     differ = G.samples_differ({n: G.recorded_sample(df) for n, df in curves.items()})
     if differ:
         st.warning(differ)
     for n, df in curves.items():  # the context bias of small corpora, in words (dash-dotted: the cross-context TwoNN)
         if said := twonn_context.context_sentence(df):
             st.warning(f"{n}: {said}", icon=":material/info:")
+        if (f := id_profile_of(df)).details.get("context_split"):  # the Findings page's verdict, the same rule
+            st.warning(f"{n}: TwoNN profile (claim id_profile): **{cell(f)}** — {f.details['context_split']}.")
     if differ := twonn_context.shares_differ(curves):
         st.warning(differ)
 

@@ -35,7 +35,7 @@ def _profiles() -> None:
     table = _data.highdim(run, band)
     null_tables = {lab: _data.highdim(nr, band) for lab, nr in opened.items()}
     prof = HF.highdim_profiles(table, null_tables, dim=run.dim, label=run.name, presentation=v.presentation,
-                               title=f"{run.name}: seed 003's checks per layer (d = {run.dim})")
+                               title=f"{run.name}: the high-dimensional baseline's checks per layer (d = {run.dim})")
     if table["norm_cv"].isna().all():
         st.caption("Norm spread and mean cosine: not in this run (recompute with the layer geometry on).")
     _chrome.chart(prof, key="highdim_profiles", data=table, name=f"{run.name}_highdim")

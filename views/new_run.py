@@ -29,7 +29,7 @@ if st.session_state.pop("_new_run_mode", None) == "sweep":   # from the Training
     st.session_state["w_mode"] = SWEEP
 mode = st.radio("What to run", ["One model", SWEEP], horizontal=True, key="w_mode",
                 help="a sweep queues one run per checkpoint of a training series, with the same corpus and options "
-                     "(seed 004's training dynamics; the Training page shows it)")
+                     "(the Razzhigaev et al. 2024 protocol's training dynamics; the Training page shows it)")
 sweep_mode = mode == SWEEP
 
 # Enter in a field does not submit (enter_to_submit=False). The uploader takes any file (no type=): a file

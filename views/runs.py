@@ -192,7 +192,7 @@ if run is not None:
     if not str(m.get("source") or "model").startswith("null:") and not _access.read_only():
         with st.container(horizontal=True):
             kind = st.selectbox("Gaussian null", ["isotropic", "offset", "matched"], key="w_null_kind",
-                                help="seed 003: the same token counts, layers and d drawn from a Gaussian "
+                                help="the Gaussian null (high-dimensional baseline): the same token counts, layers and d drawn from a Gaussian "
                                      "(isotropic N(0, Q/d I); offset N(c, V/d I), |c|² = M; matched N(μ_t, V_t/d I))")
             if st.button("Draw the Gaussian null", key="w_null_go", icon=":material/casino:",
                          help="a worker job: the moments are instant, the null's layer geometry takes up to a "
@@ -212,5 +212,5 @@ if run is not None:
         st.dataframe(run.layer_stats(), hide_index=True, width="stretch", key="layer_stats")
     with c2:
         st.markdown("**Full metadata** (the `run` row; `options` reproduces the run)")
-        st.json(m, expanded=1)
+        st.json({k: v for k, v in m.items() if v is not None}, expanded=1)  # an unset field is left out, not NULL
 _state.sync_url("runs")

@@ -9,7 +9,7 @@ from normvar_core.viz import training_figures as TF
 from views import _access, _chrome, _data, _state
 
 _chrome.page_header("Training dynamics", "One run per checkpoint (`normvar sweep --checkpoints DIR`): how anisotropy, "
-                    "intrinsic dimension and the M–V trade-off develop as the model trains (seed 004 §4).")
+                    "intrinsic dimension and the M–V trade-off develop as the model trains (Razzhigaev et al. 2024 protocol, §4).")
 v = _state.view()
 runs = _data.runs_table()
 sweeps = sorted(s for s in runs["sweep"].dropna().unique()) if "sweep" in runs else []

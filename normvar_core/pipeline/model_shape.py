@@ -86,15 +86,40 @@ def shape_of_loaded(loaded) -> ModelShape:
                       vocab=int(getattr(hf_config, "vocab_size", 0) or 0), max_length=int(loaded.info.max_length))
 
 
+def shipped_shape(cfg) -> Path | None:
+    """The shipped config of ``cfg.model`` (``models.shipped_shapes``) when the plan reads it: the model is named
+    by a hub name that ships and is not found locally (an alias, a path, the Hugging Face cache)."""
+    from huggingface_hub.errors import HFValidationError
+
+    from normvar_core.pipeline.models.aliases import ALIASES
+    from normvar_core.pipeline.models.resolve import hub_cached
+    from normvar_core.pipeline.models.shipped_shapes import shipped_config_file
+
+    found = shipped_config_file(cfg.model)
+    if found is None or cfg.model in ALIASES or cfg.gguf_file or Path(cfg.model).expanduser().exists():
+        return None
+    try:
+        return None if hub_cached(cfg.model, cfg.revision) is not None else found
+    except HFValidationError:  # a bare name ("falcon-40b"): no hub id, so nothing cached under it
+        return found
+
+
 def config_and_tokenizer(cfg, data_dir=None):
     """(name, transformers config, tokenizer) of ``cfg.model`` without reading any weights: an alias,
-    a local directory holding config.json and the tokenizer files, a cached hub id, or a GGUF file
-    (its metadata; a dequantized cache when there is one)."""
+    a local directory holding config.json and the tokenizer files, a cached hub id, a GGUF file (its metadata; a
+    dequantized cache when there is one), or the shipped shape of a model named by its hub name
+    (``shipped_shape``: its config, and the MiniLM alias's tokenizer as a stand-in), before any network."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     cache = DataDir.at(data_dir).cache / "models"
+    if (shipped := shipped_shape(cfg)) is not None:
+        from normvar_core.pipeline.models.shipped_shapes import STAND_IN, shipped_config
+
+        stand_in = resolve_source(cfg.replace(model=STAND_IN, revision=None), cache)
+        return (shipped.stem.replace("--", "/", 1), shipped_config(shipped),
+                AutoTokenizer.from_pretrained(stand_in.path, local_files_only=True))
     src = resolve_source(cfg, cache)
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
     path, gguf = Path(src.path), None
@@ -123,4 +148,4 @@ def config_and_tokenizer(cfg, data_dir=None):
     return src.name, config, tok
 
 
-__all__ = ["ModelShape", "text_config", "shape_from_config", "shape_of_loaded", "config_and_tokenizer"]
+__all__ = ["ModelShape", "text_config", "shape_from_config", "shape_of_loaded", "shipped_shape", "config_and_tokenizer"]

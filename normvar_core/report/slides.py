@@ -322,7 +322,7 @@ def geometry_slide(runs) -> Slide | None:
     cols = ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio", "mean_cosine", "twonn_id",
             "twonn_id_std", "twonn_id_cross", "same_sentence_nn"]
     notes = "\n\n".join(f"{n}\n" + _table_notes(g, [c for c in cols if c in g]) for n, g in curves.items())
-    title = "Layer geometry (seed 004, Fig. 1)" + (" — these runs" if len(runs) > 1 else "")
+    title = "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)" + (" — these runs" if len(runs) > 1 else "")
     return Slide(title, take + verdicts(have, "anisotropy_profile", "id_profile"), notes, _fit(fig))
 
 

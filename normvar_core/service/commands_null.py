@@ -10,7 +10,7 @@ from normvar_core.constants import NULL_KINDS
 def register(sub) -> None:
     from normvar_core.service.args import add_data_dir
 
-    p = sub.add_parser("null", help="publish a Gaussian null run of the same shape as RUN (seed 003)")
+    p = sub.add_parser("null", help="publish a Gaussian null run of the same shape as RUN (high-dimensional baseline)")
     p.add_argument("run", help="run name or .duckdb path")
     p.add_argument("--kind", default="isotropic", choices=NULL_KINDS,
                    help="isotropic: N(0, Q/d I); offset: N(c, V/d I), |c|^2 = M; matched: N(mu_t, V_t/d I)")

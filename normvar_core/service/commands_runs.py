@@ -49,8 +49,6 @@ def register(sub) -> None:
 # ----------------------------------------------------------------------------- compute
 def cmd_compute(args: argparse.Namespace) -> int:
     from normvar_core.errors import terminate_as_interrupt
-    from normvar_core.pipeline.execute.local import compute_run
-    from normvar_core.pipeline.execute.progress import TqdmProgress
     from normvar_core.service.job_progress import LogLines
 
     cfg = RunConfig.from_args(args)
@@ -59,7 +57,13 @@ def cmd_compute(args: argparse.Namespace) -> int:
     if args.checkpoint is not None and args.no_checkpoint:
         raise NormvarError("--checkpoint and --no-checkpoint contradict each other", fix="give one of them")
     checkpoint = None if args.no_checkpoint else args.checkpoint or default_checkpoint(cfg, args.data_dir)
-    # a terminal gets tqdm's bars; a log (nohup, SLURM, CI) one plain line every 30 s
+    if not args.quiet:  # the first line, before torch is imported and the model loads (seconds to minutes); bad
+        cfg.validate()  # values are refused before it, the inputs (corpus, model) after it, each in one line
+        print(f"normvar: {start_line(cfg, args.data_dir, args.out, checkpoint)}", file=sys.stderr, flush=True)
+    from normvar_core.pipeline.execute.local import compute_run
+    from normvar_core.pipeline.execute.progress import TqdmProgress
+
+    # a terminal gets tqdm's bars; a log (nohup, SLURM, CI) a line per phase and one every 30 s within it
     bar = None if args.quiet else TqdmProgress() if sys.stderr.isatty() else LogLines()
     try:
         with terminate_as_interrupt():  # SIGTERM as Ctrl-C: temp files removed, checkpoint kept
@@ -75,6 +79,23 @@ def cmd_compute(args: argparse.Namespace) -> int:
     print(path)
     print_skipped(path)
     return 0
+
+
+def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint) -> str:
+    """What ``compute`` is about to do, in one line: the model, the text and its caps, the batches, where the run
+    file and the checkpoint go ("start · minilm on novels_en.txt.gz (at most 300 sentences) · batches: automatic
+    · writes data/runs/first.duckdb · checkpoint data/checkpoints/first.ckpt")."""
+    from normvar_core.config import run_path_for
+    from normvar_core.datadir import DEFAULT_CORPUS
+
+    text = cfg.dataset or cfg.corpus or f"the shipped novels ({DEFAULT_CORPUS.name})"
+    caps = [f"at most {cfg.max_sentences:,} sentences" if cfg.max_sentences else "",
+            f"a {cfg.sample_frac:g} sample" if cfg.sample_frac < 1 else ""]
+    caps_s = f" ({', '.join(c for c in caps if c)})" if any(caps) else ""
+    batches = f"{cfg.batch_size} sentences" if cfg.batch_size else "automatic (a token budget)"
+    kept = f"checkpoint {checkpoint}" if checkpoint is not None else "no checkpoint"
+    return (f"start · {cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
+            f"{run_path_for(cfg, data_dir, out_dir)} · {kept}")
 
 
 def default_checkpoint(cfg: RunConfig, data_dir):

@@ -12,7 +12,7 @@ def register(sub) -> None:
     from normvar_core.config import RunConfig
     from normvar_core.service.args import add_data_dir
 
-    p = sub.add_parser("sweep", help="queue one run per training checkpoint (seed 004's training dynamics)")
+    p = sub.add_parser("sweep", help="queue one run per training checkpoint (the Razzhigaev et al. 2024 protocol's training dynamics)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoints", default=None, help="a trainer's folder of checkpoint-<step>/ folders")
     src.add_argument("--revisions", default=None, help="hub revisions of --model, e.g. step1000,step8000")

@@ -76,9 +76,11 @@ def progress_text(p: dict | None, task: str = "run") -> str:
 
 
 class LogLines:
-    """A ``progress`` callback for a log (stderr not a terminal: nohup, SLURM, CI): one plain line
-    "normvar: <progress_text>" every ``every_s`` seconds (30; ``NORMVAR_PROGRESS_EVERY_S`` overrides it), never a
-    carriage return; the first after ``every_s`` seconds, so a short compute prints none."""
+    """A ``progress`` callback for a log (stderr not a terminal: nohup, SLURM, CI): plain lines
+    "normvar: <progress_text>", never a carriage return — one at once when a phase begins (plan, model, early,
+    forward, finalize, write: so every run that reaches its batches logs a forward line, and a resumed one its
+    "resuming from N of M batches"), then at most one every ``every_s`` seconds within the phase (30;
+    ``NORMVAR_PROGRESS_EVERY_S`` overrides it). ``start(line)``: the run's first line, before anything loads."""
 
     def __init__(self, file=None, every_s: float | None = None):
         import os
@@ -87,13 +89,16 @@ class LogLines:
 
         self.file, self.clock = file or sys.stderr, time.monotonic
         self.every_s = float(every_s if every_s is not None else os.environ.get("NORMVAR_PROGRESS_EVERY_S", 30.0))
-        self.last = self.clock()
+        self.last, self.phase = self.clock(), None
+
+    def start(self, line: str) -> None:
+        print(f"normvar: {line}", file=self.file, flush=True)
 
     def __call__(self, p) -> None:
-        now = self.clock()
-        if now - self.last < self.every_s or getattr(p, "phase", "") == "done":
+        now, phase = self.clock(), getattr(p, "phase", "")
+        if phase == "done" or (phase == self.phase and now - self.last < self.every_s):
             return
-        self.last = now
+        self.last, self.phase = now, phase
         print(f"normvar: {progress_text(progress_dict(p))}", file=self.file, flush=True)
 
     def close(self) -> None:

@@ -70,21 +70,47 @@ def _cross_context(g) -> tuple[str, dict]:
     d, layers = g["twonn_id_cross"].to_numpy(float), g["layer"].to_numpy(int)
     k, ok = _interior_peak(d)
     verdict = "holds" if ok else "fails"
-    share = float(g["same_sentence_nn"].max()) if "same_sentence_nn" in g else float("nan")
+    share, at = float("nan"), None
+    if "same_sentence_nn" in g and g["same_sentence_nn"].notna().any():
+        row = g.loc[g["same_sentence_nn"].idxmax()]
+        share, at = float(row["same_sentence_nn"]), int(row["layer"])
     words = (f"; cross-context TwoNN (neighbours from other sentences only): peak {fmt(d[k])} at layer {layers[k]} "
              f"(first {fmt(d[0])}, last {fmt(d[-1])}) — {verdict} on it")
     if said := twonn_context.context_sentence(g):
         words += f". {said}"
     return words, {"cross_verdict": verdict, "cross_peak_layer": int(layers[k]), "cross_peak": float(d[k]),
-                   "same_sentence_nn_max": share}
+                   "same_sentence_nn_max": share, "same_sentence_layer": at}
+
+
+def context_split(seed_verdict: str, details: dict) -> str | None:
+    """Why the seed's TwoNN profile cannot decide the claim, or None when it can: some layer's same-sentence share
+    is above ``twonn_context.SAME_SENTENCE_WARN`` (the seed's estimate is biased low by context there) and the
+    cross-context estimate (``details`` of ``_cross_context``) gives the other verdict. Both estimates are then
+    named, and the verdict is "cannot tell"."""
+    share, cross = details.get("same_sentence_nn_max"), details.get("cross_verdict")
+    if cross is None or share is None or not share > twonn_context.SAME_SENTENCE_WARN or cross == seed_verdict:
+        return None
+    return (f"the two TwoNN estimates disagree — the Razzhigaev et al. 2024 protocol's ({seed_verdict} on it) and the "
+            f"cross-context one ({cross} on it, peak {fmt(details['cross_peak'])} at layer "
+            f"{details['cross_peak_layer']}) — while "
+            f"{share:.0%} of the sampled tokens at layer {details['same_sentence_layer']} have their nearest neighbour "
+            f"in their own sentence (above {twonn_context.SAME_SENTENCE_WARN:.0%}): the protocol's estimate is biased by "
+            f"context on this corpus, so neither decides (a larger corpus lowers the share)")
 
 
 def id_profile(rv: RunView) -> Finding:
+    """Claim 8 on a run: ``id_profile_of`` its ``layer_geometry``."""
+    return id_profile_of(rv.geometry)
+
+
+def id_profile_of(g) -> Finding:
     """Claim 8 (004 Fig. 2): the TwoNN dimension peaks at an interior layer, above the first and the last;
     interval mean ± 1.96 std / √batches over seed 004's batches. Decided on seed 004's estimate; the same rule on
-    the cross-context estimate (``stats.twonn_context``) is reported beside it. "cannot tell" when a layer's
-    sample holds fewer than ``TWONN_MIN_DISTINCT`` distinct embeddings."""
-    g = rv.geometry
+    the cross-context estimate (``stats.twonn_context``) is reported beside it, and where the two disagree while
+    some layer's same-sentence share is above ``SAME_SENTENCE_WARN`` (``context_split``) the verdict is
+    "cannot tell" with both. "cannot tell" too when a layer's sample holds fewer than ``TWONN_MIN_DISTINCT``
+    distinct embeddings. ``g``: a run's ``layer_geometry`` (the Geometry and Compare pages state this finding
+    beside the figure: the same rule as the findings)."""
     if g is None or "twonn_id" not in g or g["twonn_id"].notna().sum() < 3:
         return finding("id_profile", "untestable", why="no TwoNN estimates in this run (geometry off or id_sample 0)")
     g = g.sort_values("layer")
@@ -100,6 +126,9 @@ def id_profile(rv: RunView) -> Finding:
     why = (f"peak TwoNN dimension {fmt(d[k])}{ivs} at layer {layers[k]} (first {fmt(d[0])}, last {fmt(d[-1])}); "
            f"per layer: {prof}; {G.sample_text(g)}{cross}")
     verdict = "holds" if ok else "fails"
+    if split := context_split(verdict, details):
+        verdict, why = UNSURE, f"{split} — {why}"
+        details["context_split"] = split
     if "twonn_duplicates" in g and "id_sample" in g:
         distinct = (g["id_sample"] - g["twonn_duplicates"]).to_numpy(int)
         few = int(np.argmin(distinct))
@@ -141,4 +170,4 @@ def position0_share(rv: RunView) -> Finding:
                        f"median){unsure}")
 
 
-__all__ = ["anisotropy_profile", "id_profile", "position0_share", "TWONN_MIN_DISTINCT"]
+__all__ = ["anisotropy_profile", "id_profile", "id_profile_of", "context_split", "position0_share", "TWONN_MIN_DISTINCT"]

@@ -115,7 +115,9 @@ def samples_note(runs_findings: dict) -> str | None:
 
 
 def cell(f: Finding) -> str:
-    """'holds: −0.98 [−1.02, −0.95] @6' — one short cell for tables and slides."""
+    """'holds: −0.98 [−1.02, −0.95] @6' — one short cell for tables and slides; a TwoNN profile that the context
+    bias leaves undecided names the cross-context estimate too ('cannot tell: 9.95 [9.93, 9.96] @4 · cross-context
+    16.2 @6')."""
     if f.value is None or not np.isfinite(f.value):
         return f.verdict
     s = f"{f.verdict}: {fmt(f.value)}"
@@ -123,6 +125,8 @@ def cell(f: Finding) -> str:
         s += f" [{fmt(f.interval[0])}, {fmt(f.interval[1])}]"
     if f.layer is not None:
         s += f" @{f.layer}"
+    if f.details.get("context_split"):  # id_profile: the two TwoNN estimates disagree (claims_geometry.context_split)
+        s += f" · cross-context {fmt(f.details['cross_peak'])} @{f.details['cross_peak_layer']}"
     return s
 
 

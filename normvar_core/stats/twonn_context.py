@@ -194,9 +194,10 @@ def context_sentence(g) -> str | None:
     if share <= SAME_SENTENCE_WARN:
         return None
     return (f"At layer {int(row['layer'])}, {share:.0%} of the sampled tokens have their nearest neighbour in their "
-            f"own sentence: the corpus is small, so seed 004's TwoNN ({row['twonn_id']:.1f}) is biased low by "
-            f"context; the cross-context estimate, neighbours from other sentences only, is "
-            f"{row['twonn_id_cross']:.1f}. Seed 004's numbers (enwik8, 100 MB) correspond to the cross-context one.")
+            f"own sentence: the corpus is small, so the Razzhigaev et al. 2024 protocol's TwoNN ({row['twonn_id']:.1f}) "
+            f"is biased low by context; the cross-context estimate, neighbours from other sentences only, is "
+            f"{row['twonn_id_cross']:.1f}. The protocol's published numbers (enwik8, 100 MB) correspond to the "
+            f"cross-context one.")
 
 
 def shares_differ(tables: dict) -> str | None:
@@ -208,7 +209,8 @@ def shares_differ(tables: dict) -> str | None:
         return None
     each = "; ".join(f"{n}: {v:.0%}" for n, v in have.items())
     return (f"The runs' shares of nearest neighbours in the same sentence differ ({each}, the largest over layers): "
-            f"their seed 004 TwoNN differ by corpus size as well as by model — compare the cross-context estimates.")
+            f"their protocol TwoNN (Razzhigaev et al. 2024) differ by corpus size as well as by model — compare the "
+            f"cross-context estimates.")
 
 
 __all__ = ["shares_differ", "context_neighbours", "pair_distance", "batch_context", "layer_context", "subset", "twonn_of",

@@ -69,18 +69,18 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                                      hovertemplate=f"{label}<br>layer %{{customdata}}<br>{key} = %{{y:.4g}}<extra></extra>"),
                           row=r + 1, col=c + 1)
         if {"twonn_id_cross", "same_sentence_nn"} <= set(df) and df["twonn_id_cross"].notna().any():
-            fig.add_trace(go.Scatter(x=x, y=df["twonn_id_cross"], mode="lines+markers", name=f"{label} (TwoNN, cross-context)",
-                                     legendgroup=label, showlegend=False, line=dict(color=color, width=1.5, dash="dashdot"),
+            fig.add_trace(go.Scatter(x=x, y=df["twonn_id_cross"], mode="lines+markers", name=f"{label} (TwoNN, cross-context: dash-dot)",
+                                     legendgroup=label, showlegend=True, line=dict(color=color, width=1.5, dash="dashdot"),
                                      marker=dict(size=5, symbol="diamond"),
                                      customdata=np.stack([df["layer"], df["same_sentence_nn"] * 100], axis=1),
                                      hovertemplate=f"{label}: cross-context TwoNN<br>layer %{{customdata[0]}}<br>%{{y:.4g}}"
                                                    "<br>same-sentence nearest neighbours %{customdata[1]:.1f} %<extra></extra>"),
                           row=1, col=2)
-        fig.add_trace(go.Scatter(x=x, y=df["anisotropy_batch_mean"], mode="lines+markers", name=f"{label} (seed 004's batches)",
+        fig.add_trace(go.Scatter(x=x, y=df["anisotropy_batch_mean"], mode="lines+markers", name=f"{label} (anisotropy, the protocol's batch estimate: dotted)",
                                  legendgroup=label, line=dict(color=color, width=1.5, dash="dot"), marker=dict(size=5),
                                  error_y=dict(type="data", array=df["anisotropy_batch_std"], visible=True),
                                  customdata=df["layer"],
-                                 hovertemplate=f"{label}: seed 004 estimate<br>layer %{{customdata}}<br>%{{y:.4g}}<extra></extra>"),
+                                 hovertemplate=f"{label}: the Razzhigaev et al. 2024 protocol's estimate<br>layer %{{customdata}}<br>%{{y:.4g}}<extra></extra>"),
                       row=1, col=1)
     xtitle = "relative depth" if relative else "layer"
     for c in (1, 2):
@@ -117,7 +117,7 @@ def decimation_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
             rows = df[df["layer"] == layer].sort_values("size")
             color = PALETTE[(i * 4 + j) % len(PALETTE)]
             name = f"{label} · layer {layer}" if len(curves) > 1 else f"layer {layer}"
-            for col, dash, what in (("twonn_id", "solid", "seed 004"), ("twonn_id_cross", "dashdot", "cross-context")):
+            for col, dash, what in (("twonn_id", "solid", "Razzhigaev et al. 2024 protocol"), ("twonn_id_cross", "dashdot", "cross-context")):
                 fig.add_trace(go.Scatter(x=rows["size"], y=rows[col], mode="lines+markers", name=f"{name} ({what})",
                                          legendgroup=name, line=dict(color=color, width=2.5 if dash == "solid" else 1.8,
                                                                      dash=dash),
@@ -127,7 +127,7 @@ def decimation_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
     fig.update_xaxes(title_text="points per subset (each TwoNN batch, then 1/2, 1/4, 1/8 of it)", type="log",
                      tickvals=sizes, ticktext=[f"{x:,}" for x in sizes])
     fig.update_yaxes(title_text="intrinsic dimension (TwoNN)")
-    fig.update_layout(title=title or ("TwoNN decimation (Facco et al. 2017)<br><sup>solid: seed 004's estimate; "
+    fig.update_layout(title=title or ("TwoNN decimation (Facco et al. 2017)<br><sup>solid: the Razzhigaev et al. 2024 protocol's estimate; "
                                       "dash-dotted: neighbours from other sentences only</sup>"),
                       height=560 if presentation else 460, hovermode="closest",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
@@ -207,7 +207,7 @@ def outlier_heatmap(dim_stats: pd.DataFrame, *, presentation: bool = False, titl
     zmin, zmax = colour_range(z)
     tickvals, ticktext = ratio_ticks(zmin, zmax)
     fig = go.Figure(go.Heatmap(z=z, x=piv.columns, y=piv.index, colorscale=COLORSCALE, zmin=zmin, zmax=zmax,
-                               colorbar=dict(title="max|h| / median<br>(log scale)", tickvals=tickvals,
+                               colorbar=dict(title="max |h| ÷ median, log scale", tickvals=tickvals,
                                              ticktext=ticktext),
                                customdata=ratio,
                                hovertemplate="layer %{y}, dim %{x}<br>max|h| / median = %{customdata:.3g}<extra></extra>"))

@@ -68,7 +68,7 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
     ),
     "clouds": (Figure("cloud", "Cloud (Fig. 1, App. A)", clouds_figure, ("samples",)),),
     "geometry": (
-        Figure("profiles", "Layer geometry (seed 004, Fig. 1)", geometry_profiles, ("layer_geometry",)),
+        Figure("profiles", "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)", geometry_profiles, ("layer_geometry",)),
         Figure("spectrum", "Covariance spectrum", spectra_figure, ("layer_spectrum",)),
         ISOSCORE,
         DECIMATION,

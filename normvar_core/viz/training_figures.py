@@ -49,7 +49,7 @@ def id_figure(m: pd.DataFrame, *, presentation: bool = False, title: str | None 
                                hovertemplate="%{text}<br>step %{x}<br>ID %{y:.2f}<extra></extra>"))
     fig.update_xaxes(type="log", title_text="training step (0 drawn at 1)")
     fig.update_yaxes(title_text="TwoNN ID, mean over layers")
-    fig.update_layout(title=title or "Intrinsic dimension during training (seed 004, Fig. 2)",
+    fig.update_layout(title=title or "Intrinsic dimension during training (Razzhigaev et al. 2024 protocol, Fig. 2)",
                       height=420 if presentation else 380)
     return apply_theme(fig, presentation)
 
@@ -71,7 +71,7 @@ def anisotropy_by_step(runs: list, *, presentation: bool = False, title: str | N
                                  hovertemplate="%{customdata}<br>layer %{x}<br>anisotropy %{y:.4f}<extra></extra>"))
     fig.update_xaxes(title_text="layer")
     fig.update_yaxes(title_text="anisotropy λ₁/Σλ (exact)")
-    fig.update_layout(title=title or "Anisotropy per layer across training (seed 004, Fig. 3/4)",
+    fig.update_layout(title=title or "Anisotropy per layer across training (Razzhigaev et al. 2024 protocol, Fig. 3/4)",
                       height=440 if presentation else 400)
     return apply_theme(fig, presentation)
 

@@ -15,7 +15,8 @@ from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute.ray_cluster import check_local_workers
 from normvar_core.pipeline.memory.plan import MemoryPlan, run_budget, with_devices
 from normvar_core.pipeline.memory.terms import GiB
-from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config
+from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config, shipped_shape
+from normvar_core.pipeline.models.shipped_shapes import STAND_IN
 from normvar_core.pipeline.models.load import resolve_device, torch_dtype
 from normvar_core.pipeline.run_plan import make_plan
 
@@ -35,6 +36,7 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     if cfg.memory_gb is None:
         device = resolve_device(cfg)  # measuring needs the device itself
     torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
+    shipped = shipped_shape(cfg)
     name, config, tok = config_and_tokenizer(cfg, data_dir)
     shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
     corpus = load_sentences(cfg, data_dir)
@@ -44,6 +46,9 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
     if limits:
         mp = with_devices(mp, plan_devices(ctx, shape, config, limits, dtype=cfg.dtype))
+    if shipped is not None:
+        mp.shape_note = (f"shape: the config of {name} that ships with normvar (not found locally; no weights); "
+                         f"types counted with the {STAND_IN} tokenizer as a stand-in for its own")
     return mp
 
 

@@ -89,7 +89,7 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         if saver.due() and bi + 1 < plan.n_batches:
             saver.save(measures, bi + 1, extra())
 
-    clock(first, count.n)
+    clock(first, count.n, detail=f"resuming from {first} of {plan.n_batches} batches" if first else "")
     try:
         run_range(source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled,
                   count=count)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from normvar_core.config import RunConfig, default_run_name
+from normvar_core.config import RunConfig, default_run_name, run_path_for
 from normvar_core.datadir import DataDir
 from normvar_core.destination import check_destination, resolve_destination
 from normvar_core.errors import CancelledError, NormvarError
@@ -65,11 +65,6 @@ class RunSetup:
     def total(self) -> int:
         """Sentences in the run."""
         return len(self.plan.sentences)
-
-
-def run_path_for(cfg: RunConfig, data_dir=None, out_dir=None) -> Path:
-    out = Path(out_dir) if out_dir is not None else DataDir.at(data_dir).runs
-    return out / f"{cfg.name or default_run_name(cfg)}.duckdb"
 
 
 def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None) -> RunTarget:

@@ -79,12 +79,13 @@ class ForwardClock:
         self.done_at, self.total = plan.sentences_done_at(), len(plan.sentences)
         self.start, self.t0 = embeddings, time.monotonic()
 
-    def __call__(self, batches_done: int, embeddings: int) -> None:
-        """Report that the first ``batches_done`` batches of the plan are in, ``embeddings`` counted."""
+    def __call__(self, batches_done: int, embeddings: int, detail: str = "") -> None:
+        """Report that the first ``batches_done`` batches of the plan are in, ``embeddings`` counted (``detail``:
+        what the log line adds, e.g. "resuming from 12 of 40 batches")."""
         rate = (embeddings - self.start) / max(time.monotonic() - self.t0, 1e-9)
         eta = (self.total_embeddings - embeddings) / rate if rate > 0 else None
         sentences = int(self.done_at[batches_done - 1]) if batches_done else 0
-        self.report(Progress("compute", sentences, self.total, embeddings, rate, eta))
+        self.report(Progress("compute", sentences, self.total, embeddings, rate, eta, detail=detail))
 
 
 class BatchCounter:
@@ -140,6 +141,8 @@ class TqdmProgress:
         if p.total and self.bar.total != p.total:
             self.bar.total = p.total
         self.bar.update(max(0, p.done - self.bar.n))
+        if p.phase == "forward" and p.detail:  # "resuming from N of M batches": said once, above the bar
+            self.bar.write(f"normvar: {p.detail}", file=self.file)
         if p.phase == "forward":
             self.bar.set_postfix_str(f"{p.embeddings:,} emb, {p.emb_per_s:,.0f} emb/s", refresh=False)
         elif p.detail:

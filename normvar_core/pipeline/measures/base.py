@@ -124,7 +124,7 @@ class Measure(Stateful, ABC):
         """The one line recorded in ``notes.skipped`` when the memory plan leaves it out."""
         fix = (f"keep fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset
                else "use a larger device or fewer --layers")
-        return (f"{cls.name} skipped: needs {need / 2**30:.1f} GB, {free / 2**30:.1f} GB left on the device after "
+        return (f"{cls.name} skipped: needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB left on the device after "
                 f"the weights and the moments — {fix}, or a larger --memory-gb")
 
     # ------------------------------------------------------------------ memory, from one formula

@@ -40,7 +40,7 @@ from normvar_core.stats import layer_geometry as layer_geometry
 from normvar_core.stats import twonn_context
 
 def _gb(n: int) -> str:
-    return f"{n / 2**30:.1f} GB"
+    return f"{n / 2**30:.1f} GiB"
 
 
 def _sample_size(ctx: RunContext) -> int:
@@ -97,7 +97,7 @@ class GeometryMeasure(LayerMajor):
     finalized in the background (spectra, TwoNN): publish writes the other measures' tables meanwhile."""
 
     name = "geometry"
-    title = "spectra, TwoNN, seed 004's batches"
+    title = "spectra, TwoNN, the Razzhigaev et al. 2024 protocol's batches"
     table_names = GEOMETRY_TABLES
     finalize_in_background = True
     policy = "a run short of memory keeps its moments and names the layer subset that would fit"

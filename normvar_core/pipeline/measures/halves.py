@@ -141,8 +141,8 @@ class HalvesMeasure(LayerMajor):
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
-        return (f"split halves skipped: two copies of the per-type moments need {need / 2**30:.1f} GB, "
-                f"{free / 2**30:.1f} GB left on the device — keep fewer --layers, use --mean-dtype float32, "
+        return (f"split halves skipped: two copies of the per-type moments need {need / 2**30:.1f} GiB, "
+                f"{free / 2**30:.1f} GiB left on the device — keep fewer --layers, use --mean-dtype float32, "
                 "or --no-halves (the findings then have bootstrap intervals only)")
 
     # ------------------------------------------------------------------ streaming

@@ -350,8 +350,8 @@ class OccurrencesMeasure(LayerMajor):
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         P = _slots(ctx)
-        return (f"occurrences skipped: {P:,} occurrences x {ctx.num_layers} layers need {need / 2**30:.1f} GB, "
-                f"{free / 2**30:.1f} GB left on the device — lower --occurrences (e.g. {max(P // 4, 1000)}), keep "
+        return (f"occurrences skipped: {P:,} occurrences x {ctx.num_layers} layers need {need / 2**30:.1f} GiB, "
+                f"{free / 2**30:.1f} GiB left on the device — lower --occurrences (e.g. {max(P // 4, 1000)}), keep "
                 f"fewer --layers, or a larger --memory-gb")
 
     # ------------------------------------------------------------------ merge: the axes are the run's own

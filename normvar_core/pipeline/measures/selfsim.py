@@ -60,7 +60,7 @@ class SelfSimilarityMeasure(Measure):
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         fix = f", or fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset else ""
         return (f"self-similarity skipped: its {ctx.num_layers} x {ctx.num_types:,} x {ctx.dim} table "
-                f"needs {need / 2**30:.1f} GB, {free / 2**30:.1f} GB left on the device after the rest of the run — "
+                f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB left on the device after the rest of the run — "
                 f"--self-similarity on to keep it anyway{fix}")
 
     def update(self, batch: StateBatch) -> None:

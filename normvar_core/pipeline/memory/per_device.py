@@ -31,7 +31,8 @@ from normvar_core.device_options import read_device_map
 from normvar_core.pipeline.models.device_map import check_map_modules, device_name, entry_of, meta_model
 from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory.plan import early_parts, gb, layer_span, sizes_and_droppable
-from normvar_core.pipeline.memory.terms import DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes
+from normvar_core.pipeline.memory.terms import (DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes,
+                                                publish_of, writer_bytes)
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
 
 
@@ -160,7 +161,7 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
             continue
         dropped.append(cls.name)
         worst = over[0]
-        reasons[cls.name] = (f"{cls.name} dropped: {worst['device']} needs {gb(worst['bytes'])} of "
+        reasons[cls.name] = (f"{cls.name}: {worst['device']} needs {gb(worst['bytes'])} of "
                              f"{gb(worst['limit_bytes'])} (its layers {layer_span(worst['layers'])})")
         rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload)
     for name in list(dropped):  # one dropped early may fit again once a larger one is out
@@ -173,8 +174,35 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     suggestions = [_suggest(r, cfg) for r in rows if not r["fits"]]
     for r in rows:
         r.pop("measures")
-    return {"devices": rows, "device_map": dmap, "fits": all(r["fits"] for r in rows), "dropped": dropped,
-            "reasons": reasons, "suggestions": suggestions, "batch": list(largest_batch(ctx.plan.batches))}
+    host = host_figures(ctx, rows, registry, dropped)
+    return {"devices": rows, "device_map": dmap, "fits": all(r["fits"] for r in rows) and host["fits"],
+            "dropped": dropped, "reasons": reasons, "suggestions": suggestions, "host": host,
+            "batch": list(largest_batch(ctx.plan.batches))}
+
+
+def host_figures(ctx, rows: list[dict], registry, drop) -> dict:
+    """What the host (this process's RAM) holds beside the devices, always — the "cpu" row's figures when
+    ``--devices`` names one (``cpu=256``), else the same terms against no stated limit:
+
+        running = runtime + plan + the offloaded entries' weights, state and pass (the "cpu" row's, if any)
+        publish = runtime + plan + the offloaded weights + the whole state gathered (Σ state_k) + the publish
+                  work of the kept measures and the writer (``memory.terms.publish_sum``)
+        bytes   = the "cpu" row's bytes when there is one, else publish (the larger of the two)"""
+    cpu = next((r for r in rows if r["device"] == "cpu"), None)
+    runtime, plan = RUNTIME_BYTES, plan_bytes(ctx.plan)
+    offloaded = cpu["weights_bytes"] + max(cpu["state_bytes"], cpu["early_bytes"]) + cpu["pass_bytes"] if cpu else 0
+    gathered = sum(r["state_bytes"] for r in rows)
+    parts = {n: b for n, b in publish_of(dataclasses.replace(ctx, device="cpu"), registry).items() if n not in drop}
+    work = sum(parts.values()) + writer_bytes()
+    at_publish = runtime + plan + (cpu["weights_bytes"] if cpu else 0) + gathered + work
+    peak = cpu["bytes"] if cpu else at_publish
+    limit = cpu["limit_bytes"] if cpu else None
+    return {"row": cpu is not None, "bytes": int(peak), "running_bytes": int(runtime + plan + offloaded),
+            "publish_bytes": int(at_publish), "runtime_bytes": int(runtime), "plan_bytes": int(plan),
+            "offloaded_bytes": int(offloaded), "gathered_bytes": int(gathered), "work_bytes": int(work),
+            "publish": {**parts, "writer": writer_bytes()}, "limit_bytes": limit,
+            "limit": f"of {gb(limit)}" if limit is not None else "no limit checked: add cpu=SIZE to --devices",
+            "fits": limit is None or peak <= limit}
 
 
 def device_limits(dmap: dict[str, str]) -> dict[str, int]:
@@ -205,5 +233,5 @@ def _suggest(row: dict, cfg) -> str:
     return f"{dev}: needs {gb(row['bytes'])} of {gb(row['limit_bytes'])} — " + ", ".join(tips)
 
 
-__all__ = ["plan_devices", "plan_placed", "device_limits", "placed_map", "module_bytes",
+__all__ = ["plan_devices", "plan_placed", "host_figures", "device_limits", "placed_map", "module_bytes",
            "hidden_state_devices", "device_rows", "meta_model"]

@@ -81,6 +81,10 @@ class MemoryPlan:
     id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
     embeddings: int = 0                  # n: counted positions per layer
     early_pass: dict = field(default_factory=dict)   # the kept measures' early passes, added up (``early_of``)
+    early_parts: dict = field(default_factory=dict)  # {measure: its early pass's planned bytes} (``early_parts``)
+    checkpoint_bytes: int = 0                        # the checkpoint on disk: the kept measures' state (.npz)
+    host: dict = field(default_factory=dict)         # plan --devices: the host's bytes while the devices run and at publish
+    shape_note: str = ""                             # where the model's shape came from, when not the model's own files
     devices: list = field(default_factory=list)      # plan --devices: one row per device (memory/per_device.py)
     device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
     batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
@@ -95,7 +99,7 @@ class MemoryPlan:
         return name not in self.dropped
 
     def summary(self) -> str:
-        """"needs 31.2 GB of 80.0 GB" (GB = 2^30 bytes)."""
+        """"needs 31.2 GiB of 80.0 GiB"."""
         return f"needs {gb(self.total_bytes)} of {gb(self.memory_bytes)}"
 
     def lines(self) -> list[str]:
@@ -103,6 +107,7 @@ class MemoryPlan:
         out = [f"model {self.model} ({self.architecture}): {self.params:,} parameters "
                f"({self.params_with_lm_head:,} with a vocab x d LM head), {self.hidden_states} hidden states x "
                f"{self.dim} d; corpus: {self.types:,} types; {len(self.layers)} layers kept; {self.device}, {self.dtype}",
+               *([f"  {self.shape_note}"] if self.shape_note else []),
                f"  {'weights':<10} {gb(self.weights_bytes):>10}"]
         for name, b in self.measures.items():  # each row with the arrays of its planned state
             tag = "  (dropped)" if name in self.dropped else ""
@@ -113,7 +118,7 @@ class MemoryPlan:
             out.append(f"  {'plan':<10} {gb(self.plan_bytes):>10}")
         kept = "; with the pages the heap keeps for the next" if host else ""
         out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch{kept})")
-        if self.early_pass.get("bytes"):
+        if self.early_pass.get("bytes"):  # the early passes of the kept measures only
             e = self.early_pass
             out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (early passes over {e['positions']:,} "
                        f"positions in {e['batches']} batches: running state {gb(e['scatter_bytes'])} before the "
@@ -123,6 +128,8 @@ class MemoryPlan:
                        f"beside the state; the larger of pass and publish counts)")
         out.append(f"  {'total':<10} {gb(self.total_bytes):>10}   {self.summary()}: "
                    + ("fits" if self.fits else "does NOT fit"))
+        out.append(f"  {'checkpoint':<10} {gb(self.checkpoint_bytes):>10}   (on disk, rewritten every 30 s while the run "
+                   f"lasts: the kept measures' state; --no-checkpoint keeps none)")
         for r in self.devices:  # plan --devices
             limit = "no limit" if r["limit_bytes"] is None else gb(r["limit_bytes"])
             out.append(f"  {r['device']:<10} {gb(r['bytes']):>10}   of {limit}: weights {gb(r['weights_bytes'])}, "
@@ -131,6 +138,13 @@ class MemoryPlan:
                        + f"pass {gb(r['pass_bytes'])}"
                        + (f", host {gb(r['host_bytes'])}" if r["host_bytes"] else "")
                        + ("" if r["fits"] else "  — does NOT fit"))
+        if self.host:  # plan --devices: what the host holds beside the devices, always
+            h = self.host
+            out.append(f"  {'host':<10} {gb(h['bytes']):>10}   at its peak ({h['limit']}): {gb(h['running_bytes'])} while "
+                       f"the devices run (runtime {gb(h['runtime_bytes'])}, plan {gb(h['plan_bytes'])}"
+                       + (f", offloaded state {gb(h['offloaded_bytes'])}" if h["offloaded_bytes"] else "")
+                       + f"), {gb(h['publish_bytes'])} at publish (the state gathered {gb(h['gathered_bytes'])}, "
+                       f"results and write {gb(h['work_bytes'])})" + ("" if h["fits"] else "  — does NOT fit"))
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
         out += [f"  fix: {s}" for s in self.suggestions]
         out += [f"  note: measure {n} does not declare planned_state: not counted" for n in self.unknown]
@@ -143,7 +157,8 @@ def layer_span(layers: list[int]) -> str:
 
 
 def gb(n: float) -> str:
-    return f"{n / GiB:.1f} GB"
+    """Bytes in GiB (2³⁰ bytes), labelled so: an 80 GB device (80·10⁹ bytes, as sold) prints as 74.5 GiB."""
+    return f"{n / GiB:.1f} GiB"
 
 
 def sizes_and_droppable(ctx, registry) -> tuple[dict[str, int], list, list[str]]:
@@ -282,6 +297,8 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
                       id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
                       embeddings=int(ctx.plan.total_embeddings),
                       early_pass=early_of({n: p for n, p in early.items() if n in sizes}, dropped, base["device"]),
+                      early_parts={n: p for n, p in early.items() if n in sizes},
+                      checkpoint_bytes=sum(b for n, b in sizes.items() if n not in dropped),
                       publish={**{n: b for n, b in base["publish_of"].items() if n not in dropped},
                                "writer": writer_bytes()} if host else {})
 
@@ -361,10 +378,16 @@ def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: 
 
 
 def with_devices(mp: MemoryPlan, per: dict) -> MemoryPlan:
-    """The plan with the per-device rows, drops and verdict of ``memory.per_device.plan_placed``."""
+    """The plan with the per-device rows, drops and verdict of ``memory.per_device.plan_placed``; what it counts
+    follows the devices' drops (the early passes, the checkpoint), and the host's figures are its row's."""
+    host = per["host"]
     return dataclasses.replace(mp, devices=per["devices"], device_map=per["device_map"], fits=per["fits"],
                                dropped=per["dropped"], reasons=per["reasons"], suggestions=per["suggestions"],
-                               total_bytes=sum(r["bytes"] for r in per["devices"]), batch=per["batch"])
+                               total_bytes=sum(r["bytes"] for r in per["devices"]),
+                               batch=per["batch"], early_pass=early_of(mp.early_parts, per["dropped"], "cuda"),
+                               checkpoint_bytes=sum(b for n, b in mp.measures.items() if n not in per["dropped"]),
+                               host=host, runtime_bytes=host["runtime_bytes"], plan_bytes=host["plan_bytes"],
+                               publish_bytes=host["work_bytes"], publish=host["publish"])
 
 
 __all__ = ["MemoryPlan", "plan_memory", "run_budget", "with_devices", "sizes_and_droppable", "layer_span",

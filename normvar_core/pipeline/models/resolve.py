@@ -128,6 +128,20 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
         return False
 
 
+def hub_cached(repo: str, revision: str | None = None) -> Path | None:
+    """The local Hugging Face cache's snapshot of hub id ``repo``, or None (no network; an id that is not one
+    raises ``HFValidationError``)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        return Path(snapshot_download(repo, revision=revision, local_files_only=True))
+    except HFValidationError:
+        raise
+    except Exception:  # noqa: BLE001 - not in the local cache
+        return None
+
+
 def _resolve_hub(cfg: RunConfig) -> ModelSource:
     """A hub id: the local HF cache first; the network only if reachable within 2 s."""
     from huggingface_hub import snapshot_download
@@ -136,13 +150,12 @@ def _resolve_hub(cfg: RunConfig) -> ModelSource:
     repo, rev = cfg.model, cfg.revision
     names = ", ".join(A.ALIASES)
     try:
-        path = snapshot_download(repo, revision=rev, local_files_only=True)
-        return ModelSource(repo, Path(path), revision=rev, gguf_file=cfg.gguf_file)
+        path = hub_cached(repo, rev)
     except HFValidationError:
         raise NormvarError(f"unknown model {repo!r}: not an alias ({names}), a local path or a hub id",
                            fix="check the spelling; `normvar models` lists the aliases") from None
-    except Exception:  # noqa: BLE001 - not in the local cache
-        pass
+    if path is not None:
+        return ModelSource(repo, path, revision=rev, gguf_file=cfg.gguf_file)
     if not _hub_reachable():
         raise NormvarError(
             f"model {repo!r} is not an alias ({names}), not a local path, and not in the local "

@@ -1,0 +1,85 @@
+"""What ``normvar compute`` writes to a log (stderr a file: nohup, SLURM, CI), from a real child process: its
+first line at once (what was planned and where it writes, before torch is imported and the model loads), a line
+as each phase begins (a forward line on every run), and "resuming from N of M batches" when it resumes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from paused_compute import paused_compute
+
+pytestmark = pytest.mark.subprocess
+
+FIRST_LINE_S = 2.0
+"""The first line's deadline after the process starts."""
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    c = tmp_path_factory.mktemp("log") / "c.txt"
+    c.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
+    return c
+
+
+def _argv(model, corpus, data) -> list[str]:
+    return ["compute", "--model", str(model), "--corpus", str(corpus), "--name", "r", "--batch-size", "8",
+            "--id-sample", "200", "--occurrences", "0", "--data-dir", str(data)]
+
+
+def _lines(log) -> list[str]:
+    return [x for x in log.read_text().splitlines() if x.strip()]
+
+
+def test_a_log_starts_within_two_seconds_and_names_every_phase(tiny_models, corpus, tmp_path):
+    """The start line within 2 s, naming the model, the corpus, the batches, the run file and the checkpoint;
+    then one line per phase in order (the interval is long, so no line repeats a phase), a forward line
+    among them; no carriage return."""
+    data, log = tmp_path / "data", tmp_path / "log"
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               NORMVAR_PROGRESS_EVERY_S="1000")
+    with open(log, "wb") as fh:
+        t0 = time.monotonic()
+        p = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *_argv(tiny_models["bert"], corpus, data)],
+                             stdout=subprocess.PIPE, stderr=fh, env=env)
+        while not log.read_text() and p.poll() is None and time.monotonic() - t0 < 60:
+            time.sleep(0.005)
+        first_s = time.monotonic() - t0
+        out, _ = p.communicate(timeout=600)
+    assert p.returncode == 0, log.read_text()
+    lines = _lines(log)
+    assert first_s < FIRST_LINE_S, (first_s, lines)
+    assert lines[0] == (f"normvar: start · {tiny_models['bert']} on {corpus} · batches: 8 sentences · device auto · "
+                        f"writes {data / 'runs' / 'r.duckdb'} · checkpoint {data / 'checkpoints' / 'r.ckpt'}")
+    assert out.decode().strip() == str(data / "runs" / "r.duckdb")
+    phases = [x.split()[1] for x in lines[1:]]
+    assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == phases, lines  # one line a phase
+    assert [p for p in phases if p != "plan"] == ["model", "forward", "finalize", "write"], lines
+    assert phases[0] == "plan" and "\r" not in log.read_text()
+    assert not any("resuming" in x for x in lines)
+
+
+def test_a_resumed_run_says_from_which_batch(tiny_models, corpus, tmp_path):
+    """SIGTERM in the third forward pass keeps 2 of the 15 batches; the same command's log then says "resuming
+    from 2 of 15 batches" on its forward line."""
+    data, marker, go, log = tmp_path / "data", tmp_path / "marker", tmp_path / "go", tmp_path / "log"
+    argv = _argv(tiny_models["bert"], corpus, data)
+    p = paused_compute(argv, "forward", marker, log, go=go)
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert p.poll() is None, log.read_text()
+        assert time.monotonic() - t0 < 240
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    go.write_text("x")
+    assert p.wait(timeout=120) == 143
+    assert "checkpoint kept" in _lines(log)[-1] and "2 of 15 batches" in _lines(log)[-1], _lines(log)
+    again = tmp_path / "log2"
+    p = paused_compute(argv, None, tmp_path / "unused", again)
+    assert p.wait(timeout=600) == 0, again.read_text()
+    forward = [x for x in _lines(again) if x.split()[1] == "forward"]
+    assert forward and forward[0].startswith("normvar: forward · resuming from 2 of 15 batches · "), _lines(again)
