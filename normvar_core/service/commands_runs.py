@@ -58,7 +58,10 @@ def cmd_compute(args: argparse.Namespace) -> int:
         raise NormvarError("--checkpoint and --no-checkpoint contradict each other", fix="give one of them")
     checkpoint = None if args.no_checkpoint else args.checkpoint or default_checkpoint(cfg, args.data_dir)
     if not args.quiet:  # the first line, before torch is imported and the model loads (seconds to minutes); bad
-        cfg.validate()  # values are refused before it, the inputs (corpus, model) after it, each in one line
+        # values and inputs that need no model (corpus, dataset, devices) are refused before it, in one line
+        from normvar_core.pipeline.execute.preflight import check_inputs
+
+        check_inputs(cfg.validate(), args.data_dir)
         print(f"normvar: {start_line(cfg, args.data_dir, args.out, checkpoint)}", file=sys.stderr, flush=True)
     from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.pipeline.execute.progress import TqdmProgress
