@@ -48,7 +48,8 @@ def test_one_interrupt_names_the_batches_kept_and_the_checkpoints_size(tmp_path,
     line, ckpt = _interrupt("update", tmp_path, argv)
     with np.load(ckpt, allow_pickle=False) as z:
         assert json.loads(str(z["meta_json"]))["next_batch"] == 5
-    size = f"{ckpt.stat().st_size / 1e6:.1f} MB"
+    n = ckpt.stat().st_size
+    size = f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
     assert f"checkpoint kept in {ckpt}: 5 of 15 batches, {size}; the same command resumes from it" in line, line
 
 

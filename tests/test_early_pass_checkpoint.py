@@ -65,8 +65,9 @@ def test_sigterm_in_the_early_pass_keeps_its_batches_and_the_rerun_equals_the_un
     ckpt = data / "checkpoints" / "r.ckpt"
     assert code == 143 and len(err) == 1, err
     n_batches = 15  # 120 sentences, 8 a batch
+    size = f"{ckpt.stat().st_size / 1e3:.1f} kB"  # a few kB: the tiny model's early pass
     assert err[0] == (f"normvar: terminated (SIGTERM); nothing was published; checkpoint kept in {ckpt}: "
-                      f"2 of {n_batches} batches of the early pass; the same command resumes from it"), err
+                      f"2 of {n_batches} batches of the early pass, {size}; the same command resumes from it"), err
     with np.load(ckpt, allow_pickle=False) as z:
         meta = json.loads(str(z["meta_json"]))
         assert meta["early_done"] == 2 and meta["next_batch"] == 0

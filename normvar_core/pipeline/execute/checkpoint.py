@@ -329,8 +329,16 @@ def early_results_of(resumed: tuple | None, ctx: RunContext, registry=MEASURES) 
     return out
 
 
+def file_size(n: int) -> str:
+    """A file's size in decimal units: "812 B", "41.3 kB", "116.2 MB", "1.2 GB"."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def describe(path: Path | None) -> str | None:
-    """What a checkpoint file on disk keeps, in words, with its size: "N of M batches, 12.3 MB" (in the early
+    """What a checkpoint file on disk keeps, in words, with its size (``file_size``): "N of M batches, 12.3 MB" (in the early
     passes: "N of M batches of the early pass, ..."); None when no normvar checkpoint is at ``path`` (a link,
     FIFO or other file there is not opened as one)."""
     if path is None or not os.path.lexists(path):
@@ -343,7 +351,7 @@ def describe(path: Path | None) -> str | None:
     except (NormvarError, OSError):
         return None
     total = _int(meta.get("fingerprint") or {}, "n_batches")
-    mb = f"{size / 1e6:.1f} MB"
+    mb = file_size(size)
     if meta.get("early_done") is not None:
         return f"{_int(meta, 'early_done')} of {_int(meta, 'early_batches')} batches of the early pass, {mb}"
     return f"{_int(meta, 'next_batch')} of {total} batches, {mb}"
