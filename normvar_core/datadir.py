@@ -90,6 +90,14 @@ class DataDir:
         return self.runs / f"{name}.duckdb"
 
     def published_runs(self) -> list[Path]:
-        """Finished run files, newest first (temporary files are never listed)."""
-        files = [p for p in self.runs.glob("*.duckdb") if not p.name.startswith(".")]
-        return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
+        """The names ``*.duckdb`` in runs/, newest first (temporary files are never listed). Read with ``lstat``
+        only: a link, FIFO or folder under such a name is listed as itself, never followed or opened (the
+        reader tells it apart: ``destination.is_regular_entry``)."""
+        files = []
+        for p in self.runs.glob("*.duckdb"):
+            if not p.name.startswith("."):
+                try:
+                    files.append((os.lstat(p).st_mtime, p))
+                except OSError:  # removed meanwhile
+                    continue
+        return [p for _, p in sorted(files, key=lambda t: t[0], reverse=True)]

@@ -1,22 +1,30 @@
-"""User-chosen destination files (``report --out``, ``compute --checkpoint``, exports): the one rule for
-every path normvar writes on a user's say-so.
+"""The one rule for every file normvar writes, replaces or deletes (run files, checkpoints, the job table,
+exports, reports, caches, locks and temp files), in one module:
+
+* **no link is followed**: a symbolic link in a destination's place is refused in one line (its target is
+  never written, replaced, opened or deleted);
+* **no FIFO, device, socket or folder is opened** where a file is expected (``O_NOFOLLOW | O_NONBLOCK`` and an
+  ``fstat``, or an ``lstat`` before a library opens the path);
+* **an existing file is replaced only when it is a regular file** (and, where normvar can tell, one normvar
+  made: a checkpoint, an export folder with its manifest);
+* **a deletion removes the path that was named** (``remove_named``), never what it points to.
 
     target = resolve_destination(path, what="--out")     # checks only; raises NormvarError (exit 2)
     write_atomic(target, lambda tmp: fig.write_html(tmp))  # temp file beside target, then os.replace
 
-``resolve_destination(path)`` returns the file that will really be written:
+``resolve_destination(path)`` returns the path that will really be written (``~`` expanded, made absolute,
+links not resolved):
 
 * an existing regular file: itself (it will be replaced, atomically);
 * a missing name in an existing, writable folder: itself;
-* a symbolic link (any chain of them): its final target, written *through* — if that target is a
-  regular file or a missing name in an existing folder; the link itself stays as it is;
-* anything else is refused with one line naming the fix: a folder, a character or block device
-  (``/dev/null``, ``/dev/full``), a FIFO, a socket; a missing parent folder; a folder normvar cannot
-  write in (tried for real: ``os.access`` says yes to root even on read-only mounts).
+* anything else is refused with one line naming the fix: a symbolic link (to anything, or dangling), a
+  folder, a character or block device (``/dev/null``, ``/dev/full``), a FIFO, a socket; a missing parent
+  folder; a folder normvar cannot write in (tried for real: ``os.access`` says yes to root even on read-only
+  mounts).
 
 ``write_atomic(target, write)`` calls ``write(tmp)`` with a temp path in the target's folder
-(``.<name>.tmp-<pid>``; same file system, so the rename is atomic), then checks again that the
-target is not something other than a regular file (a device or FIFO created meanwhile is refused,
+(``.<name>.tmp-<pid>``; same file system, so the rename is atomic), then checks again (``lstat``) that the
+target is not something other than a regular file (a link, device or FIFO created meanwhile is refused,
 never replaced) and ``os.replace``s the temp file onto it. A replaced file keeps its permission
 bits; a new one gets 0o666 minus the umask. The temp file is removed on any error, KeyboardInterrupt
 included.
@@ -142,42 +150,77 @@ def probe_writable(folder: Path, what: str = "--out") -> None:
                            fix=f"choose a writable folder for {what}") from None
 
 
-def _final_target(shown: str, what: str, noun: str) -> tuple[Path, os.stat_result | None]:
-    """``shown`` with ``~`` expanded and every link followed (a dangling one gives its missing target),
-    and its stat (None when missing); one NormvarError line for an empty path or an unreadable one."""
+def lstat_or_none(path) -> os.stat_result | None:
+    """``os.lstat(path)`` (the entry itself, a link not followed), or None when nothing has the name."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def is_regular_entry(path) -> bool:
+    """Whether the name ``path`` holds a regular file itself (a link to one is not: nothing is followed)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def refuse_entry(path, what: str, *, fix: str | None = None) -> None:
+    """One NormvarError line when the name ``path`` holds anything but a regular file (a symbolic link, a
+    folder, a FIFO, a device, a socket); nothing there, or a regular file: returns. Nothing is opened."""
+    st = lstat_or_none(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise _refuse_entry(str(path), Path(path), st.st_mode, what, fix)
+
+
+def _refuse_entry(shown: str, p: Path, mode: int, what: str, fix: str | None = None) -> NormvarError:
+    if stat.S_ISLNK(mode):
+        try:
+            to = f" to {os.readlink(p)}"
+        except OSError:
+            to = ""
+        return NormvarError(f"{what} {shown} is a symbolic link{to}; normvar never writes, replaces or deletes "
+                            "through a link", fix=fix or f"give {what} the real path, or remove the link")
+    return _refuse_kind(shown, p, mode, what) if fix is None else NormvarError(
+        f"{what} {shown} is {kind_of(mode)}, not a regular file", fix=fix)
+
+
+def _named(shown: str, what: str, noun: str) -> Path:
+    """``shown`` with ``~`` expanded, made absolute, links NOT resolved; one line for an empty path."""
     if not shown.strip():
         raise NormvarError(f"{what} is empty", fix=f"give {what} {noun}")
-    target = Path(os.path.realpath(Path(os.path.expanduser(shown))))
+    return Path(os.path.abspath(os.path.expanduser(shown)))
+
+
+def _stat_named(p: Path, shown: str, what: str) -> os.stat_result | None:
     try:
-        return target, os.stat(target)
-    except FileNotFoundError:
-        return target, None
+        return lstat_or_none(p)
     except OSError as exc:
         raise NormvarError(f"cannot use {what} {shown}: {exc.strerror or exc}", fix=f"choose another {what}") from None
 
 
 def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_parents: bool = False) -> Path:
     """The regular file that writing ``path`` will create or replace (see the module docstring);
-    NormvarError for anything else. ``what`` names the option in the message; ``probe=False`` skips
-    the try-a-write check of the folder; ``make_parents=True`` creates a missing folder (mkdir -p,
-    for checkpoints) instead of refusing."""
+    NormvarError for anything else, a symbolic link included. ``what`` names the option in the message;
+    ``probe=False`` skips the try-a-write check of the folder; ``make_parents=True`` creates a missing folder
+    (mkdir -p, for checkpoints) instead of refusing."""
     shown = str(path)
-    p = Path(os.path.expanduser(shown))
-    target, st = _final_target(shown, what, "a file name")
+    target = _named(shown, what, "a file name")
+    st = _stat_named(target, shown, what)
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
-            raise _refuse_kind(shown, target, st.st_mode, what)
+            raise _refuse_entry(shown, target, st.st_mode, what)
     else:
         folder = target.parent
-        if make_parents and not folder.exists():
+        if make_parents and not os.path.lexists(folder):
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise NormvarError(f"cannot create the folder of {what}: {folder} ({exc.strerror or exc})",
                                    fix=f"choose another {what}") from None
         if not folder.exists():
-            via = f" (the target of the link {shown})" if os.path.islink(p) else ""
-            raise NormvarError(f"the folder of {what} {target}{via} does not exist: {folder}",
+            raise NormvarError(f"the folder of {what} {shown} does not exist: {folder}",
                                fix=f"create it (mkdir -p {folder}) or choose another {what}")
         if not folder.is_dir():
             raise NormvarError(f"the folder of {what} is not a folder: {folder}", fix=f"choose another {what}")
@@ -188,11 +231,14 @@ def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_p
 
 def resolve_folder_destination(path, *, what: str = "--out") -> Path:
     """The folder that an export to ``path`` will create or replace: the same rule as
-    ``resolve_destination`` for a folder. A link (any chain) is written through to its final target;
-    an existing folder or a missing name in an existing, writable folder is used; anything else — a
-    regular file, a device, a FIFO, a socket, a missing parent — is refused with one line."""
+    ``resolve_destination`` for a folder. An existing folder or a missing name in an existing, writable
+    folder is used; anything else — a symbolic link (to a folder too), a regular file, a device, a FIFO, a
+    socket, a missing parent — is refused with one line."""
     shown = str(path)
-    target, st = _final_target(shown, what, "a folder name")
+    target = _named(shown, what, "a folder name")
+    st = _stat_named(target, shown, what)
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise _refuse_entry(shown, target, st.st_mode, what)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         raise NormvarError(f"{what} {shown} is {kind_of(st.st_mode)}, not a folder",
                            fix=f"choose a new or empty folder for {what}")
@@ -202,6 +248,19 @@ def resolve_folder_destination(path, *, what: str = "--out") -> Path:
                            fix=f"create it (mkdir -p {folder}) or choose another {what}")
     probe_writable(folder, what)
     return target
+
+
+def remove_named(path) -> bool:
+    """Delete the entry ``path`` itself — a regular file, or a link (the link, never its target); a folder,
+    FIFO, device or socket under the name is left alone. True when something was removed."""
+    st = lstat_or_none(path)
+    if st is None or not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        return False
+    try:
+        os.unlink(path)  # unlink(2) removes the name: a link's target is never touched
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def write_atomic(target, write: Callable[[Path], Any], *, what: str = "--out") -> Path:
@@ -217,8 +276,8 @@ def write_atomic(target, write: Callable[[Path], Any], *, what: str = "--out") -
             st = os.lstat(target)
         except FileNotFoundError:
             st = None
-        if st is not None and not stat.S_ISREG(st.st_mode):  # changed since resolve_destination
-            raise _refuse_kind(str(target), target, st.st_mode, what)
+        if st is not None and not stat.S_ISREG(st.st_mode):  # a link, FIFO, ... planted since resolve_destination
+            raise _refuse_entry(str(target), target, st.st_mode, what)
         mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
         os.chmod(tmp, mode)
         os.replace(tmp, target)
@@ -303,5 +362,6 @@ def move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
     tmp.unlink()
 
 
-__all__ = ["check_regular_input", "SAFE_FLAGS", "open_regular", "create_temp", "not_regular", "resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
+__all__ = ["lstat_or_none", "is_regular_entry", "refuse_entry", "remove_named", "resolve_folder_destination",
+           "check_regular_input", "SAFE_FLAGS", "open_regular", "create_temp", "not_regular", "resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
            "check_destination", "move_into_place", "NO_HARD_LINKS"]

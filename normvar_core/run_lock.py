@@ -1,4 +1,5 @@
-"""One compute of a run name at a time: ``with computing(run_path, holder): ...``.
+"""One compute of a run name at a time: ``with computing(run_path, holder): ...`` (``computing_all``: a compute
+locks its run file, its run name in the data directory and its checkpoint, so two computes never share one).
 
 The lock is ``.<name>.duckdb.lock`` beside the run's file: an ``flock`` held for the whole compute and,
 inside, the holder's pid and what it is (``normvar compute``, ``job <id>``). A second compute of the
@@ -107,6 +108,17 @@ def computing(run_path: Path, holder: str | None = None):
         os.close(fd)
 
 
+@contextlib.contextmanager
+def computing_all(paths, holder: str | None = None):
+    """``computing`` of every path in ``paths`` (a compute's run file, its run name in the data directory and its
+    checkpoint: ``RunTarget.locked``), taken in order and released together; the first one taken by another
+    compute refuses this one in one line naming that compute."""
+    with contextlib.ExitStack() as stack:
+        for p in paths:
+            stack.enter_context(computing(p, holder))
+        yield
+
+
 def remove_stale_locks(folder: Path) -> list[Path]:
     """Remove the lock files in ``folder`` that no live process holds (a compute killed with SIGKILL)."""
     removed = []
@@ -131,4 +143,4 @@ def remove_stale_locks(folder: Path) -> list[Path]:
     return removed
 
 
-__all__ = ["computing", "as_holder", "HOLDER", "JOB", "check_free", "holder_of", "busy_error", "lock_path", "remove_stale_locks"]
+__all__ = ["computing", "computing_all", "as_holder", "HOLDER", "JOB", "check_free", "holder_of", "busy_error", "lock_path", "remove_stale_locks"]

@@ -5,7 +5,9 @@ injection (tests/test_worker_faults.py).
 ``PATCHES[stage]`` is code run before the CLI that calls ``stop_here()`` when the process reaches ``stage``.
 ``paused_compute`` defines ``stop_here`` as: write ``marker`` and wait until the file ``go`` exists (the test has
 sent its signal) or 120 s have passed, so the test can interrupt the process there; the fault injection
-defines it as a SIGKILL of the process itself."""
+defines it as a SIGKILL of the process itself. "update-slow-save" makes the checkpoint's save start with a 5 s
+pause (``<marker>.saving`` written when it starts), "update-file-size-limit" runs the process under a 64 kB file
+size limit (every larger write fails, as on a full disk)."""
 from __future__ import annotations
 
 import os
@@ -53,6 +55,31 @@ PATCHES = {
             real({k: v for k, v in measures.items() if k != "moments"}, sb)
         P.update_all = update_all
     """,
+    "update-slow-save": """
+        from normvar_core.pipeline.execute import partials as P, checkpoint as C
+        real, real_save = P.update_all, C.save
+        def update_all(measures, sb):
+            real(measures, sb)
+            if sb.index == AT:
+                stop_here()         # batch AT added; the signal ends the pass after it
+        def slow_save(*a, **k):
+            Path(str(MARKER) + ".saving").write_text("x")
+            time.sleep(5)           # a large checkpoint's save: a second interrupt lands in it
+            return real_save(*a, **k)
+        P.update_all, C.save = update_all, slow_save
+    """,
+    "update-file-size-limit": """
+        import resource, signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # writes past the limit fail with EFBIG, as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+        from normvar_core.pipeline.execute import partials as P
+        real = P.update_all
+        def update_all(measures, sb):
+            real(measures, sb)
+            if sb.index == AT:
+                stop_here()
+        P.update_all = update_all
+    """,
     "write": """
         from normvar_core.runs import writer
         real, calls = writer._append, [0]
@@ -94,7 +121,7 @@ def paused_compute(argv: list[str], stage: str | None, marker: Path, log: Path, 
     """``normvar <argv>`` in a child process that pauses at ``stage`` (a key of ``PATCHES``; None: no pause) —
     at batch ``at`` for "update", at the run file's DuckDB call ``at`` for "write-held" — writing ``marker`` and waiting for ``go``; stderr goes to ``log``."""
     go = go if go is not None else marker.with_name(marker.name + ".never")
-    code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\n"
+    code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\nMARKER = {str(marker)!r}\n"
     code += (f"def stop_here():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"
              f"    while not Path({str(go)!r}).exists() and time.monotonic() - t < 120:\n        time.sleep(0.02)\n")
     code += textwrap.dedent(PATCHES[stage]) if stage else ""

@@ -250,14 +250,17 @@ def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_pa
     assert a["token_id"].tolist() == b["token_id"].tolist()
     assert np.array_equal(np.stack(a["vector"]), np.stack(b["vector"]))
 
-    # a checkpoint of another configuration is ignored (fresh start, same result)
+    # a checkpoint of another configuration is refused in one line and kept as it was; fresh=True starts over
     progress, should_cancel = _count_batches(2)
     with pytest.raises(CancelledError):
         compute_run(cfg.replace(seed=1), tmp_path / "c", progress=progress, should_cancel=should_cancel,
                     checkpoint=ckpt)
-    with pytest.warns(UserWarning, match="another configuration"):
-        path = compute_run(cfg, tmp_path / "c", checkpoint=ckpt)
-    assert np.array_equal(_table(open_run(path), "v"), _table(ref, "v"))
+    kept = ckpt.read_bytes()
+    with pytest.raises(NormvarError, match="another configuration") as err:
+        compute_run(cfg, tmp_path / "c", checkpoint=ckpt)
+    assert "\n" not in str(err.value) and "--fresh" in str(err.value) and ckpt.read_bytes() == kept
+    path = compute_run(cfg, tmp_path / "c", checkpoint=ckpt, fresh=True)
+    assert np.array_equal(_table(open_run(path), "v"), _table(ref, "v")) and not ckpt.exists()
 
 
 @pytest.mark.slow

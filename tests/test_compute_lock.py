@@ -1,5 +1,6 @@
-"""A second compute of a run name that is being computed is refused at once, naming what computes it:
-another ``normvar compute`` process (its lock file, ``run_lock``, with its pid), a queued
+"""A second compute of a run name that is being computed is refused at once, naming what computes it — also
+with another ``--out`` or another data directory sharing its checkpoint (the lock covers the output, the name and
+the checkpoint): another ``normvar compute`` process (its lock file, ``run_lock``, with its pid), a queued
 job, a job a real worker is running. A lock left by a killed process is stale and ignored."""
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ def test_a_second_compute_of_a_name_being_computed_is_refused_at_once(capsys, tm
         line = _one_line(capsys, *argv, match="run 'r' is being computed now by normvar compute")
         assert f"(pid {first.pid})" in line
         _one_line(capsys, *argv, "--overwrite", match=f"(pid {first.pid})")
+        # another --out: the same run name and the same checkpoint, which the first compute resumes from
+        _one_line(capsys, *argv, "--out", tmp_path / "elsewhere", match=f"(pid {first.pid})")
+        _one_line(capsys, *argv[:-2], "--data-dir", tmp_path / "other-data", "--checkpoint",
+                  data / "checkpoints" / "r.ckpt", match=f"(pid {first.pid})")
+        assert not (tmp_path / "elsewhere").exists() or not list((tmp_path / "elsewhere").glob("*.duckdb"))
         _one_line(capsys, "submit", *argv[1:-3], "--data-dir", data, match=f"(pid {first.pid})")
         first.send_signal(signal.SIGKILL)  # a lock left by a dead process: stale
         first.wait(timeout=60)

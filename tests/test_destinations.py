@@ -1,6 +1,7 @@
 """User-chosen destinations (``normvar_core.destination``): a regular file or a free name is written
-atomically, a symbolic link is written through to its target, and anything else — a folder, a
-device, a FIFO, a socket, a missing parent — is refused with one line and left exactly as it was.
+atomically, and anything else — a symbolic link (to anything, or dangling: never written through), a folder,
+a device, a FIFO, a socket, a missing parent — is refused with one line and left exactly as it was (every
+link's target is a canary file or folder whose content is checked unchanged).
 We run as root, where ``os.replace`` over ``/dev/null`` would turn the device into a file: the
 devices here are our own nodes (``os.mknod``, major 1 minor 3 = a null device) in a temp folder,
 and ``/dev/null`` itself is only checked to still be a character device afterwards."""
@@ -23,7 +24,7 @@ from normvar_core.service import cli
 KINDS = ("missing", "file", "folder", "fifo", "device", "socket", "missing_parent",
          "link_file", "link_dir", "link_fifo", "link_device", "link_dangling", "link_dangling_no_dir", "link_link_file")
 REFUSED = {"folder", "fifo", "device", "socket", "missing_parent", "link_dir", "link_fifo", "link_device",
-           "link_dangling_no_dir"}
+           "link_dangling_no_dir", "link_file", "link_link_file", "link_dangling"}
 
 
 def _device(path: Path) -> Path:
@@ -58,12 +59,10 @@ def make(kind: str, root: Path) -> tuple[Path, Path | None]:
     elif kind == "link_file":
         (other / "t.out").write_text("old")
         p.symlink_to(other / "t.out")
-        return p, other / "t.out"
     elif kind == "link_link_file":
         (other / "t.out").write_text("old")
         (other / "mid").symlink_to(other / "t.out")
         p.symlink_to(other / "mid")
-        return p, other / "t.out"
     elif kind == "link_dir":
         p.symlink_to(other)
     elif kind == "link_fifo":
@@ -73,7 +72,6 @@ def make(kind: str, root: Path) -> tuple[Path, Path | None]:
         p.symlink_to(_device(other / "d"))
     elif kind == "link_dangling":
         p.symlink_to(other / "new.out")
-        return p, other / "new.out"
     elif kind == "link_dangling_no_dir":
         p.symlink_to(other / "gone" / "new.out")
     else:
@@ -111,7 +109,7 @@ def test_fuzz_destination_kinds(tmp_path_factory, kind, payload):
         return
     assert kind not in REFUSED
     got = write_atomic(resolve_destination(given_path), lambda tmp: tmp.write_bytes(payload))
-    assert got == Path(os.path.realpath(target))
+    assert got == Path(os.path.abspath(target))
     assert stat.S_ISREG(os.lstat(target).st_mode) and target.read_bytes() == payload
     after = snapshot(root)
     for name, (fmt, what) in before.items():  # everything but the target as it was (links untouched)
@@ -153,9 +151,9 @@ def test_fuzz_report_out_through_the_cli(tmp_path_factory, capsys, kind):
 
 
 def test_report_out_to_dev_null_and_through_a_link(tmp_path, capsys, tiny_run):
-    """The real CLI on a real run: /dev/null is refused and stays a character device; a link is
-    written through (the link stays a link, its target gets the report); a FIFO is refused at once
-    (no write blocks on it)."""
+    """The real CLI on a real run: /dev/null is refused and stays a character device; a link (to a canary file,
+    or dangling) is refused in one line and its target left as it was; a FIFO is refused at once (no write blocks
+    on it)."""
     data, name = tiny_run
     code = cli.main(["report", name, "--format", "html", "--out", "/dev/null", "--data-dir", str(data)])
     err = capsys.readouterr().err
@@ -166,11 +164,15 @@ def test_report_out_to_dev_null_and_through_a_link(tmp_path, capsys, tiny_run):
                      "--data-dir", str(data)]) == 2
     assert "FIFO" in capsys.readouterr().err and stat.S_ISFIFO(os.lstat(tmp_path / "pipe.html").st_mode)
     (tmp_path / "real").mkdir()
-    (tmp_path / "link.html").symlink_to(tmp_path / "real" / "r.html")  # dangling: the target is created
-    assert cli.main(["report", name, "--format", "html", "--out", str(tmp_path / "link.html"),
-                     "--data-dir", str(data)]) == 0
-    assert (tmp_path / "link.html").is_symlink() and "<html" in (tmp_path / "real" / "r.html").read_text()
-    assert sorted(os.listdir(tmp_path / "real")) == ["r.html"]
+    canary = tmp_path / "real" / "canary.html"
+    canary.write_text("canary\n")
+    for to in (canary, tmp_path / "real" / "r.html"):  # a canary file, and a dangling link
+        link = tmp_path / f"link-{to.name}"
+        link.symlink_to(to)
+        assert cli.main(["report", name, "--format", "html", "--out", str(link), "--data-dir", str(data)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "symbolic link" in err[0] and link.is_symlink(), err
+    assert sorted(os.listdir(tmp_path / "real")) == ["canary.html"] and canary.read_text() == "canary\n"
 
 
 def test_compute_checkpoint_and_run_file_that_are_not_files(tmp_path, capsys, tiny_run, tiny_models):

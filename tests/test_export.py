@@ -181,15 +181,25 @@ def test_destination_rules(tmp_path, capsys):
 
 
 def test_export_out_follows_the_destination_rule(tmp_path, capsys):
-    """--out of export: a link is written through to its folder (the link stays a link); a FIFO and a
-    missing parent are refused with one line, exit 2, nothing created (the rule of every destination)."""
+    """--out of export: a link (to a canary folder), a FIFO and a missing parent are refused with one line, exit 2,
+    nothing created or changed (the rule of every destination); ``--overwrite`` through a link deletes nothing
+    inside its target, and replaces only a folder that holds an earlier export."""
     path, *_ = _run(tmp_path)
     real = tmp_path / "real"
     real.mkdir()
+    (real / "canary.txt").write_text("canary\n")
     link = tmp_path / "link"
     link.symlink_to(real, target_is_directory=True)
-    assert cli(["export", str(path), "--format", "projector", "--out", str(link)]) == 0
-    assert link.is_symlink() and (real / "vectors.tsv").exists()
+    for extra in ([], ["--overwrite"]):
+        assert cli(["export", str(path), "--format", "projector", "--out", str(link), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "symbolic link" in err[0], err
+    assert link.is_symlink() and sorted(os.listdir(real)) == ["canary.txt"]
+    assert (real / "canary.txt").read_text() == "canary\n"
+    assert cli(["export", str(path), "--out", str(real), "--overwrite"]) == 2  # a folder normvar did not export
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did not export" in err[0], err
+    assert sorted(os.listdir(real)) == ["canary.txt"] and (real / "canary.txt").read_text() == "canary\n"
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     assert cli(["export", str(path), "--out", str(fifo)]) == 2

@@ -18,7 +18,9 @@ both also     ``token_means.npy``: the per-type means μ(X_t) as one float32 arr
 
 Every format writes ``manifest.json`` (run name, format, layers, files and their row counts). The
 export is written into a temporary folder beside ``out`` and renamed into place when complete
-(``move_folder_into_place``): nothing half-written is ever visible under ``out``. Tables are streamed in
+(``move_folder_into_place``): nothing half-written is ever visible under ``out``. ``out`` follows the rule of
+every destination (``destination.py``): a link is refused, never followed; ``--overwrite`` replaces only a
+folder that holds an earlier export (``made_by_export``). Tables are streamed in
 record batches, the means layer by layer, so memory stays bounded by one layer of means.
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from normvar_core.destination import resolve_folder_destination
+from normvar_core.destination import is_regular_entry, resolve_folder_destination
 from normvar_core.errors import NormvarError
 from normvar_core.runs.reader import open_run
 from normvar_core.runs.tables import list_to_matrix
@@ -49,10 +51,15 @@ def move_folder_into_place(out: Path, write: Callable[[Path], None], *, overwrit
     ``out`` may be missing or an empty folder; a non-empty folder is replaced only with ``overwrite``
     (the old one is renamed aside first, then removed); anything else (a file) is refused. On any
     error the temporary folder is removed and ``out`` is as it was."""
-    out = resolve_folder_destination(out)  # one rule for user-chosen paths: links written through
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise NormvarError(f"--out {out} is a folder that is not empty",
-                           fix="choose a new or empty folder, or pass --overwrite to replace it")
+    out = resolve_folder_destination(out)  # the one rule (destination.py): a link is refused, never followed
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise NormvarError(f"--out {out} is a folder that is not empty",
+                               fix="choose a new or empty folder, or pass --overwrite to replace it")
+        if not made_by_export(out):
+            raise NormvarError(f"--out {out} is a folder that normvar did not export (no manifest.json of an "
+                               "export in it); --overwrite replaces only an earlier export",
+                               fix="choose a new or empty folder")
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     old = out.parent / f".{out.name}.old-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -73,6 +80,19 @@ def move_folder_into_place(out: Path, write: Callable[[Path], None], *, overwrit
         raise
     shutil.rmtree(old, ignore_errors=True)
     return out
+
+
+def made_by_export(folder: Path) -> bool:
+    """Whether ``folder`` holds an earlier export: its ``manifest.json`` a regular file (not a link) naming a run
+    and one of ``FORMATS``."""
+    manifest = folder / "manifest.json"
+    if not is_regular_entry(manifest):
+        return False
+    try:
+        got = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(got, dict) and got.get("format") in FORMATS and "run" in got
 
 
 # ----------------------------------------------------------------------------- tables

@@ -21,6 +21,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from normvar_core.destination import refuse_entry
 from normvar_core.errors import NormvarError
 from normvar_core.runs.declared import LayerCurve, curves_of
 from normvar_core.runs.record import JSON_COLUMNS, RunRecord
@@ -32,6 +33,9 @@ from normvar_core.stats.tokenstats import TokenStats
 
 
 def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to ``path``, opened only when the name holds a regular file itself (a FIFO would
+    block DuckDB's open forever; a link is not followed: ``destination.refuse_entry``)."""
+    refuse_entry(path, "run file", fix="remove it or move it out of the runs folder; a run file is a regular file")
     try:
         return duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
@@ -76,7 +80,7 @@ def _damaged(path: Path, why: str) -> NormvarError:
 
 def file_version(path) -> tuple[int, int, int]:
     """A run file's version (inode, size, mtime_ns): runs are replaced by atomic rename, never edited."""
-    st = Path(path).stat()
+    st = os.lstat(path)  # the name itself: a link is never followed
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
@@ -315,7 +319,7 @@ def _open_connection(path: Path) -> tuple[duckdb.DuckDBPyConnection, tuple]:
 def open_run(path) -> Run:
     """Open a published run: read the small tables into memory and close the file at once."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise NormvarError(f"run file not found: {path}", fix="list runs with `normvar show` or check the path")
     con, fid = _open_connection(path)
     try:

@@ -27,6 +27,8 @@ def register(sub) -> None:
     p.add_argument("--checkpoint", default=None, help="checkpoint file: resume from it if present (default: "
                    "checkpoints/<name>.ckpt in the data directory)")
     p.add_argument("--no-checkpoint", action="store_true", help="keep no checkpoint: an interrupted compute starts over")
+    p.add_argument("--fresh", action="store_true", help="start over when the checkpoint belongs to another "
+                   "configuration of this name (it is replaced); without it such a checkpoint is refused")
     p.add_argument("--quiet", action="store_true", help="no progress bar (and no progress lines in a log)")
     add_data_dir(p)
     p.set_defaults(func=cmd_compute)
@@ -71,10 +73,10 @@ def cmd_compute(args: argparse.Namespace) -> int:
     try:
         with terminate_as_interrupt():  # SIGTERM as Ctrl-C: temp files removed, checkpoint kept
             path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
-                               checkpoint=checkpoint, out_dir=args.out)
+                               checkpoint=checkpoint, out_dir=args.out, fresh=args.fresh)
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if getattr(exc, "exit_code", 130) == 143 else "interrupted"
-        exc.message = f"{what}; nothing was published; {kept_line(checkpoint)}"
+        exc.message = f"{what}; nothing was published; {kept_line(checkpoint, getattr(exc, 'checkpoint_note', None))}"
         raise
     finally:
         if bar is not None:
@@ -109,17 +111,19 @@ def default_checkpoint(cfg: RunConfig, data_dir):
     return DataDir.at(data_dir).checkpoints / f"{cfg.name or default_run_name(cfg)}.ckpt"
 
 
-def kept_line(checkpoint) -> str:
-    """What an interrupted compute kept, in words: "checkpoint kept in PATH: N of M batches; the same command
-    resumes from it", or that no batch had finished, or that it keeps none (--no-checkpoint)."""
+def kept_line(checkpoint, note: str | None = None) -> str:
+    """What an interrupted compute left on disk, read from the disk: "checkpoint kept in PATH: N of M batches,
+    S MB; the same command resumes from it", or that no checkpoint is on disk, or that it keeps none
+    (--no-checkpoint); ``note``: what happened to its save on the way out (a second interrupt, a full disk)."""
     from normvar_core.pipeline.execute.checkpoint import describe
 
     if checkpoint is None:
         return "no checkpoint (--no-checkpoint): the same command starts over"
     kept = describe(checkpoint)
+    why = f" ({note})" if note else ""
     if kept is None:
-        return "no batch had finished, so no checkpoint was kept"
-    return f"checkpoint kept in {checkpoint}: {kept}; the same command resumes from it"
+        return f"no checkpoint is on disk{why or ' (none had been saved yet)'}: the same command starts over"
+    return f"checkpoint kept in {checkpoint}: {kept}{why}; the same command resumes from it"
 
 
 def check_no_job(cfg: RunConfig, data_dir) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from normvar_core.datadir import DataDir
-from normvar_core.destination import open_regular
+from normvar_core.destination import open_regular, refuse_entry
 from normvar_core.errors import NormvarError
 from normvar_core.service.job import TRANSITIONS, Job, JobState, WorkerInfo
 
@@ -99,6 +99,21 @@ def database_errors(path: Path) -> Iterator[None]:
         raise _damaged(path, str(err)) from None
 
 
+SIDE_FILES = ("", "-wal", "-shm", "-journal")
+"""The job table's file and the files SQLite keeps beside it."""
+
+
+def check_table_files(path: Path) -> None:
+    """One NormvarError line, before SQLite opens anything, when the job table's file or a file SQLite keeps
+    beside it is a symbolic link, a folder, a FIFO, a device or a socket (``destination.refuse_entry``): the
+    table is never written through a link (another application's database stays as it is) and never blocks
+    on a FIFO."""
+    for side in SIDE_FILES:
+        p = path.with_name(path.name + side)
+        refuse_entry(p, "the job table" if not side else "the job table's file",
+                     fix=f"move it aside (mv {p} {p}.aside); normvar keeps its job table as a regular file in {path.parent}")
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     """Autocommit (transactions are explicit and short), a 30 s busy timeout, rows by column name."""
     conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -159,6 +174,7 @@ class JobTable:
     # -------------------------------------------------------------- plumbing
     @contextlib.contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
+        check_table_files(self.db_path)
         with database_errors(self.db_path):
             conn = _connect(self.db_path)
             try:

@@ -12,7 +12,12 @@
   pass's ``checkpoint_meta`` so a resumed run takes their results from it (``early_results_of``).
 
 A checkpoint is used only when its plan fingerprint (config, batches, corpus hash, weights hash, counts)
-equals the run's; batch order is deterministic, so a resumed run equals an uninterrupted one exactly.
+equals the run's, and it is never destroyed by anything but the publish of its own run: a checkpoint of another
+configuration, a file that is not a checkpoint, a link or a FIFO under its name, or a checkpoint whose contents do
+not fit its run (``check_partial``, ``check_planned``, ``load_partial``: batch index, counts, every measure's keys,
+dtypes and shapes) is refused in one line and left as it is (``--fresh`` replaces a normvar checkpoint of another
+configuration). It is opened with ``destination.open_regular`` (no link followed, no FIFO opened). Batch order is
+deterministic, so a resumed run equals an uninterrupted one to float64 rounding (docs/resume.md).
 """
 from __future__ import annotations
 
@@ -20,12 +25,14 @@ import json
 import os
 import time
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from normvar_core.destination import write_atomic
+from normvar_core.destination import open_regular, write_atomic
+from normvar_core.errors import NormvarError
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.measures.base import Measure
@@ -59,14 +66,26 @@ def partial_state(measures: dict[str, Measure], start: int, stop: int) -> Partia
     return PartialState(start, stop, {name: measure.state_dict() for name, measure in measures.items()})
 
 
-def load_partial(measures: dict[str, Measure], partial: PartialState) -> dict[str, Measure]:
-    """``accs`` (fresh: ``partials.build_measures``) restored from ``partial``, in place and returned.
-    Every measure the run wants must be in the partial state."""
+def load_partial(measures: dict[str, Measure], partial: PartialState, path=None) -> dict[str, Measure]:
+    """``accs`` (fresh: ``partials.build_measures``) restored from ``partial``, in place and returned. Every
+    measure the run wants must be in the partial state, with its keys and shapes, and no count negative: else one
+    NormvarError line naming the checkpoint ``path`` (``refused``)."""
     for name, measure in measures.items():
         if name not in partial.states:
-            raise ValueError(f"partial state lacks measure {name!r}")
-        measure.load_state_dict(partial.states[name])
+            raise refused(path, f"it holds no state of the measure {name}")
+        try:
+            measure.load_state_dict(partial.states[name])
+        except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
+            raise refused(path, f"the state of {name} does not fit this run ({str(exc).splitlines()[0][:120]})") from None
+        if bad := measure.negative_counts():
+            raise refused(path, f"negative counts in {name} ({', '.join(bad)})")
     return measures
+
+
+def refused(path, why: str) -> NormvarError:
+    """The one line of a checkpoint that does not fit its run; the file is left as it is."""
+    return NormvarError(f"checkpoint {path} does not fit this run: {why}; it was left as it is",
+                        fix="pass --fresh to start over (it is replaced), or move it aside")
 
 
 def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> None:
@@ -84,23 +103,106 @@ def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> N
     write_atomic(path, write, what="--checkpoint")
 
 
-def load(path: Path, fingerprint: dict) -> tuple[PartialState, dict] | None:
-    """(partial state, meta) if ``path`` holds a readable checkpoint of this plan, else None."""
-    if not path.exists():
-        return None
+def _open_npz(path: Path):
+    """The checkpoint's archive (``np.load`` over a descriptor from ``destination.open_regular``: a link, folder
+    or FIFO under the name is refused in one line and never followed or opened) and its meta; a file that is
+    not a normvar checkpoint is refused in one line (``not_a_checkpoint``)."""
+    fd = open_regular(path, os.O_RDONLY, what="the checkpoint")
+    fh = os.fdopen(fd, "rb")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta_json"]))
+        z = np.load(fh, allow_pickle=False)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+        fh.close()
+        raise not_a_checkpoint(path, "not a .npz archive") from None
+    try:
+        meta = json.loads(str(z["meta_json"]))
+        if not (isinstance(meta, dict) and str(meta.get("format", "")).startswith("normvar-checkpoint")):
+            raise ValueError
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile):
+        z.close()
+        fh.close()
+        raise not_a_checkpoint(path, "no normvar checkpoint metadata in it") from None
+    return z, fh, meta
+
+
+def not_a_checkpoint(path, why: str) -> NormvarError:
+    return NormvarError(f"{path} is not a normvar checkpoint ({why}); it was left as it is",
+                        fix="move it aside or choose another --checkpoint (normvar replaces only its own checkpoints)")
+
+
+def _same(fingerprint: dict, meta: dict) -> bool:
+    return meta.get("format") == FORMAT and json.loads(json.dumps(fingerprint, sort_keys=True, default=str)) == meta.get("fingerprint")
+
+
+def load(path: Path, fingerprint: dict, *, fresh: bool = False) -> tuple[PartialState, dict] | None:
+    """(partial state, meta) of the checkpoint at ``path`` when it is one of this plan, None when there is none.
+    A checkpoint of another configuration is refused in one line (``fresh``: None, so the run starts over and
+    replaces it); a file that is not a checkpoint, or one whose batch index or counts cannot be this plan's
+    (``check_partial``), is refused whatever ``fresh``. A refused file is never removed or replaced."""
+    if path is None or not os.path.lexists(path):
+        return None
+    z, fh, meta = _open_npz(Path(path))
+    try:
+        if not _same(fingerprint, meta):
+            if fresh:
+                return None
+            raise NormvarError(f"checkpoint {path} ({describe(path)}) belongs to another configuration of this "
+                               "run name; it was left as it is",
+                               fix="pass --fresh to start over (the checkpoint is replaced), or choose a different --name")
+        try:
             arrays = {k: z[k] for k in z.files if k != "meta_json"}
-    except Exception as exc:  # noqa: BLE001 - a damaged checkpoint means: start over
-        warnings.warn(f"ignoring unreadable checkpoint {path}: {exc}", stacklevel=3)
-        return None
-    if meta.get("format") != FORMAT:
-        return None
-    if json.loads(json.dumps(fingerprint, sort_keys=True, default=str)) != meta.get("fingerprint"):
-        warnings.warn(f"checkpoint {path} belongs to another configuration; starting over", stacklevel=3)
-        return None
-    return PartialState.from_arrays(int(meta["start"]), int(meta["next_batch"]), arrays), meta
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise not_a_checkpoint(path, f"unreadable array: {str(exc).splitlines()[0][:80]}") from None
+    finally:
+        z.close()
+        fh.close()
+    partial = PartialState.from_arrays(_int(meta, "start"), _int(meta, "next_batch"), arrays)
+    check_partial(path, partial, meta, int(fingerprint.get("n_batches") or 0))
+    return partial, meta
+
+
+def _int(meta: dict, key: str) -> int:
+    try:
+        return int(meta.get(key))
+    except (TypeError, ValueError):
+        return -1
+
+
+def check_partial(path, partial: PartialState, meta: dict, n_batches: int) -> None:
+    """The batch index and the early passes' counts of a checkpoint can be this plan's: 0 = start <= next_batch
+    <= n_batches (an early-pass checkpoint: next_batch 0, 0 <= early_done), and it holds some state."""
+    if partial.start != 0 or not 0 <= partial.stop <= n_batches:
+        raise refused(path, f"batch index {meta.get('start')}..{meta.get('next_batch')} outside 0..{n_batches}")
+    if meta.get("early_done") is not None and (partial.stop != 0 or _int(meta, "early_done") < 0):
+        raise refused(path, f"early pass at {meta.get('early_done')} batches")
+    if not partial.states:
+        raise refused(path, "it holds no state")
+
+
+def check_planned(path, partial: PartialState, ctx: RunContext, kept, registry=MEASURES) -> None:
+    """Before the pass: every measure of the checkpoint is one this run keeps (``kept``: names), every kept one
+    is in it, and each holds exactly the keys, dtypes and dimensions its class plans (``Measure.planned_state``),
+    no larger in any axis (the plan is the state after the whole pass); ``load_partial`` checks the rest."""
+    classes = {cls.name: cls for cls in registry}
+    for name in kept:
+        if name not in partial.states:
+            raise refused(path, f"it holds no state of the measure {name}")
+    for name, state in partial.states.items():
+        if name not in classes or name not in kept:
+            raise refused(path, f"it holds a measure this run does not keep ({name})")
+        planned = classes[name].planned_state(ctx)
+        if planned is None:
+            continue
+        if set(planned) != set(state):
+            missing, extra = sorted(set(planned) - set(state)), sorted(set(state) - set(planned))
+            raise refused(path, f"the state of {name} lacks {missing} or has extra {extra}" if extra else
+                          f"the state of {name} lacks {', '.join(missing)}")
+        for key, (shape, dtype) in planned.items():
+            a = state[key]
+            # the plan is the state after the whole pass: a state part-way holds no more in any axis (types seen)
+            fits = a.dtype == np.dtype(dtype) and a.ndim == len(shape) and all(h <= p for h, p in zip(a.shape, shape))
+            if not fits:
+                raise refused(path, f"{name}.{key} is {a.dtype}{list(a.shape)}, this run plans {np.dtype(dtype)}{list(shape)}")
 
 
 CHECKPOINT_EVERY_S = 60.0
@@ -114,12 +216,15 @@ at once, whatever the interval)."""
 
 class Checkpointer:
     """Saves the partial state every ``every_s`` seconds (or, when a save takes long, every ``1 / COST_SHARE``
-    times its duration) and on interruption between batches (``path`` None: never)."""
+    times its duration) and on interruption between batches (``path`` None: never). A periodic save that fails
+    (a full disk, a file size limit, a planted temp name) is one warning and the run goes on (``periodic``);
+    a save on the way out that fails or is interrupted says so in ``exit_save``'s words."""
 
     def __init__(self, path: Path | None, fingerprint: dict, every_s: float):
         self.path, self.fingerprint, self.every_s = path, fingerprint, every_s
         self.last = time.monotonic()
         self.cost = 0.0  # seconds the last save took
+        self.warned = False
 
     def due(self) -> bool:
         wait = max(self.every_s, self.cost / COST_SHARE) if self.every_s > 0 else 0.0
@@ -133,9 +238,30 @@ class Checkpointer:
         self.last = time.monotonic()
         self.cost = self.last - t0
 
-    def save_quietly(self, measures: dict, next_batch: int, extra: dict) -> None:
-        """Save on the way out of an error or interruption: that error matters more than a failed save."""
-        quietly(self.save, measures, next_batch, extra)
+    def periodic(self, save_now, *args) -> None:
+        """``save_now(*args)`` (``save`` or ``save_early``); a failure is one warning (the first one only) and the
+        run goes on, its next periodic save one interval later."""
+        try:
+            save_now(*args)
+        except (OSError, NormvarError) as exc:
+            self.last = time.monotonic()
+            if not self.warned:
+                self.warned = True
+                warnings.warn(f"could not save the checkpoint {self.path} ({_reason(exc)}); the run goes on, and "
+                              "tries again at the next interval", stacklevel=2)
+
+    def exit_save(self, save_now, *args, batches: str) -> str | None:
+        """Save on the way out of an error or interruption (``save_now(*args)``): None when saved, else what
+        happened in words (a second interrupt, a full disk): that error matters more, so nothing is raised."""
+        if self.path is None:
+            return None
+        try:
+            save_now(*args)
+        except KeyboardInterrupt:
+            return f"its save of {batches} was stopped by a second interrupt"
+        except Exception as exc:  # noqa: BLE001
+            return f"its save of {batches} failed ({_reason(exc)})"
+        return None
 
     def save_early(self, states: dict[str, dict], done: int, planned: int) -> None:
         """Unfinished early passes ({measure name: ``EarlyPass.state_dict``}), ``done`` of their about ``planned``
@@ -146,8 +272,21 @@ class Checkpointer:
              {"early_done": int(done), "early_batches": int(planned)})
         self.last = time.monotonic()
 
-    def save_early_quietly(self, states: dict[str, dict], done: int, planned: int) -> None:
-        quietly(self.save_early, states, done, planned)
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, NormvarError):
+        return exc.message
+    return getattr(exc, "strerror", None) or str(exc).splitlines()[0][:120] or type(exc).__name__
+
+
+def note_on(exc: BaseException, note: str | None) -> None:
+    """Attach ``note`` (what happened to the save on the way out) to the exception being raised: the CLI's
+    interrupt line reads it (``checkpoint_note``)."""
+    if note:
+        try:
+            exc.checkpoint_note = note
+        except (AttributeError, TypeError):
+            pass
 
 
 EARLY_SUFFIX = "_early"
@@ -175,14 +314,6 @@ def early_meta(ctx: RunContext, registry=MEASURES) -> dict:
     return out
 
 
-def quietly(save, *args) -> None:
-    """``save(*args)``, its failure ignored: on the way out of an error, that error matters more."""
-    try:
-        save(*args)
-    except Exception:  # noqa: BLE001
-        pass
-
-
 def early_results_of(resumed: tuple | None, ctx: RunContext, registry=MEASURES) -> dict:
     """{measure name: its early pass's result} that a checkpoint of the pass carries (``from_checkpoint`` of the
     measure's saved state and the meta), so a resumed run does not run those passes again."""
@@ -198,21 +329,34 @@ def early_results_of(resumed: tuple | None, ctx: RunContext, registry=MEASURES) 
     return out
 
 
+def file_size(n: int) -> str:
+    """A file's size in decimal units: "812 B", "41.3 kB", "116.2 MB", "1.2 GB"."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def describe(path: Path | None) -> str | None:
-    """What a checkpoint file keeps, in words: "N of M batches" (in the early passes: "N of M batches of the early
-    pass"); None when there is no readable checkpoint at ``path``."""
-    if path is None or not Path(path).exists():
+    """What a checkpoint file on disk keeps, in words, with its size (``file_size``): "N of M batches, 12.3 MB" (in the early
+    passes: "N of M batches of the early pass, ..."); None when no normvar checkpoint is at ``path`` (a link,
+    FIFO or other file there is not opened as one)."""
+    if path is None or not os.path.lexists(path):
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta_json"]))
-    except Exception:  # noqa: BLE001
+        z, fh, meta = _open_npz(Path(path))
+        size = os.fstat(fh.fileno()).st_size
+        z.close()
+        fh.close()
+    except (NormvarError, OSError):
         return None
-    total = int((meta.get("fingerprint") or {}).get("n_batches") or 0)
+    total = _int(meta.get("fingerprint") or {}, "n_batches")
+    mb = file_size(size)
     if meta.get("early_done") is not None:
-        return f"{int(meta['early_done'])} of {int(meta.get('early_batches') or 0)} batches of the early pass"
-    return f"{int(meta.get('next_batch') or 0)} of {total} batches"
+        return f"{_int(meta, 'early_done')} of {_int(meta, 'early_batches')} batches of the early pass, {mb}"
+    return f"{_int(meta, 'next_batch')} of {total} batches, {mb}"
 
 
-__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "Checkpointer", "early_key",
+__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "check_partial", "check_planned",
+           "refused", "not_a_checkpoint", "note_on", "Checkpointer", "early_key",
            "early_states_of", "early_meta", "early_results_of", "describe"]

@@ -21,27 +21,29 @@ from typing import Any, Callable
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.blas_threads import one_blas_thread
-from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, early_meta, load_partial
+from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, early_meta, load_partial, note_on
 from normvar_core.pipeline.execute.on_ray import compute_on_ray
 from normvar_core.pipeline.execute.partials import Counted, build_measures, run_range
 from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, run_target
 from normvar_core.pipeline.execute.publish import publish
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
 from normvar_core.pipeline.execute.ray_cluster import preflight
-from normvar_core.run_lock import computing
+from normvar_core.run_lock import computing_all
 
 
 def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
                 progress: Callable[[Progress], Any] | None = None, checkpoint=None,
                 checkpoint_every_s: float = CHECKPOINT_EVERY_S, should_cancel: Callable[[], bool] | None = None,
-                out_dir=None) -> Path:
+                out_dir=None, fresh: bool = False) -> Path:
     """Compute the run described by ``cfg`` and publish ``<out_dir or runs/>/<name>.duckdb``.
 
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
-    sentence) or CancelledError; nothing is published then. ``out_dir`` overrides runs/ (CLI --out)."""
+    sentence, a checkpoint that is not this run's) or CancelledError; nothing is published then. ``out_dir``
+    overrides runs/ (CLI --out); ``fresh``: start over, replacing a checkpoint of another configuration."""
     t_start = time.monotonic()
-    target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint)
-    with computing(target.out_path):  # a second compute of this name is refused now, naming this one
+    target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint, fresh=fresh)
+    # a second compute of this output, this name (in the data directory) or this checkpoint is refused now
+    with computing_all(target.locked):
         return _compute_target(target, progress, should_cancel, checkpoint_every_s, t_start)
 
 
@@ -55,7 +57,7 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
     heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
     with one_blas_thread():  # torch owns the cores: numpy's BLAS threads would spin on them (``blas_threads``)
         setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled,
-                        checkpoint=target.checkpoint, checkpoint_every_s=checkpoint_every_s)
+                        checkpoint=target.checkpoint, checkpoint_every_s=checkpoint_every_s, fresh=target.fresh)
         try:
             return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
         finally:
@@ -67,7 +69,7 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
     plan, source = setup.plan, setup.source
     if setup.resumed is not None:
         partial, meta = setup.resumed
-        measures = load_partial(build_measures(setup.ctx), partial)
+        measures = load_partial(build_measures(setup.ctx), partial, target.checkpoint)
         first, seconds_before, resumed_from = partial.stop, float(meta.get("seconds", 0.0)), partial.stop
         source.oom_splits, source.max_rows = int(meta.get("oom_splits", 0)), meta.get("max_rows")
     else:
@@ -87,25 +89,27 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         heap.trim_if_grown()
         clock(bi + 1, count.n)
         if saver.due() and bi + 1 < plan.n_batches:
-            saver.save(measures, bi + 1, extra())
+            saver.periodic(saver.save, measures, bi + 1, extra())
 
     clock(first, count.n, detail=f"resuming from {first} of {plan.n_batches} batches" if first else "")
     try:
         run_range(source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled,
                   count=count)
-    except BaseException:
+    except BaseException as exc:
         clean = count.n == pos["clean_n"]  # no piece of an unfinished batch was begun
         if not clean and getattr(source, "completed_batch", None) == pos["next"]:
             pos["next"], clean = pos["next"] + 1, True  # interrupted in the next forward: that batch is whole
         if clean and pos["next"] > (resumed_from or 0):
-            saver.save_quietly(measures, pos["next"], extra())
+            note_on(exc, saver.exit_save(saver.save, measures, pos["next"], extra(),
+                                         batches=f"{pos['next']} of {plan.n_batches} batches"))
         raise
     notes = {**source.notes(), "resumed_from_batch": resumed_from}
     try:
         return publish(target, setup, measures, notes, seconds=seconds_before + (time.monotonic() - t_start),
                        report=report)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
-        saver.save_quietly(measures, plan.n_batches, extra())
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
+        note_on(exc, saver.exit_save(saver.save, measures, plan.n_batches, extra(),
+                                     batches=f"all {plan.n_batches} batches"))
         raise
 
 

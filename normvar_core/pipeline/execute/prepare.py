@@ -45,6 +45,8 @@ class RunTarget:
     out_path: Path
     checkpoint: Path | None
     overwrite: bool
+    fresh: bool = False
+    locked: tuple[Path, ...] = ()  # what the compute locks (``run_lock.computing_all``): output, name, checkpoint
 
 
 @dataclass
@@ -67,9 +69,12 @@ class RunSetup:
         return len(self.plan.sentences)
 
 
-def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None) -> RunTarget:
+def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None,
+               fresh: bool = False) -> RunTarget:
     """The checks that need no model: ``cfg`` valid, named, its run file free (or ``overwrite``), the
-    checkpoint's folder writable. ``out_dir`` overrides runs/ (CLI --out)."""
+    checkpoint a regular file or a free name (never a link: ``destination.resolve_destination``) in a writable
+    folder. ``out_dir`` overrides runs/ (CLI --out). The target locks its run file, the run name's file in the
+    data directory and the checkpoint (``locked``)."""
     cfg = cfg.validate()
     check_inputs(cfg, data_dir)  # dataset or corpus, offload folder, mapped devices: before any model loads
     dd = DataDir.at(data_dir)
@@ -78,16 +83,18 @@ def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool =
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
     saved = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
-    return RunTarget(cfg, dd, out_path, saved, overwrite)
+    locked = tuple(dict.fromkeys(p for p in (out_path, dd.run_path(cfg.name), saved) if p is not None))
+    return RunTarget(cfg, dd, out_path, saved, overwrite, fresh, locked)
 
 
 def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
             should_cancel: Callable[[], bool] | None = None, checkpoint: Path | None = None,
-            remote: Any = None, checkpoint_every_s: float = ckpt.CHECKPOINT_EVERY_S) -> RunSetup:
+            remote: Any = None, checkpoint_every_s: float = ckpt.CHECKPOINT_EVERY_S, fresh: bool = False) -> RunSetup:
     """Corpus → model → plan → source → context and memory plan for ``cfg`` (module docstring).
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
-    ``checkpoint``: resume from it when its fingerprint matches (the memory plan then keeps exactly
+    ``checkpoint``: resume from it when its fingerprint matches, refuse it in one line otherwise (``fresh``: start
+    over; ``checkpoint.load``), its contents checked against the plan before the pass (the memory plan then keeps exactly
     the measures it holds; a checkpoint of unfinished early passes resumes them, and the early passes
     save one every ``checkpoint_every_s`` and when interrupted or cancelled: ``early_passes``). ``remote``: the Ray
     strategy's driver side (``ray_model.ActorModel``): the corpus read and tokenized by the actors, the model
@@ -120,11 +127,13 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=source.state_device, plan=plan,
                      tokens=plan.tokens, places=source.places)
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
-    resumed = ckpt.load(checkpoint, fingerprint) if checkpoint is not None else None
+    resumed = ckpt.load(checkpoint, fingerprint, fresh=fresh) if checkpoint is not None else None
     early_states = ckpt.early_states_of(resumed)
     if early_states is not None:  # the early passes were interrupted: they go on
         resumed = None
     ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
+    if resumed is not None:  # every measure kept, with its planned keys and shapes: refused before the pass
+        ckpt.check_planned(checkpoint, resumed[0], ctx, [n for n in ctx.memory.measures if n not in ctx.memory.dropped])
     if remote is not None:  # the early passes run by one actor, for all (``ray_model``)
         remote.prime(ctx, source)
     else:  # the measures' early passes, here (a resumed pass has their results)
@@ -155,15 +164,16 @@ def early_passes(ctx: RunContext, source, *, states, report, check_cancel, saver
         now = done()
         clock("early", now - start, max(planned, now) - start, "batches", label, sentences_total=len(ctx.plan.sentences))
         if saver.due() and not all(ep.finished for ep in passes.values()):
-            saver.save_early(states_now(), now, planned)
+            saver.periodic(saver.save_early, states_now(), now, planned)
         check_cancel()
 
     try:
         run_early(ctx, passes, on_batch=on_batch)
         heap.trim_heap()  # the early batches' freed states back to the OS (the pass's trims measure from here)
-    except BaseException:
+    except BaseException as exc:
         if done() > start:
-            saver.save_early_quietly(states_now(), done(), planned)
+            ckpt.note_on(exc, saver.exit_save(saver.save_early, states_now(), done(), planned,
+                                              batches=f"{done()} batches of the early pass"))
         raise
 
 

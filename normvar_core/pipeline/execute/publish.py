@@ -18,6 +18,7 @@ import numpy as np
 
 from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
+from normvar_core.destination import remove_named
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext, StateSource
 from normvar_core.pipeline.execute import heap
@@ -167,8 +168,8 @@ def publish(target: RunTarget, setup: RunSetup, measures: dict, notes: dict, *, 
     path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, measures=measures,
                        notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
                        seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))
-    if target.checkpoint is not None:
-        target.checkpoint.unlink(missing_ok=True)
+    if target.checkpoint is not None:  # the name itself: a link planted there meanwhile goes, never its target
+        remove_named(target.checkpoint)
     report(Progress("done", setup.total, setup.total, n_embeddings, 0.0, 0.0))
     return path
 

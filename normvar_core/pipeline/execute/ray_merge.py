@@ -45,7 +45,7 @@ class MergedState:
         got = ckpt.load(self.path, self.fingerprint) if self.path is not None else None
         if got is None or "ray_ranges" not in got[1]:
             return 0
-        self.accs = ckpt.load_partial(build_measures(self.ctx), got[0])
+        self.accs = ckpt.load_partial(build_measures(self.ctx), got[0], self.path)
         self.covered = [(int(a), int(b)) for a, b in got[1]["ray_ranges"]]
         self.oom = int(got[1].get("oom_splits", 0))
         return sum(b - a for a, b in self.covered)

@@ -151,6 +151,24 @@ class Stateful:
                 out.add(name)
         return out
 
+    count_states: tuple[str, ...] = ()
+    """Registered arrays that are counts though not merged by ``"sum"`` (a holder's per-type counts)."""
+
+    def negative_counts(self) -> list[str]:
+        """The ``state_dict`` keys of counts holding a negative value: the int counts, integer arrays merged by
+        ``"sum"`` and ``count_states``, nested holders included (a loaded checkpoint is checked with it)."""
+        out: list[str] = []
+        for name, entry in self._states.items():
+            v = getattr(self, name)
+            if _is_nested(v):
+                out += [f"{name}.{k}" for k in v.negative_counts()]
+                continue
+            count = isinstance(v, (int, np.integer)) or name in self.count_states or entry.rule == "sum"
+            a = np.asarray(_host(v)) if count and not isinstance(v, (int, np.integer)) else np.asarray(v)
+            if count and a.dtype.kind == "i" and a.size and int(a.min()) < 0:
+                out.append(name)
+        return out
+
     # ------------------------------------------------------------------ state
     def state_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """{key: (shape, dtype)} of every registered array, nested ones included (what ``state_dict`` holds)."""

@@ -76,6 +76,8 @@ class TokenMoments(Stateful):
     rows beyond the types seen (and, registered, rows of types not seen yet): read ``result()``.
     """
 
+    count_states = ("n",)  # the per-type counts (merged by ``ByType``): never negative
+
     def __init__(self, num_layers: int, dim: int, device: str | torch.device = "cpu",
                  mean_dtype: str = "float64", layer_index=None, backend: str = "auto"):
         if num_layers < 1 or dim < 1:
