@@ -91,7 +91,7 @@ def doubled_ticks(boxes: list[Box], where: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------- PDF
-_PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', re.S)
+_PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', re.DOTALL)
 _WORD = re.compile(r'<word xMin="([-\d.]+)" yMin="([-\d.]+)" xMax="([-\d.]+)" yMax="([-\d.]+)">(.*?)</word>')
 
 
@@ -135,7 +135,7 @@ def text_height_pt(paragraphs: list[tuple[str, float, bool]], width_pt: float) -
 
     total = 0.0
     for text, size, bold in paragraphs:
-        font = ImageFont.truetype(FONTS[bold], size=max(int(round(size * 10)), 1))   # 10 px per pt: fine widths
+        font = ImageFont.truetype(FONTS[bold], size=max(round(size * 10), 1))   # 10 px per pt: fine widths
         lines, line = 0, ""
         for word in text.split(" "):
             trial = f"{line} {word}" if line else word
@@ -214,5 +214,15 @@ def html_faults(page) -> list[str]:
     return out
 
 
-__all__ = ["Box", "overlap", "overlapping", "outside", "doubled_ticks", "pdf_faults", "pdf_pages", "pptx_faults",
-           "html_faults", "text_height_pt"]
+__all__ = [
+    "Box",
+    "doubled_ticks",
+    "html_faults",
+    "outside",
+    "overlap",
+    "overlapping",
+    "pdf_faults",
+    "pdf_pages",
+    "pptx_faults",
+    "text_height_pt",
+]

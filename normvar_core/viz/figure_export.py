@@ -106,6 +106,19 @@ def _gap(figs: dict[str, go.Figure], rows: bool, size: tuple[int, int]) -> float
     return px / max(h if rows else w, 1)
 
 
+def _place_colorbar(tr: dict, rows: bool, lo: float, span: float) -> None:
+    """A trace's colour bar beside its own panel: in rows, over the panel's height; in columns, right of it."""
+    bar = (tr.get("marker") or {}).get("colorbar")
+    if bar is None and not (tr.get("marker") or {}).get("showscale"):
+        return
+    bar = tr["marker"].setdefault("colorbar", {})
+    if rows:
+        bar["y"], bar["len"] = lo + bar.get("y", 0.5) * span, bar.get("len", 1.0) * span
+        bar["yanchor"] = bar.get("yanchor", "middle")
+    else:
+        bar["x"] = lo + span + 0.005
+
+
 def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float | None = None,
                  size: tuple[int, int] | None = None) -> go.Figure:
     """One figure of several: each of ``figs`` (label -> figure, e.g. one run's trade-off) keeps its own traces,
@@ -132,7 +145,8 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
     for i, (label, fig) in enumerate(figs.items()):
         lo = (1.0 - span - i * (span + gap)) if rows else i * (span + gap)
         js = copy.deepcopy(fig.to_plotly_json())
-        axes = {m.group(1) + (m.group(2) or "1"): v for k, v in js["layout"].items() if (m := _AXIS.match(k))}
+        axes = {"x1": {}, "y1": {}, **{m.group(1) + (m.group(2) or "1"): v for k, v in js["layout"].items()
+                                        if (m := _AXIS.match(k))}}
         count = {a: max([int(k[1:]) for k in axes if k[0] == a] or [1]) for a in "xy"}
 
         def ref(r, a_off=dict(off)):
@@ -163,14 +177,7 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
             if tr.get("showlegend", True) and tr.get("name") is not None:
                 tr["showlegend"] = tr["name"] not in legend and tr.get("showlegend", True)
                 legend.add(tr["name"])
-            bar = (tr.get("marker") or {}).get("colorbar")
-            if bar is not None or (tr.get("marker") or {}).get("showscale"):
-                bar = tr["marker"].setdefault("colorbar", {})
-                if rows:
-                    bar["y"], bar["len"] = lo + bar.get("y", 0.5) * span, bar.get("len", 1.0) * span
-                    bar["yanchor"] = bar.get("yanchor", "middle")
-                else:
-                    bar["x"] = lo + span + 0.005
+            _place_colorbar(tr, rows, lo, span)
             data.append(tr)
         for group, out in (("annotations", annotations), ("shapes", shapes)):
             for item in js["layout"].get(group, []):
@@ -191,9 +198,7 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
                            {**head, "x": 0.0, "y": lo + span, "xanchor": "left", "yanchor": "bottom", "yshift": 28})
         off = {a: off[a] + count[a] for a in "xy"}
     layout["annotations"], layout["shapes"] = annotations, shapes
-    if size:
-        layout["width"], layout["height"] = size
-    return go.Figure(dict(data=data, layout=layout))
+    return go.Figure(dict(data=data, layout=layout)).update_layout(**dict(zip(("width", "height"), size or ())))
 
 
 def to_csv(df: pd.DataFrame) -> bytes:
