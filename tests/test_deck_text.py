@@ -46,12 +46,12 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
         # the whole takeaway, to its last word: the two-run subtitle is no longer cut at "· claim"
         for word in _words(s.takeaway).split(" ")[-6:]:
             assert word in flat, (s.title, word)
-    findings = _words(pages[0])
+    findings = _words(pages[1])                       # the title slide first, then the findings
     from normvar_core.stats.findings import CLAIMS
 
     assert RUN in findings and RUN2 in findings and ("holds" in findings or "fails" in findings)
     # the claims' column alone (cropped: its left half, 72 dpi), read top to bottom: every claim whole, in order
-    column = _words(subprocess.run(["pdftotext", "-f", "1", "-l", "1", "-x", "0", "-y", "0", "-W", "570", "-H", "648",
+    column = _words(subprocess.run(["pdftotext", "-f", "2", "-l", "2", "-x", "0", "-y", "0", "-W", "570", "-H", "648",
                                     str(path), "-"], check=True, capture_output=True, text=True).stdout)
     at = 0
     for c in CLAIMS:

@@ -199,6 +199,14 @@ def app_a_tokens(run) -> tuple[int, ...]:
     return tuple(int(t) for t in analyses.select_tokens(stats(run), names))
 
 
+@per_run_version(32)
+def cloud_tokens(run) -> tuple[int, ...]:
+    """The types the Token clouds page draws by default (``viz.clouds.cloud_tokens``, as the deck's slide does)."""
+    from normvar_core.viz.clouds import cloud_tokens as default_tokens
+
+    return tuple(default_tokens(run))
+
+
 @per_run_version(64)
 def cloud(run, layer: int, ids):
     """``viz.clouds.pca_cloud`` of the sampled embeddings of the types ``ids`` at ``layer``."""
@@ -233,5 +241,5 @@ def table(run, name: str) -> pd.DataFrame:
 
 __all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'opened_runs', 'position0_sibling', 'stats',
            'pooled_stats', 'tradeoff', 'intervals', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm',
-           'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud',
+           'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud_tokens', 'cloud',
            'sampled_tokens', 'findings', 'table']

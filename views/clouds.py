@@ -27,13 +27,14 @@ table = _data.token_table(run, layer)
 n_of = dict(zip(table["token_id"].astype(int), table["n"].astype(int)))
 options = [int(t) for t in sampled["token_id"]]
 label = dict(zip(options, sampled["token"].astype(str)))
-default = [t for t in v.cloud if t in label] or [t for t in _data.app_a_tokens(run) if t in label] or options[:12]
+app_a = list(_data.cloud_tokens(run))   # App. A's selection among the sampled types (the deck's too)
+default = [t for t in v.cloud if t in label] or app_a
 _state.bind("w_cloud_tokens", default, lambda x: isinstance(x, list) and all(t in label for t in x))
 
 
 def _app_a() -> None:
     v.cloud = []
-    st.session_state["w_cloud_tokens"] = [t for t in _data.app_a_tokens(run) if t in label] or options[:12]
+    st.session_state["w_cloud_tokens"] = app_a
 
 
 handed = st.session_state.get("_clouds_note")  # a selection handed over from another page, in part
@@ -48,7 +49,6 @@ with c1:
 with c2:
     st.write("")
     st.button("App. A selection", key="w_cloud_reset", width="stretch", on_click=_app_a)
-app_a = [t for t in _data.app_a_tokens(run) if t in label]
 v.cloud = [] if list(chosen) == app_a else [int(t) for t in chosen]
 
 if not chosen:

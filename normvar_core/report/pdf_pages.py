@@ -1,6 +1,6 @@
 """The PDF deck: one 16:9 page per slide through matplotlib, so that the title, the takeaway, text slides and the
 findings table are text in the PDF (searchable, copyable, read by pdftotext); a figure slide's figure is its kaleido
-PNG. Text is wrapped at its measured width (the renderer's own glyph widths, never a character count), so no line
+PDF, laid onto the page as a vector drawing (pikepdf), so its tick labels and titles are text too. Text is wrapped at its measured width (the renderer's own glyph widths, never a character count), so no line
 runs past its box; a table or text that does not fit the page continues on a further page, "(continued)", with its
 header repeated. A table row is never split."""
 from __future__ import annotations
@@ -21,12 +21,12 @@ def _px(pt: float) -> float:
     return pt * DPI / 72
 
 
-def wrap(text: str, width_px: float, size_pt: float, renderer) -> list[str]:
+def wrap(text: str, width_px: float, size_pt: float, renderer, *, bold: bool = False) -> list[str]:
     """``text`` broken into lines no wider than ``width_px`` at ``size_pt`` (greedy, at spaces; a word wider than
-    the box is broken between characters). Explicit newlines are kept."""
+    the box is broken between characters), measured in the weight it is drawn in. Explicit newlines are kept."""
     from matplotlib.font_manager import FontProperties
 
-    prop = FontProperties(size=size_pt)
+    prop = FontProperties(size=size_pt, weight="bold" if bold else "normal")
 
     def width(s: str) -> float:
         return renderer.get_text_width_height_descent(s, prop, ismath=False)[0]
@@ -50,6 +50,24 @@ def wrap(text: str, width_px: float, size_pt: float, renderer) -> list[str]:
     return out
 
 
+_POINTS: list = []   # an Agg renderer at 72 dpi (a pixel is a point), made on first use
+
+
+def line_count(text: str, width_pt: float, size_pt: float, *, bold: bool = False) -> int:
+    """How many lines ``text`` takes wrapped at ``width_pt`` in ``size_pt`` (``wrap``, in matplotlib's DejaVu Sans:
+    wider than Arial and Calibri, so a box sized from it holds the text in PowerPoint's fonts too)."""
+    if not _POINTS:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=(1, 1), dpi=72)
+        _POINTS.append(fig.canvas.get_renderer())
+        plt.close(fig)
+    return len(wrap(text, width_pt, size_pt, _POINTS[0], bold=bold))
+
+
 class _Page:
     """A page being filled from the top: ``y`` is the next free pixel row (0 at the top)."""
 
@@ -64,7 +82,7 @@ class _Page:
 
     def text(self, text: str, size: float, *, bold: bool = False, color: str = "#000000", x: float = MARGIN,
              width: float | None = None) -> None:
-        lines = wrap(text, width or WIDTH - 2 * MARGIN, size, self.renderer)
+        lines = wrap(text, width or WIDTH - 2 * MARGIN, size, self.renderer, bold=bold)
         self.fig.text(x / WIDTH, 1 - self.y / HEIGHT, "\n".join(lines), fontsize=size, va="top", color=color,
                       fontweight="bold" if bold else "normal", linespacing=LEADING, parse_math=False)
         self.y += len(lines) * _px(size) * LEADING + 10
@@ -132,17 +150,27 @@ def _lines(slide: Slide, new_page) -> None:
     page.close()
 
 
-def _figure(slide: Slide, new_page) -> None:
-    from PIL import Image
-
+def _figure(slide: Slide, new_page, figures: list) -> None:
+    """The heading and takeaway; the room left under them is kept for the figure, noted in ``figures`` as (page
+    index, [x0, y0, x1, y1] in PDF points from the bottom left, the figure's PDF)."""
     page = new_page(slide.title)
     page.text(slide.takeaway, TAKE_PT, color="#333333")
-    img = Image.open(io.BytesIO(slide.png())).convert("RGB")
     top = page.y / HEIGHT
-    ax = page.fig.add_axes((0.02, 0.01, 0.96, max(1 - top - 0.02, 0.2)))
-    ax.imshow(img, interpolation="lanczos")
-    ax.axis("off")
+    pt = 72 / DPI
+    box = [0.02 * WIDTH * pt, 0.01 * HEIGHT * pt, 0.98 * WIDTH * pt, (0.01 + max(1 - top - 0.02, 0.2)) * HEIGHT * pt]
+    figures.append((page.pdf.get_pagecount(), box, slide.pdf()))
     page.close()
+
+
+def _lay_figures(out: Path, figures: list) -> None:
+    """Each figure's vector PDF onto its page, fitted into its box (aspect kept, centred)."""
+    import pikepdf
+
+    with pikepdf.open(out, allow_overwriting_input=True) as deck:
+        for index, box, data in figures:
+            with pikepdf.open(io.BytesIO(data)) as fig:
+                deck.pages[index].add_overlay(fig.pages[0], pikepdf.Rectangle(*box))
+        deck.save(out)
 
 
 def write_pdf(slides: list[Slide], out: Path, title: str) -> Path:
@@ -152,6 +180,7 @@ def write_pdf(slides: list[Slide], out: Path, title: str) -> Path:
     matplotlib.use("Agg")
     from matplotlib.backends.backend_pdf import PdfPages
 
+    figures: list = []
     with PdfPages(out, metadata={"Title": title, "Subject": "normvar report", "Creator": "normvar"}) as pdf:
         def new_page(heading: str) -> _Page:
             return _Page(pdf, heading, lambda fig: fig.canvas.get_renderer())
@@ -160,10 +189,11 @@ def write_pdf(slides: list[Slide], out: Path, title: str) -> Path:
             if s.table is not None:
                 _table(s, s.table, new_page)
             elif s.figure is not None:
-                _figure(s, new_page)
+                _figure(s, new_page, figures)
             else:
                 _lines(s, new_page)
+    _lay_figures(out, figures)
     return out
 
 
-__all__ = ["write_pdf", "wrap"]
+__all__ = ["write_pdf", "wrap", "line_count"]

@@ -10,9 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.stats import analyses
 from normvar_core.viz.cloud_figures import clouds_figure
-from normvar_core.viz.clouds import pca_cloud
+from normvar_core.viz.clouds import cloud_tokens, pca_cloud
 from normvar_core.viz.frequency_figures import frequency_scatter
 from normvar_core.viz.selection import fit_row, tradeoff_points
 from normvar_core.viz.tradeoff_figures import tradeoff_scatter
@@ -66,20 +65,17 @@ def frequency_figure(run, layer: int, regs: pd.DataFrame) -> go.Figure:
 
 
 def cloud_figure(run, layer: int, *, width: int, height: int) -> tuple[go.Figure, pd.DataFrame] | None:
-    """The Token clouds page's figure of App. A's tokens (or the first sampled ones) at ``layer``, laid out at
-    ``width`` × ``height`` (the labels are placed in pixels), and the tokens' rows; None without samples."""
-    if not run.has("samples"):
+    """The Token clouds page's figure at ``layer``: the types the page draws by default (``viz.clouds.cloud_tokens``:
+    App. A's selection among the sampled types), laid out at ``width`` × ``height`` (the labels are placed in
+    pixels; no legend: the labels name the clouds), and the tokens' rows; None without samples."""
+    ids = cloud_tokens(run)
+    if not ids:
         return None
-    sampled = run.sampled_tokens()
-    if not len(sampled):
-        return None
-    have = set(sampled["token_id"].astype(int))
-    ids = [int(i) for i in analyses.select_tokens(run.stats(), run.tokens()["token"].tolist()) if int(i) in have]
-    ids = ids[:10] or sampled["token_id"].astype(int).head(10).tolist()
     tt = run.token_table(layer)
     cloud = pca_cloud(run.samples(layer, ids), dict(zip(tt["token_id"].astype(int), tt["n"].astype(int))))
     fig = clouds_figure(cloud.coords, explained=cloud.explained, presentation=True, width=width, height=height,
                         token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]])
+    fig.update_layout(showlegend=False)   # each cloud is labelled on the plot; a list of 20 tokens outgrows a slide
     return fig, tt[tt["token_id"].isin(ids)].sort_values("n")
 
 

@@ -30,8 +30,11 @@ from normvar_core.viz.tradeoff_figures import layers_figure
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
 from normvar_core.viz.depth import default_layer
+from normvar_core.viz.labels import readable
 
 WIDTH, HEIGHT = SLIDE_SIZE  # 16:9
+FIGURE_SIZE = (WIDTH, HEIGHT - 120)
+"""A figure's size on a slide: the slide less its heading."""
 
 
 VERDICT_FILLS = {"holds": "#d9f2d9", "fails": "#f8d7d7", "cannot tell": "#fff3cd", "untestable": "#eeeeee"}
@@ -57,19 +60,28 @@ class Slide:
     deck: str = ""
     """The deck's name (the title slide carries it: the report's runs): the PPTX and PDF title metadata."""
     _png: bytes | None = field(default=None, repr=False)
+    _pdf: bytes | None = field(default=None, repr=False)
 
     def png(self) -> bytes:
         """The figure as a 16:9 PNG (kaleido), rendered once and shared by the PPTX and PDF writers."""
         if self._png is None:
             from normvar_core.viz.figure_export import to_image
 
-            self._png = to_image(self.figure, "png", width=WIDTH, height=HEIGHT - 120, scale=1.25)
+            self._png = to_image(self.figure, "png", width=FIGURE_SIZE[0], height=FIGURE_SIZE[1], scale=1.25)
         return self._png
+
+    def pdf(self) -> bytes:
+        """The figure as a one-page vector PDF (kaleido: its text is text), for the PDF deck; rendered once."""
+        if self._pdf is None:
+            from normvar_core.viz.figure_export import to_image
+
+            self._pdf = to_image(self.figure, "pdf", width=FIGURE_SIZE[0], height=FIGURE_SIZE[1])
+        return self._pdf
 
 
 def _fit(fig: go.Figure) -> go.Figure:
     """The slide's figure: the page's, at the size under the heading (``figure_export.on_slide``)."""
-    return on_slide(fig, WIDTH, HEIGHT - 120)
+    return on_slide(fig, *FIGURE_SIZE)
 
 
 def _table_notes(df: pd.DataFrame, cols: list[str]) -> str:
@@ -186,7 +198,7 @@ def tradeoff_slide(runs) -> Slide | None:
         return missing_slide(title, missing)
     have = [r for r in runs if any(k.startswith(f"{r.name} · ") for k in figs)]
     take = "; ".join(takes + missing) + verdicts(have, "tradeoff_slope")
-    return Slide(title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs)))
+    return Slide(title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs, size=FIGURE_SIZE)))
 
 
 def layers_slide(runs) -> Slide | None:
@@ -194,7 +206,7 @@ def layers_slide(runs) -> Slide | None:
     missing = [no_band_types(r) for r in runs if peak(curves[r.name], "cv_q") is None]
     have = [r for r in runs if peak(curves[r.name], "cv_q") is not None]
     rel = len(runs) > 1
-    title = "Where the trade-off is strongest (Fig. 4)" + (" — these runs on relative depth" if rel else "")
+    title = _titled(runs, "where the trade-off is strongest (Fig. 4)") if rel else "Where the trade-off is strongest (Fig. 4)"
     if not have:
         return missing_slide(title, missing)
     from normvar_core.stats.intervals import run_intervals
@@ -273,7 +285,7 @@ def frequency_slide(runs) -> Slide | None:
     if not figs:
         return missing_slide(title, missing)
     take = "; ".join(takes + missing)
-    return Slide(title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs, rows=True)))
+    return Slide(title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs, rows=True, size=FIGURE_SIZE)))
 
 
 def clouds_slide(runs) -> Slide | None:
@@ -295,7 +307,7 @@ def clouds_slide(runs) -> Slide | None:
         return None
     title = _titled(runs, "token clouds (Fig. 1)")
     take = "Rare tokens sit away from the origin (M large), frequent ones around it (V large): " + "; ".join(takes)
-    return Slide(title, take, "\n\n".join(notes), _fit(side_by_side(figs)))
+    return Slide(title, take, "\n\n".join(notes), _fit(side_by_side(figs, size=FIGURE_SIZE)))
 
 
 def geometry_slide(runs) -> Slide | None:
@@ -359,18 +371,20 @@ def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
     fig = f.builder(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
                     presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
                     null_curves={}, null_of={})
-    take = "; ".join(f"{n}: " + ", ".join(_column_range(t, c) for c in cols) for n, t in curves.items())
+    name = {c: readable(c, f.section if len(cols) == 1 else None) for c in cols}
+    take = "; ".join(f"{n}: " + ", ".join(_column_range(t, c, name[c]) for c in cols) for n, t in curves.items())
     notes = "\n\n".join(f"{n}\n" + _table_notes(t, ["layer", *cols]) for n, t in curves.items())
     return Slide(f.section, take + verdicts(have, *claims), notes, _fit(fig))
 
 
-def _column_range(t, c: str) -> str:
-    """"isoscore 0.126–0.241 (largest at layer 6)" over a run's layers; "isoscore undefined" when no layer has a
-    value (a degenerate covariance gives NaN)."""
+def _column_range(t, c: str, name: str) -> str:
+    """"IsoScore ι 0.126–0.241 (largest at layer 6)": column ``c``'s range over a run's layers, under its ``name`` in
+    words (``viz.labels.readable``); "IsoScore ι undefined" when no layer has a value (a degenerate covariance gives
+    NaN)."""
     v = t[c].dropna()
     if not len(v):
-        return f"{c} undefined"
-    return f"{c} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
+        return f"{name} undefined"
+    return f"{name} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
 
 
 def declared_slides(runs) -> list[Slide]:
@@ -379,11 +393,11 @@ def declared_slides(runs) -> list[Slide]:
     return [s for f in declared_figures(None, runs) if (s := figure_slide(f, (), runs)) is not None]
 
 
-REGISTRY: list[Callable] = [findings_slide, title_slide, tradeoff_slide, layers_slide, decomposition_slide,
+REGISTRY: list[Callable] = [title_slide, findings_slide, tradeoff_slide, layers_slide, decomposition_slide,
                             frequency_slide, clouds_slide, geometry_slide,
                             partial(figure_slide, ISOSCORE, ("isoscore_low",)),
                             partial(figure_slide, DECIMATION, ("id_profile",)), declared_slides]
-"""The deck, in order: the findings, the title, then one slide per figure (the figure's page order: Trade-off,
+"""The deck, in order: the title, the findings, then one slide per figure (the figure's page order: Trade-off,
 Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore and TwoNN's decimation), then one
 per curve that the runs' measures declare."""
 

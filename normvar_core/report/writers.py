@@ -49,24 +49,49 @@ def _pptx_text(frame, text: str, size_pt: float, *, bold: bool = False) -> None:
             run.font.bold = bold
 
 
+PT = 12700          # EMU per point
+INSET = (7.2, 3.6)  # python-pptx's text frame insets, points: left/right, top/bottom
+
+
+def _fitted(text: str, width_pt: float, sizes: tuple[float, ...], max_lines: int, *, bold: bool = False):
+    """(size, height pt): the largest of ``sizes`` at which ``text`` takes at most ``max_lines`` lines at
+    ``width_pt`` (else the smallest), and the height of its box at that size (1.2 lines per em, the insets)."""
+    from normvar_core.report.pdf_pages import line_count
+
+    inner = width_pt - 2 * INSET[0]
+    for size in sizes:
+        n = line_count(text, inner, size, bold=bold)
+        if n <= max_lines or size == sizes[-1]:
+            return size, n * size * 1.2 + 2 * INSET[1] + 2
+
+
+def _heading(W: int, H: int, title: str, takeaway: str) -> tuple[float, float, float, float, int]:
+    """The title's and the takeaway's sizes and box heights (points), each box as high as its wrapped text (a
+    smaller size for a longer text, never cut), and the top of the room left under them (EMU)."""
+    width = W * 0.94 / PT
+    t_size, t_h = _fitted(title, width, (28, 24, 20), 1, bold=True)
+    s_size, s_h = _fitted(takeaway, width, (16, 14, 12, 11), 3)
+    return t_size, t_h, s_size, s_h, int(H * 0.02) + int(t_h * PT) + int(s_h * PT) + int(4 * PT)
+
+
 def _pptx_slide(prs, title: str, takeaway: str, notes: str):
     """A slide on the "Title Only" layout: the title in the layout's title placeholder (so the outline view and
-    screen readers list the slides by title), the takeaway under it (wrapped: a smaller size for a longer
-    text, never cut), the notes."""
+    screen readers list the slides by title), the takeaway under it (``_heading``), the notes. Returns the slide
+    and the top of the room left under the text (EMU)."""
     from pptx.util import Emu
 
     W, H = prs.slide_width, prs.slide_height
+    left, width = int(W * 0.03), int(W * 0.94)
+    t_size, t_h, s_size, s_h, room = _heading(W, H, title, takeaway)
     sl = prs.slides.add_slide(prs.slide_layouts[5])
     head = sl.shapes.title
-    head.left, head.top, head.width, head.height = (Emu(int(W * 0.03)), Emu(int(H * 0.02)), Emu(int(W * 0.94)),
-                                                    Emu(int(H * 0.09)))
-    _pptx_text(head.text_frame, title, 28 if len(title) <= 70 else 22, bold=True)
+    head.left, head.top, head.width, head.height = Emu(left), Emu(int(H * 0.02)), Emu(width), Emu(int(t_h * PT))
+    _pptx_text(head.text_frame, title, t_size, bold=True)
     head.text_frame.paragraphs[0].alignment = 1  # left
-    sub = sl.shapes.add_textbox(Emu(int(W * 0.03)), Emu(int(H * 0.1)), Emu(int(W * 0.94)), Emu(int(H * 0.08)))
-    n = len(takeaway)
-    _pptx_text(sub.text_frame, takeaway, 16 if n <= 200 else 13 if n <= 320 else 11)
+    sub = sl.shapes.add_textbox(Emu(left), Emu(head.top + head.height), Emu(width), Emu(int(s_h * PT)))
+    _pptx_text(sub.text_frame, takeaway, s_size)
     sl.notes_slide.notes_text_frame.text = notes
-    return sl
+    return sl, room
 
 
 def _pptx_table(prs, s: Slide) -> None:
@@ -79,9 +104,9 @@ def _pptx_table(prs, s: Slide) -> None:
     width = int(W * 0.94)
     cols = [int(width * 0.5)] + [int(width * 0.5 / max(n - 1, 1))] * (n - 1)
     size = 14 if n <= 3 else 12
-    top, room = int(H * 0.19), int(H * 0.78)
+    room = int(H * 0.98) - _heading(W, H, f"{s.title} (continued)", s.takeaway)[-1]   # the longer title's room
     for k, rows in enumerate(_table_pages(s.table, [c / 12700 for c in cols], size, room / 12700)):
-        sl = _pptx_slide(prs, s.title + (" (continued)" if k else ""), s.takeaway, s.notes)
+        sl, top = _pptx_slide(prs, s.title + (" (continued)" if k else ""), s.takeaway, s.notes)
         shape = sl.shapes.add_table(len(rows) + 1, n, Emu(int(W * 0.03)), Emu(top), Emu(width), Emu(room // 2))
         grid = shape.table
         for j, w in enumerate(cols):
@@ -112,11 +137,13 @@ def write_pptx(slides: list[Slide], out: Path) -> Path:
         if s.table is not None:
             _pptx_table(prs, s)
             continue
-        sl = _pptx_slide(prs, s.title, s.takeaway, s.notes)
-        if s.figure is not None:
-            sl.shapes.add_picture(io.BytesIO(s.png()), Emu(int(W * 0.03)), Emu(int(H * 0.18)), width=Emu(int(W * 0.94)))
+        sl, top = _pptx_slide(prs, s.title, s.takeaway, s.notes)
+        if s.figure is not None:   # the room under the text, the figure's aspect kept
+            fw, fh = s.figure.layout.width or 1600, s.figure.layout.height or 780
+            width = min(int(W * 0.94), int((int(H * 0.99) - top) * fw / fh))
+            sl.shapes.add_picture(io.BytesIO(s.png()), Emu((W - width) // 2), Emu(top), width=Emu(width))
         else:
-            body = sl.shapes.add_textbox(Emu(int(W * 0.05)), Emu(int(H * 0.25)), Emu(int(W * 0.9)), Emu(int(H * 0.7)))
+            body = sl.shapes.add_textbox(Emu(int(W * 0.05)), Emu(top), Emu(int(W * 0.9)), Emu(int(H * 0.98) - top))
             body.text_frame.word_wrap = True
             for i, line in enumerate(s.lines):
                 p = body.text_frame.paragraphs[0] if i == 0 else body.text_frame.add_paragraph()

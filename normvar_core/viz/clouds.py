@@ -14,6 +14,24 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from normvar_core.stats import analyses
+
+CLOUD_FALLBACK = 12
+"""How many sampled types a cloud draws when App. A's selection has none with stored samples."""
+
+
+def cloud_tokens(run) -> list[int]:
+    """The token types a cloud draws by default, for the Token clouds page and the deck alike: App. A's selection
+    (``analyses.select_tokens``: types with 10 ≤ n_t ≤ 10⁵ and ≥ 3 characters, drawn over 10 frequency bins) among
+    the types with stored samples, in its order; else the first ``CLOUD_FALLBACK`` sampled types; [] without
+    samples. ``run``: a ``runs.reader.Run``."""
+    if not run.has("samples"):
+        return []
+    sampled = run.sampled_tokens()
+    have = set(sampled["token_id"].astype(int))
+    chosen = analyses.select_tokens(run.stats(), run.tokens()["token"].astype(str).tolist())
+    return [int(t) for t in chosen if int(t) in have] or sampled["token_id"].astype(int).head(CLOUD_FALLBACK).tolist()
+
 
 @dataclass(frozen=True)
 class Cloud:

@@ -90,16 +90,51 @@ def _squeeze(lo: float, span: float, a: float, b: float) -> list[float]:
     return [lo + a * span, lo + b * span]
 
 
-def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float | None = None) -> go.Figure:
+GAP_PX = {"rows": 100, "columns": 110, "colorbar": 175}
+"""The room between two panels of ``side_by_side``, in pixels: between rows, the upper row's x tick labels, the lower
+row's heading and its subplot titles; between columns, the right panel's y tick labels and title, and with a
+colour bar also the left panel's bar, its labels and its title."""
+
+
+def _gap(figs: dict[str, go.Figure], rows: bool, size: tuple[int, int]) -> float:
+    """``GAP_PX`` as a fraction of the plot area of a figure of ``size`` (width, height) px with the first figure's
+    margins."""
+    m = next(iter(figs.values())).layout.margin
+    w, h = size[0] - (m.l or 80) - (m.r or 80), size[1] - (m.t or 100) - (m.b or 80)
+    bar = any(getattr(getattr(t, "marker", None), "showscale", False) for f in figs.values() for t in f.data)
+    px = GAP_PX["rows"] if rows else GAP_PX["colorbar" if bar else "columns"]
+    return px / max(h if rows else w, 1)
+
+
+def _place_colorbar(tr: dict, rows: bool, lo: float, span: float) -> None:
+    """A trace's colour bar beside its own panel: in rows, over the panel's height; in columns, right of it."""
+    bar = (tr.get("marker") or {}).get("colorbar")
+    if bar is None and not (tr.get("marker") or {}).get("showscale"):
+        return
+    bar = tr["marker"].setdefault("colorbar", {})
+    if rows:
+        bar["y"], bar["len"] = lo + bar.get("y", 0.5) * span, bar.get("len", 1.0) * span
+        bar["yanchor"] = bar.get("yanchor", "middle")
+    else:
+        bar["x"] = lo + span + 0.005
+
+
+def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float | None = None,
+                 size: tuple[int, int] | None = None) -> go.Figure:
     """One figure of several: each of ``figs`` (label -> figure, e.g. one run's trade-off) keeps its own traces,
     axes, annotations and shapes, placed in its own column (``rows``: its own row) of the paper, headed by its
-    label. Axis k of the i-th figure becomes axis k + (the axes of the figures before it); a domain [a, b] of the
-    split direction becomes [lo + a·s, lo + b·s] with s = (1 − gap·(n − 1)) / n, lo = i·(s + gap); paper
-    coordinates of annotations, shapes and colour bars map the same way. A legend entry is shown once per name."""
+    label. Axis k of the i-th figure becomes axis k + (the axes of the figures before it), anchored to that
+    figure's own axes (a figure's single pair of axes has no anchor: plotly would draw every y axis on the first
+    x axis); a domain [a, b] of the split direction becomes [lo + a·s, lo + b·s] with s = (1 − gap·(n − 1)) / n,
+    lo = i·(s + gap); paper coordinates of annotations, shapes and colour bars map the same way. A legend entry is
+    shown once per name. In rows, the x-axis titles sit under the bottom row only. ``size`` (width, height) px: the
+    figure's size, and the gap (unless given) is ``GAP_PX`` at that size."""
     n = len(figs)
     if n == 1:
-        return next(iter(figs.values()))
-    gap = gap if gap is not None else (0.12 if rows else 0.09)
+        one = next(iter(figs.values()))
+        return one.update_layout(width=size[0], height=size[1]) if size else one
+    if gap is None:
+        gap = _gap(figs, rows, size) if size else (0.12 if rows else 0.09)
     span = (1.0 - gap * (n - 1)) / n
     d = "y" if rows else "x"
     first = next(iter(figs.values())).to_plotly_json()
@@ -110,7 +145,8 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
     for i, (label, fig) in enumerate(figs.items()):
         lo = (1.0 - span - i * (span + gap)) if rows else i * (span + gap)
         js = copy.deepcopy(fig.to_plotly_json())
-        axes = {m.group(1) + (m.group(2) or "1"): v for k, v in js["layout"].items() if (m := _AXIS.match(k))}
+        axes = {"x1": {}, "y1": {}, **{m.group(1) + (m.group(2) or "1"): v for k, v in js["layout"].items()
+                                        if (m := _AXIS.match(k))}}
         count = {a: max([int(k[1:]) for k in axes if k[0] == a] or [1]) for a in "xy"}
 
         def ref(r, a_off=dict(off)):
@@ -121,8 +157,12 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
             k = int(m.group(2) or 1) + a_off[m.group(1)]
             return f"{m.group(1)}{k if k > 1 else ''}{m.group(3) or ''}"
 
+        last = i == n - 1
         for name, ax in axes.items():
             ax = dict(ax)
+            ax.setdefault("anchor", "y" if name[0] == "x" else "x")   # plotly's default, made this figure's own
+            if rows and name[0] == "x" and not last:
+                ax.pop("title", None)
             for key in ("anchor", "matches", "overlaying", "scaleanchor"):
                 if key in ax:
                     ax[key] = ref(ax[key])
@@ -137,14 +177,7 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
             if tr.get("showlegend", True) and tr.get("name") is not None:
                 tr["showlegend"] = tr["name"] not in legend and tr.get("showlegend", True)
                 legend.add(tr["name"])
-            bar = (tr.get("marker") or {}).get("colorbar")
-            if bar is not None or (tr.get("marker") or {}).get("showscale"):
-                bar = tr["marker"].setdefault("colorbar", {})
-                if rows:
-                    bar["y"], bar["len"] = lo + bar.get("y", 0.5) * span, bar.get("len", 1.0) * span
-                    bar["yanchor"] = bar.get("yanchor", "middle")
-                else:
-                    bar["x"] = lo + span + 0.005
+            _place_colorbar(tr, rows, lo, span)
             data.append(tr)
         for group, out in (("annotations", annotations), ("shapes", shapes)):
             for item in js["layout"].get(group, []):
@@ -165,7 +198,7 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
                            {**head, "x": 0.0, "y": lo + span, "xanchor": "left", "yanchor": "bottom", "yshift": 28})
         off = {a: off[a] + count[a] for a in "xy"}
     layout["annotations"], layout["shapes"] = annotations, shapes
-    return go.Figure(dict(data=data, layout=layout))
+    return go.Figure(dict(data=data, layout=layout)).update_layout(**dict(zip(("width", "height"), size or ())))
 
 
 def to_csv(df: pd.DataFrame) -> bytes:
@@ -186,4 +219,4 @@ def figure_data(fig: go.Figure) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["trace", "x", "y"])
 
 
-__all__ = ["SLIDE_SIZE", "to_image", "export_image", "on_slide", "side_by_side", "to_csv", "figure_data"]
+__all__ = ["GAP_PX", "SLIDE_SIZE", "to_image", "export_image", "on_slide", "side_by_side", "to_csv", "figure_data"]

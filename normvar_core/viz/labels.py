@@ -5,7 +5,9 @@ ring first, eight directions) so that its box meets no label placed before, no l
 the plot; where every candidate collides the least-overlapping one is taken. Boxes are estimated from the
 font size (0.62 em per character), in the plot's pixels (``size``: the plot area's width and height).
 ``data_range``: an axis range that holds the given values with a margin (lines drawn past it are clipped).
-``number``: a number's text, or "—" with the reason when it is missing (the one place that says how)."""
+``number``: a number's text, or "—" with the reason when it is missing (the one place that says how).
+``readable``: the words a page or a slide shows for a run-file column (``twonn_id_cross`` -> "TwoNN ID
+(cross-context)"), never the column's name itself."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -26,6 +28,27 @@ def number(x, spec: str = ".4g", why: str | None = None) -> str:
     if np.isfinite(x):
         return format(x, spec)
     return f"{MISSING} ({why})" if why else MISSING
+
+
+COLUMN_NAMES = {
+    "isoscore": "IsoScore ι",
+    "twonn_id": "TwoNN ID (Razzhigaev et al. 2024 protocol)",
+    "twonn_id_cross": "TwoNN ID (cross-context)",
+    "same_sentence_nn": "nearest neighbour in the same sentence",
+    "anisotropy": "anisotropy",
+    "anisotropy_batch_mean": "anisotropy (Razzhigaev et al. 2024 protocol)",
+    "participation_ratio": "participation ratio",
+    "mean_cosine": "mean cosine",
+    "cv_q": "C.V. of Q(X_t)",
+    "r2": "R²",
+}
+"""Run-file column -> its name in words, for the columns that a slide's takeaway or a page's text names."""
+
+
+def readable(column: str, default: str | None = None) -> str:
+    """The words for run-file ``column``: ``COLUMN_NAMES``, else ``default`` (a declared curve's title), else the
+    column with its underscores as spaces."""
+    return COLUMN_NAMES.get(column) or default or column.replace("_", " ")
 
 
 #: a legend beside the plot, right of the last panel: never over the x ticks or the axis title below
@@ -145,4 +168,4 @@ def emptiest_corner(x, y, *, box: tuple[float, float] = (0.34, 0.2)) -> tuple[fl
     return min(CORNERS, key=covered)
 
 
-__all__ = ["MISSING", "number", "place_labels", "label_box", "data_range", "tidy_log_axes", "emptiest_corner", "CORNERS", "LEGEND_RIGHT"]
+__all__ = ["MISSING", "COLUMN_NAMES", "readable", "number", "place_labels", "label_box", "data_range", "tidy_log_axes", "emptiest_corner", "CORNERS", "LEGEND_RIGHT"]
