@@ -1,9 +1,11 @@
 """The CLI in this process: ``run_cli`` (exit status, stdout, stderr of ``cli.main``) and ``assert_bad`` (one
-line on stderr, exit status 2, nothing published). ``compute``'s start line ("normvar: start · ...": what it is
-about to do, printed before its inputs are read) is left out of the stderr they return: tests/test_compute_log.py
-reads it."""
+line on stderr, exit status 2, nothing published). ``compute``'s log lines — its start line ("normvar: start ·
+...": what it is about to do) and the line as each phase begins ("normvar: plan · read the corpus · 0/3 steps") —
+are left out of the stderr they return: tests/test_compute_log.py reads them. An error or warning is never a log
+line."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from normvar_core.service import cli
@@ -12,12 +14,15 @@ from normvar_core.service import cli
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
     code = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
-    return code, out, without_start(err)
+    return code, out, without_log(err)
 
 
-def without_start(err: str) -> str:
-    """stderr without ``compute``'s start line."""
-    return "".join(x for x in err.splitlines(keepends=True) if not x.startswith("normvar: start · "))
+LOG_LINE = re.compile(r"normvar: (start|plan|model|early|forward|finalize|write) · ")
+
+
+def without_log(err: str) -> str:
+    """stderr without ``compute``'s log lines (``LogLines``)."""
+    return "".join(x for x in err.splitlines(keepends=True) if not LOG_LINE.match(x))
 
 
 def assert_bad(capsys, data: Path, *argv, match: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import assert_bad, run_cli, without_start
+from cli_helpers import assert_bad, run_cli, without_log
 from corpus_files import EMOJI
 
 # (config.json changes, what the one line names); the first three are the issue's, the rest a fuzz
@@ -120,7 +120,7 @@ def _one_line(capsys, *argv, match: str) -> str:
 
     code = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
-    lines = [x for x in without_start(err).splitlines() if x.strip()]
+    lines = [x for x in without_log(err).splitlines() if x.strip()]
     assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith("normvar: error:"), (code, out, err)
     assert match.lower() in lines[0].lower(), lines[0]
     return lines[0]

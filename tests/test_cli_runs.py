@@ -2,7 +2,7 @@
 exit status 2 and nothing published; the happy path prints the published path and the table."""
 from __future__ import annotations
 
-from cli_helpers import without_start
+from cli_helpers import without_log
 
 import os
 import subprocess
@@ -112,5 +112,5 @@ def test_entry_point_subprocess(tmp_path):
                           "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, env=env, cwd=ROOT,
                          timeout=300)
     assert res.returncode == 2
-    assert len(without_start(res.stderr).strip().splitlines()) == 1 and "corpus file not found" in res.stderr
+    assert len(without_log(res.stderr).strip().splitlines()) == 1 and "corpus file not found" in res.stderr
     assert not (tmp_path / "d" / "runs").exists() or not list((tmp_path / "d" / "runs").iterdir())

@@ -4,7 +4,7 @@ the checkpoint): another ``normvar compute`` process (its lock file, ``run_lock`
 job, a job a real worker is running. A lock left by a killed process is stale and ignored."""
 from __future__ import annotations
 
-from cli_helpers import without_start
+from cli_helpers import without_log
 
 import os
 import signal
@@ -24,7 +24,7 @@ def _one_line(capsys, *argv, match: str) -> str:
     t0 = time.monotonic()
     code = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
-    lines = [x for x in without_start(err).splitlines() if x.strip()]
+    lines = [x for x in without_log(err).splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1 and match in lines[0], (code, out, err)
     assert time.monotonic() - t0 < 5  # at once: no model load, no pass
     return lines[0]

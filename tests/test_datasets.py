@@ -25,7 +25,7 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
-from cli_helpers import without_start
+from cli_helpers import without_log
 from corpus_files import corpus_lines
 from same_run import assert_same_run
 
@@ -152,7 +152,7 @@ def _cli(argv: list[str], capsys) -> tuple[int, str]:
     from normvar_core.service import cli
 
     rc = cli.main(argv)
-    return rc, without_start(capsys.readouterr().err)
+    return rc, without_log(capsys.readouterr().err)
 
 
 def test_bad_datasets_get_one_line_and_exit_2_before_the_model(tmp_path, hf_home, capsys):
@@ -196,7 +196,7 @@ def test_the_real_cli_and_its_light_paths(tmp_path, hf_home):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     out = subprocess.run([sys.executable, "-m", "normvar", "compute", "--dataset", str(src["saved"]), "--split", "x",
                           "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, env=env, timeout=120)
-    err = without_start(out.stderr)
+    err = without_log(out.stderr)
     assert out.returncode == 2 and err.count("\n") == 1 and "split 'x' not in saved" in err
     probe = ("import sys\nfrom normvar_core.service.cli import build_parser\nbuild_parser()\n"
              "import normvar_core.runs.reader\nprint('datasets' in sys.modules, 'torch' in sys.modules)")

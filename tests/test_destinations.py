@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from cli_helpers import without_start
+from cli_helpers import without_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -190,7 +190,7 @@ def test_compute_checkpoint_and_run_file_that_are_not_files(tmp_path, capsys, ti
     (out / "c.duckdb").symlink_to(tmp_path / "nul")
     for name in ("b", "c"):
         assert cli.main(base + ["--name", name, "--out", str(out), "--overwrite"]) == 2
-        err = without_start(capsys.readouterr().err)
+        err = without_log(capsys.readouterr().err)
         assert err.count("\n") == 1 and "not a run" in err, err
     assert stat.S_ISFIFO(os.lstat(out / "b.duckdb").st_mode) and (out / "c.duckdb").is_symlink()
     runs = data / "x" / "runs"

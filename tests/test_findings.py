@@ -270,13 +270,13 @@ def test_compare_states_the_same_twonn_verdict(minilm, tmp_path, monkeypatch):
     assert len(said) == 2 and all(cell(f["id_profile"]) in w and "the two TwoNN estimates disagree" in w for w in said)
 
 
-def test_deck_opens_with_findings_and_states_verdicts(minilm):
+def test_deck_states_findings_after_its_title_with_verdicts(minilm):
     from normvar_core.report.slides import build_slides
 
     r, f, _ = minilm
     slides = build_slides([r])
-    assert slides[0].title.startswith("Findings")
-    rows = slides[0].table.rows   # the findings as a table of text: claim, then the run's verdict cell
+    assert slides[1].title.startswith("Findings")  # after the title slide
+    rows = slides[1].table.rows   # the findings as a table of text: claim, then the run's verdict cell
     assert [row[1].split(":")[0] for row in rows] == [f[i].verdict for i in CLAIM_IDS]
     take = {s.title: s.takeaway for s in slides}
     layers = next(t for k, t in take.items() if "Fig. 4" in k)
@@ -284,4 +284,4 @@ def test_deck_opens_with_findings_and_states_verdicts(minilm):
     geo = next(t for k, t in take.items() if "geometry" in k)
     assert f"claim anisotropy_profile — {f['anisotropy_profile'].verdict}" in geo
     assert f"claim id_profile — {cell(f['id_profile'])}" in geo and cell(f["id_profile"]) in rows[CLAIM_IDS.index("id_profile")][1]
-    assert "the two TwoNN estimates disagree" in slides[0].notes
+    assert "the two TwoNN estimates disagree" in slides[1].notes
