@@ -29,6 +29,7 @@ import pytest
 
 from browser_helpers import free_port
 from normvar_core.service import dashboard_access as access
+from normvar_core.service import gate_state
 from dashboard_server import stop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,13 +234,115 @@ def test_sign_in_attempts_take_turns_per_client(gated_server):
     flood.start()
     time.sleep(0.5)
     t0 = time.monotonic()                                                   # meanwhile another client is not held up
-    assert sign_in(port, source="127.0.0.2").startswith(f"normvar_session_{port}=")
+    other = sign_in(port, source="127.0.0.2")
     other_client_s = time.monotonic() - t0
     flood.join(180)
-    assert len(results) == 50 and other_client_s < 3
+    assert len(results) == 50
     verdicts = sorted(t for t, status in results if status == 403)        # guesses whose token was compared
     refused = [t for t, status in results if status == 429]                # refused unread: the queue was full
     assert len(verdicts) + len(refused) == 50, results
     assert sum(t < 2.5 for t in verdicts) <= 2, verdicts                   # one guess a second, not 50
     assert 1 <= len(verdicts) <= 8 and len(refused) >= 42, (verdicts, refused)
     assert all(b - a >= 0.9 for a, b in zip(verdicts, verdicts[1:])), verdicts
+    assert other_client_s < 3 and request(port, "GET", "/_stcore/host-config", other).status == 200
+
+
+def _argv_of_tree(pid: int) -> list[bytes]:
+    """The command lines (/proc/PID/cmdline, what ``ps`` shows) of ``pid`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            out.append(Path(f"/proc/{p}/cmdline").read_bytes())
+        except OSError:
+            continue
+        todo += children.get(p, [])
+    return out
+
+
+@pytest.mark.subprocess
+def test_sessions_outlive_a_restart_until_signed_out_and_the_token_stays_out_of_ps(tmp_path):
+    from dashboard_server import serve_until_ready
+
+    d, canary = tmp_path / "d", tmp_path / "canary.json"
+    (d / "queue").mkdir(parents=True)
+    canary.write_text("another application's file\n")
+    (d / "queue" / "dashboard_sessions.json").symlink_to(canary)        # planted where the sessions are kept
+    secret = tmp_path / "token.txt"
+    secret.write_text(TOKEN + "\n")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
+
+    def serve(*flags: str) -> subprocess.Popen:
+        proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--port", str(port), "--data-dir", str(d),
+                                         *flags], env)
+        assert first.startswith("normvar: dashboard at "), first
+        return proc
+
+    def status(cookie: str) -> int:
+        return request(port, "GET", "/_stcore/host-config", cookie).status
+
+    proc = serve("--token-file", str(secret))
+    try:
+        argvs = _argv_of_tree(proc.pid)
+        assert len(argvs) >= 2 and not any(TOKEN.encode() in a for a in argvs)   # the parent and Streamlit
+        cookie = sign_in(port)
+        assert status(cookie) == 200
+    finally:
+        _, err = stop(proc)
+    assert "warning" not in err
+    kept = d / "queue" / "dashboard_sessions.json"
+    assert canary.read_text() == "another application's file\n"               # never written through the link
+    assert kept.is_file() and not kept.is_symlink() and cookie.split("=", 1)[1] not in kept.read_text()
+    assert kept.stat().st_mode & 0o077 == 0
+    env[access.TOKEN_ENV] = TOKEN
+    proc = serve()
+    try:
+        assert status(cookie) == 200                                            # kept across the restart
+    finally:
+        stop(proc)
+    env[access.TOKEN_ENV] = TOKEN + "-new"
+    proc = serve()
+    try:
+        assert status(cookie) == 403                                            # a new token signs it out ...
+    finally:
+        stop(proc)
+    env.pop(access.TOKEN_ENV)
+    proc = serve("--token", TOKEN)
+    try:
+        assert status(cookie) == 200                                            # ... for as long as it is in use
+    finally:
+        stop(proc)
+    proc = serve("--token", TOKEN, "--sign-out-all")
+    try:
+        assert status(cookie) == 403                                            # every browser signs in again
+        assert status(sign_in(port)) == 200
+    finally:
+        _, err = stop(proc)
+    assert "--token TOKEN shows the token to every user" in err and "--token-file" in err
+    kept.unlink()
+    kept.symlink_to(canary)
+    assert gate_state.sign_out_all(d) and not kept.exists() and not kept.is_symlink()
+    assert canary.read_text() == "another application's file\n"              # the link went, not its target
+
+
+def test_cookie_values_split_as_a_browser_sends_them():
+    """The gate's reading of a Cookie header agrees with Starlette's (an independent parser of RFC 6265 pairs)
+    on our cookie, whatever other applications' cookies surround it."""
+    from starlette.requests import cookie_parser
+
+    ours = "normvar_session_8501=Zx-9_abc"
+    for foreign in FOREIGN:
+        for header in (f"{foreign}; {ours}", f"{ours}; {foreign}", f"{foreign};{ours};{foreign}"):
+            assert gate_state.cookie_values(header, "normvar_session_8501") == ["Zx-9_abc"], header
+            assert cookie_parser(header)["normvar_session_8501"] == "Zx-9_abc", header
+    assert gate_state.cookie_values("normvar_session_85011=x; normvar_session=y", "normvar_session_8501") == []
+    assert gate_state.cookie_name(8501) == "normvar_session_8501"
