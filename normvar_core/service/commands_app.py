@@ -124,7 +124,7 @@ def serving_port(given: int | None) -> int:
     if given is not None:
         return given
     env = os.environ.get("NORMVAR_PORT")
-    if env is None or not env.strip():
+    if env is None:
         return 8501
     try:
         return port_number(env)
