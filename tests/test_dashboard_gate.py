@@ -16,6 +16,7 @@ import base64
 import hashlib
 import hmac
 import http.client
+import itertools
 import os
 import re
 import socket
@@ -243,7 +244,7 @@ def test_sign_in_attempts_take_turns_per_client(gated_server):
     assert len(verdicts) + len(refused) == 50, results
     assert sum(t < 2.5 for t in verdicts) <= 2, verdicts                   # one guess a second, not 50
     assert 1 <= len(verdicts) <= 8 and len(refused) >= 42, (verdicts, refused)
-    assert all(b - a >= 0.9 for a, b in zip(verdicts, verdicts[1:])), verdicts
+    assert all(b - a >= 0.9 for a, b in itertools.pairwise(verdicts)), verdicts
     assert other_client_s < 3 and request(port, "GET", "/_stcore/host-config", other).status == 200
 
 

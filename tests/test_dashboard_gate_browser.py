@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from browser_helpers import free_port
-from normvar_core.service import dashboard_access as access
 from dashboard_server import serve_until_ready, stop
+
+from normvar_core.service import dashboard_access as access
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 

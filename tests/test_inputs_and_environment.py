@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import assert_bad, run_cli
+
 from normvar_core.service.jobs import JobStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +76,7 @@ def closed_stderr(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     """``normvar ARGV 2>&-``: a real process started with descriptor 2 closed."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     return subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-m", "normvar_core.service.cli",
-                           *argv], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+                           *argv], capture_output=True, text=True, env=env, cwd=cwd, timeout=300, check=False)
 
 
 @pytest.mark.subprocess
