@@ -2,28 +2,29 @@
 ``normvar_core/service/dashboard_access.py``).
 
 With ``$NORMVAR_TOKEN`` set, signing in happens at the HTTP layer (normvar_core/service/gate.py): no request
-reaches Streamlit without the signed sign-in cookie. This gate checks that cookie again before the script draws
-anything (a second lock, should the server ever be started without the middleware): a session without it sees
+reaches Streamlit without a sign-in cookie whose session that gate keeps. This gate asks the server's token gate
+again about the session's ``Cookie`` header before the script draws anything (a second lock: a server started
+without the middleware signs nobody in): a session without it sees
 one line and nothing else: no navigation, no sidebar, no run name. The query is left alone (``?token=`` is the
 Token page's token type). ``$NORMVAR_READ_ONLY=1``: no New-run page, no upload, no cancel, no job submission."""
 from __future__ import annotations
 
-import hmac
 import os
 
 import streamlit as st
 
 from normvar_core.service.dashboard_access import READ_ONLY_ENV, TOKEN_ENV
-from normvar_core.service.gate import COOKIE, cookie_value
+from normvar_core.service.gate import active_gate
 
 
 def read_only() -> bool:
     return os.environ.get(READ_ONLY_ENV, "") not in ("", "0")
 
 
-def _cookie() -> str:
+def _cookie_header() -> str:
+    """The session's raw ``Cookie`` header (read by the gate's lenient parser, not Streamlit's)."""
     try:
-        return str(st.context.cookies.get(COOKIE) or "")
+        return "; ".join(st.context.headers.get_all("Cookie"))
     except Exception:  # noqa: BLE001 - no request context (a bare script run): not signed in
         return ""
 
@@ -33,7 +34,8 @@ def gate() -> None:
     expected = os.environ.get(TOKEN_ENV) or None
     if expected is None:
         return
-    if hmac.compare_digest(_cookie().encode(), cookie_value(expected).encode()):
+    server_gate = active_gate()
+    if server_gate is not None and server_gate.signed_in_header(_cookie_header()):
         return
     st.markdown("### normvar")
     st.warning("This dashboard is shared with a token: reload the page to sign in.", icon=":material/lock:")

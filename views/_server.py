@@ -76,12 +76,30 @@ class MainPageBase:
         await self.app(scope, receive, send)
 
 
+def _data_dir() -> Path:
+    """``--data-dir`` after ``--`` on the streamlit command line, else $NORMVAR_DATA, else ./data."""
+    import argparse
+    import sys
+
+    from normvar_core.datadir import resolve_data_dir
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--data-dir", default=None)
+    return resolve_data_dir(parser.parse_known_args(sys.argv[1:])[0].data_dir)
+
+
 def middleware() -> list[Middleware]:
     """With ``$NORMVAR_TOKEN`` set, the token gate (normvar_core/service/gate.py) comes first, so no request
-    reaches Streamlit (page, websocket, upload, media, health) without the sign-in cookie."""
+    reaches Streamlit (page, websocket, upload, media, health) without the sign-in cookie. Its cookie is named
+    after the port; its sessions are kept in the data directory (``gate_state.sessions_path``)."""
+    from streamlit import config
+
+    from normvar_core.service.gate_state import sessions_path
+
     token = os.environ.get(TOKEN_ENV) or None
     base = _base_path()
-    gate = [Middleware(TokenGate, token=token, base=base, pages=frozenset(base + k for k in PAGE_KEYS))] if token else []
+    gate = [Middleware(TokenGate, token=token, base=base, pages=frozenset(base + k for k in PAGE_KEYS),
+                       port=config.get_option("server.port"), sessions=sessions_path(_data_dir()))] if token else []
     return [*gate, Middleware(MainPageBase)]
 
 

@@ -100,6 +100,13 @@ def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
     return layers
 
 
+def check_max_length(cfg: RunConfig, limit: int) -> None:
+    """``--max-length`` within the model's limit of ``limit`` tokens (a NormvarError otherwise)."""
+    if cfg.max_length is not None and cfg.max_length > limit:
+        raise NormvarError(f"--max-length {cfg.max_length} exceeds the model's limit of {limit} tokens",
+                           fix=f"use --max-length {limit} or less")
+
+
 def corpus_of(sentences: list[str], *, name: str = "", sha256: str = "") -> CorpusText:
     """An in-memory corpus of ``sentences`` as they are (tests, benchmarks): every one kept, nothing read."""
     n = len(sentences)
@@ -118,9 +125,7 @@ def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_state
         raise NormvarError("no sentences left after filtering the corpus",
                            fix="check the corpus, --max-words, --sample-frac and --max-sentences")
     layers = kept_layers(cfg, num_hidden_states)
-    if cfg.max_length is not None and cfg.max_length > max_length:
-        raise NormvarError(f"--max-length {cfg.max_length} exceeds the model's limit of {max_length} tokens",
-                           fix=f"use --max-length {max_length} or less")
+    check_max_length(cfg, max_length)
     max_length = int(cfg.max_length or max_length)
     words = cfg.unit == "word"
     if encode is None:

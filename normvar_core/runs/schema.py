@@ -6,7 +6,8 @@ run row's ``accumulators`` column says which measures it holds.
   ``accumulators`` order);
 - ``REQUIRED_TABLES``: {measure: the tables every run holding it has} (``runs/integrity.damage`` checks them);
 - ``LEGACY_MARKERS``: {table: measure} for files without the ``accumulators`` column: a file holding the
-  table holds the measure.
+  table holds the measure;
+- ``REQUIRED_COLUMNS``: {table: the columns the pages need of it}, checked where the table is present.
 
 A measure that is not built in is not listed here: the run file records its tables (``runs.declared``).
 """
@@ -37,5 +38,15 @@ REQUIRED_TABLES: dict[str, tuple[str, ...]] = {
 
 LEGACY_MARKERS: dict[str, str] = {"token_stats": "moments", "samples": "samples"}
 
-__all__ = ["MEASURE_TABLES", "REQUIRED_TABLES", "LEGACY_MARKERS", "MOMENTS_TABLES", "SAMPLES_TABLES",
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "token_stats": ("layer", "token_id", "token", "n", "q", "m", "v"),
+    "token_means": ("layer", "token_id", "mean"),
+    "layer_stats": ("layer",),
+    "frequency_hist": ("log10_n_left",),
+    "sentence_lengths": ("words", "count"),
+}
+"""{table: the columns every page that reads it needs} (``runs.reader.open_run`` reads them; ``runs/integrity.damage``
+checks them, so a file without one is listed as damaged, never opened as a run)."""
+
+__all__ = ["MEASURE_TABLES", "REQUIRED_TABLES", "REQUIRED_COLUMNS", "LEGACY_MARKERS", "MOMENTS_TABLES", "SAMPLES_TABLES",
            "GEOMETRY_TABLES", "SELFSIM_TABLES", "OUTLIERS_TABLES", "HALVES_TABLES", "OCCURRENCES_TABLES"]

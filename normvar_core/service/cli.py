@@ -1,7 +1,10 @@
 """The ``normvar`` command line. Each group of sub-commands lives in its own module and
 registers itself here; every command takes ``--data-dir`` (default $NORMVAR_DATA or ./data).
 
-A user-facing failure (``NormvarError``) prints one line ``normvar: error: ...`` and exits 2.
+A user-facing failure (``NormvarError``) prints one line ``normvar: error: ...`` and exits 2; so does a
+command line argparse refuses (an unknown option, a value of the wrong type), without the usage.
+A closed stderr (``2>&-``) is replaced by /dev/null before anything runs: nothing said there changes the
+outcome, and no file opened later takes descriptor 2.
 """
 from __future__ import annotations
 
@@ -10,6 +13,13 @@ import os
 import sys
 
 from normvar_core.errors import NormvarError, Terminated, terminate_as_interrupt
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, whose refusals are one ``normvar: error:`` line (a NormvarError) rather than the usage and a line."""
+
+    def error(self, message: str):
+        raise NormvarError(f"{self.prog}: {message}"[:300], fix=f"see `{self.prog} --help`")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     from normvar_core.service import commands_runs
     from normvar_core.service import commands_sweep
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="normvar",
         description="Exact norm/variance statistics of contextualized embeddings.",
     )
@@ -66,7 +76,19 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def stderr_or_devnull() -> None:
+    """A closed descriptor 2 (``2>&-``; Python then sets ``sys.stderr`` to None) becomes /dev/null."""
+    if sys.stderr is not None:
+        return
+    fd = os.open(os.devnull, os.O_WRONLY)   # the lowest free descriptor: 2 itself when it is closed
+    if fd != 2:
+        os.dup2(fd, 2)
+        os.close(fd)
+    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115 - the process's own stream
+
+
 def run_command(argv: list[str] | None) -> int:
+    stderr_or_devnull()
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     quiet_library_warnings()
     try:

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from normvar_core.config import RunConfig
-from normvar_core.service.job import ACTIVE
 from normvar_core.datadir import DataDir, shipped
 from normvar_core.errors import NormvarError
+from normvar_core.service.job import ACTIVE
 
 APP = shipped("dashboard", "app.py")  # the checkout's app.py, or the installed package's copy of it
 # what `streamlit run` serves: app.py as an ASGI app whose pages opened by URL probe no missing path (views/_server.py)
@@ -47,14 +47,20 @@ def register(sub) -> None:
                            ("dashboard", "serve the Streamlit dashboard only")):
         p = sub.add_parser(name, help=helptext, description=helptext)
         add_data_dir(p)
-        p.add_argument("--port", type=int, default=int(os.environ.get("NORMVAR_PORT", 8501)))
+        p.add_argument("--port", type=port_number, default=None, help="port to serve on (default $NORMVAR_PORT or 8501; "
+                                                                       "0: any free one)")
         p.add_argument("--host", default=os.environ.get("NORMVAR_HOST", "localhost"),
                        help="address to listen on (0.0.0.0 in a container)")
         p.add_argument("--max-upload-mb", type=float, default=None,
                        help="corpus upload cap in MB (default $NORMVAR_MAX_UPLOAD_MB or 200)")
         p.add_argument("--token", nargs="?", const="", default=None, metavar="TOKEN",
-                       help="every browser must give this token (default $NORMVAR_TOKEN; --token alone: that, else a "
-                            "generated one, printed in the URL); needed beyond loopback")
+                       help="every browser must give a token (default $NORMVAR_TOKEN; --token alone: that, else a "
+                            "generated one, printed in the URL); needed beyond loopback. --token TOKEN shows it to "
+                            "every user in `ps`: prefer --token-file or $NORMVAR_TOKEN")
+        p.add_argument("--token-file", default=None, metavar="FILE",
+                       help="read the token from the first line of FILE (kept out of the command line)")
+        p.add_argument("--sign-out-all", action="store_true",
+                       help="forget every browser that signed in before (each signs in again with the token)")
         p.add_argument("--no-token", action="store_true",
                        help="serve beyond loopback without a token (anyone who reaches the port sees every run)")
         p.add_argument("--read-only", action="store_true",
@@ -104,6 +110,29 @@ def _url(host: str, port: int) -> str:
     return f"http://{f'[{name}]' if ':' in name else name}:{port}"
 
 
+def port_number(text: str) -> int:
+    """A ``--port``/``$NORMVAR_PORT`` value as an integer; one line naming the fix otherwise."""
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise NormvarError(f"{text!r} is not a port number"[:120],
+                           fix="give --port (or $NORMVAR_PORT) a number from 1 to 65535 (0: any free port)") from None
+
+
+def serving_port(given: int | None) -> int:
+    """``--port``, else ``$NORMVAR_PORT`` (checked here, so a bad value never stops another command), else 8501."""
+    if given is not None:
+        return given
+    env = os.environ.get("NORMVAR_PORT")
+    if env is None:
+        return 8501
+    try:
+        return port_number(env)
+    except NormvarError:
+        raise NormvarError(f"NORMVAR_PORT={env!r} is not a port number"[:120],
+                           fix="set NORMVAR_PORT to a number from 1 to 65535, or unset it") from None
+
+
 def check_serving(host: str, port: int, max_upload_mb: float | None) -> int:
     """The port to serve on, after checking the flags in one line each (exit 2): a port in 1–65535 (0: a free
     one, chosen here so the URL names it), a host that resolves, the port free on it, a finite positive cap."""
@@ -147,8 +176,8 @@ def wait_ready(server: subprocess.Popen, host: str, port: int, timeout: float = 
 
 def maybe_submit_default(data_dir: Path) -> str | None:
     """Submit the default run if nothing is published and nothing is queued or running."""
-    from normvar_core.service.jobs import JobStore
     from normvar_core.runs.reader import list_runs
+    from normvar_core.service.jobs import JobStore
 
     if len(list_runs(data_dir)):
         return None
@@ -183,17 +212,24 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 def _serve(args: argparse.Namespace, with_worker: bool) -> int:
     from normvar_core.service import dashboard_access
 
-    access = dashboard_access.resolve_access(args.host, args.token, args.no_token, args.read_only, os.environ.get(dashboard_access.TOKEN_ENV))
-    args.port = check_serving(args.host, args.port, args.max_upload_mb)
-    for line in dashboard_access.warning_lines(args.host, args.port, access):
+    token = dashboard_access.token_option(args.token, args.token_file)
+    access = dashboard_access.resolve_access(args.host, token, args.no_token, args.read_only, os.environ.get(dashboard_access.TOKEN_ENV))
+    args.port = check_serving(args.host, serving_port(args.port), args.max_upload_mb)
+    for line in dashboard_access.warning_lines(args.host, args.port, access, token_in_argv=args.token not in (None, "")):
         print(line, file=sys.stderr, flush=True)
     dd = DataDir.at(args.data_dir)
     root = dd.root
     dd.runs  # noqa: B018 - create the folders
+    dd.queue  # noqa: B018
+    if args.sign_out_all:
+        from normvar_core.service.gate_state import sign_out_all
+
+        sign_out_all(root)
+        print("normvar: every browser that signed in before must give the token again", file=sys.stderr, flush=True)
     env = _env(args.max_upload_mb)
     procs: list[subprocess.Popen] = []
 
-    def _terminate(signum, frame):  # noqa: ARG001 - SIGTERM (docker stop, kill): clean up the children
+    def _terminate(signum, frame):
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _terminate)

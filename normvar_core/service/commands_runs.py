@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from normvar_core.config import RunConfig
@@ -51,8 +52,9 @@ def register(sub) -> None:
 # ----------------------------------------------------------------------------- compute
 def cmd_compute(args: argparse.Namespace) -> int:
     from normvar_core.errors import terminate_as_interrupt
-    from normvar_core.service.job_progress import LogLines
+    from normvar_core.service.job_progress import LogLines, progress_every_s
 
+    progress_every_s(os.environ)  # a bad $NORMVAR_PROGRESS_EVERY_S: one line before any work
     cfg = RunConfig.from_args(args)
     if args.out is None:
         check_no_job(cfg, args.data_dir)

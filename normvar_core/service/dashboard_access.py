@@ -1,9 +1,9 @@
 """Who may open the dashboard that ``normvar up`` / ``normvar dashboard`` serve, and what its server says.
 
 Access (``resolve_access``): on a loopback address (localhost, 127.0.0.1, ::1) no token is needed. Beyond
-loopback (``--host 0.0.0.0``, a LAN address, a host name) the dashboard needs a token: ``--token TOKEN``,
-``$NORMVAR_TOKEN``, or ``--token`` alone for ``$NORMVAR_TOKEN`` if set, else a generated one (printed in the URL,
-as Jupyter does); without
+loopback (``--host 0.0.0.0``, a LAN address, a host name) the dashboard needs a token: ``--token-file FILE``,
+``$NORMVAR_TOKEN``, ``--token TOKEN`` (shown to every user by ``ps``: a warning says so), or ``--token`` alone for
+``$NORMVAR_TOKEN`` if set, else a generated one (printed in the URL, as Jupyter does); without
 one the command is refused in one line unless ``--no-token`` is given (then a warning is printed). Once a
 token is set, every connection needs it, loopback ones included: the token gate (``service/gate.py``) checks
 every request before Streamlit handles it, and ``views/_access.py`` checks its cookie again before the navigation. The token reaches the Streamlit process in its environment (``NORMVAR_TOKEN``), never on
@@ -48,6 +48,32 @@ class Access:
     read_only: bool
 
 
+def token_option(token: str | None, token_file: str | None) -> str | None:
+    """The ``--token`` value, or the first line of ``--token-file`` (a regular file; one line when it is not)."""
+    if token_file is None:
+        return token
+    if token is not None:
+        raise NormvarError("--token and --token-file contradict each other", fix="give only one of them")
+    import os
+    import stat
+
+    try:
+        fd = os.open(token_file, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise NormvarError(f"cannot read --token-file {token_file}: {err.strerror or err}",
+                           fix="give a file that holds the token on its first line") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NormvarError(f"--token-file {token_file} is not a regular file",
+                               fix="give a file that holds the token on its first line")
+        first = fh.read(4096).decode("utf-8", errors="replace").splitlines()
+    text = first[0].strip() if first else ""
+    if not text:
+        raise NormvarError(f"--token-file {token_file} holds no token on its first line",
+                           fix="write the token on the file's first line")
+    return check_token(text)
+
+
 def check_token(token: str) -> str:
     if not token or any(ch.isspace() or not ch.isprintable() for ch in token):
         raise NormvarError("the dashboard token is empty or holds spaces or control characters",
@@ -75,12 +101,16 @@ def resolve_access(host: str, token: str | None, no_token: bool, read_only: bool
     return Access(None, False, read_only)
 
 
-def warning_lines(host: str, port: int, access: Access) -> list[str]:
+def warning_lines(host: str, port: int, access: Access, token_in_argv: bool = False) -> list[str]:
     """What ``up``/``dashboard`` print about access before serving."""
+    lines = []
+    if token_in_argv:
+        lines.append("normvar: warning: --token TOKEN shows the token to every user of this machine (ps); "
+                     f"use --token-file FILE or ${TOKEN_ENV} instead")
     if access.token is None and not is_loopback(host):
-        return [f"normvar: warning: --no-token: anyone who can reach port {port} of this machine sees every run"
-                + ("" if access.read_only else ", uploads corpora, submits runs and cancels jobs")]
-    return []
+        lines.append(f"normvar: warning: --no-token: anyone who can reach port {port} of this machine sees every run"
+                     + ("" if access.read_only else ", uploads corpora, submits runs and cancels jobs"))
+    return lines
 
 
 def url_line(url: str, access: Access) -> str:
@@ -134,5 +164,16 @@ def relay(stream: IO[bytes], out: IO[str] | None = None) -> threading.Thread:
     return t
 
 
-__all__ = ["Access", "resolve_access", "is_loopback", "warning_lines", "url_line", "child_env", "rephrase", "relay",
-           "TOKEN_ENV", "READ_ONLY_ENV"]
+__all__ = [
+    "READ_ONLY_ENV",
+    "TOKEN_ENV",
+    "Access",
+    "child_env",
+    "is_loopback",
+    "relay",
+    "rephrase",
+    "resolve_access",
+    "token_option",
+    "url_line",
+    "warning_lines",
+]

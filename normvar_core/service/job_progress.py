@@ -75,6 +75,26 @@ def progress_text(p: dict | None, task: str = "run") -> str:
     return " · ".join(parts)
 
 
+def progress_every_s(environ) -> float:
+    """``$NORMVAR_PROGRESS_EVERY_S`` (seconds between progress lines in a log; 30 when unset), a finite number
+    of seconds >= 0; anything else is one NormvarError line naming the variable."""
+    import math
+
+    from normvar_core.errors import NormvarError
+
+    raw = environ.get("NORMVAR_PROGRESS_EVERY_S")
+    if raw is None:
+        return 30.0
+    try:
+        value = float(raw.strip()) if raw.strip() else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value >= 0):
+        raise NormvarError(f"NORMVAR_PROGRESS_EVERY_S={raw!r} is not a number of seconds"[:160],
+                           fix="set it to seconds between progress lines (e.g. 30), or unset it")
+    return value
+
+
 class LogLines:
     """A ``progress`` callback for a log (stderr not a terminal: nohup, SLURM, CI): plain lines
     "normvar: <progress_text>", never a carriage return — one at once when a phase begins (plan, model, early,
@@ -88,7 +108,7 @@ class LogLines:
         import time
 
         self.file, self.clock = file or sys.stderr, time.monotonic
-        self.every_s = float(every_s if every_s is not None else os.environ.get("NORMVAR_PROGRESS_EVERY_S", 30.0))
+        self.every_s = float(every_s) if every_s is not None else progress_every_s(os.environ)
         self.last, self.phase = self.clock(), None
 
     def start(self, line: str) -> None:
@@ -105,4 +125,4 @@ class LogLines:
         pass
 
 
-__all__ = ["PROGRESS_FIELDS", "progress_dict", "progress_text", "fmt_eta", "LogLines"]
+__all__ = ["PROGRESS_FIELDS", "progress_dict", "progress_text", "fmt_eta", "LogLines", "progress_every_s"]

@@ -83,9 +83,10 @@ class JobStore(JobTable):
             raise NormvarError(f"not a run configuration: {type(cfg).__name__}", fix="pass a RunConfig")
         cfg = RunConfig.from_dict(cfg.to_dict())  # validates
         cfg = _absolute_paths(cfg)
-        from normvar_core.pipeline.execute.preflight import check_inputs
+        from normvar_core.pipeline.execute.preflight import check_inputs, check_model
 
         check_inputs(cfg, self.dd.root)  # the checks compute and plan make: refused here, not by the worker
+        check_model(cfg, self.dd.root)   # and those compute makes once it has the model's config
         name = cfg.name or default_run_name(cfg)
         cfg = cfg.replace(name=name)
         path = self.dd.run_path(name)

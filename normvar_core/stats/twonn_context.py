@@ -193,11 +193,15 @@ def context_sentence(g) -> str | None:
     share = float(row["same_sentence_nn"])
     if share <= SAME_SENTENCE_WARN:
         return None
-    return (f"At layer {int(row['layer'])}, {share:.0%} of the sampled tokens have their nearest neighbour in their "
+    said = (f"At layer {int(row['layer'])}, {share:.0%} of the sampled tokens have their nearest neighbour in their "
             f"own sentence: the corpus is small, so the Razzhigaev et al. 2024 protocol's TwoNN ({row['twonn_id']:.1f}) "
-            f"is biased low by context; the cross-context estimate, neighbours from other sentences only, is "
-            f"{row['twonn_id_cross']:.1f}. The protocol's published numbers (enwik8, 100 MB) correspond to the "
-            f"cross-context one.")
+            "is biased low by context; ")
+    cross = row.get("twonn_id_cross")
+    if cross is None or not np.isfinite(cross):   # a run file written before the cross-context estimate: not measured
+        return said + ("the cross-context estimate (neighbours from other sentences only) was not measured in this "
+                       "run: recompute it to have it.")
+    return said + (f"the cross-context estimate, neighbours from other sentences only, is {cross:.1f}. The "
+                   "protocol's published numbers (enwik8, 100 MB) correspond to the cross-context one.")
 
 
 def shares_differ(tables: dict) -> str | None:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from normvar_core.config import dataset_stem
+from normvar_core.destination import check_regular_input
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.formats import pick_column
 
@@ -56,7 +57,9 @@ def datasets_offline():
     import datasets
 
     datasets.config.HF_HUB_OFFLINE = True  # in case it was imported before
-    datasets.utils.logging.set_verbosity_error()
+    # not even its error lines: the library logs a failed read with the file's resolved path (a link's target);
+    # normvar's own line says what failed
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     datasets.disable_progress_bars()
     return datasets
 
@@ -150,13 +153,19 @@ def _data_files(spec: str) -> tuple[list[str], str] | None:
         return None
     if len({BUILDERS[s] for s in suffixes}) > 1:
         raise NormvarError(f"dataset files of several types: {spec}", fix="pass files of one type")
+    if len(items) == 1 and Path(items[0]).expanduser().is_dir():
+        return None   # a folder named like a file (x.json): read as a folder
     files: list[str] = []
     for item in items:
         found = sorted(glob.glob(os.path.expanduser(item))) if any(c in item for c in "*?[") else \
-            [os.path.expanduser(item)] if Path(item).expanduser().is_file() else []
+            [os.path.expanduser(item)] if os.path.lexists(os.path.expanduser(item)) else []
         if not found:
             raise NormvarError(f"dataset file not found: {item}", fix="check the path (globs: quote them)")
-        files.extend(str(Path(f).resolve()) for f in found)
+        for f in found:   # a folder, a FIFO (whose read would block), a device: one line before anything reads it
+            check_regular_input(f, "--dataset", "pass data files (.parquet/.json/.jsonl/.csv/.arrow), a folder "
+                                                "or a Hub id")
+        # the names as given (a link's target is never named in a message or recorded)
+        files.extend(os.path.abspath(f) for f in found)
     return files, suffixes.pop()
 
 

@@ -4,11 +4,21 @@ another refuses: the ``--dataset`` (an unknown dataset, split or column; an empt
 else the ``--corpus`` file (found, a regular file: never a FIFO that would block the read), the device-map options
 (read in ``RunConfig.validate``), the ``--offload-folder`` (made and written to), and the devices the map names
 (present on this machine; not for a plan made for other devices, ``plan --devices``) and the modules a map file
-names (the model's own, on the meta device from its config: no weights read).
+names (the model's own, on the meta device from its config: no weights read); and a ``--sample-frac`` that keeps
+no sentence of the corpus file (``check_sample_frac``).
+
+``check_model`` adds, for ``submit``, the model checks ``compute`` makes once it has read the model's config (a
+local directory holding config.json, ``--layers`` within its hidden states, ``--max-length`` within its limit),
+from the config and tokenizer only (no weights); a hub id is left to the worker, which may fetch it.
 """
 from __future__ import annotations
 
+import functools
+import math
+from pathlib import Path
+
 from normvar_core.device_options import read_device_map
+from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.dataset import check_dataset
 from normvar_core.pipeline.corpus.formats import resolve_corpus_path
 from normvar_core.pipeline.models.device_map import (check_devices_present, check_map_modules, check_offload_folder,
@@ -21,7 +31,7 @@ def check_inputs(cfg, data_dir=None, *, devices_here: bool = True) -> None:
     if cfg.dataset:
         check_dataset(cfg)
     else:
-        resolve_corpus_path(cfg.corpus, data_dir)
+        check_sample_frac(cfg, resolve_corpus_path(cfg.corpus, data_dir))
     check_offload_folder(cfg.offload_folder)
     if devices_here:
         check_devices_present(cfg)
@@ -33,4 +43,85 @@ def check_inputs(cfg, data_dir=None, *, devices_here: bool = True) -> None:
         check_map_modules(dmap, meta_model(config, trust_remote_code=bool(cfg.trust_remote_code)), str(cfg.device_map))
 
 
-__all__ = ["check_inputs"]
+# the most bytes of text one byte of a gzip member expands to (DEFLATE's limit: 258 bytes per 2 bits, about 1032:1)
+GZIP_MAX_RATIO = 1032
+# below this chance of keeping even one sentence, a --sample-frac is refused
+LEAST_CHANCE = 1e-3
+
+
+def record_bound(path: Path, split: bool) -> int | None:
+    """At most how many records (sentences) ``path`` holds: one per byte of text (a record is at least one
+    character), the text of a .txt.gz being at most ``GZIP_MAX_RATIO`` times its size; a Parquet file's rows
+    (None when its cells are split into sentences, or it cannot be read: no bound)."""
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        try:
+            return None if split else int(pq.ParquetFile(path).metadata.num_rows)
+        except Exception:  # noqa: BLE001 - an unreadable file is the reader's to refuse, in its own words
+            return None
+    return path.stat().st_size * (GZIP_MAX_RATIO if name.endswith(".gz") else 1)
+
+
+def check_sample_frac(cfg, path: Path) -> None:
+    """Refuse a ``--sample-frac`` that keeps no sentence of ``path``: a record is kept when its uniform
+    ``k / 2^53`` (numpy's ``random()``) is below the fraction, so with probability ``p = ceil(f 2^53) / 2^53``,
+    and the chance that any of at most ``N = record_bound(path)`` records is kept is at most ``N p``."""
+    frac = float(cfg.sample_frac)
+    if frac >= 1.0:
+        return
+    p = math.ceil(frac * 2.0**53) / 2.0**53
+    bound = record_bound(path, bool(cfg.split_sentences))
+    if bound is not None and bound * p < LEAST_CHANCE:
+        raise NormvarError(f"--sample-frac {frac:g} keeps no sentence of {path.name} (at most {bound:,} records, "
+                           f"each kept with probability {p:.3g})",
+                           fix="raise --sample-frac (1 keeps every sentence), or use --max-sentences to cap the run")
+
+
+def _is_hub_id(name: str) -> bool:
+    """A model name that is neither an alias nor a local path (as ``models.resolve.resolve_source`` reads it)."""
+    from normvar_core.pipeline.models import aliases
+
+    name = name.strip()
+    return (name not in aliases.ALIASES and not Path(name).expanduser().exists()
+            and not name.startswith((".", "/", "~")) and name.count("/") <= 1)
+
+
+def _needs_assembly(cfg, data_dir) -> bool:
+    """An alias whose GGUF file is assembled from its parts on first use (minutes): left to the worker."""
+    from normvar_core.datadir import DataDir
+    from normvar_core.pipeline.models import aliases
+    from normvar_core.pipeline.models.resolve import resolve_source
+
+    if cfg.model.strip() not in aliases.ALIASES:
+        return False
+    cache = DataDir.at(data_dir).cache / "models"
+    src = resolve_source(cfg, cache)
+    return src.prepare is not None and not (cache / str(src.cache_key) / "config.json").exists()
+
+
+@functools.lru_cache(maxsize=32)
+def _depth_and_limit(model: str, gguf_file, revision, trust_remote_code: bool, data_dir: str) -> tuple[int, int]:
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.model_shape import shape_from_config
+
+    cfg = RunConfig(model=model, gguf_file=gguf_file, revision=revision, trust_remote_code=trust_remote_code)
+    name, config, tok = config_and_tokenizer(cfg, data_dir or None)
+    shape = shape_from_config(config, name, trust_remote_code=trust_remote_code, tokenizer=tok)
+    return shape.num_hidden_states, shape.max_length
+
+
+def check_model(cfg, data_dir=None) -> None:
+    """The model checks of ``compute`` that need its config (module docstring); a hub id is not checked."""
+    from normvar_core.pipeline.run_plan import check_max_length, kept_layers
+
+    if _is_hub_id(cfg.model) or _needs_assembly(cfg, data_dir):
+        return
+    depth, limit = _depth_and_limit(cfg.model, cfg.gguf_file, cfg.revision, bool(cfg.trust_remote_code),
+                                    str(data_dir or ""))
+    kept_layers(cfg, depth)
+    check_max_length(cfg, limit)
+
+
+__all__ = ["check_inputs", "check_model", "check_sample_frac"]
