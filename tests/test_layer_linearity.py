@@ -130,7 +130,7 @@ def _compute(cfg, root, **kw):
 @pytest.fixture(scope="module")
 def base(tiny_models, corpus40) -> RunConfig:
     return RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), batch_size=4, samples_per_token=2,
-                     id_sample=64, occurrences=0, name="one")
+                     id_sample=64, occurrences=0, geometry=False, halves=False, name="one")
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_a_run_interrupted_and_resumed_from_its_checkpoint_equals_one_pass(base,
         _compute(base, tmp_path / "a", checkpoint=ckpt, checkpoint_every_s=0.0, should_cancel=ckpt.exists)
     assert ckpt.exists() and not list((tmp_path / "a").rglob("*.duckdb"))
     resumed = _compute(base, tmp_path / "a", checkpoint=ckpt)
-    assert resumed.meta["notes"]["resumed_batches"] > 0
+    assert resumed.meta["notes"]["resumed_from_batch"] > 0
     _same_table(resumed, one, rtol=1e-10)  # the same states, pooled in another grouping: rounding only
 
 
