@@ -231,3 +231,20 @@ def test_the_run_file_declares_its_curves_and_the_findings_state_the_claim(recor
     f = next(f for f in findings(run, resamples=50) if f.id == "layers_linear")
     # 3 hidden states: the middle half [0.5, 1.5] of depth holds no pair of consecutive hidden states
     assert f.verdict == "untestable" and "middle half" in f.why
+
+
+def test_the_gaussian_null_has_the_table_with_independent_layers_at_chance(recorded, tmp_path):
+    """The isotropic null draws every layer independently: the regression of one layer on the other explains
+    d / (N − 1) of it by chance (each output's R² is Beta(d/2, (N − 1 − d)/2)), and CKA ≈ d / N."""
+    from normvar_core.runs.null import write_null_run
+    from normvar_core.runs.reader import open_run
+
+    run = recorded[0]
+    null = open_run(write_null_run(run, "isotropic", tmp_path / "null.duckdb", seed=1))
+    t, real = null.table(LL.TABLE), run.table(LL.TABLE)
+    assert list(t.columns) == list(real.columns) and list(t["layer"]) == list(real["layer"])
+    assert LL.MEASURE in null.meta["accumulators"]
+    N, d = int(run.meta["n_embeddings"]), int(run.dim)
+    np.testing.assert_allclose(t["linearity"], d / (N - 1), rtol=0.2)
+    np.testing.assert_allclose(t["cka"], d / N, rtol=0.3)
+    assert (t["linearity"] < 0.1 * real["linearity"]).all()  # the real layers are far from independent

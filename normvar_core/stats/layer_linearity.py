@@ -156,6 +156,26 @@ def satterthwaite_dof(s2: np.ndarray, n: np.ndarray) -> float:
     return float(a[keep].sum() ** 2 / np.sum(a[keep] ** 2 / k[keep])) if keep.any() else 0.0
 
 
+def null_table(kind: str, stats, layer_totals, null, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """The ``layer_linearity`` columns of the Gaussian null ``null`` (a ``stats.null.null_stats`` draw of ``stats``,
+    the run's per-type moments; ``layer_totals`` its ``layer_stats``): each pair of consecutive kept layers from
+    ``null_pair_scatters`` of the null's type means and within-type sums of squares, the Wishart's degrees of
+    freedom the smaller of the two layers' (``satterthwaite_dof``), seeded per pair. No halves: NaN intervals."""
+    from normvar_core.constants import NULL_KINDS
+    from normvar_core.stats.null import null_params
+
+    s2 = {li: v for li, _, v in null_params(kind, stats, layer_totals, seed=seed)}
+    n = np.asarray(stats.n, np.float64)
+    layers = [int(x) for x in stats.layer_index]
+    rows = []
+    for j in range(len(layers) - 1):
+        rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 3, layers[j]])
+        dof = min(satterthwaite_dof(s2[j], n), satterthwaite_dof(s2[j + 1], n))
+        within = [float(np.sum(null.v[i] * n)) for i in (j, j + 1)]
+        rows.append(pair_values(*null_pair_scatters(null.mean[j], null.mean[j + 1], n, *within, dof, rng)))
+    return table_columns(layers[:-1], layers[1:], np.full(len(rows), int(n.sum())), rows)
+
+
 # ----------------------------------------------------------------------------- the claim
 def middle_pairs(table, num_hidden_states: int):
     """The rows of consecutive hidden states (next_layer = layer + 1) whose two layers' relative depth lie in
@@ -199,4 +219,4 @@ def layers_linear(rv):
 
 __all__ = ["TABLE", "MEASURE", "QUANTITIES", "RCOND", "LINEAR_MIN", "MIDDLE", "pinv_quadratic", "linear_cka",
            "linearity_score", "pair_values", "table_columns", "between_cross", "null_pair_scatters",
-           "satterthwaite_dof", "middle_pairs", "layers_linear"]
+           "satterthwaite_dof", "null_table", "middle_pairs", "layers_linear"]
