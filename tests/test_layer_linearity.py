@@ -43,7 +43,7 @@ def recorded(tmp_path_factory, tiny_models):
 
     root = tmp_path_factory.mktemp("lin")
     (root / "runs").mkdir()
-    cfg = RunConfig(model=str(tiny_models["bert"]), max_sentences=150, batch_size=16, name="lin", geometry=False,
+    cfg = RunConfig(model=str(tiny_models["bert"]), max_sentences=150, batch_size=16, name="lin", geometry=False, layer_linearity=True,
                     halves=False, occurrences=0)  # the measure alone streams its halves: the others left out
     setup = prepare(cfg, root)
     source = Recording(setup.source)
@@ -130,7 +130,8 @@ def _compute(cfg, root, **kw):
 @pytest.fixture(scope="module")
 def base(tiny_models, corpus40) -> RunConfig:
     return RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), batch_size=4, samples_per_token=2,
-                     id_sample=64, occurrences=0, geometry=False, halves=False, name="one")
+                     id_sample=64, occurrences=0, geometry=False, halves=False, layer_linearity=True,
+                     name="one")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ in the run's notes).
 
 Memory (``planned_state``): 2 · (16·L·d² + 8·L·d + 8) + L bytes — MiniLM (L = 7, d = 384): 33 MB; bert-base
 (L = 13, d = 768): 245 MB; a 7B decoder (L = 33, d = 4,096): 17.7 GB. A run short of memory drops it first
-(last in the registry), or ``--no-layer-linearity``.
+(last in the registry). Off by default: ``--layer-linearity`` asks for it.
 """
 from __future__ import annotations
 
@@ -82,7 +82,8 @@ class Half(Stateful):
 
 
 class LayerLinearityMeasure(LayerMajor):
-    """On with ``--layer-linearity`` (the default; ``--no-layer-linearity`` switches it off)."""
+    """On with ``--layer-linearity`` (off by default: its Gram products cost about 0.2x the forward pass on a CPU,
+    ``benchmarks/bench_layer_linearity.py``)."""
 
     name = LL.MEASURE
     title = "layer linearity and CKA"
@@ -101,7 +102,6 @@ class LayerLinearityMeasure(LayerMajor):
                                "every embedding."),
     )
     policy = "a run short of memory leaves it out first (two halves of 2·L d × d float64 scatters)"
-    fix = "--no-layer-linearity"
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
