@@ -249,3 +249,20 @@ def test_the_gaussian_null_has_the_table_with_independent_layers_at_chance(recor
     np.testing.assert_allclose(t["linearity"], d / (N - 1), rtol=0.2)
     np.testing.assert_allclose(t["cka"], d / N, rtol=0.3)
     assert (t["linearity"] < 0.1 * real["linearity"]).all()  # the real layers are far from independent
+
+
+def test_the_curve_draws_the_tables_own_interval_as_its_band(recorded):
+    """The declared curve's figure (the Geometry page's tab and the deck's slide) takes the band from the table's
+    ``<column>_low`` and ``<column>_high`` when the run's ``intervals`` table has no rows of the column."""
+    from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
+    from normvar_core.viz.curve_figures import layer_curve_figure
+
+    table = recorded[0].table(LL.TABLE).sort_values("layer")
+    curve = LayerLinearityMeasure.curves[0]
+    fig = layer_curve_figure({"lin": table}, curve=curve, relative=False)
+    [band] = [t for t in fig.data if t.fill == "tonexty"]
+    [upper] = [t for t in fig.data if t.name == "lin: 95 % split-half interval (upper edge)"]
+    np.testing.assert_array_equal(band.y, table["linearity_low"])
+    np.testing.assert_array_equal(upper.y, table["linearity_high"])
+    [line] = [t for t in fig.data if t.name == "lin"]
+    np.testing.assert_array_equal(line.y, table["linearity"])
