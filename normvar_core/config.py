@@ -96,6 +96,10 @@ class RunConfig:
                          "TwoNN, outlier dimensions", flag="--no-geometry")
     halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
                        "corpus-level quantities and the geometry: twice the per-type moments' memory", flag="--no-halves")
+    layer_linearity: bool = opt(False, "linear CKA and the linearity score (Razzhigaev et al. 2024) between "
+                                "consecutive layers, exact over every embedding, with split-half intervals: four d x d "
+                                "float64 scatters per layer; off by default (one float64 Gram product per pair and "
+                                "batch: about 0.2x the forward pass on a CPU)")
     id_sample: int = opt(ID_SAMPLE, "embeddings per layer in the seeded uniform sample for TwoNN and seed 004's batch "
                          "anisotropy: min(N, this), whatever the run's size (seed 004: 16384), in batches of "
                          f"at least {TWONN_BATCH:,}", minimum=0, maximum=MAX_ID_SAMPLE, label="TwoNN sample")

@@ -2,7 +2,8 @@
 layers and d; statistics drawn from the null. The run row says where it came from:
 ``source = 'null:<kind>:<run>'``, the seed in its notes. No torch: O(L·T·d) numpy draws for the
 moments; when the run has the layer geometry, the null's too (``stats.null_geometry``: O(L·T·d²)
-for the exact between-type scatter, a sample of the run's TwoNN size for the rest)."""
+for the exact between-type scatter, a sample of the run's TwoNN size for the rest); and when the run has the layer
+linearity, the null's (``stats.layer_linearity.null_table``: the layers drawn independently given the type)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from normvar_core.errors import NormvarError
 from normvar_core.runs.reader import Run
@@ -21,6 +23,7 @@ from normvar_core.constants import ID_SAMPLE, NULL_KINDS
 from normvar_core.stats.null import null_params, null_stats
 from normvar_core.stats.layer_geometry import recorded_sample
 from normvar_core.stats.null_geometry import null_layer_geometry
+from normvar_core.stats import layer_linearity
 
 
 def check_kind(kind: str) -> None:
@@ -72,7 +75,12 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     if run.has("layer_geometry"):
         report("geometry", 0, 1, "steps", "spectra and TwoNN of the null")
         tables.update(null_geometry_tables(run, kind, stats, null, seed=seed, search=search))
+    if run.has(layer_linearity.TABLE):
+        report("geometry", 0, 1, "steps", "layer linearity and CKA of the null")
+        tables[layer_linearity.TABLE] = pa.table(layer_linearity.null_table(kind, stats, run.layer_stats(), null,
+                                                                            seed=seed))
     measures = [m for m, written in MEASURE_TABLES.items() if set(written) & set(tables)]  # moments, geometry
+    measures += [layer_linearity.MEASURE] if layer_linearity.TABLE in tables else []
     known = set(RunRecord.__dataclass_fields__)
     meta = {k: v for k, v in run.meta.items() if k in known}
     record = RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": measures,

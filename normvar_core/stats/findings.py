@@ -36,7 +36,9 @@ states it), for example:
   the first and the last);
 - ``position0_share`` (outliers; massive activations, Sun et al. 2024; 004 / 003 on outliers): where outliers
   dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X) in the most
-  dominated layer.
+  dominated layer;
+- ``layers_linear`` (layer linearity; Razzhigaev et al. 2024): the mean linearity score of the consecutive pairs in
+  the middle half of the network is ≥ 0.95 in decoders and below it in encoders (``stats.layer_linearity``).
 
 ``Claim``, the thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
 ``stats.claims_moments`` (1–6, the core), ``stats.claims_geometry`` (the three above) and ``stats.isoscore``
@@ -56,6 +58,7 @@ from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, p
 from normvar_core.stats.claims_moments import (cv_min_intermediate, identity, m_grows_vb_shrinks, null_vs_run,
                                                tradeoff_slope, vw_share_grows)
 from normvar_core.stats.isoscore import isoscore_low
+from normvar_core.stats.layer_linearity import layers_linear
 
 CLAIMS: tuple[Claim, ...] = (
     Claim("identity", "002", "Q(X_t) = M(X_t) + V(X_t) for every type, to machine precision (eq. 1)", identity),
@@ -76,6 +79,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("isoscore_low", "004", "embeddings use their space unevenly: IsoScore ι < 0.5 in every layer past the "
                                  "embeddings (Rudman et al. 2022)", isoscore_low),
     Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
+    Claim("layers_linear", "004", "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
+                                  "decoders, less so in encoders (Razzhigaev et al. 2024)", layers_linear),
 )
 """Every claim with the rule that decides it, in the findings' order (CLI, Findings page, deck)."""
 CLAIM_IDS = tuple(c.id for c in CLAIMS)

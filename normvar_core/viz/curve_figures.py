@@ -1,6 +1,6 @@
 """Per-layer curves on a depth axis: one line per run (its colour from the theme's palette), its 95 % split-half
-interval as a band when the run's ``intervals`` table has the column's rows, Gaussian nulls dashed in their run's
-colour. :func:`per_layer_lines` draws them (IsoScore's figure and every declared curve share it);
+interval as a band when the run's ``intervals`` table has the column's rows (or the curve's own table holds it as
+``<column>_low`` and ``<column>_high``), Gaussian nulls dashed in their run's colour. :func:`per_layer_lines` draws them (IsoScore's figure and every declared curve share it);
 :func:`layer_curve_figure` is the figure of a curve a measure declares (``runs.declared.LayerCurve``), called
 with the generic builder arguments by the Geometry page (``views/_sections``) and the deck
 (``report.slides.declared_slides``)."""
@@ -36,6 +36,8 @@ def per_layer_lines(fig: go.Figure, curves: Mapping[str, pd.DataFrame], column: 
         df = df.sort_values("layer")
         x = depth_x(df, relative, depth.get(label))
         band = band_rows((bands or {}).get(label), column, df["layer"])
+        if band is None and {f"{column}_low", f"{column}_high"} <= set(df.columns):  # the table's own interval
+            band = df[f"{column}_low"].to_numpy(float), df[f"{column}_high"].to_numpy(float)
         if band is not None:
             add_band(fig, x, *band, color=colors[label], label=label, what="95 % split-half interval")
         fig.add_trace(go.Scatter(x=x, y=df[column], mode="lines+markers", name=label, legendgroup=label,
