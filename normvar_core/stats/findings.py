@@ -55,6 +55,7 @@ from normvar_core.stats.claims import Claim, Finding, RunView, finite_or_none, f
 from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, position0_share
 from normvar_core.stats.claims_moments import (cv_min_intermediate, identity, m_grows_vb_shrinks, null_vs_run,
                                                tradeoff_slope, vw_share_grows)
+from normvar_core.stats.claims_neighbourhoods import overlap_profile
 from normvar_core.stats.isoscore import isoscore_low
 
 CLAIMS: tuple[Claim, ...] = (
@@ -76,6 +77,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("isoscore_low", "004", "embeddings use their space unevenly: IsoScore ι < 0.5 in every layer past the "
                                  "embeddings (Rudman et al. 2022)", isoscore_low),
     Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
+    Claim("overlap_profile", "ENV", "neighbourhoods change most across the ID peak: χ₁₀(l, l+1) at the TwoNN peak is "
+                                    "below its mean after it (Valeriani et al. 2023, §3)", overlap_profile),
 )
 """Every claim with the rule that decides it, in the findings' order (CLI, Findings page, deck)."""
 CLAIM_IDS = tuple(c.id for c in CLAIMS)
