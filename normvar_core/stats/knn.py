@@ -1,9 +1,9 @@
-"""Exact k nearest neighbours within one batch of float32 rows (numpy; the candidates' float64 distances by
-``twonn_context.row_distance``).
+"""Exact k nearest neighbours within one batch of float32 rows (numpy; the candidates' float64 distances by the
+numba kernel ``twonn_kernels.row_pair_distances``).
 
-For every row i of X its k nearest other rows, ranked by the float64 distance ‖x_i − x_j‖ of the float32 rows
-(``twonn_context.pair_distance``), ties by the smaller row index; with ``groups``, also its k nearest rows of
-*other* groups (its own sentence masked, as ``twonn_id_cross``). Candidates come from the float32 Gram distance
+For every row i of X its k nearest other rows, ranked by the float64 distance ‖x_i − x_j‖ of the float32 rows,
+ties by the smaller row index; with ``groups``, also its k nearest rows of *other* groups (its own sentence
+masked, as ``twonn_id_cross``). Candidates come from the float32 Gram distance
 d² = ‖a‖² + ‖b‖² − 2 a·b, whose rounding is at most s_i = (2d + 24) u (‖a‖² + max ‖b‖²) (u = 2⁻²⁴, the
 bound of ``twonn_context.context_neighbours``): the true k-th smallest d² of a row is at most its float32 k-th
 smallest plus s_i, so every pair with float32 d² ≤ that + 2 s_i is re-ranked by its float64 distance, and the
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from normvar_core.stats.twonn_context import row_distance
 
 CHUNK = 512  # rows of one block (CHUNK x m float32 distances)
 
@@ -33,7 +32,10 @@ def _take(X32: np.ndarray, at: np.ndarray, d2: np.ndarray, k: int, slack2: np.nd
     i, j = np.nonzero(d2 <= thr[:, None])
     if not i.size:
         return
-    r = row_distance(X32, at[i], j)
+    from normvar_core.stats.twonn_kernels import row_pair_distances  # numba: not imported by the pages' readers
+
+    r = np.empty(i.size)
+    row_pair_distances(X32, np.ascontiguousarray(at[i], np.int64), np.ascontiguousarray(j, np.int64), r)
     order = np.lexsort((j, r, i))
     i, j, r = i[order], j[order], r[order]
     first = np.r_[True, i[1:] != i[:-1]]
