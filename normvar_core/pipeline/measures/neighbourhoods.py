@@ -48,7 +48,8 @@ def _empty(columns) -> pa.Table:
 
 
 class NeighbourhoodMeasure(Measure):
-    """On with the geometry (``--geometry``, the default); its result reads the geometry's sampled states."""
+    """On with ``--neighbourhoods`` (off by default: its search costs more than the forward pass of a default run)
+    and the geometry; its result reads the geometry's sampled states."""
 
     name = "neighbourhoods"
     title = "GRIDE and neighbourhood overlap"
@@ -64,11 +65,11 @@ class NeighbourhoodMeasure(Measure):
 
     @classmethod
     def asked(cls, cfg: RunConfig) -> bool:
-        return cfg.geometry
+        return cfg.geometry and cfg.neighbourhoods
 
     @classmethod
     def may_drop(cls, cfg: RunConfig) -> bool:
-        return True
+        return cls.asked(cfg)  # asked for, a run short of memory may still leave it out, as the geometry
 
     @classmethod
     def planned_state(cls, ctx: RunContext) -> Planned:
