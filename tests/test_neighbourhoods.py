@@ -107,3 +107,46 @@ def test_a_real_run_equals_the_brute_force_on_its_sample(minilm_pass_150):
             overlap_by_sets(lists[li, False], lists[last, False], overlap.K_DEFAULT), abs=1e-12)
         assert row["chance"] == pytest.approx(overlap.K_DEFAULT / 599)
     assert o[o.layer == layers[-1]].iloc[0]["overlap_last"] == 1.0 and np.isnan(o.iloc[-1]["overlap_next"])
+
+
+class _Run:
+    """A run file's tables by name, as the claims read them."""
+
+    def __init__(self, **tables):
+        self.tables = tables
+        self.table_names = list(tables)
+
+    def table(self, name):
+        return self.tables[name]
+
+
+def _view(ids, chi, std=0.01, batches=4):
+    import pandas as pd
+    from types import SimpleNamespace
+
+    layers = list(range(len(ids)))
+    geo = pd.DataFrame({"layer": layers, "twonn_id": ids, "twonn_batches": batches})
+    o = pd.DataFrame({"layer": layers, "overlap_next": chi + [float("nan")], "overlap_next_std": std})
+    return SimpleNamespace(run=_Run(layer_overlap=o), geometry=geo)
+
+
+@pytest.mark.parametrize("chi, verdict", [([0.5, 0.3, 0.8, 0.85, 0.9], "holds"),
+                                          ([0.5, 0.9, 0.6, 0.5, 0.4], "fails"),
+                                          ([0.5, 0.60, 0.61, 0.60, 0.60], "cannot tell")])
+def test_the_overlap_claim_compares_the_peak_with_the_layers_after_it(chi, verdict):
+    """TwoNN peaks at layer 1; Δ = mean χ(l, l+1) after it − χ(1, 2): above 0 holds, below fails, within its
+    interval (±1.96 √(s² + Σs²/n²) / √B) cannot tell."""
+    from normvar_core.stats.claims_neighbourhoods import overlap_profile
+
+    f = overlap_profile(_view([3.0, 12.0, 9.0, 8.0, 8.0, 8.0], chi, std=0.05))
+    assert f.verdict == verdict and f.layer == 1
+    assert f.value == pytest.approx(np.mean(chi[2:]) - chi[1])
+
+
+def test_the_overlap_claim_without_a_layer_after_the_peak_or_the_table():
+    from normvar_core.stats.claims_neighbourhoods import overlap_profile
+
+    assert overlap_profile(_view([3.0, 5.0, 9.0, 12.0], [0.5, 0.6, 0.4])).verdict == "cannot tell"
+    rv = _view([3.0, 5.0, 9.0, 12.0], [0.5, 0.6, 0.4])
+    rv.run = _Run()
+    assert overlap_profile(rv).verdict == "untestable"
