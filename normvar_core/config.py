@@ -94,6 +94,9 @@ class RunConfig:
                                  "and the token explorer; 0 = none", minimum=0, maximum=MAX_SAMPLES_PER_TOKEN)
     geometry: bool = opt(True, "layer geometry in the same pass: exact covariance spectrum, anisotropy, mean cosine, "
                          "TwoNN, outlier dimensions", flag="--no-geometry")
+    neighbourhoods: bool = opt(False, "with the geometry: GRIDE's intrinsic dimension across scales and the "
+                               "neighbourhood overlap between layers, from an exact 128-NN search of the TwoNN sample "
+                               "at publish (off by default: about 35 s for MiniLM's 7 layers x 16,384 points on 2 cores, 2.5x its pass)")
     halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
                        "corpus-level quantities and the geometry: twice the per-type moments' memory", flag="--no-halves")
     layer_linearity: bool = opt(False, "linear CKA and the linearity score (Razzhigaev et al. 2024) between "

@@ -111,3 +111,45 @@ def context_radii(X: np.ndarray, groups: np.ndarray):
     cross = np.sort(np.where(same, np.inf, D), 1)[:, :2]
     own = np.where(same, D, np.inf).min(1)
     return every, cross, own
+
+
+def knn_lists(X: np.ndarray, k: int, groups=None):
+    """Per row of X (float32 values): its k nearest other rows by float64 distance over all pairs (or over the
+    rows of other groups), ties by the smaller index: (distances, indices), inf / -1 past the rows there are."""
+    Y = np.asarray(X, np.float64)
+    D = np.stack([np.sqrt(np.square(Y - y).sum(-1)) for y in Y])  # row by row: (m, d) at a time
+    np.fill_diagonal(D, np.inf)
+    if groups is not None:
+        D[np.asarray(groups)[:, None] == np.asarray(groups)[None, :]] = np.inf
+    m = len(Y)
+    idx = np.full((m, k), -1, np.int64)
+    dist = np.full((m, k), np.inf)
+    for i in range(m):
+        order = np.lexsort((np.arange(m), D[i]))
+        order = order[np.isfinite(D[i, order])][:k]
+        idx[i, :order.size], dist[i, :order.size] = order, D[i, order]
+    return dist, idx
+
+
+def gride_by_scipy(r: np.ndarray, n1: int, n2: int) -> float:
+    """GRIDE's estimate: the maximum over d of Denti et al.'s log-likelihood of μ = r_{n2} / r_{n1}, summed
+    term by term and maximised by scipy's bounded scalar minimiser (its own tolerance pushed to 1e-12)."""
+    from scipy.optimize import minimize_scalar
+    from scipy.special import betaln
+
+    mu = r[:, n2 - 1] / r[:, n1 - 1]
+    mu = mu[np.isfinite(mu) & (mu > 1)]
+
+    lm = np.log(mu)
+
+    def nll(d):  # log(μ^d − 1) = d log μ + log(1 − μ^(−d)), which does not overflow at large μ^d
+        return -(mu.size * np.log(d) + (n2 - n1 - 1) * np.sum(d * lm + np.log1p(-np.exp(-d * lm)))
+                 - ((n2 - 1) * d + 1) * np.sum(np.log(mu)) - mu.size * betaln(n2 - n1, n1))
+
+    return float(minimize_scalar(nll, bounds=(1e-3, 500.0), method="bounded",
+                                 options={"xatol": 1e-12, "maxiter": 2000}).x)
+
+
+def overlap_by_sets(a: np.ndarray, b: np.ndarray, k: int) -> float:
+    """Mean over rows of |first k of a ∩ first k of b| / k, by Python sets."""
+    return float(np.mean([len(set(x[:k]) & set(y[:k]) - {-1}) / k for x, y in zip(a, b)]))

@@ -175,7 +175,7 @@ def minilm_pass_150(minilm_path):  # noqa: ARG001 - the model must be installed
     from brute import pass_in_memory
     from normvar_core.config import RunConfig
 
-    cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600)
+    cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600, neighbourhoods=True)
     plan, _, _, parts, measures = pass_in_memory(cfg)
     cat = lambda f: torch.cat([torch.as_tensor(f(p)) for p in parts]).numpy()  # noqa: E731
     return {"plan": plan, "measures": measures, "X": torch.cat([p.states for p in parts], 1).double().numpy(),

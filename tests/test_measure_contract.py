@@ -29,7 +29,8 @@ DIM = 10
 
 @pytest.fixture(scope="module")
 def setup():
-    cfg = RunConfig(model="gaussian", samples_per_token=4, layer_linearity=True)  # every measure on, the off ones too
+    cfg = RunConfig(model="gaussian", samples_per_token=4, layer_linearity=True,
+                    neighbourhoods=True)  # every measure on, the off ones too
     plan = synthetic_plan(cfg, n_sentences=70, vocab_size=30, layers=LAYERS, batch_size=9)
     source = GaussianSource(dim=DIM, layers=LAYERS, seed=3, offset=50.0, scales=[1.0, 3.0], dtype=torch.float64)
     ctx = RunContext(cfg=cfg, layers=LAYERS, dim=DIM, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)

@@ -81,7 +81,8 @@ def test_every_measure_writes_its_declared_tables_in_a_real_run(tmp_path, tiny_m
     from normvar_core.runs.reader import open_run
     from real_state import real_pass
 
-    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200, memory_gb=1000)
+    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200, memory_gb=1000,
+                    neighbourhoods=True)  # the opt-in measures too
     setup, measures = real_pass(cfg, tmp_path / "data")
     written = {n: m.tables_written(setup.ctx) for n, m in measures.items()}
     path = publish_run(tmp_path / "r.duckdb", plan=setup.plan, source=setup.source, ctx=setup.ctx,
@@ -132,12 +133,16 @@ def test_every_switch_round_trips_through_the_cli_and_the_form(name):
 
 
 def test_every_switch_is_what_asked_reads():
-    """Each measure a switch turns off is asked for by default, and one a switch turns on is not (a measure too
-    costly for every run), only the switch's own value turning it; a measure the default run may drop but a switch
-    forces on names the option that leaves it out (``fix``)."""
+    """Each measure a switch turns off is asked for by default, and only the switch's own value turns it off; a
+    measure off by default (opt-in) is turned on by one switch of its own, a flag that defaults off; a measure the
+    default run may drop but a switch forces on names the option that leaves it out (``fix``)."""
     assert SWITCHES, "no measure reads a switch"
     for name, value, cls in SWITCHES:
-        assert cls.asked(RunConfig()) != cls.asked(RunConfig(**{name: value})), (name, value, cls.name)
+        if cls.asked(RunConfig()):
+            assert not cls.asked(RunConfig(**{name: value})), (name, value, cls.name)
+        else:
+            on = [(n, v) for n, v, c in SWITCHES if c is cls]
+            assert on == [(name, True)] and FIELDS[name].default is False, (cls.name, on)
     for name, f in FIELDS.items():
         for value in _values(f):
             for cls in MEASURES:

@@ -25,7 +25,7 @@ from normvar_core.stats import twonn_context
 from normvar_core.report.run_figures import (MISSING, cloud_figure, frequency_figure, no_band_types, num, peak,
                                              tradeoff_figure)
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
-from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, Figure, declared_figures, holds
+from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, OVERLAP, SCALES, Figure, declared_figures, holds
 from normvar_core.viz.tradeoff_figures import layers_figure
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
@@ -396,9 +396,12 @@ def declared_slides(runs) -> list[Slide]:
 REGISTRY: list[Callable] = [title_slide, findings_slide, tradeoff_slide, layers_slide, decomposition_slide,
                             frequency_slide, clouds_slide, geometry_slide,
                             partial(figure_slide, ISOSCORE, ("isoscore_low",)),
-                            partial(figure_slide, DECIMATION, ("id_profile",)), declared_slides]
+                            partial(figure_slide, DECIMATION, ("id_profile",)),
+                            partial(figure_slide, SCALES, ()), partial(figure_slide, OVERLAP, ("overlap_profile",)),
+                            declared_slides]
 """The deck, in order: the title, the findings, then one slide per figure (the figure's page order: Trade-off,
-Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore and TwoNN's decimation), then one
+Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore, TwoNN's decimation, the ID across
+scales and the neighbourhood overlap), then one
 per curve that the runs' measures declare."""
 
 

@@ -2,8 +2,9 @@
 layers and d; statistics drawn from the null. The run row says where it came from:
 ``source = 'null:<kind>:<run>'``, the seed in its notes. No torch: O(L·T·d) numpy draws for the
 moments; when the run has the layer geometry, the null's too (``stats.null_geometry``: O(L·T·d²)
-for the exact between-type scatter, a sample of the run's TwoNN size for the rest); and when the run has the layer
-linearity, the null's (``stats.layer_linearity.null_table``: the layers drawn independently given the type)."""
+for the exact between-type scatter, a sample of the run's TwoNN size for the rest, and GRIDE on another draw
+when the run has ``layer_gride``); and when the run has the layer linearity, the null's
+(``stats.layer_linearity.null_table``: the layers drawn independently given the type)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -21,9 +22,10 @@ from normvar_core.runs.tables import geometry_tables, moments_tables, sentence_l
 from normvar_core.runs.writer import write_tables
 from normvar_core.constants import ID_SAMPLE, NULL_KINDS
 from normvar_core.stats.null import null_params, null_stats
-from normvar_core.stats.layer_geometry import recorded_sample
-from normvar_core.stats.null_geometry import null_layer_geometry
 from normvar_core.stats import layer_linearity
+from normvar_core.stats.gride import sample_rows
+from normvar_core.stats.layer_geometry import recorded_sample, twonn_batch_of
+from normvar_core.stats.null_geometry import null_layer_geometry, null_sample
 
 
 def check_kind(kind: str) -> None:
@@ -41,7 +43,7 @@ def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, sea
     sample size as the run's own geometry. ``search``: the TwoNN candidate search (numpy's by default)."""
     geo = run.table("layer_geometry")
     size = recorded_sample(geo)[0] or ID_SAMPLE
-    rows, spectra, cosines = [], [], []
+    rows, spectra, cosines, gride_rows = [], [], [], []
     for li, mu, s2 in null_params(kind, stats, run.layer_stats(), seed=seed):
         layer = int(stats.layer_index[li])
         rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 2, layer])
@@ -50,7 +52,13 @@ def null_geometry_tables(run: Run, kind: str, stats, null, *, seed: int = 0, sea
         rows.append({"layer": layer, **row})
         spectra.append(eig)
         cosines.append(cos)
-    return geometry_tables(stats.layer_index, rows, spectra, cosines)
+        if run.has("layer_gride"):  # GRIDE on an independent draw of the same null layer
+            X = null_sample(mu, s2, null.n, size, np.random.default_rng([seed, NULL_KINDS.index(kind), 3, layer]))
+            gride_rows += [{"layer": layer, **r} for r in sample_rows(X, twonn_batch_of(size))]
+    out = geometry_tables(stats.layer_index, rows, spectra, cosines)
+    if gride_rows:
+        out["layer_gride"] = pa.table({c: [r[c] for r in gride_rows] for c in gride_rows[0]})
+    return out
 
 
 def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwrite: bool = False,

@@ -57,6 +57,7 @@ from normvar_core.stats.claims import Claim, Finding, RunView, finite_or_none, f
 from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, position0_share
 from normvar_core.stats.claims_moments import (cv_min_intermediate, identity, m_grows_vb_shrinks, null_vs_run,
                                                tradeoff_slope, vw_share_grows)
+from normvar_core.stats.claims_neighbourhoods import overlap_profile
 from normvar_core.stats.isoscore import isoscore_low
 from normvar_core.stats.layer_linearity import layers_linear
 
@@ -81,6 +82,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
     Claim("layers_linear", "004", "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
                                   "decoders, less so in encoders (Razzhigaev et al. 2024)", layers_linear),
+    Claim("overlap_profile", "ENV", "neighbourhoods change most across the ID peak: χ₁₀(l, l+1) at the TwoNN peak is "
+                                    "below its mean after it (Valeriani et al. 2023, §3)", overlap_profile),
 )
 """Every claim with the rule that decides it, in the findings' order (CLI, Findings page, deck)."""
 CLAIM_IDS = tuple(c.id for c in CLAIMS)

@@ -28,6 +28,7 @@ from normvar_core.viz.frequency_figures import (corpus_histograms, frequency_sca
 from normvar_core.viz.geometry_figures import (decimation_figure, geometry_profiles, outlier_heatmap, selfsim_scatter, shares_figure,
                                                spectra_figure)
 from normvar_core.viz.isoscore_figures import isoscore_figure
+from normvar_core.viz.neighbourhood_figures import overlap_figure, scales_figure
 from normvar_core.viz.pages import PAGE_KEYS
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 
@@ -55,6 +56,15 @@ DECIMATION = Figure("decimation", "TwoNN decimation", decimation_figure, ("twonn
 """TwoNN on decimated batches, seed 004's and the cross-context estimate (``stats.twonn_context``): on the
 Geometry page and in the deck, drawn by the generic builder."""
 
+SCALES = Figure("scales", "ID across scales", scales_figure, ("layer_gride",), columns=("gride_id",),
+                measure="GRIDE's intrinsic dimension across scales")
+"""GRIDE at n1 = 1 … 64, unmasked and with the own sentence masked (``pipeline.measures.neighbourhoods``): on the
+Geometry page and in the deck, drawn by the generic builder (a Gaussian null's curves in grey)."""
+
+OVERLAP = Figure("overlap", "Neighbourhood overlap", overlap_figure, ("layer_overlap",),
+                 columns=("overlap_next", "overlap_last"), measure="the neighbourhood overlap between layers")
+"""χ₁₀ with the next and the last layer, unmasked and masked, beside chance (``pipeline.measures.neighbourhoods``)."""
+
 FIGURES: dict[str, tuple[Figure, ...]] = {
     "tradeoff": (Figure("tradeoff", "Trade-off (Fig. 2)", tradeoff_scatter, ("token_stats",)),),
     "layers": (Figure("layers", "Trade-off across layers (Fig. 4)", layers_figure, ("token_stats",)),),
@@ -71,6 +81,8 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
         Figure("profiles", "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)", geometry_profiles, ("layer_geometry",)),
         Figure("spectrum", "Covariance spectrum", spectra_figure, ("layer_spectrum",)),
         ISOSCORE,
+        SCALES,
+        OVERLAP,
         DECIMATION,
     ),
     "outliers": (
@@ -117,4 +129,4 @@ def holds(run, f: Figure) -> bool:
     return not f.columns or set(f.columns) <= set(run.table(f.tables[0]).columns)
 
 
-__all__ = ["Figure", "ISOSCORE", "DECIMATION", "FIGURES", "figures", "declared_figure", "declared_figures", "holds"]
+__all__ = ["Figure", "ISOSCORE", "DECIMATION", "SCALES", "OVERLAP", "FIGURES", "figures", "declared_figure", "declared_figures", "holds"]

@@ -11,6 +11,7 @@ from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.halves import HalvesMeasure
 from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
 from normvar_core.pipeline.measures.moments import MomentsMeasure
+from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
 from normvar_core.pipeline.measures.occurrences import OccurrencesMeasure
 from normvar_core.pipeline.measures.outliers import OutlierMeasure
 from normvar_core.pipeline.measures.samples import SampleMeasure
@@ -24,6 +25,7 @@ MEASURES: tuple[type[Measure], ...] = (
     OutlierMeasure,
     HalvesMeasure,
     OccurrencesMeasure,
+    NeighbourhoodMeasure,
     LayerLinearityMeasure,
 )
 
@@ -74,4 +76,4 @@ def prime(ctx: RunContext, source, *, reuse: bool = True, registry=MEASURES) -> 
 
 __all__ = ["MEASURES", "skip_reasons", "early_measures", "start_early", "run_early", "prime", "Measure", "EarlyPass",
            "MomentsMeasure", "SampleMeasure", "GeometryMeasure", "SelfSimilarityMeasure", "OutlierMeasure", "HalvesMeasure",
-           "OccurrencesMeasure", "LayerLinearityMeasure"]
+           "OccurrencesMeasure", "NeighbourhoodMeasure", "LayerLinearityMeasure"]

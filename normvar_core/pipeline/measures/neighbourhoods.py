@@ -1,0 +1,178 @@
+"""Neighbourhoods of the sampled positions: the intrinsic dimension across scales (GRIDE) and the
+neighbourhood overlap between layers, on seed 004's sample and batches.
+
+The geometry measure keeps, per kept layer, the float32 states of the same sampled positions (its ``sample``,
+L x K x d, in a seeded random order) split into TwoNN batches of at least 4,096 (``NeighbourState.tb``). After the
+pass this measure reads that state (``uses_states``: it does not wait for the geometry's result) and searches,
+per layer and batch, each position's 128 nearest other positions of its batch, exactly (``stats.knn``: one
+float32 Gram block per 512 rows, the candidates re-ranked in float64), once over all positions and once over
+the positions of *other* sentences (its own sentence masked, as ``twonn_id_cross``). From those lists:
+
+* ``layer_gride`` — GRIDE (``stats.gride``, Denti et al. 2022) at n1 = 1, 2, 4, …, 64, n2 = 2·n1, on the
+  distinct positions of each batch (copies dropped, as TwoNN), unmasked and masked: per (layer, n1, masked)
+  the mean over batches of the maximum-likelihood dimension, its likelihood error and the batches' spread;
+* ``layer_overlap`` — the neighbourhood overlap χ_k (``stats.overlap``, Valeriani et al. 2023) at k = 10 of each
+  kept layer with the next kept layer and with the last, unmasked and masked, with the chance value k/n that
+  the Gaussian null (every layer's sample drawn independently) has; ``overlap_curve`` the same over k.
+
+Its own state is only the count of embeddings fed (the sample is the geometry's). Without the geometry (a run
+with ``--no-geometry``, or a state read alone) its tables are empty.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from normvar_core.config import RunConfig
+from normvar_core.constants import TWONN_BATCH
+from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.base import Measure, Planned
+from normvar_core.pipeline.measures.geometry import first_copies
+from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
+from normvar_core.stats import gride, knn, overlap
+
+GRIDE_COLUMNS = ("layer", "n1", "n2", "masked", "gride_id", "gride_id_err", "gride_id_std", "scale", "points",
+                 "batches")
+OVERLAP_COLUMNS = ("layer", "overlap_next", "overlap_next_masked", "overlap_last", "overlap_last_masked",
+                   "chance", "chance_masked", "overlap_next_std", "overlap_last_std")
+CURVE_COLUMNS = ("layer", "to_layer", "pair", "masked", "k", "overlap", "overlap_std", "chance")
+
+
+def _sample_size(ctx: RunContext) -> int:
+    return int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0
+
+
+def _empty(columns) -> pa.Table:
+    return pa.table({c: pa.array([], pa.float64()) for c in columns})
+
+
+class NeighbourhoodMeasure(Measure):
+    """On with ``--neighbourhoods`` (off by default: its search costs more than the forward pass of a default run)
+    and the geometry; its result reads the geometry's sampled states."""
+
+    name = "neighbourhoods"
+    title = "GRIDE and neighbourhood overlap"
+    table_names = ("layer_gride", "layer_overlap", "overlap_curve")
+    uses_states = ("geometry",)
+    policy = "no state of its own (the geometry's sample); its search at publish: kept with the geometry"
+
+    def __init__(self, ctx: RunContext):
+        self.layers = list(ctx.layers)
+        self.ctx = ctx
+        self.geometry = None
+        self._add_state("n", 0)  # embeddings fed (the sample itself is the geometry's state)
+
+    @classmethod
+    def asked(cls, cfg: RunConfig) -> bool:
+        return cfg.geometry and cfg.neighbourhoods
+
+    @classmethod
+    def may_drop(cls, cfg: RunConfig) -> bool:
+        return cls.asked(cfg)  # asked for, a run short of memory may still leave it out, as the geometry
+
+    @classmethod
+    def planned_state(cls, ctx: RunContext) -> Planned:
+        return {"n": ((1,), np.int64)}
+
+    @classmethod
+    def publish_bytes(cls, ctx: RunContext) -> int:
+        """The lists kept until the overlaps are taken (per layer and position, 64 unmasked and 64 masked int64
+        neighbours: 1,024·L·K bytes) and, per layer searched at once (``layer_threads``), the search of the
+        largest batch of B rows: its 512 x B float32 block with its mask and comparisons (≈ 8·512·B), the batch's
+        float32 copy (4·B·d), its two (B, 128) lists (4·128·16·B) and the candidates' float64 squares
+        (8·d·160·512)."""
+        L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
+        B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
+        work = 8 * knn.CHUNK * B + 4 * B * d + 4 * gride.NEIGHBOURS * 16 * B + 8 * d * 160 * knn.CHUNK
+        threads = layer_threads(L, parallel=torch.device(ctx.device).type == "cpu")
+        return int(1024 * L * K + threads * work) if K else 0
+
+    def update(self, batch: StateBatch) -> None:
+        self.n += batch.size
+
+    def take_states(self, measures: dict) -> None:
+        self.geometry = measures.get("geometry")
+
+    # ------------------------------------------------------------------ result
+    def _layer(self, li: int, sample: np.ndarray, sentences: np.ndarray, tb: np.ndarray) -> dict:
+        """One layer: its GRIDE rows (unmasked, masked) and its overlap lists (K, 64) unmasked and masked
+        (positions of the sample; −1 where none), with each position's candidates (unmasked, masked)."""
+        K = sample.shape[1]
+        kmax = max(overlap.KS)
+        lists = np.full((2, K, kmax), -1, np.int64)
+        candidates = np.zeros((2, K), np.int64)
+        curves = ([], [])
+        for t in np.unique(tb):
+            rows = np.flatnonzero(tb == t)
+            X = sample[li][rows] + np.float32(0.0)
+            sent = sentences[rows]
+            (dist, idx), (dc, ic) = knn.nearest_k(X, gride.NEIGHBOURS, groups=sent)
+            for v, ix in enumerate((idx, ic)):
+                lists[v, rows] = np.where(ix[:, :kmax] >= 0, rows[np.maximum(ix[:, :kmax], 0)], -1)
+            candidates[0, rows] = rows.size - 1
+            _, inv, count = np.unique(sent, return_inverse=True, return_counts=True)
+            candidates[1, rows] = rows.size - count[inv.reshape(-1)]  # the positions of other sentences
+            _, firsts = first_copies(X)
+            if firsts.size < rows.size:  # copies: GRIDE on the distinct rows (as TwoNN), searched again
+                (dist, _), (dc, _) = knn.nearest_k(X[firsts], gride.NEIGHBOURS, groups=sent[firsts])
+            curves[0].append(gride.batch_curve(dist))
+            curves[1].append(gride.batch_curve(dc))
+        layer = int(self.layers[li])
+        rows = [{"layer": layer, **r} for v in (0, 1) for r in gride.layer_rows(curves[v], masked=bool(v))]
+        return {"gride": rows, "lists": lists, "candidates": candidates}
+
+    def result(self) -> dict:
+        g = self.geometry
+        if g is None or not _sample_size(self.ctx) or not np.asarray(g.filled).all():
+            return {"gride": [], "overlap": [], "curve": []}
+        sample = g.sample.cpu().numpy()
+        sentences = np.asarray(g.uplan.sentence)
+        tb = g.neighbours.tb
+        per = per_layer(lambda li: self._layer(li, sample, sentences, tb), len(self.layers),
+                        parallel=torch.device(self.ctx.device).type == "cpu")
+        return {"gride": [r for p in per for r in p["gride"]], **overlap_rows(self.layers, per, tb)}
+
+    def tables(self, result: dict, ctx: RunContext) -> dict:
+        def table(rows, columns):
+            return pa.table({c: [r[c] for r in rows] for c in columns}) if rows else _empty(columns)
+        return {"layer_gride": table(result["gride"], GRIDE_COLUMNS),
+                "layer_overlap": table(result["overlap"], OVERLAP_COLUMNS),
+                "overlap_curve": table(result["curve"], CURVE_COLUMNS)}
+
+
+def overlap_rows(layers: list[int], per: list[dict], tb: np.ndarray) -> dict:
+    """{"overlap": one row per layer at k = 10, "curve": rows per (layer, pair, masked, k)} from each layer's
+    lists: χ_k with the next kept layer (none for the last) and with the last, the mean over the batches of the
+    mean over their positions, ± the batches' std; ``chance`` the mean k / n (``overlap.chance``)."""
+    last = len(layers) - 1
+    batches = [np.flatnonzero(tb == t) for t in np.unique(tb)]
+    curve = []
+    for li in range(len(layers)):
+        for pair, lj in (("next", li + 1), ("last", last)):
+            if lj > last:
+                continue
+            for v in (0, 1):
+                a, b = per[li]["lists"][v], per[lj]["lists"][v]
+                share = np.stack([overlap.shared(a[r], b[r]).mean(1) for r in batches])  # (batches, len(KS))
+                ks = np.asarray(overlap.KS, np.float64)
+                chi = share / ks
+                ch = overlap.chance(per[li]["candidates"][v])
+                for j, k in enumerate(overlap.KS):
+                    curve.append({"layer": int(layers[li]), "to_layer": int(layers[lj]), "pair": pair,
+                                  "masked": bool(v), "k": int(k), "overlap": float(chi[:, j].mean()),
+                                  "overlap_std": float(chi[:, j].std()), "chance": float(ch[j])})
+    rows = []
+    for li, layer in enumerate(layers):
+        at = {(c["pair"], c["masked"]): c for c in curve if c["layer"] == layer and c["k"] == overlap.K_DEFAULT}
+        nan = {"overlap": float("nan"), "overlap_std": float("nan"), "chance": float("nan")}
+        nxt, nxm = at.get(("next", False), nan), at.get(("next", True), nan)
+        lst, lsm = at[("last", False)], at[("last", True)]
+        rows.append({"layer": int(layer), "overlap_next": nxt["overlap"], "overlap_next_masked": nxm["overlap"],
+                     "overlap_last": lst["overlap"], "overlap_last_masked": lsm["overlap"],
+                     "chance": lst["chance"], "chance_masked": lsm["chance"],
+                     "overlap_next_std": nxt["overlap_std"], "overlap_last_std": lst["overlap_std"]})
+    return {"overlap": rows, "curve": curve}
+
+
+__all__ = ["NeighbourhoodMeasure", "overlap_rows"]

@@ -1,0 +1,107 @@
+"""The neighbourhood figures of the Geometry page and the deck: the intrinsic dimension across scales (GRIDE,
+``layer_gride``) and the neighbourhood overlap between layers (``layer_overlap``), both drawn by the generic
+builder arguments (``curves``: label -> the run's table; ``null_curves``: label -> a Gaussian null's)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from normvar_core.viz.overlay import NULL_COLOR, depth_x
+from normvar_core.viz.theme import PALETTE, apply_theme
+
+SCALES_SENTENCE = ("Read each line left to right as the same layer seen from closer to farther: n1 is the neighbour "
+                   "rank the dimension is read at (GRIDE, μ = r_2n1 / r_n1). A flat line is a dimension that does not "
+                   "depend on scale; a rising line is a manifold that looks higher-dimensional at coarser scales. "
+                   "Dash-dotted: neighbours from other sentences only; where it meets the solid line, the same-sentence "
+                   "neighbours no longer matter at that scale. Grey: the Gaussian null of the same moments.")
+OVERLAP_SENTENCE = ("The share of each sampled token's 10 nearest neighbours that are still among its 10 nearest at the "
+                    "next layer (solid) and at the last layer (dash-dotted); thin: its own sentence masked. Dotted: "
+                    "chance, 10 / (batch − 1), the value of a Gaussian null whose layers are drawn independently.")
+
+
+def _wrapped(text: str, width: int = 120) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width)
+
+
+def _picked(layers: np.ndarray) -> np.ndarray:
+    return layers[np.unique(np.linspace(0, len(layers) - 1, min(4, len(layers))).round().astype(int))]
+
+
+def scales_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
+                  num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
+                  bands=None, null_curves: Mapping[str, pd.DataFrame] | None = None,
+                  null_of: Mapping[str, str] | None = None, title: str | None = None) -> go.Figure:
+    """GRIDE against n1 (log axis) for up to four evenly spaced layers of each run: solid unmasked, dash-dotted
+    with the point's own sentence masked, bars ± the larger of the likelihood's error and the spread over
+    batches; a Gaussian null's unmasked curves in grey. The depth arguments are accepted and not used."""
+    del relative, num_hidden_states, bands, null_of
+    fig = go.Figure()
+    for i, (label, df) in enumerate(curves.items()):
+        for j, layer in enumerate(_picked(np.unique(df["layer"].to_numpy(int)))):
+            color = PALETTE[(i * 4 + j) % len(PALETTE)]
+            name = f"{label} · layer {layer}" if len(curves) > 1 else f"layer {layer}"
+            for masked, dash, what in ((False, "solid", "all neighbours"), (True, "dashdot", "other sentences")):
+                rows = df[(df["layer"] == layer) & (df["masked"] == masked)].sort_values("n1")
+                bar = np.maximum(rows["gride_id_err"].to_numpy(), rows["gride_id_std"].to_numpy())
+                fig.add_trace(go.Scatter(x=rows["n1"], y=rows["gride_id"], mode="lines+markers", name=f"{name} ({what})",
+                                         legendgroup=name, line=dict(color=color, dash=dash,
+                                                                     width=2.5 if not masked else 1.8),
+                                         error_y=dict(type="data", array=bar, visible=True),
+                                         hovertemplate=f"{name}, {what}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>"))
+    for label, df in (null_curves or {}).items():
+        for layer in _picked(np.unique(df["layer"].to_numpy(int))):
+            rows = df[(df["layer"] == layer) & (df["masked"] == False)].sort_values("n1")  # noqa: E712
+            fig.add_trace(go.Scatter(x=rows["n1"], y=rows["gride_id"], mode="lines", name=f"{label} · layer {layer}",
+                                     line=dict(color=NULL_COLOR, dash="dash", width=1.2),
+                                     hovertemplate=f"{label}, layer {layer}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>"))
+    scales = sorted({int(x) for df in curves.values() for x in df["n1"]})
+    fig.update_xaxes(title_text="n1 (GRIDE's scale: μ = r_2n1 / r_n1)", type="log", tickvals=scales,
+                     ticktext=[str(x) for x in scales])
+    fig.update_yaxes(title_text="intrinsic dimension (GRIDE)")
+    fig.update_layout(title=title or ("ID across scales (GRIDE, Denti et al. 2022)<br><sup>"
+                                      + "<br>".join(_wrapped(SCALES_SENTENCE)) + "</sup>"),
+                      height=560 if presentation else 460, hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    apply_theme(fig, presentation)
+    fig.update_layout(margin=dict(b=130 if presentation else 110, t=150))
+    return fig
+
+
+def overlap_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
+                   num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
+                   bands=None, null_curves=None, null_of=None, title: str | None = None) -> go.Figure:
+    """χ₁₀ of each layer with the next (solid) and with the last (dash-dotted), thin with the own sentence masked,
+    and chance (dotted) against depth (relative when ``relative``)."""
+    del bands, null_curves, null_of
+    fig = go.Figure()
+    for i, (label, df) in enumerate(curves.items()):
+        df = df.sort_values("layer")
+        x = depth_x(df, relative, (num_hidden_states or {}).get(label))
+        color = PALETTE[i % len(PALETTE)]
+        for col, dash, width, what in (("overlap_next", "solid", 2.5, "next layer"),
+                                       ("overlap_next_masked", "solid", 1.2, "next layer, own sentence masked"),
+                                       ("overlap_last", "dashdot", 2.5, "last layer"),
+                                       ("overlap_last_masked", "dashdot", 1.2, "last layer, own sentence masked")):
+            fig.add_trace(go.Scatter(x=x, y=df[col], mode="lines+markers", name=f"{label} ({what})",
+                                     line=dict(color=color, dash=dash, width=width),
+                                     hovertemplate=f"{label}, {what}<br>%{{x}}: %{{y:.3f}}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=x, y=df["chance"], mode="lines", name=f"{label} (chance: Gaussian null)",
+                                 line=dict(color=NULL_COLOR, dash="dot", width=1.2)))
+    fig.update_xaxes(title_text="relative depth" if relative else "layer")
+    fig.update_yaxes(title_text="shared 10 nearest neighbours χ₁₀", range=[0, 1.02])
+    fig.update_layout(title=title or ("Neighbourhood overlap between layers (Valeriani et al. 2023)<br><sup>solid: "
+                                      "with the next layer; dash-dotted: with the last; thin: own sentence masked"
+                                      "<br>" + "<br>".join(_wrapped(OVERLAP_SENTENCE)) + "</sup>"),
+                      height=560 if presentation else 460, hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    apply_theme(fig, presentation)
+    fig.update_layout(margin=dict(b=130 if presentation else 110, t=130))
+    return fig
+
+
+__all__ = ["scales_figure", "overlap_figure", "SCALES_SENTENCE", "OVERLAP_SENTENCE"]

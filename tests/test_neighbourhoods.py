@@ -1,0 +1,152 @@
+"""GRIDE and the neighbourhood overlap (``pipeline.measures.neighbourhoods``) against independent ground truth:
+the exact k-NN search equals a float64 brute force over all pairs (ties by index, masked or not), GRIDE equals
+scipy's maximisation of Denti et al.'s likelihood on the same neighbour lists, and a real MiniLM run's tables
+equal the brute force on the geometry's own sample at every layer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from brute import gride_by_scipy, knn_lists, overlap_by_sets
+from normvar_core.stats import gride, knn, overlap
+
+
+def _cloud(seed: int, m: int = 300, rank: int = 6, d: int = 24) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, rank)) @ rng.standard_normal((rank, d))).astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_exact_search_equals_brute_force_masked_and_not(seed):
+    X = _cloud(seed)
+    X[10] = X[11]  # a copy: distance 0, a tie broken by index
+    X[20:23] = X[20:23].round(0)  # coarse values: tied distances
+    groups = np.random.default_rng(seed).integers(0, 30, len(X))
+    (d, i), (dc, ic) = knn.nearest_k(X, 40, groups=groups, chunk=64)
+    bd, bi = knn_lists(X, 40)
+    cd, ci = knn_lists(X, 40, groups=groups)
+    np.testing.assert_array_equal(i, bi)
+    np.testing.assert_array_equal(ic, ci)
+    np.testing.assert_allclose(d, bd, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(dc, cd, rtol=1e-12, atol=0)
+
+
+def test_fewer_rows_than_neighbours_are_padded():
+    X = _cloud(2, m=9)
+    (d, i), (_, ic) = knn.nearest_k(X, 16, groups=np.arange(9) // 3)
+    assert (i[:, :8] >= 0).all() and (i[:, 8:] == -1).all() and np.isinf(d[:, 8:]).all()
+    assert (ic[:, :6] >= 0).all() and (ic[:, 6:] == -1).all()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_gride_equals_scipys_maximum_of_the_likelihood(masked):
+    X = _cloud(3, m=400)
+    groups = np.random.default_rng(3).integers(0, 40, len(X)) if masked else None
+    (d, _), cross = knn.nearest_k(X, gride.NEIGHBOURS, groups=groups)
+    r = cross[0] if masked else d
+    for n1, est, err, scale, points in gride.batch_curve(r):
+        assert points == len(X)
+        assert abs(est - gride_by_scipy(r, n1, 2 * n1)) < 1e-6, n1
+        assert 0 < err < est and scale == pytest.approx(r[:, 2 * n1 - 1].mean())
+
+
+def test_gride_recovers_a_known_dimension():
+    """Uniform points in a 3-cube embedded in 20 dimensions: GRIDE ≈ 3 at every scale up to n1 = 16."""
+    rng = np.random.default_rng(5)
+    X = (rng.random((3000, 3)) @ np.linalg.qr(rng.standard_normal((20, 3)))[0].T).astype(np.float32)
+    (d, _), _ = knn.nearest_k(X, 32)
+    for n1, est, err, _, _ in gride.batch_curve(d, scales=(1, 2, 4, 8, 16)):
+        assert abs(est - 3) < 0.3 + 3 * err, (n1, est, err)
+
+
+def test_overlap_counts_equal_python_sets():
+    rng = np.random.default_rng(7)
+    a = np.stack([rng.permutation(100)[:64] for _ in range(50)])
+    b = np.where(rng.random((50, 64)) < 0.5, a, np.stack([rng.permutation(100)[:64] for _ in range(50)]))
+    b[:, 60:] = -1
+    got = overlap.shared(a, b)
+    for j, k in enumerate(overlap.KS):
+        assert got[j].mean() / k == pytest.approx(overlap_by_sets(a, b, k), abs=1e-12)
+
+
+def test_a_real_run_equals_the_brute_force_on_its_sample(minilm_pass_150):
+    """MiniLM, 150 sentences, the geometry's sample of 600: every layer's GRIDE (unmasked and masked) and overlap
+    (k = 10 with the next and the last layer, and the curve over k) equal a brute force on the same states."""
+    measures = minilm_pass_150["measures"]
+    geo, nb = measures["geometry"], measures["neighbourhoods"]
+    nb.take_states({"geometry": geo})
+    tables = nb.tables(nb.result(), None)
+    g, o, c = (tables[t].to_pandas() for t in ("layer_gride", "layer_overlap", "overlap_curve"))
+    sample, sent, layers = geo.sample.numpy(), np.asarray(geo.uplan.sentence), list(geo.layers)
+    assert np.unique(geo.neighbours.tb).size == 1  # one batch of 600
+    lists = {}
+    for li, layer in enumerate(layers):
+        X = sample[li]
+        for masked in (False, True):
+            grp = sent if masked else None
+            _, lists[li, masked] = knn_lists(X, 64, grp)
+            keep = np.unique(X, axis=0, return_index=True)[1]
+            keep.sort()
+            r, _ = knn_lists(X[keep], 128, None if grp is None else grp[keep])
+            rows = g[(g.layer == layer) & (g.masked == masked)].set_index("n1")
+            assert list(rows.index) == list(gride.SCALES)
+            for n1 in gride.SCALES:
+                assert abs(rows.loc[n1, "gride_id"] - gride_by_scipy(r, n1, 2 * n1)) < 1e-6, (layer, masked, n1)
+    last = len(layers) - 1
+    for li, layer in enumerate(layers):
+        for masked in (False, True):
+            for pair, lj in (("next", li + 1), ("last", last)):
+                if lj > last:
+                    continue
+                got = c[(c.layer == layer) & (c.pair == pair) & (c.masked == masked)].set_index("k")["overlap"]
+                for k in overlap.KS:
+                    want = overlap_by_sets(lists[li, masked], lists[lj, masked], k)
+                    assert got[k] == pytest.approx(want, abs=1e-12), (layer, pair, masked, k)
+        row = o[o.layer == layer].iloc[0]
+        assert row["overlap_last"] == pytest.approx(
+            overlap_by_sets(lists[li, False], lists[last, False], overlap.K_DEFAULT), abs=1e-12)
+        assert row["chance"] == pytest.approx(overlap.K_DEFAULT / 599)
+    assert o[o.layer == layers[-1]].iloc[0]["overlap_last"] == 1.0 and np.isnan(o.iloc[-1]["overlap_next"])
+
+
+class _Run:
+    """A run file's tables by name, as the claims read them."""
+
+    def __init__(self, **tables):
+        self.tables = tables
+        self.table_names = list(tables)
+
+    def table(self, name):
+        return self.tables[name]
+
+
+def _view(ids, chi, std=0.01, batches=4):
+    import pandas as pd
+    from types import SimpleNamespace
+
+    layers = list(range(len(ids)))
+    geo = pd.DataFrame({"layer": layers, "twonn_id": ids, "twonn_batches": batches})
+    o = pd.DataFrame({"layer": layers, "overlap_next": chi + [float("nan")], "overlap_next_std": std})
+    return SimpleNamespace(run=_Run(layer_overlap=o), geometry=geo)
+
+
+@pytest.mark.parametrize("chi, verdict", [([0.5, 0.3, 0.8, 0.85, 0.9], "holds"),
+                                          ([0.5, 0.9, 0.6, 0.5, 0.4], "fails"),
+                                          ([0.5, 0.60, 0.61, 0.60, 0.60], "cannot tell")])
+def test_the_overlap_claim_compares_the_peak_with_the_layers_after_it(chi, verdict):
+    """TwoNN peaks at layer 1; Δ = mean χ(l, l+1) after it − χ(1, 2): above 0 holds, below fails, within its
+    interval (±1.96 √(s² + Σs²/n²) / √B) cannot tell."""
+    from normvar_core.stats.claims_neighbourhoods import overlap_profile
+
+    f = overlap_profile(_view([3.0, 12.0, 9.0, 8.0, 8.0, 8.0], chi, std=0.05))
+    assert f.verdict == verdict and f.layer == 1
+    assert f.value == pytest.approx(np.mean(chi[2:]) - chi[1])
+
+
+def test_the_overlap_claim_without_a_layer_after_the_peak_or_the_table():
+    from normvar_core.stats.claims_neighbourhoods import overlap_profile
+
+    assert overlap_profile(_view([3.0, 5.0, 9.0, 12.0], [0.5, 0.6, 0.4])).verdict == "cannot tell"
+    rv = _view([3.0, 5.0, 9.0, 12.0], [0.5, 0.6, 0.4])
+    rv.run = _Run()
+    assert overlap_profile(rv).verdict == "untestable"
