@@ -203,7 +203,7 @@ def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data
     at.run()
     at.switch_page("views/highdim.py").run()
     assert not at.exception and not at.error
-    fig = figure(at, "seed 003's checks")
+    fig = figure(at, "the high-dimensional baseline's checks")
     want = highdim_table(run.layer_stats(), run.table("layer_geometry"), run.stats(), 10, 1e5)
     mine = [t for t in fig["data"] if t.get("name") == RUN]
     np.testing.assert_allclose(arr(mine[0]["y"]), want["norm_cv"].to_numpy(), rtol=1e-9)

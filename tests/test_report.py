@@ -89,7 +89,10 @@ def test_pdf_pages_are_not_blank(slides, tmp_path):
     assert f"Title:           {RUN}" in info.splitlines()                      # the run's name, not "untitled"
     subprocess.run(["pdftoppm", "-png", "-r", "30", str(path), str(tmp_path / "p")], check=True)
     pages = sorted(tmp_path.glob("p-*.png"))
-    assert len(pages) == len(slides)
+    # a page per slide, and one per "(continued)" page of a table longer than its page (the findings)
+    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True, text=True).stdout
+    continued = sum(page.lstrip().split("\n")[0].endswith("(continued)") for page in text.split("\f") if page.strip())
+    assert len(pages) == len(slides) + continued
     for p in pages:
         a = np.asarray(Image.open(p).convert("L"), dtype=np.float64)
         assert a.std() > 10 and (a < 128).mean() > 0.005, p

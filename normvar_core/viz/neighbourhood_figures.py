@@ -16,7 +16,7 @@ SCALES_SENTENCE = ("Read each line left to right as the same layer seen from clo
                    "rank the dimension is read at (GRIDE, μ = r_2n1 / r_n1). A flat line is a dimension that does not "
                    "depend on scale; a rising line is a manifold that looks higher-dimensional at coarser scales. "
                    "Dash-dotted: neighbours from other sentences only; where it meets the solid line, the same-sentence "
-                   "neighbours no longer matter at that scale. Grey: the Gaussian null of the same moments.")
+                   "neighbours stop mattering at that scale. Grey: the Gaussian null of the same moments.")
 OVERLAP_SENTENCE = ("The share of each sampled token's 10 nearest neighbours that are still among its 10 nearest at the "
                     "next layer (solid) and at the last layer (dash-dotted); thin: its own sentence masked. Dotted: "
                     "chance, 10 / (batch − 1), the value of a Gaussian null whose layers are drawn independently.")
