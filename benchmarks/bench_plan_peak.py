@@ -37,7 +37,7 @@ class Shape(NamedTuple):
 
 SHAPES: tuple[Shape, ...] = (
     Shape("decoder", 1024, 8, 128, 3000, True, "the shape the plan was last checked on"),
-    Shape("decoder", 1024, 16, 128, 900, True, "the shape that undercounted (0.94 before)"),
+    Shape("decoder", 1024, 16, 128, 900, True, "the shape that gave 0.94 in the last check"),
     Shape("decoder", 256, 24, 1024, 3000, True, "many thin layers, a 4·d MLP"),
     Shape("decoder", 2048, 2, 128, 1500, False, "the widest d, two layers, no occurrences"),
     Shape("decoder", 512, 6, 2048, 5000, False, "a 4·d MLP, no occurrences"),
