@@ -64,8 +64,9 @@ bench: venv
 	$(PY) benchmarks/bench_dataset_rss.py
 	$(PY) benchmarks/bench_cost.py
 
-# On a CUDA machine: compute / bare bf16 forward, embeddings/s, peak GPU memory per scatter dtype (docs/benchmarks.md);
-# elsewhere one line and exit 0.
+# On a CUDA machine (docs/benchmarks.md): the tail after the last batch against the whole run, compute / bare bf16
+# forward, embeddings/s and peak GPU memory per scatter dtype, each optional measure's cost (--neighbourhoods,
+# --layer-linearity); elsewhere one line and exit 0 (`benchmarks/bench_gpu.py --cpu-check`: the same code on the CPU).
 bench-gpu: venv
 	$(PY) benchmarks/bench_gpu.py
 

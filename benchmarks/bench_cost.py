@@ -78,9 +78,10 @@ def bare_main(n: int, data_dir: str, heap: bool = False) -> None:
                 trim_if_grown()
 
 
-def tail_main(n: int, data_dir: str) -> None:
-    """A default compute that prints (as JSON) when its last forward batch was done and when it ended."""
-    from normvar_core.config import RunConfig
+def run_marks(cfg, data_dir: str) -> dict:
+    """``compute_run(cfg)`` in this process; {"start", "last_batch", "end", "stages"}: wall clock (time.time) at its
+    start, when its last forward batch was done, at its end (the run file published), and each stage's first
+    report. end − last_batch is the tail: the measures' results and the write."""
     from normvar_core.pipeline.execute.local import compute_run
 
     marks: dict = {}
@@ -90,8 +91,16 @@ def tail_main(n: int, data_dir: str) -> None:
             marks["last_batch"] = time.time()
         marks.setdefault(p.stage, time.time())
 
-    compute_run(RunConfig(model="minilm", max_sentences=n, name="tail"), data_dir, progress=progress, overwrite=True)
-    print(json.dumps({"last_batch": marks["last_batch"], "end": time.time(), "stages": marks}))
+    start = time.time()
+    compute_run(cfg, data_dir, progress=progress, overwrite=True)
+    return {"start": start, "last_batch": marks["last_batch"], "end": time.time(), "stages": marks}
+
+
+def tail_main(n: int, data_dir: str) -> None:
+    """A default compute that prints (as JSON) when its last forward batch was done and when it ended."""
+    from normvar_core.config import RunConfig
+
+    print(json.dumps(run_marks(RunConfig(model="minilm", max_sentences=n, name="tail"), data_dir)))
 
 
 CPU: dict = {}

@@ -1,47 +1,132 @@
-"""The memory plan against the measured peak where the hidden states dominate: a random Llama decoder (d = 1,024,
-16 layers, an MLP 128 wide: 43 M parameters, 0.2 GB of weights) whose per-layer state — covariances, the TwoNN
-sample, the occurrences, their early pass — outweighs its weights. `normvar plan --json` (no weights) versus the
-peak RSS of `normvar compute` with the same options, each in its own process (ru_maxrss of the child).
+"""The memory plan against the measured peak on shapes it was not tuned on: for each row of ``SHAPES`` (random-init
+BERT encoders and Llama decoders, d from 256 to 2,048, 2 to 24 layers, MLPs from 128 to 4·d wide, 500 to 20,000
+sentences, with and without the occurrences), ``normvar plan --json`` (no weights) against the peak RSS of
+``normvar compute`` with the same options, each in its own process (``tests/peak_rss.plan_and_peak``: ru_maxrss of
+the child), CPU, ``--batch-size 32``.
 
-Target: the measured peak at most the plan's host figure and at least 80 % of it (docs/scale.md, "Where the
-states dominate"; the slow test ``tests/test_plan_peak.py`` asserts it on 900 sentences). Usage:
-.venv/bin/python benchmarks/bench_plan_peak.py [--sentences 20000] [--dim 1024] [--layers 16]
+Target: every ratio peak / plan host figure in [0.80, 1.00] (docs/scale.md, "The plan on any shape"); a row outside
+it is flagged. Prints one markdown row per shape as it ends. ``--new-measures`` adds ``--neighbourhoods
+--layer-linearity`` to every run; ``--tiny`` runs the selected rows' kinds and options at d = 64, 2 layers, 40
+sentences (checks the script in seconds; its ratios measure nothing: the runtime dominates).
+Usage: .venv/bin/python benchmarks/bench_plan_peak.py [--only 1,3] [--new-measures] [--tiny] [--list]
 """
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+LOW, HIGH = 0.80, 1.00  # the target band of peak / plan
 
-def main() -> None:
-    from model_dirs import build_decoder
+
+class Shape(NamedTuple):
+    kind: str           # "encoder" (BERT, MiniLM's WordPiece) or "decoder" (Llama, a 500-token BPE)
+    dim: int
+    layers: int
+    intermediate: int
+    sentences: int
+    occurrences: bool   # False: --occurrences 0
+    why: str
+
+
+SHAPES: tuple[Shape, ...] = (
+    Shape("decoder", 1024, 8, 128, 3000, True, "the shape the plan was last checked on"),
+    Shape("decoder", 1024, 16, 128, 900, True, "the shape that gave 0.94 in the last check"),
+    Shape("decoder", 256, 24, 1024, 3000, True, "many thin layers, a 4·d MLP"),
+    Shape("decoder", 2048, 2, 128, 1500, False, "the widest d, two layers, no occurrences"),
+    Shape("decoder", 512, 6, 2048, 5000, False, "a 4·d MLP, no occurrences"),
+    Shape("encoder", 256, 4, 1024, 20000, False, "the most sentences, no occurrences"),
+    Shape("encoder", 768, 12, 3072, 500, True, "bert-base: the weights weigh"),
+    Shape("encoder", 2048, 2, 512, 1000, True, "the widest encoder"),
+)
+
+HEADER = ("| # | kind | d | layers | MLP | sentences | occurrences | weights (MB) | state (MB) | early pass (MB) "
+          "| plan host (MB) | peak RSS (MB) | peak / plan | seconds |")
+
+
+def build(shape: Shape, root: Path) -> Path:
+    from model_dirs import build_decoder, build_encoder
+
+    builder = build_encoder if shape.kind == "encoder" else build_decoder
+    return builder(root, dim=shape.dim, layers=shape.layers, intermediate=shape.intermediate)
+
+
+def measure(shape: Shape, root: Path, extra: list[str]) -> dict:
+    """plan_and_peak's answer for ``shape`` (its model built under ``root``, removed after)."""
     from peak_rss import corpus_of, plan_and_peak
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sentences", type=int, default=20000)
-    ap.add_argument("--dim", type=int, default=1024)
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--intermediate", type=int, default=128)
-    ap.add_argument("--batch-size", type=int, default=32)
-    args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="normvar-peak-"))
-    model = build_decoder(root, dim=args.dim, layers=args.layers, intermediate=args.intermediate)
-    r = plan_and_peak(model, corpus_of(root / "c.txt", args.sentences), root / "data", "--batch-size",
-                      str(args.batch_size))
+    model = build(shape, root)
+    options = ["--batch-size", "32", *([] if shape.occurrences else ["--occurrences", "0"]), *extra]
+    try:
+        return plan_and_peak(model, corpus_of(root / "c.txt", shape.sentences), root / "data", *options)
+    finally:
+        shutil.rmtree(model, ignore_errors=True)
+        shutil.rmtree(root / "data", ignore_errors=True)
+
+
+def row(i: int, shape: Shape, r: dict) -> str:
+    """The markdown row of shape ``i``; the ratio in bold, with a warning, when outside [LOW, HIGH]."""
     p, mb = r["plan"], 2**20
-    measure = sum(b for k, b in p["measures"].items() if k not in p["dropped"])
-    print("| shape | sentences | weights (MB) | state (MB) | early pass (MB) | plan host (MB) | peak RSS (MB) | "
-          "peak / plan | seconds |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| d = {args.dim}, {args.layers} layers, MLP {args.intermediate} | {args.sentences:,} | "
-          f"{p['weights_bytes'] / mb:,.0f} | {measure / mb:,.0f} | {p['early_pass']['bytes'] / mb:,.0f} | "
-          f"{p['total_bytes'] / mb:,.0f} | {r['peak'] / mb:,.0f} | {r['peak'] / p['total_bytes']:.2f} | {r['secs']:.0f} |")
+    state = sum(b for k, b in p["measures"].items() if k not in p["dropped"])
+    ratio = r["peak"] / p["total_bytes"]
+    shown = f"{ratio:.2f}" if LOW <= ratio <= HIGH else f"**{ratio:.2f} (outside {LOW:.2f}–{HIGH:.2f})**"
+    cells = (i, shape.kind, f"{shape.dim:,}", shape.layers, f"{shape.intermediate:,}", f"{shape.sentences:,}",
+             "on" if shape.occurrences else "0", f"{p['weights_bytes'] / mb:,.0f}", f"{state / mb:,.0f}",
+             f"{p['early_pass']['bytes'] / mb:,.0f}", f"{p['total_bytes'] / mb:,.0f}", f"{r['peak'] / mb:,.0f}", shown,
+             f"{r['secs']:.0f}")
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated row numbers of the shape table (1-based; --list)")
+    ap.add_argument("--new-measures", action="store_true", help="every run with --neighbourhoods --layer-linearity")
+    ap.add_argument("--tiny", action="store_true", help="d = 64, 2 layers, MLP 128, 40 sentences for every row "
+                    "selected: checks the script, its ratios measure nothing")
+    ap.add_argument("--list", action="store_true", help="print the shape table and exit")
+    args = ap.parse_args()
+    try:
+        picked = sorted({int(x) for x in args.only.split(",") if x.strip()}) or list(range(1, len(SHAPES) + 1))
+    except ValueError:
+        print(f"bench_plan_peak: --only takes row numbers such as 1,3, got {args.only!r}", file=sys.stderr)
+        return 2
+    if any(not 1 <= i <= len(SHAPES) for i in picked):
+        print(f"bench_plan_peak: --only takes row numbers from 1 to {len(SHAPES)} (see --list)", file=sys.stderr)
+        return 2
+    if args.list:
+        for i, s in enumerate(SHAPES, 1):
+            print(f"{i}. {s.kind}, d = {s.dim:,}, {s.layers} layers, MLP {s.intermediate:,}, {s.sentences:,} "
+                  f"sentences, occurrences {'on' if s.occurrences else '0'}: {s.why}")
+        return 0
+    extra = ["--neighbourhoods", "--layer-linearity"] if args.new_measures else []
+    print(f"CPU, --batch-size 32{' ' + ' '.join(extra) if extra else ''}{' (--tiny: not a measurement)' if args.tiny else ''}"
+          f"; target peak / plan in [{LOW:.2f}, {HIGH:.2f}]\n")
+    print(HEADER)
+    print("|" + "---|" * 7 + "---:|" * 7, flush=True)
+    outside = []
+    for i in picked:
+        shape = SHAPES[i - 1]
+        if args.tiny:
+            shape = shape._replace(dim=64, layers=2, intermediate=128, sentences=40)
+        root = Path(tempfile.mkdtemp(prefix="normvar-peak-"))
+        try:
+            r = measure(shape, root, extra)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(row(i, shape, r), flush=True)
+        if not LOW <= r["peak"] / r["plan"]["total_bytes"] <= HIGH:
+            outside.append(i)
+    if outside:
+        print(f"\noutside [{LOW:.2f}, {HIGH:.2f}]: row{'s' if len(outside) > 1 else ''} "
+              f"{', '.join(map(str, outside))}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

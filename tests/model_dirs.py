@@ -121,3 +121,18 @@ def build_decoder(root: Path, *, dim: int = 1024, layers: int = 16, intermediate
     model.save_pretrained(root / f"decoder-{dim}x{layers}")
     tok.save_pretrained(root / f"decoder-{dim}x{layers}")
     return root / f"decoder-{dim}x{layers}"
+
+
+def build_encoder(root: Path, *, dim: int = 768, layers: int = 12, intermediate: int = 3072) -> Path:
+    """A random-init BERT encoder (post-LN): ``dim`` wide, ``layers`` blocks, an ``intermediate``-wide MLP, one
+    attention head per 64 dimensions (at least one), the real MiniLM WordPiece tokenizer (30,522 types)."""
+    import torch
+    import transformers as T
+
+    T.utils.logging.disable_progress_bar()
+    torch.manual_seed(0)
+    tok = T.AutoTokenizer.from_pretrained(installed_minilm_dir())
+    cfg = T.BertConfig(vocab_size=tok.vocab_size, hidden_size=dim, num_hidden_layers=layers,
+                       intermediate_size=intermediate, num_attention_heads=max(1, dim // 64),
+                       max_position_embeddings=128)
+    return save_model(root / f"encoder-{dim}x{layers}", T.BertModel(cfg), tok)
