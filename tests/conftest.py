@@ -50,14 +50,15 @@ FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the instal
 
 
 # ``make test`` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``): each file stays in one
-# process, so its module fixtures are built once, and every file that names Ray (a private Ray cluster of its
-# own) runs in the same process, so no two clusters start at once.
-_NAMES_RAY = re.compile(r"\bray\b", re.IGNORECASE)
+# process, so its module fixtures are built once, and every file that starts a private Ray cluster runs in the same
+# process, so no two clusters start at once. The files go out longest kind first (browser and slow, then the ones
+# that start processes or load a model, then the rest), so that no long file is left alone at the end.
+_STARTS_RAY = re.compile(r'"ray"|\bimport ray\b')
 
 
 @functools.cache
 def _xdist_group(path: Path) -> str:
-    return "ray" if _NAMES_RAY.search(path.read_text()) else path.name
+    return "ray" if _STARTS_RAY.search(path.read_text()) else path.name
 
 
 def pytest_collection_modifyitems(config, items):
@@ -66,6 +67,13 @@ def pytest_collection_modifyitems(config, items):
             if fixture in item.fixturenames:
                 item.add_marker(kind)
         item.add_marker(pytest.mark.xdist_group(_xdist_group(item.path)))
+    rank: dict[str, int] = {}
+    for item in items:
+        kind = 0 if item.get_closest_marker("browser") or item.get_closest_marker("slow") else \
+            1 if item.get_closest_marker("subprocess") or item.get_closest_marker("model") else 2
+        group = _xdist_group(item.path)
+        rank[group] = min(rank.get(group, 2), kind)
+    items.sort(key=lambda item: rank[_xdist_group(item.path)])   # stable: a file's tests keep their order
 
 
 # The check that keeps the kinds right: a test of no kind (one ``make test-fast`` runs) that starts a process

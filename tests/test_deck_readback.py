@@ -43,12 +43,16 @@ def deck(runs, tmp_path_factory):
 
 def _faulty_figure() -> go.Figure:
     """Two panels whose second y axis is drawn on the first panel (no anchor: plotly puts it on the first x axis),
-    and a subplot title printed over an axis title: the comparison slides' faults, on purpose."""
+    and a subplot title printed over another title: the comparison slides' faults, on purpose. The titles are two
+    annotations at one point, so they overlap whatever the template's fonts (a test process may have set
+    plotly's default template)."""
     fig = go.Figure([go.Scatter(x=[0, 1], y=[0, 50]), go.Scatter(x=[0, 1], y=[3, 47], xaxis="x2", yaxis="y2")])
-    fig.update_layout(xaxis=dict(domain=[0, 0.45], title="first axis title"),
+    at = dict(xref="paper", yref="paper", x=0.225, y=0, xanchor="center", yanchor="top", yshift=-30,
+              showarrow=False)
+    fig.update_layout(template="plotly", xaxis=dict(domain=[0, 0.45]),
                       xaxis2=dict(domain=[0.55, 1], anchor="y2"), yaxis2=dict(domain=[0, 1]),
-                      annotations=[dict(text="second row's subplot title", xref="paper", yref="paper", x=0.225,
-                                        y=0, xanchor="center", yanchor="top", yshift=-30, showarrow=False)],
+                      annotations=[dict(text="second row's subplot title", **at),
+                                   dict(text="first row's axis title", **at)],
                       width=1600, height=780, margin=dict(l=70, r=30, t=70, b=80))
     return fig
 

@@ -38,7 +38,7 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
                            text=True).stdout.split("\f")
     pages = [p for p in pages if p.strip()]
     assert len(pages) >= len(slides)                  # a table that runs long continues on a further page
-    firsts = [p for p in pages if "(continued)" not in p.splitlines()[0]]
+    firsts = [p for p in pages if "(continued)" not in p.strip().splitlines()[0]]
     assert len(firsts) == len(slides)
     for s, page in zip(slides, firsts):
         flat = _words(page)

@@ -66,6 +66,10 @@ def cmd_compute(args: argparse.Namespace) -> int:
         from normvar_core.pipeline.execute.preflight import check_inputs
 
         check_inputs(cfg.validate(), args.data_dir)
+        if cfg.executor == "ray":  # Ray installed, its address answering, --workers within the cores
+            from normvar_core.pipeline.execute.ray_cluster import preflight
+
+            preflight(cfg)
         print(f"normvar: {start_line(cfg, args.data_dir, args.out, checkpoint)}", file=sys.stderr, flush=True)
     from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.pipeline.execute.progress import TqdmProgress

@@ -113,6 +113,10 @@ class LayerSplit:
     def state_spec(self) -> dict[str, Any]:
         return {k: (tuple(v.shape), v.dtype) for k, v in self.state_dict().items()}
 
+    def negative_counts(self) -> list[str]:
+        """The state keys of counts holding a negative value, in any group (``State.negative_counts``)."""
+        return sorted({k for part in self.parts for k in part.negative_counts()})
+
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         for (_, _, pos), part in zip(self.groups, self.parts):
             part.load_state_dict({k: (np.asarray(v)[pos] if k in self.layered else v) for k, v in state.items()})
