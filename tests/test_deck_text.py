@@ -38,7 +38,8 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
                            text=True).stdout.split("\f")
     pages = [p for p in pages if p.strip()]
     assert len(pages) >= len(slides)                  # a table that runs long continues on a further page
-    firsts = [p for p in pages if "(continued)" not in p.strip().splitlines()[0]]
+    # a continued page's title ends "(continued)", on its first line or, wrapped, its second
+    firsts = [p for p in pages if "(continued)" not in " ".join(p.strip().splitlines()[:2])]
     assert len(firsts) == len(slides)
     for s, page in zip(slides, firsts):
         flat = _words(page)
@@ -50,9 +51,11 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
     from normvar_core.stats.findings import CLAIMS
 
     assert RUN in findings and RUN2 in findings and ("holds" in findings or "fails" in findings)
-    # the claims' column alone (cropped: its left half, 72 dpi), read top to bottom: every claim whole, in order
-    column = _words(subprocess.run(["pdftotext", "-f", "2", "-l", "2", "-x", "0", "-y", "0", "-W", "570", "-H", "648",
-                                    str(path), "-"], check=True, capture_output=True, text=True).stdout)
+    # the claims' column alone (cropped: its left half, 72 dpi) of the findings' pages (the table may continue
+    # on a further page), read top to bottom: every claim whole, in order
+    last = 1 + next(i for i, p in enumerate(pages[1:]) if "Findings" not in " ".join(p.strip().splitlines()[:2]))
+    column = _words(subprocess.run(["pdftotext", "-f", "2", "-l", str(last), "-x", "0", "-y", "0", "-W", "570",
+                                    "-H", "648", str(path), "-"], check=True, capture_output=True, text=True).stdout)
     at = 0
     for c in CLAIMS:
         whole = _words(f"{c.id} ({c.seed}): {c.wording}")
