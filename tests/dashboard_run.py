@@ -35,7 +35,7 @@ def build_dashboard_data(root: Path) -> Path:
     from runfiles import write_run
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    path = compute_run(RunConfig(model="minilm", max_sentences=300, name=RUN, neighbourhoods=True), root)  # every page
+    path = compute_run(RunConfig(model="minilm", max_sentences=300, name=RUN, neighbourhoods=True, layer_linearity=True), root)  # every page
     run = open_run(path)
     st = run.stats()
     keep = [i for i, l in enumerate(run.layers) if l % 2 == 0]

@@ -33,7 +33,14 @@ class Overlay:
 
 
 def generic(f: Figure, ov: Overlay) -> None:
-    """Figure ``f`` over the overlaid runs that hold it, with its CSV; the others named with the fix."""
+    """Figure ``f`` over the overlaid runs that hold it, with its CSV; the others named with the fix; then the
+    figures ``f.below`` the same way."""
+    _one(f, ov)
+    for g in f.below:
+        _one(g, ov)
+
+
+def _one(f: Figure, ov: Overlay) -> None:
     have = {label: r for label, r in ov.runs.items() if holds(r, f)}
     lacking = [label for label in ov.runs if label not in have]
     if not have:

@@ -1,7 +1,8 @@
 """The claim on the neighbourhood overlap between consecutive layers (Valeriani et al., "The geometry of hidden
-representations of large transformer models", NeurIPS 2023, §3): the neighbour composition of the
-representations changes most across the layers of the intrinsic dimension's peak and little after it, where
-the overlap χ(l, l+1) of consecutive layers' k = 10 nearest neighbours is high.
+representations of large transformer models", NeurIPS 2023, §3), as they read it: the neighbour composition of the
+representations changes across the layers of the intrinsic dimension's peak and is more stable after it, where
+the overlap χ(l, l+1) of consecutive layers is higher. The claim says no more than that comparison (not that the
+peak is where the neighbourhoods change most, nor a value the overlap reaches).
 
 The rule: with p the layer of the largest seed 004 TwoNN past the first kept layer, the value is
 Δ = mean_{l > p} χ₁₀(l, l+1) − χ₁₀(p, p+1) (unmasked, ``layer_overlap``); it holds when Δ > 0. Its interval is

@@ -82,8 +82,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
     Claim("layers_linear", "004", "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
                                   "decoders, less so in encoders (Razzhigaev et al. 2024)", layers_linear),
-    Claim("overlap_profile", "ENV", "neighbourhoods change most across the ID peak: χ₁₀(l, l+1) at the TwoNN peak is "
-                                    "below its mean after it (Valeriani et al. 2023, §3)", overlap_profile),
+    Claim("overlap_profile", "ENV", "neighbourhoods change more at the ID peak than after it: χ₁₀(l, l+1) at the TwoNN "
+                                    "peak is below its mean over the layers after it (Valeriani et al. 2023, §3)",
+          overlap_profile),
 )
 """Every claim with the rule that decides it, in the findings' order (CLI, Findings page, deck)."""
 CLAIM_IDS = tuple(c.id for c in CLAIMS)

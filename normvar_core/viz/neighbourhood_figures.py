@@ -1,6 +1,7 @@
 """The neighbourhood figures of the Geometry page and the deck: the intrinsic dimension across scales (GRIDE,
-``layer_gride``) and the neighbourhood overlap between layers (``layer_overlap``), both drawn by the generic
-builder arguments (``curves``: label -> the run's table; ``null_curves``: label -> a Gaussian null's)."""
+``layer_gride``), the neighbourhood overlap between layers (``layer_overlap``) and the overlap against k
+(``overlap_curve``), all drawn by the generic builder arguments (``curves``: label -> the run's table;
+``null_curves``: label -> a Gaussian null's)."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -17,15 +18,38 @@ SCALES_SENTENCE = ("Read each line left to right as the same layer seen from clo
                    "depend on scale; a rising line is a manifold that looks higher-dimensional at coarser scales. "
                    "Dash-dotted: neighbours from other sentences only; where it meets the solid line, the same-sentence "
                    "neighbours stop mattering at that scale. Grey: the Gaussian null of the same moments.")
-OVERLAP_SENTENCE = ("The share of each sampled token's 10 nearest neighbours that are still among its 10 nearest at the "
-                    "next layer (solid) and at the last layer (dash-dotted); thin: its own sentence masked. Dotted: "
-                    "chance, 10 / (batch − 1), the value of a Gaussian null whose layers are drawn independently.")
+NULL_OVERLAP = "a Gaussian null whose layers are drawn independently has χ_k = k / n exactly (in expectation)"
+"""The Gaussian null's overlap in one sentence: its closed form (``stats.overlap.chance``)."""
+OVERLAP_SENTENCE = ("The share of each sampled token's 10 nearest neighbours still among its 10 nearest at the next layer "
+                    "(solid) and at the last (dash-dotted); thin: its own sentence masked. Dotted: chance, 10 / n, n a "
+                    "point's other points in its batch: " + NULL_OVERLAP + ".")
+OVERLAP_K_SENTENCE = ("Each line is one layer against the next, read at k = 1 … 64 nearest neighbours (log axis): solid "
+                      "all neighbours, dash-dotted its own sentence masked. A line far above the dotted chance line k / n "
+                      "keeps its neighbourhoods from layer to layer at that scale; a line on it keeps no more than "
+                      "independent layers would.")
 
 
 def _wrapped(text: str, width: int = 120) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, width)
+
+
+def _laid_out(fig: go.Figure, heading: str, sentence: str, title: str | None, presentation: bool) -> go.Figure:
+    """The figure's title (``title``, else ``heading`` with ``sentence`` wrapped under it), legend under the plot,
+    theme and margins."""
+    fig.update_layout(title=title or (heading + "<br><sup>" + "<br>".join(_wrapped(sentence)) + "</sup>"),
+                      height=560 if presentation else 460, hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    apply_theme(fig, presentation)
+    fig.update_layout(margin=dict(b=130 if presentation else 110, t=150))
+    return fig
+
+
+def _log_x(fig: go.Figure, values, title: str) -> None:
+    """A logarithmic x axis titled ``title``, ticked at ``values`` (the scales or the k read)."""
+    ticks = sorted({int(x) for x in values})
+    fig.update_xaxes(title_text=title, type="log", tickvals=ticks, ticktext=[str(x) for x in ticks])
 
 
 def _picked(layers: np.ndarray) -> np.ndarray:
@@ -59,17 +83,9 @@ def scales_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
             fig.add_trace(go.Scatter(x=rows["n1"], y=rows["gride_id"], mode="lines", name=f"{label} · layer {layer}",
                                      line=dict(color=NULL_COLOR, dash="dash", width=1.2),
                                      hovertemplate=f"{label}, layer {layer}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>"))
-    scales = sorted({int(x) for df in curves.values() for x in df["n1"]})
-    fig.update_xaxes(title_text="n1 (GRIDE's scale: μ = r_2n1 / r_n1)", type="log", tickvals=scales,
-                     ticktext=[str(x) for x in scales])
+    _log_x(fig, [x for df in curves.values() for x in df["n1"]], "n1 (GRIDE's scale: μ = r_2n1 / r_n1)")
     fig.update_yaxes(title_text="intrinsic dimension (GRIDE)")
-    fig.update_layout(title=title or ("ID across scales (GRIDE, Denti et al. 2022)<br><sup>"
-                                      + "<br>".join(_wrapped(SCALES_SENTENCE)) + "</sup>"),
-                      height=560 if presentation else 460, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
-    apply_theme(fig, presentation)
-    fig.update_layout(margin=dict(b=130 if presentation else 110, t=150))
-    return fig
+    return _laid_out(fig, "ID across scales (GRIDE, Denti et al. 2022)", SCALES_SENTENCE, title, presentation)
 
 
 def overlap_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
@@ -94,14 +110,43 @@ def overlap_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
                                  line=dict(color=NULL_COLOR, dash="dot", width=1.2)))
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
     fig.update_yaxes(title_text="shared 10 nearest neighbours χ₁₀", range=[0, 1.02])
-    fig.update_layout(title=title or ("Neighbourhood overlap between layers (Valeriani et al. 2023)<br><sup>solid: "
-                                      "with the next layer; dash-dotted: with the last; thin: own sentence masked"
-                                      "<br>" + "<br>".join(_wrapped(OVERLAP_SENTENCE)) + "</sup>"),
-                      height=560 if presentation else 460, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
-    apply_theme(fig, presentation)
-    fig.update_layout(margin=dict(b=130 if presentation else 110, t=130))
-    return fig
+    return _laid_out(fig, "Neighbourhood overlap between layers (Valeriani et al. 2023)", OVERLAP_SENTENCE, title,
+                     presentation)
 
 
-__all__ = ["scales_figure", "overlap_figure", "SCALES_SENTENCE", "OVERLAP_SENTENCE"]
+def overlap_k_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
+                     num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
+                     bands=None, null_curves=None, null_of=None, title: str | None = None) -> go.Figure:
+    """χ_k of each of up to four evenly spaced layers with the next kept layer against k (``overlap_curve``, its
+    ``pair == "next"`` rows; both axes logarithmic, so the chance line shows beside overlaps near 1): solid unmasked, dash-dotted with the own sentence masked, bars ± the spread
+    over batches; per run the chance k / n (the ``chance`` column, unmasked), dotted grey. The depth arguments are
+    accepted and not used (the table's rows with the last layer are in its CSV)."""
+    del relative, num_hidden_states, bands, null_curves, null_of
+    fig = go.Figure()
+    for i, (label, df) in enumerate(curves.items()):
+        nxt = df[df["pair"] == "next"]
+        for j, layer in enumerate(_picked(np.unique(nxt["layer"].to_numpy(int)))):
+            color = PALETTE[(i * 4 + j) % len(PALETTE)]
+            name = f"{label} · layer {layer}" if len(curves) > 1 else f"layer {layer}"
+            for masked, dash, what in ((False, "solid", "all neighbours"), (True, "dashdot", "other sentences")):
+                rows = nxt[(nxt["layer"] == layer) & (nxt["masked"] == masked)].sort_values("k")
+                to = int(rows["to_layer"].iloc[0]) if len(rows) else layer + 1
+                fig.add_trace(go.Scatter(x=rows["k"], y=rows["overlap"], mode="lines+markers",
+                                         name=f"{name} → {to} ({what})", legendgroup=name,
+                                         line=dict(color=color, dash=dash, width=2.5 if not masked else 1.8),
+                                         error_y=dict(type="data", array=rows["overlap_std"].to_numpy(), visible=True),
+                                         hovertemplate=f"{name} → {to}, {what}<br>k = %{{x}}: χ_k %{{y:.3f}}"
+                                                       "<extra></extra>"))
+        chance = df[(df["pair"] == "next") & (df["masked"] == False)].groupby("k")["chance"].mean()  # noqa: E712
+        fig.add_trace(go.Scatter(x=chance.index.to_numpy(), y=chance.to_numpy(), mode="lines",
+                                 name=f"{label} (chance k / n: Gaussian null)",
+                                 line=dict(color=NULL_COLOR, dash="dot", width=1.5),
+                                 hovertemplate=f"{label}, chance<br>k = %{{x}}: k / n %{{y:.4f}}<extra></extra>"))
+    _log_x(fig, [x for df in curves.values() for x in df["k"]], "k (nearest neighbours compared)")
+    fig.update_yaxes(title_text="χ_k(l, l+1), log scale", type="log")
+    return _laid_out(fig, "Neighbourhood overlap against k (Valeriani et al. 2023)", OVERLAP_K_SENTENCE, title,
+                     presentation)
+
+
+__all__ = ["scales_figure", "overlap_figure", "overlap_k_figure", "SCALES_SENTENCE", "OVERLAP_SENTENCE",
+           "OVERLAP_K_SENTENCE", "NULL_OVERLAP"]

@@ -6,7 +6,8 @@ test of whether a run holds what a figure reads, for the page and the deck alike
 
 A figure that the page does not draw itself is drawn by its builder with the generic arguments
 ``builder(curves, *, relative, num_hidden_states, presentation, bands, null_curves, null_of)`` (IsoScore's);
-``measure`` names what it shows to a run without it.
+``measure`` names what it shows to a run without it; ``below`` are further figures drawn the same way under it in
+its tab (the overlap against k under the overlap between layers).
 
 Beside these, a page shows the per-layer curves that its runs' measures declare (``runs.declared.LayerCurve``,
 carried by the run file): ``figures(page, runs)`` gives them after the page's own, each drawn by
@@ -28,7 +29,7 @@ from normvar_core.viz.frequency_figures import (corpus_histograms, frequency_sca
 from normvar_core.viz.geometry_figures import (decimation_figure, geometry_profiles, outlier_heatmap, selfsim_scatter, shares_figure,
                                                spectra_figure)
 from normvar_core.viz.isoscore_figures import isoscore_figure
-from normvar_core.viz.neighbourhood_figures import overlap_figure, scales_figure
+from normvar_core.viz.neighbourhood_figures import overlap_figure, overlap_k_figure, scales_figure
 from normvar_core.viz.pages import PAGE_KEYS
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 
@@ -37,7 +38,8 @@ from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 class Figure:
     """A tab of a page: ``key`` (widget key and ``?section=`` slug, unique on its page), ``section`` (the tab's
     title), ``builder``, the ``tables`` it reads, the per-layer ``columns`` it needs in the first of them (absent
-    from a run file written before they were measured), and the ``measure`` it shows, named to a run without it."""
+    from a run file written before they were measured), the ``measure`` it shows, named to a run without it, and the
+    figures drawn ``below`` it in its tab (each on the runs that hold it)."""
 
     key: str
     section: str
@@ -45,6 +47,7 @@ class Figure:
     tables: tuple[str, ...]
     columns: tuple[str, ...] = ()
     measure: str = ""
+    below: tuple["Figure", ...] = ()
 
 
 ISOSCORE = Figure("isoscore", "IsoScore per layer", isoscore_figure, ("layer_geometry",), columns=("isoscore",),
@@ -61,9 +64,15 @@ SCALES = Figure("scales", "ID across scales", scales_figure, ("layer_gride",), c
 """GRIDE at n1 = 1 … 64, unmasked and with the own sentence masked (``pipeline.measures.neighbourhoods``): on the
 Geometry page and in the deck, drawn by the generic builder (a Gaussian null's curves in grey)."""
 
+OVERLAP_K = Figure("overlap-k", "Neighbourhood overlap against k", overlap_k_figure, ("overlap_curve",),
+                   columns=("k", "overlap", "chance"), measure="the neighbourhood overlap against k")
+"""χ_k with the next layer for k = 1 … 64, unmasked and masked, beside chance k / n: under ``OVERLAP`` in its tab."""
+
 OVERLAP = Figure("overlap", "Neighbourhood overlap", overlap_figure, ("layer_overlap",),
-                 columns=("overlap_next", "overlap_last"), measure="the neighbourhood overlap between layers")
-"""χ₁₀ with the next and the last layer, unmasked and masked, beside chance (``pipeline.measures.neighbourhoods``)."""
+                 columns=("overlap_next", "overlap_last"), measure="the neighbourhood overlap between layers",
+                 below=(OVERLAP_K,))
+"""χ₁₀ with the next and the last layer, unmasked and masked, beside chance (``pipeline.measures.neighbourhoods``);
+the overlap against k (``OVERLAP_K``) under it."""
 
 FIGURES: dict[str, tuple[Figure, ...]] = {
     "tradeoff": (Figure("tradeoff", "Trade-off (Fig. 2)", tradeoff_scatter, ("token_stats",)),),
@@ -129,4 +138,5 @@ def holds(run, f: Figure) -> bool:
     return not f.columns or set(f.columns) <= set(run.table(f.tables[0]).columns)
 
 
-__all__ = ["Figure", "ISOSCORE", "DECIMATION", "SCALES", "OVERLAP", "FIGURES", "figures", "declared_figure", "declared_figures", "holds"]
+__all__ = ["Figure", "ISOSCORE", "DECIMATION", "SCALES", "OVERLAP", "OVERLAP_K", "FIGURES", "figures", "declared_figure",
+           "declared_figures", "holds"]
