@@ -118,9 +118,10 @@ def overlap_k_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tru
                      num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
                      bands=None, null_curves=None, null_of=None, title: str | None = None) -> go.Figure:
     """χ_k of each of up to four evenly spaced layers with the next kept layer against k (``overlap_curve``, its
-    ``pair == "next"`` rows; both axes logarithmic, so the chance line shows beside overlaps near 1): solid unmasked, dash-dotted with the own sentence masked, bars ± the spread
-    over batches; per run the chance k / n (the ``chance`` column, unmasked), dotted grey. The depth arguments are
-    accepted and not used (the table's rows with the last layer are in its CSV)."""
+    ``pair == "next"`` rows; both axes logarithmic, so the chance line shows beside overlaps near 1): solid
+    unmasked, dash-dotted with the own sentence masked, bars ± the spread over batches; per run the chance k / n
+    (the ``chance`` column, unmasked), dotted grey. The depth arguments are accepted and not used (the table's rows
+    with the last layer are in its CSV)."""
     del relative, num_hidden_states, bands, null_curves, null_of
     fig = go.Figure()
     for i, (label, df) in enumerate(curves.items()):
