@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from normvar_core.service import cli
+from normvar_core.service.job_progress import LogLines
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
@@ -17,7 +18,7 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out, without_log(err)
 
 
-LOG_LINE = re.compile(r"normvar: (start|plan|model|early|forward|finalize|write) · ")
+LOG_LINE = re.compile(rf"normvar: ({'|'.join(map(re.escape, LogLines.HEADS))}) · ")
 
 
 def without_log(err: str) -> str:

@@ -7,13 +7,16 @@ injection (tests/test_worker_faults.py).
 sent its signal) or 120 s have passed, so the test can interrupt the process there; the fault injection
 defines it as a SIGKILL of the process itself. "update-slow-save" makes the checkpoint's save start with a 5 s
 pause (``<marker>.saving`` written when it starts), "update-file-size-limit" runs the process under a 64 kB file
-size limit (every larger write fails, as on a full disk)."""
+size limit (every larger write fails, as on a full disk). ``wait_for_pause`` waits until the process is there;
+``interrupt_at_pause`` then signals it and lets it go on."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 PATCHES = {
@@ -129,3 +132,22 @@ def paused_compute(argv: list[str], stage: str | None, marker: Path, log: Path, 
     env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     with open(log, "wb") as fh:
         return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=fh, env=env)
+
+
+def wait_for_pause(p: subprocess.Popen, marker: Path, log: Path, timeout_s: float = 240) -> None:
+    """Until ``p`` has written ``marker`` (it is paused); an exit before that fails with its log."""
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert p.poll() is None, log.read_text()
+        assert time.monotonic() - t0 < timeout_s, f"no pause within {timeout_s:.0f} s"
+        time.sleep(0.02)
+
+
+def interrupt_at_pause(p: subprocess.Popen, marker: Path, go: Path, log: Path, sig=signal.SIGTERM) -> int:
+    """``sig`` to ``p`` once it is paused, then ``go`` written 0.3 s later (the signal is in before the paused step
+    goes on): its exit status."""
+    wait_for_pause(p, marker, log)
+    p.send_signal(sig)
+    time.sleep(0.3)
+    go.write_text("x")
+    return p.wait(timeout=120)

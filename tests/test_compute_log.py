@@ -6,13 +6,11 @@ before the child imports torch (``python -X importtime`` writes each import to t
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from paused_compute import paused_compute
+from paused_compute import interrupt_at_pause, paused_compute
 
 pytestmark = pytest.mark.subprocess
 
@@ -64,16 +62,7 @@ def test_a_resumed_run_says_from_which_batch(tiny_models, corpus, tmp_path):
     from 2 of 15 batches" on its forward line."""
     data, marker, go, log = tmp_path / "data", tmp_path / "marker", tmp_path / "go", tmp_path / "log"
     argv = _argv(tiny_models["bert"], corpus, data)
-    p = paused_compute(argv, "forward", marker, log, go=go)
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < 240
-        time.sleep(0.02)
-    p.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
-    go.write_text("x")
-    assert p.wait(timeout=120) == 143
+    assert interrupt_at_pause(paused_compute(argv, "forward", marker, log, go=go), marker, go, log) == 143
     assert "checkpoint kept" in _lines(log)[-1] and "2 of 15 batches" in _lines(log)[-1], _lines(log)
     again = tmp_path / "log2"
     p = paused_compute(argv, None, tmp_path / "unused", again)
@@ -90,3 +79,20 @@ def test_an_input_refused_before_the_model_gets_its_one_line_and_no_start_line(c
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("normvar: error:"), err
     assert "missing.txt" in err and not (tmp_path / "data" / "runs").exists()
+
+
+def test_compute_checks_its_inputs_once(capsys, tiny_models, corpus, tmp_path, monkeypatch):
+    """The checks before the start line are the run's: the inputs are checked once in a whole compute (counted by
+    one check every ``check_inputs`` makes, whoever holds a reference to it), and the run is published where the
+    start line said."""
+    from normvar_core.pipeline.execute import preflight
+    from normvar_core.service import cli
+
+    calls = []
+    real = preflight.check_offload_folder
+    monkeypatch.setattr(preflight, "check_offload_folder", lambda *a: calls.append(a) or real(*a))
+    data = tmp_path / "data"
+    assert cli.main(_argv(tiny_models["bert"], corpus, data)) == 0
+    out, err = capsys.readouterr()
+    assert len(calls) == 1, calls
+    assert out.strip() == str(data / "runs" / "r.duckdb") and f"writes {data / 'runs' / 'r.duckdb'}" in err

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
-from paused_compute import paused_compute
+from paused_compute import interrupt_at_pause, paused_compute
 from same_run import assert_same_run
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
@@ -45,16 +43,8 @@ def early_compute(tmp_path_factory, tiny_models):
 def interrupt_in_the_early_pass(argv, tmp_path) -> tuple[int, list[str]]:
     """Run ``argv`` until its third forward pass (two early batches done), SIGTERM it there: (status, stderr lines)."""
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
-    p = paused_compute(argv, "forward", marker, log, go=go)
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < 240
-        time.sleep(0.02)
-    p.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
-    go.write_text("x")
-    return p.wait(timeout=120), [x for x in log.read_text().splitlines() if x.strip()]
+    code = interrupt_at_pause(paused_compute(argv, "forward", marker, log, go=go), marker, go, log)
+    return code, [x for x in log.read_text().splitlines() if x.strip()]
 
 
 def test_sigterm_in_the_early_pass_keeps_its_batches_and_the_rerun_equals_the_uninterrupted_run(early_compute,

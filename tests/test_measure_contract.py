@@ -13,13 +13,13 @@ import pyarrow as pa
 import pytest
 import torch
 
-from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES, Measure, prime
 from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.pipeline.measures.state import DictReader
 
+from every_measure import every_measure_on
 from example_measures import EXAMPLE_MEASURES  # the manual's walk-through measures, under the same contract
 from examples.norm_measure import NormMeasure
 
@@ -29,8 +29,7 @@ DIM = 10
 
 @pytest.fixture(scope="module")
 def setup():
-    cfg = RunConfig(model="gaussian", samples_per_token=4, layer_linearity=True,
-                    neighbourhoods=True)  # every measure on, the off ones too
+    cfg = every_measure_on(model="gaussian", samples_per_token=4)  # the opt-in measures too
     plan = synthetic_plan(cfg, n_sentences=70, vocab_size=30, layers=LAYERS, batch_size=9)
     source = GaussianSource(dim=DIM, layers=LAYERS, seed=3, offset=50.0, scales=[1.0, 3.0], dtype=torch.float64)
     ctx = RunContext(cfg=cfg, layers=LAYERS, dim=DIM, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)

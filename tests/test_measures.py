@@ -13,6 +13,7 @@ import shutil
 
 import duckdb
 import pytest
+from every_measure import every_measure_on
 
 from normvar_core.config import RunConfig, field_kind
 from normvar_core.errors import NormvarError
@@ -81,8 +82,8 @@ def test_every_measure_writes_its_declared_tables_in_a_real_run(tmp_path, tiny_m
     from normvar_core.runs.reader import open_run
     from real_state import real_pass
 
-    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200, memory_gb=1000,
-                    neighbourhoods=True)  # the opt-in measures too
+    cfg = every_measure_on(model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200,
+                           memory_gb=1000)  # the opt-in measures too
     setup, measures = real_pass(cfg, tmp_path / "data")
     written = {n: m.tables_written(setup.ctx) for n, m in measures.items()}
     path = publish_run(tmp_path / "r.duckdb", plan=setup.plan, source=setup.source, ctx=setup.ctx,

@@ -1,11 +1,13 @@
-"""The Ray executor. On a private local Ray (2 CPU actors, started although a leftover session file
-names another cluster): the actors tokenize the corpus in shares and never open its path (the file is
-gone once the driver has read it); a sharded run equals the single-process run (every table, to float32
-rounding: the actors' forward passes run in other processes) even when an actor dies holding an unflushed range; progress moves batch by batch inside the
-shards; a cancelled job publishes nothing and keeps the merged checkpoint, from which a new driver
-resumes to the identical run. On a real two-node cluster (``ray.cluster_utils.Cluster``): the actors
-run on both nodes, the run is identical, and every socket Ray listens on is bound to loopback. A Ray
-that cannot be reached gives one line before any model is loaded."""
+"""The Ray executor. On one private local Ray shared by the file's runs (2 CPUs, started by the executor's own
+``start_ray`` although a leftover session file names another cluster; the test faults armed per test, see
+``ray_session``): the actors tokenize the corpus in shares and never open its path (the file is gone once the driver
+has read it); a sharded run equals the single-process run (every table, to float32 rounding: the actors' forward
+passes run in other processes) even when an actor dies holding an unflushed range, and the driver loads no weights
+(the first actor computes the early axes); progress moves batch by batch inside the shards; a cancelled job
+publishes nothing and keeps the merged checkpoint, from which a new driver resumes to the identical run. A real
+``normvar compute --executor ray`` process starts its own. On a real two-node cluster
+(``ray.cluster_utils.Cluster``): the actors run on both nodes, the run is identical, and every socket Ray listens on
+is bound to loopback. A Ray that cannot be reached gives one line before any model is loaded."""
 from __future__ import annotations
 
 import shutil
@@ -50,61 +52,41 @@ def one(base, corpus40, tmp_path_factory):
     return open_run(compute_run(RunConfig(**base, corpus=str(corpus40), name="one"), tmp_path_factory.mktemp("one")))
 
 
-@pytest.mark.slow
-def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, base, one, corpus40, monkeypatch):
+DELAY_S = 0.3  # each batch lingers this long in its shard: progress is seen inside the shards, cancels land mid-run
+
+
+@pytest.fixture(scope="module")
+def ray_session(tmp_path_factory):
+    """The private Ray the file's runs share, started as a run starts it (``ray_cluster.start_ray``, what
+    ``RayPool`` calls: a run finds it started and joins it) while a session file left by an earlier ``ray start``
+    names a cluster that is gone (127.0.0.1:1): the run must not attach to that. The actors' processes inherit the
+    environment Ray started with, so the faults are set here: ``{"crash": marker, "piece": marker}`` (``ray_shard``:
+    an actor dies in a range while it holds another unflushed / while the driver fetches its blocks, once its
+    marker is absent); both markers exist (disarmed) until a test deletes one."""
     import tempfile
 
     import ray
 
-    # a session file left by an earlier `ray start` whose cluster is gone: the run must not attach to it
-    ray_tmp = Path(tempfile.mkdtemp(prefix="nvray", dir="/tmp"))
+    ray.shutdown()
+    ray_tmp = Path(tempfile.mkdtemp(prefix="nvray", dir="/tmp"))  # short: socket paths
     (ray_tmp / "ray").mkdir()
     (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")
-    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
-    marker = tmp_path / "crashed"
-    monkeypatch.setenv(ray_shard.CRASH_ENV, str(marker))  # an actor dies in a range while holding another unflushed
-    monkeypatch.setenv(ray_shard.DELAY_ENV, "0.3")         # each batch then lingers 0.3 s in its shard
-    monkeypatch.setattr(on_ray, "PROGRESS_EVERY_S", 0.05)
-    corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
-    ckpt = tmp_path / "ck" / "j.ckpt"
-    seen, listening = [], []  # (embeddings reported, merged checkpoint written); Ray's listeners
-
-    def progress(p):
-        vanish(p)
-        if p.stage == "compute":
-            seen.append((p.embeddings, ckpt.exists()))
-            if not listening:
-                listening.extend(ray_listeners())
-
-    try:
-        cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2)
-        sharded = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=progress))
-        # cancelled once a merged checkpoint exists: nothing published, the checkpoint kept ...
-        monkeypatch.delenv(ray_shard.CRASH_ENV)
-        corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
-        with pytest.raises(CancelledError):
-            compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt, progress=vanish,
-                        checkpoint_every_s=0.2, should_cancel=ckpt.exists)
-        assert ckpt.exists() and not list((tmp_path / "c").rglob("*.duckdb"))
-        # ... and a new driver resumes from it, running only the batches it does not cover
-        corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
-        resumed = open_run(compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt,
-                                       progress=vanish))
-    finally:
-        ray.shutdown()
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert listening and not not_loopback(listening), listening  # the private Ray listens on loopback only
-    # progress moves batch by batch inside the shards, before any partial state has been merged
-    assert any(emb > 0 and not merged for emb, merged in seen), seen
-    assert marker.exists()                                        # an actor really died mid-run ...
-    notes = sharded.meta["notes"]
-    assert notes["executor"] == "ray" and notes["shards"] >= 4
-    assert notes["rerun_ranges"] >= 1                             # ... and the range it held was run again
-    assert len(notes["tokenize_cpu_s"]) == 2                      # both actors tokenized a share
-    assert resumed.meta["notes"]["resumed_batches"] > 0
-    assert not ckpt.exists()
-    assert_same_run(sharded, one)
-    assert_same_run(resumed, one)
+    faults = {"crash": ray_tmp / "crashed", "piece": ray_tmp / "died-in-piece"}
+    for marker in faults.values():
+        marker.write_text("disarmed")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_TMPDIR", str(ray_tmp))
+        with pytest.MonkeyPatch.context() as started_with:  # reaches Ray's processes only
+            started_with.setenv(ray_shard.CRASH_ENV, str(faults["crash"]))
+            started_with.setenv(ray_shard.PIECE_CRASH_ENV, str(faults["piece"]))
+            started_with.setenv(ray_shard.DELAY_ENV, str(DELAY_S))
+            ray_cluster.start_ray(None, 2)
+        try:
+            assert ray.get_runtime_context().gcs_address != "127.0.0.1:1"
+            yield faults
+        finally:
+            ray.shutdown()
+            shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -137,45 +119,65 @@ def test_a_ray_compute_through_the_cli_prints_no_raw_ray_line_and_equals_local(t
 
 
 @pytest.mark.slow
-def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back(tmp_path, base, one, corpus40,
-                                                                                  monkeypatch):
-    """The driver merges a flushed state in place, block by block: an actor that dies half-way leaves
-    a half-merged state, which must be dropped (for the last checkpoint, or an empty state) and the
-    ranges it no longer covers run again — the published run still equals the single-process one."""
-    import ray
+def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, base, one, corpus40, ray_session,
+                                                                   monkeypatch):
+    marker = ray_session["crash"]
+    marker.unlink()  # an actor dies in a range while holding another unflushed
+    monkeypatch.setattr(on_ray, "PROGRESS_EVERY_S", 0.05)
+    loads = watch_driver_loads(monkeypatch)  # the driver never loads the model, in any of the three runs
+    corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
+    ckpt = tmp_path / "ck" / "j.ckpt"
+    seen, listening = [], []  # (embeddings reported, merged checkpoint written); Ray's listeners
 
-    marker = tmp_path / "died-in-piece"
-    monkeypatch.setenv(ray_shard.PIECE_CRASH_ENV, str(marker))
-    monkeypatch.setenv(ray_shard.DELAY_ENV, "0.2")
-    try:
-        cfg = RunConfig(**base, corpus=str(corpus40), name="one", executor="ray", workers=2)
-        run = open_run(compute_run(cfg, tmp_path / "b", checkpoint=tmp_path / "j.ckpt", checkpoint_every_s=0.3))
-    finally:
-        ray.shutdown()
-    assert marker.exists()                                   # an actor died while handing blocks over ...
-    assert run.meta["notes"]["merge_rollbacks"] == 1         # ... the half-merged state was dropped ...
-    assert_same_run(run, one)                                   # ... and the run is still the one-process run
+    def progress(p):
+        vanish(p)
+        if p.stage == "compute":
+            seen.append((p.embeddings, ckpt.exists()))
+            if not listening:
+                listening.extend(ray_listeners())
+
+    cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2)
+    sharded = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=progress))
+    assert marker.exists()                                        # an actor really died mid-run ...
+    # cancelled once a merged checkpoint exists: nothing published, the checkpoint kept ...
+    corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
+    with pytest.raises(CancelledError):
+        compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt, progress=vanish,
+                    checkpoint_every_s=0.2, should_cancel=ckpt.exists)
+    assert ckpt.exists() and not list((tmp_path / "c").rglob("*.duckdb"))
+    # ... and a new driver resumes from it, running only the batches it does not cover
+    corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
+    resumed = open_run(compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt,
+                                   progress=vanish))
+    assert listening and not not_loopback(listening), listening  # the private Ray listens on loopback only
+    # progress moves batch by batch inside the shards, before any partial state has been merged
+    assert any(emb > 0 and not merged for emb, merged in seen), seen
+    notes = sharded.meta["notes"]
+    assert notes["executor"] == "ray" and notes["shards"] >= 4
+    assert notes["rerun_ranges"] >= 1                             # ... and the range it held was run again
+    assert len(notes["tokenize_cpu_s"]) == 2                      # both actors tokenized a share
+    assert resumed.meta["notes"]["resumed_batches"] > 0
+    assert not ckpt.exists()
+    # no weights in the driver: occurrences on, their early axes computed by the first actor and sent to the others
+    assert loads == []
+    assert notes["occurrence_early"] > 0 and notes["occurrence_early"] == one.meta["notes"]["occurrence_early"]
+    assert_same_run(sharded, one)
+    assert_same_run(resumed, one)
 
 
 @pytest.mark.slow
-def test_the_ray_driver_loads_no_weights_and_one_actor_computes_the_early_axes(tmp_path, base, one, corpus40,
-                                                                              monkeypatch):
-    """The driver plans from the tokenizer and the first actor's description of its model: it never loads the
-    model, builds no torch module and runs no early batch of the occurrences (the first actor computes the early
-    axes, the driver sends them to every actor) — and the run still equals the local one in every table."""
-    import ray
-
-    seen = watch_driver_loads(monkeypatch)
-    try:
-        cfg = RunConfig(**base, corpus=str(corpus40), name="one", executor="ray", workers=2)
-        run = open_run(compute_run(cfg, tmp_path / "b"))
-    finally:
-        ray.shutdown()
-    assert seen == []
-    notes = run.meta["notes"]
-    assert notes["executor"] == "ray" and notes["occurrence_early"] > 0  # occurrences on, their early axes recorded
-    assert notes["occurrence_early"] == one.meta["notes"]["occurrence_early"]
-    assert_same_run(run, one)
+def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back(tmp_path, base, one, corpus40,
+                                                                                  ray_session):
+    """The driver merges a flushed state in place, block by block: an actor that dies half-way leaves
+    a half-merged state, which must be dropped (for the last checkpoint, or an empty state) and the
+    ranges it no longer covers run again — the published run still equals the single-process one."""
+    marker = ray_session["piece"]
+    marker.unlink()
+    cfg = RunConfig(**base, corpus=str(corpus40), name="one", executor="ray", workers=2)
+    run = open_run(compute_run(cfg, tmp_path / "b", checkpoint=tmp_path / "j.ckpt", checkpoint_every_s=0.3))
+    assert marker.exists()                                   # an actor died while handing blocks over ...
+    assert run.meta["notes"]["merge_rollbacks"] == 1         # ... the half-merged state was dropped ...
+    assert_same_run(run, one)                                   # ... and the run is still the one-process run
 
 
 @pytest.mark.slow

@@ -4,8 +4,8 @@ batches of at least 4,096, and a neighbour search that runs during the pass.
 * the streaming search (``twonn_stream.NeighbourState``: rows arriving in pieces, partial states merged
   in any order) gives the same r₁ and r₂ for every kept point as a brute-force float64 search over all
   pairs of the batch, ties and identical rows included (seeded random cases, integer grids for ties);
-* on real MiniLM states the run's per-layer TwoNN equals scikit-dimension's TwoNN on the same
-  deduplicated batches;
+* on real MiniLM states (600 sentences, the pass the next test reuses) the run's per-layer TwoNN equals
+  scikit-dimension's TwoNN on the same deduplicated batches;
 * (slow) one model on 600 and on 2,400 sentences of one corpus: the same sample size, several batches,
   a nonzero batch std, TwoNN within 10 % at every layer but the last (23 % there: see the test).
 """
@@ -43,16 +43,23 @@ def test_streaming_search_equals_brute_force(trial):
             np.testing.assert_array_equal(got.r[l].numpy()[kept], want[l][kept])
 
 
-def test_streamed_twonn_equals_scikit_dimension_on_the_same_batches(minilm_path):  # noqa: ARG001
+@pytest.fixture(scope="module")
+def pass600(minilm_path):  # noqa: ARG001 - the model must be installed
+    """(geometry measure, plan, its result) of MiniLM over 600 sentences with a TwoNN sample of 8,192: two TwoNN
+    batches. The tests only read them."""
+    geo, plan = geometry_pass(600, 8192)
+    return geo, plan, geo.result()
+
+
+def test_streamed_twonn_equals_scikit_dimension_on_the_same_batches(pass600):
     """A MiniLM run whose sample spans two TwoNN batches: per layer, the mean over batches of
     scikit-dimension's TwoNN on each batch's distinct rows, within 5 % (here to 1e-6), and seed 004's
     batch anisotropy from numpy's SVD of each batch."""
     import skdim
 
-    geo, _ = geometry_pass(300, 8192)
+    geo, _, res = pass600
     nb = geo.neighbours
     assert np.unique(nb.tb).size == 2
-    res = geo.result()
     for li, row in enumerate(res["rows"]):
         ids, ans, copies = [], [], 0
         for t in np.unique(nb.tb):
@@ -86,17 +93,17 @@ def geometry_pass(n_sentences: int, id_sample: int):
 
 
 @pytest.mark.slow
-def test_twonn_does_not_depend_on_the_size_of_the_run(minilm_path):  # noqa: ARG001
+def test_twonn_does_not_depend_on_the_size_of_the_run(pass600):
     """Seed 004's protocol makes runs comparable: MiniLM on 600 and on 2,400 sentences of the novels gets
     the same sample size (8,192: two batches of 4,096) and a nonzero std over batches. The cross-context
     TwoNN (neighbours from other sentences only) is within 10 % at every layer, the last included. Seed
     004's estimate moves with the corpus at the last layer, where the 8,192 points are half of the small
     run's positions and many nearest neighbours lie in the same sentence: the test prints that gap and checks
     its cause — the small run's same-sentence share there is above 5 % and above the large run's."""
-    small, plan_s = geometry_pass(600, 8192)
+    _, plan_s, ress = pass600
     large, plan_l = geometry_pass(2400, 8192)
     assert plan_s.counts.sum() > 8192
-    ress, resl = small.result(), large.result()
+    resl = large.result()
     rs, rl = ress["rows"], resl["rows"]
     for a, b in zip(rs, rl):
         assert a["id_sample"] == b["id_sample"] == 8192 and a["twonn_batches"] == b["twonn_batches"] == 2

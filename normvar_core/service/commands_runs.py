@@ -61,25 +61,22 @@ def cmd_compute(args: argparse.Namespace) -> int:
     if args.checkpoint is not None and args.no_checkpoint:
         raise NormvarError("--checkpoint and --no-checkpoint contradict each other", fix="give one of them")
     checkpoint = None if args.no_checkpoint else args.checkpoint or default_checkpoint(cfg, args.data_dir)
-    if not args.quiet:  # the first line, before torch is imported and the model loads (seconds to minutes); bad
-        # values and inputs that need no model (corpus, dataset, devices) are refused before it, in one line
-        from normvar_core.pipeline.execute.preflight import check_inputs
+    # bad values and what needs no model (corpus, dataset, devices, Ray, the run file, the checkpoint's path) are
+    # refused in one line, once, before torch is imported
+    from normvar_core.pipeline.execute.preflight import run_target
 
-        check_inputs(cfg.validate(), args.data_dir)
-        if cfg.executor == "ray":  # Ray installed, its address answering, --workers within the cores
-            from normvar_core.pipeline.execute.ray_cluster import preflight
-
-            preflight(cfg)
+    target = run_target(cfg, args.data_dir, out_dir=args.out, overwrite=args.overwrite, checkpoint=checkpoint,
+                        fresh=args.fresh)
+    if not args.quiet:  # the first line, before the model loads (seconds to minutes)
         print(f"normvar: {start_line(cfg, args.data_dir, args.out, checkpoint)}", file=sys.stderr, flush=True)
-    from normvar_core.pipeline.execute.local import compute_run
+    from normvar_core.pipeline.execute.local import compute_target
     from normvar_core.pipeline.execute.progress import TqdmProgress
 
     # a terminal gets tqdm's bars; a log (nohup, SLURM, CI) a line per phase and one every 30 s within it
     bar = None if args.quiet else TqdmProgress() if sys.stderr.isatty() else LogLines()
     try:
         with terminate_as_interrupt():  # SIGTERM as Ctrl-C: temp files removed, checkpoint kept
-            path = compute_run(cfg, args.data_dir, overwrite=args.overwrite, progress=bar,
-                               checkpoint=checkpoint, out_dir=args.out, fresh=args.fresh)
+            path = compute_target(target, progress=bar)
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if getattr(exc, "exit_code", 130) == 143 else "interrupted"
         exc.message = f"{what}; nothing was published; {kept_line(checkpoint, getattr(exc, 'checkpoint_note', None))}"
@@ -98,6 +95,7 @@ def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint) -> str:
     · writes data/runs/first.duckdb · checkpoint data/checkpoints/first.ckpt")."""
     from normvar_core.config import run_path_for
     from normvar_core.datadir import DEFAULT_CORPUS
+    from normvar_core.service.job_progress import LogLines
 
     text = cfg.dataset or cfg.corpus or f"the shipped novels ({DEFAULT_CORPUS.name})"
     caps = [f"at most {cfg.max_sentences:,} sentences" if cfg.max_sentences else "",
@@ -105,7 +103,7 @@ def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint) -> str:
     caps_s = f" ({', '.join(c for c in caps if c)})" if any(caps) else ""
     batches = f"{cfg.batch_size} sentences" if cfg.batch_size else "automatic (a token budget)"
     kept = f"checkpoint {checkpoint}" if checkpoint is not None else "no checkpoint"
-    return (f"start · {cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
+    return (f"{LogLines.START} · {cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
             f"{run_path_for(cfg, data_dir, out_dir)} · {kept}")
 
 

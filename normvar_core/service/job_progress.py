@@ -7,7 +7,7 @@ import dataclasses
 import math
 from typing import Any
 
-from normvar_core.pipeline.execute.progress import Progress
+from normvar_core.pipeline.execute.progress import PHASES, Progress
 
 PROGRESS_FIELDS = tuple(f.name for f in dataclasses.fields(Progress))
 """What a run's progress holds (stage, counts, rate, ETA, phase, percent): ``Progress``'s fields."""
@@ -101,6 +101,11 @@ class LogLines:
     forward, finalize, write: so every run that reaches its batches logs a forward line, and a resumed one its
     "resuming from N of M batches"), then at most one every ``every_s`` seconds within the phase (30;
     ``NORMVAR_PROGRESS_EVERY_S`` overrides it). ``start(line)``: the run's first line, before anything loads."""
+
+    START = "start"
+    """The first word of the run's first line (``commands_runs.start_line``)."""
+    HEADS = (START, *dict.fromkeys(p for p in PHASES.values() if p != "done"))
+    """The first word of every line of a compute's log: the start line's, then each phase's (``PHASES``)."""
 
     def __init__(self, file=None, every_s: float | None = None):
         import os

@@ -1,6 +1,6 @@
 """``compute_run``: corpus + model -> one published run file, by one of two strategies over one setup
 
-    run_target + prepare (prepare.py: corpus -> model -> plan -> source -> context)
+    run_target (preflight.py) + prepare (prepare.py: corpus -> model -> plan -> source -> context)
     -> the batches: here (``run_range`` in this process) or on Ray actors (``on_ray.compute_on_ray``)
     -> publish (execute/publish.py, atomically)
 
@@ -24,10 +24,10 @@ from normvar_core.pipeline.execute.blas_threads import one_blas_thread
 from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, early_meta, load_partial, note_on
 from normvar_core.pipeline.execute.on_ray import compute_on_ray
 from normvar_core.pipeline.execute.partials import Counted, build_measures, run_range
-from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget, prepare, run_target
+from normvar_core.pipeline.execute.preflight import RunTarget, run_target
+from normvar_core.pipeline.execute.prepare import RunSetup, prepare
 from normvar_core.pipeline.execute.publish import publish
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
-from normvar_core.pipeline.execute.ray_cluster import preflight
 from normvar_core.run_lock import computing_all
 
 
@@ -40,8 +40,17 @@ def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence, a checkpoint that is not this run's) or CancelledError; nothing is published then. ``out_dir``
     overrides runs/ (CLI --out); ``fresh``: start over, replacing a checkpoint of another configuration."""
-    t_start = time.monotonic()
     target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint, fresh=fresh)
+    return compute_target(target, progress=progress, checkpoint_every_s=checkpoint_every_s,
+                          should_cancel=should_cancel)
+
+
+def compute_target(target: RunTarget, *, progress: Callable[[Progress], Any] | None = None,
+                   checkpoint_every_s: float = CHECKPOINT_EVERY_S,
+                   should_cancel: Callable[[], bool] | None = None) -> Path:
+    """``compute_run`` for a target ``preflight.run_target`` has checked (``normvar compute`` checks it before its
+    start line): the run computed and published, its files locked meanwhile."""
+    t_start = time.monotonic()
     # a second compute of this output, this name (in the data directory) or this checkpoint is refused now
     with computing_all(target.locked):
         return _compute_target(target, progress, should_cancel, checkpoint_every_s, t_start)
@@ -51,7 +60,6 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
     report = progress or (lambda p: None)
     cancelled = should_cancel or (lambda: False)
     if target.cfg.executor == "ray":
-        preflight(target.cfg)
         setup, measures, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
         return publish(target, setup, measures, notes, seconds=time.monotonic() - t_start, report=report)
     heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
@@ -113,4 +121,4 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
         raise
 
 
-__all__ = ["compute_run"]
+__all__ = ["compute_run", "compute_target"]

@@ -1,4 +1,4 @@
-"""The checks a run's inputs pass before any model loads, one function that ``compute`` (``prepare.run_target``),
+"""The checks a run's inputs pass before any model loads, one function that ``compute`` (``run_target``),
 ``plan`` (``dry_run.plan_run``) and ``submit`` (``JobStore.submit``) all call, so none of them accepts what
 another refuses: the ``--dataset`` (an unknown dataset, split or column; an empty one; a folder that is not one),
 else the ``--corpus`` file (found, a regular file: never a FIFO that would block the read), the device-map options
@@ -15,15 +15,54 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
+from normvar_core.config import RunConfig, default_run_name, run_path_for
+from normvar_core.datadir import DataDir
+from normvar_core.destination import check_destination, resolve_destination
 from normvar_core.device_options import read_device_map
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.dataset import check_dataset
 from normvar_core.pipeline.corpus.formats import resolve_corpus_path
 from normvar_core.pipeline.models.device_map import (check_devices_present, check_map_modules, check_offload_folder,
                                                        meta_model)
+from normvar_core.pipeline.execute.ray_cluster import preflight as ray_preflight
 from normvar_core.pipeline.model_shape import config_and_tokenizer
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where a run goes: its validated, named configuration, data dir, run file and checkpoint."""
+
+    cfg: RunConfig
+    data_dir: DataDir
+    out_path: Path
+    checkpoint: Path | None
+    overwrite: bool
+    fresh: bool = False
+    locked: tuple[Path, ...] = ()  # what the compute locks (``run_lock.computing_all``): output, name, checkpoint
+
+
+def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None,
+               fresh: bool = False) -> RunTarget:
+    """The checks that need no model: ``cfg`` valid, its inputs (``check_inputs``), Ray reachable for
+    ``--executor ray`` (``ray_cluster.preflight``), ``cfg`` named, its run file free (or ``overwrite``), the
+    checkpoint a regular file or a free name (never a link: ``destination.resolve_destination``) in a writable
+    folder. ``out_dir`` overrides runs/ (CLI --out). The target locks its run file, the run name's file in the
+    data directory and the checkpoint (``locked``)."""
+    cfg = cfg.validate()
+    check_inputs(cfg, data_dir)  # dataset or corpus, offload folder, mapped devices: before any model loads
+    if cfg.executor == "ray":  # Ray installed, its address answering, --workers within the cores
+        ray_preflight(cfg)
+    dd = DataDir.at(data_dir)
+    if cfg.name is None:
+        cfg = cfg.replace(name=default_run_name(cfg))
+    out_path = run_path_for(cfg, dd, out_dir)
+    check_destination(out_path, overwrite)
+    saved = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
+    locked = tuple(dict.fromkeys(p for p in (out_path, dd.run_path(cfg.name), saved) if p is not None))
+    return RunTarget(cfg, dd, out_path, saved, overwrite, fresh, locked)
 
 
 def check_inputs(cfg, data_dir=None, *, devices_here: bool = True) -> None:
@@ -124,4 +163,4 @@ def check_model(cfg, data_dir=None) -> None:
     check_max_length(cfg, limit)
 
 
-__all__ = ["check_inputs", "check_model", "check_sample_frac"]
+__all__ = ["RunTarget", "run_target", "check_inputs", "check_model", "check_sample_frac"]

@@ -1,7 +1,7 @@
 """A run's setup, written once for both strategies (``local.py`` in this process, ``on_ray.py`` on Ray actors).
 
-``run_target`` makes the checks that need no model (the configuration valid and named, the run's
-file free, the checkpoint path writable); ``prepare`` then takes a run's steps up to its first batch:
+``preflight.run_target`` makes the checks that need no model (the configuration valid and named, its inputs,
+the run's file free, the checkpoint path writable); ``prepare`` then takes a run's steps up to its first batch:
 
     corpus (corpus/read.py) -> model (models/load.py) -> plan (plan.py: tokenize, count, sample)
     -> state source (sources.py) -> context + memory plan (contracts.py, memory/plan.py)
@@ -17,16 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from normvar_core.config import RunConfig, default_run_name, run_path_for
+from normvar_core.config import RunConfig, run_path_for
 from normvar_core.datadir import DataDir
-from normvar_core.destination import check_destination, resolve_destination
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline import models
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.execute import checkpoint as ckpt
-from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.measures import early_measures, run_early, start_early
 from normvar_core.pipeline.execute.progress import PhaseClock, Progress
@@ -34,19 +32,6 @@ from normvar_core.pipeline.memory.plan import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.pipeline.run_plan import make_plan
 from normvar_core.pipeline.sources import TransformerSource
-
-
-@dataclass(frozen=True)
-class RunTarget:
-    """Where a run goes: its validated, named configuration, data dir, run file and checkpoint."""
-
-    cfg: RunConfig
-    data_dir: DataDir
-    out_path: Path
-    checkpoint: Path | None
-    overwrite: bool
-    fresh: bool = False
-    locked: tuple[Path, ...] = ()  # what the compute locks (``run_lock.computing_all``): output, name, checkpoint
 
 
 @dataclass
@@ -67,24 +52,6 @@ class RunSetup:
     def total(self) -> int:
         """Sentences in the run."""
         return len(self.plan.sentences)
-
-
-def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None,
-               fresh: bool = False) -> RunTarget:
-    """The checks that need no model: ``cfg`` valid, named, its run file free (or ``overwrite``), the
-    checkpoint a regular file or a free name (never a link: ``destination.resolve_destination``) in a writable
-    folder. ``out_dir`` overrides runs/ (CLI --out). The target locks its run file, the run name's file in the
-    data directory and the checkpoint (``locked``)."""
-    cfg = cfg.validate()
-    check_inputs(cfg, data_dir)  # dataset or corpus, offload folder, mapped devices: before any model loads
-    dd = DataDir.at(data_dir)
-    if cfg.name is None:
-        cfg = cfg.replace(name=default_run_name(cfg))
-    out_path = run_path_for(cfg, dd, out_dir)
-    check_destination(out_path, overwrite)
-    saved = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
-    locked = tuple(dict.fromkeys(p for p in (out_path, dd.run_path(cfg.name), saved) if p is not None))
-    return RunTarget(cfg, dd, out_path, saved, overwrite, fresh, locked)
 
 
 def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
@@ -189,4 +156,4 @@ def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
     return ctx.memory
 
 
-__all__ = ["RunTarget", "RunSetup", "run_target", "prepare", "run_path_for"]
+__all__ = ["RunSetup", "prepare", "run_path_for"]

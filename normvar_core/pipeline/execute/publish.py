@@ -23,7 +23,8 @@ from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext, StateSource
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.layer_groups import gather
-from normvar_core.pipeline.execute.prepare import RunSetup, RunTarget
+from normvar_core.pipeline.execute.preflight import RunTarget
+from normvar_core.pipeline.execute.prepare import RunSetup
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.pipeline.measures import Measure, skip_reasons
 from normvar_core.runs.declared import NOTES_KEY, declarations
