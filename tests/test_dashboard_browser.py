@@ -45,6 +45,9 @@ def test_tradeoff_in_a_browser(server, browser, run):
     n3 = int(((t3.n >= 10) & (t3.n <= 1e5)).sum())
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].x.length") == n3
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].type") == "scattergl"
+    # Streamlit's loading placeholders hold still on the served page (their pulse redrew the page every frame)
+    assert page.evaluate("""() => { const d = document.createElement('div'); d.dataset.testid = 'stSkeleton';
+        document.body.appendChild(d); const a = getComputedStyle(d).animationName; d.remove(); return a; }""") == "none"
 
     # move the layer slider with the keyboard: 3 -> 4
     thumb = page.get_by_role("slider").first
