@@ -14,9 +14,11 @@ Each round starts both servers afresh; the table gives the median over rounds an
 floor's median of the same kind; each round takes the pages (and the floor) in another order, a rotation
 of the list. ``--tsne``: then, per round, the first t-SNE map of the Token clouds
 (a fresh server, the run's stored maps in DIR/cache/tsne/ removed first): seconds from the click on
-t-SNE to the map drawn.
+t-SNE to the map drawn. ``--cpu``: each load is traced (Chrome's trace) and the table adds its CPU seconds:
+the thread time of every top-level task of every chromium process, navigation to first figure — steadier than
+wall seconds on a machine that runs other jobs (the tracing itself adds a little to both).
 
-    .venv/bin/python benchmarks/bench_pages.py --data-dir DIR --run NAME [--rounds 5] [--pages a,b] [--tsne]
+    .venv/bin/python benchmarks/bench_pages.py --data-dir DIR --run NAME [--rounds 5] [--pages a,b] [--tsne] [--cpu]
 
 Everything talks to 127.0.0.1 only. Prints a markdown table for the docs.
 """
@@ -93,20 +95,41 @@ MESSAGE_PAGES = ("training",)
 """Pages that show a message, not a figure, for a run that is not part of a sweep."""
 
 
-def load_time(browser, url: str, timeout_s: float = 60) -> float:
+TOP_LEVEL_TASKS = ("RunTask", "ThreadControllerImpl::RunTask", "ThreadPool_RunTask")
+
+
+def trace_cpu(trace: bytes) -> float:
+    """CPU seconds in a Chrome trace: the thread time (``tdur``) of its top-level tasks, every process and thread."""
+    import json
+
+    events = json.loads(trace)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    return sum(e["tdur"] for e in events if e.get("ph") == "X" and "tdur" in e and e.get("name") in TOP_LEVEL_TASKS) / 1e6
+
+
+def load_time(browser, url: str, timeout_s: float = 60, cpu: list[float] | None = None) -> float:
     """Seconds from the navigation's start to the first figure or table, in a fresh context (inf when
-    nothing came within ``timeout_s``; a screenshot of that page lands in test-artifacts/)."""
+    nothing came within ``timeout_s``; a screenshot of that page lands in test-artifacts/). ``cpu``: the load
+    is traced and its CPU seconds (``trace_cpu``) appended there."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
     page = ctx.new_page()
     try:
+        if cpu is not None:
+            browser.start_tracing(page=page, categories=["toplevel", "disabled-by-default-devtools.timeline"])
         t0 = time.perf_counter()
         page.goto(url, wait_until="commit")
         message_page = url.split("/")[3].split("?")[0] in MESSAGE_PAGES
         page.wait_for_function(READY, arg=message_page, timeout=timeout_s * 1000, polling=25)
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        if cpu is not None:
+            cpu.append(trace_cpu(browser.stop_tracing()))
+        return seconds
     except PlaywrightTimeout:
+        if cpu is not None:
+            browser.stop_tracing()
+            cpu.append(float("nan"))
         (ROOT / "test-artifacts").mkdir(exist_ok=True)
         page.screenshot(path=str(ROOT / "test-artifacts" / f"bench_pages_timeout_{url.split('/')[3].split('?')[0] or 'runs'}.png"))
         print(f"no figure or table within {timeout_s:.0f} s: {url}", file=sys.stderr)
@@ -153,12 +176,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--pages", default=",".join(PAGE_KEYS))
     ap.add_argument("--tsne", action="store_true", help="also time the first t-SNE map of Token clouds")
+    ap.add_argument("--cpu", action="store_true", help="trace each load: the browser's CPU seconds too")
     args = ap.parse_args(argv)
     keys = [k for k in args.pages.split(",") if k]
     from playwright.sync_api import sync_playwright
 
     tsne: list[float] = []
     times: dict[str, dict[str, list[float]]] = {k: {"cold": [], "warm": []} for k in ["floor", *keys]}
+    cpus: dict[str, dict[str, list[float]]] = {k: {"cold": [], "warm": []} for k in ["floor", *keys]}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         for r in range(args.rounds):
@@ -172,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
                 for kind in ("cold", "warm"):
                     for k in order:
                         url = urls[k]
-                        times[k][kind].append(load_time(browser, url))
+                        times[k][kind].append(load_time(browser, url, cpu=cpus[k][kind] if args.cpu else None))
                         print(f"{kind} {k}: {times[k][kind][-1]:.2f} s", file=sys.stderr)
                 if args.tsne:
                     tsne.append(tsne_time(browser, base, args.run, args.data_dir))
@@ -184,11 +209,13 @@ def main(argv: list[str] | None = None) -> None:
         browser.close()
     med = {k: {kind: statistics.median(v) for kind, v in d.items()} for k, d in times.items()}
     print(f"load average {os.getloadavg()[0]:.1f}; median of {args.rounds} rounds, seconds to the first figure or table")
-    print("| page | cold | cold / floor | warm | warm / floor |")
-    print("|---|---:|---:|---:|---:|")
+    print("| page | cold | cold / floor | warm | warm / floor |" + (" warm CPU-s | warm CPU / floor |" if args.cpu else ""))
+    print("|---|---:|---:|---:|---:|" + ("---:|---:|" if args.cpu else ""))
+    fcpu = statistics.median(cpus["floor"]["warm"]) if args.cpu else 0.0
     for k, m in med.items():
+        c = statistics.median(cpus[k]["warm"]) if args.cpu and cpus[k]["warm"] else float("nan")
         print(f"| {k} | {m['cold']:.2f} | {m['cold'] / med['floor']['cold']:.2f}x | {m['warm']:.2f} "
-              f"| {m['warm'] / med['floor']['warm']:.2f}x |")
+              f"| {m['warm'] / med['floor']['warm']:.2f}x |" + (f" {c:.2f} | {c / fcpu:.2f}x |" if args.cpu else ""))
     if tsne:
         print(f"\nfirst t-SNE map of Token clouds (click to map drawn): median {statistics.median(tsne):.2f} s, "
               f"max {max(tsne):.2f} s over {len(tsne)} rounds")

@@ -85,6 +85,17 @@ def trace(fig: dict, name: str) -> dict:
     raise AssertionError(f"no trace {name!r} in {[t.get('name') for t in fig['data']]}")
 
 
+def cloud_traces(fig: dict) -> list[dict]:
+    """A clouds figure's per-token traces (one legend group each; not the origin's ×), asserting that they are SVG up
+    to ``theme.SVG_MAX_POINTS`` embeddings in all and WebGL above (``theme.point_trace``)."""
+    from normvar_core.viz.theme import SVG_MAX_POINTS
+
+    per_token = [d for d in fig["data"] if d.get("legendgroup")]
+    n = sum(len(arr(d["x"])) for d in per_token)
+    assert {d["type"] for d in per_token} <= {"scatter" if n <= SVG_MAX_POINTS else "scattergl"}, (n, per_token[0]["type"])
+    return per_token
+
+
 def ok(at) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dashboard_run import APP, ROOT, RUN, RUN2, arr, figure, figures_of, in_band, ok, open_page, open_section, trace
+from dashboard_run import APP, ROOT, RUN, RUN2, arr, cloud_traces, figure, figures_of, in_band, ok, open_page, open_section, trace
 from normvar_core.stats import analyses
 
 
@@ -216,7 +216,7 @@ def test_clouds_page_default_is_app_a_selection(app, run):
     assert chosen == expect and len(chosen) >= 5
     assert len(figures_of(at)) == 1 and not at.dataframe    # the cloud only: Fig. 8 and Table 2 when opened
     fig = figure(at, "sampled embeddings")
-    per_token = [d for d in fig["data"] if d.get("type") == "scattergl"]      # one trace (colour) per token
+    per_token = cloud_traces(fig)                                            # one trace (colour) per token
     n_samples = len(run.samples(3, chosen))
     assert sum(len(arr(d["x"])) for d in per_token) == n_samples
     label = dict(zip(run.sampled_tokens()["token_id"].astype(int), run.sampled_tokens()["token"].astype(str)))
@@ -240,8 +240,7 @@ def test_clouds_page_default_is_app_a_selection(app, run):
     assert sorted(at.dataframe[0].value["token_id"]) == sorted(chosen[:2])
     open_section(at, "clouds", "Cloud")
     assert "section" not in at.query_params                                  # the first tab: no section in the link
-    assert sum(len(arr(d["x"])) for d in figure(at, "sampled embeddings")["data"]
-               if d.get("type") == "scattergl") == len(run.samples(3, chosen[:2]))
+    assert sum(len(arr(d["x"])) for d in cloud_traces(figure(at, "sampled embeddings"))) == len(run.samples(3, chosen[:2]))
     want = ",".join(str(t) for t in chosen[:2])
     assert at.query_params["cloud"] in ([want], want)                         # the URL keeps the pick
 

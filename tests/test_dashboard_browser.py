@@ -8,6 +8,7 @@ import pytest
 
 from browser_helpers import ARTIFACTS, PLOT_READY
 from dashboard_run import RUN, build_dashboard_data
+from normvar_core.viz.theme import SVG_MAX_POINTS
 
 pytestmark = pytest.mark.browser
 
@@ -44,7 +45,12 @@ def test_tradeoff_in_a_browser(server, browser, run):
     t3 = run.token_table(3)
     n3 = int(((t3.n >= 10) & (t3.n <= 1e5)).sum())
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].x.length") == n3
-    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].type") == "scattergl"
+    # SVG up to SVG_MAX_POINTS types, WebGL above (theme.point_trace)
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].type") == \
+        ("scatter" if n3 <= SVG_MAX_POINTS else "scattergl")
+    # Streamlit's loading placeholders hold still on the served page (their pulse redrew the page every frame)
+    assert page.evaluate("""() => { const d = document.createElement('div'); d.dataset.testid = 'stSkeleton';
+        document.body.appendChild(d); const a = getComputedStyle(d).animationName; d.remove(); return a; }""") == "none"
 
     # move the layer slider with the keyboard: 3 -> 4
     thumb = page.get_by_role("slider").first

@@ -10,7 +10,7 @@ import re
 
 import plotly.graph_objects as go
 import pytest
-from dashboard_run import RUN, RUN2, figures_of, open_page
+from dashboard_run import RUN, RUN2, cloud_traces, figures_of, open_page
 from deck_readback import (
     Box,
     doubled_ticks,
@@ -145,7 +145,7 @@ def test_the_clouds_slide_draws_the_pages_tokens(app, runs):
     slide = clouds_slide([run]).figure.to_plotly_json()
 
     def clouds(fig):
-        return [t["name"] for t in fig["data"] if t.get("type") == "scattergl"]
+        return [t["name"] for t in cloud_traces(fig)]
 
     def axes(fig):
         return [fig["layout"][a]["title"]["text"] for a in ("xaxis", "yaxis")]

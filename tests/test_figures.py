@@ -15,6 +15,7 @@ from normvar_core.viz.decomposition_figures import decomposition_bars, decomposi
 from normvar_core.viz.figure_export import export_image, figure_data, to_csv, to_image
 from normvar_core.viz.frequency_figures import frequency_scatter, frequency_slopes, histograms_figure
 from normvar_core.viz.selection import downsample, find_tokens, fit_row, tradeoff_points
+from normvar_core.viz.theme import SVG_MAX_POINTS
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 
 from normvar_core.viz import depth, viewstate
@@ -34,7 +35,7 @@ def test_tradeoff_scatter_draws_the_band_and_the_library_fit(stats):
     fit = fit_row(analyses.tradeoff(stats, 10, 1e5), layer=2)
     fig = tradeoff_scatter(pts, fit, highlight=tab.iloc[[0, 3]])
     scatter, line, hl = fig.data
-    assert isinstance(scatter, go.Scattergl) and len(scatter.x) == len(pts)
+    assert isinstance(scatter, go.Scatter if len(pts) <= SVG_MAX_POINTS else go.Scattergl) and len(scatter.x) == len(pts)
     np.testing.assert_array_equal(np.asarray(scatter.x), pts["m"].to_numpy())
     np.testing.assert_array_equal(np.asarray(scatter.y), pts["v"].to_numpy())
     np.testing.assert_allclose(np.asarray(scatter.marker.color), np.log10(pts["n"]))

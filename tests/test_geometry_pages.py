@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard_run import RUN, RUN2, arr, figure, figures_of, ok, open_page, open_section, trace
+from dashboard_run import RUN, RUN2, arr, cloud_traces, figure, figures_of, ok, open_page, open_section, trace
 
 
 def test_geometry_page_shows_the_runs_values(app, run):
@@ -95,7 +95,7 @@ def test_token_view_renders_from_a_url(app, run):
 def test_clouds_hover_shows_the_sentence(app, run):
     at = open_page(app, "clouds")
     fig = figure(at, "sampled embeddings")
-    per_token = [d for d in fig["data"] if d.get("type") == "scattergl"]   # one trace per token
+    per_token = cloud_traces(fig)   # one trace per token
     assert all("customdata[1]" in d["hovertemplate"] for d in per_token)
     ctx = [c[1] for d in per_token for c in d["customdata"]]
     toks = [t for d in per_token for t in d["text"]]

@@ -102,7 +102,7 @@ def test_pages_colour_words_by_their_number_of_tokens(word_run, monkeypatch):
     """Trade-off and Token clouds of a word run colour each word by |T_w| (App. J, Fig. 22)."""
     from streamlit.testing.v1 import AppTest
 
-    from dashboard_run import APP, arr, figure, trace
+    from dashboard_run import APP, arr, cloud_traces, figure, trace
 
     monkeypatch.setenv("NORMVAR_DATA", str(word_run.path.parent.parent))
     units = word_run.table("word_units").set_index("token_id")["n_subtokens"]
@@ -119,5 +119,5 @@ def test_pages_colour_words_by_their_number_of_tokens(word_run, monkeypatch):
     assert "T<sub>w</sub>" in pts["marker"]["colorbar"]["title"]["text"]
     at.switch_page("views/clouds.py").run()
     assert not at.exception
-    for emb in [d for d in figure(at, "sampled embeddings")["data"] if d.get("type") == "scattergl"]:
+    for emb in cloud_traces(figure(at, "sampled embeddings")):
         np.testing.assert_allclose(arr(emb["marker"]["color"]), [units[toks.loc[t, "token_id"]] for t in emb["text"]])

@@ -44,9 +44,17 @@ ONE_ENTRY_PER_PAGE = ("var push=history.pushState.bind(history);history.pushStat
                       "catch(e){}return push(s,t,u);};")
 
 
+#: the placeholders Streamlit shows while an element's code loads (``stSkeleton``, one per element whose script
+#: chunk is not loaded yet: on a first visit, most of a page's widgets and its figure) hold still instead of
+#: pulsing. The pulse made the browser draw a frame of the page ~60 times a second until the last chunk came;
+#: where the browser composites in software (no GPU) those frames cost as much CPU as the rest of the page
+#: load (docs/benchmarks.md, "Pages in a browser"). Nothing else on a page changes.
+STILL_PLACEHOLDERS = '<style>[data-testid="stSkeleton"]{animation:none!important}</style>'
+
+
 def index_html(base: str) -> bytes:
-    """Streamlit's index.html with the app's base URL set before its scripts load, and one history entry
-    per page (``ONE_ENTRY_PER_PAGE``)."""
+    """Streamlit's index.html with the app's base URL set before its scripts load, one history entry
+    per page (``ONE_ENTRY_PER_PAGE``) and still loading placeholders (``STILL_PLACEHOLDERS``)."""
     index = Path(st.__file__).resolve().parent / "static" / "index.html"
     line = ("<script>(function(){var u=new URL(%s, window.location.origin).href;"
             "window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};%s})()</script>"
@@ -54,7 +62,7 @@ def index_html(base: str) -> bytes:
     text = index.read_text(encoding="utf-8")
     if "<head>" not in text:  # a Streamlit whose index.html changed shape: serve it as it is
         return text.encode()
-    return text.replace("<head>", "<head>\n    " + line, 1).encode()
+    return text.replace("<head>", "<head>\n    " + line + "\n    " + STILL_PLACEHOLDERS, 1).encode()
 
 
 class MainPageBase:

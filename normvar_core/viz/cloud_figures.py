@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from normvar_core.viz.cloud_layout import equal_frame, place_labels, token_colours
-from normvar_core.viz.theme import COLORSCALE, apply_theme
+from normvar_core.viz.theme import COLORSCALE, apply_theme, point_trace
 
 
 def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = None, presentation: bool = False,
@@ -20,7 +20,7 @@ def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = N
     """Scatter of the selected tokens' sampled embeddings (``clouds.pca_cloud``; ``method="tsne"``: the
     columns tsne1, tsne2 of ``clouds.tsne_map``): one colour per token from a max-min CIELAB palette
     (``cloud_layout.token_palette``) with a per-token legend — or, with ``color_by``, a colour scale of
-    that column (word runs' |T_w|, App. J Fig. 22). Each token is labelled by an annotation drawn above
+    that column (word runs' |T_w|, App. J Fig. 22). SVG or WebGL by the number of embeddings (``theme.point_trace``). Each token is labelled by an annotation drawn above
     the points with a leader line to its cloud's centroid, placed in pixels so that no two labels
     overlap (``cloud_layout.place_labels``): the figure's size, margins and equal-scale axis ranges are
     fixed here so that the placement is exact. PCA: the origin (0, 0) is marked with x (App. A)."""
@@ -41,6 +41,7 @@ def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = N
     tok_of = coords["token"].astype(str).to_numpy() if len(coords) else np.zeros(0, dtype=str)
     hover = ("<b>%{text}</b> (n = %{customdata[0]:,})<br>%{customdata[1]}<br>"
              + ("t-SNE %{x:.3g}, %{y:.3g}" if tsne else "PC1 %{x:.3g}, PC2 %{y:.3g}") + "<extra></extra>")
+    cloud_trace = point_trace(len(coords))   # SVG for a small cloud, WebGL for a large one
     for k, t in enumerate(names):
         sel = tok_of == t
         part = coords.loc[sel]
@@ -51,7 +52,7 @@ def clouds_figure(coords: pd.DataFrame, *, explained: Sequence[float] | None = N
                           colorscale=COLORSCALE, cmin=float(np.nanmin(allc)), cmax=float(np.nanmax(allc)),
                           showscale=k == 0, colorbar=dict(title=dict(text=color_title or color_by), thickness=14,
                                                           len=0.8, x=1.0))
-        fig.add_trace(go.Scattergl(
+        fig.add_trace(cloud_trace(
             x=part[xc], y=part[yc], mode="markers", name=t, legendgroup=t, showlegend=not continuous,
             marker=marker, text=part["token"].astype(str).to_numpy(dtype=str),
             customdata=np.column_stack([part["n"].to_numpy(dtype=object), ctx[sel],

@@ -10,6 +10,20 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
 QCOLORS = {"Q": "#444444", "M": "#1f77b4", "V": "#d62728", "V_W": "#ff7f0e", "V_B": "#2ca02c"}
 HIGHLIGHT = "#e4002b"
 COLORSCALE = "Viridis"
+#: a figure's point cloud of at most this many points is drawn in SVG, a larger one in WebGL (``point_trace``)
+SVG_MAX_POINTS = 3000
+
+
+def point_trace(n_points: int) -> type:
+    """The plotly trace type for a figure's point cloud of ``n_points`` points in all: ``go.Scatter`` (SVG) up to
+    ``SVG_MAX_POINTS``, ``go.Scattergl`` (WebGL) above. Both take the same markers, colours, hover and selections. A
+    WebGL figure costs a browser without a GPU ≈ 0.4 s to start (its context and shaders, in software) whatever its
+    points; SVG's cost grows with the points and passes WebGL's between 3,000 and 5,000 (docs/benchmarks.md, "Pages
+    in a browser"). SVG draws the traces in the order they are added (lines and highlights above the cloud);
+    WebGL draws every WebGL trace above every SVG trace."""
+    import plotly.graph_objects as go
+
+    return go.Scatter if n_points <= SVG_MAX_POINTS else go.Scattergl
 
 
 def layout_theme(presentation: bool = False) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from normvar_core.viz.bands import add_band, band_rows
 from normvar_core.viz.labels import data_range, emptiest_corner, place_labels
 from normvar_core.viz.overlay import NULL_CLOUD_GROUP, depth_x, null_cloud, null_line
 from normvar_core.viz.selection import fmt
-from normvar_core.viz.theme import COLORSCALE, HIGHLIGHT, LEGEND_BELOW, PALETTE, apply_theme
+from normvar_core.viz.theme import COLORSCALE, HIGHLIGHT, LEGEND_BELOW, PALETTE, apply_theme, point_trace
 
 
 def _line_through(x: np.ndarray, slope: float, intercept: float) -> tuple[list[float], list[float]]:
@@ -97,8 +97,8 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
                      q_pred: float | None = None, color_by: str | None = None,
                      color_title: str | None = None, slope_interval: tuple[float, float] | None = None,
                      aspect: float = 1.6) -> go.Figure:
-    """V(X_t) against M(X_t): one WebGL point per token type (coloured by log10 n_t, hover: token,
-    n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a row of
+    """V(X_t) against M(X_t): one point per token type (SVG or WebGL by their number: ``theme.point_trace``;
+    coloured by log10 n_t, hover: token, n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a row of
     ``analyses.tradeoff``), highlighted tokens ringed and labelled. ``total`` > len(points) adds a
     notice that a sample is drawn. ``null_points``: a Gaussian null's types (m, v), a grey cloud
     behind; ``q_pred``: App. I's LayerNorm prediction Q ≈ ‖γ‖² + ‖β‖², drawn as V = Q_pred − M.
@@ -121,7 +121,9 @@ def tradeoff_scatter(points: pd.DataFrame, fit: Mapping[str, Any] | None = None,
     color, ctitle = logn, "log<sub>10</sub> n<sub>t</sub>"
     if color_by is not None and color_by in points:
         color, ctitle = points[color_by].to_numpy(dtype=np.float64), color_title or color_by
-    fig.add_trace(go.Scattergl(
+    # SVG for a small cloud (``point_trace``), unless a null's WebGL cloud is drawn: it must stay under the types
+    has_null = null_points is not None and len(null_points) > 0
+    fig.add_trace((go.Scattergl if has_null else point_trace(len(x)))(
         x=x, y=y, mode="markers", name="token types",
         marker=dict(size=5 if len(x) > 5000 else 7, color=color, colorscale=COLORSCALE, opacity=0.75,
                     cmin=float(np.floor(np.nanmin(color))) if color.size else 0,
