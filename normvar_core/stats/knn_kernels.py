@@ -112,13 +112,17 @@ def knn_block(X32, at, d2, slack2, g, first, searches, dist, idx):  # pragma: no
             run[s] = searches[s] < 2 or first[i]
             if not run[s]:
                 top[s] = -inf32
+        tmax = top.max()  # most columns are above every search's bar: one comparison each
         for j in range(m):
             v = d2[r, j]
+            if not v < tmax:
+                continue
             for s in range(S):
                 if v < top[s] and _allowed(searches[s], i, j, g, first):
                     count[s] = _push(heaps[s], count[s], v)
                     if count[s] == k:
                         top[s] = heaps[s, 0]
+                        tmax = top.max()
         thr = np.full(S, -inf32)
         for s in range(S):
             if run[s]:
@@ -127,8 +131,11 @@ def knn_block(X32, at, d2, slack2, g, first, searches, dist, idx):  # pragma: no
         cj = np.empty(m, np.int64)
         member = np.zeros((S, m), np.bool_)
         n = 0
+        tmax = thr.max()
         for j in range(m):
             v = d2[r, j]
+            if not v <= tmax:
+                continue
             hit = False
             for s in range(S):
                 if v <= thr[s] and _allowed(searches[s], i, j, g, first):
