@@ -58,7 +58,7 @@ def test_the_device_search_equals_the_brute_force():
     distances to float64 rounding (the device's own summation order)."""
     import torch
 
-    from normvar_core.stats import knn_torch
+    from normvar_core.pipeline.measures import knn_device
 
     X = _cloud(5, m=150)
     X[40:45] = X[0:5]
@@ -66,7 +66,7 @@ def test_the_device_search_equals_the_brute_force():
     groups = np.random.default_rng(5).integers(0, 20, len(X))
     first = np.ones(len(X), bool)
     first[40:45] = False
-    dist, idx = knn_torch.searches(torch.from_numpy(X), 20, groups=groups, first=first, chunk=32)
+    dist, idx = knn_device.searches(torch.from_numpy(X), 20, groups=groups, first=first, chunk=32)
     keep = np.flatnonzero(first)
     for s, rows, grp in ((0, np.arange(len(X)), None), (1, np.arange(len(X)), groups), (2, keep, None),
                          (3, keep, groups[keep])):

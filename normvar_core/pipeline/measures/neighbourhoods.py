@@ -31,9 +31,10 @@ from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.geometry import first_copies
+from normvar_core.pipeline.measures.knn_device import searches as device_searches
 from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
 from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
-from normvar_core.stats import gride, knn, knn_torch, overlap
+from normvar_core.stats import gride, knn, overlap
 
 GRIDE_COLUMNS = ("layer", "n1", "n2", "masked", "gride_id", "gride_id_err", "gride_id_std", "scale", "points",
                  "batches")
@@ -103,7 +104,7 @@ class NeighbourhoodMeasure(Measure):
         """One layer: its GRIDE rows (unmasked, masked) and its overlap lists (K, 64) unmasked and masked
         (positions of the sample; −1 where none), with each position's candidates (unmasked, masked). With
         ``device_sample`` (the geometry's sample where it is not on the CPU) the search runs there
-        (``stats.knn_torch``)."""
+        (``knn_device``)."""
         K = sample.shape[1]
         kmax = max(overlap.KS)
         lists = np.full((2, K, kmax), -1, np.int64)
@@ -121,8 +122,8 @@ class NeighbourhoodMeasure(Measure):
                 dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sent, first=first if copies else None)
             else:
                 Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
-                dist, idx = knn_torch.searches(Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None,
-                                               u=unit_roundoff(Xd.device))
+                dist, idx = device_searches(Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None,
+                                            u=unit_roundoff(Xd.device))
             for v in (0, 1):
                 ix = idx[v, :, :kmax]
                 lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1)
