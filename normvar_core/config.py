@@ -96,7 +96,7 @@ class RunConfig:
                          "TwoNN, outlier dimensions", flag="--no-geometry")
     neighbourhoods: bool = opt(False, "with the geometry: GRIDE's intrinsic dimension across scales and the "
                                "neighbourhood overlap between layers, from an exact 128-NN search of the TwoNN sample "
-                               "at publish (off by default: about 35 s for MiniLM's 7 layers x 16,384 points on 2 cores, 2.5x its pass)")
+                               "at publish (off by default: about 31 CPU-s for MiniLM's 7 layers x 16,384 points, 1.1x its forward pass)")
     halves: bool = opt(True, "split halves (by a hash of the sentence id) for the findings' intervals of the "
                        "corpus-level quantities and the geometry: twice the per-type moments' memory", flag="--no-halves")
     layer_linearity: bool = opt(False, "linear CKA and the linearity score (Razzhigaev et al. 2024) between "

@@ -31,6 +31,76 @@ def test_exact_search_equals_brute_force_masked_and_not(seed):
     np.testing.assert_allclose(dc, cd, rtol=1e-12, atol=0)
 
 
+def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copies():
+    """Searches 2 and 3 (the rows flagged first, over those rows only) equal a brute force on X without its copies,
+    in the same blocks as searches 0 and 1 (which still see the copies)."""
+    X = _cloud(4, m=200)
+    X[50:60] = X[0:10]  # copies of rows 0–9, and one copy of a copy
+    X[70] = X[5]
+    X[80:83] = X[80:83].round(0)
+    groups = np.random.default_rng(4).integers(0, 25, len(X))
+    first = np.ones(len(X), bool)
+    first[[*range(50, 60), 70]] = False
+    dist, idx = knn.searches(X, 30, groups=groups, first=first, chunk=48)
+    keep = np.flatnonzero(first)
+    for s, grp in ((2, None), (3, groups[keep])):
+        bd, bi = knn_lists(X[keep], 30, grp)
+        np.testing.assert_array_equal(idx[s, keep], np.where(bi >= 0, keep[np.maximum(bi, 0)], -1))
+        np.testing.assert_allclose(dist[s, keep], bd, rtol=1e-12, atol=0)
+        assert (idx[s, ~first] == -1).all() and np.isinf(dist[s, ~first]).all()
+    bd, bi = knn_lists(X, 30, groups)
+    np.testing.assert_array_equal(idx[1], bi)
+    np.testing.assert_allclose(dist[1], bd, rtol=1e-12, atol=0)
+
+
+def test_the_device_search_equals_the_brute_force():
+    """The torch search (a GPU run's, here on the CPU's torch) gives the brute force's lists, every search, and its
+    distances to float64 rounding (the device's own summation order)."""
+    import torch
+
+    from normvar_core.pipeline.measures import knn_device
+
+    X = _cloud(5, m=150)
+    X[40:45] = X[0:5]
+    X[60:63] = X[60:63].round(0)
+    groups = np.random.default_rng(5).integers(0, 20, len(X))
+    first = np.ones(len(X), bool)
+    first[40:45] = False
+    dist, idx = knn_device.searches(torch.from_numpy(X), 20, groups=groups, first=first, chunk=32)
+    keep = np.flatnonzero(first)
+    for s, rows, grp in ((0, np.arange(len(X)), None), (1, np.arange(len(X)), groups), (2, keep, None),
+                         (3, keep, groups[keep])):
+        bd, bi = knn_lists(X[rows], 20, grp)
+        np.testing.assert_array_equal(idx[s, rows], np.where(bi >= 0, rows[np.maximum(bi, 0)], -1))
+        np.testing.assert_allclose(dist[s, rows], bd, rtol=1e-14, atol=0)
+    assert (idx[2:, ~first] == -1).all()
+
+
+def test_a_layer_searched_on_the_states_device_equals_the_host_search():
+    """The measure's layer on the device path (the sample as a tensor; here the CPU's torch) equals its host path:
+    the same overlap lists, GRIDE to its solver's tolerance, copies dropped alike."""
+    import torch
+
+    from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
+
+    sample = np.stack([_cloud(6, m=300), _cloud(7, m=300)])
+    sample[:, 100:110] = sample[:, 0:10]  # copies: GRIDE on the distinct rows
+    sentences = np.random.default_rng(6).integers(0, 60, 300)
+    tb = np.repeat([0, 1], 150)
+    m = NeighbourhoodMeasure.__new__(NeighbourhoodMeasure)
+    m.layers = [0, 1]
+    for li in (0, 1):
+        host = m._layer(li, sample, sentences, tb)
+        dev = m._layer(li, sample, sentences, tb, torch.from_numpy(sample))
+        np.testing.assert_array_equal(dev["lists"], host["lists"])
+        np.testing.assert_array_equal(dev["candidates"], host["candidates"])
+        assert len(dev["gride"]) == len(host["gride"]) > 0
+        for a, b in zip(dev["gride"], host["gride"]):
+            assert a.keys() == b.keys()
+            for key in a:  # GRIDE's maximum is solved to 1e-12 relative: its estimates (~10) agree to ~1e-11
+                assert a[key] == pytest.approx(b[key], rel=1e-12, abs=1e-9, nan_ok=True), key
+
+
 def test_fewer_rows_than_neighbours_are_padded():
     X = _cloud(2, m=9)
     (d, i), (_, ic) = knn.nearest_k(X, 16, groups=np.arange(9) // 3)

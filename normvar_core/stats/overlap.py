@@ -1,5 +1,5 @@
 """The neighbourhood overlap between two layers (Valeriani et al., NeurIPS 2023, §2; DADApy's
-``return_data_overlap``). Pure numpy.
+``return_data_overlap``). numpy, and a numba pass for the shared neighbours.
 
 For the same points at layers l and l′, with N_k^l(i) the k nearest neighbours of point i at layer l (within its
 batch, ties by the smaller index: ``stats.knn.nearest_k``),
@@ -22,11 +22,13 @@ K_DEFAULT = 10
 def shared(a: np.ndarray, b: np.ndarray, ks=KS) -> np.ndarray:
     """(len(ks), m): for each k and row i, |a[i, :k] ∩ b[i, :k]| of two (m, ≥ max k) neighbour lists (−1: none,
     never shared). Row i's entry a[i, p] is found in b[i] at rank q (or not); it is shared at k when p, q < k."""
+    from normvar_core.stats.knn_kernels import shared_from  # numba: not imported by the pages' readers
+
     K = max(ks)
-    a, b = a[:, :K], b[:, :K]
-    eq = (a[:, :, None] == b[:, None, :]) & (a[:, :, None] >= 0)  # (m, K, K)
-    q = np.where(eq.any(2), eq.argmax(2), K)                    # rank in b of a's p-th neighbour
-    late = np.maximum(np.arange(K)[None, :], q)                  # shared from k > max(p, q)
+    a = np.ascontiguousarray(a[:, :K], np.int64)
+    b = np.ascontiguousarray(b[:, :K], np.int64)
+    late = np.empty(a.shape, np.int64)  # max(p, q), q the rank in b of a's p-th neighbour: shared from k > it
+    shared_from(a, b, late)
     return np.stack([(late < k).sum(1) for k in ks])
 
 

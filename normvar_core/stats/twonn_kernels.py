@@ -288,19 +288,5 @@ def row_pair_squares(X, p, q, out):  # pragma: no cover
             out[k, j] = v * v
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def row_pair_distances(X, p, q, out):  # pragma: no cover
-    """out[k] = ‖x_p − x_q‖ in float64 for the float32 rows p[k], q[k] of X, summed in coordinate order (the
-    k-NN re-rank of ``stats.knn``: no (pairs x d) array of squares written and read back)."""
-    for k in numba.prange(p.size):
-        a = X[p[k]]
-        b = X[q[k]]
-        s = 0.0
-        for j in range(X.shape[1]):
-            v = np.float64(a[j]) - np.float64(b[j])
-            s += v * v
-        out[k] = np.sqrt(s)
-
-
-__all__ = ["row_pair_distances", "pair_squares", "block_candidates", "block_pairs", "insert_pairs", "context_candidates",
+__all__ = ["pair_squares", "block_candidates", "block_pairs", "insert_pairs", "context_candidates",
            "row_pair_squares"]

@@ -6,7 +6,9 @@ L x K x d, in a seeded random order) split into TwoNN batches of at least 4,096 
 pass this measure reads that state (``uses_states``: it does not wait for the geometry's result) and searches,
 per layer and batch, each position's 128 nearest other positions of its batch, exactly (``stats.knn``: one
 float32 Gram block per 512 rows, the candidates re-ranked in float64), once over all positions and once over
-the positions of *other* sentences (its own sentence masked, as ``twonn_id_cross``). From those lists:
+the positions of *other* sentences (its own sentence masked, as ``twonn_id_cross``) — and where the batch holds
+copies, both again over its distinct positions for GRIDE, all four searches read off the same Gram blocks. From
+those lists:
 
 * ``layer_gride`` — GRIDE (``stats.gride``, Denti et al. 2022) at n1 = 1, 2, 4, …, 64, n2 = 2·n1, on the
   distinct positions of each batch (copies dropped, as TwoNN), unmasked and masked: per (layer, n1, masked)
@@ -29,7 +31,9 @@ from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.geometry import first_copies
+from normvar_core.pipeline.measures.knn_device import searches as device_searches
 from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
+from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
 from normvar_core.stats import gride, knn, overlap
 
 GRIDE_COLUMNS = ("layer", "n1", "n2", "masked", "gride_id", "gride_id_err", "gride_id_std", "scale", "points",
@@ -95,9 +99,12 @@ class NeighbourhoodMeasure(Measure):
         self.geometry = measures.get("geometry")
 
     # ------------------------------------------------------------------ result
-    def _layer(self, li: int, sample: np.ndarray, sentences: np.ndarray, tb: np.ndarray) -> dict:
+    def _layer(self, li: int, sample: np.ndarray, sentences: np.ndarray, tb: np.ndarray,
+               device_sample: torch.Tensor | None = None) -> dict:
         """One layer: its GRIDE rows (unmasked, masked) and its overlap lists (K, 64) unmasked and masked
-        (positions of the sample; −1 where none), with each position's candidates (unmasked, masked)."""
+        (positions of the sample; −1 where none), with each position's candidates (unmasked, masked). With
+        ``device_sample`` (the geometry's sample where it is not on the CPU) the search runs there
+        (``knn_device``)."""
         K = sample.shape[1]
         kmax = max(overlap.KS)
         lists = np.full((2, K, kmax), -1, np.int64)
@@ -107,17 +114,25 @@ class NeighbourhoodMeasure(Measure):
             rows = np.flatnonzero(tb == t)
             X = sample[li][rows] + np.float32(0.0)
             sent = sentences[rows]
-            (dist, idx), (dc, ic) = knn.nearest_k(X, gride.NEIGHBOURS, groups=sent)
-            for v, ix in enumerate((idx, ic)):
-                lists[v, rows] = np.where(ix[:, :kmax] >= 0, rows[np.maximum(ix[:, :kmax], 0)], -1)
+            _, firsts = first_copies(X)
+            copies = firsts.size < rows.size  # copies: GRIDE on the distinct rows (as TwoNN), in the same blocks
+            first = np.zeros(rows.size, bool)
+            first[firsts] = True
+            if device_sample is None:
+                dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sent, first=first if copies else None)
+            else:
+                Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
+                dist, idx = device_searches(Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None,
+                                            u=unit_roundoff(Xd.device))
+            for v in (0, 1):
+                ix = idx[v, :, :kmax]
+                lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1)
             candidates[0, rows] = rows.size - 1
             _, inv, count = np.unique(sent, return_inverse=True, return_counts=True)
             candidates[1, rows] = rows.size - count[inv.reshape(-1)]  # the positions of other sentences
-            _, firsts = first_copies(X)
-            if firsts.size < rows.size:  # copies: GRIDE on the distinct rows (as TwoNN), searched again
-                (dist, _), (dc, _) = knn.nearest_k(X[firsts], gride.NEIGHBOURS, groups=sent[firsts])
-            curves[0].append(gride.batch_curve(dist))
-            curves[1].append(gride.batch_curve(dc))
+            grided = dist[2:, firsts] if copies else dist
+            curves[0].append(gride.batch_curve(grided[0]))
+            curves[1].append(gride.batch_curve(grided[1]))
         layer = int(self.layers[li])
         rows = [{"layer": layer, **r} for v in (0, 1) for r in gride.layer_rows(curves[v], masked=bool(v))]
         return {"gride": rows, "lists": lists, "candidates": candidates}
@@ -129,8 +144,9 @@ class NeighbourhoodMeasure(Measure):
         sample = g.sample.cpu().numpy()
         sentences = np.asarray(g.uplan.sentence)
         tb = g.neighbours.tb
-        per = per_layer(lambda li: self._layer(li, sample, sentences, tb), len(self.layers),
-                        parallel=torch.device(self.ctx.device).type == "cpu")
+        on = g.sample if g.sample.device.type != "cpu" else None  # the search where the sample is
+        per = per_layer(lambda li: self._layer(li, sample, sentences, tb, on), len(self.layers),
+                        parallel=on is None and torch.device(self.ctx.device).type == "cpu")
         return {"gride": [r for p in per for r in p["gride"]], **overlap_rows(self.layers, per, tb)}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
