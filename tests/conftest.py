@@ -35,9 +35,11 @@ from hypothesis.configuration import set_hypothesis_home_dir
 import matplotlib.font_manager  # noqa: F401
 
 from browser_helpers import ARGS, CHROMIUM, serving
+from built_once import built_once
 from dashboard_run import APP, RUN, build_dashboard_data
 from gaussian_runs import gaussian_run
-from model_dirs import build_tiny_models, installed_minilm_dir
+from model_dirs import TINY_KINDS, build_tiny_models, installed_minilm_dir
+from run_overlays_data import build_items_data
 
 
 # hypothesis keeps its examples and caches outside the checkout (the same folder every run)
@@ -52,13 +54,19 @@ FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the instal
 # ``make test`` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``): each file stays in one
 # process, so its module fixtures are built once, and every file that starts a private Ray cluster runs in the same
 # process, so no two clusters start at once. The files go out longest kind first (browser and slow, then the ones
-# that start processes or load a model, then the rest), so that no long file is left alone at the end.
+# that start processes or load a model, then the rest), so that no long file is left alone at the end: in the order
+# sorted here, which pytest-xdist would otherwise replace by the number of tests in each group (``pytest_configure``).
 _STARTS_RAY = re.compile(r'"ray"|\bimport ray\b')
 
 
 @functools.cache
 def _xdist_group(path: Path) -> str:
     return "ray" if _STARTS_RAY.search(path.read_text()) else path.name
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):   # pytest-xdist's --no-loadscope-reorder
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
@@ -138,8 +146,9 @@ def pytest_runtest_call(item):
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """{"bert"|"roberta"|"gpt2"|"llama": directory of a tiny saved model + tokenizer}."""
-    return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
+    """{"bert"|"roberta"|"gpt2"|"llama": directory of a tiny saved model + tokenizer} (built once per session)."""
+    root = built_once(tmp_path_factory, "tiny-models", build_tiny_models)
+    return {kind: root / f"tiny-{kind}" for kind in TINY_KINDS}
 
 
 @pytest.fixture(scope="session")
@@ -151,7 +160,8 @@ def minilm_path() -> Path:
 # ---------------------------------------------------------------------------- the dashboard's real MiniLM run
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - minilm_path: the model must be installed
-    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+    """The dashboard's data dir (``build_dashboard_data``), built once per session: this process's copy."""
+    return built_once(tmp_path_factory, "dashboard-data", build_dashboard_data)
 
 
 @pytest.fixture(scope="session")
@@ -168,8 +178,14 @@ def dashboard_null(tmp_path_factory, run) -> Path:
     their own data dirs."""
     from normvar_core.runs.null import null_name, write_null_run
 
-    out = tmp_path_factory.mktemp("dashboard-null")
-    return write_null_run(run, "isotropic", out / f"{null_name(run, 'isotropic', 0)}.duckdb")
+    name = f"{null_name(run, 'isotropic', 0)}.duckdb"
+    return built_once(tmp_path_factory, "dashboard-null", lambda out: write_null_run(run, "isotropic", out / name)) / name
+
+
+@pytest.fixture(scope="session")
+def items_data(tmp_path_factory, data_dir, dashboard_null) -> Path:
+    """The run-overlay tests' data dir (tests/run_overlays_data.py), built once per session: this process's copy."""
+    return built_once(tmp_path_factory, "items-data", lambda out: build_items_data(out, data_dir, dashboard_null))
 
 
 @pytest.fixture(scope="session")
