@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
+from xdist.scheduler import LoadScopeScheduling
 # matplotlib (scikit-dimension imports it) builds its font cache with fc-list the first time on a machine: built
 # here, before any test runs, so that no test of no kind starts that process itself
 import matplotlib.font_manager  # noqa: F401
@@ -56,6 +57,10 @@ FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the instal
 # process, so no two clusters start at once. The files go out longest kind first (browser and slow, then the ones
 # that start processes or load a model, then the rest), so that no long file is left alone at the end: in the order
 # sorted here, which pytest-xdist would otherwise replace by the number of tests in each group (``pytest_configure``).
+# The groups are the ``xdist_group`` markers set here, and ``pytest_xdist_make_scheduler`` reads the same groups
+# from each test's file: pytest-xdist 3.8 passes a marker's group on in the test's node id, which pytest 9.2 no
+# longer lets a plugin change (pytest-xdist issue #1386), so that ``loadgroup`` alone would send every test out
+# on its own.
 _STARTS_RAY = re.compile(r'"ray"|\bimport ray\b')
 
 
@@ -64,11 +69,24 @@ def _xdist_group(path: Path) -> str:
     return "ray" if _STARTS_RAY.search(path.read_text()) else path.name
 
 
+class _ByGroup(LoadScopeScheduling):
+    """pytest-xdist's scheduling by scope, the scope of a test being the group of its file."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return _xdist_group(self.config.rootpath / nodeid.split("::")[0])
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)   # optional: a run without pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    return _ByGroup(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
 def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):   # pytest-xdist's --no-loadscope-reorder
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own, which reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, kind in FIXTURE_KINDS.items():
