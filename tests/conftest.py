@@ -58,8 +58,8 @@ FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the instal
 # that start processes or load a model, then the rest), so that no long file is left alone at the end: in the order
 # sorted here, which pytest-xdist would otherwise replace by the number of tests in each group (``pytest_configure``).
 # The groups are the ``xdist_group`` markers set here, and ``pytest_xdist_make_scheduler`` reads the same groups
-# from each test's file: pytest-xdist 3.8 passes a marker's group on in the test's node id, which pytest 9.2 no
-# longer lets a plugin change (pytest-xdist issue #1386), so that ``loadgroup`` alone would send every test out
+# from each test's file: pytest-xdist 3.8 passes a marker's group on in the test's node id, which pytest 9.2 does not
+# let a plugin change (pytest-xdist issue #1386), so that ``loadgroup`` alone would send every test out
 # on its own.
 _STARTS_RAY = re.compile(r'"ray"|\bimport ray\b')
 
