@@ -30,14 +30,17 @@ from pathlib import Path
 
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
+from xdist.scheduler import LoadScopeScheduling
 # matplotlib (scikit-dimension imports it) builds its font cache with fc-list the first time on a machine: built
 # here, before any test runs, so that no test of no kind starts that process itself
 import matplotlib.font_manager  # noqa: F401
 
 from browser_helpers import ARGS, CHROMIUM, serving
+from built_once import built_once
 from dashboard_run import APP, RUN, build_dashboard_data
 from gaussian_runs import gaussian_run
-from model_dirs import build_tiny_models, installed_minilm_dir
+from model_dirs import TINY_KINDS, build_tiny_models, installed_minilm_dir
+from run_overlays_data import build_items_data
 
 
 # hypothesis keeps its examples and caches outside the checkout (the same folder every run)
@@ -52,7 +55,12 @@ FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the instal
 # ``make test`` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``): each file stays in one
 # process, so its module fixtures are built once, and every file that starts a private Ray cluster runs in the same
 # process, so no two clusters start at once. The files go out longest kind first (browser and slow, then the ones
-# that start processes or load a model, then the rest), so that no long file is left alone at the end.
+# that start processes or load a model, then the rest), so that no long file is left alone at the end: in the order
+# sorted here, which pytest-xdist would otherwise replace by the number of tests in each group (``pytest_configure``).
+# The groups are the ``xdist_group`` markers set here, and ``pytest_xdist_make_scheduler`` reads the same groups
+# from each test's file: pytest-xdist 3.8 passes a marker's group on in the test's node id, which pytest 9.2 does not
+# let a plugin change (pytest-xdist issue #1386), so that ``loadgroup`` alone would send every test out
+# on its own.
 _STARTS_RAY = re.compile(r'"ray"|\bimport ray\b')
 
 
@@ -61,6 +69,24 @@ def _xdist_group(path: Path) -> str:
     return "ray" if _STARTS_RAY.search(path.read_text()) else path.name
 
 
+class _ByGroup(LoadScopeScheduling):
+    """pytest-xdist's scheduling by scope, the scope of a test being the group of its file."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return _xdist_group(self.config.rootpath / nodeid.split("::")[0])
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)   # optional: a run without pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    return _ByGroup(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):   # pytest-xdist's --no-loadscope-reorder
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own, which reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, kind in FIXTURE_KINDS.items():
@@ -138,8 +164,9 @@ def pytest_runtest_call(item):
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """{"bert"|"roberta"|"gpt2"|"llama": directory of a tiny saved model + tokenizer}."""
-    return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
+    """{"bert"|"roberta"|"gpt2"|"llama": directory of a tiny saved model + tokenizer} (built once per session)."""
+    root = built_once(tmp_path_factory, "tiny-models", build_tiny_models)
+    return {kind: root / f"tiny-{kind}" for kind in TINY_KINDS}
 
 
 @pytest.fixture(scope="session")
@@ -151,7 +178,8 @@ def minilm_path() -> Path:
 # ---------------------------------------------------------------------------- the dashboard's real MiniLM run
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - minilm_path: the model must be installed
-    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+    """The dashboard's data dir (``build_dashboard_data``), built once per session: this process's copy."""
+    return built_once(tmp_path_factory, "dashboard-data", build_dashboard_data)
 
 
 @pytest.fixture(scope="session")
@@ -168,8 +196,14 @@ def dashboard_null(tmp_path_factory, run) -> Path:
     their own data dirs."""
     from normvar_core.runs.null import null_name, write_null_run
 
-    out = tmp_path_factory.mktemp("dashboard-null")
-    return write_null_run(run, "isotropic", out / f"{null_name(run, 'isotropic', 0)}.duckdb")
+    name = f"{null_name(run, 'isotropic', 0)}.duckdb"
+    return built_once(tmp_path_factory, "dashboard-null", lambda out: write_null_run(run, "isotropic", out / name)) / name
+
+
+@pytest.fixture(scope="session")
+def items_data(tmp_path_factory, data_dir, dashboard_null) -> Path:
+    """The run-overlay tests' data dir (tests/run_overlays_data.py), built once per session: this process's copy."""
+    return built_once(tmp_path_factory, "items-data", lambda out: build_items_data(out, data_dir, dashboard_null))
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """The dashboard tests' real run and the helpers that read what a page sent under Streamlit's AppTest.
 
-``build_dashboard_data`` computes a real MiniLM run of 300 sentences of the shipped novels (``RUN``) once per
-session and writes a second run holding its even layers (``RUN2``); the ``data_dir``, ``run`` and ``app``
-fixtures (tests/conftest.py) serve it. ``arr``, ``figure``, ``trace`` … decode the plotly figure JSON a page sends.
+``build_dashboard_data`` computes a real MiniLM run of 300 sentences of the shipped novels (``RUN``) and writes a
+second run holding its even layers (``RUN2``); the ``data_dir`` fixture (tests/conftest.py) builds it once per
+session, and ``run``, ``app`` and the browser tests' servers read it. ``arr``, ``figure``, ``trace`` … decode
+the plotly figure JSON a page sends.
 """
 from __future__ import annotations
 
@@ -24,8 +25,7 @@ RUN2 = "minilm-novels300-even"  # the same statistics, even layers only: a shall
 
 # ============================================================================ data
 def build_dashboard_data(root: Path) -> Path:
-    """A data dir with a real MiniLM run (computed once per test session) and a second run holding
-    its even layers. Shared with the browser tests (same session directory)."""
+    """A data dir with a real MiniLM run and a second run holding its even layers (``.ready`` marks it built)."""
     ready = root / ".ready"
     if ready.exists():
         return root

@@ -2,6 +2,7 @@
 waits for its health check, ``stop`` interrupts it, ``LOCAL`` opens URLs on 127.0.0.1 without any proxy."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -21,7 +22,8 @@ def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str
     when it exits first, and after ``READY_S`` (generous: a loaded machine starts Streamlit slowly)."""
     port = args[args.index("--port") + 1]
     proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *args], cwd=ROOT, text=True,
-                            env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # its own group: stop() reaches the children that hold the pipes
     first = proc.stdout.readline()
     deadline = time.monotonic() + READY_S
     while time.monotonic() < deadline and proc.poll() is None:
@@ -39,10 +41,14 @@ def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str
 
 
 def stop(proc: subprocess.Popen) -> tuple[str, str]:
-    """Interrupt the server (SIGINT, as Ctrl-C) and return the rest of its stdout and stderr."""
+    """Interrupt the server (SIGINT, as Ctrl-C) and return the rest of its stdout and stderr. A server still up
+    after 60 s is killed with its whole process group: a child left alive would hold the pipes open."""
     proc.send_signal(signal.SIGINT)
     try:
         return proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:   # a stuck server still goes, so one test never holds up the next
-        proc.kill()
-        return proc.communicate()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:   # not a group leader (started elsewhere): the process alone
+            proc.kill()
+        return proc.communicate(timeout=60)

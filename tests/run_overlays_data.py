@@ -9,7 +9,7 @@ import itertools
 import shutil
 from pathlib import Path
 
-from dashboard_run import RUN, build_dashboard_data
+from dashboard_run import RUN
 
 UPLOAD_FILE = "my corpus.txt"        # the name a researcher's file has
 UPLOAD_RUN = "minilm-my-corpus"
@@ -29,11 +29,10 @@ def upload_lines() -> list[str]:
     return lines[:40] + LONG_SENTENCES + lines[40:]
 
 
-def build_items_data(root: Path, run_null: Path) -> Path:
-    """Build once per session (``.ready`` marks a finished directory). ``run_null``: RUN's isotropic null, drawn
-    once per session by ``write_null_run`` (the ``dashboard_null`` fixture), copied here."""
-    if (root / ".ready").exists():
-        return root
+def build_items_data(root: Path, dashboard: Path, run_null: Path) -> Path:
+    """Build into ``root`` (the ``items_data`` fixture builds it once per session). ``dashboard``: the dashboard
+    tests' data dir (``build_dashboard_data``), whose runs are copied here; ``run_null``: RUN's isotropic null,
+    drawn once per session by ``write_null_run`` (the ``dashboard_null`` fixture), copied here."""
     from normvar_core.config import RunConfig
     from normvar_core.datadir import DataDir
     from normvar_core.pipeline.execute.local import compute_run
@@ -41,12 +40,10 @@ def build_items_data(root: Path, run_null: Path) -> Path:
     from normvar_core.runs.reader import open_run
     from normvar_core.service.corpus_store import store_corpus
 
-    src = build_dashboard_data(root.parent / "dashboard-data")
-    shutil.copytree(src / "runs", root / "runs", dirs_exist_ok=True)
+    shutil.copytree(dashboard / "runs", root / "runs", dirs_exist_ok=True)
     corpus = store_corpus(DataDir.at(root), ("\n".join(upload_lines()) + "\n").encode(), UPLOAD_FILE)
     compute_run(RunConfig(model="minilm", corpus=str(corpus), name=UPLOAD_RUN), root)
     shutil.copy(run_null, root / "runs" / f"{null_of(RUN)}.duckdb")
     write_null_run(open_run(root / "runs" / f"{UPLOAD_RUN}.duckdb"), "isotropic",
                    root / "runs" / f"{null_of(UPLOAD_RUN)}.duckdb")
-    (root / ".ready").touch()
     return root

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import brute
-from dashboard_run import RUN, build_dashboard_data
+from dashboard_run import RUN
 from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, PLOT_READY, start_streamlit, stop_streamlit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
-    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+def data(data_dir) -> Path:
+    return data_dir
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +291,8 @@ def test_a_large_selection_says_what_it_hands_on_and_stays_until_cleared(server,
     page.wait_for_function("() => location.pathname.endsWith('/tradeoff')", timeout=60000)
     listed.wait_for(timeout=60000)                               # the chart's own selection is gone; the list is not
     page.get_by_role("button", name="Clear selection").click()
-    page.get_by_text("drag a box or lasso").wait_for(timeout=60000)
+    # the selection's hint (the page's caption above says "Drag a box or lasso" too)
+    page.get_by_text("Click a point, or drag a box or lasso").wait_for(timeout=60000)
     listed.wait_for(state="detached", timeout=60000)
     page.close()
 

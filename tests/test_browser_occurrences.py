@@ -17,7 +17,7 @@ import pytest
 from matplotlib.path import Path as Polygon
 
 from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, serving
-from dashboard_run import RUN, build_dashboard_data
+from dashboard_run import RUN
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -25,8 +25,8 @@ LAYER = 3
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - the model must be installed
-    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+def data(data_dir) -> Path:
+    return data_dir
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from run_overlays_data import UPLOAD_RUN, build_items_data, null_of
+from run_overlays_data import UPLOAD_RUN, null_of
 from dashboard_run import RUN
 from browser_helpers import ARTIFACTS
 
@@ -21,8 +21,9 @@ NULL_LABEL = "Gaussian null (isotropic)"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path, dashboard_null) -> Path:  # noqa: ARG001  (the server fixture's data dir)
-    return build_items_data(tmp_path_factory.getbasetemp() / "items-data", dashboard_null)
+def data(items_data) -> Path:
+    """The server fixture's data dir."""
+    return items_data
 
 
 def _page(browser, h: int = 1100):  # noqa: F811

@@ -17,7 +17,7 @@ import pytest
 
 from browser_helpers import free_port
 from normvar_core.service import dashboard_access as access
-from dashboard_run import RUN, RUN2, build_dashboard_data
+from dashboard_run import RUN, RUN2
 from dashboard_server import serve_until_ready, stop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,8 +116,8 @@ def test_access_rules():
 
 # ============================================================================ the app
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
-    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+def data(data_dir) -> Path:
+    return data_dir
 
 
 def everything(at) -> str:

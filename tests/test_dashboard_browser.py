@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 
 from browser_helpers import ARTIFACTS, PLOT_READY
-from dashboard_run import RUN, build_dashboard_data
+from dashboard_run import RUN
 from normvar_core.viz.theme import SVG_MAX_POINTS
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
-    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+def data(data_dir) -> Path:
+    return data_dir
 
 
 @pytest.fixture(scope="module")

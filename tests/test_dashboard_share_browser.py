@@ -25,7 +25,7 @@ from browser_helpers import ARTIFACTS, free_port
 from normvar_core.service import dashboard_access as access
 from normvar_core.service.jobs import JobStore
 from dashboard_server import LOCAL, serve_until_ready, stop
-from dashboard_run import RUN, RUN2, build_dashboard_data
+from dashboard_run import RUN, RUN2
 from upload_files import STORY, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -34,8 +34,8 @@ TOKEN = "T-lab-meeting-7"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001
-    return build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
+def data(data_dir) -> Path:
+    return data_dir
 
 
 def serve(tmp_path: Path, data: Path, command: str, *flags: str):

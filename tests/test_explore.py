@@ -18,15 +18,14 @@ from normvar_core.stats.neighbours import nearest_types
 from normvar_core.stats.occurrence_rank import distance_percentile
 from normvar_core.viz.viewstate import ViewState
 import brute
-from dashboard_run import RUN, build_dashboard_data
+from dashboard_run import RUN
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, minilm_path):  # noqa: ARG001
+def run(data_dir):
     from normvar_core.runs.reader import open_run
 
-    root = build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
-    return open_run(root / "runs" / f"{RUN}.duckdb")
+    return open_run(data_dir / "runs" / f"{RUN}.duckdb")
 
 
 # ------------------------------------------------------------------------------------ neighbours

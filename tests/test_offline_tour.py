@@ -1,7 +1,7 @@
-"""Offline for real: a tour of every page of the dashboard, each opened by its own URL in a
-fresh browser context, as `normvar dashboard` serves it. Every request the page makes (document, scripts,
-fonts, favicon, websocket) is recorded: any host other than the dashboard's own, any answer >= 400 and any
-console error fails the test."""
+"""Offline for real: a tour of every page of the dashboard, each opened by its own URL in a fresh browser context
+(three at a time), as `normvar dashboard` serves it. Every request the page makes (document, scripts, fonts,
+favicon, websocket) is recorded: any host other than the dashboard's own, any answer >= 400 and any console error
+fails the test."""
 from __future__ import annotations
 
 from urllib.parse import urlsplit
@@ -17,9 +17,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 # a page is drawn when Streamlit's run indicator is gone and the page's title is on screen
 DRAWN = ("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
          " && !!document.querySelector('[data-testid=\"stMain\"] h1')")
+AT_ONCE = 3   # pages loading at the same time, each in its own context: the tour waits on the server and the browser
 
 
-def _tour_page(browser, url: str) -> dict:
+def _open(browser, url: str):
+    """A fresh context's page on its way to ``url`` (navigation committed) and what it has seen so far."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = ctx.new_page()
     seen = {"requests": [], "failed": [], "errors": []}
@@ -29,20 +31,30 @@ def _tour_page(browser, url: str) -> dict:
     page.on("websocket", lambda ws: seen["requests"].append(ws.url))
     page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: seen["errors"].append(str(e)))
-    page.goto(url)
-    page.wait_for_function(DRAWN, timeout=90000)
-    page.wait_for_timeout(1500)  # late requests: the favicon, fonts, a figure's second pass
-    seen["favicon"] = page.evaluate("() => [...document.querySelectorAll('link[rel~=\"icon\"]')].map(l => l.href)")
-    ctx.close()
-    return seen
+    page.goto(url, wait_until="commit")
+    return ctx, page, seen
+
+
+def _tour(browser, urls: dict[str, str]) -> dict[str, dict]:
+    """Every page of ``urls`` ({key: URL}) opened in a fresh context, ``AT_ONCE`` at a time, each followed until it is
+    drawn and 1.5 s more (late requests: the favicon, fonts, a figure's second pass): {key: what it requested}."""
+    report, keys = {}, list(urls)
+    for i in range(0, len(keys), AT_ONCE):
+        opened = {key: _open(browser, urls[key]) for key in keys[i:i + AT_ONCE]}
+        pages = [page for _, page, _ in opened.values()]
+        for page in pages:
+            page.wait_for_function(DRAWN, timeout=90000)
+        pages[-1].wait_for_timeout(1500)   # after the last one drawn: every page of the batch had 1.5 s or more
+        for key, (ctx, page, seen) in opened.items():
+            seen["favicon"] = page.evaluate("() => [...document.querySelectorAll('link[rel~=\"icon\"]')].map(l => l.href)")
+            ctx.close()
+            report[key] = seen
+    return report
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    from dashboard_run import build_dashboard_data
-
-    data = build_dashboard_data(tmp_path_factory.getbasetemp() / "dashboard-data")
-    proc, base, log = start_streamlit(data, tmp_path_factory.getbasetemp() / "streamlit-tour.log")
+def served(tmp_path_factory, data_dir):
+    proc, base, log = start_streamlit(data_dir, tmp_path_factory.getbasetemp() / "streamlit-tour.log")
     yield base
     stop_streamlit(proc, log)
 
@@ -50,10 +62,7 @@ def served(tmp_path_factory):
 def test_every_page_requests_only_the_dashboard(served, browser):
     base = served
     own = urlsplit(base).netloc
-    report = {}
-    for key in PAGE_KEYS:
-        path = "" if key == DEFAULT_PAGE else key
-        report[key] = _tour_page(browser, f"{base}/{path}?run={RUN}")
+    report = _tour(browser, {key: f"{base}/{'' if key == DEFAULT_PAGE else key}?run={RUN}" for key in PAGE_KEYS})
     for key, seen in report.items():
         assert len(seen["requests"]) > 20, (key, seen["requests"])  # scripts, fonts and the websocket were seen
         assert any("/_stcore/stream" in u for u in seen["requests"]), key

@@ -128,10 +128,8 @@ def test_compare_scatters_share_axes_and_colours():
 
 # ---------------------------------------------------------------------------- the pages under AppTest
 @pytest.fixture(scope="module")
-def items_dir(tmp_path_factory, minilm_path, dashboard_null):  # noqa: ARG001
-    from run_overlays_data import build_items_data
-
-    return build_items_data(tmp_path_factory.getbasetemp() / "items-data", dashboard_null)
+def items_dir(items_data):
+    return items_data
 
 
 @pytest.fixture
