@@ -26,10 +26,11 @@ class BuildPy(build_py):
 
 setup(
     cmdclass={"build_py": BuildPy},
-    packages=find_packages(include=["normvar_core", "normvar_core.*", "normvar", "normvar.*"]) + list(SHIPPED),
+    packages=find_packages(include=["normvar_core", "normvar_core.*", "normvar", "normvar.*"])
+    + ["normvar_core.pipeline.models.shapes"] + list(SHIPPED),   # shapes: a data folder (no __init__.py)
     package_dir=SHIPPED,
     package_data={"normvar_core.dashboard": [".streamlit/config.toml"],
                   "normvar_core.viz": ["scatter_gl.js"],          # the Occurrences page's WebGL scatter
-                  "normvar_core.pipeline.models": ["shapes/*.json"],  # the shipped model shapes (normvar plan)
+                  "normvar_core.pipeline.models.shapes": ["*.json"],  # the shipped model shapes (normvar plan)
                   "normvar_core.corpora": ["novels_en.txt.gz", "PROVENANCE.md"]},
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -38,6 +39,12 @@ import matplotlib.font_manager  # noqa: F401
 from browser_helpers import ARGS, CHROMIUM, serving
 from built_once import built_once
 from dashboard_run import APP, RUN, build_dashboard_data
+
+# A shell that starts the suite in the background without job control (`cmd &` in a script, nohup) hands it
+# SIGINT ignored, and every child would inherit that: the tests that interrupt a compute or a server with
+# SIGINT (Ctrl-C) would then see it ignored. The suite's processes take Ctrl-C as a terminal gives it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 from gaussian_runs import gaussian_run
 from model_dirs import TINY_KINDS, build_tiny_models, installed_minilm_dir
 from run_overlays_data import build_items_data
