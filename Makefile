@@ -36,10 +36,10 @@ test: venv browser
 	$(PY) -m pytest -n $(TEST_PROCS) --dist loadgroup
 
 # The fast loop: every test that loads no pretrained model, starts no process and drives no browser
-# (the markers: tests/conftest.py); under 3 minutes on 2 cores. `make test` stays the whole suite.
+# (the markers: tests/conftest.py), in the same two processes; about 2 minutes on 2 cores. `make test` stays the whole suite.
 FAST := not model and not subprocess and not browser and not slow
 test-fast: venv
-	$(PY) -m pytest -m "$(FAST)"
+	$(PY) -m pytest -n $(TEST_PROCS) --dist loadgroup -m "$(FAST)"
 
 # The optional offline models: mpnet, smollm2, gemma3-270m (see docs/models.md).
 models: venv
