@@ -156,6 +156,9 @@ def main() -> None:
         "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
         # a foreground compute checkpoints by default (every 30 s, and after the occurrences' early pass)
         "default_no_checkpoint": cli + ["--max-sentences", str(args.sentences), "--no-checkpoint"],
+        # the opt-in measures on: GRIDE and the neighbourhood overlap, CKA and the linearity score
+        "default_new_measures": cli + ["--max-sentences", str(args.sentences), "--neighbourhoods",
+                                       "--layer-linearity"],
         # the occurrences (issue 34) apart: what their early batches and projections add to each variant
         "default_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--occurrences", "0"],
         "lean_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity",
@@ -194,6 +197,7 @@ def main() -> None:
                          ("bare_heap", "bare forward, the run's heap set-up"), ("default", "default `normvar compute`"),
                          ("lean", "`--no-geometry --self-similarity off`"),
                          ("default_no_checkpoint", "default, `--no-checkpoint`"),
+                         ("default_new_measures", "default, `--neighbourhoods --layer-linearity`"),
                          ("default_no_occurrences", "default, `--occurrences 0`"),
                          ("lean_no_occurrences", "lean, `--occurrences 0`")):
             if k not in variants:
