@@ -48,3 +48,15 @@ def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentenc
         measures.append("samples")
     record.accumulators = measures  # what this file really holds, whatever the meta said
     return write_tables(path, record, tables, overwrite=overwrite)
+
+
+def query(path, sql: str):
+    """The result of ``sql`` on the run file at ``path``, read by DuckDB alone (read-only), as a DataFrame: the
+    tests' independent reading of what a page or a claim shows."""
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.sql(sql).df()
+    finally:
+        con.close()

@@ -7,30 +7,23 @@ reading of the same tables decides them. And the chance line is the Gaussian nul
 Gaussian layers share k / n of their k nearest neighbours."""
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pytest
 
 from dashboard_run import RUN, arr, figure, open_page, open_section, trace
+from runfiles import query
 from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
 from normvar_core.stats import overlap
+from normvar_core.stats.bootstrap import Z95
 from normvar_core.stats.findings import CLAIM_IDS, cell, findings
 
-Z95 = 1.959963984540054
 
-
-def _sql(path, sql):
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.sql(sql).df()
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")
 def tables(data_dir):
     path = data_dir / "runs" / f"{RUN}.duckdb"
-    return {t: _sql(path, f"SELECT * FROM {t}") for t in ("layer_linearity", "layer_overlap", "overlap_curve",
+    return {t: query(path, f"SELECT * FROM {t}") for t in ("layer_linearity", "layer_overlap", "overlap_curve",
                                                           "layer_geometry")}
 
 

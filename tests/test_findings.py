@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
@@ -14,32 +13,26 @@ from scipy.stats import spearmanr
 from brute import band
 from normvar_core.stats.findings import CLAIM_IDS, cell, findings
 from dashboard_run import APP, RUN, figures_of, ok, open_page
+from runfiles import query
 
 BAND = (10, 1e5)
 
 
-def _read(path, sql):
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.sql(sql).df()
-    finally:
-        con.close()
-
 
 def brute(path) -> dict:
     """Everything the claims need, straight from the file: per-type q, m, v, n; means; geometry; outliers."""
-    ts = _read(path, "SELECT layer, token_id, n, q, m, v FROM token_stats ORDER BY layer, token_id")
+    ts = query(path, "SELECT layer, token_id, n, q, m, v FROM token_stats ORDER BY layer, token_id")
     layers = sorted(ts["layer"].unique())
     g = {c: np.stack([ts.loc[ts.layer == l, c].to_numpy(float) for l in layers]) for c in ("q", "m", "v")}
     n = ts.loc[ts.layer == layers[0], "n"].to_numpy()
     ids = ts.loc[ts.layer == layers[0], "token_id"].to_numpy()
-    tables = set(_read(path, "SELECT table_name FROM information_schema.tables")["table_name"])
+    tables = set(query(path, "SELECT table_name FROM information_schema.tables")["table_name"])
     out = dict(layers=layers, n=n, ids=ids, **g, tables=tables)
     if "layer_geometry" in tables:
-        out["geo"] = _read(path, "SELECT * FROM layer_geometry ORDER BY layer")
+        out["geo"] = query(path, "SELECT * FROM layer_geometry ORDER BY layer")
     if "layer_outliers" in tables:
-        out["out"] = _read(path, "SELECT * FROM layer_outliers ORDER BY layer")
-    out["meta"] = _read(path, "SELECT * FROM run").iloc[0].to_dict()
+        out["out"] = query(path, "SELECT * FROM layer_outliers ORDER BY layer")
+    out["meta"] = query(path, "SELECT * FROM run").iloc[0].to_dict()
     return out
 
 
@@ -48,7 +41,7 @@ def corpus_ratios(path, b) -> dict:
     keep = (b["n"] >= BAND[0]) & (b["n"] <= BAND[1])
     out = {"m_over_q": [], "v_b_over_q": [], "v_w_over_v": []}
     for li, layer in enumerate(b["layers"]):
-        tm = _read(path, f"SELECT token_id, mean FROM token_means WHERE layer = {layer} ORDER BY token_id")
+        tm = query(path, f"SELECT token_id, mean FROM token_means WHERE layer = {layer} ORDER BY token_id")
         r = band(b["n"][keep], b["q"][li, keep], b["v"][li, keep], np.stack(tm["mean"].to_numpy())[keep])
         out["m_over_q"].append(r["m"] / r["q"])
         out["v_b_over_q"].append(r["v_b"] / r["q"])
@@ -104,7 +97,7 @@ def test_each_claim_on_minilm_matches_an_independent_computation(minilm):
     # identity: per type from the stored columns, and Q(X) against the geometry's own Σ‖x‖²
     resid = np.abs(b["q"] - b["m"] - b["v"]) / b["q"]
     assert f["identity"].verdict == "holds" and f["identity"].value == pytest.approx(resid.max(), abs=1e-18)
-    ls = _read(r.path, "SELECT layer, q FROM layer_stats ORDER BY layer")
+    ls = query(r.path, "SELECT layer, q FROM layer_stats ORDER BY layer")
     e_sq = b["geo"]["norm_mean"] ** 2 * (1 + b["geo"]["norm_cv"] ** 2)
     assert np.max(np.abs(ls["q"] - e_sq) / e_sq) < 1e-9
 
@@ -151,7 +144,7 @@ def test_each_claim_on_minilm_matches_an_independent_computation(minilm):
     iv = f["anisotropy_profile"].interval  # the split halves' interval: straddling 0.5, the verdict cannot tell
     assert f["anisotropy_profile"].verdict == ("cannot tell" if iv and iv[0] < 0.5 < iv[1] else
                                                "holds" if (a.max() - a.min()) / a.mean() <= 0.5 else "fails")
-    halves = _read(r.path, "SELECT layer, anisotropy FROM halves_layer WHERE half = 'all' ORDER BY layer")
+    halves = query(r.path, "SELECT layer, anisotropy FROM halves_layer WHERE half = 'all' ORDER BY layer")
     np.testing.assert_allclose(halves["anisotropy"], a, rtol=1e-9)
 
     # id_profile: interior peak of the stored TwoNN curve, the protocol's and the cross-context one; where they
