@@ -21,6 +21,14 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 PLOT_READY = "() => { const g = document.querySelector('.js-plotly-plot'); return !!(g && g._fullData && g._fullData.length); }"
 
 
+def wait_url(page, *parts: str, absent: tuple[str, ...] = (), timeout: int = 30000) -> None:
+    """Wait until the address bar holds every one of ``parts`` and none of ``absent``: the dashboard writes its query
+    parameters after a rerun has drawn, so a URL read once right after an interaction can still be the old one."""
+    page.wait_for_function("([want, gone]) => want.every(s => location.href.includes(s))"
+                           " && !gone.some(s => location.href.includes(s))",
+                           arg=[list(parts), list(absent)], timeout=timeout)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

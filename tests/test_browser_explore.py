@@ -17,7 +17,7 @@ import pytest
 
 import brute
 from dashboard_run import RUN
-from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, PLOT_READY, start_streamlit, stop_streamlit
+from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, start_streamlit, stop_streamlit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

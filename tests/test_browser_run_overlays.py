@@ -14,7 +14,7 @@ import pytest
 
 from run_overlays_data import UPLOAD_RUN, null_of
 from dashboard_run import RUN
-from browser_helpers import ARTIFACTS
+from browser_helpers import ARTIFACTS, wait_url
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 NULL_LABEL = "Gaussian null (isotropic)"
@@ -164,7 +164,7 @@ def test_layers_and_compare_links_come_back_the_same(server, browser):  # noqa: 
     assert runs[:2] == [RUN, UPLOAD_RUN]
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.title.text") == "relative depth"
     _settled(page)
-    assert "overlay=" + UPLOAD_RUN in page.url and "rel=1" in page.url
+    wait_url(page, "overlay=" + UPLOAD_RUN, "rel=1")
     page.context.close()
 
     page = _page(browser, 1600)

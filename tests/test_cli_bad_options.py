@@ -232,7 +232,6 @@ def test_an_all_unknown_run_has_finite_interval_endpoints(capsys, tmp_path, tiny
     """A corpus of emoji (mostly [UNK]) with --allow-unknown: four types in the band, so some bootstrap
     resamples draw one type again and again; their slope and R² are undefined and left out, so the R²
     interval has two finite endpoints within [0, 1] (it had a null one)."""
-    import numpy as np
 
     corpus = tmp_path / "emoji.txt"
     corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_helpers import ARTIFACTS, PLOT_READY
+from browser_helpers import ARTIFACTS, PLOT_READY, wait_url
 from dashboard_run import RUN
 from normvar_core.viz.theme import SVG_MAX_POINTS
 
@@ -60,7 +60,7 @@ def test_tradeoff_in_a_browser(server, browser, run):
     t4 = run.token_table(4)
     n4 = int(((t4.n >= 10) & (t4.n <= 1e5)).sum())
     page.wait_for_function("(n) => document.querySelector('.js-plotly-plot')._fullData[0].x.length === n", arg=n4)
-    assert "layer=4" in page.url
+    wait_url(page, "layer=4")
 
     # hover the most frequent token's point and read the tooltip
     page.wait_for_timeout(500)
@@ -92,7 +92,7 @@ def test_shared_link_restores_the_view(server, browser, run):
     labels = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData.filter(d => d.name === 'highlighted')[0].text")
     assert list(labels) == ["the", "said"]
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.font.size") >= 18
-    assert "/tradeoff" in page.url
+    wait_url(page, "/tradeoff")
     page.get_by_text("Highlighted tokens").wait_for()
     page.locator(".js-plotly-plot").first.screenshot(path=str(ARTIFACTS / "tradeoff_shared_link.png"))
     page.close()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_helpers import ARTIFACTS, free_port
+from browser_helpers import ARTIFACTS, free_port, wait_url
 
 from normvar_core.service import dashboard_access as access
 from normvar_core.service.jobs import JobStore
@@ -79,7 +79,7 @@ def test_up_on_every_address_with_a_token(tmp_path, data, browser):
         assert "token" not in page.url and "auth" not in page.url
         page.get_by_role("link", name="Trade-off").click()      # another page: the session stays signed in
         page.wait_for_function("() => !!document.querySelector('.js-plotly-plot')", timeout=60000)
-        assert "/tradeoff" in page.url and "token" not in page.url
+        wait_url(page, "/tradeoff", absent=("token",))
         page.close()
         for path in ("/_stcore/metrics", "/_stcore/host-config", "/_stcore/health"):  # the server's own routes
             try:
@@ -105,7 +105,7 @@ def test_up_on_every_address_with_a_token(tmp_path, data, browser):
         page.get_by_role("button", name="Sign in").click()
         page.wait_for_function("() => [...document.querySelectorAll('input')].some("
                                "i => i.getAttribute('aria-label') === 'Token' && i.value === 'the')", timeout=90000)
-        assert "/token?" in page.url and "token=the" in page.url and f"run={RUN}" in page.url
+        wait_url(page, "/token?", "token=the", f"run={RUN}")
         page.close()
     finally:
         stop(proc)

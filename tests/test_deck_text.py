@@ -10,7 +10,6 @@ import re
 import subprocess
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import pytest
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard_run import RUN, RUN2, arr, cloud_traces, figure, figures_of, ok, open_page, open_section, trace
+from dashboard_run import RUN, RUN2, arr, cloud_traces, figure, figures_of, open_page, open_section, trace
 
 
 def test_geometry_page_shows_the_runs_values(app, run):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dashboard_run import RUN
-from browser_helpers import ARTIFACTS, PLOT_READY
+from browser_helpers import ARTIFACTS, PLOT_READY, wait_url
 
 pytestmark = pytest.mark.browser
 NULL = f"{RUN}__null-isotropic-s0"
@@ -37,7 +37,7 @@ def test_null_overlay_from_a_shared_link(server, browser, data):  # noqa: F811
                       ".find(d => d.name === 'Gaussian null (isotropic)').x.length")
     t = open_run(data / "runs" / f"{NULL}.duckdb").token_table(3)
     assert n == int(((t.n >= 10) & (t.n <= 1e5)).sum())
-    assert f"null={NULL}" in page.url
+    wait_url(page, f"null={NULL}")
     page.locator(".js-plotly-plot").first.screenshot(path=str(ARTIFACTS / "tradeoff_null_cloud.png"))
 
     page.goto(f"{server}/highdim?run={RUN}")

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.models.training_steps import discover_checkpoints, parse_revisions
 from normvar_core.runs.reader import open_run
