@@ -77,21 +77,24 @@ def test_the_device_search_equals_the_brute_force():
 
 
 def test_a_layer_searched_on_the_states_device_equals_the_host_search():
-    """The measure's layer on the device path (the sample as a tensor; here the CPU's torch) equals its host path:
-    the same overlap lists, GRIDE to its solver's tolerance, copies dropped alike."""
+    """The measure's layer on the device path (the sample as a tensor; here the CPU's torch; no host copy of it
+    given) equals its host path: the same overlap lists, GRIDE to its solver's tolerance, copies dropped alike —
+    found on the device (``knn_device.first_rows``) as the host finds them (``first_copies``), −0.0 as 0.0."""
     import torch
 
     from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
 
     sample = np.stack([_cloud(6, m=300), _cloud(7, m=300)])
     sample[:, 100:110] = sample[:, 0:10]  # copies: GRIDE on the distinct rows
+    sample[:, 200, :] = 0.0
+    sample[:, 201, :] = -0.0  # a copy of row 200 bit for bit once -0.0 is taken as 0.0
     sentences = np.random.default_rng(6).integers(0, 60, 300)
     tb = np.repeat([0, 1], 150)
     m = NeighbourhoodMeasure.__new__(NeighbourhoodMeasure)
     m.layers = [0, 1]
     for li in (0, 1):
         host = m._layer(li, sample, sentences, tb)
-        dev = m._layer(li, sample, sentences, tb, torch.from_numpy(sample))
+        dev = m._layer(li, None, sentences, tb, torch.from_numpy(sample))
         np.testing.assert_array_equal(dev["lists"], host["lists"])
         np.testing.assert_array_equal(dev["candidates"], host["candidates"])
         assert len(dev["gride"]) == len(host["gride"]) > 0
@@ -99,6 +102,23 @@ def test_a_layer_searched_on_the_states_device_equals_the_host_search():
             assert a.keys() == b.keys()
             for key in a:  # GRIDE's maximum is solved to 1e-12 relative: its estimates (~10) agree to ~1e-11
                 assert a[key] == pytest.approx(b[key], rel=1e-12, abs=1e-9, nan_ok=True), key
+
+
+def test_copies_found_on_the_device_are_the_hosts():
+    import torch
+
+    from normvar_core.pipeline.measures.geometry import first_copies
+    from normvar_core.pipeline.measures.knn_device import first_rows
+
+    rng = np.random.default_rng(9)
+    base = rng.standard_normal((30, 6)).astype(np.float32)
+    base[4] = -0.0
+    X = base[rng.integers(0, 30, 200)]
+    X[X == 0] = rng.choice([0.0, -0.0], size=int((X == 0).sum())).astype(np.float32)
+    want = np.zeros(200, bool)
+    want[first_copies(X + np.float32(0.0))[1]] = True
+    np.testing.assert_array_equal(first_rows(torch.from_numpy(X)), want)
+    assert want.sum() == np.unique(X + np.float32(0.0), axis=0).shape[0] < 200
 
 
 def test_fewer_rows_than_neighbours_are_padded():

@@ -5,7 +5,7 @@ pairs, the same-sentence share, the decimation partitions, and what the run's ta
   brute force over all allowed pairs, ties and far-off norms included; its unmasked part equals seed 004's
   search (the brute force of ``test_twonn_stream``) and its nearest own-sentence distance too;
 * the same-sentence share is the brute force's share, exactly;
-* the decimation draws seeded subsets of m/k distinct rows of each batch;
+* the decimation draws seeded, nested subsets of m/k rows of each batch before the pass;
 * too few distinct embeddings make the intrinsic-dimension profile "cannot tell".
 """
 from __future__ import annotations
@@ -103,14 +103,20 @@ def test_one_point_per_sentence_masks_nothing_and_one_sentence_masks_everything(
     assert got["share"] == 1.0 and np.isnan(got["cross"])
 
 
-@pytest.mark.parametrize("m", [7, 512, 4096, 5000])
-def test_decimation_subsets_are_seeded_and_distinct(m):
-    for k in C.DECIMATION[1:]:
-        pick = C.subset(m, k, batch=2)
-        assert pick.size == m // k and np.unique(pick).size == pick.size and pick.max(initial=0) < m
-        np.testing.assert_array_equal(pick, C.subset(m, k, batch=2))
-        if m // k > 4:
-            assert not np.array_equal(pick, C.subset(m, k, batch=3))
+@pytest.mark.parametrize("sizes", [[7], [512], [4096, 4100], [5000, 4096, 4096]])
+def test_decimation_subsets_are_seeded_and_nested(sizes):
+    """Each TwoNN batch of m rows: m // k rows of level ≥ k, the subsets nested (level ≥ 8 inside ≥ 4 inside
+    ≥ 2), the same on every call, and another batch's draw not a copy of this one's."""
+    tb = np.concatenate([np.full(m, t) for t, m in enumerate(sizes)])
+    level = C.subset_levels(tb)
+    np.testing.assert_array_equal(level, C.subset_levels(tb))
+    assert set(np.unique(level)) <= set(C.DECIMATION)
+    for t, m in enumerate(sizes):
+        mine = level[tb == t]
+        for k in C.DECIMATION:
+            assert (mine >= k).sum() == m // k
+    if len(sizes) > 1 and sizes[1] == sizes[0]:
+        assert not np.array_equal(level[tb == 0], level[tb == 1])
 
 
 def _view(geometry):

@@ -41,6 +41,28 @@ def test_streaming_search_equals_brute_force(trial):
                 assert np.unique(X[l, rows & kept], axis=0).shape[0] == np.unique(X[l, rows], axis=0).shape[0] \
                     == int((rows & kept).sum())
             np.testing.assert_array_equal(got.r[l].numpy()[kept], want[l][kept])
+        decimated_equal_brute_force(got, X, tb)
+
+
+def decimated_equal_brute_force(got, X, tb):
+    """Each decimated subset (the batch's rows of level ≥ k, drawn before the pass; then its copies dropped): a
+    kept row has level ≥ k exactly when the subset holds it or one of its copies, and its streamed (r₁, r₂) in the
+    subset are the brute force's over the distinct rows of the subset."""
+    from normvar_core.stats.twonn_context import DECIMATION, subset_levels
+
+    base = subset_levels(tb)
+    L = X.shape[0]
+    for k in DECIMATION[1:]:
+        inside = np.flatnonzero(base >= k)
+        want, _ = twonn_radii(X[:, inside], tb[inside])
+        r_k = getattr(got, f"r{k}").numpy()
+        for l in range(L):
+            of = {(int(tb[i]), X[l, i].tobytes()): want[l, a] for a, i in enumerate(inside)}
+            for i in np.flatnonzero(~got.dup[l].numpy()):
+                key = (int(tb[i]), X[l, i].tobytes())
+                assert (int(got.level[l, i]) >= k) == (key in of), (k, l, i)
+                if key in of:
+                    np.testing.assert_array_equal(r_k[l, i], of[key], err_msg=f"k={k} layer {l} row {i}")
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +96,52 @@ def test_streamed_twonn_equals_scikit_dimension_on_the_same_batches(pass600):
         np.testing.assert_allclose(row["twonn_id"], np.mean(ids), rtol=1e-6)
         np.testing.assert_allclose(row["twonn_id_std"], np.std(ids), rtol=1e-5, atol=1e-9)
         np.testing.assert_allclose(row["anisotropy_batch_mean"], np.mean(ans), rtol=1e-8)
+
+
+def _radii(X: np.ndarray, groups: np.ndarray):
+    """(r₁, r₂) over every other row and over the rows of other groups: float64 distances of all pairs, each
+    from its own differences (torch's cdist without the Gram product), sorted."""
+    import torch
+
+    Y = torch.from_numpy(np.asarray(X, np.float64))
+    D = torch.cdist(Y, Y, compute_mode="donot_use_mm_for_euclid_dist").numpy()
+    np.fill_diagonal(D, np.inf)
+    same = groups[:, None] == groups[None, :]
+    return np.sort(D, 1)[:, :2], np.sort(np.where(same, np.inf, D), 1)[:, :2]
+
+
+def test_decimation_table_equals_a_brute_force_on_the_decimated_batches(pass600):
+    """The run's decimation rows (MiniLM, 600 sentences, two batches; layers 0, 3 and 6): each batch's rows of
+    level ≥ k (``subset_levels``, drawn before the pass), their identical rows dropped (each distinct row in the
+    sentence of its first copy in the batch), seed 004's TwoNN and the cross-context TwoNN of every pair's float64
+    distance, mean ± std over the batches — the numbers the stream's subset searches and the shortcut give."""
+    from normvar_core.stats.twonn_context import DECIMATION, subset_levels, twonn_of
+
+    geo, plan, res = pass600
+    tb = geo.neighbours.tb
+    level = subset_levels(tb)
+    sentences = np.asarray(plan.uniform.sentence)
+    for li in (0, 3, 6):
+        X = geo.sample[li].numpy() + np.float32(0.0)
+        layer = int(geo.layers[li])
+        got = {int(c["subsets"]): c for c in res["decimation"] if c["layer"] == layer}
+        for k in DECIMATION[1:]:
+            seeds, crosses = [], []
+            for t in np.unique(tb):
+                rows = np.flatnonzero(tb == t)
+                first = {}
+                for i in rows:  # the batch's first copy of each distinct row
+                    first.setdefault(X[i].tobytes(), i)
+                held = sorted({first[X[i].tobytes()] for i in rows if level[i] >= k})
+                every, cross = _radii(X[held], sentences[held])
+                seeds.append(twonn_of(every))
+                crosses.append(twonn_of(cross))
+            row = got[k]
+            assert row["size"] == min((tb == t).sum() for t in np.unique(tb)) // k
+            np.testing.assert_allclose([row["twonn_id"], row["twonn_id_std"]], [np.mean(seeds), np.std(seeds)],
+                                       rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose([row["twonn_id_cross"], row["twonn_id_cross_std"]],
+                                       [np.mean(crosses), np.std(crosses)], rtol=1e-10, atol=1e-12)
 
 
 def geometry_pass(n_sentences: int, id_sample: int):

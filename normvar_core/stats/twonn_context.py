@@ -11,8 +11,11 @@ of the corpus. Three measures of it, from the same sample and the same batches a
 * the **cross-context estimate**: TwoNN with each point's r₁ and r₂ taken over the points of *other*
   sentences only (its own sentence's points masked);
 * the **decimation curve** (Facco et al. 2017, the check that an estimate is stable in scale): both estimates
-  on one seeded random subset of each batch of 1/2, 1/4 and 1/8 of its points (2,048, 1,024 and 512 of a
-  batch of 4,096), mean ± std over the batches; an estimate stable in scale changes little along it.
+  on seeded random subsets of each batch of 1/2, 1/4 and 1/8 of its points (2,048, 1,024 and 512 of a
+  batch of 4,096; nested, drawn before the pass: ``subset_levels``; a subset is decimated first, then its
+  identical points dropped, as TwoNN drops them), mean ± std over the batches; an estimate stable in scale
+  changes little along it. The stream (``pipeline.measures.twonn_stream``) finds each subset's two nearest
+  in the batch's own Gram blocks during the pass.
 
 Distances are exact: candidates come from a float32 Gram product ‖a‖² + ‖b‖² − 2 a·b with a rigorous bound
 e = 2(d + 4) u (‖a‖² + ‖b‖²) on its rounding (u = 2⁻²⁴), and every pair whose lower bound d² − e can be among
@@ -120,44 +123,82 @@ def twonn_of(r: np.ndarray) -> float:
     return twonn_from_distances(r[ok, 0], r[ok, 1])[0] if ok.sum() >= 3 else float("nan")
 
 
-def subset(m: int, k: int, batch: int) -> np.ndarray:
-    """Seeded random rows of a batch of m rows: m // k of them (the decimated batch), in a random order."""
-    return np.random.default_rng([DECIMATION_SEED, int(batch), int(k)]).permutation(m)[: m // k]
+def subset_levels(tb: np.ndarray) -> np.ndarray:
+    """(K,) int8: for each sample row, the largest k of ``DECIMATION`` whose decimated subset of its TwoNN batch
+    holds it. A batch's m rows are put in a seeded random order (seed: the batch's number); its first m // k rows
+    are the subset of k, so the subsets are nested (the eighth inside the quarter inside the half) and fixed
+    before the pass.
+
+    >>> subset_levels(np.zeros(8, int)).tolist()
+    [1, 2, 1, 1, 1, 8, 4, 2]
+    """
+    tb = np.asarray(tb)
+    out = np.ones(tb.size, np.int8)
+    for t in np.unique(tb):
+        rows = np.flatnonzero(tb == t)
+        order = rows[np.random.default_rng([DECIMATION_SEED, int(t)]).permutation(rows.size)]
+        for k in DECIMATION[1:]:
+            out[order[: rows.size // k]] = k
+    return out
 
 
-def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed_nn: np.ndarray, batch: int,
-                  rows: int | None = None) -> dict:
-    """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences, and seed 004's
-    (r₁, r₂) of those rows with their neighbours ``seed_nn`` (row indices into X, -1 where none): the
-    same-sentence share, the cross-context estimate, and for each decimation k the estimates on one seeded
-    subset of m/k rows, ``{k: (seed estimate, cross estimate, size)}`` (k = 1: the batch, the seed's estimate
-    from ``seed_r``; the size is the batch's ``rows`` — its points before copies were dropped — over k).
-
-    A row whose two nearest neighbours both lie in other sentences has them as its cross-context pair (the
-    masked set holds them and is a subset of all): only the other rows are searched again."""
-    rows = len(X) if rows is None else int(rows)
+def _cross_context(X: np.ndarray, sentences: np.ndarray, r: np.ndarray, nn: np.ndarray, *,
+                   own_group: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(r₁, r₂) of each row of X over the rows of other sentences, and (``own_group``) its nearest distance in its
+    own sentence (inf where not searched), from its two nearest (r, their rows nn, -1 where none). A row whose two
+    nearest both lie in other sentences has them as its cross-context pair (the masked set holds them and is a
+    subset of all; its own sentence's points are no nearer): only the other rows are searched again."""
     m = len(X)
-    sentences = np.asarray(sentences)
-    nn = np.asarray(seed_nn, np.int64)
+    nn = np.asarray(nn, np.int64)
     other = (nn >= 0).all(1)
     other[other] = (sentences[nn[other]] != sentences[other, None]).all(1)
     cross = np.full((m, 2), np.inf)
+    own = np.full(m, np.inf)
     idx = np.flatnonzero(other)
     if idx.size:
         X32 = np.ascontiguousarray(X, np.float32)
         cross[idx] = np.sort(row_distance(X32, np.repeat(idx, 2), nn[idx].reshape(-1)).reshape(-1, 2), axis=1)
+    redo = np.flatnonzero(~other)
+    if redo.size:
+        _, cross[redo], own[redo] = context_neighbours(X, sentences, rows=redo, own_group=own_group)
+    return cross, own
+
+
+def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed_nn: np.ndarray, batch: int,
+                  rows: int | None = None, subsets: dict | None = None) -> dict:
+    """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences, and seed 004's
+    (r₁, r₂) of those rows with their neighbours ``seed_nn`` (row indices into X, -1 where none): the
+    same-sentence share, the cross-context estimate, and for each decimation k the estimates on its subset,
+    ``{k: (seed estimate, cross estimate, size)}`` (k = 1: the batch, the seed's estimate from ``seed_r``; the size
+    is the batch's ``rows`` — its points before copies were dropped — over k).
+
+    ``subsets``: {k: (inside (m,) bool, r (m, 2), nn (m, 2))} — the rows of X that the subset of k holds and their
+    two nearest within it, as the stream found them (``twonn_stream``); only the cross-context pairs of the rows
+    with a neighbour in their own sentence are searched here. None: each subset is drawn here over X's rows
+    (``subset_levels``) and searched in full (``context_neighbours``)."""
+    rows = len(X) if rows is None else int(rows)
+    m = len(X)
+    sentences = np.asarray(sentences)
     share = float("nan")
+    cross = np.full((m, 2), np.inf)
     if m:
-        redo = np.flatnonzero(~other)
-        own = np.full(m, np.inf)
-        if redo.size:
-            _, cross[redo], own[redo] = context_neighbours(X, sentences, rows=redo)
+        cross, own = _cross_context(X, sentences, seed_r, seed_nn, own_group=True)
         share = float(np.mean(own < cross[:, 0]))
     curve = {1: (twonn_of(seed_r), twonn_of(cross), rows)}
     for k in DECIMATION[1:]:
-        pick = subset(m, k, batch)
-        r_all, r_cross, _ = context_neighbours(X[pick], sentences[pick], own_group=False)
-        curve[k] = (twonn_of(r_all), twonn_of(r_cross), rows // k)
+        if subsets is None:
+            idx = np.flatnonzero(subset_levels(np.full(m, int(batch))) >= k)
+            r_k, cross_k, _ = context_neighbours(X[idx], sentences[idx], own_group=False)
+        else:
+            inside, r_all, nn_all = subsets[k]
+            idx = np.flatnonzero(inside)
+            at = np.full(m, -1, np.int64)
+            at[idx] = np.arange(idx.size)
+            near = np.asarray(nn_all, np.int64)[idx]
+            r_k = np.asarray(r_all)[idx]
+            cross_k = _cross_context(X[idx], sentences[idx], r_k, np.where(near >= 0, at[np.maximum(near, 0)], -1),
+                                     own_group=False)[0] if idx.size else np.zeros((0, 2))
+        curve[k] = (twonn_of(r_k), twonn_of(cross_k), rows // k)
     return {"share": share, "cross": twonn_of(cross), "curve": curve}
 
 
@@ -217,5 +258,5 @@ def shares_differ(tables: dict) -> str | None:
             f"cross-context estimates.")
 
 
-__all__ = ["shares_differ", "context_neighbours", "pair_distance", "batch_context", "layer_context", "subset", "twonn_of",
-           "context_sentence", "DECIMATION", "SAME_SENTENCE_WARN"]
+__all__ = ["shares_differ", "context_neighbours", "pair_distance", "batch_context", "layer_context", "twonn_of",
+           "context_sentence", "DECIMATION", "SAME_SENTENCE_WARN", "subset_levels"]

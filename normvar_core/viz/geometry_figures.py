@@ -102,8 +102,8 @@ def decimation_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                       num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
                       bands: Mapping[str, pd.DataFrame] | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None,
                       null_of: Mapping[str, str] | None = None, title: str | None = None) -> go.Figure:
-    """TwoNN's decimation curve (Facco et al. 2017): the estimate on seeded subsets of each batch of 4,096, 2,048,
-    1,024 and 512 points, for up to four evenly spaced layers of each run (``curves``: label -> its
+    """TwoNN's decimation curve (Facco et al. 2017): the estimate on seeded, nested subsets of each batch of 4,096,
+    2,048, 1,024 and 512 points, for up to four evenly spaced layers of each run (``curves``: label -> its
     ``twonn_decimation`` table); solid: seed 004's estimate, dash-dotted: the cross-context one, ± std over the
     subsets. A curve that stays flat is stable in scale; one that falls with the subset size while the
     cross-context curve stays flat shows the same-sentence neighbours. The generic builder arguments

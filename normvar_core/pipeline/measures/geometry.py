@@ -15,7 +15,7 @@
 Tables: ``layer_geometry`` (one row per layer, ``stats.layer_geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
 of the sample, seed 003's check against N(0, 1/d)). Memory (``planned_state``): per layer the d² · 8
-bytes of the scatter plus the sample's K · (d · 4 + 41) (4.7 + 51 MB at d = 768, K = 16,384; 134 + 269 MB
+bytes of the scatter plus the sample's K · (d · 4 + 138) (4.7 + 53 MB at d = 768, K = 16,384; 134 + 271 MB
 at d = 4096), on the states' device. A run whose layers do not fit in the device's memory after the weights and the moments
 (``memory.plan_memory``) skips the geometry and says so in its notes, with the layer subset that
 would fit (``drop_reason``).
@@ -58,11 +58,12 @@ def host_search(X32: np.ndarray, k: int) -> np.ndarray:
     return layer_geometry.gram_candidates(X32, k, smallest=topk_smallest)
 
 
-def _batch_context(sample, r, nn, dup, sentences, tb, t: int) -> dict:
+def _batch_context(sample, r, nn, dup, sentences, tb, t: int, level=None, subsets=None) -> dict:
     """TwoNN's context measures of TwoNN batch t at one layer (``stats.twonn_context.batch_context``), on one
     canonical copy of each distinct row: the copy of smallest sample index (so the result does not depend on
     which copy the stream kept, i.e. on the arrival or merge order). Each distinct row takes the streamed
-    (r₁, r₂) and neighbours of the copy the stream kept, the neighbours named by their canonical copy."""
+    (r₁, r₂) and neighbours of the copy the stream kept, the neighbours named by their canonical copy; so do its
+    decimated subsets' (``level``: each row's level, ``subsets``: {k: (r, nn)} of the layer, from the stream)."""
     rows = np.flatnonzero(tb == t)
     X = sample[rows] + np.float32(0.0)  # -0.0 as 0.0, as the stream's copies are matched
     canon, firsts = first_copies(X)                # each row -> its distinct row; distinct rows in sample order
@@ -71,10 +72,14 @@ def _batch_context(sample, r, nn, dup, sentences, tb, t: int) -> dict:
     streamed[canon[kept]] = kept
     local = np.full(len(tb), -1, np.int64)
     local[rows] = np.arange(rows.size)
-    near = nn[rows[streamed]]
-    seed_nn = np.where(near >= 0, canon[np.maximum(local[np.maximum(near, 0)], 0)], -1)
-    return twonn_context.batch_context(X[firsts], sentences[rows[firsts]], r[rows[streamed]], seed_nn, t,
-                                       rows=int(rows.size))
+
+    def canonical(near):  # the stream's neighbour rows, named by their canonical copy
+        return np.where(near >= 0, canon[np.maximum(local[np.maximum(near, 0)], 0)], -1)
+
+    at = rows[streamed]
+    subs = None if subsets is None else {k: (level[at] >= k, rk[at], canonical(nk[at])) for k, (rk, nk) in subsets.items()}
+    return twonn_context.batch_context(X[firsts], sentences[rows[firsts]], r[at], canonical(nn[at]), t,
+                                       rows=int(rows.size), subsets=subs)
 
 
 def first_copies(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,7 +135,7 @@ class GeometryMeasure(LayerMajor):
     def planned_state(cls, ctx: RunContext) -> Planned:
         """Per layer the float64 scatter (d, d), mean and Σu (d), the cosine's n and Σ‖x‖, Σ‖x‖², then the
         TwoNN sample of K rows (``NeighbourState.planned``) and n:
-        L·(8·d² + K·(4·d + 41) + 16·d + 24) + K + 8 bytes."""
+        L·(8·d² + K·(4·d + 138) + 16·d + 24) + K + 8 bytes."""
         L, d = ctx.num_layers, ctx.dim
         return {**Covariance.planned(L, d), "sum_u": ((L, d), np.float64), "n_u": ((L,), np.int64), "norm_sum": ((L,), np.float64),
                 "sq_sum": ((L,), np.float64), **NeighbourState.planned(L, _sample_size(ctx), d)}
@@ -197,25 +202,36 @@ class GeometryMeasure(LayerMajor):
         nb = self.neighbours
 
         dup, nn, r = self.dup.cpu().numpy(), self.nn.cpu().numpy(), self.r.cpu().numpy()
+        level = self.level.cpu().numpy()
+        subsets = {k: (rk.cpu().numpy(), nk.cpu().numpy()) for k, rk, nk in nb.trackers()[1:]}
         sentences = np.asarray(self.uplan.sentence) if self.uplan is not None else np.zeros(0, np.int64)
 
-        def one(li: int):  # the sample is in key order: a random order
-            parts, context = [], []
-            for t in np.unique(nb.tb):
-                r1, r2, ndup = nb.batch_distances(li, t)
-                fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
-                parts.append((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])))
-                context.append(_batch_context(sample[li], r[li], nn[li], dup[li], sentences, nb.tb, int(t)))
+        batches = [int(t) for t in np.unique(nb.tb)]
+        tasks = [(li, t) for li in range(len(self.layers)) for t in batches]
+
+        def batch_part(i: int):  # one TwoNN batch of one layer (the sample is in key order: a random order)
+            li, t = tasks[i]
+            r1, r2, ndup = nb.batch_distances(li, t)
+            fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
+            return ((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])),
+                    _batch_context(sample[li], r[li], nn[li], dup[li], sentences, nb.tb, t, level[li],
+                                   {k: (rk[li], nk[li]) for k, (rk, nk) in subsets.items()}))
+
+        cpu = self.device.type == "cpu"
+        by_batch = per_layer(batch_part, len(tasks), parallel=cpu)  # batches, not layers: the cores stay even
+
+        def one(li: int):
+            mine = [by_batch[i] for i, (lj, _) in enumerate(tasks) if lj == li]
             row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
                                                 n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
                                                 sq_sum=float(self.sq_sum[li]),
-                                                est=layer_geometry.estimates_from(parts))
-            cols, curve = twonn_context.layer_context(context)
+                                                est=layer_geometry.estimates_from([m[0] for m in mine]))
+            cols, curve = twonn_context.layer_context([m[1] for m in mine])
             layer = int(self.layers[li])
             return ({"layer": layer, **row, **cols}, eig, layer_geometry.pair_cosines(sample[li]),
                     [{"layer": layer, **c} for c in curve])
 
-        out = per_layer(one, len(self.layers), parallel=self.device.type == "cpu")
+        out = per_layer(one, len(self.layers), parallel=cpu)
         res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out],
                "decimation": [c for o in out for c in o[3]]}
         return res

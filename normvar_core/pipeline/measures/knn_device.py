@@ -28,6 +28,20 @@ def _allowed(s: int, at: torch.Tensor, g: torch.Tensor, first: torch.Tensor) -> 
     return ok
 
 
+def first_rows(X: torch.Tensor) -> np.ndarray:
+    """(m,) bool: each row that is the first of its identical rows (bit for bit, −0.0 as 0.0), found where X is —
+    the geometry's ``first_copies`` without copying the rows to the host (``torch.unique`` over the rows)."""
+    m = X.shape[0]
+    if m == 0:
+        return np.zeros(0, bool)
+    _, inv = torch.unique(X + 0.0, dim=0, return_inverse=True)
+    at = torch.arange(m, device=X.device)
+    first = torch.full((int(inv.max()) + 1,), m, dtype=torch.int64, device=X.device).scatter_reduce_(0, inv, at, "amin")
+    out = torch.zeros(m, dtype=torch.bool, device=X.device)
+    out[first] = True
+    return out.cpu().numpy()
+
+
 def searches(X: torch.Tensor, k: int, groups: np.ndarray | None = None, first: np.ndarray | None = None,
              chunk: int = CHUNK, u: float = 2.0 ** -24) -> tuple[np.ndarray, np.ndarray]:
     """``stats.knn.searches`` of the rows X (m, d) on X's device, ``u`` its float32 matmul's unit roundoff; returns

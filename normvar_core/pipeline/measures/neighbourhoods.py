@@ -31,7 +31,7 @@ from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.geometry import first_copies
-from normvar_core.pipeline.measures.knn_device import searches as device_searches
+from normvar_core.pipeline.measures.knn_device import first_rows, searches as device_searches
 from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
 from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
 from normvar_core.stats import gride, knn, overlap
@@ -99,29 +99,32 @@ class NeighbourhoodMeasure(Measure):
         self.geometry = measures.get("geometry")
 
     # ------------------------------------------------------------------ result
-    def _layer(self, li: int, sample: np.ndarray, sentences: np.ndarray, tb: np.ndarray,
+    def _layer(self, li: int, sample: np.ndarray | None, sentences: np.ndarray, tb: np.ndarray,
                device_sample: torch.Tensor | None = None) -> dict:
         """One layer: its GRIDE rows (unmasked, masked) and its overlap lists (K, 64) unmasked and masked
         (positions of the sample; −1 where none), with each position's candidates (unmasked, masked). With
         ``device_sample`` (the geometry's sample where it is not on the CPU) the search runs there
         (``knn_device``)."""
-        K = sample.shape[1]
+        K = tb.size
         kmax = max(overlap.KS)
         lists = np.full((2, K, kmax), -1, np.int64)
         candidates = np.zeros((2, K), np.int64)
         curves = ([], [])
         for t in np.unique(tb):
             rows = np.flatnonzero(tb == t)
-            X = sample[li][rows] + np.float32(0.0)
             sent = sentences[rows]
-            _, firsts = first_copies(X)
+            if device_sample is None:
+                X = sample[li][rows] + np.float32(0.0)
+                first = np.zeros(rows.size, bool)
+                first[first_copies(X)[1]] = True
+            else:  # the copies found on the device too: its rows never come to the host
+                Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
+                first = first_rows(Xd)
+            firsts = np.flatnonzero(first)
             copies = firsts.size < rows.size  # copies: GRIDE on the distinct rows (as TwoNN), in the same blocks
-            first = np.zeros(rows.size, bool)
-            first[firsts] = True
             if device_sample is None:
                 dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sent, first=first if copies else None)
             else:
-                Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
                 dist, idx = device_searches(Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None,
                                             u=unit_roundoff(Xd.device))
             for v in (0, 1):
@@ -141,10 +144,10 @@ class NeighbourhoodMeasure(Measure):
         g = self.geometry
         if g is None or not _sample_size(self.ctx) or not np.asarray(g.filled).all():
             return {"gride": [], "overlap": [], "curve": []}
-        sample = g.sample.cpu().numpy()
         sentences = np.asarray(g.uplan.sentence)
         tb = g.neighbours.tb
         on = g.sample if g.sample.device.type != "cpu" else None  # the search where the sample is
+        sample = g.sample.numpy() if on is None else None  # on a device, the sample stays there
         per = per_layer(lambda li: self._layer(li, sample, sentences, tb, on), len(self.layers),
                         parallel=on is None and torch.device(self.ctx.device).type == "cpu")
         return {"gride": [r for p in per for r in p["gride"]], **overlap_rows(self.layers, per, tb)}

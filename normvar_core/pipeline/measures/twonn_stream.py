@@ -10,7 +10,15 @@ measure, merged exactly):
 * ``dup[l, i]`` — the row is a copy of an identical row of its batch that is kept (the copies are
   counted, never searched: DADApy's ``remove_identical_points``, as ``stats.layer_geometry.distinct_rows``);
 * ``r[l, i] = (r₁, r₂)`` and ``nn[l, i]`` — the two smallest float64 distances to other kept rows of its
-  batch that the row has been paired with so far, and those rows.
+  batch that the row has been paired with so far, and those rows;
+* the decimation (Facco et al. 2017's check that an estimate is stable in scale): before the pass each TwoNN
+  batch's rows are put in a seeded random order whose first m/2, m/4 and m/8 rows are its nested subsets
+  (``stats.twonn_context.subset_levels``); ``level[l, i]`` is the largest k whose subset holds row i or one of
+  its copies (a copy arriving later raises its kept row's level), and ``r2, nn2``, ``r4, nn4``, ``r8, nn8``
+  hold each kept row's two nearest among the kept rows of level ≥ k — the subset decimated, then its copies
+  dropped. These are met in the same Gram blocks as the batch's own search (the rows and columns below the
+  level skipped), not searched again after the pass; a kept row whose level rises is searched again against
+  its batch for the new levels (a pair met twice counts once).
 
 When rows arrive (a forward batch, or a partial state merged in), each TwoNN batch's new rows are
 first checked for copies (hash, then exact equality), then searched blockwise against the kept rows of
@@ -35,6 +43,7 @@ import torch
 
 from normvar_core.constants import TWONN_BATCH
 from normvar_core.stats.layer_geometry import twonn_batch_of
+from normvar_core.stats.twonn_context import DECIMATION, subset_levels
 
 CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
 PAIR_CHUNK = 1 << 16  # pairs re-ranked in float64 at a time
@@ -71,6 +80,7 @@ class NeighbourState:
         self.holder = holder
         self.tb = twonn_batch_of(size, batch or TWONN_BATCH)  # ``batch``: smaller batches for tests only
         self.device = torch.device(device)
+        self.base_level = torch.as_tensor(subset_levels(self.tb), device=self.device)  # (K,) int8: 1, 2, 4 or 8
         self.mult = hash_multipliers(dim, self.device)
         self._sq, self._sq_of = None, None  # the stored rows' squared norms (``_norms``)
         L, K = num_layers, size
@@ -81,16 +91,36 @@ class NeighbourState:
         holder._add_state("r", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device),
                           merge="pooled")
         holder._add_state("nn", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device), merge="pooled")
+        holder._add_state("level", torch.ones((L, K), dtype=torch.int8, device=self.device), merge="pooled")
+        for k in DECIMATION[1:]:  # the decimated subsets' two nearest
+            holder._add_state(f"r{k}", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device),
+                              merge="pooled")
+            holder._add_state(f"nn{k}", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device),
+                              merge="pooled")
         holder._add_state("filled", np.zeros(K, bool), merge="or", per_layer=False)
 
     @staticmethod
     def planned(num_layers: int, size: int, dim: int) -> dict:
         """{key: (shape, dtype)} of the registered state for K = ``size`` rows: the float32 sample (L, K, d), per
-        row and layer its hash (int64), copy flag (bool), (r₁, r₂) (float64) and their rows (int64), and the
-        filled flags (K,): L·K·(4·d + 41) + K bytes."""
+        row and layer its hash (int64), copy flag (bool), decimation level (int8), (r₁, r₂) (float64) and their
+        rows (int64) in the batch and in each of the 3 decimated subsets, and the filled flags (K,):
+        L·K·(4·d + 138) + K bytes."""
         L, K = int(num_layers), int(size)
+        subsets = {}
+        for k in DECIMATION[1:]:
+            subsets.update({f"r{k}": ((L, K, 2), np.float64), f"nn{k}": ((L, K, 2), np.int64)})
         return {"sample": ((L, K, int(dim)), np.float32), "hash": ((L, K), np.int64), "dup": ((L, K), np.bool_),
-                "r": ((L, K, 2), np.float64), "nn": ((L, K, 2), np.int64), "filled": ((K,), np.bool_)}
+                "r": ((L, K, 2), np.float64), "nn": ((L, K, 2), np.int64), "level": ((L, K), np.int8), **subsets,
+                "filled": ((K,), np.bool_)}
+
+    def trackers(self) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
+        """[(k, r, nn)]: the batch's search (k = 1) and each decimated subset's, in ``DECIMATION`` order."""
+        h = self.holder
+        return [(1, h.r, h.nn)] + [(k, getattr(h, f"r{k}"), getattr(h, f"nn{k}")) for k in DECIMATION[1:]]
+
+    def _names(self) -> tuple[str, ...]:
+        """The per-row states a merge copies in."""
+        return ("sample", "hash", "dup", "r", "nn", "level", *(f"{x}{k}" for k in DECIMATION[1:] for x in "r nn".split()))
 
     # ------------------------------------------------------------------ arrivals
     def _step(self, cols: int) -> int:
@@ -106,6 +136,8 @@ class NeighbourState:
         h.sample[:, p] = X
         self._set_norms(p, X)
         h.hash[:, p] = row_hash(X, self.mult)
+        h.level[:, p] = self.base_level[p]
+        risen = []
         for t in np.unique(self.tb[picks]):
             new = picks[self.tb[picks] == t]
             old = np.flatnonzero(h.filled & (self.tb == t))
@@ -115,10 +147,11 @@ class NeighbourState:
             for a in range(0, new.size, step):
                 k0, k1 = old.size + a, min(old.size + a + step, cols.size)
                 with one_thread(self.device):
-                    self.mark_copies(cols[k0:k1], cols[:k0], within=True)
+                    risen.append(self.mark_copies(cols[k0:k1], cols[:k0], within=True))
                 self._search(cols[k0:k1], cols[:k1], Xc[:, k0:k1], Xc[:, :k1], sqc[:, k0:k1], sqc[:, :k1],
                              own=k1 - k0)
         h.filled[picks] = True
+        self.search_risen(risen)
 
     # ------------------------------------------------------------------ squared norms, computed once per row
     def _norms(self) -> torch.Tensor:
@@ -147,7 +180,7 @@ class NeighbourState:
             return
         idx = np.flatnonzero(theirs)
         t = torch.as_tensor(idx, device=self.device)
-        for name in ("sample", "hash", "dup", "r", "nn"):  # one layer block at a time
+        for name in self._names():  # one layer block at a time
             for li, block in enumerate(reader.blocks(name)):
                 getattr(h, name)[li, t] = torch.as_tensor(np.asarray(block)[idx]).to(self.device)
         self._set_norms(t, h.sample[:, t])
@@ -156,21 +189,24 @@ class NeighbourState:
     def merge_in(self, theirs: np.ndarray, mine: np.ndarray) -> None:
         """After the other state's rows ``theirs`` were copied in: their copies of our kept rows marked
         (and their rows' neighbours renamed to ours), then the cross pairs searched."""
+        risen = []
         for t in np.unique(self.tb[theirs]):
             new = theirs[self.tb[theirs] == t]
             old = mine[self.tb[mine] == t]
             if old.size:
-                self.mark_copies(new, old, within=False)
+                risen.append(self.mark_copies(new, old, within=False))
                 step = self._step(old.size)
                 for a in range(0, new.size, step):
                     self.search(new[a:a + step], old, own=0)
+        self.search_risen(risen, also=theirs)
 
     # ------------------------------------------------------------------ duplicates
-    def mark_copies(self, new: np.ndarray, old: np.ndarray, *, within: bool) -> None:
+    def mark_copies(self, new: np.ndarray, old: np.ndarray, *, within: bool):
         """dup[l, u] for each new kept row u identical to a kept old row (or, ``within``, to an earlier
         new row); where a new kept row is a copy of an old one, the new rows' neighbours named u are
         renamed to the old row (a merge: their distances are the same). Rows are matched by hash
-        (sorted, per layer), then compared exactly."""
+        (sorted, per layer), then compared exactly. Returns (layers, rows) of the kept rows whose decimation
+        level a copy raised (``raise_levels``), or None."""
         h = self.holder
         nt = torch.as_tensor(new, device=self.device)
         hn = torch.where(h.dup[:, nt], _NO_HASH, h.hash[:, nt])
@@ -186,62 +222,130 @@ class NeighbourState:
             hs, order = hn.sort(dim=1, stable=True)
             l, i = torch.nonzero((hs[:, 1:] == hs[:, :-1]) & (hs[:, 1:] != _NO_HASH), as_tuple=True)
             pairs.append((l, nt[order[l, i + 1]], nt[order[l, i]]))
+        found = []
         for l, a, b in pairs:
             same = (h.sample[l, a] == h.sample[l, b]).all(-1)  # a hash match is checked exactly
             l, a, b = l[same], a[same], b[same]
             if l.numel() == 0:
                 continue
             h.dup[l, a] = True
+            found.append((l, a, b))
             if not within:  # a merge: the incoming rows' neighbours named a are renamed b
                 rename = torch.arange(h.nn.shape[1], device=self.device).expand(h.nn.shape[0], -1).clone()
                 rename[l, a] = b
-                block = h.nn[:, nt]
-                named = torch.gather(rename, 1, block.clamp_min(0).reshape(block.shape[0], -1)).reshape(block.shape)
-                h.nn[:, nt] = torch.where(block >= 0, named, block)
+                for _, _, nn in self.trackers():
+                    block = nn[:, nt]
+                    named = torch.gather(rename, 1, block.clamp_min(0).reshape(block.shape[0], -1)).reshape(block.shape)
+                    nn[:, nt] = torch.where(block >= 0, named, block)
+        return self.raise_levels(found)
+
+    def raise_levels(self, found: list) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Each copy (l, a) of a kept row (l, b) — [(l, a, b) tensors]; b may itself be a copy found in the same
+        call, followed to the kept row it copies — gives that kept row its level if higher: a subset holds a
+        distinct row when it holds one of its copies. Returns (layers, rows) of the kept rows whose level rose."""
+        if not found:
+            return None
+        h = self.holder
+        L, K = h.level.shape
+        l, a, b = (torch.cat(x) for x in zip(*found))
+        parent = torch.arange(L * K, device=self.device)
+        parent[l * K + a] = l * K + b
+        while True:  # a chain of copies (a run of equal rows in one arrival) to its kept row
+            up = parent[parent]
+            if torch.equal(up, parent):
+                break
+            parent = up
+        src = l * K + a
+        root = parent[src]
+        flat = h.level.view(-1)
+        before = flat[root]
+        flat.scatter_reduce_(0, root, flat[src], reduce="amax")
+        rose = torch.unique(root[flat[root] > before])
+        return (rose // K, rose % K) if rose.numel() else None
+
+    def search_risen(self, risen: list, also: np.ndarray | None = None) -> None:
+        """The kept rows whose level rose ([(layers, rows)] of ``mark_copies``) searched again against every
+        filled row of their batch (and ``also``: rows being merged in), at those layers and for the subsets only:
+        their pairs with rows met before the rise are met again at the new level (a pair met twice counts once). A
+        row of the set that did not rise at a layer is still a neighbour there: the pairs within the set are searched
+        apart, in full."""
+        risen = [x for x in risen if x is not None]
+        if not risen:
+            return
+        h = self.holder
+        L, K = h.level.shape
+        l, i = (torch.cat(x) for x in zip(*risen))
+        mask = torch.zeros((L, K), dtype=torch.bool, device=self.device)
+        mask[l, i] = True
+        rows_all = torch.unique(i).cpu().numpy()
+        filled = h.filled.copy()
+        if also is not None:
+            filled[also] = True
+        for t in np.unique(self.tb[rows_all]):
+            rows = rows_all[self.tb[rows_all] == t]
+            others = np.setdiff1d(np.flatnonzero(filled & (self.tb == t)), rows)
+            self.search(rows, others, own=0, only=mask[:, torch.as_tensor(rows, device=self.device)])
+            self.search(rows, rows, own=rows.size)  # their pairs among themselves: every search, at every layer
 
     # ------------------------------------------------------------------ search
-    def search(self, rows: np.ndarray, cols: np.ndarray, *, own: int) -> None:
+    def search(self, rows: np.ndarray, cols: np.ndarray, *, own: int, only: torch.Tensor | None = None) -> None:
         """Every pair (row, column) of kept rows, in one block (``_search``, the rows and columns gathered)."""
         Xr, sqr = self._gather(rows)
         Xc, sqc = self._gather(cols)
-        self._search(rows, cols, Xr, Xc, sqr, sqc, own=own)
+        self._search(rows, cols, Xr, Xc, sqr, sqc, own=own, only=only)
 
-    def _search(self, rows, cols, Xr, Xc, sqr, sqc, *, own: int) -> None:
+    def _search(self, rows, cols, Xr, Xc, sqr, sqc, *, own: int, only: torch.Tensor | None = None) -> None:
         """Every pair (row, column) of kept rows, in one block; ``own``: the rows are the last ``own``
         columns too (their pairs among themselves met once each way). Lower bounds lo = d² − e of the
         float32 Gram distances; a pair is re-ranked in float64 when lo is at most the row's or the
         column's threshold: its current r₂², and for a row (or a column without two neighbours yet) an
         upper bound of the block's second smallest d² (the second smallest lo + e's largest value).
+        The batch's search and each decimated subset's (``trackers``: the rows and columns below its level
+        skipped) read the same Gram block. ``only`` (L, rows): a search again of rows whose level rose — the
+        subsets' searches only, those rows at those layers only.
         On the CPU the thresholds and the candidates come from numba passes over each row
         (``stats.twonn_kernels``); elsewhere from torch ops over the whole block."""
         if rows.size == 0 or cols.size == 0:
             return
+        h = self.holder
         d = Xr.shape[2]
         c = 2.0 * (d + 4) * unit_roundoff(self.device) * 1.01
-        if self.device.type == "cpu" and self.cpu_kernels:
-            l, i, j = self._candidates_cpu(rows, cols, Xr, Xc, sqr, sqc, own, c)
-            with one_thread(self.device):
-                self.update_cpu(l, rows[i], cols[j])
-            return
+        cpu = self.device.type == "cpu" and self.cpu_kernels
         rt = torch.as_tensor(rows, device=self.device)
         ct = torch.as_tensor(cols, device=self.device)
-        l, i, j = self._candidates_torch(rt, ct, Xr, Xc, sqr, sqc, own, c)
-        self.update(l, rt[i], ct[j])
+        dup_r, dup_c, lev_r, lev_c = h.dup[:, rt], h.dup[:, ct], h.level[:, rt], h.level[:, ct]
+        G = None
+        for k, r, nn in self.trackers():
+            if only is not None and k == 1:
+                continue
+            rskip = dup_r | (lev_r < k)
+            if only is not None:
+                rskip |= ~only
+            cskip = dup_c | (lev_c < k)
+            if bool(rskip.all()) or bool(cskip.all()):
+                continue
+            if cpu:
+                if G is None:
+                    G = torch.bmm(Xr, Xc.transpose(1, 2)).numpy()
+                l, i, j = self._candidates_cpu(G, sqr, sqc, rskip.numpy(), cskip.numpy(), r, rows, cols, own, c)
+                with one_thread(self.device):
+                    self.update_cpu(l, rows[i], cols[j], r, nn)
+            else:
+                l, i, j = self._candidates_torch(rt, ct, Xr, Xc, sqr, sqc, rskip, cskip, r, own, c)
+                self.update(l, rt[i], ct[j], r, nn)
 
-    def _candidates_cpu(self, rows, cols, Xr, Xc, sqr, sqc, own, c):
-        """(layer, row, column) of the block's candidate pairs (``stats.twonn_kernels.block_candidates``;
-        per pair lo = d² − e and hi = d² + e, e from its own norms, with the 1 % margin of the torch path's emax). The small
-        gathers in numpy: torch's two threads cost milliseconds per op on the shared cores."""
+    def _candidates_cpu(self, G, sqr, sqc, rskip, cskip, r, rows, cols, own, c):
+        """(layer, row, column) of the block's candidate pairs for one search (``stats.twonn_kernels.block_candidates``;
+        per pair lo = d² − e and hi = d² + e, e from its own norms, with the 1 % margin of the torch path's emax;
+        rskip / cskip: the rows and columns it skips; r: its (r₁, r₂)). The small gathers in numpy: torch's two
+        threads cost milliseconds per op on the shared cores."""
         from normvar_core.stats.twonn_kernels import block_candidates, block_pairs  # numba, on the CPU path only
 
-        h = self.holder
-        L, m = Xr.shape[0], rows.size
-        G = torch.bmm(Xr, Xc.transpose(1, 2)).numpy()
+        L, m = G.shape[0], rows.size
         sr, sc = sqr.numpy().astype(np.float64), sqc.numpy().astype(np.float64)
         br, bc, hr, hc = sr * (1 - c), sc * (1 - c), sr * (1 + 1.02 * c), sc * (1 + 1.02 * c)
-        dup, r2 = h.dup.numpy(), h.r.numpy()[:, :, 1]
-        rskip, cskip = dup[:, rows], dup[:, cols]
-        hc[cskip] = np.inf  # copies are no neighbours
+        r2 = r.numpy()[:, :, 1]
+        hc[cskip] = np.inf  # skipped columns (copies, rows below the level) are no neighbours
         cap = CPU_ROW_PAIRS * m + 16  # room for the pairs of most blocks (else ``block_pairs``)
         out_i, out_j = np.empty((L, cap), np.int64), np.empty((L, cap), np.int64)
         row_t, col_t, counts = block_candidates(G, br, bc, hr, hc, rskip, cskip, r2[:, rows], r2[:, cols], own,
@@ -255,23 +359,22 @@ class NeighbourState:
             block_pairs(G, br, bc, rskip, cskip, own, row_t, col_t, i, j, start)
         return np.repeat(np.arange(L), counts), i, j
 
-    def _candidates_torch(self, rt, ct, Xr, Xc, sqr, sqc, own, c):
-        """(layer, row, column) of the block's candidate pairs, from torch ops over the whole block."""
-        h = self.holder
+    def _candidates_torch(self, rt, ct, Xr, Xc, sqr, sqc, rskip, cskip, r, own, c):
+        """(layer, row, column) of the block's candidate pairs for one search, from torch ops over the whole block."""
         emax = 2.02 * c * (sqr.amax() + sqc.amax())  # e's largest value in the block, its own margin 1 %
         m, n = rt.numel(), ct.numel()
         inf = float("inf")
-        # copies are no neighbours: an infinite bias on their row / column
-        br = torch.where(h.dup[:, rt], inf, sqr * (1 - c))
-        bc = torch.where(h.dup[:, ct], inf, sqc * (1 - c))
+        # skipped rows and columns (copies, rows below the level) are no neighbours: an infinite bias
+        br = torch.where(rskip, inf, sqr * (1 - c))
+        bc = torch.where(cskip, inf, sqc * (1 - c))
         lo = torch.baddbmm(bc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0).add_(br[:, :, None])
         if own:
             i = torch.arange(own, device=self.device)
             lo[:, m - own + i, n - own + i] = inf
         # thresholds rounded up: 1e-6 above float32's relative rounding
         big = torch.finfo(torch.float32).max
-        row_t = torch.minimum(_second(lo, 2) + emax, h.r[:, rt, 1].square().mul_(1 + 1e-6).float())
-        col_t = h.r[:, ct, 1].square().mul_(1 + 1e-6).float()
+        row_t = torch.minimum(_second(lo, 2) + emax, r[:, rt, 1].square().mul_(1 + 1e-6).float())
+        col_t = r[:, ct, 1].square().mul_(1 + 1e-6).float()
         if own:  # the rows' own columns: their pairs are met in the rows already
             col_t[:, n - own:] = -inf
         if torch.isinf(col_t).any() and col_t.max() == inf:  # columns without two neighbours yet: the block's bound
@@ -279,7 +382,7 @@ class NeighbourState:
         take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
         return torch.nonzero(take, as_tuple=True)
 
-    def update_cpu(self, l: np.ndarray, p: np.ndarray, q: np.ndarray) -> None:
+    def update_cpu(self, l: np.ndarray, p: np.ndarray, q: np.ndarray, r: torch.Tensor, nn: torch.Tensor) -> None:
         """``update`` on the CPU: the same exact distances (``pair_squares`` then torch's sum, as
         ``exact_distance``), both sides' two nearest updated pair by pair (``insert_pairs``: a neighbour
         already held is not taken twice, so a pair met twice counts once)."""
@@ -295,16 +398,16 @@ class NeighbourState:
             sq = buf[:min(CPU_PAIR_CHUNK, l.size - a)]
             pair_squares(sample, l[a:a + sq.shape[0]], p[a:a + sq.shape[0]], q[a:a + sq.shape[0]], sq)
             dist[a:a + sq.shape[0]] = torch.from_numpy(sq).sum(-1).sqrt_().numpy()
-        insert_pairs(h.r.numpy(), h.nn.numpy(), l, p, q, dist)
+        insert_pairs(r.numpy(), nn.numpy(), l, p, q, dist)
 
-    def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> None:
-        """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest updated."""
+    def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor, r: torch.Tensor, nn: torch.Tensor) -> None:
+        """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest (r, nn) updated."""
         h = self.holder
         if l.numel() == 0:
             return
         dist = torch.cat([exact_distance(h.sample, l[a:a + PAIR_CHUNK], p[a:a + PAIR_CHUNK], q[a:a + PAIR_CHUNK])
                           for a in range(0, l.numel(), PAIR_CHUNK)])
-        L, K = h.r.shape[0], h.r.shape[1]
+        L, K = r.shape[0], r.shape[1]
         point = torch.cat([l * K + p, l * K + q])
         other = torch.cat([q, p])
         dd = torch.cat([dist, dist])
@@ -312,8 +415,8 @@ class NeighbourState:
         tl, tp = touched // K, touched % K
         for s in range(2):  # the current two nearest of the touched points join the candidates
             point = torch.cat([point, touched])
-            other = torch.cat([other, h.nn[tl, tp, s]])
-            dd = torch.cat([dd, h.r[tl, tp, s]])
+            other = torch.cat([other, nn[tl, tp, s]])
+            dd = torch.cat([dd, r[tl, tp, s]])
         ok = other >= 0
         point, other, dd = point[ok], other[ok], dd[ok]
         # one entry per (point, neighbour) — the same pair met twice has the same distance
@@ -326,8 +429,8 @@ class NeighbourState:
         _, counts = torch.unique_consecutive(point, return_counts=True)
         start = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
         rank = torch.arange(point.numel(), device=point.device) - start
-        r_flat = h.r.view(L * K, 2)
-        n_flat = h.nn.view(L * K, 2)
+        r_flat = r.view(L * K, 2)
+        n_flat = nn.view(L * K, 2)
         r_flat[touched] = float("inf")
         n_flat[touched] = -1
         sel = rank < 2
@@ -342,6 +445,14 @@ class NeighbourState:
         keep = ~h.dup[li, rows]
         r = h.r[li, rows][keep].cpu().numpy()
         return r[:, 0], r[:, 1], int((~keep).sum())
+
+    def subset_distances(self, li: int, t: int, k: int) -> np.ndarray:
+        """(r₁, r₂) (m, 2) of the kept rows of level ≥ k of TwoNN batch t at layer li: its decimated subset's."""
+        h = self.holder
+        rows = torch.as_tensor(np.flatnonzero(self.tb == t), device=self.device)
+        keep = ~h.dup[li, rows] & (h.level[li, rows] >= k)
+        r = dict((kk, rr) for kk, rr, _ in self.trackers())[k]
+        return r[li, rows][keep].cpu().numpy()
 
 
 @contextmanager
