@@ -84,6 +84,9 @@ class NeighbourState:
         self.mult = hash_multipliers(dim, self.device)
         self._sq, self._sq_of = None, None  # the stored rows' squared norms (``_norms``)
         L, K = num_layers, size
+        # kept rows whose level rose in this arrival or merge, searched again at its end (``search_risen``): until
+        # then the subsets' searches skip them (their subset neighbours are not searched yet)
+        self.pending = torch.zeros((L, K), dtype=torch.bool, device=self.device)
         holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device),
                           merge="custom")
         holder._add_state("hash", torch.zeros((L, K), dtype=torch.int64, device=self.device), merge="pooled")
@@ -147,7 +150,7 @@ class NeighbourState:
             for a in range(0, new.size, step):
                 k0, k1 = old.size + a, min(old.size + a + step, cols.size)
                 with one_thread(self.device):
-                    risen.append(self.mark_copies(cols[k0:k1], cols[:k0], within=True))
+                    risen.append(self._pend(self.mark_copies(cols[k0:k1], cols[:k0], within=True)))
                 self._search(cols[k0:k1], cols[:k1], Xc[:, k0:k1], Xc[:, :k1], sqc[:, k0:k1], sqc[:, :k1],
                              own=k1 - k0)
         h.filled[picks] = True
@@ -194,7 +197,7 @@ class NeighbourState:
             new = theirs[self.tb[theirs] == t]
             old = mine[self.tb[mine] == t]
             if old.size:
-                risen.append(self.mark_copies(new, old, within=False))
+                risen.append(self._pend(self.mark_copies(new, old, within=False)))
                 step = self._step(old.size)
                 for a in range(0, new.size, step):
                     self.search(new[a:a + step], old, own=0)
@@ -263,6 +266,12 @@ class NeighbourState:
         rose = torch.unique(root[flat[root] > before])
         return (rose // K, rose % K) if rose.numel() else None
 
+    def _pend(self, risen):
+        """``risen`` (of ``mark_copies``) marked pending, and returned."""
+        if risen is not None:
+            self.pending[risen] = True
+        return risen
+
     def search_risen(self, risen: list, also: np.ndarray | None = None) -> None:
         """The kept rows whose level rose ([(layers, rows)] of ``mark_copies``) searched again against every
         filled row of their batch (and ``also``: rows being merged in), at those layers and for the subsets only:
@@ -275,8 +284,8 @@ class NeighbourState:
         h = self.holder
         L, K = h.level.shape
         l, i = (torch.cat(x) for x in zip(*risen))
-        mask = torch.zeros((L, K), dtype=torch.bool, device=self.device)
-        mask[l, i] = True
+        mask = self.pending.clone()
+        self.pending.zero_()
         rows_all = torch.unique(i).cpu().numpy()
         filled = h.filled.copy()
         if also is not None:
@@ -311,28 +320,40 @@ class NeighbourState:
         d = Xr.shape[2]
         c = 2.0 * (d + 4) * unit_roundoff(self.device) * 1.01
         cpu = self.device.type == "cpu" and self.cpu_kernels
-        rt = torch.as_tensor(rows, device=self.device)
-        ct = torch.as_tensor(cols, device=self.device)
-        dup_r, dup_c, lev_r, lev_c = h.dup[:, rt], h.dup[:, ct], h.level[:, rt], h.level[:, ct]
-        G = None
+        if cpu:  # the masks in numpy (torch's small ops cost milliseconds each on shared cores), one Gram block
+            dup, level, pend = h.dup.numpy(), h.level.numpy(), self.pending.numpy()
+            masks = (dup[:, rows], dup[:, cols], level[:, rows], level[:, cols], pend[:, rows], pend[:, cols],
+                     None if only is None else only.numpy())
+        else:
+            rt = torch.as_tensor(rows, device=self.device)
+            ct = torch.as_tensor(cols, device=self.device)
+            masks = (h.dup[:, rt], h.dup[:, ct], h.level[:, rt], h.level[:, ct], self.pending[:, rt],
+                     self.pending[:, ct], only)
+        dup_r, dup_c, lev_r, lev_c, pend_r, pend_c, only = masks
+        G, found = None, []
         for k, r, nn in self.trackers():
             if only is not None and k == 1:
                 continue
             rskip = dup_r | (lev_r < k)
+            cskip = dup_c | (lev_c < k)
             if only is not None:
                 rskip |= ~only
-            cskip = dup_c | (lev_c < k)
+            elif k > 1:  # rows whose level rose wait for their search again (``search_risen``)
+                rskip |= pend_r
+                cskip |= pend_c
             if bool(rskip.all()) or bool(cskip.all()):
                 continue
             if cpu:
                 if G is None:
                     G = torch.bmm(Xr, Xc.transpose(1, 2)).numpy()
-                l, i, j = self._candidates_cpu(G, sqr, sqc, rskip.numpy(), cskip.numpy(), r, rows, cols, own, c)
-                with one_thread(self.device):
-                    self.update_cpu(l, rows[i], cols[j], r, nn)
+                l, i, j = self._candidates_cpu(G, sqr, sqc, rskip, cskip, r, rows, cols, own, c)
+                found.append((r, nn, l, rows[i], cols[j]))
             else:
                 l, i, j = self._candidates_torch(rt, ct, Xr, Xc, sqr, sqc, rskip, cskip, r, own, c)
                 self.update(l, rt[i], ct[j], r, nn)
+        if found:
+            with one_thread(self.device):
+                self.update_cpu(found)
 
     def _candidates_cpu(self, G, sqr, sqc, rskip, cskip, r, rows, cols, own, c):
         """(layer, row, column) of the block's candidate pairs for one search (``stats.twonn_kernels.block_candidates``;
@@ -382,23 +403,28 @@ class NeighbourState:
         take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
         return torch.nonzero(take, as_tuple=True)
 
-    def update_cpu(self, l: np.ndarray, p: np.ndarray, q: np.ndarray, r: torch.Tensor, nn: torch.Tensor) -> None:
-        """``update`` on the CPU: the same exact distances (``pair_squares`` then torch's sum, as
-        ``exact_distance``), both sides' two nearest updated pair by pair (``insert_pairs``: a neighbour
-        already held is not taken twice, so a pair met twice counts once)."""
+    def update_cpu(self, found: list) -> None:
+        """``update`` on the CPU for the candidates of one block's searches, ``found`` [(r, nn, l, p, q)]: the same
+        exact distances (``pair_squares`` then torch's sum, as ``exact_distance``), computed for all of them at once,
+        then each search's two nearest updated pair by pair (``insert_pairs``: a neighbour already held is not
+        taken twice, so a pair met twice counts once)."""
         from normvar_core.stats.twonn_kernels import insert_pairs, pair_squares  # numba, on the CPU path only
 
-        h = self.holder
+        l, p, q = (np.concatenate([f[i] for f in found]) for i in (2, 3, 4))
         if l.size == 0:
             return
-        sample = h.sample.numpy()
+        sample = self.holder.sample.numpy()
         buf = np.empty((min(l.size, CPU_PAIR_CHUNK), sample.shape[2]))
         dist = np.empty(l.size)
         for a in range(0, l.size, CPU_PAIR_CHUNK):
             sq = buf[:min(CPU_PAIR_CHUNK, l.size - a)]
             pair_squares(sample, l[a:a + sq.shape[0]], p[a:a + sq.shape[0]], q[a:a + sq.shape[0]], sq)
             dist[a:a + sq.shape[0]] = torch.from_numpy(sq).sum(-1).sqrt_().numpy()
-        insert_pairs(r.numpy(), nn.numpy(), l, p, q, dist)
+        at = 0
+        for r, nn, fl, _, _ in found:
+            n = fl.size
+            insert_pairs(r.numpy(), nn.numpy(), l[at:at + n], p[at:at + n], q[at:at + n], dist[at:at + n])
+            at += n
 
     def update(self, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor, r: torch.Tensor, nn: torch.Tensor) -> None:
         """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest (r, nn) updated."""
