@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from normvar_core.viz.page_figures import FIGURES, ISOSCORE, figures, holds
+from normvar_core.viz.page_figures import FIGURES, ISOSCORE, OVERLAP, figures, holds
 from normvar_core.viz.pages import PAGE_KEYS
 
 ALL = [(page, f) for page, fs in FIGURES.items() for f in fs]
@@ -50,8 +50,10 @@ def test_every_figure_slide_and_claim_draws_on_a_real_run(run):
     assert set(run.measures) >= {c.name for c in MEASURES if c.asked(RunConfig.from_dict(run.meta["options"]))}
     assert [(page, f.key) for page, f in ALL if not holds(run, f)] == []
     slides = build_slides([run])
-    # one slide per builder; the declared curves' builder gives one per curve the run's measures declare
-    assert len(slides) == len(REGISTRY) - 1 + len(run.curves) and all(s.title and s.takeaway for s in slides)
+    # one slide per builder, and one per figure drawn below the overlap in its tab; the declared curves' builder
+    # gives one per curve the run's measures declare
+    assert len(slides) == len(REGISTRY) - 1 + len(OVERLAP.below) + len(run.curves)
+    assert all(s.title and s.takeaway for s in slides)
     assert len(CLAIM_IDS) == len(set(CLAIM_IDS)) and all(c.rule.__name__ == c.id for c in CLAIMS)
     found = findings(run, resamples=50)  # 50 resamples: the verdicts' wording, not their intervals, is checked
     assert [f.id for f in found] == list(CLAIM_IDS) and all(f.verdict for f in found)

@@ -14,7 +14,9 @@ from normvar_core.report.slides import build_slides, reproduce
 from normvar_core.report.writers import write_report
 from normvar_core.service import cli
 from normvar_core.stats import analyses
+from normvar_core.viz.page_figures import OVERLAP, OVERLAP_K
 from dashboard_run import RUN, RUN2
+from runfiles import query
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +28,10 @@ def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa:
     titles = [s.title for s in slides]
     from normvar_core.report.slides import REGISTRY
 
-    # a slide per builder; the declared curves' builder one per curve the run's measures declare
-    # the title slide first, then the findings
-    assert len(slides) == len(REGISTRY) - 1 + len(run.curves) and slides[0].lines and "Findings" in titles[1]
+    # a slide per builder and per figure drawn below the overlap in its tab; the declared curves' builder one per
+    # curve the run's measures declare; the title slide first, then the findings
+    assert len(slides) == len(REGISTRY) - 1 + len(OVERLAP.below) + len(run.curves)
+    assert slides[0].lines and "Findings" in titles[1]
     assert "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
     assert "Razzhigaev et al. 2024 protocol" in titles[7] and titles[8] == "IsoScore per layer"   # the declared figure's generic slide
     # TwoNN's decimation: both estimates of every layer's curve, from the run's table, and the id_profile verdict
@@ -44,6 +47,50 @@ def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa:
     low = tr.loc[tr["cv_q"].idxmin()]
     assert f"layer {int(low['layer'])} ({low['cv_q']:.3f})" in slides[3].takeaway
     assert reproduce(run) in slides[0].notes and "normvar compute" in reproduce(run)
+
+
+def test_the_overlap_against_k_has_the_slide_after_the_overlap(slides, run, data_dir):
+    """The Geometry tab "Neighbourhood overlap" draws the overlap against k under the overlap between layers; the
+    deck gives it the next slide, whose lines are ``overlap_curve``'s next-layer rows as DuckDB reads them (each
+    drawn layer, unmasked and masked, and chance k / n), whose takeaway quotes their ranges, and whose notes hold
+    every next-layer value. A run without the neighbourhoods measure (RUN2) gets no such slide, alone or beside
+    RUN."""
+    from normvar_core.report.slides import figure_slides
+    from normvar_core.runs.reader import open_run
+
+    titles = [s.title for s in slides]
+    i = titles.index(OVERLAP.section)
+    assert titles[i + 1] == OVERLAP_K.section and titles.count(OVERLAP_K.section) == 1
+    slide = slides[i + 1]
+    want = query(run.path, "SELECT layer, to_layer, masked, k, overlap, chance FROM overlap_curve "
+                           "WHERE pair = 'next' ORDER BY masked, layer, k")
+    lines = {t.name: t for t in slide.figure.data}
+    drawn = set()
+    for (layer, to, masked), rows in want.groupby(["layer", "to_layer", "masked"]):
+        name = f"layer {layer} → {to} ({'other sentences' if masked else 'all neighbours'})"
+        if name in lines:
+            drawn.add(layer)
+            np.testing.assert_array_equal(np.asarray(lines[name].x), rows["k"])
+            np.testing.assert_allclose(np.asarray(lines[name].y), rows["overlap"], rtol=1e-12)
+    layers = sorted(want["layer"].unique())
+    assert drawn == {layers[0], layers[-1]} | drawn and len(drawn) == min(4, len(layers))   # both ends, four layers
+    chance = want[~want["masked"]].groupby("k")["chance"].mean()
+    [line] = [t for t in slide.figure.data if "chance k / n" in t.name]
+    np.testing.assert_allclose(np.asarray(line.y), chance.to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(chance.to_numpy(), chance.index / (chance.index[0] / chance.iloc[0]), rtol=1e-9)
+    # the takeaway: the unmasked range over the layer pairs at the smallest and largest k, and chance there
+    own = want[~want["masked"]]
+    lo, hi = own["k"].min(), own["k"].max()
+    span = {k: f"{own[own['k'] == k]['overlap'].min():.3f}–{own[own['k'] == k]['overlap'].max():.3f}" for k in (lo, hi)}
+    assert f"keeps {span[lo]} at k = {lo} and {span[hi]} at k = {hi}" in slide.takeaway
+    assert f"{(own['overlap'] / own['chance']).min():.3g}× chance k / n" in slide.takeaway
+    assert f"{chance[lo]:.3g} at k = {lo}" in slide.takeaway and "overlap_curve" not in slide.takeaway
+    assert len(slide.notes.splitlines()) == 2 + len(want)                # the run's name, the header, every row
+    even = open_run(data_dir / "runs" / f"{RUN2}.duckdb")
+    assert not even.has("overlap_curve") and figure_slides(OVERLAP, ("overlap_profile",), [even]) == []
+    both = figure_slides(OVERLAP, ("overlap_profile",), [run, even])
+    assert [s.title for s in both] == [OVERLAP.section, OVERLAP_K.section]
+    assert [t.name for t in both[1].figure.data] == list(lines) and RUN2 not in both[1].takeaway   # RUN's alone
 
 
 def _continued(sl) -> bool:

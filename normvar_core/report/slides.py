@@ -1,6 +1,7 @@
 """The slides of a report: a registry of builders (``REGISTRY``, listed by import), each taking the report's runs
 and returning a Slide or None when the runs lack what it needs. ``figure_slide``, the generic one, draws a figure of
-``viz.page_figures`` with its own builder (IsoScore's), so a new figure's slide is a line of the registry; ``declared_slides`` gives one slide per curve that the runs'
+``viz.page_figures`` with its own builder (IsoScore's), so a new figure's slide is a line of the registry
+(``figure_slides``: with a slide for each figure drawn ``below`` it in its tab); ``declared_slides`` gives one slide per curve that the runs'
 measures declare (``runs.declared``, carried by the run file), with no line at all. A builder may return a list of
 slides.
 
@@ -25,7 +26,8 @@ from normvar_core.stats import twonn_context
 from normvar_core.report.run_figures import (MISSING, cloud_figure, frequency_figure, no_band_types, num, peak,
                                              tradeoff_figure)
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
-from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, OVERLAP, SCALES, Figure, declared_figures, holds
+from normvar_core.viz.page_figures import (DECIMATION, ISOSCORE, OVERLAP, OVERLAP_K, SCALES, Figure, declared_figures,
+                                           holds)
 from normvar_core.viz.tradeoff_figures import layers_figure
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
@@ -360,21 +362,71 @@ def missing_slide(title: str, reasons: list[str]) -> Slide:
 
 def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
     """The generic slide of a figure of ``viz.page_figures``: its builder over the runs that hold what it reads
-    (``page_figures.holds``; relative depth, split-half bands from ``intervals``), a takeaway per run (each of its
-    columns' range over the layers, with the layer of its largest value) plus the verdicts of ``claims``, and the
-    per-layer values in the notes."""
+    (``page_figures.holds``; relative depth, split-half bands from ``intervals``), a takeaway per run and the
+    values it draws in the notes (``_READS``: the figure's own reading, else ``_per_layer``'s) plus the verdicts
+    of ``claims``."""
     have = [r for r in runs if holds(r, f)]
     if not have:
         return None
-    cols = list(f.columns)
     curves = {r.name: r.table(f.tables[0]).sort_values("layer") for r in have}
     fig = f.builder(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
                     presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
                     null_curves={}, null_of={})
+    take, notes = _READS.get(f, _per_layer)(f, curves)
+    return Slide(f.section, take + verdicts(have, *claims), notes, _fit(fig))
+
+
+def figure_slides(f: Figure, claims: tuple[str, ...], runs) -> list[Slide]:
+    """What the page's tab of ``f`` shows, as slides: ``figure_slide`` of ``f`` (with the verdicts of ``claims``),
+    then one of each figure drawn ``below`` it, each over the runs that hold it, whether or not they hold ``f``
+    (as ``views/_sections.generic`` draws the tab)."""
+    return [s for g in (f, *f.below) if (s := figure_slide(g, claims if g is f else (), runs)) is not None]
+
+
+def _per_layer(f: Figure, curves: dict) -> tuple[str, str]:
+    """The takeaway and notes of a per-layer figure: each of its columns' range over a run's layers, with the layer
+    of its largest value, in words (``viz.labels.readable``); the per-layer values in the notes."""
+    cols = list(f.columns)
     name = {c: readable(c, f.section if len(cols) == 1 else None) for c in cols}
     take = "; ".join(f"{n}: " + ", ".join(_column_range(t, c, name[c]) for c in cols) for n, t in curves.items())
     notes = "\n\n".join(f"{n}\n" + _table_notes(t, ["layer", *cols]) for n, t in curves.items())
-    return Slide(f.section, take + verdicts(have, *claims), notes, _fit(fig))
+    return take, notes
+
+
+def _overlap_k(f: Figure, curves: dict) -> tuple[str, str]:
+    """The takeaway and notes of the overlap against k (``overlap_curve``, its next-layer rows, as drawn): per run,
+    the range over its layer pairs of the share χ_k of a token's k nearest neighbours that the next layer keeps, at
+    the smallest and the largest k, unmasked and with the own sentence masked; the least ratio χ_k / (k / n) over
+    every layer pair and k; and chance k / n at those two k. The notes hold every drawn row."""
+    del f
+    parts, notes = [], []
+    for n, t in curves.items():
+        nxt = t[t["pair"] == "next"].sort_values(["masked", "layer", "k"])
+        own, masked = nxt[~nxt["masked"].astype(bool)], nxt[nxt["masked"].astype(bool)]
+        lo, hi = int(nxt["k"].min()), int(nxt["k"].max())
+
+        def at(rows, k):
+            return _span(rows.loc[rows["k"] == k, "overlap"])
+
+        chance = own.groupby("k")["chance"].mean()
+        parts.append(f"{n}: of each sampled token's k nearest neighbours, the next layer keeps {at(own, lo)} at "
+                     f"k = {lo} and {at(own, hi)} at k = {hi} (over {own['layer'].nunique()} layer pairs; own "
+                     f"sentence masked {at(masked, lo)} and {at(masked, hi)}), at least "
+                     f"{num((own['overlap'] / own['chance']).min(), '.3g')}× chance k / n (dotted: "
+                     f"{num(chance.get(lo), '.3g')} at k = {lo}, {num(chance.get(hi), '.3g')} at k = {hi})")
+        notes.append(f"{n}\n" + _table_notes(nxt, ["layer", "to_layer", "masked", "k", "overlap", "overlap_std",
+                                                    "chance"]))
+    return "; ".join(parts), "\n\n".join(notes)
+
+
+def _span(v: pd.Series) -> str:
+    """"0.362–0.603": the range of ``v``'s values, or "—" when it has none."""
+    v = v.dropna()
+    return f"{v.min():.3f}–{v.max():.3f}" if len(v) else MISSING
+
+
+_READS: dict[Figure, Callable[[Figure, dict], tuple[str, str]]] = {OVERLAP_K: _overlap_k}
+"""A figure -> its slide's reading (takeaway, notes), for a figure whose table is not one row per layer."""
 
 
 def _column_range(t, c: str, name: str) -> str:
@@ -388,21 +440,21 @@ def _column_range(t, c: str, name: str) -> str:
 
 
 def declared_slides(runs) -> list[Slide]:
-    """A ``figure_slide`` per per-layer curve that the runs' measures declare (``page_figures.declared_figures``:
-    each once, in the runs' order), over the runs that hold it."""
-    return [s for f in declared_figures(None, runs) if (s := figure_slide(f, (), runs)) is not None]
+    """The ``figure_slides`` of each per-layer curve that the runs' measures declare
+    (``page_figures.declared_figures``: each once, in the runs' order), over the runs that hold it."""
+    return [s for f in declared_figures(None, runs) for s in figure_slides(f, (), runs)]
 
 
 REGISTRY: list[Callable] = [title_slide, findings_slide, tradeoff_slide, layers_slide, decomposition_slide,
                             frequency_slide, clouds_slide, geometry_slide,
-                            partial(figure_slide, ISOSCORE, ("isoscore_low",)),
-                            partial(figure_slide, DECIMATION, ("id_profile",)),
-                            partial(figure_slide, SCALES, ()), partial(figure_slide, OVERLAP, ("overlap_profile",)),
+                            partial(figure_slides, ISOSCORE, ("isoscore_low",)),
+                            partial(figure_slides, DECIMATION, ("id_profile",)),
+                            partial(figure_slides, SCALES, ()), partial(figure_slides, OVERLAP, ("overlap_profile",)),
                             declared_slides]
 """The deck, in order: the title, the findings, then one slide per figure (the figure's page order: Trade-off,
 Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore, TwoNN's decimation, the ID across
-scales and the neighbourhood overlap), then one
-per curve that the runs' measures declare."""
+scales, the neighbourhood overlap and the overlap against k under it in its tab: ``figure_slides`` gives a slide to
+each figure a tab draws ``below`` another), then one per curve that the runs' measures declare."""
 
 
 def build_slides(runs) -> list[Slide]:
@@ -417,5 +469,5 @@ def build_slides(runs) -> list[Slide]:
     return out
 
 
-__all__ = ["Slide", "Table", "VERDICT_FILLS", "MISSING", "missing_slide", "REGISTRY", "build_slides", "figure_slide", "declared_slides", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
+__all__ = ["Slide", "Table", "VERDICT_FILLS", "MISSING", "missing_slide", "REGISTRY", "build_slides", "figure_slide", "figure_slides", "declared_slides", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
            "WIDTH", "HEIGHT"]
