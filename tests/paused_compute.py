@@ -1,6 +1,7 @@
 """A real ``normvar compute`` (or ``worker``) process stopped at a chosen point, for the interrupt tests
-(tests/test_sigterm.py, tests/test_early_interrupt.py, tests/test_compute_lock.py) and the worker's fault
-injection (tests/test_worker_faults.py).
+(tests/test_sigterm.py, tests/test_early_interrupt.py, tests/test_write_signals.py, tests/test_compute_log.py,
+tests/test_early_pass_checkpoint.py, tests/test_checkpoint_interrupt_lines.py, tests/test_compute_lock.py) and
+the worker's fault injection (tests/test_worker_faults.py).
 
 ``PATCHES[stage]`` is code run before the CLI that calls ``stop_here()`` when the process reaches ``stage``.
 ``paused_compute`` defines ``stop_here`` as: write ``marker`` and wait until the file ``go`` exists (the test has
@@ -8,7 +9,7 @@ sent its signal) or 120 s have passed, so the test can interrupt the process the
 defines it as a SIGKILL of the process itself. "update-slow-save" makes the checkpoint's save start with a 5 s
 pause (``<marker>.saving`` written when it starts), "update-file-size-limit" runs the process under a 64 kB file
 size limit (every larger write fails, as on a full disk). ``wait_for_pause`` waits until the process is there;
-``interrupt_at_pause`` then signals it and lets it go on."""
+``interrupt_at_pause`` then signals it and lets it go on (or not: the signal must end the pause)."""
 from __future__ import annotations
 
 import os
@@ -143,11 +144,14 @@ def wait_for_pause(p: subprocess.Popen, marker: Path, log: Path, timeout_s: floa
         time.sleep(0.02)
 
 
-def interrupt_at_pause(p: subprocess.Popen, marker: Path, go: Path, log: Path, sig=signal.SIGTERM) -> int:
-    """``sig`` to ``p`` once it is paused, then ``go`` written 0.3 s later (the signal is in before the paused step
-    goes on): its exit status."""
+def interrupt_at_pause(p: subprocess.Popen, marker: Path, go: Path | None, log: Path, sig=signal.SIGTERM, *,
+                       exit_within_s: float = 120) -> int:
+    """``sig`` to ``p`` once it is paused, then ``go`` written 0.5 s later (the signal is in before the paused step
+    goes on); ``go`` None: none written, the signal itself must end the pause (``p`` was started without ``go``).
+    Its exit status, which must come within ``exit_within_s``."""
     wait_for_pause(p, marker, log)
     p.send_signal(sig)
-    time.sleep(0.3)
-    go.write_text("x")
-    return p.wait(timeout=120)
+    if go is not None:
+        time.sleep(0.5)
+        go.write_text("x")
+    return p.wait(timeout=exit_within_s)

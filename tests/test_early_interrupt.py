@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
+from cross_process import assert_close
+from paused_compute import interrupt_at_pause, paused_compute
 
 from normvar_core.runs.reader import open_run
-from cross_process import assert_close
 from normvar_core.service import cli
-from paused_compute import paused_compute
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -34,16 +33,8 @@ def test_an_early_interrupt_keeps_the_batches_done_and_the_rerun_resumes(stage, 
     argv, ref = uninterrupted_compute
     data = tmp_path / "data"
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
-    p = paused_compute(argv(data), stage, marker, log, at=at, go=go)
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < 240
-        time.sleep(0.02)
-    p.send_signal(sig)
-    time.sleep(0.3)  # the signal is in before the paused step goes on
-    go.write_text("x")
-    assert p.wait(timeout=120) == (130 if sig == signal.SIGINT else 143), log.read_text()
+    code = interrupt_at_pause(paused_compute(argv(data), stage, marker, log, at=at, go=go), marker, go, log, sig)
+    assert code == (130 if sig == signal.SIGINT else 143), log.read_text()
     err = [x for x in log.read_text().splitlines() if x.strip()]
     what = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
     assert len(err) == 1 and err[0].startswith(f"normvar: {what}; nothing was published"), err

@@ -7,16 +7,14 @@ checkpoint (run in-process here) and publishes the same statistics as an uninter
 from __future__ import annotations
 
 import os
-import signal
-import time
 
 import numpy as np
 import pytest
+from cross_process import assert_close
+from paused_compute import interrupt_at_pause, paused_compute, wait_for_pause
 
 from normvar_core.runs.reader import open_run
-from cross_process import assert_close
 from normvar_core.service import cli
-from paused_compute import paused_compute
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -26,15 +24,10 @@ def test_sigterm_mid_stage_removes_temps_keeps_checkpoint_exits_143_and_resumes(
     data = tmp_path / "data"
     marker, log = tmp_path / "marker", tmp_path / "log"
     p = paused_compute(argv(data), stage, marker, log)
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < 240
-        time.sleep(0.05)
+    wait_for_pause(p, marker, log)
     if stage == "write":
         assert [q for q in (data / "runs").iterdir() if ".tmp-" in q.name], "the temp run file is being written"
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=60) == 143
+    assert interrupt_at_pause(p, marker, None, log, exit_within_s=60) == 143  # no go: the SIGTERM ends the pause
     err = [x for x in log.read_text().splitlines() if x.strip()]
     assert len(err) == 1 and err[0].startswith("normvar: terminated (SIGTERM)"), err
     assert "checkpoint kept" in err[0]

@@ -78,30 +78,20 @@ def test_timed_sigterms_during_a_large_write_are_never_query_interrupted(tmp_pat
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
 
-def _wait(marker, p, log) -> None:
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < 240
-        time.sleep(0.05)
-
-
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_sigterm_inside_a_duckdb_call_of_a_compute_exits_143_keeps_the_checkpoint_and_the_rerun_only_writes(
         tmp_path, uninterrupted_compute):
+    from paused_compute import interrupt_at_pause, paused_compute
+
     from normvar_core.service import cli
-    from paused_compute import paused_compute
 
     argv, ref = uninterrupted_compute
     data = tmp_path / "data"
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
     p = paused_compute(argv(data), "write-held", marker, log, at=12, go=go)
-    _wait(marker, p, log)
-    p.send_signal(signal.SIGTERM)
-    time.sleep(0.5)  # the handler runs in the held call: the signal waits
-    go.write_text("x")
-    assert p.wait(timeout=60) == 143, log.read_text()
+    # the handler runs in the held call: the signal waits for the call's end, after go
+    assert interrupt_at_pause(p, marker, go, log, exit_within_s=60) == 143, log.read_text()
     err = [x for x in log.read_text().splitlines() if x.strip()]
     assert len(err) == 1 and "SIGTERM" in err[0] and "Query interrupted" not in err[0], err
     assert os.listdir(data / "runs") == []  # no temp run file, no WAL, nothing published
@@ -116,14 +106,12 @@ def test_sigterm_inside_a_duckdb_call_of_a_compute_exits_143_keeps_the_checkpoin
 
 @pytest.mark.subprocess
 def test_sigterm_while_the_command_imports_torch_ends_with_the_usual_line(tmp_path, tiny_models, corpus40):
-    from paused_compute import paused_compute
+    from paused_compute import interrupt_at_pause, paused_compute
 
     marker, log = tmp_path / "marker", tmp_path / "log"
     argv = ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--quiet",
             "--data-dir", str(tmp_path / "data")]
     p = paused_compute(argv, "import", marker, log)
-    _wait(marker, p, log)
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=60) == 143
+    assert interrupt_at_pause(p, marker, None, log, exit_within_s=60) == 143  # no go: the SIGTERM ends the pause
     err = [x for x in log.read_text().splitlines() if x.strip()]
     assert len(err) == 1 and err[0].startswith("normvar: terminated (SIGTERM)"), err
