@@ -16,7 +16,7 @@ import pytest
 
 from brute import twonn_radii
 from normvar_core.stats import layer_geometry as G
-from twonn_cases import streamed, twonn_case
+from twonn_cases import decimated_equal_brute_force, streamed, twonn_case
 
 
 @pytest.mark.parametrize("trial", range(16))
@@ -42,27 +42,6 @@ def test_streaming_search_equals_brute_force(trial):
                     == int((rows & kept).sum())
             np.testing.assert_array_equal(got.r[l].numpy()[kept], want[l][kept])
         decimated_equal_brute_force(got, X, tb)
-
-
-def decimated_equal_brute_force(got, X, tb):
-    """Each decimated subset (the batch's rows of level ≥ k, drawn before the pass; then its copies dropped): a
-    kept row has level ≥ k exactly when the subset holds it or one of its copies, and its streamed (r₁, r₂) in the
-    subset are the brute force's over the distinct rows of the subset."""
-    from normvar_core.stats.twonn_context import DECIMATION, subset_levels
-
-    base = subset_levels(tb)
-    L = X.shape[0]
-    for k in DECIMATION[1:]:
-        inside = np.flatnonzero(base >= k)
-        want, _ = twonn_radii(X[:, inside], tb[inside])
-        r_k = getattr(got, f"r{k}").numpy()
-        for l in range(L):
-            of = {(int(tb[i]), X[l, i].tobytes()): want[l, a] for a, i in enumerate(inside)}
-            for i in np.flatnonzero(~got.dup[l].numpy()):
-                key = (int(tb[i]), X[l, i].tobytes())
-                assert (int(got.level[l, i]) >= k) == (key in of), (k, l, i)
-                if key in of:
-                    np.testing.assert_array_equal(r_k[l, i], of[key], err_msg=f"k={k} layer {l} row {i}")
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,12 @@
 """The streaming TwoNN search fed as the pass feeds it: ``Holder`` (a neighbour state alone), ``twonn_case``
-(seeded points, ties and identical rows included) and ``streamed`` (the points in shards and pieces, merged)."""
+(seeded points, ties and identical rows included), ``streamed`` (the points in shards and pieces, merged) and
+``decimated_equal_brute_force`` (the decimated subsets' search against a brute force)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from brute import twonn_radii
 from normvar_core.pipeline.measures.state import DictReader, Stateful
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 
@@ -45,3 +47,24 @@ def streamed(X, batch, order, n_shards, rng, merge_order):
     for p in parts[1:]:
         out.merge_from(DictReader(p.state_dict()))
     return out
+
+
+def decimated_equal_brute_force(got, X, tb):
+    """Each decimated subset (the batch's rows of level ≥ k, drawn before the pass; then its copies dropped): a
+    kept row has level ≥ k exactly when the subset holds it or one of its copies, and its streamed (r₁, r₂) in the
+    subset are the brute force's over the distinct rows of the subset."""
+    from normvar_core.stats.twonn_context import DECIMATION, subset_levels
+
+    base = subset_levels(tb)
+    L = X.shape[0]
+    for k in DECIMATION[1:]:
+        inside = np.flatnonzero(base >= k)
+        want, _ = twonn_radii(X[:, inside], tb[inside])
+        r_k = getattr(got, f"r{k}").numpy()
+        for l in range(L):
+            of = {(int(tb[i]), X[l, i].tobytes()): want[l, a] for a, i in enumerate(inside)}
+            for i in np.flatnonzero(~got.dup[l].numpy()):
+                key = (int(tb[i]), X[l, i].tobytes())
+                assert (int(got.level[l, i]) >= k) == (key in of), (k, l, i)
+                if key in of:
+                    np.testing.assert_array_equal(r_k[l, i], of[key], err_msg=f"k={k} layer {l} row {i}")

@@ -16,23 +16,22 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
-import pandas as pd
 import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats import analyses
 from normvar_core.stats import layer_geometry as G
 from normvar_core.stats import twonn_context
+from normvar_core.report.figure_reads import READS, per_layer, table_notes
 from normvar_core.report.run_figures import (MISSING, cloud_figure, frequency_figure, no_band_types, num, peak,
                                              tradeoff_figure)
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
-from normvar_core.viz.page_figures import (DECIMATION, ISOSCORE, OVERLAP, OVERLAP_K, SCALES, Figure, declared_figures,
+from normvar_core.viz.page_figures import (DECIMATION, ISOSCORE, OVERLAP, SCALES, Figure, declared_figures,
                                            holds)
 from normvar_core.viz.tradeoff_figures import layers_figure
 from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
 from normvar_core.viz.depth import default_layer
-from normvar_core.viz.labels import readable
 
 WIDTH, HEIGHT = SLIDE_SIZE  # 16:9
 FIGURE_SIZE = (WIDTH, HEIGHT - 120)
@@ -84,11 +83,6 @@ class Slide:
 def _fit(fig: go.Figure) -> go.Figure:
     """The slide's figure: the page's, at the size under the heading (``figure_export.on_slide``)."""
     return on_slide(fig, *FIGURE_SIZE)
-
-
-def _table_notes(df: pd.DataFrame, cols: list[str]) -> str:
-    """The columns as a plain-text table for the speaker notes; a missing value as "—"."""
-    return df[cols].to_string(index=False, float_format=lambda x: f"{x:.6g}", na_rep=MISSING)
 
 
 def _depth(run) -> int:
@@ -194,7 +188,7 @@ def tradeoff_slide(runs) -> Slide | None:
         figs[f"{run.name} · layer {layer}"] = tradeoff_figure(run, layer, tr)
         takes.append(f"{_who(runs, run)}at layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope "
                      f"{num(best['slope'])}, R² {num(best['r2'])} over {int(best['n_types']):,} types")
-        notes.append(_who(runs, run) + "\n" + _table_notes(tr, ["layer", "n_types", "cv_q", "slope", "intercept", "r2"]))
+        notes.append(_who(runs, run) + "\n" + table_notes(tr, ["layer", "n_types", "cv_q", "slope", "intercept", "r2"]))
     title = _titled(runs, "the M–V trade-off (Fig. 2)")
     if not figs:
         return missing_slide(title, missing)
@@ -222,7 +216,7 @@ def layers_slide(runs) -> Slide | None:
         m = peak(tr, "cv_q", smallest=True)
         parts.append(f"{r.name}: C.V. of Q is smallest at layer {int(m['layer'])} ({num(m['cv_q'], '.3f')}), where "
                      f"the slope of V on M is {num(m['slope'])}, R² {num(m['r2'])}")
-        notes.append(f"{r.name}\n" + _table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
+        notes.append(f"{r.name}\n" + table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
     return Slide(title, "; ".join(parts + missing) + verdicts(have, "cv_min_intermediate"), "\n\n".join(notes),
                  _fit(fig))
 
@@ -240,7 +234,7 @@ def decomposition_slide(runs) -> Slide | None:
                                     num_hidden_states={r.name: _depth(r) for r in have}, presentation=True)
         take = "; ".join([f"{r.name}: V_W/V grows from {num(decs[r.name]['v_w_over_v'].iloc[0])} to "
                           f"{num(decs[r.name]['v_w_over_v'].iloc[-1])}" for r in have] + missing)
-        notes = "\n\n".join(f"{r.name}\n" + _table_notes(decs[r.name], ["layer", "m_over_q", "v_w_over_q", "v_b_over_q",
+        notes = "\n\n".join(f"{r.name}\n" + table_notes(decs[r.name], ["layer", "m_over_q", "v_w_over_q", "v_b_over_q",
                                                                          "v_w_over_v"]) for r in have)
         return Slide(title, take + claims, notes, _fit(fig))
     run, dec = runs[0], decs[runs[0].name]
@@ -249,7 +243,7 @@ def decomposition_slide(runs) -> Slide | None:
     take = (f"V_W/V grows from {num(dec['v_w_over_v'].iloc[0])} (layer {int(dec['layer'].iloc[0])}) to "
             f"{num(dec['v_w_over_v'].iloc[-1])} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
             f"{num(top['m_over_q'])} (layer {int(top['layer'])})")
-    notes = _table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"])
+    notes = table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"])
     return Slide(title, take + claims, notes + _layernorm_notes(run), _fit(fig))
 
 
@@ -265,7 +259,7 @@ def _layernorm_notes(run) -> str:
         return ""
     return ("\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² (q_pred) against Q(X) over all embeddings; "
             "gamma_weighting = Σγ²E z²/‖γ‖², top_z_share = z's energy in its 5 largest coordinates\n"
-            + _table_notes(att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share",
+            + table_notes(att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share",
                                  "top_gamma_sq_ratio"]))
 
 
@@ -282,7 +276,7 @@ def frequency_slide(runs) -> Slide | None:
         figs[f"{run.name} · layer {layer}"] = frequency_figure(run, layer, regs)
         takes.append(f"{_who(runs, run)}at layer {layer}, against log₁₀ n_t: M falls (slope {num(r.loc['M', 'slope'], '.3f')}), "
                      f"V rises ({num(r.loc['V', 'slope'], '.3f')}), Q stays nearly flat ({num(r.loc['Q', 'slope'], '.3f')})")
-        notes.append(_who(runs, run) + "\n" + _table_notes(regs, ["layer", "quantity", "slope", "r2"]))
+        notes.append(_who(runs, run) + "\n" + table_notes(regs, ["layer", "quantity", "slope", "r2"]))
     title = _titled(runs, "frequency (Fig. 7)")
     if not figs:
         return missing_slide(title, missing)
@@ -304,7 +298,7 @@ def clouds_slide(runs) -> Slide | None:
         lo, hi = rows.iloc[0], rows.iloc[-1]
         takes.append(f"{_who(runs, run)}{lo['token']!s} (n={int(lo['n'])}) M/Q={num(lo['m'] / lo['q'])} vs "
                      f"{hi['token']!s} (n={int(hi['n'])}) M/Q={num(hi['m'] / hi['q'])}")
-        notes.append(_who(runs, run) + "\n" + _table_notes(rows, ["token", "n", "q", "m", "v"]))
+        notes.append(_who(runs, run) + "\n" + table_notes(rows, ["token", "n", "q", "m", "v"]))
     if not figs:
         return None
     title = _titled(runs, "token clouds (Fig. 1)")
@@ -335,7 +329,7 @@ def geometry_slide(runs) -> Slide | None:
         take += f" {differ}"
     cols = ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio", "mean_cosine", "twonn_id",
             "twonn_id_std", "twonn_id_cross", "same_sentence_nn"]
-    notes = "\n\n".join(f"{n}\n" + _table_notes(g, [c for c in cols if c in g]) for n, g in curves.items())
+    notes = "\n\n".join(f"{n}\n" + table_notes(g, [c for c in cols if c in g]) for n, g in curves.items())
     title = "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)" + (" — these runs" if len(runs) > 1 else "")
     return Slide(title, take + verdicts(have, "anisotropy_profile", "id_profile"), notes, _fit(fig))
 
@@ -363,7 +357,7 @@ def missing_slide(title: str, reasons: list[str]) -> Slide:
 def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
     """The generic slide of a figure of ``viz.page_figures``: its builder over the runs that hold what it reads
     (``page_figures.holds``; relative depth, split-half bands from ``intervals``), a takeaway per run and the
-    values it draws in the notes (``_READS``: the figure's own reading, else ``_per_layer``'s) plus the verdicts
+    values it draws in the notes (``figure_reads.READS``: the figure's own reading, else ``per_layer``'s) plus the verdicts
     of ``claims``."""
     have = [r for r in runs if holds(r, f)]
     if not have:
@@ -372,7 +366,7 @@ def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
     fig = f.builder(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
                     presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
                     null_curves={}, null_of={})
-    take, notes = _READS.get(f, _per_layer)(f, curves)
+    take, notes = READS.get(f, per_layer)(f, curves)
     return Slide(f.section, take + verdicts(have, *claims), notes, _fit(fig))
 
 
@@ -381,62 +375,6 @@ def figure_slides(f: Figure, claims: tuple[str, ...], runs) -> list[Slide]:
     then one of each figure drawn ``below`` it, each over the runs that hold it, whether or not they hold ``f``
     (as ``views/_sections.generic`` draws the tab)."""
     return [s for g in (f, *f.below) if (s := figure_slide(g, claims if g is f else (), runs)) is not None]
-
-
-def _per_layer(f: Figure, curves: dict) -> tuple[str, str]:
-    """The takeaway and notes of a per-layer figure: each of its columns' range over a run's layers, with the layer
-    of its largest value, in words (``viz.labels.readable``); the per-layer values in the notes."""
-    cols = list(f.columns)
-    name = {c: readable(c, f.section if len(cols) == 1 else None) for c in cols}
-    take = "; ".join(f"{n}: " + ", ".join(_column_range(t, c, name[c]) for c in cols) for n, t in curves.items())
-    notes = "\n\n".join(f"{n}\n" + _table_notes(t, ["layer", *cols]) for n, t in curves.items())
-    return take, notes
-
-
-def _overlap_k(f: Figure, curves: dict) -> tuple[str, str]:
-    """The takeaway and notes of the overlap against k (``overlap_curve``, its next-layer rows, as drawn): per run,
-    the range over its layer pairs of the share χ_k of a token's k nearest neighbours that the next layer keeps, at
-    the smallest and the largest k, unmasked and with the own sentence masked; the least ratio χ_k / (k / n) over
-    every layer pair and k; and chance k / n at those two k. The notes hold every drawn row."""
-    del f
-    parts, notes = [], []
-    for n, t in curves.items():
-        nxt = t[t["pair"] == "next"].sort_values(["masked", "layer", "k"])
-        own, masked = nxt[~nxt["masked"].astype(bool)], nxt[nxt["masked"].astype(bool)]
-        lo, hi = int(nxt["k"].min()), int(nxt["k"].max())
-
-        def at(rows, k):
-            return _span(rows.loc[rows["k"] == k, "overlap"])
-
-        chance = own.groupby("k")["chance"].mean()
-        parts.append(f"{n}: of each sampled token's k nearest neighbours, the next layer keeps {at(own, lo)} at "
-                     f"k = {lo} and {at(own, hi)} at k = {hi} (over {own['layer'].nunique()} layer pairs; own "
-                     f"sentence masked {at(masked, lo)} and {at(masked, hi)}), at least "
-                     f"{num((own['overlap'] / own['chance']).min(), '.3g')}× chance k / n (dotted: "
-                     f"{num(chance.get(lo), '.3g')} at k = {lo}, {num(chance.get(hi), '.3g')} at k = {hi})")
-        notes.append(f"{n}\n" + _table_notes(nxt, ["layer", "to_layer", "masked", "k", "overlap", "overlap_std",
-                                                    "chance"]))
-    return "; ".join(parts), "\n\n".join(notes)
-
-
-def _span(v: pd.Series) -> str:
-    """"0.362–0.603": the range of ``v``'s values, or "—" when it has none."""
-    v = v.dropna()
-    return f"{v.min():.3f}–{v.max():.3f}" if len(v) else MISSING
-
-
-_READS: dict[Figure, Callable[[Figure, dict], tuple[str, str]]] = {OVERLAP_K: _overlap_k}
-"""A figure -> its slide's reading (takeaway, notes), for a figure whose table is not one row per layer."""
-
-
-def _column_range(t, c: str, name: str) -> str:
-    """"IsoScore ι 0.126–0.241 (largest at layer 6)": column ``c``'s range over a run's layers, under its ``name`` in
-    words (``viz.labels.readable``); "IsoScore ι undefined" when no layer has a value (a degenerate covariance gives
-    NaN)."""
-    v = t[c].dropna()
-    if not len(v):
-        return f"{name} undefined"
-    return f"{name} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
 
 
 def declared_slides(runs) -> list[Slide]:

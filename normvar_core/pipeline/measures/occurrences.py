@@ -309,7 +309,7 @@ class OccurrencesMeasure(LayerMajor):
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
-        L, d, k = ctx.num_layers, ctx.dim, OCCURRENCE_AXES
+        L, k = ctx.num_layers, OCCURRENCE_AXES
         self.plan = plan_occurrences(ctx.plan, _slots(ctx))
         self._keys = position_keys(self.plan)
         early = ctx.early[self.name]

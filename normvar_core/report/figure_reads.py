@@ -1,0 +1,76 @@
+"""How a figure's slide reads its table (``slides.figure_slide``): the takeaway sentence and the speaker notes.
+``per_layer`` for a per-layer figure (each column's range over a run's layers); ``READS`` maps a figure whose table
+is not one row per layer to its own reading (the overlap against k)."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from normvar_core.report.run_figures import MISSING, num
+from normvar_core.viz.labels import readable
+from normvar_core.viz.page_figures import OVERLAP_K, Figure
+
+
+def table_notes(df: pd.DataFrame, cols: list[str]) -> str:
+    """The columns as a plain-text table for the speaker notes; a missing value as "—"."""
+    return df[cols].to_string(index=False, float_format=lambda x: f"{x:.6g}", na_rep=MISSING)
+
+
+def per_layer(f: Figure, curves: dict) -> tuple[str, str]:
+    """The takeaway and notes of a per-layer figure: each of its columns' range over a run's layers, with the layer
+    of its largest value, in words (``viz.labels.readable``); the per-layer values in the notes."""
+    cols = list(f.columns)
+    name = {c: readable(c, f.section if len(cols) == 1 else None) for c in cols}
+    take = "; ".join(f"{n}: " + ", ".join(column_range(t, c, name[c]) for c in cols) for n, t in curves.items())
+    notes = "\n\n".join(f"{n}\n" + table_notes(t, ["layer", *cols]) for n, t in curves.items())
+    return take, notes
+
+
+def overlap_k(f: Figure, curves: dict) -> tuple[str, str]:
+    """The takeaway and notes of the overlap against k (``overlap_curve``, its next-layer rows, as drawn): per run,
+    the range over its layer pairs of the share χ_k of a token's k nearest neighbours that the next layer keeps, at
+    the smallest and the largest k, unmasked and with the own sentence masked; the least ratio χ_k / (k / n) over
+    every layer pair and k; and chance k / n at those two k. The notes hold every drawn row."""
+    del f
+    parts, notes = [], []
+    for n, t in curves.items():
+        nxt = t[t["pair"] == "next"].sort_values(["masked", "layer", "k"])
+        own, masked = nxt[~nxt["masked"].astype(bool)], nxt[nxt["masked"].astype(bool)]
+        lo, hi = int(nxt["k"].min()), int(nxt["k"].max())
+
+        def at(rows, k):
+            return _span(rows.loc[rows["k"] == k, "overlap"])
+
+        chance = own.groupby("k")["chance"].mean()
+        parts.append(f"{n}: of each sampled token's k nearest neighbours, the next layer keeps {at(own, lo)} at "
+                     f"k = {lo} and {at(own, hi)} at k = {hi} (over {own['layer'].nunique()} layer pairs; own "
+                     f"sentence masked {at(masked, lo)} and {at(masked, hi)}), at least "
+                     f"{num((own['overlap'] / own['chance']).min(), '.3g')}× chance k / n (dotted: "
+                     f"{num(chance.get(lo), '.3g')} at k = {lo}, {num(chance.get(hi), '.3g')} at k = {hi})")
+        notes.append(f"{n}\n" + table_notes(nxt, ["layer", "to_layer", "masked", "k", "overlap", "overlap_std",
+                                                    "chance"]))
+    return "; ".join(parts), "\n\n".join(notes)
+
+
+def _span(v: pd.Series) -> str:
+    """"0.362–0.603": the range of ``v``'s values, or "—" when it has none."""
+    v = v.dropna()
+    return f"{v.min():.3f}–{v.max():.3f}" if len(v) else MISSING
+
+
+READS: dict[Figure, Callable[[Figure, dict], tuple[str, str]]] = {OVERLAP_K: overlap_k}
+"""A figure -> its slide's reading (takeaway, notes), for a figure whose table is not one row per layer."""
+
+
+def column_range(t, c: str, name: str) -> str:
+    """"IsoScore ι 0.126–0.241 (largest at layer 6)": column ``c``'s range over a run's layers, under its ``name`` in
+    words (``viz.labels.readable``); "IsoScore ι undefined" when no layer has a value (a degenerate covariance gives
+    NaN)."""
+    v = t[c].dropna()
+    if not len(v):
+        return f"{name} undefined"
+    return f"{name} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
+
+
+__all__ = ["READS", "per_layer", "overlap_k", "column_range", "table_notes"]
