@@ -44,9 +44,10 @@ class Spectrum:
     n99: int
 
 
-def spectrum(cov: np.ndarray) -> Spectrum:
-    """Eigen-summary of a symmetric PSD matrix (float64 eigh; tiny negative rounding clipped to 0)."""
-    lam = np.linalg.eigvalsh(np.asarray(cov, dtype=np.float64))[::-1]
+def spectrum(cov: np.ndarray | None, eigenvalues: np.ndarray | None = None) -> Spectrum:
+    """Eigen-summary of a symmetric PSD matrix (float64 eigh; tiny negative rounding clipped to 0), or of its
+    ``eigenvalues`` (descending) when they were computed elsewhere (a device)."""
+    lam = np.linalg.eigvalsh(np.asarray(cov, dtype=np.float64))[::-1] if eigenvalues is None else np.asarray(eigenvalues)
     lam = np.clip(lam, 0.0, None)
     total = float(lam.sum())
     if total <= 0:
@@ -112,14 +113,16 @@ def pair_cosines(X: np.ndarray, chunk: int = 1024) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def layer_row(cov: np.ndarray, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,
-              sq_sum: float, search=None, est: dict | None = None) -> tuple[dict, np.ndarray]:
+def layer_row(cov: np.ndarray | None, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,
+              sq_sum: float, search=None, est: dict | None = None,
+              eigenvalues: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
     """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
     its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
     One definition for the measure over a model's states and for the Gaussian null;
     ``est``: seed 004's batch estimates when already made (the measure's streamed neighbours,
-    ``estimates_from``), else ``batched_estimates`` with ``search(X32, k)``, the TwoNN candidate search."""
-    sp = spectrum(cov)
+    ``estimates_from``), else ``batched_estimates`` with ``search(X32, k)``, the TwoNN candidate search;
+    ``eigenvalues``: the covariance's, computed where it is (``cov`` then unused)."""
+    sp = spectrum(cov, eigenvalues)
     if est is None:
         est = batched_estimates(sample, search=search) if len(sample) >= 3 else {}
     norm_mean, norm_cv = norm_spread(norm_sum, sq_sum, n)

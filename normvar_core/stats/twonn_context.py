@@ -165,7 +165,7 @@ def _cross_context(X: np.ndarray, sentences: np.ndarray, r: np.ndarray, nn: np.n
 
 
 def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed_nn: np.ndarray, batch: int,
-                  rows: int | None = None, subsets: dict | None = None) -> dict:
+                  rows: int | None = None, subsets: dict | None = None, masked=None) -> dict:
     """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences, and seed 004's
     (r₁, r₂) of those rows with their neighbours ``seed_nn`` (row indices into X, -1 where none): the
     same-sentence share, the cross-context estimate, and for each decimation k the estimates on its subset,
@@ -175,10 +175,24 @@ def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed
     ``subsets``: {k: (inside (m,) bool, r (m, 2), nn (m, 2))} — the rows of X that the subset of k holds and their
     two nearest within it, as the stream found them (``twonn_stream``); only the cross-context pairs of the rows
     with a neighbour in their own sentence are searched here. None: each subset is drawn here over X's rows
-    (``subset_levels``) and searched in full (``context_neighbours``)."""
+    (``subset_levels``) and searched in full (``context_neighbours``).
+
+    ``masked``: the caller's search where X is (a device), ``masked(idx)`` -> (every, cross): the two nearest of the
+    rows X[idx] among themselves, over all and over other sentences; the batch (idx all) and each subset are then
+    searched by it, and a point's nearest neighbour is in its own sentence when every[0] < cross[0] (the nearest
+    over all is then not over other sentences)."""
     rows = len(X) if rows is None else int(rows)
     m = len(X)
     sentences = np.asarray(sentences)
+    if masked is not None:
+        every, cross = masked(np.arange(m))
+        curve = {1: (twonn_of(seed_r), twonn_of(cross), rows)}
+        for k in DECIMATION[1:]:
+            inside, r_all, _ = subsets[k]
+            idx = np.flatnonzero(inside)
+            curve[k] = (twonn_of(np.asarray(r_all)[idx]), twonn_of(masked(idx)[1]), rows // k)
+        share = float(np.mean(every[:, 0] < cross[:, 0])) if m else float("nan")
+        return {"share": share, "cross": twonn_of(cross), "curve": curve}
     share = float("nan")
     cross = np.full((m, 2), np.inf)
     if m:

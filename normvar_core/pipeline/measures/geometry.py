@@ -29,6 +29,7 @@ from normvar_core.config import RunConfig
 from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Planned
+from normvar_core.pipeline.measures import geometry_device
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
 from normvar_core.pipeline.measures.samples import locate, position_keys
@@ -80,6 +81,23 @@ def _batch_context(sample, r, nn, dup, sentences, tb, t: int, level=None, subset
     subs = None if subsets is None else {k: (level[at] >= k, rk[at], canonical(nk[at])) for k, (rk, nk) in subsets.items()}
     return twonn_context.batch_context(X[firsts], sentences[rows[firsts]], r[at], canonical(nn[at]), t,
                                        rows=int(rows.size), subsets=subs)
+
+
+def _batch_context_device(sample, r, dup, sentences, tb, t: int, level, subsets) -> dict:
+    """``_batch_context`` where the sample is (``sample``: a layer's (K, d) tensor on its device): the same canonical
+    copy of each distinct row (``geometry_device.canonical_rows``), its streamed (r₁, r₂) and decimation levels, and the
+    cross-context searches on the device (``geometry_device.masked_search``) instead of the host's shortcut."""
+    rows = np.flatnonzero(tb == t)
+    X = sample[torch.as_tensor(rows, device=sample.device)] + 0.0
+    canon, firsts = geometry_device.canonical_rows(X)
+    kept = np.flatnonzero(~dup[rows])
+    streamed = np.empty(firsts.size, np.int64)
+    streamed[canon[kept]] = kept
+    at = rows[streamed]
+    sent = sentences[rows[firsts]]
+    subs = {k: (level[at] >= k, rk[at], nk[at]) for k, (rk, nk) in subsets.items()}
+    masked = geometry_device.masked_search(X[torch.as_tensor(firsts, device=X.device)], sent)
+    return twonn_context.batch_context(firsts, sent, r[at], None, t, rows=int(rows.size), subsets=subs, masked=masked)
 
 
 def first_copies(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,12 +211,18 @@ class GeometryMeasure(LayerMajor):
         self.neighbours.merge_reader(reader)
 
     # ------------------------------------------------------------------ result
+    device_finalize: bool | None = None
+    """Finalize where the state is (``geometry_device``): None, on any device but the CPU; True: also on the CPU's
+    torch (what the tests compare with the host path)."""
+
     def result(self) -> dict:
-        cov = self.cov.covariance().cpu().numpy()
+        on = self.device_finalize if self.device_finalize is not None else self.device.type != "cpu"
         su = self.sum_u.cpu().numpy()
         if not self.filled.all():
             raise RuntimeError(f"{int((~self.filled).sum())} positions of the TwoNN sample were never filled")
-        sample = self.sample.cpu().numpy()
+        # on the device the sample and the covariances stay there: only per-batch numbers come to the host
+        cov = None if on else self.cov.covariance().cpu().numpy()
+        sample = self.sample if on else self.sample.cpu().numpy()
         nb = self.neighbours
 
         dup, nn, r = self.dup.cpu().numpy(), self.nn.cpu().numpy(), self.r.cpu().numpy()
@@ -213,25 +237,30 @@ class GeometryMeasure(LayerMajor):
             li, t = tasks[i]
             r1, r2, ndup = nb.batch_distances(li, t)
             fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
+            subs = {k: (rk[li], nk[li]) for k, (rk, nk) in subsets.items()}
+            if on:
+                rows = torch.as_tensor(np.flatnonzero(nb.tb == t), device=self.device)
+                return ((fit, ndup, geometry_device.batch_anisotropy(sample[li][rows])),
+                        _batch_context_device(sample[li], r[li], dup[li], sentences, nb.tb, t, level[li], subs))
             return ((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])),
-                    _batch_context(sample[li], r[li], nn[li], dup[li], sentences, nb.tb, t, level[li],
-                                   {k: (rk[li], nk[li]) for k, (rk, nk) in subsets.items()}))
+                    _batch_context(sample[li], r[li], nn[li], dup[li], sentences, nb.tb, t, level[li], subs))
 
-        cpu = self.device.type == "cpu"
-        by_batch = per_layer(batch_part, len(tasks), parallel=cpu)  # batches, not layers: the cores stay even
+        by_batch = per_layer(batch_part, len(tasks), parallel=not on)  # batches, not layers: the cores stay even
 
         def one(li: int):
             mine = [by_batch[i] for i, (lj, _) in enumerate(tasks) if lj == li]
-            row, eig = layer_geometry.layer_row(cov[li], sample[li], n=self.n, sum_u_sq=float(su[li] @ su[li]),
-                                                n_u=int(self.n_u[li]), norm_sum=float(self.norm_sum[li]),
-                                                sq_sum=float(self.sq_sum[li]),
-                                                est=layer_geometry.estimates_from([m[0] for m in mine]))
+            eig = geometry_device.eigenvalues(self.cov.covariance(li)) if on else None
+            row, eig = layer_geometry.layer_row(None if on else cov[li], sample[li], n=self.n,
+                                                sum_u_sq=float(su[li] @ su[li]), n_u=int(self.n_u[li]),
+                                                norm_sum=float(self.norm_sum[li]), sq_sum=float(self.sq_sum[li]),
+                                                est=layer_geometry.estimates_from([m[0] for m in mine]),
+                                                eigenvalues=eig)
             cols, curve = twonn_context.layer_context([m[1] for m in mine])
             layer = int(self.layers[li])
-            return ({"layer": layer, **row, **cols}, eig, layer_geometry.pair_cosines(sample[li]),
-                    [{"layer": layer, **c} for c in curve])
+            cosines = geometry_device.pair_cosines(sample[li]) if on else layer_geometry.pair_cosines(sample[li])
+            return ({"layer": layer, **row, **cols}, eig, cosines, [{"layer": layer, **c} for c in curve])
 
-        out = per_layer(one, len(self.layers), parallel=cpu)
+        out = per_layer(one, len(self.layers), parallel=not on)
         res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out],
                "decimation": [c for o in out for c in o[3]]}
         return res
