@@ -111,8 +111,8 @@ def test_a_figure_slide_names_a_column_without_values_instead_of_failing():
     import numpy as np
     import pandas as pd
 
-    from normvar_core.report.slides import _column_range
+    from normvar_core.report.figure_reads import column_range
 
     t = pd.DataFrame({"layer": [0, 1, 2], "isoscore": [np.nan, 0.2, 0.3]})
-    assert _column_range(t, "isoscore", "IsoScore ι") == "IsoScore ι 0.200–0.300 (largest at layer 2)"
-    assert _column_range(t.assign(isoscore=np.nan), "isoscore", "IsoScore ι") == "IsoScore ι undefined"
+    assert column_range(t, "isoscore", "IsoScore ι") == "IsoScore ι 0.200–0.300 (largest at layer 2)"
+    assert column_range(t.assign(isoscore=np.nan), "isoscore", "IsoScore ι") == "IsoScore ι undefined"
