@@ -11,17 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from paused_compute import paused_compute
+from paused_compute import paused_compute, wait_for_pause
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
-
-
-def _wait(path, p, log, timeout: float = 240) -> None:
-    t0 = time.monotonic()
-    while not path.exists():
-        assert p.poll() is None, log.read_text()
-        assert time.monotonic() - t0 < timeout
-        time.sleep(0.01)
 
 
 def _interrupt(stage: str, tmp_path, argv, *, second: bool = False) -> tuple[str, object]:
@@ -29,12 +21,12 @@ def _interrupt(stage: str, tmp_path, argv, *, second: bool = False) -> tuple[str
     data = tmp_path / "data"
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
     p = paused_compute(argv(data), stage, marker, log, at=4, go=go)
-    _wait(marker, p, log)
+    wait_for_pause(p, marker, log)
     p.send_signal(signal.SIGINT)
     time.sleep(0.3)  # the signal is in before the paused batch goes on
     go.write_text("x")
     if second:
-        _wait(marker.with_name(marker.name + ".saving"), p, log)
+        wait_for_pause(p, marker.with_name(marker.name + ".saving"), log)  # the save has begun
         time.sleep(0.05)
         p.send_signal(signal.SIGINT)
     assert p.wait(timeout=120) == 130, log.read_text()
