@@ -9,8 +9,10 @@
 * the states of a seeded uniform sample of K = min(n, ``id_sample``) positions (planned before the
   pass: ``samples.plan_uniform``, the positions with the smallest ``stats.layer_geometry.sample_keys``; the
   same sample whatever the batch split or the run's size), split into seed 004's TwoNN batches of at
-  least 4,096, and their two nearest neighbours within their batch, searched as the rows arrive
-  (``twonn_stream.NeighbourState``); at the end only TwoNN's fit and the batch anisotropy remain.
+  least 4,096, and their two nearest neighbours within their batch and within each of its decimated subsets,
+  searched as the rows arrive (``twonn_stream.NeighbourState``); at the end TwoNN's fits, the batch anisotropy and
+  the cross-context search of the points with a same-sentence neighbour remain — on the host, or where the state
+  is on a GPU run (``geometry_device``).
 
 Tables: ``layer_geometry`` (one row per layer, ``stats.layer_geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
