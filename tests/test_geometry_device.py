@@ -48,6 +48,7 @@ def test_the_device_finalize_equals_the_host_finalize(minilm_path):  # noqa: ARG
 @pytest.mark.parametrize("seed", range(4))
 def test_canonical_rows_and_anisotropy_equal_the_hosts(seed):
     from normvar_core.pipeline.measures.geometry import first_copies
+    from normvar_core.pipeline.measures.knn_device import canonical_rows
     from normvar_core.stats.layer_geometry import batch_anisotropy
 
     rng = np.random.default_rng(seed)
@@ -55,7 +56,7 @@ def test_canonical_rows_and_anisotropy_equal_the_hosts(seed):
     base[2] = 0.0
     X = base[rng.integers(0, 25, 160)]
     X[X == 0] = rng.choice([0.0, -0.0], size=int((X == 0).sum())).astype(np.float32)
-    canon, firsts = D.canonical_rows(torch.from_numpy(X))
+    canon, firsts = canonical_rows(torch.from_numpy(X))
     want_canon, want_firsts = first_copies(X + np.float32(0.0))
     np.testing.assert_array_equal(canon, want_canon)
     np.testing.assert_array_equal(firsts, want_firsts)

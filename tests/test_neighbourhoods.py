@@ -79,7 +79,7 @@ def test_the_device_search_equals_the_brute_force():
 def test_a_layer_searched_on_the_states_device_equals_the_host_search():
     """The measure's layer on the device path (the sample as a tensor; here the CPU's torch; no host copy of it
     given) equals its host path: the same overlap lists, GRIDE to its solver's tolerance, copies dropped alike —
-    found on the device (``knn_device.first_rows``) as the host finds them (``first_copies``), −0.0 as 0.0."""
+    found on the device (``knn_device.canonical_rows``) as the host finds them (``first_copies``), −0.0 as 0.0."""
     import torch
 
     from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
@@ -108,17 +108,18 @@ def test_copies_found_on_the_device_are_the_hosts():
     import torch
 
     from normvar_core.pipeline.measures.geometry import first_copies
-    from normvar_core.pipeline.measures.knn_device import first_rows
+    from normvar_core.pipeline.measures.knn_device import canonical_rows
 
     rng = np.random.default_rng(9)
     base = rng.standard_normal((30, 6)).astype(np.float32)
     base[4] = -0.0
     X = base[rng.integers(0, 30, 200)]
     X[X == 0] = rng.choice([0.0, -0.0], size=int((X == 0).sum())).astype(np.float32)
-    want = np.zeros(200, bool)
-    want[first_copies(X + np.float32(0.0))[1]] = True
-    np.testing.assert_array_equal(first_rows(torch.from_numpy(X)), want)
-    assert want.sum() == np.unique(X + np.float32(0.0), axis=0).shape[0] < 200
+    want_canon, want_firsts = first_copies(X + np.float32(0.0))
+    canon, firsts = canonical_rows(torch.from_numpy(X))
+    np.testing.assert_array_equal(canon, want_canon)
+    np.testing.assert_array_equal(firsts, want_firsts)
+    assert firsts.size == np.unique(X + np.float32(0.0), axis=0).shape[0] < 200
 
 
 def test_fewer_rows_than_neighbours_are_padded():

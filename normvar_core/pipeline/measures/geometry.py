@@ -33,6 +33,7 @@ from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures import geometry_device
 from normvar_core.pipeline.measures.covariance import Covariance
+from normvar_core.pipeline.measures.knn_device import canonical_rows
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
 from normvar_core.pipeline.measures.samples import locate, position_keys
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
@@ -87,11 +88,11 @@ def _batch_context(sample, r, nn, dup, sentences, tb, t: int, level=None, subset
 
 def _batch_context_device(sample, r, dup, sentences, tb, t: int, level, subsets) -> dict:
     """``_batch_context`` where the sample is (``sample``: a layer's (K, d) tensor on its device): the same canonical
-    copy of each distinct row (``geometry_device.canonical_rows``), its streamed (r₁, r₂) and decimation levels, and the
+    copy of each distinct row (``knn_device.canonical_rows``), its streamed (r₁, r₂) and decimation levels, and the
     cross-context searches on the device (``geometry_device.masked_search``) instead of the host's shortcut."""
     rows = np.flatnonzero(tb == t)
     X = sample[torch.as_tensor(rows, device=sample.device)] + 0.0
-    canon, firsts = geometry_device.canonical_rows(X)
+    canon, firsts = canonical_rows(X)
     kept = np.flatnonzero(~dup[rows])
     streamed = np.empty(firsts.size, np.int64)
     streamed[canon[kept]] = kept

@@ -2,8 +2,8 @@
 from the sample, computed on the sample's device with torch, so the sample and the covariances never come to the
 host — only the per-batch numbers do.
 
-* ``canonical_rows``: each batch's distinct rows, numbered in order of first appearance (the host's
-  ``geometry.first_copies``, from ``torch.unique`` over the rows, −0.0 as 0.0);
+* ``knn_device.canonical_rows``: each batch's distinct rows, numbered in order of first appearance (the host's
+  ``geometry.first_copies``);
 * ``masked_search``: a decimated set of distinct rows' two nearest over every other row and over the rows of other
   sentences (``knn_device.searches``: the host search's exact rule, float64 distances), for
   ``stats.twonn_context.batch_context``'s ``masked``;
@@ -22,21 +22,6 @@ import torch
 
 from normvar_core.pipeline.measures.knn_device import searches
 from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
-
-
-def canonical_rows(X: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """(canon, firsts) of the rows of X (on its device): ``canon[i]`` the number of row i's distinct row, numbered in
-    order of first appearance, ``firsts`` the row where each first appears — ``geometry.first_copies``'s."""
-    m = X.shape[0]
-    if m == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    _, inv = torch.unique(X + 0.0, dim=0, return_inverse=True)
-    at = torch.arange(m, device=X.device)
-    first = torch.full((int(inv.max()) + 1,), m, dtype=torch.int64, device=X.device).scatter_reduce_(0, inv, at, "amin")
-    order = torch.argsort(first)
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(order.numel(), device=X.device)
-    return rank[inv].cpu().numpy(), first[order].cpu().numpy()
 
 
 def masked_search(X: torch.Tensor, sentences: np.ndarray):
@@ -76,4 +61,4 @@ def pair_cosines(X: torch.Tensor) -> np.ndarray:
     return ((a[ok] * b[ok]).sum(1) / (na[ok] * nb[ok])).cpu().numpy()
 
 
-__all__ = ["canonical_rows", "masked_search", "batch_anisotropy", "eigenvalues", "pair_cosines"]
+__all__ = ["masked_search", "batch_anisotropy", "eigenvalues", "pair_cosines"]

@@ -28,18 +28,20 @@ def _allowed(s: int, at: torch.Tensor, g: torch.Tensor, first: torch.Tensor) -> 
     return ok
 
 
-def first_rows(X: torch.Tensor) -> np.ndarray:
-    """(m,) bool: each row that is the first of its identical rows (bit for bit, −0.0 as 0.0), found where X is —
-    the geometry's ``first_copies`` without copying the rows to the host (``torch.unique`` over the rows)."""
+def canonical_rows(X: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(canon, firsts) of the rows of X, found where X is: ``canon[i]`` the number of row i's distinct row (bit for
+    bit, −0.0 as 0.0), numbered in order of first appearance, ``firsts`` the row where each first appears — the
+    geometry's ``first_copies`` without copying the rows to the host (``torch.unique`` over the rows)."""
     m = X.shape[0]
     if m == 0:
-        return np.zeros(0, bool)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     _, inv = torch.unique(X + 0.0, dim=0, return_inverse=True)
     at = torch.arange(m, device=X.device)
     first = torch.full((int(inv.max()) + 1,), m, dtype=torch.int64, device=X.device).scatter_reduce_(0, inv, at, "amin")
-    out = torch.zeros(m, dtype=torch.bool, device=X.device)
-    out[first] = True
-    return out.cpu().numpy()
+    order = torch.argsort(first)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel(), device=X.device)
+    return rank[inv].cpu().numpy(), first[order].cpu().numpy()
 
 
 def searches(X: torch.Tensor, k: int, groups: np.ndarray | None = None, first: np.ndarray | None = None,
@@ -91,4 +93,4 @@ def searches(X: torch.Tensor, k: int, groups: np.ndarray | None = None, first: n
     return dist.cpu().numpy(), idx.cpu().numpy()
 
 
-__all__ = ["searches"]
+__all__ = ["canonical_rows", "searches"]

@@ -31,7 +31,7 @@ from normvar_core.constants import TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.geometry import first_copies
-from normvar_core.pipeline.measures.knn_device import first_rows, searches as device_searches
+from normvar_core.pipeline.measures.knn_device import canonical_rows, searches as device_searches
 from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
 from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
 from normvar_core.stats import gride, knn, overlap
@@ -119,7 +119,8 @@ class NeighbourhoodMeasure(Measure):
                 first[first_copies(X)[1]] = True
             else:  # the copies found on the device too: its rows never come to the host
                 Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
-                first = first_rows(Xd)
+                first = np.zeros(rows.size, bool)
+                first[canonical_rows(Xd)[1]] = True
             firsts = np.flatnonzero(first)
             copies = firsts.size < rows.size  # copies: GRIDE on the distinct rows (as TwoNN), in the same blocks
             if device_sample is None:

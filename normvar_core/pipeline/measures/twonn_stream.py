@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from normvar_core.constants import TWONN_BATCH
-from normvar_core.pipeline.measures.twonn_blocks import (candidates_cpu, candidates_torch, exact_distance,
+from normvar_core.pipeline.measures.twonn_blocks import (candidates_cpu, candidates_torch,
                                                           update_cpu, update_torch)
 from normvar_core.stats.layer_geometry import twonn_batch_of
 from normvar_core.stats.twonn_context import DECIMATION, subset_levels
@@ -139,7 +139,6 @@ class NeighbourState:
         self._set_norms(p, X)
         h.hash[:, p] = row_hash(X, self.mult)
         h.level[:, p] = self.base_level[p]
-        risen = []
         for t in np.unique(self.tb[picks]):
             new = picks[self.tb[picks] == t]
             old = np.flatnonzero(h.filled & (self.tb == t))
@@ -149,11 +148,11 @@ class NeighbourState:
             for a in range(0, new.size, step):
                 k0, k1 = old.size + a, min(old.size + a + step, cols.size)
                 with one_thread(self.device):
-                    risen.append(self._pend(self.mark_copies(cols[k0:k1], cols[:k0], within=True)))
+                    self.mark_copies(cols[k0:k1], cols[:k0], within=True)
                 self._search(cols[k0:k1], cols[:k1], Xc[:, k0:k1], Xc[:, :k1], sqc[:, k0:k1], sqc[:, :k1],
                              own=k1 - k0)
         h.filled[picks] = True
-        self.search_risen(risen)
+        self.search_risen()
 
     # ------------------------------------------------------------------ squared norms, computed once per row
     def _norms(self) -> torch.Tensor:
@@ -191,24 +190,23 @@ class NeighbourState:
     def merge_in(self, theirs: np.ndarray, mine: np.ndarray) -> None:
         """After the other state's rows ``theirs`` were copied in: their copies of our kept rows marked
         (and their rows' neighbours renamed to ours), then the cross pairs searched."""
-        risen = []
         for t in np.unique(self.tb[theirs]):
             new = theirs[self.tb[theirs] == t]
             old = mine[self.tb[mine] == t]
             if old.size:
-                risen.append(self._pend(self.mark_copies(new, old, within=False)))
+                self.mark_copies(new, old, within=False)
                 step = self._step(old.size)
                 for a in range(0, new.size, step):
                     self.search(new[a:a + step], old, own=0)
-        self.search_risen(risen, also=theirs)
+        self.search_risen(also=theirs)
 
     # ------------------------------------------------------------------ duplicates
-    def mark_copies(self, new: np.ndarray, old: np.ndarray, *, within: bool):
+    def mark_copies(self, new: np.ndarray, old: np.ndarray, *, within: bool) -> None:
         """dup[l, u] for each new kept row u identical to a kept old row (or, ``within``, to an earlier
         new row); where a new kept row is a copy of an old one, the new rows' neighbours named u are
         renamed to the old row (a merge: their distances are the same). Rows are matched by hash
-        (sorted, per layer), then compared exactly. Returns (layers, rows) of the kept rows whose decimation
-        level a copy raised (``raise_levels``), or None."""
+        (sorted, per layer), then compared exactly; a copy raises its kept row's decimation level
+        (``raise_levels``)."""
         h = self.holder
         nt = torch.as_tensor(new, device=self.device)
         hn = torch.where(h.dup[:, nt], _NO_HASH, h.hash[:, nt])
@@ -239,14 +237,14 @@ class NeighbourState:
                     block = nn[:, nt]
                     named = torch.gather(rename, 1, block.clamp_min(0).reshape(block.shape[0], -1)).reshape(block.shape)
                     nn[:, nt] = torch.where(block >= 0, named, block)
-        return self.raise_levels(found)
+        self.raise_levels(found)
 
-    def raise_levels(self, found: list) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def raise_levels(self, found: list) -> None:
         """Each copy (l, a) of a kept row (l, b) — [(l, a, b) tensors]; b may itself be a copy found in the same
         call, followed to the kept row it copies — gives that kept row its level if higher: a subset holds a
-        distinct row when it holds one of its copies. Returns (layers, rows) of the kept rows whose level rose."""
+        distinct row when it holds one of its copies; the kept rows whose level rose are marked ``pending``."""
         if not found:
-            return None
+            return
         h = self.holder
         L, K = h.level.shape
         l, a, b = (torch.cat(x) for x in zip(*found))
@@ -263,29 +261,20 @@ class NeighbourState:
         before = flat[root]
         flat.scatter_reduce_(0, root, flat[src], reduce="amax")
         rose = torch.unique(root[flat[root] > before])
-        return (rose // K, rose % K) if rose.numel() else None
+        self.pending.view(-1)[rose] = True  # searched again at the end of the arrival or merge (``search_risen``)
 
-    def _pend(self, risen):
-        """``risen`` (of ``mark_copies``) marked pending, and returned."""
-        if risen is not None:
-            self.pending[risen] = True
-        return risen
-
-    def search_risen(self, risen: list, also: np.ndarray | None = None) -> None:
-        """The kept rows whose level rose ([(layers, rows)] of ``mark_copies``) searched again against every
+    def search_risen(self, also: np.ndarray | None = None) -> None:
+        """The kept rows whose level rose (``pending``, marked by ``raise_levels``) searched again against every
         filled row of their batch (and ``also``: rows being merged in), at those layers and for the subsets only:
         their pairs with rows met before the rise are met again at the new level (a pair met twice counts once). A
         row of the set that did not rise at a layer is still a neighbour there: the pairs within the set are searched
         apart, in full."""
-        risen = [x for x in risen if x is not None]
-        if not risen:
+        if not bool(self.pending.any()):
             return
         h = self.holder
-        L, K = h.level.shape
-        l, i = (torch.cat(x) for x in zip(*risen))
         mask = self.pending.clone()
         self.pending.zero_()
-        rows_all = torch.unique(i).cpu().numpy()
+        rows_all = torch.nonzero(mask.any(0)).reshape(-1).cpu().numpy()
         filled = h.filled.copy()
         if also is not None:
             filled[also] = True
@@ -379,4 +368,4 @@ def one_thread(device):
         torch.set_num_threads(n)
 
 
-__all__ = ["NeighbourState", "row_hash", "exact_distance", "unit_roundoff", "one_thread", "CHUNK"]
+__all__ = ["NeighbourState", "row_hash", "unit_roundoff", "one_thread", "CHUNK"]
