@@ -78,12 +78,15 @@ def test_the_overlap_against_k_has_the_slide_after_the_overlap(slides, run, data
     [line] = [t for t in slide.figure.data if "chance k / n" in t.name]
     np.testing.assert_allclose(np.asarray(line.y), chance.to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(chance.to_numpy(), chance.index / (chance.index[0] / chance.iloc[0]), rtol=1e-9)
-    # the takeaway: the unmasked range over the layer pairs at the smallest and largest k, and chance there
-    own = want[~want["masked"]]
+    # the takeaway: over the drawn layer pairs (named), the unmasked range at the smallest and largest k, chance there
+    # and the least ratio to it at each of the two k
+    own = want[~want["masked"] & want["layer"].isin(drawn)]
     lo, hi = own["k"].min(), own["k"].max()
     span = {k: f"{own[own['k'] == k]['overlap'].min():.3f}–{own[own['k'] == k]['overlap'].max():.3f}" for k in (lo, hi)}
-    assert f"keeps {span[lo]} at k = {lo} and {span[hi]} at k = {hi}" in slide.takeaway
-    assert f"{(own['overlap'] / own['chance']).min():.3g}× chance k / n" in slide.takeaway
+    pairs = ", ".join(f"{a}→{b}" for a, b in own[["layer", "to_layer"]].drop_duplicates().to_numpy(int))
+    assert f"keeps {span[lo]} at k = {lo} and {span[hi]} at k = {hi} over the drawn layer pairs {pairs} (" in slide.takeaway
+    ratio = {k: (own[own["k"] == k]["overlap"] / own[own["k"] == k]["chance"]).min() for k in (lo, hi)}
+    assert f"keeps {ratio[lo]:.3g}× chance at k = {lo} and {ratio[hi]:.3g}× at k = {hi}" in slide.takeaway
     assert f"{chance[lo]:.3g} at k = {lo}" in slide.takeaway and "overlap_curve" not in slide.takeaway
     assert len(slide.notes.splitlines()) == 2 + len(want)                # the run's name, the header, every row
     even = open_run(data_dir / "runs" / f"{RUN2}.duckdb")
@@ -235,3 +238,28 @@ def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_d
     assert not at.exception
     [dl] = [d for d in at.get("download_button") if "Download the report" in d.proto.label]
     assert dl.proto.label == "Download the report (pptx)"
+
+
+def test_the_overlap_against_k_takeaway_reads_the_drawn_layer_pairs_only():
+    """Of seven layer pairs the figure draws four (both ends, evenly spaced); the takeaway's ranges and ratios to
+    chance are those four pairs' (an undrawn pair's extreme values appear only in the notes), and the pairs are
+    named."""
+    import pandas as pd
+
+    from normvar_core.report.figure_reads import overlap_k
+    from normvar_core.viz.neighbourhood_figures import overlap_k_figure
+    from normvar_core.viz.page_figures import OVERLAP_K
+
+    ks, n = [1, 10, 100], 1000
+    rows = [{"pair": "next", "layer": l, "to_layer": l + 1, "masked": m, "k": k, "overlap_std": 0.0,
+             "chance": k / n, "overlap": (0.999 if l == 1 else 0.5 + 0.01 * l) - 0.1 * m}
+            for l in range(7) for m in (False, True) for k in ks]
+    t = pd.DataFrame(rows)
+    fig = overlap_k_figure({"r": t})
+    drawn = sorted({int(s.name.split()[1]) for s in fig.data if s.name.startswith("layer")})
+    assert drawn == [0, 2, 4, 6]
+    take, notes = overlap_k(OVERLAP_K, {"r": t})
+    assert "over the drawn layer pairs 0→1, 2→3, 4→5, 6→7 (" in take
+    assert "keeps 0.500–0.560 at k = 1 and 0.500–0.560 at k = 100" in take      # layer 1's 0.999 is not drawn
+    assert f"keeps {0.5 / (1 / n):.3g}× chance at k = 1 and {0.5 / (100 / n):.3g}× at k = 100" in take
+    assert "0.999" in notes and len(notes.splitlines()) == 2 + len(t)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from normvar_core.report.run_figures import MISSING, num
 from normvar_core.viz.labels import readable
+from normvar_core.viz.neighbourhood_figures import drawn_layers
 from normvar_core.viz.page_figures import OVERLAP_K, Figure
 
 
@@ -28,26 +30,33 @@ def per_layer(f: Figure, curves: dict) -> tuple[str, str]:
 
 
 def overlap_k(f: Figure, curves: dict) -> tuple[str, str]:
-    """The takeaway and notes of the overlap against k (``overlap_curve``, its next-layer rows, as drawn): per run,
-    the range over its layer pairs of the share χ_k of a token's k nearest neighbours that the next layer keeps, at
-    the smallest and the largest k, unmasked and with the own sentence masked; the least ratio χ_k / (k / n) over
-    every layer pair and k; and chance k / n at those two k. The notes hold every drawn row."""
+    """The takeaway and notes of the overlap against k (``overlap_curve``, its next-layer rows): per run, over the
+    layer pairs the figure draws (``neighbourhood_figures.drawn_layers``, named), the range of the share χ_k of a
+    token's k nearest neighbours that the next layer keeps at the smallest and the largest k, unmasked and with the
+    own sentence masked; chance k / n at those two k, and the least unmasked χ_k / (k / n) there over the drawn
+    pairs. The notes hold every next-layer row, drawn or not."""
     del f
     parts, notes = [], []
     for n, t in curves.items():
         nxt = t[t["pair"] == "next"].sort_values(["masked", "layer", "k"])
-        own, masked = nxt[~nxt["masked"].astype(bool)], nxt[nxt["masked"].astype(bool)]
+        drawn = nxt[nxt["layer"].isin(drawn_layers(np.unique(nxt["layer"].to_numpy(int))))]
+        own, masked = drawn[~drawn["masked"].astype(bool)], drawn[drawn["masked"].astype(bool)]
         lo, hi = int(nxt["k"].min()), int(nxt["k"].max())
 
         def at(rows, k):
             return _span(rows.loc[rows["k"] == k, "overlap"])
 
+        def times(k):  # the least χ_k / (k / n) at k over the drawn pairs
+            rows = own[own["k"] == k]
+            return num((rows["overlap"] / rows["chance"]).min(), ".3g")
+
         chance = own.groupby("k")["chance"].mean()
+        pairs = ", ".join(f"{a}→{b}" for a, b in own[["layer", "to_layer"]].drop_duplicates().to_numpy(int))
         parts.append(f"{n}: of each sampled token's k nearest neighbours, the next layer keeps {at(own, lo)} at "
-                     f"k = {lo} and {at(own, hi)} at k = {hi} (over {own['layer'].nunique()} layer pairs; own "
-                     f"sentence masked {at(masked, lo)} and {at(masked, hi)}), at least "
-                     f"{num((own['overlap'] / own['chance']).min(), '.3g')}× chance k / n (dotted: "
-                     f"{num(chance.get(lo), '.3g')} at k = {lo}, {num(chance.get(hi), '.3g')} at k = {hi})")
+                     f"k = {lo} and {at(own, hi)} at k = {hi} over the drawn layer pairs {pairs} (own sentence "
+                     f"masked {at(masked, lo)} and {at(masked, hi)}); chance k / n is {num(chance.get(lo), '.3g')} "
+                     f"at k = {lo} and {num(chance.get(hi), '.3g')} at k = {hi} (dotted), so the least of them keeps "
+                     f"{times(lo)}× chance at k = {lo} and {times(hi)}× at k = {hi}")
         notes.append(f"{n}\n" + table_notes(nxt, ["layer", "to_layer", "masked", "k", "overlap", "overlap_std",
                                                     "chance"]))
     return "; ".join(parts), "\n\n".join(notes)

@@ -52,7 +52,9 @@ def _log_x(fig: go.Figure, values, title: str) -> None:
     fig.update_xaxes(title_text=title, type="log", tickvals=ticks, ticktext=[str(x) for x in ticks])
 
 
-def _picked(layers: np.ndarray) -> np.ndarray:
+def drawn_layers(layers: np.ndarray) -> np.ndarray:
+    """The up to four evenly spaced layers of ``layers`` (sorted) that a figure of this module draws, both ends
+    included."""
     return layers[np.unique(np.linspace(0, len(layers) - 1, min(4, len(layers))).round().astype(int))]
 
 
@@ -66,7 +68,7 @@ def scales_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
     del relative, num_hidden_states, bands, null_of
     fig = go.Figure()
     for i, (label, df) in enumerate(curves.items()):
-        for j, layer in enumerate(_picked(np.unique(df["layer"].to_numpy(int)))):
+        for j, layer in enumerate(drawn_layers(np.unique(df["layer"].to_numpy(int)))):
             color = PALETTE[(i * 4 + j) % len(PALETTE)]
             name = f"{label} · layer {layer}" if len(curves) > 1 else f"layer {layer}"
             for masked, dash, what in ((False, "solid", "all neighbours"), (True, "dashdot", "other sentences")):
@@ -78,7 +80,7 @@ def scales_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
                                          error_y=dict(type="data", array=bar, visible=True),
                                          hovertemplate=f"{name}, {what}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>"))
     for label, df in (null_curves or {}).items():
-        for layer in _picked(np.unique(df["layer"].to_numpy(int))):
+        for layer in drawn_layers(np.unique(df["layer"].to_numpy(int))):
             rows = df[(df["layer"] == layer) & (df["masked"] == False)].sort_values("n1")  # noqa: E712
             fig.add_trace(go.Scatter(x=rows["n1"], y=rows["gride_id"], mode="lines", name=f"{label} · layer {layer}",
                                      line=dict(color=NULL_COLOR, dash="dash", width=1.2),
@@ -126,7 +128,7 @@ def overlap_k_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tru
     fig = go.Figure()
     for i, (label, df) in enumerate(curves.items()):
         nxt = df[df["pair"] == "next"]
-        for j, layer in enumerate(_picked(np.unique(nxt["layer"].to_numpy(int)))):
+        for j, layer in enumerate(drawn_layers(np.unique(nxt["layer"].to_numpy(int)))):
             color = PALETTE[(i * 4 + j) % len(PALETTE)]
             name = f"{label} · layer {layer}" if len(curves) > 1 else f"layer {layer}"
             for masked, dash, what in ((False, "solid", "all neighbours"), (True, "dashdot", "other sentences")):
@@ -149,5 +151,5 @@ def overlap_k_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tru
                      presentation)
 
 
-__all__ = ["scales_figure", "overlap_figure", "overlap_k_figure", "SCALES_SENTENCE", "OVERLAP_SENTENCE",
+__all__ = ["scales_figure", "overlap_figure", "overlap_k_figure", "drawn_layers", "SCALES_SENTENCE", "OVERLAP_SENTENCE",
            "OVERLAP_K_SENTENCE", "NULL_OVERLAP"]
