@@ -14,7 +14,7 @@ from normvar_core.report.slides import build_slides, reproduce
 from normvar_core.report.writers import write_report
 from normvar_core.service import cli
 from normvar_core.stats import analyses
-from normvar_core.viz.page_figures import OVERLAP, OVERLAP_K
+from normvar_core.viz.page_figures import FIGURES, OVERLAP, OVERLAP_K
 from dashboard_run import RUN, RUN2
 from runfiles import query
 
@@ -34,12 +34,16 @@ def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa:
     assert slides[0].lines and "Findings" in titles[1]
     assert "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
     assert "Razzhigaev et al. 2024 protocol" in titles[7] and titles[8] == "IsoScore per layer"   # the declared figure's generic slide
+    # the Geometry page's tabs come in the page's order (each figure drawn below another right after it)
+    tabs = [g.section for f in FIGURES["geometry"] for g in (f, *f.below)]
+    assert [t for t in titles if t in tabs] == [t for t in tabs if t in titles] and len(set(tabs) & set(titles)) >= 5
     # TwoNN's decimation: both estimates of every layer's curve, from the run's table, and the id_profile verdict
-    assert titles[9] == "TwoNN decimation" and "id_profile" in slides[9].takeaway
+    i = titles.index("TwoNN decimation")
+    assert "id_profile" in slides[i].takeaway
     dec = run.table("twonn_decimation")
     # the columns in words (viz.labels.readable), never their names
     cross = f"TwoNN ID (cross-context) {dec['twonn_id_cross'].min():.3f}–{dec['twonn_id_cross'].max():.3f}"
-    assert cross in slides[9].takeaway and "twonn_id" not in slides[9].takeaway
+    assert cross in slides[i].takeaway and "twonn_id" not in slides[i].takeaway
     assert sorted(dec["size"].unique()) == [512, 1024, 2048, 4096] or dec["size"].max() < 4096
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     best = tr.loc[tr["r2"].idxmax()]

@@ -386,13 +386,13 @@ def declared_slides(runs) -> list[Slide]:
 REGISTRY: list[Callable] = [title_slide, findings_slide, tradeoff_slide, layers_slide, decomposition_slide,
                             frequency_slide, clouds_slide, geometry_slide,
                             partial(figure_slides, ISOSCORE, ("isoscore_low",)),
-                            partial(figure_slides, DECIMATION, ("id_profile",)),
                             partial(figure_slides, SCALES, ()), partial(figure_slides, OVERLAP, ("overlap_profile",)),
+                            partial(figure_slides, DECIMATION, ("id_profile",)),
                             declared_slides]
 """The deck, in order: the title, the findings, then one slide per figure (the figure's page order: Trade-off,
-Layers, Decomposition, Frequency, Token clouds, Geometry's profiles, IsoScore, TwoNN's decimation, the ID across
-scales, the neighbourhood overlap and the overlap against k under it in its tab: ``figure_slides`` gives a slide to
-each figure a tab draws ``below`` another), then one per curve that the runs' measures declare."""
+Layers, Decomposition, Frequency, Token clouds, then the Geometry page's tabs: its profiles, IsoScore, the ID across
+scales, the neighbourhood overlap and the overlap against k under it in its tab (``figure_slides`` gives a slide to
+each figure a tab draws ``below`` another), TwoNN's decimation), then one per curve that the runs' measures declare."""
 
 
 def build_slides(runs) -> list[Slide]:
