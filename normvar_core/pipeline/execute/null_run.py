@@ -5,7 +5,7 @@ layers and d; statistics drawn from the null. The run row says where it came fro
 The draw every measure's null builds on is the null's per-type moments (``stats.null.null_stats``: O(L·T·d)
 numpy draws); then every measure of ``MEASURES`` whose tables the run holds gives its own null tables
 (``Measure.null_tables``), in registry order, and the run row's ``accumulators`` names those that gave some.
-No model and no torch tensor: numpy draws and, for a geometry, its TwoNN search (``search``)."""
+No model and no pass over the corpus: numpy draws, and the TwoNN search ``search`` for the geometry's sample."""
 from __future__ import annotations
 
 import datetime as _dt

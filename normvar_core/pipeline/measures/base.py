@@ -218,7 +218,7 @@ class Measure(Stateful, ABC):
         run's per-type moments (``run.stats()``, a ``stats.tokenstats.TokenStats``); ``null``: the null's per-type
         moments, the ``stats.null.null_stats(kind, stats, run.layer_stats(), seed=seed)`` draw every measure's null
         is built on (the moments are the null's own, the rest is drawn given them); ``search``: the TwoNN candidate
-        search (``stats.layer_geometry``'s; numpy's when None)."""
+        search (``geometry.host_search`` from the CLI and the worker; numpy's when None)."""
         return {}
 
     def run_meta(self, result: Any) -> dict:

@@ -75,7 +75,7 @@ class MomentsMeasure(Measure):
     @classmethod
     def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict:
         """The null's own moments (``null``, drawn given the run's n_t): token_stats, token_means, layer_stats and
-        frequency_hist, with the run's token strings (no ``word_units``: a null has no words)."""
+        frequency_hist, with the run's token strings (``word_units`` is not drawn)."""
         return dict(moments_tables(null, run.tokens()["token"].tolist()))
 
 
