@@ -201,7 +201,8 @@ def dashboard_null(tmp_path_factory, run) -> Path:
     """The isotropic Gaussian null (seed 0) of the dashboard's run, drawn once per session by ``write_null_run``
     in a folder of its own: a seeded draw, so a copy of it is the file a test would write. Tests copy it into
     their own data dirs."""
-    from normvar_core.runs.null import null_name, write_null_run
+    from normvar_core.pipeline.execute.null_run import write_null_run
+    from normvar_core.runs.null import null_name
 
     name = f"{null_name(run, 'isotropic', 0)}.duckdb"
     return built_once(tmp_path_factory, "dashboard-null", lambda out: write_null_run(run, "isotropic", out / name)) / name

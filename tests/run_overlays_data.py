@@ -36,7 +36,7 @@ def build_items_data(root: Path, dashboard: Path, run_null: Path) -> Path:
     from normvar_core.config import RunConfig
     from normvar_core.datadir import DataDir
     from normvar_core.pipeline.execute.local import compute_run
-    from normvar_core.runs.null import write_null_run
+    from normvar_core.pipeline.execute.null_run import write_null_run
     from normvar_core.runs.reader import open_run
     from normvar_core.service.corpus_store import store_corpus
 

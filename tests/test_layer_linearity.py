@@ -237,7 +237,7 @@ def test_the_run_file_declares_its_curves_and_the_findings_state_the_claim(recor
 def test_the_gaussian_null_has_the_table_with_independent_layers_at_chance(recorded, tmp_path):
     """The isotropic null draws every layer independently: the regression of one layer on the other explains
     d / (N − 1) of it by chance (each output's R² is Beta(d/2, (N − 1 − d)/2)), and CKA ≈ d / N."""
-    from normvar_core.runs.null import write_null_run
+    from normvar_core.pipeline.execute.null_run import write_null_run
     from normvar_core.runs.reader import open_run
 
     run = recorded[0]

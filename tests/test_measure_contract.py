@@ -144,6 +144,56 @@ def test_contract(cls, setup, tmp_path):
         assert parts and all(isinstance(p, pa.Table) for p in parts)
 
 
+@pytest.fixture(scope="module")
+def published(setup, tmp_path_factory):
+    """The contract run (every measure on) published by the real pipeline, opened: a run that holds every
+    measure's tables."""
+    from normvar_core.pipeline.execute.partials import build_measures, run_range
+    from normvar_core.pipeline.execute.publish import publish_run
+    from normvar_core.runs.reader import open_run
+
+    plan, source, ctx = setup
+    measures = build_measures(ctx)
+    run_range(source, plan, measures, 0, plan.n_batches)
+    return open_run(publish_run(tmp_path_factory.mktemp("contract") / "c.duckdb", plan=plan, source=source, ctx=ctx,
+                                measures=measures, seconds=0.0, notes={}, source_kind="synthetic"))
+
+
+def _null_of(cls, run, kind="matched", seed=1) -> dict:
+    from normvar_core.stats.null import null_stats
+
+    stats = run.stats()
+    return cls.null_tables(run, kind, stats, null_stats(kind, stats, run.layer_stats(), seed=seed), seed=seed)
+
+
+@pytest.mark.parametrize("cls", MEASURES, ids=lambda c: c.name)
+def test_a_measure_writes_only_its_own_tables_in_the_null(cls, published):
+    """``null_tables`` on a run that holds the measure's tables gives a subset of its ``table_names``, as Arrow
+    with rows (a measure without a null gives none)."""
+    assert cls.name in published.measures and set(cls.table_names) & set(published.table_names)
+    got = _null_of(cls, published)
+    assert set(got) <= set(cls.table_names), (cls.name, sorted(got))
+    for t in got.values():
+        parts = [t] if isinstance(t, pa.Table) else list(t)
+        assert parts and all(isinstance(p, pa.Table) for p in parts) and sum(p.num_rows for p in parts) > 0
+
+
+def test_the_null_run_holds_what_each_measure_gives(published, tmp_path):
+    """``write_null_run`` publishes, in registry order, every measure's ``null_tables`` and names those measures
+    in the run row's ``accumulators``; its row declares the tables it holds (``open_run``'s integrity check passes:
+    every measure named holds the tables its declaration requires)."""
+    from normvar_core.pipeline.execute.null_run import write_null_run
+    from normvar_core.runs.reader import open_run
+
+    given = {cls.name: _null_of(cls, published, "isotropic", 0) for cls in MEASURES}
+    given = {name: tables for name, tables in given.items() if tables}
+    assert len(given) >= 2  # the moments and at least one measure built on them
+    null = open_run(write_null_run(published, "isotropic", tmp_path / "n.duckdb"))
+    assert null.measures == list(given), sorted(given)
+    print("measures with a null:", list(given))
+    assert set(null.table_names) == {"run", "sentence_lengths", *(t for tables in given.values() for t in tables)}
+
+
 def test_the_walk_through_measure_equals_a_brute_force(setup):
     """The manual's example measure (examples/norm_measure.py) gives the mean and RMS norm of every layer's
     embeddings, as numpy computes them over the same states."""

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from normvar_core.errors import NormvarError
-from normvar_core.runs.null import write_null_run
+from normvar_core.pipeline.execute.null_run import write_null_run
 from normvar_core.runs.reader import list_runs, open_run
 from normvar_core.service import cli
 from normvar_core.stats import analyses

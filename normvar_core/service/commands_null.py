@@ -24,7 +24,8 @@ def register(sub) -> None:
 def cmd_null(args: argparse.Namespace) -> int:
     from normvar_core.config import RunConfig
     from normvar_core.datadir import DataDir
-    from normvar_core.runs.null import null_name, write_null_run
+    from normvar_core.pipeline.execute.null_run import write_null_run
+    from normvar_core.runs.null import null_name
     from normvar_core.runs.reader import open_run, resolve_run
 
     run = open_run(resolve_run(args.run, args.data_dir))

@@ -123,7 +123,7 @@ class JobStore(JobTable):
         return self._submit_task("report", {"runs": paths, "format": fmt}, name)
 
     def submit_null(self, run: str, kind: str, seed: int = 0) -> str:
-        """Queue the Gaussian null of a published run (``runs.null.write_null_run``; with the run's
+        """Queue the Gaussian null of a published run (``pipeline.execute.null_run.write_null_run``; with the run's
         layer geometry it takes up to a minute or two at bert-base scale); publishes ``null_name``."""
         from normvar_core.runs.null import check_kind, null_name
         from normvar_core.runs.reader import open_run, resolve_run

@@ -31,8 +31,9 @@ def write_report(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
 
 def write_null(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:  # noqa: ARG001
     """Task "null": the Gaussian null of a run, published as an ordinary run (atomically)."""
+    from normvar_core.pipeline.execute.null_run import write_null_run
     from normvar_core.pipeline.measures.geometry import host_search
-    from normvar_core.runs.null import null_name, write_null_run
+    from normvar_core.runs.null import null_name
     from normvar_core.runs.reader import open_run
 
     run = open_run(spec["run"])

@@ -33,6 +33,9 @@ and per run:
 * ``result()`` the finished measure; ``tables(result, ctx)`` -> {table name: pyarrow.Table} written to the run
   file; ``run_meta`` notes for the run row; ``sentence_ids`` the sentences its tables point at;
 
+its Gaussian null: ``null_tables(run, kind, stats, null, seed=…)`` -> {table name: table} of the null run that
+``pipeline.execute.null_run.write_null_run`` publishes (a subset of ``table_names``; {} by default: no null);
+
 and what it shows: ``curves``, its per-layer curves (``runs.declared.LayerCurve``), recorded in the run file with
 its tables, from which the dashboard's page and the deck draw them (no registry to edit).
 """
@@ -203,6 +206,20 @@ class Measure(Stateful, ABC):
         """The tables this run's ``tables`` gives (publish lists them before the results exist): by default all
         of ``table_names``; a measure with a table only some runs have narrows it (the moments' ``word_units``)."""
         return self.table_names
+
+    @classmethod
+    def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict[str, Any]:
+        """{table name: pyarrow.Table (or an iterator of them, as ``tables`` may give)} of the Gaussian null of
+        ``run`` for this measure: the tables of ``table_names`` that the null run holds, drawn from the null, seeded
+        by ``seed`` alone. {} (this default): the measure has no null. ``write_null_run`` asks only the measures
+        whose tables ``run`` holds.
+
+        ``run``: the published run (``runs.reader.Run``); ``kind``: one of ``constants.NULL_KINDS``; ``stats``: the
+        run's per-type moments (``run.stats()``, a ``stats.tokenstats.TokenStats``); ``null``: the null's per-type
+        moments, the ``stats.null.null_stats(kind, stats, run.layer_stats(), seed=seed)`` draw every measure's null
+        is built on (the moments are the null's own, the rest is drawn given them); ``search``: the TwoNN candidate
+        search (``geometry.host_search`` from the CLI and the worker; numpy's when None)."""
+        return {}
 
     def run_meta(self, result: Any) -> dict:
         """Extra notes for the run row (JSON), e.g. counts or reasons a part was skipped."""

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.constants import TWONN_BATCH
+from normvar_core.constants import ID_SAMPLE, NULL_KINDS, TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures import geometry_device
@@ -42,6 +42,9 @@ from normvar_core.runs.tables import geometry_tables
 from normvar_core.stats.axes import top_axes
 from normvar_core.stats import layer_geometry as layer_geometry
 from normvar_core.stats import twonn_context
+from normvar_core.stats.null import null_params
+from normvar_core.stats.null_geometry import null_layer_geometry
+
 
 def _gb(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
@@ -49,6 +52,12 @@ def _gb(n: int) -> str:
 
 def _sample_size(ctx: RunContext) -> int:
     return int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0
+
+
+def null_sample_size(run) -> int:
+    """The TwoNN sample size of a published run's Gaussian null: the run's own (``layer_geometry``), else the
+    default ``ID_SAMPLE``."""
+    return layer_geometry.recorded_sample(run.table("layer_geometry"))[0] or ID_SAMPLE
 
 
 def topk_smallest(d2: np.ndarray, k: int) -> np.ndarray:
@@ -277,9 +286,29 @@ class GeometryMeasure(LayerMajor):
         return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"],
                                decimation=result["decimation"])
 
+    @classmethod
+    def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict:
+        """The null's layer_geometry, layer_spectrum and pair_cosines (``stats.null_geometry``: the exact
+        between-type scatter of the null's type means, O(L·T·d²), and a sample of the run's TwoNN size), per layer
+        on its own stream ``default_rng([seed, NULL_KINDS.index(kind), 2, layer])``; {} when the run has no
+        layer geometry."""
+        if not run.has("layer_geometry"):
+            return {}
+        size = null_sample_size(run)
+        rows, spectra, cosines = [], [], []
+        for li, mu, s2 in null_params(kind, stats, run.layer_stats(), seed=seed):
+            layer = int(stats.layer_index[li])
+            rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 2, layer])
+            row, eig, cos = null_layer_geometry(mu, s2, null.mean[li], null.v[li] * null.n, null.n, size, rng,
+                                                search=search)
+            rows.append({"layer": layer, **row})
+            spectra.append(eig)
+            cosines.append(cos)
+        return geometry_tables(stats.layer_index, rows, spectra, cosines)
+
     def run_meta(self, result) -> dict:
         return {"id_sample": int(self.filled.size), "id_batches": int(np.unique(self.neighbours.tb).size),
                 "scatter_dtype": self.scatter_dtype}
 
 
-__all__ = ["GeometryMeasure", "host_search"]
+__all__ = ["GeometryMeasure", "host_search", "null_sample_size"]

@@ -213,6 +213,14 @@ class LayerLinearityMeasure(LayerMajor):
     def tables(self, result, ctx: RunContext) -> dict:
         return {LL.TABLE: pa.table(result)}
 
+    @classmethod
+    def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict:
+        """The null's ``layer_linearity`` (``stats.layer_linearity.null_table``: the layers drawn independently
+        given the type); {} when the run has none."""
+        if not run.has(LL.TABLE):
+            return {}
+        return {LL.TABLE: pa.table(LL.null_table(kind, stats, run.layer_stats(), null, seed=seed))}
+
     def run_meta(self, result) -> dict:
         missing = [int(self.layers[j]) for j in range(len(self.layers) - 1) if not self.paired[j]]
         if not missing:

@@ -72,6 +72,12 @@ class MomentsMeasure(Measure):
             out["word_units"] = word_units_table(result.token_ids, ctx.plan.word_tokens)
         return out
 
+    @classmethod
+    def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict:
+        """The null's own moments (``null``, drawn given the run's n_t): token_stats, token_means, layer_stats and
+        frequency_hist, with the run's token strings (``word_units`` is not drawn)."""
+        return dict(moments_tables(null, run.tokens()["token"].tolist()))
+
 
 def check_counts(plan, stats: TokenStats) -> None:
     """The counts planned from tokenization must equal the accumulated ones (same positions)."""

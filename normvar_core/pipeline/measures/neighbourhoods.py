@@ -27,14 +27,17 @@ import pyarrow as pa
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.constants import TWONN_BATCH
+from normvar_core.constants import NULL_KINDS, TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Measure, Planned
-from normvar_core.pipeline.measures.geometry import first_copies
+from normvar_core.pipeline.measures.geometry import first_copies, null_sample_size
 from normvar_core.pipeline.measures.knn_device import canonical_rows, searches as device_searches
 from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
 from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
 from normvar_core.stats import gride, knn, overlap
+from normvar_core.stats.layer_geometry import twonn_batch_of
+from normvar_core.stats.null import null_params
+from normvar_core.stats.null_geometry import null_sample
 
 GRIDE_COLUMNS = ("layer", "n1", "n2", "masked", "gride_id", "gride_id_err", "gride_id_std", "scale", "points",
                  "batches")
@@ -159,6 +162,23 @@ class NeighbourhoodMeasure(Measure):
         return {"layer_gride": table(result["gride"], GRIDE_COLUMNS),
                 "layer_overlap": table(result["overlap"], OVERLAP_COLUMNS),
                 "overlap_curve": table(result["curve"], CURVE_COLUMNS)}
+
+    @classmethod
+    def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict:
+        """The null's ``layer_gride``: GRIDE (``gride.sample_rows``) on a sample of the run's TwoNN size drawn from
+        each null layer (``stats.null_geometry.null_sample``) on its own stream
+        ``default_rng([seed, NULL_KINDS.index(kind), 3, layer])``, independent of the geometry's draw; {} when the
+        run has no GRIDE or no layer geometry. No overlap: the null's layers are drawn independently, its overlap
+        is the chance value k/n that ``layer_overlap`` records."""
+        if not (run.has("layer_gride") and run.has("layer_geometry")):
+            return {}
+        size = null_sample_size(run)
+        rows = []
+        for li, mu, s2 in null_params(kind, stats, run.layer_stats(), seed=seed):
+            layer = int(stats.layer_index[li])
+            X = null_sample(mu, s2, null.n, size, np.random.default_rng([seed, NULL_KINDS.index(kind), 3, layer]))
+            rows += [{"layer": layer, **r} for r in gride.sample_rows(X, twonn_batch_of(size))]
+        return {"layer_gride": pa.table({c: [r[c] for r in rows] for c in rows[0]})} if rows else {}
 
 
 def overlap_rows(layers: list[int], per: list[dict], tb: np.ndarray) -> dict:
