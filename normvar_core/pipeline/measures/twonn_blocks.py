@@ -1,6 +1,8 @@
 """One Gram block of the streaming TwoNN search (``twonn_stream.NeighbourState._search``): a search's candidate
-pairs — on the CPU from numba's passes over the float32 Gram block (``stats.twonn_kernels``), elsewhere from torch
-ops over the whole block — then their exact float64 distances and both sides' two nearest updated.
+pairs, read from the block's float32 Gram product a·b (computed once, read by the batch's search and each
+decimated subset's) — on the CPU by numba's passes over it (``stats.twonn_kernels``), elsewhere by torch ops over
+the whole block, one search's lower bounds at a time — then their exact float64 distances and both sides' two
+nearest updated.
 
 A pair (row, column) is a candidate when its lower bound lo = d² − e (e = 2(d + 4) u (‖a‖² + ‖b‖²), the float32
 Gram product's rounding) is at most the row's or the column's threshold: its current r₂² (1 + 1e-6), and for a row
@@ -43,17 +45,20 @@ def candidates_cpu(G, sqr, sqc, rskip, cskip, r, rows, cols, own, c):
         block_pairs(G, br, bc, rskip, cskip, own, row_t, col_t, i, j, start)
     return np.repeat(np.arange(L), counts), i, j
 
-def candidates_torch(rt, ct, Xr, Xc, sqr, sqc, rskip, cskip, r, own, c):
-    """(layer, row, column) of the block's candidate pairs for one search, from torch ops over the whole block."""
+def candidates_torch(rt, ct, G, sqr, sqc, rskip, cskip, r, own, c):
+    """(layer, row, column) of the block's candidate pairs for one search, from torch ops over the whole block:
+    G (L, rows, columns) the block's float32 Gram product a·b, computed once for all searches; this search's
+    lower bounds lo = ‖a‖²(1 − c) + ‖b‖²(1 − c) − 2 a·b (one more block, freed on return) carry its own infinite
+    biases for the rows and columns it skips."""
     emax = 2.02 * c * (sqr.amax() + sqc.amax())  # e's largest value in the block, its own margin 1 %
     m, n = rt.numel(), ct.numel()
     inf = float("inf")
     # skipped rows and columns (copies, rows below the level) are no neighbours: an infinite bias
     br = torch.where(rskip, inf, sqr * (1 - c))
     bc = torch.where(cskip, inf, sqc * (1 - c))
-    lo = torch.baddbmm(bc[:, None, :], Xr, Xc.transpose(1, 2), alpha=-2.0).add_(br[:, :, None])
+    lo = torch.add(bc[:, None, :], G, alpha=-2.0).add_(br[:, :, None])  # −2 a·b exact, then two float32 adds
     if own:
-        i = torch.arange(own, device=Xr.device)
+        i = torch.arange(own, device=G.device)
         lo[:, m - own + i, n - own + i] = inf
     # thresholds rounded up: 1e-6 above float32's relative rounding
     big = torch.finfo(torch.float32).max

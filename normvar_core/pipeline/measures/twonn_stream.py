@@ -29,9 +29,12 @@ both sides' thresholds: the current r₂² and an upper bound of the second smal
 column — so no pair that can be among a row's two nearest is ever missed, and the result equals a
 brute-force float64 search over all pairs, ties included, whatever the arrival order or the merge
 order. Every pair of a batch is met exactly once: in the block of the later of its two rows, or in the
-cross search of a merge. On the CPU the block after its Gram product is numba's (``stats.twonn_kernels``:
-thresholds from each row's own second smallest upper bound, the candidates taken while the row is in
-cache); each stored row's ‖x‖² is kept beside the sample, and each TwoNN batch gathered once per arrival.
+cross search of a merge. A block's float32 Gram product is computed once and read by the batch's search and
+each decimated subset's: on the CPU by numba (``stats.twonn_kernels``: thresholds from each row's own second
+smallest upper bound, the candidates taken while the row is in cache), elsewhere by torch ops over the whole
+block, each search's lower bounds built from the product in turn (the product and one search's bounds held: two
+blocks of at most ``CHUNK`` elements); each stored row's ‖x‖² is kept beside the sample, and each TwoNN batch
+gathered once per arrival.
 """
 from __future__ import annotations
 
@@ -298,10 +301,12 @@ class NeighbourState:
         column's threshold: its current r₂², and for a row (or a column without two neighbours yet) an
         upper bound of the block's second smallest d² (the second smallest lo + e's largest value).
         The batch's search and each decimated subset's (``trackers``: the rows and columns below its level
-        skipped) read the same Gram block. ``only`` (L, rows): a search again of rows whose level rose — the
-        subsets' searches only, those rows at those layers only.
+        skipped) read the same Gram block, computed once. ``only`` (L, rows): a search again of rows whose level
+        rose — the subsets' searches only, those rows at those layers only.
         On the CPU the thresholds and the candidates come from numba passes over each row
-        (``stats.twonn_kernels``); elsewhere from torch ops over the whole block."""
+        (``stats.twonn_kernels``); elsewhere from torch ops over the whole block, one search's lower bounds at a
+        time (``candidates_torch``: the Gram block with that search's infinite biases for the rows and columns it
+        skips)."""
         if rows.size == 0 or cols.size == 0:
             return
         h = self.holder
@@ -331,13 +336,13 @@ class NeighbourState:
                 cskip |= pend_c
             if bool(rskip.all()) or bool(cskip.all()):
                 continue
+            if G is None:  # one float32 Gram block for every search
+                G = torch.bmm(Xr, Xc.transpose(1, 2))
             if cpu:
-                if G is None:
-                    G = torch.bmm(Xr, Xc.transpose(1, 2)).numpy()
-                l, i, j = candidates_cpu(G, sqr, sqc, rskip, cskip, r, rows, cols, own, c)
+                l, i, j = candidates_cpu(G.numpy(), sqr, sqc, rskip, cskip, r, rows, cols, own, c)
                 found.append((r, nn, l, rows[i], cols[j]))
             else:
-                l, i, j = candidates_torch(rt, ct, Xr, Xc, sqr, sqc, rskip, cskip, r, own, c)
+                l, i, j = candidates_torch(rt, ct, G, sqr, sqc, rskip, cskip, r, own, c)
                 update_torch(h.sample, l, rt[i], ct[j], r, nn)
         if found:
             with one_thread(self.device):
