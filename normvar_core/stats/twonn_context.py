@@ -64,11 +64,13 @@ def _two_smallest(i: np.ndarray, dist: np.ndarray, m: int) -> np.ndarray:
 
 
 def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np.ndarray | None = None,
-                       chunk: int = CHUNK, own_group: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       chunk: int = CHUNK, own_group: bool = True,
+                       every: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact distances of the rows ``rows`` of X (float32 values; default all): to their two nearest other rows
     of X, (m, 2) (seed 004's search); to their two nearest rows of *other* groups, (m, 2); to their nearest other
     row of their own group, (m,) — inf where there is none. ``groups`` None: no masking (the second equals the
-    first, the third is inf); ``own_group`` False: the third is not searched (inf).
+    first, the third is inf); ``own_group`` False: the third is not searched (inf); ``every`` False (with
+    ``groups``): the first is not searched (inf).
 
     The squared distances d² = ‖a‖² + ‖b‖² − 2 a·b are float32 Gram distances, their error at most
     e = (2d + 24) u (‖a‖² + ‖b‖²) (the dot product's 2(d + 4) u and the float32 sums' few more; u = 2⁻²⁴), and
@@ -104,7 +106,7 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
         d2 += sq[None, :]
         d2[blk, at] = inf
         slack2 = 2 * (c * (sq64[at] + sq64.max())).astype(np.float32)
-        pairs, counts = context_candidates(d2, at, gk, slack2, masked, own_group)
+        pairs, counts = context_candidates(d2, at, gk, slack2, masked, own_group, every or not masked)
         out_all[a:a + at.size] = _two_smallest(*exact(at, pairs[0], counts[0]), at.size)
         if not masked:
             continue
@@ -145,22 +147,29 @@ def subset_levels(tb: np.ndarray) -> np.ndarray:
 def _cross_context(X: np.ndarray, sentences: np.ndarray, r: np.ndarray, nn: np.ndarray, *,
                    own_group: bool) -> tuple[np.ndarray, np.ndarray]:
     """(r₁, r₂) of each row of X over the rows of other sentences, and (``own_group``) its nearest distance in its
-    own sentence (inf where not searched), from its two nearest (r, their rows nn, -1 where none). A row whose two
-    nearest both lie in other sentences has them as its cross-context pair (the masked set holds them and is a
-    subset of all; its own sentence's points are no nearer): only the other rows are searched again."""
+    own sentence where that is its nearest neighbour overall (else inf), from its two nearest (r, their rows nn, -1
+    where none). A row whose two nearest both lie in other sentences has them as its cross-context pair (the masked
+    set holds them and is a subset of all; its own sentence's points are no nearer): only the other rows are
+    searched again, over other sentences alone. The own-sentence distance is all the same-sentence share needs: a
+    row's nearest neighbour is in its own sentence (own < cross r₁) only when its nearest overall, nn₁, is there
+    (then own = r₁); when nn₁ is in another sentence, cross r₁ = r₁ ≤ own."""
     m = len(X)
     nn = np.asarray(nn, np.int64)
     other = (nn >= 0).all(1)
     other[other] = (sentences[nn[other]] != sentences[other, None]).all(1)
     cross = np.full((m, 2), np.inf)
     own = np.full(m, np.inf)
+    X32 = np.ascontiguousarray(X, np.float32)
     idx = np.flatnonzero(other)
     if idx.size:
-        X32 = np.ascontiguousarray(X, np.float32)
         cross[idx] = np.sort(row_distance(X32, np.repeat(idx, 2), nn[idx].reshape(-1)).reshape(-1, 2), axis=1)
     redo = np.flatnonzero(~other)
     if redo.size:
-        _, cross[redo], own[redo] = context_neighbours(X, sentences, rows=redo, own_group=own_group)
+        cross[redo] = context_neighbours(X, sentences, rows=redo, own_group=False, every=False)[1]
+    if own_group:
+        near = nn[:, 0]
+        mine = np.flatnonzero((near >= 0) & (sentences[np.maximum(near, 0)] == sentences))
+        own[mine] = row_distance(X32, mine, near[mine])
     return cross, own
 
 

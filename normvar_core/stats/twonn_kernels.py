@@ -237,13 +237,14 @@ def _context_pass(d2, at, g, masked, own_group, t, out):  # pragma: no cover
 
 
 @numba.njit(cache=True, nogil=True)
-def context_candidates(d2, at, g, s2, masked, own_group):  # pragma: no cover
+def context_candidates(d2, at, g, s2, masked, own_group, every=True):  # pragma: no cover
     """The candidate pairs of ``twonn_context.context_neighbours`` for one block of rows, in two passes over each
     row instead of a partition, masks and a nonzero per search: d2 (b, m) float32 squared Gram distances (inf at
     each row's own column at[i]), g (m,) the groups (read when ``masked``), s2 (b,) float32 = 2 × the row's slack.
     Per row: t_all = its second smallest d2, t_own = its smallest over the other rows of its group (``own_group``),
     t_cross = its second smallest over other groups (inf where a row has fewer); a pair (i, j) is a candidate of
     a search when d2_ij is finite and at most that search's t + s2_i (float32, as numpy's ``t + 2 * slack``).
+    ``every`` False: the search over all rows is not made (no pairs).
     Returns the three searches' pairs, (3, 2, n) int64 with their counts (3,), in row-major order."""
     b = d2.shape[0]
     inf = np.float32(np.inf)
@@ -264,7 +265,7 @@ def context_candidates(d2, at, g, s2, masked, own_group):  # pragma: no cover
                         o1 = v
                 else:
                     c1, c2 = _min2(c1, c2, v)
-        t[i, 0] = a2 + s2[i]
+        t[i, 0] = a2 + s2[i] if every else -inf
         t[i, 1] = o1 + s2[i]
         t[i, 2] = c2 + s2[i]
     out = np.empty((3, 2, 16 * b + 64), np.int64)  # room for ~16 per row (a few are usual): one pass
