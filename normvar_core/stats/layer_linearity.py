@@ -160,7 +160,9 @@ def null_table(kind: str, stats, layer_totals, null, *, seed: int = 0) -> dict[s
     """The ``layer_linearity`` columns of the Gaussian null ``null`` (a ``stats.null.null_stats`` draw of ``stats``,
     the run's per-type moments; ``layer_totals`` its ``layer_stats``): each pair of consecutive kept layers from
     ``null_pair_scatters`` of the null's type means and within-type sums of squares, the Wishart's degrees of
-    freedom the smaller of the two layers' (``satterthwaite_dof``), seeded per pair. No halves: NaN intervals."""
+    freedom the smaller of the two layers' (``satterthwaite_dof``), seeded per pair on its own stream
+    (``default_rng([seed, kind, 4, layer])``: the geometry's null draws on stream 2, GRIDE's on 3). No halves: NaN
+    intervals."""
     from normvar_core.constants import NULL_KINDS
     from normvar_core.stats.null import null_params
 
@@ -169,7 +171,7 @@ def null_table(kind: str, stats, layer_totals, null, *, seed: int = 0) -> dict[s
     layers = [int(x) for x in stats.layer_index]
     rows = []
     for j in range(len(layers) - 1):
-        rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 3, layers[j]])
+        rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 4, layers[j]])
         dof = min(satterthwaite_dof(s2[j], n), satterthwaite_dof(s2[j + 1], n))
         within = [float(np.sum(null.v[i] * n)) for i in (j, j + 1)]
         rows.append(pair_values(*null_pair_scatters(null.mean[j], null.mean[j + 1], n, *within, dof, rng)))
