@@ -1,9 +1,10 @@
-"""The cost of a run against its forward pass (issue 21), as whole processes on the shipped novels, MiniLM.
+"""The cost of a run against its forward pass, as whole processes on the shipped novels, MiniLM.
 
 Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3) at ``--sentences``
 (default 3,000):
 
-* default  = ``normvar compute`` (every measure: moments, samples, geometry, self-similarity, outliers);
+* default  = ``normvar compute`` (the default measures: moments, samples, geometry, self-similarity, outliers,
+  halves, occurrences; with its periodic checkpoints, as a user runs it);
 * lean     = ``normvar compute --no-geometry --self-similarity off``;
 * bare     = this script's ``--bare``: load the corpus and the model, tokenize (``batches.make_batches``),
   ``model(..., output_hidden_states=True)`` for every batch, nothing else;
@@ -14,7 +15,8 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
 
 Then ``--tail-sentences`` (default 600) runs of the default compute, alternated the same way: the share of
 the process's wall time spent after the last forward batch (the "finalize" and "write" phases: spectra,
-TwoNN, seed 004's batches, the run file). Targets: default <= 1.40x bare, lean <= 1.10x, tail <= 20 %.
+TwoNN, seed 004's batches, the run file). Targets: default <= 1.20x bare at 3,000 sentences and <= 1.10x at
+20,000, lean <= 1.05x, tail <= 10 %.
 Prints a markdown table of wall and CPU seconds (user + system of the whole process, all threads: the
 steadier measure when other jobs share the cores; user and system apart) and both ratios, with the load
 average. While developing on a busy machine: fewer sentences and rounds, one variant pair, one torch
@@ -159,7 +161,7 @@ def main() -> None:
         # the opt-in measures on: GRIDE and the neighbourhood overlap, CKA and the linearity score
         "default_new_measures": cli + ["--max-sentences", str(args.sentences), "--neighbourhoods",
                                        "--layer-linearity"],
-        # the occurrences (issue 34) apart: what their early batches and projections add to each variant
+        # the occurrences apart: what their early batches and projections add to each variant
         "default_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--occurrences", "0"],
         "lean_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity",
                                       "off", "--occurrences", "0"],
