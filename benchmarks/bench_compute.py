@@ -43,7 +43,6 @@ def bare(cfg: RunConfig, data_dir: str) -> dict:
     t0 = _now()
     corpus = load_sentences(cfg, data_dir)
     loaded = load_model(cfg, data_dir)
-    t1 = _now()
     batches, _ = B.make_batches(corpus.sentences, loaded.tokenizer, max_length=cfg.max_length or loaded.info.max_length,
                                 batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(loaded.device.type))
     t2 = _now()

@@ -87,7 +87,6 @@ def main() -> int:
                     if isinstance(x, dict) else len(x))
         rows.append(("Trade-off", "open page (run load + first figure)", [open_tradeoff], "cold"))
 
-        layer = at.select_slider(key="w_layer")
         layers = list(range(args.layers))
         cold, warm = [], []
         for i in range(args.repeat):
