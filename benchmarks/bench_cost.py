@@ -13,9 +13,10 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
   sets its heap up so; a plain script does not, and pays a page fault for every 4 KiB of every large
   activation: the run's ratio is given against both.
 
-Then ``--tail-sentences`` (default 600) runs of the default compute, alternated the same way: the share of
-the process's wall time spent after the last forward batch (the "finalize" and "write" phases: spectra,
-TwoNN, seed 004's batches, the run file). Targets: default <= 1.20x bare at 3,000 sentences and <= 1.10x at
+Then the tail part: computes at each size of ``--tail-sentences`` (default 600; comma-separated) and in each of
+``--tail-variants`` (default ``default``; ``default_new_measures`` adds ``--neighbourhoods --layer-linearity``),
+alternated the same way: the share of the process's wall time spent after the last forward batch (the "finalize"
+and "write" phases: spectra, TwoNN, seed 004's batches, the neighbourhoods' searches, the run file). Targets: default <= 1.20x bare at 3,000 sentences and <= 1.10x at
 20,000, lean <= 1.05x, tail <= 10 %.
 Prints a markdown table of wall and CPU seconds (user + system of the whole process, all threads: the
 steadier measure when other jobs share the cores; user and system apart) and both ratios, with the load
@@ -98,11 +99,17 @@ def run_marks(cfg, data_dir: str) -> dict:
     return {"start": start, "last_batch": marks["last_batch"], "end": time.time(), "stages": marks}
 
 
-def tail_main(n: int, data_dir: str) -> None:
-    """A default compute that prints (as JSON) when its last forward batch was done and when it ended."""
+TAIL_VARIANTS = {"default": {}, "default_new_measures": {"neighbourhoods": True, "layer_linearity": True}}
+"""The tail part's variants: RunConfig options beside the default compute's."""
+
+
+def tail_main(n: int, data_dir: str, variant: str = "default") -> None:
+    """A compute (``TAIL_VARIANTS[variant]``) that prints (as JSON) when its last forward batch was done and when it
+    ended."""
     from normvar_core.config import RunConfig
 
-    print(json.dumps(run_marks(RunConfig(model="minilm", max_sentences=n, name="tail"), data_dir)))
+    cfg = RunConfig(model="minilm", max_sentences=n, name="tail", **TAIL_VARIANTS[variant])
+    print(json.dumps(run_marks(cfg, data_dir)))
 
 
 CPU: dict = {}
@@ -132,7 +139,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sentences", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--tail-sentences", type=int, default=600)
+    ap.add_argument("--tail-sentences", default="600", help="comma-separated corpus sizes of the tail part")
+    ap.add_argument("--tail-variants", default="default",
+                    help=f"comma-separated variants of the tail part: {', '.join(TAIL_VARIANTS)}")
     ap.add_argument("--bare", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--heap", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tail", type=int, default=None, help=argparse.SUPPRESS)
@@ -148,7 +157,7 @@ def main() -> None:
     if args.bare is not None:
         return bare_main(args.bare, args.data_dir, heap=args.heap)
     if args.tail is not None:
-        return tail_main(args.tail, args.data_dir)
+        return tail_main(args.tail, args.data_dir, args.tail_variants)
     data_dir = tempfile.mkdtemp(prefix="normvar-bench-cost-")
     py = sys.executable
     cli = [py, "-m", "normvar_core.service.cli", "compute", "--quiet", "--overwrite", "--data-dir", data_dir,
@@ -208,20 +217,29 @@ def main() -> None:
                          f"{med[k] / med['bare']:.2f}x | {med[k] / med[base]:.2f}x | {cpu[k][0]:.1f} | "
                          f"{cpu[k][1]:.1f} / {cpu[k][2]:.1f} | {cpu[k][0] / cpu['bare'][0]:.2f}x |")
     if "tail" not in skip:
-        shares, walls = [], []
+        sizes = [int(x) for x in args.tail_sentences.split(",") if x]
+        kinds = [v for v in args.tail_variants.split(",") if v]
+        if set(kinds) - set(TAIL_VARIANTS):
+            sys.exit(f"bench_cost.py: unknown tail variant(s) {sorted(set(kinds) - set(TAIL_VARIANTS))}")
+        shares: dict = {(n, v): [] for n in sizes for v in kinds}
+        walls: dict = {key: [] for key in shares}
         for _ in range(args.repeat):
-            t0 = time.time()
-            _, out = _timed([py, str(Path(__file__).resolve()), "--tail", str(args.tail_sentences), "--data-dir", data_dir])
-            m = json.loads(out.strip().splitlines()[-1])
-            wall = m["end"] - t0
-            walls.append(wall)
-            shares.append((m["end"] - m["last_batch"]) / wall)
-            load.append(os.getloadavg()[0])
-            print(f"# tail: wall {wall:.1f} s, after the last batch {shares[-1] * 100:.1f} %, load {load[-1]:.1f}",
-                  file=sys.stderr, flush=True)
-        lines += ["", f"{args.tail_sentences} sentences, default compute: wall {statistics.median(walls):.1f} s, "
-                  f"after the last forward batch {statistics.median(shares) * 100:.1f} % "
-                  f"(runs: {', '.join(f'{s * 100:.0f} %' for s in shares)})"]
+            for n, v in shares:  # alternated: every size and variant once per round
+                t0 = time.time()
+                _, out = _timed([py, str(Path(__file__).resolve()), "--tail", str(n), "--tail-variants", v,
+                                 "--data-dir", data_dir])
+                m = json.loads(out.strip().splitlines()[-1])
+                wall = m["end"] - t0
+                walls[n, v].append(wall)
+                shares[n, v].append((m["end"] - m["last_batch"]) / wall)
+                load.append(os.getloadavg()[0])
+                print(f"# tail {n} {v}: wall {wall:.1f} s, after the last batch {shares[n, v][-1] * 100:.1f} %, "
+                      f"load {load[-1]:.1f}", file=sys.stderr, flush=True)
+        lines.append("")
+        for (n, v), sh in shares.items():
+            lines.append(f"{n} sentences, {v} compute: wall {statistics.median(walls[n, v]):.1f} s, after the last "
+                         f"forward batch {statistics.median(sh) * 100:.1f} % (runs: "
+                         f"{', '.join(f'{s * 100:.0f} %' for s in sh)})")
     lines.append(f"\nload average (1 min) during the runs: min {min(load):.1f}, max {max(load):.1f}")
     print("\n".join(lines))
 
