@@ -190,7 +190,6 @@ def test_the_null_run_holds_what_each_measure_gives(published, tmp_path):
     assert len(given) >= 2  # the moments and at least one measure built on them
     null = open_run(write_null_run(published, "isotropic", tmp_path / "n.duckdb"))
     assert null.measures == list(given), sorted(given)
-    print("measures with a null:", list(given))
     assert set(null.table_names) == {"run", "sentence_lengths", *(t for tables in given.values() for t in tables)}
 
 

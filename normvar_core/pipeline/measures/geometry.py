@@ -71,41 +71,41 @@ def host_search(X32: np.ndarray, k: int) -> np.ndarray:
     return layer_geometry.gram_candidates(X32, k, smallest=topk_smallest)
 
 
-def _batch_context(sample, r, nn, dup, sentences, tb, t: int, level=None, subsets=None) -> dict:
-    """TwoNN's context measures of TwoNN batch t at one layer (``stats.twonn_context.batch_context``), on one
-    canonical copy of each distinct row: the copy of smallest sample index (so the result does not depend on
-    which copy the stream kept, i.e. on the arrival or merge order). Each distinct row takes the streamed
-    (r₁, r₂) and neighbours of the copy the stream kept, the neighbours named by their canonical copy; so do its
-    decimated subsets' (``level``: each row's level, ``subsets``: {k: (r, nn)} of the layer, from the stream)."""
-    rows = np.flatnonzero(tb == t)
-    X = sample[rows] + np.float32(0.0)  # -0.0 as 0.0, as the stream's copies are matched
-    canon, firsts = first_copies(X)                # each row -> its distinct row; distinct rows in sample order
-    kept = np.flatnonzero(~dup[rows])              # the stream's kept copies (one per distinct row)
+def _streamed(rows: np.ndarray, canon: np.ndarray, firsts: np.ndarray, dup: np.ndarray) -> np.ndarray:
+    """The sample rows of the copies the stream kept (``dup`` False: one per distinct row), in the order of the
+    distinct rows (``canon``, ``firsts``: ``first_copies`` of the batch's ``rows``)."""
+    kept = np.flatnonzero(~dup[rows])
     streamed = np.empty(firsts.size, np.int64)
     streamed[canon[kept]] = kept
-    local = np.full(len(tb), -1, np.int64)
+    return rows[streamed]
+
+
+def _batch_context(X, rows, r, nn, dup, sentences, t: int, level=None, subsets=None) -> dict:
+    """TwoNN's context measures of TwoNN batch t at one layer (``stats.twonn_context.batch_context``; ``X`` its rows
+    ``rows`` of the sample, −0.0 as 0.0, as the stream's copies are matched), on one canonical copy of each distinct
+    row: the copy of smallest sample index (so the result does not depend on which copy the stream kept, i.e. on the
+    arrival or merge order). Each distinct row takes the streamed (r₁, r₂) and neighbours of the copy the stream
+    kept, the neighbours named by their canonical copy; so do its decimated subsets' (``level``: each row's level,
+    ``subsets``: {k: (r, nn)} of the layer, from the stream)."""
+    canon, firsts = first_copies(X)                # each row -> its distinct row; distinct rows in sample order
+    at = _streamed(rows, canon, firsts, dup)
+    local = np.full(len(dup), -1, np.int64)
     local[rows] = np.arange(rows.size)
 
     def canonical(near):  # the stream's neighbour rows, named by their canonical copy
         return np.where(near >= 0, canon[np.maximum(local[np.maximum(near, 0)], 0)], -1)
 
-    at = rows[streamed]
     subs = None if subsets is None else {k: (level[at] >= k, rk[at], canonical(nk[at])) for k, (rk, nk) in subsets.items()}
     return twonn_context.batch_context(X[firsts], sentences[rows[firsts]], r[at], canonical(nn[at]), t,
                                        rows=int(rows.size), subsets=subs)
 
 
-def _batch_context_device(sample, r, dup, sentences, tb, t: int, level, subsets) -> dict:
-    """``_batch_context`` where the sample is (``sample``: a layer's (K, d) tensor on its device): the same canonical
+def _batch_context_device(X, rows, r, dup, sentences, t: int, level, subsets) -> dict:
+    """``_batch_context`` where the sample is (``X``: the batch's rows, a tensor on its device): the same canonical
     copy of each distinct row (``knn_device.canonical_rows``), its streamed (r₁, r₂) and decimation levels, and the
     cross-context searches on the device (``geometry_device.masked_search``) instead of the host's shortcut."""
-    rows = np.flatnonzero(tb == t)
-    X = sample[torch.as_tensor(rows, device=sample.device)] + 0.0
     canon, firsts = canonical_rows(X)
-    kept = np.flatnonzero(~dup[rows])
-    streamed = np.empty(firsts.size, np.int64)
-    streamed[canon[kept]] = kept
-    at = rows[streamed]
+    at = _streamed(rows, canon, firsts, dup)
     sent = sentences[rows[firsts]]
     subs = {k: (level[at] >= k, rk[at], nk[at]) for k, (rk, nk) in subsets.items()}
     masked = geometry_device.masked_search(X[torch.as_tensor(firsts, device=X.device)], sent)
@@ -250,12 +250,14 @@ class GeometryMeasure(LayerMajor):
             r1, r2, ndup = nb.batch_distances(li, t)
             fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
             subs = {k: (rk[li], nk[li]) for k, (rk, nk) in subsets.items()}
-            if on:
-                rows = torch.as_tensor(np.flatnonzero(nb.tb == t), device=self.device)
-                return ((fit, ndup, geometry_device.batch_anisotropy(sample[li][rows])),
-                        _batch_context_device(sample[li], r[li], dup[li], sentences, nb.tb, t, level[li], subs))
-            return ((fit, ndup, layer_geometry.batch_anisotropy(sample[li][nb.tb == t])),
-                    _batch_context(sample[li], r[li], nn[li], dup[li], sentences, nb.tb, t, level[li], subs))
+            rows = np.flatnonzero(nb.tb == t)
+            if on:  # the batch's rows gathered once, −0.0 as 0.0 (as the stream's copies are matched)
+                X = sample[li][torch.as_tensor(rows, device=self.device)] + 0.0
+                return ((fit, ndup, geometry_device.batch_anisotropy(X)),
+                        _batch_context_device(X, rows, r[li], dup[li], sentences, t, level[li], subs))
+            X = sample[li][rows] + np.float32(0.0)
+            return ((fit, ndup, layer_geometry.batch_anisotropy(X)),
+                    _batch_context(X, rows, r[li], nn[li], dup[li], sentences, t, level[li], subs))
 
         by_batch = per_layer(batch_part, len(tasks), parallel=not on)  # batches, not layers: the cores stay even
 
