@@ -9,6 +9,7 @@ A link restores the view: /tradeoff?run=NAME&layer=3&band=1,5&tokens=the,once&pr
 multipage mode, which runs a page without app.py when a link opens it directly); shared plumbing in
 views/_data.py (data access), views/_state.py (view state and widgets) and views/_chrome.py (page chrome).
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -22,8 +23,12 @@ def favicon():
     img = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
     draw = ImageDraw.Draw(img)
     draw.line([(8, 6), (8, 56), (60, 56)], fill=(49, 51, 63, 255), width=5)
-    for x, y, c in ((20, 42, (31, 119, 180)), (31, 30, (255, 127, 14)), (44, 36, (31, 119, 180)),
-                    (50, 16, (214, 39, 40))):
+    for x, y, c in (
+        (20, 42, (31, 119, 180)),
+        (31, 30, (255, 127, 14)),
+        (44, 36, (31, 119, 180)),
+        (50, 16, (214, 39, 40)),
+    ):
         draw.ellipse([x - 6, y - 6, x + 6, y + 6], fill=(*c, 255))
     return img
 
@@ -37,14 +42,22 @@ from views import _access  # noqa: E402  (after set_page_config)
 # no run (views/_access.py).
 _access.gate()
 
+from normvar_core.viz.pages import DEFAULT_PAGE  # noqa: E402
+from normvar_core.viz.pages import PAGES as REGISTRY
 from views import _chrome, _data, _state  # noqa: E402
 
-from normvar_core.viz.pages import DEFAULT_PAGE, PAGES as REGISTRY  # noqa: E402
-
 READ_ONLY_HIDDEN = ("new-run",)  # --read-only: no form, no upload
-PAGES = {p.key: st.Page(f"views/{p.file}", title=p.title, icon=f":material/{p.icon}:", default=p.key == DEFAULT_PAGE,
-                        **({} if p.key == DEFAULT_PAGE else {"url_path": p.key}))
-         for p in REGISTRY if not (_access.read_only() and p.key in READ_ONLY_HIDDEN)}
+PAGES = {
+    p.key: st.Page(
+        f"views/{p.file}",
+        title=p.title,
+        icon=f":material/{p.icon}:",
+        default=p.key == DEFAULT_PAGE,
+        **({} if p.key == DEFAULT_PAGE else {"url_path": p.key}),
+    )
+    for p in REGISTRY
+    if not (_access.read_only() and p.key in READ_ONLY_HIDDEN)
+}
 groups: dict[str, list] = {}
 for p in REGISTRY:
     if p.key in PAGES:
@@ -64,8 +77,9 @@ with st.sidebar:
     st.caption("Q(X_t) = M(X_t) + V(X_t): norm of the mean vs. variance of contextualized embeddings")
     _state.run_selector()
     _state.bind("w_present", view.presentation)
-    view.presentation = st.toggle("Presentation mode", key="w_present",
-                                  help="large fonts and a clean white background, for a lab meeting")
+    view.presentation = st.toggle(
+        "Presentation mode", key="w_present", help="large fonts and a clean white background, for a lab meeting"
+    )
     st.caption(f"Data: `{_data.data_dir()}`")
 
 _chrome.apply_presentation_css()

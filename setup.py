@@ -5,14 +5,15 @@ the wheel (and a wheel built from the sdist) carries them as ``normvar_core/dash
 ``normvar_core/corpora/``, where ``normvar_core.datadir.shipped`` finds them once installed (in a
 checkout it finds the top-level copies: one lookup, two layouts). Everything else is in pyproject.toml.
 """
+
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 # installed name -> folder in the repository (package-dir mapping; no file is copied or duplicated)
 SHIPPED = {
-    "normvar_core.dashboard": ".",              # app.py (the only top-level module) + .streamlit/config.toml
-    "normvar_core.dashboard.views": "views",    # the pages
-    "normvar_core.corpora": "data/corpora",     # the default corpus
+    "normvar_core.dashboard": ".",  # app.py (the only top-level module) + .streamlit/config.toml
+    "normvar_core.dashboard.views": "views",  # the pages
+    "normvar_core.corpora": "data/corpora",  # the default corpus
 }
 
 
@@ -27,10 +28,13 @@ class BuildPy(build_py):
 setup(
     cmdclass={"build_py": BuildPy},
     packages=find_packages(include=["normvar_core", "normvar_core.*", "normvar", "normvar.*"])
-    + ["normvar_core.pipeline.models.shapes"] + list(SHIPPED),   # shapes: a data folder (no __init__.py)
+    + ["normvar_core.pipeline.models.shapes"]
+    + list(SHIPPED),  # shapes: a data folder (no __init__.py)
     package_dir=SHIPPED,
-    package_data={"normvar_core.dashboard": [".streamlit/config.toml"],
-                  "normvar_core.viz": ["scatter_gl.js"],          # the Occurrences page's WebGL scatter
-                  "normvar_core.pipeline.models.shapes": ["*.json"],  # the shipped model shapes (normvar plan)
-                  "normvar_core.corpora": ["novels_en.txt.gz", "PROVENANCE.md"]},
+    package_data={
+        "normvar_core.dashboard": [".streamlit/config.toml"],
+        "normvar_core.viz": ["scatter_gl.js"],  # the Occurrences page's WebGL scatter
+        "normvar_core.pipeline.models.shapes": ["*.json"],  # the shipped model shapes (normvar plan)
+        "normvar_core.corpora": ["novels_en.txt.gz", "PROVENANCE.md"],
+    },
 )

@@ -1,6 +1,7 @@
 """Time of TokenStats.corpus(n_min, n_max) (eqs. 8–15 for a frequency band) at the issue's
 scale: 30k types × 25 layers × 768 d. The first call builds the block prefix sums; later bands
 cost O(L·d). Usage: python benchmarks/bench_bands.py [--dtype float32|float64]"""
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,11 @@ def main() -> None:
         t0 = time.perf_counter()
         stats.corpus(lo, hi)
         times.append(time.perf_counter() - t0)
-    print(f"| {a.types:,} types × {a.layers} layers × {a.dim} d ({a.dtype} means) | first band "
-          f"(builds prefix sums) {first:.2f} s | any later band: median {np.median(times) * 1e3:.1f} ms, "
-          f"max {max(times) * 1e3:.1f} ms |")
+    print(
+        f"| {a.types:,} types × {a.layers} layers × {a.dim} d ({a.dtype} means) | first band "
+        f"(builds prefix sums) {first:.2f} s | any later band: median {np.median(times) * 1e3:.1f} ms, "
+        f"max {max(times) * 1e3:.1f} ms |"
+    )
 
 
 if __name__ == "__main__":

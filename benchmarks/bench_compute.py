@@ -8,6 +8,7 @@ exact moments, PCA samples, writing the DuckDB file); its "loop" row is the batc
 Both wall-clock and process CPU seconds (all threads; robust when other jobs share the cores)
 are reported. Prints a markdown table. Usage: .venv/bin/python benchmarks/bench_compute.py [--sentences N] [--repeat R]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,14 +22,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from normvar_core.pipeline import batches as B  # noqa: E402
-from normvar_core.pipeline.execute.local import compute_run  # noqa: E402
-from normvar_core.pipeline.execute.progress import Progress  # noqa: E402
-from normvar_core.config import RunConfig  # noqa: E402
-from normvar_core.pipeline.corpus.read import load_sentences  # noqa: E402
-from normvar_core.pipeline.models import load_model  # noqa: E402
+from normvar_core.config import RunConfig
+from normvar_core.pipeline import batches as B
+from normvar_core.pipeline.corpus.read import load_sentences
+from normvar_core.pipeline.execute.local import compute_run
+from normvar_core.pipeline.execute.progress import Progress
+from normvar_core.pipeline.models import load_model
 
 
 def _now() -> tuple[float, float]:
@@ -43,8 +44,13 @@ def bare(cfg: RunConfig, data_dir: str) -> dict:
     t0 = _now()
     corpus = load_sentences(cfg, data_dir)
     loaded = load_model(cfg, data_dir)
-    batches, _ = B.make_batches(corpus.sentences, loaded.tokenizer, max_length=cfg.max_length or loaded.info.max_length,
-                                batch_size=cfg.batch_size, max_tokens=B.auto_max_tokens(loaded.device.type))
+    batches, _ = B.make_batches(
+        corpus.sentences,
+        loaded.tokenizer,
+        max_length=cfg.max_length or loaded.info.max_length,
+        batch_size=cfg.batch_size,
+        max_tokens=B.auto_max_tokens(loaded.device.type),
+    )
     t2 = _now()
     model = loaded.model
     n_tok = 0
@@ -69,8 +75,12 @@ def compute(cfg: RunConfig, data_dir: str) -> dict:
     path = compute_run(cfg, data_dir, progress=progress, overwrite=True)
     t1 = _now()
     size = path.stat().st_size
-    return {"total": _d(t0, t1), "loop": _d(marks["compute"], marks["write"]), "write": _d(marks["write"], marks["done"]),
-            "file_mb": size / 2**20}
+    return {
+        "total": _d(t0, t1),
+        "loop": _d(marks["compute"], marks["write"]),
+        "write": _d(marks["write"], marks["done"]),
+        "file_mb": size / 2**20,
+    }
 
 
 def main() -> None:
@@ -89,16 +99,25 @@ def main() -> None:
         b_runs.append(bare(cfg, data_dir))
         c_runs.append(compute(cfg, data_dir))
     best = lambda runs, key, i: min(r[key][i] for r in runs)  # noqa: E731
-    print(f"MiniLM, {args.sentences:,} sentences of the shipped novels, {b_runs[0]['batches']} batches, "
-          f"{b_runs[0]['tokens']:,} tokens, torch threads {torch.get_num_threads()}, best of {args.repeat} "
-          f"(interleaved), load average before/after {load0:.1f}/{os.getloadavg()[0]:.1f}\n")
+    print(
+        f"MiniLM, {args.sentences:,} sentences of the shipped novels, {b_runs[0]['batches']} batches, "
+        f"{b_runs[0]['tokens']:,} tokens, torch threads {torch.get_num_threads()}, best of {args.repeat} "
+        f"(interleaved), load average before/after {load0:.1f}/{os.getloadavg()[0]:.1f}\n"
+    )
     print("| measurement | wall s | ratio | CPU s | ratio |")
     print("|---|---:|---:|---:|---:|")
-    rows = [("bare forward (output_hidden_states), batch loop", b_runs, "forward", b_runs, "forward"),
-            ("compute batch loop (extract + exact moments + samples)", c_runs, "loop", b_runs, "forward"),
-            ("bare end to end (load corpus + model, tokenize, forward)", b_runs, "total", b_runs, "total"),
-            (f"compute end to end (+ counting, moments, samples, write {c_runs[0]['file_mb']:.0f} MB file)",
-             c_runs, "total", b_runs, "total")]
+    rows = [
+        ("bare forward (output_hidden_states), batch loop", b_runs, "forward", b_runs, "forward"),
+        ("compute batch loop (extract + exact moments + samples)", c_runs, "loop", b_runs, "forward"),
+        ("bare end to end (load corpus + model, tokenize, forward)", b_runs, "total", b_runs, "total"),
+        (
+            f"compute end to end (+ counting, moments, samples, write {c_runs[0]['file_mb']:.0f} MB file)",
+            c_runs,
+            "total",
+            b_runs,
+            "total",
+        ),
+    ]
     for label, runs, key, ref, rkey in rows:
         w, c = best(runs, key, 0), best(runs, key, 1)
         print(f"| {label} | {w:.2f} | {w / best(ref, rkey, 0):.2f} | {c:.2f} | {c / best(ref, rkey, 1):.2f} |")

@@ -13,6 +13,7 @@ are deleted at the end. Timings are noisy on a shared 2-core machine.
 
 Usage: .venv/bin/python benchmarks/bench_corpus_memory.py [--lines 200000,2000000] [--baseline]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,10 @@ peak = hwm()
 print(json.dumps(dict(kept=c.n_kept, read=c.n_read, base=base, peak=peak, secs=secs)))
 """
 
-VOCAB = np.array("the of and to a in was he it that his her you as had with for she not at but be my on have "
-                 "by which is mr elizabeth all they said were so this from would very could been an what".split())
+VOCAB = np.array(
+    "the of and to a in was he it that his her you as had with for she not at but be my on have "
+    "by which is mr elizabeth all they said were so this from would very could been an what".split()
+)
 
 
 def write_corpus(path: Path, n_lines: int, fmt: str, seed: int = 0) -> None:
@@ -82,8 +85,9 @@ def write_corpus(path: Path, n_lines: int, fmt: str, seed: int = 0) -> None:
 
 
 def measure(path: Path, frac: float, column: str | None, brute: bool) -> dict:
-    code = CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), frac=frac, column=column,
-                        brute=brute)
+    code = CHILD.format(
+        root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), frac=frac, column=column, brute=brute
+    )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if out.returncode != 0:
@@ -101,8 +105,10 @@ def main() -> None:
     sizes = [int(x) for x in args.lines.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="normvar-corpus-mem-"))
     mb = 2**20
-    print("| format | lines | file (MB) | sample-frac | kept | reader | peak RSS after imports (MB) | peak RSS (MB) "
-          "| peak - imports (MB) | seconds |")
+    print(
+        "| format | lines | file (MB) | sample-frac | kept | reader | peak RSS after imports (MB) | peak RSS (MB) "
+        "| peak - imports (MB) | seconds |"
+    )
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     try:
         for fmt in args.formats.split(","):
@@ -112,24 +118,33 @@ def main() -> None:
                 write_corpus(path, n, fmt)
                 frac = min(1.0, args.keep / n)
                 column = "text" if fmt in ("jsonl", "csv", "parquet") else None
-                readers = [("streamed", False)] + ([("read-everything", True)] if args.baseline and n <= 2_000_000 else [])
+                readers = [("streamed", False)] + (
+                    [("read-everything", True)] if args.baseline and n <= 2_000_000 else []
+                )
                 for label, brute in readers:
                     r = measure(path, frac, column, brute)
                     if "error" in r:
-                        print(f"| {fmt} | {n:,} | {path.stat().st_size / mb:.0f} | {frac:g} | - | {label} | - | - | - "
-                              f"| {r['error']} |")
+                        print(
+                            f"| {fmt} | {n:,} | {path.stat().st_size / mb:.0f} | {frac:g} | - | {label} | - | - | - "
+                            f"| {r['error']} |"
+                        )
                         continue
                     if not brute:
                         peaks[n] = r["peak"]
-                    print(f"| {fmt} | {n:,} | {path.stat().st_size / mb:.0f} | {frac:g} | {r['kept']:,} | {label} "
-                          f"| {r['base'] / mb:.0f} | {r['peak'] / mb:.0f} | {(r['peak'] - r['base']) / mb:.0f} "
-                          f"| {r['secs']:.1f} |", flush=True)
+                    print(
+                        f"| {fmt} | {n:,} | {path.stat().st_size / mb:.0f} | {frac:g} | {r['kept']:,} | {label} "
+                        f"| {r['base'] / mb:.0f} | {r['peak'] / mb:.0f} | {(r['peak'] - r['base']) / mb:.0f} "
+                        f"| {r['secs']:.1f} |",
+                        flush=True,
+                    )
                 path.unlink()
             if len(peaks) >= 2:
                 lo, hi = peaks[min(peaks)], peaks[max(peaks)]
                 verdict = "within 10 %" if hi <= 1.10 * lo else "NOT within 10 %"
-                print(f"\n{fmt}: streamed peak RSS {lo / mb:.0f} MB at {min(peaks):,} lines -> {hi / mb:.0f} MB at "
-                      f"{max(peaks):,} lines ({(hi / lo - 1) * 100:+.1f} %, {verdict})\n")
+                print(
+                    f"\n{fmt}: streamed peak RSS {lo / mb:.0f} MB at {min(peaks):,} lines -> {hi / mb:.0f} MB at "
+                    f"{max(peaks):,} lines ({(hi / lo - 1) * 100:+.1f} %, {verdict})\n"
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -26,6 +26,7 @@ thread (no spinning OpenMP threads inflating the CPU time), e.g.
 Usage: .venv/bin/python benchmarks/bench_cost.py [--sentences N] [--repeat R] [--tail-sentences M]
        [--variants default,lean,bare] [--threads T] [--skip cost,tail]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,11 +59,10 @@ def bare_main(n: int, data_dir: str, heap: bool = False) -> None:
     (``execute.heap``: blocks below 1 GiB from the reused main heap, trimmed only when grown)."""
     import torch
 
-    from normvar_core.pipeline.execute.heap import reuse_heap, trim_if_grown
-
     from normvar_core.config import RunConfig
     from normvar_core.pipeline import batches as B
     from normvar_core.pipeline.corpus.read import load_sentences
+    from normvar_core.pipeline.execute.heap import reuse_heap, trim_if_grown
     from normvar_core.pipeline.models import load_model
 
     if heap:
@@ -70,12 +70,19 @@ def bare_main(n: int, data_dir: str, heap: bool = False) -> None:
     cfg = RunConfig(model="minilm", max_sentences=n)
     corpus = load_sentences(cfg, data_dir)
     loaded = load_model(cfg, data_dir)
-    batches, _ = B.make_batches(corpus.sentences, loaded.tokenizer, max_length=loaded.info.max_length,
-                                max_tokens=B.auto_max_tokens(loaded.device.type))
+    batches, _ = B.make_batches(
+        corpus.sentences,
+        loaded.tokenizer,
+        max_length=loaded.info.max_length,
+        max_tokens=B.auto_max_tokens(loaded.device.type),
+    )
     with torch.inference_mode():
         for b in batches:
-            out = loaded.model(input_ids=torch.as_tensor(b.input_ids), attention_mask=torch.as_tensor(b.attention_mask),
-                               output_hidden_states=True)
+            out = loaded.model(
+                input_ids=torch.as_tensor(b.input_ids),
+                attention_mask=torch.as_tensor(b.attention_mask),
+                output_hidden_states=True,
+            )
             del out
             if heap:
                 trim_if_grown()
@@ -131,8 +138,11 @@ def _timed(cmd: list[str]) -> tuple[float, str]:
 def _cpu(cmd: list[str]) -> tuple[float, float, float]:
     """Medians of (user + system, user, system) CPU seconds of ``cmd``'s runs."""
     runs = CPU[tuple(cmd)]
-    return (statistics.median(u + s for u, s in runs), statistics.median(u for u, _ in runs),
-            statistics.median(s for _, s in runs))
+    return (
+        statistics.median(u + s for u, s in runs),
+        statistics.median(u for u, _ in runs),
+        statistics.median(s for _, s in runs),
+    )
 
 
 def main() -> None:
@@ -140,17 +150,27 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tail-sentences", default="600", help="comma-separated corpus sizes of the tail part")
-    ap.add_argument("--tail-variants", default="default",
-                    help=f"comma-separated variants of the tail part: {', '.join(TAIL_VARIANTS)}")
+    ap.add_argument(
+        "--tail-variants",
+        default="default",
+        help=f"comma-separated variants of the tail part: {', '.join(TAIL_VARIANTS)}",
+    )
     ap.add_argument("--bare", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--heap", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tail", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data-dir", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: cost, tail")
-    ap.add_argument("--variants", default="default,lean,bare,bare_heap",
-                    help="comma-separated variants of the cost part (bare is always run: the ratios' base)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="OMP_NUM_THREADS for every measured process (default: torch's own choice)")
+    ap.add_argument(
+        "--variants",
+        default="default,lean,bare,bare_heap",
+        help="comma-separated variants of the cost part (bare is always run: the ratios' base)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS for every measured process (default: torch's own choice)",
+    )
     args = ap.parse_args()
     if args.threads:
         THREADS.append(int(args.threads))
@@ -160,34 +180,51 @@ def main() -> None:
         return tail_main(args.tail, args.data_dir, args.tail_variants)
     data_dir = tempfile.mkdtemp(prefix="normvar-bench-cost-")
     py = sys.executable
-    cli = [py, "-m", "normvar_core.service.cli", "compute", "--quiet", "--overwrite", "--data-dir", data_dir,
-           "--name", "bench"]
+    cli = [
+        py,
+        "-m",
+        "normvar_core.service.cli",
+        "compute",
+        "--quiet",
+        "--overwrite",
+        "--data-dir",
+        data_dir,
+        "--name",
+        "bench",
+    ]
     variants = {
         "default": cli + ["--max-sentences", str(args.sentences)],
         "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
         # a foreground compute checkpoints by default (every 30 s, and after the occurrences' early pass)
         "default_no_checkpoint": cli + ["--max-sentences", str(args.sentences), "--no-checkpoint"],
         # the opt-in measures on: GRIDE and the neighbourhood overlap, CKA and the linearity score
-        "default_new_measures": cli + ["--max-sentences", str(args.sentences), "--neighbourhoods",
-                                       "--layer-linearity"],
+        "default_new_measures": cli + ["--max-sentences", str(args.sentences), "--neighbourhoods", "--layer-linearity"],
         # the occurrences apart: what their early batches and projections add to each variant
         "default_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--occurrences", "0"],
-        "lean_no_occurrences": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity",
-                                      "off", "--occurrences", "0"],
+        "lean_no_occurrences": cli
+        + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off", "--occurrences", "0"],
         "bare": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir],
-        "bare_heap": [py, str(Path(__file__).resolve()), "--bare", str(args.sentences), "--data-dir", data_dir,
-                      "--heap"],
+        "bare_heap": [
+            py,
+            str(Path(__file__).resolve()),
+            "--bare",
+            str(args.sentences),
+            "--data-dir",
+            data_dir,
+            "--heap",
+        ],
     }
     wanted = set(filter(None, args.variants.split(","))) | {"bare"}
     if wanted - set(variants):
-        sys.exit(f"bench_cost.py: unknown variant(s) {sorted(wanted - set(variants))}; use "
-                 f"{', '.join(variants)}")
+        sys.exit(f"bench_cost.py: unknown variant(s) {sorted(wanted - set(variants))}; use {', '.join(variants)}")
     variants = {k: v for k, v in variants.items() if k in wanted}
     skip = set(filter(None, args.skip.split(",")))
     _timed(cli + ["--max-sentences", "100"])  # warm-up: numba's on-disk cache, the OS file cache
     load = [os.getloadavg()[0]]
-    lines = [f"MiniLM, the shipped novels, whole processes, alternated, median of {args.repeat}; "
-             f"{os.cpu_count()} cores; torch threads {args.threads or 'default'}"]
+    lines = [
+        f"MiniLM, the shipped novels, whole processes, alternated, median of {args.repeat}; "
+        f"{os.cpu_count()} cores; torch threads {args.threads or 'default'}"
+    ]
     if "cost" not in skip:
         times: dict = {k: [] for k in variants}
         for _ in range(args.repeat):
@@ -195,27 +232,40 @@ def main() -> None:
                 times[k].append(_timed(cmd)[0])
                 load.append(os.getloadavg()[0])
                 u, st = CPU[tuple(cmd)][-1]
-                print(f"# {k}: wall {times[k][-1]:.1f} s, CPU {u + st:.1f} s (user {u:.1f}, system {st:.1f}), "
-                      f"load {load[-1]:.1f}", file=sys.stderr, flush=True)
+                print(
+                    f"# {k}: wall {times[k][-1]:.1f} s, CPU {u + st:.1f} s (user {u:.1f}, system {st:.1f}), "
+                    f"load {load[-1]:.1f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         med = {k: statistics.median(v) for k, v in times.items()}
         cpu = {k: _cpu(cmd) for k, cmd in variants.items()}
         base = "bare_heap" if "bare_heap" in variants else "bare"
-        lines += ["", f"{args.sentences:,} sentences:", "",
-                  "| variant | wall, runs (s) | wall median (s) | / bare | / bare, run's heap | CPU median (s) | "
-                  "user / system (s) | CPU / bare |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for k, label in (("bare", "bare forward, output_hidden_states"),
-                         ("bare_heap", "bare forward, the run's heap set-up"), ("default", "default `normvar compute`"),
-                         ("lean", "`--no-geometry --self-similarity off`"),
-                         ("default_no_checkpoint", "default, `--no-checkpoint`"),
-                         ("default_new_measures", "default, `--neighbourhoods --layer-linearity`"),
-                         ("default_no_occurrences", "default, `--occurrences 0`"),
-                         ("lean_no_occurrences", "lean, `--occurrences 0`")):
+        lines += [
+            "",
+            f"{args.sentences:,} sentences:",
+            "",
+            "| variant | wall, runs (s) | wall median (s) | / bare | / bare, run's heap | CPU median (s) | "
+            "user / system (s) | CPU / bare |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for k, label in (
+            ("bare", "bare forward, output_hidden_states"),
+            ("bare_heap", "bare forward, the run's heap set-up"),
+            ("default", "default `normvar compute`"),
+            ("lean", "`--no-geometry --self-similarity off`"),
+            ("default_no_checkpoint", "default, `--no-checkpoint`"),
+            ("default_new_measures", "default, `--neighbourhoods --layer-linearity`"),
+            ("default_no_occurrences", "default, `--occurrences 0`"),
+            ("lean_no_occurrences", "lean, `--occurrences 0`"),
+        ):
             if k not in variants:
                 continue
-            lines.append(f"| {label} | {', '.join(f'{t:.1f}' for t in times[k])} | {med[k]:.1f} | "
-                         f"{med[k] / med['bare']:.2f}x | {med[k] / med[base]:.2f}x | {cpu[k][0]:.1f} | "
-                         f"{cpu[k][1]:.1f} / {cpu[k][2]:.1f} | {cpu[k][0] / cpu['bare'][0]:.2f}x |")
+            lines.append(
+                f"| {label} | {', '.join(f'{t:.1f}' for t in times[k])} | {med[k]:.1f} | "
+                f"{med[k] / med['bare']:.2f}x | {med[k] / med[base]:.2f}x | {cpu[k][0]:.1f} | "
+                f"{cpu[k][1]:.1f} / {cpu[k][2]:.1f} | {cpu[k][0] / cpu['bare'][0]:.2f}x |"
+            )
     if "tail" not in skip:
         sizes = [int(x) for x in args.tail_sentences.split(",") if x]
         kinds = [v for v in args.tail_variants.split(",") if v]
@@ -226,20 +276,27 @@ def main() -> None:
         for _ in range(args.repeat):
             for n, v in shares:  # alternated: every size and variant once per round
                 t0 = time.time()
-                _, out = _timed([py, str(Path(__file__).resolve()), "--tail", str(n), "--tail-variants", v,
-                                 "--data-dir", data_dir])
+                _, out = _timed(
+                    [py, str(Path(__file__).resolve()), "--tail", str(n), "--tail-variants", v, "--data-dir", data_dir]
+                )
                 m = json.loads(out.strip().splitlines()[-1])
                 wall = m["end"] - t0
                 walls[n, v].append(wall)
                 shares[n, v].append((m["end"] - m["last_batch"]) / wall)
                 load.append(os.getloadavg()[0])
-                print(f"# tail {n} {v}: wall {wall:.1f} s, after the last batch {shares[n, v][-1] * 100:.1f} %, "
-                      f"load {load[-1]:.1f}", file=sys.stderr, flush=True)
+                print(
+                    f"# tail {n} {v}: wall {wall:.1f} s, after the last batch {shares[n, v][-1] * 100:.1f} %, "
+                    f"load {load[-1]:.1f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         lines.append("")
         for (n, v), sh in shares.items():
-            lines.append(f"{n} sentences, {v} compute: wall {statistics.median(walls[n, v]):.1f} s, after the last "
-                         f"forward batch {statistics.median(sh) * 100:.1f} % (runs: "
-                         f"{', '.join(f'{s * 100:.0f} %' for s in sh)})")
+            lines.append(
+                f"{n} sentences, {v} compute: wall {statistics.median(walls[n, v]):.1f} s, after the last "
+                f"forward batch {statistics.median(sh) * 100:.1f} % (runs: "
+                f"{', '.join(f'{s * 100:.0f} %' for s in sh)})"
+            )
     lines.append(f"\nload average (1 min) during the runs: min {min(load):.1f}, max {max(load):.1f}")
     print("\n".join(lines))
 

@@ -7,6 +7,7 @@ reads, figure building and serialization; the browser's WebGL drawing is not inc
 Prints a markdown table for docs/benchmarks.md. Each "cold" row is the first time a value is seen (cache miss:
 the analysis runs); "warm" rows revisit values already cached.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # runfiles.write_run
 
 def synthetic_run(data_dir: Path, T: int, L: int, d: int, seed: int = 0) -> str:
     """A run file with a per-layer trade-off structure (Zipf counts, Q_t ~ const, M_t falling with n_t)."""
-    from normvar_core.stats.tokenstats import TokenStats
     from runfiles import write_run
+
+    from normvar_core.stats.tokenstats import TokenStats
 
     rng = np.random.default_rng(seed)
     n = np.maximum(1, (3e6 / np.arange(1, T + 1) ** 1.1 * rng.uniform(0.5, 1.5, T))).astype(np.int64)
@@ -46,10 +48,25 @@ def synthetic_run(data_dir: Path, T: int, L: int, d: int, seed: int = 0) -> str:
         s[l] = (q - f * q) * n
     stats = TokenStats.from_moments(np.arange(T, dtype=np.int64), n, mean.astype(np.float64), s)
     name = f"synthetic-{T // 1000}k-x{L}"
-    meta = dict(model="synthetic", architecture="Synthetic", norm_placement="post", num_layers=L - 1, dim=d,
-                layers=list(range(L)), corpus_name="synthetic", n_sentences=int(n.sum() // 15))
-    write_run(data_dir / "runs" / f"{name}.duckdb", meta=meta, stats=stats, tokens=[f"tok{i}" for i in range(T)],
-              sentence_lengths=rng.integers(1, 64, 10_000), samples=None, overwrite=True)
+    meta = dict(
+        model="synthetic",
+        architecture="Synthetic",
+        norm_placement="post",
+        num_layers=L - 1,
+        dim=d,
+        layers=list(range(L)),
+        corpus_name="synthetic",
+        n_sentences=int(n.sum() // 15),
+    )
+    write_run(
+        data_dir / "runs" / f"{name}.duckdb",
+        meta=meta,
+        stats=stats,
+        tokens=[f"tok{i}" for i in range(T)],
+        sentence_lengths=rng.integers(1, 64, 10_000),
+        samples=None,
+        overwrite=True,
+    )
     return name
 
 
@@ -83,16 +100,23 @@ def main() -> int:
         assert not at.exception, [e.value for e in at.exception]
         spec = at.get("plotly_chart")[0].proto.spec
         x = json.loads(spec)["data"][0]["x"]
-        n_points = (np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"])).size
-                    if isinstance(x, dict) else len(x))
+        n_points = (
+            np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"])).size
+            if isinstance(x, dict)
+            else len(x)
+        )
         rows.append(("Trade-off", "open page (run load + first figure)", [open_tradeoff], "cold"))
 
         layers = list(range(args.layers))
         cold, warm = [], []
         for i in range(args.repeat):
-            cold.append(timed(lambda: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run()))
+            cold.append(
+                timed(lambda: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run())
+            )
         for i in range(args.repeat):
-            warm.append(timed(lambda: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run()))
+            warm.append(
+                timed(lambda: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run())
+            )
         rows.append(("Trade-off", "layer slider", cold, "cold"))
         rows.append(("Trade-off", "layer slider", warm, "warm"))
         bands = [(1.0 + 0.1 * i, 5.0 - 0.1 * i) for i in range(1, args.repeat + 1)]
@@ -100,21 +124,27 @@ def main() -> int:
         warm = [timed(lambda b=b: at.slider(key="w_band").set_value(b).run()) for b in bands]
         rows.append(("Trade-off", "band slider", cold, "cold"))
         rows.append(("Trade-off", "band slider", warm, "warm"))
-        tok = [timed(lambda s=s: at.text_input(key="w_tokens").set_value(s).run())
-               for s in ("tok1", "tok1,tok20", "tok1,tok20,tok300", "tok5", "")[: args.repeat]]
+        tok = [
+            timed(lambda s=s: at.text_input(key="w_tokens").set_value(s).run())
+            for s in ("tok1", "tok1,tok20", "tok1,tok20,tok300", "tok5", "")[: args.repeat]
+        ]
         rows.append(("Trade-off", "token search", tok, "–"))
         assert not at.exception, [e.value for e in at.exception]
         for page in ("layers", "decomposition", "frequency"):
             t_open = timed(lambda p=page: at.switch_page(f"views/{p}.py").run())
-            cold = [timed(lambda b=b: at.slider(key="w_band").set_value(b).run())
-                    for b in [(1.2 + 0.1 * i, 4.6) for i in range(args.repeat)]]
+            cold = [
+                timed(lambda b=b: at.slider(key="w_band").set_value(b).run())
+                for b in [(1.2 + 0.1 * i, 4.6) for i in range(args.repeat)]
+            ]
             assert not at.exception, [e.value for e in at.exception]
             label = page.capitalize()
             rows.append((label, "open page", [t_open], "–"))
             rows.append((label, "band slider", cold, "cold" if page == "layers" else "warm/cold mix"))
 
-    print(f"Synthetic run: {args.types:,} token types × {args.layers} layers (d = {args.dim}); "
-          f"{n_points:,} points in the default band; built in {build_s:.1f} s; app start {first:.2f} s.\n")
+    print(
+        f"Synthetic run: {args.types:,} token types × {args.layers} layers (d = {args.dim}); "
+        f"{n_points:,} points in the default band; built in {build_s:.1f} s; app start {first:.2f} s.\n"
+    )
     print("| page | widget change | cache | median (s) | max (s) | n |")
     print("|---|---|---|---:|---:|---:|")
     for page, what, ts, cache in rows:

@@ -18,6 +18,7 @@ with the dataset; what the kept sentences need is the same for both). Timings ar
 
 Usage: .venv/bin/python benchmarks/bench_dataset_rss.py [--rows 100000,1000000] [--keep 10000] [--sources hub,parquet,saved]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,12 +33,14 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from at which but "
-         "have an they you were her she there been one all we their has would when if so no what up out can "
-         "who more some into them time could these two may then do first any my now such like our over man "
-         "me even most made after also did many before must through back years where much your way well down "
-         "should because each just those people how too little state good very make world still own see men "
-         "work long get here between both life being under never day same another know while last might us").split()
+WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which but "
+    "have an they you were her she there been one all we their has would when if so no what up out can "
+    "who more some into them time could these two may then do first any my now such like our over man "
+    "me even most made after also did many before must through back years where much your way well down "
+    "should because each just those people how too little state good very make world still own see men "
+    "work long get here between both life being under never day same another know while last might us"
+).split()
 
 CHILD = r"""
 import json, os, sys, time
@@ -67,7 +70,7 @@ def _rows(n: int, seed: int) -> list[str]:
     lengths = rng.integers(4, 21, size=n)
     words = np.asarray(WORDS)[rng.integers(0, len(WORDS), size=int(lengths.sum()))]
     ends = np.cumsum(lengths)
-    return [" ".join(words[e - k:e]) + "." for e, k in zip(ends.tolist(), lengths.tolist())]
+    return [" ".join(words[e - k : e]) + "." for e, k in zip(ends.tolist(), lengths.tolist())]
 
 
 def make_sources(home: Path, n: int) -> dict[str, str]:
@@ -86,8 +89,14 @@ def make_sources(home: Path, n: int) -> dict[str, str]:
     pq.write_table(table, files / f"rows{n}.parquet", row_group_size=50_000)
     name = f"rows{n}"
     build = home / "build"
-    Parquet(cache_dir=str(build), dataset_name=name, hash="0" * 40, config_name="default", config_id="default",
-            data_files={"train": [str(files / f"rows{n}.parquet")]}).download_and_prepare()
+    Parquet(
+        cache_dir=str(build),
+        dataset_name=name,
+        hash="0" * 40,
+        config_name="default",
+        config_id="default",
+        data_files={"train": [str(files / f"rows{n}.parquet")]},
+    ).download_and_prepare()
     (home / "datasets").mkdir(exist_ok=True)
     shutil.move(str(build / name), str(home / "datasets" / f"bench___{name}"))
     datasets.Dataset(table).save_to_disk(str(home / f"saved{n}"))
@@ -125,8 +134,11 @@ def main() -> int:
             for n in sizes:
                 r = measure(home, made[n][src], min(1.0, args.keep / n))
                 results[(src, n)] = r
-                print(f"{src:8s} {n:>9,} rows: peak {r['peak'] / 2**20:7.1f} MiB (after imports {r['base'] / 2**20:6.1f}),"
-                      f" {r['n_kept']:,} kept, {r['tokens']:,} tokens, {r['seconds']:6.1f} s", flush=True)
+                print(
+                    f"{src:8s} {n:>9,} rows: peak {r['peak'] / 2**20:7.1f} MiB (after imports {r['base'] / 2**20:6.1f}),"
+                    f" {r['n_kept']:,} kept, {r['tokens']:,} tokens, {r['seconds']:6.1f} s",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(home, ignore_errors=True)
     ok = True
@@ -134,7 +146,9 @@ def main() -> int:
         lo, hi = results[(src, sizes[0])]["peak"], results[(src, sizes[-1])]["peak"]
         ratio = hi / lo
         ok &= ratio <= 1.10
-        print(f"{src:8s} peak {sizes[-1]:,} / {sizes[0]:,} rows = {ratio:.3f} ({'within' if ratio <= 1.10 else 'OVER'} 10 %)")
+        print(
+            f"{src:8s} peak {sizes[-1]:,} / {sizes[0]:,} rows = {ratio:.3f} ({'within' if ratio <= 1.10 else 'OVER'} 10 %)"
+        )
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0 if ok else 1
 

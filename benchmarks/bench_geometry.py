@@ -6,6 +6,7 @@ every measure's update is timed separately inside the same pass (same batches, s
 plus its ``result()`` at the end (eigendecompositions, TwoNN on the 16,384-embedding sample).
 Usage: .venv/bin/python benchmarks/bench_geometry.py [--model minilm] [--sentences 2000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,11 +20,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from normvar_core.config import RunConfig  # noqa: E402
-from normvar_core.pipeline.execute.partials import build_measures  # noqa: E402
-from normvar_core.pipeline.execute.prepare import prepare  # noqa: E402
+from normvar_core.config import RunConfig
+from normvar_core.pipeline.execute.partials import build_measures
+from normvar_core.pipeline.execute.prepare import prepare
 
 
 def main() -> None:
@@ -55,8 +56,10 @@ def main() -> None:
         measure.result()
         t_result[name] = time.perf_counter() - t0
     n = measures["moments"].n_embeddings
-    print(f"{a.model}: {len(plan.sentences):,} sentences, {n:,} embeddings x {len(plan.layers)} layers x "
-          f"{source.info.dim} d; torch threads {torch.get_num_threads()}; forward pass {t_fwd:.2f} s\n")
+    print(
+        f"{a.model}: {len(plan.sentences):,} sentences, {n:,} embeddings x {len(plan.layers)} layers x "
+        f"{source.info.dim} d; torch threads {torch.get_num_threads()}; forward pass {t_fwd:.2f} s\n"
+    )
     print("| measure | update s | result s | total, % of forward |")
     print("|---|---:|---:|---:|")
     geo_total = 0.0

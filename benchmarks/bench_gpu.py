@@ -28,6 +28,7 @@ the script, its numbers measure nothing.
 Usage: .venv/bin/python benchmarks/bench_gpu.py [--sentences N] [--llama-sentences M] [--repeat R] [--only NAME,...]
        [--cpu-check]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,12 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 import torch  # noqa: E402
 
 SCATTER = ("float64", "float32")
-VARIANTS = {"default": {}, "+ neighbourhoods": {"neighbourhoods": True}, "+ layer linearity": {"layer_linearity": True},
-            "+ both": {"neighbourhoods": True, "layer_linearity": True}}
+VARIANTS = {
+    "default": {},
+    "+ neighbourhoods": {"neighbourhoods": True},
+    "+ layer linearity": {"layer_linearity": True},
+    "+ both": {"neighbourhoods": True, "layer_linearity": True},
+}
 """The runs compared: the default run, and with each optional measure on (RunConfig fields)."""
 PICKED: dict = {"scatter": SCATTER, "variants": VARIANTS}
 """What the tables run: everything on a GPU; one scatter dtype, the default and "+ both" in ``--cpu-check``."""
@@ -98,8 +103,11 @@ def bare(model, plan) -> float:
     t0 = time.perf_counter()
     with torch.inference_mode():
         for b in plan.batches:
-            out = model(input_ids=b.input_ids.to(dev, non_blocking=True),
-                        attention_mask=b.attention_mask.to(dev, non_blocking=True), output_hidden_states=True)
+            out = model(
+                input_ids=b.input_ids.to(dev, non_blocking=True),
+                attention_mask=b.attention_mask.to(dev, non_blocking=True),
+                output_hidden_states=True,
+            )
             del out
     _sync()
     return time.perf_counter() - t0
@@ -121,8 +129,14 @@ def compute(source, plan, ctx) -> dict:
     _sync()
     t2 = time.perf_counter()
     n = int(measures["moments"].n_embeddings)
-    return {"loop": t1 - t0, "finalize": t2 - t1, "total": t2 - t0, "embeddings": n,
-            "peak_gb": _peak_gb(), "accs": ",".join(measures)}
+    return {
+        "loop": t1 - t0,
+        "finalize": t2 - t1,
+        "total": t2 - t0,
+        "embeddings": n,
+        "peak_gb": _peak_gb(),
+        "accs": ",".join(measures),
+    }
 
 
 def compare(name: str, t_bare: float, source, plan, ctx_of, rows: list) -> None:
@@ -132,9 +146,19 @@ def compare(name: str, t_bare: float, source, plan, ctx_of, rows: list) -> None:
     runs += [("auto", v, opts) for v, opts in PICKED["variants"].items() if opts]
     for sd, variant, opts in runs:
         r = compute(source, plan, ctx_of(dict(scatter_dtype=sd, **opts)))
-        rows.append((name, sd, variant, f"{t_bare:.2f}", f"{r['total']:.2f} ({r['finalize']:.2f})",
-                     f"{r['total'] / t_bare:.2f}x", f"{r['embeddings'] / r['total']:,.0f}", f"{r['peak_gb']:.1f}",
-                     r["accs"]))
+        rows.append(
+            (
+                name,
+                sd,
+                variant,
+                f"{t_bare:.2f}",
+                f"{r['total']:.2f} ({r['finalize']:.2f})",
+                f"{r['total'] / t_bare:.2f}x",
+                f"{r['embeddings'] / r['total']:,.0f}",
+                f"{r['peak_gb']:.1f}",
+                r["accs"],
+            )
+        )
 
 
 def _dtype() -> str:
@@ -162,8 +186,9 @@ def _contexts(base, plan, dim: int):
     """cfg options -> the RunContext of a synthetic plan's run with them."""
     from normvar_core.pipeline.contracts import RunContext
 
-    return lambda kw: RunContext(cfg=base.replace(**kw), layers=plan.layers, dim=dim, device=DEVICE, plan=plan,
-                                 tokens=plan.tokens)
+    return lambda kw: RunContext(
+        cfg=base.replace(**kw), layers=plan.layers, dim=dim, device=DEVICE, plan=plan, tokens=plan.tokens
+    )
 
 
 def synthetic(name: str, config, n_sentences: int, batch_size: int, rows: list, every: int = 1) -> None:
@@ -184,9 +209,15 @@ def synthetic(name: str, config, n_sentences: int, batch_size: int, rows: list, 
         torch.set_default_dtype(old)
     L = int(config.num_hidden_layers) + 1
     base = RunConfig(model=name, device=DEVICE.type, dtype=_dtype(), self_similarity="on")
-    plan = synthetic_plan(base, n_sentences=n_sentences, vocab_size=int(config.vocab_size),
-                          layers=list(range(0, L, every)),
-                          batch_size=batch_size, min_len=8, max_len=64)
+    plan = synthetic_plan(
+        base,
+        n_sentences=n_sentences,
+        vocab_size=int(config.vocab_size),
+        layers=list(range(0, L, every)),
+        batch_size=batch_size,
+        min_len=8,
+        max_len=64,
+    )
     source = _ModelSource(model, plan.layers)
     bare(model, plan)
     t_bare = min(bare(model, plan), bare(model, plan))
@@ -227,14 +258,20 @@ def tail(alias: str, n: int, repeat: int, lines: list) -> None:
     med = {v: [statistics.median(r[k] for r in rs) for k in range(3)] for v, rs in runs.items()}
     for v, (wall, after, peak) in med.items():
         added = "" if v == "default" else f"{wall - med['default'][0]:+.2f} ({wall / med['default'][0]:.2f}x)"
-        lines.append(f"| {alias}, {n:,} sentences | {v} | {wall:.2f} | {after:.2f} | {after / wall * 100:.1f} % | "
-                     f"{added} | {peak:.1f} |")
+        lines.append(
+            f"| {alias}, {n:,} sentences | {v} | {wall:.2f} | {after:.2f} | {after / wall * 100:.1f} % | "
+            f"{added} | {peak:.1f} |"
+        )
 
 
-TAIL_HEADER = ("| model | run | whole run (s) | after the last batch (s) | tail share | added to the default (s) "
-               "| peak GB |\n|---|---|---:|---:|---:|---:|---:|")
-COMPUTE_HEADER = ("| model | scatter dtype | measures | bare forward (s) | compute (s) (results) | compute / bare "
-                  "| embeddings/s | peak GB | measures held |\n|---|---|---|---:|---:|---:|---:|---:|---|")
+TAIL_HEADER = (
+    "| model | run | whole run (s) | after the last batch (s) | tail share | added to the default (s) "
+    "| peak GB |\n|---|---|---:|---:|---:|---:|---:|"
+)
+COMPUTE_HEADER = (
+    "| model | scatter dtype | measures | bare forward (s) | compute (s) (results) | compute / bare "
+    "| embeddings/s | peak GB | measures held |\n|---|---|---|---:|---:|---:|---:|---:|---|"
+)
 
 
 def cpu_check(args) -> int:
@@ -246,8 +283,13 @@ def cpu_check(args) -> int:
     PICKED.update(scatter=SCATTER[:1], variants={k: VARIANTS[k] for k in ("default", "+ both")})
     rows: list = []
     real_model("minilm", n, rows)
-    synthetic("tiny bert (random init)", BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                                    intermediate_size=128), n, 16, rows)
+    synthetic(
+        "tiny bert (random init)",
+        BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
+        n,
+        16,
+        rows,
+    )
     print("CPU check (measures nothing: the script's code paths at a tiny size)\n\n" + COMPUTE_HEADER)
     for r in rows:
         print("| " + " | ".join(r) + " |")
@@ -259,13 +301,23 @@ def cpu_check(args) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sentences", type=int, default=None, help="sentences of the real models' runs (default 4,000; "
-                    "40 with --cpu-check)")
+    ap.add_argument(
+        "--sentences",
+        type=int,
+        default=None,
+        help="sentences of the real models' runs (default 4,000; 40 with --cpu-check)",
+    )
     ap.add_argument("--llama-sentences", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=3, help="rounds of the tail's runs (medians)")
-    ap.add_argument("--only", default="", help="comma-separated: minilm,mpnet,smollm2,bert-base,llama-7b,tail,multi-gpu")
-    ap.add_argument("--cpu-check", "--cpu-smoke", action="store_true",
-                    help="run the same code on the CPU at a tiny size (checks the script, measures nothing useful)")
+    ap.add_argument(
+        "--only", default="", help="comma-separated: minilm,mpnet,smollm2,bert-base,llama-7b,tail,multi-gpu"
+    )
+    ap.add_argument(
+        "--cpu-check",
+        "--cpu-smoke",
+        action="store_true",
+        help="run the same code on the CPU at a tiny size (checks the script, measures nothing useful)",
+    )
     args = ap.parse_args()
     global DEVICE
     if args.cpu_check:
@@ -283,14 +335,21 @@ def main() -> int:
     want = lambda k: not only or k in only  # noqa: E731
     dev = torch.device("cuda")
     cap = torch.cuda.get_device_capability(dev)
-    print(f"{torch.cuda.get_device_name(dev)} (compute capability {cap[0]}.{cap[1]}), bf16 forward; "
-          f"--scatter-dtype auto picks {resolve_scatter_dtype('auto', dev)} here.\n", flush=True)
+    print(
+        f"{torch.cuda.get_device_name(dev)} (compute capability {cap[0]}.{cap[1]}), bf16 forward; "
+        f"--scatter-dtype auto picks {resolve_scatter_dtype('auto', dev)} here.\n",
+        flush=True,
+    )
     if want("tail"):
         lines: list = []
         for alias in TAIL_MODELS:
             tail(alias, n, args.repeat, lines)
-        print(f"Whole runs (median of {args.repeat}; target: the tail at most 10 % of the run):\n\n{TAIL_HEADER}\n"
-              + "\n".join(lines) + "\n", flush=True)
+        print(
+            f"Whole runs (median of {args.repeat}; target: the tail at most 10 % of the run):\n\n{TAIL_HEADER}\n"
+            + "\n".join(lines)
+            + "\n",
+            flush=True,
+        )
     rows: list = []
     for alias in ("minilm", "mpnet", "smollm2"):
         if want(alias):
@@ -298,12 +357,17 @@ def main() -> int:
     if want("bert-base"):
         synthetic("bert-base (random init)", BertConfig(), n, 64, rows)
     if want("llama-7b"):
-        cfg = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-                          num_key_value_heads=32, vocab_size=32000)
+        cfg = LlamaConfig(
+            hidden_size=4096,
+            intermediate_size=11008,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=32,
+            vocab_size=32000,
+        )
         synthetic("Llama-7B shape (random init, 9 of 33 layers)", cfg, args.llama_sentences, 16, rows, every=4)
     if rows:
-        print("compute = every measure of the run + their results (in brackets), no write:\n\n"
-              + COMPUTE_HEADER)
+        print("compute = every measure of the run + their results (in brackets), no write:\n\n" + COMPUTE_HEADER)
         for r in rows:
             print("| " + " | ".join(r) + " |")
     if want("multi-gpu"):  # a device-mapped model over every visible GPU against one GPU (bench_multigpu.py)

@@ -13,6 +13,7 @@ source gives; the thread's CPU seconds are summed separately for
 Prints one markdown table and the ratio linearity / forward.
 Usage: .venv/bin/python benchmarks/bench_layer_linearity.py [--sentences 3000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,10 @@ def main() -> None:
         spent["others"] += time.thread_time() - t
     spent["others"] -= spent["linearity"]
     L, d = setup.ctx.num_layers, setup.ctx.dim
-    print(f"MiniLM, {args.sentences:,} sentences, {tokens:,} embeddings, L = {L}, d = {d}, one thread "
-          f"(load {os.getloadavg()[0]:.1f})\n")
+    print(
+        f"MiniLM, {args.sentences:,} sentences, {tokens:,} embeddings, L = {L}, d = {d}, one thread "
+        f"(load {os.getloadavg()[0]:.1f})\n"
+    )
     print("| part | CPU s | × forward |\n|---|---|---|")
     for k, v in spent.items():
         print(f"| {k} | {v:.2f} | {v / spent['forward']:.3f} |")

@@ -12,6 +12,7 @@ counts (p_t ~ 1/rank). Reported: the median over repeated batches after a warm-u
 Usage: python benchmarks/bench_moments.py [--batches 12] [--loop-batches 2]
 Prints a markdown table (pasted into docs/benchmarks.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,10 +106,12 @@ def main() -> None:
     for d in (384, 768):
         batches = make_data(d, args.batches)
         loop = rate(study_loop(batches[: args.loop_batches]))
-        res = {"loop (study, float32 dict)": loop,
-               "naive torch (float64 copies)": rate(naive_torch(batches, d)),
-               "normvar CPU (numba kernel)": rate(normvar(batches, d)),
-               "normvar CPU (torch backend)": rate(normvar(batches, d, backend="torch"))}
+        res = {
+            "loop (study, float32 dict)": loop,
+            "naive torch (float64 copies)": rate(naive_torch(batches, d)),
+            "normvar CPU (numba kernel)": rate(normvar(batches, d)),
+            "normvar CPU (torch backend)": rate(normvar(batches, d, backend="torch")),
+        }
         if torch.cuda.is_available():
             res["normvar GPU (torch, float64 stats)"] = rate(normvar(batches, d, device="cuda"))
         for name, r in res.items():

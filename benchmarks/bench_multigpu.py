@@ -7,6 +7,7 @@ The model is a random-init Llama of the 7B shape in bf16 (it fits one 80 GB GPU,
 memory and dispatched with ``accelerate.dispatch_model``; Zipf-distributed synthetic token ids
 (``run_plan.synthetic_plan``). Fewer than two GPUs: one line, nothing measured.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,8 +23,14 @@ class _MappedSource:
         self.loaded = SimpleNamespace(model=model, extra={})
         self.layers, self.places = list(layers), places
         entries = list(dict.fromkeys(e for e, _ in places or ()))
-        self.groups = None if len(entries) < 2 else [
-            ([j for j, (e, _) in enumerate(places) if e == x], next(d for e, d in places if e == x)) for x in entries]
+        self.groups = (
+            None
+            if len(entries) < 2
+            else [
+                ([j for j, (e, _) in enumerate(places) if e == x], next(d for e, d in places if e == x))
+                for x in entries
+            ]
+        )
 
     def batches(self, plan, start, stop):
         from normvar_core.pipeline import batches as B
@@ -35,8 +42,14 @@ class _MappedSource:
             states, ids = B.extract(self.loaded, b, layers=self.layers, groups=self.groups, **plan.exclusions)
             sent, pos = positions_of(b, B.counted_mask(b, **plan.exclusions))
             grouped = isinstance(states, tuple)
-            yield StateBatch(index=bi, states=None if grouped else states, token_ids=ids, sentence_ids=sent,
-                             positions=pos, groups=states if grouped else None)
+            yield StateBatch(
+                index=bi,
+                states=None if grouped else states,
+                token_ids=ids,
+                sentence_ids=sent,
+                positions=pos,
+                groups=states if grouped else None,
+            )
 
 
 def _timed(model, plan, cfg, dim: int, places) -> tuple[float, list[float]]:
@@ -47,8 +60,7 @@ def _timed(model, plan, cfg, dim: int, places) -> tuple[float, list[float]]:
     for k in range(n):
         torch.cuda.reset_peak_memory_stats(k)
     first = places[0][1] if places else "cuda:0"
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=dim, device=first, plan=plan, tokens=plan.tokens,
-                     places=places)
+    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=dim, device=first, plan=plan, tokens=plan.tokens, places=places)
     source = _MappedSource(model, plan.layers, places)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -74,18 +86,34 @@ def multi_gpu(n_sentences: int = 512, every: int = 4) -> list[str]:
     from normvar_core.pipeline.models.probe import producers
     from normvar_core.pipeline.run_plan import synthetic_plan
 
-    config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-                         num_key_value_heads=32, vocab_size=32000)
+    config = LlamaConfig(
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        vocab_size=32000,
+    )
     torch.manual_seed(0)
     model = AutoModel.from_config(config, dtype=torch.bfloat16).eval()
     L = int(config.num_hidden_layers) + 1
     cfg = RunConfig(model="llama-7b-shape", device="cuda", dtype="bfloat16", self_similarity="on")
-    plan = synthetic_plan(cfg, n_sentences=n_sentences, vocab_size=int(config.vocab_size),
-                          layers=list(range(0, L, every)), batch_size=16, min_len=8, max_len=64)
-    lines = [f"Multi-GPU: Llama-7B shape (random init, bf16, {len(plan.layers)} of {L} hidden states kept, "
-             f"{n_sentences} synthetic sentences), every measure of a default run + results, no write.", "",
-             "| placement | seconds | " + " | ".join(f"peak GB cuda:{k}" for k in range(n)) + " |",
-             "|---|---:|" + "---:|" * n]
+    plan = synthetic_plan(
+        cfg,
+        n_sentences=n_sentences,
+        vocab_size=int(config.vocab_size),
+        layers=list(range(0, L, every)),
+        batch_size=16,
+        min_len=8,
+        max_len=64,
+    )
+    lines = [
+        f"Multi-GPU: Llama-7B shape (random init, bf16, {len(plan.layers)} of {L} hidden states kept, "
+        f"{n_sentences} synthetic sentences), every measure of a default run + results, no write.",
+        "",
+        "| placement | seconds | " + " | ".join(f"peak GB cuda:{k}" for k in range(n)) + " |",
+        "|---|---:|" + "---:|" * n,
+    ]
     model.to("cuda:0")
     _timed(model, plan, cfg, config.hidden_size, None)  # warm-up
     secs, peaks = _timed(model, plan, cfg, config.hidden_size, None)

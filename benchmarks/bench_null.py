@@ -1,6 +1,7 @@
 """A Gaussian null at the study's scale: bert-base shape (13 layers x 768 d x 30,000 types, counts
 summing to ~12M embeddings per layer) drawn from sufficient statistics (stats.null), per kind.
 Usage: .venv/bin/python benchmarks/bench_null.py"""
+
 from __future__ import annotations
 
 import sys
@@ -12,8 +13,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from normvar_core.stats.null import null_stats  # noqa: E402
-from normvar_core.stats.tokenstats import TokenStats  # noqa: E402
+from normvar_core.stats.null import null_stats
+from normvar_core.stats.tokenstats import TokenStats
 
 L, T, d = 13, 30_000, 768
 rng = np.random.default_rng(0)
@@ -33,7 +34,6 @@ for kind in ("isotropic", "offset", "matched"):
 from normvar_core.pipeline.measures.geometry import host_search  # noqa: E402
 from normvar_core.stats.null import null_params  # noqa: E402
 from normvar_core.stats.null_geometry import null_layer_geometry  # noqa: E402
-
 
 print("\n| kind | geometry seconds (13 layers) |\n|---|---:|")
 for kind in ("isotropic", "matched"):

@@ -13,6 +13,7 @@ Prints, per gesture, the requestAnimationFrame intervals and the component's red
 time up to a one-pixel readPixels, i.e. with the GPU — software WebGL here — done), the build time of the
 payload in Python and the time to the first frame, with the load average (noisy on a shared machine).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,10 +83,16 @@ def _stats(probe: dict, seconds: float) -> dict:
 
     f = np.asarray(probe["frames"][1:] or [0.0])
     d = np.asarray(probe["draws"] or [np.nan])
-    return {"frames": int(f.size), "frame_median_ms": float(np.median(f)), "frame_p90_ms": float(np.percentile(f, 90)),
-            "fps": float(1000.0 / max(np.mean(f), 1e-9)), "redraws": int(len(probe["draws"])),
-            "redraws_per_s": float(len(probe["draws"]) / seconds), "redraw_median_ms": float(np.nanmedian(d)),
-            "redraw_p90_ms": float(np.nanpercentile(d, 90))}
+    return {
+        "frames": int(f.size),
+        "frame_median_ms": float(np.median(f)),
+        "frame_p90_ms": float(np.percentile(f, 90)),
+        "fps": float(1000.0 / max(np.mean(f), 1e-9)),
+        "redraws": int(len(probe["draws"])),
+        "redraws_per_s": float(len(probe["draws"]) / seconds),
+        "redraw_median_ms": float(np.nanmedian(d)),
+        "redraw_p90_ms": float(np.nanpercentile(d, 90)),
+    }
 
 
 EXPLAIN = """() => {
@@ -152,18 +159,35 @@ def main() -> None:
     ap.add_argument("--gpu", action="store_true", help="let chromium use the GPU (default: software WebGL)")
     args = ap.parse_args()
     STEPS = args.steps
-    from playwright.sync_api import sync_playwright
     from browser_helpers import ARGS, CHROMIUM
+    from playwright.sync_api import sync_playwright
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-occ-"))
     script = tmp / "bench_app.py"
     script.write_text(SCRIPT.format(root=str(ROOT), n=args.points))
     port = 8600 + os.getpid() % 200
     log = open(tmp / "streamlit.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
-                             "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--server.maxMessageSize", "1000", "--browser.gatherUsageStats", "false"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(script),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.maxMessageSize",
+            "1000",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     out = {"points": args.points, "load_before": os.getloadavg()}
     try:
         chrome_args = [a for a in ARGS if not (args.gpu and a == "--disable-gpu")]
@@ -174,7 +198,7 @@ def main() -> None:
                 try:
                     page.goto(f"http://127.0.0.1:{port}/", timeout=5000)
                     break
-                except Exception:  # noqa: BLE001 - the server is still starting
+                except Exception:
                     time.sleep(1)
             t0 = time.perf_counter()
             page.wait_for_selector(".nv-scatter[data-frames]", timeout=600000, state="attached")

@@ -22,6 +22,7 @@ wall seconds on a machine that runs other jobs (the tracing itself adds a little
 
 Everything talks to 127.0.0.1 only. Prints a markdown table for the docs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # The first thing a page shows that is worth waiting for.
 READY = """(MESSAGE_PAGE) => {
   for (const g of document.querySelectorAll('.js-plotly-plot')) if (g._fullData && g._fullData.length) return true;
@@ -62,11 +70,31 @@ def serve(script: Path, data_dir: Path | None) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     tail = ["--", "--data-dir", str(data_dir)] if data_dir else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-         "--browser.gatherUsageStats", "false", "--theme.base", "light", *tail],
-        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(script),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+            "--theme.base",
+            "light",
+            *tail,
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -104,7 +132,9 @@ def trace_cpu(trace: bytes) -> float:
 
     events = json.loads(trace)
     events = events["traceEvents"] if isinstance(events, dict) else events
-    return sum(e["tdur"] for e in events if e.get("ph") == "X" and "tdur" in e and e.get("name") in TOP_LEVEL_TASKS) / 1e6
+    return (
+        sum(e["tdur"] for e in events if e.get("ph") == "X" and "tdur" in e and e.get("name") in TOP_LEVEL_TASKS) / 1e6
+    )
 
 
 def load_time(browser, url: str, timeout_s: float = 60, cpu: list[float] | None = None) -> float:
@@ -131,7 +161,9 @@ def load_time(browser, url: str, timeout_s: float = 60, cpu: list[float] | None 
             browser.stop_tracing()
             cpu.append(float("nan"))
         (ROOT / "test-artifacts").mkdir(exist_ok=True)
-        page.screenshot(path=str(ROOT / "test-artifacts" / f"bench_pages_timeout_{url.split('/')[3].split('?')[0] or 'runs'}.png"))
+        page.screenshot(
+            path=str(ROOT / "test-artifacts" / f"bench_pages_timeout_{url.split('/')[3].split('?')[0] or 'runs'}.png")
+        )
         print(f"no figure or table within {timeout_s:.0f} s: {url}", file=sys.stderr)
         return float("inf")
     finally:
@@ -193,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
                 urls = {"floor": fbase + "/", **page_urls(base, args.run, keys)}
                 # each round starts at another place in the list (the floor included): a page is not always
                 # measured after the same others, in a browser that has already drawn them
-                order = list(urls)[r % len(urls):] + list(urls)[:r % len(urls)]
+                order = list(urls)[r % len(urls) :] + list(urls)[: r % len(urls)]
                 for kind in ("cold", "warm"):
                     for k in order:
                         url = urls[k]
@@ -208,17 +240,26 @@ def main(argv: list[str] | None = None) -> None:
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
         browser.close()
     med = {k: {kind: statistics.median(v) for kind, v in d.items()} for k, d in times.items()}
-    print(f"load average {os.getloadavg()[0]:.1f}; median of {args.rounds} rounds, seconds to the first figure or table")
-    print("| page | cold | cold / floor | warm | warm / floor |" + (" warm CPU-s | warm CPU / floor |" if args.cpu else ""))
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; median of {args.rounds} rounds, seconds to the first figure or table"
+    )
+    print(
+        "| page | cold | cold / floor | warm | warm / floor |"
+        + (" warm CPU-s | warm CPU / floor |" if args.cpu else "")
+    )
     print("|---|---:|---:|---:|---:|" + ("---:|---:|" if args.cpu else ""))
     fcpu = statistics.median(cpus["floor"]["warm"]) if args.cpu else 0.0
     for k, m in med.items():
         c = statistics.median(cpus[k]["warm"]) if args.cpu and cpus[k]["warm"] else float("nan")
-        print(f"| {k} | {m['cold']:.2f} | {m['cold'] / med['floor']['cold']:.2f}x | {m['warm']:.2f} "
-              f"| {m['warm'] / med['floor']['warm']:.2f}x |" + (f" {c:.2f} | {c / fcpu:.2f}x |" if args.cpu else ""))
+        print(
+            f"| {k} | {m['cold']:.2f} | {m['cold'] / med['floor']['cold']:.2f}x | {m['warm']:.2f} "
+            f"| {m['warm'] / med['floor']['warm']:.2f}x |" + (f" {c:.2f} | {c / fcpu:.2f}x |" if args.cpu else "")
+        )
     if tsne:
-        print(f"\nfirst t-SNE map of Token clouds (click to map drawn): median {statistics.median(tsne):.2f} s, "
-              f"max {max(tsne):.2f} s over {len(tsne)} rounds")
+        print(
+            f"\nfirst t-SNE map of Token clouds (click to map drawn): median {statistics.median(tsne):.2f} s, "
+            f"max {max(tsne):.2f} s over {len(tsne)} rounds"
+        )
 
 
 if __name__ == "__main__":

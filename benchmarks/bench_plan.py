@@ -4,6 +4,7 @@ of `compute` with the same options, each in its own process (ru_maxrss of a chil
 Done when the plan's total is within 15 % of the measured peak on MiniLM and MPNet runs.
 Prints a markdown table. Usage: .venv/bin/python benchmarks/bench_plan.py [--cases minilm:5000,minilm:15000,mpnet:2000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,25 @@ def main() -> None:
     rows = []
     for case in args.cases.split(","):
         model, n = case.split(":")
-        plan = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "plan", "--model", model,
-                               "--max-sentences", n, "--json", "--data-dir", data],
-                              capture_output=True, text=True, env=env, check=True)
+        plan = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "normvar_core.service.cli",
+                "plan",
+                "--model",
+                model,
+                "--max-sentences",
+                n,
+                "--json",
+                "--data-dir",
+                data,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
         p = json.loads(plan.stdout)
         code = CHILD.format(root=str(ROOT), model=model, n=int(n), data=data)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
@@ -46,14 +63,18 @@ def main() -> None:
         rows.append(dict(model=model, n=int(n), plan=p, **m))
         print(json.dumps(rows[-1]["plan"]["measures"]), m, file=sys.stderr)
     mb = 2**20
-    print("| model | sentences | types | measures (MB) | pass (MB) | plan total (MB) | measured peak RSS (MB) "
-          "| plan / peak |")
+    print(
+        "| model | sentences | types | measures (MB) | pass (MB) | plan total (MB) | measured peak RSS (MB) "
+        "| plan / peak |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p = r["plan"]
         measure = sum(b for k, b in p["measures"].items() if k not in p["dropped"])
-        print(f"| {r['model']} | {r['n']:,} | {p['types']:,} | {measure / mb:,.0f} | {p['pass_bytes'] / mb:,.0f} | "
-              f"{p['total_bytes'] / mb:,.0f} | {r['peak'] / mb:,.0f} | {p['total_bytes'] / r['peak']:.2f} |")
+        print(
+            f"| {r['model']} | {r['n']:,} | {p['types']:,} | {measure / mb:,.0f} | {p['pass_bytes'] / mb:,.0f} | "
+            f"{p['total_bytes'] / mb:,.0f} | {r['peak'] / mb:,.0f} | {p['total_bytes'] / r['peak']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

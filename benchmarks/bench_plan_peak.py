@@ -10,6 +10,7 @@ it is flagged. Prints one markdown row per shape as it ends. ``--new-measures`` 
 sentences (checks the script in seconds; its ratios measure nothing: the runtime dominates).
 Usage: .venv/bin/python benchmarks/bench_plan_peak.py [--only 1,3] [--new-measures] [--tiny] [--list]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,12 +27,12 @@ LOW, HIGH = 0.80, 1.00  # the target band of peak / plan
 
 
 class Shape(NamedTuple):
-    kind: str           # "encoder" (BERT, MiniLM's WordPiece) or "decoder" (Llama, a 500-token BPE)
+    kind: str  # "encoder" (BERT, MiniLM's WordPiece) or "decoder" (Llama, a 500-token BPE)
     dim: int
     layers: int
     intermediate: int
     sentences: int
-    occurrences: bool   # False: --occurrences 0
+    occurrences: bool  # False: --occurrences 0
     why: str
 
 
@@ -46,8 +47,10 @@ SHAPES: tuple[Shape, ...] = (
     Shape("encoder", 2048, 2, 512, 1000, True, "the widest encoder"),
 )
 
-HEADER = ("| # | kind | d | layers | MLP | sentences | occurrences | weights (MB) | state (MB) | early pass (MB) "
-          "| plan host (MB) | peak RSS (MB) | peak / plan | seconds |")
+HEADER = (
+    "| # | kind | d | layers | MLP | sentences | occurrences | weights (MB) | state (MB) | early pass (MB) "
+    "| plan host (MB) | peak RSS (MB) | peak / plan | seconds |"
+)
 
 
 def build(shape: Shape, root: Path) -> Path:
@@ -76,10 +79,22 @@ def row(i: int, shape: Shape, r: dict) -> str:
     state = sum(b for k, b in p["measures"].items() if k not in p["dropped"])
     ratio = r["peak"] / p["total_bytes"]
     shown = f"{ratio:.2f}" if LOW <= ratio <= HIGH else f"**{ratio:.2f} (outside {LOW:.2f}–{HIGH:.2f})**"
-    cells = (i, shape.kind, f"{shape.dim:,}", shape.layers, f"{shape.intermediate:,}", f"{shape.sentences:,}",
-             "on" if shape.occurrences else "0", f"{p['weights_bytes'] / mb:,.0f}", f"{state / mb:,.0f}",
-             f"{p['early_pass']['bytes'] / mb:,.0f}", f"{p['total_bytes'] / mb:,.0f}", f"{r['peak'] / mb:,.0f}", shown,
-             f"{r['secs']:.0f}")
+    cells = (
+        i,
+        shape.kind,
+        f"{shape.dim:,}",
+        shape.layers,
+        f"{shape.intermediate:,}",
+        f"{shape.sentences:,}",
+        "on" if shape.occurrences else "0",
+        f"{p['weights_bytes'] / mb:,.0f}",
+        f"{state / mb:,.0f}",
+        f"{p['early_pass']['bytes'] / mb:,.0f}",
+        f"{p['total_bytes'] / mb:,.0f}",
+        f"{r['peak'] / mb:,.0f}",
+        shown,
+        f"{r['secs']:.0f}",
+    )
     return "| " + " | ".join(map(str, cells)) + " |"
 
 
@@ -87,8 +102,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated row numbers of the shape table (1-based; --list)")
     ap.add_argument("--new-measures", action="store_true", help="every run with --neighbourhoods --layer-linearity")
-    ap.add_argument("--tiny", action="store_true", help="d = 64, 2 layers, MLP 128, 40 sentences for every row "
-                    "selected: checks the script, its ratios measure nothing")
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="d = 64, 2 layers, MLP 128, 40 sentences for every row "
+        "selected: checks the script, its ratios measure nothing",
+    )
     ap.add_argument("--list", action="store_true", help="print the shape table and exit")
     args = ap.parse_args()
     try:
@@ -101,12 +120,16 @@ def main() -> int:
         return 2
     if args.list:
         for i, s in enumerate(SHAPES, 1):
-            print(f"{i}. {s.kind}, d = {s.dim:,}, {s.layers} layers, MLP {s.intermediate:,}, {s.sentences:,} "
-                  f"sentences, occurrences {'on' if s.occurrences else '0'}: {s.why}")
+            print(
+                f"{i}. {s.kind}, d = {s.dim:,}, {s.layers} layers, MLP {s.intermediate:,}, {s.sentences:,} "
+                f"sentences, occurrences {'on' if s.occurrences else '0'}: {s.why}"
+            )
         return 0
     extra = ["--neighbourhoods", "--layer-linearity"] if args.new_measures else []
-    print(f"CPU, --batch-size 32{' ' + ' '.join(extra) if extra else ''}{' (--tiny: not a measurement)' if args.tiny else ''}"
-          f"; target peak / plan in [{LOW:.2f}, {HIGH:.2f}]\n")
+    print(
+        f"CPU, --batch-size 32{' ' + ' '.join(extra) if extra else ''}{' (--tiny: not a measurement)' if args.tiny else ''}"
+        f"; target peak / plan in [{LOW:.2f}, {HIGH:.2f}]\n"
+    )
     print(HEADER)
     print("|" + "---|" * 7 + "---:|" * 7, flush=True)
     outside = []
@@ -123,8 +146,7 @@ def main() -> int:
         if not LOW <= r["peak"] / r["plan"]["total_bytes"] <= HIGH:
             outside.append(i)
     if outside:
-        print(f"\noutside [{LOW:.2f}, {HIGH:.2f}]: row{'s' if len(outside) > 1 else ''} "
-              f"{', '.join(map(str, outside))}")
+        print(f"\noutside [{LOW:.2f}, {HIGH:.2f}]: row{'s' if len(outside) > 1 else ''} {', '.join(map(str, outside))}")
     return 0
 
 

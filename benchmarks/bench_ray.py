@@ -25,6 +25,7 @@ measures is memory, work per actor and exactness, not speed-up.
 Usage: .venv/bin/python benchmarks/bench_ray.py [--sentences N] [--workers 1,2,4] [--tokenize M] [--ranges M]
 (``--sentences 0``, ``--tokenize 0``, ``--ranges 0`` skip a part.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,15 +51,25 @@ def _one_run(executor: str, workers: int, sentences: int, batch_size: int, out: 
     from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.runs.reader import open_run
 
-    cfg = RunConfig(model="minilm", max_sentences=sentences, batch_size=batch_size, device="cpu",
-                    name=f"bench-{executor}-{workers}", executor=executor,
-                    workers=workers if executor == "ray" else None)
+    cfg = RunConfig(
+        model="minilm",
+        max_sentences=sentences,
+        batch_size=batch_size,
+        device="cpu",
+        name=f"bench-{executor}-{workers}",
+        executor=executor,
+        workers=workers if executor == "ray" else None,
+    )
     t = time.perf_counter()
     path = compute_run(cfg, out)
     secs = time.perf_counter() - t
     notes = open_run(path).meta["notes"]
-    return {"path": str(path), "seconds": secs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "notes": {k: notes.get(k) for k in ("shards", "ray_workers", "tokenize_cpu_s")}}
+    return {
+        "path": str(path),
+        "seconds": secs,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "notes": {k: notes.get(k) for k in ("shards", "ray_workers", "tokenize_cpu_s")},
+    }
 
 
 def _frame(path: str, sql: str):
@@ -73,9 +84,10 @@ def _frame(path: str, sql: str):
 
 def _max_rel(paths: tuple[str, str]) -> dict:
     out = {}
-    for table, cols, order in (("token_stats", ("n", "q", "m", "v"), "layer, token_id"),
-                               ("layer_geometry", ("anisotropy", "participation_ratio", "trace", "mean_cosine",
-                                                   "twonn_id"), "layer")):
+    for table, cols, order in (
+        ("token_stats", ("n", "q", "m", "v"), "layer, token_id"),
+        ("layer_geometry", ("anisotropy", "participation_ratio", "trace", "mean_cosine", "twonn_id"), "layer"),
+    ):
         a, b = (_frame(p, f"SELECT * FROM {table} ORDER BY {order}") for p in paths)
         out[table] = max(float(np.max(np.abs(a[c] - b[c]) / np.maximum(np.abs(b[c]), 1e-300))) for c in cols)
     return out
@@ -87,8 +99,8 @@ def _tokenize(workers: int, sentences: int) -> dict:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline import encoding as E
     from normvar_core.pipeline.corpus.read import load_sentences
-    from normvar_core.pipeline.models import load_model
     from normvar_core.pipeline.execute.on_ray import RayPool
+    from normvar_core.pipeline.models import load_model
 
     cfg = RunConfig(model="minilm", max_sentences=sentences, device="cpu", executor="ray", workers=workers)
     text = load_sentences(cfg).sentences
@@ -105,8 +117,13 @@ def _tokenize(workers: int, sentences: int) -> dict:
     whole = E.encode_sentences(text, tok, max_length=512)
     local_cpu = time.process_time() - t
     same = all(np.array_equal(getattr(got, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths"))
-    return {"cpu_s": pool.tokenize_cpu_s, "wall_s": secs, "local_cpu_s": local_cpu, "equal": same,
-            "tokens": int(whole.ids.size)}
+    return {
+        "cpu_s": pool.tokenize_cpu_s,
+        "wall_s": secs,
+        "local_cpu_s": local_cpu,
+        "equal": same,
+        "tokens": int(whole.ids.size),
+    }
 
 
 def _ranges(workers: int, corpus: str) -> dict:
@@ -120,8 +137,14 @@ def _ranges(workers: int, corpus: str) -> dict:
     from normvar_core.pipeline.execute.ray_corpus import cut_for_actors
     from normvar_core.pipeline.models import load_model
 
-    cfg = RunConfig(model="minilm", corpus=corpus, device="cpu", executor="ray", workers=workers,
-                    text_column="text" if corpus.endswith(".jsonl") else None)
+    cfg = RunConfig(
+        model="minilm",
+        corpus=corpus,
+        device="cpu",
+        executor="ray",
+        workers=workers,
+        text_column="text" if corpus.endswith(".jsonl") else None,
+    )
     loaded = load_model(cfg)
     max_length = int(cfg.max_length or loaded.info.max_length)
     pool = RayPool(cfg, None)
@@ -139,12 +162,21 @@ def _ranges(workers: int, corpus: str) -> dict:
     whole = E.encode_sentences(want.sentences, loaded.tokenizer, max_length=max_length, unit=cfg.unit)
     local_cpu = time.process_time() - t
     counts = ("n_read", "n_sampled_out", "n_too_long", "n_capped", "sha256")
-    same = (used == {(max_length, cfg.unit)} and got.sentences == want.sentences
-            and all(getattr(got, c) == getattr(want, c) for c in counts)
-            and all(np.array_equal(getattr(enc, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths")))
-    return {"cpu_s": pool.read_cpu_s, "tokenize_cpu_s": pool.tokenize_cpu_s, "cut_cpu_s": cut_cpu,
-            "local_cpu_s": local_cpu, "equal": bool(same), "sentences": len(want.sentences),
-            "tokens": int(whole.ids.size)}
+    same = (
+        used == {(max_length, cfg.unit)}
+        and got.sentences == want.sentences
+        and all(getattr(got, c) == getattr(want, c) for c in counts)
+        and all(np.array_equal(getattr(enc, f), getattr(whole, f)) for f in ("ids", "special", "starts", "lengths"))
+    )
+    return {
+        "cpu_s": pool.read_cpu_s,
+        "tokenize_cpu_s": pool.tokenize_cpu_s,
+        "cut_cpu_s": cut_cpu,
+        "local_cpu_s": local_cpu,
+        "equal": bool(same),
+        "sentences": len(want.sentences),
+        "tokens": int(whole.ids.size),
+    }
 
 
 def _write_corpora(lines: int, folder: str) -> list[str]:
@@ -163,19 +195,23 @@ def _write_corpora(lines: int, folder: str) -> list[str]:
 
 def _print_ranges(common: list, ks: list[int], lines: int) -> None:
     print(f"Byte-range corpus ({lines:,} novel lines), CPU seconds per actor (parse + select + tokenize)\n")
-    print("| corpus | actors | CPU s per actor (each range) | max | mean | of it tokenizing (max) | "
-          "driver cut CPU s | equals one process |\n|---|---:|---|---:|---:|---:|---:|---|")
+    print(
+        "| corpus | actors | CPU s per actor (each range) | max | mean | of it tokenizing (max) | "
+        "driver cut CPU s | equals one process |\n|---|---:|---|---:|---:|---:|---:|---|"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for corpus in _write_corpora(lines, tmp):
             for k in ks:
                 t = _spawn(*common, "--child", "ranges", "--k", k, "--out", corpus)
                 cpu = t["cpu_s"]
-                print(f"| {Path(corpus).suffix} | {k} | {', '.join(f'{x:.2f}' for x in cpu)} | {max(cpu):.2f} | "
-                      f"{sum(cpu) / len(cpu):.2f} | {max(t['tokenize_cpu_s']):.2f} | {t['cut_cpu_s']:.3f} | "
-                      f"{'yes' if t['equal'] else 'NO'} ({t['sentences']:,} sentences, {t['tokens']:,} tokens; "
-                      f"one process {t['local_cpu_s']:.2f} s) |", flush=True)
-    print(f"\nLoad average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
-          f"({os.cpu_count()} cores)\n")
+                print(
+                    f"| {Path(corpus).suffix} | {k} | {', '.join(f'{x:.2f}' for x in cpu)} | {max(cpu):.2f} | "
+                    f"{sum(cpu) / len(cpu):.2f} | {max(t['tokenize_cpu_s']):.2f} | {t['cut_cpu_s']:.3f} | "
+                    f"{'yes' if t['equal'] else 'NO'} ({t['sentences']:,} sentences, {t['tokens']:,} tokens; "
+                    f"one process {t['local_cpu_s']:.2f} s) |",
+                    flush=True,
+                )
+    print(f"\nLoad average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} cores)\n")
 
 
 def _child(args) -> None:
@@ -188,8 +224,12 @@ def _child(args) -> None:
 
 
 def _spawn(*argv) -> dict:
-    res = subprocess.run([sys.executable, __file__, *map(str, argv)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    res = subprocess.run(
+        [sys.executable, __file__, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if res.returncode != 0:
         sys.exit(f"benchmark child failed: {res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -215,9 +255,11 @@ def main() -> None:
         print("| actors | CPU s per actor (each share) | max | wall s | equals one process |\n|---:|---|---:|---:|---|")
         for k in ks:
             t = _spawn(*common, "--child", "tokenize", "--k", k)
-            print(f"| {k} | {', '.join(f'{x:.2f}' for x in t['cpu_s'])} | {max(t['cpu_s']):.2f} | {t['wall_s']:.1f} | "
-                  f"{'yes' if t['equal'] else 'NO'} ({t['tokens']:,} tokens; one process {t['local_cpu_s']:.2f} s) |",
-                  flush=True)
+            print(
+                f"| {k} | {', '.join(f'{x:.2f}' for x in t['cpu_s'])} | {max(t['cpu_s']):.2f} | {t['wall_s']:.1f} | "
+                f"{'yes' if t['equal'] else 'NO'} ({t['tokens']:,} tokens; one process {t['local_cpu_s']:.2f} s) |",
+                flush=True,
+            )
         print()
     if args.ranges:
         _print_ranges(common, ks, args.ranges)
@@ -232,11 +274,15 @@ def main() -> None:
     print(f"| local | {local['peak_rss_mb']:,.0f} | {local['seconds']:.1f} | — |")
     for k, r in rays.items():
         d = diffs[k]
-        print(f"| ray, {k} actor{'s' if k > 1 else ''} | {r['peak_rss_mb']:,.0f} | {r['seconds']:.1f} | "
-              f"token_stats {d['token_stats']:.1e}, layer_geometry {d['layer_geometry']:.1e} |")
+        print(
+            f"| ray, {k} actor{'s' if k > 1 else ''} | {r['peak_rss_mb']:,.0f} | {r['seconds']:.1f} | "
+            f"token_stats {d['token_stats']:.1e}, layer_geometry {d['layer_geometry']:.1e} |"
+        )
     base = rays[ks[0]]["peak_rss_mb"]
-    print("\nDriver peak RSS relative to 1 actor: " + ", ".join(f"{k} actors {r['peak_rss_mb'] / base:.2f}"
-                                                                for k, r in rays.items()))
+    print(
+        "\nDriver peak RSS relative to 1 actor: "
+        + ", ".join(f"{k} actors {r['peak_rss_mb'] / base:.2f}" for k, r in rays.items())
+    )
 
 
 if __name__ == "__main__":

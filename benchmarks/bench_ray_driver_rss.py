@@ -7,6 +7,7 @@ from an older tree's folder with PYTHONPATH on it for the "before" figures (Ray'
 driver's working folder).
 Usage: .venv/bin/python benchmarks/bench_ray_driver_rss.py [--sentences 2000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def main() -> None:
         compute_run(cfg, out, progress=progress)
     finally:
         ray.shutdown()
-    print(f"driver peak RSS through the plan {at.get('plan', float('nan')):,.0f} MiB, whole run {peak_mib():,.0f} MiB; "
-          f"{time.time() - t:.0f} s; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"driver peak RSS through the plan {at.get('plan', float('nan')):,.0f} MiB, whole run {peak_mib():,.0f} MiB; "
+        f"{time.time() - t:.0f} s; load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

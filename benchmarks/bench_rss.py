@@ -5,6 +5,7 @@ Each child runs compute_run (MiniLM, shipped novels, first N sentences) and repo
 followed), |T|, |X| and the size of the statistics tables (L x |T| x d float64 means). Memory should grow only with the tables (|T| grows slowly with the corpus), not with |X|.
 Prints a markdown table. Usage: .venv/bin/python benchmarks/bench_rss.py [--sizes 5000,50000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,19 +48,25 @@ def main() -> None:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     mb = 2**20
-    print("| sentences | embeddings per layer | types | stats tables (MB) | samples (MB) | peak RSS (MB) "
-          "| plan (MB) | peak / plan | run file (MB) | seconds |")
+    print(
+        "| sentences | embeddings per layer | types | stats tables (MB) | samples (MB) | peak RSS (MB) "
+        "| plan (MB) | peak / plan | run file (MB) | seconds |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['n']:,} | {r['emb']:,} | {r['types']:,} | {r['tables'] / mb:.0f} | {r['samples'] / mb:.0f} | "
-              f"{r['peak'] / mb:.0f} | {r['plan'] / mb:.0f} | {r['peak'] / r['plan']:.2f} | {r['file'] / mb:.0f} | "
-              f"{r['secs']:.0f} |")
+        print(
+            f"| {r['n']:,} | {r['emb']:,} | {r['types']:,} | {r['tables'] / mb:.0f} | {r['samples'] / mb:.0f} | "
+            f"{r['peak'] / mb:.0f} | {r['plan'] / mb:.0f} | {r['peak'] / r['plan']:.2f} | {r['file'] / mb:.0f} | "
+            f"{r['secs']:.0f} |"
+        )
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
-        print(f"\nRSS growth {a['n']:,} -> {b['n']:,} sentences: {(b['peak'] - a['peak']) / mb:+.0f} MB; "
-              f"statistics tables + samples grew {(b['tables'] + b['samples'] - a['tables'] - a['samples']) / mb:+.0f} MB; "
-              f"embeddings grew "
-              f"x{b['emb'] / a['emb']:.1f}.")
+        print(
+            f"\nRSS growth {a['n']:,} -> {b['n']:,} sentences: {(b['peak'] - a['peak']) / mb:+.0f} MB; "
+            f"statistics tables + samples grew {(b['tables'] + b['samples'] - a['tables'] - a['samples']) / mb:+.0f} MB; "
+            f"embeddings grew "
+            f"x{b['emb'] / a['emb']:.1f}."
+        )
 
 
 if __name__ == "__main__":

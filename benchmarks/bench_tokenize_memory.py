@@ -10,6 +10,7 @@ before/after comparison. Timings are noisy on a shared 2-core machine.
 
 Usage: .venv/bin/python benchmarks/bench_tokenize_memory.py [--sentences 100000,400000] [--code DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,11 @@ def main(argv=None) -> int:
             print(out.stderr[-2000:], file=sys.stderr)
             return 1
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {n:,} | {r['tokens']:,} | {(r['peak'] - r['base']) / 2**20:,.0f} MB | "
-              f"{r['batches_bytes'] / 2**20:,.0f} MB | {r['secs']:.1f} s |", flush=True)
+        print(
+            f"| {n:,} | {r['tokens']:,} | {(r['peak'] - r['base']) / 2**20:,.0f} MB | "
+            f"{r['batches_bytes'] / 2**20:,.0f} MB | {r['secs']:.1f} s |",
+            flush=True,
+        )
     return 0
 
 

@@ -7,6 +7,7 @@ of its ``result()`` (the end of the run: spectra, seed 004's batches, TwoNN), wi
 load average. Run it on an older tree (PYTHONPATH) for the "before" figures.
 Usage: .venv/bin/python benchmarks/bench_twonn_end.py [--sentences 600,3000] [--id-sample 16384]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,8 @@ import time
 
 def one(n: int, id_sample: int) -> str:
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.measures.geometry import GeometryMeasure
     from normvar_core.pipeline.execute.prepare import prepare
+    from normvar_core.pipeline.measures.geometry import GeometryMeasure
 
     cfg = RunConfig(model="minilm", max_sentences=n, samples_per_token=0, id_sample=id_sample, self_similarity="off")
     setup = prepare(cfg)
@@ -32,6 +33,7 @@ def one(n: int, id_sample: int) -> str:
             t = time.perf_counter()
             arrive(*a, **k)
             search[0] += time.perf_counter() - t
+
         nb.arrive = timed
     forward = update = 0.0
     it = source.batches(plan, 0, plan.n_batches)
@@ -48,8 +50,10 @@ def one(n: int, id_sample: int) -> str:
     rows = geo.result()["rows"]
     end = time.perf_counter() - t
     k, b = rows[0]["id_sample"], rows[0]["twonn_batches"]
-    return (f"| {n:,} | {int(plan.counts.sum()):,} | {k:,} in {b} | {forward:.1f} | {update - search[0]:.1f} | "
-            f"{search[0]:.1f} | {end:.1f} | {os.getloadavg()[0]:.1f} |")
+    return (
+        f"| {n:,} | {int(plan.counts.sum()):,} | {k:,} in {b} | {forward:.1f} | {update - search[0]:.1f} | "
+        f"{search[0]:.1f} | {end:.1f} | {os.getloadavg()[0]:.1f} |"
+    )
 
 
 def main() -> None:
@@ -57,8 +61,10 @@ def main() -> None:
     ap.add_argument("--sentences", default="600,3000")
     ap.add_argument("--id-sample", type=int, default=16384)
     args = ap.parse_args()
-    print("| sentences | embeddings / layer | TwoNN sample (batches) | forward (s) | geometry updates (s) | "
-          "search during the pass (s) | end of run: result() (s) | load |")
+    print(
+        "| sentences | embeddings / layer | TwoNN sample (batches) | forward (s) | geometry updates (s) | "
+        "search during the pass (s) | end of run: result() (s) | load |"
+    )
     print("|---:|---:|---|---:|---:|---:|---:|---:|")
     for n in (int(x) for x in args.sentences.split(",")):
         print(one(n, args.id_sample), flush=True)

@@ -16,6 +16,7 @@ file's). Consecutive calls in one module are one **stay**. Counted over the stay
 A tiny random-init Llama (``tests/conftest.build_tiny_models``) over 40 sentences of the shipped novels; the
 measure is of the code's shape, not its speed, so the machine's load does not matter.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ RUN = "configpath"  # the run's name: its file and temp file are found by it
 RANK = {"base": 0, "stats": 1, "runs": 2, "pipeline": 3, "viz": 3, "report": 4, "service": 5}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(filename: str, pkg_root: Path) -> str | None:
     try:
         rel = Path(filename).resolve().relative_to(pkg_root)
@@ -112,8 +113,14 @@ def summarize(calls: list[tuple[str, str, str]]) -> dict:
         if i and _floor(m) > _floor(stays[i - 1]):
             climbs += 1
     names = {(m, p) for m, _, p in calls}
-    return dict(stays=len(stays), modules=len(seen), returns=returns, climbs=climbs, names=len(names),
-                path=[m.removeprefix("normvar_core.") for m in stays])
+    return dict(
+        stays=len(stays),
+        modules=len(seen),
+        returns=returns,
+        climbs=climbs,
+        names=len(names),
+        path=[m.removeprefix("normvar_core.") for m in stays],
+    )
 
 
 def main() -> None:
@@ -121,7 +128,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write the summary here too")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import build_tiny_models  # noqa: E402 - the tests' tiny models
+    from conftest import build_tiny_models
 
     from normvar_core.datadir import DEFAULT_CORPUS
 
@@ -131,8 +138,18 @@ def main() -> None:
         lines = [s.strip() for s in itertools.islice(fh, 7000, 7040)]
     corpus = work / "novels40.txt"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    argv = ["compute", "--model", str(models["llama"]), "--corpus", str(corpus), "--name", RUN,
-            "--data-dir", str(work / "data"), "--quiet"]
+    argv = [
+        "compute",
+        "--model",
+        str(models["llama"]),
+        "--corpus",
+        str(corpus),
+        "--name",
+        RUN,
+        "--data-dir",
+        str(work / "data"),
+        "--quiet",
+    ]
     out = summarize(trace_compute(argv))
     print(json.dumps({k: v for k, v in out.items() if k != "path"}))
     print(" -> ".join(out["path"]))

@@ -1,4 +1,5 @@
 """The floor of bench_pages.py: one Streamlit page with one plotly Scattergl of 2,000 points."""
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st

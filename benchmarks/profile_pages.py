@@ -10,6 +10,7 @@ script thread), its top functions by cumulative time.
 
     NORMVAR_DATA=DIR .venv/bin/python benchmarks/profile_pages.py --run NAME [--pages a,b] [--profile KEY]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,13 @@ def _instrument(profile: bool) -> None:
         tree = run(self, *a, **kw)
         msgs = self.forward_msgs()
         LAST["bytes"] = sum(m.ByteSize() for m in msgs)
-        LAST["figures"] = [json.loads(m.delta.new_element.plotly_chart.spec) for m in msgs
-                           if m.WhichOneof("type") == "delta" and m.delta.WhichOneof("type") == "new_element"
-                           and m.delta.new_element.WhichOneof("type") == "plotly_chart"]
+        LAST["figures"] = [
+            json.loads(m.delta.new_element.plotly_chart.spec)
+            for m in msgs
+            if m.WhichOneof("type") == "delta"
+            and m.delta.WhichOneof("type") == "new_element"
+            and m.delta.new_element.WhichOneof("type") == "plotly_chart"
+        ]
         return tree
 
     LocalScriptRunner._run_script_thread, LocalScriptRunner.run = timed_thread, counted_run
@@ -78,6 +83,7 @@ def page_seconds(key: str, run: str) -> float:
 
 def figure_load(figures: list[dict]) -> dict:
     """What the browser is asked to draw: figure JSON bytes, WebGL / SVG traces, points, annotations."""
+
     def points(t: dict) -> int:
         x = t.get("x")
         if isinstance(x, dict) and "bdata" in x:
@@ -85,11 +91,13 @@ def figure_load(figures: list[dict]) -> dict:
         return len(x) if isinstance(x, list) else 0
 
     traces = [t for f in figures for t in f.get("data", [])]
-    return {"kb": sum(len(json.dumps(f)) for f in figures) / 1e3,
-            "gl": sum(t.get("type", "").endswith("gl") for t in traces),
-            "svg": sum(not t.get("type", "").endswith("gl") for t in traces),
-            "points": sum(points(t) for t in traces),
-            "annotations": sum(len(f.get("layout", {}).get("annotations", [])) for f in figures)}
+    return {
+        "kb": sum(len(json.dumps(f)) for f in figures) / 1e3,
+        "gl": sum(t.get("type", "").endswith("gl") for t in traces),
+        "svg": sum(not t.get("type", "").endswith("gl") for t in traces),
+        "points": sum(points(t) for t in traces),
+        "annotations": sum(len(f.get("layout", {}).get("annotations", [])) for f in figures),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,8 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     _instrument(profile=bool(args.profile))
     page_seconds("runs", args.run)  # imports and the app shell once, outside every page's numbers
-    print("| page | cold s | warm s | warm CPU s | sent KB | figure KB | WebGL / SVG traces | points | annotations |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| page | cold s | warm s | warm CPU s | sent KB | figure KB | WebGL / SVG traces | points | annotations |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
     for key in [k for k in args.pages.split(",") if k]:
         st.cache_data.clear()
         st.cache_resource.clear()
@@ -117,8 +127,11 @@ def main(argv: list[str] | None = None) -> None:
             cpu.append(LAST["cpu"])
         warm.sort(), cpu.sort()
         f = figure_load(LAST["figures"])
-        print(f"| {key} | {cold:.2f} | {warm[len(warm) // 2]:.2f} | {cpu[len(cpu) // 2]:.3f} | {LAST['bytes'] / 1e3:.0f} "
-              f"| {f['kb']:.0f} | {f['gl']} / {f['svg']} | {f['points']:,} | {f['annotations']} |", flush=True)
+        print(
+            f"| {key} | {cold:.2f} | {warm[len(warm) // 2]:.2f} | {cpu[len(cpu) // 2]:.3f} | {LAST['bytes'] / 1e3:.0f} "
+            f"| {f['kb']:.0f} | {f['gl']} / {f['svg']} | {f['points']:,} | {f['annotations']} |",
+            flush=True,
+        )
         if key == args.profile and LAST.get("profile") is not None:
             out = io.StringIO()
             pstats.Stats(LAST["profile"], stream=out).sort_stats("cumulative").print_stats(25)

@@ -7,6 +7,7 @@ and published. Prints/writes JSON: every checkpoint array's key, dtype and shape
     .venv/bin/python benchmarks/run_fingerprint.py OUT.json          # on the tree before a refactor, then after
     .venv/bin/python benchmarks/run_fingerprint.py --compare BEFORE.json AFTER.json
 """
+
 import hashlib
 import json
 import os
@@ -28,12 +29,21 @@ def fingerprint(out: Path) -> dict:
 
     tmp = Path(tempfile.mkdtemp(prefix="frozen-"))
     ckpt = tmp / "run.ckpt"
-    cfg = RunConfig(model="minilm", corpus="", name="frozen", max_sentences=240, batch_size=16, seed=3,
-                    self_similarity="on", occurrences=2000, id_sample=400)
+    cfg = RunConfig(
+        model="minilm",
+        corpus="",
+        name="frozen",
+        max_sentences=240,
+        batch_size=16,
+        seed=3,
+        self_similarity="on",
+        occurrences=2000,
+        id_sample=400,
+    )
     calls = {"n": 0}
 
     res: dict = {"checkpoint": {}, "tables": {}}
-    for stage, limit in (("early", 3), ("pass", 24)):   # cancelled in the early pass, then in the pass
+    for stage, limit in (("early", 3), ("pass", 24)):  # cancelled in the early pass, then in the pass
         calls["n"] = 0
 
         def cancel(limit=limit):
@@ -56,12 +66,27 @@ def fingerprint(out: Path) -> dict:
     path = compute_run(cfg, tmp, checkpoint=ckpt)
     con = duckdb.connect(str(path), read_only=True)
     for (name,) in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall():
-        cols = con.execute(f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{name}' "
-                           "ORDER BY ordinal_position").fetchall()
+        cols = con.execute(
+            f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{name}' "
+            "ORDER BY ordinal_position"
+        ).fetchall()
         df = con.execute(f'SELECT * FROM "{name}"').df()
         h = hashlib.sha256()
-        skip = {"seconds", "created", "created_at", "notes", "config_json", "meta", "path", "hostname", "finished_at",
-                "started_at", "elapsed_s", "duration_s", "version"}
+        skip = {
+            "seconds",
+            "created",
+            "created_at",
+            "notes",
+            "config_json",
+            "meta",
+            "path",
+            "hostname",
+            "finished_at",
+            "started_at",
+            "elapsed_s",
+            "duration_s",
+            "version",
+        }
         for c in df.columns:
             if name == "run" and c in skip:
                 continue

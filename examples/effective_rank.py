@@ -19,6 +19,7 @@ Registered with one line, where the run's measures are listed::
 
 ``tests/test_effective_rank.py`` checks it against a float64 brute force over every embedding of a real run.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,11 +49,17 @@ class EffectiveRankMeasure(LayerMajor):
     name = "effective_rank"
     title = "effective rank"
     table_names = ("layer_effective_rank",)
-    curves = (LayerCurve(table="layer_effective_rank", column="effective_rank", title="Effective rank per layer",
-                         y_title="effective rank exp H(λ / Σλ)",
-                         description="How many directions a layer's embeddings use: 1 when one direction holds "
-                                     "all the variance, d when every direction holds the same share (Roy & "
-                                     "Vetterli 2007)."),)
+    curves = (
+        LayerCurve(
+            table="layer_effective_rank",
+            column="effective_rank",
+            title="Effective rank per layer",
+            y_title="effective rank exp H(λ / Σλ)",
+            description="How many directions a layer's embeddings use: 1 when one direction holds "
+            "all the variance, d when every direction holds the same share (Roy & "
+            "Vetterli 2007).",
+        ),
+    )
     policy = "a d × d covariance per kept layer (8·L·d² bytes): a run short of memory leaves it out"
 
     def __init__(self, ctx: RunContext):
@@ -73,8 +80,10 @@ class EffectiveRankMeasure(LayerMajor):
 
     def result(self) -> dict[str, np.ndarray]:
         covariance = self.cov.covariance().cpu().numpy()
-        return {"layer": np.asarray(self.layers, np.int64),
-                "effective_rank": np.array([effective_rank(np.linalg.eigvalsh(c)) for c in covariance])}
+        return {
+            "layer": np.asarray(self.layers, np.int64),
+            "effective_rank": np.array([effective_rank(np.linalg.eigvalsh(c)) for c in covariance]),
+        }
 
     def tables(self, result, ctx: RunContext) -> dict[str, pa.Table]:
         return {"layer_effective_rank": pa.table(result)}

@@ -6,6 +6,7 @@ Every state is a sum, so two partial states of disjoint batches merge by adding 
 default), in any split and any order. ``tests/test_measure_contract.py`` runs the project's contract on this
 class beside the built-in ones.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,9 +29,9 @@ class NormMeasure(Measure):
     def __init__(self, ctx: RunContext):
         L = ctx.num_layers
         self.layers = list(ctx.layers)
-        self._add_state("n", 0)                                   # a count: an int, merged by sum
-        self._add_state("norm_sum", torch.zeros(L, dtype=torch.float64))   # Σ‖x‖ per layer
-        self._add_state("sq_sum", torch.zeros(L, dtype=torch.float64))     # Σ‖x‖² per layer
+        self._add_state("n", 0)  # a count: an int, merged by sum
+        self._add_state("norm_sum", torch.zeros(L, dtype=torch.float64))  # Σ‖x‖ per layer
+        self._add_state("sq_sum", torch.zeros(L, dtype=torch.float64))  # Σ‖x‖² per layer
 
     @classmethod
     def asked(cls, cfg: RunConfig) -> bool:
@@ -43,16 +44,19 @@ class NormMeasure(Measure):
         return {"n": ((1,), np.int64), "norm_sum": ((L,), np.float64), "sq_sum": ((L,), np.float64)}
 
     def update(self, batch: StateBatch) -> None:
-        x = torch.as_tensor(batch.states).to(torch.float64)      # (L, N, d), in float64 whatever the model's dtype
-        sq = (x * x).sum(dim=2)                                   # (L, N): ‖x‖²
+        x = torch.as_tensor(batch.states).to(torch.float64)  # (L, N, d), in float64 whatever the model's dtype
+        sq = (x * x).sum(dim=2)  # (L, N): ‖x‖²
         self.n += batch.size
         self.norm_sum += sq.sqrt().sum(dim=1)
         self.sq_sum += sq.sum(dim=1)
 
     def result(self) -> dict[str, np.ndarray]:
         n = max(self.n, 1)
-        return {"layer": np.asarray(self.layers, np.int64), "mean_norm": self.norm_sum.numpy() / n,
-                "rms_norm": np.sqrt(self.sq_sum.numpy() / n)}
+        return {
+            "layer": np.asarray(self.layers, np.int64),
+            "mean_norm": self.norm_sum.numpy() / n,
+            "rms_norm": np.sqrt(self.sq_sum.numpy() / n),
+        }
 
     def tables(self, result, ctx: RunContext) -> dict[str, pa.Table]:
         return {"layer_norms": pa.table(result)}

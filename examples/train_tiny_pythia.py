@@ -9,6 +9,7 @@ OUT/checkpoint-<step>/ holds config.json, model.safetensors, the tokenizer (a by
 the same text with the `tokenizers` package) and trainer_state.json ({"global_step": step}); steps are
 0, 16, 32, 64, ... up to --steps. Deterministic for a seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,7 @@ CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpora" / "novels_e
 
 def log_steps(total: int) -> list[int]:
     """0, 16, 32, 64, ... and the last step."""
-    steps = [0] + [16 * 2 ** k for k in range(int(math.log2(max(total, 16) / 16)) + 1)]
+    steps = [0] + [16 * 2**k for k in range(int(math.log2(max(total, 16) / 16)) + 1)]
     return sorted({s for s in steps if s <= total} | {total})
 
 
@@ -35,11 +36,20 @@ def train_tokenizer(sentences: list[str], vocab_size: int):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|pad|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|pad|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(sentences, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                   unk_token="<|endoftext|>", pad_token="<|pad|>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|pad|>",
+    )
 
 
 def save(model, tok, out: Path, step: int, loss: float | None) -> None:
@@ -80,10 +90,20 @@ def main(argv=None) -> int:
     for s in sentences:
         ids += tok(s)["input_ids"] + [eos]
     data = torch.tensor(ids, dtype=torch.long)
-    cfg = GPTNeoXConfig(vocab_size=len(tok), hidden_size=a.hidden, num_hidden_layers=a.layers,
-                        num_attention_heads=a.heads, intermediate_size=4 * a.hidden, max_position_embeddings=512,
-                        rotary_pct=0.25, bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id,
-                        use_parallel_residual=True, tie_word_embeddings=False)
+    cfg = GPTNeoXConfig(
+        vocab_size=len(tok),
+        hidden_size=a.hidden,
+        num_hidden_layers=a.layers,
+        num_attention_heads=a.heads,
+        intermediate_size=4 * a.hidden,
+        max_position_embeddings=512,
+        rotary_pct=0.25,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=tok.pad_token_id,
+        use_parallel_residual=True,
+        tie_word_embeddings=False,
+    )
     model = GPTNeoXForCausalLM(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 32))
@@ -95,12 +115,15 @@ def main(argv=None) -> int:
     for step in range(a.steps + 1):
         if step in keep:
             save(model, tok, out, step, loss_val)
-            print(f"step {step:5d}  loss {loss_val if loss_val is None else round(loss_val, 3)}  "
-                  f"{time.time() - t0:.0f} s", flush=True)
+            print(
+                f"step {step:5d}  loss {loss_val if loss_val is None else round(loss_val, 3)}  "
+                f"{time.time() - t0:.0f} s",
+                flush=True,
+            )
         if step == a.steps:
             break
         starts = torch.randint(0, data.numel() - a.seq_len - 1, (a.batch_size,), generator=gen)
-        x = torch.stack([data[s:s + a.seq_len] for s in starts])
+        x = torch.stack([data[s : s + a.seq_len] for s in starts])
         loss = model(input_ids=x, labels=x).loss
         opt.zero_grad()
         loss.backward()

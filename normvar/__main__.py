@@ -1,4 +1,5 @@
 """``python -m normvar ...`` = ``normvar ...``."""
+
 import sys
 
 from normvar_core.service.cli import main

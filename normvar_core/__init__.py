@@ -10,6 +10,7 @@ Layers (each imports only the ones above it; see ARCHITECTURE.md and tests/test_
 
 The public names below load lazily, so light commands (``normvar jobs``) skip torch.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -2,6 +2,7 @@
 
 Every module that needs one of these imports it from here; nothing else hard-codes them.
 """
+
 from __future__ import annotations
 
 STUDY_BAND: tuple[float, float] = (10.0, 1e5)

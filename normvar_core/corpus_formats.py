@@ -3,6 +3,7 @@
 Base layer: no heavy imports, so ``config`` (default run names), the upload code
 (``service/jobs``, ``views/new_run``) and the reader (``pipeline/corpus``) can share it.
 """
+
 from __future__ import annotations
 
 TEXT_SUFFIXES = (".txt.gz", ".txt")

@@ -3,6 +3,7 @@
 Resolution order: an explicit path (``--data-dir``), the ``NORMVAR_DATA`` environment
 variable, then ``./data``. Two roots never share any state.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,7 +48,7 @@ class DataDir:
     root: Path
 
     @classmethod
-    def at(cls, path: "str | os.PathLike | DataDir | None" = None) -> "DataDir":
+    def at(cls, path: str | os.PathLike | DataDir | None = None) -> DataDir:
         """The data directory of ``path``: a ``DataDir`` as it is, else ``resolve_data_dir(path)`` (a path,
         or None for $NORMVAR_DATA / ./data) — the one place a "path or DataDir" argument is read."""
         return path if isinstance(path, DataDir) else cls(resolve_data_dir(path))
@@ -57,8 +58,10 @@ class DataDir:
         try:
             p.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, a read-only or full disk
-            raise NormvarError(f"cannot use the folder {p} of the data directory ({exc.strerror or exc})",
-                               fix="choose a writable --data-dir (or $NORMVAR_DATA), or move what is in the way") from None
+            raise NormvarError(
+                f"cannot use the folder {p} of the data directory ({exc.strerror or exc})",
+                fix="choose a writable --data-dir (or $NORMVAR_DATA), or move what is in the way",
+            ) from None
         return p
 
     @property

@@ -38,18 +38,25 @@ Run files follow the same rules from the other side, so the check and the move i
 never clobber each other), or ``os.replace``s it when overwriting a regular file. Base layer: no torch,
 no numpy.
 """
+
 from __future__ import annotations
 
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from normvar_core.errors import NormvarError
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def kind_of(mode: int) -> str:
@@ -61,8 +68,11 @@ def kind_of(mode: int) -> str:
 
 def _refuse_kind(shown: str, target: Path, mode: int, what: str) -> NormvarError:
     via = f" (a link to {target})" if str(target) != shown else ""
-    fix = ("give a file name inside it, e.g. " + f"{what} {Path(shown) / 'out.html'}" if stat.S_ISDIR(mode)
-           else f"give {what} a regular file name (normvar never writes over {kind_of(mode)})")
+    fix = (
+        "give a file name inside it, e.g. " + f"{what} {Path(shown) / 'out.html'}"
+        if stat.S_ISDIR(mode)
+        else f"give {what} a regular file name (normvar never writes over {kind_of(mode)})"
+    )
     return NormvarError(f"{what} {shown}{via} is {kind_of(mode)}", fix=fix)
 
 
@@ -81,8 +91,10 @@ def _what_is(path: Path) -> str:
 
 def not_regular(path: Path, what: str) -> NormvarError:
     """One line for a file normvar keeps (a lock, a temp file) whose name holds something else."""
-    return NormvarError(f"{what} {path} is {_what_is(path)}",
-                        fix="remove it (normvar never writes through a link or into a folder, FIFO or device)")
+    return NormvarError(
+        f"{what} {path} is {_what_is(path)}",
+        fix="remove it (normvar never writes through a link or into a folder, FIFO or device)",
+    )
 
 
 def open_regular(path, flags: int, *, what: str = "the file", mode: int = 0o644) -> int:
@@ -146,8 +158,10 @@ def probe_writable(folder: Path, what: str = "--out") -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise NormvarError(f"cannot write in the folder of {what}: {folder} ({exc.strerror or exc})",
-                           fix=f"choose a writable folder for {what}") from None
+        raise NormvarError(
+            f"cannot write in the folder of {what}: {folder} ({exc.strerror or exc})",
+            fix=f"choose a writable folder for {what}",
+        ) from None
 
 
 def lstat_or_none(path) -> os.stat_result | None:
@@ -180,10 +194,15 @@ def _refuse_entry(shown: str, p: Path, mode: int, what: str, fix: str | None = N
             to = f" to {os.readlink(p)}"
         except OSError:
             to = ""
-        return NormvarError(f"{what} {shown} is a symbolic link{to}; normvar never writes, replaces or deletes "
-                            "through a link", fix=fix or f"give {what} the real path, or remove the link")
-    return _refuse_kind(shown, p, mode, what) if fix is None else NormvarError(
-        f"{what} {shown} is {kind_of(mode)}, not a regular file", fix=fix)
+        return NormvarError(
+            f"{what} {shown} is a symbolic link{to}; normvar never writes, replaces or deletes through a link",
+            fix=fix or f"give {what} the real path, or remove the link",
+        )
+    return (
+        _refuse_kind(shown, p, mode, what)
+        if fix is None
+        else NormvarError(f"{what} {shown} is {kind_of(mode)}, not a regular file", fix=fix)
+    )
 
 
 def _named(shown: str, what: str, noun: str) -> Path:
@@ -217,11 +236,15 @@ def resolve_destination(path, *, what: str = "--out", probe: bool = True, make_p
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise NormvarError(f"cannot create the folder of {what}: {folder} ({exc.strerror or exc})",
-                                   fix=f"choose another {what}") from None
+                raise NormvarError(
+                    f"cannot create the folder of {what}: {folder} ({exc.strerror or exc})",
+                    fix=f"choose another {what}",
+                ) from None
         if not folder.exists():
-            raise NormvarError(f"the folder of {what} {shown} does not exist: {folder}",
-                               fix=f"create it (mkdir -p {folder}) or choose another {what}")
+            raise NormvarError(
+                f"the folder of {what} {shown} does not exist: {folder}",
+                fix=f"create it (mkdir -p {folder}) or choose another {what}",
+            )
         if not folder.is_dir():
             raise NormvarError(f"the folder of {what} is not a folder: {folder}", fix=f"choose another {what}")
     if probe:
@@ -240,12 +263,15 @@ def resolve_folder_destination(path, *, what: str = "--out") -> Path:
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise _refuse_entry(shown, target, st.st_mode, what)
     if st is not None and not stat.S_ISDIR(st.st_mode):
-        raise NormvarError(f"{what} {shown} is {kind_of(st.st_mode)}, not a folder",
-                           fix=f"choose a new or empty folder for {what}")
+        raise NormvarError(
+            f"{what} {shown} is {kind_of(st.st_mode)}, not a folder", fix=f"choose a new or empty folder for {what}"
+        )
     folder = target.parent
     if not folder.is_dir():
-        raise NormvarError(f"the folder of {what} {target} does not exist: {folder}",
-                           fix=f"create it (mkdir -p {folder}) or choose another {what}")
+        raise NormvarError(
+            f"the folder of {what} {target} does not exist: {folder}",
+            fix=f"create it (mkdir -p {folder}) or choose another {what}",
+        )
     probe_writable(folder, what)
     return target
 
@@ -324,15 +350,18 @@ def check_destination(out_path: Path, overwrite: bool) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (OSError, FileExistsError) as exc:
-        raise NormvarError(f"cannot create the run folder {folder}: {exc.strerror or exc}",
-                           fix="choose a writable --data-dir or --out") from None
+        raise NormvarError(
+            f"cannot create the run folder {folder}: {exc.strerror or exc}", fix="choose a writable --data-dir or --out"
+        ) from None
     probe = folder / f".normvar-write-probe-{os.getpid()}"
     try:  # os.access says yes to root even for read-only or immutable folders: really try
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise NormvarError(f"the run folder {folder} is not writable ({exc.strerror or exc})",
-                           fix="choose a writable --data-dir or --out") from None
+        raise NormvarError(
+            f"the run folder {folder} is not writable ({exc.strerror or exc})",
+            fix="choose a writable --data-dir or --out",
+        ) from None
 
 
 # what link(2) says on a file system without hard links (FAT, some network and FUSE mounts)
@@ -362,6 +391,24 @@ def move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
     tmp.unlink()
 
 
-__all__ = ["lstat_or_none", "is_regular_entry", "refuse_entry", "remove_named", "resolve_folder_destination",
-           "check_regular_input", "SAFE_FLAGS", "open_regular", "create_temp", "not_regular", "resolve_destination", "write_atomic", "probe_writable", "kind_of", "taken", "not_a_run_file",
-           "check_destination", "move_into_place", "NO_HARD_LINKS"]
+__all__ = [
+    "lstat_or_none",
+    "is_regular_entry",
+    "refuse_entry",
+    "remove_named",
+    "resolve_folder_destination",
+    "check_regular_input",
+    "SAFE_FLAGS",
+    "open_regular",
+    "create_temp",
+    "not_regular",
+    "resolve_destination",
+    "write_atomic",
+    "probe_writable",
+    "kind_of",
+    "taken",
+    "not_a_run_file",
+    "check_destination",
+    "move_into_place",
+    "NO_HARD_LINKS",
+]

@@ -11,6 +11,7 @@ What the options do with a model lives in ``pipeline/models/device_map.py`` (loa
 
 Every bad value is one ``NormvarError`` line naming the fix.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,18 @@ from normvar_core.destination import check_regular_input
 from normvar_core.errors import NormvarError
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 _DEVICE = re.compile(r"^(\d{1,4}|cpu|disk|mps|cuda:\d{1,4})$", re.ASCII)
 MAX_DEVICES = 1024
 """The most GPUs one map or plan may name (accelerate maps one machine's devices; none has more)."""
@@ -58,12 +69,16 @@ def _exact(number: str):
 def _device_key(name: str, what: str) -> int | str:
     name = name.strip().lower()[:40]
     if not _DEVICE.match(name) or name == "disk":
-        raise NormvarError(f"{what}: unknown device {name!r}", fix="use GPU indices (0, 1, ...) and cpu, "
-                           "e.g. 0=70GiB,1=70GiB,cpu=200GiB")
+        raise NormvarError(
+            f"{what}: unknown device {name!r}",
+            fix="use GPU indices (0, 1, ...) and cpu, e.g. 0=70GiB,1=70GiB,cpu=200GiB",
+        )
     index = int(name) if name.isdigit() else int(name[5:]) if name.startswith("cuda:") else name
     if isinstance(index, int) and index >= MAX_DEVICES:
-        raise NormvarError(f"{what}: GPU {index} is beyond the {MAX_DEVICES} one machine can have",
-                           fix="number GPUs from 0, as nvidia-smi does")
+        raise NormvarError(
+            f"{what}: GPU {index} is beyond the {MAX_DEVICES} one machine can have",
+            fix="number GPUs from 0, as nvidia-smi does",
+        )
     return index
 
 
@@ -77,8 +92,9 @@ def parse_max_memory(text: str | None) -> dict[int | str, int] | None:
             continue
         dev, sep, size = part.partition("=")
         if not sep:
-            raise NormvarError(f"--max-memory: {part.strip()!r} is not DEVICE=SIZE",
-                               fix="write it as 0=70GiB,1=70GiB,cpu=200GiB")
+            raise NormvarError(
+                f"--max-memory: {part.strip()!r} is not DEVICE=SIZE", fix="write it as 0=70GiB,1=70GiB,cpu=200GiB"
+            )
         key = _device_key(dev, "--max-memory")
         if key in out:
             raise NormvarError(f"--max-memory names device {dev.strip()!r} twice", fix="give each device once")
@@ -92,25 +108,34 @@ def read_device_map(value: str | None) -> str | dict | None:
         return value
     path = Path(value).expanduser()
     if not path.suffix.lower() == ".json":
-        raise NormvarError(f"unknown --device-map {value!r}",
-                           fix=f"use one of {', '.join(DEVICE_MAP_STRATEGIES)} or a .json file {{module: device}}")
-    check_regular_input(path, "--device-map", 'give a JSON file {module: device}')
+        raise NormvarError(
+            f"unknown --device-map {value!r}",
+            fix=f"use one of {', '.join(DEVICE_MAP_STRATEGIES)} or a .json file {{module: device}}",
+        )
+    check_regular_input(path, "--device-map", "give a JSON file {module: device}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise NormvarError(f"cannot read --device-map {path}: {exc.strerror or exc}",
-                           fix="give an existing JSON file {module: device}") from None
+        raise NormvarError(
+            f"cannot read --device-map {path}: {exc.strerror or exc}", fix="give an existing JSON file {module: device}"
+        ) from None
     except ValueError as exc:
-        raise NormvarError(f"--device-map {path} is not valid JSON ({exc})"[:200],
-                           fix='write it as {"embed_tokens": 0, "layers.0": 0, "layers.1": 1, "norm": 1}') from None
+        raise NormvarError(
+            f"--device-map {path} is not valid JSON ({exc})"[:200],
+            fix='write it as {"embed_tokens": 0, "layers.0": 0, "layers.1": 1, "norm": 1}',
+        ) from None
     if not isinstance(data, dict) or not data:
-        raise NormvarError(f"--device-map {path} must hold one JSON object {{module: device}}",
-                           fix='write it as {"embed_tokens": 0, "layers.0": 0, "norm": "cpu"}')
+        raise NormvarError(
+            f"--device-map {path} must hold one JSON object {{module: device}}",
+            fix='write it as {"embed_tokens": 0, "layers.0": 0, "norm": "cpu"}',
+        )
     out = {}
     for module, dev in data.items():
         if isinstance(dev, bool) or not isinstance(dev, (int, str)) or not _DEVICE.match(str(dev).lower()):
-            raise NormvarError(f"--device-map {path}: module {module!r} on unknown device {dev!r}",
-                               fix="use a GPU index (0, 1, ...), \"cpu\" or \"disk\"")
+            raise NormvarError(
+                f"--device-map {path}: module {module!r} on unknown device {dev!r}",
+                fix='use a GPU index (0, 1, ...), "cpu" or "disk"',
+            )
         out[str(module)] = _device_key(str(dev), f"--device-map {path}") if str(dev).lower() != "disk" else "disk"
     return out
 
@@ -120,8 +145,10 @@ def check_options(device_map: str | None, max_memory: str | None, offload_folder
     read_device_map(device_map)
     parse_max_memory(max_memory)
     if device_map is None and (max_memory or offload_folder):
-        raise NormvarError("--max-memory and --offload-folder need a device map",
-                           fix="add --device-map auto (or balanced, sequential, a JSON file)")
+        raise NormvarError(
+            "--max-memory and --offload-folder need a device map",
+            fix="add --device-map auto (or balanced, sequential, a JSON file)",
+        )
 
 
 def parse_devices(text: str) -> dict[int | str, int]:
@@ -143,8 +170,9 @@ def parse_devices(text: str) -> dict[int | str, int]:
         if not re.fullmatch(r"[1-9]\d{0,5}", count, re.ASCII):
             raise NormvarError(f"--devices: cannot read {part[:40]!r}", fix=fix)
         if gpu + int(count) > MAX_DEVICES:
-            raise NormvarError(f"--devices: {part[:40]!r} names more than the {MAX_DEVICES} GPUs one machine can have",
-                               fix=fix)
+            raise NormvarError(
+                f"--devices: {part[:40]!r} names more than the {MAX_DEVICES} GPUs one machine can have", fix=fix
+            )
         for _ in range(int(count)):
             if gpu in out:
                 raise NormvarError(f"--devices names GPU {gpu} twice", fix="give each device once")
@@ -160,10 +188,20 @@ def _gb(text: str) -> int:
     m = re.fullmatch(_NUMBER, text, re.ASCII)
     value = _exact(m.group(1)) * 10**9 if m else 0
     if not 1 <= value <= MAX_BYTES:
-        raise NormvarError(f"--devices: cannot read the size {text[:40]!r}",
-                           fix="give sizes in GB (at most 10^9 GB), e.g. 8x80 or cpu=256")
+        raise NormvarError(
+            f"--devices: cannot read the size {text[:40]!r}",
+            fix="give sizes in GB (at most 10^9 GB), e.g. 8x80 or cpu=256",
+        )
     return int(value)
 
 
-__all__ = ["DEVICE_MAP_STRATEGIES", "MAX_DEVICES", "MAX_BYTES", "parse_size", "parse_max_memory", "read_device_map", "check_options",
-           "parse_devices"]
+__all__ = [
+    "DEVICE_MAP_STRATEGIES",
+    "MAX_DEVICES",
+    "MAX_BYTES",
+    "parse_size",
+    "parse_max_memory",
+    "read_device_map",
+    "check_options",
+    "parse_devices",
+]

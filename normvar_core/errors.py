@@ -4,6 +4,7 @@ Every error raised to a user names what went wrong and the fix, on one line:
 ``NormvarError("corpus file not found: x.txt", fix="check the path ...")``.
 The CLI prints ``str(err)`` and exits with status 2; the dashboard shows it.
 """
+
 from __future__ import annotations
 
 
@@ -43,7 +44,7 @@ class terminate_as_interrupt:
             self.old = signal.signal(signal.SIGTERM, self._raise)
         return self
 
-    def _raise(self, signum, frame):  # noqa: ARG002
+    def _raise(self, signum, frame):
         if not self.fired:
             self.fired = True
             raise Terminated("terminated (SIGTERM)")

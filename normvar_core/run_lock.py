@@ -10,6 +10,7 @@ removed by ``remove_stale_locks``); the holder removes its file when it ends. Th
 with ``destination.open_regular`` (``O_NOFOLLOW``, ``O_NONBLOCK``, an ``fstat`` check): a link, a folder or a
 FIFO in its place is refused in one line, and whatever a link points to is never opened.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -66,8 +67,10 @@ def busy_error(run_path: Path, info: dict) -> NormvarError:
     name = Path(run_path).stem
     who = info.get("holder") or "a compute"
     pid = f" (pid {info['pid']})" if info.get("pid") else ""
-    return NormvarError(f"run {name!r} is being computed now by {who}{pid}",
-                        fix="wait for it to finish, stop it, or choose another --name")
+    return NormvarError(
+        f"run {name!r} is being computed now by {who}{pid}",
+        fix="wait for it to finish, stop it, or choose another --name",
+    )
 
 
 def check_free(run_path: Path, *, unless_job: bool = False) -> None:
@@ -143,4 +146,15 @@ def remove_stale_locks(folder: Path) -> list[Path]:
     return removed
 
 
-__all__ = ["computing", "computing_all", "as_holder", "HOLDER", "JOB", "check_free", "holder_of", "busy_error", "lock_path", "remove_stale_locks"]
+__all__ = [
+    "computing",
+    "computing_all",
+    "as_holder",
+    "HOLDER",
+    "JOB",
+    "check_free",
+    "holder_of",
+    "busy_error",
+    "lock_path",
+    "remove_stale_locks",
+]

@@ -1,6 +1,7 @@
 """The dashboard served for a real browser: ``start_streamlit`` runs ``streamlit run views/_server.py`` (app.py as
 ``normvar dashboard`` serves it) on a free 127.0.0.1 port; Debian's chromium is driven by Playwright with ``ARGS``
 (the recipe in ../shared/ENVIRONMENT.md); ``ARTIFACTS`` is where the browser tests leave their screenshots."""
+
 from __future__ import annotations
 
 import os
@@ -16,17 +17,28 @@ ROOT = Path(__file__).resolve().parent.parent
 # screenshots: outside the checkout, kept between runs (the same folder every time)
 ARTIFACTS = Path(tempfile.gettempdir()) / "normvar-test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PLOT_READY = "() => { const g = document.querySelector('.js-plotly-plot'); return !!(g && g._fullData && g._fullData.length); }"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PLOT_READY = (
+    "() => { const g = document.querySelector('.js-plotly-plot'); return !!(g && g._fullData && g._fullData.length); }"
+)
 
 
 def wait_url(page, *parts: str, absent: tuple[str, ...] = (), timeout: int = 30000) -> None:
     """Wait until the address bar holds every one of ``parts`` and none of ``absent``: the dashboard writes its query
     parameters after a rerun has drawn, so a URL read once right after an interaction can still be the old one."""
-    page.wait_for_function("([want, gone]) => want.every(s => location.href.includes(s))"
-                           " && !gone.some(s => location.href.includes(s))",
-                           arg=[list(parts), list(absent)], timeout=timeout)
+    page.wait_for_function(
+        "([want, gone]) => want.every(s => location.href.includes(s)) && !gone.some(s => location.href.includes(s))",
+        arg=[list(parts), list(absent)],
+        timeout=timeout,
+    )
 
 
 def free_port() -> int:
@@ -42,10 +54,31 @@ def start_streamlit(data: Path, log_path: Path) -> tuple[subprocess.Popen, str, 
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "views" / "_server.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-         "--browser.gatherUsageStats", "false", "--", "--data-dir", str(data)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "views" / "_server.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+            "--",
+            "--data-dir",
+            str(data),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:

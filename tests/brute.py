@@ -2,6 +2,7 @@
 per-type and corpus moments by two passes (eqs. 3–11), the band decomposition from stored per-type moments
 (eqs. 8–15), nearest types by cosine, the TwoNN neighbour distances over all pairs, and one in-memory pass of a
 real model."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,11 +13,11 @@ def per_type(X: np.ndarray, ids: np.ndarray):
     X = np.asarray(X, dtype=np.float64)
     out = {}
     for t in np.unique(ids):
-        x = X[:, ids == t]                                   # (L, n_t, d)
-        mu = x.mean(1)                                       # eq. 3
-        q = (x * x).sum(-1).mean(1)                          # eq. 4
-        m = (mu * mu).sum(-1)                                # eq. 5
-        v = ((x - mu[:, None]) ** 2).sum(-1).mean(1)         # eq. 6 (second pass)
+        x = X[:, ids == t]  # (L, n_t, d)
+        mu = x.mean(1)  # eq. 3
+        q = (x * x).sum(-1).mean(1)  # eq. 4
+        m = (mu * mu).sum(-1)  # eq. 5
+        v = ((x - mu[:, None]) ** 2).sum(-1).mean(1)  # eq. 6 (second pass)
         out[int(t)] = (x.shape[1], mu, q, m, v)
     return out
 
@@ -45,8 +46,12 @@ def band(n: np.ndarray, q: np.ndarray, v: np.ndarray, means: np.ndarray) -> dict
     p = np.asarray(n, np.float64) / np.sum(n)
     mu_t = np.asarray(means, np.float64)
     mu = p @ mu_t
-    return {"q": float(p @ np.asarray(q, np.float64)), "m": float(mu @ mu),
-            "v_w": float(p @ np.asarray(v, np.float64)), "v_b": float(p @ np.sum((mu_t - mu) ** 2, axis=1))}
+    return {
+        "q": float(p @ np.asarray(q, np.float64)),
+        "m": float(mu @ mu),
+        "v_w": float(p @ np.asarray(v, np.float64)),
+        "v_b": float(p @ np.sum((mu_t - mu) ** 2, axis=1)),
+    }
 
 
 def nearest(means: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int, exclude=None) -> tuple[list[int], list]:
@@ -127,7 +132,7 @@ def knn_lists(X: np.ndarray, k: int, groups=None):
     for i in range(m):
         order = np.lexsort((np.arange(m), D[i]))
         order = order[np.isfinite(D[i, order])][:k]
-        idx[i, :order.size], dist[i, :order.size] = order, D[i, order]
+        idx[i, : order.size], dist[i, : order.size] = order, D[i, order]
     return dist, idx
 
 
@@ -143,11 +148,16 @@ def gride_by_scipy(r: np.ndarray, n1: int, n2: int) -> float:
     lm = np.log(mu)
 
     def nll(d):  # log(μ^d − 1) = d log μ + log(1 − μ^(−d)), which does not overflow at large μ^d
-        return -(mu.size * np.log(d) + (n2 - n1 - 1) * np.sum(d * lm + np.log1p(-np.exp(-d * lm)))
-                 - ((n2 - 1) * d + 1) * np.sum(np.log(mu)) - mu.size * betaln(n2 - n1, n1))
+        return -(
+            mu.size * np.log(d)
+            + (n2 - n1 - 1) * np.sum(d * lm + np.log1p(-np.exp(-d * lm)))
+            - ((n2 - 1) * d + 1) * np.sum(np.log(mu))
+            - mu.size * betaln(n2 - n1, n1)
+        )
 
-    return float(minimize_scalar(nll, bounds=(1e-3, 500.0), method="bounded",
-                                 options={"xatol": 1e-12, "maxiter": 2000}).x)
+    return float(
+        minimize_scalar(nll, bounds=(1e-3, 500.0), method="bounded", options={"xatol": 1e-12, "maxiter": 2000}).x
+    )
 
 
 def overlap_by_sets(a: np.ndarray, b: np.ndarray, k: int) -> float:

@@ -8,6 +8,7 @@ that what one process's tests and servers write there never reaches the other's 
 Without xdist it builds straight into ``getbasetemp() / name``. This is pytest-xdist's documented pattern for
 session fixtures ("Making session-scoped fixtures execute only once").
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> 
     done = common.with_name(name + ".built")
     with FileLock(str(common) + ".lock"):
         if not done.exists():
-            shutil.rmtree(common, ignore_errors=True)   # what a process that failed to build left
+            shutil.rmtree(common, ignore_errors=True)  # what a process that failed to build left
             common.mkdir(parents=True)
             build(common)
             done.touch()

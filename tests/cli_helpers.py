@@ -3,6 +3,7 @@ line on stderr, exit status 2, nothing published). ``compute``'s log lines — i
 ...": what it is about to do) and the line as each phase begins ("normvar: plan · read the corpus · 0/3 steps") —
 are left out of the stderr they return: tests/test_compute_log.py reads them. An error or warning is never a log
 line."""
+
 from __future__ import annotations
 
 import re

@@ -8,6 +8,7 @@ process (a ``normvar`` command, a worker, Streamlit, Ray, a fresh interpreter), 
 ``pytestmark`` on its module); a test that uses a fixture listed in ``FIXTURE_KINDS`` gets that fixture's kind
 here, in ``pytest_collection_modifyitems``.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,16 +30,15 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-import pytest
-from hypothesis.configuration import set_hypothesis_home_dir
-from xdist.scheduler import LoadScopeScheduling
 # matplotlib (scikit-dimension imports it) builds its font cache with fc-list the first time on a machine: built
 # here, before any test runs, so that no test of no kind starts that process itself
 import matplotlib.font_manager  # noqa: F401
-
+import pytest
 from browser_helpers import ARGS, CHROMIUM, serving
 from built_once import built_once
 from dashboard_run import APP, RUN, build_dashboard_data
+from hypothesis.configuration import set_hypothesis_home_dir
+from xdist.scheduler import LoadScopeScheduling
 
 # A shell that starts the suite in the background without job control (`cmd &` in a script, nohup) hands it
 # SIGINT ignored, and every child would inherit that: the tests that interrupt a compute or a server with
@@ -49,14 +49,16 @@ from gaussian_runs import gaussian_run
 from model_dirs import TINY_KINDS, build_tiny_models, installed_minilm_dir
 from run_overlays_data import build_items_data
 
-
 # hypothesis keeps its examples and caches outside the checkout (the same folder every run)
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "normvar-hypothesis")
 
 KINDS = ("model", "subprocess", "browser", "slow")
 # a test that uses one of these fixtures (directly or through another fixture) is of that kind
-FIXTURE_KINDS = {"minilm_path": "model",   # every fixture that loads the installed MiniLM asks for its folder
-                 "server": "subprocess", "browser": "browser"}
+FIXTURE_KINDS = {
+    "minilm_path": "model",  # every fixture that loads the installed MiniLM asks for its folder
+    "server": "subprocess",
+    "browser": "browser",
+}
 
 
 # ``make test`` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``): each file stays in one
@@ -83,17 +85,17 @@ class _ByGroup(LoadScopeScheduling):
         return _xdist_group(self.config.rootpath / nodeid.split("::")[0])
 
 
-@pytest.hookimpl(tryfirst=True, optionalhook=True)   # optional: a run without pytest-xdist
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: a run without pytest-xdist
 def pytest_xdist_make_scheduler(config, log):
     return _ByGroup(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 def pytest_configure(config):
-    if hasattr(config.option, "loadscopereorder"):   # pytest-xdist's --no-loadscope-reorder
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's --no-loadscope-reorder
         config.option.loadscopereorder = False
 
 
-@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own, which reads the xdist_group markers
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, kind in FIXTURE_KINDS.items():
@@ -102,16 +104,21 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(_xdist_group(item.path)))
     rank: dict[str, int] = {}
     for item in items:
-        kind = 0 if item.get_closest_marker("browser") or item.get_closest_marker("slow") else \
-            1 if item.get_closest_marker("subprocess") or item.get_closest_marker("model") else 2
+        kind = (
+            0
+            if item.get_closest_marker("browser") or item.get_closest_marker("slow")
+            else 1
+            if item.get_closest_marker("subprocess") or item.get_closest_marker("model")
+            else 2
+        )
         group = _xdist_group(item.path)
         rank[group] = min(rank.get(group, 2), kind)
-    items.sort(key=lambda item: rank[_xdist_group(item.path)])   # stable: a file's tests keep their order
+    items.sort(key=lambda item: rank[_xdist_group(item.path)])  # stable: a file's tests keep their order
 
 
 # The check that keeps the kinds right: a test of no kind (one ``make test-fast`` runs) that starts a process
 # or loads a pretrained model fails, naming the marker it needs, in every run of the suite.
-_unmarked = [None]   # the node id of the test of no kind being set up or run, else None
+_unmarked = [None]  # the node id of the test of no kind being set up or run, else None
 
 
 def _refuse(what: str, marker: str) -> None:
@@ -128,8 +135,9 @@ def _checked_popen_init(self, args, *a, **k):
 
 
 subprocess.Popen.__init__ = _checked_popen_init
-_PRETRAINED_HOMES = tuple(str(Path(p).resolve()) for p in (sysconfig.get_paths()["purelib"],
-                                                              Path.home() / ".cache" / "huggingface"))
+_PRETRAINED_HOMES = tuple(
+    str(Path(p).resolve()) for p in (sysconfig.get_paths()["purelib"], Path.home() / ".cache" / "huggingface")
+)
 
 
 def _check_model_loads() -> None:
@@ -184,7 +192,7 @@ def minilm_path() -> Path:
 
 # ---------------------------------------------------------------------------- the dashboard's real MiniLM run
 @pytest.fixture(scope="session")
-def data_dir(tmp_path_factory, minilm_path) -> Path:  # noqa: ARG001 - minilm_path: the model must be installed
+def data_dir(tmp_path_factory, minilm_path) -> Path:
     """The dashboard's data dir (``build_dashboard_data``), built once per session: this process's copy."""
     return built_once(tmp_path_factory, "dashboard-data", build_dashboard_data)
 
@@ -205,7 +213,9 @@ def dashboard_null(tmp_path_factory, run) -> Path:
     from normvar_core.runs.null import null_name
 
     name = f"{null_name(run, 'isotropic', 0)}.duckdb"
-    return built_once(tmp_path_factory, "dashboard-null", lambda out: write_null_run(run, "isotropic", out / name)) / name
+    return (
+        built_once(tmp_path_factory, "dashboard-null", lambda out: write_null_run(run, "isotropic", out / name)) / name
+    )
 
 
 @pytest.fixture(scope="session")
@@ -215,21 +225,27 @@ def items_data(tmp_path_factory, data_dir, dashboard_null) -> Path:
 
 
 @pytest.fixture(scope="session")
-def minilm_pass_150(minilm_path):  # noqa: ARG001 - the model must be installed
+def minilm_pass_150(minilm_path):
     """One pass of MiniLM over 150 sentences of the shipped novels kept in memory (``brute.pass_in_memory``,
     no samples, a TwoNN sample of 600), shared by the geometry and IsoScore tests: {"plan", "measures",
     "X": (L, N, d) float64 states, "ids", "pos", "sid": each position's token id, position and sentence}.
     The tests only read it (``result()`` leaves a measure as it was)."""
     import torch
-
     from brute import pass_in_memory
+
     from normvar_core.config import RunConfig
 
     cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600, neighbourhoods=True)
     plan, _, _, parts, measures = pass_in_memory(cfg)
     cat = lambda f: torch.cat([torch.as_tensor(f(p)) for p in parts]).numpy()  # noqa: E731
-    return {"plan": plan, "measures": measures, "X": torch.cat([p.states for p in parts], 1).double().numpy(),
-            "ids": cat(lambda p: p.token_ids), "pos": cat(lambda p: p.positions), "sid": cat(lambda p: p.sentence_ids)}
+    return {
+        "plan": plan,
+        "measures": measures,
+        "X": torch.cat([p.states for p in parts], 1).double().numpy(),
+        "ids": cat(lambda p: p.token_ids),
+        "pos": cat(lambda p: p.positions),
+        "sid": cat(lambda p: p.sentence_ids),
+    }
 
 
 @pytest.fixture
@@ -283,12 +299,35 @@ def shapes(tmp_path_factory):
     root = tmp_path_factory.mktemp("shapes")
     return {
         "bert-base": _shape_dir(root, "bert-base", BertConfig()),  # 12 x 768, vocab 30522: BERT-base
-        "llama-2-7b": _shape_dir(root, "llama-2-7b", LlamaConfig(
-            vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-            num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5)),
-        "falcon-40b": _shape_dir(root, "falcon-40b", FalconConfig(
-            vocab_size=65024, hidden_size=8192, num_hidden_layers=60, num_attention_heads=128, num_kv_heads=8,
-            new_decoder_architecture=True, parallel_attn=True, bias=False, alibi=False)),
+        "llama-2-7b": _shape_dir(
+            root,
+            "llama-2-7b",
+            LlamaConfig(
+                vocab_size=32000,
+                hidden_size=4096,
+                intermediate_size=11008,
+                num_hidden_layers=32,
+                num_attention_heads=32,
+                num_key_value_heads=32,
+                max_position_embeddings=4096,
+                rms_norm_eps=1e-5,
+            ),
+        ),
+        "falcon-40b": _shape_dir(
+            root,
+            "falcon-40b",
+            FalconConfig(
+                vocab_size=65024,
+                hidden_size=8192,
+                num_hidden_layers=60,
+                num_attention_heads=128,
+                num_kv_heads=8,
+                new_decoder_architecture=True,
+                parallel_attn=True,
+                bias=False,
+                alibi=False,
+            ),
+        ),
     }
 
 
@@ -345,10 +384,27 @@ def uninterrupted_compute(tmp_path_factory, tiny_models):
     corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
 
     def argv(data: Path, name: str = "r") -> list[str]:
-        return ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", name,
-                "--batch-size", "8", "--id-sample", "200", "--quiet", "--data-dir", str(data),
-                "--occurrences", "0",  # their early axes would run every batch of this small corpus before the pass
-                "--checkpoint", str(data.parent / f"{name}.ckpt")]
+        return [
+            "compute",
+            "--model",
+            str(tiny_models["bert"]),
+            "--corpus",
+            str(corpus),
+            "--name",
+            name,
+            "--batch-size",
+            "8",
+            "--id-sample",
+            "200",
+            "--quiet",
+            "--data-dir",
+            str(data),
+            "--occurrences",
+            "0",  # their early axes would run every batch of this small corpus before the pass
+            "--checkpoint",
+            str(data.parent / f"{name}.ckpt"),
+        ]
+
     ref = root / "ref" / "data"
     assert cli.main(argv(ref)) == 0
     return argv, open_run(ref / "runs" / "r.duckdb")

@@ -5,6 +5,7 @@ verbatim except for its name: file bytes, decoded text and every record in memor
 ``rng.random(n)`` draw over all non-empty sentences. The streamed reader must select exactly
 what this selects, and fail with the same messages.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -71,11 +72,23 @@ def _select(records: list[str], cfg: RunConfig, *, name, path, sha256, fmt, colu
         raise NormvarError(
             f"no sentences left after filtering {path.name}: {len(nonempty)} read, {n_too_long} with "
             f">= {cfg.max_words} words, {n_sampled_out} sampled out",
-            fix="raise --max-words (0 = no limit) or --sample-frac")
+            fix="raise --max-words (0 = no limit) or --sample-frac",
+        )
     return CorpusText(
-        sentences=[nonempty[i] for i in keep], name=name, path=path, sha256=sha256, n_read=n_read,
-        n_kept=len(keep), n_too_long=n_too_long, n_empty=n_empty, n_sampled_out=n_sampled_out,
-        n_capped=n_capped, sentence_lengths=words[keep], text_column=column, format=fmt)
+        sentences=[nonempty[i] for i in keep],
+        name=name,
+        path=path,
+        sha256=sha256,
+        n_read=n_read,
+        n_kept=len(keep),
+        n_too_long=n_too_long,
+        n_empty=n_empty,
+        n_sampled_out=n_sampled_out,
+        n_capped=n_capped,
+        sentence_lengths=words[keep],
+        text_column=column,
+        format=fmt,
+    )
 
 
 def _stem(path: Path) -> str:
@@ -91,23 +104,28 @@ def _gunzip(raw: bytes, path: Path) -> bytes:
     try:
         return gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as exc:
-        raise NormvarError(f"corpus {path.name} is not a valid gzip file ({exc})",
-                           fix="re-compress it with gzip, or pass the plain .txt") from None
+        raise NormvarError(
+            f"corpus {path.name} is not a valid gzip file ({exc})",
+            fix="re-compress it with gzip, or pass the plain .txt",
+        ) from None
 
 
 def _decode(data: bytes, path: Path) -> str:
     """Strict UTF-8 (a BOM is dropped); NUL bytes mean a binary file."""
     nul = data.find(b"\x00")
     if nul >= 0:
-        raise NormvarError(f"corpus {path.name} looks binary (NUL byte at byte offset {nul})",
-                           fix="pass a UTF-8 text file (one sentence a line), .jsonl, .csv or .parquet")
+        raise NormvarError(
+            f"corpus {path.name} looks binary (NUL byte at byte offset {nul})",
+            fix="pass a UTF-8 text file (one sentence a line), .jsonl, .csv or .parquet",
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         where = " of the decompressed text" if path.name.lower().endswith(".gz") else ""
         raise NormvarError(
             f"corpus {path.name} is not UTF-8: invalid byte 0x{data[exc.start]:02x} at byte offset {exc.start}{where}",
-            fix=f"convert it to UTF-8, e.g. iconv -f latin1 -t utf-8 {path.name} > fixed.txt") from None
+            fix=f"convert it to UTF-8, e.g. iconv -f latin1 -t utf-8 {path.name} > fixed.txt",
+        ) from None
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -140,15 +158,18 @@ def _split(records: list[str]) -> list[str]:
 def _pick_column(available: list[str], string_cols: list[str], wanted: str | None, path: Path) -> str:
     if wanted:
         if wanted not in available:
-            raise NormvarError(f"column {wanted!r} not in {path.name}; columns: {', '.join(available)}",
-                               fix=f"pass --text-column with one of: {', '.join(string_cols or available)}")
+            raise NormvarError(
+                f"column {wanted!r} not in {path.name}; columns: {', '.join(available)}",
+                fix=f"pass --text-column with one of: {', '.join(string_cols or available)}",
+            )
         return wanted
     if len(string_cols) == 1:
         return string_cols[0]
     raise NormvarError(
         f"{path.name} has {len(string_cols)} text columns ({', '.join(string_cols) or 'none'}); "
         f"columns: {', '.join(available)}",
-        fix="pass --text-column NAME")
+        fix="pass --text-column NAME",
+    )
 
 
 def _cell(v) -> str:
@@ -165,11 +186,13 @@ def _jsonl_records(text: str, path: Path, wanted: str | None) -> tuple[list[str]
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise NormvarError(f"{path.name} line {lineno} is not JSON ({exc.msg})",
-                               fix="write one JSON object per line") from None
+            raise NormvarError(
+                f"{path.name} line {lineno} is not JSON ({exc.msg})", fix="write one JSON object per line"
+            ) from None
         if not isinstance(obj, dict):
-            raise NormvarError(f"{path.name} line {lineno} is not a JSON object",
-                               fix='write one object per line, e.g. {"text": "..."}')
+            raise NormvarError(
+                f"{path.name} line {lineno} is not a JSON object", fix='write one object per line, e.g. {"text": "..."}'
+            )
         rows.append(obj)
     if not rows:
         raise NormvarError(f"corpus file is empty: {path.name}", fix="pass a file with one JSON object per line")
@@ -186,13 +209,16 @@ def _csv_records(text: str, path: Path, wanted: str | None) -> tuple[list[str], 
         df = pd.read_csv(io.StringIO(text), keep_default_na=False, dtype=str)
         typed = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise NormvarError(f"{path.name} is not a readable CSV file ({str(exc).splitlines()[0]})",
-                           fix="write a header row and quote fields that contain commas") from None
+        raise NormvarError(
+            f"{path.name} is not a readable CSV file ({str(exc).splitlines()[0]})",
+            fix="write a header row and quote fields that contain commas",
+        ) from None
     available = [str(c) for c in df.columns]
     # text: some non-empty cell that pandas does not parse as a number or a boolean (whole file);
     # a file with a header only: every column
-    string_cols = [str(c) for c in typed.columns
-                   if not len(typed) or any(isinstance(v, str) for v in typed[c].dropna())]
+    string_cols = [
+        str(c) for c in typed.columns if not len(typed) or any(isinstance(v, str) for v in typed[c].dropna())
+    ]
     col = _pick_column(available, string_cols, wanted, path)
     return [_cell(v) for v in df[col].tolist()], col
 
@@ -204,11 +230,15 @@ def _parquet_records(raw: bytes, path: Path, wanted: str | None) -> tuple[list[s
     try:
         table = pq.read_table(pa.BufferReader(raw))
     except (pa.ArrowInvalid, OSError) as exc:
-        raise NormvarError(f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
-                           fix="write it with pandas.DataFrame.to_parquet or pyarrow") from None
+        raise NormvarError(
+            f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
+            fix="write it with pandas.DataFrame.to_parquet or pyarrow",
+        ) from None
     available = list(table.column_names)
-    string_cols = [f.name for f in table.schema
-                   if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-                   or pa.types.is_string_view(f.type)]
+    string_cols = [
+        f.name
+        for f in table.schema
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_string_view(f.type)
+    ]
     col = _pick_column(available, string_cols, wanted, path)
     return [_cell(v) for v in table.column(col).to_pylist()], col

@@ -1,6 +1,7 @@
 """Corpora the tests write: ``corpus_lines`` (seeded lines of a mixed-script vocabulary, some blank),
 ``write_corpus`` (those lines as a .txt, .txt.gz, .jsonl or .parquet file) and ``EMOJI`` (a corpus of emoji,
 mostly unknown tokens to a WordPiece vocabulary)."""
+
 from __future__ import annotations
 
 import gzip
@@ -30,8 +31,10 @@ def write_corpus(path, fmt: str, lines: list[str], newline: str = "\n", final_ne
         raw = (newline.join(lines) + (newline if final_newline else "")).encode()
         path.write_bytes(gzip.compress(raw) if fmt == ".txt.gz" else raw)
     elif fmt == ".jsonl":
-        rows = [json.dumps({"id": i, "text": t if i % 11 != 5 else 42}, ensure_ascii=i % 2 == 0)
-                for i, t in enumerate(lines)]
+        rows = [
+            json.dumps({"id": i, "text": t if i % 11 != 5 else 42}, ensure_ascii=i % 2 == 0)
+            for i, t in enumerate(lines)
+        ]
         path.write_text(newline.join(rows) + (newline if final_newline else ""), encoding="utf-8")
     else:
         import pyarrow as pa

@@ -9,6 +9,7 @@ statistic summed from those states in float64 inherits that relative error, so r
 ``RTOL`` = 1e-5 (about 80 ulps) of the values' own scale: far above rounding, far below any real fault (a
 batch lost or counted twice moves a moment by about 1 / number of batches).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ second run holding its even layers (``RUN2``); the ``data_dir`` fixture (tests/c
 session, and ``run``, ``app`` and the browser tests' servers read it. ``arr``, ``figure``, ``trace`` … decode
 the plotly figure JSON a page sends.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,24 +30,33 @@ def build_dashboard_data(root: Path) -> Path:
     ready = root / ".ready"
     if ready.exists():
         return root
-    from normvar_core.pipeline.execute.local import compute_run
-    from normvar_core.stats.tokenstats import TokenStats
-    from normvar_core.runs.reader import open_run
     from runfiles import write_run
 
+    from normvar_core.pipeline.execute.local import compute_run
+    from normvar_core.runs.reader import open_run
+    from normvar_core.stats.tokenstats import TokenStats
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    path = compute_run(RunConfig(model="minilm", max_sentences=300, name=RUN, neighbourhoods=True, layer_linearity=True), root)  # every page
+    path = compute_run(
+        RunConfig(model="minilm", max_sentences=300, name=RUN, neighbourhoods=True, layer_linearity=True), root
+    )  # every page
     run = open_run(path)
     st = run.stats()
     keep = [i for i, l in enumerate(run.layers) if l % 2 == 0]
-    sub = TokenStats(st.token_ids, st.n, st.mean[keep], st.q[keep], st.m[keep], st.v[keep],
-                     layer_index=st.layer_index[keep])
+    sub = TokenStats(
+        st.token_ids, st.n, st.mean[keep], st.q[keep], st.m[keep], st.v[keep], layer_index=st.layer_index[keep]
+    )
     meta = {k: v for k, v in run.meta.items() if k not in ("name",)}
     meta["layers"] = [int(x) for x in sub.layer_index]
     meta["created_at"] = "2020-01-01T00:00:00Z"  # older: RUN stays the newest (the default selection)
-    write_run(root / "runs" / f"{RUN2}.duckdb", meta=meta, stats=sub, tokens=run.tokens()["token"].tolist(),
-              sentence_lengths=np.repeat(run.sentence_length_hist()["words"], run.sentence_length_hist()["count"]),
-              samples=None)
+    write_run(
+        root / "runs" / f"{RUN2}.duckdb",
+        meta=meta,
+        stats=sub,
+        tokens=run.tokens()["token"].tolist(),
+        sentence_lengths=np.repeat(run.sentence_length_hist()["words"], run.sentence_length_hist()["count"]),
+        samples=None,
+    )
     os.utime(root / "runs" / f"{RUN2}.duckdb", (time.time() - 3600, time.time() - 3600))
     ready.touch()
     return root
@@ -74,8 +84,9 @@ def figure(at, title_part: str) -> dict:
         title = (f.get("layout", {}).get("title") or {}).get("text") or ""
         if title_part in title:
             return f
-    raise AssertionError(f"no figure titled ~{title_part!r}; have "
-                         f"{[(f['layout'].get('title') or {}).get('text') for f in figs]}")
+    raise AssertionError(
+        f"no figure titled ~{title_part!r}; have {[(f['layout'].get('title') or {}).get('text') for f in figs]}"
+    )
 
 
 def trace(fig: dict, name: str) -> dict:
@@ -92,7 +103,10 @@ def cloud_traces(fig: dict) -> list[dict]:
 
     per_token = [d for d in fig["data"] if d.get("legendgroup")]
     n = sum(len(arr(d["x"])) for d in per_token)
-    assert {d["type"] for d in per_token} <= {"scatter" if n <= SVG_MAX_POINTS else "scattergl"}, (n, per_token[0]["type"])
+    assert {d["type"] for d in per_token} <= {"scatter" if n <= SVG_MAX_POINTS else "scattergl"}, (
+        n,
+        per_token[0]["type"],
+    )
     return per_token
 
 
@@ -103,7 +117,7 @@ def ok(at) -> None:
 
 def in_band(run, layer, lo=1.0, hi=5.0):
     t = run.token_table(layer)
-    return t.loc[(t.n >= 10 ** lo) & (t.n <= 10 ** hi)]
+    return t.loc[(t.n >= 10**lo) & (t.n <= 10**hi)]
 
 
 def open_section(at, page: str, label_part: str):

@@ -1,5 +1,6 @@
 """A dashboard served by a real ``normvar`` process (``up``/``dashboard``): ``serve_until_ready`` starts it and
 waits for its health check, ``stop`` interrupts it, ``LOCAL`` opens URLs on 127.0.0.1 without any proxy."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,15 @@ def serve_until_ready(args: list[str], env: dict) -> tuple[subprocess.Popen, str
     answers its health check on 127.0.0.1 (200, or 403 before sign-in when a token is set); its stderr at once
     when it exits first, and after ``READY_S`` (generous: a loaded machine starts Streamlit slowly)."""
     port = args[args.index("--port") + 1]
-    proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", *args], cwd=ROOT, text=True,
-                            env=dict(env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)  # its own group: stop() reaches the children that hold the pipes
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normvar_core.service.cli", *args],
+        cwd=ROOT,
+        text=True,
+        env=dict(env, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # its own group: stop() reaches the children that hold the pipes
     first = proc.stdout.readline()
     deadline = time.monotonic() + READY_S
     while time.monotonic() < deadline and proc.poll() is None:
@@ -46,9 +53,9 @@ def stop(proc: subprocess.Popen) -> tuple[str, str]:
     proc.send_signal(signal.SIGINT)
     try:
         return proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:   # a stuck server still goes, so one test never holds up the next
+    except subprocess.TimeoutExpired:  # a stuck server still goes, so one test never holds up the next
         try:
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:   # not a group leader (started elsewhere): the process alone
+        except ProcessLookupError:  # not a group leader (started elsewhere): the process alone
             proc.kill()
         return proc.communicate(timeout=60)

@@ -3,6 +3,7 @@
 PPTX) that overlap, that run past the slide's edge, and tick labels printed twice (two axes drawn on one spot).
 
 Each function returns the faults it finds as lines of text (empty: none), so a test shows them all at once."""
+
 from __future__ import annotations
 
 import re
@@ -42,7 +43,7 @@ def overlapping(boxes: list[Box], where: str, share: float = 0.2) -> list[str]:
     cores = [b.core() for b in boxes]
     out = []
     for i, a in enumerate(cores):
-        for b in cores[i + 1:]:
+        for b in cores[i + 1 :]:
             small = min((a.x1 - a.x0) * (a.y1 - a.y0), (b.x1 - b.x0) * (b.y1 - b.y0))
             if small > 0 and overlap(a, b) > share * small:
                 out.append(f"{where}: {a.text!r} overlaps {b.text!r}")
@@ -51,8 +52,11 @@ def overlapping(boxes: list[Box], where: str, share: float = 0.2) -> list[str]:
 
 def outside(boxes: list[Box], width: float, height: float, where: str, tol: float = 0.5) -> list[str]:
     """Boxes that run past the left or right edge, or whose middle lies above or below the slide."""
-    return [f"{where}: {b.text!r} runs past the edge ({b.x0:.0f}–{b.x1:.0f} of {width:.0f} wide)"
-            for b in boxes if b.x0 < -tol or b.x1 > width + tol or not -tol <= (b.y0 + b.y1) / 2 <= height + tol]
+    return [
+        f"{where}: {b.text!r} runs past the edge ({b.x0:.0f}–{b.x1:.0f} of {width:.0f} wide)"
+        for b in boxes
+        if b.x0 < -tol or b.x1 > width + tol or not -tol <= (b.y0 + b.y1) / 2 <= height + tol
+    ]
 
 
 def _alone(b: Box, boxes: list[Box]) -> bool:
@@ -74,8 +78,10 @@ def doubled_ticks(boxes: list[Box], where: str) -> list[str]:
     table's next column) stands further off."""
     nums = [b for b in boxes if NUMBER.match(b.text) and _alone(b, boxes)]
     out = []
-    for key, along in ((lambda b: round(b.x1 / 3), lambda b: (b.y0 + b.y1) / 2),
-                       (lambda b: round(b.y1 / 3), lambda b: (b.x0 + b.x1) / 2)):
+    for key, along in (
+        (lambda b: round(b.x1 / 3), lambda b: (b.y0 + b.y1) / 2),
+        (lambda b: round(b.y1 / 3), lambda b: (b.x0 + b.x1) / 2),
+    ):
         runs: dict[int, list[Box]] = {}
         for b in nums:
             runs.setdefault(key(b), []).append(b)
@@ -83,9 +89,10 @@ def doubled_ticks(boxes: list[Box], where: str) -> list[str]:
             run.sort(key=along)
             for i, b in enumerate(run):
                 near = 3 * (b.y1 - b.y0)
-                if any(c.text == b.text and abs(along(c) - along(b)) < near for c in run[i + 1:i + 3]):
-                    out.append(f"{where}: tick label {b.text!r} printed twice on one axis: "
-                               + " ".join(c.text for c in run))
+                if any(c.text == b.text and abs(along(c) - along(b)) < near for c in run[i + 1 : i + 3]):
+                    out.append(
+                        f"{where}: tick label {b.text!r} printed twice on one axis: " + " ".join(c.text for c in run)
+                    )
                     break
     return sorted(set(out))
 
@@ -100,8 +107,10 @@ def pdf_pages(path: Path) -> list[tuple[float, float, list[Box]]]:
     import html
 
     xml = subprocess.run(["pdftotext", "-bbox", str(path), "-"], check=True, capture_output=True, text=True).stdout
-    return [(float(w), float(h), [Box(html.unescape(m[4]), *map(float, m[:4])) for m in _WORD.findall(body)])
-            for w, h, body in _PAGE.findall(xml)]
+    return [
+        (float(w), float(h), [Box(html.unescape(m[4]), *map(float, m[:4])) for m in _WORD.findall(body)])
+        for w, h, body in _PAGE.findall(xml)
+    ]
 
 
 def pdf_layout_doubles(path: Path) -> list[str]:
@@ -121,8 +130,10 @@ def pdf_faults(path: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------- PPTX
-FONTS = {False: "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-         True: "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf"}
+FONTS = {
+    False: "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    True: "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf",
+}
 """Liberation Sans: Arial's metrics, wider than Calibri (PowerPoint's theme font), so a text measured to fit in it
 fits as PowerPoint draws it."""
 EMU_PER_PT = 12700
@@ -135,7 +146,7 @@ def text_height_pt(paragraphs: list[tuple[str, float, bool]], width_pt: float) -
 
     total = 0.0
     for text, size, bold in paragraphs:
-        font = ImageFont.truetype(FONTS[bold], size=max(round(size * 10), 1))   # 10 px per pt: fine widths
+        font = ImageFont.truetype(FONTS[bold], size=max(round(size * 10), 1))  # 10 px per pt: fine widths
         lines, line = 0, ""
         for word in text.split(" "):
             trial = f"{line} {word}" if line else word
@@ -180,13 +191,22 @@ def pptx_faults(path: Path) -> list[str]:
             if sh.has_table:
                 h = 0.0
                 for row in sh.table.rows:
-                    need = max(text_height_pt(_frame_paragraphs(c.text_frame), sh.table.columns[j].width / EMU_PER_PT
-                                              - 14.4) + 7.2 for j, c in enumerate(row.cells))
+                    need = max(
+                        text_height_pt(_frame_paragraphs(c.text_frame), sh.table.columns[j].width / EMU_PER_PT - 14.4)
+                        + 7.2
+                        for j, c in enumerate(row.cells)
+                    )
                     h += max(need, row.height / EMU_PER_PT)
             boxes.append(Box(str(name), x0, y0, x0 + w, y0 + h))
-        out += outside(boxes, W, H, where) + [f"{where}: {b.text!r} runs past the bottom" for b in boxes if b.y1 > H + 0.5]
-        out += [f"{where}: {a.text!r} overlaps {b.text!r}" for i, a in enumerate(boxes) for b in boxes[i + 1:]
-                if overlap(a, b) > 1.0]
+        out += outside(boxes, W, H, where) + [
+            f"{where}: {b.text!r} runs past the bottom" for b in boxes if b.y1 > H + 0.5
+        ]
+        out += [
+            f"{where}: {a.text!r} overlaps {b.text!r}"
+            for i, a in enumerate(boxes)
+            for b in boxes[i + 1 :]
+            if overlap(a, b) > 1.0
+        ]
     return out
 
 

@@ -1,5 +1,6 @@
 """Synthetic TokenStats for the figure tests: ``synthetic_stats`` (Zipf-like counts, a per-layer trade-off) and
 ``table`` (its token table at one layer)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """Small runs written by the real pipeline from a seeded Gaussian source (no model): the suite's fixture run and
 the degenerate runs of the deck tests."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,5 +31,6 @@ def gaussian_run(path: Path, n_sentences: int) -> Path:
     from normvar_core.pipeline.execute.publish import publish_run
 
     plan, source, ctx, measures = gaussian_pass(n_sentences)
-    return publish_run(path, plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={},
-                       source_kind="synthetic")
+    return publish_run(
+        path, plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={}, source_kind="synthetic"
+    )

@@ -5,6 +5,7 @@ classes with their tokenizers and saves each into its own directory. BERT reuses
 files; RoBERTa/GPT-2 (byte-level BPE) and Llama (Metaspace BPE) use 500-token vocabularies trained in ~1 s
 on the shipped novels.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -41,8 +42,9 @@ def train_bpe(sentences: list[str], specials: list[str], byte_level: bool, vocab
     else:
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         alphabet = []
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                  initial_alphabet=alphabet, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+    )
     tok.train_from_iterator(sentences, trainer)
     model = json.loads(tok.to_str())["model"]
     return model["vocab"], [tuple(m) for m in model["merges"]]
@@ -67,22 +69,41 @@ def build_tiny_models(root: Path) -> dict[str, Path]:
     # RoBERTa: byte-level BPE, <s> ... </s>, positions offset by padding_idx, post-LN.
     vocab, merges = train_bpe(sentences, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], True)
     tok = T.RobertaTokenizer(vocab=vocab, merges=merges)
-    cfg = T.RobertaConfig(vocab_size=len(vocab), max_position_embeddings=66, pad_token_id=tok.pad_token_id,
-                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **small)
+    cfg = T.RobertaConfig(
+        vocab_size=len(vocab),
+        max_position_embeddings=66,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        **small,
+    )
     out["roberta"] = save_model(root / "tiny-roberta", T.RobertaModel(cfg), tok)
 
     # GPT-2: byte-level BPE, adds no special token (<|endoftext|> is bos = eos), pre-LN + ln_f.
     vocab, merges = train_bpe(sentences, ["<|endoftext|>"], True)
     tok = T.GPT2Tokenizer(vocab=vocab, merges=merges)
-    cfg = T.GPT2Config(vocab_size=len(vocab), n_positions=64, n_embd=32, n_layer=2, n_head=4,
-                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = T.GPT2Config(
+        vocab_size=len(vocab),
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     out["gpt2"] = save_model(root / "tiny-gpt2", T.GPT2Model(cfg), tok)
 
     # Llama: Metaspace BPE adding <s> (BOS only), pre-RMSNorm + final norm.
     vocab, merges = train_bpe(sentences, ["<unk>", "<s>", "</s>"], False)
     tok = T.LlamaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
-    cfg = T.LlamaConfig(vocab_size=len(vocab), max_position_embeddings=64, num_key_value_heads=2,
-                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **small)
+    cfg = T.LlamaConfig(
+        vocab_size=len(vocab),
+        max_position_embeddings=64,
+        num_key_value_heads=2,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        **small,
+    )
     out["llama"] = save_model(root / "tiny-llama", T.LlamaModel(cfg), tok)
     return out
 
@@ -110,14 +131,22 @@ def build_decoder(root: Path, *, dim: int = 1024, layers: int = 16, intermediate
     torch.manual_seed(0)
     vocab, merges = train_bpe(training_sentences(), ["<unk>", "<s>", "</s>"], False)
     tok = T.LlamaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
-    cfg = T.LlamaConfig(vocab_size=len(vocab), hidden_size=dim, num_hidden_layers=layers, intermediate_size=intermediate,
-                        num_attention_heads=16, num_key_value_heads=2, max_position_embeddings=128,
-                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = T.LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=dim,
+        num_hidden_layers=layers,
+        intermediate_size=intermediate,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     model = T.LlamaModel(cfg)
     with torch.no_grad():  # unit-scale activations through the blocks
         for p in model.parameters():
             if p.dim() > 1:
-                p.normal_(0.0, 1.0 / dim ** 0.5)
+                p.normal_(0.0, 1.0 / dim**0.5)
     model.save_pretrained(root / f"decoder-{dim}x{layers}")
     tok.save_pretrained(root / f"decoder-{dim}x{layers}")
     return root / f"decoder-{dim}x{layers}"
@@ -132,7 +161,12 @@ def build_encoder(root: Path, *, dim: int = 768, layers: int = 12, intermediate:
     T.utils.logging.disable_progress_bar()
     torch.manual_seed(0)
     tok = T.AutoTokenizer.from_pretrained(installed_minilm_dir())
-    cfg = T.BertConfig(vocab_size=tok.vocab_size, hidden_size=dim, num_hidden_layers=layers,
-                       intermediate_size=intermediate, num_attention_heads=max(1, dim // 64),
-                       max_position_embeddings=128)
+    cfg = T.BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=dim,
+        num_hidden_layers=layers,
+        intermediate_size=intermediate,
+        num_attention_heads=max(1, dim // 64),
+        max_position_embeddings=128,
+    )
     return save_model(root / f"encoder-{dim}x{layers}", T.BertModel(cfg), tok)

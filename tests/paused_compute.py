@@ -10,6 +10,7 @@ defines it as a SIGKILL of the process itself. "update-slow-save" makes the chec
 pause (``<marker>.saving`` written when it starts), "update-file-size-limit" runs the process under a 64 kB file
 size limit (every larger write fails, as on a full disk). ``wait_for_pause`` waits until the process is there;
 ``interrupt_at_pause`` then signals it and lets it go on (or not: the signal must end the pause)."""
+
 from __future__ import annotations
 
 import os
@@ -120,14 +121,17 @@ PATCHES = {
 }
 
 
-def paused_compute(argv: list[str], stage: str | None, marker: Path, log: Path, *, at: int = 0,
-                   go: Path | None = None) -> subprocess.Popen:
+def paused_compute(
+    argv: list[str], stage: str | None, marker: Path, log: Path, *, at: int = 0, go: Path | None = None
+) -> subprocess.Popen:
     """``normvar <argv>`` in a child process that pauses at ``stage`` (a key of ``PATCHES``; None: no pause) —
     at batch ``at`` for "update", at the run file's DuckDB call ``at`` for "write-held" — writing ``marker`` and waiting for ``go``; stderr goes to ``log``."""
     go = go if go is not None else marker.with_name(marker.name + ".never")
     code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\nMARKER = {str(marker)!r}\n"
-    code += (f"def stop_here():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"
-             f"    while not Path({str(go)!r}).exists() and time.monotonic() - t < 120:\n        time.sleep(0.02)\n")
+    code += (
+        f"def stop_here():\n    Path({str(marker)!r}).write_text('x')\n    t = time.monotonic()\n"
+        f"    while not Path({str(go)!r}).exists() and time.monotonic() - t < 120:\n        time.sleep(0.02)\n"
+    )
     code += textwrap.dedent(PATCHES[stage]) if stage else ""
     code += f"from normvar_core.service import cli\nsys.exit(cli.main({argv!r}))\n"
     env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
@@ -144,8 +148,9 @@ def wait_for_pause(p: subprocess.Popen, marker: Path, log: Path, timeout_s: floa
         time.sleep(0.02)
 
 
-def interrupt_at_pause(p: subprocess.Popen, marker: Path, go: Path | None, log: Path, sig=signal.SIGTERM, *,
-                       exit_within_s: float = 120) -> int:
+def interrupt_at_pause(
+    p: subprocess.Popen, marker: Path, go: Path | None, log: Path, sig=signal.SIGTERM, *, exit_within_s: float = 120
+) -> int:
     """``sig`` to ``p`` once it is paused, then ``go`` written 0.5 s later (the signal is in before the paused step
     goes on); ``go`` None: none written, the signal itself must end the pause (``p`` was started without ``go``).
     Its exit status, which must come within ``exit_within_s``."""

@@ -1,6 +1,7 @@
 """The memory plan against a real process's peak: ``normvar plan --json`` and ``normvar compute`` with the same
 options, each in its own process, the compute's peak RSS from ``ru_maxrss`` of that process (the plan-versus-peak
 test and ``benchmarks/bench_plan_peak.py``)."""
+
 from __future__ import annotations
 
 import json
@@ -25,11 +26,17 @@ def plan_and_peak(model: Path, corpus: Path, data: Path, *extra: str) -> dict:
     """{"plan": plan --json, "peak": bytes, "secs"} for ``normvar compute`` of ``model`` on ``corpus`` (CPU)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
     common = ["--model", str(model), "--corpus", str(corpus), "--device", "cpu", "--data-dir", str(data), *extra]
-    plan = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "plan", "--json", *common],
-                          capture_output=True, text=True, env=env, check=True)
+    plan = subprocess.run(
+        [sys.executable, "-m", "normvar_core.service.cli", "plan", "--json", *common],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     argv = ["compute", *common, "--quiet", "--no-checkpoint", "--overwrite", "--name", "peak"]
-    out = subprocess.run([sys.executable, "-c", CHILD.format(argv=argv)], capture_output=True, text=True, env=env,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(argv=argv)], capture_output=True, text=True, env=env, check=True
+    )
     m = json.loads(out.stdout.strip().splitlines()[-1])
     assert m["code"] == 0, out.stderr
     return dict(plan=json.loads(plan.stdout), **m)

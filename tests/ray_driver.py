@@ -1,6 +1,7 @@
 """The Ray driver watched from inside its process: ``ray_listeners`` (every TCP socket it and its descendants
 listen on), ``not_loopback`` (those reachable from another machine) and ``watch_driver_loads`` (every model load
 or forward pass it starts)."""
+
 from __future__ import annotations
 
 LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")
@@ -48,16 +49,23 @@ def watch_driver_loads(monkeypatch) -> list[str]:
         def called(*a, **k):
             seen.append(name)
             return fn(*a, **k)
+
         return called
 
     for mod in (M, L):
         monkeypatch.setattr(mod, "load_model", spy("load_model", mod.load_model))
     monkeypatch.setattr(O.AxesPass, "run", spy("early_axes", O.AxesPass.run))
-    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy("AutoModel", transformers.AutoModel.from_pretrained))
+    monkeypatch.setattr(
+        transformers.AutoModel, "from_pretrained", spy("AutoModel", transformers.AutoModel.from_pretrained)
+    )
     pretrained = transformers.PreTrainedModel.__dict__["from_pretrained"].__func__
-    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained",
-                        classmethod(lambda cls, *a, **k: spy(f"{cls.__name__}.from_pretrained", pretrained)(cls, *a, **k)))
+    monkeypatch.setattr(
+        transformers.PreTrainedModel,
+        "from_pretrained",
+        classmethod(lambda cls, *a, **k: spy(f"{cls.__name__}.from_pretrained", pretrained)(cls, *a, **k)),
+    )
     module_init = torch.nn.Module.__init__
-    monkeypatch.setattr(torch.nn.Module, "__init__",
-                        lambda self, *a, **k: spy(type(self).__name__, module_init)(self, *a, **k))
+    monkeypatch.setattr(
+        torch.nn.Module, "__init__", lambda self, *a, **k: spy(type(self).__name__, module_init)(self, *a, **k)
+    )
     return seen

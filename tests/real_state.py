@@ -2,6 +2,7 @@
 model, plan, source, the memory plan), every registered measure fed every batch, then each measure's
 ``state_dict()`` bytes set against the plan's bytes for it — equal where its class's ``planned_exact``, no larger
 otherwise (an upper bound). The plan's per-measure bytes are checked only this way: no formula restated here."""
+
 from __future__ import annotations
 
 from normvar_core.pipeline.measures import MEASURES

@@ -2,6 +2,7 @@
 even-layer copy (RUN2), a second real MiniLM run on an *uploaded* corpus (stored through the upload
 path, so it is named after the file) whose lines include sentences over the 64-word limit, and the
 isotropic Gaussian null of both real runs."""
+
 from __future__ import annotations
 
 import gzip
@@ -11,9 +12,9 @@ from pathlib import Path
 
 from dashboard_run import RUN
 
-UPLOAD_FILE = "my corpus.txt"        # the name a researcher's file has
+UPLOAD_FILE = "my corpus.txt"  # the name a researcher's file has
 UPLOAD_RUN = "minilm-my-corpus"
-N_UPLOAD = 160                       # sentences of the uploaded corpus
+N_UPLOAD = 160  # sentences of the uploaded corpus
 LONG_SENTENCES = [" ".join(f"w{i}x{j}" for j in range(64 + 3 * i)) + "." for i in range(3)]
 
 
@@ -44,6 +45,7 @@ def build_items_data(root: Path, dashboard: Path, run_null: Path) -> Path:
     corpus = store_corpus(DataDir.at(root), ("\n".join(upload_lines()) + "\n").encode(), UPLOAD_FILE)
     compute_run(RunConfig(model="minilm", corpus=str(corpus), name=UPLOAD_RUN), root)
     shutil.copy(run_null, root / "runs" / f"{null_of(RUN)}.duckdb")
-    write_null_run(open_run(root / "runs" / f"{UPLOAD_RUN}.duckdb"), "isotropic",
-                   root / "runs" / f"{null_of(UPLOAD_RUN)}.duckdb")
+    write_null_run(
+        open_run(root / "runs" / f"{UPLOAD_RUN}.duckdb"), "isotropic", root / "runs" / f"{null_of(UPLOAD_RUN)}.duckdb"
+    )
     return root

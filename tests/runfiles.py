@@ -3,6 +3,7 @@
 The pipeline publishes through ``pipeline.publish`` -> ``runs.writer.write_tables``; this helper builds
 the same tables (``runs.tables.moments_tables``/``samples_tables``) from numbers a test made itself.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,16 @@ from normvar_core.runs.writer import run_path, write_tables
 from normvar_core.stats.tokenstats import TokenStats
 
 
-def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentence_lengths: np.ndarray,
-              samples: dict | None, overwrite: bool = False) -> Path:
+def write_run(
+    path,
+    *,
+    meta: dict,
+    stats: TokenStats,
+    tokens: list[str],
+    sentence_lengths: np.ndarray,
+    samples: dict | None,
+    overwrite: bool = False,
+) -> Path:
     """Write a run of moments (+ optional samples) and publish it atomically at ``path``.
 
     ``tokens[i]`` is the string of ``stats.token_ids[i]``. ``samples`` (optional) maps
@@ -41,10 +50,18 @@ def write_run(path, *, meta: dict, stats: TokenStats, tokens: list[str], sentenc
     measures = ["moments"]
     if samples is not None and len(samples.get("token_ids", [])):
         P = len(samples["token_ids"])
-        tables.update(samples_tables(
-            stats.layer_index, token_ids=samples["token_ids"], tokens=samples["tokens"], i=samples["i"],
-            vectors=samples["vectors"], sentence_ids=samples.get("sentence_ids", np.full(P, -1)),
-            positions=samples.get("positions", np.full(P, -1)), sentences=samples.get("sentences")))
+        tables.update(
+            samples_tables(
+                stats.layer_index,
+                token_ids=samples["token_ids"],
+                tokens=samples["tokens"],
+                i=samples["i"],
+                vectors=samples["vectors"],
+                sentence_ids=samples.get("sentence_ids", np.full(P, -1)),
+                positions=samples.get("positions", np.full(P, -1)),
+                sentences=samples.get("sentences"),
+            )
+        )
         measures.append("samples")
     record.accumulators = measures  # what this file really holds, whatever the meta said
     return write_tables(path, record, tables, overwrite=overwrite)

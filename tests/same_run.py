@@ -1,21 +1,33 @@
 """``assert_same_run``: two runs of one model on one corpus hold the same tables — every table of the run file
 and the run row but for how each run ran — exactly within one process, to float32 rounding across processes
 (tests/cross_process.py)."""
+
 from __future__ import annotations
 
 import json
 
+import cross_process
 import numpy as np
 import pandas as pd
-
-import cross_process
 
 # what differs between executors by design: how the run ran, not what it measured; and where the corpus was read
 # from: the tests' Ray runs read a copy of the local run's file under another name (corpus_sha256 must be equal)
 HOW_IT_RAN = {"seconds", "created_at", "corpus_name"}
 RAY_OPTIONS = {"executor", "workers", "ray_address", "corpus"}
-EXECUTION_NOTES = {"executor", "ray_workers", "shards", "ray_nodes", "oom_splits", "resumed_batches", "rerun_ranges",
-                   "merge_rollbacks", "tokenize_cpu_s", "read_cpu_s", "resumed_from_batch", "max_rows_after_oom"}
+EXECUTION_NOTES = {
+    "executor",
+    "ray_workers",
+    "shards",
+    "ray_nodes",
+    "oom_splits",
+    "resumed_batches",
+    "rerun_ranges",
+    "merge_rollbacks",
+    "tokenize_cpu_s",
+    "read_cpu_s",
+    "resumed_from_batch",
+    "max_rows_after_oom",
+}
 
 
 def tables_in(path) -> list[str]:
@@ -62,7 +74,7 @@ def assert_same_run(a, b, source: frozenset = frozenset(), *, one_process: bool 
     means and coordinates to an ulp or two; runs whose hidden states came from other processes (Ray actors):
     to float32 rounding (tests/cross_process.py)."""
     rtol = 1e-12 if one_process else cross_process.RTOL
-    ulps = 2.0 ** -23 if one_process else cross_process.RTOL    # float32 values: an ulp, or float32 rounding
+    ulps = 2.0**-23 if one_process else cross_process.RTOL  # float32 values: an ulp, or float32 rounding
     names = tables_in(a.path)
     assert names == tables_in(b.path) and "sentence_lengths" in names and len(names) >= 15, names
     assert a.measures == b.measures
@@ -82,7 +94,7 @@ def assert_same_run(a, b, source: frozenset = frozenset(), *, one_process: bool 
                     np.testing.assert_allclose(np.stack(x[c]), np.stack(y[c]), rtol=ulps, atol=1e-30)
                 elif one_process:
                     np.testing.assert_array_equal(np.stack(x[c]), np.stack(y[c]), err_msg=f"{t}.{c}")
-                else:   # the sampled hidden states themselves
+                else:  # the sampled hidden states themselves
                     cross_process.assert_close(np.stack(x[c]), np.stack(y[c]), err_msg=f"{t}.{c}")
             elif not pd.api.types.is_numeric_dtype(x[c]) or pd.api.types.is_integer_dtype(x[c]):
                 assert x[c].tolist() == y[c].tolist(), (t, c)
@@ -116,5 +128,6 @@ def assert_same_run(a, b, source: frozenset = frozenset(), *, one_process: bool 
     x, y = a.table("occurrence_axes"), b.table("occurrence_axes")
     assert x["n"].tolist() == y["n"].tolist()
     for c in ("angle_x_deg", "angle_y_deg", "var_x", "var_y"):
-        np.testing.assert_allclose(x[c], y[c], rtol=1e-9 if one_process else rtol,
-                                   atol=angle_atol if c.startswith("angle") else 0)
+        np.testing.assert_allclose(
+            x[c], y[c], rtol=1e-9 if one_process else rtol, atol=angle_atol if c.startswith("angle") else 0
+        )

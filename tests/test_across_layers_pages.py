@@ -5,26 +5,27 @@ against k beside the chance line k / n, each against the run file's own table re
 state ``layers_linear`` and ``overlap_profile`` with an interval, or "cannot tell" with the reason, as an independent
 reading of the same tables decides them. And the chance line is the Gaussian null's overlap: two independent
 Gaussian layers share k / n of their k nearest neighbours."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from dashboard_run import RUN, arr, figure, open_page, open_section, trace
 from runfiles import query
+
 from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
 from normvar_core.stats import overlap
 from normvar_core.stats.bootstrap import Z95
 from normvar_core.stats.findings import CLAIM_IDS, cell, findings
 
 
-
-
 @pytest.fixture(scope="module")
 def tables(data_dir):
     path = data_dir / "runs" / f"{RUN}.duckdb"
-    return {t: query(path, f"SELECT * FROM {t}") for t in ("layer_linearity", "layer_overlap", "overlap_curve",
-                                                          "layer_geometry")}
+    return {
+        t: query(path, f"SELECT * FROM {t}")
+        for t in ("layer_linearity", "layer_overlap", "overlap_curve", "layer_geometry")
+    }
 
 
 @pytest.mark.parametrize("curve", LayerLinearityMeasure.curves, ids=lambda c: c.column)
@@ -32,17 +33,22 @@ def test_geometry_page_draws_the_linearity_curves_with_their_sentence(app, run, 
     at = open_section(open_page(app, "geometry"), "geometry", curve.title)
     fig = figure(at, curve.title)
     title = fig["layout"]["title"]["text"]
-    assert curve.description and curve.description in title         # how to read it, under the title
+    assert curve.description and curve.description in title  # how to read it, under the title
     want = tables["layer_linearity"].sort_values("layer")
     line = trace(fig, RUN)
     np.testing.assert_allclose(arr(line["y"]), want[curve.column].to_numpy(), rtol=0, atol=1e-12)
     H = run.num_hidden_states - 1
     np.testing.assert_allclose(arr(line["x"]), want["layer"].to_numpy() / H, atol=1e-12)  # relative depth of layer l
-    assert 0 < want[curve.column].min() and want[curve.column].max() <= 1                 # a score and a CKA in (0, 1]
+    assert 0 < want[curve.column].min() and want[curve.column].max() <= 1  # a score and a CKA in (0, 1]
     band = [t for t in fig["data"] if t.get("fill") == "tonexty"]  # the split-half interval of the table
     assert len(band) == 1
-    lo_hi = np.concatenate([arr(t["y"]) for t in fig["data"] if t.get("legendgroup") == band[0].get("legendgroup")
-                            and t.get("name") != RUN])
+    lo_hi = np.concatenate(
+        [
+            arr(t["y"])
+            for t in fig["data"]
+            if t.get("legendgroup") == band[0].get("legendgroup") and t.get("name") != RUN
+        ]
+    )
     for col in (f"{curve.column}_low", f"{curve.column}_high"):
         assert all(np.isclose(lo_hi, v, atol=1e-12).any() for v in want[col])
 
@@ -54,14 +60,14 @@ def test_overlap_tab_draws_the_profile_and_the_curve_over_k_beside_chance(app, t
     np.testing.assert_allclose(arr(trace(prof, f"{RUN} (next layer)")["y"]), o["overlap_next"].to_numpy(), atol=1e-12)
     np.testing.assert_allclose(arr(trace(prof, f"{RUN} (chance: Gaussian null)")["y"]), o["chance"].to_numpy())
     title = prof["layout"]["title"]["text"]
-    assert "k / n" in title and "independent" in title                # the null's closed form, in words
+    assert "k / n" in title and "independent" in title  # the null's closed form, in words
 
     fig = figure(at, "Neighbourhood overlap against k")
     c = tables["overlap_curve"]
     nxt = c[c["pair"] == "next"]
     layers = sorted(nxt["layer"].unique())
     drawn = [t for t in fig["data"] if str(t.get("name", "")).startswith("layer ")]
-    assert 2 <= len(drawn) // 2 <= 4 and len(drawn) % 2 == 0         # up to four layers, unmasked and masked
+    assert 2 <= len(drawn) // 2 <= 4 and len(drawn) % 2 == 0  # up to four layers, unmasked and masked
     for t in drawn:
         layer = int(t["name"].split()[1])
         masked = "other sentences" in t["name"]
@@ -73,10 +79,10 @@ def test_overlap_tab_draws_the_profile_and_the_curve_over_k_beside_chance(app, t
     chance = trace(fig, f"{RUN} (chance k / n: Gaussian null)")
     g = tables["layer_geometry"]
     K, B = int(g["id_sample"].max()), int(g["twonn_batches"].max())
-    n = 1 / (arr(chance["y"]) / np.asarray(overlap.KS))                # chance = k · mean(1 / n_i): one n for all k
+    n = 1 / (arr(chance["y"]) / np.asarray(overlap.KS))  # chance = k · mean(1 / n_i): one n for all k
     np.testing.assert_allclose(arr(chance["x"]), overlap.KS)
     np.testing.assert_allclose(n, n[0], rtol=1e-12)
-    assert K // B - 1 <= n[0] <= -(-K // B) - 1                         # n_i = its batch's other points
+    assert K // B - 1 <= n[0] <= -(-K // B) - 1  # n_i = its batch's other points
     # at k = 10 the curve is the profile's value
     at10 = nxt[(nxt["k"] == overlap.K_DEFAULT) & ~nxt["masked"].astype(bool)].set_index("layer")["overlap"]
     np.testing.assert_allclose(at10.to_numpy(), o.set_index("layer").loc[at10.index, "overlap_next"], atol=1e-12)
@@ -106,13 +112,13 @@ def test_findings_state_the_claims_across_layers_with_an_interval(app, run, tabl
     o = tables["layer_overlap"].sort_values("layer").reset_index(drop=True)
     p = 1 + int(np.argmax(g["twonn_id"].to_numpy()[1:]))
     assert prof.layer == int(o["layer"][p])
-    after = o["overlap_next"].to_numpy()[p + 1:-1]
-    assert after.size                                                 # the novels' peak has layers after it
+    after = o["overlap_next"].to_numpy()[p + 1 : -1]
+    assert after.size  # the novels' peak has layers after it
     val = after.mean() - o["overlap_next"][p]
     B = int(g["twonn_batches"].max())
     std = o["overlap_next_std"].to_numpy()
-    half = Z95 * np.sqrt(std[p] ** 2 + np.sum(std[p + 1:-1] ** 2) / after.size ** 2) / np.sqrt(B)
-    assert B >= 2 and half > 0                                        # an interval over the batches
+    half = Z95 * np.sqrt(std[p] ** 2 + np.sum(std[p + 1 : -1] ** 2) / after.size**2) / np.sqrt(B)
+    assert B >= 2 and half > 0  # an interval over the batches
     assert prof.value == pytest.approx(val, abs=1e-12)
     np.testing.assert_allclose(prof.interval, [val - half, val + half], atol=1e-12)
     want = "cannot tell" if val - half < 0 < val + half else ("holds" if val > 0 else "fails")
@@ -143,7 +149,7 @@ def test_two_independent_gaussian_layers_share_k_over_n_neighbours():
             X = rng.standard_normal((N, d))
             D = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
             np.fill_diagonal(D, np.inf)
-            lists.append(np.argsort(D, axis=1, kind="stable")[:, :max(overlap.KS)])
+            lists.append(np.argsort(D, axis=1, kind="stable")[:, : max(overlap.KS)])
         chis.append(overlap.shared(*lists).mean(1) / np.asarray(overlap.KS))
     chis = np.asarray(chis)
     want = overlap.chance(np.full(N, N - 1))

@@ -1,13 +1,14 @@
 """The study's analyses checked against independent numpy / scikit-learn computations."""
+
 from __future__ import annotations
 
 import math
 
+import brute
 import numpy as np
 import pytest
 from sklearn.linear_model import LinearRegression
 
-import brute
 from normvar_core import TokenMoments
 from normvar_core.stats import analyses as A
 

@@ -1,6 +1,7 @@
 """The two update paths of TokenMoments — the fused numba kernel (CPU default, stats/kernels.py) and
 torch ``index_add_`` (the GPU path, pipeline/measures/token_moments.py) — give the same run: the whole pipeline on
 the real MiniLM, published and read back, and sharded partial states merged, to float64 rounding."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,10 +14,10 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.pipeline import models as M
-from normvar_core.pipeline.measures.moments import MomentsMeasure
-from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.pipeline.execute.partials import compute_partial, merge_partials
+from normvar_core.pipeline.measures.moments import MomentsMeasure
 from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.pipeline.run_plan import corpus_of, make_plan
 from normvar_core.pipeline.sources import TransformerSource
@@ -62,8 +63,14 @@ def test_published_runs_equal(minilm_path, corpus, loaded, tmp_path, monkeypatch
     runs = {}
     for backend in ("auto", "torch"):
         monkeypatch.setattr(MomentsMeasure, "backend", backend)
-        cfg = RunConfig(model=str(minilm_path), corpus=str(corpus), name=f"b-{backend}", batch_size=16,
-                        geometry=False, samples_per_token=2)
+        cfg = RunConfig(
+            model=str(minilm_path),
+            corpus=str(corpus),
+            name=f"b-{backend}",
+            batch_size=16,
+            geometry=False,
+            samples_per_token=2,
+        )
         runs[backend] = open_run(compute_run(cfg, tmp_path))
     a, b = runs["auto"], runs["torch"]
     assert a.layers == b.layers and len(a.layers) == 7
@@ -85,11 +92,13 @@ def _sharded(loaded, cfg, cuts, backend, monkeypatch):
     monkeypatch.setattr(MomentsMeasure, "backend", backend)
     with open(cfg.corpus, encoding="utf-8") as fh:
         text = corpus_of([s.strip() for s in fh if s.strip()])
-    plan = make_plan(cfg, text, loaded.tokenizer, num_hidden_states=loaded.info.num_hidden_states,
-                     max_length=loaded.info.max_length)
+    plan = make_plan(
+        cfg, text, loaded.tokenizer, num_hidden_states=loaded.info.num_hidden_states, max_length=loaded.info.max_length
+    )
     source = TransformerSource(loaded, plan.layers)
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=torch.device("cpu"), plan=plan,
-                     tokens=plan.tokens)
+    ctx = RunContext(
+        cfg=cfg, layers=plan.layers, dim=source.info.dim, device=torch.device("cpu"), plan=plan, tokens=plan.tokens
+    )
     bounds = [0, *cuts, plan.n_batches]
     parts = [compute_partial(source, plan, ctx, s, e) for s, e in zip(bounds, bounds[1:])]
     measures = merge_partials(ctx, parts[::-1])  # merged in reverse order
@@ -118,7 +127,7 @@ def test_low_precision_states_and_float32_means(dtype):
         measures = {b: TokenMoments(L, d, backend=b, mean_dtype=mean_dtype) for b in ("numba", "torch")}
         for measure in measures.values():
             for s in range(0, N, 700):  # several batches: new and seen types
-                measure.update(X[:, s:s + 700], ids[s:s + 700])
+                measure.update(X[:, s : s + 700], ids[s : s + 700])
         ra, rb = (measures[b].result() for b in ("numba", "torch"))
         assert np.array_equal(ra.n, rb.n)
         for f in ("mean", "q", "m", "v"):
@@ -129,7 +138,7 @@ def _batches(seed=1, L=2, N=3000, d=16, vocab=400):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab, (N,), generator=g) * 3  # ids with gaps
     X = torch.randn((L, N, d), generator=g, dtype=torch.float64) * 2 + 1e3  # a large mean: exactness matters
-    return [(X[:, s:s + 500], ids[s:s + 500]) for s in range(0, N, 500)], ids
+    return [(X[:, s : s + 500], ids[s : s + 500]) for s in range(0, N, 500)], ids
 
 
 def test_registered_torch_path_equals_the_kernel_and_merges():

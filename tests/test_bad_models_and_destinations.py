@@ -1,12 +1,12 @@
 """Broken models and unwritable destinations: one line naming the fix, exit status 2, nothing
 published — and checked before any model is loaded where that is possible."""
+
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import assert_bad
 
 
@@ -22,19 +22,24 @@ def test_truncated_weights(capsys, tmp_path, tiny_models, corpus40):
     model = _copy_model(tiny_models["bert"], tmp_path / "trunc")
     w = model / "model.safetensors"
     w.write_bytes(w.read_bytes()[:5000])
-    line = assert_bad(capsys, tmp_path / "data", "compute", "--model", model, "--corpus", corpus40,
-                      match="damaged or incomplete")
+    line = assert_bad(
+        capsys, tmp_path / "data", "compute", "--model", model, "--corpus", corpus40, match="damaged or incomplete"
+    )
     assert "copy or download" in line
 
 
 def test_model_without_tokenizer_files(capsys, tmp_path, tiny_models, corpus40):
     src = tiny_models["bert"]
-    tok_files = [f.name for f in src.iterdir() if "token" in f.name or f.name.startswith("vocab") or
-                 f.name == "special_tokens_map.json"]
+    tok_files = [
+        f.name
+        for f in src.iterdir()
+        if "token" in f.name or f.name.startswith("vocab") or f.name == "special_tokens_map.json"
+    ]
     model = _copy_model(src, tmp_path / "notok", skip=tok_files)
     assert (model / "config.json").exists() and not (model / "tokenizer.json").exists()
-    assert_bad(capsys, tmp_path / "data", "compute", "--model", model, "--corpus", corpus40,
-               match="lacks tokenizer files")
+    assert_bad(
+        capsys, tmp_path / "data", "compute", "--model", model, "--corpus", corpus40, match="lacks tokenizer files"
+    )
 
 
 def test_model_without_weights(capsys, tmp_path, tiny_models, corpus40):
@@ -56,30 +61,53 @@ def test_out_is_a_regular_file(capsys, tmp_path, corpus40, monkeypatch):
 
 
 def test_max_length_above_the_models_limit(capsys, tmp_path, tiny_models, corpus40):
-    assert_bad(capsys, tmp_path / "data", "compute", "--model", tiny_models["bert"], "--corpus", corpus40,
-               "--max-length", 100000, match="exceeds the model's limit")
+    assert_bad(
+        capsys,
+        tmp_path / "data",
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus40,
+        "--max-length",
+        100000,
+        match="exceeds the model's limit",
+    )
 
 
-def test_a_run_mostly_of_unknown_tokens_is_flagged_in_its_row_and_on_the_pages(capsys, tmp_path, tiny_models,
-                                                                                monkeypatch):
+def test_a_run_mostly_of_unknown_tokens_is_flagged_in_its_row_and_on_the_pages(
+    capsys, tmp_path, tiny_models, monkeypatch
+):
     """Text the tokenizer cannot read (emoji for a WordPiece vocabulary) gives a run of [UNK]s: the run
     row records the share (checked against the tokenizer itself) and flags it; every page says so."""
     import json
 
     import duckdb
+    from cli_helpers import run_cli
+    from dashboard_run import APP
     from streamlit.testing.v1 import AppTest
     from transformers import AutoTokenizer
 
-    from cli_helpers import run_cli
-    from dashboard_run import APP
-
-    lines = [f"the {'🦜🐙🦑🦀'[i % 4] * (1 + i % 3)} and {'🐳🦈'[i % 2]} {i % 7} {'🪼' * (1 + i % 2)}"
-             for i in range(60)]
+    lines = [
+        f"the {'🦜🐙🦑🦀'[i % 4] * (1 + i % 3)} and {'🐳🦈'[i % 2]} {i % 7} {'🪼' * (1 + i % 2)}" for i in range(60)
+    ]
     corpus = tmp_path / "emoji.txt"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data = tmp_path / "data"
-    code, out, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus,
-                             "--name", "unk", "--no-geometry", "--allow-unknown", "--data-dir", data)
+    code, out, err = run_cli(
+        capsys,
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus,
+        "--name",
+        "unk",
+        "--no-geometry",
+        "--allow-unknown",
+        "--data-dir",
+        data,
+    )
     assert code == 0, err
     tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
     ids = [i for s in lines for i in tok(s)["input_ids"]]

@@ -1,15 +1,16 @@
 """batches.make_batches / extract: special tokens, both padding sides against a per-sentence
 unpadded forward, exclusion counts, truncation, batching, OOM detection."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from normvar_core.pipeline.batches import Batch, extract, is_oom, make_batches
-from normvar_core.pipeline.encoding import wrap_tokens
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.batches import Batch, extract, is_oom, make_batches
+from normvar_core.pipeline.encoding import wrap_tokens
 from normvar_core.pipeline.models import load_model
 
 SENTS = [
@@ -85,8 +86,8 @@ def test_extract_equals_unpadded_forward(loaded, kind, side, monkeypatch):
         for ids, _ in rows(b):
             ref = single_forward(lm, ids)
             n = len(ids)
-            torch.testing.assert_close(states[:, off:off + n], ref, atol=1e-5, rtol=1e-5)
-            assert torch.equal(token_ids[off:off + n], ids)
+            torch.testing.assert_close(states[:, off : off + n], ref, atol=1e-5, rtol=1e-5)
+            assert torch.equal(token_ids[off : off + n], ids)
             off += n
         assert off == len(token_ids)
 
@@ -146,7 +147,7 @@ def test_truncation(loaded, kind):
             if lengths[int(i)] > 6:  # the content is cut, the specials are kept
                 n_sp = 1 if last is None else 2
                 plain = lm.tokenizer(SENTS[i], add_special_tokens=False)["input_ids"]
-                assert ids[1:1 + 6 - n_sp].tolist() == plain[: 6 - n_sp]
+                assert ids[1 : 1 + 6 - n_sp].tolist() == plain[: 6 - n_sp]
                 assert int(sp.sum()) == n_sp
 
 
@@ -195,15 +196,19 @@ def test_minilm_batches_match_single_forward(minilm_path):
         off = 0
         for ids, sp in rows(b):
             ref = single_forward(lm, ids)[:, ~sp]
-            torch.testing.assert_close(states[:, off:off + ref.shape[1]], ref, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(states[:, off : off + ref.shape[1]], ref, atol=1e-5, rtol=1e-5)
             off += ref.shape[1]
         assert states.shape == (7, off, 384)
 
 
 def test_is_oom():
     assert is_oom(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
-    assert is_oom(RuntimeError("[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: not enough memory: "
-                               "you tried to allocate 1 bytes. out of memory"))
+    assert is_oom(
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: not enough memory: "
+            "you tried to allocate 1 bytes. out of memory"
+        )
+    )
     assert is_oom(RuntimeError("MPS backend out of memory"))
     assert is_oom(MemoryError())
     assert not is_oom(RuntimeError("shape mismatch"))

@@ -1,6 +1,7 @@
 """The bootstrap over types and the split-half measure, against independent ground truth:
 np.polyfit on explicitly resampled rows; nominal coverage of a known slope over many seeded
 synthetic data sets; the halves merged equal the main moments (and the geometry's covariance)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,8 +60,8 @@ def test_split_half_interval_is_symmetric_and_scales_with_the_gap():
 @pytest.fixture(scope="module")
 def streamed():
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.measures import GeometryMeasure, HalvesMeasure, MomentsMeasure
     from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.measures import GeometryMeasure, HalvesMeasure, MomentsMeasure
     from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
 
@@ -111,10 +112,10 @@ def test_half_covariances_equal_numpy_per_half():
     their sum) = numpy's covariance of that half's states in float64, and the geometry's = the whole's —
     through ``update_all`` (one shared view) and through each measure's own ``update`` alike."""
     from normvar_core.config import RunConfig
+    from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.measures import GeometryMeasure, HalvesMeasure
     from normvar_core.pipeline.measures.halves import half_of
     from normvar_core.pipeline.measures.layerview import update_all
-    from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
 

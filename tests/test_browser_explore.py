@@ -4,6 +4,7 @@ labels above the points without overlaps (also on the deck's slide), t-SNE besid
 on the trade-off and the clouds handed to the other pages, nearest types, the tokenizer-normalised
 lookup with suggestions, and "your own sentence" through the worker — with torch never loaded in the
 dashboard's process. Screenshots land in browser_helpers.ARTIFACTS (explore_*.png)."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import brute
 import numpy as np
 import pytest
-
-import brute
-from dashboard_run import RUN
 from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, start_streamlit, stop_streamlit
+from dashboard_run import RUN
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -41,9 +41,13 @@ def server(tmp_path_factory, data):
     """The dashboard and a worker on the data directory (the worker runs "your own sentence")."""
     base_tmp = tmp_path_factory.getbasetemp()
     wlog = open(base_tmp / "worker-explore.log", "w")
-    worker = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
-                              cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
-                              stdout=wlog, stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
+        cwd=ROOT,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
+        stdout=wlog,
+        stderr=subprocess.STDOUT,
+    )
     try:
         proc, base, log = start_streamlit(data, base_tmp / "streamlit-explore.log")
     except BaseException:
@@ -76,8 +80,11 @@ FIND = """(part) => [...document.querySelectorAll('.js-plotly-plot')].find(
 
 
 def wait_plot(page, part: str, timeout=120000):
-    page.wait_for_function(f"(part) => {{ const g = ({FIND})(part); return !!(g && g._fullData && g._fullData.length); }}",
-                           arg=part, timeout=timeout)
+    page.wait_for_function(
+        f"(part) => {{ const g = ({FIND})(part); return !!(g && g._fullData && g._fullData.length); }}",
+        arg=part,
+        timeout=timeout,
+    )
     page.wait_for_timeout(800)
 
 
@@ -102,18 +109,31 @@ def assert_labels_clear(page, boxes, n, colours):
     from PIL import Image
 
     assert len(boxes) == n
-    rgb = np.array([[int(c[k:k + 2], 16) for k in (1, 3, 5)] for c in colours if str(c).startswith("#")], float)
+    rgb = np.array([[int(c[k : k + 2], 16) for k in (1, 3, 5)] for c in colours if str(c).startswith("#")], float)
     for i, a in enumerate(boxes):
         for b in boxes[:i]:
             assert a["r"] <= b["l"] or b["r"] <= a["l"] or a["b"] <= b["t"] or b["b"] <= a["t"], (a["text"], b["text"])
     for a in boxes:
-        page.evaluate("(t) => [...document.querySelectorAll('.annotation')].find(x => x.textContent === t)"
-                      ".scrollIntoView({block: 'center'})", a["text"])
-        r = page.evaluate("(t) => { const x = [...document.querySelectorAll('.annotation')].find(x => x.textContent === t)"
-                          ".querySelector('.annotation-text-g').getBoundingClientRect(); return [x.left, x.top, x.width, x.height]; }",
-                          a["text"])
-        img = np.asarray(Image.open(io.BytesIO(page.screenshot(clip={"x": r[0] + 4, "y": r[1] + 4, "width": max(r[2] - 8, 1),
-                                                                      "height": max(r[3] - 8, 1)}))).convert("RGB"), float)
+        page.evaluate(
+            "(t) => [...document.querySelectorAll('.annotation')].find(x => x.textContent === t)"
+            ".scrollIntoView({block: 'center'})",
+            a["text"],
+        )
+        r = page.evaluate(
+            "(t) => { const x = [...document.querySelectorAll('.annotation')].find(x => x.textContent === t)"
+            ".querySelector('.annotation-text-g').getBoundingClientRect(); return [x.left, x.top, x.width, x.height]; }",
+            a["text"],
+        )
+        img = np.asarray(
+            Image.open(
+                io.BytesIO(
+                    page.screenshot(
+                        clip={"x": r[0] + 4, "y": r[1] + 4, "width": max(r[2] - 8, 1), "height": max(r[3] - 8, 1)}
+                    )
+                )
+            ).convert("RGB"),
+            float,
+        )
         px = img.reshape(-1, 3)
         d = np.linalg.norm(px[:, None, :] - rgb[None], axis=2).min(axis=1)
         assert (d < 30).sum() == 0, f"label {a['text']!r} is covered by points"
@@ -123,25 +143,35 @@ def box_select(page, part: str, box_px) -> list[str]:
     """Drag a real box selection (the modebar's Box Select) over ``box_px`` = (x0, y0, x1, y1) in the plot
     area's pixels; returns the tokens of the points inside it, computed from the figure's data."""
     plot_eval(page, part, "(g) => g.querySelector('.modebar-btn[data-title=\"Box Select\"]').click()")
-    origin = plot_eval(page, part, """(g) => { const r = g.getBoundingClientRect(), L = g._fullLayout;
-        return [r.left + L.xaxis._offset, r.top + L.yaxis._offset]; }""")
+    origin = plot_eval(
+        page,
+        part,
+        """(g) => { const r = g.getBoundingClientRect(), L = g._fullLayout;
+        return [r.left + L.xaxis._offset, r.top + L.yaxis._offset]; }""",
+    )
     x0, y0, x1, y1 = box_px
     page.mouse.move(origin[0] + x0, origin[1] + y0)
     page.mouse.down()
     page.mouse.move(origin[0] + (x0 + x1) / 2, origin[1] + (y0 + y1) / 2, steps=6)
     page.mouse.move(origin[0] + x1, origin[1] + y1, steps=6)
     page.mouse.up()
-    return plot_eval(page, part, """(g, b) => { const L = g._fullLayout, out = [];
+    return plot_eval(
+        page,
+        part,
+        """(g, b) => { const L = g._fullLayout, out = [];
         for (const d of g._fullData) { if (!d.text || d.mode === 'text' || d.name === 'origin') continue;
           for (let i = 0; i < d.x.length; i++) { const px = L.xaxis.l2p(d.x[i]), py = L.yaxis.l2p(d.y[i]);
             if (px >= b[0] && px <= b[2] && py >= b[1] && py <= b[3]) out.push(String(d.text[i])); } }
-        return [...new Set(out)]; }""", list(box_px))
+        return [...new Set(out)]; }""",
+        list(box_px),
+    )
 
 
 def shot(page, part: str, name: str) -> None:
     page.evaluate(f"(part) => ({FIND})(part).scrollIntoView()", part)
     page.locator(".js-plotly-plot").filter(has=page.locator(f"text={part}")).first.screenshot(
-        path=str(ARTIFACTS / f"explore_{name}.png"))
+        path=str(ARTIFACTS / f"explore_{name}.png")
+    )
 
 
 # ------------------------------------------------------------------------------------------ token clouds
@@ -154,22 +184,32 @@ def test_clouds_tokens_in_the_url_colours_legend_and_labels(server, browser, run
     wait_plot(page, "sampled embeddings")
     traces = plot_eval(page, "sampled embeddings", TRACES)
     assert [t["name"] for t in traces] == [name[i] for i in ids]
-    assert len({t["color"] for t in traces}) == len(ids)                     # one colour per token
-    assert page.locator(".legend .traces").count() == len(ids)              # a per-token legend
-    assert_labels_clear(page, plot_eval(page, "sampled embeddings", LABEL_BOXES), len(ids),
-                        plot_eval(page, "sampled embeddings", COLOURS))
+    assert len({t["color"] for t in traces}) == len(ids)  # one colour per token
+    assert page.locator(".legend .traces").count() == len(ids)  # a per-token legend
+    assert_labels_clear(
+        page,
+        plot_eval(page, "sampled embeddings", LABEL_BOXES),
+        len(ids),
+        plot_eval(page, "sampled embeddings", COLOURS),
+    )
 
     # pick one more token in the browser: the URL records it and a fresh browser restores it
-    extra = next(t for t in sampled.sort_values("count", ascending=False)["token_id"].astype(int) if t not in ids
-                 and name[t].isalpha() and len(name[t]) >= 4)
+    extra = next(
+        t
+        for t in sampled.sort_values("count", ascending=False)["token_id"].astype(int)
+        if t not in ids and name[t].isalpha() and len(name[t]) >= 4
+    )
     ms = page.locator('[data-testid="stMultiSelect"]').first
     ms.locator("input").fill(name[extra])
     page.wait_for_timeout(600)
     page.keyboard.press("Enter")
-    page.wait_for_function("(n) => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => "
-                           "String(g._fullLayout.title.text||'').includes('sampled embeddings'));"
-                           " return g && g._fullData.filter(d => d.name !== 'origin').length === n; }",
-                           arg=len(ids) + 1, timeout=60000)
+    page.wait_for_function(
+        "(n) => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => "
+        "String(g._fullLayout.title.text||'').includes('sampled embeddings'));"
+        " return g && g._fullData.filter(d => d.name !== 'origin').length === n; }",
+        arg=len(ids) + 1,
+        timeout=60000,
+    )
     page.wait_for_function("(id) => location.search.includes(String(id))", arg=extra, timeout=30000)
     url = page.url
     want = [t["name"] for t in plot_eval(page, "sampled embeddings", TRACES)]
@@ -192,7 +232,7 @@ def test_clouds_tokens_in_the_url_colours_legend_and_labels(server, browser, run
     page.wait_for_function("() => location.pathname.includes('tradeoff')", timeout=60000)
     wait_plot(page, "token types with")
     hl = plot_eval(page, "token types with", "(g) => g._fullData.filter(d => d.name === 'highlighted')[0].text")
-    assert sorted(hl) == sorted(t for t in inside if "," not in t)   # ?tokens= is comma-separated
+    assert sorted(hl) == sorted(t for t in inside if "," not in t)  # ?tokens= is comma-separated
     page.close()
 
 
@@ -206,13 +246,21 @@ def test_clouds_slide_labels_clear_in_a_browser(browser, run):
     fig = slide.figure
     js = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text()
     page = browser.new_page(viewport={"width": 1700, "height": 1000})
-    page.set_content(f"<html><body style='margin:0'><div id='f'></div><script>{js}</script><script>"
-                     f"Plotly.newPlot('f', {fig.to_json()}.data, {fig.to_json()}.layout);</script></body></html>")
-    page.wait_for_function("() => { const g = document.getElementById('f'); return !!(g._fullData && g._fullData.length); }")
+    page.set_content(
+        f"<html><body style='margin:0'><div id='f'></div><script>{js}</script><script>"
+        f"Plotly.newPlot('f', {fig.to_json()}.data, {fig.to_json()}.layout);</script></body></html>"
+    )
+    page.wait_for_function(
+        "() => { const g = document.getElementById('f'); return !!(g._fullData && g._fullData.length); }"
+    )
     page.wait_for_timeout(500)
     boxes = page.evaluate(f"() => ({LABEL_BOXES})(document.getElementById('f'))")
-    assert_labels_clear(page, boxes, len([d for d in fig.data if d.name != "origin"]),
-                        page.evaluate(f"() => ({COLOURS})(document.getElementById('f'))"))
+    assert_labels_clear(
+        page,
+        boxes,
+        len([d for d in fig.data if d.name != "origin"]),
+        page.evaluate(f"() => ({COLOURS})(document.getElementById('f'))"),
+    )
     page.close()
 
 
@@ -228,7 +276,11 @@ def test_tsne_beside_pca_is_the_seeded_map(server, browser, run):
     page.get_by_text("t-SNE", exact=True).click()
     wait_plot(page, "t-SNE", timeout=240000)
     page.wait_for_function("() => location.search.includes('map=tsne')", timeout=60000)  # written at the script's end
-    got = plot_eval(page, "t-SNE", "(g) => g._fullData.filter(d => d.name !== 'origin').map(d => ({cd: d.customdata.map(c => [c[2], c[3]]), x: Array.from(d.x), y: Array.from(d.y)}))")
+    got = plot_eval(
+        page,
+        "t-SNE",
+        "(g) => g._fullData.filter(d => d.name !== 'origin').map(d => ({cd: d.customdata.map(c => [c[2], c[3]]), x: Array.from(d.x), y: Array.from(d.y)}))",
+    )
     tm = tsne_map(run.samples(2)).set_index(["token_id", "i"])
     for tr in got:
         key = [(int(a), int(b)) for a, b in tr["cd"]]
@@ -245,9 +297,13 @@ def test_box_select_on_the_tradeoff_goes_to_the_clouds(server, browser, run):
     page.goto(f"{server['url']}/tradeoff?run={RUN}&layer=3")
     wait_plot(page, "token types with")
     # a box around the most frequent types (they have stored samples)
-    c = plot_eval(page, "token types with", """(g) => { const d = g._fullData[0], L = g._fullLayout; let k = 0;
+    c = plot_eval(
+        page,
+        "token types with",
+        """(g) => { const d = g._fullData[0], L = g._fullLayout; let k = 0;
         for (let i = 0; i < d.x.length; i++) if (d.customdata[i][0] > d.customdata[k][0]) k = i;
-        return [L.xaxis.l2p(d.x[k]), L.yaxis.l2p(d.y[k])]; }""")
+        return [L.xaxis.l2p(d.x[k]), L.yaxis.l2p(d.y[k])]; }""",
+    )
     inside = box_select(page, "token types with", (c[0] - 60, c[1] - 60, c[0] + 60, c[1] + 60))
     assert len(inside) >= 2
     page.get_by_text(f"Selection: {len(inside)} token types").wait_for(timeout=60000)
@@ -257,7 +313,9 @@ def test_box_select_on_the_tradeoff_goes_to_the_clouds(server, browser, run):
     # the button says how many of the selection the clouds can draw, and the clouds page says why
     label = "Show in Token clouds" if n_cloud == len(inside) else f"Show {n_cloud} of {len(inside)} in Token clouds"
     page.get_by_role("button", name=label, exact=True).click()
-    page.wait_for_function("() => location.pathname.includes('clouds') && location.search.includes('cloud=')", timeout=60000)
+    page.wait_for_function(
+        "() => location.pathname.includes('clouds') && location.search.includes('cloud=')", timeout=60000
+    )
     wait_plot(page, "sampled embeddings")
     if n_cloud < len(inside):
         page.get_by_text(f"Showing {n_cloud} of the {len(inside)} selected token types").wait_for(timeout=30000)
@@ -280,8 +338,9 @@ def test_a_large_selection_says_what_it_hands_on_and_stays_until_cleared(server,
     page.get_by_role("button", name=f"Highlight the first 50 of {len(inside)} on Trade-off", exact=True).click()
     page.wait_for_function("() => (new URLSearchParams(location.search).get('tokens') || '').length > 0", timeout=60000)
     wait_plot(page, "token types with")
-    page.wait_for_function(f"() => !!({FIND})('token types with')?._fullData?.some(d => d.name === 'highlighted')",
-                           timeout=60000)
+    page.wait_for_function(
+        f"() => !!({FIND})('token types with')?._fullData?.some(d => d.name === 'highlighted')", timeout=60000
+    )
     hl = plot_eval(page, "token types with", "(g) => g._fullData.filter(d => d.name === 'highlighted')[0].text")
     assert set(hl) <= set(inside) and 50 - sum("," in t for t in inside) <= len(hl) <= 50  # ?tokens= is comma-separated
     nav = page.get_by_test_id("stSidebarNav")
@@ -289,7 +348,7 @@ def test_a_large_selection_says_what_it_hands_on_and_stays_until_cleared(server,
     page.wait_for_function("() => location.pathname.endsWith('/layers')", timeout=60000)
     nav.get_by_role("link", name="Trade-off").click()
     page.wait_for_function("() => location.pathname.endsWith('/tradeoff')", timeout=60000)
-    listed.wait_for(timeout=60000)                               # the chart's own selection is gone; the list is not
+    listed.wait_for(timeout=60000)  # the chart's own selection is gone; the list is not
     page.get_by_role("button", name="Clear selection").click()
     # the selection's hint (the page's caption above says "Drag a box or lasso" too)
     page.get_by_text("Click a point, or drag a box or lasso").wait_for(timeout=60000)
@@ -324,7 +383,10 @@ def test_nearest_types_on_token_and_clouds(server, browser, run):
     ids = sampled.sort_values("count", ascending=False)["token_id"].astype(int).tolist()[:4]
     page.goto(f"{server['url']}/clouds?run={RUN}&layer=3&cloud={','.join(map(str, ids))}")
     wait_plot(page, "sampled embeddings")
-    pt = plot_eval(page, "sampled embeddings", """(g) => { const L = g._fullLayout, pts = [];
+    pt = plot_eval(
+        page,
+        "sampled embeddings",
+        """(g) => { const L = g._fullLayout, pts = [];
         g._fullData.forEach(d => { if (d.name === 'origin') return; for (let i = 0; i < d.x.length; i++)
             pts.push({x: L.xaxis.l2p(d.x[i]), y: L.yaxis.l2p(d.y[i]), tid: d.customdata[i][2], i: d.customdata[i][3]}); });
         let best = null, bd = -1;
@@ -332,18 +394,21 @@ def test_nearest_types_on_token_and_clouds(server, browser, run):
             let m = 1e9; for (const q of pts) if (q !== p) m = Math.min(m, Math.hypot(p.x - q.x, p.y - q.y));
             if (m > bd) { bd = m; best = p; } }
         const r = g.getBoundingClientRect();
-        return {x: r.left + L.xaxis._offset + best.x, y: r.top + L.yaxis._offset + best.y, tid: best.tid, i: best.i, gap: bd}; }""")
+        return {x: r.left + L.xaxis._offset + best.x, y: r.top + L.yaxis._offset + best.y, tid: best.tid, i: best.i, gap: bd}; }""",
+    )
     assert pt["gap"] > 4
     page.mouse.move(pt["x"] - 15, pt["y"] - 15)
     page.mouse.move(pt["x"], pt["y"], steps=4)
     page.wait_for_timeout(400)
     page.mouse.click(pt["x"], pt["y"])
     page.get_by_text("types nearest by cosine to this sampled embedding").first.wait_for(timeout=60000)  # the table
-    page.get_by_role("tab", name="Among all types (Fig. 8, Table 2)").click()   # Fig. 8: the same types
+    page.get_by_role("tab", name="Among all types (Fig. 8, Table 2)").click()  # Fig. 8: the same types
     wait_plot(page, "Nearest types among all types")
     smp = run.samples(3, [int(pt["tid"])])
     vec = smp.loc[smp["i"] == int(pt["i"]), "vector"].iloc[0]
-    hl = plot_eval(page, "Nearest types among all types", "(g) => g._fullData.filter(d => d.name === 'highlighted')[0].text")
+    hl = plot_eval(
+        page, "Nearest types among all types", "(g) => g._fullData.filter(d => d.name === 'highlighted')[0].text"
+    )
     assert list(hl) == _nearest_tokens(run, 3, vec, 10)
     page.close()
 
@@ -356,7 +421,9 @@ def test_lookup_normalises_and_suggests(server, browser, run):
     page.goto(f"{server['url']}/?page=token&run={RUN}&token=Fatherr")
     page.get_by_text("normalised by the tokenizer: 'fatherr'").wait_for(timeout=90000)
     page.get_by_text("Nearest types by prefix and edit distance").wait_for()
-    page.screenshot(path=str(ARTIFACTS / "explore_token_lookup.png"), clip={"x": 0, "y": 0, "width": 1500, "height": 520})
+    page.screenshot(
+        path=str(ARTIFACTS / "explore_token_lookup.png"), clip={"x": 0, "y": 0, "width": 1500, "height": 520}
+    )
     first = page.get_by_role("button", name="father (n=")
     first.click()
     page.wait_for_function("() => location.search.includes('token=father')", timeout=60000)
@@ -383,11 +450,15 @@ def test_your_own_sentence_through_the_worker_without_torch_in_the_dashboard(ser
         for b, layer in enumerate(doc["layers"]):
             want = rows[(p, layer)]
             if want is None:
-                assert z[a][b] is None or z[a][b] != z[a][b]      # blank (NaN): no sampled use
+                assert z[a][b] is None or z[a][b] != z[a][b]  # blank (NaN): no sampled use
             else:
                 assert abs(z[a][b] - want) < 1e-9
     wait_plot(page, "of your sentence on the trade-off at layer 3")
-    star = plot_eval(page, "of your sentence on the trade-off", "(g) => { const d = g._fullData.find(d => d.name === 'your occurrence'); return [d.x[0], d.y[0], d.text[0]]; }")
+    star = plot_eval(
+        page,
+        "of your sentence on the trade-off",
+        "(g) => { const d = g._fullData.find(d => d.name === 'your occurrence'); return [d.x[0], d.y[0], d.text[0]]; }",
+    )
     row = next(r for r in doc["rows"] if r["layer"] == 3 and r["token"] == star[2] and r["m"] is not None)
     assert star[0] == pytest.approx(row["m"]) and star[1] == pytest.approx(row["dist_sq"])
     shot(page, "percentile of the type's sampled uses", "own_sentence_heatmap")

@@ -5,6 +5,7 @@ typed into the page, and one dragged with the mouse (shift+drag, after a wheel z
 query with the same bounds gives; a lasso dragged with the mouse (alt+drag) gives the types matplotlib's
 point-in-polygon gives on the run's points; nothing is requested from any host but the dashboard's own (the
 component's module is a blob: URL of the page). Screenshot: occurrences.png in browser_helpers.ARTIFACTS."""
+
 from __future__ import annotations
 
 import json
@@ -14,10 +15,9 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
-from matplotlib.path import Path as Polygon
-
 from browser_helpers import ARGS, ARTIFACTS, CHROMIUM, serving
 from dashboard_run import RUN
+from matplotlib.path import Path as Polygon
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -54,8 +54,10 @@ def _small_box(db) -> tuple[tuple[float, float], tuple[float, float]]:
 
 def _types(db, where: str) -> set[str]:
     """The token types of the occurrences ``where`` (a WHERE clause on occurrences o) selects."""
-    sql = ("SELECT DISTINCT s.token FROM occurrences o JOIN token_stats s ON s.layer = o.layer "
-           "AND s.token_id = o.token_id " + where.replace("layer =", "o.layer ="))
+    sql = (
+        "SELECT DISTINCT s.token FROM occurrences o JOIN token_stats s ON s.layer = o.layer "
+        "AND s.token_id = o.token_id " + where.replace("layer =", "o.layer =")
+    )
     return {r[0] for r in db.execute(sql).fetchall()}
 
 
@@ -77,8 +79,10 @@ def _attr(page, name: str, until=lambda v: v is not None, timeout_s: float = 60)
 
 def _pixel(view: dict, box: dict, x: float, y: float) -> tuple[float, float]:
     """Data (x, y) -> page pixel, by the view the component reports (centre, pixels per unit, size)."""
-    return (box["x"] + view["W"] / 2 + (x - view["cx"]) * view["ppu"],
-            box["y"] + view["H"] / 2 - (y - view["cy"]) * view["ppu"])
+    return (
+        box["x"] + view["W"] / 2 + (x - view["cx"]) * view["ppu"],
+        box["y"] + view["H"] / 2 - (y - view["cy"]) * view["ppu"],
+    )
 
 
 def _zoom_to(page, at: tuple[float, float], ppu: float) -> tuple[dict, dict]:
@@ -125,8 +129,10 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1300})
         page.on("request", lambda r: requests.append(r.url))
-        page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(
-            f if isinstance(f, bytes) else f.encode())))
+        page.on(
+            "websocket",
+            lambda ws: ws.on("framereceived", lambda f: frames.append(f if isinstance(f, bytes) else f.encode())),
+        )
         page.goto(f"{server}/?page=occurrences&run={RUN}&layer={LAYER}")
         page.wait_for_selector(".nv-scatter[data-frames]", timeout=180000)
         caption = page.get_by_text(re.compile(r"^[\d,]+ occurrences")).first.inner_text(timeout=60000)
@@ -137,8 +143,10 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         # a token search: exactly its occurrences drawn on top
         page.get_by_label("Search a token", exact=True).fill("the")
         page.get_by_label("Search a token", exact=True).press("Enter")
-        want = db.execute(f"SELECT count(*) FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND "
-                          f"s.token_id = o.token_id WHERE o.layer = {LAYER} AND s.token = 'the'").fetchone()[0]
+        want = db.execute(
+            f"SELECT count(*) FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND "
+            f"s.token_id = o.token_id WHERE o.layer = {LAYER} AND s.token = 'the'"
+        ).fetchone()[0]
         assert want > 0 and int(_attr(page, "highlight", until=lambda v: v not in (None, "0"))) == want
 
         # a box typed into the page = a DuckDB query with the same bounds
@@ -156,8 +164,12 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         centre = (sum(box[0]) / 2, sum(box[1]) / 2)
         view, rect = _zoom_to(page, centre, 120 / (box[0][1] - box[0][0]))
         (px, py), half = _pixel(view, rect, *centre), 60
-        sel = _drag(page, "Shift", [(px - half, py - half)] + [(px + half * t / 4, py + 0.7 * half * t / 4)
-                                                               for t in range(-3, 5)], None)
+        sel = _drag(
+            page,
+            "Shift",
+            [(px - half, py - half)] + [(px + half * t / 4, py + 0.7 * half * t / 4) for t in range(-3, 5)],
+            None,
+        )
         assert sel["kind"] == "box"
         tol = 1.5 / view["ppu"]  # the corners the mouse went to, in data units, within a pixel and a half
         u = half / view["ppu"]
@@ -172,8 +184,10 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         lasso = _drag(page, "Alt", [(px + dx, py + dy) for dx, dy in shape], json.dumps(sel))
         poly = np.asarray(lasso["polygon"], np.float64)
         assert lasso["kind"] == "lasso" and len(poly) == len(shape)
-        pts = db.execute(f"SELECT x, y, s.token FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND "
-                         f"s.token_id = o.token_id WHERE o.layer = {LAYER}").fetchnumpy()
+        pts = db.execute(
+            f"SELECT x, y, s.token FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND "
+            f"s.token_id = o.token_id WHERE o.layer = {LAYER}"
+        ).fetchnumpy()
         inside = Polygon(poly).contains_points(np.c_[pts["x"], pts["y"]].astype(np.float64))
         assert inside.sum() > 0 and _shows(page, "Lasso", int(inside.sum()), set(pts["token"][inside].tolist()))
 
@@ -182,9 +196,12 @@ def test_every_occurrence_drawn_and_a_box_is_a_duckdb_query(server, db):
         sid, pos, x, y, tok = db.execute(
             f"SELECT o.sentence_id, o.position, o.x, o.y, s.token FROM occurrences o JOIN token_stats s ON "
             f"s.layer = o.layer AND s.token_id = o.token_id WHERE o.layer = {LAYER} "
-            f"ORDER BY (o.x - {centre[0]}) ^ 2 + (o.y - {centre[1]}) ^ 2, o.sentence_id, o.position LIMIT 1").fetchone()
-        near = db.execute(f"SELECT count(*) FROM occurrences WHERE layer = {LAYER} AND (x <> {x} OR y <> {y}) AND "
-                          f"sqrt((x - {x}) ^ 2 + (y - {y}) ^ 2) < {3 / view['ppu']}").fetchone()[0]
+            f"ORDER BY (o.x - {centre[0]}) ^ 2 + (o.y - {centre[1]}) ^ 2, o.sentence_id, o.position LIMIT 1"
+        ).fetchone()
+        near = db.execute(
+            f"SELECT count(*) FROM occurrences WHERE layer = {LAYER} AND (x <> {x} OR y <> {y}) AND "
+            f"sqrt((x - {x}) ^ 2 + (y - {y}) ^ 2) < {3 / view['ppu']}"
+        ).fetchone()[0]
         assert near == 0
         page.mouse.click(*_pixel(view, rect, x, y))
         details = page.get_by_text(re.compile(rf"sentence {sid}, position {pos} ·"))

@@ -1,13 +1,19 @@
 """Each sampled token's character span (sample_plan.char_spans, vectorized over the picks) against a
 per-pick reading of the fast tokenizer's own offsets and word spans, on real tokenizers (MiniLM's WordPiece
 and the tiny byte-level / Metaspace BPE ones): positions 0 and past the end, special tokens, wrapped runs."""
+
 import numpy as np
 import pytest
 
 from normvar_core.pipeline.sample_plan import SamplePlan, char_spans
 
-SENTENCES = ["The quick brown fox jumps over the lazy dog.", "Hello, world!", "",
-             "Unbelievably, tokenization splits words: re-entry, naïve café.", "a b c d e f g"]
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello, world!",
+    "",
+    "Unbelievably, tokenization splits words: re-entry, naïve café.",
+    "a b c d e f g",
+]
 
 
 def _reference(plan, tokenizer, wrapped, words):

@@ -2,6 +2,7 @@
 and its size when one was kept; when none could be kept, why — a second Ctrl-C that stopped its save, or a write
 that failed (a 64 kB file size limit standing in for a full disk) — never "no batch had finished" after batches
 had."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-
 from paused_compute import paused_compute, wait_for_pause
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]

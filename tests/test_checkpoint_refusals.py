@@ -4,6 +4,7 @@ fingerprint (a batch index past the plan or negative, negative counts, a wrong w
 and a file of random bytes are each refused in one line before the pass, and left byte for byte as they were;
 ``--fresh`` starts over over a checkpoint of another configuration. A periodic save that fails is one warning and
 the run goes on, in a foreground compute and in a worker's job."""
+
 from __future__ import annotations
 
 import json
@@ -29,13 +30,19 @@ def stopped(tmp_path_factory, tiny_models):
     root = tmp_path_factory.mktemp("ckpt")
     corpus = root / "c.txt"
     corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
-    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=200, occurrences=0,
-                    name="r")
+    cfg = RunConfig(
+        model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=200, occurrences=0, name="r"
+    )
     ckpt, seen = root / "r.ckpt", []
     with pytest.raises(CancelledError):
-        compute_run(cfg, root / "a", checkpoint=ckpt, checkpoint_every_s=1e9,
-                    progress=lambda p: seen.append(p.stage == "compute" and p.done > 0),
-                    should_cancel=lambda: sum(seen) >= 3)
+        compute_run(
+            cfg,
+            root / "a",
+            checkpoint=ckpt,
+            checkpoint_every_s=1e9,
+            progress=lambda p: seen.append(p.stage == "compute" and p.done > 0),
+            should_cancel=lambda: sum(seen) >= 3,
+        )
     with np.load(ckpt, allow_pickle=False) as z:
         assert json.loads(str(z["meta_json"]))["next_batch"] == 3
     return cfg, corpus, ckpt, compute_run(cfg, root / "ref")
@@ -83,8 +90,12 @@ def test_a_crafted_checkpoint_is_refused_before_the_pass_and_kept(case, stopped,
     before = ckpt.read_bytes()
     batches = []
     with pytest.raises(NormvarError) as err:
-        compute_run(cfg, tmp_path / "d", checkpoint=ckpt,
-                    progress=lambda p: batches.append(p.done) if p.stage == "compute" else None)
+        compute_run(
+            cfg,
+            tmp_path / "d",
+            checkpoint=ckpt,
+            progress=lambda p: batches.append(p.done) if p.stage == "compute" else None,
+        )
     text = str(err.value)
     assert "\n" not in text and "does not fit this run" in text and "--fresh" in text, text
     assert not any(batches), batches  # refused before the first batch of the pass
@@ -99,8 +110,24 @@ def test_random_bytes_and_another_configuration_are_refused_in_one_line_and_kept
     data = tmp_path / "data"
     ckpt = data / "checkpoints" / "r.ckpt"
     ckpt.parent.mkdir(parents=True)
-    argv = ["compute", "--model", cfg.model, "--corpus", str(corpus), "--name", "r", "--batch-size", "8",
-            "--id-sample", "200", "--occurrences", "0", "--quiet", "--data-dir", str(data)]
+    argv = [
+        "compute",
+        "--model",
+        cfg.model,
+        "--corpus",
+        str(corpus),
+        "--name",
+        "r",
+        "--batch-size",
+        "8",
+        "--id-sample",
+        "200",
+        "--occurrences",
+        "0",
+        "--quiet",
+        "--data-dir",
+        str(data),
+    ]
     ckpt.write_bytes(np.random.default_rng(0).bytes(4096))
     noise = ckpt.read_bytes()
     assert cli.main(argv) == 2

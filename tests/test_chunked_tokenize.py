@@ -1,6 +1,7 @@
 """Tokenization in chunks: the plan (batches, counts, samples, TwoNN sample) is exactly the one of a
 tokenization of the whole corpus at once, whatever the chunk boundaries; checked on the real MiniLM
 tokenizer (and a GPT-2 style wrap) against per-sentence tokenizer calls."""
+
 from __future__ import annotations
 
 import gzip
@@ -41,7 +42,7 @@ def per_sentence(sentences, tok, max_length):
         e = tok(s, add_special_tokens=True, return_special_tokens_mask=True)
         i, m = list(e["input_ids"]), list(e["special_tokens_mask"])
         if len(i) > max_length:  # BERT: keep [CLS] ... [SEP]
-            i, m = i[:max_length - 1] + i[-1:], m[:max_length - 1] + m[-1:]
+            i, m = i[: max_length - 1] + i[-1:], m[: max_length - 1] + m[-1:]
             trunc += 1
         ids.append(i)
         sp.append(m)
@@ -98,8 +99,9 @@ def test_plan_is_the_same_for_every_chunking(sentences, minilm_tok, monkeypatch)
         assert_same_sample_plan(p.uniform, ref.uniform)
 
 
-@pytest.mark.parametrize("excl", [dict(exclude_special=False, exclude_position0=False),
-                                  dict(exclude_special=True, exclude_position0=True)])
+@pytest.mark.parametrize(
+    "excl", [dict(exclude_special=False, exclude_position0=False), dict(exclude_special=True, exclude_position0=True)]
+)
 def test_streamed_counts_equal_a_count_of_every_id(sentences, minilm_tok, excl):
     batches, _ = make_batches(sentences, minilm_tok, max_length=24, max_tokens=200)
     every = torch.cat([b.input_ids[counted_mask(b, **excl)] for b in batches]).numpy()
@@ -122,8 +124,9 @@ def test_wrapped_tokenizer_chunked(tiny_models, sentences):
         assert_same_batches(part, whole)
 
 
-@pytest.mark.parametrize("excl", [dict(exclude_special=False, exclude_position0=False),
-                                  dict(exclude_special=True, exclude_position0=True)])
+@pytest.mark.parametrize(
+    "excl", [dict(exclude_special=False, exclude_position0=False), dict(exclude_special=True, exclude_position0=True)]
+)
 def test_sample_plan_is_the_same_for_every_scan_budget(sentences, minilm_tok, excl):
     """plan_samples scans the chosen types in groups (bounded memory): the picks equal one pass over
     every occurrence (budget above the total), and a brute force over the rows in sentence order."""
@@ -134,8 +137,7 @@ def test_sample_plan_is_the_same_for_every_scan_budget(sentences, minilm_tok, ex
     whole = S.plan_samples(batches, chosen, per_token=4, seed=3, budget=10**12, **excl)
     assert whole.size == sum(min(4, int(c)) for t, c in zip(ids, n) if t in set(chosen.tolist()))
     for budget in (1, 5, 97, int(n.sum()) // 3):
-        assert_same_sample_plan(S.plan_samples(batches, chosen, per_token=4, seed=3, budget=budget, **excl),
-                                whole)
+        assert_same_sample_plan(S.plan_samples(batches, chosen, per_token=4, seed=3, budget=budget, **excl), whole)
     # brute force: every occurrence listed by (type, sentence, offset) from the batches' rows
     occ = []
     for bi, b in enumerate(batches):

@@ -1,6 +1,7 @@
 """Bad options through the real CLI: configs with wrong values and vision folders
 under ``plan`` as under ``compute``, count options bounded before any work, a closed stdout pipe, and the
 smaller items — each through the real CLI (in-process ``cli.main`` or a real ``normvar`` subprocess)."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import assert_bad, run_cli, without_log
 from corpus_files import EMOJI
 
@@ -39,8 +39,14 @@ def env() -> dict:
 
 def normvar(*argv, **kw) -> subprocess.CompletedProcess:
     """A real ``normvar`` process."""
-    return subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *map(str, argv)], capture_output=True,
-                          text=True, env=env(), timeout=kw.pop("timeout", 300), **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "normvar_core.service.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=kw.pop("timeout", 300),
+        **kw,
+    )
 
 
 def _with_config(src: Path, dst: Path, changes: dict) -> Path:
@@ -51,10 +57,12 @@ def _with_config(src: Path, dst: Path, changes: dict) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("changes,named", WRONG_VALUES, ids=[next(iter(c)) + str(i) for i, (c, _) in
-                                                            enumerate(WRONG_VALUES)])
-def test_plan_and_compute_on_a_config_with_wrong_values_say_one_line(capsys, tmp_path, tiny_models, corpus40,
-                                                                     changes, named):
+@pytest.mark.parametrize(
+    "changes,named", WRONG_VALUES, ids=[next(iter(c)) + str(i) for i, (c, _) in enumerate(WRONG_VALUES)]
+)
+def test_plan_and_compute_on_a_config_with_wrong_values_say_one_line(
+    capsys, tmp_path, tiny_models, corpus40, changes, named
+):
     model = _with_config(tiny_models["bert"], tmp_path / "m", changes)
     for command in ("plan", "compute"):
         line = assert_bad(capsys, tmp_path / "data", command, "--model", model, "--corpus", corpus40, match=named)
@@ -65,15 +73,27 @@ def test_plan_refuses_a_vision_model_as_compute_does(capsys, tmp_path, tiny_mode
     import transformers as T
 
     vit = tmp_path / "tiny-vit"
-    T.ViTModel(T.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                           image_size=32, patch_size=8)).save_pretrained(vit)
-    lines = [assert_bad(capsys, tmp_path / "data", cmd, "--model", vit, "--corpus", corpus40, match="is a vision model")
-             for cmd in ("plan", "compute")]
+    T.ViTModel(
+        T.ViTConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            image_size=32,
+            patch_size=8,
+        )
+    ).save_pretrained(vit)
+    lines = [
+        assert_bad(capsys, tmp_path / "data", cmd, "--model", vit, "--corpus", corpus40, match="is a vision model")
+        for cmd in ("plan", "compute")
+    ]
     for f in Path(tiny_models["bert"]).iterdir():  # a "complete" folder: even tokenizer files
         if "token" in f.name:
             shutil.copy(f, vit / f.name)
-    lines += [assert_bad(capsys, tmp_path / "data", cmd, "--model", vit, "--corpus", corpus40, match="pixel_values")
-              for cmd in ("plan", "compute")]
+    lines += [
+        assert_bad(capsys, tmp_path / "data", cmd, "--model", vit, "--corpus", corpus40, match="pixel_values")
+        for cmd in ("plan", "compute")
+    ]
     assert len(set(lines)) == 1, lines  # the same check, the same line
 
 
@@ -83,8 +103,25 @@ def small_run(tmp_path_factory, tiny_models, corpus40) -> tuple[Path, str]:
     from normvar_core.service import cli
 
     data = tmp_path_factory.mktemp("round3") / "data"
-    assert cli.main(["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--name", "r",
-                     "--id-sample", "100", "--quiet", "--data-dir", str(data)]) == 0
+    assert (
+        cli.main(
+            [
+                "compute",
+                "--model",
+                str(tiny_models["bert"]),
+                "--corpus",
+                str(corpus40),
+                "--name",
+                "r",
+                "--id-sample",
+                "100",
+                "--quiet",
+                "--data-dir",
+                str(data),
+            ]
+        )
+        == 0
+    )
     return data, "r"
 
 
@@ -93,8 +130,14 @@ def _closed_pipe(*argv) -> tuple[int, str]:
     r, w = os.pipe()
     os.close(r)
     try:
-        p = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *map(str, argv)], stdout=w,
-                           stderr=subprocess.PIPE, text=True, env=env(), timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "normvar_core.service.cli", *map(str, argv)],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(),
+            timeout=300,
+        )
     finally:
         os.close(w)
     return p.returncode, p.stderr
@@ -105,13 +148,31 @@ def test_printing_commands_end_cleanly_when_their_reader_goes(small_run, tiny_mo
     """``normvar show RUN | head -1`` and every other command that prints: no BrokenPipeError traceback,
     nothing on stderr, the status a shell gives a process ended by SIGPIPE (141)."""
     data, run = small_run
-    for argv in (["show", run], ["show"], ["findings", run, "--resamples", 100], ["models"], ["jobs"],
-                 ["contexts", run, "the"], ["plan", "--model", tiny_models["bert"], "--corpus", corpus40]):
+    for argv in (
+        ["show", run],
+        ["show"],
+        ["findings", run, "--resamples", 100],
+        ["models"],
+        ["jobs"],
+        ["contexts", run, "the"],
+        ["plan", "--model", tiny_models["bert"], "--corpus", corpus40],
+    ):
         code, err = _closed_pipe(*argv, "--data-dir", data)
         assert err == "" and code == 141, (argv, code, err)
     # the real shell pipeline of the issue, with pipefail: head prints the first line, normvar ends quietly
-    p = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} -m normvar_core.service.cli show {run} "
-                        f"--data-dir {data} | head -1"], capture_output=True, text=True, env=env(), timeout=300)
+    p = subprocess.run(
+        [
+            "bash",
+            "-o",
+            "pipefail",
+            "-c",
+            f"{sys.executable} -m normvar_core.service.cli show {run} --data-dir {data} | head -1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=300,
+    )
     assert p.stderr == "" and len(p.stdout.splitlines()) == 1 and p.returncode in (0, 141), p
 
 
@@ -126,8 +187,7 @@ def _one_line(capsys, *argv, match: str) -> str:
     return lines[0]
 
 
-def test_count_options_past_their_bound_are_refused_before_any_work(capsys, tmp_path, small_run, tiny_models,
-                                                                    corpus40):
+def test_count_options_past_their_bound_are_refused_before_any_work(capsys, tmp_path, small_run, tiny_models, corpus40):
     """The issue's ``findings RUN --resamples 100000000000`` (577 s and 14 GB before) and every other
     count option: one line naming the bound, at once (each refusal well under a second of work)."""
     import time
@@ -136,31 +196,74 @@ def test_count_options_past_their_bound_are_refused_before_any_work(capsys, tmp_
 
     data, run = small_run
     t0 = time.monotonic()
-    _one_line(capsys, "findings", run, "--resamples", "100000000000", "--data-dir", data,
-              match=f"--resamples 100,000,000,000 is more than {MAX_RESAMPLES:,}")
+    _one_line(
+        capsys,
+        "findings",
+        run,
+        "--resamples",
+        "100000000000",
+        "--data-dir",
+        data,
+        match=f"--resamples 100,000,000,000 is more than {MAX_RESAMPLES:,}",
+    )
     _one_line(capsys, "findings", run, "--resamples", "lots", "--data-dir", data, match="must be an integer")
     _one_line(capsys, "findings", run, "--resamples", "50", "--data-dir", data, match="too few")
-    _one_line(capsys, "contexts", run, "the", "--k", "10000000000", "--data-dir", data, match="--k 10,000,000,000 is more than")
+    _one_line(
+        capsys,
+        "contexts",
+        run,
+        "the",
+        "--k",
+        "10000000000",
+        "--data-dir",
+        data,
+        match="--k 10,000,000,000 is more than",
+    )
     assert time.monotonic() - t0 < 10
     model = ["--model", tiny_models["bert"], "--corpus", corpus40, "--data-dir", tmp_path / "d"]
     for command in ("compute", "plan", "submit"):
-        _one_line(capsys, command, *model, "--id-sample", 10 * MAX_ID_SAMPLE, match=f"id_sample must be <= "
-                  f"{MAX_ID_SAMPLE:,}")
+        _one_line(
+            capsys, command, *model, "--id-sample", 10 * MAX_ID_SAMPLE, match=f"id_sample must be <= {MAX_ID_SAMPLE:,}"
+        )
         _one_line(capsys, command, *model, "--samples-per-token", 10**12, match="samples_per_token must be <=")
-        _one_line(capsys, command, *model, "--executor", "ray", "--workers", MAX_WORKERS + 1,
-                  match=f"workers must be <= {MAX_WORKERS}")
+        _one_line(
+            capsys,
+            command,
+            *model,
+            "--executor",
+            "ray",
+            "--workers",
+            MAX_WORKERS + 1,
+            match=f"workers must be <= {MAX_WORKERS}",
+        )
     cores = os.cpu_count() or 1
     for command in ("compute", "plan"):
-        _one_line(capsys, command, *model, "--executor", "ray", "--workers", cores + 1,
-                  match=f"more than this machine's {cores} cores")
+        _one_line(
+            capsys,
+            command,
+            *model,
+            "--executor",
+            "ray",
+            "--workers",
+            cores + 1,
+            match=f"more than this machine's {cores} cores",
+        )
     assert not (tmp_path / "d" / "runs").exists() or not list((tmp_path / "d" / "runs").iterdir())
 
 
 def test_ray_options_on_a_local_run_are_refused(capsys, tmp_path, tiny_models, corpus40):
     model = ["--model", tiny_models["bert"], "--corpus", corpus40, "--data-dir", tmp_path / "d"]
     for command in ("compute", "plan", "submit"):
-        _one_line(capsys, command, *model, "--executor", "local", "--ray-address", "127.0.0.1:6379",
-                  match="--ray-address is an option of the Ray executor")
+        _one_line(
+            capsys,
+            command,
+            *model,
+            "--executor",
+            "local",
+            "--ray-address",
+            "127.0.0.1:6379",
+            match="--ray-address is an option of the Ray executor",
+        )
         _one_line(capsys, command, *model, "--workers", "2", match="--workers is an option of the Ray executor")
 
 
@@ -169,12 +272,24 @@ def test_jsonl_null_cells_are_counted_and_a_table_without_strings_gets_a_useful_
 
     rows = [{"text": f"the cat {i} sat on the mat"} for i in range(30)]
     rows[3]["text"] = None
-    rows[7] = {"other": 1}          # the key missing: a null cell too
-    rows[9]["text"] = 5             # not text: counted apart, as before
+    rows[7] = {"other": 1}  # the key missing: a null cell too
+    rows[9]["text"] = 5  # not text: counted apart, as before
     corpus = tmp_path / "nulls.jsonl"
     corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    code, out, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus, "--name", "n",
-                             "--no-geometry", "--quiet", "--data-dir", tmp_path / "data")
+    code, out, err = run_cli(
+        capsys,
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus,
+        "--name",
+        "n",
+        "--no-geometry",
+        "--quiet",
+        "--data-dir",
+        tmp_path / "data",
+    )
     assert code == 0, err
     assert "2 cells of column 'text' were null or missing and were skipped" in err, err
     assert "1 cell of column 'text'" in err and "not text" in err, err
@@ -183,16 +298,29 @@ def test_jsonl_null_cells_are_counted_and_a_table_without_strings_gets_a_useful_
     assert notes["n_null"] == 2 and notes["n_not_text"] == 1 and notes["n_kept"] == 27, notes
     for name, text in (("nums.jsonl", '{"a": 1, "b": true}\n{"a": 2, "b": null}\n'), ("nums.csv", "a,b\n1,2\n3,4\n")):
         (tmp_path / name).write_text(text)
-        line = assert_bad(capsys, tmp_path / "empty", "compute", "--model", tiny_models["bert"], "--corpus",
-                          tmp_path / name, match=f"{name} has no text column: none of its columns (a, b) holds strings")
+        line = assert_bad(
+            capsys,
+            tmp_path / "empty",
+            "compute",
+            "--model",
+            tiny_models["bert"],
+            "--corpus",
+            tmp_path / name,
+            match=f"{name} has no text column: none of its columns (a, b) holds strings",
+        )
         assert "--text-column" not in line and "write the sentences as strings" in line, line
 
 
 @pytest.mark.subprocess
 def test_a_second_worker_refuses_before_its_banner(tmp_path):
     data = tmp_path / "data"
-    first = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
-                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env())
+    first = subprocess.Popen(
+        [sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env(),
+    )
     try:
         seen = []
         for line in first.stderr:  # wait until the first holds the directory and has said so
@@ -236,8 +364,25 @@ def test_an_all_unknown_run_has_finite_interval_endpoints(capsys, tmp_path, tiny
     corpus = tmp_path / "emoji.txt"
     corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")
     data = tmp_path / "data"
-    assert run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus, "--name", "e",
-                   "--allow-unknown", "--id-sample", 100, "--quiet", "--data-dir", data)[0] == 0
+    assert (
+        run_cli(
+            capsys,
+            "compute",
+            "--model",
+            tiny_models["bert"],
+            "--corpus",
+            corpus,
+            "--name",
+            "e",
+            "--allow-unknown",
+            "--id-sample",
+            100,
+            "--quiet",
+            "--data-dir",
+            data,
+        )[0]
+        == 0
+    )
     code, out, err = run_cli(capsys, "findings", "e", "--json", "--data-dir", data)
     assert code == 0, err
     found = {x["id"]: x for x in json.loads(out)}

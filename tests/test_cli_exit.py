@@ -1,5 +1,6 @@
 """The program's end (cli.end_process): the ``normvar`` process ends without the interpreter's teardown, yet
 with its whole output, its exit status and its atexit handlers — checked on real processes."""
+
 import subprocess
 import sys
 

@@ -1,6 +1,7 @@
 """Odd corpora through the real CLI: corpora of unknown tokens, raw warnings, truncated sentences,
 ``--layers 0,0``, JSONL text columns with numbers, corpus text on the Token page, ``--overwrite`` of a
 queued run — each through the real CLI (or the real dashboard / job store)."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import assert_bad, run_cli
 from corpus_files import EMOJI
 
@@ -31,8 +31,16 @@ def test_a_corpus_mostly_of_unknown_tokens_is_refused_naming_the_share(capsys, t
     corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")
     share = _unk_share(tiny_models["bert"], EMOJI)
     assert share > 0.5
-    line = assert_bad(capsys, tmp_path / "data", "compute", "--model", tiny_models["bert"], "--corpus", corpus,
-                      match="--allow-unknown")
+    line = assert_bad(
+        capsys,
+        tmp_path / "data",
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus,
+        match="--allow-unknown",
+    )
     assert f"{share:.0%} of the corpus's tokens" in line and "[UNK]" in line
 
 
@@ -44,10 +52,30 @@ def test_allow_unknown_runs_with_no_raw_warning_on_stderr(tmp_path, tiny_models)
     corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("NORMVAR_WARNINGS", None)
-    p = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "compute", "--model",
-                        str(tiny_models["bert"]), "--corpus", str(corpus), "--name", "e", "--allow-unknown",
-                        "--id-sample", "100", "--quiet", "--data-dir", str(tmp_path / "data")],
-                       capture_output=True, text=True, env=env, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normvar_core.service.cli",
+            "compute",
+            "--model",
+            str(tiny_models["bert"]),
+            "--corpus",
+            str(corpus),
+            "--name",
+            "e",
+            "--allow-unknown",
+            "--id-sample",
+            "100",
+            "--quiet",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr
     err = [x for x in p.stderr.splitlines() if x.strip()]
     assert err and all(x.startswith("normvar: note:") for x in err), err
@@ -63,8 +91,22 @@ def test_a_few_unknown_tokens_and_truncated_sentences_are_notes(capsys, tmp_path
     lines[5] = " ".join(["long"] * 25)
     corpus = tmp_path / "few.txt"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    code, out, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus, "--name", "f",
-                             "--max-length", 20, "--no-geometry", "--quiet", "--data-dir", tmp_path / "data")
+    code, out, err = run_cli(
+        capsys,
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus,
+        "--name",
+        "f",
+        "--max-length",
+        20,
+        "--no-geometry",
+        "--quiet",
+        "--data-dir",
+        tmp_path / "data",
+    )
     assert code == 0, err
     share = _unk_share(tiny_models["bert"], lines, max_length=20)
     notes = [x for x in err.splitlines() if x.startswith("normvar: note:")]
@@ -77,12 +119,27 @@ def test_layers_given_twice_and_a_jsonl_text_field_that_is_sometimes_a_number(ca
     holding numbers in some rows: the strings are the corpus, compute says how many cells it skipped."""
     from normvar_core.runs.reader import open_run
 
-    rows = [{"text": f"the cat {i % 7} sat on the mat", "id": i} if i % 5 else {"text": i, "id": i}
-            for i in range(40)] + [{"text": None, "id": 99}, {"text": True, "id": 100}]
+    rows = [
+        {"text": f"the cat {i % 7} sat on the mat", "id": i} if i % 5 else {"text": i, "id": i} for i in range(40)
+    ] + [{"text": None, "id": 99}, {"text": True, "id": 100}]
     corpus = tmp_path / "mixed.jsonl"
     corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    code, out, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--corpus", corpus, "--name", "m",
-                             "--layers", "0,2,0", "--no-geometry", "--quiet", "--data-dir", tmp_path / "data")
+    code, out, err = run_cli(
+        capsys,
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus,
+        "--name",
+        "m",
+        "--layers",
+        "0,2,0",
+        "--no-geometry",
+        "--quiet",
+        "--data-dir",
+        tmp_path / "data",
+    )
     assert code == 0, err
     run = open_run(Path(out.strip()))
     assert list(run.layers) == [0, 2] and run.meta["options"]["layers"] == [0, 2]
@@ -104,7 +161,7 @@ def test_overwrite_of_a_queued_run_says_so_instead_of_queuing_a_duplicate(capsys
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1 and f"already queued as job {first}" in lines[0], err
     assert f"normvar cancel {first}" in lines[0]
-    code, out, err = run_cli(capsys, *base, "--overwrite", "--seed", "1")   # other options: a real replacement
+    code, out, err = run_cli(capsys, *base, "--overwrite", "--seed", "1")  # other options: a real replacement
     assert code == 0, err
     jobs = JobStore(DataDir.at(data)).list(limit=None)
     assert sorted(j.id for j in jobs) == sorted([first, out.strip()])
@@ -123,8 +180,24 @@ def test_token_page_shows_corpus_sentences_as_plain_text_in_a_browser(tmp_path, 
     corpus = tmp_path / "md.txt"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data = tmp_path / "data"
-    assert cli.main(["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", "md",
-                     "--no-geometry", "--quiet", "--data-dir", str(data)]) == 0
+    assert (
+        cli.main(
+            [
+                "compute",
+                "--model",
+                str(tiny_models["bert"]),
+                "--corpus",
+                str(corpus),
+                "--name",
+                "md",
+                "--no-geometry",
+                "--quiet",
+                "--data-dir",
+                str(data),
+            ]
+        )
+        == 0
+    )
     proc, base, log = start_streamlit(data, tmp_path / "streamlit.log")
     try:
         from playwright.sync_api import sync_playwright

@@ -1,8 +1,7 @@
 """`normvar compute / show / models` through the CLI: every bad input gives one line on stderr,
 exit status 2 and nothing published; the happy path prints the published path and the table."""
-from __future__ import annotations
 
-from cli_helpers import without_log
+from __future__ import annotations
 
 import os
 import subprocess
@@ -10,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import assert_bad, run_cli, without_log
 
-from cli_helpers import assert_bad, run_cli
 from normvar_core.pipeline import batches as B
 from normvar_core.pipeline.models import resolve as R
 
@@ -62,14 +61,34 @@ def test_oom_on_single_sentence(capsys, tmp_path, tiny_models, corpus40, monkeyp
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(B, "extract", oom)
-    assert_bad(capsys, tmp_path / "data", "compute", "--model", tiny_models["bert"], "--corpus", corpus40,
-               match="out of memory")
+    assert_bad(
+        capsys,
+        tmp_path / "data",
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus40,
+        match="out of memory",
+    )
 
 
 def test_compute_show_and_refused_overwrite(capsys, tmp_path, tiny_models, corpus40):
     data = tmp_path / "data"
-    args = ["compute", "--model", tiny_models["bert"], "--corpus", corpus40, "--name", "cli-run",
-            "--samples-per-token", "3", "--data-dir", data, "--quiet"]
+    args = [
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus40,
+        "--name",
+        "cli-run",
+        "--samples-per-token",
+        "3",
+        "--data-dir",
+        data,
+        "--quiet",
+    ]
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     published = data / "runs" / "cli-run.duckdb"
@@ -87,7 +106,7 @@ def test_compute_show_and_refused_overwrite(capsys, tmp_path, tiny_models, corpu
     header = next(x for x in lines if x.strip().startswith("layer"))
     for col in ("n", "Q(X)", "M(X)", "V_W(X)", "V_B(X)", "C.V.(Q)", "slope", "R²"):
         assert col in header
-    assert len(lines) - lines.index(header) - 1 == 3          # hidden states 0..2 of the tiny BERT
+    assert len(lines) - lines.index(header) - 1 == 3  # hidden states 0..2 of the tiny BERT
     code, out2, _ = run_cli(capsys, "show", published, "--n-min", "1")
     assert code == 0 and out2.splitlines()[-3:] == lines[-3:]
     code, out, _ = run_cli(capsys, "show", "--data-dir", data)
@@ -108,9 +127,23 @@ def test_models_lists_aliases(capsys, tmp_path):
 def test_entry_point_subprocess(tmp_path):
     """The real process: exit status 2 and exactly one stderr line for a missing corpus."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    res = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "compute", "--corpus", str(tmp_path / "x.txt"),
-                          "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, env=env, cwd=ROOT,
-                         timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normvar_core.service.cli",
+            "compute",
+            "--corpus",
+            str(tmp_path / "x.txt"),
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert res.returncode == 2
     assert len(without_log(res.stderr).strip().splitlines()) == 1 and "corpus file not found" in res.stderr
     assert not (tmp_path / "d" / "runs").exists() or not list((tmp_path / "d" / "runs").iterdir())

@@ -1,5 +1,6 @@
 """compute_run end to end: exactness against a brute force on the real MiniLM, checkpoint/resume,
 cancellation, OOM splitting, special tokens / position 0 on tiny random-init models, samples."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,20 +8,19 @@ import gzip
 import itertools
 import time
 
+import brute
 import numpy as np
 import pytest
 import torch
 
-import brute
-
-from normvar_core.pipeline import batches as B
-from normvar_core.pipeline.execute import local as compute_mod
-from normvar_core.pipeline import models as M
-from normvar_core.pipeline.execute.local import compute_run
-from normvar_core.pipeline.execute.progress import Progress
 from normvar_core.config import RunConfig, default_run_name
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.pipeline import batches as B
+from normvar_core.pipeline import models as M
+from normvar_core.pipeline.execute import local as compute_mod
+from normvar_core.pipeline.execute.local import compute_run
+from normvar_core.pipeline.execute.progress import Progress
 from normvar_core.runs.reader import open_run
 from normvar_core.service import jobs
 
@@ -57,11 +57,10 @@ def _runs_dir_files(data):
 def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_path, monkeypatch):
     """token_stats and layer_stats of the run file equal a float64 two-pass brute force over
     every hidden state of the real MiniLM (eqs. 3–6 and 8–11)."""
-    cfg = RunConfig(model=str(minilm_path), corpus=str(small_corpus), samples_per_token=20, name="exact",
-                    batch_size=25)
+    cfg = RunConfig(model=str(minilm_path), corpus=str(small_corpus), samples_per_token=20, name="exact", batch_size=25)
     real_load, cache = M.load_model, {}
     monkeypatch.setattr(M, "load_model", lambda c, d=None: cache.setdefault("m", real_load(c, d)))  # load once
-    kept = []                                       # keep every hidden state the run sees
+    kept = []  # keep every hidden state the run sees
     real_extract = B.extract
 
     def keep_all(loaded, batch, **kw):
@@ -85,19 +84,20 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
     assert sorted(np.concatenate([b.indices for b, _, _ in kept]).tolist()) == list(range(200))
     for batch, states, ids in kept[:1] + kept[-1:]:
         with torch.inference_mode():
-            hs = loaded.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                              output_hidden_states=True).hidden_states
+            hs = loaded.model(
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True
+            ).hidden_states
         am = batch.attention_mask.bool()
         direct = torch.stack([h[am] for h in hs]).double()
         torch.testing.assert_close(states, direct, rtol=1e-5, atol=1e-5)
         assert torch.equal(ids, batch.input_ids[am])
-    X = torch.cat([s for _, s, _ in kept], 1).numpy()   # (L, N, d) float64
+    X = torch.cat([s for _, s, _ in kept], 1).numpy()  # (L, N, d) float64
     I = torch.cat([t for _, _, t in kept]).numpy()
     uniq, cnt = np.unique(I, return_counts=True)
     L, N, d = X.shape
     assert run.meta["n_embeddings"] == N and run.meta["n_types"] == uniq.size
     tokens = loaded.tokenizer.convert_ids_to_tokens(uniq.tolist())
-    per_type = brute.per_type(X, I)                         # eqs. 3–6, two passes per type
+    per_type = brute.per_type(X, I)  # eqs. 3–6, two passes per type
     mu, q, m, v = (np.stack([per_type[int(t)][k] for t in uniq], 1) for k in (1, 2, 3, 4))
     for li, layer in enumerate(run.layers):
         tt = run.token_table(layer)
@@ -109,7 +109,7 @@ def test_token_and_layer_stats_equal_brute_force(minilm_path, small_corpus, tmp_
 
     # layer_stats by the direct definitions
     ls = run.layer_stats()
-    ref = brute.corpus(X, I)                                # eqs. 8–11
+    ref = brute.corpus(X, I)  # eqs. 8–11
     for li in range(L):
         row = ls.iloc[li]
         assert row["n"] == N
@@ -143,8 +143,8 @@ def test_gpt2_position0_exclusion(tiny_models, tiny_corpus, tmp_path):
     assert full.meta["n_embeddings"] - excl.meta["n_embeddings"] == n_sent
     eot = int(M.load_model(RunConfig(**base)).tokenizer.eos_token_id)
     n_of = lambda run: dict(zip(run.token_table(0)["token_id"], run.token_table(0)["n"]))  # noqa: E731
-    assert n_of(full)[eot] == 2 * n_sent          # <|endoftext|> on both ends (App. B)
-    assert n_of(excl)[eot] == n_sent              # the leading one (position 0) dropped
+    assert n_of(full)[eot] == 2 * n_sent  # <|endoftext|> on both ends (App. B)
+    assert n_of(excl)[eot] == n_sent  # the leading one (position 0) dropped
 
 
 @pytest.mark.slow
@@ -169,8 +169,14 @@ def test_roberta_special_tokens(tiny_models, tiny_corpus, tmp_path):
 def test_llama_left_padding_samples_and_layers(tiny_models, tiny_corpus, tmp_path, monkeypatch):
     """A layer subset, left padding forced on the tokenizer (as Gemma's): samples still hit their own type; no
     RuntimeWarning (layer 0, the input embeddings, has V(X_t) = 0 for every type: its R² has no interval)."""
-    cfg = RunConfig(model=str(tiny_models["llama"]), corpus=str(tiny_corpus), layers=(0, 2), samples_per_token=3,
-                    exclude_position0=True, batch_size=7)
+    cfg = RunConfig(
+        model=str(tiny_models["llama"]),
+        corpus=str(tiny_corpus),
+        layers=(0, 2),
+        samples_per_token=3,
+        exclude_position0=True,
+        batch_size=7,
+    )
     real_load = M.load_model
 
     def left_padded(c, d=None):
@@ -182,7 +188,7 @@ def test_llama_left_padding_samples_and_layers(tiny_models, tiny_corpus, tmp_pat
     run = open_run(compute_run(cfg, tmp_path))
     assert run.layers == [0, 2] and run.meta["norm_type"] == "RMSNorm"
     bos = real_load(cfg).tokenizer.bos_token_id
-    assert bos not in set(run.token_table(0)["token_id"])   # BOS sits at position 0 of every sentence
+    assert bos not in set(run.token_table(0)["token_id"])  # BOS sits at position 0 of every sentence
     assert run.meta["notes"]["is_decoder"] is True
     st = run.stats()
     smp = run.samples(0)
@@ -210,16 +216,18 @@ def _count_batches(stop_after):
 
 @pytest.mark.slow
 def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_path):
-    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=8, samples_per_token=4,
-                    name="resume")
+    cfg = RunConfig(
+        model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=8, samples_per_token=4, name="resume"
+    )
     ref = open_run(compute_run(cfg, tmp_path / "a"))
     ckpt = tmp_path / "ck" / "job1.ckpt"
 
     # 1) cancelled after 3 batches (checkpoint written at the cancel), nothing published
     progress, should_cancel = _count_batches(3)
     with pytest.raises(CancelledError):
-        compute_run(cfg, tmp_path / "b", progress=progress, should_cancel=should_cancel, checkpoint=ckpt,
-                    checkpoint_every_s=1e9)
+        compute_run(
+            cfg, tmp_path / "b", progress=progress, should_cancel=should_cancel, checkpoint=ckpt, checkpoint_every_s=1e9
+        )
     assert _runs_dir_files(tmp_path / "b") == [] and ckpt.exists()
     with np.load(ckpt, allow_pickle=False) as z:  # never pickled
         assert "meta_json" in z.files and any(k.startswith("moments__") for k in z.files)
@@ -253,8 +261,9 @@ def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_pa
     # a checkpoint of another configuration is refused in one line and kept as it was; fresh=True starts over
     progress, should_cancel = _count_batches(2)
     with pytest.raises(CancelledError):
-        compute_run(cfg.replace(seed=1), tmp_path / "c", progress=progress, should_cancel=should_cancel,
-                    checkpoint=ckpt)
+        compute_run(
+            cfg.replace(seed=1), tmp_path / "c", progress=progress, should_cancel=should_cancel, checkpoint=ckpt
+        )
     kept = ckpt.read_bytes()
     with pytest.raises(NormvarError, match="another configuration") as err:
         compute_run(cfg, tmp_path / "c", checkpoint=ckpt)
@@ -265,8 +274,9 @@ def test_checkpoint_resume_equals_uninterrupted(tiny_models, tiny_corpus, tmp_pa
 
 @pytest.mark.slow
 def test_oom_halves_the_batch(tiny_models, tiny_corpus, tmp_path, monkeypatch):
-    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=3,
-                    name="oom")
+    cfg = RunConfig(
+        model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=3, name="oom"
+    )
     ref = open_run(compute_run(cfg, tmp_path / "a"))
     real = B.extract
 
@@ -319,8 +329,9 @@ def test_default_names():
 @pytest.mark.slow
 def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     events: list[Progress] = []
-    cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=5,
-                    name="p1")
+    cfg = RunConfig(
+        model=str(tiny_models["bert"]), corpus=str(tiny_corpus), batch_size=16, samples_per_token=5, name="p1"
+    )
     a = open_run(compute_run(cfg, tmp_path, progress=events.append))
     stages = [e.stage for e in events]
     assert stages[0] == "corpus" and stages[-1] == "done" and "compute" in stages and "write" in stages
@@ -334,7 +345,7 @@ def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     # loading the model is a phase of its own: not "forward · 0/N sentences · 0 emb/s"
     load = [e for e in events if e.phase == "model"]
     assert load and jobs.progress_text(dataclasses.asdict(load[0])).startswith("model · loading ")
-    assert not [e for e in events[:phases.index("model") + 1] if e.phase == "forward"]
+    assert not [e for e in events[: phases.index("model") + 1] if e.phase == "forward"]
     assert all(b.percent >= a_.percent for a_, b in zip(events, events[1:])) and events[-1].percent == 100
     fin = [e for e in events if e.phase == "finalize"]
     assert fin[-1].done == fin[-1].total == len(a.meta["accumulators"]) and fin[-1].unit == "measures"

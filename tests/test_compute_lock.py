@@ -2,9 +2,8 @@
 with another ``--out`` or another data directory sharing its checkpoint (the lock covers the output, the name and
 the checkpoint): another ``normvar compute`` process (its lock file, ``run_lock``, with its pid), a queued
 job, a job a real worker is running. A lock left by a killed process is stale and ignored."""
-from __future__ import annotations
 
-from cli_helpers import without_log
+from __future__ import annotations
 
 import os
 import signal
@@ -13,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import without_log
+from paused_compute import paused_compute
 
 from normvar_core.service import cli
-from paused_compute import paused_compute
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -40,8 +40,19 @@ def _wait(path: Path, p: subprocess.Popen, log: Path) -> None:
 
 def test_a_second_compute_of_a_name_being_computed_is_refused_at_once(capsys, tmp_path, tiny_models, corpus40):
     data = tmp_path / "data"
-    argv = ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--name", "r",
-            "--no-geometry", "--quiet", "--data-dir", str(data)]
+    argv = [
+        "compute",
+        "--model",
+        str(tiny_models["bert"]),
+        "--corpus",
+        str(corpus40),
+        "--name",
+        "r",
+        "--no-geometry",
+        "--quiet",
+        "--data-dir",
+        str(data),
+    ]
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"
     first = paused_compute(argv, "load", marker, log, go=go)  # holds the name, paused in its model load
     try:
@@ -51,8 +62,15 @@ def test_a_second_compute_of_a_name_being_computed_is_refused_at_once(capsys, tm
         _one_line(capsys, *argv, "--overwrite", match=f"(pid {first.pid})")
         # another --out: the same run name and the same checkpoint, which the first compute resumes from
         _one_line(capsys, *argv, "--out", tmp_path / "elsewhere", match=f"(pid {first.pid})")
-        _one_line(capsys, *argv[:-2], "--data-dir", tmp_path / "other-data", "--checkpoint",
-                  data / "checkpoints" / "r.ckpt", match=f"(pid {first.pid})")
+        _one_line(
+            capsys,
+            *argv[:-2],
+            "--data-dir",
+            tmp_path / "other-data",
+            "--checkpoint",
+            data / "checkpoints" / "r.ckpt",
+            match=f"(pid {first.pid})",
+        )
         assert not (tmp_path / "elsewhere").exists() or not list((tmp_path / "elsewhere").glob("*.duckdb"))
         _one_line(capsys, "submit", *argv[1:-3], "--data-dir", data, match=f"(pid {first.pid})")
         first.send_signal(signal.SIGKILL)  # a lock left by a dead process: stale

@@ -3,6 +3,7 @@ first line at once (what was planned and where it writes, before torch is import
 as each phase begins (a forward line on every run), and "resuming from N of M batches" when it resumes. How soon
 the first line comes is a time, measured in docs/benchmarks.md ("The first log line"); here its order is checked:
 before the child imports torch (``python -X importtime`` writes each import to the same log, in order)."""
+
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ from paused_compute import interrupt_at_pause, paused_compute
 
 pytestmark = pytest.mark.subprocess
 
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     c = tmp_path_factory.mktemp("log") / "c.txt"
@@ -22,8 +24,23 @@ def corpus(tmp_path_factory):
 
 
 def _argv(model, corpus, data) -> list[str]:
-    return ["compute", "--model", str(model), "--corpus", str(corpus), "--name", "r", "--batch-size", "8",
-            "--id-sample", "200", "--occurrences", "0", "--data-dir", str(data)]
+    return [
+        "compute",
+        "--model",
+        str(model),
+        "--corpus",
+        str(corpus),
+        "--name",
+        "r",
+        "--batch-size",
+        "8",
+        "--id-sample",
+        "200",
+        "--occurrences",
+        "0",
+        "--data-dir",
+        str(data),
+    ]
 
 
 def _lines(log) -> list[str]:
@@ -36,19 +53,39 @@ def test_a_log_starts_before_torch_loads_and_names_every_phase(tiny_models, corp
     checkpoint; then one line per phase in order (the interval is long, so no line repeats a phase), a forward
     line among them; no carriage return."""
     data, log = tmp_path / "data", tmp_path / "log"
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               NORMVAR_PROGRESS_EVERY_S="1000")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.getcwd(),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        NORMVAR_PROGRESS_EVERY_S="1000",
+    )
     with open(log, "wb") as fh:
-        p = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "normvar_core.service.cli",
-                              *_argv(tiny_models["bert"], corpus, data)], stdout=subprocess.PIPE, stderr=fh, env=env)
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-X",
+                "importtime",
+                "-m",
+                "normvar_core.service.cli",
+                *_argv(tiny_models["bert"], corpus, data),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=fh,
+            env=env,
+        )
         out, _ = p.communicate(timeout=600)
     assert p.returncode == 0, log.read_text()
     everything = log.read_text().splitlines()
-    torch_at = next(i for i, x in enumerate(everything) if x.startswith("import time:") and x.split("|")[-1].strip() == "torch")
-    assert everything.index(_lines(log)[0]) < torch_at, everything[:torch_at + 1][-5:]
+    torch_at = next(
+        i for i, x in enumerate(everything) if x.startswith("import time:") and x.split("|")[-1].strip() == "torch"
+    )
+    assert everything.index(_lines(log)[0]) < torch_at, everything[: torch_at + 1][-5:]
     lines = _lines(log)
-    assert lines[0] == (f"normvar: start · {tiny_models['bert']} on {corpus} · batches: 8 sentences · device auto · "
-                        f"writes {data / 'runs' / 'r.duckdb'} · checkpoint {data / 'checkpoints' / 'r.ckpt'}")
+    assert lines[0] == (
+        f"normvar: start · {tiny_models['bert']} on {corpus} · batches: 8 sentences · device auto · "
+        f"writes {data / 'runs' / 'r.duckdb'} · checkpoint {data / 'checkpoints' / 'r.ckpt'}"
+    )
     assert out.decode().strip() == str(data / "runs" / "r.duckdb")
     phases = [x.split()[1] for x in lines[1:]]
     assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == phases, lines  # one line a phase

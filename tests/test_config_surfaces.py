@@ -1,10 +1,11 @@
 """One source of truth: RunConfig's fields, the CLI flags of `compute`/`submit` and the New-run form
 agree — every field reachable from each, the same defaults."""
+
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -32,8 +33,20 @@ def test_every_field_is_a_cli_flag_with_the_same_default(command):
 
 
 def test_cli_values_reach_the_config():
-    ns = _sub("compute").parse_args(["--layers", "0,3", "--no-geometry", "--seed", "4", "--exclude-special",
-                                     "--self-similarity", "off", "--sample-frac", "0.5"])
+    ns = _sub("compute").parse_args(
+        [
+            "--layers",
+            "0,3",
+            "--no-geometry",
+            "--seed",
+            "4",
+            "--exclude-special",
+            "--self-similarity",
+            "off",
+            "--sample-frac",
+            "0.5",
+        ]
+    )
     cfg = RunConfig.from_args(ns)
     assert cfg.layers == (0, 3) and cfg.geometry is False and cfg.seed == 4 and cfg.exclude_special
     assert cfg.self_similarity == "off" and cfg.sample_frac == 0.5

@@ -1,6 +1,7 @@
 """The token explorer: every sample of a real MiniLM run points at its sentence and position (checked by
 re-tokenizing the stored sentence), its character span covers the token's text, the contexts list
 equals a brute force from the stored vectors and means, and `normvar contexts` prints it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,12 +15,13 @@ from normvar_core.stats.contexts import contexts, highlight
 
 
 @pytest.fixture(scope="module")
-def explorer_run(tmp_path_factory, minilm_path):  # noqa: ARG001
+def explorer_run(tmp_path_factory, minilm_path):
     from normvar_core.pipeline.execute.local import compute_run
 
     data = tmp_path_factory.mktemp("explorer")
-    path = compute_run(RunConfig(model="minilm", max_sentences=150, samples_per_token=30, name="ex", geometry=False),
-                       data)
+    path = compute_run(
+        RunConfig(model="minilm", max_sentences=150, samples_per_token=30, name="ex", geometry=False), data
+    )
     return data, open_run(path)
 
 
@@ -36,7 +38,7 @@ def test_every_sample_is_at_its_sentence_and_position(explorer_run, minilm_path)
         ids = enc[r.sentence_id]["input_ids"]
         assert ids[r.position] == r.token_id, (r.token, r.sentence_id, r.position)
         if r.char_start >= 0:
-            piece = sents[r.sentence_id][r.char_start:r.char_end]
+            piece = sents[r.sentence_id][r.char_start : r.char_end]
             assert piece.lower() == strip_prefix(r.token).lower()
         else:
             assert r.token in tok.all_special_tokens
@@ -64,9 +66,11 @@ def test_contexts_cli(explorer_run, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("'the' in run ex") and "most typical" in out[2] and "most atypical" in out[6]
     assert all("[[" in line and "]]" in line for line in (out[3], out[4], out[7], out[8]))
-    for argv, match in ((["contexts", "ex", "zzzzqq"], "no sampled contexts"),
-                        (["contexts", "ex", "the", "--layer", "99"], "not stored"),
-                        (["contexts", "nope", "the"], "no run named")):
+    for argv, match in (
+        (["contexts", "ex", "zzzzqq"], "no sampled contexts"),
+        (["contexts", "ex", "the", "--layer", "99"], "not stored"),
+        (["contexts", "nope", "the"], "no run named"),
+    ):
         assert cli.main([*argv, "--data-dir", str(data)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and match in err[0]

@@ -1,4 +1,5 @@
 """corpus.load_sentences: every format, the filter → sample → cap semantics, every bad input."""
+
 from __future__ import annotations
 
 import gzip
@@ -9,9 +10,9 @@ import pandas as pd
 import pytest
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.corpus.read import load_sentences
 
 SENTS = [
     "The cat sat on the mat.",
@@ -64,11 +65,17 @@ def test_txt_gz_and_bom(tmp_path):
 
 
 def test_split_sentences_nupunkt(tmp_path):
-    p = write_txt(tmp_path, ["Mr. Smith went to Washington. He said hi!",
-                             "Did he", "really? Yes.", "", "Next paragraph here."])
+    p = write_txt(
+        tmp_path, ["Mr. Smith went to Washington. He said hi!", "Did he", "really? Yes.", "", "Next paragraph here."]
+    )
     c = load_sentences(cfg(p, split_sentences=True))
-    assert c.sentences == ["Mr. Smith went to Washington.", "He said hi!", "Did he really?", "Yes.",
-                           "Next paragraph here."]
+    assert c.sentences == [
+        "Mr. Smith went to Washington.",
+        "He said hi!",
+        "Did he really?",
+        "Yes.",
+        "Next paragraph here.",
+    ]
 
 
 def test_jsonl_csv_parquet_same_sentences(tmp_path):
@@ -106,8 +113,14 @@ def test_filter_sample_cap_match_independent_rule(tmp_path):
     words = [f"w{i}" for i in range(50)]
     lines = [" ".join(rng.choice(words, size=int(k))) for k in rng.integers(0, 30, size=2000)]
     p = write_txt(tmp_path, lines)
-    for mw, frac, seed, cap in [(64, 1.0, 0, None), (10, 1.0, 0, None), (0, 0.3, 0, None),
-                                (12, 0.25, 7, None), (12, 0.25, 7, 40), (5, 1.0, 0, 3)]:
+    for mw, frac, seed, cap in [
+        (64, 1.0, 0, None),
+        (10, 1.0, 0, None),
+        (0, 0.3, 0, None),
+        (12, 0.25, 7, None),
+        (12, 0.25, 7, 40),
+        (5, 1.0, 0, 3),
+    ]:
         c = load_sentences(cfg(p, max_words=mw, sample_frac=frac, seed=seed, max_sentences=cap))
         want = expected(lines, mw, frac, seed, cap)
         assert c.sentences == want, (mw, frac, seed, cap)

@@ -1,5 +1,6 @@
 """One list of corpus formats: the reader, the run names, the upload store and the upload widget agree,
 and an upload of every format round-trips through the corpus store into the same kept sentences."""
+
 from __future__ import annotations
 
 import gzip
@@ -18,8 +19,13 @@ from normvar_core.pipeline.corpus.formats import corpus_format
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.service import corpus_store
 
-SENTENCES = ["The cat sat on the mat.", "Ünïcödé, \"quotes\", commas; and tabs\there.",
-             "A dog ran.", "Short one.", "Last line without a newline"]
+SENTENCES = [
+    "The cat sat on the mat.",
+    'Ünïcödé, "quotes", commas; and tabs\there.',
+    "A dog ran.",
+    "Short one.",
+    "Last line without a newline",
+]
 
 
 def encode(suffix: str, sentences: list[str]) -> bytes:
@@ -88,7 +94,7 @@ def test_upload_round_trips_into_a_readable_corpus(tmp_path, suffix):
     text = load_sentences(RunConfig(corpus=str(path)))
     assert text.sentences == SENTENCES
     assert text.n_read == len(SENTENCES) and text.n_kept == len(SENTENCES)
-    assert text.name == "My-Corpus"            # the upload's file name, not its 64-character hash
+    assert text.name == "My-Corpus"  # the upload's file name, not its 64-character hash
     import hashlib
 
     assert text.sha256 == hashlib.sha256(data).hexdigest()

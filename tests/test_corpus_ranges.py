@@ -3,30 +3,49 @@ phases run one range at a time, and the driver's merge select exactly what ``loa
 selects from the whole file (sentences, order, counts, word lengths, too-long examples, sha256) —
 for every format the ranges cover, with sampling and ``max_sentences``, and with cuts in awkward
 places. The ground truth is ``load_sentences`` (itself checked against the read-everything reader)."""
+
 from __future__ import annotations
 
 import hashlib
 
 import numpy as np
 import pytest
+from corpus_files import corpus_lines, write_corpus
+from ranges_local import select_locally
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.ranges import cut_ranges, parse_range, rooms, shares_of, skips
 from normvar_core.pipeline.corpus.read import load_sentences
-from corpus_files import corpus_lines, write_corpus
-from ranges_local import select_locally
+
 
 def _same(got, want) -> None:
     assert got.sentences == want.sentences
-    for k in ("sha256", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out", "n_capped", "n_not_text",
-              "too_long", "text_column", "format", "name"):
+    for k in (
+        "sha256",
+        "n_read",
+        "n_kept",
+        "n_too_long",
+        "n_empty",
+        "n_sampled_out",
+        "n_capped",
+        "n_not_text",
+        "too_long",
+        "text_column",
+        "format",
+        "name",
+    ):
         assert getattr(got, k) == getattr(want, k), k
     np.testing.assert_array_equal(got.sentence_lengths, want.sentence_lengths)
 
 
-CONFIGS = [dict(), dict(sample_frac=0.4, seed=7), dict(max_words=9, sample_frac=0.6, seed=3, max_sentences=25),
-           dict(max_sentences=1), dict(max_words=4, max_sentences=40)]
+CONFIGS = [
+    dict(),
+    dict(sample_frac=0.4, seed=7),
+    dict(max_words=9, sample_frac=0.6, seed=3, max_sentences=25),
+    dict(max_sentences=1),
+    dict(max_words=4, max_sentences=40),
+]
 
 
 @pytest.mark.parametrize("fmt", [".txt", ".txt.gz", ".jsonl", ".parquet"])
@@ -87,8 +106,11 @@ def test_cap_right_at_a_range_end_and_rooms():
 
 
 def test_split_sentences_cuts_between_paragraphs(tmp_path):
-    paras = ["The old man looked.\nHe saw the sea. It was blue.", "Émile said «non».\n\nNext one! Yes.",
-             "A line\nwrapped here. And done."] * 15
+    paras = [
+        "The old man looked.\nHe saw the sea. It was blue.",
+        "Émile said «non».\n\nNext one! Yes.",
+        "A line\nwrapped here. And done.",
+    ] * 15
     path = tmp_path / "p.txt"
     path.write_text("\n\n".join(paras) + "\n", encoding="utf-8")
     for opts in (dict(), dict(sample_frac=0.5, seed=2, max_sentences=30)):

@@ -2,23 +2,38 @@
 merged in share order, equal the encoding of the whole sentence list — ids, special flags, lengths,
 truncations, and for word runs the word types renumbered by first appearance — so the plan built from
 them is the local plan; the plan sent to workers as plain arrays has the driver's batches and samples."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-
 from corpus_files import corpus_lines, write_corpus
+
 from normvar_core.config import RunConfig
 from normvar_core.pipeline import encoding as E
-from normvar_core.pipeline.corpus.shares import (encoded_arrays, merge_encoded, pack_strings, split_shares,
-                                                 unpack_strings)
-from normvar_core.pipeline.run_plan import corpus_of, make_plan
+from normvar_core.pipeline.corpus.shares import (
+    encoded_arrays,
+    merge_encoded,
+    pack_strings,
+    split_shares,
+    unpack_strings,
+)
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload, plan_payload
+from normvar_core.pipeline.run_plan import corpus_of, make_plan
 
-SENTENCES = ["The old man looked at the sea.", "Émile's café — naïve, façade!", "a", "the the the the the",
-             "Line with\nan inner newline from a table cell", "He said: «nothing» and left.", "x " * 40,
-             "Unrelated words appear here once", "the sea, the sea", "Zwölf Boxkämpfer jagen Viktor."]
+SENTENCES = [
+    "The old man looked at the sea.",
+    "Émile's café — naïve, façade!",
+    "a",
+    "the the the the the",
+    "Line with\nan inner newline from a table cell",
+    "He said: «nothing» and left.",
+    "x " * 40,
+    "Unrelated words appear here once",
+    "the sea, the sea",
+    "Zwölf Boxkämpfer jagen Viktor.",
+]
 
 
 def _shares_encoded(sentences, tok, k, **kw):
@@ -92,8 +107,15 @@ def test_actor_phases_on_byte_ranges_give_the_local_corpus_and_encoding(tiny_mod
 
     tok = AutoTokenizer.from_pretrained(tiny_models["bert"])
     path = write_corpus(tmp_path / f"c{fmt}", fmt, corpus_lines(120, seed=9))
-    cfg = RunConfig(corpus=str(path), sample_frac=0.7, seed=11, max_sentences=30, max_words=11, unit="word",
-                    text_column="text" if fmt != ".txt.gz" else None)
+    cfg = RunConfig(
+        corpus=str(path),
+        sample_frac=0.7,
+        seed=11,
+        max_sentences=30,
+        max_words=11,
+        unit="word",
+        text_column="text" if fmt != ".txt.gz" else None,
+    )
     want = load_sentences(cfg)
     whole = E.encode_sentences(want.sentences, tok, max_length=12, unit="word")
     for k in (1, 3, 5):
@@ -105,17 +127,24 @@ def test_actor_phases_on_byte_ranges_give_the_local_corpus_and_encoding(tiny_mod
         picked = [len(st.selection(s, cfg.text_column, sk).kept) for st, s, sk in zip(states, shares, skips)]
         rooms = R.rooms(cfg, picked)
         states[-1] = RangeState(cfg)  # the last actor restarted: phase 3 recomputes phases 1 and 2
-        parts = [actor_keep(cfg, st.selection(s, cfg.text_column, sk), r, tok, 12, prior_cpu_s=st.cpu_s)
-                 for st, s, sk, r in zip(states, shares, skips, rooms)]
+        parts = [
+            actor_keep(cfg, st.selection(s, cfg.text_column, sk), r, tok, 12, prior_cpu_s=st.cpu_s)
+            for st, s, sk, r in zip(states, shares, skips, rooms)
+        ]
         for st, p in zip(states, parts):  # an actor's CPU: its parse + selection, then keep + tokenize
             assert st.cpu_s > 0 and p["read_cpu_s"] >= st.cpu_s + p["cpu_s"] - 1e-9
         for p in parts:
             p["sentences"] = unpack_strings({"utf8": p["kept_utf8"], "ends": p["kept_ends"]})
-        got = R.merge_selections(cfg, cut, parts, n_not_text=sum(i["n_not_text"] for i in infos),
-                                 column=cfg.text_column)
+        got = R.merge_selections(
+            cfg, cut, parts, n_not_text=sum(i["n_not_text"] for i in infos), column=cfg.text_column
+        )
         assert got.sentences == want.sentences and got.n_capped == want.n_capped > 0
-        assert (got.n_read, got.n_sampled_out, got.n_too_long, got.sha256) == \
-            (want.n_read, want.n_sampled_out, want.n_too_long, want.sha256)
+        assert (got.n_read, got.n_sampled_out, got.n_too_long, got.sha256) == (
+            want.n_read,
+            want.n_sampled_out,
+            want.n_too_long,
+            want.sha256,
+        )
         enc = merge_encoded(parts)
         for f in ("ids", "special", "starts", "lengths", "word_type", "word_occ"):
             np.testing.assert_array_equal(getattr(enc, f), getattr(whole, f), err_msg=f)

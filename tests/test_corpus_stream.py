@@ -4,6 +4,7 @@ Oracle: ``tests/corpus_brute.py`` (the pre-streaming implementation). Block and 
 shrunk to a few bytes / rows so that every boundary case (a UTF-8 sequence, "\\r\\n", a BOM, a
 CSV type change split between blocks) happens on small files.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,10 +15,10 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 import pytest
+from corpus_brute import brute_load
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from corpus_brute import brute_load
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus import formats as corpus_formats
@@ -27,15 +28,30 @@ from normvar_core.pipeline.corpus.read import load_sentences
 
 WORDS = ["the", "cat", "Ünïcödé", "—", "naïve", "日本語", "🙂", "007", "1.50", "True", "Mr.", "end.", "a,b", '"q"']
 SEPS = ["\n", "\n", "\n", "\r\n", "\r", "\u2028", "\x85", "\x0c", "\n\n"]
-FIELDS = ("sentences", "n_read", "n_kept", "n_too_long", "n_empty", "n_sampled_out", "n_capped",
-          "sha256", "name", "format", "text_column", "path")
+FIELDS = (
+    "sentences",
+    "n_read",
+    "n_kept",
+    "n_too_long",
+    "n_empty",
+    "n_sampled_out",
+    "n_capped",
+    "sha256",
+    "name",
+    "format",
+    "text_column",
+    "path",
+)
 
 
 @contextlib.contextmanager
 def small_blocks(block: int, rows: int):
     """Shrink the stream's byte blocks and the tables' row chunks."""
-    with mock.patch.object(corpus_stream, "BLOCK", block), mock.patch.object(corpus_tables, "CSV_ROWS", rows), \
-            mock.patch.object(corpus_formats, "PARQUET_ROWS", rows):
+    with (
+        mock.patch.object(corpus_stream, "BLOCK", block),
+        mock.patch.object(corpus_tables, "CSV_ROWS", rows),
+        mock.patch.object(corpus_formats, "PARQUET_ROWS", rows),
+    ):
         yield
 
 
@@ -80,28 +96,51 @@ def write_all(tmp_path, records: list[str], seed: int) -> dict[str, object]:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data_seed=st.integers(0, 2**16), frac=st.sampled_from([1.0, 0.5, 0.13, 0.01]), seed=st.integers(0, 2**32 - 1),
-       max_words=st.sampled_from([0, 1, 4, 9, 64]), cap=st.sampled_from([None, 1, 5, 40]),
-       block=st.sampled_from([1, 2, 5, 64, 1 << 20]), rows=st.sampled_from([1, 3, 20_000]))
+@given(
+    data_seed=st.integers(0, 2**16),
+    frac=st.sampled_from([1.0, 0.5, 0.13, 0.01]),
+    seed=st.integers(0, 2**32 - 1),
+    max_words=st.sampled_from([0, 1, 4, 9, 64]),
+    cap=st.sampled_from([None, 1, 5, 40]),
+    block=st.sampled_from([1, 2, 5, 64, 1 << 20]),
+    rows=st.sampled_from([1, 3, 20_000]),
+)
 def test_streamed_equals_read_everything_all_formats(tmp_path, data_seed, frac, seed, max_words, cap, block, rows):
     files = write_all(tmp_path, make_records(data_seed, 60), data_seed)
     for ext, p in files.items():
-        c = RunConfig(corpus=str(p), sample_frac=frac, seed=seed, max_words=max_words, max_sentences=cap,
-                      text_column="text" if ext in (".jsonl", ".csv", ".parquet") else None)
+        c = RunConfig(
+            corpus=str(p),
+            sample_frac=frac,
+            seed=seed,
+            max_words=max_words,
+            max_sentences=cap,
+            text_column="text" if ext in (".jsonl", ".csv", ".parquet") else None,
+        )
         assert_same(c, block, rows)
 
 
 def test_split_sentences_streamed_equals_read_everything(tmp_path):
-    paras = ["Mr. Smith went to Washington. He said hi!", "Did he", "really? Yes.", "", "",
-             "Dr. Who arrived at 5 p.m. on Tuesday. Then he left.", "   ", "Last one"] * 4
+    paras = [
+        "Mr. Smith went to Washington. He said hi!",
+        "Did he",
+        "really? Yes.",
+        "",
+        "",
+        "Dr. Who arrived at 5 p.m. on Tuesday. Then he left.",
+        "   ",
+        "Last one",
+    ] * 4
     p = tmp_path / "p.txt"
     p.write_text("\r\n".join(paras), encoding="utf-8")
     rows = [{"t": x} for x in paras]
     pd.DataFrame(rows).to_csv(tmp_path / "p.csv", index=False)
     for path in (p, tmp_path / "p.csv"):
         for frac, cap in [(1.0, None), (0.5, 4)]:
-            kind, got = assert_same(RunConfig(corpus=str(path), split_sentences=True, sample_frac=frac, seed=3,
-                                              max_sentences=cap), block=4, rows=3)
+            kind, got = assert_same(
+                RunConfig(corpus=str(path), split_sentences=True, sample_frac=frac, seed=3, max_sentences=cap),
+                block=4,
+                rows=3,
+            )
             assert kind == "ok" and got["n_kept"] >= 4
 
 
@@ -229,6 +268,8 @@ def test_file_changed_between_the_two_passes_is_refused(tmp_path):
         opened.append(path)
         return real(path, gzipped)
 
-    with mock.patch.object(corpus_tables, "CorpusStream", stream), \
-            pytest.raises(NormvarError, match="changed while it was read"):
+    with (
+        mock.patch.object(corpus_tables, "CorpusStream", stream),
+        pytest.raises(NormvarError, match="changed while it was read"),
+    ):
         load_sentences(RunConfig(corpus=str(p)))

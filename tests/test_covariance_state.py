@@ -3,6 +3,7 @@ layer-major measure that registers it in one line, fed a random split of the bat
 in a random order, holds n, the mean and the scatter Σ (x − μ)(x − μ)ᵀ of every row (np.cov-style, about the
 mean of all rows), per coordinate too, and the raw sums; and the layer-major base sets the device and the
 scatter dtype, counts the rows, and refuses a class whose bases are in the wrong order."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,16 +32,19 @@ class CovarianceMeasure(LayerMajor):
         super().__init__(ctx)
         L, d = len(self.layers), ctx.dim
         self.full = Covariance(self, (L, d), device=self.device)
-        self.diag = Covariance(self, (L, d), count="n_diag", mean="mean_diag", scatter="m2", outer=False,
-                               device=self.device)
+        self.diag = Covariance(
+            self, (L, d), count="n_diag", mean="mean_diag", scatter="m2", outer=False, device=self.device
+        )
         self.sums = Covariance(self, (L, d), count="n_sums", mean="sum_x", scatter="sum_xx", form="sums")
 
     @classmethod
     def planned_state(cls, ctx):
         L, d = ctx.num_layers, ctx.dim
-        return {**Covariance.planned(L, d), **Covariance.planned(L, d, count="n_diag", mean="mean_diag",
-                                                                  scatter="m2", outer=False),
-                **Covariance.planned(L, d, count="n_sums", mean="sum_x", scatter="sum_xx")}
+        return {
+            **Covariance.planned(L, d),
+            **Covariance.planned(L, d, count="n_diag", mean="mean_diag", scatter="m2", outer=False),
+            **Covariance.planned(L, d, count="n_sums", mean="sum_x", scatter="sum_xx"),
+        }
 
     def update_layer(self, l, view, batch):
         self.full.fold(l, view)
@@ -69,8 +73,15 @@ def setup():
     batches, at = [], 0
     for i, n in enumerate(sizes):
         ids = torch.arange(at, at + n)
-        batches.append(StateBatch(index=i, states=torch.from_numpy(X[:, at:at + n]), token_ids=ids % 10,
-                                  sentence_ids=ids, positions=torch.zeros(n, dtype=torch.int64)))
+        batches.append(
+            StateBatch(
+                index=i,
+                states=torch.from_numpy(X[:, at : at + n]),
+                token_ids=ids % 10,
+                sentence_ids=ids,
+                positions=torch.zeros(n, dtype=torch.int64),
+            )
+        )
         at += n
     return ctx, batches, X.astype(np.float64)  # the float64 of the same float32 rows: the ground truth
 

@@ -2,6 +2,7 @@
 line naming the fix and exits 2; the file is left where it is; the dashboard's Runs page keeps showing the
 published runs. ``submit`` runs the same destination check as ``run`` before it queues anything, and an
 older version's second queue file is never read."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,12 @@ def _one_line_error(capsys, argv, data) -> str:
 def test_damaged_job_database_is_one_line_and_exit_2(tmp_path, capsys, damage):
     data = tmp_path / "data"
     damage(data / "queue" / "jobs.sqlite")
-    for argv in (["jobs"], ["cancel", "abc"], ["worker", "--once"],
-                 ["submit", "--model", "minilm", "--max-sentences", "10"]):
+    for argv in (
+        ["jobs"],
+        ["cancel", "abc"],
+        ["worker", "--once"],
+        ["submit", "--model", "minilm", "--max-sentences", "10"],
+    ):
         before = (data / "queue" / "jobs.sqlite").read_bytes()
         err = _one_line_error(capsys, argv, data)
         assert "job database" in err and "is damaged" in err and "mv " in err
@@ -68,12 +73,11 @@ def test_submit_checks_the_destination_before_queueing(tmp_path, capsys):
     assert rows == 0
 
 
-def test_runs_page_survives_a_damaged_job_database(tmp_path, monkeypatch, data_dir):  # noqa: F811
+def test_runs_page_survives_a_damaged_job_database(tmp_path, monkeypatch, data_dir):
     import shutil
 
-    from streamlit.testing.v1 import AppTest
-
     from dashboard_run import APP, RUN
+    from streamlit.testing.v1 import AppTest
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
@@ -86,6 +90,4 @@ def test_runs_page_survives_a_damaged_job_database(tmp_path, monkeypatch, data_d
     assert not at.exception
     shown = " ".join(str(e.value) for e in at.error)
     assert "job database" in shown and "damaged" in shown
-    assert any(RUN in str(df.value.to_dict()) for df in at.dataframe)   # the runs are still listed
-
-
+    assert any(RUN in str(df.value.to_dict()) for df in at.dataframe)  # the runs are still listed

@@ -1,6 +1,7 @@
 """Damaged run files: every table of a run dropped or the file cut short — the reader names the
 damage in one line, the listing marks the file damaged instead of healthy, and `normvar show`
 reports it (exit 2 for the run itself) while the other runs stay usable."""
+
 from __future__ import annotations
 
 import os
@@ -58,7 +59,7 @@ def test_damaged_file_is_named_and_listed(damage, tmp_path, capsys, written_run_
     listing = list_runs(data, include_damaged=True).set_index("name")
     assert listing.loc["good", "status"] == "ok"
     assert listing.loc["bad", "status"] == "damaged" and listing.loc["bad", "problem"]
-    assert list(list_runs(data)["name"]) == ["good"]          # never offered as a healthy run
+    assert list(list_runs(data)["name"]) == ["good"]  # never offered as a healthy run
 
     assert cli.main(["show", "--data-dir", str(data)]) == 0
     out, err = capsys.readouterr()
@@ -85,7 +86,7 @@ def test_a_writer_removes_temp_files_of_dead_processes(tmp_path, written_run_pat
     stale = [runs / f".x.tmp-{pid}.duckdb", runs / f".x.tmp-{pid}.duckdb.wal"]
     for p in stale:
         p.write_bytes(b"\0" * 1000)
-    alive = runs / f".y.tmp-{os.getppid()}.duckdb"   # a live process's temp file stays
+    alive = runs / f".y.tmp-{os.getppid()}.duckdb"  # a live process's temp file stays
     alive.write_bytes(b"\0")
     run = _open(written_run_path)
     write_tables(runs / "new.duckdb", run.record, {"sentence_lengths": run.sentence_length_hist()})
@@ -93,15 +94,15 @@ def test_a_writer_removes_temp_files_of_dead_processes(tmp_path, written_run_pat
 
 
 @pytest.mark.slow
-def test_every_page_survives_a_damaged_newest_run(tmp_path, monkeypatch, data_dir):  # noqa: F811
+def test_every_page_survives_a_damaged_newest_run(tmp_path, monkeypatch, data_dir):
     """A run file cut short is the newest in the folder: it is never selected, the Runs page names it,
     every page renders with the good run."""
     import time
 
+    from dashboard_run import APP, RUN
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.viz.pages import PAGES
-    from dashboard_run import APP, RUN
 
     runs = tmp_path / "data" / "runs"
     shutil.copytree(data_dir / "runs", runs)

@@ -4,6 +4,7 @@ prints a warning, Streamlit's own start-up lines never reach the terminal, the t
 environment (not its argv); in the app, a token gates every page (no run name before it), the right token (URL or
 sign-in field) opens the session and leaves the URL (at the HTTP layer: tests/test_dashboard_gate.py), and --read-only drops the New-run page, cancel and every job
 submission. tests/test_dashboard_share_browser.py drives `up --host 0.0.0.0 --token T` in a real browser."""
+
 from __future__ import annotations
 
 import os
@@ -14,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import free_port
-from normvar_core.service import dashboard_access as access
 from dashboard_run import RUN, RUN2
 from dashboard_server import serve_until_ready, stop
+
+from normvar_core.service import dashboard_access as access
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -26,8 +27,14 @@ APP = str(ROOT / "app.py")
 
 def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "normvar_core.service.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 # ============================================================================ the CLI
@@ -39,15 +46,23 @@ def test_beyond_loopback_without_a_token_is_refused(tmp_path, command, host):
     out = cli(command, "--host", host, "--data-dir", str(tmp_path / "d"), env=env)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("normvar: error: ") and "--token" in lines[0] and "--no-token" in lines[0]
-    assert out.stdout == "" and not (tmp_path / "d").exists()          # refused before anything was started
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("normvar: error: ")
+        and "--token" in lines[0]
+        and "--no-token" in lines[0]
+    )
+    assert out.stdout == "" and not (tmp_path / "d").exists()  # refused before anything was started
 
 
 @pytest.mark.subprocess
 def test_contradictions_and_bad_tokens_are_refused(tmp_path):
     d = str(tmp_path / "d")
-    for args, env_token, part in ((["--no-token", "--token", "x"], None, "contradict"),
-                                  (["--no-token"], "x", "contradict"), (["--token", "a b"], None, "spaces")):
+    for args, env_token, part in (
+        (["--no-token", "--token", "x"], None, "contradict"),
+        (["--no-token"], "x", "contradict"),
+        (["--token", "a b"], None, "spaces"),
+    ):
         env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
         if env_token:
             env[access.TOKEN_ENV] = env_token
@@ -63,15 +78,23 @@ def streamlit_children(proc: subprocess.Popen) -> list[int]:
 @pytest.mark.subprocess
 def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
-    proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--no-token", "--port", str(free_port()),
-                                     "--data-dir", str(tmp_path)], env)
+    proc, first = serve_until_ready(
+        ["dashboard", "--host", "0.0.0.0", "--no-token", "--port", str(free_port()), "--data-dir", str(tmp_path)], env
+    )
     out, err = stop(proc)
-    names = {socket.gethostname(), socket.getfqdn()} - {"localhost"}     # the address others reach: the host's name
+    names = {socket.gethostname(), socket.getfqdn()} - {"localhost"}  # the address others reach: the host's name
     assert any(first.startswith(f"normvar: dashboard at http://{n}:") for n in names), first
     assert "?token=" not in first and "?auth=" not in first
     assert err.splitlines()[0].startswith("normvar: warning: --no-token: anyone who can reach port")
-    for chatter in ("You can now view", "Network URL", "Local URL", "Did not auto detect", "docs.streamlit.io",
-                    "Uvicorn", "Stopping"):
+    for chatter in (
+        "You can now view",
+        "Network URL",
+        "Local URL",
+        "Did not auto detect",
+        "docs.streamlit.io",
+        "Uvicorn",
+        "Stopping",
+    ):
         assert chatter not in out + err, out + err
     assert all(line.startswith("normvar: ") for line in (first + out + err).splitlines() if line.strip())
 
@@ -79,15 +102,18 @@ def test_no_token_warns_and_streamlit_chatter_is_not_shown(tmp_path):
 @pytest.mark.subprocess
 def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
-    proc, first = serve_until_ready(["dashboard", "--token", "--port", str(free_port()), "--data-dir", str(tmp_path)],
-                                    env)
+    proc, first = serve_until_ready(
+        ["dashboard", "--token", "--port", str(free_port()), "--data-dir", str(tmp_path)], env
+    )
     try:
         assert "/?auth=" in first
         token = first.split("/?auth=", 1)[1].split()[0]
         assert len(token) >= 32
         (kid,) = streamlit_children(proc)
         assert token not in Path(f"/proc/{kid}/cmdline").read_bytes().decode()
-        environ = dict(kv.split("=", 1) for kv in Path(f"/proc/{kid}/environ").read_bytes().decode().split("\0") if "=" in kv)
+        environ = dict(
+            kv.split("=", 1) for kv in Path(f"/proc/{kid}/environ").read_bytes().decode().split("\0") if "=" in kv
+        )
         assert environ[access.TOKEN_ENV] == token
     finally:
         stop(proc)
@@ -96,7 +122,7 @@ def test_the_token_reaches_the_server_in_its_environment_not_its_argv(tmp_path):
 def test_read_only_takes_no_upload():
     from normvar_core.service.commands_app import streamlit_command
 
-    for read_only, cap in ((False, "201"), (True, "0")):       # Streamlit refuses any upload body over 0 MB
+    for read_only, cap in ((False, "201"), (True, "0")):  # Streamlit refuses any upload body over 0 MB
         cmd = streamlit_command(Path("/d"), 8501, read_only=read_only)
         assert cmd[cmd.index("--server.maxUploadSize") + 1] == cap
 
@@ -106,12 +132,14 @@ def test_access_rules():
     assert access.is_loopback("::1") and access.is_loopback("[::1]")
     assert not any(map(access.is_loopback, ("0.0.0.0", "::", "", "192.168.1.4", "lab-server")))
     assert access.resolve_access("localhost", None, False, False, None).token is None
-    assert access.resolve_access("127.0.0.1", None, False, False, "env-T").token == "env-T"   # loopback too
-    assert access.resolve_access("0.0.0.0", "T", False, False, "env-T").token == "T"         # --token wins
+    assert access.resolve_access("127.0.0.1", None, False, False, "env-T").token == "env-T"  # loopback too
+    assert access.resolve_access("0.0.0.0", "T", False, False, "env-T").token == "T"  # --token wins
     gen = access.resolve_access("0.0.0.0", "", False, True, None)
     assert gen.generated and gen.read_only and len(gen.token) >= 32
     assert gen.token != access.resolve_access("0.0.0.0", "", False, True, None).token
-    assert access.resolve_access("0.0.0.0", "", False, False, "env-T") == access.Access("env-T", False, False)  # Docker's CMD
+    assert access.resolve_access("0.0.0.0", "", False, False, "env-T") == access.Access(
+        "env-T", False, False
+    )  # Docker's CMD
 
 
 # ============================================================================ the app
@@ -123,6 +151,7 @@ def data(data_dir) -> Path:
 def everything(at) -> str:
     """Every element the script sent, main area and sidebar (markdown, captions, labels, options, tables,
     JSON), as protobuf text, and the paths of the pages its navigation registered."""
+
     def walk(node):
         if getattr(node, "proto", None) is not None:
             yield str(node.proto)
@@ -145,8 +174,9 @@ def gated(data, monkeypatch):
     return AppTest.from_file(APP, default_timeout=90)
 
 
-@pytest.mark.parametrize("query", [{}, {"token": "wrong"}, {"page": "tradeoff", "run": RUN}, {"token": "T-0123"},
-                                   {"auth": "T-0123"}])
+@pytest.mark.parametrize(
+    "query", [{}, {"token": "wrong"}, {"page": "tradeoff", "run": RUN}, {"token": "T-0123"}, {"auth": "T-0123"}]
+)
 def test_without_the_cookie_no_page_and_no_run(gated, query):
     """Signing in is the HTTP gate's (tests/test_dashboard_gate.py): the script, reached without its cookie, shows
     one line and nothing of the runs, whatever the query holds, and leaves the query alone (?token= is a type)."""
@@ -156,7 +186,8 @@ def test_without_the_cookie_no_page_and_no_run(gated, query):
     text = everything(gated)
     assert RUN not in text and RUN2 not in text and "tradeoff" not in pages(gated)
     assert not gated.text_input and [w.value for w in gated.warning] == [
-        "This dashboard is shared with a token: reload the page to sign in."]
+        "This dashboard is shared with a token: reload the page to sign in."
+    ]
     assert dict(gated.query_params) == {k: str(v) for k, v in query.items()}
 
 
@@ -168,7 +199,7 @@ def test_read_only_has_no_form_no_cancel_no_submission(tmp_path, data, monkeypat
 
     d = tmp_path / "d"
     shutil.copytree(data, d)
-    JobStore(d).submit(RunConfig(model="minilm", max_sentences=5, name="waiting"))   # queued: a Cancel button
+    JobStore(d).submit(RunConfig(model="minilm", max_sentences=5, name="waiting"))  # queued: a Cancel button
     monkeypatch.setenv("NORMVAR_DATA", str(d))
     monkeypatch.delenv(access.TOKEN_ENV, raising=False)
     for read_only in ("", "1"):
@@ -182,11 +213,11 @@ def test_read_only_has_no_form_no_cancel_no_submission(tmp_path, data, monkeypat
         assert ("w_null_go" in keys) != bool(read_only) and ("w_report_run" in keys) != bool(read_only)
         assert ("new-run" in pages(at)) != bool(read_only) and "tradeoff" in pages(at)
         at.switch_page("views/token.py").run()
-        own = [t.label for t in at.tabs if t.label == "Your own sentence"]   # a tab that queues jobs
+        own = [t.label for t in at.tabs if t.label == "Your own sentence"]  # a tab that queues jobs
         assert bool(own) != bool(read_only)
         if own:
             at.session_state["w_section_token"] = own[0]
             at.run()
             assert not at.exception and "w_own_go" in {b.key for b in at.button}
-        at.switch_page("views/training.py").run()                      # no sweep yet: its button opens New run
+        at.switch_page("views/training.py").run()  # no sweep yet: its button opens New run
         assert not at.exception and ("w_training_sweep" in {b.key for b in at.button}) != bool(read_only)

@@ -1,13 +1,14 @@
 """The dashboard in a real browser: `streamlit run views/_server.py` (app.py) as a subprocess, Debian's chromium driven by
 Playwright (tests/browser_helpers.py). Screenshots land in browser_helpers.ARTIFACTS."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import ARTIFACTS, PLOT_READY, wait_url
 from dashboard_run import RUN
+
 from normvar_core.viz.theme import SVG_MAX_POINTS
 
 pytestmark = pytest.mark.browser
@@ -33,7 +34,9 @@ def _wait_title(page, part: str, timeout=30000) -> None:
     page.wait_for_function(
         "(part) => { const g = document.querySelector('.js-plotly-plot');"
         " return !!(g && g._fullLayout && (g._fullLayout.title.text || '').includes(part)); }",
-        arg=part, timeout=timeout)
+        arg=part,
+        timeout=timeout,
+    )
 
 
 def test_tradeoff_in_a_browser(server, browser, run):
@@ -46,11 +49,15 @@ def test_tradeoff_in_a_browser(server, browser, run):
     n3 = int(((t3.n >= 10) & (t3.n <= 1e5)).sum())
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].x.length") == n3
     # SVG up to SVG_MAX_POINTS types, WebGL above (theme.point_trace)
-    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].type") == \
-        ("scatter" if n3 <= SVG_MAX_POINTS else "scattergl")
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].type") == (
+        "scatter" if n3 <= SVG_MAX_POINTS else "scattergl"
+    )
     # Streamlit's loading placeholders hold still on the served page (their pulse redrew the page every frame)
-    assert page.evaluate("""() => { const d = document.createElement('div'); d.dataset.testid = 'stSkeleton';
-        document.body.appendChild(d); const a = getComputedStyle(d).animationName; d.remove(); return a; }""") == "none"
+    assert (
+        page.evaluate("""() => { const d = document.createElement('div'); d.dataset.testid = 'stSkeleton';
+        document.body.appendChild(d); const a = getComputedStyle(d).animationName; d.remove(); return a; }""")
+        == "none"
+    )
 
     # move the layer slider with the keyboard: 3 -> 4
     thumb = page.get_by_role("slider").first
@@ -87,9 +94,11 @@ def test_shared_link_restores_the_view(server, browser, run):
     page.wait_for_function(PLOT_READY, timeout=60000)
     _wait_title(page, "layer 2")
     t = run.token_table(2)
-    n = int(((t.n >= 10 ** 1.5) & (t.n <= 1e4)).sum())
+    n = int(((t.n >= 10**1.5) & (t.n <= 1e4)).sum())
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData[0].x.length") == n
-    labels = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData.filter(d => d.name === 'highlighted')[0].text")
+    labels = page.evaluate(
+        "() => document.querySelector('.js-plotly-plot')._fullData.filter(d => d.name === 'highlighted')[0].text"
+    )
     assert list(labels) == ["the", "said"]
     assert page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.font.size") >= 18
     wait_url(page, "/tradeoff")
@@ -104,7 +113,7 @@ def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     page.goto(f"{server}/?page=token&run={RUN}&token=her")
-    page.get_by_role("tab", name="Contexts").click(timeout=90000)              # the sentences: drawn when opened
+    page.get_by_role("tab", name="Contexts").click(timeout=90000)  # the sentences: drawn when opened
     page.get_by_text("Most typical").wait_for(timeout=90000)
     page.get_by_text("Most atypical").wait_for(timeout=30000)
     # the sentences render after the headings: wait for both columns' marks, not just the first heading
@@ -116,8 +125,11 @@ def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
 
     page.goto(f"{server}/clouds?run={RUN}")
     page.wait_for_function(PLOT_READY, timeout=90000)
-    page.wait_for_function("() => String(document.querySelector('.js-plotly-plot')._fullLayout.title.text || '')"
-                           ".includes('sampled embeddings')", timeout=90000)
+    page.wait_for_function(
+        "() => String(document.querySelector('.js-plotly-plot')._fullLayout.title.text || '')"
+        ".includes('sampled embeddings')",
+        timeout=90000,
+    )
     page.wait_for_timeout(1500)
     pos = page.evaluate("""() => {
         const g = document.querySelector('.js-plotly-plot'), L = g._fullLayout;

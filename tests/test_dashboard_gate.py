@@ -10,6 +10,7 @@ applications' cookies precede it; sign-in attempts take turns per client address
 loopback addresses as other clients).
 Bad flags (port out of range, unknown host, a port in use, a cap of nan or inf) give one line and exit 2, before
 any URL; `--port 0` prints the real port."""
+
 from __future__ import annotations
 
 import base64
@@ -27,11 +28,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import free_port
+from dashboard_server import stop
+
 from normvar_core.service import dashboard_access as access
 from normvar_core.service import gate_state
-from dashboard_server import stop
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "T-lab-9"
@@ -41,36 +42,51 @@ FOREIGN = ('prefs={"theme": "dark", "n": 2}', "sid=a b c", "flag", "nom=café", 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
-    return subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=dict(env, PYTHONPATH=str(ROOT)))
+    return subprocess.run(
+        [sys.executable, "-m", "normvar_core.service.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=dict(env, PYTHONPATH=str(ROOT)),
+    )
 
 
 @pytest.mark.subprocess
 def test_bad_serving_flags_give_one_line_before_any_url(tmp_path):
     d = str(tmp_path / "d")
-    with socket.socket() as busy:                        # a port in use on 127.0.0.1
+    with socket.socket() as busy:  # a port in use on 127.0.0.1
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         taken = str(busy.getsockname()[1])
-        for flags, part in ((["--port", "99999"], "--port 99999 is not a port"),
-                            (["--port", "-1"], "--port -1 is not a port"),
-                            (["--host", "no-such-host.invalid", "--token", "x"], "is not an address of this machine"),
-                            (["--max-upload-mb", "nan"], "--max-upload-mb nan is not a size"),
-                            (["--max-upload-mb", "inf"], "--max-upload-mb inf is not a size"),
-                            (["--host", "127.0.0.1", "--port", taken], f"cannot serve on 127.0.0.1:{taken}")):
+        for flags, part in (
+            (["--port", "99999"], "--port 99999 is not a port"),
+            (["--port", "-1"], "--port -1 is not a port"),
+            (["--host", "no-such-host.invalid", "--token", "x"], "is not an address of this machine"),
+            (["--max-upload-mb", "nan"], "--max-upload-mb nan is not a size"),
+            (["--max-upload-mb", "inf"], "--max-upload-mb inf is not a size"),
+            (["--host", "127.0.0.1", "--port", taken], f"cannot serve on 127.0.0.1:{taken}"),
+        ):
             out = cli("up", "--no-default-run", *flags, "--data-dir", d)
             lines = out.stderr.strip().splitlines()
             assert out.returncode == 2 and len(lines) == 1 and part in lines[0], (flags, out.stderr)
             assert lines[0].startswith("normvar: error: ") and out.stdout == "", (flags, out.stdout)
 
 
-def request(port: int, method: str, path: str, cookie: str | None = None, body: bytes | None = None,
-            headers: dict | None = None, source: str = "127.0.0.1") -> http.client.HTTPResponse:
+def request(
+    port: int,
+    method: str,
+    path: str,
+    cookie: str | None = None,
+    body: bytes | None = None,
+    headers: dict | None = None,
+    source: str = "127.0.0.1",
+) -> http.client.HTTPResponse:
     """One request to 127.0.0.1:port from the loopback address ``source`` (another one: another client)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60, source_address=(source, 0))
     h = dict(headers or {})
     if cookie:
-        h["Cookie"] = cookie.encode("utf-8").decode("latin-1")   # a non-ASCII cookie travels as its UTF-8 bytes
+        h["Cookie"] = cookie.encode("utf-8").decode("latin-1")  # a non-ASCII cookie travels as its UTF-8 bytes
     conn.request(method, path, body=body, headers=h)
     r = conn.getresponse()
     r.body = r.read()
@@ -81,8 +97,15 @@ def request(port: int, method: str, path: str, cookie: str | None = None, body: 
 def websocket_status(port: int, cookie: str | None) -> int:
     """The HTTP status of a websocket handshake to /_stcore/stream (101: accepted)."""
     key = base64.b64encode(os.urandom(16)).decode()
-    lines = ["GET /_stcore/stream HTTP/1.1", f"Host: 127.0.0.1:{port}", "Upgrade: websocket", "Connection: Upgrade",
-             f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13", f"Origin: http://127.0.0.1:{port}"]
+    lines = [
+        "GET /_stcore/stream HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        f"Sec-WebSocket-Key: {key}",
+        "Sec-WebSocket-Version: 13",
+        f"Origin: http://127.0.0.1:{port}",
+    ]
     if cookie:
         lines.append(f"Cookie: {cookie}")
     with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
@@ -95,11 +118,28 @@ def websocket_status(port: int, cookie: str | None) -> int:
 def gated_server(tmp_path_factory):
     """`normvar dashboard --host 0.0.0.0 --token TOKEN --port 0`: (its first line, its real port)."""
     env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
-    proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "dashboard", "--host", "0.0.0.0",
-                             "--token", TOKEN, "--port", "0", "--data-dir", str(tmp_path_factory.mktemp("d"))],
-                            cwd=ROOT, text=True, env=dict(env, PYTHONPATH=str(ROOT)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    first = proc.stdout.readline()                       # printed once the server answers
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "normvar_core.service.cli",
+            "dashboard",
+            "--host",
+            "0.0.0.0",
+            "--token",
+            TOKEN,
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path_factory.mktemp("d")),
+        ],
+        cwd=ROOT,
+        text=True,
+        env=dict(env, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    first = proc.stdout.readline()  # printed once the server answers
     try:
         m = re.match(r"normvar: dashboard at http://([^:/\s]+):(\d+)", first)
         assert m, first
@@ -125,7 +165,7 @@ def test_port_0_prints_the_real_port_and_the_hosts_name(gated_server, cookie):
     first, port = gated_server
     assert port > 0 and ":0 " not in first and ":0/" not in first
     assert first.split("//", 1)[1].split(":", 1)[0] in {socket.gethostname(), socket.getfqdn()} - {"localhost"}
-    assert request(port, "GET", "/_stcore/health", cookie).status == 200      # the port it printed is the server's
+    assert request(port, "GET", "/_stcore/health", cookie).status == 200  # the port it printed is the server's
 
 
 @pytest.mark.subprocess
@@ -135,41 +175,70 @@ def test_without_the_cookie_only_the_sign_in_page(gated_server, cookie):
         r = request(port, "GET", path)
         page = r.body.decode()
         assert r.status == 200 and 'name="token" type="password"' in page and "streamlit" not in page.lower(), path
-        assert f'name="next" value="{path.replace("&", "&amp;")}"' in page       # the deep link rides along
-    for method, path in (("GET", "/_stcore/health"), ("GET", "/_stcore/host-config"), ("GET", "/_stcore/metrics"),
-                         ("GET", "/media/x.png"), ("GET", "/static/js/index.js"),
-                         ("PUT", "/_stcore/upload_file/s/f")):
-        r = request(port, method, path, body=b"x" * 1000 if method == "PUT" else None,
-                    headers={"Content-Type": "application/octet-stream"} if method == "PUT" else None)
+        assert f'name="next" value="{path.replace("&", "&amp;")}"' in page  # the deep link rides along
+    for method, path in (
+        ("GET", "/_stcore/health"),
+        ("GET", "/_stcore/host-config"),
+        ("GET", "/_stcore/metrics"),
+        ("GET", "/media/x.png"),
+        ("GET", "/static/js/index.js"),
+        ("PUT", "/_stcore/upload_file/s/f"),
+    ):
+        r = request(
+            port,
+            method,
+            path,
+            body=b"x" * 1000 if method == "PUT" else None,
+            headers={"Content-Type": "application/octet-stream"} if method == "PUT" else None,
+        )
         assert r.status == 403, (method, path, r.status)
     assert websocket_status(port, None) == 403
     name = cookie.split("=", 1)[0]
-    assert websocket_status(port, f"{name}=" + "0" * 64) == 403                # a forged cookie
+    assert websocket_status(port, f"{name}=" + "0" * 64) == 403  # a forged cookie
     fixed = hmac.new(TOKEN.encode(), b"normvar dashboard sign-in", hashlib.sha256).hexdigest()
-    assert websocket_status(port, f"{name}={fixed}; normvar_session={fixed}") == 403   # a value derived from the token
+    assert websocket_status(port, f"{name}={fixed}; normvar_session={fixed}") == 403  # a value derived from the token
     assert websocket_status(port, cookie) == 101
 
 
 @pytest.mark.subprocess
 def test_signing_in_keeps_the_page_and_its_parameters(gated_server):
     _, port = gated_server
-    for path, to in ((f"/tradeoff?run=x&auth={TOKEN}&layer=3", "/tradeoff?run=x&layer=3"),
-                     (f"/token?token={TOKEN}&run=r", "/token?run=r"),        # an old sign-in link: the token itself
-                     (f"/?auth={TOKEN}", "/")):
+    for path, to in (
+        (f"/tradeoff?run=x&auth={TOKEN}&layer=3", "/tradeoff?run=x&layer=3"),
+        (f"/token?token={TOKEN}&run=r", "/token?run=r"),  # an old sign-in link: the token itself
+        (f"/?auth={TOKEN}", "/"),
+    ):
         r = request(port, "GET", path)
         assert r.status == 303 and r.getheader("location") == to, path
-        assert r.getheader("set-cookie").startswith(f"normvar_session_{port}=") and "HttpOnly" in r.getheader("set-cookie")
+        assert r.getheader("set-cookie").startswith(f"normvar_session_{port}=") and "HttpOnly" in r.getheader(
+            "set-cookie"
+        )
     form = "token=%s&next=%%2Ftoken%%3Frun%%3Dr%%26token%%3Dher" % TOKEN
-    r = request(port, "POST", "/_normvar/sign-in", body=form.encode(),
-                headers={"Content-Type": "application/x-www-form-urlencoded"})
+    r = request(
+        port,
+        "POST",
+        "/_normvar/sign-in",
+        body=form.encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert r.status == 303 and r.getheader("location") == "/token?run=r&token=her"
     assert r.getheader("set-cookie").startswith(f"normvar_session_{port}=")
-    r = request(port, "POST", "/_normvar/sign-in", body=b"token=x&next=%2F%2Fevil.example%2F",
-                headers={"Content-Type": "application/x-www-form-urlencoded"})
+    r = request(
+        port,
+        "POST",
+        "/_normvar/sign-in",
+        body=b"token=x&next=%2F%2Fevil.example%2F",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert r.status == 403 and "That is not this dashboard" in r.body.decode() and r.getheader("set-cookie") is None
-    r = request(port, "POST", "/_normvar/sign-in", body=f"token={TOKEN}&next=%2F%2Fevil.example%2F".encode(),
-                headers={"Content-Type": "application/x-www-form-urlencoded"})
-    assert r.getheader("location") == "/"                                     # never another site
+    r = request(
+        port,
+        "POST",
+        "/_normvar/sign-in",
+        body=f"token={TOKEN}&next=%2F%2Fevil.example%2F".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert r.getheader("location") == "/"  # never another site
     t0 = time.monotonic()
     r = request(port, "GET", "/?auth=wrong")
     assert r.status == 403 and time.monotonic() - t0 >= 1.0 and r.getheader("set-cookie") is None
@@ -179,7 +248,7 @@ def test_signing_in_keeps_the_page_and_its_parameters(gated_server):
 def test_with_the_cookie_streamlit_answers(gated_server, cookie):
     _, port = gated_server
     r = request(port, "GET", "/tradeoff?run=x", cookie)
-    assert r.status == 200 and "BACKEND_BASE_URL" in r.body.decode()       # Streamlit's page, as views/_server.py serves it
+    assert r.status == 200 and "BACKEND_BASE_URL" in r.body.decode()  # Streamlit's page, as views/_server.py serves it
     assert request(port, "GET", "/_stcore/host-config", cookie).status == 200
 
 
@@ -191,7 +260,7 @@ def test_other_applications_cookies_never_hide_ours(gated_server, cookie):
             assert request(port, "GET", "/_stcore/host-config", header).status == 200, header
             assert websocket_status(port, header) == 101, header
             r = request(port, "GET", "/tradeoff?run=x", header)
-            assert r.status == 200 and "BACKEND_BASE_URL" in r.body.decode(), header   # Streamlit, not the sign-in page
+            assert r.status == 200 and "BACKEND_BASE_URL" in r.body.decode(), header  # Streamlit, not the sign-in page
 
 
 @pytest.mark.subprocess
@@ -200,9 +269,11 @@ def test_each_browser_gets_its_own_session_named_after_the_port(gated_server, co
     other = sign_in(port)
     name, value = cookie.split("=", 1)
     assert name == other.split("=", 1)[0] == f"normvar_session_{port}"
-    assert other != cookie and len(value) >= 40 and TOKEN not in value          # random per browser, not the token
+    assert other != cookie and len(value) >= 40 and TOKEN not in value  # random per browser, not the token
     assert request(port, "GET", "/_stcore/host-config", other).status == 200
-    assert request(port, "GET", "/_stcore/host-config", f"normvar_session_{port + 1}={value}").status == 403  # another port's
+    assert (
+        request(port, "GET", "/_stcore/host-config", f"normvar_session_{port + 1}={value}").status == 403
+    )  # another port's
     assert request(port, "GET", "/_stcore/host-config", f"normvar_session={value}").status == 403
 
 
@@ -215,8 +286,14 @@ def _flood(port: int, n: int, source: str) -> list[tuple[float, int]]:
     def one() -> None:
         start.wait()
         t0 = time.monotonic()
-        r = request(port, "POST", "/_normvar/sign-in", body=form, source=source,
-                    headers={"Content-Type": "application/x-www-form-urlencoded"})
+        r = request(
+            port,
+            "POST",
+            "/_normvar/sign-in",
+            body=form,
+            source=source,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         results.append((time.monotonic() - t0, r.status))
 
     threads = [threading.Thread(target=one) for _ in range(n)]
@@ -234,15 +311,15 @@ def test_sign_in_attempts_take_turns_per_client(gated_server):
     flood = threading.Thread(target=lambda: results.extend(_flood(port, 50, "127.0.0.3")))
     flood.start()
     time.sleep(0.5)
-    t0 = time.monotonic()                                                   # meanwhile another client is not held up
+    t0 = time.monotonic()  # meanwhile another client is not held up
     other = sign_in(port, source="127.0.0.2")
     other_client_s = time.monotonic() - t0
     flood.join(180)
     assert len(results) == 50
-    verdicts = sorted(t for t, status in results if status == 403)        # guesses whose token was compared
-    refused = [t for t, status in results if status == 429]                # refused unread: the queue was full
+    verdicts = sorted(t for t, status in results if status == 403)  # guesses whose token was compared
+    refused = [t for t, status in results if status == 429]  # refused unread: the queue was full
     assert len(verdicts) + len(refused) == 50, results
-    assert sum(t < 2.5 for t in verdicts) <= 2, verdicts                   # one guess a second, not 50
+    assert sum(t < 2.5 for t in verdicts) <= 2, verdicts  # one guess a second, not 50
     assert 1 <= len(verdicts) <= 8 and len(refused) >= 42, (verdicts, refused)
     assert all(b - a >= 0.9 for a, b in itertools.pairwise(verdicts)), verdicts
     assert other_client_s < 3 and request(port, "GET", "/_stcore/host-config", other).status == 200
@@ -276,15 +353,16 @@ def test_sessions_outlive_a_restart_until_signed_out_and_the_token_stays_out_of_
     d, canary = tmp_path / "d", tmp_path / "canary.json"
     (d / "queue").mkdir(parents=True)
     canary.write_text("another application's file\n")
-    (d / "queue" / "dashboard_sessions.json").symlink_to(canary)        # planted where the sessions are kept
+    (d / "queue" / "dashboard_sessions.json").symlink_to(canary)  # planted where the sessions are kept
     secret = tmp_path / "token.txt"
     secret.write_text(TOKEN + "\n")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
 
     def serve(*flags: str) -> subprocess.Popen:
-        proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--port", str(port), "--data-dir", str(d),
-                                         *flags], env)
+        proc, first = serve_until_ready(
+            ["dashboard", "--host", "0.0.0.0", "--port", str(port), "--data-dir", str(d), *flags], env
+        )
         assert first.startswith("normvar: dashboard at "), first
         return proc
 
@@ -294,37 +372,37 @@ def test_sessions_outlive_a_restart_until_signed_out_and_the_token_stays_out_of_
     proc = serve("--token-file", str(secret))
     try:
         argvs = _argv_of_tree(proc.pid)
-        assert len(argvs) >= 2 and not any(TOKEN.encode() in a for a in argvs)   # the parent and Streamlit
+        assert len(argvs) >= 2 and not any(TOKEN.encode() in a for a in argvs)  # the parent and Streamlit
         cookie = sign_in(port)
         assert status(cookie) == 200
     finally:
         _, err = stop(proc)
     assert "warning" not in err
     kept = d / "queue" / "dashboard_sessions.json"
-    assert canary.read_text() == "another application's file\n"               # never written through the link
+    assert canary.read_text() == "another application's file\n"  # never written through the link
     assert kept.is_file() and not kept.is_symlink() and cookie.split("=", 1)[1] not in kept.read_text()
     assert kept.stat().st_mode & 0o077 == 0
     env[access.TOKEN_ENV] = TOKEN
     proc = serve()
     try:
-        assert status(cookie) == 200                                            # kept across the restart
+        assert status(cookie) == 200  # kept across the restart
     finally:
         stop(proc)
     env[access.TOKEN_ENV] = TOKEN + "-new"
     proc = serve()
     try:
-        assert status(cookie) == 403                                            # a new token signs it out ...
+        assert status(cookie) == 403  # a new token signs it out ...
     finally:
         stop(proc)
     env.pop(access.TOKEN_ENV)
     proc = serve("--token", TOKEN)
     try:
-        assert status(cookie) == 200                                            # ... for as long as it is in use
+        assert status(cookie) == 200  # ... for as long as it is in use
     finally:
         stop(proc)
     proc = serve("--token", TOKEN, "--sign-out-all")
     try:
-        assert status(cookie) == 403                                            # every browser signs in again
+        assert status(cookie) == 403  # every browser signs in again
         assert status(sign_in(port)) == 200
     finally:
         _, err = stop(proc)
@@ -332,7 +410,7 @@ def test_sessions_outlive_a_restart_until_signed_out_and_the_token_stays_out_of_
     kept.unlink()
     kept.symlink_to(canary)
     assert gate_state.sign_out_all(d) and not kept.exists() and not kept.is_symlink()
-    assert canary.read_text() == "another application's file\n"              # the link went, not its target
+    assert canary.read_text() == "another application's file\n"  # the link went, not its target
 
 
 def test_cookie_values_split_as_a_browser_sends_them():

@@ -3,6 +3,7 @@ on 127.0.0.1 has left cookies that Python's ``SimpleCookie`` cannot parse (a JSO
 non-ASCII value) in the same cookie jar: the ``?auth=`` link and the sign-in form each land on the dashboard,
 never back on the sign-in page. The server: `normvar dashboard --host 0.0.0.0 --token-file F` over an empty data
 directory, reached on 127.0.0.1 only."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 TOKEN = "T-shared-jar-3"
 FOREIGN = {"prefs": '{"theme":"dark","n":2}', "sid": "a b c", "nom": "café", "ga": "GA1.1.5"}
-SIGNED_IN = "() => !!document.querySelector('[data-testid=\"stSidebarNav\"], [data-testid=\"stNavigation\"]')"
+SIGNED_IN = '() => !!document.querySelector(\'[data-testid="stSidebarNav"], [data-testid="stNavigation"]\')'
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +28,9 @@ def shared(tmp_path_factory):
     secret.write_text(TOKEN)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV}
-    proc, first = serve_until_ready(["dashboard", "--host", "0.0.0.0", "--port", str(port), "--data-dir", str(d),
-                                     "--token-file", str(secret)], env)
+    proc, first = serve_until_ready(
+        ["dashboard", "--host", "0.0.0.0", "--port", str(port), "--data-dir", str(d), "--token-file", str(secret)], env
+    )
     assert first.startswith("normvar: dashboard at "), first
     yield f"http://127.0.0.1:{port}"
     stop(proc)
@@ -36,8 +38,10 @@ def shared(tmp_path_factory):
 
 def _context(browser, base: str):
     ctx = browser.new_context(viewport={"width": 1200, "height": 900})
-    ctx.add_cookies([{"name": k, "value": v, "url": base} for k, v in FOREIGN.items()]
-                    + [{"name": "flag", "value": "", "url": base}])
+    ctx.add_cookies(
+        [{"name": k, "value": v, "url": base} for k, v in FOREIGN.items()]
+        + [{"name": "flag", "value": "", "url": base}]
+    )
     return ctx
 
 

@@ -9,6 +9,7 @@ are never reached through the machine's other addresses).
 - `normvar dashboard --read-only`: no New-run page, no upload field, no Cancel on a queued job;
 - the New-run form: a PNG and PNG bytes named .txt are refused on Submit and on Check memory, naming the file,
   with no job queued; Enter in "Max sentences" does not submit; a text file then does (one job)."""
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,13 @@ import urllib.error
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import ARTIFACTS, free_port, wait_url
+from dashboard_run import RUN, RUN2
+from dashboard_server import LOCAL, serve_until_ready, stop
+from upload_files import STORY, png_bytes
 
 from normvar_core.service import dashboard_access as access
 from normvar_core.service.jobs import JobStore
-from dashboard_server import LOCAL, serve_until_ready, stop
-from dashboard_run import RUN, RUN2
-from upload_files import STORY, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -56,9 +56,9 @@ def page_text(page) -> str:
 def signed_out(page) -> None:
     page.get_by_role("button", name="Sign in").wait_for(timeout=60000)
     page.wait_for_timeout(1500)  # anything else the script might still send
-    text = re.sub(r'name="next" value="[^"]*"', "", page_text(page))   # the page's own URL, kept for after sign-in
+    text = re.sub(r'name="next" value="[^"]*"', "", page_text(page))  # the page's own URL, kept for after sign-in
     assert RUN not in text and RUN2 not in text
-    assert page.get_by_role("link", name="Trade-off").count() == 0   # no navigation either
+    assert page.get_by_role("link", name="Trade-off").count() == 0  # no navigation either
 
 
 def test_up_on_every_address_with_a_token(tmp_path, data, browser):
@@ -74,10 +74,10 @@ def test_up_on_every_address_with_a_token(tmp_path, data, browser):
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "share_sign_in.png"))
 
-        page.goto(f"{base}/?auth={TOKEN}")                      # the link `normvar up` prints
+        page.goto(f"{base}/?auth={TOKEN}")  # the link `normvar up` prints
         page.locator(f"text={RUN} >> visible=true").first.wait_for(timeout=60000)  # the grid also holds a hidden copy
         assert "token" not in page.url and "auth" not in page.url
-        page.get_by_role("link", name="Trade-off").click()      # another page: the session stays signed in
+        page.get_by_role("link", name="Trade-off").click()  # another page: the session stays signed in
         page.wait_for_function("() => !!document.querySelector('.js-plotly-plot')", timeout=60000)
         wait_url(page, "/tradeoff", absent=("token",))
         page.close()
@@ -98,13 +98,16 @@ def test_up_on_every_address_with_a_token(tmp_path, data, browser):
         page.locator(f"text={RUN} >> visible=true").first.wait_for(timeout=60000)  # the grid also holds a hidden copy
         page.close()
 
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})   # a Token-page link, opened signed out
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})  # a Token-page link, opened signed out
         page.goto(f"{base}/token?run={RUN}&token=the")
         signed_out(page)
         page.get_by_label("Token").fill(TOKEN)
         page.get_by_role("button", name="Sign in").click()
-        page.wait_for_function("() => [...document.querySelectorAll('input')].some("
-                               "i => i.getAttribute('aria-label') === 'Token' && i.value === 'the')", timeout=90000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('input')].some("
+            "i => i.getAttribute('aria-label') === 'Token' && i.value === 'the')",
+            timeout=90000,
+        )
         wait_url(page, "/token?", "token=the", f"run={RUN}")
         page.close()
     finally:
@@ -118,14 +121,16 @@ def test_read_only_dashboard(tmp_path, data, browser):
     shutil.copytree(data, d)
     job = JobStore(d).submit(RunConfig(model="minilm", max_sentences=5, name="waiting-run"))
     port = free_port()
-    proc, _ = serve_until_ready(["dashboard", "--read-only", "--port", str(port), "--data-dir", str(d)],
-                                {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV})
+    proc, _ = serve_until_ready(
+        ["dashboard", "--read-only", "--port", str(port), "--data-dir", str(d)],
+        {k: v for k, v in os.environ.items() if k != access.TOKEN_ENV},
+    )
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"http://127.0.0.1:{port}/")
-        page.get_by_text("waiting-run").first.wait_for(timeout=60000)     # the queued job is listed ...
+        page.get_by_text("waiting-run").first.wait_for(timeout=60000)  # the queued job is listed ...
         page.get_by_role("link", name="Trade-off").wait_for()
-        assert page.get_by_role("button", name="Cancel").count() == 0   # ... without its Cancel
+        assert page.get_by_role("button", name="Cancel").count() == 0  # ... without its Cancel
         assert page.get_by_role("link", name="New run").count() == 0
         assert page.get_by_role("button", name="Build report").count() == 0
         page.goto(f"http://127.0.0.1:{port}/new-run")
@@ -139,8 +144,9 @@ def test_read_only_dashboard(tmp_path, data, browser):
 
 
 def _upload(page, name: str, data: bytes) -> None:
-    page.locator("input[type=file]").set_input_files({"name": name, "mimeType": "application/octet-stream",
-                                                      "buffer": data})
+    page.locator("input[type=file]").set_input_files(
+        {"name": name, "mimeType": "application/octet-stream", "buffer": data}
+    )
     page.get_by_text(name).first.wait_for(timeout=30000)
 
 
@@ -169,11 +175,14 @@ def test_new_run_form_in_a_browser(tmp_path, data, browser):
         page.get_by_role("button", name="Remove holiday.png").click()
         _upload(page, "holiday.txt", png_bytes())
         page.get_by_role("button", name="Check memory").click()
-        page.wait_for_function("() => [...document.querySelectorAll(\"[data-testid='stAlertContentError']\")]"
-                               ".some(e => e.innerText.includes('holiday.txt'))", timeout=60000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll(\"[data-testid='stAlertContentError']\")]"
+            ".some(e => e.innerText.includes('holiday.txt'))",
+            timeout=60000,
+        )
         err = _alert(page)
         assert "“holiday.txt” looks binary" in err
-        assert not re.search(r"[0-9a-f]{64}", err) and "--" not in err   # not its stored sha256 name
+        assert not re.search(r"[0-9a-f]{64}", err) and "--" not in err  # not its stored sha256 name
         page.get_by_role("button", name="Submit run").click()
         page.wait_for_timeout(2000)
         assert new_jobs() == []
@@ -186,7 +195,7 @@ def test_new_run_form_in_a_browser(tmp_path, data, browser):
         box.fill("3")
         box.press("Enter")
         page.wait_for_timeout(3000)
-        assert new_jobs() == []                          # Enter did not submit
+        assert new_jobs() == []  # Enter did not submit
         page.get_by_role("button", name="Submit run").click()
         deadline = time.monotonic() + 60
         while not new_jobs() and time.monotonic() < deadline:

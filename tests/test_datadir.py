@@ -1,4 +1,5 @@
 """``DataDir.at``: the one reading of a "path or DataDir" argument, and the callers that take either."""
+
 from __future__ import annotations
 
 from normvar_core.config import RunConfig

@@ -2,6 +2,7 @@
 ``plan`` and ``submit`` alike: a ``save_to_disk`` dataset with no rows, a folder holding only a README. A
 ``save_to_disk`` dataset's fingerprint is the sha256 of its Arrow files (by hashlib here), so rewritten data gets
 a new one even though ``state.json`` is unchanged; ``normvar show`` prints it."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,8 +10,8 @@ import json
 import shutil
 
 import pytest
-
 from cli_helpers import run_cli
+
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.corpus.dataset import datasets_offline
 from normvar_core.pipeline.corpus.read import load_sentences
@@ -23,14 +24,22 @@ def _refused(capsys, *argv, words: str) -> None:
 
 
 @pytest.mark.parametrize("command", ["compute", "plan", "submit"])
-def test_an_empty_dataset_and_a_folder_that_is_no_dataset_are_refused(capsys, tmp_path, tiny_models, hf_home,
-                                                                      command):
+def test_an_empty_dataset_and_a_folder_that_is_no_dataset_are_refused(capsys, tmp_path, tiny_models, hf_home, command):
     datasets_offline().Dataset.from_dict({"text": []}).save_to_disk(str(tmp_path / "empty"))
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "readme.txt").write_text("Just a readme. Not a dataset.\n")
     for folder, words in (("empty", "has no rows"), ("notes", "holds no dataset")):
-        _refused(capsys, command, "--model", tiny_models["bert"], "--dataset", tmp_path / folder,
-                 "--data-dir", tmp_path / "d", words=words)
+        _refused(
+            capsys,
+            command,
+            "--model",
+            tiny_models["bert"],
+            "--dataset",
+            tmp_path / folder,
+            "--data-dir",
+            tmp_path / "d",
+            words=words,
+        )
     assert not (tmp_path / "d" / "runs").exists() or not list((tmp_path / "d" / "runs").iterdir())
 
 
@@ -55,8 +64,20 @@ def test_a_save_to_disk_fingerprint_is_its_data_and_show_prints_it(capsys, tmp_p
     assert after.sha256 == _arrow_sha(a) != before.sha256
 
     data = tmp_path / "data"
-    code, _, err = run_cli(capsys, "compute", "--model", tiny_models["bert"], "--dataset", a, "--name", "ds",
-                           "--no-geometry", "--quiet", "--data-dir", data)
+    code, _, err = run_cli(
+        capsys,
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--dataset",
+        a,
+        "--name",
+        "ds",
+        "--no-geometry",
+        "--quiet",
+        "--data-dir",
+        data,
+    )
     assert code == 0, err
     code, out, err = run_cli(capsys, "show", "ds", "--data-dir", data)
     assert code == 0, err

@@ -7,6 +7,7 @@ file's run: every table, the same selection counts. The run row records where th
 against independent ground truth (the files' sha256 by hashlib, the fingerprint in the folder's
 state.json, the commit the cache was written under). Bad input: one line, exit 2, before any model loads.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,14 +21,14 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from cli_helpers import without_log
+from corpus_files import corpus_lines
+from same_run import assert_same_run
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
-from cli_helpers import without_log
-from corpus_files import corpus_lines
-from same_run import assert_same_run
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SELECTION = ("n_read", "n_kept", "n_empty", "n_too_long", "n_sampled_out", "n_capped")
@@ -52,14 +53,25 @@ def _write_sources(root: Path, lines: list[str]) -> dict:
     datasets.Dataset.from_dict({"id": list(range(len(lines))), "text": lines}).save_to_disk(str(root / "saved"))
     half = len(lines) // 2
     for i, part in enumerate((lines[:half], lines[half:])):
-        pq.write_table(pa.table({"n": list(range(len(part))), "text": part}), root / f"part{i}.parquet",
-                       row_group_size=17)
-    return dict(text=root / "corpus.txt", saved=root / "saved", parquet=[root / "part0.parquet", root / "part1.parquet"])
+        pq.write_table(
+            pa.table({"n": list(range(len(part))), "text": part}), root / f"part{i}.parquet", row_group_size=17
+        )
+    return dict(
+        text=root / "corpus.txt", saved=root / "saved", parquet=[root / "part0.parquet", root / "part1.parquet"]
+    )
 
 
 def _opts(model) -> dict:
-    return dict(model=str(model), batch_size=4, samples_per_token=5, id_sample=64, sample_frac=0.7, seed=5,
-                max_sentences=60, max_words=12)
+    return dict(
+        model=str(model),
+        batch_size=4,
+        samples_per_token=5,
+        id_sample=64,
+        sample_frac=0.7,
+        seed=5,
+        max_sentences=60,
+        max_words=12,
+    )
 
 
 def _same_selection(a, b) -> None:
@@ -77,19 +89,32 @@ def test_save_to_disk_and_parquet_files_give_the_text_files_run(tmp_path, tiny_m
     files = ",".join(map(str, src["parquet"]))
     pq = open_run(compute_run(RunConfig(**opts, dataset=files, name="pq"), tmp_path / "c"))
     for run in (saved, pq):  # the same run but for where its sentences came from
-        assert_same_run(run, text, frozenset({"name", "corpus_sha256", "dataset", "split", "dataset_config", "dataset_revision"}),
-                     one_process=True)
+        assert_same_run(
+            run,
+            text,
+            frozenset({"name", "corpus_sha256", "dataset", "split", "dataset_config", "dataset_revision"}),
+            one_process=True,
+        )
         _same_selection(run, text)
     state = json.loads((src["saved"] / "state.json").read_text())
-    content = hashlib.sha256(b"".join((src["saved"] / f["filename"]).read_bytes()
-                                      for f in state["_data_files"])).hexdigest()
-    assert saved.meta["dataset"] == dict(id=str(src["saved"].resolve()), kind="save_to_disk", config=None,
-                                         split=None, revision=None, fingerprint=content,
-                                         text_column="text", rows=150)
+    content = hashlib.sha256(
+        b"".join((src["saved"] / f["filename"]).read_bytes() for f in state["_data_files"])
+    ).hexdigest()
+    assert saved.meta["dataset"] == dict(
+        id=str(src["saved"].resolve()),
+        kind="save_to_disk",
+        config=None,
+        split=None,
+        revision=None,
+        fingerprint=content,
+        text_column="text",
+        rows=150,
+    )
     assert saved.meta["corpus_sha256"] == content
     sha = hashlib.sha256(b"".join(p.read_bytes() for p in src["parquet"])).hexdigest()
-    assert pq.meta["dataset"] == dict(id=files, kind="files", config="default", split="train", revision=None,
-                                      text_column="text", sha256=sha)
+    assert pq.meta["dataset"] == dict(
+        id=files, kind="files", config="default", split="train", revision=None, text_column="text", sha256=sha
+    )
     assert pq.meta["corpus_sha256"] == sha and pq.meta["corpus_name"] == "part0"
     assert text.meta["dataset"] == {}
     assert "dataset" not in pq.meta["notes"]["corpus"]
@@ -116,8 +141,14 @@ def _datasets_cache(home: Path, repo_id: str, splits: dict) -> None:
 
     name = repo_id.split("/")[-1]
     build = home / "build"
-    Parquet(cache_dir=str(build), dataset_name=name, hash=COMMIT, config_name="default", config_id="default",
-            data_files={k: [str(v)] for k, v in splits.items()}).download_and_prepare()
+    Parquet(
+        cache_dir=str(build),
+        dataset_name=name,
+        hash=COMMIT,
+        config_name="default",
+        config_id="default",
+        data_files={k: [str(v)] for k, v in splits.items()},
+    ).download_and_prepare()
     (home / "datasets").mkdir(parents=True, exist_ok=True)
     shutil.move(str(build / name), str(home / "datasets" / repo_id.replace("/", "___")))
 
@@ -139,8 +170,9 @@ def test_hub_ids_resolve_from_the_local_caches_offline(tmp_path, tiny_models, hf
     for repo_id in ("someone/snap", "someone/prepared"):
         got = load_sentences(RunConfig(**cfg, dataset=repo_id))
         assert got.sentences == text.sentences and got.sha256 == COMMIT
-        assert got.dataset == dict(id=repo_id, kind="hub", config="default", split="train", revision=None,
-                                   text_column="text", commit=COMMIT)
+        assert got.dataset == dict(
+            id=repo_id, kind="hub", config="default", split="train", revision=None, text_column="text", commit=COMMIT
+        )
     assert load_sentences(RunConfig(dataset="someone/prepared", split="test")).sentences == ["Only this one."]
     assert load_sentences(RunConfig(dataset="someone/snap", dataset_revision=COMMIT[:10])).n_read == len(lines)
     run = open_run(compute_run(RunConfig(**_opts(tiny_models["bert"]), dataset="someone/prepared"), tmp_path / "r"))
@@ -194,12 +226,30 @@ def test_the_real_cli_and_its_light_paths(tmp_path, hf_home):
     the parser and reading a run file never import ``datasets`` (``normvar show`` stays light)."""
     src = _write_sources(tmp_path / "src", ["One.", "Two."])
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    out = subprocess.run([sys.executable, "-m", "normvar", "compute", "--dataset", str(src["saved"]), "--split", "x",
-                          "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normvar",
+            "compute",
+            "--dataset",
+            str(src["saved"]),
+            "--split",
+            "x",
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     err = without_log(out.stderr)
     assert out.returncode == 2 and err.count("\n") == 1 and "split 'x' not in saved" in err
-    probe = ("import sys\nfrom normvar_core.service.cli import build_parser\nbuild_parser()\n"
-             "import normvar_core.runs.reader\nprint('datasets' in sys.modules, 'torch' in sys.modules)")
+    probe = (
+        "import sys\nfrom normvar_core.service.cli import build_parser\nbuild_parser()\n"
+        "import normvar_core.runs.reader\nprint('datasets' in sys.modules, 'torch' in sys.modules)"
+    )
     light = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert light.stdout.split() == ["False", "False"], light.stderr
 
@@ -221,16 +271,18 @@ def test_shards_read_apart_are_the_whole_dataset_in_order(tmp_path, hf_home):
     """The Ray executor's corpus phases run in one process (``ranges_local.select_locally``) over the shards
     ``dataset_cut`` gives: each share reads only its own rows (save_to_disk: contiguous row blocks; Parquet
     files: contiguous files), and sampling, the cap and the sentence splitter give the one-pass corpus."""
+    from ranges_local import select_locally
+
     from normvar_core.pipeline.corpus.dataset import dataset_cut
     from normvar_core.pipeline.corpus.ranges import parse_range, shares_of
-    from ranges_local import select_locally
 
     lines = _sentences()
     src = _write_sources(tmp_path / "src", lines)
     for spec, n_shares in ((str(src["saved"]), 3), (str(tmp_path / "src" / "part*.parquet"), 2)):
         for split_sentences in (False, True):
-            cfg = RunConfig(dataset=spec, sample_frac=0.6, seed=4, max_sentences=50, max_words=12,
-                            split_sentences=split_sentences)
+            cfg = RunConfig(
+                dataset=spec, sample_frac=0.6, seed=4, max_sentences=50, max_words=12, split_sentences=split_sentences
+            )
             whole = load_sentences(cfg)
             cut = dataset_cut(cfg, 3, put=lambda b: b)
             assert len(cut["ranges"]) == n_shares
@@ -294,12 +346,14 @@ def test_a_saved_dataset_dict_reads_the_split_asked_for(tmp_path, hf_home):
 
     datasets = datasets_offline()
     train, test = ["One here.", "Two here."], ["Three, from the test split.", None, "Four."]
-    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": train}),
-                          "test": datasets.Dataset.from_dict({"text": test})}).save_to_disk(str(tmp_path / "dd"))
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict({"text": train}), "test": datasets.Dataset.from_dict({"text": test})}
+    ).save_to_disk(str(tmp_path / "dd"))
     got = load_sentences(RunConfig(dataset=str(tmp_path / "dd"), split="test"))
     assert got.sentences == ["Three, from the test split.", "Four."] and got.n_empty == 1 and got.n_read == 3
     state = json.loads((tmp_path / "dd" / "test" / "state.json").read_text())
-    content = hashlib.sha256(b"".join((tmp_path / "dd" / "test" / f["filename"]).read_bytes()
-                                      for f in state["_data_files"])).hexdigest()
+    content = hashlib.sha256(
+        b"".join((tmp_path / "dd" / "test" / f["filename"]).read_bytes() for f in state["_data_files"])
+    ).hexdigest()
     assert got.dataset["split"] == "test" and got.sha256 == got.dataset["fingerprint"] == content
     assert load_sentences(RunConfig(dataset=str(tmp_path / "dd"))).sentences == train  # default: train

@@ -3,6 +3,7 @@ claim is whole in the findings table's first column (never cut mid-sentence), th
 comparison's per-run slides show every run, the slides draw the pages' figures (bands as fills), a run of one
 sentence gives a deck with "—" and the reason, every interval band's colour is in the legend, and kaleido's loggers
 stay quiet."""
+
 from __future__ import annotations
 
 import logging
@@ -12,15 +13,15 @@ import subprocess
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from dashboard_run import RUN, RUN2
 
 from normvar_core.report.slides import build_slides
 from normvar_core.report.writers import write_report
 from normvar_core.viz.bands import add_band
-from dashboard_run import RUN, RUN2
 
 
 @pytest.fixture(scope="module")
-def two_runs(data_dir):  # noqa: F811
+def two_runs(data_dir):
     from normvar_core.runs.reader import open_run
 
     return [open_run(data_dir / "runs" / f"{n}.duckdb") for n in (RUN, RUN2)]
@@ -33,10 +34,11 @@ def _words(text: str) -> str:
 def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
     slides = build_slides(two_runs)
     path = write_report(slides, tmp_path / "deck.pdf", "pdf")
-    pages = subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True,
-                           text=True).stdout.split("\f")
+    pages = subprocess.run(
+        ["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True, text=True
+    ).stdout.split("\f")
     pages = [p for p in pages if p.strip()]
-    assert len(pages) >= len(slides)                  # a table that runs long continues on a further page
+    assert len(pages) >= len(slides)  # a table that runs long continues on a further page
     # a continued page's title ends "(continued)", on its first line or, wrapped, its second
     firsts = [p for p in pages if "(continued)" not in " ".join(p.strip().splitlines()[:2])]
     assert len(firsts) == len(slides)
@@ -46,15 +48,21 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
         # the whole takeaway, to its last word: the two-run subtitle is no longer cut at "· claim"
         for word in _words(s.takeaway).split(" ")[-6:]:
             assert word in flat, (s.title, word)
-    findings = _words(pages[1])                       # the title slide first, then the findings
+    findings = _words(pages[1])  # the title slide first, then the findings
     from normvar_core.stats.findings import CLAIMS
 
     assert RUN in findings and RUN2 in findings and ("holds" in findings or "fails" in findings)
     # the claims' column alone (cropped: its left half, 72 dpi) of the findings' pages (the table may continue
     # on a further page), read top to bottom: every claim whole, in order
     last = 1 + next(i for i, p in enumerate(pages[1:]) if "Findings" not in " ".join(p.strip().splitlines()[:2]))
-    column = _words(subprocess.run(["pdftotext", "-f", "2", "-l", str(last), "-x", "0", "-y", "0", "-W", "570",
-                                    "-H", "648", str(path), "-"], check=True, capture_output=True, text=True).stdout)
+    column = _words(
+        subprocess.run(
+            ["pdftotext", "-f", "2", "-l", str(last), "-x", "0", "-y", "0", "-W", "570", "-H", "648", str(path), "-"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     at = 0
     for c in CLAIMS:
         whole = _words(f"{c.id} ({c.seed}): {c.wording}")
@@ -71,15 +79,16 @@ def test_comparison_slides_show_every_run(two_runs):
     heads = [a.text for a in tr.figure.layout.annotations if a.text.startswith("<b>")]
     assert [h.split(" · ")[0] for h in heads] == [f"<b>{RUN}", f"<b>{RUN2}"]
     points = [t for t in tr.figure.data if t.name == "token types"]
-    assert len(points) == 2 and points[0].xaxis != points[1].xaxis          # side by side, each on its own axes
+    assert len(points) == 2 and points[0].xaxis != points[1].xaxis  # side by side, each on its own axes
     assert len(frequency_slide(two_runs).figure.data) >= 2 * 3 and "these runs" in findings_slide(two_runs).title
-    assert clouds_slide(two_runs).title.startswith("These runs")           # (RUN2 holds no samples: one cloud)
+    assert clouds_slide(two_runs).title.startswith("These runs")  # (RUN2 holds no samples: one cloud)
 
 
 def test_a_slide_draws_the_pages_figure(app, run):
     """One figure, two renderers: the Layers slide's traces (names, fills, visibility, legend) are the Layers
     page's, so its bands are shaded fills, as on the page, in the theme the deck draws with."""
     from dashboard_run import figures_of, open_page
+
     from normvar_core.report.slides import layers_slide
 
     at = open_page(app, "layers")
@@ -87,8 +96,10 @@ def test_a_slide_draws_the_pages_figure(app, run):
     slide = layers_slide([run]).figure.to_plotly_json()
 
     def traces(fig):
-        return [(t.get("name"), t.get("fill"), t.get("visible", True), t.get("showlegend", True), t.get("xaxis"))
-                for t in fig["data"]]
+        return [
+            (t.get("name"), t.get("fill"), t.get("visible", True), t.get("showlegend", True), t.get("xaxis"))
+            for t in fig["data"]
+        ]
 
     assert traces(slide) == traces(page)
     bands = [t for t in slide["data"] if t.get("fill") == "tonexty"]
@@ -98,6 +109,7 @@ def test_a_slide_draws_the_pages_figure(app, run):
 def test_a_one_sentence_run_gives_a_deck(tmp_path, capsys):
     """A run of one sentence (no type in the study's band): the deck builds, each value it lacks is "—" with why."""
     from gaussian_runs import gaussian_run
+
     from normvar_core.service import cli
 
     path = gaussian_run(tmp_path / "one.duckdb", 1)
@@ -115,7 +127,7 @@ def test_every_band_colour_is_in_the_legend():
     x = np.arange(5)
     for label, color in (("run-a", "#1f77b4"), ("run-b", "#d62728")):
         fig.add_trace(go.Scatter(x=x, y=x, name=label, line=dict(color=color)))
-        for _ in range(3):   # three panels' bands of the same run: one legend entry
+        for _ in range(3):  # three panels' bands of the same run: one legend entry
             add_band(fig, x, x - 1, x + 1, color=color, label=label, what="95 % bootstrap interval")
     fills = {t.fillcolor for t in fig.data if t.fill == "tonexty"}
     in_legend = {t.fillcolor for t in fig.data if t.fill == "tonexty" and t.showlegend is not False}

@@ -3,6 +3,7 @@ the Gaussian source with an extra measure that is not built in (the manual's nor
 per layer) carries its tables and declaration in the run file; the reader lists and reads it; the Geometry page
 draws it as a tab of its own and the deck as a slide, with no registry edited. A run of the built-in measures
 declares nothing and shows exactly the page's and the deck's own figures."""
+
 from __future__ import annotations
 
 import shutil
@@ -10,15 +11,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from dashboard_run import APP, arr, figure, ok, open_section
+
 from examples.norm_measure import NormMeasure
 from normvar_core.runs.declared import NOTES_KEY, LayerCurve
 from normvar_core.runs.reader import open_run
 from normvar_core.runs.schema import MEASURE_TABLES
 
-CURVE = LayerCurve("layer_norms", "rms_norm", "RMS norm per layer", "√E‖x‖²",
-                   description="the root mean square norm of a layer's embeddings, √Q(X)")
+CURVE = LayerCurve(
+    "layer_norms",
+    "rms_norm",
+    "RMS norm per layer",
+    "√E‖x‖²",
+    description="the root mean square norm of a layer's embeddings, √Q(X)",
+)
 
 
 def registry_curves(run) -> tuple:
@@ -43,8 +49,8 @@ def _run(path: Path, extra: tuple = ()) -> Path:
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.execute.partials import build_measures, run_range
-    from normvar_core.pipeline.measures import MEASURES
     from normvar_core.pipeline.execute.publish import publish_run
+    from normvar_core.pipeline.measures import MEASURES
     from normvar_core.pipeline.run_plan import synthetic_plan
     from normvar_core.pipeline.sources import GaussianSource
 
@@ -54,8 +60,9 @@ def _run(path: Path, extra: tuple = ()) -> Path:
     ctx = RunContext(cfg=cfg, layers=[0, 1], dim=8, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
     measures = build_measures(ctx, registry=MEASURES + extra)
     run_range(source, plan, measures, 0, plan.n_batches)
-    return publish_run(path, plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={},
-                       source_kind="synthetic")
+    return publish_run(
+        path, plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={}, source_kind="synthetic"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +89,16 @@ def _page(data: Path, monkeypatch, name: str, page: str = "geometry", **params):
 
 
 def test_the_run_file_holds_the_table_and_the_declaration(data):
-    import duckdb
     import json
 
-    assert "norms" not in MEASURE_TABLES                           # not built in: known from the file alone
+    import duckdb
+
+    assert "norms" not in MEASURE_TABLES  # not built in: known from the file alone
     with duckdb.connect(str(data / "runs" / "shown.duckdb"), read_only=True) as con:
         notes, measures = (json.loads(v) for v in con.execute("SELECT notes, accumulators FROM run").fetchone())
         rows = con.execute("SELECT layer, rms_norm FROM layer_norms ORDER BY layer").fetchall()
     assert notes[NOTES_KEY]["norms"] == {"tables": ["layer_norms"], "curves": [CURVE.to_dict()]}
-    assert set(notes[NOTES_KEY]) == set(measures) and measures[-1] == "norms"   # every measure of the run
+    assert set(notes[NOTES_KEY]) == set(measures) and measures[-1] == "norms"  # every measure of the run
     assert notes[NOTES_KEY]["moments"]["curves"] == []
     assert [r[0] for r in rows] == [0, 1]
 
@@ -140,7 +148,7 @@ def test_the_geometry_page_shows_the_declared_curve(data, monkeypatch):
     fig = figure(open_section(at, "geometry", CURVE.title), CURVE.title)
     [line] = [t for t in fig["data"] if t.get("name") == "shown"]
     want = run.table("layer_norms").sort_values("layer")
-    np.testing.assert_array_equal(arr(line["y"]), want["rms_norm"].to_numpy())   # the table's values, as stored
+    np.testing.assert_array_equal(arr(line["y"]), want["rms_norm"].to_numpy())  # the table's values, as stored
     np.testing.assert_array_equal(arr(line["customdata"]), want["layer"].to_numpy())
     assert fig["layout"]["yaxis"]["title"]["text"] == CURVE.y_title
 
@@ -149,7 +157,7 @@ def test_compare_shows_the_declared_curve_of_the_run_that_has_it(data, monkeypat
     at = _page(data, monkeypatch, "plain", page="compare", run2="shown")
     fig = figure(open_section(at, "compare", CURVE.title), CURVE.title)
     assert [t["name"] for t in fig["data"] if t.get("name") in ("shown", "plain")] == ["shown"]
-    assert any("plain" in c.value for c in at.caption)          # the run without it, named
+    assert any("plain" in c.value for c in at.caption)  # the run without it, named
 
 
 def test_a_built_in_run_has_the_pages_own_tabs(data, monkeypatch):
@@ -157,7 +165,7 @@ def test_a_built_in_run_has_the_pages_own_tabs(data, monkeypatch):
 
     at = _page(data, monkeypatch, "plain")
     labels = [t.label for t in at.tabs]
-    assert labels[:len(FIGURES["geometry"])] == [f.section for f in FIGURES["geometry"]]
+    assert labels[: len(FIGURES["geometry"])] == [f.section for f in FIGURES["geometry"]]
     assert CURVE.title not in labels
 
 
@@ -174,7 +182,7 @@ def test_the_deck_has_a_slide_per_declared_curve(data):
     # the built-in run: no declared slide, the deck of every other builder as it is
     assert [s.title for s in declared_slides([plain])] == [c.title for c in registry_curves(plain)]
     own = [b for b in REGISTRY if b is not declared_slides]
-    made = [b([plain]) for b in own]          # a Slide, None, or a list of Slides (``figure_slides``)
+    made = [b([plain]) for b in own]  # a Slide, None, or a list of Slides (``figure_slides``)
     titles = [s.title for m in made for s in (m if isinstance(m, list) else [m]) if s is not None]
     assert [s.title for s in build_slides([plain])] == titles + [c.title for c in registry_curves(plain)]
     # both runs in one deck: the curve's slide over the run that holds it

@@ -5,6 +5,7 @@ link's target is a canary file or folder whose content is checked unchanged).
 We run as root, where ``os.replace`` over ``/dev/null`` would turn the device into a file: the
 devices here are our own nodes (``os.mknod``, major 1 minor 3 = a null device) in a temp folder,
 and ``/dev/null`` itself is only checked to still be a character device afterwards."""
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,36 @@ from normvar_core.destination import resolve_destination, write_atomic
 from normvar_core.errors import NormvarError
 from normvar_core.service import cli
 
-KINDS = ("missing", "file", "folder", "fifo", "device", "socket", "missing_parent",
-         "link_file", "link_dir", "link_fifo", "link_device", "link_dangling", "link_dangling_no_dir", "link_link_file")
-REFUSED = {"folder", "fifo", "device", "socket", "missing_parent", "link_dir", "link_fifo", "link_device",
-           "link_dangling_no_dir", "link_file", "link_link_file", "link_dangling"}
+KINDS = (
+    "missing",
+    "file",
+    "folder",
+    "fifo",
+    "device",
+    "socket",
+    "missing_parent",
+    "link_file",
+    "link_dir",
+    "link_fifo",
+    "link_device",
+    "link_dangling",
+    "link_dangling_no_dir",
+    "link_link_file",
+)
+REFUSED = {
+    "folder",
+    "fifo",
+    "device",
+    "socket",
+    "missing_parent",
+    "link_dir",
+    "link_fifo",
+    "link_device",
+    "link_dangling_no_dir",
+    "link_file",
+    "link_link_file",
+    "link_dangling",
+}
 
 
 def _device(path: Path) -> Path:
@@ -86,8 +113,9 @@ def snapshot(root: Path) -> dict:
         for name in dirnames + filenames:
             q = Path(dirpath) / name
             st_ = os.lstat(q)
-            what = (os.readlink(q) if stat.S_ISLNK(st_.st_mode)
-                    else q.read_bytes() if stat.S_ISREG(st_.st_mode) else None)
+            what = (
+                os.readlink(q) if stat.S_ISLNK(st_.st_mode) else q.read_bytes() if stat.S_ISREG(st_.st_mode) else None
+            )
             out[str(q.relative_to(root))] = (stat.S_IFMT(st_.st_mode), what)
     return out
 
@@ -142,8 +170,9 @@ def test_fuzz_report_out_through_the_cli(tmp_path_factory, capsys, kind):
     root = tmp_path_factory.mktemp("cli")
     given_path, target = make(kind, root / "t")
     before = snapshot(root / "t")
-    code = cli.main(["report", "no-such-run", "--format", "html", "--out", str(given_path),
-                     "--data-dir", str(root / "data")])
+    code = cli.main(
+        ["report", "no-such-run", "--format", "html", "--out", str(given_path), "--data-dir", str(root / "data")]
+    )
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert code == 2 and len(err) == 1 and err[0].startswith("normvar: error:"), err
     assert ("--out" in err[0]) == (target is None), err[0]
@@ -160,8 +189,10 @@ def test_report_out_to_dev_null_and_through_a_link(tmp_path, capsys, tiny_run):
     assert code == 2 and "/dev/null is a character device" in err, err
     assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
     os.mkfifo(tmp_path / "pipe.html")
-    assert cli.main(["report", name, "--format", "html", "--out", str(tmp_path / "pipe.html"),
-                     "--data-dir", str(data)]) == 2
+    assert (
+        cli.main(["report", name, "--format", "html", "--out", str(tmp_path / "pipe.html"), "--data-dir", str(data)])
+        == 2
+    )
     assert "FIFO" in capsys.readouterr().err and stat.S_ISFIFO(os.lstat(tmp_path / "pipe.html").st_mode)
     (tmp_path / "real").mkdir()
     canary = tmp_path / "real" / "canary.html"
@@ -203,6 +234,22 @@ def tiny_run(tmp_path_factory, tiny_models):
     corpus = root / "c.txt"
     corpus.write_text("\n".join(f"the cat {i % 5} sat on the mat number {i % 7} today" for i in range(60)) + "\n")
     data = root / "data"
-    assert cli.main(["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", "tiny",
-                     "--no-geometry", "--quiet", "--data-dir", str(data)]) == 0
+    assert (
+        cli.main(
+            [
+                "compute",
+                "--model",
+                str(tiny_models["bert"]),
+                "--corpus",
+                str(corpus),
+                "--name",
+                "tiny",
+                "--no-geometry",
+                "--quiet",
+                "--data-dir",
+                str(data),
+            ]
+        )
+        == 0
+    )
     return data, "tiny"

@@ -3,6 +3,7 @@ and the disk (accelerate's big-model path: --max-memory + --offload-folder, or a
 same run as the model in one piece on every table of the run file, the run row names where each module ran,
 each layer group's measure state holds only its layers, and no kept hidden state is all zeros
 (transformers #36636)."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,13 +14,13 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from ray_driver import watch_driver_loads
 
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DEFAULT_CORPUS
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
-from ray_driver import watch_driver_loads
 
 SPLIT = {"embed_tokens": "cpu", "rotary_emb": "cpu", "layers.0": "cpu", "layers.1": "disk", "norm": "disk"}
 
@@ -36,8 +37,12 @@ def corpus(tmp_path_factory):
 def _tables(path) -> dict[str, pd.DataFrame]:
     con = duckdb.connect(str(path), read_only=True)
     try:
-        names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
-                                           "WHERE table_schema = 'main'").fetchall()]
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+        ]
         return {n: con.execute(f'SELECT * FROM "{n}"').df() for n in names if n != "run"}
     finally:
         con.close()
@@ -59,15 +64,17 @@ def _same_table(name: str, a: pd.DataFrame, b: pd.DataFrame) -> None:
             np.testing.assert_allclose(y, x, rtol=1e-6, atol=atol, err_msg=f"{name}.{col}")
         elif x.dtype == object and len(x) and isinstance(x[0], (list, np.ndarray)):
             for u, v in zip(x, y):
-                np.testing.assert_allclose(np.asarray(v, float), np.asarray(u, float), rtol=1e-6, atol=1e-12,
-                                           err_msg=f"{name}.{col}")
+                np.testing.assert_allclose(
+                    np.asarray(v, float), np.asarray(u, float), rtol=1e-6, atol=1e-12, err_msg=f"{name}.{col}"
+                )
         else:
             assert list(x) == list(y), f"{name}.{col}"
 
 
 def _base(tiny_models, corpus, name, **kw) -> RunConfig:
-    return RunConfig(model=str(tiny_models["llama"]), corpus=str(corpus), name=name, samples_per_token=2,
-                     self_similarity="on", **kw)
+    return RunConfig(
+        model=str(tiny_models["llama"]), corpus=str(corpus), name=name, samples_per_token=2, self_similarity="on", **kw
+    )
 
 
 @pytest.mark.parametrize("how", ["max_memory", "json"])
@@ -75,14 +82,28 @@ def test_spread_over_cpu_and_disk_equals_one_piece(tiny_models, corpus, tmp_path
     ref = compute_run(_base(tiny_models, corpus, "whole"), tmp_path)
     if how == "json":
         (tmp_path / "map.json").write_text(json.dumps(SPLIT))
-        cfg = _base(tiny_models, corpus, "mapped", device_map=str(tmp_path / "map.json"),
-                    offload_folder=str(tmp_path / "off"))
+        cfg = _base(
+            tiny_models, corpus, "mapped", device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "off")
+        )
     else:  # the embeddings (64 KiB) fit in 100 KiB of CPU, the blocks and the final norm go to the disk
-        cfg = _base(tiny_models, corpus, "mapped", device_map="auto", max_memory="cpu=100KiB",
-                    offload_folder=str(tmp_path / "off"))
+        cfg = _base(
+            tiny_models,
+            corpus,
+            "mapped",
+            device_map="auto",
+            max_memory="cpu=100KiB",
+            offload_folder=str(tmp_path / "off"),
+        )
     got = compute_run(cfg, tmp_path)
     a, b = _tables(ref), _tables(got)
-    assert set(a) == set(b) and {"token_stats", "layer_stats", "layer_geometry", "token_selfsim", "samples", "halves_layer"} <= set(a)
+    assert set(a) == set(b) and {
+        "token_stats",
+        "layer_stats",
+        "layer_geometry",
+        "token_selfsim",
+        "samples",
+        "halves_layer",
+    } <= set(a)
     for name in sorted(a):
         _same_table(name, a[name], b[name])
     rec = open_run(got).record
@@ -113,7 +134,8 @@ def _runs_page_shows_the_map(data_dir, monkeypatch) -> None:
     at.switch_page("views/runs.py").run()
     assert not at.exception
     assert [e.label for e in at.expander if e.label.startswith("Device map")] == [
-        "Device map: cpu: 3 modules · disk: 2 modules"]
+        "Device map: cpu: 3 modules · disk: 2 modules"
+    ]
     table = next(d.value for d in at.dataframe if list(d.value.columns) == ["module", "device"])
     assert dict(zip(table["module"], table["device"])) == SPLIT
 
@@ -122,9 +144,9 @@ def test_layer_groups_hold_only_their_layers(tiny_models, corpus, tmp_path):
     """The measures of a split run: one per device-map entry, each sized for its layers; the state
     seen by checkpoints and Ray (state_dict) is the whole run's, and loads back into the groups."""
     from normvar_core.pipeline.execute.checkpoint import partial_state
+    from normvar_core.pipeline.execute.layer_groups import LayerSplit
     from normvar_core.pipeline.execute.partials import build_measures, run_range
     from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.execute.layer_groups import LayerSplit
 
     (tmp_path / "map.json").write_text(json.dumps(SPLIT))
     cfg = _base(tiny_models, corpus, "g", device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "o"))
@@ -166,8 +188,14 @@ def test_split_run_resumes_from_its_checkpoint(tiny_models, corpus, tmp_path):
 
     (tmp_path / "map.json").write_text(json.dumps(SPLIT))
     ref = compute_run(_base(tiny_models, corpus, "whole", batch_size=8), tmp_path / "a")
-    cfg = _base(tiny_models, corpus, "mapped", batch_size=8, device_map=str(tmp_path / "map.json"),
-                offload_folder=str(tmp_path / "off"))
+    cfg = _base(
+        tiny_models,
+        corpus,
+        "mapped",
+        batch_size=8,
+        device_map=str(tmp_path / "map.json"),
+        offload_folder=str(tmp_path / "off"),
+    )
     ckpt = tmp_path / "ck" / "run.ckpt"
     seen = []
 
@@ -176,8 +204,14 @@ def test_split_run_resumes_from_its_checkpoint(tiny_models, corpus, tmp_path):
             seen.append(p.embeddings)
 
     with pytest.raises(CancelledError):
-        compute_run(cfg, tmp_path / "b", checkpoint=ckpt, checkpoint_every_s=0.0, progress=progress,
-                    should_cancel=lambda: len([e for e in seen if e > 0]) >= 2)
+        compute_run(
+            cfg,
+            tmp_path / "b",
+            checkpoint=ckpt,
+            checkpoint_every_s=0.0,
+            progress=progress,
+            should_cancel=lambda: len([e for e in seen if e > 0]) >= 2,
+        )
     assert ckpt.exists()
     got = compute_run(cfg, tmp_path / "b", checkpoint=ckpt)
     assert open_run(got).meta["notes"]["resumed_from_batch"] >= 1
@@ -186,14 +220,17 @@ def test_split_run_resumes_from_its_checkpoint(tiny_models, corpus, tmp_path):
         _same_table(name, a[name], b[name])
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(max_memory="0=70GiB"), "need a device map"),
-    (dict(device_map="everywhere"), "unknown --device-map"),
-    (dict(device_map="auto", max_memory="0=70GiB,cpu=lots"), "cannot read the size"),
-    (dict(device_map="auto", max_memory="gpu=1GiB"), "unknown device"),
-    (dict(device_map="auto", max_memory="0=1GiB,0=2GiB"), "twice"),
-    (dict(device_map="/nonexistent/map.json"), "cannot read --device-map"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(max_memory="0=70GiB"), "need a device map"),
+        (dict(device_map="everywhere"), "unknown --device-map"),
+        (dict(device_map="auto", max_memory="0=70GiB,cpu=lots"), "cannot read the size"),
+        (dict(device_map="auto", max_memory="gpu=1GiB"), "unknown device"),
+        (dict(device_map="auto", max_memory="0=1GiB,0=2GiB"), "twice"),
+        (dict(device_map="/nonexistent/map.json"), "cannot read --device-map"),
+    ],
+)
 def test_bad_device_options_are_one_line(kw, words):
     with pytest.raises(NormvarError) as err:
         RunConfig(model="minilm", **kw).validate()
@@ -231,8 +268,17 @@ def test_ray_gpus_per_worker_replicas_equal_one_piece(tiny_models, corpus, tmp_p
 
     (tmp_path / "map.json").write_text(json.dumps(SPLIT))
     ref = compute_run(_base(tiny_models, corpus, "whole", batch_size=8), tmp_path)
-    cfg = _base(tiny_models, corpus, "ray", batch_size=8, executor="ray", workers=2, gpus_per_worker=0,
-                device_map=str(tmp_path / "map.json"), offload_folder=str(tmp_path / "off"))
+    cfg = _base(
+        tiny_models,
+        corpus,
+        "ray",
+        batch_size=8,
+        executor="ray",
+        workers=2,
+        gpus_per_worker=0,
+        device_map=str(tmp_path / "map.json"),
+        offload_folder=str(tmp_path / "off"),
+    )
     seen = watch_driver_loads(monkeypatch)
     try:
         got = compute_run(cfg, tmp_path)
@@ -285,8 +331,7 @@ def test_offloaded_weights_are_removed_from_the_offload_folder_after_the_run(tin
     (off / "mine.txt").write_text("kept")  # what the folder held before the run stays
     cfg = _base(tiny_models, corpus, "off", device_map="auto", max_memory="cpu=100KiB", offload_folder=str(off))
     seen = []
-    compute_run(cfg.replace(model=str(bins)), tmp_path,
-                progress=lambda p: seen.append(len(list(off.iterdir()))))
+    compute_run(cfg.replace(model=str(bins)), tmp_path, progress=lambda p: seen.append(len(list(off.iterdir()))))
     assert max(seen) > 1  # the offloaded weights were in the folder during the run
     gc.collect()
     assert sorted(q.name for q in off.iterdir()) == ["mine.txt"]
@@ -295,9 +340,26 @@ def test_offloaded_weights_are_removed_from_the_offload_folder_after_the_run(tin
 def test_an_offloaded_compute_prints_no_raw_library_line(tiny_models, corpus, tmp_path, capsys, caplog):
     from normvar_core.service import cli
 
-    code = cli.main(["compute", "--model", str(tiny_models["llama"]), "--corpus", str(corpus), "--name", "q",
-                     "--device-map", "auto", "--max-memory", "cpu=100KiB", "--offload-folder", str(tmp_path / "off"),
-                     "--quiet", "--data-dir", str(tmp_path)])
+    code = cli.main(
+        [
+            "compute",
+            "--model",
+            str(tiny_models["llama"]),
+            "--corpus",
+            str(corpus),
+            "--name",
+            "q",
+            "--device-map",
+            "auto",
+            "--max-memory",
+            "cpu=100KiB",
+            "--offload-folder",
+            str(tmp_path / "off"),
+            "--quiet",
+            "--data-dir",
+            str(tmp_path),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "meta device" not in err and "Device" not in err, err

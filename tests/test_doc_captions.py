@@ -3,6 +3,7 @@ version" …: history belongs in Development and Benchmarks), and (b) each dashb
 page as the sidebar does, and that page's tabs, in order, as the page's source draws them (``views/<page>.py``:
 the tabs of ``_chrome.draw_sections`` or ``_sections.draw`` with ``viz.page_figures.FIGURES``), and the page's
 heading (``_chrome.run_page``) starts with that name. Read from the source, with no run and no browser."""
+
 from __future__ import annotations
 
 import ast
@@ -19,10 +20,13 @@ DOCS = ROOT / "docs"
 HISTORY_PAGES = {"development.md", "benchmarks.md"}
 USER_PAGES = sorted(p for p in DOCS.glob("*.md") if p.name not in HISTORY_PAGES)
 
-HISTORY = re.compile(r"\b(no longer|used to|older version|newer version|previously|formerly|anymore|any more|"
-                     r"once (?:\w+ed|was|were|had|did|made|took|let|put|gave|left|came|went|got)\b|"
-                     r"was (changed|fixed|removed|renamed)|has been (changed|fixed|removed|renamed)|"
-                     r"slipped through|still works|now (?:reads|writes|shows|says))", re.IGNORECASE)
+HISTORY = re.compile(
+    r"\b(no longer|used to|older version|newer version|previously|formerly|anymore|any more|"
+    r"once (?:\w+ed|was|were|had|did|made|took|let|put|gave|left|came|went|got)\b|"
+    r"was (changed|fixed|removed|renamed)|has been (changed|fixed|removed|renamed)|"
+    r"slipped through|still works|now (?:reads|writes|shows|says))",
+    re.IGNORECASE,
+)
 """Words that tell a change rather than what is. "once" is history only before a verb in the past ("once slipped
 through"); as a count ("once per run", "at once", "read once") it is not."""
 
@@ -40,10 +44,19 @@ def history(text: str) -> list[str]:
 
 
 def test_the_history_check_catches_history_and_passes_counts():
-    told = ["no longer probes `/x` first", "A `huey.sqlite` left by an older version is ignored.",
-            "numbers with blank cells once slipped through", "the flag used to print twice"]
-    counts = ["it reads the file once, at start", "computed once per run and layer", "signs in once, loopback too",
-              "all at once", "a token, printed once in the link"]
+    told = [
+        "no longer probes `/x` first",
+        "A `huey.sqlite` left by an older version is ignored.",
+        "numbers with blank cells once slipped through",
+        "the flag used to print twice",
+    ]
+    counts = [
+        "it reads the file once, at start",
+        "computed once per run and layer",
+        "signs in once, loopback too",
+        "all at once",
+        "a token, printed once in the link",
+    ]
     assert all(history(t) for t in told), [t for t in told if not history(t)]
     assert not any(history(t) for t in counts), [t for t in counts if history(t)]
 
@@ -67,8 +80,11 @@ def page_source(key: str) -> tuple[str | None, list[str] | None]:
         if name == "run_page" and node.args and isinstance(node.args[0], ast.Constant):
             heading = node.args[0].value
         elif name in ("draw_sections", "draw") and node.args:
-            given = node.args[1] if name == "draw_sections" else next(
-                (k.value for k in node.keywords if k.arg == "extra"), None)
+            given = (
+                node.args[1]
+                if name == "draw_sections"
+                else next((k.value for k in node.keywords if k.arg == "extra"), None)
+            )
             if name == "draw":
                 tabs += [f.section for f in FIGURES.get(key, ())]
             if given is None:
@@ -88,8 +104,11 @@ screenshot; a report's has none)."""
 def captions() -> list[tuple[str, str, str]]:
     """(doc page, screenshot, caption) of every screenshot of a dashboard page that a figure of the manual captions
     (its caption starts with the page's name in bold)."""
-    return [(doc.name, shot, text) for doc in DOCS.glob("*.md")
-            for shot, text in CAPTION.findall(doc.read_text(encoding="utf-8"))]
+    return [
+        (doc.name, shot, text)
+        for doc in DOCS.glob("*.md")
+        for shot, text in CAPTION.findall(doc.read_text(encoding="utf-8"))
+    ]
 
 
 def test_every_page_with_tabs_has_a_captioned_screenshot():
@@ -98,8 +117,9 @@ def test_every_page_with_tabs_has_a_captioned_screenshot():
     assert set(with_tabs) <= named, sorted(set(with_tabs) - named)
 
 
-@pytest.mark.parametrize(("doc", "shot", "text"), captions(), ids=lambda x: x if isinstance(x, str) and
-                         len(x) < 30 else "")
+@pytest.mark.parametrize(
+    ("doc", "shot", "text"), captions(), ids=lambda x: x if isinstance(x, str) and len(x) < 30 else ""
+)
 def test_a_caption_names_its_pages_heading_and_tabs(doc, shot, text):
     m = re.match(r"\*\*([^*]+)\*\*", text)
     assert m, f"{doc}: {shot}'s caption starts with no **page name**"

@@ -5,6 +5,7 @@ names a file that exists (so the site opens from file:// as over HTTP), the user
 (no issue numbers, stops or test files: those live on the Development and Benchmarks pages), and the
 command-line reference holds every command and option of the parsers. The README stays short and its Python example
 runs on a real run file; CITATION.cff parses and names the tool and the studies' papers."""
+
 from __future__ import annotations
 
 import contextlib
@@ -31,8 +32,17 @@ class _Resources(HTMLParser):
     icons, preloads), object data, srcset entries and inline style url(...). <a href> is navigation, not
     a load, and is left out."""
 
-    LOADS = {"script": "src", "img": "src", "iframe": "src", "source": "src", "embed": "src", "video": "src",
-             "audio": "src", "track": "src", "object": "data"}
+    LOADS = {
+        "script": "src",
+        "img": "src",
+        "iframe": "src",
+        "source": "src",
+        "embed": "src",
+        "video": "src",
+        "audio": "src",
+        "track": "src",
+        "object": "data",
+    }
 
     def __init__(self):
         super().__init__()
@@ -117,8 +127,14 @@ def _nav_files(items) -> list[str]:
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_MKDOCS_2_WARNING="1")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
-                           "-d", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     return out
 
@@ -137,7 +153,9 @@ def test_manual_builds_strict_and_loads_nothing_from_other_hosts(site):
         urls = re.findall(r"url\(\s*['\"]?([^'\")]+)", text) + re.findall(r"@import\s+['\"]([^'\"]+)", text)
         foreign += [(str(css.relative_to(site)), "css", url) for url in urls if _foreign(url)]
     assert not foreign, f"the manual loads from other hosts: {foreign[:10]}"
-    assets = "".join(p.read_text(encoding="utf-8", errors="replace") for p in site.rglob("*") if p.suffix in (".css", ".js"))
+    assets = "".join(
+        p.read_text(encoding="utf-8", errors="replace") for p in site.rglob("*") if p.suffix in (".css", ".js")
+    )
     assert "fonts.googleapis.com" not in assets and "fonts.gstatic.com" not in assets  # theme.font: false
     # the API pages are rendered from the docstrings, not left as ::: directives
     reader = (site / "api" / "reader.html").read_text(encoding="utf-8")
@@ -165,8 +183,11 @@ def test_every_local_link_and_image_resolves_to_a_file(site):
 
 def test_user_pages_name_no_issue_stop_or_test_file():
     """A user page tells a task or a meaning; the project's history belongs to Development and Benchmarks."""
-    found = {str(p.relative_to(DOCS)): history_lines(p.read_text(encoding="utf-8"))
-             for p in sorted(DOCS.rglob("*.md")) if p.name not in HISTORY_PAGES}
+    found = {
+        str(p.relative_to(DOCS)): history_lines(p.read_text(encoding="utf-8"))
+        for p in sorted(DOCS.rglob("*.md"))
+        if p.name not in HISTORY_PAGES
+    }
     found = {page: lines for page, lines in found.items() if lines}
     assert not found, found
     for bad in ("fixed in #41", "see issue 41", "at stop 40", "checked by tests/test_x.py", "test_docs.py"):
@@ -225,7 +246,9 @@ def test_measure_tables_hold_every_registered_measure(site):
     from examples.norm_measure import NormMeasure
 
     registry = (*MEASURES, NormMeasure)
-    assert f"| `{NormMeasure.name}` |" in tables_markdown(registry) and f"| `{NormMeasure.name}` |" in memory_markdown(registry)
+    assert f"| `{NormMeasure.name}` |" in tables_markdown(registry) and f"| `{NormMeasure.name}` |" in memory_markdown(
+        registry
+    )
 
 
 def test_every_page_is_in_the_nav():
@@ -233,7 +256,9 @@ def test_every_page_is_in_the_nav():
     assert config["theme"]["name"] == "material" and config["theme"]["font"] is False and config["strict"] is True
     nav = _nav_files(config["nav"])
     pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
-    assert sorted(nav) == pages, f"not in the nav: {set(pages) - set(nav)}; in the nav, no file: {set(nav) - set(pages)}"
+    assert sorted(nav) == pages, (
+        f"not in the nav: {set(pages) - set(nav)}; in the nav, no file: {set(nav) - set(pages)}"
+    )
     assert len(nav) == len(set(nav))
 
 
@@ -274,8 +299,10 @@ def test_readme_python_example_runs_on_a_real_run(minilm_path, tmp_path, monkeyp
     # what it printed first: Q(X) and V_W(X) per layer, here from the run file's token_stats by plain SQL (eqs. 15, 10)
     corpus = scope["run"].stats().corpus(10, 100_000)
     with duckdb.connect(str(tmp_path / "data" / "runs" / f"{DEFAULT_RUN_NAME}.duckdb"), read_only=True) as con:
-        ref = con.execute("SELECT layer, sum(n * q) / sum(n) AS q, sum(n * v) / sum(n) AS v_w FROM token_stats "
-                          "WHERE n BETWEEN 10 AND 100000 GROUP BY layer ORDER BY layer").df()
+        ref = con.execute(
+            "SELECT layer, sum(n * q) / sum(n) AS q, sum(n * v) / sum(n) AS v_w FROM token_stats "
+            "WHERE n BETWEEN 10 AND 100000 GROUP BY layer ORDER BY layer"
+        ).df()
     assert len(corpus) == len(ref) == 7
     for col in ("q", "v_w"):
         assert corpus[col].to_numpy() == pytest.approx(ref[col].to_numpy(), rel=1e-9), col

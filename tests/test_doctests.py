@@ -1,5 +1,6 @@
 """The examples in the library's docstrings run and give what they show (as river's stats do): every module
 of ``normvar_core`` whose docstrings hold a ``>>>`` example is collected here."""
+
 from __future__ import annotations
 
 import doctest
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "normvar_core"
-WITH_EXAMPLES = sorted(".".join(p.relative_to(PKG.parent).with_suffix("").parts)
-                       for p in PKG.rglob("*.py") if ">>> " in p.read_text())
+WITH_EXAMPLES = sorted(
+    ".".join(p.relative_to(PKG.parent).with_suffix("").parts) for p in PKG.rglob("*.py") if ">>> " in p.read_text()
+)
 
 
 def test_the_library_has_examples():

@@ -7,6 +7,7 @@ load, in the very first forward pass, halfway through the update of the first ba
 the other measures not yet) or of the fifth — until the test has sent the real signal and says go.
 An interrupt in a half-added batch waits for the end of that batch (``errors.interrupts_between_batches``),
 so the checkpoint holds whole batches only."""
+
 from __future__ import annotations
 
 import os
@@ -23,13 +24,20 @@ from normvar_core.service import cli
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 # (where, batch, signal, the batches the checkpoint holds: None = no batch was done, no checkpoint)
-CASES = [("load", 0, signal.SIGINT, None), ("first-forward", 0, signal.SIGTERM, None),
-         ("update", 0, signal.SIGINT, 1), ("update", 0, signal.SIGTERM, 1), ("update", 4, signal.SIGINT, 5),
-         ("update", 4, signal.SIGTERM, 5)]
+CASES = [
+    ("load", 0, signal.SIGINT, None),
+    ("first-forward", 0, signal.SIGTERM, None),
+    ("update", 0, signal.SIGINT, 1),
+    ("update", 0, signal.SIGTERM, 1),
+    ("update", 4, signal.SIGINT, 5),
+    ("update", 4, signal.SIGTERM, 5),
+]
 
 
 @pytest.mark.parametrize("stage,at,sig,kept", CASES, ids=[f"{c[0]}{c[1]}-{c[2].name}" for c in CASES])
-def test_an_early_interrupt_keeps_the_batches_done_and_the_rerun_resumes(stage, at, sig, kept, tmp_path, uninterrupted_compute):
+def test_an_early_interrupt_keeps_the_batches_done_and_the_rerun_resumes(
+    stage, at, sig, kept, tmp_path, uninterrupted_compute
+):
     argv, ref = uninterrupted_compute
     data = tmp_path / "data"
     marker, go, log = tmp_path / "marker", tmp_path / "go", tmp_path / "log"

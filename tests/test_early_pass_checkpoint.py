@@ -4,6 +4,7 @@ the data directory's ``checkpoints/`` and says so in one line; the same command 
 its running state) and publishes the uninterrupted run on every table (to float32 rounding across processes,
 tests/cross_process.py). ``--no-checkpoint`` keeps nothing and says so. With stderr a pipe, the progress is plain
 lines, never a carriage return."""
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,11 @@ import sys
 
 import numpy as np
 import pytest
+from paused_compute import interrupt_at_pause, paused_compute
+from same_run import assert_same_run
 
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
-from paused_compute import interrupt_at_pause, paused_compute
-from same_run import assert_same_run
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -31,8 +32,23 @@ def early_compute(tmp_path_factory, tiny_models):
     corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
 
     def argv(data, *extra: str) -> list[str]:
-        return ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus), "--name", "r",
-                "--batch-size", "8", "--id-sample", "200", "--quiet", "--data-dir", str(data), *extra]
+        return [
+            "compute",
+            "--model",
+            str(tiny_models["bert"]),
+            "--corpus",
+            str(corpus),
+            "--name",
+            "r",
+            "--batch-size",
+            "8",
+            "--id-sample",
+            "200",
+            "--quiet",
+            "--data-dir",
+            str(data),
+            *extra,
+        ]
 
     ref = root / "ref"
     assert cli.main(argv(ref)) == 0
@@ -47,8 +63,9 @@ def interrupt_in_the_early_pass(argv, tmp_path) -> tuple[int, list[str]]:
     return code, [x for x in log.read_text().splitlines() if x.strip()]
 
 
-def test_sigterm_in_the_early_pass_keeps_its_batches_and_the_rerun_equals_the_uninterrupted_run(early_compute,
-                                                                                              tmp_path):
+def test_sigterm_in_the_early_pass_keeps_its_batches_and_the_rerun_equals_the_uninterrupted_run(
+    early_compute, tmp_path
+):
     argv, ref = early_compute
     data = tmp_path / "data"
     code, err = interrupt_in_the_early_pass(argv(data), tmp_path)
@@ -56,8 +73,10 @@ def test_sigterm_in_the_early_pass_keeps_its_batches_and_the_rerun_equals_the_un
     assert code == 143 and len(err) == 1, err
     n_batches = 15  # 120 sentences, 8 a batch
     size = f"{ckpt.stat().st_size / 1e3:.1f} kB"  # a few kB: the tiny model's early pass
-    assert err[0] == (f"normvar: terminated (SIGTERM); nothing was published; checkpoint kept in {ckpt}: "
-                      f"2 of {n_batches} batches of the early pass, {size}; the same command resumes from it"), err
+    assert err[0] == (
+        f"normvar: terminated (SIGTERM); nothing was published; checkpoint kept in {ckpt}: "
+        f"2 of {n_batches} batches of the early pass, {size}; the same command resumes from it"
+    ), err
     with np.load(ckpt, allow_pickle=False) as z:
         meta = json.loads(str(z["meta_json"]))
         assert meta["early_done"] == 2 and meta["next_batch"] == 0
@@ -74,8 +93,10 @@ def test_no_checkpoint_keeps_nothing_and_says_so(early_compute, tmp_path):
     argv, _ = early_compute
     data = tmp_path / "data"
     code, err = interrupt_in_the_early_pass(argv(data, "--no-checkpoint"), tmp_path)
-    assert code == 143 and err == ["normvar: terminated (SIGTERM); nothing was published; no checkpoint "
-                                   "(--no-checkpoint): the same command starts over"], err
+    assert code == 143 and err == [
+        "normvar: terminated (SIGTERM); nothing was published; no checkpoint "
+        "(--no-checkpoint): the same command starts over"
+    ], err
     assert not (data / "checkpoints").exists() or not os.listdir(data / "checkpoints")
 
 
@@ -85,10 +106,12 @@ def test_progress_in_a_log_is_plain_lines(early_compute, tmp_path):
     NORMVAR_PROGRESS_EVERY_S=0, so the lines do not depend on how fast this machine is), no carriage return."""
     argv, _ = early_compute
     args = [a for a in argv(tmp_path / "data") if a != "--quiet"]
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               NORMVAR_PROGRESS_EVERY_S="0")
-    r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, env=env,
-                       timeout=600)
+    env = dict(
+        os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", NORMVAR_PROGRESS_EVERY_S="0"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "normvar_core.service.cli", *args], capture_output=True, env=env, timeout=600
+    )
     assert r.returncode == 0, r.stderr
     err = r.stderr.decode()
     lines = [x for x in err.splitlines() if x.startswith("normvar: ")]
@@ -120,7 +143,7 @@ def test_log_lines_print_each_phase_at_once_then_at_most_one_line_every_every_s(
     said = out.getvalue().splitlines()  # at 110 and at 160.1 (30 s after the last)
     assert len(said) == 2 and all(x.startswith("normvar: forward · 10/100 sentences") for x in said)
     t[0] += 1
-    log(Progress("finalize", done=0, total=3, unit="measures"))   # a new phase: at once
+    log(Progress("finalize", done=0, total=3, unit="measures"))  # a new phase: at once
     assert out.getvalue().splitlines()[-1].startswith("normvar: finalize · 0/3 measures")
     t[0] += 60
     log(Progress("done", done=1, total=1, unit="steps"))
@@ -142,9 +165,14 @@ def test_a_resumed_pass_takes_its_early_axes_from_the_checkpoint(tiny_models, tm
     ref = open_run(compute_run(cfg, tmp_path / "a"))
     ckpt, stages = tmp_path / "r.ckpt", []
     with pytest.raises(CancelledError):
-        compute_run(cfg, tmp_path / "b", checkpoint=ckpt, checkpoint_every_s=1e9,
-                    progress=lambda p: stages.append((p.stage, p.done)),
-                    should_cancel=lambda: sum(s == "compute" and d > 0 for s, d in stages) >= 3)
+        compute_run(
+            cfg,
+            tmp_path / "b",
+            checkpoint=ckpt,
+            checkpoint_every_s=1e9,
+            progress=lambda p: stages.append((p.stage, p.done)),
+            should_cancel=lambda: sum(s == "compute" and d > 0 for s, d in stages) >= 3,
+        )
     assert ("early", 15) in stages  # the early pass ran every batch of this corpus, then the pass was cancelled
     stages.clear()
     got = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=lambda p: stages.append((p.stage, 0))))

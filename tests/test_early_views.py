@@ -2,6 +2,7 @@
 
 Independent ground truth: a fresh ``LayerView`` of the same rows, computed here, and a run whose early pass kept
 nothing (``reuse=False``) — the pass then computes every product itself."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,13 @@ def test_a_view_from_known_products_equals_a_fresh_view():
             fresh, known = LayerView(x, dtype, split), LayerView(x, dtype, split, first)
             assert known._grams is first.get("grams") and known._mean is first["mean"]  # taken, not recomputed
             w = torch.rand(301, generator=g, dtype=torch.float64)
-            for a, b in ((fresh.scatter, known.scatter), (fresh.mean, known.mean), (fresh.col_sq, known.col_sq),
-                         (fresh.centred, known.centred), (fresh.weighted_sum(w), known.weighted_sum(w))):
+            for a, b in (
+                (fresh.scatter, known.scatter),
+                (fresh.mean, known.mean),
+                (fresh.col_sq, known.col_sq),
+                (fresh.centred, known.centred),
+                (fresh.weighted_sum(w), known.weighted_sum(w)),
+            ):
                 torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-12)
             if split is not None:
                 for (n1, m1, s1), (n2, m2, s2) in zip(fresh.parts(), known.parts()):
@@ -47,7 +53,7 @@ def test_a_view_from_known_products_equals_a_fresh_view():
 def test_known_products_of_another_split_or_dtype_are_ignored():
     x = torch.randn(50, 6, dtype=torch.float32)
     first = LayerView(x, "float64", (torch.arange(50), [20, 30])).reusable()
-    assert LayerView(x, "float64", None, first)._grams is None            # split differs
+    assert LayerView(x, "float64", None, first)._grams is None  # split differs
     assert LayerView(x, "float32", (torch.arange(50), [20, 30]), first)._mean is None  # dtype differs
 
 
@@ -57,9 +63,9 @@ def setup(tiny_models, tmp_path):
     corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(160)) + "\n")
 
     def make(**kw):
-        cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=200, name="r",
-                        **kw)
+        cfg = RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=200, name="r", **kw)
         return prepare(cfg, tmp_path / "data")
+
     return make
 
 
@@ -132,10 +138,17 @@ def _thread_counts() -> dict[str, int]:
     from threadpoolctl import threadpool_info
 
     info = torch.__config__.parallel_info()
-    counts = {f"torch {k}": int(v) for k, v in re.findall(r"(at::get_num_threads|omp_get_max_threads|"
-                                                          r"mkl_get_max_threads)\(\) : (\d+)", info)}
-    return counts | {f"{p['user_api']} {p['internal_api']} {p['filepath']}": p["num_threads"]
-                     for p in threadpool_info()}
+    counts = {
+        f"torch {k}": int(v)
+        for k, v in re.findall(
+            r"(at::get_num_threads|omp_get_max_threads|"
+            r"mkl_get_max_threads)\(\) : (\d+)",
+            info,
+        )
+    }
+    return counts | {
+        f"{p['user_api']} {p['internal_api']} {p['filepath']}": p["num_threads"] for p in threadpool_info()
+    }
 
 
 def test_per_layer_leaves_torch_with_its_threads(monkeypatch):
@@ -160,7 +173,7 @@ def test_per_layer_leaves_torch_with_its_threads(monkeypatch):
         blas = [k for k in before if k.startswith("blas ")]
         assert blas and all(c[k] == 1 for c in inside for k in blas), inside
         assert torch.get_num_threads() == 2
-        after = _thread_counts()                 # (a library first loaded meanwhile is new, not changed)
+        after = _thread_counts()  # (a library first loaded meanwhile is new, not changed)
         assert {k: after[k] for k in before} == before
     finally:
         torch.set_num_threads(saved)

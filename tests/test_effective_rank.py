@@ -4,6 +4,7 @@ its values equal a float64 brute force over every counted embedding (numpy's cov
 states the source gave), and the run file carries its curve, which the Geometry page draws as a tab and the deck
 as a slide. The contract itself (state round trip, two partial states merged equal to one stream, the planned
 state) is checked with every other measure by ``tests/test_measure_contract.py``."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from examples.effective_rank import EffectiveRankMeasure, effective_rank
 from normvar_core.pipeline.measures import MEASURES
 
-REGISTRY = MEASURES + (EffectiveRankMeasure,)   # the one line that registers it
+REGISTRY = MEASURES + (EffectiveRankMeasure,)  # the one line that registers it
 
 
 class Recording:
@@ -47,8 +48,15 @@ def run_path(tmp_path_factory, tiny_models) -> tuple[Path, list[np.ndarray]]:
     source = Recording(setup.source)
     measures = build_measures(setup.ctx, registry=REGISTRY)
     run_range(source, setup.plan, measures, 0, setup.plan.n_batches)
-    path = publish_run(root / "runs" / "erank.duckdb", plan=setup.plan, source=setup.source, ctx=setup.ctx,
-                       measures=measures, seconds=0.0, notes={})
+    path = publish_run(
+        root / "runs" / "erank.duckdb",
+        plan=setup.plan,
+        source=setup.source,
+        ctx=setup.ctx,
+        measures=measures,
+        seconds=0.0,
+        notes={},
+    )
     return path, source.states
 
 
@@ -56,7 +64,7 @@ def test_the_effective_rank_equals_a_float64_brute_force(run_path):
     from normvar_core.runs.reader import open_run
 
     path, states = run_path
-    X = np.concatenate(states, axis=1)                 # (L, N, d): every counted embedding of the run
+    X = np.concatenate(states, axis=1)  # (L, N, d): every counted embedding of the run
     run = open_run(path)
     got = run.table("layer_effective_rank").sort_values("layer")
     assert list(got["layer"]) == list(run.layers) and X.shape[1] == run.meta["n_embeddings"]
@@ -89,6 +97,6 @@ def test_geometry_and_the_deck_show_it(run_path, monkeypatch):
     fig = figure(open_section(at, "geometry", curve.title), curve.title)
     [line] = [t for t in fig["data"] if t.get("name") == "erank"]
     want = run.table(curve.table).sort_values("layer")
-    np.testing.assert_array_equal(arr(line["y"]), want[curve.column].to_numpy())   # the table's values, as stored
+    np.testing.assert_array_equal(arr(line["y"]), want[curve.column].to_numpy())  # the table's values, as stored
     titles = [s.title for s in build_slides([run])]
     assert any(curve.title in t for t in titles), titles

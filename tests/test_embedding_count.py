@@ -1,6 +1,7 @@
 """The run counts its embeddings itself, not through a measure: ``run_range`` adds every StateBatch's rows to
 ``partials.Counted``, and a run resumed at batch k starts from ``RunPlan.counted_before(k)``. Ground truth:
 the positions the seeded Gaussian source actually yielded, counted here, and the plan's per-type counts."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,7 +31,8 @@ def test_the_run_counts_what_the_source_yields_and_a_resumed_run_starts_from_the
 
     seen = []
     count = Counted(plan.counted_before(k))  # resumed at batch k: the batches before it already counted
-    run_range(source, plan, build_measures(ctx), k, plan.n_batches, count=count,
-              on_batch=lambda i: seen.append((i, count.n)))
-    assert seen == [(i, sum(yielded[:i + 1])) for i in range(k, plan.n_batches)]
+    run_range(
+        source, plan, build_measures(ctx), k, plan.n_batches, count=count, on_batch=lambda i: seen.append((i, count.n))
+    )
+    assert seen == [(i, sum(yielded[: i + 1])) for i in range(k, plan.n_batches)]
     assert count.n == plan.total_embeddings

@@ -2,23 +2,24 @@
 tokenizer-normalised lookup, the clouds' colours and label placement, the t-SNE map — each against an
 independent ground truth (float64 brute force, a real MiniLM forward pass through transformers, the
 real tokenizer, sklearn)."""
+
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
+import brute
 import numpy as np
 import pandas as pd
 import pytest
+from dashboard_run import RUN
 
 from normvar_core.errors import NormvarError
 from normvar_core.stats.lookup import find_type, levenshtein, suggest
 from normvar_core.stats.neighbours import nearest_types
 from normvar_core.stats.occurrence_rank import distance_percentile
 from normvar_core.viz.viewstate import ViewState
-import brute
-from dashboard_run import RUN
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +33,8 @@ def run(data_dir):
 def test_nearest_types_equal_a_float64_brute_force():
     rng = np.random.default_rng(22)
     means = rng.normal(size=(300, 24)).astype(np.float32)
-    means[[5, 77]] = 0.0                                   # zero means have no cosine
-    means[10] = means[11] * 2                              # a tie in cosine: the smaller id first
+    means[[5, 77]] = 0.0  # zero means have no cosine
+    means[10] = means[11] * 2  # a tie in cosine: the smaller id first
     ids = np.arange(1000, 1300) * 7
     q = rng.normal(size=24)
     got = nearest_types(means, ids, q, 15, exclude=int(ids[3]))
@@ -95,9 +96,13 @@ def test_own_sentence_percentiles_match_a_direct_minilm_forward_pass(run, minilm
             if ref:
                 # the mid-rank: uses nearer the mean, ties (within float32 noise of the scale) counted half
                 tol = 1e-5 * (math.sqrt(sum(float(b) ** 2 for b in mu)) + d)
-                pct = 100.0 * (sum(1 for e in ref if e < d - tol) + 0.5 * sum(1 for e in ref if abs(e - d) <= tol)) / len(ref)
+                pct = (
+                    100.0
+                    * (sum(1 for e in ref if e < d - tol) + 0.5 * sum(1 for e in ref if abs(e - d) <= tol))
+                    / len(ref)
+                )
                 assert r["percentile"] == pytest.approx(pct, abs=100.0 / len(ref) + 1e-9)
-                if r["position"] == 0 and layer == 0:   # [CLS] at layer 0: every use at one point, the middle
+                if r["position"] == 0 and layer == 0:  # [CLS] at layer 0: every use at one point, the middle
                     assert max(ref) - min(ref) < tol and r["percentile"] == 50.0
                 checked += 1
             assert r["m"] == pytest.approx(float(st.m[li, col]), rel=1e-12)
@@ -109,8 +114,8 @@ def test_distance_percentile_edges():
     mu = np.zeros(3)
     smp = np.array([[1.0, 0, 0], [2.0, 0, 0], [3.0, 0, 0], [4.0, 0, 0]])
     assert distance_percentile(np.array([0.0, 0, 0]), mu, smp) == (0.0, 0.0)
-    assert distance_percentile(np.array([0.0, 2.0, 0]), mu, smp) == (2.0, 37.5)   # one nearer, one tie
-    same = np.repeat([[1.0, 2.0, 3.0]], 5, axis=0).astype(np.float32)           # every use at one point
+    assert distance_percentile(np.array([0.0, 2.0, 0]), mu, smp) == (2.0, 37.5)  # one nearer, one tie
+    same = np.repeat([[1.0, 2.0, 3.0]], 5, axis=0).astype(np.float32)  # every use at one point
     assert distance_percentile(same[0].astype(np.float64) * (1 + 1e-7), same.mean(0), same)[1] == 50.0
     assert distance_percentile(np.array([0.0, 0, 9.0]), mu, smp) == (9.0, 100.0)
     d, p = distance_percentile(np.array([1.0, 0, 0]), mu, np.zeros((0, 3)))
@@ -152,7 +157,7 @@ def test_sentence_job_runs_through_the_worker_once(run, tmp_path):
 
 
 # ------------------------------------------------------------------------------------ lookup
-@lru_cache(maxsize=None)
+@cache
 def _lev(a: str, b: str) -> int:
     if not a or not b:
         return len(a) + len(b)
@@ -168,11 +173,12 @@ def test_lookup_normalises_like_the_tokenizer_and_suggests(minilm_path):
     files = for_model("minilm")
     for word in ("License", "Café", "UNBELIEVABLY", "her", "Über-cool"):
         assert files.pieces(word) == real.tokenize(word)
-    vocab = pd.DataFrame({"token_id": [1, 2, 3, 4, 5], "token": ["license", "licensed", "##se", "lichen", "the"],
-                          "n": [3, 9, 4, 2, 100]})
+    vocab = pd.DataFrame(
+        {"token_id": [1, 2, 3, 4, 5], "token": ["license", "licensed", "##se", "lichen", "the"], "n": [3, 9, 4, 2, 100]}
+    )
     assert find_type(vocab, "License", files.normalise)["token"].tolist() == ["license"]
-    assert find_type(vocab, "License").empty                       # without the tokenizer: exact only
-    assert find_type(vocab, "se")["token"].tolist() == ["##se"]    # fn. 7: the marker is optional
+    assert find_type(vocab, "License").empty  # without the tokenizer: exact only
+    assert find_type(vocab, "se")["token"].tolist() == ["##se"]  # fn. 7: the marker is optional
     sug = suggest(vocab.iloc[1:], "Licence", files.normalise, k=3)
     assert sug["token"].tolist()[:2] == ["licensed", "lichen"]
     for a, b in [("licence", "license"), ("kitten", "sitting"), ("", "abc"), ("flaw", "lawn")]:
@@ -188,21 +194,24 @@ def test_token_colours_are_far_apart_in_cielab():
     cols = list(token_colours([f"t{i}" for i in range(24)]).values())
     im = Image.new("RGB", (len(cols), 1))
     for i, c in enumerate(cols):
-        im.putpixel((i, 0), tuple(int(c[k:k + 2], 16) for k in (1, 3, 5)))
-    to_lab = ImageCms.buildTransformFromOpenProfiles(ImageCms.createProfile("sRGB"), ImageCms.createProfile("LAB"),
-                                                     "RGB", "LAB")
+        im.putpixel((i, 0), tuple(int(c[k : k + 2], 16) for k in (1, 3, 5)))
+    to_lab = ImageCms.buildTransformFromOpenProfiles(
+        ImageCms.createProfile("sRGB"), ImageCms.createProfile("LAB"), "RGB", "LAB"
+    )
     out = ImageCms.applyTransform(im, to_lab)
-    lab = np.array([[v * 100 / 255 if k == 0 else v - 128 for k, v in enumerate(out.getpixel((i, 0)))]
-                    for i in range(len(cols))], dtype=np.float64)
+    lab = np.array(
+        [[v * 100 / 255 if k == 0 else v - 128 for k, v in enumerate(out.getpixel((i, 0)))] for i in range(len(cols))],
+        dtype=np.float64,
+    )
     d = np.linalg.norm(lab[:, None] - lab[None], axis=2) + np.eye(len(cols)) * 1e9
     assert d.min() > 20 and len(set(cols)) == 24
     assert all(27 <= L <= 81 for L in lab[:, 0])
 
 
 def test_cloud_labels_never_overlap_and_stay_in_the_plot(run):
+    from normvar_core.viz.cloud_figures import clouds_figure
     from normvar_core.viz.cloud_layout import equal_frame, label_box
     from normvar_core.viz.clouds import pca_cloud
-    from normvar_core.viz.cloud_figures import clouds_figure
 
     ids = run.sampled_tokens()["token_id"].astype(int).tolist()[:16]
     coords = pca_cloud(run.samples(3, ids)).coords
@@ -212,7 +221,9 @@ def test_cloud_labels_never_overlap_and_stay_in_the_plot(run):
         w = L.width - L.margin.l - L.margin.r
         h = L.height - L.margin.t - L.margin.b
         frame = equal_frame(np.r_[coords["pc1"], 0], np.r_[coords["pc2"], 0], w, h)
-        assert tuple(L.xaxis.range) == pytest.approx(frame.xrange) and tuple(L.yaxis.range) == pytest.approx(frame.yrange)
+        assert tuple(L.xaxis.range) == pytest.approx(frame.xrange) and tuple(L.yaxis.range) == pytest.approx(
+            frame.yrange
+        )
         boxes = []
         for a in L.annotations:
             px, py = frame.to_px(np.array([a.x]), np.array([a.y]))
@@ -254,12 +265,19 @@ def test_tokenizer_files_do_not_load_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from normvar_core.pipeline.models.tokenizer_files import for_model; "
-            "from normvar_core.stats.lookup import find_type; t = for_model('minilm'); "
-            "assert t.normalise('License') == 'license', t.normalise('License'); "
-            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+    code = (
+        "import sys; from normvar_core.pipeline.models.tokenizer_files import for_model; "
+        "from normvar_core.stats.lookup import find_type; t = for_model('minilm'); "
+        "assert t.normalise('License') == 'license', t.normalise('License'); "
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert out.stdout.strip() == "[]"
 
 

@@ -1,6 +1,7 @@
 """``normvar export``: every table of a run read back by pandas, polars and DuckDB equals what was written
 (the in-memory TokenStats and samples: float64 moments exactly, float32 vectors bit for bit), the .npy
 means and the Projector pair, and the destination rules (a file refused, nothing half-published)."""
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,14 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from runfiles import write_run
 
 from normvar_core.errors import NormvarError
 from normvar_core.runs import export as export_mod
 from normvar_core.runs.export import export_run
 from normvar_core.runs.reader import open_run
-from runfiles import write_run
-from normvar_core.stats.tokenstats import TokenStats
 from normvar_core.service.cli import main as cli
+from normvar_core.stats.tokenstats import TokenStats
 
 # tokens that break naive CSV/TSV writers
 TRICKY = ["plain", "a,b", 'say "hi"', "tab\there", "new\nline", "back\\slash", "ünï", "", " lead"]
@@ -36,18 +37,36 @@ def _run(tmp_path):
     ids = np.unique(tok)  # float64 brute force per type: mu, Q = mean ||x||^2, M = ||mu||^2, V = Q - M
     mean = np.stack([np.stack([x[l, tok == t].astype(np.float64).mean(0) for t in ids]) for l in range(L)])
     q = np.stack([[np.mean(np.sum(x[l, tok == t].astype(np.float64) ** 2, 1)) for t in ids] for l in range(L)])
-    m = np.sum(mean ** 2, 2)
-    st = TokenStats(token_ids=ids.astype(np.int64), n=np.bincount(tok)[ids], mean=mean.astype(np.float32),
-                    q=q, m=m, v=q - m, layer_index=np.array(LAYERS))
+    m = np.sum(mean**2, 2)
+    st = TokenStats(
+        token_ids=ids.astype(np.int64),
+        n=np.bincount(tok)[ids],
+        mean=mean.astype(np.float32),
+        q=q,
+        m=m,
+        v=q - m,
+        layer_index=np.array(LAYERS),
+    )
     tokens = [TRICKY[int(t)] for t in st.token_ids]
     ids = np.repeat(st.token_ids[:2], [3, 2])
-    samples = {"token_ids": ids, "tokens": [TRICKY[int(t)] for t in ids], "i": np.array([0, 1, 2, 0, 1], np.int32),
-               "vectors": rng.normal(size=(L, ids.size, d)).astype(np.float32),
-               "sentence_ids": np.arange(ids.size), "positions": np.arange(ids.size),
-               "sentences": {k: f"sentence {k}, with a comma" for k in range(ids.size)}}
+    samples = {
+        "token_ids": ids,
+        "tokens": [TRICKY[int(t)] for t in ids],
+        "i": np.array([0, 1, 2, 0, 1], np.int32),
+        "vectors": rng.normal(size=(L, ids.size, d)).astype(np.float32),
+        "sentence_ids": np.arange(ids.size),
+        "positions": np.arange(ids.size),
+        "sentences": {k: f"sentence {k}, with a comma" for k in range(ids.size)},
+    }
     meta = {"model": "tiny", "corpus_name": "c.txt", "options": {"model": "tiny"}, "notes": {}}
-    path = write_run(tmp_path / "runs" / "r.duckdb", meta=meta, stats=st, tokens=tokens,
-                     sentence_lengths=np.array([3, 5, 5]), samples=samples)
+    path = write_run(
+        tmp_path / "runs" / "r.duckdb",
+        meta=meta,
+        stats=st,
+        tokens=tokens,
+        sentence_lengths=np.array([3, 5, 5]),
+        samples=samples,
+    )
     return path, st, tokens, samples
 
 
@@ -62,9 +81,17 @@ def exported(tmp_path_factory):
 
 def _expected_stats(st, tokens) -> pd.DataFrame:
     L, T = st.num_layers, st.num_types
-    return pd.DataFrame({"layer": np.repeat(LAYERS, T), "token_id": np.tile(st.token_ids, L),
-                         "token": tokens * L, "n": np.tile(st.n, L), "q": st.q.reshape(-1),
-                         "m": st.m.reshape(-1), "v": st.v.reshape(-1)})
+    return pd.DataFrame(
+        {
+            "layer": np.repeat(LAYERS, T),
+            "token_id": np.tile(st.token_ids, L),
+            "token": tokens * L,
+            "n": np.tile(st.n, L),
+            "q": st.q.reshape(-1),
+            "m": st.m.reshape(-1),
+            "v": st.v.reshape(-1),
+        }
+    )
 
 
 def _sorted(df: pd.DataFrame, keys) -> pd.DataFrame:
@@ -85,8 +112,11 @@ def test_parquet_read_back_by_pandas_polars_duckdb(exported):
     path, st, tokens, samples, outs = exported
     want = _expected_stats(st, tokens)
     f = outs["parquet"] / "token_stats.parquet"
-    for got in (pd.read_parquet(f), pl.read_parquet(f).to_pandas(),
-                duckdb.sql(f"SELECT * FROM read_parquet('{f}')").df()):
+    for got in (
+        pd.read_parquet(f),
+        pl.read_parquet(f).to_pandas(),
+        duckdb.sql(f"SELECT * FROM read_parquet('{f}')").df(),
+    ):
         got = _sorted(got, ["layer", "token_id"])
         assert got["token"].tolist() == want["token"].tolist()
         for c in ("token_id", "n", "q", "m", "v"):
@@ -97,7 +127,11 @@ def test_parquet_read_back_by_pandas_polars_duckdb(exported):
     typ = schema.field("mean").type
     assert pa.types.is_fixed_size_list(typ) and typ.list_size == 6 and typ.value_type == pa.float32()
     assert pl.read_parquet(f).schema["mean"] == pl.Array(pl.Float32, 6)
-    for got in (pd.read_parquet(f), duckdb.sql(f"SELECT * FROM read_parquet('{f}')").df(), pl.read_parquet(f).to_pandas()):
+    for got in (
+        pd.read_parquet(f),
+        duckdb.sql(f"SELECT * FROM read_parquet('{f}')").df(),
+        pl.read_parquet(f).to_pandas(),
+    ):
         got = _sorted(got, ["layer", "token_id"])
         mat = np.stack(got["mean"].to_numpy()).astype(np.float32).reshape(st.num_layers, st.num_types, st.dim)
         assert np.array_equal(mat, st.mean)
@@ -111,8 +145,11 @@ def test_csv_read_back_by_pandas_polars_duckdb(exported):
     path, st, tokens, samples, outs = exported
     want = _expected_stats(st, tokens)
     f = outs["csv"] / "token_stats.csv"
-    for got in (pd.read_csv(f, keep_default_na=False), pl.read_csv(f).to_pandas(),
-                duckdb.sql(f"SELECT * FROM read_csv('{f}', header=true)").df()):
+    for got in (
+        pd.read_csv(f, keep_default_na=False),
+        pl.read_csv(f).to_pandas(),
+        duckdb.sql(f"SELECT * FROM read_csv('{f}', header=true)").df(),
+    ):
         got = _sorted(got, ["layer", "token_id"])
         assert got["token"].fillna("").tolist() == want["token"].tolist()  # commas, quotes, newlines intact
         for c in ("q", "m", "v"):

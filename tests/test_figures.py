@@ -1,15 +1,17 @@
 """Figure builders (the normvar_core.viz figure modules, clouds, viewstate) on synthetic TokenStats: the figures
 draw exactly what the library computed, and nothing else."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from figure_stats import synthetic_stats, table
 
 from normvar_core.stats import analyses
-
-from normvar_core.viz import clouds
+from normvar_core.stats.tokenstats import TokenStats
+from normvar_core.viz import clouds, depth, viewstate
 from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_ratios, decomposition_raw
 from normvar_core.viz.figure_export import export_image, figure_data, to_csv, to_image
@@ -17,10 +19,6 @@ from normvar_core.viz.frequency_figures import frequency_scatter, frequency_slop
 from normvar_core.viz.selection import downsample, find_tokens, fit_row, tradeoff_points
 from normvar_core.viz.theme import SVG_MAX_POINTS
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
-
-from normvar_core.viz import depth, viewstate
-from normvar_core.stats.tokenstats import TokenStats
-from figure_stats import synthetic_stats, table
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +33,9 @@ def test_tradeoff_scatter_draws_the_band_and_the_library_fit(stats):
     fit = fit_row(analyses.tradeoff(stats, 10, 1e5), layer=2)
     fig = tradeoff_scatter(pts, fit, highlight=tab.iloc[[0, 3]])
     scatter, line, hl = fig.data
-    assert isinstance(scatter, go.Scatter if len(pts) <= SVG_MAX_POINTS else go.Scattergl) and len(scatter.x) == len(pts)
+    assert isinstance(scatter, go.Scatter if len(pts) <= SVG_MAX_POINTS else go.Scattergl) and len(scatter.x) == len(
+        pts
+    )
     np.testing.assert_array_equal(np.asarray(scatter.x), pts["m"].to_numpy())
     np.testing.assert_array_equal(np.asarray(scatter.y), pts["v"].to_numpy())
     np.testing.assert_allclose(np.asarray(scatter.marker.color), np.log10(pts["n"]))
@@ -57,10 +57,18 @@ def test_downsample_caps_points_with_a_notice(stats):
 
 
 def test_find_tokens_matches_subword_prefixes():
-    tab = pd.DataFrame({"token_id": [1, 2, 3, 4], "token": ["the", "##ing", "Ġonce", "##the"], "n": [5, 6, 7, 8],
-                        "q": [1.0, 2, 3, 4], "m": [0.5, 1, 1, 1], "v": [0.5, 1, 2, 3]})
+    tab = pd.DataFrame(
+        {
+            "token_id": [1, 2, 3, 4],
+            "token": ["the", "##ing", "Ġonce", "##the"],
+            "n": [5, 6, 7, 8],
+            "q": [1.0, 2, 3, 4],
+            "m": [0.5, 1, 1, 1],
+            "v": [0.5, 1, 2, 3],
+        }
+    )
     hit, missing = find_tokens(tab, ["ing", "once", "nope", "the"])
-    assert hit["token_id"].tolist() == [2, 3, 1]          # an exact match wins over "##the"
+    assert hit["token_id"].tolist() == [2, 3, 1]  # an exact match wins over "##the"
     assert find_tokens(tab, ["THE"])[0]["token_id"].tolist() == [1, 4]
     assert missing == ["nope"]
 
@@ -101,8 +109,9 @@ def test_pca_cloud_puts_the_origin_at_zero():
     rng = np.random.default_rng(1)
     d = 12
     centers = {7: rng.normal(3, 1, d), 9: rng.normal(-2, 1, d), 11: rng.normal(0, 1, d)}
-    rows = [(t, f"t{t}", c + rng.normal(0, s, d)) for (t, c), s in zip(centers.items(), (0.2, 0.5, 1.0))
-            for _ in range(40)]
+    rows = [
+        (t, f"t{t}", c + rng.normal(0, s, d)) for (t, c), s in zip(centers.items(), (0.2, 0.5, 1.0)) for _ in range(40)
+    ]
     samples = pd.DataFrame(rows, columns=["token_id", "token", "vector"])
     cloud = clouds.pca_cloud(samples, {7: 100, 9: 20, 11: 3})
     X = np.stack(samples["vector"])
@@ -121,11 +130,27 @@ def test_pca_cloud_puts_the_origin_at_zero():
 
 
 def test_viewstate_round_trip_and_forgiving_parse():
-    v = viewstate.ViewState(run="r1", page="tradeoff", layer=3, band=(1.5, 4.0), tokens=["the", "once"],
-                            presentation=True, run2="r2", depth=0.25)
+    v = viewstate.ViewState(
+        run="r1",
+        page="tradeoff",
+        layer=3,
+        band=(1.5, 4.0),
+        tokens=["the", "once"],
+        presentation=True,
+        run2="r2",
+        depth=0.25,
+    )
     q = v.to_query()
-    assert q == {"run": "r1", "page": "tradeoff", "layer": "3", "band": "1.5,4", "tokens": "the,once",
-                 "present": "1", "run2": "r2", "depth": "0.25"}
+    assert q == {
+        "run": "r1",
+        "page": "tradeoff",
+        "layer": "3",
+        "band": "1.5,4",
+        "tokens": "the,once",
+        "present": "1",
+        "run2": "r2",
+        "depth": "0.25",
+    }
     assert viewstate.ViewState.from_query(q) == v
     bad = viewstate.ViewState.from_query({"layer": "x", "band": "nonsense", "page": "../etc", "depth": "9"})
     assert bad.layer is None and bad.band == viewstate.DEFAULT_BAND and bad.page is None and bad.depth == 1.0

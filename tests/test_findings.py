@@ -2,21 +2,21 @@
 tests' run) and on its Gaussian null, each verdict checked against an independent computation from
 the run file read with DuckDB alone (numpy, np.polyfit, scipy's Spearman, explicit resampling loops,
 closed forms); the CLI, the Findings page and the deck call the same function."""
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-from scipy.stats import spearmanr
-
 from brute import band
-from normvar_core.stats.findings import CLAIM_IDS, cell, findings
 from dashboard_run import APP, RUN, figures_of, ok, open_page
 from runfiles import query
+from scipy.stats import spearmanr
+
+from normvar_core.stats.findings import CLAIM_IDS, cell, findings
 
 BAND = (10, 1e5)
-
 
 
 def brute(path) -> dict:
@@ -78,12 +78,11 @@ def expected_trade(b, num_hidden_states):
     s_lo, s_hi = np.quantile(rsl[:, li], [0.025, 0.975])
     r_lo = np.quantile(rr2[:, li], 0.025)
     trade = dip and -1.2 <= s_lo and s_hi <= -0.8 and r_lo >= 0.8
-    return dict(cv=cv, li=li, layer=int(layers[li]), share=share, dip=dip, slope=slope, trade=trade,
-                s_int=(s_lo, s_hi))
+    return dict(cv=cv, li=li, layer=int(layers[li]), share=share, dip=dip, slope=slope, trade=trade, s_int=(s_lo, s_hi))
 
 
 @pytest.fixture(scope="module")
-def minilm(data_dir):  # noqa: F811
+def minilm(data_dir):
     from normvar_core.runs.reader import open_run
 
     path = data_dir / "runs" / f"{RUN}.duckdb"
@@ -109,7 +108,7 @@ def test_each_claim_on_minilm_matches_an_independent_computation(minilm):
     assert f["cv_min_intermediate"].verdict == ("holds" if e["dip"] else "fails")
     t = f["tradeoff_slope"]
     assert t.layer == e["layer"] and t.value == pytest.approx(e["slope"], rel=1e-9)
-    assert t.interval == pytest.approx(list(e["s_int"]), rel=0.1)     # another generator: close, not equal
+    assert t.interval == pytest.approx(list(e["s_int"]), rel=0.1)  # another generator: close, not equal
     assert r.meta["norm_placement"] == "post" and t.verdict == ("holds" if e["trade"] else "fails")
 
     # vw_share_grows, m_grows_vb_shrinks: brute force from the stored float32 means
@@ -119,7 +118,7 @@ def test_each_claim_on_minilm_matches_an_independent_computation(minilm):
     assert f["vw_share_grows"].value == pytest.approx(d_vw, rel=1e-4, abs=1e-6)
     rho = spearmanr(depth, cr["v_w_over_v"]).statistic
     assert f["vw_share_grows"].verdict == ("holds" if d_vw > 0 and rho >= 0.5 else "fails")
-    lo, hi = f["vw_share_grows"].interval   # split halves are in the run: an interval around the value
+    lo, hi = f["vw_share_grows"].interval  # split halves are in the run: an interval around the value
     assert lo <= f["vw_share_grows"].value <= hi
     d_m = cr["m_over_q"][-1] - cr["m_over_q"][0]
     d_b = cr["v_b_over_q"][-1] - cr["v_b_over_q"][0]
@@ -142,8 +141,9 @@ def test_each_claim_on_minilm_matches_an_independent_computation(minilm):
     a = b["geo"]["anisotropy"].to_numpy()
     assert f["anisotropy_profile"].value == pytest.approx((a.max() - a.min()) / a.mean(), rel=1e-12)
     iv = f["anisotropy_profile"].interval  # the split halves' interval: straddling 0.5, the verdict cannot tell
-    assert f["anisotropy_profile"].verdict == ("cannot tell" if iv and iv[0] < 0.5 < iv[1] else
-                                               "holds" if (a.max() - a.min()) / a.mean() <= 0.5 else "fails")
+    assert f["anisotropy_profile"].verdict == (
+        "cannot tell" if iv and iv[0] < 0.5 < iv[1] else "holds" if (a.max() - a.min()) / a.mean() <= 0.5 else "fails"
+    )
     halves = query(r.path, "SELECT layer, anisotropy FROM halves_layer WHERE half = 'all' ORDER BY layer")
     np.testing.assert_allclose(halves["anisotropy"], a, rtol=1e-9)
 
@@ -164,15 +164,18 @@ def test_each_claim_on_minilm_matches_an_independent_computation(minilm):
     got = cell(f["id_profile"])
     assert got.startswith(f"cannot tell: {geo['twonn_id'].iloc[k]:.3g} [")
     assert got.endswith(f" · cross-context {geo['twonn_id_cross'].iloc[kc]:.3g} @{b['layers'][kc]}")
-    assert f"{share.max():.0%} of the sampled tokens at layer {b['layers'][int(np.argmax(share))]}" in f["id_profile"].why
+    assert (
+        f"{share.max():.0%} of the sampled tokens at layer {b['layers'][int(np.argmax(share))]}" in f["id_profile"].why
+    )
 
     # position0_share: MiniLM has no massive activations
     assert b["out"]["max_over_median"].max() < 100 and f["position0_share"].verdict == "untestable"
 
 
 def test_the_gaussian_null_fails_the_tradeoff_claims(minilm, tmp_path):
-    from normvar_core.runs.reader import open_run
     from runfiles import write_run
+
+    from normvar_core.runs.reader import open_run
     from normvar_core.stats.null import null_stats
 
     r, _, _ = minilm
@@ -181,14 +184,20 @@ def test_the_gaussian_null_fails_the_tradeoff_claims(minilm, tmp_path):
     meta = {k: v for k, v in r.meta.items() if k != "name"}
     meta.update(source=f"null:isotropic:{RUN}", accumulators=["moments"])
     hist = r.sentence_length_hist()
-    path = write_run(tmp_path / "null.duckdb", meta=meta, stats=null, tokens=r.tokens()["token"].tolist(),
-                     sentence_lengths=np.repeat(hist["words"], hist["count"]), samples=None)
+    path = write_run(
+        tmp_path / "null.duckdb",
+        meta=meta,
+        stats=null,
+        tokens=r.tokens()["token"].tolist(),
+        sentence_lengths=np.repeat(hist["words"], hist["count"]),
+        samples=None,
+    )
     nr = open_run(path)
     f = {x.id: x for x in findings(nr)}
     b = brute(path)
     e = expected_trade(b, nr.num_hidden_states)
     cv = e["cv"]
-    assert (cv.max() - cv.min()) / cv.mean() < 0.3          # flat: no intermediate dip to find
+    assert (cv.max() - cv.min()) / cv.mean() < 0.3  # flat: no intermediate dip to find
     assert not e["dip"] and not e["trade"]
     assert f["cv_min_intermediate"].verdict == "fails" and f["tradeoff_slope"].verdict == "fails"
     assert f["null_vs_run"].verdict == "untestable" and f["position0_share"].verdict == "untestable"
@@ -218,7 +227,7 @@ def test_cli_json_and_table(minilm, capsys, tmp_path):
     assert err.count("normvar: error:") == 2
 
 
-def test_findings_page_and_bands(app, minilm):  # noqa: F811
+def test_findings_page_and_bands(app, minilm):
     r, f, _ = minilm
     at = open_page(app, "findings")
     table = at.dataframe[0].value
@@ -232,11 +241,11 @@ def test_findings_page_and_bands(app, minilm):  # noqa: F811
     ok(at)
     fig = figures_of(at)[0]
     fills = [t for t in fig["data"] if t.get("fill") == "tonexty" and str(t.get("name", "")).startswith(RUN)]
-    assert len(fills) == 3                                    # C.V., slope, R²: one band each
+    assert len(fills) == 3  # C.V., slope, R²: one band each
     from normvar_core.stats.intervals import run_intervals
 
     assert r.has("intervals")
-    iv = run_intervals(r)                                     # the run file's table
+    iv = run_intervals(r)  # the run file's table
     lo = iv[iv.quantity == "cv_q"].sort_values("layer")["low"].to_numpy()
     from dashboard_run import arr
 
@@ -269,12 +278,15 @@ def test_deck_states_findings_after_its_title_with_verdicts(minilm):
     r, f, _ = minilm
     slides = build_slides([r])
     assert slides[1].title.startswith("Findings")  # after the title slide
-    rows = slides[1].table.rows   # the findings as a table of text: claim, then the run's verdict cell
+    rows = slides[1].table.rows  # the findings as a table of text: claim, then the run's verdict cell
     assert [row[1].split(":")[0] for row in rows] == [f[i].verdict for i in CLAIM_IDS]
     take = {s.title: s.takeaway for s in slides}
     layers = next(t for k, t in take.items() if "Fig. 4" in k)
     assert f"claim cv_min_intermediate — {f['cv_min_intermediate'].verdict}" in layers
     geo = next(t for k, t in take.items() if "geometry" in k)
     assert f"claim anisotropy_profile — {f['anisotropy_profile'].verdict}" in geo
-    assert f"claim id_profile — {cell(f['id_profile'])}" in geo and cell(f["id_profile"]) in rows[CLAIM_IDS.index("id_profile")][1]
+    assert (
+        f"claim id_profile — {cell(f['id_profile'])}" in geo
+        and cell(f["id_profile"]) in rows[CLAIM_IDS.index("id_profile")][1]
+    )
     assert "the two TwoNN estimates disagree" in slides[1].notes

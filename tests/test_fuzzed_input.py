@@ -1,6 +1,7 @@
 """Generated bad input (hypothesis): arbitrary bytes, encodings, sizes, file kinds, columns and
 option values fed to the corpus loader and to RunConfig. The promise: either a valid result or a
 NormvarError with a one-line message and a fix — never another exception."""
+
 from __future__ import annotations
 
 import gzip
@@ -52,8 +53,7 @@ def test_arbitrary_bytes_under_every_suffix(tmp_path, data, suffix):
 
 
 @SETTINGS
-@given(text=_text, encoding=st.sampled_from(["utf-8", "utf-16", "latin-1", "cp1252", "utf-8-sig"]),
-       gz=st.booleans())
+@given(text=_text, encoding=st.sampled_from(["utf-8", "utf-16", "latin-1", "cp1252", "utf-8-sig"]), gz=st.booleans())
 def test_text_in_any_encoding(tmp_path, text, encoding, gz):
     try:
         raw = text.encode(encoding)
@@ -67,12 +67,23 @@ def test_text_in_any_encoding(tmp_path, text, encoding, gz):
 
 
 @SETTINGS
-@given(rows=st.lists(st.fixed_dictionaries({}, optional={
-    "text": st.one_of(_text, st.integers(), st.none(), st.floats(allow_nan=True)),
-    "id": st.one_of(st.integers(), _text), "score": st.floats(allow_nan=True)}), max_size=12),
-    column=st.sampled_from([None, "text", "id", "score", "missing"]), fmt=st.sampled_from(["jsonl", "csv", "parquet"]))
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "text": st.one_of(_text, st.integers(), st.none(), st.floats(allow_nan=True)),
+                "id": st.one_of(st.integers(), _text),
+                "score": st.floats(allow_nan=True),
+            },
+        ),
+        max_size=12,
+    ),
+    column=st.sampled_from([None, "text", "id", "score", "missing"]),
+    fmt=st.sampled_from(["jsonl", "csv", "parquet"]),
+)
 @example(rows=[{}, {"text": None, "id": 0}], column="id", fmt="csv")  # numbers with a blank cell (found in CI)
-@example(rows=[{"id": True}, {}], column="id", fmt="csv")             # booleans with a blank cell
+@example(rows=[{"id": True}, {}], column="id", fmt="csv")  # booleans with a blank cell
 def test_tables_with_any_columns(tmp_path, rows, column, fmt):
     p = tmp_path / f"c.{fmt}"
     if fmt == "jsonl":
@@ -86,23 +97,49 @@ def test_tables_with_any_columns(tmp_path, rows, column, fmt):
         else:
             try:
                 df.to_parquet(p)
-            except Exception:  # noqa: BLE001 - pandas/pyarrow refuse some mixed columns: not our input
+            except Exception:
                 return
     corpus = _load(p, text_column=column)
     if corpus is not None and column in ("id", "score"):
         # a numeric column must not become a corpus of "0", "1", ... (it is refused instead)
-        assert not all(s.replace(".", "", 1).replace("-", "", 1).isdigit() or s in ("True", "False")
-                       for s in corpus.sentences)
+        assert not all(
+            s.replace(".", "", 1).replace("-", "", 1).isdigit() or s in ("True", "False") for s in corpus.sentences
+        )
 
 
-_opt_values = st.one_of(st.none(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
-                        st.text(max_size=10), st.booleans())
+_opt_values = st.one_of(
+    st.none(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=10),
+    st.booleans(),
+)
 
 
 @SETTINGS
-@given(opts=st.dictionaries(st.sampled_from(["max_words", "sample_frac", "seed", "max_sentences", "max_length",
-                                              "batch_size", "device", "dtype", "mean_dtype", "samples_per_token",
-                                              "name", "layers", "unknown_option"]), _opt_values, max_size=4))
+@given(
+    opts=st.dictionaries(
+        st.sampled_from(
+            [
+                "max_words",
+                "sample_frac",
+                "seed",
+                "max_sentences",
+                "max_length",
+                "batch_size",
+                "device",
+                "dtype",
+                "mean_dtype",
+                "samples_per_token",
+                "name",
+                "layers",
+                "unknown_option",
+            ]
+        ),
+        _opt_values,
+        max_size=4,
+    )
+)
 def test_any_option_values(opts):
     try:
         cfg = RunConfig.from_dict({"model": "minilm", **opts})

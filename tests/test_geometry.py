@@ -5,6 +5,7 @@ streamed spectrum, anisotropy, participation ratio and trace equal numpy's eigen
 full centred matrix; the mean cosine equals the mean over all pairs; self-similarities equal the
 pairwise means; the outlier statistics equal numpy. TwoNN: points of known dimension embedded in
 384–768 d, and equality with scikit-dimension on the same batch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,7 +31,7 @@ def test_spectrum_anisotropy_and_trace_equal_numpy(minilm_pass):
         lam = np.clip(np.linalg.eigvalsh(xc.T @ xc / x.shape[0])[::-1], 0, None)
         np.testing.assert_allclose(res["spectra"][li], lam, rtol=1e-9, atol=1e-9 * lam[0])
         np.testing.assert_allclose(row["anisotropy"], lam[0] / lam.sum(), rtol=1e-9)
-        np.testing.assert_allclose(row["participation_ratio"], lam.sum() ** 2 / (lam ** 2).sum(), rtol=1e-9)
+        np.testing.assert_allclose(row["participation_ratio"], lam.sum() ** 2 / (lam**2).sum(), rtol=1e-9)
         np.testing.assert_allclose(row["trace"], v_all[li], rtol=1e-10)
         cum = np.cumsum(lam) / lam.sum()
         assert row["n90"] == int(np.argmax(cum >= 0.9)) + 1 and row["n99"] == int(np.argmax(cum >= 0.99)) + 1
@@ -44,8 +45,8 @@ def test_mean_cosine_equals_the_mean_over_all_pairs(minilm_pass):
         n = u.shape[0]
         total = 0.0
         for a in range(0, n, 2048):  # all pairs, chunked: sum of cos over i != j
-            c = u[a:a + 2048] @ u.T
-            total += c.sum() - np.trace(c[:, a:a + 2048])
+            c = u[a : a + 2048] @ u.T
+            total += c.sum() - np.trace(c[:, a : a + 2048])
         np.testing.assert_allclose(res["rows"][li]["mean_cosine"], total / (n * (n - 1)), rtol=1e-9)
 
 
@@ -87,9 +88,9 @@ def test_outlier_statistics_equal_numpy(minilm_pass):
     np.testing.assert_allclose(res["mean"], X.mean(1), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(res["var"], X.var(1), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(res["max_abs"], np.abs(X).max(1), rtol=0)
-    sq = (X ** 2).sum(-1)
+    sq = (X**2).sum(-1)
     np.testing.assert_allclose(res["layer"]["q_share_pos0"], sq[:, pos == 0].sum(1) / sq.sum(1), rtol=1e-9)
-    e2 = (X ** 2).mean(1)
+    e2 = (X**2).mean(1)
     np.testing.assert_allclose(res["layer"]["q_share_top1dim"], e2.max(1) / e2.sum(1), rtol=1e-8)
     top = res["top"]
     for li in (0, 6):
@@ -98,13 +99,14 @@ def test_outlier_statistics_equal_numpy(minilm_pass):
 
         A = np.abs(X[li])
         R, D = A.shape
-        df = pd.DataFrame({"t": np.repeat(ids, D), "p": np.repeat(pos, D), "d": np.tile(np.arange(D), R),
-                           "v": A.reshape(-1)})
+        df = pd.DataFrame(
+            {"t": np.repeat(ids, D), "p": np.repeat(pos, D), "d": np.tile(np.arange(D), R), "v": A.reshape(-1)}
+        )
         g = df.groupby(["t", "p", "d"])["v"].max().sort_values(ascending=False).head(top.shape[1])
         want = [(tuple(int(x) for x in k), float(v)) for k, v in g.items()]
         np.testing.assert_allclose(np.abs(top[li, :, 0]), [v for _, v in want], rtol=1e-6)
         keys = {(int(t[2]), int(t[4]), int(t[1])) for t in top[li]}
-        assert len(keys) == top.shape[1]                         # distinct rows, no repeats
+        assert len(keys) == top.shape[1]  # distinct rows, no repeats
         assert (int(top[li, 0, 2]), int(top[li, 0, 4]), int(top[li, 0, 1])) == want[0][0]
 
 
@@ -173,7 +175,7 @@ def test_twonn_on_minilm_layer0_runs_on_distinct_states(minilm_pass):
     plan, measures, X, _, _ = minilm_pass
     geo = measures["geometry"]
     row = next(r for r in geo.result()["rows"] if r["layer"] == 0)
-    sample = geo.sample[0].numpy().astype(np.float64)      # 600 rows: one TwoNN batch
+    sample = geo.sample[0].numpy().astype(np.float64)  # 600 rows: one TwoNN batch
     uniq = np.unique(sample, axis=0)
     assert row["twonn_duplicates"] == sample.shape[0] - uniq.shape[0] > 50
     np.testing.assert_allclose(row["twonn_id"], skdim.id.TwoNN().fit(uniq).dimension_, rtol=1e-9)

@@ -2,6 +2,7 @@
 the host path on the same streamed state: MiniLM over 300 sentences of the novels (one TwoNN batch; layer 0 holds
 copies), every ``layer_geometry`` column, the decimation rows, the spectra and the pair cosines equal to float64
 rounding; and the parts alone against the host's on cases with ties, copies and sentences."""
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,7 @@ def _close(a, b, key):
 
 
 @pytest.mark.model
-def test_the_device_finalize_equals_the_host_finalize(minilm_path):  # noqa: ARG001 - the model must be installed
+def test_the_device_finalize_equals_the_host_finalize(minilm_path):
     from test_twonn_stream import geometry_pass
 
     geo, _ = geometry_pass(300, 4096)

@@ -5,28 +5,42 @@ the same plan as ``normvar plan``): the geometry is skipped, the run's notes say
 page the same for the self-similarity table that did not fit), and the suggested subset really does
 compute. The plan's bytes of every measure are checked against its real state after a pass over a layer
 subset."""
+
 from __future__ import annotations
 
+import json
 import re
 
-import json
-
 import numpy as np
-
 from cli_helpers import run_cli
 from dashboard_run import APP, open_section
 from real_state import assert_planned_is_held, real_pass
 
 
-def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys, tmp_path, tiny_models, corpus40,
-                                                                          monkeypatch):
+def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(
+    capsys, tmp_path, tiny_models, corpus40, monkeypatch
+):
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.runs.reader import open_run
 
     data = tmp_path / "data"
-    base = ["compute", "--model", tiny_models["bert"], "--corpus", corpus40, "--id-sample", "200",
-            "--samples-per-token", "0", "--no-halves", "--occurrences", "0", "--data-dir", data]
+    base = [
+        "compute",
+        "--model",
+        tiny_models["bert"],
+        "--corpus",
+        corpus40,
+        "--id-sample",
+        "200",
+        "--samples-per-token",
+        "0",
+        "--no-halves",
+        "--occurrences",
+        "0",
+        "--data-dir",
+        data,
+    ]
     code, out, _ = run_cli(capsys, *base, "--name", "whole")
     assert code == 0
     whole = open_run(out.strip())
@@ -44,8 +58,9 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     assert plan["publish_bytes"] == sum(pub.values()) > plan["pass_bytes"]
     rest = plan["total_bytes"] - measure["geometry"] - measure["selfsim"] - pub["geometry"] - pub.get("selfsim", 0)
     two = plan["layers"][:2]  # the geometry of two layers: its state and its publish work
-    code, out, _ = run_cli(capsys, "plan", "--json", *base[1:], "--memory-gb", "1000", "--layers",
-                           ",".join(map(str, two)))
+    code, out, _ = run_cli(
+        capsys, "plan", "--json", *base[1:], "--memory-gb", "1000", "--layers", ",".join(map(str, two))
+    )
     assert code == 0
     p2 = json.loads(out)
     assert 0 < p2["measures"]["geometry"] < measure["geometry"]
@@ -104,14 +119,15 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(capsys,
     assert {tight_reason, ss_reason} <= {i.value for i in at.info}
 
 
-def test_the_plan_of_a_layer_subset_is_what_the_measures_hold(minilm_path):  # noqa: ARG001 - the model
+def test_the_plan_of_a_layer_subset_is_what_the_measures_hold(minilm_path):
     """The memory plan ``compute`` follows for a layer subset of MiniLM, measure by measure, against each measure's
     ``state_dict()`` after the pass (exact, or an upper bound where its class says so)."""
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.measures import MEASURES
 
-    cfg = RunConfig(model="minilm", max_sentences=20, samples_per_token=0, id_sample=100, layers=(0, 3, 6),
-                    memory_gb=1000)
+    cfg = RunConfig(
+        model="minilm", max_sentences=20, samples_per_token=0, id_sample=100, layers=(0, 3, 6), memory_gb=1000
+    )
     setup, measures = real_pass(cfg)
     assert setup.ctx.layers == [0, 3, 6] and not setup.ctx.memory.dropped
     assert set(measures) == {c.name for c in MEASURES if c.for_run(setup.ctx) is not None} >= {"geometry"}

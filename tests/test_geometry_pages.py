@@ -1,16 +1,16 @@
 """The Geometry and Outliers pages under AppTest, on the real MiniLM run of the dashboard tests: the
 figures carry the run's own layer_geometry / dim_stats values; a run without geometry (written by
 an older normvar) gets a message naming the fix instead of an error."""
+
 from __future__ import annotations
 
 import numpy as np
-
 from dashboard_run import RUN, RUN2, arr, cloud_traces, figure, figures_of, open_page, open_section, trace
 
 
 def test_geometry_page_shows_the_runs_values(app, run):
     at = open_page(app, "geometry")
-    assert len(figures_of(at)) == 1 and not at.dataframe       # the profiles first, the spectrum when opened
+    assert len(figures_of(at)) == 1 and not at.dataframe  # the profiles first, the spectrum when opened
     fig = figure(at, "Layer geometry")
     geo = run.table("layer_geometry").sort_values("layer")
     aniso = [t for t in fig["data"] if t.get("name") == RUN and t.get("xaxis") in (None, "x")][0]
@@ -29,14 +29,14 @@ def test_geometry_page_shows_the_runs_values(app, run):
         np.testing.assert_allclose(arr(line["x"]), want["size"].to_numpy())
         np.testing.assert_allclose(arr(line["y"]), want[col].to_numpy())
     spec = figure(open_section(at, "geometry", "Covariance spectrum"), "Covariance spectrum")
-    assert at.select_slider(key="w_layer").value == 3             # the spectrum's layer slider sits in its tab
+    assert at.select_slider(key="w_layer").value == 3  # the spectrum's layer slider sits in its tab
     lam = run.table("layer_spectrum").query("layer == 3").sort_values("k")["eigenvalue"].to_numpy()
     assert len(arr(spec["data"][0]["y"])) == lam.size == run.dim
 
 
 def test_outliers_page(app, run):
     at = open_page(app, "outliers")
-    assert len(figures_of(at)) == 1 and not at.dataframe       # the heatmap first, the rest when opened
+    assert len(figures_of(at)) == 1 and not at.dataframe  # the heatmap first, the rest when opened
     heat = figure(at, "Outlier dimensions")
     z = np.asarray(heat["data"][0]["z"] if not isinstance(heat["data"][0]["z"], dict) else arr(heat["data"][0]["z"]))
     assert z.shape == (len(run.layers), run.dim)
@@ -77,9 +77,11 @@ def test_token_view_renders_from_a_url(app, run):
     tid = int(table.loc[table["token"] == "her", "token_id"].iloc[0])
     st_ = run.stats()
     col = int(np.searchsorted(st_.token_ids, tid))
-    np.testing.assert_allclose(arr(qmv["data"][1]["y"]), st_.m[:, col])       # M(X_t) per layer
-    assert len(at.get("plotly_chart")) == 1 and not [h for h in at.html if "normvar_run" not in h.body]  # the first tab only (and the last-run cookie)
-    at.session_state["w_section_token"] = "Contexts"                           # the tab, as a click sets it
+    np.testing.assert_allclose(arr(qmv["data"][1]["y"]), st_.m[:, col])  # M(X_t) per layer
+    assert len(at.get("plotly_chart")) == 1 and not [
+        h for h in at.html if "normvar_run" not in h.body
+    ]  # the first tab only (and the last-run cookie)
+    at.session_state["w_section_token"] = "Contexts"  # the tab, as a click sets it
     at.run()
     assert not at.exception and not at.get("plotly_chart")
     md = " ".join(m.value for m in at.markdown)
@@ -95,19 +97,19 @@ def test_token_view_renders_from_a_url(app, run):
 def test_clouds_hover_shows_the_sentence(app, run):
     at = open_page(app, "clouds")
     fig = figure(at, "sampled embeddings")
-    per_token = cloud_traces(fig)   # one trace per token
+    per_token = cloud_traces(fig)  # one trace per token
     assert all("customdata[1]" in d["hovertemplate"] for d in per_token)
     ctx = [c[1] for d in per_token for c in d["customdata"]]
     toks = [t for d in per_token for t in d["text"]]
     words = [c for c, t in zip(ctx, toks) if not (t.startswith("[") and t.endswith("]"))]
-    assert words and all("<b>" in c for c in words)               # the token highlighted in its sentence
-    assert all(c for c in ctx)                                    # specials: their sentence, no highlight
+    assert words and all("<b>" in c for c in words)  # the token highlighted in its sentence
+    assert all(c for c in ctx)  # specials: their sentence, no highlight
     sents = set(run.sentences().values())
     plain = ctx[0].replace("<b>", "").replace("</b>", "").replace("… ", "").replace(" …", "")
     assert any(plain in s for s in sents)
 
 
-def _data_with(tmp_path, data_dir, sibling: bool):  # noqa: F811
+def _data_with(tmp_path, data_dir, sibling: bool):
     """A copy of the dashboard's run; with ``sibling``, a second file of the same options but
     exclude_position0 = true (its anisotropy halved, to tell the two apart)."""
     import json
@@ -130,10 +132,9 @@ def _data_with(tmp_path, data_dir, sibling: bool):  # noqa: F811
     return tmp_path / "data"
 
 
-def test_outliers_page_puts_the_geometry_without_position0_next_to_it(tmp_path, data_dir, monkeypatch, run):  # noqa: F811
-    from streamlit.testing.v1 import AppTest
-
+def test_outliers_page_puts_the_geometry_without_position0_next_to_it(tmp_path, data_dir, monkeypatch, run):
     from dashboard_run import APP
+    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("NORMVAR_DATA", str(_data_with(tmp_path, data_dir, sibling=True)))
     at = open_page(AppTest.from_file(APP, default_timeout=90), "outliers")
@@ -143,11 +144,11 @@ def test_outliers_page_puts_the_geometry_without_position0_next_to_it(tmp_path, 
     np.testing.assert_allclose(arr(trace(fig, "sib (position 0 excluded)")["y"]), geo / 2)
 
 
-def test_outliers_page_queues_the_run_without_position0(tmp_path, data_dir, monkeypatch, run):  # noqa: F811
+def test_outliers_page_queues_the_run_without_position0(tmp_path, data_dir, monkeypatch, run):
+    from dashboard_run import APP
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.service.jobs import JobStore
-    from dashboard_run import APP
 
     data = _data_with(tmp_path, data_dir, sibling=False)
     monkeypatch.setenv("NORMVAR_DATA", str(data))

@@ -1,6 +1,7 @@
 """The run's heap (execute/heap.py): after reuse_heap, freed activations stay in the heap for the next batch;
 trim_if_grown hands them back only once the heap keeps more than FREE_GROWTH x the first batch's free bytes.
 Measured through glibc's own mallinfo2, in a fresh process (mallopt is process-wide)."""
+
 import subprocess
 import sys
 

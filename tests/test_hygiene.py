@@ -10,6 +10,7 @@ reaches into another module's private names.
 The scan reads the source with ``ast`` only; it imports no scanned module. The field names come from the
 three classes themselves (``dataclasses.fields`` + ``dir``), so a new field is covered without edits here.
 """
+
 from __future__ import annotations
 
 import ast
@@ -112,8 +113,12 @@ def private_reaches(module: str, path: Path, known: dict[str, Path]) -> list[tup
                 elif _private(a.name) and source != module:
                     found.append((node.lineno, f"from {source} import {a.name}"))
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name)
-                and node.value.id in module_aliases):
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in module_aliases
+        ):
             found.append((node.lineno, ast.unparse(node)))
     return found
 
@@ -143,9 +148,10 @@ def test_the_checkers_see_a_violation(tmp_path):
         "    a = getattr(cfg, 'unit', 'token')\n"
         "    b = getattr(self.cfg, 'dataset', None)\n"
         "    c = getattr(setup.plan, 'batches', [])\n"
-        "    d = getattr(obj, 'unit', None)\n"          # not a typed holder: allowed
-        "    e = getattr(cfg, 'no_such_field', 1)\n"     # not a field: allowed
-        "    return getattr(cfg, 'unit')\n")             # no default: allowed
+        "    d = getattr(obj, 'unit', None)\n"  # not a typed holder: allowed
+        "    e = getattr(cfg, 'no_such_field', 1)\n"  # not a field: allowed
+        "    return getattr(cfg, 'unit')\n"
+    )  # no default: allowed
     assert [line for line, _ in getattr_defaults(bad, fields)] == [2, 3, 4]
 
     pkg = tmp_path / "normvar_core"
@@ -155,17 +161,19 @@ def test_the_checkers_see_a_violation(tmp_path):
         (pkg / f).write_text("")
     (pkg / "sub" / "a.py").write_text("def _hidden():\n    pass\n")
     (pkg / "sub" / "b.py").write_text(
-        "from normvar_core.sub.a import _hidden\n"         # 1: private name of another module
+        "from normvar_core.sub.a import _hidden\n"  # 1: private name of another module
         "from normvar_core.sub import a\n"
-        "from . import _helper\n"                          # own package's private module: allowed
+        "from . import _helper\n"  # own package's private module: allowed
         "import normvar_core.sub.a as A\n"
-        "x = a._hidden\n"                                  # 5: through a module alias
-        "y = A._hidden\n"                                  # 6
-        "z = a.__name__\n")                                # dunder: allowed
+        "x = a._hidden\n"  # 5: through a module alias
+        "y = A._hidden\n"  # 6
+        "z = a.__name__\n"
+    )  # dunder: allowed
     (pkg / "views" / "page.py").write_text(
-        "from normvar_core.views import _chrome\n"         # own package: allowed
-        "from normvar_core.sub import _helper\n"           # 2: another package's private module
-        "from .._private_thing import x\n")
+        "from normvar_core.views import _chrome\n"  # own package: allowed
+        "from normvar_core.sub import _helper\n"  # 2: another package's private module
+        "from .._private_thing import x\n"
+    )
     known = modules((pkg,), tmp_path)
     b = private_reaches("normvar_core.sub.b", pkg / "sub" / "b.py", known)
     assert [line for line, _ in b] == [1, 5, 6]

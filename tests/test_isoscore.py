@@ -10,6 +10,7 @@
 * The findings row, the split-half rows of ``intervals``, the Geometry page's IsoScore tab (AppTest) and the
   deck's slide carry the run's values; a run file written before IsoScore opens, and the tab says to recompute.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,9 @@ import shutil
 import duckdb
 import numpy as np
 import pytest
+from dashboard_run import APP, RUN, arr, figure, open_section
 
 from normvar_core.stats.isoscore import isoscore
-from dashboard_run import APP, RUN, arr, figure, open_section
 
 TOL = 1e-6
 
@@ -31,7 +32,7 @@ def reference(lam) -> float:
     d = lam.size
     hat = lam * math.sqrt(d) / math.sqrt(float(lam @ lam))
     delta = math.sqrt(float(((hat - 1) ** 2).sum())) / math.sqrt(2 * (d - math.sqrt(d)))
-    return ((d - delta ** 2 * (d - math.sqrt(d))) ** 2 - d) / (d * (d - 1))
+    return ((d - delta**2 * (d - math.sqrt(d))) ** 2 - d) / (d * (d - 1))
 
 
 def brute_iso(X: np.ndarray) -> float:
@@ -41,7 +42,7 @@ def brute_iso(X: np.ndarray) -> float:
 
 @pytest.mark.parametrize("d", [2, 3, 10, 384, 1024])
 def test_closed_forms(d):
-    assert isoscore(np.ones(d)) == pytest.approx(1.0, abs=1e-12)                       # Σ = I
+    assert isoscore(np.ones(d)) == pytest.approx(1.0, abs=1e-12)  # Σ = I
     assert isoscore(np.linalg.eigvalsh(np.eye(d) * 7.5)) == pytest.approx(1.0, abs=1e-12)
     for k in sorted({1, 2, d // 3 or 1, d - 1, d}):
         lam = np.r_[np.full(k, 3.0), np.zeros(d - k)]
@@ -52,7 +53,7 @@ def test_closed_forms(d):
 
 def test_undefined_cases_are_nan():
     assert math.isnan(isoscore([4.0])) and math.isnan(isoscore(np.zeros(5))) and math.isnan(isoscore([]))
-    assert isoscore([1.0, -1e-18, 1.0]) == pytest.approx(isoscore([1.0, 0.0, 1.0]))   # rounding below 0 clipped
+    assert isoscore([1.0, -1e-18, 1.0]) == pytest.approx(isoscore([1.0, 0.0, 1.0]))  # rounding below 0 clipped
 
 
 @pytest.fixture(scope="module")
@@ -76,16 +77,20 @@ def test_layer_geometry_and_halves_equal_brute_force_and_the_isoscore_package(mi
         got.append(row["isoscore"])
         want.append(truth)
         assert abs(row["isoscore"] - truth) < TOL, (li, row["isoscore"], truth)
-        assert abs(float(package.IsoScore(X[li])) - truth) < TOL                # points (n, d), its np.cov ddof=1
+        assert abs(float(package.IsoScore(X[li])) - truth) < TOL  # points (n, d), its np.cov ddof=1
         for tag, rows_of in (("all", np.ones_like(half, bool)), ("a", half == 0), ("b", half == 1)):
             at = np.flatnonzero((halves["half"] == tag) & (halves["layer"] == row["layer"]))
             assert abs(halves["isoscore"][at[0]] - brute_iso(X[li][rows_of])) < TOL, (li, tag)
-    print("MiniLM IsoScore per layer:", np.round(got, 6).tolist(),
-          "max |run − brute| =", float(np.max(np.abs(np.subtract(got, want)))))
-    assert 0 < min(got) and max(got) < 0.5                                        # far from isotropic
+    print(
+        "MiniLM IsoScore per layer:",
+        np.round(got, 6).tolist(),
+        "max |run − brute| =",
+        float(np.max(np.abs(np.subtract(got, want)))),
+    )
+    assert 0 < min(got) and max(got) < 0.5  # far from isotropic
 
 
-def test_the_gaussian_null_carries_isoscore_and_is_drawn_dashed(run, dashboard_null, tmp_path, monkeypatch):  # noqa: F811
+def test_the_gaussian_null_carries_isoscore_and_is_drawn_dashed(run, dashboard_null, tmp_path, monkeypatch):
     """The isotropic null ``write_null_run`` draws (``dashboard_null``, once per session) holds each layer's
     IsoScore of its own spectrum, above the run's, and the Geometry page overlays it dashed."""
     from streamlit.testing.v1 import AppTest
@@ -114,7 +119,7 @@ def test_the_gaussian_null_carries_isoscore_and_is_drawn_dashed(run, dashboard_n
     np.testing.assert_allclose(arr(dashed[0]["y"]), geo["isoscore"].to_numpy())
 
 
-def test_findings_and_split_half_rows(run):  # noqa: F811
+def test_findings_and_split_half_rows(run):
     from normvar_core.stats.findings import findings
 
     geo = run.table("layer_geometry").set_index("layer")["isoscore"]
@@ -141,7 +146,7 @@ def old_run_file(run, root):
     return path
 
 
-def test_an_old_run_file_opens_without_isoscore(run, tmp_path, monkeypatch):  # noqa: F811
+def test_an_old_run_file_opens_without_isoscore(run, tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.report.slides import build_slides
@@ -161,7 +166,7 @@ def test_an_old_run_file_opens_without_isoscore(run, tmp_path, monkeypatch):  # 
     assert any("Recompute" in i.value and "IsoScore" in i.value for i in at.info)
 
 
-def test_geometry_page_isoscore_tab_and_deck_slide(run, data_dir, monkeypatch):  # noqa: F811
+def test_geometry_page_isoscore_tab_and_deck_slide(run, data_dir, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.report.slides import build_slides
@@ -180,6 +185,9 @@ def test_geometry_page_isoscore_tab_and_deck_slide(run, data_dir, monkeypatch): 
     np.testing.assert_allclose(arr(band["y"]), iv["low"].to_numpy())
     slides = build_slides([run])
     titles = [s.title for s in slides]
-    assert titles.index("IsoScore per layer") == titles.index("Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)") + 1
+    assert (
+        titles.index("IsoScore per layer")
+        == titles.index("Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)") + 1
+    )
     slide = slides[titles.index("IsoScore per layer")]
     assert f"{geo['isoscore'].max():.3f}" in slide.takeaway and "claim isoscore_low" in slide.takeaway

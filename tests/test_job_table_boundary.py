@@ -2,6 +2,7 @@
 module of ``normvar_core/``, ``views/`` or ``app.py`` reads a private (``_name``) attribute of ``JobStore``
 or ``JobTable``, or holds SQL on the ``jobs`` table. The worker, the CLI and the pages use the public
 operations (claim_next, heartbeat, write_progress, finish, requeue, ...)."""
+
 from __future__ import annotations
 
 import ast
@@ -45,8 +46,14 @@ def _own_names(cls: ast.ClassDef) -> set[str]:
 
 def _docstrings(tree: ast.AST) -> set[int]:
     nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
-    return {id(n.body[0].value) for n in nodes if n.body and isinstance(n.body[0], ast.Expr)
-            and isinstance(n.body[0].value, ast.Constant) and isinstance(n.body[0].value.value, str)}
+    return {
+        id(n.body[0].value)
+        for n in nodes
+        if n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+        and isinstance(n.body[0].value.value, str)
+    }
 
 
 def violations(path: Path, private: set[str]) -> list[str]:
@@ -62,8 +69,12 @@ def violations(path: Path, private: set[str]) -> list[str]:
             is_self = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
             if not (is_self and node.attr in own):
                 out.append(f"{where}:{node.lineno}: reads JobStore's private {node.attr}")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
-                and SQL_ON_JOBS.search(node.value):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docs
+            and SQL_ON_JOBS.search(node.value)
+        ):
             out.append(f"{where}:{node.lineno}: SQL on jobs: {node.value[:60]!r}")
         for child in ast.iter_child_nodes(node):
             visit(child, own)
@@ -84,20 +95,23 @@ def test_the_checker_sees_a_violation(tmp_path):
     own private attributes, docstrings and other tables are not."""
     private = _private_names()
     p = tmp_path / "bad.py"
-    p.write_text('"""Reads from jobs in its docstring: not code."""\n'
-                 "class W:\n"
-                 "    def __init__(self, store):\n"
-                 "        self.store, self._stop = store, None\n"
-                 "    def run(self):\n"
-                 "        self._stop = 1\n"
-                 "        with self.store._conn() as conn:\n"
-                 "            conn.execute(\"UPDATE jobs SET state='running'\")\n"
-                 "            conn.execute('select * from worker')\n"
-                 "        self.store._add('a', '{}', False, None)\n"
-                 "    def _tx(self):\n"
-                 "        return self._tx\n")
+    p.write_text(
+        '"""Reads from jobs in its docstring: not code."""\n'
+        "class W:\n"
+        "    def __init__(self, store):\n"
+        "        self.store, self._stop = store, None\n"
+        "    def run(self):\n"
+        "        self._stop = 1\n"
+        "        with self.store._conn() as conn:\n"
+        "            conn.execute(\"UPDATE jobs SET state='running'\")\n"
+        "            conn.execute('select * from worker')\n"
+        "        self.store._add('a', '{}', False, None)\n"
+        "    def _tx(self):\n"
+        "        return self._tx\n"
+    )
     found = violations(p, private)
-    assert [f.split(": ", 1)[1] for f in found] == ["reads JobStore's private _conn",
-                                                    "SQL on jobs: \"UPDATE jobs SET state='running'\"",
-                                                    "reads JobStore's private _add"]
-
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "reads JobStore's private _conn",
+        "SQL on jobs: \"UPDATE jobs SET state='running'\"",
+        "reads JobStore's private _add",
+    ]

@@ -1,6 +1,7 @@
 """Fast, in-process tests of the job table, the queue, the worker's state machine and the corpus
 store. ``compute_run`` is replaced by a small fake here; tests/test_worker_processes.py runs
 the real worker process with the real compute_run and MiniLM."""
+
 from __future__ import annotations
 
 import gzip
@@ -12,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from normvar_core.service import jobs as J
-from normvar_core.service import worker as W
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.service import jobs as J
+from normvar_core.service import worker as W
 
 
 class FakeCompute:
@@ -27,14 +28,30 @@ class FakeCompute:
         self.steps, self.step_s, self.on_step = steps, step_s, on_step
         self.calls: list[dict] = []
 
-    def __call__(self, cfg, data_dir=None, *, overwrite=False, progress=None, checkpoint=None,
-                 checkpoint_every_s=30.0, should_cancel=None):
+    def __call__(
+        self,
+        cfg,
+        data_dir=None,
+        *,
+        overwrite=False,
+        progress=None,
+        checkpoint=None,
+        checkpoint_every_s=30.0,
+        should_cancel=None,
+    ):
         dd = DataDir.at(data_dir)
         start = 0
         if checkpoint is not None and Path(checkpoint).exists():
             start = json.loads(Path(checkpoint).read_text())["step"]
-        self.calls.append({"name": cfg.name, "start": start, "overwrite": overwrite,
-                           "checkpoint": checkpoint, "every": checkpoint_every_s})
+        self.calls.append(
+            {
+                "name": cfg.name,
+                "start": start,
+                "overwrite": overwrite,
+                "checkpoint": checkpoint,
+                "every": checkpoint_every_s,
+            }
+        )
         if cfg.model == "bad":
             raise NormvarError(f"unknown model {cfg.model!r}", fix="see `normvar models`")
         if cfg.model == "boom":
@@ -47,9 +64,16 @@ class FakeCompute:
             time.sleep(self.step_s)
             Path(checkpoint).write_text(json.dumps({"step": i + 1}))
             if progress:
-                progress({"stage": "compute", "sentences_done": (i + 1) * 10,
-                          "sentences_total": self.steps * 10, "embeddings": (i + 1) * 100,
-                          "emb_per_s": 1000.0, "eta_s": float(self.steps - i - 1)})
+                progress(
+                    {
+                        "stage": "compute",
+                        "sentences_done": (i + 1) * 10,
+                        "sentences_total": self.steps * 10,
+                        "embeddings": (i + 1) * 100,
+                        "emb_per_s": 1000.0,
+                        "eta_s": float(self.steps - i - 1),
+                    }
+                )
         out = dd.run_path(cfg.name)
         if out.exists() and not overwrite:
             raise NormvarError(f"run {cfg.name!r} already exists")
@@ -159,7 +183,7 @@ def test_failing_job_then_good_one(dd):
     work(dd, FakeCompute())
     assert store.get(bad).state == "failed"
     assert "unknown model 'bad'" in store.get(bad).message
-    msg = store.get(boom).message                      # one line, the traceback in a log file
+    msg = store.get(boom).message  # one line, the traceback in a log file
     assert store.get(boom).state == "failed" and "\n" not in msg
     assert msg.startswith("unexpected error (RuntimeError: kaboom); full traceback in ")
     log = store.log_path(boom)
@@ -223,8 +247,9 @@ def test_recovery_of_job_left_running_by_dead_worker(dd):
     a, b = store.submit(cfg("a")), store.submit(cfg("b"))
     # what a SIGKILL leaves: the table still says running, and no worker holds the lock
     with store._conn() as conn:
-        conn.execute("update jobs set state='running', attempts=1, worker_pid=999999, started=? "
-                     "where id=?", (time.time(), b))
+        conn.execute(
+            "update jobs set state='running', attempts=1, worker_pid=999999, started=? where id=?", (time.time(), b)
+        )
     assert store.get(b).interrupted  # no worker holds the lock
     (dd.checkpoints / f"{b}.ckpt").write_text(json.dumps({"step": 2}))
     (dd.runs / ".b.tmp-999999.duckdb").write_text("half")
@@ -240,8 +265,7 @@ def test_recovery_gives_up_after_max_attempts_and_honours_cancel(dd):
     store = J.JobStore(dd)
     a, b = store.submit(cfg("a")), store.submit(cfg("b"))
     with store._conn() as conn:
-        conn.execute("update jobs set state='running', attempts=?, worker_pid=999999 where id=?",
-                     (W.MAX_ATTEMPTS, a))
+        conn.execute("update jobs set state='running', attempts=?, worker_pid=999999 where id=?", (W.MAX_ATTEMPTS, a))
         conn.execute("update jobs set state='running', attempts=1, worker_pid=999999 where id=?", (b,))
     # cancel while no worker is alive: finished at once
     assert store.cancel(b).state == "cancelled"
@@ -403,7 +427,7 @@ def test_store_corpus_concurrent_same_bytes(dd):
     def go():
         try:
             out.append(J.store_corpus(dd, data, ".txt"))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errs.append(e)
 
     ts = [threading.Thread(target=go) for _ in range(8)]
@@ -431,14 +455,14 @@ def test_upload_gzip_bomb_is_refused_while_streaming(tmp_path):
 
     from normvar_core.service.corpus_store import store_corpus
 
-    bomb = gzip.compress(b"a" * (64 * 2**20))          # 64 MB of text in ~65 kB
+    bomb = gzip.compress(b"a" * (64 * 2**20))  # 64 MB of text in ~65 kB
     tracemalloc.start()
     with pytest.raises(NormvarError, match="expands beyond"):
         store_corpus(tmp_path, bomb, "x.txt.gz", max_mb=8)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert peak < 8 * 2**20                             # never held more than a few chunks
-    assert not list((tmp_path / "corpora").glob("*"))   # nothing stored
+    assert peak < 8 * 2**20  # never held more than a few chunks
+    assert not list((tmp_path / "corpora").glob("*"))  # nothing stored
     ok = store_corpus(tmp_path, gzip.compress(b"one sentence.\n" * 10), "x.txt.gz", max_mb=8)
     assert ok.exists() and ok.suffix == ".gz"
 
@@ -459,9 +483,8 @@ def test_jobs_queued_by_older_versions_still_run(dd):
 
 def test_runs_page_shows_a_failed_jobs_traceback(dd, monkeypatch):
     """The one-line message is in the jobs table; the full traceback of the log file is on the page."""
-    from streamlit.testing.v1 import AppTest
-
     from dashboard_run import APP
+    from streamlit.testing.v1 import AppTest
 
     store = J.JobStore(dd)
     boom = store.submit(cfg("boom", model="boom"))

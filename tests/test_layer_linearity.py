@@ -4,6 +4,7 @@ hidden states — and both on the residual-free difference h_l+1 − h_l — equ
 counted embedding (CKA from the n × n Gram matrices, the score from numpy's least squares of X̃A ≈ Ỹ), on the whole
 run and on each split half; a run interrupted and resumed from its checkpoint, and a run sharded over Ray actors,
 equal the single-process run; the claim's verdict follows its interval against a closed-form case."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.measures.halves import half_of
-from normvar_core.stats.bootstrap import Z95
 from normvar_core.stats import layer_linearity as LL
+from normvar_core.stats.bootstrap import Z95
 
 
 class Recording:
@@ -43,15 +44,30 @@ def recorded(tmp_path_factory, tiny_models):
 
     root = tmp_path_factory.mktemp("lin")
     (root / "runs").mkdir()
-    cfg = RunConfig(model=str(tiny_models["bert"]), max_sentences=150, batch_size=16, name="lin", geometry=False, layer_linearity=True,
-                    halves=False, occurrences=0)  # the measure alone streams its halves: the others left out
+    cfg = RunConfig(
+        model=str(tiny_models["bert"]),
+        max_sentences=150,
+        batch_size=16,
+        name="lin",
+        geometry=False,
+        layer_linearity=True,
+        halves=False,
+        occurrences=0,
+    )  # the measure alone streams its halves: the others left out
     setup = prepare(cfg, root)
     source = Recording(setup.source)
     measures = build_measures(setup.ctx)
     assert LL.MEASURE in measures
     run_range(source, setup.plan, measures, 0, setup.plan.n_batches)
-    path = publish_run(root / "runs" / "lin.duckdb", plan=setup.plan, source=setup.source, ctx=setup.ctx,
-                       measures=measures, seconds=0.0, notes={})
+    path = publish_run(
+        root / "runs" / "lin.duckdb",
+        plan=setup.plan,
+        source=setup.source,
+        ctx=setup.ctx,
+        measures=measures,
+        seconds=0.0,
+        notes={},
+    )
     return open_run(path), np.concatenate(source.states, axis=1), np.concatenate(source.sentences)
 
 
@@ -73,8 +89,12 @@ def brute_linearity(X: np.ndarray, Y: np.ndarray) -> float:
 
 
 def brute(X: np.ndarray, Y: np.ndarray) -> dict[str, float]:
-    return {"cka": brute_cka(X, Y), "linearity": brute_linearity(X, Y),
-            "cka_residual_free": brute_cka(X, Y - X), "linearity_residual_free": brute_linearity(X, Y - X)}
+    return {
+        "cka": brute_cka(X, Y),
+        "linearity": brute_linearity(X, Y),
+        "cka_residual_free": brute_cka(X, Y - X),
+        "linearity_residual_free": brute_linearity(X, Y - X),
+    }
 
 
 def test_cka_and_the_linearity_score_equal_a_float64_brute_force_over_every_embedding(recorded):
@@ -107,12 +127,12 @@ def test_the_pseudo_inverse_leaves_out_only_rounding():
     regression's R² on the other directions, and a direction with real variance 1e-8 of the largest is kept."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((500, 6))
-    X[:, 5] = -X[:, :5].sum(1)                       # the rows sum to 0: rank 5 in exact arithmetic
-    X[:, 0] *= 1e-4                                  # a real direction with 1e-8 of the largest variance
+    X[:, 5] = -X[:, :5].sum(1)  # the rows sum to 0: rank 5 in exact arithmetic
+    X[:, 0] *= 1e-4  # a real direction with 1e-8 of the largest variance
     Y = X @ rng.standard_normal((6, 6)) + 0.3 * rng.standard_normal((500, 6))
     Xc, Yc = X - X.mean(0), Y - Y.mean(0)
     got = LL.linearity_score(Xc.T @ Xc, Yc.T @ Yc, Xc.T @ Yc)
-    Q = np.linalg.svd(Xc, full_matrices=False)[0][:, :5]   # the column space of X: 5 directions
+    Q = np.linalg.svd(Xc, full_matrices=False)[0][:, :5]  # the column space of X: 5 directions
     assert got == pytest.approx(np.sum(np.square(Q.T @ Yc)) / np.sum(Yc * Yc), rel=1e-9)
     # CKA of a layer with itself is 1, the score of a layer on itself 1 (and 0 for the residual-free difference)
     v = LL.pair_values(Xc.T @ Xc, Xc.T @ Xc, Xc.T @ Xc)
@@ -129,9 +149,18 @@ def _compute(cfg, root, **kw):
 
 @pytest.fixture(scope="module")
 def base(tiny_models, corpus40) -> RunConfig:
-    return RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), batch_size=4, samples_per_token=2,
-                     id_sample=64, occurrences=0, geometry=False, halves=False, layer_linearity=True,
-                     name="one")
+    return RunConfig(
+        model=str(tiny_models["bert"]),
+        corpus=str(corpus40),
+        batch_size=4,
+        samples_per_token=2,
+        id_sample=64,
+        occurrences=0,
+        geometry=False,
+        halves=False,
+        layer_linearity=True,
+        name="one",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -193,21 +222,45 @@ def _view(values_a, values_b, decoder: bool):
     from normvar_core.stats.claims import RunView
 
     a, b = np.asarray(values_a, float), np.asarray(values_b, float)
-    t = pd.DataFrame({"layer": np.arange(8), "next_layer": np.arange(1, 9), "linearity": (a + b) / 2,
-                      "linearity_a": a, "linearity_b": b, "linearity_residual_free": (a + b) / 4})
+    t = pd.DataFrame(
+        {
+            "layer": np.arange(8),
+            "next_layer": np.arange(1, 9),
+            "linearity": (a + b) / 2,
+            "linearity_a": a,
+            "linearity_b": b,
+            "linearity_residual_free": (a + b) / 4,
+        }
+    )
     return RunView(
-        name="x", layers=list(range(9)), num_hidden_states=9, is_decoder=decoder, norm_placement="", is_null=False,
-        exclude_position0=False, token_ids=np.zeros(0, np.int64), n=np.zeros(0, np.int64), q=np.zeros((0, 0)),
-        m=np.zeros((0, 0)), v=np.zeros((0, 0)), layer_stats=pd.DataFrame(), halves=None, geometry=None,
-        outliers=None, run=_Run(t))
+        name="x",
+        layers=list(range(9)),
+        num_hidden_states=9,
+        is_decoder=decoder,
+        norm_placement="",
+        is_null=False,
+        exclude_position0=False,
+        token_ids=np.zeros(0, np.int64),
+        n=np.zeros(0, np.int64),
+        q=np.zeros((0, 0)),
+        m=np.zeros((0, 0)),
+        v=np.zeros((0, 0)),
+        layer_stats=pd.DataFrame(),
+        halves=None,
+        geometry=None,
+        outliers=None,
+        run=_Run(t),
+    )
 
 
 def test_the_claim_reads_the_middle_pairs_mean_and_its_split_half_interval():
     # 9 hidden states (0..8): the middle half is relative depth [1/4, 3/4] = layers 2..6, so pairs 2→3 .. 5→6
     assert list(LL.middle_pairs(_view([0] * 8, [0] * 8, True).run.table(LL.TABLE), 9)["layer"]) == [2, 3, 4, 5]
-    outer = [0.1, 0.1]                       # pairs 0→1, 1→2 and 6→7, 7→8 must not count
+    outer = [0.1, 0.1]  # pairs 0→1, 1→2 and 6→7, 7→8 must not count
+
     def halves(ma, mb):
         return outer + [ma] * 4 + outer, outer + [mb] * 4 + outer
+
     # θ = 0.98, halves 0.97 / 0.99: interval 0.98 ± 1.96 · 0.01 = [0.9604, 0.9996], above 0.95
     f = LL.layers_linear(_view(*halves(0.97, 0.99), decoder=True))
     assert f.verdict == "holds" and f.value == pytest.approx(0.98)

@@ -2,6 +2,7 @@
 hidden state is. Ground truth: the modules' own parameters (randomized so that γ ≠ 1, β ≠ 0) on tiny
 BERT / RoBERTa (Post-LN: every hidden state), GPT-2 / Llama (Pre-LN: only the final norm), and
 Gemma's RMSNorm x·(1 + w), whose effective γ is 1 + w."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,7 @@ def test_recorded_norm_parameters_equal_the_modules(kind, norm_layers, tiny_mode
     mods = dict(loaded.model.named_modules())
     want = list(range(L)) if norm_layers == "all" else [L - 1]
     assert tab.loc[tab["module"] != "", "layer"].tolist() == want
-    assert tab.loc[tab["module"] == "", "q_pred"].isna().all()          # Pre-LN blocks: no prediction
+    assert tab.loc[tab["module"] == "", "q_pred"].isna().all()  # Pre-LN blocks: no prediction
     for row in tab[tab["module"] != ""].itertuples():
         mod = mods[row.module]
         w = mod.weight.detach().double().numpy()
@@ -69,8 +70,9 @@ def test_minilm_run_records_every_layernorm(run, minilm_path):
 
     tab = run.table("norm_params").sort_values("layer")
     assert tab["layer"].tolist() == run.layers
-    assert tab["module"].tolist() == ["embeddings.LayerNorm"] + [f"encoder.layer.{i}.output.LayerNorm"
-                                                                 for i in range(len(run.layers) - 1)]
+    assert tab["module"].tolist() == ["embeddings.LayerNorm"] + [
+        f"encoder.layer.{i}.output.LayerNorm" for i in range(len(run.layers) - 1)
+    ]
     mods = dict(T.AutoModel.from_pretrained(minilm_path).named_modules())
     for row in tab.itertuples():
         w, b = (mods[row.module].weight.detach().double().numpy(), mods[row.module].bias.detach().double().numpy())
@@ -91,7 +93,7 @@ def test_pages_draw_the_prediction(app, run):
     assert not at.exception
     pred = trace(figure(open_section(at, "decomposition", "Raw values"), "Raw values"), "‖γ‖² + ‖β‖² (App. I)")
     np.testing.assert_allclose(arr(pred["y"]), tab.sort_index()["q_pred"].to_numpy(), rtol=1e-12)
-    open_section(at, "decomposition", "App. I")              # the tables: App. I's own tab
+    open_section(at, "decomposition", "App. I")  # the tables: App. I's own tab
     shown = next(d.value for d in at.dataframe if "measured_over_predicted" in d.value)
     assert shown["module"].tolist() == tab.sort_index()["module"].tolist()
     why = next(d.value for d in at.dataframe if "gamma_weighting" in d.value).set_index("layer")
@@ -106,10 +108,12 @@ def test_attribution_equals_brute_force_on_kept_states(tiny_models, tmp_path):
     hidden states of a tiny BERT with random γ, β and the modules' own parameters, in float64:
     Q(X) = Σ γ² E z² + 2 Σ γ β E z + ‖β‖², z = (x − β)/γ per coordinate."""
     from brute import pass_in_memory
+
     from normvar_core.stats.layernorm import layernorm_attribution
 
-    cfg = RunConfig(model=str(_randomized(tiny_models["bert"], tmp_path)), max_sentences=80, samples_per_token=0,
-                    id_sample=50)
+    cfg = RunConfig(
+        model=str(_randomized(tiny_models["bert"], tmp_path)), max_sentences=80, samples_per_token=0, id_sample=50
+    )
     plan, source, ctx, parts, measures = pass_in_memory(cfg)
     out = measures["outliers"]
     dim_stats = out.tables(out.result(), ctx)["dim_stats"].to_pandas()
@@ -132,7 +136,9 @@ def test_attribution_equals_brute_force_on_kept_states(tiny_models, tmp_path):
         assert row.beta_sq == pytest.approx(b @ b, rel=1e-5)
         assert row.gamma_term + row.cross_term + row.beta_sq == pytest.approx(row.q_all, rel=1e-9)
         assert row.gamma_weighting == pytest.approx(g * g @ ez2 / (g @ g), rel=1e-6)
-        assert row.z_energy == pytest.approx(1.0, abs=1e-4) and (z * z).sum(1).mean() / z.shape[1] == pytest.approx(1.0, abs=1e-4)
+        assert row.z_energy == pytest.approx(1.0, abs=1e-4) and (z * z).sum(1).mean() / z.shape[1] == pytest.approx(
+            1.0, abs=1e-4
+        )
         top = np.argsort(ez2)[::-1][:5]
         assert row.top_z_share == pytest.approx(ez2[top].sum() / ez2.sum(), rel=1e-6)
-        assert row.top_gamma_sq_ratio == pytest.approx((g[top] ** 2).mean() / (g ** 2).mean(), rel=1e-6)
+        assert row.top_gamma_sq_ratio == pytest.approx((g[top] ** 2).mean() / (g**2).mean(), rel=1e-6)

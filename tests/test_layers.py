@@ -3,6 +3,7 @@ pipeline/; no cycles, function-level imports and package ``__init__`` files coun
 imports torch, transformers or streamlit. The dashboard (``app.py`` and ``views/``)
 is the top layer: it may import normvar_core, nothing in normvar_core imports it, and it never imports
 torch or transformers (the New-run page plans memory in a child process)."""
+
 from __future__ import annotations
 
 import ast
@@ -28,7 +29,9 @@ PIPE = "normvar_core.pipeline"
 PIPELINE_RANK = {
     # core: what a run is and where its hidden states come from (the plan, its batches and encoding, the corpus,
     # the models — loading over several devices included —, the state sources, the model's shape)
-    "": 0, "corpus": 0, "models": 0,
+    "": 0,
+    "corpus": 0,
+    "models": 0,
     # the streamed measures (one class each) and their registered state
     "measures": 1,
     # the memory plan: the bytes of a run, per device too
@@ -60,7 +63,7 @@ def _layer(module: str) -> str:
 def _own_pipeline_rank(module: str) -> int | None:
     """The rank of the folder a module of pipeline/ sits in ("" for the modules directly in it); None when its
     folder is not listed."""
-    parts = module[len(PIPE) + 1:].split(".")
+    parts = module[len(PIPE) + 1 :].split(".")
     if parts[0] in PIPELINE_RANK:  # a listed folder, its package __init__ included
         return PIPELINE_RANK[parts[0]]
     return PIPELINE_RANK[""] if len(parts) == 1 else None
@@ -88,8 +91,12 @@ def _imports(path: Path, module: str, top_level_only: bool) -> set[str]:
     tree = ast.parse(path.read_text())
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     if top_level_only:  # include imports nested in module-level if/try blocks
-        nodes = [n for stmt in tree.body for n in ast.walk(stmt)
-                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        nodes = [
+            n
+            for stmt in tree.body
+            for n in ast.walk(stmt)
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
     found = set()
     pkg = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     for n in nodes:
@@ -120,8 +127,11 @@ def _edges(name: str, path: Path, mods) -> set[str]:
             continue
         out.add(imp)
         parts = imp.split(".")
-        out.update(pkg for pkg in (".".join(parts[:i]) for i in range(1, len(parts)))
-                   if pkg in mods and not name.startswith(pkg + "."))
+        out.update(
+            pkg
+            for pkg in (".".join(parts[:i]) for i in range(1, len(parts)))
+            if pkg in mods and not name.startswith(pkg + ".")
+        )
     out.discard(name)
     return out
 
@@ -139,8 +149,10 @@ def _upward(mods: dict[str, Path]) -> list[str]:
                 a, b = _pipeline_rank(name, mods), _pipeline_rank(imp, mods)
                 if a is not None and b is not None and b > a:
                     bad.append(f"{name} (pipeline rank {a}) imports {imp} (pipeline rank {b})")
-        bad.extend(f"{name} ({src}) imports {top}" for top in sorted({i.split(".")[0] for i in
-                   _imports(path, name, top_level_only=False)} & FORBIDDEN[src]))
+        bad.extend(
+            f"{name} ({src}) imports {top}"
+            for top in sorted({i.split(".")[0] for i in _imports(path, name, top_level_only=False)} & FORBIDDEN[src])
+        )
     return sorted(bad)
 
 
@@ -171,7 +183,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if not state.get(n):
                 found = visit(n)
                 if found:
@@ -223,18 +235,29 @@ def test_the_rules_see_a_violation(tmp_path):
     assert "normvar_core.service.jobs" not in _imports(p, "normvar_core.stats.x", top_level_only=True)
     assert "torch" in FORBIDDEN[_layer("views.x")]
     lazy = "def f():\n    from {} import g\n"
-    dash = _snippets(tmp_path / "dash", {"views": "", "views.a": "from views import b\n",
-                                         "views.b": lazy.format("views.a")})
+    dash = _snippets(
+        tmp_path / "dash", {"views": "", "views.a": "from views import b\n", "views.b": lazy.format("views.a")}
+    )
     assert _cycle(_graph(dash)) == ["views.a", "views.b", "views.a"]
     # the same shape in normvar_core: a lazy import there closes a cycle too
-    lib = _snippets(tmp_path / "lib", {"normvar_core.stats.c": "from normvar_core.stats import d\n",
-                                       "normvar_core.stats.d": lazy.format("normvar_core.stats.c")})
+    lib = _snippets(
+        tmp_path / "lib",
+        {
+            "normvar_core.stats.c": "from normvar_core.stats import d\n",
+            "normvar_core.stats.d": lazy.format("normvar_core.stats.c"),
+        },
+    )
     assert _cycle(_graph(lib)) == ["normvar_core.stats.c", "normvar_core.stats.d", "normvar_core.stats.c"]
     # a cycle through a package __init__: e imports p.q, which runs p/__init__, which imports e
-    init = _snippets(tmp_path / "init", {
-        "normvar_core.stats.e": "from normvar_core.stats.p.q import g\n",
-        "normvar_core.stats.p": "from normvar_core.stats.e import h\n",
-        "normvar_core.stats.p.q": "", "normvar_core.stats.p.r": "from normvar_core.stats.p import q\n"})
+    init = _snippets(
+        tmp_path / "init",
+        {
+            "normvar_core.stats.e": "from normvar_core.stats.p.q import g\n",
+            "normvar_core.stats.p": "from normvar_core.stats.e import h\n",
+            "normvar_core.stats.p.q": "",
+            "normvar_core.stats.p.r": "from normvar_core.stats.p import q\n",
+        },
+    )
     assert _cycle(_graph(init)) == ["normvar_core.stats.e", "normvar_core.stats.p", "normvar_core.stats.e"]
     # ... but a package's own modules importing each other do not run its __init__ again
     del init["normvar_core.stats.e"]
@@ -242,19 +265,25 @@ def test_the_rules_see_a_violation(tmp_path):
     assert _cycle(_graph(init)) is None
     # inside pipeline/: core -> measures (lazy), measures -> execute, and a core package whose __init__ (which
     # takes the lowest rank under it) imports the memory plan
-    pipe = _snippets(tmp_path / "pipe", {
-        f"{PIPE}.run_plan": lazy.format(f"{PIPE}.measures.moments"),
-        f"{PIPE}.measures.moments": f"from {PIPE}.execute import local\n",
-        f"{PIPE}.measures.base": f"from {PIPE}.run_plan import RunPlan\n",
-        f"{PIPE}.execute.local": f"from {PIPE}.memory.plan import plan_memory\n",
-        f"{PIPE}.memory.plan": f"from {PIPE}.models.device_map import load\n",
-        f"{PIPE}.models": f"from {PIPE}.memory import per_device\n",
-        f"{PIPE}.models.device_map": "", f"{PIPE}.memory.per_device": f"from {PIPE}.memory import plan\n"})
+    pipe = _snippets(
+        tmp_path / "pipe",
+        {
+            f"{PIPE}.run_plan": lazy.format(f"{PIPE}.measures.moments"),
+            f"{PIPE}.measures.moments": f"from {PIPE}.execute import local\n",
+            f"{PIPE}.measures.base": f"from {PIPE}.run_plan import RunPlan\n",
+            f"{PIPE}.execute.local": f"from {PIPE}.memory.plan import plan_memory\n",
+            f"{PIPE}.memory.plan": f"from {PIPE}.models.device_map import load\n",
+            f"{PIPE}.models": f"from {PIPE}.memory import per_device\n",
+            f"{PIPE}.models.device_map": "",
+            f"{PIPE}.memory.per_device": f"from {PIPE}.memory import plan\n",
+        },
+    )
     assert _pipeline_rank(f"{PIPE}.models", pipe) == 0 and _pipeline_rank(f"{PIPE}.measures.base", pipe) == 1
     assert _upward(pipe) == [
         f"{PIPE}.measures.moments (pipeline rank 1) imports {PIPE}.execute.local (pipeline rank 3)",
         f"{PIPE}.models (pipeline rank 0) imports {PIPE}.memory.per_device (pipeline rank 2)",
-        f"{PIPE}.run_plan (pipeline rank 0) imports {PIPE}.measures.moments (pipeline rank 1)"]
+        f"{PIPE}.run_plan (pipeline rank 0) imports {PIPE}.measures.moments (pipeline rank 1)",
+    ]
     # a module in a folder that is not listed has no rank; a module takes its folder's rank
     assert _own_pipeline_rank(f"{PIPE}.elsewhere.x") is None and _own_pipeline_rank(f"{PIPE}.run_plan") == 0
     assert _own_pipeline_rank(f"{PIPE}.measures.geometry") == 1

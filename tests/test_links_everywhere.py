@@ -2,6 +2,7 @@
 opened when it is not a regular file: a link at the default checkpoint path (a foreground compute's and a worker
 job's), a link or FIFO at the job table, a FIFO or a link named like a run in runs/. Every link points at a canary
 file whose content is checked unchanged at the end; each refusal is one line."""
+
 from __future__ import annotations
 
 import os
@@ -37,14 +38,25 @@ def _lines(text: str) -> list[str]:
     return [x for x in text.splitlines() if x.strip()]
 
 
-def test_a_link_at_the_default_checkpoint_is_refused_and_its_target_kept(tmp_path, canary, capsys, tiny_models,
-                                                                        corpus40):
+def test_a_link_at_the_default_checkpoint_is_refused_and_its_target_kept(
+    tmp_path, canary, capsys, tiny_models, corpus40
+):
     data = tmp_path / "data"
     link = data / "checkpoints" / "small.ckpt"
     link.parent.mkdir(parents=True)
     link.symlink_to(canary)
-    argv = ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--name", "small",
-            "--quiet", "--data-dir", str(data)]
+    argv = [
+        "compute",
+        "--model",
+        str(tiny_models["bert"]),
+        "--corpus",
+        str(corpus40),
+        "--name",
+        "small",
+        "--quiet",
+        "--data-dir",
+        str(data),
+    ]
     assert cli.main(argv) == 2
     err = _lines(capsys.readouterr().err)
     assert len(err) == 1 and "symbolic link" in err[0] and "--checkpoint" in err[0], err
@@ -52,8 +64,9 @@ def test_a_link_at_the_default_checkpoint_is_refused_and_its_target_kept(tmp_pat
     assert not (data / "runs").exists() or not list((data / "runs").glob("*.duckdb"))
 
 
-def test_a_link_at_a_jobs_checkpoint_fails_the_job_in_one_line_and_keeps_its_target(tmp_path, canary, tiny_models,
-                                                                                  corpus40):
+def test_a_link_at_a_jobs_checkpoint_fails_the_job_in_one_line_and_keeps_its_target(
+    tmp_path, canary, tiny_models, corpus40
+):
     from normvar_core.config import RunConfig
     from normvar_core.datadir import DataDir
     from normvar_core.service.jobs import JobStore
@@ -61,8 +74,9 @@ def test_a_link_at_a_jobs_checkpoint_fails_the_job_in_one_line_and_keeps_its_tar
 
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
-    job = store.submit(RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), name="j", id_sample=0,
-                                 samples_per_token=0))
+    job = store.submit(
+        RunConfig(model=str(tiny_models["bert"]), corpus=str(corpus40), name="j", id_sample=0, samples_per_token=0)
+    )
     dd.checkpoints.mkdir(parents=True, exist_ok=True)
     (dd.checkpoints / f"{job}.ckpt").symlink_to(canary)  # the job's id is public (normvar jobs)
     assert Worker(dd, poll_s=0.05).run(once=True, install_signals=False) == 1
@@ -115,11 +129,16 @@ def test_a_fifo_or_a_link_named_like_a_run_never_blocks_or_is_followed_by_the_li
     done = _normvar("show", "--data-dir", data)
     assert done.returncode == 0, done.stderr
     err = _lines(done.stderr)
-    assert len(err) == 2 and any("x.duckdb is a FIFO" in e for e in err) and any(
-        "y.duckdb is a symbolic link" in e for e in err), err
-    code = (f"from normvar_core.runs.reader import list_runs\n"
-            f"df = list_runs({str(data)!r}, include_damaged=True)\n"
-            f"print(sorted(zip(df['name'], df['status'])))\n")
+    assert (
+        len(err) == 2
+        and any("x.duckdb is a FIFO" in e for e in err)
+        and any("y.duckdb is a symbolic link" in e for e in err)
+    ), err
+    code = (
+        f"from normvar_core.runs.reader import list_runs\n"
+        f"df = list_runs({str(data)!r}, include_damaged=True)\n"
+        f"print(sorted(zip(df['name'], df['status'])))\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO))
     page = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert page.stdout.strip() == "[('x', 'damaged'), ('y', 'damaged')]", page.stderr

@@ -1,6 +1,7 @@
 """A very long sentence (a 10 MB line with ``--max-words 0``) is tokenized from a prefix of whole words, never
 whole, for a model that keeps ``max_length`` tokens: the encoded ids, special flags, truncation count equal those of the whole sentence tokenized (the path with the cut switched off), for
 a WordPiece, a byte-level BPE and a SentencePiece tokenizer, with spaces, punctuation and non-ASCII text."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,9 @@ def _long(seed: int, words: int) -> str:
     rng = np.random.default_rng(seed)
     vocab = ["the", "cat", "sat", "naïve", "über", "mat,", "(a)", "dog.", "日本語", "x" * 150, "ok", "–"]
     seps = [" ", "  ", "\t", " \n "]
-    return "".join(vocab[i] + seps[j] for i, j in zip(rng.integers(0, len(vocab), words),
-                                                        rng.integers(0, len(seps), words)))
+    return "".join(
+        vocab[i] + seps[j] for i, j in zip(rng.integers(0, len(vocab), words), rng.integers(0, len(seps), words))
+    )
 
 
 @pytest.mark.parametrize("kind", ["bert", "gpt2", "llama"])

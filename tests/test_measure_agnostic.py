@@ -2,6 +2,7 @@
 iterate the registry (``MEASURES``) and the contract (``measures/base.py``). Read from the modules' source
 (AST): no import of a registered measure class or of the module that defines one, and no string constant equal
 to a registered measure's name (as a measure would be looked up by name)."""
+
 from __future__ import annotations
 
 import ast
@@ -12,8 +13,7 @@ import pytest
 from normvar_core.pipeline.measures import MEASURES
 
 PIPELINE = Path(__file__).resolve().parent.parent / "normvar_core" / "pipeline"
-AGNOSTIC = sorted([*(PIPELINE / "memory").glob("*.py"),
-                   *(PIPELINE / "execute").glob("*.py")])
+AGNOSTIC = sorted([*(PIPELINE / "memory").glob("*.py"), *(PIPELINE / "execute").glob("*.py")])
 
 NAMES = {cls.name for cls in MEASURES}
 CLASSES = {cls.__name__ for cls in MEASURES}
@@ -26,8 +26,11 @@ def named_measures(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            out += [f"{node.lineno}: from {module} import {a.name}" for a in node.names
-                    if a.name in CLASSES or module in MODULES or f"{module}.{a.name}" in MODULES]
+            out += [
+                f"{node.lineno}: from {module} import {a.name}"
+                for a in node.names
+                if a.name in CLASSES or module in MODULES or f"{module}.{a.name}" in MODULES
+            ]
         elif isinstance(node, ast.Import):
             out += [f"{node.lineno}: import {a.name}" for a in node.names if a.name in MODULES]
         elif isinstance(node, ast.Attribute) and node.attr in CLASSES:
@@ -47,14 +50,18 @@ def test_the_check_sees_each_way_of_naming_a_measure():
     """The rule itself, on code that names a registered measure in each of its ways (and code that does not)."""
     cls = MEASURES[-1]
     module, _, leaf = cls.__module__.rpartition(".")
-    naming = [f"from normvar_core.pipeline.measures import {cls.__name__}",
-              f"from {cls.__module__} import something",
-              f"from {module} import {leaf}",
-              f"import {cls.__module__}",
-              f"x = measures.{cls.__name__}",
-              f"m = measures[{cls.name!r}]"]
+    naming = [
+        f"from normvar_core.pipeline.measures import {cls.__name__}",
+        f"from {cls.__module__} import something",
+        f"from {module} import {leaf}",
+        f"import {cls.__module__}",
+        f"x = measures.{cls.__name__}",
+        f"m = measures[{cls.name!r}]",
+    ]
     for line in naming:
         assert len(named_measures(line)) == 1, line
-    clean = ("from normvar_core.pipeline.measures import MEASURES, Measure\n"
-             "m = [c.name for c in MEASURES]\nlabel = 'measures'\n")
+    clean = (
+        "from normvar_core.pipeline.measures import MEASURES, Measure\n"
+        "m = [c.name for c in MEASURES]\nlabel = 'measures'\n"
+    )
     assert named_measures(clean) == []

@@ -6,22 +6,22 @@ Ray driver merges); the tables it writes are the ones it declares; the bytes it 
 anything is built (``planned_state``: every key, shape and dtype; ``planned_bytes``, the memory plan's figure,
 summed from it) are the arrays its state holds after the whole pass (an upper bound where ``planned_exact`` is
 False)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pytest
 import torch
-
-from normvar_core.pipeline.contracts import RunContext
-from normvar_core.pipeline.measures import MEASURES, Measure, prime
-from normvar_core.pipeline.run_plan import synthetic_plan
-from normvar_core.pipeline.sources import GaussianSource
-from normvar_core.pipeline.measures.state import DictReader
-
 from every_measure import every_measure_on
 from example_measures import EXAMPLE_MEASURES  # the manual's walk-through measures, under the same contract
+
 from examples.norm_measure import NormMeasure
+from normvar_core.pipeline.contracts import RunContext
+from normvar_core.pipeline.measures import MEASURES, Measure, prime
+from normvar_core.pipeline.measures.state import DictReader
+from normvar_core.pipeline.run_plan import synthetic_plan
+from normvar_core.pipeline.sources import GaussianSource
 
 LAYERS = [0, 2]
 DIM = 10
@@ -103,8 +103,9 @@ def test_contract(cls, setup, tmp_path):
     for measure in (a, one):
         spec, held = measure.state_spec(), measure.state_dict()
         assert set(spec) == set(held)
-        assert all(spec[k] == (held[k].shape, held[k].dtype) for k in held), \
-            {k: (spec[k], (held[k].shape, held[k].dtype)) for k in held}
+        assert all(spec[k] == (held[k].shape, held[k].dtype) for k in held), {
+            k: (spec[k], (held[k].shape, held[k].dtype)) for k in held
+        }
 
     # two halves merged (through a saved state) = one stream
     merged = a2.merge(b)
@@ -126,8 +127,9 @@ def test_contract(cls, setup, tmp_path):
     for k, v in held.items():
         shape, dtype = planned[k]
         assert np.dtype(dtype) == v.dtype, (k, dtype, v.dtype)
-        assert len(shape) == v.ndim and (tuple(shape) == v.shape if cls.planned_exact else
-                                         all(p >= h for p, h in zip(shape, v.shape))), (k, shape, v.shape)
+        assert len(shape) == v.ndim and (
+            tuple(shape) == v.shape if cls.planned_exact else all(p >= h for p, h in zip(shape, v.shape))
+        ), (k, shape, v.shape)
     nbytes = sum(v.nbytes for v in held.values())
     if cls.planned_exact:
         assert cls.planned_bytes(ctx) == nbytes > 0
@@ -155,8 +157,18 @@ def published(setup, tmp_path_factory):
     plan, source, ctx = setup
     measures = build_measures(ctx)
     run_range(source, plan, measures, 0, plan.n_batches)
-    return open_run(publish_run(tmp_path_factory.mktemp("contract") / "c.duckdb", plan=plan, source=source, ctx=ctx,
-                                measures=measures, seconds=0.0, notes={}, source_kind="synthetic"))
+    return open_run(
+        publish_run(
+            tmp_path_factory.mktemp("contract") / "c.duckdb",
+            plan=plan,
+            source=source,
+            ctx=ctx,
+            measures=measures,
+            seconds=0.0,
+            notes={},
+            source_kind="synthetic",
+        )
+    )
 
 
 def _null_of(cls, run, kind="matched", seed=1) -> dict:
@@ -202,11 +214,11 @@ def test_the_walk_through_measure_equals_a_brute_force(setup):
     for sb in source.batches(plan, 0, plan.n_batches):
         measure.update(sb)
         states.append(sb.states.numpy())
-    X = np.concatenate(states, axis=1)                  # (L, N, d)
+    X = np.concatenate(states, axis=1)  # (L, N, d)
     norms = np.linalg.norm(X, axis=2)
     res = measure.result()
     np.testing.assert_allclose(res["mean_norm"], norms.mean(axis=1), rtol=1e-12)
-    np.testing.assert_allclose(res["rms_norm"], np.sqrt((norms ** 2).mean(axis=1)), rtol=1e-12)
+    np.testing.assert_allclose(res["rms_norm"], np.sqrt((norms**2).mean(axis=1)), rtol=1e-12)
     assert measure.n == X.shape[1] and list(res["layer"]) == LAYERS
 
 
@@ -229,8 +241,19 @@ def test_a_measure_without_planned_state_is_listed_not_counted():
     cfg = RunConfig(model="gaussian", samples_per_token=0, id_sample=0)
     plan = synthetic_plan(cfg, n_sentences=50, vocab_size=20, layers=[0, 1], batch_size=8)
     ctx = RunContext(cfg=cfg, layers=[0, 1], dim=6, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    shape = ModelShape(name="toy", architecture="Toy", params=1000, lm_head_params=0, buffer_bytes=0, dim=6,
-                       num_hidden_states=2, heads=1, ffn=12, vocab=20, max_length=32)
+    shape = ModelShape(
+        name="toy",
+        architecture="Toy",
+        params=1000,
+        lm_head_params=0,
+        buffer_bytes=0,
+        dim=6,
+        num_hidden_states=2,
+        heads=1,
+        ffn=12,
+        vocab=20,
+        max_length=32,
+    )
     kw = dict(shape=shape, memory_bytes=1 << 40, device="cpu", dtype="float32")
     both = plan_memory(ctx, registry=[MomentsMeasure, Undeclared], **kw)
     alone = plan_memory(ctx, registry=[MomentsMeasure], **kw)

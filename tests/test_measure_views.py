@@ -2,6 +2,7 @@
 dashboard, once each, and read tables and columns that run files hold; on a real run every figure, slide and claim
 draws (whatever the registries hold); every tabbed page draws its figures through ``views/_sections.draw``; and one
 predicate (``page_figures.holds``) decides, for the page and the deck, whether a run holds a figure."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,16 +21,17 @@ def test_every_figure_is_on_a_page_once_and_reads_tables_a_run_file_holds():
     from normvar_core.pipeline.measures import MEASURES
     from normvar_core.stats.layer_geometry import SPECTRAL_COLUMNS, layer_row
 
-    written = {t for cls in MEASURES for t in cls.table_names}   # the tables the registry's measures write
+    written = {t for cls in MEASURES for t in cls.table_names}  # the tables the registry's measures write
     assert set(FIGURES) <= set(PAGE_KEYS)
     for page, f in ALL:
         assert f.tables and set(f.tables) <= written, (page, f.key)
         assert callable(f.builder) and f.builder.__module__.startswith("normvar_core.viz."), (page, f.key)
     keys = [(page, f.key) for page, f in ALL]
-    assert len(keys) == len(set(keys))                   # a figure key is its page's widget key and tab slug
+    assert len(keys) == len(set(keys))  # a figure key is its page's widget key and tab slug
     # IsoScore's column is a spectral column, in every layer_geometry row (whose layer the writer adds)
-    row, _ = layer_row(np.diag([3.0, 2.0, 1.0]), np.zeros((0, 3)), n=10, sum_u_sq=4.0, n_u=10, norm_sum=10.0,
-                       sq_sum=20.0)
+    row, _ = layer_row(
+        np.diag([3.0, 2.0, 1.0]), np.zeros((0, 3)), n=10, sum_u_sq=4.0, n_u=10, norm_sum=10.0, sq_sum=20.0
+    )
     assert ISOSCORE.tables[0] == "layer_geometry" and set(ISOSCORE.columns) <= set(SPECTRAL_COLUMNS) & set(row)
     with pytest.raises(KeyError):
         figures("no-such-page")

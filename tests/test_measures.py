@@ -5,6 +5,7 @@ round-trips through the CLI and appears in the New-run form, each measure switch
 short of memory drops the droppable measures in registry order, and a run file older than the ``accumulators``
 column still reads, with the required tables checked. The only lists kept here are what files already written
 hold: their ``accumulators`` values and their options."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,13 +27,52 @@ WRITTEN_NAMES = ["moments", "samples", "geometry", "selfsim", "outliers", "halve
 
 # the options (RunConfig().to_dict() keys) of files already written, in field order (= CLI --help order and
 # New-run form order): each still a field, in this order (new options may come anywhere)
-WRITTEN_OPTIONS = ["model", "corpus", "name", "revision", "stack", "gguf_file", "trust_remote_code", "dataset",
-                   "dataset_config", "split", "dataset_revision", "text_column", "split_sentences", "max_words",
-                   "sample_frac", "seed", "max_sentences", "exclude_special", "exclude_position0", "allow_unknown",
-                   "max_length", "batch_size", "device", "dtype", "layers", "mean_dtype", "samples_per_token",
-                   "geometry", "halves", "id_sample", "occurrences", "self_similarity", "memory_gb", "scatter_dtype",
-                   "executor", "ray_address", "workers", "device_map", "max_memory", "offload_folder",
-                   "gpus_per_worker", "unit", "sweep", "step"]
+WRITTEN_OPTIONS = [
+    "model",
+    "corpus",
+    "name",
+    "revision",
+    "stack",
+    "gguf_file",
+    "trust_remote_code",
+    "dataset",
+    "dataset_config",
+    "split",
+    "dataset_revision",
+    "text_column",
+    "split_sentences",
+    "max_words",
+    "sample_frac",
+    "seed",
+    "max_sentences",
+    "exclude_special",
+    "exclude_position0",
+    "allow_unknown",
+    "max_length",
+    "batch_size",
+    "device",
+    "dtype",
+    "layers",
+    "mean_dtype",
+    "samples_per_token",
+    "geometry",
+    "halves",
+    "id_sample",
+    "occurrences",
+    "self_similarity",
+    "memory_gb",
+    "scatter_dtype",
+    "executor",
+    "ray_address",
+    "workers",
+    "device_map",
+    "max_memory",
+    "offload_folder",
+    "gpus_per_worker",
+    "unit",
+    "sweep",
+    "step",
+]
 
 NAMES = [c.name for c in MEASURES]
 FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
@@ -52,8 +92,13 @@ def _values(f) -> list:
 
 
 # every (option, value, measure) where setting the option to the value changes whether the run asks for the measure
-SWITCHES = [(name, v, cls) for name, f in FIELDS.items() for v in _values(f) for cls in MEASURES
-            if cls.asked(RunConfig(**{name: v})) != cls.asked(RunConfig())]
+SWITCHES = [
+    (name, v, cls)
+    for name, f in FIELDS.items()
+    for v in _values(f)
+    for cls in MEASURES
+    if cls.asked(RunConfig(**{name: v})) != cls.asked(RunConfig())
+]
 
 
 def test_each_measure_is_registered_once_with_its_tables_declared():
@@ -78,16 +123,25 @@ def test_tables_are_unique_and_required_ones_declared():
 def test_every_measure_writes_its_declared_tables_in_a_real_run(tmp_path, tiny_models, corpus40):
     """A tiny BERT's run with every measure asked for: each is held, named in the run row in registry order,
     and each table it says this run writes (``tables_written``) is in the file and declared for it."""
-    from normvar_core.pipeline.execute.publish import publish_run
-    from normvar_core.runs.reader import open_run
     from real_state import real_pass
 
-    cfg = every_measure_on(model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200,
-                           memory_gb=1000)  # the opt-in measures too
+    from normvar_core.pipeline.execute.publish import publish_run
+    from normvar_core.runs.reader import open_run
+
+    cfg = every_measure_on(
+        model=str(tiny_models["bert"]), corpus=str(corpus40), id_sample=200, memory_gb=1000
+    )  # the opt-in measures too
     setup, measures = real_pass(cfg, tmp_path / "data")
     written = {n: m.tables_written(setup.ctx) for n, m in measures.items()}
-    path = publish_run(tmp_path / "r.duckdb", plan=setup.plan, source=setup.source, ctx=setup.ctx,
-                       measures=measures, seconds=0.0, notes={})
+    path = publish_run(
+        tmp_path / "r.duckdb",
+        plan=setup.plan,
+        source=setup.source,
+        ctx=setup.ctx,
+        measures=measures,
+        seconds=0.0,
+        notes={},
+    )
     run = open_run(path)
     assert run.meta["accumulators"] == [c.name for c in MEASURES if c.asked(cfg)] == list(measures)
     for name, tables in written.items():
@@ -165,8 +219,19 @@ def test_a_run_short_of_memory_drops_in_registry_order():
     cfg = RunConfig(model="gaussian", samples_per_token=2, id_sample=50, layer_linearity=True)  # every measure asked
     plan = synthetic_plan(cfg, n_sentences=60, vocab_size=30, layers=[0, 1, 2], batch_size=8)
     ctx = RunContext(cfg=cfg, layers=[0, 1, 2], dim=16, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
-    shape = ModelShape(name="toy", architecture="Toy", params=1000, lm_head_params=0, buffer_bytes=0, dim=16,
-                       num_hidden_states=3, heads=1, ffn=32, vocab=30, max_length=32)
+    shape = ModelShape(
+        name="toy",
+        architecture="Toy",
+        params=1000,
+        lm_head_params=0,
+        buffer_bytes=0,
+        dim=16,
+        num_hidden_states=3,
+        heads=1,
+        ffn=32,
+        vocab=30,
+        max_length=32,
+    )
     kw = dict(shape=shape, device="cuda", dtype="float32")  # the device's figures only (no host terms)
     roomy = plan_memory(ctx, memory_bytes=1 << 40, **kw)
     droppable = [c.name for c in MEASURES if c.droppable(ctx) and c.name in roomy.measures]
@@ -178,7 +243,7 @@ def test_a_run_short_of_memory_drops_in_registry_order():
         assert all(n in mp.reasons for n in mp.dropped)
 
 
-def test_an_old_format_run_file_still_reads(written_run_path, tmp_path):  # noqa: F811 - the fixture
+def test_an_old_format_run_file_still_reads(written_run_path, tmp_path):
     """A file written before the ``accumulators`` column: the measures it holds come from the legacy markers
     (``runs.schema.LEGACY_MARKERS``), and the required tables are checked (a missing one names the damage)."""
     from normvar_core.runs.reader import open_run

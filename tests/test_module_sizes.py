@@ -1,5 +1,6 @@
 """Module and function sizes: no module over 450 lines and no function over 80 lines (tests excluded), in the
 library, the dashboard and the command-line package. The checker is tested on a file that breaks both rules."""
+
 from __future__ import annotations
 
 import ast

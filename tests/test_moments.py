@@ -1,16 +1,17 @@
 """TokenMoments / TokenStats against an independent float64 two-pass brute force (tests/brute.py)."""
+
 from __future__ import annotations
 
 import io
 import itertools
 
+import brute
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import brute
 from normvar_core import TokenMoments, TokenStats
 
 BACKENDS = ["numba", "torch"]
@@ -203,7 +204,12 @@ def test_float32_mean_storage_halves_memory_and_stays_close():
     rng = np.random.default_rng(2)
     X, ids = rng.normal(size=(2, 3000, 16)) + 3, rng.integers(0, 50, 3000)
     a64 = TokenMoments(2, 16).update(X, ids).result()
-    a32 = TokenMoments(2, 16, mean_dtype="float32").update(X[:, :1500], ids[:1500]).update(X[:, 1500:], ids[1500:]).result()
+    a32 = (
+        TokenMoments(2, 16, mean_dtype="float32")
+        .update(X[:, :1500], ids[:1500])
+        .update(X[:, 1500:], ids[1500:])
+        .result()
+    )
     assert a32.mean.dtype == np.float32 and a32.mean.nbytes * 2 == a64.mean.nbytes
     np.testing.assert_allclose(a32.v, a64.v, rtol=1e-5)
     np.testing.assert_allclose(a32.q, a32.m + a32.v, rtol=1e-12)
@@ -300,10 +306,14 @@ def _expected_state(X, ids, layer_index, mean_dtype):
     ref = brute.per_type(X, ids)
     types = sorted(ref)
     n = np.array([ref[t][0] for t in types], np.int64)
-    return {"ids": np.array(types, np.int64), "n": n,
-            "mean": np.stack([ref[t][1] for t in types], 1).astype(mean_dtype),
-            "s": np.stack([ref[t][4] for t in types], 1) * n,  # S_t = n_t V(X_t) (eq. 6)
-            "layer_index": np.asarray(layer_index, np.int64), "n_embeddings": np.array([ids.size], np.int64)}
+    return {
+        "ids": np.array(types, np.int64),
+        "n": n,
+        "mean": np.stack([ref[t][1] for t in types], 1).astype(mean_dtype),
+        "s": np.stack([ref[t][4] for t in types], 1) * n,  # S_t = n_t V(X_t) (eq. 6)
+        "layer_index": np.asarray(layer_index, np.int64),
+        "n_embeddings": np.array([ids.size], np.int64),
+    }
 
 
 def _assert_state(sd, want, rtol):
@@ -318,8 +328,10 @@ def _assert_state(sd, want, rtol):
             assert np.array_equal(got, want[k]), k
 
 
-@pytest.mark.parametrize("backend,registered,mean_dtype", [
-    ("numba", False, "float64"), ("torch", False, "float64"), ("torch", True, "float64"), ("numba", False, "float32")])
+@pytest.mark.parametrize(
+    "backend,registered,mean_dtype",
+    [("numba", False, "float64"), ("torch", False, "float64"), ("torch", True, "float64"), ("numba", False, "float32")],
+)
 def test_registered_state_keeps_the_checkpoint_format(backend, registered, mean_dtype):
     """TokenMoments through the registered state (``state.Stateful``): state_dict holds the checkpoint-3
     keys, in order, with their dtypes, the seen types' rows only (registered types never seen hold no row),
@@ -328,8 +340,10 @@ def test_registered_state_keeps_the_checkpoint_format(backend, registered, mean_
     a load replaces a larger state (no row of it left behind); a device move keeps the state."""
     rng = np.random.default_rng(11)
     L, d, layers = 3, 5, [0, 2, 5]
-    parts = [((rng.normal(size=(L, N, d)) * 2 + 40).astype(np.float32), rng.integers(0, 20, N) * 7 + 3)
-             for N in (30, 41, 52, 63)]
+    parts = [
+        ((rng.normal(size=(L, N, d)) * 2 + 40).astype(np.float32), rng.integers(0, 20, N) * 7 + 3)
+        for N in (30, 41, 52, 63)
+    ]
     rtol = 1e-12 if mean_dtype == "float64" else 1e-6
 
     def fed(batches):
@@ -351,8 +365,10 @@ def test_registered_state_keeps_the_checkpoint_format(backend, registered, mean_
         held = measure.state_dict()
         assert measure.state_spec() == {k: (v.shape, v.dtype) for k, v in held.items()}
         assert measure.layer_keys() == {"mean", "s", "layer_index"}
-    for merged in (fed(parts[:2]).merge(b), fed([]).merge_from(_LayerBlocks(a.state_dict())).merge_from(
-            _LayerBlocks(b.state_dict()))):
+    for merged in (
+        fed(parts[:2]).merge(b),
+        fed([]).merge_from(_LayerBlocks(a.state_dict())).merge_from(_LayerBlocks(b.state_dict())),
+    ):
         _assert_state(merged.state_dict(), truth(parts), rtol)
     loaded = fed(parts)  # holds every type: the load must leave none of its rows behind
     loaded.load_state_dict(a.state_dict())

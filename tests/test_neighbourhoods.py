@@ -2,12 +2,13 @@
 the exact k-NN search equals a float64 brute force over all pairs (ties by index, masked or not), GRIDE equals
 scipy's maximisation of Denti et al.'s likelihood on the same neighbour lists, and a real MiniLM run's tables
 equal the brute force on the geometry's own sample at every layer."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from brute import gride_by_scipy, knn_lists, overlap_by_sets
+
 from normvar_core.stats import gride, knn, overlap
 
 
@@ -68,8 +69,12 @@ def test_the_device_search_equals_the_brute_force():
     first[40:45] = False
     dist, idx = knn_device.searches(torch.from_numpy(X), 20, groups=groups, first=first, chunk=32)
     keep = np.flatnonzero(first)
-    for s, rows, grp in ((0, np.arange(len(X)), None), (1, np.arange(len(X)), groups), (2, keep, None),
-                         (3, keep, groups[keep])):
+    for s, rows, grp in (
+        (0, np.arange(len(X)), None),
+        (1, np.arange(len(X)), groups),
+        (2, keep, None),
+        (3, keep, groups[keep]),
+    ):
         bd, bi = knn_lists(X[rows], 20, grp)
         np.testing.assert_array_equal(idx[s, rows], np.where(bi >= 0, rows[np.maximum(bi, 0)], -1))
         np.testing.assert_allclose(dist[s, rows], bd, rtol=1e-14, atol=0)
@@ -195,7 +200,8 @@ def test_a_real_run_equals_the_brute_force_on_its_sample(minilm_pass_150):
                     assert got[k] == pytest.approx(want, abs=1e-12), (layer, pair, masked, k)
         row = o[o.layer == layer].iloc[0]
         assert row["overlap_last"] == pytest.approx(
-            overlap_by_sets(lists[li, False], lists[last, False], overlap.K_DEFAULT), abs=1e-12)
+            overlap_by_sets(lists[li, False], lists[last, False], overlap.K_DEFAULT), abs=1e-12
+        )
         assert row["chance"] == pytest.approx(overlap.K_DEFAULT / 599)
     assert o[o.layer == layers[-1]].iloc[0]["overlap_last"] == 1.0 and np.isnan(o.iloc[-1]["overlap_next"])
 
@@ -212,8 +218,9 @@ class _Run:
 
 
 def _view(ids, chi, std=0.01, batches=4):
-    import pandas as pd
     from types import SimpleNamespace
+
+    import pandas as pd
 
     layers = list(range(len(ids)))
     geo = pd.DataFrame({"layer": layers, "twonn_id": ids, "twonn_batches": batches})
@@ -221,9 +228,14 @@ def _view(ids, chi, std=0.01, batches=4):
     return SimpleNamespace(run=_Run(layer_overlap=o), geometry=geo)
 
 
-@pytest.mark.parametrize("chi, verdict", [([0.5, 0.3, 0.8, 0.85, 0.9], "holds"),
-                                          ([0.5, 0.9, 0.6, 0.5, 0.4], "fails"),
-                                          ([0.5, 0.60, 0.61, 0.60, 0.60], "cannot tell")])
+@pytest.mark.parametrize(
+    "chi, verdict",
+    [
+        ([0.5, 0.3, 0.8, 0.85, 0.9], "holds"),
+        ([0.5, 0.9, 0.6, 0.5, 0.4], "fails"),
+        ([0.5, 0.60, 0.61, 0.60, 0.60], "cannot tell"),
+    ],
+)
 def test_the_overlap_claim_compares_the_peak_with_the_layers_after_it(chi, verdict):
     """TwoNN peaks at layer 1; Δ = mean χ(l, l+1) after it − χ(1, 2): above 0 holds, below fails, within its
     interval (±1.96 √(s² + Σs²/n²) / √B) cannot tell."""

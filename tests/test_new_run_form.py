@@ -2,15 +2,16 @@
 a PNG, PNG bytes named .txt, text that is not UTF-8, binary bytes; each refusal names the user's file
 (never its stored sha256 name) in the form's own words (its labels, not the CLI's flags). The form does not
 submit on Enter (its proto says so here; tests/test_new_run_browser.py presses Enter in a real browser)."""
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 import pytest
+from upload_files import STORY, png_bytes
 
 from normvar_core.service.jobs import JobStore
-from upload_files import STORY, png_bytes
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -34,7 +35,7 @@ def errors(at) -> list[str]:
 
 REFUSED = [
     ("holiday.png", png_bytes(), "is not a corpus file the form reads"),
-    ("holiday.txt", png_bytes(), "looks binary"),                      # PNG bytes under a .txt name
+    ("holiday.txt", png_bytes(), "looks binary"),  # PNG bytes under a .txt name
     ("notes_latin1.txt", "Café au lait, déjà vu.\n".encode("latin-1"), "is not UTF-8"),
     ("random.csv", bytes(range(256)) * 4, "looks binary"),
     ("empty.txt", b"", "is empty"),
@@ -48,10 +49,10 @@ def test_a_refused_upload_blocks_the_form_and_names_the_file(form, tmp_path, nam
     form.button(key=button).click().run()
     (err,) = errors(form)
     assert why in err
-    assert f"“{name.replace('_', chr(92) + '_')}”" in err, err       # the user's file, by its own name
-    assert not re.search(r"[0-9a-f]{64}", err), err                    # never its stored hash
-    assert "--" not in err and "normvar " not in err, err              # no CLI wording
-    assert JobStore(tmp_path).list() == []                             # nothing queued, no fallback to the novels
+    assert f"“{name.replace('_', chr(92) + '_')}”" in err, err  # the user's file, by its own name
+    assert not re.search(r"[0-9a-f]{64}", err), err  # never its stored hash
+    assert "--" not in err and "normvar " not in err, err  # no CLI wording
+    assert JobStore(tmp_path).list() == []  # nothing queued, no fallback to the novels
     assert not form.success
 
 
@@ -77,15 +78,15 @@ def test_a_name_taken_is_refused_in_the_forms_words(form, tmp_path):
 
 def test_enter_does_not_submit(form):
     (f,) = form.get("form")
-    assert f.proto.form.enter_to_submit is False   # the real Enter key: tests/test_dashboard_share_browser.py
+    assert f.proto.form.enter_to_submit is False  # the real Enter key: tests/test_dashboard_share_browser.py
 
 
 def test_a_long_file_name_keeps_its_extension(form, tmp_path):
-    long = "field notes " * 10 + ".txt"                              # 124 characters
+    long = "field notes " * 10 + ".txt"  # 124 characters
     form.file_uploader(key="w_upload").set_value((long, b"\x00" * 10, "text/plain"))
     form.button(key="w_submit").click().run()
     (err,) = errors(form)
-    assert f"“{long[:60]}…{long[-19:]}” looks binary" in err         # shortened for the message, not refused for it
+    assert f"“{long[:60]}…{long[-19:]}” looks binary" in err  # shortened for the message, not refused for it
     form.file_uploader(key="w_upload").set_value((long, STORY, "text/plain"))
     form.button(key="w_submit").click().run()
     assert errors(form) == [] and len(JobStore(tmp_path).list()) == 1

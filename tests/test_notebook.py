@@ -1,17 +1,17 @@
 """examples/quickstart.ipynb runs top to bottom in a real Jupyter kernel (nbclient + ipykernel on this
 environment's own python), and the band decomposition it shows equals a float64 brute force over the
 run file it computed (Q(X) = sum p_t Q_t, M = ||sum p_t mu_t||^2, V_W = sum p_t V_t, V_B = sum p_t ||mu_t - mu||^2)."""
+
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
+import brute
 import duckdb
 import numpy as np
 import pytest
-
-import brute
 
 pytestmark = pytest.mark.subprocess
 
@@ -23,9 +23,15 @@ def _kernelspec(root: Path) -> str:
     """A kernelspec that starts ipykernel with this interpreter (not whatever `python3` is on PATH)."""
     spec = root / "kernels" / "normvar-test"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "normvar test", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "normvar test",
+                "language": "python",
+            }
+        )
+    )
     return "normvar-test"
 
 
@@ -57,10 +63,13 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     kernel = _kernelspec(tmp_path / "jupyter")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(
-        "import json, normvar_core\n"
-        "print(json.dumps({'band': band.to_dict('records'), 'traces': len(fig.data), 'path': str(path),\n"
-        "                  'package': normvar_core.__file__}))"))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "import json, normvar_core\n"
+            "print(json.dumps({'band': band.to_dict('records'), 'traces': len(fig.data), 'path': str(path),\n"
+            "                  'package': normvar_core.__file__}))"
+        )
+    )
     # Unix sockets, not TCP: the kernel talks to no network port at all
     km = KernelManager(kernel_name=kernel, transport="ipc", ip=str(tmp_path / "kernel-ipc"))
     NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()

@@ -1,5 +1,6 @@
 """Gaussian null runs (seed 003): shapes equal to the source run's; the sufficient-statistic draws equal
 brute-force simulation in distribution; the isotropic null's closed forms; the CLI."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ from normvar_core.stats.tokenstats import TokenStats
 
 
 def _qmv(mean, S, n):
-    m = (mean ** 2).sum(-1)
+    m = (mean**2).sum(-1)
     v = S / n
     return m + v, m, v
 
@@ -36,7 +37,7 @@ def test_sufficient_statistics_equal_brute_force_in_distribution(n, d):
     for a, b in ((q, bq), (m, bm), (v, bv)):
         se = np.sqrt(a.var() / reps + b.var() / reps)
         assert abs(a.mean() - b.mean()) < 4.5 * se, (a.mean(), b.mean(), se)
-        assert abs(a.var() / b.var() - 1) < 0.12                        # spreads agree too
+        assert abs(a.var() / b.var() - 1) < 0.12  # spreads agree too
     # closed forms: E[V] = s2 d (n-1)/n, E[M] = |mu|^2 + s2 d / n
     assert abs(v.mean() - s2 * d * (n - 1) / n) < 4.5 * v.std() / np.sqrt(reps)
     assert abs(m.mean() - (mu @ mu + s2 * d / n)) < 4.5 * m.std() / np.sqrt(reps)
@@ -51,10 +52,10 @@ def test_isotropic_closed_forms():
     totals = pd.DataFrame({"layer": [0], "q": [float(d)], "m": [0.0], "v": [float(d)]})
     st = null_stats("isotropic", base, totals, seed=3)
     cv = st.q[0].std() / st.q[0].mean()
-    assert cv == pytest.approx(np.sqrt(2 / d * np.mean(1 / n)), rel=0.1)           # seed 003: concentration
+    assert cv == pytest.approx(np.sqrt(2 / d * np.mean(1 / n)), rel=0.1)  # seed 003: concentration
     slope = np.polyfit(np.log10(n), np.log10(st.m[0]), 1)[0]
-    assert slope == pytest.approx(-1.0, abs=0.05)                                   # M ~ 1/n_t
-    assert np.median(st.m[0] / st.v[0] * n) == pytest.approx(1.0, rel=0.1)         # M/V ~ 1/n_t
+    assert slope == pytest.approx(-1.0, abs=0.05)  # M ~ 1/n_t
+    assert np.median(st.m[0] / st.v[0] * n) == pytest.approx(1.0, rel=0.1)  # M/V ~ 1/n_t
 
 
 def test_null_run_has_the_shape_of_its_source(tmp_path, written_run_path):
@@ -101,16 +102,16 @@ def test_null_cli(tmp_path, capsys, written_run_path):
     assert len(tr) == len(open_run(out).layers)
 
 
-def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):  # noqa: F811
+def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     """Runs page button queues the null (a worker job); Layers, Decomposition, Frequency, Trade-off and Geometry overlay
     it (dashed grey lines, a grey cloud behind scatters) with the null run's own values; the choice
     carries from page to page and into the URL."""
     import shutil
 
+    from dashboard_run import APP, RUN, arr, figure, figures_of, open_section
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.viz.overlay import NULL_CLOUD
-    from dashboard_run import APP, RUN, arr, figure, figures_of, open_section
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
@@ -125,7 +126,7 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     from normvar_core.service import jobs as J
     from normvar_core.service import worker as W
 
-    W.Worker(data, poll_s=0.05).run(once=True, install_signals=False)   # the worker draws it
+    W.Worker(data, poll_s=0.05).run(once=True, install_signals=False)  # the worker draws it
     [job] = J.JobStore(data).list()
     assert job.task == "null" and job.state == "done", job
     # the progress line ends on "done", and the Runs page keeps it, full, for a while
@@ -133,8 +134,9 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     at.switch_page("views/runs.py").run()
     # a finished job is a green line naming its last progress, not a full (red) bar
     done = [x.value for x in at.success if "null · done" in x.value]
-    assert done and not [b for b in at.get("progress") if "null · done" in str(b.proto.text)], \
-        [x.value for x in at.success]
+    assert done and not [b for b in at.get("progress") if "null · done" in str(b.proto.text)], [
+        x.value for x in at.success
+    ]
     null_name = f"{RUN}__null-offset-s0"
     null = open_run(data / "runs" / f"{null_name}.duckdb")
     assert null.has("layer_geometry")
@@ -150,7 +152,7 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     want = analyses.tradeoff(null.stats(), 10, 1e5)
     np.testing.assert_allclose(arr(lines[1]["y"]), want.sort_values("layer")["slope"].to_numpy(), rtol=1e-9)
 
-    at.switch_page("views/decomposition.py").run()          # the pick carries over
+    at.switch_page("views/decomposition.py").run()  # the pick carries over
     assert not at.exception and at.selectbox(key="w_null").value == null_name
     ratios = figure(open_section(at, "decomposition", "Ratios"), "Ratios to Q(X)")
     want = analyses.decomposition(null.stats(), 10, 1e5).sort_values("layer")
@@ -177,26 +179,26 @@ def test_every_page_overlays_the_gaussian_null(tmp_path, monkeypatch, data_dir):
     geo = figure(at, "Layer geometry")
     ng = null.table("layer_geometry").sort_values("layer")
     np.testing.assert_allclose(arr(dashed(geo)[0]["y"]), ng["anisotropy"].to_numpy(), rtol=1e-9)
-    assert len(figures_of(at)) == 1                          # the spectrum when its tab is opened
+    assert len(figures_of(at)) == 1  # the spectrum when its tab is opened
     spec = figure(open_section(at, "geometry", "Covariance spectrum"), "Covariance spectrum")
     assert any("Gaussian null" in (t.get("name") or "") for t in spec["data"])
 
 
-def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data_dir, dashboard_null):  # noqa: F811
+def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data_dir, dashboard_null):
     """High-dimensional geometry: the run's norm spread, mean cosine and n·M/V per layer are its own
     tables'; the isotropic null sits at seed 003's closed forms (1/√(2d), 1); the pair-cosine histogram
     holds the run's sampled pairs."""
     import shutil
 
+    from dashboard_run import APP, RUN, arr, figure, figures_of, open_section, trace
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.stats.highdim import highdim_table
-    from dashboard_run import APP, RUN, arr, figure, figures_of, open_section, trace
 
     data = tmp_path / "data"
     shutil.copytree(data_dir / "runs", data / "runs")
     run = open_run(data / "runs" / f"{RUN}.duckdb")
-    shutil.copy(dashboard_null, data / "runs" / f"{RUN}__null-isotropic-s0.duckdb")   # write_null_run's, once
+    shutil.copy(dashboard_null, data / "runs" / f"{RUN}__null-isotropic-s0.duckdb")  # write_null_run's, once
     monkeypatch.setenv("NORMVAR_DATA", str(data))
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"run": RUN})
@@ -210,14 +212,14 @@ def test_highdim_page_puts_the_run_next_to_its_nulls(tmp_path, monkeypatch, data
     np.testing.assert_allclose(arr(mine[1]["y"]), want["mean_cosine"].to_numpy(), rtol=1e-9)
     np.testing.assert_allclose(arr(mine[2]["y"]), want["n_m_over_v"].to_numpy(), rtol=1e-9)
     null = [t for t in fig["data"] if t.get("name") == "Gaussian null (isotropic)"]
-    np.testing.assert_allclose(arr(null[0]["y"]), 1 / np.sqrt(2 * run.dim), rtol=0.05)   # radii concentrate
-    np.testing.assert_allclose(arr(null[2]["y"]), 1.0, rtol=0.1)                         # M/V ≈ 1/(n−1)
-    assert np.abs(arr(null[1]["y"])).max() < 0.01                                         # near-orthogonal
-    assert (want["n_m_over_v"] > 10 * arr(null[2]["y"])).all()   # MiniLM: means far larger than random draws give
-    assert len(figures_of(at)) == 1 and not at.dataframe     # the profiles first, the rest when opened
+    np.testing.assert_allclose(arr(null[0]["y"]), 1 / np.sqrt(2 * run.dim), rtol=0.05)  # radii concentrate
+    np.testing.assert_allclose(arr(null[2]["y"]), 1.0, rtol=0.1)  # M/V ≈ 1/(n−1)
+    assert np.abs(arr(null[1]["y"])).max() < 0.01  # near-orthogonal
+    assert (want["n_m_over_v"] > 10 * arr(null[2]["y"])).all()  # MiniLM: means far larger than random draws give
+    assert len(figures_of(at)) == 1 and not at.dataframe  # the profiles first, the rest when opened
     cos = figure(open_section(at, "highdim", "Random-pair cosines"), "random pairs")
     hist = [t for t in cos["data"] if t.get("name") == RUN][0]
-    layer = at.select_slider(key="w_layer").value           # the slider sits in the tabs that use it
+    layer = at.select_slider(key="w_layer").value  # the slider sits in the tabs that use it
     assert len(arr(hist["x"])) == len(run.table("pair_cosines").query("layer == @layer"))
     mv = figure(open_section(at, "highdim", "M/V"), "against nₜ")
     band = run.token_table(layer).query("n >= 10 and n <= 1e5 and v > 0")

@@ -3,6 +3,7 @@ from sufficient statistics (exact between-type scatter + a rescaled Wishart) has
 distribution as the covariance of the N simulated embeddings; Bartlett's Wishart has the closed-form
 moments; the isotropic null's geometry shows seed 003's closed forms (norm spread 1/√(2d), pair cosines
 N(0, 1/d), mean cosine 0, anisotropy near 1/d)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,17 +57,17 @@ def test_isotropic_null_geometry_closed_forms():
     n = np.round(10 ** rng.uniform(1, 3, T)).astype(np.int64)
     base = TokenStats.from_moments(np.arange(T), n, np.zeros((1, T, d)), np.full((1, T), 2.0 * d) * n)
     totals = pd.DataFrame({"layer": [0], "q": [2.0 * d], "m": [0.0], "v": [2.0 * d]})
-    (li, mu, s2), = null_params("isotropic", base, totals)
+    ((li, mu, s2),) = null_params("isotropic", base, totals)
     mean, S = draw_type_moments(mu, s2, n, rng)
     row, eig, cos = null_layer_geometry(mu, s2, mean, S, n, 8192, rng)
     N = n.sum()
     grand = n @ mean.astype(np.float64) / N
     between = float(n @ ((mean - grand) ** 2).sum(1))
-    assert row["n"] == N and row["trace"] == pytest.approx((between + S.sum()) / N, rel=1e-9)   # V(X), eq. 6
+    assert row["n"] == N and row["trace"] == pytest.approx((between + S.sum()) / N, rel=1e-9)  # V(X), eq. 6
     # Marchenko–Pastur: the top eigenvalue of an isotropic covariance over N points is s²(1 + √(d/N))²
     assert eig[0] == pytest.approx(2.0 * (1 + np.sqrt(d / N)) ** 2, rel=0.05)
     assert row["anisotropy"] == pytest.approx(1 / d, rel=0.1)
-    assert row["norm_cv"] == pytest.approx(1 / np.sqrt(2 * d), rel=0.05)          # seed 003: concentration
-    assert abs(row["mean_cosine"]) < 5 / (8192 * np.sqrt(d)) * np.sqrt(2) + 1e-3    # near-orthogonal
+    assert row["norm_cv"] == pytest.approx(1 / np.sqrt(2 * d), rel=0.05)  # seed 003: concentration
+    assert abs(row["mean_cosine"]) < 5 / (8192 * np.sqrt(d)) * np.sqrt(2) + 1e-3  # near-orthogonal
     assert len(cos) == 4096 and cos.std() == pytest.approx(1 / np.sqrt(d), rel=0.05)
     assert abs(cos.mean()) < 4 / np.sqrt(d * len(cos))

@@ -2,22 +2,23 @@
 very states the seeded Gaussian source produced: which occurrences are kept, their coordinates on the
 layer's principal axes, the recorded angle to the exact axes; the run file's tables read back through
 DuckDB; --occurrences bounded; the memory plan counting the bytes."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from real_state import held_bytes
 
 from normvar_core.config import RunConfig
 from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCES_MAX
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import GeometryMeasure, OccurrencesMeasure, prime
 from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.measures.occurrences import early_axes, spread_order
-from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
-from real_state import held_bytes
 
 LAYERS = [0, 2]
 
@@ -25,8 +26,9 @@ LAYERS = [0, 2]
 def _setup(dim: int, occurrences: int = 1_000_000, n_sentences: int = 90):
     cfg = RunConfig(model="gaussian", samples_per_token=0, occurrences=occurrences, halves=False)
     plan = synthetic_plan(cfg, n_sentences=n_sentences, vocab_size=25, layers=LAYERS, batch_size=8)
-    source = GaussianSource(dim=dim, layers=LAYERS, seed=5, offset=6.0, sigma=1.0, scales=[1.0, 2.5],
-                            dtype=torch.float64)
+    source = GaussianSource(
+        dim=dim, layers=LAYERS, seed=5, offset=6.0, sigma=1.0, scales=[1.0, 2.5], dtype=torch.float64
+    )
     ctx = RunContext(cfg=cfg, layers=LAYERS, dim=dim, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
     return plan, source, ctx
 
@@ -130,7 +132,9 @@ def test_a_cap_keeps_a_seeded_uniform_sample_and_the_file_reads_back(tmp_path):
     occ = measures["occurrences"]
     keys = set(zip(occ.plan.sentence.tolist(), occ.plan.offset.tolist()))
     assert occ.plan.size == 150 == len(keys) < plan.total_embeddings
-    path = publish_run(tmp_path / "occ.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=1.0, notes={})
+    path = publish_run(
+        tmp_path / "occ.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=1.0, notes={}
+    )
     run = open_run(path)
     assert run.has("occurrences")
     pts = O.occurrence_points(run, 2)
@@ -157,8 +161,19 @@ def test_occurrences_option_is_bounded_and_counted_by_the_memory_plan():
     from normvar_core.pipeline.model_shape import ModelShape
 
     plan, source, ctx = _setup(dim=12, occurrences=200)
-    shape = ModelShape(name="toy", architecture="Toy", params=1000, lm_head_params=0, buffer_bytes=0, dim=12,
-                       num_hidden_states=3, heads=1, ffn=12, vocab=25, max_length=32)
+    shape = ModelShape(
+        name="toy",
+        architecture="Toy",
+        params=1000,
+        lm_head_params=0,
+        buffer_bytes=0,
+        dim=12,
+        num_hidden_states=3,
+        heads=1,
+        ffn=12,
+        vocab=25,
+        max_length=32,
+    )
     occ, _ = _finished(plan, source, ctx, positions=64)  # a real pass: the state the plan counts
     mp = plan_memory(ctx, shape=shape, memory_bytes=1 << 40, device="cpu", dtype="float32")
     assert mp.measures["occurrences"] == held_bytes(occ) > 0
@@ -184,10 +199,17 @@ def test_the_scatter_payload_carries_every_point(scale):
 
     rng = np.random.default_rng(1)
     n = 5001  # odd: the rgb block needs padding
-    pts = pd.DataFrame({"x": (rng.normal(size=n) * scale).astype(np.float32),
-                        "y": (rng.normal(size=n) * scale).astype(np.float32),
-                        "token_id": rng.integers(0, 30, n), "position": rng.integers(0, 40, n),
-                        "n": rng.integers(1, 1000, n), "m": rng.random(n), "v": rng.random(n) * (rng.random(n) > 0.1)})
+    pts = pd.DataFrame(
+        {
+            "x": (rng.normal(size=n) * scale).astype(np.float32),
+            "y": (rng.normal(size=n) * scale).astype(np.float32),
+            "token_id": rng.integers(0, 30, n),
+            "position": rng.integers(0, 40, n),
+            "n": rng.integers(1, 1000, n),
+            "m": rng.random(n),
+            "v": rng.random(n) * (rng.random(n) > 0.1),
+        }
+    )
     pts["token"] = "t" + pts["token_id"].astype(str)
     rgb, legend = OF.colours(pts, "token type")
     assert len(legend["items"]) == OF.TOP_TYPES and legend["other"] + sum(c for _, c, _ in legend["items"]) == n
@@ -225,10 +247,12 @@ def test_the_payload_header_is_strict_json_for_damaged_and_degenerate_points():
     y = np.array([0, 1, 1, -np.inf, 2, 3], np.float32)
     raw = OF.scatter_payload(x, y, rgb=rgb)
     (size,) = np.frombuffer(raw[4:8], "<u4")
-    head = json.loads(raw[8:8 + int(size)], parse_constant=lambda c: pytest.fail(f"{c} in the header"))
+    head = json.loads(raw[8 : 8 + int(size)], parse_constant=lambda c: pytest.fail(f"{c} in the header"))
     finite = np.isfinite(x) & np.isfinite(y)
-    assert head["frame"] == pytest.approx([*np.percentile(x[finite], [0.5, 99.5]), *np.percentile(y[finite], [0.5, 99.5])])
-    assert OF.frame(np.array([2.0]), np.array([5.0])) == [1.5, 2.5, 4.5, 5.5]   # one point: a span of 1
+    assert head["frame"] == pytest.approx(
+        [*np.percentile(x[finite], [0.5, 99.5]), *np.percentile(y[finite], [0.5, 99.5])]
+    )
+    assert OF.frame(np.array([2.0]), np.array([5.0])) == [1.5, 2.5, 4.5, 5.5]  # one point: a span of 1
     assert OF.frame(np.array([np.nan]), np.array([1.0])) == [-1.0, 1.0, -1.0, 1.0]
 
 
@@ -261,8 +285,12 @@ def test_the_polygon_predicate_selects_what_matplotlib_selects():
     con = duckdb.connect()
     con.execute("CREATE TABLE occurrences AS SELECT i, layer, x::FLOAT AS x, y::FLOAT AS y FROM frame")
     for name, poly in _polygons(rng).items():
-        got = np.array(sorted(r[0] for r in con.execute(f"SELECT i FROM occurrences WHERE "
-                                                         f"{O.polygon_predicate(2, poly)}").fetchall()), int)
+        got = np.array(
+            sorted(
+                r[0] for r in con.execute(f"SELECT i FROM occurrences WHERE {O.polygon_predicate(2, poly)}").fetchall()
+            ),
+            int,
+        )
         want = np.flatnonzero(Path(poly).contains_points(xy.astype(np.float64)) & on_layer)
         assert 200 < len(want) < n and np.array_equal(got, want), name
 
@@ -282,8 +310,10 @@ def test_points_on_shared_edges_fall_in_exactly_one_polygon():
     gx, gy = np.meshgrid(np.arange(-1, 5.5, 0.5), np.arange(-5, 5.5, 0.5))
     pts = np.c_[gx.ravel(), gy.ravel()]
     con = duckdb.connect()
-    con.execute("CREATE TABLE occurrences AS SELECT * FROM (SELECT unnest(?) AS x, unnest(?) AS y, 1 AS layer)",
-                [pts[:, 0].tolist(), pts[:, 1].tolist()])
+    con.execute(
+        "CREATE TABLE occurrences AS SELECT * FROM (SELECT unnest(?) AS x, unnest(?) AS y, 1 AS layer)",
+        [pts[:, 0].tolist(), pts[:, 1].tolist()],
+    )
     count = {}
     for poly in (lower, upper):
         for x, y in con.execute(f"SELECT x, y FROM occurrences WHERE {O.polygon_predicate(1, poly)}").fetchall():

@@ -2,22 +2,25 @@
 (three at a time), as `normvar dashboard` serves it. Every request the page makes (document, scripts, fonts,
 favicon, websocket) is recorded: any host other than the dashboard's own, any answer >= 400 and any console error
 fails the test."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
 import pytest
+from browser_helpers import start_streamlit, stop_streamlit
+from dashboard_run import RUN
 
 from normvar_core.viz.pages import DEFAULT_PAGE, PAGE_KEYS
-from dashboard_run import RUN
-from browser_helpers import start_streamlit, stop_streamlit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 # a page is drawn when Streamlit's run indicator is gone and the page's title is on screen
-DRAWN = ("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-         " && !!document.querySelector('[data-testid=\"stMain\"] h1')")
-AT_ONCE = 3   # pages loading at the same time, each in its own context: the tour waits on the server and the browser
+DRAWN = (
+    "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+    " && !!document.querySelector('[data-testid=\"stMain\"] h1')"
+)
+AT_ONCE = 3  # pages loading at the same time, each in its own context: the tour waits on the server and the browser
 
 
 def _open(browser, url: str):
@@ -40,13 +43,15 @@ def _tour(browser, urls: dict[str, str]) -> dict[str, dict]:
     drawn and 1.5 s more (late requests: the favicon, fonts, a figure's second pass): {key: what it requested}."""
     report, keys = {}, list(urls)
     for i in range(0, len(keys), AT_ONCE):
-        opened = {key: _open(browser, urls[key]) for key in keys[i:i + AT_ONCE]}
+        opened = {key: _open(browser, urls[key]) for key in keys[i : i + AT_ONCE]}
         pages = [page for _, page, _ in opened.values()]
         for page in pages:
             page.wait_for_function(DRAWN, timeout=90000)
-        pages[-1].wait_for_timeout(1500)   # after the last one drawn: every page of the batch had 1.5 s or more
+        pages[-1].wait_for_timeout(1500)  # after the last one drawn: every page of the batch had 1.5 s or more
         for key, (ctx, page, seen) in opened.items():
-            seen["favicon"] = page.evaluate("() => [...document.querySelectorAll('link[rel~=\"icon\"]')].map(l => l.href)")
+            seen["favicon"] = page.evaluate(
+                "() => [...document.querySelectorAll('link[rel~=\"icon\"]')].map(l => l.href)"
+            )
             ctx.close()
             report[key] = seen
     return report
@@ -67,8 +72,9 @@ def test_every_page_requests_only_the_dashboard(served, browser):
         assert len(seen["requests"]) > 20, (key, seen["requests"])  # scripts, fonts and the websocket were seen
         assert any("/_stcore/stream" in u for u in seen["requests"]), key
         # a blob: URL is an object in the page's memory, named by its origin (the Occurrences component's module)
-        foreign = [u for u in seen["requests"]
-                   if urlsplit(u.removeprefix("blob:")).netloc != own and not u.startswith("data:")]
+        foreign = [
+            u for u in seen["requests"] if urlsplit(u.removeprefix("blob:")).netloc != own and not u.startswith("data:")
+        ]
         assert not foreign, f"{key}: requests to other hosts: {foreign}"
         assert not seen["failed"], f"{key}: failed requests: {seen['failed']}"
         assert not seen["errors"], f"{key}: console errors: {seen['errors']}"
@@ -87,12 +93,14 @@ def test_back_takes_one_press(served, browser):
         page.get_by_role("link", name=title, exact=True).first.click()
         page.wait_for_function("(p) => location.pathname === p", arg=path, timeout=60000)
         page.wait_for_function(DRAWN, timeout=90000)
-        page.wait_for_timeout(1500)   # the page's script has written its view into the query by now
+        page.wait_for_timeout(1500)  # the page's script has written its view into the query by now
     assert page.evaluate("() => history.length") == start + 2
     page.go_back()
     page.wait_for_function("() => location.pathname === '/tradeoff'", timeout=30000)
-    page.wait_for_function("() => (document.querySelector('[data-testid=\"stMain\"] h1') || {}).textContent"
-                           "?.startsWith('Trade-off')", timeout=60000)
+    page.wait_for_function(
+        "() => (document.querySelector('[data-testid=\"stMain\"] h1') || {}).textContent?.startsWith('Trade-off')",
+        timeout=60000,
+    )
     page.go_back()
     page.wait_for_function("() => location.pathname === '/'", timeout=30000)
     ctx.close()

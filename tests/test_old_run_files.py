@@ -2,6 +2,7 @@
 dashboard tests' real MiniLM run with the column dropped in DuckDB: a figure whose column is missing says "not
 measured" and the rest of the page stands; a file that lacks a column every page needs (``token_stats.v``) is
 listed as damaged, naming the column, and no page opens it (no traceback anywhere)."""
+
 from __future__ import annotations
 
 import shutil
@@ -34,10 +35,10 @@ def _app(monkeypatch, d) -> AppTest:
 
 def test_geometry_without_the_cross_context_estimate(tmp_path, data_dir, monkeypatch):
     d = _without(tmp_path, data_dir, "layer_geometry", "twonn_id_cross")
-    at = open_page(_app(monkeypatch, d), "geometry")                 # no exception, no error box
+    at = open_page(_app(monkeypatch, d), "geometry")  # no exception, no error box
     fig = figure(at, "Layer geometry")
     names = [t.get("name") for t in fig["data"]]
-    assert RUN in names and f"{RUN} (TwoNN, cross-context)" not in names   # seed 004's TwoNN drawn, the other not
+    assert RUN in names and f"{RUN} (TwoNN, cross-context)" not in names  # seed 004's TwoNN drawn, the other not
     said = " ".join(w.value for w in at.warning)
     assert "cross-context estimate" in said and "not measured" in said
 

@@ -2,6 +2,7 @@
 dim) keys exactly as the full candidate set gives them — checked against the unfiltered ``_distinct`` and an
 independent pandas brute force, on candidate sets built to be hard: few keys repeated across many sentences
 (as position 0's outlier dimensions are), exact ties at the threshold, NaN rows, fewer keys than TOP_K."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,15 +11,24 @@ import pytest
 import torch
 
 from normvar_core.config import RunConfig
-from normvar_core.pipeline.measures.outliers import TOP_K, OutlierMeasure as O
 from normvar_core.pipeline.contracts import RunContext, StateBatch
+from normvar_core.pipeline.measures.outliers import TOP_K
+from normvar_core.pipeline.measures.outliers import OutlierMeasure as O
 from normvar_core.pipeline.run_plan import synthetic_plan
 
 
 def _candidates(rng, n, n_tokens, n_pos, n_dims, n_values):
     vals = rng.integers(-n_values, n_values + 1, n).astype(float) / 4  # few distinct values: many exact ties
-    t = np.stack([vals, rng.integers(0, n_dims, n), rng.integers(0, n_tokens, n),
-                  rng.integers(0, 50, n), rng.integers(0, n_pos, n)], axis=1).astype(float)
+    t = np.stack(
+        [
+            vals,
+            rng.integers(0, n_dims, n),
+            rng.integers(0, n_tokens, n),
+            rng.integers(0, 50, n),
+            rng.integers(0, n_pos, n),
+        ],
+        axis=1,
+    ).astype(float)
     t[rng.random(n) < 0.01, 0] = np.nan
     return t
 
@@ -26,7 +36,7 @@ def _candidates(rng, n, n_tokens, n_pos, n_dims, n_values):
 def _brute(t: np.ndarray) -> np.ndarray:
     """Each key at its largest finite |value| (ties: smallest sentence, position, dim), the TOP_K largest keys."""
     df = pd.DataFrame(t, columns=["v", "dim", "tok", "sent", "pos"])
-    df = df[np.isfinite(df["v"])]                                  # NaN and ±inf are no activations
+    df = df[np.isfinite(df["v"])]  # NaN and ±inf are no activations
     df["a"] = -df["v"].abs()
     df = df.sort_values(["a", "sent", "pos", "dim"], kind="mergesort")
     df = df.drop_duplicates(["tok", "pos", "dim"], keep="first").head(TOP_K)
@@ -44,7 +54,7 @@ def test_prefiltered_top_equals_the_full_candidate_set(seed):
     np.testing.assert_array_equal(fast, full)
     np.testing.assert_array_equal(fast, _brute(t))
     if np.isfinite(full[:, 0]).sum() == TOP_K:
-        assert len(O._contenders(t)) < len(t) or len(t) <= TOP_K   # it does filter
+        assert len(O._contenders(t)) < len(t) or len(t) <= TOP_K  # it does filter
 
 
 def _batches(rng, d, n_batches, dtype, max_sentences=6):
@@ -64,9 +74,14 @@ def _batches(rng, d, n_batches, dtype, max_sentences=6):
         if b % 5 == 3:
             x[2, rng.integers(0, len(pos)), rng.integers(0, d)] = np.nan
         if b % 7 == 0:
-            x[0, rng.integers(0, len(pos)), rng.integers(0, d, 25)] = np.inf   # a row of inf: no finite keys
-        yield StateBatch(index=b, states=torch.as_tensor(x, dtype=dtype), token_ids=torch.as_tensor(tok),
-                         sentence_ids=torch.as_tensor(sid), positions=torch.as_tensor(pos))
+            x[0, rng.integers(0, len(pos)), rng.integers(0, d, 25)] = np.inf  # a row of inf: no finite keys
+        yield StateBatch(
+            index=b,
+            states=torch.as_tensor(x, dtype=dtype),
+            token_ids=torch.as_tensor(tok),
+            sentence_ids=torch.as_tensor(sid),
+            positions=torch.as_tensor(pos),
+        )
 
 
 def _accumulator(d, threshold):
@@ -101,11 +116,15 @@ def _check_against_row_top_and_brute_force(rng, d, dtype, n_batches, max_sentenc
         x = sb.states.to(torch.float64).numpy().copy()
         on.update(sb)
         off.update(sb)
-        np.testing.assert_array_equal(sb.states.to(torch.float64).numpy(), x)   # the batch is read, never changed
+        np.testing.assert_array_equal(sb.states.to(torch.float64).numpy(), x)  # the batch is read, never changed
         n = x.shape[1]
-        entries.append(np.stack([x, np.broadcast_to(np.arange(d), x.shape)]
-                                + [np.broadcast_to(v.numpy()[:, None], x.shape) for v in
-                                   (sb.token_ids, sb.sentence_ids, sb.positions)], axis=-1).reshape(3, n * d, 5))
+        entries.append(
+            np.stack(
+                [x, np.broadcast_to(np.arange(d), x.shape)]
+                + [np.broadcast_to(v.numpy()[:, None], x.shape) for v in (sb.token_ids, sb.sentence_ids, sb.positions)],
+                axis=-1,
+            ).reshape(3, n * d, 5)
+        )
         np.testing.assert_array_equal(on.top, off.top)
         np.testing.assert_array_equal(on.max_abs.numpy(), off.max_abs.numpy())
         assert on.top.shape == (3, TOP_K, 5)
@@ -114,5 +133,5 @@ def _check_against_row_top_and_brute_force(rng, d, dtype, n_batches, max_sentenc
         np.testing.assert_array_equal(on.top[l], _brute(every[l]))
     np.testing.assert_array_equal(on.max_abs.numpy(), np.abs(every[:, :, 0].reshape(3, -1, d)).max(1))
     assert np.isnan(on.max_abs[2].numpy()).any() and (on.max_abs[1] == 0).all()
-    full = np.isfinite(on.top[:, :, 0]).all()    # TOP_K finite keys kept: later batches ran through the threshold
-    assert full if d >= 8 else not full if d == 1 else True   # d = 1: 10 (token, position) keys only
+    full = np.isfinite(on.top[:, :, 0]).all()  # TOP_K finite keys kept: later batches ran through the threshold
+    assert full if d >= 8 else not full if d == 1 else True  # d = 1: 10 (token, position) keys only

@@ -6,6 +6,7 @@ from a folder outside the checkout ``normvar compute --max-sentences 50`` comput
 the packaged dashboard renders its pages (AppTest), ``normvar up`` answers on /_stcore/health, and
 ```normvar export`` round-trips: pandas and DuckDB read back the run's own numbers. The end-to-end tests
 are marked slow (about 2 min on 2 shared cores); the lookup and config checks are fast."""
+
 from __future__ import annotations
 
 import gzip
@@ -48,8 +49,16 @@ def _free_port() -> int:
 def _source_copy(dst: Path) -> Path:
     """The checkout's files that git does not ignore, copied to ``dst``: a build there writes its
     normvar.egg-info and build/ into the copy, never into the checkout."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         if (ROOT / rel).is_file():  # a file deleted but not yet staged is still listed
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -73,14 +82,25 @@ def venv(dist, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", root / "v"], check=True)
     py = root / "v" / "bin" / "python"
-    purelib = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     # a plain path line: the shared packages become importable, but .pth files there (this environment's
     # editable normvar finder) are not executed
     (purelib / "_shared_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NORMVAR_DATA", "VIRTUAL_ENV")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", PIP_NO_INDEX="1",
-               PATH=f"{root / 'v' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        PIP_NO_INDEX="1",
+        PATH=f"{root / 'v' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+    )
     wheel = next(dist.glob("normvar-*.whl"))
     _sh([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], cwd=root, env=env)
     elsewhere = root / "elsewhere"  # outside the checkout: nothing of it on sys.path or in the cwd
@@ -97,24 +117,39 @@ def test_sdist_and_wheel_pass_twine_and_carry_the_dashboard(dist):
     names = set(zipfile.ZipFile(wheel).namelist())
     views = {f"normvar_core/dashboard/views/{p.name}" for p in (ROOT / "views").glob("*.py")}
     assert views and views <= names
-    assert {"normvar_core/dashboard/app.py", "normvar_core/dashboard/views/__init__.py",
-            "normvar_core/dashboard/.streamlit/config.toml",
-            "normvar_core/corpora/novels_en.txt.gz", "normvar/__main__.py"} <= names
+    assert {
+        "normvar_core/dashboard/app.py",
+        "normvar_core/dashboard/views/__init__.py",
+        "normvar_core/dashboard/.streamlit/config.toml",
+        "normvar_core/corpora/novels_en.txt.gz",
+        "normvar/__main__.py",
+    } <= names
     assert "normvar_core/dashboard/setup.py" not in names
-    tracked = subprocess.run(["git", "ls-files", "normvar_core"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "normvar_core"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert "normvar_core/viz/scatter_gl.js" in tracked
     assert set(tracked) <= names, set(tracked) - names  # every file of the library ships, modules and the JS
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("normvar_core/corpora/novels_en.txt.gz") == CORPUS.read_bytes()
         meta = zf.read("normvar-0.1.0.dist-info/METADATA").decode()
-    assert "License-Expression: Apache-2.0" in meta and "Provides-Extra: ray" in meta and "Provides-Extra: models" in meta
+    assert (
+        "License-Expression: Apache-2.0" in meta and "Provides-Extra: ray" in meta and "Provides-Extra: models" in meta
+    )
 
 
 @pytest.mark.slow
 def test_installed_package_is_the_wheel_not_the_checkout(venv):
-    res = _sh([venv["py"], "-c", "import normvar_core, normvar_core.datadir as d, normvar_core.service.commands_app as a;"
-               "print(normvar_core.__file__); print(d.DEFAULT_CORPUS); print(a.APP)"], cwd=venv["cwd"], env=venv["env"])
+    res = _sh(
+        [
+            venv["py"],
+            "-c",
+            "import normvar_core, normvar_core.datadir as d, normvar_core.service.commands_app as a;"
+            "print(normvar_core.__file__); print(d.DEFAULT_CORPUS); print(a.APP)",
+        ],
+        cwd=venv["cwd"],
+        env=venv["env"],
+    )
     pkg, corpus, app = (Path(x) for x in res.stdout.split())
     for p in (pkg, corpus, app):
         assert p.is_relative_to(venv["purelib"]) and p.exists(), p
@@ -143,11 +178,13 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
     assert dict(zip(hist["words"], hist["count"])) == dict(zip(*np.unique(words, return_counts=True)))
 
     # the packaged dashboard renders (its views import from the installed copy) on this run
-    script = ("from streamlit.testing.v1 import AppTest; from normvar_core.service.commands_app import APP\n"
-              "at = AppTest.from_file(str(APP), default_timeout=120); at.run()\n"
-              "assert not at.exception, at.exception\n"
-              "at.switch_page('views/runs.py').run(); assert not at.exception, at.exception\n"
-              "print('RUNS', [o for s in at.selectbox for o in s.options])")
+    script = (
+        "from streamlit.testing.v1 import AppTest; from normvar_core.service.commands_app import APP\n"
+        "at = AppTest.from_file(str(APP), default_timeout=120); at.run()\n"
+        "assert not at.exception, at.exception\n"
+        "at.switch_page('views/runs.py').run(); assert not at.exception, at.exception\n"
+        "print('RUNS', [o for s in at.selectbox for o in s.options])"
+    )
     res = _sh([venv["py"], "-c", script], cwd=cwd, env={**env, "NORMVAR_DATA": str(cwd / "data")})
     assert "minilm__novels_en" in res.stdout.split("RUNS", 1)[1]
 
@@ -155,8 +192,13 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
     port = _free_port()
     local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to 127.0.0.1, never a proxy
     log = open(tmp_path / "up.log", "w")
-    up = subprocess.Popen([venv["bin"] / "normvar", "up", "--host", "127.0.0.1", "--port", str(port)],
-                          cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    up = subprocess.Popen(
+        [venv["bin"] / "normvar", "up", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline, health = time.monotonic() + 120, None
         while time.monotonic() < deadline and up.poll() is None:
@@ -180,21 +222,31 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
     # exports round-trip: pandas and DuckDB read back the run's own numbers
     st = run.stats()
     for fmt in ("parquet", "csv"):
-        _sh([venv["bin"] / "normvar", "export", "minilm__novels_en", "--format", fmt, "--out", f"exp-{fmt}"],
-            cwd=cwd, env=env)
+        _sh(
+            [venv["bin"] / "normvar", "export", "minilm__novels_en", "--format", fmt, "--out", f"exp-{fmt}"],
+            cwd=cwd,
+            env=env,
+        )
         f = cwd / f"exp-{fmt}" / f"token_stats.{fmt}"
         reader = "read_parquet" if fmt == "parquet" else "read_csv"
-        for got in ((pd.read_parquet(f) if fmt == "parquet" else pd.read_csv(f, keep_default_na=False)),
-                    duckdb.sql(f"SELECT * FROM {reader}('{f}')").df()):
+        for got in (
+            (pd.read_parquet(f) if fmt == "parquet" else pd.read_csv(f, keep_default_na=False)),
+            duckdb.sql(f"SELECT * FROM {reader}('{f}')").df(),
+        ):
             got = got.sort_values(["layer", "token_id"])
             for c in ("q", "m", "v"):
                 assert np.array_equal(got[c].to_numpy(np.float64), getattr(st, c).reshape(-1)), (fmt, c)
         f = cwd / f"exp-{fmt}" / f"token_means.{fmt}"
-        for got in ((pd.read_parquet(f) if fmt == "parquet" else pd.read_csv(f)),
-                    duckdb.sql(f"SELECT * FROM {reader}('{f}')").df()):
+        for got in (
+            (pd.read_parquet(f) if fmt == "parquet" else pd.read_csv(f)),
+            duckdb.sql(f"SELECT * FROM {reader}('{f}')").df(),
+        ):
             got = got.sort_values(["layer", "token_id"])
-            mat = (np.stack(got["mean"].to_numpy()) if fmt == "parquet"
-                   else got[[f"mean_{k}" for k in range(run.dim)]].to_numpy(np.float64))
+            mat = (
+                np.stack(got["mean"].to_numpy())
+                if fmt == "parquet"
+                else got[[f"mean_{k}" for k in range(run.dim)]].to_numpy(np.float64)
+            )
             assert np.array_equal(mat.astype(np.float32).reshape(st.mean.shape), st.mean), fmt
         assert np.array_equal(np.load(cwd / f"exp-{fmt}" / "token_means.npy"), st.mean)
     print(f"compute --max-sentences 50 in the installed wheel: {t_compute:.1f} s")

@@ -2,12 +2,12 @@
 of its own (a small published run, a finished report job, a failed run job): no literal "None" in the tables,
 a finished job says so in green (no theme-red progress bar), the findings' seed column explained, and no
 TwoNN note on Compare, whose tabs plot no TwoNN."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-
 from dashboard_run import APP, ok, open_section
 
 
@@ -21,7 +21,7 @@ def jobs_dir(tmp_path, written_run_path, monkeypatch):
     (tmp_path / "runs").mkdir()
     shutil.copy(written_run_path, tmp_path / "runs" / "small.duckdb")
     store = JobStore(DataDir.at(tmp_path))
-    report = store.submit_report(["small"], "html")       # a task job: its config names no model
+    report = store.submit_report(["small"], "html")  # a task job: its config names no model
     store.finish(store.claim_next().id, JobState.DONE, run_path=str(tmp_path / "reports" / f"{report}.html"))
     store.submit(RunConfig(model="minilm", max_sentences=5, name="never"))
     store.finish(store.claim_next().id, JobState.FAILED)  # no message
@@ -38,14 +38,18 @@ def test_runs_and_jobs_tables_hold_no_none_and_a_finished_job_is_green(jobs_dir)
 
     at = AppTest.from_file(APP, default_timeout=90).run()
     ok(at)
-    tables = {name: d.value for d in at.dataframe for name, col in (("runs_table", "|T|"), ("jobs_table", "job"))
-              if col in d.value.columns}
+    tables = {
+        name: d.value
+        for d in at.dataframe
+        for name, col in (("runs_table", "|T|"), ("jobs_table", "job"))
+        if col in d.value.columns
+    }
     assert set(tables) == {"runs_table", "jobs_table"} and len(tables["jobs_table"]) == 2
     for key, df in tables.items():
         assert not [x for x in _object_cells(df) if x is None or str(x) == "None"], key
     assert set(tables["jobs_table"]["state"]) == {"done", "failed"}
     assert any("finished" in s.value for s in at.success)  # the report that just ended: a green line ...
-    assert not at.get("progress")                            # ... and no progress bar in the theme's red
+    assert not at.get("progress")  # ... and no progress bar in the theme's red
 
 
 def test_findings_explain_the_seed_column(jobs_dir):
@@ -77,8 +81,12 @@ def test_compare_shows_the_twonn_note_only_on_its_tab_that_plots_twonn(tmp_path,
     from normvar_core.runs.reader import open_run
     from normvar_core.stats.layer_geometry import recorded_sample
 
-    assert samples_differ({n: recorded_sample(open_run(tmp_path / "runs" / f"{n}.duckdb").table("layer_geometry"))
-                           for n in ("one", "two")})
+    assert samples_differ(
+        {
+            n: recorded_sample(open_run(tmp_path / "runs" / f"{n}.duckdb").table("layer_geometry"))
+            for n in ("one", "two")
+        }
+    )
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(APP, default_timeout=90)

@@ -4,6 +4,7 @@ A synthetic plan (random Zipf "sentences") and the seeded GaussianSource go thro
 stages as a real run: the published statistics equal a float64 two-pass brute force over the very
 states the source produced, and partial states of any split of the batches merge into exactly the
 one-pass state ("two halves merged = one stream")."""
+
 from __future__ import annotations
 
 import itertools
@@ -11,18 +12,18 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from brute import corpus as brute_corpus
+from brute import per_type
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brute import corpus as brute_corpus
-from brute import per_type
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.execute.checkpoint import partial_state
-from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.execute.partials import build_measures, compute_partial, merge_partials, run_range
-from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.execute.publish import publish_run
+from normvar_core.pipeline.measures import MEASURES
+from normvar_core.pipeline.run_plan import synthetic_plan
 from normvar_core.pipeline.sources import GaussianSource
 from normvar_core.runs.reader import open_run
 
@@ -33,8 +34,9 @@ DIM = 12
 def _setup(n_sentences=60, seed=0, offset=1e3, sigma=1.0, samples_per_token=5):
     cfg = RunConfig(model="gaussian", name="synthetic", samples_per_token=samples_per_token, seed=seed)
     plan = synthetic_plan(cfg, n_sentences=n_sentences, vocab_size=40, layers=LAYERS, seed=seed, batch_size=7)
-    source = GaussianSource(dim=DIM, layers=LAYERS, seed=seed, offset=offset, sigma=sigma, scales=[1.0, 2.0, 0.5],
-                            dtype=torch.float64)
+    source = GaussianSource(
+        dim=DIM, layers=LAYERS, seed=seed, offset=offset, sigma=sigma, scales=[1.0, 2.0, 0.5], dtype=torch.float64
+    )
     ctx = RunContext(cfg=cfg, layers=LAYERS, dim=DIM, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
     return plan, source, ctx
 
@@ -64,11 +66,19 @@ def test_gaussian_source_is_deterministic_per_batch():
 
 
 def test_synthetic_run_equals_float64_brute_force(tmp_path):
-    plan, source, ctx = _setup(offset=1e4, sigma=1e-2)   # the stress case: ||mu||^2 / V ~ 1e10
+    plan, source, ctx = _setup(offset=1e4, sigma=1e-2)  # the stress case: ||mu||^2 / V ~ 1e10
     X, ids, _ = _all_states(source, plan)
     measures = _one_pass(plan, source, ctx)
-    path = publish_run(tmp_path / "syn.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0,
-                       notes={}, source_kind="synthetic")
+    path = publish_run(
+        tmp_path / "syn.duckdb",
+        plan=plan,
+        source=source,
+        ctx=ctx,
+        measures=measures,
+        seconds=0.0,
+        notes={},
+        source_kind="synthetic",
+    )
     run = open_run(path)
     # the run row names every measure the run held, in registry order
     assert run.meta["accumulators"] == [c.name for c in MEASURES if c.name in measures] == list(measures)
@@ -157,7 +167,9 @@ def test_geometry_of_the_stress_case_equals_numpy(tmp_path):
     plan, source, ctx = _setup(offset=1e4, sigma=1e-2)
     X, ids, _ = _all_states(source, plan)
     measures = _one_pass(plan, source, ctx)
-    path = publish_run(tmp_path / "g.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={})
+    path = publish_run(
+        tmp_path / "g.duckdb", plan=plan, source=source, ctx=ctx, measures=measures, seconds=0.0, notes={}
+    )
     run = open_run(path)
     geo = run.table("layer_geometry").set_index("layer")
     spec = run.table("layer_spectrum")
@@ -169,5 +181,5 @@ def test_geometry_of_the_stress_case_equals_numpy(tmp_path):
         got = spec[spec.layer == layer].sort_values("k")["eigenvalue"].to_numpy()
         np.testing.assert_allclose(got, lam, rtol=1e-9, atol=1e-12 * lam[0])
         np.testing.assert_allclose(geo.loc[layer, "anisotropy"], lam[0] / lam.sum(), rtol=1e-9)
-        np.testing.assert_allclose(geo.loc[layer, "participation_ratio"], lam.sum() ** 2 / (lam ** 2).sum(), rtol=1e-9)
+        np.testing.assert_allclose(geo.loc[layer, "participation_ratio"], lam.sum() ** 2 / (lam**2).sum(), rtol=1e-9)
         np.testing.assert_allclose(geo.loc[layer, "trace"], ls.loc[layer, "v"], rtol=1e-10)

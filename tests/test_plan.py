@@ -6,17 +6,18 @@ run asks for is planned, and the device limits decide what a run keeps (a Llama-
 33 hidden states on 80 GB and names a subset that fits on 24 GB). Each measure's planned bytes are the bytes of its
 real ``state_dict()`` after a real pass of a tiny model (``real_state.py``; exact, or an upper bound where its class
 says so). Against real runs: ``benchmarks/bench_plan.py`` (the plan's total vs the measured peak RSS)."""
+
 from __future__ import annotations
 
 import json
 import re
 
 import pytest
-
 from cli_helpers import run_cli
+from real_state import assert_planned_is_held, real_pass
+
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.measures import MEASURES
-from real_state import assert_planned_is_held, real_pass
 
 GiB = 2**30
 
@@ -45,8 +46,9 @@ def test_published_shapes_params_and_measures(capsys, tmp_path, shapes, corpus40
         # every measure the run asks for (their bytes: the real state, test below)
         assert p["types"] > 100 and set(p["measures"]) == {c.name for c in MEASURES if c.asked(RunConfig())}
         assert all(b > 0 for b in p["measures"].values())
-        assert p["total_bytes"] >= p["weights_bytes"] + sum(b for k, b in p["measures"].items()
-                                                             if k not in p["dropped"])
+        assert p["total_bytes"] >= p["weights_bytes"] + sum(
+            b for k, b in p["measures"].items() if k not in p["dropped"]
+        )
     assert bert["weights_bytes"] - 4 * bert["params"] < 2**20  # float32 on the CPU (+ position-id buffers)
     assert 0 <= llama["weights_bytes"] - 2 * llama["params"] < 2**20  # bfloat16
     # Falcon-40B's weights alone (78 GB in bf16) leave no room on 80 GB: the plan says so and what would help
@@ -68,8 +70,18 @@ def test_the_plan_is_the_state_of_a_real_pass(capsys, tmp_path, tiny_models, cor
 def test_device_limits_decide_the_geometry(capsys, tmp_path, shapes):
     # 2,000 of the shipped novels' sentences; the TwoNN sample is min(N, --id-sample) (seed 004, issue 33);
     # 32 sentences a batch (the GPU's default 65,536-token batches alone need 30 GB of hidden states at this shape)
-    llama = ["--model", shapes["llama-2-7b"], "--device", "cuda", "--dtype", "bfloat16", "--max-sentences", "2000",
-             "--data-dir", tmp_path / "data"]
+    llama = [
+        "--model",
+        shapes["llama-2-7b"],
+        "--device",
+        "cuda",
+        "--dtype",
+        "bfloat16",
+        "--max-sentences",
+        "2000",
+        "--data-dir",
+        tmp_path / "data",
+    ]
     code, out, _ = run_cli(capsys, "plan", *llama, "--memory-gb", "24")
     assert code == 0 and "does NOT fit" in out and re.search(r"fix: --batch-size \d+", out)
     llama += ["--batch-size", "32"]
@@ -93,7 +105,6 @@ def test_device_limits_decide_the_geometry(capsys, tmp_path, shapes):
     assert "geometry" in over["dropped"]
 
 
-
 def test_plan_refuses_bad_input_in_one_line(capsys, tmp_path, corpus40):
     from cli_helpers import assert_bad
 
@@ -111,15 +122,15 @@ def test_plan_refuses_bad_input_in_one_line(capsys, tmp_path, corpus40):
 
 @pytest.mark.slow
 def test_new_run_page_shows_the_plan_before_submit(tmp_path, monkeypatch):
-    """"Check memory" on the New-run page: the plan's figure ("needs X GB of Y GB"), computed in a child
+    """ "Check memory" on the New-run page: the plan's figure ("needs X GB of Y GB"), computed in a child
     process (the dashboard does not import torch), equal to the plan of the same options; nothing submitted."""
+    from dashboard_run import APP
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.execute.dry_run import plan_run
     from normvar_core.pipeline.memory.plan import gb
     from normvar_core.service.jobs import JobStore
-    from dashboard_run import APP
 
     data = tmp_path / "data"
     monkeypatch.setenv("NORMVAR_DATA", str(data))
@@ -138,6 +149,8 @@ def test_new_run_page_shows_the_plan_before_submit(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    code = ("import sys, normvar_core.service.commands_plan as c, views._form; "
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+    code = (
+        "import sys, normvar_core.service.commands_plan as c, views._form; "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

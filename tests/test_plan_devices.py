@@ -4,13 +4,14 @@ meta device, no weights) device-mapped over 1, 2, 4 and 8 x 80 GB. Each device's
 map puts there, the state as each measure plans it (``planned_bytes``, checked against a real state in test_plan.py
 and the contract test) at that device's layers, the pass share — and ``fits``
 and what each run keeps match the table of docs/scale.md ("Per-device plans")."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from cli_helpers import run_cli
+
 from normvar_core.pipeline.measures import MEASURES
 
 E = 2  # bfloat16
@@ -49,12 +50,14 @@ def block_params(kind: str, d: int) -> int:
     return d * (d + 2 * 8 * 64) + d * d + 8 * d * d + 4 * d
 
 
-NAMES = {"llama-2-7b": ("embed_tokens", "layers.", "norm", 32000, 1),
-         "falcon-40b": ("word_embeddings", "h.", "ln_f", 65024, 2)}
+NAMES = {
+    "llama-2-7b": ("embed_tokens", "layers.", "norm", 32000, 1),
+    "falcon-40b": ("word_embeddings", "h.", "ln_f", 65024, 2),
+}
 
 
 @pytest.fixture(scope="module")
-def contexts(shapes):  # noqa: F811
+def contexts(shapes):
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.corpus import read as C
@@ -66,10 +69,19 @@ def contexts(shapes):  # noqa: F811
         cfg = RunConfig(model=str(shapes[kind]), device="cuda", dtype="bfloat16", max_sentences=2000, batch_size=32)
         name, config, tok = config_and_tokenizer(cfg)
         shape = shape_from_config(config, name, tokenizer=tok)
-        plan = make_plan(cfg, C.load_sentences(cfg), tok, num_hidden_states=shape.num_hidden_states,
-                         max_length=shape.max_length, device_type="cuda")
-        out[kind] = (RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device="cuda", plan=plan,
-                                tokens=plan.tokens), shape, config)
+        plan = make_plan(
+            cfg,
+            C.load_sentences(cfg),
+            tok,
+            num_hidden_states=shape.num_hidden_states,
+            max_length=shape.max_length,
+            device_type="cuda",
+        )
+        out[kind] = (
+            RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device="cuda", plan=plan, tokens=plan.tokens),
+            shape,
+            config,
+        )
     return out
 
 
@@ -100,15 +112,19 @@ def expected_rows(kind: str, ctx, p: dict, dmap: dict, n_gpus: int, batch, dropp
         # an offloaded entry ("disk" here: no "cpu" device given): its blocks run on cuda:0, its state and the kept
         # copy of its layers' positions stay in host memory (the "disk" row stands for it)
         run_on = dev if dev.startswith("cuda") else "cuda:0"
-        out[dev]["weights"] = E * (block_dev.count(dev) * block_params(kind, d) + (emb_dev == dev) * V * d
-                                   + (norm_dev == dev) * norm_vectors * d)
+        out[dev]["weights"] = E * (
+            block_dev.count(dev) * block_params(kind, d)
+            + (emb_dev == dev) * V * d
+            + (norm_dev == dev) * norm_vectors * d
+        )
         layers = out[dev]["layers"] = [l for l in range(L1) if produced[l] == dev]
         out[dev]["state"] = state_of(ctx, layers, dropped)
         # the occurrences' early pass: a running float64 d x d scatter, mean and batch scatter per layer, before
         # the measures exist (the larger of it and the state counts)
         out[dev]["early"] = 0 if "occurrences" in dropped else 8 * len(layers) * d * (d + 2)
         out[run_on]["pass_"] += produced.count(dev) * P * d * E + (dev in block_dev) * (
-            P * (ffn + 4 * d) * E + rows * heads * width ** 2 * E)
+            P * (ffn + 4 * d) * E + rows * heads * width**2 * E
+        )
         out[dev]["pass_"] += bool(layers) * (len(layers) * N * d * E + 3 * N * d * 8)
     return out
 
@@ -119,9 +135,15 @@ def test_per_device_bytes_equal_the_formulas_and_drops_follow_the_rule(contexts,
     from normvar_core.pipeline.memory.per_device import plan_devices
 
     ctx, shape, config = contexts[kind]
-    p = {"hidden_states": shape.num_hidden_states, "dim": shape.dim, "types": ctx.num_types, "layers": ctx.layers,
-         "sample_positions": int(ctx.plan.samples.size), "id_sample": int(ctx.plan.uniform.size),
-         "embeddings": int(ctx.plan.total_embeddings)}
+    p = {
+        "hidden_states": shape.num_hidden_states,
+        "dim": shape.dim,
+        "types": ctx.num_types,
+        "layers": ctx.layers,
+        "sample_positions": int(ctx.plan.samples.size),
+        "id_sample": int(ctx.plan.uniform.size),
+        "embeddings": int(ctx.plan.total_embeddings),
+    }
     for n in (1, 2, 4, 8):
         devices = parse_devices(f"{n}x80")
         got = plan_devices(ctx, shape, config, devices, dtype="bfloat16")
@@ -143,23 +165,56 @@ def test_per_device_bytes_equal_the_formulas_and_drops_follow_the_rule(contexts,
         assert len(gpus) >= min(n, 7)  # accelerate's balanced map uses (nearly) every GPU
 
 
-def test_plan_cli_devices_json(capsys, tmp_path, shapes, corpus40):  # noqa: F811
-    code, out, err = run_cli(capsys, "plan", "--json", "--model", shapes["falcon-40b"], "--dtype", "bfloat16",
-                             "--corpus", corpus40, "--devices", "2x80", "--data-dir", tmp_path)
+def test_plan_cli_devices_json(capsys, tmp_path, shapes, corpus40):
+    code, out, err = run_cli(
+        capsys,
+        "plan",
+        "--json",
+        "--model",
+        shapes["falcon-40b"],
+        "--dtype",
+        "bfloat16",
+        "--corpus",
+        corpus40,
+        "--devices",
+        "2x80",
+        "--data-dir",
+        tmp_path,
+    )
     assert code == 0, err
     p = json.loads(out)
     assert [r["device"] for r in p["devices"]] == ["cuda:0", "cuda:1"] and p["fits"]
-    assert set(p["devices"][0]) >= {"device", "weights_bytes", "state_bytes", "pass_bytes", "bytes", "limit_bytes",
-                                    "fits"}
+    assert set(p["devices"][0]) >= {
+        "device",
+        "weights_bytes",
+        "state_bytes",
+        "pass_bytes",
+        "bytes",
+        "limit_bytes",
+        "fits",
+    }
     assert p["total_bytes"] == sum(r["bytes"] for r in p["devices"])
     # the occurrences' early pass: per device its layers' running scatters, nothing held on the host (a GPU run)
     L, d = p["hidden_states"], p["dim"]
     assert [r["early_bytes"] for r in p["devices"]] == [8 * len(r["layers"]) * d * (d + 2) for r in p["devices"]]
     assert p["early_pass"]["scatter_bytes"] == 8 * L * d * (d + 2) and p["early_pass"]["host_bytes"] == 0
     assert p["early_pass"]["positions"] >= p["embeddings"] and p["early_pass"]["batches"] >= 1  # 40 sentences: all
-    code, out, err = run_cli(capsys, "plan", "--model", shapes["falcon-40b"], "--dtype", "bfloat16",
-                             "--corpus", corpus40, "--devices", "1x80", "--data-dir", tmp_path)
+    code, out, err = run_cli(
+        capsys,
+        "plan",
+        "--model",
+        shapes["falcon-40b"],
+        "--dtype",
+        "bfloat16",
+        "--corpus",
+        corpus40,
+        "--devices",
+        "1x80",
+        "--data-dir",
+        tmp_path,
+    )
     assert code == 0 and "does NOT fit" in out and "disk" in out and "--offload-folder" in out
-    code, out, err = run_cli(capsys, "plan", "--model", "minilm", "--corpus", corpus40, "--devices", "8y80",
-                             "--data-dir", tmp_path)
+    code, out, err = run_cli(
+        capsys, "plan", "--model", "minilm", "--corpus", corpus40, "--devices", "8y80", "--data-dir", tmp_path
+    )
     assert code == 2 and err.count("\n") == 1 and "--devices" in err

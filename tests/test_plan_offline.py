@@ -1,6 +1,7 @@
 """``normvar plan`` for the shapes that ship (the Razzhigaev et al. 2024 protocol's models, by their hub names,
 offline): the host row always, GiB labelled as GiB, dropped measures not counted, the checkpoint's size; and
 every ``normvar plan`` example of the manual runs as printed."""
+
 from __future__ import annotations
 
 import json
@@ -59,7 +60,7 @@ def test_dropped_early_pass_is_not_counted(capsys, tmp_path):
     assert mp["early_pass"]["bytes"] == 0 and "early pass" not in text
     assert all(r["early_bytes"] == 0 for r in mp["devices"])
     said = [x for x in text.splitlines() if x.startswith("  dropped: ")]  # "dropped: occurrences: cuda:0 needs ..."
-    assert len(said) == len(mp["dropped"]) and not any(" dropped:" in x[len("  dropped: "):] for x in said), said
+    assert len(said) == len(mp["dropped"]) and not any(" dropped:" in x[len("  dropped: ") :] for x in said), said
     kept, text = _plan(capsys, tmp_path, "--model", "tiiuae/falcon-40b", "--dtype", "bfloat16", "--devices", "8x80")
     assert "occurrences" not in kept["dropped"] and kept["early_pass"]["bytes"] > 0 and "early pass" in text
 

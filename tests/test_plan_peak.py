@@ -4,8 +4,8 @@ compute`` in its own process; its peak RSS (``ru_maxrss``) lies between 80 % and
 with the same options. The TwoNN sample is full (16,384 positions a layer: 500 sentences hold about 20,000 tokens),
 so the state has its size at 20,000 sentences too; the states and the weights both grow with the layers, so 8
 keep their ratio (``benchmarks/bench_plan_peak.py`` runs the d = 1,024 shapes and others)."""
-import pytest
 
+import pytest
 from model_dirs import build_decoder
 from peak_rss import corpus_of, plan_and_peak
 

@@ -1,6 +1,7 @@
 """The files normvar keeps for itself (a run's compute lock, the worker lock, the temp file of an atomic write)
 are never opened through a symbolic link and never block on a FIFO: a link (to a file, or dangling), a folder
 or a FIFO planted under the name is refused in one NormvarError line, and the link's target is untouched."""
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,8 @@ def test_a_planted_compute_lock_is_refused_and_its_target_untouched(kind, tmp_pa
             pytest.fail("the lock was taken through a planted " + kind)
     _one_line(err.value, "lock file", "remove it")
     assert victim.read_text() == "precious\n" and not victim.with_name("nowhere").exists()
-    assert run_lock.holder_of(runs / "r.duckdb") is None     # not read as a lock either
-    run_lock.remove_stale_locks(runs)                         # nor removed or followed as a stale one
+    assert run_lock.holder_of(runs / "r.duckdb") is None  # not read as a lock either
+    run_lock.remove_stale_locks(runs)  # nor removed or followed as a stale one
     assert os.path.lexists(lock) and victim.read_text() == "precious\n"
 
 
@@ -76,8 +77,8 @@ def test_a_planted_temp_file_of_an_atomic_write_is_never_written_through(kind, t
 def test_a_planted_worker_lock_is_refused_in_one_line(kind, tmp_path, victim, capsys):
     data = tmp_path / "data"
     (data / "queue").mkdir(parents=True)
-    from normvar_core.service.jobs import JobStore
     from normvar_core.datadir import DataDir
+    from normvar_core.service.jobs import JobStore
 
     plant(kind, JobStore(DataDir.at(data)).lock_path, victim)
     assert main(["worker", "--once", "--data-dir", str(data)]) == 2

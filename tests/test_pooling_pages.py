@@ -1,12 +1,13 @@
 """The footnote-7 pooling toggle ("##ing" with "ing"): on Trade-off, Layers, Decomposition and Frequency the
 plotted types and fits are those of ``analyses.merge_by_key`` over the stripped keys — exact pooled moments
 checked against a float64 brute force in test_analyses — and the toggle lives in the URL (?pool=1)."""
+
 from __future__ import annotations
 
 import numpy as np
+from dashboard_run import arr, figure, open_page, trace
 
 from normvar_core.stats import analyses
-from dashboard_run import arr, figure, open_page, trace
 
 
 def _pooled(run):
@@ -16,7 +17,7 @@ def _pooled(run):
 
 def test_pooling_toggle_plots_the_pooled_types(app, run):
     merged, keys = _pooled(run)
-    assert len(keys) < run.stats().num_types        # MiniLM's WordPiece has "##x" next to "x" in this corpus
+    assert len(keys) < run.stats().num_types  # MiniLM's WordPiece has "##x" next to "x" in this corpus
     at = open_page(app, "tradeoff", layer="3", pool="1")
     assert at.toggle(key="w_pool").value is True
     pts = trace(figure(at, "layer 3"), "token types")
@@ -27,7 +28,7 @@ def test_pooling_toggle_plots_the_pooled_types(app, run):
     want = analyses.tradeoff(merged, 10, 1e5).set_index("layer")
 
     at.switch_page("views/layers.py").run()
-    assert not at.exception and at.toggle(key="w_pool").value is True   # the toggle carries over
+    assert not at.exception and at.toggle(key="w_pool").value is True  # the toggle carries over
     slope = [t for t in figure(at, "")["data"] if t.get("mode") == "lines+markers"][1]
     np.testing.assert_allclose(arr(slope["y"]), want.sort_index()["slope"].to_numpy(), rtol=1e-9)
 

@@ -8,6 +8,7 @@ publishes nothing and keeps the merged checkpoint, from which a new driver resum
 ``normvar compute --executor ray`` process starts its own. On a real two-node cluster
 (``ray.cluster_utils.Cluster``): the actors run on both nodes, the run is identical, and every socket Ray listens on
 is bound to loopback. A Ray that cannot be reached gives one line before any model is loaded."""
+
 from __future__ import annotations
 
 import shutil
@@ -15,16 +16,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ray_driver import not_loopback, ray_listeners, watch_driver_loads
+from same_run import assert_same_run
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import CancelledError
-from normvar_core.pipeline.execute import on_ray
-from normvar_core.pipeline.execute import ray_cluster, ray_shard
+from normvar_core.pipeline.execute import on_ray, ray_cluster, ray_shard
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
-from ray_driver import not_loopback, ray_listeners, watch_driver_loads
-from same_run import assert_same_run
 
 pytestmark = pytest.mark.subprocess
 
@@ -38,6 +38,7 @@ def _vanishing_corpus(src, tmp_path):
     def hook(p):
         if p.stage == "model":
             corpus.unlink(missing_ok=True)
+
     return corpus, hook
 
 
@@ -100,15 +101,41 @@ def test_a_ray_compute_through_the_cli_prints_no_raw_ray_line_and_equals_local(t
     import tempfile
 
     ray_tmp = Path(tempfile.mkdtemp(prefix="nvray", dir="/tmp"))  # its own Ray session folder
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAY_TMPDIR=str(ray_tmp))
+    env = dict(
+        os.environ, PYTHONPATH=os.getcwd(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAY_TMPDIR=str(ray_tmp)
+    )
     env.pop("NORMVAR_WARNINGS", None)
     data = tmp_path / "data"
-    argv = ["compute", "--model", base["model"], "--corpus", str(corpus40), "--name", "one", "--batch-size",
-            str(base["batch_size"]), "--samples-per-token", str(base["samples_per_token"]), "--id-sample",
-            str(base["id_sample"]), "--executor", "ray", "--workers", "2", "--quiet", "--data-dir", str(data)]
+    argv = [
+        "compute",
+        "--model",
+        base["model"],
+        "--corpus",
+        str(corpus40),
+        "--name",
+        "one",
+        "--batch-size",
+        str(base["batch_size"]),
+        "--samples-per-token",
+        str(base["samples_per_token"]),
+        "--id-sample",
+        str(base["id_sample"]),
+        "--executor",
+        "ray",
+        "--workers",
+        "2",
+        "--quiet",
+        "--data-dir",
+        str(data),
+    ]
     try:
-        p = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *argv], capture_output=True, text=True,
-                           env=env, timeout=900)
+        p = subprocess.run(
+            [sys.executable, "-m", "normvar_core.service.cli", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+        )
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert p.returncode == 0, p.stderr
@@ -119,8 +146,9 @@ def test_a_ray_compute_through_the_cli_prints_no_raw_ray_line_and_equals_local(t
 
 
 @pytest.mark.slow
-def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, base, one, corpus40, ray_session,
-                                                                   monkeypatch):
+def test_sharded_run_equals_single_process_even_when_an_actor_dies(
+    tmp_path, base, one, corpus40, ray_session, monkeypatch
+):
     marker = ray_session["crash"]
     marker.unlink()  # an actor dies in a range while holding another unflushed
     monkeypatch.setattr(on_ray, "PROGRESS_EVERY_S", 0.05)
@@ -138,24 +166,29 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
 
     cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2)
     sharded = open_run(compute_run(cfg, tmp_path / "b", checkpoint=ckpt, progress=progress))
-    assert marker.exists()                                        # an actor really died mid-run ...
+    assert marker.exists()  # an actor really died mid-run ...
     # cancelled once a merged checkpoint exists: nothing published, the checkpoint kept ...
     corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
     with pytest.raises(CancelledError):
-        compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt, progress=vanish,
-                    checkpoint_every_s=0.2, should_cancel=ckpt.exists)
+        compute_run(
+            cfg.replace(corpus=str(corpus)),
+            tmp_path / "c",
+            checkpoint=ckpt,
+            progress=vanish,
+            checkpoint_every_s=0.2,
+            should_cancel=ckpt.exists,
+        )
     assert ckpt.exists() and not list((tmp_path / "c").rglob("*.duckdb"))
     # ... and a new driver resumes from it, running only the batches it does not cover
     corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
-    resumed = open_run(compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt,
-                                   progress=vanish))
+    resumed = open_run(compute_run(cfg.replace(corpus=str(corpus)), tmp_path / "c", checkpoint=ckpt, progress=vanish))
     assert listening and not not_loopback(listening), listening  # the private Ray listens on loopback only
     # progress moves batch by batch inside the shards, before any partial state has been merged
     assert any(emb > 0 and not merged for emb, merged in seen), seen
     notes = sharded.meta["notes"]
     assert notes["executor"] == "ray" and notes["shards"] >= 4
-    assert notes["rerun_ranges"] >= 1                             # ... and the range it held was run again
-    assert len(notes["tokenize_cpu_s"]) == 2                      # both actors tokenized a share
+    assert notes["rerun_ranges"] >= 1  # ... and the range it held was run again
+    assert len(notes["tokenize_cpu_s"]) == 2  # both actors tokenized a share
     assert resumed.meta["notes"]["resumed_batches"] > 0
     assert not ckpt.exists()
     # no weights in the driver: occurrences on, their early axes computed by the first actor and sent to the others
@@ -166,8 +199,9 @@ def test_sharded_run_equals_single_process_even_when_an_actor_dies(tmp_path, bas
 
 
 @pytest.mark.slow
-def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back(tmp_path, base, one, corpus40,
-                                                                                  ray_session):
+def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back(
+    tmp_path, base, one, corpus40, ray_session
+):
     """The driver merges a flushed state in place, block by block: an actor that dies half-way leaves
     a half-merged state, which must be dropped (for the last checkpoint, or an empty state) and the
     ranges it no longer covers run again — the published run still equals the single-process one."""
@@ -175,9 +209,9 @@ def test_an_actor_dying_while_the_driver_fetches_its_blocks_rolls_the_merge_back
     marker.unlink()
     cfg = RunConfig(**base, corpus=str(corpus40), name="one", executor="ray", workers=2)
     run = open_run(compute_run(cfg, tmp_path / "b", checkpoint=tmp_path / "j.ckpt", checkpoint_every_s=0.3))
-    assert marker.exists()                                   # an actor died while handing blocks over ...
-    assert run.meta["notes"]["merge_rollbacks"] == 1         # ... the half-merged state was dropped ...
-    assert_same_run(run, one)                                   # ... and the run is still the one-process run
+    assert marker.exists()  # an actor died while handing blocks over ...
+    assert run.meta["notes"]["merge_rollbacks"] == 1  # ... the half-merged state was dropped ...
+    assert_same_run(run, one)  # ... and the run is still the one-process run
 
 
 @pytest.mark.slow
@@ -191,8 +225,9 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
     ray_cluster.loopback_only(ray)  # what pins Ray to 127.0.0.1: see ray_cluster.loopback_only
     ray_tmp = tempfile.mkdtemp(prefix="nvray", dir="/tmp")  # its own session files (short: socket paths)
     monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
-    cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
-                                                                node_ip_address="127.0.0.1"))
+    cluster = Cluster(
+        initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False, node_ip_address="127.0.0.1")
+    )
     corpus, vanish = _vanishing_corpus(corpus40, tmp_path)
     listening = []
 
@@ -204,8 +239,7 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
     try:
         cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
         cluster.wait_for_nodes()
-        cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2,
-                        ray_address=cluster.address)
+        cfg = RunConfig(**base, corpus=str(corpus), name="one", executor="ray", workers=2, ray_address=cluster.address)
         sharded = open_run(compute_run(cfg, tmp_path / "b", progress=progress))
         nodes = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
     finally:
@@ -213,7 +247,7 @@ def test_two_node_cluster_on_loopback(tmp_path, base, one, corpus40, monkeypatch
         cluster.shutdown()
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert nodes == ["127.0.0.1", "127.0.0.1"]
-    assert sharded.meta["notes"]["ray_nodes"] == 2                 # actors ran on both nodes
+    assert sharded.meta["notes"]["ray_nodes"] == 2  # actors ran on both nodes
     assert {p for _, p in listening} >= {"gcs_server", "raylet"}, listening
     assert not not_loopback(listening), listening
     assert_same_run(sharded, one)
@@ -230,20 +264,45 @@ def test_missing_ranges_cover_exactly_the_batches_not_merged():
         hit = np.zeros(n, int)
         for a, b in covered + got:
             hit[a:b] += 1
-        assert (hit == 1).all() and all(b > a for a, b in got)     # every batch exactly once
+        assert (hit == 1).all() and all(b > a for a, b in got)  # every batch exactly once
         if not covered:
             assert len(got) == pieces
             share = [tokens[a:b].sum() / tokens.sum() for a, b in got]
-            assert max(share) < 1.6 / pieces                          # about equal token counts
+            assert max(share) < 1.6 / pieces  # about equal token counts
 
 
 def test_unreachable_ray_is_one_line_before_the_model_loads(capsys, tmp_path, corpus40, monkeypatch):
     from normvar_core.pipeline import models as M
 
     monkeypatch.setattr(M, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
-    code = cli.main(["compute", "--corpus", str(corpus40), "--executor", "ray", "--ray-address", "127.0.0.1:1",
-                     "--data-dir", str(tmp_path)])
+    code = cli.main(
+        [
+            "compute",
+            "--corpus",
+            str(corpus40),
+            "--executor",
+            "ray",
+            "--ray-address",
+            "127.0.0.1:1",
+            "--data-dir",
+            str(tmp_path),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "Ray could not start" in err[0]
-    assert cli.main(["compute", "--corpus", str(corpus40), "--executor", "ray", "--ray-address", "nonsense",
-                     "--data-dir", str(tmp_path)]) == 2
+    assert (
+        cli.main(
+            [
+                "compute",
+                "--corpus",
+                str(corpus40),
+                "--executor",
+                "ray",
+                "--ray-address",
+                "nonsense",
+                "--data-dir",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )

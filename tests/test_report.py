@@ -1,6 +1,7 @@
 """Reports for the lab meeting, on the real MiniLM run of the dashboard tests: the .pptx opened with
 python-pptx (a picture on every figure slide, the exact values in the notes), the PDF pages rendered
 with pdftoppm and not blank, the HTML loaded in a real browser with the network blocked."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,6 +9,8 @@ import subprocess
 
 import numpy as np
 import pytest
+from dashboard_run import RUN, RUN2
+from runfiles import query
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.report.slides import build_slides, reproduce
@@ -15,16 +18,14 @@ from normvar_core.report.writers import write_report
 from normvar_core.service import cli
 from normvar_core.stats import analyses
 from normvar_core.viz.page_figures import FIGURES, OVERLAP, OVERLAP_K
-from dashboard_run import RUN, RUN2
-from runfiles import query
 
 
 @pytest.fixture(scope="module")
-def slides(run):  # noqa: F811
+def slides(run):
     return build_slides([run])
 
 
-def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa: F811
+def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):
     titles = [s.title for s in slides]
     from normvar_core.report.slides import REGISTRY
 
@@ -33,7 +34,9 @@ def test_slides_carry_takeaways_computed_from_the_numbers(slides, run):  # noqa:
     assert len(slides) == len(REGISTRY) - 1 + len(OVERLAP.below) + len(run.curves)
     assert slides[0].lines and "Findings" in titles[1]
     assert "Fig. 2" in titles[2] and "Fig. 4" in titles[3]
-    assert "Razzhigaev et al. 2024 protocol" in titles[7] and titles[8] == "IsoScore per layer"   # the declared figure's generic slide
+    assert (
+        "Razzhigaev et al. 2024 protocol" in titles[7] and titles[8] == "IsoScore per layer"
+    )  # the declared figure's generic slide
     # the Geometry page's tabs come in the page's order (each figure drawn below another right after it)
     tabs = [g.section for f in FIGURES["geometry"] for g in (f, *f.below)]
     assert [t for t in titles if t in tabs] == [t for t in tabs if t in titles] and len(set(tabs) & set(titles)) >= 5
@@ -66,8 +69,11 @@ def test_the_overlap_against_k_has_the_slide_after_the_overlap(slides, run, data
     i = titles.index(OVERLAP.section)
     assert titles[i + 1] == OVERLAP_K.section and titles.count(OVERLAP_K.section) == 1
     slide = slides[i + 1]
-    want = query(run.path, "SELECT layer, to_layer, masked, k, overlap, chance FROM overlap_curve "
-                           "WHERE pair = 'next' ORDER BY masked, layer, k")
+    want = query(
+        run.path,
+        "SELECT layer, to_layer, masked, k, overlap, chance FROM overlap_curve "
+        "WHERE pair = 'next' ORDER BY masked, layer, k",
+    )
     lines = {t.name: t for t in slide.figure.data}
     drawn = set()
     for (layer, to, masked), rows in want.groupby(["layer", "to_layer", "masked"]):
@@ -77,7 +83,7 @@ def test_the_overlap_against_k_has_the_slide_after_the_overlap(slides, run, data
             np.testing.assert_array_equal(np.asarray(lines[name].x), rows["k"])
             np.testing.assert_allclose(np.asarray(lines[name].y), rows["overlap"], rtol=1e-12)
     layers = sorted(want["layer"].unique())
-    assert drawn == {layers[0], layers[-1]} | drawn and len(drawn) == min(4, len(layers))   # both ends, four layers
+    assert drawn == {layers[0], layers[-1]} | drawn and len(drawn) == min(4, len(layers))  # both ends, four layers
     chance = want[~want["masked"]].groupby("k")["chance"].mean()
     [line] = [t for t in slide.figure.data if "chance k / n" in t.name]
     np.testing.assert_allclose(np.asarray(line.y), chance.to_numpy(), rtol=1e-12)
@@ -88,16 +94,19 @@ def test_the_overlap_against_k_has_the_slide_after_the_overlap(slides, run, data
     lo, hi = own["k"].min(), own["k"].max()
     span = {k: f"{own[own['k'] == k]['overlap'].min():.3f}–{own[own['k'] == k]['overlap'].max():.3f}" for k in (lo, hi)}
     pairs = ", ".join(f"{a}→{b}" for a, b in own[["layer", "to_layer"]].drop_duplicates().to_numpy(int))
-    assert f"keeps {span[lo]} at k = {lo} and {span[hi]} at k = {hi} over the drawn layer pairs {pairs} (" in slide.takeaway
+    assert (
+        f"keeps {span[lo]} at k = {lo} and {span[hi]} at k = {hi} over the drawn layer pairs {pairs} ("
+        in slide.takeaway
+    )
     ratio = {k: (own[own["k"] == k]["overlap"] / own[own["k"] == k]["chance"]).min() for k in (lo, hi)}
     assert f"keeps {ratio[lo]:.3g}× chance at k = {lo} and {ratio[hi]:.3g}× at k = {hi}" in slide.takeaway
     assert f"{chance[lo]:.3g} at k = {lo}" in slide.takeaway and "overlap_curve" not in slide.takeaway
-    assert len(slide.notes.splitlines()) == 2 + len(want)                # the run's name, the header, every row
+    assert len(slide.notes.splitlines()) == 2 + len(want)  # the run's name, the header, every row
     even = open_run(data_dir / "runs" / f"{RUN2}.duckdb")
     assert not even.has("overlap_curve") and figure_slides(OVERLAP, ("overlap_profile",), [even]) == []
     both = figure_slides(OVERLAP, ("overlap_profile",), [run, even])
     assert [s.title for s in both] == [OVERLAP.section, OVERLAP_K.section]
-    assert [t.name for t in both[1].figure.data] == list(lines) and RUN2 not in both[1].takeaway   # RUN's alone
+    assert [t.name for t in both[1].figure.data] == list(lines) and RUN2 not in both[1].takeaway  # RUN's alone
 
 
 def _continued(sl) -> bool:
@@ -105,7 +114,7 @@ def _continued(sl) -> bool:
     return any(sh.has_text_frame and sh.text_frame.text.strip().endswith("(continued)") for sh in sl.shapes)
 
 
-def test_pptx(slides, run, tmp_path):  # noqa: F811
+def test_pptx(slides, run, tmp_path):
     from pptx import Presentation
     from pptx.enum.shapes import MSO_SHAPE_TYPE
 
@@ -119,18 +128,19 @@ def test_pptx(slides, run, tmp_path):  # noqa: F811
         pics = [sh for sh in sl.shapes if sh.shape_type == MSO_SHAPE_TYPE.PICTURE]
         assert len(pics) == (1 if s.figure is not None else 0)
         assert sl.notes_slide.notes_text_frame.text == s.notes
-        assert sl.shapes.title is not None and sl.shapes.title.text == s.title   # the outline lists the titles
+        assert sl.shapes.title is not None and sl.shapes.title.text == s.title  # the outline lists the titles
     assert prs.core_properties.title == run.name
     notes = own[2].notes_slide.notes_text_frame.text
     tr = analyses.tradeoff(run.stats(), *STUDY_BAND)
     for slope in tr["slope"]:
         assert f"{slope:.6g}" in notes
     # the decomposition slide's notes carry App. I: Q(X) over all embeddings against ‖γ‖² + ‖β‖²
-    dec = next(sl.notes_slide.notes_text_frame.text for sl in prs.slides
-               if "App. I" in sl.notes_slide.notes_text_frame.text)
+    dec = next(
+        sl.notes_slide.notes_text_frame.text for sl in prs.slides if "App. I" in sl.notes_slide.notes_text_frame.text
+    )
     rows = [line.split() for line in dec.split("App. I", 1)[1].splitlines()[2:] if line.strip()]
-    shown = dict((int(r[0]), float(r[3])) for r in rows)             # layer -> q_over_pred
-    want = (run.layer_stats().set_index("layer")["q"] / run.table("norm_params").set_index("layer")["q_pred"])
+    shown = dict((int(r[0]), float(r[3])) for r in rows)  # layer -> q_over_pred
+    want = run.layer_stats().set_index("layer")["q"] / run.table("norm_params").set_index("layer")["q_pred"]
     assert sorted(shown) == run.layers
     np.testing.assert_allclose([shown[layer] for layer in run.layers], want.loc[run.layers], rtol=1e-5)
 
@@ -140,23 +150,25 @@ def test_pdf_pages_are_not_blank(slides, tmp_path):
 
     path = write_report(slides, tmp_path / "r.pdf", "pdf")
     info = subprocess.run(["pdfinfo", str(path)], check=True, capture_output=True, text=True).stdout
-    assert f"Title:           {RUN}" in info.splitlines()                      # the run's name, not "untitled"
+    assert f"Title:           {RUN}" in info.splitlines()  # the run's name, not "untitled"
     subprocess.run(["pdftoppm", "-png", "-r", "30", str(path), str(tmp_path / "p")], check=True)
     pages = sorted(tmp_path.glob("p-*.png"))
     # a page per slide, and one per "(continued)" page of a table longer than its page (the findings)
     text = subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True, text=True).stdout
-    continued = sum("(continued)" in " ".join(page.strip().splitlines()[:2]) for page in text.split("\f") if page.strip())
+    continued = sum(
+        "(continued)" in " ".join(page.strip().splitlines()[:2]) for page in text.split("\f") if page.strip()
+    )
     assert len(pages) == len(slides) + continued
     for p in pages:
         a = np.asarray(Image.open(p).convert("L"), dtype=np.float64)
         assert a.std() > 10 and (a < 128).mean() > 0.005, p
 
 
-def test_cli_comparison_and_bad_destinations(tmp_path, capsys, data_dir):  # noqa: F811
+def test_cli_comparison_and_bad_destinations(tmp_path, capsys, data_dir):
     out = tmp_path / "cmp.html"
     assert cli.main(["report", RUN, RUN2, "--format", "html", "--out", str(out), "--data-dir", str(data_dir)]) == 0
     text = out.read_text()
-    assert "relative depth" in text and "<script src=" not in text        # plotly.js is inlined
+    assert "relative depth" in text and "<script src=" not in text  # plotly.js is inlined
     assert cli.main(["report", RUN, "--out", str(tmp_path / "missing" / "x.pptx"), "--data-dir", str(data_dir)]) == 2
     assert cli.main(["report", "nope", "--out", str(tmp_path / "x.pptx"), "--data-dir", str(data_dir)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -170,10 +182,19 @@ def test_html_renders_offline_in_a_real_browser(slides, tmp_path):
     path = write_report(slides, tmp_path / "r.html", "html")
     requests = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                                          "--disable-background-networking", "--disable-component-update",
-                                          "--disable-sync"])
+        browser = p.chromium.launch(
+            executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 900})
 
         def block(route):
@@ -182,18 +203,24 @@ def test_html_renders_offline_in_a_real_browser(slides, tmp_path):
 
         page.route("**/*", block)
         page.goto(path.as_uri())
-        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6 && "
-                               "[...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)",
-                               timeout=60_000)
+        page.wait_for_function(
+            "document.querySelectorAll('.js-plotly-plot').length >= 6 && "
+            "[...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)",
+            timeout=60_000,
+        )
         n = page.evaluate("document.querySelectorAll('.js-plotly-plot .main-svg').length")
         # the interval traces are shaded fills with no edge line (not extra coloured series)
-        bands = page.evaluate("[...document.querySelectorAll('.js-plotly-plot')].flatMap(d => d._fullData)"
-                              ".filter(t => (t.name || '').includes('interval'))"
-                              ".map(t => [t.name, t.fill, t.line ? t.line.width : 0, t.visible])")
+        bands = page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')].flatMap(d => d._fullData)"
+            ".filter(t => (t.name || '').includes('interval'))"
+            ".map(t => [t.name, t.fill, t.line ? t.line.width : 0, t.visible])"
+        )
         # the report reflows to the window: at 1,400 px nothing runs past its right edge
-        overflow = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
-                                 " Math.max(...[...document.querySelectorAll('table, .js-plotly-plot')]"
-                                 ".map(e => e.getBoundingClientRect().right))]")
+        overflow = page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+            " Math.max(...[...document.querySelectorAll('table, .js-plotly-plot')]"
+            ".map(e => e.getBoundingClientRect().right))]"
+        )
         browser.close()
     assert n >= 6
     assert bands and {b[1] for b in bands if "upper edge" not in b[0]} == {"tonexty"}, bands
@@ -202,17 +229,17 @@ def test_html_renders_offline_in_a_real_browser(slides, tmp_path):
     assert [u for u in requests if not u.startswith("file://")] == []
 
 
-def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_dir, slides):  # noqa: F811
+def test_report_is_a_worker_job_from_the_dashboard(tmp_path, monkeypatch, data_dir, slides):
     """Runs page: 'Build report' queues a job; the worker writes reports/<job>.pptx (the slides of the
     run, as `normvar report` builds them); the page then offers it for download. The same report asked
     twice while queued is one job; an unknown run or format is refused before anything is queued."""
+    from dashboard_run import APP
     from pptx import Presentation
     from streamlit.testing.v1 import AppTest
 
     from normvar_core.errors import NormvarError
     from normvar_core.service import jobs as J
     from normvar_core.service import worker as W
-    from dashboard_run import APP
 
     data = tmp_path / "data"
     (data / "runs").mkdir(parents=True)
@@ -255,15 +282,27 @@ def test_the_overlap_against_k_takeaway_reads_the_drawn_layer_pairs_only():
     from normvar_core.viz.page_figures import OVERLAP_K
 
     ks, n = [1, 10, 100], 1000
-    rows = [{"pair": "next", "layer": l, "to_layer": l + 1, "masked": m, "k": k, "overlap_std": 0.0,
-             "chance": k / n, "overlap": (0.999 if l == 1 else 0.5 + 0.01 * l) - 0.1 * m}
-            for l in range(7) for m in (False, True) for k in ks]
+    rows = [
+        {
+            "pair": "next",
+            "layer": l,
+            "to_layer": l + 1,
+            "masked": m,
+            "k": k,
+            "overlap_std": 0.0,
+            "chance": k / n,
+            "overlap": (0.999 if l == 1 else 0.5 + 0.01 * l) - 0.1 * m,
+        }
+        for l in range(7)
+        for m in (False, True)
+        for k in ks
+    ]
     t = pd.DataFrame(rows)
     fig = overlap_k_figure({"r": t})
     drawn = sorted({int(s.name.split()[1]) for s in fig.data if s.name.startswith("layer")})
     assert drawn == [0, 2, 4, 6]
     take, notes = overlap_k(OVERLAP_K, {"r": t})
     assert "over the drawn layer pairs 0→1, 2→3, 4→5, 6→7 (" in take
-    assert "keeps 0.500–0.560 at k = 1 and 0.500–0.560 at k = 100" in take      # layer 1's 0.999 is not drawn
+    assert "keeps 0.500–0.560 at k = 1 and 0.500–0.560 at k = 100" in take  # layer 1's 0.999 is not drawn
     assert f"keeps {0.5 / (1 / n):.3g}× chance at k = 1 and {0.5 / (100 / n):.3g}× at k = 100" in take
     assert "0.999" in notes and len(notes.splitlines()) == 2 + len(t)

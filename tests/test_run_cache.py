@@ -1,6 +1,7 @@
 """The dashboard's one cache for reads of a run (``views/_run_cache.per_run_version``): a reader runs
 once per (run file path, file version, arguments), again when the file is replaced (a new inode), and
 every reader has a cache of its own."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -21,12 +22,12 @@ def test_a_reader_runs_once_per_file_version_and_arguments():
 
     run = SimpleNamespace(path="/data/runs/a.duckdb", version=(11, 4096, 1_700_000_000_000_000_000))
     first = reader(run, 3)
-    assert reader(run, layer=3) is first and reader(run, np.int64(3), False) is first   # one key, however called
+    assert reader(run, layer=3) is first and reader(run, np.int64(3), False) is first  # one key, however called
     assert len(calls) == 1
-    assert reader(run, 3, True) is not first and len(calls) == 2                         # another argument
-    replaced = SimpleNamespace(path=run.path, version=(12, 4096, 1_700_000_000_000_000_000))   # renamed over: new inode
+    assert reader(run, 3, True) is not first and len(calls) == 2  # another argument
+    replaced = SimpleNamespace(path=run.path, version=(12, 4096, 1_700_000_000_000_000_000))  # renamed over: new inode
     assert reader(replaced, 3) is not first and len(calls) == 3
-    assert reader(run, 3) is first                                                       # the old version still cached
+    assert reader(run, 3) is first  # the old version still cached
 
 
 def test_every_reader_has_its_own_cache():

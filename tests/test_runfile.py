@@ -1,4 +1,5 @@
 """The DuckDB run file: round trip of every table, atomic publish, overwrite rules, listing."""
+
 from __future__ import annotations
 
 import os
@@ -8,12 +9,12 @@ import sys
 import duckdb
 import numpy as np
 import pytest
+from runfiles import write_run
 
-from normvar_core.runs import reader, writer
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.measures.token_moments import TokenMoments
+from normvar_core.runs import reader, writer
 from normvar_core.runs.reader import list_runs, open_run
-from runfiles import write_run
 
 
 def _stats(seed=0, L=3, d=8, N=4000, V=200):
@@ -27,15 +28,34 @@ def _stats(seed=0, L=3, d=8, N=4000, V=200):
 def _samples(stats, rng):
     ids = np.repeat(stats.token_ids[:3], [2, 3, 1])
     i = np.concatenate([np.arange(2), np.arange(3), np.arange(1)]).astype(np.int32)
-    return {"token_ids": ids, "tokens": [f"tok{t}" for t in ids], "i": i,
-            "vectors": rng.normal(size=(stats.num_layers, ids.size, stats.dim)).astype(np.float32)}
+    return {
+        "token_ids": ids,
+        "tokens": [f"tok{t}" for t in ids],
+        "i": i,
+        "vectors": rng.normal(size=(stats.num_layers, ids.size, stats.dim)).astype(np.float32),
+    }
 
 
-META = {"model": "tiny", "revision": None, "weights_hash": "abc", "architecture": "BertModel",
-        "norm_placement": "post", "norm_type": "LayerNorm", "final_norm": False, "num_layers": 5,
-        "corpus_name": "c.txt", "corpus_sha256": "ff", "options": {"model": "tiny", "seed": 0},
-        "n_sentences": 4, "n_truncated": 1, "device": "cpu", "dtype": "float32", "seconds": 1.5,
-        "versions": {"torch": "x"}, "notes": {"oom_splits": 0}}
+META = {
+    "model": "tiny",
+    "revision": None,
+    "weights_hash": "abc",
+    "architecture": "BertModel",
+    "norm_placement": "post",
+    "norm_type": "LayerNorm",
+    "final_norm": False,
+    "num_layers": 5,
+    "corpus_name": "c.txt",
+    "corpus_sha256": "ff",
+    "options": {"model": "tiny", "seed": 0},
+    "n_sentences": 4,
+    "n_truncated": 1,
+    "device": "cpu",
+    "dtype": "float32",
+    "seconds": 1.5,
+    "versions": {"torch": "x"},
+    "notes": {"oom_splits": 0},
+}
 
 
 @pytest.fixture()
@@ -43,8 +63,14 @@ def written(tmp_path):
     st = _stats()
     smp = _samples(st, np.random.default_rng(1))
     tokens = [f"tok{t}" for t in st.token_ids]
-    path = write_run(tmp_path / "runs" / "r1.duckdb", meta=META, stats=st, tokens=tokens,
-                     sentence_lengths=np.array([3, 5, 5, 9]), samples=smp)
+    path = write_run(
+        tmp_path / "runs" / "r1.duckdb",
+        meta=META,
+        stats=st,
+        tokens=tokens,
+        sentence_lengths=np.array([3, 5, 5, 9]),
+        samples=smp,
+    )
     return path, st, smp, tokens
 
 
@@ -102,10 +128,20 @@ def test_sql_schema(written):
     con = duckdb.connect(str(path), read_only=True)
     try:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        assert tables == {"run", "token_stats", "token_means", "layer_stats", "sentence_lengths",
-                          "frequency_hist", "samples"}
-        types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
-                                 "WHERE table_name = 'token_means'").fetchall())
+        assert tables == {
+            "run",
+            "token_stats",
+            "token_means",
+            "layer_stats",
+            "sentence_lengths",
+            "frequency_hist",
+            "samples",
+        }
+        types = dict(
+            con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'token_means'"
+            ).fetchall()
+        )
         assert types["mean"] == "FLOAT[8]"
         assert con.execute("SELECT count(*) FROM run").fetchone()[0] == 1
         q = con.execute("SELECT max(abs(q - m - v)) FROM token_stats").fetchone()[0]
@@ -128,8 +164,15 @@ def test_lazy_read_after_replace_is_detected(written, tmp_path):
     path, st, smp, tokens = written
     run = open_run(path)
     st2 = _stats(seed=5)
-    write_run(path, meta=META, stats=st2, tokens=[str(t) for t in st2.token_ids], sentence_lengths=np.array([1]),
-              samples=None, overwrite=True)
+    write_run(
+        path,
+        meta=META,
+        stats=st2,
+        tokens=[str(t) for t in st2.token_ids],
+        sentence_lengths=np.array([1]),
+        samples=None,
+        overwrite=True,
+    )
     with pytest.raises(NormvarError, match="replaced"):
         run.stats()
     assert open_run(path).samples(0).empty
@@ -141,8 +184,15 @@ def test_existing_name_refused_unless_overwrite(written):
     with pytest.raises(NormvarError, match="already exists"):
         write_run(path, meta=META, stats=st, tokens=tokens, sentence_lengths=np.array([1]), samples=None)
     assert path.stat().st_mtime_ns == before
-    write_run(path, meta=dict(META, model="other"), stats=st, tokens=tokens, sentence_lengths=np.array([1]),
-              samples=None, overwrite=True)
+    write_run(
+        path,
+        meta=dict(META, model="other"),
+        stats=st,
+        tokens=tokens,
+        sentence_lengths=np.array([1]),
+        samples=None,
+        overwrite=True,
+    )
     assert open_run(path).meta["model"] == "other"
     assert sorted(p.name for p in path.parent.iterdir()) == ["r1.duckdb"]
 
@@ -161,15 +211,22 @@ def test_atomic_publish(tmp_path, monkeypatch):
 
     monkeypatch.setattr(writer, "_append", spy)
     with pytest.raises(RuntimeError, match="disk full"):
-        write_run(final, meta=META, stats=st, tokens=[str(t) for t in st.token_ids],
-                  sentence_lengths=np.array([2]), samples=_samples(st, np.random.default_rng(0)))
-    assert seen and all(not exists for _, exists, _ in seen)          # never under the final name while writing
+        write_run(
+            final,
+            meta=META,
+            stats=st,
+            tokens=[str(t) for t in st.token_ids],
+            sentence_lengths=np.array([2]),
+            samples=_samples(st, np.random.default_rng(0)),
+        )
+    assert seen and all(not exists for _, exists, _ in seen)  # never under the final name while writing
     tmp_name = f".atomic.tmp-{os.getpid()}.duckdb"
     assert all(names and all(n.startswith(tmp_name) for n in names) for _, _, names in seen)
-    assert list(final.parent.iterdir()) == []                        # nothing left behind
+    assert list(final.parent.iterdir()) == []  # nothing left behind
     monkeypatch.setattr(writer, "_append", real_append)
-    write_run(final, meta=META, stats=st, tokens=[str(t) for t in st.token_ids], sentence_lengths=np.array([2]),
-              samples=None)
+    write_run(
+        final, meta=META, stats=st, tokens=[str(t) for t in st.token_ids], sentence_lengths=np.array([2]), samples=None
+    )
     assert [p.name for p in final.parent.iterdir()] == ["atomic.duckdb"]
 
 

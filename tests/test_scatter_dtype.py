@@ -1,6 +1,7 @@
 """--scatter-dtype: the float32 path (per batch, centred on the batch mean, pooled across batches in
 float64 by Chan) against the exact float64 path on real MiniLM hidden states; the layer-major loop
 (one shared layer view per batch) against each measure's own update; what ``auto`` picks."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,17 +9,17 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from brute import pass_in_memory
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.layerview import resolve_scatter_dtype, update_all
 from normvar_core.pipeline.measures.outliers import OutlierMeasure
 from normvar_core.pipeline.measures.selfsim import SelfSimilarityMeasure
-from brute import pass_in_memory
 
 
 @pytest.fixture(scope="module")
-def minilm(minilm_path):  # noqa: ARG001 - the model must be installed
+def minilm(minilm_path):
     cfg = RunConfig(model="minilm", max_sentences=120, batch_size=16, samples_per_token=0, id_sample=300)
     plan, _, ctx, parts, measures = pass_in_memory(cfg)  # each measure's own update, float64 (auto on CPU)
     assert len(parts) >= 7 and measures["geometry"].scatter_dtype == "float64"
@@ -58,18 +59,29 @@ def test_shared_layer_views_equal_each_measures_own_update(minilm):
     ctx, parts, exact = minilm
     shared = _shared(ctx, parts, "float64")
     torch_path = _shared(ctx, parts, "float64", selfsim_backend="torch")
-    np.testing.assert_allclose(shared["geometry"].scatter.numpy(), exact["geometry"].scatter.numpy(), rtol=1e-12,
-                               atol=1e-12 * float(exact["geometry"].scatter.abs().max()))
+    np.testing.assert_allclose(
+        shared["geometry"].scatter.numpy(),
+        exact["geometry"].scatter.numpy(),
+        rtol=1e-12,
+        atol=1e-12 * float(exact["geometry"].scatter.abs().max()),
+    )
     np.testing.assert_allclose(shared["outliers"].m2.numpy(), exact["outliers"].m2.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(shared["selfsim"].sum_u.numpy(), torch_path["selfsim"].sum_u.numpy(), rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        shared["selfsim"].sum_u.numpy(), torch_path["selfsim"].sum_u.numpy(), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_auto_picks_float64_where_float64_is_fast(monkeypatch):
     assert resolve_scatter_dtype("auto", "cpu") == "float64"
     assert resolve_scatter_dtype("float32", "cpu") == "float32"
-    for cap, want in (((8, 0), "float64"), ((9, 0), "float64"), ((8, 6), "float32"), ((8, 9), "float32"),
-                      ((7, 5), "float32"), ((12, 0), "float32")):
+    for cap, want in (
+        ((8, 0), "float64"),
+        ((9, 0), "float64"),
+        ((8, 6), "float32"),
+        ((8, 9), "float32"),
+        ((7, 5), "float32"),
+        ((12, 0), "float32"),
+    ):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=cap: c)
         assert resolve_scatter_dtype("auto", torch.device("cuda", 0)) == want, cap
     assert resolve_scatter_dtype("auto", "mps") == "float32"
@@ -87,8 +99,13 @@ def test_bench_gpu_without_a_gpu_prints_one_line_and_exits_0():
 
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(root))
-    r = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_gpu.py")], env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "bench_gpu.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0]

@@ -2,6 +2,7 @@
 small run (60 sentences) and into a temporary folder, writes every image that a page of the manual shows, each a
 PNG of the dashboard at full width; and every image the manual shows is in docs/screenshots. No pixel is
 compared: the pages' content is the browser tests' business."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.subprocess, pytest.mark.slow]
 
 def shown() -> set[str]:
     """Every screenshots/<name>.png a page of docs/ shows."""
-    return {name for page in DOCS.rglob("*.md")
-            for name in re.findall(r"screenshots/([\w.-]+\.png)", page.read_text(encoding="utf-8"))}
+    return {
+        name
+        for page in DOCS.rglob("*.md")
+        for name in re.findall(r"screenshots/([\w.-]+\.png)", page.read_text(encoding="utf-8"))
+    }
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -30,16 +34,31 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-def test_make_screenshots_writes_every_image_the_manual_shows(tmp_path, minilm_path):  # noqa: ARG001
+def test_make_screenshots_writes_every_image_the_manual_shows(tmp_path, minilm_path):
     names = shown()
     assert {"tradeoff.png", "findings.png", "compare.png", "occurrences.png"} <= names
     assert all((DOCS / "screenshots" / n).is_file() for n in names), sorted(
-        n for n in names if not (DOCS / "screenshots" / n).is_file())
+        n for n in names if not (DOCS / "screenshots" / n).is_file()
+    )
     out = tmp_path / "shots"
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([sys.executable, str(DOCS / "_scripts" / "screenshots.py"), "--out", str(out), "--data",
-                           str(tmp_path / "data"), "--sentences", "60"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(DOCS / "_scripts" / "screenshots.py"),
+            "--out",
+            str(out),
+            "--data",
+            str(tmp_path / "data"),
+            "--sentences",
+            "60",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     written = {p.name for p in out.glob("*.png")}
     assert names <= written, sorted(names - written)

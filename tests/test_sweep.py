@@ -2,6 +2,7 @@
 setting) writes checkpoints in the Trainer layout; discovery reads their steps and reports broken ones;
 `normvar sweep` queues one job per checkpoint with sweep/step; the worker publishes runs equal to a
 plain compute of each checkpoint; the Training page draws them."""
+
 from __future__ import annotations
 
 import shutil
@@ -26,9 +27,33 @@ pytestmark = pytest.mark.subprocess  # the trainer runs in its own process
 @pytest.fixture(scope="module")
 def series(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("series") / "tiny"
-    subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_pythia.py"), "--out", str(out), "--steps", "32",
-                    "--layers", "2", "--hidden", "32", "--heads", "2", "--max-sentences", "600", "--vocab", "400",
-                    "--batch-size", "8", "--seq-len", "32"], check=True, cwd=ROOT, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "train_tiny_pythia.py"),
+            "--out",
+            str(out),
+            "--steps",
+            "32",
+            "--layers",
+            "2",
+            "--hidden",
+            "32",
+            "--heads",
+            "2",
+            "--max-sentences",
+            "600",
+            "--vocab",
+            "400",
+            "--batch-size",
+            "8",
+            "--seq-len",
+            "32",
+        ],
+        check=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     return out
 
 
@@ -42,14 +67,14 @@ def test_trainer_writes_loadable_checkpoints(series):
     tok = AutoTokenizer.from_pretrained(cps[-1].path)
     assert type(a).__name__ == "GPTNeoXModel" and tok("A cat.")["input_ids"]
     wa, wb = a.state_dict(), b.state_dict()
-    assert any(not np.allclose(wa[k].numpy(), wb[k].numpy()) for k in wa)      # it really trained
+    assert any(not np.allclose(wa[k].numpy(), wb[k].numpy()) for k in wa)  # it really trained
 
 
 def test_discovery_reports_broken_checkpoints(series, tmp_path):
     folder = tmp_path / "mixed"
     shutil.copytree(series, folder)
     (folder / "checkpoint-16" / "model.safetensors").unlink()
-    (folder / "checkpoint-32" / "trainer_state.json").write_text('{"global_step": 48}')   # the state file wins
+    (folder / "checkpoint-32" / "trainer_state.json").write_text('{"global_step": 48}')  # the state file wins
     shutil.rmtree(folder / "checkpoint-0")
     (folder / "checkpoint-0").mkdir()
     cps, problems = discover_checkpoints(folder)
@@ -62,8 +87,19 @@ def test_discovery_reports_broken_checkpoints(series, tmp_path):
 
 def test_sweep_queues_jobs_and_the_worker_publishes_equal_runs(series, tmp_path, capsys):
     data = tmp_path / "data"
-    argv = ["sweep", "--checkpoints", str(series), "--max-sentences", "60", "--id-sample", "64",
-            "--samples-per-token", "5", "--data-dir", str(data)]
+    argv = [
+        "sweep",
+        "--checkpoints",
+        str(series),
+        "--max-sentences",
+        "60",
+        "--id-sample",
+        "64",
+        "--samples-per-token",
+        "5",
+        "--data-dir",
+        str(data),
+    ]
     assert cli.main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [ln.split()[1] for ln in lines] == ["tiny__step0", "tiny__step16", "tiny__step32"]
@@ -83,9 +119,10 @@ def test_sweep_queues_jobs_and_the_worker_publishes_equal_runs(series, tmp_path,
         assert a["token_id"].tolist() == b["token_id"].tolist()
         np.testing.assert_allclose(a[["q", "m", "v"]].to_numpy(), b[["q", "m", "v"]].to_numpy(), rtol=1e-12)
 
+    import os
+
     from streamlit.testing.v1 import AppTest
 
-    import os
     os.environ["NORMVAR_DATA"] = str(data)
     try:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
@@ -93,11 +130,12 @@ def test_sweep_queues_jobs_and_the_worker_publishes_equal_runs(series, tmp_path,
         at.switch_page("views/training.py").run()
         assert not at.exception and not at.error
         import json
+
         figs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
         titles = [(f["layout"].get("title") or {}).get("text", "") for f in figs]
         assert any("Fig. 2" in t for t in titles) and any("Fig. 3/4" in t for t in titles)
         aniso = next(f for f in figs if "Fig. 3/4" in (f["layout"].get("title") or {}).get("text", ""))
-        assert len(aniso["data"]) == 3                           # one curve per checkpoint
+        assert len(aniso["data"]) == 3  # one curve per checkpoint
     finally:
         os.environ.pop("NORMVAR_DATA", None)
 
@@ -122,10 +160,12 @@ def test_new_run_page_queues_a_sweep(series, tmp_path, monkeypatch):
     assert sorted(jobs) == ["tiny__step0", "tiny__step16", "tiny__step32"]
     cfg = jobs["tiny__step16"]
     assert (cfg.sweep, cfg.step, cfg.max_sentences, Path(cfg.model).name) == ("tiny", 16, 60, "checkpoint-16")
-    at.button(key="w_submit").click().run()                         # the same sweep again: refused
+    at.button(key="w_submit").click().run()  # the same sweep again: refused
     assert any("already has" in e.value for e in at.error)
     at.checkbox(key="w_sweep_extend").check()
     at.button(key="w_submit").click().run()
-    assert any("already has every one" in i.value for i in at.info), ([i.value for i in at.info],
-                                                                       [e.value for e in at.error])
+    assert any("already has every one" in i.value for i in at.info), (
+        [i.value for i in at.info],
+        [e.value for e in at.error],
+    )
     assert len(J.JobStore(data).list(limit=None)) == 3

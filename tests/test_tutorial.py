@@ -2,6 +2,7 @@
 steps 2–5 runs, as printed, in a fresh data directory (the dashboard command until it answers on 127.0.0.1),
 with the MiniLM of the suite and the shipped novels; and what the page says about the figures holds on the run
 it makes, against independent computations from the run file."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from browser_helpers import free_port
 from dashboard_run import ROOT
 from dashboard_server import LOCAL, serve_until_ready, stop
@@ -27,15 +27,22 @@ TUTORIAL = ROOT / "docs" / "tutorial.md"
 def tutorial_commands() -> list[list[str]]:
     """The ``normvar`` lines of the tutorial's bash blocks from step 2 on (step 1 installs), in order."""
     text = TUTORIAL.read_text(encoding="utf-8")
-    steps = text[text.index("## 2."):]
-    lines = [ln.split("#")[0].strip() for block in re.findall(r"```bash\n(.*?)```", steps, re.S)
-             for ln in block.splitlines()]
+    steps = text[text.index("## 2.") :]
+    lines = [
+        ln.split("#")[0].strip() for block in re.findall(r"```bash\n(.*?)```", steps, re.S) for ln in block.splitlines()
+    ]
     return [shlex.split(ln) for ln in lines if ln.startswith("normvar ")]
 
 
 def normvar(args: list[str], data: Path, env: dict) -> str:
-    done = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", *args, "--data-dir", str(data)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "normvar_core.service.cli", *args, "--data-dir", str(data)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, f"{args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
     return done.stdout
 
@@ -46,14 +53,14 @@ def _show_table(out: str) -> dict[int, dict[str, float]]:
     head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["layer", "n"])
     cols = [c.lower() for c in lines[head].split()]
     rows = {}
-    for ln in lines[head + 1:]:
+    for ln in lines[head + 1 :]:
         cells = ln.split()
         if len(cells) == len(cols) and cells[0].isdigit():
             rows[int(cells[0])] = {c: float(v.replace(",", "")) for c, v in zip(cols, cells)}
     return rows
 
 
-def test_the_tutorial_runs_and_its_claims_hold(tmp_path, minilm_path):  # noqa: ARG001
+def test_the_tutorial_runs_and_its_claims_hold(tmp_path, minilm_path):
 
     from normvar_core.runs.reader import open_run
     from normvar_core.stats.analyses import tradeoff
@@ -87,13 +94,13 @@ def test_the_tutorial_runs_and_its_claims_hold(tmp_path, minilm_path):  # noqa: 
     st = run.stats()
     band = (st.n >= 10) & (st.n <= 100_000)
     q = st.q[:, band]
-    cv = q.std(1) / q.mean(1)                                       # independent of the CLI and the analyses
+    cv = q.std(1) / q.mean(1)  # independent of the CLI and the analyses
     best = int(np.argmin(cv))
-    assert 0 < best < len(cv) - 1                                   # an intermediate layer
+    assert 0 < best < len(cv) - 1  # an intermediate layer
     layer = int(st.layer_index[best])
     assert show[layer]["c.v.(q)"] == pytest.approx(cv[best], rel=1e-3)
     m, v = st.m[best, band], st.v[best, band]
-    slope, intercept = np.polyfit(m, v, 1)                           # numpy's least squares
+    slope, intercept = np.polyfit(m, v, 1)  # numpy's least squares
     assert slope < 0 and show[layer]["slope"] == pytest.approx(slope, rel=1e-3)
 
     # step 4: the figure at that layer draws the band's types, M across, V up, and a line of that slope
@@ -108,8 +115,11 @@ def test_the_tutorial_runs_and_its_claims_hold(tmp_path, minilm_path):  # noqa: 
     assert "slope = " in fig.layout.annotations[-1].text
 
     # step 5: identity and cv_min_intermediate hold, at the layer of step 3
-    verdicts = {line.split()[0]: line.split()[1].rstrip(":") for line in outputs["findings"].splitlines()
-                if line.strip() and not line.startswith(("claim", "-", "#", " "))}
+    verdicts = {
+        line.split()[0]: line.split()[1].rstrip(":")
+        for line in outputs["findings"].splitlines()
+        if line.strip() and not line.startswith(("claim", "-", "#", " "))
+    }
     assert verdicts["identity"] == "holds" and verdicts["cv_min_intermediate"] == "holds", verdicts
     found = json.loads(normvar(["findings", "first", "--json"], data, env))
     cvmin = next(f for f in found if f["id"] == "cv_min_intermediate")

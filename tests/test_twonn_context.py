@@ -8,12 +8,13 @@ pairs, the same-sentence share, the decimation partitions, and what the run's ta
 * the decimation draws seeded, nested subsets of m/k rows of each batch before the pass;
 * too few distinct embeddings make the intrinsic-dimension profile "cannot tell".
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from brute import context_radii
+
 from normvar_core.stats import twonn_context as C
 
 
@@ -124,9 +125,24 @@ def _view(geometry):
     from normvar_core.stats.claims import RunView
 
     z = np.zeros((0, 0))
-    return RunView(name="r", layers=list(geometry["layer"]), num_hidden_states=len(geometry), is_decoder=False,
-                   norm_placement="post", is_null=False, exclude_position0=False, token_ids=np.zeros(0, int),
-                   n=z, q=z, m=z, v=z, layer_stats=None, halves=None, geometry=geometry, outliers=None)
+    return RunView(
+        name="r",
+        layers=list(geometry["layer"]),
+        num_hidden_states=len(geometry),
+        is_decoder=False,
+        norm_placement="post",
+        is_null=False,
+        exclude_position0=False,
+        token_ids=np.zeros(0, int),
+        n=z,
+        q=z,
+        m=z,
+        v=z,
+        layer_stats=None,
+        halves=None,
+        geometry=geometry,
+        outliers=None,
+    )
 
 
 def _geometry(samples):
@@ -157,12 +173,15 @@ def test_twonn_on_three_distinct_points_cannot_tell():
     assert got.verdict == "holds" and "distinct" not in got.why
 
 
-@pytest.mark.parametrize("share, cross, want", [
-    (0.44, [3.5, 9.0, 12.0, 16.2], "cannot tell"),   # biased and the estimates disagree: neither decides
-    (0.44, [3.5, 12.0, 11.0, 8.0], "holds"),         # biased, but both peak inside: the verdict stands
-    (0.04, [3.5, 9.0, 12.0, 16.2], "holds"),         # disagree, but no layer above 5 %: the protocol's decides
-    (None, None, "holds"),                           # a run file without the context columns
-])
+@pytest.mark.parametrize(
+    "share, cross, want",
+    [
+        (0.44, [3.5, 9.0, 12.0, 16.2], "cannot tell"),  # biased and the estimates disagree: neither decides
+        (0.44, [3.5, 12.0, 11.0, 8.0], "holds"),  # biased, but both peak inside: the verdict stands
+        (0.04, [3.5, 9.0, 12.0, 16.2], "holds"),  # disagree, but no layer above 5 %: the protocol's decides
+        (None, None, "holds"),  # a run file without the context columns
+    ],
+)
 def test_twonn_verdict_follows_the_context_bias(share, cross, want):
     """The protocol's TwoNN peaks inside (layer 2 of 0..3: holds on its own). Where some layer's same-sentence
     share is above 5 % and the cross-context estimate gives the other verdict, id_profile is "cannot tell", its
@@ -172,8 +191,9 @@ def test_twonn_verdict_follows_the_context_bias(share, cross, want):
     from normvar_core.stats.claims_geometry import id_profile
     from normvar_core.stats.findings import cell
 
-    g = pd.DataFrame({"layer": [0, 1, 2, 3], "twonn_id": [3.5, 8.0, 9.9, 7.7], "twonn_id_std": 0.01,
-                      "twonn_batches": 2})
+    g = pd.DataFrame(
+        {"layer": [0, 1, 2, 3], "twonn_id": [3.5, 8.0, 9.9, 7.7], "twonn_id_std": 0.01, "twonn_batches": 2}
+    )
     if share is not None:
         g = g.assign(twonn_id_cross=cross, same_sentence_nn=[0.01, 0.02, 0.05, share])
     got = id_profile(_view(g))
@@ -191,13 +211,14 @@ def test_the_pages_words_follow_the_shares():
     when two runs' largest shares differ by more than 5 points, and not otherwise."""
     import pandas as pd
 
-    small = pd.DataFrame({"layer": [0, 6], "twonn_id": [3.4, 8.4], "twonn_id_cross": [3.4, 16.4],
-                          "same_sentence_nn": [0.005, 0.348]})
+    small = pd.DataFrame(
+        {"layer": [0, 6], "twonn_id": [3.4, 8.4], "twonn_id_cross": [3.4, 16.4], "same_sentence_nn": [0.005, 0.348]}
+    )
     large = small.assign(twonn_id=[3.4, 10.9], twonn_id_cross=[3.3, 16.3], same_sentence_nn=[0.002, 0.165])
     said = C.context_sentence(small)
     assert "layer 6" in said and "35%" in said and "8.4" in said and "16.4" in said and "corpus is small" in said
     assert C.context_sentence(small.assign(same_sentence_nn=[0.01, 0.05])) is None
-    assert C.context_sentence(small.drop(columns="same_sentence_nn")) is None   # a run file from before
+    assert C.context_sentence(small.drop(columns="same_sentence_nn")) is None  # a run file from before
     warn = C.shares_differ({"a": small, "b": large})
     assert "a: 35%" in warn and "b: 16%" in warn and "cross-context" in warn
     assert C.shares_differ({"a": small, "b": small.assign(same_sentence_nn=[0.0, 0.30])}) is None
@@ -208,8 +229,8 @@ def test_seed_twonn_of_the_gaussian_run_is_scikit_dimensions_on_its_sample(writt
     rows of the layer's sample (one batch of 1,106 points, replayed: the same seeded states and sample); the
     context columns and the decimation table are there, within their ranges."""
     import skdim
-
     from gaussian_runs import gaussian_pass
+
     from normvar_core.runs.reader import open_run
 
     run = open_run(written_run_path)

@@ -2,6 +2,7 @@
 the default path (tests/test_twonn_stream.py): the torch search a GPU runs, and the CPU kernels' second pass
 (``block_pairs``, taken when a block's candidates overflow the room kept for them) — the batch's search and each
 decimated subset's."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -9,14 +9,15 @@ batches of at least 4,096, and a neighbour search that runs during the pass.
 * (slow) one model on 600 and on 2,400 sentences of one corpus: the same sample size, several batches,
   a nonzero batch std, TwoNN within 10 % at every layer but the last (23 % there: see the test).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from brute import twonn_radii
-from normvar_core.stats import layer_geometry as G
 from twonn_cases import decimated_equal_brute_force, streamed, twonn_case
+
+from normvar_core.stats import layer_geometry as G
 
 
 @pytest.mark.parametrize("trial", range(16))
@@ -37,15 +38,18 @@ def test_streaming_search_equals_brute_force(trial):
             kept = ~dup[l]
             # one copy of each distinct row kept, per batch
             for t in np.unique(tb):
-                rows = (tb == t)
-                assert np.unique(X[l, rows & kept], axis=0).shape[0] == np.unique(X[l, rows], axis=0).shape[0] \
+                rows = tb == t
+                assert (
+                    np.unique(X[l, rows & kept], axis=0).shape[0]
+                    == np.unique(X[l, rows], axis=0).shape[0]
                     == int((rows & kept).sum())
+                )
             np.testing.assert_array_equal(got.r[l].numpy()[kept], want[l][kept])
         decimated_equal_brute_force(got, X, tb)
 
 
 @pytest.fixture(scope="module")
-def pass600(minilm_path):  # noqa: ARG001 - the model must be installed
+def pass600(minilm_path):
     """(geometry measure, plan, its result) of MiniLM over 600 sentences with a TwoNN sample of 8,192: two TwoNN
     batches. The tests only read them."""
     geo, plan = geometry_pass(600, 8192)
@@ -117,20 +121,26 @@ def test_decimation_table_equals_a_brute_force_on_the_decimated_batches(pass600)
                 crosses.append(twonn_of(cross))
             row = got[k]
             assert row["size"] == min((tb == t).sum() for t in np.unique(tb)) // k
-            np.testing.assert_allclose([row["twonn_id"], row["twonn_id_std"]], [np.mean(seeds), np.std(seeds)],
-                                       rtol=1e-10, atol=1e-12)
-            np.testing.assert_allclose([row["twonn_id_cross"], row["twonn_id_cross_std"]],
-                                       [np.mean(crosses), np.std(crosses)], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(
+                [row["twonn_id"], row["twonn_id_std"]], [np.mean(seeds), np.std(seeds)], rtol=1e-10, atol=1e-12
+            )
+            np.testing.assert_allclose(
+                [row["twonn_id_cross"], row["twonn_id_cross_std"]],
+                [np.mean(crosses), np.std(crosses)],
+                rtol=1e-10,
+                atol=1e-12,
+            )
 
 
 def geometry_pass(n_sentences: int, id_sample: int):
     """(the geometry measure after one pass of MiniLM over the first sentences of the shipped novels, plan)."""
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.measures.geometry import GeometryMeasure
     from normvar_core.pipeline.execute.prepare import prepare
+    from normvar_core.pipeline.measures.geometry import GeometryMeasure
 
-    cfg = RunConfig(model="minilm", max_sentences=n_sentences, samples_per_token=0, id_sample=id_sample,
-                    self_similarity="off")
+    cfg = RunConfig(
+        model="minilm", max_sentences=n_sentences, samples_per_token=0, id_sample=id_sample, self_similarity="off"
+    )
     setup = prepare(cfg)
     plan, source, ctx = setup.plan, setup.source, setup.ctx
     geo = GeometryMeasure(ctx)
@@ -157,9 +167,11 @@ def test_twonn_does_not_depend_on_the_size_of_the_run(pass600):
         assert a["twonn_id_std"] > 0 and b["twonn_id_std"] > 0 and a["twonn_id_cross_std"] > 0
         cross_gap = abs(a["twonn_id_cross"] - b["twonn_id_cross"]) / b["twonn_id_cross"]
         seed_gap = abs(a["twonn_id"] - b["twonn_id"]) / b["twonn_id"]
-        print(f"layer {a['layer']}: seed 004 {a['twonn_id']:.2f} vs {b['twonn_id']:.2f} ({seed_gap:.1%}), "
-              f"cross-context {a['twonn_id_cross']:.2f} vs {b['twonn_id_cross']:.2f} ({cross_gap:.1%}), same "
-              f"sentence {a['same_sentence_nn']:.1%} vs {b['same_sentence_nn']:.1%}")
+        print(
+            f"layer {a['layer']}: seed 004 {a['twonn_id']:.2f} vs {b['twonn_id']:.2f} ({seed_gap:.1%}), "
+            f"cross-context {a['twonn_id_cross']:.2f} vs {b['twonn_id_cross']:.2f} ({cross_gap:.1%}), same "
+            f"sentence {a['same_sentence_nn']:.1%} vs {b['same_sentence_nn']:.1%}"
+        )
         assert cross_gap <= 0.10, (a["layer"], a["twonn_id_cross"], b["twonn_id_cross"])
     assert rs[-1]["same_sentence_nn"] > max(0.05, rl[-1]["same_sentence_nn"])
     # the decimation curve's full-batch point is the seed's estimate, and every size is there

@@ -1,6 +1,7 @@
 """App. J — word-level sets (eq. 33): x_w = the mean of a word's token embeddings at each occurrence,
 words from the fast tokenizer's word ids, keyed by their text. The pipeline's word run against a float64
 brute force that runs the real MiniLM sentence by sentence and pools the hidden states by word id."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,19 +15,31 @@ from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 
 SENTENCES = [
-    "The unbelievably tired fisherman rowed home.", "She said nothing, and he said nothing either.",
-    "Unhappiness is a word with many pieces.", "The the the: very very repetitive words.",
-    "A hippopotamus swam past the boathouse.", "He looked at the sea for a long while.",
-] * 4 + ["Antidisestablishmentarianism " * 30]   # the last one is truncated mid-word at --max-length 48
+    "The unbelievably tired fisherman rowed home.",
+    "She said nothing, and he said nothing either.",
+    "Unhappiness is a word with many pieces.",
+    "The the the: very very repetitive words.",
+    "A hippopotamus swam past the boathouse.",
+    "He looked at the sea for a long while.",
+] * 4 + ["Antidisestablishmentarianism " * 30]  # the last one is truncated mid-word at --max-length 48
 
 
 @pytest.fixture(scope="module")
-def word_run(tmp_path_factory, minilm_path):  # noqa: ARG001 - the model must be installed
+def word_run(tmp_path_factory, minilm_path):
     root = tmp_path_factory.mktemp("words")
     corpus = root / "c.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
-    cfg = RunConfig(model="minilm", corpus=str(corpus), unit="word", max_length=48, geometry=False,
-                    samples_per_token=2, name="w", max_words=1000, batch_size=5)
+    cfg = RunConfig(
+        model="minilm",
+        corpus=str(corpus),
+        unit="word",
+        max_length=48,
+        geometry=False,
+        samples_per_token=2,
+        name="w",
+        max_words=1000,
+        batch_size=5,
+    )
     return open_run(compute_run(cfg, root))
 
 
@@ -41,12 +54,12 @@ def _brute_force(minilm_path, max_length=48):
         full = tok(s)
         with torch.no_grad():
             hs = model(input_ids=torch.tensor([enc["input_ids"]]), output_hidden_states=True).hidden_states
-        H = torch.stack(hs)[:, 0].double().numpy()             # (L, T, d)
+        H = torch.stack(hs)[:, 0].double().numpy()  # (L, T, d)
         wids = enc.word_ids()
         n_full = {w: full.word_ids().count(w) for w in set(full.word_ids()) if w is not None}
         for w in sorted({w for w in wids if w is not None}):
             pos = [i for i, x in enumerate(wids) if x == w]
-            if len(pos) < n_full[w]:                           # cut by the truncation: dropped
+            if len(pos) < n_full[w]:  # cut by the truncation: dropped
                 continue
             a, b = enc["offset_mapping"][pos[0]][0], enc["offset_mapping"][pos[-1]][1]
             measure.setdefault(s[a:b], []).append((H[:, pos].mean(1), len(pos)))
@@ -58,22 +71,22 @@ def test_word_run_equals_brute_force(word_run, minilm_path):
     assert run.meta["unit"] == "word"
     want = _brute_force(minilm_path)
     toks = run.tokens()
-    assert sorted(toks["token"]) == sorted(want)               # the same word types, keyed by text
+    assert sorted(toks["token"]) == sorted(want)  # the same word types, keyed by text
     assert "Antidisestablishmentarianism" in want and (toks["token"] == "the").sum() == 1
     st = run.stats()
     units = run.table("word_units").set_index("token_id")["n_subtokens"]
     for row in toks.itertuples():
-        xs = np.stack([x for x, _ in want[row.token]])       # (n_w, L, d)
+        xs = np.stack([x for x, _ in want[row.token]])  # (n_w, L, d)
         assert row.n == len(xs)
         mu = xs.mean(0)
-        q = (xs ** 2).sum(-1).mean(0)
+        q = (xs**2).sum(-1).mean(0)
         k = int(np.searchsorted(st.token_ids, row.token_id))
         np.testing.assert_allclose(st.mean[:, k], mu, rtol=2e-4, atol=2e-5)
         np.testing.assert_allclose(st.q[:, k], q, rtol=1e-5)
-        np.testing.assert_allclose(st.m[:, k], (mu ** 2).sum(-1), rtol=1e-4)
-        np.testing.assert_allclose(st.v[:, k], q - (mu ** 2).sum(-1), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(st.m[:, k], (mu**2).sum(-1), rtol=1e-4)
+        np.testing.assert_allclose(st.v[:, k], q - (mu**2).sum(-1), rtol=1e-3, atol=1e-4)
         assert units[row.token_id] == pytest.approx(np.mean([t for _, t in want[row.token]]))
-    assert units.max() > 1                                    # multi-token words exist and are pooled
+    assert units.max() > 1  # multi-token words exist and are pooled
 
 
 def test_word_samples_carry_the_whole_word(word_run):
@@ -83,7 +96,7 @@ def test_word_samples_carry_the_whole_word(word_run):
     assert len(smp)
     sents = run.sentences(smp["sentence_id"].tolist())
     spans = [sents[s][a:b] for s, a, b in zip(smp["sentence_id"], smp["char_start"], smp["char_end"])]
-    assert spans == smp["token"].tolist()                     # the highlighted span is the word itself
+    assert spans == smp["token"].tolist()  # the highlighted span is the word itself
 
 
 def test_word_unit_refuses_a_slow_tokenizer():
@@ -100,9 +113,8 @@ def test_word_unit_refuses_a_slow_tokenizer():
 
 def test_pages_colour_words_by_their_number_of_tokens(word_run, monkeypatch):
     """Trade-off and Token clouds of a word run colour each word by |T_w| (App. J, Fig. 22)."""
-    from streamlit.testing.v1 import AppTest
-
     from dashboard_run import APP, arr, cloud_traces, figure, trace
+    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("NORMVAR_DATA", str(word_run.path.parent.parent))
     units = word_run.table("word_units").set_index("token_id")["n_subtokens"]

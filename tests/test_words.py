@@ -1,5 +1,6 @@
 """Words a reader meets: the studies named as studies in the dashboard, the figures and the deck (the seed
 numbers only in the manual's references), and ``--no-*`` flags whose help says what they turn off."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,9 +10,13 @@ from pathlib import Path
 from normvar_core.config import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOWN = [*sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "normvar_core" / "viz").glob("*.py")),
-         ROOT / "normvar_core" / "report" / "slides.py", ROOT / "normvar_core" / "stats" / "twonn_context.py",
-         ROOT / "normvar_core" / "stats" / "claims_geometry.py"]
+SHOWN = [
+    *sorted((ROOT / "views").glob("*.py")),
+    *sorted((ROOT / "normvar_core" / "viz").glob("*.py")),
+    ROOT / "normvar_core" / "report" / "slides.py",
+    ROOT / "normvar_core" / "stats" / "twonn_context.py",
+    ROOT / "normvar_core" / "stats" / "claims_geometry.py",
+]
 
 
 def _shown_strings(path: Path) -> list[str]:
@@ -19,8 +24,11 @@ def _shown_strings(path: Path) -> list[str]:
     document it: statements of a bare string) — what it may put on a page or a figure."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and id(n) not in bare]
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in bare
+    ]
 
 
 def test_pages_and_figures_name_studies_not_seed_numbers():

@@ -2,6 +2,7 @@
 point) while loading the model, while computing, while writing the run file and between publishing
 it and marking the job done. A plain worker started afterwards cleans up and finishes the job; the
 run equals an uninterrupted one; nothing is half-published, no temp file or checkpoint is left."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,11 +11,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from paused_compute import PATCHES
+from worker_helpers import MOMENT_QUERIES, Workers, assert_same_stats, mini, wait_final, wait_for, worker_env
 
 from normvar_core.datadir import DataDir
 from normvar_core.service.jobs import JobStore
-from paused_compute import PATCHES
-from worker_helpers import MOMENT_QUERIES, Workers, assert_same_stats, mini, wait_final, wait_for, worker_env
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 FAULTS = {
     "loading": PATCHES["load"],
     "computing": PATCHES["forward"],  # two batches in: a checkpoint may or may not exist
-    "writing": PATCHES["write"],      # the temp file holds the run row and two tables
+    "writing": PATCHES["write"],  # the temp file holds the run row and two tables
     "publishing": """
         import os
         from normvar_core import destination
@@ -63,8 +64,7 @@ def reference(tmp_path_factory, minilm_path, novels300):
 
 
 @pytest.mark.parametrize("stage", list(FAULTS))
-def test_worker_killed_at_each_stage_then_finishes_the_job(stage, tmp_path, workers, minilm_path, novels300,
-                                                           reference):
+def test_worker_killed_at_each_stage_then_finishes_the_job(stage, tmp_path, workers, minilm_path, novels300, reference):
     dd = DataDir.at(tmp_path / "data")
     store = JobStore(dd)
     job = store.submit(mini(minilm_path, novels300, "run", max_sentences=32))

@@ -5,6 +5,7 @@ Every worker is a subprocess ``python -m normvar_core.service.cli worker --data-
 any that is still alive at teardown. Jobs are submitted and read through ``JobStore`` from this
 (other) process, as the dashboard does.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,11 @@ import textwrap
 import time
 
 import pytest
+from worker_helpers import assert_same_stats, ckpt_exists, mini, table, wait_final, wait_for, worker_env
 
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.service.jobs import JobStore
-
-from worker_helpers import (assert_same_stats, ckpt_exists, mini,
-                            table, wait_final, wait_for, worker_env)
 
 pytestmark = pytest.mark.subprocess
 
@@ -34,12 +33,15 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     # with the geometry on: its checkpointed state (scatter, cosines, TwoNN sample) must resume exactly too
     # 48 batches of 2, killed once a checkpoint exists 8 sentences in: many batches still to go when the kill
     # lands, however fast the machine (with 24 of 4, killed 40 sentences in, a fast run had finished by then)
-    resumed = store.submit(mini(minilm_path, novels300, "resumed", max_sentences=96, batch_size=2, geometry=True,
-                                id_sample=256))
+    resumed = store.submit(
+        mini(minilm_path, novels300, "resumed", max_sentences=96, batch_size=2, geometry=True, id_sample=256)
+    )
     w = workers.start(dd.root, checkpoint_every=0.2)
-    wait_for(lambda: ckpt_exists(dd, resumed)
-             and (store.get(resumed).progress or {}).get("sentences_done", 0) >= 8, 180,
-             "a checkpoint of the running job, 8 sentences in")
+    wait_for(
+        lambda: ckpt_exists(dd, resumed) and (store.get(resumed).progress or {}).get("sentences_done", 0) >= 8,
+        180,
+        "a checkpoint of the running job, 8 sentences in",
+    )
     before = store.get(resumed).progress["sentences_done"]
     os.kill(w.pid, signal.SIGKILL)
     w.wait(timeout=30)
@@ -47,8 +49,9 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     assert job.state == "running" and job.interrupted, job  # what the dead worker left
     assert before < 96 and not dd.run_path("resumed").exists()
 
-    straight = store.submit(mini(minilm_path, novels300, "straight", max_sentences=96, batch_size=2, geometry=True,
-                                 id_sample=256))
+    straight = store.submit(
+        mini(minilm_path, novels300, "straight", max_sentences=96, batch_size=2, geometry=True, id_sample=256)
+    )
     workers.start(dd.root, checkpoint_every=0.2)
     a, b = wait_final(store, resumed), wait_final(store, straight)
     assert a.state == "done" and b.state == "done", (a, b, workers.log(workers.procs[-1]))
@@ -57,8 +60,10 @@ def test_kill9_mid_run_resumes_and_equals_uninterrupted(tmp_path, workers, minil
     notes = json.loads(table(a.run_path, "SELECT notes FROM run").iloc[0, 0])
     assert notes["resumed_from_batch"] and notes["resumed_from_batch"] > 0
     assert_same_stats(a.run_path, b.run_path)
-    print(f"kill -9 after {before} sentences; resumed from batch {notes['resumed_from_batch']} "
-          f"of {notes['n_batches']}; token_stats/layer_stats/token_means/samples identical")
+    print(
+        f"kill -9 after {before} sentences; resumed from batch {notes['resumed_from_batch']} "
+        f"of {notes['n_batches']}; token_stats/layer_stats/token_means/samples identical"
+    )
     assert not list(dd.checkpoints.iterdir())
 
 
@@ -87,8 +92,13 @@ def test_cancel_queued_and_running(tmp_path, workers, minilm_path, novels300):
     store = JobStore(dd)
     running = store.submit(mini(minilm_path, novels300, "long", batch_size=2))
     queued = store.submit(mini(minilm_path, novels300, "never", max_sentences=20))
-    r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "cancel", queued, "--data-dir", str(dd.root)],
-                       capture_output=True, text=True, env=worker_env(), timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "normvar_core.service.cli", "cancel", queued, "--data-dir", str(dd.root)],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        timeout=60,
+    )
     assert r.returncode == 0 and "cancelled" in r.stdout, r
     workers.start(dd.root, checkpoint_every=0.2)
     wait_for(lambda: ckpt_exists(dd, running), 180, "the long job to checkpoint")
@@ -110,16 +120,37 @@ def test_failing_jobs_then_two_good_ones_in_order(tmp_path, workers, minilm_path
     with pytest.raises(NormvarError, match="nope.txt"):  # submit checks what compute would refuse: never queued
         store.submit(RunConfig(model=str(minilm_path), corpus=str(tmp_path / "nope.txt"), name="missing"))
     unknown = store.submit(RunConfig(model="no-such-model-xyz", corpus=str(novels300), name="unknown"))
-    r = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "submit", "--data-dir", str(dd.root),
-                        "--model", str(minilm_path), "--corpus", str(novels300), "--name", "good1",
-                        "--max-sentences", "60", "--device", "cpu", "--samples-per-token", "5"],
-                       capture_output=True, text=True, env=worker_env(), timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normvar_core.service.cli",
+            "submit",
+            "--data-dir",
+            str(dd.root),
+            "--model",
+            str(minilm_path),
+            "--corpus",
+            str(novels300),
+            "--name",
+            "good1",
+            "--max-sentences",
+            "60",
+            "--device",
+            "cpu",
+            "--samples-per-token",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     good1 = r.stdout.strip()
     good2 = store.submit(mini(minilm_path, novels300, "good2", max_sentences=60))
     workers.start(dd.root)
-    jobs = {k: wait_final(store, v) for k, v in
-            dict(unknown=unknown, good1=good1, good2=good2).items()}
+    jobs = {k: wait_final(store, v) for k, v in dict(unknown=unknown, good1=good1, good2=good2).items()}
     assert jobs["unknown"].state == "failed" and "no-such-model-xyz" in jobs["unknown"].message
     assert jobs["good1"].state == jobs["good2"].state == "done"
     assert jobs["unknown"].started <= jobs["unknown"].finished
@@ -159,8 +190,10 @@ def test_progress_visible_from_another_process_within_2s(tmp_path, workers, mini
     assert len(compute) >= 3, seen
     latency = max(t_seen - t_upd for t_seen, t_upd, *_ in seen)
     gaps = [b[0] - a[0] for a, b in zip(compute, compute[1:])]
-    print(f"progress: {len(seen)} updates seen from another process, max latency {latency:.3f}s, "
-          f"max heartbeat age {max(beat_age):.3f}s, max gap between compute updates {max(gaps):.3f}s")
+    print(
+        f"progress: {len(seen)} updates seen from another process, max latency {latency:.3f}s, "
+        f"max heartbeat age {max(beat_age):.3f}s, max gap between compute updates {max(gaps):.3f}s"
+    )
     assert latency < 2.0  # a progress write is visible here within 2 s
     assert max(beat_age) < 2.0  # and the running job's row is never older than 2 s
     counted = [s[2] for s in compute if s[3] == "compute"]
@@ -214,8 +247,14 @@ def test_soak_reader_never_fails_while_worker_publishes(tmp_path, workers, minil
     workers.start(dd.root)
     assert wait_final(store, first).state == "done"  # something to read from the start
     t_reader = time.time()
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(dd.root), str(SOAK_S)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=worker_env(), cwd=tmp_path)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(dd.root), str(SOAK_S)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=worker_env(),
+        cwd=tmp_path,
+    )
     try:
         submitted, i = [first], 0
         t_end = time.monotonic() + SOAK_S - 2
@@ -227,9 +266,12 @@ def test_soak_reader_never_fails_while_worker_publishes(tmp_path, workers, minil
                 name, overwrite = (f"soak-{i}", False) if i % 2 else (f"soak-{(i // 2) % 3}", True)
                 if not overwrite and dd.run_path(name).exists():
                     name, overwrite = name, True
-                submitted.append(store.submit(
-                    mini(minilm_path, novels300, name, max_sentences=20 + 5 * (i % 4), samples_per_token=5),
-                    overwrite=overwrite))
+                submitted.append(
+                    store.submit(
+                        mini(minilm_path, novels300, name, max_sentences=20 + 5 * (i % 4), samples_per_token=5),
+                        overwrite=overwrite,
+                    )
+                )
             time.sleep(0.2)
         out, err = reader.communicate(timeout=120)
     finally:
@@ -239,9 +281,11 @@ def test_soak_reader_never_fails_while_worker_publishes(tmp_path, workers, minil
     assert reader.returncode == 0, err
     res = json.loads(out.strip().splitlines()[-1])
     done = [j for j in (store.get(s) for s in submitted) if j.state == "done" and j.finished > t_reader]
-    print(f"soak: {len(done)} runs published while the reader ran; reader {res['loops']} loops, "
-          f"{res['opens']} open_run, {res['queries']} queries, {res['replaced']} replaced, "
-          f"{len(res['errors'])} errors")
+    print(
+        f"soak: {len(done)} runs published while the reader ran; reader {res['loops']} loops, "
+        f"{res['opens']} open_run, {res['queries']} queries, {res['replaced']} replaced, "
+        f"{len(res['errors'])} errors"
+    )
     assert res["errors"] == [], res["errors"][:3]
     assert len(done) >= 3 and res["queries"] >= 50
     assert any(j.overwrite for j in done)  # a published run was replaced under the reader

@@ -3,6 +3,7 @@ file, the run row, each table, the final CHECKPOINT, the publishing link) and a 
 hit part-way (RLIMIT_FSIZE, what a full disk looks like to the writer). Each gives one NormvarError
 line naming the fix; nothing is published, no temp file is left, an existing run of that name is
 untouched."""
+
 from __future__ import annotations
 
 import errno
@@ -56,7 +57,7 @@ class _Conn:
 
 
 def _steps(n_tables: int) -> list[str]:
-    return (["connect", "run-row"] + [f"table:{i}" for i in range(n_tables)] + ["checkpoint", "link", "replace"])
+    return ["connect", "run-row"] + [f"table:{i}" for i in range(n_tables)] + ["checkpoint", "link", "replace"]
 
 
 def _inject(monkeypatch, step: str) -> None:
@@ -83,8 +84,12 @@ def _inject(monkeypatch, step: str) -> None:
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
-def test_a_write_failing_at_each_step_publishes_nothing_and_says_so(tmp_path, monkeypatch, written_run_path,  # noqa: F811
-                                                                    overwrite):
+def test_a_write_failing_at_each_step_publishes_nothing_and_says_so(
+    tmp_path,
+    monkeypatch,
+    written_run_path,
+    overwrite,
+):
     record, tables = _tables_of(written_run_path)
     folder = tmp_path / "runs"
     folder.mkdir()
@@ -110,7 +115,7 @@ def test_a_write_failing_at_each_step_publishes_nothing_and_says_so(tmp_path, mo
 
 
 @pytest.mark.subprocess
-def test_a_real_file_size_limit_hit_mid_write_gives_one_line_and_exit_2(tmp_path, written_run_path):  # noqa: F811
+def test_a_real_file_size_limit_hit_mid_write_gives_one_line_and_exit_2(tmp_path, written_run_path):
     """``normvar null`` in a child process whose files may not grow past 600 kB (RLIMIT_FSIZE: the
     kernel refuses the write with EFBIG, as a full disk refuses it with ENOSPC)."""
     data = tmp_path / "data"
@@ -119,8 +124,24 @@ def test_a_real_file_size_limit_hit_mid_write_gives_one_line_and_exit_2(tmp_path
     src.write_bytes(written_run_path.read_bytes())
     # an unrestricted null of the same run, to know the size the restricted one must exceed
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
-    free = subprocess.run([sys.executable, "-m", "normvar_core.service.cli", "null", "src", "--kind", "isotropic",
-                           "--data-dir", str(data), "--name", "free"], capture_output=True, text=True, env=env)
+    free = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normvar_core.service.cli",
+            "null",
+            "src",
+            "--kind",
+            "isotropic",
+            "--data-dir",
+            str(data),
+            "--name",
+            "free",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert free.returncode == 0, free.stderr
     size = (data / "runs" / "free.duckdb").stat().st_size
     limit = size // 2

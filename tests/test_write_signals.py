@@ -4,6 +4,7 @@ and hands them over when it returns. In a loop over every step of the writer, a 
 ends the write with ``Terminated``, no temp file and nothing published; timed signals on a large write do the
 same; and a real ``normvar compute`` told SIGTERM inside a DuckDB call of its write exits 143 with one line,
 keeps its checkpoint and no temp file, and its rerun only writes."""
+
 from __future__ import annotations
 
 import os
@@ -52,6 +53,7 @@ def test_sigterm_inside_every_step_of_the_writer_ends_in_terminated_and_leaves_n
                 os.kill(os.getpid(), signal.SIGTERM)  # arrives inside the held DuckDB call
                 time.sleep(0.01)
                 return call(*a)
+
             return real(guard, step, signalled, *args)
 
         monkeypatch.setattr(writer, "_db", db)
@@ -81,7 +83,8 @@ def test_timed_sigterms_during_a_large_write_are_never_query_interrupted(tmp_pat
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_sigterm_inside_a_duckdb_call_of_a_compute_exits_143_keeps_the_checkpoint_and_the_rerun_only_writes(
-        tmp_path, uninterrupted_compute):
+    tmp_path, uninterrupted_compute
+):
     from paused_compute import interrupt_at_pause, paused_compute
 
     from normvar_core.service import cli
@@ -109,8 +112,16 @@ def test_sigterm_while_the_command_imports_torch_ends_with_the_usual_line(tmp_pa
     from paused_compute import interrupt_at_pause, paused_compute
 
     marker, log = tmp_path / "marker", tmp_path / "log"
-    argv = ["compute", "--model", str(tiny_models["bert"]), "--corpus", str(corpus40), "--quiet",
-            "--data-dir", str(tmp_path / "data")]
+    argv = [
+        "compute",
+        "--model",
+        str(tiny_models["bert"]),
+        "--corpus",
+        str(corpus40),
+        "--quiet",
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
     p = paused_compute(argv, "import", marker, log)
     assert interrupt_at_pause(p, marker, None, log, exit_within_s=60) == 143  # no go: the SIGTERM ends the pause
     err = [x for x in log.read_text().splitlines() if x.strip()]

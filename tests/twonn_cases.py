@@ -1,12 +1,13 @@
 """The streaming TwoNN search fed as the pass feeds it: ``Holder`` (a neighbour state alone), ``twonn_case``
 (seeded points, ties and identical rows included), ``streamed`` (the points in shards and pieces, merged) and
 ``decimated_equal_brute_force`` (the decimated subsets' search against a brute force)."""
+
 from __future__ import annotations
 
 import numpy as np
 import torch
-
 from brute import twonn_radii
+
 from normvar_core.pipeline.measures.state import DictReader, Stateful
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 
@@ -26,7 +27,7 @@ def twonn_case(rng, trial):
     L, K, d = 2, int(rng.integers(5, 160)), int(rng.integers(2, 9))
     if trial % 2:  # small integer grid: many exact ties, many identical rows
         X = rng.integers(-2, 3, size=(L, K, d)).astype(np.float32)
-    else:          # general position, with a fifth of the rows repeated
+    else:  # general position, with a fifth of the rows repeated
         X = rng.standard_normal((L, K, d)).astype(np.float32)
         X[:, rng.integers(0, K, K // 5)] = X[:, rng.integers(0, K, K // 5)]
     return X, int(rng.integers(3, 60))

@@ -1,6 +1,7 @@
 """Helpers of the worker tests (tests/test_worker_processes.py, tests/test_worker_faults.py): worker
 subprocesses (``Workers``; the ``workers`` fixture in conftest.py kills any still alive at teardown), the light
 run configuration they compute, waiting for a job, and two runs' tables compared at float32 rounding."""
+
 from __future__ import annotations
 
 import os
@@ -9,11 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import cross_process
 import duckdb
 import numpy as np
 import pandas as pd
 
-import cross_process
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.service.jobs import JobStore
@@ -23,8 +24,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 def worker_env() -> dict:
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1",
-               PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=str(REPO),
+    )
     env.pop("NORMVAR_DATA", None)
     return env
 
@@ -49,9 +56,23 @@ class Workers:
     def start(self, data_dir: Path, *, checkpoint_every: float = 0.2) -> subprocess.Popen:
         log = open(self.tmp / f"worker-{len(self.procs)}.log", "wb")
         p = subprocess.Popen(
-            [sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(data_dir),
-             "--poll", "0.1", "--checkpoint-every", str(checkpoint_every)],
-            stdout=log, stderr=subprocess.STDOUT, env=worker_env(), cwd=self.tmp)
+            [
+                sys.executable,
+                "-m",
+                "normvar_core.service.cli",
+                "worker",
+                "--data-dir",
+                str(data_dir),
+                "--poll",
+                "0.1",
+                "--checkpoint-every",
+                str(checkpoint_every),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=worker_env(),
+            cwd=self.tmp,
+        )
         p.log_path = log.name  # type: ignore[attr-defined]
         log.close()
         self.procs.append(p)
@@ -73,15 +94,26 @@ class Workers:
 def mini(minilm_path, corpus, name: str, **kw) -> RunConfig:
     # the worker is under test here, not the geometry (tests/test_geometry*.py): keep the runs light so
     # the timing-bound tests (progress within 2 s, the soak) measure the worker, not the CPU
-    opts = dict(model=str(minilm_path), corpus=str(corpus), name=name, device="cpu",
-                batch_size=8, samples_per_token=20, geometry=False)
+    opts = dict(
+        model=str(minilm_path),
+        corpus=str(corpus),
+        name=name,
+        device="cpu",
+        batch_size=8,
+        samples_per_token=20,
+        geometry=False,
+    )
     opts.update(kw)
     return RunConfig(**opts)
 
 
 def wait_final(store: JobStore, job_id: str, timeout: float = 240):
-    return wait_for(lambda: (j := store.get(job_id)).state in ("done", "failed", "cancelled") and j,
-                    timeout, f"job {job_id} to finish", step=0.1)
+    return wait_for(
+        lambda: (j := store.get(job_id)).state in ("done", "failed", "cancelled") and j,
+        timeout,
+        f"job {job_id} to finish",
+        step=0.1,
+    )
 
 
 def table(path, sql: str) -> pd.DataFrame:
@@ -92,10 +124,12 @@ def table(path, sql: str) -> pd.DataFrame:
         con.close()
 
 
-MOMENT_QUERIES = ("SELECT * FROM token_stats ORDER BY layer, token_id",
-                  "SELECT * FROM layer_stats ORDER BY layer",
-                  "SELECT layer, token_id, mean FROM token_means ORDER BY layer, token_id",
-                  "SELECT layer, token_id, i, vector FROM samples ORDER BY layer, token_id, i")
+MOMENT_QUERIES = (
+    "SELECT * FROM token_stats ORDER BY layer, token_id",
+    "SELECT * FROM layer_stats ORDER BY layer",
+    "SELECT layer, token_id, mean FROM token_means ORDER BY layer, token_id",
+    "SELECT layer, token_id, i, vector FROM samples ORDER BY layer, token_id, i",
+)
 GEOMETRY_QUERIES = ("SELECT * FROM layer_geometry ORDER BY layer", "SELECT * FROM layer_spectrum ORDER BY layer, k")
 
 

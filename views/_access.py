@@ -7,6 +7,7 @@ again about the session's ``Cookie`` header before the script draws anything (a 
 without the middleware signs nobody in): a session without it sees
 one line and nothing else: no navigation, no sidebar, no run name. The query is left alone (``?token=`` is the
 Token page's token type). ``$NORMVAR_READ_ONLY=1``: no New-run page, no upload, no cancel, no job submission."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ def _cookie_header() -> str:
     """The session's raw ``Cookie`` header (read by the gate's lenient parser, not Streamlit's)."""
     try:
         return "; ".join(st.context.headers.get_all("Cookie"))
-    except Exception:  # noqa: BLE001 - no request context (a bare script run): not signed in
+    except Exception:
         return ""
 
 

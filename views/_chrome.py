@@ -1,6 +1,7 @@
 """Dashboard plumbing, part 3: page chrome — a page's head (title, the selected run or a message), the
 presentation style, figures with their PNG/SVG/CSV downloads, and errors shown as one line with the fix.
 The plumbing's modules import downwards only: ``_run_cache`` < ``_data`` < ``_state`` < ``_chrome``."""
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,10 @@ def require_run():
     """The selected run, or a friendly message and ``st.stop()``."""
     run = current_run()
     if run is None:
-        st.info("No published run yet. Start one on **New run** (or `normvar compute` / `make run`); "
-                "it appears here when the worker publishes it.")
+        st.info(
+            "No published run yet. Start one on **New run** (or `normvar compute` / `make run`); "
+            "it appears here when the worker publishes it."
+        )
         st.page_link("views/runs.py", label="See the job queue on Runs", icon=":material/table:")
         st.stop()
     st.caption(f"Run **{run.name}**", help="the run this page shows: pick another in the sidebar")
@@ -47,9 +50,11 @@ def require(run, what: str, label: str) -> None:
         if reason:
             st.info(f"Run **{run.name}** has no {label}: {reason}.", icon=":material/info:")
             st.stop()
-        st.info(f"Run **{run.name}** has no {label}: it was computed before normvar measured it, or with it "
-                f"switched off. Recompute it (New run, or `normvar compute ... --overwrite`) to see this page.",
-                icon=":material/info:")
+        st.info(
+            f"Run **{run.name}** has no {label}: it was computed before normvar measured it, or with it "
+            f"switched off. Recompute it (New run, or `normvar compute ... --overwrite`) to see this page.",
+            icon=":material/info:",
+        )
         st.stop()
 
 
@@ -77,7 +82,7 @@ def sections(page: str, labels: dict[str, str]) -> tuple[str, Any]:
     slugs = list(labels)
     key = f"w_section_{page}"
     if st.session_state.get(SECTION_OF, page) != page:  # the open tab of another page (Compare's "ratios" is
-        v.section = None                               # not Decomposition's): this page opens on its first
+        v.section = None  # not Decomposition's): this page opens on its first
     bind(key, labels.get(v.section or "", labels[slugs[0]]), lambda x: x in labels.values())
     tabs = st.tabs(list(labels.values()), key=key, on_change="rerun")
     slug, box = next(((s, t) for s, t in zip(slugs, tabs) if t.open), (slugs[0], tabs[0]))
@@ -93,7 +98,7 @@ def draw_sections(page: str, tabs: dict[str, tuple[str, Any]]) -> str:
     with box:
         try:
             tabs[slug][1]()
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             show_error(err)
     return slug
 
@@ -133,15 +138,33 @@ def _safe(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(s)).strip("_")[:120] or "figure"
 
 
-def chart(fig, *, key: str, data: pd.DataFrame | None = None, name: str | None = None,
-          downloads: bool = True, selectable: bool = False, lasso: bool = False, width: str = "stretch"):
+def chart(
+    fig,
+    *,
+    key: str,
+    data: pd.DataFrame | None = None,
+    name: str | None = None,
+    downloads: bool = True,
+    selectable: bool = False,
+    lasso: bool = False,
+    width: str = "stretch",
+):
     """Draw a plotly figure and, under it, PNG / SVG (kaleido, generated on click) and CSV downloads.
     ``selectable``: clicking a point reruns the page; ``lasso``: box and lasso selections too; returns
     the selection event. ``width="content"``: the figure's own width (figures laid out in pixels)."""
-    kw = dict(on_select="rerun", selection_mode=("points", "box", "lasso") if lasso else "points") \
-        if (selectable or lasso) else {}
-    event = st.plotly_chart(fig, width=width, theme=None, key=key, **kw,
-                            config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
+    kw = (
+        dict(on_select="rerun", selection_mode=("points", "box", "lasso") if lasso else "points")
+        if (selectable or lasso)
+        else {}
+    )
+    event = st.plotly_chart(
+        fig,
+        width=width,
+        theme=None,
+        key=key,
+        **kw,
+        config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}},
+    )
     if downloads:
         download_row(fig, data=data, name=name or key, key=key)
     return event
@@ -151,12 +174,12 @@ def open_on_click(event, *, key: str) -> list[str]:
     """One click on a single point of a token-type scatter opens its Token view at once (a box or lasso
     selection does not); returns the selected points' tokens."""
     sel = getattr(event, "selection", None) if event is not None else None
-    points = event_points(event)   # the points that are dicts; their texts below that are tokens (crafted: left out)
+    points = event_points(event)  # the points that are dicts; their texts below that are tokens (crafted: left out)
     tokens = point_texts(points)
     boxed = bool(getattr(sel, "box", None) or getattr(sel, "lasso", None))
     if len(tokens) == 1 and len(points) == 1 and not boxed:
         clicked = (tokens[0], points[0].get("curve_number"), points[0].get("point_index"))
-        if st.session_state.get(f"_{key}_opened") != clicked:   # not the click that brought us here before
+        if st.session_state.get(f"_{key}_opened") != clicked:  # not the click that brought us here before
             st.session_state[f"_{key}_opened"] = clicked
             view().token = tokens[0]
             st.session_state["w_token"] = tokens[0]
@@ -171,13 +194,34 @@ def download_row(fig, *, data: pd.DataFrame | None, name: str, key: str) -> None
     row = st.container(horizontal=True, gap="small")
     common = dict(on_click="ignore", width="content", type="tertiary")
     slide = view().presentation  # presentation mode: the image is a 16:9 slide
-    row.download_button("PNG", data=lambda: export_image(fig, "png", presentation=slide), file_name=f"{base}.png",
-                        mime="image/png", key=f"dl_png_{key}", icon=":material/image:", **common)
-    row.download_button("SVG", data=lambda: export_image(fig, "svg", presentation=slide), file_name=f"{base}.svg",
-                        mime="image/svg+xml", key=f"dl_svg_{key}", icon=":material/draw:", **common)
+    row.download_button(
+        "PNG",
+        data=lambda: export_image(fig, "png", presentation=slide),
+        file_name=f"{base}.png",
+        mime="image/png",
+        key=f"dl_png_{key}",
+        icon=":material/image:",
+        **common,
+    )
+    row.download_button(
+        "SVG",
+        data=lambda: export_image(fig, "svg", presentation=slide),
+        file_name=f"{base}.svg",
+        mime="image/svg+xml",
+        key=f"dl_svg_{key}",
+        icon=":material/draw:",
+        **common,
+    )
     csv = (lambda: to_csv(data)) if data is not None else (lambda: to_csv(figure_data(fig)))
-    row.download_button("CSV", data=csv, file_name=f"{base}.csv", mime="text/csv", key=f"dl_csv_{key}",
-                        icon=":material/table:", **common)
+    row.download_button(
+        "CSV",
+        data=csv,
+        file_name=f"{base}.csv",
+        mime="text/csv",
+        key=f"dl_csv_{key}",
+        icon=":material/table:",
+        **common,
+    )
 
 
 def report_button(runs: list, *, key: str) -> None:
@@ -191,15 +235,24 @@ def report_button(runs: list, *, key: str) -> None:
         return
 
     row = st.container(horizontal=True, vertical_alignment="bottom")
-    fmt = row.selectbox("Report", ["pptx", "pdf", "html"], key=f"{key}_fmt", width=110,
-                        help="pptx: slides with speaker notes; pdf: one 16:9 page per slide; html: one file, "
-                             "interactive figures, opens offline")
-    if row.button("Build report", key=key, icon=":material/slideshow:",
-                  help="one slide per figure of the study, takeaways computed from the numbers, exact values in "
-                       "the speaker notes; built by the background worker (also: normvar report RUN ...)"):
+    fmt = row.selectbox(
+        "Report",
+        ["pptx", "pdf", "html"],
+        key=f"{key}_fmt",
+        width=110,
+        help="pptx: slides with speaker notes; pdf: one 16:9 page per slide; html: one file, "
+        "interactive figures, opens offline",
+    )
+    if row.button(
+        "Build report",
+        key=key,
+        icon=":material/slideshow:",
+        help="one slide per figure of the study, takeaways computed from the numbers, exact values in "
+        "the speaker notes; built by the background worker (also: normvar report RUN ...)",
+    ):
         try:
             st.session_state[f"{key}_job"] = JobStore(data_dir()).submit_report([r.name for r in runs], fmt)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             show_error(err)
     job_id = st.session_state.get(f"{key}_job")
     if job_id:
@@ -210,20 +263,26 @@ def report_button(runs: list, *, key: str) -> None:
 def _report_status(job_id: str, stem: str, key: str) -> None:
     from pathlib import Path
 
-    from normvar_core.service.jobs import JobStore
     from normvar_core.service.job import JobState
+    from normvar_core.service.jobs import JobStore
 
     store = JobStore(data_dir())
     try:
         job = store.get(job_id)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         show_error(err)
         return
     out = Path(job.run_path) if job.run_path else None
     if job.state == JobState.DONE and out is not None and out.is_file():
-        st.download_button(f"Download the report ({out.suffix[1:]})", data=out.read_bytes(),
-                           file_name=_safe(stem) + out.suffix, key=f"{key}_download", icon=":material/download:",
-                           type="primary", on_click="ignore")
+        st.download_button(
+            f"Download the report ({out.suffix[1:]})",
+            data=out.read_bytes(),
+            file_name=_safe(stem) + out.suffix,
+            key=f"{key}_download",
+            icon=":material/download:",
+            type="primary",
+            on_click="ignore",
+        )
     elif job.state in (JobState.FAILED, JobState.CANCELLED) or job.state == JobState.DONE:
         st.error(f"The report job {job.state}: {job.message or 'its file is gone'}", icon=":material/error:")
     elif job.state == JobState.QUEUED and not store.worker_running():
@@ -237,9 +296,12 @@ def unknown_token_warning(run) -> None:
     does not match the model or the corpus): every page that shows the run says so."""
     notes = run.meta.get("notes") or {}
     if notes.get("unk_flag"):
-        st.warning(f"{100 * notes.get('unk_share', 0):.1f} % of the counted positions of {run.name} are the unknown "
-                   "token: the tokenizer probably does not match the model or the corpus, so these statistics "
-                   "describe [UNK], not the text.", icon=":material/warning:")
+        st.warning(
+            f"{100 * notes.get('unk_share', 0):.1f} % of the counted positions of {run.name} are the unknown "
+            "token: the tokenizer probably does not match the model or the corpus, so these statistics "
+            "describe [UNK], not the text.",
+            icon=":material/warning:",
+        )
 
 
 def show_error(err: Exception) -> None:
@@ -255,4 +317,23 @@ def fmt_int(x: Any) -> str:
     except (TypeError, ValueError):
         return "–"
 
-__all__ = ['current_run', 'require_run', 'require', 'run_page', 'open_on_click', 'report_button', 'unknown_token_warning', 'page_header', 'SECTION_OF', 'sections', 'draw_sections', 'lazy_expander', 'apply_presentation_css', 'chart', 'download_row', 'show_error', 'fmt_int']
+
+__all__ = [
+    "current_run",
+    "require_run",
+    "require",
+    "run_page",
+    "open_on_click",
+    "report_button",
+    "unknown_token_warning",
+    "page_header",
+    "SECTION_OF",
+    "sections",
+    "draw_sections",
+    "lazy_expander",
+    "apply_presentation_css",
+    "chart",
+    "download_row",
+    "show_error",
+    "fmt_int",
+]

@@ -2,6 +2,7 @@
 again when the runs folder changes; a run is opened once per file version, and every read of it
 (its statistics, an analysis table for a band, a layer's points...) is a reader cached per (run file,
 version, arguments) by ``per_run_version`` (``views/_run_cache.py``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -239,7 +240,29 @@ def table(run, name: str) -> pd.DataFrame:
     return run.table(name)
 
 
-__all__ = ['data_dir', 'runs_table', 'damaged_runs', 'open_run', 'opened_runs', 'position0_sibling', 'stats',
-           'pooled_stats', 'tradeoff', 'intervals', 'decomposition', 'frequency_regressions', 'highdim', 'layernorm',
-           'layernorm_attribution', 'histograms', 'token_table', 'band_points', 'app_a_tokens', 'cloud_tokens', 'cloud',
-           'sampled_tokens', 'findings', 'table']
+__all__ = [
+    "data_dir",
+    "runs_table",
+    "damaged_runs",
+    "open_run",
+    "opened_runs",
+    "position0_sibling",
+    "stats",
+    "pooled_stats",
+    "tradeoff",
+    "intervals",
+    "decomposition",
+    "frequency_regressions",
+    "highdim",
+    "layernorm",
+    "layernorm_attribution",
+    "histograms",
+    "token_table",
+    "band_points",
+    "app_a_tokens",
+    "cloud_tokens",
+    "cloud",
+    "sampled_tokens",
+    "findings",
+    "table",
+]

@@ -2,6 +2,7 @@
 lasso on a scatter gives a token list the other pages take), nearest types by cosine
 (``stats.neighbours``), the tokenizer-normalised lookup (``stats.lookup``) and "your own sentence"
 (the worker task ``sentence``). Torch never loads here: the tokenizer is read from its files."""
+
 from __future__ import annotations
 
 import hashlib
@@ -93,19 +94,36 @@ def selection_bar(run, tokens: list[str], *, key: str, here: str) -> None:
     st.markdown(f"**Selection: {len(tokens)} token type{'s' if len(tokens) != 1 else ''}** — {shown}")
     row = st.container(horizontal=True, gap="small")
     n_high = min(len(tokens), HIGHLIGHT_MAX)
-    row.button("Highlight on Trade-off" if n_high == len(tokens) else
-               f"Highlight the first {n_high} of {len(tokens)} on Trade-off", key=f"{key}_to_tradeoff",
-               on_click=_take, args=(run, tokens, "tradeoff"), icon=":material/scatter_plot:",
-               help=f"the highlighted tokens (at most {HIGHLIGHT_MAX}, in selection order; also in the URL: ?tokens=)")
+    row.button(
+        "Highlight on Trade-off"
+        if n_high == len(tokens)
+        else f"Highlight the first {n_high} of {len(tokens)} on Trade-off",
+        key=f"{key}_to_tradeoff",
+        on_click=_take,
+        args=(run, tokens, "tradeoff"),
+        icon=":material/scatter_plot:",
+        help=f"the highlighted tokens (at most {HIGHLIGHT_MAX}, in selection order; also in the URL: ?tokens=)",
+    )
     n_cloud = len(cloud_handoff(tokens, _sampled_ids(run))[0])
-    row.button("Show in Token clouds" if n_cloud == len(tokens) else f"Show {n_cloud} of {len(tokens)} in Token clouds",
-               key=f"{key}_to_clouds", on_click=_take, args=(run, tokens, "clouds"), icon=":material/bubble_chart:",
-               disabled=n_cloud == 0, help="the selected types with stored samples (at most 50)")
+    row.button(
+        "Show in Token clouds" if n_cloud == len(tokens) else f"Show {n_cloud} of {len(tokens)} in Token clouds",
+        key=f"{key}_to_clouds",
+        on_click=_take,
+        args=(run, tokens, "clouds"),
+        icon=":material/bubble_chart:",
+        disabled=n_cloud == 0,
+        help="the selected types with stored samples (at most 50)",
+    )
     row.button("Clear selection", key=f"{key}_clear", on_click=_clear, args=(key,), icon=":material/close:")
     pick = st.container(horizontal=True, gap="small", vertical_alignment="bottom")
     one = pick.selectbox(f"Type to open in Token (any of the {len(tokens)})", tokens, key=f"{key}_token_pick")
-    pick.button("Open in Token", key=f"{key}_to_token", on_click=_take,
-                args=(run, [one], "token", "contexts" if here == "occurrences" else None), icon=":material/search:")
+    pick.button(
+        "Open in Token",
+        key=f"{key}_to_token",
+        on_click=_take,
+        args=(run, [one], "token", "contexts" if here == "occurrences" else None),
+        icon=":material/search:",
+    )
 
 
 # ============================================================================ nearest types
@@ -118,11 +136,13 @@ def neighbours(run, layer: int, query, k: int, exclude: int | None = None) -> pd
     return nn.merge(table[["token_id", "token", "n", "q", "m", "v"]], on="token_id", how="left")
 
 
-NN_COLUMNS = {"cosine": st.column_config.NumberColumn("cosine", format="%.4f"),
-              "q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
-              "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),
-              "v": st.column_config.NumberColumn("V(X_t)", format="%.4g"),
-              "n": st.column_config.NumberColumn("n_t", format="%d")}
+NN_COLUMNS = {
+    "cosine": st.column_config.NumberColumn("cosine", format="%.4f"),
+    "q": st.column_config.NumberColumn("Q(X_t)", format="%.4g"),
+    "m": st.column_config.NumberColumn("M(X_t)", format="%.4g"),
+    "v": st.column_config.NumberColumn("V(X_t)", format="%.4g"),
+    "n": st.column_config.NumberColumn("n_t", format="%d"),
+}
 
 
 # ============================================================================ lookup
@@ -159,7 +179,7 @@ def stored_tsne(run, layer: int, cache: Path | None) -> pd.DataFrame:
     if path is not None and path.is_file():
         try:
             return pd.read_parquet(path)
-        except Exception:  # noqa: BLE001  (a damaged cache file: computed again and replaced)
+        except Exception:
             pass
     tmap = tsne_map(run.samples(int(layer)))
     if path is None:
@@ -187,4 +207,13 @@ def tsne(run, layer: int) -> pd.DataFrame:
     return stored_tsne(run, layer, cache)
 
 
-__all__ = ["selected_tokens", "selection_bar", "neighbours", "NN_COLUMNS", "tokenizer_of", "tsne_file", "stored_tsne", "tsne"]
+__all__ = [
+    "selected_tokens",
+    "selection_bar",
+    "neighbours",
+    "NN_COLUMNS",
+    "tokenizer_of",
+    "tsne_file",
+    "stored_tsne",
+    "tsne",
+]

@@ -1,6 +1,7 @@
 """The New-run form's option widgets, generated from RunConfig's field metadata (``config.opt``):
 one widget per field, its default the field's default, its help the field's help. Adding a run
 option is adding a field to RunConfig; the CLI flag and this widget follow."""
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -38,16 +39,33 @@ def config_widget(f, where=st) -> Any:
     if kind in (int, float):
         step = 1 if kind is int else 0.01
         minimum = meta.get("minimum")
-        value = where.number_input(label, min_value=kind(minimum) if minimum is not None else None,
-                                   max_value=1.0 if f.name == "sample_frac" else None if meta.get("maximum") is None
-                                   else kind(meta["maximum"]),
-                                   value=f.default, step=step, key=key, help=help_,
-                                   format="%.4f" if kind is float else "%d",
-                                   placeholder="default" if optional(f) else None)
+        value = where.number_input(
+            label,
+            min_value=kind(minimum) if minimum is not None else None,
+            max_value=1.0
+            if f.name == "sample_frac"
+            else None
+            if meta.get("maximum") is None
+            else kind(meta["maximum"]),
+            value=f.default,
+            step=step,
+            key=key,
+            help=help_,
+            format="%.4f" if kind is float else "%d",
+            placeholder="default" if optional(f) else None,
+        )
         return None if value is None else kind(value)
-    text = where.text_input(label, value="" if f.default is None else ",".join(map(str, f.default))
-                            if isinstance(f.default, tuple) else str(f.default), key=key, help=help_,
-                            placeholder="default" if optional(f) else None)
+    text = where.text_input(
+        label,
+        value=""
+        if f.default is None
+        else ",".join(map(str, f.default))
+        if isinstance(f.default, tuple)
+        else str(f.default),
+        key=key,
+        help=help_,
+        placeholder="default" if optional(f) else None,
+    )
     text = (text or "").strip()
     return text or (None if optional(f) else "")
 
@@ -58,7 +76,7 @@ def config_section(section: str, where=st) -> dict[str, Any]:
     fs = config_fields(section)
     for start in range(0, len(fs), 4):
         cols = where.columns(4)
-        for f, col in zip(fs[start:start + 4], cols):
+        for f, col in zip(fs[start : start + 4], cols):
             out[f.name] = config_widget(f, col)
     return out
 

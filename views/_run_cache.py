@@ -4,10 +4,12 @@ every session (``st.cache_resource``: never pickled or copied; treat what it ret
 ask for ``copy=True``). The version is the file's (inode, size, mtime_ns) (``runs.reader.file_version``,
 ``Run.version``): runs are replaced by atomic rename, never modified in place, so a recomputed run is
 read again and an unchanged one never is."""
+
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -27,6 +29,7 @@ def per_run_version(max_entries: int, *, copy: bool = False, spinner: bool | str
     arguments with their defaults applied — so ``f(run, 3)`` and ``f(run, layer=3)`` share an entry).
     ``copy``: hand each caller its own copy (a DataFrame a page may change). ``spinner``: the text shown
     while a value is computed."""
+
     def wrap(fn: Callable) -> Callable:
         signature = inspect.signature(fn)
 
@@ -46,8 +49,12 @@ def per_run_version(max_entries: int, *, copy: bool = False, spinner: bool | str
             out = cached(run, str(run.path), tuple(run.version), _plain(bound.args[1:]))
             return out.copy() if copy else out
 
-        read.__module__, read.__qualname__, read.__name__, read.__doc__ = \
-            fn.__module__, fn.__qualname__, fn.__name__, fn.__doc__
+        read.__module__, read.__qualname__, read.__name__, read.__doc__ = (
+            fn.__module__,
+            fn.__qualname__,
+            fn.__name__,
+            fn.__doc__,
+        )
         return read
 
     return wrap

@@ -2,6 +2,7 @@
 payload is bytes (``occurrence_figures.scatter_payload``), the component answers with the state ``picked``
 ({"index", "x", "y"} of a clicked point) and the trigger ``selection`` ({"kind": "box", "x": [x0, x1], "y": [y0, y1]},
 {"kind": "lasso", "polygon": [[x, y], ...]} or {"kind": "clear"})."""
+
 from __future__ import annotations
 
 import streamlit as st

@@ -5,10 +5,11 @@ null_curves, null_of)``) on the first table it reads, for every overlaid run tha
 (``page_figures.holds``); runs without it are named with the fix (recompute), so an old run file opens and says why
 the section is empty. The curves that the overlaid runs' measures declare for the page (``runs.declared``, carried
 by the run file) follow the page's own figures as further tabs, drawn the same generic way."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pandas as pd
 import streamlit as st
@@ -44,25 +45,39 @@ def _one(f: Figure, ov: Overlay) -> None:
     have = {label: r for label, r in ov.runs.items() if holds(r, f)}
     lacking = [label for label in ov.runs if label not in have]
     if not have:
-        st.info(f"No run here has {f.measure}: {', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} computed "
-                f"before normvar measured it, or without what it needs. Recompute (New run, or `normvar compute ... "
-                f"--overwrite`) to see this section.", icon=":material/info:")
+        st.info(
+            f"No run here has {f.measure}: {', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} computed "
+            f"before normvar measured it, or without what it needs. Recompute (New run, or `normvar compute ... "
+            f"--overwrite`) to see this section.",
+            icon=":material/info:",
+        )
         return
     curves = {label: table(r, f.tables[0]) for label, r in have.items()}
     nulls = {label: table(r, f.tables[0]) for label, r in ov.nulls.items() if holds(r, f)}
-    fig = f.builder(curves, relative=ov.relative, presentation=ov.presentation,
-                    num_hidden_states={label: r.num_hidden_states for label, r in {**have, **ov.nulls}.items()},
-                    bands={label: ov.bands[label] for label in have if label in ov.bands},
-                    null_curves=nulls, null_of=ov.null_of)
+    fig = f.builder(
+        curves,
+        relative=ov.relative,
+        presentation=ov.presentation,
+        num_hidden_states={label: r.num_hidden_states for label, r in {**have, **ov.nulls}.items()},
+        bands={label: ov.bands[label] for label in have if label in ov.bands},
+        null_curves=nulls,
+        null_of=ov.null_of,
+    )
     data = pd.concat([df.assign(run=label) for label, df in {**curves, **nulls}.items()], ignore_index=True)
     chart(fig, key=f.key, data=data, name=f"{ov.name}_{f.key}")
     if lacking:
-        st.caption(f"Without {f.measure} (computed before normvar measured it: recompute to include): "
-                   + ", ".join(lacking))
+        st.caption(
+            f"Without {f.measure} (computed before normvar measured it: recompute to include): " + ", ".join(lacking)
+        )
 
 
-def draw(page: str, own: dict[str, Callable[[], None]], overlay: Overlay | None = None, *,
-         extra: dict[str, tuple[str, Callable[[], None]]] | None = None) -> str:
+def draw(
+    page: str,
+    own: dict[str, Callable[[], None]],
+    overlay: Overlay | None = None,
+    *,
+    extra: dict[str, tuple[str, Callable[[], None]]] | None = None,
+) -> str:
     """The page's figures (``page_figures.figures``, with the curves the overlaid runs declare) as tabs (only the
     open one computed, ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure over
     ``overlay`` for the rest; then the page's further tabs (``extra``: ``{slug: (title, draw)}``, e.g. a table).

@@ -12,6 +12,7 @@ token gate (normvar_core/service/gate.py) stands in front of both.
 
     streamlit run views/_server.py -- --data-dir D     # what `normvar dashboard` / `normvar up` run
 """
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,11 @@ def _base_path() -> str:
 #: one history entry per page: Streamlit pushes an entry when a page opens (its path) and another when the
 #: page's script writes its view into the query (``sync_url``), so Back took two presses. A push that only
 #: changes the query of the current path replaces the entry instead.
-ONE_ENTRY_PER_PAGE = ("var push=history.pushState.bind(history);history.pushState=function(s,t,u){"
-                      "try{if(new URL(u,location.href).pathname===location.pathname){return history.replaceState(s,t,u);}}"
-                      "catch(e){}return push(s,t,u);};")
+ONE_ENTRY_PER_PAGE = (
+    "var push=history.pushState.bind(history);history.pushState=function(s,t,u){"
+    "try{if(new URL(u,location.href).pathname===location.pathname){return history.replaceState(s,t,u);}}"
+    "catch(e){}return push(s,t,u);};"
+)
 
 
 #: the placeholders Streamlit shows while an element's code loads (``stSkeleton``, one per element whose script
@@ -56,9 +59,11 @@ def index_html(base: str) -> bytes:
     """Streamlit's index.html with the app's base URL set before its scripts load, one history entry
     per page (``ONE_ENTRY_PER_PAGE``) and still loading placeholders (``STILL_PLACEHOLDERS``)."""
     index = Path(st.__file__).resolve().parent / "static" / "index.html"
-    line = ("<script>(function(){var u=new URL(%s, window.location.origin).href;"
-            "window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};%s})()</script>"
-            % (json.dumps(base), ONE_ENTRY_PER_PAGE))
+    line = (
+        "<script>(function(){var u=new URL(%s, window.location.origin).href;"
+        "window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};%s})()</script>"
+        % (json.dumps(base), ONE_ENTRY_PER_PAGE)
+    )
     text = index.read_text(encoding="utf-8")
     if "<head>" not in text:  # a Streamlit whose index.html changed shape: serve it as it is
         return text.encode()
@@ -76,8 +81,11 @@ class MainPageBase:
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and scope["path"] in self.paths:
-            headers = [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-cache"),
-                       (b"content-length", str(len(self.body)).encode())]
+            headers = [
+                (b"content-type", b"text/html; charset=utf-8"),
+                (b"cache-control", b"no-cache"),
+                (b"content-length", str(len(self.body)).encode()),
+            ]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else self.body})
             return
@@ -106,8 +114,20 @@ def middleware() -> list[Middleware]:
 
     token = os.environ.get(TOKEN_ENV) or None
     base = _base_path()
-    gate = [Middleware(TokenGate, token=token, base=base, pages=frozenset(base + k for k in PAGE_KEYS),
-                       port=config.get_option("server.port"), sessions=sessions_path(_data_dir()))] if token else []
+    gate = (
+        [
+            Middleware(
+                TokenGate,
+                token=token,
+                base=base,
+                pages=frozenset(base + k for k in PAGE_KEYS),
+                port=config.get_option("server.port"),
+                sessions=sessions_path(_data_dir()),
+            )
+        ]
+        if token
+        else []
+    )
     return [*gate, Middleware(MainPageBase)]
 
 

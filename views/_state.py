@@ -1,11 +1,13 @@
 """Dashboard plumbing, part 2: the view state (run, layer, band, highlighted tokens, presentation)
 kept in ``st.session_state`` and mirrored into the URL's query parameters, and the widgets bound to it."""
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 from urllib.parse import quote, unquote
 
 import streamlit as st
@@ -59,9 +61,14 @@ def run_selector(sidebar: bool = True) -> None:
     labels = {r["name"]: f"{r['name']}  ·  {r['model']}" for _, r in runs.iterrows()}
     last = last_run()
     bind("w_run", v.run if v.run in names else last if last in names else names[0], lambda x: x in names)
-    v.run = where.selectbox("Run", names, key="w_run", format_func=lambda n: labels.get(n, n),
-                            help="published runs, newest first; each Gaussian null under its run. A link names "
-                                 "its run; a tab opened without one shows the run this browser used last")
+    v.run = where.selectbox(
+        "Run",
+        names,
+        key="w_run",
+        format_func=lambda n: labels.get(n, n),
+        help="published runs, newest first; each Gaussian null under its run. A link names "
+        "its run; a tab opened without one shows the run this browser used last",
+    )
     with where:
         remember_run(v.run)
 
@@ -91,9 +98,12 @@ def layer_slider(run, label: str = "Layer", key: str = "w_layer") -> int:
         st.caption(f"Layer {layers[0]} (the only stored layer)")
         v.layer = layers[0]
         return layers[0]
-    layer = st.select_slider(label, options=layers, key=key,
-                             help="hidden-state index: 0 = input embeddings, "
-                                  f"{run.num_hidden_states - 1} = last layer")
+    layer = st.select_slider(
+        label,
+        options=layers,
+        key=key,
+        help=f"hidden-state index: 0 = input embeddings, {run.num_hidden_states - 1} = last layer",
+    )
     v.layer = int(layer)
     return int(layer)
 
@@ -105,13 +115,19 @@ def band_slider(run=None, key: str = "w_band") -> tuple[float, float]:
     if run is not None:
         try:
             top = max(5.0, float(runs_max_log10n(run)))
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     lo, hi = v.band
     bind(key, (min(lo, top), min(hi, top)), lambda x: isinstance(x, tuple) and len(x) == 2)
-    band = st.slider("Frequency band: log₁₀ nₜ", min_value=0.0, max_value=top, step=0.1, key=key,
-                     help="only token types with 10^lo ≤ n_t ≤ 10^hi enter the regressions and figures "
-                          "(the study: 1 ≤ log₁₀ n_t ≤ 5)")
+    band = st.slider(
+        "Frequency band: log₁₀ nₜ",
+        min_value=0.0,
+        max_value=top,
+        step=0.1,
+        key=key,
+        help="only token types with 10^lo ≤ n_t ≤ 10^hi enter the regressions and figures "
+        "(the study: 1 ≤ log₁₀ n_t ≤ 5)",
+    )
     band = (round(float(band[0]), 2), round(float(band[1]), 2))
     v.band = band
     return band
@@ -127,8 +143,12 @@ def runs_max_log10n(run) -> float:
 def tokens_input(key: str = "w_tokens", label: str = "Highlight tokens") -> list[str]:
     v = view()
     bind(key, viewstate.format_tokens(v.tokens))
-    raw = st.text_input(label, key=key, placeholder="e.g. the, once, winked",
-                        help="comma-separated; '##ing', 'Ġing' and 'ing' are the same token (footnote 7)")
+    raw = st.text_input(
+        label,
+        key=key,
+        placeholder="e.g. the, once, winked",
+        help="comma-separated; '##ing', 'Ġing' and 'ing' are the same token (footnote 7)",
+    )
     v.tokens = viewstate.parse_tokens(raw)
     return v.tokens
 
@@ -141,15 +161,22 @@ def runs_to_overlay(label: str, key: str, relative_key: str, relative_default: b
     names = runs_in_order(runs_table())
     c1, c2 = st.columns([3, 1])
     with c1:
-        bind(key, [v.run] + [n for n in v.overlay if n in names and n != v.run],
-             lambda x: isinstance(x, list) and all(n in names for n in x))
-        chosen = st.multiselect(label, names, key=key,
-                                help="the sidebar's run is always included; real runs first, each Gaussian null "
-                                     "under its run")
+        bind(
+            key,
+            [v.run] + [n for n in v.overlay if n in names and n != v.run],
+            lambda x: isinstance(x, list) and all(n in names for n in x),
+        )
+        chosen = st.multiselect(
+            label,
+            names,
+            key=key,
+            help="the sidebar's run is always included; real runs first, each Gaussian null under its run",
+        )
     with c2:
         bind(relative_key, relative_default if v.relative is None else v.relative)
-        relative = st.toggle("Relative depth", key=relative_key,
-                             help="x = layer / (number of layers): models of different depth line up")
+        relative = st.toggle(
+            "Relative depth", key=relative_key, help="x = layer / (number of layers): models of different depth line up"
+        )
     v.overlay = [n for n in chosen if n != v.run]
     v.relative = None if relative == relative_default else bool(relative)
     return [v.run] + v.overlay, relative
@@ -164,9 +191,11 @@ def word_colour(run, key: str = "w_word_colour") -> dict | None:
     if run.meta.get("unit") != "word" or not run.has("word_units"):
         return None
     bind(key, True)
-    if not st.toggle("Colour words by |T_w|", key=key,
-                     help="App. J, Fig. 22: the number of tokens of each word; in shallow layers words with the "
-                          "same |T_w| cluster"):
+    if not st.toggle(
+        "Colour words by |T_w|",
+        key=key,
+        help="App. J, Fig. 22: the number of tokens of each word; in shallow layers words with the same |T_w| cluster",
+    ):
         return None
     return word_units(run)
 
@@ -188,9 +217,14 @@ def pool_toggle(key: str = "w_pool") -> bool:
     """The study's footnote-7 pooling: "##ing" with "ing", "Ġthe" with "the" (exact, ``merge_by_key``)."""
     v = view()
     bind(key, v.pool)
-    v.pool = bool(st.toggle("Pool sub-word variants", key=key,
-                            help="fn. 7: pool the types that differ only by a sub-word marker (\"##ing\" with "
-                                 "\"ing\", \"Ġthe\" with \"the\"), exactly: pooled n, mean and variance"))
+    v.pool = bool(
+        st.toggle(
+            "Pool sub-word variants",
+            key=key,
+            help='fn. 7: pool the types that differ only by a sub-word marker ("##ing" with '
+            '"ing", "Ġthe" with "the"), exactly: pooled n, mean and variance',
+        )
+    )
     return v.pool
 
 
@@ -202,9 +236,13 @@ def null_picker(run, key: str = "w_null"):
     nulls = nulls_of(runs_table(), run.name)
     options = ["none"] + nulls
     bind(key, v.null if v.null in nulls else "none", lambda x: x in options)
-    pick = st.selectbox("Gaussian null (high-dimensional baseline)", options, key=key,
-                        help="overlay what plain Gaussians with the same token counts give (dashed grey, a grey "
-                             "cloud behind scatters). Draw one with the button on Runs or `normvar null RUN`.")
+    pick = st.selectbox(
+        "Gaussian null (high-dimensional baseline)",
+        options,
+        key=key,
+        help="overlay what plain Gaussians with the same token counts give (dashed grey, a grey "
+        "cloud behind scatters). Draw one with the button on Runs or `normvar null RUN`.",
+    )
     v.null = None if pick == "none" else pick
     nr = open_run(pick) if v.null else None
     return (null_label(nr.meta), nr) if nr is not None else (None, None)
@@ -224,8 +262,9 @@ class Controls:
     extra: list = field(default_factory=list)
 
 
-def page_controls(run, *, layer: bool = False, band: bool = False, pool: bool = False, null: bool = False,
-                  extra: Sequence[float] = ()) -> Controls:
+def page_controls(
+    run, *, layer: bool = False, band: bool = False, pool: bool = False, null: bool = False, extra: Sequence[float] = ()
+) -> Controls:
     """The header row the run pages share, the widgets asked for in this order, each in a column of
     width 2: the layer slider, the band slider with the pooling toggle under it, the Gaussian-null
     picker; then columns of the widths ``extra`` for the page's own widgets (``Controls.extra``)."""
@@ -246,4 +285,22 @@ def page_controls(run, *, layer: bool = False, band: bool = False, pool: bool = 
     return out
 
 
-__all__ = ['Controls', 'page_controls', 'WORD_COLOUR', 'word_colour', 'word_units', 'with_word_colour', 'pool_toggle', 'runs_to_overlay', 'null_picker', 'view', 'sync_url', 'bind', 'run_selector', 'layer_slider', 'band_slider', 'runs_max_log10n', 'tokens_input']
+__all__ = [
+    "Controls",
+    "page_controls",
+    "WORD_COLOUR",
+    "word_colour",
+    "word_units",
+    "with_word_colour",
+    "pool_toggle",
+    "runs_to_overlay",
+    "null_picker",
+    "view",
+    "sync_url",
+    "bind",
+    "run_selector",
+    "layer_slider",
+    "band_slider",
+    "runs_max_log10n",
+    "tokens_input",
+]

@@ -6,6 +6,7 @@ a file the worker would refuse (an image, binary bytes under a .txt name, text t
 table without a text column, nothing left after the filters) is refused on the form, before any job
 is queued. Every message names the user's file by its own name (a label, never a path) and speaks
 the form's words: its labels, not the CLI's flags (``in_form_words``)."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,9 @@ from normvar_core.corpus_formats import CORPUS_SUFFIXES, corpus_suffix
 from normvar_core.errors import NormvarError
 
 OVERWRITE = "“Replace a run of that name”"
-NOT_TEXT_FIX = ("upload text: UTF-8, one sentence a line (.txt, .txt.gz), or a table with a text column "
-                "(.jsonl, .csv, .parquet)")
+NOT_TEXT_FIX = (
+    "upload text: UTF-8, one sentence a line (.txt, .txt.gz), or a table with a text column (.jsonl, .csv, .parquet)"
+)
 NOT_UTF8_FIX = "save it as UTF-8 text (an editor's “Save as… → UTF-8”) and upload it again"
 
 
@@ -86,12 +88,16 @@ def store_upload(data_dir, up, cap: int, cap_mb: int) -> str:
 
     name = quoted(up.name)
     if up.size > cap:
-        raise NormvarError(f"{name} is {up.size / 2**20:.1f} MB, over the {cap_mb} MB limit",
-                           fix="upload a smaller file (or gzip it as .txt.gz); the limit is NORMVAR_MAX_UPLOAD_MB "
-                               "where the dashboard runs")
+        raise NormvarError(
+            f"{name} is {up.size / 2**20:.1f} MB, over the {cap_mb} MB limit",
+            fix="upload a smaller file (or gzip it as .txt.gz); the limit is NORMVAR_MAX_UPLOAD_MB "
+            "where the dashboard runs",
+        )
     if corpus_suffix(str(up.name)) is None:
-        raise NormvarError(f"{name} is not a corpus file the form reads",
-                           fix=f"upload one of: {', '.join(CORPUS_SUFFIXES)} ({NOT_TEXT_FIX.split(': ', 1)[1]})")
+        raise NormvarError(
+            f"{name} is not a corpus file the form reads",
+            fix=f"upload one of: {', '.join(CORPUS_SUFFIXES)} ({NOT_TEXT_FIX.split(': ', 1)[1]})",
+        )
     try:
         return str(jobs.store_corpus(data_dir, up.getvalue(), str(up.name)))  # the name: a label, never a path
     except NormvarError as err:

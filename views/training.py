@@ -1,6 +1,7 @@
 """Training: a sweep over a model's checkpoints (normvar sweep) — seed 004's Fig. 2 (intrinsic dimension
 averaged over layers against step) and Fig. 3/4 (anisotropy per layer per checkpoint), and the study's
 measures against training step."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -8,19 +9,25 @@ import streamlit as st
 from normvar_core.viz import training_figures as TF
 from views import _access, _chrome, _data, _state
 
-_chrome.page_header("Training dynamics", "One run per checkpoint (`normvar sweep --checkpoints DIR`): how anisotropy, "
-                    "intrinsic dimension and the M–V trade-off develop as the model trains (Razzhigaev et al. 2024 protocol, §4).")
+_chrome.page_header(
+    "Training dynamics",
+    "One run per checkpoint (`normvar sweep --checkpoints DIR`): how anisotropy, "
+    "intrinsic dimension and the M–V trade-off develop as the model trains (Razzhigaev et al. 2024 protocol, §4).",
+)
 v = _state.view()
 runs = _data.runs_table()
 sweeps = sorted(s for s in runs["sweep"].dropna().unique()) if "sweep" in runs else []
 if not sweeps:
-    st.info("No sweep yet. Queue one here — one run per checkpoint of a trainer's checkpoint-<step>/ folders, or of "
-            "a hub model's revisions — or with `normvar sweep --checkpoints DIR` "
-            "(`examples/train_tiny_pythia.py` makes a real series offline); the worker computes them.",
-            icon=":material/info:")
-    if not _access.read_only() and st.button("Set up a sweep on New run", key="w_training_sweep", type="primary",
-                                             icon=":material/timeline:"):
-        st.session_state["_new_run_mode"] = "sweep"   # New run opens in its sweep mode
+    st.info(
+        "No sweep yet. Queue one here — one run per checkpoint of a trainer's checkpoint-<step>/ folders, or of "
+        "a hub model's revisions — or with `normvar sweep --checkpoints DIR` "
+        "(`examples/train_tiny_pythia.py` makes a real series offline); the worker computes them.",
+        icon=":material/info:",
+    )
+    if not _access.read_only() and st.button(
+        "Set up a sweep on New run", key="w_training_sweep", type="primary", icon=":material/timeline:"
+    ):
+        st.session_state["_new_run_mode"] = "sweep"  # New run opens in its sweep mode
         st.switch_page("views/new_run.py")
     st.stop()
 current = runs.loc[runs["name"] == v.run, "sweep"]
@@ -35,7 +42,7 @@ try:
     if "twonn_id" in m:
         figs.insert(0, (TF.id_figure(m, presentation=v.presentation), "training_id", m))
         figs.insert(1, (TF.anisotropy_by_step(members, presentation=v.presentation), "training_anisotropy", None))
-except Exception as err:  # noqa: BLE001
+except Exception as err:
     _chrome.show_error(err)
     st.stop()
 for fig, key, data in figs:

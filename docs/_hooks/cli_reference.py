@@ -2,6 +2,7 @@
 drift from the code. A page holding the line ``<!-- normvar-cli -->`` gets, in its place, one section per
 ``normvar`` command (in the order of ``normvar --help``): its help line, its usage and a table of its
 arguments (name, what it takes, what it does, its default)."""
+
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,7 @@ def command_markdown(name: str, summary: str, parser: argparse.ArgumentParser) -
 
 def reference_markdown() -> str:
     parser = build_parser()
-    parts = [f"`normvar` takes one command; `normvar COMMAND --help` prints the same as its section here.\n"]
+    parts = ["`normvar` takes one command; `normvar COMMAND --help` prints the same as its section here.\n"]
     for name, summary, sub in commands(parser):
         parts.append(command_markdown(name, summary, sub))
     return "\n".join(parts)

@@ -8,6 +8,7 @@ measure is in the manual without an edit. Two markers:
 * ``<!-- normvar-measure-tables -->`` (docs/runfile.md): per measure, its title, when a run holds it (``policy``)
   and the run-file tables it writes (``table_names``, declared in ``runs/schema.py``).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -46,13 +47,22 @@ def reference_contexts():
     cfg = RunConfig(model="minilm")
     name, config, tok = config_and_tokenizer(cfg)
     shape = shape_from_config(config, name, tokenizer=tok)
-    plan = make_plan(cfg, load_sentences(cfg), tok, num_hidden_states=shape.num_hidden_states,
-                     max_length=shape.max_length, device_type="cpu")
+    plan = make_plan(
+        cfg,
+        load_sentences(cfg),
+        tok,
+        num_hidden_states=shape.num_hidden_states,
+        max_length=shape.max_length,
+        device_type="cpu",
+    )
     minilm = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device="cpu", plan=plan, tokens=plan.tokens)
-    big = RunContext(cfg=cfg, layers=list(range(SEVEN_B[0])), dim=SEVEN_B[1], device="cpu", plan=plan,
-                     tokens=plan.tokens)
-    return {f"MiniLM default run (L = {minilm.num_layers}, d = {minilm.dim})": minilm,
-            f"Llama-2-7B shape (L = {SEVEN_B[0]}, d = {SEVEN_B[1]:,})": big}
+    big = RunContext(
+        cfg=cfg, layers=list(range(SEVEN_B[0])), dim=SEVEN_B[1], device="cpu", plan=plan, tokens=plan.tokens
+    )
+    return {
+        f"MiniLM default run (L = {minilm.num_layers}, d = {minilm.dim})": minilm,
+        f"Llama-2-7B shape (L = {SEVEN_B[0]}, d = {SEVEN_B[1]:,})": big,
+    }
 
 
 def _holds(cls) -> str:
@@ -67,12 +77,15 @@ def memory_markdown(registry=None, contexts=None) -> str:
     contexts = contexts or reference_contexts()
     first = next(iter(contexts.values()))
     plan = first.plan
-    lines = [f"Computed from each measure's `planned_state` when this page was built; the reference run keeps "
-             f"T = {first.num_types:,} types of {len(plan.sentences):,} sentences, P = {plan.samples.size:,} sampled "
-             f"positions, K = {plan.uniform.size if plan.uniform is not None else 0:,} TwoNN positions and "
-             f"N = {plan.total_embeddings:,} embeddings. An upper bound where marked (≤).", "",
-             "| measure | what its state holds | arrays (MiniLM default run) | " + " | ".join(contexts) + " |",
-             "|---|---|---|" + "---:|" * len(contexts)]
+    lines = [
+        f"Computed from each measure's `planned_state` when this page was built; the reference run keeps "
+        f"T = {first.num_types:,} types of {len(plan.sentences):,} sentences, P = {plan.samples.size:,} sampled "
+        f"positions, K = {plan.uniform.size if plan.uniform is not None else 0:,} TwoNN positions and "
+        f"N = {plan.total_embeddings:,} embeddings. An upper bound where marked (≤).",
+        "",
+        "| measure | what its state holds | arrays (MiniLM default run) | " + " | ".join(contexts) + " |",
+        "|---|---|---|" + "---:|" * len(contexts),
+    ]
     for cls in registry or MEASURES:
         bound = "" if cls.planned_exact else "≤ "
         sizes = " | ".join(bound + _gb(cls.planned_bytes(c)) for c in contexts.values())

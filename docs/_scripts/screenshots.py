@@ -8,6 +8,7 @@ each view of ``SHOTS`` in Debian's chromium (Playwright) at ``--width`` pixels a
 as ``OUT/<name>.png``. At the end it checks that every image under ``screenshots/`` that a page of docs/
 references was written, and exits 1 naming any that was not. Nothing is compared pixel by pixel.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 RUN = "minilm-novels"
 WORDS = "minilm-novels-words"
 NULL = f"{RUN}__null-isotropic-s0"
-PLOT = ("() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullData && g._fullData.length)")
+PLOT = "() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullData && g._fullData.length)"
 TABLE = "() => !!document.querySelector('[data-testid=stDataFrame] canvas, [data-testid=stDataFrame] table')"
 SCATTER = ".nv-scatter[data-frames]"  # a selector: the WebGL component lives in a shadow root, which Playwright pierces
 
@@ -66,8 +74,18 @@ def build_runs(data: Path, sentences: int) -> Path:
     if not (runs / f"{RUN}.duckdb").exists():
         normvar("compute", "--max-sentences", str(sentences), "--name", RUN, "--quiet", data=data)
     if not (runs / f"{WORDS}.duckdb").exists():
-        normvar("compute", "--max-sentences", str(max(sentences // 2, 40)), "--unit", "word", "--no-geometry",
-                "--name", WORDS, "--quiet", data=data)
+        normvar(
+            "compute",
+            "--max-sentences",
+            str(max(sentences // 2, 40)),
+            "--unit",
+            "word",
+            "--no-geometry",
+            "--name",
+            WORDS,
+            "--quiet",
+            data=data,
+        )
     if not (runs / f"{NULL}.duckdb").exists():
         normvar("null", RUN, "--kind", "isotropic", data=data)
     report = data / "report.html"
@@ -85,9 +103,24 @@ def free_port() -> int:
 def serve(data: Path, log: Path) -> tuple[subprocess.Popen, str]:
     """``normvar dashboard`` on a free loopback port; (process, base URL) once its health check answers."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "dashboard", "--data-dir", str(data),
-                             "--port", str(port), "--host", "127.0.0.1"], cwd=ROOT, stdout=log.open("w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "normvar_core.service.cli",
+            "dashboard",
+            "--data-dir",
+            str(data),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+        ],
+        cwd=ROOT,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + 120
@@ -145,8 +178,12 @@ def shoot(base: str, report: Path, out: Path, width: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DOCS / "screenshots", help="where the PNG files go")
-    ap.add_argument("--data", type=Path, default=None,
-                    help="data directory for the runs (kept and reused; default: a fresh temporary one)")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="data directory for the runs (kept and reused; default: a fresh temporary one)",
+    )
     ap.add_argument("--sentences", type=int, default=300, help="sentences of the shipped novels in the run")
     ap.add_argument("--width", type=int, default=1400, help="the browser's width in pixels")
     args = ap.parse_args(argv)

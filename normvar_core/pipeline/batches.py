@@ -6,17 +6,18 @@ token budget (``batches_from``; ``PaddedBatches`` pads each batch when it is ask
 runs one forward pass and returns every kept position as ``states`` (L, N, d) with its ``token_ids``
 (N,), ready for ``TokenMoments.update``.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.models.device_map import input_device
 from normvar_core.pipeline.encoding import Encoded, encode_sentences
+from normvar_core.pipeline.models.device_map import input_device
 
 DEFAULT_MAX_TOKENS = {"cpu": 16384, "mps": 16384, "cuda": 65536}
 
@@ -44,27 +45,43 @@ class Batch:
     def n_tokens(self) -> int:
         return int(self.attention_mask.sum())
 
-    def split(self) -> tuple["Batch", "Batch"]:
+    def split(self) -> tuple[Batch, Batch]:
         """Two halves (for an out-of-memory retry), padding trimmed to each half's longest row."""
         if len(self) < 2:
             raise ValueError("cannot split a batch of one sentence")
         h = len(self) // 2
         return self.subset(0, h), self.subset(h, len(self))
 
-    def subset(self, start: int, stop: int) -> "Batch":
+    def subset(self, start: int, stop: int) -> Batch:
         """Rows [start, stop), padding columns trimmed to the longest kept row."""
         am = self.attention_mask[start:stop]
         width = int(am.sum(1).max())
         cols = slice(0, width) if self.padding_side == "right" else slice(am.shape[1] - width, None)
-        words = {} if self.word_type is None else dict(word_type=self.word_type[start:stop, cols],
-                                                         word_occ=self.word_occ[start:stop, cols])
-        return Batch(self.indices[start:stop], self.input_ids[start:stop, cols], am[:, cols],
-                     self.special_mask[start:stop, cols], self.padding_side, **words)
+        words = (
+            {}
+            if self.word_type is None
+            else dict(word_type=self.word_type[start:stop, cols], word_occ=self.word_occ[start:stop, cols])
+        )
+        return Batch(
+            self.indices[start:stop],
+            self.input_ids[start:stop, cols],
+            am[:, cols],
+            self.special_mask[start:stop, cols],
+            self.padding_side,
+            **words,
+        )
 
 
-def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_size: int | None = None,
-                 max_tokens: int | None = None, wrap: str = "auto",
-                 chunk: int | None = None) -> tuple["PaddedBatches | list[Batch]", int]:
+def make_batches(
+    sentences: Sequence[str],
+    tokenizer,
+    *,
+    max_length: int,
+    batch_size: int | None = None,
+    max_tokens: int | None = None,
+    wrap: str = "auto",
+    chunk: int | None = None,
+) -> tuple[PaddedBatches | list[Batch], int]:
     """Tokenize, wrap, truncate, sort and batch; returns (batches, n_truncated).
 
     ``batch_size``: sentences per batch; else a token budget ``max_tokens`` (rows × padded
@@ -79,8 +96,9 @@ def make_batches(sentences: Sequence[str], tokenizer, *, max_length: int, batch_
     return batches_from(enc, tokenizer, batch_size=batch_size, max_tokens=max_tokens), enc.n_truncated
 
 
-def batches_from(enc: Encoded, tokenizer, *, batch_size: int | None = None,
-                 max_tokens: int | None = None) -> "PaddedBatches":
+def batches_from(
+    enc: Encoded, tokenizer, *, batch_size: int | None = None, max_tokens: int | None = None
+) -> PaddedBatches:
     """``make_batches`` after the tokenization: sort by length (longest first, stable) and cut batches."""
     lengths = enc.lengths
     order = np.argsort(-lengths, kind="stable")
@@ -136,7 +154,7 @@ class PaddedBatches(Sequence):
         width = int(n.max())
         col = np.arange(width)[None, :]
         pad = (width - n)[:, None] if self.side == "left" else np.zeros((len(g), 1), np.int64)
-        real = (col >= pad) & (col < pad + n[:, None])            # (rows, width): the real tokens
+        real = (col >= pad) & (col < pad + n[:, None])  # (rows, width): the real tokens
         src = (enc.starts[g].astype(np.int64)[:, None] + col - pad)[real]  # their places in the flat arrays
 
         def padded(flat: np.ndarray, fill, dtype) -> np.ndarray:
@@ -147,10 +165,22 @@ class PaddedBatches(Sequence):
         ids_arr = padded(enc.ids, self.pad_id, np.int64)
         am = real.astype(np.int64)
         sp = padded(enc.special, False, bool)
-        words = {} if enc.word_type is None else dict(word_type=torch.from_numpy(padded(enc.word_type, -1, np.int64)),
-                                                      word_occ=torch.from_numpy(padded(enc.word_occ, -1, np.int64)))
-        return Batch(g.astype(np.int64), torch.from_numpy(ids_arr), torch.from_numpy(am),
-                     torch.from_numpy(sp), self.side, **words)
+        words = (
+            {}
+            if enc.word_type is None
+            else dict(
+                word_type=torch.from_numpy(padded(enc.word_type, -1, np.int64)),
+                word_occ=torch.from_numpy(padded(enc.word_occ, -1, np.int64)),
+            )
+        )
+        return Batch(
+            g.astype(np.int64),
+            torch.from_numpy(ids_arr),
+            torch.from_numpy(am),
+            torch.from_numpy(sp),
+            self.side,
+            **words,
+        )
 
 
 def batch_sizes(batches) -> np.ndarray:
@@ -160,8 +190,11 @@ def batch_sizes(batches) -> np.ndarray:
 
 def batch_token_counts(batches) -> np.ndarray:
     """Real tokens per batch, for PaddedBatches (without building them) or any list of Batch."""
-    return (batches.token_counts() if hasattr(batches, "token_counts")
-            else np.array([b.n_tokens for b in batches], np.int64))
+    return (
+        batches.token_counts()
+        if hasattr(batches, "token_counts")
+        else np.array([b.n_tokens for b in batches], np.int64)
+    )
 
 
 def _position_ids_needed(model) -> bool:
@@ -219,7 +252,7 @@ def word_members(batch: Batch, keep):
 
     occ = torch.as_tensor(batch.word_occ).to(keep.device)
     rows = torch.arange(occ.shape[0], device=keep.device)[:, None].expand_as(occ)
-    key = rows * (occ.shape[1] + 1) + occ                       # a word occurrence, row-major ordered
+    key = rows * (occ.shape[1] + 1) + occ  # a word occurrence, row-major ordered
     first_keys = key[keep]
     member = (occ >= 0) & torch.isin(key, first_keys)
     return member, torch.searchsorted(first_keys, key[member]), int(first_keys.numel())
@@ -231,15 +264,22 @@ def pool_words(states, batch: Batch, keep):
     import torch
 
     member, group, n_words = word_members(batch, keep)
-    x = states[:, member]                                      # (L, n_tokens, d)
+    x = states[:, member]  # (L, n_tokens, d)
     sums = torch.zeros((x.shape[0], n_words, x.shape[2]), dtype=torch.float64, device=x.device)
     sums.index_add_(1, group, x.to(torch.float64))
     count = torch.bincount(group, minlength=n_words).to(torch.float64)
     return (sums / count[None, :, None]).to(states.dtype)
 
 
-def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_position0: bool = False,
-            layers: Sequence[int] | None = None, groups: Sequence | None = None):
+def extract(
+    loaded,
+    batch: Batch,
+    *,
+    exclude_special: bool = False,
+    exclude_position0: bool = False,
+    layers: Sequence[int] | None = None,
+    groups: Sequence | None = None,
+):
     """One forward pass; returns (states (L_kept, N, d) on the model's device and dtype,
     token_ids (N,) int64). Padding is dropped through the attention mask (either side);
     position 0 is the first real token of each row, whatever the padding side. ``groups`` (--device-map):
@@ -269,10 +309,14 @@ def extract(loaded, batch: Batch, *, exclude_special: bool = False, exclude_posi
         idx = list(range(len(hs))) if layers is None else [int(x) for x in layers]
         bad = [x for x in idx if not 0 <= x < len(hs)]
         if bad:
-            raise NormvarError(f"layer(s) {bad} out of range: the model has hidden states 0..{len(hs) - 1}",
-                               fix=f"pass --layers within 0..{len(hs) - 1}")
+            raise NormvarError(
+                f"layer(s) {bad} out of range: the model has hidden states 0..{len(hs) - 1}",
+                fix=f"pass --layers within 0..{len(hs) - 1}",
+            )
         if groups is not None:
-            states = tuple(_kept(hs, [idx[j] for j in pos], batch, keep, flat, torch.device(dev)) for pos, dev in groups)
+            states = tuple(
+                _kept(hs, [idx[j] for j in pos], batch, keep, flat, torch.device(dev)) for pos, dev in groups
+            )
         else:
             states = _kept(hs, idx, batch, keep, flat, hs[idx[0]].device)
         token_ids = _to_device(unit_ids(batch).reshape(-1)[flat], device)

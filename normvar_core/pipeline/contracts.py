@@ -19,10 +19,12 @@ special tokens and position 0 dropped when the run asks) of every kept layer:
 A **RunContext** is what a measure sizes itself from (the config, the kept layers, d, the device, the plan
 and the memory plan's decisions). This module is the pipeline's core: it imports no measure.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from normvar_core.config import RunConfig
 
@@ -35,13 +37,13 @@ class StateBatch:
     """One batch of hidden states (see the module docstring)."""
 
     index: int
-    states: Any          # torch.Tensor (L, N, d)
-    token_ids: Any       # torch.Tensor (N,) int64
-    sentence_ids: Any    # torch.Tensor (N,) int64
-    positions: Any       # torch.Tensor (N,) int64
-    groups: Any = None   # --device-map: one (L_g, N, d) tensor per layer group on its device (states None)
-    last: bool = True    # the last piece of batch ``index`` (False for the earlier pieces of a split batch)
-    views: Any = None    # per layer, what an early pass's LayerView computed (``LayerView.reusable``), or None
+    states: Any  # torch.Tensor (L, N, d)
+    token_ids: Any  # torch.Tensor (N,) int64
+    sentence_ids: Any  # torch.Tensor (N,) int64
+    positions: Any  # torch.Tensor (N,) int64
+    groups: Any = None  # --device-map: one (L_g, N, d) tensor per layer group on its device (states None)
+    last: bool = True  # the last piece of batch ``index`` (False for the earlier pieces of a split batch)
+    views: Any = None  # per layer, what an early pass's LayerView computed (``LayerView.reusable``), or None
 
     @property
     def size(self) -> int:
@@ -53,9 +55,9 @@ class SourceInfo:
     """What a state source tells the run about itself (the run row's model columns)."""
 
     dim: int
-    num_hidden_states: int           # L + 1 for a transformer of L blocks (0 = input embeddings)
+    num_hidden_states: int  # L + 1 for a transformer of L blocks (0 = input embeddings)
     device: str = "cpu"
-    meta: dict = field(default_factory=dict)   # run-row columns: model, architecture, norm placement, ...
+    meta: dict = field(default_factory=dict)  # run-row columns: model, architecture, norm placement, ...
     tables: dict = field(default_factory=dict)  # run-file tables the source itself publishes (norm_params)
 
 
@@ -65,12 +67,12 @@ class RunContext:
     layers, the dimension, the device and the plan (pre-counted token types, sample plan)."""
 
     cfg: RunConfig
-    layers: list[int]        # hidden-state indices kept, ascending
+    layers: list[int]  # hidden-state indices kept, ascending
     dim: int
-    device: Any              # torch.device (or its name)
+    device: Any  # torch.device (or its name)
     plan: RunPlan
-    tokens: dict = field(default_factory=dict)    # token id -> string
-    memory: Any = None       # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
+    tokens: dict = field(default_factory=dict)  # token id -> string
+    memory: Any = None  # memory.MemoryPlan: what fits on the device (None: keep everything asked for)
     places: list | None = None  # --device-map: (map entry, state device) per kept layer (``execute/layer_groups.py``)
     early: dict = field(default_factory=dict)
     """{measure name: the result of its early pass} (``measures.base.EarlyPass``: computed before the measures

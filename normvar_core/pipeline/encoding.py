@@ -7,6 +7,7 @@ tokenizer that adds none but has BOS/EOS — GPT-2 — is wrapped as <|endoftext
 the study's App. B) and truncates to ``max_length`` keeping the special tokens; ``unit="word"`` also
 gives App. J's words (``word_units``). ``batches.batches_from`` cuts the padded batches from it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ def wrap_tokens(tokenizer) -> tuple[int | None, int | None]:
     whose distinct bos/eos are chat-turn markers (SmolLM2-Instruct: <|im_start|>/<|im_end|>),
     which keep their own behaviour (no BOS: the first word is position 0). An encoder-decoder's
     decoder stack (``tokenizer.normvar_decoder_start`` set by ``encdec.select_stack``): (start, None),
-    the start token before the tokenizer's own encoding.""" 
+    the start token before the tokenizer's own encoding."""
     start = getattr(tokenizer, "normvar_decoder_start", None)
     if start is not None:  # an encoder-decoder's decoder stack: [start] + the sentence (pipeline/models/encdec.py)
         return int(start), None
@@ -66,8 +67,15 @@ class Encoded:
     """Word runs: the word types' strings, in order of first appearance in the corpus."""
 
 
-def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wrap: str = "auto",
-                     chunk: int | None = None, unit: str = "token") -> Encoded:
+def encode_sentences(
+    sentences: Sequence[str],
+    tokenizer,
+    *,
+    max_length: int,
+    wrap: str = "auto",
+    chunk: int | None = None,
+    unit: str = "token",
+) -> Encoded:
     """Tokenize ``sentences`` ``chunk`` at a time (with the model's special tokens; wrapped as
     ``wrap_tokens`` says; over ``max_length`` truncated keeping the special tokens) into flat arrays.
     Each sentence is encoded on its own, so any chunk size gives the same arrays. ``unit="word"``:
@@ -83,16 +91,24 @@ def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wr
     chunk = max(1, int(chunk or TOKENIZE_CHUNK))
     words: dict[str, int] | None = {} if unit == "word" else None
     if words is not None and not getattr(tokenizer, "is_fast", False):
-        raise NormvarError("--unit word needs a fast tokenizer (its word ids); this model's tokenizer is slow",
-                           fix="use --unit token, or a model with a tokenizer.json")
+        raise NormvarError(
+            "--unit word needs a fast tokenizer (its word ids); this model's tokenizer is slow",
+            fix="use --unit token, or a model with a tokenizer.json",
+        )
     wt_parts: list[np.ndarray] = []
     wo_parts: list[np.ndarray] = []
     for a in range(0, n, chunk):
-        part = list(sentences[a:a + chunk])
+        part = list(sentences[a : a + chunk])
         cut = [s if words is not None else word_prefix(s, max_length) for s in part]
-        enc = tokenizer(cut, add_special_tokens=True, return_special_tokens_mask=True,
-                        return_attention_mask=False, truncation=False, verbose=False,
-                        return_offsets_mapping=words is not None)
+        enc = tokenizer(
+            cut,
+            add_special_tokens=True,
+            return_special_tokens_mask=True,
+            return_attention_mask=False,
+            truncation=False,
+            verbose=False,
+            return_offsets_mapping=words is not None,
+        )
         seqs, specs = [], []
         for r, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
             if cut[r] is not part[r] and len(ids) <= max_length:  # the prefix fell short: the whole sentence
@@ -114,8 +130,8 @@ def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wr
                 wt_parts.append(np.asarray([w for w, _ in wid], np.int64))
                 wo_parts.append(np.asarray([o for _, o in wid], np.int64))
         del enc
-        lengths[a:a + len(seqs)] = [len(x) for x in seqs]
-        total = int(lengths[a:a + len(seqs)].sum())
+        lengths[a : a + len(seqs)] = [len(x) for x in seqs]
+        total = int(lengths[a : a + len(seqs)].sum())
         id_parts.append(np.fromiter(chain.from_iterable(seqs), np.int64, count=total))
         sp_parts.append(np.fromiter(chain.from_iterable(specs), np.uint8, count=total))
     starts = np.zeros(n, np.int64)
@@ -127,9 +143,16 @@ def encode_sentences(sentences: Sequence[str], tokenizer, *, max_length: int, wr
     if words is None:
         return Encoded(ids, special, starts, lengths, n_truncated)
     e = np.zeros(0, np.int64)
-    return Encoded(ids, special, starts, lengths, n_truncated,
-                   word_type=np.concatenate(wt_parts) if wt_parts else e,
-                   word_occ=np.concatenate(wo_parts) if wo_parts else e, words=list(words))
+    return Encoded(
+        ids,
+        special,
+        starts,
+        lengths,
+        n_truncated,
+        word_type=np.concatenate(wt_parts) if wt_parts else e,
+        word_occ=np.concatenate(wo_parts) if wo_parts else e,
+        words=list(words),
+    )
 
 
 def word_units(enc, row: int, sentence: str, words: dict[str, int]) -> list[tuple[int, int]]:
@@ -149,7 +172,7 @@ def word_units(enc, row: int, sentence: str, words: dict[str, int]) -> list[tupl
         if w is None:
             out.append((-1, -1))
             continue
-        text = sentence[span[w][0]:span[w][1]]
+        text = sentence[span[w][0] : span[w][1]]
         out.append((words.setdefault(text, len(words)), int(w)))
     return out
 

@@ -2,6 +2,7 @@
 vocabulary, maximum length), from its transformers config alone on the meta device (``shape_from_config``,
 ``normvar plan``: no weights read) or from the loaded model (``shape_of_loaded``, ``compute``), and the
 config and tokenizer of a model without its weights (``config_and_tokenizer``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,11 +22,11 @@ class ModelShape:
 
     name: str
     architecture: str
-    params: int                 # the base model normvar loads (AutoModel: no LM head)
-    lm_head_params: int         # vocab x d: the output matrix published counts of decoders include
-    buffer_bytes: int           # non-parameter buffers (position ids ...) at their own dtypes
+    params: int  # the base model normvar loads (AutoModel: no LM head)
+    lm_head_params: int  # vocab x d: the output matrix published counts of decoders include
+    buffer_bytes: int  # non-parameter buffers (position ids ...) at their own dtypes
     dim: int
-    num_hidden_states: int      # blocks + 1 (0 = the input embeddings)
+    num_hidden_states: int  # blocks + 1 (0 = the input embeddings)
     heads: int
     ffn: int
     vocab: int
@@ -47,7 +48,7 @@ def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False
     try:
         with torch.device("meta"):
             model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
-    except Exception as exc:  # noqa: BLE001 - values that pass the checks but do not build (heads, widths)
+    except Exception as exc:
         raise build_error(exc, name or "the model") from None
     params = sum(p.numel() for p in model.parameters())
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
@@ -55,20 +56,32 @@ def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False
     d = int(getattr(tc, "hidden_size", 0) or getattr(tc, "d_model", 0) or getattr(tc, "n_embd", 0))
     blocks = int(getattr(tc, "num_hidden_layers", 0) or getattr(tc, "n_layer", 0))
     heads = int(getattr(tc, "num_attention_heads", 0) or getattr(tc, "n_head", 0) or 1)
-    ffn = int(getattr(tc, "intermediate_size", 0) or getattr(tc, "ffn_hidden_size", 0) or getattr(tc, "n_inner", 0)
-              or 4 * d)
+    ffn = int(
+        getattr(tc, "intermediate_size", 0) or getattr(tc, "ffn_hidden_size", 0) or getattr(tc, "n_inner", 0) or 4 * d
+    )
     vocab = int(getattr(tc, "vocab_size", 0) or 0)
     if d < 1 or blocks < 1:
-        raise NormvarError(f"cannot read the width and depth of {name or 'the model'} from its config",
-                           fix="pass a transformers model directory whose config.json has hidden_size and "
-                               "num_hidden_layers")
+        raise NormvarError(
+            f"cannot read the width and depth of {name or 'the model'} from its config",
+            fix="pass a transformers model directory whose config.json has hidden_size and num_hidden_layers",
+        )
 
     class _Tok:  # model_max_length reads model_max_length only
         model_max_length = getattr(tokenizer, "model_max_length", None)
 
-    return ModelShape(name=name, architecture=type(model).__name__, params=int(params), lm_head_params=vocab * d,
-                      buffer_bytes=int(buffers), dim=d, num_hidden_states=blocks + 1, heads=heads, ffn=ffn,
-                      vocab=vocab, max_length=model_max_length(model, _Tok()))
+    return ModelShape(
+        name=name,
+        architecture=type(model).__name__,
+        params=int(params),
+        lm_head_params=vocab * d,
+        buffer_bytes=int(buffers),
+        dim=d,
+        num_hidden_states=blocks + 1,
+        heads=heads,
+        ffn=ffn,
+        vocab=vocab,
+        max_length=model_max_length(model, _Tok()),
+    )
 
 
 def shape_of_loaded(loaded) -> ModelShape:
@@ -78,12 +91,19 @@ def shape_of_loaded(loaded) -> ModelShape:
     params = sum(p.numel() for p in model.parameters())
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     d = int(loaded.info.dim)
-    return ModelShape(name=loaded.info.name, architecture=loaded.info.architecture, params=int(params),
-                      lm_head_params=int(getattr(hf_config, "vocab_size", 0) or 0) * d, buffer_bytes=int(buffers), dim=d,
-                      num_hidden_states=int(loaded.info.num_hidden_states),
-                      heads=int(getattr(hf_config, "num_attention_heads", 0) or getattr(hf_config, "n_head", 0) or 1),
-                      ffn=int(getattr(hf_config, "intermediate_size", 0) or getattr(hf_config, "ffn_hidden_size", 0) or 4 * d),
-                      vocab=int(getattr(hf_config, "vocab_size", 0) or 0), max_length=int(loaded.info.max_length))
+    return ModelShape(
+        name=loaded.info.name,
+        architecture=loaded.info.architecture,
+        params=int(params),
+        lm_head_params=int(getattr(hf_config, "vocab_size", 0) or 0) * d,
+        buffer_bytes=int(buffers),
+        dim=d,
+        num_hidden_states=int(loaded.info.num_hidden_states),
+        heads=int(getattr(hf_config, "num_attention_heads", 0) or getattr(hf_config, "n_head", 0) or 1),
+        ffn=int(getattr(hf_config, "intermediate_size", 0) or getattr(hf_config, "ffn_hidden_size", 0) or 4 * d),
+        vocab=int(getattr(hf_config, "vocab_size", 0) or 0),
+        max_length=int(loaded.info.max_length),
+    )
 
 
 def shipped_shape(cfg) -> Path | None:
@@ -118,8 +138,11 @@ def config_and_tokenizer(cfg, data_dir=None):
         from normvar_core.pipeline.models.shipped_shapes import STAND_IN, shipped_config
 
         stand_in = resolve_source(cfg.replace(model=STAND_IN, revision=None), cache)
-        return (shipped.stem.replace("--", "/", 1), shipped_config(shipped),
-                AutoTokenizer.from_pretrained(stand_in.path, local_files_only=True))
+        return (
+            shipped.stem.replace("--", "/", 1),
+            shipped_config(shipped),
+            AutoTokenizer.from_pretrained(stand_in.path, local_files_only=True),
+        )
     src = resolve_source(cfg, cache)
     kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
     path, gguf = Path(src.path), None
@@ -131,19 +154,25 @@ def config_and_tokenizer(cfg, data_dir=None):
         else:
             gguf = src.gguf_file
     if gguf is None and path.is_dir() and not (path / "config.json").exists():
-        raise NormvarError(f"model directory {path} of {src.name!r} lacks config.json",
-                           fix="pass a transformers model directory (config.json + tokenizer files)")
+        raise NormvarError(
+            f"model directory {path} of {src.name!r} lacks config.json",
+            fix="pass a transformers model directory (config.json + tokenizer files)",
+        )
     extra = {"gguf_file": gguf} if gguf else {}
     config = read_model_config(path, src.name, **kw, **extra)  # the checks compute makes, in one place
     if gguf is None and path.is_dir() and not any((path / f).exists() for f in TOKENIZER_FILES):
-        raise NormvarError(f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "
-                           "corpus' types with the tokenizer", fix="copy tokenizer.json (or the vocab files) beside "
-                           "config.json")
+        raise NormvarError(
+            f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "
+            "corpus' types with the tokenizer",
+            fix="copy tokenizer.json (or the vocab files) beside config.json",
+        )
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw, **extra)
     except (OSError, ValueError) as exc:
-        raise NormvarError(f"could not read the tokenizer of model {src.name!r}: {str(exc).splitlines()[0]}"[:300],
-                           fix="pass a transformers model directory (config.json + tokenizer files)") from None
+        raise NormvarError(
+            f"could not read the tokenizer of model {src.name!r}: {str(exc).splitlines()[0]}"[:300],
+            fix="pass a transformers model directory (config.json + tokenizer files)",
+        ) from None
     check_tokenizer(tok, src.name)
     return src.name, config, tok
 

@@ -6,6 +6,7 @@ resumed runs see the same batches in the same order. Token counts n_t (eq. 2) ar
 any hidden state exists, which sizes the measures once and lets the PCA samples be chosen up
 front (``samples.plan_samples``) and copied out of the one main pass.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,12 +17,18 @@ import numpy as np
 from normvar_core.config import RunConfig
 from normvar_core.constants import id_sample_size
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.batches import Batch, PaddedBatches, auto_max_tokens, batch_sizes, batches_from, counted_mask
 from normvar_core.pipeline.corpus.select import CorpusText
-from normvar_core.pipeline.batches import (Batch, PaddedBatches, auto_max_tokens, batch_sizes, batches_from,
-                                           counted_mask)
 from normvar_core.pipeline.encoding import encode_sentences, wrap_tokens
-from normvar_core.pipeline.sample_plan import (SamplePlan, char_spans, choose_tokens, count_tokens, plan_samples,
-                                               plan_uniform, word_token_counts)
+from normvar_core.pipeline.sample_plan import (
+    SamplePlan,
+    char_spans,
+    choose_tokens,
+    count_tokens,
+    plan_samples,
+    plan_uniform,
+    word_token_counts,
+)
 
 
 @dataclass
@@ -84,10 +91,17 @@ class RunPlan:
 
     def fingerprint(self) -> dict:
         """What must match for a checkpoint or a shard to belong to this plan."""
-        config = {k: v for k, v in self.cfg.to_dict().items() if k != "memory_gb"}  # which measures fit, not their values
-        return {"config": config, "n_batches": self.n_batches, "corpus_sha256": self.corpus_sha256,
-                "total_embeddings": self.total_embeddings, "n_samples": self.samples.size,
-                "n_uniform": self.uniform.size if self.uniform is not None else 0}
+        config = {
+            k: v for k, v in self.cfg.to_dict().items() if k != "memory_gb"
+        }  # which measures fit, not their values
+        return {
+            "config": config,
+            "n_batches": self.n_batches,
+            "corpus_sha256": self.corpus_sha256,
+            "total_embeddings": self.total_embeddings,
+            "n_samples": self.samples.size,
+            "n_uniform": self.uniform.size if self.uniform is not None else 0,
+        }
 
 
 def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
@@ -95,35 +109,58 @@ def kept_layers(cfg: RunConfig, num_hidden_states: int) -> list[int]:
     layers = list(range(num_hidden_states)) if cfg.layers is None else sorted(set(int(x) for x in cfg.layers))
     bad = [x for x in layers if x >= num_hidden_states]
     if bad:
-        raise NormvarError(f"layer(s) {bad} do not exist: the model has hidden states 0..{num_hidden_states - 1}",
-                           fix=f"use --layers with indices below {num_hidden_states}")
+        raise NormvarError(
+            f"layer(s) {bad} do not exist: the model has hidden states 0..{num_hidden_states - 1}",
+            fix=f"use --layers with indices below {num_hidden_states}",
+        )
     return layers
 
 
 def check_max_length(cfg: RunConfig, limit: int) -> None:
     """``--max-length`` within the model's limit of ``limit`` tokens (a NormvarError otherwise)."""
     if cfg.max_length is not None and cfg.max_length > limit:
-        raise NormvarError(f"--max-length {cfg.max_length} exceeds the model's limit of {limit} tokens",
-                           fix=f"use --max-length {limit} or less")
+        raise NormvarError(
+            f"--max-length {cfg.max_length} exceeds the model's limit of {limit} tokens",
+            fix=f"use --max-length {limit} or less",
+        )
 
 
 def corpus_of(sentences: list[str], *, name: str = "", sha256: str = "") -> CorpusText:
     """An in-memory corpus of ``sentences`` as they are (tests, benchmarks): every one kept, nothing read."""
     n = len(sentences)
-    return CorpusText(sentences=list(sentences), name=name, path=Path(name or "."), sha256=sha256, n_read=n, n_kept=n,
-                      n_too_long=0, n_empty=0, n_sampled_out=0)
+    return CorpusText(
+        sentences=list(sentences),
+        name=name,
+        path=Path(name or "."),
+        sha256=sha256,
+        n_read=n,
+        n_kept=n,
+        n_too_long=0,
+        n_empty=0,
+        n_sampled_out=0,
+    )
 
 
-def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_states: int, max_length: int,
-              device_type: str = "cpu", encode=None) -> RunPlan:
+def make_plan(
+    cfg: RunConfig,
+    corpus: CorpusText,
+    tokenizer,
+    *,
+    num_hidden_states: int,
+    max_length: int,
+    device_type: str = "cpu",
+    encode=None,
+) -> RunPlan:
     """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples (``corpus_of``
     makes a corpus of sentences in memory).
     ``encode(sentences, max_length=, unit=)``: the tokenization (default ``encoding.encode_sentences``
     with ``tokenizer``; the Ray executor spreads it over its actors, ``corpus_shares``)."""
     sentences = list(corpus.sentences)
     if not sentences:
-        raise NormvarError("no sentences left after filtering the corpus",
-                           fix="check the corpus, --max-words, --sample-frac and --max-sentences")
+        raise NormvarError(
+            "no sentences left after filtering the corpus",
+            fix="check the corpus, --max-words, --sample-frac and --max-sentences",
+        )
     layers = kept_layers(cfg, num_hidden_states)
     check_max_length(cfg, max_length)
     max_length = int(cfg.max_length or max_length)
@@ -137,8 +174,10 @@ def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_state
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
     ids, n = count_tokens(batch_list, **excl)
     if int(n.sum()) == 0:
-        raise NormvarError("no embeddings to count: every position is excluded",
-                           fix="drop --exclude-special/--exclude-position0 or use longer sentences")
+        raise NormvarError(
+            "no embeddings to count: every position is excluded",
+            fix="drop --exclude-special/--exclude-position0 or use longer sentences",
+        )
     if words:
         strings = [enc.words[int(i)] for i in ids]
     else:
@@ -150,17 +189,35 @@ def make_plan(cfg: RunConfig, corpus: CorpusText, tokenizer, *, num_hidden_state
     unk_text = check_unknown_share(cfg, tokenizer, ids, n, unk_n)
     sample_plan = plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     uniform = plan_uniform(batch_list, size=uniform_size(cfg, int(n.sum())), seed=cfg.seed, **excl)
-    char_spans(sample_plan, sentences, tokenizer, wrapped=wrap_tokens(tokenizer)[0] is not None, words=words,
-               max_length=max_length)
+    char_spans(
+        sample_plan,
+        sentences,
+        tokenizer,
+        wrapped=wrap_tokens(tokenizer)[0] is not None,
+        words=words,
+        max_length=max_length,
+    )
     word_tokens = word_token_counts(batch_list, ids, n, **excl) if words else None
-    return RunPlan(cfg=cfg, sentences=sentences, batches=batch_list, layers=layers, max_length=max_length,
-                   n_truncated=int(n_truncated), token_ids=ids, counts=n,
-                   tokens=dict(zip((int(i) for i in ids), strings)), samples=sample_plan, uniform=uniform,
-                   sentence_lengths=np.asarray(corpus.sentence_lengths, np.int64),
-                   corpus_notes=corpus_notes(corpus), corpus_name=corpus.name,
-                   corpus_sha256=corpus.sha256, unk_share=unk_n / max(int(n.sum()), 1),
-                   unk_share_text=unk_text,
-                   word_tokens=word_tokens)
+    return RunPlan(
+        cfg=cfg,
+        sentences=sentences,
+        batches=batch_list,
+        layers=layers,
+        max_length=max_length,
+        n_truncated=int(n_truncated),
+        token_ids=ids,
+        counts=n,
+        tokens=dict(zip((int(i) for i in ids), strings)),
+        samples=sample_plan,
+        uniform=uniform,
+        sentence_lengths=np.asarray(corpus.sentence_lengths, np.int64),
+        corpus_notes=corpus_notes(corpus),
+        corpus_name=corpus.name,
+        corpus_sha256=corpus.sha256,
+        unk_share=unk_n / max(int(n.sum()), 1),
+        unk_share_text=unk_text,
+        word_tokens=word_tokens,
+    )
 
 
 def uniform_size(cfg: RunConfig, total: int) -> int:
@@ -183,19 +240,30 @@ def check_unknown_share(cfg, tokenizer, ids: np.ndarray, n: np.ndarray, unk_n: i
     text_n = int(n[~np.isin(ids, special)].sum())
     share = unk_n / max(text_n, 1)
     if share > UNKNOWN_REFUSE and not cfg.allow_unknown:
-        raise NormvarError(f"{share:.0%} of the corpus's tokens are the tokenizer's unknown token "
-                           f"{tokenizer.unk_token!r}: the model cannot read this text",
-                           fix="use a model whose vocabulary covers it, or pass --allow-unknown to compute it anyway")
+        raise NormvarError(
+            f"{share:.0%} of the corpus's tokens are the tokenizer's unknown token "
+            f"{tokenizer.unk_token!r}: the model cannot read this text",
+            fix="use a model whose vocabulary covers it, or pass --allow-unknown to compute it anyway",
+        )
     return float(share)
 
 
 def corpus_notes(corpus: CorpusText) -> dict:
     """How the sentences were selected (the run row's notes.corpus)."""
     out = {}
-    for k, v in (("path", corpus.path), ("format", corpus.format), ("text_column", corpus.text_column),
-                 ("n_read", corpus.n_read), ("n_kept", corpus.n_kept), ("n_too_long", corpus.n_too_long),
-                 ("n_empty", corpus.n_empty), ("n_sampled_out", corpus.n_sampled_out), ("n_capped", corpus.n_capped),
-                 ("n_not_text", corpus.n_not_text), ("n_null", corpus.n_null)):
+    for k, v in (
+        ("path", corpus.path),
+        ("format", corpus.format),
+        ("text_column", corpus.text_column),
+        ("n_read", corpus.n_read),
+        ("n_kept", corpus.n_kept),
+        ("n_too_long", corpus.n_too_long),
+        ("n_empty", corpus.n_empty),
+        ("n_sampled_out", corpus.n_sampled_out),
+        ("n_capped", corpus.n_capped),
+        ("n_not_text", corpus.n_not_text),
+        ("n_null", corpus.n_null),
+    ):
         if v is not None:
             out[k] = v if isinstance(v, (int, float, str, bool)) else str(v)
     if corpus.too_long:
@@ -205,8 +273,18 @@ def corpus_notes(corpus: CorpusText) -> dict:
     return out
 
 
-def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers: list[int], seed: int = 0,
-                   min_len: int = 3, max_len: int = 24, batch_size: int = 16, zipf: float = 1.2) -> RunPlan:
+def synthetic_plan(
+    cfg: RunConfig,
+    *,
+    n_sentences: int,
+    vocab_size: int,
+    layers: list[int],
+    seed: int = 0,
+    min_len: int = 3,
+    max_len: int = 24,
+    batch_size: int = 16,
+    zipf: float = 1.2,
+) -> RunPlan:
     """A plan over random "sentences" of Zipf-distributed token ids (no tokenizer, no corpus): for
     synthetic state sources in tests and benchmarks. Batches are right-padded, no special tokens."""
     import torch
@@ -214,33 +292,48 @@ def synthetic_plan(cfg: RunConfig, *, n_sentences: int, vocab_size: int, layers:
     rng = np.random.default_rng(seed)
     lengths = rng.integers(min_len, max_len + 1, size=n_sentences)
     ranks = np.arange(1, vocab_size + 1, dtype=np.float64)
-    p = ranks ** -zipf
+    p = ranks**-zipf
     p /= p.sum()
     seqs = [rng.choice(vocab_size, size=int(k), p=p).astype(np.int64) for k in lengths]
     order = np.argsort(-lengths, kind="stable")
     batch_list = []
     for a in range(0, n_sentences, batch_size):
-        g = order[a:a + batch_size]
+        g = order[a : a + batch_size]
         width = int(lengths[g].max())
         ids = np.zeros((len(g), width), np.int64)
         am = np.zeros((len(g), width), np.int64)
         for r, i in enumerate(g):
-            ids[r, :lengths[i]] = seqs[i]
-            am[r, :lengths[i]] = 1
-        batch_list.append(Batch(g.astype(np.int64), torch.from_numpy(ids), torch.from_numpy(am),
-                                  torch.zeros((len(g), width), dtype=torch.bool), "right"))
+            ids[r, : lengths[i]] = seqs[i]
+            am[r, : lengths[i]] = 1
+        batch_list.append(
+            Batch(
+                g.astype(np.int64),
+                torch.from_numpy(ids),
+                torch.from_numpy(am),
+                torch.zeros((len(g), width), dtype=torch.bool),
+                "right",
+            )
+        )
     excl = dict(exclude_special=cfg.exclude_special, exclude_position0=cfg.exclude_position0)
     tok_ids, n = count_tokens(batch_list, **excl)
     strings = [f"t{int(i)}" for i in tok_ids]
     chosen = choose_tokens(tok_ids, n, strings, seed=cfg.seed) if cfg.samples_per_token else np.zeros(0, np.int64)
-    return RunPlan(cfg=cfg, sentences=[" ".join(f"t{t}" for t in s) for s in seqs], batches=batch_list,
-                   layers=list(layers), max_length=max_len, n_truncated=0, token_ids=tok_ids, counts=n,
-                   tokens=dict(zip((int(i) for i in tok_ids), strings)),
-                   samples=plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl),
-                   uniform=plan_uniform(batch_list, size=uniform_size(cfg, int(n.sum())), seed=cfg.seed, **excl),
-                   sentence_lengths=lengths.astype(np.int64), corpus_name="synthetic",
-                   corpus_sha256=f"synthetic-{seed}-{n_sentences}-{vocab_size}")
+    return RunPlan(
+        cfg=cfg,
+        sentences=[" ".join(f"t{t}" for t in s) for s in seqs],
+        batches=batch_list,
+        layers=list(layers),
+        max_length=max_len,
+        n_truncated=0,
+        token_ids=tok_ids,
+        counts=n,
+        tokens=dict(zip((int(i) for i in tok_ids), strings)),
+        samples=plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl),
+        uniform=plan_uniform(batch_list, size=uniform_size(cfg, int(n.sum())), seed=cfg.seed, **excl),
+        sentence_lengths=lengths.astype(np.int64),
+        corpus_name="synthetic",
+        corpus_sha256=f"synthetic-{seed}-{n_sentences}-{vocab_size}",
+    )
 
 
-__all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes", "uniform_size",
-           "corpus_of"]
+__all__ = ["RunPlan", "make_plan", "synthetic_plan", "kept_layers", "corpus_notes", "uniform_size", "corpus_of"]

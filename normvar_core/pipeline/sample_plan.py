@@ -14,6 +14,7 @@ counted, so they are known *before* any forward pass. ``plan_samples`` therefore
 pass — no second forward pass, memory bounded by chosen types x samples_per_token x layers x d
 floats. The counts are checked against the final statistics (``measures.moments.check_counts``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,13 +43,14 @@ def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> 
         part = torch.bincount(ids).numpy()
         if part.size > counts.size:
             counts = np.concatenate([counts, np.zeros(part.size - counts.size, np.int64)])
-        counts[:part.size] += part
+        counts[: part.size] += part
     uniq = np.flatnonzero(counts)
     return uniq.astype(np.int64), counts[uniq].astype(np.int64)
 
 
-def word_token_counts(batches, token_ids: np.ndarray, n: np.ndarray, *, exclude_special: bool,
-                      exclude_position0: bool) -> np.ndarray:
+def word_token_counts(
+    batches, token_ids: np.ndarray, n: np.ndarray, *, exclude_special: bool, exclude_position0: bool
+) -> np.ndarray:
     """Word runs: |T_w| per counted word type (aligned with ``token_ids``), the mean number of tokens
     of its counted occurrences (a word is tokenized alike almost everywhere; BPE's leading-space
     variants can differ)."""
@@ -57,12 +59,13 @@ def word_token_counts(batches, token_ids: np.ndarray, n: np.ndarray, *, exclude_
         keep = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
         member, _, _ = word_members(b, keep)
         types = unit_ids(b)[member].numpy()
-        total += np.bincount(types, minlength=total.size)[:total.size]
+        total += np.bincount(types, minlength=total.size)[: total.size]
     return total[token_ids] / np.maximum(n, 1)
 
 
-def choose_tokens(token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0,
-                  n_top: int = N_TOP) -> np.ndarray:
+def choose_tokens(
+    token_ids: np.ndarray, n: np.ndarray, tokens: list[str], *, seed: int = 0, n_top: int = N_TOP
+) -> np.ndarray:
     """App. A's selection (stripped strings, band 10..1e5, seeded) ∪ the ``n_top`` most frequent types."""
     token_ids = np.asarray(token_ids, np.int64)
     n = np.asarray(n, np.int64)
@@ -85,7 +88,7 @@ class SamplePlan:
     sentence: np.ndarray
     offset: np.ndarray
     by_batch: dict = field(default_factory=dict)
-    char_start: np.ndarray | None = None   # the token's character span in its sentence (-1: unknown)
+    char_start: np.ndarray | None = None  # the token's character span in its sentence (-1: unknown)
     char_end: np.ndarray | None = None
 
     @property
@@ -93,8 +96,15 @@ class SamplePlan:
         return int(self.token_ids.size)
 
 
-def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bool, words: bool = False,
-               max_length: int | None = None) -> None:
+def char_spans(
+    plan: SamplePlan,
+    sentences: list[str],
+    tokenizer,
+    *,
+    wrapped: bool,
+    words: bool = False,
+    max_length: int | None = None,
+) -> None:
     """Fill ``plan.char_start/char_end``: each pick's character span in its sentence, from the fast
     tokenizer's offset mapping (position 0 = the first token of the model input; ``wrapped``: the
     run added a BOS-like separator in front; ``words``: the span of the whole word that starts
@@ -108,14 +118,21 @@ def char_spans(plan: SamplePlan, sentences: list[str], tokenizer, *, wrapped: bo
         if max_length:
             texts = [word_prefix(t, max_length) for t in texts]
         enc = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
-        if max_length and any(len(o) <= max_length and t is not sentences[int(s)]
-                              for o, t, s in zip(enc["offset_mapping"], texts, uniq)):
-            enc = tokenizer([sentences[int(s)] for s in uniq], add_special_tokens=True, return_offsets_mapping=True,
-                            truncation=False, verbose=False)
+        if max_length and any(
+            len(o) <= max_length and t is not sentences[int(s)] for o, t, s in zip(enc["offset_mapping"], texts, uniq)
+        ):
+            enc = tokenizer(
+                [sentences[int(s)] for s in uniq],
+                add_special_tokens=True,
+                return_offsets_mapping=True,
+                truncation=False,
+                verbose=False,
+            )
         offsets = enc["offset_mapping"]
         lengths = np.fromiter((len(o) for o in offsets), np.int64, count=len(offsets))
-        flat = np.fromiter(chain.from_iterable(chain.from_iterable(offsets)), np.int64,
-                           count=2 * int(lengths.sum())).reshape(-1, 2)
+        flat = np.fromiter(
+            chain.from_iterable(chain.from_iterable(offsets)), np.int64, count=2 * int(lengths.sum())
+        ).reshape(-1, 2)
         first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         p = plan.offset.astype(np.int64) - (1 if wrapped else 0)  # the pick's token in its encoding
         ok = (p >= 0) & (p < lengths[row])
@@ -135,8 +152,16 @@ SCAN_BUDGET = 1 << 20
 contiguous groups of ascending ids with at most this many occurrences (one type may exceed it)."""
 
 
-def plan_samples(batches, chosen: np.ndarray, *, per_token: int, seed: int, exclude_special: bool,
-                 exclude_position0: bool, budget: int | None = None) -> SamplePlan:
+def plan_samples(
+    batches,
+    chosen: np.ndarray,
+    *,
+    per_token: int,
+    seed: int,
+    exclude_special: bool,
+    exclude_position0: bool,
+    budget: int | None = None,
+) -> SamplePlan:
     """Pick at most ``per_token`` occurrences of each chosen type, uniformly, seeded.
 
     Memory: the occurrences of one group of types at a time (``SCAN_BUDGET``), one pass over the
@@ -233,8 +258,9 @@ def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclud
         return SamplePlan(e, e.astype(np.int32), e, e, e, {})
     _trim(cols, size)
     key, bat, sent, off = (cols[k][0] for k in ("key", "batch", "sentence", "offset"))
-    plan = SamplePlan(token_ids=key.view(np.int64), i=np.arange(key.size, dtype=np.int32), batch=bat,
-                      sentence=sent, offset=off)
+    plan = SamplePlan(
+        token_ids=key.view(np.int64), i=np.arange(key.size, dtype=np.int32), batch=bat, sentence=sent, offset=off
+    )
     for bi in np.unique(plan.batch):
         plan.by_batch[int(bi)] = np.flatnonzero(plan.batch == bi)
     return plan
@@ -247,4 +273,13 @@ def _trim(cols: dict, size: int) -> None:
         cols[k] = [np.concatenate(cols[k])[order]]
 
 
-__all__ = ["count_tokens", "choose_tokens", "plan_samples", "SCAN_BUDGET", "plan_uniform", "SamplePlan", "N_TOP", "BAND"]
+__all__ = [
+    "count_tokens",
+    "choose_tokens",
+    "plan_samples",
+    "SCAN_BUDGET",
+    "plan_uniform",
+    "SamplePlan",
+    "N_TOP",
+    "BAND",
+]

@@ -13,11 +13,12 @@
 
 Both yield ``contracts.StateBatch`` for plan batches [start, stop).
 """
+
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -46,13 +47,25 @@ class TransformerSource(StateSource):
         self.loaded = loaded
         self.layers = list(layers)
         info = loaded.info
-        self.info = source_info(info, norm_tables(loaded.model, loaded.tokenizer, self.layers, int(info.dim),
-                                                  where=getattr(loaded, "norm_outputs", None)))
+        self.info = source_info(
+            info,
+            norm_tables(
+                loaded.model, loaded.tokenizer, self.layers, int(info.dim), where=getattr(loaded, "norm_outputs", None)
+            ),
+        )
         self.places = kept_places(info, self.layers)
         entries = list(dict.fromkeys(e for e, _ in self.places or ()))
-        self.groups = None if len(entries) < 2 else [
-            ([j for j, (e, _) in enumerate(self.places) if e == entry], next(d for e, d in self.places if e == entry))
-            for entry in entries]
+        self.groups = (
+            None
+            if len(entries) < 2
+            else [
+                (
+                    [j for j, (e, _) in enumerate(self.places) if e == entry],
+                    next(d for e, d in self.places if e == entry),
+                )
+                for entry in entries
+            ]
+        )
         self.oom_splits = 0
         self.completed_batch: int | None = None
         self.max_rows: int | None = None
@@ -62,8 +75,12 @@ class TransformerSource(StateSource):
         """Keep batches already computed (an early pass's: ``Measure.early_pass``) to yield them again when the pass
         reaches them instead of a second forward pass: on the CPU and up to ``REUSE_BYTES`` of states only
         (on a GPU the forward pass is cheap next to holding its states)."""
-        nbytes = sum(t.numel() * t.element_size() for sbs in batches.values() for sb in sbs
-                     for t in ((sb.states,) if sb.groups is None else sb.groups))
+        nbytes = sum(
+            t.numel() * t.element_size()
+            for sbs in batches.values()
+            for sb in sbs
+            for t in ((sb.states,) if sb.groups is None else sb.groups)
+        )
         if self.device.type == "cpu" and nbytes <= REUSE_BYTES:
             self.kept = dict(batches)
 
@@ -115,12 +132,14 @@ class TransformerSource(StateSource):
             return
         try:
             states, ids = batches.extract(self.loaded, batch, layers=self.layers, groups=self.groups, **excl)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if not batches.is_oom(exc):
                 raise
             if rows <= 1:
-                raise NormvarError("out of memory on a single sentence",
-                                   fix="lower --max-length, keep fewer --layers or use --device cpu") from None
+                raise NormvarError(
+                    "out of memory on a single sentence",
+                    fix="lower --max-length, keep fewer --layers or use --device cpu",
+                ) from None
             _free_memory(self.device)
             self.oom_splits += 1
             half = (rows + 1) // 2
@@ -130,8 +149,15 @@ class TransformerSource(StateSource):
             return
         sent, pos = positions_of(batch, batches.counted_mask(batch, **excl))
         grouped = isinstance(states, tuple)
-        yield StateBatch(index=bi, states=None if grouped else states, token_ids=ids, sentence_ids=sent, positions=pos,
-                         groups=states if grouped else None, last=last)
+        yield StateBatch(
+            index=bi,
+            states=None if grouped else states,
+            token_ids=ids,
+            sentence_ids=sent,
+            positions=pos,
+            groups=states if grouped else None,
+            last=last,
+        )
 
     def notes(self) -> dict:
         return {"oom_splits": self.oom_splits, "max_rows_after_oom": self.max_rows}
@@ -143,8 +169,18 @@ class GaussianSource(StateSource):
     ``scales`` (L,): per-layer factor s_l; ``offset``: norm of the per-type means mu_t;
     ``sigma``: spread around them. ``mean_of(token_id)`` is the exact mu_t (for brute-force tests)."""
 
-    def __init__(self, *, dim: int, layers: list[int], seed: int = 0, offset: float = 1.0, sigma: float = 1.0,
-                 scales=None, num_hidden_states: int | None = None, dtype=torch.float32):
+    def __init__(
+        self,
+        *,
+        dim: int,
+        layers: list[int],
+        seed: int = 0,
+        offset: float = 1.0,
+        sigma: float = 1.0,
+        scales=None,
+        num_hidden_states: int | None = None,
+        dtype=torch.float32,
+    ):
         self.dim = int(dim)
         self.layers = list(layers)
         self.seed = int(seed)
@@ -152,10 +188,19 @@ class GaussianSource(StateSource):
         self.sigma = float(sigma)
         self.scales = np.ones(len(self.layers)) if scales is None else np.asarray(scales, np.float64)
         self.dtype = dtype
-        self.info = SourceInfo(dim=self.dim, num_hidden_states=int(num_hidden_states or max(self.layers) + 1),
-                               device="cpu", meta={"model": f"gaussian:{self.seed}", "architecture": "Gaussian",
-                                                   "norm_placement": "none", "norm_type": "none",
-                                                   "final_norm": False, "weights_hash": f"gaussian-{self.seed}"})
+        self.info = SourceInfo(
+            dim=self.dim,
+            num_hidden_states=int(num_hidden_states or max(self.layers) + 1),
+            device="cpu",
+            meta={
+                "model": f"gaussian:{self.seed}",
+                "architecture": "Gaussian",
+                "norm_placement": "none",
+                "norm_type": "none",
+                "final_norm": False,
+                "weights_hash": f"gaussian-{self.seed}",
+            },
+        )
 
     def mean_of(self, token_id: int) -> np.ndarray:
         v = np.random.default_rng([self.seed, 1, int(token_id)]).standard_normal(self.dim)
@@ -172,8 +217,9 @@ class GaussianSource(StateSource):
             base = mu[inv] + self.sigma * z
             X = np.stack([s * base for s in self.scales])
             sent, pos = positions_of(batch, mask)
-            yield StateBatch(index=bi, states=torch.from_numpy(X).to(self.dtype), token_ids=ids,
-                             sentence_ids=sent, positions=pos)
+            yield StateBatch(
+                index=bi, states=torch.from_numpy(X).to(self.dtype), token_ids=ids, sentence_ids=sent, positions=pos
+            )
 
     def notes(self) -> dict:
         return {}
@@ -181,8 +227,13 @@ class GaussianSource(StateSource):
 
 def source_info(info, tables: dict) -> SourceInfo:
     """A transformer source's ``SourceInfo`` from its ``ModelInfo`` and its App. I tables (``norm_tables``)."""
-    return SourceInfo(dim=int(info.dim), num_hidden_states=int(info.num_hidden_states),
-                      device=str(torch.device(info.device)), meta=_model_meta(info), tables=tables)
+    return SourceInfo(
+        dim=int(info.dim),
+        num_hidden_states=int(info.num_hidden_states),
+        device=str(torch.device(info.device)),
+        meta=_model_meta(info),
+        tables=tables,
+    )
 
 
 def kept_places(info, layers: list[int]) -> list | None:
@@ -198,12 +249,21 @@ def state_device(places: list | None, device) -> torch.device:
 
 
 def _model_meta(info) -> dict:
-    return {"model": info.name, "revision": info.revision, "weights_hash": info.weights_hash,
-            "architecture": info.architecture, "norm_placement": info.norm_placement,
-            "norm_type": info.norm_type, "final_norm": bool(info.final_norm),
-            "num_layers": int(info.num_hidden_states) - 1, "dim": int(info.dim), "dtype": info.dtype,
-            "is_decoder": bool(info.is_decoder), "stack": info.stack,
-            "device_map": info.device_map or {}}
+    return {
+        "model": info.name,
+        "revision": info.revision,
+        "weights_hash": info.weights_hash,
+        "architecture": info.architecture,
+        "norm_placement": info.norm_placement,
+        "norm_type": info.norm_type,
+        "final_norm": bool(info.final_norm),
+        "num_layers": int(info.num_hidden_states) - 1,
+        "dim": int(info.dim),
+        "dtype": info.dtype,
+        "is_decoder": bool(info.is_decoder),
+        "stack": info.stack,
+        "device_map": info.device_map or {},
+    }
 
 
 def _free_memory(device: torch.device) -> None:

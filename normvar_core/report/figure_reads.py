@@ -1,9 +1,10 @@
 """How a figure's slide reads its table (``slides.figure_slide``): the takeaway sentence and the speaker notes.
 ``per_layer`` for a per-layer figure (each column's range over a run's layers); ``READS`` maps a figure whose table
 is not one row per layer to its own reading (the overlap against k)."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -52,18 +53,21 @@ def overlap_k(f: Figure, curves: dict) -> tuple[str, str]:
 
         chance = own.groupby("k")["chance"].mean()
         pairs = ", ".join(f"{a}→{b}" for a, b in own[["layer", "to_layer"]].drop_duplicates().to_numpy(int))
-        parts.append(f"{n}: of each sampled token's k nearest neighbours, the next layer keeps {at(own, lo)} at "
-                     f"k = {lo} and {at(own, hi)} at k = {hi} over the drawn layer pairs {pairs} (own sentence "
-                     f"masked {at(masked, lo)} and {at(masked, hi)}); chance k / n is {num(chance.get(lo), '.3g')} "
-                     f"at k = {lo} and {num(chance.get(hi), '.3g')} at k = {hi} (dotted), so the least of them keeps "
-                     f"{times(lo)}× chance at k = {lo} and {times(hi)}× at k = {hi}")
-        notes.append(f"{n}\n" + table_notes(nxt, ["layer", "to_layer", "masked", "k", "overlap", "overlap_std",
-                                                    "chance"]))
+        parts.append(
+            f"{n}: of each sampled token's k nearest neighbours, the next layer keeps {at(own, lo)} at "
+            f"k = {lo} and {at(own, hi)} at k = {hi} over the drawn layer pairs {pairs} (own sentence "
+            f"masked {at(masked, lo)} and {at(masked, hi)}); chance k / n is {num(chance.get(lo), '.3g')} "
+            f"at k = {lo} and {num(chance.get(hi), '.3g')} at k = {hi} (dotted), so the least of them keeps "
+            f"{times(lo)}× chance at k = {lo} and {times(hi)}× at k = {hi}"
+        )
+        notes.append(
+            f"{n}\n" + table_notes(nxt, ["layer", "to_layer", "masked", "k", "overlap", "overlap_std", "chance"])
+        )
     return "; ".join(parts), "\n\n".join(notes)
 
 
 def _span(v: pd.Series) -> str:
-    """"0.362–0.603": the range of ``v``'s values, or "—" when it has none."""
+    """ "0.362–0.603": the range of ``v``'s values, or "—" when it has none."""
     v = v.dropna()
     return f"{v.min():.3f}–{v.max():.3f}" if len(v) else MISSING
 
@@ -73,7 +77,7 @@ READS: dict[Figure, Callable[[Figure, dict], tuple[str, str]]] = {OVERLAP_K: ove
 
 
 def column_range(t, c: str, name: str) -> str:
-    """"IsoScore ι 0.126–0.241 (largest at layer 6)": column ``c``'s range over a run's layers, under its ``name`` in
+    """ "IsoScore ι 0.126–0.241 (largest at layer 6)": column ``c``'s range over a run's layers, under its ``name`` in
     words (``viz.labels.readable``); "IsoScore ι undefined" when no layer has a value (a degenerate covariance gives
     NaN)."""
     v = t[c].dropna()

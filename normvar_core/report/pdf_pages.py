@@ -3,6 +3,7 @@ findings table are text in the PDF (searchable, copyable, read by pdftotext); a 
 PDF, laid onto the page as a vector drawing (pikepdf), so its tick labels and titles are text too. Text is wrapped at its measured width (the renderer's own glyph widths, never a character count), so no line
 runs past its box; a table or text that does not fit the page continues on a further page, "(continued)", with its
 header repeated. A table row is never split."""
+
 from __future__ import annotations
 
 import io
@@ -11,10 +12,10 @@ from pathlib import Path
 from normvar_core.report.slides import HEIGHT, WIDTH, Slide, Table
 
 DPI = 100
-MARGIN = 40                      # px, each side of the page
+MARGIN = 40  # px, each side of the page
 TITLE_PT, TAKE_PT, TEXT_PT, CELL_PT = 28, 15, 20, 14
-LEADING = 1.3                    # line height / font size
-PAD = 6                          # px inside a table cell
+LEADING = 1.3  # line height / font size
+PAD = 6  # px inside a table cell
 
 
 def _px(pt: float) -> float:
@@ -36,12 +37,12 @@ def wrap(text: str, width_px: float, size_pt: float, renderer, *, bold: bool = F
         line = ""
         for word in para.split(" "):
             trial = f"{line} {word}" if line else word
-            if width(trial) <= width_px * 0.97:   # the PDF backend's widths may differ from Agg's by a hair
+            if width(trial) <= width_px * 0.97:  # the PDF backend's widths may differ from Agg's by a hair
                 line = trial
                 continue
             if line:
                 out.append(line)
-            while width(word) > width_px and len(word) > 1:   # a word longer than the box
+            while width(word) > width_px and len(word) > 1:  # a word longer than the box
                 cut = max(k for k in range(1, len(word) + 1) if width(word[:k]) <= width_px or k == 1)
                 out.append(word[:cut])
                 word = word[cut:]
@@ -50,7 +51,7 @@ def wrap(text: str, width_px: float, size_pt: float, renderer, *, bold: bool = F
     return out
 
 
-_POINTS: list = []   # an Agg renderer at 72 dpi (a pixel is a point), made on first use
+_POINTS: list = []  # an Agg renderer at 72 dpi (a pixel is a point), made on first use
 
 
 def line_count(text: str, width_pt: float, size_pt: float, *, bold: bool = False) -> int:
@@ -80,11 +81,28 @@ class _Page:
         self.y = MARGIN * 0.6
         self.text(title, TITLE_PT, bold=True)
 
-    def text(self, text: str, size: float, *, bold: bool = False, color: str = "#000000", x: float = MARGIN,
-             width: float | None = None) -> None:
+    def text(
+        self,
+        text: str,
+        size: float,
+        *,
+        bold: bool = False,
+        color: str = "#000000",
+        x: float = MARGIN,
+        width: float | None = None,
+    ) -> None:
         lines = wrap(text, width or WIDTH - 2 * MARGIN, size, self.renderer, bold=bold)
-        self.fig.text(x / WIDTH, 1 - self.y / HEIGHT, "\n".join(lines), fontsize=size, va="top", color=color,
-                      fontweight="bold" if bold else "normal", linespacing=LEADING, parse_math=False)
+        self.fig.text(
+            x / WIDTH,
+            1 - self.y / HEIGHT,
+            "\n".join(lines),
+            fontsize=size,
+            va="top",
+            color=color,
+            fontweight="bold" if bold else "normal",
+            linespacing=LEADING,
+            parse_math=False,
+        )
         self.y += len(lines) * _px(size) * LEADING + 10
 
     def left(self) -> float:
@@ -106,10 +124,27 @@ def _draw_row(page: _Page, cells: list[list[str]], widths: list[float], fills: l
 
     h, x = _row_height(cells), MARGIN
     for lines, w, fill in zip(cells, widths, fills):
-        page.fig.add_artist(Rectangle((x / WIDTH, 1 - (page.y + h) / HEIGHT), w / WIDTH, h / HEIGHT,
-                                      transform=page.fig.transFigure, facecolor=fill, edgecolor="#bbbbbb", lw=1))
-        page.fig.text((x + PAD) / WIDTH, 1 - (page.y + PAD) / HEIGHT, "\n".join(lines), fontsize=CELL_PT, va="top",
-                      fontweight="bold" if bold else "normal", linespacing=LEADING, parse_math=False)
+        page.fig.add_artist(
+            Rectangle(
+                (x / WIDTH, 1 - (page.y + h) / HEIGHT),
+                w / WIDTH,
+                h / HEIGHT,
+                transform=page.fig.transFigure,
+                facecolor=fill,
+                edgecolor="#bbbbbb",
+                lw=1,
+            )
+        )
+        page.fig.text(
+            (x + PAD) / WIDTH,
+            1 - (page.y + PAD) / HEIGHT,
+            "\n".join(lines),
+            fontsize=CELL_PT,
+            va="top",
+            fontweight="bold" if bold else "normal",
+            linespacing=LEADING,
+            parse_math=False,
+        )
         x += w
     page.y += h
 
@@ -182,6 +217,7 @@ def write_pdf(slides: list[Slide], out: Path, title: str) -> Path:
 
     figures: list = []
     with PdfPages(out, metadata={"Title": title, "Subject": "normvar report", "Creator": "normvar"}) as pdf:
+
         def new_page(heading: str) -> _Page:
             return _Page(pdf, heading, lambda fig: fig.canvas.get_renderer())
 

@@ -2,6 +2,7 @@
 ``viz.page_figures.FIGURES`` with the page's arguments at the study's band): Trade-off at a layer (with App. I's
 LayerNorm line and the slope's bootstrap band), Frequency's scatter and the token clouds; and the one sentence
 that says why a run has nothing to draw (a run of one or two sentences has no type in the study's band)."""
+
 from __future__ import annotations
 
 import math
@@ -36,9 +37,11 @@ def peak(df: pd.DataFrame, col: str, *, smallest: bool = False) -> pd.Series | N
 def no_band_types(run) -> str:
     """Why a run has no per-type statistics to fit or draw: no type in the study's band."""
     n, t = int(run.meta.get("n_sentences") or 0), int(run.meta.get("n_types") or 0)
-    return (f"{run.name}: {MISSING} (no token type occurs {STUDY_BAND[0]:,.0f} to {STUDY_BAND[1]:,.0f} times, the "
-            f"study's band: the run has {n:,} sentence{'s' * (n != 1)} and {t:,} type{'s' * (t != 1)}; compute it "
-            f"on a larger corpus)")
+    return (
+        f"{run.name}: {MISSING} (no token type occurs {STUDY_BAND[0]:,.0f} to {STUDY_BAND[1]:,.0f} times, the "
+        f"study's band: the run has {n:,} sentence{'s' * (n != 1)} and {t:,} type{'s' * (t != 1)}; compute it "
+        f"on a larger corpus)"
+    )
 
 
 def tradeoff_figure(run, layer: int, fits: pd.DataFrame) -> go.Figure:
@@ -49,19 +52,23 @@ def tradeoff_figure(run, layer: int, fits: pd.DataFrame) -> go.Figure:
     iv = run_intervals(run)
     siv = iv[(iv["quantity"] == "slope") & (iv["layer"] == layer)]
     q_pred = None
-    if run.has("norm_params"):   # App. I's line, as the page draws it
+    if run.has("norm_params"):  # App. I's line, as the page draws it
         from normvar_core.stats.layernorm import layernorm_table
 
         ln = layernorm_table(run.table("norm_params"), run.stats(), *STUDY_BAND).set_index("layer")
         q_pred = float(ln.loc[layer, "q_pred"]) if layer in ln.index else None
-    return tradeoff_scatter(points, fit_row(fits, layer=layer), presentation=True, q_pred=q_pred,
-                            slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0])) if len(siv) else None)
+    return tradeoff_scatter(
+        points,
+        fit_row(fits, layer=layer),
+        presentation=True,
+        q_pred=q_pred,
+        slope_interval=(float(siv["low"].iloc[0]), float(siv["high"].iloc[0])) if len(siv) else None,
+    )
 
 
 def frequency_figure(run, layer: int, regs: pd.DataFrame) -> go.Figure:
     """The Frequency page's scatter of ``run`` at ``layer`` (``regs``: ``analyses.frequency_regressions``)."""
-    return frequency_scatter(tradeoff_points(run.token_table(layer), *STUDY_BAND), regs, layer=layer,
-                             presentation=True)
+    return frequency_scatter(tradeoff_points(run.token_table(layer), *STUDY_BAND), regs, layer=layer, presentation=True)
 
 
 def cloud_figure(run, layer: int, *, width: int, height: int) -> tuple[go.Figure, pd.DataFrame] | None:
@@ -73,9 +80,15 @@ def cloud_figure(run, layer: int, *, width: int, height: int) -> tuple[go.Figure
         return None
     tt = run.token_table(layer)
     cloud = pca_cloud(run.samples(layer, ids), dict(zip(tt["token_id"].astype(int), tt["n"].astype(int))))
-    fig = clouds_figure(cloud.coords, explained=cloud.explained, presentation=True, width=width, height=height,
-                        token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]])
-    fig.update_layout(showlegend=False)   # each cloud is labelled on the plot; a list of 20 tokens outgrows a slide
+    fig = clouds_figure(
+        cloud.coords,
+        explained=cloud.explained,
+        presentation=True,
+        width=width,
+        height=height,
+        token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]],
+    )
+    fig.update_layout(showlegend=False)  # each cloud is labelled on the plot; a list of 20 tokens outgrows a slide
     return fig, tt[tt["token_id"].isin(ids)].sort_values("n")
 
 

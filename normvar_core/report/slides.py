@@ -9,29 +9,35 @@ A Slide holds a plotly figure in the presentation theme at 16:9 (the dashboard p
 through ``figure_export.on_slide``; a comparison's per-run figures side by side, ``figure_export.side_by_side``),
 text lines or a table of text, a one-line takeaway computed from the numbers (a value a run lacks is "—", with the
 reason), and speaker notes with the exact values."""
+
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
 
 import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.stats import analyses
-from normvar_core.stats import layer_geometry as G
-from normvar_core.stats import twonn_context
 from normvar_core.report.figure_reads import READS, per_layer, table_notes
-from normvar_core.report.run_figures import (MISSING, cloud_figure, frequency_figure, no_band_types, num, peak,
-                                             tradeoff_figure)
-from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
-from normvar_core.viz.page_figures import (DECIMATION, ISOSCORE, OVERLAP, SCALES, Figure, declared_figures,
-                                           holds)
-from normvar_core.viz.tradeoff_figures import layers_figure
+from normvar_core.report.run_figures import (
+    MISSING,
+    cloud_figure,
+    frequency_figure,
+    no_band_types,
+    num,
+    peak,
+    tradeoff_figure,
+)
+from normvar_core.stats import analyses, twonn_context
+from normvar_core.stats import layer_geometry as G
 from normvar_core.viz import geometry_figures as GF
-from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
+from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_compare
 from normvar_core.viz.depth import default_layer
+from normvar_core.viz.figure_export import SLIDE_SIZE, on_slide, side_by_side
+from normvar_core.viz.page_figures import DECIMATION, ISOSCORE, OVERLAP, SCALES, Figure, declared_figures, holds
+from normvar_core.viz.tradeoff_figures import layers_figure
 
 WIDTH, HEIGHT = SLIDE_SIZE  # 16:9
 FIGURE_SIZE = (WIDTH, HEIGHT - 120)
@@ -56,8 +62,8 @@ class Slide:
     takeaway: str
     notes: str
     figure: go.Figure | None = None
-    lines: list[str] = field(default_factory=list)   # a text slide (the title slide)
-    table: Table | None = None   # a table slide (the findings)
+    lines: list[str] = field(default_factory=list)  # a text slide (the title slide)
+    table: Table | None = None  # a table slide (the findings)
     deck: str = ""
     """The deck's name (the title slide carries it: the report's runs): the PPTX and PDF title metadata."""
     _png: bytes | None = field(default=None, repr=False)
@@ -124,12 +130,14 @@ def run_findings(run) -> dict:
 
 
 def verdicts(runs, *ids: str) -> str:
-    """" Claim <id>: holds (value [interval])" for the slides' takeaways."""
+    """ " Claim <id>: holds (value [interval])" for the slides' takeaways."""
     from normvar_core.stats.findings import cell
 
     parts = []
     for cid in ids:
-        cells = [f"{r.name}: {cell(run_findings(r)[cid])}" if len(runs) > 1 else cell(run_findings(r)[cid]) for r in runs]
+        cells = [
+            f"{r.name}: {cell(run_findings(r)[cid])}" if len(runs) > 1 else cell(run_findings(r)[cid]) for r in runs
+        ]
         parts.append(f"claim {cid} — " + "; ".join(cells))
     return " · " + " · ".join(parts) if parts else ""
 
@@ -143,31 +151,43 @@ def findings_slide(runs) -> Slide:
     header = ["claim (seed)"] + list(per)
     rows = [[f"{c.id} ({c.seed}): {c.wording}"] + [cell(fs[c.id]) for fs in per.values()] for c in CLAIMS]
     fills = [["#ffffff"] + [VERDICT_FILLS[fs[c.id].verdict] for fs in per.values()] for c in CLAIMS]
-    counts = [f"{n}: {sum(f.verdict == 'holds' for f in fs.values())} hold, "
-              f"{sum(f.verdict == 'fails' for f in fs.values())} fail, "
-              f"{sum(f.verdict == 'cannot tell' for f in fs.values())} cannot tell, "
-              f"{sum(f.verdict == 'untestable' for f in fs.values())} untestable" for n, fs in per.items()]
-    notes = "\n\n".join(f"{n}\n" + "\n".join(f"{f.id}: {f.verdict} — {f.why}" for f in fs.values())
-                         for n, fs in per.items())
+    counts = [
+        f"{n}: {sum(f.verdict == 'holds' for f in fs.values())} hold, "
+        f"{sum(f.verdict == 'fails' for f in fs.values())} fail, "
+        f"{sum(f.verdict == 'cannot tell' for f in fs.values())} cannot tell, "
+        f"{sum(f.verdict == 'untestable' for f in fs.values())} untestable"
+        for n, fs in per.items()
+    ]
+    notes = "\n\n".join(
+        f"{n}\n" + "\n".join(f"{f.id}: {f.verdict} — {f.why}" for f in fs.values()) for n, fs in per.items()
+    )
     where = "these runs" if len(runs) > 1 else "this run"
-    return Slide(f"Findings: each claim of the studies tested on {where}", "; ".join(counts), notes,
-                 table=Table(header, rows, fills))
+    return Slide(
+        f"Findings: each claim of the studies tested on {where}",
+        "; ".join(counts),
+        notes,
+        table=Table(header, rows, fills),
+    )
 
 
 def title_slide(runs) -> Slide:
     lines = []
     for run in runs:
         m = run.meta
-        lines += [f"{run.name}: {m.get('model')}" + (f" @ {m['revision']}" if m.get("revision") else "")
-                  + f" ({m.get('architecture')}, {m.get('norm_placement')}-{m.get('norm_type')}, "
-                  f"{m.get('num_layers')} layers × {m.get('dim')} d)",
-                  f"corpus {m.get('corpus_name')}: {int(m.get('n_sentences') or 0):,} sentences; "
-                  f"|X| = {int(m.get('n_embeddings') or 0):,} per layer, |T| = {int(m.get('n_types') or 0):,}; "
-                  f"{m.get('created_at')}",
-                  f"reproduce: {reproduce(run)}"]
+        lines += [
+            f"{run.name}: {m.get('model')}"
+            + (f" @ {m['revision']}" if m.get("revision") else "")
+            + f" ({m.get('architecture')}, {m.get('norm_placement')}-{m.get('norm_type')}, "
+            f"{m.get('num_layers')} layers × {m.get('dim')} d)",
+            f"corpus {m.get('corpus_name')}: {int(m.get('n_sentences') or 0):,} sentences; "
+            f"|X| = {int(m.get('n_embeddings') or 0):,} per layer, |T| = {int(m.get('n_types') or 0):,}; "
+            f"{m.get('created_at')}",
+            f"reproduce: {reproduce(run)}",
+        ]
     title = "Norm of the mean vs. variance of contextualized embeddings"
-    return Slide(title, "Exact statistics over every embedding (normvar)", "\n".join(lines), lines=lines,
-                 deck=deck_name(runs))
+    return Slide(
+        title, "Exact statistics over every embedding (normvar)", "\n".join(lines), lines=lines, deck=deck_name(runs)
+    )
 
 
 def deck_name(runs) -> str:
@@ -186,8 +206,10 @@ def tradeoff_slide(runs) -> Slide | None:
             continue
         layer = int(best["layer"])
         figs[f"{run.name} · layer {layer}"] = tradeoff_figure(run, layer, tr)
-        takes.append(f"{_who(runs, run)}at layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope "
-                     f"{num(best['slope'])}, R² {num(best['r2'])} over {int(best['n_types']):,} types")
+        takes.append(
+            f"{_who(runs, run)}at layer {layer}, where R² peaks, V(X_t) falls with M(X_t): slope "
+            f"{num(best['slope'])}, R² {num(best['r2'])} over {int(best['n_types']):,} types"
+        )
         notes.append(_who(runs, run) + "\n" + table_notes(tr, ["layer", "n_types", "cv_q", "slope", "intercept", "r2"]))
     title = _titled(runs, "the M–V trade-off (Fig. 2)")
     if not figs:
@@ -202,23 +224,34 @@ def layers_slide(runs) -> Slide | None:
     missing = [no_band_types(r) for r in runs if peak(curves[r.name], "cv_q") is None]
     have = [r for r in runs if peak(curves[r.name], "cv_q") is not None]
     rel = len(runs) > 1
-    title = _titled(runs, "where the trade-off is strongest (Fig. 4)") if rel else "Where the trade-off is strongest (Fig. 4)"
+    title = (
+        _titled(runs, "where the trade-off is strongest (Fig. 4)")
+        if rel
+        else "Where the trade-off is strongest (Fig. 4)"
+    )
     if not have:
         return missing_slide(title, missing)
     from normvar_core.stats.intervals import run_intervals
 
-    fig = layers_figure({r.name: curves[r.name] for r in have}, relative=rel,
-                        num_hidden_states={r.name: _depth(r) for r in have}, presentation=True,
-                        bands={r.name: run_intervals(r) for r in have})
+    fig = layers_figure(
+        {r.name: curves[r.name] for r in have},
+        relative=rel,
+        num_hidden_states={r.name: _depth(r) for r in have},
+        presentation=True,
+        bands={r.name: run_intervals(r) for r in have},
+    )
     parts, notes = [], []
     for r in have:
         tr = curves[r.name]
         m = peak(tr, "cv_q", smallest=True)
-        parts.append(f"{r.name}: C.V. of Q is smallest at layer {int(m['layer'])} ({num(m['cv_q'], '.3f')}), where "
-                     f"the slope of V on M is {num(m['slope'])}, R² {num(m['r2'])}")
+        parts.append(
+            f"{r.name}: C.V. of Q is smallest at layer {int(m['layer'])} ({num(m['cv_q'], '.3f')}), where "
+            f"the slope of V on M is {num(m['slope'])}, R² {num(m['r2'])}"
+        )
         notes.append(f"{r.name}\n" + table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
-    return Slide(title, "; ".join(parts + missing) + verdicts(have, "cv_min_intermediate"), "\n\n".join(notes),
-                 _fit(fig))
+    return Slide(
+        title, "; ".join(parts + missing) + verdicts(have, "cv_min_intermediate"), "\n\n".join(notes), _fit(fig)
+    )
 
 
 def decomposition_slide(runs) -> Slide | None:
@@ -230,19 +263,33 @@ def decomposition_slide(runs) -> Slide | None:
         return missing_slide(title, missing)
     claims = verdicts(have, "vw_share_grows", "m_grows_vb_shrinks")
     if len(runs) > 1:
-        fig = decomposition_compare({r.name: decs[r.name] for r in have}, relative=True,
-                                    num_hidden_states={r.name: _depth(r) for r in have}, presentation=True)
-        take = "; ".join([f"{r.name}: V_W/V grows from {num(decs[r.name]['v_w_over_v'].iloc[0])} to "
-                          f"{num(decs[r.name]['v_w_over_v'].iloc[-1])}" for r in have] + missing)
-        notes = "\n\n".join(f"{r.name}\n" + table_notes(decs[r.name], ["layer", "m_over_q", "v_w_over_q", "v_b_over_q",
-                                                                         "v_w_over_v"]) for r in have)
+        fig = decomposition_compare(
+            {r.name: decs[r.name] for r in have},
+            relative=True,
+            num_hidden_states={r.name: _depth(r) for r in have},
+            presentation=True,
+        )
+        take = "; ".join(
+            [
+                f"{r.name}: V_W/V grows from {num(decs[r.name]['v_w_over_v'].iloc[0])} to "
+                f"{num(decs[r.name]['v_w_over_v'].iloc[-1])}"
+                for r in have
+            ]
+            + missing
+        )
+        notes = "\n\n".join(
+            f"{r.name}\n" + table_notes(decs[r.name], ["layer", "m_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v"])
+            for r in have
+        )
         return Slide(title, take + claims, notes, _fit(fig))
     run, dec = runs[0], decs[runs[0].name]
     fig = decomposition_bars(dec, presentation=True)
     top = peak(dec, "m_over_q")
-    take = (f"V_W/V grows from {num(dec['v_w_over_v'].iloc[0])} (layer {int(dec['layer'].iloc[0])}) to "
-            f"{num(dec['v_w_over_v'].iloc[-1])} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
-            f"{num(top['m_over_q'])} (layer {int(top['layer'])})")
+    take = (
+        f"V_W/V grows from {num(dec['v_w_over_v'].iloc[0])} (layer {int(dec['layer'].iloc[0])}) to "
+        f"{num(dec['v_w_over_v'].iloc[-1])} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
+        f"{num(top['m_over_q'])} (layer {int(top['layer'])})"
+    )
     notes = table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"])
     return Slide(title, take + claims, notes + _layernorm_notes(run), _fit(fig))
 
@@ -257,10 +304,13 @@ def _layernorm_notes(run) -> str:
     att = layernorm_attribution(run.table("norm_affine"), run.table("dim_stats"), run.table("norm_params"))
     if not len(att):
         return ""
-    return ("\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² (q_pred) against Q(X) over all embeddings; "
-            "gamma_weighting = Σγ²E z²/‖γ‖², top_z_share = z's energy in its 5 largest coordinates\n"
-            + table_notes(att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share",
-                                 "top_gamma_sq_ratio"]))
+    return (
+        "\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² (q_pred) against Q(X) over all embeddings; "
+        "gamma_weighting = Σγ²E z²/‖γ‖², top_z_share = z's energy in its 5 largest coordinates\n"
+        + table_notes(
+            att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share", "top_gamma_sq_ratio"]
+        )
+    )
 
 
 def frequency_slide(runs) -> Slide | None:
@@ -274,14 +324,18 @@ def frequency_slide(runs) -> Slide | None:
             missing.append(no_band_types(run))
             continue
         figs[f"{run.name} · layer {layer}"] = frequency_figure(run, layer, regs)
-        takes.append(f"{_who(runs, run)}at layer {layer}, against log₁₀ n_t: M falls (slope {num(r.loc['M', 'slope'], '.3f')}), "
-                     f"V rises ({num(r.loc['V', 'slope'], '.3f')}), Q stays nearly flat ({num(r.loc['Q', 'slope'], '.3f')})")
+        takes.append(
+            f"{_who(runs, run)}at layer {layer}, against log₁₀ n_t: M falls (slope {num(r.loc['M', 'slope'], '.3f')}), "
+            f"V rises ({num(r.loc['V', 'slope'], '.3f')}), Q stays nearly flat ({num(r.loc['Q', 'slope'], '.3f')})"
+        )
         notes.append(_who(runs, run) + "\n" + table_notes(regs, ["layer", "quantity", "slope", "r2"]))
     title = _titled(runs, "frequency (Fig. 7)")
     if not figs:
         return missing_slide(title, missing)
     take = "; ".join(takes + missing)
-    return Slide(title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs, rows=True, size=FIGURE_SIZE)))
+    return Slide(
+        title, _sentence(runs, take), "\n\n".join(notes), _fit(side_by_side(figs, rows=True, size=FIGURE_SIZE))
+    )
 
 
 def clouds_slide(runs) -> Slide | None:
@@ -296,8 +350,10 @@ def clouds_slide(runs) -> Slide | None:
         fig, rows = drawn
         figs[f"{run.name} · layer {layer}"] = fig
         lo, hi = rows.iloc[0], rows.iloc[-1]
-        takes.append(f"{_who(runs, run)}{lo['token']!s} (n={int(lo['n'])}) M/Q={num(lo['m'] / lo['q'])} vs "
-                     f"{hi['token']!s} (n={int(hi['n'])}) M/Q={num(hi['m'] / hi['q'])}")
+        takes.append(
+            f"{_who(runs, run)}{lo['token']!s} (n={int(lo['n'])}) M/Q={num(lo['m'] / lo['q'])} vs "
+            f"{hi['token']!s} (n={int(hi['n'])}) M/Q={num(hi['m'] / hi['q'])}"
+        )
         notes.append(_who(runs, run) + "\n" + table_notes(rows, ["token", "n", "q", "m", "v"]))
     if not figs:
         return None
@@ -311,14 +367,21 @@ def geometry_slide(runs) -> Slide | None:
     if not have:
         return None
     curves = {r.name: r.table("layer_geometry") for r in have}
-    fig = GF.geometry_profiles(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
-                               presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")})
+    fig = GF.geometry_profiles(
+        curves,
+        relative=True,
+        num_hidden_states={r.name: _depth(r) for r in have},
+        presentation=True,
+        bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
+    )
     parts = []
     for n, g in curves.items():
         top = peak(g, "anisotropy")
         where = f" (layer {int(top['layer'])})" if top is not None else ""
-        parts.append(f"{n}: anisotropy peaks at {num(g['anisotropy'].max(), '.3f')}{where}, TwoNN ID "
-                     f"{num(g['twonn_id'].min(), '.1f')}–{num(g['twonn_id'].max(), '.1f')} ({G.sample_text(g)})")
+        parts.append(
+            f"{n}: anisotropy peaks at {num(g['anisotropy'].max(), '.3f')}{where}, TwoNN ID "
+            f"{num(g['twonn_id'].min(), '.1f')}–{num(g['twonn_id'].max(), '.1f')} ({G.sample_text(g)})"
+        )
     take = "; ".join(parts)
     differ = G.samples_differ({n: G.recorded_sample(g) for n, g in curves.items()})
     take += f". {differ}" if differ else ""
@@ -327,15 +390,24 @@ def geometry_slide(runs) -> Slide | None:
             take += f". {n}: {said}"
     if differ := twonn_context.shares_differ(curves):
         take += f" {differ}"
-    cols = ["layer", "anisotropy", "anisotropy_batch_mean", "participation_ratio", "mean_cosine", "twonn_id",
-            "twonn_id_std", "twonn_id_cross", "same_sentence_nn"]
+    cols = [
+        "layer",
+        "anisotropy",
+        "anisotropy_batch_mean",
+        "participation_ratio",
+        "mean_cosine",
+        "twonn_id",
+        "twonn_id_std",
+        "twonn_id_cross",
+        "same_sentence_nn",
+    ]
     notes = "\n\n".join(f"{n}\n" + table_notes(g, [c for c in cols if c in g]) for n, g in curves.items())
     title = "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)" + (" — these runs" if len(runs) > 1 else "")
     return Slide(title, take + verdicts(have, "anisotropy_profile", "id_profile"), notes, _fit(fig))
 
 
 def _who(runs, run) -> str:
-    """"name: " before a run's part of a comparison's takeaway; nothing for one run."""
+    """ "name: " before a run's part of a comparison's takeaway; nothing for one run."""
     return f"{run.name}: " if len(runs) > 1 else ""
 
 
@@ -363,9 +435,15 @@ def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
     if not have:
         return None
     curves = {r.name: r.table(f.tables[0]).sort_values("layer") for r in have}
-    fig = f.builder(curves, relative=True, num_hidden_states={r.name: _depth(r) for r in have},
-                    presentation=True, bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
-                    null_curves={}, null_of={})
+    fig = f.builder(
+        curves,
+        relative=True,
+        num_hidden_states={r.name: _depth(r) for r in have},
+        presentation=True,
+        bands={r.name: r.table("intervals") for r in have if r.has("intervals")},
+        null_curves={},
+        null_of={},
+    )
     take, notes = READS.get(f, per_layer)(f, curves)
     return Slide(f.section, take + verdicts(have, *claims), notes, _fit(fig))
 
@@ -383,12 +461,21 @@ def declared_slides(runs) -> list[Slide]:
     return [s for f in declared_figures(None, runs) for s in figure_slides(f, (), runs)]
 
 
-REGISTRY: list[Callable] = [title_slide, findings_slide, tradeoff_slide, layers_slide, decomposition_slide,
-                            frequency_slide, clouds_slide, geometry_slide,
-                            partial(figure_slides, ISOSCORE, ("isoscore_low",)),
-                            partial(figure_slides, SCALES, ()), partial(figure_slides, OVERLAP, ("overlap_profile",)),
-                            partial(figure_slides, DECIMATION, ("id_profile",)),
-                            declared_slides]
+REGISTRY: list[Callable] = [
+    title_slide,
+    findings_slide,
+    tradeoff_slide,
+    layers_slide,
+    decomposition_slide,
+    frequency_slide,
+    clouds_slide,
+    geometry_slide,
+    partial(figure_slides, ISOSCORE, ("isoscore_low",)),
+    partial(figure_slides, SCALES, ()),
+    partial(figure_slides, OVERLAP, ("overlap_profile",)),
+    partial(figure_slides, DECIMATION, ("id_profile",)),
+    declared_slides,
+]
 """The deck, in order: the title, the findings, then one slide per figure (the figure's page order: Trade-off,
 Layers, Decomposition, Frequency, Token clouds, then the Geometry page's tabs: its profiles, IsoScore, the ID across
 scales, the neighbourhood overlap and the overlap against k under it in its tab (``figure_slides`` gives a slide to
@@ -407,5 +494,22 @@ def build_slides(runs) -> list[Slide]:
     return out
 
 
-__all__ = ["Slide", "Table", "VERDICT_FILLS", "MISSING", "missing_slide", "REGISTRY", "build_slides", "figure_slide", "figure_slides", "declared_slides", "deck_name", "findings_slide", "run_findings", "verdicts", "reproduce",
-           "WIDTH", "HEIGHT"]
+__all__ = [
+    "Slide",
+    "Table",
+    "VERDICT_FILLS",
+    "MISSING",
+    "missing_slide",
+    "REGISTRY",
+    "build_slides",
+    "figure_slide",
+    "figure_slides",
+    "declared_slides",
+    "deck_name",
+    "findings_slide",
+    "run_findings",
+    "verdicts",
+    "reproduce",
+    "WIDTH",
+    "HEIGHT",
+]

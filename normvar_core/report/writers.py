@@ -2,6 +2,7 @@
 findings as a table of text continued on further slides, the exact values in the speaker notes), PDF
 (``pdf_pages``: one 16:9 page per slide or more, its text wrapped, never cut) and HTML (one file that reflows to
 the window, plotly.js inlined, so it opens offline with no request to any server)."""
+
 from __future__ import annotations
 
 import html
@@ -23,9 +24,10 @@ def _table_pages(table: Table, widths_pt: list[float], size_pt: float, room_pt: 
     """The rows of ``table`` in groups that fit ``room_pt`` of height (the header repeated on each), a row's
     height estimated from its wrapped lines at ``size_pt`` (a character taken as 0.55 em wide: generous, so a
     row's real height stays under the estimate)."""
+
     def height(row: list[str]) -> float:
         lines = max(len(textwrap.wrap(c, max(int(w / (0.55 * size_pt)), 8)) or [""]) for c, w in zip(row, widths_pt))
-        return lines * size_pt * 1.2 + 7.2 + 2   # 0.05 in margins above and below
+        return lines * size_pt * 1.2 + 7.2 + 2  # 0.05 in margins above and below
 
     groups, used = [[]], height(table.header)
     for i, row in enumerate(table.rows):
@@ -49,7 +51,7 @@ def _pptx_text(frame, text: str, size_pt: float, *, bold: bool = False) -> None:
             run.font.bold = bold
 
 
-PT = 12700          # EMU per point
+PT = 12700  # EMU per point
 INSET = (7.2, 3.6)  # python-pptx's text frame insets, points: left/right, top/bottom
 
 
@@ -104,7 +106,7 @@ def _pptx_table(prs, s: Slide) -> None:
     width = int(W * 0.94)
     cols = [int(width * 0.5)] + [int(width * 0.5 / max(n - 1, 1))] * (n - 1)
     size = 14 if n <= 3 else 12
-    room = int(H * 0.98) - _heading(W, H, f"{s.title} (continued)", s.takeaway)[-1]   # the longer title's room
+    room = int(H * 0.98) - _heading(W, H, f"{s.title} (continued)", s.takeaway)[-1]  # the longer title's room
     for k, rows in enumerate(_table_pages(s.table, [c / 12700 for c in cols], size, room / 12700)):
         sl, top = _pptx_slide(prs, s.title + (" (continued)" if k else ""), s.takeaway, s.notes)
         shape = sl.shapes.add_table(len(rows) + 1, n, Emu(int(W * 0.03)), Emu(top), Emu(width), Emu(room // 2))
@@ -129,7 +131,7 @@ def write_pptx(slides: list[Slide], out: Path) -> Path:
     from pptx.util import Emu, Pt
 
     prs = Presentation()
-    prs.slide_width, prs.slide_height = Emu(12192000), Emu(6858000)   # 13.333 x 7.5 in: 16:9
+    prs.slide_width, prs.slide_height = Emu(12192000), Emu(6858000)  # 13.333 x 7.5 in: 16:9
     W, H = prs.slide_width, prs.slide_height
     prs.core_properties.title = deck_title(slides)
     prs.core_properties.subject = "normvar report"
@@ -138,7 +140,7 @@ def write_pptx(slides: list[Slide], out: Path) -> Path:
             _pptx_table(prs, s)
             continue
         sl, top = _pptx_slide(prs, s.title, s.takeaway, s.notes)
-        if s.figure is not None:   # the room under the text, the figure's aspect kept
+        if s.figure is not None:  # the room under the text, the figure's aspect kept
             fw, fh = s.figure.layout.width or 1600, s.figure.layout.height or 780
             width = min(int(W * 0.94), int((int(H * 0.99) - top) * fw / fh))
             sl.shapes.add_picture(io.BytesIO(s.png()), Emu((W - width) // 2), Emu(top), width=Emu(width))
@@ -162,8 +164,10 @@ def write_pdf(slides: list[Slide], out: Path) -> Path:
 
 def _html_table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
-    body = "".join("<tr>" + "".join(f"<td style='background:{f}'>{html.escape(c)}</td>" for c, f in zip(row, fills))
-                   + "</tr>" for row, fills in zip(t.rows, t.fills))
+    body = "".join(
+        "<tr>" + "".join(f"<td style='background:{f}'>{html.escape(c)}</td>" for c, f in zip(row, fills)) + "</tr>"
+        for row, fills in zip(t.rows, t.fills)
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -181,21 +185,33 @@ def write_html(slides: list[Slide], out: Path) -> Path:
         if s.figure is not None:
             fig = go.Figure(s.figure)
             fig.update_layout(width=None, autosize=True)
-            body += pio.to_html(fig, include_plotlyjs=first, full_html=False, default_width="100%",
-                                default_height=f"{HEIGHT - 120}px",
-                                config={"displaylogo": False, "responsive": True})
+            body += pio.to_html(
+                fig,
+                include_plotlyjs=first,
+                full_html=False,
+                default_width="100%",
+                default_height=f"{HEIGHT - 120}px",
+                config={"displaylogo": False, "responsive": True},
+            )
             first = False
-        parts.append(f"<section><h2>{html.escape(s.title)}</h2><p class='take'>{html.escape(s.takeaway)}</p>{body}"
-                     f"<details><summary>values</summary><pre>{html.escape(s.notes)}</pre></details></section>")
-    style = ("body{font-family:sans-serif;margin:2em;max-width:100%} section{margin-bottom:3em;"
-             "border-bottom:1px solid #ddd;overflow-wrap:anywhere} .take{font-size:1.2em;color:#333} "
-             "pre{white-space:pre-wrap} table{border-collapse:collapse;width:100%;table-layout:fixed} "
-             "th,td{border:1px solid #bbb;padding:.4em;text-align:left;vertical-align:top} th{background:#ddd} "
-             "th:first-child,td:first-child{width:50%}")
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{html.escape(deck_title(slides))}</title><style>{style}</style></head><body>"
-            + "".join(parts) + "</body></html>")
+        parts.append(
+            f"<section><h2>{html.escape(s.title)}</h2><p class='take'>{html.escape(s.takeaway)}</p>{body}"
+            f"<details><summary>values</summary><pre>{html.escape(s.notes)}</pre></details></section>"
+        )
+    style = (
+        "body{font-family:sans-serif;margin:2em;max-width:100%} section{margin-bottom:3em;"
+        "border-bottom:1px solid #ddd;overflow-wrap:anywhere} .take{font-size:1.2em;color:#333} "
+        "pre{white-space:pre-wrap} table{border-collapse:collapse;width:100%;table-layout:fixed} "
+        "th,td{border:1px solid #bbb;padding:.4em;text-align:left;vertical-align:top} th{background:#ddd} "
+        "th:first-child,td:first-child{width:50%}"
+    )
+    page = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{html.escape(deck_title(slides))}</title><style>{style}</style></head><body>"
+        + "".join(parts)
+        + "</body></html>"
+    )
     out.write_text(page, encoding="utf-8")
     return out
 

@@ -10,10 +10,11 @@ so that the reader (``runs.reader.Run.curves``, ``runs.integrity.required_tables
 deck know a measure that is not built in without importing it. A run of built-in measures that declare no
 curve has no such key (its file is as it was).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Iterable, Mapping
 
 from normvar_core.runs.schema import MEASURE_TABLES, REQUIRED_TABLES
 
@@ -45,7 +46,7 @@ class LayerCurve:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "LayerCurve":
+    def from_dict(cls, d: Mapping) -> LayerCurve:
         """The curve a run file recorded (keys this version does not know are left out)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -57,8 +58,9 @@ def declarations(measures: Mapping[str, tuple[Iterable[str], Iterable[LayerCurve
     measures = {n: (tuple(t), tuple(c)) for n, (t, c) in measures.items()}
     if all(n in MEASURE_TABLES and not curves for n, (_, curves) in measures.items()):
         return None
-    return {n: {"tables": list(tables), "curves": [c.to_dict() for c in curves]}
-            for n, (tables, curves) in measures.items()}
+    return {
+        n: {"tables": list(tables), "curves": [c.to_dict() for c in curves]} for n, (tables, curves) in measures.items()
+    }
 
 
 def declared(meta: Mapping) -> dict[str, dict]:
@@ -71,7 +73,9 @@ def declared(meta: Mapping) -> dict[str, dict]:
 def curves_of(meta: Mapping) -> tuple[LayerCurve, ...]:
     """The curves that the measures a run holds (its ``accumulators``) declare, in the run's order."""
     held = declared(meta)
-    return tuple(LayerCurve.from_dict(c) for m in (meta.get("accumulators") or []) for c in held.get(m, {}).get("curves", ()))
+    return tuple(
+        LayerCurve.from_dict(c) for m in (meta.get("accumulators") or []) for c in held.get(m, {}).get("curves", ())
+    )
 
 
 def required_tables(meta: Mapping, measure: str) -> tuple[str, ...]:

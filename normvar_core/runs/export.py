@@ -23,13 +23,14 @@ every destination (``destination.py``): a link is refused, never followed; ``--o
 folder that holds an earlier export (``made_by_export``). Tables are streamed in
 record batches, the means layer by layer, so memory stays bounded by one layer of means.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import duckdb
 import numpy as np
@@ -54,12 +55,16 @@ def move_folder_into_place(out: Path, write: Callable[[Path], None], *, overwrit
     out = resolve_folder_destination(out)  # the one rule (destination.py): a link is refused, never followed
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
-            raise NormvarError(f"--out {out} is a folder that is not empty",
-                               fix="choose a new or empty folder, or pass --overwrite to replace it")
+            raise NormvarError(
+                f"--out {out} is a folder that is not empty",
+                fix="choose a new or empty folder, or pass --overwrite to replace it",
+            )
         if not made_by_export(out):
-            raise NormvarError(f"--out {out} is a folder that normvar did not export (no manifest.json of an "
-                               "export in it); --overwrite replaces only an earlier export",
-                               fix="choose a new or empty folder")
+            raise NormvarError(
+                f"--out {out} is a folder that normvar did not export (no manifest.json of an "
+                "export in it); --overwrite replaces only an earlier export",
+                fix="choose a new or empty folder",
+            )
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     old = out.parent / f".{out.name}.old-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -73,8 +78,10 @@ def move_folder_into_place(out: Path, write: Callable[[Path], None], *, overwrit
         shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not out.exists():
             os.rename(old, out)
-        raise NormvarError(f"could not write the export {out.name}: {exc.strerror or exc}; nothing was published",
-                           fix=f"check that {out.parent} is writable and has room, and run it again") from None
+        raise NormvarError(
+            f"could not write the export {out.name}: {exc.strerror or exc}; nothing was published",
+            fix=f"check that {out.parent} is writable and has room, and run it again",
+        ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -98,8 +105,14 @@ def made_by_export(folder: Path) -> bool:
 # ----------------------------------------------------------------------------- tables
 def _plain_vectors(schema: pa.Schema) -> pa.Schema:
     """Name the child of fixed-size lists ``item`` (DuckDB leaves it empty, which some readers dislike)."""
-    return pa.schema([pa.field(f.name, pa.list_(pa.field("item", f.type.value_type), f.type.list_size))
-                      if pa.types.is_fixed_size_list(f.type) else f for f in schema])
+    return pa.schema(
+        [
+            pa.field(f.name, pa.list_(pa.field("item", f.type.value_type), f.type.list_size))
+            if pa.types.is_fixed_size_list(f.type)
+            else f
+            for f in schema
+        ]
+    )
 
 
 def _csv_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -149,7 +162,9 @@ def _write_table(con: duckdb.DuckDBPyConnection, table: str, dest: Path, fmt: st
 
 
 def _layer_means(con: duckdb.DuckDBPyConnection, layer: int, token_ids: np.ndarray, dim: int) -> np.ndarray:
-    tab = con.sql(f"SELECT token_id, mean FROM token_means WHERE layer = {int(layer)} ORDER BY token_id").to_arrow_table()
+    tab = con.sql(
+        f"SELECT token_id, mean FROM token_means WHERE layer = {int(layer)} ORDER BY token_id"
+    ).to_arrow_table()
     if not np.array_equal(tab.column("token_id").to_numpy(), token_ids):
         raise NormvarError(f"token_means of layer {layer} does not match token_stats", fix="recompute the run")
     return list_to_matrix(tab.column("mean"), dim)
@@ -175,8 +190,15 @@ def export_run(run_path, out, fmt: str, *, layer: int | None = None, overwrite: 
         raise NormvarError("--layer applies to --format projector only", fix="drop --layer, or use --format projector")
     tokens = run.tokens()  # token_id, token, n of every type, by token id
     ids = tokens["token_id"].to_numpy(np.int64)
-    manifest = {"run": run.name, "format": fmt, "source": str(Path(run_path).name), "layers": run.layers,
-                "dim": run.dim, "n_types": int(ids.size), "files": {}}
+    manifest = {
+        "run": run.name,
+        "format": fmt,
+        "source": str(Path(run_path).name),
+        "layers": run.layers,
+        "dim": run.dim,
+        "n_types": int(ids.size),
+        "files": {},
+    }
 
     def write(tmp: Path) -> None:
         con = duckdb.connect(str(run.path), read_only=True)
@@ -189,8 +211,9 @@ def export_run(run_path, out, fmt: str, *, layer: int | None = None, overwrite: 
                     manifest["files"][name] = _write_table(con, table, tmp / name, fmt)
                 _write_means(con, run, tokens, tmp, manifest)
         except duckdb.Error as exc:
-            raise NormvarError(f"run file {run.path} could not be read: {str(exc).splitlines()[0]}",
-                               fix="recompute the run") from None
+            raise NormvarError(
+                f"run file {run.path} could not be read: {str(exc).splitlines()[0]}", fix="recompute the run"
+            ) from None
         finally:
             con.close()
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -200,8 +223,9 @@ def export_run(run_path, out, fmt: str, *, layer: int | None = None, overwrite: 
 
 def _write_means(con, run, tokens, tmp: Path, manifest: dict) -> None:
     ids = tokens["token_id"].to_numpy(np.int64)
-    arr = np.lib.format.open_memmap(tmp / "token_means.npy", mode="w+", dtype=np.float32,
-                                    shape=(len(run.layers), ids.size, run.dim))
+    arr = np.lib.format.open_memmap(
+        tmp / "token_means.npy", mode="w+", dtype=np.float32, shape=(len(run.layers), ids.size, run.dim)
+    )
     for li, layer in enumerate(run.layers):
         arr[li] = _layer_means(con, layer, ids, run.dim)
     arr.flush()
@@ -217,15 +241,19 @@ def _write_projector(con, run, layer: int, tokens, tmp: Path, manifest: dict) ->
     ids = tokens["token_id"].to_numpy(np.int64)
     mat = _layer_means(con, layer, ids, run.dim)
     # Arrow writes each float32 as its shortest round-trip text
-    cols = pa.RecordBatch.from_arrays([pa.array(mat[:, k]) for k in range(mat.shape[1])],
-                                      names=[f"d{k}" for k in range(mat.shape[1])])
-    pcsv.write_csv(cols, tmp / "vectors.tsv",
-                   pcsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none"))
+    cols = pa.RecordBatch.from_arrays(
+        [pa.array(mat[:, k]) for k in range(mat.shape[1])], names=[f"d{k}" for k in range(mat.shape[1])]
+    )
+    pcsv.write_csv(
+        cols, tmp / "vectors.tsv", pcsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
+    )
     table = run.token_table(layer)
     with open(tmp / "metadata.tsv", "w", encoding="utf-8") as fh:
         fh.write("token\ttoken_id\tn\tq\tm\tv\n")
         for r in table.itertuples(index=False):
-            fh.write(f"{_escape_tsv(str(r.token))}\t{r.token_id}\t{r.n}\t{float(r.q)!r}\t{float(r.m)!r}\t{float(r.v)!r}\n")
+            fh.write(
+                f"{_escape_tsv(str(r.token))}\t{r.token_id}\t{r.n}\t{float(r.q)!r}\t{float(r.m)!r}\t{float(r.v)!r}\n"
+            )
     manifest["projector_layer"] = layer
     manifest["files"]["vectors.tsv"] = int(ids.size)
     manifest["files"]["metadata.tsv"] = int(ids.size)

@@ -2,6 +2,7 @@
 runs it when it opens a run or lists the runs; the tables each measure requires come from
 ``runs.schema.REQUIRED_TABLES``, or, for a measure that is not built in, from what the run file recorded that it
 declared (``runs.declared.required_tables``)."""
+
 from __future__ import annotations
 
 import duckdb
@@ -14,21 +15,28 @@ HEADER_BYTES = 3 * 4096  # DuckDB's file header + two database headers precede t
 
 def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The tables of the open run file, by name."""
-    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
-                                      "WHERE table_schema = 'main' ORDER BY table_name").fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY table_name"
+        ).fetchall()
+    ]
 
 
 def missing_columns(con: duckdb.DuckDBPyConnection, tables: set[str]) -> str | None:
     """What the present tables of ``REQUIRED_COLUMNS`` lack ("token_stats lacks column v …"), or None."""
     have: dict[str, set[str]] = {}
-    for table, column in con.execute("SELECT table_name, column_name FROM information_schema.columns "
-                                     "WHERE table_schema = 'main'").fetchall():
+    for table, column in con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'"
+    ).fetchall():
         have.setdefault(table, set()).add(column)
     for table, needed in REQUIRED_COLUMNS.items():
         lacking = [c for c in needed if table in tables and c not in have.get(table, set())]
         if lacking:
-            return (f"{table} lacks column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} (a file of an "
-                    "older or other program)")
+            return (
+                f"{table} lacks column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} (a file of an "
+                "older or other program)"
+            )
     return None
 
 

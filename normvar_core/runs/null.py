@@ -1,6 +1,7 @@
 """The Gaussian null runs of a run, as names (no torch): the kinds (``constants.NULL_KINDS``), the name a null of
 a run is published under and the published nulls of a run. The writer that draws one is
 ``pipeline.execute.null_run.write_null_run``."""
+
 from __future__ import annotations
 
 from normvar_core.constants import NULL_KINDS

@@ -6,6 +6,7 @@ The predicate is built from numbers only (``box_predicate``), so it can be shown
 ``layer = 3 AND x BETWEEN -1.5 AND 0.25 AND y BETWEEN 0.0 AND 2.0``; a lasso is a polygon predicate
 (``polygon_predicate``: the even-odd ray-casting rule written out over the polygon's edges, no extension).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,20 +32,25 @@ def occurrence_points(run, layer: int) -> pd.DataFrame:
     """Every kept occurrence of ``layer``: x, y (float32), token_id, sentence_id, position, and its type's
     token, n (= n_t), m = M(X_t), v = V(X_t) from ``token_stats``; in (sentence, position) order."""
     if not has_occurrences(run):
-        raise NormvarError(f"run {run.name!r} keeps no occurrences",
-                           fix="recompute it with --occurrences above 0 (the default keeps 1,000,000 per layer)")
+        raise NormvarError(
+            f"run {run.name!r} keeps no occurrences",
+            fix="recompute it with --occurrences above 0 (the default keeps 1,000,000 per layer)",
+        )
     layer = _layer(run, layer)
-    sql = (f"SELECT o.x, o.y, o.token_id, o.sentence_id, o.position, s.token, s.n, s.m, s.v "
-           f"FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
-           f"WHERE o.layer = {layer} ORDER BY o.sentence_id, o.position")
+    sql = (
+        f"SELECT o.x, o.y, o.token_id, o.sentence_id, o.position, s.token, s.n, s.m, s.v "
+        f"FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
+        f"WHERE o.layer = {layer} ORDER BY o.sentence_id, o.position"
+    )
     return run.query(sql, "occurrences").to_pandas()
 
 
 def occurrence_count(run, layer: int) -> int:
     """Occurrences kept for ``layer`` (the number the page draws)."""
     layer = _layer(run, layer)
-    return int(run.query(f"SELECT count(*) AS c FROM occurrences WHERE layer = {layer}", "occurrences")
-               .column("c")[0].as_py())
+    return int(
+        run.query(f"SELECT count(*) AS c FROM occurrences WHERE layer = {layer}", "occurrences").column("c")[0].as_py()
+    )
 
 
 def occurrence_axes(run) -> pd.DataFrame:
@@ -80,18 +86,24 @@ def polygon_predicate(layer: int, polygon) -> str:
     comes first (DuckDB evaluates it before the edges)."""
     v = np.asarray(polygon, np.float64)
     if v.ndim != 2 or v.shape[1] != 2 or len(v) < 3:
-        raise NormvarError(f"a lasso needs at least 3 vertices (x, y), got shape {v.shape}",
-                           fix="draw the lasso around an area, or give [[x, y], ...] with 3 vertices or more")
+        raise NormvarError(
+            f"a lasso needs at least 3 vertices (x, y), got shape {v.shape}",
+            fix="draw the lasso around an area, or give [[x, y], ...] with 3 vertices or more",
+        )
     terms = []
     for (xi, yi), (xj, yj) in zip(v, np.roll(v, -1, axis=0)):
         if yi == yj:
             continue
         lo, hi = sorted((yi, yj))
-        terms.append(f"(y >= {_dbl(lo)} AND y < {_dbl(hi)} AND x < {_dbl(xi)} + (y - {_dbl(yi)}) * "
-                     f"{_dbl((xj - xi) / (yj - yi))})::INTEGER")
+        terms.append(
+            f"(y >= {_dbl(lo)} AND y < {_dbl(hi)} AND x < {_dbl(xi)} + (y - {_dbl(yi)}) * "
+            f"{_dbl((xj - xi) / (yj - yi))})::INTEGER"
+        )
     (x0, y0), (x1, y1) = v.min(axis=0), v.max(axis=0)
-    return (f"layer = {int(layer)} AND x BETWEEN {_dbl(x0)} AND {_dbl(x1)} AND y BETWEEN {_dbl(y0)} AND {_dbl(y1)} "
-            f"AND ({' + '.join(terms) or '0'}) % 2 = 1")
+    return (
+        f"layer = {int(layer)} AND x BETWEEN {_dbl(x0)} AND {_dbl(x1)} AND y BETWEEN {_dbl(y0)} AND {_dbl(y1)} "
+        f"AND ({' + '.join(terms) or '0'}) % 2 = 1"
+    )
 
 
 def in_box(points: pd.DataFrame, x: tuple[float, float], y: tuple[float, float]) -> np.ndarray:
@@ -104,9 +116,11 @@ def in_box(points: pd.DataFrame, x: tuple[float, float], y: tuple[float, float])
 
 def selected_types(run, predicate: str) -> pd.DataFrame:
     """token_id, token, count of the occurrences matching ``predicate`` (``box_predicate``), most first."""
-    sql = (f"SELECT o.token_id, any_value(s.token) AS token, count(*) AS count FROM {_matching(predicate)} o "
-           f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
-           f"GROUP BY o.token_id ORDER BY count DESC, o.token_id")
+    sql = (
+        f"SELECT o.token_id, any_value(s.token) AS token, count(*) AS count FROM {_matching(predicate)} o "
+        f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
+        f"GROUP BY o.token_id ORDER BY count DESC, o.token_id"
+    )
     return run.query(sql, "occurrences").to_pandas()
 
 
@@ -114,10 +128,12 @@ def selected_contexts(run, predicate: str, *, token_id: int | None = None, limit
     """Occurrences matching ``predicate`` (optionally of one type) with their sentence: token, sentence_id,
     position, x, y, text; at most ``limit`` rows, in (sentence, position) order."""
     where = "TRUE" if token_id is None else f"o.token_id = {int(token_id)}"
-    sql = (f"SELECT s.token, o.sentence_id, o.position, o.x, o.y, t.text FROM {_matching(predicate)} o "
-           f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
-           f"LEFT JOIN sentences t ON t.sentence_id = o.sentence_id WHERE {where} "
-           f"ORDER BY o.sentence_id, o.position LIMIT {int(limit)}")
+    sql = (
+        f"SELECT s.token, o.sentence_id, o.position, o.x, o.y, t.text FROM {_matching(predicate)} o "
+        f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
+        f"LEFT JOIN sentences t ON t.sentence_id = o.sentence_id WHERE {where} "
+        f"ORDER BY o.sentence_id, o.position LIMIT {int(limit)}"
+    )
     return run.query(sql, "occurrences").to_pandas()
 
 
@@ -126,5 +142,15 @@ def _matching(predicate: str) -> str:
     return f"(SELECT * FROM occurrences WHERE {predicate})"
 
 
-__all__ = ["POINT_COLUMNS", "has_occurrences", "occurrence_points", "occurrence_count", "occurrence_axes",
-           "box_predicate", "polygon_predicate", "in_box", "selected_types", "selected_contexts"]
+__all__ = [
+    "POINT_COLUMNS",
+    "has_occurrences",
+    "occurrence_points",
+    "occurrence_count",
+    "occurrence_axes",
+    "box_predicate",
+    "polygon_predicate",
+    "in_box",
+    "selected_types",
+    "selected_contexts",
+]

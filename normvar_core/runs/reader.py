@@ -8,14 +8,15 @@ all, even read-only: runs are published by atomic rename and never held open); t
 samples, any measure's table) are read on first use by reopening the file briefly and checking
 it is still the same file.
 """
+
 from __future__ import annotations
 
-import math
 import json
+import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import duckdb
 import numpy as np
@@ -24,12 +25,11 @@ import pandas as pd
 from normvar_core.destination import refuse_entry
 from normvar_core.errors import NormvarError
 from normvar_core.runs.declared import LayerCurve, curves_of
-from normvar_core.runs.record import JSON_COLUMNS, RunRecord
 from normvar_core.runs.integrity import damage, table_names
+from normvar_core.runs.record import JSON_COLUMNS, RunRecord
 from normvar_core.runs.schema import LEGACY_MARKERS
 from normvar_core.runs.tables import list_to_matrix
 from normvar_core.stats.tokenstats import TokenStats
-
 
 
 def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
@@ -39,8 +39,10 @@ def _connect_ro(path: Path) -> duckdb.DuckDBPyConnection:
     try:
         return duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
-        raise NormvarError(f"cannot open run file {path}: {str(exc).splitlines()[0]}",
-                           fix="check that it is a normvar run file (normvar show lists runs)") from None
+        raise NormvarError(
+            f"cannot open run file {path}: {str(exc).splitlines()[0]}",
+            fix="check that it is a normvar run file (normvar show lists runs)",
+        ) from None
 
 
 def _clean(k: str, v):
@@ -74,8 +76,10 @@ def _read_meta(con: duckdb.DuckDBPyConnection) -> dict:
 
 
 def _damaged(path: Path, why: str) -> NormvarError:
-    return NormvarError(f"run file {path} is damaged: {why}",
-                        fix="recompute the run (normvar compute ... --overwrite) or delete the file")
+    return NormvarError(
+        f"run file {path} is damaged: {why}",
+        fix="recompute the run (normvar compute ... --overwrite) or delete the file",
+    )
 
 
 def file_version(path) -> tuple[int, int, int]:
@@ -168,15 +172,15 @@ class Run:
     def check_layer(self, layer: int) -> None:
         """A NormvarError naming the stored layers when ``layer`` is not one of them."""
         if layer not in self.layers:
-            raise NormvarError(f"layer {layer} is not stored in run {self.name!r}",
-                               fix=f"use one of {self.layers}")
+            raise NormvarError(f"layer {layer} is not stored in run {self.name!r}", fix=f"use one of {self.layers}")
 
     # ---------------------------------------------------------------- lazy parts
     def _reopen(self) -> duckdb.DuckDBPyConnection:
         """Connect, then check the file is still the one opened: checking first would race with
         an atomic replace between the check and the connect (seen in the soak test)."""
-        replaced = NormvarError(f"run file {self.path} was replaced or removed since it was opened",
-                                fix="open the run again")
+        replaced = NormvarError(
+            f"run file {self.path} was replaced or removed since it was opened", fix="open the run again"
+        )
         try:
             con = _connect_ro(self.path)
         except NormvarError:
@@ -199,16 +203,18 @@ class Run:
         try:
             return con.sql(sql).to_arrow_table()
         except duckdb.Error as exc:
-            raise NormvarError(f"run file {self.path} is damaged ({what}): {str(exc).splitlines()[0]}",
-                               fix="recompute the run") from None
+            raise NormvarError(
+                f"run file {self.path} is damaged ({what}): {str(exc).splitlines()[0]}", fix="recompute the run"
+            ) from None
         finally:
             con.close()
 
     def table(self, name: str) -> pd.DataFrame:
         """Any table of the run as a DataFrame (cached), e.g. a measure's ``layer_geometry``."""
         if name not in self.table_names:
-            raise NormvarError(f"run {self.name!r} has no table {name!r}",
-                               fix="recompute the run with the measure switched on")
+            raise NormvarError(
+                f"run {self.name!r} has no table {name!r}", fix="recompute the run with the measure switched on"
+            )
         if name not in self._tables:
             self._tables[name] = self.query(f'SELECT * FROM "{name}"', name).to_pandas()
         return self._tables[name].copy()
@@ -227,24 +233,32 @@ class Run:
         con = self._reopen()
         try:
             for li, layer in enumerate(self.layers):  # layer by layer bounds the Arrow copy to T x d
-                tab = con.sql(f"SELECT token_id, mean FROM token_means WHERE layer = {int(layer)} "
-                              "ORDER BY token_id").to_arrow_table()
+                tab = con.sql(
+                    f"SELECT token_id, mean FROM token_means WHERE layer = {int(layer)} ORDER BY token_id"
+                ).to_arrow_table()
                 got = tab.column("token_id").to_numpy()
                 if got.size != T or not np.array_equal(got, ids):
                     raise NormvarError(f"run file {self.path} is inconsistent (token_means)", fix="recompute the run")
                 mean[li] = list_to_matrix(tab.column("mean"), d)
         except duckdb.Error as exc:
-            raise NormvarError(f"run file {self.path} is damaged (token_means): {str(exc).splitlines()[0]}",
-                               fix="recompute the run") from None
+            raise NormvarError(
+                f"run file {self.path} is damaged (token_means): {str(exc).splitlines()[0]}", fix="recompute the run"
+            ) from None
         finally:
             con.close()
 
         def grid(col: str, dtype) -> np.ndarray:
             return ts[col].to_numpy(dtype).reshape(L, T)
 
-        self._stats = TokenStats(token_ids=ids, n=first["n"].to_numpy(np.int64), mean=mean,
-                                 q=grid("q", np.float64), m=grid("m", np.float64), v=grid("v", np.float64),
-                                 layer_index=np.asarray(self.layers, dtype=np.int64))
+        self._stats = TokenStats(
+            token_ids=ids,
+            n=first["n"].to_numpy(np.int64),
+            mean=mean,
+            q=grid("q", np.float64),
+            m=grid("m", np.float64),
+            v=grid("v", np.float64),
+            layer_index=np.asarray(self.layers, dtype=np.int64),
+        )
         return self._stats
 
     def sampled_tokens(self, layer: int | None = None) -> pd.DataFrame:
@@ -253,11 +267,15 @@ class Run:
             self.check_layer(layer)
         if self._sampled is None:
             if "samples" not in self.table_names:
-                self._sampled = pd.DataFrame({"token_id": np.zeros(0, np.int64), "token": [], "count": np.zeros(0, np.int64)})
+                self._sampled = pd.DataFrame(
+                    {"token_id": np.zeros(0, np.int64), "token": [], "count": np.zeros(0, np.int64)}
+                )
             else:
                 self._sampled = self.query(
                     f"SELECT token_id, any_value(token) AS token, count(*) AS count FROM samples "
-                    f"WHERE layer = {int(self.layers[0])} GROUP BY token_id ORDER BY token_id", "samples").to_pandas()
+                    f"WHERE layer = {int(self.layers[0])} GROUP BY token_id ORDER BY token_id",
+                    "samples",
+                ).to_pandas()
         return self._sampled.copy()
 
     @property
@@ -273,24 +291,41 @@ class Run:
             if "samples" not in self.table_names:
                 tab = None
             else:
-                ctx = ", ".join(c if c in self.sample_columns else f"-1 AS {c}"
-                                for c in ("sentence_id", "position", "char_start", "char_end"))
-                tab = self.query(f"SELECT token_id, token, i, vector, {ctx} FROM samples WHERE layer = {int(layer)} "
-                                  "ORDER BY token_id, i", "samples")
+                ctx = ", ".join(
+                    c if c in self.sample_columns else f"-1 AS {c}"
+                    for c in ("sentence_id", "position", "char_start", "char_end")
+                )
+                tab = self.query(
+                    f"SELECT token_id, token, i, vector, {ctx} FROM samples WHERE layer = {int(layer)} "
+                    "ORDER BY token_id, i",
+                    "samples",
+                )
             if tab is None or tab.num_rows == 0:
                 e = np.zeros(0, np.int64)
                 self._samples[layer] = (e, [], e, np.zeros((0, self.dim), np.float32), e, e, e, e)
             else:
-                self._samples[layer] = (tab.column("token_id").to_numpy(), tab.column("token").to_pylist(),
-                                        tab.column("i").to_numpy(), list_to_matrix(tab.column("vector"), self.dim),
-                                        *(tab.column(c).to_numpy() for c in ("sentence_id", "position", "char_start",
-                                                                             "char_end")))
+                self._samples[layer] = (
+                    tab.column("token_id").to_numpy(),
+                    tab.column("token").to_pylist(),
+                    tab.column("i").to_numpy(),
+                    list_to_matrix(tab.column("vector"), self.dim),
+                    *(tab.column(c).to_numpy() for c in ("sentence_id", "position", "char_start", "char_end")),
+                )
         ids, toks, i, mat, sent, pos, c0, c1 = self._samples[layer]
         sel = np.ones(ids.size, bool) if token_ids is None else np.isin(ids, np.asarray(list(token_ids), np.int64))
         idx = np.flatnonzero(sel)
-        return pd.DataFrame({"token_id": ids[idx], "token": [toks[k] for k in idx], "i": i[idx],
-                             "vector": list(mat[idx]), "sentence_id": sent[idx], "position": pos[idx],
-                             "char_start": c0[idx], "char_end": c1[idx]})
+        return pd.DataFrame(
+            {
+                "token_id": ids[idx],
+                "token": [toks[k] for k in idx],
+                "i": i[idx],
+                "vector": list(mat[idx]),
+                "sentence_id": sent[idx],
+                "position": pos[idx],
+                "char_start": c0[idx],
+                "char_end": c1[idx],
+            }
+        )
 
     def sentences(self, sentence_ids: Iterable[int] | None = None) -> dict[int, str]:
         """{sentence_id: text} of the sentences behind the samples ({} for older runs)."""
@@ -329,25 +364,56 @@ def open_run(path) -> Run:
             if why:
                 raise _damaged(path, why)
             names = table_names(con)
-            sample_cols = [r[0] for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'samples'").fetchall()]
-            token_stats = con.sql("SELECT layer, token_id, token, n, q, m, v FROM token_stats "
-                                  "ORDER BY layer, token_id").df()
+            sample_cols = [
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'samples'"
+                ).fetchall()
+            ]
+            token_stats = con.sql(
+                "SELECT layer, token_id, token, n, q, m, v FROM token_stats ORDER BY layer, token_id"
+            ).df()
             layer_stats = con.sql("SELECT * FROM layer_stats ORDER BY layer").df()
             sl = con.sql("SELECT * FROM sentence_lengths ORDER BY words").df()
             fh = con.sql("SELECT * FROM frequency_hist ORDER BY log10_n_left").df()
         except duckdb.Error as exc:
-            raise NormvarError(f"{path} is not a complete normvar run file: {str(exc).splitlines()[0]}",
-                               fix="recompute the run") from None
+            raise NormvarError(
+                f"{path} is not a complete normvar run file: {str(exc).splitlines()[0]}", fix="recompute the run"
+            ) from None
     finally:
         con.close()
-    return Run(name=meta.get("name") or path.stem, path=path, meta=meta, layers=list(meta["layers"]),
-               table_names=names, sample_columns=sample_cols, _token_stats=token_stats, _layer_stats=layer_stats, _sentence_lengths=sl,
-               _frequency_hist=fh, version=fid)
+    return Run(
+        name=meta.get("name") or path.stem,
+        path=path,
+        meta=meta,
+        layers=list(meta["layers"]),
+        table_names=names,
+        sample_columns=sample_cols,
+        _token_stats=token_stats,
+        _layer_stats=layer_stats,
+        _sentence_lengths=sl,
+        _frequency_hist=fh,
+        version=fid,
+    )
 
 
-LIST_COLUMNS = ["name", "model", "corpus", "n_types", "n_embeddings", "num_layers", "dim",
-                "norm_placement", "created_at", "path", "status", "problem", "source", "sweep", "step"]
+LIST_COLUMNS = [
+    "name",
+    "model",
+    "corpus",
+    "n_types",
+    "n_embeddings",
+    "num_layers",
+    "dim",
+    "norm_placement",
+    "created_at",
+    "path",
+    "status",
+    "problem",
+    "source",
+    "sweep",
+    "step",
+]
 
 
 def skipped_measures(meta: dict) -> dict[str, str]:
@@ -370,8 +436,9 @@ def read_meta(path, *, check: bool = False) -> dict:
                 raise _damaged(path, why)
             return meta
         except duckdb.Error as exc:
-            raise NormvarError(f"{path} is not a normvar run file: {str(exc).splitlines()[0]}",
-                               fix="recompute the run") from None
+            raise NormvarError(
+                f"{path} is not a normvar run file: {str(exc).splitlines()[0]}", fix="recompute the run"
+            ) from None
     finally:
         con.close()
 
@@ -393,18 +460,31 @@ def list_runs(data_dir=None, *, errors: list | None = None, include_damaged: boo
     for p in files:
         try:
             m = read_meta(p, check=True)
-        except Exception as exc:  # noqa: BLE001 - a bad file must never break the listing
+        except Exception as exc:
             if errors is not None:
                 errors.append((p, str(exc)))
             if include_damaged:
                 rows.append({"name": p.stem, "path": str(p), "status": "damaged", "problem": str(exc)})
             continue
-        rows.append({"name": p.stem, "model": m.get("model"), "corpus": m.get("corpus_name"),
-                     "n_types": m.get("n_types"), "n_embeddings": m.get("n_embeddings"),
-                     "num_layers": m.get("num_layers"), "dim": m.get("dim"),
-                     "norm_placement": m.get("norm_placement"), "created_at": m.get("created_at"),
-                     "path": str(p), "status": "ok", "problem": None, "source": m.get("source") or "model",
-                     "sweep": m.get("sweep"), "step": m.get("step")})
+        rows.append(
+            {
+                "name": p.stem,
+                "model": m.get("model"),
+                "corpus": m.get("corpus_name"),
+                "n_types": m.get("n_types"),
+                "n_embeddings": m.get("n_embeddings"),
+                "num_layers": m.get("num_layers"),
+                "dim": m.get("dim"),
+                "norm_placement": m.get("norm_placement"),
+                "created_at": m.get("created_at"),
+                "path": str(p),
+                "status": "ok",
+                "problem": None,
+                "source": m.get("source") or "model",
+                "sweep": m.get("sweep"),
+                "step": m.get("step"),
+            }
+        )
     return pd.DataFrame(rows, columns=LIST_COLUMNS)
 
 
@@ -421,8 +501,10 @@ def resolve_run(ref: str, data_dir=None) -> Path:
     cand = dd.run_path(ref)
     if not cand.exists():
         known = [q.stem for q in dd.published_runs()]
-        raise NormvarError(f"no run named {ref!r} in {dd.runs}",
-                           fix=("known runs: " + ", ".join(known[:10])) if known else "compute one with `normvar compute`")
+        raise NormvarError(
+            f"no run named {ref!r} in {dd.runs}",
+            fix=("known runs: " + ", ".join(known[:10])) if known else "compute one with `normvar compute`",
+        )
     return cand
 
 

@@ -4,6 +4,7 @@
 normvar lacks the newer columns, which read as their defaults). ``Run.meta`` keeps the same row
 as a plain dict for SQL-minded callers; code should prefer ``Run.record``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,16 +15,37 @@ from typing import Any
 
 # column name -> DuckDB type, in file order (older files hold a prefix of these, in this order)
 RUN_COLUMNS: list[tuple[str, str]] = [
-    ("name", "VARCHAR"), ("model", "VARCHAR"), ("revision", "VARCHAR"), ("weights_hash", "VARCHAR"),
-    ("architecture", "VARCHAR"), ("norm_placement", "VARCHAR"), ("norm_type", "VARCHAR"),
-    ("final_norm", "BOOLEAN"), ("num_layers", "INTEGER"), ("dim", "INTEGER"), ("layers", "INTEGER[]"),
-    ("corpus_name", "VARCHAR"), ("corpus_sha256", "VARCHAR"), ("options", "VARCHAR"),
-    ("n_sentences", "BIGINT"), ("n_truncated", "BIGINT"), ("n_embeddings", "BIGINT"),
-    ("n_types", "BIGINT"), ("device", "VARCHAR"), ("dtype", "VARCHAR"), ("seconds", "DOUBLE"),
-    ("versions", "VARCHAR"), ("created_at", "TIMESTAMP"), ("notes", "VARCHAR"),
+    ("name", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("revision", "VARCHAR"),
+    ("weights_hash", "VARCHAR"),
+    ("architecture", "VARCHAR"),
+    ("norm_placement", "VARCHAR"),
+    ("norm_type", "VARCHAR"),
+    ("final_norm", "BOOLEAN"),
+    ("num_layers", "INTEGER"),
+    ("dim", "INTEGER"),
+    ("layers", "INTEGER[]"),
+    ("corpus_name", "VARCHAR"),
+    ("corpus_sha256", "VARCHAR"),
+    ("options", "VARCHAR"),
+    ("n_sentences", "BIGINT"),
+    ("n_truncated", "BIGINT"),
+    ("n_embeddings", "BIGINT"),
+    ("n_types", "BIGINT"),
+    ("device", "VARCHAR"),
+    ("dtype", "VARCHAR"),
+    ("seconds", "DOUBLE"),
+    ("versions", "VARCHAR"),
+    ("created_at", "TIMESTAMP"),
+    ("notes", "VARCHAR"),
     # schema 2: the pipeline's stages
-    ("source", "VARCHAR"), ("accumulators", "VARCHAR"), ("sweep", "VARCHAR"), ("step", "BIGINT"),
-    ("unit", "VARCHAR"), ("schema_version", "INTEGER"),
+    ("source", "VARCHAR"),
+    ("accumulators", "VARCHAR"),
+    ("sweep", "VARCHAR"),
+    ("step", "BIGINT"),
+    ("unit", "VARCHAR"),
+    ("schema_version", "INTEGER"),
     ("stack", "VARCHAR"),  # encoder-decoders: "encoder" or "decoder"; NULL for one-stack models
     ("dataset", "VARCHAR"),  # a --dataset corpus: {id, kind, config, split, revision, fingerprint|commit|sha256}
     ("device_map", "VARCHAR"),  # --device-map: {module: "cuda:k" | "cpu" | "disk"} as it ran; {} in one piece
@@ -75,7 +97,7 @@ class RunRecord:
     """Where each module ran (--device-map, accelerate's resolved ``hf_device_map``); {}: the model in one piece."""
 
     @classmethod
-    def from_dict(cls, meta: dict) -> "RunRecord":
+    def from_dict(cls, meta: dict) -> RunRecord:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(meta) - known)
         if unknown:
@@ -91,11 +113,11 @@ class RunRecord:
         for c in JSON_COLUMNS:
             if row[c] is not None and not isinstance(row[c], str):
                 row[c] = json.dumps(row[c], sort_keys=True, default=str)
-        ts = row["created_at"] or _dt.datetime.now(_dt.timezone.utc)
+        ts = row["created_at"] or _dt.datetime.now(_dt.UTC)
         if isinstance(ts, str):
             ts = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
         if ts.tzinfo is not None:
-            ts = ts.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            ts = ts.astimezone(_dt.UTC).replace(tzinfo=None)
         row["created_at"] = ts
         row["layers"] = [int(x) for x in (row["layers"] or [])]
         return row

@@ -11,6 +11,7 @@ run row's ``accumulators`` column says which measures it holds.
 
 A measure that is not built in is not listed here: the run file records its tables (``runs.declared``).
 """
+
 from __future__ import annotations
 
 MOMENTS_TABLES = ("token_stats", "token_means", "layer_stats", "frequency_hist", "word_units")
@@ -48,5 +49,16 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 """{table: the columns every page that reads it needs} (``runs.reader.open_run`` reads them; ``runs/integrity.damage``
 checks them, so a file without one is listed as damaged, never opened as a run)."""
 
-__all__ = ["MEASURE_TABLES", "REQUIRED_TABLES", "REQUIRED_COLUMNS", "LEGACY_MARKERS", "MOMENTS_TABLES", "SAMPLES_TABLES",
-           "GEOMETRY_TABLES", "SELFSIM_TABLES", "OUTLIERS_TABLES", "HALVES_TABLES", "OCCURRENCES_TABLES"]
+__all__ = [
+    "MEASURE_TABLES",
+    "REQUIRED_TABLES",
+    "REQUIRED_COLUMNS",
+    "LEGACY_MARKERS",
+    "MOMENTS_TABLES",
+    "SAMPLES_TABLES",
+    "GEOMETRY_TABLES",
+    "SELFSIM_TABLES",
+    "OUTLIERS_TABLES",
+    "HALVES_TABLES",
+    "OCCURRENCES_TABLES",
+]

@@ -3,9 +3,10 @@ flipped option is ``exclude_position0`` (decoders carry massive activations on e
 position; the Outliers page draws the layer geometry with and without it). A run's options are its
 RunConfig dict (``run.meta["options"]``), so a sibling is found by comparing those dicts and computed
 from the run's own config with the option flipped."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
@@ -46,11 +47,14 @@ def position0_sibling_config(run) -> RunConfig:
     recorded options (synthetic, or written before runs kept them) has none: a NormvarError."""
     options = dict(run.meta.get("options") or {})
     if not options:
-        raise NormvarError(f"run {run.name} has no recorded options to compute its sibling from",
-                           fix="compute the run again with `normvar compute` (runs record their options)")
+        raise NormvarError(
+            f"run {run.name} has no recorded options to compute its sibling from",
+            fix="compute the run again with `normvar compute` (runs record their options)",
+        )
     flipped = not excludes_position0(run)
-    return RunConfig.from_dict({**options, "exclude_position0": flipped,
-                                "name": f"{run.name}-{'nopos0' if flipped else 'allpos'}"})
+    return RunConfig.from_dict(
+        {**options, "exclude_position0": flipped, "name": f"{run.name}-{'nopos0' if flipped else 'allpos'}"}
+    )
 
 
 __all__ = ["NOT_COMPARED", "excludes_position0", "position0_sibling", "position0_sibling_config"]

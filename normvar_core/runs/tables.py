@@ -18,10 +18,12 @@ char_start INTEGER, char_end INTEGER)`` (the token's character span in its sente
 ``occurrences(layer INTEGER, token_id BIGINT, sentence_id BIGINT, position INTEGER, x FLOAT, y FLOAT)``,
 ``occurrence_axes(layer INTEGER, axes VARCHAR, k, n_early, angle_x_deg, angle_y_deg, var_x, var_y, n)``
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterable, Iterator, Union
+from collections.abc import Iterable, Iterator
+from typing import Union
 
 import numpy as np
 import pyarrow as pa
@@ -29,9 +31,19 @@ import pyarrow as pa
 from normvar_core.constants import FREQ_BIN
 from normvar_core.stats.tokenstats import TokenStats
 
-__all__ = ["TableData", "fixed_list", "list_to_matrix", "sentence_length_table",
-           "frequency_table", "moments_tables", "samples_tables", "sentences_table", "geometry_tables",
-           "word_units_table", "occurrence_tables"]
+__all__ = [
+    "TableData",
+    "fixed_list",
+    "list_to_matrix",
+    "sentence_length_table",
+    "frequency_table",
+    "moments_tables",
+    "samples_tables",
+    "sentences_table",
+    "geometry_tables",
+    "word_units_table",
+    "occurrence_tables",
+]
 
 TableData = Union[pa.Table, Iterable[pa.Table]]
 
@@ -79,29 +91,57 @@ def moments_tables(stats: TokenStats, tokens: list[str]) -> dict[str, TableData]
     if len(tokens) != T:
         raise ValueError(f"{len(tokens)} token strings for {T} types")
     tok_arr = pa.array([str(t) for t in tokens], type=pa.string())
-    token_stats = pa.table({
-        "layer": np.repeat(stats.layer_index.astype(np.int32), T),
-        "token_id": np.tile(stats.token_ids.astype(np.int64), L),
-        "token": pa.concat_arrays([tok_arr] * L) if L else tok_arr,
-        "n": np.tile(stats.n.astype(np.int64), L),
-        "q": np.asarray(stats.q, np.float64).reshape(-1), "m": np.asarray(stats.m, np.float64).reshape(-1),
-        "v": np.asarray(stats.v, np.float64).reshape(-1),
-    })
+    token_stats = pa.table(
+        {
+            "layer": np.repeat(stats.layer_index.astype(np.int32), T),
+            "token_id": np.tile(stats.token_ids.astype(np.int64), L),
+            "token": pa.concat_arrays([tok_arr] * L) if L else tok_arr,
+            "n": np.tile(stats.n.astype(np.int64), L),
+            "q": np.asarray(stats.q, np.float64).reshape(-1),
+            "m": np.asarray(stats.m, np.float64).reshape(-1),
+            "v": np.asarray(stats.v, np.float64).reshape(-1),
+        }
+    )
 
     def means() -> Iterator[pa.Table]:
         for l in range(L):  # layer by layer bounds the float32 copy to T x d
-            yield pa.table({"layer": np.full(T, stats.layer_index[l], np.int32),
-                            "token_id": stats.token_ids.astype(np.int64), "mean": fixed_list(stats.mean[l])})
+            yield pa.table(
+                {
+                    "layer": np.full(T, stats.layer_index[l], np.int32),
+                    "token_id": stats.token_ids.astype(np.int64),
+                    "mean": fixed_list(stats.mean[l]),
+                }
+            )
 
     ls = stats.corpus()
-    layer_stats = pa.table({"layer": ls["layer"].to_numpy(np.int32), "n": ls["n"].to_numpy(np.int64),
-                            **{c: ls[c].to_numpy(np.float64) for c in ("q", "m", "v", "v_w", "v_b")}})
-    return {"token_stats": token_stats, "token_means": means(), "layer_stats": layer_stats,
-            "frequency_hist": frequency_table(stats.n)}
+    layer_stats = pa.table(
+        {
+            "layer": ls["layer"].to_numpy(np.int32),
+            "n": ls["n"].to_numpy(np.int64),
+            **{c: ls[c].to_numpy(np.float64) for c in ("q", "m", "v", "v_w", "v_b")},
+        }
+    )
+    return {
+        "token_stats": token_stats,
+        "token_means": means(),
+        "layer_stats": layer_stats,
+        "frequency_hist": frequency_table(stats.n),
+    }
 
 
-def samples_tables(layer_index, *, token_ids, tokens, i, vectors, sentence_ids, positions,
-                   sentences: dict[int, str] | None, char_start=None, char_end=None) -> dict[str, TableData]:
+def samples_tables(
+    layer_index,
+    *,
+    token_ids,
+    tokens,
+    i,
+    vectors,
+    sentence_ids,
+    positions,
+    sentences: dict[int, str] | None,
+    char_start=None,
+    char_end=None,
+) -> dict[str, TableData]:
     """samples (one part per layer) and sentences (only those some sample points at)."""
     s_ids = np.asarray(token_ids, np.int64)
     s_tok = pa.array([str(t) for t in tokens], type=pa.string())
@@ -113,9 +153,19 @@ def samples_tables(layer_index, *, token_ids, tokens, i, vectors, sentence_ids, 
 
     def parts() -> Iterator[pa.Table]:
         for l, layer in enumerate(layer_index):
-            yield pa.table({"layer": np.full(s_ids.size, int(layer), np.int32), "token_id": s_ids, "token": s_tok,
-                            "i": s_i, "vector": fixed_list(vectors[l]), "sentence_id": s_sent, "position": s_pos,
-                            "char_start": c0, "char_end": c1})
+            yield pa.table(
+                {
+                    "layer": np.full(s_ids.size, int(layer), np.int32),
+                    "token_id": s_ids,
+                    "token": s_tok,
+                    "i": s_i,
+                    "vector": fixed_list(vectors[l]),
+                    "sentence_id": s_sent,
+                    "position": s_pos,
+                    "char_start": c0,
+                    "char_end": c1,
+                }
+            )
 
     out: dict[str, TableData] = {"samples": parts()}
     if sentences is not None:
@@ -129,25 +179,37 @@ def sentences_table(sentences: dict[int, str]) -> pa.Table:
     return pa.table({"sentence_id": keys, "text": pa.array([sentences[int(k)] for k in keys], type=pa.string())})
 
 
-
-def geometry_tables(layers, rows: list[dict], spectra: list[np.ndarray], cosines: list[np.ndarray],
-                    decimation: list[dict] | None = None) -> dict[str, pa.Table]:
+def geometry_tables(
+    layers, rows: list[dict], spectra: list[np.ndarray], cosines: list[np.ndarray], decimation: list[dict] | None = None
+) -> dict[str, pa.Table]:
     """The geometry tables from per-layer rows (``stats.layer_geometry.layer_row`` plus ``layer``), eigenvalues
     (descending) and random-pair cosines — one builder for a model's run and for a Gaussian null — and, for a
     model's run, TwoNN's decimation curve (``stats.twonn_context.layer_context``'s rows plus ``layer``)."""
     layers = np.asarray(layers, np.int32)
-    geo = (pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows
-           else pa.table({"layer": pa.array([], pa.int32())}))
-    spec = pa.table({"layer": np.repeat(layers, [len(e) for e in spectra]),
-                     "k": np.concatenate([np.arange(len(e), dtype=np.int32) for e in spectra]) if spectra else np.zeros(0, np.int32),
-                     "eigenvalue": np.concatenate(spectra) if spectra else np.zeros(0)})
-    cos = pa.table({"layer": np.repeat(layers, [len(c) for c in cosines]),
-                    "cosine": np.concatenate(cosines).astype(np.float32) if cosines else np.zeros(0, np.float32)})
+    geo = (
+        pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows else pa.table({"layer": pa.array([], pa.int32())})
+    )
+    spec = pa.table(
+        {
+            "layer": np.repeat(layers, [len(e) for e in spectra]),
+            "k": np.concatenate([np.arange(len(e), dtype=np.int32) for e in spectra])
+            if spectra
+            else np.zeros(0, np.int32),
+            "eigenvalue": np.concatenate(spectra) if spectra else np.zeros(0),
+        }
+    )
+    cos = pa.table(
+        {
+            "layer": np.repeat(layers, [len(c) for c in cosines]),
+            "cosine": np.concatenate(cosines).astype(np.float32) if cosines else np.zeros(0, np.float32),
+        }
+    )
     out = {"layer_geometry": geo, "layer_spectrum": spec, "pair_cosines": cos}
     if decimation is not None:
         cols = ("layer", "size", "subsets", "twonn_id", "twonn_id_std", "twonn_id_cross", "twonn_id_cross_std")
-        out["twonn_decimation"] = pa.table({k: pa.array([r[k] for r in decimation],
-                                                        pa.int32() if k in cols[:3] else pa.float64()) for k in cols})
+        out["twonn_decimation"] = pa.table(
+            {k: pa.array([r[k] for r in decimation], pa.int32() if k in cols[:3] else pa.float64()) for k in cols}
+        )
     return out
 
 
@@ -157,8 +219,9 @@ def word_units_table(token_ids: np.ndarray, n_subtokens: np.ndarray) -> pa.Table
     return pa.table({"token_id": np.asarray(token_ids, np.int64), "n_subtokens": np.asarray(n_subtokens, np.float64)})
 
 
-def occurrence_tables(layers, xy: np.ndarray, rows: list[dict], *, token_ids: np.ndarray, sentence_ids: np.ndarray,
-                      positions: np.ndarray) -> dict:
+def occurrence_tables(
+    layers, xy: np.ndarray, rows: list[dict], *, token_ids: np.ndarray, sentence_ids: np.ndarray, positions: np.ndarray
+) -> dict:
     """The Occurrences page's tables: every kept occurrence of every layer at its (x, y) (float32), written one
     layer at a time, and one row per layer saying how its axes were found."""
     tok = pa.array(np.asarray(token_ids, np.int64))
@@ -167,9 +230,18 @@ def occurrence_tables(layers, xy: np.ndarray, rows: list[dict], *, token_ids: np
 
     def parts() -> Iterator[pa.Table]:
         for li, layer in enumerate(layers):
-            yield pa.table({"layer": pa.array(np.full(len(tok), int(layer), np.int32)), "token_id": tok,
-                            "sentence_id": sent, "position": pos,
-                            "x": pa.array(xy[li, :, 0].astype(np.float32)), "y": pa.array(xy[li, :, 1].astype(np.float32))})
+            yield pa.table(
+                {
+                    "layer": pa.array(np.full(len(tok), int(layer), np.int32)),
+                    "token_id": tok,
+                    "sentence_id": sent,
+                    "position": pos,
+                    "x": pa.array(xy[li, :, 0].astype(np.float32)),
+                    "y": pa.array(xy[li, :, 1].astype(np.float32)),
+                }
+            )
 
-    axes = pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows else pa.table({"layer": pa.array([], pa.int32())})
+    axes = (
+        pa.table({k: [r[k] for r in rows] for k in rows[0]}) if rows else pa.table({"layer": pa.array([], pa.int32())})
+    )
     return {"occurrences": parts(), "occurrence_axes": axes}

@@ -12,13 +12,14 @@ returns, so DuckDB never sees it (it would cancel the query and raise its own "Q
 the KeyboardInterrupt); the handler's exception then removes the temp file and reaches the caller, which
 keeps the finished pass in its checkpoint. A signal is delivered at the latest just before the publish.
 """
+
 from __future__ import annotations
 
 import errno
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import duckdb
 import pandas as pd
@@ -140,8 +141,7 @@ def _append(con: duckdb.DuckDBPyConnection, name: str, data: TableData, created:
             _db(guard, f"unregister {name}", con.unregister, "_normvar_src")
 
 
-def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bool = False,
-                 on_table=None) -> Path:
+def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bool = False, on_table=None) -> Path:
     """Write ``tables`` and the run row to a temp file, then publish it at ``path`` atomically.
 
     A table may be given lazily (a callable returning its TableData, called when its turn comes), and
@@ -206,8 +206,11 @@ def write_failed(path: Path, exc: BaseException) -> NormvarError:
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().splitlines()[0]
     full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
     full = full or any(w in reason.lower() for w in ("no space", "file too large", "disk quota"))
-    fix = (f"free space on {path.parent} (or use another --data-dir / --out) and run it again" if full
-           else f"check that {path.parent} is writable and run it again")
+    fix = (
+        f"free space on {path.parent} (or use another --data-dir / --out) and run it again"
+        if full
+        else f"check that {path.parent} is writable and run it again"
+    )
     return NormvarError(f"could not write the run file {path.name}: {reason[:200]}; nothing was published", fix=fix)
 
 

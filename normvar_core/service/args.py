@@ -1,5 +1,6 @@
 """Arguments shared by every ``normvar`` sub-command (kept apart from ``cli`` so that the
 command modules never import the entry point: no import cycle)."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,8 @@ import argparse
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--data-dir", default=None,
+        "--data-dir",
+        default=None,
         help="data directory (runs/, corpora/, queue/, checkpoints/); default $NORMVAR_DATA or ./data",
     )
 
@@ -27,12 +29,18 @@ class Count:
         try:
             value = int(str(text).strip().replace("_", ""))
         except ValueError:
-            raise NormvarError(f"{self.flag} must be an integer, got {text!r}"[:200],
-                               fix=f"pass {self.flag} with a whole number from {self.minimum} to {self.maximum:,}") from None
+            raise NormvarError(
+                f"{self.flag} must be an integer, got {text!r}"[:200],
+                fix=f"pass {self.flag} with a whole number from {self.minimum} to {self.maximum:,}",
+            ) from None
         if value < self.minimum:
-            raise NormvarError(f"{self.flag} {value:,} is too few{f' ({self.why})' if self.why else ''}",
-                               fix=f"use {self.flag} {self.minimum} or more")
+            raise NormvarError(
+                f"{self.flag} {value:,} is too few{f' ({self.why})' if self.why else ''}",
+                fix=f"use {self.flag} {self.minimum} or more",
+            )
         if value > self.maximum:
-            raise NormvarError(f"{self.flag} {value:,} is more than {self.maximum:,}{f' ({self.why})' if self.why else ''}",
-                               fix=f"use {self.flag} {self.maximum} or less")
+            raise NormvarError(
+                f"{self.flag} {value:,} is more than {self.maximum:,}{f' ({self.why})' if self.why else ''}",
+                fix=f"use {self.flag} {self.maximum} or less",
+            )
         return value

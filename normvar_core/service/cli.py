@@ -6,6 +6,7 @@ command line argparse refuses (an unknown option, a value of the wrong type), wi
 A closed stderr (``2>&-``) is replaced by /dev/null before anything runs: nothing said there changes the
 outcome, and no file opened later takes descriptor 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,24 +24,36 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from normvar_core.service import commands_app
-    from normvar_core.service import commands_jobs
-    from normvar_core.service import commands_contexts
-    from normvar_core.service import commands_export
-    from normvar_core.service import commands_findings
-    from normvar_core.service import commands_null
-    from normvar_core.service import commands_plan
-    from normvar_core.service import commands_report
-    from normvar_core.service import commands_runs
-    from normvar_core.service import commands_sweep
+    from normvar_core.service import (
+        commands_app,
+        commands_contexts,
+        commands_export,
+        commands_findings,
+        commands_jobs,
+        commands_null,
+        commands_plan,
+        commands_report,
+        commands_runs,
+        commands_sweep,
+    )
 
     parser = OneLineParser(
         prog="normvar",
         description="Exact norm/variance statistics of contextualized embeddings.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (commands_runs, commands_plan, commands_contexts, commands_null, commands_report, commands_sweep,
-                   commands_jobs, commands_app, commands_export, commands_findings):
+    for module in (
+        commands_runs,
+        commands_plan,
+        commands_contexts,
+        commands_null,
+        commands_report,
+        commands_sweep,
+        commands_jobs,
+        commands_app,
+        commands_export,
+        commands_findings,
+    ):
         module.register(sub)
     return parser
 
@@ -54,7 +67,7 @@ def quiet_library_warnings() -> None:
     if os.environ.get("NORMVAR_WARNINGS"):
         return
 
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+    def show(message, category, filename, lineno, file=None, line=None):
         if "normvar_core" in str(filename) and not issubclass(category, (RuntimeWarning, DeprecationWarning)):
             text = str(message).strip().splitlines()
             print(f"normvar: note: {text[0] if text else category.__name__}", file=sys.stderr)
@@ -80,11 +93,11 @@ def stderr_or_devnull() -> None:
     """A closed descriptor 2 (``2>&-``; Python then sets ``sys.stderr`` to None) becomes /dev/null."""
     if sys.stderr is not None:
         return
-    fd = os.open(os.devnull, os.O_WRONLY)   # the lowest free descriptor: 2 itself when it is closed
+    fd = os.open(os.devnull, os.O_WRONLY)  # the lowest free descriptor: 2 itself when it is closed
     if fd != 2:
         os.dup2(fd, 2)
         os.close(fd)
-    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115 - the process's own stream
+    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
 
 
 def run_command(argv: list[str] | None) -> int:
@@ -134,7 +147,7 @@ def end_process(code: int) -> None:
         return
     if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
         return
-    atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs first
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -11,6 +11,7 @@ neighbourhoods: GRIDE across scales and the overlap between layers; the layer li
 page has its figures; compute the full corpus with
 ``normvar submit --model minilm --name minilm__novels_en_full``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,35 +40,73 @@ DEFAULT_RUN_NAME = "minilm__novels_en"
 
 def default_config() -> RunConfig:
     """The run ``normvar up`` submits on an empty data directory (documented in the README)."""
-    return RunConfig(model="minilm", corpus="", name=DEFAULT_RUN_NAME, max_sentences=DEFAULT_MAX_SENTENCES,
-                     neighbourhoods=True, layer_linearity=True)
+    return RunConfig(
+        model="minilm",
+        corpus="",
+        name=DEFAULT_RUN_NAME,
+        max_sentences=DEFAULT_MAX_SENTENCES,
+        neighbourhoods=True,
+        layer_linearity=True,
+    )
 
 
 def register(sub) -> None:
     from normvar_core.service.args import add_data_dir
 
-    for name, helptext in (("up", "start the worker and the dashboard; submit the default run if none exists"),
-                           ("dashboard", "serve the Streamlit dashboard only")):
+    for name, helptext in (
+        ("up", "start the worker and the dashboard; submit the default run if none exists"),
+        ("dashboard", "serve the Streamlit dashboard only"),
+    ):
         p = sub.add_parser(name, help=helptext, description=helptext)
         add_data_dir(p)
-        p.add_argument("--port", type=port_number, default=None, help="port to serve on (default $NORMVAR_PORT or 8501; "
-                                                                       "0: any free one)")
-        p.add_argument("--host", default=os.environ.get("NORMVAR_HOST", "localhost"),
-                       help="address to listen on (0.0.0.0 in a container)")
-        p.add_argument("--max-upload-mb", type=float, default=None,
-                       help="corpus upload cap in MB (default $NORMVAR_MAX_UPLOAD_MB or 200)")
-        p.add_argument("--token", nargs="?", const="", default=None, metavar="TOKEN",
-                       help="every browser must give a token (default $NORMVAR_TOKEN; --token alone: that, else a "
-                            "generated one, printed in the URL); needed beyond loopback. --token TOKEN shows it to "
-                            "every user in `ps`: prefer --token-file or $NORMVAR_TOKEN")
-        p.add_argument("--token-file", default=None, metavar="FILE",
-                       help="read the token from the first line of FILE (kept out of the command line)")
-        p.add_argument("--sign-out-all", action="store_true",
-                       help="forget every browser that signed in before (each signs in again with the token)")
-        p.add_argument("--no-token", action="store_true",
-                       help="serve beyond loopback without a token (anyone who reaches the port sees every run)")
-        p.add_argument("--read-only", action="store_true",
-                       help="serve the runs without the New-run page, uploads, cancel or job submissions")
+        p.add_argument(
+            "--port",
+            type=port_number,
+            default=None,
+            help="port to serve on (default $NORMVAR_PORT or 8501; 0: any free one)",
+        )
+        p.add_argument(
+            "--host",
+            default=os.environ.get("NORMVAR_HOST", "localhost"),
+            help="address to listen on (0.0.0.0 in a container)",
+        )
+        p.add_argument(
+            "--max-upload-mb",
+            type=float,
+            default=None,
+            help="corpus upload cap in MB (default $NORMVAR_MAX_UPLOAD_MB or 200)",
+        )
+        p.add_argument(
+            "--token",
+            nargs="?",
+            const="",
+            default=None,
+            metavar="TOKEN",
+            help="every browser must give a token (default $NORMVAR_TOKEN; --token alone: that, else a "
+            "generated one, printed in the URL); needed beyond loopback. --token TOKEN shows it to "
+            "every user in `ps`: prefer --token-file or $NORMVAR_TOKEN",
+        )
+        p.add_argument(
+            "--token-file",
+            default=None,
+            metavar="FILE",
+            help="read the token from the first line of FILE (kept out of the command line)",
+        )
+        p.add_argument(
+            "--sign-out-all",
+            action="store_true",
+            help="forget every browser that signed in before (each signs in again with the token)",
+        )
+        p.add_argument(
+            "--no-token",
+            action="store_true",
+            help="serve beyond loopback without a token (anyone who reaches the port sees every run)",
+        )
+        p.add_argument(
+            "--read-only",
+            action="store_true",
+            help="serve the runs without the New-run page, uploads, cancel or job submissions",
+        )
         if name == "up":
             p.add_argument("--no-default-run", action="store_true", help="do not submit the default run")
             p.set_defaults(func=cmd_up)
@@ -82,20 +121,45 @@ def config_flags(path: Path = STREAMLIT_CONFIG) -> list[str]:
 
     with open(path, "rb") as fh:
         conf = tomllib.load(fh)
-    return [x for section, opts in conf.items() for key, value in opts.items()
-            for x in (f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value))]
+    return [
+        x
+        for section, opts in conf.items()
+        for key, value in opts.items()
+        for x in (f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value))
+    ]
 
 
-def streamlit_command(data_dir: Path, port: int, host: str = "localhost", max_upload_mb: float | None = None,
-                      read_only: bool = False) -> list[str]:
+def streamlit_command(
+    data_dir: Path, port: int, host: str = "localhost", max_upload_mb: float | None = None, read_only: bool = False
+) -> list[str]:
     from normvar_core.service.jobs import max_upload_bytes
 
     cap_mb = max(1, int(max_upload_bytes(max_upload_mb) // 2**20))
-    return [sys.executable, "-m", "streamlit", "run", str(SERVER), *config_flags(),
-            "--server.headless", "true", "--server.port", str(port), "--server.address", host,
-            "--server.maxUploadSize", str(0 if read_only else cap_mb + 1), "--server.fileWatcherType", "none",
-            "--browser.gatherUsageStats", "false", "--theme.base", "light",
-            "--", "--data-dir", str(data_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(SERVER),
+        *config_flags(),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        host,
+        "--server.maxUploadSize",
+        str(0 if read_only else cap_mb + 1),
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        "--theme.base",
+        "light",
+        "--",
+        "--data-dir",
+        str(data_dir),
+    ]
 
 
 EVERY_ADDRESS = ("0.0.0.0", "::", "")
@@ -118,8 +182,10 @@ def port_number(text: str) -> int:
     try:
         return int(str(text).strip())
     except ValueError:
-        raise NormvarError(f"{text!r} is not a port number"[:120],
-                           fix="give --port (or $NORMVAR_PORT) a number from 1 to 65535 (0: any free port)") from None
+        raise NormvarError(
+            f"{text!r} is not a port number"[:120],
+            fix="give --port (or $NORMVAR_PORT) a number from 1 to 65535 (0: any free port)",
+        ) from None
 
 
 def serving_port(given: int | None) -> int:
@@ -132,30 +198,39 @@ def serving_port(given: int | None) -> int:
     try:
         return port_number(env)
     except NormvarError:
-        raise NormvarError(f"NORMVAR_PORT={env!r} is not a port number"[:120],
-                           fix="set NORMVAR_PORT to a number from 1 to 65535, or unset it") from None
+        raise NormvarError(
+            f"NORMVAR_PORT={env!r} is not a port number"[:120],
+            fix="set NORMVAR_PORT to a number from 1 to 65535, or unset it",
+        ) from None
 
 
 def check_serving(host: str, port: int, max_upload_mb: float | None) -> int:
     """The port to serve on, after checking the flags in one line each (exit 2): a port in 1–65535 (0: a free
     one, chosen here so the URL names it), a host that resolves, the port free on it, a finite positive cap."""
     if max_upload_mb is not None and not (math.isfinite(max_upload_mb) and max_upload_mb > 0):
-        raise NormvarError(f"--max-upload-mb {max_upload_mb} is not a size", fix="give a positive number of MB, e.g. 500")
+        raise NormvarError(
+            f"--max-upload-mb {max_upload_mb} is not a size", fix="give a positive number of MB, e.g. 500"
+        )
     if not 0 <= port <= 65535:
         raise NormvarError(f"--port {port} is not a port", fix="give a number from 1 to 65535 (0: any free port)")
     try:
-        family, kind, proto, _, addr = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                                          flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except (socket.gaierror, UnicodeError) as err:
-        raise NormvarError(f"--host {host!r} is not an address of this machine ({err})",
-                           fix="give localhost, 0.0.0.0 or one of this machine's names or addresses") from None
+        raise NormvarError(
+            f"--host {host!r} is not an address of this machine ({err})",
+            fix="give localhost, 0.0.0.0 or one of this machine's names or addresses",
+        ) from None
     with socket.socket(family, kind, proto) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a TIME_WAIT port is free
         try:
             s.bind(addr)
         except OSError as err:
-            raise NormvarError(f"cannot serve on {host}:{port}: {err.strerror or err}",
-                               fix="pick another --port (a free one, or 0 for any), or stop what listens there") from None
+            raise NormvarError(
+                f"cannot serve on {host}:{port}: {err.strerror or err}",
+                fix="pick another --port (a free one, or 0 for any), or stop what listens there",
+            ) from None
         return s.getsockname()[1]
 
 
@@ -216,9 +291,13 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
     from normvar_core.service import dashboard_access
 
     token = dashboard_access.token_option(args.token, args.token_file)
-    access = dashboard_access.resolve_access(args.host, token, args.no_token, args.read_only, os.environ.get(dashboard_access.TOKEN_ENV))
+    access = dashboard_access.resolve_access(
+        args.host, token, args.no_token, args.read_only, os.environ.get(dashboard_access.TOKEN_ENV)
+    )
     args.port = check_serving(args.host, serving_port(args.port), args.max_upload_mb)
-    for line in dashboard_access.warning_lines(args.host, args.port, access, token_in_argv=args.token not in (None, "")):
+    for line in dashboard_access.warning_lines(
+        args.host, args.port, access, token_in_argv=args.token not in (None, "")
+    ):
         print(line, file=sys.stderr, flush=True)
     dd = DataDir.at(args.data_dir)
     root = dd.root
@@ -243,32 +322,54 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
             if JobStore(root).worker_running():
                 print(f"normvar: a worker is already running on {root}; not starting another", flush=True)
             else:
-                no_token = dashboard_access.child_env(env, dashboard_access.Access(None, False, False))  # the worker never needs it
-                procs.append(subprocess.Popen([sys.executable, "-m", "normvar_core.service.cli", "worker",
-                                               "--data-dir", str(root)], env=no_token))
+                no_token = dashboard_access.child_env(
+                    env, dashboard_access.Access(None, False, False)
+                )  # the worker never needs it
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "normvar_core.service.cli", "worker", "--data-dir", str(root)],
+                        env=no_token,
+                    )
+                )
             if not args.no_default_run:
                 job = maybe_submit_default(root)
                 if job:
-                    print(f"normvar: no run yet: submitted the default run {DEFAULT_RUN_NAME!r} "
-                          f"(MiniLM × shipped novels, first {DEFAULT_MAX_SENTENCES} sentences) as job {job}; "
-                          "its progress shows on the Runs page", flush=True)
-        server = subprocess.Popen(streamlit_command(root, args.port, args.host, args.max_upload_mb, access.read_only),
-                                  env=dashboard_access.child_env(env, access), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                    print(
+                        f"normvar: no run yet: submitted the default run {DEFAULT_RUN_NAME!r} "
+                        f"(MiniLM × shipped novels, first {DEFAULT_MAX_SENTENCES} sentences) as job {job}; "
+                        "its progress shows on the Runs page",
+                        flush=True,
+                    )
+        server = subprocess.Popen(
+            streamlit_command(root, args.port, args.host, args.max_upload_mb, access.read_only),
+            env=dashboard_access.child_env(env, access),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         procs.append(server)
         dashboard_access.relay(server.stdout)
         if not wait_ready(server, args.host, args.port):
             server.wait()
-            print(f"normvar: the dashboard did not start (status {server.returncode}); its lines are above",
-                  file=sys.stderr, flush=True)
+            print(
+                f"normvar: the dashboard did not start (status {server.returncode}); its lines are above",
+                file=sys.stderr,
+                flush=True,
+            )
             return 2
         mode = ", read-only" if access.read_only else ""
-        print(f"normvar: dashboard at {dashboard_access.url_line(_url(args.host, args.port), access)}  (data dir {root}{mode}; "
-              "Ctrl-C stops)", flush=True)
+        print(
+            f"normvar: dashboard at {dashboard_access.url_line(_url(args.host, args.port), access)}  (data dir {root}{mode}; "
+            "Ctrl-C stops)",
+            flush=True,
+        )
         while True:
             for p in procs:
                 if p.poll() is not None:
-                    print(f"normvar: {'worker' if p is not procs[-1] else 'dashboard'} exited "
-                          f"with status {p.returncode}", file=sys.stderr, flush=True)
+                    print(
+                        f"normvar: {'worker' if p is not procs[-1] else 'dashboard'} exited with status {p.returncode}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     return int(p.returncode or 0) or (1 if p is procs[-1] else 0)
             time.sleep(0.5)
     except KeyboardInterrupt:

@@ -1,5 +1,6 @@
 """``normvar findings RUN [RUN ...] [--json]``: each claim of seeds 002, 003 and 004 tested on the
 run(s) — value, interval, layer and verdict (``stats.findings``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,9 +14,17 @@ def register(sub) -> None:
     p = sub.add_parser("findings", help="test each claim of the studies on runs: verdict, value and interval")
     p.add_argument("runs", nargs="+", help="run names or .duckdb paths (several: side by side)")
     p.add_argument("--json", action="store_true", help="print a JSON list of findings (one object per claim and run)")
-    p.add_argument("--resamples", type=Count("--resamples", 100, MAX_RESAMPLES, "95 % percentile intervals need 100 "
-                                             "or more; each resample is a pass over the types"), default=1000,
-                   help=f"bootstrap resamples over token types (default 1000, 100 to {MAX_RESAMPLES:,})")
+    p.add_argument(
+        "--resamples",
+        type=Count(
+            "--resamples",
+            100,
+            MAX_RESAMPLES,
+            "95 % percentile intervals need 100 or more; each resample is a pass over the types",
+        ),
+        default=1000,
+        help=f"bootstrap resamples over token types (default 1000, 100 to {MAX_RESAMPLES:,})",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of the Gaussian null")
     add_data_dir(p)
     p.set_defaults(func=cmd_findings)

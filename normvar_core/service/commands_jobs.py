@@ -6,6 +6,7 @@
 ``normvar jobs``     table of jobs: id, state, progress, embeddings/s, ETA, name, message.
 ``normvar cancel``   cancel a queued or running job.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,24 +16,35 @@ import os
 import sys
 
 from normvar_core.config import RunConfig
-from normvar_core.service.job_progress import fmt_eta
 from normvar_core.service.job import ACTIVE, JobState
+from normvar_core.service.job_progress import fmt_eta
 
 
 def register(sub) -> None:
     from normvar_core.service.args import add_data_dir
 
-    p = sub.add_parser("worker", help="run the background worker (computes queued runs)",
-                       description="Compute queued runs one at a time, until SIGTERM/Ctrl-C.")
+    p = sub.add_parser(
+        "worker",
+        help="run the background worker (computes queued runs)",
+        description="Compute queued runs one at a time, until SIGTERM/Ctrl-C.",
+    )
     add_data_dir(p)
     p.add_argument("--once", action="store_true", help="exit when the queue is empty")
     p.add_argument("--poll", type=float, default=0.5, metavar="S", help="seconds between queue polls")
-    p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="S",
-                   help="seconds between checkpoints of a running job (default 30)")
+    p.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between checkpoints of a running job (default 30)",
+    )
     p.set_defaults(func=_worker)
 
-    p = sub.add_parser("submit", help="queue a run for the worker; prints the job id",
-                       description="Queue a run (same options as `normvar compute`).")
+    p = sub.add_parser(
+        "submit",
+        help="queue a run for the worker; prints the job id",
+        description="Queue a run (same options as `normvar compute`).",
+    )
     RunConfig.add_arguments(p)
     p.add_argument("--overwrite", action="store_true", help="replace a published run of the same name")
     add_data_dir(p)
@@ -53,8 +65,9 @@ def register(sub) -> None:
 def _worker(args: argparse.Namespace) -> int:
     from normvar_core.service.worker import Worker
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s normvar worker: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s normvar worker: %(message)s", datefmt="%H:%M:%S"
+    )
     w = Worker(args.data_dir, poll_s=args.poll, checkpoint_every_s=args.checkpoint_every).claim()  # before the banner
     print(f"normvar worker: pid {os.getpid()}, data dir {w.dd.root}", file=sys.stderr, flush=True)
     n = w.run(once=args.once)
@@ -125,4 +138,3 @@ def _cancel(args: argparse.Namespace) -> int:
     else:
         print(f"{job.id}: already {job.state}, nothing to cancel")
     return 0
-

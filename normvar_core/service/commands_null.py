@@ -1,5 +1,6 @@
 """``normvar null RUN --kind isotropic|offset|matched [--seed S] [--name NAME]``: publish the Gaussian
 null of a run (seed 003) next to it."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,12 @@ def register(sub) -> None:
 
     p = sub.add_parser("null", help="publish a Gaussian null run of the same shape as RUN (high-dimensional baseline)")
     p.add_argument("run", help="run name or .duckdb path")
-    p.add_argument("--kind", default="isotropic", choices=NULL_KINDS,
-                   help="isotropic: N(0, Q/d I); offset: N(c, V/d I), |c|^2 = M; matched: N(mu_t, V_t/d I)")
+    p.add_argument(
+        "--kind",
+        default="isotropic",
+        choices=NULL_KINDS,
+        help="isotropic: N(0, Q/d I); offset: N(c, V/d I), |c|^2 = M; matched: N(mu_t, V_t/d I)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default=None, help="default <run>__null-<kind>-s<seed>")
     p.add_argument("--overwrite", action="store_true")
@@ -33,7 +38,13 @@ def cmd_null(args: argparse.Namespace) -> int:
     RunConfig(name=name).validate()  # the same rule for run names everywhere
     from normvar_core.pipeline.measures.geometry import host_search  # torch's threaded top-k for TwoNN
 
-    path = write_null_run(run, args.kind, DataDir.at(args.data_dir).run_path(name), seed=args.seed,
-                          overwrite=args.overwrite, search=host_search)
+    path = write_null_run(
+        run,
+        args.kind,
+        DataDir.at(args.data_dir).run_path(name),
+        seed=args.seed,
+        overwrite=args.overwrite,
+        search=host_search,
+    )
     print(path)
     return 0

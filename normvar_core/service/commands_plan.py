@@ -6,6 +6,7 @@ chosen dtype, against ``--memory-gb`` (default: what the device reports free), w
 the fixes. ``--json`` prints one object (params, weights_bytes, hidden_states, dim, types,
 measures, total_bytes, memory_bytes, fits, dropped, suggestions, ...).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,14 +18,21 @@ from normvar_core.config import RunConfig
 def register(sub) -> None:
     from normvar_core.service.args import add_data_dir
 
-    p = sub.add_parser("plan", help="the memory a run needs, before any weight loads (same options as compute)",
-                       description="Per measure and in total, the bytes a run will hold, from the model's config "
-                                   "(no weights read) and the tokenized corpus; what fits in --memory-gb and the "
-                                   "fixes for what does not.")
+    p = sub.add_parser(
+        "plan",
+        help="the memory a run needs, before any weight loads (same options as compute)",
+        description="Per measure and in total, the bytes a run will hold, from the model's config "
+        "(no weights read) and the tokenized corpus; what fits in --memory-gb and the "
+        "fixes for what does not.",
+    )
     RunConfig.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--devices", default=None, help="plan the run device-mapped over these devices (GB): 8x80, "
-                   "2x24,cpu=256; each device's weights, state and pass (--json: devices)")
+    p.add_argument(
+        "--devices",
+        default=None,
+        help="plan the run device-mapped over these devices (GB): 8x80, "
+        "2x24,cpu=256; each device's weights, state and pass (--json: devices)",
+    )
     add_data_dir(p)
     p.set_defaults(func=cmd_plan)
 
@@ -52,8 +60,14 @@ def plan_in_subprocess(cfg: RunConfig, data_dir=None, timeout: float = 180.0) ->
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     request = json.dumps({"config": cfg.to_dict(), "data_dir": None if data_dir is None else str(data_dir)})
     try:
-        out = subprocess.run([sys.executable, "-m", "normvar_core.service.commands_plan"], input=request,
-                             capture_output=True, text=True, timeout=timeout, env=env)
+        out = subprocess.run(
+            [sys.executable, "-m", "normvar_core.service.commands_plan"],
+            input=request,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"the memory plan took longer than {timeout:.0f} s (a large corpus is tokenized first)"}
     try:

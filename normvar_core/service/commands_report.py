@@ -1,5 +1,6 @@
 """``normvar report RUN [RUN ...] --format pptx|pdf|html [--out FILE]``: a slide deck of the study's
 figures for one run, or of several runs side by side on relative depth."""
+
 from __future__ import annotations
 
 import argparse

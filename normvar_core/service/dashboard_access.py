@@ -13,6 +13,7 @@ runs without the New-run page, uploads, cancel or any other job submission.
 Output (``relay``): Streamlit's own lines ("You can now view your Streamlit app…", the Local/Network URLs,
 "Did not auto detect external IP…", Uvicorn's start line) are dropped, since ``normvar`` prints its own URL line;
 anything else the server writes is passed on as ``normvar: dashboard: <line>`` (its timestamp removed)."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -43,8 +44,8 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True)
 class Access:
-    token: str | None   # None: no token (a loopback address, or --no-token)
-    generated: bool     # made here (printed in the URL)
+    token: str | None  # None: no token (a loopback address, or --no-token)
+    generated: bool  # made here (printed in the URL)
     read_only: bool
 
 
@@ -60,24 +61,32 @@ def token_option(token: str | None, token_file: str | None) -> str | None:
     try:
         fd = os.open(token_file, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
-        raise NormvarError(f"cannot read --token-file {token_file}: {err.strerror or err}",
-                           fix="give a file that holds the token on its first line") from None
+        raise NormvarError(
+            f"cannot read --token-file {token_file}: {err.strerror or err}",
+            fix="give a file that holds the token on its first line",
+        ) from None
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NormvarError(f"--token-file {token_file} is not a regular file",
-                               fix="give a file that holds the token on its first line")
+            raise NormvarError(
+                f"--token-file {token_file} is not a regular file",
+                fix="give a file that holds the token on its first line",
+            )
         first = fh.read(4096).decode("utf-8", errors="replace").splitlines()
     text = first[0].strip() if first else ""
     if not text:
-        raise NormvarError(f"--token-file {token_file} holds no token on its first line",
-                           fix="write the token on the file's first line")
+        raise NormvarError(
+            f"--token-file {token_file} holds no token on its first line",
+            fix="write the token on the file's first line",
+        )
     return check_token(text)
 
 
 def check_token(token: str) -> str:
     if not token or any(ch.isspace() or not ch.isprintable() for ch in token):
-        raise NormvarError("the dashboard token is empty or holds spaces or control characters",
-                           fix="give --token a word of letters, digits and punctuation, or --token alone to generate one")
+        raise NormvarError(
+            "the dashboard token is empty or holds spaces or control characters",
+            fix="give --token a word of letters, digits and punctuation, or --token alone to generate one",
+        )
     return token
 
 
@@ -86,8 +95,10 @@ def resolve_access(host: str, token: str | None, no_token: bool, read_only: bool
     ``token``: the --token value ('' for --token alone: $NORMVAR_TOKEN, else a generated one), None when not given."""
     if no_token and (token is not None or env_token):
         given = "--token" if token is not None else f"${TOKEN_ENV}"
-        raise NormvarError(f"--no-token and {given} contradict each other",
-                           fix=f"drop one of them (unset {TOKEN_ENV} to serve without a token)")
+        raise NormvarError(
+            f"--no-token and {given} contradict each other",
+            fix=f"drop one of them (unset {TOKEN_ENV} to serve without a token)",
+        )
     if token == "" and not env_token:
         return Access(secrets.token_urlsafe(24), True, read_only)
     chosen = token or env_token or None
@@ -97,7 +108,8 @@ def resolve_access(host: str, token: str | None, no_token: bool, read_only: bool
         raise NormvarError(
             f"--host {host} serves the dashboard beyond this machine, and it has no token",
             fix=f"add --token (a generated one, printed in the URL), --token TOKEN or ${TOKEN_ENV}; "
-                "or --no-token to serve it to anyone who can reach the port")
+            "or --no-token to serve it to anyone who can reach the port",
+        )
     return Access(None, False, read_only)
 
 
@@ -105,11 +117,15 @@ def warning_lines(host: str, port: int, access: Access, token_in_argv: bool = Fa
     """What ``up``/``dashboard`` print about access before serving."""
     lines = []
     if token_in_argv:
-        lines.append("normvar: warning: --token TOKEN shows the token to every user of this machine (ps); "
-                     f"use --token-file FILE or ${TOKEN_ENV} instead")
+        lines.append(
+            "normvar: warning: --token TOKEN shows the token to every user of this machine (ps); "
+            f"use --token-file FILE or ${TOKEN_ENV} instead"
+        )
     if access.token is None and not is_loopback(host):
-        lines.append(f"normvar: warning: --no-token: anyone who can reach port {port} of this machine sees every run"
-                     + ("" if access.read_only else ", uploads corpora, submits runs and cancels jobs"))
+        lines.append(
+            f"normvar: warning: --no-token: anyone who can reach port {port} of this machine sees every run"
+            + ("" if access.read_only else ", uploads corpora, submits runs and cancels jobs")
+        )
     return lines
 
 
@@ -136,9 +152,11 @@ def child_env(env: dict[str, str], access: Access) -> dict[str, str]:
     return out
 
 
-_DROP = re.compile(r"^(You can now view your Streamlit app|(Local|Network|External) URL:|URL: http|Stopping\.\.\.$"
-                   r"|Did not auto detect external IP|Please go to https://docs\.streamlit\.io"
-                   r"|Uvicorn server started|Waiting for file changes)")
+_DROP = re.compile(
+    r"^(You can now view your Streamlit app|(Local|Network|External) URL:|URL: http|Stopping\.\.\.$"
+    r"|Did not auto detect external IP|Please go to https://docs\.streamlit\.io"
+    r"|Uvicorn server started|Waiting for file changes)"
+)
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+")
 
 
@@ -152,6 +170,7 @@ def rephrase(line: str) -> str | None:
 
 def relay(stream: IO[bytes], out: IO[str] | None = None) -> threading.Thread:
     """Pass the server's output through ``rephrase`` to ``out`` (stderr) in a daemon thread."""
+
     def pump() -> None:
         for raw in iter(stream.readline, b""):
             shown = rephrase(raw.decode("utf-8", errors="replace"))

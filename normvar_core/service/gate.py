@@ -22,6 +22,7 @@ are compared with ``hmac.compare_digest``. Why a middleware rather than a proxy:
 middleware, the same layer that already serves the page paths (views/_server.py), so the check sits in the one
 process and port that Streamlit serves, with nothing else to start, bind or stop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,12 +40,12 @@ from normvar_core.service.gate_state import (
 )
 
 SIGN_IN = "_normvar/sign-in"
-AUTH_PARAM = "auth"          # the sign-in parameter of a link
-LEGACY_PARAM = "token"       # an older link's sign-in parameter; also the Token page's token type
+AUTH_PARAM = "auth"  # the sign-in parameter of a link
+LEGACY_PARAM = "token"  # an older link's sign-in parameter; also the Token page's token type
 MAX_FORM_BYTES = 8192
 WRONG_TOKEN = "That is not this dashboard's token."
 TOO_MANY = "Too many sign-in attempts from this address at once: wait a few seconds, then try again."
-_ACTIVE: list[TokenGate] = []   # the gate this server process runs (views/_access.py asks it again)
+_ACTIVE: list[TokenGate] = []  # the gate this server process runs (views/_access.py asks it again)
 
 
 def active_gate() -> TokenGate | None:
@@ -87,8 +88,15 @@ class TokenGate:
     ``port``: the server's port (in the cookie's name); ``sessions``: the file that keeps the sessions (None:
     kept in memory only)."""
 
-    def __init__(self, app, token: str, base: str = "/", pages: frozenset[str] | set[str] = frozenset(),
-                 port: int | None = None, sessions: Path | None = None) -> None:
+    def __init__(
+        self,
+        app,
+        token: str,
+        base: str = "/",
+        pages: frozenset[str] | set[str] = frozenset(),
+        port: int | None = None,
+        sessions: Path | None = None,
+    ) -> None:
         self.app = app
         self.token = token
         self.cookie = cookie_name(port)
@@ -103,13 +111,16 @@ class TokenGate:
         return any(self.sessions.valid(v) for v in cookie_values(header, self.cookie))
 
     def signed_in(self, scope) -> bool:
-        return any(self.signed_in_header(value.decode("latin-1")) for name, value in scope.get("headers") or ()
-                   if name == b"cookie")
+        return any(
+            self.signed_in_header(value.decode("latin-1"))
+            for name, value in scope.get("headers") or ()
+            if name == b"cookie"
+        )
 
     async def __call__(self, scope, receive, send) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
-            await self.app(scope, receive, send)   # lifespan
+            await self.app(scope, receive, send)  # lifespan
             return
         path, method = scope.get("path", ""), scope.get("method", "GET")
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
@@ -118,8 +129,10 @@ class TokenGate:
             return
         if kind == "http" and method in ("GET", "HEAD") and path in self.pages:
             link = [v for k, v in query if k == AUTH_PARAM or (k == LEGACY_PARAM and _same(v, self.token))]
-            if link:   # a sign-in link: right token -> cookie and the same URL without it
-                rest = [(k, v) for k, v in query if not (k == AUTH_PARAM or (k == LEGACY_PARAM and _same(v, self.token)))]
+            if link:  # a sign-in link: right token -> cookie and the same URL without it
+                rest = [
+                    (k, v) for k, v in query if not (k == AUTH_PARAM or (k == LEGACY_PARAM and _same(v, self.token)))
+                ]
                 target = path + ("?" + urlencode(rest) if rest else "")
                 await self._attempt(scope, send, all(_same(v, self.token) for v in link), target)
                 return
@@ -163,23 +176,37 @@ class TokenGate:
         await self._attempt(scope, send, _same(form.get("token", ""), self.token), target)
 
     async def _redirect(self, send, target: str, set_cookie: bool) -> None:
-        headers = [(b"location", target.encode("latin-1", errors="replace")), (b"content-length", b"0"),
-                   (b"cache-control", b"no-store")]
+        headers = [
+            (b"location", target.encode("latin-1", errors="replace")),
+            (b"content-length", b"0"),
+            (b"cache-control", b"no-store"),
+        ]
         if set_cookie:
-            headers.append((b"set-cookie", f"{self.cookie}={self.sessions.new()}; Path={self.base}; HttpOnly; "
-                                           f"SameSite=Lax; Max-Age={MAX_AGE_S}".encode()))
+            headers.append(
+                (
+                    b"set-cookie",
+                    f"{self.cookie}={self.sessions.new()}; Path={self.base}; HttpOnly; "
+                    f"SameSite=Lax; Max-Age={MAX_AGE_S}".encode(),
+                )
+            )
         await send({"type": "http.response.start", "status": 303, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
 
     async def _html(self, send, status: int, body: bytes, head: bool = False) -> None:
-        headers = [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store"),
-                   (b"content-length", str(len(body)).encode())]
+        headers = [
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"cache-control", b"no-store"),
+            (b"content-length", str(len(body)).encode()),
+        ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if head else body})
 
     async def _plain(self, send, status: int, body: bytes, receive=None) -> None:
-        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

@@ -18,6 +18,7 @@ signed in, and the pace of sign-in attempts per client.
   ``depth`` attempts of one client (and ``total`` of all clients) wait for a turn, and any more are refused at
   once, unread (429). A guess costs a second whatever the number of parallel connections.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -90,7 +91,11 @@ def _read(path: Path) -> dict[str, list]:
         with os.fdopen(os.dup(fd), "rb") as fh:
             data = json.loads(fh.read().decode("utf-8"))
         kept = data.get("sessions") if isinstance(data, dict) else None
-        return {str(k): v for k, v in kept.items() if isinstance(v, list) and len(v) == 2} if isinstance(kept, dict) else {}
+        return (
+            {str(k): v for k, v in kept.items() if isinstance(v, list) and len(v) == 2}
+            if isinstance(kept, dict)
+            else {}
+        )
     except (OSError, ValueError, AttributeError):
         return {}
     finally:
@@ -142,7 +147,7 @@ class Sessions:
         now = self.clock()
         self._fresh()
         if self.path:
-            self.kept.update(_read(self.path))   # what another process kept meanwhile
+            self.kept.update(_read(self.path))  # what another process kept meanwhile
         self.kept = {k: v for k, v in self.kept.items() if now - float(v[1]) < MAX_AGE_S}
         self.kept[_digest(value)] = [self.fp, now]
         if len(self.kept) > MAX_SESSIONS:
@@ -152,7 +157,7 @@ class Sessions:
                 _write(self.path, self.kept)
                 self.seen = self._stamp()
             except OSError:
-                self.path = None   # a read-only data directory: sessions live as long as this server
+                self.path = None  # a read-only data directory: sessions live as long as this server
         return value
 
     def valid(self, value: str) -> bool:
@@ -160,7 +165,9 @@ class Sessions:
             return False
         self._fresh()
         entry = self.kept.get(_digest(value))
-        return bool(entry) and hmac.compare_digest(str(entry[0]), self.fp) and self.clock() - float(entry[1]) < MAX_AGE_S
+        return (
+            bool(entry) and hmac.compare_digest(str(entry[0]), self.fp) and self.clock() - float(entry[1]) < MAX_AGE_S
+        )
 
 
 _SHARED: dict[tuple[str, str], Sessions] = {}
@@ -187,7 +194,7 @@ class Throttle:
         if self.waiting.get(client, 0) >= self.depth or sum(self.waiting.values()) >= self.total:
             return False
         now = time.monotonic()
-        if len(self.next_turn) > 4 * self.total:   # forget clients whose turns have passed
+        if len(self.next_turn) > 4 * self.total:  # forget clients whose turns have passed
             self.next_turn = {k: v for k, v in self.next_turn.items() if v > now}
         at = max(now, self.next_turn.get(client, 0.0))
         self.next_turn[client] = at + self.interval
@@ -205,4 +212,13 @@ class Throttle:
         self.next_turn.pop(client, None)
 
 
-__all__ = ["Sessions", "Throttle", "cookie_name", "cookie_values", "sessions_path", "shared_sessions", "sign_out_all", "token_fingerprint"]
+__all__ = [
+    "Sessions",
+    "Throttle",
+    "cookie_name",
+    "cookie_values",
+    "sessions_path",
+    "shared_sessions",
+    "sign_out_all",
+    "token_fingerprint",
+]

@@ -7,6 +7,7 @@ row of the job table reads as (``Job``, a snapshot), and the data directory's wo
 ``job_table.move(conn, job_id, transition, **columns)`` performs a transition as ONE ``UPDATE`` guarded
 by the states it starts from, so two processes racing on a job never both succeed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -79,7 +80,7 @@ class Job:
 
     @property
     def task(self) -> str:
-        """"run", or the worker task of a job that is not a run (a key of ``tasks.TASKS``)."""
+        """ "run", or the worker task of a job that is not a run (a key of ``tasks.TASKS``)."""
         return next((t for t in TASKS if isinstance(self.config, dict) and t in self.config), "run")
 
     @property

@@ -1,6 +1,7 @@
 """A job's progress: the JSON the job table stores (``progress_dict``) and the one line the CLI, the New-run
 and the Runs pages show for it (``progress_text``). A run reports ``pipeline.execute.progress.Progress``; its
 fields are ``PROGRESS_FIELDS`` (read from the dataclass, never restated here)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,7 +39,7 @@ def progress_dict(p: Any) -> dict[str, Any]:
 
 
 def fmt_eta(seconds) -> str:
-    """"1:05:03", "4:12", "12 s", or "–" when unknown."""
+    """ "1:05:03", "4:12", "12 s", or "–" when unknown."""
     if seconds is None or seconds != seconds or seconds < 0:
         return "–"
     s = int(round(float(seconds)))
@@ -59,8 +60,10 @@ def progress_text(p: dict | None, task: str = "run") -> str:
         if not stage:
             return "starting"
         if p.get("sentences_total"):
-            return (f"{stage} · {int(p.get('sentences_done') or 0):,}/{int(p['sentences_total']):,} sentences · "
-                    f"{(p.get('emb_per_s') or 0):,.0f} emb/s · ETA {fmt_eta(p.get('eta_s'))}")
+            return (
+                f"{stage} · {int(p.get('sentences_done') or 0):,}/{int(p['sentences_total']):,} sentences · "
+                f"{(p.get('emb_per_s') or 0):,.0f} emb/s · ETA {fmt_eta(p.get('eta_s'))}"
+            )
         return str(stage)
     head = phase if task == "run" else f"{task} · {phase}"
     parts = [head]
@@ -90,8 +93,10 @@ def progress_every_s(environ) -> float:
     except ValueError:
         value = float("nan")
     if not (math.isfinite(value) and value >= 0):
-        raise NormvarError(f"NORMVAR_PROGRESS_EVERY_S={raw!r} is not a number of seconds"[:160],
-                           fix="set it to seconds between progress lines (e.g. 30), or unset it")
+        raise NormvarError(
+            f"NORMVAR_PROGRESS_EVERY_S={raw!r} is not a number of seconds"[:160],
+            fix="set it to seconds between progress lines (e.g. 30), or unset it",
+        )
     return value
 
 

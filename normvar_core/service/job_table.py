@@ -17,6 +17,7 @@ job with ``claim_next``: in one write transaction, the job that ran before and w
 from its checkpoint), else the oldest queued one (``NEXT_JOB_ORDER``). A job is queued by one insert, so
 nothing is ever half-queued, and a job a dead worker left ``running`` is simply put back by the next one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,9 @@ import shutil
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from normvar_core.datadir import DataDir
 from normvar_core.destination import open_regular, refuse_entry
@@ -68,14 +70,24 @@ NEXT_JOB_ORDER = "started is null, seq"
 """The queue's order: jobs put back after a shutdown or a crash (they have started) first, then
 submission order (FIFO)."""
 
-_MOVABLE_COLUMNS = {"started", "finished", "heartbeat", "worker_pid", "attempts", "message", "run_path",
-                    "cancel_requested"}
+_MOVABLE_COLUMNS = {
+    "started",
+    "finished",
+    "heartbeat",
+    "worker_pid",
+    "attempts",
+    "message",
+    "run_path",
+    "cancel_requested",
+}
 
 
 def _damaged(path: Path, text: str) -> NormvarError:
-    return NormvarError(f"the job database {path} is damaged ({text})",
-                        fix=f"move it aside (mv {path} {path}.damaged) and start again; published runs "
-                            "are not affected, the jobs queued in it are lost")
+    return NormvarError(
+        f"the job database {path} is damaged ({text})",
+        fix=f"move it aside (mv {path} {path}.damaged) and start again; published runs "
+        "are not affected, the jobs queued in it are lost",
+    )
 
 
 @contextlib.contextmanager
@@ -89,11 +101,15 @@ def database_errors(path: Path) -> Iterator[None]:
     except sqlite3.OperationalError as err:
         text = str(err)
         if "locked" in text or "busy" in text:
-            raise NormvarError(f"the job database {path} stayed locked by another process for 30 s",
-                               fix="wait for the other normvar process, or stop it (normvar worker stop)") from None
+            raise NormvarError(
+                f"the job database {path} stayed locked by another process for 30 s",
+                fix="wait for the other normvar process, or stop it (normvar worker stop)",
+            ) from None
         if "readonly" in text or "unable to open" in text or "disk I/O" in text:
-            raise NormvarError(f"cannot write the job database {path} ({text})",
-                               fix=f"make {path.parent} writable, or use another --data-dir") from None
+            raise NormvarError(
+                f"cannot write the job database {path} ({text})",
+                fix=f"make {path.parent} writable, or use another --data-dir",
+            ) from None
         raise _damaged(path, text) from None
     except sqlite3.DatabaseError as err:
         raise _damaged(path, str(err)) from None
@@ -110,8 +126,11 @@ def check_table_files(path: Path) -> None:
     on a FIFO."""
     for side in SIDE_FILES:
         p = path.with_name(path.name + side)
-        refuse_entry(p, "the job table" if not side else "the job table's file",
-                     fix=f"move it aside (mv {p} {p}.aside); normvar keeps its job table as a regular file in {path.parent}")
+        refuse_entry(
+            p,
+            "the job table" if not side else "the job table's file",
+            fix=f"move it aside (mv {p} {p}.aside); normvar keeps its job table as a regular file in {path.parent}",
+        )
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -202,27 +221,40 @@ class JobTable:
                 worker_running = self.worker_running()
             interrupted = not worker_running
         return Job(
-            id=row["id"], name=row["name"], config=json.loads(row["config"]), state=JobState(row["state"]),
+            id=row["id"],
+            name=row["name"],
+            config=json.loads(row["config"]),
+            state=JobState(row["state"]),
             message=row["message"],
             progress=json.loads(row["progress"]) if row["progress"] else None,
-            run_path=row["run_path"], created=row["created"], started=row["started"],
-            finished=row["finished"], heartbeat=row["heartbeat"], overwrite=bool(row["overwrite"]),
-            cancel_requested=bool(row["cancel_requested"]), attempts=int(row["attempts"]),
-            worker_pid=row["worker_pid"], interrupted=interrupted,
+            run_path=row["run_path"],
+            created=row["created"],
+            started=row["started"],
+            finished=row["finished"],
+            heartbeat=row["heartbeat"],
+            overwrite=bool(row["overwrite"]),
+            cancel_requested=bool(row["cancel_requested"]),
+            attempts=int(row["attempts"]),
+            worker_pid=row["worker_pid"],
+            interrupted=interrupted,
         )
 
     def _add(self, name: str, config: str, overwrite: bool, vet: Callable[[list[Job]], str | None]) -> str:
         """Queue a new job (one insert): ``vet(the queued and running jobs of this name)`` runs inside the
         insert's transaction and raises to refuse it, or returns the id of an equal job to give back instead."""
         with self._tx() as conn:
-            rows = conn.execute("select * from jobs where name = ? and state in (?, ?) order by seq",
-                                (name, JobState.QUEUED.value, JobState.RUNNING.value)).fetchall()
+            rows = conn.execute(
+                "select * from jobs where name = ? and state in (?, ?) order by seq",
+                (name, JobState.QUEUED.value, JobState.RUNNING.value),
+            ).fetchall()
             same = vet([self._job(r) for r in rows])
             if same is not None:
                 return same
             job_id = uuid.uuid4().hex[:12]
-            conn.execute("insert into jobs (id, name, config, overwrite, state, created) values (?, ?, ?, ?, ?, ?)",
-                         (job_id, name, config, int(bool(overwrite)), JobState.QUEUED.value, time.time()))
+            conn.execute(
+                "insert into jobs (id, name, config, overwrite, state, created) values (?, ?, ?, ?, ?, ?)",
+                (job_id, name, config, int(bool(overwrite)), JobState.QUEUED.value, time.time()),
+            )
         return job_id
 
     # -------------------------------------------------------------- files of a job
@@ -269,9 +301,9 @@ class JobTable:
             raise NormvarError("no job id given", fix="see `normvar jobs` for the ids")
         with self._conn() as conn:
             rows = conn.execute(
-                "select * from jobs where id = ? union select * from jobs where id like ? escape '\\' "
-                "limit 3", (job_id, job_id.replace("\\", "\\\\").replace("%", "\\%")
-                                        .replace("_", "\\_") + "%")).fetchall()
+                "select * from jobs where id = ? union select * from jobs where id like ? escape '\\' limit 3",
+                (job_id, job_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"),
+            ).fetchall()
         exact = [r for r in rows if r["id"] == job_id]
         if exact:
             return self._job(exact[0])
@@ -323,8 +355,7 @@ class JobTable:
         with self._tx() as conn:
             state = conn.execute("select state from jobs where id = ?", (job.id,)).fetchone()["state"]
             if state == JobState.QUEUED:
-                move(conn, job.id, "cancel_queued", cancel_requested=1, finished=now,
-                     message="cancelled before it ran")
+                move(conn, job.id, "cancel_queued", cancel_requested=1, finished=now, message="cancelled before it ran")
             elif state == JobState.RUNNING:
                 conn.execute("update jobs set cancel_requested=1 where id=?", (job.id,))
         if state == JobState.QUEUED:
@@ -347,7 +378,8 @@ class JobTable:
                 "on conflict(one) do update set pid=excluded.pid, heartbeat=excluded.heartbeat, "
                 "job_id=excluded.job_id, started=coalesce(case when worker.pid=excluded.pid "
                 "then worker.started end, excluded.started)",
-                (os.getpid(), now, now, job_id))
+                (os.getpid(), now, now, job_id),
+            )
 
     def forget_worker(self) -> None:
         """This process's worker row is removed (the worker stops)."""
@@ -362,15 +394,25 @@ class JobTable:
         while True:
             now = time.time()
             with self._tx() as conn:
-                rows = conn.execute(f"select id, cancel_requested from jobs where state = ? "
-                                    f"order by {NEXT_JOB_ORDER}", (JobState.QUEUED.value,)).fetchall()
+                rows = conn.execute(
+                    f"select id, cancel_requested from jobs where state = ? order by {NEXT_JOB_ORDER}",
+                    (JobState.QUEUED.value,),
+                ).fetchall()
                 cancelled = [r["id"] for r in rows if r["cancel_requested"]]
                 for job_id in cancelled:
                     move(conn, job_id, "cancel_queued", finished=now, message="cancelled")
                 job_id = next((r["id"] for r in rows if not r["cancel_requested"]), None)
                 if job_id is not None:
-                    move(conn, job_id, "claim", started=("sql", f"coalesce(started, {float(now)!r})"),
-                         heartbeat=now, worker_pid=os.getpid(), attempts=("sql", "attempts + 1"), message=None)
+                    move(
+                        conn,
+                        job_id,
+                        "claim",
+                        started=("sql", f"coalesce(started, {float(now)!r})"),
+                        heartbeat=now,
+                        worker_pid=os.getpid(),
+                        attempts=("sql", "attempts + 1"),
+                        message=None,
+                    )
                     row = conn.execute("select * from jobs where id=?", (job_id,)).fetchone()
             for other in cancelled:
                 log.info("job %s: cancelled before it ran", other)
@@ -390,17 +432,25 @@ class JobTable:
     def write_progress(self, job_id: str, progress: dict) -> None:
         """Store the running job's progress (a JSON-able dict, ``job_progress.progress_dict``); a beat too."""
         with self._conn() as conn:
-            conn.execute("update jobs set progress=?, heartbeat=? where id=?",
-                         (json.dumps(progress), time.time(), job_id))
+            conn.execute(
+                "update jobs set progress=?, heartbeat=? where id=?", (json.dumps(progress), time.time(), job_id)
+            )
 
     def finish(self, job_id: str, state: JobState, message: str | None = None, run_path: str | None = None) -> None:
         """running -> done, failed or cancelled, with its message and what it wrote; the checkpoint is
         removed. A finish by the job's own worker is its last heartbeat too (a dead worker's is kept)."""
         now = time.time()
         with self._tx() as conn:
-            move(conn, job_id, _FINISH[JobState(state)], message=message, run_path=run_path, finished=now,
-                 heartbeat=("sql", f"case when worker_pid = {os.getpid()} then {now!r} else heartbeat end"),
-                 worker_pid=None)
+            move(
+                conn,
+                job_id,
+                _FINISH[JobState(state)],
+                message=message,
+                run_path=run_path,
+                finished=now,
+                heartbeat=("sql", f"case when worker_pid = {os.getpid()} then {now!r} else heartbeat end"),
+                worker_pid=None,
+            )
         self.remove_checkpoint(job_id)
 
     def requeue(self, job_id: str, *, shutdown: str | None = None) -> None:

@@ -28,6 +28,7 @@ Public API (used by the CLI and the dashboard)::
     store_corpus(data_dir, data, ext) -> Path        # uploaded corpora: corpora/<sha256><ext>
     progress_text(job.progress, job.task) -> str     # one line of a running job's progress
 """
+
 from __future__ import annotations
 
 import json
@@ -36,13 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from normvar_core.config import RunConfig, default_run_name
+from normvar_core.destination import check_destination
 from normvar_core.errors import NormvarError
 from normvar_core.run_lock import check_free
-from normvar_core.destination import check_destination
-from normvar_core.service.corpus_store import (CORPUS_EXTENSIONS, DEFAULT_MAX_UPLOAD_MB, corpus_extension,
-                                               max_upload_bytes, store_corpus)
-from normvar_core.service.job_progress import fmt_eta, progress_dict, progress_text
+from normvar_core.service.corpus_store import (
+    CORPUS_EXTENSIONS,
+    DEFAULT_MAX_UPLOAD_MB,
+    corpus_extension,
+    max_upload_bytes,
+    store_corpus,
+)
 from normvar_core.service.job import Job, WorkerInfo
+from normvar_core.service.job_progress import fmt_eta, progress_dict, progress_text
 from normvar_core.service.job_table import JobTable, database_errors
 
 
@@ -86,7 +92,7 @@ class JobStore(JobTable):
         from normvar_core.pipeline.execute.preflight import check_inputs, check_model
 
         check_inputs(cfg, self.dd.root)  # the checks compute and plan make: refused here, not by the worker
-        check_model(cfg, self.dd.root)   # and those compute makes once it has the model's config
+        check_model(cfg, self.dd.root)  # and those compute makes once it has the model's config
         name = cfg.name or default_run_name(cfg)
         cfg = cfg.replace(name=name)
         path = self.dd.run_path(name)
@@ -96,15 +102,21 @@ class JobStore(JobTable):
         def vet(active: list[Job]) -> None:
             if overwrite:  # other options may replace a queued run; the very same ones would only repeat it
                 for other in (o for o in active if _same_run(o, cfg)):
-                    raise NormvarError(f"run {name!r} is already {other.state} as job {other.id} with the same "
-                                       "options; --overwrite would only queue a duplicate",
-                                       fix=f"wait for it (normvar jobs) or cancel it first (normvar cancel {other.id})")
+                    raise NormvarError(
+                        f"run {name!r} is already {other.state} as job {other.id} with the same "
+                        "options; --overwrite would only queue a duplicate",
+                        fix=f"wait for it (normvar jobs) or cancel it first (normvar cancel {other.id})",
+                    )
             elif path.exists():
-                raise NormvarError(f"a run named {name!r} already exists ({path})",
-                                   fix="choose another --name, or pass --overwrite to replace it")
+                raise NormvarError(
+                    f"a run named {name!r} already exists ({path})",
+                    fix="choose another --name, or pass --overwrite to replace it",
+                )
             elif active:
-                raise NormvarError(f"a run named {name!r} is already {active[0].state} as job {active[0].id}",
-                                   fix="choose another --name, cancel that job, or pass --overwrite")
+                raise NormvarError(
+                    f"a run named {name!r} is already {active[0].state} as job {active[0].id}",
+                    fix="choose another --name, cancel that job, or pass --overwrite",
+                )
 
         return self._add(name, cfg.to_json(), overwrite, vet)
 
@@ -150,9 +162,22 @@ class JobStore(JobTable):
         """Queue a worker task other than a run (``tasks.TASKS``); the same task already queued or running
         is not queued twice: its job id is returned."""
         config = {task: json.loads(json.dumps(spec))}  # as it reads back from the table
-        return self._add(name, json.dumps(config), False,
-                         lambda active: next((j.id for j in active if j.config == config), None))
+        return self._add(
+            name, json.dumps(config), False, lambda active: next((j.id for j in active if j.config == config), None)
+        )
 
 
-__all__ = ["JobStore", "Job", "WorkerInfo", "database_errors", "progress_text", "progress_dict", "fmt_eta",
-           "store_corpus", "max_upload_bytes", "corpus_extension", "CORPUS_EXTENSIONS", "DEFAULT_MAX_UPLOAD_MB"]
+__all__ = [
+    "JobStore",
+    "Job",
+    "WorkerInfo",
+    "database_errors",
+    "progress_text",
+    "progress_dict",
+    "fmt_eta",
+    "store_corpus",
+    "max_upload_bytes",
+    "corpus_extension",
+    "CORPUS_EXTENSIONS",
+    "DEFAULT_MAX_UPLOAD_MB",
+]

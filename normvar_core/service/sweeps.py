@@ -2,6 +2,7 @@
 or a hub model's revisions), each with the same corpus and options, grouped by the run row's ``sweep``
 and ``step`` (seed 004's training dynamics). ``plan_sweep`` builds the configs, ``queue_sweep`` submits
 those the sweep does not have yet as worker jobs. Used by ``normvar sweep`` and the New-run page."""
+
 from __future__ import annotations
 
 import re
@@ -18,8 +19,10 @@ def plan_sweep(base, *, checkpoints: str | None = None, revisions: str | None = 
     if base.name is not None or base.step is not None:
         raise NormvarError("--name and --step are set per checkpoint by the sweep", fix="use --sweep NAME instead")
     if bool(checkpoints) == bool(revisions):
-        raise NormvarError("a sweep needs a checkpoints folder or hub revisions (one of them)",
-                           fix="give --checkpoints DIR, or --model ID with --revisions step1000,step8000")
+        raise NormvarError(
+            "a sweep needs a checkpoints folder or hub revisions (one of them)",
+            fix="give --checkpoints DIR, or --model ID with --revisions step1000,step8000",
+        )
     problems: list[str] = []
     if checkpoints:
         cps, problems = discover_checkpoints(checkpoints)
@@ -28,9 +31,16 @@ def plan_sweep(base, *, checkpoints: str | None = None, revisions: str | None = 
         cps = parse_revisions(base.model, revisions)
         default = base.model.rstrip("/").split("/")[-1]
     sweep = base.sweep or re.sub(r"[^A-Za-z0-9._-]+", "-", default).strip("-._")[:100] or "sweep"
-    cfgs = [base.replace(model=str(Path(c.path).resolve()) if checkpoints else c.path,
-                         revision=c.revision or base.revision, sweep=sweep, step=c.step,
-                         name=f"{sweep}__step{c.step}") for c in cps]
+    cfgs = [
+        base.replace(
+            model=str(Path(c.path).resolve()) if checkpoints else c.path,
+            revision=c.revision or base.revision,
+            sweep=sweep,
+            step=c.step,
+            name=f"{sweep}__step{c.step}",
+        )
+        for c in cps
+    ]
     return sweep, cfgs, problems
 
 

@@ -3,6 +3,7 @@
 ``TASKS[task](data_dir, job_id, spec, progress=...)`` and records the path it returns. ``TASKS`` is the one
 list of task names: ``Job.task`` reads it too. Each task imports what it needs when it runs, so reading the
 job table stays light."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,7 +30,7 @@ def write_report(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
     return write_slides(slides, dd.reports / f"{job_id}.{fmt}", fmt)
 
 
-def write_null(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:  # noqa: ARG001
+def write_null(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
     """Task "null": the Gaussian null of a run, published as an ordinary run (atomically)."""
     from normvar_core.pipeline.execute.null_run import write_null_run
     from normvar_core.pipeline.measures.geometry import host_search
@@ -38,8 +39,15 @@ def write_null(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:  # 
 
     run = open_run(spec["run"])
     name = null_name(run, spec["kind"], int(spec["seed"]))
-    return write_null_run(run, spec["kind"], dd.run_path(name), seed=int(spec["seed"]), overwrite=True,
-                          search=host_search, progress=progress)
+    return write_null_run(
+        run,
+        spec["kind"],
+        dd.run_path(name),
+        seed=int(spec["seed"]),
+        overwrite=True,
+        search=host_search,
+        progress=progress,
+    )
 
 
 def write_sentence(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
@@ -47,8 +55,7 @@ def write_sentence(dd: DataDir, job_id: str, spec: dict, progress=None) -> Path:
     ``reports/<job id>.sentence.json``."""
     from normvar_core.service.own_sentence import write_sentence as write_json
 
-    return write_json(spec["run"], spec["text"], dd.reports / f"{job_id}.sentence.json", dd.root,
-                      progress=progress)
+    return write_json(spec["run"], spec["text"], dd.reports / f"{job_id}.sentence.json", dd.root, progress=progress)
 
 
 TASKS = {"report": write_report, "null": write_null, "sentence": write_sentence}

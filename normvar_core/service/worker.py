@@ -4,6 +4,7 @@ jobs (``tasks.TASKS``: report, null, sentence), writes progress and heartbeats (
 recovers what a dead worker left (``Worker.recover``). One worker per data directory
 (``queue/worker.lock``). It changes the job table only through ``JobTable``'s public operations
 (claim_next, heartbeat, write_progress, finish, requeue, record_worker, forget_worker)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -46,8 +47,7 @@ class Worker:
     calling thread; ``stop()`` (or SIGTERM/SIGINT) ends it at the next batch, keeping the
     checkpoint and putting the job back at the front of the queue."""
 
-    def __init__(self, data_dir=None, *, poll_s: float = 0.5, checkpoint_every_s: float = 60.0,
-                 compute=None):
+    def __init__(self, data_dir=None, *, poll_s: float = 0.5, checkpoint_every_s: float = 60.0, compute=None):
         """``compute``: a callable with ``compute_run``'s signature (tests); default compute_run."""
         self._compute_fn = compute
         self.store = JobStore(data_dir)
@@ -84,13 +84,14 @@ class Worker:
                     pid = f" (pid {info.pid})" if info and info.pid else ""
                     raise NormvarError(
                         f"another worker{pid} is already running on {self.dd.root}",
-                        fix="one worker per data directory; stop it first or use another --data-dir")
+                        fix="one worker per data directory; stop it first or use another --data-dir",
+                    )
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
 
-    def claim(self) -> "Worker":
+    def claim(self) -> Worker:
         """Take the data directory before saying anything: a second worker refuses here (``run`` claims too)."""
         self._acquire_lock()
         return self
@@ -159,7 +160,7 @@ class Worker:
             self.store.record_worker(None)
             last_beat = time.monotonic()
 
-    def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
+    def _on_signal(self, signum, frame) -> None:
         if self.stopping:
             raise _ForcedStop()
         log.warning("signal %d: stopping (a running job stops at its next batch and keeps its checkpoint)", signum)
@@ -184,7 +185,7 @@ class Worker:
         store.finish(job_id, state, message, run_path)  # removes the checkpoint: a kill's leftovers too
         log.info("job %s: %s%s", job_id, state, f" ({message})" if message else "")
 
-    def _compute(self, job: Job, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
+    def _compute(self, job: Job, reporter: _Reporter) -> tuple[str, str | None, str | None]:
         """Run compute_run (or the worker task) of one claimed job: (state, message, run path)."""
         job_id = job.id
         if job.task != "run":
@@ -217,9 +218,14 @@ class Worker:
                 from normvar_core.pipeline.execute.local import compute_run
             with as_holder(f"{JOB}{job_id} of the worker"):  # named to a second compute of this run
                 path = compute_run(
-                    cfg, self.dd.root, overwrite=job.overwrite, progress=reporter.update,
-                    checkpoint=ckpt, checkpoint_every_s=self.checkpoint_every_s,
-                    should_cancel=should_cancel)
+                    cfg,
+                    self.dd.root,
+                    overwrite=job.overwrite,
+                    progress=reporter.update,
+                    checkpoint=ckpt,
+                    checkpoint_every_s=self.checkpoint_every_s,
+                    should_cancel=should_cancel,
+                )
         except CancelledError as err:
             if self.store.cancel_requested(job_id):
                 return JobState.CANCELLED, "cancelled", None
@@ -228,7 +234,7 @@ class Worker:
             return JobState.CANCELLED, err.message or "cancelled", None
         except NormvarError as err:
             return JobState.FAILED, str(err), None
-        except Exception as err:  # noqa: BLE001 - a bad job must not kill the worker
+        except Exception as err:
             return JobState.FAILED, self._unexpected(job_id, err), None
         return JobState.DONE, None, str(path)
 
@@ -245,7 +251,7 @@ class Worker:
         where = f"; full traceback in {trace}" if trace else ""
         return f"unexpected error ({type(err).__name__}: {first}){where}"
 
-    def _task(self, job_id: str, task: str, spec: dict, reporter: "_Reporter") -> tuple[str, str | None, str | None]:
+    def _task(self, job_id: str, task: str, spec: dict, reporter: _Reporter) -> tuple[str, str | None, str | None]:
         """A worker task other than a run: (state, message, path of what it wrote)."""
         try:
             reporter.update({"stage": task, "phase": "start", "task": task})
@@ -256,12 +262,12 @@ class Worker:
             return JobState.FAILED, str(err), None
         except OSError as err:
             return JobState.FAILED, f"could not write the {task}: {err.strerror or err}", None
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             return JobState.FAILED, self._unexpected(job_id, err), None
         return JobState.DONE, None, str(out)
 
 
-def _task_progress(reporter: "_Reporter", task: str):
+def _task_progress(reporter: _Reporter, task: str):
     """A worker task's ``progress(phase, done, total, unit, detail)`` -> the job's progress, with the
     phase's ETA (elapsed / done × remaining steps; none before the first step is done)."""
     state = {"phase": None, "t0": time.monotonic()}
@@ -270,9 +276,19 @@ def _task_progress(reporter: "_Reporter", task: str):
         if phase != state["phase"]:
             state["phase"], state["t0"] = phase, time.monotonic()
         el = time.monotonic() - state["t0"]
-        reporter.update({"stage": task, "task": task, "phase": phase, "done": int(done), "total": int(total),
-                         "unit": unit, "detail": detail, "eta_s": el / done * (total - done) if done else None,
-                         "percent": round(100.0 * done / total, 1) if total else None})
+        reporter.update(
+            {
+                "stage": task,
+                "task": task,
+                "phase": phase,
+                "done": int(done),
+                "total": int(total),
+                "unit": unit,
+                "detail": detail,
+                "eta_s": el / done * (total - done) if done else None,
+                "percent": round(100.0 * done / total, 1) if total else None,
+            }
+        )
 
     return progress
 
@@ -335,5 +351,5 @@ class _Reporter:
                     self._flush()
                 else:
                     self.store.heartbeat(self.job_id)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.warning("heartbeat failed", exc_info=True)

@@ -10,6 +10,7 @@ corpus-level value (the study: 1 <= log10 n_t <= 5, i.e. 10 .. 1e5).
 * ``select_tokens``         App. A's frequency-stratified token choice for Fig. 1
 * ``merge_by_key``          exact pooling of types that share a key (e.g. "##ing" and "ing", fn. 7)
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from normvar_core.constants import APP_A_BINS, APP_A_MIN_CHARS, STUDY_BAND
 from normvar_core.stats.tokenstats import TokenStats, in_band
 
-from normvar_core.constants import APP_A_BINS, APP_A_MIN_CHARS, STUDY_BAND
 _PREFIXES = ("##", "Ġ", "▁")
 
 
@@ -50,20 +51,23 @@ def tradeoff(stats: TokenStats, n_min: float = STUDY_BAND[0], n_max: float = STU
     with np.errstate(invalid="ignore", divide="ignore"):
         cv = q.std(1) / q.mean(1) if mask.any() else np.full(stats.num_layers, np.nan)
     slope, intercept, r2 = ols(m, v)
-    return pd.DataFrame(dict(layer=stats.layer_index, n_types=int(mask.sum()), cv_q=cv,
-                             slope=slope, intercept=intercept, r2=r2))
+    return pd.DataFrame(
+        dict(layer=stats.layer_index, n_types=int(mask.sum()), cv_q=cv, slope=slope, intercept=intercept, r2=r2)
+    )
 
 
-def frequency_regressions(stats: TokenStats, n_min: float = STUDY_BAND[0],
-                          n_max: float = STUDY_BAND[1]) -> pd.DataFrame:
+def frequency_regressions(
+    stats: TokenStats, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]
+) -> pd.DataFrame:
     """Per layer and quantity Z in {Q, M, V}: OLS of log10(1 + Z(X_t)) on log10 n_t (Fig. 7, 11–13, 17)."""
     mask = stats.band(n_min, n_max)
     x = np.broadcast_to(np.log10(stats.n[mask].astype(np.float64)), (stats.num_layers, int(mask.sum())))
     frames = []
     for name, arr in (("Q", stats.q), ("M", stats.m), ("V", stats.v)):
         slope, intercept, r2 = ols(x, np.log10(1.0 + arr[:, mask]))
-        frames.append(pd.DataFrame(dict(layer=stats.layer_index, quantity=name, slope=slope,
-                                        intercept=intercept, r2=r2)))
+        frames.append(
+            pd.DataFrame(dict(layer=stats.layer_index, quantity=name, slope=slope, intercept=intercept, r2=r2))
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -79,8 +83,9 @@ def decomposition(stats: TokenStats, n_min: float = STUDY_BAND[0], n_max: float 
     return df
 
 
-def histograms(stats: TokenStats, layer: int, bins: int = 50, n_min: float = 1,
-               n_max: float = math.inf, log10: bool = False) -> pd.DataFrame:
+def histograms(
+    stats: TokenStats, layer: int, bins: int = 50, n_min: float = 1, n_max: float = math.inf, log10: bool = False
+) -> pd.DataFrame:
     """Histograms of Q(X_t), M(X_t), V(X_t) at hidden-state index ``layer`` (Fig. 14–16);
     ``log10=True`` bins log10(1 + Z) as in App. F."""
     li = stats.layer(layer)
@@ -99,9 +104,17 @@ def token_table(stats: TokenStats, layer: int, tokens: Sequence[str] | None = No
     """One row per type at hidden-state index ``layer``: token_id, token, n, log10_n, q, m, v."""
     li = stats.layer(layer)
     tok = list(tokens) if tokens is not None else [str(t) for t in stats.token_ids]
-    return pd.DataFrame(dict(token_id=stats.token_ids, token=tok, n=stats.n,
-                             log10_n=np.log10(stats.n.astype(np.float64)),
-                             q=stats.q[li], m=stats.m[li], v=stats.v[li]))
+    return pd.DataFrame(
+        dict(
+            token_id=stats.token_ids,
+            token=tok,
+            n=stats.n,
+            log10_n=np.log10(stats.n.astype(np.float64)),
+            q=stats.q[li],
+            m=stats.m[li],
+            v=stats.v[li],
+        )
+    )
 
 
 def strip_prefix(token: str) -> str:
@@ -109,21 +122,35 @@ def strip_prefix(token: str) -> str:
     and "▁" (SentencePiece) removed, so "##ing" and "ing" share a key."""
     for p in _PREFIXES:
         if token.startswith(p):
-            return token[len(p):]
+            return token[len(p) :]
     return token
 
 
-def select_tokens(stats: TokenStats, tokens: Sequence[str], n_min: float = STUDY_BAND[0],
-                  n_max: float = STUDY_BAND[1], min_chars: int = APP_A_MIN_CHARS, bins: int = APP_A_BINS,
-                  seed: int = 0) -> np.ndarray:
+def select_tokens(
+    stats: TokenStats,
+    tokens: Sequence[str],
+    n_min: float = STUDY_BAND[0],
+    n_max: float = STUDY_BAND[1],
+    min_chars: int = APP_A_MIN_CHARS,
+    bins: int = APP_A_BINS,
+    seed: int = 0,
+) -> np.ndarray:
     """App. A's token selection for a TokenStats; see ``select_by_counts``."""
-    return select_by_counts(stats.token_ids, stats.n, tokens, n_min=n_min, n_max=n_max,
-                            min_chars=min_chars, bins=bins, seed=seed)
+    return select_by_counts(
+        stats.token_ids, stats.n, tokens, n_min=n_min, n_max=n_max, min_chars=min_chars, bins=bins, seed=seed
+    )
 
 
-def select_by_counts(token_ids: np.ndarray, n: np.ndarray, tokens: Sequence[str],
-                     n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1], min_chars: int = APP_A_MIN_CHARS,
-                     bins: int = APP_A_BINS, seed: int = 0) -> np.ndarray:
+def select_by_counts(
+    token_ids: np.ndarray,
+    n: np.ndarray,
+    tokens: Sequence[str],
+    n_min: float = STUDY_BAND[0],
+    n_max: float = STUDY_BAND[1],
+    min_chars: int = APP_A_MIN_CHARS,
+    bins: int = APP_A_BINS,
+    seed: int = 0,
+) -> np.ndarray:
     """App. A: among types with n_min <= n_t <= n_max whose stripped string has >= ``min_chars``
     characters, cut [min log10 n_t, max log10 n_t] into ``bins`` equal intervals I_r and draw,
     without replacement and seeded, N_r = 2 + floor(sqrt(4 |T_r| / max_r |T_r|)) types from each
@@ -133,8 +160,7 @@ def select_by_counts(token_ids: np.ndarray, n: np.ndarray, tokens: Sequence[str]
     tokens = list(tokens)
     if len(tokens) != token_ids.size or n.size != token_ids.size:
         raise ValueError("token_ids, n and tokens must align")
-    keep = in_band(n, n_min, n_max) & np.array([len(strip_prefix(t).strip()) >= min_chars for t in tokens],
-                                                  dtype=bool)
+    keep = in_band(n, n_min, n_max) & np.array([len(strip_prefix(t).strip()) >= min_chars for t in tokens], dtype=bool)
     idx = np.flatnonzero(keep)
     if idx.size == 0:
         return np.empty(0, dtype=np.int64)
@@ -176,6 +202,7 @@ def merge_by_key(stats: TokenStats, keys: Sequence) -> tuple[TokenStats, list]:
         dev = mu - mean_k[l][kidx]
         contrib = n * stats.v[l] + n * np.einsum("td,td->t", dev, dev)
         s_k[l] = np.bincount(kidx, weights=contrib, minlength=K)
-    merged = TokenStats.from_moments(np.arange(K, dtype=np.int64), n_k.round().astype(np.int64),
-                                     mean_k, s_k, stats.layer_index.copy())
+    merged = TokenStats.from_moments(
+        np.arange(K, dtype=np.int64), n_k.round().astype(np.int64), mean_k, s_k, stats.layer_index.copy()
+    )
     return merged, uniq.tolist()

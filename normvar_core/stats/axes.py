@@ -7,6 +7,7 @@ so the same covariance always gives the same axes (the Occurrences page's fixed 
 
 Pure numpy/scipy, float64.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -16,6 +16,7 @@
   θ ± z |θ_A − θ_B| / 2 (z = 1.96). One difference is one degree of freedom: a rough interval, wide
   or narrow by chance — reported as such.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,7 @@ def _weighted_tradeoff(W: np.ndarray, q: np.ndarray, m: np.ndarray, v: np.ndarra
     T = W.shape[1]
     out = {}
     with np.errstate(invalid="ignore", divide="ignore"):
-        sq, sq2 = W @ q.T, W @ (q * q).T                   # (B, L)
+        sq, sq2 = W @ q.T, W @ (q * q).T  # (B, L)
         qbar = sq / T
         out["cv_q"] = np.sqrt(np.maximum(sq2 / T - qbar * qbar, 0.0)) / qbar
         sx, sy, sxx2, syy2 = W @ m.T, W @ v.T, W @ (m * m).T, W @ (v * v).T
@@ -53,8 +54,16 @@ def _weighted_tradeoff(W: np.ndarray, q: np.ndarray, m: np.ndarray, v: np.ndarra
     return out
 
 
-def bootstrap_tradeoff(q: np.ndarray, m: np.ndarray, v: np.ndarray, *, resamples: int = RESAMPLES,
-                       seed: int = 0, level: float = LEVEL, center: bool = True) -> dict:
+def bootstrap_tradeoff(
+    q: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    level: float = LEVEL,
+    center: bool = True,
+) -> dict:
     """Percentile intervals of C.V.(Q), slope and R² per layer from ``resamples`` bootstrap
     resamples of the T types (columns of q, m, v: arrays (L, T)). Returns
     {stat: (low (L,), high (L,))} plus ``"replicates"``: {stat: (B, L)}. ``center`` shifts each
@@ -97,5 +106,6 @@ def split_half_interval(full, half_a, half_b, z: float = Z95, bounds: tuple[floa
     full, half_a, half_b = (np.asarray(x, dtype=np.float64) for x in (full, half_a, half_b))
     half_width = z * np.abs(half_a - half_b) / 2.0
     return np.clip(full - half_width, *bounds), np.clip(full + half_width, *bounds)
+
 
 __all__ = ["RESAMPLES", "LEVEL", "Z95", "resample_counts", "bootstrap_tradeoff", "split_half_interval"]

@@ -3,11 +3,13 @@ verdict holds (``Finding``), and what the rules read from a run, gathered once (
 themselves: ``claims_moments`` (seeds 002 and 003: the study's core claims), ``claims_geometry`` (the layer
 geometry's and the outliers') and ``isoscore``; ``findings.CLAIMS`` lists every claim with its rule, in the
 findings' order."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,9 +35,9 @@ class Finding:
     id: str
     claim: str
     seed: str
-    verdict: str                    # holds | fails | cannot tell (the interval straddles the rule's threshold) | untestable
+    verdict: str  # holds | fails | cannot tell (the interval straddles the rule's threshold) | untestable
     value: float | None = None
-    interval: list | None = None    # [low, high] or None
+    interval: list | None = None  # [low, high] or None
     layer: int | None = None
     why: str = ""
     details: dict = field(default_factory=dict)
@@ -44,8 +46,9 @@ class Finding:
         d = asdict(self)
         d["value"] = finite_or_none(self.value)
         d["interval"] = [finite_or_none(x) for x in self.interval] if self.interval is not None else None
-        d["details"] = {k: finite_or_none(v) if isinstance(v, (float, np.floating)) else v
-                        for k, v in self.details.items()}
+        d["details"] = {
+            k: finite_or_none(v) if isinstance(v, (float, np.floating)) else v for k, v in self.details.items()
+        }
         return d
 
 
@@ -57,7 +60,7 @@ class Claim:
     id: str
     seed: str
     wording: str
-    rule: Callable[["RunView"], Finding]
+    rule: Callable[[RunView], Finding]
     per_type: bool = False
     """Whether the rule reads the band's per-type statistics (so ``settle`` asks ``RunView.repeated`` of it)."""
 
@@ -98,7 +101,7 @@ def zero_width(interval: list | None) -> bool:
     return bool(np.isfinite(lo) and np.isfinite(hi) and hi - lo <= ZERO_WIDTH * max(abs(lo), abs(hi)))
 
 
-def settle(claim: "Claim", f: Finding, rv: "RunView") -> Finding:
+def settle(claim: Claim, f: Finding, rv: RunView) -> Finding:
     """A rule's ``holds`` or ``fails`` turned into "cannot tell", with the reason added to its why, when the data
     cannot carry it: its interval has zero width (``zero_width``: nothing measured its uncertainty, so a verdict
     from the point estimate alone would look certain), or the claim reads the band's per-type statistics and most
@@ -107,9 +110,11 @@ def settle(claim: "Claim", f: Finding, rv: "RunView") -> Finding:
         return f
     reasons = [rv.repeated() if claim.per_type else None]
     if zero_width(f.interval):
-        reasons.append(f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of "
-                       "the corpus (or every resample of its types) give the same value, as when the corpus repeats "
-                       "one sentence, so nothing measures its uncertainty")
+        reasons.append(
+            f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of "
+            "the corpus (or every resample of its types) give the same value, as when the corpus repeats "
+            "one sentence, so nothing measures its uncertainty"
+        )
     why = "; and ".join(r for r in reasons if r)
     if not why:
         return f
@@ -174,7 +179,7 @@ class RunView:
     memo: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, run, *, resamples: int = RESAMPLES, seed: int = 0) -> "RunView":
+    def of(cls, run, *, resamples: int = RESAMPLES, seed: int = 0) -> RunView:
         L = len(run.layers)
         tabs = [run.token_table(layer) for layer in run.layers]
         first = tabs[0]
@@ -182,15 +187,27 @@ class RunView:
         notes = run.meta.get("notes") or {}
         opts = run.meta.get("options") or {}
         get = lambda t: run.table(t) if t in run.table_names else None  # noqa: E731
-        return cls(name=run.name, layers=list(run.layers), num_hidden_states=run.num_hidden_states,
-                   is_decoder=bool(notes.get("is_decoder", False)),
-                   norm_placement=str(run.meta.get("norm_placement") or ""),
-                   is_null=str(run.meta.get("source") or "model").startswith("null:"),
-                   exclude_position0=bool(opts.get("exclude_position0", False)),
-                   token_ids=first["token_id"].to_numpy(np.int64), n=first["n"].to_numpy(np.int64),
-                   q=grid("q"), m=grid("m"), v=grid("v"), layer_stats=run.layer_stats(),
-                   halves=get("halves_layer"), geometry=get("layer_geometry"), outliers=get("layer_outliers"),
-                   run=run, resamples=resamples, seed=seed)
+        return cls(
+            name=run.name,
+            layers=list(run.layers),
+            num_hidden_states=run.num_hidden_states,
+            is_decoder=bool(notes.get("is_decoder", False)),
+            norm_placement=str(run.meta.get("norm_placement") or ""),
+            is_null=str(run.meta.get("source") or "model").startswith("null:"),
+            exclude_position0=bool(opts.get("exclude_position0", False)),
+            token_ids=first["token_id"].to_numpy(np.int64),
+            n=first["n"].to_numpy(np.int64),
+            q=grid("q"),
+            m=grid("m"),
+            v=grid("v"),
+            layer_stats=run.layer_stats(),
+            halves=get("halves_layer"),
+            geometry=get("layer_geometry"),
+            outliers=get("layer_outliers"),
+            run=run,
+            resamples=resamples,
+            seed=seed,
+        )
 
     def band(self) -> np.ndarray:
         return in_band(self.n, *STUDY_BAND)
@@ -209,15 +226,38 @@ class RunView:
         varying = int(((v > IDENTITY_TOL * np.abs(q)) & np.isfinite(v)).any(axis=0).sum())
         if varying >= MIN_VARYING and 2 * varying >= total:
             return None
-        return (f"{total - varying:,} of the band's {total:,} types have every occurrence at one point "
-                f"(V(X_t) = 0: the corpus repeats their contexts, e.g. one sentence many times), so the per-type "
-                f"statistics rest on {varying:,} types that vary (at least {MIN_VARYING} and half of the band needed)")
+        return (
+            f"{total - varying:,} of the band's {total:,} types have every occurrence at one point "
+            f"(V(X_t) = 0: the corpus repeats their contexts, e.g. one sentence many times), so the per-type "
+            f"statistics rest on {varying:,} types that vary (at least {MIN_VARYING} and half of the band needed)"
+        )
 
     def interior(self, layer: int) -> bool:
         return 0 < int(layer) < self.num_hidden_states - 1
 
 
-__all__ = ["Claim", "Finding", "RunView", "finding", "finite_interval", "finite_or_none", "fmt", "settle", "zero_width",
-           "UNSURE", "ZERO_WIDTH", "MIN_VARYING",
-           "spearman", "SLOPE_TOL", "R2_MIN", "RHO_MIN", "FLAT_MAX", "BELL_MIN", "OUTLIER_MIN", "SUPPORT_MIN", "DIP",
-           "IDENTITY_TOL", "CROSS_TOL"]
+__all__ = [
+    "Claim",
+    "Finding",
+    "RunView",
+    "finding",
+    "finite_interval",
+    "finite_or_none",
+    "fmt",
+    "settle",
+    "zero_width",
+    "UNSURE",
+    "ZERO_WIDTH",
+    "MIN_VARYING",
+    "spearman",
+    "SLOPE_TOL",
+    "R2_MIN",
+    "RHO_MIN",
+    "FLAT_MAX",
+    "BELL_MIN",
+    "OUTLIER_MIN",
+    "SUPPORT_MIN",
+    "DIP",
+    "IDENTITY_TOL",
+    "CROSS_TOL",
+]

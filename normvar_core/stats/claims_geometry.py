@@ -1,17 +1,29 @@
 """The verdict rules of the claims on the layers' geometry and outliers (declared by the geometry and outliers
 measures; seed 004 and the massive activations of Sun et al. 2024): a flat or bell-shaped anisotropy profile,
 an interior peak of the TwoNN dimension, and position 0's share of Q(X) where outliers dominate."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from normvar_core.stats.bootstrap import Z95, split_half_interval
 from normvar_core.stats import layer_geometry as G
 from normvar_core.stats import twonn_context
-from normvar_core.stats.claims import (BELL_MIN, FLAT_MAX, OUTLIER_MIN, STRADDLES, UNSURE, Finding, RunView, against,
-                                       finding, finite_interval, fmt)
+from normvar_core.stats.bootstrap import Z95, split_half_interval
+from normvar_core.stats.claims import (
+    BELL_MIN,
+    FLAT_MAX,
+    OUTLIER_MIN,
+    STRADDLES,
+    UNSURE,
+    Finding,
+    RunView,
+    against,
+    finding,
+    finite_interval,
+    fmt,
+)
 
 
 def anisotropy_profile(rv: RunView) -> Finding:
@@ -19,8 +31,11 @@ def anisotropy_profile(rv: RunView) -> Finding:
     bell-shaped in decoders (largest interior / max(first, last) ≥ BELL_MIN); split-half interval when stored."""
     g = rv.geometry
     if g is None or "anisotropy" not in g or g["anisotropy"].notna().sum() < 3:
-        return finding("anisotropy_profile", "untestable",
-                       why="no layer geometry in this run (or < 3 layers): compute without --no-geometry")
+        return finding(
+            "anisotropy_profile",
+            "untestable",
+            why="no layer geometry in this run (or < 3 layers): compute without --no-geometry",
+        )
     g = g.sort_values("layer")
     layers = g["layer"].to_numpy(int)
 
@@ -33,7 +48,9 @@ def anisotropy_profile(rv: RunView) -> Finding:
     val = stat(a)
     iv = None
     if rv.halves is not None and "anisotropy" in rv.halves:
-        h = {k: x.set_index("layer")["anisotropy"].reindex(layers).to_numpy(float) for k, x in rv.halves.groupby("half")}
+        h = {
+            k: x.set_index("layer")["anisotropy"].reindex(layers).to_numpy(float) for k, x in rv.halves.groupby("half")
+        }
         if {"a", "b"} <= set(h) and np.isfinite(h["a"]).all() and np.isfinite(h["b"]).all():
             iv = finite_interval(*split_half_interval(val, stat(h["a"]), stat(h["b"]), bounds=(0.0, np.inf)))  # ≥ 0
     peak = int(layers[int(np.nanargmax(a))])
@@ -45,9 +62,15 @@ def anisotropy_profile(rv: RunView) -> Finding:
         rule = f"encoder: (max − min) / mean across layers = {fmt(val)} (flat when ≤ {FLAT_MAX})"
     ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}] split-half" + (f" — {STRADDLES}" if verdict == UNSURE else "") if iv else ""
     prof = ", ".join(f"{x:.3f}" for x in a)
-    return finding("anisotropy_profile", verdict, value=val, interval=iv, layer=peak,
-                   why=f"{rule}{ivs}; λ₁/Σλ of the exact covariance per layer: {prof}",
-                   details={"decoder": rv.is_decoder, "peak_layer": peak})
+    return finding(
+        "anisotropy_profile",
+        verdict,
+        value=val,
+        interval=iv,
+        layer=peak,
+        why=f"{rule}{ivs}; λ₁/Σλ of the exact covariance per layer: {prof}",
+        details={"decoder": rv.is_decoder, "peak_layer": peak},
+    )
 
 
 TWONN_MIN_DISTINCT = 100
@@ -74,12 +97,19 @@ def _cross_context(g) -> tuple[str, dict]:
     if "same_sentence_nn" in g and g["same_sentence_nn"].notna().any():
         row = g.loc[g["same_sentence_nn"].idxmax()]
         share, at = float(row["same_sentence_nn"]), int(row["layer"])
-    words = (f"; cross-context TwoNN (neighbours from other sentences only): peak {fmt(d[k])} at layer {layers[k]} "
-             f"(first {fmt(d[0])}, last {fmt(d[-1])}) — {verdict} on it")
+    words = (
+        f"; cross-context TwoNN (neighbours from other sentences only): peak {fmt(d[k])} at layer {layers[k]} "
+        f"(first {fmt(d[0])}, last {fmt(d[-1])}) — {verdict} on it"
+    )
     if said := twonn_context.context_sentence(g):
         words += f". {said}"
-    return words, {"cross_verdict": verdict, "cross_peak_layer": int(layers[k]), "cross_peak": float(d[k]),
-                   "same_sentence_nn_max": share, "same_sentence_layer": at}
+    return words, {
+        "cross_verdict": verdict,
+        "cross_peak_layer": int(layers[k]),
+        "cross_peak": float(d[k]),
+        "same_sentence_nn_max": share,
+        "same_sentence_layer": at,
+    }
 
 
 def context_split(seed_verdict: str, details: dict) -> str | None:
@@ -90,12 +120,14 @@ def context_split(seed_verdict: str, details: dict) -> str | None:
     share, cross = details.get("same_sentence_nn_max"), details.get("cross_verdict")
     if cross is None or share is None or not share > twonn_context.SAME_SENTENCE_WARN or cross == seed_verdict:
         return None
-    return (f"the two TwoNN estimates disagree — the Razzhigaev et al. 2024 protocol's ({seed_verdict} on it) and the "
-            f"cross-context one ({cross} on it, peak {fmt(details['cross_peak'])} at layer "
-            f"{details['cross_peak_layer']}) — while "
-            f"{share:.0%} of the sampled tokens at layer {details['same_sentence_layer']} have their nearest neighbour "
-            f"in their own sentence (above {twonn_context.SAME_SENTENCE_WARN:.0%}): the protocol's estimate is biased by "
-            f"context on this corpus, so neither decides (a larger corpus lowers the share)")
+    return (
+        f"the two TwoNN estimates disagree — the Razzhigaev et al. 2024 protocol's ({seed_verdict} on it) and the "
+        f"cross-context one ({cross} on it, peak {fmt(details['cross_peak'])} at layer "
+        f"{details['cross_peak_layer']}) — while "
+        f"{share:.0%} of the sampled tokens at layer {details['same_sentence_layer']} have their nearest neighbour "
+        f"in their own sentence (above {twonn_context.SAME_SENTENCE_WARN:.0%}): the protocol's estimate is biased by "
+        f"context on this corpus, so neither decides (a larger corpus lowers the share)"
+    )
 
 
 def id_profile(rv: RunView) -> Finding:
@@ -118,13 +150,19 @@ def id_profile_of(g) -> Finding:
     k, ok = _interior_peak(d)
     nb = int(g["twonn_batches"].iloc[k]) if "twonn_batches" in g else 0
     sd = float(g["twonn_id_std"].iloc[k]) if "twonn_id_std" in g else float("nan")
-    iv = finite_interval(d[k] - Z95 * sd / math.sqrt(nb), d[k] + Z95 * sd / math.sqrt(nb)) if nb >= 2 and sd > 0 else None
+    iv = (
+        finite_interval(d[k] - Z95 * sd / math.sqrt(nb), d[k] + Z95 * sd / math.sqrt(nb))
+        if nb >= 2 and sd > 0
+        else None
+    )
     prof = ", ".join(f"{x:.1f}" for x in d)
     ivs = f" ± {fmt(Z95 * sd / math.sqrt(nb))} over {nb} batches" if iv else " (one batch: no interval)"
     size, batches = G.recorded_sample(g)
     cross, details = _cross_context(g)
-    why = (f"peak TwoNN dimension {fmt(d[k])}{ivs} at layer {layers[k]} (first {fmt(d[0])}, last {fmt(d[-1])}); "
-           f"per layer: {prof}; {G.sample_text(g)}{cross}")
+    why = (
+        f"peak TwoNN dimension {fmt(d[k])}{ivs} at layer {layers[k]} (first {fmt(d[0])}, last {fmt(d[-1])}); "
+        f"per layer: {prof}; {G.sample_text(g)}{cross}"
+    )
     verdict = "holds" if ok else "fails"
     if split := context_split(verdict, details):
         verdict, why = UNSURE, f"{split} — {why}"
@@ -134,11 +172,20 @@ def id_profile_of(g) -> Finding:
         few = int(np.argmin(distinct))
         if distinct[few] < TWONN_MIN_DISTINCT:
             verdict = UNSURE
-            why = (f"layer {layers[few]}'s sample holds only {distinct[few]} distinct embeddings of "
-                   f"{int(g['id_sample'].iloc[few])} (the rest are identical copies): TwoNN needs at least "
-                   f"{TWONN_MIN_DISTINCT} distinct neighbours to say anything — {why}")
-    return finding("id_profile", verdict, value=float(d[k]), interval=iv, layer=int(layers[k]), why=why,
-                   details={"id_sample": size, "id_batches": batches, **details})
+            why = (
+                f"layer {layers[few]}'s sample holds only {distinct[few]} distinct embeddings of "
+                f"{int(g['id_sample'].iloc[few])} (the rest are identical copies): TwoNN needs at least "
+                f"{TWONN_MIN_DISTINCT} distinct neighbours to say anything — {why}"
+            )
+    return finding(
+        "id_profile",
+        verdict,
+        value=float(d[k]),
+        interval=iv,
+        layer=int(layers[k]),
+        why=why,
+        details={"id_sample": size, "id_batches": batches, **details},
+    )
 
 
 def position0_share(rv: RunView) -> Finding:
@@ -152,9 +199,12 @@ def position0_share(rv: RunView) -> Finding:
     o = o.sort_values("layer")
     dom = o[o["max_over_median"] >= OUTLIER_MIN]
     if not len(dom):
-        return finding("position0_share", "untestable",
-                       why=f"outliers do not dominate: max |h| / median < {OUTLIER_MIN:g} in every layer "
-                           f"(largest {fmt(float(o['max_over_median'].max()))})")
+        return finding(
+            "position0_share",
+            "untestable",
+            why=f"outliers do not dominate: max |h| / median < {OUTLIER_MIN:g} in every layer "
+            f"(largest {fmt(float(o['max_over_median'].max()))})",
+        )
     row = dom.loc[dom["max_over_median"].idxmax()]
     layer, share = int(row["layer"]), float(row["q_share_pos0"])
     iv = None
@@ -164,10 +214,23 @@ def position0_share(rv: RunView) -> Finding:
             iv = finite_interval(*split_half_interval(share, h["a"], h["b"]))
     verdict = against(share, iv, 0.5, holds_above=True)
     unsure = f"; {STRADDLES}" if verdict == UNSURE else ""
-    return finding("position0_share", verdict, value=share, interval=iv, layer=layer,
-                   why=f"layer {layer}: max |h| = {fmt(float(row['max_over_median']))} × median; position 0 carries "
-                       f"{share:.1%} of Q(X) (holds when ≥ 50 %; {len(dom)} layer(s) with outliers ≥ {OUTLIER_MIN:g} × "
-                       f"median){unsure}")
+    return finding(
+        "position0_share",
+        verdict,
+        value=share,
+        interval=iv,
+        layer=layer,
+        why=f"layer {layer}: max |h| = {fmt(float(row['max_over_median']))} × median; position 0 carries "
+        f"{share:.1%} of Q(X) (holds when ≥ 50 %; {len(dom)} layer(s) with outliers ≥ {OUTLIER_MIN:g} × "
+        f"median){unsure}",
+    )
 
 
-__all__ = ["anisotropy_profile", "id_profile", "id_profile_of", "context_split", "position0_share", "TWONN_MIN_DISTINCT"]
+__all__ = [
+    "anisotropy_profile",
+    "id_profile",
+    "id_profile_of",
+    "context_split",
+    "position0_share",
+    "TWONN_MIN_DISTINCT",
+]

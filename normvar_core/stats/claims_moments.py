@@ -2,6 +2,7 @@
 the intermediate C.V. minimum, the trade-off slope, the depth trends of the shares, and the Gaussian null, each a
 function of the run's ``RunView``; the bootstrap over the band's types that claims 2, 3 and 6 share
 (``bootstrap_band``) and the point estimates per layer, computed once per view (``shared``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,23 @@ import pandas as pd
 
 from normvar_core.constants import STUDY_BAND
 from normvar_core.stats.bootstrap import bootstrap_tradeoff, split_half_interval
-from normvar_core.stats.claims import (CROSS_TOL, DIP, IDENTITY_TOL, R2_MIN, RHO_MIN, SLOPE_TOL, STRADDLES, SUPPORT_MIN,
-                                       UNSURE, Finding, RunView, finding, finite_interval, fmt, spearman)
+from normvar_core.stats.claims import (
+    CROSS_TOL,
+    DIP,
+    IDENTITY_TOL,
+    R2_MIN,
+    RHO_MIN,
+    SLOPE_TOL,
+    STRADDLES,
+    SUPPORT_MIN,
+    UNSURE,
+    Finding,
+    RunView,
+    finding,
+    finite_interval,
+    fmt,
+    spearman,
+)
 
 
 def identity(rv: RunView) -> Finding:
@@ -33,8 +49,13 @@ def identity(rv: RunView) -> Finding:
         why_cross = f"corpus Q(X) of the moments vs E‖x‖² of the geometry's own stream: max rel. diff {fmt(cross)}"
     ok = worst <= IDENTITY_TOL and (not np.isfinite(cross) or cross <= CROSS_TOL)
     why = f"max |Q − M − V| / Q over {rv.q.size:,} (layer, type) cells = {fmt(worst)}; {why_cross}"
-    return finding("identity", "holds" if ok else "fails", value=worst, why=why,
-                   details={"max_rel_residual": worst, "cross_check": cross})
+    return finding(
+        "identity",
+        "holds" if ok else "fails",
+        value=worst,
+        why=why,
+        details={"max_rel_residual": worst, "cross_check": cross},
+    )
 
 
 def bootstrap_band(rv: RunView, resamples: int, seed: int) -> dict:
@@ -78,12 +99,16 @@ def _cv_minimum(rv: RunView, pt: pd.DataFrame, boot: dict) -> tuple[Finding, int
     """Claim 2's finding from the point estimates and the bootstrap, and the index of the C.V.-minimum layer."""
     nb = int(rv.band().sum())
     if nb < 3:
-        return finding("cv_min_intermediate", "untestable",
-                       why=f"{nb} types in the band 10 ≤ n_t ≤ 1e5: compute a larger corpus"), None
+        return finding(
+            "cv_min_intermediate", "untestable", why=f"{nb} types in the band 10 ≤ n_t ≤ 1e5: compute a larger corpus"
+        ), None
     cv = pt["cv_q"].to_numpy()
     if len(rv.layers) < 3 or not any(rv.interior(l) for l in rv.layers) or not np.isfinite(cv).any():
-        return finding("cv_min_intermediate", "untestable",
-                       why="fewer than 3 stored layers, or none intermediate: compute with all layers"), None
+        return finding(
+            "cv_min_intermediate",
+            "untestable",
+            why="fewer than 3 stored layers, or none intermediate: compute with all layers",
+        ), None
     li = int(np.nanargmin(cv))
     layer = int(rv.layers[li])
     reps = np.where(np.isfinite(boot["replicates"]["cv_q"]), boot["replicates"]["cv_q"], np.inf)
@@ -93,12 +118,20 @@ def _cv_minimum(rv: RunView, pt: pd.DataFrame, boot: dict) -> tuple[Finding, int
     lo, hi = boot["cv_q"][0][li], boot["cv_q"][1][li]
     ok = rv.interior(layer) and share >= SUPPORT_MIN
     prof = ", ".join(f"{x:.3g}" for x in cv)
-    why = (f"smallest C.V. {fmt(cv[li])} at layer {layer} of 0..{rv.num_hidden_states - 1} over {nb:,} band types; "
-           f"an intermediate layer is below {DIP:g} × both ends in {share:.1%} of {reps.shape[0]:,} bootstrap resamples "
-           f"(holds when intermediate and ≥ {SUPPORT_MIN:.0%}); C.V. per layer: {prof}")
-    return finding("cv_min_intermediate", "holds" if ok else "fails", value=float(cv[li]),
-                   interval=finite_interval(lo, hi), layer=layer, why=why,
-                   details={"bootstrap_share_dip": share, "band_types": nb}), li
+    why = (
+        f"smallest C.V. {fmt(cv[li])} at layer {layer} of 0..{rv.num_hidden_states - 1} over {nb:,} band types; "
+        f"an intermediate layer is below {DIP:g} × both ends in {share:.1%} of {reps.shape[0]:,} bootstrap resamples "
+        f"(holds when intermediate and ≥ {SUPPORT_MIN:.0%}); C.V. per layer: {prof}"
+    )
+    return finding(
+        "cv_min_intermediate",
+        "holds" if ok else "fails",
+        value=float(cv[li]),
+        interval=finite_interval(lo, hi),
+        layer=layer,
+        why=why,
+        details={"bootstrap_share_dip": share, "band_types": nb},
+    ), li
 
 
 def tradeoff_slope(rv: RunView) -> Finding:
@@ -115,21 +148,40 @@ def tradeoff_slope(rv: RunView) -> Finding:
     nums = f"slope {fmt(s)} [{fmt(lo)}, {fmt(hi)}], R² {fmt(r2)} [{fmt(r_lo)}, {fmt(r_hi)}] at layer {layer}"
     det = {"r2": r2, "r2_low": float(r_lo), "r2_high": float(r_hi)}
     if rv.norm_placement != "post":
-        return finding("tradeoff_slope", "untestable", value=s, interval=finite_interval(lo, hi), layer=layer,
-                       why=f"{nums}; the study claims this for post-LN encoders, this model is "
-                           f"{rv.norm_placement or 'of unknown placement'}-LN (GPT-2: ≈ −0.2, R² ≈ 0.5)", details=det)
+        return finding(
+            "tradeoff_slope",
+            "untestable",
+            value=s,
+            interval=finite_interval(lo, hi),
+            layer=layer,
+            why=f"{nums}; the study claims this for post-LN encoders, this model is "
+            f"{rv.norm_placement or 'of unknown placement'}-LN (GPT-2: ≈ −0.2, R² ≈ 0.5)",
+            details=det,
+        )
     inside = -1.0 - SLOPE_TOL <= lo and hi <= -1.0 + SLOPE_TOL and r_lo >= R2_MIN
     outside = hi < -1.0 - SLOPE_TOL or lo > -1.0 + SLOPE_TOL or r_hi < R2_MIN
     verdict = "holds" if inside else "fails" if outside else UNSURE
-    rule = (f"holds when this layer is an intermediate C.V. minimum (cv_min_intermediate), the slope's interval lies "
-            f"within −1 ± {SLOPE_TOL} and R²'s interval above {R2_MIN}; fails when either lies beyond")
+    rule = (
+        f"holds when this layer is an intermediate C.V. minimum (cv_min_intermediate), the slope's interval lies "
+        f"within −1 ± {SLOPE_TOL} and R²'s interval above {R2_MIN}; fails when either lies beyond"
+    )
     if verdict == UNSURE:
         rule += f" — {STRADDLES}"
     if not dip:
         verdict = "fails"
-        rule = "fails: no intermediate C.V. minimum (cv_min_intermediate fails), so no layer where the study expects it; " + rule
-    return finding("tradeoff_slope", verdict, value=s, interval=finite_interval(lo, hi), layer=layer,
-                   why=f"{nums}; {rule}", details=det)
+        rule = (
+            "fails: no intermediate C.V. minimum (cv_min_intermediate fails), so no layer where the study expects it; "
+            + rule
+        )
+    return finding(
+        "tradeoff_slope",
+        verdict,
+        value=s,
+        interval=finite_interval(lo, hi),
+        layer=layer,
+        why=f"{nums}; {rule}",
+        details=det,
+    )
 
 
 def _ratio_curves(rv: RunView, cols) -> dict | None:
@@ -182,8 +234,14 @@ def depth_trend(rv: RunView, cid: str, parts) -> Finding:
         if value is None:
             value, interval = delta, iv
     need = " and ".join(f"{'Δ > 0, ρ ≥ ' if s > 0 else 'Δ < 0, ρ ≤ −'}{RHO_MIN}" for _, s in parts)
-    return finding(cid, "holds" if ok else "fails", value=value, interval=interval,
-                   why="; ".join(bits) + f" (holds when {need})", details=det)
+    return finding(
+        cid,
+        "holds" if ok else "fails",
+        value=value,
+        interval=interval,
+        why="; ".join(bits) + f" (holds when {need})",
+        details=det,
+    )
 
 
 def null_vs_run(rv: RunView) -> Finding:
@@ -205,13 +263,21 @@ def null_vs_run(rv: RunView) -> Finding:
     d = int(rv.layer_stats.attrs.get("dim", 0)) or None
     if d is None:
         return finding("null_vs_run", "untestable", why="the run's dimension is unknown")
-    one = TokenStats(token_ids=rv.token_ids, n=rv.n, mean=np.broadcast_to(np.float32(0), (1, rv.n.size, d)),
-                     q=rv.q[li:li + 1], m=rv.m[li:li + 1], v=rv.v[li:li + 1], layer_index=np.array([layer]))
+    one = TokenStats(
+        token_ids=rv.token_ids,
+        n=rv.n,
+        mean=np.broadcast_to(np.float32(0), (1, rv.n.size, d)),
+        q=rv.q[li : li + 1],
+        m=rv.m[li : li + 1],
+        v=rv.v[li : li + 1],
+        layer_index=np.array([layer]),
+    )
     totals = rv.layer_stats[rv.layer_stats["layer"] == layer]
     nul = null_stats("isotropic", one, totals, seed=seed)
     nb = bootstrap_tradeoff(nul.q[:, mask], nul.m[:, mask], nul.v[:, mask], resamples=resamples, seed=seed)
-    rb = bootstrap_tradeoff(rv.q[li:li + 1, mask], rv.m[li:li + 1, mask], rv.v[li:li + 1, mask],
-                            resamples=resamples, seed=seed)  # same seed, same T: the same resamples (paired)
+    rb = bootstrap_tradeoff(
+        rv.q[li : li + 1, mask], rv.m[li : li + 1, mask], rv.v[li : li + 1, mask], resamples=resamples, seed=seed
+    )  # same seed, same T: the same resamples (paired)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = rb["replicates"]["cv_q"][:, 0] / nb["replicates"]["cv_q"][:, 0]
         sdiff = rb["replicates"]["slope"][:, 0] - nb["replicates"]["slope"][:, 0]
@@ -224,14 +290,39 @@ def null_vs_run(rv: RunView) -> Finding:
     r_lo, r_hi = np.nanquantile(ratio, [0.025, 0.975])
     s_lo, s_hi = np.nanquantile(sdiff, [0.025, 0.975])
     same = (r_lo <= 1.0 <= r_hi) and (s_lo <= 0.0 <= s_hi)
-    why = (f"layer {layer}: C.V. run {fmt(cv_run)} vs null {fmt(cv_null)} (ratio {fmt(cv_run / cv_null)} "
-           f"[{fmt(r_lo)}, {fmt(r_hi)}]); slope run {fmt(s_run)} vs null {fmt(float(s_null[0]))} (difference "
-           f"[{fmt(s_lo)}, {fmt(s_hi)}]); isotropic null N(0, Q(X)/d I), seed {seed}, paired bootstrap over types")
-    return finding("null_vs_run", "holds" if same else "fails", value=cv_run / cv_null,
-                   interval=finite_interval(r_lo, r_hi), layer=layer, why=why,
-                   details={"cv_run": cv_run, "cv_null": cv_null, "slope_run": s_run, "slope_null": float(s_null[0]),
-                            "r2_null": float(r2_null[0]), "slope_diff_low": float(s_lo), "slope_diff_high": float(s_hi)})
+    why = (
+        f"layer {layer}: C.V. run {fmt(cv_run)} vs null {fmt(cv_null)} (ratio {fmt(cv_run / cv_null)} "
+        f"[{fmt(r_lo)}, {fmt(r_hi)}]); slope run {fmt(s_run)} vs null {fmt(float(s_null[0]))} (difference "
+        f"[{fmt(s_lo)}, {fmt(s_hi)}]); isotropic null N(0, Q(X)/d I), seed {seed}, paired bootstrap over types"
+    )
+    return finding(
+        "null_vs_run",
+        "holds" if same else "fails",
+        value=cv_run / cv_null,
+        interval=finite_interval(r_lo, r_hi),
+        layer=layer,
+        why=why,
+        details={
+            "cv_run": cv_run,
+            "cv_null": cv_null,
+            "slope_run": s_run,
+            "slope_null": float(s_null[0]),
+            "r2_null": float(r2_null[0]),
+            "slope_diff_low": float(s_lo),
+            "slope_diff_high": float(s_hi),
+        },
+    )
 
 
-__all__ = ["identity", "bootstrap_band", "point_estimates", "shared", "cv_min_intermediate", "tradeoff_slope",
-           "vw_share_grows", "m_grows_vb_shrinks", "depth_trend", "null_vs_run"]
+__all__ = [
+    "identity",
+    "bootstrap_band",
+    "point_estimates",
+    "shared",
+    "cv_min_intermediate",
+    "tradeoff_slope",
+    "vw_share_grows",
+    "m_grows_vb_shrinks",
+    "depth_trend",
+    "null_vs_run",
+]

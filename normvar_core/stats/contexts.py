@@ -2,6 +2,7 @@
 ordered by their distance to the type's exact mean μ(X_t) — the most typical uses first, the most
 atypical last — with the Euclidean distance ‖x − μ(X_t)‖ and the cosine between x and μ(X_t).
 The study's claim (§5) is about exactly this spread: V(X_t) = E‖x − μ(X_t)‖² (eq. 6)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,19 +14,27 @@ def contexts(samples: pd.DataFrame, mean: np.ndarray, sentences: dict[int, str])
     Returns DataFrame[i, sentence_id, position, distance, cosine, sentence, char_start, char_end],
     nearest to the mean first."""
     if samples.empty:
-        return pd.DataFrame(columns=["i", "sentence_id", "position", "distance", "cosine", "sentence",
-                                     "char_start", "char_end"])
+        return pd.DataFrame(
+            columns=["i", "sentence_id", "position", "distance", "cosine", "sentence", "char_start", "char_end"]
+        )
     X = np.stack(samples["vector"].to_numpy()).astype(np.float64)
     mu = np.asarray(mean, dtype=np.float64)
     dist = np.linalg.norm(X - mu, axis=1)
     denom = np.linalg.norm(X, axis=1) * np.linalg.norm(mu)
     with np.errstate(invalid="ignore", divide="ignore"):
         cos = np.where(denom > 0, X @ mu / denom, np.nan)
-    out = pd.DataFrame({"i": samples["i"].to_numpy(), "sentence_id": samples["sentence_id"].to_numpy(),
-                        "position": samples["position"].to_numpy(), "distance": dist, "cosine": cos,
-                        "sentence": [sentences.get(int(s), "") for s in samples["sentence_id"]],
-                        "char_start": samples.get("char_start", pd.Series(-1, index=samples.index)).to_numpy(),
-                        "char_end": samples.get("char_end", pd.Series(-1, index=samples.index)).to_numpy()})
+    out = pd.DataFrame(
+        {
+            "i": samples["i"].to_numpy(),
+            "sentence_id": samples["sentence_id"].to_numpy(),
+            "position": samples["position"].to_numpy(),
+            "distance": dist,
+            "cosine": cos,
+            "sentence": [sentences.get(int(s), "") for s in samples["sentence_id"]],
+            "char_start": samples.get("char_start", pd.Series(-1, index=samples.index)).to_numpy(),
+            "char_end": samples.get("char_end", pd.Series(-1, index=samples.index)).to_numpy(),
+        }
+    )
     return out.sort_values(["distance", "sentence_id", "position"], kind="stable").reset_index(drop=True)
 
 

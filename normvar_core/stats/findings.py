@@ -45,6 +45,7 @@ states it), for example:
 (``isoscore_low``). ``CLAIMS`` lists every claim with its rule, in order (a new claim is one line there); this
 module runs them and lays their verdicts out as a table (``findings_table``) or a cell (``cell``).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -55,36 +56,77 @@ import pandas as pd
 from normvar_core.stats.bootstrap import RESAMPLES
 from normvar_core.stats.claims import Claim, Finding, RunView, finite_or_none, fmt, settle, spearman
 from normvar_core.stats.claims_geometry import anisotropy_profile, id_profile, position0_share
-from normvar_core.stats.claims_moments import (cv_min_intermediate, identity, m_grows_vb_shrinks, null_vs_run,
-                                               tradeoff_slope, vw_share_grows)
+from normvar_core.stats.claims_moments import (
+    cv_min_intermediate,
+    identity,
+    m_grows_vb_shrinks,
+    null_vs_run,
+    tradeoff_slope,
+    vw_share_grows,
+)
 from normvar_core.stats.claims_neighbourhoods import overlap_profile
 from normvar_core.stats.isoscore import isoscore_low
 from normvar_core.stats.layer_linearity import layers_linear
 
 CLAIMS: tuple[Claim, ...] = (
     Claim("identity", "002", "Q(X_t) = M(X_t) + V(X_t) for every type, to machine precision (eq. 1)", identity),
-    Claim("cv_min_intermediate", "002", "C.V. of Q(X_t) is smallest in an intermediate layer (§5.2, Fig. 4)",
-          cv_min_intermediate, per_type=True),
-    Claim("tradeoff_slope", "002",
-          "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)", tradeoff_slope,
-          per_type=True),
+    Claim(
+        "cv_min_intermediate",
+        "002",
+        "C.V. of Q(X_t) is smallest in an intermediate layer (§5.2, Fig. 4)",
+        cv_min_intermediate,
+        per_type=True,
+    ),
+    Claim(
+        "tradeoff_slope",
+        "002",
+        "in that layer V(X_t) on M(X_t) has slope ≈ −1 and high R² (post-LN encoders, Fig. 4)",
+        tradeoff_slope,
+        per_type=True,
+    ),
     Claim("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)", vw_share_grows, per_type=True),
-    Claim("m_grows_vb_shrinks", "002", "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)",
-          m_grows_vb_shrinks, per_type=True),
-    Claim("null_vs_run", "003",
-          "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)", null_vs_run,
-          per_type=True),
-    Claim("anisotropy_profile", "004",
-          "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)", anisotropy_profile),
+    Claim(
+        "m_grows_vb_shrinks",
+        "002",
+        "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)",
+        m_grows_vb_shrinks,
+        per_type=True,
+    ),
+    Claim(
+        "null_vs_run",
+        "003",
+        "random Gaussian vectors of the same shape reproduce the trade-off (C.V. of Q(X_t), slope)",
+        null_vs_run,
+        per_type=True,
+    ),
+    Claim(
+        "anisotropy_profile",
+        "004",
+        "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)",
+        anisotropy_profile,
+    ),
     Claim("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers", id_profile),
-    Claim("isoscore_low", "004", "embeddings use their space unevenly: IsoScore ι < 0.5 in every layer past the "
-                                 "embeddings (Rudman et al. 2022)", isoscore_low),
+    Claim(
+        "isoscore_low",
+        "004",
+        "embeddings use their space unevenly: IsoScore ι < 0.5 in every layer past the embeddings (Rudman et al. 2022)",
+        isoscore_low,
+    ),
     Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
-    Claim("layers_linear", "004", "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
-                                  "decoders, less so in encoders (Razzhigaev et al. 2024)", layers_linear),
-    Claim("overlap_profile", "ENV", "neighbourhoods change more at the ID peak than after it: χ₁₀(l, l+1) at the TwoNN "
-                                    "peak is below its mean over the layers after it (Valeriani et al. 2023, §3)",
-          overlap_profile),
+    Claim(
+        "layers_linear",
+        "004",
+        "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
+        "decoders, less so in encoders (Razzhigaev et al. 2024)",
+        layers_linear,
+    ),
+    Claim(
+        "overlap_profile",
+        "ENV",
+        "neighbourhoods change more at the ID peak than after it: χ₁₀(l, l+1) at the TwoNN "
+        "peak is below its mean over the layers after it (Valeriani et al. 2023, §3)",
+        overlap_profile,
+    ),
 )
 """Every claim with the rule that decides it, in the findings' order (CLI, Findings page, deck)."""
 CLAIM_IDS = tuple(c.id for c in CLAIMS)
@@ -104,9 +146,20 @@ def findings_table(runs_findings: dict) -> pd.DataFrame:
     for name, fs in runs_findings.items():
         for f in fs:
             lo, hi = f.interval if f.interval else (None, None)
-            rows.append({"id": f.id, "claim": f.claim, "seed": f.seed, "run": name, "verdict": f.verdict,
-                         "value": finite_or_none(f.value), "low": finite_or_none(lo), "high": finite_or_none(hi),
-                         "layer": f.layer, "why": f.why})
+            rows.append(
+                {
+                    "id": f.id,
+                    "claim": f.claim,
+                    "seed": f.seed,
+                    "run": name,
+                    "verdict": f.verdict,
+                    "value": finite_or_none(f.value),
+                    "low": finite_or_none(lo),
+                    "high": finite_or_none(hi),
+                    "layer": f.layer,
+                    "why": f.why,
+                }
+            )
     return pd.DataFrame(rows, columns=["id", "claim", "seed", "run", "verdict", "value", "low", "high", "layer", "why"])
 
 
@@ -139,4 +192,15 @@ def cell(f: Finding) -> str:
     return s
 
 
-__all__ = ["CLAIMS", "CLAIM_IDS", "Claim", "Finding", "findings", "findings_table", "samples_note", "cell", "spearman", "RunView"]
+__all__ = [
+    "CLAIMS",
+    "CLAIM_IDS",
+    "Claim",
+    "Finding",
+    "findings",
+    "findings_table",
+    "samples_note",
+    "cell",
+    "spearman",
+    "RunView",
+]

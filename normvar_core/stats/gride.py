@@ -15,6 +15,7 @@ the root of ℓ'(d) = N/d + (n2 − n1 − 1) Σ log μ_i / (1 − μ_i^(−d)) 
 at n1 = 1, n2 = 2: TwoNN's maximum likelihood, without its discarded tail); its error is the curvature's,
 σ = (−ℓ''(d̂))^(−1/2). Larger n1 reads the dimension at a coarser scale (the mean r_{n2} is recorded as it).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,7 @@ def _dll(d: float, logmu: np.ndarray, n1: int, n2: int) -> tuple[float, float]:
     e = np.exp(-d * logmu)  # μ^(−d) in (0, 1)
     one = -np.expm1(-d * logmu)  # 1 − μ^(−d), without cancellation
     g = N / d + a * float(np.sum(logmu / one)) - (n2 - 1) * float(np.sum(logmu))
-    h = -N / d ** 2 - a * float(np.sum(logmu ** 2 * e / one ** 2))
+    h = -N / d**2 - a * float(np.sum(logmu**2 * e / one**2))
     return g, h
 
 
@@ -91,10 +92,19 @@ def layer_rows(curves: list[list[tuple]], masked: bool) -> list[dict]:
             continue
         d = np.array([c[1] for c in got])
         s = np.array([c[2] for c in got])
-        rows.append({"n1": int(n1), "n2": int(2 * n1), "masked": bool(masked), "gride_id": float(d.mean()),
-                     "gride_id_err": float(np.sqrt(np.sum(s ** 2)) / d.size), "gride_id_std": float(d.std()),
-                     "scale": float(np.mean([c[3] for c in got])), "points": int(sum(c[4] for c in got)),
-                     "batches": int(d.size)})
+        rows.append(
+            {
+                "n1": int(n1),
+                "n2": int(2 * n1),
+                "masked": bool(masked),
+                "gride_id": float(d.mean()),
+                "gride_id_err": float(np.sqrt(np.sum(s**2)) / d.size),
+                "gride_id_std": float(d.std()),
+                "scale": float(np.mean([c[3] for c in got])),
+                "points": int(sum(c[4] for c in got)),
+                "batches": int(d.size),
+            }
+        )
     return rows
 
 

@@ -10,6 +10,7 @@ for its Gaussian nulls, so they can be read side by side):
   E V = s²d (n_t − 1)/n_t, so n_t · M/V ≈ n_t/(n_t − 1) ≈ 1; the study's real embeddings sit orders of
   magnitude above (a large norm of the mean, the "unexpected" part of seed 003).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,13 +32,15 @@ def mv_ratio(stats: TokenStats, n_min: float, n_max: float) -> pd.DataFrame:
         m, v, n = stats.m[li, keep], stats.v[li, keep], stats.n[keep].astype(np.float64)
         ok = v > 0
         r = n[ok] * m[ok] / v[ok]
-        rows.append({"layer": int(layer), "n_m_over_v": float(np.median(r)) if r.size else np.nan,
-                     "types": int(ok.sum())})
+        rows.append(
+            {"layer": int(layer), "n_m_over_v": float(np.median(r)) if r.size else np.nan, "types": int(ok.sum())}
+        )
     return pd.DataFrame(rows)
 
 
-def highdim_table(layer_stats: pd.DataFrame, layer_geometry: pd.DataFrame | None, stats: TokenStats,
-                  n_min: float, n_max: float) -> pd.DataFrame:
+def highdim_table(
+    layer_stats: pd.DataFrame, layer_geometry: pd.DataFrame | None, stats: TokenStats, n_min: float, n_max: float
+) -> pd.DataFrame:
     """One row per layer: M(X)/Q(X), median n_t·M/V over the band, and from the geometry (when the run
     has it) the mean cosine and the norm spread (NaN where a run predates them)."""
     out = layer_stats[["layer", "q", "m"]].assign(m_over_q=lambda d: d["m"] / d["q"])[["layer", "m_over_q"]]

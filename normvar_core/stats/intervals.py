@@ -8,6 +8,7 @@ column computed from the covariance's eigenvalues (``geometry.SPECTRAL_COLUMNS``
 ``bootstrap-types`` for the trade-off (C.V. of Q(X_t), slope, R²; ``stats.bootstrap``) and
 ``split-half`` for the corpus-level and geometry quantities (θ ± 1.96 |θ_A − θ_B| / 2).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,16 +19,35 @@ from normvar_core.stats.bootstrap import RESAMPLES, bootstrap_tradeoff, split_ha
 from normvar_core.stats.layer_geometry import SPECTRAL_COLUMNS, spectral_columns
 from normvar_core.stats.tokenstats import TokenStats, in_band
 
-SPLIT_QUANTITIES = ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v",   # the moments' (eqs. 8–15)
-                    "anisotropy", "isoscore", "q_share_pos0")      # the geometry's, IsoScore's, the outliers'
+SPLIT_QUANTITIES = (
+    "m_over_q",
+    "v_over_q",
+    "v_w_over_q",
+    "v_b_over_q",
+    "v_w_over_v",  # the moments' (eqs. 8–15)
+    "anisotropy",
+    "isoscore",
+    "q_share_pos0",
+)  # the geometry's, IsoScore's, the outliers'
 """The quantities with a split-half interval, in the ``intervals`` table's order."""
 BOOT_QUANTITIES = ("cv_q", "slope", "r2")
 COLUMNS = ["layer", "quantity", "value", "low", "high", "method"]
 RANGES: dict[str, tuple[float, float]] = {
-    "cv_q": (0.0, np.inf),                                   # a standard deviation over a mean of norms ≥ 0
+    "cv_q": (0.0, np.inf),  # a standard deviation over a mean of norms ≥ 0
     "r2": (0.0, 1.0),
-    **{q: (0.0, 1.0) for q in ("m_over_q", "v_over_q", "v_w_over_q", "v_b_over_q", "v_w_over_v",   # shares of Q, V
-                               "anisotropy", "isoscore", "q_share_pos0")},    # λ₁/Σλ, ι (Algorithm 1), a share of Q
+    **{
+        q: (0.0, 1.0)
+        for q in (
+            "m_over_q",
+            "v_over_q",
+            "v_w_over_q",
+            "v_b_over_q",
+            "v_w_over_v",  # shares of Q, V
+            "anisotropy",
+            "isoscore",
+            "q_share_pos0",
+        )
+    },  # λ₁/Σλ, ι (Algorithm 1), a share of Q
 }
 """The range each bounded quantity can take; an interval's ends are clipped to it (``clip_to_range``). The
 slope has none."""
@@ -43,8 +63,10 @@ def clip_to_range(table: pd.DataFrame) -> pd.DataFrame:
     lo = table["quantity"].map(lambda q: RANGES.get(q, (-np.inf, np.inf))[0]).to_numpy(np.float64)
     hi = table["quantity"].map(lambda q: RANGES.get(q, (-np.inf, np.inf))[1]).to_numpy(np.float64)
     with np.errstate(invalid="ignore"):
-        return table.assign(low=np.clip(table["low"].to_numpy(np.float64), lo, hi),
-                            high=np.clip(table["high"].to_numpy(np.float64), lo, hi))
+        return table.assign(
+            low=np.clip(table["low"].to_numpy(np.float64), lo, hi),
+            high=np.clip(table["high"].to_numpy(np.float64), lo, hi),
+        )
 
 
 def band_types(n_full: np.ndarray, band: tuple[float, float]) -> np.ndarray:
@@ -52,8 +74,13 @@ def band_types(n_full: np.ndarray, band: tuple[float, float]) -> np.ndarray:
     return in_band(n_full, *band)
 
 
-def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None = None,
-                sq_all: np.ndarray | None = None, sq_pos0: np.ndarray | None = None) -> pd.DataFrame:
+def half_values(
+    stats: TokenStats,
+    keep_ids: np.ndarray,
+    cov: np.ndarray | None = None,
+    sq_all: np.ndarray | None = None,
+    sq_pos0: np.ndarray | None = None,
+) -> pd.DataFrame:
     """Per layer: n, n_types, q, m, v, v_w, v_b (eqs. 8–15 over the types ``keep_ids`` that this
     ``stats`` holds), their ratios, and, when given, the anisotropy λ₁/Σλ and trace of ``cov``
     (L, d, d), the declared spectral columns (``geometry.spectral_columns``; NaN without ``cov``) and the share
@@ -78,8 +105,9 @@ def half_values(stats: TokenStats, keep_ids: np.ndarray, cov: np.ndarray | None 
     for c, vals in spec.items():
         df[c] = vals
     with np.errstate(invalid="ignore", divide="ignore"):
-        df["q_share_pos0"] = (np.asarray(sq_pos0, float) / np.asarray(sq_all, float)
-                              if sq_all is not None else np.full(L, np.nan))
+        df["q_share_pos0"] = (
+            np.asarray(sq_pos0, float) / np.asarray(sq_all, float) if sq_all is not None else np.full(L, np.nan)
+        )
     return df
 
 
@@ -101,8 +129,9 @@ def split_rows(halves: pd.DataFrame, quantities=SPLIT_QUANTITIES) -> pd.DataFram
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def bootstrap_rows(stats_q: np.ndarray, stats_m: np.ndarray, stats_v: np.ndarray, layers, *,
-                   seed: int = 0, resamples: int = RESAMPLES) -> pd.DataFrame:
+def bootstrap_rows(
+    stats_q: np.ndarray, stats_m: np.ndarray, stats_v: np.ndarray, layers, *, seed: int = 0, resamples: int = RESAMPLES
+) -> pd.DataFrame:
     """Interval rows of C.V.(Q), slope, R² per layer: point estimate on all band types, percentile
     bootstrap interval over types (arrays (L, T) of the band's types)."""
     q, m, v = (np.asarray(a, dtype=np.float64) for a in (stats_q, stats_m, stats_v))
@@ -119,16 +148,24 @@ def bootstrap_rows(stats_q: np.ndarray, stats_m: np.ndarray, stats_v: np.ndarray
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def tradeoff_intervals(stats: TokenStats, band: tuple[float, float], *, seed: int = 0,
-                       resamples: int = RESAMPLES) -> pd.DataFrame:
+def tradeoff_intervals(
+    stats: TokenStats, band: tuple[float, float], *, seed: int = 0, resamples: int = RESAMPLES
+) -> pd.DataFrame:
     """``bootstrap_rows`` over the types of ``stats`` in ``band``."""
     mask = stats.band(*band)
-    return bootstrap_rows(stats.q[:, mask], stats.m[:, mask], stats.v[:, mask], stats.layer_index,
-                          seed=seed, resamples=resamples)
+    return bootstrap_rows(
+        stats.q[:, mask], stats.m[:, mask], stats.v[:, mask], stats.layer_index, seed=seed, resamples=resamples
+    )
 
 
-def interval_table(stats: TokenStats, band: tuple[float, float], halves: pd.DataFrame | None = None, *,
-                   seed: int = 0, resamples: int = RESAMPLES) -> pd.DataFrame:
+def interval_table(
+    stats: TokenStats,
+    band: tuple[float, float],
+    halves: pd.DataFrame | None = None,
+    *,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+) -> pd.DataFrame:
     """All interval rows of a run: bootstrap over types + split-half (when ``halves`` is given)."""
     parts = [tradeoff_intervals(stats, band, seed=seed, resamples=resamples)]
     if halves is not None and len(halves):
@@ -152,5 +189,17 @@ def run_intervals(run, band: tuple[float, float] | None = None, *, stats: TokenS
     return clip_to_range(live)
 
 
-__all__ = ["run_intervals", "SPLIT_QUANTITIES", "BOOT_QUANTITIES", "COLUMNS", "RANGES", "clip_to_range", "band_types", "half_values", "split_rows",
-           "bootstrap_rows", "tradeoff_intervals", "interval_table"]
+__all__ = [
+    "run_intervals",
+    "SPLIT_QUANTITIES",
+    "BOOT_QUANTITIES",
+    "COLUMNS",
+    "RANGES",
+    "clip_to_range",
+    "band_types",
+    "half_values",
+    "split_rows",
+    "bootstrap_rows",
+    "tradeoff_intervals",
+    "interval_table",
+]

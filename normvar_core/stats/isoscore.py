@@ -27,6 +27,7 @@ isotropic Gaussian has ι near 1, so the rule tells a trained model from the Gau
 written before normvar measured IsoScore has no ``isoscore`` column: the claim is untestable there
 (recompute the run).
 """
+
 from __future__ import annotations
 
 import math
@@ -46,10 +47,10 @@ def isoscore(eigenvalues) -> float:
     if d < 2 or not norm > 0:
         return float("nan")
     root = math.sqrt(d)
-    scaled = root * lam / norm                                                 # step 3
+    scaled = root * lam / norm  # step 3
     defect = float(np.linalg.norm(scaled - 1.0)) / math.sqrt(2.0 * (d - root))  # step 4
-    used = (d - defect ** 2 * (d - root)) ** 2 / d ** 2                         # step 5
-    return float(min(max((d * used - 1.0) / (d - 1.0), 0.0), 1.0))              # step 6 (rounding kept in [0, 1])
+    used = (d - defect**2 * (d - root)) ** 2 / d**2  # step 5
+    return float(min(max((d * used - 1.0) / (d - 1.0), 0.0), 1.0))  # step 6 (rounding kept in [0, 1])
 
 
 def isoscore_low(rv):
@@ -60,9 +61,12 @@ def isoscore_low(rv):
 
     g = rv.geometry
     if g is None or "isoscore" not in g:
-        return finding("isoscore_low", "untestable",
-                       why="no IsoScore in this run: it was computed before normvar measured it, or without the "
-                           "layer geometry (recompute it with the geometry on)")
+        return finding(
+            "isoscore_low",
+            "untestable",
+            why="no IsoScore in this run: it was computed before normvar measured it, or without the "
+            "layer geometry (recompute it with the geometry on)",
+        )
     g = g.sort_values("layer")
     past = g[(g["layer"] > 0) & g["isoscore"].notna()]
     if not len(past):
@@ -71,16 +75,24 @@ def isoscore_low(rv):
     val, layer = float(past["isoscore"].iloc[k]), int(past["layer"].iloc[k])
     iv = None
     if rv.halves is not None and "isoscore" in rv.halves:
-        h = {t: x.set_index("layer")["isoscore"].reindex(past["layer"]).to_numpy(float)
-             for t, x in rv.halves.groupby("half")}
+        h = {
+            t: x.set_index("layer")["isoscore"].reindex(past["layer"]).to_numpy(float)
+            for t, x in rv.halves.groupby("half")
+        }
         if {"a", "b"} <= set(h) and np.isfinite(h["a"]).all() and np.isfinite(h["b"]).all():
             iv = finite_interval(*split_half_interval(val, float(h["a"].max()), float(h["b"].max()), bounds=(0.0, 1.0)))
     verdict = against(val, iv, ISO_MAX, holds_above=False)
     ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}] split-half" + (f" — {STRADDLES}" if verdict == UNSURE else "") if iv else ""
     prof = ", ".join(f"{x:.3f}" for x in g["isoscore"])
-    return finding("isoscore_low", verdict, value=val, interval=iv, layer=layer,
-                   why=f"largest IsoScore past the embeddings ι = {fmt(val)}{ivs} at layer {layer} (holds when < "
-                       f"{ISO_MAX}: fewer than half of the dimensions used); ι per layer: {prof}")
+    return finding(
+        "isoscore_low",
+        verdict,
+        value=val,
+        interval=iv,
+        layer=layer,
+        why=f"largest IsoScore past the embeddings ι = {fmt(val)}{ivs} at layer {layer} (holds when < "
+        f"{ISO_MAX}: fewer than half of the dimensions used); ι per layer: {prof}",
+    )
 
 
 __all__ = ["isoscore", "isoscore_low", "ISO_MAX"]

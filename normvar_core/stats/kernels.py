@@ -3,6 +3,7 @@
 Imported lazily: reading a run (``normvar show``, the dashboard) imports this module only when a
 frequency band is first asked for, never at import time of ``normvar_core.stats``.
 """
+
 from __future__ import annotations
 
 import numba

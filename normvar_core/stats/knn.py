@@ -10,16 +10,17 @@ smallest plus s_i, so every pair with float32 d² ≤ that + 2 s_i is re-ranked 
 result equals a brute-force float64 search over all (allowed) pairs. One Gram block serves every search, and a
 candidate of several searches has its float64 distance computed once.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-
 CHUNK = 512  # rows of one block (CHUNK x m float32 distances)
 
 
-def searches(X: np.ndarray, k: int, groups: np.ndarray | None = None, first: np.ndarray | None = None,
-             chunk: int = CHUNK) -> tuple[np.ndarray, np.ndarray]:
+def searches(
+    X: np.ndarray, k: int, groups: np.ndarray | None = None, first: np.ndarray | None = None, chunk: int = CHUNK
+) -> tuple[np.ndarray, np.ndarray]:
     """(dist, idx), each (S, m, k): for every row of X (m, d) its k nearest rows (float64 distances ascending, ties by
     the smaller row; inf / −1 past the rows there are) in each search of ``stats.knn_kernels``: [0] every other row;
     with ``groups`` (m,), [1] the rows of other groups; with ``first`` (m,) bool, the same over the rows where it is
@@ -35,10 +36,13 @@ def searches(X: np.ndarray, k: int, groups: np.ndarray | None = None, first: np.
     S = len(which)
     sq64 = np.einsum("ij,ij->i", X32.astype(np.float64), X32.astype(np.float64))
     sq = sq64.astype(np.float32)
-    c = (2 * d + 24) * 2.0 ** -24 * 1.02
+    c = (2 * d + 24) * 2.0**-24 * 1.02
     dist, idx = np.full((S, m, k), np.inf), np.full((S, m, k), -1, np.int64)
-    g = (np.zeros(m, np.int64) if groups is None
-         else np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1).astype(np.int64))
+    g = (
+        np.zeros(m, np.int64)
+        if groups is None
+        else np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1).astype(np.int64)
+    )
     fr = np.ones(m, np.bool_) if first is None else np.ascontiguousarray(first, np.bool_)
     inf = np.float32(np.inf)
     smax = sq64.max() if m else 0.0
@@ -51,7 +55,7 @@ def searches(X: np.ndarray, k: int, groups: np.ndarray | None = None, first: np.
         d2 += sq[None, :]
         d2[np.arange(at.size), at] = inf
         slack2 = 2 * (c * (sq64[at] + smax)).astype(np.float32)
-        knn_block(X32, at, d2, slack2, g, fr, run, dist[:, a:a + at.size], idx[:, a:a + at.size])
+        knn_block(X32, at, d2, slack2, g, fr, run, dist[:, a : a + at.size], idx[:, a : a + at.size])
     return dist, idx
 
 

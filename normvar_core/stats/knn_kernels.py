@@ -13,6 +13,7 @@ union of the searches' candidates has its float64 distance computed once (the sq
 differences summed in coordinate order: the bits of a brute force's plain loop), and each search keeps its k smallest,
 ties by the smaller column (a stable sort of the candidates, read in column order). Rows run in parallel.
 """
+
 from __future__ import annotations
 
 import numba

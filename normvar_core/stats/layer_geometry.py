@@ -20,6 +20,7 @@
 * Spectral columns (``SPECTRAL_COLUMNS``: column -> f, today IsoScore's ``isoscore``): each adds ``f(eigenvalues)``
   to a layer's row here and to each half's row in ``stats.intervals.half_values``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,15 +48,22 @@ class Spectrum:
 def spectrum(cov: np.ndarray | None, eigenvalues: np.ndarray | None = None) -> Spectrum:
     """Eigen-summary of a symmetric PSD matrix (float64 eigh; tiny negative rounding clipped to 0), or of its
     ``eigenvalues`` (descending) when they were computed elsewhere (a device)."""
-    lam = np.linalg.eigvalsh(np.asarray(cov, dtype=np.float64))[::-1] if eigenvalues is None else np.asarray(eigenvalues)
+    lam = (
+        np.linalg.eigvalsh(np.asarray(cov, dtype=np.float64))[::-1] if eigenvalues is None else np.asarray(eigenvalues)
+    )
     lam = np.clip(lam, 0.0, None)
     total = float(lam.sum())
     if total <= 0:
         return Spectrum(lam, 0.0, float("nan"), float("nan"), 0, 0)
     cum = np.cumsum(lam) / total
-    return Spectrum(eigenvalues=lam, trace=total, anisotropy=float(lam[0] / total),
-                    participation_ratio=float(total ** 2 / np.sum(lam ** 2)),
-                    n90=int(np.searchsorted(cum, 0.90 - 1e-12) + 1), n99=int(np.searchsorted(cum, 0.99 - 1e-12) + 1))
+    return Spectrum(
+        eigenvalues=lam,
+        trace=total,
+        anisotropy=float(lam[0] / total),
+        participation_ratio=float(total**2 / np.sum(lam**2)),
+        n90=int(np.searchsorted(cum, 0.90 - 1e-12) + 1),
+        n99=int(np.searchsorted(cum, 0.99 - 1e-12) + 1),
+    )
 
 
 SPECTRAL_COLUMNS = {"isoscore": isoscore}
@@ -105,17 +113,27 @@ def pair_cosines(X: np.ndarray, chunk: int = 1024) -> np.ndarray:
     out = []
     for s in range(0, m, chunk):
         e = min(m, s + chunk)
-        a = np.asarray(X[2 * s:2 * e:2], dtype=np.float64)
-        b = np.asarray(X[2 * s + 1:2 * e:2], dtype=np.float64)
+        a = np.asarray(X[2 * s : 2 * e : 2], dtype=np.float64)
+        b = np.asarray(X[2 * s + 1 : 2 * e : 2], dtype=np.float64)
         na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
         ok = (na > 0) & (nb > 0)
         out.append(np.einsum("ij,ij->i", a[ok], b[ok]) / (na[ok] * nb[ok]))
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def layer_row(cov: np.ndarray | None, sample: np.ndarray, *, n: int, sum_u_sq: float, n_u: int, norm_sum: float,
-              sq_sum: float, search=None, est: dict | None = None,
-              eigenvalues: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+def layer_row(
+    cov: np.ndarray | None,
+    sample: np.ndarray,
+    *,
+    n: int,
+    sum_u_sq: float,
+    n_u: int,
+    norm_sum: float,
+    sq_sum: float,
+    search=None,
+    est: dict | None = None,
+    eigenvalues: np.ndarray | None = None,
+) -> tuple[dict, np.ndarray]:
     """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
     its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
     One definition for the measure over a model's states and for the Gaussian null;
@@ -126,15 +144,25 @@ def layer_row(cov: np.ndarray | None, sample: np.ndarray, *, n: int, sum_u_sq: f
     if est is None:
         est = batched_estimates(sample, search=search) if len(sample) >= 3 else {}
     norm_mean, norm_cv = norm_spread(norm_sum, sq_sum, n)
-    row = {"n": int(n), "anisotropy": sp.anisotropy,
-           "anisotropy_batch_mean": est.get("anisotropy_batch_mean", np.nan),
-           "anisotropy_batch_std": est.get("anisotropy_batch_std", np.nan),
-           "participation_ratio": sp.participation_ratio, "n90": sp.n90, "n99": sp.n99,
-           "trace": sp.trace, "mean_cosine": float(mean_cosine(sum_u_sq, n_u)),
-           "twonn_id": est.get("twonn_id", np.nan), "twonn_id_std": est.get("twonn_id_std", np.nan),
-           "twonn_duplicates": int(est.get("twonn_duplicates", 0)),
-           "twonn_batches": int(est.get("twonn_batches", 0)), "id_sample": int(len(sample)),
-           "norm_mean": norm_mean, "norm_cv": norm_cv, **spectral_columns(sp.eigenvalues)}
+    row = {
+        "n": int(n),
+        "anisotropy": sp.anisotropy,
+        "anisotropy_batch_mean": est.get("anisotropy_batch_mean", np.nan),
+        "anisotropy_batch_std": est.get("anisotropy_batch_std", np.nan),
+        "participation_ratio": sp.participation_ratio,
+        "n90": sp.n90,
+        "n99": sp.n99,
+        "trace": sp.trace,
+        "mean_cosine": float(mean_cosine(sum_u_sq, n_u)),
+        "twonn_id": est.get("twonn_id", np.nan),
+        "twonn_id_std": est.get("twonn_id_std", np.nan),
+        "twonn_duplicates": int(est.get("twonn_duplicates", 0)),
+        "twonn_batches": int(est.get("twonn_batches", 0)),
+        "id_sample": int(len(sample)),
+        "norm_mean": norm_mean,
+        "norm_cv": norm_cv,
+        **spectral_columns(sp.eigenvalues),
+    }
     return row, sp.eigenvalues
 
 
@@ -244,9 +272,16 @@ def estimates_from(parts: list) -> dict:
         v = np.asarray(v, dtype=np.float64)
         v = v[np.isfinite(v)]
         return (float(v.mean()), float(v.std())) if v.size else (float("nan"), float("nan"))
+
     (id_mean, id_std), (an_mean, an_std) = ms(ids), ms(ans)
-    return {"twonn_id": id_mean, "twonn_id_std": id_std, "twonn_duplicates": dups, "twonn_batches": len(ids),
-            "anisotropy_batch_mean": an_mean, "anisotropy_batch_std": an_std}
+    return {
+        "twonn_id": id_mean,
+        "twonn_id_std": id_std,
+        "twonn_duplicates": dups,
+        "twonn_batches": len(ids),
+        "anisotropy_batch_mean": an_mean,
+        "anisotropy_batch_std": an_std,
+    }
 
 
 def recorded_sample(g) -> tuple[int, int]:
@@ -266,7 +301,8 @@ def sample_text(g) -> str:
     if not k:
         return "no TwoNN sample"
     return f"TwoNN on {k:,} embeddings per layer" + (
-        f" in {nb} batch{'es' if nb != 1 else ''} of at least {min(k, BATCH_SIZE):,}" if nb else "")
+        f" in {nb} batch{'es' if nb != 1 else ''} of at least {min(k, BATCH_SIZE):,}" if nb else ""
+    )
 
 
 def samples_differ(samples: dict) -> str | None:
@@ -275,10 +311,14 @@ def samples_differ(samples: dict) -> str | None:
     have = {n: kb for n, kb in samples.items() if kb[0]}
     if len(set(have.values())) < 2:
         return None
-    each = "; ".join(f"{n}: {k:,} embeddings" + (f" in {nb} batch{'es' if nb != 1 else ''}" if nb else "")
-                     for n, (k, nb) in have.items())
-    return (f"The runs' TwoNN samples differ ({each}): TwoNN depends on the sample size, so their intrinsic "
-            f"dimensions differ by that as well as by the model (recompute with the same --id-sample).")
+    each = "; ".join(
+        f"{n}: {k:,} embeddings" + (f" in {nb} batch{'es' if nb != 1 else ''}" if nb else "")
+        for n, (k, nb) in have.items()
+    )
+    return (
+        f"The runs' TwoNN samples differ ({each}): TwoNN depends on the sample size, so their intrinsic "
+        f"dimensions differ by that as well as by the model (recompute with the same --id-sample)."
+    )
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -299,6 +339,25 @@ def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> n
         return splitmix64(s ^ np.asarray(positions, dtype=np.uint64) ^ base)
 
 
-__all__ = ["Spectrum", "spectrum", "SPECTRAL_COLUMNS", "spectral_columns", "mean_cosine", "batch_anisotropy", "nearest_two", "twonn_from_distances",
-           "twonn", "distinct_rows", "batched_estimates", "estimates_from", "twonn_batch_of",
-           "recorded_sample", "sample_text", "samples_differ", "sample_keys", "splitmix64", "BATCH_SIZE", "TWONN_DISCARD"]
+__all__ = [
+    "Spectrum",
+    "spectrum",
+    "SPECTRAL_COLUMNS",
+    "spectral_columns",
+    "mean_cosine",
+    "batch_anisotropy",
+    "nearest_two",
+    "twonn_from_distances",
+    "twonn",
+    "distinct_rows",
+    "batched_estimates",
+    "estimates_from",
+    "twonn_batch_of",
+    "recorded_sample",
+    "sample_text",
+    "samples_differ",
+    "sample_keys",
+    "splitmix64",
+    "BATCH_SIZE",
+    "TWONN_DISCARD",
+]

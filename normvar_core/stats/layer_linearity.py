@@ -44,6 +44,7 @@ its cross-scatter is the between-type cross-scatter of its type means plus the w
 Wishart (exact for the isotropic and offset nulls, Satterthwaite's degrees of freedom for the matched one, as
 ``stats.null_geometry``): what the token identity alone gives.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -99,12 +100,16 @@ def pair_values(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray) -> dict[str, 
     return out
 
 
-def table_columns(layers, next_layers, n, full: list[dict], half_a: list[dict] | None = None,
-                  half_b: list[dict] | None = None) -> dict[str, np.ndarray]:
+def table_columns(
+    layers, next_layers, n, full: list[dict], half_a: list[dict] | None = None, half_b: list[dict] | None = None
+) -> dict[str, np.ndarray]:
     """The ``layer_linearity`` table's columns, one row per pair: layer, next_layer, n, each quantity, and with the
     halves its values on each half and its split-half interval (clipped to [0, 1]; NaN without halves)."""
-    out = {"layer": np.asarray(layers, np.int32), "next_layer": np.asarray(next_layers, np.int32),
-           "n": np.asarray(n, np.int64)}
+    out = {
+        "layer": np.asarray(layers, np.int32),
+        "next_layer": np.asarray(next_layers, np.int32),
+        "n": np.asarray(n, np.int64),
+    }
     nan = np.full(len(full), np.nan)
     for q in QUANTITIES:
         v = np.array([r[q] for r in full], np.float64)
@@ -123,8 +128,10 @@ def between_cross(mean_x: np.ndarray, mean_y: np.ndarray, n: np.ndarray) -> np.n
     gy = (n @ np.asarray(mean_y, np.float64)) / n.sum()
     out = np.zeros((mean_x.shape[1], mean_y.shape[1]))
     for a in range(0, len(n), 4096):
-        w = np.sqrt(n[a:a + 4096])[:, None]
-        out += ((np.asarray(mean_x[a:a + 4096], np.float64) - gx) * w).T @ ((np.asarray(mean_y[a:a + 4096], np.float64) - gy) * w)
+        w = np.sqrt(n[a : a + 4096])[:, None]
+        out += ((np.asarray(mean_x[a : a + 4096], np.float64) - gx) * w).T @ (
+            (np.asarray(mean_y[a : a + 4096], np.float64) - gy) * w
+        )
     return out
 
 
@@ -196,14 +203,18 @@ def layers_linear(rv):
 
     run = rv.run
     if run is None or TABLE not in run.table_names:
-        return finding("layers_linear", "untestable",
-                       why="no layer linearity in this run (compute with --layer-linearity)")
+        return finding(
+            "layers_linear", "untestable", why="no layer linearity in this run (compute with --layer-linearity)"
+        )
     mid = middle_pairs(run.table(TABLE), rv.num_hidden_states)
     mid = mid[np.isfinite(mid["linearity"])]
     if not len(mid):
-        return finding("layers_linear", "untestable",
-                       why=f"no pair of consecutive hidden states in the middle half of the {rv.num_hidden_states} "
-                           "(keep every layer, or more of them)")
+        return finding(
+            "layers_linear",
+            "untestable",
+            why=f"no pair of consecutive hidden states in the middle half of the {rv.num_hidden_states} "
+            "(keep every layer, or more of them)",
+        )
     val = float(mid["linearity"].mean())
     a, b = float(mid["linearity_a"].mean()), float(mid["linearity_b"].mean())
     iv = finite_interval(*split_half_interval(val, a, b, bounds=(0.0, 1.0))) if np.isfinite(a + b) else None
@@ -212,13 +223,35 @@ def layers_linear(rv):
     ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}] split-half" if iv else " (no split halves: no interval)"
     pairs = ", ".join(f"{int(r.layer)}→{int(r.next_layer)} {r.linearity:.4f}" for r in mid.itertuples())
     rf = float(mid["linearity_residual_free"].mean())
-    return finding("layers_linear", verdict, value=val, interval=iv, layer=int(mid["layer"].iloc[0]),
-                   why=f"{kind} {LINEAR_MIN}: mean linearity score of the middle pairs {fmt(val, 4)}{ivs}"
-                       + (f" — {STRADDLES}" if verdict == UNSURE else "")
-                       + f"; per pair: {pairs}; without the residual (h_l+1 − h_l on h_l): {fmt(rf, 4)}",
-                   details={"decoder": rv.is_decoder, "pairs": len(mid), "residual_free": rf})
+    return finding(
+        "layers_linear",
+        verdict,
+        value=val,
+        interval=iv,
+        layer=int(mid["layer"].iloc[0]),
+        why=f"{kind} {LINEAR_MIN}: mean linearity score of the middle pairs {fmt(val, 4)}{ivs}"
+        + (f" — {STRADDLES}" if verdict == UNSURE else "")
+        + f"; per pair: {pairs}; without the residual (h_l+1 − h_l on h_l): {fmt(rf, 4)}",
+        details={"decoder": rv.is_decoder, "pairs": len(mid), "residual_free": rf},
+    )
 
 
-__all__ = ["TABLE", "MEASURE", "QUANTITIES", "RCOND", "LINEAR_MIN", "MIDDLE", "pinv_quadratic", "linear_cka",
-           "linearity_score", "pair_values", "table_columns", "between_cross", "null_pair_scatters",
-           "satterthwaite_dof", "null_table", "middle_pairs", "layers_linear"]
+__all__ = [
+    "TABLE",
+    "MEASURE",
+    "QUANTITIES",
+    "RCOND",
+    "LINEAR_MIN",
+    "MIDDLE",
+    "pinv_quadratic",
+    "linear_cka",
+    "linearity_score",
+    "pair_values",
+    "table_columns",
+    "between_cross",
+    "null_pair_scatters",
+    "satterthwaite_dof",
+    "null_table",
+    "middle_pairs",
+    "layers_linear",
+]

@@ -6,9 +6,10 @@ built from the tokenizer's files by ``runs.tokenizer_files``); then either of th
 marker (fn. 7: "##ing", "Ġing", "▁ing" and "ing"). ``suggest`` ranks the run's types by
 (not a prefix match, Levenshtein distance, −n_t) against the normalised query.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -48,8 +49,13 @@ def find_type(tokens: pd.DataFrame, query: str, normalise: Callable[[str], str] 
     return tokens.iloc[0:0]
 
 
-def suggest(tokens: pd.DataFrame, query: str, normalise: Callable[[str], str] | None = None, k: int = 8,
-            max_distance: int | None = None) -> pd.DataFrame:
+def suggest(
+    tokens: pd.DataFrame,
+    query: str,
+    normalise: Callable[[str], str] | None = None,
+    k: int = 8,
+    max_distance: int | None = None,
+) -> pd.DataFrame:
     """The ``k`` types nearest to the (normalised, marker-stripped) query: prefix matches first, then by
     edit distance, then the more frequent. Returns ``tokens``' rows plus ``distance`` and ``prefix``."""
     q = strip_prefix(normalise(query.strip()) if normalise else query.strip())

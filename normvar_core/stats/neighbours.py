@@ -5,6 +5,7 @@ types' means μ(X_s) at the same layer, the cosine is cos(q, μ_s) = ⟨q, μ_s�
 with the largest cosine are returned, ties broken by the smaller token id. Types whose mean is the
 zero vector have no cosine and are never neighbours. float64 throughout; pure numpy.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,15 @@ def cosine_to_all(means: np.ndarray, query: np.ndarray) -> np.ndarray:
         return np.where(norms > 0, (M @ q) / np.where(norms > 0, norms, 1.0), np.nan)
 
 
-def nearest_types(means: np.ndarray, token_ids: np.ndarray, query: np.ndarray, k: int = 10, *,
-                  exclude: int | None = None, candidates: np.ndarray | None = None) -> pd.DataFrame:
+def nearest_types(
+    means: np.ndarray,
+    token_ids: np.ndarray,
+    query: np.ndarray,
+    k: int = 10,
+    *,
+    exclude: int | None = None,
+    candidates: np.ndarray | None = None,
+) -> pd.DataFrame:
     """The ``k`` types whose mean is nearest to ``query`` by cosine.
 
     ``means``: (T, d) μ(X_s) at one layer, rows aligned with ``token_ids`` (T,); ``exclude``: a token id

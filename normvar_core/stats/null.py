@@ -13,6 +13,7 @@ R^d the sample mean is exactly N(μ, s²/n · I) and the sum of squared deviatio
 S = Σ‖x − x̄‖² is exactly s² · χ²(d(n − 1)), independent of the mean. So per type
 μ̂_t = μ_t + (s/√n_t) z,  S_t = s² χ²_{d(n_t−1)},  M = ‖μ̂_t‖², V = S_t/n_t, Q = M + V (eqs. 1, 3–6).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -71,8 +72,15 @@ def null_stats(kind: str, stats: TokenStats, layer_totals, *, seed: int = 0) -> 
         m[li] = np.einsum("td,td->t", mt, mt, dtype=np.float64)
         v[li] = S / stats.n
         mean[li] = mt
-    return TokenStats(token_ids=stats.token_ids.copy(), n=stats.n.copy(), mean=mean, q=m + v, m=m, v=v,
-                      layer_index=stats.layer_index.copy())
+    return TokenStats(
+        token_ids=stats.token_ids.copy(),
+        n=stats.n.copy(),
+        mean=mean,
+        q=m + v,
+        m=m,
+        v=v,
+        layer_index=stats.layer_index.copy(),
+    )
 
 
 __all__ = ["draw_type_moments", "null_params", "null_stats"]

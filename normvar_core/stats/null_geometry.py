@@ -19,6 +19,7 @@ The measures that need raw vectors (TwoNN, seed 004's batch anisotropy, the mean
 spread and the random-pair cosines) use a sample of K embeddings: types drawn with probability
 n_t / N, x = μ_t + s_t z.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,7 +36,7 @@ def between_scatter(mean: np.ndarray, n: np.ndarray) -> np.ndarray:
     d = mean.shape[1]
     B = np.zeros((d, d))
     for a in range(0, len(n), _TYPE_CHUNK):
-        Y = (np.asarray(mean[a:a + _TYPE_CHUNK], np.float64) - grand) * np.sqrt(n[a:a + _TYPE_CHUNK])[:, None]
+        Y = (np.asarray(mean[a : a + _TYPE_CHUNK], np.float64) - grand) * np.sqrt(n[a : a + _TYPE_CHUNK])[:, None]
         B += Y.T @ Y
     return B
 
@@ -51,8 +52,9 @@ def wishart_identity(d: int, dof: float, rng: np.random.Generator) -> np.ndarray
     return A @ A.T
 
 
-def null_covariance(mean: np.ndarray, S: np.ndarray, n: np.ndarray, s2: np.ndarray,
-                    rng: np.random.Generator) -> np.ndarray:
+def null_covariance(
+    mean: np.ndarray, S: np.ndarray, n: np.ndarray, s2: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """Σ = (B + W) / N of a null layer from its drawn type means, sums of squares S_t and the model's s_t²."""
     n = np.asarray(n, np.float64)
     d = mean.shape[1]
@@ -80,8 +82,16 @@ def null_sample(mu: np.ndarray, s2: np.ndarray, n: np.ndarray, size: int, rng: n
     return X
 
 
-def null_layer_geometry(mu: np.ndarray, s2: np.ndarray, mean: np.ndarray, S: np.ndarray, n: np.ndarray,
-                        sample_size: int, rng: np.random.Generator, search=None):
+def null_layer_geometry(
+    mu: np.ndarray,
+    s2: np.ndarray,
+    mean: np.ndarray,
+    S: np.ndarray,
+    n: np.ndarray,
+    sample_size: int,
+    rng: np.random.Generator,
+    search=None,
+):
     """(``layer_geometry`` row without the layer, eigenvalues, pair cosines) of one null layer; its context
     columns say that no two of its points share a sentence."""
     cov = null_covariance(mean, S, n, s2, rng)
@@ -90,8 +100,16 @@ def null_layer_geometry(mu: np.ndarray, s2: np.ndarray, mean: np.ndarray, S: np.
     norms = np.linalg.norm(X64, axis=1)
     u = X64[norms > 0] / norms[norms > 0, None]
     su = u.sum(0)
-    row, eig = G.layer_row(cov, X, n=len(X), sum_u_sq=float(su @ su), n_u=len(u), norm_sum=float(norms.sum()),
-                           sq_sum=float(norms @ norms), search=search)
+    row, eig = G.layer_row(
+        cov,
+        X,
+        n=len(X),
+        sum_u_sq=float(su @ su),
+        n_u=len(u),
+        norm_sum=float(norms.sum()),
+        sq_sum=float(norms @ norms),
+        search=search,
+    )
     row["n"] = int(np.sum(n))
     # a null's points are independent draws, each its own context: no neighbour shares a sentence, and the
     # cross-context TwoNN is the seed's (``stats.twonn_context`` with every point in its own group)

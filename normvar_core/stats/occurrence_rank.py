@@ -15,6 +15,7 @@ uses x_1..x_m at that layer:
 
 Pure numpy, float64.
 """
+
 from __future__ import annotations
 
 import numpy as np

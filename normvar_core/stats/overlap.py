@@ -11,6 +11,7 @@ share k/n of them on average, n the point's candidates (its batch's other points
 the points of other sentences): E|A ∩ B| = k²/n for two independent uniform k-subsets of n. That is the
 ``chance`` column.
 """
+
 from __future__ import annotations
 
 import numpy as np

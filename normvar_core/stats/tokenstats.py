@@ -2,6 +2,7 @@
 any frequency band (the study's §4, eqs. 8–15). Pure numpy/pandas: no torch; the numba kernel
 that builds the band tables is imported on first use.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,13 +42,20 @@ class TokenStats:
         self._prefix = {}
 
     @classmethod
-    def from_moments(cls, token_ids, n, mean, s, layer_index=None) -> "TokenStats":
+    def from_moments(cls, token_ids, n, mean, s, layer_index=None) -> TokenStats:
         """From n_t, mu(X_t), S_t: M = ||mu||^2 (eq. 5), V = S/n (eq. 6), Q = M + V (eq. 1)."""
         m = np.einsum("ltd,ltd->lt", mean, mean, dtype=np.float64)
         v = np.asarray(s, dtype=np.float64) / np.maximum(n, 1)[None, :]
         v = np.maximum(v, 0.0)
-        return cls(token_ids=np.asarray(token_ids, dtype=np.int64), n=np.asarray(n, dtype=np.int64),
-                   mean=mean, q=m + v, m=m, v=v, layer_index=layer_index)
+        return cls(
+            token_ids=np.asarray(token_ids, dtype=np.int64),
+            n=np.asarray(n, dtype=np.int64),
+            mean=mean,
+            q=m + v,
+            m=m,
+            v=v,
+            layer_index=layer_index,
+        )
 
     # ------------------------------------------------------------------ shape helpers
     @property
@@ -73,10 +81,17 @@ class TokenStats:
         """Mask of the types with n_min <= n_t <= n_max (the study's §5.3 uses 10 .. 1e5; ``in_band``)."""
         return in_band(self.n, n_min, n_max)
 
-    def subset(self, mask: np.ndarray) -> "TokenStats":
+    def subset(self, mask: np.ndarray) -> TokenStats:
         mask = np.asarray(mask)
-        return TokenStats(self.token_ids[mask], self.n[mask], self.mean[:, mask], self.q[:, mask],
-                          self.m[:, mask], self.v[:, mask], self.layer_index.copy())
+        return TokenStats(
+            self.token_ids[mask],
+            self.n[mask],
+            self.mean[:, mask],
+            self.q[:, mask],
+            self.m[:, mask],
+            self.v[:, mask],
+            self.layer_index.copy(),
+        )
 
     # ------------------------------------------------------------------ corpus level (§4)
     def _band_tables(self) -> dict:
@@ -109,8 +124,7 @@ class TokenStats:
         bdev[:, 1:] = np.cumsum(bdev[:, 1:], axis=1)
         if nb:
             bn[1:] = np.cumsum(n[: nb * _BLOCK].reshape(nb, _BLOCK).sum(1))
-        self._prefix = dict(order=order, n_sorted=self.n[order], c=c, bq=bq, bv=bv, bdev=bdev,
-                            bvec=bvec, bn=bn)
+        self._prefix = dict(order=order, n_sorted=self.n[order], c=c, bq=bq, bv=bv, bdev=bdev, bvec=bvec, bn=bn)
         return self._prefix
 
     def _prefix_at(self, p: int) -> tuple:
@@ -143,19 +157,26 @@ class TokenStats:
         rows = []
         if hi <= lo:
             nan = np.full(L, np.nan)
-            return pd.DataFrame(dict(layer=self.layer_index, n=0, n_types=0, q=nan, m=nan, v=nan,
-                                     v_w=nan, v_b=nan))
+            return pd.DataFrame(dict(layer=self.layer_index, n=0, n_types=0, q=nan, m=nan, v=nan, v_w=nan, v_b=nan))
         N1, q1, v1, d1, vec1 = self._prefix_at(hi)
         N0, q0, v0, d0, vec0 = self._prefix_at(lo)
         N = N1 - N0
-        off = (vec1 - vec0) / N                       # mu(X) - c
+        off = (vec1 - vec0) / N  # mu(X) - c
         mu = t["c"] + off
         q = (q1 - q0) / N
         v_w = (v1 - v0) / N
         m = np.einsum("ld,ld->l", mu, mu)
         v_b = np.maximum((d1 - d0) / N - np.einsum("ld,ld->l", off, off), 0.0)
-        rows = dict(layer=self.layer_index, n=np.full(L, int(round(N)), dtype=np.int64),
-                    n_types=np.full(L, hi - lo, dtype=np.int64), q=q, m=m, v=v_w + v_b, v_w=v_w, v_b=v_b)
+        rows = dict(
+            layer=self.layer_index,
+            n=np.full(L, int(round(N)), dtype=np.int64),
+            n_types=np.full(L, hi - lo, dtype=np.int64),
+            q=q,
+            m=m,
+            v=v_w + v_b,
+            v_w=v_w,
+            v_b=v_b,
+        )
         return pd.DataFrame(rows)
 
 

@@ -22,16 +22,17 @@ e = 2(d + 4) u (‖a‖² + ‖b‖²) on its rounding (u = 2⁻²⁴), and ever
 a row's two nearest is re-ranked by its float64 distance ``pair_distance`` — the result equals a brute-force
 float64 search over all allowed pairs, ties included.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from normvar_core.stats.layer_geometry import twonn_from_distances
 
-CHUNK = 512                      # rows of one block (CHUNK x batch float64 arrays: 16 MiB at 4,096)
-DECIMATION = (1, 2, 4, 8)        # subsets per batch: the batch itself, halves, quarters, eighths
-DECIMATION_SEED = 0x7D0C1        # the subsets' seed (the same subsets on every run of one sample)
-SAME_SENTENCE_WARN = 0.05        # above this share, the pages and the findings say that the corpus is small
+CHUNK = 512  # rows of one block (CHUNK x batch float64 arrays: 16 MiB at 4,096)
+DECIMATION = (1, 2, 4, 8)  # subsets per batch: the batch itself, halves, quarters, eighths
+DECIMATION_SEED = 0x7D0C1  # the subsets' seed (the same subsets on every run of one sample)
+SAME_SENTENCE_WARN = 0.05  # above this share, the pages and the findings say that the corpus is small
 
 
 def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -63,9 +64,14 @@ def _two_smallest(i: np.ndarray, dist: np.ndarray, m: int) -> np.ndarray:
     return out
 
 
-def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np.ndarray | None = None,
-                       chunk: int = CHUNK, own_group: bool = True,
-                       every: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def context_neighbours(
+    X: np.ndarray,
+    groups: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
+    chunk: int = CHUNK,
+    own_group: bool = True,
+    every: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact distances of the rows ``rows`` of X (float32 values; default all): to their two nearest other rows
     of X, (m, 2) (seed 004's search); to their two nearest rows of *other* groups, (m, 2); to their nearest other
     row of their own group, (m,) — inf where there is none. ``groups`` None: no masking (the second equals the
@@ -83,7 +89,7 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
     n = rows.size
     sq64 = np.einsum("ij,ij->i", X64, X64)
     sq = sq64.astype(np.float32)
-    c = (2 * d + 24) * 2.0 ** -24 * 1.02
+    c = (2 * d + 24) * 2.0**-24 * 1.02
     inf = np.float32(np.inf)
     out_all, out_cross, own = np.full((n, 2), np.inf), np.full((n, 2), np.inf), np.full(n, np.inf)
     g = None if groups is None else np.asarray(groups)
@@ -98,7 +104,7 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
         return i, (row_distance(X32, at[i], j) if count else np.zeros(0))
 
     for a in range(0, n, chunk):
-        at = rows[a:a + chunk]
+        at = rows[a : a + chunk]
         blk = np.arange(at.size)
         d2 = X32[at] @ X32.T
         d2 *= -2
@@ -107,14 +113,14 @@ def context_neighbours(X: np.ndarray, groups: np.ndarray | None = None, rows: np
         d2[blk, at] = inf
         slack2 = 2 * (c * (sq64[at] + sq64.max())).astype(np.float32)
         pairs, counts = context_candidates(d2, at, gk, slack2, masked, own_group, every or not masked)
-        out_all[a:a + at.size] = _two_smallest(*exact(at, pairs[0], counts[0]), at.size)
+        out_all[a : a + at.size] = _two_smallest(*exact(at, pairs[0], counts[0]), at.size)
         if not masked:
             continue
         if own_group:
             i, dist = exact(at, pairs[1], counts[1])
             if i.size:
                 np.minimum.at(own, a + i, dist)
-        out_cross[a:a + at.size] = _two_smallest(*exact(at, pairs[2], counts[2]), at.size)
+        out_cross[a : a + at.size] = _two_smallest(*exact(at, pairs[2], counts[2]), at.size)
     return out_all, (out_all if g is None else out_cross), own
 
 
@@ -144,8 +150,9 @@ def subset_levels(tb: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cross_context(X: np.ndarray, sentences: np.ndarray, r: np.ndarray, nn: np.ndarray, *,
-                   own_group: bool) -> tuple[np.ndarray, np.ndarray]:
+def _cross_context(
+    X: np.ndarray, sentences: np.ndarray, r: np.ndarray, nn: np.ndarray, *, own_group: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """(r₁, r₂) of each row of X over the rows of other sentences, and (``own_group``) its nearest distance in its
     own sentence where that is its nearest neighbour overall (else inf), from its two nearest (r, their rows nn, -1
     where none). A row whose two nearest both lie in other sentences has them as its cross-context pair (the masked
@@ -173,8 +180,16 @@ def _cross_context(X: np.ndarray, sentences: np.ndarray, r: np.ndarray, nn: np.n
     return cross, own
 
 
-def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed_nn: np.ndarray, batch: int,
-                  rows: int | None = None, subsets: dict | None = None, masked=None) -> dict:
+def batch_context(
+    X: np.ndarray,
+    sentences: np.ndarray,
+    seed_r: np.ndarray,
+    seed_nn: np.ndarray,
+    batch: int,
+    rows: int | None = None,
+    subsets: dict | None = None,
+    masked=None,
+) -> dict:
     """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences, and seed 004's
     (r₁, r₂) of those rows with their neighbours ``seed_nn`` (row indices into X, -1 where none): the
     same-sentence share, the cross-context estimate, and for each decimation k the estimates on its subset,
@@ -219,8 +234,13 @@ def batch_context(X: np.ndarray, sentences: np.ndarray, seed_r: np.ndarray, seed
             at[idx] = np.arange(idx.size)
             near = np.asarray(nn_all, np.int64)[idx]
             r_k = np.asarray(r_all)[idx]
-            cross_k = _cross_context(X[idx], sentences[idx], r_k, np.where(near >= 0, at[np.maximum(near, 0)], -1),
-                                     own_group=False)[0] if idx.size else np.zeros((0, 2))
+            cross_k = (
+                _cross_context(
+                    X[idx], sentences[idx], r_k, np.where(near >= 0, at[np.maximum(near, 0)], -1), own_group=False
+                )[0]
+                if idx.size
+                else np.zeros((0, 2))
+            )
         curve[k] = (twonn_of(r_k), twonn_of(cross_k), rows // k)
     return {"share": share, "cross": twonn_of(cross), "curve": curve}
 
@@ -243,8 +263,16 @@ def layer_context(parts: list[dict]) -> tuple[dict, list[dict]]:
         cross = [p["curve"][k][1] for p in parts]
         size = min(p["curve"][k][2] for p in parts) if parts else 0
         (im, isd), (xm, xsd) = _mean_std(seeds), _mean_std(cross)
-        rows.append({"size": int(size), "subsets": int(k), "twonn_id": im, "twonn_id_std": isd,
-                     "twonn_id_cross": xm, "twonn_id_cross_std": xsd})
+        rows.append(
+            {
+                "size": int(size),
+                "subsets": int(k),
+                "twonn_id": im,
+                "twonn_id_std": isd,
+                "twonn_id_cross": xm,
+                "twonn_id_cross_std": xsd,
+            }
+        )
     return {"same_sentence_nn": share, "twonn_id_cross": cm, "twonn_id_cross_std": cs}, rows
 
 
@@ -257,29 +285,50 @@ def context_sentence(g) -> str | None:
     share = float(row["same_sentence_nn"])
     if share <= SAME_SENTENCE_WARN:
         return None
-    said = (f"At layer {int(row['layer'])}, {share:.0%} of the sampled tokens have their nearest neighbour in their "
-            f"own sentence: the corpus is small, so the Razzhigaev et al. 2024 protocol's TwoNN ({row['twonn_id']:.1f}) "
-            "is biased low by context; ")
+    said = (
+        f"At layer {int(row['layer'])}, {share:.0%} of the sampled tokens have their nearest neighbour in their "
+        f"own sentence: the corpus is small, so the Razzhigaev et al. 2024 protocol's TwoNN ({row['twonn_id']:.1f}) "
+        "is biased low by context; "
+    )
     cross = row.get("twonn_id_cross")
-    if cross is None or not np.isfinite(cross):   # a run file written before the cross-context estimate: not measured
-        return said + ("the cross-context estimate (neighbours from other sentences only) was not measured in this "
-                       "run: recompute it to have it.")
-    return said + (f"the cross-context estimate, neighbours from other sentences only, is {cross:.1f}. The "
-                   "protocol's published numbers (enwik8, 100 MB) correspond to the cross-context one.")
+    if cross is None or not np.isfinite(cross):  # a run file written before the cross-context estimate: not measured
+        return said + (
+            "the cross-context estimate (neighbours from other sentences only) was not measured in this "
+            "run: recompute it to have it."
+        )
+    return said + (
+        f"the cross-context estimate, neighbours from other sentences only, is {cross:.1f}. The "
+        "protocol's published numbers (enwik8, 100 MB) correspond to the cross-context one."
+    )
 
 
 def shares_differ(tables: dict) -> str | None:
     """{run: its ``layer_geometry``} -> a sentence when two runs' largest same-sentence shares differ by more
     than ``SAME_SENTENCE_WARN`` (5 points): their seed 004 TwoNN then differ by context as well as by model."""
-    have = {n: float(g["same_sentence_nn"].max()) for n, g in tables.items()
-            if g is not None and "same_sentence_nn" in g and g["same_sentence_nn"].notna().any()}
+    have = {
+        n: float(g["same_sentence_nn"].max())
+        for n, g in tables.items()
+        if g is not None and "same_sentence_nn" in g and g["same_sentence_nn"].notna().any()
+    }
     if len(have) < 2 or max(have.values()) - min(have.values()) <= SAME_SENTENCE_WARN:
         return None
     each = "; ".join(f"{n}: {v:.0%}" for n, v in have.items())
-    return (f"The runs' shares of nearest neighbours in the same sentence differ ({each}, the largest over layers): "
-            f"their protocol TwoNN (Razzhigaev et al. 2024) differ by corpus size as well as by model — compare the "
-            f"cross-context estimates.")
+    return (
+        f"The runs' shares of nearest neighbours in the same sentence differ ({each}, the largest over layers): "
+        f"their protocol TwoNN (Razzhigaev et al. 2024) differ by corpus size as well as by model — compare the "
+        f"cross-context estimates."
+    )
 
 
-__all__ = ["shares_differ", "context_neighbours", "pair_distance", "batch_context", "layer_context", "twonn_of",
-           "context_sentence", "DECIMATION", "SAME_SENTENCE_WARN", "subset_levels"]
+__all__ = [
+    "shares_differ",
+    "context_neighbours",
+    "pair_distance",
+    "batch_context",
+    "layer_context",
+    "twonn_of",
+    "context_sentence",
+    "DECIMATION",
+    "SAME_SENTENCE_WARN",
+    "subset_levels",
+]

@@ -13,6 +13,7 @@ twice while in cache (its threshold, its candidates) instead of a dozen passes o
 sentences) in one pass over its Gram distances and its candidates in a second, then the candidates' float64
 squares without gathering copies. Compiled on first use, cached on disk.
 """
+
 from __future__ import annotations
 
 import numba
@@ -159,7 +160,7 @@ def block_candidates(G, br, bc, hr, hc, rskip, cskip, row_r2, col_r2, own, out_i
 def block_pairs(G, br, bc, rskip, cskip, own, row_t, col_t, out_i, out_j, start):  # pragma: no cover
     """Every candidate of ``block_candidates`` (when some did not fit), layer l's at out[start[l]:start[l+1]]."""
     for l in numba.prange(G.shape[0]):
-        oi, oj = out_i[start[l]:start[l + 1]], out_j[start[l]:start[l + 1]]
+        oi, oj = out_i[start[l] : start[l + 1]], out_j[start[l] : start[l + 1]]
         k = 0
         for i in range(G.shape[1]):
             if not rskip[l, i]:
@@ -289,5 +290,4 @@ def row_pair_squares(X, p, q, out):  # pragma: no cover
             out[k, j] = v * v
 
 
-__all__ = ["pair_squares", "block_candidates", "block_pairs", "insert_pairs", "context_candidates",
-           "row_pair_squares"]
+__all__ = ["pair_squares", "block_candidates", "block_pairs", "insert_pairs", "context_candidates", "row_pair_squares"]

@@ -4,6 +4,7 @@ covers as few points as possible (drawn as annotations above the points, with a 
 cloud's centroid). Pure numpy; the figure size and axis ranges are fixed by the caller
 (``cloud_figures.clouds_figure``) so that the pixel layout is exact.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
     """(n, 3) sRGB in [0, 1] -> (n, 3) CIELAB (D65)."""
     c = np.asarray(rgb, dtype=np.float64)
     lin = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-    m = np.array([[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],
-                  [0.0193339, 0.1191920, 0.9503041]])
+    m = np.array(
+        [[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750], [0.0193339, 0.1191920, 0.9503041]]
+    )
     xyz = lin @ m.T / np.array([0.95047, 1.0, 1.08883])
     f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
     return np.stack([116 * f[:, 1] - 16, 500 * (f[:, 0] - f[:, 1]), 200 * (f[:, 1] - f[:, 2])], axis=1)
@@ -26,7 +28,7 @@ def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
 
 def hex_to_rgb(h: str) -> tuple[float, float, float]:
     h = h.lstrip("#")
-    return tuple(int(h[i:i + 2], 16) / 255 for i in (0, 2, 4))
+    return tuple(int(h[i : i + 2], 16) / 255 for i in (0, 2, 4))
 
 
 @lru_cache(maxsize=4)
@@ -58,6 +60,7 @@ def token_colours(tokens: list) -> dict:
 @dataclass(frozen=True)
 class Frame:
     """The plot area in pixels and the data ranges it shows (equal scale on both axes)."""
+
     width: float
     height: float
     xrange: tuple[float, float]
@@ -79,8 +82,12 @@ def equal_frame(x: np.ndarray, y: np.ndarray, width: float, height: float, pad: 
     x0, x1, y0, y1 = x0 - pad * sx, x1 + pad * sx, y0 - pad * sy, y1 + pad * sy
     per_px = max((x1 - x0) / width, (y1 - y0) / height)
     cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    return Frame(width, height, (cx - per_px * width / 2, cx + per_px * width / 2),
-                 (cy - per_px * height / 2, cy + per_px * height / 2))
+    return Frame(
+        width,
+        height,
+        (cx - per_px * width / 2, cx + per_px * width / 2),
+        (cy - per_px * height / 2, cy + per_px * height / 2),
+    )
 
 
 def label_box(text: str, font_px: float) -> tuple[float, float]:
@@ -88,8 +95,13 @@ def label_box(text: str, font_px: float) -> tuple[float, float]:
     return 0.62 * font_px * max(len(text), 1) + 10, 1.35 * font_px + 8
 
 
-def place_labels(centroids: np.ndarray, texts: list[str], points: np.ndarray, frame: Frame, font_px: float,
-                 ) -> np.ndarray:
+def place_labels(
+    centroids: np.ndarray,
+    texts: list[str],
+    points: np.ndarray,
+    frame: Frame,
+    font_px: float,
+) -> np.ndarray:
     """Offsets (k, 2) in pixels (dx right, dy down) of each label's centre from its centroid such that no
     two label boxes overlap, every box lies in the plot area, and, among such places, the box covers as
     few points as possible and sits close to its centroid (greedy, largest clouds first)."""
@@ -106,7 +118,7 @@ def place_labels(centroids: np.ndarray, texts: list[str], points: np.ndarray, fr
         w, h = label_box(texts[i], font_px)
         mx, my = cx[i] + cand[:, 0], cy[i] + cand[:, 1]
         ok = (mx - w / 2 >= 2) & (mx + w / 2 <= frame.width - 2) & (my - h / 2 >= 2) & (my + h / 2 <= frame.height - 2)
-        for (a, b, c, d) in placed:  # boxes as (left, top, right, bottom), 3 px apart at least
+        for a, b, c, d in placed:  # boxes as (left, top, right, bottom), 3 px apart at least
             ok &= ~((mx - w / 2 < c + 3) & (mx + w / 2 > a - 3) & (my - h / 2 < d + 3) & (my + h / 2 > b - 3))
         if not ok.any():  # nowhere free in reach: the least bad free spot is still better than an overlap
             ok = np.ones_like(ok)
@@ -118,5 +130,13 @@ def place_labels(centroids: np.ndarray, texts: list[str], points: np.ndarray, fr
     return out
 
 
-__all__ = ["token_palette", "token_colours", "srgb_to_lab", "hex_to_rgb", "Frame", "equal_frame", "label_box",
-           "place_labels"]
+__all__ = [
+    "token_palette",
+    "token_colours",
+    "srgb_to_lab",
+    "hex_to_rgb",
+    "Frame",
+    "equal_frame",
+    "label_box",
+    "place_labels",
+]

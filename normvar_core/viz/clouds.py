@@ -6,6 +6,7 @@ with the same transform, and every 2-D point is translated so that the projected
 the new origin", App. A). The distance of a cloud from (0, 0) then shows how far its embeddings lie
 from the origin along the two principal directions.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,9 @@ class Cloud:
     """Where the origin projected before the translation (the mean's offset)."""
 
 
-def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None,
-              sentences: dict[int, str] | None = None) -> Cloud:
+def pca_cloud(
+    samples: pd.DataFrame, n: pd.Series | dict | None = None, sentences: dict[int, str] | None = None
+) -> Cloud:
     """``samples``: DataFrame[token_id, token, vector] (a Run's ``samples(layer, ids)``); ``n``: n_t by
     token_id for the colouring (defaults to the sample count). Deterministic (sign fixed so that
     each component's largest-|loading| coordinate is positive). With ``sentences`` ({sentence_id:
@@ -62,7 +64,7 @@ def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None,
         j = int(np.argmax(np.abs(comps[k])))
         if comps[k, j] < 0:
             comps[k] = -comps[k]
-    total = float((s ** 2).sum())
+    total = float((s**2).sum())
     explained = tuple(float(s[k] ** 2 / total) if total > 0 and k < s.size else float("nan") for k in range(2))
     proj = Xc @ comps.T
     origin = (np.zeros_like(mean) - mean) @ comps.T  # the transformed origin
@@ -74,16 +76,25 @@ def pca_cloud(samples: pd.DataFrame, n: pd.Series | dict | None = None,
     else:
         lookup = n if isinstance(n, dict) else n.to_dict()
         nt = np.array([lookup.get(int(i), np.nan) for i in ids])
-    coords = pd.DataFrame({"token_id": ids, "token": samples["token"].astype(str).to_numpy(), "n": nt,
-                           "pc1": proj[:, 0], "pc2": proj[:, 1]})
+    coords = pd.DataFrame(
+        {
+            "token_id": ids,
+            "token": samples["token"].astype(str).to_numpy(),
+            "n": nt,
+            "pc1": proj[:, 0],
+            "pc2": proj[:, 1],
+        }
+    )
     if "i" in samples:
         coords["i"] = samples["i"].to_numpy()
     if sentences and "sentence_id" in samples:
         from normvar_core.stats.contexts import highlight
 
         coords["sentence_id"] = samples["sentence_id"].to_numpy()
-        coords["context"] = [highlight(sentences.get(int(s), ""), int(a), int(b), mark=("<b>", "</b>"), window=14)
-                             for s, a, b in zip(samples["sentence_id"], samples["char_start"], samples["char_end"])]
+        coords["context"] = [
+            highlight(sentences.get(int(s), ""), int(a), int(b), mark=("<b>", "</b>"), window=14)
+            for s, a, b in zip(samples["sentence_id"], samples["char_start"], samples["char_end"])
+        ]
     return Cloud(coords, (explained[0], explained[1]), (float(origin[0]), float(origin[1])))
 
 
@@ -131,12 +142,24 @@ def tsne_map(samples: pd.DataFrame, seed: int = TSNE_SEED, perplexity: float = 3
         Z = Xc @ vt[:TSNE_PCA_DIMS].T
         perp = max(1.0, min(float(perplexity), (m - 1) / 3.0))
         early, plain = TSNE_ITERATIONS
-        Y = np.asarray(TSNE(n_components=2, perplexity=perp, random_state=int(seed), n_jobs=_tsne_jobs(),
-                            early_exaggeration_iter=early, n_iter=plain, negative_gradient_method="fft",
-                            neighbors="exact" if m <= TSNE_EXACT_MAX else "annoy", initialization="pca",
-                            metric="euclidean", verbose=False).fit(Z))
-    return pd.DataFrame({"token_id": samples["token_id"].to_numpy(), "i": samples["i"].to_numpy(),
-                         "tsne1": Y[:, 0], "tsne2": Y[:, 1]})
+        Y = np.asarray(
+            TSNE(
+                n_components=2,
+                perplexity=perp,
+                random_state=int(seed),
+                n_jobs=_tsne_jobs(),
+                early_exaggeration_iter=early,
+                n_iter=plain,
+                negative_gradient_method="fft",
+                neighbors="exact" if m <= TSNE_EXACT_MAX else "annoy",
+                initialization="pca",
+                metric="euclidean",
+                verbose=False,
+            ).fit(Z)
+        )
+    return pd.DataFrame(
+        {"token_id": samples["token_id"].to_numpy(), "i": samples["i"].to_numpy(), "tsne1": Y[:, 0], "tsne2": Y[:, 1]}
+    )
 
 
 def with_tsne(coords: pd.DataFrame, tmap: pd.DataFrame) -> pd.DataFrame:

@@ -1,8 +1,9 @@
 """Layers by depth: the default (middle) layer, the nearest stored layer, and the relative depth that lines up
 runs of different models (0 = input embeddings, 1 = last hidden state). Pure Python."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def default_layer(layers: Sequence[int]) -> int:

@@ -2,6 +2,7 @@
 16:9 slide size of presentation mode and the reports, and its data as CSV. The decks' one export path:
 ``on_slide`` (a page's figure at slide size, its traces untouched) and ``side_by_side`` (one figure per run,
 each keeping its own axes, in columns or rows of one figure)."""
+
 from __future__ import annotations
 
 import copy
@@ -11,7 +12,6 @@ import threading
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-
 
 _kaleido_lock = threading.Lock()
 _kaleido_started = False
@@ -43,13 +43,14 @@ def _start_kaleido() -> None:
             import kaleido
 
             kaleido.start_sync_server()
-        except Exception:  # noqa: BLE001 — a server already running, or none possible: to_image still works
+        except Exception:
             pass
         _kaleido_started = True
 
 
-def to_image(fig: go.Figure, fmt: str = "png", *, width: int | None = None, height: int | None = None,
-             scale: float = 2.0) -> bytes:
+def to_image(
+    fig: go.Figure, fmt: str = "png", *, width: int | None = None, height: int | None = None, scale: float = 2.0
+) -> bytes:
     """PNG/SVG/PDF bytes through kaleido (Debian's chromium). The first call starts a persistent
     kaleido server (~1 s per image afterwards)."""
     fmt = fmt.lower()
@@ -119,8 +120,9 @@ def _place_colorbar(tr: dict, rows: bool, lo: float, span: float) -> None:
         bar["x"] = lo + span + 0.005
 
 
-def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float | None = None,
-                 size: tuple[int, int] | None = None) -> go.Figure:
+def side_by_side(
+    figs: dict[str, go.Figure], *, rows: bool = False, gap: float | None = None, size: tuple[int, int] | None = None
+) -> go.Figure:
     """One figure of several: each of ``figs`` (label -> figure, e.g. one run's trade-off) keeps its own traces,
     axes, annotations and shapes, placed in its own column (``rows``: its own row) of the paper, headed by its
     label. Axis k of the i-th figure becomes axis k + (the axes of the figures before it), anchored to that
@@ -145,8 +147,11 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
     for i, (label, fig) in enumerate(figs.items()):
         lo = (1.0 - span - i * (span + gap)) if rows else i * (span + gap)
         js = copy.deepcopy(fig.to_plotly_json())
-        axes = {"x1": {}, "y1": {}, **{m.group(1) + (m.group(2) or "1"): v for k, v in js["layout"].items()
-                                        if (m := _AXIS.match(k))}}
+        axes = {
+            "x1": {},
+            "y1": {},
+            **{m.group(1) + (m.group(2) or "1"): v for k, v in js["layout"].items() if (m := _AXIS.match(k))},
+        }
         count = {a: max([int(k[1:]) for k in axes if k[0] == a] or [1]) for a in "xy"}
 
         def ref(r, a_off=dict(off)):
@@ -160,7 +165,7 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
         last = i == n - 1
         for name, ax in axes.items():
             ax = dict(ax)
-            ax.setdefault("anchor", "y" if name[0] == "x" else "x")   # plotly's default, made this figure's own
+            ax.setdefault("anchor", "y" if name[0] == "x" else "x")  # plotly's default, made this figure's own
             if rows and name[0] == "x" and not last:
                 ax.pop("title", None)
             for key in ("anchor", "matches", "overlaying", "scaleanchor"):
@@ -189,13 +194,15 @@ def side_by_side(figs: dict[str, go.Figure], *, rows: bool = False, gap: float |
                         item[f"{a}0"], item[f"{a}1"] = _squeeze(lo, span, item.get(f"{a}0", 0), item.get(f"{a}1", 1))
                     else:
                         item[f"{a}ref"] = ref(r)
-                    if f"a{a}ref" in item:   # an arrow's tail given in axis units (else pixels: unchanged)
+                    if f"a{a}ref" in item:  # an arrow's tail given in axis units (else pixels: unchanged)
                         item[f"a{a}ref"] = ref(item[f"a{a}ref"])
                 out.append(item)
         head = dict(text=f"<b>{label}</b>", showarrow=False, xref="paper", yref="paper", font=dict(size=22))
-        annotations.append({**head, "x": lo + span / 2, "y": 1.0, "xanchor": "center", "yanchor": "bottom",
-                            "yshift": 30} if not rows else
-                           {**head, "x": 0.0, "y": lo + span, "xanchor": "left", "yanchor": "bottom", "yshift": 28})
+        annotations.append(
+            {**head, "x": lo + span / 2, "y": 1.0, "xanchor": "center", "yanchor": "bottom", "yshift": 30}
+            if not rows
+            else {**head, "x": 0.0, "y": lo + span, "xanchor": "left", "yanchor": "bottom", "yshift": 28}
+        )
         off = {a: off[a] + count[a] for a in "xy"}
     layout["annotations"], layout["shapes"] = annotations, shapes
     return go.Figure(dict(data=data, layout=layout)).update_layout(**dict(zip(("width", "height"), size or ())))

@@ -1,8 +1,9 @@
 """Figures of the layer geometry (seed 004 Fig. 1; outlier dimensions), from a run's
 ``layer_geometry``, ``layer_spectrum``, ``dim_stats``, ``top_activations`` and ``token_selfsim`` tables."""
+
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -14,19 +15,30 @@ from normvar_core.viz.labels import tidy_log_axes
 from normvar_core.viz.overlay import NULL_COLOR, depth_x, null_line
 from normvar_core.viz.theme import COLORSCALE, PALETTE, apply_theme
 
-PANELS = (("anisotropy", "anisotropy λ₁/Σλ (exact)"), ("twonn_id", "intrinsic dimension (TwoNN; dash-dot: cross-context)"),
-          ("participation_ratio", "participation ratio (Σλ)²/Σλ²"), ("mean_cosine", "mean cosine (all pairs)"))
+PANELS = (
+    ("anisotropy", "anisotropy λ₁/Σλ (exact)"),
+    ("twonn_id", "intrinsic dimension (TwoNN; dash-dot: cross-context)"),
+    ("participation_ratio", "participation ratio (Σλ)²/Σλ²"),
+    ("mean_cosine", "mean cosine (all pairs)"),
+)
 #: the panels whose Gaussian null sits an order of magnitude above the real curves (ID ≈ 100, PR ≈ 400)
 LOG_PANELS = ("twonn_id", "participation_ratio")
 #: log axes print plain powers of ten (1e-6 as 10⁻⁶), never SI prefixes (1µ, 1n)
 POWER_TICKS = dict(exponentformat="power", showexponent="all")
 
 
-def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
-                      num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                      title: str | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None,
-                      null_of: Mapping[str, str] | None = None, log_y: bool | None = None,
-                      bands: Mapping[str, pd.DataFrame] | None = None) -> go.Figure:
+def geometry_profiles(
+    curves: Mapping[str, pd.DataFrame],
+    *,
+    relative: bool = True,
+    num_hidden_states: Mapping[str, int] | None = None,
+    presentation: bool = False,
+    title: str | None = None,
+    null_curves: Mapping[str, pd.DataFrame] | None = None,
+    null_of: Mapping[str, str] | None = None,
+    log_y: bool | None = None,
+    bands: Mapping[str, pd.DataFrame] | None = None,
+) -> go.Figure:
     """Four panels against (relative) depth, one line per run: exact anisotropy with seed 004's batch
     estimate (± std, dotted), TwoNN ID ± std, participation ratio, mean cosine. ``null_curves``: the
     same tables of Gaussian null runs, dashed — in the colour of their run when ``null_of`` maps the
@@ -38,8 +50,9 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
     (neighbours from other sentences only, ``stats.twonn_context``), where the run file has it."""
     null_curves = dict(null_curves or {})
     log_y = bool(null_curves) if log_y is None else bool(log_y)
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.2,
-                        horizontal_spacing=0.1)
+    fig = make_subplots(
+        rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.2, horizontal_spacing=0.1
+    )
     colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(curves)}
     for label, df in null_curves.items():
         df = df.sort_values("layer")
@@ -58,30 +71,70 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
                 add_band(fig, x, *band, color=color, label=label, what="95 % split-half interval", row=1, col=1)
             if "twonn_batches" in df:
                 half = 1.959963984540054 * df["twonn_id_std"] / np.sqrt(df["twonn_batches"].clip(lower=1))
-                add_band(fig, x, df["twonn_id"] - half, df["twonn_id"] + half, color=color, label=label,
-                         what="95 % interval over TwoNN batches", row=1, col=2)
+                add_band(
+                    fig,
+                    x,
+                    df["twonn_id"] - half,
+                    df["twonn_id"] + half,
+                    color=color,
+                    label=label,
+                    what="95 % interval over TwoNN batches",
+                    row=1,
+                    col=2,
+                )
         for k, (key, _) in enumerate(PANELS):
             r, c = divmod(k, 2)
             err = dict(type="data", array=df["twonn_id_std"], visible=True) if key == "twonn_id" else None
-            fig.add_trace(go.Scatter(x=x, y=df[key], mode="lines+markers", name=label, legendgroup=label,
-                                     showlegend=k == 0, line=dict(color=color, width=2.5), error_y=err,
-                                     customdata=df["layer"],
-                                     hovertemplate=f"{label}<br>layer %{{customdata}}<br>{key} = %{{y:.4g}}<extra></extra>"),
-                          row=r + 1, col=c + 1)
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=df[key],
+                    mode="lines+markers",
+                    name=label,
+                    legendgroup=label,
+                    showlegend=k == 0,
+                    line=dict(color=color, width=2.5),
+                    error_y=err,
+                    customdata=df["layer"],
+                    hovertemplate=f"{label}<br>layer %{{customdata}}<br>{key} = %{{y:.4g}}<extra></extra>",
+                ),
+                row=r + 1,
+                col=c + 1,
+            )
         if {"twonn_id_cross", "same_sentence_nn"} <= set(df) and df["twonn_id_cross"].notna().any():
-            fig.add_trace(go.Scatter(x=x, y=df["twonn_id_cross"], mode="lines+markers", name=f"{label} (TwoNN, cross-context: dash-dot)",
-                                     legendgroup=label, showlegend=True, line=dict(color=color, width=1.5, dash="dashdot"),
-                                     marker=dict(size=5, symbol="diamond"),
-                                     customdata=np.stack([df["layer"], df["same_sentence_nn"] * 100], axis=1),
-                                     hovertemplate=f"{label}: cross-context TwoNN<br>layer %{{customdata[0]}}<br>%{{y:.4g}}"
-                                                   "<br>same-sentence nearest neighbours %{customdata[1]:.1f} %<extra></extra>"),
-                          row=1, col=2)
-        fig.add_trace(go.Scatter(x=x, y=df["anisotropy_batch_mean"], mode="lines+markers", name=f"{label} (anisotropy, the protocol's batch estimate: dotted)",
-                                 legendgroup=label, line=dict(color=color, width=1.5, dash="dot"), marker=dict(size=5),
-                                 error_y=dict(type="data", array=df["anisotropy_batch_std"], visible=True),
-                                 customdata=df["layer"],
-                                 hovertemplate=f"{label}: the Razzhigaev et al. 2024 protocol's estimate<br>layer %{{customdata}}<br>%{{y:.4g}}<extra></extra>"),
-                      row=1, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=df["twonn_id_cross"],
+                    mode="lines+markers",
+                    name=f"{label} (TwoNN, cross-context: dash-dot)",
+                    legendgroup=label,
+                    showlegend=True,
+                    line=dict(color=color, width=1.5, dash="dashdot"),
+                    marker=dict(size=5, symbol="diamond"),
+                    customdata=np.stack([df["layer"], df["same_sentence_nn"] * 100], axis=1),
+                    hovertemplate=f"{label}: cross-context TwoNN<br>layer %{{customdata[0]}}<br>%{{y:.4g}}"
+                    "<br>same-sentence nearest neighbours %{customdata[1]:.1f} %<extra></extra>",
+                ),
+                row=1,
+                col=2,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=df["anisotropy_batch_mean"],
+                mode="lines+markers",
+                name=f"{label} (anisotropy, the protocol's batch estimate: dotted)",
+                legendgroup=label,
+                line=dict(color=color, width=1.5, dash="dot"),
+                marker=dict(size=5),
+                error_y=dict(type="data", array=df["anisotropy_batch_std"], visible=True),
+                customdata=df["layer"],
+                hovertemplate=f"{label}: the Razzhigaev et al. 2024 protocol's estimate<br>layer %{{customdata}}<br>%{{y:.4g}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
     xtitle = "relative depth" if relative else "layer"
     for c in (1, 2):
         fig.update_xaxes(title_text=xtitle, row=2, col=c)
@@ -90,18 +143,29 @@ def geometry_profiles(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
             if key in LOG_PANELS:
                 r, c = divmod(k, 2)
                 fig.update_yaxes(type="log", row=r + 1, col=c + 1, **POWER_TICKS)
-    fig.update_layout(title=title, height=760 if presentation else 660, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="top", y=-0.12, x=0),
-                      margin=dict(b=140))
+    fig.update_layout(
+        title=title,
+        height=760 if presentation else 660,
+        hovermode="closest",
+        legend=dict(orientation="h", yanchor="top", y=-0.12, x=0),
+        margin=dict(b=140),
+    )
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=150 if presentation else 120))
     return tidy_log_axes(fig)
 
 
-def decimation_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
-                      num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                      bands: Mapping[str, pd.DataFrame] | None = None, null_curves: Mapping[str, pd.DataFrame] | None = None,
-                      null_of: Mapping[str, str] | None = None, title: str | None = None) -> go.Figure:
+def decimation_figure(
+    curves: Mapping[str, pd.DataFrame],
+    *,
+    relative: bool = True,
+    num_hidden_states: Mapping[str, int] | None = None,
+    presentation: bool = False,
+    bands: Mapping[str, pd.DataFrame] | None = None,
+    null_curves: Mapping[str, pd.DataFrame] | None = None,
+    null_of: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> go.Figure:
     """TwoNN's decimation curve (Facco et al. 2017): the estimate on seeded, nested subsets of each batch of 4,096,
     2,048, 1,024 and 512 points, for up to four evenly spaced layers of each run (``curves``: label -> its
     ``twonn_decimation`` table); solid: seed 004's estimate, dash-dotted: the cross-context one, ± std over the
@@ -117,34 +181,62 @@ def decimation_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tr
             rows = df[df["layer"] == layer].sort_values("size")
             color = PALETTE[(i * 4 + j) % len(PALETTE)]
             name = f"{label} · layer {layer}" if len(curves) > 1 else f"layer {layer}"
-            for col, dash, what in (("twonn_id", "solid", "Razzhigaev et al. 2024 protocol"), ("twonn_id_cross", "dashdot", "cross-context")):
-                fig.add_trace(go.Scatter(x=rows["size"], y=rows[col], mode="lines+markers", name=f"{name} ({what})",
-                                         legendgroup=name, line=dict(color=color, width=2.5 if dash == "solid" else 1.8,
-                                                                     dash=dash),
-                                         error_y=dict(type="data", array=rows[f"{col}_std"], visible=True),
-                                         hovertemplate=f"{name}, {what}<br>%{{x}} points: TwoNN %{{y:.4g}}<extra></extra>"))
-    sizes = sorted({int(x) for df in curves.values() for x in df["size"]})  # as recorded: a small run's batch is < 4,096
-    fig.update_xaxes(title_text="points per subset (each TwoNN batch, then 1/2, 1/4, 1/8 of it)", type="log",
-                     tickvals=sizes, ticktext=[f"{x:,}" for x in sizes])
+            for col, dash, what in (
+                ("twonn_id", "solid", "Razzhigaev et al. 2024 protocol"),
+                ("twonn_id_cross", "dashdot", "cross-context"),
+            ):
+                fig.add_trace(
+                    go.Scatter(
+                        x=rows["size"],
+                        y=rows[col],
+                        mode="lines+markers",
+                        name=f"{name} ({what})",
+                        legendgroup=name,
+                        line=dict(color=color, width=2.5 if dash == "solid" else 1.8, dash=dash),
+                        error_y=dict(type="data", array=rows[f"{col}_std"], visible=True),
+                        hovertemplate=f"{name}, {what}<br>%{{x}} points: TwoNN %{{y:.4g}}<extra></extra>",
+                    )
+                )
+    sizes = sorted(
+        {int(x) for df in curves.values() for x in df["size"]}
+    )  # as recorded: a small run's batch is < 4,096
+    fig.update_xaxes(
+        title_text="points per subset (each TwoNN batch, then 1/2, 1/4, 1/8 of it)",
+        type="log",
+        tickvals=sizes,
+        ticktext=[f"{x:,}" for x in sizes],
+    )
     fig.update_yaxes(title_text="intrinsic dimension (TwoNN)")
-    fig.update_layout(title=title or ("TwoNN decimation (Facco et al. 2017)<br><sup>solid: the Razzhigaev et al. 2024 protocol's estimate; "
-                                      "dash-dotted: neighbours from other sentences only</sup>"),
-                      height=560 if presentation else 460, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    fig.update_layout(
+        title=title
+        or (
+            "TwoNN decimation (Facco et al. 2017)<br><sup>solid: the Razzhigaev et al. 2024 protocol's estimate; "
+            "dash-dotted: neighbours from other sentences only</sup>"
+        ),
+        height=560 if presentation else 460,
+        hovermode="closest",
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+    )
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=130 if presentation else 110))
     return fig
 
 
-def spectra_figure(spectra: Mapping[str, tuple[pd.DataFrame, int]], *, presentation: bool = False,
-                   title: str | None = None, nulls: Sequence[str] = (),
-                   null_of: Mapping[str, str] | None = None) -> go.Figure:
+def spectra_figure(
+    spectra: Mapping[str, tuple[pd.DataFrame, int]],
+    *,
+    presentation: bool = False,
+    title: str | None = None,
+    nulls: Sequence[str] = (),
+    null_of: Mapping[str, str] | None = None,
+) -> go.Figure:
     """Covariance spectra of several runs side by side: left the eigenvalues λ_k (log-log, k = 1 the
     largest), right the cumulative share Σ_{j≤k} λ_j / Σλ. ``spectra``: label -> (a run's
     ``layer_spectrum`` table, the layer to draw); labels in ``nulls`` are drawn dashed (in their run's
     colour when ``null_of`` names it, else grey)."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["eigenvalues λₖ", "cumulative share of Σλ"],
-                        horizontal_spacing=0.1)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=["eigenvalues λₖ", "cumulative share of Σλ"], horizontal_spacing=0.1
+    )
     real = [lab for lab in spectra if lab not in set(nulls)]
     colors = {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(real)}
     for lab, (spectrum, layer) in spectra.items():
@@ -155,18 +247,42 @@ def spectra_figure(spectra: Mapping[str, tuple[pd.DataFrame, int]], *, presentat
         color = colors.get((null_of or {}).get(lab), NULL_COLOR) if is_null else colors[lab]
         line = dict(color=color, width=2 if is_null else 2.5, dash="dash" if is_null else None)
         name = f"{lab} · layer {layer}"
-        fig.add_trace(go.Scatter(x=k, y=np.where(lam > 0, lam, np.nan), mode="lines", name=name, legendgroup=lab,
-                                 line=line, hovertemplate=f"{lab}<br>k = %{{x}}<br>λ = %{{y:.4g}}<extra></extra>"),
-                      row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=k,
+                y=np.where(lam > 0, lam, np.nan),
+                mode="lines",
+                name=name,
+                legendgroup=lab,
+                line=line,
+                hovertemplate=f"{lab}<br>k = %{{x}}<br>λ = %{{y:.4g}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
         cum = np.cumsum(lam) / lam.sum() if lam.sum() > 0 else lam
-        fig.add_trace(go.Scatter(x=k, y=cum, mode="lines", name=name, legendgroup=lab, showlegend=False, line=line,
-                                 hovertemplate=f"{lab}<br>k = %{{x}}<br>share = %{{y:.3f}}<extra></extra>"),
-                      row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=k,
+                y=cum,
+                mode="lines",
+                name=name,
+                legendgroup=lab,
+                showlegend=False,
+                line=line,
+                hovertemplate=f"{lab}<br>k = %{{x}}<br>share = %{{y:.3f}}<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_xaxes(type="log", title_text="k (largest first)", **POWER_TICKS)
     fig.update_yaxes(type="log", title_text="eigenvalue", row=1, col=1, **POWER_TICKS)
     fig.update_yaxes(title_text="share of the trace", range=[0, 1.02], row=1, col=2)
-    fig.update_layout(title=title or "Covariance spectra", height=500 if presentation else 440,
-                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    fig.update_layout(
+        title=title or "Covariance spectra",
+        height=500 if presentation else 440,
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
+    )
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=130 if presentation else 110))
     return tidy_log_axes(fig)
@@ -190,7 +306,7 @@ def ratio_ticks(zmin: float, zmax: float) -> tuple[list[float], list[str]]:
     gives at most 8 ticks, else powers of ten."""
     lo, hi = int(np.floor(zmin)) - 1, int(np.ceil(zmax)) + 1
     for steps in ((1, 2, 5), (1,)):
-        r = [m * 10.0 ** e for e in range(lo, hi + 1) for m in steps if zmin <= np.log10(m * 10.0 ** e) <= zmax]
+        r = [m * 10.0**e for e in range(lo, hi + 1) for m in steps if zmin <= np.log10(m * 10.0**e) <= zmax]
         if len(r) <= 8:
             break
     return [float(np.log10(x)) for x in r], [f"{x:g}×" for x in r]
@@ -206,15 +322,25 @@ def outlier_heatmap(dim_stats: pd.DataFrame, *, presentation: bool = False, titl
         z = np.log10(ratio)
     zmin, zmax = colour_range(z)
     tickvals, ticktext = ratio_ticks(zmin, zmax)
-    fig = go.Figure(go.Heatmap(z=z, x=piv.columns, y=piv.index, colorscale=COLORSCALE, zmin=zmin, zmax=zmax,
-                               colorbar=dict(title="max |h| ÷ median, log scale", tickvals=tickvals,
-                                             ticktext=ticktext),
-                               customdata=ratio,
-                               hovertemplate="layer %{y}, dim %{x}<br>max|h| / median = %{customdata:.3g}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=piv.columns,
+            y=piv.index,
+            colorscale=COLORSCALE,
+            zmin=zmin,
+            zmax=zmax,
+            colorbar=dict(title="max |h| ÷ median, log scale", tickvals=tickvals, ticktext=ticktext),
+            customdata=ratio,
+            hovertemplate="layer %{y}, dim %{x}<br>max|h| / median = %{customdata:.3g}<extra></extra>",
+        )
+    )
     fig.update_xaxes(title_text="dimension")
     fig.update_yaxes(title_text="layer")
-    fig.update_layout(title=title or "Outlier dimensions: max |h| relative to the layer's median dimension",
-                      height=460 if presentation else 420)
+    fig.update_layout(
+        title=title or "Outlier dimensions: max |h| relative to the layer's median dimension",
+        height=460 if presentation else 420,
+    )
     return apply_theme(fig, presentation)
 
 
@@ -232,10 +358,18 @@ def shares_figure(outliers: pd.DataFrame, *, presentation: bool = False, title: 
     """Share of Q(X) = E‖x‖² carried by position 0, by the largest dimension and by the top 5."""
     df = outliers.sort_values("layer")
     fig = go.Figure()
-    for i, (key, name) in enumerate((("q_share_pos0", "position 0"), ("q_share_top1dim", "largest dimension"),
-                                     ("q_share_top5dim", "top 5 dimensions"))):
-        fig.add_trace(go.Scatter(x=df["layer"], y=df[key], mode="lines+markers", name=name,
-                                 line=dict(color=PALETTE[i], width=2.5)))
+    for i, (key, name) in enumerate(
+        (
+            ("q_share_pos0", "position 0"),
+            ("q_share_top1dim", "largest dimension"),
+            ("q_share_top5dim", "top 5 dimensions"),
+        )
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=df["layer"], y=df[key], mode="lines+markers", name=name, line=dict(color=PALETTE[i], width=2.5)
+            )
+        )
     fig.update_xaxes(title_text="layer")
     fig.update_yaxes(title_text="share of Q(X)", range=[0, 1.02])
     fig.update_layout(title=title or "Who carries the squared norm", height=420 if presentation else 380)
@@ -245,13 +379,32 @@ def shares_figure(outliers: pd.DataFrame, *, presentation: bool = False, title: 
 def selfsim_scatter(points: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
     """Self-similarity of each token type against log10 n_t (Ethayarajh's measure, exact)."""
     df = points.dropna(subset=["self_similarity"])
-    fig = go.Figure(go.Scattergl(x=np.log10(df["n"]), y=df["self_similarity"], mode="markers",
-                                 marker=dict(size=5, color=PALETTE[0], opacity=0.6), text=df.get("token"),
-                                 hovertemplate="%{text}<br>log₁₀ n = %{x:.2f}<br>self-similarity = %{y:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Scattergl(
+            x=np.log10(df["n"]),
+            y=df["self_similarity"],
+            mode="markers",
+            marker=dict(size=5, color=PALETTE[0], opacity=0.6),
+            text=df.get("token"),
+            hovertemplate="%{text}<br>log₁₀ n = %{x:.2f}<br>self-similarity = %{y:.3f}<extra></extra>",
+        )
+    )
     fig.update_xaxes(title_text="log₁₀ nₜ")
     fig.update_yaxes(title_text="self-similarity (mean cosine between occurrences)")
     fig.update_layout(title=title or "Self-similarity against frequency", height=440 if presentation else 400)
     return apply_theme(fig, presentation)
 
 
-__all__ = ["colour_range", "ratio_ticks", "distinct_top", "geometry_profiles", "spectra_figure", "LOG_PANELS", "POWER_TICKS", "outlier_heatmap", "shares_figure", "selfsim_scatter", "PANELS"]
+__all__ = [
+    "colour_range",
+    "ratio_ticks",
+    "distinct_top",
+    "geometry_profiles",
+    "spectra_figure",
+    "LOG_PANELS",
+    "POWER_TICKS",
+    "outlier_heatmap",
+    "shares_figure",
+    "selfsim_scatter",
+    "PANELS",
+]

@@ -8,9 +8,10 @@ font size (0.62 em per character), in the plot's pixels (``size``: the plot area
 ``number``: a number's text, or "—" with the reason when it is missing (the one place that says how).
 ``readable``: the words a page or a slide shows for a run-file column (``twonn_id_cross`` -> "TwoNN ID
 (cross-context)"), never the column's name itself."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -70,8 +71,15 @@ def _overlap(a, b) -> float:
     return dx * dy if dx > 0 and dy > 0 else 0.0
 
 
-def place_labels(px: Sequence[float], py: Sequence[float], texts: Sequence[str], *, size: tuple[float, float],
-                 font_px: float = 13.0, marker_px: float = 16.0) -> list[tuple[float, float]]:
+def place_labels(
+    px: Sequence[float],
+    py: Sequence[float],
+    texts: Sequence[str],
+    *,
+    size: tuple[float, float],
+    font_px: float = 13.0,
+    marker_px: float = 16.0,
+) -> list[tuple[float, float]]:
     """Pixel offsets (ax, ay) of each label's centre from its point (y grows downwards)."""
     pts = [(float(x), float(y)) for x, y in zip(px, py)]
     half = marker_px / 2
@@ -86,7 +94,9 @@ def place_labels(px: Sequence[float], py: Sequence[float], texts: Sequence[str],
                 ax, ay = dx * r, dy * r * 0.75
                 box = label_box(x + ax, y + ay, str(text), font_px)
                 cost = sum(_overlap(box, b) for b in placed) + sum(_overlap(box, m) for m in marks)
-                outside = (max(0.0, -box[0]) + max(0.0, box[2] - width)) + (max(0.0, -box[1]) + max(0.0, box[3] - height))
+                outside = (max(0.0, -box[0]) + max(0.0, box[2] - width)) + (
+                    max(0.0, -box[1]) + max(0.0, box[3] - height)
+                )
                 cost += 50.0 * outside
                 if cost < best_cost:
                     best, best_cost = (ax, ay), cost
@@ -107,7 +117,6 @@ def data_range(*values, pad: float = 0.04) -> list[float] | None:
     lo, hi = float(allv.min()), float(allv.max())
     span = hi - lo if hi > lo else max(abs(hi), 1.0)
     return [lo - pad * span, hi + pad * span]
-
 
 
 def _axis_values(fig, name: str) -> np.ndarray:
@@ -131,8 +140,9 @@ def tidy_log_axes(fig, *, plain: bool = False, max_labels: int = 6):
         axis = fig.layout[name]
         if axis.type != "log":
             continue
-        fmt = dict(exponentformat="none", tickformat=",~r") if plain else dict(exponentformat="power",
-                                                                                showexponent="all")
+        fmt = (
+            dict(exponentformat="none", tickformat=",~r") if plain else dict(exponentformat="power", showexponent="all")
+        )
         v = _axis_values(fig, name)
         span = float(np.log10(v.max()) - np.log10(v.min())) if v.size else 0.0
         if span >= 1.0:
@@ -141,8 +151,12 @@ def tidy_log_axes(fig, *, plain: bool = False, max_labels: int = 6):
     return fig
 
 
-CORNERS = ((0.98, 0.98, "right", "top"), (0.02, 0.98, "left", "top"),
-           (0.98, 0.02, "right", "bottom"), (0.02, 0.02, "left", "bottom"))
+CORNERS = (
+    (0.98, 0.98, "right", "top"),
+    (0.02, 0.98, "left", "top"),
+    (0.98, 0.02, "right", "bottom"),
+    (0.02, 0.02, "left", "bottom"),
+)
 
 
 def emptiest_corner(x, y, *, box: tuple[float, float] = (0.34, 0.2)) -> tuple[float, float, str, str]:
@@ -168,4 +182,16 @@ def emptiest_corner(x, y, *, box: tuple[float, float] = (0.34, 0.2)) -> tuple[fl
     return min(CORNERS, key=covered)
 
 
-__all__ = ["MISSING", "COLUMN_NAMES", "readable", "number", "place_labels", "label_box", "data_range", "tidy_log_axes", "emptiest_corner", "CORNERS", "LEGEND_RIGHT"]
+__all__ = [
+    "MISSING",
+    "COLUMN_NAMES",
+    "readable",
+    "number",
+    "place_labels",
+    "label_box",
+    "data_range",
+    "tidy_log_axes",
+    "emptiest_corner",
+    "CORNERS",
+    "LEGEND_RIGHT",
+]

@@ -2,9 +2,10 @@
 ``layer_gride``), the neighbourhood overlap between layers (``layer_overlap``) and the overlap against k
 (``overlap_curve``), all drawn by the generic builder arguments (``curves``: label -> the run's table;
 ``null_curves``: label -> a Gaussian null's)."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -13,20 +14,26 @@ import plotly.graph_objects as go
 from normvar_core.viz.overlay import NULL_COLOR, depth_x
 from normvar_core.viz.theme import PALETTE, apply_theme
 
-SCALES_SENTENCE = ("Read each line left to right as the same layer seen from closer to farther: n1 is the neighbour "
-                   "rank the dimension is read at (GRIDE, μ = r_2n1 / r_n1). A flat line is a dimension that does not "
-                   "depend on scale; a rising line is a manifold that looks higher-dimensional at coarser scales. "
-                   "Dash-dotted: neighbours from other sentences only; where it meets the solid line, the same-sentence "
-                   "neighbours stop mattering at that scale. Grey: the Gaussian null of the same moments.")
+SCALES_SENTENCE = (
+    "Read each line left to right as the same layer seen from closer to farther: n1 is the neighbour "
+    "rank the dimension is read at (GRIDE, μ = r_2n1 / r_n1). A flat line is a dimension that does not "
+    "depend on scale; a rising line is a manifold that looks higher-dimensional at coarser scales. "
+    "Dash-dotted: neighbours from other sentences only; where it meets the solid line, the same-sentence "
+    "neighbours stop mattering at that scale. Grey: the Gaussian null of the same moments."
+)
 NULL_OVERLAP = "a Gaussian null whose layers are drawn independently has χ_k = k / n exactly (in expectation)"
 """The Gaussian null's overlap in one sentence: its closed form (``stats.overlap.chance``)."""
-OVERLAP_SENTENCE = ("The share of each sampled token's 10 nearest neighbours still among its 10 nearest at the next layer "
-                    "(solid) and at the last (dash-dotted); thin: its own sentence masked. Dotted: chance, 10 / n, n a "
-                    "point's other points in its batch: " + NULL_OVERLAP + ".")
-OVERLAP_K_SENTENCE = ("Each line is one layer against the next, read at k = 1 … 64 nearest neighbours (log axis): solid "
-                      "all neighbours, dash-dotted its own sentence masked. A line far above the dotted chance line k / n "
-                      "keeps its neighbourhoods from layer to layer at that scale; a line on it keeps no more than "
-                      "independent layers would.")
+OVERLAP_SENTENCE = (
+    "The share of each sampled token's 10 nearest neighbours still among its 10 nearest at the next layer "
+    "(solid) and at the last (dash-dotted); thin: its own sentence masked. Dotted: chance, 10 / n, n a "
+    "point's other points in its batch: " + NULL_OVERLAP + "."
+)
+OVERLAP_K_SENTENCE = (
+    "Each line is one layer against the next, read at k = 1 … 64 nearest neighbours (log axis): solid "
+    "all neighbours, dash-dotted its own sentence masked. A line far above the dotted chance line k / n "
+    "keeps its neighbourhoods from layer to layer at that scale; a line on it keeps no more than "
+    "independent layers would."
+)
 
 
 def _wrapped(text: str, width: int = 120) -> list[str]:
@@ -38,9 +45,12 @@ def _wrapped(text: str, width: int = 120) -> list[str]:
 def _laid_out(fig: go.Figure, heading: str, sentence: str, title: str | None, presentation: bool) -> go.Figure:
     """The figure's title (``title``, else ``heading`` with ``sentence`` wrapped under it), legend under the plot,
     theme and margins."""
-    fig.update_layout(title=title or (heading + "<br><sup>" + "<br>".join(_wrapped(sentence)) + "</sup>"),
-                      height=560 if presentation else 460, hovermode="closest",
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    fig.update_layout(
+        title=title or (heading + "<br><sup>" + "<br>".join(_wrapped(sentence)) + "</sup>"),
+        height=560 if presentation else 460,
+        hovermode="closest",
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+    )
     apply_theme(fig, presentation)
     fig.update_layout(margin=dict(b=130 if presentation else 110, t=150))
     return fig
@@ -58,10 +68,17 @@ def drawn_layers(layers: np.ndarray) -> np.ndarray:
     return layers[np.unique(np.linspace(0, len(layers) - 1, min(4, len(layers))).round().astype(int))]
 
 
-def scales_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
-                  num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                  bands=None, null_curves: Mapping[str, pd.DataFrame] | None = None,
-                  null_of: Mapping[str, str] | None = None, title: str | None = None) -> go.Figure:
+def scales_figure(
+    curves: Mapping[str, pd.DataFrame],
+    *,
+    relative: bool = True,
+    num_hidden_states: Mapping[str, int] | None = None,
+    presentation: bool = False,
+    bands=None,
+    null_curves: Mapping[str, pd.DataFrame] | None = None,
+    null_of: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> go.Figure:
     """GRIDE against n1 (log axis) for up to four evenly spaced layers of each run: solid unmasked, dash-dotted
     with the point's own sentence masked, bars ± the larger of the likelihood's error and the spread over
     batches; a Gaussian null's unmasked curves in grey. The depth arguments are accepted and not used."""
@@ -74,25 +91,47 @@ def scales_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
             for masked, dash, what in ((False, "solid", "all neighbours"), (True, "dashdot", "other sentences")):
                 rows = df[(df["layer"] == layer) & (df["masked"] == masked)].sort_values("n1")
                 bar = np.maximum(rows["gride_id_err"].to_numpy(), rows["gride_id_std"].to_numpy())
-                fig.add_trace(go.Scatter(x=rows["n1"], y=rows["gride_id"], mode="lines+markers", name=f"{name} ({what})",
-                                         legendgroup=name, line=dict(color=color, dash=dash,
-                                                                     width=2.5 if not masked else 1.8),
-                                         error_y=dict(type="data", array=bar, visible=True),
-                                         hovertemplate=f"{name}, {what}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>"))
+                fig.add_trace(
+                    go.Scatter(
+                        x=rows["n1"],
+                        y=rows["gride_id"],
+                        mode="lines+markers",
+                        name=f"{name} ({what})",
+                        legendgroup=name,
+                        line=dict(color=color, dash=dash, width=2.5 if not masked else 1.8),
+                        error_y=dict(type="data", array=bar, visible=True),
+                        hovertemplate=f"{name}, {what}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>",
+                    )
+                )
     for label, df in (null_curves or {}).items():
         for layer in drawn_layers(np.unique(df["layer"].to_numpy(int))):
             rows = df[(df["layer"] == layer) & (df["masked"] == False)].sort_values("n1")  # noqa: E712
-            fig.add_trace(go.Scatter(x=rows["n1"], y=rows["gride_id"], mode="lines", name=f"{label} · layer {layer}",
-                                     line=dict(color=NULL_COLOR, dash="dash", width=1.2),
-                                     hovertemplate=f"{label}, layer {layer}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=rows["n1"],
+                    y=rows["gride_id"],
+                    mode="lines",
+                    name=f"{label} · layer {layer}",
+                    line=dict(color=NULL_COLOR, dash="dash", width=1.2),
+                    hovertemplate=f"{label}, layer {layer}<br>n1 = %{{x}}: ID %{{y:.4g}}<extra></extra>",
+                )
+            )
     _log_x(fig, [x for df in curves.values() for x in df["n1"]], "n1 (GRIDE's scale: μ = r_2n1 / r_n1)")
     fig.update_yaxes(title_text="intrinsic dimension (GRIDE)")
     return _laid_out(fig, "ID across scales (GRIDE, Denti et al. 2022)", SCALES_SENTENCE, title, presentation)
 
 
-def overlap_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
-                   num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                   bands=None, null_curves=None, null_of=None, title: str | None = None) -> go.Figure:
+def overlap_figure(
+    curves: Mapping[str, pd.DataFrame],
+    *,
+    relative: bool = True,
+    num_hidden_states: Mapping[str, int] | None = None,
+    presentation: bool = False,
+    bands=None,
+    null_curves=None,
+    null_of=None,
+    title: str | None = None,
+) -> go.Figure:
     """χ₁₀ of each layer with the next (solid) and with the last (dash-dotted), thin with the own sentence masked,
     and chance (dotted) against depth (relative when ``relative``)."""
     del bands, null_curves, null_of
@@ -101,24 +140,49 @@ def overlap_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = PALETTE[i % len(PALETTE)]
-        for col, dash, width, what in (("overlap_next", "solid", 2.5, "next layer"),
-                                       ("overlap_next_masked", "solid", 1.2, "next layer, own sentence masked"),
-                                       ("overlap_last", "dashdot", 2.5, "last layer"),
-                                       ("overlap_last_masked", "dashdot", 1.2, "last layer, own sentence masked")):
-            fig.add_trace(go.Scatter(x=x, y=df[col], mode="lines+markers", name=f"{label} ({what})",
-                                     line=dict(color=color, dash=dash, width=width),
-                                     hovertemplate=f"{label}, {what}<br>%{{x}}: %{{y:.3f}}<extra></extra>"))
-        fig.add_trace(go.Scatter(x=x, y=df["chance"], mode="lines", name=f"{label} (chance: Gaussian null)",
-                                 line=dict(color=NULL_COLOR, dash="dot", width=1.2)))
+        for col, dash, width, what in (
+            ("overlap_next", "solid", 2.5, "next layer"),
+            ("overlap_next_masked", "solid", 1.2, "next layer, own sentence masked"),
+            ("overlap_last", "dashdot", 2.5, "last layer"),
+            ("overlap_last_masked", "dashdot", 1.2, "last layer, own sentence masked"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=df[col],
+                    mode="lines+markers",
+                    name=f"{label} ({what})",
+                    line=dict(color=color, dash=dash, width=width),
+                    hovertemplate=f"{label}, {what}<br>%{{x}}: %{{y:.3f}}<extra></extra>",
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=df["chance"],
+                mode="lines",
+                name=f"{label} (chance: Gaussian null)",
+                line=dict(color=NULL_COLOR, dash="dot", width=1.2),
+            )
+        )
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
     fig.update_yaxes(title_text="shared 10 nearest neighbours χ₁₀", range=[0, 1.02])
-    return _laid_out(fig, "Neighbourhood overlap between layers (Valeriani et al. 2023)", OVERLAP_SENTENCE, title,
-                     presentation)
+    return _laid_out(
+        fig, "Neighbourhood overlap between layers (Valeriani et al. 2023)", OVERLAP_SENTENCE, title, presentation
+    )
 
 
-def overlap_k_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = True,
-                     num_hidden_states: Mapping[str, int] | None = None, presentation: bool = False,
-                     bands=None, null_curves=None, null_of=None, title: str | None = None) -> go.Figure:
+def overlap_k_figure(
+    curves: Mapping[str, pd.DataFrame],
+    *,
+    relative: bool = True,
+    num_hidden_states: Mapping[str, int] | None = None,
+    presentation: bool = False,
+    bands=None,
+    null_curves=None,
+    null_of=None,
+    title: str | None = None,
+) -> go.Figure:
     """χ_k of each of up to four evenly spaced layers with the next kept layer against k (``overlap_curve``, its
     ``pair == "next"`` rows; both axes logarithmic, so the chance line shows beside overlaps near 1): solid
     unmasked, dash-dotted with the own sentence masked, bars ± the spread over batches; per run the chance k / n
@@ -134,22 +198,43 @@ def overlap_k_figure(curves: Mapping[str, pd.DataFrame], *, relative: bool = Tru
             for masked, dash, what in ((False, "solid", "all neighbours"), (True, "dashdot", "other sentences")):
                 rows = nxt[(nxt["layer"] == layer) & (nxt["masked"] == masked)].sort_values("k")
                 to = int(rows["to_layer"].iloc[0]) if len(rows) else layer + 1
-                fig.add_trace(go.Scatter(x=rows["k"], y=rows["overlap"], mode="lines+markers",
-                                         name=f"{name} → {to} ({what})", legendgroup=name,
-                                         line=dict(color=color, dash=dash, width=2.5 if not masked else 1.8),
-                                         error_y=dict(type="data", array=rows["overlap_std"].to_numpy(), visible=True),
-                                         hovertemplate=f"{name} → {to}, {what}<br>k = %{{x}}: χ_k %{{y:.3f}}"
-                                                       "<extra></extra>"))
+                fig.add_trace(
+                    go.Scatter(
+                        x=rows["k"],
+                        y=rows["overlap"],
+                        mode="lines+markers",
+                        name=f"{name} → {to} ({what})",
+                        legendgroup=name,
+                        line=dict(color=color, dash=dash, width=2.5 if not masked else 1.8),
+                        error_y=dict(type="data", array=rows["overlap_std"].to_numpy(), visible=True),
+                        hovertemplate=f"{name} → {to}, {what}<br>k = %{{x}}: χ_k %{{y:.3f}}<extra></extra>",
+                    )
+                )
         chance = df[(df["pair"] == "next") & (df["masked"] == False)].groupby("k")["chance"].mean()  # noqa: E712
-        fig.add_trace(go.Scatter(x=chance.index.to_numpy(), y=chance.to_numpy(), mode="lines",
-                                 name=f"{label} (chance k / n: Gaussian null)",
-                                 line=dict(color=NULL_COLOR, dash="dot", width=1.5),
-                                 hovertemplate=f"{label}, chance<br>k = %{{x}}: k / n %{{y:.4f}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=chance.index.to_numpy(),
+                y=chance.to_numpy(),
+                mode="lines",
+                name=f"{label} (chance k / n: Gaussian null)",
+                line=dict(color=NULL_COLOR, dash="dot", width=1.5),
+                hovertemplate=f"{label}, chance<br>k = %{{x}}: k / n %{{y:.4f}}<extra></extra>",
+            )
+        )
     _log_x(fig, [x for df in curves.values() for x in df["k"]], "k (nearest neighbours compared)")
     fig.update_yaxes(title_text="χ_k(l, l+1), log scale", type="log")
-    return _laid_out(fig, "Neighbourhood overlap against k (Valeriani et al. 2023)", OVERLAP_K_SENTENCE, title,
-                     presentation)
+    return _laid_out(
+        fig, "Neighbourhood overlap against k (Valeriani et al. 2023)", OVERLAP_K_SENTENCE, title, presentation
+    )
 
 
-__all__ = ["scales_figure", "overlap_figure", "overlap_k_figure", "drawn_layers", "SCALES_SENTENCE", "OVERLAP_SENTENCE",
-           "OVERLAP_K_SENTENCE", "NULL_OVERLAP"]
+__all__ = [
+    "scales_figure",
+    "overlap_figure",
+    "overlap_k_figure",
+    "drawn_layers",
+    "SCALES_SENTENCE",
+    "OVERLAP_SENTENCE",
+    "OVERLAP_K_SENTENCE",
+    "NULL_OVERLAP",
+]

@@ -7,6 +7,7 @@ The payload is bytes, not JSON (Streamlit v2 components take ``bytes`` as they a
 float32 (x, y) pairs, uint8 (r, g, b) triples padded to 4 bytes, and the searched token's float32 (x, y)
 pairs: 11 bytes a point, 11 MB at a million (the deck.gl JSON was 51.6 MB). No streamlit here.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,12 +21,37 @@ import pandas as pd
 COLOUR_BY = {"token type": "token", "log frequency": "n", "position": "position", "M(X_t)": "m", "V(X_t)": "v"}
 TOP_TYPES = 10
 """Token-type colouring: the most frequent types of the layer each get a colour, the rest are grey."""
-PALETTE = np.array([[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189],
-                    [140, 86, 75], [227, 119, 194], [188, 189, 34], [23, 190, 207], [127, 127, 127]], np.uint8)
+PALETTE = np.array(
+    [
+        [31, 119, 180],
+        [255, 127, 14],
+        [44, 160, 44],
+        [214, 39, 40],
+        [148, 103, 189],
+        [140, 86, 75],
+        [227, 119, 194],
+        [188, 189, 34],
+        [23, 190, 207],
+        [127, 127, 127],
+    ],
+    np.uint8,
+)
 OTHER = np.array([190, 190, 190], np.uint8)
 # viridis at 9 stops (matplotlib's), interpolated linearly
-VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141], [39, 173, 129],
-                    [92, 200, 99], [170, 220, 50], [253, 231, 37]], np.float64)
+VIRIDIS = np.array(
+    [
+        [68, 1, 84],
+        [71, 44, 122],
+        [59, 81, 139],
+        [44, 113, 142],
+        [33, 144, 141],
+        [39, 173, 129],
+        [92, 200, 99],
+        [170, 220, 50],
+        [253, 231, 37],
+    ],
+    np.float64,
+)
 MAGIC = b"NVSC"
 JS = Path(__file__).with_name("scatter_gl.js")
 """The component's JavaScript (an ES module, read as a string by the page)."""
@@ -40,7 +66,7 @@ def ramp(values: np.ndarray, *, log: bool = False) -> tuple[np.ndarray, tuple[fl
         with np.errstate(divide="ignore", invalid="ignore"):
             v = np.where(v > 0, np.log10(np.where(v > 0, v, 1.0)), np.nan)
     finite = v[np.isfinite(v)]
-    lo, hi = (np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0))
+    lo, hi = np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0)
     t = np.clip((v - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
     t = np.where(np.isfinite(t), t, 0.0) * (len(VIRIDIS) - 1)
     i = np.minimum(t.astype(np.int64), len(VIRIDIS) - 2)
@@ -65,9 +91,12 @@ def colours(points: pd.DataFrame, by: str) -> tuple[np.ndarray, dict]:
         return rgb, {"kind": "types", "items": items, "other": int(len(points) - counts.iloc[:TOP_TYPES].sum())}
     log = col in ("n", "m", "v")
     rgb, (lo, hi) = ramp(points[col].to_numpy(), log=log)
-    return rgb, {"kind": "ramp", "label": ("log10 " if log else "") + {"n": "n_t", "m": "M(X_t)", "v": "V(X_t)",
-                                                                      "position": "position"}[col],
-                 "lo": lo, "hi": hi}
+    return rgb, {
+        "kind": "ramp",
+        "label": ("log10 " if log else "") + {"n": "n_t", "m": "M(X_t)", "v": "V(X_t)", "position": "position"}[col],
+        "lo": lo,
+        "hi": hi,
+    }
 
 
 def frame(x: np.ndarray, y: np.ndarray) -> list[float]:
@@ -98,9 +127,16 @@ def points_block(x: np.ndarray, y: np.ndarray, rgb: np.ndarray) -> tuple[bytes, 
     return block, hashlib.blake2b(block, digest_size=12).hexdigest()
 
 
-def scatter_payload(x: np.ndarray, y: np.ndarray, block: tuple[bytes, str] | None = None, *,
-                    rgb: np.ndarray | None = None, highlight: np.ndarray | None = None,
-                    shape: list[list[float]] | None = None, height: int = 620) -> bytes:
+def scatter_payload(
+    x: np.ndarray,
+    y: np.ndarray,
+    block: tuple[bytes, str] | None = None,
+    *,
+    rgb: np.ndarray | None = None,
+    highlight: np.ndarray | None = None,
+    shape: list[list[float]] | None = None,
+    height: int = 620,
+) -> bytes:
     """The component's bytes: every point (``block`` from ``points_block``, or built here from ``rgb``), the
     highlighted points (a boolean mask: a token search) drawn larger on top, and ``shape``, the selection's
     polygon in data coordinates (a box's four corners or a lasso), drawn dashed."""
@@ -109,8 +145,10 @@ def scatter_payload(x: np.ndarray, y: np.ndarray, block: tuple[bytes, str] | Non
     hi = np.zeros(len(x), bool) if highlight is None else np.asarray(highlight, bool)
     hxy = np.empty((int(hi.sum()), 2), "<f4")
     hxy[:, 0], hxy[:, 1] = x[hi], y[hi]
-    head = json.dumps({"n": len(x), "h": len(hxy), "key": key, "frame": frame(x, y), "height": int(height),
-                       "shape": shape}, allow_nan=False).encode()
+    head = json.dumps(
+        {"n": len(x), "h": len(hxy), "key": key, "frame": frame(x, y), "height": int(height), "shape": shape},
+        allow_nan=False,
+    ).encode()
     return MAGIC + struct.pack("<I", len(head)) + _pad(head) + data + hxy.tobytes()
 
 
@@ -118,7 +156,7 @@ def read_payload(raw: bytes) -> dict:
     """The payload back (what the component reads): header, xy (n, 2) float32, rgb (n, 3) uint8, highlight."""
     assert raw[:4] == MAGIC
     (size,) = struct.unpack("<I", raw[4:8])
-    head = json.loads(raw[8:8 + size])
+    head = json.loads(raw[8 : 8 + size])
     at = 8 + size + (-size % 4)
     n, h = head["n"], head["h"]
     xy = np.frombuffer(raw, "<f4", 2 * n, at).reshape(n, 2)
@@ -128,5 +166,14 @@ def read_payload(raw: bytes) -> dict:
     return {"head": head, "xy": xy, "rgb": rgb, "highlight": np.frombuffer(raw, "<f4", 2 * h, at).reshape(h, 2)}
 
 
-__all__ = ["COLOUR_BY", "JS", "ramp", "colours", "frame", "points_block", "scatter_payload", "read_payload",
-           "TOP_TYPES"]
+__all__ = [
+    "COLOUR_BY",
+    "JS",
+    "ramp",
+    "colours",
+    "frame",
+    "points_block",
+    "scatter_payload",
+    "read_payload",
+    "TOP_TYPES",
+]

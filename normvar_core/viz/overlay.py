@@ -1,6 +1,7 @@
 """What every figure builder shares: the depth axis (layer, or layer / (hidden states − 1) so models of
 different depth line up) and the Gaussian null overlay of seed 003 — dashed grey lines, or a grey
 cloud behind a scatter, always drawn first so the real data sit on top."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,13 +25,31 @@ def depth_x(df: pd.DataFrame, relative: bool, num_hidden_states: int | None) -> 
     return np.array([relative_depth(int(l), n) for l in layers])
 
 
-def null_line(fig: go.Figure, x: Any, y: Any, label: str, *, showlegend: bool = True, what: str = "",
-              row: int | None = None, col: int | None = None, color: str = NULL_COLOR) -> None:
+def null_line(
+    fig: go.Figure,
+    x: Any,
+    y: Any,
+    label: str,
+    *,
+    showlegend: bool = True,
+    what: str = "",
+    row: int | None = None,
+    col: int | None = None,
+    color: str = NULL_COLOR,
+) -> None:
     """One dashed line (grey unless ``color``: the colour of the run it was drawn from) of a Gaussian
     null run (``label``: e.g. "Gaussian null (isotropic)")."""
-    trace = go.Scatter(x=x, y=y, mode="lines", name=label, legendgroup=label, showlegend=showlegend,
-                       line=dict(color=color, width=2, dash="dash"), opacity=0.85 if color == NULL_COLOR else 0.6,
-                       hovertemplate=f"{label}<br>{what} %{{y:.4g}}<extra></extra>")
+    trace = go.Scatter(
+        x=x,
+        y=y,
+        mode="lines",
+        name=label,
+        legendgroup=label,
+        showlegend=showlegend,
+        line=dict(color=color, width=2, dash="dash"),
+        opacity=0.85 if color == NULL_COLOR else 0.6,
+        hovertemplate=f"{label}<br>{what} %{{y:.4g}}<extra></extra>",
+    )
     if row is None:
         fig.add_trace(trace)
     else:
@@ -40,12 +59,29 @@ def null_line(fig: go.Figure, x: Any, y: Any, label: str, *, showlegend: bool = 
 NULL_CLOUD_GROUP = "null cloud"  # the legendgroup of a figure's grey clouds (one legend entry for them all)
 
 
-def null_cloud(fig: go.Figure, x: Any, y: Any, label: str, *, size: int = 5, row: int | None = None,
-               col: int | None = None, legend: bool = False) -> None:
+def null_cloud(
+    fig: go.Figure,
+    x: Any,
+    y: Any,
+    label: str,
+    *,
+    size: int = 5,
+    row: int | None = None,
+    col: int | None = None,
+    legend: bool = False,
+) -> None:
     """The null's points as a grey cloud (WebGL), no hover: it is the backdrop of the real points. ``legend``:
     this cloud carries the legend entry that names the null (one per figure)."""
-    trace = go.Scattergl(x=x, y=y, mode="markers", name=label, showlegend=legend, hoverinfo="skip",
-                         legendgroup=NULL_CLOUD_GROUP, marker=dict(size=size, color=NULL_CLOUD))
+    trace = go.Scattergl(
+        x=x,
+        y=y,
+        mode="markers",
+        name=label,
+        showlegend=legend,
+        hoverinfo="skip",
+        legendgroup=NULL_CLOUD_GROUP,
+        marker=dict(size=size, color=NULL_CLOUD),
+    )
     if row is None:
         fig.add_trace(trace)
     else:
@@ -53,7 +89,7 @@ def null_cloud(fig: go.Figure, x: Any, y: Any, label: str, *, size: int = 5, row
 
 
 def null_label(meta: dict) -> str:
-    """"Gaussian null (kind)" from a null run's ``source`` ('null:<kind>:<run>')."""
+    """ "Gaussian null (kind)" from a null run's ``source`` ('null:<kind>:<run>')."""
     parts = str(meta.get("source") or "").split(":")
     return f"Gaussian null ({parts[1]})" if len(parts) > 2 else "Gaussian null"
 
@@ -84,8 +120,19 @@ def null_kind(name_or_label: str) -> str | None:
     if "__null-" in s:
         return s.rsplit("__null-", 1)[1].rsplit("-s", 1)[0]
     if s.startswith("Gaussian null (") and s.endswith(")"):
-        return s[len("Gaussian null ("):-1]
+        return s[len("Gaussian null (") : -1]
     return None
 
 
-__all__ = ["null_source", "runs_in_order", "null_kind", "NULL_COLOR", "NULL_CLOUD", "NULL_CLOUD_GROUP", "depth_x", "null_line", "null_cloud", "null_label"]
+__all__ = [
+    "null_source",
+    "runs_in_order",
+    "null_kind",
+    "NULL_COLOR",
+    "NULL_CLOUD",
+    "NULL_CLOUD_GROUP",
+    "depth_x",
+    "null_line",
+    "null_cloud",
+    "null_label",
+]

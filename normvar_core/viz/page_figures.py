@@ -13,21 +13,26 @@ Beside these, a page shows the per-layer curves that its runs' measures declare 
 carried by the run file): ``figures(page, runs)`` gives them after the page's own, each drawn by
 ``curve_figures.layer_curve_figure`` (:func:`declared_figure`), so a measure that declares a curve needs no line
 here."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Iterable
 
 from normvar_core.runs.declared import LayerCurve
-
 from normvar_core.viz.cloud_figures import clouds_figure
 from normvar_core.viz.curve_figures import layer_curve_figure
 from normvar_core.viz.decomposition_figures import decomposition_bars
-from normvar_core.viz.frequency_figures import (corpus_histograms, frequency_scatter, frequency_slopes,
-                                                histograms_figure)
-from normvar_core.viz.geometry_figures import (decimation_figure, geometry_profiles, outlier_heatmap, selfsim_scatter, shares_figure,
-                                               spectra_figure)
+from normvar_core.viz.frequency_figures import corpus_histograms, frequency_scatter, frequency_slopes, histograms_figure
+from normvar_core.viz.geometry_figures import (
+    decimation_figure,
+    geometry_profiles,
+    outlier_heatmap,
+    selfsim_scatter,
+    shares_figure,
+    spectra_figure,
+)
 from normvar_core.viz.isoscore_figures import isoscore_figure
 from normvar_core.viz.neighbourhood_figures import overlap_figure, overlap_k_figure, scales_figure
 from normvar_core.viz.pages import PAGE_KEYS
@@ -47,30 +52,55 @@ class Figure:
     tables: tuple[str, ...]
     columns: tuple[str, ...] = ()
     measure: str = ""
-    below: tuple["Figure", ...] = ()
+    below: tuple[Figure, ...] = ()
 
 
-ISOSCORE = Figure("isoscore", "IsoScore per layer", isoscore_figure, ("layer_geometry",), columns=("isoscore",),
-                  measure="IsoScore")
+ISOSCORE = Figure(
+    "isoscore", "IsoScore per layer", isoscore_figure, ("layer_geometry",), columns=("isoscore",), measure="IsoScore"
+)
 """IsoScore per layer (``stats.isoscore``): on the Geometry page and in the deck, drawn by the generic builder."""
 
-DECIMATION = Figure("decimation", "TwoNN decimation", decimation_figure, ("twonn_decimation",),
-                    columns=("twonn_id", "twonn_id_cross"), measure="TwoNN's decimation curve")
+DECIMATION = Figure(
+    "decimation",
+    "TwoNN decimation",
+    decimation_figure,
+    ("twonn_decimation",),
+    columns=("twonn_id", "twonn_id_cross"),
+    measure="TwoNN's decimation curve",
+)
 """TwoNN on decimated batches, seed 004's and the cross-context estimate (``stats.twonn_context``): on the
 Geometry page and in the deck, drawn by the generic builder."""
 
-SCALES = Figure("scales", "ID across scales", scales_figure, ("layer_gride",), columns=("gride_id",),
-                measure="GRIDE's intrinsic dimension across scales")
+SCALES = Figure(
+    "scales",
+    "ID across scales",
+    scales_figure,
+    ("layer_gride",),
+    columns=("gride_id",),
+    measure="GRIDE's intrinsic dimension across scales",
+)
 """GRIDE at n1 = 1 … 64, unmasked and with the own sentence masked (``pipeline.measures.neighbourhoods``): on the
 Geometry page and in the deck, drawn by the generic builder (a Gaussian null's curves in grey)."""
 
-OVERLAP_K = Figure("overlap-k", "Neighbourhood overlap against k", overlap_k_figure, ("overlap_curve",),
-                   columns=("k", "overlap", "chance"), measure="the neighbourhood overlap against k")
+OVERLAP_K = Figure(
+    "overlap-k",
+    "Neighbourhood overlap against k",
+    overlap_k_figure,
+    ("overlap_curve",),
+    columns=("k", "overlap", "chance"),
+    measure="the neighbourhood overlap against k",
+)
 """χ_k with the next layer for k = 1 … 64, unmasked and masked, beside chance k / n: under ``OVERLAP`` in its tab."""
 
-OVERLAP = Figure("overlap", "Neighbourhood overlap", overlap_figure, ("layer_overlap",),
-                 columns=("overlap_next", "overlap_last"), measure="the neighbourhood overlap between layers",
-                 below=(OVERLAP_K,))
+OVERLAP = Figure(
+    "overlap",
+    "Neighbourhood overlap",
+    overlap_figure,
+    ("layer_overlap",),
+    columns=("overlap_next", "overlap_last"),
+    measure="the neighbourhood overlap between layers",
+    below=(OVERLAP_K,),
+)
 """χ₁₀ with the next and the last layer, unmasked and masked, beside chance (``pipeline.measures.neighbourhoods``);
 the overlap against k (``OVERLAP_K``) under it."""
 
@@ -87,7 +117,12 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
     ),
     "clouds": (Figure("cloud", "Cloud (Fig. 1, App. A)", clouds_figure, ("samples",)),),
     "geometry": (
-        Figure("profiles", "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)", geometry_profiles, ("layer_geometry",)),
+        Figure(
+            "profiles",
+            "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)",
+            geometry_profiles,
+            ("layer_geometry",),
+        ),
         Figure("spectrum", "Covariance spectrum", spectra_figure, ("layer_spectrum",)),
         ISOSCORE,
         SCALES,
@@ -105,8 +140,14 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
 def declared_figure(curve: LayerCurve) -> Figure:
     """The tab (and slide) of a curve a measure declares: keyed ``<table>-<column>``, titled ``curve.title``,
     drawn by ``layer_curve_figure`` from ``curve.column`` of ``curve.table``."""
-    return Figure(curve.key, curve.title, partial(layer_curve_figure, curve=curve), (curve.table,),
-                  columns=(curve.column,), measure=curve.title)
+    return Figure(
+        curve.key,
+        curve.title,
+        partial(layer_curve_figure, curve=curve),
+        (curve.table,),
+        columns=(curve.column,),
+        measure=curve.title,
+    )
 
 
 def declared_figures(page: str | None, runs: Iterable = ()) -> tuple[Figure, ...]:
@@ -138,5 +179,16 @@ def holds(run, f: Figure) -> bool:
     return not f.columns or set(f.columns) <= set(run.table(f.tables[0]).columns)
 
 
-__all__ = ["Figure", "ISOSCORE", "DECIMATION", "SCALES", "OVERLAP", "OVERLAP_K", "FIGURES", "figures", "declared_figure",
-           "declared_figures", "holds"]
+__all__ = [
+    "Figure",
+    "ISOSCORE",
+    "DECIMATION",
+    "SCALES",
+    "OVERLAP",
+    "OVERLAP_K",
+    "FIGURES",
+    "figures",
+    "declared_figure",
+    "declared_figures",
+    "holds",
+]

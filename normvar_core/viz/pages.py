@@ -1,17 +1,18 @@
 """The dashboard's page registry: one line per page (plain data, no streamlit), read by app.py for the
 navigation and by the view state to validate ``?page=`` in shared links. Adding a page = one file in
 views/ + one line here. The figures a page shows as tabs: ``viz.page_figures``."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
 
 
 class Page(NamedTuple):
-    key: str      # ?page=<key> and the URL path
-    file: str     # views/<file>
+    key: str  # ?page=<key> and the URL path
+    file: str  # views/<file>
     title: str
-    icon: str     # a Material icon name
-    group: str    # the navigation section
+    icon: str  # a Material icon name
+    group: str  # the navigation section
 
 
 PAGES: tuple[Page, ...] = (

@@ -2,9 +2,11 @@
 uniform sample when there are too many to draw, one row of an analysis table (a layer's fit), and the
 numbers' labels. No statistics are estimated here (slopes, C.V.s and decompositions come from
 ``stats.analyses``). Pure pandas/numpy."""
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -100,8 +102,10 @@ def cloud_handoff(tokens: Sequence[str], sampled: dict[str, int]) -> tuple[list[
         return ids, None
     why = []
     if len(have) < total:
-        why.append(f"{total - len(have):,} have no stored samples (a run keeps samples for App. A's tokens and "
-                   "the most frequent types)")
+        why.append(
+            f"{total - len(have):,} have no stored samples (a run keeps samples for App. A's tokens and "
+            "the most frequent types)"
+        )
     if len(have) > len(ids):
         why.append(f"{len(have) - len(ids):,} more are past the cap of {MAX_CLOUD_TYPES} clouds")
     return ids, f"Showing {len(ids):,} of the {total:,} selected token types: " + "; ".join(why) + "."
@@ -170,7 +174,7 @@ def scatter_region(sel: Any, max_vertices: int = 100) -> tuple[str, Any] | None:
         poly = sel.get("polygon")
         if not isinstance(poly, list) or len(poly) < 3:
             return None
-        poly = poly[::max(1, -(-len(poly) // max_vertices))]
+        poly = poly[:: max(1, -(-len(poly) // max_vertices))]
         out = []
         for vertex in poly:
             if not (isinstance(vertex, list) and len(vertex) == 2):
@@ -206,10 +210,24 @@ def clicked_sample(point: Any) -> tuple[int, int] | None:
     cd = point.get("customdata") if isinstance(point, dict) else None
     if not isinstance(cd, list) or len(cd) < 4:
         return None
-    tid, i = _index(cd[2], 2 ** 31), _index(cd[3], 2 ** 31)
+    tid, i = _index(cd[2], 2**31), _index(cd[3], 2**31)
     return None if tid is None or i is None else (tid, i)
 
 
-__all__ = ["MAX_POINTS", "MAX_CLOUD_TYPES", "tradeoff_points", "find_tokens", "downsample", "fit_row", "fmt",
-           "cloud_handoff", "picked_point", "scatter_region", "event_points", "point_texts", "clicked_sample",
-           "MAX_TEXT_CHARS", "MAX_COORD"]
+__all__ = [
+    "MAX_POINTS",
+    "MAX_CLOUD_TYPES",
+    "tradeoff_points",
+    "find_tokens",
+    "downsample",
+    "fit_row",
+    "fmt",
+    "cloud_handoff",
+    "picked_point",
+    "scatter_region",
+    "event_points",
+    "point_texts",
+    "clicked_sample",
+    "MAX_TEXT_CHARS",
+    "MAX_COORD",
+]

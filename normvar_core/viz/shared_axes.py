@@ -1,8 +1,9 @@
 """Side-by-side scatters that share their axes and colour scale (Compare's two trade-off scatters): the
 same point sits at the same place and in the same colour in both, so the panels can be read across."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

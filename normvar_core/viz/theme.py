@@ -1,9 +1,9 @@
 """The figures' theme: the palette, the decomposition's fixed colours, the highlight colour, the colour scale,
 the layout (white, presentation mode with large fonts and thick lines) and the legend under the plot."""
+
 from __future__ import annotations
 
 from typing import Any
-
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 #: the decomposition's colours, fixed across every figure: M, V_B, V_W, V, Q
@@ -50,14 +50,21 @@ bottom margin to hold its rows)."""
 def apply_theme(fig, presentation: bool = False):
     """Apply ``layout_theme`` to a plotly figure (in place) and return it."""
     fig.update_layout(**layout_theme(presentation))
-    axis = dict(showline=True, linecolor="#888", mirror=True, ticks="outside",
-                gridcolor="#eee", zeroline=False,
-                title_font=dict(size=(20 if presentation else 13) + 1))
+    axis = dict(
+        showline=True,
+        linecolor="#888",
+        mirror=True,
+        ticks="outside",
+        gridcolor="#eee",
+        zeroline=False,
+        title_font=dict(size=(20 if presentation else 13) + 1),
+    )
     fig.update_xaxes(**axis)
     fig.update_yaxes(**axis)
-    if presentation:   # thicker lines; a band's edges (width 0, ``viz.bands``) stay invisible: bands are fills
-        fig.update_traces(selector=lambda t: getattr(t, "mode", None) == "lines" and t.line.width != 0,
-                          line=dict(width=4))
+    if presentation:  # thicker lines; a band's edges (width 0, ``viz.bands``) stay invisible: bands are fills
+        fig.update_traces(
+            selector=lambda t: getattr(t, "mode", None) == "lines" and t.line.width != 0, line=dict(width=4)
+        )
         fig.update_traces(selector=dict(mode="lines+markers"), line=dict(width=4), marker=dict(size=10))
         fig.update_annotations(font_size=22)
     return fig

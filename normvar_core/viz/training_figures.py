@@ -1,5 +1,6 @@
 """Training dynamics of a sweep (one run per checkpoint; seed 004 Fig. 2–4) and the study's measures
 against training step."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,7 @@ from normvar_core.viz.theme import COLORSCALE, PALETTE, apply_theme
 
 
 def _x(step: pd.Series) -> np.ndarray:
-    return np.maximum(step.to_numpy(dtype=np.float64), 1.0)   # step 0 drawn at 1 on the log axis
+    return np.maximum(step.to_numpy(dtype=np.float64), 1.0)  # step 0 drawn at 1 on the log axis
 
 
 def sweep_measures(runs: list) -> pd.DataFrame:
@@ -28,29 +29,46 @@ def sweep_measures(runs: list) -> pd.DataFrame:
         row = {"run": r.name, "step": int(r.meta.get("step") or 0)}
         if tr["cv_q"].notna().any():
             i, j, k = tr["cv_q"].idxmin(), tr["slope"].idxmin(), tr["r2"].idxmax()
-            row.update(min_cv_q=tr.loc[i, "cv_q"], min_cv_q_layer=int(tr.loc[i, "layer"]),
-                       best_slope=tr.loc[j, "slope"], best_slope_layer=int(tr.loc[j, "layer"]),
-                       best_r2=tr.loc[k, "r2"], best_r2_layer=int(tr.loc[k, "layer"]))
+            row.update(
+                min_cv_q=tr.loc[i, "cv_q"],
+                min_cv_q_layer=int(tr.loc[i, "layer"]),
+                best_slope=tr.loc[j, "slope"],
+                best_slope_layer=int(tr.loc[j, "layer"]),
+                best_r2=tr.loc[k, "r2"],
+                best_r2_layer=int(tr.loc[k, "layer"]),
+            )
         last = dec.iloc[-1]
         row.update(m_over_q=last["m_over_q"], v_w_over_v=last["v_w_over_v"])
         if r.has("geometry"):
             g = r.table("layer_geometry")
-            row.update(twonn_id=g["twonn_id"].mean(), twonn_id_std=g["twonn_id_std"].mean(),
-                       max_anisotropy=g["anisotropy"].max())
+            row.update(
+                twonn_id=g["twonn_id"].mean(),
+                twonn_id_std=g["twonn_id_std"].mean(),
+                max_anisotropy=g["anisotropy"].max(),
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def id_figure(m: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
     """Seed 004 Fig. 2: intrinsic dimension averaged over layers against training step (± std)."""
-    fig = go.Figure(go.Scatter(x=_x(m["step"]), y=m["twonn_id"], mode="lines+markers", text=m["run"],
-                               error_y=dict(type="data", array=m["twonn_id_std"], visible=True),
-                               line=dict(color=PALETTE[0], width=2.5),
-                               hovertemplate="%{text}<br>step %{x}<br>ID %{y:.2f}<extra></extra>"))
+    fig = go.Figure(
+        go.Scatter(
+            x=_x(m["step"]),
+            y=m["twonn_id"],
+            mode="lines+markers",
+            text=m["run"],
+            error_y=dict(type="data", array=m["twonn_id_std"], visible=True),
+            line=dict(color=PALETTE[0], width=2.5),
+            hovertemplate="%{text}<br>step %{x}<br>ID %{y:.2f}<extra></extra>",
+        )
+    )
     fig.update_xaxes(type="log", title_text="training step (0 drawn at 1)")
     fig.update_yaxes(title_text="TwoNN ID, mean over layers")
-    fig.update_layout(title=title or "Intrinsic dimension during training (Razzhigaev et al. 2024 protocol, Fig. 2)",
-                      height=420 if presentation else 380)
+    fig.update_layout(
+        title=title or "Intrinsic dimension during training (Razzhigaev et al. 2024 protocol, Fig. 2)",
+        height=420 if presentation else 380,
+    )
     return apply_theme(fig, presentation)
 
 
@@ -66,31 +84,57 @@ def anisotropy_by_step(runs: list, *, presentation: bool = False, title: str | N
         g = r.table("layer_geometry").sort_values("layer")
         t = 0.0 if hi == lo else (np.log10(s) - lo) / (hi - lo)
         color = pc.sample_colorscale(COLORSCALE, [t])[0]
-        fig.add_trace(go.Scatter(x=g["layer"], y=g["anisotropy"], mode="lines+markers", name=f"step {int(r.meta.get('step') or 0)}",
-                                 line=dict(color=color, width=2), customdata=[r.name] * len(g),
-                                 hovertemplate="%{customdata}<br>layer %{x}<br>anisotropy %{y:.4f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=g["layer"],
+                y=g["anisotropy"],
+                mode="lines+markers",
+                name=f"step {int(r.meta.get('step') or 0)}",
+                line=dict(color=color, width=2),
+                customdata=[r.name] * len(g),
+                hovertemplate="%{customdata}<br>layer %{x}<br>anisotropy %{y:.4f}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text="layer")
     fig.update_yaxes(title_text="anisotropy λ₁/Σλ (exact)")
-    fig.update_layout(title=title or "Anisotropy per layer across training (Razzhigaev et al. 2024 protocol, Fig. 3/4)",
-                      height=440 if presentation else 400)
+    fig.update_layout(
+        title=title or "Anisotropy per layer across training (Razzhigaev et al. 2024 protocol, Fig. 3/4)",
+        height=440 if presentation else 400,
+    )
     return apply_theme(fig, presentation)
 
 
 def measures_figure(m: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
     """The study's measures against training step, the layer where each is reached in the hover."""
-    panels = (("min_cv_q", "min C.V. of Q(Xₜ)", "min_cv_q_layer"), ("best_slope", "most negative slope V on M",
-              "best_slope_layer"), ("best_r2", "best R²", "best_r2_layer"), ("m_over_q", "M(X)/Q(X), last layer", None),
-              ("v_w_over_v", "V<sub>W</sub>(X)/V(X), last layer", None))
+    panels = (
+        ("min_cv_q", "min C.V. of Q(Xₜ)", "min_cv_q_layer"),
+        ("best_slope", "most negative slope V on M", "best_slope_layer"),
+        ("best_r2", "best R²", "best_r2_layer"),
+        ("m_over_q", "M(X)/Q(X), last layer", None),
+        ("v_w_over_v", "V<sub>W</sub>(X)/V(X), last layer", None),
+    )
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.05)
     for c, (key, _, layer_key) in enumerate(panels, start=1):
         if key not in m:
             continue
         custom = m[layer_key] if layer_key else m["run"]
-        fig.add_trace(go.Scatter(x=_x(m["step"]), y=m[key], mode="lines+markers", showlegend=False,
-                                 line=dict(color=PALETTE[c % len(PALETTE)], width=2.5), customdata=custom,
-                                 hovertemplate=("step %{x}<br>%{y:.4g}<br>layer %{customdata}<extra></extra>"
-                                                if layer_key else "step %{x}<br>%{y:.4g}<extra></extra>")),
-                      row=1, col=c)
+        fig.add_trace(
+            go.Scatter(
+                x=_x(m["step"]),
+                y=m[key],
+                mode="lines+markers",
+                showlegend=False,
+                line=dict(color=PALETTE[c % len(PALETTE)], width=2.5),
+                customdata=custom,
+                hovertemplate=(
+                    "step %{x}<br>%{y:.4g}<br>layer %{customdata}<extra></extra>"
+                    if layer_key
+                    else "step %{x}<br>%{y:.4g}<extra></extra>"
+                ),
+            ),
+            row=1,
+            col=c,
+        )
         fig.update_xaxes(type="log", row=1, col=c)
     fig.update_layout(title=title or "The study's measures during training", height=380 if presentation else 340)
     return apply_theme(fig, presentation)

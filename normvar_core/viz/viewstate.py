@@ -6,15 +6,18 @@ the highlighted tokens, the presentation toggle, and for Compare a second run an
 value falls back to the default) and ``to_query`` writes only the values that differ from the defaults,
 so links stay short. Pure Python + plotly: no Streamlit import here.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 #: the study's band for regressions and statistics over X (§5.3): 1 <= log10 n_t <= 5
 from normvar_core.constants import STUDY_BAND_LOG10 as DEFAULT_BAND
+
 MAX_TOKENS = 50
 MAX_TOKEN_CHARS = 64
 
@@ -30,7 +33,7 @@ def _first(value: Any) -> str | None:
 
 
 #: the largest integer a link may carry (a layer, a token id): far above any model's, far below int64's
-MAX_INT = 2 ** 31 - 1
+MAX_INT = 2**31 - 1
 _DIGITS = frozenset("0123456789")
 
 
@@ -75,14 +78,16 @@ def parse_bool(value: Any, default: bool = False) -> bool:
     return s.strip().lower() in ("1", "true", "yes", "on")
 
 
-def parse_band(value: Any, default: tuple[float, float] = DEFAULT_BAND,
-               bounds: tuple[float, float] = (0.0, 9.0)) -> tuple[float, float]:
+def parse_band(
+    value: Any, default: tuple[float, float] = DEFAULT_BAND, bounds: tuple[float, float] = (0.0, 9.0)
+) -> tuple[float, float]:
     """``"1,5"`` or ``"1-5"`` -> (1.0, 5.0) in log10 n_t; clipped to ``bounds``, ordered."""
     s = _first(value)
     if not s:
         return default
-    parts = [_ascii_float(p) for p in s.replace(";", ",").replace("-", ",").replace("_", ",").split(",")
-             if p.strip() != ""]
+    parts = [
+        _ascii_float(p) for p in s.replace(";", ",").replace("-", ",").replace("_", ",").split(",") if p.strip() != ""
+    ]
     if len(parts) != 2 or None in parts:
         return default
     lo, hi = parts
@@ -132,6 +137,8 @@ def parse_names(value: Any, limit: int = 16) -> list[str]:
             if n and n not in names:
                 names.append(n)
     return names[:limit]
+
+
 def parse_ids(value: Any) -> list[int]:
     """``"101,2003"`` -> [101, 2003]: token ids (``parse_int``'s ASCII digits, 0 to ``MAX_INT``), deduplicated,
     capped; anything else is dropped."""
@@ -178,7 +185,7 @@ class ViewState:
     """The open section (tab) of a page with several figures (``?section=slopes``); None = its first."""
 
     @classmethod
-    def from_query(cls, params: Mapping[str, Any]) -> "ViewState":
+    def from_query(cls, params: Mapping[str, Any]) -> ViewState:
         page = _first(params.get("page"))
         depth = parse_float(params.get("depth"))
         return cls(

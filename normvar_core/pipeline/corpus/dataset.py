@@ -29,6 +29,7 @@ The Ray executor's actors each read one contiguous shard (``DatasetSource.shard`
 rows, ``IterableDataset.shard`` over the source's files, ``contiguous=True``), so the shards in order are
 the whole dataset in order, and ``corpus.ranges`` samples them as one pass does.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -68,12 +69,12 @@ def datasets_offline():
 class DatasetSource:
     """One opened dataset split: its rows (not read yet), its text column and its provenance."""
 
-    ds: Any                 # datasets.Dataset (save_to_disk) or datasets.IterableDataset (streamed)
+    ds: Any  # datasets.Dataset (save_to_disk) or datasets.IterableDataset (streamed)
     column: str
-    label: str              # the corpus name a run records
-    digest: str             # fingerprint, Hub commit or sha256 of the files: the run's corpus_sha256
+    label: str  # the corpus name a run records
+    digest: str  # fingerprint, Hub commit or sha256 of the files: the run's corpus_sha256
     provenance: dict = field(default_factory=dict)
-    stream: Any = None      # a save_to_disk folder's Arrow files streamed in order (a whole pass reads these)
+    stream: Any = None  # a save_to_disk folder's Arrow files streamed in order (a whole pass reads these)
 
     @property
     def n_shares(self) -> int:
@@ -91,8 +92,10 @@ class DatasetSource:
             for batch in ds.select_columns([self.column]).with_format("arrow").iter(batch_size=ROWS):
                 yield batch.column(self.column).to_pylist()
         except (OSError, ValueError, TypeError) as exc:  # pyarrow's errors are ValueError/OSError subclasses
-            raise NormvarError(f"cannot read dataset {self.label}: {_first_line(exc)}",
-                               fix="check that its files are complete and of one schema") from None
+            raise NormvarError(
+                f"cannot read dataset {self.label}: {_first_line(exc)}",
+                fix="check that its files are complete and of one schema",
+            ) from None
 
     def feed(self, sink, index: int | None = None, num: int | None = None) -> None:
         """Every cell to ``sink.add`` as a record (null -> ''; a non-string value: '' and ``n_not_text``)."""
@@ -115,17 +118,20 @@ def open_dataset(cfg, *, hash_files: bool = True) -> DatasetSource:
         return _streamed(cfg, builder, label=dataset_stem(files[0][0]), kind="files", hash_files=hash_files)
     if path.is_dir():
         _check_data_folder(path)
-        return _streamed(cfg, _builder(datasets, str(path.resolve()), cfg), label=path.name, kind="folder",
-                         hash_files=hash_files)
+        return _streamed(
+            cfg, _builder(datasets, str(path.resolve()), cfg), label=path.name, kind="folder", hash_files=hash_files
+        )
     if _looks_like_hub_id(spec):
         snap = hub_snapshot(spec, cfg.dataset_revision)
         if snap is not None:
             builder = _builder(datasets, str(snap), cfg)
             return _streamed(cfg, builder, label=spec.split("/")[-1], kind="hub", commit=snap.name)
         return _streamed(cfg, _cached_builder(datasets, spec, cfg), label=spec.split("/")[-1], kind="hub")
-    raise NormvarError(f"dataset not found: {spec!r} is not a data file, a folder or a Hub id in the local cache",
-                       fix="pass a save_to_disk folder, data files (.parquet/.json/.jsonl/.csv/.arrow) or the id of "
-                           "a dataset downloaded before (normvar reads Hub datasets offline)")
+    raise NormvarError(
+        f"dataset not found: {spec!r} is not a data file, a folder or a Hub id in the local cache",
+        fix="pass a save_to_disk folder, data files (.parquet/.json/.jsonl/.csv/.arrow) or the id of "
+        "a dataset downloaded before (normvar reads Hub datasets offline)",
+    )
 
 
 def check_dataset(cfg) -> None:
@@ -137,8 +143,10 @@ def check_dataset(cfg) -> None:
 def absolute_dataset(spec: str) -> str:
     """``spec`` with its local paths absolute (a job's worker may run elsewhere); Hub ids unchanged."""
     items = [s.strip() for s in spec.split(",")]
-    local = [Path(s).expanduser().exists() or any(c in s for c in "*?[") or s.lower().endswith(tuple(BUILDERS))
-             for s in items]
+    local = [
+        Path(s).expanduser().exists() or any(c in s for c in "*?[") or s.lower().endswith(tuple(BUILDERS))
+        for s in items
+    ]
     return ",".join(str(Path(s).expanduser().absolute()) if is_local else s for s, is_local in zip(items, local))
 
 
@@ -154,16 +162,22 @@ def _data_files(spec: str) -> tuple[list[str], str] | None:
     if len({BUILDERS[s] for s in suffixes}) > 1:
         raise NormvarError(f"dataset files of several types: {spec}", fix="pass files of one type")
     if len(items) == 1 and Path(items[0]).expanduser().is_dir():
-        return None   # a folder named like a file (x.json): read as a folder
+        return None  # a folder named like a file (x.json): read as a folder
     files: list[str] = []
     for item in items:
-        found = sorted(glob.glob(os.path.expanduser(item))) if any(c in item for c in "*?[") else \
-            [os.path.expanduser(item)] if os.path.lexists(os.path.expanduser(item)) else []
+        found = (
+            sorted(glob.glob(os.path.expanduser(item)))
+            if any(c in item for c in "*?[")
+            else [os.path.expanduser(item)]
+            if os.path.lexists(os.path.expanduser(item))
+            else []
+        )
         if not found:
             raise NormvarError(f"dataset file not found: {item}", fix="check the path (globs: quote them)")
-        for f in found:   # a folder, a FIFO (whose read would block), a device: one line before anything reads it
-            check_regular_input(f, "--dataset", "pass data files (.parquet/.json/.jsonl/.csv/.arrow), a folder "
-                                                "or a Hub id")
+        for f in found:  # a folder, a FIFO (whose read would block), a device: one line before anything reads it
+            check_regular_input(
+                f, "--dataset", "pass data files (.parquet/.json/.jsonl/.csv/.arrow), a folder or a Hub id"
+            )
         # the names as given (a link's target is never named in a message or recorded)
         files.extend(os.path.abspath(f) for f in found)
     return files, suffixes.pop()
@@ -176,36 +190,47 @@ def _check_data_folder(path: Path) -> None:
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         if any(n.lower().endswith(tuple(BUILDERS)) for n in names if not n.startswith(".")):
             return
-    raise NormvarError(f"--dataset {path} holds no dataset: neither save_to_disk files (state.json, "
-                       f"dataset_dict.json) nor data files ({', '.join(BUILDERS)})",
-                       fix="pass a save_to_disk folder or data files, or a text file as --corpus")
+    raise NormvarError(
+        f"--dataset {path} holds no dataset: neither save_to_disk files (state.json, "
+        f"dataset_dict.json) nor data files ({', '.join(BUILDERS)})",
+        fix="pass a save_to_disk folder or data files, or a text file as --corpus",
+    )
 
 
 def _from_disk(cfg, path: Path, *, hash_files: bool = True) -> DatasetSource:
     datasets = datasets_offline()
     for option in ("dataset_config", "dataset_revision"):
         if getattr(cfg, option):
-            raise NormvarError(f"--{option.replace('_', '-')} does not apply to a save_to_disk folder ({path.name})",
-                               fix=f"drop --{option.replace('_', '-')}")
+            raise NormvarError(
+                f"--{option.replace('_', '-')} does not apply to a save_to_disk folder ({path.name})",
+                fix=f"drop --{option.replace('_', '-')}",
+            )
     try:
         loaded = datasets.load_from_disk(str(path))
     except IndexError:  # the library's own failure on a dataset saved with no rows (no Arrow table to concatenate)
         raise NormvarError(f"dataset {path.name} has no rows", fix="pass a dataset with text in it") from None
     except (OSError, ValueError, KeyError) as exc:
-        raise NormvarError(f"cannot read the save_to_disk folder {path}: {_first_line(exc)}",
-                           fix="write it again with Dataset.save_to_disk") from None
+        raise NormvarError(
+            f"cannot read the save_to_disk folder {path}: {_first_line(exc)}",
+            fix="write it again with Dataset.save_to_disk",
+        ) from None
     if isinstance(loaded, datasets.DatasetDict):
         split = pick_split(list(loaded), cfg.split, path.name)
         ds = loaded[split]
     else:
         split = str(loaded.split) if loaded.split is not None else None
         if cfg.split and cfg.split != split:
-            raise NormvarError(f"split {cfg.split!r} not in {path.name}: it holds one dataset"
-                               + (f" (split {split!r})" if split else " without splits"), fix="drop --split")
+            raise NormvarError(
+                f"split {cfg.split!r} not in {path.name}: it holds one dataset"
+                + (f" (split {split!r})" if split else " without splits"),
+                fix="drop --split",
+            )
         ds = loaded
     if int(ds.num_rows) == 0:
-        raise NormvarError(f"dataset {path.name}" + (f" (split {split!r})" if split else "") + " has no rows",
-                           fix="pass a dataset with text in it")
+        raise NormvarError(
+            f"dataset {path.name}" + (f" (split {split!r})" if split else "") + " has no rows",
+            fix="pass a dataset with text in it",
+        )
     column = text_column(ds.features, cfg.text_column, path.name)
     folder = path / split if isinstance(loaded, datasets.DatasetDict) else path
     state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
@@ -216,8 +241,16 @@ def _from_disk(cfg, path: Path, *, hash_files: bool = True) -> DatasetSource:
     stream = _scan_lightly(arrow).as_streaming_dataset(split="train")
     # the data's own hash: state.json's _fingerprint stays the same when the Arrow files are rewritten
     fingerprint = files_sha256(arrow_files) if hash_files else ""
-    prov = dict(id=str(path.resolve()), kind="save_to_disk", config=None, split=split, revision=None,
-                fingerprint=fingerprint, text_column=column, rows=int(ds.num_rows))
+    prov = dict(
+        id=str(path.resolve()),
+        kind="save_to_disk",
+        config=None,
+        split=split,
+        revision=None,
+        fingerprint=fingerprint,
+        text_column=column,
+        rows=int(ds.num_rows),
+    )
     return DatasetSource(ds, column, path.name, fingerprint, prov, stream=stream)
 
 
@@ -236,7 +269,7 @@ def _builder(datasets, path: str, cfg, data_files=None):
     """``load_dataset_builder`` (no data read); the library's refusals as one NormvarError line."""
     try:
         return datasets.load_dataset_builder(path, name=cfg.dataset_config, data_files=data_files)
-    except Exception as exc:  # noqa: BLE001 - datasets raises ValueError, FileNotFoundError, its own errors
+    except Exception as exc:
         raise _refused(cfg, exc) from None
 
 
@@ -245,24 +278,34 @@ def _cached_builder(datasets, spec: str, cfg):
     builder = _builder(datasets, spec, cfg)
     commit = str(builder.hash or "")
     if cfg.dataset_revision and not commit.startswith(cfg.dataset_revision):
-        raise NormvarError(f"revision {cfg.dataset_revision!r} of dataset {spec} is not in the local cache "
-                           f"(cached: {commit[:12] or 'none'})", fix="drop --dataset-revision, or cache that revision")
+        raise NormvarError(
+            f"revision {cfg.dataset_revision!r} of dataset {spec} is not in the local cache "
+            f"(cached: {commit[:12] or 'none'})",
+            fix="drop --dataset-revision, or cache that revision",
+        )
     return builder
 
 
-def _streamed(cfg, builder, *, label: str, kind: str, commit: str | None = None,
-              hash_files: bool = True) -> DatasetSource:
+def _streamed(
+    cfg, builder, *, label: str, kind: str, commit: str | None = None, hash_files: bool = True
+) -> DatasetSource:
     """One split of ``builder`` streamed (``as_streaming_dataset``), checked, with its provenance."""
     files = dict(builder.config.data_files or {})
     split = pick_split(list(files) if files else list(builder.info.splits or {}), cfg.split, label)
     try:
         ds = _scan_lightly(builder).as_streaming_dataset(split=split)
         features = ds.features if ds.features is not None else ds._resolve_features().features  # reads one batch
-    except Exception as exc:  # noqa: BLE001 - unreadable files, schema errors
+    except Exception as exc:
         raise _refused(cfg, exc) from None
     column = text_column(features, cfg.text_column, label)
-    prov = dict(id=str(cfg.dataset).strip() if kind == "hub" else ",".join(map(str, files.get(split) or [])) or label,
-                kind=kind, config=builder.config.name, split=split, revision=cfg.dataset_revision, text_column=column)
+    prov = dict(
+        id=str(cfg.dataset).strip() if kind == "hub" else ",".join(map(str, files.get(split) or [])) or label,
+        kind=kind,
+        config=builder.config.name,
+        split=split,
+        revision=cfg.dataset_revision,
+        text_column=column,
+    )
     if kind == "hub":
         prov["commit"] = digest = commit or str(builder.hash)
     else:
@@ -290,13 +333,16 @@ def hub_snapshot(repo_id: str, revision: str | None) -> Path | None:
 def pick_split(available: list[str], wanted: str | None, label: str) -> str:
     if wanted:
         if wanted not in available:
-            raise NormvarError(f"split {wanted!r} not in dataset {label}; splits: {', '.join(available) or 'none'}",
-                               fix=f"pass --split with one of: {', '.join(available)}")
+            raise NormvarError(
+                f"split {wanted!r} not in dataset {label}; splits: {', '.join(available) or 'none'}",
+                fix=f"pass --split with one of: {', '.join(available)}",
+            )
         return wanted
     if "train" in available or len(available) == 1:
         return "train" if "train" in available else available[0]
-    raise NormvarError(f"dataset {label} has no train split; splits: {', '.join(available) or 'none'}",
-                       fix="pass --split NAME")
+    raise NormvarError(
+        f"dataset {label} has no train split; splits: {', '.join(available) or 'none'}", fix="pass --split NAME"
+    )
 
 
 def text_column(features, wanted: str | None, label: str) -> str:
@@ -309,14 +355,18 @@ def text_column(features, wanted: str | None, label: str) -> str:
 def _refused(cfg, exc: Exception) -> NormvarError:
     msg = _first_line(exc)
     if isinstance(exc, ConnectionError) or "OfflineModeIsEnabled" in msg:
-        return NormvarError(f"dataset {cfg.dataset} is not in the local Hugging Face cache ($HF_HOME/hub or "
-                            "$HF_HOME/datasets) and normvar never downloads",
-                            fix="download it once (datasets.load_dataset or huggingface-cli download --repo-type "
-                                "dataset), or pass a save_to_disk folder or data files")
+        return NormvarError(
+            f"dataset {cfg.dataset} is not in the local Hugging Face cache ($HF_HOME/hub or "
+            "$HF_HOME/datasets) and normvar never downloads",
+            fix="download it once (datasets.load_dataset or huggingface-cli download --repo-type "
+            "dataset), or pass a save_to_disk folder or data files",
+        )
     if "BuilderConfig" in msg or "config" in msg.lower():
         return NormvarError(f"dataset {cfg.dataset}: {msg}", fix="pass --dataset-config with one of its configurations")
-    return NormvarError(f"cannot open dataset {cfg.dataset}: {msg}",
-                        fix="check --dataset (offline: only datasets in the local Hugging Face cache)")
+    return NormvarError(
+        f"cannot open dataset {cfg.dataset}: {msg}",
+        fix="check --dataset (offline: only datasets in the local Hugging Face cache)",
+    )
 
 
 def files_sha256(files: list) -> str:
@@ -347,9 +397,27 @@ def dataset_cut(cfg, k: int, put) -> dict:
     src = open_dataset(cfg)
     n = max(1, min(int(k), src.n_shares))
     ranges = [put(json.dumps({"index": i, "num": n}).encode()) for i in range(n)]
-    return dict(path=Path(src.label), name=src.label, format=FORMAT, sha256=src.digest, ranges=ranges,
-                column=src.column, dataset=src.provenance)
+    return dict(
+        path=Path(src.label),
+        name=src.label,
+        format=FORMAT,
+        sha256=src.digest,
+        ranges=ranges,
+        column=src.column,
+        dataset=src.provenance,
+    )
 
 
-__all__ = ["DatasetSource", "open_dataset", "check_dataset", "dataset_cut", "absolute_dataset", "hub_snapshot", "pick_split", "text_column",
-           "files_sha256", "datasets_offline", "FORMAT"]
+__all__ = [
+    "DatasetSource",
+    "open_dataset",
+    "check_dataset",
+    "dataset_cut",
+    "absolute_dataset",
+    "hub_snapshot",
+    "pick_split",
+    "text_column",
+    "files_sha256",
+    "datasets_offline",
+    "FORMAT",
+]

@@ -10,6 +10,7 @@ byte-range reader (``ranges``: the Ray workers) share, so both parse a record th
 Reading order in the corpus stage: ``stream`` (bytes -> lines) and ``select`` (records -> the run's sentences)
 below this module; ``tables``, ``read``, ``dataset`` and ``ranges`` above it.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def resolve_corpus_path(corpus: str, data_dir=None) -> Path:
         if alt.exists():
             p = alt
     if not p.exists():
-        raise NormvarError(f"corpus file not found: {corpus}",
-                           fix="check the path (omit --corpus for the shipped novels)")
+        raise NormvarError(
+            f"corpus file not found: {corpus}", fix="check the path (omit --corpus for the shipped novels)"
+        )
     if p.is_dir():
         raise NormvarError(f"corpus path is a directory: {corpus}", fix=f"pass one file ({_SUPPORTED})")
     return check_regular_input(p, "--corpus", f"pass one regular file ({_SUPPORTED})")
@@ -48,8 +50,7 @@ def corpus_format(path: Path) -> str:
     """The supported suffix of ``path`` ('.txt.gz', '.csv', ...), else a NormvarError."""
     fmt = corpus_suffix(path.name)
     if fmt is None:
-        raise NormvarError(f"unsupported corpus file type: {path.name}",
-                           fix=f"use one of: {_SUPPORTED}")
+        raise NormvarError(f"unsupported corpus file type: {path.name}", fix=f"use one of: {_SUPPORTED}")
     return fmt
 
 
@@ -98,33 +99,45 @@ def cell(v) -> str:
     return "" if v is None else v if isinstance(v, str) else str(v)
 
 
-def pick_column(available: list[str], text_cols: list[str], wanted: str | None, path: Path,
-                named_ok: list[str] | None = None) -> str:
+def pick_column(
+    available: list[str], text_cols: list[str], wanted: str | None, path: Path, named_ok: list[str] | None = None
+) -> str:
     """``wanted`` (which must exist and hold text), else the only text column."""
     if wanted:
         if wanted not in available:
-            raise NormvarError(f"column {wanted!r} not in {path.name}; columns: {', '.join(available)}",
-                               fix=f"pass --text-column with one of: {', '.join(text_cols or available)}")
+            raise NormvarError(
+                f"column {wanted!r} not in {path.name}; columns: {', '.join(available)}",
+                fix=f"pass --text-column with one of: {', '.join(text_cols or available)}",
+            )
         if wanted not in (named_ok if named_ok is not None else text_cols):
             others = ", ".join(text_cols)
-            raise NormvarError(f"column {wanted!r} of {path.name} is not text (numbers, booleans or only nulls)",
-                               fix=f"pass --text-column with a text column: {others}" if others
-                               else "write the sentences as a column of strings")
+            raise NormvarError(
+                f"column {wanted!r} of {path.name} is not text (numbers, booleans or only nulls)",
+                fix=f"pass --text-column with a text column: {others}"
+                if others
+                else "write the sentences as a column of strings",
+            )
         return wanted
     if len(text_cols) == 1:
         return text_cols[0]
     if not text_cols:  # --text-column cannot help: nothing holds strings
         example = _EXAMPLE.get(path.suffix.lower(), "a column of text")
-        raise NormvarError(f"{path.name} has no text column: none of its columns ({', '.join(available) or 'none'}) "
-                           "holds strings", fix=f"write the sentences as strings in one column ({example})")
+        raise NormvarError(
+            f"{path.name} has no text column: none of its columns ({', '.join(available) or 'none'}) holds strings",
+            fix=f"write the sentences as strings in one column ({example})",
+        )
     raise NormvarError(
         f"{path.name} has {len(text_cols)} text columns ({', '.join(text_cols) or 'none'}); "
         f"columns: {', '.join(available)}",
-        fix="pass --text-column NAME")
+        fix="pass --text-column NAME",
+    )
 
 
-_EXAMPLE = {".jsonl": 'one object a line, e.g. {"text": "A sentence."}', ".csv": "a header row and a column of text",
-            ".parquet": "a string column"}
+_EXAMPLE = {
+    ".jsonl": 'one object a line, e.g. {"text": "A sentence."}',
+    ".csv": "a header row and a column of text",
+    ".parquet": "a string column",
+}
 
 
 # ----------------------------------------------------------------------------- JSONL
@@ -165,12 +178,15 @@ def jsonl_rows(stream: CorpusStream, path: Path) -> Iterator[list[dict]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                err = NormvarError(f"{path.name} line {lineno} is not JSON ({exc.msg})",
-                                   fix="write one JSON object per line")
+                err = NormvarError(
+                    f"{path.name} line {lineno} is not JSON ({exc.msg})", fix="write one JSON object per line"
+                )
                 break
             if not isinstance(obj, dict):
-                err = NormvarError(f"{path.name} line {lineno} is not a JSON object",
-                                   fix='write one object per line, e.g. {"text": "..."}')
+                err = NormvarError(
+                    f"{path.name} line {lineno} is not a JSON object",
+                    fix='write one object per line, e.g. {"text": "..."}',
+                )
                 break
             rows.append(obj)
         if err is not None:
@@ -191,8 +207,10 @@ def json_cells(rows: list[dict], col: str, sel: Selection) -> None:
 
 # ----------------------------------------------------------------------------- Parquet
 def _unreadable(exc, path: Path) -> NormvarError:
-    return NormvarError(f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
-                        fix="write it with pandas.DataFrame.to_parquet or pyarrow")
+    return NormvarError(
+        f"{path.name} is not a readable Parquet file ({str(exc).splitlines()[0]})",
+        fix="write it with pandas.DataFrame.to_parquet or pyarrow",
+    )
 
 
 def parquet_open(source, path: Path):
@@ -227,13 +245,24 @@ def parquet_cells(pf, col: str, sel, path: Path, row_groups: list[int] | None = 
     import pyarrow as pa
 
     try:
-        for batch in pf.iter_batches(batch_size=PARQUET_ROWS, row_groups=row_groups, columns=[col],
-                                     use_threads=False):
+        for batch in pf.iter_batches(batch_size=PARQUET_ROWS, row_groups=row_groups, columns=[col], use_threads=False):
             sel.add([cell(v) for v in batch.column(0).to_pylist()])
     except (pa.ArrowInvalid, OSError) as exc:
         raise _unreadable(exc, path) from None
 
 
-__all__ = ["resolve_corpus_path", "corpus_format", "paragraphs", "SentenceSplitter", "cell", "pick_column",
-           "JsonColumns", "jsonl_rows", "json_cells", "parquet_open", "parquet_column", "parquet_cells",
-           "PARQUET_ROWS"]
+__all__ = [
+    "resolve_corpus_path",
+    "corpus_format",
+    "paragraphs",
+    "SentenceSplitter",
+    "cell",
+    "pick_column",
+    "JsonColumns",
+    "jsonl_rows",
+    "json_cells",
+    "parquet_open",
+    "parquet_column",
+    "parquet_cells",
+    "PARQUET_ROWS",
+]

@@ -28,6 +28,7 @@ What travels where (the Ray executor, ``execute.on_ray``):
 A range that fails to decode or parse raises in its worker; the driver then reads the file itself
 with ``load_sentences``, which raises the whole-file reader's error (its precedence and offsets).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,18 @@ import numpy as np
 from normvar_core.config import RunConfig
 from normvar_core.corpus_formats import corpus_label
 from normvar_core.pipeline.corpus.dataset import open_dataset
-from normvar_core.pipeline.corpus.formats import (JsonColumns, SentenceSplitter, corpus_format, json_cells,
-                                                  jsonl_rows, paragraphs, parquet_cells, parquet_column, parquet_open,
-                                                  resolve_corpus_path)
+from normvar_core.pipeline.corpus.formats import (
+    JsonColumns,
+    SentenceSplitter,
+    corpus_format,
+    json_cells,
+    jsonl_rows,
+    paragraphs,
+    parquet_cells,
+    parquet_column,
+    parquet_open,
+    resolve_corpus_path,
+)
 from normvar_core.pipeline.corpus.select import KEEP_TOO_LONG, CorpusText, Selection
 from normvar_core.pipeline.corpus.stream import CorpusStream
 
@@ -186,13 +196,21 @@ def keep_range(sel: Selection, room: int) -> dict:
     lengths = sel.word_lengths()
     room = min(int(room), len(sel.kept))
     # "word_lengths", not "lengths": an actor's part also carries its encoding's token lengths (``actor_keep``)
-    return {"sentences": sel.kept[:room], "word_lengths": lengths[:room], "n_capped": len(sel.kept) - room,
-            "n_read": sel.n_read, "n_empty": sel.n_empty, "n_too_long": sel.n_too_long,
-            "n_sampled_out": sel.n_sampled_out, "too_long": list(sel.too_long)}
+    return {
+        "sentences": sel.kept[:room],
+        "word_lengths": lengths[:room],
+        "n_capped": len(sel.kept) - room,
+        "n_read": sel.n_read,
+        "n_empty": sel.n_empty,
+        "n_too_long": sel.n_too_long,
+        "n_sampled_out": sel.n_sampled_out,
+        "too_long": list(sel.too_long),
+    }
 
 
-def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text: int = 0, n_null: int = 0,
-                     column: str | None = None) -> CorpusText:
+def merge_selections(
+    cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text: int = 0, n_null: int = 0, column: str | None = None
+) -> CorpusText:
     """The driver's ``CorpusText`` from the ranges' ``keep_range`` parts, in range order."""
     sel = Selection(cfg)
     for p in parts:
@@ -200,21 +218,39 @@ def merge_selections(cfg: RunConfig, cut: dict, parts: list[dict], *, n_not_text
             setattr(sel, k, getattr(sel, k) + int(p[k]))
         sel.kept.extend(p["sentences"])
         sel.word_blocks.append(np.asarray(p["word_lengths"], np.int64))
-        sel.too_long.extend(p["too_long"][:KEEP_TOO_LONG - len(sel.too_long)])
+        sel.too_long.extend(p["too_long"][: KEEP_TOO_LONG - len(sel.too_long)])
     sel.n_not_text, sel.n_null = int(n_not_text), int(n_null)
     path = Path(cut["path"])
-    return sel.result(name=cut.get("name") or corpus_label(path), path=path, sha256=cut["sha256"], fmt=cut["format"],
-                      column=column, dataset=cut.get("dataset"))
+    return sel.result(
+        name=cut.get("name") or corpus_label(path),
+        path=path,
+        sha256=cut["sha256"],
+        fmt=cut["format"],
+        column=column,
+        dataset=cut.get("dataset"),
+    )
 
 
 def shares_of(cut: dict) -> list[dict]:
     """The worker inputs of a ``cut_ranges`` result (what goes into the object store)."""
     name = Path(cut["path"]).name
     if cut["format"] == ".parquet":
-        return [dict(format=".parquet", name=name, data=cut["data"], index=i, row_groups=g)
-                for i, g in enumerate(cut["row_groups"])]
+        return [
+            dict(format=".parquet", name=name, data=cut["data"], index=i, row_groups=g)
+            for i, g in enumerate(cut["row_groups"])
+        ]
     return [dict(format=cut["format"], name=name, data=r, index=i) for i, r in enumerate(cut["ranges"])]
 
 
-__all__ = ["cut_ranges", "shares_of", "parse_range", "jsonl_column", "skips", "select_range", "rooms",
-           "keep_range", "merge_selections", "LINE_FORMATS"]
+__all__ = [
+    "cut_ranges",
+    "shares_of",
+    "parse_range",
+    "jsonl_column",
+    "skips",
+    "select_range",
+    "rooms",
+    "keep_range",
+    "merge_selections",
+    "LINE_FORMATS",
+]

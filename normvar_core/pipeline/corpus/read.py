@@ -16,6 +16,7 @@ selected block by block (``corpus_stream``, ``corpus_select``, ``corpus_tables``
 with the kept sentences, not with the file. The only unbounded buffer is one record: a line, or
 with ``split_sentences`` one paragraph of a .txt file.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,8 +40,14 @@ def load_sentences(cfg: RunConfig, data_dir=None) -> CorpusText:
     if cfg.dataset:
         src = open_dataset(cfg)
         src.feed(sink)
-        return sel.result(name=src.label, path=Path(src.label), sha256=src.digest, fmt=FORMAT, column=src.column,
-                          dataset=src.provenance)
+        return sel.result(
+            name=src.label,
+            path=Path(src.label),
+            sha256=src.digest,
+            fmt=FORMAT,
+            column=src.column,
+            dataset=src.provenance,
+        )
     path = resolve_corpus_path(cfg.corpus, data_dir)
     fmt = corpus_format(path)
     column = None

@@ -13,6 +13,7 @@ once: the sample is the one the whole-file reader took, without knowing the coun
 For the same reason a share of the file that starts after ``skip`` non-empty records draws its
 uniforms from the generator advanced by ``skip`` (``PCG64.advance``): the whole file's draws.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ class Selection:
         drawn = self._rng.random(len(nonempty)) < self.frac if self._rng is not None else np.ones(len(nonempty), bool)
         self.n_too_long += int((~short).sum())
         if len(self.too_long) < KEEP_TOO_LONG and not short.all():
-            for i in np.flatnonzero(~short)[:KEEP_TOO_LONG - len(self.too_long)]:
+            for i in np.flatnonzero(~short)[: KEEP_TOO_LONG - len(self.too_long)]:
                 text = nonempty[i]
                 cut = text if len(text) <= TOO_LONG_CHARS else text[:TOO_LONG_CHARS] + " …"
                 self.too_long.append(f"[{int(words[i])} words] {cut}")
@@ -105,8 +106,9 @@ class Selection:
         """The word count of each kept sentence, in order (int64)."""
         return np.concatenate(self.word_blocks) if self.word_blocks else np.zeros(0, np.int64)
 
-    def result(self, *, name: str, path: Path, sha256: str, fmt: str, column: str | None,
-               dataset: dict | None = None) -> CorpusText:
+    def result(
+        self, *, name: str, path: Path, sha256: str, fmt: str, column: str | None, dataset: dict | None = None
+    ) -> CorpusText:
         """The selection as a ``CorpusText``; a ``NormvarError`` when nothing is left."""
         n_text = self.n_read - self.n_empty
         if n_text == 0:
@@ -115,11 +117,25 @@ class Selection:
             raise NormvarError(
                 f"no sentences left after filtering {path.name}: {n_text} read, {self.n_too_long} with "
                 f">= {self.max_words} words, {self.n_sampled_out} sampled out",
-                fix="raise --max-words (0 = no limit) or --sample-frac")
+                fix="raise --max-words (0 = no limit) or --sample-frac",
+            )
         lengths = self.word_lengths()
         return CorpusText(
-            sentences=self.kept, name=name, path=path, sha256=sha256, n_read=self.n_read,
-            n_kept=len(self.kept), n_too_long=self.n_too_long, n_empty=self.n_empty,
-            n_sampled_out=self.n_sampled_out, n_capped=self.n_capped, sentence_lengths=lengths,
-            text_column=column, format=fmt, too_long=list(self.too_long), n_not_text=self.n_not_text,
-            dataset=dataset, n_null=self.n_null)
+            sentences=self.kept,
+            name=name,
+            path=path,
+            sha256=sha256,
+            n_read=self.n_read,
+            n_kept=len(self.kept),
+            n_too_long=self.n_too_long,
+            n_empty=self.n_empty,
+            n_sampled_out=self.n_sampled_out,
+            n_capped=self.n_capped,
+            sentence_lengths=lengths,
+            text_column=column,
+            format=fmt,
+            too_long=list(self.too_long),
+            n_not_text=self.n_not_text,
+            dataset=dataset,
+            n_null=self.n_null,
+        )

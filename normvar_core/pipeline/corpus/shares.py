@@ -14,6 +14,7 @@ of the whole list (ids, special flags, lengths, truncations; for word runs the w
 renumbered by first appearance over the shares in order, which is their first appearance in the
 corpus): the plan built from it is the local plan.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,8 +56,11 @@ def encoded_arrays(enc: Encoded) -> dict[str, np.ndarray]:
     """An ``Encoded`` as plain arrays (the word strings packed); starts are implied by lengths."""
     out = {"ids": enc.ids, "special": enc.special, "lengths": enc.lengths, "n_truncated": np.int64(enc.n_truncated)}
     if enc.word_type is not None:
-        out.update(word_type=enc.word_type, word_occ=enc.word_occ,
-                   **{f"words_{k}": v for k, v in pack_strings(list(enc.words or [])).items()})
+        out.update(
+            word_type=enc.word_type,
+            word_occ=enc.word_occ,
+            **{f"words_{k}": v for k, v in pack_strings(list(enc.words or [])).items()},
+        )
     return out
 
 
@@ -78,8 +82,9 @@ def merge_encoded(parts: list[dict]) -> Encoded:
         remap = np.array([words.setdefault(w, len(words)) for w in local] + [-1], np.int64)
         types.append(remap[np.asarray(p["word_type"], np.int64)])  # -1 (no word) maps to remap[-1] = -1
     occ = np.concatenate([np.asarray(p["word_occ"], np.int64) for p in parts])
-    return Encoded(ids, special, starts, lengths, n_trunc, word_type=np.concatenate(types), word_occ=occ,
-                   words=list(words))
+    return Encoded(
+        ids, special, starts, lengths, n_trunc, word_type=np.concatenate(types), word_occ=occ, words=list(words)
+    )
 
 
 __all__ = ["pack_strings", "unpack_strings", "split_shares", "encoded_arrays", "merge_encoded"]

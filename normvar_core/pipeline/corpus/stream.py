@@ -12,6 +12,7 @@ anywhere) > not UTF-8 (the first invalid byte). A later check can only fail once
 has been ruled out for the whole file, so on a failure the stream reads on to the end first.
 Offsets are byte offsets from the start of the file (of the decompressed data for .gz).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -81,8 +82,10 @@ class CorpusStream:
                 except (OSError, EOFError, zlib.error) as exc:
                     self._raw.drain()
                     self._raise_if_blank()
-                    raise NormvarError(f"corpus {self.path.name} is not a valid gzip file ({exc})",
-                                       fix="re-compress it with gzip, or pass the plain .txt") from None
+                    raise NormvarError(
+                        f"corpus {self.path.name} is not a valid gzip file ({exc})",
+                        fix="re-compress it with gzip, or pass the plain .txt",
+                    ) from None
                 if not data:
                     break
                 self._offset += len(data)
@@ -107,7 +110,7 @@ class CorpusStream:
                     continue
                 first = False
                 if buf.startswith(BOM):
-                    buf, start = buf[len(BOM):], start + len(BOM)
+                    buf, start = buf[len(BOM) :], start + len(BOM)
             cut = _complete_prefix(buf)
             text = self._decode(buf[:cut], start, blocks)
             carry, start = buf[cut:], start + cut
@@ -152,8 +155,10 @@ class CorpusStream:
             raise self._binary(at + nul)
 
     def _binary(self, offset: int) -> NormvarError:
-        return NormvarError(f"corpus {self.path.name} looks binary (NUL byte at byte offset {offset})",
-                            fix="pass a UTF-8 text file (one sentence a line), .jsonl, .csv or .parquet")
+        return NormvarError(
+            f"corpus {self.path.name} looks binary (NUL byte at byte offset {offset})",
+            fix="pass a UTF-8 text file (one sentence a line), .jsonl, .csv or .parquet",
+        )
 
     def _decode(self, data: bytes, start: int, rest: Iterator[bytes]) -> str:
         try:
@@ -165,7 +170,8 @@ class CorpusStream:
         inside = " of the decompressed text" if self.gzipped else ""
         raise NormvarError(
             f"corpus {self.path.name} is not UTF-8: invalid byte 0x{bad_byte:02x} at byte offset {where}{inside}",
-            fix=f"convert it to UTF-8, e.g. iconv -f latin1 -t utf-8 {self.path.name} > fixed.txt")
+            fix=f"convert it to UTF-8, e.g. iconv -f latin1 -t utf-8 {self.path.name} > fixed.txt",
+        )
 
 
 def _complete_prefix(buf: bytes) -> int:

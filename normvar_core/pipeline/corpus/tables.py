@@ -12,6 +12,7 @@ in Parquet the type is a string type (or, when named, a dictionary of strings).
 Errors come in the whole-file reader's order: byte-level errors (``CorpusStream``) > a bad
 JSON line / unparsable CSV / unreadable Parquet > an empty table > column errors > no text.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -20,8 +21,16 @@ from pathlib import Path
 import numpy as np
 
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.corpus.formats import (JsonColumns, cell, json_cells, jsonl_rows, parquet_cells,
-                                                  parquet_column, parquet_open, pick_column)
+from normvar_core.pipeline.corpus.formats import (
+    JsonColumns,
+    cell,
+    json_cells,
+    jsonl_rows,
+    parquet_cells,
+    parquet_column,
+    parquet_open,
+    pick_column,
+)
 from normvar_core.pipeline.corpus.select import Selection
 from normvar_core.pipeline.corpus.stream import CorpusStream
 
@@ -36,8 +45,9 @@ def select_table(path: Path, fmt: str, wanted: str | None, sel: Selection) -> tu
 
 def _same_file(first: str, second: str, path: Path) -> None:
     if first != second:
-        raise NormvarError(f"corpus {path.name} changed while it was read",
-                           fix="run again once the file is no longer being written")
+        raise NormvarError(
+            f"corpus {path.name} changed while it was read", fix="run again once the file is no longer being written"
+        )
 
 
 # ----------------------------------------------------------------------------- JSONL
@@ -89,8 +99,10 @@ def _csv_chunks(stream: CorpusStream, path: Path, **kw) -> Iterator:
         yield from pd.read_csv(src, keep_default_na=False, chunksize=CSV_ROWS, **kw)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         src.drain()  # byte-level errors anywhere come first
-        raise NormvarError(f"{path.name} is not a readable CSV file ({str(exc).splitlines()[0]})",
-                           fix="write a header row and quote fields that contain commas") from None
+        raise NormvarError(
+            f"{path.name} is not a readable CSV file ({str(exc).splitlines()[0]})",
+            fix="write a header row and quote fields that contain commas",
+        ) from None
     src.drain()
 
 

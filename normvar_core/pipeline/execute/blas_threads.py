@@ -13,10 +13,11 @@ per-layer work in parallel (``layerview.per_layer``) was already one BLAS thread
 get their setting back); ``hold_one_blas_thread()`` for the rest of the process (a Ray actor). Both go through
 threadpoolctl, which limits OpenBLAS (and a separate MKL, had numpy one) but not the MKL inside torch.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager

@@ -19,6 +19,7 @@ dtypes and shapes) is refused in one line and left as it is (``--fresh`` replace
 configuration). It is opened with ``destination.open_regular`` (no link followed, no FIFO opened). Batch order is
 deterministic, so a resumed run equals an uninterrupted one to float64 rounding (docs/resume.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,7 @@ class PartialState:
         return {f"{a}__{k}": np.asarray(v) for a, st in self.states.items() for k, v in st.items()}
 
     @classmethod
-    def from_arrays(cls, start: int, stop: int, arrays: dict) -> "PartialState":
+    def from_arrays(cls, start: int, stop: int, arrays: dict) -> PartialState:
         states: dict = {}
         for key, v in arrays.items():
             a, _, k = key.partition("__")
@@ -76,7 +77,9 @@ def load_partial(measures: dict[str, Measure], partial: PartialState, path=None)
         try:
             measure.load_state_dict(partial.states[name])
         except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
-            raise refused(path, f"the state of {name} does not fit this run ({str(exc).splitlines()[0][:120]})") from None
+            raise refused(
+                path, f"the state of {name} does not fit this run ({str(exc).splitlines()[0][:120]})"
+            ) from None
         if bad := measure.negative_counts():
             raise refused(path, f"negative counts in {name} ({', '.join(bad)})")
     return measures
@@ -84,8 +87,10 @@ def load_partial(measures: dict[str, Measure], partial: PartialState, path=None)
 
 def refused(path, why: str) -> NormvarError:
     """The one line of a checkpoint that does not fit its run; the file is left as it is."""
-    return NormvarError(f"checkpoint {path} does not fit this run: {why}; it was left as it is",
-                        fix="pass --fresh to start over (it is replaced), or move it aside")
+    return NormvarError(
+        f"checkpoint {path} does not fit this run: {why}; it was left as it is",
+        fix="pass --fresh to start over (it is replaced), or move it aside",
+    )
 
 
 def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> None:
@@ -126,12 +131,16 @@ def _open_npz(path: Path):
 
 
 def not_a_checkpoint(path, why: str) -> NormvarError:
-    return NormvarError(f"{path} is not a normvar checkpoint ({why}); it was left as it is",
-                        fix="move it aside or choose another --checkpoint (normvar replaces only its own checkpoints)")
+    return NormvarError(
+        f"{path} is not a normvar checkpoint ({why}); it was left as it is",
+        fix="move it aside or choose another --checkpoint (normvar replaces only its own checkpoints)",
+    )
 
 
 def _same(fingerprint: dict, meta: dict) -> bool:
-    return meta.get("format") == FORMAT and json.loads(json.dumps(fingerprint, sort_keys=True, default=str)) == meta.get("fingerprint")
+    return meta.get("format") == FORMAT and json.loads(
+        json.dumps(fingerprint, sort_keys=True, default=str)
+    ) == meta.get("fingerprint")
 
 
 def load(path: Path, fingerprint: dict, *, fresh: bool = False) -> tuple[PartialState, dict] | None:
@@ -146,9 +155,11 @@ def load(path: Path, fingerprint: dict, *, fresh: bool = False) -> tuple[Partial
         if not _same(fingerprint, meta):
             if fresh:
                 return None
-            raise NormvarError(f"checkpoint {path} ({describe(path)}) belongs to another configuration of this "
-                               "run name; it was left as it is",
-                               fix="pass --fresh to start over (the checkpoint is replaced), or choose a different --name")
+            raise NormvarError(
+                f"checkpoint {path} ({describe(path)}) belongs to another configuration of this "
+                "run name; it was left as it is",
+                fix="pass --fresh to start over (the checkpoint is replaced), or choose a different --name",
+            )
         try:
             arrays = {k: z[k] for k in z.files if k != "meta_json"}
         except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
@@ -195,14 +206,20 @@ def check_planned(path, partial: PartialState, ctx: RunContext, kept, registry=M
             continue
         if set(planned) != set(state):
             missing, extra = sorted(set(planned) - set(state)), sorted(set(state) - set(planned))
-            raise refused(path, f"the state of {name} lacks {missing} or has extra {extra}" if extra else
-                          f"the state of {name} lacks {', '.join(missing)}")
+            raise refused(
+                path,
+                f"the state of {name} lacks {missing} or has extra {extra}"
+                if extra
+                else f"the state of {name} lacks {', '.join(missing)}",
+            )
         for key, (shape, dtype) in planned.items():
             a = state[key]
             # the plan is the state after the whole pass: a state part-way holds no more in any axis (types seen)
             fits = a.dtype == np.dtype(dtype) and a.ndim == len(shape) and all(h <= p for h, p in zip(a.shape, shape))
             if not fits:
-                raise refused(path, f"{name}.{key} is {a.dtype}{list(a.shape)}, this run plans {np.dtype(dtype)}{list(shape)}")
+                raise refused(
+                    path, f"{name}.{key} is {a.dtype}{list(a.shape)}, this run plans {np.dtype(dtype)}{list(shape)}"
+                )
 
 
 CHECKPOINT_EVERY_S = 60.0
@@ -248,8 +265,11 @@ class Checkpointer:
             self.last = time.monotonic()
             if not self.warned:
                 self.warned = True
-                warnings.warn(f"could not save the checkpoint {self.path} ({_reason(exc)}); the run goes on, and "
-                              "tries again at the next interval", stacklevel=2)
+                warnings.warn(
+                    f"could not save the checkpoint {self.path} ({_reason(exc)}); the run goes on, and "
+                    "tries again at the next interval",
+                    stacklevel=2,
+                )
 
     def exit_save(self, save_now, *args, batches: str) -> str | None:
         """Save on the way out of an error or interruption (``save_now(*args)``): None when saved, else what
@@ -260,7 +280,7 @@ class Checkpointer:
             save_now(*args)
         except KeyboardInterrupt:
             return f"its save of {batches} was stopped by a second interrupt"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return f"its save of {batches} failed ({_reason(exc)})"
         return None
 
@@ -269,8 +289,12 @@ class Checkpointer:
         batches: the checkpoint holds them (``early_key``) in place of the measures (``next_batch`` 0)."""
         if self.path is None:
             return
-        save(self.path, self.fingerprint, PartialState(0, 0, {early_key(n): st for n, st in states.items()}),
-             {"early_done": int(done), "early_batches": int(planned)})
+        save(
+            self.path,
+            self.fingerprint,
+            PartialState(0, 0, {early_key(n): st for n, st in states.items()}),
+            {"early_done": int(done), "early_batches": int(planned)},
+        )
         self.last = time.monotonic()
 
 
@@ -302,7 +326,7 @@ def early_states_of(resumed: tuple | None) -> dict[str, dict] | None:
     """{measure name: early pass state} of a checkpoint saved in the early passes (meta ``early_done``), else None."""
     if resumed is None or resumed[1].get("early_done") is None:
         return None
-    return {k[:-len(EARLY_SUFFIX)]: st for k, st in resumed[0].states.items() if k.endswith(EARLY_SUFFIX)}
+    return {k[: -len(EARLY_SUFFIX)]: st for k, st in resumed[0].states.items() if k.endswith(EARLY_SUFFIX)}
 
 
 def early_meta(ctx: RunContext, registry=MEASURES) -> dict:
@@ -358,6 +382,22 @@ def describe(path: Path | None) -> str | None:
     return f"{_int(meta, 'next_batch')} of {total} batches, {mb}"
 
 
-__all__ = ["FORMAT", "PartialState", "partial_state", "load_partial", "save", "load", "check_partial", "check_planned",
-           "refused", "not_a_checkpoint", "note_on", "Checkpointer", "early_key",
-           "early_states_of", "early_meta", "early_results_of", "describe"]
+__all__ = [
+    "FORMAT",
+    "PartialState",
+    "partial_state",
+    "load_partial",
+    "save",
+    "load",
+    "check_partial",
+    "check_planned",
+    "refused",
+    "not_a_checkpoint",
+    "note_on",
+    "Checkpointer",
+    "early_key",
+    "early_states_of",
+    "early_meta",
+    "early_results_of",
+    "describe",
+]

@@ -5,19 +5,20 @@ device from its config (``model_shape.py``), the corpus read and tokenized as co
 the run's memory plan (``memory.run_budget``) and, with ``--devices 8x80``, the plan per device of the run
 device-mapped over those devices (``memory/per_device.py``).
 """
+
 from __future__ import annotations
 
 from normvar_core.device_options import parse_devices
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.read import load_sentences
-from normvar_core.pipeline.memory.per_device import plan_devices
 from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute.ray_cluster import check_local_workers
+from normvar_core.pipeline.memory.per_device import plan_devices
 from normvar_core.pipeline.memory.plan import MemoryPlan, run_budget, with_devices
 from normvar_core.pipeline.memory.terms import GiB
 from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config, shipped_shape
-from normvar_core.pipeline.models.shipped_shapes import STAND_IN
 from normvar_core.pipeline.models.load import resolve_device, torch_dtype
+from normvar_core.pipeline.models.shipped_shapes import STAND_IN
 from normvar_core.pipeline.run_plan import make_plan
 
 
@@ -30,8 +31,9 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     check_inputs(cfg, data_dir, devices_here=not limits)  # as compute: before the model's config is read
     check_local_workers(cfg)  # the refusal compute makes before it starts a local Ray
     if limits:  # planned for those devices, not this machine's
-        cfg = cfg.replace(device="cuda" if any(isinstance(k, int) for k in limits) else "cpu",
-                          memory_gb=sum(limits.values()) / GiB)
+        cfg = cfg.replace(
+            device="cuda" if any(isinstance(k, int) for k in limits) else "cpu", memory_gb=sum(limits.values()) / GiB
+        )
     device = cfg.device if cfg.device != "auto" else resolve_device(cfg)
     if cfg.memory_gb is None:
         device = resolve_device(cfg)  # measuring needs the device itself
@@ -40,15 +42,18 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     name, config, tok = config_and_tokenizer(cfg, data_dir)
     shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
     corpus = load_sentences(cfg, data_dir)
-    plan = make_plan(cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length,
-                     device_type=device)
+    plan = make_plan(
+        cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length, device_type=device
+    )
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
     mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
     if limits:
         mp = with_devices(mp, plan_devices(ctx, shape, config, limits, dtype=cfg.dtype))
     if shipped is not None:
-        mp.shape_note = (f"shape: the config of {name} that ships with normvar (not found locally; no weights); "
-                         f"types counted with the {STAND_IN} tokenizer as a stand-in for its own")
+        mp.shape_note = (
+            f"shape: the config of {name} that ships with normvar (not found locally; no weights); "
+            f"types counted with the {STAND_IN} tokenizer as a stand-in for its own"
+        )
     return mp
 
 

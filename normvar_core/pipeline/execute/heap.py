@@ -1,6 +1,7 @@
 """The run's heap: glibc set up so that a batch's activations reuse heap pages (``reuse_heap``); the freed
 pages handed back when the heap has grown past a bound (``trim_if_grown``, after each batch) and at the
 end (``trim_heap``). Used by the local run and by each Ray actor."""
+
 from __future__ import annotations
 
 import ctypes
@@ -18,9 +19,22 @@ _FIRST_FREE: list = []  # [free heap bytes after the first batch]
 
 class _MallInfo2(ctypes.Structure):
     """glibc's ``struct mallinfo2`` (2.33+): heap bytes in use (uordblks) and kept free (fordblks)."""
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
+
+    _fields_ = [
+        (n, ctypes.c_size_t)
+        for n in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def reuse_heap() -> None:

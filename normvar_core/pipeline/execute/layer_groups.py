@@ -11,6 +11,7 @@ or a merge sees is the whole run's (``state_dict``: each group's layer rows put 
 host, the per-type ids sorted; the other keys are the same in every group), so those paths do not change,
 and ``gathered()`` gives the measure of the whole run on the host for publishing.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -75,7 +76,7 @@ class _GroupReader:
             if i in want:
                 yield block
 
-    def sub(self, prefix: str) -> "_GroupReader":
+    def sub(self, prefix: str) -> _GroupReader:
         return _GroupReader(self.reader.sub(prefix), self.positions, self.layered, self.prefix + prefix)
 
     def has(self, key: str) -> bool:
@@ -90,7 +91,7 @@ class LayerSplit:
         self.layered = parts[0].layer_keys()
 
     @classmethod
-    def build(cls, acc_cls, ctx: RunContext, groups) -> "LayerSplit | None":
+    def build(cls, acc_cls, ctx: RunContext, groups) -> LayerSplit | None:
         parts = [acc_cls.for_run(sub_context(ctx, dev, pos)) for _, dev, pos in groups]
         return None if any(p is None for p in parts) else cls(acc_cls, ctx, groups, parts)
 
@@ -101,8 +102,11 @@ class LayerSplit:
         out = dict(states[0])
         for key in self.layered:
             first = np.asarray(states[0][key])
-            full = np.empty((L, *first.shape[1:]), first.dtype) if all(
-                np.asarray(s[key]).shape[1:] == first.shape[1:] for s in states) else None
+            full = (
+                np.empty((L, *first.shape[1:]), first.dtype)
+                if all(np.asarray(s[key]).shape[1:] == first.shape[1:] for s in states)
+                else None
+            )
             if full is None:  # rows of another length per group (the top activations): padded by the merge
                 raise ValueError(f"state {self.name}.{key} differs in shape between layer groups")
             for (_, _, pos), s in zip(self.groups, states):
@@ -121,12 +125,12 @@ class LayerSplit:
         for (_, _, pos), part in zip(self.groups, self.parts):
             part.load_state_dict({k: (np.asarray(v)[pos] if k in self.layered else v) for k, v in state.items()})
 
-    def merge_from(self, reader) -> "LayerSplit":
+    def merge_from(self, reader) -> LayerSplit:
         for (_, _, pos), part in zip(self.groups, self.parts):
             part.merge_from(_GroupReader(reader, pos, self.layered))
         return self
 
-    def merge(self, other) -> "LayerSplit":
+    def merge(self, other) -> LayerSplit:
         return self.merge_from(DictReader(other.state_dict()))
 
     def gathered(self):
@@ -146,7 +150,9 @@ def update_split(measures: dict, batch) -> None:
 
 def gather(measures: dict) -> dict:
     """Every ``LayerSplit`` replaced by the whole run's measure on the host (finalize)."""
-    return {name: measure.gathered() if isinstance(measure, LayerSplit) else measure for name, measure in measures.items()}
+    return {
+        name: measure.gathered() if isinstance(measure, LayerSplit) else measure for name, measure in measures.items()
+    }
 
 
 __all__ = ["groups_of", "sub_context", "LayerSplit", "update_split", "gather"]

@@ -12,11 +12,13 @@ when cancelled or interrupted between batches, the partial state of the batches 
 statistics equal those of an uninterrupted run exactly. Nothing is published on any error;
 ``should_cancel()`` is polled between batches and raises ``errors.CancelledError``.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute import heap
@@ -26,28 +28,39 @@ from normvar_core.pipeline.execute.on_ray import compute_on_ray
 from normvar_core.pipeline.execute.partials import Counted, build_measures, run_range
 from normvar_core.pipeline.execute.preflight import RunTarget, run_target
 from normvar_core.pipeline.execute.prepare import RunSetup, prepare
-from normvar_core.pipeline.execute.publish import publish
 from normvar_core.pipeline.execute.progress import ForwardClock, Progress
+from normvar_core.pipeline.execute.publish import publish
 from normvar_core.run_lock import computing_all
 
 
-def compute_run(cfg: RunConfig, data_dir=None, *, overwrite: bool = False,
-                progress: Callable[[Progress], Any] | None = None, checkpoint=None,
-                checkpoint_every_s: float = CHECKPOINT_EVERY_S, should_cancel: Callable[[], bool] | None = None,
-                out_dir=None, fresh: bool = False) -> Path:
+def compute_run(
+    cfg: RunConfig,
+    data_dir=None,
+    *,
+    overwrite: bool = False,
+    progress: Callable[[Progress], Any] | None = None,
+    checkpoint=None,
+    checkpoint_every_s: float = CHECKPOINT_EVERY_S,
+    should_cancel: Callable[[], bool] | None = None,
+    out_dir=None,
+    fresh: bool = False,
+) -> Path:
     """Compute the run described by ``cfg`` and publish ``<out_dir or runs/>/<name>.duckdb``.
 
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence, a checkpoint that is not this run's) or CancelledError; nothing is published then. ``out_dir``
     overrides runs/ (CLI --out); ``fresh``: start over, replacing a checkpoint of another configuration."""
     target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint, fresh=fresh)
-    return compute_target(target, progress=progress, checkpoint_every_s=checkpoint_every_s,
-                          should_cancel=should_cancel)
+    return compute_target(target, progress=progress, checkpoint_every_s=checkpoint_every_s, should_cancel=should_cancel)
 
 
-def compute_target(target: RunTarget, *, progress: Callable[[Progress], Any] | None = None,
-                   checkpoint_every_s: float = CHECKPOINT_EVERY_S,
-                   should_cancel: Callable[[], bool] | None = None) -> Path:
+def compute_target(
+    target: RunTarget,
+    *,
+    progress: Callable[[Progress], Any] | None = None,
+    checkpoint_every_s: float = CHECKPOINT_EVERY_S,
+    should_cancel: Callable[[], bool] | None = None,
+) -> Path:
     """``compute_run`` for a target ``preflight.run_target`` has checked (``normvar compute`` checks it before its
     start line): the run computed and published, its files locked meanwhile."""
     t_start = time.monotonic()
@@ -64,8 +77,15 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
         return publish(target, setup, measures, notes, seconds=time.monotonic() - t_start, report=report)
     heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
     with one_blas_thread():  # torch owns the cores: numpy's BLAS threads would spin on them (``blas_threads``)
-        setup = prepare(target.cfg, target.data_dir, report=report, should_cancel=cancelled,
-                        checkpoint=target.checkpoint, checkpoint_every_s=checkpoint_every_s, fresh=target.fresh)
+        setup = prepare(
+            target.cfg,
+            target.data_dir,
+            report=report,
+            should_cancel=cancelled,
+            checkpoint=target.checkpoint,
+            checkpoint_every_s=checkpoint_every_s,
+            fresh=target.fresh,
+        )
         try:
             return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
         finally:
@@ -89,8 +109,12 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
     early = early_meta(setup.ctx)  # the early passes' results: a resumed run takes them from the checkpoint
 
     def extra() -> dict:
-        return {"seconds": seconds_before + (time.monotonic() - t_start), "oom_splits": source.oom_splits,
-                "max_rows": source.max_rows, **early}
+        return {
+            "seconds": seconds_before + (time.monotonic() - t_start),
+            "oom_splits": source.oom_splits,
+            "max_rows": source.max_rows,
+            **early,
+        }
 
     def on_batch(bi: int) -> None:
         pos["next"], pos["clean_n"] = bi + 1, count.n
@@ -101,23 +125,30 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
 
     clock(first, count.n, detail=f"resuming from {first} of {plan.n_batches} batches" if first else "")
     try:
-        run_range(source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled,
-                  count=count)
+        run_range(
+            source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled, count=count
+        )
     except BaseException as exc:
         clean = count.n == pos["clean_n"]  # no piece of an unfinished batch was begun
         if not clean and getattr(source, "completed_batch", None) == pos["next"]:
             pos["next"], clean = pos["next"] + 1, True  # interrupted in the next forward: that batch is whole
         if clean and pos["next"] > (resumed_from or 0):
-            note_on(exc, saver.exit_save(saver.save, measures, pos["next"], extra(),
-                                         batches=f"{pos['next']} of {plan.n_batches} batches"))
+            note_on(
+                exc,
+                saver.exit_save(
+                    saver.save, measures, pos["next"], extra(), batches=f"{pos['next']} of {plan.n_batches} batches"
+                ),
+            )
         raise
     notes = {**source.notes(), "resumed_from_batch": resumed_from}
     try:
-        return publish(target, setup, measures, notes, seconds=seconds_before + (time.monotonic() - t_start),
-                       report=report)
+        return publish(
+            target, setup, measures, notes, seconds=seconds_before + (time.monotonic() - t_start), report=report
+        )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
-        note_on(exc, saver.exit_save(saver.save, measures, plan.n_batches, extra(),
-                                     batches=f"all {plan.n_batches} batches"))
+        note_on(
+            exc, saver.exit_save(saver.save, measures, plan.n_batches, extra(), batches=f"all {plan.n_batches} batches")
+        )
         raise
 
 

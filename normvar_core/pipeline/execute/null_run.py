@@ -6,6 +6,7 @@ The draw every measure's null builds on is the null's per-type moments (``stats.
 numpy draws); then every measure of ``MEASURES`` whose tables the run holds gives its own null tables
 (``Measure.null_tables``), in registry order, and the run row's ``accumulators`` names those that gave some.
 No model and no pass over the corpus: numpy draws, and the TwoNN search ``search`` for the geometry's sample."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -31,8 +32,17 @@ def has_null(cls: type[Measure], run: Run) -> bool:
     return declares and any(run.has(t) for t in cls.table_names)
 
 
-def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwrite: bool = False,
-                   search=None, progress=None, registry=MEASURES) -> Path:
+def write_null_run(
+    run: Run,
+    kind: str,
+    out_path: Path,
+    *,
+    seed: int = 0,
+    overwrite: bool = False,
+    search=None,
+    progress=None,
+    registry=MEASURES,
+) -> Path:
     """Draw the null ``kind`` of ``run`` and publish it at ``out_path`` (atomically): the run's sentence lengths
     and every measure's ``null_tables`` (``registry``'s, in its order). ``search``: the TwoNN candidate search
     (numpy's by default). ``progress(phase, done, total, unit, detail)``: phases draw (the null's per-type moments),
@@ -48,8 +58,7 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
     stats = run.stats()
     null = null_stats(kind, stats, run.layer_stats(), seed=seed)
     hist = run.sentence_length_hist()
-    tables = {"sentence_lengths": sentence_length_table(np.repeat(hist["words"].to_numpy(),
-                                                                  hist["count"].to_numpy()))}
+    tables = {"sentence_lengths": sentence_length_table(np.repeat(hist["words"].to_numpy(), hist["count"].to_numpy()))}
     steps = [cls for cls in registry if has_null(cls, run)]
     written: dict[str, type[Measure]] = {}
     held: dict[str, tuple[str, ...]] = {}
@@ -59,12 +68,23 @@ def write_null_run(run: Run, kind: str, out_path: Path, *, seed: int = 0, overwr
         if got:
             tables.update(got)
             written[cls.name], held[cls.name] = cls, tuple(got)
-    return write_tables(out_path, null_record(run, kind, seed, written, held, time.monotonic() - t0), tables,
-                        overwrite=overwrite, on_table=lambda i, n, name: report("write", i, n, "tables", name))
+    return write_tables(
+        out_path,
+        null_record(run, kind, seed, written, held, time.monotonic() - t0),
+        tables,
+        overwrite=overwrite,
+        on_table=lambda i, n, name: report("write", i, n, "tables", name),
+    )
 
 
-def null_record(run: Run, kind: str, seed: int, measures: dict[str, type[Measure]],
-                tables: dict[str, tuple[str, ...]], seconds: float) -> RunRecord:
+def null_record(
+    run: Run,
+    kind: str,
+    seed: int,
+    measures: dict[str, type[Measure]],
+    tables: dict[str, tuple[str, ...]],
+    seconds: float,
+) -> RunRecord:
     """The null run's row: the run's, with ``source = 'null:<kind>:<run>'``, ``accumulators`` the measures that
     gave null tables, and notes the run's with ``notes.null`` = {kind, seed, of} and the declarations
     (``runs.declared``) of the tables the null holds (the run's own declared its tables)."""
@@ -74,8 +94,16 @@ def null_record(run: Run, kind: str, seed: int, measures: dict[str, type[Measure
         notes[NOTES_KEY] = declared
     known = set(RunRecord.__dataclass_fields__)
     meta = {k: v for k, v in run.meta.items() if k in known}
-    return RunRecord(**{**meta, "source": f"null:{kind}:{run.name}", "accumulators": list(measures),
-                        "created_at": _dt.datetime.now(_dt.UTC), "seconds": seconds, "notes": notes})
+    return RunRecord(
+        **{
+            **meta,
+            "source": f"null:{kind}:{run.name}",
+            "accumulators": list(measures),
+            "created_at": _dt.datetime.now(_dt.UTC),
+            "seconds": seconds,
+            "notes": notes,
+        }
+    )
 
 
 __all__ = ["has_null", "null_record", "write_null_run"]

@@ -41,14 +41,15 @@ Progress: every shard reports each finished batch to a small counter actor (fire
 driver polls it every ``PROGRESS_EVERY_S`` while it waits, so a run's progress moves batch by batch
 as in one process, and a cancelled job kills its actors at the next poll.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -101,10 +102,12 @@ class RayPool:
         self.ray = ray = start_ray(cfg.ray_address, workers)
         gpus, workers = actor_gpus(cfg, ray.cluster_resources().get("GPU", 0), workers)
         check_workers(ray, workers, gpus)
-        actor_cls = ray.remote(num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2,
-                               concurrency_groups={TRANSFER: 1})(Shard)
-        self.actors = [actor_cls.remote(actor_config(cfg, i), str(data_dir), torch.get_num_threads())
-                       for i in range(workers)]
+        actor_cls = ray.remote(
+            num_gpus=gpus, num_cpus=1, max_restarts=2, max_task_retries=2, concurrency_groups={TRANSFER: 1}
+        )(Shard)
+        self.actors = [
+            actor_cls.remote(actor_config(cfg, i), str(data_dir), torch.get_num_threads()) for i in range(workers)
+        ]
         self.counter = ray.remote(num_cpus=0)(BatchCounter).remote()
         self.tokenize_cpu_s: list[float] = []
         self.read_cpu_s: list[float] = []  # each actor's CPU s on its corpus range (``read_corpus``)
@@ -118,20 +121,22 @@ class RayPool:
         if refs:  # a release still in flight would fail against a killed actor (a raylet error message)
             try:
                 self.ray.wait(refs, num_returns=len(refs), timeout=5.0)
-            except Exception:  # noqa: BLE001 - an actor already gone: nothing to wait for
+            except Exception:
                 pass
         for a in [*self.actors, self.counter]:
             try:
                 self.ray.kill(a)
-            except Exception:  # noqa: BLE001 - already gone
+            except Exception:
                 pass
 
     def get(self, ref, what: str):
         try:
             return self.ray.get(ref)
-        except Exception as exc:  # noqa: BLE001 - the actor failed beyond its retries
-            raise NormvarError(f"a Ray shard ({what}) failed: {str(exc).splitlines()[0][:200]}",
-                               fix="see the Ray logs; rerun resumes from the merged checkpoint") from None
+        except Exception as exc:
+            raise NormvarError(
+                f"a Ray shard ({what}) failed: {str(exc).splitlines()[0][:200]}",
+                fix="see the Ray logs; rerun resumes from the merged checkpoint",
+            ) from None
 
     def read_corpus(self, cfg, data_dir):
         """The run's ``CorpusText``, parsed, selected and tokenized by the actors from byte ranges the
@@ -165,9 +170,17 @@ class RayPool:
             self.plan_ref = self.ray.put(plan_payload(plan))
         return [self.plan_ref, json.dumps(memory_reasons(ctx))]
 
-    def run(self, plan, ctx, *, checkpoint: Path | None, fingerprint: dict, checkpoint_every_s: float = 30.0,
-            progress: Callable[[int, int], None] | None = None,
-            should_cancel: Callable[[], bool] | None = None) -> tuple[dict, dict]:
+    def run(
+        self,
+        plan,
+        ctx,
+        *,
+        checkpoint: Path | None,
+        fingerprint: dict,
+        checkpoint_every_s: float = 30.0,
+        progress: Callable[[int, int], None] | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> tuple[dict, dict]:
         """Every batch of ``plan`` through the actors; returns (merged measures, notes). See the
         module docstring. ``should_cancel()`` is polled every ``PROGRESS_EVERY_S``: when true the actors
         are killed and CancelledError raised (the merged checkpoint stays)."""
@@ -185,21 +198,31 @@ class RayPool:
             if rounds > 1:
                 rerun += len(todo)
             if rounds > MAX_ROUNDS:
-                raise NormvarError(f"Ray shards kept losing batch ranges ({len(todo)} still missing)",
-                                   fix="see the Ray logs; rerun resumes from the merged checkpoint")
+                raise NormvarError(
+                    f"Ray shards kept losing batch ranges ({len(todo)} still missing)",
+                    fix="see the Ray logs; rerun resumes from the merged checkpoint",
+                )
             self._round(plan, todo, payload, merged, checkpoint_every_s, progress, should_cancel)
         measures = merged.ensure()
-        return measures, {"executor": "ray", "ray_workers": len(self.actors), "shards": merged.n_ranges,
-                      "ray_nodes": len(merged.nodes), "oom_splits": merged.oom, "resumed_batches": resumed,
-                      "rerun_ranges": rerun, "merge_rollbacks": merged.rollbacks,
-                      "tokenize_cpu_s": self.tokenize_cpu_s, "read_cpu_s": self.read_cpu_s}
+        return measures, {
+            "executor": "ray",
+            "ray_workers": len(self.actors),
+            "shards": merged.n_ranges,
+            "ray_nodes": len(merged.nodes),
+            "oom_splits": merged.oom,
+            "resumed_batches": resumed,
+            "rerun_ranges": rerun,
+            "merge_rollbacks": merged.rollbacks,
+            "tokenize_cpu_s": self.tokenize_cpu_s,
+            "read_cpu_s": self.read_cpu_s,
+        }
 
     def _round(self, plan, todo, payload, merged, every_s, progress, should_cancel) -> None:
         ray, actors = self.ray, self.actors
         queue = deque(todo)
-        inflight: dict = {}       # ref -> (kind, actor index, range)
+        inflight: dict = {}  # ref -> (kind, actor index, range)
         running = [0] * len(actors)
-        acked: set = set()        # ranges finished this round (held by an actor or merged)
+        acked: set = set()  # ranges finished this round (held by an actor or merged)
         last_flush, turn = time.monotonic(), 0
 
         def submit_run(j: int) -> None:
@@ -224,8 +247,9 @@ class RayPool:
             if not ready:
                 if progress is not None:
                     pending = {k: v[2] for k, v in inflight.items() if v[0] == "run"}
-                    progress(min(plan.n_batches, done_batches() + _in_flight(ray, self.counter, pending)),
-                             plan.n_batches)
+                    progress(
+                        min(plan.n_batches, done_batches() + _in_flight(ray, self.counter, pending)), plan.n_batches
+                    )
                 if merged.path is not None and time.monotonic() - last_flush >= every_s:
                     busy = [j for j in range(len(actors)) if running[j]]
                     if busy:  # one actor at a time: the driver then receives one partial at a time
@@ -264,8 +288,9 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
         # no checkpoint here: the pool resumes from its own merged one (``_Merged.resume``); the driver's
         # memory figure decides for every actor (they get its decisions with the plan)
         # the driver loads no weights: the tokenizer and what the first actor says of its model (``ray_model``)
-        setup = prepare(cfg, target.data_dir, report=report, should_cancel=should_cancel,
-                        remote=ActorModel(pools[0], cfg, root))
+        setup = prepare(
+            cfg, target.data_dir, report=report, should_cancel=should_cancel, remote=ActorModel(pools[0], cfg, root)
+        )
         plan = setup.plan
         clock: list = []  # the forward clock starts at the first batch in: until then the actors load the model
 
@@ -275,14 +300,28 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
             if clock:
                 clock[0](batches_done, int(plan.total_embeddings * batches_done / max(n_batches, 1)))
 
-        report(Progress("model", sentences_total=len(plan.sentences), done=2, total=3, unit="steps",
-                        detail=f"the Ray actors load {cfg.model}"))
+        report(
+            Progress(
+                "model",
+                sentences_total=len(plan.sentences),
+                done=2,
+                total=3,
+                unit="steps",
+                detail=f"the Ray actors load {cfg.model}",
+            )
+        )
         # the driver merges every actor's partial as one state, whatever their device maps (their state_dicts
         # are the whole run's: ``execute/layer_groups.py``)
         merge_ctx = dataclasses.replace(setup.ctx, places=None)
-        measures, notes = pools[0].run(plan, merge_ctx, checkpoint=target.checkpoint, fingerprint=setup.fingerprint,
-                                   progress=progress, should_cancel=should_cancel,
-                                   checkpoint_every_s=checkpoint_every_s)
+        measures, notes = pools[0].run(
+            plan,
+            merge_ctx,
+            checkpoint=target.checkpoint,
+            fingerprint=setup.fingerprint,
+            progress=progress,
+            should_cancel=should_cancel,
+            checkpoint_every_s=checkpoint_every_s,
+        )
     finally:
         for pool in pools:
             pool.close()
@@ -300,8 +339,10 @@ def actor_gpus(cfg, cluster_gpus: float, workers: int) -> tuple[int, int]:
         gpus = 1 if cluster_gpus >= 1 else 0
         return gpus, int(cluster_gpus) if gpus and cfg.workers is None else workers
     if k > cluster_gpus:
-        raise NormvarError(f"--gpus-per-worker {k}: the Ray cluster has {cluster_gpus:g} GPUs",
-                           fix=f"use at most {int(cluster_gpus)} GPUs per worker")
+        raise NormvarError(
+            f"--gpus-per-worker {k}: the Ray cluster has {cluster_gpus:g} GPUs",
+            fix=f"use at most {int(cluster_gpus)} GPUs per worker",
+        )
     return int(k), int(cfg.workers or (cluster_gpus // k if k else workers))
 
 
@@ -322,7 +363,7 @@ def _in_flight(ray, counter, pending: dict) -> int:
     """Batches finished inside the ranges still running (0 if the counter does not answer)."""
     try:
         got = ray.get(counter.get.remote(), timeout=5)
-    except Exception:  # noqa: BLE001 - progress is best effort
+    except Exception:
         return 0
     return sum(min(got.get(a, 0), b - a) for a, b in pending.values())
 

@@ -8,17 +8,18 @@ order, into the state of one pass over their union. So:
 * sharding (processes, Ray actors, machines) is "map ``compute_partial`` over batch ranges, then
   ``merge_partials``" — the published run equals the single-process one.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from normvar_core.errors import CancelledError, interrupts_between_batches
 from normvar_core.pipeline.contracts import RunContext, StateSource
-from normvar_core.pipeline.measures import MEASURES, Measure
-from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.execute.checkpoint import PartialState, load_partial, partial_state
 from normvar_core.pipeline.execute.layer_groups import LayerSplit, groups_of, update_split
+from normvar_core.pipeline.measures import MEASURES, Measure
+from normvar_core.pipeline.measures.layerview import update_all
 from normvar_core.pipeline.measures.state import DictReader
 
 
@@ -41,9 +42,17 @@ class Counted:
     n: int = 0
 
 
-def run_range(source: StateSource, plan, measures: dict[str, Measure], start: int, stop: int, *,
-              on_batch: Callable[[int], None] | None = None,
-              should_cancel: Callable[[], bool] | None = None, count: Counted | None = None) -> None:
+def run_range(
+    source: StateSource,
+    plan,
+    measures: dict[str, Measure],
+    start: int,
+    stop: int,
+    *,
+    on_batch: Callable[[int], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    count: Counted | None = None,
+) -> None:
     """Feed the StateBatches of plan batches [start, stop) to every measure (``layerview.update_all``:
     the layer-major ones share one float64 copy per layer and batch).
     ``on_batch(i)`` runs after batch i is complete (all its pieces, if it was split);

@@ -11,6 +11,7 @@ no sentence of the corpus file (``check_sample_frac``).
 local directory holding config.json, ``--layers`` within its hidden states, ``--max-length`` within its limit),
 from the config and tokenizer only (no weights); a hub id is left to the worker, which may fetch it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,10 +26,14 @@ from normvar_core.device_options import read_device_map
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.corpus.dataset import check_dataset
 from normvar_core.pipeline.corpus.formats import resolve_corpus_path
-from normvar_core.pipeline.models.device_map import (check_devices_present, check_map_modules, check_offload_folder,
-                                                       meta_model)
 from normvar_core.pipeline.execute.ray_cluster import preflight as ray_preflight
 from normvar_core.pipeline.model_shape import config_and_tokenizer
+from normvar_core.pipeline.models.device_map import (
+    check_devices_present,
+    check_map_modules,
+    check_offload_folder,
+    meta_model,
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,9 @@ class RunTarget:
     locked: tuple[Path, ...] = ()  # what the compute locks (``run_lock.computing_all``): output, name, checkpoint
 
 
-def run_target(cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None,
-               fresh: bool = False) -> RunTarget:
+def run_target(
+    cfg: RunConfig, data_dir=None, *, out_dir=None, overwrite: bool = False, checkpoint=None, fresh: bool = False
+) -> RunTarget:
     """The checks that need no model: ``cfg`` valid, its inputs (``check_inputs``), Ray reachable for
     ``--executor ray`` (``ray_cluster.preflight``), ``cfg`` named, its run file free (or ``overwrite``), the
     checkpoint a regular file or a free name (never a link: ``destination.resolve_destination``) in a writable
@@ -98,7 +104,7 @@ def record_bound(path: Path, split: bool) -> int | None:
 
         try:
             return None if split else int(pq.ParquetFile(path).metadata.num_rows)
-        except Exception:  # noqa: BLE001 - an unreadable file is the reader's to refuse, in its own words
+        except Exception:
             return None
     return path.stat().st_size * (GZIP_MAX_RATIO if name.endswith(".gz") else 1)
 
@@ -113,9 +119,11 @@ def check_sample_frac(cfg, path: Path) -> None:
     p = math.ceil(frac * 2.0**53) / 2.0**53
     bound = record_bound(path, bool(cfg.split_sentences))
     if bound is not None and bound * p < LEAST_CHANCE:
-        raise NormvarError(f"--sample-frac {frac:g} keeps no sentence of {path.name} (at most {bound:,} records, "
-                           f"each kept with probability {p:.3g})",
-                           fix="raise --sample-frac (1 keeps every sentence), or use --max-sentences to cap the run")
+        raise NormvarError(
+            f"--sample-frac {frac:g} keeps no sentence of {path.name} (at most {bound:,} records, "
+            f"each kept with probability {p:.3g})",
+            fix="raise --sample-frac (1 keeps every sentence), or use --max-sentences to cap the run",
+        )
 
 
 def _is_hub_id(name: str) -> bool:
@@ -123,8 +131,12 @@ def _is_hub_id(name: str) -> bool:
     from normvar_core.pipeline.models import aliases
 
     name = name.strip()
-    return (name not in aliases.ALIASES and not Path(name).expanduser().exists()
-            and not name.startswith((".", "/", "~")) and name.count("/") <= 1)
+    return (
+        name not in aliases.ALIASES
+        and not Path(name).expanduser().exists()
+        and not name.startswith((".", "/", "~"))
+        and name.count("/") <= 1
+    )
 
 
 def _needs_assembly(cfg, data_dir) -> bool:
@@ -157,8 +169,9 @@ def check_model(cfg, data_dir=None) -> None:
 
     if _is_hub_id(cfg.model) or _needs_assembly(cfg, data_dir):
         return
-    depth, limit = _depth_and_limit(cfg.model, cfg.gguf_file, cfg.revision, bool(cfg.trust_remote_code),
-                                    str(data_dir or ""))
+    depth, limit = _depth_and_limit(
+        cfg.model, cfg.gguf_file, cfg.revision, bool(cfg.trust_remote_code), str(data_dir or "")
+    )
     kept_layers(cfg, depth)
     check_max_length(cfg, limit)
 

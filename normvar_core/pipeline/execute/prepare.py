@@ -11,11 +11,13 @@ the run's file free, the checkpoint path writable); ``prepare`` then takes a run
 and returns them as one ``RunSetup``. ``publish.publish`` ends a run the same way for both strategies: the
 run file written atomically (execute/publish.py), the checkpoint removed, "done" reported.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from normvar_core.config import RunConfig, run_path_for
 from normvar_core.datadir import DataDir
@@ -23,11 +25,11 @@ from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.pipeline import models
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.read import load_sentences
-from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.execute import checkpoint as ckpt
 from normvar_core.pipeline.execute import heap
-from normvar_core.pipeline.measures import early_measures, run_early, start_early
 from normvar_core.pipeline.execute.progress import PhaseClock, Progress
+from normvar_core.pipeline.measures import early_measures, run_early, start_early
+from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.memory.plan import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.pipeline.run_plan import make_plan
@@ -41,9 +43,9 @@ class RunSetup:
     it); ``resumed``: (partial state, meta) of the checkpoint this run resumes, if any."""
 
     cfg: RunConfig
-    loaded: Any                 # models.LoadedModel
-    plan: Any                   # run_plan.RunPlan
-    source: Any                 # sources.TransformerSource
+    loaded: Any  # models.LoadedModel
+    plan: Any  # run_plan.RunPlan
+    source: Any  # sources.TransformerSource
     ctx: RunContext
     fingerprint: dict
     resumed: tuple | None = None
@@ -54,9 +56,17 @@ class RunSetup:
         return len(self.plan.sentences)
 
 
-def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] | None = None,
-            should_cancel: Callable[[], bool] | None = None, checkpoint: Path | None = None,
-            remote: Any = None, checkpoint_every_s: float = ckpt.CHECKPOINT_EVERY_S, fresh: bool = False) -> RunSetup:
+def prepare(
+    cfg: RunConfig,
+    data_dir=None,
+    *,
+    report: Callable[[Progress], Any] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    checkpoint: Path | None = None,
+    remote: Any = None,
+    checkpoint_every_s: float = ckpt.CHECKPOINT_EVERY_S,
+    fresh: bool = False,
+) -> RunSetup:
     """Corpus → model → plan → source → context and memory plan for ``cfg`` (module docstring).
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
@@ -77,8 +87,10 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     report(Progress("corpus", done=0, total=3, unit="steps", detail="read the corpus"))
     corpus = remote.read_corpus() if remote is not None else load_sentences(cfg, dd.root)
     if not corpus.sentences:
-        raise NormvarError("no sentences left after filtering the corpus",
-                           fix="check the corpus, --max-words, --sample-frac and --max-sentences")
+        raise NormvarError(
+            "no sentences left after filtering the corpus",
+            fix="check the corpus, --max-words, --sample-frac and --max-sentences",
+        )
     check_cancel()
     total = len(corpus.sentences)
     report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail=f"loading {cfg.model}"))
@@ -86,13 +98,26 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
     loaded = remote.describe() if remote is not None else models.load_model(cfg, dd.root)
     check_cancel()
     report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps", detail="tokenize and count"))
-    plan = make_plan(cfg, corpus, loaded.tokenizer, num_hidden_states=int(loaded.info.num_hidden_states),
-                     max_length=int(loaded.info.max_length), device_type=loaded.device.type,
-                     encode=remote.encode if remote is not None else None)
+    plan = make_plan(
+        cfg,
+        corpus,
+        loaded.tokenizer,
+        num_hidden_states=int(loaded.info.num_hidden_states),
+        max_length=int(loaded.info.max_length),
+        device_type=loaded.device.type,
+        encode=remote.encode if remote is not None else None,
+    )
     del corpus
     source = remote.source(loaded, plan.layers) if remote is not None else TransformerSource(loaded, plan.layers)
-    ctx = RunContext(cfg=cfg, layers=plan.layers, dim=source.info.dim, device=source.state_device, plan=plan,
-                     tokens=plan.tokens, places=source.places)
+    ctx = RunContext(
+        cfg=cfg,
+        layers=plan.layers,
+        dim=source.info.dim,
+        device=source.state_device,
+        plan=plan,
+        tokens=plan.tokens,
+        places=source.places,
+    )
     fingerprint = dict(plan.fingerprint(), weights_hash=loaded.info.weights_hash)
     resumed = ckpt.load(checkpoint, fingerprint, fresh=fresh) if checkpoint is not None else None
     early_states = ckpt.early_states_of(resumed)
@@ -105,8 +130,14 @@ def prepare(cfg: RunConfig, data_dir=None, *, report: Callable[[Progress], Any] 
         remote.prime(ctx, source)
     else:  # the measures' early passes, here (a resumed pass has their results)
         ctx.early.update(ckpt.early_results_of(resumed, ctx))
-        early_passes(ctx, source, states=early_states, report=report, check_cancel=check_cancel,
-                     saver=ckpt.Checkpointer(checkpoint, fingerprint, checkpoint_every_s))
+        early_passes(
+            ctx,
+            source,
+            states=early_states,
+            report=report,
+            check_cancel=check_cancel,
+            saver=ckpt.Checkpointer(checkpoint, fingerprint, checkpoint_every_s),
+        )
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
 
 
@@ -129,7 +160,9 @@ def early_passes(ctx: RunContext, source, *, states, report, check_cancel, saver
 
     def on_batch(_) -> None:
         now = done()
-        clock("early", now - start, max(planned, now) - start, "batches", label, sentences_total=len(ctx.plan.sentences))
+        clock(
+            "early", now - start, max(planned, now) - start, "batches", label, sentences_total=len(ctx.plan.sentences)
+        )
         if saver.due() and not all(ep.finished for ep in passes.values()):
             saver.periodic(saver.save_early, states_now(), now, planned)
         check_cancel()
@@ -139,20 +172,32 @@ def early_passes(ctx: RunContext, source, *, states, report, check_cancel, saver
         heap.trim_heap()  # the early batches' freed states back to the OS (the pass's trims measure from here)
     except BaseException as exc:
         if done() > start:
-            ckpt.note_on(exc, saver.exit_save(saver.save_early, states_now(), done(), planned,
-                                              batches=f"{done()} batches of the early pass"))
+            ckpt.note_on(
+                exc,
+                saver.exit_save(
+                    saver.save_early, states_now(), done(), planned, batches=f"{done()} batches of the early pass"
+                ),
+            )
         raise
 
 
 def memory_plan(cfg: RunConfig, ctx: RunContext, loaded, source, resumed):
     """The memory plan of a run over the model loaded here (``run_budget``); with --device-map, what each
     device holds decides the drops (``memory.per_device.plan_placed``)."""
-    ctx.memory = run_budget(cfg, ctx, shape=shape_of_loaded(loaded), device=loaded.device.type, dtype=cfg.dtype,
-                            resume_names=set(resumed[0].states) if resumed is not None else None)
+    ctx.memory = run_budget(
+        cfg,
+        ctx,
+        shape=shape_of_loaded(loaded),
+        device=loaded.device.type,
+        dtype=cfg.dtype,
+        resume_names=set(resumed[0].states) if resumed is not None else None,
+    )
     if loaded.info.device_map and resumed is None:
         dmap = loaded.info.device_map
-        ctx.memory = with_devices(ctx.memory, plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap,
-                                                          device_limits(dmap), dtype=cfg.dtype))
+        ctx.memory = with_devices(
+            ctx.memory,
+            plan_placed(ctx, shape_of_loaded(loaded), loaded.model, dmap, device_limits(dmap), dtype=cfg.dtype),
+        )
     return ctx.memory
 
 

@@ -7,20 +7,35 @@ each phase its rate and ETA, and ``TqdmProgress`` (the CLI's bars).
   ``BatchCounter`` actor that the driver polls;
 * the other phases, counted in steps: ``PhaseClock`` — ETA = elapsed / done × (total − done).
 """
+
 from __future__ import annotations
 
 import sys
 import time
 from dataclasses import dataclass
 
-
-PHASES = {"corpus": "plan", "model": "model", "tokenize": "plan", "early": "early", "compute": "forward",
-          "finalize": "finalize", "write": "write", "done": "done"}
+PHASES = {
+    "corpus": "plan",
+    "model": "model",
+    "tokenize": "plan",
+    "early": "early",
+    "compute": "forward",
+    "finalize": "finalize",
+    "write": "write",
+    "done": "done",
+}
 """stage -> phase: plan (read the corpus, tokenize and count), model (load the model: here, or in the Ray
 actors before their first batch), early (the measures' early passes, e.g. the occurrences' axes from batches spread over the plan), forward (the batches), finalize (every measure's result: spectra, TwoNN,
 seed 004's batches), write (the run file's tables)."""
-PHASE_SPAN = {"plan": (0.0, 5.0), "model": (0.0, 5.0), "early": (5.0, 5.0), "forward": (5.0, 90.0), "finalize": (90.0, 95.0),
-              "write": (95.0, 100.0), "done": (100.0, 100.0)}
+PHASE_SPAN = {
+    "plan": (0.0, 5.0),
+    "model": (0.0, 5.0),
+    "early": (5.0, 5.0),
+    "forward": (5.0, 90.0),
+    "finalize": (90.0, 95.0),
+    "write": (95.0, 100.0),
+    "done": (100.0, 100.0),
+}
 """The part of the progress bar each phase fills (percent): the forward pass is most of a run."""
 
 
@@ -130,8 +145,16 @@ class TqdmProgress:
         self.phase = p.phase
         if p.phase == "done":
             return
-        self.bar = tqdm(total=p.total or None, initial=p.done, unit=p.unit or "step", file=self.file,
-                        disable=self.disable, desc=f"normvar {p.phase}", dynamic_ncols=True, mininterval=0.5)
+        self.bar = tqdm(
+            total=p.total or None,
+            initial=p.done,
+            unit=p.unit or "step",
+            file=self.file,
+            disable=self.disable,
+            desc=f"normvar {p.phase}",
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
 
     def __call__(self, p: Progress) -> None:
         if p.phase != self.phase:
@@ -156,5 +179,13 @@ class TqdmProgress:
             self.bar = None
 
 
-__all__ = ["Progress", "PHASES", "PHASE_SPAN", "PhaseClock", "ForwardClock", "BatchCounter", "publish_progress",
-           "TqdmProgress"]
+__all__ = [
+    "Progress",
+    "PHASES",
+    "PHASE_SPAN",
+    "PhaseClock",
+    "ForwardClock",
+    "BatchCounter",
+    "publish_progress",
+    "TqdmProgress",
+]

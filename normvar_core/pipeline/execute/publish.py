@@ -5,14 +5,16 @@ The run row (``runs.record.RunRecord``) says where the states came from (``sourc
 measures the run holds, the model, the corpus and the full RunConfig (enough to reproduce it);
 every measure contributes its own tables.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import itertools
 import platform
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -38,13 +40,29 @@ def versions() -> dict[str, str]:
     import torch
     import transformers
 
-    return {"normvar": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "duckdb": duckdb.__version__, "numpy": np.__version__, "python": platform.python_version()}
+    return {
+        "normvar": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "duckdb": duckdb.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
 
 
-def publish_run(out_path: Path, *, plan, source: StateSource, ctx: RunContext, measures: dict[str, Measure],
-                seconds: float, notes: dict, overwrite: bool = False, source_kind: str = "model",
-                progress=None) -> Path:
+def publish_run(
+    out_path: Path,
+    *,
+    plan,
+    source: StateSource,
+    ctx: RunContext,
+    measures: dict[str, Measure],
+    seconds: float,
+    notes: dict,
+    overwrite: bool = False,
+    source_kind: str = "model",
+    progress=None,
+) -> Path:
     """Finish every measure, build the run row and write + publish the run file.
 
     The results are computed in two threads while this one writes the tables as they come (DuckDB's
@@ -80,10 +98,13 @@ def publish_run(out_path: Path, *, plan, source: StateSource, ctx: RunContext, m
         return out
 
     report("finalize", 0, len(names), "measures", " · ".join(measures[n].title for n in later) or "results")
-    with ThreadPoolExecutor(1, thread_name_prefix="normvar-results") as serial, \
-            ThreadPoolExecutor(1, thread_name_prefix="normvar-finalize") as side:
-        futures = {n: (side if n in later else serial).submit(finish, n) for n in later + [n for n in names
-                                                                                             if n not in later]}
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="normvar-results") as serial,
+        ThreadPoolExecutor(1, thread_name_prefix="normvar-finalize") as side,
+    ):
+        futures = {
+            n: (side if n in later else serial).submit(finish, n) for n in later + [n for n in names if n not in later]
+        }
         built: dict = {}
 
         def tables_of(name: str) -> dict:
@@ -94,7 +115,7 @@ def publish_run(out_path: Path, *, plan, source: StateSource, ctx: RunContext, m
         tables: dict = {"sentence_lengths": sentence_length_table(plan.sentence_lengths), **source.info.tables}
         for name in [n for n in names if n not in later] + later:
             for tname in measures[name].tables_written(ctx):
-                tables[tname] = (lambda n=name, t=tname: tables_of(n).get(t))
+                tables[tname] = lambda n=name, t=tname: tables_of(n).get(t)
 
         def referenced_sentences():
             referenced: set[int] = set()
@@ -134,18 +155,36 @@ def run_record(plan, source, ctx, measures, results, cfg, seconds, notes, source
     is_decoder = bool(model_meta.pop("is_decoder", False))
     record = RunRecord(
         **{k: v for k, v in model_meta.items() if k in RunRecord.__dataclass_fields__},
-        layers=list(plan.layers), corpus_name=plan.corpus_name, corpus_sha256=plan.corpus_sha256,
-        options=cfg.to_dict(), n_sentences=len(plan.sentences), n_truncated=plan.n_truncated,
-        n_embeddings=int(plan.total_embeddings), n_types=int(plan.token_ids.size), device=str(ctx.device),
-        seconds=float(seconds), versions=versions(), created_at=_dt.datetime.now(_dt.timezone.utc),
-        source=source_kind, accumulators=list(measures), sweep=cfg.sweep,
-        step=cfg.step, unit=plan.unit,
-        notes={"n_batches": plan.n_batches,
-               "batch_size": cfg.batch_size or int(max(batch_sizes(plan.batches), default=0)),
-               **notes, **acc_notes, "is_decoder": is_decoder, "max_length": plan.max_length,
-               "unk_share": round(float(plan.unk_share), 6),
-               "unk_share_text": round(float(plan.unk_share_text), 6), "unk_flag": bool(plan.unk_share > UNK_FLAG),
-               "corpus": corpus}, dataset=dataset,
+        layers=list(plan.layers),
+        corpus_name=plan.corpus_name,
+        corpus_sha256=plan.corpus_sha256,
+        options=cfg.to_dict(),
+        n_sentences=len(plan.sentences),
+        n_truncated=plan.n_truncated,
+        n_embeddings=int(plan.total_embeddings),
+        n_types=int(plan.token_ids.size),
+        device=str(ctx.device),
+        seconds=float(seconds),
+        versions=versions(),
+        created_at=_dt.datetime.now(_dt.UTC),
+        source=source_kind,
+        accumulators=list(measures),
+        sweep=cfg.sweep,
+        step=cfg.step,
+        unit=plan.unit,
+        notes={
+            "n_batches": plan.n_batches,
+            "batch_size": cfg.batch_size or int(max(batch_sizes(plan.batches), default=0)),
+            **notes,
+            **acc_notes,
+            "is_decoder": is_decoder,
+            "max_length": plan.max_length,
+            "unk_share": round(float(plan.unk_share), 6),
+            "unk_share_text": round(float(plan.unk_share_text), 6),
+            "unk_flag": bool(plan.unk_share > UNK_FLAG),
+            "corpus": corpus,
+        },
+        dataset=dataset,
     )
     record.model = cfg.model
     record.dim = int(source.info.dim)
@@ -160,15 +199,30 @@ def memory_note(ctx) -> dict:
     return {} if mp is None else {"total_bytes": mp.total_bytes, "memory_bytes": mp.memory_bytes, "fits": mp.fits}
 
 
-def publish(target: RunTarget, setup: RunSetup, measures: dict, notes: dict, *, seconds: float,
-            report: Callable[[Progress], Any]) -> Path:
+def publish(
+    target: RunTarget,
+    setup: RunSetup,
+    measures: dict,
+    notes: dict,
+    *,
+    seconds: float,
+    report: Callable[[Progress], Any],
+) -> Path:
     """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
     measures = gather(measures)  # --device-map: every layer group's state gathered on the host
     heap.trim_heap()  # the pass's kept free pages back before the results are built (the plan counts pass or publish)
     n_embeddings = setup.plan.total_embeddings  # every batch is in: the plan's count of counted positions
-    path = publish_run(target.out_path, plan=setup.plan, source=setup.source, ctx=setup.ctx, measures=measures,
-                       notes={**notes, "memory": memory_note(setup.ctx)}, overwrite=target.overwrite,
-                       seconds=seconds, progress=publish_progress(report, setup.total, n_embeddings))
+    path = publish_run(
+        target.out_path,
+        plan=setup.plan,
+        source=setup.source,
+        ctx=setup.ctx,
+        measures=measures,
+        notes={**notes, "memory": memory_note(setup.ctx)},
+        overwrite=target.overwrite,
+        seconds=seconds,
+        progress=publish_progress(report, setup.total, n_embeddings),
+    )
     if target.checkpoint is not None:  # the name itself: a link planted there meanwhile goes, never its target
         remove_named(target.checkpoint)
     report(Progress("done", setup.total, setup.total, n_embeddings, 0.0, 0.0))

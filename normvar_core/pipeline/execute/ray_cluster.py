@@ -1,6 +1,7 @@
 """Starting or joining Ray for the Ray strategy (``on_ray.py``): fail fast on a dead address, keep a
 private Ray on 127.0.0.1. Ray is an optional extra (``requirements-ray.txt``), imported only here
 and in ``on_ray.py``."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,9 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise NormvarError("the Ray executor needs Ray", fix="pip install -r requirements-ray.txt "
-                           "(or pip install 'normvar[ray]')") from None
+        raise NormvarError(
+            "the Ray executor needs Ray", fix="pip install -r requirements-ray.txt (or pip install 'normvar[ray]')"
+        ) from None
     return ray
 
 
@@ -27,12 +29,16 @@ def check_address(address: str, timeout: float = 3.0) -> None:
     hostport = address.split("://", 1)[-1].rstrip("/")
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise NormvarError(f"invalid Ray address {address!r}", fix="use HOST:PORT or ray://HOST:PORT (see `ray status`)")
+        raise NormvarError(
+            f"invalid Ray address {address!r}", fix="use HOST:PORT or ray://HOST:PORT (see `ray status`)"
+        )
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise NormvarError(f"Ray could not start: nothing answers at {address} ({exc.strerror or exc})",
-                           fix="check --ray-address (ray status), or drop --executor ray to run in one process") from None
+        raise NormvarError(
+            f"Ray could not start: nothing answers at {address} ({exc.strerror or exc})",
+            fix="check --ray-address (ray status), or drop --executor ray to run in one process",
+        ) from None
 
 
 def preflight(cfg) -> None:
@@ -47,9 +53,11 @@ def preflight(cfg) -> None:
 def check_local_workers(cfg) -> None:
     """A private Ray (no ``--ray-address``) runs one actor per core of this machine: no more ``--workers``."""
     if cfg.executor == "ray" and not cfg.ray_address and cfg.workers and cfg.workers > (os.cpu_count() or 1):
-        raise NormvarError(f"--workers {cfg.workers} is more than this machine's {os.cpu_count() or 1} cores: a local "
-                           "Ray runs one actor per core, each holding a whole model",
-                           fix=f"use --workers {os.cpu_count() or 1} or less (or --ray-address of a larger cluster)")
+        raise NormvarError(
+            f"--workers {cfg.workers} is more than this machine's {os.cpu_count() or 1} cores: a local "
+            "Ray runs one actor per core, each holding a whole model",
+            fix=f"use --workers {os.cpu_count() or 1} or less (or --ray-address of a larger cluster)",
+        )
 
 
 def check_workers(ray, workers: int, gpus: int) -> None:
@@ -58,8 +66,11 @@ def check_workers(ray, workers: int, gpus: int) -> None:
     what, each = ("GPU", int(gpus)) if gpus else ("CPU", 1)
     have = int(ray.cluster_resources().get(what, 0))
     if workers * each > have:
-        raise NormvarError(f"--workers {workers} is more than the Ray cluster's {have} {what}s hold: each actor takes "
-                           f"{each} and the rest would wait forever", fix=f"use --workers {have // each} or less")
+        raise NormvarError(
+            f"--workers {workers} is more than the Ray cluster's {have} {what}s hold: each actor takes "
+            f"{each} and the rest would wait forever",
+            fix=f"use --workers {have // each} or less",
+        )
 
 
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -83,7 +94,7 @@ def quiet_driver(ray) -> None:
     session's log files (``/tmp/ray/session_*/logs``); a failure reaches the user as normvar's own line."""
     worker = getattr(getattr(ray, "_private", None), "worker", None)
     if worker is not None and hasattr(worker, "_worker_logs_enabled"):
-        worker._worker_logs_enabled = False  # noqa: SLF001
+        worker._worker_logs_enabled = False
 
 
 def start_ray(address: str | None, workers: int):
@@ -100,14 +111,30 @@ def start_ray(address: str | None, workers: int):
             ray.init(address=address, ignore_reinit_error=True, **quiet)
         else:  # a private Ray: never attach to a cluster named by a leftover /tmp/ray session file
             loopback_only(ray)
-            ray.init(address="local", num_cpus=max(workers, 1), ignore_reinit_error=True,
-                     _node_ip_address="127.0.0.1", **quiet)
+            ray.init(
+                address="local",
+                num_cpus=max(workers, 1),
+                ignore_reinit_error=True,
+                _node_ip_address="127.0.0.1",
+                **quiet,
+            )
         quiet_driver(ray)
-    except Exception as exc:  # noqa: BLE001 - Ray raises many types when it cannot start or connect
+    except Exception as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-        raise NormvarError(f"Ray could not start{f' at {address}' if address else ''}: {first}",
-                           fix="check --ray-address (ray status), or drop --executor ray to run in one process") from None
+        raise NormvarError(
+            f"Ray could not start{f' at {address}' if address else ''}: {first}",
+            fix="check --ray-address (ray status), or drop --executor ray to run in one process",
+        ) from None
     return ray
 
 
-__all__ = ["check_address", "preflight", "check_workers", "check_local_workers", "quiet_driver", "loopback_only", "start_ray", "LOOPBACK_ENV"]
+__all__ = [
+    "check_address",
+    "preflight",
+    "check_workers",
+    "check_local_workers",
+    "quiet_driver",
+    "loopback_only",
+    "start_ray",
+    "LOOPBACK_ENV",
+]

@@ -22,6 +22,7 @@ reads the file itself (``load_sentences``), which raises the whole-file reader's
 (a quoted cell may hold a newline): the driver reads it and shares the kept sentences
 (``shares.split_shares``), which the actors tokenize.
 """
+
 from __future__ import annotations
 
 import time
@@ -52,16 +53,19 @@ def cut_for_actors(cfg, data_dir, k: int, put) -> dict | None:
 def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
     """(CorpusText, [phase-3 parts in range order]) — see the module docstring."""
     shares = ranges.shares_of(cut)  # "data": an object-store reference, resolved by Ray for the actor
-    pairs = [(actors[i % len(actors)], ({k: v for k, v in s.items() if k != "data"}, s["data"]))
-             for i, s in enumerate(shares)]
+    pairs = [
+        (actors[i % len(actors)], ({k: v for k, v in s.items() if k != "data"}, s["data"]))
+        for i, s in enumerate(shares)
+    ]
 
     def get(calls: list):
         try:
             return ray.get(calls)
-        except Exception as exc:  # noqa: BLE001 - a range that failed to parse: the whole-file reader's error
+        except Exception as exc:
             load_sentences(cfg, data_dir)
-            raise NormvarError(f"a Ray shard (reading the corpus) failed: {str(exc).splitlines()[0][:200]}",
-                               fix="see the Ray logs") from None
+            raise NormvarError(
+                f"a Ray shard (reading the corpus) failed: {str(exc).splitlines()[0][:200]}", fix="see the Ray logs"
+            ) from None
 
     column = cut.get("column") or cfg.text_column or None
     infos = get([a.parse.remote(*ref, column) for a, ref in pairs])
@@ -76,9 +80,14 @@ def read_on_actors(ray, actors: list, cfg, cut: dict, data_dir) -> tuple:
     for p in parts:
         p["sentences"] = unpack_strings({"utf8": p.pop("kept_utf8"), "ends": p.pop("kept_ends")})
     text_column = column if cut["format"] in (".jsonl", ".parquet", ".dataset") else None
-    corpus = ranges.merge_selections(cfg, cut, parts, n_not_text=sum(int(i["n_not_text"]) for i in infos),
-                                     n_null=sum(int(i["n_null"]) for i in infos),
-                                     column=text_column)
+    corpus = ranges.merge_selections(
+        cfg,
+        cut,
+        parts,
+        n_not_text=sum(int(i["n_not_text"]) for i in infos),
+        n_null=sum(int(i["n_null"]) for i in infos),
+        column=text_column,
+    )
     return corpus, parts
 
 
@@ -117,10 +126,16 @@ def actor_keep(cfg, sel, room: int, tokenizer, max_length: int, prior_cpu_s: flo
     t0 = time.process_time()
     enc = encode_sentences(part["sentences"], tokenizer, max_length=max_length, unit=cfg.unit)
     packed = pack_strings(part.pop("sentences"))
-    return dict(part, **encoded_arrays(enc), kept_utf8=packed["utf8"], kept_ends=packed["ends"],
-                cpu_s=np.float64(time.process_time() - t0),
-                read_cpu_s=np.float64(prior_cpu_s + time.process_time() - t_keep), max_length=int(max_length),
-                unit=str(cfg.unit))
+    return dict(
+        part,
+        **encoded_arrays(enc),
+        kept_utf8=packed["utf8"],
+        kept_ends=packed["ends"],
+        cpu_s=np.float64(time.process_time() - t0),
+        read_cpu_s=np.float64(prior_cpu_s + time.process_time() - t_keep),
+        max_length=int(max_length),
+        unit=str(cfg.unit),
+    )
 
 
 __all__ = ["cut_for_actors", "read_on_actors", "RangeState", "actor_keep"]

@@ -9,6 +9,7 @@ actors. A merge is in place, so an actor dying half-way through handing its bloc
 leaves a half-merged state: it is dropped for the last checkpoint — the state before that merge — or,
 without a checkpoint, for an empty state; the ranges it no longer covers are run again.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,7 +51,7 @@ class MergedState:
         self.oom = int(got[1].get("oom_splits", 0))
         return sum(b - a for a, b in self.covered)
 
-    def add(self, out: dict, pieces: "Pieces") -> None:
+    def add(self, out: dict, pieces: Pieces) -> None:
         """Merge an actor's flushed state in place, one small array or one layer block at a time, then
         checkpoint. If the actor dies before every block arrived, the half-merged state is dropped and
         the last checkpoint (or an empty state) taken instead: its ranges are run again."""
@@ -71,8 +72,12 @@ class MergedState:
         self.covered += ranges
         self.n_ranges += len(ranges)
         if self.path is not None:
-            ckpt.save(self.path, self.fingerprint, ckpt.partial_state(self.accs, 0, 0),
-                      {"ray_ranges": sorted(self.covered), "oom_splits": self.oom})
+            ckpt.save(
+                self.path,
+                self.fingerprint,
+                ckpt.partial_state(self.accs, 0, 0),
+                {"ray_ranges": sorted(self.covered), "oom_splits": self.oom},
+            )
 
     def rollback(self) -> None:
         """Back to the last checkpoint (the state before the failed merge), or to nothing merged."""
@@ -95,7 +100,7 @@ class Pieces:
     def __init__(self, ray, actor, out: dict, prefix: str = ""):
         self.ray, self.actor, self.out, self.prefix = ray, actor, out, prefix
 
-    def sub(self, prefix: str) -> "Pieces":
+    def sub(self, prefix: str) -> Pieces:
         return Pieces(self.ray, self.actor, self.out, self.prefix + prefix)
 
     def has(self, key: str) -> bool:
@@ -122,7 +127,7 @@ class Pieces:
     def _fetch(self, key: str, i: int) -> np.ndarray:
         try:
             return self.ray.get(self.actor.piece.options(concurrency_group=TRANSFER).remote(self.out["token"], key, i))
-        except Exception as exc:  # noqa: BLE001 - the actor died (or restarted without the state)
+        except Exception as exc:
             raise PieceLost(f"block {i} of {key}: {str(exc).splitlines()[0][:160]}") from None
 
     def release(self, token: str):

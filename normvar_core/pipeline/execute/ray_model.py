@@ -14,6 +14,7 @@ has loaded the model, what needs the weights:
   (``Shard.early``) and sent by the driver to every actor with the plan (``RayPool.run``), so every partial
   starts from the same results — those a local run records, from the same batches and the same thread count.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,8 +34,8 @@ class DescribedModel:
     """The driver's ``LoadedModel`` stand-in: the tokenizer read here and the first actor's description."""
 
     tokenizer: Any
-    info: Any       # models.ModelInfo (the first actor's)
-    shape: Any      # model_shape.ModelShape of the loaded model
+    info: Any  # models.ModelInfo (the first actor's)
+    shape: Any  # model_shape.ModelShape of the loaded model
     model: Any = None  # never the weights: they load in the actors only
 
     @property
@@ -95,8 +96,9 @@ class ActorModel:
     def memory_plan(self, cfg, ctx, loaded: DescribedModel, source: DescribedSource, resumed) -> Any:
         """``run_budget`` against the first actor's memory figure; with a device map (its replica's), the
         per-device plan of that replica decides the drops, as in one process."""
-        mp = run_budget(cfg, ctx, shape=loaded.shape, device=loaded.device.type, dtype=cfg.dtype,
-                        measured=source.measured)
+        mp = run_budget(
+            cfg, ctx, shape=loaded.shape, device=loaded.device.type, dtype=cfg.dtype, measured=source.measured
+        )
         if loaded.info.device_map and resumed is None:
             ctx.memory = mp
             per = self.pool.get(self.first.devices.remote(self.pool.boxed(ctx.plan, ctx)), "the per-device memory plan")
@@ -106,8 +108,7 @@ class ActorModel:
     def prime(self, ctx, source) -> None:
         """The measures' early pass results from the first actor (none asked when the run keeps no such measure)."""
         if early_measures(ctx):
-            ctx.early = dict(self.pool.get(self.first.early.remote(self.pool.boxed(ctx.plan, ctx)),
-                                           "the early passes"))
+            ctx.early = dict(self.pool.get(self.first.early.remote(self.pool.boxed(ctx.plan, ctx)), "the early passes"))
 
 
 __all__ = ["ActorModel", "DescribedModel", "DescribedSource"]

@@ -1,6 +1,7 @@
 """The Ray executor's model-holding actor (``on_ray.RayPool`` starts them): ``Shard`` holds the model, the
 run's plan and one running partial state of the batch ranges it ran (the batch counter the shards report to is
 ``progress.BatchCounter``). The test hooks (crash, delay) are read here, from the environment."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +17,6 @@ from normvar_core.config import RunConfig
 from normvar_core.pipeline import models
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.shares import encoded_arrays, unpack_strings
-from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.encoding import encode_sentences
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.blas_threads import hold_one_blas_thread
@@ -25,6 +25,7 @@ from normvar_core.pipeline.execute.partials import build_measures, run_range
 from normvar_core.pipeline.execute.plan_payload import plan_from_payload
 from normvar_core.pipeline.execute.ray_corpus import RangeState, actor_keep
 from normvar_core.pipeline.measures import prime
+from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.memory.terms import loaded_budget
 from normvar_core.pipeline.model_shape import shape_of_loaded
 from normvar_core.pipeline.models.norm_params import norm_tables
@@ -99,9 +100,12 @@ class Shard:
         """The run's App. I tables of ``layers`` (``norm_tables``, from the weights) and the memory figure a local
         run plans against (``loaded_budget``: free memory plus what this process holds, measured here)."""
         info = self.loaded.info
-        return {"tables": norm_tables(self.loaded.model, self.loaded.tokenizer, list(layers), int(info.dim),
-                                      where=self.loaded.norm_outputs),
-                "measured": int(loaded_budget(self.loaded.device.type))}
+        return {
+            "tables": norm_tables(
+                self.loaded.model, self.loaded.tokenizer, list(layers), int(info.dim), where=self.loaded.norm_outputs
+            ),
+            "measured": int(loaded_budget(self.loaded.device.type)),
+        }
 
     def devices(self, payload_box: list) -> dict:
         """--device-map: the per-device memory plan of this actor's placed replica
@@ -111,8 +115,9 @@ class Shard:
 
         _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
         dmap = self.loaded.info.device_map
-        return plan_placed(ctx, shape_of_loaded(self.loaded), self.loaded.model, dmap, device_limits(dmap),
-                           dtype=self.cfg.dtype)
+        return plan_placed(
+            ctx, shape_of_loaded(self.loaded), self.loaded.model, dmap, device_limits(dmap), dtype=self.cfg.dtype
+        )
 
     def early(self, payload_box: list) -> dict:
         """The measures' early pass results ({name: result}, ``measures.prime``): computed in one actor, sent by
@@ -125,9 +130,16 @@ class Shard:
         """(plan, context) of the driver's plan arrays and memory decisions (JSON {measure: reason})."""
         plan = plan_from_payload(self.cfg, arrays)
         info, places = self.loaded.info, kept_places(self.loaded.info, plan.layers)
-        return plan, RunContext(cfg=self.cfg, layers=plan.layers, dim=int(info.dim), plan=plan, tokens=plan.tokens,
-                                device=state_device(places, info.device), places=places,
-                                memory=Decisions(json.loads(reasons_json)))
+        return plan, RunContext(
+            cfg=self.cfg,
+            layers=plan.layers,
+            dim=int(info.dim),
+            plan=plan,
+            tokens=plan.tokens,
+            device=state_device(places, info.device),
+            places=places,
+            memory=Decisions(json.loads(reasons_json)),
+        )
 
     def _ensure_plan(self, payload_box: list) -> None:
         """The plan, source and context, built once from ``payload_box`` = [plan arrays, memory decisions, early
@@ -171,8 +183,14 @@ class Shard:
         """The ranges of the running partial state and its small arrays; its arrays of 3+ dimensions
         (per-type means, scatters, samples) stay here as ``outgoing``, for the driver to fetch one layer
         block at a time (``piece``) under the returned ``token``. Then a fresh state."""
-        out = {"covered": np.asarray(self.covered, np.int64).reshape(-1, 2), "small": {}, "blocks": {},
-               "token": "", "node": self.node, "oom_splits": 0}
+        out = {
+            "covered": np.asarray(self.covered, np.int64).reshape(-1, 2),
+            "small": {},
+            "blocks": {},
+            "token": "",
+            "node": self.node,
+            "oom_splits": 0,
+        }
         if self.accs is not None:
             arrays = partial_state(self.accs, 0, 0).arrays()
             big = {k: v for k, v in arrays.items() if v.ndim >= 3}

@@ -3,6 +3,7 @@ registry order, which is also the finalize order (a measure's ``uses_results`` f
 in which a run short of memory drops the droppable ones. A run holds every measure whose ``for_run`` returns
 one (the names go to the run row's ``accumulators`` column). A new measure = one module here and one entry
 below."""
+
 from __future__ import annotations
 
 from normvar_core.pipeline.contracts import RunContext
@@ -46,8 +47,9 @@ def early_measures(ctx: RunContext, registry=MEASURES) -> list[type[Measure]]:
     return [cls for cls in registry if cls.early_pass is not None and cls.keeps(ctx)]
 
 
-def start_early(ctx: RunContext, source, *, reuse: bool = True, states: dict | None = None,
-                registry=MEASURES) -> dict[str, EarlyPass]:
+def start_early(
+    ctx: RunContext, source, *, reuse: bool = True, states: dict | None = None, registry=MEASURES
+) -> dict[str, EarlyPass]:
     """{name: its early pass, started} for every measure of ``early_measures`` without a result in ``ctx.early``
     yet (a resumed checkpoint carries them), in registry order. ``states``: {name: state_dict} of an
     interrupted run's passes to go on from; ``reuse``: they may leave their batches to the source for the pass (a
@@ -74,6 +76,22 @@ def prime(ctx: RunContext, source, *, reuse: bool = True, registry=MEASURES) -> 
     run_early(ctx, start_early(ctx, source, reuse=reuse, registry=registry))
 
 
-__all__ = ["MEASURES", "skip_reasons", "early_measures", "start_early", "run_early", "prime", "Measure", "EarlyPass",
-           "MomentsMeasure", "SampleMeasure", "GeometryMeasure", "SelfSimilarityMeasure", "OutlierMeasure", "HalvesMeasure",
-           "OccurrencesMeasure", "NeighbourhoodMeasure", "LayerLinearityMeasure"]
+__all__ = [
+    "MEASURES",
+    "skip_reasons",
+    "early_measures",
+    "start_early",
+    "run_early",
+    "prime",
+    "Measure",
+    "EarlyPass",
+    "MomentsMeasure",
+    "SampleMeasure",
+    "GeometryMeasure",
+    "SelfSimilarityMeasure",
+    "OutlierMeasure",
+    "HalvesMeasure",
+    "OccurrencesMeasure",
+    "NeighbourhoodMeasure",
+    "LayerLinearityMeasure",
+]

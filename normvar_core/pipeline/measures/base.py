@@ -39,6 +39,7 @@ its Gaussian null: ``null_tables(run, kind, stats, null, seed=…)`` -> {table n
 and what it shows: ``curves``, its per-layer curves (``runs.declared.LayerCurve``), recorded in the run file with
 its tables, from which the dashboard's page and the deck draw them (no registry to edit).
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -81,7 +82,7 @@ class Measure(Stateful, ABC):
     curves: ClassVar[tuple[LayerCurve, ...]] = ()
     """Per-layer curves of its tables that the dashboard (the curve's page, as a tab) and the deck (a slide) draw,
     e.g. ``LayerCurve("layer_norms", "mean_norm", "Mean norm per layer", "mean ‖x‖")``."""
-    early_pass: ClassVar[type["EarlyPass"] | None] = None
+    early_pass: ClassVar[type[EarlyPass] | None] = None
     """Its pass before the measures are built (``EarlyPass``), or None; ``for_run`` waits for its result in
     ``ctx.early[name]``."""
 
@@ -107,7 +108,7 @@ class Measure(Stateful, ABC):
         return cls.asked(ctx.cfg) and not ctx.dropped(cls.name)
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "Measure | None":
+    def for_run(cls, ctx: RunContext) -> Measure | None:
         """This measure sized for the run, or None: not asked (``asked``), dropped (``skip_reason``) or its early
         pass not run (no ``ctx.early[name]``)."""
         if not cls.asked(ctx.cfg) or cls.skip_reason(ctx):
@@ -125,10 +126,15 @@ class Measure(Stateful, ABC):
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         """The one line recorded in ``notes.skipped`` when the memory plan leaves it out."""
-        fix = (f"keep fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset
-               else "use a larger device or fewer --layers")
-        return (f"{cls.name} skipped: needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB left on the device after "
-                f"the weights and the moments — {fix}, or a larger --memory-gb")
+        fix = (
+            f"keep fewer layers (e.g. --layers {','.join(map(str, subset))})"
+            if subset
+            else "use a larger device or fewer --layers"
+        )
+        return (
+            f"{cls.name} skipped: needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB left on the device after "
+            f"the weights and the moments — {fix}, or a larger --memory-gb"
+        )
 
     # ------------------------------------------------------------------ memory, from one formula
     @classmethod
@@ -143,7 +149,9 @@ class Measure(Stateful, ABC):
         planned = cls.planned_state(ctx)
         if planned is None:
             return None
-        return {k: int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for k, (shape, dtype) in planned.items()}
+        return {
+            k: int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for k, (shape, dtype) in planned.items()
+        }
 
     @classmethod
     def planned_bytes(cls, ctx: RunContext) -> int | None:
@@ -177,11 +185,10 @@ class Measure(Stateful, ABC):
 
     # ------------------------------------------------------------------ the pass and the result
     @abstractmethod
-    def update(self, batch: StateBatch) -> None:
-        ...
+    def update(self, batch: StateBatch) -> None: ...
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, np.ndarray], ctx: RunContext) -> "Measure":
+    def from_state_dict(cls, state: dict[str, np.ndarray], ctx: RunContext) -> Measure:
         measure = cls.for_run(ctx)
         if measure is None:
             raise ValueError(f"measure {cls.name!r} is not enabled for this run")
@@ -189,13 +196,12 @@ class Measure(Stateful, ABC):
         return measure
 
     @abstractmethod
-    def result(self) -> Any:
-        ...
+    def result(self) -> Any: ...
 
     def take_results(self, results: dict[str, Any]) -> None:
         """Receive the results named in ``uses_results`` (those the run has) before ``result()``."""
 
-    def take_states(self, measures: dict[str, "Measure"]) -> None:
+    def take_states(self, measures: dict[str, Measure]) -> None:
         """Receive the measures named in ``uses_states`` (those the run has), after the pass, before ``result()``."""
 
     @abstractmethod
@@ -255,29 +261,25 @@ class EarlyPass(ABC):
 
     @classmethod
     @abstractmethod
-    def start(cls, ctx: RunContext, source, *, reuse: bool) -> "EarlyPass":
+    def start(cls, ctx: RunContext, source, *, reuse: bool) -> EarlyPass:
         """A fresh pass for the run (``reuse``: it may leave the batches it ran to ``source`` for the pass)."""
 
     @property
     @abstractmethod
-    def finished(self) -> bool:
-        ...
+    def finished(self) -> bool: ...
 
     @abstractmethod
     def run(self, *, on_batch=None) -> None:
         """Pool batches after the ``done`` ones until ``finished``."""
 
     @abstractmethod
-    def state_dict(self) -> dict[str, np.ndarray]:
-        ...
+    def state_dict(self) -> dict[str, np.ndarray]: ...
 
     @abstractmethod
-    def load_state_dict(self, state: dict) -> "EarlyPass":
-        ...
+    def load_state_dict(self, state: dict) -> EarlyPass: ...
 
     @abstractmethod
-    def result(self) -> Any:
-        ...
+    def result(self) -> Any: ...
 
     @classmethod
     def checkpoint_meta(cls, result: Any) -> dict:

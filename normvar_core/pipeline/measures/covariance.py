@@ -22,9 +22,10 @@ with the count before the batch, and ``commit`` adds it after the batch's last l
 ``end_batch``: a measure never counts its rows itself. A state of width 0 (the halves without the geometry)
 keeps its count only.
 """
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -39,8 +40,18 @@ class Covariance:
     attributes and ``state_dict`` keys). ``shape`` = (L, d); ``device``: the tensors' torch device, or None
     for numpy arrays on the host (sums form only); ``outer``: a d × d scatter, else its diagonal (pooled form only)."""
 
-    def __init__(self, holder, shape: tuple[int, int], *, count: str = "n", mean: str = "mean",
-                 scatter: str = "scatter", outer: bool = True, form: str = "pooled", device=None):
+    def __init__(
+        self,
+        holder,
+        shape: tuple[int, int],
+        *,
+        count: str = "n",
+        mean: str = "mean",
+        scatter: str = "scatter",
+        outer: bool = True,
+        form: str = "pooled",
+        device=None,
+    ):
         if form not in FORMS:
             raise ValueError(f"covariance form must be one of {FORMS}, got {form!r}")
         if form == "sums" and not outer:
@@ -66,12 +77,16 @@ class Covariance:
         holder.__dict__.setdefault("_covariances", []).append(self)
 
     @staticmethod
-    def planned(L: int, d: int, *, count: str = "n", mean: str = "mean", scatter: str = "scatter",
-                outer: bool = True) -> dict:
+    def planned(
+        L: int, d: int, *, count: str = "n", mean: str = "mean", scatter: str = "scatter", outer: bool = True
+    ) -> dict:
         """The ``planned_state`` entries: {count: ((1,), int64), mean: ((L, d), float64), scatter: ((L, d, d)
         or (L, d), float64)} — 8·L·d² + 8·L·d + 8 bytes (outer), 16·L·d + 8 (per coordinate)."""
-        return {count: ((1,), np.int64), mean: ((L, d), np.float64),
-                scatter: ((L, d, d) if outer else (L, d), np.float64)}
+        return {
+            count: ((1,), np.int64),
+            mean: ((L, d), np.float64),
+            scatter: ((L, d, d) if outer else (L, d), np.float64),
+        }
 
     # ------------------------------------------------------------------ the holder's arrays
     @property
@@ -92,8 +107,9 @@ class Covariance:
     def count(self, n: int) -> None:
         """Record the batch's n (added by ``commit``); every layer of one batch must give the same n."""
         if n and self.pending and n != self.pending:
-            raise ValueError(f"covariance {self.keys[1]!r}: {n} rows in a layer, {self.pending} in another "
-                             "layer of the same batch")
+            raise ValueError(
+                f"covariance {self.keys[1]!r}: {n} rows in a layer, {self.pending} in another layer of the same batch"
+            )
         self.pending = n or self.pending
 
     def pool(self, l: int, n: int, mean_b=None, scatter_b=None) -> None:
@@ -135,7 +151,7 @@ class Covariance:
         outer = mean[..., :, None] * mean[..., None, :]
         return s / n - outer
 
-    def pooled_with(self, other: "Covariance"):
+    def pooled_with(self, other: Covariance):
         """(n, μ, S) of this state and ``other``'s pooled by Chan's update, layer by layer (copies: neither state
         changes) — what merging the two would hold (pooled form)."""
         if self.form != "pooled":

@@ -22,6 +22,7 @@ at d = 4096), on the states' device. A run whose layers do not fit in the device
 (``memory.plan_memory``) skips the geometry and says so in its notes, with the layer subset that
 would fit (``drop_reason``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,8 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.constants import ID_SAMPLE, NULL_KINDS, TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures import geometry_device
+from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.knn_device import canonical_rows
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
@@ -39,9 +40,9 @@ from normvar_core.pipeline.measures.samples import locate, position_keys
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.runs.schema import GEOMETRY_TABLES
 from normvar_core.runs.tables import geometry_tables
-from normvar_core.stats.axes import top_axes
 from normvar_core.stats import layer_geometry as layer_geometry
 from normvar_core.stats import twonn_context
+from normvar_core.stats.axes import top_axes
 from normvar_core.stats.null import null_params
 from normvar_core.stats.null_geometry import null_layer_geometry
 
@@ -87,7 +88,7 @@ def _batch_context(X, rows, r, nn, dup, sentences, t: int, level=None, subsets=N
     arrival or merge order). Each distinct row takes the streamed (r₁, r₂) and neighbours of the copy the stream
     kept, the neighbours named by their canonical copy; so do its decimated subsets' (``level``: each row's level,
     ``subsets``: {k: (r, nn)} of the layer, from the stream)."""
-    canon, firsts = first_copies(X)                # each row -> its distinct row; distinct rows in sample order
+    canon, firsts = first_copies(X)  # each row -> its distinct row; distinct rows in sample order
     at = _streamed(rows, canon, firsts, dup)
     local = np.full(len(dup), -1, np.int64)
     local[rows] = np.arange(rows.size)
@@ -95,9 +96,12 @@ def _batch_context(X, rows, r, nn, dup, sentences, t: int, level=None, subsets=N
     def canonical(near):  # the stream's neighbour rows, named by their canonical copy
         return np.where(near >= 0, canon[np.maximum(local[np.maximum(near, 0)], 0)], -1)
 
-    subs = None if subsets is None else {k: (level[at] >= k, rk[at], canonical(nk[at])) for k, (rk, nk) in subsets.items()}
-    return twonn_context.batch_context(X[firsts], sentences[rows[firsts]], r[at], canonical(nn[at]), t,
-                                       rows=int(rows.size), subsets=subs)
+    subs = (
+        None if subsets is None else {k: (level[at] >= k, rk[at], canonical(nk[at])) for k, (rk, nk) in subsets.items()}
+    )
+    return twonn_context.batch_context(
+        X[firsts], sentences[rows[firsts]], r[at], canonical(nn[at]), t, rows=int(rows.size), subsets=subs
+    )
 
 
 def _batch_context_device(X, rows, r, dup, sentences, t: int, level, subsets) -> dict:
@@ -145,7 +149,7 @@ class GeometryMeasure(LayerMajor):
         self._pkeys = position_keys(self.uplan) if _sample_size(ctx) else np.zeros(0, np.int64)
         z = dict(dtype=torch.float64, device=self.device)
         self.cov = Covariance(self, (L, d), device=self.device)  # n, mean, scatter
-        self._add_state("sum_u", torch.zeros((L, d), **z))      # Σ x/‖x‖
+        self._add_state("sum_u", torch.zeros((L, d), **z))  # Σ x/‖x‖
         # per layer, on the states' device (no host sync per batch): embeddings with a non-zero norm
         # (the cosine's n), Σ‖x‖ and Σ‖x‖² (float64, summed per batch in float64)
         self._add_state("n_u", torch.zeros(L, dtype=torch.int64, device=self.device))
@@ -167,8 +171,14 @@ class GeometryMeasure(LayerMajor):
         TwoNN sample of K rows (``NeighbourState.planned``) and n:
         L·(8·d² + K·(4·d + 138) + 16·d + 24) + K + 8 bytes."""
         L, d = ctx.num_layers, ctx.dim
-        return {**Covariance.planned(L, d), "sum_u": ((L, d), np.float64), "n_u": ((L,), np.int64), "norm_sum": ((L,), np.float64),
-                "sq_sum": ((L,), np.float64), **NeighbourState.planned(L, _sample_size(ctx), d)}
+        return {
+            **Covariance.planned(L, d),
+            "sum_u": ((L, d), np.float64),
+            "n_u": ((L,), np.int64),
+            "norm_sum": ((L,), np.float64),
+            "sq_sum": ((L,), np.float64),
+            **NeighbourState.planned(L, _sample_size(ctx), d),
+        }
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
@@ -188,13 +198,16 @@ class GeometryMeasure(LayerMajor):
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         """Names the largest evenly spaced subset of the kept layers with which the whole run fits."""
         L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
-        head = (f"layer geometry skipped: {L} layers at d = {d} need {_gb(need)} (a {d} x {d} float64 covariance "
-                f"and a {K:,}-embedding sample per layer); {_gb(free)} left on the device after the weights and "
-                f"the moments")
+        head = (
+            f"layer geometry skipped: {L} layers at d = {d} need {_gb(need)} (a {d} x {d} float64 covariance "
+            f"and a {K:,}-embedding sample per layer); {_gb(free)} left on the device after the weights and "
+            f"the moments"
+        )
         if not subset:
             return head + " — lower --id-sample, or a larger --memory-gb"
-        return head + (f" — keep at most {len(subset)} layers (e.g. --layers {','.join(map(str, subset))}) "
-                       f"or lower --id-sample")
+        return head + (
+            f" — keep at most {len(subset)} layers (e.g. --layers {','.join(map(str, subset))}) or lower --id-sample"
+        )
 
     # ------------------------------------------------------------------ streaming
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
@@ -253,30 +266,44 @@ class GeometryMeasure(LayerMajor):
             rows = np.flatnonzero(nb.tb == t)
             if on:  # the batch's rows gathered once, −0.0 as 0.0 (as the stream's copies are matched)
                 X = sample[li][torch.as_tensor(rows, device=self.device)] + 0.0
-                return ((fit, ndup, geometry_device.batch_anisotropy(X)),
-                        _batch_context_device(X, rows, r[li], dup[li], sentences, t, level[li], subs))
+                return (
+                    (fit, ndup, geometry_device.batch_anisotropy(X)),
+                    _batch_context_device(X, rows, r[li], dup[li], sentences, t, level[li], subs),
+                )
             X = sample[li][rows] + np.float32(0.0)
-            return ((fit, ndup, layer_geometry.batch_anisotropy(X)),
-                    _batch_context(X, rows, r[li], nn[li], dup[li], sentences, t, level[li], subs))
+            return (
+                (fit, ndup, layer_geometry.batch_anisotropy(X)),
+                _batch_context(X, rows, r[li], nn[li], dup[li], sentences, t, level[li], subs),
+            )
 
         by_batch = per_layer(batch_part, len(tasks), parallel=not on)  # batches, not layers: the cores stay even
 
         def one(li: int):
             mine = [by_batch[i] for i, (lj, _) in enumerate(tasks) if lj == li]
             eig = geometry_device.eigenvalues(self.cov.covariance(li)) if on else None
-            row, eig = layer_geometry.layer_row(None if on else cov[li], sample[li], n=self.n,
-                                                sum_u_sq=float(su[li] @ su[li]), n_u=int(self.n_u[li]),
-                                                norm_sum=float(self.norm_sum[li]), sq_sum=float(self.sq_sum[li]),
-                                                est=layer_geometry.estimates_from([m[0] for m in mine]),
-                                                eigenvalues=eig)
+            row, eig = layer_geometry.layer_row(
+                None if on else cov[li],
+                sample[li],
+                n=self.n,
+                sum_u_sq=float(su[li] @ su[li]),
+                n_u=int(self.n_u[li]),
+                norm_sum=float(self.norm_sum[li]),
+                sq_sum=float(self.sq_sum[li]),
+                est=layer_geometry.estimates_from([m[0] for m in mine]),
+                eigenvalues=eig,
+            )
             cols, curve = twonn_context.layer_context([m[1] for m in mine])
             layer = int(self.layers[li])
             cosines = geometry_device.pair_cosines(sample[li]) if on else layer_geometry.pair_cosines(sample[li])
             return ({"layer": layer, **row, **cols}, eig, cosines, [{"layer": layer, **c} for c in curve])
 
         out = per_layer(one, len(self.layers), parallel=not on)
-        res = {"rows": [o[0] for o in out], "spectra": [o[1] for o in out], "cosines": [o[2] for o in out],
-               "decimation": [c for o in out for c in o[3]]}
+        res = {
+            "rows": [o[0] for o in out],
+            "spectra": [o[1] for o in out],
+            "cosines": [o[2] for o in out],
+            "decimation": [c for o in out for c in o[3]],
+        }
         return res
 
     def covariance_axes(self, l: int, k: int = 2) -> np.ndarray:
@@ -285,8 +312,9 @@ class GeometryMeasure(LayerMajor):
         return top_axes(self.cov.covariance(l).cpu().numpy(), k)
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
-        return geometry_tables(self.layers, result["rows"], result["spectra"], result["cosines"],
-                               decimation=result["decimation"])
+        return geometry_tables(
+            self.layers, result["rows"], result["spectra"], result["cosines"], decimation=result["decimation"]
+        )
 
     @classmethod
     def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict:
@@ -301,16 +329,20 @@ class GeometryMeasure(LayerMajor):
         for li, mu, s2 in null_params(kind, stats, run.layer_stats(), seed=seed):
             layer = int(stats.layer_index[li])
             rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 2, layer])
-            row, eig, cos = null_layer_geometry(mu, s2, null.mean[li], null.v[li] * null.n, null.n, size, rng,
-                                                search=search)
+            row, eig, cos = null_layer_geometry(
+                mu, s2, null.mean[li], null.v[li] * null.n, null.n, size, rng, search=search
+            )
             rows.append({"layer": layer, **row})
             spectra.append(eig)
             cosines.append(cos)
         return geometry_tables(stats.layer_index, rows, spectra, cosines)
 
     def run_meta(self, result) -> dict:
-        return {"id_sample": int(self.filled.size), "id_batches": int(np.unique(self.neighbours.tb).size),
-                "scatter_dtype": self.scatter_dtype}
+        return {
+            "id_sample": int(self.filled.size),
+            "id_batches": int(np.unique(self.neighbours.tb).size),
+            "scatter_dtype": self.scatter_dtype,
+        }
 
 
 __all__ = ["GeometryMeasure", "host_search", "null_sample_size"]

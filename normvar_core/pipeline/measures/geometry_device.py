@@ -15,6 +15,7 @@ host — only the per-batch numbers do.
 Each equals the host's to float64 rounding (the same formulas, reduced in the device's order), not bit for bit:
 ``tests/test_geometry_device.py`` runs both on the CPU's torch and compares them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,7 +56,7 @@ def eigenvalues(cov: torch.Tensor) -> np.ndarray:
 def pair_cosines(X: torch.Tensor) -> np.ndarray:
     """Cosines of the disjoint pairs (x₀, x₁), (x₂, x₃), … of the rows of X; pairs with a zero vector dropped."""
     m = X.shape[0] // 2
-    a, b = X[0:2 * m:2].to(torch.float64), X[1:2 * m:2].to(torch.float64)
+    a, b = X[0 : 2 * m : 2].to(torch.float64), X[1 : 2 * m : 2].to(torch.float64)
     na, nb = a.norm(dim=1), b.norm(dim=1)
     ok = (na > 0) & (nb > 0)
     return ((a[ok] * b[ok]).sum(1) / (na[ok] * nb[ok])).cpu().numpy()

@@ -27,14 +27,15 @@ i.e. twice the moments' per-type state plus twice the geometry's covariance; ``r
 third copy of the per-type state while it merges. MiniLM (L = 7, d = 384, T = 10k): 0.45 GB;
 bert-base shape (L = 13, d = 768, T = 30k): 4.8 GB — switch it off with ``--no-halves``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-from normvar_core.constants import STUDY_BAND
 from normvar_core.config import RunConfig
+from normvar_core.constants import STUDY_BAND
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures.covariance import Covariance
@@ -141,9 +142,11 @@ class HalvesMeasure(LayerMajor):
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
-        return (f"split halves skipped: two copies of the per-type moments need {need / 2**30:.1f} GiB, "
-                f"{free / 2**30:.1f} GiB left on the device — keep fewer --layers, use --mean-dtype float32, "
-                "or --no-halves (the findings then have bootstrap intervals only)")
+        return (
+            f"split halves skipped: two copies of the per-type moments need {need / 2**30:.1f} GiB, "
+            f"{free / 2**30:.1f} GiB left on the device — keep fewer --layers, use --mean-dtype float32, "
+            "or --no-halves (the findings then have bootstrap intervals only)"
+        )
 
     # ------------------------------------------------------------------ streaming
     def begin_batch(self, batch: StateBatch) -> None:
@@ -208,9 +211,11 @@ class HalvesMeasure(LayerMajor):
         sq_all = [h.sq_all.cpu().numpy() for h in self.halves]
         sq_pos0 = [h.sq_pos0.cpu().numpy() for h in self.halves]
         parts = []
-        for tag, stats, cov, sa, s0 in (("all", full, covs[2], sq_all[0] + sq_all[1], sq_pos0[0] + sq_pos0[1]),
-                                        ("a", self.a.tm.result(keep), covs[0], sq_all[0], sq_pos0[0]),
-                                        ("b", self.b.tm.result(keep), covs[1], sq_all[1], sq_pos0[1])):
+        for tag, stats, cov, sa, s0 in (
+            ("all", full, covs[2], sq_all[0] + sq_all[1], sq_pos0[0] + sq_pos0[1]),
+            ("a", self.a.tm.result(keep), covs[0], sq_all[0], sq_pos0[0]),
+            ("b", self.b.tm.result(keep), covs[1], sq_all[1], sq_pos0[1]),
+        ):
             df = intervals.half_values(stats, keep, cov, sa, s0)
             df.insert(1, "half", tag)
             parts.append(df)
@@ -228,8 +233,12 @@ class HalvesMeasure(LayerMajor):
         return out
 
     def run_meta(self, result) -> dict:
-        return {"halves": {"sentences_hash": "splitmix64(sentence_id ^ 0x5EED0F4A1F) & 1",
-                           "embeddings": [int(self.a.n), int(self.b.n)]}}
+        return {
+            "halves": {
+                "sentences_hash": "splitmix64(sentence_id ^ 0x5EED0F4A1F) & 1",
+                "embeddings": [int(self.a.n), int(self.b.n)],
+            }
+        }
 
 
 __all__ = ["HalvesMeasure", "half_of"]

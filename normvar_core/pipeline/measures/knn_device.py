@@ -8,6 +8,7 @@ d² ≤ its k-th smallest + 2 s_i, re-ranked by their float64 distance, ties by 
 host search's; the distances are the same float64 squares summed by the device's reduction, so they equal the host's
 to float64 rounding (1e-15 relative), not bit for bit.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,8 +45,14 @@ def canonical_rows(X: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return rank[inv].cpu().numpy(), first[order].cpu().numpy()
 
 
-def searches(X: torch.Tensor, k: int, groups: np.ndarray | None = None, first: np.ndarray | None = None,
-             chunk: int = CHUNK, u: float = 2.0 ** -24) -> tuple[np.ndarray, np.ndarray]:
+def searches(
+    X: torch.Tensor,
+    k: int,
+    groups: np.ndarray | None = None,
+    first: np.ndarray | None = None,
+    chunk: int = CHUNK,
+    u: float = 2.0**-24,
+) -> tuple[np.ndarray, np.ndarray]:
     """``stats.knn.searches`` of the rows X (m, d) on X's device, ``u`` its float32 matmul's unit roundoff; returns
     host arrays (S, m, k)."""
     dev = X.device
@@ -59,8 +66,10 @@ def searches(X: torch.Tensor, k: int, groups: np.ndarray | None = None, first: n
     c = (2 * d + 24) * u * 1.02
     dist = torch.full((len(which), m, k), float("inf"), dtype=torch.float64, device=dev)
     idx = torch.full((len(which), m, k), -1, dtype=torch.int64, device=dev)
-    g = torch.as_tensor(np.zeros(m, np.int64) if groups is None
-                        else np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1), device=dev)
+    g = torch.as_tensor(
+        np.zeros(m, np.int64) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1),
+        device=dev,
+    )
     fr = torch.as_tensor(np.ones(m, bool) if first is None else np.asarray(first, bool), device=dev)
     inf = float("inf")
     fmax = torch.finfo(torch.float32).max
@@ -75,13 +84,23 @@ def searches(X: torch.Tensor, k: int, groups: np.ndarray | None = None, first: n
         slack2 = 2 * (c * (sq64[at] + smax)).float()
         for s_out, s in enumerate(which):
             e = torch.where(_allowed(s, at, g, fr), d2, inf)
-            kth = (torch.topk(e, k, dim=1, largest=False).values[:, -1] if k <= m
-                   else torch.full((at.numel(),), inf, device=dev))
+            kth = (
+                torch.topk(e, k, dim=1, largest=False).values[:, -1]
+                if k <= m
+                else torch.full((at.numel(),), inf, device=dev)
+            )
             thr = torch.clamp_max(kth + slack2, fmax)
             i, j = torch.nonzero(e <= thr[:, None], as_tuple=True)  # row-major: each row's columns ascending
-            r = torch.cat([(X32[at[i[p:p + PAIRS]]].double() - X32[j[p:p + PAIRS]].double()).square_().sum(-1).sqrt_()
-                           for p in range(0, i.numel(), PAIRS)]) if i.numel() else torch.zeros(0, dtype=torch.float64,
-                                                                                               device=dev)
+            r = (
+                torch.cat(
+                    [
+                        (X32[at[i[p : p + PAIRS]]].double() - X32[j[p : p + PAIRS]].double()).square_().sum(-1).sqrt_()
+                        for p in range(0, i.numel(), PAIRS)
+                    ]
+                )
+                if i.numel()
+                else torch.zeros(0, dtype=torch.float64, device=dev)
+            )
             order = torch.argsort(r, stable=True)
             order = order[torch.argsort(i[order], stable=True)]  # by row, then distance, then column
             i, j, r = i[order], j[order], r[order]

@@ -30,6 +30,7 @@ Memory (``planned_state``): 2 · (16·L·d² + 8·L·d + 8) + L bytes — MiniLM
 (L = 13, d = 768): 245 MB; a 7B decoder (L = 33, d = 4,096): 17.7 GB. A run short of memory drops it first
 (last in the registry). Off by default: ``--layer-linearity`` asks for it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,8 +69,9 @@ class CrossChan:
     def merge(self, holder, name: str, reader) -> None:
         n_b = int(reader.get("n").reshape(-1)[0])
         mean_b = as_like(reader.get("mean"), holder.mean)
-        cross_pool_into(getattr(holder, name), holder.paired_rows, int(holder.n), holder.mean, n_b, mean_b,
-                        reader.blocks(name))
+        cross_pool_into(
+            getattr(holder, name), holder.paired_rows, int(holder.n), holder.mean, n_b, mean_b, reader.blocks(name)
+        )
 
 
 class Half(Stateful):
@@ -89,17 +91,30 @@ class LayerLinearityMeasure(LayerMajor):
     title = "layer linearity and CKA"
     table_names = (LL.TABLE,)
     curves = (
-        LayerCurve(LL.TABLE, "linearity", "Linearity between consecutive layers",
-                   "linearity score 1 − min_A ‖X̃A − Ỹ‖²_F",
-                   description="How much of layer l + 1 a linear map of layer l explains, both centred and scaled "
-                               "(Razzhigaev et al. 2024); at layer l, the pair (l, l + 1)."),
-        LayerCurve(LL.TABLE, "linearity_residual_free", "Linearity without the residual",
-                   "linearity score of h_l+1 − h_l on h_l",
-                   description="The same score for the block's own output h_l+1 − h_l (the residual stream taken "
-                               "out), as Razzhigaev et al. 2024."),
-        LayerCurve(LL.TABLE, "cka", "Linear CKA between consecutive layers", "linear CKA(h_l, h_l+1)",
-                   description="Kornblith et al. 2019's linear centred kernel alignment of layers l and l + 1 over "
-                               "every embedding."),
+        LayerCurve(
+            LL.TABLE,
+            "linearity",
+            "Linearity between consecutive layers",
+            "linearity score 1 − min_A ‖X̃A − Ỹ‖²_F",
+            description="How much of layer l + 1 a linear map of layer l explains, both centred and scaled "
+            "(Razzhigaev et al. 2024); at layer l, the pair (l, l + 1).",
+        ),
+        LayerCurve(
+            LL.TABLE,
+            "linearity_residual_free",
+            "Linearity without the residual",
+            "linearity score of h_l+1 − h_l on h_l",
+            description="The same score for the block's own output h_l+1 − h_l (the residual stream taken "
+            "out), as Razzhigaev et al. 2024.",
+        ),
+        LayerCurve(
+            LL.TABLE,
+            "cka",
+            "Linear CKA between consecutive layers",
+            "linear CKA(h_l, h_l+1)",
+            description="Kornblith et al. 2019's linear centred kernel alignment of layers l and l + 1 over "
+            "every embedding.",
+        ),
     )
     policy = "a run short of memory leaves it out first (two halves of 2·L d × d float64 scatters)"
 
@@ -163,7 +178,7 @@ class LayerLinearityMeasure(LayerMajor):
             raise RuntimeError("the layer view is not split into this batch's halves")
         xc, c, out, a = view.centred, view.centre, [], 0
         for n, mean, scatter in view.parts():
-            out.append((n, mean, scatter, xc[a:a + n], mean - c))
+            out.append((n, mean, scatter, xc[a : a + n], mean - c))
             a += n
         return out
 
@@ -225,9 +240,13 @@ class LayerLinearityMeasure(LayerMajor):
         missing = [int(self.layers[j]) for j in range(len(self.layers) - 1) if not self.paired[j]]
         if not missing:
             return {}
-        return {LL.MEASURE: {"pairs_not_computed": missing,
-                             "why": "the two layers sit on different devices (--device-map): each layer group's "
-                                    "states stay on their device"}}
+        return {
+            LL.MEASURE: {
+                "pairs_not_computed": missing,
+                "why": "the two layers sit on different devices (--device-map): each layer group's "
+                "states stay on their device",
+            }
+        }
 
 
 __all__ = ["LayerLinearityMeasure", "cross_pool_into", "CrossChan"]

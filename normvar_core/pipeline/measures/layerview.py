@@ -20,12 +20,12 @@ at 1/32–1/64 of float32) and on MPS (no float64 at all).
 
 ``per_layer`` runs a per-layer step (the geometry's finalize, the occurrences' early axes) one layer per core.
 """
+
 from __future__ import annotations
 
 import os
 from abc import abstractmethod
-
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -37,7 +37,7 @@ FAST_FLOAT64_CAPABILITIES = {(8, 0), (9, 0)}
 
 
 def resolve_scatter_dtype(choice: str, device) -> str:
-    """"float64" or "float32" for ``choice`` (float64 / float32 / auto) on ``device``."""
+    """ "float64" or "float32" for ``choice`` (float64 / float32 / auto) on ``device``."""
     if choice in ("float64", "float32"):
         return choice
     if choice != "auto":
@@ -167,7 +167,7 @@ class LayerView:
         if self._grams is None:
             xc, grams, a = self.centred, [], 0
             for size in self.sizes:
-                part = xc[a:a + size]
+                part = xc[a : a + size]
                 grams.append((gram(part).to(torch.float64), part.sum(0, dtype=torch.float64)))
                 a += size
             self._grams = grams
@@ -234,8 +234,10 @@ class LayerMajor(Measure):
     def __getattr__(self, name: str):
         # only reached when normal lookup fails: a subclass that did not call LayerMajor.__init__
         if name in ("device", "scatter_dtype"):
-            raise AttributeError(f"{type(self).__name__} has no {name}: a LayerMajor measure's __init__ calls "
-                                 "super().__init__(ctx) first, which sets layers, device and scatter_dtype")
+            raise AttributeError(
+                f"{type(self).__name__} has no {name}: a LayerMajor measure's __init__ calls "
+                "super().__init__(ctx) first, which sets layers, device and scatter_dtype"
+            )
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def begin_batch(self, batch) -> None:
@@ -320,5 +322,15 @@ def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
         torch.set_num_threads(torch_threads)  # last: OpenMP's and MKL's counts both set back
 
 
-__all__ = ["LayerView", "row_sq", "LayerMajor", "update_layer_major", "update_all", "resolve_scatter_dtype", "SCATTER_DTYPES",
-           "gram", "FAST_FLOAT64_CAPABILITIES", "per_layer"]
+__all__ = [
+    "LayerView",
+    "row_sq",
+    "LayerMajor",
+    "update_layer_major",
+    "update_all",
+    "resolve_scatter_dtype",
+    "SCATTER_DTYPES",
+    "gram",
+    "FAST_FLOAT64_CAPABILITIES",
+    "per_layer",
+]

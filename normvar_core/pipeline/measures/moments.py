@@ -4,6 +4,7 @@ eqs. 1–6) — ``TokenMoments`` behind the measure contract.
 Run-file tables: ``token_stats``, ``token_means``, ``layer_stats`` (eqs. 8–11 over all types),
 ``frequency_hist`` (Fig. 10) and, in a word run, ``word_units`` (App. J).
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -31,10 +32,18 @@ class MomentsMeasure(Measure):
     devices), or "torch" on any device (the GPU path, which tests run on CPU against the kernel)."""
 
     def __init__(self, ctx: RunContext):
-        tm = TokenMoments(num_layers=ctx.num_layers, dim=ctx.dim, device=ctx.device, mean_dtype=ctx.cfg.mean_dtype,
-                          layer_index=ctx.layers, backend=self.backend)
+        tm = TokenMoments(
+            num_layers=ctx.num_layers,
+            dim=ctx.dim,
+            device=ctx.device,
+            mean_dtype=ctx.cfg.mean_dtype,
+            layer_index=ctx.layers,
+            backend=self.backend,
+        )
         tm.register(ctx.plan.token_ids)  # the types are known: size the tables once (rows too, on torch)
-        self._add_state("acc", tm)  # nested: keys measure.ids, measure.n, measure.mean, measure.s, ... (Chan's merge, layer by layer)
+        self._add_state(
+            "acc", tm
+        )  # nested: keys measure.ids, measure.n, measure.mean, measure.s, ... (Chan's merge, layer by layer)
 
     @classmethod
     def planned_state(cls, ctx: RunContext) -> Planned:
@@ -82,8 +91,10 @@ class MomentsMeasure(Measure):
 def check_counts(plan, stats: TokenStats) -> None:
     """The counts planned from tokenization must equal the accumulated ones (same positions)."""
     if not (np.array_equal(plan.token_ids, stats.token_ids) and np.array_equal(plan.counts, stats.n)):
-        raise RuntimeError("token counts from tokenization differ from the accumulated statistics; "
-                           "the counted positions and the state source disagree")
+        raise RuntimeError(
+            "token counts from tokenization differ from the accumulated statistics; "
+            "the counted positions and the state source disagree"
+        )
 
 
 __all__ = ["MomentsMeasure", "check_counts"]

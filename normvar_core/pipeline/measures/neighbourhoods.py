@@ -20,6 +20,7 @@ those lists:
 Its own state is only the count of embeddings fed (the sample is the geometry's). Without the geometry (a run
 with ``--no-geometry``, or a state read alone) its tables are empty.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,8 @@ from normvar_core.constants import NULL_KINDS, TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Measure, Planned
 from normvar_core.pipeline.measures.geometry import first_copies, null_sample_size
-from normvar_core.pipeline.measures.knn_device import canonical_rows, searches as device_searches
+from normvar_core.pipeline.measures.knn_device import canonical_rows
+from normvar_core.pipeline.measures.knn_device import searches as device_searches
 from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
 from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
 from normvar_core.stats import gride, knn, overlap
@@ -39,10 +41,29 @@ from normvar_core.stats.layer_geometry import twonn_batch_of
 from normvar_core.stats.null import null_params
 from normvar_core.stats.null_geometry import null_sample
 
-GRIDE_COLUMNS = ("layer", "n1", "n2", "masked", "gride_id", "gride_id_err", "gride_id_std", "scale", "points",
-                 "batches")
-OVERLAP_COLUMNS = ("layer", "overlap_next", "overlap_next_masked", "overlap_last", "overlap_last_masked",
-                   "chance", "chance_masked", "overlap_next_std", "overlap_last_std")
+GRIDE_COLUMNS = (
+    "layer",
+    "n1",
+    "n2",
+    "masked",
+    "gride_id",
+    "gride_id_err",
+    "gride_id_std",
+    "scale",
+    "points",
+    "batches",
+)
+OVERLAP_COLUMNS = (
+    "layer",
+    "overlap_next",
+    "overlap_next_masked",
+    "overlap_last",
+    "overlap_last_masked",
+    "chance",
+    "chance_masked",
+    "overlap_next_std",
+    "overlap_last_std",
+)
 CURVE_COLUMNS = ("layer", "to_layer", "pair", "masked", "k", "overlap", "overlap_std", "chance")
 
 
@@ -102,8 +123,14 @@ class NeighbourhoodMeasure(Measure):
         self.geometry = measures.get("geometry")
 
     # ------------------------------------------------------------------ result
-    def _layer(self, li: int, sample: np.ndarray | None, sentences: np.ndarray, tb: np.ndarray,
-               device_sample: torch.Tensor | None = None) -> dict:
+    def _layer(
+        self,
+        li: int,
+        sample: np.ndarray | None,
+        sentences: np.ndarray,
+        tb: np.ndarray,
+        device_sample: torch.Tensor | None = None,
+    ) -> dict:
         """One layer: its GRIDE rows (unmasked, masked) and its overlap lists (K, 64) unmasked and masked
         (positions of the sample; −1 where none), with each position's candidates (unmasked, masked). With
         ``device_sample`` (the geometry's sample where it is not on the CPU) the search runs there
@@ -129,8 +156,9 @@ class NeighbourhoodMeasure(Measure):
             if device_sample is None:
                 dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sent, first=first if copies else None)
             else:
-                dist, idx = device_searches(Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None,
-                                            u=unit_roundoff(Xd.device))
+                dist, idx = device_searches(
+                    Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None, u=unit_roundoff(Xd.device)
+                )
             for v in (0, 1):
                 ix = idx[v, :, :kmax]
                 lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1)
@@ -152,16 +180,22 @@ class NeighbourhoodMeasure(Measure):
         tb = g.neighbours.tb
         on = g.sample if g.sample.device.type != "cpu" else None  # the search where the sample is
         sample = g.sample.numpy() if on is None else None  # on a device, the sample stays there
-        per = per_layer(lambda li: self._layer(li, sample, sentences, tb, on), len(self.layers),
-                        parallel=on is None and torch.device(self.ctx.device).type == "cpu")
+        per = per_layer(
+            lambda li: self._layer(li, sample, sentences, tb, on),
+            len(self.layers),
+            parallel=on is None and torch.device(self.ctx.device).type == "cpu",
+        )
         return {"gride": [r for p in per for r in p["gride"]], **overlap_rows(self.layers, per, tb)}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         def table(rows, columns):
             return pa.table({c: [r[c] for r in rows] for c in columns}) if rows else _empty(columns)
-        return {"layer_gride": table(result["gride"], GRIDE_COLUMNS),
-                "layer_overlap": table(result["overlap"], OVERLAP_COLUMNS),
-                "overlap_curve": table(result["curve"], CURVE_COLUMNS)}
+
+        return {
+            "layer_gride": table(result["gride"], GRIDE_COLUMNS),
+            "layer_overlap": table(result["overlap"], OVERLAP_COLUMNS),
+            "overlap_curve": table(result["curve"], CURVE_COLUMNS),
+        }
 
     @classmethod
     def null_tables(cls, run, kind: str, stats, null, *, seed: int, search=None) -> dict:
@@ -199,19 +233,37 @@ def overlap_rows(layers: list[int], per: list[dict], tb: np.ndarray) -> dict:
                 chi = share / ks
                 ch = overlap.chance(per[li]["candidates"][v])
                 for j, k in enumerate(overlap.KS):
-                    curve.append({"layer": int(layers[li]), "to_layer": int(layers[lj]), "pair": pair,
-                                  "masked": bool(v), "k": int(k), "overlap": float(chi[:, j].mean()),
-                                  "overlap_std": float(chi[:, j].std()), "chance": float(ch[j])})
+                    curve.append(
+                        {
+                            "layer": int(layers[li]),
+                            "to_layer": int(layers[lj]),
+                            "pair": pair,
+                            "masked": bool(v),
+                            "k": int(k),
+                            "overlap": float(chi[:, j].mean()),
+                            "overlap_std": float(chi[:, j].std()),
+                            "chance": float(ch[j]),
+                        }
+                    )
     rows = []
     for li, layer in enumerate(layers):
         at = {(c["pair"], c["masked"]): c for c in curve if c["layer"] == layer and c["k"] == overlap.K_DEFAULT}
         nan = {"overlap": float("nan"), "overlap_std": float("nan"), "chance": float("nan")}
         nxt, nxm = at.get(("next", False), nan), at.get(("next", True), nan)
         lst, lsm = at[("last", False)], at[("last", True)]
-        rows.append({"layer": int(layer), "overlap_next": nxt["overlap"], "overlap_next_masked": nxm["overlap"],
-                     "overlap_last": lst["overlap"], "overlap_last_masked": lsm["overlap"],
-                     "chance": lst["chance"], "chance_masked": lsm["chance"],
-                     "overlap_next_std": nxt["overlap_std"], "overlap_last_std": lst["overlap_std"]})
+        rows.append(
+            {
+                "layer": int(layer),
+                "overlap_next": nxt["overlap"],
+                "overlap_next_masked": nxm["overlap"],
+                "overlap_last": lst["overlap"],
+                "overlap_last_masked": lsm["overlap"],
+                "chance": lst["chance"],
+                "chance_masked": lsm["chance"],
+                "overlap_next_std": nxt["overlap_std"],
+                "overlap_last_std": lst["overlap_std"],
+            }
+        )
     return {"overlap": rows, "curve": curve}
 
 

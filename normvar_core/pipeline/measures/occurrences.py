@@ -28,13 +28,14 @@ State: (L, P, k) float32 projections (P = min(--occurrences, counted positions))
 (L, d, k) + (L, d) float64 early axes and mean, (L, k) + (L, k, k) float64 sums. Tables: ``occurrences``
 (layer, token_id, sentence_id, position, x, y FLOAT) and ``occurrence_axes`` (one row per layer).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
 from normvar_core.config import RunConfig
+from normvar_core.constants import OCCURRENCE_AXES, OCCURRENCE_EARLY
 from normvar_core.errors import interrupts_between_batches
 from normvar_core.pipeline.batches import batch_token_counts, first_position, unit_ids
 from normvar_core.pipeline.contracts import RunContext, StateBatch
@@ -106,8 +107,16 @@ class AxesPass(EarlyPass):
 
     label = "the occurrences' early axes"
 
-    def __init__(self, source, plan, *, positions: int = OCCURRENCE_EARLY, scatter_dtype: str = "auto",
-                 views: tuple[bool, bool] = (False, False), reuse: bool = True):
+    def __init__(
+        self,
+        source,
+        plan,
+        *,
+        positions: int = OCCURRENCE_EARLY,
+        scatter_dtype: str = "auto",
+        views: tuple[bool, bool] = (False, False),
+        reuse: bool = True,
+    ):
         self.source, self.plan, self.positions, self.scatter_dtype = source, plan, int(positions), scatter_dtype
         self.views, self.split = views  # ``pass_views``: keep the kept batches' Gram products, split as the pass
         self.reuse = reuse  # module docstring of ``early_axes``
@@ -120,15 +129,20 @@ class AxesPass(EarlyPass):
 
     def state_dict(self) -> dict[str, np.ndarray]:
         rows = sorted(self.sums)
-        return {"done": np.array([self.done]), "n": np.array([self.n]),
-                "count": np.array([self.sums[r][0] for r in rows], np.int64),
-                "mean": np.stack([self.sums[r][1].to("cpu").numpy() for r in rows]),
-                "scatter": np.stack([self.sums[r][2].to("cpu").numpy() for r in rows])}
+        return {
+            "done": np.array([self.done]),
+            "n": np.array([self.n]),
+            "count": np.array([self.sums[r][0] for r in rows], np.int64),
+            "mean": np.stack([self.sums[r][1].to("cpu").numpy() for r in rows]),
+            "scatter": np.stack([self.sums[r][2].to("cpu").numpy() for r in rows]),
+        }
 
-    def load_state_dict(self, state: dict) -> "AxesPass":
+    def load_state_dict(self, state: dict) -> AxesPass:
         self.done, self.n = int(np.asarray(state["done"])[0]), int(np.asarray(state["n"])[0])
-        self.sums = {r: [int(c), torch.from_numpy(np.array(m, np.float64)), torch.from_numpy(np.array(S, np.float64))]
-                     for r, (c, m, S) in enumerate(zip(state["count"], state["mean"], state["scatter"]))}
+        self.sums = {
+            r: [int(c), torch.from_numpy(np.array(m, np.float64)), torch.from_numpy(np.array(S, np.float64))]
+            for r, (c, m, S) in enumerate(zip(state["count"], state["mean"], state["scatter"]))
+        }
         return self
 
     def _pool(self, row: int, x: torch.Tensor, split) -> LayerView:
@@ -172,8 +186,9 @@ class AxesPass(EarlyPass):
                     sb.views = views if hand_over else None
                     self.n += sb.size
                     if keep:
-                        kept_bytes += sum(t.numel() * t.element_size() for t in ((sb.states,) if sb.groups is None
-                                                                                 else sb.groups))
+                        kept_bytes += sum(
+                            t.numel() * t.element_size() for t in ((sb.states,) if sb.groups is None else sb.groups)
+                        )
                         keep = kept_bytes <= REUSE_BYTES
                         seen.setdefault(bi, []).append(sb) if keep else seen.clear()
                     del sb
@@ -198,18 +213,28 @@ class AxesPass(EarlyPass):
         mean, axes = np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
         if axes.shape[2] < k:  # fewer dimensions than k (tiny test models): pad with zero axes
             axes = np.concatenate([axes, np.zeros((*axes.shape[:2], k - axes.shape[2]))], axis=2)
-        return {"mean": mean, "axes": axes, "n": int(self.n), "batches": int(self.done),
-                "layers": list(self.source.layers)}
+        return {
+            "mean": mean,
+            "axes": axes,
+            "n": int(self.n),
+            "batches": int(self.done),
+            "layers": list(self.source.layers),
+        }
 
     def result(self) -> dict:
         return self.axes(OCCURRENCE_AXES)
 
     @classmethod
-    def start(cls, ctx: RunContext, source, *, reuse: bool) -> "AxesPass":
+    def start(cls, ctx: RunContext, source, *, reuse: bool) -> AxesPass:
         """The run's early pass: its batches' states kept for the pass only where the memory plan counted them
         (``planned``'s ``held_bytes``)."""
-        return cls(source, ctx.plan, scatter_dtype=ctx.cfg.scatter_dtype, views=pass_views(ctx),
-                   reuse=reuse and cls.planned(ctx)["held_bytes"] > 0)
+        return cls(
+            source,
+            ctx.plan,
+            scatter_dtype=ctx.cfg.scatter_dtype,
+            views=pass_views(ctx),
+            reuse=reuse and cls.planned(ctx)["held_bytes"] > 0,
+        )
 
     @classmethod
     def planned(cls, ctx: RunContext, *, device: str | None = None) -> dict:
@@ -228,8 +253,12 @@ class AxesPass(EarlyPass):
         views, split = pass_views(ctx)
         held += L * len(batches) * LayerView.reusable_bytes(d, split) if views else 0
         held = held if dev == "cpu" and L * tokens * d * 4 <= REUSE_BYTES else 0
-        return {"running_bytes": int(L * d * (d + 2) * b), "held_bytes": int(held), "positions": int(tokens),
-                "batches": len(batches)}
+        return {
+            "running_bytes": int(L * d * (d + 2) * b),
+            "held_bytes": int(held),
+            "positions": int(tokens),
+            "batches": len(batches),
+        }
 
     @classmethod
     def checkpoint_meta(cls, result: dict | None) -> dict:
@@ -244,13 +273,27 @@ class AxesPass(EarlyPass):
         early = meta.get("occurrence_early")
         if not early or "axes" not in state:
             return None
-        return {"mean": np.asarray(state["origin"]), "axes": np.asarray(state["axes"]), "n": int(early["n"]),
-                "batches": int(early["batches"]), "layers": list(ctx.layers)}
+        return {
+            "mean": np.asarray(state["origin"]),
+            "axes": np.asarray(state["axes"]),
+            "n": int(early["n"]),
+            "batches": int(early["batches"]),
+            "layers": list(ctx.layers),
+        }
 
 
-def early_axes(source, plan, *, k: int = OCCURRENCE_AXES, positions: int = OCCURRENCE_EARLY,
-               reuse: bool = True, scatter_dtype: str = "auto", state: dict | None = None, on_batch=None,
-               views: tuple[bool, bool] = (False, False)) -> dict:
+def early_axes(
+    source,
+    plan,
+    *,
+    k: int = OCCURRENCE_AXES,
+    positions: int = OCCURRENCE_EARLY,
+    reuse: bool = True,
+    scatter_dtype: str = "auto",
+    state: dict | None = None,
+    on_batch=None,
+    views: tuple[bool, bool] = (False, False),
+) -> dict:
     """The early axes of every kept layer from whole batches spread over the plan (``spread_order``) holding
     ``positions`` counted positions, at least one batch: {"mean": (L, d), "axes": (L, d, k) float64, "n":
     positions used, "batches": batches used, "layers": the source's layers}.
@@ -288,8 +331,9 @@ def plan_occurrences(plan, size: int) -> SamplePlan:
         cols = off[at] + first_position(b).numpy()[rows]
         tok[at] = unit_ids(b).numpy()[rows, cols]
         by_batch[int(bi)] = at
-    return SamplePlan(token_ids=tok, i=np.arange(sent.size, dtype=np.int32), batch=bat, sentence=sent, offset=off,
-                      by_batch=by_batch)
+    return SamplePlan(
+        token_ids=tok, i=np.arange(sent.size, dtype=np.int32), batch=bat, sentence=sent, offset=off, by_batch=by_batch
+    )
 
 
 def _slots(ctx: RunContext) -> int:
@@ -337,8 +381,13 @@ class OccurrencesMeasure(LayerMajor):
         float32 projections (L, P, k) of the P kept occurrences and their flags:
         4·L·P·k + P + 8·L·(d·k + d + k + k²) + 8 bytes."""
         L, d, k, P = ctx.num_layers, ctx.dim, OCCURRENCE_AXES, _slots(ctx)
-        return {"axes": ((L, d, k), np.float64), "origin": ((L, d), np.float64),
-                **Covariance.planned(L, k, mean="sum_y", scatter="sum_yy"), "proj": ((L, P, k), np.float32), "filled": ((P,), np.bool_)}
+        return {
+            "axes": ((L, d, k), np.float64),
+            "origin": ((L, d), np.float64),
+            **Covariance.planned(L, k, mean="sum_y", scatter="sum_yy"),
+            "proj": ((L, P, k), np.float32),
+            "filled": ((P,), np.bool_),
+        }
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
@@ -350,9 +399,11 @@ class OccurrencesMeasure(LayerMajor):
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         P = _slots(ctx)
-        return (f"occurrences skipped: {P:,} occurrences x {ctx.num_layers} layers need {need / 2**30:.1f} GiB, "
-                f"{free / 2**30:.1f} GiB left on the device — lower --occurrences (e.g. {max(P // 4, 1000)}), keep "
-                f"fewer --layers, or a larger --memory-gb")
+        return (
+            f"occurrences skipped: {P:,} occurrences x {ctx.num_layers} layers need {need / 2**30:.1f} GiB, "
+            f"{free / 2**30:.1f} GiB left on the device — lower --occurrences (e.g. {max(P // 4, 1000)}), keep "
+            f"fewer --layers, or a larger --memory-gb"
+        )
 
     # ------------------------------------------------------------------ merge: the axes are the run's own
     def _keep_ours(self, name: str, reader) -> None:
@@ -422,23 +473,50 @@ class OccurrencesMeasure(LayerMajor):
             U, how, angles = self._directions(l, cov_y)
             xy.append((self.proj[l].astype(np.float64) - ybar) @ U)
             var = np.einsum("ij,jk,ki->i", U.T, cov_y, U)
-            rows.append({"layer": int(layer), "axes": how, "k": int(self.axes.shape[2]),
-                         "n_early": int(self.early["n"]), "early_batches": int(self.early["batches"]), "angle_x_deg": angles[0], "angle_y_deg": angles[1],
-                         "var_x": float(var[0]), "var_y": float(var[1]), "n": int(self.n)})
+            rows.append(
+                {
+                    "layer": int(layer),
+                    "axes": how,
+                    "k": int(self.axes.shape[2]),
+                    "n_early": int(self.early["n"]),
+                    "early_batches": int(self.early["batches"]),
+                    "angle_x_deg": angles[0],
+                    "angle_y_deg": angles[1],
+                    "var_x": float(var[0]),
+                    "var_y": float(var[1]),
+                    "n": int(self.n),
+                }
+            )
         return {"xy": np.stack(xy) if xy else np.zeros((0, 0, 2)), "rows": rows}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         p = self.plan
-        return occurrence_tables(self.layers, result["xy"], result["rows"], token_ids=p.token_ids,
-                                 sentence_ids=p.sentence, positions=p.offset)
+        return occurrence_tables(
+            self.layers,
+            result["xy"],
+            result["rows"],
+            token_ids=p.token_ids,
+            sentence_ids=p.sentence,
+            positions=p.offset,
+        )
 
     def sentence_ids(self, result) -> set[int]:
         return {int(s) for s in np.unique(self.plan.sentence)}
 
     def run_meta(self, result) -> dict:
-        return {"occurrences": int(self.plan.size), "occurrence_axes": OCCURRENCE_AXES,
-                "occurrence_early": int(self.early["n"])}
+        return {
+            "occurrences": int(self.plan.size),
+            "occurrence_axes": OCCURRENCE_AXES,
+            "occurrence_early": int(self.early["n"]),
+        }
 
 
-__all__ = ["OccurrencesMeasure", "AxesPass", "early_axes", "early_batches", "layer_states", "spread_order",
-           "plan_occurrences"]
+__all__ = [
+    "OccurrencesMeasure",
+    "AxesPass",
+    "early_axes",
+    "early_batches",
+    "layer_states",
+    "spread_order",
+    "plan_occurrences",
+]

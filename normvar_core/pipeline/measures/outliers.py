@@ -15,6 +15,7 @@ Tables: ``dim_stats(layer, dim, mean, var, max_abs)`` and
 ``top_activations(layer, rank, value, dim, token_id, token, sentence_id, position)``; the shares go
 to ``layer_outliers(layer, q, q_share_pos0, q_share_top1dim, q_share_top5dim, max_abs, max_over_median)``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,7 @@ from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
 from normvar_core.runs.schema import OUTLIERS_TABLES
 
 TOP_K = 20
-SAMPLE_ROWS = 256   # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
+SAMPLE_ROWS = 256  # rows of largest ‖x‖² whose top sets the first batch's threshold (``_threshold``)
 
 
 class OutlierMeasure(LayerMajor):
@@ -39,7 +40,7 @@ class OutlierMeasure(LayerMajor):
     title = "outliers"
     table_names = OUTLIERS_TABLES
     policy = "small (24·L·d bytes): kept whenever the geometry is asked for"
-    use_threshold = True   # False: every batch through the row-wise top-k candidates (``_row_top``)
+    use_threshold = True  # False: every batch through the row-wise top-k candidates (``_row_top``)
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
@@ -49,8 +50,8 @@ class OutlierMeasure(LayerMajor):
         # n, the per-dimension mean and m2 = Σ (h_j − mean_j)²
         self.cov = Covariance(self, (L, d), scatter="m2", outer=False, device=self.device)
         self._add_state("max_abs", torch.zeros((L, d), **z), merge="max")
-        self._add_state("sq_all", torch.zeros(L, **z))          # Σ ‖x‖²
-        self._add_state("sq_pos0", torch.zeros(L, **z))         # Σ ‖x‖² over position 0
+        self._add_state("sq_all", torch.zeros(L, **z))  # Σ ‖x‖²
+        self._add_state("sq_pos0", torch.zeros(L, **z))  # Σ ‖x‖² over position 0
         # top activations: value (signed), dim, token, sentence, position per layer (TOP_K once the first batch is in)
         self._add_state("top", np.zeros((L, 0, 5), np.float64), merge="custom", fixed_shape=False)
 
@@ -64,13 +65,19 @@ class OutlierMeasure(LayerMajor):
         top activations (L, TOP_K, 5) and n: 24·L·d + 16·L + 40·L·K + 8 bytes, K = TOP_K (``_distinct`` pads
         the list to TOP_K rows whatever the run's size)."""
         L, d = ctx.num_layers, ctx.dim
-        return {**Covariance.planned(L, d, scatter="m2", outer=False), "max_abs": ((L, d), np.float64), "sq_all": ((L,), np.float64), "sq_pos0": ((L,), np.float64),
-                "top": ((L, TOP_K, 5), np.float64)}
+        return {
+            **Covariance.planned(L, d, scatter="m2", outer=False),
+            "max_abs": ((L, d), np.float64),
+            "sq_all": ((L,), np.float64),
+            "sq_pos0": ((L,), np.float64),
+            "top": ((L, TOP_K, 5), np.float64),
+        }
 
     def begin_batch(self, batch: StateBatch) -> None:
         self._pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
-        self._keys = np.stack([torch.as_tensor(v).cpu().numpy() for v in
-                               (batch.token_ids, batch.sentence_ids, batch.positions)], axis=1).astype(np.float64)
+        self._keys = np.stack(
+            [torch.as_tensor(v).cpu().numpy() for v in (batch.token_ids, batch.sentence_ids, batch.positions)], axis=1
+        ).astype(np.float64)
         self._tops = []
 
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
@@ -82,7 +89,7 @@ class OutlierMeasure(LayerMajor):
         self.sq_pos0[l] += sq[self._pos0].sum()
         tau = self._threshold(l, view)
         rows, dims = self._row_top(self._fold_max(l, view.x.abs())) if tau is None else self._at_least(l, view.x, tau)
-        cand = self._table(view.x, rows, dims)           # fold into the kept top: the TOP_K distinct keys of the union
+        cand = self._table(view.x, rows, dims)  # fold into the kept top: the TOP_K distinct keys of the union
         self._tops.append(self._distinct(self._contenders(np.concatenate([self.top[l], cand]))))
 
     def end_batch(self, batch: StateBatch) -> None:
@@ -138,8 +145,9 @@ class OutlierMeasure(LayerMajor):
     def _table(self, x: torch.Tensor, rows: torch.Tensor, dims: torch.Tensor) -> np.ndarray:
         """Rows (value, dim, token, sentence, position) of the entries (row, dim) of x, in float64."""
         vals = x[rows, dims].to(torch.float64).cpu().numpy()
-        return np.concatenate([vals[:, None], dims.cpu().numpy()[:, None].astype(np.float64),
-                               self._keys[rows.cpu().numpy()]], axis=1)
+        return np.concatenate(
+            [vals[:, None], dims.cpu().numpy()[:, None].astype(np.float64), self._keys[rows.cpu().numpy()]], axis=1
+        )
 
     @staticmethod
     def _contenders(t: np.ndarray) -> np.ndarray:
@@ -150,9 +158,9 @@ class OutlierMeasure(LayerMajor):
         sort of int64 key codes instead of a lexsort and a row-wise unique of every candidate."""
         v = np.abs(t[:, 0])
         ok = np.isfinite(v)
-        keys = t[ok][:, [2, 4, 1]].astype(np.int64)             # (token, position, dim), all >= 0
+        keys = t[ok][:, [2, 4, 1]].astype(np.int64)  # (token, position, dim), all >= 0
         span = keys.max(0) + 1 if len(keys) else np.ones(3, np.int64)
-        if len(keys) <= TOP_K or keys.min() < 0 or float(span[0]) * float(span[1]) * float(span[2]) >= 2.0 ** 62:
+        if len(keys) <= TOP_K or keys.min() < 0 or float(span[0]) * float(span[1]) * float(span[2]) >= 2.0**62:
             return t
         code = (keys[:, 0] * span[1] + keys[:, 1]) * span[2] + keys[:, 2]
         order = np.argsort(code, kind="stable")
@@ -188,34 +196,50 @@ class OutlierMeasure(LayerMajor):
     def result(self) -> dict:
         mean, var = self.mean.cpu().numpy(), self.cov.covariance().cpu().numpy()
         max_abs = self.max_abs.cpu().numpy()
-        e2 = var + mean ** 2                                # E[h_j²]; Σ_j E[h_j²] = Q(X)
+        e2 = var + mean**2  # E[h_j²]; Σ_j E[h_j²] = Q(X)
         q = e2.sum(1)
         srt = -np.sort(-e2, axis=1)
         med = np.median(max_abs, axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            layer = {"layer": np.asarray(self.layers, np.int32), "q": q,
-                     "q_share_pos0": (self.sq_pos0 / self.sq_all).cpu().numpy(),
-                     "q_share_top1dim": srt[:, 0] / q, "q_share_top5dim": srt[:, :5].sum(1) / q,
-                     "max_abs": max_abs.max(1), "max_over_median": max_abs.max(1) / med}
+            layer = {
+                "layer": np.asarray(self.layers, np.int32),
+                "q": q,
+                "q_share_pos0": (self.sq_pos0 / self.sq_all).cpu().numpy(),
+                "q_share_top1dim": srt[:, 0] / q,
+                "q_share_top5dim": srt[:, :5].sum(1) / q,
+                "max_abs": max_abs.max(1),
+                "max_over_median": max_abs.max(1) / med,
+            }
         return {"mean": mean, "var": var, "max_abs": max_abs, "layer": layer, "top": self.top}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         L, d = len(self.layers), self.dim
         top = result["top"]
         k = top.shape[1]
-        keep = np.isfinite(top[:, :, 0]).reshape(-1)           # fewer distinct keys than TOP_K: NaN rows
+        keep = np.isfinite(top[:, :, 0]).reshape(-1)  # fewer distinct keys than TOP_K: NaN rows
         top = np.nan_to_num(top, nan=-1.0)
         tok_ids = top[:, :, 2].astype(np.int64).reshape(-1)
-        dim_stats = pa.table({"layer": np.repeat(np.asarray(self.layers, np.int32), d),
-                              "dim": np.tile(np.arange(d, dtype=np.int32), L),
-                              "mean": result["mean"].reshape(-1), "var": result["var"].reshape(-1),
-                              "max_abs": result["max_abs"].reshape(-1)})
-        top_t = pa.table({"layer": np.repeat(np.asarray(self.layers, np.int32), k),
-                          "rank": np.tile(np.arange(k, dtype=np.int32), L),
-                          "value": top[:, :, 0].reshape(-1), "dim": top[:, :, 1].astype(np.int32).reshape(-1),
-                          "token_id": tok_ids, "token": [ctx.tokens.get(int(t), "") for t in tok_ids],
-                          "sentence_id": top[:, :, 3].astype(np.int64).reshape(-1),
-                          "position": top[:, :, 4].astype(np.int32).reshape(-1)}).filter(pa.array(keep))
+        dim_stats = pa.table(
+            {
+                "layer": np.repeat(np.asarray(self.layers, np.int32), d),
+                "dim": np.tile(np.arange(d, dtype=np.int32), L),
+                "mean": result["mean"].reshape(-1),
+                "var": result["var"].reshape(-1),
+                "max_abs": result["max_abs"].reshape(-1),
+            }
+        )
+        top_t = pa.table(
+            {
+                "layer": np.repeat(np.asarray(self.layers, np.int32), k),
+                "rank": np.tile(np.arange(k, dtype=np.int32), L),
+                "value": top[:, :, 0].reshape(-1),
+                "dim": top[:, :, 1].astype(np.int32).reshape(-1),
+                "token_id": tok_ids,
+                "token": [ctx.tokens.get(int(t), "") for t in tok_ids],
+                "sentence_id": top[:, :, 3].astype(np.int64).reshape(-1),
+                "position": top[:, :, 4].astype(np.int32).reshape(-1),
+            }
+        ).filter(pa.array(keep))
         return {"dim_stats": dim_stats, "top_activations": top_t, "layer_outliers": pa.table(result["layer"])}
 
     def sentence_ids(self, result) -> set[int]:

@@ -5,6 +5,7 @@ measures that stream a mean and a second moment:
 
 ``outer=True`` pools a d×d scatter (δδᵀ), else per-coordinate sums (δ²). A measure registers the triple with
 ``covariance.Covariance`` (one line), which declares ``Chan`` as its merge."""
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,9 @@ import torch
 from normvar_core.pipeline.measures.state import as_like
 
 
-def pool_into(mean: torch.Tensor, m2: torch.Tensor, n_a: int, mean_b: torch.Tensor, m2_b: torch.Tensor, n_b: int,
-              *, outer: bool) -> None:
+def pool_into(
+    mean: torch.Tensor, m2: torch.Tensor, n_a: int, mean_b: torch.Tensor, m2_b: torch.Tensor, n_b: int, *, outer: bool
+) -> None:
     """Pool (n_b, mean_b, m2_b) into (n_a, mean, m2) in place (the caller adds n_b to its count)."""
     if n_b == 0:
         return

@@ -5,6 +5,7 @@ from. Memory: (L, P, d) float32 for P picks, filled batch by batch from the main
 Run-file table: ``samples`` (layer, token_id, token, i, vector, sentence_id, position); the text of
 the sentences they point at goes to the run's ``sentences`` table (``sentence_ids``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,9 @@ def locate(plan, keys_of_plan: np.ndarray, batch: StateBatch) -> tuple[np.ndarra
     e = np.zeros(0, np.int64)
     if picks is None or picks.size == 0 or batch.size == 0:
         return e, e
-    keys = (torch.as_tensor(batch.sentence_ids).cpu().numpy().astype(np.int64) * _KEY
-            + torch.as_tensor(batch.positions).cpu().numpy().astype(np.int64))
+    keys = torch.as_tensor(batch.sentence_ids).cpu().numpy().astype(np.int64) * _KEY + torch.as_tensor(
+        batch.positions
+    ).cpu().numpy().astype(np.int64)
     order = np.argsort(keys, kind="stable")
     where = np.minimum(np.searchsorted(keys[order], keys_of_plan[picks]), keys.size - 1)
     hit = keys[order][where] == keys_of_plan[picks]
@@ -89,7 +91,7 @@ class SampleMeasure(Measure):
         return cfg.samples_per_token != 0
 
     @classmethod
-    def for_run(cls, ctx: RunContext) -> "SampleMeasure | None":
+    def for_run(cls, ctx: RunContext) -> SampleMeasure | None:
         """Held when the plan picked positions (none when ``--samples-per-token 0`` or no type was chosen)."""
         return cls(ctx) if ctx.plan.samples.size else None
 
@@ -116,9 +118,17 @@ class SampleMeasure(Measure):
     def tables(self, result: dict, ctx: RunContext) -> dict:
         p = self.plan
         return samples_tables(
-            ctx.layers, token_ids=p.token_ids, tokens=[ctx.tokens.get(int(t), "") for t in p.token_ids], i=p.i,
-            vectors=result["vectors"], sentence_ids=p.sentence, positions=p.offset, sentences=None,
-            char_start=p.char_start, char_end=p.char_end)
+            ctx.layers,
+            token_ids=p.token_ids,
+            tokens=[ctx.tokens.get(int(t), "") for t in p.token_ids],
+            i=p.i,
+            vectors=result["vectors"],
+            sentence_ids=p.sentence,
+            positions=p.offset,
+            sentences=None,
+            char_start=p.char_start,
+            char_end=p.char_end,
+        )
 
     def sentence_ids(self, result) -> set[int]:
         return {int(s) for s in np.unique(self.plan.sentence)}

@@ -7,6 +7,7 @@ everything else the run holds (``memory.plan_memory``, after the layer geometry)
 off is recorded in the run notes. Table:
 ``token_selfsim(layer, token_id, n, self_similarity)`` (NaN for types seen once).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,9 +60,11 @@ class SelfSimilarityMeasure(Measure):
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
         fix = f", or fewer layers (e.g. --layers {','.join(map(str, subset))})" if subset else ""
-        return (f"self-similarity skipped: its {ctx.num_layers} x {ctx.num_types:,} x {ctx.dim} table "
-                f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB left on the device after the rest of the run — "
-                f"--self-similarity on to keep it anyway{fix}")
+        return (
+            f"self-similarity skipped: its {ctx.num_layers} x {ctx.num_types:,} x {ctx.dim} table "
+            f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB left on the device after the rest of the run — "
+            f"--self-similarity on to keep it anyway{fix}"
+        )
 
     def update(self, batch: StateBatch) -> None:
         """s_t += Σ x/‖x‖ over the batch's occurrences of t: on the CPU one fused numba pass
@@ -102,10 +105,16 @@ class SelfSimilarityMeasure(Measure):
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
         L, T = result["self_similarity"].shape
-        return {"token_selfsim": pa.table({
-            "layer": np.repeat(np.asarray(self.layers, np.int32), T),
-            "token_id": np.tile(self.token_ids.cpu().numpy(), L), "n": np.tile(result["n"].astype(np.int64), L),
-            "self_similarity": result["self_similarity"].reshape(-1)})}
+        return {
+            "token_selfsim": pa.table(
+                {
+                    "layer": np.repeat(np.asarray(self.layers, np.int32), T),
+                    "token_id": np.tile(self.token_ids.cpu().numpy(), L),
+                    "n": np.tile(result["n"].astype(np.int64), L),
+                    "self_similarity": result["self_similarity"].reshape(-1),
+                }
+            )
+        }
 
 
 __all__ = ["SelfSimilarityMeasure"]

@@ -32,10 +32,12 @@ actor (``execute.ray_merge``: ``Pieces``, merged by ``MergedState``): at most on
 state is held beside the merged one.
 Counts are Python ints, stored as ``int64[1]``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +56,7 @@ class DictReader:
     def blocks(self, key: str) -> Iterator[np.ndarray]:
         yield from self.get(key)
 
-    def sub(self, prefix: str) -> "DictReader":
+    def sub(self, prefix: str) -> DictReader:
         return DictReader(self.arrays, self.prefix + prefix)
 
     def has(self, key: str) -> bool:
@@ -114,9 +116,18 @@ class Stateful:
 
     _states: dict
 
-    def _add_state(self, name: str, value: Any, merge: Any = "sum", *, fixed_shape: bool = True,
-                   per_layer: bool = True, export: Callable | None = None, spec: Callable | None = None,
-                   restore: Callable | None = None) -> None:
+    def _add_state(
+        self,
+        name: str,
+        value: Any,
+        merge: Any = "sum",
+        *,
+        fixed_shape: bool = True,
+        per_layer: bool = True,
+        export: Callable | None = None,
+        spec: Callable | None = None,
+        restore: Callable | None = None,
+    ) -> None:
         """Register ``self.<name> = value`` (a tensor, a numpy array, an int count or a nested holder)
         merged by ``merge``; ``fixed_shape``: a loaded state must have the registered shape; ``per_layer``:
         an array stacked by kept layer along its first axis (False: one for all layers, e.g. per-type counts).
@@ -207,7 +218,7 @@ class Stateful:
             v = getattr(self, name)
             if _is_nested(v):
                 pre = name + "."
-                v.load_state_dict({k[len(pre):]: a for k, a in state.items() if k.startswith(pre)})
+                v.load_state_dict({k[len(pre) :]: a for k, a in state.items() if k.startswith(pre)})
                 continue
             if name not in state:
                 raise ValueError(f"state lacks {name!r}")
@@ -221,7 +232,7 @@ class Stateful:
             else:
                 setattr(self, name, as_like(np.array(a), v))
 
-    def to(self, device) -> "Stateful":
+    def to(self, device) -> Stateful:
         """Every registered tensor, buffer and nested holder moved to ``device`` (in place); numpy state
         stays on the host."""
         for name in (*self._states, *self.__dict__.get("_buffers", ())):
@@ -237,7 +248,7 @@ class Stateful:
         return self
 
     # ------------------------------------------------------------------ merge
-    def merge_from(self, reader) -> "Stateful":
+    def merge_from(self, reader) -> Stateful:
         """Pool another partial state, read through ``reader``, into this one in place."""
         for name, entry in self._states.items():
             if entry.rule == "same":
@@ -270,7 +281,7 @@ class Stateful:
             for i, block in enumerate(reader.blocks(name)):
                 _elementwise(rule, v[i], as_like(block, v))
 
-    def merge(self, other: "Stateful") -> "Stateful":
+    def merge(self, other: Stateful) -> Stateful:
         """Pool ``other`` (a partial state of the same run over other data) into this one; returns self."""
         return self.merge_from(DictReader(other.state_dict()))
 

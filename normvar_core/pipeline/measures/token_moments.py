@@ -28,6 +28,7 @@ Memory: L x T x d means + L x T scalars (T = token types seen), never growing wi
 bytes ~ 8 L T d (float64 means) or 4 L T d (``mean_dtype="float32"``). bert-base shape, 13 layers
 x 768 x 30k types: 2.4 GB in float64, 1.2 GB in float32; keep fewer layers to go lower.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -78,8 +79,15 @@ class TokenMoments(Stateful):
 
     count_states = ("n",)  # the per-type counts (merged by ``ByType``): never negative
 
-    def __init__(self, num_layers: int, dim: int, device: str | torch.device = "cpu",
-                 mean_dtype: str = "float64", layer_index=None, backend: str = "auto"):
+    def __init__(
+        self,
+        num_layers: int,
+        dim: int,
+        device: str | torch.device = "cpu",
+        mean_dtype: str = "float64",
+        layer_index=None,
+        backend: str = "auto",
+    ):
         if num_layers < 1 or dim < 1:
             raise ValueError("num_layers and dim must be >= 1")
         if mean_dtype not in ("float64", "float32"):
@@ -93,8 +101,9 @@ class TokenMoments(Stateful):
         if backend == "numba" and self.device.type != "cpu":
             raise ValueError("the numba backend needs device='cpu'")
         self._cpu_backend = "torch" if backend == "torch" else "numba"
-        layer_index = (np.arange(num_layers, dtype=np.int64) if layer_index is None
-                       else np.asarray(layer_index, dtype=np.int64))
+        layer_index = (
+            np.arange(num_layers, dtype=np.int64) if layer_index is None else np.asarray(layer_index, dtype=np.int64)
+        )
         if layer_index.shape != (self.num_layers,):
             raise ValueError("layer_index must have one entry per stored layer")
         self._tdtype = torch.float64 if mean_dtype == "float64" else torch.float32
@@ -115,8 +124,14 @@ class TokenMoments(Stateful):
         mean (L, T, d) in ``mean_dtype``, s (L, T) float64, layer_index (L,) and n_embeddings (1,) int64 —
         L·T·d·b_μ + 8·L·T + 16·T + 8·L + 8 bytes."""
         L, T, d = int(num_layers), int(num_types), int(dim)
-        return {"ids": ((T,), np.int64), "n": ((T,), np.int64), "mean": ((L, T, d), np.dtype(mean_dtype)),
-                "s": ((L, T), np.float64), "layer_index": ((L,), np.int64), "n_embeddings": ((1,), np.int64)}
+        return {
+            "ids": ((T,), np.int64),
+            "n": ((T,), np.int64),
+            "mean": ((L, T, d), np.dtype(mean_dtype)),
+            "s": ((L, T), np.float64),
+            "layer_index": ((L,), np.int64),
+            "n_embeddings": ((1,), np.int64),
+        }
 
     @property
     def backend(self) -> str:
@@ -148,7 +163,7 @@ class TokenMoments(Stateful):
             setattr(self, name, table)
         self._cap = cap
 
-    def register(self, token_ids) -> "TokenMoments":
+    def register(self, token_ids) -> TokenMoments:
         """Size the tables for the types a run will see (the plan's counted types, known from the
         tokenization). On the numba backend this only reserves the rows. On the torch backend (the
         GPU path) it also assigns every type its row up front, so that ``update`` needs no host
@@ -194,8 +209,7 @@ class TokenMoments(Stateful):
         """Table rows of the (sorted, unique) ids; new ids get new rows. Returns (rows, is_new)."""
         top = int(uniq[-1]) + 1
         if top > self._row_of.numel():
-            grown = torch.full((max(top, 2 * self._row_of.numel()),), -1, dtype=torch.int64,
-                               device=self.device)
+            grown = torch.full((max(top, 2 * self._row_of.numel()),), -1, dtype=torch.int64, device=self.device)
             grown[: self._row_of.numel()] = self._row_of
             self._row_of = grown
         if self.device.type == "cpu":  # numpy views: much lower per-call overhead than torch indexing
@@ -208,7 +222,7 @@ class TokenMoments(Stateful):
                 fresh = np.arange(self._T, self._T + k)
                 rows_np[new_np] = fresh
                 row_of[u[new_np]] = fresh
-                self.ids.numpy()[self._T:self._T + k] = u[new_np]
+                self.ids.numpy()[self._T : self._T + k] = u[new_np]
                 self._T += k
             return torch.from_numpy(rows_np), torch.from_numpy(new_np)
         rows = self._row_of[uniq]
@@ -219,12 +233,12 @@ class TokenMoments(Stateful):
             new_rows = torch.arange(self._T, self._T + k, device=self.device)
             rows[is_new] = new_rows
             self._row_of[uniq[is_new]] = new_rows
-            self.ids[self._T:self._T + k] = uniq[is_new]
+            self.ids[self._T : self._T + k] = uniq[is_new]
             self._T += k
         return rows, is_new
 
     # ------------------------------------------------------------------ update
-    def update(self, states, token_ids, rows=None) -> "TokenMoments":
+    def update(self, states, token_ids, rows=None) -> TokenMoments:
         """Add a batch: ``states`` (L, N, d) (fp16/bf16/fp32/fp64), ``token_ids`` (N,) ints >= 0;
         ``rows`` (optional, int indices into the N embeddings): add only those embeddings. On the
         numba backend the kernel reads them in place (no copy of the selected states); elsewhere they
@@ -298,7 +312,8 @@ class TokenMoments(Stateful):
         rows, inv, counts = torch.unique(rows_tok, sorted=True, return_inverse=True, return_counts=True)
         N = ids.numel()
         first = torch.full((rows.numel(),), N, dtype=torch.int64, device=self.device).scatter_reduce_(
-            0, inv, torch.arange(N, device=self.device), "amin")  # each type's first embedding in the batch
+            0, inv, torch.arange(N, device=self.device), "amin"
+        )  # each type's first embedding in the batch
         fresh = self.n[rows] == 0  # its reference: the running mean, or for a first batch that embedding
         n_new = self.n[rows] + counts
         self._update_torch(X, inv, rows, n_new, fresh=fresh, first=first)
@@ -360,21 +375,33 @@ class TokenMoments(Stateful):
         order = np.argsort(np.asarray(state["ids"]), kind="stable")
         if np.array_equal(order, np.arange(order.size)):
             return state
-        return {**state, "ids": np.asarray(state["ids"])[order], "n": np.asarray(state["n"])[order],
-                "mean": np.asarray(state["mean"])[:, order], "s": np.asarray(state["s"])[:, order]}
+        return {
+            **state,
+            "ids": np.asarray(state["ids"])[order],
+            "n": np.asarray(state["n"])[order],
+            "mean": np.asarray(state["mean"])[:, order],
+            "s": np.asarray(state["s"])[:, order],
+        }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu",
-                        backend: str = "auto") -> "TokenMoments":
+    def from_state_dict(
+        cls, state: dict[str, np.ndarray], device: str | torch.device = "cpu", backend: str = "auto"
+    ) -> TokenMoments:
         """A new measure holding ``state``: L, d and the means' dtype read from its ``mean``."""
         mean = np.asarray(state["mean"])
         L, _, d = mean.shape
-        measure = cls(L, d, device=device, mean_dtype="float32" if mean.dtype == np.float32 else "float64",
-                  layer_index=state.get("layer_index"), backend=backend)
+        measure = cls(
+            L,
+            d,
+            device=device,
+            mean_dtype="float32" if mean.dtype == np.float32 else "float64",
+            layer_index=state.get("layer_index"),
+            backend=backend,
+        )
         measure.load_state_dict({"layer_index": measure.layer_index, "n_embeddings": np.zeros(1, np.int64), **state})
         return measure
 
-    def result(self, types: np.ndarray | None = None) -> "TokenStats":
+    def result(self, types: np.ndarray | None = None) -> TokenStats:
         """The per-(layer, type) statistics, types sorted by token id; only the token ids ``types`` if
         given (the same rows as ``result().subset(isin(ids, types))``, without copying the others)."""
         rows = self._seen()

@@ -10,6 +10,7 @@ Gram product's rounding) is at most the row's or the column's threshold: its cur
 columns (copies, rows below a decimated subset's level) are never pairs. So no pair that can be among a row's two
 nearest is missed, and the result equals a brute-force float64 search.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,9 @@ def candidates_cpu(G, sqr, sqc, rskip, cskip, r, rows, cols, own, c):
     hc[cskip] = np.inf  # skipped columns (copies, rows below the level) are no neighbours
     cap = CPU_ROW_PAIRS * m + 16  # room for the pairs of most blocks (else ``block_pairs``)
     out_i, out_j = np.empty((L, cap), np.int64), np.empty((L, cap), np.int64)
-    row_t, col_t, counts = block_candidates(G, br, bc, hr, hc, rskip, cskip, r2[:, rows], r2[:, cols], own,
-                                            out_i, out_j)
+    row_t, col_t, counts = block_candidates(
+        G, br, bc, hr, hc, rskip, cskip, r2[:, rows], r2[:, cols], own, out_i, out_j
+    )
     if counts.max() <= out_i.shape[1]:
         keep = np.arange(out_i.shape[1]) < counts[:, None]
         i, j = out_i[keep], out_j[keep]
@@ -44,6 +46,7 @@ def candidates_cpu(G, sqr, sqc, rskip, cskip, r, rows, cols, own, c):
         i, j = np.empty(int(start[-1]), np.int64), np.empty(int(start[-1]), np.int64)
         block_pairs(G, br, bc, rskip, cskip, own, row_t, col_t, i, j, start)
     return np.repeat(np.arange(L), counts), i, j
+
 
 def candidates_torch(rt, ct, G, sqr, sqc, rskip, cskip, r, own, c):
     """(layer, row, column) of the block's candidate pairs for one search, from torch ops over the whole block:
@@ -65,11 +68,12 @@ def candidates_torch(rt, ct, G, sqr, sqc, rskip, cskip, r, own, c):
     row_t = torch.minimum(_second(lo, 2) + emax, r[:, rt, 1].square().mul_(1 + 1e-6).float())
     col_t = r[:, ct, 1].square().mul_(1 + 1e-6).float()
     if own:  # the rows' own columns: their pairs are met in the rows already
-        col_t[:, n - own:] = -inf
+        col_t[:, n - own :] = -inf
     if torch.isinf(col_t).any() and col_t.max() == inf:  # columns without two neighbours yet: the block's bound
         col_t = torch.minimum(_second(lo, 1) + emax, col_t)
     take = (lo <= row_t.clamp_max_(big)[:, :, None]) | (lo <= col_t.clamp_max_(big)[:, None, :])
     return torch.nonzero(take, as_tuple=True)
+
 
 def update_cpu(sample: torch.Tensor, found: list) -> None:
     """``update_torch`` on the CPU for the candidates of one block's searches, ``found`` [(r, nn, l, p, q)]: the same
@@ -85,22 +89,28 @@ def update_cpu(sample: torch.Tensor, found: list) -> None:
     buf = np.empty((min(l.size, CPU_PAIR_CHUNK), sample.shape[2]))
     dist = np.empty(l.size)
     for a in range(0, l.size, CPU_PAIR_CHUNK):
-        sq = buf[:min(CPU_PAIR_CHUNK, l.size - a)]
-        pair_squares(sample, l[a:a + sq.shape[0]], p[a:a + sq.shape[0]], q[a:a + sq.shape[0]], sq)
-        dist[a:a + sq.shape[0]] = torch.from_numpy(sq).sum(-1).sqrt_().numpy()
+        sq = buf[: min(CPU_PAIR_CHUNK, l.size - a)]
+        pair_squares(sample, l[a : a + sq.shape[0]], p[a : a + sq.shape[0]], q[a : a + sq.shape[0]], sq)
+        dist[a : a + sq.shape[0]] = torch.from_numpy(sq).sum(-1).sqrt_().numpy()
     at = 0
     for r, nn, fl, _, _ in found:
         n = fl.size
-        insert_pairs(r.numpy(), nn.numpy(), l[at:at + n], p[at:at + n], q[at:at + n], dist[at:at + n])
+        insert_pairs(r.numpy(), nn.numpy(), l[at : at + n], p[at : at + n], q[at : at + n], dist[at : at + n])
         at += n
 
-def update_torch(sample: torch.Tensor, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor, r: torch.Tensor,
-                 nn: torch.Tensor) -> None:
+
+def update_torch(
+    sample: torch.Tensor, l: torch.Tensor, p: torch.Tensor, q: torch.Tensor, r: torch.Tensor, nn: torch.Tensor
+) -> None:
     """Exact float64 distances of the pairs (l, p, q), then both sides' two nearest (r, nn) updated."""
     if l.numel() == 0:
         return
-    dist = torch.cat([exact_distance(sample, l[a:a + PAIR_CHUNK], p[a:a + PAIR_CHUNK], q[a:a + PAIR_CHUNK])
-                      for a in range(0, l.numel(), PAIR_CHUNK)])
+    dist = torch.cat(
+        [
+            exact_distance(sample, l[a : a + PAIR_CHUNK], p[a : a + PAIR_CHUNK], q[a : a + PAIR_CHUNK])
+            for a in range(0, l.numel(), PAIR_CHUNK)
+        ]
+    )
     L, K = r.shape[0], r.shape[1]
     point = torch.cat([l * K + p, l * K + q])
     other = torch.cat([q, p])
@@ -135,7 +145,7 @@ def update_torch(sample: torch.Tensor, l: torch.Tensor, p: torch.Tensor, q: torc
 def _second(x: torch.Tensor, dim: int) -> torch.Tensor:
     """The second smallest value of x along ``dim`` (inf where there are fewer than two)."""
     if x.shape[dim] < 2:
-        return torch.full(x.shape[:dim] + x.shape[dim + 1:], float("inf"), dtype=x.dtype, device=x.device)
+        return torch.full(x.shape[:dim] + x.shape[dim + 1 :], float("inf"), dtype=x.dtype, device=x.device)
     return torch.topk(x, 2, dim=dim, largest=False).values.select(dim, 1)
 
 

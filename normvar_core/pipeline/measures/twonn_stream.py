@@ -36,6 +36,7 @@ block, each search's lower bounds built from the product in turn (the product an
 blocks of at most ``CHUNK`` elements); each stored row's ‖x‖² is kept beside the sample, and each TwoNN batch
 gathered once per arrival.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -45,13 +46,12 @@ import numpy as np
 import torch
 
 from normvar_core.constants import TWONN_BATCH
-from normvar_core.pipeline.measures.twonn_blocks import (candidates_cpu, candidates_torch,
-                                                          update_cpu, update_torch)
+from normvar_core.pipeline.measures.twonn_blocks import candidates_cpu, candidates_torch, update_cpu, update_torch
 from normvar_core.stats.layer_geometry import twonn_batch_of
 from normvar_core.stats.twonn_context import DECIMATION, subset_levels
 
-CHUNK = 1 << 22       # elements of one float32 (layers x rows x columns) block
-_HASH_MAX = 1 << 16   # hash multipliers < 2^16: |Σ int32 bits x multipliers| < 2^47 d, below 2^62 up to d = 2^15
+CHUNK = 1 << 22  # elements of one float32 (layers x rows x columns) block
+_HASH_MAX = 1 << 16  # hash multipliers < 2^16: |Σ int32 bits x multipliers| < 2^47 d, below 2^62 up to d = 2^15
 _NO_HASH = torch.iinfo(torch.int64).max  # stands for a copy's hash in the matching (no real hash reaches it)
 
 
@@ -69,8 +69,8 @@ def row_hash(x: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
 def unit_roundoff(device) -> float:
     """u of the float32 matmul on ``device`` (TF32 where torch lets CUDA matmuls use it)."""
     if torch.device(device).type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
-        return 2.0 ** -11
-    return 2.0 ** -24
+        return 2.0**-11
+    return 2.0**-24
 
 
 class NeighbourState:
@@ -89,19 +89,21 @@ class NeighbourState:
         # kept rows whose level rose in this arrival or merge, searched again at its end (``search_risen``): until
         # then the subsets' searches skip them (their subset neighbours are not searched yet)
         self.pending = torch.zeros((L, K), dtype=torch.bool, device=self.device)
-        holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device),
-                          merge="custom")
+        holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device), merge="custom")
         holder._add_state("hash", torch.zeros((L, K), dtype=torch.int64, device=self.device), merge="pooled")
         holder._add_state("dup", torch.zeros((L, K), dtype=torch.bool, device=self.device), merge="pooled")
-        holder._add_state("r", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device),
-                          merge="pooled")
+        holder._add_state(
+            "r", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device), merge="pooled"
+        )
         holder._add_state("nn", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device), merge="pooled")
         holder._add_state("level", torch.ones((L, K), dtype=torch.int8, device=self.device), merge="pooled")
         for k in DECIMATION[1:]:  # the decimated subsets' two nearest
-            holder._add_state(f"r{k}", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device),
-                              merge="pooled")
-            holder._add_state(f"nn{k}", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device),
-                              merge="pooled")
+            holder._add_state(
+                f"r{k}", torch.full((L, K, 2), float("inf"), dtype=torch.float64, device=self.device), merge="pooled"
+            )
+            holder._add_state(
+                f"nn{k}", torch.full((L, K, 2), -1, dtype=torch.int64, device=self.device), merge="pooled"
+            )
         holder._add_state("filled", np.zeros(K, bool), merge="or", per_layer=False)
 
     @staticmethod
@@ -114,9 +116,16 @@ class NeighbourState:
         subsets = {}
         for k in DECIMATION[1:]:
             subsets.update({f"r{k}": ((L, K, 2), np.float64), f"nn{k}": ((L, K, 2), np.int64)})
-        return {"sample": ((L, K, int(dim)), np.float32), "hash": ((L, K), np.int64), "dup": ((L, K), np.bool_),
-                "r": ((L, K, 2), np.float64), "nn": ((L, K, 2), np.int64), "level": ((L, K), np.int8), **subsets,
-                "filled": ((K,), np.bool_)}
+        return {
+            "sample": ((L, K, int(dim)), np.float32),
+            "hash": ((L, K), np.int64),
+            "dup": ((L, K), np.bool_),
+            "r": ((L, K, 2), np.float64),
+            "nn": ((L, K, 2), np.int64),
+            "level": ((L, K), np.int8),
+            **subsets,
+            "filled": ((K,), np.bool_),
+        }
 
     def trackers(self) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
         """[(k, r, nn)]: the batch's search (k = 1) and each decimated subset's, in ``DECIMATION`` order."""
@@ -125,7 +134,15 @@ class NeighbourState:
 
     def _names(self) -> tuple[str, ...]:
         """The per-row states a merge copies in."""
-        return ("sample", "hash", "dup", "r", "nn", "level", *(f"{x}{k}" for k in DECIMATION[1:] for x in "r nn".split()))
+        return (
+            "sample",
+            "hash",
+            "dup",
+            "r",
+            "nn",
+            "level",
+            *(f"{x}{k}" for k in DECIMATION[1:] for x in "r nn".split()),
+        )
 
     # ------------------------------------------------------------------ arrivals
     def _step(self, cols: int) -> int:
@@ -152,8 +169,7 @@ class NeighbourState:
                 k0, k1 = old.size + a, min(old.size + a + step, cols.size)
                 with one_thread(self.device):
                     self.mark_copies(cols[k0:k1], cols[:k0], within=True)
-                self._search(cols[k0:k1], cols[:k1], Xc[:, k0:k1], Xc[:, :k1], sqc[:, k0:k1], sqc[:, :k1],
-                             own=k1 - k0)
+                self._search(cols[k0:k1], cols[:k1], Xc[:, k0:k1], Xc[:, :k1], sqc[:, k0:k1], sqc[:, :k1], own=k1 - k0)
         h.filled[picks] = True
         self.search_risen()
 
@@ -200,7 +216,7 @@ class NeighbourState:
                 self.mark_copies(new, old, within=False)
                 step = self._step(old.size)
                 for a in range(0, new.size, step):
-                    self.search(new[a:a + step], old, own=0)
+                    self.search(new[a : a + step], old, own=0)
         self.search_risen(also=theirs)
 
     # ------------------------------------------------------------------ duplicates
@@ -315,13 +331,27 @@ class NeighbourState:
         cpu = self.device.type == "cpu" and self.cpu_kernels
         if cpu:  # the masks in numpy (torch's small ops cost milliseconds each on shared cores), one Gram block
             dup, level, pend = h.dup.numpy(), h.level.numpy(), self.pending.numpy()
-            masks = (dup[:, rows], dup[:, cols], level[:, rows], level[:, cols], pend[:, rows], pend[:, cols],
-                     None if only is None else only.numpy())
+            masks = (
+                dup[:, rows],
+                dup[:, cols],
+                level[:, rows],
+                level[:, cols],
+                pend[:, rows],
+                pend[:, cols],
+                None if only is None else only.numpy(),
+            )
         else:
             rt = torch.as_tensor(rows, device=self.device)
             ct = torch.as_tensor(cols, device=self.device)
-            masks = (h.dup[:, rt], h.dup[:, ct], h.level[:, rt], h.level[:, ct], self.pending[:, rt],
-                     self.pending[:, ct], only)
+            masks = (
+                h.dup[:, rt],
+                h.dup[:, ct],
+                h.level[:, rt],
+                h.level[:, ct],
+                self.pending[:, rt],
+                self.pending[:, ct],
+                only,
+            )
         dup_r, dup_c, lev_r, lev_c, pend_r, pend_c, only = masks
         G, found = None, []
         for k, r, nn in self.trackers():

@@ -21,6 +21,7 @@ and a device fits when bytes_k <= limit_k (weights on "disk" fit only with --off
 drops the droppable measures (registry order), each reason naming the device; the suggestions are per device.
 ``memory.with_devices`` puts these rows, drops and verdict into the run's ``MemoryPlan``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,11 +29,18 @@ import logging
 from contextlib import contextmanager
 
 from normvar_core.device_options import read_device_map
-from normvar_core.pipeline.models.device_map import check_map_modules, device_name, entry_of, meta_model
 from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory.plan import early_parts, gb, layer_span, sizes_and_droppable
-from normvar_core.pipeline.memory.terms import (DTYPE_BYTES, RUNTIME_BYTES, largest_batch, plan_bytes, publish_bytes,
-                                                publish_of, writer_bytes)
+from normvar_core.pipeline.memory.terms import (
+    DTYPE_BYTES,
+    RUNTIME_BYTES,
+    largest_batch,
+    plan_bytes,
+    publish_bytes,
+    publish_of,
+    writer_bytes,
+)
+from normvar_core.pipeline.models.device_map import check_map_modules, device_name, entry_of, meta_model
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
 
 
@@ -46,7 +54,6 @@ def _quiet():
         yield
     finally:
         log.setLevel(level)
-
 
 
 def placed_map(model, strategy: str | None, devices: dict) -> dict[str, str]:
@@ -86,8 +93,9 @@ def block_devices(model, dmap: dict[str, str]) -> list[str]:
     return [entry_of(dmap, names[id(b)]) for b in blocks(model)]
 
 
-def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(),
-                offload: bool = False) -> list[dict]:
+def device_rows(
+    ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(), offload: bool = False
+) -> list[dict]:
     """One row per device (module docstring) with the measures not in ``drop``."""
     produced = hidden_state_devices(model, dmap, shape.num_hidden_states)
     weights = module_bytes(model, dmap)
@@ -116,22 +124,36 @@ def device_rows(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, reg
         early[keeps_on(dev)] += sum(p["running_bytes"] for name, p in parts.items() if name not in drop)
         measures[keeps_on(dev)].update(sizes)
         H_k = sum(1 for x in produced if x == dev)
-        passes[runs_on(dev)] += H_k * P * d * e + (P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width ** 2 * e
-                                                   if dev in blocks_on else 0)
+        passes[runs_on(dev)] += H_k * P * d * e + (
+            P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width**2 * e if dev in blocks_on else 0
+        )
         passes[keeps_on(dev)] += (L_k * n * d * e + 3 * n * d * 8) if L_k else 0
     out = []
     for dev in devices:
-        row = {"device": dev, "weights_bytes": int(weights.get(dev, 0)), "state_bytes": int(state[dev]),
-               "early_bytes": int(early[dev]), "pass_bytes": int(passes[dev]), "layers": kept.get(dev, []), "measures": measures[dev], "host_bytes": 0}
+        row = {
+            "device": dev,
+            "weights_bytes": int(weights.get(dev, 0)),
+            "state_bytes": int(state[dev]),
+            "early_bytes": int(early[dev]),
+            "pass_bytes": int(passes[dev]),
+            "layers": kept.get(dev, []),
+            "measures": measures[dev],
+            "host_bytes": 0,
+        }
         out.append(row)
         if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its work
-            row["host_bytes"] = (RUNTIME_BYTES + plan_bytes(ctx.plan) + sum(state.values())
-                                 + publish_bytes(dataclasses.replace(ctx, device="cpu"), registry, drop))
+            row["host_bytes"] = (
+                RUNTIME_BYTES
+                + plan_bytes(ctx.plan)
+                + sum(state.values())
+                + publish_bytes(dataclasses.replace(ctx, device="cpu"), registry, drop)
+            )
         if dev == "disk":
             row.update(bytes=row["weights_bytes"], limit_bytes=None, fits=bool(offload or not row["weights_bytes"]))
             continue
-        row["bytes"] = (row["weights_bytes"] + max(row["state_bytes"], row["early_bytes"]) + row["pass_bytes"]
-                        + row["host_bytes"])
+        row["bytes"] = (
+            row["weights_bytes"] + max(row["state_bytes"], row["early_bytes"]) + row["pass_bytes"] + row["host_bytes"]
+        )
         row["limit_bytes"] = limits.get(dev)
         row["fits"] = row["limit_bytes"] is None or row["bytes"] <= row["limit_bytes"]
     return out
@@ -142,8 +164,9 @@ def plan_devices(ctx, shape, config, devices: dict, *, dtype: str, registry=None
     for the run device-mapped over ``devices`` (accelerate's max_memory; module docstring)."""
     model = meta_model(config, dtype, bool(ctx.cfg.trust_remote_code))
     dmap = placed_map(model, ctx.cfg.device_map, devices)
-    return plan_placed(ctx, shape, model, dmap, {device_name(k): int(v) for k, v in devices.items()}, dtype=dtype,
-                       registry=registry)
+    return plan_placed(
+        ctx, shape, model, dmap, {device_name(k): int(v) for k, v in devices.items()}, dtype=dtype, registry=registry
+    )
 
 
 def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int], *, dtype: str, registry=None) -> dict:
@@ -161,8 +184,10 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
             continue
         dropped.append(cls.name)
         worst = over[0]
-        reasons[cls.name] = (f"{cls.name}: {worst['device']} needs {gb(worst['bytes'])} of "
-                             f"{gb(worst['limit_bytes'])} (its layers {layer_span(worst['layers'])})")
+        reasons[cls.name] = (
+            f"{cls.name}: {worst['device']} needs {gb(worst['bytes'])} of "
+            f"{gb(worst['limit_bytes'])} (its layers {layer_span(worst['layers'])})"
+        )
         rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload)
     for name in list(dropped):  # one dropped early may fit again once a larger one is out
         if all(r["fits"] for r in rows):
@@ -175,9 +200,16 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     for r in rows:
         r.pop("measures")
     host = host_figures(ctx, rows, registry, dropped)
-    return {"devices": rows, "device_map": dmap, "fits": all(r["fits"] for r in rows) and host["fits"],
-            "dropped": dropped, "reasons": reasons, "suggestions": suggestions, "host": host,
-            "batch": list(largest_batch(ctx.plan.batches))}
+    return {
+        "devices": rows,
+        "device_map": dmap,
+        "fits": all(r["fits"] for r in rows) and host["fits"],
+        "dropped": dropped,
+        "reasons": reasons,
+        "suggestions": suggestions,
+        "host": host,
+        "batch": list(largest_batch(ctx.plan.batches)),
+    }
 
 
 def host_figures(ctx, rows: list[dict], registry, drop) -> dict:
@@ -197,12 +229,21 @@ def host_figures(ctx, rows: list[dict], registry, drop) -> dict:
     at_publish = runtime + plan + (cpu["weights_bytes"] if cpu else 0) + gathered + work
     peak = cpu["bytes"] if cpu else at_publish
     limit = cpu["limit_bytes"] if cpu else None
-    return {"row": cpu is not None, "bytes": int(peak), "running_bytes": int(runtime + plan + offloaded),
-            "publish_bytes": int(at_publish), "runtime_bytes": int(runtime), "plan_bytes": int(plan),
-            "offloaded_bytes": int(offloaded), "gathered_bytes": int(gathered), "work_bytes": int(work),
-            "publish": {**parts, "writer": writer_bytes()}, "limit_bytes": limit,
-            "limit": f"of {gb(limit)}" if limit is not None else "no limit checked: add cpu=SIZE to --devices",
-            "fits": limit is None or peak <= limit}
+    return {
+        "row": cpu is not None,
+        "bytes": int(peak),
+        "running_bytes": int(runtime + plan + offloaded),
+        "publish_bytes": int(at_publish),
+        "runtime_bytes": int(runtime),
+        "plan_bytes": int(plan),
+        "offloaded_bytes": int(offloaded),
+        "gathered_bytes": int(gathered),
+        "work_bytes": int(work),
+        "publish": {**parts, "writer": writer_bytes()},
+        "limit_bytes": limit,
+        "limit": f"of {gb(limit)}" if limit is not None else "no limit checked: add cpu=SIZE to --devices",
+        "fits": limit is None or peak <= limit,
+    }
 
 
 def device_limits(dmap: dict[str, str]) -> dict[str, int]:
@@ -224,8 +265,10 @@ def device_limits(dmap: dict[str, str]) -> dict[str, int]:
 def _suggest(row: dict, cfg) -> str:
     dev = row["device"]
     if dev == "disk":
-        return (f"{gb(row['weights_bytes'])} of weights fit on no device: more or larger devices, or "
-                "--offload-folder DIR to read them from disk (slow)")
+        return (
+            f"{gb(row['weights_bytes'])} of weights fit on no device: more or larger devices, or "
+            "--offload-folder DIR to read them from disk (slow)"
+        )
     if row["limit_bytes"] is not None and row["weights_bytes"] >= row["limit_bytes"]:
         return f"{dev}: the weights alone ({gb(row['weights_bytes'])}) exceed {gb(row['limit_bytes'])}: more devices"
     tips = ["--mean-dtype float32"] if cfg.mean_dtype == "float64" else []
@@ -233,5 +276,14 @@ def _suggest(row: dict, cfg) -> str:
     return f"{dev}: needs {gb(row['bytes'])} of {gb(row['limit_bytes'])} — " + ", ".join(tips)
 
 
-__all__ = ["plan_devices", "plan_placed", "host_figures", "device_limits", "placed_map", "module_bytes",
-           "hidden_state_devices", "device_rows", "meta_model"]
+__all__ = [
+    "plan_devices",
+    "plan_placed",
+    "host_figures",
+    "device_limits",
+    "placed_map",
+    "module_bytes",
+    "hidden_state_devices",
+    "device_rows",
+    "meta_model",
+]

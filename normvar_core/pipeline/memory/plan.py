@@ -32,6 +32,7 @@ even the rest does not fit, the plan says so (``fits`` false) and suggests ``--m
 ``fix`` of each measure forced on (``--self-similarity off``) and a ``--layers`` subset.
 The model's shape comes from ``model_shape.py``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,9 +42,21 @@ import numpy as np
 
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES
-from normvar_core.pipeline.memory.terms import (RUNTIME_BYTES, GiB, device_memory, flat_encoding, largest_batch,
-                                                host_pass, loaded_budget, pass_bytes, plan_bytes, publish_of, publish_sum,
-                                                weights_bytes, writer_bytes)
+from normvar_core.pipeline.memory.terms import (
+    RUNTIME_BYTES,
+    GiB,
+    device_memory,
+    flat_encoding,
+    host_pass,
+    largest_batch,
+    loaded_budget,
+    pass_bytes,
+    plan_bytes,
+    publish_of,
+    publish_sum,
+    weights_bytes,
+    writer_bytes,
+)
 from normvar_core.pipeline.model_shape import ModelShape
 
 
@@ -61,34 +74,34 @@ class MemoryPlan:
     layers: list[int]
     device: str
     dtype: str
-    measures: dict[str, int]         # every measure the run asks for: its planned bytes
+    measures: dict[str, int]  # every measure the run asks for: its planned bytes
     runtime_bytes: int
     plan_bytes: int
     pass_bytes: int
     publish_bytes: int
-    total_bytes: int                     # what the run holds at its peak, after the drops
+    total_bytes: int  # what the run holds at its peak, after the drops
     memory_bytes: int
     fits: bool
     dropped: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
-    policy: dict[str, str] = field(default_factory=dict)   # {measure: its class's policy}: may it drop, why
+    policy: dict[str, str] = field(default_factory=dict)  # {measure: its class's policy}: may it drop, why
     terms: dict[str, list[str]] = field(default_factory=dict)  # {measure: its planned state, array by array}
     suggestions: list[str] = field(default_factory=list)
     model: str = ""
     architecture: str = ""
-    unknown: list[str] = field(default_factory=list)   # measures that do not declare their planned state
-    sample_positions: int = 0            # P: positions picked for the PCA clouds / explorer
-    id_sample: int = 0                   # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
-    embeddings: int = 0                  # n: counted positions per layer
-    early_pass: dict = field(default_factory=dict)   # the kept measures' early passes, added up (``early_of``)
+    unknown: list[str] = field(default_factory=list)  # measures that do not declare their planned state
+    sample_positions: int = 0  # P: positions picked for the PCA clouds / explorer
+    id_sample: int = 0  # K: the uniform TwoNN sample (constants.id_sample_size: min(|X|, --id-sample))
+    embeddings: int = 0  # n: counted positions per layer
+    early_pass: dict = field(default_factory=dict)  # the kept measures' early passes, added up (``early_of``)
     early_parts: dict = field(default_factory=dict)  # {measure: its early pass's planned bytes} (``early_parts``)
-    checkpoint_bytes: int = 0                        # the checkpoint on disk: the kept measures' state (.npz)
-    host: dict = field(default_factory=dict)         # plan --devices: the host's bytes while the devices run and at publish
-    shape_note: str = ""                             # where the model's shape came from, when not the model's own files
-    devices: list = field(default_factory=list)      # plan --devices: one row per device (memory/per_device.py)
-    device_map: dict = field(default_factory=dict)   # plan --devices: {module: device} as accelerate places it
-    batch: list = field(default_factory=list)        # plan --devices: (rows, width, tokens) of the largest batch
-    publish: dict = field(default_factory=dict)      # publish_bytes by part: each kept measure's and the "writer"
+    checkpoint_bytes: int = 0  # the checkpoint on disk: the kept measures' state (.npz)
+    host: dict = field(default_factory=dict)  # plan --devices: the host's bytes while the devices run and at publish
+    shape_note: str = ""  # where the model's shape came from, when not the model's own files
+    devices: list = field(default_factory=list)  # plan --devices: one row per device (memory/per_device.py)
+    device_map: dict = field(default_factory=dict)  # plan --devices: {module: device} as accelerate places it
+    batch: list = field(default_factory=list)  # plan --devices: (rows, width, tokens) of the largest batch
+    publish: dict = field(default_factory=dict)  # publish_bytes by part: each kept measure's and the "writer"
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -99,16 +112,18 @@ class MemoryPlan:
         return name not in self.dropped
 
     def summary(self) -> str:
-        """"needs 31.2 GiB of 80.0 GiB"."""
+        """ "needs 31.2 GiB of 80.0 GiB"."""
         return f"needs {gb(self.total_bytes)} of {gb(self.memory_bytes)}"
 
     def lines(self) -> list[str]:
         """The plan as text (``normvar plan``)."""
-        out = [f"model {self.model} ({self.architecture}): {self.params:,} parameters "
-               f"({self.params_with_lm_head:,} with a vocab x d LM head), {self.hidden_states} hidden states x "
-               f"{self.dim} d; corpus: {self.types:,} types; {len(self.layers)} layers kept; {self.device}, {self.dtype}",
-               *([f"  {self.shape_note}"] if self.shape_note else []),
-               f"  {'weights':<10} {gb(self.weights_bytes):>10}"]
+        out = [
+            f"model {self.model} ({self.architecture}): {self.params:,} parameters "
+            f"({self.params_with_lm_head:,} with a vocab x d LM head), {self.hidden_states} hidden states x "
+            f"{self.dim} d; corpus: {self.types:,} types; {len(self.layers)} layers kept; {self.device}, {self.dtype}",
+            *([f"  {self.shape_note}"] if self.shape_note else []),
+            f"  {'weights':<10} {gb(self.weights_bytes):>10}",
+        ]
         for name, b in self.measures.items():  # each row with the arrays of its planned state
             tag = "  (dropped)" if name in self.dropped else ""
             out.append(f"  {name:<10} {gb(b):>10}{tag}   " + ", ".join(self.terms.get(name, ())))
@@ -120,31 +135,43 @@ class MemoryPlan:
         out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch{kept})")
         if self.early_pass.get("bytes"):  # the early passes of the kept measures only
             e = self.early_pass
-            out.append(f"  {'early pass':<10} {gb(e['bytes']):>10}   (early passes over {e['positions']:,} "
-                       f"positions in {e['batches']} batches: running state {gb(e['scatter_bytes'])} before the "
-                       f"measures (the larger counts), states kept for the pass {gb(e['held_bytes'])})")
+            out.append(
+                f"  {'early pass':<10} {gb(e['bytes']):>10}   (early passes over {e['positions']:,} "
+                f"positions in {e['batches']} batches: running state {gb(e['scatter_bytes'])} before the "
+                f"measures (the larger counts), states kept for the pass {gb(e['held_bytes'])})"
+            )
         if host:
-            out.append(f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the results and the run file's write "
-                       f"beside the state; the larger of pass and publish counts)")
-        out.append(f"  {'total':<10} {gb(self.total_bytes):>10}   {self.summary()}: "
-                   + ("fits" if self.fits else "does NOT fit"))
-        out.append(f"  {'checkpoint':<10} {gb(self.checkpoint_bytes):>10}   (on disk, rewritten every 30 s while the run "
-                   f"lasts: the kept measures' state; --no-checkpoint keeps none)")
+            out.append(
+                f"  {'publish':<10} {gb(self.publish_bytes):>10}   (the results and the run file's write "
+                f"beside the state; the larger of pass and publish counts)"
+            )
+        out.append(
+            f"  {'total':<10} {gb(self.total_bytes):>10}   {self.summary()}: "
+            + ("fits" if self.fits else "does NOT fit")
+        )
+        out.append(
+            f"  {'checkpoint':<10} {gb(self.checkpoint_bytes):>10}   (on disk, rewritten every 30 s while the run "
+            f"lasts: the kept measures' state; --no-checkpoint keeps none)"
+        )
         for r in self.devices:  # plan --devices
             limit = "no limit" if r["limit_bytes"] is None else gb(r["limit_bytes"])
-            out.append(f"  {r['device']:<10} {gb(r['bytes']):>10}   of {limit}: weights {gb(r['weights_bytes'])}, "
-                       f"state {gb(r['state_bytes'])} (layers {layer_span(r['layers'])}), "
-                       + (f"early pass {gb(r['early_bytes'])}, " if r.get("early_bytes") else "")
-                       + f"pass {gb(r['pass_bytes'])}"
-                       + (f", host {gb(r['host_bytes'])}" if r["host_bytes"] else "")
-                       + ("" if r["fits"] else "  — does NOT fit"))
+            out.append(
+                f"  {r['device']:<10} {gb(r['bytes']):>10}   of {limit}: weights {gb(r['weights_bytes'])}, "
+                f"state {gb(r['state_bytes'])} (layers {layer_span(r['layers'])}), "
+                + (f"early pass {gb(r['early_bytes'])}, " if r.get("early_bytes") else "")
+                + f"pass {gb(r['pass_bytes'])}"
+                + (f", host {gb(r['host_bytes'])}" if r["host_bytes"] else "")
+                + ("" if r["fits"] else "  — does NOT fit")
+            )
         if self.host:  # plan --devices: what the host holds beside the devices, always
             h = self.host
-            out.append(f"  {'host':<10} {gb(h['bytes']):>10}   at its peak ({h['limit']}): {gb(h['running_bytes'])} while "
-                       f"the devices run (runtime {gb(h['runtime_bytes'])}, plan {gb(h['plan_bytes'])}"
-                       + (f", offloaded state {gb(h['offloaded_bytes'])}" if h["offloaded_bytes"] else "")
-                       + f"), {gb(h['publish_bytes'])} at publish (the state gathered {gb(h['gathered_bytes'])}, "
-                       f"results and write {gb(h['work_bytes'])})" + ("" if h["fits"] else "  — does NOT fit"))
+            out.append(
+                f"  {'host':<10} {gb(h['bytes']):>10}   at its peak ({h['limit']}): {gb(h['running_bytes'])} while "
+                f"the devices run (runtime {gb(h['runtime_bytes'])}, plan {gb(h['plan_bytes'])}"
+                + (f", offloaded state {gb(h['offloaded_bytes'])}" if h["offloaded_bytes"] else "")
+                + f"), {gb(h['publish_bytes'])} at publish (the state gathered {gb(h['gathered_bytes'])}, "
+                f"results and write {gb(h['work_bytes'])})" + ("" if h["fits"] else "  — does NOT fit")
+            )
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
         out += [f"  fix: {s}" for s in self.suggestions]
         out += [f"  note: measure {n} does not declare planned_state: not counted" for n in self.unknown]
@@ -152,7 +179,7 @@ class MemoryPlan:
 
 
 def layer_span(layers: list[int]) -> str:
-    """"0-11" for a run of layers, "6" for one, "none" for none (``normvar plan --devices``)."""
+    """ "0-11" for a run of layers, "6" for one, "none" for none (``normvar plan --devices``)."""
     return f"{layers[0]}-{layers[-1]}" if len(layers) > 1 else ",".join(map(str, layers)) or "none"
 
 
@@ -182,8 +209,11 @@ def early_parts(ctx, registry, device: str | None = None) -> dict[str, dict]:
     one (``Measure.early_pass``)."""
     if ctx.plan is None:
         return {}
-    return {c.name: c.early_pass.planned(ctx, device=device) for c in registry
-            if c.early_pass is not None and c.asked(ctx.cfg)}
+    return {
+        c.name: c.early_pass.planned(ctx, device=device)
+        for c in registry
+        if c.early_pass is not None and c.asked(ctx.cfg)
+    }
 
 
 def early_of(parts: dict[str, dict], drop=(), device: str | None = None) -> dict:
@@ -192,9 +222,14 @@ def early_of(parts: dict[str, dict], drop=(), device: str | None = None) -> dict
     kept = {n: p for n, p in parts.items() if n not in drop}
     total = {k: sum(int(p[k]) for p in kept.values()) for k in ("running_bytes", "held_bytes", "positions", "batches")}
     held = total["held_bytes"]
-    return {"bytes": total["running_bytes"] + held, "scatter_bytes": total["running_bytes"], "held_bytes": held,
-            "host_bytes": held if device == "cpu" else 0, "positions": total["positions"],
-            "batches": total["batches"]}
+    return {
+        "bytes": total["running_bytes"] + held,
+        "scatter_bytes": total["running_bytes"],
+        "held_bytes": held,
+        "host_bytes": held if device == "cpu" else 0,
+        "positions": total["positions"],
+        "batches": total["batches"],
+    }
 
 
 def publish_total(base: dict, drop=()) -> int:
@@ -207,8 +242,13 @@ def peak(base: dict, sizes: dict[str, int], early: dict[str, dict], drop=()) -> 
     ``early_parts``, counts while its measure is kept)."""
     state = sum(b for n, b in sizes.items() if n not in drop)
     e = early_of({n: p for n, p in early.items() if n in sizes}, drop)
-    return (base["host"] + base["weights"] + max(base["pass"], publish_total(base, drop))
-            + e["held_bytes"] + max(state, e["scatter_bytes"]))
+    return (
+        base["host"]
+        + base["weights"]
+        + max(base["pass"], publish_total(base, drop))
+        + e["held_bytes"]
+        + max(state, e["scatter_bytes"])
+    )
 
 
 def _total(ctx, registry, base: dict, drop=()) -> int:
@@ -223,8 +263,17 @@ def evenly_spaced(layers: list[int], k: int) -> list[int]:
     return sorted({layers[int(round(i))] for i in np.linspace(0, len(layers) - 1, max(int(k), 1))})
 
 
-def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype: str, registry=MEASURES,
-                plan_held: int | None = None, forced_keep: set[str] | None = None) -> MemoryPlan:
+def plan_memory(
+    ctx,
+    *,
+    shape: ModelShape,
+    memory_bytes: int,
+    device: str,
+    dtype: str,
+    registry=MEASURES,
+    plan_held: int | None = None,
+    forced_keep: set[str] | None = None,
+) -> MemoryPlan:
     """Size every measure the run asks for, add the weights, the pass and (on the CPU) the runtime,
     the plan and the publish copy; drop what does not fit in ``memory_bytes`` (see the module docstring).
     ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
@@ -232,21 +281,35 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     wbytes = weights_bytes(shape, dtype)
 
     def base_for(c) -> dict:
-        return {"host": (RUNTIME_BYTES + (plan_bytes(c.plan) if plan_held is None else plan_held)) if host else 0,
-                "weights": wbytes, "pass": host_pass(pass_bytes(shape, c.plan, c.num_layers, dtype), host),
-                "publish_of": publish_of(c, registry), "device": "cpu" if host else device}
+        return {
+            "host": (RUNTIME_BYTES + (plan_bytes(c.plan) if plan_held is None else plan_held)) if host else 0,
+            "weights": wbytes,
+            "pass": host_pass(pass_bytes(shape, c.plan, c.num_layers, dtype), host),
+            "publish_of": publish_of(c, registry),
+            "device": "cpu" if host else device,
+        }
 
     base = base_for(ctx)
     sizes, optional, unknown = sizes_and_droppable(ctx, registry)
     droppable = {cls.name for cls in optional} - set(forced_keep or ())
-    fixed = base["host"] + base["weights"] + max(base["pass"], publish_total(base)) + sum(
-        b for n, b in sizes.items() if n not in droppable)
+    fixed = (
+        base["host"]
+        + base["weights"]
+        + max(base["pass"], publish_total(base))
+        + sum(b for n, b in sizes.items() if n not in droppable)
+    )
     free = memory_bytes - fixed
     dropped, reasons = [], {}
 
     def sub_ctx(k: int):
-        return RunContext(cfg=ctx.cfg, layers=evenly_spaced(list(ctx.layers), k), dim=ctx.dim, device=ctx.device,
-                          plan=ctx.plan, tokens=ctx.tokens)
+        return RunContext(
+            cfg=ctx.cfg,
+            layers=evenly_spaced(list(ctx.layers), k),
+            dim=ctx.dim,
+            device=ctx.device,
+            plan=ctx.plan,
+            tokens=ctx.tokens,
+        )
 
     def largest_fit(drop: set[str]) -> list[int] | None:
         """The largest evenly spaced subset of the kept layers whose whole run (without ``drop``) fits."""
@@ -276,31 +339,54 @@ def plan_memory(ctx, *, shape: ModelShape, memory_bytes: int, device: str, dtype
     publish = publish_total(base, dropped)
     if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
         pass_or_publish = max(base["pass"], publish)
-        for label, held in (("keeps everything asked for", fixed - pass_or_publish + sum(sizes[n] for n in droppable)),
-                            ("fits", total - pass_or_publish)):
+        for label, held in (
+            ("keeps everything asked for", fixed - pass_or_publish + sum(sizes[n] for n in droppable)),
+            ("fits", total - pass_or_publish),
+        ):
             rows = _rows_that_fit(ctx, shape, dtype, memory_bytes - held, publish, host)
             if rows and rows < largest_batch(ctx.plan.batches)[0]:
-                suggestions.insert(0, f"--batch-size {rows} {label} (the forward pass of the largest batch now "
-                                      f"needs {gb(base['pass'])})")
+                suggestions.insert(
+                    0,
+                    f"--batch-size {rows} {label} (the forward pass of the largest batch now needs {gb(base['pass'])})",
+                )
                 break
     tc = ctx.plan.token_ids.size if ctx.plan is not None else 0
-    return MemoryPlan(params=shape.params, params_with_lm_head=shape.params + shape.lm_head_params,
-                      weights_bytes=wbytes, hidden_states=shape.num_hidden_states, dim=shape.dim, types=int(tc),
-                      layers=list(ctx.layers), device=device, dtype=dtype, measures=sizes,
-                      runtime_bytes=RUNTIME_BYTES if host else 0, plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
-                      pass_bytes=base["pass"], publish_bytes=publish, total_bytes=int(total),
-                      memory_bytes=int(memory_bytes), fits=bool(fits), dropped=dropped, reasons=reasons,
-                      policy={c.name: c.policy for c in registry if c.name in sizes},
-                      terms={c.name: c.planned_terms(ctx) for c in registry if c.name in sizes},
-                      suggestions=suggestions, model=shape.name, architecture=shape.architecture, unknown=unknown,
-                      sample_positions=int(ctx.plan.samples.size),
-                      id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
-                      embeddings=int(ctx.plan.total_embeddings),
-                      early_pass=early_of({n: p for n, p in early.items() if n in sizes}, dropped, base["device"]),
-                      early_parts={n: p for n, p in early.items() if n in sizes},
-                      checkpoint_bytes=sum(b for n, b in sizes.items() if n not in dropped),
-                      publish={**{n: b for n, b in base["publish_of"].items() if n not in dropped},
-                               "writer": writer_bytes()} if host else {})
+    return MemoryPlan(
+        params=shape.params,
+        params_with_lm_head=shape.params + shape.lm_head_params,
+        weights_bytes=wbytes,
+        hidden_states=shape.num_hidden_states,
+        dim=shape.dim,
+        types=int(tc),
+        layers=list(ctx.layers),
+        device=device,
+        dtype=dtype,
+        measures=sizes,
+        runtime_bytes=RUNTIME_BYTES if host else 0,
+        plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
+        pass_bytes=base["pass"],
+        publish_bytes=publish,
+        total_bytes=int(total),
+        memory_bytes=int(memory_bytes),
+        fits=bool(fits),
+        dropped=dropped,
+        reasons=reasons,
+        policy={c.name: c.policy for c in registry if c.name in sizes},
+        terms={c.name: c.planned_terms(ctx) for c in registry if c.name in sizes},
+        suggestions=suggestions,
+        model=shape.name,
+        architecture=shape.architecture,
+        unknown=unknown,
+        sample_positions=int(ctx.plan.samples.size),
+        id_sample=int(ctx.plan.uniform.size) if ctx.plan.uniform is not None else 0,
+        embeddings=int(ctx.plan.total_embeddings),
+        early_pass=early_of({n: p for n, p in early.items() if n in sizes}, dropped, base["device"]),
+        early_parts={n: p for n, p in early.items() if n in sizes},
+        checkpoint_bytes=sum(b for n, b in sizes.items() if n not in dropped),
+        publish={**{n: b for n, b in base["publish_of"].items() if n not in dropped}, "writer": writer_bytes()}
+        if host
+        else {},
+    )
 
 
 def _drop_early_passes(ctx, registry, base, sizes, early, dropped, reasons, droppable, memory_bytes) -> int:
@@ -314,8 +400,9 @@ def _drop_early_passes(ctx, registry, base, sizes, early, dropped, reasons, drop
         if peak(base, sizes, early, [*dropped, name]) <= memory_bytes:  # its early pass is what does not fit
             dropped.append(name)
             need = sizes[name] + early_of({name: early[name]})["bytes"]
-            reasons[name] = cls.drop_reason(ctx, need=need, free=max(memory_bytes - peak(base, sizes, early, dropped), 0),
-                                            subset=None)
+            reasons[name] = cls.drop_reason(
+                ctx, need=need, free=max(memory_bytes - peak(base, sizes, early, dropped), 0), subset=None
+            )
             total = peak(base, sizes, early, dropped)
     return total
 
@@ -337,11 +424,18 @@ def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype,
     out = []
     cfg = ctx.cfg
     if cfg.mean_dtype == "float64":
-        c32 = type(ctx)(cfg=cfg.replace(mean_dtype="float32"), layers=ctx.layers, dim=ctx.dim, device=ctx.device,
-                        plan=ctx.plan, tokens=ctx.tokens)
+        c32 = type(ctx)(
+            cfg=cfg.replace(mean_dtype="float32"),
+            layers=ctx.layers,
+            dim=ctx.dim,
+            device=ctx.device,
+            plan=ctx.plan,
+            tokens=ctx.tokens,
+        )
         t32 = _total(c32, registry, base_for(c32), dropped)
-        out.append(f"--mean-dtype float32 halves the means: {gb(t32)} in all"
-                   + ("" if t32 <= memory else " (still over)"))
+        out.append(
+            f"--mean-dtype float32 halves the means: {gb(t32)} in all" + ("" if t32 <= memory else " (still over)")
+        )
     # a measure forced on (asked, not droppable as asked) whose class says how to leave it out
     out += [c.fix for c in registry if c.fix and c.asked(cfg) and not c.may_drop(cfg)]
     if device == "cuda" and dtype == "float32":
@@ -353,27 +447,48 @@ def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype,
             break
     else:
         weights = base_for(ctx)["weights"]
-        out.append(f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: spread the model over several "
-                   f"devices (--device-map auto; normvar plan --devices 8x80 shows each device) or a larger device" if weights >= memory else
-                   f"even one layer needs more than {gb(memory)}: a larger device, or lower --batch-size / --max-length")
+        out.append(
+            f"the weights alone ({gb(weights)}) do not fit in {gb(memory)}: spread the model over several "
+            f"devices (--device-map auto; normvar plan --devices 8x80 shows each device) or a larger device"
+            if weights >= memory
+            else f"even one layer needs more than {gb(memory)}: a larger device, or lower --batch-size / --max-length"
+        )
     return out
 
 
 # ----------------------------------------------------------------------------- the run's budget
-def run_budget(cfg, ctx, *, shape: ModelShape, device: str, dtype: str, loaded: bool = True,
-               resume_names: set[str] | None = None, measured: int | None = None) -> MemoryPlan:
+def run_budget(
+    cfg,
+    ctx,
+    *,
+    shape: ModelShape,
+    device: str,
+    dtype: str,
+    loaded: bool = True,
+    resume_names: set[str] | None = None,
+    measured: int | None = None,
+) -> MemoryPlan:
     """The plan ``compute`` follows: ``--memory-gb`` if given, else what the device reports free now
     plus what this process already holds there (``loaded``: the weights and the plan are resident).
     ``resume_names``: the checkpoint's measures, held exactly. ``measured``: that figure from a Ray actor."""
-    memory = (int(round(float(cfg.memory_gb) * GiB)) if cfg.memory_gb is not None else
-              int(measured) if measured is not None else loaded_budget(device) if loaded else device_memory(device))
+    memory = (
+        int(round(float(cfg.memory_gb) * GiB))
+        if cfg.memory_gb is not None
+        else int(measured)
+        if measured is not None
+        else loaded_budget(device)
+        if loaded
+        else device_memory(device)
+    )
     mp = plan_memory(ctx, shape=shape, memory_bytes=memory, device=device, dtype=dtype, forced_keep=resume_names)
     if resume_names is not None:
         for name in [c.name for c in MEASURES if c.droppable(ctx) and c.name in mp.measures]:
             if name not in resume_names and name not in mp.dropped:
                 mp.dropped.append(name)
-                mp.reasons[name] = (f"{name} skipped: the checkpoint this run resumed from was computed without it "
-                                    f"(memory) — compute again without --checkpoint to have it")
+                mp.reasons[name] = (
+                    f"{name} skipped: the checkpoint this run resumed from was computed without it "
+                    f"(memory) — compute again without --checkpoint to have it"
+                )
     return mp
 
 
@@ -381,14 +496,33 @@ def with_devices(mp: MemoryPlan, per: dict) -> MemoryPlan:
     """The plan with the per-device rows, drops and verdict of ``memory.per_device.plan_placed``; what it counts
     follows the devices' drops (the early passes, the checkpoint), and the host's figures are its row's."""
     host = per["host"]
-    return dataclasses.replace(mp, devices=per["devices"], device_map=per["device_map"], fits=per["fits"],
-                               dropped=per["dropped"], reasons=per["reasons"], suggestions=per["suggestions"],
-                               total_bytes=sum(r["bytes"] for r in per["devices"]),
-                               batch=per["batch"], early_pass=early_of(mp.early_parts, per["dropped"], "cuda"),
-                               checkpoint_bytes=sum(b for n, b in mp.measures.items() if n not in per["dropped"]),
-                               host=host, runtime_bytes=host["runtime_bytes"], plan_bytes=host["plan_bytes"],
-                               publish_bytes=host["work_bytes"], publish=host["publish"])
+    return dataclasses.replace(
+        mp,
+        devices=per["devices"],
+        device_map=per["device_map"],
+        fits=per["fits"],
+        dropped=per["dropped"],
+        reasons=per["reasons"],
+        suggestions=per["suggestions"],
+        total_bytes=sum(r["bytes"] for r in per["devices"]),
+        batch=per["batch"],
+        early_pass=early_of(mp.early_parts, per["dropped"], "cuda"),
+        checkpoint_bytes=sum(b for n, b in mp.measures.items() if n not in per["dropped"]),
+        host=host,
+        runtime_bytes=host["runtime_bytes"],
+        plan_bytes=host["plan_bytes"],
+        publish_bytes=host["work_bytes"],
+        publish=host["publish"],
+    )
 
 
-__all__ = ["MemoryPlan", "plan_memory", "run_budget", "with_devices", "sizes_and_droppable", "layer_span",
-           "evenly_spaced", "gb"]
+__all__ = [
+    "MemoryPlan",
+    "plan_memory",
+    "run_budget",
+    "with_devices",
+    "sizes_and_droppable",
+    "layer_span",
+    "evenly_spaced",
+    "gb",
+]

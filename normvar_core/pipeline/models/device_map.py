@@ -17,6 +17,7 @@ state is) and where that state's statistics live:
 The places group the kept layers (one group per map entry, in layer order): each group's measures
 hold only its layers, so no hidden state crosses devices during the pass (``layer_groups.py``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,8 +36,9 @@ def check_offload_folder(folder: str | None) -> Path | None:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NormvarError(f"cannot make --offload-folder {path}: {exc.strerror or exc}",
-                           fix="give a folder you can write in") from None
+        raise NormvarError(
+            f"cannot make --offload-folder {path}: {exc.strerror or exc}", fix="give a folder you can write in"
+        ) from None
     if not path.is_dir():
         raise NormvarError(f"--offload-folder {path} is not a folder", fix="give a folder you can write in")
     probe_writable(path, "--offload-folder")
@@ -62,8 +64,10 @@ def check_devices_present(cfg) -> None:
         missing = [g for g in gpus if g >= have]
         if missing:
             held = "no GPU" if have == 0 else f"only {have} GPU{'s' if have > 1 else ''} (0..{have - 1})"
-            raise NormvarError(f"the device map names GPU {missing[0]}, but this machine has {held}",
-                               fix='map the modules to devices that are here ("cpu", or the GPUs nvidia-smi lists)')
+            raise NormvarError(
+                f"the device map names GPU {missing[0]}, but this machine has {held}",
+                fix='map the modules to devices that are here ("cpu", or the GPUs nvidia-smi lists)',
+            )
     if "mps" in named:
         import torch
 
@@ -89,8 +93,10 @@ def check_map_modules(device_map, model, source: str) -> None:
     unknown = [k for k in device_map if k not in names]
     if unknown:
         tops = ", ".join(n for n in list(names) if n and "." not in n)[:120]
-        raise NormvarError(f"--device-map {source} names module {unknown[0]!r}, which the model does not have",
-                           fix=f"use the model's module names (top level: {tops})")
+        raise NormvarError(
+            f"--device-map {source} names module {unknown[0]!r}, which the model does not have",
+            fix=f"use the model's module names (top level: {tops})",
+        )
 
 
 def pretrained_kwargs(cfg) -> dict[str, Any]:
@@ -190,5 +196,18 @@ def state_places(device_map: dict[str, str], producers: list[str]) -> list[tuple
     return places
 
 
-__all__ = ["clean_offload_after", "folder_names", "meta_model", "check_map_modules", "check_devices_present", "named_devices", "check_offload_folder", "pretrained_kwargs", "device_name", "device_map_of", "entry_of", "input_device",
-           "state_places"]
+__all__ = [
+    "clean_offload_after",
+    "folder_names",
+    "meta_model",
+    "check_map_modules",
+    "check_devices_present",
+    "named_devices",
+    "check_offload_folder",
+    "pretrained_kwargs",
+    "device_name",
+    "device_map_of",
+    "entry_of",
+    "input_device",
+    "state_places",
+]

@@ -16,6 +16,7 @@ A model whose main input is not token ids (``pixel_values``: ViT, CLIP's vision 
 ``input_values`` / ``input_features``: wav2vec2, Whisper) is refused before its weights are
 loaded (``model_config.check_text_model``): normvar needs a text tokenizer and one hidden state per token.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,6 +26,8 @@ import torch
 from normvar_core.errors import NormvarError
 
 STACKS = ("encoder", "decoder")
+
+
 def is_encoder_decoder(model) -> bool:
     return bool(getattr(model.config, "is_encoder_decoder", False)) and hasattr(model, "get_encoder")
 
@@ -36,18 +39,25 @@ def select_stack(model, tokenizer, stack: str, name: str) -> tuple[Any, str | No
         raise NormvarError(f"unknown stack {stack!r}", fix="use --stack encoder or --stack decoder")
     if not is_encoder_decoder(model):
         if stack == "decoder":
-            raise NormvarError(f"--stack decoder is for encoder-decoder models (T5, BART); {name!r} "
-                               f"({type(model).__name__}) has one stack", fix="leave --stack out")
+            raise NormvarError(
+                f"--stack decoder is for encoder-decoder models (T5, BART); {name!r} "
+                f"({type(model).__name__}) has one stack",
+                fix="leave --stack out",
+            )
         return model, None
     if stack == "encoder":
         return model.get_encoder(), "encoder"
     start = getattr(model.config, "decoder_start_token_id", None)
     if start is None:
-        raise NormvarError(f"model {name!r} has no decoder_start_token_id in its config",
-                           fix="use --stack encoder, or set decoder_start_token_id in config.json")
+        raise NormvarError(
+            f"model {name!r} has no decoder_start_token_id in its config",
+            fix="use --stack encoder, or set decoder_start_token_id in config.json",
+        )
     if getattr(tokenizer, "padding_side", "right") != "right":
-        raise NormvarError(f"--stack decoder needs a tokenizer that pads on the right ({name!r} pads on the left)",
-                           fix="use --stack encoder")
+        raise NormvarError(
+            f"--stack decoder needs a tokenizer that pads on the right ({name!r} pads on the left)",
+            fix="use --stack encoder",
+        )
     tokenizer.normvar_decoder_start = int(start)
     return DecoderStack(model), "decoder"
 
@@ -69,16 +79,21 @@ class DecoderStack(torch.nn.Module):
     def get_input_embeddings(self):
         return self.decoder.get_input_embeddings()
 
-    def forward(self, input_ids=None, attention_mask=None, output_hidden_states=True, **kwargs):  # noqa: ARG002
+    def forward(self, input_ids=None, attention_mask=None, output_hidden_states=True, **kwargs):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         enc_ids, enc_mask = input_ids[:, 1:], attention_mask[:, 1:]
         if enc_ids.shape[1] == 0:
             enc_ids, enc_mask = input_ids, attention_mask
         enc = self._encoder[0](input_ids=enc_ids, attention_mask=enc_mask)
-        return self.decoder(input_ids=input_ids, attention_mask=attention_mask,
-                            encoder_hidden_states=enc.last_hidden_state, encoder_attention_mask=enc_mask,
-                            output_hidden_states=True, use_cache=False)
+        return self.decoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            encoder_hidden_states=enc.last_hidden_state,
+            encoder_attention_mask=enc_mask,
+            output_hidden_states=True,
+            use_cache=False,
+        )
 
     def to(self, *args, **kwargs):
         self._encoder[0].to(*args, **kwargs)
@@ -87,7 +102,6 @@ class DecoderStack(torch.nn.Module):
     def eval(self):
         self._encoder[0].eval()
         return super().eval()
-
 
 
 __all__ = ["select_stack", "is_encoder_decoder", "DecoderStack", "STACKS"]

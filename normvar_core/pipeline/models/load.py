@@ -5,6 +5,7 @@ The model is the base AutoModel in eval mode with every hidden state f_0..f_L of
 probe of the model (``probe.py``, ``architecture.py``) whose norm outputs the run's App. I tables
 reuse (``LoadedModel.norm_outputs``). Where the files are: ``resolve.py``; the aliases: ``aliases.py``.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -14,16 +15,30 @@ from typing import Any
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.models.device_map import (check_map_modules, clean_offload_after, device_map_of,
-                                                       folder_names, input_device, meta_model, pretrained_kwargs,
-                                                       state_places)
 from normvar_core.pipeline.models.architecture import detect_architecture
+from normvar_core.pipeline.models.device_map import (
+    check_map_modules,
+    clean_offload_after,
+    device_map_of,
+    folder_names,
+    input_device,
+    meta_model,
+    pretrained_kwargs,
+    state_places,
+)
 from normvar_core.pipeline.models.model_config import build_error, read_model_config
 from normvar_core.pipeline.models.probe import producers, run_probe
 from normvar_core.pipeline.models.resolve import cached_hash, dequantized_dir, resolve_source, weights_hash
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
-                   "sentencepiece.bpe.model", "sentencepiece.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "sentencepiece.model",
+)
 _WORDS = "The old man walked slowly along the river, thinking of his daughter."
 
 
@@ -97,8 +112,9 @@ def torch_dtype(cfg: RunConfig, device: str):
     import torch
 
     if cfg.dtype != "float32" and device == "cpu":
-        raise NormvarError(f"dtype {cfg.dtype} is only supported on a GPU (device is cpu)",
-                           fix="use --dtype float32 on CPU")
+        raise NormvarError(
+            f"dtype {cfg.dtype} is only supported on a GPU (device is cpu)", fix="use --dtype float32 on CPU"
+        )
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
 
 
@@ -131,15 +147,26 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
     norm_outputs = probe.norm_of_hidden_states()
     dmap = device_map_of(model)
     info = ModelInfo(
-        name=src.name, source=str(path), revision=src.revision, stack=stack,
-        architecture=architecture, model_type=str(getattr(model.config, "model_type", "")),
-        num_hidden_states=arch["num_hidden_states"], dim=arch["dim"], max_length=max_length(model, tok),
-        is_decoder=arch["is_decoder"], norm_placement=arch["norm_placement"], norm_type=arch["norm_type"],
-        final_norm=arch["final_norm"], weights_hash=cached_hash(path) or weights_hash(model),
-        padding_side=str(getattr(tok, "padding_side", "right")), gguf_file=src.gguf_file,
-        device=device, dtype=str(dtype).replace("torch.", ""), device_map=(dmap or {"": device}) if mapped else None,
-        places=None if dmap is None else state_places(dmap, producers(model, arch["num_hidden_states"],
-                                                                      norm_outputs)),
+        name=src.name,
+        source=str(path),
+        revision=src.revision,
+        stack=stack,
+        architecture=architecture,
+        model_type=str(getattr(model.config, "model_type", "")),
+        num_hidden_states=arch["num_hidden_states"],
+        dim=arch["dim"],
+        max_length=max_length(model, tok),
+        is_decoder=arch["is_decoder"],
+        norm_placement=arch["norm_placement"],
+        norm_type=arch["norm_type"],
+        final_norm=arch["final_norm"],
+        weights_hash=cached_hash(path) or weights_hash(model),
+        padding_side=str(getattr(tok, "padding_side", "right")),
+        gguf_file=src.gguf_file,
+        device=device,
+        dtype=str(dtype).replace("torch.", ""),
+        device_map=(dmap or {"": device}) if mapped else None,
+        places=None if dmap is None else state_places(dmap, producers(model, arch["num_hidden_states"], norm_outputs)),
     )
     return LoadedModel(model, tok, info, norm_outputs=norm_outputs)
 
@@ -153,15 +180,19 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
         check_model_dir(path, name)  # says all that the folder lacks
     config = read_model_config(path, name, **kw)  # wrong values, vision / audio: one line before anything heavy
     if mapped and getattr(config, "is_encoder_decoder", False):  # its stacks are not placed per layer group
-        raise NormvarError(f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
-                           fix="leave --device-map out for encoder-decoders (T5, BART)")
+        raise NormvarError(
+            f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
+            fix="leave --device-map out for encoder-decoders (T5, BART)",
+        )
     check_model_dir(path, name)
     if mapped:  # accelerate's "Some parameters are on the meta device because they were offloaded" is what
         import logging  # an offload means; the run row records the map instead of a raw log line
 
         logging.getLogger("accelerate.big_modeling").setLevel(logging.ERROR)
     if isinstance(mapped.get("device_map"), dict):  # its modules named by the model itself, on the meta device
-        check_map_modules(mapped["device_map"], meta_model(config, trust_remote_code=kw["trust_remote_code"]), cfg.device_map)
+        check_map_modules(
+            mapped["device_map"], meta_model(config, trust_remote_code=kw["trust_remote_code"]), cfg.device_map
+        )
     tok = None
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
@@ -169,19 +200,26 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     except ValueError as exc:
         msg = str(exc).splitlines()[0]
         if "trust_remote_code" in msg:
-            raise NormvarError(f"model {name!r} needs its own code", fix="re-run with --trust-remote-code "
-                               "if you trust it") from None
+            raise NormvarError(
+                f"model {name!r} needs its own code", fix="re-run with --trust-remote-code if you trust it"
+            ) from None
         if tok is not None:  # the config's values pass its checks but do not build (hidden size 30, 7 heads)
             raise build_error(exc, name) from None
-        raise NormvarError(f"could not load the tokenizer of model {name!r}: {msg}", fix="pass a transformers model "
-                           "directory (config.json + weights + tokenizer)") from None
+        raise NormvarError(
+            f"could not load the tokenizer of model {name!r}: {msg}",
+            fix="pass a transformers model directory (config.json + weights + tokenizer)",
+        ) from None
     except OSError as exc:
-        raise NormvarError(f"could not load model {name!r} from {path}: {str(exc).splitlines()[0]}",
-                           fix="the directory needs config.json, weights and tokenizer files") from None
-    except Exception as exc:  # noqa: BLE001 - damaged weights: safetensors/torch errors of many types
+        raise NormvarError(
+            f"could not load model {name!r} from {path}: {str(exc).splitlines()[0]}",
+            fix="the directory needs config.json, weights and tokenizer files",
+        ) from None
+    except Exception as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise NormvarError(f"the weights of model {name!r} are damaged or incomplete ({type(exc).__name__}: "
-                           f"{first[:160]})", fix="copy or download the model files again") from None
+        raise NormvarError(
+            f"the weights of model {name!r} are damaged or incomplete ({type(exc).__name__}: {first[:160]})",
+            fix="copy or download the model files again",
+        ) from None
     check_tokenizer(tok, name)
     return model, tok
 
@@ -200,8 +238,10 @@ def check_model_dir(path: Path, name: str) -> None:
     if not any((path / f).exists() for f in TOKENIZER_FILES):
         missing.append("tokenizer files (tokenizer.json or vocab files)")
     if missing:
-        raise NormvarError(f"model directory {path} of {name!r} lacks {', '.join(missing)}",
-                           fix="copy the complete model folder (config, weights and tokenizer files)")
+        raise NormvarError(
+            f"model directory {path} of {name!r} lacks {', '.join(missing)}",
+            fix="copy the complete model folder (config, weights and tokenizer files)",
+        )
 
 
 def check_tokenizer(tok, name: str) -> None:
@@ -211,8 +251,10 @@ def check_tokenizer(tok, name: str) -> None:
         return
     ids = tok(_WORDS, add_special_tokens=False)["input_ids"]
     if ids and sum(i == unk for i in ids) / len(ids) > 0.5:
-        raise NormvarError(f"the tokenizer of {name!r} maps most words to {tok.unk_token!r}",
-                           fix="the tokenizer files are missing or do not belong to this model")
+        raise NormvarError(
+            f"the tokenizer of {name!r} maps most words to {tok.unk_token!r}",
+            fix="the tokenizer files are missing or do not belong to this model",
+        )
 
 
 def max_length(model, tok) -> int:
@@ -234,5 +276,14 @@ def max_length(model, tok) -> int:
     return int(n) if n and n > 1 else 512
 
 
-__all__ = ["ModelInfo", "LoadedModel", "load_model", "resolve_device", "torch_dtype", "check_model_dir",
-           "check_tokenizer", "max_length", "TOKENIZER_FILES"]
+__all__ = [
+    "ModelInfo",
+    "LoadedModel",
+    "load_model",
+    "resolve_device",
+    "torch_dtype",
+    "check_model_dir",
+    "check_tokenizer",
+    "max_length",
+    "TOKENIZER_FILES",
+]

@@ -7,16 +7,37 @@ a model whose main input is not token ids (vision, audio: ``check_text_model``).
 but cannot be built (a width not a multiple of the heads) is refused by ``build_error`` with the
 library's own first line.
 """
+
 from __future__ import annotations
 
 from normvar_core.errors import NormvarError
 
 _NON_TEXT = {"pixel_values": "a vision model", "input_values": "an audio model", "input_features": "an audio model"}
 # sizes a text config holds under one of these names; each, where present, must be a positive integer
-SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
-               "max_position_embeddings", "num_key_value_heads", "head_dim", "n_embd", "n_layer", "n_head",
-               "n_positions", "n_inner", "d_model", "d_ff", "num_layers", "num_heads", "d_kv",
-               "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads")
+SIZE_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "num_key_value_heads",
+    "head_dim",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_positions",
+    "n_inner",
+    "d_model",
+    "d_ff",
+    "num_layers",
+    "num_heads",
+    "d_kv",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+)
 _FIX = "correct config.json (or copy the model folder again)"
 
 
@@ -27,7 +48,7 @@ def read_model_config(path, name: str, **kw):
 
     try:
         conf = AutoConfig.from_pretrained(path, **kw)
-    except Exception as exc:  # noqa: BLE001 - OSError, ValueError, huggingface_hub's StrictDataclass errors
+    except Exception as exc:
         raise config_error(exc, name) from None
     check_sizes(conf, name)
     check_text_model(conf, name)
@@ -41,22 +62,26 @@ def config_error(exc: Exception, name: str) -> NormvarError:
     if "validation error for field" in lines[0].lower():  # "Validation error for field 'x':" + "TypeError: ..."
         detail = lines[1].split(": ", 1)[-1] if len(lines) > 1 else lines[0]
         return NormvarError(f"config.json of model {name!r} has a wrong value: {detail}"[:300], fix=_FIX)
-    return NormvarError(f"could not read the config of model {name!r}: {lines[0]}"[:300],
-                        fix="pass a transformers model directory (config.json + tokenizer files)")
+    return NormvarError(
+        f"could not read the config of model {name!r}: {lines[0]}"[:300],
+        fix="pass a transformers model directory (config.json + tokenizer files)",
+    )
 
 
 def check_sizes(conf, name: str) -> None:
     """Every size field of the config and of its text / encoder / decoder sub-configs a positive integer."""
-    subs = [conf] + [getattr(conf, a) for a in ("text_config", "encoder", "decoder") if hasattr(getattr(conf, a, None),
-                                                                                             "to_dict")]
+    subs = [conf] + [
+        getattr(conf, a) for a in ("text_config", "encoder", "decoder") if hasattr(getattr(conf, a, None), "to_dict")
+    ]
     for sub in subs:
         for key in SIZE_FIELDS:
             value = getattr(sub, key, None)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise NormvarError(f"config.json of model {name!r} has {key} = {value!r}; it must be a positive "
-                                   "integer", fix=_FIX)
+                raise NormvarError(
+                    f"config.json of model {name!r} has {key} = {value!r}; it must be a positive integer", fix=_FIX
+                )
 
 
 def check_text_model(conf, name: str) -> None:
@@ -64,15 +89,17 @@ def check_text_model(conf, name: str) -> None:
     try:
         from transformers import AutoModel
 
-        cls = AutoModel._model_mapping[type(conf)]  # noqa: SLF001 - the class AutoModel would build
-    except Exception:  # noqa: BLE001 - not resolvable here: the loader says why, later
+        cls = AutoModel._model_mapping[type(conf)]
+    except Exception:
         return
     main = getattr(cls, "main_input_name", "input_ids")
     if main != "input_ids":
         what = _NON_TEXT.get(main, "not a text model")
-        raise NormvarError(f"model {name!r} is {what} ({cls.__name__} reads {main}, not token ids): normvar needs a "
-                           "text model with a tokenizer and one hidden state per token",
-                           fix="use a text encoder, decoder or encoder-decoder (BERT, GPT-2, Llama, T5, BART ...)")
+        raise NormvarError(
+            f"model {name!r} is {what} ({cls.__name__} reads {main}, not token ids): normvar needs a "
+            "text model with a tokenizer and one hidden state per token",
+            fix="use a text encoder, decoder or encoder-decoder (BERT, GPT-2, Llama, T5, BART ...)",
+        )
 
 
 def build_error(exc: Exception, name: str) -> NormvarError:

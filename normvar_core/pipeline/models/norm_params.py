@@ -18,6 +18,7 @@ The effective γ and β are measured on the module itself, so every parameteriza
 for LayerNorm (the centred input is 0) and ±γ/√(1 + ε/c²) for RMSNorm; for LayerNorm, γ then comes
 from mean-zero probes p: γ = (f(p) − β) / z(p), z(p) = (p − mean p)/std p.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,8 +48,9 @@ def norm_outputs(model, tokenizer) -> dict[int, str]:
     return run_probe(model, tokenizer).norm_of_hidden_states()
 
 
-def norm_tables(model, tokenizer, layers: list[int], dim: int,
-                where: dict[int, str] | None = None) -> dict[str, pa.Table]:
+def norm_tables(
+    model, tokenizer, layers: list[int], dim: int, where: dict[int, str] | None = None
+) -> dict[str, pa.Table]:
     """App. I's two tables, from one probe of every normalization:
 
     * ``norm_params(layer, module, norm_type, gamma_sq, beta_sq, q_pred)``: one row per stored layer;
@@ -79,14 +81,31 @@ def norm_tables(model, tokenizer, layers: list[int], dim: int,
         rows["gamma_sq"].append(g2)
         rows["beta_sq"].append(b2)
         rows["q_pred"].append(g2 + b2)
-    params = pa.table({"layer": pa.array(rows["layer"], pa.int32()), "module": rows["module"],
-                       "norm_type": rows["norm_type"], "gamma_sq": rows["gamma_sq"], "beta_sq": rows["beta_sq"],
-                       "q_pred": rows["q_pred"]})
-    cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int32 if k in ("layer", "dim") else np.float64))
-           for k, v in affine.items()}
-    return {"norm_params": params, "norm_affine": pa.table({
-        "layer": pa.array(cat["layer"], pa.int32()), "dim": pa.array(cat["dim"], pa.int32()),
-        "gamma": pa.array(cat["gamma"], pa.float64()), "beta": pa.array(cat["beta"], pa.float64())})}
+    params = pa.table(
+        {
+            "layer": pa.array(rows["layer"], pa.int32()),
+            "module": rows["module"],
+            "norm_type": rows["norm_type"],
+            "gamma_sq": rows["gamma_sq"],
+            "beta_sq": rows["beta_sq"],
+            "q_pred": rows["q_pred"],
+        }
+    )
+    cat = {
+        k: (np.concatenate(v) if v else np.zeros(0, np.int32 if k in ("layer", "dim") else np.float64))
+        for k, v in affine.items()
+    }
+    return {
+        "norm_params": params,
+        "norm_affine": pa.table(
+            {
+                "layer": pa.array(cat["layer"], pa.int32()),
+                "dim": pa.array(cat["dim"], pa.int32()),
+                "gamma": pa.array(cat["gamma"], pa.float64()),
+                "beta": pa.array(cat["beta"], pa.float64()),
+            }
+        ),
+    }
 
 
 __all__ = ["effective_affine", "norm_outputs", "norm_tables", "PROBE"]

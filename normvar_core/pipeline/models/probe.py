@@ -14,10 +14,12 @@ device map keeps each state's statistics where that module runs: ``models/device
 ``is_norm`` says what a normalization module is and ``norm_kind`` whether it is a LayerNorm or an
 RMSNorm — decided here once for both readers.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -32,12 +34,12 @@ PROBE = 100.0  # probe amplitude: a norm's ε (1e-12 … 1e-5) is negligible aga
 class Probe:
     """What the hooked pass recorded (module docstring). Tensors are those the model produced."""
 
-    ids: Any                                   # (1, T) input ids of PROBE_SENTENCE
-    hidden_states: tuple                       # HF's hidden states f_0 … f_L
-    block_in: Any = None                       # the first block's input
-    block_out: Any = None                      # the first block's output
-    last_block_out: Any = None                 # the last block's output
-    calls: dict[str, tuple] = field(default_factory=dict)   # first block: {name: (module, input, output)}, call order
+    ids: Any  # (1, T) input ids of PROBE_SENTENCE
+    hidden_states: tuple  # HF's hidden states f_0 … f_L
+    block_in: Any = None  # the first block's input
+    block_out: Any = None  # the first block's output
+    last_block_out: Any = None  # the last block's output
+    calls: dict[str, tuple] = field(default_factory=dict)  # first block: {name: (module, input, output)}, call order
     norm_outputs: dict[str, Any] = field(default_factory=dict)  # {module name: output} of every norm with parameters
 
     def norm_of_hidden_states(self) -> dict[int, str]:
@@ -100,8 +102,10 @@ def blocks(model):
             if best is None or score > best[0]:
                 best = (score, mod)
     if best is None:
-        raise NormvarError(f"cannot find the transformer blocks of {type(model).__name__}",
-                           fix="use a standard transformers model (encoder or decoder)")
+        raise NormvarError(
+            f"cannot find the transformer blocks of {type(model).__name__}",
+            fix="use a standard transformers model (encoder or decoder)",
+        )
     return best[1]
 
 
@@ -162,6 +166,7 @@ def run_probe(model, tokenizer) -> Probe:
     def block_out(key):  # a forward hook that returns a value replaces the output: these return None
         def hook(mod, args, output) -> None:
             rec.setdefault(key, first_tensor(output))
+
         return hook
 
     def call(mod, args, kwargs, output):
@@ -172,22 +177,46 @@ def run_probe(model, tokenizer) -> Probe:
     def norm_out(name):
         def hook(mod, args, output) -> None:
             norms.setdefault(name, output if isinstance(output, torch.Tensor) else None)
+
         return hook
 
-    hooks = [first.register_forward_pre_hook(block_in, with_kwargs=True),
-             first.register_forward_hook(block_out("out")), last.register_forward_hook(block_out("last_out"))]
+    hooks = [
+        first.register_forward_pre_hook(block_in, with_kwargs=True),
+        first.register_forward_hook(block_out("out")),
+        last.register_forward_hook(block_out("last_out")),
+    ]
     hooks += [mod.register_forward_hook(call, with_kwargs=True) for mod in names]
-    hooks += [mod.register_forward_hook(norm_out(name)) for name, mod in model.named_modules()
-              if name and is_norm(mod) and any(True for _ in mod.parameters(recurse=False))]
+    hooks += [
+        mod.register_forward_hook(norm_out(name))
+        for name, mod in model.named_modules()
+        if name and is_norm(mod) and any(True for _ in mod.parameters(recurse=False))
+    ]
     ids = tokenizer(PROBE_SENTENCE, return_tensors="pt")["input_ids"].to(input_device(model))
     try:
         hs = forward(model, ids)
     finally:
         for h in hooks:
             h.remove()
-    return Probe(ids=ids, hidden_states=hs, block_in=rec.get("in"), block_out=rec.get("out"),
-                 last_block_out=rec.get("last_out"), calls=calls, norm_outputs=norms)
+    return Probe(
+        ids=ids,
+        hidden_states=hs,
+        block_in=rec.get("in"),
+        block_out=rec.get("out"),
+        last_block_out=rec.get("last_out"),
+        calls=calls,
+        norm_outputs=norms,
+    )
 
 
-__all__ = ["Probe", "run_probe", "is_norm", "as_function", "norm_kind", "blocks", "producers", "forward", "PROBE",
-           "PROBE_SENTENCE"]
+__all__ = [
+    "Probe",
+    "run_probe",
+    "is_norm",
+    "as_function",
+    "norm_kind",
+    "blocks",
+    "producers",
+    "forward",
+    "PROBE",
+    "PROBE_SENTENCE",
+]

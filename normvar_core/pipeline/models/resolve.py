@@ -6,6 +6,7 @@ GGUF file). GGUF weights are dequantized once and cached as safetensors under ``
 the network: hub ids are looked up in the local cache first, and the hub is contacted only when it
 answers a 2-second probe and HF_HUB_OFFLINE is not set. ``weights_hash``: sha256 of the weight files.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,9 +18,10 @@ import shutil
 import socket
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import normvar_core.pipeline.models.aliases as A
 from normvar_core.config import RunConfig
@@ -29,10 +31,10 @@ from normvar_core.errors import NormvarError
 @dataclass
 class ModelSource:
     name: str
-    path: Path                     # a directory (or, with gguf_file, the directory holding it)
+    path: Path  # a directory (or, with gguf_file, the directory holding it)
     revision: str | None = None
     gguf_file: str | None = None
-    cache_key: str | None = None   # for GGUF: the dequantized cache directory name
+    cache_key: str | None = None  # for GGUF: the dequantized cache directory name
     prepare: Callable[[Path], Path] | None = None  # makes the GGUF file on demand (gemma assemble)
 
 
@@ -46,15 +48,19 @@ def resolve_source(cfg: RunConfig, cache: Path) -> ModelSource:
         p = p.resolve()
         if p.is_file():
             if p.suffix != ".gguf":
-                raise NormvarError(f"model path {p} is a file, not a model directory",
-                                   fix="pass the directory holding config.json, or a .gguf file")
+                raise NormvarError(
+                    f"model path {p} is a file, not a model directory",
+                    fix="pass the directory holding config.json, or a .gguf file",
+                )
             return ModelSource(name, p.parent, gguf_file=p.name)
         if cfg.gguf_file is None and not (p / "config.json").exists():
             ggufs = sorted(p.glob("*.gguf"))
             if len(ggufs) == 1:
                 return ModelSource(name, p, gguf_file=ggufs[0].name)
-            raise NormvarError(f"{p} holds no config.json (not a transformers model directory)",
-                               fix="pass a directory saved with save_pretrained, or --gguf-file NAME")
+            raise NormvarError(
+                f"{p} holds no config.json (not a transformers model directory)",
+                fix="pass a directory saved with save_pretrained, or --gguf-file NAME",
+            )
         return ModelSource(name, p, gguf_file=cfg.gguf_file)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise NormvarError(f"model path not found: {name}", fix="check the path, or use an alias (`normvar models`)")
@@ -115,8 +121,9 @@ def _publish_dir(src: Path, target: Path) -> None:
 
 def _hub_reachable(timeout: float = 2.0) -> bool:
     """True when HF_HUB_OFFLINE is unset and the hub endpoint answers a TCP connect quickly."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on") or \
-            os.environ.get("TRANSFORMERS_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on") or os.environ.get(
+        "TRANSFORMERS_OFFLINE", "0"
+    ).lower() in ("1", "true", "yes", "on"):
         return False
     from urllib.parse import urlparse
 
@@ -138,7 +145,7 @@ def hub_cached(repo: str, revision: str | None = None) -> Path | None:
         return Path(snapshot_download(repo, revision=revision, local_files_only=True))
     except HFValidationError:
         raise
-    except Exception:  # noqa: BLE001 - not in the local cache
+    except Exception:
         return None
 
 
@@ -152,15 +159,18 @@ def _resolve_hub(cfg: RunConfig) -> ModelSource:
     try:
         path = hub_cached(repo, rev)
     except HFValidationError:
-        raise NormvarError(f"unknown model {repo!r}: not an alias ({names}), a local path or a hub id",
-                           fix="check the spelling; `normvar models` lists the aliases") from None
+        raise NormvarError(
+            f"unknown model {repo!r}: not an alias ({names}), a local path or a hub id",
+            fix="check the spelling; `normvar models` lists the aliases",
+        ) from None
     if path is not None:
         return ModelSource(repo, path, revision=rev, gguf_file=cfg.gguf_file)
     if not _hub_reachable():
         raise NormvarError(
             f"model {repo!r} is not an alias ({names}), not a local path, and not in the local "
             "Hugging Face cache; the hub is offline",
-            fix="pass a local model directory, or install an alias (`normvar models`)")
+            fix="pass a local model directory, or install an alias (`normvar models`)",
+        )
     patterns = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken"]
     if cfg.trust_remote_code:
         patterns.append("*.py")
@@ -170,9 +180,11 @@ def _resolve_hub(cfg: RunConfig) -> ModelSource:
         path = Path(snapshot_download(repo, revision=rev, allow_patterns=patterns, etag_timeout=10))
         if not cfg.gguf_file and not any(path.glob("*.safetensors")):
             path = Path(snapshot_download(repo, revision=rev, allow_patterns=patterns + ["*.bin"]))
-    except Exception as exc:  # noqa: BLE001
-        raise NormvarError(f"could not download model {repo!r}: {type(exc).__name__}: {exc}".splitlines()[0],
-                           fix="check the id and revision, or pass a local directory") from None
+    except Exception as exc:
+        raise NormvarError(
+            f"could not download model {repo!r}: {type(exc).__name__}: {exc}".splitlines()[0],
+            fix="check the id and revision, or pass a local directory",
+        ) from None
     return ModelSource(repo, path, revision=rev, gguf_file=cfg.gguf_file)
 
 
@@ -192,7 +204,9 @@ def dequantized_dir(src: ModelSource, cache: Path) -> Path:
     if (target / "config.json").exists():
         return target
     if gguf_path is not None and not gguf_path.exists():
-        raise NormvarError(f"GGUF file not found: {gguf_path}", fix="check --gguf-file (a file inside the model directory)")
+        raise NormvarError(
+            f"GGUF file not found: {gguf_path}", fix="check --gguf-file (a file inside the model directory)"
+        )
     if not has_accelerate():
         raise NormvarError("loading a GGUF model needs the accelerate package", fix="pip install accelerate")
     cache.mkdir(parents=True, exist_ok=True)
@@ -215,16 +229,21 @@ def _dequantize(gguf_path: Path, out: Path) -> Path:
     try:
         tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         model = AutoModel.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
-    except Exception as exc:  # noqa: BLE001 - struct.error, ValueError, KeyError... from the reader
-        raise NormvarError(f"could not read GGUF file {gguf_path.name}: {exc}".splitlines()[0],
-                           fix="transformers reads llama/gemma/qwen-family GGUF files; check the file") from None
+    except Exception as exc:
+        raise NormvarError(
+            f"could not read GGUF file {gguf_path.name}: {exc}".splitlines()[0],
+            fix="transformers reads llama/gemma/qwen-family GGUF files; check the file",
+        ) from None
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    (out / "normvar_source.json").write_text(json.dumps(
-        {"gguf_file": gguf_path.name, "gguf_size": gguf_path.stat().st_size, "weights_hash": weights_hash(out)}))
+    (out / "normvar_source.json").write_text(
+        json.dumps(
+            {"gguf_file": gguf_path.name, "gguf_size": gguf_path.stat().st_size, "weights_hash": weights_hash(out)}
+        )
+    )
     return out
 
 
@@ -243,8 +262,12 @@ def weights_hash(source: str | os.PathLike | Any) -> str:
             h.update(t.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
         return h.hexdigest()
     p = Path(source)
-    files = [p] if p.is_file() else sorted(p.glob("*.safetensors")) or sorted(
-        list(p.glob("*.bin")) + list(p.glob("*.pt")) + list(p.glob("*.gguf")))
+    files = (
+        [p]
+        if p.is_file()
+        else sorted(p.glob("*.safetensors"))
+        or sorted(list(p.glob("*.bin")) + list(p.glob("*.pt")) + list(p.glob("*.gguf")))
+    )
     if not files:
         raise NormvarError(f"no weight files in {p}", fix="pass a directory holding *.safetensors or *.bin")
     key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files)

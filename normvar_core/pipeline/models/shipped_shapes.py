@@ -6,6 +6,7 @@ needs neither the network nor the weights. Their tokenizers (megabytes each) do 
 corpus' types with the MiniLM alias's WordPiece tokenizer as a stand-in, and says so. A model found locally (an
 alias, a folder, the Hugging Face cache) is read from there instead, with its own tokenizer.
 """
+
 from __future__ import annotations
 
 import json

@@ -4,13 +4,14 @@ tokenizer's own normalizer (an uncased BERT lowercases and strips accents) and i
 into types. A model directory with only ``vocab.txt`` falls back to ``tokenizer_config.json``'s
 ``do_lower_case``. Nothing here imports torch: ``resolve.resolve_source`` only finds paths.
 """
+
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir
@@ -77,7 +78,7 @@ def for_model(model: str, data_dir=None) -> TokenizerFiles | None:
             src = resolve_source(cfg, cache)
             src_path = (cache / src.cache_key) if src.gguf_file and src.cache_key else src.path
         return from_directory(src_path)
-    except Exception:  # noqa: BLE001 - not installed, not cached, offline: exact names only
+    except Exception:
         return None
 
 

@@ -2,6 +2,7 @@
 writes them (``checkpoint-500/``, ``step500/``, ``global_step500/``), each with config and weights; or
 hub revisions (Pythia's ``step1000``, ``step2000``, ...). The step comes from ``trainer_state.json``'s
 ``global_step`` when present, else from the folder or revision name."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ _WEIGHTS = ("*.safetensors", "*.bin")
 @dataclass(frozen=True)
 class Checkpoint:
     step: int
-    path: str          # a local folder, or the model id for a hub revision
+    path: str  # a local folder, or the model id for a hub revision
     revision: str | None = None
 
 
@@ -46,15 +47,23 @@ def discover_checkpoints(folder) -> tuple[list[Checkpoint], list[str]]:
         step = _step_of(d)
         if step is None:
             continue
-        missing = [n for n, ok in (("config.json", (d / "config.json").exists()),
-                                   ("weights", any(any(d.glob(g)) for g in _WEIGHTS))) if not ok]
+        missing = [
+            n
+            for n, ok in (
+                ("config.json", (d / "config.json").exists()),
+                ("weights", any(any(d.glob(g)) for g in _WEIGHTS)),
+            )
+            if not ok
+        ]
         if missing:
             problems.append(f"{d.name}: no {' and no '.join(missing)}")
             continue
         good.append(Checkpoint(step, str(d)))
     if not good:
-        raise NormvarError(f"no usable checkpoint in {root}" + (f" ({'; '.join(problems)})" if problems else ""),
-                           fix="checkpoints are folders named checkpoint-<step> with config.json and weights")
+        raise NormvarError(
+            f"no usable checkpoint in {root}" + (f" ({'; '.join(problems)})" if problems else ""),
+            fix="checkpoints are folders named checkpoint-<step> with config.json and weights",
+        )
     steps = [c.step for c in good]
     dup = sorted({s for s in steps if steps.count(s) > 1})
     if dup:
