@@ -35,16 +35,16 @@ def favicon():
 
 st.set_page_config(page_title="normvar", page_icon=favicon(), layout="wide", initial_sidebar_state="expanded")
 
-from views import _access  # noqa: E402  (after set_page_config)
+from views import _access  # noqa: E402  -- after set_page_config, Streamlit's first call
 
 # The gate comes before anything else: with a token set ($NORMVAR_TOKEN, `normvar up --token`), sign-in happens
 # at the HTTP layer (normvar_core/service/gate.py); a session without its cookie sees no navigation, no sidebar,
 # no run (views/_access.py).
 _access.gate()
 
-from normvar_core.viz.pages import DEFAULT_PAGE  # noqa: E402
-from normvar_core.viz.pages import PAGES as REGISTRY
-from views import _chrome, _data, _state  # noqa: E402
+from normvar_core.viz.pages import DEFAULT_PAGE  # noqa: E402  -- after the gate: nothing loads before sign-in
+from normvar_core.viz.pages import PAGES as REGISTRY  # noqa: E402  -- after the gate
+from views import _chrome, _data, _state  # noqa: E402  -- after the gate
 
 READ_ONLY_HIDDEN = ("new-run",)  # --read-only: no form, no upload
 PAGES = {

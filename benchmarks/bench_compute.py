@@ -98,7 +98,10 @@ def main() -> None:
     for _ in range(args.repeat):  # interleaved, best of R
         b_runs.append(bare(cfg, data_dir))
         c_runs.append(compute(cfg, data_dir))
-    best = lambda runs, key, i: min(r[key][i] for r in runs)  # noqa: E731
+
+    def best(runs, key, i):
+        return min(r[key][i] for r in runs)
+
     print(
         f"MiniLM, {args.sentences:,} sentences of the shipped novels, {b_runs[0]['batches']} batches, "
         f"{b_runs[0]['tokens']:,} tokens, torch threads {torch.get_num_threads()}, best of {args.repeat} "

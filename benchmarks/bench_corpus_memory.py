@@ -5,7 +5,8 @@ bytes a line; ``--lines 200000,2000000,10000000`` adds a 10M-line file), then fo
 ``load_sentences`` in a fresh subprocess with ``--sample-frac`` scaled so that about
 ``--keep`` sentences are kept (10x smaller for the 10x larger file), and reports the child's
 peak RSS (``VmHWM`` of /proc/self/status: ``ru_maxrss`` keeps the parent's peak across the
-exec), the peak right after the imports and the wall time. The streamed reader's peak must not grow with the file (criterion: the largest
+exec), the peak right after the imports and the wall time. The streamed reader's peak must not grow with the file
+(criterion: the largest
 file within 10 % of the smallest). ``--baseline`` also runs the read-everything reader that
 ``load_sentences`` replaced (``tests/corpus_brute.py``) on files up to 2M lines.
 ``--formats txt,txt.gz,jsonl,csv,parquet`` repeats it for other formats. The generated files

@@ -16,7 +16,8 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
 Then the tail part: computes at each size of ``--tail-sentences`` (default 600; comma-separated) and in each of
 ``--tail-variants`` (default ``default``; ``default_new_measures`` adds ``--neighbourhoods --layer-linearity``),
 alternated the same way: the share of the process's wall time spent after the last forward batch (the "finalize"
-and "write" phases: spectra, TwoNN, seed 004's batches, the neighbourhoods' searches, the run file). Targets: default <= 1.20x bare at 3,000 sentences and <= 1.10x at
+and "write" phases: spectra, TwoNN, seed 004's batches, the neighbourhoods' searches, the run file). Targets: default <=
+1.20x bare at 3,000 sentences and <= 1.10x at
 20,000, lean <= 1.05x, tail <= 10 %.
 Prints a markdown table of wall and CPU seconds (user + system of the whole process, all threads: the
 steadier measure when other jobs share the cores; user and system apart) and both ratios, with the load

@@ -111,11 +111,11 @@ def main() -> int:
         cold, warm = [], []
         for i in range(args.repeat):
             cold.append(
-                timed(lambda: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run())
+                timed(lambda i=i: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run())
             )
         for i in range(args.repeat):
             warm.append(
-                timed(lambda: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run())
+                timed(lambda i=i: at.select_slider(key="w_layer").set_value(layers[(i * 7 + 1) % len(layers)]).run())
             )
         rows.append(("Trade-off", "layer slider", cold, "cold"))
         rows.append(("Trade-off", "layer slider", warm, "warm"))

@@ -16,7 +16,8 @@ reports the child's peak RSS (``VmHWM``), the RSS right after the imports, the r
 Criterion: for every source, the 1M-row peak is within 10 % of the 100k-row peak (memory that does not grow
 with the dataset; what the kept sentences need is the same for both). Timings are noisy on a shared machine.
 
-Usage: .venv/bin/python benchmarks/bench_dataset_rss.py [--rows 100000,1000000] [--keep 10000] [--sources hub,parquet,saved]
+Usage: .venv/bin/python benchmarks/bench_dataset_rss.py [--rows 100000,1000000] [--keep 10000]
+       [--sources hub,parquet,saved]
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def main() -> int:
                 r = measure(home, made[n][src], min(1.0, args.keep / n))
                 results[(src, n)] = r
                 print(
-                    f"{src:8s} {n:>9,} rows: peak {r['peak'] / 2**20:7.1f} MiB (after imports {r['base'] / 2**20:6.1f}),"
+                    f"{src:8s} {n:>9,} rows: peak {r['peak'] / 2**20:7.1f} MiB"
+                    f" (after imports {r['base'] / 2**20:6.1f}),"
                     f" {r['n_kept']:,} kept, {r['tokens']:,} tokens, {r['seconds']:6.1f} s",
                     flush=True,
                 )
@@ -147,7 +149,8 @@ def main() -> int:
         ratio = hi / lo
         ok &= ratio <= 1.10
         print(
-            f"{src:8s} peak {sizes[-1]:,} / {sizes[0]:,} rows = {ratio:.3f} ({'within' if ratio <= 1.10 else 'OVER'} 10 %)"
+            f"{src:8s} peak {sizes[-1]:,} / {sizes[0]:,} rows = {ratio:.3f}"
+            f" ({'within' if ratio <= 1.10 else 'OVER'} 10 %)"
         )
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0 if ok else 1

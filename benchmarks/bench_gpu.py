@@ -8,7 +8,8 @@ of each optional measure.
    * bare   = ``model(..., output_hidden_states=True)`` over the plan's batches, nothing else;
    * compute = the same forward passes through every measure of a default run (moments, samples, geometry,
      self-similarity, outliers, halves; ``execute.run_range``) plus their results (spectra, TwoNN on the device,
-     seed 004's batches) — the write, on the host, is left out (and the occurrences of the synthetic shapes) — once per scatter dtype (float64, float32), then
+     seed 004's batches) — the write, on the host, is left out (and the occurrences of the synthetic shapes) — once per
+     scatter dtype (float64, float32), then
      with ``--scatter-dtype auto`` and each optional measure on (``VARIANTS``: ``--neighbourhoods``,
      ``--layer-linearity``, both).
 
@@ -43,7 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
-import torch  # noqa: E402
+import torch  # noqa: E402  -- after the offline variables and sys.path above
 
 SCATTER = ("float64", "float32")
 VARIANTS = {
@@ -228,7 +229,8 @@ def synthetic(name: str, config, n_sentences: int, batch_size: int, rows: list, 
 
 def tail(alias: str, n: int, repeat: int, lines: list) -> None:
     """Whole runs of ``alias`` on ``n`` sentences, one per variant of ``VARIANTS``, alternated ``repeat`` times
-    (after one discarded warm-up run when ``repeat`` > 1): medians of the run's wall seconds and of its tail (after the last forward
+    (after one discarded warm-up run when ``repeat`` > 1): medians of the run's wall seconds and of its tail (after the
+    last forward
     batch: the results and the write), the tail's share, the variant's seconds over the default run's, and the
     peak GPU memory (the process's peak RSS on the CPU)."""
     import statistics
@@ -332,7 +334,10 @@ def main() -> int:
 
     n = args.sentences or 4000
     only = set(filter(None, args.only.split(",")))
-    want = lambda k: not only or k in only  # noqa: E731
+
+    def want(k):
+        return not only or k in only
+
     dev = torch.device("cuda")
     cap = torch.cuda.get_device_capability(dev)
     print(

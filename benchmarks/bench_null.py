@@ -31,9 +31,9 @@ for kind in ("isotropic", "offset", "matched"):
 
 # The null's layer geometry (stats.null_geometry): exact between-type scatter (T x d^2 per layer), a
 # rescaled Wishart for the within part, a 16,384 sample for TwoNN / cosines / the norm spread.
-from normvar_core.pipeline.measures.geometry import host_search  # noqa: E402
-from normvar_core.stats.null import null_params  # noqa: E402
-from normvar_core.stats.null_geometry import null_layer_geometry  # noqa: E402
+from normvar_core.pipeline.measures.geometry import host_search  # noqa: E402  -- this part's imports
+from normvar_core.stats.null import null_params  # noqa: E402  -- this part's imports
+from normvar_core.stats.null_geometry import null_layer_geometry  # noqa: E402  -- this part's imports
 
 print("\n| kind | geometry seconds (13 layers) |\n|---|---:|")
 for kind in ("isotropic", "matched"):

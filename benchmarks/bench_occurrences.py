@@ -97,7 +97,8 @@ def _stats(probe: dict, seconds: float) -> dict:
 
 EXPLAIN = """() => {
   // where a frame's time goes: the same redraw (every point on screen, as panned) 5 times each with the points
-  // as drawn, while moving (every k-th point), at 1 px, with every point off screen (vertex work only: nothing rasterised) and with no point
+  // as drawn, while moving (every k-th point), at 1 px, with every point off screen (vertex work only: nothing
+  // rasterised) and with no point
   const s = window.__nv, v = {...s.view}, n = s.n, out = {};
   const median = (f) => { s.draws = []; for (let i = 0; i < 5; i++) { f(); s.drawNow(); }
                           const d = s.draws.slice().sort((a, b) => a - b); return d[2]; };

@@ -54,7 +54,8 @@ READY = """(MESSAGE_PAGE) => {
   if (document.querySelector('[data-testid="stDataFrame"] canvas, [data-testid="stTable"] table')) return true;
   if (document.querySelector('[data-testid="stForm"]')) return true;
   // the Occurrences scatter (a v2 component in a shadow root) once it has drawn a frame
-  for (const e of document.querySelectorAll('*')) if (e.shadowRoot && e.shadowRoot.querySelector('.nv-scatter[data-frames]')) return true;
+  for (const e of document.querySelectorAll('*'))
+    if (e.shadowRoot && e.shadowRoot.querySelector('.nv-scatter[data-frames]')) return true;
   return !!(MESSAGE_PAGE && document.querySelector('[data-testid="stAlertContainer"]'));
 }"""
 

@@ -127,7 +127,8 @@ def main() -> int:
         return 0
     extra = ["--neighbourhoods", "--layer-linearity"] if args.new_measures else []
     print(
-        f"CPU, --batch-size 32{' ' + ' '.join(extra) if extra else ''}{' (--tiny: not a measurement)' if args.tiny else ''}"
+        f"CPU, --batch-size 32{' ' + ' '.join(extra) if extra else ''}"
+        f"{' (--tiny: not a measurement)' if args.tiny else ''}"
         f"; target peak / plan in [{LOW:.2f}, {HIGH:.2f}]\n"
     )
     print(HEADER)

@@ -43,7 +43,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  -- after the offline variables and sys.path above
 
 
 def _one_run(executor: str, workers: int, sentences: int, batch_size: int, out: str) -> dict:

@@ -2,7 +2,8 @@
 
 Each child runs compute_run (MiniLM, shipped novels, first N sentences) and reports its peak RSS
 (resource.getrusage ru_maxrss) beside the memory plan's total (the run's ``notes.memory``, the plan ``compute``
-followed), |T|, |X| and the size of the statistics tables (L x |T| x d float64 means). Memory should grow only with the tables (|T| grows slowly with the corpus), not with |X|.
+followed), |T|, |X| and the size of the statistics tables (L x |T| x d float64 means). Memory should grow only with the
+tables (|T| grows slowly with the corpus), not with |X|.
 Prints a markdown table. Usage: .venv/bin/python benchmarks/bench_rss.py [--sizes 5000,50000]
 """
 
@@ -63,7 +64,8 @@ def main() -> None:
         a, b = rows[0], rows[-1]
         print(
             f"\nRSS growth {a['n']:,} -> {b['n']:,} sentences: {(b['peak'] - a['peak']) / mb:+.0f} MB; "
-            f"statistics tables + samples grew {(b['tables'] + b['samples'] - a['tables'] - a['samples']) / mb:+.0f} MB; "
+            f"statistics tables + samples grew "
+            f"{(b['tables'] + b['samples'] - a['tables'] - a['samples']) / mb:+.0f} MB; "
             f"embeddings grew "
             f"x{b['emb'] / a['emb']:.1f}."
         )

@@ -1,6 +1,7 @@
 """The device-map options as a person types them (one model over several devices, accelerate's big-model
 path): their parsing and checks, torch-free, in the base layer so that ``config.RunConfig.validate`` reads them.
-What the options do with a model lives in ``pipeline/models/device_map.py`` (loading) and ``pipeline/memory/per_device.py`` (the plan).
+What the options do with a model lives in ``pipeline/models/device_map.py`` (loading) and
+``pipeline/memory/per_device.py`` (the plan).
 
 * ``--device-map``: ``auto``, ``balanced``, ``balanced_low_0``, ``sequential`` (accelerate computes the map) or
   a JSON file ``{module name: device}`` (a GPU index, ``"cpu"`` or ``"disk"``);

@@ -48,7 +48,8 @@ def free_port() -> int:
 
 
 def start_streamlit(data: Path, log_path: Path) -> tuple[subprocess.Popen, str, object]:
-    """`streamlit run views/_server.py` (app.py as `normvar dashboard` serves it) on a free 127.0.0.1 port over ``data``; returns (process, base URL, log
+    """`streamlit run views/_server.py` (app.py as `normvar dashboard` serves it) on a free 127.0.0.1 port over
+    ``data``; returns (process, base URL, log
     file) once its health check answers."""
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

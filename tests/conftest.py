@@ -32,7 +32,7 @@ from pathlib import Path
 
 # matplotlib (scikit-dimension imports it) builds its font cache with fc-list the first time on a machine: built
 # here, before any test runs, so that no test of no kind starts that process itself
-import matplotlib.font_manager  # noqa: F401
+import matplotlib.font_manager  # noqa: F401  -- imported for its side effect: the font cache
 import pytest
 from browser_helpers import ARGS, CHROMIUM, serving
 from built_once import built_once
@@ -237,7 +237,10 @@ def minilm_pass_150(minilm_path):
 
     cfg = RunConfig(model="minilm", max_sentences=150, samples_per_token=0, id_sample=600, neighbourhoods=True)
     plan, _, _, parts, measures = pass_in_memory(cfg)
-    cat = lambda f: torch.cat([torch.as_tensor(f(p)) for p in parts]).numpy()  # noqa: E731
+
+    def cat(f):
+        return torch.cat([torch.as_tensor(f(p)) for p in parts]).numpy()
+
     return {
         "plan": plan,
         "measures": measures,

@@ -125,7 +125,8 @@ def paused_compute(
     argv: list[str], stage: str | None, marker: Path, log: Path, *, at: int = 0, go: Path | None = None
 ) -> subprocess.Popen:
     """``normvar <argv>`` in a child process that pauses at ``stage`` (a key of ``PATCHES``; None: no pause) —
-    at batch ``at`` for "update", at the run file's DuckDB call ``at`` for "write-held" — writing ``marker`` and waiting for ``go``; stderr goes to ``log``."""
+    at batch ``at`` for "update", at the run file's DuckDB call ``at`` for "write-held" — writing ``marker`` and waiting
+    for ``go``; stderr goes to ``log``."""
     go = go if go is not None else marker.with_name(marker.name + ".never")
     code = f"import sys, time\nfrom pathlib import Path\nAT = {at}\nMARKER = {str(marker)!r}\n"
     code += (

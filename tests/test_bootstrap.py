@@ -36,7 +36,8 @@ def test_weighted_replicates_equal_explicit_resamples():
 
 def test_percentile_intervals_cover_a_known_slope_at_the_nominal_rate():
     """800 seeded data sets y = 30 − x + ε (T = 150 types), 1,000 resamples each: the 95 % interval
-    must cover −1 in 92–97.5 % of them (measured: 93.3 %; the percentile interval runs a little short at T = 150) (binomial s.e. ≈ 0.8 %). Vectorised: a block of 100 data
+    must cover −1 in 92–97.5 % of them (measured: 93.3 %; the percentile interval runs a little short at T = 150)
+    (binomial s.e. ≈ 0.8 %). Vectorised: a block of 100 data
     sets is 100 "layers" of one call (one resample draw per block, 8 blocks, 8 seeds)."""
     blocks, per, T, true = 8, 100, 150, -1.0
     hits = 0

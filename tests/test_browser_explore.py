@@ -93,7 +93,10 @@ def plot_eval(page, part: str, body: str, arg=None):
     return page.evaluate(f"([part, arg]) => {{ const g = ({FIND})(part); return ({body})(g, arg); }}", [part, arg])
 
 
-TRACES = "(g) => g._fullData.filter(d => d.name !== 'origin').map(d => ({name: d.name, color: d.marker.color, n: d.x.length}))"
+TRACES = (
+    "(g) => g._fullData.filter(d => d.name !== 'origin')"
+    ".map(d => ({name: d.name, color: d.marker.color, n: d.x.length}))"
+)
 LABEL_BOXES = """(g) => [...g.querySelectorAll('.annotation')].filter(a => a.querySelector('.annotation-text-g'))
     .map(a => { const r = a.querySelector('.annotation-text-g').getBoundingClientRect(), o = g.getBoundingClientRect();
                 return {l: r.left - o.left, t: r.top - o.top, r: r.right - o.left, b: r.bottom - o.top,
@@ -121,7 +124,8 @@ def assert_labels_clear(page, boxes, n, colours):
         )
         r = page.evaluate(
             "(t) => { const x = [...document.querySelectorAll('.annotation')].find(x => x.textContent === t)"
-            ".querySelector('.annotation-text-g').getBoundingClientRect(); return [x.left, x.top, x.width, x.height]; }",
+            ".querySelector('.annotation-text-g').getBoundingClientRect();"
+            " return [x.left, x.top, x.width, x.height]; }",
             a["text"],
         )
         img = np.asarray(
@@ -279,7 +283,8 @@ def test_tsne_beside_pca_is_the_seeded_map(server, browser, run):
     got = plot_eval(
         page,
         "t-SNE",
-        "(g) => g._fullData.filter(d => d.name !== 'origin').map(d => ({cd: d.customdata.map(c => [c[2], c[3]]), x: Array.from(d.x), y: Array.from(d.y)}))",
+        "(g) => g._fullData.filter(d => d.name !== 'origin')"
+        ".map(d => ({cd: d.customdata.map(c => [c[2], c[3]]), x: Array.from(d.x), y: Array.from(d.y)}))",
     )
     tm = tsne_map(run.samples(2)).set_index(["token_id", "i"])
     for tr in got:
@@ -388,13 +393,16 @@ def test_nearest_types_on_token_and_clouds(server, browser, run):
         "sampled embeddings",
         """(g) => { const L = g._fullLayout, pts = [];
         g._fullData.forEach(d => { if (d.name === 'origin') return; for (let i = 0; i < d.x.length; i++)
-            pts.push({x: L.xaxis.l2p(d.x[i]), y: L.yaxis.l2p(d.y[i]), tid: d.customdata[i][2], i: d.customdata[i][3]}); });
+            pts.push({x: L.xaxis.l2p(d.x[i]), y: L.yaxis.l2p(d.y[i]),
+                      tid: d.customdata[i][2], i: d.customdata[i][3]}); });
         let best = null, bd = -1;
-        for (const p of pts) { if (p.x < 20 || p.y < 20 || p.x > L.xaxis._length - 20 || p.y > L.yaxis._length - 20) continue;
+        for (const p of pts) {
+            if (p.x < 20 || p.y < 20 || p.x > L.xaxis._length - 20 || p.y > L.yaxis._length - 20) continue;
             let m = 1e9; for (const q of pts) if (q !== p) m = Math.min(m, Math.hypot(p.x - q.x, p.y - q.y));
             if (m > bd) { bd = m; best = p; } }
         const r = g.getBoundingClientRect();
-        return {x: r.left + L.xaxis._offset + best.x, y: r.top + L.yaxis._offset + best.y, tid: best.tid, i: best.i, gap: bd}; }""",
+        return {x: r.left + L.xaxis._offset + best.x, y: r.top + L.yaxis._offset + best.y,
+                tid: best.tid, i: best.i, gap: bd}; }""",
     )
     assert pt["gap"] > 4
     page.mouse.move(pt["x"] - 15, pt["y"] - 15)

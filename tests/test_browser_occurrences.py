@@ -1,5 +1,6 @@
 """The Occurrences page in a real browser (Playwright + Debian chromium) on the dashboard tests' MiniLM run
-(300 sentences of the shipped novels, built once per session): the WebGL scatter receives every occurrence of the layer and the caption's count equals the run's
+(300 sentences of the shipped novels, built once per session): the WebGL scatter receives every occurrence of the layer
+and the caption's count equals the run's
 embedding count there (n in layer_stats); a token search draws exactly that token's occurrences on top; a box
 typed into the page, and one dragged with the mouse (shift+drag, after a wheel zoom), give the types a DuckDB
 query with the same bounds gives; a lasso dragged with the mouse (alt+drag) gives the types matplotlib's

@@ -170,7 +170,8 @@ def _overlaps(page, title: str) -> list:
         """(() => {
         const box = e => e.getBoundingClientRect();
         const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
-        const subs = [...g.querySelectorAll('.annotation-text')], axes = [...g.querySelectorAll('text[class$="title"]:not(.gtitle)')];
+        const subs = [...g.querySelectorAll('.annotation-text')],
+              axes = [...g.querySelectorAll('text[class$="title"]:not(.gtitle)')];
         const out = [];
         for (const s of subs) for (const a of axes) if (hit(box(s), box(a))) out.push([s.textContent, a.textContent]);
         return [out, subs.length * axes.length]; })()""",
@@ -351,9 +352,11 @@ def test_slide_figures_keep_subplot_titles_clear_of_axis_titles(browser, data, t
         const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
         let out = [], seen = 0;
         for (const g of document.querySelectorAll('.js-plotly-plot')) {
-            const subs = [...g.querySelectorAll('.annotation-text')], axes = [...g.querySelectorAll('text[class$="title"]:not(.gtitle)')];
+            const subs = [...g.querySelectorAll('.annotation-text')],
+                  axes = [...g.querySelectorAll('text[class$="title"]:not(.gtitle)')];
             seen += subs.length * axes.length;
-            for (const s of subs) for (const a of axes) if (hit(box(s), box(a))) out.push(s.textContent + ' / ' + a.textContent);
+            for (const s of subs) for (const a of axes)
+                if (hit(box(s), box(a))) out.push(s.textContent + ' / ' + a.textContent);
         }
         return [out, seen]; }""")
     assert n[0] == [] and n[1] > 0

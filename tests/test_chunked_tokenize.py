@@ -89,7 +89,7 @@ def test_plan_is_the_same_for_every_chunking(sentences, minilm_tok, monkeypatch)
         plans[chunk] = make_plan(cfg, corpus, minilm_tok, num_hidden_states=7, max_length=512)
     ref = plans[10_000]  # the whole corpus in one tokenizer call, as before
     assert ref.n_truncated >= 1 and ref.samples.size > 0 and ref.uniform.size == 500
-    for chunk, p in plans.items():
+    for p in plans.values():
         assert_same_batches(p.batches, ref.batches)
         assert p.n_truncated == ref.n_truncated
         assert np.array_equal(p.token_ids, ref.token_ids) and np.array_equal(p.counts, ref.counts)
@@ -151,7 +151,7 @@ def test_sample_plan_is_the_same_for_every_scan_budget(sentences, minilm_tok, ex
     occ.sort()
     rng = np.random.default_rng(3)
     want = []
-    for t, grp in itertools.groupby(occ, key=lambda o: o[0]):
+    for _t, grp in itertools.groupby(occ, key=lambda o: o[0]):
         grp = list(grp)
         k = min(4, len(grp))
         pick = np.sort(rng.choice(len(grp), size=k, replace=False)) if k < len(grp) else range(len(grp))

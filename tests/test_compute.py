@@ -142,7 +142,10 @@ def test_gpt2_position0_exclusion(tiny_models, tiny_corpus, tmp_path):
     assert excl.meta["options"]["exclude_position0"] is True
     assert full.meta["n_embeddings"] - excl.meta["n_embeddings"] == n_sent
     eot = int(M.load_model(RunConfig(**base)).tokenizer.eos_token_id)
-    n_of = lambda run: dict(zip(run.token_table(0)["token_id"], run.token_table(0)["n"]))  # noqa: E731
+
+    def n_of(run):
+        return dict(zip(run.token_table(0)["token_id"], run.token_table(0)["n"]))
+
     assert n_of(full)[eot] == 2 * n_sent  # <|endoftext|> on both ends (App. B)
     assert n_of(excl)[eot] == n_sent  # the leading one (position 0) dropped
 
@@ -338,7 +341,8 @@ def test_progress_and_determinism(tiny_models, tiny_corpus, tmp_path):
     comp = [e for e in events if e.stage == "compute"]
     assert comp[-1].sentences_done == comp[-1].sentences_total == a.meta["n_sentences"]
     assert comp[-1].embeddings == a.meta["n_embeddings"] and comp[-1].emb_per_s > 0
-    # phases in order (plan, model, the occurrences' early pass, forward, finalize, write, done), each with its counts; the bar never goes back
+    # phases in order (plan, model, the occurrences' early pass, forward, finalize, write, done), each with its counts;
+    # the bar never goes back
     phases = [e.phase for e in events]
     firsts = sorted({p: phases.index(p) for p in phases}.items(), key=lambda kv: kv[1])
     assert [p for p, _ in firsts] == ["plan", "model", "early", "forward", "finalize", "write", "done"]

@@ -73,7 +73,7 @@ def test_cuts_fall_at_line_ends_and_the_bytes_are_the_files(tmp_path):
         assert all(r.endswith(b"\n") for r in cut["ranges"][:-1])
         assert cut["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
         put = []  # each range handed on as it is cut, the handle kept in its place
-        handles = cut_ranges(RunConfig(corpus=str(path)), 6, put=lambda b: put.append(b) or len(put) - 1)
+        handles = cut_ranges(RunConfig(corpus=str(path)), 6, put=lambda b, put=put: put.append(b) or len(put) - 1)
         assert put == cut["ranges"] and handles["ranges"] == list(range(6))
 
 

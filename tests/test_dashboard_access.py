@@ -2,7 +2,8 @@
 `up`/`dashboard` beyond loopback without a token are refused in one line (exit 2, nothing started), `--no-token`
 prints a warning, Streamlit's own start-up lines never reach the terminal, the token travels in the server's
 environment (not its argv); in the app, a token gates every page (no run name before it), the right token (URL or
-sign-in field) opens the session and leaves the URL (at the HTTP layer: tests/test_dashboard_gate.py), and --read-only drops the New-run page, cancel and every job
+sign-in field) opens the session and leaves the URL (at the HTTP layer: tests/test_dashboard_gate.py), and --read-only
+drops the New-run page, cancel and every job
 submission. tests/test_dashboard_share_browser.py drives `up --host 0.0.0.0 --token T` in a real browser."""
 
 from __future__ import annotations

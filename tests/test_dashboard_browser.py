@@ -1,4 +1,5 @@
-"""The dashboard in a real browser: `streamlit run views/_server.py` (app.py) as a subprocess, Debian's chromium driven by
+"""The dashboard in a real browser: `streamlit run views/_server.py` (app.py) as a subprocess, Debian's chromium driven
+by
 Playwright (tests/browser_helpers.py). Screenshots land in browser_helpers.ARTIFACTS."""
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def test_shared_link_restores_the_view(server, browser, run):
 
 
 def test_token_view_from_a_url_and_the_clouds_hover(server, browser, run):
-    """?page=token&token=her renders the token's contexts in its Contexts tab; on Token clouds hovering a point shows its
+    """?page=token&token=her renders the token's contexts in its Contexts tab; on Token clouds hovering a point shows
+    its
     sentence with the token in bold; the developer chrome ("Deploy") is hidden."""
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})

@@ -213,7 +213,7 @@ def test_signing_in_keeps_the_page_and_its_parameters(gated_server):
         assert r.getheader("set-cookie").startswith(f"normvar_session_{port}=") and "HttpOnly" in r.getheader(
             "set-cookie"
         )
-    form = "token=%s&next=%%2Ftoken%%3Frun%%3Dr%%26token%%3Dher" % TOKEN
+    form = f"token={TOKEN}&next=%2Ftoken%3Frun%3Dr%26token%3Dher"
     r = request(
         port,
         "POST",

@@ -323,7 +323,9 @@ def test_crafted_plotly_selections_are_ignored():
     customdata that is not two integer ids."""
     from normvar_core.viz.selection import MAX_TEXT_CHARS, clicked_sample, event_points, point_texts
 
-    ev = lambda points: SimpleNamespace(selection=SimpleNamespace(points=points))  # noqa: E731
+    def ev(points):
+        return SimpleNamespace(selection=SimpleNamespace(points=points))
+
     for points in (None, "abc", 5, {"text": "a"}, [None, 3, "x", ["text"]]):
         assert event_points(ev(points)) == [] and point_texts(event_points(ev(points))) == []
     assert event_points(None) == [] and event_points(SimpleNamespace()) == []

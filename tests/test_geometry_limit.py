@@ -45,7 +45,7 @@ def test_geometry_skipped_over_the_memory_limit_names_a_subset_that_fits(
     assert code == 0
     whole = open_run(out.strip())
     assert whole.has("geometry") and whole.skipped("geometry") is None
-    L, d, K = len(whole.layers), whole.dim, int(whole.meta["notes"]["id_sample"])
+    L, K = len(whole.layers), int(whole.meta["notes"]["id_sample"])
     assert L == 3 and K == 200
 
     # the plan of the same run (no weights loaded), with room for everything

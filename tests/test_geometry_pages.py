@@ -45,7 +45,7 @@ def test_outliers_page(app, run):
     want_pos0 = run.table("layer_outliers").sort_values("layer")["q_share_pos0"].to_numpy()
     np.testing.assert_allclose(arr(trace(fig, "position 0")["y"]), want_pos0)
     top = open_section(at, "outliers", "Largest").dataframe[0].value
-    mid = run.layers[len(run.layers) // 2]
+    mid = run.layers[len(run.layers) // 2]  # noqa: F841  -- read by the query's @mid
     want = run.table("top_activations").query("layer == @mid")
     assert len(top) == len(want) > 0 and top["sentence"].str.len().min() > 0
     np.testing.assert_allclose(np.sort(top["value"].to_numpy()), np.sort(want["value"].to_numpy()))

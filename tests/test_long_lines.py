@@ -1,5 +1,6 @@
 """A very long sentence (a 10 MB line with ``--max-words 0``) is tokenized from a prefix of whole words, never
-whole, for a model that keeps ``max_length`` tokens: the encoded ids, special flags, truncation count equal those of the whole sentence tokenized (the path with the cut switched off), for
+whole, for a model that keeps ``max_length`` tokens: the encoded ids, special flags, truncation count equal those of the
+whole sentence tokenized (the path with the cut switched off), for
 a WordPiece, a byte-level BPE and a SentencePiece tokenizer, with spaces, punctuation and non-ASCII text."""
 
 from __future__ import annotations

@@ -281,7 +281,7 @@ def test_the_polygon_predicate_selects_what_matplotlib_selects():
     n = 40_000
     xy = rng.uniform(-2, 2, (n, 2)).astype(np.float32)
     on_layer = np.arange(n) % 5 != 0
-    frame = pd.DataFrame({"i": np.arange(n), "layer": np.where(on_layer, 2, 3), "x": xy[:, 0], "y": xy[:, 1]})
+    frame = pd.DataFrame({"i": np.arange(n), "layer": np.where(on_layer, 2, 3), "x": xy[:, 0], "y": xy[:, 1]})  # noqa: F841  -- DuckDB reads it by name
     con = duckdb.connect()
     con.execute("CREATE TABLE occurrences AS SELECT i, layer, x::FLOAT AS x, y::FLOAT AS y FROM frame")
     for name, poly in _polygons(rng).items():

@@ -87,7 +87,7 @@ def test_synthetic_run_equals_float64_brute_force(tmp_path):
     for layer in LAYERS:
         tab = run.token_table(layer).set_index("token_id")
         li = LAYERS.index(layer)
-        for t, (n, mu, q, m, v) in truth.items():
+        for t, (n, _mu, q, m, v) in truth.items():
             row = tab.loc[t]
             assert row["n"] == n
             np.testing.assert_allclose(row["q"], q[li], rtol=1e-12)

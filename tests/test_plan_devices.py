@@ -98,7 +98,7 @@ def expected_rows(kind: str, ctx, p: dict, dmap: dict, n_gpus: int, batch, dropp
     """Each device's bytes from the formulas of docs/scale.md ("Per-device plans"), given the map's placement of
     the modules."""
     emb, prefix, norm, V, norm_vectors = NAMES[kind]
-    L1, d, T, H = p["hidden_states"], p["dim"], p["types"], p["hidden_states"]
+    L1, d = p["hidden_states"], p["dim"]
     heads, ffn = (32, 11008) if kind == "llama-2-7b" else (128, 4 * d)
     where = {k: v for k, v in dmap.items()}
     block_dev = [where.get(f"{prefix}{i}", where.get("")) for i in range(L1 - 1)]

@@ -12,7 +12,9 @@ from normvar_core.service.worker import _Reporter, _task_progress
 
 
 def test_progress_text_by_phase():
-    text = lambda p: jobs.progress_text(dataclasses.asdict(p))  # noqa: E731
+    def text(p):
+        return jobs.progress_text(dataclasses.asdict(p))
+
     assert (
         text(Progress("tokenize", done=2, total=3, unit="steps", detail="tokenize and count"))
         == "plan · tokenize and count · 2/3 steps"

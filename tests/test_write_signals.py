@@ -44,7 +44,7 @@ def test_sigterm_inside_every_step_of_the_writer_ends_in_terminated_and_leaves_n
         folder = tmp_path / f"step{k}"
         calls = [0]
 
-        def db(guard, step, call, *args):
+        def db(guard, step, call, *args, calls=calls, k=k):
             calls[0] += 1
             if calls[0] - 1 != k:
                 return real(guard, step, call, *args)

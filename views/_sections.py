@@ -79,7 +79,8 @@ def draw(
     extra: dict[str, tuple[str, Callable[[], None]]] | None = None,
 ) -> str:
     """The page's figures (``page_figures.figures``, with the curves the overlaid runs declare) as tabs (only the
-    open one computed, ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure over
+    open one computed, ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure
+    over
     ``overlay`` for the rest; then the page's further tabs (``extra``: ``{slug: (title, draw)}``, e.g. a table).
     Returns the open key."""
     tabs = {}

@@ -60,9 +60,11 @@ def index_html(base: str) -> bytes:
     per page (``ONE_ENTRY_PER_PAGE``) and still loading placeholders (``STILL_PLACEHOLDERS``)."""
     index = Path(st.__file__).resolve().parent / "static" / "index.html"
     line = (
-        "<script>(function(){var u=new URL(%s, window.location.origin).href;"
-        "window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};%s})()</script>"
-        % (json.dumps(base), ONE_ENTRY_PER_PAGE)
+        "<script>(function(){var u=new URL("
+        + json.dumps(base)
+        + ", window.location.origin).href;window.__streamlit={BACKEND_BASE_URL:u,MAIN_PAGE_BASE_URL:u};"
+        + ONE_ENTRY_PER_PAGE
+        + "})()</script>"
     )
     text = index.read_text(encoding="utf-8")
     if "<head>" not in text:  # a Streamlit whose index.html changed shape: serve it as it is

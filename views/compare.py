@@ -122,8 +122,8 @@ def _geometry() -> None:
         num_hidden_states=depths,
         presentation=v.presentation,
         bands=bands,
-        title="Layer geometry on a relative-depth axis (TwoNN: solid the Razzhigaev et al. 2024 protocol's, dash-dotted "
-        "cross-context)",
+        title="Layer geometry on a relative-depth axis (TwoNN: solid the Razzhigaev et al. 2024 protocol's, "
+        "dash-dotted cross-context)",
     )
     _chrome.chart(
         fig,

@@ -24,9 +24,11 @@ run, v = _chrome.run_page(
     "Exact over every embedding of a layer: the covariance spectrum (anisotropy λ₁/Σλ, participation "
     "ratio), the mean cosine between all pairs; TwoNN intrinsic dimension on a seeded sample of "
     "embeddings per layer (min(N, --id-sample); each run's own, below the chart) in batches of at least "
-    "4,096 (Razzhigaev et al. 2024 protocol, §2.4). Dotted: the protocol's own anisotropy estimate, the mean ± std over the same "
+    "4,096 (Razzhigaev et al. 2024 protocol, §2.4). Dotted: the protocol's own anisotropy estimate, the mean ± std "
+    "over the same "
     "batches — a batch holds few embeddings per direction, so it reads higher "
-    "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null (high-dimensional baseline).",
+    "than the exact value over all embeddings. Dashed, in the colour of its run: a Gaussian null "
+    "(high-dimensional baseline).",
     needs=("geometry", "layer geometry"),
 )
 chosen, relative = _state.runs_to_overlay(

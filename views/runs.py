@@ -28,7 +28,10 @@ def _ago(ts: float | None) -> str:
 
 def blank_missing(df: pd.DataFrame) -> pd.DataFrame:
     """A missing text cell shown blank, not as the word "None" (the table draws None in object columns)."""
-    missing = lambda x: x is None or (isinstance(x, float) and x != x)  # noqa: E731
+
+    def missing(x):
+        return x is None or (isinstance(x, float) and x != x)
+
     return df.assign(**{c: df[c].map(lambda x: "" if missing(x) else x) for c in df.columns if df[c].dtype == object})
 
 
@@ -216,7 +219,8 @@ if run is not None:
     c[5].metric("sentences", _chrome.fmt_int(m.get("n_sentences")))
     stack = f" ({m['stack']} stack)" if m.get("stack") else ""
     st.caption(
-        f"{m.get('architecture') or ''}{stack} · corpus `{short_corpus(m.get('corpus_name'))}` · created {m.get('created_at')} · "
+        f"{m.get('architecture') or ''}{stack} · corpus `{short_corpus(m.get('corpus_name'))}` · "
+        f"created {m.get('created_at')} · "
         f"{(m.get('seconds') or 0):.0f} s on {m.get('device') or '?'} · file `{run.path}`"
     )
     if m.get("dataset"):
@@ -246,7 +250,8 @@ if run is not None:
                 "Gaussian null",
                 ["isotropic", "offset", "matched"],
                 key="w_null_kind",
-                help="the Gaussian null (high-dimensional baseline): the same token counts, layers and d drawn from a Gaussian "
+                help="the Gaussian null (high-dimensional baseline): the same token counts, layers and d drawn from a "
+                "Gaussian "
                 "(isotropic N(0, Q/d I); offset N(c, V/d I), |c|² = M; matched N(μ_t, V_t/d I))",
             )
             if st.button(

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the checkout's normvar_core, as mkdocstrings' `paths: [.]`
     sys.path.insert(0, str(ROOT))
 
-from normvar_core.service.cli import build_parser  # noqa: E402
+from normvar_core.service.cli import build_parser  # noqa: E402  -- after the sys.path line above
 
 MARKER = "<!-- normvar-cli -->"
 

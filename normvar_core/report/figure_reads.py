@@ -47,7 +47,7 @@ def overlap_k(f: Figure, curves: dict) -> tuple[str, str]:
         def at(rows, k):
             return _span(rows.loc[rows["k"] == k, "overlap"])
 
-        def times(k):  # the least χ_k / (k / n) at k over the drawn pairs
+        def times(k, own=own):  # the least χ_k / (k / n) at k over the drawn pairs
             rows = own[own["k"] == k]
             return num((rows["overlap"] / rows["chance"]).min(), ".3g")
 

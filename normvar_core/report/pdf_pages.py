@@ -1,6 +1,7 @@
 """The PDF deck: one 16:9 page per slide through matplotlib, so that the title, the takeaway, text slides and the
 findings table are text in the PDF (searchable, copyable, read by pdftotext); a figure slide's figure is its kaleido
-PDF, laid onto the page as a vector drawing (pikepdf), so its tick labels and titles are text too. Text is wrapped at its measured width (the renderer's own glyph widths, never a character count), so no line
+PDF, laid onto the page as a vector drawing (pikepdf), so its tick labels and titles are text too. Text is wrapped at
+its measured width (the renderer's own glyph widths, never a character count), so no line
 runs past its box; a table or text that does not fit the page continues on a further page, "(continued)", with its
 header repeated. A table row is never split."""
 

@@ -1,7 +1,8 @@
 """The slides of a report: a registry of builders (``REGISTRY``, listed by import), each taking the report's runs
 and returning a Slide or None when the runs lack what it needs. ``figure_slide``, the generic one, draws a figure of
 ``viz.page_figures`` with its own builder (IsoScore's), so a new figure's slide is a line of the registry
-(``figure_slides``: with a slide for each figure drawn ``below`` it in its tab); ``declared_slides`` gives one slide per curve that the runs'
+(``figure_slides``: with a slide for each figure drawn ``below`` it in its tab); ``declared_slides`` gives one slide per
+curve that the runs'
 measures declare (``runs.declared``, carried by the run file), with no line at all. A builder may return a list of
 slides.
 
@@ -429,7 +430,8 @@ def missing_slide(title: str, reasons: list[str]) -> Slide:
 def figure_slide(f: Figure, claims: tuple[str, ...], runs) -> Slide | None:
     """The generic slide of a figure of ``viz.page_figures``: its builder over the runs that hold what it reads
     (``page_figures.holds``; relative depth, split-half bands from ``intervals``), a takeaway per run and the
-    values it draws in the notes (``figure_reads.READS``: the figure's own reading, else ``per_layer``'s) plus the verdicts
+    values it draws in the notes (``figure_reads.READS``: the figure's own reading, else ``per_layer``'s) plus the
+    verdicts
     of ``claims``."""
     have = [r for r in runs if holds(r, f)]
     if not have:

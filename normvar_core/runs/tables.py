@@ -10,7 +10,8 @@ Schemas (``layer`` is always the model's hidden-state index, 0 = input embedding
 ``layer_stats(layer INTEGER, n BIGINT, q DOUBLE, m DOUBLE, v DOUBLE, v_w DOUBLE, v_b DOUBLE)``
 ``frequency_hist(log10_n_left DOUBLE, log10_n_right DOUBLE, count BIGINT)``
 ``sentence_lengths(words INTEGER, count BIGINT)``
-``samples(layer INTEGER, token_id BIGINT, token VARCHAR, i INTEGER, vector FLOAT[d], sentence_id BIGINT, position INTEGER,
+``samples(layer INTEGER, token_id BIGINT, token VARCHAR, i INTEGER, vector FLOAT[d], sentence_id BIGINT, position
+INTEGER,
 char_start INTEGER, char_end INTEGER)`` (the token's character span in its sentence; -1 unknown)
 ``sentences(sentence_id BIGINT, text VARCHAR)``
 ``layer_geometry(layer INTEGER, n, anisotropy, ..., norm_mean, norm_cv)`` (``stats.layer_geometry.layer_row``),
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from typing import Union
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +45,7 @@ __all__ = [
     "occurrence_tables",
 ]
 
-TableData = Union[pa.Table, Iterable[pa.Table]]
+TableData = pa.Table | Iterable[pa.Table]
 
 
 def fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:

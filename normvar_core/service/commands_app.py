@@ -2,7 +2,8 @@
 
 ``normvar up``         start the background worker (a subprocess), submit the default run if the data
                        directory has no run published and none queued, then serve the dashboard
-                       (``streamlit run views/_server.py``: app.py as Streamlit's ASGI app) and print its URL. Ctrl-C stops both.
+                       (``streamlit run views/_server.py``: app.py as Streamlit's ASGI app) and print its URL. Ctrl-C
+                       stops both.
 ``normvar dashboard``  only serve the dashboard.
 
 The default run is MiniLM × the shipped novels, limited to ``DEFAULT_MAX_SENTENCES`` sentences so it
@@ -301,8 +302,8 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
         print(line, file=sys.stderr, flush=True)
     dd = DataDir.at(args.data_dir)
     root = dd.root
-    dd.runs  # noqa: B018 - create the folders
-    dd.queue  # noqa: B018
+    dd.runs  # noqa: B018  -- the property creates the folder
+    dd.queue  # noqa: B018  -- the property creates the folder
     if args.sign_out_all:
         from normvar_core.service.gate_state import sign_out_all
 
@@ -358,7 +359,8 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
             return 2
         mode = ", read-only" if access.read_only else ""
         print(
-            f"normvar: dashboard at {dashboard_access.url_line(_url(args.host, args.port), access)}  (data dir {root}{mode}; "
+            f"normvar: dashboard at {dashboard_access.url_line(_url(args.host, args.port), access)}"
+            f"  (data dir {root}{mode}; "
             "Ctrl-C stops)",
             flush=True,
         )

@@ -6,7 +6,8 @@ loopback (``--host 0.0.0.0``, a LAN address, a host name) the dashboard needs a 
 ``$NORMVAR_TOKEN`` if set, else a generated one (printed in the URL, as Jupyter does); without
 one the command is refused in one line unless ``--no-token`` is given (then a warning is printed). Once a
 token is set, every connection needs it, loopback ones included: the token gate (``service/gate.py``) checks
-every request before Streamlit handles it, and ``views/_access.py`` checks its cookie again before the navigation. The token reaches the Streamlit process in its environment (``NORMVAR_TOKEN``), never on
+every request before Streamlit handles it, and ``views/_access.py`` checks its cookie again before the navigation. The
+token reaches the Streamlit process in its environment (``NORMVAR_TOKEN``), never on
 its command line (``ps`` shows argv to every user). ``--read-only`` (``NORMVAR_READ_ONLY=1``) serves the
 runs without the New-run page, uploads, cancel or any other job submission.
 

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from normvar_core.config import RunConfig
 from normvar_core.service.tasks import TASKS
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):  # str(state), f"{state}" and sqlite parameters read as the plain value
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
-
-    def __str__(self) -> str:  # f"{state}" and sqlite parameters read as the plain value
-        return self.value
 
     @property
     def active(self) -> bool:

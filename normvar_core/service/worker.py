@@ -85,7 +85,7 @@ class Worker:
                     raise NormvarError(
                         f"another worker{pid} is already running on {self.dd.root}",
                         fix="one worker per data directory; stop it first or use another --data-dir",
-                    )
+                    ) from None
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

@@ -183,10 +183,16 @@ class RunView:
         L = len(run.layers)
         tabs = [run.token_table(layer) for layer in run.layers]
         first = tabs[0]
-        grid = lambda c: np.stack([t[c].to_numpy(np.float64) for t in tabs]) if L else np.zeros((0, 0))  # noqa: E731
+
+        def grid(c):
+            return np.stack([t[c].to_numpy(np.float64) for t in tabs]) if L else np.zeros((0, 0))
+
         notes = run.meta.get("notes") or {}
         opts = run.meta.get("options") or {}
-        get = lambda t: run.table(t) if t in run.table_names else None  # noqa: E731
+
+        def get(t):
+            return run.table(t) if t in run.table_names else None
+
         return cls(
             name=run.name,
             layers=list(run.layers),

@@ -189,7 +189,8 @@ def id_profile_of(g) -> Finding:
 
 
 def position0_share(rv: RunView) -> Finding:
-    """Claim 10 (massive activations, Sun et al. 2024; 004/003 on outliers): where max |h| ≥ OUTLIER_MIN × the median in some layer,
+    """Claim 10 (massive activations, Sun et al. 2024; 004/003 on outliers): where max |h| ≥ OUTLIER_MIN × the median in
+    some layer,
     position 0 carries ≥ half of Q(X) in the most dominated layer."""
     if rv.exclude_position0:
         return finding("position0_share", "untestable", why="the run excluded position 0 (--exclude-position0)")

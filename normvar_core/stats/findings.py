@@ -141,7 +141,8 @@ def findings(run, *, resamples: int = RESAMPLES, seed: int = 0) -> list[Finding]
 
 
 def findings_table(runs_findings: dict) -> pd.DataFrame:
-    """{run name: [Finding]} -> one row per (claim, run): id, claim, seed, run, verdict, value, low, high, layer, why."""
+    """{run name: [Finding]} -> one row per (claim, run): id, claim, seed, run, verdict, value, low, high, layer,
+    why."""
     rows = []
     for name, fs in runs_findings.items():
         for f in fs:

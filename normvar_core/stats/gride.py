@@ -2,7 +2,8 @@
 2022), at the scales n1 = 1, 2, 4, …, 64 with n2 = 2·n1 (DADApy's ``compute_id_gride``). Pure numpy.
 
 For a point i with distances r_{i,1} ≤ r_{i,2} ≤ … to its nearest neighbours, μ_i = r_{i,n2} / r_{i,n1}. Under a
-locally constant density in dimension d, μ_i has the density (Denti et al. 2022, the distribution of μ_{i,n1,n2} that GRIDE maximises)
+locally constant density in dimension d, μ_i has the density (Denti et al. 2022, the distribution of μ_{i,n1,n2} that
+GRIDE maximises)
 
     f(μ) = d (μ^d − 1)^(n2 − n1 − 1) / (μ^((n2 − 1) d + 1) B(n2 − n1, n1)),   μ > 1,
 

@@ -31,7 +31,8 @@ def clouds_figure(
     """Scatter of the selected tokens' sampled embeddings (``clouds.pca_cloud``; ``method="tsne"``: the
     columns tsne1, tsne2 of ``clouds.tsne_map``): one colour per token from a max-min CIELAB palette
     (``cloud_layout.token_palette``) with a per-token legend — or, with ``color_by``, a colour scale of
-    that column (word runs' |T_w|, App. J Fig. 22). SVG or WebGL by the number of embeddings (``theme.point_trace``). Each token is labelled by an annotation drawn above
+    that column (word runs' |T_w|, App. J Fig. 22). SVG or WebGL by the number of embeddings (``theme.point_trace``).
+    Each token is labelled by an annotation drawn above
     the points with a leader line to its cloud's centroid, placed in pixels so that no two labels
     overlap (``cloud_layout.place_labels``): the figure's size, margins and equal-scale axis ranges are
     fixed here so that the placement is exact. PCA: the origin (0, 0) is marked with x (App. A)."""

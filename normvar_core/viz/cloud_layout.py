@@ -47,7 +47,7 @@ def token_palette(n: int = 64) -> tuple[str, ...]:
         k = int(np.argmax(dmin))
         chosen.append(k)
         dmin = np.minimum(dmin, np.linalg.norm(lab - lab[k], axis=1))
-    return tuple("#%02x%02x%02x" % tuple(int(round(v * 255)) for v in grid[k]) for k in chosen)
+    return tuple("#{:02x}{:02x}{:02x}".format(*(int(round(v * 255)) for v in grid[k])) for k in chosen)
 
 
 def token_colours(tokens: list) -> dict:

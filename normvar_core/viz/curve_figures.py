@@ -1,6 +1,7 @@
 """Per-layer curves on a depth axis: one line per run (its colour from the theme's palette), its 95 % split-half
 interval as a band when the run's ``intervals`` table has the column's rows (or the curve's own table holds it as
-``<column>_low`` and ``<column>_high``), Gaussian nulls dashed in their run's colour. :func:`per_layer_lines` draws them (IsoScore's figure and every declared curve share it);
+``<column>_low`` and ``<column>_high``), Gaussian nulls dashed in their run's colour. :func:`per_layer_lines` draws them
+(IsoScore's figure and every declared curve share it);
 :func:`layer_curve_figure` is the figure of a curve a measure declares (``runs.declared.LayerCurve``), called
 with the generic builder arguments by the Geometry page (``views/_sections``) and the deck
 (``report.slides.declared_slides``)."""

@@ -154,7 +154,7 @@ def side_by_side(
         }
         count = {a: max([int(k[1:]) for k in axes if k[0] == a] or [1]) for a in "xy"}
 
-        def ref(r, a_off=dict(off)):
+        def ref(r, a_off=dict(off)):  # noqa: B006  -- a snapshot of this figure's offsets, read only
             """An axis reference of this figure ("x2", "y domain", "paper", "free") in the combined figure."""
             m = _REF.match(r) if isinstance(r, str) else None
             if not m:

@@ -130,7 +130,8 @@ def geometry_profiles(
                 marker=dict(size=5),
                 error_y=dict(type="data", array=df["anisotropy_batch_std"], visible=True),
                 customdata=df["layer"],
-                hovertemplate=f"{label}: the Razzhigaev et al. 2024 protocol's estimate<br>layer %{{customdata}}<br>%{{y:.4g}}<extra></extra>",
+                hovertemplate=f"{label}: the Razzhigaev et al. 2024 protocol's estimate<br>layer %{{customdata}}"
+                "<br>%{y:.4g}<extra></extra>",
             ),
             row=1,
             col=1,

@@ -1,7 +1,8 @@
 """The IsoScore figure (Rudman et al. 2022; ``stats.isoscore``): ι per layer, one line per run on a (relative)
 depth axis, its 95 % split-half interval as a band, Gaussian nulls dashed in their run's colour
 (``viz.curve_figures.per_layer_lines``). A declared
-figure (``viz/page_figures.FIGURES``; the formula: ``stats/isoscore.py``): the Geometry page's "IsoScore per layer" section and the deck's slide call it
+figure (``viz/page_figures.FIGURES``; the formula: ``stats/isoscore.py``): the Geometry page's "IsoScore per layer"
+section and the deck's slide call it
 with the generic builder arguments (``views/_sections``, ``report.slides.figure_slide``)."""
 
 from __future__ import annotations

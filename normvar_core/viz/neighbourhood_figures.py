@@ -105,7 +105,7 @@ def scales_figure(
                 )
     for label, df in (null_curves or {}).items():
         for layer in drawn_layers(np.unique(df["layer"].to_numpy(int))):
-            rows = df[(df["layer"] == layer) & (df["masked"] == False)].sort_values("n1")  # noqa: E712
+            rows = df[(df["layer"] == layer) & (df["masked"] == False)].sort_values("n1")  # noqa: E712  -- elementwise
             fig.add_trace(
                 go.Scatter(
                     x=rows["n1"],
@@ -210,7 +210,7 @@ def overlap_k_figure(
                         hovertemplate=f"{name} → {to}, {what}<br>k = %{{x}}: χ_k %{{y:.3f}}<extra></extra>",
                     )
                 )
-        chance = df[(df["pair"] == "next") & (df["masked"] == False)].groupby("k")["chance"].mean()  # noqa: E712
+        chance = df[(df["pair"] == "next") & (df["masked"] == False)].groupby("k")["chance"].mean()  # noqa: E712  -- elementwise
         fig.add_trace(
             go.Scatter(
                 x=chance.index.to_numpy(),

@@ -171,7 +171,8 @@ def tradeoff_scatter(
     aspect: float = 1.6,
 ) -> go.Figure:
     """V(X_t) against M(X_t): one point per token type (SVG or WebGL by their number: ``theme.point_trace``;
-    coloured by log10 n_t, hover: token, n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a row of
+    coloured by log10 n_t, hover: token, n, Q, M, V), the regression line of V on M with its slope and R^2 (``fit``: a
+    row of
     ``analyses.tradeoff``), highlighted tokens ringed and labelled. ``total`` > len(points) adds a
     notice that a sample is drawn. ``null_points``: a Gaussian null's types (m, v), a grey cloud
     behind; ``q_pred``: App. I's LayerNorm prediction Q ≈ ‖γ‖² + ‖β‖², drawn as V = Q_pred − M.

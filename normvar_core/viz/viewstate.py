@@ -17,11 +17,10 @@ from typing import Any
 
 #: the study's band for regressions and statistics over X (§5.3): 1 <= log10 n_t <= 5
 from normvar_core.constants import STUDY_BAND_LOG10 as DEFAULT_BAND
+from normvar_core.viz.pages import PAGE_KEYS as PAGES  # the registry: viz/pages.py
 
 MAX_TOKENS = 50
 MAX_TOKEN_CHARS = 64
-
-from normvar_core.viz.pages import PAGE_KEYS as PAGES  # noqa: E402  (the registry: viz/pages.py)
 
 
 def _first(value: Any) -> str | None:

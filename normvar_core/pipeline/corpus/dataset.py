@@ -186,7 +186,7 @@ def _data_files(spec: str) -> tuple[list[str], str] | None:
 def _check_data_folder(path: Path) -> None:
     """A folder given as ``--dataset`` holds data files (``BUILDERS``' suffixes, outside hidden folders); else
     one line: a README or text files are no dataset (``datasets`` would read any file as text)."""
-    for root, dirs, names in os.walk(path):
+    for _root, dirs, names in os.walk(path):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         if any(n.lower().endswith(tuple(BUILDERS)) for n in names if not n.startswith(".")):
             return

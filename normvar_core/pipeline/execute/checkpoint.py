@@ -363,7 +363,8 @@ def file_size(n: int) -> str:
 
 
 def describe(path: Path | None) -> str | None:
-    """What a checkpoint file on disk keeps, in words, with its size (``file_size``): "N of M batches, 12.3 MB" (in the early
+    """What a checkpoint file on disk keeps, in words, with its size (``file_size``): "N of M batches, 12.3 MB" (in the
+    early
     passes: "N of M batches of the early pass, ..."); None when no normvar checkpoint is at ``path`` (a link,
     FIFO or other file there is not opened as one)."""
     if path is None or not os.path.lexists(path):

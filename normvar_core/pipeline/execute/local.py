@@ -8,7 +8,8 @@ The checks that need no model come first (name taken, destination writable, corp
 then the model is loaded, the plan built, the batches run through every measure and the run
 published atomically. Checkpoints (``checkpoint=PATH``): every ``checkpoint_every_s`` seconds, and
 when cancelled or interrupted between batches, the partial state of the batches done is saved
-(``checkpoint.py``: the state, its file and the saver); a run resumes from it when its plan fingerprint matches, and the published
+(``checkpoint.py``: the state, its file and the saver); a run resumes from it when its plan fingerprint matches, and the
+published
 statistics equal those of an uninterrupted run exactly. Nothing is published on any error;
 ``should_cancel()`` is polled between batches and raises ``errors.CancelledError``.
 """

@@ -71,7 +71,8 @@ def prepare(
 
     ``report`` gets the plan phase's three steps; ``should_cancel()`` is polled between them.
     ``checkpoint``: resume from it when its fingerprint matches, refuse it in one line otherwise (``fresh``: start
-    over; ``checkpoint.load``), its contents checked against the plan before the pass (the memory plan then keeps exactly
+    over; ``checkpoint.load``), its contents checked against the plan before the pass (the memory plan then keeps
+    exactly
     the measures it holds; a checkpoint of unfinished early passes resumes them, and the early passes
     save one every ``checkpoint_every_s`` and when interrupted or cancelled: ``early_passes``). ``remote``: the Ray
     strategy's driver side (``ray_model.ActorModel``): the corpus read and tokenized by the actors, the model

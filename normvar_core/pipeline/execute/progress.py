@@ -25,7 +25,8 @@ PHASES = {
     "done": "done",
 }
 """stage -> phase: plan (read the corpus, tokenize and count), model (load the model: here, or in the Ray
-actors before their first batch), early (the measures' early passes, e.g. the occurrences' axes from batches spread over the plan), forward (the batches), finalize (every measure's result: spectra, TwoNN,
+actors before their first batch), early (the measures' early passes, e.g. the occurrences' axes from batches spread over
+the plan), forward (the batches), finalize (every measure's result: spectra, TwoNN,
 seed 004's batches), write (the run file's tables)."""
 PHASE_SPAN = {
     "plan": (0.0, 5.0),

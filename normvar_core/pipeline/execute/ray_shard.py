@@ -93,7 +93,8 @@ class Shard:
         return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length, prior_cpu_s=state.cpu_s)
 
     def describe(self) -> dict:
-        """The model this actor loaded, for the driver (which loads no weights): its ``ModelInfo`` and ``ModelShape``."""
+        """The model this actor loaded, for the driver (which loads no weights): its ``ModelInfo`` and
+        ``ModelShape``."""
         return {"info": self.loaded.info.to_dict(), "shape": dataclasses.asdict(shape_of_loaded(self.loaded))}
 
     def tables(self, layers: list[int]) -> dict:

@@ -18,7 +18,8 @@ Tables: ``layer_geometry`` (one row per layer, ``stats.layer_geometry.layer_row`
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
 of the sample, seed 003's check against N(0, 1/d)). Memory (``planned_state``): per layer the d² · 8
 bytes of the scatter plus the sample's K · (d · 4 + 138) (4.7 + 53 MB at d = 768, K = 16,384; 134 + 271 MB
-at d = 4096), on the states' device. A run whose layers do not fit in the device's memory after the weights and the moments
+at d = 4096), on the states' device. A run whose layers do not fit in the device's memory after the weights and the
+moments
 (``memory.plan_memory``) skips the geometry and says so in its notes, with the layer subset that
 would fit (``drop_reason``).
 """

@@ -223,7 +223,10 @@ class HalvesMeasure(LayerMajor):
 
         halves = pd.concat(parts, ignore_index=True)
         table = intervals.interval_table(full, STUDY_BAND, halves, seed=self.seed)
-        as_arrays = lambda df: {c: df[c].to_numpy() for c in df.columns}  # noqa: E731 - arrays only
+
+        def as_arrays(df):
+            return {c: df[c].to_numpy() for c in df.columns}
+
         return {"halves_layer": as_arrays(halves), "intervals": as_arrays(table)}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:

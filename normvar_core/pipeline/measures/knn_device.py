@@ -20,7 +20,8 @@ PAIRS = 1 << 15  # candidate pairs re-ranked at a time (their float64 difference
 
 
 def _allowed(s: int, at: torch.Tensor, g: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
-    """(b, m) bool: the columns of search s (``stats.knn_kernels``) for rows ``at``; the own column is excluded by d²."""
+    """(b, m) bool: the columns of search s (``stats.knn_kernels``) for rows ``at``; the own column is excluded by
+    d²."""
     ok = torch.ones((at.numel(), g.numel()), dtype=torch.bool, device=g.device)
     if s >= 2:
         ok &= first[None, :] & first[at][:, None]

@@ -246,7 +246,7 @@ def overlap_rows(layers: list[int], per: list[dict], tb: np.ndarray) -> dict:
                         }
                     )
     rows = []
-    for li, layer in enumerate(layers):
+    for layer in layers:
         at = {(c["pair"], c["masked"]): c for c in curve if c["layer"] == layer and c["k"] == overlap.K_DEFAULT}
         nan = {"overlap": float("nan"), "overlap_std": float("nan"), "chance": float("nan")}
         nxt, nxm = at.get(("next", False), nan), at.get(("next", True), nan)

@@ -4,7 +4,8 @@ principal axes, without keeping the d-dimensional vectors.
 
 How the axes are obtained (the choice, recorded per layer in the ``occurrence_axes`` table):
 
-1. **Early axes.** Before the pass, the measure's early pass (``AxesPass``, ``early_pass`` of the contract) runs whole batches spread over the plan
+1. **Early axes.** Before the pass, the measure's early pass (``AxesPass``, ``early_pass`` of the contract) runs whole
+batches spread over the plan
    (``OCCURRENCE_EARLY`` positions) and takes, per layer, their mean m₀ and the top k = ``OCCURRENCE_AXES``
    eigenvectors B (d × k) of their covariance. Every process of the run (local, resumed, each Ray actor)
    computes the same B from the same batches; B and m₀ are part of the registered state, so a checkpoint

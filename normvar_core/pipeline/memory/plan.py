@@ -12,7 +12,8 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory.t
            at the forward dtype (the base model ``AutoModel`` loads, no LM head);
 * Σ_a      each measure's ``planned_bytes(ctx)`` (``pipeline/measures/base.py``): the arrays of its ``planned_state``;
 * pass     one forward pass of the largest padded batch, twice that on the CPU (``memory.terms.host_pass``)
-           (P = rows x width tokens, N ≤ P counted, H hidden states, L kept, e bytes of the dtype, f the MLP width, h heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
+           (P = rows x width tokens, N ≤ P counted, H hidden states, L kept, e bytes of the dtype, f the MLP width, h
+           heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions) + 3·N·d·8 (the measures' float64 temporaries of a layer);
 * publish  after the pass, beside the state: each kept measure's ``publish_bytes(ctx)`` (its result and tables'
            work — the moments' copy of the means L·T·d·b_μ, the geometry's covariances and its per-layer TwoNN

@@ -10,7 +10,8 @@ same argument gives ‖γ‖².
 
 Which hidden states are norm outputs is found, not assumed: in the model's one probe (``probe.py``),
 forward hooks on every normalization module record its output on one sentence, and hidden state l
-is a norm output when one of them is the very tensor HF returns (``torch.equal``) — BERT's and RoBERTa's every block and embeddings
+is a norm output when one of them is the very tensor HF returns (``torch.equal``) — BERT's and RoBERTa's every block and
+embeddings
 (Post-LN), GPT-2's / Llama's last hidden state (the final norm), nothing else in Pre-LN blocks.
 
 The effective γ and β are measured on the module itself, so every parameterization is covered
