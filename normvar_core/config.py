@@ -364,7 +364,7 @@ class RunConfig:
                 helped = f"turn off (on by default): {meta.get('help')}" if f.default else meta.get("help")
                 parser.add_argument(flag, dest=f.name, action=action, help=helped)
                 continue
-            kw = dict(dest=f.name, default=f.default, help=meta.get("help"))
+            kw: dict[str, Any] = dict(dest=f.name, default=f.default, help=meta.get("help"))
             if kind in (int, float):
                 kw["type"] = kind
             if meta.get("choices"):

@@ -124,7 +124,7 @@ def computing_all(paths, holder: str | None = None):
 
 def remove_stale_locks(folder: Path) -> list[Path]:
     """Remove the lock files in ``folder`` that no live process holds (a compute killed with SIGKILL)."""
-    removed = []
+    removed: list = []
     try:
         candidates = list(Path(folder).glob(f".*.duckdb{SUFFIX}"))
     except OSError:

@@ -170,7 +170,7 @@ class PaddedBatches(Sequence):
             if enc.word_type is None
             else dict(
                 word_type=torch.from_numpy(padded(enc.word_type, -1, np.int64)),
-                word_occ=torch.from_numpy(padded(enc.word_occ, -1, np.int64)),
+                word_occ=torch.from_numpy(padded(enc.word_occ, -1, np.int64)),  # type: ignore[arg-type]  # word_occ comes with word_type
             )
         )
         return Batch(
@@ -332,7 +332,7 @@ def _kept(hs, idx, batch: Batch, keep, flat, device):
         return pool_words(torch.stack([hs[i].to(device) for i in idx]), batch, keep.to(device))
     first = hs[idx[0]]  # one copy: each layer's kept rows gathered straight into its slice
     states = torch.empty((len(idx), flat.numel(), first.shape[-1]), dtype=first.dtype, device=device)
-    sels = {}  # the row index, copied once to each device that computed a kept layer
+    sels: dict = {}  # the row index, copied once to each device that computed a kept layer
     for j, i in enumerate(idx):
         sel = sels.get(hs[i].device)
         if sel is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -179,7 +180,7 @@ def make_plan(
             fix="drop --exclude-special/--exclude-position0 or use longer sentences",
         )
     if words:
-        strings = [enc.words[int(i)] for i in ids]
+        strings = [enc.words[int(i)] for i in ids]  # type: ignore[index]  # words are kept with word ids
     else:
         strings = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
     enc.words = None  # the batches keep the flat encoding; the word strings are in `strings` now
@@ -250,7 +251,7 @@ def check_unknown_share(cfg, tokenizer, ids: np.ndarray, n: np.ndarray, unk_n: i
 
 def corpus_notes(corpus: CorpusText) -> dict:
     """How the sentences were selected (the run row's notes.corpus)."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in (
         ("path", corpus.path),
         ("format", corpus.format),

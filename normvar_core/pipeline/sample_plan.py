@@ -197,7 +197,7 @@ def plan_samples(
 def _occurrences(batches, types: np.ndarray, excl: dict) -> tuple[np.ndarray, ...]:
     """(token, batch, sentence, offset) of every counted occurrence of ``types``."""
     types_t = torch.as_tensor(types)
-    cols = {k: [] for k in ("tok", "batch", "sentence", "offset")}
+    cols: dict[str, list] = {k: [] for k in ("tok", "batch", "sentence", "offset")}
     for bi, b in enumerate(batches):
         ids = unit_ids(b)
         m = counted_mask(b, **excl)
@@ -224,7 +224,7 @@ def _pick(occ: tuple[np.ndarray, ...], rng, per_token: int) -> tuple[np.ndarray,
         pick = np.sort(rng.choice(int(c), size=k, replace=False)) if k < c else np.arange(c)
         keep.append(s + pick)
         within.append(np.arange(k, dtype=np.int32))
-    keep = np.concatenate(keep)
+    keep = np.concatenate(keep)  # type: ignore[assignment]  # the kept rows as one array from here on
     return tok[keep], np.concatenate(within), bat[keep], sent[keep], off[keep]
 
 
@@ -236,7 +236,7 @@ def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclud
     e = np.zeros(0, np.int64)
     if size <= 0:
         return SamplePlan(e, e.astype(np.int32), e, e, e, {})
-    cols = {k: [] for k in ("key", "batch", "sentence", "offset")}
+    cols: dict[str, list] = {k: [] for k in ("key", "batch", "sentence", "offset")}
     for bi, b in enumerate(batches):
         m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
         rows, cc = torch.nonzero(m, as_tuple=True)

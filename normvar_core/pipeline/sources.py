@@ -60,8 +60,8 @@ class TransformerSource(StateSource):
             if len(entries) < 2
             else [
                 (
-                    [j for j, (e, _) in enumerate(self.places) if e == entry],
-                    next(d for e, d in self.places if e == entry),
+                    [j for j, (e, _) in enumerate(self.places) if e == entry],  # type: ignore[arg-type]  # two entries or more: places is set
+                    next(d for e, d in self.places if e == entry),  # type: ignore[union-attr]
                 )
                 for entry in entries
             ]

@@ -65,7 +65,7 @@ def line_count(text: str, width_pt: float, size_pt: float, *, bold: bool = False
         import matplotlib.pyplot as plt
 
         fig = plt.figure(figsize=(1, 1), dpi=72)
-        _POINTS.append(fig.canvas.get_renderer())
+        _POINTS.append(fig.canvas.get_renderer())  # type: ignore[attr-defined]  # the Agg canvas
         plt.close(fig)
     return len(wrap(text, width_pt, size_pt, _POINTS[0], bold=bold))
 
@@ -146,7 +146,7 @@ def _draw_row(page: _Page, cells: list[list[str]], widths: list[float], fills: l
             linespacing=LEADING,
             parse_math=False,
         )
-        x += w
+        x += w  # type: ignore[assignment]  # a float position from here on
     page.y += h
 
 

@@ -246,8 +246,8 @@ def layers_slide(runs) -> Slide | None:
         tr = curves[r.name]
         m = peak(tr, "cv_q", smallest=True)
         parts.append(
-            f"{r.name}: C.V. of Q is smallest at layer {int(m['layer'])} ({num(m['cv_q'], '.3f')}), where "
-            f"the slope of V on M is {num(m['slope'])}, R² {num(m['r2'])}"
+            f"{r.name}: C.V. of Q is smallest at layer {int(m['layer'])} ({num(m['cv_q'], '.3f')}), where "  # type: ignore[index]  # m is set on this branch
+            f"the slope of V on M is {num(m['slope'])}, R² {num(m['r2'])}"  # type: ignore[index]
         )
         notes.append(f"{r.name}\n" + table_notes(tr, ["layer", "cv_q", "slope", "r2"]))
     return Slide(
@@ -289,7 +289,7 @@ def decomposition_slide(runs) -> Slide | None:
     take = (
         f"V_W/V grows from {num(dec['v_w_over_v'].iloc[0])} (layer {int(dec['layer'].iloc[0])}) to "
         f"{num(dec['v_w_over_v'].iloc[-1])} (layer {int(dec['layer'].iloc[-1])}); M/Q peaks at "
-        f"{num(top['m_over_q'])} (layer {int(top['layer'])})"
+        f"{num(top['m_over_q'])} (layer {int(top['layer'])})"  # type: ignore[index]  # top is set on this branch
     )
     notes = table_notes(dec, ["layer", "q", "m", "v_w", "v_b", "m_over_q", "v_w_over_v"])
     return Slide(title, take + claims, notes + _layernorm_notes(run), _fit(fig))

@@ -29,7 +29,8 @@ def _table_pages(table: Table, widths_pt: list[float], size_pt: float, room_pt: 
         lines = max(len(textwrap.wrap(c, max(int(w / (0.55 * size_pt)), 8)) or [""]) for c, w in zip(row, widths_pt))
         return lines * size_pt * 1.2 + 7.2 + 2  # 0.05 in margins above and below
 
-    groups, used = [[]], height(table.header)
+    groups: list[list] = [[]]
+    used = height(table.header)
     for i, row in enumerate(table.rows):
         h = height(row)
         if groups[-1] and used + h > room_pt:
@@ -102,22 +103,22 @@ def _pptx_table(prs, s: Slide) -> None:
     from pptx.util import Emu
 
     W, H = prs.slide_width, prs.slide_height
-    n = len(s.table.header)
+    n = len(s.table.header)  # type: ignore[union-attr]  # a table slide
     width = int(W * 0.94)
     cols = [int(width * 0.5)] + [int(width * 0.5 / max(n - 1, 1))] * (n - 1)
     size = 14 if n <= 3 else 12
     room = int(H * 0.98) - _heading(W, H, f"{s.title} (continued)", s.takeaway)[-1]  # the longer title's room
-    for k, rows in enumerate(_table_pages(s.table, [c / 12700 for c in cols], size, room / 12700)):
+    for k, rows in enumerate(_table_pages(s.table, [c / 12700 for c in cols], size, room / 12700)):  # type: ignore[arg-type]
         sl, top = _pptx_slide(prs, s.title + (" (continued)" if k else ""), s.takeaway, s.notes)
         shape = sl.shapes.add_table(len(rows) + 1, n, Emu(int(W * 0.03)), Emu(top), Emu(width), Emu(room // 2))
         grid = shape.table
         for j, w in enumerate(cols):
             grid.columns[j].width = Emu(w)
-        for j, text in enumerate(s.table.header):
+        for j, text in enumerate(s.table.header):  # type: ignore[union-attr]
             _pptx_text(grid.cell(0, j).text_frame, text, size, bold=True)
         for r, i in enumerate(rows, start=1):
             grid.rows[r].height = Emu(int(size * 1.2 * 12700))
-            for j, (text, fill) in enumerate(zip(s.table.rows[i], s.table.fills[i])):
+            for j, (text, fill) in enumerate(zip(s.table.rows[i], s.table.fills[i])):  # type: ignore[union-attr]
                 c = grid.cell(r, j)
                 _pptx_text(c.text_frame, text, size)
                 c.fill.solid()
@@ -142,16 +143,16 @@ def write_pptx(slides: list[Slide], out: Path) -> Path:
         sl, top = _pptx_slide(prs, s.title, s.takeaway, s.notes)
         if s.figure is not None:  # the room under the text, the figure's aspect kept
             fw, fh = s.figure.layout.width or 1600, s.figure.layout.height or 780
-            width = min(int(W * 0.94), int((int(H * 0.99) - top) * fw / fh))
+            width = min(int(W * 0.94), int((int(H * 0.99) - top) * fw / fh))  # type: ignore[operator]  # the deck sets its slide size
             sl.shapes.add_picture(io.BytesIO(s.png()), Emu((W - width) // 2), Emu(top), width=Emu(width))
         else:
-            body = sl.shapes.add_textbox(Emu(int(W * 0.05)), Emu(top), Emu(int(W * 0.9)), Emu(int(H * 0.98) - top))
+            body = sl.shapes.add_textbox(Emu(int(W * 0.05)), Emu(top), Emu(int(W * 0.9)), Emu(int(H * 0.98) - top))  # type: ignore[operator]
             body.text_frame.word_wrap = True
             for i, line in enumerate(s.lines):
                 p = body.text_frame.paragraphs[0] if i == 0 else body.text_frame.add_paragraph()
                 p.text = line
                 p.font.size = Pt(14)
-    prs.save(out)
+    prs.save(out)  # type: ignore[arg-type]  # python-pptx opens any path
     return out
 
 

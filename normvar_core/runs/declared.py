@@ -63,7 +63,7 @@ def declarations(measures: Mapping[str, tuple[Iterable[str], Iterable[LayerCurve
     }
 
 
-def declared(meta: Mapping) -> dict[str, dict]:
+def declared(meta: Mapping) -> dict[str, Mapping]:
     """{measure: {"tables": [...], "curves": [...]}} a run row's notes record ({} for a file without)."""
     notes = meta.get("notes")
     got = notes.get(NOTES_KEY) if isinstance(notes, Mapping) else None

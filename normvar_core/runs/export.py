@@ -204,11 +204,11 @@ def export_run(run_path, out, fmt: str, *, layer: int | None = None, overwrite: 
         con = duckdb.connect(str(run.path), read_only=True)
         try:
             if fmt == "projector":
-                _write_projector(con, run, layer, tokens, tmp, manifest)
+                _write_projector(con, run, layer, tokens, tmp, manifest)  # type: ignore[arg-type]  # projector exports name a layer
             else:
                 for table in run.table_names:
                     name = f"{table}.{fmt}"
-                    manifest["files"][name] = _write_table(con, table, tmp / name, fmt)
+                    manifest["files"][name] = _write_table(con, table, tmp / name, fmt)  # type: ignore[index]  # a dict
                 _write_means(con, run, tokens, tmp, manifest)
         except duckdb.Error as exc:
             raise NormvarError(

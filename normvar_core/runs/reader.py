@@ -452,7 +452,7 @@ def list_runs(data_dir=None, *, errors: list | None = None, include_damaged: boo
     from normvar_core.datadir import DataDir
 
     dd = DataDir.at(data_dir)
-    rows = []
+    rows: list[dict] = []
     try:
         files = dd.published_runs()
     except OSError:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +46,7 @@ __all__ = [
     "occurrence_tables",
 ]
 
-TableData = pa.Table | Iterable[pa.Table]
+TableData: TypeAlias = pa.Table | Iterable[pa.Table]
 
 
 def fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:

@@ -348,7 +348,7 @@ def _serve(args: argparse.Namespace, with_worker: bool) -> int:
             stderr=subprocess.STDOUT,
         )
         procs.append(server)
-        dashboard_access.relay(server.stdout)
+        dashboard_access.relay(server.stdout)  # type: ignore[arg-type]  # stdout=PIPE
         if not wait_ready(server, args.host, args.port):
             server.wait()
             print(

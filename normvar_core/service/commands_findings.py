@@ -62,7 +62,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     print(format_table(per_run))
     print()
     if samples_note(per_run):
-        print(samples_note(per_run) + "\n")
+        print(samples_note(per_run) + "\n")  # type: ignore[operator]  # checked above
     for name, fs in per_run.items():
         print(f"# {name}")
         for f, c in zip(fs, CLAIMS):

@@ -99,7 +99,7 @@ def cmd_compute(args: argparse.Namespace) -> int:
             path = compute_target(target, progress=bar)
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if getattr(exc, "exit_code", 130) == 143 else "interrupted"
-        exc.message = f"{what}; nothing was published; {kept_line(checkpoint, getattr(exc, 'checkpoint_note', None))}"
+        exc.message = f"{what}; nothing was published; {kept_line(checkpoint, getattr(exc, 'checkpoint_note', None))}"  # type: ignore[attr-defined]  # the CLI prints an exception's message
         raise
     finally:
         if bar is not None:

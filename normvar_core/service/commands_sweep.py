@@ -41,7 +41,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for p in problems:
         print(f"normvar: skipped checkpoint {p}", file=sys.stderr)
     for job, cfg in queued:
-        print(f"{job}  {cfg.name}  step {cfg.step}")
+        print(f"{job}  {cfg.name}  step {cfg.step}")  # type: ignore[attr-defined]  # RunConfig objects
     if not queued:
         print(f"sweep {sweep!r}: nothing new to add")
     return 0

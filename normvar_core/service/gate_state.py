@@ -166,7 +166,9 @@ class Sessions:
         self._fresh()
         entry = self.kept.get(_digest(value))
         return (
-            bool(entry) and hmac.compare_digest(str(entry[0]), self.fp) and self.clock() - float(entry[1]) < MAX_AGE_S
+            bool(entry)
+            and hmac.compare_digest(str(entry[0]), self.fp)  # type: ignore[index]  # bool(entry) above
+            and self.clock() - float(entry[1]) < MAX_AGE_S  # type: ignore[index]
         )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, cast
 
 from normvar_core.pipeline.execute.progress import PHASES, Progress
 
@@ -30,7 +30,7 @@ def progress_dict(p: Any) -> dict[str, Any]:
     if isinstance(p, dict):
         d = dict(p)
     elif dataclasses.is_dataclass(p):
-        d = dataclasses.asdict(p)
+        d = dataclasses.asdict(p)  # type: ignore[arg-type]  # an instance: Progress, not its class
     elif hasattr(p, "_asdict"):
         d = p._asdict()
     else:
@@ -119,7 +119,7 @@ class LogLines:
 
         self.file, self.clock = file or sys.stderr, time.monotonic
         self.every_s = float(every_s) if every_s is not None else progress_every_s(os.environ)
-        self.last, self.phase = self.clock(), None
+        self.last, self.phase = self.clock(), cast(str | None, None)
 
     def start(self, line: str) -> None:
         print(f"normvar: {line}", file=self.file, flush=True)

@@ -28,7 +28,7 @@ def plan_sweep(base, *, checkpoints: str | None = None, revisions: str | None = 
         cps, problems = discover_checkpoints(checkpoints)
         default = Path(checkpoints).expanduser().resolve().name
     else:
-        cps = parse_revisions(base.model, revisions)
+        cps = parse_revisions(base.model, revisions)  # type: ignore[arg-type]  # a sweep's base names its model
         default = base.model.rstrip("/").split("/")[-1]
     sweep = base.sweep or re.sub(r"[^A-Za-z0-9._-]+", "-", default).strip("-._")[:100] or "sweep"
     cfgs = [

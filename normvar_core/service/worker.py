@@ -182,7 +182,7 @@ class Worker:
             store.requeue(job_id, shutdown=message)
             log.info("job %s: stopped, will resume from its checkpoint", job_id)
             return
-        store.finish(job_id, state, message, run_path)  # removes the checkpoint: a kill's leftovers too
+        store.finish(job_id, state, message, run_path)  # type: ignore[arg-type]  # a JobState value; removes the checkpoint: a kill's leftovers too
         log.info("job %s: %s%s", job_id, state, f" ({message})" if message else "")
 
     def _compute(self, job: Job, reporter: _Reporter) -> tuple[str, str | None, str | None]:
@@ -194,7 +194,7 @@ class Worker:
             cfg = RunConfig.from_dict(job.config)
         except NormvarError as err:
             return JobState.FAILED, f"invalid stored configuration: {err}", None
-        run_path = self.dd.run_path(cfg.name)
+        run_path = self.dd.run_path(cfg.name)  # type: ignore[arg-type]  # a job's config has its name
         ckpt = self.store.checkpoint_path(job_id)
         if job.attempts > 1 and _published_since(run_path, job.started):
             # the previous attempt published its run and died before marking the job done (its
@@ -210,7 +210,7 @@ class Worker:
             if t - last_check[0] >= 0.25:
                 last_check[0] = t
                 last_check[1] = self.store.cancel_requested(job_id)
-            return last_check[1]
+            return last_check[1]  # type: ignore[return-value]  # the stored answer
 
         try:
             compute_run = self._compute_fn
@@ -246,7 +246,7 @@ class Worker:
             trace.parent.mkdir(parents=True, exist_ok=True)
             trace.write_text(traceback.format_exc())
         except OSError:
-            trace = None
+            trace = None  # type: ignore[assignment]  # no trace written
         first = (str(err).splitlines() or [""])[0][:200]
         where = f"; full traceback in {trace}" if trace else ""
         return f"unexpected error ({type(err).__name__}: {first}){where}"
@@ -274,8 +274,8 @@ def _task_progress(reporter: _Reporter, task: str):
 
     def progress(phase: str, done: int, total: int, unit: str = "steps", detail: str = "") -> None:
         if phase != state["phase"]:
-            state["phase"], state["t0"] = phase, time.monotonic()
-        el = time.monotonic() - state["t0"]
+            state["phase"], state["t0"] = phase, time.monotonic()  # type: ignore[assignment]  # phase and start time
+        el = time.monotonic() - state["t0"]  # type: ignore[operator]  # set on the first call
         reporter.update(
             {
                 "stage": task,
@@ -296,7 +296,7 @@ def _task_progress(reporter: _Reporter, task: str):
 def _published_since(run_path: Path, started: float | None) -> bool:
     """A complete run file under the job's name, written after the job first started. Only this job
     can have written it: names are unique among queued and running jobs, and publishing is atomic."""
-    return bool(started) and run_path.exists() and run_path.stat().st_mtime >= started
+    return bool(started) and run_path.exists() and run_path.stat().st_mtime >= started  # type: ignore[operator]  # bool(started) first
 
 
 class _Reporter:

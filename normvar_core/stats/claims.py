@@ -111,7 +111,7 @@ def settle(claim: Claim, f: Finding, rv: RunView) -> Finding:
     reasons = [rv.repeated() if claim.per_type else None]
     if zero_width(f.interval):
         reasons.append(
-            f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of "
+            f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of "  # type: ignore[index]  # zero_width(None) is False
             "the corpus (or every resample of its types) give the same value, as when the corpus repeats "
             "one sentence, so nothing measures its uncertainty"
         )

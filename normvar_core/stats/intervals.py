@@ -179,11 +179,11 @@ def run_intervals(run, band: tuple[float, float] | None = None, *, stats: TokenS
     now from ``stats`` (default ``run.stats()``); split-half rows only from the stored table."""
     from normvar_core.constants import STUDY_BAND
 
-    band = tuple(band) if band is not None else STUDY_BAND
+    band = tuple(band) if band is not None else STUDY_BAND  # type: ignore[assignment]  # two values
     stored = run.table("intervals") if "intervals" in run.table_names else None
-    if stored is not None and np.allclose(band, STUDY_BAND):
+    if stored is not None and np.allclose(band, STUDY_BAND):  # type: ignore[arg-type]  # set above
         return clip_to_range(stored)
-    live = tradeoff_intervals(stats if stats is not None else run.stats(), band)
+    live = tradeoff_intervals(stats if stats is not None else run.stats(), band)  # type: ignore[arg-type]  # set above
     if stored is not None:
         live = pd.concat([live, stored[stored["method"] == "split-half"]], ignore_index=True)
     return clip_to_range(live)

@@ -335,7 +335,7 @@ def sample_keys(seed: int, sentence_ids: np.ndarray, positions: np.ndarray) -> n
     is uniform and the same whatever the batches, their order or the shards (merge = union)."""
     s = np.asarray(sentence_ids, dtype=np.uint64) << np.uint64(20)
     with np.errstate(over="ignore"):
-        base = splitmix64(np.uint64(seed) * np.uint64(0x632BE59BD9B4E019) + np.uint64(1))
+        base = splitmix64(np.uint64(seed) * np.uint64(0x632BE59BD9B4E019) + np.uint64(1))  # type: ignore[arg-type]  # a numpy uint64 scalar, as an array
         return splitmix64(s ^ np.asarray(positions, dtype=np.uint64) ^ base)
 
 

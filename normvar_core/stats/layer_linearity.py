@@ -117,7 +117,7 @@ def table_columns(
         b = np.array([r[q] for r in half_b], np.float64) if half_b is not None else nan
         lo, hi = split_half_interval(v, a, b, bounds=(0.0, 1.0))
         out.update({q: v, f"{q}_a": a, f"{q}_b": b, f"{q}_low": lo, f"{q}_high": hi})
-    return out
+    return out  # type: ignore[return-value]  # arrays
 
 
 # ----------------------------------------------------------------------------- the Gaussian null
@@ -181,7 +181,7 @@ def null_table(kind: str, stats, layer_totals, null, *, seed: int = 0) -> dict[s
         rng = np.random.default_rng([seed, NULL_KINDS.index(kind), 4, layers[j]])
         dof = min(satterthwaite_dof(s2[j], n), satterthwaite_dof(s2[j + 1], n))
         within = [float(np.sum(null.v[i] * n)) for i in (j, j + 1)]
-        rows.append(pair_values(*null_pair_scatters(null.mean[j], null.mean[j + 1], n, *within, dof, rng)))
+        rows.append(pair_values(*null_pair_scatters(null.mean[j], null.mean[j + 1], n, *within, dof, rng)))  # type: ignore[call-arg, arg-type]  # two within sums
     return table_columns(layers[:-1], layers[1:], np.full(len(rows), int(n.sum())), rows)
 
 

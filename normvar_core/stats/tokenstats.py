@@ -34,7 +34,7 @@ class TokenStats:
     m: np.ndarray
     v: np.ndarray
     layer_index: np.ndarray = None  # type: ignore[assignment]
-    _prefix: dict = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    _prefix: dict = field(default=None, repr=False, compare=False)  # type: ignore[arg-type]  # built on first use
 
     def __post_init__(self):
         if self.layer_index is None:
@@ -154,7 +154,6 @@ class TokenStats:
         lo = int(np.searchsorted(t["n_sorted"], n_min, side="left"))
         hi = int(np.searchsorted(t["n_sorted"], n_max, side="right"))
         L = self.num_layers
-        rows = []
         if hi <= lo:
             nan = np.full(L, np.nan)
             return pd.DataFrame(dict(layer=self.layer_index, n=0, n_types=0, q=nan, m=nan, v=nan, v_w=nan, v_b=nan))

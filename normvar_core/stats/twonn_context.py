@@ -97,7 +97,7 @@ def context_neighbours(
     from normvar_core.stats.twonn_kernels import context_candidates  # numba: not imported by the pages' readers
 
     masked = g is not None
-    gk = np.unique(g, return_inverse=True)[1].reshape(-1).astype(np.int64) if masked else np.zeros(m, np.int64)
+    gk = np.unique(g, return_inverse=True)[1].reshape(-1).astype(np.int64) if masked else np.zeros(m, np.int64)  # type: ignore[call-overload]  # g is set when masked
 
     def exact(at, pairs, count):  # (row in block, exact float64 distance) of a search's candidate pairs
         i, j = pairs[0, :count], pairs[1, :count]
@@ -113,14 +113,14 @@ def context_neighbours(
         d2[blk, at] = inf
         slack2 = 2 * (c * (sq64[at] + sq64.max())).astype(np.float32)
         pairs, counts = context_candidates(d2, at, gk, slack2, masked, own_group, every or not masked)
-        out_all[a : a + at.size] = _two_smallest(*exact(at, pairs[0], counts[0]), at.size)
+        out_all[a : a + at.size] = _two_smallest(*exact(at, pairs[0], counts[0]), at.size)  # type: ignore[call-arg]  # exact() returns two arrays
         if not masked:
             continue
         if own_group:
             i, dist = exact(at, pairs[1], counts[1])
             if i.size:
                 np.minimum.at(own, a + i, dist)
-        out_cross[a : a + at.size] = _two_smallest(*exact(at, pairs[2], counts[2]), at.size)
+        out_cross[a : a + at.size] = _two_smallest(*exact(at, pairs[2], counts[2]), at.size)  # type: ignore[call-arg]  # exact() returns two arrays
     return out_all, (out_all if g is None else out_cross), own
 
 
@@ -163,7 +163,7 @@ def _cross_context(
     m = len(X)
     nn = np.asarray(nn, np.int64)
     other = (nn >= 0).all(1)
-    other[other] = (sentences[nn[other]] != sentences[other, None]).all(1)
+    other[other] = (sentences[nn[other]] != sentences[other, None]).all(1)  # type: ignore[index]  # a boolean array
     cross = np.full((m, 2), np.inf)
     own = np.full(m, np.inf)
     X32 = np.ascontiguousarray(X, np.float32)
@@ -212,7 +212,7 @@ def batch_context(
         every, cross = masked(np.arange(m))
         curve = {1: (twonn_of(seed_r), twonn_of(cross), rows)}
         for k in DECIMATION[1:]:
-            inside, r_all, _ = subsets[k]
+            inside, r_all, _ = subsets[k]  # type: ignore[index]  # subsets are given with k
             idx = np.flatnonzero(inside)
             curve[k] = (twonn_of(np.asarray(r_all)[idx]), twonn_of(masked(idx)[1]), rows // k)
         share = float(np.mean(every[:, 0] < cross[:, 0])) if m else float("nan")

@@ -28,7 +28,7 @@ def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
 
 def hex_to_rgb(h: str) -> tuple[float, float, float]:
     h = h.lstrip("#")
-    return tuple(int(h[i : i + 2], 16) / 255 for i in (0, 2, 4))
+    return tuple(int(h[i : i + 2], 16) / 255 for i in (0, 2, 4))  # type: ignore[return-value]  # three components
 
 
 @lru_cache(maxsize=4)

@@ -36,7 +36,7 @@ def per_layer_lines(
     ``null_curves``: Gaussian nulls' tables, dashed first, in the colour of the run ``null_of`` names (else grey).
     ``what`` names the value in the hover ("IsoScore ι")."""
     depth = num_hidden_states or {}
-    colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(curves)}
+    colors: dict[str | None, str] = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(curves)}
     for label, df in (null_curves or {}).items():
         df = df.sort_values("layer")
         null_line(

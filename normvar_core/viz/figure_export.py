@@ -142,7 +142,9 @@ def side_by_side(
     first = next(iter(figs.values())).to_plotly_json()
     layout = {k: v for k, v in first["layout"].items() if not _AXIS.match(k) and k not in ("annotations", "shapes")}
     layout["title"] = None
-    data, annotations, shapes, legend = [], [], [], set()
+    annotations: list = []
+    shapes: list = []
+    data, legend = [], set()
     off = {"x": 0, "y": 0}
     for i, (label, fig) in enumerate(figs.items()):
         lo = (1.0 - span - i * (span + gap)) if rows else i * (span + gap)

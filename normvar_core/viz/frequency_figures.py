@@ -70,7 +70,7 @@ def frequency_scatter(
         )
         where = {"quantity": qname}
         if layer is not None and regs is not None and "layer" in regs:
-            where["layer"] = layer
+            where["layer"] = layer  # type: ignore[assignment]  # the layer number
         row = fit_row(regs, **where)
         if row is not None and np.isfinite(float(row["slope"])) and x.size:
             a, b = float(row["intercept"]), float(row["slope"])

@@ -53,7 +53,7 @@ def geometry_profiles(
     fig = make_subplots(
         rows=2, cols=2, subplot_titles=[t for _, t in PANELS], vertical_spacing=0.2, horizontal_spacing=0.1
     )
-    colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(curves)}
+    colors: dict[str | None, str] = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(curves)}
     for label, df in null_curves.items():
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
@@ -66,7 +66,7 @@ def geometry_profiles(
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = colors[label]
         if label in (bands or {}):
-            band = band_rows(bands[label], "anisotropy", df["layer"])
+            band = band_rows(bands[label], "anisotropy", df["layer"])  # type: ignore[index]  # label in bands
             if band is not None:
                 add_band(fig, x, *band, color=color, label=label, what="95 % split-half interval", row=1, col=1)
             if "twonn_batches" in df:
@@ -239,7 +239,7 @@ def spectra_figure(
         rows=1, cols=2, subplot_titles=["eigenvalues λₖ", "cumulative share of Σλ"], horizontal_spacing=0.1
     )
     real = [lab for lab in spectra if lab not in set(nulls)]
-    colors = {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(real)}
+    colors: dict[str | None, str] = {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(real)}
     for lab, (spectrum, layer) in spectra.items():
         s = spectrum[spectrum["layer"] == layer].sort_values("k")
         lam = s["eigenvalue"].to_numpy(dtype=np.float64)

@@ -12,6 +12,7 @@ font size (0.62 em per character), in the plot's pixels (``size``: the plot area
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -140,7 +141,7 @@ def tidy_log_axes(fig, *, plain: bool = False, max_labels: int = 6):
         axis = fig.layout[name]
         if axis.type != "log":
             continue
-        fmt = (
+        fmt: dict[str, Any] = (
             dict(exponentformat="none", tickformat=",~r") if plain else dict(exponentformat="power", showexponent="all")
         )
         v = _axis_values(fig, name)

@@ -141,7 +141,7 @@ def scatter_payload(
     highlighted points (a boolean mask: a token search) drawn larger on top, and ``shape``, the selection's
     polygon in data coordinates (a box's four corners or a lasso), drawn dashed."""
     x, y = np.asarray(x), np.asarray(y)
-    data, key = block if block is not None else points_block(x, y, rgb)
+    data, key = block if block is not None else points_block(x, y, rgb)  # type: ignore[arg-type]  # rgb without block
     hi = np.zeros(len(x), bool) if highlight is None else np.asarray(highlight, bool)
     hxy = np.empty((int(hi.sum()), 2), "<f4")
     hxy[:, 0], hxy[:, 1] = x[hi], y[hi]

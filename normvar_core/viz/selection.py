@@ -39,7 +39,8 @@ def find_tokens(table: pd.DataFrame, queries: Sequence[str]) -> tuple[pd.DataFra
         return table.iloc[:0], list(queries)
     tokens = table["token"].astype(str)
     norm = None
-    rows, missing = [], []
+    rows: list = []
+    missing: list = []
     for q in queries:
         hit = np.flatnonzero((tokens == q).to_numpy())
         if not hit.size:  # no exact match: the same key after stripping "##", "Ġ", "▁" (fn. 7)
@@ -169,7 +170,7 @@ def scatter_region(sel: Any, max_vertices: int = 100) -> tuple[str, Any] | None:
         if any(b is None for b in bounds):
             return None
         x0, x1, y0, y1 = bounds
-        return ("box", (tuple(sorted((x0, x1))), tuple(sorted((y0, y1)))))
+        return ("box", (tuple(sorted((x0, x1))), tuple(sorted((y0, y1)))))  # type: ignore[type-var]  # None excluded above
     if kind == "lasso":
         poly = sel.get("polygon")
         if not isinstance(poly, list) or len(poly) < 3:

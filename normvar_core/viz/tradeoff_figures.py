@@ -229,8 +229,8 @@ def tradeoff_scatter(
         (null_points["m"], null_points["v"]) if null_points is not None and len(null_points) else (None, None)
     )
     box = (
-        data_range(x, null_m, highlight["m"] if has_hl else None) or [0.0, 1.0],
-        data_range(y, null_v, highlight["v"] if has_hl else None) or [0.0, 1.0],
+        data_range(x, null_m, highlight["m"] if has_hl else None) or [0.0, 1.0],  # type: ignore[index]  # has_hl: highlight is set
+        data_range(y, null_v, highlight["v"] if has_hl else None) or [0.0, 1.0],  # type: ignore[index]
     )
     if q_pred is not None and np.isfinite(q_pred) and x.size:
         _add_layernorm_line(fig, float(q_pred), box)

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 #: the study's band for regressions and statistics over X (§5.3): 1 <= log10 n_t <= 5
 from normvar_core.constants import STUDY_BAND_LOG10 as DEFAULT_BAND
@@ -89,7 +89,7 @@ def parse_band(
     ]
     if len(parts) != 2 or None in parts:
         return default
-    lo, hi = parts
+    lo, hi = cast("list[float]", parts)  # None is excluded above
     lo, hi = sorted((lo, hi))
     lo = min(max(lo, bounds[0]), bounds[1])
     hi = min(max(hi, bounds[0]), bounds[1])

@@ -86,7 +86,7 @@ class DatasetSource:
 
     def cells(self, index: int | None = None, num: int | None = None) -> Iterator[list]:
         """The text column's cells in batches of ``ROWS``, of shard ``index`` of ``num`` (default all)."""
-        ds = (self.ds if self.stream is None else self.stream) if index is None else self.shard(index, num)
+        ds = (self.ds if self.stream is None else self.stream) if index is None else self.shard(index, num)  # type: ignore[arg-type]  # with index
         try:
             # Arrow batches, converted here: the library's Python formatting grew the peak by ~40 MB over 1M rows
             for batch in ds.select_columns([self.column]).with_format("arrow").iter(batch_size=ROWS):
@@ -159,7 +159,7 @@ def _data_files(spec: str) -> tuple[list[str], str] | None:
     suffixes = {next((x for x in BUILDERS if s.lower().endswith(x)), None) for s in items}
     if not items or None in suffixes:
         return None
-    if len({BUILDERS[s] for s in suffixes}) > 1:
+    if len({BUILDERS[s] for s in suffixes}) > 1:  # type: ignore[index]  # None excluded above
         raise NormvarError(f"dataset files of several types: {spec}", fix="pass files of one type")
     if len(items) == 1 and Path(items[0]).expanduser().is_dir():
         return None  # a folder named like a file (x.json): read as a folder
@@ -180,7 +180,7 @@ def _data_files(spec: str) -> tuple[list[str], str] | None:
             )
         # the names as given (a link's target is never named in a message or recorded)
         files.extend(os.path.abspath(f) for f in found)
-    return files, suffixes.pop()
+    return files, suffixes.pop()  # type: ignore[return-value]  # None excluded above
 
 
 def _check_data_folder(path: Path) -> None:
@@ -214,6 +214,7 @@ def _from_disk(cfg, path: Path, *, hash_files: bool = True) -> DatasetSource:
             f"cannot read the save_to_disk folder {path}: {_first_line(exc)}",
             fix="write it again with Dataset.save_to_disk",
         ) from None
+    split: str | None
     if isinstance(loaded, datasets.DatasetDict):
         split = pick_split(list(loaded), cfg.split, path.name)
         ds = loaded[split]
@@ -232,7 +233,7 @@ def _from_disk(cfg, path: Path, *, hash_files: bool = True) -> DatasetSource:
             fix="pass a dataset with text in it",
         )
     column = text_column(ds.features, cfg.text_column, path.name)
-    folder = path / split if isinstance(loaded, datasets.DatasetDict) else path
+    folder = path / split if isinstance(loaded, datasets.DatasetDict) else path  # type: ignore[operator]  # a DatasetDict has its split
     state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
     # the whole pass streams the folder's Arrow files in order (record batch by record batch, no memory map
     # whose pages would stay resident): save_to_disk wrote them in the dataset's order, indices flattened

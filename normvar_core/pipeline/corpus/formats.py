@@ -87,7 +87,7 @@ class SentenceSplitter:
         out: list[str] = []
         for r in records:
             if r and r.strip():
-                out.extend(self._split(r.strip()))
+                out.extend(self._split(r.strip()))  # type: ignore[arg-type]  # strings (no scores asked)
             else:
                 out.append("")
         self._sel.add(out)

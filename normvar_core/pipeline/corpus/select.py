@@ -69,7 +69,7 @@ class Selection:
         self.cap = None if cfg.max_sentences is None or not capped else int(cfg.max_sentences)
         self._rng = np.random.default_rng(cfg.seed) if self.frac < 1.0 else None
         if self._rng is not None and skip:
-            self._rng.bit_generator.advance(int(skip))
+            self._rng.bit_generator.advance(int(skip))  # type: ignore[attr-defined]  # PCG64 has advance()
         self.kept: list[str] = []
         self.word_blocks: list[np.ndarray] = []  # the kept sentences' word counts, one block per ``add``
         self.n_read = self.n_empty = self.n_too_long = self.n_sampled_out = self.n_capped = 0

@@ -17,6 +17,8 @@ corpus): the plan built from it is the local plan.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from normvar_core.pipeline.encoding import Encoded
@@ -49,12 +51,17 @@ def split_shares(sentences: list[str], k: int) -> list[dict[str, np.ndarray]]:
     for i, c in enumerate(cuts):  # strictly increasing, room left for the shares after it: k shares
         bounds.append(min(max(int(c), bounds[-1] + 1), n - (k - 1 - i)))
     bounds.append(n)
-    return [dict(pack_strings(sentences[a:b]), first=np.int64(a)) for a, b in zip(bounds, bounds[1:])]
+    return [dict(pack_strings(sentences[a:b]), first=np.int64(a)) for a, b in zip(bounds, bounds[1:])]  # type: ignore[arg-type]  # a scalar
 
 
 def encoded_arrays(enc: Encoded) -> dict[str, np.ndarray]:
     """An ``Encoded`` as plain arrays (the word strings packed); starts are implied by lengths."""
-    out = {"ids": enc.ids, "special": enc.special, "lengths": enc.lengths, "n_truncated": np.int64(enc.n_truncated)}
+    out: dict[str, Any] = {
+        "ids": enc.ids,
+        "special": enc.special,
+        "lengths": enc.lengths,
+        "n_truncated": np.int64(enc.n_truncated),
+    }
     if enc.word_type is not None:
         out.update(
             word_type=enc.word_type,

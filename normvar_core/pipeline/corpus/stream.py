@@ -64,7 +64,7 @@ class CorpusStream:
         self._raw = _HashingFile(self.path, data)
         self._share = data is not None  # a byte range of the file (``corpus.ranges``): no emptiness check
         self._at_start = at_start  # a leading BOM is dropped only at the start of the file
-        self._plain = gzip.GzipFile(fileobj=self._raw, mode="rb") if gzipped else self._raw
+        self._plain = gzip.GzipFile(fileobj=self._raw, mode="rb") if gzipped else self._raw  # type: ignore[call-overload]  # a readable binary file object
         self._offset = 0  # bytes of (decompressed) data read so far
 
     # ------------------------------------------------------------------ public

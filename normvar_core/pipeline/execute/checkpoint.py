@@ -101,7 +101,7 @@ def save(path: Path, fingerprint: dict, partial: PartialState, extra: dict) -> N
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # named arrays
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -174,7 +174,7 @@ def load(path: Path, fingerprint: dict, *, fresh: bool = False) -> tuple[Partial
 
 def _int(meta: dict, key: str) -> int:
     try:
-        return int(meta.get(key))
+        return int(meta.get(key))  # type: ignore[arg-type]  # a missing key raises, caught below
     except (TypeError, ValueError):
         return -1
 
@@ -309,7 +309,7 @@ def note_on(exc: BaseException, note: str | None) -> None:
     interrupt line reads it (``checkpoint_note``)."""
     if note:
         try:
-            exc.checkpoint_note = note
+            exc.checkpoint_note = note  # type: ignore[attr-defined]  # a note for the CLI's interrupt line
         except (AttributeError, TypeError):
             pass
 

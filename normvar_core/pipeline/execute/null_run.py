@@ -28,7 +28,7 @@ from normvar_core.stats.null import null_stats
 
 def has_null(cls: type[Measure], run: Run) -> bool:
     """The measure declares a null (overrides ``Measure.null_tables``) and ``run`` holds one of its tables."""
-    declares = cls.null_tables.__func__ is not Measure.null_tables.__func__
+    declares = cls.null_tables.__func__ is not Measure.null_tables.__func__  # type: ignore[attr-defined]  # a classmethod's function
     return declares and any(run.has(t) for t in cls.table_names)
 
 

@@ -283,7 +283,7 @@ def compute_on_ray(target, report, should_cancel, checkpoint_every_s: float = 30
     pools: list[RayPool] = []
     try:
         pools.append(RayPool(cfg, root))
-        pools[0].cut = cut_for_actors(cfg, root, len(pools[0].actors), pools[0].ray.put)
+        pools[0].cut = cut_for_actors(cfg, root, len(pools[0].actors), pools[0].ray.put)  # type: ignore[assignment]  # the cut, once made
         report(Progress("corpus", done=0, total=3, unit="steps", detail=CUT_DETAIL))
         # no checkpoint here: the pool resumes from its own merged one (``_Merged.resume``); the driver's
         # memory figure decides for every actor (they get its decisions with the plan)

@@ -10,6 +10,8 @@ sample plans — into numpy arrays that travel through Ray's object store (zero-
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from normvar_core.pipeline.batches import PaddedBatches
@@ -26,7 +28,7 @@ def plan_payload(plan: RunPlan) -> dict[str, np.ndarray]:
     if not isinstance(b, PaddedBatches):
         raise TypeError("plan_payload needs a plan built by make_plan (PaddedBatches)")
     enc = b.enc
-    out = {
+    out: dict[str, Any] = {
         "enc_ids": enc.ids,
         "enc_special": enc.special,
         "enc_starts": enc.starts,
@@ -51,7 +53,7 @@ def plan_payload(plan: RunPlan) -> dict[str, np.ndarray]:
 def _sample_plan(arrays: dict, name: str) -> SamplePlan | None:
     if f"{name}_token_ids" not in arrays:
         return None
-    sp = SamplePlan(*(np.asarray(arrays[f"{name}_{f}"]) for f in _SAMPLE_FIELDS))
+    sp = SamplePlan(*(np.asarray(arrays[f"{name}_{f}"]) for f in _SAMPLE_FIELDS))  # type: ignore[arg-type]  # the fields in order
     for bi in np.unique(sp.batch):
         sp.by_batch[int(bi)] = np.flatnonzero(sp.batch == bi)
     return sp
@@ -83,7 +85,7 @@ def plan_from_payload(cfg, arrays: dict) -> RunPlan:
         token_ids=token_ids,
         counts=np.asarray(arrays["counts"], np.int64),
         tokens={int(t): "" for t in token_ids},
-        samples=_sample_plan(arrays, "pca"),
+        samples=_sample_plan(arrays, "pca"),  # type: ignore[arg-type]  # None when the run keeps no PCA picks
         uniform=_sample_plan(arrays, "uniform"),
     )
 

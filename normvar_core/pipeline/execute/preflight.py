@@ -67,7 +67,7 @@ def run_target(
     out_path = run_path_for(cfg, dd, out_dir)
     check_destination(out_path, overwrite)
     saved = resolve_destination(checkpoint, what="--checkpoint", make_parents=True) if checkpoint is not None else None
-    locked = tuple(dict.fromkeys(p for p in (out_path, dd.run_path(cfg.name), saved) if p is not None))
+    locked = tuple(dict.fromkeys(p for p in (out_path, dd.run_path(cfg.name), saved) if p is not None))  # type: ignore[arg-type]  # a compute names its run
     return RunTarget(cfg, dd, out_path, saved, overwrite, fresh, locked)
 
 

@@ -148,7 +148,7 @@ def early_passes(ctx: RunContext, source, *, states, report, check_cancel, saver
     ``saver.every_s`` seconds and when interrupted or cancelled after a batch, ``check_cancel`` polled after each
     batch."""
     passes = start_early(ctx, source, reuse=True, states=states)
-    planned = sum(cls.early_pass.planned(ctx)["batches"] for cls in early_measures(ctx) if cls.name in passes)
+    planned = sum(cls.early_pass.planned(ctx)["batches"] for cls in early_measures(ctx) if cls.name in passes)  # type: ignore[union-attr, misc]  # early_measures: each has an early pass
     start = sum(ep.done for ep in passes.values())
     label = " and ".join(dict.fromkeys(ep.label for ep in passes.values()))
     clock = PhaseClock(report)  # rate and ETA of the early batches

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 PHASES = {
     "corpus": "plan",
@@ -136,8 +137,8 @@ class TqdmProgress:
     def __init__(self, file=None, disable: bool | None = None):
         self.file = file or sys.stderr
         self.disable = disable
-        self.bar = None
-        self.phase = None
+        self.bar: Any = None  # a tqdm bar, imported where it opens
+        self.phase: str | None = None
 
     def _open(self, p: Progress) -> None:
         from tqdm import tqdm

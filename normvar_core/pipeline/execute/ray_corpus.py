@@ -112,7 +112,7 @@ class RangeState:
             self.parse(share, column)
         if self.skip != int(skip):
             t0 = time.process_time()
-            self.sel, self.skip = ranges.select_range(self.cfg, self.records, int(skip)), int(skip)
+            self.sel, self.skip = ranges.select_range(self.cfg, self.records, int(skip)), int(skip)  # type: ignore[arg-type]  # records are parsed first
             self.cpu_s += time.process_time() - t0
         return self.sel
 

@@ -60,7 +60,7 @@ class MergedState:
             return
         self.ensure()
         try:
-            merge_into(self.accs, pieces)
+            merge_into(self.accs, pieces)  # type: ignore[arg-type]  # set before the merge
         except PieceLost:
             self.rollback()
             return
@@ -75,7 +75,7 @@ class MergedState:
             ckpt.save(
                 self.path,
                 self.fingerprint,
-                ckpt.partial_state(self.accs, 0, 0),
+                ckpt.partial_state(self.accs, 0, 0),  # type: ignore[arg-type]  # set before the merge
                 {"ray_ranges": sorted(self.covered), "oom_splits": self.oom},
             )
 

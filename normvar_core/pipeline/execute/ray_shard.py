@@ -9,6 +9,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,7 +63,12 @@ class Shard:
         self.cfg = RunConfig.from_json(cfg_json)
         self.loaded = models.load_model(self.cfg, data_dir)
         self.node = ray.get_runtime_context().get_node_id()
-        self.plan = self.source = self.ctx = self.accs = self.corpus_state = None
+        self.plan: Any
+        self.source: TransformerSource
+        self.ctx: RunContext
+        self.accs: dict[str, Any]
+        self.corpus_state: RangeState | None
+        self.plan = self.source = self.ctx = self.accs = self.corpus_state = None  # type: ignore[assignment]  # set by the driver's calls before use
         self.covered: list[tuple[int, int]] = []
         self.oom_reported = 0
         self.outgoing: tuple[str, dict] | None = None  # (token, {key: array}) of the last flush, until released
@@ -82,15 +88,15 @@ class Shard:
         """Corpus phase 2: sample with the generator advanced past ``skip`` uniforms; how many picked."""
         if self.corpus_state is None:  # a restarted actor: phase 1 again
             self.parse(meta, data, column)
-        return len(self.corpus_state.selection(dict(meta, data=data), column, skip).kept)
+        return len(self.corpus_state.selection(dict(meta, data=data), column, skip).kept)  # type: ignore[union-attr]  # parse() above set it
 
     def keep(self, meta: dict, data: bytes, column: str | None, skip: int, room: int) -> dict:
         """Corpus phase 3: keep ``room`` picked sentences, tokenize them (``ray_corpus.actor_keep``)."""
         self.select(meta, data, column, skip)
         state, self.corpus_state = self.corpus_state, None
-        sel = state.selection(dict(meta, data=data), column, skip)
+        sel = state.selection(dict(meta, data=data), column, skip)  # type: ignore[union-attr]  # select() above set it
         max_length = int(self.cfg.max_length or self.loaded.info.max_length)
-        return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length, prior_cpu_s=state.cpu_s)
+        return actor_keep(self.cfg, sel, room, self.loaded.tokenizer, max_length, prior_cpu_s=state.cpu_s)  # type: ignore[union-attr]
 
     def describe(self) -> dict:
         """The model this actor loaded, for the driver (which loads no weights): its ``ModelInfo`` and
@@ -115,7 +121,7 @@ class Shard:
         import ray
 
         _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
-        dmap = self.loaded.info.device_map
+        dmap: dict[str, str] = self.loaded.info.device_map  # type: ignore[assignment]  # a --device-map actor's map
         return plan_placed(
             ctx, shape_of_loaded(self.loaded), self.loaded.model, dmap, device_limits(dmap), dtype=self.cfg.dtype
         )
@@ -162,7 +168,7 @@ class Shard:
         self._ensure_plan(payload_box)
         marker = os.environ.get(CRASH_ENV)
         delay = float(os.environ.get(DELAY_ENV) or 0)
-        crash = bool(marker) and bool(self.covered) and not Path(marker).exists()
+        crash = bool(marker) and bool(self.covered) and not Path(marker).exists()  # type: ignore[arg-type]  # bool(marker) first
         if self.accs is None:
             self.accs = build_measures(self.ctx)
 
@@ -171,7 +177,7 @@ class Shard:
             if counter is not None:
                 counter.report.remote(start, i + 1 - start)
             if crash:  # a hard crash in the middle of a range, with another range held unflushed (tests)
-                Path(marker).write_text(str(os.getpid()))
+                Path(marker).write_text(str(os.getpid()))  # type: ignore[arg-type]  # crash implies marker
                 os._exit(1)
             if delay:
                 time.sleep(delay)
@@ -198,10 +204,10 @@ class Shard:
             out["small"] = {k: v for k, v in arrays.items() if k not in big}
             out["blocks"] = {k: int(v.shape[0]) for k, v in big.items()}
             out["token"] = os.urandom(8).hex()
-            self.outgoing = (out["token"], big)
+            self.outgoing = (out["token"], big)  # type: ignore[assignment]  # the token is a str
             out["oom_splits"] = self.source.oom_splits - self.oom_reported
             self.oom_reported = self.source.oom_splits
-        self.accs, self.covered = None, []
+        self.accs, self.covered = None, []  # type: ignore[assignment]  # until the next run
         return out
 
     def piece(self, token: str, key: str, block: int) -> np.ndarray:

@@ -57,7 +57,7 @@ def start_early(
     passes = {}
     for cls in early_measures(ctx, registry):
         if cls.name not in ctx.early:
-            passes[cls.name] = ep = cls.early_pass.start(ctx, source, reuse=reuse)
+            passes[cls.name] = ep = cls.early_pass.start(ctx, source, reuse=reuse)  # type: ignore[union-attr]  # early_measures: each has an early pass
             if states and cls.name in states:
                 ep.load_state_dict(states[cls.name])
     return passes

@@ -115,7 +115,7 @@ class Measure(Stateful, ABC):
             return None
         if cls.early_pass is not None and cls.name not in ctx.early:
             return None
-        return cls(ctx)
+        return cls(ctx)  # type: ignore[call-arg]  # every measure is built from the run context
 
     @classmethod
     def skip_reason(cls, ctx: RunContext) -> str | None:
@@ -168,7 +168,8 @@ class Measure(Stateful, ABC):
         they hold 99 % of the bytes; the rest counted ("+ 5 smaller arrays")."""
         planned = cls.planned_state(ctx) or {}
         size = cls.planned_sizes(ctx) or {}
-        out, held, total = [], 0, sum(size.values())
+        out: list[str] = []
+        held, total = 0, sum(size.values())
         for k in sorted(planned, key=lambda k: -size[k]):
             if held >= 0.99 * total and out:
                 rest = len(planned) - len(out)

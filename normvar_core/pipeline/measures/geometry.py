@@ -26,6 +26,8 @@ would fit (``drop_reason``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -114,7 +116,7 @@ def _batch_context_device(X, rows, r, dup, sentences, t: int, level, subsets) ->
     sent = sentences[rows[firsts]]
     subs = {k: (level[at] >= k, rk[at], nk[at]) for k, (rk, nk) in subsets.items()}
     masked = geometry_device.masked_search(X[torch.as_tensor(firsts, device=X.device)], sent)
-    return twonn_context.batch_context(firsts, sent, r[at], None, t, rows=int(rows.size), subsets=subs, masked=masked)
+    return twonn_context.batch_context(firsts, sent, r[at], None, t, rows=int(rows.size), subsets=subs, masked=masked)  # type: ignore[arg-type]  # no per-row groups: masked by sentence
 
 
 def first_copies(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,7 +150,7 @@ class GeometryMeasure(LayerMajor):
         self.dim = d
         self.uplan = ctx.plan.uniform
         self._pkeys = position_keys(self.uplan) if _sample_size(ctx) else np.zeros(0, np.int64)
-        z = dict(dtype=torch.float64, device=self.device)
+        z: dict[str, Any] = dict(dtype=torch.float64, device=self.device)
         self.cov = Covariance(self, (L, d), device=self.device)  # n, mean, scatter
         self._add_state("sum_u", torch.zeros((L, d), **z))  # Σ x/‖x‖
         # per layer, on the states' device (no host sync per batch): embeddings with a non-zero norm
@@ -283,7 +285,7 @@ class GeometryMeasure(LayerMajor):
             mine = [by_batch[i] for i, (lj, _) in enumerate(tasks) if lj == li]
             eig = geometry_device.eigenvalues(self.cov.covariance(li)) if on else None
             row, eig = layer_geometry.layer_row(
-                None if on else cov[li],
+                None if on else cov[li],  # type: ignore[index]  # cov is set when not on
                 sample[li],
                 n=self.n,
                 sum_u_sq=float(su[li] @ su[li]),

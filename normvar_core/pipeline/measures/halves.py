@@ -30,6 +30,8 @@ bert-base shape (L = 13, d = 768, T = 30k): 4.8 GB — switch it off with ``--no
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import torch
@@ -76,7 +78,7 @@ class Half(Stateful):
         L, d = ctx.num_layers, int(ctx.dim)
         tm = TokenMoments(num_layers=L, dim=d, device=device, mean_dtype=ctx.cfg.mean_dtype, layer_index=ctx.layers)
         self._add_state("tm", tm.register(ctx.plan.token_ids))
-        z = dict(dtype=torch.float64, device=device)
+        z: dict[str, Any] = dict(dtype=torch.float64, device=device)
         g = d if with_geometry else 0  # no geometry: no covariance kept, only the count
         self.cov = Covariance(self, (L, g), device=device)  # n, mean, scatter
         self._add_state("sq_all", torch.zeros(L, **z))
@@ -180,12 +182,12 @@ class HalvesMeasure(LayerMajor):
         else:
             if view.sizes != n_h:
                 raise RuntimeError("the layer view is not split into this batch's halves")
-            parts = view.parts()
+            parts = view.parts()  # type: ignore[assignment]  # the same rows, without a half left empty
         for h, (n, mean, scatter) in enumerate(parts):
             self.halves[h].cov.pool(l, n, mean, scatter)
 
     def end_batch(self, batch: StateBatch) -> None:
-        self._rows = self._rows0 = self.view_split = None
+        self._rows = self._rows0 = self.view_split = None  # type: ignore[assignment]  # until the next batch
 
     # ------------------------------------------------------------------ result
     def take_results(self, results: dict) -> None:
@@ -195,7 +197,7 @@ class HalvesMeasure(LayerMajor):
     def merged_moments(self) -> TokenMoments:
         """A + B as one TokenMoments (a copy: the halves are left as they are)."""
         full = TokenMoments.from_state_dict(self.a.tm.state_dict(), device=self.device)
-        return full.merge(self.b.tm)
+        return full.merge(self.b.tm)  # type: ignore[return-value]  # merge returns its own class
 
     def _covariances(self) -> list:
         """The covariance per layer of half A, half B and the whole corpus (pooled), or Nones."""

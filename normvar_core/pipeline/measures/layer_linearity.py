@@ -124,7 +124,9 @@ class LayerLinearityMeasure(LayerMajor):
         self._add_state("paired", (np.arange(L) < L - 1).astype(np.uint8), merge="same")
         self._add_state("a", Half(L, d, self.device, self.paired))
         self._add_state("b", Half(L, d, self.device, self.paired))
-        self._rows = self._prev = None
+        self._rows: list[torch.Tensor]
+        self._prev: list
+        self._rows = self._prev = None  # type: ignore[assignment]  # set by begin_batch
 
     @property
     def halves(self) -> tuple[Half, Half]:
@@ -166,7 +168,7 @@ class LayerLinearityMeasure(LayerMajor):
     def begin_batch(self, batch: StateBatch) -> None:
         self._rows = half_rows(batch, self.device)
         self.view_split = view_split(self._rows)
-        self._prev = None
+        self._prev = None  # type: ignore[assignment]  # a new batch
 
     def _parts(self, view: LayerView) -> list[tuple]:
         """Per half: (n_h, μ_h, S_h, its centred rows x − c, δ_h = μ_h − c), or (0, …) for an empty half."""
@@ -201,7 +203,7 @@ class LayerLinearityMeasure(LayerMajor):
         self._prev = [p if len(p) == 3 else None for p in parts]
 
     def end_batch(self, batch: StateBatch) -> None:
-        self._rows = self._prev = self.view_split = None
+        self._rows = self._prev = self.view_split = None  # type: ignore[assignment]  # until the next batch
 
     # ------------------------------------------------------------------ result
     def pooled(self) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:

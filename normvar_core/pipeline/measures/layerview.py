@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from abc import abstractmethod
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -87,10 +88,18 @@ class LayerView:
         self.x = x
         self.n = int(x.shape[0])
         self.dtype = torch.float64 if scatter_dtype == "float64" else torch.float32
+        self.order: Any
+        self.sizes: Any
         self.order, self.sizes = split if split is not None else (None, None)
-        self._mean = self._centred = self._scatter = self._sq = self._x64 = self._grams = None
+        self._mean: torch.Tensor
+        self._centred: torch.Tensor
+        self._scatter: torch.Tensor
+        self._sq: torch.Tensor
+        self._x64: torch.Tensor
+        self._grams: Any
+        self._mean = self._centred = self._scatter = self._sq = self._x64 = self._grams = None  # type: ignore[assignment]  # computed on first use
         if known is not None and known["dtype"] == self.dtype and known["sizes"] == self.sizes:
-            self._mean, self._grams, self._scatter = known["mean"], known.get("grams"), known.get("scatter")
+            self._mean, self._grams, self._scatter = known["mean"], known.get("grams"), known.get("scatter")  # type: ignore[assignment]  # known holds them
 
     def reusable(self) -> dict:
         """m_b and the Gram products (the parts' G_h and sums with a split, the scatter C_b without), computed
@@ -222,7 +231,7 @@ class LayerMajor(Measure):
     says so. A covariance registered with ``covariance.Covariance`` is counted by the loop after the batch
     (``Covariance.commit``): the measure does not count its rows."""
 
-    view_split = None
+    view_split: tuple | None = None
     """(order, sizes) set in ``begin_batch`` by a measure that wants the batch's views split into
     row parts (``LayerView``'s ``split``: the halves); None otherwise."""
 

@@ -117,7 +117,7 @@ class NeighbourhoodMeasure(Measure):
         return int(1024 * L * K + threads * work) if K else 0
 
     def update(self, batch: StateBatch) -> None:
-        self.n += batch.size
+        self.n += batch.size  # type: ignore[attr-defined]  # a registered state
 
     def take_states(self, measures: dict) -> None:
         self.geometry = measures.get("geometry")
@@ -139,12 +139,12 @@ class NeighbourhoodMeasure(Measure):
         kmax = max(overlap.KS)
         lists = np.full((2, K, kmax), -1, np.int64)
         candidates = np.zeros((2, K), np.int64)
-        curves = ([], [])
+        curves: tuple[list, list] = ([], [])
         for t in np.unique(tb):
             rows = np.flatnonzero(tb == t)
             sent = sentences[rows]
             if device_sample is None:
-                X = sample[li][rows] + np.float32(0.0)
+                X = sample[li][rows] + np.float32(0.0)  # type: ignore[index]  # the sample is kept when the measure runs
                 first = np.zeros(rows.size, bool)
                 first[first_copies(X)[1]] = True
             else:  # the copies found on the device too: its rows never come to the host
@@ -169,7 +169,7 @@ class NeighbourhoodMeasure(Measure):
             curves[0].append(gride.batch_curve(grided[0]))
             curves[1].append(gride.batch_curve(grided[1]))
         layer = int(self.layers[li])
-        rows = [{"layer": layer, **r} for v in (0, 1) for r in gride.layer_rows(curves[v], masked=bool(v))]
+        rows = [{"layer": layer, **r} for v in (0, 1) for r in gride.layer_rows(curves[v], masked=bool(v))]  # type: ignore[assignment]  # the table rows from here on
         return {"gride": rows, "lists": lists, "candidates": candidates}
 
     def result(self) -> dict:

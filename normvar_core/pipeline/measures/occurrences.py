@@ -56,7 +56,8 @@ from normvar_core.stats.axes import top_axes
 
 def spread_order(n: int):
     """0 .. n-1 in van der Corput order (0, n/2, n/4, 3n/4, ...), lazily: any prefix is spread over the range."""
-    seen, j = set(), 0
+    seen: set = set()
+    j = 0
     while len(seen) < n:
         x, f, i = 0.0, 0.5, j
         while i:
@@ -164,7 +165,8 @@ class AxesPass(EarlyPass):
         """Pool the batches of the spread order after the ``done`` ones until ``positions`` are in; ``on_batch(self)``
         after each whole batch. SIGINT/SIGTERM wait while a batch is half pooled (``interrupts_between_batches``),
         so the state at an interrupt holds whole batches only."""
-        source, seen, kept_bytes = self.source, {}, 0
+        seen: dict = {}
+        source, kept_bytes = self.source, 0
         keep = self.reuse and hasattr(source, "reuse") and source.device.type == "cpu"
         order = spread_order(self.plan.n_batches)
         for _ in range(self.done):

@@ -18,6 +18,8 @@ to ``layer_outliers(layer, q, q_share_pos0, q_share_top1dim, q_share_top5dim, ma
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import torch
@@ -46,7 +48,7 @@ class OutlierMeasure(LayerMajor):
         super().__init__(ctx)
         L, d = ctx.num_layers, ctx.dim
         self.dim = d
-        z = dict(dtype=torch.float64, device=self.device)
+        z: dict[str, Any] = dict(dtype=torch.float64, device=self.device)
         # n, the per-dimension mean and m2 = Σ (h_j − mean_j)²
         self.cov = Covariance(self, (L, d), scatter="m2", outer=False, device=self.device)
         self._add_state("max_abs", torch.zeros((L, d), **z), merge="max")
@@ -78,7 +80,7 @@ class OutlierMeasure(LayerMajor):
         self._keys = np.stack(
             [torch.as_tensor(v).cpu().numpy() for v in (batch.token_ids, batch.sentence_ids, batch.positions)], axis=1
         ).astype(np.float64)
-        self._tops = []
+        self._tops: list = []
 
     def update_layer(self, l: int, view: LayerView, batch: StateBatch) -> None:
         """Per-dimension mean and Σ(h_j − m_j)² (diag of the shared batch scatter, pooled by Chan),
@@ -94,7 +96,7 @@ class OutlierMeasure(LayerMajor):
 
     def end_batch(self, batch: StateBatch) -> None:
         self.top = np.stack(self._tops)
-        self._pos0 = self._keys = self._tops = None
+        self._pos0 = self._keys = self._tops = None  # type: ignore[assignment]  # until the next batch
 
     def _threshold(self, l: int, view: LayerView) -> float | None:
         """tau such that TOP_K distinct keys reach |value| >= tau (None: no such tau known; or the

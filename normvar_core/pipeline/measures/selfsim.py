@@ -84,8 +84,8 @@ class SelfSimilarityMeasure(Measure):
             unit_sum_kernel(X.contiguous().numpy(), order, starts, rows, self.sum_u.numpy(), bounds)
             self.n.numpy()[rows] += np.diff(starts)
             return
-        ids = torch.as_tensor(batch.token_ids, device=self.device)
-        rows = torch.searchsorted(self.token_ids, ids)
+        ids = torch.as_tensor(batch.token_ids, device=self.device)  # type: ignore[assignment]  # the ids as a tensor
+        rows = torch.searchsorted(self.token_ids, ids)  # type: ignore[call-overload]
         self.n.index_add_(0, rows, torch.ones_like(rows))
         dt = torch.float64 if self.scatter_dtype == "float64" else torch.float32
         for l in range(X.shape[0]):

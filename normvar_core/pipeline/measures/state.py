@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -115,6 +115,10 @@ class Stateful:
     """A holder of registered state (see the module docstring)."""
 
     _states: dict
+
+    if TYPE_CHECKING:  # for the type checker only: registered states are attributes set by ``_add_state``
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def _add_state(
         self,

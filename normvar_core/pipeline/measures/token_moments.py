@@ -31,6 +31,8 @@ x 768 x 30k types: 2.4 GB in float64, 1.2 GB in float32; keep fewer layers to go
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -110,7 +112,9 @@ class TokenMoments(Stateful):
         self._T = 0
         self._cap = 0
         self._fixed = False  # rows pre-assigned by register(): the sync-free torch update
-        hooks = dict(export=TokenMoments._export_rows, spec=TokenMoments._spec_rows, restore=TokenMoments._restore_rows)
+        hooks: dict[str, Any] = dict(
+            export=TokenMoments._export_rows, spec=TokenMoments._spec_rows, restore=TokenMoments._restore_rows
+        )
         for name, merge in (("ids", ByType()), ("n", "pooled"), ("mean", "pooled"), ("s", "pooled")):
             # stacked by layer: mean and s (their type rows on axis 1); ids and n are shared by all layers
             self._add_state(name, self._zeros(name, 0), merge, per_layer=_ROW_AXIS[name] == 1, **hooks)
@@ -278,7 +282,7 @@ class TokenMoments(Stateful):
             n_new = self.n[rows] + counts
             self._update_torch(X, inv, rows, n_new)
             self.n[rows] = n_new
-        self.n_embeddings += N
+        self.n_embeddings += N  # type: ignore[attr-defined]  # a registered state
         return self
 
     def _update_cpu(self, X: torch.Tensor, ids: np.ndarray, rows_in: np.ndarray | None = None) -> None:

@@ -85,7 +85,7 @@ def update_cpu(sample: torch.Tensor, found: list) -> None:
     l, p, q = (np.concatenate([f[i] for f in found]) for i in (2, 3, 4))
     if l.size == 0:
         return
-    sample = sample.numpy()
+    sample = sample.numpy()  # type: ignore[assignment]  # its numpy view from here on
     buf = np.empty((min(l.size, CPU_PAIR_CHUNK), sample.shape[2]))
     dist = np.empty(l.size)
     for a in range(0, l.size, CPU_PAIR_CHUNK):

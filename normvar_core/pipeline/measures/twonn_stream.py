@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
@@ -84,7 +85,9 @@ class NeighbourState:
         self.device = torch.device(device)
         self.base_level = torch.as_tensor(subset_levels(self.tb), device=self.device)  # (K,) int8: 1, 2, 4 or 8
         self.mult = hash_multipliers(dim, self.device)
-        self._sq, self._sq_of = None, None  # the stored rows' squared norms (``_norms``)
+        self._sq: torch.Tensor
+        self._sq_of: Any
+        self._sq, self._sq_of = None, None  # type: ignore[assignment]  # the stored rows' squared norms (``_norms``)
         L, K = num_layers, size
         # kept rows whose level rose in this arrival or merge, searched again at its end (``search_risen``): until
         # then the subsets' searches skip them (their subset neighbours are not searched yet)
@@ -343,7 +346,7 @@ class NeighbourState:
         else:
             rt = torch.as_tensor(rows, device=self.device)
             ct = torch.as_tensor(cols, device=self.device)
-            masks = (
+            masks = (  # type: ignore[assignment]  # torch masks here, numpy above
                 h.dup[:, rt],
                 h.dup[:, ct],
                 h.level[:, rt],
@@ -352,7 +355,7 @@ class NeighbourState:
                 self.pending[:, ct],
                 only,
             )
-        dup_r, dup_c, lev_r, lev_c, pend_r, pend_c, only = masks
+        dup_r, dup_c, lev_r, lev_c, pend_r, pend_c, only = masks  # type: ignore[assignment]
         G, found = None, []
         for k, r, nn in self.trackers():
             if only is not None and k == 1:

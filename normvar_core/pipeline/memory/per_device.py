@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from contextlib import contextmanager
+from typing import Any
 
 from normvar_core.device_options import read_device_map
 from normvar_core.pipeline.measures import MEASURES
@@ -113,7 +114,8 @@ def device_rows(
     def keeps_on(dev: str) -> str:
         return host if dev in ("cpu", "disk") else dev
 
-    state, passes, measures = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), {x: {} for x in devices}
+    measures: dict[Any, dict] = {x: {} for x in devices}
+    state, passes = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0)
     early = dict.fromkeys(devices, 0)
     for dev in devices:
         L_k = len(kept.get(dev, ()))

@@ -132,7 +132,7 @@ def dist_file(dist: str, suffix: str) -> Path | None:
         return None
     for f in d.files or []:
         if str(f).endswith(suffix):
-            p = Path(d.locate_file(f))
+            p = Path(d.locate_file(f))  # type: ignore[arg-type]  # a pathlib.Path in fact
             return p if p.exists() else None
     return None
 
@@ -143,7 +143,7 @@ def alias_installed(alias: str) -> bool:
     dirs = [module_dir(m) for m in spec.modules]
     if not all(dirs):
         return False
-    if spec.weights and not any(dirs[0].glob(spec.weights)):
+    if spec.weights and not any(dirs[0].glob(spec.weights)):  # type: ignore[union-attr]  # all(dirs) above
         return False
     return all(spec.part_files())
 

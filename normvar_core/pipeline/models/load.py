@@ -191,7 +191,9 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
         logging.getLogger("accelerate.big_modeling").setLevel(logging.ERROR)
     if isinstance(mapped.get("device_map"), dict):  # its modules named by the model itself, on the meta device
         check_map_modules(
-            mapped["device_map"], meta_model(config, trust_remote_code=kw["trust_remote_code"]), cfg.device_map
+            mapped["device_map"],
+            meta_model(config, trust_remote_code=kw["trust_remote_code"]),
+            cfg.device_map,  # type: ignore[arg-type]  # a dict device map was given
         )
     tok = None
     try:

@@ -96,7 +96,7 @@ def check_text_model(conf, name: str) -> None:
     if main != "input_ids":
         what = _NON_TEXT.get(main, "not a text model")
         raise NormvarError(
-            f"model {name!r} is {what} ({cls.__name__} reads {main}, not token ids): normvar needs a "
+            f"model {name!r} is {what} ({cls.__name__} reads {main}, not token ids): normvar needs a "  # type: ignore[attr-defined]  # the mapping holds the model class
             "text model with a tokenizer and one hidden state per token",
             fix="use a text encoder, decoder or encoder-decoder (BERT, GPT-2, Llama, T5, BART ...)",
         )

@@ -64,8 +64,8 @@ def norm_tables(
     (``LoadedModel.norm_outputs``); else the model is probed now."""
     where = norm_outputs(model, tokenizer) if where is None else where
     mods = dict(model.named_modules())
-    rows = {"layer": [], "module": [], "norm_type": [], "gamma_sq": [], "beta_sq": [], "q_pred": []}
-    affine = {"layer": [], "dim": [], "gamma": [], "beta": []}
+    rows: dict[str, list] = {"layer": [], "module": [], "norm_type": [], "gamma_sq": [], "beta_sq": [], "q_pred": []}
+    affine: dict[str, list] = {"layer": [], "dim": [], "gamma": [], "beta": []}
     for layer in layers:
         name = where.get(int(layer), "")
         kind, g2, b2 = "", np.nan, np.nan

@@ -75,13 +75,13 @@ def _resolve_alias(alias: str, cache: Path) -> ModelSource:
     key = f"{alias}-{spec.version}"
     home = A.module_dir(spec.modules[0]) if spec.modules else None
     if spec.layout == "dir":
-        return ModelSource(alias, home / Path(spec.weights).parent)
+        return ModelSource(alias, home / Path(spec.weights).parent)  # type: ignore[operator]  # a dir layout names its module
     if spec.layout == "zip-parts":
         if not (cache / key / "config.json").exists():
-            _unzip_parts(spec.part_files(), cache / key)
+            _unzip_parts(spec.part_files(), cache / key)  # type: ignore[arg-type]  # alias_installed checked every part
         return ModelSource(alias, cache / key)
     if spec.layout == "gguf":
-        return ModelSource(alias, home, gguf_file=sorted(home.glob(spec.weights))[0].name, cache_key=key)
+        return ModelSource(alias, home, gguf_file=sorted(home.glob(spec.weights))[0].name, cache_key=key)  # type: ignore[arg-type, union-attr]  # a gguf layout names its module
 
     def assemble(tmp: Path) -> Path:  # gguf-parts: the package joins its part packages
         mod = importlib.import_module(spec.modules[0])
@@ -194,12 +194,12 @@ def has_accelerate() -> bool:
 
 def dequantized_dir(src: ModelSource, cache: Path) -> Path:
     """Dequantize a GGUF model once into ``cache/<key>`` (safetensors + tokenizer)."""
-    gguf_path = src.path / src.gguf_file if src.prepare is None else None
+    gguf_path = src.path / src.gguf_file if src.prepare is None else None  # type: ignore[operator]  # a GGUF source names its file
     key = src.cache_key
     if key is None:
-        st = gguf_path.stat()
-        digest = hashlib.sha256(f"{gguf_path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
-        key = f"{gguf_path.stem}-{digest[:12]}"
+        st = gguf_path.stat()  # type: ignore[union-attr]  # prepare is None here (a GGUF file)
+        digest = hashlib.sha256(f"{gguf_path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()  # type: ignore[union-attr]
+        key = f"{gguf_path.stem}-{digest[:12]}"  # type: ignore[union-attr]
     target = cache / key
     if (target / "config.json").exists():
         return target
@@ -214,7 +214,7 @@ def dequantized_dir(src: ModelSource, cache: Path) -> Path:
     try:
         if src.prepare is not None:
             gguf_path = src.prepare(tmp)
-        out = _dequantize(gguf_path, tmp / "model")
+        out = _dequantize(gguf_path, tmp / "model")  # type: ignore[arg-type]  # a GGUF file
         _publish_dir(out, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
