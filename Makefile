@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: venv test test-fast run models browser show bench bench-gpu dist docs docs-serve screenshots clean-venv
+.PHONY: venv lint test test-fast run models browser show bench bench-gpu dist docs docs-serve screenshots clean-venv
 
 venv: $(STAMP)
 
@@ -32,8 +32,15 @@ browser:
 # so two processes on 2 cores finish sooner; tests/conftest.py keeps each file, and every file that starts Ray,
 # in one process. TEST_PROCS=0 runs it in this process.
 TEST_PROCS ?= 2
-test: venv browser
+test: venv browser lint
 	$(PY) -m pytest -n $(TEST_PROCS) --dist loadgroup
+
+# Lint, format check and type check (configured in pyproject.toml; the same hooks run at commit with pre-commit,
+# .pre-commit-config.yaml): `make test` runs it first, so CI fails on a lint or type error.
+lint: venv
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
 
 # The fast loop: every test that loads no pretrained model, starts no process and drives no browser
 # (the markers: tests/conftest.py), in the same two processes; about 2 minutes on 2 cores. `make test` stays the whole suite.
