@@ -39,14 +39,12 @@ DEFAULT_RUN_NAME = "minilm__novels_en"
 
 
 def default_config() -> RunConfig:
-    """The run ``normvar up`` submits on an empty data directory (documented in the README)."""
-    return RunConfig(
-        model="minilm",
-        corpus="",
-        name=DEFAULT_RUN_NAME,
-        max_sentences=DEFAULT_MAX_SENTENCES,
-        neighbourhoods=True,
-        layer_linearity=True,
+    """The run ``normvar up`` submits on an empty data directory (documented in the README): every registered
+    measure on (``measures.every_measure_on``: the opt-in ones too)."""
+    from normvar_core.pipeline.measures import every_measure_on
+
+    return every_measure_on(
+        RunConfig(model="minilm", corpus="", name=DEFAULT_RUN_NAME, max_sentences=DEFAULT_MAX_SENTENCES)
     )
 
 

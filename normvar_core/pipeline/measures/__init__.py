@@ -6,6 +6,9 @@ below."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures.base import EarlyPass, Measure
 from normvar_core.pipeline.measures.geometry import GeometryMeasure
@@ -29,6 +32,24 @@ MEASURES: tuple[type[Measure], ...] = (
     NeighbourhoodMeasure,
     LayerLinearityMeasure,
 )
+
+
+def opt_in_switches(cfg: RunConfig, registry=MEASURES) -> list[str]:
+    """The boolean ``RunConfig`` fields off in ``cfg`` whose value True makes a measure of ``registry`` asked for
+    that ``cfg`` does not ask for (an opt-in measure is turned on by a flag of its own, off by default)."""
+    off = [cls for cls in registry if not cls.asked(cfg)]
+    return [
+        f.name
+        for f in dataclasses.fields(RunConfig)
+        if getattr(cfg, f.name) is False and any(cls.asked(cfg.replace(**{f.name: True})) for cls in off)
+    ]
+
+
+def every_measure_on(cfg: RunConfig, registry=MEASURES) -> RunConfig:
+    """``cfg`` with every opt-in switch of ``registry`` on (``opt_in_switches``), found from the registry: the
+    default run (``normvar up``) and the tests' runs that ask for every measure. A new opt-in measure is in them
+    with no edit."""
+    return cfg.replace(**dict.fromkeys(opt_in_switches(cfg, registry), True))
 
 
 def skip_reasons(ctx: RunContext, measures: dict[str, Measure], registry=MEASURES) -> dict[str, str]:
@@ -78,6 +99,8 @@ def prime(ctx: RunContext, source, *, reuse: bool = True, registry=MEASURES) -> 
 
 __all__ = [
     "MEASURES",
+    "opt_in_switches",
+    "every_measure_on",
     "skip_reasons",
     "early_measures",
     "start_early",

@@ -231,10 +231,6 @@ class GeometryMeasure(LayerMajor):
                 X = batch.states
                 self.neighbours.arrive(picks, X[:, torch.as_tensor(idx, device=X.device)])
 
-    def merge_sample(self, reader) -> None:
-        """The other partial's sampled rows merged in exactly (``NeighbourState.merge_reader``)."""
-        self.neighbours.merge_reader(reader)
-
     # ------------------------------------------------------------------ result
     device_finalize: bool | None = None
     """Finalize where the state is (``geometry_device``): None, on any device but the CPU; True: also on the CPU's
