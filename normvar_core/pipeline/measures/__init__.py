@@ -11,6 +11,8 @@ import dataclasses
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures.base import EarlyPass, Measure
+from normvar_core.pipeline.measures.curvature import CurvatureMeasure
+from normvar_core.pipeline.measures.dataset_entropy import DatasetEntropyMeasure
 from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.halves import HalvesMeasure
 from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
@@ -18,6 +20,7 @@ from normvar_core.pipeline.measures.moments import MomentsMeasure
 from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
 from normvar_core.pipeline.measures.occurrences import OccurrencesMeasure
 from normvar_core.pipeline.measures.outliers import OutlierMeasure
+from normvar_core.pipeline.measures.prompt_entropy import PromptEntropyMeasure
 from normvar_core.pipeline.measures.samples import SampleMeasure
 from normvar_core.pipeline.measures.selfsim import SelfSimilarityMeasure
 
@@ -31,6 +34,9 @@ MEASURES: tuple[type[Measure], ...] = (
     OccurrencesMeasure,
     NeighbourhoodMeasure,
     LayerLinearityMeasure,
+    PromptEntropyMeasure,
+    DatasetEntropyMeasure,
+    CurvatureMeasure,
 )
 
 
