@@ -1,4 +1,4 @@
-"""TwoNN's neighbour search during the pass (seed 004 §2.4; Facco et al. 2017), on the states' device.
+"""TwoNN's neighbour search during the pass (Razzhigaev et al. 2024 §2.4; Facco et al. 2017), on the states' device.
 
 The sample (``samples.plan_uniform``: the K positions with the smallest hashed (sentence, position)
 keys, in key order, i.e. a seeded random order) is split before the pass into TwoNN batches of at least
