@@ -100,7 +100,7 @@ class PromptEntropyMeasure(LayerMajor):
         return {"entropy_sum": ((ctx.num_layers,), np.float64), "sentences": ((ctx.num_layers,), np.int64)}
 
     def begin_batch(self, batch) -> None:
-        self._runs = batch.sentence_runs()
+        self._runs = tuple(t.cpu() for t in batch.sentence_runs())  # host indices; the rows stay where they are
 
     def update_layer(self, l: int, view, batch) -> None:
         h = sentence_entropies(view.x, *self._runs)
