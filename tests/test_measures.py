@@ -291,3 +291,23 @@ def test_the_architecture_and_the_manual_list_the_registry_in_order():
     manual = (root / "docs" / "measures.md").read_text()
     block = manual[manual.index("MEASURES = (") : manual.index(")\n```")]
     assert re.findall(r"^    (\w+),$", block, re.M) == [c.__name__ for c in MEASURES]
+
+
+def test_the_manual_lists_at_most_ten_ideas_for_a_per_sentence_measure():
+    """docs/measures.md's list of what a newcomer learns to write a per-sentence measure: at most ten ideas, each
+    naming a real name of the contract."""
+    import re
+    from pathlib import Path
+
+    from normvar_core.pipeline.contracts import StateBatch
+    from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "measures.md").read_text()
+    block = text[text.index("Writing a **per-sentence** measure") :].split("\n\n")[1]
+    ideas = re.findall(r"^\d+\. (.+)$", block, re.M)
+    assert 1 <= len(ideas) <= 10 and len(ideas) == len(block.splitlines())
+    named = {n for idea in ideas for n in re.findall(r"`(?:batch\.)?(\w+)", idea)}
+    hooks = {"begin_batch", "update_layer", "end_batch", "planned_state", "result", "tables", "curves", "asked"}
+    assert hooks <= named and all(hasattr(LayerMajor, n) for n in hooks)
+    assert {"sentence_runs", "LayerView", "_add_state"} <= named and hasattr(StateBatch, "sentence_runs")
+    assert hasattr(LayerMajor, "_add_state") and LayerView.__name__ == "LayerView"
