@@ -6,9 +6,8 @@
 ``normvar dashboard``  only serve the dashboard.
 
 The default run is MiniLM × the shipped novels, limited to ``DEFAULT_MAX_SENTENCES`` sentences so it
-computes in a few minutes on 2 CPU cores, with the two measures a compute leaves off for their cost (the
-neighbourhoods: GRIDE across scales and the overlap between layers; the layer linearity and CKA), so that every
-page has its figures; compute the full corpus with
+computes in a few minutes on 2 CPU cores, with every registered measure on, the ones a compute leaves off for
+their cost too (``measures.every_measure_on``), so that every page has its figures; compute the full corpus with
 ``normvar submit --model minilm --name minilm__novels_en_full``.
 """
 
