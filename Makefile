@@ -43,7 +43,8 @@ lint: venv
 	.venv/bin/mypy
 
 # The fast loop: every test that loads no pretrained model, starts no process and drives no browser
-# (the markers: tests/conftest.py), in the same two processes; about 2 minutes on 2 cores. `make test` stays the whole suite.
+# (the markers: tests/conftest.py), in the same two processes: at most 3 minutes on 2 idle cores. `make test` stays the
+# whole suite: at most 20 minutes on 2 idle cores (docs/development.md).
 FAST := not model and not subprocess and not browser and not slow
 test-fast: venv
 	$(PY) -m pytest -n $(TEST_PROCS) --dist loadgroup -m "$(FAST)"

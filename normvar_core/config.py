@@ -170,7 +170,7 @@ class RunConfig:
         False,
         "with the geometry: GRIDE's intrinsic dimension across scales and the "
         "neighbourhood overlap between layers, from an exact 128-NN search of the TwoNN sample "
-        "at publish (off by default: about 31 CPU-s for MiniLM's 7 layers x 16,384 points, 1.1x its forward pass)",
+        "at publish (off by default: about as long as the forward pass; the figures are in docs/benchmarks.md)",
     )
     halves: bool = opt(
         True,
@@ -183,7 +183,13 @@ class RunConfig:
         "linear CKA and the linearity score (Razzhigaev et al. 2024) between "
         "consecutive layers, exact over every embedding, with split-half intervals: four d x d "
         "float64 scatters per layer; off by default (one float64 Gram product per pair and "
-        "batch: about 0.2x the forward pass on a CPU)",
+        "batch; its cost is in docs/benchmarks.md)",
+    )
+    prompt_entropy: bool = opt(
+        False,
+        "prompt entropy (Skean et al. 2025): the matrix entropy of each sentence's token Gram matrix, "
+        "averaged over sentences; off by default (an eigendecomposition per sentence and layer; its cost is in "
+        "docs/benchmarks.md)",
     )
     id_sample: int = opt(
         ID_SAMPLE,

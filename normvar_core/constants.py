@@ -26,14 +26,15 @@ FREQ_BIN = 0.1
 UNK_FLAG = 0.05
 """A run whose counted positions are more than 5 % unknown tokens is flagged (wrong tokenizer?)."""
 ID_SAMPLE = 16384
-"""Seed 004 §2.4: TwoNN on a uniform sample of embeddings per layer, min(|X|, --id-sample), whatever the run's size."""
+"""Razzhigaev et al. §2.4: TwoNN on a uniform sample of embeddings per layer, min(|X|, --id-sample), whatever the run's
+size."""
 TWONN_BATCH = 4096
-"""Seed 004 §2.4: TwoNN and the batch anisotropy on batches of at least 4,096 embeddings (the rest joins the
+"""Razzhigaev et al. §2.4: TwoNN and the batch anisotropy on batches of at least 4,096 embeddings (the rest joins the
 last batch), mean ± std over batches."""
 
 
 MAX_ID_SAMPLE = 1 << 20
-"""The largest --id-sample accepted: 64x seed 004's 16,384 (the sample is held per layer, L x K x d floats)."""
+"""The largest --id-sample accepted: 64x Razzhigaev et al.'s 16,384 (the sample is held per layer, L x K x d floats)."""
 MAX_RESAMPLES = 100_000
 """The most bootstrap resamples ``findings`` accepts: 100x the default 1,000, whose percentile endpoints already
 move by less than their last printed digit between seeds; each resample costs a pass over the types."""
@@ -49,7 +50,8 @@ def id_sample_size(requested: int, n_embeddings: int) -> int:
 
 
 NULL_KINDS = ("isotropic", "offset", "matched")
-"""Seed 003's Gaussian nulls (drawn by ``stats.null``): isotropic N(0, s²I) with s² = Q(X)/d; offset N(c, s²I)
+"""The Gaussian-geometry comment's Gaussian nulls (drawn by ``stats.null``): isotropic N(0, s²I) with s² = Q(X)/d;
+offset N(c, s²I)
 with ‖c‖² = M(X), s² = V(X)/d; matched N(μ(X_t), V(X_t)/d · I) per type t."""
 
 

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from normvar_core.config import RunConfig
-
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 RUN = "minilm-novels300"
@@ -37,9 +35,9 @@ def build_dashboard_data(root: Path) -> Path:
     from normvar_core.stats.tokenstats import TokenStats
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    path = compute_run(
-        RunConfig(model="minilm", max_sentences=300, name=RUN, neighbourhoods=True, layer_linearity=True), root
-    )  # every page
+    from every_measure import every_measure_on
+
+    path = compute_run(every_measure_on(model="minilm", max_sentences=300, name=RUN), root)  # every measure: every page
     run = open_run(path)
     st = run.stats()
     keep = [i for i, l in enumerate(run.layers) if l % 2 == 0]

@@ -1,29 +1,15 @@
-"""A run configuration that asks for every registered measure, the opt-in ones too, found from the registry: the
-boolean RunConfig fields off by default whose value True makes some measure of ``MEASURES`` asked for (an opt-in
-measure is turned on by a flag of its own, off by default: tests/test_measures.py checks that). A new opt-in
-measure is covered with no edit here."""
+"""A run configuration that asks for every registered measure, the opt-in ones too: the registry's own
+``measures.every_measure_on`` (the default run's too), checked to ask for every measure of ``MEASURES``."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.measures import MEASURES
-
-
-def opt_in_switches(base: RunConfig) -> list[str]:
-    """The boolean fields off in ``base`` that turn on a measure ``base`` does not ask for."""
-    off = [cls for cls in MEASURES if not cls.asked(base)]
-    return [
-        f.name
-        for f in dataclasses.fields(RunConfig)
-        if getattr(base, f.name) is False and any(cls.asked(base.replace(**{f.name: True})) for cls in off)
-    ]
+from normvar_core.pipeline.measures import every_measure_on as _on
 
 
 def every_measure_on(**options) -> RunConfig:
     """``RunConfig(**options)`` with every opt-in switch on; every measure of ``MEASURES`` is then asked for."""
-    base = RunConfig(**options)
-    cfg = base.replace(**dict.fromkeys(opt_in_switches(base), True))
+    cfg = _on(RunConfig(**options))
     assert all(cls.asked(cfg) for cls in MEASURES), [cls.name for cls in MEASURES if not cls.asked(cfg)]
     return cfg

@@ -213,3 +213,38 @@ def test_is_oom():
     assert is_oom(MemoryError())
     assert not is_oom(RuntimeError("shape mismatch"))
     assert not is_oom(ValueError("out of memory"))
+
+
+def test_a_batch_holds_whole_sentences_in_position_order():
+    """The per-sentence contract (``StateBatch.sentence_runs``): over a plan's batches, and over the halves of a
+    batch split for memory, every sentence's counted positions are one run of consecutive rows, in position order,
+    in exactly one batch, as many as the plan counts for it."""
+    from normvar_core.pipeline.batches import counted_mask
+    from normvar_core.pipeline.contracts import StateBatch
+    from normvar_core.pipeline.run_plan import synthetic_plan
+    from normvar_core.pipeline.sources import GaussianSource, positions_of
+
+    cfg = RunConfig(model="gaussian")
+    plan = synthetic_plan(cfg, n_sentences=50, vocab_size=20, layers=[0], batch_size=7)
+    source = GaussianSource(dim=4, layers=[0], seed=1)
+    seen: dict[int, int] = {}
+
+    def check(batch: StateBatch) -> None:
+        starts, counts = batch.sentence_runs()
+        assert int(counts.sum()) == batch.size and len(starts) == len(set(batch.sentence_ids.tolist()))
+        for a, c in zip(starts.tolist(), counts.tolist()):
+            sid = batch.sentence_ids[a : a + c]
+            assert (sid == sid[0]).all() and (torch.diff(batch.positions[a : a + c]) > 0).all()
+            assert int(sid[0]) not in seen
+            seen[int(sid[0])] = c
+
+    for batch in source.batches(plan, 0, plan.n_batches):
+        check(batch)
+    per_sentence = dict(seen)
+    assert sorted(seen) == list(range(50))
+    for b in [b for b in plan.batches if len(b) > 1]:  # the halves of an out-of-memory retry: the same sentences, whole
+        seen.clear()
+        for half in b.split():
+            sent, pos = positions_of(half, counted_mask(half, **plan.exclusions))
+            check(StateBatch(index=0, states=None, token_ids=sent, sentence_ids=sent, positions=pos))
+        assert seen == {s: per_sentence[s] for s in seen}

@@ -327,3 +327,12 @@ def test_citation_cff():
     assert iso["year"] == 2022
     assert "Norm of Mean Contextualized Embeddings Determines their Variance" in titles
     assert "Internal Representation Dynamics in Transformers" in titles
+
+
+def test_each_test_loop_has_one_stated_time():
+    """The fast loop's and the whole suite's time, stated the same way wherever they are stated (the Makefile, the
+    README, Development): at most 3 and at most 20 minutes on 2 idle cores, and no other wording of them."""
+    for name in ("Makefile", "README.md", "docs/development.md"):
+        text = " ".join((ROOT / name).read_text().replace("#", " ").split())  # comment marks and line breaks away
+        assert "at most 3 minutes on 2 idle cores" in text and "at most 20 minutes on 2 idle cores" in text, name
+        assert not re.search(r"about 2 minutes|under 3 minutes|test-fast[^.]*a few minutes", text), name

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recording import recorded_run
 
 from examples.effective_rank import EffectiveRankMeasure, effective_rank
 from normvar_core.pipeline.measures import MEASURES
@@ -18,45 +19,13 @@ from normvar_core.pipeline.measures import MEASURES
 REGISTRY = MEASURES + (EffectiveRankMeasure,)  # the one line that registers it
 
 
-class Recording:
-    """A state source that hands on another's batches and keeps a float64 copy of every counted state."""
-
-    def __init__(self, source):
-        self.source, self.states = source, []
-
-    def __getattr__(self, name):
-        return getattr(self.source, name)
-
-    def batches(self, plan, start, stop):
-        for batch in self.source.batches(plan, start, stop):
-            self.states.append(batch.states.double().cpu().numpy().copy())
-            yield batch
-
-
 @pytest.fixture(scope="module")
 def run_path(tmp_path_factory, tiny_models) -> tuple[Path, list[np.ndarray]]:
     """(the published run with the measure, [(L, N_b, d) float64 states of every batch]) over 300 sentences."""
     from normvar_core.config import RunConfig
-    from normvar_core.pipeline.execute.partials import build_measures, run_range
-    from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.execute.publish import publish_run
 
-    root = tmp_path_factory.mktemp("erank")
-    (root / "runs").mkdir()
     cfg = RunConfig(model=str(tiny_models["bert"]), max_sentences=300, batch_size=32, name="erank")
-    setup = prepare(cfg, root)
-    source = Recording(setup.source)
-    measures = build_measures(setup.ctx, registry=REGISTRY)
-    run_range(source, setup.plan, measures, 0, setup.plan.n_batches)
-    path = publish_run(
-        root / "runs" / "erank.duckdb",
-        plan=setup.plan,
-        source=setup.source,
-        ctx=setup.ctx,
-        measures=measures,
-        seconds=0.0,
-        notes={},
-    )
+    path, source, _ = recorded_run(cfg, tmp_path_factory.mktemp("erank"), registry=REGISTRY)
     return path, source.states
 
 
@@ -87,7 +56,8 @@ def test_geometry_and_the_deck_show_it(run_path, monkeypatch):
     path, _ = run_path
     run = open_run(path)
     (curve,) = EffectiveRankMeasure.curves
-    assert run.curves == (curve,)
+    assert run.curves == tuple(c for cls in REGISTRY if cls.name in run.measures for c in cls.curves)
+    assert curve in run.curves
     monkeypatch.setenv("NORMVAR_DATA", str(path.parent.parent))
     at = AppTest.from_file(APP, default_timeout=90)
     at.query_params.update({"run": "erank"})

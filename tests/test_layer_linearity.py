@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from recording import recorded_run
 
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.measures.halves import half_of
@@ -17,33 +18,11 @@ from normvar_core.stats import layer_linearity as LL
 from normvar_core.stats.bootstrap import Z95
 
 
-class Recording:
-    """A state source that hands on another's batches and keeps a float64 copy of every counted state and the
-    sentence ids of its rows."""
-
-    def __init__(self, source):
-        self.source, self.states, self.sentences = source, [], []
-
-    def __getattr__(self, name):
-        return getattr(self.source, name)
-
-    def batches(self, plan, start, stop):
-        for batch in self.source.batches(plan, start, stop):
-            self.states.append(batch.states.double().cpu().numpy().copy())
-            self.sentences.append(np.asarray(batch.sentence_ids.cpu()))
-            yield batch
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory, tiny_models):
     """(the published run, (L, N, d) float64 states of every counted embedding, their sentence ids)."""
-    from normvar_core.pipeline.execute.partials import build_measures, run_range
-    from normvar_core.pipeline.execute.prepare import prepare
-    from normvar_core.pipeline.execute.publish import publish_run
     from normvar_core.runs.reader import open_run
 
-    root = tmp_path_factory.mktemp("lin")
-    (root / "runs").mkdir()
     cfg = RunConfig(
         model=str(tiny_models["bert"]),
         max_sentences=150,
@@ -54,21 +33,9 @@ def recorded(tmp_path_factory, tiny_models):
         halves=False,
         occurrences=0,
     )  # the measure alone streams its halves: the others left out
-    setup = prepare(cfg, root)
-    source = Recording(setup.source)
-    measures = build_measures(setup.ctx)
+    path, source, measures = recorded_run(cfg, tmp_path_factory.mktemp("lin"))
     assert LL.MEASURE in measures
-    run_range(source, setup.plan, measures, 0, setup.plan.n_batches)
-    path = publish_run(
-        root / "runs" / "lin.duckdb",
-        plan=setup.plan,
-        source=setup.source,
-        ctx=setup.ctx,
-        measures=measures,
-        seconds=0.0,
-        notes={},
-    )
-    return open_run(path), np.concatenate(source.states, axis=1), np.concatenate(source.sentences)
+    return open_run(path), source.all_states(), source.all_sentences()
 
 
 def brute_cka(X: np.ndarray, Y: np.ndarray) -> float:

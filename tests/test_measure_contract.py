@@ -261,3 +261,29 @@ def test_a_measure_without_planned_state_is_listed_not_counted():
     assert both.measures == alone.measures and both.total_bytes == alone.total_bytes
     assert both.measures["moments"] == MomentsMeasure.planned_bytes(ctx) > 0
     assert any("measure undeclared does not declare planned_state" in line for line in both.lines())
+
+
+def test_a_merge_rule_is_an_object_never_a_name():
+    """A state's own merge is a rule object passed by reference (``Custom(fn)``, as torchmetrics' ``dist_reduce_fx``
+    takes a function): it merges two partial states as written; the old name-looked-up ``"custom"`` and an object
+    with no ``merge`` are refused when the state is registered."""
+    from normvar_core.pipeline.measures.state import Custom, Stateful
+
+    def keep_larger_first(holder, reader) -> None:  # not a sum: the rule is really the function's
+        other = reader.get("first")
+        if other[0] > holder.first[0]:
+            holder.first = other.copy()
+
+    class Holder(Stateful):
+        def __init__(self, v):
+            self._add_state("first", np.array([v, -v], np.float64), merge=Custom(keep_larger_first))
+            self._add_state("n", 1)
+
+    a, b = Holder(2.0), Holder(5.0)
+    a.merge(b)
+    assert a.first.tolist() == [5.0, -5.0] and a.n == 2
+    assert Holder(7.0).merge(Holder(3.0)).first.tolist() == [7.0, -7.0]
+    with pytest.raises(ValueError, match="Custom"):
+        Stateful()._add_state("x", np.zeros(2), merge="custom")
+    with pytest.raises(ValueError, match="has no merge"):
+        Stateful()._add_state("x", np.zeros(2), merge=object())

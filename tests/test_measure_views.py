@@ -118,3 +118,37 @@ def test_a_figure_slide_names_a_column_without_values_instead_of_failing():
     t = pd.DataFrame({"layer": [0, 1, 2], "isoscore": [np.nan, 0.2, 0.3]})
     assert column_range(t, "isoscore", "IsoScore ι") == "IsoScore ι 0.200–0.300 (largest at layer 2)"
     assert column_range(t.assign(isoscore=np.nan), "isoscore", "IsoScore ι") == "IsoScore ι undefined"
+
+
+def _named_tables(paths) -> set[str]:
+    """Every string literal in the Python files ``paths`` (a page or a slide names the tables it reads)."""
+    import ast
+
+    return {
+        n.value
+        for p in paths
+        for n in ast.walk(ast.parse(Path(p).read_text()))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def unshown(registry) -> list[str]:
+    """The measures of ``registry`` of which nothing is on a page or a slide: no declared curve (a tab of its page
+    and a slide, from the run file), none of their tables read by a figure of ``FIGURES`` (a tab and its slide) and
+    none named by a page (``views/*.py``) or a slide builder (``normvar_core/report/``)."""
+    root = Path(__file__).resolve().parent.parent
+    shown = {t for _, f in ALL for g in (f, *f.below) for t in g.tables}
+    shown |= _named_tables([*(root / "views").glob("*.py"), *(root / "normvar_core" / "report").glob("*.py")])
+    return [cls.name for cls in registry if not cls.curves and not set(cls.table_names) & shown]
+
+
+def test_every_registered_measure_is_on_a_page_or_a_slide():
+    """Each measure of ``MEASURES`` shows something: a declared curve, or a table that a page's figure, a page or a
+    slide reads; a measure whose tables nothing reads is named (a made-up one, registered beside them)."""
+    from normvar_core.pipeline.measures import MEASURES, Measure
+
+    class Unread(Measure):
+        name, table_names = "unread", ("nowhere_read",)
+
+    assert unshown(MEASURES) == []
+    assert unshown((*MEASURES, Unread)) == ["unread"]

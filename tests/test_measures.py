@@ -216,7 +216,7 @@ def test_a_run_short_of_memory_drops_in_registry_order():
     from normvar_core.pipeline.model_shape import ModelShape
     from normvar_core.pipeline.run_plan import synthetic_plan
 
-    cfg = RunConfig(model="gaussian", samples_per_token=2, id_sample=50, layer_linearity=True)  # every measure asked
+    cfg = every_measure_on(model="gaussian", samples_per_token=2, id_sample=50)  # every measure asked
     plan = synthetic_plan(cfg, n_sentences=60, vocab_size=30, layers=[0, 1, 2], batch_size=8)
     ctx = RunContext(cfg=cfg, layers=[0, 1, 2], dim=16, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
     shape = ModelShape(
@@ -264,3 +264,50 @@ def test_an_old_format_run_file_still_reads(written_run_path, tmp_path):
     con.close()
     with pytest.raises(NormvarError, match="missing table.*token_means"):
         open_run(old)
+
+
+def test_the_architecture_and_the_manual_list_the_registry_in_order():
+    """ARCHITECTURE.md's measure names (the one-class sentence, the "Measures today" list, one line each) and
+    docs/measures.md's ``MEASURES`` tuple are the registry's, in its order; the drop order it states is the
+    droppable measures of a default run in registry order (``plan_memory`` keeps each that still fits, in that
+    order)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    arch = (root / "ARCHITECTURE.md").read_text()
+    names = [c.name for c in MEASURES]
+
+    def ticked(text: str) -> list[str]:
+        return re.findall(r"`(\w+)`", text)
+
+    sentence = arch[arch.index("Every streamed measure (") : arch.index(": their `name`s")]
+    assert ticked(sentence) == names
+    listed = arch[arch.index("Measures today, in registry order") : arch.index("The Gaussian null (`stats/null.py`)")]
+    assert re.findall(r"^- `(\w+)`:", listed, re.M) == names
+    flat = " ".join(arch.split())
+    drop = flat[flat.index("droppable measures in `MEASURES` order (") : flat.index(" in a default run")]
+    assert ticked(drop.split("order (", 1)[1]) == [c.name for c in MEASURES if c.may_drop(RunConfig())]
+    manual = (root / "docs" / "measures.md").read_text()
+    block = manual[manual.index("MEASURES = (") : manual.index(")\n```")]
+    assert re.findall(r"^    (\w+),$", block, re.M) == [c.__name__ for c in MEASURES]
+
+
+def test_the_manual_lists_at_most_ten_ideas_for_a_per_sentence_measure():
+    """docs/measures.md's list of what a newcomer learns to write a per-sentence measure: at most ten ideas, each
+    naming a real name of the contract."""
+    import re
+    from pathlib import Path
+
+    from normvar_core.pipeline.contracts import StateBatch
+    from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "measures.md").read_text()
+    block = text[text.index("Writing a **per-sentence** measure") :].split("\n\n")[1]
+    ideas = re.findall(r"^\d+\. (.+)$", block, re.M)
+    assert 1 <= len(ideas) <= 10 and len(ideas) == len(block.splitlines())
+    named = {n for idea in ideas for n in re.findall(r"`(?:batch\.)?(\w+)", idea)}
+    hooks = {"begin_batch", "update_layer", "end_batch", "planned_state", "result", "tables", "curves", "asked"}
+    assert hooks <= named and all(hasattr(LayerMajor, n) for n in hooks)
+    assert {"sentence_runs", "LayerView", "_add_state"} <= named and hasattr(StateBatch, "sentence_runs")
+    assert hasattr(LayerMajor, "_add_state") and LayerView.__name__ == "LayerView"

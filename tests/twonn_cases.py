@@ -18,9 +18,6 @@ class Holder(Stateful):
     def __init__(self, L, K, d, batch):
         self.neighbours = NeighbourState(self, L, K, d, "cpu", batch=batch)
 
-    def merge_sample(self, reader):
-        self.neighbours.merge_reader(reader)
-
 
 def twonn_case(rng, trial):
     """Points (2, K, d) in float32, integer grids (ties, identical rows) on odd trials, and a TwoNN batch size."""

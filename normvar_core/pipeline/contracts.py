@@ -16,6 +16,11 @@ special tokens and position 0 dropped when the run asks) of every kept layer:
     positions    (N,)       int64 index in the model's input sequence (special tokens included,
                             padding excluded: the first real token is 0)
 
+A batch holds **whole sentences**: the plan never cuts a sentence across batches, and a source that splits a batch
+for memory (``Batch.split``: an out-of-memory retry, same ``index``) splits it between sentences; a sentence's rows
+are consecutive, in position order (``StateBatch.sentence_runs``). A per-sentence measure therefore sees each
+sentence whole, in one ``update``.
+
 A **RunContext** is what a measure sizes itself from (the config, the kept layers, d, the device, the plan
 and the memory plan's decisions). This module is the pipeline's core: it imports no measure.
 """
@@ -48,6 +53,15 @@ class StateBatch:
     @property
     def size(self) -> int:
         return int(self.token_ids.shape[0])
+
+    def sentence_runs(self) -> tuple[Any, Any]:
+        """(starts, counts), int64 tensors on ``sentence_ids``' device: sentence j of the batch is rows
+        ``starts[j] : starts[j] + counts[j]`` (every counted position of it, in position order: a batch holds whole
+        sentences, see the module docstring)."""
+        import torch
+
+        _, counts = torch.unique_consecutive(self.sentence_ids, return_counts=True)
+        return torch.cumsum(counts, 0) - counts, counts
 
 
 @dataclass

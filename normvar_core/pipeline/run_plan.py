@@ -222,7 +222,8 @@ def make_plan(
 
 
 def uniform_size(cfg: RunConfig, total: int) -> int:
-    """K of the seeded uniform sample (TwoNN and seed 004's batches): ``id_sample_size(--id-sample, |X|)`` with the
+    """K of the seeded uniform sample (TwoNN and Razzhigaev et al.'s batches): ``id_sample_size(--id-sample, |X|)``
+    with the
     layer geometry, else 0."""
     return id_sample_size(cfg.id_sample, total) if cfg.geometry else 0
 

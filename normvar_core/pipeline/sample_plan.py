@@ -230,7 +230,7 @@ def _pick(occ: tuple[np.ndarray, ...], rng, per_token: int) -> tuple[np.ndarray,
 
 def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclude_position0: bool) -> SamplePlan:
     """A seeded uniform sample of ``size`` counted positions over the whole corpus (the TwoNN sample of
-    seed 004 §2.4): the positions with the smallest ``stats.layer_geometry.sample_keys(seed, sentence,
+    Razzhigaev et al. 2024 §2.4): the positions with the smallest ``stats.layer_geometry.sample_keys(seed, sentence,
     position)``, ordered by key (a random order). Known before the forward pass, like the PCA samples,
     so the main pass only copies the picked states; the same sample whatever the batches or shards."""
     e = np.zeros(0, np.int64)

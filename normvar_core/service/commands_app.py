@@ -7,9 +7,8 @@
 ``normvar dashboard``  only serve the dashboard.
 
 The default run is MiniLM × the shipped novels, limited to ``DEFAULT_MAX_SENTENCES`` sentences so it
-computes in a few minutes on 2 CPU cores, with the two measures a compute leaves off for their cost (the
-neighbourhoods: GRIDE across scales and the overlap between layers; the layer linearity and CKA), so that every
-page has its figures; compute the full corpus with
+computes in a few minutes on 2 CPU cores, with every registered measure on, the ones a compute leaves off for
+their cost too (``measures.every_measure_on``), so that every page has its figures; compute the full corpus with
 ``normvar submit --model minilm --name minilm__novels_en_full``.
 """
 
@@ -40,14 +39,12 @@ DEFAULT_RUN_NAME = "minilm__novels_en"
 
 
 def default_config() -> RunConfig:
-    """The run ``normvar up`` submits on an empty data directory (documented in the README)."""
-    return RunConfig(
-        model="minilm",
-        corpus="",
-        name=DEFAULT_RUN_NAME,
-        max_sentences=DEFAULT_MAX_SENTENCES,
-        neighbourhoods=True,
-        layer_linearity=True,
+    """The run ``normvar up`` submits on an empty data directory (documented in the README): every registered
+    measure on (``measures.every_measure_on``: the opt-in ones too)."""
+    from normvar_core.pipeline.measures import every_measure_on
+
+    return every_measure_on(
+        RunConfig(model="minilm", corpus="", name=DEFAULT_RUN_NAME, max_sentences=DEFAULT_MAX_SENTENCES)
     )
 
 

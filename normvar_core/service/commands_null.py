@@ -1,5 +1,5 @@
 """``normvar null RUN --kind isotropic|offset|matched [--seed S] [--name NAME]``: publish the Gaussian
-null of a run (seed 003) next to it."""
+null of a run (the Gaussian-geometry comment) next to it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Training sweeps: one run per checkpoint of a training series (a trainer's checkpoint-<step>/ folders,
 or a hub model's revisions), each with the same corpus and options, grouped by the run row's ``sweep``
-and ``step`` (seed 004's training dynamics). ``plan_sweep`` builds the configs, ``queue_sweep`` submits
+and ``step`` (Razzhigaev et al.'s training dynamics). ``plan_sweep`` builds the configs, ``queue_sweep`` submits
 those the sweep does not have yet as worker jobs. Used by ``normvar sweep`` and the New-run page."""
 
 from __future__ import annotations

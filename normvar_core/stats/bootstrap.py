@@ -1,6 +1,6 @@
 """Uncertainty of the layer-level figures, pure numpy.
 
-* **Bootstrap over token types** (the trade-off's C.V. of Q(X_t), slope and R², seed 002 Fig. 2, 4):
+* **Bootstrap over token types** (the trade-off's C.V. of Q(X_t), slope and R², Yamagiwa & Shimodaira 2024 Fig. 2, 4):
   the types in the band are the sampling units; a resample draws T rows of the per-type table
   (q, m, v) with replacement. Vectorised: a resample is a vector of counts w (T,) drawn once for all
   layers, so every statistic is a weighted sum — W (B, T) @ [x, y, x², xy, y²] per layer — and

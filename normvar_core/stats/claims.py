@@ -1,6 +1,7 @@
 """What a claim is (``Claim``: id, seed, wording and the rule deciding it), the thresholds of the rules, what a
 verdict holds (``Finding``), and what the rules read from a run, gathered once (``RunView``). The rules
-themselves: ``claims_moments`` (seeds 002 and 003: the study's core claims), ``claims_geometry`` (the layer
+themselves: ``claims_moments`` (Yamagiwa & Shimodaira 2024 and the Gaussian-geometry comment: the core
+claims), ``claims_geometry`` (the layer
 geometry's and the outliers') and ``isoscore``; ``findings.CLAIMS`` lists every claim with its rule, in the
 findings' order."""
 

@@ -1,5 +1,5 @@
 """The verdict rules of the claims on the layers' geometry and outliers (declared by the geometry and outliers
-measures; seed 004 and the massive activations of Sun et al. 2024): a flat or bell-shaped anisotropy profile,
+measures; Razzhigaev et al. and the massive activations of Sun et al. 2024): a flat or bell-shaped anisotropy profile,
 an interior peak of the TwoNN dimension, and position 0's share of Q(X) where outliers dominate."""
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ def id_profile(rv: RunView) -> Finding:
 
 def id_profile_of(g) -> Finding:
     """Claim 8 (004 Fig. 2): the TwoNN dimension peaks at an interior layer, above the first and the last;
-    interval mean ± 1.96 std / √batches over seed 004's batches. Decided on seed 004's estimate; the same rule on
+    interval mean ± 1.96 std / √batches over Razzhigaev et al.'s batches. Decided on Razzhigaev et al.'s estimate; the
+    same rule on
     the cross-context estimate (``stats.twonn_context``) is reported beside it, and where the two disagree while
     some layer's same-sentence share is above ``SAME_SENTENCE_WARN`` (``context_split``) the verdict is
     "cannot tell" with both. "cannot tell" too when a layer's sample holds fewer than ``TWONN_MIN_DISTINCT``

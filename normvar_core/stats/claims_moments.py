@@ -1,4 +1,5 @@
-"""The verdict rules of seed 002's and 003's claims on the moments (``findings.CLAIMS`` 1–6): the identity,
+"""The verdict rules of Yamagiwa & Shimodaira's and the Gaussian-geometry comment's claims on the moments
+(``findings.CLAIMS`` 1–6): the identity,
 the intermediate C.V. minimum, the trade-off slope, the depth trends of the shares, and the Gaussian null, each a
 function of the run's ``RunView``; the bootstrap over the band's types that claims 2, 3 and 6 share
 (``bootstrap_band``) and the point estimates per layer, computed once per view (``shared``)."""

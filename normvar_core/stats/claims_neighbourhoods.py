@@ -4,7 +4,7 @@ representations changes across the layers of the intrinsic dimension's peak and 
 the overlap χ(l, l+1) of consecutive layers is higher. The claim says no more than that comparison (not that the
 peak is where the neighbourhoods change most, nor a value the overlap reaches).
 
-The rule: with p the layer of the largest seed 004 TwoNN past the first kept layer, the value is
+The rule: with p the layer of the largest Razzhigaev et al. 2024 TwoNN past the first kept layer, the value is
 Δ = mean_{l > p} χ₁₀(l, l+1) − χ₁₀(p, p+1) (unmasked, ``layer_overlap``); it holds when Δ > 0. Its interval is
 Δ ± 1.96 √(s_p² + Σ_l s_l² / n²) with s the standard error over the TwoNN batches (``overlap_next_std`` / √B);
 "cannot tell" where the interval straddles 0 or no layer follows the peak."""

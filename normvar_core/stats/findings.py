@@ -1,4 +1,5 @@
-"""The claims of seeds 002, 003 and 004, each tested on one run, with its number, its interval and a
+"""The claims of the studies (Yamagiwa & Shimodaira 2024, the Gaussian-geometry comment, Razzhigaev et al.
+2024), each tested on one run, with its number, its interval and a
 verdict — one function (``findings``) for the CLI, the Findings page and the deck.
 
 Verdicts: ``holds``, ``fails``, ``cannot tell`` (the interval straddles the rule's threshold: ``claims.against``;
@@ -6,7 +7,7 @@ or the data cannot carry a verdict: an interval of zero width, a per-type claim 
 every occurrence at one point — ``claims.settle``), ``untestable`` (with why). Intervals: bootstrap over token types
 (``stats.bootstrap``: 1,000 seeded resamples, percentile) for the per-type statistics; split-half
 (θ ± 1.96 |θ_A − θ_B| / 2, the run's ``halves_layer`` table) for the corpus-level and geometry
-quantities; for TwoNN the spread over seed 004's batches (mean ± 1.96 std / √batches).
+quantities; for TwoNN the spread over Razzhigaev et al.'s batches (mean ± 1.96 std / √batches).
 
 Claims, in this order (stable ids), with the rule that decides each verdict:
 

@@ -1,4 +1,5 @@
-"""Seed 003's high-dimensional checks, per layer, from a run's tables (the same for a model's run and
+"""The Gaussian-geometry comment's high-dimensional checks, per layer, from a run's tables (the same for a model's run
+and
 for its Gaussian nulls, so they can be read side by side):
 
 * the spread of the norm, std(‖x‖) / E‖x‖ — for x ~ N(μ, s²I) in R^d with ‖μ‖ ≪ s√d it is ≈ 1/√(2d)
@@ -8,7 +9,7 @@ for its Gaussian nulls, so they can be read side by side):
   shared direction explains, anything above it is structure beyond it;
 * the ratio M(X_t)/V(X_t): for n_t Gaussian draws around the origin E M = s²d/n_t and
   E V = s²d (n_t − 1)/n_t, so n_t · M/V ≈ n_t/(n_t − 1) ≈ 1; the study's real embeddings sit orders of
-  magnitude above (a large norm of the mean, the "unexpected" part of seed 003).
+  magnitude above (a large norm of the mean, the "unexpected" part of the Gaussian-geometry comment).
 """
 
 from __future__ import annotations

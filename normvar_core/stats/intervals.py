@@ -1,8 +1,8 @@
 """The run's intervals, one table for the figures, the findings and the run file.
 
 ``half_values`` turns one half's (or the whole corpus') statistics into the per-layer quantities the
-study plots (seed 002 Fig. 5, 6, 18: M/Q, V/Q, V_W/Q, V_B/Q, V_W/V over the band's types, eqs. 8–15;
-seed 004 §2.3: anisotropy λ₁/Σλ of the exact covariance; the share of Q(X) carried by position 0), plus every
+study plots (Yamagiwa & Shimodaira 2024 Fig. 5, 6, 18: M/Q, V/Q, V_W/Q, V_B/Q, V_W/V over the band's types, eqs. 8–15;
+Razzhigaev et al. §2.3: anisotropy λ₁/Σλ of the exact covariance; the share of Q(X) carried by position 0), plus every
 column computed from the covariance's eigenvalues (``geometry.SPECTRAL_COLUMNS``: IsoScore).
 ``interval_table`` gives per layer and quantity: value, low, high, method —
 ``bootstrap-types`` for the trade-off (C.V. of Q(X_t), slope, R²; ``stats.bootstrap``) and

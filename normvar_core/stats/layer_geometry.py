@@ -1,20 +1,20 @@
-"""Layer geometry from exact streamed quantities (seed 004 §2.3–2.4; Ethayarajh 2019; Facco et al.
+"""Layer geometry from exact streamed quantities (Razzhigaev et al. 2024 §2.3–2.4; Ethayarajh 2019; Facco et al.
 2017). Pure numpy: the measures in ``pipeline/measures/geometry.py`` stream the inputs.
 
 * Spectrum of the covariance Σ = (1/n) Σ (x − μ)(x − μ)ᵀ of every embedding of a layer, eigenvalues
   λ₁ ≥ … ≥ λ_d ≥ 0:
-  anisotropy = λ₁ / Σλ (seed 004's σ₁²/Σσᵢ² of the centred matrix, §2.3); participation ratio
+  anisotropy = λ₁ / Σλ (Razzhigaev et al.'s σ₁²/Σσᵢ² of the centred matrix, §2.3); participation ratio
   PR = (Σλ)² / Σλ²; n90 / n99 = components needed for 90 % / 99 % of the variance; trace Σλ = V(X).
 * Mean cosine between two distinct embeddings, exact over all n(n−1) ordered pairs from
   s = Σ u, u = x / ‖x‖:   mean cos = (‖s‖² − n) / (n (n − 1)).
   Per token type the same formula over X_t is its self-similarity.
-* TwoNN (Facco et al. 2017, seed 004 §2.4): μᵢ = r₂ / r₁ (second / first nearest-neighbour
+* TwoNN (Facco et al. 2017, Razzhigaev et al. 2024 §2.4): μᵢ = r₂ / r₁ (second / first nearest-neighbour
   distance); the largest 10 % of μ discarded; the slope of −log(1 − F_emp(μ)) on log μ through the
   origin, F_emp(μ_(i)) = i / N — the estimator of scikit-dimension's ``TwoNN`` (checked against it in
   the tests). Identical rows are reduced to one copy first (as DADApy's ``remove_identical_points``)
   and the removed copies counted: the estimator runs on distinct points, so no point takes a copy of a
   duplicated pair as its two neighbours (r₁ = r₂, μ = 1).
-* Seed 003's high-dimensional checks: the spread of the norm, std(‖x‖)/E‖x‖ (a Gaussian in R^d puts
+* The Gaussian-geometry comment's high-dimensional checks: the spread of the norm, std(‖x‖)/E‖x‖ (a Gaussian in R^d puts
   it near 1/√(2d)), exact from Σ‖x‖ and Σ‖x‖²; cosines of disjoint random pairs of the sample (near
   N(0, 1/d) for isotropic vectors).
 * Spectral columns (``SPECTRAL_COLUMNS``: column -> f, today IsoScore's ``isoscore``): each adds ``f(eigenvalues)``
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normvar_core.constants import TWONN_BATCH as BATCH_SIZE  # seed 004: batches of at least 4,096 embeddings
+from normvar_core.constants import TWONN_BATCH as BATCH_SIZE  # Razzhigaev et al.: batches of at least 4,096 embeddings
 from normvar_core.stats.isoscore import isoscore
 
 TWONN_DISCARD = 0.1
@@ -88,7 +88,7 @@ def mean_cosine(sum_u_sq: float | np.ndarray, n: float | np.ndarray):
 
 
 def batch_anisotropy(X: np.ndarray) -> float:
-    """σ₁² / Σσᵢ² of the centred matrix of one batch (seed 004's estimate): the squared singular
+    """σ₁² / Σσᵢ² of the centred matrix of one batch (Razzhigaev et al.'s estimate): the squared singular
     values of X_c are the eigenvalues of X_cᵀ X_c (one d x d eigh instead of an m x d SVD)."""
     X = np.asarray(X, dtype=np.float64)
     Xc = X - X.mean(0)
@@ -137,7 +137,7 @@ def layer_row(
     """One ``layer_geometry`` row (without the layer) and the eigenvalues, from a layer's covariance,
     its random-order sample, Σu (as ‖Σu‖²) over n_u non-zero embeddings and Σ‖x‖, Σ‖x‖² over n.
     One definition for the measure over a model's states and for the Gaussian null;
-    ``est``: seed 004's batch estimates when already made (the measure's streamed neighbours,
+    ``est``: Razzhigaev et al.'s batch estimates when already made (the measure's streamed neighbours,
     ``estimates_from``), else ``batched_estimates`` with ``search(X32, k)``, the TwoNN candidate search;
     ``eigenvalues``: the covariance's, computed where it is (``cov`` then unused)."""
     sp = spectrum(cov, eigenvalues)
@@ -246,12 +246,12 @@ def twonn(X: np.ndarray, discard: float = TWONN_DISCARD, search=None) -> tuple[f
 
 def twonn_batch_of(m: int, batch: int = BATCH_SIZE) -> np.ndarray:
     """The TwoNN batch of each row of a shuffled sample of m rows: consecutive batches of ``batch`` rows,
-    the rest joining the last one (one batch below ``batch``): seed 004's batches of at least 4,096."""
+    the rest joining the last one (one batch below ``batch``): Razzhigaev et al.'s batches of at least 4,096."""
     return np.minimum(np.arange(m) // batch, max(1, m // batch) - 1)
 
 
 def batched_estimates(X: np.ndarray, batch: int = BATCH_SIZE, search=None) -> dict:
-    """Seed 004's protocol on a shuffled sample: split into batches of ``batch`` rows (the rest
+    """Razzhigaev et al.'s protocol on a shuffled sample: split into batches of ``batch`` rows (the rest
     joins the last batch: ``twonn_batch_of``), per batch TwoNN and the anisotropy; mean ± std over batches."""
     tb = twonn_batch_of(X.shape[0], batch)
     parts = []

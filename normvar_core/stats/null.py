@@ -1,4 +1,5 @@
-"""Gaussian null models of a run (seed 003): what plain high-dimensional Gaussians would give for the
+"""Gaussian null models of a run (the Gaussian-geometry comment): what plain high-dimensional Gaussians would give for
+the
 same token types, counts n_t, layers and dimension d.
 
 Kinds, per layer l (Q(X), M(X), V(X) and μ(X_t), V(X_t) of the real run):

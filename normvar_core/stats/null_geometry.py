@@ -1,4 +1,5 @@
-"""The layer geometry of a Gaussian null (seed 003 next to seed 004's measures), without drawing its
+"""The layer geometry of a Gaussian null (the Gaussian-geometry comment next to Razzhigaev et al.'s measures), without
+drawing its
 N embeddings.
 
 Covariance. The scatter of a layer's whole embedding set splits into between- and within-type parts,
@@ -15,7 +16,7 @@ C = B + W (the matrix form of eq. 6, V(X) = V_B(X) + V_W(X)):
   a_t = s_t² (n_t − 1): exact mean and entry variances, an approximation beyond them (its spectrum
   spreads by O(√(d/ν)), under 1 % at the study's scale).
 
-The measures that need raw vectors (TwoNN, seed 004's batch anisotropy, the mean cosine, the norm
+The measures that need raw vectors (TwoNN, Razzhigaev et al.'s batch anisotropy, the mean cosine, the norm
 spread and the random-pair cosines) use a sample of K embeddings: types drawn with probability
 n_t / N, x = μ_t + s_t z.
 """

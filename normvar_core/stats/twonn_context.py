@@ -2,8 +2,8 @@
 
 In a TwoNN batch of 4,096 embeddings drawn from a small corpus, several come from one sentence, and at late
 layers a token's nearest neighbour is often a token of its own sentence: r₁ shrinks, μ = r₂/r₁ grows and
-the estimate d = −log(1 − F(μ)) / log μ (Facco et al. 2017, eq. 3–5; seed 004 §2.4) falls with the size
-of the corpus. Three measures of it, from the same sample and the same batches as seed 004's estimate:
+the estimate d = −log(1 − F(μ)) / log μ (Facco et al. 2017, eq. 3–5; Razzhigaev et al. 2024 §2.4) falls with the size
+of the corpus. Three measures of it, from the same sample and the same batches as Razzhigaev et al.'s estimate:
 
 * the **same-sentence share**: the fraction of a batch's points whose nearest neighbour lies in their own
   sentence — a point counts when its nearest own-sentence distance is strictly below its nearest
@@ -73,7 +73,8 @@ def context_neighbours(
     every: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact distances of the rows ``rows`` of X (float32 values; default all): to their two nearest other rows
-    of X, (m, 2) (seed 004's search); to their two nearest rows of *other* groups, (m, 2); to their nearest other
+    of X, (m, 2) (Razzhigaev et al.'s search); to their two nearest rows of *other* groups, (m, 2); to their nearest
+    other
     row of their own group, (m,) — inf where there is none. ``groups`` None: no masking (the second equals the
     first, the third is inf); ``own_group`` False: the third is not searched (inf); ``every`` False (with
     ``groups``): the first is not searched (inf).
@@ -125,7 +126,7 @@ def context_neighbours(
 
 
 def twonn_of(r: np.ndarray) -> float:
-    """Seed 004's TwoNN fit (``layer_geometry.twonn_from_distances``) on the rows with two neighbours; NaN
+    """Razzhigaev et al.'s TwoNN fit (``layer_geometry.twonn_from_distances``) on the rows with two neighbours; NaN
     below 3 such rows."""
     ok = np.isfinite(r[:, 1])
     return twonn_from_distances(r[ok, 0], r[ok, 1])[0] if ok.sum() >= 3 else float("nan")
@@ -190,7 +191,8 @@ def batch_context(
     subsets: dict | None = None,
     masked=None,
 ) -> dict:
-    """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences, and seed 004's
+    """One TwoNN batch's context measures, from its kept rows X (copies dropped), their sentences, and Razzhigaev et
+    al.'s
     (r₁, r₂) of those rows with their neighbours ``seed_nn`` (row indices into X, -1 where none): the
     same-sentence share, the cross-context estimate, and for each decimation k the estimates on its subset,
     ``{k: (seed estimate, cross estimate, size)}`` (k = 1: the batch, the seed's estimate from ``seed_r``; the size
@@ -304,7 +306,7 @@ def context_sentence(g) -> str | None:
 
 def shares_differ(tables: dict) -> str | None:
     """{run: its ``layer_geometry``} -> a sentence when two runs' largest same-sentence shares differ by more
-    than ``SAME_SENTENCE_WARN`` (5 points): their seed 004 TwoNN then differ by context as well as by model."""
+    than ``SAME_SENTENCE_WARN`` (5 points): their Razzhigaev et al. TwoNN then differ by context as well as by model."""
     have = {
         n: float(g["same_sentence_nn"].max())
         for n, g in tables.items()

@@ -123,7 +123,7 @@ def frequency_slopes(
     null_label: str = "Gaussian null",
 ) -> go.Figure:
     """Fig 17: slope of Q, M, V on log10 n_t against layer (and R^2 on hover); ``null_regs``: a
-    Gaussian null's slopes, dashed grey (seed 003: M falls as 1/n_t for plain Gaussians too)."""
+    Gaussian null's slopes, dashed grey (the Gaussian-geometry comment: M falls as 1/n_t for plain Gaussians too)."""
     fig = go.Figure()
     for i, qname in enumerate(("Q", "M", "V")):
         if null_regs is not None and len(null_regs):

@@ -1,4 +1,4 @@
-"""Figures of the layer geometry (seed 004 Fig. 1; outlier dimensions), from a run's
+"""Figures of the layer geometry (Razzhigaev et al. 2024 Fig. 1; outlier dimensions), from a run's
 ``layer_geometry``, ``layer_spectrum``, ``dim_stats``, ``top_activations`` and ``token_selfsim`` tables."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def geometry_profiles(
     log_y: bool | None = None,
     bands: Mapping[str, pd.DataFrame] | None = None,
 ) -> go.Figure:
-    """Four panels against (relative) depth, one line per run: exact anisotropy with seed 004's batch
+    """Four panels against (relative) depth, one line per run: exact anisotropy with Razzhigaev et al.'s batch
     estimate (± std, dotted), TwoNN ID ± std, participation ratio, mean cosine. ``null_curves``: the
     same tables of Gaussian null runs, dashed — in the colour of their run when ``null_of`` maps the
     null's label to it, else grey. ``log_y`` (default: on when a null is drawn): log y for the ID and
@@ -169,7 +169,7 @@ def decimation_figure(
 ) -> go.Figure:
     """TwoNN's decimation curve (Facco et al. 2017): the estimate on seeded, nested subsets of each batch of 4,096,
     2,048, 1,024 and 512 points, for up to four evenly spaced layers of each run (``curves``: label -> its
-    ``twonn_decimation`` table); solid: seed 004's estimate, dash-dotted: the cross-context one, ± std over the
+    ``twonn_decimation`` table); solid: Razzhigaev et al.'s estimate, dash-dotted: the cross-context one, ± std over the
     subsets. A curve that stays flat is stable in scale; one that falls with the subset size while the
     cross-context curve stays flat shows the same-sentence neighbours. The generic builder arguments
     (``relative``, ``num_hidden_states``, ``bands``, nulls) are accepted and not used: there is no depth axis."""

@@ -1,4 +1,5 @@
-"""Figures of seed 003's high-dimensional checks (``stats.highdim``): a run next to its Gaussian nulls."""
+"""Figures of the Gaussian-geometry comment's high-dimensional checks (``stats.highdim``): a run next to its Gaussian
+nulls."""
 
 from __future__ import annotations
 

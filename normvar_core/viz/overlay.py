@@ -1,5 +1,5 @@
 """What every figure builder shares: the depth axis (layer, or layer / (hidden states − 1) so models of
-different depth line up) and the Gaussian null overlay of seed 003 — dashed grey lines, or a grey
+different depth line up) and the Gaussian null overlay of the Gaussian-geometry comment — dashed grey lines, or a grey
 cloud behind a scatter, always drawn first so the real data sit on top."""
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ DECIMATION = Figure(
     columns=("twonn_id", "twonn_id_cross"),
     measure="TwoNN's decimation curve",
 )
-"""TwoNN on decimated batches, seed 004's and the cross-context estimate (``stats.twonn_context``): on the
+"""TwoNN on decimated batches, Razzhigaev et al.'s and the cross-context estimate (``stats.twonn_context``): on the
 Geometry page and in the deck, drawn by the generic builder."""
 
 SCALES = Figure(

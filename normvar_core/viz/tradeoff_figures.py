@@ -284,7 +284,8 @@ def layers_figure(
 ) -> go.Figure:
     """C.V. of Q(X_t), slope and R^2 of V on M, against layer; one line per run (``curves``: label ->
     ``analyses.tradeoff`` table). ``relative``: x = layer / (hidden states - 1). ``null_curves``: the
-    same for Gaussian null runs (seed 003), drawn as dashed grey lines. ``bands``: label -> the run's
+    same for Gaussian null runs (the Gaussian-geometry comment), drawn as dashed grey lines. ``bands``: label -> the
+    run's
     ``stats.intervals`` table: the bootstrap intervals over types, drawn as bands under each line."""
     fig = make_subplots(
         rows=1, cols=3, subplot_titles=("C.V. of Q(X<sub>t</sub>)", "slope (V on M)", "R²"), horizontal_spacing=0.08

@@ -1,4 +1,4 @@
-"""Training dynamics of a sweep (one run per checkpoint; seed 004 Fig. 2–4) and the study's measures
+"""Training dynamics of a sweep (one run per checkpoint; Razzhigaev et al. 2024 Fig. 2–4) and the study's measures
 against training step."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def sweep_measures(runs: list) -> pd.DataFrame:
 
 
 def id_figure(m: pd.DataFrame, *, presentation: bool = False, title: str | None = None) -> go.Figure:
-    """Seed 004 Fig. 2: intrinsic dimension averaged over layers against training step (± std)."""
+    """Razzhigaev et al. 2024 Fig. 2: intrinsic dimension averaged over layers against training step (± std)."""
     fig = go.Figure(
         go.Scatter(
             x=_x(m["step"]),
@@ -73,7 +73,7 @@ def id_figure(m: pd.DataFrame, *, presentation: bool = False, title: str | None 
 
 
 def anisotropy_by_step(runs: list, *, presentation: bool = False, title: str | None = None) -> go.Figure:
-    """Seed 004 Fig. 3/4: anisotropy per layer, one curve per checkpoint, coloured by log10 step."""
+    """Razzhigaev et al. 2024 Fig. 3/4: anisotropy per layer, one curve per checkpoint, coloured by log10 step."""
     runs = sorted([r for r in runs if r.has("geometry")], key=lambda r: r.meta.get("step") or 0)
     steps = np.array([max(int(r.meta.get("step") or 0), 1) for r in runs], dtype=np.float64)
     lo, hi = np.log10(steps.min()), np.log10(steps.max()) if len(steps) else (0.0, 1.0)

@@ -169,7 +169,7 @@ class ViewState:
     token: str | None = None
     """The Token view's token (``?token=``)."""
     null: str | None = None
-    """The Gaussian null run overlaid on the figures (``?null=``, seed 003)."""
+    """The Gaussian null run overlaid on the figures (``?null=``, the Gaussian-geometry comment)."""
     pool: bool = False
     """Pool sub-word variants ("##ing" with "ing", "Ġthe" with "the"; fn. 7) — ``?pool=1``."""
     overlay: list[str] = field(default_factory=list)

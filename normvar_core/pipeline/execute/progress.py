@@ -28,7 +28,7 @@ PHASES = {
 """stage -> phase: plan (read the corpus, tokenize and count), model (load the model: here, or in the Ray
 actors before their first batch), early (the measures' early passes, e.g. the occurrences' axes from batches spread over
 the plan), forward (the batches), finalize (every measure's result: spectra, TwoNN,
-seed 004's batches), write (the run file's tables)."""
+Razzhigaev et al.'s batches), write (the run file's tables)."""
 PHASE_SPAN = {
     "plan": (0.0, 5.0),
     "model": (0.0, 5.0),

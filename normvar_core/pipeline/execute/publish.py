@@ -69,7 +69,7 @@ def publish_run(
     insert and numpy's arithmetic both release the GIL: the write overlaps the results). One thread
     finishes the measures one after another in registry order, so one that ``uses_results`` of an
     earlier one gets them; the other finishes those that say ``finalize_in_background`` (the geometry:
-    spectra, TwoNN, seed 004's batches), whose tables are written last, then the run row.
+    spectra, TwoNN, Razzhigaev et al.'s batches), whose tables are written last, then the run row.
     ``progress(stage, done, total, unit, detail)``: stage "finalize" as each measure's result is ready
     (unit "measures"), "write" before each table once every result is ready (unit "tables")."""
     from concurrent.futures import ThreadPoolExecutor

@@ -6,8 +6,13 @@ below."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from normvar_core.config import RunConfig
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures.base import EarlyPass, Measure
+from normvar_core.pipeline.measures.curvature import CurvatureMeasure
+from normvar_core.pipeline.measures.dataset_entropy import DatasetEntropyMeasure
 from normvar_core.pipeline.measures.geometry import GeometryMeasure
 from normvar_core.pipeline.measures.halves import HalvesMeasure
 from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
@@ -15,6 +20,7 @@ from normvar_core.pipeline.measures.moments import MomentsMeasure
 from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
 from normvar_core.pipeline.measures.occurrences import OccurrencesMeasure
 from normvar_core.pipeline.measures.outliers import OutlierMeasure
+from normvar_core.pipeline.measures.prompt_entropy import PromptEntropyMeasure
 from normvar_core.pipeline.measures.samples import SampleMeasure
 from normvar_core.pipeline.measures.selfsim import SelfSimilarityMeasure
 
@@ -28,7 +34,28 @@ MEASURES: tuple[type[Measure], ...] = (
     OccurrencesMeasure,
     NeighbourhoodMeasure,
     LayerLinearityMeasure,
+    PromptEntropyMeasure,
+    DatasetEntropyMeasure,
+    CurvatureMeasure,
 )
+
+
+def opt_in_switches(cfg: RunConfig, registry=MEASURES) -> list[str]:
+    """The boolean ``RunConfig`` fields off in ``cfg`` whose value True makes a measure of ``registry`` asked for
+    that ``cfg`` does not ask for (an opt-in measure is turned on by a flag of its own, off by default)."""
+    off = [cls for cls in registry if not cls.asked(cfg)]
+    return [
+        f.name
+        for f in dataclasses.fields(RunConfig)
+        if getattr(cfg, f.name) is False and any(cls.asked(cfg.replace(**{f.name: True})) for cls in off)
+    ]
+
+
+def every_measure_on(cfg: RunConfig, registry=MEASURES) -> RunConfig:
+    """``cfg`` with every opt-in switch of ``registry`` on (``opt_in_switches``), found from the registry: the
+    default run (``normvar up``) and the tests' runs that ask for every measure. A new opt-in measure is in them
+    with no edit."""
+    return cfg.replace(**dict.fromkeys(opt_in_switches(cfg, registry), True))
 
 
 def skip_reasons(ctx: RunContext, measures: dict[str, Measure], registry=MEASURES) -> dict[str, str]:
@@ -78,6 +105,8 @@ def prime(ctx: RunContext, source, *, reuse: bool = True, registry=MEASURES) -> 
 
 __all__ = [
     "MEASURES",
+    "opt_in_switches",
+    "every_measure_on",
     "skip_reasons",
     "early_measures",
     "start_early",

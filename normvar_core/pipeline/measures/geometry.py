@@ -1,14 +1,14 @@
-"""The geometry measure (seed 004 §2.3–2.4), per stored layer, over every counted embedding:
+"""The geometry measure (Razzhigaev et al. 2024 §2.3–2.4), per stored layer, over every counted embedding:
 
 * the exact covariance: n, μ and the scatter C = Σ (x − μ)(x − μ)ᵀ in float64; each batch is
   centred on its own mean and pooled with Chan et al.'s update
   C = C_a + C_b + δδᵀ n_a n_b / n,  δ = μ_b − μ_a  — never Σxxᵀ − nμμᵀ from raw sums, which loses
   every digit at decoders' squared norms of 1e7–1e9;
 * s = Σ x/‖x‖ for the exact mean cosine between distinct embeddings; Σ‖x‖ and Σ‖x‖² for the
-  spread of the norm (seed 003);
+  spread of the norm (the Gaussian-geometry comment);
 * the states of a seeded uniform sample of K = min(n, ``id_sample``) positions (planned before the
   pass: ``samples.plan_uniform``, the positions with the smallest ``stats.layer_geometry.sample_keys``; the
-  same sample whatever the batch split or the run's size), split into seed 004's TwoNN batches of at
+  same sample whatever the batch split or the run's size), split into Razzhigaev et al.'s TwoNN batches of at
   least 4,096, and their two nearest neighbours within their batch and within each of its decimated subsets,
   searched as the rows arrive (``twonn_stream.NeighbourState``); at the end TwoNN's fits, the batch anisotropy and
   the cross-context search of the points with a same-sentence neighbour remain — on the host, or where the state
@@ -16,7 +16,8 @@
 
 Tables: ``layer_geometry`` (one row per layer, ``stats.layer_geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
-of the sample, seed 003's check against N(0, 1/d)). Memory (``planned_state``): per layer the d² · 8
+of the sample, the Gaussian-geometry comment's check against N(0, 1/d)). Memory (``planned_state``): per layer the d² ·
+8
 bytes of the scatter plus the sample's K · (d · 4 + 138) (4.7 + 53 MB at d = 768, K = 16,384; 134 + 271 MB
 at d = 4096), on the states' device. A run whose layers do not fit in the device's memory after the weights and the
 moments
@@ -190,7 +191,7 @@ class GeometryMeasure(LayerMajor):
         the CPU) the context search of the largest TwoNN batch, B rows (``layer_geometry.twonn_batch_of``: the
         last batch takes the rest, B = K − TWONN_BATCH·(⌊K / TWONN_BATCH⌋ − 1)) — its copies of the
         batch (float32 thrice, float64 once: 24·B·d) and its blocks (three min(CHUNK, B) × B float64 arrays) — which
-        outweighs seed 004's anisotropy of the batch (16·B·d + 24·d²) and the pair cosines (16·1,024·d)."""
+        outweighs Razzhigaev et al.'s anisotropy of the batch (16·B·d + 24·d²) and the pair cosines (16·1,024·d)."""
         L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
         B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
         work = max(24 * B * d + 24 * min(twonn_context.CHUNK, B) * B, 16 * B * d + 24 * d * d)
@@ -233,10 +234,6 @@ class GeometryMeasure(LayerMajor):
             if picks.size:
                 X = batch.states
                 self.neighbours.arrive(picks, X[:, torch.as_tensor(idx, device=X.device)])
-
-    def merge_sample(self, reader) -> None:
-        """The other partial's sampled rows merged in exactly (``NeighbourState.merge_reader``)."""
-        self.neighbours.merge_reader(reader)
 
     # ------------------------------------------------------------------ result
     device_finalize: bool | None = None

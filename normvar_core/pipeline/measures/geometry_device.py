@@ -7,7 +7,8 @@ host — only the per-batch numbers do.
 * ``masked_search``: a decimated set of distinct rows' two nearest over every other row and over the rows of other
   sentences (``knn_device.searches``: the host search's exact rule, float64 distances), for
   ``stats.twonn_context.batch_context``'s ``masked``;
-* ``batch_anisotropy``: σ₁² / Σσᵢ² of the centred batch (seed 004's estimate, ``stats.layer_geometry``'s), from the
+* ``batch_anisotropy``: σ₁² / Σσᵢ² of the centred batch (Razzhigaev et al.'s estimate, ``stats.layer_geometry``'s),
+from the
   eigenvalues of X_cᵀ X_c in float64;
 * ``eigenvalues``: a layer's covariance spectrum (float64 ``eigvalsh``, descending, clipped at 0);
 * ``pair_cosines``: the cosines of the disjoint pairs (x₀, x₁), (x₂, x₃), … (``stats.layer_geometry.pair_cosines``).

@@ -6,7 +6,7 @@ Every counted position goes to half A or B by a stable hash of its sentence id
 is the same whatever the batches, their order or the shards. Per half it keeps exactly what the
 main figures need, with the same code as the main measures:
 
-* a ``TokenMoments`` (n_t, μ(X_t), S_t per layer and type; seed 002 eqs. 1–6) — merged, the two
+* a ``TokenMoments`` (n_t, μ(X_t), S_t per layer and type; Yamagiwa & Shimodaira 2024 eqs. 1–6) — merged, the two
   halves ARE the run's moments (Chan's update is exact; ``tests/test_findings.py`` checks to 1e-12);
 * n, μ and the scatter Σ(x − μ)(x − μ)ᵀ per layer (the geometry's pooled float64 covariance, seed
   004 §2.3), when the run has the geometry on;

@@ -54,8 +54,8 @@ def resolve_scatter_dtype(choice: str, device) -> str:
 def gram(xc: torch.Tensor) -> torch.Tensor:
     """xcᵀ xc in torch on every device: on the CPU in MKL on the forward pass's own thread pool. numpy's
     ``a.T @ a`` takes the symmetric product (half the flops) but runs on OpenBLAS's own threads, which a run
-    holds to one (``execute.blas_threads``): measured equal on 2 cores (MiniLM, 3,000 sentences: 25.8–28.7 s
-    against 26.4–29.4 s), and torch's scales with the cores."""
+    holds to one (``execute.blas_threads``): the two take the same time on 2 cores, and torch's scales with the
+    cores (the figures: docs/benchmarks.md, "How a run is kept near its forward pass")."""
     return xc.T @ xc
 
 

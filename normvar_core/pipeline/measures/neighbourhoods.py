@@ -1,5 +1,5 @@
 """Neighbourhoods of the sampled positions: the intrinsic dimension across scales (GRIDE) and the
-neighbourhood overlap between layers, on seed 004's sample and batches.
+neighbourhood overlap between layers, on Razzhigaev et al.'s sample and batches.
 
 The geometry measure keeps, per kept layer, the float32 states of the same sampled positions (its ``sample``,
 L x K x d, in a seeded random order) split into TwoNN batches of at least 4,096 (``NeighbourState.tb``). After the

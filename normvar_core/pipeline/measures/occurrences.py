@@ -343,6 +343,20 @@ def _slots(ctx: RunContext) -> int:
     return int(min(int(ctx.cfg.occurrences), ctx.plan.total_embeddings))
 
 
+class KeepOurs:
+    """The merge rule of the early axes and origin: they are computed from the same batches in every process, so a
+    state without them (all zero) takes the other's, one layer block at a time."""
+
+    def merge(self, holder, name: str, reader) -> None:
+        mine = getattr(holder, name)
+        for l, block in enumerate(reader.blocks(name)):
+            if not mine[l].any():
+                mine[l] = np.asarray(block)
+
+
+KEEP_OURS = KeepOurs()
+
+
 class OccurrencesMeasure(LayerMajor):
     """On while ``--occurrences`` is not 0; reads the geometry's exact axes from its state (``uses_states``: no wait for
     the geometry's TwoNN). Its early pass (``AxesPass``) gives the early axes, ``ctx.early["occurrences"]``."""
@@ -363,8 +377,8 @@ class OccurrencesMeasure(LayerMajor):
         rows = [list(early["layers"]).index(layer) for layer in self.layers]  # a layer group's own
         self.early = {**early, "axes": np.asarray(early["axes"])[rows], "mean": np.asarray(early["mean"])[rows]}
         self.geometry = None  # the run's geometry measure, handed over at publish (``take_states``)
-        self._add_state("axes", np.array(self.early["axes"], np.float64), merge="custom")
-        self._add_state("origin", np.array(self.early["mean"], np.float64), merge="custom")
+        self._add_state("axes", np.array(self.early["axes"], np.float64), merge=KEEP_OURS)
+        self._add_state("origin", np.array(self.early["mean"], np.float64), merge=KEEP_OURS)
         # n and the sums Σy, Σyyᵀ of every counted position's projection (host arrays)
         self.cov = Covariance(self, (L, k), mean="sum_y", scatter="sum_yy", form="sums")
         self._add_state("proj", np.zeros((L, self.plan.size, k), np.float32), merge=Fill("filled"))
@@ -407,21 +421,6 @@ class OccurrencesMeasure(LayerMajor):
             f"{free / 2**30:.1f} GiB left on the device — lower --occurrences (e.g. {max(P // 4, 1000)}), keep "
             f"fewer --layers, or a larger --memory-gb"
         )
-
-    # ------------------------------------------------------------------ merge: the axes are the run's own
-    def _keep_ours(self, name: str, reader) -> None:
-        """The axes (and origin) are computed from the same batches in every process: a state without them
-        (all zero) takes the other's, one layer block at a time."""
-        mine = getattr(self, name)
-        for l, block in enumerate(reader.blocks(name)):
-            if not mine[l].any():
-                mine[l] = np.asarray(block)
-
-    def merge_axes(self, reader) -> None:
-        self._keep_ours("axes", reader)
-
-    def merge_origin(self, reader) -> None:
-        self._keep_ours("origin", reader)
 
     # ------------------------------------------------------------------ streaming
     def begin_batch(self, batch: StateBatch) -> None:

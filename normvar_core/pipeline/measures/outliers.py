@@ -29,6 +29,7 @@ from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
+from normvar_core.pipeline.measures.state import Custom
 from normvar_core.runs.schema import OUTLIERS_TABLES
 
 TOP_K = 20
@@ -55,7 +56,9 @@ class OutlierMeasure(LayerMajor):
         self._add_state("sq_all", torch.zeros(L, **z))  # Σ ‖x‖²
         self._add_state("sq_pos0", torch.zeros(L, **z))  # Σ ‖x‖² over position 0
         # top activations: value (signed), dim, token, sentence, position per layer (TOP_K once the first batch is in)
-        self._add_state("top", np.zeros((L, 0, 5), np.float64), merge="custom", fixed_shape=False)
+        self._add_state(
+            "top", np.zeros((L, 0, 5), np.float64), merge=Custom(OutlierMeasure.merge_top), fixed_shape=False
+        )
 
     @classmethod
     def asked(cls, cfg: RunConfig) -> bool:
@@ -191,7 +194,7 @@ class OutlierMeasure(LayerMajor):
         self.top = np.stack([self._distinct(t) for t in top])
 
     def merge_top(self, reader) -> None:
-        """The top distinct keys of the union (the custom rule of the registered ``top``)."""
+        """The top distinct keys of the union (the ``Custom`` rule of the registered ``top``)."""
         if int(reader.get("n").reshape(-1)[0]):
             self._keep(np.concatenate([self.top, np.stack(list(reader.blocks("top")))], axis=1))
 

@@ -8,12 +8,12 @@ Merge rules (``merge=``):
 * ``"sum"``, ``"max"``, ``"min"``, ``"or"`` — elementwise: a = a + b, max(a, b), min(a, b), a | b;
 * ``"same"`` — not merged: both partial states must hold the same value (e.g. the stored layers'
   indices), checked before anything else is merged;
-* a rule object with ``merge(holder, name, reader)`` — e.g. ``pooling.Chan`` (Chan, Golub & LeVeque's
-  pooled mean and scatter, written once), ``samples.Fill`` (planned picks copied where the other
-  filled them) or ``token_moments.ByType`` (the per-type table of counts, means and S_t, whose rows
-  are matched by token id);
+* a rule object with ``merge(holder, name, reader)`` (as torchmetrics' ``dist_reduce_fx`` takes a function) —
+  e.g. ``pooling.Chan`` (Chan, Golub & LeVeque's pooled mean and scatter, written once), ``samples.Fill``
+  (planned picks copied where the other filled them), ``token_moments.ByType`` (the per-type table of counts,
+  means and S_t, whose rows are matched by token id), ``twonn_stream.NeighbourState`` (the TwoNN sample and its
+  neighbours) or ``Custom(fn)``: a function of the measure's own, ``fn(holder, reader)``, passed by reference;
 * ``"pooled"`` — merged by another entry's rule (a Chan mean, a Fill's flags are read by it);
-* ``"custom"`` — the holder's method ``merge_<name>(reader)``;
 * a nested holder (anything with ``state_dict``/``load_state_dict``/``merge_from``/``state_spec``, e.g.
   the moments measure's ``TokenMoments``, itself a ``Stateful``) — its keys are prefixed ``<name>.``.
 
@@ -24,7 +24,7 @@ shape and dtype, without forming it) and ``restore`` (load a saved array back, w
 ``_add_buffer`` registers a working tensor that is neither saved nor merged but moves with the
 state on ``to(device)`` (as torch's non-persistent buffers: e.g. an index rebuilt from the state).
 
-Rules and custom merges run first, in declaration order (they read the counts as they were); the
+Rule objects run first, in declaration order (they read the counts as they were); the
 elementwise ones last. Every merge reads the other state through a **reader** (``get(key)``: one
 whole array; ``blocks(key)``: the array one block along its first axis — one layer — at a time), so
 the same code merges an in-memory partial (``DictReader``) and one fetched piece by piece from a Ray
@@ -111,6 +111,17 @@ class _Entry:
     restore: Callable | None = None
 
 
+class Custom:
+    """The merge rule of a state that its measure merges itself: ``fn(holder, reader)`` (e.g. the outliers' top
+    activations: ``Custom(OutlierMeasure.merge_top)``), a function passed by reference, never looked up by name."""
+
+    def __init__(self, fn: Callable[[Any, Any], None]):
+        self.fn = fn
+
+    def merge(self, holder, name: str, reader) -> None:
+        self.fn(holder, reader)
+
+
 class Stateful:
     """A holder of registered state (see the module docstring)."""
 
@@ -140,8 +151,10 @@ class Stateful:
         (all three, or none)."""
         if "_states" not in self.__dict__:
             self._states = {}
-        if isinstance(merge, str) and merge not in (*ELEMENTWISE, "same", "pooled", "custom"):
-            raise ValueError(f"unknown merge rule {merge!r} for state {name!r}")
+        if isinstance(merge, str) and merge not in (*ELEMENTWISE, "same", "pooled"):
+            raise ValueError(f"unknown merge rule {merge!r} for state {name!r}: give a rule object, e.g. Custom(fn)")
+        if not isinstance(merge, str) and not _is_nested(value) and not callable(getattr(merge, "merge", None)):
+            raise ValueError(f"merge rule {merge!r} for state {name!r} has no merge(holder, name, reader)")
         if len({export is None, spec is None, restore is None}) > 1:
             raise ValueError(f"state {name!r}: give export, spec and restore together, or none")
         self._states[name] = _Entry("nested" if _is_nested(value) else merge, fixed_shape, export, spec, restore)
@@ -261,8 +274,6 @@ class Stateful:
             v, rule = getattr(self, name), entry.rule
             if _is_nested(v):
                 v.merge_from(reader.sub(name + "."))
-            elif rule == "custom":
-                getattr(self, f"merge_{name}")(reader)
             elif not isinstance(rule, str):
                 rule.merge(self, name, reader)
         for name, entry in self._states.items():
@@ -290,4 +301,4 @@ class Stateful:
         return self.merge_from(DictReader(other.state_dict()))
 
 
-__all__ = ["Stateful", "DictReader", "ELEMENTWISE", "as_like"]
+__all__ = ["Stateful", "Custom", "DictReader", "ELEMENTWISE", "as_like"]

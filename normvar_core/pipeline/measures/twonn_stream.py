@@ -1,4 +1,4 @@
-"""TwoNN's neighbour search during the pass (seed 004 §2.4; Facco et al. 2017), on the states' device.
+"""TwoNN's neighbour search during the pass (Razzhigaev et al. 2024 §2.4; Facco et al. 2017), on the states' device.
 
 The sample (``samples.plan_uniform``: the K positions with the smallest hashed (sentence, position)
 keys, in key order, i.e. a seeded random order) is split before the pass into TwoNN batches of at least
@@ -92,7 +92,7 @@ class NeighbourState:
         # kept rows whose level rose in this arrival or merge, searched again at its end (``search_risen``): until
         # then the subsets' searches skip them (their subset neighbours are not searched yet)
         self.pending = torch.zeros((L, K), dtype=torch.bool, device=self.device)
-        holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device), merge="custom")
+        holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device), merge=self)
         holder._add_state("hash", torch.zeros((L, K), dtype=torch.int64, device=self.device), merge="pooled")
         holder._add_state("dup", torch.zeros((L, K), dtype=torch.bool, device=self.device), merge="pooled")
         holder._add_state(
@@ -192,6 +192,11 @@ class NeighbourState:
     def _gather(self, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         t = torch.as_tensor(idx, device=self.device)
         return self.holder.sample[:, t], self._norms()[:, t]
+
+    def merge(self, holder, name: str, reader) -> None:
+        """The merge rule of the registered ``sample`` (its neighbour state's entries are ``"pooled"``: merged here):
+        ``merge_reader``."""
+        self.merge_reader(reader)
 
     def merge_reader(self, reader) -> None:
         """Merge another partial state (its rows disjoint from ours), read through ``reader``: its sampled

@@ -1,4 +1,4 @@
-"""Checkpoint series for training sweeps (seed 004 Fig. 2–4): a folder of checkpoints as a trainer
+"""Checkpoint series for training sweeps (Razzhigaev et al. 2024 Fig. 2–4): a folder of checkpoints as a trainer
 writes them (``checkpoint-500/``, ``step500/``, ``global_step500/``), each with config and weights; or
 hub revisions (Pythia's ``step1000``, ``step2000``, ...). The step comes from ``trainer_state.json``'s
 ``global_step`` when present, else from the folder or revision name."""
