@@ -1,5 +1,6 @@
 """``normvar findings RUN [RUN ...] [--json]``: each claim of the studies (Yamagiwa & Shimodaira
-2024, the Gaussian-geometry comment, Razzhigaev et al. 2024) tested on the run(s) — value, interval, layer and verdict (``stats.findings``)."""
+2024, the Gaussian-geometry comment, Razzhigaev et al. 2024) tested on the run(s) — value, interval, layer and
+verdict (``stats.findings``)."""
 
 from __future__ import annotations
 

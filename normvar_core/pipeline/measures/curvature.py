@@ -70,7 +70,7 @@ class CurvatureMeasure(LayerMajor):
         L = ctx.num_layers
         self._add_state("curvature_sum", torch.zeros(L, dtype=torch.float64, device=self.device))
         self._add_state("sentences", torch.zeros(L, dtype=torch.int64, device=self.device))
-        self._rows = None
+        self._rows: tuple[torch.Tensor, int] = (torch.zeros(0, dtype=torch.int64), 0)
 
     @classmethod
     def planned_state(cls, ctx: RunContext) -> Planned:

@@ -33,6 +33,8 @@ from normvar_core.runs.declared import LayerCurve
 class DatasetEntropyMeasure(LayerMajor):
     """The entropy of the sentence means' Gram matrix per kept layer (module docstring)."""
 
+    sentences: int  # registered state (``_add_state``): the sentences counted, one count for all layers
+
     name = "dataset_entropy"
     title = "dataset entropy"
     table_names = ("layer_dataset_entropy",)
@@ -53,7 +55,7 @@ class DatasetEntropyMeasure(LayerMajor):
         L, d = ctx.num_layers, ctx.dim
         self._add_state("mean_outer", torch.zeros((L, d, d), dtype=torch.float64, device=self.device))
         self._add_state("sentences", 0)  # an int: one count for all layers
-        self._runs = None
+        self._runs: tuple[torch.Tensor, torch.Tensor] = (torch.zeros(0), torch.zeros(0))
 
     @classmethod
     def may_drop(cls, cfg) -> bool:

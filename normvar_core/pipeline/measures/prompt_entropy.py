@@ -88,7 +88,7 @@ class PromptEntropyMeasure(LayerMajor):
         L = ctx.num_layers
         self._add_state("entropy_sum", torch.zeros(L, dtype=torch.float64, device=self.device))
         self._add_state("sentences", torch.zeros(L, dtype=torch.int64, device=self.device))
-        self._runs = None
+        self._runs: tuple[torch.Tensor, ...] = ()
 
     @classmethod
     def asked(cls, cfg: RunConfig) -> bool:
