@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from dashboard_run import RUN, arr, figure, open_page, open_section, trace
 from runfiles import query
+from scipy.stats import t as t_dist
 
 from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
 from normvar_core.stats import overlap
-from normvar_core.stats.bootstrap import Z95
+from normvar_core.stats.bootstrap import T1_95
 from normvar_core.stats.findings import CLAIM_IDS, cell, findings
 
 
@@ -89,11 +90,13 @@ def test_overlap_tab_draws_the_profile_and_the_curve_over_k_beside_chance(app, t
 
 
 def _linear_expected(tables, H: int):
+    """The claim from the table by hand: the middle pairs' mean cross-fitted score, the interval from its
+    low end (± t₁ half the folds' gap) to the in-sample score's high end (± t₁ half the halves' gap)."""
     t = tables["layer_linearity"]
     mid = t[(t["next_layer"] == t["layer"] + 1) & (t["layer"] / H >= 0.25) & (t["next_layer"] / H <= 0.75)]
-    val = mid["linearity"].mean()
-    hw = Z95 * abs(mid["linearity_a"].mean() - mid["linearity_b"].mean()) / 2
-    lo, hi = max(val - hw, 0.0), min(val + hw, 1.0)
+    val, ins = mid["linearity_xfit"].mean(), mid["linearity"].mean()
+    lo = val - T1_95 * abs(mid["linearity_xfit_ab"].mean() - mid["linearity_xfit_ba"].mean()) / 2
+    hi = min(ins + T1_95 * abs(mid["linearity_a"].mean() - mid["linearity_b"].mean()) / 2, 1.0)
     verdict = "cannot tell" if lo < 0.95 < hi else ("holds" if val < 0.95 else "fails")  # an encoder: holds below
     return val, (lo, hi), verdict, len(mid)
 
@@ -105,19 +108,19 @@ def test_findings_state_the_claims_across_layers_with_an_interval(app, run, tabl
     assert pairs == 2 and lin.verdict == verdict and lin.interval is not None
     assert lin.value == pytest.approx(val, abs=1e-12)
     np.testing.assert_allclose(lin.interval, iv, atol=1e-12)
-    assert "encoder: holds when <" in lin.why and f"{lin.value:.4f}" in lin.why
+    assert "encoder: holds when <" in lin.why and "cross-fitted" in lin.why and "embeddings per dimension" in lin.why
 
     prof = f["overlap_profile"]
     g = tables["layer_geometry"].sort_values("layer")
     o = tables["layer_overlap"].sort_values("layer").reset_index(drop=True)
-    p = 1 + int(np.argmax(g["twonn_id"].to_numpy()[1:]))
+    p = int(np.argmax(g["twonn_id"].to_numpy()))  # id_profile's peak
     assert prof.layer == int(o["layer"][p])
     after = o["overlap_next"].to_numpy()[p + 1 : -1]
     assert after.size  # the novels' peak has layers after it
     val = after.mean() - o["overlap_next"][p]
     B = int(g["twonn_batches"].max())
     std = o["overlap_next_std"].to_numpy()
-    half = Z95 * np.sqrt(std[p] ** 2 + np.sum(std[p + 1 : -1] ** 2) / after.size**2) / np.sqrt(B)
+    half = t_dist.ppf(0.975, B - 1) * np.sqrt((std[p] ** 2 + np.sum(std[p + 1 : -1] ** 2) / after.size**2) / (B - 1))
     assert B >= 2 and half > 0  # an interval over the batches
     assert prof.value == pytest.approx(val, abs=1e-12)
     np.testing.assert_allclose(prof.interval, [val - half, val + half], atol=1e-12)
