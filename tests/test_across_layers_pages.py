@@ -111,6 +111,10 @@ def test_findings_state_the_claims_across_layers_with_an_interval(app, run, tabl
     assert "encoder: holds when <" in lin.why and "cross-fitted" in lin.why and "embeddings per dimension" in lin.why
 
     prof = f["overlap_profile"]
+    if f["id_profile"].verdict == "cannot tell":  # the novels' TwoNN peak is biased by context: no anchor
+        assert prof.verdict == "cannot tell" and prof.interval is None and "id_profile cannot tell" in prof.why
+        assert prof.layer == f["id_profile"].layer
+        return
     g = tables["layer_geometry"].sort_values("layer")
     o = tables["layer_overlap"].sort_values("layer").reset_index(drop=True)
     p = int(np.argmax(g["twonn_id"].to_numpy()))  # id_profile's peak

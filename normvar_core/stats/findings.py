@@ -84,13 +84,21 @@ CLAIMS: tuple[Claim, ...] = (
         tradeoff_slope,
         per_type=True,
     ),
-    Claim("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)", vw_share_grows, per_type=True),
+    Claim(
+        "vw_share_grows",
+        "002",
+        "V_W(X)/V(X) grows with depth (Fig. 6)",
+        vw_share_grows,
+        per_type=True,
+        needs_interval=True,
+    ),
     Claim(
         "m_grows_vb_shrinks",
         "002",
         "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)",
         m_grows_vb_shrinks,
         per_type=True,
+        needs_interval=True,
     ),
     Claim(
         "null_vs_run",
@@ -104,6 +112,7 @@ CLAIMS: tuple[Claim, ...] = (
         "004",
         "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)",
         anisotropy_profile,
+        needs_interval=True,
     ),
     Claim("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers", id_profile),
     Claim(
@@ -111,14 +120,22 @@ CLAIMS: tuple[Claim, ...] = (
         "004",
         "embeddings use their space unevenly: IsoScore ι < 0.5 in every layer past the embeddings (Rudman et al. 2022)",
         isoscore_low,
+        needs_interval=True,
     ),
-    Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
+    Claim(
+        "position0_share",
+        "ENV",
+        "where outliers dominate, position 0 carries most of Q(X)",
+        position0_share,
+        needs_interval=True,
+    ),
     Claim(
         "layers_linear",
         "004",
         "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
         "decoders, less so in encoders (Razzhigaev et al. 2024)",
         layers_linear,
+        needs_interval=True,
     ),
     Claim(
         "overlap_profile",
