@@ -16,7 +16,7 @@
   θ ± t |θ_A − θ_B| / 2 with t = ``T1_95`` = 12.706, Student's 97.5 % quantile on one degree of freedom: one
   difference is one degree of freedom, and (θ − E θ) / (|θ_A − θ_B| / 2) is then Student's t₁ for normal halves,
   so this interval covers E θ 95 % of the time (the normal quantile 1.96 would cover 2/π · atan(1.96) ≈ 70 %).
-  Wide, honestly: one split is little information about the spread. ``tests/test_coverage.py`` checks the
+  Wide, honestly: one split is little information about the spread. The coverage test checks the
   coverage on synthetic runs with a known truth.
 
 * **Intervals over B batches** (seed 004's TwoNN, the neighbourhood overlap): the batches are independent draws,

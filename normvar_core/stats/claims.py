@@ -106,8 +106,9 @@ def zero_width(interval: list | None) -> bool:
 
 def settle(claim: Claim, f: Finding, rv: RunView) -> Finding:
     """A rule's ``holds`` or ``fails`` turned into "cannot tell", with the reason added to its why, when the data
-    cannot carry it: it has no interval where it needs one (``Claim.needs_interval``), its interval has zero width (``zero_width``: nothing measured its uncertainty, so a verdict
-    from the point estimate alone would look certain), or the claim reads the band's per-type statistics and most
+    cannot carry it: it has no interval where it needs one (``Claim.needs_interval``), its interval has zero width
+    (``zero_width``: nothing measured its uncertainty, so a verdict from the point estimate alone would look
+    certain), or the claim reads the band's per-type statistics and most
     types have every occurrence at one point (``RunView.repeated``). Other verdicts pass unchanged."""
     if f.verdict not in ("holds", "fails"):
         return f

@@ -3,10 +3,13 @@ verdict — one function (``findings``) for the CLI, the Findings page and the d
 
 Verdicts: ``holds``, ``fails``, ``cannot tell`` (the interval straddles the rule's threshold: ``claims.against``;
 or the data cannot carry a verdict: an interval of zero width, a per-type claim on a band whose types mostly have
-every occurrence at one point — ``claims.settle``), ``untestable`` (with why). Intervals: bootstrap over token types
-(``stats.bootstrap``: 1,000 seeded resamples, percentile) for the per-type statistics; split-half
-(θ ± 1.96 |θ_A − θ_B| / 2, the run's ``halves_layer`` table) for the corpus-level and geometry
-quantities; for TwoNN the spread over seed 004's batches (mean ± 1.96 std / √batches).
+every occurrence at one point, a claim that compares a value with a threshold with no interval —
+``claims.settle``), ``untestable`` (with why). Intervals: bootstrap over token types (``stats.bootstrap``: 1,000
+seeded resamples, percentile) for the per-type statistics; split-half (θ ± t₁ |θ_A − θ_B| / 2, Student's t on
+one degree of freedom, the run's ``halves_layer`` table) for the corpus-level and geometry quantities; for TwoNN
+and the neighbourhood overlap the spread over seed 004's B batches (mean ± t_{B−1} s / √B); for the layer
+linearity the bracket from the cross-fitted score's low end to the in-sample score's high end
+(``stats.layer_linearity``). The coverage test checks each method's coverage on synthetic runs.
 
 Claims, in this order (stable ids), with the rule that decides each verdict:
 
@@ -37,8 +40,11 @@ states it), for example:
 - ``position0_share`` (outliers; massive activations, Sun et al. 2024; 004 / 003 on outliers): where outliers
   dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X) in the most
   dominated layer;
-- ``layers_linear`` (layer linearity; Razzhigaev et al. 2024): the mean linearity score of the consecutive pairs in
-  the middle half of the network is ≥ 0.95 in decoders and below it in encoders (``stats.layer_linearity``).
+- ``layers_linear`` (layer linearity; Razzhigaev et al. 2024): the mean cross-fitted linearity score of the
+  consecutive pairs in the middle half of the network is ≥ 0.95 in decoders and below it in encoders
+  (``stats.layer_linearity``);
+- ``overlap_profile`` (neighbourhoods; Valeriani et al. 2023): the overlap χ₁₀(l, l+1) of consecutive layers is
+  higher after the TwoNN peak than at it (``stats.claims_neighbourhoods``).
 
 ``Claim``, the thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
 ``stats.claims_moments`` (1–6, the core), ``stats.claims_geometry`` (the three above) and ``stats.isoscore``
@@ -132,7 +138,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "layers_linear",
         "004",
-        "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
+        "consecutive middle layers are linear maps of each other (cross-fitted linearity score ≥ 0.95) in "
         "decoders, less so in encoders (Razzhigaev et al. 2024)",
         layers_linear,
         needs_interval=True,
@@ -158,7 +164,8 @@ def findings(run, *, resamples: int = RESAMPLES, seed: int = 0) -> list[Finding]
 
 
 def findings_table(runs_findings: dict) -> pd.DataFrame:
-    """{run name: [Finding]} -> one row per (claim, run): id, claim, seed, run, verdict, value, low, high, layer, why."""
+    """{run name: [Finding]} -> one row per (claim, run): id, claim, seed, run, verdict, value, low, high, layer,
+    why."""
     rows = []
     for name, fs in runs_findings.items():
         for f in fs:

@@ -45,7 +45,7 @@ half of the network (both layers' relative depth in [1/4, 3/4]) is ≥ ``LINEAR_
 it in encoders; its interval runs from the cross-fitted interval's low end to the in-sample one's high end (the
 truth lies between the two scores): "cannot tell" where it straddles 0.95, or where a half holds no more
 embeddings than dimensions. Razzhigaev et al. report ≈ 0.99 (in-sample) between consecutive decoder layers; the
-threshold is this library's choice. ``tests/test_coverage.py`` checks every interval's coverage on synthetic
+threshold is this library's choice. The coverage test checks every interval's coverage on synthetic
 layers with a known population score.
 
 The Gaussian null (``null_pair_scatters``): the null's layers are drawn independently given the token type, so

@@ -103,6 +103,16 @@ class LayerLinearityMeasure(LayerMajor):
         ),
         LayerCurve(
             LL.TABLE,
+            "linearity_xfit",
+            "Linearity, cross-fitted",
+            "cross-fitted linearity score (out of sample)",
+            description="The same score for a map fitted on one half of the sentences and scored on the other, "
+            "both ways: out of sample, so it does not reward fitting the noise. Below the in-sample score by "
+            "about 2d/n of the unexplained share (d dimensions, n embeddings): a wide gap means too few "
+            "embeddings per dimension; the findings decide on this score.",
+        ),
+        LayerCurve(
+            LL.TABLE,
             "linearity_residual_free",
             "Linearity without the residual",
             "linearity score of h_l+1 − h_l on h_l",
