@@ -6,8 +6,9 @@ itself so the files read right as plain Markdown too. A block
     <!-- /generated:NAME -->
 
 holds what ``BLOCKS[NAME]()`` returns: ``claims`` (the findings' claims, ``stats.findings.CLAIMS``) and ``cli``
-(every command and option, from the parsers: ``cli_reference.reference_markdown``). The build refreshes every block (``on_page_markdown``), and
-``python docs/_hooks/generated.py`` rewrites the files, which the docs test asks to be up to date."""
+(every command and option, from the parsers: ``cli_reference.reference_markdown``). The build refreshes every
+block (``on_page_markdown``), and ``python docs/_hooks/generated.py`` rewrites the files, which the docs test asks
+to be up to date."""
 
 from __future__ import annotations
 
