@@ -365,3 +365,20 @@ def test_the_curve_draws_the_tables_own_interval_as_its_band(recorded):
     np.testing.assert_array_equal(upper.y, table["linearity_high"])
     [line] = [t for t in fig.data if t.name == "lin"]
     np.testing.assert_array_equal(line.y, table["linearity"])
+
+
+def test_the_deck_draws_the_cross_fitted_score_and_states_the_claim(one):
+    """The declared curves' slides: the cross-fitted score has its own, drawn from the table's column, and every
+    linearity slide states the verdict of ``layers_linear`` (with its reason)."""
+    from normvar_core.report.slides import declared_slides
+
+    slides = {s.title: s for s in declared_slides([one])}
+    xf = slides["Linearity, cross-fitted"]
+    [line] = [t for t in xf.figure.data if t.name == one.name]
+    np.testing.assert_allclose(line.y, one.table(LL.TABLE).sort_values("layer")["linearity_xfit"], atol=1e-12)
+    for title in (
+        "Linearity between consecutive layers",
+        "Linearity, cross-fitted",
+        "Linear CKA between consecutive layers",
+    ):
+        assert "claim layers_linear — " in slides[title].takeaway, title

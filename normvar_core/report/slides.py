@@ -455,10 +455,15 @@ def figure_slides(f: Figure, claims: tuple[str, ...], runs) -> list[Slide]:
     return [s for g in (f, *f.below) if (s := figure_slide(g, claims if g is f else (), runs)) is not None]
 
 
+TABLE_CLAIMS: dict[str, tuple[str, ...]] = {"layer_linearity": ("layers_linear",)}
+"""The claims whose verdict a declared curve's slide states, by the curve's table."""
+
+
 def declared_slides(runs) -> list[Slide]:
     """The ``figure_slides`` of each per-layer curve that the runs' measures declare
-    (``page_figures.declared_figures``: each once, in the runs' order), over the runs that hold it."""
-    return [s for f in declared_figures(None, runs) for s in figure_slides(f, (), runs)]
+    (``page_figures.declared_figures``: each once, in the runs' order), over the runs that hold it, with the
+    verdicts of the claims its table decides (``TABLE_CLAIMS``)."""
+    return [s for f in declared_figures(None, runs) for s in figure_slides(f, TABLE_CLAIMS.get(f.tables[0], ()), runs)]
 
 
 REGISTRY: list[Callable] = [
@@ -505,6 +510,7 @@ __all__ = [
     "figure_slide",
     "figure_slides",
     "declared_slides",
+    "TABLE_CLAIMS",
     "deck_name",
     "findings_slide",
     "run_findings",

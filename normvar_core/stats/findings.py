@@ -201,7 +201,8 @@ def samples_note(runs_findings: dict) -> str | None:
 
 
 def cell(f: Finding) -> str:
-    """'holds: −0.98 [−1.02, −0.95] @6' — one short cell for tables and slides; a TwoNN profile that the context
+    """'holds: −0.98 [−1.02, −0.95] @6' — one short cell for tables and slides; the layer linearity adds its
+    in-sample score and the embeddings per dimension beside the cross-fitted value; a TwoNN profile that the context
     bias leaves undecided names the cross-context estimate too ('cannot tell: 9.95 [9.93, 9.96] @4 · cross-context
     16.2 @6')."""
     if f.value is None or not np.isfinite(f.value):
@@ -211,6 +212,8 @@ def cell(f: Finding) -> str:
         s += f" [{fmt(f.interval[0])}, {fmt(f.interval[1])}]"
     if f.layer is not None:
         s += f" @{f.layer}"
+    if f.details.get("in_sample") is not None and f.details.get("per_dim") is not None:  # layers_linear: both scores
+        s += f" · in-sample {fmt(f.details['in_sample'])} · {fmt(f.details['per_dim'])} embeddings per dimension"
     if f.details.get("context_split"):  # id_profile: the two TwoNN estimates disagree (claims_geometry.context_split)
         s += f" · cross-context {fmt(f.details['cross_peak'])} @{f.details['cross_peak_layer']}"
     return s
