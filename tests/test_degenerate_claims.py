@@ -7,6 +7,8 @@ listed as damaged, and ``findings`` says so in one line (exit status 2), not a K
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 import pytest
 from dashboard_run import APP
@@ -99,3 +101,52 @@ def test_a_linearity_table_missing_a_column_is_listed_as_damaged(data, tmp_path,
     assert cli.main(["findings", "ids1", "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "layer_linearity lacks column linearity_b" in err and len(err.splitlines()) == 1
+
+
+def _raw_names(path) -> re.Pattern:
+    """The run file's table and column names that no reader would take for words (those with an underscore), as a
+    pattern matching one standing alone."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+    names = sorted({x for row in rows for x in row if "_" in x}, key=len, reverse=True)
+    return re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?![\w(])")
+
+
+def _page_texts(at) -> list[str]:
+    out = [
+        str(e.value)
+        for kind in ("markdown", "caption", "info", "warning", "error", "success", "subheader", "header", "title")
+        for e in getattr(at, kind)
+    ]
+    out += [e.label for e in at.expander] + [t.label for t in at.tabs] + [m.label for m in at.metric]
+    return out + [str(c) for d in at.dataframe for c in d.value.columns]
+
+
+@pytest.mark.subprocess
+def test_no_raw_column_or_table_name_on_any_page_or_slide(data, monkeypatch):
+    """Every page's text (markdown, captions, messages, tab and expander labels, metric labels, the tables' column
+    headers) and every slide's (title, takeaway, notes, text and table cells) of a run with every measure names no
+    table or column of its run file."""
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.report.slides import build_slides
+    from normvar_core.runs.reader import open_run
+    from normvar_core.viz.pages import PAGES
+
+    path = data / "runs" / "ids1.duckdb"
+    raw = _raw_names(path)
+    monkeypatch.setenv("NORMVAR_DATA", str(data))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({"run": "ids1"})
+    at.run()
+    found = []
+    for page in PAGES:
+        at.switch_page(f"views/{page.file}").run()
+        assert not at.exception, (page.key, [e.value for e in at.exception])
+        found += [(page.key, m, t[:100]) for t in _page_texts(at) for m in raw.findall(t)]
+    for s in build_slides([open_run(path)]):
+        texts = [s.title, s.takeaway, s.notes, *s.lines]
+        if s.table is not None:
+            texts += [str(c) for row in s.table.rows for c in row]
+        found += [(s.title, m, t[:100]) for t in texts for m in raw.findall(t)]
+    assert not found, found

@@ -13,11 +13,13 @@ from normvar_core.report.run_figures import MISSING, num
 from normvar_core.viz.labels import readable
 from normvar_core.viz.neighbourhood_figures import drawn_layers
 from normvar_core.viz.page_figures import OVERLAP_K, Figure
+from normvar_core.viz.table_words import for_display
 
 
 def table_notes(df: pd.DataFrame, cols: list[str]) -> str:
-    """The columns as a plain-text table for the speaker notes; a missing value as "—"."""
-    return df[cols].to_string(index=False, float_format=lambda x: f"{x:.6g}", na_rep=MISSING)
+    """The columns as a plain-text table for the speaker notes, each headed by its words
+    (``viz.table_words``: no raw column name); a missing value as "—"."""
+    return for_display(df[cols]).to_string(index=False, float_format=lambda x: f"{x:.6g}", na_rep=MISSING)
 
 
 def per_layer(f: Figure, curves: dict) -> tuple[str, str]:

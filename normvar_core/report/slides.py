@@ -305,8 +305,8 @@ def _layernorm_notes(run) -> str:
     if not len(att):
         return ""
     return (
-        "\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² (q_pred) against Q(X) over all embeddings; "
-        "gamma_weighting = Σγ²E z²/‖γ‖², top_z_share = z's energy in its 5 largest coordinates\n"
+        "\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² against Q(X) over all embeddings; "
+        "γ-weighting = Σγ²E z²/‖γ‖², top-5 share = z's energy in its 5 largest coordinates\n"
         + table_notes(
             att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share", "top_gamma_sq_ratio"]
         )

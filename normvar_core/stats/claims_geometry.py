@@ -143,7 +143,12 @@ def id_profile_of(g) -> Finding:
     distinct embeddings. ``g``: a run's ``layer_geometry`` (the Geometry and Compare pages state this finding
     beside the figure: the same rule as the findings)."""
     if g is None or "twonn_id" not in g or g["twonn_id"].notna().sum() < 3:
-        return finding("id_profile", "untestable", why="no TwoNN estimates in this run (geometry off or id_sample 0)")
+        return finding(
+            "id_profile",
+            "untestable",
+            why="no TwoNN estimates in this run (the geometry off, or a TwoNN sample (--id-sample) of 0 or too "
+            "few embeddings)",
+        )
     g = g.sort_values("layer")
     d, layers = g["twonn_id"].to_numpy(float), g["layer"].to_numpy(int)
     k, ok = _interior_peak(d)
