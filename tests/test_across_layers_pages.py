@@ -84,6 +84,17 @@ def test_overlap_tab_draws_the_profile_and_the_curve_over_k_beside_chance(app, t
     np.testing.assert_allclose(arr(chance["x"]), overlap.KS)
     np.testing.assert_allclose(n, n[0], rtol=1e-12)
     assert K // B - 1 <= n[0] <= -(-K // B) - 1  # n_i = its batch's other points
+    # the y axis spans the data (with their bars), not the chance line far below; chance is said in words
+    lo = min(float(np.min(arr(t["y"]) - arr(t["error_y"]["array"]))) for t in drawn)
+    y0, y1 = fig["layout"]["yaxis"]["range"]
+    assert (
+        y0 <= lo and y0 > float(np.max(arr(chance["y"]))) and y1 <= 1.0 and fig["layout"]["yaxis"].get("type") != "log"
+    )
+    [note] = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("chance k / n")]
+    assert f"at k = {overlap.KS[0]}" in note and f"at k = {overlap.KS[-1]}" in note
+    # the log axis of k labels whole decades only
+    xa = fig["layout"]["xaxis"]
+    assert [t for t in xa["ticktext"] if t] == ["1", "10"] and len(xa["tickvals"]) == len(overlap.KS)
     # at k = 10 the curve is the profile's value
     at10 = nxt[(nxt["k"] == overlap.K_DEFAULT) & ~nxt["masked"].astype(bool)].set_index("layer")["overlap"]
     np.testing.assert_allclose(at10.to_numpy(), o.set_index("layer").loc[at10.index, "overlap_next"], atol=1e-12)

@@ -62,6 +62,46 @@ def _log_x(fig: go.Figure, values, title: str) -> None:
     fig.update_xaxes(title_text=title, type="log", tickvals=ticks, ticktext=[str(x) for x in ticks])
 
 
+def data_range(traces, pad: float = 0.04) -> list[float] | None:
+    """[low, high] of the drawn values ± their error bars, padded by ``pad`` of the span and kept within [0, 1]
+    (an overlap is a share): the axis spans the data, not the chance line far below it; None without data."""
+    lo, hi = [], []
+    for t in traces:
+        y = np.asarray(t.y, float)
+        e = np.asarray(t.error_y.array, float) if t.error_y is not None and t.error_y.array is not None else 0.0
+        lo.append(np.nanmin(y - e)), hi.append(np.nanmax(y + e))
+    if not lo or not np.isfinite(lo + hi).all():
+        return None
+    a, b = float(min(lo)), float(max(hi))
+    span = max(b - a, 0.02)
+    return [max(a - pad * span, 0.0), min(b + pad * span, 1.0)]
+
+
+def chance_note(fig: go.Figure, curves: Mapping[str, pd.DataFrame]) -> None:
+    """Chance k / n as an annotation above the plot (its dotted line stays, for the hover and the legend, but far
+    below the data it would squeeze them): per run its range over k."""
+    parts = []
+    for label, df in curves.items():
+        ch = df[(df["pair"] == "next") & (df["masked"] == False)].groupby("k")["chance"].mean()  # noqa: E712
+        if len(ch):
+            who = f"{label}: " if len(curves) > 1 else ""
+            parts.append(
+                f"{who}{ch.iloc[0]:.2g} at k = {int(ch.index[0])} to {ch.iloc[-1]:.2g} at k = {int(ch.index[-1])}"
+            )
+    if parts:
+        fig.add_annotation(
+            text="chance k / n (dotted, below the axis where it is out of range): " + "; ".join(parts),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=1.02,
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            font=dict(size=12),
+        )
+
+
 def drawn_layers(layers: np.ndarray) -> np.ndarray:
     """The up to four evenly spaced layers of ``layers`` (sorted) that a figure of this module draws, both ends
     included."""
@@ -184,10 +224,10 @@ def overlap_k_figure(
     title: str | None = None,
 ) -> go.Figure:
     """χ_k of each of up to four evenly spaced layers with the next kept layer against k (``overlap_curve``, its
-    ``pair == "next"`` rows; both axes logarithmic, so the chance line shows beside overlaps near 1): solid
+    ``pair == "next"`` rows; k on a log axis, χ_k on a linear one spanning the data, ``data_range``): solid
     unmasked, dash-dotted with the own sentence masked, bars ± the spread over batches; per run the chance k / n
-    (the ``chance`` column, unmasked), dotted grey. The depth arguments are accepted and not used (the table's rows
-    with the last layer are in its CSV)."""
+    (the ``chance`` column, unmasked), dotted grey, and its values in an annotation (``chance_note``). The depth
+    arguments are accepted and not used (the table's rows with the last layer are in its CSV)."""
     del relative, num_hidden_states, bands, null_curves, null_of
     fig = go.Figure()
     for i, (label, df) in enumerate(curves.items()):
@@ -222,7 +262,9 @@ def overlap_k_figure(
             )
         )
     _log_x(fig, [x for df in curves.values() for x in df["k"]], "k (nearest neighbours compared)")
-    fig.update_yaxes(title_text="χ_k(l, l+1), log scale", type="log")
+    drawn = [t for t in fig.data if "chance" not in (t.name or "") and t.y is not None and len(t.y)]
+    fig.update_yaxes(title_text="χ_k(l, l+1)", range=data_range(drawn))
+    chance_note(fig, curves)
     return _laid_out(
         fig, "Neighbourhood overlap against k (Valeriani et al. 2023)", OVERLAP_K_SENTENCE, title, presentation
     )
@@ -236,5 +278,7 @@ __all__ = [
     "SCALES_SENTENCE",
     "OVERLAP_SENTENCE",
     "OVERLAP_K_SENTENCE",
+    "data_range",
+    "chance_note",
     "NULL_OVERLAP",
 ]
