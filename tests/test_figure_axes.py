@@ -30,3 +30,30 @@ def test_slides_and_pages_label_whole_decades_only():
     f = go.Figure(go.Scatter(x=[1, 100], y=[0, 1]))
     f.update_xaxes(type="log", tickvals=[1, 3, 100], ticktext=["one", "three", "hundred"])
     assert list(decades_only(f).layout.xaxis.ticktext) == ["one", "", "hundred"]
+
+
+def test_the_overlap_profile_says_when_the_masked_lines_equal_the_unmasked():
+    """A masked overlap equal to the unmasked one would hide under it: it is said in an annotation, not drawn; one
+    that differs is drawn with its largest difference in its name."""
+    import numpy as np
+    import pandas as pd
+
+    from normvar_core.viz.neighbourhood_figures import EQUAL_TOL, overlap_figure
+
+    nxt = np.array([0.4, 0.5, 0.6, np.nan])
+    df = pd.DataFrame(
+        {
+            "layer": range(4),
+            "overlap_next": nxt,
+            "overlap_next_masked": nxt + EQUAL_TOL / 2,  # equal to within the tolerance
+            "overlap_last": [0.3, 0.4, 0.5, 1.0],
+            "overlap_last_masked": [0.25, 0.4, 0.5, 1.0],  # 0.05 below at layer 0
+            "chance": 0.01,
+        }
+    )
+    fig = overlap_figure({"r": df}, relative=False)
+    names = [t.name for t in fig.data]
+    assert not any("next layer, own sentence masked" in n for n in names)
+    assert "r (last layer, own sentence masked, up to 0.050 from all neighbours)" in names
+    [note] = [a.text for a in fig.layout.annotations]
+    assert "the overlap with the next layer equals the unmasked one" in note

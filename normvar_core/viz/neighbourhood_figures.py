@@ -62,6 +62,17 @@ def _log_x(fig: go.Figure, values, title: str) -> None:
     fig.update_xaxes(title_text=title, type="log", tickvals=ticks, ticktext=[str(x) for x in ticks])
 
 
+EQUAL_TOL = 1e-3
+"""A masked overlap within this of the unmasked one at every layer is the same line (said, not drawn)."""
+
+
+def masked_gap(df: pd.DataFrame, col: str) -> float | None:
+    """max |χ_masked − χ| over the layers holding both (None when none does)."""
+    d = (df[col] - df[col.removesuffix("_masked")]).abs().to_numpy(float)
+    d = d[np.isfinite(d)]
+    return float(d.max()) if d.size else None
+
+
 def data_range(traces, pad: float = 0.04) -> list[float] | None:
     """[low, high] of the drawn values ± their error bars, padded by ``pad`` of the span and kept within [0, 1]
     (an overlap is a share): the axis spans the data, not the chance line far below it; None without data."""
@@ -173,19 +184,28 @@ def overlap_figure(
     title: str | None = None,
 ) -> go.Figure:
     """χ₁₀ of each layer with the next (solid) and with the last (dash-dotted), thin with the own sentence masked,
-    and chance (dotted) against depth (relative when ``relative``)."""
+    and chance (dotted) against depth (relative when ``relative``). A masked line within ``EQUAL_TOL`` of its
+    unmasked one everywhere is not drawn (it would hide under it): an annotation says they are equal; one that
+    differs names its largest difference in its legend entry."""
     del bands, null_curves, null_of
-    fig = go.Figure()
+    fig, notes = go.Figure(), []
     for i, (label, df) in enumerate(curves.items()):
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = PALETTE[i % len(PALETTE)]
+        same = []
         for col, dash, width, what in (
             ("overlap_next", "solid", 2.5, "next layer"),
             ("overlap_next_masked", "solid", 1.2, "next layer, own sentence masked"),
             ("overlap_last", "dashdot", 2.5, "last layer"),
             ("overlap_last_masked", "dashdot", 1.2, "last layer, own sentence masked"),
         ):
+            if col.endswith("_masked"):
+                gap = masked_gap(df, col)
+                if gap is None or gap <= EQUAL_TOL:  # it would lie on the unmasked line: said, not drawn
+                    same.append(what.split(",")[0])
+                    continue
+                what += f", up to {gap:.3f} from all neighbours"
             fig.add_trace(
                 go.Scatter(
                     x=x,
@@ -204,6 +224,25 @@ def overlap_figure(
                 name=f"{label} (chance: Gaussian null)",
                 line=dict(color=NULL_COLOR, dash="dot", width=1.2),
             )
+        )
+        if same:
+            notes.append(
+                (f"{label}: " if len(curves) > 1 else "")
+                + f"with the own sentence masked, the overlap with the {' and the '.join(same)} equals the unmasked "
+                f"one to within {EQUAL_TOL:g} (not drawn: no token's 10 nearest neighbours come from its own sentence)"
+            )
+    if notes:
+        fig.add_annotation(
+            text="<br>".join(notes),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=1.02,
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            align="left",
+            font=dict(size=12),
         )
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
     fig.update_yaxes(title_text="shared 10 nearest neighbours χ₁₀", range=[0, 1.02])
@@ -279,6 +318,8 @@ __all__ = [
     "OVERLAP_SENTENCE",
     "OVERLAP_K_SENTENCE",
     "data_range",
+    "masked_gap",
+    "EQUAL_TOL",
     "chance_note",
     "NULL_OVERLAP",
 ]
