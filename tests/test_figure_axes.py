@@ -57,3 +57,39 @@ def test_the_overlap_profile_says_when_the_masked_lines_equal_the_unmasked():
     assert "r (last layer, own sentence masked, up to 0.050 from all neighbours)" in names
     [note] = [a.text for a in fig.layout.annotations]
     assert "the overlap with the next layer equals the unmasked one" in note
+
+
+def test_the_id_across_scales_slide_reads_medians_over_the_drawn_layers():
+    """One noisy scale (100 at layer 0, n1 = 1) does not make the takeaway: each drawn layer's median over the
+    scales does, ranged over the drawn layers; the notes head every column in words."""
+    import numpy as np
+    import pandas as pd
+
+    from normvar_core.report.figure_reads import scales
+    from normvar_core.viz.page_figures import SCALES
+
+    rows = [
+        {"layer": layer, "n1": n1, "masked": masked, "gride_id": 10.0 + layer + (0.5 if masked else 0.0) + 0.1 * n1}
+        for layer in range(7)
+        for n1 in (1, 2, 4, 8)
+        for masked in (False, True)
+    ]
+    t = pd.DataFrame(rows).assign(gride_id_err=0.3)
+    t.loc[(t["layer"] == 0) & (t["n1"] == 1) & ~t["masked"], "gride_id"] = 100.0
+    take, notes = scales(SCALES, {"r": t})
+    med = {layer: np.median([10 + layer + 0.1 * n1 for n1 in (1, 2, 4, 8)]) for layer in (0, 2, 4, 6)}
+    med[0] = np.median([100.0, 10.2, 10.4, 10.8])
+    assert f"{min(med.values()):.3f}–{max(med.values()):.3f}, highest at layer 6" in take
+    assert "100" not in take and "median per drawn layer (0, 2, 4, 6)" in take
+    assert notes.splitlines()[1].split() == [
+        "layer",
+        "scale",
+        "n1",
+        "GRIDE",
+        "dimension",
+        "its",
+        "error",
+        "own",
+        "sentence",
+        "masked",
+    ]

@@ -29,6 +29,14 @@ WORDS: dict[str, str] = {
     "top_z_share": "top-5 share of z's energy",
     "top_gamma_sq_ratio": "top-5 γᵢ² / mean γᵢ²",
     "cv_q": "C.V. of Q(X_t)",
+    "n1": "scale n1",
+    "gride_id": "GRIDE dimension",
+    "gride_id_err": "its error",
+    "gride_id_masked": "own sentence masked",
+    "to_layer": "to layer",
+    "overlap": "χ_k",
+    "overlap_std": "± over batches",
+    "chance": "chance k / n",
 }
 TABLES: dict[str, str] = {
     "layer_geometry": "the layer geometry per layer",
