@@ -17,6 +17,7 @@ from normvar_core.report.slides import build_slides, reproduce
 from normvar_core.report.writers import write_report
 from normvar_core.service import cli
 from normvar_core.stats import analyses
+from normvar_core.stats.findings import CLAIM_IDS
 from normvar_core.viz.page_figures import FIGURES, OVERLAP, OVERLAP_K
 
 
@@ -120,9 +121,11 @@ def test_pptx(slides, run, tmp_path):
 
     path = write_report(slides, tmp_path / "r.pptx", "pptx")
     prs = Presentation(path)
-    # the findings table continues on further slides ("… (continued)"); every other slide is one slide
+    # every slide is one slide: the findings table too, at the largest text size that fits it (every claim a row)
     own = [sl for sl in prs.slides if not _continued(sl)]
-    assert len(own) == len(slides) and len(prs.slides) > len(own)
+    assert len(own) == len(slides) == len(prs.slides)
+    [grid] = [sh.table for sh in own[1].shapes if sh.has_table]
+    assert len(grid.rows) == 1 + len(CLAIM_IDS)
     assert prs.slide_width * 9 == prs.slide_height * 16
     for s, sl in zip(slides, own):
         pics = [sh for sh in sl.shapes if sh.shape_type == MSO_SHAPE_TYPE.PICTURE]
