@@ -174,3 +174,20 @@ def test_two_independent_gaussian_layers_share_k_over_n_neighbours():
     np.testing.assert_allclose(want, np.asarray(overlap.KS) / (N - 1), rtol=1e-12)
     se = chis.std(0, ddof=1) / np.sqrt(reps)
     assert np.all(np.abs(chis.mean(0) - want) <= 4 * se + 1e-12), (chis.mean(0), want, se)
+
+
+def test_compare_draws_the_id_across_scales_and_the_overlap(app, tables):
+    """Compare has a tab for the ID across scales and one for the neighbourhood overlap (with the overlap against k
+    under it), each over the runs that hold it and naming the one that does not."""
+    from dashboard_run import RUN2
+
+    at = open_page(app, "compare", run2=RUN2)
+    at = open_section(at, "compare", "ID across scales")
+    fig = figure(at, "ID across scales")
+    g = tables["layer_geometry"]
+    assert any(str(t.get("name", "")).startswith(RUN) for t in fig["data"])
+    at = open_section(at, "compare", "Neighbourhood overlap")
+    prof = figure(at, "Neighbourhood overlap between layers")
+    o = tables["layer_overlap"].sort_values("layer")
+    np.testing.assert_allclose(arr(trace(prof, f"{RUN} (next layer)")["y"]), o["overlap_next"].to_numpy(), atol=1e-12)
+    assert figure(at, "Neighbourhood overlap against k") and len(g)
