@@ -93,3 +93,18 @@ def test_the_id_across_scales_slide_reads_medians_over_the_drawn_layers():
         "sentence",
         "masked",
     ]
+
+
+def test_a_long_takeaway_is_cut_at_a_clause_and_kept_whole_in_the_notes():
+    import plotly.graph_objects as go
+
+    from normvar_core.report.slides import TAKEAWAY_MAX, Slide, fit_takeaway
+
+    long = "; ".join(f"run {i}: GRIDE's dimension 9.1–12.3 at the drawn layers" for i in range(12))
+    s = fit_takeaway(Slide("t", long, "layer values", go.Figure()))
+    assert len(s.takeaway) <= TAKEAWAY_MAX and s.takeaway.endswith(" … (in full in the notes)")
+    assert long.startswith(s.takeaway.removesuffix(" … (in full in the notes)"))
+    assert s.takeaway.removesuffix(" … (in full in the notes)").endswith("layers")  # a whole clause
+    assert s.notes == f"Takeaway: {long}\n\nlayer values"
+    short = Slide("t", "one line", "n", go.Figure())
+    assert fit_takeaway(short) is short and fit_takeaway(Slide("t", long, "n")).takeaway == long  # text slides kept

@@ -13,7 +13,7 @@ from dashboard_run import RUN, RUN2
 from runfiles import query
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.report.slides import build_slides, reproduce
+from normvar_core.report.slides import TAKEAWAY_MAX, build_slides, reproduce
 from normvar_core.report.writers import write_report
 from normvar_core.service import cli
 from normvar_core.stats import analyses
@@ -130,6 +130,9 @@ def test_pptx(slides, run, tmp_path):
     for s, sl in zip(slides, own):
         pics = [sh for sh in sl.shapes if sh.shape_type == MSO_SHAPE_TYPE.PICTURE]
         assert len(pics) == (1 if s.figure is not None else 0)
+        # the figure takes at least 60 % of the slide's height; a long takeaway went to the notes
+        assert all(p.height >= 0.6 * prs.slide_height for p in pics), (s.title, [p.height for p in pics])
+        assert s.figure is None or len(s.takeaway) <= TAKEAWAY_MAX
         assert sl.notes_slide.notes_text_frame.text == s.notes
         assert sl.shapes.title is not None and sl.shapes.title.text == s.title  # the outline lists the titles
     assert prs.core_properties.title == run.name

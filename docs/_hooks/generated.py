@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-for p in (ROOT, Path(__file__).resolve().parent):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+if str(ROOT) not in sys.path:  # the checkout's normvar_core and docs._hooks, as mkdocstrings' `paths: [.]`
+    sys.path.insert(0, str(ROOT))
 
 BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n).*?(<!-- /generated:\2 -->)", re.S)
 
@@ -37,7 +36,7 @@ def claims_markdown() -> str:
 
 
 def cli_markdown() -> str:
-    from cli_reference import reference_markdown
+    from docs._hooks.cli_reference import reference_markdown
 
     return reference_markdown()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import plotly.graph_objects as go
@@ -487,8 +487,27 @@ scales, the neighbourhood overlap and the overlap against k under it in its tab 
 each figure a tab draws ``below`` another), TwoNN's decimation), then one per curve that the runs' measures declare."""
 
 
+TAKEAWAY_MAX = 400
+"""The most characters of a figure slide's takeaway (about three lines at its smallest size): a longer one is cut at
+a clause and given whole in the notes, so the figure keeps the slide."""
+
+
+def fit_takeaway(s: Slide) -> Slide:
+    """``s`` with a takeaway of at most ``TAKEAWAY_MAX`` characters when it has a figure: a longer one is cut after
+    its last whole clause ("; " or ". ") that fits, with "… (in full in the notes)", and the notes start with it in
+    full, labelled "Takeaway:"."""
+    if s.figure is None or len(s.takeaway) <= TAKEAWAY_MAX:
+        return s
+    tail = " … (in full in the notes)"
+    head = s.takeaway[: TAKEAWAY_MAX - len(tail)]
+    cut = max(head.rfind("; "), head.rfind(". "), head.rfind(" · "))
+    head = head[:cut] if cut > TAKEAWAY_MAX // 3 else head[: head.rfind(" ")]
+    return replace(s, takeaway=head + tail, notes=f"Takeaway: {s.takeaway}\n\n{s.notes}")
+
+
 def build_slides(runs) -> list[Slide]:
-    """Every registered slide the runs support, in order (a builder gives a Slide, None, or a list of Slides)."""
+    """Every registered slide the runs support, in order (a builder gives a Slide, None, or a list of Slides), each
+    figure slide's takeaway fitted (``fit_takeaway``)."""
     out = []
     for builder in REGISTRY:
         s = builder(runs)
@@ -496,7 +515,7 @@ def build_slides(runs) -> list[Slide]:
             out += s
         elif s is not None:
             out.append(s)
-    return out
+    return [fit_takeaway(s) for s in out]
 
 
 __all__ = [
@@ -511,6 +530,8 @@ __all__ = [
     "figure_slides",
     "declared_slides",
     "TABLE_CLAIMS",
+    "TAKEAWAY_MAX",
+    "fit_takeaway",
     "deck_name",
     "findings_slide",
     "run_findings",
