@@ -88,6 +88,22 @@ def data_range(traces, pad: float = 0.04) -> list[float] | None:
     return [max(a - pad * span, 0.0), min(b + pad * span, 1.0)]
 
 
+def note_above(fig: go.Figure, text: str) -> None:
+    """``text`` as a note over the plot's top left corner, under the title (never inside the plot)."""
+    fig.add_annotation(
+        text=text,
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=1.02,
+        xanchor="left",
+        yanchor="bottom",
+        showarrow=False,
+        align="left",
+        font=dict(size=12),
+    )
+
+
 def chance_note(fig: go.Figure, curves: Mapping[str, pd.DataFrame]) -> None:
     """Chance k / n as an annotation above the plot (its dotted line stays, for the hover and the legend, but far
     below the data it would squeeze them): per run its range over k."""
@@ -100,17 +116,7 @@ def chance_note(fig: go.Figure, curves: Mapping[str, pd.DataFrame]) -> None:
                 f"{who}{ch.iloc[0]:.2g} at k = {int(ch.index[0])} to {ch.iloc[-1]:.2g} at k = {int(ch.index[-1])}"
             )
     if parts:
-        fig.add_annotation(
-            text="chance k / n (dotted, below the axis where it is out of range): " + "; ".join(parts),
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=1.02,
-            xanchor="left",
-            yanchor="bottom",
-            showarrow=False,
-            font=dict(size=12),
-        )
+        note_above(fig, "chance k / n (dotted, below the axis where it is out of range): " + "; ".join(parts))
 
 
 def drawn_layers(layers: np.ndarray) -> np.ndarray:
@@ -232,18 +238,7 @@ def overlap_figure(
                 f"one to within {EQUAL_TOL:g} (not drawn: no token's 10 nearest neighbours come from its own sentence)"
             )
     if notes:
-        fig.add_annotation(
-            text="<br>".join(notes),
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=1.02,
-            xanchor="left",
-            yanchor="bottom",
-            showarrow=False,
-            align="left",
-            font=dict(size=12),
-        )
+        note_above(fig, "<br>".join(notes))
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
     fig.update_yaxes(title_text="shared 10 nearest neighbours χ₁₀", range=[0, 1.02])
     return _laid_out(
@@ -321,5 +316,6 @@ __all__ = [
     "masked_gap",
     "EQUAL_TOL",
     "chance_note",
+    "note_above",
     "NULL_OVERLAP",
 ]
