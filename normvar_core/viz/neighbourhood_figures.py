@@ -45,14 +45,20 @@ def _wrapped(text: str, width: int = 120) -> list[str]:
 def _laid_out(fig: go.Figure, heading: str, sentence: str, title: str | None, presentation: bool) -> go.Figure:
     """The figure's title (``title``, else ``heading`` with ``sentence`` wrapped under it), legend under the plot,
     theme and margins."""
+    lines = _wrapped(sentence)
+    notes = sum(str(a.text).count("<br>") + 1 for a in fig.layout.annotations if a.yref == "paper" and a.y > 1)
+    top, bottom = 70 + 24 * (len(lines) + 1) + 20 * notes, 190 if presentation else 170
     fig.update_layout(
-        title=title or (heading + "<br><sup>" + "<br>".join(_wrapped(sentence)) + "</sup>"),
-        height=560 if presentation else 460,
+        title=title or (heading + "<br><sup>" + "<br>".join(lines) + "</sup>"),
+        height=(400 if presentation else 360) + top + bottom,  # the plot keeps its height under any title
         hovermode="closest",
-        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+        # under the x axis's title, never over it: the plot's bottom margin holds the tick labels, the axis title
+        # and then the legend
+        legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, yref="paper"),
     )
     apply_theme(fig, presentation)
-    fig.update_layout(margin=dict(b=130 if presentation else 110, t=150))
+    # the title's lines and any note above the plot sit in the top margin, outside the plot
+    fig.update_layout(margin=dict(b=bottom, t=top))
     return fig
 
 
@@ -89,9 +95,10 @@ def data_range(traces, pad: float = 0.04) -> list[float] | None:
 
 
 def note_above(fig: go.Figure, text: str) -> None:
-    """``text`` as a note over the plot's top left corner, under the title (never inside the plot)."""
+    """``text`` as a note over the plot's top left corner, under the title (never inside the plot), wrapped at 110
+    characters (``_laid_out`` leaves its lines room in the top margin)."""
     fig.add_annotation(
-        text=text,
+        text="<br>".join(line for para in text.split("<br>") for line in _wrapped(para, 110)),
         xref="paper",
         yref="paper",
         x=0,
