@@ -185,7 +185,8 @@ def test_compare_draws_the_id_across_scales_and_the_overlap(app, tables):
     at = open_section(at, "compare", "ID across scales")
     fig = figure(at, "ID across scales")
     g = tables["layer_geometry"]
-    assert any(str(t.get("name", "")).startswith(RUN) for t in fig["data"])
+    gride = [t for t in fig["data"] if str(t.get("name", "")).startswith("layer ")]  # RUN's alone: RUN2 has none
+    assert gride and not any(RUN2 in str(t.get("name", "")) for t in fig["data"])
     at = open_section(at, "compare", "Neighbourhood overlap")
     prof = figure(at, "Neighbourhood overlap between layers")
     o = tables["layer_overlap"].sort_values("layer")

@@ -374,8 +374,11 @@ def test_runs_page_lists_runs_and_metadata(app, run):
     assert any(j.value.get("name") == RUN for j in at.json if isinstance(j.value, dict)) or any(
         RUN in str(j.value) for j in at.json
     )
-    ls = [d.value for d in at.dataframe if "v_w" in d.value.columns][0]
-    np.testing.assert_allclose(ls["q"], run.layer_stats()["q"])
+    from normvar_core.viz.table_words import words
+
+    assert not any("v_w" in d.value.columns for d in at.dataframe)  # headed in words, not the run file's names
+    ls = [d.value for d in at.dataframe if words("v_w") in d.value.columns][0]
+    np.testing.assert_allclose(ls[words("q")], run.layer_stats()["q"])
 
 
 def test_new_run_rejects_oversize_upload(app, monkeypatch, data_dir):

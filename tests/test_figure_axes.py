@@ -106,5 +106,8 @@ def test_a_long_takeaway_is_cut_at_a_clause_and_kept_whole_in_the_notes():
     assert long.startswith(s.takeaway.removesuffix(" … (in full in the notes)"))
     assert s.takeaway.removesuffix(" … (in full in the notes)").endswith("layers")  # a whole clause
     assert s.notes == f"Takeaway: {long}\n\nlayer values"
+    # the claims' verdicts stay whole after the cut reading
+    s = fit_takeaway(Slide("t", long + " · claim id_profile — holds: 9.1", "n", go.Figure()))
+    assert s.takeaway.endswith(" … (in full in the notes) · claim id_profile — holds: 9.1")
     short = Slide("t", "one line", "n", go.Figure())
     assert fit_takeaway(short) is short and fit_takeaway(Slide("t", long, "n")).takeaway == long  # text slides kept

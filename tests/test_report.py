@@ -132,7 +132,7 @@ def test_pptx(slides, run, tmp_path):
         assert len(pics) == (1 if s.figure is not None else 0)
         # the figure takes at least 60 % of the slide's height; a long takeaway went to the notes
         assert all(p.height >= 0.6 * prs.slide_height for p in pics), (s.title, [p.height for p in pics])
-        assert s.figure is None or len(s.takeaway) <= TAKEAWAY_MAX
+        assert s.figure is None or len(s.takeaway.partition(" · claim ")[0]) <= TAKEAWAY_MAX
         assert sl.notes_slide.notes_text_frame.text == s.notes
         assert sl.shapes.title is not None and sl.shapes.title.text == s.title  # the outline lists the titles
     assert prs.core_properties.title == run.name

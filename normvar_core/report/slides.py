@@ -493,16 +493,18 @@ a clause and given whole in the notes, so the figure keeps the slide."""
 
 
 def fit_takeaway(s: Slide) -> Slide:
-    """``s`` with a takeaway of at most ``TAKEAWAY_MAX`` characters when it has a figure: a longer one is cut after
-    its last whole clause ("; " or ". ") that fits, with "… (in full in the notes)", and the notes start with it in
-    full, labelled "Takeaway:"."""
-    if s.figure is None or len(s.takeaway) <= TAKEAWAY_MAX:
+    """``s`` with the reading of its takeaway cut to at most ``TAKEAWAY_MAX`` characters when it has a figure: a
+    longer one is cut after its last whole clause ("; " or ". ") that fits, with "… (in full in the notes)", and the
+    notes start with it in full, labelled "Takeaway:". The claims' verdicts (" · claim …", ``verdicts``) stay
+    whole after it."""
+    body, sep, claims = s.takeaway.partition(" · claim ")
+    if s.figure is None or len(body) <= TAKEAWAY_MAX:
         return s
     tail = " … (in full in the notes)"
-    head = s.takeaway[: TAKEAWAY_MAX - len(tail)]
+    head = body[: TAKEAWAY_MAX - len(tail)]
     cut = max(head.rfind("; "), head.rfind(". "), head.rfind(" · "))
     head = head[:cut] if cut > TAKEAWAY_MAX // 3 else head[: head.rfind(" ")]
-    return replace(s, takeaway=head + tail, notes=f"Takeaway: {s.takeaway}\n\n{s.notes}")
+    return replace(s, takeaway=head + tail + sep + claims, notes=f"Takeaway: {s.takeaway}\n\n{s.notes}")
 
 
 def build_slides(runs) -> list[Slide]:
