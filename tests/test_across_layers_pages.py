@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from dashboard_run import RUN, arr, figure, open_page, open_section, trace
 from runfiles import query
+from scipy.stats import t as t_dist
 
 from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
 from normvar_core.stats import overlap
-from normvar_core.stats.bootstrap import Z95
+from normvar_core.stats.bootstrap import T1_95
 from normvar_core.stats.findings import CLAIM_IDS, cell, findings
 
 
@@ -83,17 +84,30 @@ def test_overlap_tab_draws_the_profile_and_the_curve_over_k_beside_chance(app, t
     np.testing.assert_allclose(arr(chance["x"]), overlap.KS)
     np.testing.assert_allclose(n, n[0], rtol=1e-12)
     assert K // B - 1 <= n[0] <= -(-K // B) - 1  # n_i = its batch's other points
+    # the y axis spans the data (with their bars), not the chance line far below; chance is said in words
+    lo = min(float(np.min(arr(t["y"]) - arr(t["error_y"]["array"]))) for t in drawn)
+    y0, y1 = fig["layout"]["yaxis"]["range"]
+    assert (
+        y0 <= lo and y0 > float(np.max(arr(chance["y"]))) and y1 <= 1.0 and fig["layout"]["yaxis"].get("type") != "log"
+    )
+    [note] = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("chance k / n")]
+    assert f"at k = {overlap.KS[0]}" in note and f"at k = {overlap.KS[-1]}" in note
+    # the log axis of k labels whole decades only
+    xa = fig["layout"]["xaxis"]
+    assert [t for t in xa["ticktext"] if t] == ["1", "10"] and len(xa["tickvals"]) == len(overlap.KS)
     # at k = 10 the curve is the profile's value
     at10 = nxt[(nxt["k"] == overlap.K_DEFAULT) & ~nxt["masked"].astype(bool)].set_index("layer")["overlap"]
     np.testing.assert_allclose(at10.to_numpy(), o.set_index("layer").loc[at10.index, "overlap_next"], atol=1e-12)
 
 
 def _linear_expected(tables, H: int):
+    """The claim from the table by hand: the middle pairs' mean cross-fitted score, the interval from its
+    low end (± t₁ half the folds' gap) to the in-sample score's high end (± t₁ half the halves' gap)."""
     t = tables["layer_linearity"]
     mid = t[(t["next_layer"] == t["layer"] + 1) & (t["layer"] / H >= 0.25) & (t["next_layer"] / H <= 0.75)]
-    val = mid["linearity"].mean()
-    hw = Z95 * abs(mid["linearity_a"].mean() - mid["linearity_b"].mean()) / 2
-    lo, hi = max(val - hw, 0.0), min(val + hw, 1.0)
+    val, ins = mid["linearity_xfit"].mean(), mid["linearity"].mean()
+    lo = val - T1_95 * abs(mid["linearity_xfit_ab"].mean() - mid["linearity_xfit_ba"].mean()) / 2
+    hi = min(ins + T1_95 * abs(mid["linearity_a"].mean() - mid["linearity_b"].mean()) / 2, 1.0)
     verdict = "cannot tell" if lo < 0.95 < hi else ("holds" if val < 0.95 else "fails")  # an encoder: holds below
     return val, (lo, hi), verdict, len(mid)
 
@@ -105,19 +119,23 @@ def test_findings_state_the_claims_across_layers_with_an_interval(app, run, tabl
     assert pairs == 2 and lin.verdict == verdict and lin.interval is not None
     assert lin.value == pytest.approx(val, abs=1e-12)
     np.testing.assert_allclose(lin.interval, iv, atol=1e-12)
-    assert "encoder: holds when <" in lin.why and f"{lin.value:.4f}" in lin.why
+    assert "encoder: holds when <" in lin.why and "cross-fitted" in lin.why and "embeddings per dimension" in lin.why
 
     prof = f["overlap_profile"]
+    if f["id_profile"].verdict == "cannot tell":  # the novels' TwoNN peak is biased by context: no anchor
+        assert prof.verdict == "cannot tell" and prof.interval is None and "id_profile cannot tell" in prof.why
+        assert prof.layer == f["id_profile"].layer
+        return
     g = tables["layer_geometry"].sort_values("layer")
     o = tables["layer_overlap"].sort_values("layer").reset_index(drop=True)
-    p = 1 + int(np.argmax(g["twonn_id"].to_numpy()[1:]))
+    p = int(np.argmax(g["twonn_id"].to_numpy()))  # id_profile's peak
     assert prof.layer == int(o["layer"][p])
     after = o["overlap_next"].to_numpy()[p + 1 : -1]
     assert after.size  # the novels' peak has layers after it
     val = after.mean() - o["overlap_next"][p]
     B = int(g["twonn_batches"].max())
     std = o["overlap_next_std"].to_numpy()
-    half = Z95 * np.sqrt(std[p] ** 2 + np.sum(std[p + 1 : -1] ** 2) / after.size**2) / np.sqrt(B)
+    half = t_dist.ppf(0.975, B - 1) * np.sqrt((std[p] ** 2 + np.sum(std[p + 1 : -1] ** 2) / after.size**2) / (B - 1))
     assert B >= 2 and half > 0  # an interval over the batches
     assert prof.value == pytest.approx(val, abs=1e-12)
     np.testing.assert_allclose(prof.interval, [val - half, val + half], atol=1e-12)
@@ -156,3 +174,21 @@ def test_two_independent_gaussian_layers_share_k_over_n_neighbours():
     np.testing.assert_allclose(want, np.asarray(overlap.KS) / (N - 1), rtol=1e-12)
     se = chis.std(0, ddof=1) / np.sqrt(reps)
     assert np.all(np.abs(chis.mean(0) - want) <= 4 * se + 1e-12), (chis.mean(0), want, se)
+
+
+def test_compare_draws_the_id_across_scales_and_the_overlap(app, tables):
+    """Compare has a tab for the ID across scales and one for the neighbourhood overlap (with the overlap against k
+    under it), each over the runs that hold it and naming the one that does not."""
+    from dashboard_run import RUN2
+
+    at = open_page(app, "compare", run2=RUN2)
+    at = open_section(at, "compare", "ID across scales")
+    fig = figure(at, "ID across scales")
+    g = tables["layer_geometry"]
+    gride = [t for t in fig["data"] if str(t.get("name", "")).startswith("layer ")]  # RUN's alone: RUN2 has none
+    assert gride and not any(RUN2 in str(t.get("name", "")) for t in fig["data"])
+    at = open_section(at, "compare", "Neighbourhood overlap")
+    prof = figure(at, "Neighbourhood overlap between layers")
+    o = tables["layer_overlap"].sort_values("layer")
+    np.testing.assert_allclose(arr(trace(prof, f"{RUN} (next layer)")["y"]), o["overlap_next"].to_numpy(), atol=1e-12)
+    assert figure(at, "Neighbourhood overlap against k") and len(g)

@@ -53,7 +53,8 @@ def test_percentile_intervals_cover_a_known_slope_at_the_nominal_rate():
 
 def test_split_half_interval_is_symmetric_and_scales_with_the_gap():
     lo, hi = split_half_interval(1.0, 0.9, 1.1)
-    np.testing.assert_allclose([lo, hi], [1.0 - 1.959963984540054 * 0.1, 1.0 + 1.959963984540054 * 0.1])
+    # Student's t on one degree of freedom: tan(0.475 π) = 12.706
+    np.testing.assert_allclose([lo, hi], [1.0 - 12.706204736174696 * 0.1, 1.0 + 12.706204736174696 * 0.1])
     lo, hi = split_half_interval(2.0, 2.0, 2.0)
     assert lo == hi == 2.0
 

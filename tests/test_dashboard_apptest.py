@@ -155,7 +155,9 @@ def test_decomposition_bars_equal_library(app, run):
     at.session_state["decomp_table"] = True  # the lazy "Table" expander, opened
     at.run()
     ok(at)
-    np.testing.assert_allclose(at.dataframe[0].value["q"], lib["q"])
+    from normvar_core.viz.table_words import words
+
+    np.testing.assert_allclose(at.dataframe[0].value[words("q")], lib["q"])  # its columns headed in words
 
 
 def test_decomposition_link_opens_its_section(app, run):
@@ -174,7 +176,9 @@ def test_decomposition_link_opens_its_section(app, run):
 
     want = layernorm_table(run.table("norm_params"), run.stats(), 10, 1e5)
     assert not figures_of(at) and at.query_params["section"] in ("layernorm", ["layernorm"])
-    np.testing.assert_allclose(at.dataframe[0].value["q_pred"], want["q_pred"])
+    from normvar_core.viz.table_words import words
+
+    np.testing.assert_allclose(at.dataframe[0].value[words("q_pred")], want["q_pred"])  # headed in words
 
 
 def test_frequency_page(app, run):
@@ -370,8 +374,11 @@ def test_runs_page_lists_runs_and_metadata(app, run):
     assert any(j.value.get("name") == RUN for j in at.json if isinstance(j.value, dict)) or any(
         RUN in str(j.value) for j in at.json
     )
-    ls = [d.value for d in at.dataframe if "v_w" in d.value.columns][0]
-    np.testing.assert_allclose(ls["q"], run.layer_stats()["q"])
+    from normvar_core.viz.table_words import words
+
+    assert not any("v_w" in d.value.columns for d in at.dataframe)  # headed in words, not the run file's names
+    ls = [d.value for d in at.dataframe if words("v_w") in d.value.columns][0]
+    np.testing.assert_allclose(ls[words("q")], run.layer_stats()["q"])
 
 
 def test_new_run_rejects_oversize_upload(app, monkeypatch, data_dir):

@@ -128,13 +128,13 @@ def test_settle_keeps_verdicts_of_intervals_with_width_and_of_varied_types():
 
 # ============================================================================ ranges
 def test_split_half_intervals_stay_in_the_quantity_range():
-    """θ ± 1.96 |θ_A − θ_B| / 2 near 0 reaches below 0; the bounded quantities' ends are clipped to their range,
+    """θ ± t₁ |θ_A − θ_B| / 2 near 0 reaches below 0; the bounded quantities' ends are clipped to their range,
     the slope's are not."""
-    from normvar_core.stats.bootstrap import Z95, split_half_interval
+    from normvar_core.stats.bootstrap import T1_95, split_half_interval
     from normvar_core.stats.intervals import clip_to_range
 
     lo, hi = split_half_interval(0.02, 0.0, 0.06, bounds=(0.0, 1.0))
-    assert float(lo) == 0.0 and float(hi) == pytest.approx(0.02 + Z95 * 0.03)
+    assert float(lo) == 0.0 and float(hi) == pytest.approx(0.02 + T1_95 * 0.03)
     table = pd.DataFrame(
         {
             "layer": [0, 0, 0, 0],
@@ -151,7 +151,7 @@ def test_split_half_intervals_stay_in_the_quantity_range():
 
 def test_isoscore_interval_never_starts_below_zero():
     """isoscore_low on halves whose maxima differ by more than the value: the interval's low end is 0 (ι ≥ 0)."""
-    from normvar_core.stats.bootstrap import Z95
+    from normvar_core.stats.bootstrap import T1_95
     from normvar_core.stats.isoscore import isoscore_low
 
     geo = pd.DataFrame({"layer": [0, 1, 2], "isoscore": [0.05, 0.01, 0.02]})
@@ -160,7 +160,7 @@ def test_isoscore_interval_never_starts_below_zero():
     )
     f = isoscore_low(SimpleNamespace(geometry=geo, halves=halves))
     assert f.value == 0.02 and f.interval[0] == 0.0
-    assert f.interval[1] == pytest.approx(0.02 + Z95 * abs(0.001 - 0.04) / 2)
+    assert f.interval[1] == pytest.approx(0.02 + T1_95 * abs(0.001 - 0.04) / 2)
 
 
 def test_degenerate_runs_intervals_in_range(data):

@@ -15,7 +15,7 @@ from recording import recorded_run
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.measures.halves import half_of
 from normvar_core.stats import layer_linearity as LL
-from normvar_core.stats.bootstrap import Z95
+from normvar_core.stats.bootstrap import T1_95
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,23 @@ def brute_linearity(X: np.ndarray, Y: np.ndarray) -> float:
     return float(1.0 - np.sum(np.square(Xt @ A - Yt)))
 
 
+def brute_fold(Xtr, Ytr, Xte, Yte) -> tuple[float, float]:
+    """(RSS, TSS) of numpy's least squares with an intercept fitted on the training rows, predicting the test rows
+    (TSS about the test rows' mean); singular values below √RCOND of the largest dropped, as the measure's."""
+    mx, my = Xtr.mean(0), Ytr.mean(0)
+    A = np.linalg.lstsq(Xtr - mx, Ytr - my, rcond=np.sqrt(LL.RCOND))[0]
+    pred = (Xte - mx) @ A + my
+    return float(np.sum(np.square(Yte - pred))), float(np.sum(np.square(Yte - Yte.mean(0))))
+
+
+def brute_cross_fitted(X, Y, half) -> dict[str, float]:
+    """The cross-fitted score by brute force: fitted on one half's embeddings, scored on the other's, both ways."""
+    a, b = half == 0, half == 1
+    rab, tb = brute_fold(X[a], Y[a], X[b], Y[b])
+    rba, ta = brute_fold(X[b], Y[b], X[a], Y[a])
+    return {"xfit": 1 - (rab + rba) / (ta + tb), "xfit_ab": 1 - rab / tb, "xfit_ba": 1 - rba / ta}
+
+
 def brute(X: np.ndarray, Y: np.ndarray) -> dict[str, float]:
     return {
         "cka": brute_cka(X, Y),
@@ -78,10 +95,19 @@ def test_cka_and_the_linearity_score_equal_a_float64_brute_force_over_every_embe
             for q in LL.QUANTITIES:
                 # the same quantity by two float64 routes (streamed, Chan-pooled scatters vs every embedding at once)
                 assert row[q + tag] == pytest.approx(want[q], rel=1e-9, abs=1e-12), (j, q + tag)
-        for q in LL.QUANTITIES:  # the split-half interval: θ ± 1.96 |θ_A − θ_B| / 2
-            w = Z95 * abs(row[q + "_a"] - row[q + "_b"]) / 2
+        for q in LL.QUANTITIES:  # the split-half interval: θ ± t₁ |θ_A − θ_B| / 2
+            w = T1_95 * abs(row[q + "_a"] - row[q + "_b"]) / 2
             assert row[q + "_low"] == pytest.approx(max(row[q] - w, 0.0), abs=1e-15)
             assert row[q + "_high"] == pytest.approx(min(row[q] + w, 1.0), abs=1e-15)
+        for q, target in (("linearity", X[j + 1]), ("linearity_residual_free", X[j + 1] - X[j])):
+            want = brute_cross_fitted(X[j], target, half)
+            for k, v in want.items():
+                assert row[f"{q}_{k}"] == pytest.approx(v, rel=1e-8, abs=1e-10), (j, q, k)
+            w = T1_95 * abs(row[f"{q}_xfit_ab"] - row[f"{q}_xfit_ba"]) / 2
+            assert row[f"{q}_xfit_low"] == pytest.approx(row[f"{q}_xfit"] - w, abs=1e-12)
+            assert row[f"{q}_xfit_high"] == pytest.approx(min(row[f"{q}_xfit"] + w, 1.0), abs=1e-12)
+            assert row[f"{q}_xfit"] < row[q]  # fitted on half the data and scored out of sample: lower
+        assert row["dim"] == X.shape[2]
     # not a degenerate case: values inside (0, 1), the residual-free ones differing, and the two halves differing
     values = got[list(LL.QUANTITIES)].to_numpy()
     assert ((values > 0.05) & (values < 0.9999)).all(), values
@@ -184,21 +210,29 @@ class _Run:
         return self._t
 
 
-def _view(values_a, values_b, decoder: bool):
-    """A RunView of 9 hidden states whose linearity scores per pair are the two halves' mean (its ``linearity``)."""
+def _view(ins, xfit=None, decoder: bool = True, n: int = 100_000, dim: int = 100, drop=()):
+    """A RunView of 9 hidden states whose pairs' in-sample scores on the halves are ``ins`` = (a, b) and whose
+    cross-fitted folds are ``xfit`` = (a→b, b→a) (the middle pairs carry them, the outer pairs 0.1); ``drop``:
+    columns left out of the table."""
     from normvar_core.stats.claims import RunView
 
-    a, b = np.asarray(values_a, float), np.asarray(values_b, float)
-    t = pd.DataFrame(
-        {
-            "layer": np.arange(8),
-            "next_layer": np.arange(1, 9),
-            "linearity": (a + b) / 2,
-            "linearity_a": a,
-            "linearity_b": b,
-            "linearity_residual_free": (a + b) / 4,
-        }
-    )
+    outer = [0.1, 0.1]  # pairs 0→1, 1→2 and 6→7, 7→8 must not count
+    col = lambda v: np.asarray(outer + [v] * 4 + outer, float)  # noqa: E731
+    a, b = col(ins[0]), col(ins[1])
+    cols = {
+        "layer": np.arange(8),
+        "next_layer": np.arange(1, 9),
+        "n": np.full(8, n),
+        "dim": np.full(8, dim),
+        "linearity": (a + b) / 2,
+        "linearity_a": a,
+        "linearity_b": b,
+        "linearity_residual_free": (a + b) / 4,
+    }
+    if xfit is not None:
+        ab, ba = col(xfit[0]), col(xfit[1])
+        cols.update(linearity_xfit=(ab + ba) / 2, linearity_xfit_ab=ab, linearity_xfit_ba=ba)
+    t = pd.DataFrame({k: v for k, v in cols.items() if k not in drop})
     return RunView(
         name="x",
         layers=list(range(9)),
@@ -220,26 +254,38 @@ def _view(values_a, values_b, decoder: bool):
     )
 
 
-def test_the_claim_reads_the_middle_pairs_mean_and_its_split_half_interval():
+def test_the_claim_decides_on_the_cross_fitted_score_between_the_two_scores():
     # 9 hidden states (0..8): the middle half is relative depth [1/4, 3/4] = layers 2..6, so pairs 2→3 .. 5→6
-    assert list(LL.middle_pairs(_view([0] * 8, [0] * 8, True).run.table(LL.TABLE), 9)["layer"]) == [2, 3, 4, 5]
-    outer = [0.1, 0.1]  # pairs 0→1, 1→2 and 6→7, 7→8 must not count
-
-    def halves(ma, mb):
-        return outer + [ma] * 4 + outer, outer + [mb] * 4 + outer
-
-    # θ = 0.98, halves 0.97 / 0.99: interval 0.98 ± 1.96 · 0.01 = [0.9604, 0.9996], above 0.95
-    f = LL.layers_linear(_view(*halves(0.97, 0.99), decoder=True))
-    assert f.verdict == "holds" and f.value == pytest.approx(0.98)
-    assert f.interval == pytest.approx([0.98 - 0.0196, 0.98 + 0.0196])
+    assert list(LL.middle_pairs(_view((0, 0)).run.table(LL.TABLE), 9)["layer"]) == [2, 3, 4, 5]
+    # in-sample 0.986 (halves 0.985 / 0.987), cross-fitted 0.976 (folds 0.975 / 0.977): the interval runs from the
+    # cross-fitted low end 0.976 − t₁ · 0.001 to the in-sample high end 0.986 + t₁ · 0.001, above 0.95
+    f = LL.layers_linear(_view((0.985, 0.987), (0.975, 0.977), decoder=True))
+    assert f.verdict == "holds" and f.value == pytest.approx(0.976)
+    assert f.interval == pytest.approx([0.976 - T1_95 * 0.001, 0.986 + T1_95 * 0.001])
+    assert f.details["in_sample"] == pytest.approx(0.986) and f.details["per_dim"] == pytest.approx(1000)
+    assert "cross-fitted" in f.why and "in-sample score 0.986" in f.why and "1e+03 embeddings per dimension" in f.why
     # the same numbers in an encoder: it should be lower, and is not
-    assert LL.layers_linear(_view(*halves(0.97, 0.99), decoder=False)).verdict == "fails"
-    # θ = 0.95 + 0.005, halves 0.93 / 0.98: ± 0.049 straddles 0.95
-    f = LL.layers_linear(_view(*halves(0.93, 0.98), decoder=True))
+    assert LL.layers_linear(_view((0.985, 0.987), (0.975, 0.977), decoder=False)).verdict == "fails"
+    # a small corpus: in-sample 0.961 (the protocol's score, above 0.95) but cross-fitted 0.901: the two bracket
+    # 0.95, and the finding says the sample size is why
+    f = LL.layers_linear(_view((0.96, 0.962), (0.9, 0.902), decoder=False, n=3605, dim=384))
     assert f.verdict == "cannot tell" and f.interval[0] < LL.LINEAR_MIN < f.interval[1]
+    assert "3,605 / 384 = 9.39 embeddings per dimension" in f.why and "more sentences narrow the gap" in f.why
     # an encoder well below: holds; a decoder well below: fails
-    assert LL.layers_linear(_view(*halves(0.6, 0.62), decoder=False)).verdict == "holds"
-    assert LL.layers_linear(_view(*halves(0.6, 0.62), decoder=True)).verdict == "fails"
+    assert LL.layers_linear(_view((0.6, 0.62), (0.58, 0.6), decoder=False)).verdict == "holds"
+    assert LL.layers_linear(_view((0.6, 0.62), (0.58, 0.6), decoder=True)).verdict == "fails"
+
+
+def test_the_claim_cannot_tell_on_too_few_embeddings_or_an_incomplete_table():
+    # 5 embeddings of 384 dimensions (a one-sentence run): any map fits a half exactly
+    f = LL.layers_linear(_view((1.0, 1.0), (0.2, 0.3), decoder=True, n=5, dim=384))
+    assert f.verdict == "cannot tell" and f.value is None and "no more embeddings than dimensions" in f.why
+    # a run file written before the cross-fitted score: the in-sample score alone cannot decide
+    f = LL.layers_linear(_view((0.985, 0.987)))
+    assert f.verdict == "cannot tell" and "no cross-fitted score" in f.why
+    # a table missing a column the claim reads: untestable, naming it, no KeyError
+    f = LL.layers_linear(_view((0.985, 0.987), (0.975, 0.977), drop=("linearity_b",)))
+    assert f.verdict == "untestable" and "lacks linearity_b" in f.why
 
 
 def test_the_run_file_declares_its_curves_and_the_findings_state_the_claim(recorded):
@@ -286,3 +332,20 @@ def test_the_curve_draws_the_tables_own_interval_as_its_band(recorded):
     np.testing.assert_array_equal(upper.y, table["linearity_high"])
     [line] = [t for t in fig.data if t.name == "lin"]
     np.testing.assert_array_equal(line.y, table["linearity"])
+
+
+def test_the_deck_draws_the_cross_fitted_score_and_states_the_claim(one):
+    """The declared curves' slides: the cross-fitted score has its own, drawn from the table's column, and every
+    linearity slide states the verdict of ``layers_linear`` (with its reason)."""
+    from normvar_core.report.slides import declared_slides
+
+    slides = {s.title: s for s in declared_slides([one])}
+    xf = slides["Linearity, cross-fitted"]
+    [line] = [t for t in xf.figure.data if t.name == one.name]
+    np.testing.assert_allclose(line.y, one.table(LL.TABLE).sort_values("layer")["linearity_xfit"], atol=1e-12)
+    for title in (
+        "Linearity between consecutive layers",
+        "Linearity, cross-fitted",
+        "Linear CKA between consecutive layers",
+    ):
+        assert "claim layers_linear — " in slides[title].takeaway, title

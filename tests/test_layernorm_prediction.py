@@ -94,9 +94,14 @@ def test_pages_draw_the_prediction(app, run):
     pred = trace(figure(open_section(at, "decomposition", "Raw values"), "Raw values"), "‖γ‖² + ‖β‖² (App. I)")
     np.testing.assert_allclose(arr(pred["y"]), tab.sort_index()["q_pred"].to_numpy(), rtol=1e-12)
     open_section(at, "decomposition", "App. I")  # the tables: App. I's own tab
-    shown = next(d.value for d in at.dataframe if "measured_over_predicted" in d.value)
+    from normvar_core.viz.table_words import WORDS
+
+    raw = {w: c for c, w in WORDS.items()}  # the page heads its columns in words: read them back by name
+    tables = [d.value.rename(columns=raw) for d in at.dataframe]
+    assert not any(c in d.value for d in at.dataframe for c in ("q_pred", "gamma_weighting", "z_energy"))
+    shown = next(d for d in tables if "measured_over_predicted" in d)
     assert shown["module"].tolist() == tab.sort_index()["module"].tolist()
-    why = next(d.value for d in at.dataframe if "gamma_weighting" in d.value).set_index("layer")
+    why = next(d for d in tables if "gamma_weighting" in d).set_index("layer")
     assert why.index.tolist() == run.layers
     # the three terms add up to Q(X), and Q(X) from the per-coordinate statistics is the moments' Q(X)
     np.testing.assert_allclose(why["gamma_term"] + why["cross_term"] + why["beta_sq"], why["q_all"], rtol=1e-9)

@@ -217,13 +217,13 @@ class _Run:
         return self.tables[name]
 
 
-def _view(ids, chi, std=0.01, batches=4):
+def _view(ids, chi, std=0.01, batches=4, **geo_columns):
     from types import SimpleNamespace
 
     import pandas as pd
 
     layers = list(range(len(ids)))
-    geo = pd.DataFrame({"layer": layers, "twonn_id": ids, "twonn_batches": batches})
+    geo = pd.DataFrame({"layer": layers, "twonn_id": ids, "twonn_batches": batches, **geo_columns})
     o = pd.DataFrame({"layer": layers, "overlap_next": chi + [float("nan")], "overlap_next_std": std})
     return SimpleNamespace(run=_Run(layer_overlap=o), geometry=geo)
 
@@ -238,12 +238,16 @@ def _view(ids, chi, std=0.01, batches=4):
 )
 def test_the_overlap_claim_compares_the_peak_with_the_layers_after_it(chi, verdict):
     """TwoNN peaks at layer 1; Δ = mean χ(l, l+1) after it − χ(1, 2): above 0 holds, below fails, within its
-    interval (±1.96 √(s² + Σs²/n²) / √B) cannot tell."""
+    interval (± t₃ √((s² + Σs²/n²) / (B − 1)), the stored std the batches' population one) cannot tell."""
+    from scipy.stats import t
+
     from normvar_core.stats.claims_neighbourhoods import overlap_profile
 
     f = overlap_profile(_view([3.0, 12.0, 9.0, 8.0, 8.0, 8.0], chi, std=0.05))
     assert f.verdict == verdict and f.layer == 1
     assert f.value == pytest.approx(np.mean(chi[2:]) - chi[1])
+    half = t.ppf(0.975, 3) * np.sqrt((0.05**2 + 3 * 0.05**2 / 9) / 3)
+    assert f.interval == pytest.approx([f.value - half, f.value + half])
 
 
 def test_the_overlap_claim_without_a_layer_after_the_peak_or_the_table():
@@ -252,4 +256,27 @@ def test_the_overlap_claim_without_a_layer_after_the_peak_or_the_table():
     assert overlap_profile(_view([3.0, 5.0, 9.0, 12.0], [0.5, 0.6, 0.4])).verdict == "cannot tell"
     rv = _view([3.0, 5.0, 9.0, 12.0], [0.5, 0.6, 0.4])
     rv.run = _Run()
-    assert overlap_profile(rv).verdict == "untestable"
+    f = overlap_profile(rv)
+    assert f.verdict == "untestable" and "neighbourhoods option" in f.why
+
+
+def test_the_overlap_claim_cannot_tell_without_an_interval_or_an_anchor():
+    """One TwoNN batch: no interval, so no verdict (not a firm one with ``interval: null``); where ``id_profile``
+    cannot tell where the peak is (a layer's sample holds too few distinct embeddings) neither can the overlap;
+    a point with no more than k = 10 neighbours, or a table without its columns: untestable."""
+    import pandas as pd
+
+    from normvar_core.stats.claims_neighbourhoods import overlap_profile
+
+    chi, ids = [0.5, 0.3, 0.8, 0.85, 0.9], [3.0, 12.0, 9.0, 8.0, 8.0, 8.0]
+    f = overlap_profile(_view(ids, chi, std=0.05, batches=1))
+    assert f.verdict == "cannot tell" and f.interval is None and "one TwoNN batch" in f.why
+    f = overlap_profile(_view(ids, chi, std=0.05, id_sample=30, twonn_duplicates=[0, 0, 0, 25, 0, 0]))
+    assert f.verdict == "cannot tell" and "id_profile cannot tell" in f.why and "5 distinct" in f.why
+    rv = _view(ids, chi, std=0.05)
+    rv.run.tables["layer_overlap"]["chance"] = 1.0  # 5 points: 4 candidates each, k = 10
+    f = overlap_profile(rv)
+    assert f.verdict == "untestable" and "1 by construction" in f.why
+    rv.run.tables["layer_overlap"] = pd.DataFrame({"layer": range(6), "overlap_next": 0.5})
+    f = overlap_profile(rv)
+    assert f.verdict == "untestable" and "lacks overlap_next_std" in f.why

@@ -13,10 +13,11 @@ from dashboard_run import RUN, RUN2
 from runfiles import query
 
 from normvar_core.constants import STUDY_BAND
-from normvar_core.report.slides import build_slides, reproduce
+from normvar_core.report.slides import TAKEAWAY_MAX, build_slides, reproduce
 from normvar_core.report.writers import write_report
 from normvar_core.service import cli
 from normvar_core.stats import analyses
+from normvar_core.stats.findings import CLAIM_IDS
 from normvar_core.viz.page_figures import FIGURES, OVERLAP, OVERLAP_K
 
 
@@ -120,13 +121,18 @@ def test_pptx(slides, run, tmp_path):
 
     path = write_report(slides, tmp_path / "r.pptx", "pptx")
     prs = Presentation(path)
-    # the findings table continues on further slides ("… (continued)"); every other slide is one slide
+    # every slide is one slide: the findings table too, at the largest text size that fits it (every claim a row)
     own = [sl for sl in prs.slides if not _continued(sl)]
-    assert len(own) == len(slides) and len(prs.slides) > len(own)
+    assert len(own) == len(slides) == len(prs.slides)
+    [grid] = [sh.table for sh in own[1].shapes if sh.has_table]
+    assert len(grid.rows) == 1 + len(CLAIM_IDS)
     assert prs.slide_width * 9 == prs.slide_height * 16
     for s, sl in zip(slides, own):
         pics = [sh for sh in sl.shapes if sh.shape_type == MSO_SHAPE_TYPE.PICTURE]
         assert len(pics) == (1 if s.figure is not None else 0)
+        # the figure takes at least 60 % of the slide's height; a long takeaway went to the notes
+        assert all(p.height >= 0.6 * prs.slide_height for p in pics), (s.title, [p.height for p in pics])
+        assert s.figure is None or len(s.takeaway.partition(" · claim ")[0]) <= TAKEAWAY_MAX
         assert sl.notes_slide.notes_text_frame.text == s.notes
         assert sl.shapes.title is not None and sl.shapes.title.text == s.title  # the outline lists the titles
     assert prs.core_properties.title == run.name

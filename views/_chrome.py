@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.errors import NormvarError
-from normvar_core.viz.figure_export import export_image, figure_data, to_csv
+from normvar_core.viz.figure_export import decades_only, export_image, figure_data, to_csv
 from normvar_core.viz.selection import event_points, point_texts
 from views._data import data_dir, open_run
 from views._state import bind, view
@@ -158,7 +158,7 @@ def chart(
         else {}
     )
     event = st.plotly_chart(
-        fig,
+        decades_only(fig),
         width=width,
         theme=None,
         key=key,

@@ -16,7 +16,7 @@ from normvar_core.viz import depth
 from normvar_core.viz.decomposition_figures import decomposition_compare
 from normvar_core.viz.geometry_figures import geometry_profiles
 from normvar_core.viz.overlay import runs_in_order
-from normvar_core.viz.page_figures import declared_figures
+from normvar_core.viz.page_figures import OVERLAP, SCALES, declared_figures, holds
 from normvar_core.viz.selection import MAX_POINTS, downsample, fit_row
 from normvar_core.viz.shared_axes import share_ranges
 from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
@@ -160,7 +160,8 @@ def _scatters() -> None:
 
 
 def _declared(f) -> None:
-    """A per-layer curve that a run's measure declares, over both runs (those without it named)."""
+    """A figure drawn by the generic builder (a per-layer curve that a run's measure declares, the ID across scales,
+    the neighbourhood overlap), over both runs (those without it named)."""
     pair = {label_a: run_a, label_b: run_b}
     bands = {lab: _data.table(r, "intervals") for lab, r in pair.items() if r.has("intervals")}
     _sections.generic(
@@ -178,6 +179,11 @@ _chrome.draw_sections(
         "ratios": ("Fig. 5/6 ratios", _ratios),
         "scatters": ("Trade-off at the matched depth", _scatters),
         "geometry": ("Layer geometry", _geometry),
+        **{  # the ID across scales and the neighbourhood overlap (with the overlap against k under it), both runs
+            f.key: (f.section, lambda f=f: _declared(f))
+            for f in (SCALES, OVERLAP)
+            if holds(run_a, f) or holds(run_b, f)
+        },
         **{f.key: (f.section, lambda f=f: _declared(f)) for f in declared_figures(None, [run_a, run_b])},
     },
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from normvar_core.viz.decomposition_figures import decomposition_bars, decomposition_ratios, decomposition_raw
+from normvar_core.viz.table_words import for_display
 from views import _chrome, _data, _sections, _state
 
 run, v = _chrome.run_page(
@@ -43,7 +44,7 @@ def _layernorm_tables() -> None:
         "Q(X_t) ≈ ‖γ‖² + ‖β‖² where the hidden state is a norm's output (exact when γ is uniform); "
         "mean and C.V. of Q(X_t) over the types in the band. Empty module: a Pre-LN block's output."
     )
-    st.dataframe(ln, hide_index=True, width="stretch", key="layernorm_table")
+    st.dataframe(for_display(ln), hide_index=True, width="stretch", key="layernorm_table")
     why = _data.layernorm_attribution(run)
     if why is not None and len(why):
         st.caption(
@@ -54,7 +55,7 @@ def _layernorm_tables() -> None:
             "and their γᵢ² over the mean γᵢ² — below 1, the norm shrinks the coordinates z loads "
             "(outlier dimensions) and Q falls below ‖γ‖² + ‖β‖²."
         )
-        st.dataframe(why, hide_index=True, width="stretch", key="layernorm_attribution")
+        st.dataframe(for_display(why), hide_index=True, width="stretch", key="layernorm_attribution")
 
 
 def _shares() -> None:
@@ -103,5 +104,5 @@ _sections.draw(
 )
 with (table_box := _chrome.lazy_expander("Table", key="decomp_table")):
     if table_box.open:
-        st.dataframe(d, hide_index=True, width="stretch")
+        st.dataframe(for_display(d), hide_index=True, width="stretch")
 _state.sync_url("decomposition")

@@ -17,6 +17,7 @@ from normvar_core.viz import geometry_figures as GF
 from normvar_core.viz.depth import layer_at_depth, nearest_layer, relative_depth
 from normvar_core.viz.overlay import null_kind, null_source
 from normvar_core.viz.overlay import null_label as null_label_of
+from normvar_core.viz.table_words import TABLES, for_display
 from views import _chrome, _data, _sections, _state
 
 run, v = _chrome.run_page(
@@ -167,7 +168,7 @@ _sections.draw(
         name=run.name,
     ),
 )
-with (table_box := _chrome.lazy_expander("Table (layer_geometry)", key="geometry_table")):
+with (table_box := _chrome.lazy_expander(f"Table: {TABLES['layer_geometry']}", key="geometry_table")):
     if table_box.open:
-        st.dataframe(_overlay_data(), hide_index=True, width="stretch")
+        st.dataframe(for_display(_overlay_data()), hide_index=True, width="stretch")
 _state.sync_url("geometry")

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from normvar_core.service.job import JobState
+from normvar_core.viz.table_words import for_display
 from views import _access, _chrome, _data, _state
 
 _chrome.page_header("Runs", "Published runs in the data directory, the worker's job queue, and what each run contains.")
@@ -275,7 +276,7 @@ if run is not None:
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Corpus-level statistics per layer** (all types; eqs. 8–11)")
-        st.dataframe(run.layer_stats(), hide_index=True, width="stretch", key="layer_stats")
+        st.dataframe(for_display(run.layer_stats()), hide_index=True, width="stretch", key="layer_stats")
     with c2:
         st.markdown("**Full metadata** (the `run` row; `options` reproduces the run)")
         st.json({k: v for k, v in m.items() if v is not None}, expanded=1)  # an unset field is left out, not NULL

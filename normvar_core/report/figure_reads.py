@@ -12,12 +12,14 @@ import pandas as pd
 from normvar_core.report.run_figures import MISSING, num
 from normvar_core.viz.labels import readable
 from normvar_core.viz.neighbourhood_figures import drawn_layers
-from normvar_core.viz.page_figures import OVERLAP_K, Figure
+from normvar_core.viz.page_figures import OVERLAP_K, SCALES, Figure
+from normvar_core.viz.table_words import for_display
 
 
 def table_notes(df: pd.DataFrame, cols: list[str]) -> str:
-    """The columns as a plain-text table for the speaker notes; a missing value as "—"."""
-    return df[cols].to_string(index=False, float_format=lambda x: f"{x:.6g}", na_rep=MISSING)
+    """The columns as a plain-text table for the speaker notes, each headed by its words
+    (``viz.table_words``: no raw column name); a missing value as "—"."""
+    return for_display(df[cols]).to_string(index=False, float_format=lambda x: f"{x:.6g}", na_rep=MISSING)
 
 
 def per_layer(f: Figure, curves: dict) -> tuple[str, str]:
@@ -72,7 +74,37 @@ def _span(v: pd.Series) -> str:
     return f"{v.min():.3f}–{v.max():.3f}" if len(v) else MISSING
 
 
-READS: dict[Figure, Callable[[Figure, dict], tuple[str, str]]] = {OVERLAP_K: overlap_k}
+def scales(f: Figure, curves: dict) -> tuple[str, str]:
+    """The takeaway and notes of the ID across scales (``layer_gride``: GRIDE per layer at n1 = 1 … 64): per run,
+    over the layers the figure draws (``neighbourhood_figures.drawn_layers``), each layer's median over the scales,
+    unmasked and with the own sentence masked, and the range of those medians over the drawn layers — a robust
+    reading, not one noisy scale. The notes: per drawn layer and scale, the estimate, its error and the masked
+    one, each column headed in words."""
+    del f
+    parts, notes = [], []
+    for n, t in curves.items():
+        drawn = drawn_layers(np.unique(t["layer"].to_numpy(int)))
+        rows = t[t["layer"].isin(drawn)].sort_values(["layer", "n1"])
+        own, masked = rows[~rows["masked"].astype(bool)], rows[rows["masked"].astype(bool)]
+        med = own.groupby("layer")["gride_id"].median().dropna()
+        med_m = masked.groupby("layer")["gride_id"].median().dropna()
+        if not len(med):
+            parts.append(f"{n}: GRIDE's dimension not measured at the drawn layers")
+            continue
+        scales_read = f"n1 = {int(own['n1'].min())}–{int(own['n1'].max())}"
+        parts.append(
+            f"{n}: GRIDE's dimension over {scales_read}, median per drawn layer ({', '.join(map(str, drawn))}) "
+            f"{_span(med)}, highest at layer {int(med.idxmax())}"
+            + (f"; own sentence masked {_span(med_m)}" if len(med_m) else "")
+        )
+        wide = own.set_index(["layer", "n1"])[["gride_id", "gride_id_err"]]
+        if len(masked):
+            wide = wide.join(masked.set_index(["layer", "n1"])["gride_id"].rename("gride_id_masked"))
+        notes.append(f"{n}\n" + table_notes(wide.reset_index(), list(wide.reset_index().columns)))
+    return "; ".join(parts), "\n\n".join(notes)
+
+
+READS: dict[Figure, Callable[[Figure, dict], tuple[str, str]]] = {OVERLAP_K: overlap_k, SCALES: scales}
 """A figure -> its slide's reading (takeaway, notes), for a figure whose table is not one row per layer."""
 
 
@@ -86,4 +118,4 @@ def column_range(t, c: str, name: str) -> str:
     return f"{name} {v.min():.3f}–{v.max():.3f} (largest at layer {int(t.loc[v.idxmax(), 'layer'])})"
 
 
-__all__ = ["READS", "per_layer", "overlap_k", "column_range", "table_notes"]
+__all__ = ["READS", "per_layer", "overlap_k", "scales", "column_range", "table_notes"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import plotly.graph_objects as go
@@ -306,8 +306,8 @@ def _layernorm_notes(run) -> str:
     if not len(att):
         return ""
     return (
-        "\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² (q_pred) against Q(X) over all embeddings; "
-        "gamma_weighting = Σγ²E z²/‖γ‖², top_z_share = z's energy in its 5 largest coordinates\n"
+        "\n\nApp. I — LayerNorm's prediction ‖γ‖² + ‖β‖² against Q(X) over all embeddings; "
+        "γ-weighting = Σγ²E z²/‖γ‖², top-5 share = z's energy in its 5 largest coordinates\n"
         + table_notes(
             att, ["layer", "q_all", "q_pred", "q_over_pred", "gamma_weighting", "top_z_share", "top_gamma_sq_ratio"]
         )
@@ -457,10 +457,15 @@ def figure_slides(f: Figure, claims: tuple[str, ...], runs) -> list[Slide]:
     return [s for g in (f, *f.below) if (s := figure_slide(g, claims if g is f else (), runs)) is not None]
 
 
+TABLE_CLAIMS: dict[str, tuple[str, ...]] = {"layer_linearity": ("layers_linear",)}
+"""The claims whose verdict a declared curve's slide states, by the curve's table."""
+
+
 def declared_slides(runs) -> list[Slide]:
     """The ``figure_slides`` of each per-layer curve that the runs' measures declare
-    (``page_figures.declared_figures``: each once, in the runs' order), over the runs that hold it."""
-    return [s for f in declared_figures(None, runs) for s in figure_slides(f, (), runs)]
+    (``page_figures.declared_figures``: each once, in the runs' order), over the runs that hold it, with the
+    verdicts of the claims its table decides (``TABLE_CLAIMS``)."""
+    return [s for f in declared_figures(None, runs) for s in figure_slides(f, TABLE_CLAIMS.get(f.tables[0], ()), runs)]
 
 
 REGISTRY: list[Callable] = [
@@ -484,8 +489,29 @@ scales, the neighbourhood overlap and the overlap against k under it in its tab 
 each figure a tab draws ``below`` another), TwoNN's decimation), then one per curve that the runs' measures declare."""
 
 
+TAKEAWAY_MAX = 400
+"""The most characters of a figure slide's takeaway (about three lines at its smallest size): a longer one is cut at
+a clause and given whole in the notes, so the figure keeps the slide."""
+
+
+def fit_takeaway(s: Slide) -> Slide:
+    """``s`` with the reading of its takeaway cut to at most ``TAKEAWAY_MAX`` characters when it has a figure: a
+    longer one is cut after its last whole clause ("; " or ". ") that fits, with "… (in full in the notes)", and the
+    notes start with it in full, labelled "Takeaway:". The claims' verdicts (" · claim …", ``verdicts``) stay
+    whole after it."""
+    body, sep, claims = s.takeaway.partition(" · claim ")
+    if s.figure is None or len(body) <= TAKEAWAY_MAX:
+        return s
+    tail = " … (in full in the notes)"
+    head = body[: TAKEAWAY_MAX - len(tail)]
+    cut = max(head.rfind("; "), head.rfind(". "), head.rfind(" · "))
+    head = head[:cut] if cut > TAKEAWAY_MAX // 3 else head[: head.rfind(" ")]
+    return replace(s, takeaway=head + tail + sep + claims, notes=f"Takeaway: {s.takeaway}\n\n{s.notes}")
+
+
 def build_slides(runs) -> list[Slide]:
-    """Every registered slide the runs support, in order (a builder gives a Slide, None, or a list of Slides)."""
+    """Every registered slide the runs support, in order (a builder gives a Slide, None, or a list of Slides), each
+    figure slide's takeaway fitted (``fit_takeaway``)."""
     out = []
     for builder in REGISTRY:
         s = builder(runs)
@@ -493,7 +519,7 @@ def build_slides(runs) -> list[Slide]:
             out += s
         elif s is not None:
             out.append(s)
-    return out
+    return [fit_takeaway(s) for s in out]
 
 
 __all__ = [
@@ -507,6 +533,9 @@ __all__ = [
     "figure_slide",
     "figure_slides",
     "declared_slides",
+    "TABLE_CLAIMS",
+    "TAKEAWAY_MAX",
+    "fit_takeaway",
     "deck_name",
     "findings_slide",
     "run_findings",

@@ -97,6 +97,11 @@ def _pptx_slide(prs, title: str, takeaway: str, notes: str):
     return sl, room
 
 
+TABLE_SIZES = (14, 12, 11, 10, 9)
+"""The findings table's text sizes, points, largest first: the writer takes the largest at which the table fits one
+slide (14 for up to two runs, else from 12), and continues it on further slides only at the smallest."""
+
+
 def _pptx_table(prs, s: Slide) -> None:
     """The findings as a PowerPoint table of text (wrapped in its cells), continued on further slides."""
     from pptx.dml.color import RGBColor
@@ -106,9 +111,12 @@ def _pptx_table(prs, s: Slide) -> None:
     n = len(s.table.header)  # type: ignore[union-attr]  # a table slide
     width = int(W * 0.94)
     cols = [int(width * 0.5)] + [int(width * 0.5 / max(n - 1, 1))] * (n - 1)
-    size = 14 if n <= 3 else 12
     room = int(H * 0.98) - _heading(W, H, f"{s.title} (continued)", s.takeaway)[-1]  # the longer title's room
-    for k, rows in enumerate(_table_pages(s.table, [c / 12700 for c in cols], size, room / 12700)):  # type: ignore[arg-type]
+    for size in TABLE_SIZES[0 if n <= 3 else 1 :]:  # the largest size at which the table fits one slide
+        pages = _table_pages(s.table, [c / 12700 for c in cols], size, room / 12700)  # type: ignore[arg-type]
+        if len(pages) == 1:
+            break
+    for k, rows in enumerate(pages):
         sl, top = _pptx_slide(prs, s.title + (" (continued)" if k else ""), s.takeaway, s.notes)
         shape = sl.shapes.add_table(len(rows) + 1, n, Emu(int(W * 0.03)), Emu(top), Emu(width), Emu(room // 2))
         grid = shape.table

@@ -45,6 +45,18 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "layer_stats": ("layer",),
     "frequency_hist": ("log10_n_left",),
     "sentence_lengths": ("words", "count"),
+    "layer_linearity": (
+        "layer",
+        "next_layer",
+        "n",
+        "cka",
+        "linearity",
+        "linearity_residual_free",
+        "linearity_a",
+        "linearity_b",
+        *(f"{q}_{end}" for q in ("cka", "linearity", "linearity_residual_free") for end in ("low", "high")),
+    ),
+    "layer_overlap": ("layer", "overlap_next", "overlap_next_std"),
 }
 """{table: the columns every page that reads it needs} (``runs.reader.open_run`` reads them; ``runs/integrity.damage``
 checks them, so a file without one is listed as damaged, never opened as a run)."""

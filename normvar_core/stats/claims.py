@@ -64,6 +64,9 @@ class Claim:
     rule: Callable[[RunView], Finding]
     per_type: bool = False
     """Whether the rule reads the band's per-type statistics (so ``settle`` asks ``RunView.repeated`` of it)."""
+    needs_interval: bool = False
+    """Whether the rule's verdict compares a measured value with a threshold, so that without an interval (no split
+    halves: one sentence, ``--no-halves``) ``settle`` says "cannot tell" rather than trust the point estimate."""
 
 
 def finite_or_none(x):
@@ -104,12 +107,18 @@ def zero_width(interval: list | None) -> bool:
 
 def settle(claim: Claim, f: Finding, rv: RunView) -> Finding:
     """A rule's ``holds`` or ``fails`` turned into "cannot tell", with the reason added to its why, when the data
-    cannot carry it: its interval has zero width (``zero_width``: nothing measured its uncertainty, so a verdict
-    from the point estimate alone would look certain), or the claim reads the band's per-type statistics and most
+    cannot carry it: it has no interval where it needs one (``Claim.needs_interval``), its interval has zero width
+    (``zero_width``: nothing measured its uncertainty, so a verdict from the point estimate alone would look
+    certain), or the claim reads the band's per-type statistics and most
     types have every occurrence at one point (``RunView.repeated``). Other verdicts pass unchanged."""
     if f.verdict not in ("holds", "fails"):
         return f
     reasons = [rv.repeated() if claim.per_type else None]
+    if claim.needs_interval and f.interval is None:
+        reasons.append(
+            "no interval: the run has no two halves to measure its uncertainty (one sentence, or computed "
+            "with --no-halves), so the point estimate alone cannot carry a verdict"
+        )
     if zero_width(f.interval):
         reasons.append(
             f"its interval [{fmt(f.interval[0])}, {fmt(f.interval[1])}] has zero width: the two halves of "  # type: ignore[index]  # zero_width(None) is False

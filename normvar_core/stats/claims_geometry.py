@@ -4,13 +4,11 @@ an interior peak of the TwoNN dimension, and position 0's share of Q(X) where ou
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from normvar_core.stats import layer_geometry as G
 from normvar_core.stats import twonn_context
-from normvar_core.stats.bootstrap import Z95, split_half_interval
+from normvar_core.stats.bootstrap import batch_interval, split_half_interval
 from normvar_core.stats.claims import (
     BELL_MIN,
     FLAT_MAX,
@@ -137,27 +135,29 @@ def id_profile(rv: RunView) -> Finding:
 
 def id_profile_of(g) -> Finding:
     """Claim 8 (004 Fig. 2): the TwoNN dimension peaks at an interior layer, above the first and the last;
-    interval mean ± 1.96 std / √batches over Razzhigaev et al.'s batches. Decided on Razzhigaev et al.'s estimate; the
-    same rule on
+    interval mean ± t_{B−1} s / √B over Razzhigaev et al.'s B batches
+    (``bootstrap.batch_interval``). Decided on Razzhigaev et al.'s estimate; the same rule on
     the cross-context estimate (``stats.twonn_context``) is reported beside it, and where the two disagree while
     some layer's same-sentence share is above ``SAME_SENTENCE_WARN`` (``context_split``) the verdict is
     "cannot tell" with both. "cannot tell" too when a layer's sample holds fewer than ``TWONN_MIN_DISTINCT``
     distinct embeddings. ``g``: a run's ``layer_geometry`` (the Geometry and Compare pages state this finding
     beside the figure: the same rule as the findings)."""
     if g is None or "twonn_id" not in g or g["twonn_id"].notna().sum() < 3:
-        return finding("id_profile", "untestable", why="no TwoNN estimates in this run (geometry off or id_sample 0)")
+        return finding(
+            "id_profile",
+            "untestable",
+            why="no TwoNN estimates in this run (the geometry off, or a TwoNN sample (--id-sample) of 0 or too "
+            "few embeddings)",
+        )
     g = g.sort_values("layer")
     d, layers = g["twonn_id"].to_numpy(float), g["layer"].to_numpy(int)
     k, ok = _interior_peak(d)
     nb = int(g["twonn_batches"].iloc[k]) if "twonn_batches" in g else 0
     sd = float(g["twonn_id_std"].iloc[k]) if "twonn_id_std" in g else float("nan")
-    iv = (
-        finite_interval(d[k] - Z95 * sd / math.sqrt(nb), d[k] + Z95 * sd / math.sqrt(nb))
-        if nb >= 2 and sd > 0
-        else None
-    )
+    biv = batch_interval(d[k], sd, nb)
+    iv = finite_interval(*biv) if biv else None
     prof = ", ".join(f"{x:.1f}" for x in d)
-    ivs = f" ± {fmt(Z95 * sd / math.sqrt(nb))} over {nb} batches" if iv else " (one batch: no interval)"
+    ivs = f" ± {fmt((iv[1] - iv[0]) / 2)} over {nb} batches (Student's t)" if iv else " (one batch: no interval)"
     size, batches = G.recorded_sample(g)
     cross, details = _cross_context(g)
     why = (
@@ -190,9 +190,8 @@ def id_profile_of(g) -> Finding:
 
 
 def position0_share(rv: RunView) -> Finding:
-    """Claim 10 (massive activations, Sun et al. 2024; 004/003 on outliers): where max |h| ≥ OUTLIER_MIN × the median in
-    some layer,
-    position 0 carries ≥ half of Q(X) in the most dominated layer."""
+    """Claim 10 (massive activations, Sun et al. 2024; 004/003 on outliers): where max |h| ≥ OUTLIER_MIN × the
+    median in some layer, position 0 carries ≥ half of Q(X) in the most dominated layer."""
     if rv.exclude_position0:
         return finding("position0_share", "untestable", why="the run excluded position 0 (--exclude-position0)")
     o = rv.outliers

@@ -202,6 +202,10 @@ def m_grows_vb_shrinks(rv: RunView) -> Finding:
     return depth_trend(rv, "m_grows_vb_shrinks", [("m_over_q", +1), ("v_b_over_q", -1)])
 
 
+RATIO_WORDS = {"v_w_over_v": "V_W(X)/V(X)", "m_over_q": "M(X)/Q(X)", "v_b_over_q": "V_B(X)/Q(X)"}
+"""The depth trends' ratios in words (a finding names no raw column)."""
+
+
 def depth_trend(rv: RunView, cid: str, parts) -> Finding:
     """Shared rule of vw_share_grows / m_grows_vb_shrinks: parts = [(column, sign)]."""
     if len(rv.layers) < 3:
@@ -230,7 +234,7 @@ def depth_trend(rv: RunView, cid: str, parts) -> Finding:
         good = np.isfinite(rho) and sign * delta > 0 and sign * rho >= RHO_MIN
         ok &= bool(good)
         ivs = f" [{fmt(iv[0])}, {fmt(iv[1])}]" if iv else " (no split halves: no interval)"
-        bits.append(f"{col.replace('_over_', '/')}: last − first = {fmt(delta)}{ivs}, Spearman ρ = {fmt(rho, 2)}")
+        bits.append(f"{RATIO_WORDS.get(col, col)}: last − first = {fmt(delta)}{ivs}, Spearman ρ = {fmt(rho, 2)}")
         det[f"{col}_delta"], det[f"{col}_rho"] = delta, rho
         if value is None:
             value, interval = delta, iv

@@ -4,10 +4,13 @@ verdict — one function (``findings``) for the CLI, the Findings page and the d
 
 Verdicts: ``holds``, ``fails``, ``cannot tell`` (the interval straddles the rule's threshold: ``claims.against``;
 or the data cannot carry a verdict: an interval of zero width, a per-type claim on a band whose types mostly have
-every occurrence at one point — ``claims.settle``), ``untestable`` (with why). Intervals: bootstrap over token types
-(``stats.bootstrap``: 1,000 seeded resamples, percentile) for the per-type statistics; split-half
-(θ ± 1.96 |θ_A − θ_B| / 2, the run's ``halves_layer`` table) for the corpus-level and geometry
-quantities; for TwoNN the spread over Razzhigaev et al.'s batches (mean ± 1.96 std / √batches).
+every occurrence at one point, a claim that compares a value with a threshold with no interval —
+``claims.settle``), ``untestable`` (with why). Intervals: bootstrap over token types (``stats.bootstrap``: 1,000
+seeded resamples, percentile) for the per-type statistics; split-half (θ ± t₁ |θ_A − θ_B| / 2, Student's t on
+one degree of freedom, the run's ``halves_layer`` table) for the corpus-level and geometry quantities; for TwoNN
+and the neighbourhood overlap the spread over Razzhigaev et al.'s B batches (mean ± t_{B−1} s / √B); for the layer
+linearity the bracket from the cross-fitted score's low end to the in-sample score's high end
+(``stats.layer_linearity``). The coverage test checks each method's coverage on synthetic runs.
 
 Claims, in this order (stable ids), with the rule that decides each verdict:
 
@@ -38,8 +41,11 @@ states it), for example:
 - ``position0_share`` (outliers; massive activations, Sun et al. 2024; 004 / 003 on outliers): where outliers
   dominate (max |h| ≥ ``OUTLIER_MIN`` × the median in some layer), position 0 carries ≥ half of Q(X) in the most
   dominated layer;
-- ``layers_linear`` (layer linearity; Razzhigaev et al. 2024): the mean linearity score of the consecutive pairs in
-  the middle half of the network is ≥ 0.95 in decoders and below it in encoders (``stats.layer_linearity``).
+- ``layers_linear`` (layer linearity; Razzhigaev et al. 2024): the mean cross-fitted linearity score of the
+  consecutive pairs in the middle half of the network is ≥ 0.95 in decoders and below it in encoders
+  (``stats.layer_linearity``);
+- ``overlap_profile`` (neighbourhoods; Valeriani et al. 2023): the overlap χ₁₀(l, l+1) of consecutive layers is
+  higher after the TwoNN peak than at it (``stats.claims_neighbourhoods``).
 
 ``Claim``, the thresholds and ``Finding``: ``stats.claims``; the rules that decide the verdicts:
 ``stats.claims_moments`` (1–6, the core), ``stats.claims_geometry`` (the three above) and ``stats.isoscore``
@@ -85,13 +91,21 @@ CLAIMS: tuple[Claim, ...] = (
         tradeoff_slope,
         per_type=True,
     ),
-    Claim("vw_share_grows", "002", "V_W(X)/V(X) grows with depth (Fig. 6)", vw_share_grows, per_type=True),
+    Claim(
+        "vw_share_grows",
+        "002",
+        "V_W(X)/V(X) grows with depth (Fig. 6)",
+        vw_share_grows,
+        per_type=True,
+        needs_interval=True,
+    ),
     Claim(
         "m_grows_vb_shrinks",
         "002",
         "M(X)/Q(X) grows and V_B(X)/Q(X) shrinks with depth (§5.3, Fig. 5)",
         m_grows_vb_shrinks,
         per_type=True,
+        needs_interval=True,
     ),
     Claim(
         "null_vs_run",
@@ -105,6 +119,7 @@ CLAIMS: tuple[Claim, ...] = (
         "004",
         "anisotropy is flat across layers in encoders, bell-shaped in decoders (Fig. 1)",
         anisotropy_profile,
+        needs_interval=True,
     ),
     Claim("id_profile", "004", "intrinsic dimension (TwoNN) rises then falls across layers", id_profile),
     Claim(
@@ -112,14 +127,22 @@ CLAIMS: tuple[Claim, ...] = (
         "004",
         "embeddings use their space unevenly: IsoScore ι < 0.5 in every layer past the embeddings (Rudman et al. 2022)",
         isoscore_low,
+        needs_interval=True,
     ),
-    Claim("position0_share", "ENV", "where outliers dominate, position 0 carries most of Q(X)", position0_share),
+    Claim(
+        "position0_share",
+        "ENV",
+        "where outliers dominate, position 0 carries most of Q(X)",
+        position0_share,
+        needs_interval=True,
+    ),
     Claim(
         "layers_linear",
         "004",
-        "consecutive middle layers are linear maps of each other (linearity score ≥ 0.95) in "
+        "consecutive middle layers are linear maps of each other (cross-fitted linearity score ≥ 0.95) in "
         "decoders, less so in encoders (Razzhigaev et al. 2024)",
         layers_linear,
+        needs_interval=True,
     ),
     Claim(
         "overlap_profile",
@@ -179,7 +202,8 @@ def samples_note(runs_findings: dict) -> str | None:
 
 
 def cell(f: Finding) -> str:
-    """'holds: −0.98 [−1.02, −0.95] @6' — one short cell for tables and slides; a TwoNN profile that the context
+    """'holds: −0.98 [−1.02, −0.95] @6' — one short cell for tables and slides; the layer linearity adds its
+    in-sample score and the embeddings per dimension beside the cross-fitted value; a TwoNN profile that the context
     bias leaves undecided names the cross-context estimate too ('cannot tell: 9.95 [9.93, 9.96] @4 · cross-context
     16.2 @6')."""
     if f.value is None or not np.isfinite(f.value):
@@ -189,6 +213,8 @@ def cell(f: Finding) -> str:
         s += f" [{fmt(f.interval[0])}, {fmt(f.interval[1])}]"
     if f.layer is not None:
         s += f" @{f.layer}"
+    if f.details.get("in_sample") is not None and f.details.get("per_dim") is not None:  # layers_linear: both scores
+        s += f" · in-sample {fmt(f.details['in_sample'])} · {fmt(f.details['per_dim'])} embeddings per dimension"
     if f.details.get("context_split"):  # id_profile: the two TwoNN estimates disagree (claims_geometry.context_split)
         s += f" · cross-context {fmt(f.details['cross_peak'])} @{f.details['cross_peak_layer']}"
     return s

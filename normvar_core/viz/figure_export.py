@@ -76,11 +76,33 @@ def export_image(fig: go.Figure, fmt: str = "png", *, presentation: bool = False
     return to_image(fig, fmt)
 
 
+def is_decade(x) -> bool:
+    """Whether ``x`` > 0 is a whole power of ten."""
+    x = float(x)
+    return x > 0 and abs(np.log10(x) - round(np.log10(x))) < 1e-9
+
+
+def decades_only(fig: go.Figure) -> go.Figure:
+    """Every logarithmic axis of ``fig`` labelled at whole decades only (pages and slides alike): an axis with its
+    own tick values keeps them as ticks, with the labels of those that are not a power of ten left blank; any
+    other gets one tick per decade (``dtick = 1``: no "2, 5" between). In place; returns ``fig``."""
+    for name in [k for k in fig.layout.to_plotly_json() if _AXIS.match(k)]:
+        axis = fig.layout[name]
+        if axis.type != "log":
+            continue
+        if axis.tickvals is not None:
+            labels = axis.ticktext if axis.ticktext is not None else [str(v) for v in axis.tickvals]
+            axis.ticktext = [t if is_decade(v) else "" for v, t in zip(axis.tickvals, labels)]
+        elif axis.dtick is None:
+            axis.dtick = 1
+    return fig
+
+
 def on_slide(fig: go.Figure, width: int, height: int) -> go.Figure:
     """A page's figure on a slide: the same traces (names, fills, colours, legend), at ``width`` × ``height`` and
-    without its title (the slide's heading says it)."""
+    without its title (the slide's heading says it); log axes labelled at whole decades (``decades_only``)."""
     fig.update_layout(width=width, height=height, title=None)
-    return fig
+    return decades_only(fig)
 
 
 _AXIS = re.compile(r"^([xy])axis(\d*)$")
@@ -228,4 +250,15 @@ def figure_data(fig: go.Figure) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["trace", "x", "y"])
 
 
-__all__ = ["GAP_PX", "SLIDE_SIZE", "to_image", "export_image", "on_slide", "side_by_side", "to_csv", "figure_data"]
+__all__ = [
+    "decades_only",
+    "is_decade",
+    "GAP_PX",
+    "SLIDE_SIZE",
+    "to_image",
+    "export_image",
+    "on_slide",
+    "side_by_side",
+    "to_csv",
+    "figure_data",
+]

@@ -45,14 +45,20 @@ def _wrapped(text: str, width: int = 120) -> list[str]:
 def _laid_out(fig: go.Figure, heading: str, sentence: str, title: str | None, presentation: bool) -> go.Figure:
     """The figure's title (``title``, else ``heading`` with ``sentence`` wrapped under it), legend under the plot,
     theme and margins."""
+    lines = _wrapped(sentence)
+    notes = sum(str(a.text).count("<br>") + 1 for a in fig.layout.annotations if a.yref == "paper" and a.y > 1)
+    top, bottom = 70 + 24 * (len(lines) + 1) + 20 * notes, 190 if presentation else 170
     fig.update_layout(
-        title=title or (heading + "<br><sup>" + "<br>".join(_wrapped(sentence)) + "</sup>"),
-        height=560 if presentation else 460,
+        title=title or (heading + "<br><sup>" + "<br>".join(lines) + "</sup>"),
+        height=(400 if presentation else 360) + top + bottom,  # the plot keeps its height under any title
         hovermode="closest",
-        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+        # under the x axis's title, never over it: the plot's bottom margin holds the tick labels, the axis title
+        # and then the legend
+        legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, yref="paper"),
     )
     apply_theme(fig, presentation)
-    fig.update_layout(margin=dict(b=130 if presentation else 110, t=150))
+    # the title's lines and any note above the plot sit in the top margin, outside the plot
+    fig.update_layout(margin=dict(b=bottom, t=top))
     return fig
 
 
@@ -60,6 +66,65 @@ def _log_x(fig: go.Figure, values, title: str) -> None:
     """A logarithmic x axis titled ``title``, ticked at ``values`` (the scales or the k read)."""
     ticks = sorted({int(x) for x in values})
     fig.update_xaxes(title_text=title, type="log", tickvals=ticks, ticktext=[str(x) for x in ticks])
+
+
+EQUAL_TOL = 1e-3
+"""A masked overlap within this of the unmasked one at every layer is the same line (said, not drawn)."""
+
+
+def masked_gap(df: pd.DataFrame, col: str) -> float | None:
+    """max |χ_masked − χ| over the layers holding both (None when none does)."""
+    d = (df[col] - df[col.removesuffix("_masked")]).abs().to_numpy(float)
+    d = d[np.isfinite(d)]
+    return float(d.max()) if d.size else None
+
+
+def data_range(traces, pad: float = 0.04) -> list[float] | None:
+    """[low, high] of the drawn values ± their error bars, padded by ``pad`` of the span and kept within [0, 1]
+    (an overlap is a share): the axis spans the data, not the chance line far below it; None without data."""
+    lo, hi = [], []
+    for t in traces:
+        y = np.asarray(t.y, float)
+        e = np.asarray(t.error_y.array, float) if t.error_y is not None and t.error_y.array is not None else 0.0
+        lo.append(np.nanmin(y - e))
+        hi.append(np.nanmax(y + e))
+    if not lo or not np.isfinite(lo + hi).all():
+        return None
+    a, b = float(min(lo)), float(max(hi))
+    span = max(b - a, 0.02)
+    return [max(a - pad * span, 0.0), min(b + pad * span, 1.0)]
+
+
+def note_above(fig: go.Figure, text: str) -> None:
+    """``text`` as a note over the plot's top left corner, under the title (never inside the plot), wrapped at 110
+    characters (``_laid_out`` leaves its lines room in the top margin)."""
+    fig.add_annotation(
+        text="<br>".join(line for para in text.split("<br>") for line in _wrapped(para, 110)),
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=1.02,
+        xanchor="left",
+        yanchor="bottom",
+        showarrow=False,
+        align="left",
+        font=dict(size=12),
+    )
+
+
+def chance_note(fig: go.Figure, curves: Mapping[str, pd.DataFrame]) -> None:
+    """Chance k / n as an annotation above the plot (its dotted line stays, for the hover and the legend, but far
+    below the data it would squeeze them): per run its range over k."""
+    parts = []
+    for label, df in curves.items():
+        ch = df[(df["pair"] == "next") & (df["masked"] == False)].groupby("k")["chance"].mean()  # noqa: E712
+        if len(ch):
+            who = f"{label}: " if len(curves) > 1 else ""
+            parts.append(
+                f"{who}{ch.iloc[0]:.2g} at k = {int(ch.index[0])} to {ch.iloc[-1]:.2g} at k = {int(ch.index[-1])}"
+            )
+    if parts:
+        note_above(fig, "chance k / n (dotted, below the axis where it is out of range): " + "; ".join(parts))
 
 
 def drawn_layers(layers: np.ndarray) -> np.ndarray:
@@ -133,19 +198,28 @@ def overlap_figure(
     title: str | None = None,
 ) -> go.Figure:
     """χ₁₀ of each layer with the next (solid) and with the last (dash-dotted), thin with the own sentence masked,
-    and chance (dotted) against depth (relative when ``relative``)."""
+    and chance (dotted) against depth (relative when ``relative``). A masked line within ``EQUAL_TOL`` of its
+    unmasked one everywhere is not drawn (it would hide under it): an annotation says they are equal; one that
+    differs names its largest difference in its legend entry."""
     del bands, null_curves, null_of
-    fig = go.Figure()
+    fig, notes = go.Figure(), []
     for i, (label, df) in enumerate(curves.items()):
         df = df.sort_values("layer")
         x = depth_x(df, relative, (num_hidden_states or {}).get(label))
         color = PALETTE[i % len(PALETTE)]
+        same = []
         for col, dash, width, what in (
             ("overlap_next", "solid", 2.5, "next layer"),
             ("overlap_next_masked", "solid", 1.2, "next layer, own sentence masked"),
             ("overlap_last", "dashdot", 2.5, "last layer"),
             ("overlap_last_masked", "dashdot", 1.2, "last layer, own sentence masked"),
         ):
+            if col.endswith("_masked"):
+                gap = masked_gap(df, col)
+                if gap is None or gap <= EQUAL_TOL:  # it would lie on the unmasked line: said, not drawn
+                    same.append(what.split(",")[0])
+                    continue
+                what += f", up to {gap:.3f} from all neighbours"
             fig.add_trace(
                 go.Scatter(
                     x=x,
@@ -165,6 +239,14 @@ def overlap_figure(
                 line=dict(color=NULL_COLOR, dash="dot", width=1.2),
             )
         )
+        if same:
+            notes.append(
+                (f"{label}: " if len(curves) > 1 else "")
+                + f"with the own sentence masked, the overlap with the {' and the '.join(same)} equals the unmasked "
+                f"one to within {EQUAL_TOL:g} (not drawn: no token's 10 nearest neighbours come from its own sentence)"
+            )
+    if notes:
+        note_above(fig, "<br>".join(notes))
     fig.update_xaxes(title_text="relative depth" if relative else "layer")
     fig.update_yaxes(title_text="shared 10 nearest neighbours χ₁₀", range=[0, 1.02])
     return _laid_out(
@@ -184,10 +266,10 @@ def overlap_k_figure(
     title: str | None = None,
 ) -> go.Figure:
     """χ_k of each of up to four evenly spaced layers with the next kept layer against k (``overlap_curve``, its
-    ``pair == "next"`` rows; both axes logarithmic, so the chance line shows beside overlaps near 1): solid
+    ``pair == "next"`` rows; k on a log axis, χ_k on a linear one spanning the data, ``data_range``): solid
     unmasked, dash-dotted with the own sentence masked, bars ± the spread over batches; per run the chance k / n
-    (the ``chance`` column, unmasked), dotted grey. The depth arguments are accepted and not used (the table's rows
-    with the last layer are in its CSV)."""
+    (the ``chance`` column, unmasked), dotted grey, and its values in an annotation (``chance_note``). The depth
+    arguments are accepted and not used (the table's rows with the last layer are in its CSV)."""
     del relative, num_hidden_states, bands, null_curves, null_of
     fig = go.Figure()
     for i, (label, df) in enumerate(curves.items()):
@@ -222,7 +304,9 @@ def overlap_k_figure(
             )
         )
     _log_x(fig, [x for df in curves.values() for x in df["k"]], "k (nearest neighbours compared)")
-    fig.update_yaxes(title_text="χ_k(l, l+1), log scale", type="log")
+    drawn = [t for t in fig.data if "chance" not in (t.name or "") and t.y is not None and len(t.y)]
+    fig.update_yaxes(title_text="χ_k(l, l+1)", range=data_range(drawn))
+    chance_note(fig, curves)
     return _laid_out(
         fig, "Neighbourhood overlap against k (Valeriani et al. 2023)", OVERLAP_K_SENTENCE, title, presentation
     )
@@ -236,5 +320,10 @@ __all__ = [
     "SCALES_SENTENCE",
     "OVERLAP_SENTENCE",
     "OVERLAP_K_SENTENCE",
+    "data_range",
+    "masked_gap",
+    "EQUAL_TOL",
+    "chance_note",
+    "note_above",
     "NULL_OVERLAP",
 ]

@@ -15,8 +15,10 @@ l (``Half``):
   merge by the same update, exactly, in any order.
 
 The halves' states pooled are the whole run's (Chan's update is exact), so ``result()`` gives each pair's values
-on the whole run and on each half, and the split-half interval θ ± 1.96 |θ_A − θ_B| / 2 (``layer_linearity``
-table; its curves on the Geometry page carry the interval as their band). A batch's layer views are split into
+on the whole run and on each half, and the split-half interval θ ± t₁ |θ_A − θ_B| / 2 (``layer_linearity``
+table; its curves on the Geometry page carry the interval as their band), and the cross-fitted score (the map
+fitted on one half's scatters, scored on the other's, both ways: ``stats.layer_linearity.cross_fitted``, exact
+from the halves' n, means, scatters and cross-scatters: no extra state). A batch's layer views are split into
 its two halves (``view_split``, as the halves measure's): each half's scatter is the view's own part
 (``LayerView.parts``), and the cross-scatter one Gram product per half of the two layers' centred rows, the
 previous layer's kept from the view before — one extra GEMM of the batch per pair, and one extra float64 copy of
@@ -98,6 +100,16 @@ class LayerLinearityMeasure(LayerMajor):
             "linearity score 1 − min_A ‖X̃A − Ỹ‖²_F",
             description="How much of layer l + 1 a linear map of layer l explains, both centred and scaled "
             "(Razzhigaev et al. 2024); at layer l, the pair (l, l + 1).",
+        ),
+        LayerCurve(
+            LL.TABLE,
+            "linearity_xfit",
+            "Linearity, cross-fitted",
+            "cross-fitted linearity score (out of sample)",
+            description="The same score for a map fitted on one half of the sentences and scored on the other, "
+            "both ways: out of sample, so it does not reward fitting the noise. Below the in-sample score by "
+            "about 2d/n of the unexplained share (d dimensions, n embeddings): a wide gap means too few "
+            "embeddings per dimension; the findings decide on this score.",
         ),
         LayerCurve(
             LL.TABLE,
@@ -218,14 +230,32 @@ class LayerLinearityMeasure(LayerMajor):
         nan = dict.fromkeys(LL.QUANTITIES, float("nan"))
         return [LL.pair_values(S[j], S[j + 1], C[j]) if self.paired[j] else nan for j in range(len(self.layers) - 1)]
 
+    def _cross_fitted(self) -> list[dict]:
+        """Per pair, ``stats.layer_linearity.pair_cross_fitted`` of the two halves' n, means, scatters and
+        cross-scatters (the map fitted on one half, scored on the other, both ways)."""
+        mom = [(int(h.n), h.mean.cpu().numpy(), h.scatter.cpu().numpy(), h.cross.cpu().numpy()) for h in self.halves]
+        nan = dict.fromkeys((f"{q}_{k}" for q in LL.XFIT for k in ("xfit", "xfit_ab", "xfit_ba")), float("nan"))
+        out = []
+        for j in range(len(self.layers) - 1):
+            if not self.paired[j]:
+                out.append(nan)
+                continue
+            a, b = ((n, mu[j], mu[j + 1], S[j], S[j + 1], C[j]) for n, mu, S, C in mom)
+            out.append(LL.pair_cross_fitted(a, b, True))  # one width d for every kept layer
+        return out
+
     def result(self) -> dict:
         n, _, scatter, cross = self.pooled()
         full = self._values(scatter, cross)
         halves = [self._values(h.scatter, h.cross) if h.n else None for h in self.halves]
+        xfit = self._cross_fitted() if all(h is not None for h in halves) else None
         if any(h is None for h in halves):
             halves = [None, None]
-        pairs = len(self.layers) - 1
-        return LL.table_columns(self.layers[:-1], self.layers[1:], np.full(max(pairs, 0), n), full, *halves)
+        pairs = max(len(self.layers) - 1, 0)
+        dim = np.full(pairs, int(scatter.shape[-1]))
+        return LL.table_columns(
+            self.layers[:-1], self.layers[1:], np.full(pairs, n), full, halves[0], halves[1], xfit, dim
+        )
 
     def tables(self, result, ctx: RunContext) -> dict:
         return {LL.TABLE: pa.table(result)}
