@@ -167,10 +167,11 @@ class RunConfig:
         flag="--no-geometry",
     )
     neighbourhoods: bool = opt(
-        False,
-        "with the geometry: GRIDE's intrinsic dimension across scales and the "
-        "neighbourhood overlap between layers, from an exact 128-NN search of the TwoNN sample "
-        "at publish (off by default: about 31 CPU-s for MiniLM's 7 layers x 16,384 points, 1.1x its forward pass)",
+        True,
+        "with the geometry: GRIDE's intrinsic dimension across scales (layer_gride) and the neighbourhood "
+        "overlap between layers (layer_overlap, overlap_curve), from an exact 128-NN search of the TwoNN sample "
+        "at publish; --no-neighbourhoods leaves those three tables (the ID-across-scales and overlap figures) out",
+        flag="--no-neighbourhoods",
     )
     halves: bool = opt(
         True,
@@ -179,11 +180,12 @@ class RunConfig:
         flag="--no-halves",
     )
     layer_linearity: bool = opt(
-        False,
-        "linear CKA and the linearity score (Razzhigaev et al. 2024) between "
-        "consecutive layers, exact over every embedding, with split-half intervals: four d x d "
-        "float64 scatters per layer; off by default (one float64 Gram product per pair and "
-        "batch: about 0.2x the forward pass on a CPU)",
+        True,
+        "linear CKA and the linearity score (Razzhigaev et al. 2024) between consecutive layers (layer_linearity), "
+        "exact over every embedding, with split-half intervals: four d x d float64 scatters per layer and one "
+        "float64 Gram product per pair and batch; --no-layer-linearity leaves that table (the CKA and linearity "
+        "curves) out",
+        flag="--no-layer-linearity",
     )
     id_sample: int = opt(
         ID_SAMPLE,

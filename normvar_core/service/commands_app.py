@@ -6,9 +6,9 @@
 ``normvar dashboard``  only serve the dashboard.
 
 The default run is MiniLM × the shipped novels, limited to ``DEFAULT_MAX_SENTENCES`` sentences so it
-computes in a few minutes on 2 CPU cores, with the two measures a compute leaves off for their cost (the
-neighbourhoods: GRIDE across scales and the overlap between layers; the layer linearity and CKA), so that every
-page has its figures; compute the full corpus with
+computes in a few minutes on 2 CPU cores, with ``RunConfig``'s defaults — the same as ``compute``, ``submit`` and
+the New-run form: every measure on, the neighbourhoods (GRIDE across scales, the overlap between layers) and the
+layer linearity (CKA) included — so that every page has its figures; compute the full corpus with
 ``normvar submit --model minilm --name minilm__novels_en_full``.
 """
 
@@ -45,8 +45,6 @@ def default_config() -> RunConfig:
         corpus="",
         name=DEFAULT_RUN_NAME,
         max_sentences=DEFAULT_MAX_SENTENCES,
-        neighbourhoods=True,
-        layer_linearity=True,
     )
 
 

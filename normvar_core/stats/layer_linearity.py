@@ -204,7 +204,7 @@ def layers_linear(rv):
     run = rv.run
     if run is None or TABLE not in run.table_names:
         return finding(
-            "layers_linear", "untestable", why="no layer linearity in this run (compute with --layer-linearity)"
+            "layers_linear", "untestable", why="no layer linearity in this run (computed with --no-layer-linearity)"
         )
     mid = middle_pairs(run.table(TABLE), rv.num_hidden_states)
     mid = mid[np.isfinite(mid["linearity"])]

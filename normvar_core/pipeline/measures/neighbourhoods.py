@@ -76,8 +76,8 @@ def _empty(columns) -> pa.Table:
 
 
 class NeighbourhoodMeasure(Measure):
-    """On with ``--neighbourhoods`` (off by default: its search costs more than the forward pass of a default run)
-    and the geometry; its result reads the geometry's sampled states."""
+    """On by default with the geometry (``--no-neighbourhoods`` or ``--no-geometry`` turns it off); its result reads
+    the geometry's sampled states."""
 
     name = "neighbourhoods"
     title = "GRIDE and neighbourhood overlap"
