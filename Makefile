@@ -73,8 +73,8 @@ bench: venv
 	$(PY) benchmarks/bench_cost.py
 
 # On a CUDA machine (docs/benchmarks.md): the tail after the last batch against the whole run, compute / bare bf16
-# forward, embeddings/s and peak GPU memory per scatter dtype, each optional measure's cost (--neighbourhoods,
-# --layer-linearity); elsewhere one line and exit 0 (`benchmarks/bench_gpu.py --cpu-check`: the same code on the CPU).
+# forward, embeddings/s and peak GPU memory per scatter dtype, the cost of the neighbourhoods' search and the layer
+# linearity (runs with --no-neighbourhoods, --no-layer-linearity); elsewhere one line and exit 0 (`benchmarks/bench_gpu.py --cpu-check`: the same code on the CPU).
 bench-gpu: venv
 	$(PY) benchmarks/bench_gpu.py
 

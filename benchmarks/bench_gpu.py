@@ -8,18 +8,18 @@ of each optional measure.
    * bare   = ``model(..., output_hidden_states=True)`` over the plan's batches, nothing else;
    * compute = the same forward passes through every measure of a default run (moments, samples, geometry,
      self-similarity, outliers, halves; ``execute.run_range``) plus their results (spectra, TwoNN on the device,
-     seed 004's batches) — the write, on the host, is left out (and the occurrences of the synthetic shapes) — once per
-     scatter dtype (float64, float32), then
-     with ``--scatter-dtype auto`` and each optional measure on (``VARIANTS``: ``--neighbourhoods``,
-     ``--layer-linearity``, both).
+     seed 004's batches) — the write, on the host, is left out (and the occurrences of the synthetic shapes) — once
+    per scatter dtype (float64, float32), then
+     with ``--scatter-dtype auto`` and each of the two costliest measures off (``VARIANTS``:
+     ``--no-neighbourhoods``, ``--no-layer-linearity``, both).
 
    Reports compute / bare, the results' seconds (finalize), embeddings per second, peak GPU memory
    (``max_memory_allocated``) and what ``--scatter-dtype auto`` picks on this GPU.
 2. **The tail.** Whole ``normvar compute`` runs (``compute_run``: load, tokenize, the early pass, the forward
    passes, the results and the run file) of MiniLM and SmolLM2, bf16, once per variant of ``VARIANTS``,
    alternated, medians of ``--repeat``: the wall seconds of the run, the seconds after its last forward batch
-   (the measures' results and the write: the tail) and their share (target: at most 10 %), and each optional
-   measure's added seconds against the default run.
+   (the measures' results and the write: the tail) and their share (target: at most 15 %), and each variant's
+   seconds against the default run (negative: what the measures turned off cost).
 3. **Several GPUs** (``bench_multigpu.py``): a device-mapped Llama-7B shape over every visible GPU against one
    GPU, seconds and the peak memory of each GPU (one line when fewer than two GPUs are visible).
 
@@ -49,13 +49,15 @@ import torch  # noqa: E402  -- after the offline variables and sys.path above
 SCATTER = ("float64", "float32")
 VARIANTS = {
     "default": {},
-    "+ neighbourhoods": {"neighbourhoods": True},
-    "+ layer linearity": {"layer_linearity": True},
-    "+ both": {"neighbourhoods": True, "layer_linearity": True},
+    "- neighbourhoods": {"neighbourhoods": False},
+    "- layer linearity": {"layer_linearity": False},
+    "- both": {"neighbourhoods": False, "layer_linearity": False},
 }
-"""The runs compared: the default run, and with each optional measure on (RunConfig fields)."""
+"""The runs compared: the default run (every measure, the neighbourhoods and the layer linearity included), and
+with each of those two turned off (RunConfig fields): a measure's cost is the default's seconds minus the run
+without it."""
 PICKED: dict = {"scatter": SCATTER, "variants": VARIANTS}
-"""What the tables run: everything on a GPU; one scatter dtype, the default and "+ both" in ``--cpu-check``."""
+"""What the tables run: everything on a GPU; one scatter dtype, the default and "- both" in ``--cpu-check``."""
 TAIL_MODELS = ("minilm", "smollm2")
 DEVICE = torch.device("cuda")
 
@@ -142,7 +144,7 @@ def compute(source, plan, ctx) -> dict:
 
 def compare(name: str, t_bare: float, source, plan, ctx_of, rows: list) -> None:
     """The compute rows of one model: every scatter dtype with the default measures, then ``--scatter-dtype auto``
-    with each optional measure on (``VARIANTS``); ``ctx_of(cfg)`` is the RunContext of ``cfg``."""
+    with each variant of ``VARIANTS`` that turns measures off; ``ctx_of(cfg)`` is the RunContext of ``cfg``."""
     runs = [(sd, "default", {}) for sd in PICKED["scatter"]]
     runs += [("auto", v, opts) for v, opts in PICKED["variants"].items() if opts]
     for sd, variant, opts in runs:
@@ -282,7 +284,7 @@ def cpu_check(args) -> int:
     from transformers import BertConfig
 
     n = args.sentences or 40
-    PICKED.update(scatter=SCATTER[:1], variants={k: VARIANTS[k] for k in ("default", "+ both")})
+    PICKED.update(scatter=SCATTER[:1], variants={k: VARIANTS[k] for k in ("default", "- both")})
     rows: list = []
     real_model("minilm", n, rows)
     synthetic(

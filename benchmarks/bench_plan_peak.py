@@ -5,10 +5,11 @@ sentences, with and without the occurrences), ``normvar plan --json`` (no weight
 the child), CPU, ``--batch-size 32``.
 
 Target: every ratio peak / plan host figure in [0.80, 1.00] (docs/scale.md, "The plan on any shape"); a row outside
-it is flagged. Prints one markdown row per shape as it ends. ``--new-measures`` adds ``--neighbourhoods
---layer-linearity`` to every run; ``--tiny`` runs the selected rows' kinds and options at d = 64, 2 layers, 40
-sentences (checks the script in seconds; its ratios measure nothing: the runtime dominates).
-Usage: .venv/bin/python benchmarks/bench_plan_peak.py [--only 1,3] [--new-measures] [--tiny] [--list]
+it is flagged. Prints one markdown row per shape as it ends. ``--lean-measures`` adds ``--no-neighbourhoods
+--no-layer-linearity`` to every run (the default runs have them); ``--tiny`` runs the selected rows' kinds and
+options at d = 64, 2 layers, 40 sentences (checks the script in seconds; its ratios measure
+nothing: the runtime dominates).
+Usage: .venv/bin/python benchmarks/bench_plan_peak.py [--only 1,3] [--lean-measures] [--tiny] [--list]
 """
 
 from __future__ import annotations
@@ -101,7 +102,9 @@ def row(i: int, shape: Shape, r: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated row numbers of the shape table (1-based; --list)")
-    ap.add_argument("--new-measures", action="store_true", help="every run with --neighbourhoods --layer-linearity")
+    ap.add_argument(
+        "--lean-measures", action="store_true", help="every run with --no-neighbourhoods --no-layer-linearity"
+    )
     ap.add_argument(
         "--tiny",
         action="store_true",
@@ -125,7 +128,7 @@ def main() -> int:
                 f"sentences, occurrences {'on' if s.occurrences else '0'}: {s.why}"
             )
         return 0
-    extra = ["--neighbourhoods", "--layer-linearity"] if args.new_measures else []
+    extra = ["--no-neighbourhoods", "--no-layer-linearity"] if args.lean_measures else []
     print(
         f"CPU, --batch-size 32{' ' + ' '.join(extra) if extra else ''}"
         f"{' (--tiny: not a measurement)' if args.tiny else ''}"

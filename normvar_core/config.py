@@ -167,10 +167,11 @@ class RunConfig:
         flag="--no-geometry",
     )
     neighbourhoods: bool = opt(
-        False,
-        "with the geometry: GRIDE's intrinsic dimension across scales and the "
-        "neighbourhood overlap between layers, from an exact 128-NN search of the TwoNN sample "
-        "at publish (off by default: about as long as the forward pass; the figures are in docs/benchmarks.md)",
+        True,
+        "with the geometry: GRIDE's intrinsic dimension across scales and the neighbourhood overlap between "
+        "layers, from an exact 128-NN search of the TwoNN sample at publish; --no-neighbourhoods leaves both out "
+        "(the ID-across-scales and overlap figures)",
+        flag="--no-neighbourhoods",
     )
     halves: bool = opt(
         True,
@@ -179,11 +180,11 @@ class RunConfig:
         flag="--no-halves",
     )
     layer_linearity: bool = opt(
-        False,
-        "linear CKA and the linearity score (Razzhigaev et al. 2024) between "
-        "consecutive layers, exact over every embedding, with split-half intervals: four d x d "
-        "float64 scatters per layer; off by default (one float64 Gram product per pair and "
-        "batch; its cost is in docs/benchmarks.md)",
+        True,
+        "linear CKA and the linearity score (Razzhigaev et al. 2024) between consecutive layers, exact over every "
+        "embedding, with split-half intervals: four d x d float64 scatters per layer and one float64 Gram product "
+        "per pair and batch; --no-layer-linearity leaves it out (the CKA and linearity curves)",
+        flag="--no-layer-linearity",
     )
     prompt_entropy: bool = opt(
         False,

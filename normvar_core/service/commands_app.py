@@ -7,8 +7,9 @@
 ``normvar dashboard``  only serve the dashboard.
 
 The default run is MiniLM × the shipped novels, limited to ``DEFAULT_MAX_SENTENCES`` sentences so it
-computes in a few minutes on 2 CPU cores, with every registered measure on, the ones a compute leaves off for
-their cost too (``measures.every_measure_on``), so that every page has its figures; compute the full corpus with
+computes in a few minutes on 2 CPU cores, with every registered measure on (``measures.every_measure_on``: the
+defaults of ``compute``, ``submit`` and the New-run form — the neighbourhoods and the layer linearity included —
+and the opt-in ones too), so that every page has its figures; compute the full corpus with
 ``normvar submit --model minilm --name minilm__novels_en_full``.
 """
 

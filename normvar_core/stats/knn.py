@@ -22,9 +22,10 @@ def searches(
     X: np.ndarray, k: int, groups: np.ndarray | None = None, first: np.ndarray | None = None, chunk: int = CHUNK
 ) -> tuple[np.ndarray, np.ndarray]:
     """(dist, idx), each (S, m, k): for every row of X (m, d) its k nearest rows (float64 distances ascending, ties by
-    the smaller row; inf / −1 past the rows there are) in each search of ``stats.knn_kernels``: [0] every other row;
-    with ``groups`` (m,), [1] the rows of other groups; with ``first`` (m,) bool, the same over the rows where it is
-    True, for those rows only ([2], and [3] with groups: the search on the distinct rows when copies are dropped).
+    the smaller row; int32 row numbers; inf / −1 past the rows there are) in each search of ``stats.knn_kernels``:
+    [0] every other row; with ``groups`` (m,), [1] the rows of other groups; with ``first`` (m,) bool, the same over
+    the rows where it is True, for those rows only ([2], and [3] with groups: the search on the distinct rows when
+    copies are dropped).
     One float32 Gram block of ``chunk`` rows serves every search."""
     from normvar_core.stats.knn_kernels import knn_block  # numba: not imported by the pages' readers
 
@@ -37,7 +38,7 @@ def searches(
     sq64 = np.einsum("ij,ij->i", X32.astype(np.float64), X32.astype(np.float64))
     sq = sq64.astype(np.float32)
     c = (2 * d + 24) * 2.0**-24 * 1.02
-    dist, idx = np.full((S, m, k), np.inf), np.full((S, m, k), -1, np.int64)
+    dist, idx = np.full((S, m, k), np.inf), np.full((S, m, k), -1, np.int32)  # int32: a batch's rows (< 2³¹)
     g = (
         np.zeros(m, np.int64)
         if groups is None

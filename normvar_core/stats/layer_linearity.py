@@ -329,7 +329,7 @@ def layers_linear(rv):
         return finding(
             "layers_linear",
             "untestable",
-            why="no layer linearity in this run (the option --layer-linearity computes it)",
+            why="no layer linearity in this run (it was computed with --no-layer-linearity)",
         )
     table = run.table(TABLE)
     missing = [c for c in NEEDED if c not in table]

@@ -26,9 +26,9 @@ def shared(a: np.ndarray, b: np.ndarray, ks=KS) -> np.ndarray:
     from normvar_core.stats.knn_kernels import shared_from  # numba: not imported by the pages' readers
 
     K = max(ks)
-    a = np.ascontiguousarray(a[:, :K], np.int64)
-    b = np.ascontiguousarray(b[:, :K], np.int64)
-    late = np.empty(a.shape, np.int64)  # max(p, q), q the rank in b of a's p-th neighbour: shared from k > it
+    a = np.ascontiguousarray(a[:, :K], np.int32)
+    b = np.ascontiguousarray(b[:, :K], np.int32)
+    late = np.empty(a.shape, np.int32)  # max(p, q), q the rank in b of a's p-th neighbour: shared from k > it
     shared_from(a, b, late)
     return np.stack([(late < k).sum(1) for k in ks])
 

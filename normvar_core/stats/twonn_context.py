@@ -40,13 +40,22 @@ def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(np.square(np.asarray(a, np.float64) - np.asarray(b, np.float64)).sum(-1))
 
 
+PAIRS = 4096  # pairs whose float64 squares are held at a time (``row_distance``: 8·PAIRS·d bytes)
+
+
 def row_distance(X32: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``pair_distance(X32[p], X32[q])`` (the same float64 squares, summed by numpy) without the float64 gathers."""
+    """``pair_distance(X32[p], X32[q])`` (the same float64 squares, summed by numpy) without the float64 gathers,
+    ``PAIRS`` pairs at a time (its memory bounded whatever the number of pairs)."""
     from normvar_core.stats.twonn_kernels import row_pair_squares  # numba: not imported by the pages' readers
 
-    sq = np.empty((p.size, X32.shape[1]))
-    row_pair_squares(X32, np.ascontiguousarray(p, np.int64), np.ascontiguousarray(q, np.int64), sq)
-    return np.sqrt(sq.sum(-1))
+    p, q = np.ascontiguousarray(p, np.int64), np.ascontiguousarray(q, np.int64)
+    out = np.empty(p.size)
+    sq = np.empty((min(p.size, PAIRS), X32.shape[1]))
+    for a in range(0, p.size, PAIRS):
+        part = sq[: min(PAIRS, p.size - a)]
+        row_pair_squares(X32, p[a : a + part.shape[0]], q[a : a + part.shape[0]], part)
+        out[a : a + part.shape[0]] = np.sqrt(part.sum(-1))
+    return out
 
 
 def _two_smallest(i: np.ndarray, dist: np.ndarray, m: int) -> np.ndarray:

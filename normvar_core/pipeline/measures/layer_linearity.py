@@ -30,7 +30,7 @@ in the run's notes).
 
 Memory (``planned_state``): 2 · (16·L·d² + 8·L·d + 8) + L bytes — MiniLM (L = 7, d = 384): 33 MB; bert-base
 (L = 13, d = 768): 245 MB; a 7B decoder (L = 33, d = 4,096): 17.7 GB. A run short of memory drops it first
-(last in the registry). Off by default: ``--layer-linearity`` asks for it.
+(last in the registry). On by default: ``--no-layer-linearity`` leaves it out.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ class Half(Stateful):
 
 
 class LayerLinearityMeasure(LayerMajor):
-    """On with ``--layer-linearity`` (off by default: its Gram products cost about 0.2x the forward pass on a CPU,
-    ``benchmarks/bench_layer_linearity.py``)."""
+    """On by default (``--no-layer-linearity`` turns it off: its Gram products cost about 0.2x the forward pass on a
+    CPU, ``benchmarks/bench_layer_linearity.py``)."""
 
     name = LL.MEASURE
     title = "layer linearity and CKA"

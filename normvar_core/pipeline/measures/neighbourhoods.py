@@ -23,6 +23,8 @@ with ``--no-geometry``, or a state read alone) its tables are empty.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import torch
@@ -76,8 +78,8 @@ def _empty(columns) -> pa.Table:
 
 
 class NeighbourhoodMeasure(Measure):
-    """On with ``--neighbourhoods`` (off by default: its search costs more than the forward pass of a default run)
-    and the geometry; its result reads the geometry's sampled states."""
+    """On by default with the geometry (``--no-neighbourhoods`` or ``--no-geometry`` turns it off); its result reads
+    the geometry's sampled states."""
 
     name = "neighbourhoods"
     title = "GRIDE and neighbourhood overlap"
@@ -105,16 +107,20 @@ class NeighbourhoodMeasure(Measure):
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
-        """The lists kept until the overlaps are taken (per layer and position, 64 unmasked and 64 masked int64
-        neighbours: 1,024·L·K bytes) and, per layer searched at once (``layer_threads``), the search of the
-        largest batch of B rows: its 512 x B float32 block with its mask and comparisons (≈ 8·512·B), the batch's
-        float32 copy (4·B·d), its two (B, 128) lists (4·128·16·B) and the candidates' float64 squares
-        (8·d·160·512)."""
+        """What its result holds at its peak beside the state, layer by layer and block by block, never a B x B
+        matrix: the lists kept until the overlaps are taken (per layer and position, 64 unmasked and 64 masked int32
+        neighbours, and the two candidate counts: 528·L·K bytes) and, per layer searched at once (``layer_threads``),
+        the search of the largest TwoNN batch of B rows (``stats.knn.searches``): its float32 Gram block of
+        ``knn.CHUNK`` rows with BLAS's product beside it (8·CHUNK·B), the batch's float32 copy and the copies'
+        row keys (8·B·d), the four searches' (B, 128) float64 distances and int32 rows (4·128·12·B), and per core
+        the kernel's row of candidates, their flags and float64 distances (20·B; the distances are summed from the
+        float32 rows, no float64 copy of them)."""
         L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
         B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
-        work = 8 * knn.CHUNK * B + 4 * B * d + 4 * gride.NEIGHBOURS * 16 * B + 8 * d * 160 * knn.CHUNK
+        cores = os.cpu_count() or 1
+        work = 8 * knn.CHUNK * B + 8 * B * d + 4 * gride.NEIGHBOURS * 12 * B + cores * 20 * B
         threads = layer_threads(L, parallel=torch.device(ctx.device).type == "cpu")
-        return int(1024 * L * K + threads * work) if K else 0
+        return int(528 * L * K + threads * work) if K else 0
 
     def update(self, batch: StateBatch) -> None:
         self.n += batch.size  # type: ignore[attr-defined]  # a registered state
@@ -137,7 +143,7 @@ class NeighbourhoodMeasure(Measure):
         (``knn_device``)."""
         K = tb.size
         kmax = max(overlap.KS)
-        lists = np.full((2, K, kmax), -1, np.int64)
+        lists = np.full((2, K, kmax), -1, np.int32)  # kept until the overlaps are taken: int32 sample rows
         candidates = np.zeros((2, K), np.int64)
         curves: tuple[list, list] = ([], [])
         for t in np.unique(tb):
@@ -161,7 +167,7 @@ class NeighbourhoodMeasure(Measure):
                 )
             for v in (0, 1):
                 ix = idx[v, :, :kmax]
-                lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1)
+                lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1).astype(np.int32)
             candidates[0, rows] = rows.size - 1
             _, inv, count = np.unique(sent, return_inverse=True, return_counts=True)
             candidates[1, rows] = rows.size - count[inv.reshape(-1)]  # the positions of other sentences

@@ -308,8 +308,12 @@ class NeighbourState:
         for t in np.unique(self.tb[rows_all]):
             rows = rows_all[self.tb[rows_all] == t]
             others = np.setdiff1d(np.flatnonzero(filled & (self.tb == t)), rows)
-            self.search(rows, others, own=0, only=mask[:, torch.as_tensor(rows, device=self.device)])
-            self.search(rows, rows, own=rows.size)  # their pairs among themselves: every search, at every layer
+            step = self._step(max(others.size, rows.size))  # blocks of at most CHUNK elements, as an arrival's
+            for a in range(0, rows.size, step):
+                part = rows[a : a + step]
+                self.search(part, others, own=0, only=mask[:, torch.as_tensor(part, device=self.device)])
+                # their pairs among themselves (every search, at every layer): each pair in the block of its later row
+                self.search(part, rows[: a + part.size], own=part.size)
 
     # ------------------------------------------------------------------ search
     def search(self, rows: np.ndarray, cols: np.ndarray, *, own: int, only: torch.Tensor | None = None) -> None:
