@@ -254,10 +254,11 @@ class LayerMajor(Measure):
         update_layer_major([self], batch)
 
 
-def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
+def update_layer_major(measures: Iterable[LayerMajor], batch, on_layer=None) -> None:
     """Layer by layer, one ``LayerView`` shared by every measure in ``measures`` (same device and
     scatter dtype: the first one's); at most one layer's float64 copy lives at a time. After every measure's
-    ``end_batch``, their covariances add the batch's count (``Covariance.commit``)."""
+    ``end_batch``, their covariances add the batch's count (``Covariance.commit``). ``on_layer(done, total)``
+    after each layer (the progress inside a batch)."""
     measures = list(measures)
     if not measures or batch.size == 0:
         return
@@ -272,6 +273,8 @@ def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
         for measure in measures:
             measure.update_layer(l, view, batch)
         del view
+        if on_layer is not None:
+            on_layer(l + 1, X.shape[0])
     for measure in measures:
         measure.end_batch(batch)
     for measure in measures:
@@ -279,14 +282,14 @@ def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
             cov.commit()
 
 
-def update_all(measures: dict, batch) -> None:
+def update_all(measures: dict, batch, on_layer=None) -> None:
     """One batch into every measure: the layer-major ones share their layer views, the others
-    take ``update(batch)``."""
+    take ``update(batch)`` (``on_layer``: ``update_layer_major``'s)."""
     layered = [a for a in measures.values() if isinstance(a, LayerMajor)]
     for measure in measures.values():
         if not isinstance(measure, LayerMajor):
             measure.update(batch)
-    update_layer_major(layered, batch)
+    update_layer_major(layered, batch, on_layer)
 
 
 def layer_threads(n_layers: int, parallel: bool = True) -> int:
