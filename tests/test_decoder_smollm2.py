@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from brute import gride_by_scipy, overlap_by_sets
+from dashboard_run import APP
 from every_measure import every_measure_on
 from test_layer_linearity import brute as brute_pair
 
@@ -149,3 +150,71 @@ def test_the_decoder_claim_layers_linear_holds(decoder_run):
     by_id = {f.id: f for f in findings(run, resamples=50)}
     f = by_id["layers_linear"]
     assert f.verdict == "holds" and f.value >= 0.9, (f.verdict, f.value, f.why)
+
+
+RAW = ("Ġ", "Ċ", "▁")
+"""The byte-level BPE and SentencePiece markers a reader never sees (``stats.token_text.MARKERS``)."""
+
+
+def _strings(value) -> list[str]:
+    """Every string inside a JSON-like value (a figure's data and layout, a table's cells)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_the_deck_shows_tokens_as_a_reader_reads_them(decoder_run):
+    """Every slide's title, takeaway, notes, text lines, table cells and figure (legends, labels, hover text): no raw
+    "Ġ", "Ċ" or "▁", and the readable word-initial space "␣" where SmolLM2's types are named."""
+    import json
+
+    from normvar_core.report.slides import build_slides
+
+    text = []
+    for s in build_slides([decoder_run[0]]):
+        text += [s.title, s.takeaway, s.notes, *s.lines]
+        if s.table is not None:
+            text += _strings([list(map(str, r)) for r in getattr(s.table, "rows", [])])
+        if s.figure is not None:
+            text += _strings(json.loads(s.figure.to_json()))
+    raw = [t for t in text if any(m in t for m in RAW)]
+    assert not raw, raw[:5]
+    assert any("␣" in t for t in text)
+
+
+def test_the_pages_show_tokens_as_a_reader_reads_them(decoder_run, tmp_path_factory, monkeypatch):
+    """Every page of the dashboard with tokens on it, under AppTest on the decoder run: the text, tables, choices
+    and figures it sends hold no raw "Ġ", "Ċ" or "▁"; the exports keep the raw token beside the readable one."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    from normvar_core.runs.export import export_run
+
+    run = decoder_run[0]
+    monkeypatch.setenv("NORMVAR_DATA", str(run.path.parent.parent))
+    seen = []
+    for page in ("tradeoff", "clouds", "token", "outliers", "findings", "occurrences", "highdim", "layers"):
+        at = AppTest.from_file(APP, default_timeout=600)
+        at.query_params.update({"run": run.name})
+        at.run()
+        at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        text = [str(el.value) for kind in ("markdown", "caption", "text", "info", "warning") for el in at.get(kind)]
+        text += [el.value.to_string() for el in at.get("dataframe")]
+        text += [str(o) for kind in ("selectbox", "multiselect", "radio") for el in at.get(kind) for o in el.options]
+        text += [s for el in at.get("plotly_chart") for s in _strings(json.loads(el.proto.spec))]
+        raw = [t[:120] for t in text if any(m in t for m in RAW)]
+        assert not raw, (page, raw[:5])
+        seen += text
+    assert any("␣" in t for t in seen)
+    out = export_run(run.path, tmp_path_factory.mktemp("export") / "smol", "parquet")
+    import pandas as pd
+
+    tokens = pd.read_csv(out / "token_means_tokens.csv")
+    assert {"token", "token_raw"} <= set(tokens.columns)
+    assert tokens["token_raw"].str.startswith("Ġ").any() and not tokens["token"].str.contains("Ġ").any()

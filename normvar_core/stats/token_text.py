@@ -77,8 +77,14 @@ def readable_token(token: str) -> str:
     if "▁" in token or _SP_BYTE.search(token):  # SentencePiece
         text = _SP_BYTE.sub(lambda m: chr(int(m.group(1), 16)), token).replace("▁", " ")
         return _show(text)
-    if token and all(ch in _BYTES for ch in token) and any(ord(ch) > 127 for ch in token):  # byte-level BPE
-        return _from_bytes(bytes(_BYTES[ch] for ch in token))
+    if token and all(ch in _BYTES for ch in token) and any(ord(ch) > 127 for ch in token):  # byte-level BPE?
+        data = bytes(_BYTES[ch] for ch in token)
+        if any(ord(ch) > 255 for ch in token):  # "Ġ", "Ċ", "Ģ": only byte-level BPE spells bytes so
+            return _from_bytes(data)
+        try:  # "Ã©" is "é" in byte-level BPE; a lone "é" (WordPiece, SentencePiece) stays itself
+            return _show(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
     return _show(token)
 
 
