@@ -134,7 +134,8 @@ def test_every_table_equals_a_float64_brute_force_on_transformers_hidden_states(
             rows = g[(g.layer == l) & (g.masked == masked)].set_index("n1")
             for n1 in gride.SCALES:
                 if 2 * n1 < len(keep) and np.isfinite(rows.loc[n1, "gride_id"]):
-                    assert rows.loc[n1, "gride_id"] == pytest.approx(gride_by_scipy(r, n1, 2 * n1), rel=2e-3)
+                    # 1 %: the 2·n1-th neighbour's rank moves with float32 bits (batched vs one sentence at a time)
+                    assert rows.loc[n1, "gride_id"] == pytest.approx(gride_by_scipy(r, n1, 2 * n1), rel=1e-2), (l, n1)
     for l in range(L - 1):
         want = overlap_by_sets(lists[l, False], lists[l + 1, False], overlap.K_DEFAULT)
         assert o.loc[l, "overlap_next"] == pytest.approx(want, abs=0.02), l  # near-ties may swap at float32
@@ -142,14 +143,29 @@ def test_every_table_equals_a_float64_brute_force_on_transformers_hidden_states(
         assert o.loc[l, "overlap_last"] == pytest.approx(want, abs=0.02), l
 
 
-def test_the_decoder_claim_layers_linear_holds(decoder_run):
+def test_the_decoder_claim_layers_linear_holds(tmp_path):
+    """``layers_linear`` (Razzhigaev et al. 2024) on SmolLM2 over 120 sentences with the layer linearity alone: a
+    decoder's middle pairs are near-linear maps, so the claim holds. (The 16-sentence run above has fewer embeddings
+    than dimensions, n < d = 576, where every least-squares fit is exact and the score is 1: no test of the claim.)"""
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.execute.local import compute_run
+    from normvar_core.runs.reader import open_run
     from normvar_core.stats.findings import findings
 
-    run = decoder_run[0]
-    assert run.meta["notes"]["is_decoder"] is True
-    by_id = {f.id: f for f in findings(run, resamples=50)}
-    f = by_id["layers_linear"]
-    assert f.verdict == "holds" and f.value >= 0.9, (f.verdict, f.value, f.why)
+    cfg = RunConfig(
+        model="smollm2",
+        max_sentences=120,
+        name="lin",
+        geometry=False,
+        layer_linearity=True,
+        halves=False,
+        occurrences=0,
+        samples_per_token=0,
+    )
+    run = open_run(compute_run(cfg, tmp_path))
+    assert run.meta["notes"]["is_decoder"] is True and run.meta["n_embeddings"] > 4 * run.dim
+    f = {f.id: f for f in findings(run, resamples=50)}["layers_linear"]
+    assert f.verdict == "holds" and f.value >= 0.95, (f.verdict, f.value, f.why)
 
 
 RAW = ("Ġ", "Ċ", "▁")
@@ -218,3 +234,23 @@ def test_the_pages_show_tokens_as_a_reader_reads_them(decoder_run, tmp_path_fact
     tokens = pd.read_csv(out / "token_means_tokens.csv")
     assert {"token", "token_raw"} <= set(tokens.columns)
     assert tokens["token_raw"].str.startswith("Ġ").any() and not tokens["token"].str.contains("Ġ").any()
+
+
+def test_the_findings_say_where_the_first_position_dominates_with_and_without_it(decoder_run):
+    """SmolLM2 carries massive activations on each sentence's first position (it adds no BOS): the finding
+    ``position0_share`` names the layer and gives Q(X) and the largest |h| with and without position 0, equal to the
+    brute force on transformers' states (Q(X) = Σ‖x‖²/n over the other positions; max |h_j| over them)."""
+    from normvar_core.stats.findings import findings
+
+    run, X, _, sid = decoder_run
+    pos = np.concatenate([np.arange(c) for c in np.bincount(sid)])
+    f = {f.id: f for f in findings(run, resamples=50)}["position0_share"]
+    assert f.verdict != "untestable" and f.layer is not None, f.why
+    l, d = f.layer, f.details
+    Q = np.square(X[l]).sum(-1)
+    assert f.value == pytest.approx(Q[pos == 0].sum() / Q.sum(), rel=1e-4)
+    assert d["q_with"] == pytest.approx(Q.mean(), rel=1e-4)
+    assert d["q_without"] == pytest.approx(Q[pos != 0].mean(), rel=1e-4)
+    assert d["max_abs_pos0"] == pytest.approx(np.abs(X[l, pos == 0]).max(), rel=1e-4)
+    assert d["max_abs_rest"] == pytest.approx(np.abs(X[l, pos != 0]).max(), rel=1e-4)
+    assert "with position 0" in f.why and "without it" in f.why and "--exclude-position0" in f.why
