@@ -23,6 +23,7 @@ at 1/32–1/64 of float32) and on MPS (no float64 at all).
 
 from __future__ import annotations
 
+import contextvars
 import os
 from abc import abstractmethod
 from collections.abc import Iterable
@@ -298,10 +299,27 @@ def layer_threads(n_layers: int, parallel: bool = True) -> int:
     return max(1, min(os.cpu_count() or 1, n_layers)) if parallel else 1
 
 
-def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
+LAYER_DONE: contextvars.ContextVar = contextvars.ContextVar("normvar_layer_done", default=None)
+"""``report(done, total, what)`` while a measure finishes (``execute/publish.py`` sets it): ``per_layer`` calls it
+after each layer (or ``what``) is done, so the finalize's progress names the layer it is on."""
+
+
+def per_layer(fn, n_layers: int, parallel: bool = True, what: str = "layer") -> list:
     """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
     neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
-    BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
+    BLAS thread each use every core better than one layer at a time with threaded BLAS). Each one done is
+    reported to ``LAYER_DONE``'s callback when one is set (``what``: what one call is, "layer" or a TwoNN batch)."""
+    report = LAYER_DONE.get()
+    if report is not None:
+        import itertools
+
+        done, inner = itertools.count(1), fn
+
+        def fn(i):
+            out = inner(i)
+            report(next(done), n_layers, what)
+            return out
+
     threads = layer_threads(n_layers, parallel)
     if threads < 2:
         return [fn(i) for i in range(n_layers)]
@@ -336,4 +354,5 @@ __all__ = [
     "gram",
     "FAST_FLOAT64_CAPABILITIES",
     "per_layer",
+    "LAYER_DONE",
 ]
