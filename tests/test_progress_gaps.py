@@ -103,7 +103,7 @@ def test_no_gap_longer_than_the_interval_while_batches_take_four_intervals():
     assert any(d % 16 for d in done), done  # sentences counted inside a batch, not only at its end
     assert done == sorted(done) and done[-1] > 32  # into the last batch (its end may fall within an interval)
     assert any("still working" in s for s in text)  # the forward of one batch outlasts an interval
-    assert any(re.search(r"batch \d: \d+%", s) for s in text)  # which batch, how far through its layers
+    assert any(re.search(r"batch \d of 3: \d+% of its layers", s) for s in text)  # which batch, how far
 
 
 def test_the_start_line_says_it_resumes_and_a_killed_run_is_named(tmp_path):

@@ -117,7 +117,15 @@ class ForwardClock:
         emb = self.embeddings
         rate = (emb - self.start) / el
         self.report(
-            Progress("compute", sentences, self.total, emb, rate, eta, detail=f"batch {index + 1}: {fraction:.0%}")
+            Progress(
+                "compute",
+                sentences,
+                self.total,
+                emb,
+                rate,
+                eta,
+                detail=f"batch {index + 1} of {len(self.done_at)}: {fraction:.0%} of its layers",
+            )
         )
 
 
