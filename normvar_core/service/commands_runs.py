@@ -119,7 +119,6 @@ def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint, resumes=None) -> s
     on disk, the line begins "start · resumes from checkpoint PATH (12 of 40 batches, 3.1 MB)"."""
     from normvar_core.config import run_path_for
     from normvar_core.datadir import DEFAULT_CORPUS
-    from normvar_core.pipeline.execute.checkpoint import describe
     from normvar_core.service.job_progress import LogLines
 
     text = cfg.dataset or cfg.corpus or f"the shipped novels ({DEFAULT_CORPUS.name})"
@@ -130,7 +129,11 @@ def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint, resumes=None) -> s
     caps_s = f" ({', '.join(c for c in caps if c)})" if any(caps) else ""
     batches = f"{cfg.batch_size} sentences" if cfg.batch_size else "automatic (a token budget)"
     kept = f"checkpoint {checkpoint}" if checkpoint is not None else "no checkpoint"
-    held = describe(resumes) if resumes is not None else None
+    held = None
+    if resumes is not None and os.path.lexists(resumes):  # only then: the checkpoint module imports torch
+        from normvar_core.pipeline.execute.checkpoint import describe
+
+        held = describe(resumes)
     resume = f"resumes from checkpoint {resumes} ({held}) · " if held else ""
     return (
         f"{LogLines.START} · {resume}{cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
