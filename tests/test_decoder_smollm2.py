@@ -232,8 +232,8 @@ def test_the_pages_show_tokens_as_a_reader_reads_them(decoder_run, tmp_path_fact
     import pandas as pd
 
     tokens = pd.read_csv(out / "token_means_tokens.csv")
-    assert {"token", "token_raw"} <= set(tokens.columns)
-    assert tokens["token_raw"].str.startswith("Ġ").any() and not tokens["token"].str.contains("Ġ").any()
+    assert list(tokens.columns) == ["token_id", "token", "n", "token_readable"]  # the tokenizer's string, then ours
+    assert tokens["token"].str.startswith("Ġ").any() and not tokens["token_readable"].str.contains("Ġ").any()
 
 
 def test_the_findings_say_where_the_first_position_dominates_with_and_without_it(decoder_run):
