@@ -7,9 +7,10 @@ the child), CPU, ``--batch-size 32``.
 Target: every ratio peak / plan host figure in [0.80, 1.00] (docs/scale.md, "The plan on any shape"); a row outside
 it is flagged. Prints one markdown row per shape as it ends. ``--lean-measures`` adds ``--no-neighbourhoods
 --no-layer-linearity`` to every run (the default runs have them); ``--tiny`` runs the selected rows' kinds and
-options at d = 64, 2 layers, 40 sentences (checks the script in seconds; its ratios measure
-nothing: the runtime dominates).
-Usage: .venv/bin/python benchmarks/bench_plan_peak.py [--only 1,3] [--lean-measures] [--tiny] [--list]
+options at d = 64, 2 layers, 40 sentences (checks the script in seconds; its ratios measure nothing: the runtime
+dominates). The last rows run the offline decoder aliases (SmolLM2, Gemma 3 270M when installed) with every
+measure on.
+Usage: .venv/bin/python benchmarks/bench_plan_peak.py [--only 1,3] [--lean-measures] [--tiny] [--sentences N] [--list]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ LOW, HIGH = 0.80, 1.00  # the target band of peak / plan
 
 
 class Shape(NamedTuple):
-    kind: str  # "encoder" (BERT, MiniLM's WordPiece) or "decoder" (Llama, a 500-token BPE)
+    kind: str  # "encoder" (BERT, MiniLM's WordPiece), "decoder" (Llama, a 500-token BPE) or an offline alias
     dim: int
     layers: int
     intermediate: int
@@ -46,7 +47,14 @@ SHAPES: tuple[Shape, ...] = (
     Shape("encoder", 256, 4, 1024, 20000, False, "the most sentences, no occurrences"),
     Shape("encoder", 768, 12, 3072, 500, True, "bert-base: the weights weigh"),
     Shape("encoder", 2048, 2, 512, 1000, True, "the widest encoder"),
+    Shape("smollm2", 576, 31, 1536, 300, True, "a real decoder (SmolLM2-135M), every measure on (--every-measure)"),
+    Shape("gemma3-270m", 640, 19, 2048, 300, True, "a real decoder (Gemma 3 270M), every measure on, if installed"),
 )
+ALIASES = ("smollm2", "gemma3-270m")
+"""Rows that run a real pretrained decoder by its alias (``normvar models``), not a random-init shape: dim, layers
+and MLP are the model's own, for the table only."""
+EVERY = ["--neighbourhoods", "--layer-linearity"]
+"""The opt-in measures (with the defaults: every measure on)."""
 
 HEADER = (
     "| # | kind | d | layers | MLP | sentences | occurrences | weights (MB) | state (MB) | early pass (MB) "
@@ -54,7 +62,9 @@ HEADER = (
 )
 
 
-def build(shape: Shape, root: Path) -> Path:
+def build(shape: Shape, root: Path) -> Path | str:
+    if shape.kind in ALIASES:
+        return shape.kind
     from model_dirs import build_decoder, build_encoder
 
     builder = build_encoder if shape.kind == "encoder" else build_decoder
@@ -67,10 +77,13 @@ def measure(shape: Shape, root: Path, extra: list[str]) -> dict:
 
     model = build(shape, root)
     options = ["--batch-size", "32", *([] if shape.occurrences else ["--occurrences", "0"]), *extra]
+    if shape.kind in ALIASES:
+        options += [o for o in EVERY if o not in options]
     try:
         return plan_and_peak(model, corpus_of(root / "c.txt", shape.sentences), root / "data", *options)
     finally:
-        shutil.rmtree(model, ignore_errors=True)
+        if shape.kind not in ALIASES:
+            shutil.rmtree(model, ignore_errors=True)
         shutil.rmtree(root / "data", ignore_errors=True)
 
 
@@ -112,6 +125,7 @@ def main() -> int:
         "selected: checks the script, its ratios measure nothing",
     )
     ap.add_argument("--list", action="store_true", help="print the shape table and exit")
+    ap.add_argument("--sentences", type=int, default=0, help="the sentences of every row selected (0: the table's)")
     args = ap.parse_args()
     try:
         picked = sorted({int(x) for x in args.only.split(",") if x.strip()}) or list(range(1, len(SHAPES) + 1))
@@ -139,8 +153,16 @@ def main() -> int:
     outside = []
     for i in picked:
         shape = SHAPES[i - 1]
-        if args.tiny:
+        if shape.kind in ALIASES:
+            from normvar_core.pipeline.models.aliases import alias_installed
+
+            if not alias_installed(shape.kind):
+                print(f"| {i} | {shape.kind} | not installed (normvar models --install) |", flush=True)
+                continue
+        if args.tiny and shape.kind not in ALIASES:
             shape = shape._replace(dim=64, layers=2, intermediate=128, sentences=40)
+        if args.sentences:
+            shape = shape._replace(sentences=args.sentences)
         root = Path(tempfile.mkdtemp(prefix="normvar-peak-"))
         try:
             r = measure(shape, root, extra)

@@ -31,7 +31,7 @@ from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.device_options import check_options as check_device_options
 from normvar_core.errors import NormvarError
 
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 UNITS = ("token", "word")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MEAN_DTYPES = ("float64", "float32")
@@ -145,7 +145,10 @@ class RunConfig:
     batch_size: int | None = opt(None, "sentences per forward pass; default: automatic (a token budget)", minimum=1)
     device: str = opt("auto", "where the model runs", choices=DEVICES)
     dtype: str = opt(
-        "float32", "forward-pass dtype (bf16/fp16 on GPU only); statistics always accumulate in float64", choices=DTYPES
+        "auto",
+        "forward-pass dtype: auto = the model config's dtype on a GPU, float32 on the CPU (bf16/fp16 on GPU only); "
+        "statistics always accumulate in float64",
+        choices=DTYPES,
     )
     layers: tuple[int, ...] | None = opt(
         None,

@@ -69,3 +69,15 @@ OCCURRENCE_EARLY = 32768
 first, the middle, the quarters, ...; the plan's batches are sorted by length), at least one. Measured on MiniLM
 (1,500 novel sentences): the first batch alone (10k positions) left 13-29 degrees between the exact top-2 axes
 and the k = 8 subspace, 34k positions 2.6-4 degrees."""
+
+CHECKPOINT_EVERY_S = 60.0
+"""A foreground compute's and the worker's periodic checkpoint interval at the least (an interrupt saves at once)."""
+
+CHECKPOINT_COST_SHARE = 0.03
+"""A periodic save is due no sooner than 1 / CHECKPOINT_COST_SHARE times the last save's duration after it: the
+periodic checkpoints cost at most about 3 % of the run's wall time, whatever the state's size."""
+
+DISK_WRITE_BYTES_PER_S = 200 * 10**6
+"""The disk write rate the plan assumes for a checkpoint (``normvar plan``'s cadence: max(CHECKPOINT_EVERY_S,
+bytes / rate / CHECKPOINT_COST_SHARE)). Measured: a 20,000-sentence MiniLM run's 1.1 GB state saved in 3.5–5.6 s
+(200–310 MB/s); the slower end, so the plan's interval is never shorter than the run's."""

@@ -8,7 +8,8 @@ What the options do with a model lives in ``pipeline/models/device_map.py`` (loa
 * ``--max-memory "0=70GiB,1=70GiB,cpu=200GiB"``: what each device may hold (``parse_max_memory``);
 * ``--offload-folder DIR``: where weights that fit nowhere go (given only with a map: ``check_options``;
   made and written to before the model loads: ``models.device_map.check_offload_folder``);
-* ``normvar plan --devices 8x80`` / ``2x24,cpu=256``: the devices a plan is made for (``parse_devices``), in GB.
+* ``normvar plan --devices 8x80`` / ``2x24,cpu=256``: the devices a plan is made for (``parse_devices``), in GiB
+  (2³⁰ bytes, as ``--memory-gb``).
 
 Every bad value is one ``NormvarError`` line naming the fix.
 """
@@ -153,11 +154,12 @@ def check_options(device_map: str | None, max_memory: str | None, offload_folder
 
 
 def parse_devices(text: str) -> dict[int | str, int]:
-    """``normvar plan --devices``: ``8x80`` (eight 80 GB GPUs), ``2x24,cpu=256``, ``80,40`` -> accelerate's
-    ``max_memory`` in bytes (GB = 10^9 bytes, as GPUs are sold), GPUs numbered from 0."""
+    """``normvar plan --devices``: ``8x80`` (eight 80 GiB GPUs), ``2x24,cpu=256``, ``80,40`` -> accelerate's
+    ``max_memory`` in bytes (sizes in GiB = 2³⁰ bytes, as ``--memory-gb`` and as the plan prints them: an "80 GB"
+    H100 reports 79.1 GiB to torch, so 8x79 is its honest figure), GPUs numbered from 0."""
     out: dict[int | str, int] = {}
     gpu = 0
-    fix = "write it as 8x80 or 2x24,cpu=256 (GB)"
+    fix = "write it as 8x80 or 2x24,cpu=256 (GiB)"
     for part in str(text).replace(" ", "").split(","):
         if not part:
             continue
@@ -180,18 +182,18 @@ def parse_devices(text: str) -> dict[int | str, int]:
             out[gpu] = _gb(size)
             gpu += 1
     if not out:
-        raise NormvarError("--devices names no device", fix="write it as 8x80 or 2x24,cpu=256 (GB)")
+        raise NormvarError("--devices names no device", fix="write it as 8x80 or 2x24,cpu=256 (GiB)")
     return out
 
 
 def _gb(text: str) -> int:
-    """A size in GB (ASCII digits, finite, > 0, at most MAX_BYTES) -> bytes."""
+    """A size in GiB (ASCII digits, finite, > 0, at most MAX_BYTES) -> bytes."""
     m = re.fullmatch(_NUMBER, text, re.ASCII)
-    value = _exact(m.group(1)) * 10**9 if m else 0
+    value = _exact(m.group(1)) * 2**30 if m else 0
     if not 1 <= value <= MAX_BYTES:
         raise NormvarError(
             f"--devices: cannot read the size {text[:40]!r}",
-            fix="give sizes in GB (at most 10^9 GB), e.g. 8x80 or cpu=256",
+            fix="give sizes in GiB (at most 2^30 GiB), e.g. 8x80 or cpu=256",
         )
     return int(value)
 

@@ -63,6 +63,28 @@ def holder_of(run_path: Path) -> dict | None:
         os.close(fd)
 
 
+def stale_holder(run_path: Path) -> dict | None:
+    """{"pid", "holder"} written in the lock of ``run_path`` by a compute that no longer holds it (killed: SIGKILL,
+    the kernel's OOM killer, a lost machine), or None (no lock, or a live one). Read before a new compute takes
+    the lock, so that its start says what happened to the last one."""
+    path = lock_path(run_path)
+    try:
+        fd = open_regular(path, os.O_RDONLY, what="the lock file")
+    except (OSError, NormvarError):
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # a live compute holds it
+            return None
+        try:
+            return json.loads(os.pread(fd, 4096, 0).decode() or "{}") or {"pid": None, "holder": "a compute"}
+        except ValueError:
+            return {"pid": None, "holder": "a compute"}
+    finally:
+        os.close(fd)
+
+
 def busy_error(run_path: Path, info: dict) -> NormvarError:
     name = Path(run_path).stem
     who = info.get("holder") or "a compute"
@@ -157,4 +179,5 @@ __all__ = [
     "busy_error",
     "lock_path",
     "remove_stale_locks",
+    "stale_holder",
 ]

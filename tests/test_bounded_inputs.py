@@ -102,8 +102,8 @@ def test_max_memory_bounded(capsys, tmp_path, tiny_models, corpus40, memory, wor
 
 def test_sizes_read_exactly():
     assert parse_max_memory("0=0.5GiB,cpu=1.5GB,1=3") == {0: 2**29, "cpu": 1_500_000_000, 1: 3}
-    assert parse_devices("2x0.5,cpu=256") == {0: 5 * 10**8, 1: 5 * 10**8, "cpu": 256 * 10**9}
-    assert parse_devices("1024x1")[1023] == 10**9
+    assert parse_devices("2x0.5,cpu=256") == {0: 2**29, 1: 2**29, "cpu": 256 * 2**30}  # GiB
+    assert parse_devices("1024x1")[1023] == 2**30
 
 
 @pytest.mark.parametrize("command", ["compute", "plan", "submit"])

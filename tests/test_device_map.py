@@ -252,8 +252,8 @@ def test_max_memory_parsed():
     from normvar_core.device_options import parse_devices, parse_max_memory
 
     assert parse_max_memory("0=70GiB, 1=70GiB,cpu=200GB") == {0: 70 * 2**30, 1: 70 * 2**30, "cpu": 200 * 10**9}
-    assert parse_devices("8x80") == {i: 80 * 10**9 for i in range(8)}
-    assert parse_devices("2x24,cpu=256") == {0: 24 * 10**9, 1: 24 * 10**9, "cpu": 256 * 10**9}
+    assert parse_devices("8x80") == {i: 80 * 2**30 for i in range(8)}  # GiB, as --memory-gb
+    assert parse_devices("2x24,cpu=256") == {0: 24 * 2**30, 1: 24 * 2**30, "cpu": 256 * 2**30}
 
 
 @pytest.mark.slow

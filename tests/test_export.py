@@ -182,9 +182,10 @@ def test_projector_pair(exported):
     vec = np.loadtxt(outs["projector"] / "vectors.tsv", delimiter="\t", dtype=np.float64).astype(np.float32)
     assert np.array_equal(vec, st.mean[li])
     lines = (outs["projector"] / "metadata.tsv").read_text(encoding="utf-8").split("\n")
-    assert lines[0] == "token\ttoken_id\tn\tq\tm\tv" and lines[-1] == "" and len(lines) == st.num_types + 2
+    assert lines[0] == "token\ttoken_id\tn\tq\tm\tv\ttoken_readable" and lines[-1] == ""
+    assert len(lines) == st.num_types + 2
     rows = [ln.split("\t") for ln in lines[1:-1]]
-    assert all(len(r) == 6 for r in rows)
+    assert all(len(r) == 7 for r in rows)
     unescape = {"plain": "plain", "tab\\there": "tab\there", "new\\nline": "new\nline", "back\\\\slash": "back\\slash"}
     assert [unescape.get(r[0], r[0]) for r in rows] == tokens
     assert [float(r[3]) for r in rows] == st.q[li].tolist()

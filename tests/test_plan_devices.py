@@ -159,7 +159,7 @@ def test_per_device_bytes_equal_the_formulas_and_drops_follow_the_rule(contexts,
             assert r["early_bytes"] == (w["early"] if r["device"] != "disk" else 0), (kind, n, r["device"])
             if r["device"] != "disk":
                 assert r["bytes"] == r["weights_bytes"] + max(r["state_bytes"], r["early_bytes"]) + r["pass_bytes"]
-                assert r["limit_bytes"] == 80 * 10**9 and r["fits"] == (r["bytes"] <= 80 * 10**9)
+                assert r["limit_bytes"] == 80 * 2**30 and r["fits"] == (r["bytes"] <= 80 * 2**30)
         assert sorted(l for r in got["devices"] for l in r["layers"]) == list(range(shape.num_hidden_states))
         gpus = {v for v in got["device_map"].values() if v.startswith("cuda")}
         assert len(gpus) >= min(n, 7)  # accelerate's balanced map uses (nearly) every GPU
@@ -209,7 +209,7 @@ def test_plan_cli_devices_json(capsys, tmp_path, shapes, corpus40):
         "--corpus",
         corpus40,
         "--devices",
-        "1x80",
+        "1x70",  # GiB: 76.9 GiB of bf16 weights spill to disk
         "--data-dir",
         tmp_path,
     )

@@ -29,19 +29,20 @@ def _plan(capsys, tmp_path, *argv) -> tuple[dict, str]:
 
 
 def test_falcon_40b_by_name_offline_shows_the_host_in_gib(capsys, tmp_path, hf_home):
-    """8 x 80 GB for tiiuae/falcon-40b with nothing cached and the hub offline: its shipped config (61 hidden
-    states of 8,192, 41.3 B parameters in the base model), a row per device "of 74.5 GiB" (80·10⁹ / 2³⁰), a host
-    row with what it holds while the devices run and at publish, the checkpoint's bytes = the kept measures'
-    state, and no "GB" anywhere."""
+    """8 x 80 GiB for tiiuae/falcon-40b with nothing cached and the hub offline: its shipped config (61 hidden
+    states of 8,192, 41.3 B parameters in the base model), a row per device "of 80.0 GiB" (--devices sizes are
+    GiB, as --memory-gb), a host row with what it holds while the devices run and at publish, "not checked" for
+    its limit (never "fits"), the checkpoint's bytes = the kept measures' state, and no "GB" anywhere."""
     mp, text = _plan(capsys, tmp_path, "--model", "tiiuae/falcon-40b", "--dtype", "bfloat16", "--devices", "8x80")
     assert mp["hidden_states"] == 61 and mp["dim"] == 8192 and mp["model"] == "tiiuae/falcon-40b"
     assert mp["params"] == 41_303_293_952  # the base model (no LM head) built from the config on the meta device
     assert "ships with normvar" in mp["shape_note"] and "minilm tokenizer as a stand-in" in mp["shape_note"]
     gpus = [r for r in mp["devices"] if r["device"].startswith("cuda")]
-    assert len(gpus) == 8 and all(r["limit_bytes"] == 80 * 10**9 for r in gpus)
-    assert text.count("of 74.5 GiB") == 8 and not re.search(r"\d GB\b", text), text
+    assert len(gpus) == 8 and all(r["limit_bytes"] == 80 * 2**30 for r in gpus)
+    assert text.count("of 80.0 GiB") == 8 and not re.search(r"\d GB\b", text), text
     h = mp["host"]
     assert not h["row"] and h["limit_bytes"] is None and h["runtime_bytes"] == RUNTIME_BYTES > 0
+    assert h["fits"] is None and "not checked" in h["limit"]  # no host limit given: not checked, never "fits"
     assert h["gathered_bytes"] == sum(r["state_bytes"] for r in mp["devices"]) > 0
     assert h["publish_bytes"] == h["runtime_bytes"] + h["plan_bytes"] + h["gathered_bytes"] + h["work_bytes"]
     assert h["work_bytes"] == sum(mp["publish"].values()) > 0 and mp["runtime_bytes"] == RUNTIME_BYTES

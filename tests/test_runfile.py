@@ -86,7 +86,7 @@ def test_round_trip_every_table(written):
     # token_stats: exact float64
     for li, layer in enumerate(run.layers):
         tt = run.token_table(layer)
-        assert list(tt.columns) == ["token_id", "token", "n", "q", "m", "v"]
+        assert list(tt.columns) == ["token_id", "token", "n", "q", "m", "v", "token_raw"]
         assert np.array_equal(tt["token_id"], st.token_ids) and tt["token"].tolist() == tokens
         assert np.array_equal(tt["n"], st.n)
         for c in "qmv":

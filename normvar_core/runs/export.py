@@ -10,10 +10,10 @@
               (``run.layers``) are JSON text.
 both also     ``token_means.npy``: the per-type means μ(X_t) as one float32 array (L, T, d), axis 0 =
               ``manifest.json["layers"]`` (hidden-state indices), row t = line t of
-              ``token_means_tokens.csv`` (token_id, token, n); fits Embedding Atlas or any numpy user.
+              ``token_means_tokens.csv`` (token_id, token, n, token_readable); fits Embedding Atlas or any numpy user.
 ``projector`` TensorBoard Projector's pair for one layer (``--layer``, default the last stored):
               ``vectors.tsv`` (T rows of d tab-separated floats, no header) and ``metadata.tsv`` (header
-              ``token  token_id  n  q  m  v``; tabs, newlines and backslashes in tokens escaped as
+              ``token  token_id  n  q  m  v  token_readable``; tabs, newlines and backslashes in tokens escaped as
               ``\\t``, ``\\n``, ``\\\\``).
 
 Every format writes ``manifest.json`` (run name, format, layers, files and their row counts). The
@@ -230,7 +230,9 @@ def _write_means(con, run, tokens, tmp: Path, manifest: dict) -> None:
         arr[li] = _layer_means(con, layer, ids, run.dim)
     arr.flush()
     del arr
-    tokens.to_csv(tmp / "token_means_tokens.csv", index=False)
+    # the tokenizer's own string as ``token`` (what the run file holds), the readable one beside it
+    raw = tokens.rename(columns={"token": "token_readable", "token_raw": "token"})
+    raw[["token_id", "token", "n", "token_readable"]].to_csv(tmp / "token_means_tokens.csv", index=False)
     manifest["files"]["token_means.npy"] = [len(run.layers), int(ids.size), run.dim]
     manifest["files"]["token_means_tokens.csv"] = int(ids.size)
 
@@ -249,10 +251,11 @@ def _write_projector(con, run, layer: int, tokens, tmp: Path, manifest: dict) ->
     )
     table = run.token_table(layer)
     with open(tmp / "metadata.tsv", "w", encoding="utf-8") as fh:
-        fh.write("token\ttoken_id\tn\tq\tm\tv\n")
+        fh.write("token\ttoken_id\tn\tq\tm\tv\ttoken_readable\n")
         for r in table.itertuples(index=False):
             fh.write(
-                f"{_escape_tsv(str(r.token))}\t{r.token_id}\t{r.n}\t{float(r.q)!r}\t{float(r.m)!r}\t{float(r.v)!r}\n"
+                f"{_escape_tsv(str(r.token_raw))}\t{r.token_id}\t{r.n}\t{float(r.q)!r}\t{float(r.m)!r}\t{float(r.v)!r}"
+                f"\t{_escape_tsv(str(r.token))}\n"
             )
     manifest["projector_layer"] = layer
     manifest["files"]["vectors.tsv"] = int(ids.size)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from normvar_core.errors import NormvarError
+from normvar_core.stats.token_text import with_readable
 
 POINT_COLUMNS = ("x", "y", "token_id", "sentence_id", "position", "token", "n", "m", "v")
 
@@ -42,7 +43,7 @@ def occurrence_points(run, layer: int) -> pd.DataFrame:
         f"FROM occurrences o JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
         f"WHERE o.layer = {layer} ORDER BY o.sentence_id, o.position"
     )
-    return run.query(sql, "occurrences").to_pandas()
+    return with_readable(run.query(sql, "occurrences").to_pandas())  # tokens as read (``stats.token_text``)
 
 
 def occurrence_count(run, layer: int) -> int:
@@ -121,7 +122,7 @@ def selected_types(run, predicate: str) -> pd.DataFrame:
         f"JOIN token_stats s ON s.layer = o.layer AND s.token_id = o.token_id "
         f"GROUP BY o.token_id ORDER BY count DESC, o.token_id"
     )
-    return run.query(sql, "occurrences").to_pandas()
+    return with_readable(run.query(sql, "occurrences").to_pandas())  # tokens as read (``stats.token_text``)
 
 
 def selected_contexts(run, predicate: str, *, token_id: int | None = None, limit: int = 200) -> pd.DataFrame:
@@ -134,7 +135,7 @@ def selected_contexts(run, predicate: str, *, token_id: int | None = None, limit
         f"LEFT JOIN sentences t ON t.sentence_id = o.sentence_id WHERE {where} "
         f"ORDER BY o.sentence_id, o.position LIMIT {int(limit)}"
     )
-    return run.query(sql, "occurrences").to_pandas()
+    return with_readable(run.query(sql, "occurrences").to_pandas())  # tokens as read (``stats.token_text``)
 
 
 def _matching(predicate: str) -> str:

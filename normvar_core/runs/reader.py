@@ -29,6 +29,7 @@ from normvar_core.runs.integrity import damage, table_names
 from normvar_core.runs.record import JSON_COLUMNS, RunRecord
 from normvar_core.runs.schema import LEGACY_MARKERS
 from normvar_core.runs.tables import list_to_matrix
+from normvar_core.stats.token_text import with_readable
 from normvar_core.stats.tokenstats import TokenStats
 
 
@@ -150,12 +151,13 @@ class Run:
         """DataFrame[token_id, token, n, q, m, v] of one hidden-state index, by token id."""
         self.check_layer(layer)
         df = self._token_stats[self._token_stats["layer"] == layer]
-        return df[["token_id", "token", "n", "q", "m", "v"]].reset_index(drop=True)
+        return df[["token_id", "token", "n", "q", "m", "v", "token_raw"]].reset_index(drop=True)
 
     def tokens(self) -> pd.DataFrame:
-        """DataFrame[token_id, token, n] of every type (aligned with ``stats().token_ids``)."""
+        """DataFrame[token_id, token, n, token_raw] of every type (aligned with ``stats().token_ids``): ``token`` as a
+        reader reads it, ``token_raw`` as the tokenizer writes it (``stats.token_text``)."""
         df = self._token_stats[self._token_stats["layer"] == self.layers[0]]
-        return df[["token_id", "token", "n"]].reset_index(drop=True)
+        return df[["token_id", "token", "n", "token_raw"]].reset_index(drop=True)
 
     def layer_stats(self) -> pd.DataFrame:
         """DataFrame[layer, n, q, m, v, v_w, v_b] over all types (eqs. 8–11)."""
@@ -216,7 +218,7 @@ class Run:
                 f"run {self.name!r} has no table {name!r}", fix="recompute the run with the measure switched on"
             )
         if name not in self._tables:
-            self._tables[name] = self.query(f'SELECT * FROM "{name}"', name).to_pandas()
+            self._tables[name] = with_readable(self.query(f'SELECT * FROM "{name}"', name).to_pandas())
         return self._tables[name].copy()
 
     def stats(self) -> TokenStats:
@@ -271,11 +273,13 @@ class Run:
                     {"token_id": np.zeros(0, np.int64), "token": [], "count": np.zeros(0, np.int64)}
                 )
             else:
-                self._sampled = self.query(
-                    f"SELECT token_id, any_value(token) AS token, count(*) AS count FROM samples "
-                    f"WHERE layer = {int(self.layers[0])} GROUP BY token_id ORDER BY token_id",
-                    "samples",
-                ).to_pandas()
+                self._sampled = with_readable(
+                    self.query(
+                        f"SELECT token_id, any_value(token) AS token, count(*) AS count FROM samples "
+                        f"WHERE layer = {int(self.layers[0])} GROUP BY token_id ORDER BY token_id",
+                        "samples",
+                    ).to_pandas()
+                )
         return self._sampled.copy()
 
     @property
@@ -314,17 +318,19 @@ class Run:
         ids, toks, i, mat, sent, pos, c0, c1 = self._samples[layer]
         sel = np.ones(ids.size, bool) if token_ids is None else np.isin(ids, np.asarray(list(token_ids), np.int64))
         idx = np.flatnonzero(sel)
-        return pd.DataFrame(
-            {
-                "token_id": ids[idx],
-                "token": [toks[k] for k in idx],
-                "i": i[idx],
-                "vector": list(mat[idx]),
-                "sentence_id": sent[idx],
-                "position": pos[idx],
-                "char_start": c0[idx],
-                "char_end": c1[idx],
-            }
+        return with_readable(
+            pd.DataFrame(
+                {
+                    "token_id": ids[idx],
+                    "token": [toks[k] for k in idx],
+                    "i": i[idx],
+                    "vector": list(mat[idx]),
+                    "sentence_id": sent[idx],
+                    "position": pos[idx],
+                    "char_start": c0[idx],
+                    "char_end": c1[idx],
+                }
+            )
         )
 
     def sentences(self, sentence_ids: Iterable[int] | None = None) -> dict[int, str]:
@@ -389,7 +395,7 @@ def open_run(path) -> Run:
         layers=list(meta["layers"]),
         table_names=names,
         sample_columns=sample_cols,
-        _token_stats=token_stats,
+        _token_stats=with_readable(token_stats),
         _layer_stats=layer_stats,
         _sentence_lengths=sl,
         _frequency_hist=fh,

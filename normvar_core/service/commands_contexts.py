@@ -37,7 +37,9 @@ def find_token(run, token: str) -> tuple[int, str]:
         raise NormvarError(
             f"run {run.name!r} keeps no sampled contexts", fix="recompute it with --samples-per-token > 0"
         )
-    hit = sampled[sampled["token"] == token]
+    hit = sampled[
+        (sampled["token"] == token) | (sampled["token_raw"] == token)
+    ]  # as shown, or as the tokenizer writes it
     if hit.empty:
         hit = sampled[[strip_prefix(t) == strip_prefix(token) for t in sampled["token"]]]
     if hit.empty:

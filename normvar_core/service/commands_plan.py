@@ -30,7 +30,7 @@ def register(sub) -> None:
     p.add_argument(
         "--devices",
         default=None,
-        help="plan the run device-mapped over these devices (GB): 8x80, "
+        help="plan the run device-mapped over these devices, sizes in GiB (2^30 bytes, as --memory-gb): 8x80, "
         "2x24,cpu=256; each device's weights, state and pass (--json: devices)",
     )
     add_data_dir(p)

@@ -88,7 +88,10 @@ def cmd_compute(args: argparse.Namespace) -> int:
         cfg, args.data_dir, out_dir=args.out, overwrite=args.overwrite, checkpoint=checkpoint, fresh=args.fresh
     )
     if not args.quiet:  # the first line, before the model loads (seconds to minutes)
-        print(f"normvar: {start_line(cfg, args.data_dir, args.out, checkpoint)}", file=sys.stderr, flush=True)
+        resumes = None if args.fresh else checkpoint
+        print(f"normvar: {start_line(cfg, args.data_dir, args.out, checkpoint, resumes)}", file=sys.stderr, flush=True)
+        if (killed := killed_line(target.locked, checkpoint)) is not None:
+            print(f"normvar: {killed}", file=sys.stderr, flush=True)
     from normvar_core.pipeline.execute.local import compute_target
     from normvar_core.pipeline.execute.progress import TqdmProgress
 
@@ -109,10 +112,11 @@ def cmd_compute(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint) -> str:
+def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint, resumes=None) -> str:
     """What ``compute`` is about to do, in one line: the model, the text and its caps, the batches, where the run
     file and the checkpoint go ("start · minilm on novels_en.txt.gz (at most 300 sentences) · batches: automatic
-    · writes data/runs/first.duckdb · checkpoint data/checkpoints/first.ckpt")."""
+    · writes data/runs/first.duckdb · checkpoint data/checkpoints/first.ckpt"); when ``resumes`` names a checkpoint
+    on disk, the line begins "start · resumes from checkpoint PATH (12 of 40 batches, 3.1 MB)"."""
     from normvar_core.config import run_path_for
     from normvar_core.datadir import DEFAULT_CORPUS
     from normvar_core.service.job_progress import LogLines
@@ -125,10 +129,34 @@ def start_line(cfg: RunConfig, data_dir, out_dir, checkpoint) -> str:
     caps_s = f" ({', '.join(c for c in caps if c)})" if any(caps) else ""
     batches = f"{cfg.batch_size} sentences" if cfg.batch_size else "automatic (a token budget)"
     kept = f"checkpoint {checkpoint}" if checkpoint is not None else "no checkpoint"
+    held = None
+    if resumes is not None and os.path.lexists(resumes):  # only then: the checkpoint module imports torch
+        from normvar_core.pipeline.execute.checkpoint import describe
+
+        held = describe(resumes)
+    resume = f"resumes from checkpoint {resumes} ({held}) · " if held else ""
     return (
-        f"{LogLines.START} · {cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
+        f"{LogLines.START} · {resume}{cfg.model} on {text}{caps_s} · batches: {batches} · device {cfg.device} · writes "
         f"{run_path_for(cfg, data_dir, out_dir)} · {kept}"
     )
+
+
+def killed_line(locked, checkpoint) -> str | None:
+    """What happened to the last compute of this run when it was killed (its lock left behind, no process holding
+    it: ``run_lock.stale_holder``), and what it kept: "the last compute of this run (normvar compute, pid 4242) was
+    killed before it finished (out of memory or a signal); checkpoint kept in PATH: 12 of 40 batches, 3.1 MB; the
+    same command resumes from it". None when no such lock is left."""
+    from normvar_core.run_lock import stale_holder
+
+    for path in locked:
+        info = stale_holder(path)
+        if info is not None:
+            pid = f", pid {info['pid']}" if info.get("pid") else ""
+            return (
+                f"the last compute of this run ({info.get('holder') or 'a compute'}{pid}) was killed before it "
+                f"finished (out of memory or a signal: it left its lock); {kept_line(checkpoint)}"
+            )
+    return None
 
 
 def default_checkpoint(cfg: RunConfig, data_dir):

@@ -105,7 +105,9 @@ class LogLines:
     "normvar: <progress_text>", never a carriage return — one at once when a phase begins (plan, model, early,
     forward, finalize, write: so every run that reaches its batches logs a forward line, and a resumed one its
     "resuming from N of M batches"), then at most one every ``every_s`` seconds within the phase (30;
-    ``NORMVAR_PROGRESS_EVERY_S`` overrides it). ``start(line)``: the run's first line, before anything loads."""
+    ``NORMVAR_PROGRESS_EVERY_S`` overrides it). Never silent longer than that: when no event came for ``every_s``
+    seconds (one long forward pass, one long finalize step), a heartbeat thread repeats the latest line with
+    "still working, N s since its last step". ``start(line)``: the run's first line, before anything loads."""
 
     START = "start"
     """The first word of the run's first line (``commands_runs.start_line``)."""
@@ -115,24 +117,50 @@ class LogLines:
     def __init__(self, file=None, every_s: float | None = None):
         import os
         import sys
+        import threading
         import time
 
         self.file, self.clock = file or sys.stderr, time.monotonic
         self.every_s = float(every_s) if every_s is not None else progress_every_s(os.environ)
         self.last, self.phase = self.clock(), cast(str | None, None)
+        self.latest, self.latest_at = None, self.last  # the last event and when it came
+        self.lock, self.stopped = threading.Lock(), threading.Event()
+        self.beat: threading.Thread | None = None
 
     def start(self, line: str) -> None:
         print(f"normvar: {line}", file=self.file, flush=True)
 
     def __call__(self, p) -> None:
-        now, phase = self.clock(), getattr(p, "phase", "")
-        if phase == "done" or (phase == self.phase and now - self.last < self.every_s):
-            return
-        self.last, self.phase = now, phase
-        print(f"normvar: {progress_text(progress_dict(p))}", file=self.file, flush=True)
+        with self.lock:
+            now, phase = self.clock(), getattr(p, "phase", "")
+            self.latest, self.latest_at = (None if phase == "done" else p), now
+            if phase == "done" or (phase == self.phase and now - self.last < self.every_s):
+                return
+            self.last, self.phase = now, phase
+            print(f"normvar: {progress_text(progress_dict(p))}", file=self.file, flush=True)
+        if self.beat is None and self.every_s > 0:
+            import threading
+
+            self.beat = threading.Thread(target=self._heartbeat, name="normvar-progress", daemon=True)
+            self.beat.start()
+
+    def _heartbeat(self) -> None:
+        """Every ``every_s`` / 4 seconds: the latest line again when none was printed for ``every_s``."""
+        while not self.stopped.wait(self.every_s / 4):
+            with self.lock:
+                now = self.clock()
+                if self.latest is None or now - self.last < self.every_s:
+                    continue
+                self.last = now
+                since = fmt_eta(now - self.latest_at)
+                line = progress_text(progress_dict(self.latest))
+                print(f"normvar: {line} · still working, {since} since its last step", file=self.file, flush=True)
 
     def close(self) -> None:
-        pass
+        self.stopped.set()
+        if self.beat is not None:
+            self.beat.join(timeout=5)
+            self.beat = None
 
 
 __all__ = ["PROGRESS_FIELDS", "progress_dict", "progress_text", "fmt_eta", "LogLines", "progress_every_s"]

@@ -74,6 +74,7 @@ def hidden_states(run, text: str, data_dir=None):
 def occurrence_rows(run, ids, pieces, offsets, states) -> list[dict]:
     """One row per (token, layer): the occurrence against its type in ``run`` (``stats.occurrence_rank``)."""
     from normvar_core.stats.occurrence_rank import distance_percentile
+    from normvar_core.stats.token_text import readable_token
 
     st = run.stats()
     col_of = {int(t): j for j, t in enumerate(st.token_ids)}
@@ -86,7 +87,8 @@ def occurrence_rows(run, ids, pieces, offsets, states) -> list[dict]:
             x = states[li, p]
             row = {
                 "position": p,
-                "token": str(piece),
+                "token": readable_token(str(piece)),
+                "token_raw": str(piece),
                 "token_id": int(tid),
                 "layer": int(layer),
                 "char_start": int(offsets[p][0]),

@@ -22,7 +22,7 @@ import pandas as pd
 from normvar_core.constants import APP_A_BINS, APP_A_MIN_CHARS, STUDY_BAND
 from normvar_core.stats.tokenstats import TokenStats, in_band
 
-_PREFIXES = ("##", "Ġ", "▁")
+_PREFIXES = ("##", "Ġ", "▁", "␣")  # "␣": the readable word-initial space (``stats.token_text``)
 
 
 def ols(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

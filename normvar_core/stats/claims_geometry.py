@@ -215,6 +215,7 @@ def position0_share(rv: RunView) -> Finding:
             iv = finite_interval(*split_half_interval(share, h["a"], h["b"]))
     verdict = against(share, iv, 0.5, holds_above=True)
     unsure = f"; {STRADDLES}" if verdict == UNSURE else ""
+    facts = position0_facts(rv, layer, share)
     return finding(
         "position0_share",
         verdict,
@@ -223,8 +224,44 @@ def position0_share(rv: RunView) -> Finding:
         layer=layer,
         why=f"layer {layer}: max |h| = {fmt(float(row['max_over_median']))} × median; position 0 carries "
         f"{share:.1%} of Q(X) (holds when ≥ 50 %; {len(dom)} layer(s) with outliers ≥ {OUTLIER_MIN:g} × "
-        f"median){unsure}",
+        f"median){unsure}" + facts.pop("text"),
+        details=facts,
     )
+
+
+def position0_facts(rv: RunView, layer: int, share: float) -> dict:
+    """A decoder's first position (the attention sink; massive activations, Sun et al. 2024) at ``layer``, with
+    and without it, from what the run holds: Q(X) = Σ‖x‖²/n with it and (1 − s)·Q·n / (n − n₀) without it (s its
+    share of Σ‖x‖², n₀ = one position 0 per sentence), and the largest |h_j| with it and without it (the outliers'
+    top activations, by position). The anisotropy without it needs a run without it (--exclude-position0): said
+    so, never guessed. {"text": the words added to the finding, and the figures}."""
+    out: dict = {"text": ""}
+    o = rv.outliers.set_index("layer")  # type: ignore[union-attr]  # the caller found outliers in this run
+    meta = getattr(rv.run, "meta", None) or {}
+    n, n0 = int(meta.get("n_embeddings") or 0), int(meta.get("n_sentences") or 0)
+    if layer in o.index and n > n0 > 0:
+        q = float(o.loc[layer, "q"])
+        q_without = (1.0 - share) * q * n / (n - n0)
+        out.update(q_with=q, q_without=q_without)
+        out["text"] += f"; Q(X) = {fmt(q)} with position 0, {fmt(q_without)} without it"
+    run = rv.run
+    if run is not None and "top_activations" in getattr(run, "table_names", ()):
+        top = run.table("top_activations")
+        top = top[top["layer"] == layer]
+        first, rest = top[top["position"] == 0], top[top["position"] != 0]
+        if len(first) and len(rest):
+            a, b = float(first["value"].abs().max()), float(rest["value"].abs().max())
+            out.update(max_abs_pos0=a, max_abs_rest=b)
+            out["text"] += f"; max |h| = {fmt(a)} at position 0, {fmt(b)} elsewhere"
+    geo = rv.geometry
+    if rv.is_decoder and geo is not None and layer in set(geo["layer"]) and "anisotropy" in geo:
+        aniso = float(geo.set_index("layer").loc[layer, "anisotropy"])
+        out["anisotropy_with"] = aniso
+        out["text"] += (
+            f"; anisotropy {fmt(aniso)} with position 0 (without it: compute with --exclude-position0, "
+            f"as the attention sink dominates this layer)"
+        )
+    return out
 
 
 __all__ = [
@@ -233,5 +270,6 @@ __all__ = [
     "id_profile_of",
     "context_split",
     "position0_share",
+    "position0_facts",
     "TWONN_MIN_DISTINCT",
 ]

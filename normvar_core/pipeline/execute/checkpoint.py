@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from normvar_core import constants
 from normvar_core.destination import open_regular, write_atomic
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.contracts import RunContext
@@ -222,14 +223,15 @@ def check_planned(path, partial: PartialState, ctx: RunContext, kept, registry=M
                 )
 
 
-CHECKPOINT_EVERY_S = 60.0
+CHECKPOINT_EVERY_S = constants.CHECKPOINT_EVERY_S
 """A foreground compute's and the worker's periodic checkpoint interval (an interrupt saves at once)."""
 
-COST_SHARE = 0.03
+COST_SHARE = constants.CHECKPOINT_COST_SHARE
 """A periodic save is due no sooner than 1 / COST_SHARE times the last save's duration after it: the periodic
 checkpoints cost at most about 3 % of the run's wall time, whatever the state's size (an interrupt saves at once,
 whatever the interval). Measured: a 20,000-sentence MiniLM run's state is 1.1 GB and a save of it takes 3.5–5.6 s,
-so a save is then due every 2–3 minutes instead of every 60 s."""
+so a save is then due every 2–3 minutes instead of every 60 s. ``normvar plan`` states the interval from the
+state's bytes (``memory.plan.checkpoint_every``)."""
 
 
 class Checkpointer:

@@ -13,11 +13,12 @@ from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute.ray_cluster import check_local_workers
-from normvar_core.pipeline.memory.per_device import plan_devices
+from normvar_core.pipeline.memory.per_device import placed_map, plan_placed
 from normvar_core.pipeline.memory.plan import MemoryPlan, run_budget, with_devices
 from normvar_core.pipeline.memory.terms import GiB
 from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config, shipped_shape
-from normvar_core.pipeline.models.load import resolve_device, torch_dtype
+from normvar_core.pipeline.models.device_map import device_name, meta_model
+from normvar_core.pipeline.models.load import resolve_device, resolve_dtype, torch_dtype
 from normvar_core.pipeline.models.shipped_shapes import STAND_IN
 from normvar_core.pipeline.run_plan import make_plan
 
@@ -40,6 +41,7 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     torch_dtype(cfg, device)  # bf16/fp16 on CPU: the same one-line refusal as compute
     shipped = shipped_shape(cfg)
     name, config, tok = config_and_tokenizer(cfg, data_dir)
+    cfg = cfg.replace(dtype=resolve_dtype(cfg.dtype, device, config))  # auto: the config's dtype on a GPU
     shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
     corpus = load_sentences(cfg, data_dir)
     plan = make_plan(
@@ -47,8 +49,13 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     )
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
     mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
-    if limits:
-        mp = with_devices(mp, plan_devices(ctx, shape, config, limits, dtype=cfg.dtype))
+    if limits:  # the model built on the meta device and placed once; the per-device plans reuse both
+        model = meta_model(config, cfg.dtype, bool(cfg.trust_remote_code))
+        dmap = placed_map(model, cfg.device_map, limits)
+        place = dict(shape=shape, model=model, dmap=dmap, limits={device_name(k): int(v) for k, v in limits.items()})
+        mp = with_devices(mp, plan_placed(ctx, **place, dtype=cfg.dtype))
+        if cfg.batch_size is None:  # the automatic batches: the largest batch size whose pass fits each device
+            mp = _batch_that_fits(mp, ctx, place, tok, cfg.dtype)
     if shipped is not None:
         mp.shape_note = (
             f"shape: the config of {name} that ships with normvar (not found locally; no weights); "
@@ -57,4 +64,41 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     return mp
 
 
-__all__ = ["plan_run"]
+BATCH_SIZES = (1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1)
+"""The batch sizes ``plan --devices`` tries, largest first, when the automatic batches do not fit a device."""
+
+
+def _batch_that_fits(mp: MemoryPlan, ctx, place: dict, tokenizer, dtype: str) -> MemoryPlan:
+    """``mp`` (the plan over the automatic batches) when every device fits; else the plan over the largest
+    ``--batch-size`` of ``BATCH_SIZES`` (the same sentences in length order, cut every so many) with which every
+    device fits with no measure dropped, said in ``batch_note``; ``mp`` with the note that none does otherwise."""
+    import dataclasses
+
+    from normvar_core.pipeline.batches import batch_sizes, batches_from
+    from normvar_core.pipeline.memory.terms import flat_encoding
+
+    enc = flat_encoding(ctx.plan.batches)
+    auto = int(max(batch_sizes(ctx.plan.batches), default=0))
+    if enc is None:
+        return mp
+    if mp.fits and not mp.dropped:
+        mp.batch_note = f"automatic (a token budget): at most {auto} sentences a batch; every device fits"
+        return mp
+    for rows in (r for r in BATCH_SIZES if r < auto):
+        plan = dataclasses.replace(ctx.plan, batches=batches_from(enc, tokenizer, batch_size=rows))
+        sub = dataclasses.replace(ctx, plan=plan)
+        sub = dataclasses.replace(sub, cfg=ctx.cfg.replace(batch_size=rows))
+        per = plan_placed(sub, **place, dtype=dtype)
+        if per["fits"] and not per["dropped"]:
+            out = with_devices(mp, per)
+            out.pass_bytes = max(r["pass_bytes"] for r in per["devices"])
+            out.batch_note = (
+                f"--batch-size {rows} chosen to fit each device (the automatic batches of up to {auto} sentences "
+                f"do not); compute with --batch-size {rows}"
+            )
+            return out
+    mp.batch_note = f"no --batch-size of {BATCH_SIZES[-1]} or more fits every device with every measure kept"
+    return mp
+
+
+__all__ = ["plan_run", "BATCH_SIZES"]

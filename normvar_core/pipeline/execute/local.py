@@ -127,7 +127,15 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
     clock(first, count.n, detail=f"resuming from {first} of {plan.n_batches} batches" if first else "")
     try:
         run_range(
-            source, plan, measures, first, plan.n_batches, on_batch=on_batch, should_cancel=cancelled, count=count
+            source,
+            plan,
+            measures,
+            first,
+            plan.n_batches,
+            on_batch=on_batch,
+            should_cancel=cancelled,
+            count=count,
+            on_layer=clock.within,  # the sentences of a long batch counted as its layers are folded in
         )
     except BaseException as exc:
         clean = count.n == pos["clean_n"]  # no piece of an unfinished batch was begun

@@ -52,9 +52,11 @@ def run_range(
     on_batch: Callable[[int], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
     count: Counted | None = None,
+    on_layer: Callable[[int, float], None] | None = None,
 ) -> None:
     """Feed the StateBatches of plan batches [start, stop) to every measure (``layerview.update_all``:
-    the layer-major ones share one float64 copy per layer and batch).
+    the layer-major ones share one float64 copy per layer and batch). ``on_layer(i, fraction)``: the share of
+    batch i's layers folded in so far, after each layer (progress inside a long batch).
     ``on_batch(i)`` runs after batch i is complete (all its pieces, if it was split);
     ``should_cancel()`` is polled before each batch and raises CancelledError; ``count`` counts the positions."""
     if start >= stop:
@@ -69,10 +71,14 @@ def run_range(
             if sb.groups is not None:  # --device-map: each layer group's states into its own measures
                 update_split(measures, sb)
             else:
-                update_all(measures, sb)
+                update_all(measures, sb, None if on_layer is None else _within(on_layer, sb.index))
             if sb.last:  # every piece of the batch is in
                 _done(sb.index, on_batch, should_cancel if sb.index + 1 < stop else None)
                 guard.release()
+
+
+def _within(on_layer, index: int):
+    return lambda done, total: on_layer(index, done / max(total, 1))
 
 
 def _done(index: int, on_batch, should_cancel) -> None:

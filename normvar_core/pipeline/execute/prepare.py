@@ -97,6 +97,8 @@ def prepare(
     report(Progress("model", sentences_total=total, done=1, total=3, unit="steps", detail=f"loading {cfg.model}"))
     # read through the package, where the tests replace the loader
     loaded = remote.describe() if remote is not None else models.load_model(cfg, dd.root)
+    if cfg.dtype == "auto":  # the dtype it loaded at (``models.load.resolve_dtype``): the plan and the row say it
+        cfg = cfg.replace(dtype=str(loaded.info.dtype))
     check_cancel()
     report(Progress("tokenize", sentences_total=total, done=2, total=3, unit="steps", detail="tokenize and count"))
     plan = make_plan(
@@ -125,6 +127,7 @@ def prepare(
     if early_states is not None:  # the early passes were interrupted: they go on
         resumed = None
     ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
+    refuse_unless_fits(ctx.memory)
     if resumed is not None:  # every measure kept, with its planned keys and shapes: refused before the pass
         ckpt.check_planned(checkpoint, resumed[0], ctx, [n for n in ctx.memory.measures if n not in ctx.memory.dropped])
     if remote is not None:  # the early passes run by one actor, for all (``ray_model``)
@@ -140,6 +143,18 @@ def prepare(
             saver=ckpt.Checkpointer(checkpoint, fingerprint, checkpoint_every_s),
         )
     return RunSetup(cfg, loaded, plan, source, ctx, fingerprint, resumed)
+
+
+def refuse_unless_fits(mp) -> None:
+    """A run its memory plan says will not fit even with its drops is refused before the pass, in one line with the
+    plan's fixes (``MemoryPlan.suggestions``), rather than killed by the kernel part-way through."""
+    if mp is None or mp.fits:
+        return
+    fixes = "; ".join(mp.suggestions) or "a larger device, fewer --layers or a smaller --batch-size"
+    raise NormvarError(
+        f"this run would not fit in memory: it {mp.summary()} (normvar plan with the same options shows each part)",
+        fix=fixes,
+    )
 
 
 def early_passes(ctx: RunContext, source, *, states, report, check_cancel, saver) -> None:

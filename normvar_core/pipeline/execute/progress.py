@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 PHASES = {
     "corpus": "plan",
@@ -95,6 +95,10 @@ class ForwardClock:
         self.report, self.total_embeddings = report, plan.total_embeddings
         self.done_at, self.total = plan.sentences_done_at(), len(plan.sentences)
         self.start, self.t0 = embeddings, time.monotonic()
+        self.embeddings, self.sentences0 = (
+            embeddings,
+            cast(int | None, None),
+        )  # the last count; the sentences done at the first report
 
     def __call__(self, batches_done: int, embeddings: int, detail: str = "") -> None:
         """Report that the first ``batches_done`` batches of the plan are in, ``embeddings`` counted (``detail``:
@@ -102,7 +106,32 @@ class ForwardClock:
         rate = (embeddings - self.start) / max(time.monotonic() - self.t0, 1e-9)
         eta = (self.total_embeddings - embeddings) / rate if rate > 0 else None
         sentences = int(self.done_at[batches_done - 1]) if batches_done else 0
+        self.embeddings = embeddings
+        self.sentences0 = sentences if self.sentences0 is None else self.sentences0
         self.report(Progress("compute", sentences, self.total, embeddings, rate, eta, detail=detail))
+
+    def within(self, index: int, fraction: float) -> None:
+        """Inside batch ``index``: ``fraction`` of its layers folded in. The sentences done count that share of
+        the batch's sentences (a batch of 150 is reported as it goes, not only at its end); the ETA is the
+        elapsed time per sentence so far times the sentences left."""
+        before = int(self.done_at[index - 1]) if index else 0
+        sentences = before + int(fraction * (int(self.done_at[index]) - before))
+        start = before if self.sentences0 is None else self.sentences0
+        el = max(time.monotonic() - self.t0, 1e-9)
+        eta = el / (sentences - start) * (self.total - sentences) if sentences > start else None
+        emb = self.embeddings
+        rate = (emb - self.start) / el
+        self.report(
+            Progress(
+                "compute",
+                sentences,
+                self.total,
+                emb,
+                rate,
+                eta,
+                detail=f"batch {index + 1} of {len(self.done_at)}: {fraction:.0%} of its layers",
+            )
+        )
 
 
 class BatchCounter:
@@ -166,7 +195,7 @@ class TqdmProgress:
         if p.total and self.bar.total != p.total:
             self.bar.total = p.total
         self.bar.update(max(0, p.done - self.bar.n))
-        if p.phase == "forward" and p.detail:  # "resuming from N of M batches": said once, above the bar
+        if p.phase == "forward" and p.detail.startswith("resuming"):  # said once, above the bar
             self.bar.write(f"normvar: {p.detail}", file=self.file)
         if p.phase == "forward":
             self.bar.set_postfix_str(f"{p.embeddings:,} emb, {p.emb_per_s:,.0f} emb/s", refresh=False)

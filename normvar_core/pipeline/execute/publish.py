@@ -29,6 +29,7 @@ from normvar_core.pipeline.execute.preflight import RunTarget
 from normvar_core.pipeline.execute.prepare import RunSetup
 from normvar_core.pipeline.execute.progress import Progress, publish_progress
 from normvar_core.pipeline.measures import Measure, skip_reasons
+from normvar_core.pipeline.measures.layerview import LAYER_DONE
 from normvar_core.runs.declared import NOTES_KEY, declarations
 from normvar_core.runs.record import RunRecord
 from normvar_core.runs.tables import sentence_length_table, sentences_table
@@ -81,8 +82,15 @@ def publish_run(
     results: dict = {}
     ready = {n: threading.Event() for n in names}
 
+    progress_done = [0]  # measures done so far, as the layer lines say it
+
     def finish(name: str):
         measure = measures[name]
+
+        def on_layer(k: int, n: int, what: str) -> None:  # a measure's layer-by-layer work, as it goes
+            report("finalize", progress_done[0], len(names), "measures", f"{measure.title}: {what} {k} of {n}")
+
+        token = LAYER_DONE.set(on_layer)
         try:
             if measure.uses_states:  # their states are final: no need to wait for their results
                 measure.take_states({u: measures[u] for u in measure.uses_states if u in measures})
@@ -93,8 +101,10 @@ def publish_run(
                 measure.take_results({u: results[u] for u in measure.uses_results if u in results})
             results[name] = out = measure.result()
         finally:
+            LAYER_DONE.reset(token)
             ready[name].set()
-        report("finalize", next(done), len(names), "measures", measure.title)
+        progress_done[0] = next(done)
+        report("finalize", progress_done[0], len(names), "measures", measure.title)
         return out
 
     report("finalize", 0, len(names), "measures", " · ".join(measures[n].title for n in later) or "results")

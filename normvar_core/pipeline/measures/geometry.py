@@ -276,7 +276,9 @@ class GeometryMeasure(LayerMajor):
                 _batch_context(X, rows, r[li], nn[li], dup[li], sentences, t, level[li], subs),
             )
 
-        by_batch = per_layer(batch_part, len(tasks), parallel=not on)  # batches, not layers: the cores stay even
+        by_batch = per_layer(
+            batch_part, len(tasks), parallel=not on, what="TwoNN batch"
+        )  # batches, not layers: the cores stay even
 
         def one(li: int):
             mine = [by_batch[i] for i, (lj, _) in enumerate(tasks) if lj == li]

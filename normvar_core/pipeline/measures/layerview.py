@@ -23,6 +23,7 @@ at 1/32–1/64 of float32) and on MPS (no float64 at all).
 
 from __future__ import annotations
 
+import contextvars
 import os
 from abc import abstractmethod
 from collections.abc import Iterable
@@ -263,10 +264,11 @@ class LayerMajor(Measure):
         update_layer_major([self], batch)
 
 
-def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
+def update_layer_major(measures: Iterable[LayerMajor], batch, on_layer=None) -> None:
     """Layer by layer, one ``LayerView`` shared by every measure in ``measures`` (same device and
     scatter dtype: the first one's); at most one layer's float64 copy lives at a time. After every measure's
-    ``end_batch``, their covariances add the batch's count (``Covariance.commit``)."""
+    ``end_batch``, their covariances add the batch's count (``Covariance.commit``). ``on_layer(done, total)``
+    after each layer (the progress inside a batch)."""
     measures = list(measures)
     if not measures or batch.size == 0:
         return
@@ -281,6 +283,8 @@ def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
         for measure in measures:
             measure.update_layer(l, view, batch)
         del view
+        if on_layer is not None:
+            on_layer(l + 1, X.shape[0])
     for measure in measures:
         measure.end_batch(batch)
     for measure in measures:
@@ -288,14 +292,14 @@ def update_layer_major(measures: Iterable[LayerMajor], batch) -> None:
             cov.commit()
 
 
-def update_all(measures: dict, batch) -> None:
+def update_all(measures: dict, batch, on_layer=None) -> None:
     """One batch into every measure: the layer-major ones share their layer views, the others
-    take ``update(batch)``."""
+    take ``update(batch)`` (``on_layer``: ``update_layer_major``'s)."""
     layered = [a for a in measures.values() if isinstance(a, LayerMajor)]
     for measure in measures.values():
         if not isinstance(measure, LayerMajor):
             measure.update(batch)
-    update_layer_major(layered, batch)
+    update_layer_major(layered, batch, on_layer)
 
 
 def layer_threads(n_layers: int, parallel: bool = True) -> int:
@@ -304,10 +308,27 @@ def layer_threads(n_layers: int, parallel: bool = True) -> int:
     return max(1, min(os.cpu_count() or 1, n_layers)) if parallel else 1
 
 
-def per_layer(fn, n_layers: int, parallel: bool = True) -> list:
+LAYER_DONE: contextvars.ContextVar = contextvars.ContextVar("normvar_layer_done", default=None)
+"""``report(done, total, what)`` while a measure finishes (``execute/publish.py`` sets it): ``per_layer`` calls it
+after each layer (or ``what``) is done, so the finalize's progress names the layer it is on."""
+
+
+def per_layer(fn, n_layers: int, parallel: bool = True, what: str = "layer") -> list:
     """[fn(0), ..., fn(n_layers - 1)]: on the CPU one layer per core (eigendecompositions and the
     neighbour search are mostly single-threaded LAPACK / BLAS-2 work, so layers in parallel with one
-    BLAS thread each use every core better than one layer at a time with threaded BLAS)."""
+    BLAS thread each use every core better than one layer at a time with threaded BLAS). Each one done is
+    reported to ``LAYER_DONE``'s callback when one is set (``what``: what one call is, "layer" or a TwoNN batch)."""
+    report = LAYER_DONE.get()
+    if report is not None:
+        import itertools
+
+        done, inner = itertools.count(1), fn
+
+        def fn(i):
+            out = inner(i)
+            report(next(done), n_layers, what)
+            return out
+
     threads = layer_threads(n_layers, parallel)
     if threads < 2:
         return [fn(i) for i in range(n_layers)]
@@ -342,4 +363,5 @@ __all__ = [
     "gram",
     "FAST_FLOAT64_CAPABILITIES",
     "per_layer",
+    "LAYER_DONE",
 ]

@@ -205,7 +205,7 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     return {
         "devices": rows,
         "device_map": dmap,
-        "fits": all(r["fits"] for r in rows) and host["fits"],
+        "fits": all(r["fits"] for r in rows) and host["fits"] is not False,
         "dropped": dropped,
         "reasons": reasons,
         "suggestions": suggestions,
@@ -243,8 +243,10 @@ def host_figures(ctx, rows: list[dict], registry, drop) -> dict:
         "work_bytes": int(work),
         "publish": {**parts, "writer": writer_bytes()},
         "limit_bytes": limit,
-        "limit": f"of {gb(limit)}" if limit is not None else "no limit checked: add cpu=SIZE to --devices",
-        "fits": limit is None or peak <= limit,
+        "limit": f"of {gb(limit)}"
+        if limit is not None
+        else "not checked: no host limit given, add cpu=SIZE to --devices",
+        "fits": None if limit is None else bool(peak <= limit),  # None: not checked, never "fits"
     }
 
 

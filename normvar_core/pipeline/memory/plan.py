@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from normvar_core import constants
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.measures import MEASURES
 from normvar_core.pipeline.memory.terms import (
@@ -103,6 +104,7 @@ class MemoryPlan:
     device_map: dict = field(default_factory=dict)  # plan --devices: {module: device} as accelerate places it
     batch: list = field(default_factory=list)  # plan --devices: (rows, width, tokens) of the largest batch
     publish: dict = field(default_factory=dict)  # publish_bytes by part: each kept measure's and the "writer"
+    batch_note: str = ""  # plan --devices: the batch size chosen to fit each device, in words (``dry_run``)
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -150,10 +152,14 @@ class MemoryPlan:
             f"  {'total':<10} {gb(self.total_bytes):>10}   {self.summary()}: "
             + ("fits" if self.fits else "does NOT fit")
         )
+        every = checkpoint_every(self.checkpoint_bytes)
         out.append(
-            f"  {'checkpoint':<10} {gb(self.checkpoint_bytes):>10}   (on disk, rewritten every 30 s while the run "
-            f"lasts: the kept measures' state; --no-checkpoint keeps none)"
+            f"  {'checkpoint':<10} {gb(self.checkpoint_bytes):>10}   (on disk, rewritten every {every_text(every)} "
+            f"while the run lasts, so its writes take ≤ {constants.CHECKPOINT_COST_SHARE:.0%} of the run at "
+            f"{constants.DISK_WRITE_BYTES_PER_S / 1e6:.0f} MB/s: the kept measures' state; --no-checkpoint keeps none)"
         )
+        if self.batch_note:
+            out.append(f"  {'batch':<10} {self.batch_note}")
         for r in self.devices:  # plan --devices
             limit = "no limit" if r["limit_bytes"] is None else gb(r["limit_bytes"])
             out.append(
@@ -171,12 +177,26 @@ class MemoryPlan:
                 f"the devices run (runtime {gb(h['runtime_bytes'])}, plan {gb(h['plan_bytes'])}"
                 + (f", offloaded state {gb(h['offloaded_bytes'])}" if h["offloaded_bytes"] else "")
                 + f"), {gb(h['publish_bytes'])} at publish (the state gathered {gb(h['gathered_bytes'])}, "
-                f"results and write {gb(h['work_bytes'])})" + ("" if h["fits"] else "  — does NOT fit")
+                f"results and write {gb(h['work_bytes'])})" + ("" if h["fits"] is not False else "  — does NOT fit")
             )
         out += [f"  dropped: {self.reasons[n]}" for n in self.dropped]
         out += [f"  fix: {s}" for s in self.suggestions]
         out += [f"  note: measure {n} does not declare planned_state: not counted" for n in self.unknown]
         return out
+
+
+def checkpoint_every(state_bytes: int) -> float:
+    """Seconds between periodic checkpoints of ``state_bytes``, as ``execute.checkpoint.Checkpointer`` spaces them:
+    max(CHECKPOINT_EVERY_S, t_save / CHECKPOINT_COST_SHARE), t_save = bytes / DISK_WRITE_BYTES_PER_S."""
+    save_s = state_bytes / constants.DISK_WRITE_BYTES_PER_S
+    return max(constants.CHECKPOINT_EVERY_S, save_s / constants.CHECKPOINT_COST_SHARE)
+
+
+def every_text(seconds: float) -> str:
+    """ "60 s", "12 min", "3.3 h"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def layer_span(layers: list[int]) -> str:
@@ -526,4 +546,5 @@ __all__ = [
     "layer_span",
     "evenly_spaced",
     "gb",
+    "checkpoint_every",
 ]

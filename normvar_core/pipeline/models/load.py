@@ -108,9 +108,28 @@ def resolve_device(cfg: RunConfig) -> str:
     return want
 
 
+def resolve_dtype(dtype: str, device: str, config=None) -> str:
+    """The forward pass's dtype by name: ``auto`` is float32 off a GPU and, on a GPU, the dtype the model's config
+    declares (``torch_dtype``/``dtype`` of its text config: bfloat16 for Falcon, Llama, Gemma) when it is one of
+    float32, bfloat16, float16, else float32; any other name as given."""
+    if dtype != "auto":
+        return dtype
+    if device != "cuda" or config is None:
+        return "float32"
+    get = getattr(config, "get_text_config", None)
+    tc = get() if callable(get) else config
+    declared = getattr(tc, "dtype", None) or getattr(tc, "torch_dtype", None) or getattr(config, "torch_dtype", None)
+    name = str(declared).replace("torch.", "") if declared is not None else ""
+    return name if name in ("float32", "bfloat16", "float16") else "float32"
+
+
 def torch_dtype(cfg: RunConfig, device: str):
+    """The torch dtype of ``cfg.dtype`` on ``device`` ("auto" on a GPU: the string "auto", resolved from the config
+    where the model loads: ``resolve_dtype``)."""
     import torch
 
+    if cfg.dtype == "auto":
+        return "auto" if device == "cuda" else torch.float32
     if cfg.dtype != "float32" and device == "cpu":
         raise NormvarError(
             f"dtype {cfg.dtype} is only supported on a GPU (device is cpu)", fix="use --dtype float32 on CPU"
@@ -164,7 +183,7 @@ def load_model(cfg: RunConfig, data_dir=None) -> LoadedModel:
         padding_side=str(getattr(tok, "padding_side", "right")),
         gguf_file=src.gguf_file,
         device=device,
-        dtype=str(dtype).replace("torch.", ""),
+        dtype=str(getattr(model, "dtype", dtype)).replace("torch.", ""),
         device_map=(dmap or {"": device}) if mapped else None,
         places=None if dmap is None else state_places(dmap, producers(model, arch["num_hidden_states"], norm_outputs)),
     )
@@ -179,6 +198,10 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     if path.is_dir() and not (path / "config.json").exists():
         check_model_dir(path, name)  # says all that the folder lacks
     config = read_model_config(path, name, **kw)  # wrong values, vision / audio: one line before anything heavy
+    if dtype == "auto":  # --dtype auto on a GPU: the config's own dtype
+        import torch
+
+        dtype = getattr(torch, resolve_dtype("auto", "cuda", config))
     if mapped and getattr(config, "is_encoder_decoder", False):  # its stacks are not placed per layer group
         raise NormvarError(
             f"--device-map is for one-stack models; {name!r} is an encoder-decoder",
@@ -284,6 +307,7 @@ __all__ = [
     "load_model",
     "resolve_device",
     "torch_dtype",
+    "resolve_dtype",
     "check_model_dir",
     "check_tokenizer",
     "max_length",
