@@ -146,8 +146,9 @@ def test_every_table_equals_a_float64_brute_force_on_transformers_hidden_states(
 def test_the_decoder_claim_layers_linear_holds(tmp_path):
     """``layers_linear`` (Razzhigaev et al. 2024) on SmolLM2 over 120 sentences with the layer linearity alone, over
     the consecutive middle layers 10-20 of 31 (the claim reads the middle pairs; keeping only those makes the run
-    three times cheaper): a decoder's middle pairs are near-linear maps, so the claim holds. (The 16-sentence run above has fewer embeddings
-    than dimensions, n < d = 576, where every least-squares fit is exact and the score is 1: no test of the claim.)"""
+    three times cheaper): a decoder's middle pairs are near-linear maps, so the claim holds. (The 16-sentence run
+    above has fewer embeddings than dimensions, n < d = 576, where every least-squares fit is exact and the score
+    is 1: no test of the claim.)"""
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.execute.local import compute_run
     from normvar_core.runs.reader import open_run
