@@ -16,6 +16,7 @@ import os
 import sys
 
 from normvar_core.config import RunConfig
+from normvar_core.numbers import MAX_SECONDS, Number
 from normvar_core.service.job import ACTIVE, JobState
 from normvar_core.service.job_progress import fmt_eta
 
@@ -30,10 +31,16 @@ def register(sub) -> None:
     )
     add_data_dir(p)
     p.add_argument("--once", action="store_true", help="exit when the queue is empty")
-    p.add_argument("--poll", type=float, default=0.5, metavar="S", help="seconds between queue polls")
+    p.add_argument(
+        "--poll",
+        type=Number("--poll", least_open=True, most=MAX_SECONDS),
+        default=0.5,
+        metavar="S",
+        help="seconds between queue polls",
+    )
     p.add_argument(
         "--checkpoint-every",
-        type=float,
+        type=Number("--checkpoint-every", most=MAX_SECONDS),
         default=30.0,
         metavar="S",
         help="seconds between checkpoints of a running job (default 30)",
@@ -52,7 +59,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("jobs", help="list queued, running and finished jobs")
     add_data_dir(p)
-    p.add_argument("--limit", type=int, default=20, help="newest N jobs (default 20; 0 = all)")
+    p.add_argument("--limit", type=Number("--limit", kind=int), default=20, help="newest N jobs (default 20; 0 = all)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_jobs)
 
