@@ -270,6 +270,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 def _serve(args: argparse.Namespace, with_worker: bool) -> int:
     from normvar_core.service import dashboard_access
 
+    dashboard_access.trusted_proxies(os.environ.get(dashboard_access.TRUSTED_PROXIES_ENV))  # one line if bad
     token = dashboard_access.token_option(args.token, args.token_file)
     access = dashboard_access.resolve_access(
         args.host, token, args.no_token, args.read_only, os.environ.get(dashboard_access.TOKEN_ENV)
