@@ -2,7 +2,8 @@
 exports, reports, caches, locks and temp files), in one module:
 
 * **no link is followed**: a symbolic link in a destination's place is refused in one line (its target is
-  never written, replaced, opened or deleted);
+  never written, replaced, opened or deleted); a file normvar keeps for itself (a lock, a checkpoint, the job
+  table) is opened only when it has one name: a hard link there is refused in one line too (``hard_linked``);
 * **no FIFO, device, socket or folder is opened** where a file is expected (``O_NOFOLLOW | O_NONBLOCK`` and an
   ``fstat``, or an ``lstat`` before a library opens the path);
 * **an existing file is replaced only when it is a regular file** (and, where normvar can tell, one normvar
@@ -97,10 +98,21 @@ def not_regular(path: Path, what: str) -> NormvarError:
     )
 
 
+def hard_linked(path, what: str, links: int, fix: str | None = None) -> NormvarError:
+    """One line for a file of normvar's (a lock, a checkpoint, the job table) whose name is one of several names
+    of one file (a hard link): writing it would change the file under its other names too."""
+    return NormvarError(
+        f"{what} {path} is a hard link (one of {links} names of one file); normvar never writes, locks or "
+        "replaces a file that another name shares",
+        fix=fix or f"move it aside (mv {path} {path}.aside): normvar makes its own",
+    )
+
+
 def open_regular(path, flags: int, *, what: str = "the file", mode: int = 0o644) -> int:
-    """``os.open(path, flags)`` that refuses, in one NormvarError line, a symbolic link, a folder, a FIFO,
-    a device or a socket in the file's place (the target of a link is never touched). The descriptor is
-    blocking again once checked. FileNotFoundError passes through (a caller may treat it as "none")."""
+    """``os.open(path, flags)`` that refuses, in one NormvarError line, a symbolic link, a hard link (a file with
+    another name too: ``hard_linked``), a folder, a FIFO, a device or a socket in the file's place (the target of
+    a link is never touched, the other names of a hard link never written). The descriptor is blocking again
+    once checked. FileNotFoundError passes through (a caller may treat it as "none")."""
     path = Path(path)
     try:
         fd = os.open(path, flags | SAFE_FLAGS, mode)
@@ -118,6 +130,9 @@ def open_regular(path, flags: int, *, what: str = "the file", mode: int = 0o644)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise not_regular(path, what)
+    if st.st_nlink > 1:
+        os.close(fd)
+        raise hard_linked(path, what, st.st_nlink)
     os.set_blocking(fd, True)
     return fd
 
@@ -400,6 +415,7 @@ __all__ = [
     "check_regular_input",
     "SAFE_FLAGS",
     "open_regular",
+    "hard_linked",
     "create_temp",
     "not_regular",
     "resolve_destination",

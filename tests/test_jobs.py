@@ -9,6 +9,7 @@ import json
 import sqlite3
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,18 @@ from normvar_core.datadir import DataDir
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.service import jobs as J
 from normvar_core.service import worker as W
+
+
+def write_ckpt(path, step: int) -> None:
+    """A stand-in checkpoint the worker takes as normvar's (``job_table.is_own_checkpoint``): a zip archive with a
+    ``meta_json.npy`` entry (here holding the step as JSON)."""
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("meta_json.npy", json.dumps({"step": step}))
+
+
+def read_ckpt(path) -> int:
+    with zipfile.ZipFile(path) as z:
+        return json.loads(z.read("meta_json.npy"))["step"]
 
 
 class FakeCompute:
@@ -42,7 +55,7 @@ class FakeCompute:
         dd = DataDir.at(data_dir)
         start = 0
         if checkpoint is not None and Path(checkpoint).exists():
-            start = json.loads(Path(checkpoint).read_text())["step"]
+            start = read_ckpt(checkpoint)
         self.calls.append(
             {
                 "name": cfg.name,
@@ -62,7 +75,7 @@ class FakeCompute:
             if self.on_step:
                 self.on_step(cfg, i)
             time.sleep(self.step_s)
-            Path(checkpoint).write_text(json.dumps({"step": i + 1}))
+            write_ckpt(checkpoint, i + 1)
             if progress:
                 progress(
                     {
@@ -251,7 +264,7 @@ def test_recovery_of_job_left_running_by_dead_worker(dd):
             "update jobs set state='running', attempts=1, worker_pid=999999, started=? where id=?", (time.time(), b)
         )
     assert store.get(b).interrupted  # no worker holds the lock
-    (dd.checkpoints / f"{b}.ckpt").write_text(json.dumps({"step": 2}))
+    write_ckpt(dd.checkpoints / f"{b}.ckpt", 2)
     (dd.runs / ".b.tmp-999999.duckdb").write_text("half")
     fake = FakeCompute(steps=4)
     work(dd, fake)

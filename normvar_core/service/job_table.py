@@ -26,16 +26,19 @@ import json
 import logging
 import os
 import re
-import shutil
 import sqlite3
+import stat
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from normvar_core.datadir import DataDir
-from normvar_core.destination import open_regular, refuse_entry
+from normvar_core.destination import hard_linked, lstat_or_none, open_regular, refuse_entry
 from normvar_core.errors import NormvarError
 from normvar_core.service.job import TRANSITIONS, Job, JobState, WorkerInfo
 
@@ -121,15 +124,70 @@ SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 def check_table_files(path: Path) -> None:
     """One NormvarError line, before SQLite opens anything, when the job table's file or a file SQLite keeps
-    beside it is a symbolic link, a folder, a FIFO, a device or a socket (``destination.refuse_entry``): the
-    table is never written through a link (another application's database stays as it is) and never blocks
-    on a FIFO."""
+    beside it is a symbolic link, a folder, a FIFO, a device or a socket (``destination.refuse_entry``) or a
+    hard link (a file with another name too: ``destination.hard_linked``): the table is never written through a
+    link (another application's database stays as it is) and never blocks on a FIFO."""
     for side in SIDE_FILES:
         p = path.with_name(path.name + side)
-        refuse_entry(
-            p,
-            "the job table" if not side else "the job table's file",
-            fix=f"move it aside (mv {p} {p}.aside); normvar keeps its job table as a regular file in {path.parent}",
+        what = "the job table" if not side else "the job table's file"
+        fix = f"move it aside (mv {p} {p}.aside); normvar keeps its job table as a regular file in {path.parent}"
+        refuse_entry(p, what, fix=fix)
+        st = lstat_or_none(p)
+        if st is not None and st.st_nlink > 1:
+            raise hard_linked(p, what, st.st_nlink, fix=fix)
+
+
+def is_own_checkpoint(path: Path) -> bool:
+    """Whether ``path`` holds a checkpoint normvar wrote: a regular file with one name (``open_regular``: no link
+    followed) that is a zip archive (``.npz``) with normvar's ``meta_json`` entry. Read, never changed."""
+    try:
+        fd = open_regular(path, os.O_RDONLY, what="the checkpoint")
+    except (OSError, NormvarError):
+        return False
+    try:
+        with os.fdopen(fd, "rb") as fh, zipfile.ZipFile(fh) as z:
+            return "meta_json.npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+OWN_OBJECTS = frozenset({"jobs", "jobs_state", "jobs_name", "worker", "sqlite_sequence", "sqlite_autoindex_jobs_1"})
+"""Every table and index of a job table (``SCHEMA``, with what SQLite adds for it)."""
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_own_table(path: Path) -> None:
+    """Before normvar creates its tables or switches the file to WAL: the file at ``path`` is new (missing or
+    empty) or normvar's own job table — a SQLite database holding only ``OWN_OBJECTS``. Another application's
+    database, or a file that is not SQLite, is refused in one line and left exactly as it is (opened read-only)."""
+    check_table_files(path)
+    try:
+        fd = open_regular(path, os.O_RDONLY, what="the job table")
+    except FileNotFoundError:
+        return
+    try:
+        head = os.read(fd, len(SQLITE_HEADER))
+    finally:
+        os.close(fd)
+    if not head:
+        return
+    fix = f"move it aside (mv {path} {path}.aside), or use another --data-dir; normvar makes its own job table"
+    if head != SQLITE_HEADER:
+        raise _damaged(path, "not a SQLite database; it was left as it is")
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=30.0)
+        try:
+            names = {row[0] for row in conn.execute("select name from sqlite_master")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as err:
+        raise _damaged(path, str(err)) from None
+    foreign = sorted(names - OWN_OBJECTS)
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
+        raise NormvarError(
+            f"the job table {path} is another application's database (it holds {shown}); it was left as it is",
+            fix=fix,
         )
 
 
@@ -185,6 +243,7 @@ class JobTable:
         self.queue_dir = self.dd.queue
         self.db_path = self.queue_dir / "jobs.sqlite"
         self.lock_path = self.queue_dir / "worker.lock"
+        check_own_table(self.db_path)  # new, or normvar's: never another application's database
         with self._conn() as conn:
             _set_wal(conn)
             for stmt in SCHEMA:
@@ -266,16 +325,19 @@ class JobTable:
         return self.dd.checkpoints / f"{job_id}.ckpt"
 
     def remove_checkpoint(self, job_id: str) -> None:
-        """Remove every file of the job's checkpoint (``<id>.ckpt`` and its siblings)."""
-        for p in self.dd.checkpoints.glob(f"{job_id}.*"):
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
+        """Remove the job's checkpoint — only what normvar wrote: ``<id>.ckpt`` when it is a normvar checkpoint
+        (``is_own_checkpoint``: a regular file with one name, an archive with normvar's metadata) and the temp
+        files of its atomic rewrite (``.<id>.ckpt.tmp-<pid>``, regular files with one name). Anything else under
+        those names (a symbolic link, a hard link, a folder, another program's file) is left as it is."""
+        path = self.checkpoint_path(job_id)
+        if is_own_checkpoint(path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        for p in self.dd.checkpoints.glob(f".{glob_escape(path.name)}.tmp-*"):  # temp files of an atomic rewrite
+            st = lstat_or_none(p)
+            if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                with contextlib.suppress(OSError):
                     p.unlink()
-        for p in self.dd.checkpoints.glob(f".{job_id}.*"):  # temp files of an atomic rewrite
-            with contextlib.suppress(OSError):
-                p.unlink()
 
     # -------------------------------------------------------------- reading
     def list(self, limit: int | None = 50, *, states: tuple[str, ...] | None = None) -> list[Job]:
@@ -464,4 +526,4 @@ class JobTable:
             move(conn, job_id, "requeue", **columns)
 
 
-__all__ = ["JobTable", "move", "database_errors", "NEXT_JOB_ORDER", "SCHEMA"]
+__all__ = ["JobTable", "move", "database_errors", "NEXT_JOB_ORDER", "SCHEMA", "check_own_table", "is_own_checkpoint"]

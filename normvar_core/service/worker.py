@@ -233,7 +233,7 @@ class Worker:
                 return JobState.QUEUED, "interrupted by a worker shutdown; resumes from its checkpoint", None
             return JobState.CANCELLED, err.message or "cancelled", None
         except NormvarError as err:
-            return JobState.FAILED, str(err), None
+            return JobState.FAILED, job_words(err, ckpt), None
         except Exception as err:
             return JobState.FAILED, self._unexpected(job_id, err), None
         return JobState.DONE, None, str(path)
@@ -265,6 +265,20 @@ class Worker:
         except Exception as err:
             return JobState.FAILED, self._unexpected(job_id, err), None
         return JobState.DONE, None, str(out)
+
+
+def job_words(err: NormvarError, ckpt: Path) -> str:
+    """A run job's failure line in the worker's words. A line about the job's checkpoint (``checkpoints/<id>.ckpt``,
+    a path the worker chose) names no option of ``compute`` (``--checkpoint``, ``--fresh``: the worker has
+    neither) and says what to do instead; the file is left as it is (``JobTable.remove_checkpoint`` removes only
+    a checkpoint normvar wrote)."""
+    if str(ckpt) not in err.message:
+        return str(err)
+    message = err.message.replace("--checkpoint ", "the job's checkpoint ")
+    return (
+        f"{message} — move it aside (mv {ckpt} {ckpt}.aside) and submit the run again "
+        "(the worker removes only checkpoints it wrote)"
+    )
 
 
 def _task_progress(reporter: _Reporter, task: str):
