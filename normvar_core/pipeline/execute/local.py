@@ -113,6 +113,9 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
             "seconds": seconds_before + (time.monotonic() - t_start),
             "oom_splits": source.oom_splits,
             "max_rows": source.max_rows,
+            "dropped": []
+            if setup.ctx.memory is None
+            else list(setup.ctx.memory.dropped),  # what a resume may miss (``check_asked``)
             **early,
         }
 
