@@ -17,7 +17,7 @@ import sys
 
 from normvar_core.config import RunConfig
 from normvar_core.numbers import MAX_SECONDS, Number
-from normvar_core.service.job import ACTIVE, JobState
+from normvar_core.service.job import ACTIVE, LATE_CANCEL, JobState
 from normvar_core.service.job_progress import fmt_eta
 
 
@@ -92,11 +92,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _state_label(job) -> str:
-    if job.state == JobState.RUNNING and job.interrupted:
-        return "interrupted"
-    if job.state == JobState.RUNNING and job.cancel_requested:
-        return "cancelling"
-    return job.state
+    return job.label
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -138,10 +134,15 @@ def _cancel(args: argparse.Namespace) -> int:
     from normvar_core.service.jobs import JobStore
 
     job = JobStore(args.data_dir).cancel(args.job_id)
-    if job.state == JobState.RUNNING:
-        print(f"{job.id}: cancelling (stops at the next batch)")
+    if job.state == JobState.RUNNING and job.publishing:
+        print(
+            f"{job.id}: the cancel came too late: its run file is being published; the job ends "
+            f"{JobState.DONE} ({LATE_CANCEL})"
+        )
+    elif job.state == JobState.RUNNING:
+        print(f"{job.id}: cancelling (stops at the next batch or step of the finalize; nothing is published)")
     elif job.state == JobState.CANCELLED:
         print(f"{job.id}: cancelled")
     else:
-        print(f"{job.id}: already {job.state}, nothing to cancel")
+        print(f"{job.id}: already {job.label}, nothing to cancel")
     return 0

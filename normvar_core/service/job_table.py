@@ -61,7 +61,8 @@ SCHEMA = (
         heartbeat real,
         worker_pid integer,
         cancel_requested integer not null default 0,
-        attempts integer not null default 0)""",
+        attempts integer not null default 0,
+        publishing integer not null default 0)""",
     "create index if not exists jobs_state on jobs (state)",
     "create index if not exists jobs_name on jobs (name)",
     """create table if not exists worker (
@@ -82,7 +83,11 @@ _MOVABLE_COLUMNS = {
     "message",
     "run_path",
     "cancel_requested",
+    "publishing",
 }
+
+ADDED_COLUMNS = {"publishing": "integer not null default 0"}
+"""Columns added since the first job tables: added to an older table when it is opened."""
 
 
 def _damaged(path: Path, text: str) -> NormvarError:
@@ -248,6 +253,14 @@ class JobTable:
             _set_wal(conn)
             for stmt in SCHEMA:
                 conn.execute(stmt)
+            have = {row["name"] for row in conn.execute("pragma table_info(jobs)")}
+            for col, decl in ADDED_COLUMNS.items():
+                if col not in have:
+                    try:
+                        conn.execute(f"alter table jobs add column {col} {decl}")
+                    except sqlite3.OperationalError as err:  # another process added it meanwhile
+                        if "duplicate column" not in str(err):
+                            raise
 
     # -------------------------------------------------------------- plumbing
     @contextlib.contextmanager
@@ -296,6 +309,7 @@ class JobTable:
             attempts=int(row["attempts"]),
             worker_pid=row["worker_pid"],
             interrupted=interrupted,
+            publishing=bool(row["publishing"]),
         )
 
     def _add(self, name: str, config: str, overwrite: bool, vet: Callable[[list[Job]], str | None]) -> str:
@@ -409,9 +423,10 @@ class JobTable:
 
     # -------------------------------------------------------------- cancel (CLI, dashboard)
     def cancel(self, job_id: str) -> Job:
-        """Cancel a job. A queued job never runs; a running job stops at its next batch
-        (the worker marks it cancelled, publishes nothing and removes its checkpoint).
-        A finished job is returned unchanged."""
+        """Cancel a job. A queued job never runs; a running job stops at its next batch or step of the finalize
+        (the worker marks it cancelled, publishes nothing and removes its checkpoint), unless its run is being
+        published (the returned job's ``publishing``: it ends done, ``job.LATE_CANCEL``). A finished job is
+        returned unchanged."""
         job = self.get(job_id)
         now = time.time()
         with self._tx() as conn:
@@ -429,6 +444,20 @@ class JobTable:
             if n:
                 self.remove_checkpoint(job.id)
         return self.get(job.id)
+
+    def begin_publish(self, job_id: str) -> bool:
+        """The worker's point of no return for a running job's run file (``publish.publish``'s ``before_publish``):
+        True when no cancel was asked and the job is marked ``publishing`` (a cancel from now on comes too late);
+        False when a cancel came first (nothing is published). One guarded ``UPDATE``: a cancel and this never
+        both win."""
+        with self._tx() as conn:
+            return (
+                conn.execute(
+                    "update jobs set publishing = 1 where id = ? and state = ? and cancel_requested = 0",
+                    (job_id, JobState.RUNNING.value),
+                ).rowcount
+                == 1
+            )
 
     # -------------------------------------------------------------- the worker's operations
     def record_worker(self, job_id: str | None) -> None:
@@ -519,7 +548,7 @@ class JobTable:
         """running -> queued; having started, it comes before every fresh job (``NEXT_JOB_ORDER``) and
         resumes from its checkpoint. ``shutdown``: the message of a job a worker's shutdown put back (that
         attempt does not count); None for a job that a dead worker left (the attempt counts)."""
-        columns: dict[str, Any] = {"worker_pid": None}
+        columns: dict[str, Any] = {"worker_pid": None, "publishing": 0}
         if shutdown is not None:
             columns.update(attempts=("sql", "max(attempts - 1, 0)"), message=shutdown)
         with self._tx() as conn:
