@@ -68,7 +68,9 @@ def kind_of(mode: int) -> str:
 
 
 def _refuse_kind(shown: str, target: Path, mode: int, what: str) -> NormvarError:
-    via = f" (a link to {target})" if str(target) != shown else ""
+    """One line for ``shown`` (the path as given; ``target``: that path made absolute, never a link's target — a
+    link is refused as a link by ``_refuse_entry``) holding a folder, a device, a FIFO or a socket."""
+    via = f" ({target})" if str(target) != shown else ""
     fix = (
         "give a file name inside it, e.g. " + f"{what} {Path(shown) / 'out.html'}"
         if stat.S_ISDIR(mode)
@@ -337,8 +339,11 @@ def _umask() -> int:
 
 
 def taken(path: Path) -> NormvarError:
-    """The error for a run name that already holds a run."""
-    return NormvarError(f"run {path.stem!r} already exists: {path}", fix="choose another --name or pass --overwrite")
+    """The error for a run name that already holds a run; one that holds a link, a folder, a FIFO, ... is named as
+    what it is (``not_a_run_file``), never as a run that "already exists"."""
+    return not_a_run_file(path) or NormvarError(
+        f"run {path.stem!r} already exists: {path}", fix="choose another --name or pass --overwrite"
+    )
 
 
 def not_a_run_file(path: Path) -> NormvarError | None:
@@ -359,7 +364,7 @@ def check_destination(out_path: Path, overwrite: bool) -> None:
     folder is writable."""
     if (err := not_a_run_file(out_path)) is not None:
         raise err
-    if out_path.exists() and not overwrite:
+    if os.path.lexists(out_path) and not overwrite:
         raise taken(out_path)
     folder = out_path.parent
     try:
@@ -399,7 +404,7 @@ def move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
     except OSError as exc:
         if exc.errno not in NO_HARD_LINKS:
             raise
-        if path.exists():
+        if os.path.lexists(path):
             raise taken(path) from None
         os.replace(tmp, path)
         return
