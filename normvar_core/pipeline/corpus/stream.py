@@ -219,6 +219,8 @@ LONG_LINE = 1 << 20
 to the last whitespace before them, so no word is cut) with the word count of the whole line (``LongLine``). Every
 model keeps far fewer tokens of a sentence (its maximum length: 512 to a few thousand tokens), so the tokens a run
 counts are those of the whole line; memory stays bounded whatever the line's length."""
+COUNT_CHARS = 1 << 16
+"""Characters of an over-long line whose words are counted at once (``str.split`` of them: a few MB at most)."""
 _LINE_END = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
@@ -243,14 +245,14 @@ class _Tail:
         self.feed(head)
 
     def feed(self, piece: str) -> None:
-        if not piece:
-            return
-        n = len(piece.split())
-        if self.in_word and not piece[0].isspace():
-            n -= 1  # the word the last piece ended in goes on
-        self.words += n
-        self.chars += len(piece)
-        self.in_word = not piece[-1].isspace()
+        for at in range(0, len(piece), COUNT_CHARS):  # split in small parts: a few thousand words' strings at a time
+            part = piece[at : at + COUNT_CHARS]
+            n = len(part.split())
+            if self.in_word and not part[0].isspace():
+                n -= 1  # the word the last part ended in goes on
+            self.words += n
+            self.chars += len(part)
+            self.in_word = not part[-1].isspace()
 
     def line(self) -> LongLine:
         out = LongLine(self.kept)
