@@ -16,9 +16,9 @@ import pytest
 from cli_helpers import assert_bad
 
 from normvar_core.errors import NormvarError
-from normvar_core.numbers import MAX_MEMORY_GB, MAX_SEED, PORT, UPLOAD_MB, Number, env_number
 
 ROOT = Path(__file__).resolve().parent.parent
+MAX_SEED = 2**53 - 1  # numbers.MAX_SEED: the largest integer a browser's number field holds exactly
 TEXTS = [
     "0",
     "1",
@@ -62,14 +62,17 @@ def _truth(text: str, kind: type, least, most, least_open: bool):
 @pytest.mark.parametrize(
     "name,bounds",
     [
-        ("--port", PORT),
-        ("NORMVAR_MAX_UPLOAD_MB", UPLOAD_MB),
+        ("--port", dict(kind=int, least=0, most=65535)),
+        ("NORMVAR_MAX_UPLOAD_MB", dict(kind=float, least=0, most=1 << 20, least_open=True)),
         ("--seed", dict(kind=int, least=0, most=MAX_SEED)),
-        ("--memory-gb", dict(kind=float, least=0.01, most=MAX_MEMORY_GB)),
+        ("--memory-gb", dict(kind=float, least=0.01, most=1 << 20)),
     ],
 )
 def test_the_validator_agrees_with_pythons_reading_and_names_the_range(name, bounds):
-    check = Number(name, **bounds)
+    from normvar_core import numbers
+
+    assert numbers.MAX_SEED == MAX_SEED and numbers.PORT["most"] == 65535 and numbers.UPLOAD_MB["least_open"]
+    check = numbers.Number(name, **bounds)
     for text in TEXTS:
         want = _truth(text, bounds["kind"], bounds["least"], bounds["most"], bounds.get("least_open", False))
         if want is not None:
@@ -85,6 +88,8 @@ def test_the_validator_agrees_with_pythons_reading_and_names_the_range(name, bou
 
 
 def test_an_unset_variable_takes_the_default_and_an_empty_one_is_refused():
+    from normvar_core.numbers import PORT, env_number
+
     assert env_number("NORMVAR_PORT", 8501, {}, **PORT) == 8501
     assert env_number("NORMVAR_PORT", 8501, {"NORMVAR_PORT": "0"}, **PORT) == 0
     with pytest.raises(NormvarError, match="NORMVAR_PORT= is not a whole number from 0 to 65535"):
