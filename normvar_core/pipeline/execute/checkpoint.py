@@ -131,6 +131,23 @@ def _open_npz(path: Path):
     return z, fh, meta
 
 
+def remove_own(path) -> bool:
+    """Remove the checkpoint at ``path`` when it is one normvar wrote (``_open_npz``: a regular file with one name,
+    holding normvar's metadata); anything else under the name (a link planted meanwhile, a hard link, another
+    program's file) is left as it is. True when it was removed."""
+    try:
+        z, fh, _ = _open_npz(Path(path))
+    except (NormvarError, OSError):
+        return False
+    z.close()
+    fh.close()
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def not_a_checkpoint(path, why: str) -> NormvarError:
     return NormvarError(
         f"{path} is not a normvar checkpoint ({why}); it was left as it is",
@@ -415,6 +432,7 @@ __all__ = [
     "dropped_of",
     "refused",
     "not_a_checkpoint",
+    "remove_own",
     "note_on",
     "Checkpointer",
     "early_key",

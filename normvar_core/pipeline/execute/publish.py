@@ -20,11 +20,11 @@ import numpy as np
 
 from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
-from normvar_core.destination import remove_named
 from normvar_core.errors import CancelledError
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext, StateSource
 from normvar_core.pipeline.execute import heap
+from normvar_core.pipeline.execute.checkpoint import remove_own
 from normvar_core.pipeline.execute.layer_groups import gather
 from normvar_core.pipeline.execute.preflight import RunTarget
 from normvar_core.pipeline.execute.prepare import RunSetup
@@ -258,8 +258,8 @@ def publish(
         progress=progress,
         commit=commit,
     )
-    if target.checkpoint is not None:  # the name itself: a link planted there meanwhile goes, never its target
-        remove_named(target.checkpoint)
+    if target.checkpoint is not None:  # only a checkpoint normvar wrote: a link or a file planted meanwhile stays
+        remove_own(target.checkpoint)
     report(Progress("done", setup.total, setup.total, n_embeddings, 0.0, 0.0))
     return path
 
