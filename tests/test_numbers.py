@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -97,15 +98,25 @@ def test_an_unset_variable_takes_the_default_and_an_empty_one_is_refused():
 
 
 def _serve(*argv: str, env: dict) -> subprocess.CompletedProcess:
+    """``normvar ARGV`` in its own process group; one that is still running after 40 s (a dashboard that started
+    on a bad value) is killed with everything it started, and the test fails on the timeout."""
     full = {k: v for k, v in os.environ.items() if k not in ("NORMVAR_TOKEN", "NORMVAR_PORT", "NORMVAR_MAX_UPLOAD_MB")}
-    return subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "normvar_core.service.cli", *argv],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=40,  # a dashboard that starts on a bad value never exits: the test fails on the timeout
         cwd=ROOT,
         env=dict(full, PYTHONPATH=str(ROOT), **env),
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=40)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.mark.subprocess
