@@ -40,6 +40,7 @@ from urllib.parse import quote
 from normvar_core.datadir import DataDir
 from normvar_core.destination import hard_linked, lstat_or_none, open_regular, refuse_entry
 from normvar_core.errors import NormvarError
+from normvar_core.run_lock import lock_path, remove_if_stale
 from normvar_core.service.job import TRANSITIONS, Job, JobState, WorkerInfo
 
 log = logging.getLogger("normvar.jobs")
@@ -340,9 +341,10 @@ class JobTable:
 
     def remove_checkpoint(self, job_id: str) -> None:
         """Remove the job's checkpoint — only what normvar wrote: ``<id>.ckpt`` when it is a normvar checkpoint
-        (``is_own_checkpoint``: a regular file with one name, an archive with normvar's metadata) and the temp
-        files of its atomic rewrite (``.<id>.ckpt.tmp-<pid>``, regular files with one name). Anything else under
-        those names (a symbolic link, a hard link, a folder, another program's file) is left as it is."""
+        (``is_own_checkpoint``: a regular file with one name, an archive with normvar's metadata), the temp
+        files of its atomic rewrite (``.<id>.ckpt.tmp-<pid>``, regular files with one name) and its compute lock
+        when no live process holds it (``run_lock.remove_if_stale``). Anything else under those names (a
+        symbolic link, a hard link, a folder, another program's file) is left as it is."""
         path = self.checkpoint_path(job_id)
         if is_own_checkpoint(path):
             with contextlib.suppress(FileNotFoundError):
@@ -352,6 +354,7 @@ class JobTable:
             if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
                 with contextlib.suppress(OSError):
                     p.unlink()
+        remove_if_stale(lock_path(path))  # the compute lock of the checkpoint, left by a killed worker
 
     # -------------------------------------------------------------- reading
     def list(self, limit: int | None = 50, *, states: tuple[str, ...] | None = None) -> list[Job]:
