@@ -206,8 +206,26 @@ def test_count_options_past_their_bound_are_refused_before_any_work(capsys, tmp_
         data,
         match=f"--resamples 100000000000 is not a whole number from 100 to {MAX_RESAMPLES:,}",
     )
-    _one_line(capsys, "findings", run, "--resamples", "lots", "--data-dir", data, match="--resamples lots is not a whole number")
-    _one_line(capsys, "findings", run, "--resamples", "50", "--data-dir", data, match="--resamples 50 is not a whole number from 100")
+    _one_line(
+        capsys,
+        "findings",
+        run,
+        "--resamples",
+        "lots",
+        "--data-dir",
+        data,
+        match="--resamples lots is not a whole number",
+    )
+    _one_line(
+        capsys,
+        "findings",
+        run,
+        "--resamples",
+        "50",
+        "--data-dir",
+        data,
+        match="--resamples 50 is not a whole number from 100",
+    )
     _one_line(
         capsys,
         "contexts",
@@ -223,9 +241,21 @@ def test_count_options_past_their_bound_are_refused_before_any_work(capsys, tmp_
     model = ["--model", tiny_models["bert"], "--corpus", corpus40, "--data-dir", tmp_path / "d"]
     for command in ("compute", "plan", "submit"):
         _one_line(
-            capsys, command, *model, "--id-sample", 10 * MAX_ID_SAMPLE, match=f"--id-sample {10 * MAX_ID_SAMPLE} is not a whole number from 0 to {MAX_ID_SAMPLE:,}"
+            capsys,
+            command,
+            *model,
+            "--id-sample",
+            10 * MAX_ID_SAMPLE,
+            match=f"--id-sample {10 * MAX_ID_SAMPLE} is not a whole number from 0 to {MAX_ID_SAMPLE:,}",
         )
-        _one_line(capsys, command, *model, "--samples-per-token", 10**12, match="--samples-per-token 1000000000000 is not a whole number from 0 to ")
+        _one_line(
+            capsys,
+            command,
+            *model,
+            "--samples-per-token",
+            10**12,
+            match="--samples-per-token 1000000000000 is not a whole number from 0 to ",
+        )
         _one_line(
             capsys,
             command,
