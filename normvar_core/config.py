@@ -30,6 +30,7 @@ from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES, corpus_st
 from normvar_core.datadir import DEFAULT_CORPUS, DataDir
 from normvar_core.device_options import check_options as check_device_options
 from normvar_core.errors import NormvarError
+from normvar_core.numbers import MAX_COUNT, MAX_MEMORY_GB, MAX_SEED, Number
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 UNITS = ("token", "word")
@@ -120,10 +121,15 @@ class RunConfig:
         "random fraction of sentences (the study: 0.01 of BookCorpus)",
         section="options",
         minimum=0.0,
+        maximum=1.0,
         label="Sample fraction",
     )
     seed: int = opt(
-        0, "seed of the sentence sample, the PCA samples and the TwoNN sample", section="options", minimum=0
+        0,
+        "seed of the sentence sample, the PCA samples and the TwoNN sample",
+        section="options",
+        minimum=0,
+        maximum=MAX_SEED,
     )
     max_sentences: int | None = opt(
         None, "keep at most this many sentences (default all)", section="options", minimum=1, label="Max sentences"
@@ -210,6 +216,7 @@ class RunConfig:
         "coordinates on the layer's principal axes (every one when the run has fewer, else a "
         f"seeded uniform sample); 0 = none, at most {OCCURRENCES_MAX:,}",
         minimum=0,
+        maximum=OCCURRENCES_MAX,
         label="Occurrences shown",
     )
     self_similarity: str = opt(
@@ -223,6 +230,7 @@ class RunConfig:
         "free (CUDA free memory, else available RAM). Decides which measures fit "
         "(normvar plan shows it)",
         minimum=0.01,
+        maximum=MAX_MEMORY_GB,
         label="Memory (GB)",
     )
     scatter_dtype: str = opt(
@@ -315,30 +323,12 @@ class RunConfig:
             raise NormvarError(msg, fix=fix)
 
         for f in fields(self):
-            value = _coerce(f, getattr(self, f.name))
+            value = _coerce(f, getattr(self, f.name))  # a number: in its range (``number_of``), or refused
             meta = f.metadata
-            flag = "--" + f.name.replace("_", "-")
-            if value is not None and meta.get("minimum") is not None and value < meta["minimum"]:
-                bad(
-                    f"{f.name} must be >= {meta['minimum']}, got {value}",
-                    f"pass {flag} {meta['minimum']} or more" + (" or leave it out" if optional(f) else ""),
-                )
-            if value is not None and meta.get("maximum") is not None and value > meta["maximum"]:
-                bad(
-                    f"{f.name} must be <= {meta['maximum']:,}, got {value:,}",
-                    f"pass {flag} {meta['maximum']} or less" + (" or leave it out" if optional(f) else ""),
-                )
             if meta.get("choices") and value not in meta["choices"]:
                 bad(f"unknown {f.name} {value!r}", f"use one of {', '.join(meta['choices'])}")
         if not self.model.strip():
             bad("no model given", "pass --model with an alias (normvar models), a hub id or a local path")
-        if not 0.0 < float(self.sample_frac) <= 1.0:
-            bad(f"sample_frac must be in (0, 1], got {self.sample_frac}", "e.g. --sample-frac 0.01")
-        if int(self.occurrences) > OCCURRENCES_MAX:
-            bad(
-                f"occurrences must be <= {OCCURRENCES_MAX:,}, got {int(self.occurrences):,}",
-                f"pass --occurrences {OCCURRENCES_MAX} or less (0 = none)",
-            )
         if self.executor != "ray":  # a Ray option on a local run would be silently ignored
             for given, flag in ((self.ray_address, "--ray-address"), (self.workers, "--workers")):
                 if given is not None:
@@ -376,7 +366,7 @@ class RunConfig:
                 continue
             kw: dict[str, Any] = dict(dest=f.name, default=f.default, help=meta.get("help"))
             if kind in (int, float):
-                kw["type"] = kind
+                kw["type"] = number_of(f)
             if meta.get("choices"):
                 kw["choices"] = meta["choices"]
             parser.add_argument(flag, **kw)
@@ -401,14 +391,33 @@ def optional(f) -> bool:
     return "None" in t
 
 
+def number_of(f) -> Number:
+    """The validator (``numbers.Number``) of a numeric field: its flag, type and range (``minimum``, ``maximum``;
+    a sample fraction above 0, any other count at most ``numbers.MAX_COUNT``)."""
+    kind, meta = field_kind(f), f.metadata
+    least = meta.get("minimum")
+    most = meta.get("maximum")
+    return Number(
+        meta.get("flag") or "--" + f.name.replace("_", "-"),
+        kind=kind,
+        least=(0 if least is None else least),
+        most=(MAX_COUNT if most is None else most),
+        least_open=f.name == "sample_frac",
+        note="0 = none" if f.name == "occurrences" else "",
+    )
+
+
 def _coerce(f, value: Any) -> Any:
-    """``value`` as field ``f``'s type; a NormvarError naming the option when it cannot be."""
+    """``value`` as field ``f``'s type; a NormvarError naming the option when it cannot be (a number: outside
+    its range too, ``number_of``)."""
     kind = field_kind(f)
     flag = "--" + f.name.replace("_", "-")
     if value is None:
         if optional(f):
             return None
         raise NormvarError(f"option {f.name} cannot be empty", fix=f"give {flag} a value or leave it out")
+    if kind in (int, float):
+        return number_of(f)(value)
     try:
         if kind is bool:
             if isinstance(value, bool):

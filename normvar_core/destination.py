@@ -2,7 +2,8 @@
 exports, reports, caches, locks and temp files), in one module:
 
 * **no link is followed**: a symbolic link in a destination's place is refused in one line (its target is
-  never written, replaced, opened or deleted);
+  never written, replaced, opened or deleted); a file normvar keeps for itself (a lock, a checkpoint, the job
+  table) is opened only when it has one name: a hard link there is refused in one line too (``hard_linked``);
 * **no FIFO, device, socket or folder is opened** where a file is expected (``O_NOFOLLOW | O_NONBLOCK`` and an
   ``fstat``, or an ``lstat`` before a library opens the path);
 * **an existing file is replaced only when it is a regular file** (and, where normvar can tell, one normvar
@@ -67,7 +68,9 @@ def kind_of(mode: int) -> str:
 
 
 def _refuse_kind(shown: str, target: Path, mode: int, what: str) -> NormvarError:
-    via = f" (a link to {target})" if str(target) != shown else ""
+    """One line for ``shown`` (the path as given; ``target``: that path made absolute, never a link's target — a
+    link is refused as a link by ``_refuse_entry``) holding a folder, a device, a FIFO or a socket."""
+    via = f" ({target})" if str(target) != shown else ""
     fix = (
         "give a file name inside it, e.g. " + f"{what} {Path(shown) / 'out.html'}"
         if stat.S_ISDIR(mode)
@@ -97,10 +100,21 @@ def not_regular(path: Path, what: str) -> NormvarError:
     )
 
 
+def hard_linked(path, what: str, links: int, fix: str | None = None) -> NormvarError:
+    """One line for a file of normvar's (a lock, a checkpoint, the job table) whose name is one of several names
+    of one file (a hard link): writing it would change the file under its other names too."""
+    return NormvarError(
+        f"{what} {path} is a hard link (one of {links} names of one file); normvar never writes, locks or "
+        "replaces a file that another name shares",
+        fix=fix or f"move it aside (mv {path} {path}.aside): normvar makes its own",
+    )
+
+
 def open_regular(path, flags: int, *, what: str = "the file", mode: int = 0o644) -> int:
-    """``os.open(path, flags)`` that refuses, in one NormvarError line, a symbolic link, a folder, a FIFO,
-    a device or a socket in the file's place (the target of a link is never touched). The descriptor is
-    blocking again once checked. FileNotFoundError passes through (a caller may treat it as "none")."""
+    """``os.open(path, flags)`` that refuses, in one NormvarError line, a symbolic link, a hard link (a file with
+    another name too: ``hard_linked``), a folder, a FIFO, a device or a socket in the file's place (the target of
+    a link is never touched, the other names of a hard link never written). The descriptor is blocking again
+    once checked. FileNotFoundError passes through (a caller may treat it as "none")."""
     path = Path(path)
     try:
         fd = os.open(path, flags | SAFE_FLAGS, mode)
@@ -118,6 +132,9 @@ def open_regular(path, flags: int, *, what: str = "the file", mode: int = 0o644)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise not_regular(path, what)
+    if st.st_nlink > 1:
+        os.close(fd)
+        raise hard_linked(path, what, st.st_nlink)
     os.set_blocking(fd, True)
     return fd
 
@@ -322,8 +339,11 @@ def _umask() -> int:
 
 
 def taken(path: Path) -> NormvarError:
-    """The error for a run name that already holds a run."""
-    return NormvarError(f"run {path.stem!r} already exists: {path}", fix="choose another --name or pass --overwrite")
+    """The error for a run name that already holds a run; one that holds a link, a folder, a FIFO, ... is named as
+    what it is (``not_a_run_file``), never as a run that "already exists"."""
+    return not_a_run_file(path) or NormvarError(
+        f"run {path.stem!r} already exists: {path}", fix="choose another --name or pass --overwrite"
+    )
 
 
 def not_a_run_file(path: Path) -> NormvarError | None:
@@ -344,7 +364,7 @@ def check_destination(out_path: Path, overwrite: bool) -> None:
     folder is writable."""
     if (err := not_a_run_file(out_path)) is not None:
         raise err
-    if out_path.exists() and not overwrite:
+    if os.path.lexists(out_path) and not overwrite:
         raise taken(out_path)
     folder = out_path.parent
     try:
@@ -384,7 +404,7 @@ def move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
     except OSError as exc:
         if exc.errno not in NO_HARD_LINKS:
             raise
-        if path.exists():
+        if os.path.lexists(path):
             raise taken(path) from None
         os.replace(tmp, path)
         return
@@ -400,6 +420,7 @@ __all__ = [
     "check_regular_input",
     "SAFE_FLAGS",
     "open_regular",
+    "hard_linked",
     "create_temp",
     "not_regular",
     "resolve_destination",

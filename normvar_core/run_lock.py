@@ -151,21 +151,26 @@ def remove_stale_locks(folder: Path) -> list[Path]:
         candidates = list(Path(folder).glob(f".*.duckdb{SUFFIX}"))
     except OSError:
         return removed
-    for p in candidates:
-        try:
-            fd = open_regular(p, os.O_RDWR, what="the lock file")
-        except (OSError, NormvarError):  # gone, or not a lock of ours: left alone
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.fstat(fd).st_ino == os.lstat(p).st_ino:
-                p.unlink()
-                removed.append(p)
-        except OSError:  # held by a live compute, or gone meanwhile
-            pass
-        finally:
-            os.close(fd)
-    return removed
+    return [p for p in candidates if remove_if_stale(p)]
+
+
+def remove_if_stale(p: Path) -> bool:
+    """Remove the lock file ``p`` when no live process holds it; a link, a hard link or anything but a regular
+    file under the name is not a lock of ours and is left alone. True when it was removed."""
+    try:
+        fd = open_regular(p, os.O_RDWR, what="the lock file")
+    except (OSError, NormvarError):  # gone, or not a lock of ours: left alone
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == os.lstat(p).st_ino:
+            p.unlink()
+            return True
+    except OSError:  # held by a live compute, or gone meanwhile
+        pass
+    finally:
+        os.close(fd)
+    return False
 
 
 __all__ = [
@@ -180,4 +185,5 @@ __all__ = [
     "lock_path",
     "remove_stale_locks",
     "stale_holder",
+    "remove_if_stale",
 ]

@@ -60,11 +60,11 @@ def test_bad_serving_flags_give_one_line_before_any_url(tmp_path):
         busy.listen()
         taken = str(busy.getsockname()[1])
         for flags, part in (
-            (["--port", "99999"], "--port 99999 is not a port"),
-            (["--port", "-1"], "--port -1 is not a port"),
+            (["--port", "99999"], "--port 99999 is not a whole number from 0 to 65535 (0: any free port)"),
+            (["--port", "-1"], "--port -1 is not a whole number from 0 to 65535"),
             (["--host", "no-such-host.invalid", "--token", "x"], "is not an address of this machine"),
-            (["--max-upload-mb", "nan"], "--max-upload-mb nan is not a size"),
-            (["--max-upload-mb", "inf"], "--max-upload-mb inf is not a size"),
+            (["--max-upload-mb", "nan"], "--max-upload-mb nan is not a number above 0"),
+            (["--max-upload-mb", "inf"], "--max-upload-mb inf is not a number above 0"),
             (["--host", "127.0.0.1", "--port", taken], f"cannot serve on 127.0.0.1:{taken}"),
         ):
             out = cli("up", "--no-default-run", *flags, "--data-dir", d)

@@ -9,6 +9,7 @@ import json
 import sqlite3
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,24 @@ from normvar_core.service import jobs as J
 from normvar_core.service import worker as W
 
 
+def write_ckpt(path, step: int) -> None:
+    """A stand-in checkpoint the worker takes as normvar's (``job_table.is_own_checkpoint``): a zip archive with a
+    ``meta_json.npy`` entry (here holding the step as JSON)."""
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("meta_json.npy", json.dumps({"step": step}))
+
+
+def read_ckpt(path) -> int:
+    with zipfile.ZipFile(path) as z:
+        return json.loads(z.read("meta_json.npy"))["step"]
+
+
 class FakeCompute:
     """Stands in for compute_run: `steps` batches, progress + should_cancel at each, a
     checkpoint file, and a published file. model='bad' fails like an unknown model."""
 
-    def __init__(self, steps=5, step_s=0.0, on_step=None):
-        self.steps, self.step_s, self.on_step = steps, step_s, on_step
+    def __init__(self, steps=5, step_s=0.0, on_step=None, on_publish=None):
+        self.steps, self.step_s, self.on_step, self.on_publish = steps, step_s, on_step, on_publish
         self.calls: list[dict] = []
 
     def __call__(
@@ -38,11 +51,12 @@ class FakeCompute:
         checkpoint=None,
         checkpoint_every_s=30.0,
         should_cancel=None,
+        before_publish=None,
     ):
         dd = DataDir.at(data_dir)
         start = 0
         if checkpoint is not None and Path(checkpoint).exists():
-            start = json.loads(Path(checkpoint).read_text())["step"]
+            start = read_ckpt(checkpoint)
         self.calls.append(
             {
                 "name": cfg.name,
@@ -62,7 +76,7 @@ class FakeCompute:
             if self.on_step:
                 self.on_step(cfg, i)
             time.sleep(self.step_s)
-            Path(checkpoint).write_text(json.dumps({"step": i + 1}))
+            write_ckpt(checkpoint, i + 1)
             if progress:
                 progress(
                     {
@@ -77,6 +91,12 @@ class FakeCompute:
         out = dd.run_path(cfg.name)
         if out.exists() and not overwrite:
             raise NormvarError(f"run {cfg.name!r} already exists")
+        if self.on_publish:
+            self.on_publish(cfg, "before")
+        if before_publish is not None and not before_publish():
+            raise CancelledError("cancelled during the finalize; nothing was published")
+        if self.on_publish:
+            self.on_publish(cfg, "after")
         out.write_text("run")
         Path(checkpoint).unlink(missing_ok=True)
         return out
@@ -251,7 +271,7 @@ def test_recovery_of_job_left_running_by_dead_worker(dd):
             "update jobs set state='running', attempts=1, worker_pid=999999, started=? where id=?", (time.time(), b)
         )
     assert store.get(b).interrupted  # no worker holds the lock
-    (dd.checkpoints / f"{b}.ckpt").write_text(json.dumps({"step": 2}))
+    write_ckpt(dd.checkpoints / f"{b}.ckpt", 2)
     (dd.runs / ".b.tmp-999999.duckdb").write_text("half")
     fake = FakeCompute(steps=4)
     work(dd, fake)
@@ -498,3 +518,37 @@ def test_runs_page_shows_a_failed_jobs_traceback(dd, monkeypatch):
     code = " ".join(c.value for c in exp.code)
     assert "Traceback (most recent call last)" in code and "RuntimeError: kaboom" in code
     assert any("kaboom" in str(df.value.to_dict()) for df in at.dataframe)
+
+
+def test_a_cancel_before_the_publish_publishes_nothing_and_one_after_says_it_came_too_late(dd, capsys):
+    """The job table decides, in one guarded UPDATE each, whether a cancel or the publish came first: a cancel asked
+    before the worker's point of no return (``begin_publish``) ends the job cancelled with nothing published; one
+    asked after it is answered "came too late" by ``normvar cancel``, and the job ends "done (cancel came too
+    late)" in ``normvar jobs``."""
+    from cli_helpers import run_cli
+
+    store = J.JobStore(dd)
+    early, late = store.submit(cfg("early")), store.submit(cfg("late"))
+    lines = {}
+
+    def on_publish(c, when):
+        job_id = early if c.name == "early" else late
+        if (c.name, when) in (("early", "before"), ("late", "after")):
+            code, out, _ = run_cli(capsys, "cancel", job_id, "--data-dir", dd.root)
+            assert code == 0
+            lines[c.name] = out.strip()
+
+    work(dd, FakeCompute(on_publish=on_publish))
+    assert "cancelling" in lines["early"] and "came too late" not in lines["early"], lines
+    assert store.get(early).state == "cancelled" and not dd.run_path("early").exists()
+    assert (
+        lines["late"] == f"{late}: the cancel came too late: its run file is being published; "
+        "the job ends done (cancel came too late)"
+    )
+    job = store.get(late)
+    assert job.state == "done" and job.message == "cancel came too late" and dd.run_path("late").exists()
+    code, out, _ = run_cli(capsys, "jobs", "--data-dir", dd.root)
+    row = next(x for x in out.splitlines() if x.startswith(late))
+    assert code == 0 and "done (cancel came too late)" in row, out
+    code, out, _ = run_cli(capsys, "cancel", late, "--data-dir", dd.root)
+    assert out.strip() == f"{late}: already done (cancel came too late), nothing to cancel"

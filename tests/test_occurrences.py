@@ -153,9 +153,9 @@ def test_a_cap_keeps_a_seeded_uniform_sample_and_the_file_reads_back(tmp_path):
 
 
 def test_occurrences_option_is_bounded_and_counted_by_the_memory_plan():
-    with pytest.raises(NormvarError, match="occurrences must be <="):
+    with pytest.raises(NormvarError, match="--occurrences 20000001 is not a whole number from 0 to 20,000,000"):
         RunConfig(occurrences=OCCURRENCES_MAX + 1).validate()
-    with pytest.raises(NormvarError, match="occurrences must be >= 0"):
+    with pytest.raises(NormvarError, match="--occurrences -1 is not a whole number from 0 "):
         RunConfig.from_dict({"occurrences": -1})
     from normvar_core.pipeline.memory.plan import plan_memory
     from normvar_core.pipeline.model_shape import ModelShape
@@ -186,7 +186,7 @@ def test_cli_refuses_out_of_range_occurrences_in_one_line(tmp_path, capsys):
 
     assert cli.main(["compute", "--occurrences", str(OCCURRENCES_MAX + 1), "--data-dir", str(tmp_path)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and "occurrences must be <=" in err[0] and "--occurrences" in err[0]
+    assert len(err) == 1 and "is not a whole number from 0 to 20,000,000" in err[0] and "--occurrences" in err[0]
 
 
 @pytest.mark.parametrize("scale", [1e-4, 1.0, 3e4])

@@ -22,7 +22,7 @@ from pathlib import Path
 import streamlit as st
 from starlette.middleware import Middleware
 
-from normvar_core.service.dashboard_access import TOKEN_ENV
+from normvar_core.service.dashboard_access import FORWARDED_ENV, TOKEN_ENV, TRUSTED_PROXIES_ENV, trusted_proxies
 from normvar_core.service.gate import TokenGate
 from normvar_core.viz.pages import PAGE_KEYS
 
@@ -115,6 +115,9 @@ def middleware() -> list[Middleware]:
     from normvar_core.service.gate_state import sessions_path
 
     token = os.environ.get(TOKEN_ENV) or None
+    # whose X-Forwarded-For the server (Uvicorn, configured after this script is read) believes: the proxies that
+    # $NORMVAR_TRUSTED_PROXIES names, none by default — the gate's sign-in turns key on the socket's peer
+    os.environ[FORWARDED_ENV] = trusted_proxies(os.environ.get(TRUSTED_PROXIES_ENV))
     base = _base_path()
     gate = (
         [

@@ -204,7 +204,7 @@ def watch(job_id: str) -> None:
         _chrome.show_error(err)
         return
     p = job.progress or {}
-    st.markdown(f"**Job `{job.id}`** — run **{job.name}** · state: `{job.state}`")
+    st.markdown(f"**Job `{job.id}`** — run **{job.name}** · state: `{job.label}`")
     if job.state == JobState.QUEUED:
         st.progress(
             0,

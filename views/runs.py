@@ -108,7 +108,7 @@ def jobs_panel() -> None:
                 {
                     "run": j.name,
                     "model": j.config.get("model"),
-                    "state": j.state.value,
+                    "state": j.label,
                     "finished": _ago(j.finished),
                     "message": (j.message or "")[:200],
                     "job": j.id,

@@ -150,7 +150,7 @@ def write_tables(path, record, tables: Mapping[str, TableData], *, overwrite: bo
     ``on_table(done, total, name)`` is called before each table (and the run row) is written."""
     path = run_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and not overwrite:
+    if os.path.lexists(path) and not overwrite:  # a link there is named as one (``taken``), never followed
         raise taken(path)
     remove_stale_temps(path.parent)
     tmp = temp_path(path)

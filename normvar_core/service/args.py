@@ -15,32 +15,17 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
 
 
 class Count:
-    """``type=Count("--resamples", 100, MAX_RESAMPLES, why)``: a count option bounded where it is declared.
-    A value that is not an integer, or is outside [minimum, maximum], is refused while the command line is
-    parsed — one ``normvar: error:`` line naming the bound (``why``: where it comes from), before any work."""
+    """``type=Count("--resamples", 100, MAX_RESAMPLES, why)``: a count option bounded where it is declared, read by
+    the one validator of numbers (``numbers.Number``). A value that is not a whole number, or is outside
+    [minimum, maximum], is refused while the command line is parsed — one ``normvar: error:`` line naming the
+    option and its range (``why``: where the bound comes from), before any work."""
 
     def __init__(self, flag: str, minimum: int, maximum: int, why: str = ""):
+        from normvar_core.numbers import Number
+
         self.flag, self.minimum, self.maximum, self.why = flag, int(minimum), int(maximum), why
+        self.number = Number(flag, kind=int, least=self.minimum, most=self.maximum, note=why)
         self.__name__ = "integer"  # argparse's name for the type in its own messages
 
     def __call__(self, text: str) -> int:
-        from normvar_core.errors import NormvarError
-
-        try:
-            value = int(str(text).strip().replace("_", ""))
-        except ValueError:
-            raise NormvarError(
-                f"{self.flag} must be an integer, got {text!r}"[:200],
-                fix=f"pass {self.flag} with a whole number from {self.minimum} to {self.maximum:,}",
-            ) from None
-        if value < self.minimum:
-            raise NormvarError(
-                f"{self.flag} {value:,} is too few{f' ({self.why})' if self.why else ''}",
-                fix=f"use {self.flag} {self.minimum} or more",
-            )
-        if value > self.maximum:
-            raise NormvarError(
-                f"{self.flag} {value:,} is more than {self.maximum:,}{f' ({self.why})' if self.why else ''}",
-                fix=f"use {self.flag} {self.maximum} or less",
-            )
-        return value
+        return int(self.number(text))

@@ -16,7 +16,6 @@ and the opt-in ones too), so that every page has its figures; compute the full c
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import socket
@@ -28,6 +27,7 @@ from pathlib import Path
 from normvar_core.config import RunConfig
 from normvar_core.datadir import DataDir, shipped
 from normvar_core.errors import NormvarError
+from normvar_core.numbers import PORT, UPLOAD_MB, Number, env_number
 from normvar_core.service.job import ACTIVE
 
 APP = shipped("dashboard", "app.py")  # the checkout's app.py, or the installed package's copy of it
@@ -60,7 +60,7 @@ def register(sub) -> None:
         add_data_dir(p)
         p.add_argument(
             "--port",
-            type=port_number,
+            type=Number("--port", **PORT),
             default=None,
             help="port to serve on (default $NORMVAR_PORT or 8501; 0: any free one)",
         )
@@ -71,7 +71,7 @@ def register(sub) -> None:
         )
         p.add_argument(
             "--max-upload-mb",
-            type=float,
+            type=Number("--max-upload-mb", **UPLOAD_MB),
             default=None,
             help="corpus upload cap in MB (default $NORMVAR_MAX_UPLOAD_MB or 200)",
         )
@@ -176,42 +176,22 @@ def _url(host: str, port: int) -> str:
     return f"http://{f'[{name}]' if ':' in name else name}:{port}"
 
 
-def port_number(text: str) -> int:
-    """A ``--port``/``$NORMVAR_PORT`` value as an integer; one line naming the fix otherwise."""
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise NormvarError(
-            f"{text!r} is not a port number"[:120],
-            fix="give --port (or $NORMVAR_PORT) a number from 1 to 65535 (0: any free port)",
-        ) from None
-
-
 def serving_port(given: int | None) -> int:
-    """``--port``, else ``$NORMVAR_PORT`` (checked here, so a bad value never stops another command), else 8501."""
+    """``--port``, else ``$NORMVAR_PORT`` (checked here, so a bad value never stops another command), else 8501;
+    a refusal names the one that was given (``numbers.Number``)."""
     if given is not None:
         return given
-    env = os.environ.get("NORMVAR_PORT")
-    if env is None:
-        return 8501
-    try:
-        return port_number(env)
-    except NormvarError:
-        raise NormvarError(
-            f"NORMVAR_PORT={env!r} is not a port number"[:120],
-            fix="set NORMVAR_PORT to a number from 1 to 65535, or unset it",
-        ) from None
+    return int(env_number("NORMVAR_PORT", 8501, **PORT))  # kind=int: already an int
 
 
 def check_serving(host: str, port: int, max_upload_mb: float | None) -> int:
     """The port to serve on, after checking the flags in one line each (exit 2): a port in 1–65535 (0: a free
     one, chosen here so the URL names it), a host that resolves, the port free on it, a finite positive cap."""
-    if max_upload_mb is not None and not (math.isfinite(max_upload_mb) and max_upload_mb > 0):
-        raise NormvarError(
-            f"--max-upload-mb {max_upload_mb} is not a size", fix="give a positive number of MB, e.g. 500"
-        )
-    if not 0 <= port <= 65535:
-        raise NormvarError(f"--port {port} is not a port", fix="give a number from 1 to 65535 (0: any free port)")
+    if max_upload_mb is None:  # the variable the server would read: checked before it starts
+        env_number("NORMVAR_MAX_UPLOAD_MB", None, **UPLOAD_MB)
+    else:
+        Number("--max-upload-mb", **UPLOAD_MB)(max_upload_mb)
+    Number("--port", **PORT)(port)
     try:
         family, kind, proto, _, addr = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -289,6 +269,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 def _serve(args: argparse.Namespace, with_worker: bool) -> int:
     from normvar_core.service import dashboard_access
 
+    dashboard_access.trusted_proxies(os.environ.get(dashboard_access.TRUSTED_PROXIES_ENV))  # one line if bad
     token = dashboard_access.token_option(args.token, args.token_file)
     access = dashboard_access.resolve_access(
         args.host, token, args.no_token, args.read_only, os.environ.get(dashboard_access.TOKEN_ENV)

@@ -10,12 +10,18 @@ import numpy as np
 
 def register(sub) -> None:
     from normvar_core.constants import MAX_SAMPLES_PER_TOKEN
+    from normvar_core.numbers import Number
     from normvar_core.service.args import Count, add_data_dir
 
     p = sub.add_parser("contexts", help="a token's most typical and most atypical contexts at a layer")
     p.add_argument("run", help="run name or .duckdb path")
     p.add_argument("token", help="the token as the tokenizer writes it ('##ing', 'Ġthe') or without its prefix")
-    p.add_argument("--layer", type=int, default=None, help="hidden-state index (default: the middle stored layer)")
+    p.add_argument(
+        "--layer",
+        type=Number("--layer", kind=int),
+        default=None,
+        help="hidden-state index (default: the middle stored layer)",
+    )
     p.add_argument(
         "--k",
         type=Count("--k", 1, MAX_SAMPLES_PER_TOKEN, "a type keeps at most --samples-per-token contexts"),

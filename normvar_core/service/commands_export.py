@@ -11,6 +11,7 @@ FORMATS = ("parquet", "csv", "projector")
 
 
 def register(sub) -> None:
+    from normvar_core.numbers import Number
     from normvar_core.service.args import add_data_dir
 
     p = sub.add_parser(
@@ -23,7 +24,10 @@ def register(sub) -> None:
     p.add_argument("--format", choices=FORMATS, default="parquet")
     p.add_argument("--out", required=True, help="folder to create (new or empty; see --overwrite)")
     p.add_argument(
-        "--layer", type=int, default=None, help="hidden-state index for --format projector (default: the last)"
+        "--layer",
+        type=Number("--layer", kind=int),
+        default=None,
+        help="hidden-state index for --format projector (default: the last)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
     add_data_dir(p)

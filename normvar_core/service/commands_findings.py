@@ -10,6 +10,7 @@ import json
 
 def register(sub) -> None:
     from normvar_core.constants import MAX_RESAMPLES
+    from normvar_core.numbers import MAX_SEED, Number
     from normvar_core.service.args import Count, add_data_dir
 
     p = sub.add_parser("findings", help="test each claim of the studies on runs: verdict, value and interval")
@@ -26,7 +27,12 @@ def register(sub) -> None:
         default=1000,
         help=f"bootstrap resamples over token types (default 1000, 100 to {MAX_RESAMPLES:,})",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of the Gaussian null")
+    p.add_argument(
+        "--seed",
+        type=Number("--seed", kind=int, most=MAX_SEED),
+        default=0,
+        help="seed of the bootstrap and of the Gaussian null",
+    )
     add_data_dir(p)
     p.set_defaults(func=cmd_findings)
 

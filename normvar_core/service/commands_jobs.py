@@ -16,7 +16,8 @@ import os
 import sys
 
 from normvar_core.config import RunConfig
-from normvar_core.service.job import ACTIVE, JobState
+from normvar_core.numbers import MAX_SECONDS, Number
+from normvar_core.service.job import ACTIVE, LATE_CANCEL, JobState
 from normvar_core.service.job_progress import fmt_eta
 
 
@@ -30,10 +31,16 @@ def register(sub) -> None:
     )
     add_data_dir(p)
     p.add_argument("--once", action="store_true", help="exit when the queue is empty")
-    p.add_argument("--poll", type=float, default=0.5, metavar="S", help="seconds between queue polls")
+    p.add_argument(
+        "--poll",
+        type=Number("--poll", least_open=True, most=MAX_SECONDS),
+        default=0.5,
+        metavar="S",
+        help="seconds between queue polls",
+    )
     p.add_argument(
         "--checkpoint-every",
-        type=float,
+        type=Number("--checkpoint-every", most=MAX_SECONDS),
         default=30.0,
         metavar="S",
         help="seconds between checkpoints of a running job (default 30)",
@@ -52,7 +59,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("jobs", help="list queued, running and finished jobs")
     add_data_dir(p)
-    p.add_argument("--limit", type=int, default=20, help="newest N jobs (default 20; 0 = all)")
+    p.add_argument("--limit", type=Number("--limit", kind=int), default=20, help="newest N jobs (default 20; 0 = all)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_jobs)
 
@@ -85,11 +92,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _state_label(job) -> str:
-    if job.state == JobState.RUNNING and job.interrupted:
-        return "interrupted"
-    if job.state == JobState.RUNNING and job.cancel_requested:
-        return "cancelling"
-    return job.state
+    return job.label
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -131,10 +134,15 @@ def _cancel(args: argparse.Namespace) -> int:
     from normvar_core.service.jobs import JobStore
 
     job = JobStore(args.data_dir).cancel(args.job_id)
-    if job.state == JobState.RUNNING:
-        print(f"{job.id}: cancelling (stops at the next batch)")
+    if job.state == JobState.RUNNING and job.publishing:
+        print(
+            f"{job.id}: the cancel came too late: its run file is being published; the job ends "
+            f"{JobState.DONE} ({LATE_CANCEL})"
+        )
+    elif job.state == JobState.RUNNING:
+        print(f"{job.id}: cancelling (stops at the next batch or step of the finalize; nothing is published)")
     elif job.state == JobState.CANCELLED:
         print(f"{job.id}: cancelled")
     else:
-        print(f"{job.id}: already {job.state}, nothing to cancel")
+        print(f"{job.id}: already {job.label}, nothing to cancel")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from normvar_core.constants import NULL_KINDS
+from normvar_core.numbers import MAX_SEED, Number
 
 
 def register(sub) -> None:
@@ -19,7 +20,7 @@ def register(sub) -> None:
         choices=NULL_KINDS,
         help="isotropic: N(0, Q/d I); offset: N(c, V/d I), |c|^2 = M; matched: N(mu_t, V_t/d I)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=Number("--seed", kind=int, most=MAX_SEED), default=0)
     p.add_argument("--name", default=None, help="default <run>__null-<kind>-s<seed>")
     p.add_argument("--overwrite", action="store_true")
     add_data_dir(p)

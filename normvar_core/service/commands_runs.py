@@ -16,6 +16,7 @@ import sys
 from normvar_core.config import RunConfig
 from normvar_core.constants import STUDY_BAND
 from normvar_core.errors import NormvarError
+from normvar_core.numbers import Number
 
 
 def register(sub) -> None:
@@ -55,8 +56,10 @@ def register(sub) -> None:
     p.add_argument(
         "run", nargs="?", default=None, help="run name (in runs/) or path to a .duckdb file; omitted: list the runs"
     )
-    p.add_argument("--n-min", type=float, default=STUDY_BAND[0], help="least n_t of the band (default 10)")
-    p.add_argument("--n-max", type=float, default=STUDY_BAND[1], help="largest n_t of the band (default 1e5)")
+    p.add_argument("--n-min", type=Number("--n-min"), default=STUDY_BAND[0], help="least n_t of the band (default 10)")
+    p.add_argument(
+        "--n-max", type=Number("--n-max"), default=STUDY_BAND[1], help="largest n_t of the band (default 1e5)"
+    )
     add_data_dir(p)
     p.set_defaults(func=cmd_show)
 

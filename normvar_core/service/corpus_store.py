@@ -19,6 +19,7 @@ from normvar_core.corpus_formats import CORPUS_SUFFIXES, LABEL_SUFFIX, corpus_st
 from normvar_core.datadir import DataDir
 from normvar_core.destination import create_temp
 from normvar_core.errors import NormvarError
+from normvar_core.numbers import UPLOAD_MB, Number, env_number
 
 CORPUS_EXTENSIONS = CORPUS_SUFFIXES
 """What an upload may be: exactly what the reader reads (one list, in ``corpus_formats``)."""
@@ -28,13 +29,9 @@ DEFAULT_MAX_UPLOAD_MB = 200.0
 def max_upload_bytes(max_mb: float | None = None) -> int:
     """The upload size cap: ``max_mb``, else $NORMVAR_MAX_UPLOAD_MB, else 200 MB."""
     if max_mb is None:
-        env = os.environ.get("NORMVAR_MAX_UPLOAD_MB")
-        try:
-            max_mb = float(env) if env else DEFAULT_MAX_UPLOAD_MB
-        except ValueError:
-            raise NormvarError(
-                f"NORMVAR_MAX_UPLOAD_MB={env!r} is not a number", fix="set it to a size in MB, e.g. 500"
-            ) from None
+        max_mb = env_number("NORMVAR_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB, **UPLOAD_MB)
+    else:
+        max_mb = Number("--max-upload-mb", **UPLOAD_MB)(max_mb)
     return int(float(max_mb) * 1024 * 1024)
 
 

@@ -8,7 +8,9 @@ one the command is refused in one line unless ``--no-token`` is given (then a wa
 token is set, every connection needs it, loopback ones included: the token gate (``service/gate.py``) checks
 every request before Streamlit handles it, and ``views/_access.py`` checks its cookie again before the navigation. The
 token reaches the Streamlit process in its environment (``NORMVAR_TOKEN``), never on
-its command line (``ps`` shows argv to every user). ``--read-only`` (``NORMVAR_READ_ONLY=1``) serves the
+its command line (``ps`` shows argv to every user). Who a client is (the sign-in turns): the socket's peer;
+``X-Forwarded-For`` only from the proxies ``$NORMVAR_TRUSTED_PROXIES`` names (``trusted_proxies``; none by
+default). ``--read-only`` (``NORMVAR_READ_ONLY=1``) serves the
 runs without the New-run page, uploads, cancel or any other job submission.
 
 Output (``relay``): Streamlit's own lines ("You can now view your Streamlit app…", the Local/Network URLs,
@@ -29,6 +31,8 @@ from normvar_core.errors import NormvarError
 
 TOKEN_ENV = "NORMVAR_TOKEN"
 READ_ONLY_ENV = "NORMVAR_READ_ONLY"
+TRUSTED_PROXIES_ENV = "NORMVAR_TRUSTED_PROXIES"
+FORWARDED_ENV = "FORWARDED_ALLOW_IPS"  # what the server (Uvicorn) reads: whose X-Forwarded-For it believes
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 
 
@@ -141,11 +145,36 @@ def url_line(url: str, access: Access) -> str:
     return f"{url}  (sign in with your token, or open {url}/?auth=…)"
 
 
+def trusted_proxies(text: str | None) -> str:
+    """``$NORMVAR_TRUSTED_PROXIES`` as the server's ``FORWARDED_ALLOW_IPS``: the reverse proxies whose
+    ``X-Forwarded-For`` names the client (comma-separated addresses or networks, e.g. ``127.0.0.1`` or
+    ``10.0.0.0/24``); '' (unset, the default): none, every client is the socket's peer. Anything else (a name, a
+    ``*``) is one NormvarError line naming the variable."""
+    parts = [p.strip() for p in str(text or "").split(",") if p.strip()]
+    out = []
+    for part in parts:
+        try:
+            out.append(
+                str(ipaddress.ip_network(part, strict=False)) if "/" in part else str(ipaddress.ip_address(part))
+            )
+        except ValueError:
+            raise NormvarError(
+                f"{TRUSTED_PROXIES_ENV}={str(text)[:80]} names {part[:40]!r}, which is not an address or a network",
+                fix=f"set {TRUSTED_PROXIES_ENV} to your reverse proxy's addresses (e.g. 127.0.0.1 or 10.0.0.0/24), "
+                "or unset it",
+            ) from None
+    return ",".join(out)
+
+
 def child_env(env: dict[str, str], access: Access) -> dict[str, str]:
-    """The Streamlit process's environment: the token (never in argv) and the read-only switch."""
+    """The Streamlit process's environment: the token (never in argv), the read-only switch, and whose
+    forwarded headers the server believes (``trusted_proxies``: none unless ``$NORMVAR_TRUSTED_PROXIES`` names
+    them; an inherited ``FORWARDED_ALLOW_IPS`` is replaced, so Uvicorn's default — trust 127.0.0.1 — never
+    applies)."""
     out = dict(env)
     out.pop(TOKEN_ENV, None)
     out.pop(READ_ONLY_ENV, None)
+    out[FORWARDED_ENV] = trusted_proxies(env.get(TRUSTED_PROXIES_ENV))
     if access.token is not None:
         out[TOKEN_ENV] = access.token
     if access.read_only:
@@ -187,6 +216,7 @@ def relay(stream: IO[bytes], out: IO[str] | None = None) -> threading.Thread:
 __all__ = [
     "READ_ONLY_ENV",
     "TOKEN_ENV",
+    "TRUSTED_PROXIES_ENV",
     "Access",
     "child_env",
     "is_loopback",
@@ -194,6 +224,7 @@ __all__ = [
     "rephrase",
     "resolve_access",
     "token_option",
+    "trusted_proxies",
     "url_line",
     "warning_lines",
 ]

@@ -16,11 +16,15 @@ host never hide it. Without the cookie:
   ``?token=`` is the Token page's token type, and stays);
 - everything else is refused: 403 for HTTP, a refused handshake (403) for the websocket.
 
-Every sign-in attempt waits for its client's turn (``gate_state.Throttle``: one a second per client address, a
-few waiting at most, the rest refused at once with 429), a wrong token is answered a second later, and tokens
-are compared with ``hmac.compare_digest``. Why a middleware rather than a proxy: ``st.App`` takes ASGI
-middleware, the same layer that already serves the page paths (views/_server.py), so the check sits in the one
-process and port that Streamlit serves, with nothing else to start, bind or stop.
+Every sign-in attempt waits for its client's turn (``gate_state.Throttle``: one a second per client, a few
+waiting at most, the rest refused at once with 429), a wrong token is answered a second later, and tokens
+are compared with ``hmac.compare_digest``. The client is the socket's peer (``scope["client"]``): the server
+rewrites it from ``X-Forwarded-For`` only for a proxy ``$NORMVAR_TRUSTED_PROXIES`` names (none by default;
+``dashboard_access.trusted_proxies``), so a header cannot make one client many.
+
+Why a middleware rather than a proxy: ``st.App`` takes ASGI middleware, the same layer that already serves the
+page paths (views/_server.py), so the check sits in the one process and port that Streamlit serves, with nothing
+else to start, bind or stop.
 """
 
 from __future__ import annotations

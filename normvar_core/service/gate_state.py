@@ -14,22 +14,34 @@ signed in, and the pace of sign-in attempts per client.
   data directory (``queue/dashboard_sessions.json``, mode 0600), so a restart keeps browsers signed in;
   ``normvar up --sign-out-all`` deletes it, and a new token makes every kept value stale: both sign every
   browser out. The file is replaced (written next to it, then renamed over it) and read without following a link.
-- ``Throttle``: sign-in attempts per client address take turns, one every ``interval`` seconds; at most
-  ``depth`` attempts of one client (and ``total`` of all clients) wait for a turn, and any more are refused at
-  once, unread (429). A guess costs a second whatever the number of parallel connections.
+  Every write is a read-modify-write of the file under an exclusive lock (``<file>.lock``), and so is
+  ``--sign-out-all``'s deletion: a sign-in in another process never writes revoked sessions back.
+- ``Throttle``: sign-in attempts per client take turns, one every ``interval`` seconds; at most ``depth``
+  attempts of one client (and ``total`` of all clients) wait for a turn, and any more are refused at once,
+  unread (429). A guess costs a second whatever the number of parallel connections. A client is the socket's
+  peer (``client_key``: an IPv6 peer by its /64): ``X-Forwarded-For`` counts only from a proxy named in
+  ``$NORMVAR_TRUSTED_PROXIES`` (none by default; ``dashboard_access.trusted_proxies``). The table of turns is
+  bounded (``MAX_CLIENTS``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import secrets
 import stat
+import threading
 import time
 from pathlib import Path
+
+from normvar_core.destination import open_regular
+from normvar_core.errors import NormvarError
 
 COOKIE_PREFIX = "normvar_session"
 SESSIONS_FILE = "dashboard_sessions.json"
@@ -69,13 +81,35 @@ def sessions_path(data_dir: str | os.PathLike) -> Path:
     return Path(data_dir) / "queue" / SESSIONS_FILE
 
 
-def sign_out_all(data_dir: str | os.PathLike) -> bool:
-    """Delete the kept sessions (the path itself, never what a link there points to); True if there were any."""
+def lock_path(path: Path) -> Path:
+    """The lock every change of the sessions file is made under: ``<file>.lock`` beside it."""
+    return path.with_name(path.name + ".lock")
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Hold the sessions' lock (an exclusive ``flock`` on ``lock_path``, opened by ``destination.open_regular``:
+    a link, a hard link or anything but a regular file there is refused) for one read-modify-write of the file."""
+    fd = open_regular(lock_path(path), os.O_RDWR | os.O_CREAT, what="the sessions' lock", mode=0o600)
     try:
-        os.unlink(sessions_path(data_dir))
-        return True
-    except FileNotFoundError:
-        return False
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+def sign_out_all(data_dir: str | os.PathLike) -> bool:
+    """Delete the kept sessions (the path itself, never what a link there points to), under the sessions' lock:
+    a sign-in running now either wrote before (and is signed out too) or reads the file after (and finds it
+    gone), so it never writes the revoked sessions back. True if there were any."""
+    path = sessions_path(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        try:
+            os.unlink(path)
+            return True
+        except FileNotFoundError:
+            return False
 
 
 def _read(path: Path) -> dict[str, list]:
@@ -116,14 +150,18 @@ def _write(path: Path, sessions: dict[str, list]) -> None:
 
 
 class Sessions:
-    """The signed-in browsers of one dashboard (the module docstring); ``path`` None keeps them in memory only."""
+    """The signed-in browsers of one dashboard (the module docstring); ``path`` None keeps them in memory only.
 
-    RELOAD_S = 1.0
+    With a file, the file is the truth: ``new`` is one read-modify-write of it under the sessions' lock (what it
+    holds now, plus the new session), never a write-back of what this process held in memory, so a
+    ``sign_out_all`` (or another process's change) is never undone; ``valid`` rereads the file whenever it was
+    replaced or deleted (one ``stat`` per check)."""
 
     def __init__(self, token: str, path: Path | None = None, clock=time.time) -> None:
         self.fp, self.path, self.clock = token_fingerprint(token), path, clock
         self.kept: dict[str, list] = _read(path) if path else {}
-        self.seen, self.checked = self._stamp(), time.monotonic()
+        self.seen = self._stamp()
+        self.lock = threading.Lock()  # the server's threads: one read-modify-write at a time here too
 
     def _stamp(self):
         try:
@@ -133,31 +171,35 @@ class Sessions:
         return info and (info.st_ino, info.st_mtime_ns, info.st_size)
 
     def _fresh(self) -> None:
-        """Reread the file when another process replaced or deleted it (at most once per ``RELOAD_S``)."""
-        if self.path is None or time.monotonic() - self.checked < self.RELOAD_S:
+        """Reread the file when another process (or a sign-out) replaced or deleted it."""
+        if self.path is None:
             return
-        self.checked = time.monotonic()
         now = self._stamp()
         if now != self.seen:
             self.kept, self.seen = _read(self.path), now
+
+    def _add(self, kept: dict[str, list], value: str, now: float) -> dict[str, list]:
+        kept = {k: v for k, v in kept.items() if now - float(v[1]) < MAX_AGE_S}
+        kept[_digest(value)] = [self.fp, now]
+        if len(kept) > MAX_SESSIONS:
+            kept = dict(sorted(kept.items(), key=lambda kv: float(kv[1][1]))[-MAX_SESSIONS:])
+        return kept
 
     def new(self) -> str:
         """A new session value for a browser that gave the token; kept (hashed) before it is returned."""
         value = secrets.token_urlsafe(32)
         now = self.clock()
-        self._fresh()
-        if self.path:
-            self.kept.update(_read(self.path))  # what another process kept meanwhile
-        self.kept = {k: v for k, v in self.kept.items() if now - float(v[1]) < MAX_AGE_S}
-        self.kept[_digest(value)] = [self.fp, now]
-        if len(self.kept) > MAX_SESSIONS:
-            self.kept = dict(sorted(self.kept.items(), key=lambda kv: float(kv[1][1]))[-MAX_SESSIONS:])
-        if self.path:
-            try:
-                _write(self.path, self.kept)
-                self.seen = self._stamp()
-            except OSError:
-                self.path = None  # a read-only data directory: sessions live as long as this server
+        with self.lock:
+            if self.path:
+                try:
+                    with _locked(self.path):
+                        kept = self._add(_read(self.path), value, now)  # the file now, not this process's copy
+                        _write(self.path, kept)
+                        self.kept, self.seen = kept, self._stamp()
+                    return value
+                except (OSError, NormvarError):
+                    self.path = None  # a read-only data directory: sessions live as long as this server
+            self.kept = self._add(self.kept, value, now)
         return value
 
     def valid(self, value: str) -> bool:
@@ -183,40 +225,77 @@ def shared_sessions(token: str, path: Path | None) -> Sessions:
     return _SHARED[key]
 
 
-class Throttle:
-    """Turns for sign-in attempts per client address (the module docstring)."""
+MAX_CLIENTS = 4096
+"""The most clients whose turns the throttle remembers: past it, clients whose turns have passed are forgotten,
+and while every remembered one still has a turn ahead, a new client shares one turn with the other new ones
+(``OVERFLOW``). Its memory is bounded whatever the number of addresses."""
+OVERFLOW = "(new clients)"
 
-    def __init__(self, interval: float = 1.0, depth: int = 4, total: int = 256) -> None:
-        self.interval, self.depth, self.total = interval, depth, total
+
+def client_key(address: str) -> str:
+    """Whose turn an attempt from ``address`` (the socket's peer) takes: an IPv4 address itself (an IPv4-mapped
+    IPv6 address as its IPv4 one), an IPv6 address's /64 (one host holds a whole /64, the least a site gets), any
+    other text (a Unix socket's name) as it is, cut to 64 characters."""
+    try:
+        ip = ipaddress.ip_address(str(address).split("%", 1)[0])
+    except ValueError:
+        return str(address)[:64]
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+class Throttle:
+    """Turns for sign-in attempts per client (``client_key`` of the socket's peer; the module docstring), in
+    bounded memory (``MAX_CLIENTS``)."""
+
+    def __init__(self, interval: float = 1.0, depth: int = 4, total: int = 256, clients: int = MAX_CLIENTS) -> None:
+        self.interval, self.depth, self.total, self.clients = interval, depth, total, clients
         self.next_turn: dict[str, float] = {}
         self.waiting: dict[str, int] = {}
 
+    def key(self, client: str) -> str:
+        """``client``'s entry in the table: its ``client_key``, or ``OVERFLOW`` while the table is full."""
+        key = client_key(client)
+        if key in self.next_turn or key in self.waiting:
+            return key
+        if len(self.next_turn) >= self.clients:  # forget the clients whose turns have passed
+            now = time.monotonic()
+            self.next_turn = {k: v for k, v in self.next_turn.items() if v > now or k in self.waiting}
+        return key if len(self.next_turn) < self.clients else OVERFLOW
+
     async def turn(self, client: str) -> bool:
         """Wait for ``client``'s next turn; False (at once) when too many attempts already wait."""
-        if self.waiting.get(client, 0) >= self.depth or sum(self.waiting.values()) >= self.total:
+        key = self.key(client)
+        if self.waiting.get(key, 0) >= self.depth or sum(self.waiting.values()) >= self.total:
             return False
         now = time.monotonic()
-        if len(self.next_turn) > 4 * self.total:  # forget clients whose turns have passed
-            self.next_turn = {k: v for k, v in self.next_turn.items() if v > now}
-        at = max(now, self.next_turn.get(client, 0.0))
-        self.next_turn[client] = at + self.interval
-        self.waiting[client] = self.waiting.get(client, 0) + 1
+        at = max(now, self.next_turn.get(key, 0.0))
+        self.next_turn[key] = at + self.interval
+        self.waiting[key] = self.waiting.get(key, 0) + 1
         try:
             await asyncio.sleep(at - now)
         finally:
-            self.waiting[client] -= 1
-            if not self.waiting[client]:
-                del self.waiting[client]
+            self.waiting[key] -= 1
+            if not self.waiting[key]:
+                del self.waiting[key]
         return True
 
     def passed(self, client: str) -> None:
-        """The right token: the client's next attempt need not wait."""
-        self.next_turn.pop(client, None)
+        """The right token: the client's next attempt need not wait (the shared turn of new clients does)."""
+        key = client_key(client)
+        if key != OVERFLOW:
+            self.next_turn.pop(key, None)
 
 
 __all__ = [
+    "MAX_CLIENTS",
     "Sessions",
     "Throttle",
+    "client_key",
+    "lock_path",
     "cookie_name",
     "cookie_values",
     "sessions_path",

@@ -4,6 +4,9 @@ row of the job table reads as (``Job``, a snapshot), and the data directory's wo
     queued --claim--> running --finish--> done | failed | cancelled
     queued --cancel--> cancelled          running --requeue--> queued   (SIGTERM, or a dead worker)
 
+A running job asked to cancel stops at its next batch or step of the finalize and ends ``cancelled``, unless its
+run file was already being published (``publishing``): then it ends ``done`` with ``LATE_CANCEL`` as its message.
+
 ``job_table.move(conn, job_id, transition, **columns)`` performs a transition as ONE ``UPDATE`` guarded
 by the states it starts from, so two processes racing on a job never both succeed.
 """
@@ -34,6 +37,10 @@ class JobState(StrEnum):  # str(state), f"{state}" and sqlite parameters read as
     def final(self) -> bool:
         return self in FINAL
 
+
+LATE_CANCEL = "cancel came too late"
+"""The message of a job that was asked to cancel once its run file was being published (``JobTable.begin_publish``):
+it ends ``done``, shown as "done (cancel came too late)" (``Job.label``)."""
 
 ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 FINAL = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
@@ -70,6 +77,22 @@ class Job:
     worker_pid: int | None
     interrupted: bool = False
     """True for a ``running`` job whose worker is gone (it resumes when a worker starts)."""
+    publishing: bool = False
+    """True once its run file is being published: a cancel then comes too late (``JobTable.begin_publish``)."""
+
+    @property
+    def label(self) -> str:
+        """The state as ``normvar jobs`` and ``cancel`` say it: the state (``JobState``), or for a running job
+        "interrupted" (its worker is gone), "cancelling", "publishing (cancel came too late)"; a job done after a
+        cancel that came too late: "done (cancel came too late)"."""
+        if self.state == JobState.RUNNING:
+            if self.interrupted:
+                return "interrupted"
+            if self.cancel_requested:
+                return f"publishing ({LATE_CANCEL})" if self.publishing else "cancelling"
+        if self.state == JobState.DONE and self.message == LATE_CANCEL:
+            return f"{JobState.DONE} ({LATE_CANCEL})"
+        return str(self.state)
 
     @property
     def cfg(self) -> RunConfig:
@@ -120,4 +143,4 @@ class WorkerInfo:
     job_id: str | None
 
 
-__all__ = ["JobState", "ACTIVE", "FINAL", "TRANSITIONS", "Job", "WorkerInfo"]
+__all__ = ["JobState", "ACTIVE", "FINAL", "LATE_CANCEL", "TRANSITIONS", "Job", "WorkerInfo"]

@@ -80,24 +80,10 @@ def progress_text(p: dict | None, task: str = "run") -> str:
 
 def progress_every_s(environ) -> float:
     """``$NORMVAR_PROGRESS_EVERY_S`` (seconds between progress lines in a log; 30 when unset), a finite number
-    of seconds >= 0; anything else is one NormvarError line naming the variable."""
-    import math
+    of seconds >= 0; anything else is one NormvarError line naming the variable and its range (``numbers``)."""
+    from normvar_core.numbers import MAX_SECONDS, env_number
 
-    from normvar_core.errors import NormvarError
-
-    raw = environ.get("NORMVAR_PROGRESS_EVERY_S")
-    if raw is None:
-        return 30.0
-    try:
-        value = float(raw.strip()) if raw.strip() else float("nan")
-    except ValueError:
-        value = float("nan")
-    if not (math.isfinite(value) and value >= 0):
-        raise NormvarError(
-            f"NORMVAR_PROGRESS_EVERY_S={raw!r} is not a number of seconds"[:160],
-            fix="set it to seconds between progress lines (e.g. 30), or unset it",
-        )
-    return value
+    return float(env_number("NORMVAR_PROGRESS_EVERY_S", 30.0, environ, kind=float, least=0, most=MAX_SECONDS))
 
 
 class LogLines:

@@ -26,17 +26,21 @@ import json
 import logging
 import os
 import re
-import shutil
 import sqlite3
+import stat
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from normvar_core.datadir import DataDir
-from normvar_core.destination import open_regular, refuse_entry
+from normvar_core.destination import hard_linked, lstat_or_none, open_regular, refuse_entry
 from normvar_core.errors import NormvarError
+from normvar_core.run_lock import lock_path, remove_if_stale
 from normvar_core.service.job import TRANSITIONS, Job, JobState, WorkerInfo
 
 log = logging.getLogger("normvar.jobs")
@@ -58,7 +62,8 @@ SCHEMA = (
         heartbeat real,
         worker_pid integer,
         cancel_requested integer not null default 0,
-        attempts integer not null default 0)""",
+        attempts integer not null default 0,
+        publishing integer not null default 0)""",
     "create index if not exists jobs_state on jobs (state)",
     "create index if not exists jobs_name on jobs (name)",
     """create table if not exists worker (
@@ -79,7 +84,11 @@ _MOVABLE_COLUMNS = {
     "message",
     "run_path",
     "cancel_requested",
+    "publishing",
 }
+
+ADDED_COLUMNS = {"publishing": "integer not null default 0"}
+"""Columns added since the first job tables: added to an older table when it is opened."""
 
 
 def _damaged(path: Path, text: str) -> NormvarError:
@@ -121,15 +130,70 @@ SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 def check_table_files(path: Path) -> None:
     """One NormvarError line, before SQLite opens anything, when the job table's file or a file SQLite keeps
-    beside it is a symbolic link, a folder, a FIFO, a device or a socket (``destination.refuse_entry``): the
-    table is never written through a link (another application's database stays as it is) and never blocks
-    on a FIFO."""
+    beside it is a symbolic link, a folder, a FIFO, a device or a socket (``destination.refuse_entry``) or a
+    hard link (a file with another name too: ``destination.hard_linked``): the table is never written through a
+    link (another application's database stays as it is) and never blocks on a FIFO."""
     for side in SIDE_FILES:
         p = path.with_name(path.name + side)
-        refuse_entry(
-            p,
-            "the job table" if not side else "the job table's file",
-            fix=f"move it aside (mv {p} {p}.aside); normvar keeps its job table as a regular file in {path.parent}",
+        what = "the job table" if not side else "the job table's file"
+        fix = f"move it aside (mv {p} {p}.aside); normvar keeps its job table as a regular file in {path.parent}"
+        refuse_entry(p, what, fix=fix)
+        st = lstat_or_none(p)
+        if st is not None and st.st_nlink > 1:
+            raise hard_linked(p, what, st.st_nlink, fix=fix)
+
+
+def is_own_checkpoint(path: Path) -> bool:
+    """Whether ``path`` holds a checkpoint normvar wrote: a regular file with one name (``open_regular``: no link
+    followed) that is a zip archive (``.npz``) with normvar's ``meta_json`` entry. Read, never changed."""
+    try:
+        fd = open_regular(path, os.O_RDONLY, what="the checkpoint")
+    except (OSError, NormvarError):
+        return False
+    try:
+        with os.fdopen(fd, "rb") as fh, zipfile.ZipFile(fh) as z:
+            return "meta_json.npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+OWN_OBJECTS = frozenset({"jobs", "jobs_state", "jobs_name", "worker", "sqlite_sequence", "sqlite_autoindex_jobs_1"})
+"""Every table and index of a job table (``SCHEMA``, with what SQLite adds for it)."""
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_own_table(path: Path) -> None:
+    """Before normvar creates its tables or switches the file to WAL: the file at ``path`` is new (missing or
+    empty) or normvar's own job table — a SQLite database holding only ``OWN_OBJECTS``. Another application's
+    database, or a file that is not SQLite, is refused in one line and left exactly as it is (opened read-only)."""
+    check_table_files(path)
+    try:
+        fd = open_regular(path, os.O_RDONLY, what="the job table")
+    except FileNotFoundError:
+        return
+    try:
+        head = os.read(fd, len(SQLITE_HEADER))
+    finally:
+        os.close(fd)
+    if not head:
+        return
+    fix = f"move it aside (mv {path} {path}.aside), or use another --data-dir; normvar makes its own job table"
+    if head != SQLITE_HEADER:
+        raise _damaged(path, "not a SQLite database; it was left as it is")
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=30.0)
+        try:
+            names = {row[0] for row in conn.execute("select name from sqlite_master")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as err:
+        raise _damaged(path, str(err)) from None
+    foreign = sorted(names - OWN_OBJECTS)
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
+        raise NormvarError(
+            f"the job table {path} is another application's database (it holds {shown}); it was left as it is",
+            fix=fix,
         )
 
 
@@ -185,10 +249,19 @@ class JobTable:
         self.queue_dir = self.dd.queue
         self.db_path = self.queue_dir / "jobs.sqlite"
         self.lock_path = self.queue_dir / "worker.lock"
+        check_own_table(self.db_path)  # new, or normvar's: never another application's database
         with self._conn() as conn:
             _set_wal(conn)
             for stmt in SCHEMA:
                 conn.execute(stmt)
+            have = {row["name"] for row in conn.execute("pragma table_info(jobs)")}
+            for col, decl in ADDED_COLUMNS.items():
+                if col not in have:
+                    try:
+                        conn.execute(f"alter table jobs add column {col} {decl}")
+                    except sqlite3.OperationalError as err:  # another process added it meanwhile
+                        if "duplicate column" not in str(err):
+                            raise
 
     # -------------------------------------------------------------- plumbing
     @contextlib.contextmanager
@@ -237,6 +310,7 @@ class JobTable:
             attempts=int(row["attempts"]),
             worker_pid=row["worker_pid"],
             interrupted=interrupted,
+            publishing=bool(row["publishing"]),
         )
 
     def _add(self, name: str, config: str, overwrite: bool, vet: Callable[[list[Job]], str | None]) -> str:
@@ -266,16 +340,21 @@ class JobTable:
         return self.dd.checkpoints / f"{job_id}.ckpt"
 
     def remove_checkpoint(self, job_id: str) -> None:
-        """Remove every file of the job's checkpoint (``<id>.ckpt`` and its siblings)."""
-        for p in self.dd.checkpoints.glob(f"{job_id}.*"):
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
+        """Remove the job's checkpoint — only what normvar wrote: ``<id>.ckpt`` when it is a normvar checkpoint
+        (``is_own_checkpoint``: a regular file with one name, an archive with normvar's metadata), the temp
+        files of its atomic rewrite (``.<id>.ckpt.tmp-<pid>``, regular files with one name) and its compute lock
+        when no live process holds it (``run_lock.remove_if_stale``). Anything else under those names (a
+        symbolic link, a hard link, a folder, another program's file) is left as it is."""
+        path = self.checkpoint_path(job_id)
+        if is_own_checkpoint(path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        for p in self.dd.checkpoints.glob(f".{glob_escape(path.name)}.tmp-*"):  # temp files of an atomic rewrite
+            st = lstat_or_none(p)
+            if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                with contextlib.suppress(OSError):
                     p.unlink()
-        for p in self.dd.checkpoints.glob(f".{job_id}.*"):  # temp files of an atomic rewrite
-            with contextlib.suppress(OSError):
-                p.unlink()
+        remove_if_stale(lock_path(path))  # the compute lock of the checkpoint, left by a killed worker
 
     # -------------------------------------------------------------- reading
     def list(self, limit: int | None = 50, *, states: tuple[str, ...] | None = None) -> list[Job]:
@@ -347,9 +426,10 @@ class JobTable:
 
     # -------------------------------------------------------------- cancel (CLI, dashboard)
     def cancel(self, job_id: str) -> Job:
-        """Cancel a job. A queued job never runs; a running job stops at its next batch
-        (the worker marks it cancelled, publishes nothing and removes its checkpoint).
-        A finished job is returned unchanged."""
+        """Cancel a job. A queued job never runs; a running job stops at its next batch or step of the finalize
+        (the worker marks it cancelled, publishes nothing and removes its checkpoint), unless its run is being
+        published (the returned job's ``publishing``: it ends done, ``job.LATE_CANCEL``). A finished job is
+        returned unchanged."""
         job = self.get(job_id)
         now = time.time()
         with self._tx() as conn:
@@ -367,6 +447,20 @@ class JobTable:
             if n:
                 self.remove_checkpoint(job.id)
         return self.get(job.id)
+
+    def begin_publish(self, job_id: str) -> bool:
+        """The worker's point of no return for a running job's run file (``publish.publish``'s ``before_publish``):
+        True when no cancel was asked and the job is marked ``publishing`` (a cancel from now on comes too late);
+        False when a cancel came first (nothing is published). One guarded ``UPDATE``: a cancel and this never
+        both win."""
+        with self._tx() as conn:
+            return (
+                conn.execute(
+                    "update jobs set publishing = 1 where id = ? and state = ? and cancel_requested = 0",
+                    (job_id, JobState.RUNNING.value),
+                ).rowcount
+                == 1
+            )
 
     # -------------------------------------------------------------- the worker's operations
     def record_worker(self, job_id: str | None) -> None:
@@ -457,11 +551,11 @@ class JobTable:
         """running -> queued; having started, it comes before every fresh job (``NEXT_JOB_ORDER``) and
         resumes from its checkpoint. ``shutdown``: the message of a job a worker's shutdown put back (that
         attempt does not count); None for a job that a dead worker left (the attempt counts)."""
-        columns: dict[str, Any] = {"worker_pid": None}
+        columns: dict[str, Any] = {"worker_pid": None, "publishing": 0}
         if shutdown is not None:
             columns.update(attempts=("sql", "max(attempts - 1, 0)"), message=shutdown)
         with self._tx() as conn:
             move(conn, job_id, "requeue", **columns)
 
 
-__all__ = ["JobTable", "move", "database_errors", "NEXT_JOB_ORDER", "SCHEMA"]
+__all__ = ["JobTable", "move", "database_errors", "NEXT_JOB_ORDER", "SCHEMA", "check_own_table", "is_own_checkpoint"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from normvar_core.config import RunConfig, default_run_name
-from normvar_core.destination import check_destination
+from normvar_core.destination import check_destination, not_a_run_file
 from normvar_core.errors import NormvarError
 from normvar_core.run_lock import check_free
 from normvar_core.service.corpus_store import (
@@ -107,8 +107,8 @@ class JobStore(JobTable):
                         "options; --overwrite would only queue a duplicate",
                         fix=f"wait for it (normvar jobs) or cancel it first (normvar cancel {other.id})",
                     )
-            elif path.exists():
-                raise NormvarError(
+            elif os.path.lexists(path):
+                raise not_a_run_file(path) or NormvarError(
                     f"a run named {name!r} already exists ({path})",
                     fix="choose another --name, or pass --overwrite to replace it",
                 )

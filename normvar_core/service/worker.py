@@ -24,7 +24,7 @@ from normvar_core.destination import open_regular
 from normvar_core.errors import CancelledError, NormvarError
 from normvar_core.run_lock import JOB, as_holder
 from normvar_core.runs.writer import remove_stale_temps
-from normvar_core.service.job import Job, JobState
+from normvar_core.service.job import LATE_CANCEL, Job, JobState
 from normvar_core.service.job_progress import progress_dict
 from normvar_core.service.jobs import JobStore
 from normvar_core.service.tasks import TASKS
@@ -225,6 +225,7 @@ class Worker:
                     checkpoint=ckpt,
                     checkpoint_every_s=self.checkpoint_every_s,
                     should_cancel=should_cancel,
+                    before_publish=lambda: not self.stopping and self.store.begin_publish(job_id),
                 )
         except CancelledError as err:
             if self.store.cancel_requested(job_id):
@@ -233,10 +234,11 @@ class Worker:
                 return JobState.QUEUED, "interrupted by a worker shutdown; resumes from its checkpoint", None
             return JobState.CANCELLED, err.message or "cancelled", None
         except NormvarError as err:
-            return JobState.FAILED, str(err), None
+            return JobState.FAILED, job_words(err, ckpt), None
         except Exception as err:
             return JobState.FAILED, self._unexpected(job_id, err), None
-        return JobState.DONE, None, str(path)
+        # published: a cancel asked once the run file was being published came too late (``begin_publish``)
+        return JobState.DONE, LATE_CANCEL if self.store.cancel_requested(job_id) else None, str(path)
 
     def _unexpected(self, job_id: str, err: Exception) -> str:
         """One line for the job row; the full traceback in the job's log file."""
@@ -265,6 +267,20 @@ class Worker:
         except Exception as err:
             return JobState.FAILED, self._unexpected(job_id, err), None
         return JobState.DONE, None, str(out)
+
+
+def job_words(err: NormvarError, ckpt: Path) -> str:
+    """A run job's failure line in the worker's words. A line about the job's checkpoint (``checkpoints/<id>.ckpt``,
+    a path the worker chose) names no option of ``compute`` (``--checkpoint``, ``--fresh``: the worker has
+    neither) and says what to do instead; the file is left as it is (``JobTable.remove_checkpoint`` removes only
+    a checkpoint normvar wrote)."""
+    if str(ckpt) not in err.message:
+        return str(err)
+    message = err.message.replace("--checkpoint ", "the job's checkpoint ")
+    return (
+        f"{message} — move it aside (mv {ckpt} {ckpt}.aside) and submit the run again "
+        "(the worker removes only checkpoints it wrote)"
+    )
 
 
 def _task_progress(reporter: _Reporter, task: str):

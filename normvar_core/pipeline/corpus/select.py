@@ -23,6 +23,7 @@ import numpy as np
 
 from normvar_core.config import RunConfig
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.corpus.stream import word_count
 
 
 @dataclass
@@ -79,12 +80,14 @@ class Selection:
     def add(self, records: list[str]) -> None:
         """Select from the next ``records`` (in file order)."""
         stripped = [r.strip() for r in records]
-        nonempty = [s for s in stripped if s]
+        at = [i for i, s in enumerate(stripped) if s]
+        nonempty = [stripped[i] for i in at]
         self.n_read += len(stripped)
         self.n_empty += len(stripped) - len(nonempty)
         if not nonempty:
             return
-        words = np.fromiter(map(len, map(str.split, nonempty)), dtype=np.int64, count=len(nonempty))
+        # the whole record's words (an over-long line's counted as it streamed: ``stream.LongLine``)
+        words = np.fromiter((word_count(records[i]) for i in at), dtype=np.int64, count=len(nonempty))
         short = words < self.max_words if self.max_words > 0 else np.ones(len(nonempty), bool)
         drawn = self._rng.random(len(nonempty)) < self.frac if self._rng is not None else np.ones(len(nonempty), bool)
         self.n_too_long += int((~short).sum())

@@ -14,8 +14,9 @@
 A checkpoint is used only when its plan fingerprint (config, batches, corpus hash, weights hash, counts)
 equals the run's, and it is never destroyed by anything but the publish of its own run: a checkpoint of another
 configuration, a file that is not a checkpoint, a link or a FIFO under its name, or a checkpoint whose contents do
-not fit its run (``check_partial``, ``check_planned``, ``load_partial``: batch index, counts, every measure's keys,
-dtypes and shapes) is refused in one line and left as it is (``--fresh`` replaces a normvar checkpoint of another
+not fit its run (``check_partial``, ``check_asked``, ``check_planned``, ``load_partial``: batch index, counts, every
+measure the run asks for present — unless its own run left it out for memory, meta ``dropped`` — and every measure's
+keys, dtypes and shapes) is refused in one line and left as it is (``--fresh`` replaces a normvar checkpoint of another
 configuration). It is opened with ``destination.open_regular`` (no link followed, no FIFO opened). Batch order is
 deterministic, so a resumed run equals an uninterrupted one to float64 rounding (docs/resume.md).
 """
@@ -131,6 +132,23 @@ def _open_npz(path: Path):
     return z, fh, meta
 
 
+def remove_own(path) -> bool:
+    """Remove the checkpoint at ``path`` when it is one normvar wrote (``_open_npz``: a regular file with one name,
+    holding normvar's metadata); anything else under the name (a link planted meanwhile, a hard link, another
+    program's file) is left as it is. True when it was removed."""
+    try:
+        z, fh, _ = _open_npz(Path(path))
+    except (NormvarError, OSError):
+        return False
+    z.close()
+    fh.close()
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def not_a_checkpoint(path, why: str) -> NormvarError:
     return NormvarError(
         f"{path} is not a normvar checkpoint ({why}); it was left as it is",
@@ -189,6 +207,25 @@ def check_partial(path, partial: PartialState, meta: dict, n_batches: int) -> No
         raise refused(path, f"early pass at {meta.get('early_done')} batches")
     if not partial.states:
         raise refused(path, "it holds no state")
+
+
+def dropped_of(meta: dict) -> set[str]:
+    """The measures the checkpoint's own run left out for memory (its meta ``dropped``, written by every save of
+    the pass: ``local``'s and ``ray_merge``'s)."""
+    names = meta.get("dropped")
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def check_asked(path, partial: PartialState, meta: dict, cfg, registry=MEASURES) -> None:
+    """Before the memory plan and the pass, measure by measure: every measure this run asks for
+    (``Measure.asked``) is in the checkpoint, unless the checkpoint's run left it out for memory (``dropped_of``:
+    the resumed run then leaves it out too, and says so). A checkpoint without one is refused in one line naming
+    the measure and ``--fresh``, and left in place; ``check_planned`` then checks each kept measure's keys, dtypes
+    and shapes, and ``load_partial`` the values."""
+    dropped = dropped_of(meta)
+    for cls in registry:
+        if cls.asked(cfg) and cls.name not in partial.states and cls.name not in dropped:
+            raise refused(path, f"it holds no state of the measure {cls.name}, which this run asks for")
 
 
 def check_planned(path, partial: PartialState, ctx: RunContext, kept, registry=MEASURES) -> None:
@@ -394,8 +431,11 @@ __all__ = [
     "load",
     "check_partial",
     "check_planned",
+    "check_asked",
+    "dropped_of",
     "refused",
     "not_a_checkpoint",
+    "remove_own",
     "note_on",
     "Checkpointer",
     "early_key",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from normvar_core.config import RunConfig
+from normvar_core.errors import CancelledError
 from normvar_core.pipeline.execute import heap
 from normvar_core.pipeline.execute.blas_threads import one_blas_thread
 from normvar_core.pipeline.execute.checkpoint import CHECKPOINT_EVERY_S, Checkpointer, early_meta, load_partial, note_on
@@ -45,14 +46,23 @@ def compute_run(
     should_cancel: Callable[[], bool] | None = None,
     out_dir=None,
     fresh: bool = False,
+    before_publish: Callable[[], bool] | None = None,
 ) -> Path:
     """Compute the run described by ``cfg`` and publish ``<out_dir or runs/>/<name>.duckdb``.
 
     Returns the published path. Raises NormvarError (bad input, name taken, OOM on a single
     sentence, a checkpoint that is not this run's) or CancelledError; nothing is published then. ``out_dir``
-    overrides runs/ (CLI --out); ``fresh``: start over, replacing a checkpoint of another configuration."""
+    overrides runs/ (CLI --out); ``fresh``: start over, replacing a checkpoint of another configuration.
+    ``should_cancel`` is polled between batches and through the finalize; ``before_publish()``, once the run file
+    is written but not yet published, says whether it may be (``publish.publish``)."""
     target = run_target(cfg, data_dir, out_dir=out_dir, overwrite=overwrite, checkpoint=checkpoint, fresh=fresh)
-    return compute_target(target, progress=progress, checkpoint_every_s=checkpoint_every_s, should_cancel=should_cancel)
+    return compute_target(
+        target,
+        progress=progress,
+        checkpoint_every_s=checkpoint_every_s,
+        should_cancel=should_cancel,
+        before_publish=before_publish,
+    )
 
 
 def compute_target(
@@ -61,21 +71,33 @@ def compute_target(
     progress: Callable[[Progress], Any] | None = None,
     checkpoint_every_s: float = CHECKPOINT_EVERY_S,
     should_cancel: Callable[[], bool] | None = None,
+    before_publish: Callable[[], bool] | None = None,
 ) -> Path:
     """``compute_run`` for a target ``preflight.run_target`` has checked (``normvar compute`` checks it before its
     start line): the run computed and published, its files locked meanwhile."""
     t_start = time.monotonic()
     # a second compute of this output, this name (in the data directory) or this checkpoint is refused now
     with computing_all(target.locked):
-        return _compute_target(target, progress, should_cancel, checkpoint_every_s, t_start)
+        return _compute_target(target, progress, should_cancel, checkpoint_every_s, t_start, before_publish)
 
 
-def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every_s: float, t_start: float) -> Path:
+def _compute_target(
+    target: RunTarget, progress, should_cancel, checkpoint_every_s: float, t_start: float, before_publish=None
+) -> Path:
     report = progress or (lambda p: None)
     cancelled = should_cancel or (lambda: False)
     if target.cfg.executor == "ray":
         setup, measures, notes = compute_on_ray(target, report, cancelled, checkpoint_every_s)
-        return publish(target, setup, measures, notes, seconds=time.monotonic() - t_start, report=report)
+        return publish(
+            target,
+            setup,
+            measures,
+            notes,
+            seconds=time.monotonic() - t_start,
+            report=report,
+            should_cancel=cancelled,
+            before_publish=before_publish,
+        )
     heap.reuse_heap()  # the forward passes run here (a Ray driver merges: glibc's defaults, as measured there)
     with one_blas_thread():  # torch owns the cores: numpy's BLAS threads would spin on them (``blas_threads``)
         setup = prepare(
@@ -88,12 +110,14 @@ def _compute_target(target: RunTarget, progress, should_cancel, checkpoint_every
             fresh=target.fresh,
         )
         try:
-            return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start)
+            return _compute_here(target, setup, report, cancelled, checkpoint_every_s, t_start, before_publish)
         finally:
             heap.release_heap()  # the run's freed heap back to the OS (a worker process lives on)
 
 
-def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s: float, t_start: float) -> Path:
+def _compute_here(
+    target: RunTarget, setup: RunSetup, report, cancelled, every_s: float, t_start: float, before_publish=None
+) -> Path:
     """The local strategy: every batch in this process, checkpointed (module docstring)."""
     plan, source = setup.plan, setup.source
     if setup.resumed is not None:
@@ -114,6 +138,9 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
             "seconds": seconds_before + (time.monotonic() - t_start),
             "oom_splits": source.oom_splits,
             "max_rows": source.max_rows,
+            "dropped": []
+            if setup.ctx.memory is None
+            else list(setup.ctx.memory.dropped),  # what a resume may miss (``check_asked``)
             **early,
         }
 
@@ -152,9 +179,16 @@ def _compute_here(target: RunTarget, setup: RunSetup, report, cancelled, every_s
     notes = {**source.notes(), "resumed_from_batch": resumed_from}
     try:
         return publish(
-            target, setup, measures, notes, seconds=seconds_before + (time.monotonic() - t_start), report=report
+            target,
+            setup,
+            measures,
+            notes,
+            seconds=seconds_before + (time.monotonic() - t_start),
+            report=report,
+            should_cancel=cancelled,
+            before_publish=before_publish,
         )
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM mid-write: keep every batch, the rerun only writes
+    except (KeyboardInterrupt, CancelledError) as exc:  # mid-finalize or mid-write: keep every batch, a rerun writes
         note_on(
             exc, saver.exit_save(saver.save, measures, plan.n_batches, extra(), batches=f"all {plan.n_batches} batches")
         )

@@ -119,9 +119,17 @@ def check_sample_frac(cfg, path: Path) -> None:
     p = math.ceil(frac * 2.0**53) / 2.0**53
     bound = record_bound(path, bool(cfg.split_sentences))
     if bound is not None and bound * p < LEAST_CHANCE:
+        name = path.name.lower()
+        if name.endswith(".parquet"):
+            held = f"its {bound:,} rows"
+        elif name.endswith(".gz"):
+            held = f"its {path.stat().st_size:,} compressed bytes: at most {bound:,} records of text"
+        else:
+            held = (
+                f"its {path.stat().st_size:,} bytes: at most {bound:,} records, a record being one character at least"
+            )
         raise NormvarError(
-            f"--sample-frac {frac:g} keeps no sentence of {path.name} (at most {bound:,} records, "
-            f"each kept with probability {p:.3g})",
+            f"--sample-frac {frac:g} keeps no sentence of {path.name} ({held}; each kept with probability {p:.3g})",
             fix="raise --sample-frac (1 keeps every sentence), or use --max-sentences to cap the run",
         )
 

@@ -126,6 +126,8 @@ def prepare(
     early_states = ckpt.early_states_of(resumed)
     if early_states is not None:  # the early passes were interrupted: they go on
         resumed = None
+    if resumed is not None:  # every measure asked for is in it (or was left out by its run): refused before the pass
+        ckpt.check_asked(checkpoint, resumed[0], resumed[1], cfg)
     ctx.memory = (remote.memory_plan if remote is not None else memory_plan)(cfg, ctx, loaded, source, resumed)
     refuse_unless_fits(ctx.memory)
     if resumed is not None:  # every measure kept, with its planned keys and shapes: refused before the pass

@@ -20,10 +20,11 @@ import numpy as np
 
 from normvar_core import __version__
 from normvar_core.constants import UNK_FLAG
-from normvar_core.destination import remove_named
+from normvar_core.errors import CancelledError
 from normvar_core.pipeline.batches import batch_sizes
 from normvar_core.pipeline.contracts import RunContext, StateSource
 from normvar_core.pipeline.execute import heap
+from normvar_core.pipeline.execute.checkpoint import remove_own
 from normvar_core.pipeline.execute.layer_groups import gather
 from normvar_core.pipeline.execute.preflight import RunTarget
 from normvar_core.pipeline.execute.prepare import RunSetup
@@ -63,6 +64,7 @@ def publish_run(
     overwrite: bool = False,
     source_kind: str = "model",
     progress=None,
+    commit: Callable[[], None] | None = None,
 ) -> Path:
     """Finish every measure, build the run row and write + publish the run file.
 
@@ -72,7 +74,9 @@ def publish_run(
     earlier one gets them; the other finishes those that say ``finalize_in_background`` (the geometry:
     spectra, TwoNN, Razzhigaev et al.'s batches), whose tables are written last, then the run row.
     ``progress(stage, done, total, unit, detail)``: stage "finalize" as each measure's result is ready
-    (unit "measures"), "write" before each table once every result is ready (unit "tables")."""
+    (unit "measures"), "write" before each table once every result is ready (unit "tables"). ``commit()`` is
+    called once every table is in the temp file, before the run row is written and the file published: the point
+    of no return (it raises to publish nothing, the temp file removed)."""
     from concurrent.futures import ThreadPoolExecutor
 
     report = progress or (lambda *a: None)
@@ -141,6 +145,8 @@ def publish_run(
             return run_record(plan, source, ctx, measures, results, plan.cfg, seconds, notes, source_kind)
 
         def on_table(done_tables: int, n_tables: int, name: str) -> None:
+            if name == "run" and commit is not None:
+                commit()
             if all(f.done() for f in futures.values()):
                 report("write", done_tables, n_tables, "tables", name)
 
@@ -217,11 +223,39 @@ def publish(
     *,
     seconds: float,
     report: Callable[[Progress], Any],
+    should_cancel: Callable[[], bool] | None = None,
+    before_publish: Callable[[], bool] | None = None,
 ) -> Path:
-    """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done"."""
+    """Write the run file (``publish.publish_run``, atomic), remove the checkpoint, report "done".
+
+    A cancel during the finalize means it: ``should_cancel()`` is polled at every step of the finalize and of the
+    temp file's write (each measure's result, each table), and a cancel there raises ``CancelledError``: nothing is
+    published. Once every table is written, ``before_publish()`` (a worker's job: ``JobTable.begin_publish``)
+    says whether the run may be published — False when a cancel came first — and from then on the cancel comes
+    too late: the run row is written and the file published whatever is asked."""
+    stop = should_cancel or (lambda: False)
+    committed = [False]
+
+    def check(_=None) -> None:
+        if not committed[0] and stop():
+            raise CancelledError("cancelled during the finalize; nothing was published")
+
+    def commit() -> None:
+        check()
+        if before_publish is not None and not before_publish():
+            raise CancelledError("cancelled during the finalize; nothing was published")
+        committed[0] = True
+
     measures = gather(measures)  # --device-map: every layer group's state gathered on the host
     heap.trim_heap()  # the pass's kept free pages back before the results are built (the plan counts pass or publish)
     n_embeddings = setup.plan.total_embeddings  # every batch is in: the plan's count of counted positions
+    shown = publish_progress(report, setup.total, n_embeddings)
+
+    def progress(*args) -> None:
+        check()
+        shown(*args)
+
+    check()
     path = publish_run(
         target.out_path,
         plan=setup.plan,
@@ -231,10 +265,11 @@ def publish(
         notes={**notes, "memory": memory_note(setup.ctx)},
         overwrite=target.overwrite,
         seconds=seconds,
-        progress=publish_progress(report, setup.total, n_embeddings),
+        progress=progress,
+        commit=commit,
     )
-    if target.checkpoint is not None:  # the name itself: a link planted there meanwhile goes, never its target
-        remove_named(target.checkpoint)
+    if target.checkpoint is not None:  # only a checkpoint normvar wrote: a link or a file planted meanwhile stays
+        remove_own(target.checkpoint)
     report(Progress("done", setup.total, setup.total, n_embeddings, 0.0, 0.0))
     return path
 

@@ -76,7 +76,11 @@ class MergedState:
                 self.path,
                 self.fingerprint,
                 ckpt.partial_state(self.accs, 0, 0),  # type: ignore[arg-type]  # set before the merge
-                {"ray_ranges": sorted(self.covered), "oom_splits": self.oom},
+                {
+                    "ray_ranges": sorted(self.covered),
+                    "oom_splits": self.oom,
+                    "dropped": [] if self.ctx.memory is None else list(self.ctx.memory.dropped),
+                },
             )
 
     def rollback(self) -> None:
