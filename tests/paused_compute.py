@@ -52,19 +52,19 @@ PATCHES = {
     "update": """
         from normvar_core.pipeline.execute import partials as P
         real = P.update_all
-        def update_all(measures, sb):
+        def update_all(measures, sb, on_layer=None):
             first = {k: v for k, v in measures.items() if k == "moments"}
-            real(first, sb)
+            real(first, sb, on_layer)
             if sb.index == AT:
                 stop_here()         # the moments hold batch AT, the other measures not yet
-            real({k: v for k, v in measures.items() if k != "moments"}, sb)
+            real({k: v for k, v in measures.items() if k != "moments"}, sb, on_layer)
         P.update_all = update_all
     """,
     "update-slow-save": """
         from normvar_core.pipeline.execute import partials as P, checkpoint as C
         real, real_save = P.update_all, C.save
-        def update_all(measures, sb):
-            real(measures, sb)
+        def update_all(measures, sb, on_layer=None):
+            real(measures, sb, on_layer)
             if sb.index == AT:
                 stop_here()         # batch AT added; the signal ends the pass after it
         def slow_save(*a, **k):
@@ -79,8 +79,8 @@ PATCHES = {
         resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
         from normvar_core.pipeline.execute import partials as P
         real = P.update_all
-        def update_all(measures, sb):
-            real(measures, sb)
+        def update_all(measures, sb, on_layer=None):
+            real(measures, sb, on_layer)
             if sb.index == AT:
                 stop_here()
         P.update_all = update_all

@@ -78,7 +78,7 @@ def test_no_gap_longer_than_the_interval_while_batches_take_four_intervals():
     log = Lines()
     lines = LogLines(file=log, every_s=EVERY_S)
     count = Counted(0)
-    clock = ForwardClock(lines, plan, 0)
+    clock = ForwardClock(lines, plan, 0, within_every_s=1.0)
     t0 = time.monotonic()
     clock(0, 0)
     run_range(

@@ -88,11 +88,18 @@ class PhaseClock:
             self.report(Progress(stage, eta_s=eta, done=done, total=total, unit=unit, detail=detail, **kw))
 
 
-class ForwardClock:
-    """Progress of the forward phase after each batch (module docstring: rate and ETA)."""
+WITHIN_EVERY_S = 5.0
+"""Inside a batch, progress is reported at most this often (seconds since the last report): a long batch is counted
+as it goes, a short one only at its end, so a caller sees one "compute" event per batch where batches are quick."""
 
-    def __init__(self, report, plan, embeddings: int = 0):
+
+class ForwardClock:
+    """Progress of the forward phase after each batch (module docstring: rate and ETA), and inside a long batch
+    at most every ``within_every_s`` seconds."""
+
+    def __init__(self, report, plan, embeddings: int = 0, within_every_s: float = WITHIN_EVERY_S):
         self.report, self.total_embeddings = report, plan.total_embeddings
+        self.within_every_s, self.last = within_every_s, time.monotonic()
         self.done_at, self.total = plan.sentences_done_at(), len(plan.sentences)
         self.start, self.t0 = embeddings, time.monotonic()
         self.embeddings, self.sentences0 = (
@@ -108,12 +115,17 @@ class ForwardClock:
         sentences = int(self.done_at[batches_done - 1]) if batches_done else 0
         self.embeddings = embeddings
         self.sentences0 = sentences if self.sentences0 is None else self.sentences0
+        self.last = time.monotonic()
         self.report(Progress("compute", sentences, self.total, embeddings, rate, eta, detail=detail))
 
     def within(self, index: int, fraction: float) -> None:
         """Inside batch ``index``: ``fraction`` of its layers folded in. The sentences done count that share of
         the batch's sentences (a batch of 150 is reported as it goes, not only at its end); the ETA is the
-        elapsed time per sentence so far times the sentences left."""
+        elapsed time per sentence so far times the sentences left. Said only ``within_every_s`` after the last
+        report."""
+        if time.monotonic() - self.last < self.within_every_s:
+            return
+        self.last = time.monotonic()
         before = int(self.done_at[index - 1]) if index else 0
         sentences = before + int(fraction * (int(self.done_at[index]) - before))
         start = before if self.sentences0 is None else self.sentences0
