@@ -46,6 +46,9 @@ def test_split_half_intervals_cover_a_share_of_sums_and_the_claim_reads_them():
     for r in range(REPS):  # the claim on each replicate's tables
         rv = SimpleNamespace(
             exclude_position0=False,
+            run=None,  # no run file: the claim's facts with and without position 0 are not read
+            geometry=None,
+            is_decoder=False,
             outliers=pd.DataFrame({"layer": [3], "max_over_median": [500.0], "q_share_pos0": [full[r]]}),
             halves=pd.DataFrame({"half": ["a", "b"], "layer": [3, 3], "q_share_pos0": [a[r], b[r]]}),
         )

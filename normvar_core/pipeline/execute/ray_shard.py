@@ -123,7 +123,12 @@ class Shard:
         _, ctx = self._context(ray.get(payload_box[0]), payload_box[1])
         dmap: dict[str, str] = self.loaded.info.device_map  # type: ignore[assignment]  # a --device-map actor's map
         return plan_placed(
-            ctx, shape_of_loaded(self.loaded), self.loaded.model, dmap, device_limits(dmap), dtype=self.cfg.dtype
+            ctx,
+            shape_of_loaded(self.loaded),
+            self.loaded.model,
+            dmap,
+            device_limits(dmap),
+            dtype=str(self.loaded.info.dtype),  # "auto" resolved as loaded
         )
 
     def early(self, payload_box: list) -> dict:
