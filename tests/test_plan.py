@@ -117,7 +117,7 @@ def test_plan_refuses_bad_input_in_one_line(capsys, tmp_path, corpus40):
     notok = tmp_path / "notok"
     BertConfig().save_pretrained(notok)
     assert_bad(capsys, data, "plan", "--model", notok, "--corpus", corpus40, match="tokenizer")
-    assert_bad(capsys, data, "plan", "--model", "minilm", "--corpus", corpus40, "--memory-gb", "0", match="memory_gb")
+    assert_bad(capsys, data, "plan", "--model", "minilm", "--corpus", corpus40, "--memory-gb", "0", match="--memory-gb")
 
 
 @pytest.mark.slow
