@@ -53,8 +53,8 @@ SHAPES: tuple[Shape, ...] = (
 ALIASES = ("smollm2", "gemma3-270m")
 """Rows that run a real pretrained decoder by its alias (``normvar models``), not a random-init shape: dim, layers
 and MLP are the model's own, for the table only."""
-EVERY = ["--neighbourhoods", "--layer-linearity"]
-"""The opt-in measures (with the defaults: every measure on)."""
+EVERY = ["--prompt-entropy"]
+"""The opt-in measures (with the defaults: every measure on; the neighbourhoods and the linearity are defaults)."""
 
 HEADER = (
     "| # | kind | d | layers | MLP | sentences | occurrences | weights (MB) | state (MB) | early pass (MB) "

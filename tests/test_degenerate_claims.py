@@ -30,7 +30,7 @@ def data(tmp_path_factory, minilm_path):
     for name, corpus, extra in (("one", "one.txt", []), ("ids1", "thirty.txt", ["--id-sample", "1"])):
         code = cli.main(
             ["compute", "--model", str(minilm_path), "--corpus", str(root / corpus), "--name", name, "--quiet"]
-            + ["--neighbourhoods", "--layer-linearity", "--data-dir", str(root / "data"), *extra]
+            + ["--data-dir", str(root / "data"), *extra]  # the neighbourhoods and the linearity: on by default
         )
         assert code == 0
     return root / "data"
