@@ -80,6 +80,7 @@ def test_detection_uses_the_module_tree_not_names(tiny_models):
     assert M.detect_architecture(lm.model, lm.tokenizer)["final_norm"] is False
 
 
+@pytest.mark.model  # an installed alias is loaded (make test installs smollm2)
 @pytest.mark.parametrize("alias", sorted(EXPECTED))
 def test_optional_alias_loads_or_names_its_package(alias):
     spec = M.ALIASES[alias]

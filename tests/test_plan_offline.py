@@ -73,7 +73,7 @@ def _examples() -> list[tuple[str, list[str]]]:
         for block in re.findall(r"```[a-z]*\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL):
             for line in block.splitlines():
                 line = line.strip().removeprefix("$ ").split("  #")[0].strip()
-                if line.startswith("normvar plan "):
+                if line.startswith("normvar plan ") and "[-h]" not in line:  # a usage synopsis is no example
                     out.append((page.name, shlex.split(line)[1:]))
     return out
 
