@@ -38,7 +38,10 @@ def test_split_half_intervals_cover_a_share_of_sums_and_the_claim_reads_them():
     scale = rng.lognormal(0.0, 0.8, (REPS, S))
     q0, qr = scale * rng.gamma(k0, 1.0, (REPS, S)), scale * rng.gamma(kr, 1.0, (REPS, S))
     half = rng.random((REPS, S)) < 0.5
-    share = lambda m: (q0 * m).sum(1) / ((q0 + qr) * m).sum(1)  # noqa: E731
+
+    def share(m):
+        return (q0 * m).sum(1) / ((q0 + qr) * m).sum(1)
+
     full, a, b = share(np.ones_like(half)), share(half), share(~half)
     assert covered(np.stack(split_half_interval(full, a, b), 1), truth) >= MIN_COVER
     assert covered(np.stack(split_half_interval(full, a, b, z=Z95), 1), truth) < 0.85  # the normal quantile: short

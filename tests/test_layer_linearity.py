@@ -217,7 +217,10 @@ def _view(ins, xfit=None, decoder: bool = True, n: int = 100_000, dim: int = 100
     from normvar_core.stats.claims import RunView
 
     outer = [0.1, 0.1]  # pairs 0→1, 1→2 and 6→7, 7→8 must not count
-    col = lambda v: np.asarray(outer + [v] * 4 + outer, float)  # noqa: E731
+
+    def col(v):
+        return np.asarray(outer + [v] * 4 + outer, float)
+
     a, b = col(ins[0]), col(ins[1])
     cols = {
         "layer": np.arange(8),

@@ -9,11 +9,15 @@ import pytest
 
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.execute.null_run import write_null_run
+from normvar_core.pipeline.measures import MEASURES
+from normvar_core.pipeline.measures.base import Measure
 from normvar_core.runs.reader import list_runs, open_run
 from normvar_core.service import cli
 from normvar_core.stats import analyses
 from normvar_core.stats.null import draw_type_moments, null_stats
 from normvar_core.stats.tokenstats import TokenStats
+
+NO_NULL = Measure.null_tables.__func__  # the base class's: a measure without a Gaussian null
 
 
 def _qmv(mean, S, n):
@@ -64,8 +68,8 @@ def test_null_run_has_the_shape_of_its_source(tmp_path, written_run_path):
         path = write_null_run(run, kind, tmp_path / f"n-{kind}.duckdb", seed=2)
         null = open_run(path)
         assert null.meta["source"] == f"null:{kind}:{run.name}" and null.meta["notes"]["null"]["seed"] == 2
-        # the measures that declare a Gaussian null (Measure.null_tables), in the registry's order
-        declared = [m for m in ("moments", "geometry", "neighbourhoods", "layer_linearity") if m in run.measures]
+        # the measures of the run that declare a Gaussian null (override Measure.null_tables), in registry order
+        declared = [c.name for c in MEASURES if c.name in run.measures and c.null_tables.__func__ is not NO_NULL]
         assert null.layers == run.layers and null.dim == run.dim and null.measures == declared
         assert declared[:2] == ["moments", "geometry"]
         geo = null.table("layer_geometry")

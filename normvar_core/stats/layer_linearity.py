@@ -113,8 +113,7 @@ def pair_values(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray) -> dict[str, 
 def half_moments(n: int, mean_x, mean_y, Sxx, Syy, Sxy, *, residual_free: bool = False) -> tuple:
     """One half's (n, μ_x, μ_y, S_xx, S_yy, S_xy) of a pair of layers, float64; with ``residual_free`` those of
     (X, D = Y − X): μ_d = μ_y − μ_x, S_dd = S_yy − S_xy − S_yx + S_xx, S_xd = S_xy − S_xx."""
-    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    mx, my, Sxx, Syy, Sxy = f(mean_x), f(mean_y), f(Sxx), f(Syy), f(Sxy)
+    mx, my, Sxx, Syy, Sxy = (np.asarray(a, np.float64) for a in (mean_x, mean_y, Sxx, Syy, Sxy))
     if residual_free:
         return int(n), mx, my - mx, Sxx, Syy - Sxy - Sxy.T + Sxx, Sxy - Sxx
     return int(n), mx, my, Sxx, Syy, Sxy
@@ -160,7 +159,10 @@ def cross_fitted(a: tuple, b: tuple) -> dict[str, float]:
         return {"xfit": float("nan"), "xfit_ab": float("nan"), "xfit_ba": float("nan")}
     rss_ab, tss_b = fold_errors(a, b)
     rss_ba, tss_a = fold_errors(b, a)
-    score = lambda r, t: 1.0 - r / t if t > 0 else float("nan")  # noqa: E731
+
+    def score(r, t):
+        return 1.0 - r / t if t > 0 else float("nan")
+
     return {
         "xfit": score(rss_ab + rss_ba, tss_a + tss_b),
         "xfit_ab": score(rss_ab, tss_b),

@@ -117,7 +117,7 @@ def chance_note(fig: go.Figure, curves: Mapping[str, pd.DataFrame]) -> None:
     below the data it would squeeze them): per run its range over k."""
     parts = []
     for label, df in curves.items():
-        ch = df[(df["pair"] == "next") & (df["masked"] == False)].groupby("k")["chance"].mean()  # noqa: E712
+        ch = df[(df["pair"] == "next") & ~df["masked"].astype(bool)].groupby("k")["chance"].mean()
         if len(ch):
             who = f"{label}: " if len(curves) > 1 else ""
             parts.append(
