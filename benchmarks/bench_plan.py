@@ -1,5 +1,5 @@
 """The memory plan against the measured peak: `normvar plan --json` (no weights) versus the peak RSS
-of `compute` with the same options, each in its own process (ru_maxrss of a child running compute_run).
+of `compute` with the same options, each in its own process (VmHWM of a child running compute_run).
 
 Done when the plan's total is within 15 % of the measured peak on MiniLM and MPNet runs.
 Prints a markdown table. Usage: .venv/bin/python benchmarks/bench_plan.py [--cases minilm:5000,minilm:15000,mpnet:2000]
@@ -18,13 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, {root!r})
 from normvar_core.config import RunConfig
 from normvar_core.pipeline.execute.local import compute_run
 t0 = time.perf_counter()
 compute_run(RunConfig(model={model!r}, max_sentences={n}, name="p{n}"), {data!r}, overwrite=True)
-print(json.dumps(dict(peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, secs=time.perf_counter() - t0)))
+hwm = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]) * 1024
+print(json.dumps(dict(peak=hwm, secs=time.perf_counter() - t0)))
 """
 
 

@@ -1,7 +1,7 @@
 """The memory plan against the measured peak on shapes it was not tuned on: for each row of ``SHAPES`` (random-init
 BERT encoders and Llama decoders, d from 256 to 2,048, 2 to 24 layers, MLPs from 128 to 4·d wide, 500 to 20,000
 sentences, with and without the occurrences), ``normvar plan --json`` (no weights) against the peak RSS of
-``normvar compute`` with the same options, each in its own process (``tests/peak_rss.plan_and_peak``: ru_maxrss of
+``normvar compute`` with the same options, each in its own process (``tests/peak_rss.plan_and_peak``: VmHWM of
 the child), CPU, ``--batch-size 32``.
 
 Target: every ratio peak / plan host figure in [0.80, 1.00] (docs/scale.md, "The plan on any shape"); a row outside

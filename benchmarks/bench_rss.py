@@ -1,9 +1,10 @@
 """Peak resident memory of `compute` at 5k versus 50k sentences (one subprocess per size).
 
 Each child runs compute_run (MiniLM, shipped novels, first N sentences) and reports its peak RSS
-(resource.getrusage ru_maxrss) beside the memory plan's total (the run's ``notes.memory``, the plan ``compute``
-followed), |T|, |X| and the size of the statistics tables (L x |T| x d float64 means). Memory should grow only with the
-tables (|T| grows slowly with the corpus), not with |X|.
+(VmHWM of /proc/self/status: ru_maxrss would carry the parent's peak over the exec) beside the memory plan's
+total (the run's ``notes.memory``, the plan ``compute`` followed), |T|, |X| and the size of the statistics
+tables (L x |T| x d float64 means). Memory should grow only with the tables
+(|T| grows slowly with the corpus), not with |X|.
 Prints a markdown table. Usage: .venv/bin/python benchmarks/bench_rss.py [--sizes 5000,50000]
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import json, os, resource, sys, time
+import json, os, sys, time
 sys.path.insert(0, {root!r})
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.config import RunConfig
@@ -28,7 +29,7 @@ from normvar_core.runs.reader import open_run
 t0 = time.perf_counter()
 path = compute_run(RunConfig(model="minilm", max_sentences={n}, name="rss{n}"), {data!r}, overwrite=True)
 secs = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]) * 1024
 m = open_run(path).meta
 L = len(m["layers"])
 print(json.dumps(dict(n=m["n_sentences"], types=m["n_types"], emb=m["n_embeddings"], peak=peak, secs=secs,

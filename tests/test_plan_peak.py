@@ -1,6 +1,6 @@
 """The memory plan is an upper bound of the real peak where the states dominate, and a tight one: a random Llama
 decoder (d = 512, 8 layers, an MLP 128 wide; its state over ten times its weights) run by ``normvar
-compute`` in its own process; its peak RSS (``ru_maxrss``) lies between 80 % and 100 % of ``normvar plan``'s total
+compute`` in its own process; its peak RSS (``VmHWM``) lies between 80 % and 100 % of ``normvar plan``'s total
 with the same options. The TwoNN sample is full (16,384 positions a layer: 500 sentences hold about 20,000 tokens),
 so the state has its size at 20,000 sentences too; the states and the weights both grow with the layers, so 8
 keep their ratio (``benchmarks/bench_plan_peak.py`` runs the d = 1,024 shapes and others)."""
