@@ -16,10 +16,11 @@ from normvar_core.pipeline.measures import MEASURES
 
 class Recording:
     """A state source that hands on another's batches and keeps, per batch, a float64 copy of every counted state
-    (``states``: (L, N_b, d) each) and the sentence ids of its rows (``sentences``: (N_b,) each)."""
+    (``states``: (L, N_b, d) each) and the sentence ids and positions of its rows (``sentences``, ``positions``:
+    (N_b,) each)."""
 
     def __init__(self, source):
-        self.source, self.states, self.sentences = source, [], []
+        self.source, self.states, self.sentences, self.positions = source, [], [], []
 
     def __getattr__(self, name):
         return getattr(self.source, name)
@@ -28,6 +29,7 @@ class Recording:
         for batch in self.source.batches(plan, start, stop):
             self.states.append(batch.states.double().cpu().numpy().copy())
             self.sentences.append(np.asarray(batch.sentence_ids.cpu()))
+            self.positions.append(np.asarray(batch.positions.cpu()))
             yield batch
 
     def all_states(self) -> np.ndarray:
@@ -37,6 +39,10 @@ class Recording:
     def all_sentences(self) -> np.ndarray:
         """(N,): the sentence id of each row of ``all_states``."""
         return np.concatenate(self.sentences)
+
+    def all_positions(self) -> np.ndarray:
+        """(N,): the position in its sentence of each row of ``all_states``."""
+        return np.concatenate(self.positions)
 
 
 def recorded_run(cfg: RunConfig, root: Path, registry=MEASURES) -> tuple[Path, Recording, dict]:

@@ -231,20 +231,25 @@ def position0_share(rv: RunView) -> Finding:
 
 def position0_facts(rv: RunView, layer: int, share: float) -> dict:
     """A decoder's first position (the attention sink; massive activations, Sun et al. 2024) at ``layer``, with
-    and without it, from what the run holds: Q(X) = Σ‖x‖²/n with it and (1 − s)·Q·n / (n − n₀) without it (s its
-    share of Σ‖x‖², n₀ = one position 0 per sentence), and the largest |h_j| with it and without it (the outliers'
-    top activations, by position). The anisotropy without it needs a run without it (--exclude-position0): said
-    so, never guessed. {"text": the words added to the finding, and the figures}."""
+    and without it, from what the run holds: Q(X) = Σ‖x‖²/n with it and without it (the ``position0`` measure's
+    exact Q of the rest, else (1 − s)·Q·n / (n − n₀), s its share of Σ‖x‖², n₀ = one position 0 per sentence), the
+    largest |h_j| with it and without it (the outliers' top activations, by position), and the anisotropy with it
+    (the geometry's) and without it (the ``position0`` measure's exact covariance of the rest). What the run does
+    not hold is said, never guessed. {"text": the words added to the finding, and the figures}."""
     out: dict = {"text": ""}
     o = rv.outliers.set_index("layer")  # type: ignore[union-attr]  # the caller found outliers in this run
     meta = getattr(rv.run, "meta", None) or {}
     n, n0 = int(meta.get("n_embeddings") or 0), int(meta.get("n_sentences") or 0)
+    run = rv.run
+    p0 = run.table("layer_position0") if run is not None and "layer_position0" in run.table_names else None
+    p0 = None if p0 is None else p0.set_index("layer")
     if layer in o.index and n > n0 > 0:
         q = float(o.loc[layer, "q"])
         q_without = (1.0 - share) * q * n / (n - n0)
+        if p0 is not None and layer in p0.index and np.isfinite(p0.loc[layer, "q_without_position0"]):
+            q_without = float(p0.loc[layer, "q_without_position0"])
         out.update(q_with=q, q_without=q_without)
         out["text"] += f"; Q(X) = {fmt(q)} with position 0, {fmt(q_without)} without it"
-    run = rv.run
     if run is not None and "top_activations" in getattr(run, "table_names", ()):
         top = run.table("top_activations")
         top = top[top["layer"] == layer]
@@ -257,10 +262,14 @@ def position0_facts(rv: RunView, layer: int, share: float) -> dict:
     if rv.is_decoder and geo is not None and layer in set(geo["layer"]) and "anisotropy" in geo:
         aniso = float(geo.set_index("layer").loc[layer, "anisotropy"])
         out["anisotropy_with"] = aniso
-        out["text"] += (
-            f"; anisotropy {fmt(aniso)} with position 0 (without it: compute with --exclude-position0, "
-            f"as the attention sink dominates this layer)"
-        )
+        if p0 is not None and layer in p0.index and np.isfinite(p0.loc[layer, "anisotropy_without_position0"]):
+            out["anisotropy_without"] = without = float(p0.loc[layer, "anisotropy_without_position0"])
+            out["text"] += f"; anisotropy {fmt(aniso)} with position 0, {fmt(without)} without it"
+        else:
+            out["text"] += (
+                f"; anisotropy {fmt(aniso)} with position 0 (without it: not in this run; compute with the geometry "
+                "and without --exclude-position0, as the attention sink dominates this layer)"
+            )
     return out
 
 

@@ -20,6 +20,7 @@ from normvar_core.pipeline.measures.moments import MomentsMeasure
 from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
 from normvar_core.pipeline.measures.occurrences import OccurrencesMeasure
 from normvar_core.pipeline.measures.outliers import OutlierMeasure
+from normvar_core.pipeline.measures.position0 import Position0Measure
 from normvar_core.pipeline.measures.prompt_entropy import PromptEntropyMeasure
 from normvar_core.pipeline.measures.samples import SampleMeasure
 from normvar_core.pipeline.measures.selfsim import SelfSimilarityMeasure
@@ -37,6 +38,7 @@ MEASURES: tuple[type[Measure], ...] = (
     PromptEntropyMeasure,
     DatasetEntropyMeasure,
     CurvatureMeasure,
+    Position0Measure,
 )
 
 
