@@ -26,7 +26,7 @@ import torch
 from normvar_core.constants import SAMPLES_TOP_TYPES as N_TOP
 from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t <= 5
 from normvar_core.pipeline.batches import counted_mask, first_position, unit_ids, word_members
-from normvar_core.pipeline.encoding import word_prefix
+from normvar_core.pipeline.encoding import rust_encode, word_prefix
 from normvar_core.pipeline.flat_counts import counted_chunks
 from normvar_core.stats.analyses import select_by_counts
 from normvar_core.stats.layer_geometry import sample_keys
@@ -126,7 +126,11 @@ def char_spans(
         texts = [sentences[int(s)] for s in uniq]
         if max_length:
             texts = [word_prefix(t, max_length) for t in texts]
-        enc = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
+        enc = None if words else rust_encode(tokenizer, texts, offsets=True)  # word spans need the word ids
+        if enc is None:
+            enc = tokenizer(
+                texts, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False
+            )
         if max_length and any(
             len(o) <= max_length and t is not sentences[int(s)] for o, t, s in zip(enc["offset_mapping"], texts, uniq)
         ):
