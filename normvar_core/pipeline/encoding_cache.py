@@ -117,10 +117,13 @@ def write_entry(path: Path, enc: Encoded) -> None:
                 n_truncated=np.int64(enc.n_truncated),
             )
         os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except OSError:  # a full or read-only disk, a file in the way: nothing kept
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
         return
-    prune(path.parent)
+    prune(path.parent, KEEP)
 
 
 def prune(folder: Path, keep: int = KEEP) -> None:
