@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CHUNK_TOKENS = 1 << 22
-"""Tokens of the flat encoding read at once by ``counted_chunks`` (whole batches; one batch may exceed it)."""
+CHUNK_TOKENS = 1 << 18
+"""Tokens of the flat encoding read at once by ``counted_chunks`` (whole batches; one batch may exceed it): about
+50 bytes a token while read, so ≈ 13 MB at a time whatever the corpus."""
 
 
 @dataclass
