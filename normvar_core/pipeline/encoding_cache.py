@@ -3,10 +3,11 @@
 ``normvar plan`` and ``compute`` tokenize the whole corpus to count its types and positions exactly; the same
 corpus, tokenizer and options give the same flat arrays, so the second plan, and the compute after a plan, read
 them back instead of tokenizing again. The key is a SHA-256 of everything the arrays depend on: the Rust
-tokenizer's whole definition (``tokenizer.json`` as the tokenizer holds it: vocabulary, normalizer, pre-tokenizer,
-post-processor, added tokens), its class, the wrap (``wrap_tokens``), the special-token splitting, ``max_length``,
-the prefix rule of long lines (``encoding.LONG_CHARS``), this file's ``FORMAT`` and every sentence's bytes. Only
-fast tokenizers and token runs are cached (word runs keep word strings; a slow tokenizer has no definition to hash).
+tokenizer's whole definition (``tokenizer.json`` as the tokenizer holds it: vocabulary, normalizer,
+pre-tokenizer, post-processor, added tokens), its class, the transformers and tokenizers versions, the wrap
+(``wrap_tokens``), the special-token splitting, ``max_length``, the prefix rule of long lines
+(``encoding.LONG_CHARS``), this file's ``FORMAT`` and every sentence's bytes. Only fast tokenizers and token runs
+are cached (word runs keep word strings; a slow tokenizer has no definition to hash).
 
 Entries are plain numpy arrays in an ``.npz`` (``np.load(allow_pickle=False)``: nothing is ever unpickled),
 written to a temporary name and published with ``os.replace``; an entry that cannot be read or does not fit the
@@ -42,6 +43,7 @@ def cache_key(sentences: Sequence[str], tokenizer, *, max_length: int) -> str | 
     head = [
         f"format={FORMAT}",
         f"class={type(tokenizer).__module__}.{type(tokenizer).__qualname__}",
+        f"versions={_version('transformers')},{_version('tokenizers')}",
         f"wrap={wrap_tokens(tokenizer)}",
         f"split_special={getattr(tokenizer, 'split_special_tokens', None)}",
         f"max_length={int(max_length)}",
@@ -55,6 +57,15 @@ def cache_key(sentences: Sequence[str], tokenizer, *, max_length: int) -> str | 
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.hexdigest()
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "none"
 
 
 def encode_cached(sentences: Sequence[str], tokenizer, *, max_length: int, unit: str, folder: Path | None) -> Encoded:
