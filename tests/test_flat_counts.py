@@ -57,9 +57,14 @@ def test_flat_reading_equals_the_padded_batches(batches, side, excl, chunk, monk
         _same(S.plan_uniform(flat, size=size, seed=2, **excl), S.plan_uniform(built, size=size, seed=2, **excl))
 
 
-def test_token_counts_are_the_real_tokens_of_each_batch(batches):
+def test_token_counts_and_the_largest_batch_without_building_them(batches):
     want = [int(b.attention_mask.sum()) for b in batches]
     assert batches.token_counts().tolist() == want
     assert batches.token_counts().tolist() == want  # kept, and a copy each time
+    from normvar_core.pipeline.memory.terms import largest_batch
+
+    built = list(batches)
+    assert largest_batch(batches) == largest_batch(built)  # vectorised, and a scan over the built batches
+    assert largest_batch(batches)[0] * largest_batch(batches)[1] == max(b.input_ids.numel() for b in built)
     empty = PaddedBatches(batches.enc, [], batches.pad_id, "right")
     assert empty.token_counts().size == 0 and S.count_tokens(empty, **EXCL[0])[0].size == 0
