@@ -129,6 +129,7 @@ class PaddedBatches(Sequence):
         self.enc = enc
         self.groups = groups
         self.pad_id, self.side = pad_id, side
+        self._shapes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -144,7 +145,23 @@ class PaddedBatches(Sequence):
 
     def token_counts(self) -> np.ndarray:
         """Real (non-padding) tokens per batch."""
-        return np.array([int(self.enc.lengths[g].sum()) for g in self.groups], np.int64)
+        return self.shapes()[2]
+
+    def shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, padded width, real tokens) of every batch, without building them: vectorised over every batch
+        and kept (the memory plan asks once per batch size and measure, ``plan --devices`` down to
+        ``--batch-size 1``)."""
+        if self._shapes is None:
+            sizes = self.sizes()
+            width, total = np.zeros(sizes.size, np.int64), np.zeros(sizes.size, np.int64)
+            if sizes.size and int(sizes.sum()):
+                lens = self.enc.lengths[np.concatenate(self.groups).astype(np.int64)].astype(np.int64)
+                nonempty = sizes > 0
+                starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[nonempty]
+                width[nonempty] = np.maximum.reduceat(lens, starts)
+                total[nonempty] = np.add.reduceat(lens, starts)
+            self._shapes = (sizes, width, total)
+        return tuple(a.copy() for a in self._shapes)  # type: ignore[return-value]  # three arrays
 
     def _build(self, g: np.ndarray) -> Batch:
         import torch

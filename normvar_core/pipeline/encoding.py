@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,15 +101,17 @@ def encode_sentences(
     for a in range(0, n, chunk):
         part = list(sentences[a : a + chunk])
         cut = [s if words is not None else word_prefix(s, max_length) for s in part]
-        enc = tokenizer(
-            cut,
-            add_special_tokens=True,
-            return_special_tokens_mask=True,
-            return_attention_mask=False,
-            truncation=False,
-            verbose=False,
-            return_offsets_mapping=words is not None,
-        )
+        enc = None if words is not None else _rust_encode(tokenizer, cut)
+        if enc is None:
+            enc = tokenizer(
+                cut,
+                add_special_tokens=True,
+                return_special_tokens_mask=True,
+                return_attention_mask=False,
+                truncation=False,
+                verbose=False,
+                return_offsets_mapping=words is not None,
+            )
         seqs, specs = [], []
         for r, (ids, sp) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
             if cut[r] is not part[r] and len(ids) <= max_length:  # the prefix fell short: the whole sentence
@@ -153,6 +156,46 @@ def encode_sentences(
         word_occ=np.concatenate(wo_parts) if wo_parts else e,
         words=list(words),
     )
+
+
+def _rust_encode(tokenizer, texts: list[str], offsets: bool = False) -> Any:
+    """``tokenizer(texts, add_special_tokens=True, return_special_tokens_mask=True, truncation=False)``'s ids and
+    special-token masks read straight from the Rust tokenizer's encodings (a third of the CPU time less: no
+    per-sentence dict of Python lists, no attention mask); None where that call may do more than the Rust encode
+    (a tokenizer class with its own ``__call__`` or ``_encode_plus``; a slow tokenizer). The ordinary call is made
+    on the first text first (it sets the Rust tokenizer's truncation, padding and special-token splitting as it
+    always does), and must give the same ids and mask as the direct encode, else None. ``offsets``: with the
+    ``offset_mapping`` too (``return_offsets_mapping=True``)."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # another transformers layout: the ordinary call
+        return None
+    cls = type(tokenizer)
+    if (
+        not texts
+        or not isinstance(tokenizer, TokenizersBackend)
+        or cls.__call__ is not PreTrainedTokenizerBase.__call__
+        or cls._encode_plus is not TokenizersBackend._encode_plus
+    ):
+        return None
+    kw = dict(add_special_tokens=True, return_special_tokens_mask=True, return_attention_mask=False, verbose=False)
+    probe = tokenizer(texts[:1], truncation=False, **kw)
+    backend: Any = tokenizer._tokenizer
+    if backend.truncation is not None or backend.padding is not None:
+        return None
+    encode = backend.encode_batch if offsets else getattr(backend, "encode_batch_fast", None) or backend.encode_batch
+    out = encode(texts, add_special_tokens=True)
+    ids = [e.ids for e in out]
+    special = [e.special_tokens_mask for e in out]
+    if ids[0] != list(probe["input_ids"][0]) or special[0] != list(probe["special_tokens_mask"][0]):
+        return None
+    if offsets:
+        return {"input_ids": ids, "special_tokens_mask": special, "offset_mapping": [e.offsets for e in out]}
+    return {"input_ids": ids, "special_tokens_mask": special}
+
+
+rust_encode = _rust_encode
 
 
 def word_units(enc, row: int, sentence: str, words: dict[str, int]) -> list[tuple[int, int]]:

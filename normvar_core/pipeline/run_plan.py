@@ -20,7 +20,8 @@ from normvar_core.constants import id_sample_size
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.batches import Batch, PaddedBatches, auto_max_tokens, batch_sizes, batches_from, counted_mask
 from normvar_core.pipeline.corpus.select import CorpusText
-from normvar_core.pipeline.encoding import encode_sentences, wrap_tokens
+from normvar_core.pipeline.encoding import wrap_tokens
+from normvar_core.pipeline.encoding_cache import encode_cached
 from normvar_core.pipeline.sample_plan import (
     SamplePlan,
     char_spans,
@@ -151,11 +152,13 @@ def make_plan(
     max_length: int,
     device_type: str = "cpu",
     encode=None,
+    cache: Path | None = None,
 ) -> RunPlan:
     """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples (``corpus_of``
     makes a corpus of sentences in memory).
     ``encode(sentences, max_length=, unit=)``: the tokenization (default ``encoding.encode_sentences``
-    with ``tokenizer``; the Ray executor spreads it over its actors, ``corpus_shares``)."""
+    with ``tokenizer``; the Ray executor spreads it over its actors, ``corpus_shares``). ``cache``: a folder where the
+    default tokenization is kept and read back (``encoding_cache``: the same arrays, not tokenized again)."""
     sentences = list(corpus.sentences)
     if not sentences:
         raise NormvarError(
@@ -167,7 +170,7 @@ def make_plan(
     max_length = int(cfg.max_length or max_length)
     words = cfg.unit == "word"
     if encode is None:
-        enc = encode_sentences(sentences, tokenizer, max_length=max_length, unit=cfg.unit)
+        enc = encode_cached(sentences, tokenizer, max_length=max_length, unit=cfg.unit, folder=cache)
     else:
         enc = encode(sentences, max_length=max_length, unit=cfg.unit)
     batch_list = batches_from(enc, tokenizer, batch_size=cfg.batch_size, max_tokens=auto_max_tokens(device_type))
@@ -219,6 +222,18 @@ def make_plan(
         unk_share_text=unk_text,
         word_tokens=word_tokens,
     )
+
+
+def tokenized_cache(data_dir=None) -> Path | None:
+    """The folder of the data directory where ``make_plan`` keeps the corpus's tokenization (``encoding_cache``):
+    ``cache/tokenized``, created when first written; None when $NORMVAR_TOKEN_CACHE is 0 (never kept)."""
+    import os
+
+    from normvar_core.datadir import DataDir
+
+    if os.environ.get("NORMVAR_TOKEN_CACHE", "1").strip() in ("0", "false", "no", "off"):
+        return None
+    return DataDir.at(data_dir).root / "cache" / "tokenized"
 
 
 def uniform_size(cfg: RunConfig, total: int) -> int:

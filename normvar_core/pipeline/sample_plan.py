@@ -26,16 +26,25 @@ import torch
 from normvar_core.constants import SAMPLES_TOP_TYPES as N_TOP
 from normvar_core.constants import STUDY_BAND as BAND  # App. A: 1 <= log10 n_t <= 5
 from normvar_core.pipeline.batches import counted_mask, first_position, unit_ids, word_members
-from normvar_core.pipeline.encoding import word_prefix
+from normvar_core.pipeline.encoding import rust_encode, word_prefix
+from normvar_core.pipeline.flat_counts import counted_chunks
 from normvar_core.stats.analyses import select_by_counts
 from normvar_core.stats.layer_geometry import sample_keys
 
 
 def count_tokens(batches, *, exclude_special: bool, exclude_position0: bool) -> tuple[np.ndarray, np.ndarray]:
     """(token_ids ascending, n_t) over every counted position of ``batches``, counted batch by batch
-    (memory: one batch and the count table, never every id of the corpus at once)."""
+    (memory: one batch and the count table, never every id of the corpus at once; ``PaddedBatches`` are read
+    from their flat encoding, ``flat_counts.counted_chunks``, without padding a batch)."""
     counts = np.zeros(0, np.int64)
-    for b in batches:
+    chunks = counted_chunks(batches, exclude_special=exclude_special, exclude_position0=exclude_position0)
+    for c in chunks or ():
+        if c.ids.size:
+            part = np.bincount(c.ids)
+            if part.size > counts.size:
+                counts = np.concatenate([counts, np.zeros(part.size - counts.size, np.int64)])
+            counts[: part.size] += part
+    for b in batches if chunks is None else ():
         m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
         ids = unit_ids(b)[m]
         if ids.numel() == 0:
@@ -117,7 +126,11 @@ def char_spans(
         texts = [sentences[int(s)] for s in uniq]
         if max_length:
             texts = [word_prefix(t, max_length) for t in texts]
-        enc = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
+        enc = None if words else rust_encode(tokenizer, texts, offsets=True)  # word spans need the word ids
+        if enc is None:
+            enc = tokenizer(
+                texts, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False
+            )
         if max_length and any(
             len(o) <= max_length and t is not sentences[int(s)] for o, t, s in zip(enc["offset_mapping"], texts, uniq)
         ):
@@ -196,9 +209,19 @@ def plan_samples(
 
 def _occurrences(batches, types: np.ndarray, excl: dict) -> tuple[np.ndarray, ...]:
     """(token, batch, sentence, offset) of every counted occurrence of ``types``."""
-    types_t = torch.as_tensor(types)
     cols: dict[str, list] = {k: [] for k in ("tok", "batch", "sentence", "offset")}
-    for bi, b in enumerate(batches):
+    chunks = counted_chunks(batches, **excl)
+    if chunks is not None:
+        types = np.asarray(types, np.int64)
+        wanted = np.zeros(int(types.max()) + 1 if types.size else 0, bool)
+        wanted[types] = True
+        for c in chunks:
+            m = c.ids < wanted.size
+            m[m] = wanted[c.ids[m]]
+            for k, v in (("tok", c.ids), ("batch", c.batch), ("sentence", c.sentence), ("offset", c.offset)):
+                cols[k].append(v[m])
+    types_t = torch.as_tensor(types)
+    for bi, b in enumerate(batches if chunks is None else ()):
         ids = unit_ids(b)
         m = counted_mask(b, **excl)
         m &= torch.isin(ids, types_t)
@@ -209,7 +232,10 @@ def _occurrences(batches, types: np.ndarray, excl: dict) -> tuple[np.ndarray, ..
         cols["batch"].append(np.full(rows.numel(), bi, np.int64))
         cols["sentence"].append(np.asarray(b.indices, np.int64)[rows.numpy()])
         cols["offset"].append((cc - first_position(b)[rows]).numpy())
-    return tuple(np.concatenate(cols[k]).astype(np.int64) for k in ("tok", "batch", "sentence", "offset"))
+    return tuple(
+        np.concatenate(cols[k]).astype(np.int64) if cols[k] else np.zeros(0, np.int64)
+        for k in ("tok", "batch", "sentence", "offset")
+    )
 
 
 def _pick(occ: tuple[np.ndarray, ...], rng, per_token: int) -> tuple[np.ndarray, ...]:
@@ -237,19 +263,14 @@ def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclud
     if size <= 0:
         return SamplePlan(e, e.astype(np.int32), e, e, e, {})
     cols: dict[str, list] = {k: [] for k in ("key", "batch", "sentence", "offset")}
-    for bi, b in enumerate(batches):
-        m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
-        rows, cc = torch.nonzero(m, as_tuple=True)
-        if rows.numel() == 0:
-            continue
-        sent = np.asarray(b.indices, np.int64)[rows.numpy()]
-        off = (cc - first_position(b)[rows]).numpy().astype(np.int64)
+    for bi, sent, off in _counted_places(batches, exclude_special, exclude_position0):
         key = sample_keys(seed, sent, off)
         if key.size > size:  # keep only what can still make the cut
             part = np.argpartition(key, size - 1)[:size]
             sent, off, key = sent[part], off[part], key[part]
+            bi = bi[part] if isinstance(bi, np.ndarray) else bi
         cols["key"].append(key)
-        cols["batch"].append(np.full(key.size, bi, np.int64))
+        cols["batch"].append(bi if isinstance(bi, np.ndarray) else np.full(key.size, bi, np.int64))
         cols["sentence"].append(sent)
         cols["offset"].append(off)
         if sum(c.size for c in cols["key"]) > 4 * size:  # bound memory on huge corpora
@@ -264,6 +285,24 @@ def plan_uniform(batches, *, size: int, seed: int, exclude_special: bool, exclud
     for bi in np.unique(plan.batch):
         plan.by_batch[int(bi)] = np.flatnonzero(plan.batch == bi)
     return plan
+
+
+def _counted_places(batches, exclude_special: bool, exclude_position0: bool):
+    """(batch index or per-position batch indices, sentence, offset) of the counted positions: a few batches at a
+    time from the flat encoding (``flat_counts.counted_chunks``), else batch by batch. The keys are distinct (a
+    bijection of (sentence, offset)), so the kept sample is the same however the positions are grouped."""
+    chunks = counted_chunks(batches, exclude_special=exclude_special, exclude_position0=exclude_position0)
+    if chunks is not None:
+        for c in chunks:
+            if c.ids.size:
+                yield c.batch, c.sentence, c.offset
+        return
+    for bi, b in enumerate(batches):
+        m = counted_mask(b, exclude_special=exclude_special, exclude_position0=exclude_position0)
+        rows, cc = torch.nonzero(m, as_tuple=True)
+        if rows.numel() == 0:
+            continue
+        yield bi, np.asarray(b.indices, np.int64)[rows.numpy()], (cc - first_position(b)[rows]).numpy().astype(np.int64)
 
 
 def _trim(cols: dict, size: int) -> None:

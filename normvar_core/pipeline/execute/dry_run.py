@@ -20,7 +20,7 @@ from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_c
 from normvar_core.pipeline.models.device_map import device_name, meta_model
 from normvar_core.pipeline.models.load import resolve_device, resolve_dtype, torch_dtype
 from normvar_core.pipeline.models.shipped_shapes import STAND_IN
-from normvar_core.pipeline.run_plan import make_plan
+from normvar_core.pipeline.run_plan import make_plan, tokenized_cache
 
 
 def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
@@ -45,7 +45,13 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
     corpus = load_sentences(cfg, data_dir)
     plan = make_plan(
-        cfg, corpus, tok, num_hidden_states=shape.num_hidden_states, max_length=shape.max_length, device_type=device
+        cfg,
+        corpus,
+        tok,
+        num_hidden_states=shape.num_hidden_states,
+        max_length=shape.max_length,
+        device_type=device,
+        cache=tokenized_cache(data_dir),
     )
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
     mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)

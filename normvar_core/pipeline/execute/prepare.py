@@ -32,7 +32,7 @@ from normvar_core.pipeline.measures import early_measures, run_early, start_earl
 from normvar_core.pipeline.memory.per_device import device_limits, plan_placed
 from normvar_core.pipeline.memory.plan import run_budget, with_devices
 from normvar_core.pipeline.model_shape import shape_of_loaded
-from normvar_core.pipeline.run_plan import make_plan
+from normvar_core.pipeline.run_plan import make_plan, tokenized_cache
 from normvar_core.pipeline.sources import TransformerSource
 
 
@@ -109,6 +109,7 @@ def prepare(
         max_length=int(loaded.info.max_length),
         device_type=loaded.device.type,
         encode=remote.encode if remote is not None else None,
+        cache=tokenized_cache(dd.root),
     )
     del corpus
     source = remote.source(loaded, plan.layers) if remote is not None else TransformerSource(loaded, plan.layers)

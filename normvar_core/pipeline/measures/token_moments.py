@@ -37,8 +37,6 @@ import numpy as np
 import torch
 
 from normvar_core.pipeline.measures.state import Stateful
-from normvar_core.stats.kernels import type_groups as _type_groups
-from normvar_core.stats.kernels import update_kernel as _update_kernel
 from normvar_core.stats.tokenstats import TokenStats
 
 _FLOAT_DTYPES = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
@@ -290,6 +288,9 @@ class TokenMoments(Stateful):
         the threads), bookkeeping in numpy views, then the fused kernel. ``rows_in``: the embeddings
         of X that ``ids`` belong to (a subset); the kernel reads X through ``order``, so a subset is
         only a different ``order`` (rows_in[order]), never a copy of the states."""
+        from normvar_core.stats.kernels import type_groups as _type_groups  # numba: imported on the CPU path only
+        from normvar_core.stats.kernels import update_kernel as _update_kernel
+
         order, starts, uniq, bounds = _type_groups(ids)
         if rows_in is not None:
             order = rows_in[order]

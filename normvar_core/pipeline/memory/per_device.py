@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import weakref
 from contextlib import contextmanager
 from typing import Any
 
@@ -94,14 +95,34 @@ def block_devices(model, dmap: dict[str, str]) -> list[str]:
     return [entry_of(dmap, names[id(b)]) for b in blocks(model)]
 
 
+_PLACEMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def placement(model, dmap: dict[str, str], num_hidden_states: int) -> tuple[list[str], dict[str, int], set[str]]:
+    """(``hidden_state_devices``, ``module_bytes``, the set of ``block_devices``) of ``model`` placed by ``dmap``:
+    walked once per model and map, then kept while the model lives (``plan --devices`` asks for them once per
+    measure dropped and batch size tried; the walk over a 60-block model's modules is what took the time)."""
+    key = (tuple(dmap.items()), int(num_hidden_states))
+    try:
+        kept = _PLACEMENTS.setdefault(model, {})
+    except TypeError:  # not weak-referenceable: walked every time
+        kept = {}
+    if key not in kept:
+        kept[key] = (
+            hidden_state_devices(model, dmap, num_hidden_states),
+            module_bytes(model, dmap),
+            set(block_devices(model, dmap)),
+        )
+    produced, weights, blocks_on = kept[key]
+    return list(produced), dict(weights), set(blocks_on)
+
+
 def device_rows(
     ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(), offload: bool = False
 ) -> list[dict]:
     """One row per device (module docstring) with the measures not in ``drop``."""
-    produced = hidden_state_devices(model, dmap, shape.num_hidden_states)
-    weights = module_bytes(model, dmap)
+    produced, weights, blocks_on = placement(model, dmap, shape.num_hidden_states)
     kept = {e: [l for l in ctx.layers if produced[l] == e] for e in dict.fromkeys(dmap.values())}
-    blocks_on = set(block_devices(model, dmap))
     rows_, width, n = largest_batch(ctx.plan.batches)
     P, d, e = rows_ * width, shape.dim, DTYPE_BYTES[dtype]
     devices = list(dict.fromkeys([*dmap.values(), *limits]))

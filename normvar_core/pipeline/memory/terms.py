@@ -93,12 +93,12 @@ def largest_batch(batches) -> tuple[int, int, int]:
     """(rows, padded width, real tokens) of the batch with the most padded tokens."""
     enc = flat_encoding(batches)
     best = (0, 0, 0)
-    if enc is not None:
-        for g in batches.groups:
-            lens = enc.lengths[g]
-            rows, width = len(g), int(lens.max()) if len(g) else 0
-            if rows * width > best[0] * best[1]:
-                best = (rows, width, int(lens.sum()))
+    if enc is not None:  # every batch at once from the flat encoding; the first of the largest, as a scan would
+        rows, width, tokens = batches.shapes()
+        padded = rows * width
+        if padded.size and int(padded.max()) > 0:
+            i = int(np.argmax(padded))
+            best = (int(rows[i]), int(width[i]), int(tokens[i]))
         return best
     for b in batches:
         rows, width = (int(x) for x in b.input_ids.shape)
