@@ -18,7 +18,8 @@ limits. Then, per device k (docs/scale.md, "Per-device plans"):
                                                               + publish)
 
 and a device fits when bytes_k <= limit_k (weights on "disk" fit only with --offload-folder). What does not fit
-drops the droppable measures (registry order), each reason naming the device; the suggestions are per device.
+drops the droppable measures (the last in the registry first, then takes back each that fits again, the earliest
+first: the earlier measures are kept, as on one device), each reason naming the device; the suggestions are per device.
 ``memory.with_devices`` puts these rows, drops and verdict into the run's ``MemoryPlan``.
 """
 
@@ -199,7 +200,8 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     offload = bool(cfg.offload_folder)
     dropped, reasons = [], {}
     rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, (), offload)
-    for cls in [c for c in registry if c.droppable(ctx)]:
+    # the last droppable measure first, as on one device (``plan.plan_memory`` keeps the earlier ones first)
+    for cls in reversed([c for c in registry if c.droppable(ctx)]):
         over = [r for r in rows if not r["fits"] and r["state_bytes"] and r["device"] != "disk"]
         if not over:
             break
@@ -212,13 +214,15 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
             f"{gb(worst['limit_bytes'])} (its layers {layer_span(worst['layers'])})"
         )
         rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload)
-    for name in list(dropped):  # one dropped early may fit again once a larger one is out
+    order = [c.name for c in registry]
+    for name in sorted(dropped, key=order.index):  # an earlier one dropped may fit again once a larger one is out
         if all(r["fits"] for r in rows):
             rest = [n for n in dropped if n != name]
             again = device_rows(ctx, shape, model, dmap, limits, dtype, registry, rest, offload)
             if all(r["fits"] for r in again):
                 dropped, rows = rest, again
                 reasons.pop(name)
+    dropped.sort(key=order.index)  # listed in registry order
     suggestions = [_suggest(r, cfg) for r in rows if not r["fits"]]
     for r in rows:
         r.pop("measures")
