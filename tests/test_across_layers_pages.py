@@ -55,7 +55,7 @@ def test_geometry_page_draws_the_linearity_curves_with_their_sentence(app, run, 
 
 
 def test_overlap_tab_draws_the_profile_and_the_curve_over_k_beside_chance(app, tables):
-    at = open_section(open_page(app, "geometry"), "geometry", "Neighbourhood overlap")
+    at = open_section(open_page(app, "geometry"), "geometry", "Neighbourhoods")
     prof = figure(at, "Neighbourhood overlap between layers")
     o = tables["layer_overlap"].sort_values("layer")
     np.testing.assert_allclose(arr(trace(prof, f"{RUN} (next layer)")["y"]), o["overlap_next"].to_numpy(), atol=1e-12)
@@ -187,7 +187,7 @@ def test_compare_draws_the_id_across_scales_and_the_overlap(app, tables):
     g = tables["layer_geometry"]
     gride = [t for t in fig["data"] if str(t.get("name", "")).startswith("layer ")]  # RUN's alone: RUN2 has none
     assert gride and not any(RUN2 in str(t.get("name", "")) for t in fig["data"])
-    at = open_section(at, "compare", "Neighbourhood overlap")
+    at = open_section(at, "compare", "Neighbourhoods")
     prof = figure(at, "Neighbourhood overlap between layers")
     o = tables["layer_overlap"].sort_values("layer")
     np.testing.assert_allclose(arr(trace(prof, f"{RUN} (next layer)")["y"]), o["overlap_next"].to_numpy(), atol=1e-12)

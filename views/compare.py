@@ -180,11 +180,9 @@ _chrome.draw_sections(
         "scatters": ("Trade-off at the matched depth", _scatters),
         "geometry": ("Layer geometry", _geometry),
         **{  # the ID across scales and the neighbourhood overlap (with the overlap against k under it), both runs
-            f.key: (f.section, lambda f=f: _declared(f))
-            for f in (SCALES, OVERLAP)
-            if holds(run_a, f) or holds(run_b, f)
+            f.key: (f.label, lambda f=f: _declared(f)) for f in (SCALES, OVERLAP) if holds(run_a, f) or holds(run_b, f)
         },
-        **{f.key: (f.section, lambda f=f: _declared(f)) for f in declared_figures(None, [run_a, run_b])},
+        **_sections.more_curves("compare", declared_figures(None, [run_a, run_b]), _declared),
     },
 )
 _state.sync_url("compare")
