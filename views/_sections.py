@@ -80,7 +80,8 @@ def _one(f: Figure, ov: Overlay) -> None:
 def more_curves(
     page: str, figs: tuple[Figure, ...], draw_one: Callable[[Figure], None]
 ) -> dict[str, tuple[str, Callable[[], None]]]:
-    """The curves that the runs' measures declare (``figs``) as one tab, ``{slug: (MORE, draw)}`` ({} without any):
+    """Figures of the generic builder (``figs``: the curves that the runs' measures declare; on Compare also the ID
+    across scales and the neighbourhood overlap) as one tab, ``{slug: (MORE, draw)}`` ({} without any):
     inside it a row of their titles (a horizontal radio, wrapped, so every name is in view) chooses the curve that
     ``draw_one`` draws. The slug is the chosen curve's key, so the link (``?section=<key>``) opens the tab on that
     curve; the choice is kept while another tab is open."""
