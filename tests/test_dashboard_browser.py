@@ -176,6 +176,21 @@ def test_sidebar_and_the_last_run_this_browser_used(server, browser):
     fresh.context.close()
 
 
+def _tabs_in_view(page) -> list[str]:
+    """The labels of the page's tab strip, asserting that every tab lies inside the strip's visible box and that the
+    strip does not scroll (nothing past its edge, so no scroll arrow hides a tab)."""
+    strip = page.evaluate(
+        """() => { const s = document.querySelector('[role=tablist]'), b = s.getBoundingClientRect();
+        return {l: b.left, r: b.right, scroll: s.scrollWidth, client: s.clientWidth,
+                tabs: [...s.querySelectorAll('[role=tab]')].map(t => { const r = t.getBoundingClientRect();
+                    return {text: t.textContent.trim(), l: r.left, r: r.right, w: r.width}; })}; }"""
+    )
+    assert strip["scroll"] <= strip["client"], strip
+    for t in strip["tabs"]:
+        assert t["w"] > 0 and strip["l"] - 0.5 <= t["l"] and t["r"] <= strip["r"] + 0.5, (t, strip)
+    return [t["text"] for t in strip["tabs"]]
+
+
 def test_every_geometry_tab_is_in_view_at_1280_px(server, browser):
     """At a 1280-px-wide window (the sidebar open), every tab of Geometry lies inside the tab strip's visible box
     and the strip does not scroll (no arrow hides a tab): the page's figures under their labels, then More curves.
@@ -192,16 +207,7 @@ def test_every_geometry_tab_is_in_view_at_1280_px(server, browser):
     page.wait_for_function(PLOT_READY, timeout=120000)
     want = [f.label for f in FIGURES["geometry"]] + [MORE]
     page.wait_for_function("(n) => document.querySelectorAll('[role=tab]').length === n", arg=len(want), timeout=60000)
-    strip = page.evaluate(
-        """() => { const s = document.querySelector('[role=tablist]'), b = s.getBoundingClientRect();
-        return {l: b.left, r: b.right, scroll: s.scrollWidth, client: s.clientWidth,
-                tabs: [...s.querySelectorAll('[role=tab]')].map(t => { const r = t.getBoundingClientRect();
-                    return {text: t.textContent.trim(), l: r.left, r: r.right, w: r.width}; })}; }"""
-    )
-    assert [t["text"] for t in strip["tabs"]] == want
-    assert strip["scroll"] <= strip["client"], strip  # nothing past the strip's edge: no scroll arrow
-    for t in strip["tabs"]:
-        assert t["w"] > 0 and strip["l"] - 0.5 <= t["l"] and t["r"] <= strip["r"] + 0.5, (t, strip)
+    assert _tabs_in_view(page) == want
     page.get_by_role("tab", name=MORE).click()
     main = page.get_by_test_id("stMainBlockContainer").bounding_box()
     assert main is not None
@@ -226,3 +232,19 @@ def test_every_geometry_tab_is_in_view_at_1280_px(server, browser):
     page.locator("[data-testid=stMainBlockContainer]").screenshot(path=str(ARTIFACTS / "geometry_more_curves.png"))
     ctx.close()
     fresh.context.close()
+
+
+def test_every_compare_tab_is_in_view_at_1280_px(server, browser):
+    """Compare at a 1280-px-wide window: its four tabs and More curves all inside the tab strip, none scrolled out;
+    the link's ?section=overlap opens More curves on the neighbourhood overlap."""
+    from dashboard_run import RUN2
+
+    from views._sections import MORE
+
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(f"{server}/?page=compare&run={RUN}&run2={RUN2}&section=overlap")
+    page.get_by_role("tab", name=MORE, selected=True).wait_for(timeout=120000)
+    page.get_by_role("radio", name="Neighbourhood overlap", checked=True).wait_for(state="attached", timeout=60000)
+    labels = _tabs_in_view(page)
+    assert labels[-1] == MORE and "Layer geometry" in labels and len(labels) == 5, labels
+    page.context.close()
