@@ -120,8 +120,19 @@ def in_band(run, layer, lo=1.0, hi=5.0):
 
 def open_section(at, page: str, label_part: str):
     """Open the page's tab whose label holds ``label_part`` (as a click would: the tab's state, then a rerun);
-    only the open tab's figures are computed and sent."""
+    only the open tab's figures are computed and sent. A curve that a run's measure declares is chosen by its title
+    in the "More curves" tab (``views/_sections.more_curves``): that tab opened, then its name picked."""
+    from views._sections import MORE
+
     labels = [t.label for t in at.tabs]
+    if MORE in labels and not any(label_part in lab for lab in labels):
+        open_section(at, page, MORE)
+        choice = at.radio(key=f"w_curve_{page}")
+        [title] = [t for t in choice.options if label_part in t] or [None]
+        assert title is not None, f"no curve ~{label_part!r} in {choice.options}"
+        choice.set_value(title).run()
+        ok(at)
+        return at
     [label] = [lab for lab in labels if label_part in lab] or [None]
     assert label is not None, f"no tab ~{label_part!r} in {labels}"
     at.session_state[f"w_section_{page}"] = label

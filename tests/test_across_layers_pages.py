@@ -55,7 +55,7 @@ def test_geometry_page_draws_the_linearity_curves_with_their_sentence(app, run, 
 
 
 def test_overlap_tab_draws_the_profile_and_the_curve_over_k_beside_chance(app, tables):
-    at = open_section(open_page(app, "geometry"), "geometry", "Neighbourhood overlap")
+    at = open_section(open_page(app, "geometry"), "geometry", "Neighbourhoods")
     prof = figure(at, "Neighbourhood overlap between layers")
     o = tables["layer_overlap"].sort_values("layer")
     np.testing.assert_allclose(arr(trace(prof, f"{RUN} (next layer)")["y"]), o["overlap_next"].to_numpy(), atol=1e-12)
@@ -177,8 +177,8 @@ def test_two_independent_gaussian_layers_share_k_over_n_neighbours():
 
 
 def test_compare_draws_the_id_across_scales_and_the_overlap(app, tables):
-    """Compare has a tab for the ID across scales and one for the neighbourhood overlap (with the overlap against k
-    under it), each over the runs that hold it and naming the one that does not."""
+    """Compare draws the ID across scales and the neighbourhood overlap (with the overlap against k under it), each
+    chosen in its More curves tab, over the runs that hold it and naming the one that does not."""
     from dashboard_run import RUN2
 
     at = open_page(app, "compare", run2=RUN2)

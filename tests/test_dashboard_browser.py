@@ -174,3 +174,77 @@ def test_sidebar_and_the_last_run_this_browser_used(server, browser):
     fresh.wait_for_function("(n) => new URLSearchParams(location.search).get('run') === n", arg=RUN, timeout=60000)
     ctx.close()
     fresh.context.close()
+
+
+def _tabs_in_view(page) -> list[str]:
+    """The labels of the page's tab strip, asserting that every tab lies inside the strip's visible box and that the
+    strip does not scroll (nothing past its edge, so no scroll arrow hides a tab)."""
+    strip = page.evaluate(
+        """() => { const s = document.querySelector('[role=tablist]'), b = s.getBoundingClientRect();
+        return {l: b.left, r: b.right, scroll: s.scrollWidth, client: s.clientWidth,
+                tabs: [...s.querySelectorAll('[role=tab]')].map(t => { const r = t.getBoundingClientRect();
+                    return {text: t.textContent.trim(), l: r.left, r: r.right, w: r.width}; })}; }"""
+    )
+    assert strip["scroll"] <= strip["client"], strip
+    for t in strip["tabs"]:
+        assert t["w"] > 0 and strip["l"] - 0.5 <= t["l"] and t["r"] <= strip["r"] + 0.5, (t, strip)
+    return [t["text"] for t in strip["tabs"]]
+
+
+def test_every_geometry_tab_is_in_view_at_1280_px(server, browser):
+    """At a 1280-px-wide window (the sidebar open), every tab of Geometry lies inside the tab strip's visible box
+    and the strip does not scroll (no arrow hides a tab): the page's figures under their labels, then More curves.
+    That tab shows the name of every curve the run's measures declare in view (the layer linearity's four among
+    them); picking one draws it and puts it in the link, and the link opens it in a fresh browser."""
+    from normvar_core.pipeline.measures.layer_linearity import LayerLinearityMeasure
+    from normvar_core.viz.page_figures import FIGURES
+    from views._sections import MORE
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.goto(f"{server}/?page=geometry&run={RUN}")
+    page.wait_for_function(PLOT_READY, timeout=120000)
+    want = [f.label for f in FIGURES["geometry"]] + [MORE]
+    page.wait_for_function("(n) => document.querySelectorAll('[role=tab]').length === n", arg=len(want), timeout=60000)
+    assert _tabs_in_view(page) == want
+    page.get_by_role("tab", name=MORE).click()
+    main = page.get_by_test_id("stMainBlockContainer").bounding_box()
+    assert main is not None
+    titles = [c.title for c in LayerLinearityMeasure.curves]
+    for title in titles:
+        label = page.get_by_test_id("stRadio").get_by_text(title, exact=True)
+        label.wait_for(state="visible", timeout=60000)
+        box = label.bounding_box()
+        assert box and main["x"] <= box["x"] and box["x"] + box["width"] <= main["x"] + main["width"], (title, box)
+    page.get_by_test_id("stRadio").get_by_text(titles[1], exact=True).click()
+    wait_url(page, "section=layer_linearity-linearity_xfit", timeout=60000)
+    page.wait_for_function(
+        "(t) => [...document.querySelectorAll('.js-plotly-plot')].some(g => g._fullLayout && "
+        "String(g._fullLayout.title.text || '').startsWith(t))",
+        arg=titles[1],
+        timeout=60000,
+    )
+    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    fresh.goto(page.url)
+    fresh.get_by_role("tab", name=MORE, selected=True).wait_for(timeout=120000)
+    fresh.get_by_role("radio", name=titles[1], checked=True).wait_for(state="attached", timeout=60000)
+    page.locator("[data-testid=stMainBlockContainer]").screenshot(path=str(ARTIFACTS / "geometry_more_curves.png"))
+    ctx.close()
+    fresh.context.close()
+
+
+def test_every_compare_tab_is_in_view_at_1280_px(server, browser):
+    """Compare at a 1280-px-wide window: its four tabs and More curves all inside the tab strip, none scrolled out;
+    the link's ?section=overlap opens More curves on the neighbourhood overlap."""
+    from dashboard_run import RUN2
+
+    from views._sections import MORE
+
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(f"{server}/?page=compare&run={RUN}&run2={RUN2}&section=overlap")
+    page.get_by_role("tab", name=MORE, selected=True).wait_for(timeout=120000)
+    page.get_by_role("radio", name="Neighbourhood overlap", checked=True).wait_for(state="attached", timeout=60000)
+    labels = _tabs_in_view(page)
+    assert labels[-1] == MORE and "Layer geometry" in labels and len(labels) == 5, labels
+    page.context.close()

@@ -165,3 +165,127 @@ def test_the_clouds_slide_draws_the_pages_tokens(app, runs):
 
     assert clouds(slide) == clouds(page) and len(clouds(page)) > 10
     assert axes(slide) == axes(page) and axes(page)[0].startswith("PC1")
+
+
+# ------------------------------------------------------------------ the takeaways against the series they draw
+def _pptx_takeaways(path) -> dict[str, str]:
+    """Slide title -> its takeaway as the PPTX holds it: the box under the title, or, when that one was cut, the
+    whole one that opens the speaker notes ("Takeaway: …")."""
+    from pptx import Presentation
+
+    out = {}
+    for sl in Presentation(path).slides:
+        notes = sl.notes_slide.notes_text_frame.text
+        boxes = [sh.text_frame.text for sh in sl.shapes if sh.has_text_frame and sh != sl.shapes.title]
+        whole = notes.split("\n\n", 1)[0].removeprefix("Takeaway: ") if notes.startswith("Takeaway: ") else boxes[0]
+        out[sl.shapes.title.text_frame.text] = whole
+    return out
+
+
+def _rho(x, y) -> float:
+    """Spearman's ρ as its definition: Pearson's r of the average ranks (pandas ranks, numpy's correlation)."""
+    import numpy as np
+    import pandas as pd
+
+    return float(np.corrcoef(pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy())[0, 1])
+
+
+def _word(rho: float, up: str, down: str, flat: str, agrees: bool) -> str:
+    """The direction a takeaway must give for a printed ρ: none below |ρ| = 0.1 or where the figure's other
+    summary runs the other way."""
+    r = round(rho, 2)
+    return flat if abs(r) < 0.1 or not agrees else (up if r > 0 else down)
+
+
+def _panels(fig: dict) -> dict[str, dict[str, tuple[dict, dict]]]:
+    """A per-run side-by-side frequency figure's panels by the runs' heads ("<b><run> · layer <l></b>"): run ->
+    {quantity: (its points' trace, its drawn line's trace)}, each run holding an equal share of the axes, in order."""
+    import re
+
+    heads = [a["text"] for a in fig["layout"]["annotations"] if a.get("text", "").startswith("<b>")]
+    runs = [re.sub(r"</?b>", "", h).split(" · ")[0] for h in heads]
+    by_axis: dict[int, dict[str, dict]] = {}
+    for t in fig["data"]:
+        k = int((t.get("xaxis") or "x")[1:] or 1)
+        by_axis.setdefault(k, {})["dots" if t.get("mode") == "markers" else "line"] = t
+    per = len(by_axis) // len(runs)
+    out: dict[str, dict[str, tuple[dict, dict]]] = {r: {} for r in runs}
+    for k, d in sorted(by_axis.items()):
+        out[runs[(k - 1) // per]][d["dots"]["name"]] = (d["dots"], d["line"])
+    return out
+
+
+def test_the_frequency_takeaway_says_what_its_drawn_points_do(deck):
+    """Per run and panel (M, V, Q against log₁₀ n_t), the PPTX's takeaway gives Spearman's ρ of the drawn points as
+    recomputed here from the figure's own x and y, and its direction word follows that ρ's sign ("rises" / "falls";
+    "shows no clear trend" below |ρ| = 0.1 or where the panel's drawn line runs the other way)."""
+    import re
+
+    import numpy as np
+    from dashboard_run import arr
+
+    [s] = [s for s in deck["slides"] if s.title.endswith("frequency (Fig. 7)")]
+    text = _pptx_takeaways(deck["pptx"])[s.title]
+    fig = s.figure.to_plotly_json()
+    words = set()
+    for run, traces in _panels(fig).items():
+        part = re.search(re.escape(run) + r": at layer \d+, over the ([\d,]+) drawn types[^;]*", text)
+        assert part, (run, text)
+        assert sorted(traces) == ["M", "Q", "V"]
+        for name, (dots, line) in traces.items():
+            x, y = arr(dots["x"]), arr(dots["y"])
+            assert int(part.group(1).replace(",", "")) == len(x)
+            got = re.search(rf"\b{name} (rises|falls|shows no clear trend) \(ρ ([+-]\d\.\d\d)\)", part.group(0))
+            assert got, (name, part.group(0))
+            rho, drawn_slope = _rho(x, y), float(np.diff(arr(line["y"]))[0])
+            assert abs(float(got.group(2)) - rho) <= 0.005 + 1e-9, (run, name, got.group(0), rho)
+            agrees = drawn_slope == 0 or (drawn_slope > 0) == (rho > 0)
+            assert got.group(1) == _word(rho, "rises", "falls", "shows no clear trend", agrees), (run, name, rho)
+            words.add(got.group(1))
+    assert {"rises", "falls"} <= words  # the real runs' panels run both ways
+
+
+def test_the_clouds_takeaway_reads_each_drawn_cloud(deck):
+    """The clouds slide's takeaway, as the PPTX holds it, against the clouds its figure draws (recomputed here from
+    each token's drawn points, the origin at (0, 0)): the distance of each cloud's centre from the origin and its
+    spread, their medians over the rarer and the more frequent half of the clouds, Spearman's ρ against n_t with a
+    word that follows it, and the rarest and the most frequent cloud each with its own numbers."""
+    import re
+
+    import numpy as np
+    from dashboard_run import arr
+
+    [s] = [s for s in deck["slides"] if s.title.endswith("token clouds (Fig. 1)")]
+    text = _pptx_takeaways(deck["pptx"])[s.title]
+    clouds = []
+    for t in cloud_traces(s.figure.to_plotly_json()):
+        p = np.column_stack([arr(t["x"]), arr(t["y"])]).astype(np.float64)
+        c = p.mean(axis=0)
+        n = {int(round(float(v))) for v in np.asarray(arr(t["customdata"]), dtype=object).reshape(len(p), -1)[:, 0]}
+        assert len(n) == 1  # one type per cloud
+        clouds.append((n.pop(), t["name"], float(np.hypot(*c)), float(np.sqrt(((p - c) ** 2).sum(axis=1).mean()))))
+    clouds.sort()
+    k, half = len(clouds), len(clouds) // 2
+    assert k > 10 and f"over the {k} drawn clouds, the rarer {half} vs the more frequent {half}" in text, text
+
+    def close(printed: str, value: float) -> bool:
+        return abs(float(printed) - value) <= 5e-3 * abs(value) + 1e-12
+
+    for j, what in ((2, "the centre's distance from the origin \\(×\\)"), (3, "the spread")):
+        got = re.search(
+            what + r", median (\S+) vs (\S+) \((?:Spearman's )?ρ(?: against n_t)? ([+-]\d\.\d\d): ([^)]*)\)", text
+        )
+        assert got, (what, text)
+        values = [c[j] for c in clouds]
+        rare, freq = float(np.median(values[:half])), float(np.median(values[k - half :]))
+        rho = _rho([c[0] for c in clouds], values)
+        assert close(got.group(1), rare) and close(got.group(2), freq), (got.group(0), rare, freq)
+        assert abs(float(got.group(3)) - rho) <= 0.005 + 1e-9, (got.group(0), rho)
+        agrees = (freq - rare) * rho > 0
+        assert got.group(4) == _word(rho, "grows with n_t", "shrinks with n_t", "no clear trend with n_t", agrees)
+    shown = []
+    for n, tok, dist, spread in (clouds[0], clouds[-1]):  # the rarest and the most frequent, each its own numbers
+        got = re.search(re.escape(f"{tok} (n={n}): distance ") + r"(\S+), spread ([^;,\s]+)", text)
+        assert got and close(got.group(1), dist) and close(got.group(2), spread), (tok, dist, spread, text)
+        shown.append(got.groups())
+    assert shown[0] != shown[1]

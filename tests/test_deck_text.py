@@ -52,12 +52,16 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
     from normvar_core.stats.findings import CLAIMS
 
     assert RUN in findings and RUN2 in findings and ("holds" in findings or "fails" in findings)
-    # the claims' column alone (cropped: its left half, 72 dpi) of the findings' pages (the table may continue
-    # on a further page), read top to bottom: every claim whole, in order
+    # the claims' column alone (cropped left of the first run's column, whose header word pdftotext -bbox places)
+    # of the findings' pages (a table too long for one page continues), read top to bottom: every claim whole, in order
+    from deck_readback import pdf_pages
+
     last = 1 + next(i for i, p in enumerate(pages[1:]) if "Findings" not in " ".join(p.strip().splitlines()[:2]))
+    edge = min(w.x0 for w in pdf_pages(path)[1][2] if w.text == RUN)
     column = _words(
         subprocess.run(
-            ["pdftotext", "-f", "2", "-l", str(last), "-x", "0", "-y", "0", "-W", "570", "-H", "648", str(path), "-"],
+            ["pdftotext", "-f", "2", "-l", str(last), "-x", "0", "-y", "0", "-W", str(int(edge) - 2), "-H", "648"]
+            + [str(path), "-"],
             check=True,
             capture_output=True,
             text=True,
@@ -68,6 +72,41 @@ def test_pdf_text_layer_holds_titles_takeaways_and_findings(two_runs, tmp_path):
         whole = _words(f"{c.id} ({c.seed}): {c.wording}")
         assert whole in column[at:], (whole, column)
         at = column.index(whole, at) + len(whole)
+
+
+@pytest.mark.parametrize("columns", [2, 5])
+def test_the_findings_table_fits_one_pdf_page(two_runs, tmp_path, columns):
+    """The findings of the comparison (every claim, both runs), and the same table widened to five run columns (the
+    runs' real verdict cells repeated, under the names run 1 … run 5), each on one PDF page: the page count is one
+    and that page holds every word of the title, the header and every cell, as pdftotext reads them."""
+    from collections import Counter
+    from dataclasses import replace
+    from unicodedata import normalize
+
+    from normvar_core.report.slides import Table, findings_slide
+    from normvar_core.stats.findings import CLAIMS
+
+    s = findings_slide(two_runs)
+    t = s.table
+    assert t is not None and len(t.rows) == len(CLAIMS) and len(t.header) == 3
+    names = [f"run {k}" for k in range(1, columns + 1)] if columns > 2 else t.header[1:]
+    table = Table(
+        t.header[:1] + names,
+        [r[:1] + (r[1:] * columns)[: len(names)] for r in t.rows],
+        [f[:1] + (f[1:] * columns)[: len(names)] for f in t.fills],
+    )
+    path = write_report([replace(s, table=table)], tmp_path / "findings.pdf", "pdf")
+    info = subprocess.run(["pdfinfo", str(path)], check=True, capture_output=True, text=True).stdout
+    assert re.search(r"^Pages:\s+1$", info, re.M), info
+    page = subprocess.run(
+        ["pdftotext", "-f", "1", "-l", "1", str(path), "-"], check=True, capture_output=True, text=True
+    ).stdout
+
+    def words(text: str) -> Counter:
+        return Counter(normalize("NFKC", text).split())
+
+    want = words(" ".join([s.title, *table.header, *(c for row in table.rows for c in row)]))
+    assert not want - words(page), want - words(page)
 
 
 def test_comparison_slides_show_every_run(two_runs):

@@ -141,11 +141,15 @@ def test_a_built_in_run_declares_nothing_and_shows_todays_figures(data, written_
 
 
 def test_the_geometry_page_shows_the_declared_curve(data, monkeypatch):
+    from views._sections import MORE
+
     run = open_run(data / "runs" / "shown.duckdb")
     at = _page(data, monkeypatch, "shown")
     labels = [t.label for t in at.tabs]
-    assert labels.count(CURVE.title) == 1
-    fig = figure(open_section(at, "geometry", CURVE.title), CURVE.title)
+    assert labels.count(MORE) == 1 and CURVE.title not in labels  # the declared curve: under More curves
+    at = open_section(at, "geometry", CURVE.title)
+    assert at.radio(key="w_curve_geometry").options.count(CURVE.title) == 1
+    fig = figure(at, CURVE.title)
     [line] = [t for t in fig["data"] if t.get("name") == "shown"]
     want = run.table("layer_norms").sort_values("layer")
     np.testing.assert_array_equal(arr(line["y"]), want["rms_norm"].to_numpy())  # the table's values, as stored
@@ -165,7 +169,7 @@ def test_a_built_in_run_has_the_pages_own_tabs(data, monkeypatch):
 
     at = _page(data, monkeypatch, "plain")
     labels = [t.label for t in at.tabs]
-    assert labels[: len(FIGURES["geometry"])] == [f.section for f in FIGURES["geometry"]]
+    assert labels[: len(FIGURES["geometry"])] == [f.label for f in FIGURES["geometry"]]
     assert CURVE.title not in labels
 
 

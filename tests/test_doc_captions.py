@@ -86,7 +86,7 @@ def page_source(key: str) -> tuple[str | None, list[str] | None]:
                 else next((k.value for k in node.keywords if k.arg == "extra"), None)
             )
             if name == "draw":
-                tabs += [f.section for f in FIGURES.get(key, ())]
+                tabs += [f.label for f in FIGURES.get(key, ())]
             if given is None:
                 continue
             if not isinstance(given, ast.Dict):

@@ -101,3 +101,24 @@ def test_the_upload_limit_is_stated_once(form, monkeypatch):
     up = form.file_uploader(key="w_upload")
     assert "MB" not in up.label
     assert up.proto.max_upload_size_mb == max(1, math.floor(max_upload_bytes() / 2**20))
+
+
+def test_an_upload_run_is_named_as_the_manual_says(form, tmp_path):
+    """docs/dashboard.md's example of an upload's names (a file → its corpus label and its run's name) is what the
+    form does: that file uploaded and submitted without a name queues a run of the documented name on a corpus of
+    the documented label, the name ``corpus_store.upload_run_name`` gives."""
+    from normvar_core.corpus_formats import corpus_label
+    from normvar_core.service.corpus_store import upload_run_name
+
+    manual = (Path(__file__).resolve().parent.parent / "docs" / "dashboard.md").read_text()
+    example = r"\*\*Uploads\*\* are named after their file \(`([^`]+)` → corpus `([^`]+)`, run `([^`]+)`\)"
+    said = re.search(example, manual)
+    assert said, "docs/dashboard.md: the Uploads example"
+    file, corpus, run = said.groups()
+    form.file_uploader(key="w_upload").set_value((file, STORY, "text/plain"))
+    form.button(key="w_submit").click().run()
+    assert errors(form) == []
+    (job,) = JobStore(tmp_path).list()
+    assert job.name == run and job.config["model"] == run.split("__")[0]
+    assert corpus_label(job.config["corpus"]) == corpus
+    assert upload_run_name(job.config["model"], job.config["corpus"]) == run

@@ -312,3 +312,44 @@ def test_the_overlap_against_k_takeaway_reads_the_drawn_layer_pairs_only():
     assert "keeps 0.500–0.560 at k = 1 and 0.500–0.560 at k = 100" in take  # layer 1's 0.999 is not drawn
     assert f"keeps {0.5 / (1 / n):.3g}× chance at k = 1 and {0.5 / (100 / n):.3g}× at k = 100" in take
     assert "0.999" in notes and len(notes.splitlines()) == 2 + len(t)
+
+
+def test_the_frequency_and_clouds_readings_follow_planted_trends():
+    """On planted data: M falling with n_t, V rising, Q unrelated give "falls", "rises" and "no clear trend" with their
+    ρ; V's rise against a drawn line that falls gives no trend. Six clouds, each its points at ± its planted spread
+    around its centre, nearer the origin and wider the more frequent: the medians of the three rarer and three more
+    frequent, the words ("shrinks", "grows") and the rarest and the most frequent type's own planted numbers."""
+    import pandas as pd
+
+    from normvar_core.report.drawn_reads import cloud_read, frequency_read
+
+    rng = np.random.default_rng(0)
+    n = np.round(10 ** rng.uniform(1, 4, 400))
+    x = np.log10(n)
+    alternate = 5.0 + np.argsort(np.argsort(n)) % 2  # 5, 6, 5, 6 … in the order of n_t: no trend
+    points = pd.DataFrame({"n": n, "m": 50 - 10 * x + rng.normal(0, 1, n.size), "v": 5 + 3 * x, "q": alternate})
+    regs = pd.DataFrame({"layer": 3, "quantity": ["M", "V", "Q"], "slope": [-0.1, 0.05, 0.0]})
+    said, table = frequency_read(points, regs, 3)
+    assert said.startswith("over the 400 drawn types, Spearman's ρ against n_t: M falls (ρ -")
+    assert ", V rises (ρ +1.00), Q shows no clear trend (ρ " in said
+    assert table.set_index("quantity").loc["V", "spearman_rho"] == pytest.approx(1.0)
+    said, _ = frequency_read(points, regs.assign(slope=[-0.1, -0.05, 0.0]), 3)  # the drawn V line falls
+    assert "V shows no clear trend (ρ +1.00)" in said
+
+    # clouds: type k (n = 10 (k + 1)) has its centre at distance 6 - k on a diagonal, its four points ± (k + 1) / 10
+    square = np.array([[1, 0], [-1, 0], [0, 1], [0, -1]], dtype=float)
+    coords = pd.concat(
+        [
+            pd.DataFrame(
+                {"token": f"t{k}", "n": 10 * (k + 1), "token_id": k}
+                | dict(zip(("pc1", "pc2"), ((6 - k) / np.sqrt(2) + (k + 1) / 10 * square).T))
+            )
+            for k in range(6)
+        ]
+    )
+    said, shares = cloud_read(coords.sample(frac=1, random_state=1))  # in any order
+    assert list(shares["token"]) == [f"t{k}" for k in range(6)]
+    assert "over the 6 drawn clouds, the rarer 3 vs the more frequent 3" in said
+    assert "distance from the origin (×), median 5 vs 2 (Spearman's ρ against n_t -1.00: shrinks with n_t)" in said
+    assert "the spread, median 0.2 vs 0.5 (ρ +1.00: grows with n_t)" in said
+    assert said.endswith("t0 (n=10): distance 6, spread 0.1; t5 (n=60): distance 1, spread 0.6")

@@ -4,7 +4,9 @@ builder with the generic arguments (``builder(curves, *, relative, num_hidden_st
 null_curves, null_of)``) on the first table it reads, for every overlaid run that holds what it reads
 (``page_figures.holds``); runs without it are named with the fix (recompute), so an old run file opens and says why
 the section is empty. The curves that the overlaid runs' measures declare for the page (``runs.declared``, carried
-by the run file) follow the page's own figures as further tabs, drawn the same generic way."""
+by the run file) follow the page's own figures in one further tab, ``MORE`` (``more_curves``: a row of their names
+chooses the one drawn, the same generic way), so that the tab strip holds every tab in view however many curves the
+runs' measures declare."""
 
 from __future__ import annotations
 
@@ -14,9 +16,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 
-from normvar_core.viz.page_figures import Figure, figures, holds
+from normvar_core.viz.page_figures import Figure, declared_figures, figures, holds
 from views._chrome import chart, draw_sections
 from views._data import table
+from views._state import view
+
+MORE = "More curves"
+"""The label of the tab that holds the curves the runs' measures declare for a page (``more_curves``)."""
 
 
 @dataclass
@@ -71,6 +77,32 @@ def _one(f: Figure, ov: Overlay) -> None:
         )
 
 
+def more_curves(
+    page: str, figs: tuple[Figure, ...], draw_one: Callable[[Figure], None]
+) -> dict[str, tuple[str, Callable[[], None]]]:
+    """Figures of the generic builder (``figs``: the curves that the runs' measures declare; on Compare also the ID
+    across scales and the neighbourhood overlap) as one tab, ``{slug: (MORE, draw)}`` ({} without any):
+    inside it a row of their titles (a horizontal radio, wrapped, so every name is in view) chooses the curve that
+    ``draw_one`` draws. The slug is the chosen curve's key, so the link (``?section=<key>``) opens the tab on that
+    curve; the choice is kept while another tab is open."""
+    if not figs:
+        return {}
+    v, key = view(), f"w_curve_{page}"
+    titles = {f.section: f for f in figs}
+    keys = {f.key: f.section for f in figs}
+    held = next((t for t in (st.session_state.get(key), st.session_state.get(f"_{key}")) if t in titles), None)
+    chosen = held or keys.get(v.section or "") or figs[0].section
+    st.session_state[key] = chosen
+
+    def draw() -> None:
+        got = st.radio("Curve", list(titles), key=key, horizontal=True, label_visibility="collapsed")
+        st.session_state[f"_{key}"] = got
+        v.section = titles[got].key  # the link names the curve drawn
+        draw_one(titles[got])
+
+    return {titles[chosen].key: (MORE, draw)}
+
+
 def draw(
     page: str,
     own: dict[str, Callable[[], None]],
@@ -78,17 +110,19 @@ def draw(
     *,
     extra: dict[str, tuple[str, Callable[[], None]]] | None = None,
 ) -> str:
-    """The page's figures (``page_figures.figures``, with the curves the overlaid runs declare) as tabs (only the
-    open one computed, ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure
-    over
-    ``overlay`` for the rest; then the page's further tabs (``extra``: ``{slug: (title, draw)}``, e.g. a table).
-    Returns the open key."""
+    """The page's figures (``page_figures.figures``) as tabs, each under its label (only the open one computed,
+    ``_chrome.draw_sections``): the page's own ``draw()`` for the keys in ``own``, the generic figure over
+    ``overlay`` for the rest; then the curves the overlaid runs declare in one tab (``more_curves``); then the
+    page's further tabs (``extra``: ``{slug: (title, draw)}``, e.g. a table). Returns the open key."""
     tabs = {}
-    for f in figures(page, overlay.runs.values() if overlay is not None else ()):
+    for f in figures(page):
         if f.key not in own and overlay is None:
             raise ValueError(f"page {page!r} draws no {f.key!r}, which it lists, and has no overlay for it")
-        tabs[f.key] = (f.section, own[f.key] if f.key in own else (lambda f=f: generic(f, overlay)))
+        tabs[f.key] = (f.label, own[f.key] if f.key in own else (lambda f=f: generic(f, overlay)))
+    if overlay is not None:
+        declared = declared_figures(page, overlay.runs.values())
+        tabs.update(more_curves(page, declared, lambda f: generic(f, overlay)))
     return draw_sections(page, {**tabs, **(extra or {})})
 
 
-__all__ = ["Overlay", "generic", "draw"]
+__all__ = ["MORE", "Overlay", "generic", "more_curves", "draw"]

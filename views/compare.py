@@ -179,12 +179,14 @@ _chrome.draw_sections(
         "ratios": ("Fig. 5/6 ratios", _ratios),
         "scatters": ("Trade-off at the matched depth", _scatters),
         "geometry": ("Layer geometry", _geometry),
-        **{  # the ID across scales and the neighbourhood overlap (with the overlap against k under it), both runs
-            f.key: (f.section, lambda f=f: _declared(f))
-            for f in (SCALES, OVERLAP)
-            if holds(run_a, f) or holds(run_b, f)
-        },
-        **{f.key: (f.section, lambda f=f: _declared(f)) for f in declared_figures(None, [run_a, run_b])},
+        # one tab for the rest, both runs: the ID across scales, the neighbourhood overlap (with the overlap against
+        # k under it) and the curves the runs' measures declare
+        **_sections.more_curves(
+            "compare",
+            tuple(f for f in (SCALES, OVERLAP) if holds(run_a, f) or holds(run_b, f))
+            + declared_figures(None, [run_a, run_b]),
+            _declared,
+        ),
     },
 )
 _state.sync_url("compare")

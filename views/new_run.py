@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-import re
 
 import streamlit as st
 
-from normvar_core.config import RunConfig, default_run_name
+from normvar_core.config import RunConfig
 from normvar_core.corpus_formats import TABLE_SUFFIXES, TEXT_SUFFIXES
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline import models
@@ -182,11 +181,10 @@ elif submitted:
             raise NormvarError("no model given", fix="pick an installed alias or type a hub id / local path")
         corpus = stored_upload()
         if values.get("name") is None and up is not None:
-            from normvar_core.corpus_formats import corpus_label
+            from normvar_core.service.corpus_store import upload_run_name
 
             # the upload's file name (with a short hash only when another upload has that name): a label only
-            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", corpus_label(corpus)).strip("-_")[:60] or "upload"
-            values["name"] = default_run_name(RunConfig(model=model, corpus=f"{stem}.txt"))
+            values["name"] = upload_run_name(model, corpus)
         cfg = checked(RunConfig.from_dict({**values, "model": model, "corpus": corpus}))
         job_id = jobs.JobStore(_data.data_dir()).submit(cfg, overwrite=bool(overwrite))
         st.session_state["submitted_job"] = job_id

@@ -14,7 +14,13 @@ from normvar_core.report.slides import HEIGHT, WIDTH, Slide, Table
 
 DPI = 100
 MARGIN = 40  # px, each side of the page
-TITLE_PT, TAKE_PT, TEXT_PT, CELL_PT = 28, 15, 20, 14
+TITLE_PT, TAKE_PT, TEXT_PT = 28, 15, 20
+CELL_SIZES = (14, 13, 12, 11, 10, 9)
+"""A table's cell sizes (pt), largest first: the table is set at the largest at which it fits whole on its page
+(``_layout``); below the smallest, it continues on further pages."""
+CLAIM_SHARES = (0.5, 0.55, 0.6, 0.65, 0.7)
+"""The shares of the table's width its first column (the claims' words) may take; the rest is shared by the runs'
+columns. At each size the share that gives the lowest table is used."""
 LEADING = 1.3  # line height / font size
 PAD = 6  # px inside a table cell
 
@@ -116,14 +122,16 @@ class _Page:
         plt.close(self.fig)
 
 
-def _row_height(cells: list[list[str]]) -> float:
-    return max(len(c) for c in cells) * _px(CELL_PT) * LEADING + 2 * PAD
+def _row_height(cells: list[list[str]], size: float) -> float:
+    return max(len(c) for c in cells) * _px(size) * LEADING + 2 * PAD
 
 
-def _draw_row(page: _Page, cells: list[list[str]], widths: list[float], fills: list[str], *, bold: bool) -> None:
+def _draw_row(
+    page: _Page, cells: list[list[str]], widths: list[float], fills: list[str], *, bold: bool, size: float
+) -> None:
     from matplotlib.patches import Rectangle
 
-    h, x = _row_height(cells), MARGIN
+    h, x = _row_height(cells, size), MARGIN
     for lines, w, fill in zip(cells, widths, fills):
         page.fig.add_artist(
             Rectangle(
@@ -140,7 +148,7 @@ def _draw_row(page: _Page, cells: list[list[str]], widths: list[float], fills: l
             (x + PAD) / WIDTH,
             1 - (page.y + PAD) / HEIGHT,
             "\n".join(lines),
-            fontsize=CELL_PT,
+            fontsize=size,
             va="top",
             fontweight="bold" if bold else "normal",
             linespacing=LEADING,
@@ -150,26 +158,47 @@ def _draw_row(page: _Page, cells: list[list[str]], widths: list[float], fills: l
     page.y += h
 
 
+def _cells(row: list[str], widths: list[float], size: float, renderer, *, bold: bool = False) -> list[list[str]]:
+    """Each cell of ``row`` wrapped at its column's width less the padding."""
+    return [wrap(c, w - 2 * PAD, size, renderer, bold=bold) for c, w in zip(row, widths)]
+
+
+def _layout(table: Table, renderer, room: float) -> tuple[float, list[float]]:
+    """The cell size and the column widths (px) of ``table``: the largest of ``CELL_SIZES`` at which its header and
+    every row fit in ``room`` px, the first column at the one of ``CLAIM_SHARES`` that gives the lowest table;
+    the smallest size, at its lowest layout, when none fits (the table then continues on further pages)."""
+    n, inner = len(table.header), WIDTH - 2 * MARGIN
+    best: tuple[float, float, list[float]] | None = None
+    for size in CELL_SIZES:
+        best = None
+        for share in CLAIM_SHARES if n > 1 else (1.0,):
+            widths = [inner * share] + [inner * (1 - share) / max(n - 1, 1)] * (n - 1)
+            height = _row_height(_cells(table.header, widths, size, renderer, bold=True), size) + sum(
+                _row_height(_cells(r, widths, size, renderer), size) for r in table.rows
+            )
+            if best is None or height < best[0]:
+                best = (height, size, widths)
+        if best[0] <= room:  # type: ignore[index]  # set by the loop above
+            break
+    return best[1], best[2]  # type: ignore[index]
+
+
 def _table(slide: Slide, table: Table, new_page) -> None:
-    """The table under the slide's heading, its rows continued on further pages as they run out of room."""
+    """The table under the slide's heading, at the size and column widths that fit it whole on the page
+    (``_layout``); rows that still run out of room continue on further pages, the header repeated."""
     n = len(table.header)
-    inner = WIDTH - 2 * MARGIN
-    widths = [inner * 0.5] + [inner * 0.5 / max(n - 1, 1)] * (n - 1)
     page = new_page(slide.title)
     page.text(slide.takeaway, TAKE_PT, color="#333333")
-
-    def cells(row: list[str]) -> list[list[str]]:
-        return [wrap(c, w - 2 * PAD, CELL_PT, page.renderer) for c, w in zip(row, widths)]
-
-    header = cells(table.header)
-    _draw_row(page, header, widths, ["#dddddd"] * n, bold=True)
+    size, widths = _layout(table, page.renderer, page.left())
+    header = _cells(table.header, widths, size, page.renderer, bold=True)
+    _draw_row(page, header, widths, ["#dddddd"] * n, bold=True, size=size)
     for row, fill in zip(table.rows, table.fills):
-        wrapped = cells(row)
-        if _row_height(wrapped) > page.left():
+        wrapped = _cells(row, widths, size, page.renderer)
+        if _row_height(wrapped, size) > page.left():
             page.close()
             page = new_page(f"{slide.title} (continued)")
-            _draw_row(page, header, widths, ["#dddddd"] * n, bold=True)
-        _draw_row(page, wrapped, widths, fill, bold=False)
+            _draw_row(page, header, widths, ["#dddddd"] * n, bold=True, size=size)
+        _draw_row(page, wrapped, widths, fill, bold=False, size=size)
     page.close()
 
 

@@ -66,15 +66,18 @@ def tradeoff_figure(run, layer: int, fits: pd.DataFrame) -> go.Figure:
     )
 
 
-def frequency_figure(run, layer: int, regs: pd.DataFrame) -> go.Figure:
-    """The Frequency page's scatter of ``run`` at ``layer`` (``regs``: ``analyses.frequency_regressions``)."""
-    return frequency_scatter(tradeoff_points(run.token_table(layer), *STUDY_BAND), regs, layer=layer, presentation=True)
+def frequency_figure(run, layer: int, regs: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
+    """The Frequency page's scatter of ``run`` at ``layer`` (``regs``: ``analyses.frequency_regressions``) and the
+    types it draws (``tradeoff_points``: the study's band)."""
+    points = tradeoff_points(run.token_table(layer), *STUDY_BAND)
+    return frequency_scatter(points, regs, layer=layer, presentation=True), points
 
 
-def cloud_figure(run, layer: int, *, width: int, height: int) -> tuple[go.Figure, pd.DataFrame] | None:
+def cloud_figure(run, layer: int, *, width: int, height: int) -> tuple[go.Figure, pd.DataFrame, pd.DataFrame] | None:
     """The Token clouds page's figure at ``layer``: the types the page draws by default (``viz.clouds.cloud_tokens``:
     App. A's selection among the sampled types), laid out at ``width`` × ``height`` (the labels are placed in
-    pixels; no legend: the labels name the clouds), and the tokens' rows; None without samples."""
+    pixels; no legend: the labels name the clouds), the drawn points (``clouds.Cloud.coords``) and the tokens' rows
+    of the token table; None without samples."""
     ids = cloud_tokens(run)
     if not ids:
         return None
@@ -89,7 +92,7 @@ def cloud_figure(run, layer: int, *, width: int, height: int) -> tuple[go.Figure
         token_order=[str(t) for t in tt.set_index("token_id").loc[ids, "token"]],
     )
     fig.update_layout(showlegend=False)  # each cloud is labelled on the plot; a list of 20 tokens outgrows a slide
-    return fig, tt[tt["token_id"].isin(ids)].sort_values("n")
+    return fig, cloud.coords, tt[tt["token_id"].isin(ids)].sort_values("n")
 
 
 __all__ = ["MISSING", "num", "peak", "no_band_types", "tradeoff_figure", "frequency_figure", "cloud_figure"]

@@ -21,6 +21,7 @@ from functools import partial
 import plotly.graph_objects as go
 
 from normvar_core.constants import STUDY_BAND
+from normvar_core.report.drawn_reads import cloud_read, frequency_read
 from normvar_core.report.figure_reads import READS, per_layer, table_notes
 from normvar_core.report.run_figures import (
     MISSING,
@@ -315,7 +316,8 @@ def _layernorm_notes(run) -> str:
 
 
 def frequency_slide(runs) -> Slide | None:
-    """Fig. 7 of each run at its middle layer: the Frequency page's scatter, one row per run."""
+    """Fig. 7 of each run at its middle layer: the Frequency page's scatter, one row per run; the takeaway reads the
+    drawn types by rank (``drawn_reads.frequency_read``: Spearman's ρ per panel, the word following its sign)."""
     figs, takes, notes, missing = {}, [], [], []
     for run in runs:
         regs = analyses.frequency_regressions(run.stats(), *STUDY_BAND)
@@ -324,12 +326,17 @@ def frequency_slide(runs) -> Slide | None:
         if not {"M", "V", "Q"} <= set(r.index) or r["slope"].isna().all():
             missing.append(no_band_types(run))
             continue
-        figs[f"{run.name} · layer {layer}"] = frequency_figure(run, layer, regs)
-        takes.append(
-            f"{_who(runs, run)}at layer {layer}, against log₁₀ n_t: M falls (slope {num(r.loc['M', 'slope'], '.3f')}), "
-            f"V rises ({num(r.loc['V', 'slope'], '.3f')}), Q stays nearly flat ({num(r.loc['Q', 'slope'], '.3f')})"
+        figs[f"{run.name} · layer {layer}"], points = frequency_figure(run, layer, regs)
+        clause, read = frequency_read(points, regs, layer)
+        takes.append(f"{_who(runs, run)}at layer {layer}, {clause}")
+        notes.append(
+            _who(runs, run)
+            + f"\nat layer {layer}, Spearman's ρ against n_t over the drawn types, and the drawn line's slope of "
+            f"log₁₀(1 + Z) on log₁₀ n_t\n"
+            + table_notes(read, ["quantity", "types", "spearman_rho", "slope"])
+            + "\n\nevery layer's fitted line\n"
+            + table_notes(regs, ["layer", "quantity", "slope", "r2"])
         )
-        notes.append(_who(runs, run) + "\n" + table_notes(regs, ["layer", "quantity", "slope", "r2"]))
     title = _titled(runs, "frequency (Fig. 7)")
     if not figs:
         return missing_slide(title, missing)
@@ -340,7 +347,9 @@ def frequency_slide(runs) -> Slide | None:
 
 
 def clouds_slide(runs) -> Slide | None:
-    """Fig. 1 of each run at its middle layer: the Token clouds page's figure, side by side."""
+    """Fig. 1 of each run at its middle layer: the Token clouds page's figure, side by side; the takeaway reads the
+    drawn clouds (``drawn_reads.cloud_read``: each cloud's drawn M/Q, medians over the rarer and the more frequent
+    half, Spearman's ρ against n_t, the rarest and the most frequent type with their own numbers)."""
     figs, takes, notes = {}, [], []
     for run in runs:
         layer = default_layer(run.layers)
@@ -348,19 +357,22 @@ def clouds_slide(runs) -> Slide | None:
         drawn = cloud_figure(run, layer, width=WIDTH // len(runs), height=HEIGHT - 120)
         if drawn is None:
             continue
-        fig, rows = drawn
+        fig, coords, rows = drawn
         figs[f"{run.name} · layer {layer}"] = fig
-        lo, hi = rows.iloc[0], rows.iloc[-1]
-        takes.append(
-            f"{_who(runs, run)}{lo['token']!s} (n={int(lo['n'])}) M/Q={num(lo['m'] / lo['q'])} vs "
-            f"{hi['token']!s} (n={int(hi['n'])}) M/Q={num(hi['m'] / hi['q'])}"
+        said, shares = cloud_read(coords)
+        takes.append(f"{_who(runs, run)}at layer {layer}, {said}")
+        notes.append(
+            _who(runs, run)
+            + "\nthe drawn clouds: centre ‖c‖, spread (root mean ‖p − c‖²), drawn M/Q = ‖c‖² / mean ‖p‖²\n"
+            + table_notes(shares, ["token", "n", "points", "centre", "spread", "share"])
+            + "\n\nover every embedding of the type\n"
+            + table_notes(rows, ["token", "n", "q", "m", "v"])
         )
-        notes.append(_who(runs, run) + "\n" + table_notes(rows, ["token", "n", "q", "m", "v"]))
     if not figs:
         return None
     title = _titled(runs, "token clouds (Fig. 1)")
-    take = "Rare tokens sit away from the origin (M large), frequent ones around it (V large): " + "; ".join(takes)
-    return Slide(title, take, "\n\n".join(notes), _fit(side_by_side(figs, size=FIGURE_SIZE)))
+    fig = _fit(side_by_side(figs, size=FIGURE_SIZE))
+    return Slide(title, _sentence(runs, "; ".join(takes)), "\n\n".join(notes), fig)
 
 
 def geometry_slide(runs) -> Slide | None:

@@ -116,6 +116,18 @@ def upload_label(corpora: Path, filename: str, digest: str, suffix: str) -> str:
     return stem
 
 
+def upload_run_name(model: str, corpus) -> str:
+    """The name of a run of a stored upload ``corpus`` when none is given (the New-run form's):
+    ``config.default_run_name`` of ``model`` and the upload's label (``corpus_formats.corpus_label``: its file's
+    name, with a short hash only when another upload has that name) cleaned to letters, digits, ``_`` and ``-``
+    (at most 60), so ``minilm`` on ``my corpus.txt`` is ``minilm__my-corpus``."""
+    from normvar_core.config import RunConfig, default_run_name
+    from normvar_core.corpus_formats import corpus_label
+
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", corpus_label(corpus)).strip("-_")[:60] or "upload"
+    return default_run_name(RunConfig(model=model, corpus=f"{stem}.txt"))
+
+
 def write_label(target: Path, label: str) -> None:
     """Write ``<target>.name`` atomically (the first label of these bytes stays: runs already name it)."""
     side = target.with_name(target.name + LABEL_SUFFIX)

@@ -42,9 +42,10 @@ from normvar_core.viz.tradeoff_figures import layers_figure, tradeoff_scatter
 @dataclass(frozen=True)
 class Figure:
     """A tab of a page: ``key`` (widget key and ``?section=`` slug, unique on its page), ``section`` (the tab's
-    title), ``builder``, the ``tables`` it reads, the per-layer ``columns`` it needs in the first of them (absent
-    from a run file written before they were measured), the ``measure`` it shows, named to a run without it, and the
-    figures drawn ``below`` it in its tab (each on the runs that hold it)."""
+    title, and its slide's), ``builder``, the ``tables`` it reads, the per-layer ``columns`` it needs in the first of
+    them (absent from a run file written before they were measured), the ``measure`` it shows, named to a run
+    without it, the figures drawn ``below`` it in its tab (each on the runs that hold it) and ``tab``, a shorter
+    label for the tab strip when the title is long (every tab of a page stays in view at 1280 px)."""
 
     key: str
     section: str
@@ -53,10 +54,22 @@ class Figure:
     columns: tuple[str, ...] = ()
     measure: str = ""
     below: tuple[Figure, ...] = ()
+    tab: str = ""
+
+    @property
+    def label(self) -> str:
+        """The tab's label: ``tab``, else the title (``section``)."""
+        return self.tab or self.section
 
 
 ISOSCORE = Figure(
-    "isoscore", "IsoScore per layer", isoscore_figure, ("layer_geometry",), columns=("isoscore",), measure="IsoScore"
+    "isoscore",
+    "IsoScore per layer",
+    isoscore_figure,
+    ("layer_geometry",),
+    columns=("isoscore",),
+    measure="IsoScore",
+    tab="IsoScore",
 )
 """IsoScore per layer (``stats.isoscore``): on the Geometry page and in the deck, drawn by the generic builder."""
 
@@ -100,6 +113,7 @@ OVERLAP = Figure(
     columns=("overlap_next", "overlap_last"),
     measure="the neighbourhood overlap between layers",
     below=(OVERLAP_K,),
+    tab="Neighbourhoods",
 )
 """χ₁₀ with the next and the last layer, unmasked and masked, beside chance (``pipeline.measures.neighbourhoods``);
 the overlap against k (``OVERLAP_K``) under it."""
@@ -122,6 +136,7 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
             "Layer geometry (Razzhigaev et al. 2024 protocol, Fig. 1)",
             geometry_profiles,
             ("layer_geometry",),
+            tab="Layer geometry",
         ),
         Figure("spectrum", "Covariance spectrum", spectra_figure, ("layer_spectrum",)),
         ISOSCORE,

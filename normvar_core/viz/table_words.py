@@ -37,6 +37,12 @@ WORDS: dict[str, str] = {
     "overlap": "χ_k",
     "overlap_std": "± over batches",
     "chance": "chance k / n",
+    "spearman_rho": "Spearman's ρ against n_t",
+    "types": "types drawn",
+    "points": "points drawn",
+    "centre": "centre ‖c‖",
+    "spread": "spread",
+    "share": "drawn M/Q",
 }
 TABLES: dict[str, str] = {
     "layer_geometry": "the layer geometry per layer",
