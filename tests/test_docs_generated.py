@@ -34,3 +34,14 @@ def test_cli_md_reads_as_plain_markdown():
     for name, _, _ in commands():
         assert re.search(rf"^#+ .*`?normvar {name}`?", text, re.M), name
         assert f"normvar {name}" in text
+
+
+def test_the_manuals_pages_table_is_the_page_registry_in_order():
+    """docs/dashboard.md's table of pages names every page of ``viz.pages.PAGES`` (the dashboard's navigation), by
+    its title and in its order, and no other."""
+    from normvar_core.viz.pages import PAGES
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "dashboard.md").read_text(encoding="utf-8")
+    table = text[text.index("## Pages") : text.index("## Sections")]
+    named = [t for row in re.findall(r"^\| (.+?) \|", table, re.M) for t in re.findall(r"\*\*(.+?)\*\*", row)]
+    assert named == [p.title for p in PAGES]
