@@ -3,10 +3,10 @@ with, against the forward pass, in one process on one thread (CPU time of the th
 
 ``--model`` over ``--sentences`` of the shipped novels: each batch the run's source gives is fed to the geometry
 alone and to the geometry with ``position0`` (alternately first, the first batch uncounted, so neither pays a cold
-cache), each on its own measures; the thread's CPU seconds of the forward pass (the source's step), of each and
-of ``position0.result()`` are summed. ``position0``'s cost is the difference: what it adds to a run that holds the geometry (its n₀ rows'
-Gram, the backward update and Chan's pooling of a d × d per layer and batch). A measure is on by default when its
-cost is at most 0.03× the forward pass (docs/benchmarks.md).
+cache), each on its own measures; the thread's CPU seconds of the forward pass (the source's step), of each and of
+``position0.result()`` are summed. ``position0``'s cost is the difference: what it adds to a run that holds the
+geometry (its n₀ rows' Gram, the backward update and Chan's pooling of a d × d per layer and batch). A measure is on
+by default when its cost is at most 0.03× the forward pass (docs/benchmarks.md).
 
 Prints one markdown table. Usage: .venv/bin/python benchmarks/bench_position0.py [--model minilm] [--sentences 300]
 """
