@@ -17,6 +17,8 @@ import os
 import tempfile
 import time
 
+from thread_time import timed_batches
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
@@ -40,14 +42,8 @@ def main() -> None:
     setup = prepare(cfg, tempfile.mkdtemp())
     measures = [cls(setup.ctx) for cls in (PromptEntropyMeasure, DatasetEntropyMeasure, CurvatureMeasure)]
     spent = {"forward": 0.0, **{m.name: 0.0 for m in measures}}
-    it = setup.source.batches(setup.plan, 0, setup.plan.n_batches)
     tokens = 0
-    while True:
-        t = time.thread_time()
-        sb = next(it, None)
-        spent["forward"] += time.thread_time() - t
-        if sb is None:
-            break
+    for sb in timed_batches(setup, spent):
         tokens += sb.size
         for m in measures:
             t = time.thread_time()

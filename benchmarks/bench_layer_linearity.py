@@ -21,6 +21,8 @@ import os
 import tempfile
 import time
 
+from thread_time import timed_batches
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
@@ -52,14 +54,8 @@ def main() -> None:
         spent["linearity"] += time.thread_time() - t
 
     lin.update_layer = timed
-    it = setup.source.batches(setup.plan, 0, setup.plan.n_batches)
     tokens = 0
-    while True:
-        t = time.thread_time()
-        sb = next(it, None)
-        spent["forward"] += time.thread_time() - t
-        if sb is None:
-            break
+    for sb in timed_batches(setup, spent):
         tokens += sb.size
         t = time.thread_time()
         update_layer_major(layered, sb)

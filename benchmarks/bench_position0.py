@@ -18,6 +18,8 @@ import os
 import tempfile
 import time
 
+from thread_time import timed_batches
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
@@ -42,14 +44,8 @@ def main() -> None:
     alone = [GeometryMeasure(setup.ctx)]
     both = [GeometryMeasure(setup.ctx), Position0Measure(setup.ctx)]
     spent = {"forward": 0.0, "geometry": 0.0, "geometry + position0": 0.0}
-    it = setup.source.batches(setup.plan, 0, setup.plan.n_batches)
     tokens = batches = 0
-    while True:
-        t = time.thread_time()
-        sb = next(it, None)
-        spent["forward"] += time.thread_time() - t
-        if sb is None:
-            break
+    for sb in timed_batches(setup, spent):
         tokens += sb.size
         runs = [("geometry", alone), ("geometry + position0", both)]
         for name, measures in runs if batches % 2 == 0 else runs[::-1]:
