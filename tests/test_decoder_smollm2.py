@@ -246,8 +246,10 @@ def test_the_pages_show_tokens_as_a_reader_reads_them(decoder_run, tmp_path_fact
 
 def test_the_findings_say_where_the_first_position_dominates_with_and_without_it(decoder_run):
     """SmolLM2 carries massive activations on each sentence's first position (it adds no BOS): the finding
-    ``position0_share`` names the layer and gives Q(X) and the largest |h| with and without position 0, equal to the
-    brute force on transformers' states (Q(X) = Σ‖x‖²/n over the other positions; max |h_j| over them)."""
+    ``position0_share`` names the layer and gives Q(X), the largest |h| and the anisotropy with and without position
+    0 from the one run, equal to the brute force on transformers' states (Q(X) = Σ‖x‖²/n over the other positions;
+    max |h_j| over them; λ₁ / Σλ of their covariance)."""
+    from normvar_core.stats.claims import fmt
     from normvar_core.stats.findings import findings
 
     run, X, _, sid = decoder_run
@@ -261,4 +263,11 @@ def test_the_findings_say_where_the_first_position_dominates_with_and_without_it
     assert d["q_without"] == pytest.approx(Q[pos != 0].mean(), rel=1e-4)
     assert d["max_abs_pos0"] == pytest.approx(np.abs(X[l, pos == 0]).max(), rel=1e-4)
     assert d["max_abs_rest"] == pytest.approx(np.abs(X[l, pos != 0]).max(), rel=1e-4)
-    assert "with position 0" in f.why and "without it" in f.why and "--exclude-position0" in f.why
+
+    def anisotropy(Y):  # λ₁ / Σλ of the covariance
+        lam = np.clip(np.linalg.eigvalsh(np.cov(Y.astype(np.float64), rowvar=False, bias=True)), 0.0, None)
+        return lam[-1] / lam.sum()
+
+    assert d["anisotropy_with"] == pytest.approx(anisotropy(X[l]), rel=1e-4)
+    assert d["anisotropy_without"] == pytest.approx(anisotropy(X[l, pos != 0]), rel=1e-4)
+    assert f"anisotropy {fmt(d['anisotropy_with'])} with position 0, {fmt(d['anisotropy_without'])} without it" in f.why
