@@ -9,6 +9,7 @@ geometry (its n₀ rows' Gram, the backward update and Chan's pooling of a d × 
 by default when its cost is at most 0.03× the forward pass (docs/benchmarks.md).
 
 Prints one markdown table. Usage: .venv/bin/python benchmarks/bench_position0.py [--model minilm] [--sentences 300]
+[--batch-size 32]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--sentences", type=int, default=300)
+    ap.add_argument("--batch-size", type=int, default=32, help="sentences a batch (the first one warms up, uncounted)")
     args = ap.parse_args()
 
     import torch
@@ -39,7 +41,9 @@ def main() -> None:
     from normvar_core.pipeline.measures.position0 import Position0Measure
 
     torch.set_num_threads(1)
-    cfg = RunConfig(model=args.model, max_sentences=args.sentences, occurrences=0, device="cpu")
+    cfg = RunConfig(
+        model=args.model, max_sentences=args.sentences, batch_size=args.batch_size, occurrences=0, device="cpu"
+    )
     setup = prepare(cfg, tempfile.mkdtemp())
     alone = [GeometryMeasure(setup.ctx)]
     both = [GeometryMeasure(setup.ctx), Position0Measure(setup.ctx)]
