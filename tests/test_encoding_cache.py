@@ -140,3 +140,31 @@ def test_at_most_keep_entries(sentences, tok, tmp_path, monkeypatch):
     for k in range(4):
         C.encode_cached(sentences[: 10 + k], tok, max_length=24, unit="token", folder=tmp_path)
     assert len(_entries(tmp_path)) == 2
+
+
+def test_a_link_or_a_fifo_at_an_entry_or_its_temporary_name_is_never_followed(sentences, tok, tmp_path):
+    """A symbolic link or a FIFO where an entry (or the temporary name it is written under) stands: read as no entry
+    at once (a FIFO is not waited on), the link replaced by the entry itself, its target untouched."""
+    import os
+
+    first = tmp_path / "first"
+    fresh = C.encode_cached(sentences, tok, max_length=24, unit="token", folder=first)
+    (entry,) = _entries(first)
+    other = tmp_path / "another-program.db"
+    other.write_bytes(b"not normvar's")
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    link = folder / entry.name
+    link.symlink_to(other)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert C.read_entry(link, len(sentences)) is None and C.read_entry(fifo, len(sentences)) is None
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")  # the name write_entry publishes through
+    tmp.symlink_to(other)
+    _same_encoding(C.encode_cached(sentences, tok, max_length=24, unit="token", folder=folder), fresh)
+    assert other.read_bytes() == b"not normvar's" and tmp.is_symlink()  # neither written through nor removed
+    assert link.is_symlink()  # the temporary name was taken: nothing published
+    tmp.unlink()
+    C.encode_cached(sentences, tok, max_length=24, unit="token", folder=folder)
+    assert not link.is_symlink() and C.read_entry(link, len(sentences)) is not None
+    assert other.read_bytes() == b"not normvar's"

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from normvar_core.destination import open_regular
+from normvar_core.errors import NormvarError
 from normvar_core.pipeline.encoding import LONG_CHARS, Encoded, encode_sentences, wrap_tokens
 
 FORMAT = 1
@@ -79,7 +81,7 @@ def encode_cached(sentences: Sequence[str], tokenizer, *, max_length: int, unit:
     enc = read_entry(path, len(sentences))
     if enc is not None:
         try:
-            os.utime(path)  # recently used: pruned last
+            os.utime(path, follow_symlinks=False)  # recently used: pruned last (a link's target never touched)
         except OSError:
             pass
         return enc
@@ -89,9 +91,15 @@ def encode_cached(sentences: Sequence[str], tokenizer, *, max_length: int, unit:
 
 
 def read_entry(path: Path, n_sentences: int) -> Encoded | None:
-    """The entry at ``path`` when it is whole and fits ``n_sentences`` sentences; None otherwise."""
+    """The entry at ``path`` when it is whole and fits ``n_sentences`` sentences; None otherwise (also when the name
+    holds a link, a FIFO or anything but a regular file of one name: ``open_regular``, nothing followed or waited
+    on)."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        fh = os.fdopen(open_regular(path, os.O_RDONLY, what="the kept tokenization"), "rb")
+    except (OSError, NormvarError):
+        return None
+    try:
+        with fh, np.load(fh, allow_pickle=False) as z:
             ids = np.asarray(z["ids"], np.int64)
             special = np.asarray(z["special"], bool)
             lengths = np.asarray(z["lengths"], np.int64)
@@ -119,7 +127,8 @@ def write_entry(path: Path, enc: Encoded) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         small = enc.ids.size == 0 or (int(enc.ids.min()) >= 0 and int(enc.ids.max()) < 2**31)
-        with open(tmp, "wb") as fh:
+        # a new file of this process (O_EXCL, no link followed): whatever stands under the name is left alone
+        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode=0o600), "wb") as fh:
             np.savez(
                 fh,
                 ids=enc.ids.astype(np.int32 if small else np.int64),
@@ -127,8 +136,10 @@ def write_entry(path: Path, enc: Encoded) -> None:
                 lengths=enc.lengths.astype(np.int64),
                 n_truncated=np.int64(enc.n_truncated),
             )
-        os.replace(tmp, path)
-    except OSError:  # a full or read-only disk, a file in the way: nothing kept
+        os.replace(tmp, path)  # a link at ``path`` is replaced itself, its target untouched
+    except FileExistsError:  # something else holds the temporary name: not ours to remove
+        return
+    except (OSError, NormvarError):  # a full or read-only disk, a file in the way: nothing kept
         try:
             tmp.unlink(missing_ok=True)
         except OSError:
