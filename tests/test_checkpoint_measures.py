@@ -1,9 +1,9 @@
-"""A checkpoint is checked measure by measure before the pass: every measure the run asks for must be in it (or
-have been left out for memory by the checkpoint's own run, which it records), with its planned keys and shapes.
-A real checkpoint of a run with the opt-in measures (layer linearity, neighbourhoods), with one measure's arrays
-removed, is refused in one line that names the measure and ``--fresh``, before the first batch, and is left byte
-for byte; nothing is published. One whose run recorded the measure as left out for memory resumes without it,
-and says why."""
+"""A checkpoint is checked measure by measure before the pass: every measure the run asks for must be in it (or have
+been left out for memory by the checkpoint's own run, which it records), with its planned keys and shapes. A real
+checkpoint of a run with every default measure, with any one measure's arrays removed (each measure the registry
+says the run asks for), is refused in one line that names the measure and ``--fresh``, before the first batch, and
+is left byte for byte; nothing is published. One whose run recorded the measure as left out for memory resumes
+without it, and says why."""
 
 from __future__ import annotations
 
@@ -11,46 +11,33 @@ import json
 
 import numpy as np
 import pytest
+from stopped_run import repetitive_corpus, stopped_checkpoint
 
 from normvar_core.config import RunConfig
-from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.errors import NormvarError
 from normvar_core.pipeline.execute.local import compute_run
+from normvar_core.pipeline.measures import MEASURES
 from normvar_core.runs.reader import open_run
 
 pytestmark = pytest.mark.slow
 
 
+# every measure the run below asks for, from the registry (the fixture checks each has its state in the checkpoint)
+ASKED = [c.name for c in MEASURES if c.asked(RunConfig(model="tiny", occurrences=0))]
+
+
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory, tiny_models):
-    """(config, a real checkpoint of 3 of its batches) of a run asking for layer linearity and neighbourhoods."""
+    """(config, a real checkpoint of 3 of its batches) of a run with every default measure."""
     root = tmp_path_factory.mktemp("ckpt")
-    corpus = root / "c.txt"
-    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
+    corpus = repetitive_corpus(root / "c.txt")
     cfg = RunConfig(
-        model=str(tiny_models["bert"]),
-        corpus=str(corpus),
-        batch_size=8,
-        id_sample=300,
-        occurrences=0,
-        name="r",
-        layer_linearity=True,
-        neighbourhoods=True,
+        model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=300, occurrences=0, name="r"
     )
-    ckpt, seen = root / "r.ckpt", []
-    with pytest.raises(CancelledError):
-        compute_run(
-            cfg,
-            root / "a",
-            checkpoint=ckpt,
-            checkpoint_every_s=1e9,
-            progress=lambda p: seen.append(p.stage == "compute" and p.done > 0),
-            should_cancel=lambda: sum(seen) >= 3,
-        )
+    ckpt, meta = stopped_checkpoint(cfg, root)
     with np.load(ckpt, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta_json"]))
         names = {k.partition("__")[0] for k in z.files if k != "meta_json"}
-    assert meta["next_batch"] == 3 and meta["dropped"] == []
-    assert {"layer_linearity", "neighbourhoods", "geometry", "moments"} <= names
+    assert meta["dropped"] == [] and set(ASKED) <= names, (ASKED, names)
     return cfg, ckpt
 
 
@@ -66,7 +53,7 @@ def _without(src, dst, measure: str, meta: dict | None = None) -> None:
         np.savez(fh, **kept)
 
 
-@pytest.mark.parametrize("measure", ["layer_linearity", "neighbourhoods"])
+@pytest.mark.parametrize("measure", ASKED)
 def test_a_checkpoint_without_a_measure_the_run_asks_for_is_refused_and_kept(stopped, tmp_path, measure):
     cfg, real = stopped
     ckpt = tmp_path / "r.ckpt"

@@ -14,9 +14,10 @@ import warnings
 
 import numpy as np
 import pytest
+from stopped_run import repetitive_corpus, stopped_checkpoint
 
 from normvar_core.config import RunConfig
-from normvar_core.errors import CancelledError, NormvarError
+from normvar_core.errors import NormvarError
 from normvar_core.pipeline.execute.local import compute_run
 from normvar_core.runs.reader import open_run
 from normvar_core.service import cli
@@ -28,23 +29,11 @@ pytestmark = pytest.mark.slow
 def stopped(tmp_path_factory, tiny_models):
     """(config, corpus, a real checkpoint of 3 of its 15 batches, the uninterrupted run's path)."""
     root = tmp_path_factory.mktemp("ckpt")
-    corpus = root / "c.txt"
-    corpus.write_text("\n".join(f"the cat {i % 9} sat on mat {i % 13} with a dog {i % 5}" for i in range(120)) + "\n")
+    corpus = repetitive_corpus(root / "c.txt")
     cfg = RunConfig(
         model=str(tiny_models["bert"]), corpus=str(corpus), batch_size=8, id_sample=200, occurrences=0, name="r"
     )
-    ckpt, seen = root / "r.ckpt", []
-    with pytest.raises(CancelledError):
-        compute_run(
-            cfg,
-            root / "a",
-            checkpoint=ckpt,
-            checkpoint_every_s=1e9,
-            progress=lambda p: seen.append(p.stage == "compute" and p.done > 0),
-            should_cancel=lambda: sum(seen) >= 3,
-        )
-    with np.load(ckpt, allow_pickle=False) as z:
-        assert json.loads(str(z["meta_json"]))["next_batch"] == 3
+    ckpt, _ = stopped_checkpoint(cfg, root)
     return cfg, corpus, ckpt, compute_run(cfg, root / "ref")
 
 
