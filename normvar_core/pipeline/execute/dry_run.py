@@ -52,6 +52,7 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
         max_length=shape.max_length,
         device_type=device,
         cache=tokenized_cache(data_dir),
+        spans=False,  # the plan writes no sample: their character spans are never read
     )
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
     mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
