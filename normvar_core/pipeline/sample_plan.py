@@ -125,8 +125,8 @@ def char_spans(
     run added a BOS-like separator in front; ``words``: the span of the whole word that starts
     there). Slow tokenizers and special tokens give -1. ``max_length``: the run's, so a very long sentence is
     tokenized from its prefix of whole words (``encoding.word_prefix``; the whole one if that falls short)."""
-    unknown_spans(plan)
-    start, end = plan.char_start, plan.char_end
+    start, end = np.full(plan.size, -1, np.int64), np.full(plan.size, -1, np.int64)
+    plan.char_start, plan.char_end = start, end  # filled below where known (``unknown_spans`` otherwise)
     if plan.size and getattr(tokenizer, "is_fast", False):
         uniq, row = np.unique(plan.sentence, return_inverse=True)
         texts = [sentences[int(s)] for s in uniq]

@@ -25,10 +25,13 @@ first: the earlier measures are kept, as on one device), each reason naming the 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from normvar_core.device_options import read_device_map
@@ -44,6 +47,7 @@ from normvar_core.pipeline.memory.terms import (
     writer_bytes,
 )
 from normvar_core.pipeline.models.device_map import check_map_modules, device_name, entry_of, meta_model
+from normvar_core.pipeline.models.meta_facts import kept_facts, whole
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
 
 
@@ -96,13 +100,74 @@ def block_devices(model, dmap: dict[str, str]) -> list[str]:
     return [entry_of(dmap, names[id(b)]) for b in blocks(model)]
 
 
+@dataclass(frozen=True)
+class Placed:
+    """What ``device_rows`` reads of a model placed by ``device_map`` (``placement``), without the model: the map
+    entry producing each hidden state, each entry's weight bytes, the entries that run a block."""
+
+    device_map: dict[str, str]
+    produced: list[str]
+    weights: dict[str, int]
+    blocks_on: list[str]
+
+
+def placed_model(config, dtype: str, trust_remote_code: bool, strategy, devices: dict, num_hidden_states: int, *,
+                 cache: Path | None = None) -> Placed:  # fmt: skip
+    """The model of ``config`` at ``dtype``, built on the meta device and placed for ``--device-map strategy``
+    over ``devices`` (``placed_map``), as ``Placed``; ``cache``: a folder where these facts are kept and read back
+    (``models.meta_facts``: the same map and figures, no model built)."""
+    inputs = {
+        "dtype": dtype,
+        "strategy": read_device_map(strategy or "auto"),
+        "devices": [[k, int(v)] for k, v in devices.items()],  # accelerate's max_memory, its keys as they are
+        "num_hidden_states": int(num_hidden_states),
+    }
+
+    def build() -> dict:  # from a copy: a build sets fields of its config (the key is the config as read)
+        model = meta_model(copy.deepcopy(config), dtype, trust_remote_code)
+        dmap = placed_map(model, strategy, devices)
+        produced, weights, blocks_on = placement(model, dmap, num_hidden_states)
+        return {"device_map": dmap, "produced": produced, "weights": weights, "blocks_on": sorted(blocks_on)}
+
+    facts = kept_facts(cache, "placement", config, trust_remote_code, inputs, _placed_facts(num_hidden_states), build)
+    return Placed(**facts)
+
+
+def _placed_facts(num_hidden_states: int):
+    """Whether a "placement" entry read back has the fields and types ``placed_model`` gives, for this depth."""
+
+    def check(facts: dict) -> bool:
+        dmap, produced, weights, blocks_on = (facts[k] for k in ("device_map", "produced", "weights", "blocks_on"))
+        if not (isinstance(dmap, dict) and dmap and isinstance(weights, dict)):
+            return False
+        entries = set(dmap.values())
+        return (
+            len(facts) == 4
+            and all(isinstance(v, str) for v in dmap.values())
+            and isinstance(produced, list)
+            and len(produced) == num_hidden_states
+            and set(produced) <= entries
+            and set(weights) == entries
+            and all(whole(b) for b in weights.values())
+            and isinstance(blocks_on, list)
+            and set(blocks_on) <= entries
+        )
+
+    return check
+
+
 _PLACEMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def placement(model, dmap: dict[str, str], num_hidden_states: int) -> tuple[list[str], dict[str, int], set[str]]:
     """(``hidden_state_devices``, ``module_bytes``, the set of ``block_devices``) of ``model`` placed by ``dmap``:
     walked once per model and map, then kept while the model lives (``plan --devices`` asks for them once per
-    measure dropped and batch size tried; the walk over a 60-block model's modules is what took the time)."""
+    measure dropped and batch size tried; the walk over a 60-block model's modules is what took the time). A
+    ``Placed`` (``placed_model``) stands for its model: its own figures (for its own map)."""
+    if isinstance(model, Placed):
+        if model.device_map != dmap or len(model.produced) != num_hidden_states:
+            raise ValueError("a Placed model is read with its own device map and depth")
+        return list(model.produced), dict(model.weights), set(model.blocks_on)
     key = (tuple(dmap.items()), int(num_hidden_states))
     try:
         kept = _PLACEMENTS.setdefault(model, {})
@@ -330,6 +395,8 @@ def _suggest(row: dict, cfg) -> str:
 __all__ = [
     "plan_devices",
     "plan_placed",
+    "Placed",
+    "placed_model",
     "host_figures",
     "device_limits",
     "placed_map",
