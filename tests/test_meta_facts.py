@@ -1,7 +1,8 @@
-"""What ``normvar plan`` keeps of the meta model (``models.meta_facts``): a plan read from the kept facts is the plan
-built from the model (``--json`` equal, no model built the second time), an entry that is damaged, foreign or of
-another key is ignored and written anew, a link at an entry's name is never followed, a remote-code model is never
-kept, and the entries that ship for tiiuae/falcon-40b are what a fresh build gives in this environment."""
+"""What ``normvar plan`` keeps of the meta model (``models.meta_facts``): a plan read from the kept facts (the shape,
+the placement, the model class's input) is the plan built from the model (``--json`` equal, no model built the
+second time), an entry that is damaged, foreign or of another key is ignored and written anew, a link at an
+entry's name is never followed, a remote-code model is never kept, and the entries that ship for
+tiiuae/falcon-40b are what a fresh build gives in this environment."""
 
 from __future__ import annotations
 
@@ -35,11 +36,13 @@ def _plan(data) -> dict:
 def _no_build(monkeypatch) -> None:
     """Any meta build from here on fails the test."""
     from normvar_core.pipeline import model_shape
+    from normvar_core.pipeline.models import model_config
 
     def refuse(*a, **k):
         raise AssertionError("a model was built: the kept facts were not read")
 
     monkeypatch.setattr(model_shape, "_built_shape", refuse)
+    monkeypatch.setattr(model_config, "_main_input", refuse)
     monkeypatch.setattr(per_device, "meta_model", refuse)
 
 
@@ -52,7 +55,7 @@ def test_a_plan_from_kept_facts_is_the_built_one(tmp_path, no_shipped, monkeypat
     data = tmp_path / "data"
     built = _plan(data)
     entries = _entries(data)
-    assert sorted(e["kind"] for e in entries.values()) == ["placement", "shape"]
+    assert sorted(e["kind"] for e in entries.values()) == ["input", "placement", "shape"]
     _no_build(monkeypatch)
     assert _plan(data) == built  # read back: the same plan, and no model built
 
@@ -63,7 +66,7 @@ def test_a_plan_from_kept_facts_is_the_built_one(tmp_path, no_shipped, monkeypat
         lambda e: "{not json",
         lambda e: json.dumps({**e, "key": "0" * 64}),  # another entry's content under this name
         lambda e: json.dumps({**e, "format": F.FORMAT + 1}),
-        lambda e: json.dumps({**e, "facts": dict.fromkeys(e["facts"], "x")}),
+        lambda e: json.dumps({**e, "facts": dict.fromkeys(e["facts"], 1.5)}),
         lambda e: json.dumps({**e, "facts": {}}),
         lambda e: json.dumps([e]),
         lambda e: "",
@@ -147,3 +150,20 @@ def test_the_shipped_entries_are_a_fresh_build(tmp_path, monkeypatch):
     per_device.placed_model(config, "bfloat16", False, None, parse_devices("8x80"), shape.num_hidden_states, cache=kept)
     fresh = {p.name: json.loads(p.read_text()) for p in sorted(kept.glob("*.json"))}
     assert fresh == shipped, "shapes/meta is stale: regenerate it as this test's docstring says"
+
+
+def test_a_vision_model_is_refused_from_the_kept_input_too(tmp_path, no_shipped, monkeypatch):
+    """``check_text_model`` keeps the model class's input: the refusal read back is the refusal built."""
+    from transformers import ViTConfig
+
+    from normvar_core.errors import NormvarError
+    from normvar_core.pipeline.models import model_config
+
+    config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    with pytest.raises(NormvarError) as built:
+        model_config.check_text_model(config, "vit", cache=tmp_path)
+    model_config.check_text_model(shipped_config(shipped_config_file("gpt2")), "gpt2", cache=tmp_path)  # a text model
+    monkeypatch.setattr(model_config, "_main_input", lambda conf: pytest.fail("the kept input was not read"))
+    with pytest.raises(NormvarError) as kept:
+        model_config.check_text_model(config, "vit", cache=tmp_path)
+    assert str(kept.value) == str(built.value) and "pixel_values" in str(kept.value)

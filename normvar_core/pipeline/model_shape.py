@@ -11,7 +11,7 @@ from pathlib import Path
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
 from normvar_core.pipeline.models.load import TOKENIZER_FILES, capped_length, check_tokenizer, model_positions
-from normvar_core.pipeline.models.meta_facts import kept_facts, whole
+from normvar_core.pipeline.models.meta_facts import facts_folder, kept_facts, whole
 from normvar_core.pipeline.models.model_config import build_error, read_model_config
 from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
 
@@ -190,7 +190,8 @@ def config_and_tokenizer(cfg, data_dir=None):
             fix="pass a transformers model directory (config.json + tokenizer files)",
         )
     extra = {"gguf_file": gguf} if gguf else {}
-    config = read_model_config(path, src.name, **kw, **extra)  # the checks compute makes, in one place
+    kept = facts_folder(data_dir)  # the model class's input, kept (``check_text_model``)
+    config = read_model_config(path, src.name, cache=kept, **kw, **extra)  # the checks compute makes, in one place
     if gguf is None and path.is_dir() and not any((path / f).exists() for f in TOKENIZER_FILES):
         raise NormvarError(
             f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "

@@ -194,7 +194,7 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     """(model, tokenizer) from a local directory, each failure as one line naming the fix."""
     from transformers import AutoModel, AutoTokenizer
 
-    kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
+    kw: dict[str, Any] = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
     if path.is_dir() and not (path / "config.json").exists():
         check_model_dir(path, name)  # says all that the folder lacks
     config = read_model_config(path, name, **kw)  # wrong values, vision / audio: one line before anything heavy
