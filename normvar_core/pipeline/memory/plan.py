@@ -300,14 +300,14 @@ def plan_memory(
     ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
     host = device != "cuda"
     wbytes = weights_bytes(shape, dtype)
-    held: dict[int, tuple] = {}  # id(plan) -> (plan, its plan_bytes): every layer subset tried shares the run's plan
+    plans: dict[int, tuple] = {}  # id(plan) -> (plan, its plan_bytes): every layer subset tried shares the run's plan
 
     def plan_held_by(p) -> int:
         if plan_held is not None:
             return plan_held
-        if id(p) not in held or held[id(p)][0] is not p:
-            held[id(p)] = (p, plan_bytes(p))
-        return held[id(p)][1]
+        if id(p) not in plans or plans[id(p)][0] is not p:
+            plans[id(p)] = (p, plan_bytes(p))
+        return plans[id(p)][1]
 
     def base_for(c) -> dict:
         return {
