@@ -34,7 +34,7 @@ setup(
     package_data={
         "normvar_core.dashboard": [".streamlit/config.toml"],
         "normvar_core.viz": ["scatter_gl.js"],  # the Occurrences page's WebGL scatter
-        "normvar_core.pipeline.models.shapes": ["*.json"],  # the shipped model shapes (normvar plan)
+        "normvar_core.pipeline.models.shapes": ["*.json", "meta/*.json"],  # the shipped shapes (normvar plan)
         "normvar_core.corpora": ["novels_en.txt.gz", "PROVENANCE.md"],
     },
 )

@@ -51,3 +51,23 @@ def test_spans_equal_the_tokenizers_own(kind, wrapped, words, tiny_models, minil
     np.testing.assert_array_equal(plan.char_start, start)
     np.testing.assert_array_equal(plan.char_end, end)
     assert (start >= 0).sum() > 100 and (start < 0).sum() > 10  # both kinds of pick were drawn
+
+
+def test_the_plan_leaves_the_spans_unknown_at_the_same_bytes(minilm_path):
+    """``make_plan(spans=False)`` (``normvar plan``): the same plan but for the spans, -1 in arrays of the same size
+    and dtype, so the plan's bytes (``memory.terms.plan_bytes``) are the same."""
+    from transformers import AutoTokenizer
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.memory.terms import plan_bytes
+    from normvar_core.pipeline.run_plan import corpus_of, make_plan
+
+    tok = AutoTokenizer.from_pretrained(str(minilm_path))
+    corpus = corpus_of([s for s in SENTENCES if s] * 20)
+    cfg = RunConfig(model="minilm", samples_per_token=3)
+    full = make_plan(cfg, corpus, tok, num_hidden_states=7, max_length=64)
+    bare = make_plan(cfg, corpus, tok, num_hidden_states=7, max_length=64, spans=False)
+    assert full.samples.size > 0 and (full.samples.char_start >= 0).any()
+    for a, b in ((full.samples.char_start, bare.samples.char_start), (full.samples.char_end, bare.samples.char_end)):
+        assert b.dtype == a.dtype and b.shape == a.shape and (b == -1).all()
+    assert np.array_equal(full.samples.offset, bare.samples.offset) and plan_bytes(full) == plan_bytes(bare)

@@ -18,16 +18,14 @@ recently used go first).
 from __future__ import annotations
 
 import hashlib
-import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from normvar_core.destination import open_regular
-from normvar_core.errors import NormvarError
 from normvar_core.pipeline.encoding import LONG_CHARS, Encoded, encode_sentences, wrap_tokens
+from normvar_core.pipeline.kept_files import open_kept, package_version, publish_kept, touch_kept
 
 FORMAT = 1
 """Bumped when the arrays or the way they are computed change: old entries are then never read."""
@@ -45,7 +43,7 @@ def cache_key(sentences: Sequence[str], tokenizer, *, max_length: int) -> str | 
     head = [
         f"format={FORMAT}",
         f"class={type(tokenizer).__module__}.{type(tokenizer).__qualname__}",
-        f"versions={_version('transformers')},{_version('tokenizers')}",
+        f"versions={package_version('transformers')},{package_version('tokenizers')}",
         f"wrap={wrap_tokens(tokenizer)}",
         f"split_special={getattr(tokenizer, 'split_special_tokens', None)}",
         f"max_length={int(max_length)}",
@@ -61,15 +59,6 @@ def cache_key(sentences: Sequence[str], tokenizer, *, max_length: int) -> str | 
     return h.hexdigest()
 
 
-def _version(package: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "none"
-
-
 def encode_cached(sentences: Sequence[str], tokenizer, *, max_length: int, unit: str, folder: Path | None) -> Encoded:
     """``encode_sentences(sentences, tokenizer, max_length=, unit=)``, read from ``folder`` when it holds this
     tokenization, else computed and stored there (best effort: a folder that cannot be written only costs the
@@ -80,10 +69,7 @@ def encode_cached(sentences: Sequence[str], tokenizer, *, max_length: int, unit:
     path = Path(folder) / f"{key}{SUFFIX}"
     enc = read_entry(path, len(sentences))
     if enc is not None:
-        try:
-            os.utime(path, follow_symlinks=False)  # recently used: pruned last (a link's target never touched)
-        except OSError:
-            pass
+        touch_kept(path)  # recently used: pruned last
         return enc
     enc = encode_sentences(sentences, tokenizer, max_length=max_length, unit=unit)
     write_entry(path, enc)
@@ -94,9 +80,8 @@ def read_entry(path: Path, n_sentences: int) -> Encoded | None:
     """The entry at ``path`` when it is whole and fits ``n_sentences`` sentences; None otherwise (also when the name
     holds a link, a FIFO or anything but a regular file of one name: ``open_regular``, nothing followed or waited
     on)."""
-    try:
-        fh = os.fdopen(open_regular(path, os.O_RDONLY, what="the kept tokenization"), "rb")
-    except (OSError, NormvarError):
+    fh = open_kept(path, "the kept tokenization")
+    if fh is None:
         return None
     try:
         with fh, np.load(fh, allow_pickle=False) as z:
@@ -122,40 +107,19 @@ def read_entry(path: Path, n_sentences: int) -> Encoded | None:
 
 
 def write_entry(path: Path, enc: Encoded) -> None:
-    """Publish ``enc`` at ``path`` (a temporary file, then ``os.replace``) and prune the folder to ``KEEP``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        small = enc.ids.size == 0 or (int(enc.ids.min()) >= 0 and int(enc.ids.max()) < 2**31)
-        # a new file of this process (O_EXCL, no link followed): whatever stands under the name is left alone
-        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode=0o600), "wb") as fh:
-            np.savez(
-                fh,
-                ids=enc.ids.astype(np.int32 if small else np.int64),
-                special=enc.special.astype(bool),
-                lengths=enc.lengths.astype(np.int64),
-                n_truncated=np.int64(enc.n_truncated),
-            )
-        os.replace(tmp, path)  # a link at ``path`` is replaced itself, its target untouched
-    except FileExistsError:  # something else holds the temporary name: not ours to remove
-        return
-    except (OSError, NormvarError):  # a full or read-only disk, a file in the way: nothing kept
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        return
-    prune(path.parent, KEEP)
+    """Publish ``enc`` at ``path`` (``kept_files.publish_kept``) and prune the folder to ``KEEP``."""
+    small = enc.ids.size == 0 or (int(enc.ids.min()) >= 0 and int(enc.ids.max()) < 2**31)
 
+    def write(fh) -> None:
+        np.savez(
+            fh,
+            ids=enc.ids.astype(np.int32 if small else np.int64),
+            special=enc.special.astype(bool),
+            lengths=enc.lengths.astype(np.int64),
+            n_truncated=np.int64(enc.n_truncated),
+        )
 
-def prune(folder: Path, keep: int = KEEP) -> None:
-    """Remove all but the ``keep`` most recently used entries of ``folder``."""
-    try:
-        entries = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for p in entries[keep:]:
-            p.unlink(missing_ok=True)
-    except OSError:
-        pass
+    publish_kept(path, write, suffix=SUFFIX, keep=KEEP)
 
 
 __all__ = ["encode_cached", "cache_key", "read_entry", "write_entry", "FORMAT", "KEEP"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from normvar_core.datadir import DataDir
 from normvar_core.errors import NormvarError
-from normvar_core.pipeline.models.load import TOKENIZER_FILES, check_tokenizer
-from normvar_core.pipeline.models.load import max_length as model_max_length
+from normvar_core.pipeline.models.load import TOKENIZER_FILES, capped_length, check_tokenizer, model_positions
+from normvar_core.pipeline.models.meta_facts import facts_folder, kept_facts, whole
 from normvar_core.pipeline.models.model_config import build_error, read_model_config
 from normvar_core.pipeline.models.resolve import dequantized_dir, resolve_source
 
@@ -39,19 +39,21 @@ def text_config(config):
     return get() if callable(get) else config
 
 
-def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False, tokenizer=None) -> ModelShape:
+def shape_from_config(
+    config, name: str = "", *, trust_remote_code: bool = False, tokenizer=None, cache: Path | None = None
+) -> ModelShape:
     """Build ``AutoModel.from_config(config)`` on the meta device (no weights read or allocated) and
-    count its parameters; the width, depth, heads and MLP width from the (text) config."""
-    import torch
-    from transformers import AutoModel
-
-    try:
-        with torch.device("meta"):
-            model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
-    except Exception as exc:
-        raise build_error(exc, name or "the model") from None
-    params = sum(p.numel() for p in model.parameters())
-    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    count its parameters; the width, depth, heads and MLP width from the (text) config. ``cache``: a folder where
+    what the build gives is kept and read back (``models.meta_facts``: the same figures, no model built)."""
+    facts = kept_facts(
+        cache,
+        "shape",
+        config,
+        trust_remote_code,
+        {},
+        _shape_facts,
+        lambda: _built_shape(config, name, trust_remote_code),
+    )
     tc = text_config(config)
     d = int(getattr(tc, "hidden_size", 0) or getattr(tc, "d_model", 0) or getattr(tc, "n_embd", 0))
     blocks = int(getattr(tc, "num_hidden_layers", 0) or getattr(tc, "n_layer", 0))
@@ -65,22 +67,51 @@ def shape_from_config(config, name: str = "", *, trust_remote_code: bool = False
             f"cannot read the width and depth of {name or 'the model'} from its config",
             fix="pass a transformers model directory whose config.json has hidden_size and num_hidden_layers",
         )
-
-    class _Tok:  # model_max_length reads model_max_length only
-        model_max_length = getattr(tokenizer, "model_max_length", None)
-
     return ModelShape(
         name=name,
-        architecture=type(model).__name__,
-        params=int(params),
+        architecture=facts["architecture"],
+        params=facts["params"],
         lm_head_params=vocab * d,
-        buffer_bytes=int(buffers),
+        buffer_bytes=facts["buffer_bytes"],
         dim=d,
         num_hidden_states=blocks + 1,
         heads=heads,
         ffn=ffn,
         vocab=vocab,
-        max_length=model_max_length(model, _Tok()),
+        max_length=capped_length(facts["positions"], tokenizer),
+    )
+
+
+def _built_shape(config, name: str, trust_remote_code: bool) -> dict:
+    """What ``shape_from_config`` reads of the model built on the meta device (``meta_facts``' "shape" entry); built
+    from a copy of ``config`` (a build sets fields of its config: the caller's, and its key, stay as read)."""
+    import copy
+
+    import torch
+    from transformers import AutoModel
+
+    try:
+        with torch.device("meta"):
+            model = AutoModel.from_config(copy.deepcopy(config), trust_remote_code=trust_remote_code)
+    except Exception as exc:
+        raise build_error(exc, name or "the model") from None
+    return {
+        "architecture": type(model).__name__,
+        "params": int(sum(p.numel() for p in model.parameters())),
+        "buffer_bytes": int(sum(b.numel() * b.element_size() for b in model.buffers())),
+        "positions": model_positions(model),
+    }
+
+
+def _shape_facts(facts: dict) -> bool:
+    """A "shape" entry read back has the fields and types ``_built_shape`` gives."""
+    positions = facts["positions"]
+    return (
+        isinstance(facts["architecture"], str)
+        and bool(facts["architecture"])
+        and whole(facts["params"])
+        and whole(facts["buffer_bytes"])
+        and (positions is None or whole(positions))
     )
 
 
@@ -159,7 +190,8 @@ def config_and_tokenizer(cfg, data_dir=None):
             fix="pass a transformers model directory (config.json + tokenizer files)",
         )
     extra = {"gguf_file": gguf} if gguf else {}
-    config = read_model_config(path, src.name, **kw, **extra)  # the checks compute makes, in one place
+    kept = facts_folder(data_dir)  # the model class's input, kept (``check_text_model``)
+    config = read_model_config(path, src.name, cache=kept, **kw, **extra)  # the checks compute makes, in one place
     if gguf is None and path.is_dir() and not any((path / f).exists() for f in TOKENIZER_FILES):
         raise NormvarError(
             f"model directory {path} of {src.name!r} lacks tokenizer files: the plan counts the "

@@ -29,6 +29,7 @@ from normvar_core.pipeline.sample_plan import (
     count_tokens,
     plan_samples,
     plan_uniform,
+    unknown_spans,
     word_token_counts,
 )
 
@@ -153,12 +154,16 @@ def make_plan(
     device_type: str = "cpu",
     encode=None,
     cache: Path | None = None,
+    spans: bool = True,
 ) -> RunPlan:
     """Tokenize ``corpus.sentences`` into length-sorted batches, count n_t, choose the samples (``corpus_of``
     makes a corpus of sentences in memory).
     ``encode(sentences, max_length=, unit=)``: the tokenization (default ``encoding.encode_sentences``
     with ``tokenizer``; the Ray executor spreads it over its actors, ``corpus_shares``). ``cache``: a folder where the
-    default tokenization is kept and read back (``encoding_cache``: the same arrays, not tokenized again)."""
+    default tokenization is kept and read back (``encoding_cache``: the same arrays, not tokenized again).
+    ``spans=False`` (``normvar plan``, which writes no sample): the samples' character spans left unknown (-1,
+    ``sample_plan.unknown_spans``: arrays of the same size and dtype, so the plan's bytes are the same) instead of
+    tokenizing the sampled sentences again for their offsets."""
     sentences = list(corpus.sentences)
     if not sentences:
         raise NormvarError(
@@ -193,14 +198,17 @@ def make_plan(
     unk_text = check_unknown_share(cfg, tokenizer, ids, n, unk_n)
     sample_plan = plan_samples(batch_list, chosen, per_token=cfg.samples_per_token, seed=cfg.seed, **excl)
     uniform = plan_uniform(batch_list, size=uniform_size(cfg, int(n.sum())), seed=cfg.seed, **excl)
-    char_spans(
-        sample_plan,
-        sentences,
-        tokenizer,
-        wrapped=wrap_tokens(tokenizer)[0] is not None,
-        words=words,
-        max_length=max_length,
-    )
+    if not spans:
+        unknown_spans(sample_plan)
+    else:
+        char_spans(
+            sample_plan,
+            sentences,
+            tokenizer,
+            wrapped=wrap_tokens(tokenizer)[0] is not None,
+            words=words,
+            max_length=max_length,
+        )
     word_tokens = word_token_counts(batch_list, ids, n, **excl) if words else None
     return RunPlan(
         cfg=cfg,

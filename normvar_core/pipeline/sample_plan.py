@@ -105,6 +105,12 @@ class SamplePlan:
         return int(self.token_ids.size)
 
 
+def unknown_spans(plan: SamplePlan) -> None:
+    """``plan.char_start/char_end`` all -1 (unknown): int64 arrays of one entry per pick."""
+    plan.char_start = np.full(plan.size, -1, np.int64)
+    plan.char_end = np.full(plan.size, -1, np.int64)
+
+
 def char_spans(
     plan: SamplePlan,
     sentences: list[str],
@@ -119,8 +125,8 @@ def char_spans(
     run added a BOS-like separator in front; ``words``: the span of the whole word that starts
     there). Slow tokenizers and special tokens give -1. ``max_length``: the run's, so a very long sentence is
     tokenized from its prefix of whole words (``encoding.word_prefix``; the whole one if that falls short)."""
-    start = np.full(plan.size, -1, np.int64)
-    end = np.full(plan.size, -1, np.int64)
+    start, end = np.full(plan.size, -1, np.int64), np.full(plan.size, -1, np.int64)
+    plan.char_start, plan.char_end = start, end  # filled below where known (``unknown_spans`` otherwise)
     if plan.size and getattr(tokenizer, "is_fast", False):
         uniq, row = np.unique(plan.sentence, return_inverse=True)
         texts = [sentences[int(s)] for s in uniq]
@@ -157,7 +163,6 @@ def char_spans(
             w = enc.word_ids(int(row[k]))[int(p[k])]
             if w is not None:
                 start[k], end[k] = enc.word_to_chars(int(row[k]), w)
-    plan.char_start, plan.char_end = start, end
 
 
 SCAN_BUDGET = 1 << 20
@@ -313,6 +318,7 @@ def _trim(cols: dict, size: int) -> None:
 
 
 __all__ = [
+    "unknown_spans",
     "count_tokens",
     "choose_tokens",
     "plan_samples",

@@ -30,6 +30,7 @@ from normvar_core.destination import taken
 from normvar_core.errors import NormvarError, interrupts_between_batches
 from normvar_core.runs.record import RUN_COLUMNS, RunRecord
 from normvar_core.runs.tables import TableData
+from normvar_core.runs.write_memory import INSERT_BYTES, WRITER_MEMORY
 
 
 def run_path(path) -> Path:
@@ -82,17 +83,6 @@ def _run_table(record: RunRecord) -> pa.Table:
     row = record.to_row()
     df = pd.DataFrame([{c: row[c] for c, _ in RUN_COLUMNS}])
     return df
-
-
-INSERT_BYTES = 64 << 20
-"""Parts of a table are concatenated (zero-copy) into one Arrow table per insert up to this size: the parts one
-insert holds (at most this plus one part: ``memory.terms.writer_bytes``)."""
-
-WRITER_MEMORY = 256 << 20
-"""DuckDB's ``memory_limit`` while a run file is written. Its default (80 % of the RAM) lets the buffer pool
-keep every block written until the file closes — as much memory again as the run file (measured: +1.2 GB to
-write 625 MB of embeddings). With this bound, blocks are evicted once checkpointed (+0.5 GB with the
-156 MB Arrow parts, the write 0.8 s slower of 6.5 s), so the memory plan can count the write."""
 
 
 def _inserts(data: TableData):

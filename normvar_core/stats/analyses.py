@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from normvar_core.constants import APP_A_BINS, APP_A_MIN_CHARS, STUDY_BAND
 from normvar_core.stats.tokenstats import TokenStats, in_band
+
+if TYPE_CHECKING:  # pandas is imported by the tables built here (``normvar plan`` only selects tokens)
+    import pandas as pd
 
 _PREFIXES = ("##", "Ġ", "▁", "␣")  # "␣": the readable word-initial space (``stats.token_text``)
 
@@ -46,6 +49,8 @@ def ols(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def tradeoff(stats: TokenStats, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]) -> pd.DataFrame:
     """Per layer over the band: n_types, C.V. of Q(X_t) (population std / mean, fn. 8),
     and the OLS line V(X_t) = slope * M(X_t) + intercept with its R^2 (Fig. 2, 4)."""
+    import pandas as pd
+
     mask = stats.band(n_min, n_max)
     q, m, v = stats.q[:, mask], stats.m[:, mask], stats.v[:, mask]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -60,6 +65,8 @@ def frequency_regressions(
     stats: TokenStats, n_min: float = STUDY_BAND[0], n_max: float = STUDY_BAND[1]
 ) -> pd.DataFrame:
     """Per layer and quantity Z in {Q, M, V}: OLS of log10(1 + Z(X_t)) on log10 n_t (Fig. 7, 11–13, 17)."""
+    import pandas as pd
+
     mask = stats.band(n_min, n_max)
     x = np.broadcast_to(np.log10(stats.n[mask].astype(np.float64)), (stats.num_layers, int(mask.sum())))
     frames = []
@@ -88,6 +95,8 @@ def histograms(
 ) -> pd.DataFrame:
     """Histograms of Q(X_t), M(X_t), V(X_t) at hidden-state index ``layer`` (Fig. 14–16);
     ``log10=True`` bins log10(1 + Z) as in App. F."""
+    import pandas as pd
+
     li = stats.layer(layer)
     mask = stats.band(n_min, n_max)
     frames = []
@@ -102,6 +111,8 @@ def histograms(
 
 def token_table(stats: TokenStats, layer: int, tokens: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per type at hidden-state index ``layer``: token_id, token, n, log10_n, q, m, v."""
+    import pandas as pd
+
     li = stats.layer(layer)
     tok = list(tokens) if tokens is not None else [str(t) for t in stats.token_ids]
     return pd.DataFrame(

@@ -11,7 +11,6 @@ Pure numpy/scipy, float64.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import eigh
 
 
 def sign_fixed(vectors: np.ndarray) -> np.ndarray:
@@ -32,6 +31,8 @@ def top_axes(cov: np.ndarray, k: int) -> np.ndarray:
     >>> top_axes(np.diag([1.0, 3.0, 2.0]), 2).tolist()
     [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]
     """
+    from scipy.linalg import eigh  # here: ``normvar plan`` imports this module and never calls it
+
     d = cov.shape[0]
     k = min(k, d)
     _, vec = eigh(np.asarray(cov, np.float64), subset_by_index=[d - k, d - 1])

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where a table is built (``normvar plan`` imports this module, builds none)
+    import pandas as pd
 
 _BLOCK = 64  # rows per block of the band prefix sums
 
@@ -150,6 +153,8 @@ class TokenStats:
         n, n_types, Q(X) = sum p_t Q(X_t) (15), M(X) = ||sum p_t mu(X_t)||^2 (14, 5),
         V_W(X) = sum p_t V(X_t) (10), V_B(X) = sum p_t ||mu(X_t) - mu(X)||^2 (11), V = V_W + V_B (9).
         Uses block prefix sums over count-sorted types: any band costs O(L d) after the first call."""
+        import pandas as pd
+
         t = self._band_tables()
         lo = int(np.searchsorted(t["n_sorted"], n_min, side="left"))
         hi = int(np.searchsorted(t["n_sorted"], n_max, side="right"))

@@ -1,24 +1,28 @@
 """``normvar plan``: compute's steps up to its memory plan, on the model's config alone (no weights read).
 
 The same checks as compute (the options, the ``--dataset``, the local Ray workers), the model built on the meta
-device from its config (``model_shape.py``), the corpus read and tokenized as compute would (``run_plan.py``), then
-the run's memory plan (``memory.run_budget``) and, with ``--devices 8x80``, the plan per device of the run
-device-mapped over those devices (``memory/per_device.py``).
+device from its config (``model_shape.py``; what that build gives kept in the data directory,
+``models.meta_facts``), the corpus read and tokenized as compute would (``run_plan.py``), then the run's memory plan
+(``memory.run_budget``) and, with ``--devices 8x80``, the plan per device of the run device-mapped over those
+devices (``memory/per_device.py``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from normvar_core.device_options import parse_devices
 from normvar_core.pipeline.contracts import RunContext
 from normvar_core.pipeline.corpus.read import load_sentences
 from normvar_core.pipeline.execute.preflight import check_inputs
 from normvar_core.pipeline.execute.ray_cluster import check_local_workers
-from normvar_core.pipeline.memory.per_device import placed_map, plan_placed
+from normvar_core.pipeline.memory.per_device import placed_model, plan_placed
 from normvar_core.pipeline.memory.plan import MemoryPlan, run_budget, with_devices
 from normvar_core.pipeline.memory.terms import GiB
 from normvar_core.pipeline.model_shape import config_and_tokenizer, shape_from_config, shipped_shape
-from normvar_core.pipeline.models.device_map import device_name, meta_model
+from normvar_core.pipeline.models.device_map import device_name
 from normvar_core.pipeline.models.load import resolve_device, resolve_dtype, torch_dtype
+from normvar_core.pipeline.models.meta_facts import facts_folder
 from normvar_core.pipeline.models.shipped_shapes import STAND_IN
 from normvar_core.pipeline.run_plan import make_plan, tokenized_cache
 
@@ -42,7 +46,8 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
     shipped = shipped_shape(cfg)
     name, config, tok = config_and_tokenizer(cfg, data_dir)
     cfg = cfg.replace(dtype=resolve_dtype(cfg.dtype, device, config))  # auto: the config's dtype on a GPU
-    shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok)
+    kept = facts_folder(data_dir)  # what the meta model gives, kept: a later plan of the model builds none
+    shape = shape_from_config(config, name, trust_remote_code=bool(cfg.trust_remote_code), tokenizer=tok, cache=kept)
     corpus = load_sentences(cfg, data_dir)
     plan = make_plan(
         cfg,
@@ -52,13 +57,16 @@ def plan_run(cfg, data_dir=None, devices: str | None = None) -> MemoryPlan:
         max_length=shape.max_length,
         device_type=device,
         cache=tokenized_cache(data_dir),
+        spans=False,  # the plan writes no sample: their character spans are never read
     )
     ctx = RunContext(cfg=cfg, layers=plan.layers, dim=shape.dim, device=device, plan=plan, tokens=plan.tokens)
     mp = run_budget(cfg, ctx, shape=shape, device=device, dtype=cfg.dtype, loaded=False)
-    if limits:  # the model built on the meta device and placed once; the per-device plans reuse both
-        model = meta_model(config, cfg.dtype, bool(cfg.trust_remote_code))
-        dmap = placed_map(model, cfg.device_map, limits)
-        place = dict(shape=shape, model=model, dmap=dmap, limits={device_name(k): int(v) for k, v in limits.items()})
+    if limits:  # the model built on the meta device and placed once (or its facts read back); the plans reuse them
+        placed = placed_model(
+            config, cfg.dtype, bool(cfg.trust_remote_code), cfg.device_map, limits, shape.num_hidden_states, cache=kept
+        )
+        names = {device_name(k): int(v) for k, v in limits.items()}
+        place: dict[str, Any] = dict(shape=shape, model=placed, dmap=placed.device_map, limits=names)
         mp = with_devices(mp, plan_placed(ctx, **place, dtype=cfg.dtype))
         if cfg.batch_size is None:  # the automatic batches: the largest batch size whose pass fits each device
             mp = _batch_that_fits(mp, ctx, place, tok, cfg.dtype)

@@ -45,8 +45,8 @@ from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
 from normvar_core.pipeline.measures.state import Stateful
 from normvar_core.pipeline.measures.token_moments import TokenMoments
 from normvar_core.runs.schema import HALVES_TABLES
-from normvar_core.stats import intervals
 from normvar_core.stats.layer_geometry import splitmix64
+from normvar_core.stats.tokenstats import in_band
 
 HALF_SALT = 0x5EED_0F_4A1F
 
@@ -123,7 +123,7 @@ class HalvesMeasure(LayerMajor):
         geometry — and the means of the T_band types in the study's band (from the plan's counts, as ``result``
         picks them): each half's and the whole run's rows, 3·L·T_band·d·b_μ."""
         L, d = ctx.num_layers, ctx.dim
-        band = int(np.count_nonzero(intervals.band_types(np.asarray(ctx.plan.counts), STUDY_BAND)))
+        band = int(np.count_nonzero(in_band(np.asarray(ctx.plan.counts), *STUDY_BAND)))  # intervals.band_types
         return int(32 * L * d * d * bool(ctx.cfg.geometry) + 3 * L * band * d * ctx.mean_bytes)
 
     @classmethod
@@ -207,6 +207,8 @@ class HalvesMeasure(LayerMajor):
         return [h.cov.covariance().cpu().numpy() for h in self.halves] + [(scatter / max(n, 1)).cpu().numpy()]
 
     def result(self) -> dict:
+        from normvar_core.stats import intervals  # pandas: imported by the run that publishes, not by the plan
+
         full = self._full if self._full is not None else self.merged_moments().result()
         keep = full.token_ids[intervals.band_types(full.n, STUDY_BAND)]
         covs = self._covariances()

@@ -25,10 +25,13 @@ first: the earlier measures are kept, as on one device), each reason naming the 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from normvar_core.device_options import read_device_map
@@ -39,11 +42,12 @@ from normvar_core.pipeline.memory.terms import (
     RUNTIME_BYTES,
     largest_batch,
     plan_bytes,
-    publish_bytes,
     publish_of,
+    publish_sum,
     writer_bytes,
 )
 from normvar_core.pipeline.models.device_map import check_map_modules, device_name, entry_of, meta_model
+from normvar_core.pipeline.models.meta_facts import kept_facts, whole
 from normvar_core.pipeline.models.probe import blocks, is_norm, producers
 
 
@@ -96,13 +100,74 @@ def block_devices(model, dmap: dict[str, str]) -> list[str]:
     return [entry_of(dmap, names[id(b)]) for b in blocks(model)]
 
 
+@dataclass(frozen=True)
+class Placed:
+    """What ``device_rows`` reads of a model placed by ``device_map`` (``placement``), without the model: the map
+    entry producing each hidden state, each entry's weight bytes, the entries that run a block."""
+
+    device_map: dict[str, str]
+    produced: list[str]
+    weights: dict[str, int]
+    blocks_on: list[str]
+
+
+def placed_model(config, dtype: str, trust_remote_code: bool, strategy, devices: dict, num_hidden_states: int, *,
+                 cache: Path | None = None) -> Placed:  # fmt: skip
+    """The model of ``config`` at ``dtype``, built on the meta device and placed for ``--device-map strategy``
+    over ``devices`` (``placed_map``), as ``Placed``; ``cache``: a folder where these facts are kept and read back
+    (``models.meta_facts``: the same map and figures, no model built)."""
+    inputs = {
+        "dtype": dtype,
+        "strategy": read_device_map(strategy or "auto"),
+        "devices": [[k, int(v)] for k, v in devices.items()],  # accelerate's max_memory, its keys as they are
+        "num_hidden_states": int(num_hidden_states),
+    }
+
+    def build() -> dict:  # from a copy: a build sets fields of its config (the key is the config as read)
+        model = meta_model(copy.deepcopy(config), dtype, trust_remote_code)
+        dmap = placed_map(model, strategy, devices)
+        produced, weights, blocks_on = placement(model, dmap, num_hidden_states)
+        return {"device_map": dmap, "produced": produced, "weights": weights, "blocks_on": sorted(blocks_on)}
+
+    facts = kept_facts(cache, "placement", config, trust_remote_code, inputs, _placed_facts(num_hidden_states), build)
+    return Placed(**facts)
+
+
+def _placed_facts(num_hidden_states: int):
+    """Whether a "placement" entry read back has the fields and types ``placed_model`` gives, for this depth."""
+
+    def check(facts: dict) -> bool:
+        dmap, produced, weights, blocks_on = (facts[k] for k in ("device_map", "produced", "weights", "blocks_on"))
+        if not (isinstance(dmap, dict) and dmap and isinstance(weights, dict)):
+            return False
+        entries = set(dmap.values())
+        return (
+            len(facts) == 4
+            and all(isinstance(v, str) for v in dmap.values())
+            and isinstance(produced, list)
+            and len(produced) == num_hidden_states
+            and set(produced) <= entries
+            and set(weights) == entries
+            and all(whole(b) for b in weights.values())
+            and isinstance(blocks_on, list)
+            and set(blocks_on) <= entries
+        )
+
+    return check
+
+
 _PLACEMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def placement(model, dmap: dict[str, str], num_hidden_states: int) -> tuple[list[str], dict[str, int], set[str]]:
     """(``hidden_state_devices``, ``module_bytes``, the set of ``block_devices``) of ``model`` placed by ``dmap``:
     walked once per model and map, then kept while the model lives (``plan --devices`` asks for them once per
-    measure dropped and batch size tried; the walk over a 60-block model's modules is what took the time)."""
+    measure dropped and batch size tried; the walk over a 60-block model's modules is what took the time). A
+    ``Placed`` (``placed_model``) stands for its model: its own figures (for its own map)."""
+    if isinstance(model, Placed):
+        if model.device_map != dmap or len(model.produced) != num_hidden_states:
+            raise ValueError("a Placed model is read with its own device map and depth")
+        return list(model.produced), dict(model.weights), set(model.blocks_on)
     key = (tuple(dmap.items()), int(num_hidden_states))
     try:
         kept = _PLACEMENTS.setdefault(model, {})
@@ -118,10 +183,10 @@ def placement(model, dmap: dict[str, str], num_hidden_states: int) -> tuple[list
     return list(produced), dict(weights), set(blocks_on)
 
 
-def device_rows(
-    ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(), offload: bool = False
-) -> list[dict]:
-    """One row per device (module docstring) with the measures not in ``drop``."""
+def device_parts(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry) -> dict:
+    """What ``device_rows`` needs that does not depend on the measures dropped: per device of ``dmap`` and
+    ``limits``, its kept layers, every measure's bytes and early pass there, and its pass; the plan's and the
+    publish's terms. ``plan_placed`` computes them once and sums them per set of measures dropped."""
     produced, weights, blocks_on = placement(model, dmap, shape.num_hidden_states)
     kept = {e: [l for l in ctx.layers if produced[l] == e] for e in dict.fromkeys(dmap.values())}
     rows_, width, n = largest_batch(ctx.plan.batches)
@@ -136,22 +201,44 @@ def device_rows(
     def keeps_on(dev: str) -> str:
         return host if dev in ("cpu", "disk") else dev
 
-    measures: dict[Any, dict] = {x: {} for x in devices}
-    state, passes = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0)
-    early = dict.fromkeys(devices, 0)
+    placed = []  # (the device that keeps its state, {measure: bytes}, {measure: early running bytes})
+    passes = dict.fromkeys(devices, 0)
     for dev in devices:
         L_k = len(kept.get(dev, ()))
         sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
         sizes = sizes_and_droppable(sub, registry)[0] if L_k else {}
-        state[keeps_on(dev)] += sum(b for name, b in sizes.items() if name not in drop)
         parts = early_parts(sub, registry) if L_k else {}
-        early[keeps_on(dev)] += sum(p["running_bytes"] for name, p in parts.items() if name not in drop)
-        measures[keeps_on(dev)].update(sizes)
+        placed.append((keeps_on(dev), sizes, {name: p["running_bytes"] for name, p in parts.items()}))
         H_k = sum(1 for x in produced if x == dev)
         passes[runs_on(dev)] += H_k * P * d * e + (
             P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width**2 * e if dev in blocks_on else 0
         )
         passes[keeps_on(dev)] += (L_k * n * d * e + 3 * n * d * 8) if L_k else 0
+    return {
+        "devices": devices,
+        "kept": kept,
+        "weights": weights,
+        "placed": placed,
+        "passes": passes,
+        "plan_bytes": plan_bytes(ctx.plan),
+        "publish": publish_of(dataclasses.replace(ctx, device="cpu"), registry),
+    }
+
+
+def device_rows(
+    ctx, shape, model, dmap, limits: dict[str, int], dtype: str, registry, drop=(), offload: bool = False, parts=None
+) -> list[dict]:
+    """One row per device (module docstring) with the measures not in ``drop``; ``parts``: ``device_parts`` of
+    the same arguments, when already computed."""
+    if parts is None:
+        parts = device_parts(ctx, shape, model, dmap, limits, dtype, registry)
+    devices, kept, weights, passes = parts["devices"], parts["kept"], parts["weights"], parts["passes"]
+    measures: dict[Any, dict] = {x: {} for x in devices}
+    state, early = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0)
+    for keeps, sizes, running in parts["placed"]:
+        state[keeps] += sum(b for name, b in sizes.items() if name not in drop)
+        early[keeps] += sum(b for name, b in running.items() if name not in drop)
+        measures[keeps].update(sizes)
     out = []
     for dev in devices:
         row = {
@@ -167,10 +254,7 @@ def device_rows(
         out.append(row)
         if dev == "cpu":  # the host: the process, the plan, the whole state gathered at publish and its work
             row["host_bytes"] = (
-                RUNTIME_BYTES
-                + plan_bytes(ctx.plan)
-                + sum(state.values())
-                + publish_bytes(dataclasses.replace(ctx, device="cpu"), registry, drop)
+                RUNTIME_BYTES + parts["plan_bytes"] + sum(state.values()) + publish_sum(parts["publish"], drop)
             )
         if dev == "disk":
             row.update(bytes=row["weights_bytes"], limit_bytes=None, fits=bool(offload or not row["weights_bytes"]))
@@ -199,7 +283,8 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     cfg = ctx.cfg
     offload = bool(cfg.offload_folder)
     dropped, reasons = [], {}
-    rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, (), offload)
+    parts = device_parts(ctx, shape, model, dmap, limits, dtype, registry)  # summed anew per set dropped
+    rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, (), offload, parts)
     # the last droppable measure first, as on one device (``plan.plan_memory`` keeps the earlier ones first)
     for cls in reversed([c for c in registry if c.droppable(ctx)]):
         over = [r for r in rows if not r["fits"] and r["state_bytes"] and r["device"] != "disk"]
@@ -213,12 +298,12 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
             f"{cls.name}: {worst['device']} needs {gb(worst['bytes'])} of "
             f"{gb(worst['limit_bytes'])} (its layers {layer_span(worst['layers'])})"
         )
-        rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload)
+        rows = device_rows(ctx, shape, model, dmap, limits, dtype, registry, dropped, offload, parts)
     order = [c.name for c in registry]
     for name in sorted(dropped, key=order.index):  # an earlier one dropped may fit again once a larger one is out
         if all(r["fits"] for r in rows):
             rest = [n for n in dropped if n != name]
-            again = device_rows(ctx, shape, model, dmap, limits, dtype, registry, rest, offload)
+            again = device_rows(ctx, shape, model, dmap, limits, dtype, registry, rest, offload, parts)
             if all(r["fits"] for r in again):
                 dropped, rows = rest, again
                 reasons.pop(name)
@@ -226,7 +311,7 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     suggestions = [_suggest(r, cfg) for r in rows if not r["fits"]]
     for r in rows:
         r.pop("measures")
-    host = host_figures(ctx, rows, registry, dropped)
+    host = host_figures(rows, dropped, parts)
     return {
         "devices": rows,
         "device_map": dmap,
@@ -239,20 +324,22 @@ def plan_placed(ctx, shape, model, dmap: dict[str, str], limits: dict[str, int],
     }
 
 
-def host_figures(ctx, rows: list[dict], registry, drop) -> dict:
+def host_figures(rows: list[dict], drop, parts: dict) -> dict:
     """What the host (this process's RAM) holds beside the devices, always — the "cpu" row's figures when
     ``--devices`` names one (``cpu=256``), else the same terms against no stated limit:
 
         running = runtime + plan + the offloaded entries' weights, state and pass (the "cpu" row's, if any)
         publish = runtime + plan + the offloaded weights + the whole state gathered (Σ state_k) + the publish
                   work of the kept measures and the writer (``memory.terms.publish_sum``)
-        bytes   = the "cpu" row's bytes when there is one, else publish (the larger of the two)"""
+        bytes   = the "cpu" row's bytes when there is one, else publish (the larger of the two)
+
+    ``parts``: ``device_parts`` of the run (the plan's bytes and each measure's publish work)."""
     cpu = next((r for r in rows if r["device"] == "cpu"), None)
-    runtime, plan = RUNTIME_BYTES, plan_bytes(ctx.plan)
+    runtime, plan, publish = RUNTIME_BYTES, parts["plan_bytes"], parts["publish"]
     offloaded = cpu["weights_bytes"] + max(cpu["state_bytes"], cpu["early_bytes"]) + cpu["pass_bytes"] if cpu else 0
     gathered = sum(r["state_bytes"] for r in rows)
-    parts = {n: b for n, b in publish_of(dataclasses.replace(ctx, device="cpu"), registry).items() if n not in drop}
-    work = sum(parts.values()) + writer_bytes()
+    kept = {n: b for n, b in publish.items() if n not in drop}
+    work = sum(kept.values()) + writer_bytes()
     at_publish = runtime + plan + (cpu["weights_bytes"] if cpu else 0) + gathered + work
     peak = cpu["bytes"] if cpu else at_publish
     limit = cpu["limit_bytes"] if cpu else None
@@ -266,7 +353,7 @@ def host_figures(ctx, rows: list[dict], registry, drop) -> dict:
         "offloaded_bytes": int(offloaded),
         "gathered_bytes": int(gathered),
         "work_bytes": int(work),
-        "publish": {**parts, "writer": writer_bytes()},
+        "publish": {**kept, "writer": writer_bytes()},
         "limit_bytes": limit,
         "limit": f"of {gb(limit)}"
         if limit is not None
@@ -308,11 +395,14 @@ def _suggest(row: dict, cfg) -> str:
 __all__ = [
     "plan_devices",
     "plan_placed",
+    "Placed",
+    "placed_model",
     "host_figures",
     "device_limits",
     "placed_map",
     "module_bytes",
     "hidden_state_devices",
     "device_rows",
+    "device_parts",
     "meta_model",
 ]

@@ -300,10 +300,18 @@ def plan_memory(
     ``forced_keep``: names kept whatever the memory (a resumed checkpoint holds them)."""
     host = device != "cuda"
     wbytes = weights_bytes(shape, dtype)
+    plans: dict[int, tuple] = {}  # id(plan) -> (plan, its plan_bytes): every layer subset tried shares the run's plan
+
+    def plan_held_by(p) -> int:
+        if plan_held is not None:
+            return plan_held
+        if id(p) not in plans or plans[id(p)][0] is not p:
+            plans[id(p)] = (p, plan_bytes(p))
+        return plans[id(p)][1]
 
     def base_for(c) -> dict:
         return {
-            "host": (RUNTIME_BYTES + (plan_bytes(c.plan) if plan_held is None else plan_held)) if host else 0,
+            "host": (RUNTIME_BYTES + plan_held_by(c.plan)) if host else 0,
             "weights": wbytes,
             "pass": host_pass(pass_bytes(shape, c.plan, c.num_layers, dtype), host),
             "publish_of": publish_of(c, registry),

@@ -21,7 +21,7 @@ import numpy as np
 
 from normvar_core.pipeline.batches import PaddedBatches
 from normvar_core.pipeline.encoding import Encoded
-from normvar_core.runs.writer import INSERT_BYTES, WRITER_MEMORY
+from normvar_core.runs.write_memory import INSERT_BYTES, WRITER_MEMORY
 
 GiB = 1 << 30
 RUNTIME_BYTES = 640 << 20
@@ -76,7 +76,7 @@ def flat_encoding(batches) -> Encoded | None:
 def plan_bytes(plan) -> int:
     """Bytes the built plan holds through the pass: the sentences (Python strings) and every numpy
     array of the flat encoding, the counts and the sample plans."""
-    n = sum(sys.getsizeof(s) + 8 for s in plan.sentences)
+    n = sum(map(sys.getsizeof, plan.sentences)) + 8 * len(plan.sentences)  # each string and its list slot
     arrays = [plan.token_ids, plan.counts, plan.sentence_lengths]
     enc = flat_encoding(plan.batches)
     if enc is not None:
@@ -85,7 +85,7 @@ def plan_bytes(plan) -> int:
         if sp is not None:
             arrays += [sp.token_ids, sp.i, sp.batch, sp.sentence, sp.offset, sp.char_start, sp.char_end]
     n += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
-    n += sum(sys.getsizeof(s) + 100 for s in plan.tokens.values())  # the type strings and their dict
+    n += sum(map(sys.getsizeof, plan.tokens.values())) + 100 * len(plan.tokens)  # the type strings and their dict
     return int(n)
 
 
@@ -133,7 +133,7 @@ def host_pass(nbytes: int, host: bool) -> int:
 
 
 def writer_bytes() -> int:
-    """The run file's write: DuckDB's buffer pool (``runs.writer.WRITER_MEMORY``) and half as much again (DuckDB
+    """The run file's write: DuckDB's buffer pool (``runs.write_memory.WRITER_MEMORY``) and half as much again (DuckDB
     holds somewhat more than its limit: measured +348 MB writing 625 MB of embeddings at a 256 MB limit), and the
     Arrow parts of one insert (``INSERT_BYTES``): 1.5·WRITER_MEMORY + INSERT_BYTES."""
     return WRITER_MEMORY * 3 // 2 + INSERT_BYTES

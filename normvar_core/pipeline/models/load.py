@@ -194,7 +194,7 @@ def _from_pretrained(cfg: RunConfig, path: Path, name: str, dtype, **mapped):
     """(model, tokenizer) from a local directory, each failure as one line naming the fix."""
     from transformers import AutoModel, AutoTokenizer
 
-    kw = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
+    kw: dict[str, Any] = dict(trust_remote_code=bool(cfg.trust_remote_code), local_files_only=True)
     if path.is_dir() and not (path / "config.json").exists():
         check_model_dir(path, name)  # says all that the folder lacks
     config = read_model_config(path, name, **kw)  # wrong values, vision / audio: one line before anything heavy
@@ -285,6 +285,12 @@ def check_tokenizer(tok, name: str) -> None:
 def max_length(model, tok) -> int:
     """Usable positions: config max positions (minus RoBERTa-style padding offset), capped by the
     tokenizer's model_max_length when that is set; fallback 512."""
+    return capped_length(model_positions(model), tok)
+
+
+def model_positions(model) -> int | None:
+    """The model's own position limit: its config's max positions, minus a RoBERTa-style padding offset (None when
+    the config names none)."""
     cfg = model.config
     n = None
     for attr in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
@@ -295,6 +301,11 @@ def max_length(model, tok) -> int:
     pad_idx = getattr(getattr(model, "embeddings", None), "padding_idx", None)
     if n is not None and isinstance(pad_idx, int):
         n -= pad_idx + 1
+    return n
+
+
+def capped_length(n: int | None, tok) -> int:
+    """``max_length`` from the model's limit ``n`` (``model_positions``) and the tokenizer."""
     t = getattr(tok, "model_max_length", None)
     if isinstance(t, int) and 0 < t < 1_000_000:
         n = min(n, t) if n else t
@@ -311,5 +322,7 @@ __all__ = [
     "check_model_dir",
     "check_tokenizer",
     "max_length",
+    "model_positions",
+    "capped_length",
     "TOKENIZER_FILES",
 ]

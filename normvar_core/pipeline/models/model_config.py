@@ -10,7 +10,11 @@ library's own first line.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from normvar_core.errors import NormvarError
+from normvar_core.pipeline.models.meta_facts import kept_facts
 
 _NON_TEXT = {"pixel_values": "a vision model", "input_values": "an audio model", "input_features": "an audio model"}
 # sizes a text config holds under one of these names; each, where present, must be a positive integer
@@ -41,9 +45,9 @@ SIZE_FIELDS = (
 _FIX = "correct config.json (or copy the model folder again)"
 
 
-def read_model_config(path, name: str, **kw):
+def read_model_config(path, name: str, *, cache: Path | None = None, **kw: Any):
     """The transformers config of the model at ``path`` (``kw``: ``from_pretrained``'s options), checked
-    as the module doc says; a NormvarError naming the field otherwise."""
+    as the module doc says; a NormvarError naming the field otherwise. ``cache``: ``check_text_model``'s."""
     from transformers import AutoConfig
 
     try:
@@ -51,7 +55,7 @@ def read_model_config(path, name: str, **kw):
     except Exception as exc:
         raise config_error(exc, name) from None
     check_sizes(conf, name)
-    check_text_model(conf, name)
+    check_text_model(conf, name, cache=cache, trust_remote_code=bool(kw.get("trust_remote_code")))
     return conf
 
 
@@ -84,22 +88,36 @@ def check_sizes(conf, name: str) -> None:
                 )
 
 
-def check_text_model(conf, name: str) -> None:
-    """Refuse a model whose main input is not token ids (vision, audio), from its config alone."""
+def check_text_model(conf, name: str, *, cache: Path | None = None, trust_remote_code: bool = False) -> None:
+    """Refuse a model whose main input is not token ids (vision, audio), from its config alone. ``cache``: a folder
+    where the model class's input is kept and read back (``meta_facts``: reading it imports the model's code)."""
+    facts = kept_facts(cache, "input", conf, trust_remote_code, {}, _input_facts, lambda: _main_input(conf))
+    main = facts["main_input_name"]
+    if main != "input_ids":
+        what = _NON_TEXT.get(main, "not a text model")
+        raise NormvarError(
+            f"model {name!r} is {what} ({facts['model_class']} reads {main}, not token ids): normvar needs a "
+            "text model with a tokenizer and one hidden state per token",
+            fix="use a text encoder, decoder or encoder-decoder (BERT, GPT-2, Llama, T5, BART ...)",
+        )
+
+
+def _main_input(conf) -> dict:
+    """The model class of ``conf`` and the input it reads (``input_ids`` when transformers maps no class to it)."""
     try:
         from transformers import AutoModel
 
         cls = AutoModel._model_mapping[type(conf)]
     except Exception:
-        return
-    main = getattr(cls, "main_input_name", "input_ids")
-    if main != "input_ids":
-        what = _NON_TEXT.get(main, "not a text model")
-        raise NormvarError(
-            f"model {name!r} is {what} ({cls.__name__} reads {main}, not token ids): normvar needs a "  # type: ignore[attr-defined]  # the mapping holds the model class
-            "text model with a tokenizer and one hidden state per token",
-            fix="use a text encoder, decoder or encoder-decoder (BERT, GPT-2, Llama, T5, BART ...)",
-        )
+        return {"model_class": None, "main_input_name": "input_ids"}
+    main = str(getattr(cls, "main_input_name", "input_ids"))
+    return {"model_class": cls.__name__, "main_input_name": main}  # type: ignore[attr-defined]  # the mapping holds the model class
+
+
+def _input_facts(facts: dict) -> bool:
+    """An "input" entry read back has the fields and types ``_main_input`` gives."""
+    cls = facts["model_class"]
+    return len(facts) == 2 and isinstance(facts["main_input_name"], str) and (cls is None or isinstance(cls, str))
 
 
 def build_error(exc: Exception, name: str) -> NormvarError:
