@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -41,10 +42,26 @@ def wait_url(page, *parts: str, absent: tuple[str, ...] = (), timeout: int = 300
     )
 
 
+FREE_PORTS = range(20000, 32000)
+"""Where ``free_port`` draws: below Linux's ephemeral range (32768-60999: every outgoing connection's source port,
+and the port the system hands a server asking for port 0, as Ray's and Chromium's do) and above Ray's worker ports
+(10002-19999). A port the system handed out once and freed could be any outgoing connection's a moment later:
+a server of another test then failed to start on it ("Address already in use")."""
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing is bound to on 127.0.0.1 (nor on every address: such a bind holds it there too), drawn from
+    ``FREE_PORTS`` at random: two tests starting servers at once draw the same port once in 12,000."""
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.choice(FREE_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))  # no SO_REUSEADDR: a port still in TIME_WAIT is refused too
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {FREE_PORTS}")
 
 
 def start_streamlit(data: Path, log_path: Path) -> tuple[subprocess.Popen, str, object]:

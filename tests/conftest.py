@@ -19,6 +19,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+# The suite runs two test processes on two cores, and many tests start more (a worker, a ``normvar`` command): the
+# OpenMP threads of torch, its BLAS and numba are more than the cores. Waiting actively (OpenMP's default spin), a
+# thread burns its core while another process's thread could run there: the kill -9 resume test took 62 CPU-s with
+# two busy loops beside it against 35 alone, and 32 with passive waiting. Every process the suite starts inherits it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import functools
 import gzip

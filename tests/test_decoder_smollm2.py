@@ -59,7 +59,25 @@ def hidden_states_by_transformers(sentences: list[str]):
             states.append(torch.stack(hs)[:, 0].double().numpy())
             ids.append(enc["input_ids"][0].numpy())
             sid.append(np.full(enc["input_ids"].shape[1], i))
-    return np.concatenate(states, axis=1), np.concatenate(ids), np.concatenate(sid)
+    X, ids, sid = np.concatenate(states, axis=1), np.concatenate(ids), np.concatenate(sid)
+    return same_prefix_same_state(X, ids, sid), ids, sid
+
+
+def same_prefix_same_state(X: np.ndarray, ids: np.ndarray, sid: np.ndarray) -> np.ndarray:
+    """A causal decoder's state at a position is a function of the tokens up to it: two positions whose sentences
+    begin with the same tokens up to there hold the same state. One sentence at a time, transformers computes them
+    in products of different shapes, so they can differ in their last float32 bit (on some CPUs, not on others),
+    where the run's padded batch gives exact copies. Each such position takes the state of its prefix's first
+    occurrence, so that the copies TwoNN and GRIDE drop are the true ones, whatever the CPU's products."""
+    first: dict[tuple, int] = {}
+    start = 0
+    for i in range(len(ids)):
+        if i == 0 or sid[i] != sid[i - 1]:
+            start = i
+        j = first.setdefault(tuple(ids[start : i + 1].tolist()), i)
+        if j != i:
+            X[:, i] = X[:, j]
+    return X
 
 
 def knn(X: np.ndarray, k: int, groups=None):
@@ -132,10 +150,9 @@ def test_every_table_equals_a_float64_brute_force_on_transformers_hidden_states(
                 continue  # the input embeddings (each occurrence a copy of its type's row), open: 20.4 vs 21.4 masked
             r, _ = knn(X[l, keep], 2 * max(gride.SCALES), None if grp is None else grp[keep])
             rows = g[(g.layer == l) & (g.masked == masked)].set_index("n1")
-            # The run's float32 states come from padded batches, these from one sentence at a time: a pair of
-            # first positions (a decoder's position 0 sees only its own token) can be an exact copy in one and
-            # 1e-7 apart in the other (the run counted 7 copies where these hold 6). At n1 = 1 that one pair's
-            # μ = r₂/r₁ moves the estimate by a third, so n1 = 1 is compared only where both saw the same copies.
+            # The copies are the positions with the same prefix (``same_prefix_same_state``: 7 here). Should the
+            # run's batches give one of them 1e-7 apart instead, that one pair's μ = r₂/r₁ moves the estimate at
+            # n1 = 1 by a third, so n1 = 1 is compared only where both saw the same copies.
             same_copies = int(geo.loc[l, "twonn_duplicates"]) == len(X[l]) - len(keep)
             for n1 in gride.SCALES:
                 if 2 * n1 < len(keep) and np.isfinite(rows.loc[n1, "gride_id"]) and (n1 > 1 or same_copies):

@@ -27,6 +27,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from browser_helpers import free_port
 
 pytestmark = pytest.mark.subprocess
 
@@ -38,12 +39,6 @@ def _sh(cmd, *, cwd, env, timeout=600) -> subprocess.CompletedProcess:
     res = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, f"{cmd}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     return res
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _source_copy(dst: Path) -> Path:
@@ -189,7 +184,7 @@ def test_compute_up_and_export_outside_the_checkout(venv, tmp_path):
     assert "minilm__novels_en" in res.stdout.split("RUNS", 1)[1]
 
     # normvar up: worker + dashboard; the health endpoint answers on 127.0.0.1
-    port = _free_port()
+    port = free_port()
     local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to 127.0.0.1, never a proxy
     log = open(tmp_path / "up.log", "w")
     up = subprocess.Popen(
