@@ -54,6 +54,34 @@ def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copi
     np.testing.assert_allclose(dist[1], bd, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("m", [5, 127, 128, 129, 300, 1000])
+def test_the_kth_smallest_allowed_equals_a_sort(m):
+    """The kernel's k-th smallest float32 distance of a row over each search's columns (``knn_kernels._kth``: group
+    minima bound it, a partition finds it) equals numpy's sort of the allowed values: with ties, NaN and inf (no
+    candidates), masked groups, rows flagged as copies, and fewer allowed columns than k (inf)."""
+    from normvar_core.stats.knn_kernels import _kth
+
+    rng = np.random.default_rng(m)
+    k = 128
+    d2 = rng.integers(0, 40, (6, m)).astype(np.float32)  # coarse: many ties
+    d2[rng.random(d2.shape) < 0.05] = np.nan
+    d2[rng.random(d2.shape) < 0.05] = np.inf
+    g = rng.integers(0, 7, m).astype(np.int64)
+    first = rng.random(m) < 0.8
+    vals, mins, buf = np.empty(m, np.float32), np.empty(k, np.float32), np.empty(m, np.float32)
+    for r in range(d2.shape[0]):
+        i = int(rng.integers(0, m))
+        for search in range(4):
+            ok = np.arange(m) != i
+            if search >= 2:
+                ok &= first
+            if search % 2:
+                ok &= g != g[i]
+            allowed = np.sort(d2[r, ok & np.isfinite(d2[r])])
+            want = allowed[k - 1] if allowed.size >= k else np.inf
+            assert _kth(d2, r, i, g, first, search, k, vals, mins, buf) == want, (m, r, search)
+
+
 def test_the_device_search_equals_the_brute_force():
     """The torch search (a GPU run's, here on the CPU's torch) gives the brute force's lists, every search, and its
     distances to float64 rounding (the device's own summation order)."""

@@ -7,7 +7,7 @@ four searches are run at once, each over its own columns:
 * 2, 3 — the same over the rows with ``first[j]`` only (each distinct row's first copy), for rows i that are such a
   first copy themselves (the search on the distinct rows, as GRIDE and TwoNN drop copies).
 
-Each search's threshold is its k-th smallest d2 (a running max-heap of k values while the row is read once) plus the
+Each search's threshold is its k-th smallest d2 (``_kth``: found by group minima and a partition) plus the
 row's rounding bound ``slack2[r]`` (float32 max where there are fewer than k columns: every column is a candidate). The
 union of the searches' candidates has its float64 distance computed once (the squares of the float32 rows' float64
 differences summed in coordinate order: the bits of a brute force's plain loop), and each search keeps its k smallest,
@@ -18,37 +18,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _push(heap, n, v):  # pragma: no cover
-    """v into a max-heap of the k smallest values seen (``heap[:n]``, k = heap.size); returns the new n."""
-    k = heap.size
-    if n < k:
-        i = n
-        heap[i] = v
-        while i > 0:
-            p = (i - 1) // 2
-            if heap[p] >= heap[i]:
-                break
-            heap[p], heap[i] = heap[i], heap[p]
-            i = p
-        return n + 1
-    if v >= heap[0]:
-        return n
-    heap[0] = v
-    i = 0
-    while True:
-        a = 2 * i + 1
-        if a >= k:
-            break
-        b = a + 1
-        c = b if b < k and heap[b] > heap[a] else a
-        if heap[c] <= heap[i]:
-            break
-        heap[c], heap[i] = heap[i], heap[c]
-        i = c
-    return n
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -93,58 +62,90 @@ def _distances(X32, i, cj, n, cd):  # pragma: no cover
         q += 1
 
 
+@numba.njit(cache=True, nogil=True)
+def _kth(d2, r, i, g, first, search, k, vals, mins, buf):  # pragma: no cover
+    """The k-th smallest float32 d2[r, j] over the columns j of ``search`` (inf where fewer than k): the minima of
+    k column groups (j mod k) are k distinct columns, so their largest T bounds the k-th smallest from above, and
+    the k-th smallest of the columns at most T is the k-th smallest of all. Three plain passes over the row (the
+    allowed values, the group minima, the columns ≤ T) and a partition of those (about a sixth of the row)."""
+    m = d2.shape[1]
+    inf32 = np.float32(np.inf)
+    gi = g[i]
+    if search == 0:  # one branch-free loop per search: each one vectorizes
+        for j in range(m):
+            vals[j] = d2[r, j]
+    elif search == 1:
+        for j in range(m):
+            vals[j] = d2[r, j] if g[j] != gi else inf32
+    elif search == 2:
+        for j in range(m):
+            vals[j] = d2[r, j] if first[j] else inf32
+    else:
+        for j in range(m):
+            vals[j] = d2[r, j] if first[j] and g[j] != gi else inf32
+    vals[i] = inf32  # its own column never
+    for q in range(k):
+        mins[q] = inf32
+    for a in range(0, m, k):
+        for q in range(min(k, m - a)):
+            v = vals[a + q]
+            if v < mins[q]:  # NaN never is: not a candidate
+                mins[q] = v
+    top = mins.max()
+    n = 0
+    for j in range(m):
+        v = vals[j]
+        if v <= top and v < inf32:
+            buf[n] = v
+            n += 1
+    if n < k:
+        return inf32
+    return np.partition(buf[:n], k - 1)[k - 1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _candidates(d2, r, i, g, first, searches, k, slack2r):  # pragma: no cover
+    """Row r's candidates (columns ascending, their count) and which search each belongs to (S, m): every column
+    within its search's k-th smallest float32 d2 (``_kth``) plus ``slack2r``."""
+    S = searches.size
+    m = d2.shape[1]
+    inf32 = np.float32(np.inf)
+    fmax = np.float32(np.finfo(np.float32).max)
+    vals, mins, buf = np.empty(m, np.float32), np.empty(k, np.float32), np.empty(m, np.float32)
+    thr = np.full(S, -inf32)
+    for s in range(S):
+        if searches[s] < 2 or first[i]:
+            thr[s] = min(np.float32(_kth(d2, r, i, g, first, searches[s], k, vals, mins, buf) + slack2r), fmax)
+    cj = np.empty(m, np.int64)
+    member = np.zeros((S, m), np.bool_)
+    n = 0
+    tmax = thr.max()
+    for j in range(m):
+        v = d2[r, j]
+        if not v <= tmax:
+            continue
+        hit = False
+        for s in range(S):
+            if v <= thr[s] and _allowed(searches[s], i, j, g, first):
+                member[s, n] = True
+                hit = True
+        if hit:
+            cj[n] = j
+            n += 1
+    return cj, n, member
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def knn_block(X32, at, d2, slack2, g, first, searches, dist, idx):  # pragma: no cover
     """Rows ``at`` (b) of X32 against every row (m): ``d2`` (b, m) their float32 Gram distances (non-finite entries are
     no candidates); ``searches`` (S,) the searches run (numbers 0–3 above); out ``dist``/``idx`` (S, b, k), filled
     ascending (float64 distance, then column) where a row has neighbours: the caller fills them with inf / −1 first."""
     S = searches.size
-    b, m = d2.shape
+    b = d2.shape[0]
     k = dist.shape[2]
-    inf32 = np.float32(np.inf)
-    fmax = np.float32(np.finfo(np.float32).max)
     for r in numba.prange(b):
         i = at[r]
-        heaps = np.empty((S, k), np.float32)
-        count = np.zeros(S, np.int64)
-        top = np.full(S, inf32)  # the heap's largest once it holds k values (a value must be below it to enter)
-        run = np.zeros(S, np.bool_)
-        for s in range(S):
-            run[s] = searches[s] < 2 or first[i]
-            if not run[s]:
-                top[s] = -inf32
-        tmax = top.max()  # most columns are above every search's bar: one comparison each
-        for j in range(m):
-            v = d2[r, j]
-            if not v < tmax:
-                continue
-            for s in range(S):
-                if v < top[s] and _allowed(searches[s], i, j, g, first):
-                    count[s] = _push(heaps[s], count[s], v)
-                    if count[s] == k:
-                        top[s] = heaps[s, 0]
-                        tmax = top.max()
-        thr = np.full(S, -inf32)
-        for s in range(S):
-            if run[s]:
-                kth = heaps[s, 0] if count[s] == k else inf32
-                thr[s] = min(np.float32(kth + slack2[r]), fmax)
-        cj = np.empty(m, np.int64)
-        member = np.zeros((S, m), np.bool_)
-        n = 0
-        tmax = thr.max()
-        for j in range(m):
-            v = d2[r, j]
-            if not v <= tmax:
-                continue
-            hit = False
-            for s in range(S):
-                if v <= thr[s] and _allowed(searches[s], i, j, g, first):
-                    member[s, n] = True
-                    hit = True
-            if hit:
-                cj[n] = j
-                n += 1
+        cj, n, member = _candidates(d2, r, i, g, first, searches, k, slack2[r])
         cd = np.empty(n)
         _distances(X32, i, cj, n, cd)
         for s in range(S):
