@@ -32,9 +32,12 @@ def test_exact_search_equals_brute_force_masked_and_not(seed):
     np.testing.assert_allclose(dc, cd, rtol=1e-12, atol=0)
 
 
-def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copies():
+@pytest.mark.parametrize("chunk", [48, 512])  # 512: a Gram block of all 200 rows, read off 128 rows at a time
+@pytest.mark.parametrize("k", [30, 20, 12])
+def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copies(k, chunk):
     """Searches 2 and 3 (the rows flagged first, over those rows only) equal a brute force on X without its copies,
-    in the same blocks as searches 0 and 1 (which still see the copies)."""
+    in the same blocks as searches 0 and 1 (which still see the copies): read off searches 0 and 1 run deeper where
+    the 11 copies are few against k (k = 30), searched themselves where they are not (k = 20, 12)."""
     X = _cloud(4, m=200)
     X[50:60] = X[0:10]  # copies of rows 0–9, and one copy of a copy
     X[70] = X[5]
@@ -42,14 +45,15 @@ def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copi
     groups = np.random.default_rng(4).integers(0, 25, len(X))
     first = np.ones(len(X), bool)
     first[[*range(50, 60), 70]] = False
-    dist, idx = knn.searches(X, 30, groups=groups, first=first, chunk=48)
+    assert (11 <= k // knn.FEW_COPIES) == (k == 30)
+    dist, idx = knn.searches(X, k, groups=groups, first=first, chunk=chunk)
     keep = np.flatnonzero(first)
     for s, grp in ((2, None), (3, groups[keep])):
-        bd, bi = knn_lists(X[keep], 30, grp)
+        bd, bi = knn_lists(X[keep], k, grp)
         np.testing.assert_array_equal(idx[s, keep], np.where(bi >= 0, keep[np.maximum(bi, 0)], -1))
         np.testing.assert_allclose(dist[s, keep], bd, rtol=1e-12, atol=0)
         assert (idx[s, ~first] == -1).all() and np.isinf(dist[s, ~first]).all()
-    bd, bi = knn_lists(X, 30, groups)
+    bd, bi = knn_lists(X, k, groups)
     np.testing.assert_array_equal(idx[1], bi)
     np.testing.assert_allclose(dist[1], bd, rtol=1e-12, atol=0)
 
