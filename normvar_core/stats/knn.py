@@ -19,9 +19,9 @@ CHUNK = 512  # rows of one block (CHUNK x m float32 distances)
 
 
 FEW_COPIES = 2
-READ_OFF_ROWS = 128  # rows whose deeper lists are held at once where searches 2 and 3 are read off 0 and 1
 """A batch with at most k / FEW_COPIES rows that are not a first copy has its searches on the distinct rows (2, 3)
 read off searches 0 and 1 run k + (those rows) deep (``searches``), not run themselves."""
+READ_OFF_ROWS = 128  # rows whose deeper lists are held at once where searches 2 and 3 are read off 0 and 1
 
 
 def searches(
@@ -94,13 +94,13 @@ def _flagged_only(dist, idx, fr: np.ndarray, rows_flagged: np.ndarray, out_d: np
     out_i[r, rank[r, q]] = idx[r, q]
 
 
-def search_bytes(m: int, k: int, chunk: int = CHUNK) -> int:
+def search_bytes(m: int, k: int) -> int:
     """The most the host memory ``searches`` holds for a batch of m rows, k deep, beside X and its Gram block: the
     four searches' (m, k) float64 distances and int32 rows (48·k·m) and, where two of them are read off the other
     two run deeper, ``READ_OFF_ROWS`` rows of those at a time (24·(k + k / FEW_COPIES)) with the reading's flags,
     ranks and row numbers (10·(k + k / FEW_COPIES) + 16·k) per row."""
     deep = k + k // FEW_COPIES
-    return 48 * k * m + (34 * deep + 16 * k) * min(m, chunk, READ_OFF_ROWS)
+    return 48 * k * m + (34 * deep + 16 * k) * min(m, READ_OFF_ROWS)
 
 
 def nearest_k(X: np.ndarray, k: int, groups: np.ndarray | None = None, chunk: int = CHUNK):
