@@ -32,12 +32,11 @@ def test_exact_search_equals_brute_force_masked_and_not(seed):
     np.testing.assert_allclose(dc, cd, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("chunk", [48, 512])  # 512: a Gram block of all 200 rows, read off 128 rows at a time
-@pytest.mark.parametrize("k", [30, 20, 12])
+@pytest.mark.parametrize("chunk", [48, 512])  # 512: a Gram block of all 200 rows
+@pytest.mark.parametrize("k", [30, 12])
 def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copies(k, chunk):
     """Searches 2 and 3 (the rows flagged first, over those rows only) equal a brute force on X without its copies,
-    in the same blocks as searches 0 and 1 (which still see the copies): read off searches 0 and 1 run deeper where
-    the 11 copies are few against k (k = 30), searched themselves where they are not (k = 20, 12)."""
+    in the same blocks as searches 0 and 1 (which still see the copies)."""
     X = _cloud(4, m=200)
     X[50:60] = X[0:10]  # copies of rows 0–9, and one copy of a copy
     X[70] = X[5]
@@ -45,7 +44,6 @@ def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copi
     groups = np.random.default_rng(4).integers(0, 25, len(X))
     first = np.ones(len(X), bool)
     first[[*range(50, 60), 70]] = False
-    assert (11 <= k // knn.FEW_COPIES) == (k == 30)
     dist, idx = knn.searches(X, k, groups=groups, first=first, chunk=chunk)
     keep = np.flatnonzero(first)
     for s, grp in ((2, None), (3, groups[keep])):
@@ -58,32 +56,53 @@ def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copi
     np.testing.assert_allclose(dist[1], bd, rtol=1e-12, atol=0)
 
 
+def test_the_in_place_selection_equals_a_sort():
+    """``knn_kernels._select``'s k-th smallest equals numpy's sort, on coarse values with many ties and inf."""
+    from normvar_core.stats.knn_kernels import _select
+
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        n = int(rng.integers(1, 300))
+        a = rng.integers(0, 20, n).astype(np.float32)
+        a[rng.random(n) < 0.1] = np.inf
+        k = int(rng.integers(0, n))
+        assert _select(a.copy(), n, k) == np.sort(a)[k]
+
+
 @pytest.mark.parametrize("m", [5, 127, 128, 129, 300, 1000])
-def test_the_kth_smallest_allowed_equals_a_sort(m):
-    """The kernel's k-th smallest float32 distance of a row over each search's columns (``knn_kernels._kth``: group
-    minima bound it, a partition finds it) equals numpy's sort of the allowed values: with ties, NaN and inf (no
-    candidates), masked groups, rows flagged as copies, and fewer allowed columns than k (inf)."""
-    from normvar_core.stats.knn_kernels import _kth
+def test_the_candidates_are_every_allowed_column_within_its_kth_smallest_and_the_slack(m):
+    """A row's candidates (``knn_kernels._candidates``: a bound from the 4k groups' minima, the columns under it, a
+    selection per search) are exactly, per search, the allowed columns whose float32 distance is at most the k-th
+    smallest allowed (by numpy's sort) plus the slack, or every allowed finite one where fewer than k are: with ties,
+    NaN and inf (no candidates), masked groups, rows flagged as copies (searches 2 and 3 only from a first copy)."""
+    from normvar_core.stats.knn_kernels import GROUPS_PER_K, _candidates
 
     rng = np.random.default_rng(m)
     k = 128
-    d2 = rng.integers(0, 40, (6, m)).astype(np.float32)  # coarse: many ties
+    d2 = rng.integers(0, 40, (8, m)).astype(np.float32)  # coarse: many ties
     d2[rng.random(d2.shape) < 0.05] = np.nan
     d2[rng.random(d2.shape) < 0.05] = np.inf
     g = rng.integers(0, 7, m).astype(np.int64)
     first = rng.random(m) < 0.8
-    vals, mins, buf = np.empty(m, np.float32), np.empty(k, np.float32), np.empty(m, np.float32)
+    mins = np.empty(GROUPS_PER_K * k, np.float32)
+    near, near_j, buf = np.empty(m, np.float32), np.empty(m, np.int64), np.empty(m, np.float32)
+    cj, bits = np.empty(m, np.int64), np.empty(m, np.uint8)
+    searches = np.arange(4, dtype=np.int64)
     for r in range(d2.shape[0]):
         i = int(rng.integers(0, m))
+        slack = np.float32(rng.choice([0.0, 1.0, 2.5]))
+        n = _candidates(d2, r, i, g, first, searches, k, slack, mins, near, near_j, buf, cj, bits)
         for search in range(4):
-            ok = np.arange(m) != i
+            ok = (np.arange(m) != i) & np.isfinite(d2[r])
             if search >= 2:
-                ok &= first
+                ok &= first & first[i]
             if search % 2:
                 ok &= g != g[i]
-            allowed = np.sort(d2[r, ok & np.isfinite(d2[r])])
-            want = allowed[k - 1] if allowed.size >= k else np.inf
-            assert _kth(d2, r, i, g, first, search, k, vals, mins, buf) == want, (m, r, search)
+            allowed = np.sort(d2[r, ok])
+            thr = allowed[k - 1] + slack if allowed.size >= k else np.inf
+            want = np.flatnonzero(ok & (d2[r] <= thr))
+            got = cj[:n][(bits[:n] >> search) & 1 == 1]
+            np.testing.assert_array_equal(got, want, err_msg=f"m={m} r={r} search={search}")
 
 
 def test_the_device_search_equals_the_brute_force():

@@ -18,12 +18,6 @@ import numpy as np
 CHUNK = 512  # rows of one block (CHUNK x m float32 distances)
 
 
-FEW_COPIES = 2
-"""A batch with at most k / FEW_COPIES rows that are not a first copy has its searches on the distinct rows (2, 3)
-read off searches 0 and 1 run k + (those rows) deep (``searches``), not run themselves."""
-READ_OFF_ROWS = 128  # rows whose deeper lists are held at once where searches 2 and 3 are read off 0 and 1
-
-
 def searches(
     X: np.ndarray, k: int, groups: np.ndarray | None = None, first: np.ndarray | None = None, chunk: int = CHUNK
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -32,26 +26,19 @@ def searches(
     [0] every other row; with ``groups`` (m,), [1] the rows of other groups; with ``first`` (m,) bool, the same over
     the rows where it is True, for those rows only ([2], and [3] with groups: the search on the distinct rows when
     copies are dropped).
-    One float32 Gram block of ``chunk`` rows serves every search. Where c, the rows not flagged ``first``, are few
-    (c ≤ k / ``FEW_COPIES``: a few [CLS]-like copies), searches 0 and 1 run k + c deep and 2 and 3 are theirs with
-    those c rows left out: the first k of what remains, the same rows in the same order (a row's k nearest of the
-    flagged rows are among its k + c nearest of all)."""
+    One float32 Gram block of ``chunk`` rows serves every search."""
     from normvar_core.stats.knn_kernels import knn_block  # numba: not imported by the pages' readers
 
     X32 = np.ascontiguousarray(X, np.float32)
     m, d = X32.shape
-    c_rows = 0 if first is None else int(m - np.count_nonzero(first))
-    read_off = first is not None and c_rows <= k // FEW_COPIES
-    deep = k + c_rows if read_off else k
     which = [0] + ([1] if groups is not None else [])
-    if first is not None and not read_off:
+    if first is not None:
         which += [2] + ([3] if groups is not None else [])
     S = len(which)
     sq64 = np.einsum("ij,ij->i", X32.astype(np.float64), X32.astype(np.float64))
     sq = sq64.astype(np.float32)
     c = (2 * d + 24) * 2.0**-24 * 1.02
-    out_d = np.full((2 * S if read_off else S, m, k), np.inf)
-    out_i = np.full(out_d.shape, -1, np.int32)  # int32: a batch's rows (< 2³¹)
+    dist, idx = np.full((S, m, k), np.inf), np.full((S, m, k), -1, np.int32)  # int32: a batch's rows (< 2³¹)
     g = (
         np.zeros(m, np.int64)
         if groups is None
@@ -69,38 +56,17 @@ def searches(
         d2 += sq[None, :]
         d2[np.arange(at.size), at] = inf
         slack2 = 2 * (c * (sq64[at] + smax)).astype(np.float32)
-        if not read_off:
-            knn_block(X32, at, d2, slack2, g, fr, run, out_d[:, a : a + at.size], out_i[:, a : a + at.size])
-            continue
-        for r0 in range(0, at.size, READ_OFF_ROWS):  # the deeper lists of a few rows at a time
-            sub = at[r0 : r0 + READ_OFF_ROWS]
-            dist, idx = np.full((S, sub.size, deep), np.inf), np.full((S, sub.size, deep), -1, np.int32)
-            knn_block(X32, sub, d2[r0 : r0 + sub.size], slack2[r0 : r0 + sub.size], g, fr, run, dist, idx)
-            rows = slice(sub[0], sub[0] + sub.size)
-            out_d[:S, rows], out_i[:S, rows] = dist[:, :, :k], idx[:, :, :k]
-            for v in range(S):
-                _flagged_only(dist[v], idx[v], fr, fr[sub], out_d[S + v, rows], out_i[S + v, rows])
-    return out_d, out_i
+        knn_block(X32, at, d2, slack2, g, fr, run, dist[:, a : a + at.size], idx[:, a : a + at.size])
+    return dist, idx
 
 
-def _flagged_only(dist, idx, fr: np.ndarray, rows_flagged: np.ndarray, out_d: np.ndarray, out_i: np.ndarray) -> None:
-    """Into (b, k) ``out_d``/``out_i`` (inf / −1 filled): each flagged row's list (b, k + c) without its unflagged
-    rows (``fr``), the first k left, in their order; an unflagged row's list (``rows_flagged``) stays empty."""
-    k = out_d.shape[1]
-    ok = (idx >= 0) & fr[np.maximum(idx, 0)] & rows_flagged[:, None]
-    rank = np.cumsum(ok, axis=1) - 1
-    r, q = np.nonzero(ok & (rank < k))
-    out_d[r, rank[r, q]] = dist[r, q]
-    out_i[r, rank[r, q]] = idx[r, q]
-
-
-def search_bytes(m: int, k: int) -> int:
+def search_bytes(m: int, k: int, cores: int) -> int:
     """The most the host memory ``searches`` holds for a batch of m rows, k deep, beside X and its Gram block: the
-    four searches' (m, k) float64 distances and int32 rows (48·k·m) and, where two of them are read off the other
-    two run deeper, ``READ_OFF_ROWS`` rows of those at a time (24·(k + k / FEW_COPIES)) with the reading's flags,
-    ranks and row numbers (10·(k + k / FEW_COPIES) + 16·k) per row."""
-    deep = k + k // FEW_COPIES
-    return 48 * k * m + (34 * deep + 16 * k) * min(m, READ_OFF_ROWS)
+    four searches' (m, k) float64 distances and int32 rows (48·k·m) and, per core, the kernel's scratch for its rows
+    (``knn_kernels.knn_block``): the group minima (16·k), the columns under their bound with their values, the
+    selection's copy of them, the candidates' columns, flags and float64 distances (33·m), and their sort order with
+    the merge sort's buffer (16·m), for a row whose every column ties at its k-th distance."""
+    return 48 * k * m + cores * (49 * m + 16 * k)
 
 
 def nearest_k(X: np.ndarray, k: int, groups: np.ndarray | None = None, chunk: int = CHUNK):
@@ -111,4 +77,4 @@ def nearest_k(X: np.ndarray, k: int, groups: np.ndarray | None = None, chunk: in
     return (dist[0], idx[0]), ((dist[1], idx[1]) if groups is not None else None)
 
 
-__all__ = ["CHUNK", "FEW_COPIES", "nearest_k", "search_bytes", "searches"]
+__all__ = ["CHUNK", "nearest_k", "search_bytes", "searches"]

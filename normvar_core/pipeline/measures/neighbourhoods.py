@@ -112,16 +112,13 @@ class NeighbourhoodMeasure(Measure):
         neighbours, and the two candidate counts: 528·L·K bytes) and, per layer searched at once (``layer_threads``),
         the search of the largest TwoNN batch of B rows (``stats.knn.searches``): its float32 Gram block of
         ``knn.CHUNK`` rows with BLAS's product beside it (8·CHUNK·B), the batch's float32 copy and the copies'
-        row keys (8·B·d), the four searches' (B, 128) float64 distances and int32 rows and one block of the deeper
-        two they may be read off (``knn.search_bytes``: 6,144·B + 8,576·128), and per core
-        the kernel's row (``knn_kernels``): its candidates' columns and flags (12·B), a search's allowed values and
-        those under its group bound (8·B), the candidates' float64 distances (8·B) and one search's selection and
-        sort order of them (16·B): 44·B, for a row whose every column ties at its k-th distance (the distances are
-        summed from the float32 rows, no float64 copy of them)."""
+        row keys (8·B·d), and the four searches' (B, 128) float64 distances and int32 rows with the kernel's
+        scratch on every core (``knn.search_bytes``: 6,144·B + cores·(49·B + 2,048)), for a row whose every column
+        ties at its k-th distance (the distances are summed from the float32 rows, no float64 copy of them)."""
         L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
         B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
         cores = os.cpu_count() or 1
-        work = 8 * knn.CHUNK * B + 8 * B * d + knn.search_bytes(B, gride.NEIGHBOURS) + cores * 44 * B
+        work = 8 * knn.CHUNK * B + 8 * B * d + knn.search_bytes(B, gride.NEIGHBOURS, cores)
         threads = layer_threads(L, parallel=torch.device(ctx.device).type == "cpu")
         return int(528 * L * K + threads * work) if K else 0
 
