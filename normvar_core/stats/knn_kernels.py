@@ -119,7 +119,8 @@ def _candidates(d2, r, i, g, first, searches, k, slack2r, mins, near, near_j, bu
     candidate belongs to search s of ``searches``): every allowed column within its search's k-th smallest float32
     d2 plus ``slack2r``. The searches' columns nest (3 within 1 and 2, each within 0), so the last search the row
     runs has the largest k-th smallest: one bound T of it (``_bound``) and one pass keep the columns ≤ T + slack2r
-    (``near``, ``near_j``), and every search's k-th smallest is a partition of its allowed columns among those.
+    (``near``, ``near_j``), and every search's k-th smallest is an in-place selection (``_select``) among its allowed
+    columns of those.
     ``mins`` (``GROUPS_PER_K`` · k), ``near``, ``near_j`` and ``buf`` (m) are scratch."""
     S = searches.size
     m = d2.shape[1]
