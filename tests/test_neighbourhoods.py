@@ -91,7 +91,9 @@ def test_the_candidates_are_every_allowed_column_within_its_kth_smallest_and_the
     for r in range(d2.shape[0]):
         i = int(rng.integers(0, m))
         slack = np.float32(rng.choice([0.0, 1.0, 2.5]))
-        n = _candidates(d2, r, i, g, first, searches, k, slack, mins, near, near_j, buf, cj, bits)
+        n = _candidates(
+            d2, r, i, g, first, searches, k, slack, mins, near, near_j, buf, np.empty(4, np.float32), cj, bits
+        )
         for search in range(4):
             ok = (np.arange(m) != i) & np.isfinite(d2[r])
             if search >= 2:

@@ -89,8 +89,8 @@ GROUPS_PER_K = 4  # a row's columns fall in GROUPS_PER_K · k groups (j mod that
 def _bound(d2, r, i, g, first, search, k, mins):  # pragma: no cover
     """An upper bound on the k-th smallest float32 d2[r, j] over the columns j of ``search`` (inf where there are
     fewer than k): the k-th smallest of the minima of G = ``mins.size`` column groups (j mod G), whose groups hold k
-    distinct allowed columns at most that value. One branch-free pass over the row (each search its own loop: each
-    one vectorizes) and a selection among the G minima; G = 4k leaves about k + k²/2G columns under the bound."""
+    distinct allowed columns at most that value. One pass over the row, the search's mask a select per column (no
+    branch on the value), and a selection among the G minima; G = 4k leaves about k + k²/2G columns under the bound."""
     m = d2.shape[1]
     G = mins.size
     inf32 = np.float32(np.inf)
@@ -114,14 +114,14 @@ def _bound(d2, r, i, g, first, search, k, mins):  # pragma: no cover
 
 
 @numba.njit(cache=True, nogil=True)
-def _candidates(d2, r, i, g, first, searches, k, slack2r, mins, near, near_j, buf, cj, bits):  # pragma: no cover
+def _candidates(d2, r, i, g, first, searches, k, slack2r, mins, near, near_j, buf, thr, cj, bits):  # pragma: no cover
     """Row r's candidates into ``cj`` (columns ascending; their count returned) and ``bits`` (bit s set where the
     candidate belongs to search s of ``searches``): every allowed column within its search's k-th smallest float32
     d2 plus ``slack2r``. The searches' columns nest (3 within 1 and 2, each within 0), so the last search the row
     runs has the largest k-th smallest: one bound T of it (``_bound``) and one pass keep the columns ≤ T + slack2r
     (``near``, ``near_j``), and every search's k-th smallest is an in-place selection (``_select``) among its allowed
     columns of those.
-    ``mins`` (``GROUPS_PER_K`` · k), ``near``, ``near_j`` and ``buf`` (m) are scratch."""
+    ``mins`` (``GROUPS_PER_K`` · k), ``near``, ``near_j``, ``buf`` (m) and ``thr`` (S) are scratch."""
     S = searches.size
     m = d2.shape[1]
     inf32 = np.float32(np.inf)
@@ -138,7 +138,7 @@ def _candidates(d2, r, i, g, first, searches, k, slack2r, mins, near, near_j, bu
             near[n_near] = v
             near_j[n_near] = j
             n_near += 1
-    thr = np.full(S, -inf32)
+    thr[:] = -inf32
     for s in range(last + 1):
         n = 0
         for q in range(n_near):
@@ -176,10 +176,10 @@ def knn_block(X32, at, d2, slack2, g, first, searches, dist, idx):  # pragma: no
         mins, near, near_j = np.empty(GROUPS_PER_K * k, np.float32), np.empty(m, np.float32), np.empty(m, np.int64)
         buf = np.empty(m, np.float32)
         cj, bits, cd = np.empty(m, np.int64), np.empty(m, np.uint8), np.empty(m)
-        filled = np.empty(S, np.int64)
+        thr, filled = np.empty(S, np.float32), np.empty(S, np.int64)
         for r in range(task * ROWS_PER_TASK, min(b, (task + 1) * ROWS_PER_TASK)):
             i = at[r]
-            n = _candidates(d2, r, i, g, first, searches, k, slack2[r], mins, near, near_j, buf, cj, bits)
+            n = _candidates(d2, r, i, g, first, searches, k, slack2[r], mins, near, near_j, buf, thr, cj, bits)
             _distances(X32, i, cj, n, cd)
             order = np.argsort(cd[:n], kind="mergesort")
             filled[:] = 0
