@@ -94,6 +94,23 @@ def state_of(ctx, layers: list[int], dropped) -> int:
     return sum(cls.planned_bytes(sub) for cls in MEASURES if cls.name not in dropped) if layers else 0
 
 
+def update_of(ctx, layers: list[int], dropped, n: int, rows: int) -> int:
+    """The measures' update of a batch of n tokens in ``rows`` sentences for ``layers`` alone: the shared view
+    (8·n·d + 8·d², with a split 12·n·d + 24·d², + 8·n) + Σ held + max(peak − held) over the kept measures."""
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.measures.layerview import LayerMajor
+
+    sub = RunContext(cfg=ctx.cfg, layers=layers, dim=ctx.dim, device=ctx.device, plan=ctx.plan, tokens=ctx.tokens)
+    kept = [c for c in MEASURES if c.asked(ctx.cfg) and c.name not in dropped]
+    if not layers or not kept:
+        return 0
+    d, split = ctx.dim, any(c.splits_view for c in kept)
+    view = (12 * n * d + 24 * d * d if split else 8 * n * d + 8 * d * d) + 8 * n
+    held = [c.update_held(sub, n, rows) for c in kept]
+    peaks = [c.update_bytes(sub, n, rows) - h for c, h in zip(kept, held)]
+    return view * any(issubclass(c, LayerMajor) for c in kept) + sum(held) + max(peaks)
+
+
 def expected_rows(kind: str, ctx, p: dict, dmap: dict, n_gpus: int, batch, dropped) -> dict:
     """Each device's bytes from the formulas of docs/scale.md ("Per-device plans"), given the map's placement of
     the modules."""
@@ -125,7 +142,7 @@ def expected_rows(kind: str, ctx, p: dict, dmap: dict, n_gpus: int, batch, dropp
         out[run_on]["pass_"] += produced.count(dev) * P * d * E + (dev in block_dev) * (
             P * (ffn + 4 * d) * E + rows * heads * width**2 * E
         )
-        out[dev]["pass_"] += bool(layers) * (len(layers) * N * d * E + 3 * N * d * 8)
+        out[dev]["pass_"] += bool(layers) * len(layers) * N * d * E + update_of(ctx, layers, dropped, N, rows)
     return out
 
 

@@ -17,6 +17,11 @@ A measure class says, as class attributes and classmethods:
 * ``publish_bytes(ctx)``: what its ``result()`` and ``tables()`` hold at publish beyond the state (results are
   kept until the run file is written; a measure that ``finalize_in_background`` works beside the others): the
   memory plan's publish term (``memory.terms.publish_bytes``);
+* ``update_bytes(ctx, n, rows)``: what its ``update`` of a batch of n counted tokens in ``rows`` sentences holds at
+  its peak beside its state, the batch's states and the shared ``LayerView``; ``update_held(ctx, n, rows)``: the
+  part of it kept while the other measures update (a layer's copy kept for the next layer). The memory plan's loop
+  term is the view's bytes + Σ held + max(peak − held) over the kept measures (``memory.terms.loop_total``), and
+  ``splits_view`` says whether it asks the view for a split (three d × d products instead of one);
 * ``early_pass``: None, or an ``EarlyPass`` class — a pass over some of the run's batches before the measures
   are built, whose ``result()`` the measure's constructor reads from ``ctx.early[name]`` (the occurrences'
   early axes). The memory plan counts its ``planned`` bytes, a checkpoint keeps an unfinished one's
@@ -177,6 +182,23 @@ class Measure(Stateful, ABC):
             out.append(f"{k} {'×'.join(f'{n:,}' for n in planned[k][0])} {np.dtype(planned[k][1]).name}")
             held += size[k]
         return out
+
+    splits_view: ClassVar[bool] = False
+    """Its update asks the layer views for a row split (``LayerMajor.view_split``): the view then holds the parts'
+    Gram products and their sum (``LayerView.view_bytes``)."""
+
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """Bytes its ``update`` of a batch of ``n`` counted tokens in ``rows`` sentences holds at its peak beyond its
+        state, the batch's states and the shared layer view (by default 0: sums into the state in place). An upper
+        bound, checked against the measured peak by ``tests/test_update_memory.py``."""
+        return 0
+
+    @classmethod
+    def update_held(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The part of ``update_bytes`` it keeps from one layer's update to the next, while the other measures
+        update (by default 0)."""
+        return 0
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:

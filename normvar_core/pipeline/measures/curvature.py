@@ -77,6 +77,11 @@ class CurvatureMeasure(LayerMajor):
         """Σ_s C_s (float64) and the sentences counted (int64) per kept layer: 16·L bytes."""
         return {"curvature_sum": ((ctx.num_layers,), np.float64), "sentences": ((ctx.num_layers,), np.int64)}
 
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The consecutive differences of a layer's rows and their float64 products: 3·8·n·d."""
+        return 3 * 8 * n * ctx.dim
+
     def begin_batch(self, batch) -> None:
         _, counts = batch.sentence_runs()
         self._rows = torch.repeat_interleave(torch.arange(len(counts)), counts.cpu()), len(counts)

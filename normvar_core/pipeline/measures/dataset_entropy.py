@@ -66,6 +66,12 @@ class DatasetEntropyMeasure(LayerMajor):
         """Σ_s m_s m_sᵀ per kept layer (float64) and the sentence count: 8·L·d² + 8 bytes."""
         return {"mean_outer": ((ctx.num_layers, ctx.dim, ctx.dim), np.float64), "sentences": ((1,), np.int64)}
 
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The sentences' mean rows (8·rows·d) beside the layer's float64 copy (8·n·d) or their Gram product
+        (8·d²), whichever is larger."""
+        return 8 * rows * ctx.dim + 8 * max(n * ctx.dim, ctx.dim**2)
+
     def begin_batch(self, batch) -> None:
         starts, counts = batch.sentence_runs()
         self._runs = torch.repeat_interleave(torch.arange(len(counts)), counts.cpu()), counts.cpu()

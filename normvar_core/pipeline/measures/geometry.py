@@ -40,7 +40,8 @@ from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.knn_device import canonical_rows
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
-from normvar_core.pipeline.measures.samples import locate, position_keys
+from normvar_core.pipeline.measures.samples import locate, most_picks, position_keys
+from normvar_core.pipeline.measures.twonn_stream import CHUNK as STREAM_BLOCK
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
 from normvar_core.runs.schema import GEOMETRY_TABLES
 from normvar_core.runs.tables import geometry_tables
@@ -183,6 +184,21 @@ class GeometryMeasure(LayerMajor):
             "sq_sum": ((L,), np.float64),
             **NeighbourState.planned(L, _sample_size(ctx), d),
         }
+
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The larger of Chan's pooling of a layer (the mean shift's outer product and the sum: 2·8·d²) and the
+        TwoNN sample's arrival after the batch (``NeighbourState.arrive``): the m picked rows at every layer
+        (4·L·m·d, m ≤ n the most picks in one batch), their hashes one layer at a time (20·m·d), the gathered rows
+        of the largest TwoNN batch K and their norms (4·L·K·(d + 1)) and the search's float32 blocks
+        (3·4·``twonn_stream.CHUNK`` elements)."""
+        d, L = ctx.dim, ctx.num_layers
+        pool = 2 * 8 * d * d
+        U = ctx.plan.uniform
+        if U is None or not U.size:
+            return pool
+        m, K = min(n, most_picks(U)), int(np.bincount(layer_geometry.twonn_batch_of(U.size, TWONN_BATCH)).max())
+        return max(pool, 4 * L * m * d + 20 * m * d + 4 * L * K * (d + 1) + 3 * 4 * STREAM_BLOCK)
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:

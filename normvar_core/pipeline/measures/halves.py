@@ -89,6 +89,7 @@ class HalvesMeasure(LayerMajor):
     """On with ``--halves`` (the default); reuses the moments' result (``uses_results``)."""
 
     name = "halves"
+    splits_view = True
     title = "halves"
     table_names = HALVES_TABLES
     uses_results = ("moments",)
@@ -116,6 +117,12 @@ class HalvesMeasure(LayerMajor):
     @classmethod
     def may_drop(cls, cfg: RunConfig) -> bool:
         return True
+
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """Each half's (n_h, μ_h, S_h) of a layer (``LayerView.parts``: two d × d) and Chan's pooling of one (its
+        outer product): 3·8·d²."""
+        return 3 * 8 * ctx.dim**2
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:

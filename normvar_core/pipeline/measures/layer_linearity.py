@@ -90,6 +90,7 @@ class LayerLinearityMeasure(LayerMajor):
     CPU, ``benchmarks/bench_layer_linearity.py``)."""
 
     name = LL.MEASURE
+    splits_view = True
     title = "layer linearity and CKA"
     table_names = (LL.TABLE,)
     curves = (
@@ -168,6 +169,17 @@ class LayerLinearityMeasure(LayerMajor):
             out[f"{h}.cross"] = ((L, d, d), np.float64)
             out.update({f"{h}.{k}": v for k, v in Covariance.planned(L, d).items()})
         return out
+
+    @classmethod
+    def update_held(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The previous layer's centred rows, kept for the cross block with this one: 8·n·d."""
+        return 8 * n * ctx.dim
+
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The previous layer's centred rows (8·n·d), each half's mean and scatter, the cross block, its
+        correction and Chan's outer products (5·8·d²)."""
+        return 8 * n * ctx.dim + 5 * 8 * ctx.dim**2
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:

@@ -116,6 +116,13 @@ class LayerView:
         parts), 8·d² + 8·d without."""
         return 16 * d * d + 24 * d if split else 8 * d * d + 8 * d
 
+    @staticmethod
+    def view_bytes(n: int, d: int, split: bool) -> int:
+        """What a view of n rows holds at most: the float64 centred copy 8·n·d (with a split, index_select's copy
+        of the rows in order beside it while it converts, 4·n·d), its d × d float64 products (the scatter; with a
+        split also each part's G_h: 3·8·d²) and ‖x_i‖² (8·n)."""
+        return 8 * n * d + (4 * n * d if split else 0) + 8 * d * d * (3 if split else 1) + 8 * n
+
     def _rows(self) -> torch.Tensor:
         """x with its rows in ``order`` (x itself without a split)."""
         return self.x if self.order is None else self.x.index_select(0, self.order)

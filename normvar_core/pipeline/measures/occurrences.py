@@ -423,6 +423,11 @@ class OccurrencesMeasure(LayerMajor):
         )
 
     # ------------------------------------------------------------------ streaming
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The layer's rows on the k axes, in the view's dtype and in float64: 16·n·k."""
+        return 16 * n * OCCURRENCE_AXES
+
     def begin_batch(self, batch: StateBatch) -> None:
         self._picks, self._rows = locate(self.plan, self._keys, batch)
 

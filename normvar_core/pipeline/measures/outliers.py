@@ -78,6 +78,11 @@ class OutlierMeasure(LayerMajor):
             "top": ((L, TOP_K, 5), np.float64),
         }
 
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """|x| of a layer and the candidates' masks beside it: 8·n·d."""
+        return 8 * n * ctx.dim
+
     def begin_batch(self, batch: StateBatch) -> None:
         self._pos0 = torch.as_tensor(batch.positions, device=self.device) == 0
         self._keys = np.stack(

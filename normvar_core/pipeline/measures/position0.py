@@ -91,6 +91,12 @@ class Position0Measure(LayerMajor):
         """The rest's count, means and scatters (8·L·d² + 8·L·d + 8 bytes) and the first position's count."""
         return {**Covariance.planned(ctx.num_layers, ctx.dim), "n_position0": ((1,), np.int64)}
 
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The batch's first rows (one per sentence) as taken, in float64 and centred (20·rows·d), and the scatter
+        without them: their Gram product, the difference, its correction and Chan's outer product (4·8·d²)."""
+        return 20 * rows * ctx.dim + 4 * 8 * ctx.dim**2
+
     def begin_batch(self, batch) -> None:
         self._first = batch.positions == 0
 

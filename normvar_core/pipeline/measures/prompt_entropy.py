@@ -99,6 +99,11 @@ class PromptEntropyMeasure(LayerMajor):
         """Σ_s H (float64) and the sentence count (int64) per kept layer: 16·L bytes."""
         return {"entropy_sum": ((ctx.num_layers,), np.float64), "sentences": ((ctx.num_layers,), np.int64)}
 
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """One padded block of ``CHUNK`` float64 elements and its Gram products: 2·8·CHUNK at most."""
+        return 2 * 8 * CHUNK
+
     def begin_batch(self, batch) -> None:
         self._runs = tuple(t.cpu() for t in batch.sentence_runs())  # host indices; the rows stay where they are
 

@@ -50,6 +50,13 @@ def fill_planned(vectors: np.ndarray, filled: np.ndarray, plan, keys: np.ndarray
         filled[picks] = True
 
 
+def most_picks(plan) -> int:
+    """The most picks of sample plan ``plan`` in one batch (0 for no plan): the rows one update copies."""
+    if plan is None or not plan.size:
+        return 0
+    return int(np.bincount(np.asarray(plan.batch, np.int64)).max())
+
+
 class Fill:
     """The merge rule of planned picks (``_add_state("vectors", ..., merge=Fill("filled"))``, the flags
     registered with ``"or"``): the other's filled picks copied in, one layer block at a time."""
@@ -100,6 +107,12 @@ class SampleMeasure(Measure):
         """The float32 vectors (L, P, d) of the P picked positions and their filled flags: 4·L·P·d + P bytes."""
         P = int(ctx.plan.samples.size)
         return {"vectors": ((ctx.num_layers, P, ctx.dim), np.float32), "filled": ((P,), np.bool_)}
+
+    @classmethod
+    def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
+        """The batch's picked rows gathered at every layer (float32) before they are stored: 4·L·m·d, m ≤ n the most
+        picks in one batch."""
+        return 4 * ctx.num_layers * min(n, most_picks(ctx.plan.samples)) * ctx.dim
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:

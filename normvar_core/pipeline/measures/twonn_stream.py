@@ -62,7 +62,14 @@ def hash_multipliers(d: int, device) -> torch.Tensor:
 
 
 def row_hash(x: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
-    """An exact integer hash of each float32 row's values (−0.0 as 0.0), no overflow: Σ bits_j · m_j."""
+    """An exact integer hash of each float32 row's values (−0.0 as 0.0), no overflow: Σ bits_j · m_j. Rows of
+    (L, m, d) states are hashed one layer at a time (the int64 products: 20·m·d bytes, not 20·L·m·d)."""
+    if x.dim() == 3:
+        return (
+            torch.stack([row_hash(layer, mult) for layer in x])
+            if x.shape[0]
+            else x.new_zeros(x.shape[:2], dtype=torch.int64)
+        )
     bits = (x.to(torch.float32) + 0.0).contiguous().view(torch.int32).to(torch.int64)
     return (bits * mult).sum(-1)
 

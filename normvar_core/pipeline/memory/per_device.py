@@ -9,8 +9,10 @@ limits. Then, per device k (docs/scale.md, "Per-device plans"):
     state_k   = Σ_a planned_bytes(a) for the L_k kept hidden states produced on k (each device-map entry holds
                 its layers' measures: ``layer_groups.py``; offloaded entries, "cpu" and "disk", on the CPU)
     pass_k    = H_k·P·d·e (the hidden states k produces) + [k runs a block] (P·(f + 4d)·e + rows·h·width²·e)
-                + [L_k > 0] (L_k·N·d·e + 3·N·d·8)      (offloaded entries: the first two terms on the first GPU,
+                + [L_k > 0] (L_k·N·d·e + loop_k)       (offloaded entries: the first two terms on the first GPU,
                                                         where accelerate runs them; the last on the CPU)
+                loop_k = the measures' update of the L_k layers (``memory.terms.loop_total``; the largest of the
+                         entries kept on k: they update one after another)
     early_k   = Σ_e running(e) over the kept measures with an early pass, for the L_k layers (its ``planned``
                 ``running_bytes`` on the device that keeps the layers, freed before the measures are built; the
                 occurrences': each layer's running float64 scatter, 8·L_k·d·(d + 2))
@@ -41,6 +43,8 @@ from normvar_core.pipeline.memory.terms import (
     DTYPE_BYTES,
     RUNTIME_BYTES,
     largest_batch,
+    loop_parts,
+    loop_total,
     plan_bytes,
     publish_of,
     publish_sum,
@@ -201,19 +205,20 @@ def device_parts(ctx, shape, model, dmap, limits: dict[str, int], dtype: str, re
     def keeps_on(dev: str) -> str:
         return host if dev in ("cpu", "disk") else dev
 
-    placed = []  # (the device that keeps its state, {measure: bytes}, {measure: early running bytes})
+    placed = []  # (the device that keeps its state, {measure: bytes}, {measure: early running bytes}, its update)
     passes = dict.fromkeys(devices, 0)
     for dev in devices:
         L_k = len(kept.get(dev, ()))
         sub = dataclasses.replace(ctx, layers=kept.get(dev, []), device="cpu" if dev in ("cpu", "disk") else dev)
         sizes = sizes_and_droppable(sub, registry)[0] if L_k else {}
         parts = early_parts(sub, registry) if L_k else {}
-        placed.append((keeps_on(dev), sizes, {name: p["running_bytes"] for name, p in parts.items()}))
+        loop = loop_parts(sub, registry) if L_k else None
+        placed.append((keeps_on(dev), sizes, {name: p["running_bytes"] for name, p in parts.items()}, loop))
         H_k = sum(1 for x in produced if x == dev)
         passes[runs_on(dev)] += H_k * P * d * e + (
             P * (shape.ffn + 4 * d) * e + rows_ * shape.heads * width**2 * e if dev in blocks_on else 0
         )
-        passes[keeps_on(dev)] += (L_k * n * d * e + 3 * n * d * 8) if L_k else 0
+        passes[keeps_on(dev)] += L_k * n * d * e
     return {
         "devices": devices,
         "kept": kept,
@@ -234,8 +239,10 @@ def device_rows(
         parts = device_parts(ctx, shape, model, dmap, limits, dtype, registry)
     devices, kept, weights, passes = parts["devices"], parts["kept"], parts["weights"], parts["passes"]
     measures: dict[Any, dict] = {x: {} for x in devices}
-    state, early = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0)
-    for keeps, sizes, running in parts["placed"]:
+    state, early, loop = dict.fromkeys(devices, 0), dict.fromkeys(devices, 0), dict.fromkeys(devices, 0)
+    for keeps, sizes, running, update in parts["placed"]:
+        if update is not None:
+            loop[keeps] = max(loop[keeps], loop_total(update, drop))
         state[keeps] += sum(b for name, b in sizes.items() if name not in drop)
         early[keeps] += sum(b for name, b in running.items() if name not in drop)
         measures[keeps].update(sizes)
@@ -246,7 +253,7 @@ def device_rows(
             "weights_bytes": int(weights.get(dev, 0)),
             "state_bytes": int(state[dev]),
             "early_bytes": int(early[dev]),
-            "pass_bytes": int(passes[dev]),
+            "pass_bytes": int(passes[dev] + loop[dev]),
             "layers": kept.get(dev, []),
             "measures": measures[dev],
             "host_bytes": 0,

@@ -4,7 +4,9 @@ keeps to (which measures it holds or drops), both from the same figures.
 Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory.terms.py``; docs/scale.md,
 "The memory formulas"):
 
-    total = runtime + plan + weights + max(pass, publish) + Σ_e held(e) + max(Σ_a planned_bytes(a), Σ_e running(e))
+    total = runtime + plan + weights + max(pass + loop, publish) + Σ_e held(e)
+            + max(Σ_a planned_bytes(a), Σ_e running(e))
+    loop = view + Σ_a update_held(a) + max_a (update_bytes(a) − update_held(a))
     publish = writer + Σ_a publish_bytes(a)
 
 * runtime  the interpreter with torch, transformers, numba, DuckDB (``RUNTIME_BYTES``, measured); plan: the
@@ -14,7 +16,10 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory.t
 * pass     one forward pass of the largest padded batch, twice that on the CPU (``memory.terms.host_pass``)
            (P = rows x width tokens, N ≤ P counted, H hidden states, L kept, e bytes of the dtype, f the MLP width, h
            heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
-           + L·N·d·e (the kept positions) + 3·N·d·8 (the measures' float64 temporaries of a layer);
+           + L·N·d·e (the kept positions);
+* loop     the kept measures' update of that batch (``memory.terms.loop_total``): one layer's shared view
+           (``LayerView.view_bytes``: 8·N·d + 8·d², split 12·N·d + 24·d²) and each measure's ``update_bytes(ctx, N,
+           rows)``, of which ``update_held`` stays while the others update (the measures run one after another);
 * publish  after the pass, beside the state: each kept measure's ``publish_bytes(ctx)`` (its result and tables'
            work — the moments' copy of the means L·T·d·b_μ, the geometry's covariances and its per-layer TwoNN
            work, ...: every result is kept until the file is written) and the writer's (``writer_bytes``: DuckDB's
@@ -52,6 +57,8 @@ from normvar_core.pipeline.memory.terms import (
     host_pass,
     largest_batch,
     loaded_budget,
+    loop_parts,
+    loop_total,
     pass_bytes,
     plan_bytes,
     publish_of,
@@ -135,7 +142,10 @@ class MemoryPlan:
             out.append(f"  {'runtime':<10} {gb(self.runtime_bytes):>10}")
             out.append(f"  {'plan':<10} {gb(self.plan_bytes):>10}")
         kept = "; with the pages the heap keeps for the next" if host else ""
-        out.append(f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch{kept})")
+        out.append(
+            f"  {'pass':<10} {gb(self.pass_bytes):>10}   (one forward of the largest batch{kept}, and the measures' "
+            "update of it)"
+        )
         if self.early_pass.get("bytes"):  # the early passes of the kept measures only
             e = self.early_pass
             out.append(
@@ -266,7 +276,7 @@ def peak(base: dict, sizes: dict[str, int], early: dict[str, dict], drop=()) -> 
     return (
         base["host"]
         + base["weights"]
-        + max(base["pass"], publish_total(base, drop))
+        + max(base["pass"] + loop_total(base["loop"], drop), publish_total(base, drop))
         + e["held_bytes"]
         + max(state, e["scatter_bytes"])
     )
@@ -314,6 +324,7 @@ def plan_memory(
             "host": (RUNTIME_BYTES + plan_held_by(c.plan)) if host else 0,
             "weights": wbytes,
             "pass": host_pass(pass_bytes(shape, c.plan, c.num_layers, dtype), host),
+            "loop": loop_parts(c, registry),
             "publish_of": publish_of(c, registry),
             "device": "cpu" if host else device,
         }
@@ -324,7 +335,7 @@ def plan_memory(
     fixed = (
         base["host"]
         + base["weights"]
-        + max(base["pass"], publish_total(base))
+        + max(base["pass"] + loop_total(base["loop"], droppable), publish_total(base))
         + sum(b for n, b in sizes.items() if n not in droppable)
     )
     free = memory_bytes - fixed
@@ -348,12 +359,16 @@ def plan_memory(
                 return list(c.layers)
         return None
 
+    taken: set[str] = set()  # the droppable measures kept so far (their update counts in the loop from then on)
     for cls in optional:
         if cls.name not in droppable:
             continue
-        need = sizes[cls.name]
+        without = droppable - taken
+        loop_more = loop_total(base["loop"], without - {cls.name}) - loop_total(base["loop"], without)
+        need = sizes[cls.name] + loop_more
         if need <= free:
             free -= need
+            taken.add(cls.name)
             continue
         dropped.append(cls.name)
         later = {c.name for c in optional if c.name in droppable and c is not cls}
@@ -367,16 +382,17 @@ def plan_memory(
         suggestions = _suggestions(ctx, registry, base_for, memory_bytes, total, set(dropped), device, dtype, sub_ctx)
     publish = publish_total(base, dropped)
     if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
-        pass_or_publish = max(base["pass"], publish)
-        for label, held in (
-            ("keeps everything asked for", fixed - pass_or_publish + sum(sizes[n] for n in droppable)),
-            ("fits", total - pass_or_publish),
-        ):
-            rows = _rows_that_fit(ctx, shape, dtype, memory_bytes - held, publish, host)
+        for label, drop in (("keeps everything asked for", ()), ("fits", dropped)):
+            work = max(base["pass"] + loop_total(base["loop"], drop), publish_total(base, drop))
+            held = peak(base, sizes, early, drop) - work
+            rows = _rows_that_fit(
+                ctx, shape, dtype, memory_bytes - held, publish_total(base, drop), host, registry, drop
+            )
             if rows and rows < largest_batch(ctx.plan.batches)[0]:
                 suggestions.insert(
                     0,
-                    f"--batch-size {rows} {label} (the forward pass of the largest batch now needs {gb(base['pass'])})",
+                    f"--batch-size {rows} {label} (the forward pass of the largest batch and the measures' update "
+                    f"now need {gb(base['pass'] + loop_total(base['loop'], drop))})",
                 )
                 break
     tc = ctx.plan.token_ids.size if ctx.plan is not None else 0
@@ -393,7 +409,7 @@ def plan_memory(
         measures=sizes,
         runtime_bytes=RUNTIME_BYTES if host else 0,
         plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
-        pass_bytes=base["pass"],
+        pass_bytes=base["pass"] + loop_total(base["loop"], dropped),
         publish_bytes=publish,
         total_bytes=int(total),
         memory_bytes=int(memory_bytes),
@@ -436,14 +452,16 @@ def _drop_early_passes(ctx, registry, base, sizes, early, dropped, reasons, drop
     return total
 
 
-def _rows_that_fit(ctx, shape, dtype, room: int, publish: int, host: bool) -> int:
-    """The most sentences per batch (at the longest sentence's width) whose pass fits in ``room``."""
+def _rows_that_fit(ctx, shape, dtype, room: int, publish: int, host: bool, registry, drop=()) -> int:
+    """The most sentences per batch (at the longest sentence's width) whose pass and update (the measures not in
+    ``drop``) fit in ``room``."""
     enc = flat_encoding(ctx.plan.batches)
     width = int(enc.lengths.max()) if enc is not None and enc.lengths.size else largest_batch(ctx.plan.batches)[1]
     best = 0
     for rows in (512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
-        one = pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, (rows, width, rows * width))
-        if max(host_pass(one, host), publish) <= room:
+        batch = (rows, width, rows * width)
+        one = host_pass(pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, batch), host)
+        if max(one + loop_total(loop_parts(ctx, registry, batch), drop), publish) <= room:
             best = rows
             break
     return best

@@ -5,8 +5,10 @@ formulas"), each in bytes:
 * ``weights_bytes``  parameters × bytes of the dtype + buffers;
 * ``plan_bytes``     the kept sentences, their flat encoding, the counts and the sample plans;
 * ``pass_bytes``     one forward pass of the largest padded batch:
-                     H·P·d·e + P·(f + 4d)·e + rows·h·width²·e + L·N·d·e + 3·N·d·8;
+                     H·P·d·e + P·(f + 4d)·e + rows·h·width²·e + L·N·d·e;
                      on the CPU twice that (``host_pass``: the heap keeps a batch's freed pages for the next);
+* ``loop_total``     the measures' update of that batch beside it (``loop_parts``): one layer's shared view
+                     (``LayerView.view_bytes``) + Σ held + max(peak − held) over the kept measures' ``update_bytes``;
 * ``publish_bytes``  what publish holds beside the state: each kept measure's ``publish_bytes`` (its result and
                      tables' work: results are kept until the file is written) + the writer's ``writer_bytes``;
 
@@ -21,6 +23,7 @@ import numpy as np
 
 from normvar_core.pipeline.batches import PaddedBatches
 from normvar_core.pipeline.encoding import Encoded
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
 from normvar_core.runs.write_memory import INSERT_BYTES, WRITER_MEMORY
 
 GiB = 1 << 30
@@ -117,8 +120,37 @@ def pass_bytes(shape, plan, num_layers: int, dtype: str, batch: tuple[int, int, 
         + P * (shape.ffn + 4 * d) * e
         + rows * shape.heads * width**2 * e
         + num_layers * n * d * e
-        + 3 * n * d * 8
     )
+
+
+def loop_parts(ctx, registry, batch: tuple[int, int, int] | None = None) -> dict:
+    """What the measures' update of the largest batch (``batch``: (rows, width, real tokens) of another) holds
+    beside the pass, per measure the run asks for: {"view": (bytes without a split, with one), "of": {name: (held,
+    peak, splits the view, layer-major)}}; ``loop_total`` adds up the kept ones."""
+    rows, _, n = largest_batch(ctx.plan.batches) if batch is None else batch
+    d = ctx.dim
+    of = {
+        cls.name: (
+            int(cls.update_held(ctx, n, rows)),
+            int(cls.update_bytes(ctx, n, rows)),
+            cls.splits_view,
+            issubclass(cls, LayerMajor),
+        )
+        for cls in registry
+        if cls.asked(ctx.cfg)
+    }
+    return {"view": (LayerView.view_bytes(n, d, False), LayerView.view_bytes(n, d, True)), "of": of}
+
+
+def loop_total(parts: dict, drop=()) -> int:
+    """The update's bytes with the measures of ``parts`` (``loop_parts``) not in ``drop``: the shared view (when a
+    layer-major measure is kept; split when one asks for it) + Σ held + max(peak − held): the measures update one
+    after another, each keeping only its held part while the others run."""
+    kept = [v for name, v in parts["of"].items() if name not in drop]
+    if not kept:
+        return 0
+    view = parts["view"][any(v[2] for v in kept)] if any(v[3] for v in kept) else 0
+    return int(view + sum(v[0] for v in kept) + max(v[1] - v[0] for v in kept))
 
 
 HEAP_KEPT = 1.0

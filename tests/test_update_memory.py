@@ -1,0 +1,42 @@
+"""The memory plan's loop term (``memory.terms.loop_total``: the shared layer view and each kept measure's
+``update_bytes``) against the peak a real ``update_all`` holds, measured in a child process by
+``benchmarks/bench_update_peak.py`` (VmHWM reset before the update, glibc mapping every array of 64 KiB or more on its
+own, so the resident set follows what is live): the plan bounds the peak, and not by more than 3x.
+The default measures together at a wide and a narrow batch, and alone the ones whose plan is tightest (their d × d
+products: the halves, the linearity, ``position0``), at d = 2,048."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_update_peak.py"
+
+
+def measured(*args: str) -> list[dict]:
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--json", "--layers", "4", *args], capture_output=True, text=True, check=True
+    )
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--dims", "1024", "--batch-sizes", "32,128"),  # every default measure: N = 768 and 2,863
+        ("--dims", "2048", "--batch-sizes", "32", "--only", "halves"),
+        ("--dims", "2048", "--batch-sizes", "32", "--only", "layer_linearity"),
+        ("--dims", "2048", "--batch-sizes", "32", "--only", "position0"),
+    ],
+)
+def test_the_plans_loop_term_bounds_the_measured_update(args):
+    runs = measured(*args)
+    assert runs and all(r["peak"] > 0 for r in runs)
+    for r in runs:
+        assert r["peak"] <= r["planned"] <= 3 * r["peak"], r
