@@ -188,9 +188,9 @@ class GeometryMeasure(LayerMajor):
     @classmethod
     def update_bytes(cls, ctx: RunContext, n: int, rows: int) -> int:
         """The larger of Chan's pooling of a layer (the mean shift's outer product and the sum: 2·8·d²) and the
-        TwoNN sample's arrival after the batch (``NeighbourState.arrive``): the m picked rows at every layer
-        (4·L·m·d, m ≤ n the most picks in one batch), their hashes one layer at a time (20·m·d), the gathered rows
-        of the largest TwoNN batch K and their norms (4·L·K·(d + 1)) and the search's float32 blocks
+        TwoNN sample's arrival after the batch (``NeighbourState.arrive``): one layer's m picked rows and their
+        float32 copy (8·m·d, m ≤ n the most picks in one batch) and their hashes (20·m·d), the gathered rows of the
+        largest TwoNN batch K and their norms (4·L·K·(d + 1)) and the search's float32 blocks
         (3·4·``twonn_stream.CHUNK`` elements)."""
         d, L = ctx.dim, ctx.num_layers
         pool = 2 * 8 * d * d
@@ -198,7 +198,7 @@ class GeometryMeasure(LayerMajor):
         if U is None or not U.size:
             return pool
         m, K = min(n, most_picks(U)), int(np.bincount(layer_geometry.twonn_batch_of(U.size, TWONN_BATCH)).max())
-        return max(pool, 4 * L * m * d + 20 * m * d + 4 * L * K * (d + 1) + 3 * 4 * STREAM_BLOCK)
+        return max(pool, 28 * m * d + 4 * L * K * (d + 1) + 3 * 4 * STREAM_BLOCK)
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
@@ -249,7 +249,7 @@ class GeometryMeasure(LayerMajor):
             picks, idx = locate(self.uplan, self._pkeys, batch)
             if picks.size:
                 X = batch.states
-                self.neighbours.arrive(picks, X[:, torch.as_tensor(idx, device=X.device)])
+                self.neighbours.arrive(picks, X, rows=idx)
 
     # ------------------------------------------------------------------ result
     device_finalize: bool | None = None

@@ -158,16 +158,20 @@ class NeighbourState:
     def _step(self, cols: int) -> int:
         return max(1, CHUNK // max(1, self.holder.sample.shape[0] * cols))
 
-    def arrive(self, picks: np.ndarray, X: torch.Tensor) -> None:
-        """Rows ``picks`` (plan indices, not filled yet) arrive with states X (L, m, d); a large arrival
+    def arrive(self, picks: np.ndarray, X: torch.Tensor, rows: np.ndarray | None = None) -> None:
+        """Rows ``picks`` (plan indices, not filled yet) arrive with states X (L, m, d), or with ``rows``: rows
+        ``rows`` of the batch's states X (L, N, d), taken one layer at a time (no L x m copy); a large arrival
         is taken a block of rows at a time, each a later arrival than the one before. Each TwoNN batch's
         kept rows are gathered once per arrival (its blocks read prefixes of that copy)."""
         h = self.holder
         p = torch.as_tensor(picks, device=self.device)
-        X = X.to(self.device, torch.float32)
-        h.sample[:, p] = X
-        self._set_norms(p, X)
-        h.hash[:, p] = row_hash(X, self.mult)
+        r = None if rows is None else torch.as_tensor(rows, device=X.device)
+        sq = self._norms()
+        for l in range(X.shape[0]):  # one layer's rows at a time: stored, their norms and their hashes
+            x = (X[l] if r is None else X[l].index_select(0, r)).to(self.device, torch.float32)
+            h.sample[l, p] = x
+            sq[l, p] = torch.einsum("lkd,lkd->lk", x[None], x[None])[0]
+            h.hash[l, p] = row_hash(x, self.mult)
         h.level[:, p] = self.base_level[p]
         for t in np.unique(self.tb[picks]):
             new = picks[self.tb[picks] == t]
