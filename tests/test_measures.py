@@ -213,6 +213,7 @@ def test_a_run_short_of_memory_drops_in_registry_order():
 
     from normvar_core.pipeline.contracts import RunContext
     from normvar_core.pipeline.memory.plan import plan_memory
+    from normvar_core.pipeline.memory.terms import loop_parts, loop_total
     from normvar_core.pipeline.model_shape import ModelShape
     from normvar_core.pipeline.run_plan import synthetic_plan
 
@@ -236,10 +237,15 @@ def test_a_run_short_of_memory_drops_in_registry_order():
     roomy = plan_memory(ctx, memory_bytes=1 << 40, **kw)
     droppable = [c.name for c in MEASURES if c.droppable(ctx) and c.name in roomy.measures]
     assert not roomy.dropped and droppable == [c.name for c in MEASURES if c.may_drop(cfg)]
-    fixed = roomy.total_bytes - sum(roomy.measures[n] for n in droppable)
+    # on a GPU: weights + the pass and the measures' update of its batch (pass + loop) + the states; a dropped
+    # measure takes its state and its part of the loop term with it
+    parts = loop_parts(ctx, MEASURES)
+    fixed = roomy.total_bytes - sum(roomy.measures[n] for n in droppable) - loop_total(parts)
     for k in range(len(droppable) + 1):
-        mp = plan_memory(ctx, memory_bytes=fixed + sum(roomy.measures[n] for n in droppable[:k]), **kw)
+        budget = fixed + sum(roomy.measures[n] for n in droppable[:k]) + loop_total(parts, droppable[k:])
+        mp = plan_memory(ctx, memory_bytes=budget, **kw)
         assert mp.fits and mp.dropped == droppable[k:], (k, mp.dropped)
+        assert mp.total_bytes == budget
         assert all(n in mp.reasons for n in mp.dropped)
 
 

@@ -190,15 +190,15 @@ class GeometryMeasure(LayerMajor):
         """The larger of Chan's pooling of a layer (the mean shift's outer product and the sum: 2·8·d²) and the
         TwoNN sample's arrival after the batch (``NeighbourState.arrive``): one layer's m picked rows and their
         float32 copy (8·m·d, m ≤ n the most picks in one batch) and their hashes (20·m·d), the gathered rows of the
-        largest TwoNN batch K and their norms (4·L·K·(d + 1)) and the search's float32 blocks
-        (3·4·``twonn_stream.CHUNK`` elements)."""
+        largest TwoNN batch K and their norms (4·L·K·(d + 1)) and the search's float32 blocks (3·4 bytes of at most
+        min(``twonn_stream.CHUNK``, L·K²) elements)."""
         d, L = ctx.dim, ctx.num_layers
         pool = 2 * 8 * d * d
         U = ctx.plan.uniform
         if U is None or not U.size:
             return pool
         m, K = min(n, most_picks(U)), int(np.bincount(layer_geometry.twonn_batch_of(U.size, TWONN_BATCH)).max())
-        return max(pool, 28 * m * d + 4 * L * K * (d + 1) + 3 * 4 * STREAM_BLOCK)
+        return max(pool, 28 * m * d + 4 * L * K * (d + 1) + 3 * 4 * min(STREAM_BLOCK, L * K * K))
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:

@@ -13,7 +13,8 @@ Peak bytes of a run on the CPU (every term in bytes, each computed in ``memory.t
            kept sentences and their flat encoding (measured on the built plan); weights: parameters and buffers
            at the forward dtype (the base model ``AutoModel`` loads, no LM head);
 * Σ_a      each measure's ``planned_bytes(ctx)`` (``pipeline/measures/base.py``): the arrays of its ``planned_state``;
-* pass     one forward pass of the largest padded batch, twice that on the CPU (``memory.terms.host_pass``)
+* pass     one forward pass of the largest padded batch; with the loop below, pass + loop on a GPU and
+           pass + max(pass, loop) on the CPU, whose heap keeps a batch's freed pages for the next (``terms.pass_work``)
            (P = rows x width tokens, N ≤ P counted, H hidden states, L kept, e bytes of the dtype, f the MLP width, h
            heads): H·P·d·e (the returned hidden states) + P·(f + 4d)·e + rows·h·width²·e (one block's work)
            + L·N·d·e (the kept positions);
@@ -54,12 +55,12 @@ from normvar_core.pipeline.memory.terms import (
     GiB,
     device_memory,
     flat_encoding,
-    host_pass,
     largest_batch,
     loaded_budget,
     loop_parts,
     loop_total,
     pass_bytes,
+    pass_work,
     plan_bytes,
     publish_of,
     publish_sum,
@@ -263,6 +264,11 @@ def early_of(parts: dict[str, dict], drop=(), device: str | None = None) -> dict
     }
 
 
+def work_of(base: dict, drop=()) -> int:
+    """The pass and the update of the measures not in ``drop`` (``terms.pass_work``)."""
+    return pass_work(base["pass"], loop_total(base["loop"], drop), base["device"] == "cpu")
+
+
 def publish_total(base: dict, drop=()) -> int:
     """The module docstring's publish for the measures not in ``drop`` (0 on a GPU: host memory)."""
     return publish_sum(base["publish_of"], drop) if base["device"] == "cpu" else 0
@@ -276,7 +282,7 @@ def peak(base: dict, sizes: dict[str, int], early: dict[str, dict], drop=()) -> 
     return (
         base["host"]
         + base["weights"]
-        + max(base["pass"] + loop_total(base["loop"], drop), publish_total(base, drop))
+        + max(work_of(base, drop), publish_total(base, drop))
         + e["held_bytes"]
         + max(state, e["scatter_bytes"])
     )
@@ -323,7 +329,7 @@ def plan_memory(
         return {
             "host": (RUNTIME_BYTES + plan_held_by(c.plan)) if host else 0,
             "weights": wbytes,
-            "pass": host_pass(pass_bytes(shape, c.plan, c.num_layers, dtype), host),
+            "pass": pass_bytes(shape, c.plan, c.num_layers, dtype),
             "loop": loop_parts(c, registry),
             "publish_of": publish_of(c, registry),
             "device": "cpu" if host else device,
@@ -335,7 +341,7 @@ def plan_memory(
     fixed = (
         base["host"]
         + base["weights"]
-        + max(base["pass"] + loop_total(base["loop"], droppable), publish_total(base))
+        + max(work_of(base, droppable), publish_total(base))
         + sum(b for n, b in sizes.items() if n not in droppable)
     )
     free = memory_bytes - fixed
@@ -363,8 +369,8 @@ def plan_memory(
     for cls in optional:
         if cls.name not in droppable:
             continue
-        without = droppable - taken
-        loop_more = loop_total(base["loop"], without - {cls.name}) - loop_total(base["loop"], without)
+        without, publish_all = droppable - taken, publish_total(base)
+        loop_more = max(work_of(base, without - {cls.name}), publish_all) - max(work_of(base, without), publish_all)
         need = sizes[cls.name] + loop_more
         if need <= free:
             free -= need
@@ -383,7 +389,7 @@ def plan_memory(
     publish = publish_total(base, dropped)
     if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
         for label, drop in (("keeps everything asked for", ()), ("fits", dropped)):
-            work = max(base["pass"] + loop_total(base["loop"], drop), publish_total(base, drop))
+            work = max(work_of(base, drop), publish_total(base, drop))
             held = peak(base, sizes, early, drop) - work
             rows = _rows_that_fit(
                 ctx, shape, dtype, memory_bytes - held, publish_total(base, drop), host, registry, drop
@@ -392,7 +398,7 @@ def plan_memory(
                 suggestions.insert(
                     0,
                     f"--batch-size {rows} {label} (the forward pass of the largest batch and the measures' update "
-                    f"now need {gb(base['pass'] + loop_total(base['loop'], drop))})",
+                    f"now need {gb(work_of(base, drop))})",
                 )
                 break
     tc = ctx.plan.token_ids.size if ctx.plan is not None else 0
@@ -409,7 +415,7 @@ def plan_memory(
         measures=sizes,
         runtime_bytes=RUNTIME_BYTES if host else 0,
         plan_bytes=base["host"] - (RUNTIME_BYTES if host else 0),
-        pass_bytes=base["pass"] + loop_total(base["loop"], dropped),
+        pass_bytes=work_of(base, dropped),
         publish_bytes=publish,
         total_bytes=int(total),
         memory_bytes=int(memory_bytes),
@@ -460,8 +466,8 @@ def _rows_that_fit(ctx, shape, dtype, room: int, publish: int, host: bool, regis
     best = 0
     for rows in (512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
         batch = (rows, width, rows * width)
-        one = host_pass(pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, batch), host)
-        if max(one + loop_total(loop_parts(ctx, registry, batch), drop), publish) <= room:
+        one = pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, batch)
+        if max(pass_work(one, loop_total(loop_parts(ctx, registry, batch), drop), host), publish) <= room:
             best = rows
             break
     return best

@@ -6,7 +6,7 @@ formulas"), each in bytes:
 * ``plan_bytes``     the kept sentences, their flat encoding, the counts and the sample plans;
 * ``pass_bytes``     one forward pass of the largest padded batch:
                      H·P·d·e + P·(f + 4d)·e + rows·h·width²·e + L·N·d·e;
-                     on the CPU twice that (``host_pass``: the heap keeps a batch's freed pages for the next);
+                     on the CPU the heap keeps a batch's freed pages for the next (``pass_work``);
 * ``loop_total``     the measures' update of that batch beside it (``loop_parts``): one layer's shared view
                      (``LayerView.view_bytes``) + Σ held + max(peak − held) over the kept measures' ``update_bytes``;
 * ``publish_bytes``  what publish holds beside the state: each kept measure's ``publish_bytes`` (its result and
@@ -164,6 +164,13 @@ def host_pass(nbytes: int, host: bool) -> int:
     return int(nbytes * (1 + HEAP_KEPT)) if host else int(nbytes)
 
 
+def pass_work(forward: int, loop: int, host: bool) -> int:
+    """The pass and the measures' update of its batch (``loop_total``): forward + loop on a GPU; on the CPU
+    forward + max(HEAP_KEPT x forward, loop): the update's temporaries reuse the pages the heap keeps from the forward
+    pass, and only what exceeds them is new."""
+    return int(forward + max(forward * HEAP_KEPT, loop)) if host else int(forward + loop)
+
+
 def writer_bytes() -> int:
     """The run file's write: DuckDB's buffer pool (``runs.write_memory.WRITER_MEMORY``) and half as much again (DuckDB
     holds somewhat more than its limit: measured +348 MB writing 625 MB of embeddings at a 256 MB limit), and the
@@ -208,5 +215,6 @@ __all__ = [
     "publish_sum",
     "writer_bytes",
     "host_pass",
+    "pass_work",
     "HEAP_KEPT",
 ]
