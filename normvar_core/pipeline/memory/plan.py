@@ -389,11 +389,8 @@ def plan_memory(
     publish = publish_total(base, dropped)
     if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
         for label, drop in (("keeps everything asked for", ()), ("fits", dropped)):
-            work = max(work_of(base, drop), publish_total(base, drop))
-            held = peak(base, sizes, early, drop) - work
-            rows = _rows_that_fit(
-                ctx, shape, dtype, memory_bytes - held, publish_total(base, drop), host, registry, drop
-            )
+            room = memory_bytes - peak(base, sizes, early, drop) + max(work_of(base, drop), publish_total(base, drop))
+            rows = _rows_that_fit(ctx, shape, dtype, room, publish_total(base, drop), host, registry, drop)
             if rows and rows < largest_batch(ctx.plan.batches)[0]:
                 suggestions.insert(
                     0,
