@@ -78,18 +78,12 @@ def update_peak(d: int, batch_size: int, layers: int = 4, only: tuple[str, ...] 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-DEFAULT_ON = (
-    "samples",
-    "geometry",
-    "outliers",
-    "halves",
-    "occurrences",
-    "layer_linearity",
-    "dataset_entropy",
-    "curvature",
-    "position0",
-)
-"""The default measures whose update holds more than its state (``--each`` runs each alone)."""
+def default_on() -> list[str]:
+    """The measures a default RunConfig asks for (``--each`` runs each alone), from the registry."""
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.measures import MEASURES
+
+    return [c.name for c in MEASURES if c.asked(RunConfig())]
 
 
 def main() -> int:
@@ -101,7 +95,7 @@ def main() -> int:
     ap.add_argument("--each", action="store_true", help="each default measure alone, then all of them")
     ap.add_argument("--json", action="store_true", help="one JSON object per run instead of the table")
     args = ap.parse_args()
-    sets = [(m,) for m in DEFAULT_ON] + [()] if args.each else [tuple(x for x in args.only.split(",") if x)]
+    sets = [(m,) for m in default_on()] + [()] if args.each else [tuple(x for x in args.only.split(",") if x)]
     if args.json:
         for only in sets:
             for bs in (int(x) for x in args.batch_sizes.split(",")):
