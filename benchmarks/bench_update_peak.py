@@ -86,6 +86,31 @@ def default_on() -> list[str]:
     return [c.name for c in MEASURES if c.asked(RunConfig())]
 
 
+def square_in_d(n: int = 768, rows: int = 32, layers: int = 4) -> list[str]:
+    """The default measures whose declared update (``update_bytes`` of a batch of n tokens in ``rows`` sentences)
+    grows as d² — at least 3.5x from d = 1,024 to d = 2,048: those with a d x d product, whose plan is the tightest
+    against the peak (``tests/test_update_memory.py`` runs each alone at d = 2,048), from the registry."""
+    import torch
+
+    from normvar_core.config import RunConfig
+    from normvar_core.pipeline.contracts import RunContext
+    from normvar_core.pipeline.measures import MEASURES
+    from normvar_core.pipeline.run_plan import synthetic_plan
+
+    cfg = RunConfig(model="gaussian")
+    kept = list(range(layers))
+    plan = synthetic_plan(cfg, n_sentences=400, vocab_size=50, layers=kept, batch_size=32, min_len=20, max_len=24)
+    small, large = (
+        RunContext(cfg=cfg, layers=kept, dim=d, device=torch.device("cpu"), plan=plan, tokens=plan.tokens)
+        for d in (1024, 2048)
+    )
+    return [
+        c.name
+        for c in MEASURES
+        if c.asked(cfg) and c.update_bytes(large, n, rows) >= 3.5 * c.update_bytes(small, n, rows) > 0
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dims", default="1024,2048,3072")

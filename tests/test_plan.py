@@ -103,6 +103,28 @@ def test_device_limits_decide_the_geometry(capsys, tmp_path, shapes):
     more = [int(round(i * 32 / (k - 1))) for i in range(k)]
     over = plan_json(capsys, *llama, "--memory-gb", "24", "--layers", ",".join(map(str, sorted(set(more)))))
     assert "geometry" in over["dropped"]
+    # without the geometry's sample the neighbourhoods have nothing to search: dropped with it, and the line says so
+    assert "neighbourhoods" in on24["dropped"] and "geometry" in on24["reasons"]["neighbourhoods"]
+
+
+def test_a_dropped_measures_layers_keep_it_beside_all_the_run_keeps(capsys, tmp_path, shapes):
+    """A measure dropped for its memory names a --layers subset: the same run on those layers keeps it, and keeps
+    every measure the first plan kept (the subset is computed with the plan's other drops, not with more)."""
+    llama = ["--model", shapes["llama-2-7b"], "--device", "cuda", "--dtype", "bfloat16", "--max-sentences", "2000"]
+    llama += ["--batch-size", "32", "--memory-gb", "80", "--data-dir", tmp_path / "data"]
+    first = plan_json(capsys, *llama)
+    named = {
+        name: m.group(1)
+        for name, reason in first["reasons"].items()
+        if (m := re.search(r"keep fewer layers \(e\.g\. --layers (\d+(?:,\d+)*)\)", reason))
+    }
+    assert named, first["reasons"]
+    kept = {c.name for c in MEASURES} - set(first["dropped"])
+    for name, subset in named.items():
+        assert len(subset.split(",")) < len(first["layers"])
+        again = plan_json(capsys, *llama, "--layers", subset)
+        assert again["fits"] and name not in again["dropped"], (name, again["dropped"])
+        assert not (kept & set(again["dropped"])), again["dropped"]
 
 
 def test_plan_refuses_bad_input_in_one_line(capsys, tmp_path, corpus40):

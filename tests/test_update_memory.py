@@ -2,8 +2,8 @@
 ``update_bytes``) against the peak a real ``update_all`` holds, measured in a child process by
 ``benchmarks/bench_update_peak.py`` (VmHWM reset before the update, glibc mapping every array of 64 KiB or more on its
 own, so the resident set follows what is live): the plan bounds the peak, and not by more than 3x.
-The default measures together at a wide and a narrow batch, and alone the ones whose plan is tightest (their d × d
-products: the halves, the linearity, ``position0``), at d = 2,048."""
+The default measures together at a wide and a narrow batch, and alone, at d = 2,048, each whose declared update grows as
+d² (``bench_update_peak.square_in_d``, from the registry: a d × d product, where the plan is tightest)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from benchmarks.bench_update_peak import square_in_d
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_update_peak.py"
 
@@ -30,9 +32,7 @@ def measured(*args: str) -> list[dict]:
     "args",
     [
         ("--dims", "1024", "--batch-sizes", "32,128"),  # every default measure: N = 768 and 2,863
-        ("--dims", "2048", "--batch-sizes", "32", "--only", "halves"),
-        ("--dims", "2048", "--batch-sizes", "32", "--only", "layer_linearity"),
-        ("--dims", "2048", "--batch-sizes", "32", "--only", "position0"),
+        *(("--dims", "2048", "--batch-sizes", "32", "--only", name) for name in square_in_d()),
     ],
 )
 def test_the_plans_loop_term_bounds_the_measured_update(args):

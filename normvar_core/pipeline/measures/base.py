@@ -75,6 +75,9 @@ class Measure(Stateful, ABC):
     """Names of measures whose finished state this one's ``result()`` reads (the occurrences read the geometry's
     covariance): publish hands the measures over through ``take_states`` first, without waiting for their
     ``result()`` (which may still be running in its own thread: read, never modify)."""
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Names of measures without whose state this one has nothing to compute (the neighbourhoods search the
+    geometry's sample): a memory plan that drops one of them drops this one too, and says why."""
     finalize_in_background: ClassVar[bool] = False
     """True when ``result()`` is slow and needs nothing of another result (the geometry: spectra, TwoNN):
     publish finishes it in its own thread and writes its tables last."""

@@ -85,6 +85,7 @@ class NeighbourhoodMeasure(Measure):
     title = "GRIDE and neighbourhood overlap"
     table_names = ("layer_gride", "layer_overlap", "overlap_curve")
     uses_states = ("geometry",)
+    requires = ("geometry",)
     policy = "no state of its own (the geometry's sample); its search at publish: kept with the geometry"
 
     def __init__(self, ctx: RunContext):

@@ -54,7 +54,6 @@ from normvar_core.pipeline.memory.terms import (
     RUNTIME_BYTES,
     GiB,
     device_memory,
-    flat_encoding,
     largest_batch,
     loaded_budget,
     loop_parts,
@@ -64,6 +63,7 @@ from normvar_core.pipeline.memory.terms import (
     plan_bytes,
     publish_of,
     publish_sum,
+    rows_that_fit,
     weights_bytes,
     writer_bytes,
 )
@@ -366,8 +366,14 @@ def plan_memory(
         return None
 
     taken: set[str] = set()  # the droppable measures kept so far (their update counts in the loop from then on)
+    short: dict[str, tuple[int, int]] = {}  # a measure dropped for its memory: (its need, what was left)
     for cls in optional:
         if cls.name not in droppable:
+            continue
+        gone = [u for u in cls.requires if u in dropped]
+        if gone:  # nothing to compute without it
+            dropped.append(cls.name)
+            reasons[cls.name] = f"{cls.name} skipped: it needs the {gone[0]} measure's state, which is skipped (above)"
             continue
         without, publish_all = droppable - taken, publish_total(base)
         loop_more = max(work_of(base, without - {cls.name}), publish_all) - max(work_of(base, without), publish_all)
@@ -377,9 +383,12 @@ def plan_memory(
             taken.add(cls.name)
             continue
         dropped.append(cls.name)
-        later = {c.name for c in optional if c.name in droppable and c is not cls}
-        subset = largest_fit(set(dropped[:-1]) | later)
-        reasons[cls.name] = cls.drop_reason(ctx, need=need, free=max(free, 0), subset=subset)
+        short[cls.name] = (need, max(free, 0))
+    for cls in optional:  # the layers at which the run would keep it beside all it keeps now
+        if cls.name in short:
+            subset = largest_fit(set(dropped) - {cls.name})
+            need, left = short[cls.name]
+            reasons[cls.name] = cls.drop_reason(ctx, need=need, free=left, subset=subset)
     early = early_parts(ctx, registry, base["device"])
     total = _drop_early_passes(ctx, registry, base, sizes, early, dropped, reasons, droppable, memory_bytes)
     fits = total <= memory_bytes
@@ -390,7 +399,7 @@ def plan_memory(
     if dropped or not fits:  # smaller batches: room for everything asked for, else for what is kept
         for label, drop in (("keeps everything asked for", ()), ("fits", dropped)):
             room = memory_bytes - peak(base, sizes, early, drop) + max(work_of(base, drop), publish_total(base, drop))
-            rows = _rows_that_fit(ctx, shape, dtype, room, publish_total(base, drop), host, registry, drop)
+            rows = rows_that_fit(ctx, shape, dtype, room, publish_total(base, drop), host, registry, drop)
             if rows and rows < largest_batch(ctx.plan.batches)[0]:
                 suggestions.insert(
                     0,
@@ -453,21 +462,6 @@ def _drop_early_passes(ctx, registry, base, sizes, early, dropped, reasons, drop
             )
             total = peak(base, sizes, early, dropped)
     return total
-
-
-def _rows_that_fit(ctx, shape, dtype, room: int, publish: int, host: bool, registry, drop=()) -> int:
-    """The most sentences per batch (at the longest sentence's width) whose pass and update (the measures not in
-    ``drop``) fit in ``room``."""
-    enc = flat_encoding(ctx.plan.batches)
-    width = int(enc.lengths.max()) if enc is not None and enc.lengths.size else largest_batch(ctx.plan.batches)[1]
-    best = 0
-    for rows in (512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
-        batch = (rows, width, rows * width)
-        one = pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, batch)
-        if max(pass_work(one, loop_total(loop_parts(ctx, registry, batch), drop), host), publish) <= room:
-            best = rows
-            break
-    return best
 
 
 def _suggestions(ctx, registry, base_for, memory, total, dropped, device, dtype, sub_ctx) -> list[str]:

@@ -199,7 +199,23 @@ def publish_bytes(ctx, registry, drop=()) -> int:
     return publish_sum(publish_of(ctx, registry), drop)
 
 
+def rows_that_fit(ctx, shape, dtype, room: int, publish: int, host: bool, registry, drop=()) -> int:
+    """The most sentences per batch (at the longest sentence's width) whose pass and update (the measures not in
+    ``drop``) fit in ``room``."""
+    enc = flat_encoding(ctx.plan.batches)
+    width = int(enc.lengths.max()) if enc is not None and enc.lengths.size else largest_batch(ctx.plan.batches)[1]
+    best = 0
+    for rows in (512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
+        batch = (rows, width, rows * width)
+        one = pass_bytes(shape, ctx.plan, ctx.num_layers, dtype, batch)
+        if max(pass_work(one, loop_total(loop_parts(ctx, registry, batch), drop), host), publish) <= room:
+            best = rows
+            break
+    return best
+
+
 __all__ = [
+    "rows_that_fit",
     "RUNTIME_BYTES",
     "DTYPE_BYTES",
     "GiB",
