@@ -26,7 +26,9 @@ def searches(
     [0] every other row; with ``groups`` (m,), [1] the rows of other groups; with ``first`` (m,) bool, the same over
     the rows where it is True, for those rows only ([2], and [3] with groups: the search on the distinct rows when
     copies are dropped).
-    One float32 Gram block of ``chunk`` rows serves every search."""
+    One float32 Gram block of ``chunk`` rows serves every search; each block's products with the rows from its own on
+    are kept (``gram_bytes``), so each pair's product is computed once and the later blocks read theirs transposed
+    (the rounding bound holds for any order of a product's sum)."""
     from normvar_core.stats.knn_kernels import knn_block  # numba: not imported by the pages' readers
 
     X32 = np.ascontiguousarray(X, np.float32)
@@ -44,29 +46,47 @@ def searches(
         if groups is None
         else np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1).astype(np.int64)
     )
-    fr = np.ones(m, np.bool_) if first is None else np.ascontiguousarray(first, np.bool_)
+    own_order = np.argsort(g, kind="stable").astype(np.int64)  # each group's rows, ascending
+    own_start = np.searchsorted(g[own_order], np.arange(g.max(initial=0) + 2)).astype(np.int64)
+    copies = np.empty(0, np.int64) if first is None else np.flatnonzero(~np.asarray(first, bool)).astype(np.int64)
     inf = np.float32(np.inf)
     smax = sq64.max() if m else 0.0
     run = np.asarray(which, np.int64)
+    upper: list[np.ndarray] = []  # block a's products with the rows from a on: each pair's product once
     for a in range(0, m, chunk):
         at = np.arange(a, min(m, a + chunk))
-        d2 = X32[at] @ X32.T
+        right = X32[at] @ X32[a:].T
+        d2 = np.empty((at.size, m), np.float32)
+        d2[:, a:] = right
+        for b, block in zip(range(0, a, chunk), upper):  # the earlier blocks' products with these rows
+            d2[:, b : b + block.shape[0]] = block[:, a - b : a - b + at.size].T
+        upper.append(right)
         d2 *= -2
         d2 += sq[at, None]
         d2 += sq[None, :]
         d2[np.arange(at.size), at] = inf
         slack2 = 2 * (c * (sq64[at] + smax)).astype(np.float32)
-        knn_block(X32, at, d2, slack2, g, fr, run, dist[:, a : a + at.size], idx[:, a : a + at.size])
+        knn_block(
+            X32, at, d2, slack2, own_order, own_start, g, copies, run, dist[:, a : a + at.size], idx[:, a : a + at.size]
+        )
     return dist, idx
 
 
 def search_bytes(m: int, k: int, cores: int) -> int:
-    """The most the host memory ``searches`` holds for a batch of m rows, k deep, beside X and its Gram block: the
-    four searches' (m, k) float64 distances and int32 rows (48·k·m) and, per core, the kernel's scratch for its rows
-    (``knn_kernels.knn_block``): the group minima (16·k), the columns under their bound with their values, the
-    selection's copy of them, the candidates' columns, flags and float64 distances (33·m), and their sort order with
-    the merge sort's buffer (16·m), for a row whose every column ties at its k-th distance."""
-    return 48 * k * m + cores * (49 * m + 16 * k)
+    """The most the host memory ``searches`` holds for a batch of m rows, k deep, beside X and its Gram products
+    (``gram_bytes``): the four searches' (m, k) float64 distances and int32 rows (48·k·m) and, per core, the kernel's
+    scratch for its rows (``knn_kernels.knn_block``): the group minima and their keys (48·k), a row's two masked
+    copies, its column codes, the candidates' columns, type bits and float64 distances (34·m), their sort order with
+    the merge sort's buffer (16·m), and a row's four lists before they are copied out (48·k), for a row whose every
+    column is a candidate."""
+    return 48 * k * m + cores * (50 * m + 96 * k)
+
+
+def gram_bytes(m: int, chunk: int = CHUNK) -> int:
+    """The float32 Gram products ``searches`` holds for a batch of m rows at its peak: every block's products with
+    the rows from its own on (the upper triangle, 2·m·(m + chunk)), and one block's full rows with its distances
+    (4·chunk·m)."""
+    return 2 * m * (m + chunk) + 4 * chunk * m
 
 
 def nearest_k(X: np.ndarray, k: int, groups: np.ndarray | None = None, chunk: int = CHUNK):
@@ -77,4 +97,4 @@ def nearest_k(X: np.ndarray, k: int, groups: np.ndarray | None = None, chunk: in
     return (dist[0], idx[0]), ((dist[1], idx[1]) if groups is not None else None)
 
 
-__all__ = ["CHUNK", "nearest_k", "search_bytes", "searches"]
+__all__ = ["CHUNK", "gram_bytes", "nearest_k", "search_bytes", "searches"]

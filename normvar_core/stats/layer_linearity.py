@@ -73,15 +73,26 @@ MIDDLE = (0.25, 0.75)
 """The middle half of the network: a pair is middle when both its layers' relative depth l / (H − 1) lie here."""
 
 
-def pinv_quadratic(Sxx: np.ndarray, B: np.ndarray) -> float:
-    """tr(Bᵀ S_xx⁺ B) with S_xx⁺ over the eigenvalues above ``RCOND`` × the largest (0 for S_xx = 0)."""
+def kept_eigen(Sxx: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(λ, V) of S_xx's eigen-directions whose eigenvalue exceeds ``RCOND`` × the largest (``numpy.linalg.eigh``);
+    None when S_xx has no positive eigenvalue. One decomposition serves every score fitted on S_xx."""
     lam, V = np.linalg.eigh(np.asarray(Sxx, np.float64))
     top = float(lam[-1]) if lam.size else 0.0
     if not top > 0:
-        return 0.0
+        return None
     keep = lam > RCOND * top
-    W = V[:, keep].T @ np.asarray(B, np.float64)
-    return float(np.sum(W * W / lam[keep, None]))
+    return lam[keep], V[:, keep]
+
+
+def pinv_quadratic(Sxx: np.ndarray, B: np.ndarray, eig=False) -> float:
+    """tr(Bᵀ S_xx⁺ B) with S_xx⁺ over the eigenvalues above ``RCOND`` × the largest (0 for S_xx = 0); ``eig``:
+    S_xx's ``kept_eigen`` when the caller has it."""
+    eig = kept_eigen(Sxx) if eig is False else eig
+    if eig is None:
+        return 0.0
+    lam, Vk = eig
+    W = Vk.T @ np.asarray(B, np.float64)
+    return float(np.sum(W * W / lam[:, None]))
 
 
 def linear_cka(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray) -> float:
@@ -90,20 +101,25 @@ def linear_cka(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray) -> float:
     return float(np.sum(np.square(Sxy)) / den) if den > 0 else float("nan")
 
 
-def linearity_score(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray) -> float:
-    """tr(S_yx S_xx⁺ S_xy) / tr(S_yy) = 1 − min_A ‖X̃A − Ỹ‖²_F; NaN when Y has no spread."""
+def linearity_score(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray, eig=False) -> float:
+    """tr(S_yx S_xx⁺ S_xy) / tr(S_yy) = 1 − min_A ‖X̃A − Ỹ‖²_F; NaN when Y has no spread (``eig``: as
+    ``pinv_quadratic``'s)."""
     ty = float(np.trace(Syy))
-    return min(max(pinv_quadratic(Sxx, Sxy) / ty, 0.0), 1.0) if ty > 0 else float("nan")
+    return min(max(pinv_quadratic(Sxx, Sxy, eig) / ty, 0.0), 1.0) if ty > 0 else float("nan")
 
 
 def pair_values(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray) -> dict[str, float]:
     """{quantity: value} of ``QUANTITIES`` for one pair of layers from its three scatters (module docstring);
-    the residual-free ones NaN when the layers differ in width."""
-    out = {"cka": linear_cka(Sxx, Syy, Sxy), "linearity": linearity_score(Sxx, Syy, Sxy)}
+    the residual-free ones NaN when the layers differ in width. Both scores are fitted on S_xx: one
+    eigendecomposition."""
+    eig = kept_eigen(Sxx)
+    out = {"cka": linear_cka(Sxx, Syy, Sxy), "linearity": linearity_score(Sxx, Syy, Sxy, eig)}
     if Sxx.shape == Syy.shape:
         Sxd = Sxy - Sxx
         Sdd = Syy - Sxy - Sxy.T + Sxx
-        out.update(cka_residual_free=linear_cka(Sxx, Sdd, Sxd), linearity_residual_free=linearity_score(Sxx, Sdd, Sxd))
+        out.update(
+            cka_residual_free=linear_cka(Sxx, Sdd, Sxd), linearity_residual_free=linearity_score(Sxx, Sdd, Sxd, eig)
+        )
     else:
         out.update(cka_residual_free=float("nan"), linearity_residual_free=float("nan"))
     return out
@@ -119,33 +135,34 @@ def half_moments(n: int, mean_x, mean_y, Sxx, Syy, Sxy, *, residual_free: bool =
     return int(n), mx, my, Sxx, Syy, Sxy
 
 
-def pinv_solve(Sxx: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """S_xx⁺ B over the eigenvalues above ``RCOND`` × the largest (zero for S_xx = 0): the least-squares map."""
-    lam, V = np.linalg.eigh(np.asarray(Sxx, np.float64))
-    top = float(lam[-1]) if lam.size else 0.0
-    if not top > 0:
+def pinv_solve(Sxx: np.ndarray, B: np.ndarray, eig=False) -> np.ndarray:
+    """S_xx⁺ B over the eigenvalues above ``RCOND`` × the largest (zero for S_xx = 0): the least-squares map
+    (``eig``: as ``pinv_quadratic``'s)."""
+    eig = kept_eigen(Sxx) if eig is False else eig
+    if eig is None:
         return np.zeros((Sxx.shape[0], B.shape[1]))
-    keep = lam > RCOND * top
-    Vk = V[:, keep]
-    return Vk @ ((Vk.T @ np.asarray(B, np.float64)) / lam[keep, None])
+    lam, Vk = eig
+    return Vk @ ((Vk.T @ np.asarray(B, np.float64)) / lam[:, None])
 
 
-def fold_errors(train: tuple, test: tuple) -> tuple[float, float]:
+def fold_errors(train: tuple, test: tuple, eig=False) -> tuple[float, float]:
     """(RSS, TSS) of the map fitted on ``train`` scoring ``test`` (each a ``half_moments`` tuple), exactly from the
     moments: A = S_xx⁺ S_xy and the intercept b = μ_y − Aᵀμ_x of the training half; on the test half's rows,
     with δ_x = μ_x' − μ_x and δ_y = μ_y' − μ_y (test − train),
 
         RSS = Σ ‖y − Aᵀx − b‖² = tr S'_yy − 2 tr(Aᵀ S'_xy) + tr(Aᵀ S'_xx A) + n' ‖δ_y − Aᵀ δ_x‖²,
-        TSS = tr S'_yy   (about the test half's own mean)."""
+        TSS = tr S'_yy   (about the test half's own mean).
+
+    ``eig``: the training S_xx's ``kept_eigen`` when the caller has it."""
     _, mx, my, Sxx, _, Sxy = train
     n2, mx2, my2, Sxx2, Syy2, Sxy2 = test
-    A = pinv_solve(Sxx, Sxy)
+    A = pinv_solve(Sxx, Sxy, eig)
     shift = (my2 - my) - A.T @ (mx2 - mx)
     rss = float(np.trace(Syy2) - 2.0 * np.sum(A * Sxy2) + np.sum(A * (Sxx2 @ A)) + n2 * float(shift @ shift))
     return max(rss, 0.0), float(np.trace(Syy2))
 
 
-def cross_fitted(a: tuple, b: tuple) -> dict[str, float]:
+def cross_fitted(a: tuple, b: tuple, eigs=(False, False)) -> dict[str, float]:
     """The cross-fitted linearity score of one pair from its two halves' moments (``half_moments``): fitted on one
     half, scored on the other, both ways —
 
@@ -154,11 +171,12 @@ def cross_fitted(a: tuple, b: tuple) -> dict[str, float]:
     — an out-of-sample R² (below 0 when the map fitted on one half predicts the other worse than its mean). The
     in-sample score (the protocol's) fits the noise too: its expectation exceeds the population score ρ² by
     about (1 − ρ²) r / n with r the map's rank; the cross-fitted one fits on half the data and falls short by
-    about (1 − ρ²) 2r / n. ρ² lies between them (``layers_linear``). NaN when a half is empty."""
+    about (1 − ρ²) 2r / n. ρ² lies between them (``layers_linear``). NaN when a half is empty. ``eigs``: the two
+    halves' S_xx ``kept_eigen`` when the caller has them."""
     if a[0] < 1 or b[0] < 1:
         return {"xfit": float("nan"), "xfit_ab": float("nan"), "xfit_ba": float("nan")}
-    rss_ab, tss_b = fold_errors(a, b)
-    rss_ba, tss_a = fold_errors(b, a)
+    rss_ab, tss_b = fold_errors(a, b, eigs[0])
+    rss_ba, tss_a = fold_errors(b, a, eigs[1])
 
     def score(r, t):
         return 1.0 - r / t if t > 0 else float("nan")
@@ -177,13 +195,15 @@ interval ``<q>_xfit_low`` / ``<q>_xfit_high``)."""
 
 def pair_cross_fitted(a: tuple, b: tuple, same_width: bool) -> dict[str, float]:
     """{``<q>_xfit``, ``<q>_xfit_ab``, ``<q>_xfit_ba``} for both ``XFIT`` quantities of one pair from its halves'
-    raw moments (n, μ_x, μ_y, S_xx, S_yy, S_xy); the residual-free ones NaN when the layers differ in width."""
+    raw moments (n, μ_x, μ_y, S_xx, S_yy, S_xy); the residual-free ones NaN when the layers differ in width. Every
+    fit of a half is on its S_xx: one eigendecomposition per half."""
+    eigs = tuple(kept_eigen(h[3]) if h[0] >= 1 else None for h in (a, b))
     out = {}
     for q, rf in zip(XFIT, (False, True)):
         if rf and not same_width:
             vals = dict.fromkeys(("xfit", "xfit_ab", "xfit_ba"), float("nan"))
         else:
-            vals = cross_fitted(half_moments(*a, residual_free=rf), half_moments(*b, residual_free=rf))
+            vals = cross_fitted(half_moments(*a, residual_free=rf), half_moments(*b, residual_free=rf), eigs)
         out.update({f"{q}_{k}": v for k, v in vals.items()})
     return out
 
@@ -423,6 +443,7 @@ __all__ = [
     "RCOND",
     "LINEAR_MIN",
     "MIDDLE",
+    "kept_eigen",
     "pinv_quadratic",
     "linear_cka",
     "linearity_score",

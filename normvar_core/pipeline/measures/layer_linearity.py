@@ -44,7 +44,7 @@ from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.halves import half_rows, view_split
-from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView
+from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
 from normvar_core.pipeline.measures.state import Stateful, as_like
 from normvar_core.runs.declared import LayerCurve
 from normvar_core.stats import layer_linearity as LL
@@ -183,10 +183,11 @@ class LayerLinearityMeasure(LayerMajor):
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
-        """The pooled copies of the means, scatters and cross-scatters (16·L·d² + 8·L·d) and one pair's
-        eigendecomposition and products (4 d × d)."""
+        """The pooled copies of the means, scatters and cross-scatters (16·L·d² + 8·L·d) and, per pair worked on at
+        once (``layer_threads``), its eigendecomposition and products (4 d × d)."""
         L, d = ctx.num_layers, ctx.dim
-        return int(16 * L * d * d + 8 * L * d + 32 * d * d)
+        threads = layer_threads(max(L - 1, 1), parallel=torch.device(ctx.device).type == "cpu")
+        return int(16 * L * d * d + 8 * L * d + threads * 32 * d * d)
 
     # ------------------------------------------------------------------ streaming
     def begin_batch(self, batch: StateBatch) -> None:
@@ -237,37 +238,37 @@ class LayerLinearityMeasure(LayerMajor):
         cross_pool_into(cross, self.paired, self.a.n, self.a.mean, self.b.n, self.b.mean, self.b.cross)
         return n, mean, scatter, cross
 
-    def _values(self, scatter, cross) -> list[dict]:
-        S, C = scatter.cpu().numpy(), cross.cpu().numpy()
+    def _pair(self, j: int, S, C, halves) -> tuple:
+        """Pair j's (values on the whole run, on half a, on half b, cross-fitted): ``stats.layer_linearity``'s
+        ``pair_values`` and ``pair_cross_fitted`` of the pooled and the halves' moments (NaN where the pair is not
+        computed; a half's values None where a half is empty)."""
         nan = dict.fromkeys(LL.QUANTITIES, float("nan"))
-        return [LL.pair_values(S[j], S[j + 1], C[j]) if self.paired[j] else nan for j in range(len(self.layers) - 1)]
-
-    def _cross_fitted(self) -> list[dict]:
-        """Per pair, ``stats.layer_linearity.pair_cross_fitted`` of the two halves' n, means, scatters and
-        cross-scatters (the map fitted on one half, scored on the other, both ways)."""
-        mom = [(int(h.n), h.mean.cpu().numpy(), h.scatter.cpu().numpy(), h.cross.cpu().numpy()) for h in self.halves]
-        nan = dict.fromkeys((f"{q}_{k}" for q in LL.XFIT for k in ("xfit", "xfit_ab", "xfit_ba")), float("nan"))
-        out = []
-        for j in range(len(self.layers) - 1):
-            if not self.paired[j]:
-                out.append(nan)
-                continue
-            a, b = ((n, mu[j], mu[j + 1], S[j], S[j + 1], C[j]) for n, mu, S, C in mom)
-            out.append(LL.pair_cross_fitted(a, b, True))  # one width d for every kept layer
-        return out
+        if not self.paired[j]:
+            xnan = dict.fromkeys((f"{q}_{k}" for q in LL.XFIT for k in ("xfit", "xfit_ab", "xfit_ba")), float("nan"))
+            return nan, nan, nan, xnan
+        full = LL.pair_values(S[j], S[j + 1], C[j])
+        if any(h is None for h in halves):
+            return full, None, None, None
+        a, b = ((n, mu[j], mu[j + 1], Sh[j], Sh[j + 1], Ch[j]) for n, mu, Sh, Ch in halves)
+        values = [LL.pair_values(h[3], h[4], h[5]) for h in (a, b)]
+        return full, values[0], values[1], LL.pair_cross_fitted(a, b, True)  # one width d for every kept layer
 
     def result(self) -> dict:
+        """Every pair's values, the pairs on the cores at once (``per_layer``: numpy's eigendecompositions)."""
         n, _, scatter, cross = self.pooled()
-        full = self._values(scatter, cross)
-        halves = [self._values(h.scatter, h.cross) if h.n else None for h in self.halves]
-        xfit = self._cross_fitted() if all(h is not None for h in halves) else None
-        if any(h is None for h in halves):
-            halves = [None, None]
+        S, C = scatter.cpu().numpy(), cross.cpu().numpy()
+        halves = [
+            (int(h.n), h.mean.cpu().numpy(), h.scatter.cpu().numpy(), h.cross.cpu().numpy()) if h.n else None
+            for h in self.halves
+        ]
         pairs = max(len(self.layers) - 1, 0)
+        on_cpu = torch.device(self.device).type == "cpu"  # as publish_bytes plans
+        per = per_layer(lambda j: self._pair(j, S, C, halves), pairs, parallel=on_cpu, what="pair of layers")
+        full, half_a, half_b, xfit = (list(col) for col in zip(*per)) if per else ([], [], [], [])
+        if any(h is None for h in halves):
+            half_a = half_b = xfit = None  # type: ignore[assignment]  # no split: the columns are NaN
         dim = np.full(pairs, int(scatter.shape[-1]))
-        return LL.table_columns(
-            self.layers[:-1], self.layers[1:], np.full(pairs, n), full, halves[0], halves[1], xfit, dim
-        )
+        return LL.table_columns(self.layers[:-1], self.layers[1:], np.full(pairs, n), full, half_a, half_b, xfit, dim)
 
     def tables(self, result, ctx: RunContext) -> dict:
         return {LL.TABLE: pa.table(result)}

@@ -108,19 +108,21 @@ class NeighbourhoodMeasure(Measure):
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
-        """What its result holds at its peak beside the state, layer by layer and block by block, never a B x B
-        matrix: the lists kept until the overlaps are taken (per layer and position, 64 unmasked and 64 masked int32
-        neighbours, and the two candidate counts: 528·L·K bytes) and, per layer searched at once (``layer_threads``),
-        the search of the largest TwoNN batch of B rows (``stats.knn.searches``): its float32 Gram block of
-        ``knn.CHUNK`` rows with BLAS's product beside it (8·CHUNK·B), the batch's float32 copy and the copies'
-        row keys (8·B·d), and the four searches' (B, 128) float64 distances and int32 rows with the kernel's
-        scratch on every core (``knn.search_bytes``: 6,144·B + cores·(49·B + 2,048)), for a row whose every column
-        ties at its k-th distance (the distances are summed from the float32 rows, no float64 copy of them)."""
+        """What its result holds at its peak beside the state, search by search: the lists kept until the overlaps
+        are taken (per layer and position, 64 unmasked and 64 masked int32 neighbours, and the two candidate counts:
+        528·L·K bytes) and, per search run at once (``layer_threads`` of the (layer, batch) searches), the search of
+        the largest TwoNN batch of B rows (``stats.knn.searches``): its float32 Gram products, each pair's once (the
+        upper triangle in blocks of ``knn.CHUNK`` rows) with one block's full rows (``knn.gram_bytes``:
+        2·B·(B + CHUNK) + 4·CHUNK·B), the batch's float32 copy and the copies' row keys (8·B·d), and the four
+        searches' (B, 128) float64 distances and int32 rows with the kernel's scratch on every core
+        (``knn.search_bytes``: 6,144·B + cores·(50·B + 12,288)), for a row whose every column is a candidate (the
+        distances are summed from the float32 rows, no float64 copy of them)."""
         L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
         B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
         cores = os.cpu_count() or 1
-        work = 8 * knn.CHUNK * B + 8 * B * d + knn.search_bytes(B, gride.NEIGHBOURS, cores)
-        threads = layer_threads(L, parallel=torch.device(ctx.device).type == "cpu")
+        work = knn.gram_bytes(B) + 8 * B * d + knn.search_bytes(B, gride.NEIGHBOURS, cores)
+        tasks = L * max(K // TWONN_BATCH, 1)  # (layer, batch) searches
+        threads = layer_threads(tasks, parallel=torch.device(ctx.device).type == "cpu")
         return int(528 * L * K + threads * work) if K else 0
 
     def update(self, batch: StateBatch) -> None:
@@ -130,56 +132,70 @@ class NeighbourhoodMeasure(Measure):
         self.geometry = measures.get("geometry")
 
     # ------------------------------------------------------------------ result
-    def _layer(
+    def _batch(
         self,
         li: int,
+        rows: np.ndarray,
         sample: np.ndarray | None,
         sentences: np.ndarray,
-        tb: np.ndarray,
-        device_sample: torch.Tensor | None = None,
-    ) -> dict:
-        """One layer: its GRIDE rows (unmasked, masked) and its overlap lists (K, 64) unmasked and masked
-        (positions of the sample; −1 where none), with each position's candidates (unmasked, masked). With
-        ``device_sample`` (the geometry's sample where it is not on the CPU) the search runs there
-        (``knn_device``)."""
-        K = tb.size
-        kmax = max(overlap.KS)
-        lists = np.full((2, K, kmax), -1, np.int32)  # kept until the overlaps are taken: int32 sample rows
-        candidates = np.zeros((2, K), np.int64)
-        curves: tuple[list, list] = ([], [])
+        device_sample: torch.Tensor | None,
+        lists: np.ndarray,
+    ) -> tuple:
+        """One TwoNN batch (its sample positions ``rows``) of layer li: its overlap lists written into the layer's
+        ``lists`` (2, K, 64) at ``rows`` (sample positions, −1 where none; unmasked, masked), and its GRIDE curves
+        returned (unmasked, masked). With ``device_sample`` (the geometry's sample where it is not on the CPU) the
+        search runs there (``knn_device``)."""
+        kmax = lists.shape[-1]
+        sent = sentences[rows]
+        if device_sample is None:
+            X = sample[li][rows] + np.float32(0.0)  # type: ignore[index]  # the sample is kept when the measure runs
+            first = np.zeros(rows.size, bool)
+            first[first_copies(X)[1]] = True
+        else:  # the copies found on the device too: its rows never come to the host
+            Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
+            first = np.zeros(rows.size, bool)
+            first[canonical_rows(Xd)[1]] = True
+        firsts = np.flatnonzero(first)
+        copies = firsts.size < rows.size  # copies: GRIDE on the distinct rows (as TwoNN), in the same blocks
+        if device_sample is None:
+            dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sent, first=first if copies else None)
+        else:
+            dist, idx = device_searches(
+                Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None, u=unit_roundoff(Xd.device)
+            )
+        for v in (0, 1):
+            ix = idx[v, :, :kmax]
+            lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1)
+        grided = dist[2:, firsts] if copies else dist
+        return gride.batch_curve(grided[0]), gride.batch_curve(grided[1])
+
+    def _assembled(self, li: int, tb: np.ndarray, sentences: np.ndarray, lists: np.ndarray, curves: list) -> dict:
+        """Layer li from its lists and its batches' curves (in ``np.unique(tb)`` order): its GRIDE rows (unmasked,
+        masked), the lists, and each position's candidates (unmasked, masked)."""
+        candidates = np.zeros((2, tb.size), np.int64)
         for t in np.unique(tb):
             rows = np.flatnonzero(tb == t)
-            sent = sentences[rows]
-            if device_sample is None:
-                X = sample[li][rows] + np.float32(0.0)  # type: ignore[index]  # the sample is kept when the measure runs
-                first = np.zeros(rows.size, bool)
-                first[first_copies(X)[1]] = True
-            else:  # the copies found on the device too: its rows never come to the host
-                Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
-                first = np.zeros(rows.size, bool)
-                first[canonical_rows(Xd)[1]] = True
-            firsts = np.flatnonzero(first)
-            copies = firsts.size < rows.size  # copies: GRIDE on the distinct rows (as TwoNN), in the same blocks
-            if device_sample is None:
-                dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sent, first=first if copies else None)
-            else:
-                dist, idx = device_searches(
-                    Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None, u=unit_roundoff(Xd.device)
-                )
-            for v in (0, 1):
-                ix = idx[v, :, :kmax]
-                lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1).astype(np.int32)
             candidates[0, rows] = rows.size - 1
-            _, inv, count = np.unique(sent, return_inverse=True, return_counts=True)
+            _, inv, count = np.unique(sentences[rows], return_inverse=True, return_counts=True)
             candidates[1, rows] = rows.size - count[inv.reshape(-1)]  # the positions of other sentences
-            grided = dist[2:, firsts] if copies else dist
-            curves[0].append(gride.batch_curve(grided[0]))
-            curves[1].append(gride.batch_curve(grided[1]))
         layer = int(self.layers[li])
-        rows = [{"layer": layer, **r} for v in (0, 1) for r in gride.layer_rows(curves[v], masked=bool(v))]  # type: ignore[assignment]  # the table rows from here on
+        rows = [  # type: ignore[assignment]  # the table rows from here on
+            {"layer": layer, **r} for v in (0, 1) for r in gride.layer_rows([c[v] for c in curves], masked=bool(v))
+        ]
         return {"gride": rows, "lists": lists, "candidates": candidates}
 
+    def _layer(self, li: int, sample, sentences: np.ndarray, tb: np.ndarray, device_sample=None) -> dict:
+        """One layer, its batches one after another (``_batch``, ``_assembled``)."""
+        lists = np.full((2, tb.size, max(overlap.KS)), -1, np.int32)
+        curves = [
+            self._batch(li, np.flatnonzero(tb == t), sample, sentences, device_sample, lists) for t in np.unique(tb)
+        ]
+        return self._assembled(li, tb, sentences, lists, curves)
+
     def result(self) -> dict:
+        """Every layer's GRIDE and lists, the (layer, batch) searches on the cores at once (``per_layer`` over
+        those tasks, not the layers: the cores stay even; each writes its rows of its layer's lists), then the
+        overlaps."""
         g = self.geometry
         if g is None or not _sample_size(self.ctx) or not np.asarray(g.filled).all():
             return {"gride": [], "overlap": [], "curve": []}
@@ -187,11 +203,17 @@ class NeighbourhoodMeasure(Measure):
         tb = g.neighbours.tb
         on = g.sample if g.sample.device.type != "cpu" else None  # the search where the sample is
         sample = g.sample.numpy() if on is None else None  # on a device, the sample stays there
-        per = per_layer(
-            lambda li: self._layer(li, sample, sentences, tb, on),
-            len(self.layers),
+        L, ts = len(self.layers), np.unique(tb)
+        lists = np.full((L, 2, tb.size, max(overlap.KS)), -1, np.int32)  # kept until the overlaps are taken
+        tasks = [(li, np.flatnonzero(tb == t)) for li in range(L) for t in ts]
+        curves = per_layer(
+            lambda i: self._batch(tasks[i][0], tasks[i][1], sample, sentences, on, lists[tasks[i][0]]),
+            len(tasks),
             parallel=on is None and torch.device(self.ctx.device).type == "cpu",
+            what="search of a layer's TwoNN batch",
         )
+        n = ts.size
+        per = [self._assembled(li, tb, sentences, lists[li], curves[li * n : (li + 1) * n]) for li in range(L)]
         return {"gride": [r for p in per for r in p["gride"]], **overlap_rows(self.layers, per, tb)}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
