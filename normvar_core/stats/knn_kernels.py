@@ -193,7 +193,6 @@ def knn_block(X32, at, d2, slack2, own_order, own_start, g, copies, searches, di
         mins, keys, masked = np.empty(G, np.float32), np.empty(G, np.int64), np.empty((2, m), np.float32)
         codes = np.empty(m, np.uint8)
         cj, bits, cd = np.empty(m, np.int64), np.empty(m, np.uint8), np.empty(m)
-        filled = np.empty(S, np.int64)
         out_d, out_i = np.empty((S, k)), np.empty((S, k), np.int32)
         for r in range(task * ROWS_PER_TASK, min(b, (task + 1) * ROWS_PER_TASK)):
             i = at[r]
@@ -201,19 +200,18 @@ def knn_block(X32, at, d2, slack2, own_order, own_start, g, copies, searches, di
             n = _candidates(d2, r, i, own, copies, g, searches, k, slack2[r], mins, keys, masked, codes, cj, bits)
             _distances(X32, i, cj, n, cd)
             order = np.argsort(cd[:n], kind="mergesort")
-            filled[:] = 0
-            for q in range(n):
-                c = order[q]
-                bc = bits[c]
-                for s in range(S):
-                    f = filled[s]
-                    if bc >> searches[s] & 1 and f < k:
+            for s in range(S):  # each search's first k of the sorted candidates of its type
+                t, f = searches[s], 0
+                for q in range(n):
+                    c = order[q]
+                    if bits[c] >> t & 1:
                         out_d[s, f] = cd[c]
                         out_i[s, f] = cj[c]
-                        filled[s] = f + 1
-            for s in range(S):
-                dist[s, r, : filled[s]] = out_d[s, : filled[s]]
-                idx[s, r, : filled[s]] = out_i[s, : filled[s]]
+                        f += 1
+                        if f == k:
+                            break
+                dist[s, r, :f] = out_d[s, :f]
+                idx[s, r, :f] = out_i[s, :f]
 
 
 SHARED_ROWS_PER_TASK = 512  # rows of ``shared_from`` one thread takes at a time (sharing its rank table)
