@@ -2,7 +2,8 @@
 (``publish_bytes``): the peak of the host arrays that ``result()`` allocates (numpy's allocations, traced by
 ``tracemalloc``, every thread's) on a real MiniLM pass (150 sentences, a one-batch TwoNN sample of 600), and on a
 one-batch sample holding copies, ties and long sentences (a decoder's pattern: the first position's state equal in
-every sentence) — no phase holds a B x B matrix per layer, and the plan covers what the search really holds."""
+every sentence) — no phase holds more than half a B x B matrix per search (the Gram products, each pair's once), and
+the plan covers what the search really holds."""
 
 from __future__ import annotations
 
