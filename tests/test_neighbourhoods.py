@@ -56,6 +56,28 @@ def test_the_distinct_rows_searches_equal_a_brute_force_on_the_rows_without_copi
     np.testing.assert_allclose(dist[1], bd, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("chunk", [32, 512])
+def test_the_distinct_rows_search_without_groups_equals_a_brute_force(chunk):
+    """Without groups the searches are [0] every other row and [1] the distinct rows (``first``): each equals a
+    brute force, with copies, a copy of a copy and ties, in blocks smaller and larger than the batch."""
+    X = _cloud(8, m=180)
+    X[40:50] = X[0:10]
+    X[60] = X[45]
+    X[90:93] = X[90:93].round(0)
+    first = np.ones(len(X), bool)
+    first[[*range(40, 50), 60]] = False
+    dist, idx = knn.searches(X, 25, first=first, chunk=chunk)
+    assert dist.shape[0] == 2
+    bd, bi = knn_lists(X, 25)
+    np.testing.assert_array_equal(idx[0], bi)
+    np.testing.assert_allclose(dist[0], bd, rtol=1e-12, atol=0)
+    keep = np.flatnonzero(first)
+    bd, bi = knn_lists(X[keep], 25)
+    np.testing.assert_array_equal(idx[1, keep], np.where(bi >= 0, keep[np.maximum(bi, 0)], -1))
+    np.testing.assert_allclose(dist[1, keep], bd, rtol=1e-12, atol=0)
+    assert (idx[1, ~first] == -1).all()
+
+
 def test_the_kth_smallest_by_bisection_equals_a_sort():
     """``knn_kernels._kth`` (bisection on the float32 bit patterns' order-preserving keys) equals numpy's sort, on
     coarse values with many ties, negatives, −0.0, ±inf and NaN (taken for inf)."""
