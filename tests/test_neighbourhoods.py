@@ -223,9 +223,9 @@ def test_a_layer_searched_on_the_states_device_equals_the_host_search():
     tb = np.repeat([0, 1], 150)
     m = NeighbourhoodMeasure.__new__(NeighbourhoodMeasure)
     m.layers = [0, 1]
-    for li in (0, 1):
-        host = m._layer(li, sample, sentences, tb)
-        dev = m._layer(li, None, sentences, tb, torch.from_numpy(sample))
+    hosts = m._layers(sample, sentences, tb)
+    devs = m._layers(None, sentences, tb, torch.from_numpy(sample))
+    for host, dev in zip(hosts, devs):
         np.testing.assert_array_equal(dev["lists"], host["lists"])
         np.testing.assert_array_equal(dev["candidates"], host["candidates"])
         assert len(dev["gride"]) == len(host["gride"]) > 0

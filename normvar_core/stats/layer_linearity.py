@@ -108,11 +108,11 @@ def linearity_score(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray, eig=False
     return min(max(pinv_quadratic(Sxx, Sxy, eig) / ty, 0.0), 1.0) if ty > 0 else float("nan")
 
 
-def pair_values(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray) -> dict[str, float]:
+def pair_values(Sxx: np.ndarray, Syy: np.ndarray, Sxy: np.ndarray, eig=False) -> dict[str, float]:
     """{quantity: value} of ``QUANTITIES`` for one pair of layers from its three scatters (module docstring);
     the residual-free ones NaN when the layers differ in width. Both scores are fitted on S_xx: one
-    eigendecomposition."""
-    eig = kept_eigen(Sxx)
+    eigendecomposition (``eig``: S_xx's ``kept_eigen`` when the caller has it)."""
+    eig = kept_eigen(Sxx) if eig is False else eig
     out = {"cka": linear_cka(Sxx, Syy, Sxy), "linearity": linearity_score(Sxx, Syy, Sxy, eig)}
     if Sxx.shape == Syy.shape:
         Sxd = Sxy - Sxx
@@ -193,11 +193,13 @@ XFIT = ("linearity", "linearity_residual_free")
 interval ``<q>_xfit_low`` / ``<q>_xfit_high``)."""
 
 
-def pair_cross_fitted(a: tuple, b: tuple, same_width: bool) -> dict[str, float]:
+def pair_cross_fitted(a: tuple, b: tuple, same_width: bool, eigs=None) -> dict[str, float]:
     """{``<q>_xfit``, ``<q>_xfit_ab``, ``<q>_xfit_ba``} for both ``XFIT`` quantities of one pair from its halves'
     raw moments (n, μ_x, μ_y, S_xx, S_yy, S_xy); the residual-free ones NaN when the layers differ in width. Every
-    fit of a half is on its S_xx: one eigendecomposition per half."""
-    eigs = tuple(kept_eigen(h[3]) if h[0] >= 1 else None for h in (a, b))
+    fit of a half is on its S_xx: one eigendecomposition per half (``eigs``: the halves' ``kept_eigen`` when the
+    caller has them)."""
+    if eigs is None:
+        eigs = tuple(kept_eigen(h[3]) if h[0] >= 1 else None for h in (a, b))
     out = {}
     for q, rf in zip(XFIT, (False, True)):
         if rf and not same_width:

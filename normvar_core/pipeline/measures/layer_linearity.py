@@ -250,8 +250,9 @@ class LayerLinearityMeasure(LayerMajor):
         if any(h is None for h in halves):
             return full, None, None, None
         a, b = ((n, mu[j], mu[j + 1], Sh[j], Sh[j + 1], Ch[j]) for n, mu, Sh, Ch in halves)
-        values = [LL.pair_values(h[3], h[4], h[5]) for h in (a, b)]
-        return full, values[0], values[1], LL.pair_cross_fitted(a, b, True)  # one width d for every kept layer
+        eigs = (LL.kept_eigen(a[3]), LL.kept_eigen(b[3]))  # each half's S_xx, for its values and the cross-fit
+        values = [LL.pair_values(h[3], h[4], h[5], eig) for h, eig in zip((a, b), eigs)]
+        return full, values[0], values[1], LL.pair_cross_fitted(a, b, True, eigs)  # one width d for every kept layer
 
     def result(self) -> dict:
         """Every pair's values, the pairs on the cores at once (``per_layer``: numpy's eigendecompositions)."""

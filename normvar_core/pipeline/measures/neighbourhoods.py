@@ -184,18 +184,26 @@ class NeighbourhoodMeasure(Measure):
         ]
         return {"gride": rows, "lists": lists, "candidates": candidates}
 
-    def _layer(self, li: int, sample, sentences: np.ndarray, tb: np.ndarray, device_sample=None) -> dict:
-        """One layer, its batches one after another (``_batch``, ``_assembled``)."""
-        lists = np.full((2, tb.size, max(overlap.KS)), -1, np.int32)
-        curves = [
-            self._batch(li, np.flatnonzero(tb == t), sample, sentences, device_sample, lists) for t in np.unique(tb)
-        ]
-        return self._assembled(li, tb, sentences, lists, curves)
+    def _layers(
+        self, sample, sentences: np.ndarray, tb: np.ndarray, device_sample=None, parallel: bool = False
+    ) -> list:
+        """Every layer (``_assembled``), its (layer, batch) searches (``_batch``) on the cores at once with
+        ``parallel`` (``per_layer`` over those tasks, not the layers: the cores stay even; each writes its rows of its
+        layer's lists)."""
+        L, ts = len(self.layers), np.unique(tb)
+        lists = np.full((L, 2, tb.size, max(overlap.KS)), -1, np.int32)  # kept until the overlaps are taken
+        tasks = [(li, np.flatnonzero(tb == t)) for li in range(L) for t in ts]
+        curves = per_layer(
+            lambda i: self._batch(tasks[i][0], tasks[i][1], sample, sentences, device_sample, lists[tasks[i][0]]),
+            len(tasks),
+            parallel=parallel,
+            what="search of a layer's TwoNN batch",
+        )
+        n = ts.size
+        return [self._assembled(li, tb, sentences, lists[li], curves[li * n : (li + 1) * n]) for li in range(L)]
 
     def result(self) -> dict:
-        """Every layer's GRIDE and lists, the (layer, batch) searches on the cores at once (``per_layer`` over
-        those tasks, not the layers: the cores stay even; each writes its rows of its layer's lists), then the
-        overlaps."""
+        """Every layer's GRIDE and lists (``_layers``, in parallel on the CPU), then the overlaps."""
         g = self.geometry
         if g is None or not _sample_size(self.ctx) or not np.asarray(g.filled).all():
             return {"gride": [], "overlap": [], "curve": []}
@@ -203,17 +211,8 @@ class NeighbourhoodMeasure(Measure):
         tb = g.neighbours.tb
         on = g.sample if g.sample.device.type != "cpu" else None  # the search where the sample is
         sample = g.sample.numpy() if on is None else None  # on a device, the sample stays there
-        L, ts = len(self.layers), np.unique(tb)
-        lists = np.full((L, 2, tb.size, max(overlap.KS)), -1, np.int32)  # kept until the overlaps are taken
-        tasks = [(li, np.flatnonzero(tb == t)) for li in range(L) for t in ts]
-        curves = per_layer(
-            lambda i: self._batch(tasks[i][0], tasks[i][1], sample, sentences, on, lists[tasks[i][0]]),
-            len(tasks),
-            parallel=on is None and torch.device(self.ctx.device).type == "cpu",
-            what="search of a layer's TwoNN batch",
-        )
-        n = ts.size
-        per = [self._assembled(li, tb, sentences, lists[li], curves[li * n : (li + 1) * n]) for li in range(L)]
+        parallel = on is None and torch.device(self.ctx.device).type == "cpu"
+        per = self._layers(sample, sentences, tb, on, parallel=parallel)
         return {"gride": [r for p in per for r in p["gride"]], **overlap_rows(self.layers, per, tb)}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:
