@@ -6,7 +6,8 @@ Three variants, alternated (A B C A B C ...), median of ``--repeat`` (default 3)
 * default  = ``normvar compute`` (the default measures: moments, samples, geometry, self-similarity, outliers,
   halves, occurrences, the neighbourhoods (GRIDE, the overlap) and the layer linearity; with its periodic
   checkpoints, as a user runs it);
-* lean     = ``normvar compute --no-geometry --self-similarity off``;
+* lean     = ``normvar compute --no-geometry --self-similarity off`` (``lean_no_linearity``: also
+  ``--no-layer-linearity``, the lean run without its one exact float64 product);
 * bare     = this script's ``--bare``: load the corpus and the model, tokenize (``batches.make_batches``),
   ``model(..., output_hidden_states=True)`` for every batch, nothing else;
 * bare_heap = the same with the run's heap set-up (``execute.heap``: glibc serves blocks below 1 GiB from
@@ -197,6 +198,9 @@ def main() -> None:
     variants = {
         "default": cli + ["--max-sentences", str(args.sentences)],
         "lean": cli + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off"],
+        # the lean run without the layer linearity (on by default, and the lean run's one exact float64 product)
+        "lean_no_linearity": cli
+        + ["--max-sentences", str(args.sentences), "--no-geometry", "--self-similarity", "off", "--no-layer-linearity"],
         # a foreground compute checkpoints by default (every 30 s, and after the occurrences' early pass)
         "default_no_checkpoint": cli + ["--max-sentences", str(args.sentences), "--no-checkpoint"],
         # without GRIDE and the neighbourhood overlap, CKA and the linearity score (on in the default)
@@ -256,6 +260,7 @@ def main() -> None:
             ("bare_heap", "bare forward, the run's heap set-up"),
             ("default", "default `normvar compute`"),
             ("lean", "`--no-geometry --self-similarity off`"),
+            ("lean_no_linearity", "lean, `--no-layer-linearity`"),
             ("default_no_checkpoint", "default, `--no-checkpoint`"),
             ("default_no_new", "default, `--no-neighbourhoods --no-layer-linearity`"),
             ("default_no_occurrences", "default, `--occurrences 0`"),
