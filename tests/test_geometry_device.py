@@ -1,7 +1,8 @@
 """The geometry's finalize where its state is (``geometry_device``, a GPU run's path), run on the CPU's torch against
-the host path on the same streamed state: MiniLM over 300 sentences of the novels (one TwoNN batch; layer 0 holds
-copies), every ``layer_geometry`` column, the decimation rows, the spectra and the pair cosines equal to float64
-rounding; and the parts alone against the host's on cases with ties, copies and sentences."""
+the host path on the same state, its TwoNN read from the lists searched after the pass (the neighbourhoods on: the
+lists searched on the device too) or streamed: MiniLM over 300 sentences of the novels (one TwoNN batch; layer 0
+holds copies), every ``layer_geometry`` column, the decimation rows, the spectra, the pair cosines and the lists
+equal to float64 rounding; and the parts alone against the host's on cases with ties, copies and sentences."""
 
 from __future__ import annotations
 
@@ -24,10 +25,11 @@ def _close(a, b, key):
 
 
 @pytest.mark.model
-def test_the_device_finalize_equals_the_host_finalize(minilm_path):
+@pytest.mark.parametrize("neighbourhoods", [True, False])  # TwoNN read from the lists after the pass, or streamed
+def test_the_device_finalize_equals_the_host_finalize(minilm_path, neighbourhoods):
     from test_twonn_stream import geometry_pass
 
-    geo, _ = geometry_pass(300, 4096)
+    geo, _ = geometry_pass(300, 4096, neighbourhoods)
     host = geo.result()
     geo.device_finalize = True
     dev = geo.result()
@@ -44,6 +46,10 @@ def test_the_device_finalize_equals_the_host_finalize(minilm_path):
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12 * a.max())
     for a, b in zip(host["cosines"], dev["cosines"]):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-15)
+    if neighbourhoods:  # the lists searched on the device are the host's
+        np.testing.assert_array_equal(dev["lists"]["lists"], host["lists"]["lists"])
+        for a, b in zip(host["lists"]["curves"], dev["lists"]["curves"]):
+            np.testing.assert_allclose(np.asarray(b, float), np.asarray(a, float), rtol=1e-11, atol=1e-9)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -207,32 +207,38 @@ def test_the_device_search_equals_the_brute_force():
     assert (idx[2:, ~first] == -1).all()
 
 
-def test_a_layer_searched_on_the_states_device_equals_the_host_search():
-    """The measure's layer on the device path (the sample as a tensor; here the CPU's torch; no host copy of it
-    given) equals its host path: the same overlap lists, GRIDE to its solver's tolerance, copies dropped alike —
-    found on the device (``knn_device.canonical_rows``) as the host finds them (``first_copies``), −0.0 as 0.0."""
+def test_a_batch_searched_on_the_states_device_equals_the_host_search():
+    """One TwoNN batch's search on the device path (the rows as a tensor; here the CPU's torch; no host copy of them
+    given) equals its host path: the same overlap lists, GRIDE to its solver's tolerance, the same TwoNN and context
+    measures, copies dropped alike — found on the device (``knn_device.canonical_rows``) as the host finds them
+    (``first_copies``), −0.0 as 0.0."""
     import torch
 
-    from normvar_core.pipeline.measures.neighbourhoods import NeighbourhoodMeasure
+    from normvar_core.pipeline.measures import sample_lists as S
+    from normvar_core.stats.twonn_context import subset_levels
 
-    sample = np.stack([_cloud(6, m=300), _cloud(7, m=300)])
-    sample[:, 100:110] = sample[:, 0:10]  # copies: GRIDE on the distinct rows
-    sample[:, 200, :] = 0.0
-    sample[:, 201, :] = -0.0  # a copy of row 200 bit for bit once -0.0 is taken as 0.0
+    X = _cloud(6, m=300)
+    X[100:110] = X[0:10]  # copies: GRIDE and TwoNN on the distinct rows
+    X[200, :] = 0.0
+    X[201, :] = -0.0  # a copy of row 200 bit for bit once -0.0 is taken as 0.0
     sentences = np.random.default_rng(6).integers(0, 60, 300)
-    tb = np.repeat([0, 1], 150)
-    m = NeighbourhoodMeasure.__new__(NeighbourhoodMeasure)
-    m.layers = [0, 1]
-    hosts = m._layers(sample, sentences, tb)
-    devs = m._layers(None, sentences, tb, torch.from_numpy(sample))
-    for host, dev in zip(hosts, devs):
-        np.testing.assert_array_equal(dev["lists"], host["lists"])
-        np.testing.assert_array_equal(dev["candidates"], host["candidates"])
-        assert len(dev["gride"]) == len(host["gride"]) > 0
-        for a, b in zip(dev["gride"], host["gride"]):
-            assert a.keys() == b.keys()
-            for key in a:  # GRIDE's maximum is solved to 1e-12 relative: its estimates (~10) agree to ~1e-11
-                assert a[key] == pytest.approx(b[key], rel=1e-12, abs=1e-9, nan_ok=True), key
+    rows = np.arange(300) + 17  # the batch's sample positions
+    levels = subset_levels(np.zeros(300, int))
+    out = []
+    for Xs in (X + np.float32(0.0), torch.from_numpy(X) + 0.0):
+        found = S.search_batch(Xs, sentences)
+        lists = np.full((2, 317, 64), -1, np.int32)
+        curves = S.neighbourhood_part(found, rows, lists)
+        fit, copies, context = S.twonn_part(found, sentences, levels, 0, lambda j: X[found.firsts[j]])
+        out.append((lists, curves, fit, copies, context))
+    (lh, ch, fh, nh, xh), (ld, cd, fd, nd, xd) = out
+    np.testing.assert_array_equal(ld, lh)
+    assert (lh[:, :17] == -1).all() and (lh[:, 17:] >= 17).all()
+    np.testing.assert_allclose(np.asarray(cd, float), np.asarray(ch, float), rtol=1e-12, atol=1e-9)
+    assert nh == nd == 11 and fd == pytest.approx(fh, rel=1e-13)  # rows 100-109, and 201
+    assert xd["share"] == xh["share"] and xd["cross"] == pytest.approx(xh["cross"], rel=1e-13)
+    for k in xh["curve"]:
+        np.testing.assert_allclose(xd["curve"][k], xh["curve"][k], rtol=1e-13)
 
 
 def test_copies_found_on_the_device_are_the_hosts():
@@ -296,7 +302,7 @@ def test_a_real_run_equals_the_brute_force_on_its_sample(minilm_pass_150):
     (k = 10 with the next and the last layer, and the curve over k) equal a brute force on the same states."""
     measures = minilm_pass_150["measures"]
     geo, nb = measures["geometry"], measures["neighbourhoods"]
-    nb.take_states({"geometry": geo})
+    nb.take_results({"geometry": geo.result()})
     tables = nb.tables(nb.result(), None)
     g, o, c = (tables[t].to_pandas() for t in ("layer_gride", "layer_overlap", "overlap_curve"))
     sample, sent, layers = geo.sample.numpy(), np.asarray(geo.uplan.sentence), list(geo.layers)

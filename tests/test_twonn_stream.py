@@ -132,14 +132,21 @@ def test_decimation_table_equals_a_brute_force_on_the_decimated_batches(pass600)
             )
 
 
-def geometry_pass(n_sentences: int, id_sample: int):
-    """(the geometry measure after one pass of MiniLM over the first sentences of the shipped novels, plan)."""
+def geometry_pass(n_sentences: int, id_sample: int, neighbourhoods: bool = True):
+    """(the geometry measure after one pass of MiniLM over the first sentences of the shipped novels, plan); with
+    ``neighbourhoods`` (the default) its TwoNN is read from the search after the pass (``sample_lists``), without
+    them streamed during the pass (``twonn_stream``)."""
     from normvar_core.config import RunConfig
     from normvar_core.pipeline.execute.prepare import prepare
     from normvar_core.pipeline.measures.geometry import GeometryMeasure
 
     cfg = RunConfig(
-        model="minilm", max_sentences=n_sentences, samples_per_token=0, id_sample=id_sample, self_similarity="off"
+        model="minilm",
+        max_sentences=n_sentences,
+        samples_per_token=0,
+        id_sample=id_sample,
+        self_similarity="off",
+        neighbourhoods=neighbourhoods,
     )
     setup = prepare(cfg)
     plan, source, ctx = setup.plan, setup.source, setup.ctx

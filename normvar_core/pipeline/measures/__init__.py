@@ -33,12 +33,12 @@ MEASURES: tuple[type[Measure], ...] = (
     OutlierMeasure,
     HalvesMeasure,
     OccurrencesMeasure,
-    NeighbourhoodMeasure,
     LayerLinearityMeasure,
     PromptEntropyMeasure,
     DatasetEntropyMeasure,
     CurvatureMeasure,
     Position0Measure,
+    NeighbourhoodMeasure,  # last: its result waits for the geometry's search, which runs beside the others
 )
 
 

@@ -35,11 +35,12 @@ import torch
 from normvar_core.config import RunConfig
 from normvar_core.constants import ID_SAMPLE, NULL_KINDS, TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
-from normvar_core.pipeline.measures import geometry_device
+from normvar_core.pipeline.measures import geometry_device, sample_lists
 from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.knn_device import canonical_rows
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
+from normvar_core.pipeline.measures.sample_lists import LIST_DEPTH, first_copies
 from normvar_core.pipeline.measures.samples import locate, most_picks, position_keys
 from normvar_core.pipeline.measures.twonn_stream import CHUNK as STREAM_BLOCK
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
@@ -121,19 +122,10 @@ def _batch_context_device(X, rows, r, dup, sentences, t: int, level, subsets) ->
     return twonn_context.batch_context(firsts, sent, r[at], None, t, rows=int(rows.size), subsets=subs, masked=masked)  # type: ignore[arg-type]  # no per-row groups: masked by sentence
 
 
-def first_copies(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(canon, firsts) of the rows of X, equal rows (bit for bit) being copies: ``canon[i]`` the number of row i's
-    distinct row, numbered in order of first appearance, and ``firsts`` the row where each first appears — what
-    ``np.unique(X, axis=0)`` gives once renumbered, by one dict over the rows' bytes instead of a sort of them.
-
-    >>> first_copies(np.array([[1.0], [2.0], [1.0], [3.0]], np.float32))
-    (array([0, 1, 0, 2]), array([0, 1, 3]))
-    """
-    seen: dict = {}
-    X = np.ascontiguousarray(X)
-    canon = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in X), np.int64, len(X))
-    before = np.maximum.accumulate(np.r_[-1, canon[:-1]])  # the largest number given before each row
-    return canon, np.flatnonzero(canon > before)  # a row is new exactly when it gets the next number
+def searched_at_publish(cfg: RunConfig) -> bool:
+    """With the neighbourhoods on, the TwoNN sample is searched once after the pass (``sample_lists``: the 128-NN
+    lists both measures read) instead of during it (``twonn_stream``)."""
+    return bool(cfg.neighbourhoods)
 
 
 class GeometryMeasure(LayerMajor):
@@ -160,7 +152,8 @@ class GeometryMeasure(LayerMajor):
         self._add_state("n_u", torch.zeros(L, dtype=torch.int64, device=self.device))
         self._add_state("norm_sum", torch.zeros(L, **z))
         self._add_state("sq_sum", torch.zeros(L, **z))
-        self.neighbours = NeighbourState(self, L, _sample_size(ctx), d, self.device)
+        self.lists_search = searched_at_publish(ctx.cfg)
+        self.neighbours = NeighbourState(self, L, _sample_size(ctx), d, self.device, streamed=not self.lists_search)
 
     @classmethod
     def asked(cls, cfg: RunConfig) -> bool:
@@ -182,7 +175,7 @@ class GeometryMeasure(LayerMajor):
             "n_u": ((L,), np.int64),
             "norm_sum": ((L,), np.float64),
             "sq_sum": ((L,), np.float64),
-            **NeighbourState.planned(L, _sample_size(ctx), d),
+            **NeighbourState.planned(L, _sample_size(ctx), d, streamed=not searched_at_publish(ctx.cfg)),
         }
 
     @classmethod
@@ -198,6 +191,8 @@ class GeometryMeasure(LayerMajor):
         if U is None or not U.size:
             return pool
         m, K = min(n, most_picks(U)), int(np.bincount(layer_geometry.twonn_batch_of(U.size, TWONN_BATCH)).max())
+        if searched_at_publish(ctx.cfg):  # the rows only stored: one layer's picked rows and their float32 copy
+            return max(pool, 8 * m * d)
         return max(pool, 28 * m * d + 4 * L * K * (d + 1) + 3 * 4 * min(STREAM_BLOCK, L * K * K))
 
     @classmethod
@@ -210,9 +205,12 @@ class GeometryMeasure(LayerMajor):
         outweighs Razzhigaev et al.'s anisotropy of the batch (16·B·d + 24·d²) and the pair cosines (16·1,024·d)."""
         L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
         B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
+        held = 8 * L * d * d + 8 * L * d + 4 * L * K
+        if searched_at_publish(ctx.cfg) and K:
+            return held + sample_lists.publish_bytes(L, K, d, B, ctx.device)
         work = max(24 * B * d + 24 * min(twonn_context.CHUNK, B) * B, 16 * B * d + 24 * d * d)
         threads = layer_threads(L, parallel=torch.device(ctx.device).type == "cpu")
-        return int(8 * L * d * d + 8 * L * d + 4 * L * K + threads * work)
+        return int(held + threads * work)
 
     @classmethod
     def drop_reason(cls, ctx: RunContext, *, need: int, free: int, subset: list[int] | None) -> str:
@@ -266,31 +264,44 @@ class GeometryMeasure(LayerMajor):
         sample = self.sample if on else self.sample.cpu().numpy()
         nb = self.neighbours
 
-        dup, nn, r = self.dup.cpu().numpy(), self.nn.cpu().numpy(), self.r.cpu().numpy()
-        level = self.level.cpu().numpy()
-        subsets = {k: (rk.cpu().numpy(), nk.cpu().numpy()) for k, rk, nk in nb.trackers()[1:]}
         sentences = np.asarray(self.uplan.sentence) if self.uplan is not None else np.zeros(0, np.int64)
-
         batches = [int(t) for t in np.unique(nb.tb)]
         tasks = [(li, t) for li in range(len(self.layers)) for t in batches]
+        if self.lists_search:  # the neighbourhoods' overlap lists, kept until they are taken
+            lists = np.full((len(self.layers), 2, nb.tb.size, LIST_DEPTH), -1, np.int32)
+            base = nb.base_level.cpu().numpy()
+        else:  # the stream's two nearest
+            dup, nn, r = self.dup.cpu().numpy(), self.nn.cpu().numpy(), self.r.cpu().numpy()
+            level = self.level.cpu().numpy()
+            subsets = {k: (rk.cpu().numpy(), nk.cpu().numpy()) for k, rk, nk in nb.trackers()[1:]}
 
         def batch_part(i: int):  # one TwoNN batch of one layer (the sample is in key order: a random order)
             li, t = tasks[i]
-            r1, r2, ndup = nb.batch_distances(li, t)
-            fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
-            subs = {k: (rk[li], nk[li]) for k, (rk, nk) in subsets.items()}
             rows = np.flatnonzero(nb.tb == t)
             if on:  # the batch's rows gathered once, −0.0 as 0.0 (as the stream's copies are matched)
                 X = sample[li][torch.as_tensor(rows, device=self.device)] + 0.0
-                return (
-                    (fit, ndup, geometry_device.batch_anisotropy(X)),
-                    _batch_context_device(X, rows, r[li], dup[li], sentences, t, level[li], subs),
+                aniso = geometry_device.batch_anisotropy(X)
+            else:
+                X = sample[li][rows] + np.float32(0.0)
+                aniso = layer_geometry.batch_anisotropy(X)
+            if self.lists_search:
+                found = sample_lists.search_batch(X, sentences[rows])
+                curves = sample_lists.neighbourhood_part(found, rows, lists[li])
+                rows_of = (  # a distinct row searched apart, on the host
+                    (lambda j: X[torch.as_tensor(found.firsts[j], device=X.device)].cpu().numpy())
+                    if on
+                    else (lambda j: X[found.firsts[j]])
                 )
-            X = sample[li][rows] + np.float32(0.0)
-            return (
-                (fit, ndup, layer_geometry.batch_anisotropy(X)),
-                _batch_context(X, rows, r[li], nn[li], dup[li], sentences, t, level[li], subs),
-            )
+                fit, ndup, context = sample_lists.twonn_part(found, sentences[rows], base[rows], t, rows_of)
+                return (fit, ndup, aniso), context, curves
+            r1, r2, ndup = nb.batch_distances(li, t)
+            fit = layer_geometry.twonn_from_distances(r1, r2)[0] if r1.size >= 3 else float("nan")
+            subs = {k: (rk[li], nk[li]) for k, (rk, nk) in subsets.items()}
+            if on:
+                context = _batch_context_device(X, rows, r[li], dup[li], sentences, t, level[li], subs)
+            else:
+                context = _batch_context(X, rows, r[li], nn[li], dup[li], sentences, t, level[li], subs)
+            return (fit, ndup, aniso), context, None
 
         by_batch = per_layer(
             batch_part, len(tasks), parallel=not on, what="TwoNN batch"
@@ -316,12 +327,14 @@ class GeometryMeasure(LayerMajor):
             return ({"layer": layer, **row, **cols}, eig, cosines, [{"layer": layer, **c} for c in curve])
 
         out = per_layer(one, len(self.layers), parallel=not on)
-        res = {
+        res: dict[str, Any] = {
             "rows": [o[0] for o in out],
             "spectra": [o[1] for o in out],
             "cosines": [o[2] for o in out],
             "decimation": [c for o in out for c in o[3]],
         }
+        if self.lists_search:  # what the neighbourhoods read (``NeighbourhoodMeasure.take_results``)
+            res["lists"] = {"lists": lists, "curves": [p[2] for p in by_batch], "tb": nb.tb, "sentences": sentences}
         return res
 
     def covariance_axes(self, l: int, k: int = 2) -> np.ndarray:

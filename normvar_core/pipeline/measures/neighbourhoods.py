@@ -3,12 +3,11 @@ neighbourhood overlap between layers, on Razzhigaev et al.'s sample and batches.
 
 The geometry measure keeps, per kept layer, the float32 states of the same sampled positions (its ``sample``,
 L x K x d, in a seeded random order) split into TwoNN batches of at least 4,096 (``NeighbourState.tb``). After the
-pass this measure reads that state (``uses_states``: it does not wait for the geometry's result) and searches,
-per layer and batch, each position's 128 nearest other positions of its batch, exactly (``stats.knn``: one
-float32 Gram block per 512 rows, the candidates re-ranked in float64), once over all positions and once over
-the positions of *other* sentences (its own sentence masked, as ``twonn_id_cross``) — and where the batch holds
-copies, both again over its distinct positions for GRIDE, all four searches read off the same Gram blocks. From
-those lists:
+pass it searches, per layer and batch, each position's 128 nearest other positions of its batch, exactly, once
+over all positions and once over the positions of *other* sentences (its own sentence masked, as
+``twonn_id_cross``) — and where the batch holds copies, both again over its distinct positions — and reads its
+TwoNN from the same lists (``sample_lists``). This measure reads the lists from the geometry's result
+(``uses_results``):
 
 * ``layer_gride`` — GRIDE (``stats.gride``, Denti et al. 2022) at n1 = 1, 2, 4, …, 64, n2 = 2·n1, on the
   distinct positions of each batch (copies dropped, as TwoNN), unmasked and masked: per (layer, n1, masked)
@@ -23,22 +22,15 @@ with ``--no-geometry``, or a state read alone) its tables are empty.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
-import torch
 
 from normvar_core.config import RunConfig
 from normvar_core.constants import NULL_KINDS, TWONN_BATCH
 from normvar_core.pipeline.contracts import RunContext, StateBatch
 from normvar_core.pipeline.measures.base import Measure, Planned
-from normvar_core.pipeline.measures.geometry import first_copies, null_sample_size
-from normvar_core.pipeline.measures.knn_device import canonical_rows
-from normvar_core.pipeline.measures.knn_device import searches as device_searches
-from normvar_core.pipeline.measures.layerview import layer_threads, per_layer
-from normvar_core.pipeline.measures.twonn_stream import unit_roundoff
-from normvar_core.stats import gride, knn, overlap
+from normvar_core.pipeline.measures.geometry import null_sample_size
+from normvar_core.stats import gride, overlap
 from normvar_core.stats.layer_geometry import twonn_batch_of
 from normvar_core.stats.null import null_params
 from normvar_core.stats.null_geometry import null_sample
@@ -84,14 +76,14 @@ class NeighbourhoodMeasure(Measure):
     name = "neighbourhoods"
     title = "GRIDE and neighbourhood overlap"
     table_names = ("layer_gride", "layer_overlap", "overlap_curve")
-    uses_states = ("geometry",)
+    uses_results = ("geometry",)
     requires = ("geometry",)
-    policy = "no state of its own (the geometry's sample); its search at publish: kept with the geometry"
+    policy = "no state of its own (the geometry's sample, searched at publish by the geometry): kept with it"
 
     def __init__(self, ctx: RunContext):
         self.layers = list(ctx.layers)
         self.ctx = ctx
-        self.geometry = None
+        self.searched: dict | None = None  # the geometry's search (``take_results``)
         self._add_state("n", 0)  # embeddings fed (the sample itself is the geometry's state)
 
     @classmethod
@@ -108,67 +100,21 @@ class NeighbourhoodMeasure(Measure):
 
     @classmethod
     def publish_bytes(cls, ctx: RunContext) -> int:
-        """What its result holds at its peak beside the state, search by search: the lists kept until the overlaps
-        are taken (per layer and position, 64 unmasked and 64 masked int32 neighbours, and the two candidate counts:
-        528·L·K bytes) and, per search run at once (``layer_threads`` of the (layer, batch) searches), the search of
-        the largest TwoNN batch of B rows (``stats.knn.searches``): its float32 Gram products, each pair's once (the
-        upper triangle in blocks of ``knn.CHUNK`` rows) with one block's full rows (``knn.gram_bytes``:
-        2·B·(B + CHUNK) + 4·CHUNK·B), the batch's float32 copy and the copies' row keys (8·B·d), and the four
-        searches' (B, 128) float64 distances and int32 rows with the kernel's scratch on every core
-        (``knn.search_bytes``: 6,144·B + cores·(50·B + 12,288)), for a row whose every column is a candidate (the
-        distances are summed from the float32 rows, no float64 copy of them)."""
-        L, d, K = ctx.num_layers, ctx.dim, _sample_size(ctx)
+        """What its result holds beside the state (the search and its lists are the geometry's: ``sample_lists``):
+        each layer's candidate counts (16·L·K bytes), the curve's rows (4·L·len(KS) of them, about 1 KiB each) and,
+        one layer pair at a time, the overlap of the largest TwoNN batch of B rows (``overlap.shared``: both lists'
+        copies, the ranks and their masks, within 2 KiB a row)."""
+        L, K = ctx.num_layers, _sample_size(ctx)
         B = K - TWONN_BATCH * max(K // TWONN_BATCH - 1, 0)
-        cores = os.cpu_count() or 1
-        work = knn.gram_bytes(B) + 8 * B * d + knn.search_bytes(B, gride.NEIGHBOURS, cores)
-        tasks = L * max(K // TWONN_BATCH, 1)  # (layer, batch) searches
-        threads = layer_threads(tasks, parallel=torch.device(ctx.device).type == "cpu")
-        return int(528 * L * K + threads * work) if K else 0
+        return int(16 * L * K + 4096 * L * len(overlap.KS) + 2048 * B) if K else 0
 
     def update(self, batch: StateBatch) -> None:
         self.n += batch.size  # type: ignore[attr-defined]  # a registered state
 
-    def take_states(self, measures: dict) -> None:
-        self.geometry = measures.get("geometry")
+    def take_results(self, results: dict) -> None:
+        self.searched = (results.get("geometry") or {}).get("lists")
 
     # ------------------------------------------------------------------ result
-    def _batch(
-        self,
-        li: int,
-        rows: np.ndarray,
-        sample: np.ndarray | None,
-        sentences: np.ndarray,
-        device_sample: torch.Tensor | None,
-        lists: np.ndarray,
-    ) -> tuple:
-        """One TwoNN batch (its sample positions ``rows``) of layer li: its overlap lists written into the layer's
-        ``lists`` (2, K, 64) at ``rows`` (sample positions, −1 where none; unmasked, masked), and its GRIDE curves
-        returned (unmasked, masked). With ``device_sample`` (the geometry's sample where it is not on the CPU) the
-        search runs there (``knn_device``)."""
-        kmax = lists.shape[-1]
-        sent = sentences[rows]
-        if device_sample is None:
-            X = sample[li][rows] + np.float32(0.0)  # type: ignore[index]  # the sample is kept when the measure runs
-            first = np.zeros(rows.size, bool)
-            first[first_copies(X)[1]] = True
-        else:  # the copies found on the device too: its rows never come to the host
-            Xd = device_sample[li][torch.as_tensor(rows, device=device_sample.device)] + 0.0
-            first = np.zeros(rows.size, bool)
-            first[canonical_rows(Xd)[1]] = True
-        firsts = np.flatnonzero(first)
-        copies = firsts.size < rows.size  # copies: GRIDE on the distinct rows (as TwoNN), in the same blocks
-        if device_sample is None:
-            dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sent, first=first if copies else None)
-        else:
-            dist, idx = device_searches(
-                Xd, gride.NEIGHBOURS, groups=sent, first=first if copies else None, u=unit_roundoff(Xd.device)
-            )
-        for v in (0, 1):
-            ix = idx[v, :, :kmax]
-            lists[v, rows] = np.where(ix >= 0, rows[np.maximum(ix, 0)], -1)
-        grided = dist[2:, firsts] if copies else dist
-        return gride.batch_curve(grided[0]), gride.batch_curve(grided[1])
-
     def _assembled(self, li: int, tb: np.ndarray, sentences: np.ndarray, lists: np.ndarray, curves: list) -> dict:
         """Layer li from its lists and its batches' curves (in ``np.unique(tb)`` order): its GRIDE rows (unmasked,
         masked), the lists, and each position's candidates (unmasked, masked)."""
@@ -184,35 +130,16 @@ class NeighbourhoodMeasure(Measure):
         ]
         return {"gride": rows, "lists": lists, "candidates": candidates}
 
-    def _layers(
-        self, sample, sentences: np.ndarray, tb: np.ndarray, device_sample=None, parallel: bool = False
-    ) -> list:
-        """Every layer (``_assembled``), its (layer, batch) searches (``_batch``) on the cores at once with
-        ``parallel`` (``per_layer`` over those tasks, not the layers: the cores stay even; each writes its rows of its
-        layer's lists)."""
-        L, ts = len(self.layers), np.unique(tb)
-        lists = np.full((L, 2, tb.size, max(overlap.KS)), -1, np.int32)  # kept until the overlaps are taken
-        tasks = [(li, np.flatnonzero(tb == t)) for li in range(L) for t in ts]
-        curves = per_layer(
-            lambda i: self._batch(tasks[i][0], tasks[i][1], sample, sentences, device_sample, lists[tasks[i][0]]),
-            len(tasks),
-            parallel=parallel,
-            what="search of a layer's TwoNN batch",
-        )
-        n = ts.size
-        return [self._assembled(li, tb, sentences, lists[li], curves[li * n : (li + 1) * n]) for li in range(L)]
-
     def result(self) -> dict:
-        """Every layer's GRIDE and lists (``_layers``, in parallel on the CPU), then the overlaps."""
-        g = self.geometry
-        if g is None or not _sample_size(self.ctx) or not np.asarray(g.filled).all():
+        """Every layer's GRIDE rows and overlap lists from the geometry's search (``sample_lists``), then the
+        overlaps."""
+        s = self.searched
+        if s is None:
             return {"gride": [], "overlap": [], "curve": []}
-        sentences = np.asarray(g.uplan.sentence)
-        tb = g.neighbours.tb
-        on = g.sample if g.sample.device.type != "cpu" else None  # the search where the sample is
-        sample = g.sample.numpy() if on is None else None  # on a device, the sample stays there
-        parallel = on is None and torch.device(self.ctx.device).type == "cpu"
-        per = self._layers(sample, sentences, tb, on, parallel=parallel)
+        tb, sentences, lists, curves = s["tb"], s["sentences"], s["lists"], s["curves"]
+        n = np.unique(tb).size
+        L = len(self.layers)
+        per = [self._assembled(li, tb, sentences, lists[li], curves[li * n : (li + 1) * n]) for li in range(L)]
         return {"gride": [r for p in per for r in p["gride"]], **overlap_rows(self.layers, per, tb)}
 
     def tables(self, result: dict, ctx: RunContext) -> dict:

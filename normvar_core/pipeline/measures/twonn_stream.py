@@ -86,8 +86,11 @@ class NeighbourState:
 
     cpu_kernels = True  # on the CPU, the numba passes (``stats.twonn_kernels``); False: the torch ops there too
 
-    def __init__(self, holder, num_layers: int, size: int, dim: int, device, *, batch: int | None = None):
+    def __init__(
+        self, holder, num_layers: int, size: int, dim: int, device, *, batch: int | None = None, streamed: bool = True
+    ):
         self.holder = holder
+        self.streamed = streamed  # False: the rows are only kept; their search is after the pass (``sample_lists``)
         self.tb = twonn_batch_of(size, batch or TWONN_BATCH)  # ``batch``: smaller batches for tests only
         self.device = torch.device(device)
         self.base_level = torch.as_tensor(subset_levels(self.tb), device=self.device)  # (K,) int8: 1, 2, 4 or 8
@@ -96,10 +99,13 @@ class NeighbourState:
         self._sq_of: Any
         self._sq, self._sq_of = None, None  # type: ignore[assignment]  # the stored rows' squared norms (``_norms``)
         L, K = num_layers, size
+        holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device), merge=self)
+        if not streamed:
+            holder._add_state("filled", np.zeros(K, bool), merge="or", per_layer=False)
+            return
         # kept rows whose level rose in this arrival or merge, searched again at its end (``search_risen``): until
         # then the subsets' searches skip them (their subset neighbours are not searched yet)
         self.pending = torch.zeros((L, K), dtype=torch.bool, device=self.device)
-        holder._add_state("sample", torch.zeros((L, K, dim), dtype=torch.float32, device=self.device), merge=self)
         holder._add_state("hash", torch.zeros((L, K), dtype=torch.int64, device=self.device), merge="pooled")
         holder._add_state("dup", torch.zeros((L, K), dtype=torch.bool, device=self.device), merge="pooled")
         holder._add_state(
@@ -117,12 +123,14 @@ class NeighbourState:
         holder._add_state("filled", np.zeros(K, bool), merge="or", per_layer=False)
 
     @staticmethod
-    def planned(num_layers: int, size: int, dim: int) -> dict:
+    def planned(num_layers: int, size: int, dim: int, streamed: bool = True) -> dict:
         """{key: (shape, dtype)} of the registered state for K = ``size`` rows: the float32 sample (L, K, d), per
         row and layer its hash (int64), copy flag (bool), decimation level (int8), (r₁, r₂) (float64) and their
         rows (int64) in the batch and in each of the 3 decimated subsets, and the filled flags (K,):
-        L·K·(4·d + 138) + K bytes."""
+        L·K·(4·d + 138) + K bytes; not ``streamed``, the sample and the flags alone: 4·L·K·d + K bytes."""
         L, K = int(num_layers), int(size)
+        if not streamed:
+            return {"sample": ((L, K, int(dim)), np.float32), "filled": ((K,), np.bool_)}
         subsets = {}
         for k in DECIMATION[1:]:
             subsets.update({f"r{k}": ((L, K, 2), np.float64), f"nn{k}": ((L, K, 2), np.int64)})
@@ -144,6 +152,8 @@ class NeighbourState:
 
     def _names(self) -> tuple[str, ...]:
         """The per-row states a merge copies in."""
+        if not self.streamed:
+            return ("sample",)
         return (
             "sample",
             "hash",
@@ -162,10 +172,16 @@ class NeighbourState:
         """Rows ``picks`` (plan indices, not filled yet) arrive with states X (L, m, d), or with ``rows``: rows
         ``rows`` of the batch's states X (L, N, d), taken one layer at a time (no L x m copy); a large arrival
         is taken a block of rows at a time, each a later arrival than the one before. Each TwoNN batch's
-        kept rows are gathered once per arrival (its blocks read prefixes of that copy)."""
+        kept rows are gathered once per arrival (its blocks read prefixes of that copy). Not ``streamed``: the rows
+        are only stored."""
         h = self.holder
         p = torch.as_tensor(picks, device=self.device)
         r = None if rows is None else torch.as_tensor(rows, device=X.device)
+        if not self.streamed:
+            for l in range(X.shape[0]):
+                h.sample[l, p] = (X[l] if r is None else X[l].index_select(0, r)).to(self.device, torch.float32)
+            h.filled[picks] = True
+            return
         sq = self._norms()
         for l in range(X.shape[0]):  # one layer's rows at a time: stored, their norms and their hashes
             x = (X[l] if r is None else X[l].index_select(0, r)).to(self.device, torch.float32)
@@ -222,6 +238,8 @@ class NeighbourState:
         for name in self._names():  # one layer block at a time
             for li, block in enumerate(reader.blocks(name)):
                 getattr(h, name)[li, t] = torch.as_tensor(np.asarray(block)[idx]).to(self.device)
+        if not self.streamed:
+            return
         self._set_norms(t, h.sample[:, t])
         self.merge_in(idx, np.flatnonzero(h.filled))
 
