@@ -229,7 +229,7 @@ def test_a_batch_searched_on_the_states_device_equals_the_host_search():
         found = S.search_batch(Xs, sentences)
         lists = np.full((2, 317, 64), -1, np.int32)
         curves = S.neighbourhood_part(found, rows, lists)
-        fit, copies, context = S.twonn_part(found, sentences, levels, 0, lambda j: X[found.firsts[j]])
+        fit, copies, context = S.twonn_part(found, sentences, levels, 0, lambda j, f=found: X[f.firsts[j]])
         out.append((lists, curves, fit, copies, context))
     (lh, ch, fh, nh, xh), (ld, cd, fd, nd, xd) = out
     np.testing.assert_array_equal(ld, lh)
