@@ -9,20 +9,20 @@
 * the states of a seeded uniform sample of K = min(n, ``id_sample``) positions (planned before the
   pass: ``samples.plan_uniform``, the positions with the smallest ``stats.layer_geometry.sample_keys``; the
   same sample whatever the batch split or the run's size), split into Razzhigaev et al.'s TwoNN batches of at
-  least 4,096, and their two nearest neighbours within their batch and within each of its decimated subsets,
-  searched as the rows arrive (``twonn_stream.NeighbourState``); at the end TwoNN's fits, the batch anisotropy and
-  the cross-context search of the points with a same-sentence neighbour remain — on the host, or where the state
-  is on a GPU run (``geometry_device``).
+  least 4,096, and their two nearest neighbours within their batch and within each of its decimated subsets. With
+  the neighbourhoods on (``searched_at_publish``) the rows are only stored during the pass and searched once after
+  it (``sample_lists``: the 128-NN lists that the neighbourhoods read too); without them they are searched as the
+  rows arrive (``twonn_stream.NeighbourState``), and at the end the cross-context search of the points with a
+  same-sentence neighbour remains. TwoNN's fits and the batch anisotropy are taken at the end — on the host, or
+  where the state is on a GPU run (``geometry_device``).
 
 Tables: ``layer_geometry`` (one row per layer, ``stats.layer_geometry.layer_row``), ``layer_spectrum``
 (layer, k, eigenvalue; k = 0 the largest) and ``pair_cosines`` (layer, cosine: disjoint random pairs
-of the sample, the Gaussian-geometry comment's check against N(0, 1/d)). Memory (``planned_state``): per layer the d² ·
-8
-bytes of the scatter plus the sample's K · (d · 4 + 138) (4.7 + 53 MB at d = 768, K = 16,384; 134 + 271 MB
-at d = 4096), on the states' device. A run whose layers do not fit in the device's memory after the weights and the
-moments
-(``memory.plan_memory``) skips the geometry and says so in its notes, with the layer subset that
-would fit (``drop_reason``).
+of the sample, the Gaussian-geometry comment's check against N(0, 1/d)). Memory (``planned_state``): per layer the
+d² · 8 bytes of the scatter plus the sample's K · d · 4 (4.7 + 50 MB at d = 768, K = 16,384; 134 + 268 MB at d = 4096;
+K · (d · 4 + 138) streamed, with ``--no-neighbourhoods``), on the states' device. A run whose layers do not fit in
+the device's memory after the weights and the moments (``memory.plan_memory``) skips the geometry and says so in its
+notes, with the layer subset that would fit (``drop_reason``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ class GeometryMeasure(LayerMajor):
     def planned_state(cls, ctx: RunContext) -> Planned:
         """Per layer the float64 scatter (d, d), mean and Σu (d), the cosine's n and Σ‖x‖, Σ‖x‖², then the
         TwoNN sample of K rows (``NeighbourState.planned``) and n:
-        L·(8·d² + K·(4·d + 138) + 16·d + 24) + K + 8 bytes."""
+        L·(8·d² + K·(4·d + 138) + 16·d + 24) + K + 8 bytes streamed, L·(8·d² + 4·K·d + 16·d + 24) + K + 8 searched
+        after the pass."""
         L, d = ctx.num_layers, ctx.dim
         return {
             **Covariance.planned(L, d),
@@ -184,7 +185,7 @@ class GeometryMeasure(LayerMajor):
         TwoNN sample's arrival after the batch (``NeighbourState.arrive``): one layer's m picked rows and their
         float32 copy (8·m·d, m ≤ n the most picks in one batch) and their hashes (20·m·d), the gathered rows of the
         largest TwoNN batch K and their norms (4·L·K·(d + 1)) and the search's float32 blocks (3·4 bytes of at most
-        min(``twonn_stream.CHUNK``, L·K²) elements)."""
+        min(``twonn_stream.CHUNK``, L·K²) elements); searched after the pass, the picked rows and their copy alone."""
         d, L = ctx.dim, ctx.num_layers
         pool = 2 * 8 * d * d
         U = ctx.plan.uniform
