@@ -54,8 +54,8 @@ def test_the_device_finalize_equals_the_host_finalize(minilm_path, neighbourhood
 
 @pytest.mark.parametrize("seed", range(4))
 def test_canonical_rows_and_anisotropy_equal_the_hosts(seed):
-    from normvar_core.pipeline.measures.geometry import first_copies
     from normvar_core.pipeline.measures.knn_device import canonical_rows
+    from normvar_core.pipeline.measures.sample_lists import first_copies
     from normvar_core.stats.layer_geometry import batch_anisotropy
 
     rng = np.random.default_rng(seed)

@@ -244,8 +244,8 @@ def test_a_batch_searched_on_the_states_device_equals_the_host_search():
 def test_copies_found_on_the_device_are_the_hosts():
     import torch
 
-    from normvar_core.pipeline.measures.geometry import first_copies
     from normvar_core.pipeline.measures.knn_device import canonical_rows
+    from normvar_core.pipeline.measures.sample_lists import first_copies
 
     rng = np.random.default_rng(9)
     base = rng.standard_normal((30, 6)).astype(np.float32)

@@ -255,7 +255,7 @@ def test_seed_twonn_of_the_gaussian_run_is_scikit_dimensions_on_its_sample(writt
 def test_first_copies_renumber_numpy_unique(seed):
     """The batch's distinct rows (the geometry's ``first_copies``) are ``np.unique(X, axis=0)``'s, renumbered in
     order of first appearance: the same groups and the same first rows, -0.0 taken as 0.0 as the stream does."""
-    from normvar_core.pipeline.measures.geometry import first_copies
+    from normvar_core.pipeline.measures.sample_lists import first_copies
 
     rng = np.random.default_rng(seed)
     base = rng.standard_normal((40, 5)).astype(np.float32)

@@ -40,7 +40,7 @@ from normvar_core.pipeline.measures.base import Planned
 from normvar_core.pipeline.measures.covariance import Covariance
 from normvar_core.pipeline.measures.knn_device import canonical_rows
 from normvar_core.pipeline.measures.layerview import LayerMajor, LayerView, layer_threads, per_layer
-from normvar_core.pipeline.measures.sample_lists import LIST_DEPTH, first_copies
+from normvar_core.pipeline.measures.sample_lists import first_copies
 from normvar_core.pipeline.measures.samples import locate, most_picks, position_keys
 from normvar_core.pipeline.measures.twonn_stream import CHUNK as STREAM_BLOCK
 from normvar_core.pipeline.measures.twonn_stream import NeighbourState
@@ -269,7 +269,7 @@ class GeometryMeasure(LayerMajor):
         batches = [int(t) for t in np.unique(nb.tb)]
         tasks = [(li, t) for li in range(len(self.layers)) for t in batches]
         if self.lists_search:  # the neighbourhoods' overlap lists, kept until they are taken
-            lists = np.full((len(self.layers), 2, nb.tb.size, LIST_DEPTH), -1, np.int32)
+            lists = np.full((len(self.layers), 2, nb.tb.size, sample_lists.LIST_DEPTH), -1, np.int32)
             base = nb.base_level.cpu().numpy()
         else:  # the stream's two nearest
             dup, nn, r = self.dup.cpu().numpy(), self.nn.cpu().numpy(), self.r.cpu().numpy()

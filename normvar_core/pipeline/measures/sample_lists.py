@@ -82,20 +82,15 @@ class BatchLists:
 def search_batch(X, sentences: np.ndarray) -> BatchLists:
     """The batch's searches (``BatchLists``) of its rows X: a float32 numpy array (−0.0 as 0.0), or a tensor on the
     sample's device (searched there, its copies found there: its rows never come to the host)."""
-    if isinstance(X, torch.Tensor):
-        canon, firsts = canonical_rows(X)
-        first = np.zeros(canon.size, bool)
-        first[firsts] = True
-        copies = firsts.size < canon.size
-        dist, idx = device_searches(
-            X, gride.NEIGHBOURS, groups=sentences, first=first if copies else None, u=unit_roundoff(X.device)
-        )
+    on_device = isinstance(X, torch.Tensor)
+    canon, firsts = canonical_rows(X) if on_device else first_copies(X)
+    first = np.zeros(canon.size, bool)
+    first[firsts] = True
+    distinct = first if firsts.size < canon.size else None  # copies: the searches over the distinct rows too
+    if on_device:
+        dist, idx = device_searches(X, gride.NEIGHBOURS, groups=sentences, first=distinct, u=unit_roundoff(X.device))
     else:
-        canon, firsts = first_copies(X)
-        first = np.zeros(canon.size, bool)
-        first[firsts] = True
-        copies = firsts.size < canon.size
-        dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sentences, first=first if copies else None)
+        dist, idx = knn.searches(X, gride.NEIGHBOURS, groups=sentences, first=distinct)
     return BatchLists(canon, firsts, dist, idx)
 
 
